@@ -1,0 +1,25 @@
+/* altar — the subcommands of the one binary. Each lives in its own cli/cmd_*.c
+ * and returns the process exit code. */
+#ifndef ALTAR_CLI_H
+#define ALTAR_CLI_H
+
+typedef int (*altar_cmd_fn)(int argc, char **argv);
+
+/* argv[0] is the subcommand name. */
+int altar_cmd_codec(int argc, char **argv);
+int altar_cmd_spec(int argc, char **argv);
+int altar_cmd_digest(int argc, char **argv);
+int altar_cmd_ledger(int argc, char **argv);
+int altar_cmd_log(int argc, char **argv);
+int altar_cmd_run(int argc, char **argv);
+int altar_cmd_submit(int argc, char **argv);
+int altar_cmd_worker(int argc, char **argv);
+int altar_cmd_reconciler(int argc, char **argv);
+int altar_cmd_status(int argc, char **argv);
+int altar_cmd_demo(int argc, char **argv);
+
+/* Registers the built-in backends, storage adapters and transports by name.
+ * The only place that knows every plug-in (cli/plugins.c). */
+void altar_cli_register_plugins(void);
+
+#endif

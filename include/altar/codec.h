@@ -1,0 +1,140 @@
+/* altar — the wire schema: msgpack encodings of specs, job messages, status
+ * events, group events and ledger records, and their JSON form.
+ * schemas/README.md documents every field. Decoders take untrusted bytes:
+ * every length is bounded (see ALTAR_MAX_* in spec.h) and every error names
+ * the field at fault. Unknown keys are ignored; missing keys take defaults. */
+#ifndef ALTAR_CODEC_H
+#define ALTAR_CODEC_H
+
+#include "altar/buf.h"
+#include "altar/error.h"
+#include "altar/task.h"
+
+#define ALTAR_SCHEMA_VERSION 1
+
+/* jobs topic: one task to run. spec.avoid_hosts travels as the message's
+ * top-level "avoid_hosts", not inside "spec". */
+typedef struct altar_job_msg {
+  int64_t v;
+  char *job_id;
+  altar_spec_t spec;
+  int64_t attempt; /* 0 for the first run */
+  double submitted_at;
+} altar_job_msg_t;
+
+typedef enum altar_status_event_kind {
+  ALTAR_EV_SUBMITTED = 0,
+  ALTAR_EV_STATE = 1,
+  ALTAR_EV_RELEASED = 2,
+} altar_status_event_kind_t;
+
+/* Where a status event's job came from on the jobs topic. */
+typedef struct altar_source {
+  bool set;
+  char *topic;
+  int32_t partition;
+  int64_t offset;
+} altar_source_t;
+
+/* status topic: what a worker saw happen to one task. */
+typedef struct altar_status_event {
+  int64_t v;
+  altar_status_event_kind_t event;
+  char *task_key; /* spec identity hash (hex) */
+  char *kind;
+  altar_handle_t handle;
+  altar_state_t state;
+  altar_failure_t *failure; /* NULL unless state is failed */
+  altar_spec_t *spec;       /* on "submitted" only, else NULL */
+  char *worker;             /* NULL if absent */
+  altar_source_t source;
+  double ts;
+} altar_status_event_t;
+
+typedef enum altar_group_event_kind {
+  ALTAR_GROUP_FIRED = 0,
+  ALTAR_GROUP_DEAD_LETTERED = 1,
+} altar_group_event_kind_t;
+
+/* ready / dead topics: a group that fanned in, or was given up on. */
+typedef struct altar_group_event {
+  int64_t v;
+  altar_group_event_kind_t event;
+  char *event_id; /* altar_group_event_id() of kind, group key and member task keys */
+  char *kind;
+  char *group_key;
+  altar_handle_t *shards;
+  size_t n_shards;
+  double ts;
+} altar_group_event_t;
+
+/* Message types, as named by `altar codec --type`. */
+typedef enum altar_msg_type {
+  ALTAR_MSG_SPEC,
+  ALTAR_MSG_JOB,
+  ALTAR_MSG_STATUS,
+  ALTAR_MSG_GROUP,
+  ALTAR_MSG_RECORD,
+} altar_msg_type_t;
+int altar_msg_type_parse(const char *name, altar_msg_type_t *ptype);
+const char *altar_msg_type_name(altar_msg_type_t t);
+
+/* Free the members of a message and zero it. */
+void altar_job_msg_clear(altar_job_msg_t *m);
+void altar_status_event_clear(altar_status_event_t *e);
+void altar_group_event_clear(altar_group_event_t *e);
+bool altar_status_event_equal(const altar_status_event_t *a, const altar_status_event_t *b);
+bool altar_group_event_equal(const altar_group_event_t *a, const altar_group_event_t *b);
+
+/* msgpack. Encoders append to out. Decoders fill a zeroed *pout, which the
+ * caller clears with the matching _clear (also after a failed decode). */
+int altar_encode_spec(const altar_spec_t *spec, altar_buf_t *out, altar_error_t *err);
+int altar_decode_spec(const void *data, size_t len, altar_spec_t *pout, altar_error_t *err);
+int altar_encode_job(const altar_job_msg_t *m, altar_buf_t *out, altar_error_t *err);
+int altar_decode_job(const void *data, size_t len, altar_job_msg_t *pout, altar_error_t *err);
+int altar_encode_status(const altar_status_event_t *e, altar_buf_t *out, altar_error_t *err);
+int altar_decode_status(const void *data, size_t len, altar_status_event_t *pout, altar_error_t *err);
+int altar_encode_group(const altar_group_event_t *e, altar_buf_t *out, altar_error_t *err);
+int altar_decode_group(const void *data, size_t len, altar_group_event_t *pout, altar_error_t *err);
+int altar_encode_record(const altar_record_t *r, altar_buf_t *out, altar_error_t *err);
+int altar_decode_record(const void *data, size_t len, altar_record_t *pout, altar_error_t *err);
+
+/* Reads a message's "type" field without decoding the rest: "job", "status",
+ * "group", or NULL-terminated copy into buf; 0, or ALTAR_EDECODE when the
+ * bytes are not an altar message. */
+int altar_peek_type(const void *data, size_t len, char *buf, size_t bufsize);
+
+/* JSON form (same keys as msgpack). *_to_json returns a malloc'd compact
+ * JSON string (caller frees) or NULL with err set. *_from_json parses text. */
+char *altar_spec_to_json(const altar_spec_t *spec, altar_error_t *err);
+int altar_spec_from_json(const char *text, size_t len, altar_spec_t *pout, altar_error_t *err);
+char *altar_job_to_json(const altar_job_msg_t *m, altar_error_t *err);
+int altar_job_from_json(const char *text, size_t len, altar_job_msg_t *pout, altar_error_t *err);
+char *altar_status_to_json(const altar_status_event_t *e, altar_error_t *err);
+int altar_status_from_json(const char *text, size_t len, altar_status_event_t *pout, altar_error_t *err);
+char *altar_group_to_json(const altar_group_event_t *e, altar_error_t *err);
+int altar_group_from_json(const char *text, size_t len, altar_group_event_t *pout, altar_error_t *err);
+char *altar_record_to_json(const altar_record_t *r, altar_error_t *err);
+int altar_record_from_json(const char *text, size_t len, altar_record_t *pout, altar_error_t *err);
+char *altar_failure_to_json(const altar_failure_t *f, altar_error_t *err);
+char *altar_handle_to_json(const altar_handle_t *h, altar_error_t *err);
+char *altar_status_result_to_json(const altar_status_t *st, altar_error_t *err); /* TaskStatus */
+
+/* Generic bridges used by `altar codec`: JSON text of type t → msgpack, and back. */
+int altar_codec_json_to_msgpack(altar_msg_type_t t, const char *json, size_t len, altar_buf_t *out,
+                                altar_error_t *err);
+char *altar_codec_msgpack_to_json(altar_msg_type_t t, const void *data, size_t len, altar_error_t *err);
+
+/* Identity. The task key is the lowercase hex SHA-256 (64 chars) of the
+ * spec's canonical encoding: msgpack with keys sorted, avoid_hosts left out. */
+#define ALTAR_TASK_KEY_LEN 64
+int altar_spec_identity(const altar_spec_t *spec, char out[ALTAR_TASK_KEY_LEN + 1], altar_error_t *err);
+/* Kubernetes Job name "<kind>-<short hash>": DNS-1123 label, at most 63 chars. */
+#define ALTAR_JOB_NAME_MAX 63
+int altar_spec_job_name(const altar_spec_t *spec, char out[ALTAR_JOB_NAME_MAX + 1], altar_error_t *err);
+/* Deterministic group event id: hex SHA-256 over kind, group key and the
+ * sorted member task keys. */
+int altar_group_event_id(const char *kind, const char *group_key, const char *const *task_keys,
+                         size_t n, char out[ALTAR_TASK_KEY_LEN + 1]);
+
+#endif

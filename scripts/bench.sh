@@ -1,0 +1,10 @@
+#!/bin/sh
+# Runs every benchmark program; each prints its own baseline and ratio.
+set -eu
+cd "$(dirname "$0")/.."
+B="${1:-build}"
+for b in "$B"/bench/bench_*; do
+  [ -x "$b" ] || continue
+  echo "== $(basename "$b")"
+  "$b"
+done
