@@ -1,0 +1,128 @@
+/* altar — codec internals shared by core/codec_*.c and core/identity.c.
+ * Not part of the public API: users go through include/altar/codec.h. */
+#ifndef ALTAR_CODEC_INT_H
+#define ALTAR_CODEC_INT_H
+
+#include "altar/codec.h"
+
+#include <msgpack.h>
+
+/* A field path such as "status.handle.labels.fold", grown and shrunk as a
+ * walker descends, so every error can name the field at fault. */
+#define ALTAR__PATH_MAX 256
+typedef struct altar__path {
+  char s[ALTAR__PATH_MAX];
+  size_t len;
+} altar__path_t;
+
+void altar__path_init(altar__path_t *p, const char *root);
+/* Appends ".name" (or "name" at the root) / "[i]"; returns the old length for pop. */
+size_t altar__path_key(altar__path_t *p, const char *name, size_t nlen);
+size_t altar__path_index(altar__path_t *p, size_t i);
+static inline void altar__path_pop(altar__path_t *p, size_t old) {
+  p->len = old;
+  p->s[old] = '\0';
+}
+
+/* True when s[0..len) is well-formed UTF-8 without NUL bytes. */
+bool altar__utf8_ok(const char *s, size_t len);
+
+/* ---- reading (core/codec_msgpack_read.c) ---- */
+
+/* Checks that data holds exactly one msgpack object within every ALTAR_MAX_*
+ * bound (message size, string, array, map, depth) and that each declared
+ * length fits in the bytes that remain, so the unpacker that follows never
+ * allocates from an unchecked length. ETOOBIG or EDECODE naming the field
+ * under `root`. */
+int altar__mp_check(const void *data, size_t len, const char *root, altar_error_t *err);
+/* altar__mp_check, then msgpack_unpack_next into *pu (which the caller
+ * initialised with msgpack_unpacked_init and destroys afterwards). */
+int altar__mp_unpack(const void *data, size_t len, const char *root, msgpack_unpacked *pu,
+                     altar_error_t *err);
+
+/* Typed walk over an unpacked object tree. Each getter checks the object's
+ * type and reports "<path>: expected <type>" on mismatch. Getters that return
+ * strings allocate (malloc) copies; the caller owns them. */
+typedef struct altar__rd {
+  altar__path_t path;
+  altar_error_t *err;
+} altar__rd_t;
+
+int altar__rd_fail(altar__rd_t *r, int code, const char *what);
+int altar__rd_str(altar__rd_t *r, const msgpack_object *o, char **pout);
+int altar__rd_opt_str(altar__rd_t *r, const msgpack_object *o, char **pout); /* nil → NULL */
+int altar__rd_i64(altar__rd_t *r, const msgpack_object *o, int64_t *pout);
+int altar__rd_opt_i64(altar__rd_t *r, const msgpack_object *o, altar_opt_i64_t *pout);
+int altar__rd_bool(altar__rd_t *r, const msgpack_object *o, bool *pout);
+int altar__rd_f64(altar__rd_t *r, const msgpack_object *o, double *pout); /* finite; ints accepted */
+int altar__rd_strv(altar__rd_t *r, const msgpack_object *o, char ***pv, size_t *pn);
+int altar__rd_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t *m);
+int altar__rd_opt_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t **pm);
+/* Requires a map; for NULL-terminated `keys`, calls back with the index of
+ * each known key (unknown keys skipped, duplicates rejected) and the path
+ * already extended by the key name. `required` is a bitmask of key indexes
+ * that must be present. */
+typedef int (*altar__rd_field_fn)(altar__rd_t *r, void *ctx, int idx, const msgpack_object *val);
+int altar__rd_struct(altar__rd_t *r, const msgpack_object *o, const char *const *keys,
+                     uint32_t required, altar__rd_field_fn fn, void *ctx);
+
+/* ---- writing (core/codec_msgpack_write.c) ---- */
+
+/* A msgpack packer appending to an altar_buf_t, with the path of what is
+ * being written so an unencodable value (NULL required string, bound
+ * exceeded, invalid UTF-8, non-finite float) is reported by field. */
+typedef struct altar__wr {
+  msgpack_packer pk;
+  altar_buf_t *out;
+  bool oom;
+  altar__path_t path;
+  altar_error_t *err;
+} altar__wr_t;
+
+void altar__wr_init(altar__wr_t *w, altar_buf_t *out, const char *root, altar_error_t *err);
+/* Final status: ENOMEM if any append failed, ETOOBIG past ALTAR_MAX_MESSAGE
+ * bytes written since `start`. */
+int altar__wr_finish(altar__wr_t *w, size_t start);
+int altar__wr_fail(altar__wr_t *w, int code, const char *what);
+/* Writes the key of a map entry; entries must come in bytewise key order. */
+void altar__wr_key(altar__wr_t *w, const char *key);
+int altar__wr_map(altar__wr_t *w, size_t n);
+int altar__wr_array(altar__wr_t *w, size_t n);
+int altar__wr_str(altar__wr_t *w, const char *s);     /* NULL is an error */
+int altar__wr_opt_str(altar__wr_t *w, const char *s); /* NULL → nil */
+void altar__wr_i64(altar__wr_t *w, int64_t v);
+void altar__wr_opt_i64(altar__wr_t *w, altar_opt_i64_t v);
+void altar__wr_bool(altar__wr_t *w, bool v);
+void altar__wr_nil(altar__wr_t *w);
+int altar__wr_f64(altar__wr_t *w, double v);
+int altar__wr_strv(altar__wr_t *w, char *const *v, size_t n);
+int altar__wr_strmap(altar__wr_t *w, const altar_strmap_t *m);
+int altar__wr_opt_strmap(altar__wr_t *w, const altar_strmap_t *m);
+
+/* Field helpers: write key, descend the path, write the value, come back. */
+#define ALTAR__WR_FIELD(w, key, expr)                                                         \
+  do {                                                                                        \
+    altar__wr_key((w), (key));                                                                \
+    size_t wr_old__ = altar__path_key(&(w)->path, (key), strlen(key));                        \
+    int wr_rc__ = (expr);                                                                     \
+    altar__path_pop(&(w)->path, wr_old__);                                                    \
+    if (wr_rc__) return wr_rc__;                                                              \
+  } while (0)
+
+/* ---- the model's parts (core/codec_parts.c) ---- */
+
+int altar__wr_spec(altar__wr_t *w, const altar_spec_t *spec);
+int altar__wr_handle(altar__wr_t *w, const altar_handle_t *h);
+int altar__wr_failure(altar__wr_t *w, const altar_failure_t *f); /* NULL → nil */
+/* Decoders fill a zeroed target; on error the caller clears it. */
+int altar__rd_spec(altar__rd_t *r, const msgpack_object *o, altar_spec_t *spec);
+int altar__rd_handle(altar__rd_t *r, const msgpack_object *o, altar_handle_t *h);
+int altar__rd_failure(altar__rd_t *r, const msgpack_object *o, altar_failure_t **pf); /* nil → NULL */
+int altar__rd_state(altar__rd_t *r, const msgpack_object *o, altar_state_t *ps);
+
+/* ---- JSON (core/codec_json.c) ---- */
+
+/* Generic msgpack object → compact JSON with sorted keys (malloc'd). */
+char *altar__mp_to_json(const void *data, size_t len, const char *root, altar_error_t *err);
+
+#endif
