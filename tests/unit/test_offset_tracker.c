@@ -1,0 +1,167 @@
+/* The worker's offset tracker: commit points, metadata, restart skipping. */
+#include "testutil.h"
+#include "worker/offset_tracker.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void commit_point(altar_offset_tracker_t *t, int64_t *off, char *meta, bool *changed) {
+  CU_ASSERT_EQUAL_FATAL(altar_offset_tracker_commit_point(t, "jobs", 0, off, meta, 256, changed), 0);
+}
+
+static void test_commit_lowest_unfinished(void) {
+  altar_offset_tracker_t *t = altar_offset_tracker_new();
+  CU_ASSERT_EQUAL(altar_offset_tracker_assign(t, "jobs", 0, -1, NULL, NULL), 0);
+  int64_t off;
+  char meta[256];
+  bool ch;
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT_EQUAL(off, -1); /* nothing seen, nothing committed */
+  for (int64_t o = 0; o < 10; o++) CU_ASSERT_EQUAL(altar_offset_tracker_seen(t, "jobs", 0, o), 0);
+  altar_offset_tracker_finished(t, "jobs", 0, 0);
+  altar_offset_tracker_finished(t, "jobs", 0, 1);
+  altar_offset_tracker_finished(t, "jobs", 0, 3);
+  altar_offset_tracker_finished(t, "jobs", 0, 4);
+  altar_offset_tracker_finished(t, "jobs", 0, 5);
+  altar_offset_tracker_finished(t, "jobs", 0, 8);
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT_EQUAL(off, 2);
+  CU_ASSERT_STRING_EQUAL(meta, "o1:1-3,6");
+  CU_ASSERT(ch);
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT(!ch); /* unchanged: no need to commit again */
+  CU_ASSERT_EQUAL(altar_offset_tracker_in_flight(t, "jobs", 0), 4);
+  altar_offset_tracker_finished(t, "jobs", 0, 2);
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT_EQUAL(off, 6);
+  CU_ASSERT_STRING_EQUAL(meta, "o1:2");
+  for (int64_t o = 6; o < 10; o++) altar_offset_tracker_finished(t, "jobs", 0, o);
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT_EQUAL(off, 10);
+  CU_ASSERT_STRING_EQUAL(meta, "");
+  CU_ASSERT_EQUAL(altar_offset_tracker_in_flight(t, "jobs", 0), 0);
+  altar_offset_tracker_free(t);
+}
+
+static void test_restart_skips_finished(void) {
+  altar_offset_tracker_t *t = altar_offset_tracker_new();
+  altar_offset_tracker_assign(t, "jobs", 0, 100, "o1:1-3,6", NULL);
+  CU_ASSERT(!altar_offset_tracker_already_done(t, "jobs", 0, 100));
+  CU_ASSERT(altar_offset_tracker_already_done(t, "jobs", 0, 101));
+  CU_ASSERT(altar_offset_tracker_already_done(t, "jobs", 0, 103));
+  CU_ASSERT(!altar_offset_tracker_already_done(t, "jobs", 0, 104));
+  CU_ASSERT(altar_offset_tracker_already_done(t, "jobs", 0, 106));
+  CU_ASSERT(!altar_offset_tracker_already_done(t, "jobs", 0, 107));
+  int64_t off;
+  char meta[256];
+  bool ch;
+  /* Before anything is re-consumed, a commit must keep the prior ranges. */
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT_EQUAL(off, 100);
+  CU_ASSERT_STRING_EQUAL(meta, "o1:1-3,6");
+  /* Re-consume 100 (runs), 101 (skipped as done). */
+  altar_offset_tracker_seen(t, "jobs", 0, 100);
+  altar_offset_tracker_seen(t, "jobs", 0, 101);
+  altar_offset_tracker_finished(t, "jobs", 0, 101);
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT_EQUAL(off, 100);
+  CU_ASSERT_STRING_EQUAL(meta, "o1:1-3,6");
+  altar_offset_tracker_finished(t, "jobs", 0, 100);
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT_EQUAL(off, 102); /* 102, 103 not re-seen yet but known done: still listed */
+  CU_ASSERT_STRING_EQUAL(meta, "o1:0-1,4");
+  altar_offset_tracker_free(t);
+}
+
+static void test_malformed_metadata_ignored(void) {
+  const char *bad[] = {"garbage", "o1:-1", "o1:3-1", "o1:1,,2", "o1:2,1", "o1:1-", "o1:1,",
+                       "o1:99999999999999999999", "o2:1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    altar_offset_tracker_t *t = altar_offset_tracker_new();
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL(altar_offset_tracker_assign(t, "jobs", 0, 5, bad[i], &err), 0);
+    CU_ASSERT(strstr(err.msg, "malformed") != NULL);
+    for (int64_t o = 5; o < 10; o++) CU_ASSERT(!altar_offset_tracker_already_done(t, "jobs", 0, o));
+    altar_offset_tracker_free(t);
+  }
+}
+
+static void test_out_of_order_and_unknown(void) {
+  altar_offset_tracker_t *t = altar_offset_tracker_new();
+  CU_ASSERT_EQUAL(altar_offset_tracker_seen(t, "jobs", 0, 1), ALTAR_ENOTFOUND);
+  altar_offset_tracker_assign(t, "jobs", 0, 10, NULL, NULL);
+  CU_ASSERT_EQUAL(altar_offset_tracker_seen(t, "jobs", 0, 9), ALTAR_EINVAL); /* below committed */
+  CU_ASSERT_EQUAL(altar_offset_tracker_seen(t, "jobs", 0, 12), 0); /* gaps are fine */
+  CU_ASSERT_EQUAL(altar_offset_tracker_seen(t, "jobs", 0, 12), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar_offset_tracker_finished(t, "jobs", 0, 20), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar_offset_tracker_finished(t, "jobs", 0, 12), 0);
+  CU_ASSERT_EQUAL(altar_offset_tracker_finished(t, "jobs", 0, 12), 0); /* twice is harmless */
+  altar_offset_tracker_revoke(t, "jobs", 0);
+  CU_ASSERT(!altar_offset_tracker_assigned(t, "jobs", 0));
+  altar_offset_tracker_free(t);
+}
+
+static void test_metadata_bounded(void) {
+  altar_offset_tracker_t *t = altar_offset_tracker_new();
+  altar_offset_tracker_assign(t, "jobs", 0, 0, NULL, NULL);
+  /* Every even offset finished, every odd one still running: worst case for ranges. */
+  for (int64_t o = 0; o < 20000; o++) altar_offset_tracker_seen(t, "jobs", 0, o);
+  for (int64_t o = 2; o < 20000; o += 2) altar_offset_tracker_finished(t, "jobs", 0, o);
+  char meta[ALTAR_OFFSET_META_MAX + 1];
+  int64_t off;
+  bool ch;
+  CU_ASSERT_EQUAL(altar_offset_tracker_commit_point(t, "jobs", 0, &off, meta, sizeof meta, &ch), 0);
+  CU_ASSERT_EQUAL(off, 0);
+  CU_ASSERT(strlen(meta) <= ALTAR_OFFSET_META_MAX);
+  CU_ASSERT(strncmp(meta, "o1:2,4,6", 8) == 0);
+  /* What was left out is not claimed done: a restart re-runs it rather than skipping. */
+  altar_offset_tracker_t *r = altar_offset_tracker_new();
+  altar_offset_tracker_assign(r, "jobs", 0, off, meta, NULL);
+  CU_ASSERT(altar_offset_tracker_already_done(r, "jobs", 0, 2));
+  CU_ASSERT(!altar_offset_tracker_already_done(r, "jobs", 0, 19998));
+  CU_ASSERT(!altar_offset_tracker_already_done(r, "jobs", 0, 3));
+  altar_offset_tracker_free(r);
+  altar_offset_tracker_free(t);
+}
+
+/* Random model check: the committed offset + metadata never claims an
+ * unfinished job done, and never forgets a finished one below the bound. */
+static void test_random_model(void) {
+  unsigned seed = 12345;
+  for (int round = 0; round < 200; round++) {
+    altar_offset_tracker_t *t = altar_offset_tracker_new();
+    altar_offset_tracker_assign(t, "jobs", 3, 0, NULL, NULL);
+    bool done[300] = {0};
+    int n = 50 + (int)(rand_r(&seed) % 250);
+    for (int o = 0; o < n; o++) altar_offset_tracker_seen(t, "jobs", 3, o);
+    for (int k = 0; k < n; k++) {
+      int o = (int)(rand_r(&seed) % (unsigned)n);
+      done[o] = true;
+      altar_offset_tracker_finished(t, "jobs", 3, o);
+    }
+    char meta[ALTAR_OFFSET_META_MAX + 1];
+    int64_t off;
+    altar_offset_tracker_commit_point(t, "jobs", 3, &off, meta, sizeof meta, NULL);
+    altar_offset_tracker_t *r = altar_offset_tracker_new();
+    altar_offset_tracker_assign(r, "jobs", 3, off, meta, NULL);
+    for (int o = 0; o < n; o++) {
+      if (o < off) CU_ASSERT(done[o]);
+      if (o >= off) CU_ASSERT_EQUAL(altar_offset_tracker_already_done(r, "jobs", 3, o), done[o]);
+    }
+    altar_offset_tracker_free(r);
+    altar_offset_tracker_free(t);
+  }
+}
+
+static void add(void) {
+  ALTAR_SUITE("offset_tracker", NULL, NULL);
+  ALTAR_TEST(test_commit_lowest_unfinished);
+  ALTAR_TEST(test_restart_skips_finished);
+  ALTAR_TEST(test_malformed_metadata_ignored);
+  ALTAR_TEST(test_out_of_order_and_unknown);
+  ALTAR_TEST(test_metadata_bounded);
+  ALTAR_TEST(test_random_model);
+}
+
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

@@ -1,0 +1,291 @@
+#include "offset_tracker.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct entry {
+  int64_t offset;
+  bool done;
+} entry_t;
+
+typedef struct range {
+  int64_t lo, hi; /* inclusive, absolute offsets */
+} range_t;
+
+typedef struct part {
+  char *topic;
+  int32_t partition;
+  int64_t next;    /* one past the highest offset seen (or the committed offset) */
+  entry_t *ents;   /* offsets seen and not yet below the commit point, ascending */
+  size_t head, n, cap;
+  range_t *prior;  /* finished in an earlier life, from the metadata; ascending */
+  size_t n_prior;
+  int64_t last_offset; /* last commit point returned */
+  char *last_meta;
+} part_t;
+
+struct altar_offset_tracker {
+  part_t *parts;
+  size_t n, cap;
+};
+
+altar_offset_tracker_t *altar_offset_tracker_new(void) { return calloc(1, sizeof(altar_offset_tracker_t)); }
+
+static void part_clear(part_t *p) {
+  free(p->topic);
+  free(p->ents);
+  free(p->prior);
+  free(p->last_meta);
+  memset(p, 0, sizeof *p);
+}
+
+void altar_offset_tracker_free(altar_offset_tracker_t *t) {
+  if (!t) return;
+  for (size_t i = 0; i < t->n; i++) part_clear(&t->parts[i]);
+  free(t->parts);
+  free(t);
+}
+
+static part_t *find(const altar_offset_tracker_t *t, const char *topic, int32_t partition) {
+  for (size_t i = 0; i < t->n; i++)
+    if (t->parts[i].partition == partition && !strcmp(t->parts[i].topic, topic)) return &t->parts[i];
+  return NULL;
+}
+
+bool altar_offset_tracker_assigned(const altar_offset_tracker_t *t, const char *topic, int32_t partition) {
+  return find(t, topic, partition) != NULL;
+}
+
+/* Parses "o1:a,b-c,…" relative to base into absolute ranges. Returns false on
+ * any malformation (the caller then ignores the metadata). */
+static bool parse_meta(const char *meta, int64_t base, range_t **pout, size_t *pn) {
+  *pout = NULL;
+  *pn = 0;
+  if (!meta || !*meta) return true;
+  if (strncmp(meta, "o1:", 3) != 0 || strlen(meta) > ALTAR_OFFSET_META_MAX) return false;
+  const char *s = meta + 3;
+  if (!*s) return true;
+  range_t *out = NULL;
+  size_t n = 0, cap = 0;
+  int64_t prev_hi = -1;
+  while (*s) {
+    char *end;
+    errno = 0;
+    long long a = strtoll(s, &end, 10);
+    if (end == s || errno || a < 0 || *s == '-' || *s == '+') goto bad;
+    long long b = a;
+    s = end;
+    if (*s == '-') {
+      s++;
+      if (*s < '0' || *s > '9') goto bad;
+      b = strtoll(s, &end, 10);
+      if (errno || b < a) goto bad;
+      s = end;
+    }
+    if (*s == ',') {
+      s++;
+      if (!*s) goto bad;
+    } else if (*s) {
+      goto bad;
+    }
+    if (a > INT64_MAX - base || b > INT64_MAX - base || (int64_t)a <= prev_hi) goto bad;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 8;
+      range_t *nr = realloc(out, cap * sizeof *nr);
+      if (!nr) goto bad;
+      out = nr;
+    }
+    out[n++] = (range_t){base + a, base + b};
+    prev_hi = b;
+  }
+  *pout = out;
+  *pn = n;
+  return true;
+bad:
+  free(out);
+  return false;
+}
+
+int altar_offset_tracker_assign(altar_offset_tracker_t *t, const char *topic, int32_t partition,
+                                int64_t committed, const char *metadata, altar_error_t *err) {
+  altar_offset_tracker_revoke(t, topic, partition);
+  if (t->n == t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 8;
+    part_t *np = realloc(t->parts, cap * sizeof *np);
+    if (!np) return altar_error_set(err, ALTAR_ENOMEM, "offset tracker: out of memory");
+    t->parts = np;
+    t->cap = cap;
+  }
+  part_t *p = &t->parts[t->n];
+  memset(p, 0, sizeof *p);
+  p->topic = strdup(topic);
+  if (!p->topic) return altar_error_set(err, ALTAR_ENOMEM, "offset tracker: out of memory");
+  p->partition = partition;
+  p->next = committed >= 0 ? committed : -1;
+  p->last_offset = -2; /* never returned */
+  if (committed >= 0 && !parse_meta(metadata, committed, &p->prior, &p->n_prior)) {
+    altar_error_set(err, ALTAR_OK, "%s[%" PRId32 "]: ignoring malformed commit metadata", topic, partition);
+  }
+  t->n++;
+  return ALTAR_OK;
+}
+
+void altar_offset_tracker_revoke(altar_offset_tracker_t *t, const char *topic, int32_t partition) {
+  part_t *p = find(t, topic, partition);
+  if (!p) return;
+  part_clear(p);
+  size_t i = (size_t)(p - t->parts);
+  memmove(&t->parts[i], &t->parts[i + 1], (t->n - i - 1) * sizeof *p);
+  t->n--;
+}
+
+bool altar_offset_tracker_already_done(const altar_offset_tracker_t *t, const char *topic,
+                                       int32_t partition, int64_t offset) {
+  const part_t *p = find(t, topic, partition);
+  if (!p) return false;
+  size_t lo = 0, hi = p->n_prior;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (p->prior[mid].hi < offset) lo = mid + 1;
+    else if (p->prior[mid].lo > offset) hi = mid;
+    else return true;
+  }
+  return false;
+}
+
+int altar_offset_tracker_seen(altar_offset_tracker_t *t, const char *topic, int32_t partition, int64_t offset) {
+  part_t *p = find(t, topic, partition);
+  if (!p) return ALTAR_ENOTFOUND;
+  if (offset < 0 || (p->n > p->head && offset <= p->ents[p->n - 1].offset) ||
+      (p->next >= 0 && offset < p->next))
+    return ALTAR_EINVAL;
+  if (p->head > 0 && p->head == p->n) p->head = p->n = 0; /* all popped: reuse the array */
+  if (p->n == p->cap) {
+    if (p->head > 0) { /* compact before growing */
+      memmove(p->ents, p->ents + p->head, (p->n - p->head) * sizeof *p->ents);
+      p->n -= p->head;
+      p->head = 0;
+    }
+    if (p->n == p->cap) {
+      size_t cap = p->cap ? p->cap * 2 : 16;
+      entry_t *ne = realloc(p->ents, cap * sizeof *ne);
+      if (!ne) return ALTAR_ENOMEM;
+      p->ents = ne;
+      p->cap = cap;
+    }
+  }
+  p->ents[p->n++] = (entry_t){offset, false};
+  p->next = offset + 1;
+  return ALTAR_OK;
+}
+
+int altar_offset_tracker_finished(altar_offset_tracker_t *t, const char *topic, int32_t partition,
+                                  int64_t offset) {
+  part_t *p = find(t, topic, partition);
+  if (!p) return ALTAR_ENOTFOUND;
+  size_t lo = p->head, hi = p->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (p->ents[mid].offset < offset) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < p->n && p->ents[lo].offset == offset) {
+    p->ents[lo].done = true;
+  } else if (offset >= p->next) {
+    return ALTAR_EINVAL; /* never seen */
+  }
+  /* else: already below the commit point, finished before. */
+  while (p->head < p->n && p->ents[p->head].done) p->head++;
+  return ALTAR_OK;
+}
+
+size_t altar_offset_tracker_in_flight(const altar_offset_tracker_t *t, const char *topic, int32_t partition) {
+  const part_t *p = find(t, topic, partition);
+  size_t k = 0;
+  if (p)
+    for (size_t i = p->head; i < p->n; i++) k += !p->ents[i].done;
+  return k;
+}
+
+/* Appends ",a" or ",a-b" (relative to base) if it fits; false when full. */
+static bool put_range(char *meta, size_t metasz, size_t *plen, bool *pfirst, int64_t base, int64_t lo,
+                      int64_t hi) {
+  char tmp[48];
+  int k = lo == hi ? snprintf(tmp, sizeof tmp, "%s%" PRId64, *pfirst ? "" : ",", lo - base)
+                   : snprintf(tmp, sizeof tmp, "%s%" PRId64 "-%" PRId64, *pfirst ? "" : ",", lo - base,
+                              hi - base);
+  if (k < 0 || *plen + (size_t)k + 1 > metasz) return false;
+  memcpy(meta + *plen, tmp, (size_t)k + 1);
+  *plen += (size_t)k;
+  *pfirst = false;
+  return true;
+}
+
+int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *topic, int32_t partition,
+                                      int64_t *poffset, char *meta, size_t metasz, bool *pchanged) {
+  part_t *p = find(t, topic, partition);
+  if (!p) return ALTAR_ENOTFOUND;
+  if (metasz > ALTAR_OFFSET_META_MAX + 1) metasz = ALTAR_OFFSET_META_MAX + 1;
+  int64_t base = p->head < p->n ? p->ents[p->head].offset : p->next;
+  /* Prior-life ranges entirely below the commit point are settled for good. */
+  size_t drop = 0;
+  while (drop < p->n_prior && base >= 0 && p->prior[drop].hi < base) drop++;
+  if (drop) {
+    memmove(p->prior, p->prior + drop, (p->n_prior - drop) * sizeof *p->prior);
+    p->n_prior -= drop;
+  }
+  size_t len = 0;
+  meta[0] = 0;
+  if (base >= 0) {
+    memcpy(meta, "o1:", 4);
+    len = 3;
+    bool first = true, full = false;
+    /* Merge this life's finished entries with prior-life ranges not yet re-seen. */
+    size_t i = p->head, j = 0;
+    int64_t run_lo = -1, run_hi = -1;
+    for (;;) {
+      int64_t lo, hi;
+      while (i < p->n && !p->ents[i].done) i++;
+      bool have_e = i < p->n, have_p = j < p->n_prior;
+      if (!have_e && !have_p) break;
+      if (have_e && (!have_p || p->ents[i].offset < p->prior[j].lo)) {
+        lo = hi = p->ents[i].offset;
+        /* extend across consecutive done entries (offsets may have gaps: a gap is no job) */
+        while (i + 1 < p->n && p->ents[i + 1].done) hi = p->ents[++i].offset;
+        i++;
+      } else {
+        lo = p->prior[j].lo;
+        hi = p->prior[j].hi;
+        j++;
+      }
+      if (lo < base) lo = base;
+      if (hi < lo) continue;
+      if (run_lo >= 0 && lo <= run_hi + 1) {
+        if (hi > run_hi) run_hi = hi;
+        continue;
+      }
+      if (run_lo >= 0 && !put_range(meta, metasz, &len, &first, base, run_lo, run_hi)) {
+        full = true; /* the rest is left out: those jobs run again, none is lost */
+        break;
+      }
+      run_lo = lo;
+      run_hi = hi;
+    }
+    if (!full && run_lo >= 0) put_range(meta, metasz, &len, &first, base, run_lo, run_hi);
+    if (first) meta[0] = 0; /* no ranges: empty metadata */
+  }
+  bool changed = base != p->last_offset || !p->last_meta || strcmp(p->last_meta, meta) != 0;
+  if (changed) {
+    char *m = strdup(meta);
+    if (!m) return ALTAR_ENOMEM;
+    free(p->last_meta);
+    p->last_meta = m;
+    p->last_offset = base;
+  }
+  *poffset = base;
+  if (pchanged) *pchanged = changed;
+  return ALTAR_OK;
+}

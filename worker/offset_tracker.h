@@ -1,0 +1,67 @@
+/* The worker's offset tracker: which jobs of a partition are finished, what
+ * offset is safe to commit, and the commit metadata that lets a restarted or
+ * rebalanced worker skip jobs that finished above that offset.
+ *
+ * The committed offset is always the lowest unfinished job of the partition
+ * (or one past the last seen when none is unfinished); finished offsets above
+ * it travel in the commit metadata as ranges relative to it:
+ *   "o1:" followed by comma-separated "a" or "a-b" (inclusive, a,b >= 1 and
+ *   relative to the committed offset), e.g. "o1:1-4,7".
+ * The metadata is bounded by ALTAR_OFFSET_META_MAX; when ranges would not fit,
+ * the highest ones are left out, so those jobs run again (safe: a rerun is
+ * submitted under the same task key) rather than being skipped wrongly.
+ *
+ * Not thread-safe: the worker's main loop owns it. */
+#ifndef ALTAR_WORKER_OFFSET_TRACKER_H
+#define ALTAR_WORKER_OFFSET_TRACKER_H
+
+#include "altar/error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ALTAR_OFFSET_META_MAX 1024
+
+typedef struct altar_offset_tracker altar_offset_tracker_t;
+
+/* NULL on allocation failure. Free with altar_offset_tracker_free. */
+altar_offset_tracker_t *altar_offset_tracker_new(void);
+void altar_offset_tracker_free(altar_offset_tracker_t *t);
+
+/* Starts tracking a partition assigned to us. committed is the group's
+ * committed offset (-1 when none), metadata its metadata string (NULL or
+ * empty when none). Malformed metadata is ignored with a warning in err->msg
+ * and ALTAR_OK returned: the cost is re-running those jobs, never losing one. */
+int altar_offset_tracker_assign(altar_offset_tracker_t *t, const char *topic, int32_t partition,
+                                int64_t committed, const char *metadata, altar_error_t *err);
+/* Forgets a revoked partition. */
+void altar_offset_tracker_revoke(altar_offset_tracker_t *t, const char *topic, int32_t partition);
+bool altar_offset_tracker_assigned(const altar_offset_tracker_t *t, const char *topic, int32_t partition);
+
+/* True when the job at offset finished in an earlier life (listed in the
+ * metadata read at assign). Such a job must not run again; the caller then
+ * calls altar_offset_tracker_seen + _finished for it. */
+bool altar_offset_tracker_already_done(const altar_offset_tracker_t *t, const char *topic,
+                                       int32_t partition, int64_t offset);
+/* Records that the job at offset was consumed. Offsets of one partition must
+ * arrive in increasing order (ALTAR_EINVAL otherwise; a rewind needs revoke +
+ * assign). ALTAR_ENOTFOUND when the partition is not assigned. */
+int altar_offset_tracker_seen(altar_offset_tracker_t *t, const char *topic, int32_t partition,
+                              int64_t offset);
+/* Records that the job at offset is done (its terminal status acknowledged
+ * by the log). Finishing an offset twice is harmless. */
+int altar_offset_tracker_finished(altar_offset_tracker_t *t, const char *topic, int32_t partition,
+                                  int64_t offset);
+/* Number of seen but unfinished jobs in the partition. */
+size_t altar_offset_tracker_in_flight(const altar_offset_tracker_t *t, const char *topic, int32_t partition);
+
+/* The offset to commit now and its metadata (written NUL-terminated into
+ * meta, at most metasz bytes; metasz >= 8). *pchanged says whether either
+ * differs from the last value returned, so callers commit only on change.
+ * ALTAR_ENOTFOUND when the partition is not assigned; *poffset = -1 when
+ * nothing was ever seen or committed. */
+int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *topic, int32_t partition,
+                                      int64_t *poffset, char *meta, size_t metasz, bool *pchanged);
+
+#endif
