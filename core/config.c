@@ -1,0 +1,212 @@
+/* altar.yaml: defaults, the YAML reader (libyaml document API), overrides. */
+#include "altar/config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <yaml.h>
+
+static int set_str(char **dst, const char *val) {
+  char *d = strdup(val);
+  if (!d) return ALTAR_ENOMEM;
+  free(*dst);
+  *dst = d;
+  return ALTAR_OK;
+}
+
+static int config_defaults(altar_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  if (set_str(&cfg->transport_name, "local") || set_str(&cfg->backend_name, "process") ||
+      set_str(&cfg->ledger_path, "./var/ledger") || set_str(&cfg->topics.jobs, "altar.jobs") ||
+      set_str(&cfg->topics.status, "altar.status") || set_str(&cfg->topics.ready, "altar.ready") ||
+      set_str(&cfg->topics.dead, "altar.dead") || set_str(&cfg->topics.dlq, "altar.dlq") ||
+      altar_strmap_set(&cfg->transport_props, "dir", "./var/log") ||
+      altar_strmap_set(&cfg->backend_props, "data_root", "./var/data") ||
+      altar_strmap_set(&cfg->backend_props, "slots", "4"))
+    return ALTAR_ENOMEM;
+  return ALTAR_OK;
+}
+
+void altar_config_clear(altar_config_t *cfg) {
+  if (!cfg) return;
+  free(cfg->path);
+  free(cfg->transport_name);
+  altar_strmap_clear(&cfg->transport_props);
+  free(cfg->topics.jobs);
+  free(cfg->topics.status);
+  free(cfg->topics.ready);
+  free(cfg->topics.dead);
+  free(cfg->topics.dlq);
+  free(cfg->backend_name);
+  altar_strmap_clear(&cfg->backend_props);
+  free(cfg->ledger_path);
+  free(cfg->metrics_addr);
+  memset(cfg, 0, sizeof *cfg);
+}
+
+int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err) {
+  static const struct {
+    const char *key;
+    size_t off;
+  } strs[] = {
+      {"transport.name", offsetof(altar_config_t, transport_name)},
+      {"topics.jobs", offsetof(altar_config_t, topics.jobs)},
+      {"topics.status", offsetof(altar_config_t, topics.status)},
+      {"topics.ready", offsetof(altar_config_t, topics.ready)},
+      {"topics.dead", offsetof(altar_config_t, topics.dead)},
+      {"topics.dlq", offsetof(altar_config_t, topics.dlq)},
+      {"backend.name", offsetof(altar_config_t, backend_name)},
+      {"ledger.path", offsetof(altar_config_t, ledger_path)},
+      {"metrics.addr", offsetof(altar_config_t, metrics_addr)},
+  };
+  if (strlen(value) > 4096) return altar_error_set(err, ALTAR_EINVAL, "%s: value too long", key);
+  for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+    if (!strcmp(key, strs[i].key)) {
+      if (!*value && strncmp(key, "metrics.", 8) != 0)
+        return altar_error_set(err, ALTAR_EINVAL, "%s: must not be empty", key);
+      return set_str((char **)((char *)cfg + strs[i].off), value) ? altar_error_set(err, ALTAR_ENOMEM, "out of memory")
+                                                                  : ALTAR_OK;
+    }
+  }
+  const char *prop;
+  if (!strncmp(key, "transport.kafka.", 16) && key[16]) prop = key + 16;
+  else if (!strncmp(key, "transport.", 10) && key[10]) prop = key + 10;
+  else if (!strncmp(key, "backend.", 8) && key[8]) {
+    if (altar_strmap_set(&cfg->backend_props, key + 8, value))
+      return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    return ALTAR_OK;
+  } else {
+    return altar_error_set(err, ALTAR_EINVAL, "%s: unknown setting", key);
+  }
+  if (altar_strmap_set(&cfg->transport_props, prop, value))
+    return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  return ALTAR_OK;
+}
+
+/* ---- YAML ---- */
+
+typedef struct reader {
+  yaml_document_t doc;
+  const char *file;
+  altar_config_t *cfg;
+  altar_error_t *err;
+} reader_t;
+
+static int yaml_fail(reader_t *r, yaml_node_t *node, const char *key, const char *what) {
+  return altar_error_set(r->err, ALTAR_ECONFIG, "%s:%zu: %s: %s", r->file,
+                         node ? node->start_mark.line + 1 : 0, key, what);
+}
+
+static const char *scalar(yaml_node_t *n) {
+  return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+/* Calls fn for each key: value of a mapping node. */
+typedef int (*pair_fn)(reader_t *r, const char *section, const char *key, yaml_node_t *knode,
+                       yaml_node_t *vnode);
+
+static int each_pair(reader_t *r, yaml_node_t *map, const char *section, pair_fn fn) {
+  if (!map || map->type != YAML_MAPPING_NODE) return yaml_fail(r, map, section, "expected a mapping");
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(&r->doc, p->key);
+    yaml_node_t *v = yaml_document_get_node(&r->doc, p->value);
+    const char *ks = scalar(k);
+    if (!ks) return yaml_fail(r, k, section, "keys must be plain strings");
+    int rc = fn(r, section, ks, k, v);
+    if (rc) return rc;
+  }
+  return ALTAR_OK;
+}
+
+static int set_scalar(reader_t *r, const char *fullkey, yaml_node_t *v) {
+  const char *val = scalar(v);
+  if (!val) return yaml_fail(r, v, fullkey, "expected a scalar value");
+  altar_error_t e = {0};
+  int rc = altar_config_set(r->cfg, fullkey, val, &e);
+  if (rc) return yaml_fail(r, v, fullkey, e.msg);
+  return ALTAR_OK;
+}
+
+static int on_kafka(reader_t *r, const char *section, const char *key, yaml_node_t *k, yaml_node_t *v) {
+  (void)section;
+  (void)k;
+  char full[512];
+  snprintf(full, sizeof full, "transport.kafka.%s", key);
+  return set_scalar(r, full, v);
+}
+
+static int on_section_key(reader_t *r, const char *section, const char *key, yaml_node_t *k, yaml_node_t *v) {
+  if (!strcmp(section, "transport") && !strcmp(key, "kafka")) return each_pair(r, v, "transport.kafka", on_kafka);
+  if (!strcmp(section, "topics") || !strcmp(section, "ledger") || !strcmp(section, "metrics")) {
+    static const char *const known[] = {"topics.jobs", "topics.status", "topics.ready", "topics.dead",
+                                        "topics.dlq", "ledger.path", "metrics.addr"};
+    char full[512];
+    snprintf(full, sizeof full, "%s.%s", section, key);
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+      if (!strcmp(full, known[i])) return set_scalar(r, full, v);
+    return yaml_fail(r, k, full, "unknown key");
+  }
+  char full[512];
+  snprintf(full, sizeof full, "%s.%s", section, key);
+  return set_scalar(r, full, v);
+}
+
+static int on_top(reader_t *r, const char *section, const char *key, yaml_node_t *k, yaml_node_t *v) {
+  (void)section;
+  if (!strcmp(key, "groups")) return ALTAR_OK; /* reconciler/group_config reads it */
+  if (!strcmp(key, "transport") || !strcmp(key, "topics") || !strcmp(key, "backend") ||
+      !strcmp(key, "ledger") || !strcmp(key, "metrics"))
+    return each_pair(r, v, key, on_section_key);
+  return yaml_fail(r, k, key, "unknown top-level key");
+}
+
+static int config_read(const char *path, altar_config_t *cfg, altar_error_t *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return altar_error_set(err, ALTAR_ECONFIG, "%s: %s", path, strerror(errno));
+  yaml_parser_t parser;
+  reader_t r = {.file = path, .cfg = cfg, .err = err};
+  yaml_parser_initialize(&parser);
+  yaml_parser_set_input_file(&parser, f);
+  int rc = ALTAR_OK;
+  if (!yaml_parser_load(&parser, &r.doc)) {
+    rc = altar_error_set(err, ALTAR_ECONFIG, "%s:%zu: %s", path, parser.problem_mark.line + 1,
+                         parser.problem ? parser.problem : "invalid YAML");
+    yaml_parser_delete(&parser);
+    fclose(f);
+    return rc;
+  }
+  yaml_node_t *root = yaml_document_get_root_node(&r.doc);
+  if (root) rc = each_pair(&r, root, "(top level)", on_top);
+  yaml_document_delete(&r.doc);
+  yaml_parser_delete(&parser);
+  fclose(f);
+  return rc;
+}
+
+int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err) {
+  if (config_defaults(cfg)) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  if (!path) {
+    if (access(ALTAR_DEFAULT_CONFIG_FILE, R_OK) != 0) return ALTAR_OK;
+    path = ALTAR_DEFAULT_CONFIG_FILE;
+  }
+  if (set_str(&cfg->path, path)) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  return config_read(path, cfg, err);
+}
+
+int altar_config_backend_int(const altar_config_t *cfg, const char *key, long long def, long long min,
+                             long long max, long long *pval, altar_error_t *err) {
+  const char *s = altar_strmap_get(&cfg->backend_props, key);
+  if (!s) {
+    *pval = def;
+    return ALTAR_OK;
+  }
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < min || v > max)
+    return altar_error_set(err, ALTAR_EINVAL, "backend.%s: expected an integer in [%lld, %lld], got '%s'", key,
+                           min, max, s);
+  *pval = v;
+  return ALTAR_OK;
+}

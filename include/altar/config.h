@@ -1,0 +1,49 @@
+/* altar — the fleet's settings: one YAML file (altar.yaml) plus flag overrides.
+ *
+ *   transport: {name: local, dir: ./var/log, fsync: group, kafka: {<librdkafka props>}}
+ *   topics:    {jobs: altar.jobs, status: altar.status, ready: altar.ready, dead: altar.dead, dlq: altar.dlq}
+ *   backend:   {name: process, data_root: ./var/data, slots: 4, …}
+ *   ledger:    {path: ./var/ledger}
+ *   groups:    … (read by reconciler/group_config from the same file)
+ *
+ * Unknown top-level keys are an error naming the file and line, so a typo
+ * never silently falls back to a default. */
+#ifndef ALTAR_CONFIG_H
+#define ALTAR_CONFIG_H
+
+#include "altar/error.h"
+#include "altar/strmap.h"
+
+typedef struct altar_topics {
+  char *jobs, *status, *ready, *dead, *dlq;
+} altar_topics_t;
+
+typedef struct altar_config {
+  char *path;                    /* the file read, NULL when none */
+  char *transport_name;          /* "local" by default */
+  altar_strmap_t transport_props; /* local: dir, fsync, …; kafka: every librdkafka property */
+  altar_topics_t topics;
+  char *backend_name;            /* "process" by default */
+  altar_strmap_t backend_props;  /* data_root, slots, … as strings */
+  char *ledger_path;             /* "./var/ledger" by default */
+  char *metrics_addr;            /* "host:port" for Prometheus metrics, NULL = off */
+} altar_config_t;
+
+#define ALTAR_DEFAULT_CONFIG_FILE "altar.yaml"
+
+/* Fills *cfg with defaults, then reads path (when path is NULL, reads
+ * ./altar.yaml if it exists). Caller clears with altar_config_clear, also on
+ * failure. Errors name "FILE:LINE: key". */
+int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err);
+/* Overrides one key, as a flag does: "transport.name", "transport.dir",
+ * "transport.kafka.<prop>", "topics.jobs", "backend.name", "backend.<prop>",
+ * "ledger.path", "metrics.addr". ALTAR_EINVAL for an unknown key. */
+int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err);
+void altar_config_clear(altar_config_t *cfg);
+
+/* Integer property of the backend (e.g. "slots"), with a default when absent;
+ * ALTAR_EINVAL naming the key when present but not an integer in [min, max]. */
+int altar_config_backend_int(const altar_config_t *cfg, const char *key, long long def, long long min,
+                             long long max, long long *pval, altar_error_t *err);
+
+#endif

@@ -1,0 +1,97 @@
+/* altar.yaml: defaults, reading, overrides, errors naming file and line. */
+#include "altar/config.h"
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *write_tmp(const char *text) {
+  char *dir = altar_test_tmpdir("config");
+  char *path = malloc(strlen(dir) + 16);
+  snprintf(path, strlen(dir) + 16, "%s/altar.yaml", dir);
+  altar_test_write_file(path, text, strlen(text));
+  free(dir);
+  return path;
+}
+
+static void test_defaults(void) {
+  altar_config_t c;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_config_load("/nonexistent/altar.yaml", &c, &err), ALTAR_ECONFIG);
+  CU_ASSERT(strstr(err.msg, "/nonexistent/altar.yaml") != NULL);
+  altar_config_clear(&c);
+  CU_ASSERT_EQUAL(altar_config_load(NULL, &c, &err), 0); /* no ./altar.yaml in the test dir */
+  CU_ASSERT_STRING_EQUAL(c.transport_name, "local");
+  CU_ASSERT_STRING_EQUAL(c.topics.jobs, "altar.jobs");
+  CU_ASSERT_STRING_EQUAL(c.topics.dlq, "altar.dlq");
+  CU_ASSERT_STRING_EQUAL(c.backend_name, "process");
+  long long slots;
+  CU_ASSERT_EQUAL(altar_config_backend_int(&c, "slots", 1, 1, 1024, &slots, &err), 0);
+  CU_ASSERT_EQUAL(slots, 4);
+  altar_config_clear(&c);
+}
+
+static void test_read_and_override(void) {
+  char *path = write_tmp("transport:\n  name: kafka\n  kafka: {bootstrap.servers: \"127.0.0.1:9092\", "
+                         "security.protocol: SASL_SSL}\n"
+                         "topics: {jobs: j, status: s}\n"
+                         "backend: {name: docker, data_root: /d, slots: 8}\n"
+                         "ledger: {path: /l}\n"
+                         "groups:\n  score: {group_by: [job_id], ready_when: single}\n");
+  altar_config_t c;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_config_load(path, &c, &err), 0);
+  CU_ASSERT_STRING_EQUAL(c.transport_name, "kafka");
+  CU_ASSERT_STRING_EQUAL(altar_strmap_get(&c.transport_props, "bootstrap.servers"), "127.0.0.1:9092");
+  CU_ASSERT_STRING_EQUAL(altar_strmap_get(&c.transport_props, "security.protocol"), "SASL_SSL");
+  CU_ASSERT_STRING_EQUAL(c.topics.jobs, "j");
+  CU_ASSERT_STRING_EQUAL(c.topics.ready, "altar.ready");
+  CU_ASSERT_STRING_EQUAL(c.backend_name, "docker");
+  CU_ASSERT_STRING_EQUAL(c.ledger_path, "/l");
+  CU_ASSERT_EQUAL(altar_config_set(&c, "backend.slots", "2", &err), 0);
+  long long slots;
+  CU_ASSERT_EQUAL(altar_config_backend_int(&c, "slots", 1, 1, 1024, &slots, &err), 0);
+  CU_ASSERT_EQUAL(slots, 2);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "backend.slots", "lots", &err), 0);
+  CU_ASSERT_EQUAL(altar_config_backend_int(&c, "slots", 1, 1, 1024, &slots, &err), ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "backend.slots") != NULL);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "bogus.key", "1", &err), ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "bogus.key") != NULL);
+  altar_config_clear(&c);
+  free(path);
+}
+
+static void test_errors_name_line(void) {
+  char *path = write_tmp("transport: {name: local}\ntopics:\n  jobs: a\n  jbos: b\n");
+  altar_config_t c;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
+  CU_ASSERT(strstr(err.msg, ":4: topics.jbos: unknown key") != NULL);
+  altar_config_clear(&c);
+  free(path);
+  path = write_tmp("transprt: {name: local}\n");
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
+  CU_ASSERT(strstr(err.msg, ":1: transprt: unknown top-level key") != NULL);
+  altar_config_clear(&c);
+  free(path);
+  path = write_tmp("topics: [a, b\n");
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
+  CU_ASSERT(strstr(err.msg, path) != NULL);
+  altar_config_clear(&c);
+  free(path);
+  path = write_tmp("topics: {jobs: [x]}\n");
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
+  CU_ASSERT(strstr(err.msg, "topics.jobs: expected a scalar") != NULL);
+  altar_config_clear(&c);
+  free(path);
+}
+
+static void add(void) {
+  ALTAR_SUITE("config", NULL, NULL);
+  ALTAR_TEST(test_defaults);
+  ALTAR_TEST(test_read_and_override);
+  ALTAR_TEST(test_errors_name_line);
+}
+
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
