@@ -20,10 +20,7 @@ static int config_defaults(altar_config_t *cfg) {
   if (set_str(&cfg->transport_name, "local") || set_str(&cfg->backend_name, "process") ||
       set_str(&cfg->ledger_path, "./var/ledger") || set_str(&cfg->topics.jobs, "altar.jobs") ||
       set_str(&cfg->topics.status, "altar.status") || set_str(&cfg->topics.ready, "altar.ready") ||
-      set_str(&cfg->topics.dead, "altar.dead") || set_str(&cfg->topics.dlq, "altar.dlq") ||
-      altar_strmap_set(&cfg->transport_props, "dir", "./var/log") ||
-      altar_strmap_set(&cfg->backend_props, "data_root", "./var/data") ||
-      altar_strmap_set(&cfg->backend_props, "slots", "4"))
+      set_str(&cfg->topics.dead, "altar.dead") || set_str(&cfg->topics.dlq, "altar.dlq"))
     return ALTAR_ENOMEM;
   return ALTAR_OK;
 }

@@ -21,10 +21,10 @@ typedef struct altar_topics {
 typedef struct altar_config {
   char *path;                    /* the file read, NULL when none */
   char *transport_name;          /* "local" by default */
-  altar_strmap_t transport_props; /* local: dir, fsync, …; kafka: every librdkafka property */
+  altar_strmap_t transport_props; /* as given: local: dir, fsync, …; kafka: every librdkafka property */
   altar_topics_t topics;
   char *backend_name;            /* "process" by default */
-  altar_strmap_t backend_props;  /* data_root, slots, … as strings */
+  altar_strmap_t backend_props;  /* as given: data_root, slots, … (strings); no defaults added */
   char *ledger_path;             /* "./var/ledger" by default */
   char *metrics_addr;            /* "host:port" for Prometheus metrics, NULL = off */
 } altar_config_t;

@@ -27,8 +27,9 @@ static void test_defaults(void) {
   CU_ASSERT_STRING_EQUAL(c.topics.dlq, "altar.dlq");
   CU_ASSERT_STRING_EQUAL(c.backend_name, "process");
   long long slots;
-  CU_ASSERT_EQUAL(altar_config_backend_int(&c, "slots", 1, 1, 1024, &slots, &err), 0);
-  CU_ASSERT_EQUAL(slots, 4);
+  CU_ASSERT_EQUAL(altar_config_backend_int(&c, "slots", 4, 1, 1024, &slots, &err), 0);
+  CU_ASSERT_EQUAL(slots, 4); /* absent: the caller's default */
+  CU_ASSERT(altar_strmap_get(&c.backend_props, "data_root") == NULL);
   altar_config_clear(&c);
 }
 

@@ -1,0 +1,394 @@
+/* The kubernetes backend object: parameters, defaults, lifetime. */
+#include "k8s_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void altar_k8s_config_init(altar_k8s_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->trust_verification_records = true;
+  cfg->settle_timeout_s = ALTAR_K8S_SETTLE_TIMEOUT_S;
+}
+
+static void pool_clear(altar_k8s_pool_t *p) {
+  free(p->name);
+  free(p->gpu_resource);
+  altar_strmap_clear(&p->node_selector);
+}
+
+void altar_k8s_free(altar_k8s_t *k) {
+  if (!k) return;
+  altar_k8s_runtime_free(k->rt);
+  free(k->ns);
+  free(k->mount_root);
+  free(k->pvc_name);
+  free(k->pull_policy);
+  free(k->verifier_image);
+  free(k->staging_root);
+  for (size_t i = 0; i < k->n_pools; i++) pool_clear(&k->pools[i]);
+  free(k->pools);
+  free(k);
+}
+
+static int dup_or(char **dst, const char *s, const char *def) {
+  const char *v = s ? s : def;
+  *dst = v ? strdup(v) : NULL;
+  return v && !*dst ? ALTAR_ENOMEM : ALTAR_OK;
+}
+
+/* A DNS-1123 label: what namespaces and PVC names must be. */
+static bool dns_label_ok(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 63) return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c == '-' && i > 0 && i + 1 < n)))
+      return false;
+  }
+  return true;
+}
+
+altar_k8s_t *altar_k8s_new(const altar_k8s_config_t *cfg, altar_k8s_runtime_t *rt, altar_error_t *err) {
+  altar_k8s_config_t defaults;
+  if (!cfg) {
+    altar_k8s_config_init(&defaults);
+    cfg = &defaults;
+  }
+  if (!rt || !rt->ops || !rt->ops->create_job || !rt->ops->list_jobs || !rt->ops->delete_job) {
+    altar_k8s_runtime_free(rt);
+    altar_error_set(err, ALTAR_EINVAL, "runtime: create_job, list_jobs and delete_job are required");
+    return NULL;
+  }
+  altar_k8s_t *k = calloc(1, sizeof *k);
+  if (!k) {
+    altar_k8s_runtime_free(rt);
+    altar_error_set(err, ALTAR_ENOMEM, "kubernetes backend: out of memory");
+    return NULL;
+  }
+  k->rt = rt;
+  const char *ns = cfg->namespace_ ? cfg->namespace_ : altar_k8s_runtime_default_namespace(rt);
+  if (dup_or(&k->ns, ns, ALTAR_K8S_DEFAULT_NAMESPACE) ||
+      dup_or(&k->mount_root, cfg->mount_root, ALTAR_K8S_DEFAULT_MOUNT_ROOT) ||
+      dup_or(&k->pvc_name, cfg->pvc_name, NULL) ||
+      dup_or(&k->pull_policy, cfg->image_pull_policy, ALTAR_K8S_DEFAULT_PULL_POLICY) ||
+      dup_or(&k->verifier_image, cfg->digest_verifier_image, ALTAR_K8S_DEFAULT_VERIFIER_IMAGE) ||
+      dup_or(&k->staging_root, cfg->staging_root, NULL))
+    goto oom;
+  /* mount_root is a container path the argv and verifier lines are built on. */
+  size_t mlen = strlen(k->mount_root);
+  while (mlen > 1 && k->mount_root[mlen - 1] == '/') k->mount_root[--mlen] = '\0';
+  if (k->mount_root[0] != '/' || strstr(k->mount_root, "/../") || strstr(k->mount_root, "/./")) {
+    altar_error_set(err, ALTAR_EINVAL, "mount_root: must be an absolute, normalized path (got '%s')",
+                    k->mount_root);
+    goto fail;
+  }
+  if (!dns_label_ok(k->ns)) {
+    altar_error_set(err, ALTAR_EINVAL, "namespace: '%s' is not a DNS-1123 label", k->ns);
+    goto fail;
+  }
+  if (strcmp(k->pull_policy, "IfNotPresent") && strcmp(k->pull_policy, "Always") &&
+      strcmp(k->pull_policy, "Never")) {
+    altar_error_set(err, ALTAR_EINVAL, "image_pull_policy: '%s' is not Always, IfNotPresent or Never",
+                    k->pull_policy);
+    goto fail;
+  }
+  if (cfg->backoff_limit < 0) {
+    altar_error_set(err, ALTAR_EINVAL, "backoff_limit: must be >= 0");
+    goto fail;
+  }
+  if (cfg->settle_timeout_s < 0) {
+    altar_error_set(err, ALTAR_EINVAL, "settle_timeout_s: must be >= 0");
+    goto fail;
+  }
+  k->backoff_limit = cfg->backoff_limit;
+  k->run_as_user = cfg->run_as_user;
+  k->run_as_group = cfg->run_as_group;
+  k->fs_group = cfg->fs_group;
+  k->trust_records = cfg->trust_verification_records;
+  k->extend = cfg->extend_manifest;
+  k->extend_ctx = cfg->extend_ctx;
+  k->settle_timeout_s = cfg->settle_timeout_s;
+  k->clock = cfg->clock;
+  k->sleep = cfg->sleep;
+  k->clock_ctx = cfg->clock_ctx;
+  if (cfg->n_pools) {
+    k->pools = calloc(cfg->n_pools, sizeof *k->pools);
+    if (!k->pools) goto oom;
+    for (size_t i = 0; i < cfg->n_pools; i++) {
+      const altar_k8s_pool_t *src = &cfg->pools[i];
+      if (!src->name || !*src->name) {
+        altar_error_set(err, ALTAR_EINVAL, "pools[%zu].name: must not be empty", i);
+        goto fail;
+      }
+      altar_k8s_pool_t *p = &k->pools[k->n_pools++];
+      if (dup_or(&p->name, src->name, NULL) || dup_or(&p->gpu_resource, src->gpu_resource, NULL) ||
+          altar_strmap_copy(&p->node_selector, &src->node_selector))
+        goto oom;
+      p->max_slots = src->max_slots;
+    }
+  }
+  return k;
+oom:
+  altar_error_set(err, ALTAR_ENOMEM, "kubernetes backend: out of memory");
+fail:
+  altar_k8s_free(k);
+  return NULL;
+}
+
+const char *altar_k8s_namespace(const altar_k8s_t *k) { return k->ns; }
+const char *altar_k8s_mount_root(const altar_k8s_t *k) { return k->mount_root; }
+altar_k8s_runtime_t *altar_k8s_runtime(altar_k8s_t *k) { return k->rt; }
+
+const altar_k8s_pool_t *altar__k8s_pool(const altar_k8s_t *k, const char *name) {
+  for (size_t i = 0; name && i < k->n_pools; i++)
+    if (!strcmp(k->pools[i].name, name)) return &k->pools[i];
+  return NULL;
+}
+
+const char *altar__k8s_pool_name(const altar_resources_t *r) {
+  return r->gpu ? r->gpu : ALTAR_POOL_CPU;
+}
+
+double altar__k8s_now(const altar_k8s_t *k) {
+  if (k->clock) return k->clock(k->clock_ctx);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void altar__k8s_sleep(const altar_k8s_t *k, double seconds) {
+  if (k->sleep) {
+    k->sleep(k->clock_ctx, seconds);
+    return;
+  }
+  if (seconds <= 0) return;
+  struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* ---- as an ExecutionBackend ---- */
+
+static altar_k8s_t *K(altar_backend_t *be) { return be->impl; }
+
+static void kb_destroy(altar_backend_t *be) { altar_k8s_free(K(be)); }
+
+static int kb_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
+  return altar_k8s_capacity(K(be), pcap, err);
+}
+
+/* A GPU pool the backend was not told about is refused when pools are
+ * configured; with none configured any pool name goes to the default GPU
+ * resource (the cluster decides). */
+static int kb_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {
+  altar_k8s_t *k = K(be);
+  if (r->gpu && k->n_pools && !altar__k8s_pool(k, r->gpu))
+    return altar_error_set(err, ALTAR_EINVAL, "resources.gpu: pool '%s' is not configured for kubernetes", r->gpu);
+  if (r->gpu && r->count < 1) return altar_error_set(err, ALTAR_EINVAL, "resources.count: must be >= 1");
+  return ALTAR_OK;
+}
+
+static int kb_stage(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err) {
+  return altar_k8s_stage_inputs(K(be), ts, n, err);
+}
+static int kb_collect(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err) {
+  return altar_k8s_collect_outputs(K(be), ts, n, err);
+}
+static const char *kb_mount_root(altar_backend_t *be) { return K(be)->mount_root; }
+static int kb_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
+  return altar_k8s_submit(K(be), spec, ph, err);
+}
+static int kb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
+                   altar_error_t *err) {
+  return altar_k8s_poll(K(be), hs, n, pst, err);
+}
+static int kb_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
+  return altar_k8s_cancel(K(be), h, err);
+}
+
+/* ---- create() from configuration keys ---- */
+
+static int parse_i64(const char *key, const char *s, int64_t min, int64_t *pv, char *errstr, size_t sz) {
+  char *end;
+  errno = 0;
+  long long v = s ? strtoll(s, &end, 10) : 0;
+  if (!s || !*s || *end || errno || v < min) {
+    snprintf(errstr, sz, "%s: want an integer >= %lld (got '%s')", key, (long long)min, s ? s : "");
+    return ALTAR_EINVAL;
+  }
+  *pv = v;
+  return ALTAR_OK;
+}
+
+static int parse_bool(const char *key, const char *s, bool *pv, char *errstr, size_t sz) {
+  if (!strcmp(s, "true") || !strcmp(s, "1") || !strcmp(s, "yes")) *pv = true;
+  else if (!strcmp(s, "false") || !strcmp(s, "0") || !strcmp(s, "no")) *pv = false;
+  else {
+    snprintf(errstr, sz, "%s: want true or false (got '%s')", key, s);
+    return ALTAR_EINVAL;
+  }
+  return ALTAR_OK;
+}
+
+/* The pool called name in pools (grown as needed). */
+static altar_k8s_pool_t *pool_at(altar_k8s_pool_t **pools, size_t *n, const char *name) {
+  for (size_t i = 0; i < *n; i++)
+    if (!strcmp((*pools)[i].name, name)) return &(*pools)[i];
+  altar_k8s_pool_t *grown = realloc(*pools, (*n + 1) * sizeof *grown);
+  if (!grown) return NULL;
+  *pools = grown;
+  altar_k8s_pool_t *p = &grown[(*n)++];
+  memset(p, 0, sizeof *p);
+  p->max_slots = -1;
+  p->name = strdup(name);
+  return p->name ? p : NULL;
+}
+
+/* One of the JSON-object keys: {"pool": value}. */
+static int parse_pool_map(const char *key, const char *text, altar_k8s_pool_t **pools, size_t *n, char *errstr,
+                          size_t sz) {
+  json_error_t je;
+  json_t *obj = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+  if (!json_is_object(obj) || json_object_size(obj) > ALTAR_MAX_MAP) {
+    snprintf(errstr, sz, "%s: want a JSON object of pools (%s)", key, obj ? "not an object" : je.text);
+    json_decref(obj);
+    return ALTAR_EINVAL;
+  }
+  const char *pool;
+  json_t *v;
+  int rc = ALTAR_OK;
+  json_object_foreach(obj, pool, v) {
+    altar_k8s_pool_t *p = pool_at(pools, n, pool);
+    if (!p) {
+      rc = ALTAR_ENOMEM;
+      snprintf(errstr, sz, "%s: out of memory", key);
+      break;
+    }
+    if (!strcmp(key, "max_slots")) {
+      if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        snprintf(errstr, sz, "max_slots.%s: want an integer >= 0", pool);
+        rc = ALTAR_EINVAL;
+        break;
+      }
+      p->max_slots = json_integer_value(v);
+    } else if (!strcmp(key, "gpu_resources")) {
+      if (!json_is_string(v) || !*json_string_value(v)) {
+        snprintf(errstr, sz, "gpu_resources.%s: want a resource name", pool);
+        rc = ALTAR_EINVAL;
+        break;
+      }
+      free(p->gpu_resource);
+      p->gpu_resource = strdup(json_string_value(v));
+    } else {
+      const char *lk;
+      json_t *lv;
+      if (!json_is_object(v)) {
+        snprintf(errstr, sz, "pool_node_selectors.%s: want an object of node labels", pool);
+        rc = ALTAR_EINVAL;
+        break;
+      }
+      json_object_foreach(v, lk, lv) {
+        if (!json_is_string(lv)) {
+          snprintf(errstr, sz, "pool_node_selectors.%s.%s: want a string", pool, lk);
+          rc = ALTAR_EINVAL;
+          break;
+        }
+        altar_strmap_set(&p->node_selector, lk, json_string_value(lv));
+      }
+      if (rc) break;
+    }
+  }
+  json_decref(obj);
+  return rc;
+}
+
+static void *kb_create(const altar_strmap_t *props, char *errstr, size_t sz) {
+  altar_k8s_config_t cfg;
+  altar_k8s_config_init(&cfg);
+  altar_k8s_pool_t *pools = NULL;
+  size_t n_pools = 0;
+  const char *kubeconfig = NULL, *context = NULL, *in_cluster = "auto";
+  int64_t req_timeout = -1, retries = -1;
+  int rc = ALTAR_OK;
+  for (size_t i = 0; props && i < props->n && !rc; i++) {
+    const char *key = props->keys[i], *v = props->vals[i];
+    int64_t iv = 0;
+    if (!strcmp(key, "namespace")) cfg.namespace_ = v;
+    else if (!strcmp(key, "mount_root")) cfg.mount_root = v;
+    else if (!strcmp(key, "pvc_name")) cfg.pvc_name = v;
+    else if (!strcmp(key, "image_pull_policy")) cfg.image_pull_policy = v;
+    else if (!strcmp(key, "digest_verifier_image")) cfg.digest_verifier_image = v;
+    else if (!strcmp(key, "staging_root")) cfg.staging_root = v;
+    else if (!strcmp(key, "kubeconfig")) kubeconfig = v;
+    else if (!strcmp(key, "context")) context = v;
+    else if (!strcmp(key, "in_cluster")) in_cluster = v;
+    else if (!strcmp(key, "data_root") || !strcmp(key, "slots") || !strcmp(key, "name")) continue;
+    else if (!strcmp(key, "backoff_limit")) rc = parse_i64(key, v, 0, &cfg.backoff_limit, errstr, sz);
+    else if (!strcmp(key, "run_as_user") || !strcmp(key, "run_as_group") || !strcmp(key, "fs_group")) {
+      rc = parse_i64(key, v, 0, &iv, errstr, sz);
+      altar_opt_i64_t *dst = !strcmp(key, "run_as_user") ? &cfg.run_as_user
+                             : !strcmp(key, "run_as_group") ? &cfg.run_as_group : &cfg.fs_group;
+      *dst = (altar_opt_i64_t){true, iv};
+    } else if (!strcmp(key, "trust_verification_records"))
+      rc = parse_bool(key, v, &cfg.trust_verification_records, errstr, sz);
+    else if (!strcmp(key, "settle_timeout_s")) {
+      rc = parse_i64(key, v, 0, &iv, errstr, sz);
+      cfg.settle_timeout_s = (double)iv;
+    } else if (!strcmp(key, "request_timeout_ms")) rc = parse_i64(key, v, 1, &req_timeout, errstr, sz);
+    else if (!strcmp(key, "max_retries")) rc = parse_i64(key, v, 0, &retries, errstr, sz);
+    else if (!strcmp(key, "pool_node_selectors") || !strcmp(key, "max_slots") || !strcmp(key, "gpu_resources"))
+      rc = parse_pool_map(key, v, &pools, &n_pools, errstr, sz);
+    else {
+      snprintf(errstr, sz, "%s: unknown key for the kubernetes backend", key);
+      rc = ALTAR_EINVAL;
+    }
+  }
+  altar_k8s_t *k = NULL;
+  if (!rc) {
+    altar_k8s_http_config_t http;
+    altar_k8s_http_config_init(&http);
+    altar_error_t err = {0};
+    bool cluster = !strcmp(in_cluster, "true") ||
+                   (!strcmp(in_cluster, "auto") && !kubeconfig && getenv("KUBERNETES_SERVICE_HOST"));
+    if (strcmp(in_cluster, "true") && strcmp(in_cluster, "false") && strcmp(in_cluster, "auto"))
+      rc = altar_error_set(&err, ALTAR_EINVAL, "in_cluster: want auto, true or false (got '%s')", in_cluster);
+    else if (cluster)
+      rc = altar_k8s_in_cluster_load(NULL, &http, &err);
+    else
+      rc = altar_k8s_kubeconfig_load(kubeconfig, context, &http, &err);
+    if (req_timeout > 0) http.timeout_ms = (long)req_timeout;
+    if (retries >= 0) http.max_retries = (int)(retries > 100 ? 100 : retries);
+    altar_k8s_runtime_t *rt = rc ? NULL : altar_k8s_http_runtime_new(&http, &err);
+    altar_k8s_http_config_clear(&http);
+    cfg.pools = pools;
+    cfg.n_pools = n_pools;
+    if (rt) k = altar_k8s_new(&cfg, rt, &err);
+    if (!k) snprintf(errstr, sz, "%s", err.msg);
+  }
+  for (size_t i = 0; i < n_pools; i++) pool_clear(&pools[i]);
+  free(pools);
+  return k;
+}
+
+const altar_backend_ops_t altar_backend_kubernetes = {
+    .name = "kubernetes",
+    .input_digest_verification = ALTAR_VERIFY_TASK,
+    .create = kb_create,
+    .destroy = kb_destroy,
+    .capacity = kb_capacity,
+    .check_resources = kb_check_resources,
+    .stage_inputs = kb_stage,
+    .collect_outputs = kb_collect,
+    .mount_root = kb_mount_root,
+    .submit = kb_submit,
+    .poll = kb_poll,
+    .cancel = kb_cancel,
+};
+
+altar_backend_t *altar_k8s_backend_wrap(altar_k8s_t *k) {
+  if (!k) return NULL;
+  return altar_backend_wrap(&altar_backend_kubernetes, k);
+}

@@ -1,0 +1,92 @@
+/* poll, capacity and cancel: all built on one list call per namespace. */
+#include "k8s_int.h"
+
+#include "altar/backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const altar_k8s_job_info_t *find_job(const altar_k8s_job_info_t *jobs, size_t n, const char *name) {
+  for (size_t i = 0; name && i < n; i++)
+    if (jobs[i].name && !strcmp(jobs[i].name, name)) return &jobs[i];
+  return NULL;
+}
+
+int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *st,
+                   altar_error_t *err) {
+  if (!n) return ALTAR_OK;
+  altar_k8s_job_info_t *jobs = NULL;
+  size_t njobs = 0;
+  int rc = altar_k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
+  if (rc) return rc;
+  size_t done = 0;
+  for (size_t i = 0; i < n && !rc; i++) {
+    const altar_k8s_job_info_t *job = find_job(jobs, njobs, hs[i].external_id);
+    altar_failure_t *f = NULL;
+    altar_state_t state;
+    if (!job) {
+      /* A created Job is listed at once, so an absent one was deleted and
+       * can never finish. */
+      state = ALTAR_STATE_FAILED;
+      f = altar_failure_for_reason(ALTAR_REASON_CONTAINER_MISSING, "the job is no longer in the namespace");
+    } else if (job->state == ALTAR_STATE_FAILED) {
+      state = ALTAR_STATE_FAILED;
+      altar_error_t derr = {0};
+      if (altar_k8s_runtime_describe_failure(k->rt, job->name, k->ns, &f, &derr) || !f) {
+        /* The Job did fail; not knowing why is no reason to fail the probe. */
+        altar_failure_free(f);
+        f = altar_failure_for_reason(ALTAR_REASON_JOB_FAILED, derr.msg[0] ? derr.msg : NULL);
+      }
+    } else {
+      state = job->state;
+    }
+    /* altar_status_init takes f, also when it fails. */
+    if ((state == ALTAR_STATE_FAILED && !f) || altar_status_init(&st[i], &hs[i], state, f)) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "poll: out of memory");
+    } else {
+      done = i + 1;
+    }
+  }
+  altar_k8s_job_infos_free(jobs, njobs);
+  if (rc)
+    for (size_t i = 0; i < done; i++) altar_status_clear(&st[i]);
+  return rc;
+}
+
+int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err) {
+  bool any = false;
+  for (size_t i = 0; i < k->n_pools; i++) any |= k->pools[i].max_slots >= 0;
+  if (!any) return ALTAR_OK; /* no ceilings configured: no fixed capacity */
+  altar_k8s_job_info_t *jobs = NULL;
+  size_t njobs = 0;
+  int rc = altar_k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
+  if (rc) return rc;
+  for (size_t i = 0; i < k->n_pools && !rc; i++) {
+    const altar_k8s_pool_t *p = &k->pools[i];
+    if (p->max_slots < 0) continue;
+    char *want = altar_k8s_label_safe(p->name);
+    if (!want) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
+      break;
+    }
+    int64_t active = 0;
+    for (size_t j = 0; j < njobs; j++) {
+      const char *pool = altar_strmap_get(&jobs[j].labels, ALTAR_K8S_POOL_LABEL);
+      if (pool && !strcmp(pool, want) &&
+          (jobs[j].state == ALTAR_STATE_PENDING || jobs[j].state == ALTAR_STATE_RUNNING))
+        active++;
+    }
+    free(want);
+    int64_t free_slots = p->max_slots > active ? p->max_slots - active : 0;
+    if (altar_capacity_set(cap, p->name, free_slots)) rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
+  }
+  altar_k8s_job_infos_free(jobs, njobs);
+  return rc;
+}
+
+int altar_k8s_cancel(altar_k8s_t *k, const altar_handle_t *h, altar_error_t *err) {
+  if (!h || !h->external_id || !*h->external_id)
+    return altar_error_set(err, ALTAR_EINVAL, "handle.external_id: must name a job");
+  int rc = altar_k8s_runtime_delete_job(k->rt, h->external_id, k->ns, NULL, err);
+  return rc == ALTAR_ENOTFOUND ? ALTAR_OK : rc;
+}

@@ -1,0 +1,506 @@
+/* The real KubernetesRuntime: the batch/v1 Jobs and core/v1 Pods endpoints
+ * over HTTPS with libcurl (OpenSSL underneath). Bearer token or client
+ * certificate; 429 and 5xx retried with capped exponential backoff; HTTP
+ * statuses mapped to altar errors. Tokens never enter an error message. */
+#include "altar/buf.h"
+#include "altar/kubernetes.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Largest response body accepted (a list of many Jobs is big, not unbounded). */
+#define MAX_RESPONSE (64u << 20)
+#define MAX_TOKEN (64u << 10)
+#define LIST_PAGE "500"
+#define MAX_PAGES 10000
+
+typedef struct http_rt {
+  altar_k8s_http_config_t cfg;
+  CURL *curl;
+  pthread_mutex_t mu;
+} http_rt_t;
+
+typedef struct resp {
+  altar_buf_t body;
+  bool too_big;
+  long retry_after_s; /* -1 when absent */
+} resp_t;
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+  resp_t *r = ud;
+  size_t len = size * n;
+  if (r->body.len + len > MAX_RESPONSE) {
+    r->too_big = true;
+    return 0;
+  }
+  return altar_buf_append(&r->body, p, len) ? 0 : len;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud) {
+  resp_t *r = ud;
+  size_t len = size * n;
+  static const char name[] = "retry-after:";
+  if (len > sizeof name - 1 && !strncasecmp(p, name, sizeof name - 1)) {
+    char tmp[32];
+    size_t vlen = len - (sizeof name - 1);
+    if (vlen >= sizeof tmp) vlen = sizeof tmp - 1;
+    memcpy(tmp, p + sizeof name - 1, vlen);
+    tmp[vlen] = '\0';
+    char *end;
+    long v = strtol(tmp, &end, 10);
+    if (end != tmp && v >= 0) r->retry_after_s = v;
+  }
+  return len;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* The bearer token: the token file's current content when set (service
+ * account tokens rotate), else the configured one. Caller frees. */
+static char *current_token(http_rt_t *rt, altar_error_t *err) {
+  if (!rt->cfg.token_file) return rt->cfg.token ? strdup(rt->cfg.token) : NULL;
+  FILE *f = fopen(rt->cfg.token_file, "rb");
+  if (!f) {
+    altar_error_set(err, ALTAR_ECONFIG, "token file %s: %s", rt->cfg.token_file, strerror(errno));
+    return NULL;
+  }
+  char *buf = malloc(MAX_TOKEN + 1);
+  size_t n = buf ? fread(buf, 1, MAX_TOKEN + 1, f) : 0;
+  fclose(f);
+  if (!buf || n > MAX_TOKEN) {
+    free(buf);
+    altar_error_set(err, ALTAR_ECONFIG, "token file %s: unreadable or larger than 64 KiB", rt->cfg.token_file);
+    return NULL;
+  }
+  while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) n--;
+  buf[n] = '\0';
+  return buf;
+}
+
+/* The Status object's message, bounded, for error text. */
+static void status_message(const resp_t *r, char *out, size_t outsz) {
+  out[0] = '\0';
+  json_t *st = r->body.len ? json_loadb((const char *)r->body.data, r->body.len, 0, NULL) : NULL;
+  const char *msg = json_string_value(json_object_get(st, "message"));
+  if (msg) snprintf(out, outsz, "%s", msg);
+  json_decref(st);
+}
+
+static bool idempotent(const char *method) { return !strcmp(method, "GET"); }
+
+/* One API call with retries. *pstatus gets the final HTTP status; r the
+ * body. Transport failures after the retries are errors; HTTP statuses are
+ * left to the caller except 429/5xx that outlast the retries. */
+static int request(http_rt_t *rt, const char *method, const char *path, const char *body, long *pstatus,
+                   resp_t *r, altar_error_t *err) {
+  char url[2048];
+  if ((size_t)snprintf(url, sizeof url, "%s%s", rt->cfg.server, path) >= sizeof url)
+    return altar_error_set(err, ALTAR_EINVAL, "kubernetes API: request path too long");
+  char *token = current_token(rt, err);
+  if (rt->cfg.token_file && !token) return err ? err->code : ALTAR_ECONFIG;
+  struct curl_slist *hdrs = NULL;
+  hdrs = curl_slist_append(hdrs, "Accept: application/json");
+  if (body) hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+  if (token) {
+    size_t len = strlen(token) + 32;
+    char *auth = malloc(len);
+    if (auth) {
+      snprintf(auth, len, "Authorization: Bearer %s", token);
+      hdrs = curl_slist_append(hdrs, auth);
+      memset(auth, 0, len);
+      free(auth);
+    }
+    memset(token, 0, strlen(token));
+    free(token);
+  }
+  int rc = ALTAR_OK;
+  long delay = rt->cfg.backoff_initial_ms;
+  pthread_mutex_lock(&rt->mu);
+  CURL *c = rt->curl;
+  for (int attempt = 0;; attempt++) {
+    altar_buf_reset(&r->body);
+    r->too_big = false;
+    r->retry_after_s = -1;
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    if (body) {
+      curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+      curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    } else if (!strcmp(method, "GET")) {
+      curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    }
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, rt->cfg.timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, rt->cfg.connect_timeout_ms);
+    if (rt->cfg.insecure_skip_tls_verify) {
+      curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+      curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    if (rt->cfg.ca_pem) {
+      struct curl_blob b = {rt->cfg.ca_pem, rt->cfg.ca_pem_len, CURL_BLOB_COPY};
+      curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &b);
+    }
+    if (rt->cfg.client_cert_pem) {
+      struct curl_blob cb = {rt->cfg.client_cert_pem, rt->cfg.client_cert_len, CURL_BLOB_COPY};
+      curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cb);
+      curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+      if (rt->cfg.client_key_pem) {
+        struct curl_blob kb = {rt->cfg.client_key_pem, rt->cfg.client_key_len, CURL_BLOB_COPY};
+        curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &kb);
+        curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+      }
+    }
+    CURLcode cc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    bool last = attempt >= rt->cfg.max_retries;
+    if (cc != CURLE_OK) {
+      if (r->too_big) {
+        rc = altar_error_set(err, ALTAR_ETOOBIG, "kubernetes API %s %s: response larger than %u bytes", method,
+                             path, MAX_RESPONSE);
+        break;
+      }
+      /* A request that never reached the server is safe to repeat; one that
+       * may have is repeated only when it is a read. */
+      bool retry = idempotent(method) || cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST;
+      if (!retry || last) {
+        int code = cc == CURLE_OPERATION_TIMEDOUT ? ALTAR_ETIMEOUT : ALTAR_EBACKEND;
+        rc = altar_error_set_retriable(err, code, "kubernetes API %s %s%s: %s", method, rt->cfg.server, path,
+                                       curl_easy_strerror(cc));
+        break;
+      }
+    } else if (status == 429 || status >= 500) {
+      if (last) {
+        char msg[256];
+        status_message(r, msg, sizeof msg);
+        rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "kubernetes API %s %s: HTTP %ld after %d retries%s%s",
+                                       method, path, status, attempt, msg[0] ? ": " : "", msg);
+        break;
+      }
+      if (r->retry_after_s >= 0 && r->retry_after_s * 1000 > delay) delay = r->retry_after_s * 1000;
+    } else {
+      *pstatus = status;
+      break;
+    }
+    if (delay > rt->cfg.backoff_max_ms) delay = rt->cfg.backoff_max_ms;
+    sleep_ms(delay);
+    delay *= 2;
+  }
+  pthread_mutex_unlock(&rt->mu);
+  curl_slist_free_all(hdrs);
+  return rc;
+}
+
+/* The error for an unexpected status. */
+static int status_error(long status, const resp_t *r, const char *what, altar_error_t *err) {
+  char msg[256];
+  status_message(r, msg, sizeof msg);
+  const char *sep = msg[0] ? ": " : "";
+  switch (status) {
+  case 401:
+    return altar_error_set(err, ALTAR_EBACKEND,
+                           "%s: 401 Unauthorized (check the token or client certificate)%s%s", what, sep, msg);
+  case 403:
+    return altar_error_set(err, ALTAR_EBACKEND,
+                           "%s: 403 Forbidden (the credentials lack permission; check RBAC)%s%s", what, sep, msg);
+  case 404:
+    return altar_error_set(err, ALTAR_ENOTFOUND, "%s: 404 Not Found%s%s", what, sep, msg);
+  case 409:
+    return altar_error_set(err, ALTAR_ESTATE, "%s: 409 Conflict%s%s", what, sep, msg);
+  case 400:
+  case 422:
+    return altar_error_set(err, ALTAR_EINVAL, "%s: %ld rejected by the API server%s%s", what, status, sep, msg);
+  default:
+    return altar_error_set(err, ALTAR_EBACKEND, "%s: unexpected HTTP %ld%s%s", what, status, sep, msg);
+  }
+}
+
+/* Names and namespaces go into URL paths: only DNS-1123 characters. */
+static int check_name(const char *field, const char *s, altar_error_t *err) {
+  size_t n = s ? strlen(s) : 0;
+  if (n == 0 || n > 253) return altar_error_set(err, ALTAR_EINVAL, "%s: must be 1..253 characters", field);
+  for (size_t i = 0; i < n; i++) {
+    char ch = s[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.'))
+      return altar_error_set(err, ALTAR_EINVAL, "%s: '%s' is not a DNS-1123 name", field, s);
+  }
+  return ALTAR_OK;
+}
+
+static json_t *parse_body(const resp_t *r, const char *what, altar_error_t *err) {
+  json_error_t je;
+  json_t *v = json_loadb((const char *)r->body.data, r->body.len, 0, &je);
+  if (!v) altar_error_set(err, ALTAR_EDECODE, "%s: response is not JSON (%s)", what, je.text);
+  return v;
+}
+
+static int h_create(void *impl, const json_t *manifest, const char *ns, char **pname, altar_error_t *err) {
+  http_rt_t *rt = impl;
+  int rc = check_name("namespace", ns, err);
+  if (rc) return rc;
+  char path[512], what[600];
+  snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs", ns);
+  const char *name = json_string_value(json_object_get(json_object_get(manifest, "metadata"), "name"));
+  snprintf(what, sizeof what, "create job %s in namespace %s", name ? name : "?", ns);
+  char *body = json_dumps(manifest, JSON_COMPACT);
+  if (!body) return altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
+  resp_t r = {.retry_after_s = -1};
+  long status = 0;
+  rc = request(rt, "POST", path, body, &status, &r, err);
+  free(body);
+  if (!rc) {
+    if (status == 409) {
+      rc = altar_error_set(err, ALTAR_EJOBEXISTS, "%s: a job with that name already exists", what);
+    } else if (status == 200 || status == 201 || status == 202) {
+      json_t *job = parse_body(&r, what, err);
+      const char *got = json_string_value(json_object_get(json_object_get(job, "metadata"), "name"));
+      if (!job) rc = ALTAR_EDECODE;
+      else if (!(*pname = strdup(got ? got : (name ? name : ""))))
+        rc = altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
+      json_decref(job);
+    } else {
+      rc = status_error(status, &r, what, err);
+    }
+  }
+  altar_buf_free(&r.body);
+  return rc;
+}
+
+static int append_jobs(json_t *list, altar_k8s_job_info_t **pjobs, size_t *pn, size_t *pcap, altar_error_t *err) {
+  size_t i;
+  json_t *item;
+  json_array_foreach(json_object_get(list, "items"), i, item) {
+    if (*pn == *pcap) {
+      size_t cap = *pcap ? *pcap * 2 : 16;
+      altar_k8s_job_info_t *grown = realloc(*pjobs, cap * sizeof *grown);
+      if (!grown) return altar_error_set(err, ALTAR_ENOMEM, "list jobs: out of memory");
+      *pjobs = grown;
+      *pcap = cap;
+    }
+    int rc = altar_k8s_job_info_from_json(item, &(*pjobs)[*pn], err);
+    if (rc) return rc;
+    (*pn)++;
+  }
+  return ALTAR_OK;
+}
+
+static int h_list(void *impl, const char *ns, const char *sel, altar_k8s_job_info_t **pjobs, size_t *pn,
+                  altar_error_t *err) {
+  http_rt_t *rt = impl;
+  int rc = check_name("namespace", ns, err);
+  if (rc) return rc;
+  char what[300];
+  snprintf(what, sizeof what, "list jobs in namespace %s", ns);
+  char *esel = sel ? curl_easy_escape(rt->curl, sel, 0) : NULL;
+  char *cont = NULL;
+  size_t cap = 0;
+  resp_t r = {.retry_after_s = -1};
+  for (int page = 0; !rc; page++) {
+    if (page >= MAX_PAGES) {
+      rc = altar_error_set(err, ALTAR_ETOOBIG, "%s: more than %d pages", what, MAX_PAGES);
+      break;
+    }
+    char *econt = cont ? curl_easy_escape(rt->curl, cont, 0) : NULL;
+    size_t plen = 128 + strlen(ns) + (esel ? strlen(esel) : 0) + (econt ? strlen(econt) : 0);
+    char *path = malloc(plen);
+    if (!path) {
+      curl_free(econt);
+      rc = altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
+      break;
+    }
+    snprintf(path, plen, "/apis/batch/v1/namespaces/%s/jobs?limit=" LIST_PAGE "%s%s%s%s", ns,
+             esel ? "&labelSelector=" : "", esel ? esel : "", econt ? "&continue=" : "", econt ? econt : "");
+    curl_free(econt);
+    long status = 0;
+    rc = request(rt, "GET", path, NULL, &status, &r, err);
+    free(path);
+    if (rc) break;
+    if (status != 200) {
+      rc = status_error(status, &r, what, err);
+      break;
+    }
+    json_t *list = parse_body(&r, what, err);
+    if (!list) {
+      rc = ALTAR_EDECODE;
+      break;
+    }
+    rc = append_jobs(list, pjobs, pn, &cap, err);
+    const char *next = json_string_value(json_object_get(json_object_get(list, "metadata"), "continue"));
+    free(cont);
+    cont = next && *next ? strdup(next) : NULL;
+    json_decref(list);
+    if (!cont) break;
+  }
+  free(cont);
+  curl_free(esel);
+  altar_buf_free(&r.body);
+  if (rc) {
+    altar_k8s_job_infos_free(*pjobs, *pn);
+    *pjobs = NULL;
+    *pn = 0;
+  }
+  return rc;
+}
+
+/* GET of one object; *pobj NULL on 404. */
+static int get_object(http_rt_t *rt, const char *path, const char *what, json_t **pobj, altar_error_t *err) {
+  *pobj = NULL;
+  resp_t r = {.retry_after_s = -1};
+  long status = 0;
+  int rc = request(rt, "GET", path, NULL, &status, &r, err);
+  if (!rc && status == 200) {
+    *pobj = parse_body(&r, what, err);
+    if (!*pobj) rc = ALTAR_EDECODE;
+  } else if (!rc && status != 404) {
+    rc = status_error(status, &r, what, err);
+  }
+  altar_buf_free(&r.body);
+  return rc;
+}
+
+static int h_read(void *impl, const char *name, const char *ns, altar_k8s_job_info_t **pjob, altar_error_t *err) {
+  http_rt_t *rt = impl;
+  int rc = check_name("namespace", ns, err);
+  if (!rc) rc = check_name("job name", name, err);
+  if (rc) return rc;
+  char path[600], what[600];
+  snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs/%s", ns, name);
+  snprintf(what, sizeof what, "read job %s in namespace %s", name, ns);
+  json_t *job = NULL;
+  rc = get_object(rt, path, what, &job, err);
+  /* A Job being deleted can be neither adopted nor replaced yet. */
+  json_t *dts = json_object_get(json_object_get(job, "metadata"), "deletionTimestamp");
+  if (!rc && job && (dts == NULL || json_is_null(dts))) {
+    *pjob = calloc(1, sizeof **pjob);
+    if (!*pjob) rc = altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
+    else if ((rc = altar_k8s_job_info_from_json(job, *pjob, err))) {
+      free(*pjob);
+      *pjob = NULL;
+    }
+  }
+  json_decref(job);
+  return rc;
+}
+
+static int h_delete(void *impl, const char *name, const char *ns, const char *uid, altar_error_t *err) {
+  http_rt_t *rt = impl;
+  int rc = check_name("namespace", ns, err);
+  if (!rc) rc = check_name("job name", name, err);
+  if (rc) return rc;
+  char path[600], what[600];
+  snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs/%s", ns, name);
+  snprintf(what, sizeof what, "delete job %s in namespace %s", name, ns);
+  /* Background propagation removes the Job's pods too. */
+  json_t *opts = json_pack("{s:s, s:s, s:s}", "apiVersion", "v1", "kind", "DeleteOptions", "propagationPolicy",
+                           "Background");
+  if (opts && uid) json_object_set_new(opts, "preconditions", json_pack("{s:s}", "uid", uid));
+  char *body = opts ? json_dumps(opts, JSON_COMPACT) : NULL;
+  json_decref(opts);
+  if (!body) return altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
+  resp_t r = {.retry_after_s = -1};
+  long status = 0;
+  rc = request(rt, "DELETE", path, body, &status, &r, err);
+  free(body);
+  if (!rc && status != 200 && status != 202 && status != 404) {
+    /* 409 with a uid: the name belongs to a newer Job now; leave it be. */
+    if (!(status == 409 && uid)) rc = status_error(status, &r, what, err);
+  }
+  altar_buf_free(&r.body);
+  return rc;
+}
+
+static int h_describe(void *impl, const char *name, const char *ns, altar_failure_t **pf, altar_error_t *err) {
+  http_rt_t *rt = impl;
+  int rc = check_name("namespace", ns, err);
+  if (!rc) rc = check_name("job name", name, err);
+  if (rc) return rc;
+  char path[700], what[600];
+  snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs/%s", ns, name);
+  snprintf(what, sizeof what, "describe job %s in namespace %s", name, ns);
+  json_t *job = NULL, *pods = NULL;
+  rc = get_object(rt, path, what, &job, err);
+  if (!rc && !job) return altar_error_set(err, ALTAR_ENOTFOUND, "%s: no such job", what);
+  if (!rc) {
+    /* The Job controller labels its pods job-name=<name>. */
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=job-name%%3D%s", ns, name);
+    rc = get_object(rt, path, what, &pods, err);
+  }
+  if (!rc) {
+    *pf = altar_k8s_explain_failure(job, pods);
+    if (!*pf) rc = altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
+  }
+  json_decref(job);
+  json_decref(pods);
+  return rc;
+}
+
+static const char *h_namespace(void *impl) { return ((http_rt_t *)impl)->cfg.namespace_; }
+
+static void h_destroy(void *impl) {
+  http_rt_t *rt = impl;
+  if (!rt) return;
+  if (rt->curl) curl_easy_cleanup(rt->curl);
+  pthread_mutex_destroy(&rt->mu);
+  altar_k8s_http_config_clear(&rt->cfg);
+  free(rt);
+}
+
+static const altar_k8s_runtime_ops_t http_ops = {
+    .name = "kubernetes-api",
+    .create_job = h_create,
+    .list_jobs = h_list,
+    .read_job = h_read,
+    .delete_job = h_delete,
+    .describe_failure = h_describe,
+    .default_namespace = h_namespace,
+    .destroy = h_destroy,
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+altar_k8s_runtime_t *altar_k8s_http_runtime_new(altar_k8s_http_config_t *cfg, altar_error_t *err) {
+  if (!cfg->server || (strncmp(cfg->server, "https://", 8) && strncmp(cfg->server, "http://", 7))) {
+    altar_error_set(err, ALTAR_ECONFIG, "kubernetes server: want an https:// URL (got '%s')",
+                    cfg->server ? cfg->server : "");
+    return NULL;
+  }
+  if ((cfg->client_cert_pem == NULL) != (cfg->client_key_pem == NULL)) {
+    altar_error_set(err, ALTAR_ECONFIG, "kubernetes client certificate: the certificate and its key go together");
+    return NULL;
+  }
+  pthread_once(&curl_once, curl_init_once);
+  http_rt_t *rt = calloc(1, sizeof *rt);
+  if (!rt || !(rt->curl = curl_easy_init())) {
+    free(rt);
+    altar_error_set(err, ALTAR_ENOMEM, "kubernetes runtime: out of memory");
+    return NULL;
+  }
+  pthread_mutex_init(&rt->mu, NULL);
+  rt->cfg = *cfg;
+  altar_k8s_http_config_init(cfg);
+  size_t n = strlen(rt->cfg.server);
+  while (n > 8 && rt->cfg.server[n - 1] == '/') rt->cfg.server[--n] = '\0';
+  altar_k8s_runtime_t *r = altar_k8s_runtime_new(&http_ops, rt);
+  if (!r) {
+    h_destroy(rt);
+    altar_error_set(err, ALTAR_ENOMEM, "kubernetes runtime: out of memory");
+  }
+  return r;
+}

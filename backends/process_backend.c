@@ -1,0 +1,325 @@
+/* `process`: the vtable, configuration, capacity, resources and paths.
+ * The default backend on a machine without containers: a spec's argv runs
+ * directly (no shell) in <data_root>/tasks/<id>/, and sees the logical
+ * layout under data_root itself. */
+#include "process_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- small shared helpers ---------------------------------------------- */
+
+bool altar__proc_id_valid(const char *id) {
+  size_t n = 0;
+  for (const char *c = id; *c; c++, n++) {
+    bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '-' || *c == '_' || *c == '.';
+    if (!ok || n >= ALTAR_PROC_ID_MAX) return false;
+  }
+  return n > 0 && strcmp(id, ".") != 0 && strcmp(id, "..") != 0;
+}
+
+int altar__proc_task_dir(const altar_process_t *p, const char *id, char *buf, size_t size,
+                         altar_error_t *err) {
+  if (!id || !altar__proc_id_valid(id))
+    return altar_error_set(err, ALTAR_EINVAL, "handle.external_id: '%.80s' is not a process task id",
+                           id ? id : "(null)");
+  int n = snprintf(buf, size, "%s/%s", p->tasks_dir, id);
+  if (n < 0 || (size_t)n >= size)
+    return altar_error_set(err, ALTAR_ETOOBIG, "process: task directory path too long");
+  return 0;
+}
+
+int altar__proc_write_file(const char *path, const char *data, size_t len) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  while (len) {
+    ssize_t w = write(fd, data, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      close(fd);
+      return -1;
+    }
+    data += w;
+    len -= (size_t)w;
+  }
+  return close(fd);
+}
+
+char *altar__proc_read_small(const char *path, size_t max, size_t *plen) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  char *buf = malloc(max + 1);
+  size_t len = 0;
+  if (buf) {
+    while (len < max) {
+      ssize_t r = read(fd, buf + len, max - len);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      len += (size_t)r;
+    }
+    buf[len] = '\0';
+  }
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  if (plen) *plen = len;
+  return buf;
+}
+
+int altar__proc_live_add(altar_process_t *p, const char *id) {
+  for (size_t i = 0; i < p->n_live; i++)
+    if (!strcmp(p->live[i].id, id)) return 0;
+  if (p->n_live == p->cap_live) {
+    size_t cap = p->cap_live ? p->cap_live * 2 : 16;
+    altar_proc_task_t *nl = realloc(p->live, cap * sizeof *nl);
+    if (!nl) return ALTAR_ENOMEM;
+    p->live = nl;
+    p->cap_live = cap;
+  }
+  snprintf(p->live[p->n_live++].id, sizeof p->live[0].id, "%s", id);
+  return 0;
+}
+
+void altar__proc_live_remove(altar_process_t *p, const char *id) {
+  for (size_t i = 0; i < p->n_live; i++)
+    if (!strcmp(p->live[i].id, id)) {
+      p->live[i] = p->live[--p->n_live];
+      return;
+    }
+}
+
+/* ---- memory enforcement: find a cgroup we may nest task groups under ----- */
+
+/* Our own cgroup path for the v1 "memory" controller (version 1) or the v2
+ * unified line (version 2), from /proc/self/cgroup. */
+static bool own_cgroup(int version, char *out, size_t size) {
+  char *text = altar__proc_read_small("/proc/self/cgroup", 16384, NULL);
+  if (!text) return false;
+  bool found = false;
+  for (char *line = strtok(text, "\n"); line && !found; line = strtok(NULL, "\n")) {
+    char *c1 = strchr(line, ':');
+    char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2) continue;
+    *c2 = '\0';
+    const char *ctrls = c1 + 1, *path = c2 + 1;
+    bool match = false;
+    if (version == 2) {
+      match = ctrls[0] == '\0' && !strncmp(line, "0:", 2);
+    } else {
+      char tmp[256];
+      snprintf(tmp, sizeof tmp, ",%s,", ctrls);
+      match = strstr(tmp, ",memory,") != NULL;
+    }
+    if (match) {
+      snprintf(out, size, "%s", path);
+      found = true;
+    }
+  }
+  free(text);
+  return found;
+}
+
+static void choose_cgroup(altar_process_t *p, const char *mode) {
+  char own[400], dir[512], probe[600];
+  p->cgroup_version = 0;
+  p->cgroup_parent[0] = '\0';
+  if (!strcmp(mode, "watchdog")) return;
+  /* v2: nest under our cgroup when it delegates the memory controller. */
+  if (own_cgroup(2, own, sizeof own)) {
+    snprintf(dir, sizeof dir, "/sys/fs/cgroup%s", strcmp(own, "/") ? own : "");
+    snprintf(probe, sizeof probe, "%s/cgroup.subtree_control", dir);
+    char *ctl = altar__proc_read_small(probe, 4096, NULL);
+    bool mem = ctl && strstr(ctl, "memory") != NULL;
+    free(ctl);
+    if (mem && access(dir, W_OK) == 0) {
+      snprintf(p->cgroup_parent, sizeof p->cgroup_parent, "%s", dir);
+      p->cgroup_version = 2;
+      return;
+    }
+  }
+  /* v1 memory controller (hybrid hosts). */
+  if (own_cgroup(1, own, sizeof own)) {
+    snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory%s", strcmp(own, "/") ? own : "");
+    snprintf(probe, sizeof probe, "%s/memory.limit_in_bytes", dir);
+    if (access(probe, R_OK) == 0 && access(dir, W_OK) == 0) {
+      snprintf(p->cgroup_parent, sizeof p->cgroup_parent, "%s", dir);
+      p->cgroup_version = 1;
+    }
+  }
+}
+
+/* ---- create / destroy --------------------------------------------------- */
+
+static int mkdir_p(const char *path) {
+  char tmp[ALTAR_PATH_BUF];
+  int n = snprintf(tmp, sizeof tmp, "%s", path);
+  if (n < 0 || (size_t)n >= sizeof tmp) return -1;
+  for (char *c = tmp + 1; *c; c++) {
+    if (*c != '/') continue;
+    *c = '\0';
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST) return -1;
+    *c = '/';
+  }
+  if (mkdir(tmp, 0755) < 0 && errno != EEXIST) return -1;
+  return 0;
+}
+
+static bool parse_ll(const char *s, long long min, long long max, long long *pv) {
+  if (!s || !*s) return false;
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end || v < min || v > max) return false;
+  *pv = v;
+  return true;
+}
+
+static void process_destroy(altar_backend_t *be) {
+  altar_process_t *p = be->impl;
+  if (!p) return;
+  free(p->data_root);
+  free(p->tasks_dir);
+  free(p->storage);
+  free(p->live);
+  free(p);
+  be->impl = NULL;
+}
+
+static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
+  static const char *const known[] = {"name", "data_root", "slots", "storage", "log_cap", "memory",
+                                      NULL};
+  const char *data_root = "./var/data", *slots_s = NULL, *storage = "auto", *cap_s = NULL,
+             *mem = "auto";
+  for (size_t i = 0; cfg && i < cfg->n; i++) {
+    size_t k = 0;
+    while (known[k] && strcmp(known[k], cfg->keys[i])) k++;
+    if (!known[k]) {
+      snprintf(errstr, errstr_size,
+               "backend.%s: unknown key for 'process' (known: data_root, slots, storage, log_cap, "
+               "memory)",
+               cfg->keys[i]);
+      return NULL;
+    }
+  }
+  if (cfg) {
+    if (altar_strmap_get(cfg, "data_root")) data_root = altar_strmap_get(cfg, "data_root");
+    slots_s = altar_strmap_get(cfg, "slots");
+    if (altar_strmap_get(cfg, "storage")) storage = altar_strmap_get(cfg, "storage");
+    cap_s = altar_strmap_get(cfg, "log_cap");
+    if (altar_strmap_get(cfg, "memory")) mem = altar_strmap_get(cfg, "memory");
+  }
+  long long slots = ALTAR_PROC_DEFAULT_SLOTS, cap = ALTAR_PROC_DEFAULT_LOG_CAP;
+  if (slots_s && !parse_ll(slots_s, 1, 100000, &slots)) {
+    snprintf(errstr, errstr_size, "backend.slots: '%.40s' is not an integer in [1, 100000]", slots_s);
+    return NULL;
+  }
+  if (cap_s && !parse_ll(cap_s, 64, 1LL << 32, &cap)) {
+    snprintf(errstr, errstr_size, "backend.log_cap: '%.40s' is not a byte count in [64, 4 GiB]",
+             cap_s);
+    return NULL;
+  }
+  if (strcmp(mem, "auto") && strcmp(mem, "watchdog")) {
+    snprintf(errstr, errstr_size, "backend.memory: '%.40s' is neither 'auto' nor 'watchdog'", mem);
+    return NULL;
+  }
+  if (!data_root[0] || strlen(data_root) > 3000) {
+    snprintf(errstr, errstr_size, "backend.data_root: must be a path of 1 to 3000 bytes");
+    return NULL;
+  }
+  if (mkdir_p(data_root) < 0) {
+    snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s': %s", data_root,
+             strerror(errno));
+    return NULL;
+  }
+  char abs[PATH_MAX];
+  if (!realpath(data_root, abs)) {
+    snprintf(errstr, errstr_size, "backend.data_root: '%s': %s", data_root, strerror(errno));
+    return NULL;
+  }
+  altar_process_t *p = calloc(1, sizeof *p);
+  if (!p) goto nomem;
+  p->slots = slots;
+  p->log_cap = (size_t)cap;
+  p->data_root = strdup(abs);
+  p->storage = strdup(storage);
+  size_t tl = strlen(abs) + sizeof "/tasks";
+  p->tasks_dir = malloc(tl);
+  if (!p->data_root || !p->storage || !p->tasks_dir) goto nomem;
+  snprintf(p->tasks_dir, tl, "%s/tasks", abs);
+  if (mkdir(p->tasks_dir, 0755) < 0 && errno != EEXIST) {
+    snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s': %s", p->tasks_dir,
+             strerror(errno));
+    altar_backend_t tmp = {.impl = p};
+    process_destroy(&tmp);
+    return NULL;
+  }
+  choose_cgroup(p, mem);
+  return p;
+nomem:
+  snprintf(errstr, errstr_size, "backend 'process': out of memory");
+  if (p) {
+    altar_backend_t tmp = {.impl = p};
+    process_destroy(&tmp);
+  }
+  return NULL;
+}
+
+/* ---- capacity, resources, paths ----------------------------------------- */
+
+static int process_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
+  altar_process_t *p = be->impl;
+  /* Refresh the live set: finished (or vanished) tasks free their slot. */
+  for (size_t i = p->n_live; i-- > 0;) {
+    altar_state_t st;
+    altar_failure_t *f = NULL;
+    char id[ALTAR_PROC_ID_MAX + 1];
+    snprintf(id, sizeof id, "%s", p->live[i].id);
+    if (altar__proc_probe(p, id, &st, &f, NULL) < 0 || altar_state_terminal(st))
+      altar__proc_live_remove(p, id);
+    altar_failure_free(f);
+  }
+  int64_t free_slots = p->slots - (int64_t)p->n_live;
+  if (free_slots < 0) free_slots = 0;
+  int rc = altar_capacity_set(pcap, ALTAR_POOL_CPU, free_slots);
+  if (rc < 0) return altar_error_set(err, rc, "process: capacity: out of memory");
+  return 0;
+}
+
+static int process_check_resources(altar_backend_t *be, const altar_resources_t *r,
+                                   altar_error_t *err) {
+  (void)be;
+  if (r->gpu)
+    return altar_error_set(err, ALTAR_EINVAL,
+                           "resources.gpu: backend 'process' has no GPU pools (asked for '%.80s')",
+                           r->gpu);
+  if (r->memory_mb.set && r->memory_mb.v <= 0)
+    return altar_error_set(err, ALTAR_EINVAL, "resources.memory_mb: must be > 0");
+  return 0;
+}
+
+static const char *process_mount_root(altar_backend_t *be) {
+  altar_process_t *p = be->impl;
+  return p->data_root;
+}
+
+const altar_backend_ops_t altar_backend_process = {
+    .name = "process",
+    .input_digest_verification = ALTAR_VERIFY_STAGING,
+    .create = process_create,
+    .destroy = process_destroy,
+    .capacity = process_capacity,
+    .check_resources = process_check_resources,
+    .stage_inputs = altar__proc_stage_inputs,
+    .collect_outputs = altar__proc_collect_outputs,
+    .mount_root = process_mount_root,
+    .submit = altar__proc_submit,
+    .poll = altar__proc_poll,
+    .cancel = altar__proc_cancel,
+};

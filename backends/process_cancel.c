@@ -1,0 +1,72 @@
+/* `process` cancel: stop a running task (its supervisor records "canceled"),
+ * or reclaim a finished one (its directory is removed). Idempotent: a task
+ * that is gone is cancelled already. */
+#include "process_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  if (flag == FTW_DP) rmdir(path);
+  else unlink(path);
+  return 0;
+}
+
+/* pgid from the pid file, or 0. */
+static pid_t read_pgid(const char *dir) {
+  char path[ALTAR_PATH_BUF + 8];
+  snprintf(path, sizeof path, "%s/pid", dir);
+  char *text = altar__proc_read_small(path, 256, NULL);
+  if (!text) return 0;
+  pid_t pgid = 0;
+  const char *p = strstr(text, "pgid=");
+  if (p) {
+    long v = strtol(p + 5, NULL, 10);
+    if (v > 1 && v < (1L << 22)) pgid = (pid_t)v;
+  }
+  free(text);
+  return pgid;
+}
+
+int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
+  altar_process_t *p = be->impl;
+  if (!h->external_id || !altar__proc_id_valid(h->external_id)) return 0; /* never ours: gone */
+  char dir[ALTAR_PATH_BUF], path[ALTAR_PATH_BUF + 16];
+  int rc = altar__proc_task_dir(p, h->external_id, dir, sizeof dir, err);
+  if (rc < 0) return rc;
+  struct stat st;
+  if (stat(dir, &st) < 0) {
+    altar__proc_live_remove(p, h->external_id);
+    return 0;
+  }
+  snprintf(path, sizeof path, "%s/lock", dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  bool alive = fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0;
+  if (fd >= 0) close(fd);
+  if (alive) {
+    /* Marker first, then the kill: the supervisor checks the marker after it
+     * publishes the pid file, so one of us always sees the other. */
+    snprintf(path, sizeof path, "%s/cancel", dir);
+    if (altar__proc_write_file(path, "1\n", 2) < 0)
+      return altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cancel %s: %s",
+                                       h->external_id, strerror(errno));
+    pid_t pgid = read_pgid(dir);
+    /* Only while the lock shows the supervisor alive is the pgid still ours. */
+    if (pgid > 1) kill(-pgid, SIGKILL);
+    return 0;
+  }
+  /* Finished or abandoned: reclaim the directory. */
+  nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  altar__proc_live_remove(p, h->external_id);
+  return 0;
+}

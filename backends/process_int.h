@@ -1,0 +1,103 @@
+/* The `process` backend's internals, shared by its files:
+ *   process_backend.c    vtable, configuration, capacity, resources, paths
+ *   process_submit.c     task directory, spawn of the supervisor
+ *   process_supervisor.c the per-task supervisor (runs after fork)
+ *   process_poll.c       poll and adoption from the task directory
+ *   process_cancel.c     cancel
+ *   process_staging.c    stage_inputs / collect_outputs through Storage
+ *
+ * Task directory <data_root>/tasks/<id>/ (the task's cwd):
+ *   lock      flock'ed by the supervisor for its whole life (taken by submit
+ *             before the fork, so there is no window where nobody holds it)
+ *   meta      what ran: image, argv, limits (written by submit, informational)
+ *   pid       "supervisor=<pid>\npgid=<pgid>\n" (written by the supervisor)
+ *   stdout, stderr  the command's output, bounded (head + rolling tail)
+ *   cancel    present when cancel was asked for
+ *   status    the terminal status, written once, atomically (tmp + rename)
+ */
+#ifndef ALTAR_PROCESS_INT_H
+#define ALTAR_PROCESS_INT_H
+
+#include "altar/backend.h"
+#include "altar/paths.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define ALTAR_PROC_ID_MAX 64
+#define ALTAR_PROC_STATUS_MAX 4096 /* bytes of a status file we read */
+#define ALTAR_PROC_DEFAULT_LOG_CAP (1u << 20)
+#define ALTAR_PROC_DEFAULT_SLOTS 4
+#define ALTAR_PATH_BUF 4352 /* ALTAR_PATH_MAX plus room for a task suffix */
+
+typedef struct altar_proc_task {
+  char id[ALTAR_PROC_ID_MAX + 1];
+} altar_proc_task_t;
+
+typedef struct altar_process {
+  char *data_root; /* absolute, no trailing slash */
+  char *tasks_dir; /* <data_root>/tasks */
+  int64_t slots;
+  size_t log_cap;  /* bytes kept per stream */
+  char *storage;   /* Storage adapter name used for staging */
+  /* Tasks this object submitted or adopted and has not yet seen terminal;
+   * capacity counts them. */
+  altar_proc_task_t *live;
+  size_t n_live, cap_live;
+  /* Memory enforcement chosen at create: cgroup dir to nest under, or "". */
+  char cgroup_parent[512];
+  int cgroup_version; /* 0 none (RSS watchdog), 1 or 2 */
+} altar_process_t;
+
+/* What the supervisor needs, prepared before fork so the child only makes
+ * system calls and formats numbers. */
+typedef struct altar_proc_launch {
+  char task_dir[ALTAR_PATH_BUF];
+  char **argv;       /* NULL-terminated, borrowed */
+  char **envp;       /* NULL-terminated, owned by the caller */
+  int lock_fd;       /* flock'ed, inherited */
+  int64_t timeout_s; /* <= 0: none */
+  int64_t memory_mb; /* <= 0: none */
+  size_t log_cap;
+  char cgroup_dir[ALTAR_PATH_BUF]; /* "" when no cgroup */
+  int cgroup_version;
+} altar_proc_launch_t;
+
+/* Runs the supervisor in the current (freshly forked) process; never returns. */
+void altar__proc_supervise(const altar_proc_launch_t *l) __attribute__((noreturn));
+
+/* "<tasks_dir>/<id>" into buf; ALTAR_EINVAL for an id that is not ours. */
+int altar__proc_task_dir(const altar_process_t *p, const char *id, char *buf, size_t size,
+                         altar_error_t *err);
+/* An id is [A-Za-z0-9._-]{1,64}, not "." or "..". */
+bool altar__proc_id_valid(const char *id);
+
+/* Reads the task's state: terminal statuses come with *pfailure (caller
+ * frees). Never blocks. */
+int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *pstate,
+                      altar_failure_t **pfailure, altar_error_t *err);
+
+/* Live-set bookkeeping for capacity. */
+int altar__proc_live_add(altar_process_t *p, const char *id);
+void altar__proc_live_remove(altar_process_t *p, const char *id);
+
+/* Whole-file helpers (bounded). */
+int altar__proc_write_file(const char *path, const char *data, size_t len);
+/* Reads at most max bytes into a NUL-terminated malloc'd buffer; NULL if
+ * missing. errno preserved from open. */
+char *altar__proc_read_small(const char *path, size_t max, size_t *plen);
+
+/* Backend callbacks implemented across the files. */
+int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph,
+                       altar_error_t *err);
+int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
+                     altar_error_t *err);
+int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err);
+int altar__proc_stage_inputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n,
+                             altar_error_t *err);
+int altar__proc_collect_outputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n,
+                                altar_error_t *err);
+
+#endif

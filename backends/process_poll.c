@@ -1,0 +1,131 @@
+/* `process` poll: read each task's state from its directory. Any process
+ * pointing at the same data root can do this, so a restarted worker adopts
+ * the tasks an earlier one started. Per handle: one open of `status`, and
+ * while it is absent one non-blocking flock probe of `lock`. */
+#include "process_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static bool reason_valid(const char *r) {
+  size_t n = 0;
+  for (; r[n]; n++)
+    if (!((r[n] >= 'a' && r[n] <= 'z') || (r[n] >= '0' && r[n] <= '9') || r[n] == '_') || n >= 64)
+      return false;
+  return n > 0;
+}
+
+/* Parses a status file (untrusted: any process could have written it). */
+static int parse_status(const char *text, altar_state_t *pstate, altar_failure_t **pfailure,
+                        const char *id, altar_error_t *err) {
+  const char *state = NULL, *reason = NULL, *detail = NULL, *code = NULL, *det = NULL;
+  char *copy = strdup(text);
+  if (!copy) return altar_error_set(err, ALTAR_ENOMEM, "process: poll: out of memory");
+  char *save = NULL;
+  for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    char *eq = strchr(line, '=');
+    if (!eq) continue;
+    *eq = '\0';
+    const char *v = eq + 1;
+    if (!strcmp(line, "state")) state = v;
+    else if (!strcmp(line, "reason")) reason = v;
+    else if (!strcmp(line, "detail")) detail = v;
+    else if (!strcmp(line, "exit_code")) code = v;
+    else if (!strcmp(line, "deterministic")) det = v;
+  }
+  int rc = 0;
+  if (state && !strcmp(state, "succeeded")) {
+    *pstate = ALTAR_STATE_SUCCEEDED;
+  } else if (state && !strcmp(state, "failed") && reason && reason_valid(reason)) {
+    *pstate = ALTAR_STATE_FAILED;
+    bool d = det ? !strcmp(det, "1") : altar_reason_deterministic(reason);
+    altar_failure_t *f = altar_failure_new(reason, detail && *detail ? detail : NULL, d);
+    if (f && code) {
+      char *end = NULL;
+      errno = 0;
+      long long c = strtoll(code, &end, 10);
+      if (!errno && end && !*end && c >= -1000000 && c <= 1000000)
+        f->exit_code = (altar_opt_i64_t){true, c};
+    }
+    if (!f) rc = altar_error_set(err, ALTAR_ENOMEM, "process: poll: out of memory");
+    *pfailure = f;
+  } else {
+    /* A status we cannot read is not a result we may report as one. */
+    *pstate = ALTAR_STATE_FAILED;
+    *pfailure = altar_failure_new(ALTAR_REASON_JOB_FAILED, "status file of the task is malformed", false);
+    if (!*pfailure) rc = altar_error_set(err, ALTAR_ENOMEM, "process: poll: out of memory");
+    (void)id;
+  }
+  free(copy);
+  return rc;
+}
+
+static int missing(altar_state_t *pstate, altar_failure_t **pfailure, const char *why,
+                   altar_error_t *err) {
+  *pstate = ALTAR_STATE_FAILED;
+  *pfailure = altar_failure_for_reason(ALTAR_REASON_CONTAINER_MISSING, why);
+  return *pfailure ? 0 : altar_error_set(err, ALTAR_ENOMEM, "process: poll: out of memory");
+}
+
+int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *pstate,
+                      altar_failure_t **pfailure, altar_error_t *err) {
+  char dir[ALTAR_PATH_BUF], path[ALTAR_PATH_BUF + 16];
+  *pfailure = NULL;
+  *pstate = ALTAR_STATE_FAILED;
+  if (!id || !altar__proc_id_valid(id))
+    return missing(pstate, pfailure, "not a task id of the process backend", err);
+  int rc = altar__proc_task_dir(p, id, dir, sizeof dir, err);
+  if (rc < 0) return rc;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    snprintf(path, sizeof path, "%s/status", dir);
+    size_t len = 0;
+    char *text = altar__proc_read_small(path, ALTAR_PROC_STATUS_MAX, &len);
+    if (text) {
+      rc = parse_status(text, pstate, pfailure, id, err);
+      free(text);
+      return rc;
+    }
+    if (attempt) break;
+    snprintf(path, sizeof path, "%s/lock", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      struct stat st;
+      if (stat(dir, &st) < 0)
+        return missing(pstate, pfailure, "task directory is gone", err);
+      return missing(pstate, pfailure, "task directory has no supervisor lock", err);
+    }
+    int locked = flock(fd, LOCK_SH | LOCK_NB);
+    close(fd); /* also releases a lock we got */
+    if (locked < 0) {
+      *pstate = ALTAR_STATE_RUNNING; /* the supervisor holds it: alive */
+      return 0;
+    }
+    /* Nobody holds the lock: the supervisor is gone. It writes the status
+     * before it exits, so read once more before calling the task lost. */
+  }
+  return missing(pstate, pfailure, "supervisor exited without recording a status", err);
+}
+
+int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
+                     altar_error_t *err) {
+  altar_process_t *p = be->impl;
+  for (size_t i = 0; i < n; i++) {
+    altar_state_t state;
+    altar_failure_t *f = NULL;
+    int rc = altar__proc_probe(p, hs[i].external_id, &state, &f, err);
+    if (rc < 0) return rc;
+    rc = altar_status_init(&pst[i], &hs[i], state, f);
+    if (rc < 0) return altar_error_set(err, rc, "process: poll: out of memory"); /* f freed */
+    if (hs[i].external_id && altar__proc_id_valid(hs[i].external_id)) {
+      if (altar_state_terminal(state)) altar__proc_live_remove(p, hs[i].external_id);
+      else (void)altar__proc_live_add(p, hs[i].external_id); /* adopted */
+    }
+  }
+  return 0;
+}

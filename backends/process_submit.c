@@ -1,0 +1,213 @@
+/* `process` submit: make the task directory, take its lock, and start the
+ * task's supervisor by a double fork, so the supervisor is not our child and
+ * the task outlives us. Returns once the supervisor exists (accepted). */
+#include "process_int.h"
+
+#include "altar/buf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* A fresh id per submit: a time prefix (sortable listings) and 64 random bits. */
+static int new_task_id(char out[ALTAR_PROC_ID_MAX + 1]) {
+  static unsigned counter;
+  unsigned char rnd[8];
+  if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd) {
+    /* Entropy not ready: pid, clock and a counter still never repeat here. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t v = ((uint64_t)getpid() << 40) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)++counter << 20);
+    memcpy(rnd, &v, sizeof rnd);
+  }
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  snprintf(out, ALTAR_PROC_ID_MAX + 1, "%lld-%02x%02x%02x%02x%02x%02x%02x%02x",
+           (long long)now.tv_sec, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+  return 0;
+}
+
+/* The environment: ours, with ALTAR_DATA_ROOT / ALTAR_TASK_ID / ALTAR_TASK_DIR
+ * replaced. The three new strings sit at the end of the array; free those. */
+static char **build_env(const altar_process_t *p, const char *id, const char *task_dir) {
+  size_t n = 0;
+  while (environ && environ[n]) n++;
+  char **env = calloc(n + 4, sizeof *env);
+  if (!env) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *e = environ[i];
+    if (!strncmp(e, "ALTAR_DATA_ROOT=", 16) || !strncmp(e, "ALTAR_TASK_ID=", 14) ||
+        !strncmp(e, "ALTAR_TASK_DIR=", 15))
+      continue;
+    env[k++] = environ[i];
+  }
+  size_t a = strlen(p->data_root) + 17, b = strlen(id) + 15, c = strlen(task_dir) + 16;
+  char *s1 = malloc(a), *s2 = malloc(b), *s3 = malloc(c);
+  if (!s1 || !s2 || !s3) {
+    free(s1);
+    free(s2);
+    free(s3);
+    free(env);
+    return NULL;
+  }
+  snprintf(s1, a, "ALTAR_DATA_ROOT=%s", p->data_root);
+  snprintf(s2, b, "ALTAR_TASK_ID=%s", id);
+  snprintf(s3, c, "ALTAR_TASK_DIR=%s", task_dir);
+  env[k++] = s1;
+  env[k++] = s2;
+  env[k++] = s3;
+  env[k] = NULL;
+  return env;
+}
+
+static void free_env(char **env) {
+  if (!env) return;
+  size_t n = 0;
+  while (env[n]) n++;
+  for (size_t i = n >= 3 ? n - 3 : 0; i < n; i++) free(env[i]);
+  free(env);
+}
+
+/* meta: what ran, for people and for adoption by a later worker. One line per
+ * field; argv elements are written with their length so any byte survives. */
+static void write_meta(const char *task_dir, const altar_spec_t *spec, const altar_proc_launch_t *l) {
+  altar_buf_t b;
+  altar_buf_init(&b);
+  char line[128];
+  altar_buf_append_str(&b, "image=");
+  altar_buf_append_str(&b, spec->image ? spec->image : "");
+  altar_buf_append_str(&b, "\nkind=");
+  altar_buf_append_str(&b, spec->kind ? spec->kind : "");
+  snprintf(line, sizeof line, "\ntimeout_s=%lld\nmemory_mb=%lld\nmemory_enforcement=%s\nargc=%zu\n",
+           (long long)l->timeout_s, (long long)l->memory_mb,
+           l->memory_mb <= 0 ? "none" : l->cgroup_dir[0] ? "cgroup" : "watchdog", spec->n_command);
+  altar_buf_append_str(&b, line);
+  for (size_t i = 0; i < spec->n_command; i++) {
+    snprintf(line, sizeof line, "arg %zu=", strlen(spec->command[i]));
+    altar_buf_append_str(&b, line);
+    altar_buf_append_str(&b, spec->command[i]);
+    altar_buf_append_str(&b, "\n");
+  }
+  char path[ALTAR_PATH_BUF + 8];
+  snprintf(path, sizeof path, "%s/meta", task_dir);
+  if (b.data) (void)altar__proc_write_file(path, (const char *)b.data, b.len);
+  altar_buf_free(&b);
+}
+
+static void remove_task_dir(const char *task_dir) {
+  static const char *const files[] = {"lock", "meta", "pid", "stdout", "stderr", "status", NULL};
+  char path[ALTAR_PATH_BUF + 16];
+  for (size_t i = 0; files[i]; i++) {
+    snprintf(path, sizeof path, "%s/%s", task_dir, files[i]);
+    unlink(path);
+  }
+  rmdir(task_dir);
+}
+
+int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph,
+                       altar_error_t *err) {
+  altar_process_t *p = be->impl;
+  if (!spec->command || spec->n_command == 0 || !spec->command[0] || !spec->command[0][0])
+    return altar_error_set(err, ALTAR_EINVAL, "command: must name a program to run");
+  int rc = altar_backend_check_resources(be, &spec->resources, err);
+  if (rc < 0) return rc;
+  if (spec->timeout_s.set && spec->timeout_s.v <= 0)
+    return altar_error_set(err, ALTAR_EINVAL, "timeout_s: must be > 0 when set");
+
+  char id[ALTAR_PROC_ID_MAX + 1];
+  new_task_id(id);
+  altar_proc_launch_t *l = calloc(1, sizeof *l);
+  if (!l) return altar_error_set(err, ALTAR_ENOMEM, "process: submit: out of memory");
+  l->lock_fd = -1;
+  rc = altar__proc_task_dir(p, id, l->task_dir, sizeof l->task_dir, err);
+  if (rc < 0) goto out;
+  if (mkdir(l->task_dir, 0755) < 0) {
+    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cannot create task directory '%s': %s",
+                                   l->task_dir, strerror(errno));
+    goto out;
+  }
+  l->timeout_s = spec->timeout_s.set ? spec->timeout_s.v : 0;
+  l->memory_mb = spec->resources.memory_mb.set ? spec->resources.memory_mb.v : 0;
+  l->log_cap = p->log_cap;
+  l->cgroup_version = 0;
+  if (l->memory_mb > 0 && p->cgroup_version) {
+    snprintf(l->cgroup_dir, sizeof l->cgroup_dir, "%s/altar-%s", p->cgroup_parent, id);
+    l->cgroup_version = p->cgroup_version;
+  }
+  write_meta(l->task_dir, spec, l);
+
+  /* argv points into the spec: the spec outlives the fork below. */
+  char **argv = calloc(spec->n_command + 1, sizeof *argv);
+  l->envp = build_env(p, id, l->task_dir);
+  if (!argv || !l->envp) {
+    free(argv);
+    rc = altar_error_set(err, ALTAR_ENOMEM, "process: submit: out of memory");
+    goto fail_dir;
+  }
+  for (size_t i = 0; i < spec->n_command; i++) argv[i] = spec->command[i];
+  l->argv = argv;
+
+  /* The lock is taken here, before the fork, and inherited: from the moment
+   * submit returns, "lock held" means "supervisor alive". */
+  char lock_path[ALTAR_PATH_BUF + 8];
+  snprintf(lock_path, sizeof lock_path, "%s/lock", l->task_dir);
+  l->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (l->lock_fd < 0 || flock(l->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cannot lock '%s': %s", lock_path,
+                                   strerror(errno));
+    goto fail_dir;
+  }
+
+  pid_t mid = fork();
+  if (mid < 0) {
+    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: fork: %s", strerror(errno));
+    goto fail_dir;
+  }
+  if (mid == 0) {
+    /* Middle child: start the supervisor and leave, so it is re-parented. */
+    pid_t sup = fork();
+    if (sup == 0) altar__proc_supervise(l);
+    _exit(sup < 0 ? 1 : 0);
+  }
+  close(l->lock_fd);
+  l->lock_fd = -1;
+  int wst = 0;
+  pid_t w;
+  do w = waitpid(mid, &wst, 0);
+  while (w < 0 && errno == EINTR);
+  /* ECHILD: the caller ignores SIGCHLD, so we cannot read the status; the
+   * supervisor's lock then tells whether it started (poll reports it). */
+  if (w == mid && !(WIFEXITED(wst) && WEXITSTATUS(wst) == 0)) {
+    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: could not start the supervisor");
+    goto fail_dir;
+  }
+  rc = altar_handle_init_for_spec(ph, altar_backend_process.name, id, spec);
+  if (rc < 0) {
+    rc = altar_error_set(err, rc, "process: submit: out of memory");
+    goto out; /* the task runs; the caller can still find it by listing */
+  }
+  (void)altar__proc_live_add(p, id);
+  rc = 0;
+  goto out;
+fail_dir:
+  if (l->lock_fd >= 0) close(l->lock_fd);
+  l->lock_fd = -1;
+  remove_task_dir(l->task_dir);
+out:
+  if (l->lock_fd >= 0) close(l->lock_fd);
+  free(l->argv);
+  free_env(l->envp);
+  free(l);
+  return rc;
+}

@@ -1,0 +1,432 @@
+/* `process`: the per-task supervisor. It runs in a process of its own (a new
+ * session, re-parented away from the worker), is the parent of the task's
+ * command, and is the only writer of the task's status:
+ *   - spawns argv (no shell) in its own process group, cwd = task directory;
+ *   - keeps stdout/stderr bounded: the first half of log_cap, then a rolling
+ *     tail of the other half, with a marker saying how much was dropped;
+ *   - kills the whole group at timeout_s (reason "timeout");
+ *   - enforces resources.memory_mb with a memory cgroup when one can be made
+ *     (the kernel's OOM kill is read back from the cgroup's oom_kill
+ *     counter), else with a watchdog that sums the group's resident memory
+ *     every 50 ms and kills the group past the limit; either way the report
+ *     is "oom_killed" only when such a kill happened;
+ *   - writes `status` once, atomically, then exits.
+ * Everything it needs was prepared before the fork (altar_proc_launch_t). */
+#include "process_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WATCHDOG_MS 50
+
+typedef struct sink {
+  int fd;
+  size_t head_left; /* bytes still written straight to the file */
+  char *ring;       /* rolling tail, allocated once the head is full */
+  size_t ring_cap, ring_pos, ring_len;
+  unsigned long long omitted;
+} sink_t;
+
+static void write_all(int fd, const char *p, size_t n) {
+  while (n) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+static void sink_put(sink_t *s, const char *p, size_t n) {
+  size_t h = n < s->head_left ? n : s->head_left;
+  if (h) {
+    write_all(s->fd, p, h);
+    s->head_left -= h;
+    p += h;
+    n -= h;
+  }
+  if (!n || !s->ring_cap) {
+    s->omitted += n;
+    return;
+  }
+  if (!s->ring) {
+    s->ring = malloc(s->ring_cap);
+    if (!s->ring) {
+      s->ring_cap = 0;
+      s->omitted += n;
+      return;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (s->ring_len == s->ring_cap) s->omitted++;
+    else s->ring_len++;
+    s->ring[s->ring_pos] = p[i];
+    s->ring_pos = (s->ring_pos + 1) % s->ring_cap;
+  }
+}
+
+static void sink_finish(sink_t *s) {
+  if (s->omitted) {
+    char m[96];
+    int k = snprintf(m, sizeof m, "\n[altar: %llu bytes omitted]\n", s->omitted);
+    write_all(s->fd, m, (size_t)k);
+  }
+  if (s->ring_len) {
+    size_t start = (s->ring_pos + s->ring_cap - s->ring_len) % s->ring_cap;
+    size_t first = s->ring_cap - start < s->ring_len ? s->ring_cap - start : s->ring_len;
+    write_all(s->fd, s->ring + start, first);
+    write_all(s->fd, s->ring, s->ring_len - first);
+  }
+  free(s->ring);
+  close(s->fd);
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int write_str_file(const char *path, const char *s) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  write_all(fd, s, strlen(s));
+  return close(fd);
+}
+
+/* Sum of resident memory (bytes) of every process in group pgid. */
+static long long group_rss(pid_t pgid) {
+  DIR *d = opendir("/proc");
+  if (!d) return 0;
+  long long pages = 0;
+  struct dirent *de;
+  char path[64], buf[1024];
+  while ((de = readdir(d))) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+    snprintf(path, sizeof path, "/proc/%.20s/stat", de->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    /* Fields after the command name, which may hold spaces: state is #3. */
+    char *p = strrchr(buf, ')');
+    if (!p) continue;
+    p++;
+    long long field[24] = {0};
+    int idx = 3;
+    char *save = NULL;
+    for (char *tok = strtok_r(p, " ", &save); tok && idx <= 24; tok = strtok_r(NULL, " ", &save), idx++)
+      if (idx >= 4) field[idx - 1] = strtoll(tok, NULL, 10);
+    if (field[4] == (long long)pgid) pages += field[23]; /* #5 pgrp, #24 rss */
+  }
+  closedir(d);
+  return pages * sysconf(_SC_PAGESIZE);
+}
+
+/* The cgroup's oom_kill counter (v1 memory.oom_control, v2 memory.events). */
+static long long cgroup_oom_kills(const altar_proc_launch_t *l) {
+  char path[ALTAR_PATH_BUF + 32], buf[2048];
+  snprintf(path, sizeof path, "%s/%s", l->cgroup_dir,
+           l->cgroup_version == 2 ? "memory.events" : "memory.oom_control");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char *p = strstr(buf, "oom_kill ");
+  return p ? strtoll(p + 9, NULL, 10) : 0;
+}
+
+static bool cgroup_setup(const altar_proc_launch_t *l) {
+  if (mkdir(l->cgroup_dir, 0755) < 0 && errno != EEXIST) return false;
+  char path[ALTAR_PATH_BUF + 32], val[32];
+  snprintf(val, sizeof val, "%lld", (long long)l->memory_mb * 1024 * 1024);
+  if (l->cgroup_version == 2) {
+    snprintf(path, sizeof path, "%s/memory.max", l->cgroup_dir);
+    if (write_str_file(path, val) < 0) return false;
+    snprintf(path, sizeof path, "%s/memory.swap.max", l->cgroup_dir);
+    (void)write_str_file(path, "0");
+  } else {
+    snprintf(path, sizeof path, "%s/memory.limit_in_bytes", l->cgroup_dir);
+    if (write_str_file(path, val) < 0) return false;
+    /* Without swap accounting this file is absent: the limit then covers RAM only. */
+    snprintf(path, sizeof path, "%s/memory.memsw.limit_in_bytes", l->cgroup_dir);
+    (void)write_str_file(path, val);
+  }
+  return true;
+}
+
+static void cgroup_remove(const altar_proc_launch_t *l) {
+  for (int i = 0; i < 100; i++) {
+    if (rmdir(l->cgroup_dir) == 0 || errno == ENOENT) return;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Async-signal-safe decimal of v into buf; returns length. */
+static size_t fmt_pid(char *buf, long v) {
+  char tmp[24];
+  size_t n = 0;
+  do tmp[n++] = (char)('0' + v % 10);
+  while ((v /= 10) && n < sizeof tmp);
+  for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
+  return n;
+}
+
+/* In the command's child: become the group leader, join the cgroup, wire the
+ * streams, exec. Only async-signal-safe calls from here on. */
+static void exec_command(const altar_proc_launch_t *l, pid_t sup, int out_w, int err_w, int ep_w,
+                         const char *procs_path) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != sup) _exit(127);
+  if (procs_path) {
+    int fd = open(procs_path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      char b[24];
+      size_t n = fmt_pid(b, (long)getpid());
+      if (write(fd, b, n) < 0) { /* best effort: the watchdog is not armed here */ }
+      close(fd);
+    }
+  }
+  dup2(out_w, 1);
+  dup2(err_w, 2);
+  execvpe(l->argv[0], l->argv, l->envp);
+  int e = errno;
+  if (write(ep_w, &e, sizeof e) < 0) { /* nothing more we can say */ }
+  _exit(127);
+}
+
+static bool fatal_signal_is_app(int sig) {
+  /* Crashes the program causes itself; anything else came from outside. */
+  return sig == SIGSEGV || sig == SIGABRT || sig == SIGFPE || sig == SIGBUS || sig == SIGILL ||
+         sig == SIGSYS || sig == SIGTRAP;
+}
+
+static void sanitize(char *s) {
+  for (; *s; s++)
+    if (*s == '\n' || *s == '\r') *s = ' ';
+}
+
+void altar__proc_supervise(const altar_proc_launch_t *l) {
+  pid_t sup = getpid();
+  setsid();
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_SETMASK, &chld, NULL);
+
+  /* Keep only the lock (3) from what the worker had open. */
+  int lock = l->lock_fd;
+  if (lock != 3) {
+    if (dup2(lock, 3) < 0) _exit(1);
+    lock = 3;
+  }
+  fcntl(3, F_SETFD, FD_CLOEXEC);
+  close_range(4, ~0U, 0);
+  int null = open("/dev/null", O_RDWR);
+  if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) _exit(1);
+  if (null > 2) close(null);
+  if (chdir(l->task_dir) < 0) _exit(1);
+
+  sink_t sinks[2];
+  const char *names[2] = {"stdout", "stderr"};
+  size_t head = l->log_cap / 2;
+  for (int i = 0; i < 2; i++) {
+    sinks[i] = (sink_t){.fd = open(names[i], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644),
+                        .head_left = head,
+                        .ring_cap = l->log_cap - head};
+    if (sinks[i].fd < 0) _exit(1);
+  }
+  int out[2], errp[2], ep[2];
+  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) _exit(1);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) _exit(1);
+
+  bool use_cg = l->memory_mb > 0 && l->cgroup_dir[0] && cgroup_setup(l);
+  bool watchdog = l->memory_mb > 0 && !use_cg;
+  char procs[ALTAR_PATH_BUF + 32];
+  snprintf(procs, sizeof procs, "%s/cgroup.procs", l->cgroup_dir);
+
+  pid_t cmd = fork();
+  if (cmd == 0) exec_command(l, sup, out[1], errp[1], ep[1], use_cg ? procs : NULL);
+  close(out[1]);
+  close(errp[1]);
+  close(ep[1]);
+
+  int exec_errno = 0;
+  bool reaped = false, timed_out = false, oom = false, canceled = false;
+  int wst = 0;
+  char pidline[96];
+  if (cmd < 0) {
+    exec_errno = errno;
+    reaped = true;
+  } else {
+    setpgid(cmd, cmd); /* also here, so a kill of the group cannot miss it */
+    ssize_t r;
+    do r = read(ep[0], &exec_errno, sizeof exec_errno);
+    while (r < 0 && errno == EINTR);
+    if (r != (ssize_t)sizeof exec_errno) exec_errno = 0;
+    snprintf(pidline, sizeof pidline, "supervisor=%ld\npgid=%ld\n", (long)sup, (long)cmd);
+    if (write_str_file("pid.tmp", pidline) == 0) rename("pid.tmp", "pid");
+    /* A cancel that came before the pid file existed left only its marker. */
+    if (access("cancel", F_OK) == 0) {
+      kill(-cmd, SIGKILL);
+      canceled = true;
+    }
+  }
+  close(ep[0]);
+
+  int64_t deadline = l->timeout_s > 0 ? now_ms() + l->timeout_s * 1000 : -1;
+  int64_t next_watch = watchdog ? now_ms() + WATCHDOG_MS : -1;
+  long long limit = (long long)l->memory_mb * 1024 * 1024;
+  struct pollfd pf[3] = {{.fd = out[0], .events = POLLIN},
+                         {.fd = errp[0], .events = POLLIN},
+                         {.fd = sfd, .events = POLLIN}};
+  char buf[65536];
+  while (!reaped) {
+    int64_t t = now_ms(), wait = -1;
+    if (deadline >= 0 && !timed_out) wait = deadline > t ? deadline - t : 0;
+    if (next_watch >= 0) {
+      int64_t w = next_watch > t ? next_watch - t : 0;
+      if (wait < 0 || w < wait) wait = w;
+    }
+    int pr = poll(pf, 3, (int)wait);
+    if (pr < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; i++) {
+      if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = read(pf[i].fd, buf, sizeof buf);
+      if (n > 0) sink_put(&sinks[i], buf, (size_t)n);
+      else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        close(pf[i].fd);
+        pf[i].fd = -1;
+      }
+    }
+    if (pf[2].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {}
+    }
+    /* Reap on every wake: cheap, and robust to a coalesced SIGCHLD. */
+    if (waitpid(cmd, &wst, WNOHANG) == cmd) reaped = true;
+    t = now_ms();
+    if (!reaped && deadline >= 0 && !timed_out && t >= deadline) {
+      kill(-cmd, SIGKILL);
+      timed_out = true;
+    }
+    if (!reaped && next_watch >= 0 && t >= next_watch) {
+      long long rss = group_rss(cmd);
+      if (rss > limit && !oom) {
+        kill(-cmd, SIGKILL);
+        oom = true;
+        next_watch = -1;
+      } else {
+        next_watch = t + WATCHDOG_MS;
+      }
+    }
+  }
+  if (cmd > 0) kill(-cmd, SIGKILL); /* what the command left behind ends with it */
+
+  /* Drain what is still in the pipes; a descendant that escaped the group
+   * and holds them open gets at most 200 ms. */
+  int64_t drain_end = now_ms() + 200;
+  while (pf[0].fd >= 0 || pf[1].fd >= 0) {
+    int64_t left = drain_end - now_ms();
+    if (left <= 0 || poll(pf, 2, (int)left) <= 0) break;
+    for (int i = 0; i < 2; i++) {
+      if (pf[i].fd < 0 || !pf[i].revents) continue;
+      ssize_t n = read(pf[i].fd, buf, sizeof buf);
+      if (n > 0) sink_put(&sinks[i], buf, (size_t)n);
+      else {
+        close(pf[i].fd);
+        pf[i].fd = -1;
+      }
+    }
+  }
+  for (int i = 0; i < 2; i++) {
+    if (pf[i].fd >= 0) close(pf[i].fd);
+    sink_finish(&sinks[i]);
+  }
+  if (use_cg) {
+    if (cgroup_oom_kills(l) > 0) oom = true;
+    cgroup_remove(l);
+  }
+  if (!canceled && access("cancel", F_OK) == 0 && WIFSIGNALED(wst)) canceled = true;
+
+  /* Classify, most specific cause first. */
+  char status[2048], detail[1024];
+  const char *state = "failed", *reason = NULL;
+  long long code = -1;
+  int det = 0;
+  detail[0] = '\0';
+  if (exec_errno) {
+    reason = "exit_127";
+    code = 127;
+    det = 1;
+    snprintf(detail, sizeof detail, "cannot execute '%.200s': %s", l->argv[0], strerror(exec_errno));
+  } else if (canceled) {
+    reason = "canceled";
+    snprintf(detail, sizeof detail, "canceled by request; process group killed");
+  } else if (timed_out) {
+    reason = ALTAR_REASON_TIMEOUT;
+    snprintf(detail, sizeof detail, "ran longer than timeout_s=%lld; process group killed",
+             (long long)l->timeout_s);
+  } else if (oom) {
+    reason = ALTAR_REASON_OOM_KILLED;
+    snprintf(detail, sizeof detail,
+             use_cg ? "exceeded memory_mb=%lld: killed by the kernel in its memory cgroup"
+                    : "exceeded memory_mb=%lld: resident memory of the process group over the "
+                      "limit, killed by the supervisor",
+             (long long)l->memory_mb);
+  } else if (WIFEXITED(wst) && WEXITSTATUS(wst) == 0) {
+    state = "succeeded";
+  } else if (WIFEXITED(wst)) {
+    code = WEXITSTATUS(wst);
+    det = 1;
+    snprintf(detail, sizeof detail, "command exited with code %lld", code);
+  } else if (WIFSIGNALED(wst)) {
+    int sig = WTERMSIG(wst);
+    code = 128 + sig;
+    det = fatal_signal_is_app(sig);
+    snprintf(detail, sizeof detail, "command killed by signal %d (%s)", sig, strsignal(sig));
+  } else {
+    reason = ALTAR_REASON_JOB_FAILED;
+    snprintf(detail, sizeof detail, "supervisor lost track of the command");
+  }
+  char reason_buf[32];
+  if (!reason && code >= 0) {
+    snprintf(reason_buf, sizeof reason_buf, "exit_%lld", code);
+    reason = reason_buf;
+  }
+  sanitize(detail);
+  if (!strcmp(state, "succeeded"))
+    snprintf(status, sizeof status, "state=succeeded\n");
+  else if (code >= 0)
+    snprintf(status, sizeof status, "state=failed\nreason=%s\nexit_code=%lld\ndeterministic=%d\ndetail=%s\n",
+             reason, code, det, detail);
+  else
+    snprintf(status, sizeof status, "state=failed\nreason=%s\ndeterministic=%d\ndetail=%s\n", reason,
+             det, detail);
+  if (write_str_file("status.tmp", status) == 0) rename("status.tmp", "status");
+  _exit(0);
+}

@@ -1,0 +1,116 @@
+/* `altar codec encode|decode --type T`: JSON on stdin → msgpack on stdout,
+ * and back. Exit 0 on success, 1 on bad input (one line naming the field),
+ * 2 on bad usage. */
+#include "altar/codec.h"
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void codec_usage(FILE *out) {
+  fprintf(out,
+          "usage: altar codec encode --type TYPE   (JSON on stdin -> msgpack on stdout)\n"
+          "       altar codec decode --type TYPE   (msgpack on stdin -> one JSON line on stdout)\n"
+          "\n"
+          "TYPE is one of: spec, job, status, group, record.\n"
+          "The wire schema and every field are described in schemas/README.md.\n"
+          "Exit status: 0 ok, 1 invalid input (the message names the field), 2 bad usage.\n");
+}
+
+/* Reads all of f, refusing more than max bytes. NULL on error (message printed). */
+static char *read_all(FILE *f, size_t max, size_t *plen) {
+  size_t cap = 65536, len = 0;
+  char *b = malloc(cap + 1);
+  if (!b) return NULL;
+  for (;;) {
+    if (len == cap) {
+      if (cap > max) break;
+      char *nb = realloc(b, cap * 2 + 1);
+      if (!nb) {
+        free(b);
+        fprintf(stderr, "altar codec: out of memory\n");
+        return NULL;
+      }
+      b = nb;
+      cap *= 2;
+    }
+    size_t n = fread(b + len, 1, cap - len, f);
+    len += n;
+    if (n == 0) break;
+  }
+  if (ferror(f)) {
+    free(b);
+    fprintf(stderr, "altar codec: stdin: read error\n");
+    return NULL;
+  }
+  if (len > max) {
+    free(b);
+    fprintf(stderr, "altar codec: stdin: input exceeds %zu bytes\n", max);
+    return NULL;
+  }
+  b[len] = '\0';
+  *plen = len;
+  return b;
+}
+
+int altar_cmd_codec(int argc, char **argv) {
+  const char *op = NULL, *type = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      codec_usage(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
+      type = argv[++i];
+    } else if (!strncmp(argv[i], "--type=", 7)) {
+      type = argv[i] + 7;
+    } else if (!op && (!strcmp(argv[i], "encode") || !strcmp(argv[i], "decode"))) {
+      op = argv[i];
+    } else {
+      fprintf(stderr, "altar codec: unexpected argument '%s'\n", argv[i]);
+      codec_usage(stderr);
+      return 2;
+    }
+  }
+  altar_msg_type_t t;
+  if (!op || !type) {
+    fprintf(stderr, "altar codec: %s\n", !op ? "missing encode or decode" : "missing --type");
+    codec_usage(stderr);
+    return 2;
+  }
+  if (altar_msg_type_parse(type, &t)) {
+    fprintf(stderr, "altar codec: --type: unknown type '%s' (spec, job, status, group, record)\n", type);
+    return 2;
+  }
+
+  bool encode = !strcmp(op, "encode");
+  size_t len = 0;
+  /* JSON may be larger than its msgpack form; both are bounded before parsing. */
+  char *in = read_all(stdin, encode ? (size_t)ALTAR_MAX_MESSAGE * 4 : ALTAR_MAX_MESSAGE, &len);
+  if (!in) return 1;
+  altar_error_t err = {0};
+  int status = 0;
+  if (encode) {
+    altar_buf_t out = {0};
+    if (altar_codec_json_to_msgpack(t, in, len, &out, &err)) {
+      fprintf(stderr, "altar codec encode: %s\n", err.msg);
+      status = 1;
+    } else if (fwrite(out.data, 1, out.len, stdout) != out.len || fflush(stdout)) {
+      fprintf(stderr, "altar codec encode: stdout: write error\n");
+      status = 1;
+    }
+    altar_buf_free(&out);
+  } else {
+    char *json = altar_codec_msgpack_to_json(t, in, len, &err);
+    if (!json) {
+      fprintf(stderr, "altar codec decode: %s\n", err.msg);
+      status = 1;
+    } else if (printf("%s\n", json) < 0 || fflush(stdout)) {
+      fprintf(stderr, "altar codec decode: stdout: write error\n");
+      status = 1;
+    }
+    free(json);
+  }
+  free(in);
+  return status;
+}

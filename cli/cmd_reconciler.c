@@ -1,0 +1,158 @@
+/* altar reconciler: fold status events into the ledger, publish groups; --rebuild replays. */
+#include "cli.h"
+#include "fleet_common.h"
+#include "reconciler/daemon.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: altar reconciler [--config FILE] [options]\n"
+          "       altar reconciler --rebuild [--config FILE] [options]\n\n"
+          "Consumes the status topic, applies events to the RocksDB ledger in atomic\n"
+          "batches and publishes group events to the ready and dead topics.\n"
+          "--rebuild builds a fresh ledger from the beginning of the status topic,\n"
+          "publishes only group events missing from the ready/dead topics, swaps it\n"
+          "in, prints its checksum (and the replaced ledger's) and exits.\n\n"
+          "options:\n%s"
+          "  --batch N            events per atomic write (default 1000)\n"
+          "  --exit-when-idle     stop once the status topic is drained\n"
+          "  --quiet              no progress lines\n",
+          altar_cli_fleet_flags_help);
+}
+
+static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet) {
+  char tmp[4096], old[4096];
+  snprintf(tmp, sizeof tmp, "%s.rebuild-%ld", cfg->ledger_path, (long)getpid());
+  snprintf(old, sizeof old, "%s.replaced-%ld", cfg->ledger_path, (long)getpid());
+  altar_error_t err = {0};
+  char old_sum[ALTAR_LEDGER_CHECKSUM_LEN + 1] = "";
+  struct stat st;
+  bool had_old = stat(cfg->ledger_path, &st) == 0;
+  if (had_old) {
+    altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
+    altar_ledger_t *l = altar_ledger_rocksdb_open(cfg->ledger_path, &ro, &err);
+    if (!l || altar_ledger_checksum(l, old_sum, &err)) {
+      fprintf(stderr, "altar reconciler: reading the current ledger: %s\n", err.msg);
+      altar_ledger_close(l);
+      return 1;
+    }
+    altar_ledger_close(l);
+  }
+  altar_ledger_t *nl = altar_ledger_rocksdb_open(tmp, NULL, &err);
+  if (!nl) {
+    fprintf(stderr, "altar reconciler: %s\n", err.msg);
+    return 1;
+  }
+  altar_strmap_t props;
+  altar_strmap_copy(&props, &cfg->transport_props);
+  if (!strcmp(cfg->transport_name, "local") && !altar_strmap_get(&props, "dir"))
+    altar_strmap_set(&props, "dir", "./var/log");
+  altar_reconciler_stats_t stats = {0};
+  uint64_t missing = 0;
+  int rc = altar_reconciler_rebuild(cfg->transport_name, &props, nl, groups, &cfg->topics, quiet, &stats, &missing,
+                                    &err);
+  altar_strmap_clear(&props);
+  char new_sum[ALTAR_LEDGER_CHECKSUM_LEN + 1] = "";
+  if (!rc) rc = altar_ledger_checksum(nl, new_sum, &err);
+  altar_ledger_close(nl);
+  if (rc) {
+    fprintf(stderr, "altar reconciler --rebuild: %s (the current ledger is untouched)\n", err.msg);
+    return 1;
+  }
+  if ((had_old && rename(cfg->ledger_path, old) != 0) || rename(tmp, cfg->ledger_path) != 0) {
+    fprintf(stderr, "altar reconciler --rebuild: swapping the ledger in: %s\n", strerror(errno));
+    return 1;
+  }
+  printf("rebuilt %s from %llu status events: %llu group(s) fired, %llu dead-lettered, %llu missing event(s) "
+         "published\n",
+         cfg->ledger_path, (unsigned long long)stats.events, (unsigned long long)stats.fired,
+         (unsigned long long)stats.dead_lettered, (unsigned long long)missing);
+  printf("checksum %s\n", new_sum);
+  if (had_old) {
+    printf("replaced %s (kept at %s)\n", old_sum, old);
+    if (strcmp(old_sum, new_sum) != 0) {
+      fprintf(stderr, "altar reconciler --rebuild: the rebuilt ledger differs from the one it replaced\n");
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int altar_cmd_reconciler(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    }
+  altar_config_t cfg;
+  argc = altar_cli_fleet_config(argc, argv, &cfg);
+  if (argc < 0) {
+    altar_config_clear(&cfg);
+    return 2;
+  }
+  static volatile sig_atomic_t stop;
+  altar_reconciler_opts_t o = {.stop = &stop};
+  bool do_rebuild = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--rebuild")) do_rebuild = true;
+    else if (!strcmp(a, "--exit-when-idle")) o.exit_when_idle = true;
+    else if (!strcmp(a, "--quiet")) o.quiet = true;
+    else if (!strcmp(a, "--batch") && i + 1 < argc) {
+      char *end;
+      long long v = strtoll(argv[++i], &end, 10);
+      if (*end || v < 1 || v > 1000000) {
+        fprintf(stderr, "altar reconciler: --batch: expected an integer in [1, 1000000]\n");
+        altar_config_clear(&cfg);
+        return 2;
+      }
+      o.batch_max = (size_t)v;
+    } else {
+      fprintf(stderr, "altar reconciler: unknown argument '%s'\n", a);
+      altar_config_clear(&cfg);
+      return 2;
+    }
+  }
+  altar_group_specs_t groups;
+  if (altar_cli_load_groups(&cfg, &groups)) {
+    altar_config_clear(&cfg);
+    return 2;
+  }
+  int rc;
+  if (do_rebuild) {
+    rc = rebuild(&cfg, &groups, o.quiet);
+  } else {
+    altar_error_t err = {0};
+    altar_ledger_t *l = altar_ledger_rocksdb_open(cfg.ledger_path, NULL, &err);
+    altar_transport_t *t = l ? altar_cli_open_transport(&cfg, NULL) : NULL;
+    if (!l) fprintf(stderr, "altar reconciler: %s\n", err.msg);
+    rc = 1;
+    if (t && !altar_cli_ensure_topics(t, &cfg, 4)) {
+      o.transport = t;
+      o.ledger = l;
+      o.groups = &groups;
+      o.topics = &cfg.topics;
+      altar_cli_install_stop_signals(&stop);
+      altar_reconciler_stats_t st = {0};
+      rc = altar_reconciler_run(&o, &st, &err) ? 1 : 0;
+      if (rc) fprintf(stderr, "altar reconciler: %s\n", err.msg);
+      if (!o.quiet)
+        fprintf(stderr,
+                "altar reconciler: applied %llu events in %llu batches; %llu fired, %llu dead-lettered, %llu retried, "
+                "%llu poison\n",
+                (unsigned long long)st.events, (unsigned long long)st.batches, (unsigned long long)st.fired,
+                (unsigned long long)st.dead_lettered, (unsigned long long)st.retried, (unsigned long long)st.poison);
+    }
+    altar_transport_close(t);
+    altar_ledger_close(l);
+  }
+  altar_group_specs_clear(&groups);
+  altar_config_clear(&cfg);
+  return rc;
+}

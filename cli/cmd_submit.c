@@ -1,0 +1,158 @@
+/* altar submit: validate specs, publish them as one job, optionally follow it. */
+#include "altar/codec.h"
+#include "cli.h"
+#include "fleet_common.h"
+#include "follow.h"
+#include "producer/job_queue.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SUBMIT_INPUT_MAX (256u << 20)
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: altar submit [--config FILE] [options] [SPECS.json|SPECS.jsonl|-]\n\n"
+          "Reads task specs (one JSON object, a JSON array, or JSON Lines; default\n"
+          "stdin), validates every one before anything is published, stamps a job id\n"
+          "label, publishes them to the jobs topic keyed by task identity, waits for\n"
+          "the log to acknowledge them and prints the job id (the run handle id).\n\n"
+          "options:\n%s"
+          "  --kind KIND          require every spec to be of this kind\n"
+          "  --wait               follow the job's group events until every group fired\n"
+          "                       (exit 0) or one was dead-lettered (exit 1)\n"
+          "  --timeout S          give up waiting after S seconds (exit 3)\n",
+          altar_cli_fleet_flags_help);
+}
+
+static char *read_all(FILE *f, size_t *plen) {
+  size_t cap = 65536, len = 0;
+  char *buf = malloc(cap + 1);
+  while (buf) {
+    size_t n = fread(buf + len, 1, cap - len, f);
+    len += n;
+    if (n == 0) break;
+    if (len == cap) {
+      if (cap >= SUBMIT_INPUT_MAX) {
+        free(buf);
+        errno = EFBIG;
+        return NULL;
+      }
+      char *nb = realloc(buf, cap * 2 + 1);
+      if (!nb) {
+        free(buf);
+        return NULL;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  if (buf) buf[len] = 0;
+  *plen = len;
+  return buf;
+}
+
+int altar_cmd_submit(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    }
+  altar_config_t cfg;
+  argc = altar_cli_fleet_config(argc, argv, &cfg);
+  if (argc < 0) {
+    altar_config_clear(&cfg);
+    return 2;
+  }
+  const char *kind = NULL, *file = "-";
+  bool wait = false;
+  long timeout_s = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--kind") && i + 1 < argc) kind = argv[++i];
+    else if (!strcmp(argv[i], "--wait")) wait = true;
+    else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
+      char *end;
+      timeout_s = strtol(argv[++i], &end, 10);
+      if (*end || timeout_s <= 0) {
+        fprintf(stderr, "altar submit: --timeout: expected a positive number of seconds\n");
+        altar_config_clear(&cfg);
+        return 2;
+      }
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      fprintf(stderr, "altar submit: unknown option '%s'\n", argv[i]);
+      altar_config_clear(&cfg);
+      return 2;
+    } else {
+      file = argv[i];
+    }
+  }
+  FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
+  if (!f) {
+    fprintf(stderr, "altar submit: %s: %s\n", file, strerror(errno));
+    altar_config_clear(&cfg);
+    return 2;
+  }
+  size_t len = 0;
+  char *text = read_all(f, &len);
+  if (f != stdin) fclose(f);
+  if (!text) {
+    fprintf(stderr, "altar submit: %s: %s\n", file, errno == EFBIG ? "input too large" : strerror(errno));
+    altar_config_clear(&cfg);
+    return 2;
+  }
+  altar_spec_t *specs = NULL;
+  size_t n = 0;
+  altar_error_t err = {0};
+  int rc = altar_specs_parse(text, len, strcmp(file, "-") ? file : "stdin", &specs, &n, &err);
+  free(text);
+  if (rc) {
+    fprintf(stderr, "altar submit: %s (nothing was published)\n", err.msg);
+    altar_config_clear(&cfg);
+    return 2;
+  }
+  altar_group_specs_t groups = {0};
+  expect_t x = {0};
+  int out = 0;
+  if (wait && (altar_cli_load_groups(&cfg, &groups) || altar_cli_expect_build(&x, &groups, specs, n))) {
+    out = 2;
+    goto done;
+  }
+  altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
+  if (!t || altar_cli_ensure_topics(t, &cfg, 4)) {
+    altar_transport_close(t);
+    out = 1;
+    goto done;
+  }
+  altar_job_queue_t q = {.transport = t, .topics = &cfg.topics};
+  char run_id[ALTAR_RUN_ID_MAX + 1];
+  rc = altar_job_queue_submit(&q, kind, specs, n, run_id, &err);
+  altar_transport_close(t);
+  if (rc) {
+    fprintf(stderr, "altar submit: %s\n", err.msg);
+    out = rc == ALTAR_EINVAL ? 2 : 1;
+    goto done;
+  }
+  printf("%s\n", run_id);
+  fflush(stdout);
+  fprintf(stderr, "altar submit: %zu task(s) published as job %s\n", n, run_id);
+  if (wait) {
+    /* Group keys include the job id label the queue just stamped. */
+    altar_cli_expect_clear(&x);
+    if (altar_cli_expect_build(&x, &groups, specs, n)) {
+      out = 2;
+      goto done;
+    }
+    out = altar_cli_follow(&cfg, run_id, &x, timeout_s, NULL, NULL);
+  }
+done:
+  altar_cli_expect_clear(&x);
+  altar_group_specs_clear(&groups);
+  for (size_t i = 0; i < n; i++) altar_spec_clear(&specs[i]);
+  free(specs);
+  altar_config_clear(&cfg);
+  return out;
+}

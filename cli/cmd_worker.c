@@ -1,0 +1,112 @@
+/* altar worker: consume jobs, drive a backend, emit status events. */
+#include "cli.h"
+#include "fleet_common.h"
+#include "worker/worker.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: altar worker [--config FILE] [options]\n\n"
+          "Joins the workers' consumer group on the jobs topic, runs each job on the\n"
+          "configured backend and emits status events. SIGTERM or Ctrl-C drains\n"
+          "(stops intake, waits --drain seconds, releases what is left); a second\n"
+          "signal stops at once.\n\n"
+          "options:\n%s"
+          "  --id ID              worker id in status events (default host:pid)\n"
+          "  --group NAME         consumer group (default %s)\n"
+          "  --poll-ms N          backend poll interval (default 200)\n"
+          "  --drain S            drain time in seconds (default 30)\n"
+          "  --max-jobs N         stop after N jobs finished\n"
+          "  --exit-when-idle     stop once the jobs topic is drained\n"
+          "  --quiet              no progress lines\n",
+          altar_cli_fleet_flags_help, ALTAR_WORKER_GROUP);
+}
+
+static int parse_int(const char *flag, const char *s, long long min, long long max, long long *pv) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || v < min || v > max) {
+    fprintf(stderr, "altar worker: %s: expected an integer in [%lld, %lld], got '%s'\n", flag, min, max, s);
+    return -1;
+  }
+  *pv = v;
+  return 0;
+}
+
+int altar_cmd_worker(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    }
+  altar_config_t cfg;
+  argc = altar_cli_fleet_config(argc, argv, &cfg);
+  if (argc < 0) {
+    altar_config_clear(&cfg);
+    return 2;
+  }
+  static volatile sig_atomic_t stop;
+  altar_worker_opts_t o = {.drain_ms = -1, .stop = &stop};
+  long long v;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool has = i + 1 < argc;
+    if (!strcmp(a, "--id") && has) o.worker_id = argv[++i];
+    else if (!strcmp(a, "--group") && has) o.group = argv[++i];
+    else if (!strcmp(a, "--poll-ms") && has) {
+      if (parse_int(a, argv[++i], 1, 600000, &v)) goto bad;
+      o.poll_interval_ms = (int)v;
+    } else if (!strcmp(a, "--drain") && has) {
+      if (parse_int(a, argv[++i], 0, 86400, &v)) goto bad;
+      o.drain_ms = (int)(v * 1000);
+    } else if (!strcmp(a, "--max-jobs") && has) {
+      if (parse_int(a, argv[++i], 1, INT64_MAX, &v)) goto bad;
+      o.max_jobs = v;
+    } else if (!strcmp(a, "--exit-when-idle")) o.exit_when_idle = true;
+    else if (!strcmp(a, "--quiet")) o.quiet = true;
+    else {
+      fprintf(stderr, "altar worker: unknown argument '%s'\n", a);
+      goto bad;
+    }
+  }
+  altar_error_t err = {0};
+  long long slots;
+  if (altar_config_backend_int(&cfg, "slots", 4, 1, 100000, &slots, &err)) {
+    fprintf(stderr, "altar worker: %s\n", err.msg);
+    goto bad;
+  }
+  o.slots = slots;
+  altar_group_specs_t groups;
+  if (altar_cli_load_groups(&cfg, &groups)) goto bad;
+  altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
+  altar_backend_t *be = t ? altar_cli_open_backend(&cfg) : NULL;
+  int rc = 1;
+  if (t && be && !altar_cli_ensure_topics(t, &cfg, 4)) {
+    o.transport = t;
+    o.backend = be;
+    o.groups = &groups;
+    o.topics = &cfg.topics;
+    altar_cli_install_stop_signals(&stop);
+    altar_worker_stats_t st = {0};
+    rc = altar_worker_run(&o, &st, &err) ? 1 : 0;
+    if (rc) fprintf(stderr, "altar worker: %s\n", err.msg);
+    if (!o.quiet)
+      fprintf(stderr,
+              "altar worker: consumed %llu, submitted %llu, succeeded %llu, failed %llu, released %llu, "
+              "skipped %llu, dead-lettered %llu\n",
+              (unsigned long long)st.consumed, (unsigned long long)st.submitted, (unsigned long long)st.succeeded,
+              (unsigned long long)st.failed, (unsigned long long)st.released, (unsigned long long)st.skipped,
+              (unsigned long long)st.dead_lettered);
+  }
+  altar_backend_destroy(be);
+  altar_transport_close(t);
+  altar_group_specs_clear(&groups);
+  altar_config_clear(&cfg);
+  return rc;
+bad:
+  altar_config_clear(&cfg);
+  return 2;
+}

@@ -1,0 +1,147 @@
+#include "fleet_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char altar_cli_fleet_flags_help[] =
+    "  --config FILE        fleet settings (default ./altar.yaml when present)\n"
+    "  --transport NAME     local | kafka\n"
+    "  --brokers HOST:PORT  Kafka bootstrap servers (implies --transport kafka)\n"
+    "  --log-dir DIR        directory of the local log\n"
+    "  --backend NAME       process | docker | kubernetes | modal\n"
+    "  --data-root DIR      backend data root\n"
+    "  --slots N            tasks in flight at most\n"
+    "  --ledger DIR         RocksDB ledger directory\n"
+    "  --set KEY=VALUE      any other setting, e.g. --set transport.kafka.compression.type=lz4\n";
+
+int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
+  const char *path = NULL;
+  for (int i = 1; i + 1 < argc; i++)
+    if (!strcmp(argv[i], "--config")) path = argv[i + 1];
+  altar_error_t err = {0};
+  if (altar_config_load(path, cfg, &err)) {
+    fprintf(stderr, "altar %s: %s\n", argv[0], err.msg);
+    return -1;
+  }
+  static const struct {
+    const char *flag, *key;
+  } map[] = {
+      {"--transport", "transport.name"}, {"--brokers", "transport.kafka.bootstrap.servers"},
+      {"--log-dir", "transport.dir"},    {"--backend", "backend.name"},
+      {"--data-root", "backend.data_root"}, {"--slots", "backend.slots"},
+      {"--ledger", "ledger.path"},
+  };
+  int out = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool used = false;
+    if (!strcmp(a, "--config") && i + 1 < argc) {
+      i++;
+      continue;
+    }
+    for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
+      if (strcmp(a, map[k].flag)) continue;
+      if (i + 1 >= argc) {
+        fprintf(stderr, "altar %s: %s needs a value\n", argv[0], a);
+        return -1;
+      }
+      if (altar_config_set(cfg, map[k].key, argv[++i], &err)) {
+        fprintf(stderr, "altar %s: %s: %s\n", argv[0], a, err.msg);
+        return -1;
+      }
+      if (!strcmp(a, "--brokers")) altar_config_set(cfg, "transport.name", "kafka", &err);
+      used = true;
+    }
+    if (!used && !strcmp(a, "--set")) {
+      if (i + 1 >= argc || !strchr(argv[i + 1], '=')) {
+        fprintf(stderr, "altar %s: --set needs KEY=VALUE\n", argv[0]);
+        return -1;
+      }
+      char *kv = strdup(argv[++i]);
+      char *eq = kv ? strchr(kv, '=') : NULL;
+      if (!eq) {
+        free(kv);
+        return -1;
+      }
+      *eq = 0;
+      int rc = altar_config_set(cfg, kv, eq + 1, &err);
+      free(kv);
+      if (rc) {
+        fprintf(stderr, "altar %s: --set: %s\n", argv[0], err.msg);
+        return -1;
+      }
+      used = true;
+    }
+    if (!used) argv[out++] = argv[i];
+  }
+  argv[out] = NULL;
+  return out;
+}
+
+altar_transport_t *altar_cli_open_transport(const altar_config_t *cfg, const altar_transport_opts_t *opts) {
+  altar_strmap_t props;
+  if (altar_strmap_copy(&props, &cfg->transport_props)) return NULL;
+  if (!strcmp(cfg->transport_name, "local") && !altar_strmap_get(&props, "dir"))
+    altar_strmap_set(&props, "dir", "./var/log");
+  altar_error_t err = {0};
+  altar_transport_t *t = altar_transport_new(cfg->transport_name, &props, opts, &err);
+  altar_strmap_clear(&props);
+  if (!t) fprintf(stderr, "altar: transport %s: %s\n", cfg->transport_name, err.msg);
+  return t;
+}
+
+altar_backend_t *altar_cli_open_backend(const altar_config_t *cfg) {
+  char errstr[512] = "";
+  altar_strmap_t props;
+  if (altar_strmap_copy(&props, &cfg->backend_props)) return NULL;
+  /* slots is the worker's intake bound; backends that size pools read it too. */
+  const altar_backend_ops_t *ops = altar_backend_lookup(cfg->backend_name);
+  if (ops && (!strcmp(ops->name, "kubernetes") || !strcmp(ops->name, "modal"))) altar_strmap_remove(&props, "slots");
+  altar_backend_t *be = altar_backend_create_by_name(cfg->backend_name, &props, errstr, sizeof errstr);
+  altar_strmap_clear(&props);
+  if (!be) fprintf(stderr, "altar: backend %s: %s\n", cfg->backend_name, errstr);
+  return be;
+}
+
+int altar_cli_load_groups(const altar_config_t *cfg, altar_group_specs_t *groups) {
+  memset(groups, 0, sizeof *groups);
+  if (!cfg->path) return 0;
+  altar_error_t err = {0};
+  if (altar_group_specs_load_file(cfg->path, groups, &err)) {
+    fprintf(stderr, "altar: %s\n", err.msg);
+    return -1;
+  }
+  return 0;
+}
+
+int altar_cli_ensure_topics(altar_transport_t *t, const altar_config_t *cfg, int partitions) {
+  const char *topics[] = {cfg->topics.jobs, cfg->topics.status, cfg->topics.ready, cfg->topics.dead,
+                          cfg->topics.dlq};
+  for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
+    altar_error_t err = {0};
+    int rc = altar_transport_create_topic(t, topics[i], partitions, &err);
+    if (rc && rc != ALTAR_EEXIST) {
+      fprintf(stderr, "altar: creating topic %s: %s\n", topics[i], err.msg);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static volatile sig_atomic_t *stop_flag;
+
+static void on_stop_signal(int sig) {
+  (void)sig;
+  if (stop_flag) *stop_flag = *stop_flag ? 2 : 1;
+}
+
+void altar_cli_install_stop_signals(volatile sig_atomic_t *flag) {
+  stop_flag = flag;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}

@@ -1,0 +1,35 @@
+/* Settings shared by the fleet's subcommands: --config and the flags that
+ * override single keys, and building a transport or backend from them. */
+#ifndef ALTAR_CLI_FLEET_COMMON_H
+#define ALTAR_CLI_FLEET_COMMON_H
+
+#include "altar/backend.h"
+#include "altar/config.h"
+#include "altar/groups.h"
+#include "altar/transport.h"
+
+#include <signal.h>
+#include <stdbool.h>
+
+/* Consumes the common flags from argv (in place, returning the new argc):
+ *   --config FILE, --transport NAME, --brokers HOST:PORT, --log-dir DIR,
+ *   --backend NAME, --data-root DIR, --slots N, --ledger DIR, --set KEY=VALUE.
+ * Loads the config first. On error prints it and returns -1. */
+int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg);
+/* Help text for those flags. */
+extern const char altar_cli_fleet_flags_help[];
+
+/* A transport from the config (local gets dir ./var/log unless set; kafka
+ * gets every property as given). NULL after printing the error. */
+altar_transport_t *altar_cli_open_transport(const altar_config_t *cfg, const altar_transport_opts_t *opts);
+/* A backend from the config. NULL after printing the error. */
+altar_backend_t *altar_cli_open_backend(const altar_config_t *cfg);
+/* Group specs from the config file's `groups:` (empty without a file). */
+int altar_cli_load_groups(const altar_config_t *cfg, altar_group_specs_t *groups);
+/* Creates the fleet's topics if missing (partitions each). */
+int altar_cli_ensure_topics(altar_transport_t *t, const altar_config_t *cfg, int partitions);
+
+/* SIGINT/SIGTERM set *flag to 1, a second one to 2. */
+void altar_cli_install_stop_signals(volatile sig_atomic_t *flag);
+
+#endif

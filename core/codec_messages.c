@@ -1,0 +1,580 @@
+/* msgpack forms of the messages: job (jobs topic), status event (status
+ * topic), group event (ready/dead topics) and the ledger record; plus spec
+ * on its own. Each decoder pre-checks the bytes (codec_msgpack_read.c),
+ * unpacks them into a zone, then walks the tree by field. */
+#include "core/codec_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define W_VOID(call) ((call), 0)
+
+static const char *const msg_type_names[] = {"spec", "job", "status", "group", "record"};
+
+int altar_msg_type_parse(const char *name, altar_msg_type_t *ptype) {
+  for (int i = 0; name && i < 5; i++) {
+    if (!strcmp(name, msg_type_names[i])) {
+      *ptype = (altar_msg_type_t)i;
+      return ALTAR_OK;
+    }
+  }
+  return ALTAR_EINVAL;
+}
+
+const char *altar_msg_type_name(altar_msg_type_t t) {
+  return (unsigned)t < 5 ? msg_type_names[t] : "unknown";
+}
+
+/* ---- shared decode/encode frame ---- */
+
+typedef int (*rd_top_fn)(altar__rd_t *r, const msgpack_object *o, void *target);
+
+static int decode_top(const void *data, size_t len, const char *root, rd_top_fn fn, void *target,
+                      altar_error_t *err) {
+  msgpack_unpacked u;
+  msgpack_unpacked_init(&u);
+  int rc = altar__mp_unpack(data, len, root, &u, err);
+  if (!rc) {
+    altar__rd_t r = {.err = err};
+    altar__path_init(&r.path, root);
+    rc = fn(&r, &u.data, target);
+  }
+  msgpack_unpacked_destroy(&u);
+  return rc;
+}
+
+typedef int (*wr_top_fn)(altar__wr_t *w, const void *msg);
+
+/* Encodes one message; on failure leaves out as it was. */
+static int encode_top(wr_top_fn fn, const void *msg, const char *root, altar_buf_t *out,
+                      altar_error_t *err) {
+  if (!msg || !out) return altar_error_set(err, ALTAR_EINVAL, "%s: NULL argument", root);
+  altar__wr_t w;
+  size_t start = out->len;
+  altar__wr_init(&w, out, root, err);
+  int rc = fn(&w, msg);
+  if (!rc) rc = altar__wr_finish(&w, start);
+  if (rc) out->len = start;
+  return rc;
+}
+
+/* Checks "type" when present: a status event fed to the job decoder is an
+ * error, not a job with defaults. */
+static int rd_type(altar__rd_t *r, const msgpack_object *v, const char *want) {
+  if (v->type != MSGPACK_OBJECT_STR) return altar__rd_fail(r, ALTAR_EDECODE, "expected string");
+  size_t n = strlen(want);
+  if (v->via.str.size != n || memcmp(v->via.str.ptr, want, n)) {
+    char what[64];
+    snprintf(what, sizeof what, "expected \"%s\"", want);
+    return altar__rd_fail(r, ALTAR_EDECODE, what);
+  }
+  return ALTAR_OK;
+}
+
+/* Checks "type" before any other field, so a message of another type is
+ * named as such rather than failing on whichever field differs first. */
+static int rd_type_first(altar__rd_t *r, const msgpack_object *o, const char *want) {
+  if (o->type != MSGPACK_OBJECT_MAP) return ALTAR_OK; /* rd_struct reports it */
+  for (size_t i = 0; i < o->via.map.size; i++) {
+    const msgpack_object_kv *kv = &o->via.map.ptr[i];
+    if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 4 && !memcmp(kv->key.via.str.ptr, "type", 4)) {
+      size_t old = altar__path_key(&r->path, "type", 4);
+      int rc = rd_type(r, &kv->val, want);
+      altar__path_pop(&r->path, old);
+      return rc;
+    }
+  }
+  return ALTAR_OK;
+}
+
+/* Schema version: an integer >= 1. Newer versions are read as far as we
+ * understand them (unknown keys ignored). */
+static int rd_version(altar__rd_t *r, const msgpack_object *v, int64_t *pv) {
+  int rc = altar__rd_i64(r, v, pv);
+  if (rc) return rc;
+  if (*pv < 1) return altar__rd_fail(r, ALTAR_EDECODE, "schema version must be >= 1");
+  return ALTAR_OK;
+}
+
+static int64_t version_or_default(int64_t v) { return v ? v : ALTAR_SCHEMA_VERSION; }
+
+/* ---- spec ---- */
+
+static int wr_spec_top(altar__wr_t *w, const void *msg) { return altar__wr_spec(w, msg); }
+
+int altar_encode_spec(const altar_spec_t *spec, altar_buf_t *out, altar_error_t *err) {
+  return encode_top(wr_spec_top, spec, "spec", out, err);
+}
+
+static int rd_spec_top(altar__rd_t *r, const msgpack_object *o, void *target) {
+  return altar__rd_spec(r, o, target);
+}
+
+int altar_decode_spec(const void *data, size_t len, altar_spec_t *pout, altar_error_t *err) {
+  memset(pout, 0, sizeof *pout);
+  return decode_top(data, len, "spec", rd_spec_top, pout, err);
+}
+
+/* ---- job ---- */
+
+void altar_job_msg_clear(altar_job_msg_t *m) {
+  if (!m) return;
+  free(m->job_id);
+  altar_spec_clear(&m->spec);
+  memset(m, 0, sizeof *m);
+}
+
+static int wr_job(altar__wr_t *w, const void *msg) {
+  const altar_job_msg_t *m = msg;
+  altar__wr_map(w, 7);
+  ALTAR__WR_FIELD(w, "attempt", W_VOID(altar__wr_i64(w, m->attempt)));
+  ALTAR__WR_FIELD(w, "avoid_hosts", altar__wr_strv(w, m->spec.avoid_hosts, m->spec.n_avoid_hosts));
+  ALTAR__WR_FIELD(w, "job_id", altar__wr_str(w, m->job_id));
+  ALTAR__WR_FIELD(w, "spec", altar__wr_spec(w, &m->spec));
+  ALTAR__WR_FIELD(w, "submitted_at", altar__wr_f64(w, m->submitted_at));
+  ALTAR__WR_FIELD(w, "type", altar__wr_str(w, "job"));
+  ALTAR__WR_FIELD(w, "v", W_VOID(altar__wr_i64(w, version_or_default(m->v))));
+  return ALTAR_OK;
+}
+
+int altar_encode_job(const altar_job_msg_t *m, altar_buf_t *out, altar_error_t *err) {
+  return encode_top(wr_job, m, "job", out, err);
+}
+
+enum { J_ATTEMPT, J_AVOID_HOSTS, J_JOB_ID, J_SPEC, J_SUBMITTED_AT, J_TYPE, J_V };
+static const char *const job_keys[] = {"attempt", "avoid_hosts", "job_id", "spec",
+                                       "submitted_at", "type", "v", NULL};
+
+static int rd_job_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
+  altar_job_msg_t *m = ctx;
+  switch (idx) {
+  case J_ATTEMPT: return altar__rd_i64(r, v, &m->attempt);
+  case J_AVOID_HOSTS:
+    /* kept on the spec (placement), outside its identity-bearing encoding */
+    return altar__rd_strv(r, v, &m->spec.avoid_hosts, &m->spec.n_avoid_hosts);
+  case J_JOB_ID: free(m->job_id); m->job_id = NULL; return altar__rd_str(r, v, &m->job_id);
+  case J_SPEC: {
+    char **hosts = m->spec.avoid_hosts;
+    size_t n = m->spec.n_avoid_hosts;
+    int rc = altar__rd_spec(r, v, &m->spec);
+    m->spec.avoid_hosts = hosts;
+    m->spec.n_avoid_hosts = n;
+    return rc;
+  }
+  case J_SUBMITTED_AT: return altar__rd_f64(r, v, &m->submitted_at);
+  case J_TYPE: return rd_type(r, v, "job");
+  case J_V: return rd_version(r, v, &m->v);
+  }
+  return ALTAR_OK;
+}
+
+static int rd_job_top(altar__rd_t *r, const msgpack_object *o, void *target) {
+  altar_job_msg_t *m = target;
+  int rc = rd_type_first(r, o, "job");
+  if (!rc) rc = altar__rd_struct(r, o, job_keys, 1u << J_SPEC, rd_job_field, m);
+  if (!rc && !m->job_id && !(m->job_id = strdup(""))) rc = altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+  return rc;
+}
+
+int altar_decode_job(const void *data, size_t len, altar_job_msg_t *pout, altar_error_t *err) {
+  memset(pout, 0, sizeof *pout);
+  pout->v = ALTAR_SCHEMA_VERSION;
+  pout->spec.resources.count = 1;
+  return decode_top(data, len, "job", rd_job_top, pout, err);
+}
+
+/* ---- status event ---- */
+
+static const char *const status_event_names[] = {"submitted", "state", "released"};
+
+void altar_status_event_clear(altar_status_event_t *e) {
+  if (!e) return;
+  free(e->task_key);
+  free(e->kind);
+  altar_handle_clear(&e->handle);
+  altar_failure_free(e->failure);
+  altar_spec_free(e->spec);
+  free(e->worker);
+  free(e->source.topic);
+  memset(e, 0, sizeof *e);
+}
+
+static int wr_source(altar__wr_t *w, const altar_source_t *src) {
+  if (!src->set) {
+    altar__wr_nil(w);
+    return ALTAR_OK;
+  }
+  altar__wr_map(w, 3);
+  ALTAR__WR_FIELD(w, "offset", W_VOID(altar__wr_i64(w, src->offset)));
+  ALTAR__WR_FIELD(w, "partition", W_VOID(altar__wr_i64(w, src->partition)));
+  ALTAR__WR_FIELD(w, "topic", altar__wr_str(w, src->topic));
+  return ALTAR_OK;
+}
+
+static int wr_opt_spec(altar__wr_t *w, const altar_spec_t *spec) {
+  if (!spec) {
+    altar__wr_nil(w);
+    return ALTAR_OK;
+  }
+  return altar__wr_spec(w, spec);
+}
+
+static int wr_status(altar__wr_t *w, const void *msg) {
+  const altar_status_event_t *e = msg;
+  if ((unsigned)e->event > ALTAR_EV_RELEASED) return altar__wr_fail(w, ALTAR_EINVAL, "event: unknown kind");
+  if ((unsigned)e->state > ALTAR_STATE_FAILED) return altar__wr_fail(w, ALTAR_EINVAL, "state: unknown state");
+  altar__wr_map(w, 12);
+  ALTAR__WR_FIELD(w, "event", altar__wr_str(w, status_event_names[e->event]));
+  ALTAR__WR_FIELD(w, "failure", altar__wr_failure(w, e->failure));
+  ALTAR__WR_FIELD(w, "handle", altar__wr_handle(w, &e->handle));
+  ALTAR__WR_FIELD(w, "kind", altar__wr_str(w, e->kind));
+  ALTAR__WR_FIELD(w, "source", wr_source(w, &e->source));
+  ALTAR__WR_FIELD(w, "spec", wr_opt_spec(w, e->spec));
+  ALTAR__WR_FIELD(w, "state", altar__wr_str(w, altar_state_name(e->state)));
+  ALTAR__WR_FIELD(w, "task_key", altar__wr_str(w, e->task_key));
+  ALTAR__WR_FIELD(w, "ts", altar__wr_f64(w, e->ts));
+  ALTAR__WR_FIELD(w, "type", altar__wr_str(w, "status"));
+  ALTAR__WR_FIELD(w, "v", W_VOID(altar__wr_i64(w, version_or_default(e->v))));
+  ALTAR__WR_FIELD(w, "worker", altar__wr_opt_str(w, e->worker));
+  return ALTAR_OK;
+}
+
+int altar_encode_status(const altar_status_event_t *e, altar_buf_t *out, altar_error_t *err) {
+  return encode_top(wr_status, e, "status", out, err);
+}
+
+/* Reads a string that must be one of names[0..n); *pidx gets its index. */
+static int rd_enum(altar__rd_t *r, const msgpack_object *v, const char *const *names, int n, int *pidx,
+                   const char *expected) {
+  if (v->type == MSGPACK_OBJECT_STR) {
+    for (int i = 0; i < n; i++) {
+      size_t len = strlen(names[i]);
+      if (v->via.str.size == len && !memcmp(v->via.str.ptr, names[i], len)) {
+        *pidx = i;
+        return ALTAR_OK;
+      }
+    }
+  }
+  return altar__rd_fail(r, ALTAR_EDECODE, expected);
+}
+
+enum { SRC_OFFSET, SRC_PARTITION, SRC_TOPIC };
+static const char *const source_keys[] = {"offset", "partition", "topic", NULL};
+
+static int rd_source_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
+  altar_source_t *src = ctx;
+  int64_t p;
+  int rc;
+  switch (idx) {
+  case SRC_OFFSET: return altar__rd_i64(r, v, &src->offset);
+  case SRC_PARTITION:
+    if ((rc = altar__rd_i64(r, v, &p))) return rc;
+    if (p < INT32_MIN || p > INT32_MAX) return altar__rd_fail(r, ALTAR_EDECODE, "partition out of range");
+    src->partition = (int32_t)p;
+    return ALTAR_OK;
+  case SRC_TOPIC: return altar__rd_str(r, v, &src->topic);
+  }
+  return ALTAR_OK;
+}
+
+static int rd_source(altar__rd_t *r, const msgpack_object *v, altar_source_t *src) {
+  memset(src, 0, sizeof *src);
+  if (v->type == MSGPACK_OBJECT_NIL) return ALTAR_OK;
+  if (v->type != MSGPACK_OBJECT_MAP) return altar__rd_fail(r, ALTAR_EDECODE, "expected map or nil");
+  src->set = true;
+  return altar__rd_struct(r, v, source_keys, 1u << SRC_TOPIC, rd_source_field, src);
+}
+
+static int rd_opt_spec(altar__rd_t *r, const msgpack_object *v, altar_spec_t **pspec) {
+  *pspec = NULL;
+  if (v->type == MSGPACK_OBJECT_NIL) return ALTAR_OK;
+  if (v->type != MSGPACK_OBJECT_MAP) return altar__rd_fail(r, ALTAR_EDECODE, "expected map or nil");
+  if (!(*pspec = calloc(1, sizeof **pspec))) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+  return altar__rd_spec(r, v, *pspec);
+}
+
+enum { S_EVENT, S_FAILURE, S_HANDLE, S_KIND, S_SOURCE, S_SPEC, S_STATE, S_TASK_KEY, S_TS, S_TYPE, S_V,
+       S_WORKER };
+static const char *const status_keys[] = {"event", "failure", "handle", "kind",     "source", "spec", "state",
+                                          "task_key", "ts",   "type",   "v",        "worker", NULL};
+
+static int rd_status_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
+  altar_status_event_t *e = ctx;
+  int i = 0, rc;
+  switch (idx) {
+  case S_EVENT:
+    rc = rd_enum(r, v, status_event_names, 3, &i, "expected one of submitted, state, released");
+    e->event = (altar_status_event_kind_t)i;
+    return rc;
+  case S_FAILURE: return altar__rd_failure(r, v, &e->failure);
+  case S_HANDLE:
+    altar_handle_clear(&e->handle);
+    return altar__rd_handle(r, v, &e->handle);
+  case S_KIND: free(e->kind); e->kind = NULL; return altar__rd_str(r, v, &e->kind);
+  case S_SOURCE: return rd_source(r, v, &e->source);
+  case S_SPEC: return rd_opt_spec(r, v, &e->spec);
+  case S_STATE: return altar__rd_state(r, v, &e->state);
+  case S_TASK_KEY: free(e->task_key); e->task_key = NULL; return altar__rd_str(r, v, &e->task_key);
+  case S_TS: return altar__rd_f64(r, v, &e->ts);
+  case S_TYPE: return rd_type(r, v, "status");
+  case S_V: return rd_version(r, v, &e->v);
+  case S_WORKER: return altar__rd_opt_str(r, v, &e->worker);
+  }
+  return ALTAR_OK;
+}
+
+/* Strings the model promises default to "" so consumers never meet NULL. */
+static int default_str(altar__rd_t *r, char **ps) {
+  if (!*ps && !(*ps = strdup(""))) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+  return ALTAR_OK;
+}
+
+static int default_handle(altar__rd_t *r, altar_handle_t *h) {
+  int rc = default_str(r, &h->backend);
+  if (!rc) rc = default_str(r, &h->external_id);
+  return rc;
+}
+
+static int rd_status_top(altar__rd_t *r, const msgpack_object *o, void *target) {
+  altar_status_event_t *e = target;
+  int rc = rd_type_first(r, o, "status");
+  if (!rc) rc = altar__rd_struct(r, o, status_keys, 1u << S_EVENT, rd_status_field, e);
+  if (!rc) rc = default_str(r, &e->task_key);
+  if (!rc) rc = default_str(r, &e->kind);
+  if (!rc) rc = default_handle(r, &e->handle);
+  return rc;
+}
+
+int altar_decode_status(const void *data, size_t len, altar_status_event_t *pout, altar_error_t *err) {
+  memset(pout, 0, sizeof *pout);
+  pout->v = ALTAR_SCHEMA_VERSION;
+  return decode_top(data, len, "status", rd_status_top, pout, err);
+}
+
+/* ---- group event ---- */
+
+static const char *const group_event_names[] = {"fired", "dead_lettered"};
+
+void altar_group_event_clear(altar_group_event_t *e) {
+  if (!e) return;
+  free(e->event_id);
+  free(e->kind);
+  free(e->group_key);
+  altar_handles_free(e->shards, e->n_shards);
+  memset(e, 0, sizeof *e);
+}
+
+static int wr_shards(altar__wr_t *w, const altar_handle_t *hs, size_t n) {
+  int rc = altar__wr_array(w, n);
+  for (size_t i = 0; !rc && i < n; i++) {
+    size_t old = altar__path_index(&w->path, i);
+    rc = altar__wr_handle(w, &hs[i]);
+    altar__path_pop(&w->path, old);
+  }
+  return rc;
+}
+
+static int wr_group(altar__wr_t *w, const void *msg) {
+  const altar_group_event_t *e = msg;
+  if ((unsigned)e->event > ALTAR_GROUP_DEAD_LETTERED) return altar__wr_fail(w, ALTAR_EINVAL, "event: unknown kind");
+  altar__wr_map(w, 8);
+  ALTAR__WR_FIELD(w, "event", altar__wr_str(w, group_event_names[e->event]));
+  ALTAR__WR_FIELD(w, "event_id", altar__wr_str(w, e->event_id));
+  ALTAR__WR_FIELD(w, "group_key", altar__wr_str(w, e->group_key));
+  ALTAR__WR_FIELD(w, "kind", altar__wr_str(w, e->kind));
+  ALTAR__WR_FIELD(w, "shards", wr_shards(w, e->shards, e->n_shards));
+  ALTAR__WR_FIELD(w, "ts", altar__wr_f64(w, e->ts));
+  ALTAR__WR_FIELD(w, "type", altar__wr_str(w, "group"));
+  ALTAR__WR_FIELD(w, "v", W_VOID(altar__wr_i64(w, version_or_default(e->v))));
+  return ALTAR_OK;
+}
+
+int altar_encode_group(const altar_group_event_t *e, altar_buf_t *out, altar_error_t *err) {
+  return encode_top(wr_group, e, "group", out, err);
+}
+
+static int rd_shards(altar__rd_t *r, const msgpack_object *o, altar_handle_t **pv, size_t *pn) {
+  if (o->type != MSGPACK_OBJECT_ARRAY) return altar__rd_fail(r, ALTAR_EDECODE, "expected array of handles");
+  size_t n = o->via.array.size;
+  if (n > ALTAR_MAX_ARRAY) return altar__rd_fail(r, ALTAR_ETOOBIG, "array exceeds the size bound");
+  if (!n) return ALTAR_OK;
+  altar_handle_t *hs = calloc(n, sizeof *hs);
+  if (!hs) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+  *pv = hs;
+  *pn = n; /* zeroed handles clear safely if an element fails */
+  for (size_t i = 0; i < n; i++) {
+    size_t old = altar__path_index(&r->path, i);
+    int rc = altar__rd_handle(r, &o->via.array.ptr[i], &hs[i]);
+    altar__path_pop(&r->path, old);
+    if (rc) return rc;
+  }
+  return ALTAR_OK;
+}
+
+enum { G_EVENT, G_EVENT_ID, G_GROUP_KEY, G_KIND, G_SHARDS, G_TS, G_TYPE, G_V };
+static const char *const group_keys[] = {"event", "event_id", "group_key", "kind", "shards", "ts", "type", "v",
+                                         NULL};
+
+static int rd_group_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
+  altar_group_event_t *e = ctx;
+  int i = 0, rc;
+  switch (idx) {
+  case G_EVENT:
+    rc = rd_enum(r, v, group_event_names, 2, &i, "expected one of fired, dead_lettered");
+    e->event = (altar_group_event_kind_t)i;
+    return rc;
+  case G_EVENT_ID: return altar__rd_str(r, v, &e->event_id);
+  case G_GROUP_KEY: return altar__rd_str(r, v, &e->group_key);
+  case G_KIND: return altar__rd_str(r, v, &e->kind);
+  case G_SHARDS: return rd_shards(r, v, &e->shards, &e->n_shards);
+  case G_TS: return altar__rd_f64(r, v, &e->ts);
+  case G_TYPE: return rd_type(r, v, "group");
+  case G_V: return rd_version(r, v, &e->v);
+  }
+  return ALTAR_OK;
+}
+
+static int rd_group_top(altar__rd_t *r, const msgpack_object *o, void *target) {
+  altar_group_event_t *e = target;
+  int rc = rd_type_first(r, o, "group");
+  if (!rc) rc = altar__rd_struct(r, o, group_keys, 1u << G_EVENT, rd_group_field, e);
+  if (!rc) rc = default_str(r, &e->event_id);
+  if (!rc) rc = default_str(r, &e->kind);
+  if (!rc) rc = default_str(r, &e->group_key);
+  return rc;
+}
+
+int altar_decode_group(const void *data, size_t len, altar_group_event_t *pout, altar_error_t *err) {
+  memset(pout, 0, sizeof *pout);
+  pout->v = ALTAR_SCHEMA_VERSION;
+  return decode_top(data, len, "group", rd_group_top, pout, err);
+}
+
+/* ---- ledger record ---- */
+
+static int wr_record(altar__wr_t *w, const void *msg) {
+  const altar_record_t *rec = msg;
+  if ((unsigned)rec->state > ALTAR_STATE_FAILED) return altar__wr_fail(w, ALTAR_EINVAL, "state: unknown state");
+  altar__wr_map(w, 7);
+  ALTAR__WR_FIELD(w, "consumed", W_VOID(altar__wr_bool(w, rec->consumed)));
+  ALTAR__WR_FIELD(w, "failure", altar__wr_failure(w, rec->failure));
+  ALTAR__WR_FIELD(w, "handle", altar__wr_handle(w, &rec->handle));
+  ALTAR__WR_FIELD(w, "kind", altar__wr_str(w, rec->kind));
+  ALTAR__WR_FIELD(w, "restart_count", W_VOID(altar__wr_i64(w, rec->restart_count)));
+  ALTAR__WR_FIELD(w, "spec", wr_opt_spec(w, rec->spec));
+  ALTAR__WR_FIELD(w, "state", altar__wr_str(w, altar_state_name(rec->state)));
+  return ALTAR_OK;
+}
+
+int altar_encode_record(const altar_record_t *rec, altar_buf_t *out, altar_error_t *err) {
+  return encode_top(wr_record, rec, "record", out, err);
+}
+
+enum { R_CONSUMED, R_FAILURE, R_HANDLE, R_KIND, R_RESTART_COUNT, R_SPEC, R_STATE };
+static const char *const record_keys[] = {"consumed", "failure", "handle", "kind",
+                                          "restart_count", "spec", "state", NULL};
+
+static int rd_record_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
+  altar_record_t *rec = ctx;
+  switch (idx) {
+  case R_CONSUMED: return altar__rd_bool(r, v, &rec->consumed);
+  case R_FAILURE: return altar__rd_failure(r, v, &rec->failure);
+  case R_HANDLE:
+    altar_handle_clear(&rec->handle);
+    return altar__rd_handle(r, v, &rec->handle);
+  case R_KIND: return altar__rd_str(r, v, &rec->kind);
+  case R_RESTART_COUNT: return altar__rd_i64(r, v, &rec->restart_count);
+  case R_SPEC: return rd_opt_spec(r, v, &rec->spec);
+  case R_STATE: return altar__rd_state(r, v, &rec->state);
+  }
+  return ALTAR_OK;
+}
+
+static int rd_record_top(altar__rd_t *r, const msgpack_object *o, void *target) {
+  altar_record_t *rec = target;
+  int rc = altar__rd_struct(r, o, record_keys, 0, rd_record_field, rec);
+  if (!rc) rc = default_str(r, &rec->kind);
+  if (!rc) rc = default_handle(r, &rec->handle);
+  return rc;
+}
+
+int altar_decode_record(const void *data, size_t len, altar_record_t *pout, altar_error_t *err) {
+  memset(pout, 0, sizeof *pout);
+  return decode_top(data, len, "record", rd_record_top, pout, err);
+}
+
+/* ---- equality ---- */
+
+static bool str_eq(const char *a, const char *b) {
+  if (!a || !b) return a == b;
+  return strcmp(a, b) == 0;
+}
+
+static bool f64_eq(double a, double b) { return a == b || (isnan(a) && isnan(b)); }
+
+bool altar_status_event_equal(const altar_status_event_t *a, const altar_status_event_t *b) {
+  if (!a || !b) return a == b;
+  bool src_eq = a->source.set == b->source.set &&
+                (!a->source.set || (str_eq(a->source.topic, b->source.topic) &&
+                                    a->source.partition == b->source.partition &&
+                                    a->source.offset == b->source.offset));
+  return version_or_default(a->v) == version_or_default(b->v) && a->event == b->event &&
+         str_eq(a->task_key, b->task_key) && str_eq(a->kind, b->kind) &&
+         altar_handle_equal(&a->handle, &b->handle) && a->state == b->state &&
+         altar_failure_equal(a->failure, b->failure) && altar_spec_same_identity(a->spec, b->spec) &&
+         str_eq(a->worker, b->worker) && src_eq && f64_eq(a->ts, b->ts);
+}
+
+bool altar_group_event_equal(const altar_group_event_t *a, const altar_group_event_t *b) {
+  if (!a || !b) return a == b;
+  if (version_or_default(a->v) != version_or_default(b->v) || a->event != b->event ||
+      !str_eq(a->event_id, b->event_id) || !str_eq(a->kind, b->kind) || !str_eq(a->group_key, b->group_key) ||
+      a->n_shards != b->n_shards || !f64_eq(a->ts, b->ts))
+    return false;
+  for (size_t i = 0; i < a->n_shards; i++)
+    if (!altar_handle_equal(&a->shards[i], &b->shards[i])) return false;
+  return true;
+}
+
+/* ---- peek ---- */
+
+static int rd_peek_type(altar__rd_t *r, const msgpack_object *o, void *target) {
+  const msgpack_object **pv = target;
+  if (o->type != MSGPACK_OBJECT_MAP) return altar__rd_fail(r, ALTAR_EDECODE, "expected map");
+  for (size_t i = 0; i < o->via.map.size; i++) {
+    const msgpack_object_kv *kv = &o->via.map.ptr[i];
+    if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 4 && !memcmp(kv->key.via.str.ptr, "type", 4)) {
+      *pv = &kv->val;
+      return kv->val.type == MSGPACK_OBJECT_STR ? ALTAR_OK
+                                                 : altar__rd_fail(r, ALTAR_EDECODE, "type: expected string");
+    }
+  }
+  return altar__rd_fail(r, ALTAR_EDECODE, "type: missing");
+}
+
+int altar_peek_type(const void *data, size_t len, char *buf, size_t bufsize) {
+  if (!buf || !bufsize) return ALTAR_EINVAL;
+  buf[0] = '\0';
+  msgpack_unpacked u;
+  msgpack_unpacked_init(&u);
+  int rc = altar__mp_unpack(data, len, "message", &u, NULL);
+  const msgpack_object *v = NULL;
+  if (!rc) {
+    altar__rd_t r = {.err = NULL};
+    altar__path_init(&r.path, "message");
+    rc = rd_peek_type(&r, &u.data, (void *)&v);
+  }
+  if (!rc) {
+    size_t n = v->via.str.size;
+    if (n >= bufsize || memchr(v->via.str.ptr, '\0', n)) {
+      rc = ALTAR_EDECODE;
+    } else {
+      memcpy(buf, v->via.str.ptr, n);
+      buf[n] = '\0';
+    }
+  }
+  msgpack_unpacked_destroy(&u);
+  return rc;
+}

@@ -1,0 +1,406 @@
+/* Bounded msgpack reading: a structural pre-check of untrusted bytes, the
+ * zone-based unpack, and typed getters that name the field at fault. */
+#include "core/codec_int.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- field paths ---- */
+
+void altar__path_init(altar__path_t *p, const char *root) {
+  p->len = 0;
+  p->s[0] = '\0';
+  if (root) altar__path_key(p, root, strlen(root));
+}
+
+static void path_append(altar__path_t *p, const char *s, size_t n) {
+  size_t room = sizeof p->s - 1 - p->len;
+  if (n > room) n = room; /* a truncated path still names the start of the field */
+  memcpy(p->s + p->len, s, n);
+  p->len += n;
+  p->s[p->len] = '\0';
+}
+
+size_t altar__path_key(altar__path_t *p, const char *name, size_t nlen) {
+  size_t old = p->len;
+  if (p->len) path_append(p, ".", 1);
+  path_append(p, name, nlen);
+  return old;
+}
+
+size_t altar__path_index(altar__path_t *p, size_t i) {
+  size_t old = p->len;
+  char tmp[32];
+  int n = snprintf(tmp, sizeof tmp, "[%zu]", i);
+  path_append(p, tmp, (size_t)n);
+  return old;
+}
+
+bool altar__utf8_ok(const char *str, size_t len) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0;
+  while (i < len) {
+    unsigned c = s[i];
+    if (c == 0) return false;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t need;
+    unsigned min;
+    if (c >= 0xc2 && c <= 0xdf) {
+      need = 1;
+      min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      need = 2;
+      min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      need = 3;
+      min = 0x10000;
+    } else {
+      return false;
+    }
+    if (len - i <= need) return false;
+    unsigned cp = c & (0x3fu >> need);
+    for (size_t k = 1; k <= need; k++) {
+      if ((s[i + k] & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (s[i + k] & 0x3fu);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += need + 1;
+  }
+  return true;
+}
+
+/* ---- structural pre-check ----
+ * msgpack-c's unpacker allocates an array's or map's element storage from the
+ * count in its header before reading any element, so a 5-byte header can ask
+ * for gigabytes. This pass walks the bytes first and refuses any count that
+ * exceeds our bounds or the bytes left, and any nesting past ALTAR_MAX_DEPTH. */
+
+typedef struct scan {
+  const uint8_t *p;
+  const uint8_t *end;
+  const uint8_t *start;
+  altar__path_t path;
+  altar_error_t *err;
+} scan_t;
+
+static int scan_fail(scan_t *s, int code, const char *what) {
+  return altar_error_set(s->err, code, "%s: %s", s->path.len ? s->path.s : "message", what);
+}
+
+static int scan_truncated(scan_t *s) {
+  char what[64];
+  snprintf(what, sizeof what, "truncated: input ends after %zu bytes", (size_t)(s->end - s->start));
+  return scan_fail(s, ALTAR_EDECODE, what);
+}
+
+static int scan_need(scan_t *s, size_t n) {
+  return (size_t)(s->end - s->p) < n ? scan_truncated(s) : ALTAR_OK;
+}
+
+static uint64_t be(const uint8_t *p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; i++) v = (v << 8) | p[i];
+  return v;
+}
+
+/* Reads an n-byte big-endian length after the format byte. */
+static int scan_len(scan_t *s, size_t n, uint64_t *plen) {
+  int rc = scan_need(s, n);
+  if (rc) return rc;
+  *plen = be(s->p, n);
+  s->p += n;
+  return ALTAR_OK;
+}
+
+static int scan_bytes(scan_t *s, uint64_t n, const char *kind) {
+  if (n > ALTAR_MAX_STRING) {
+    char what[96];
+    snprintf(what, sizeof what, "%s of %" PRIu64 " bytes exceeds %u", kind, n, ALTAR_MAX_STRING);
+    return scan_fail(s, ALTAR_ETOOBIG, what);
+  }
+  int rc = scan_need(s, (size_t)n);
+  if (rc) return rc;
+  s->p += n;
+  return ALTAR_OK;
+}
+
+static int scan_value(scan_t *s, unsigned depth);
+
+static int scan_container(scan_t *s, uint64_t n, bool is_map, unsigned depth) {
+  if (depth + 1 > ALTAR_MAX_DEPTH) return scan_fail(s, ALTAR_ETOOBIG, "nesting exceeds the depth bound");
+  uint64_t max = is_map ? ALTAR_MAX_MAP : ALTAR_MAX_ARRAY;
+  if (n > max) {
+    char what[96];
+    snprintf(what, sizeof what, "%s of %" PRIu64 " entries exceeds %" PRIu64, is_map ? "map" : "array",
+             n, max);
+    return scan_fail(s, ALTAR_ETOOBIG, what);
+  }
+  /* Every element takes at least one byte: a count the bytes cannot hold is truncation. */
+  if ((is_map ? 2 * n : n) > (uint64_t)(s->end - s->p)) return scan_truncated(s);
+  for (uint64_t i = 0; i < n; i++) {
+    size_t old;
+    if (is_map) {
+      const uint8_t *k = s->p;
+      int rc = scan_value(s, depth + 1);
+      if (rc) return rc;
+      /* Name the value by its key when the key is a short string. */
+      uint8_t f = k[0];
+      if (f >= 0xa0 && f <= 0xbf && (size_t)(f & 0x1f) + 1 == (size_t)(s->p - k))
+        old = altar__path_key(&s->path, (const char *)k + 1, f & 0x1f);
+      else if (f == 0xd9 && s->p - k >= 2 && (size_t)k[1] + 2 == (size_t)(s->p - k))
+        old = altar__path_key(&s->path, (const char *)k + 2, k[1]);
+      else
+        old = altar__path_key(&s->path, "?", 1);
+    } else {
+      old = altar__path_index(&s->path, (size_t)i);
+    }
+    int rc = scan_value(s, depth + 1);
+    altar__path_pop(&s->path, old);
+    if (rc) return rc;
+  }
+  return ALTAR_OK;
+}
+
+static int scan_value(scan_t *s, unsigned depth) {
+  int rc = scan_need(s, 1);
+  if (rc) return rc;
+  uint8_t f = *s->p++;
+  uint64_t n;
+  if (f <= 0x7f || f >= 0xe0 || f == 0xc0 || f == 0xc2 || f == 0xc3) return ALTAR_OK;
+  if (f >= 0x80 && f <= 0x8f) return scan_container(s, f & 0x0f, true, depth);
+  if (f >= 0x90 && f <= 0x9f) return scan_container(s, f & 0x0f, false, depth);
+  if (f >= 0xa0 && f <= 0xbf) return scan_bytes(s, f & 0x1f, "string");
+  switch (f) {
+  case 0xc4: case 0xc5: case 0xc6: /* bin 8/16/32 */
+    if ((rc = scan_len(s, (size_t)1 << (f - 0xc4), &n))) return rc;
+    return scan_bytes(s, n, "binary");
+  case 0xc7: case 0xc8: case 0xc9: /* ext 8/16/32: length, type byte, data */
+    if ((rc = scan_len(s, (size_t)1 << (f - 0xc7), &n))) return rc;
+    return scan_bytes(s, n + 1, "extension");
+  case 0xca: return scan_need(s, 4) ? scan_truncated(s) : (s->p += 4, ALTAR_OK);
+  case 0xcb: return scan_need(s, 8) ? scan_truncated(s) : (s->p += 8, ALTAR_OK);
+  case 0xcc: case 0xcd: case 0xce: case 0xcf: /* uint 8..64 */
+  case 0xd0: case 0xd1: case 0xd2: case 0xd3: { /* int 8..64 */
+    size_t w = (size_t)1 << ((f - 0xcc) & 3);
+    if ((rc = scan_need(s, w))) return rc;
+    s->p += w;
+    return ALTAR_OK;
+  }
+  case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: /* fixext 1..16 + type byte */
+    return scan_bytes(s, ((uint64_t)1 << (f - 0xd4)) + 1, "extension");
+  case 0xd9: case 0xda: case 0xdb:
+    if ((rc = scan_len(s, (size_t)1 << (f - 0xd9), &n))) return rc;
+    return scan_bytes(s, n, "string");
+  case 0xdc: case 0xdd:
+    if ((rc = scan_len(s, (size_t)2 << (f - 0xdc), &n))) return rc;
+    return scan_container(s, n, false, depth);
+  case 0xde: case 0xdf:
+    if ((rc = scan_len(s, (size_t)2 << (f - 0xde), &n))) return rc;
+    return scan_container(s, n, true, depth);
+  default: /* 0xc1 is reserved */
+    return scan_fail(s, ALTAR_EDECODE, "invalid msgpack format byte 0xc1");
+  }
+}
+
+int altar__mp_check(const void *data, size_t len, const char *root, altar_error_t *err) {
+  scan_t s = {.p = data, .end = (const uint8_t *)data + len, .start = data, .err = err};
+  altar__path_init(&s.path, root);
+  if (len > ALTAR_MAX_MESSAGE) {
+    char what[96];
+    snprintf(what, sizeof what, "message of %zu bytes exceeds %u", len, ALTAR_MAX_MESSAGE);
+    return scan_fail(&s, ALTAR_ETOOBIG, what);
+  }
+  if (!data || len == 0) return scan_fail(&s, ALTAR_EDECODE, "empty input");
+  int rc = scan_value(&s, 0);
+  if (rc) return rc;
+  if (s.p != s.end) {
+    char what[64];
+    snprintf(what, sizeof what, "%zu trailing bytes after the message", (size_t)(s.end - s.p));
+    altar__path_init(&s.path, root);
+    return scan_fail(&s, ALTAR_EDECODE, what);
+  }
+  return ALTAR_OK;
+}
+
+int altar__mp_unpack(const void *data, size_t len, const char *root, msgpack_unpacked *pu,
+                     altar_error_t *err) {
+  int rc = altar__mp_check(data, len, root, err);
+  if (rc) return rc;
+  size_t off = 0;
+  msgpack_unpack_return ur = msgpack_unpack_next(pu, data, len, &off);
+  if (ur == MSGPACK_UNPACK_NOMEM_ERROR) return altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", root);
+  if (ur != MSGPACK_UNPACK_SUCCESS || off != len)
+    return altar_error_set(err, ALTAR_EDECODE, "%s: malformed msgpack", root);
+  return ALTAR_OK;
+}
+
+/* ---- typed getters ---- */
+
+int altar__rd_fail(altar__rd_t *r, int code, const char *what) {
+  return altar_error_set(r->err, code, "%s: %s", r->path.len ? r->path.s : "message", what);
+}
+
+static int rd_copy(altar__rd_t *r, const char *s, size_t n, char **pout) {
+  if (n > ALTAR_MAX_STRING) return altar__rd_fail(r, ALTAR_ETOOBIG, "string exceeds the size bound");
+  if (!altar__utf8_ok(s, n)) return altar__rd_fail(r, ALTAR_EDECODE, "expected UTF-8 text without NUL bytes");
+  char *d = malloc(n + 1);
+  if (!d) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+  if (n) memcpy(d, s, n);
+  d[n] = '\0';
+  *pout = d;
+  return ALTAR_OK;
+}
+
+int altar__rd_str(altar__rd_t *r, const msgpack_object *o, char **pout) {
+  if (o->type != MSGPACK_OBJECT_STR) return altar__rd_fail(r, ALTAR_EDECODE, "expected string");
+  return rd_copy(r, o->via.str.ptr, o->via.str.size, pout);
+}
+
+int altar__rd_opt_str(altar__rd_t *r, const msgpack_object *o, char **pout) {
+  if (o->type == MSGPACK_OBJECT_NIL) {
+    *pout = NULL;
+    return ALTAR_OK;
+  }
+  if (o->type != MSGPACK_OBJECT_STR) return altar__rd_fail(r, ALTAR_EDECODE, "expected string or nil");
+  return rd_copy(r, o->via.str.ptr, o->via.str.size, pout);
+}
+
+int altar__rd_i64(altar__rd_t *r, const msgpack_object *o, int64_t *pout) {
+  if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+    if (o->via.u64 > (uint64_t)INT64_MAX) return altar__rd_fail(r, ALTAR_EDECODE, "integer out of range");
+    *pout = (int64_t)o->via.u64;
+    return ALTAR_OK;
+  }
+  if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+    *pout = o->via.i64;
+    return ALTAR_OK;
+  }
+  return altar__rd_fail(r, ALTAR_EDECODE, "expected integer");
+}
+
+int altar__rd_opt_i64(altar__rd_t *r, const msgpack_object *o, altar_opt_i64_t *pout) {
+  if (o->type == MSGPACK_OBJECT_NIL) {
+    *pout = (altar_opt_i64_t){false, 0};
+    return ALTAR_OK;
+  }
+  if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER && o->type != MSGPACK_OBJECT_NEGATIVE_INTEGER)
+    return altar__rd_fail(r, ALTAR_EDECODE, "expected integer or nil");
+  pout->set = true;
+  return altar__rd_i64(r, o, &pout->v);
+}
+
+int altar__rd_bool(altar__rd_t *r, const msgpack_object *o, bool *pout) {
+  if (o->type != MSGPACK_OBJECT_BOOLEAN) return altar__rd_fail(r, ALTAR_EDECODE, "expected boolean");
+  *pout = o->via.boolean;
+  return ALTAR_OK;
+}
+
+int altar__rd_f64(altar__rd_t *r, const msgpack_object *o, double *pout) {
+  double v;
+  switch (o->type) {
+  case MSGPACK_OBJECT_FLOAT32:
+  case MSGPACK_OBJECT_FLOAT64: v = o->via.f64; break;
+  case MSGPACK_OBJECT_POSITIVE_INTEGER: v = (double)o->via.u64; break;
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER: v = (double)o->via.i64; break;
+  default: return altar__rd_fail(r, ALTAR_EDECODE, "expected number");
+  }
+  if (!isfinite(v)) return altar__rd_fail(r, ALTAR_EDECODE, "expected a finite number");
+  *pout = v;
+  return ALTAR_OK;
+}
+
+int altar__rd_strv(altar__rd_t *r, const msgpack_object *o, char ***pv, size_t *pn) {
+  if (o->type != MSGPACK_OBJECT_ARRAY) return altar__rd_fail(r, ALTAR_EDECODE, "expected array of strings");
+  size_t n = o->via.array.size;
+  if (n > ALTAR_MAX_ARRAY) return altar__rd_fail(r, ALTAR_ETOOBIG, "array exceeds the size bound");
+  *pv = NULL;
+  *pn = 0;
+  if (!n) return ALTAR_OK;
+  char **v = calloc(n, sizeof *v);
+  if (!v) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+  *pv = v; /* filled progressively so the caller's clear frees a partial array */
+  for (size_t i = 0; i < n; i++) {
+    size_t old = altar__path_index(&r->path, i);
+    int rc = altar__rd_str(r, &o->via.array.ptr[i], &v[i]);
+    altar__path_pop(&r->path, old);
+    if (rc) return rc;
+    *pn = i + 1;
+  }
+  return ALTAR_OK;
+}
+
+int altar__rd_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t *m) {
+  if (o->type != MSGPACK_OBJECT_MAP) return altar__rd_fail(r, ALTAR_EDECODE, "expected map of strings");
+  if (o->via.map.size > ALTAR_MAX_MAP) return altar__rd_fail(r, ALTAR_ETOOBIG, "map exceeds the size bound");
+  for (size_t i = 0; i < o->via.map.size; i++) {
+    const msgpack_object_kv *kv = &o->via.map.ptr[i];
+    char *key = NULL, *val = NULL;
+    if (kv->key.type != MSGPACK_OBJECT_STR) return altar__rd_fail(r, ALTAR_EDECODE, "map key: expected string");
+    int rc = rd_copy(r, kv->key.via.str.ptr, kv->key.via.str.size, &key);
+    if (rc) return rc;
+    size_t old = altar__path_key(&r->path, key, strlen(key));
+    if (altar_strmap_get(m, key)) {
+      rc = altar__rd_fail(r, ALTAR_EDECODE, "duplicate key");
+    } else if (!(rc = altar__rd_str(r, &kv->val, &val))) {
+      if (altar_strmap_set(m, key, val)) rc = altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+    }
+    altar__path_pop(&r->path, old);
+    free(key);
+    free(val);
+    if (rc) return rc;
+  }
+  return ALTAR_OK;
+}
+
+int altar__rd_opt_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t **pm) {
+  *pm = NULL;
+  if (o->type == MSGPACK_OBJECT_NIL) return ALTAR_OK;
+  if (o->type != MSGPACK_OBJECT_MAP) return altar__rd_fail(r, ALTAR_EDECODE, "expected map of strings or nil");
+  if (!(*pm = altar_strmap_new())) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+  return altar__rd_strmap(r, o, *pm);
+}
+
+int altar__rd_struct(altar__rd_t *r, const msgpack_object *o, const char *const *keys,
+                     uint32_t required, altar__rd_field_fn fn, void *ctx) {
+  if (o->type != MSGPACK_OBJECT_MAP) return altar__rd_fail(r, ALTAR_EDECODE, "expected map");
+  uint32_t seen = 0;
+  for (size_t i = 0; i < o->via.map.size; i++) {
+    const msgpack_object_kv *kv = &o->via.map.ptr[i];
+    if (kv->key.type != MSGPACK_OBJECT_STR) return altar__rd_fail(r, ALTAR_EDECODE, "map key: expected string");
+    const char *k = kv->key.via.str.ptr;
+    size_t klen = kv->key.via.str.size;
+    int idx = -1;
+    for (int j = 0; keys[j]; j++) {
+      if (strlen(keys[j]) == klen && !memcmp(keys[j], k, klen)) {
+        idx = j;
+        break;
+      }
+    }
+    if (idx < 0) continue; /* unknown keys are ignored: an old reader reads a new writer */
+    size_t old = altar__path_key(&r->path, keys[idx], klen);
+    int rc;
+    if (seen & (1u << idx))
+      rc = altar__rd_fail(r, ALTAR_EDECODE, "duplicate key");
+    else
+      rc = fn(r, ctx, idx, &kv->val);
+    altar__path_pop(&r->path, old);
+    if (rc) return rc;
+    seen |= 1u << idx;
+  }
+  uint32_t missing = required & ~seen;
+  for (int j = 0; missing && keys[j]; j++) {
+    if (missing & (1u << j)) {
+      size_t old = altar__path_key(&r->path, keys[j], strlen(keys[j]));
+      int rc = altar__rd_fail(r, ALTAR_EDECODE, "missing required field");
+      altar__path_pop(&r->path, old);
+      return rc;
+    }
+  }
+  return ALTAR_OK;
+}

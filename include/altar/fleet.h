@@ -1,0 +1,16 @@
+/* altar — names the fleet's processes agree on: consumer groups and the
+ * dead-letter headers. */
+#ifndef ALTAR_FLEET_H
+#define ALTAR_FLEET_H
+
+#define ALTAR_WORKER_GROUP "altar.workers"
+#define ALTAR_RECONCILER_GROUP "altar.reconcilers"
+
+/* A message set aside in the DLQ carries its original bytes (truncated to
+ * ALTAR_DLQ_MAX_VALUE) and these headers. */
+#define ALTAR_DLQ_REASON_HEADER "altar.dlq.reason"
+#define ALTAR_DLQ_SOURCE_HEADER "altar.dlq.source" /* "topic/partition/offset" */
+#define ALTAR_DLQ_SIZE_HEADER "altar.dlq.original_size"
+#define ALTAR_DLQ_MAX_VALUE (256u * 1024u)
+
+#endif

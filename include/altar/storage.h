@@ -1,0 +1,242 @@
+/* altar — Storage: reading and writing files on platform storage, whatever it
+ * is (local disk, http(s), later gs/s3), through one vtable.
+ *
+ * An adapter is a const altar_storage_ops_t registered by name in the storage
+ * registry (altar/registry.h). Required operations: read_bytes and exists.
+ * Every other operation is optional: a NULL slot gets its default in
+ * storage/storage.c (text and CSV over bytes, copy_from_local over upload, a
+ * write on a read-only adapter fails with ALTAR_ENOTSUP naming the adapter).
+ * Callers use the altar_storage_* wrappers below, never the slots.
+ *
+ * Paths are whatever the adapter understands: plain paths or file:// URIs for
+ * "local", http(s):// URLs for "http". One storage object may be used from
+ * one thread at a time. */
+#ifndef ALTAR_STORAGE_H
+#define ALTAR_STORAGE_H
+
+#include "altar/buf.h"
+#include "altar/error.h"
+#include "altar/strmap.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct altar_storage altar_storage_t;
+
+/* What an adapter can do, declared up front. */
+#define ALTAR_STORAGE_CAP_READ 0x1u   /* read_*, exists, as_local_file */
+#define ALTAR_STORAGE_CAP_WRITE 0x2u  /* write_*, mkdirs, upload, copy_from_local */
+#define ALTAR_STORAGE_CAP_LOCAL 0x4u  /* as_local_file is the path itself, no copy */
+
+/* A local path for a stored file, valid until altar_local_file_release. */
+typedef struct altar_local_file {
+  char *path;                                   /* owned */
+  void (*release)(struct altar_local_file *lf); /* deletes a temp copy; frees path */
+} altar_local_file_t;
+
+/* Rows of a delimited file: each row maps column name → value. */
+typedef struct altar_csv {
+  char **fields; /* column names in file order */
+  size_t n_fields;
+  altar_strmap_t *rows;
+  size_t n_rows;
+} altar_csv_t;
+
+typedef struct altar_storage_ops {
+  const char *name; /* registry key ("local", "http", ...) */
+  unsigned caps;    /* ALTAR_STORAGE_CAP_* */
+
+  /* Builds the adapter's private state from options (may be NULL; unknown
+   * keys are errors). Optional: without it impl is NULL. */
+  int (*open)(const altar_strmap_t *options, void **pimpl, altar_error_t *err);
+  void (*close)(void *impl); /* optional */
+
+  /* Required. Appends the whole file to out. ALTAR_ENOTFOUND when missing,
+   * ALTAR_ETOOBIG past the adapter's size bound. */
+  int (*read_bytes)(altar_storage_t *s, const char *path, altar_buf_t *out, altar_error_t *err);
+  /* Required. *pexists true for a file that exists. */
+  int (*exists)(altar_storage_t *s, const char *path, bool *pexists, altar_error_t *err);
+
+  /* Optional (default: read_bytes, NUL-terminated; a NUL inside is an error). */
+  int (*read_text)(altar_storage_t *s, const char *path, char **ptext, size_t *plen, altar_error_t *err);
+  /* Optional (default: ALTAR_ENOTSUP). Creates or replaces the file. */
+  int (*write_bytes)(altar_storage_t *s, const char *path, const void *data, size_t len,
+                     altar_error_t *err);
+  /* Optional (default: write_bytes). */
+  int (*write_text)(altar_storage_t *s, const char *path, const char *text, altar_error_t *err);
+  /* Optional (default: ALTAR_ENOTSUP). Creates a directory and its parents. */
+  int (*mkdirs)(altar_storage_t *s, const char *path, altar_error_t *err);
+  /* Optional (default: ALTAR_ENOTSUP). Streams a local file into storage
+   * without holding it in memory. */
+  int (*upload)(altar_storage_t *s, const char *local_path, const char *dest_path, altar_error_t *err);
+  /* Optional (default: upload). Copies a local file into storage; a copy onto
+   * the same file does nothing. */
+  int (*copy_from_local)(altar_storage_t *s, const char *local_path, const char *dest_path,
+                         altar_error_t *err);
+  /* Optional (default: read_bytes into a temp file removed on release). */
+  int (*as_local_file)(altar_storage_t *s, const char *path, altar_local_file_t *out, altar_error_t *err);
+  /* Optional (default: read_text + altar_csv_parse). */
+  int (*read_csv)(altar_storage_t *s, const char *path, char delim, const char *const *fieldnames,
+                  size_t n_fieldnames, altar_csv_t *out, altar_error_t *err);
+  /* Optional (default: altar_csv_format + write_text). */
+  int (*write_csv)(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows,
+                   char delim, const char *const *fieldnames, size_t n_fieldnames, altar_error_t *err);
+} altar_storage_ops_t;
+
+struct altar_storage {
+  const altar_storage_ops_t *ops;
+  void *impl;
+};
+
+/* The defaults the wrappers fall back on (storage/storage.c). */
+int altar__storage_def_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen,
+                                 altar_error_t *err);
+int altar__storage_def_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len,
+                                   altar_error_t *err);
+int altar__storage_def_write_text(altar_storage_t *s, const char *path, const char *text,
+                                  altar_error_t *err);
+int altar__storage_def_mkdirs(altar_storage_t *s, const char *path, altar_error_t *err);
+int altar__storage_def_upload(altar_storage_t *s, const char *local_path, const char *dest_path,
+                              altar_error_t *err);
+int altar__storage_def_copy_from_local(altar_storage_t *s, const char *local_path,
+                                       const char *dest_path, altar_error_t *err);
+int altar__storage_def_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out,
+                                     altar_error_t *err);
+int altar__storage_def_read_csv(altar_storage_t *s, const char *path, char delim,
+                                const char *const *fieldnames, size_t n_fieldnames, altar_csv_t *out,
+                                altar_error_t *err);
+int altar__storage_def_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows,
+                                 size_t n_rows, char delim, const char *const *fieldnames,
+                                 size_t n_fieldnames, altar_error_t *err);
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+/* Opens the adapter registered as name with options (may be NULL).
+ * *ps is freed with altar_storage_close. ALTAR_ENOTFOUND for an unknown name. */
+int altar_storage_open(const char *name, const altar_strmap_t *options, altar_storage_t **ps,
+                       altar_error_t *err);
+/* Opens the adapter for a URI's scheme: "http"/"https" for those, "file" for
+ * file:// and plain paths, otherwise the scheme's name (e.g. "gs"). */
+int altar_storage_open_for_uri(const char *uri, const altar_strmap_t *options, altar_storage_t **ps,
+                               altar_error_t *err);
+void altar_storage_close(altar_storage_t *s); /* NULL is fine */
+
+/* Registers the built-in adapters: "local" and "file", "http" and "https".
+ * Idempotent; cli/plugins.c calls it. 0 or the registry's error. */
+int altar_storage_register_builtin(void);
+
+/* The adapters themselves (storage/local.c, storage/http.c). */
+extern const altar_storage_ops_t altar_storage_local_ops;
+extern const altar_storage_ops_t altar_storage_http_ops;
+
+/* ---- operations: every caller goes through these ---------------------------- */
+
+static inline const char *altar_storage_name(const altar_storage_t *s) {
+  return s->ops->name;
+}
+static inline int altar_storage_read_bytes(altar_storage_t *s, const char *path, altar_buf_t *out,
+                                           altar_error_t *err) {
+  return s->ops->read_bytes(s, path, out, err);
+}
+static inline int altar_storage_exists(altar_storage_t *s, const char *path, bool *pexists,
+                                       altar_error_t *err) {
+  return s->ops->exists(s, path, pexists, err);
+}
+/* *ptext is NUL-terminated; caller frees. plen may be NULL. */
+static inline int altar_storage_read_text(altar_storage_t *s, const char *path, char **ptext,
+                                          size_t *plen, altar_error_t *err) {
+  return (s->ops->read_text ? s->ops->read_text : altar__storage_def_read_text)(s, path, ptext, plen, err);
+}
+static inline int altar_storage_write_bytes(altar_storage_t *s, const char *path, const void *data,
+                                            size_t len, altar_error_t *err) {
+  return (s->ops->write_bytes ? s->ops->write_bytes : altar__storage_def_write_bytes)(s, path, data, len,
+                                                                                       err);
+}
+static inline int altar_storage_write_text(altar_storage_t *s, const char *path, const char *text,
+                                           altar_error_t *err) {
+  return (s->ops->write_text ? s->ops->write_text : altar__storage_def_write_text)(s, path, text, err);
+}
+static inline int altar_storage_mkdirs(altar_storage_t *s, const char *path, altar_error_t *err) {
+  return (s->ops->mkdirs ? s->ops->mkdirs : altar__storage_def_mkdirs)(s, path, err);
+}
+static inline int altar_storage_upload(altar_storage_t *s, const char *local_path, const char *dest_path,
+                                       altar_error_t *err) {
+  return (s->ops->upload ? s->ops->upload : altar__storage_def_upload)(s, local_path, dest_path, err);
+}
+static inline int altar_storage_copy_from_local(altar_storage_t *s, const char *local_path,
+                                                const char *dest_path, altar_error_t *err) {
+  return (s->ops->copy_from_local ? s->ops->copy_from_local : altar__storage_def_copy_from_local)(
+      s, local_path, dest_path, err);
+}
+/* On success out->path is readable until altar_local_file_release(out). */
+static inline int altar_storage_as_local_file(altar_storage_t *s, const char *path,
+                                              altar_local_file_t *out, altar_error_t *err) {
+  return (s->ops->as_local_file ? s->ops->as_local_file : altar__storage_def_as_local_file)(s, path, out,
+                                                                                           err);
+}
+/* fieldnames NULL: the first row is the header. out is cleared with
+ * altar_csv_clear. */
+static inline int altar_storage_read_csv(altar_storage_t *s, const char *path, char delim,
+                                         const char *const *fieldnames, size_t n_fieldnames,
+                                         altar_csv_t *out, altar_error_t *err) {
+  return (s->ops->read_csv ? s->ops->read_csv : altar__storage_def_read_csv)(s, path, delim, fieldnames,
+                                                                             n_fieldnames, out, err);
+}
+/* fieldnames NULL: the keys of the first row, sorted. Writes a header row. */
+static inline int altar_storage_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows,
+                                          size_t n_rows, char delim, const char *const *fieldnames,
+                                          size_t n_fieldnames, altar_error_t *err) {
+  return (s->ops->write_csv ? s->ops->write_csv : altar__storage_def_write_csv)(
+      s, path, rows, n_rows, delim, fieldnames, n_fieldnames, err);
+}
+
+/* Releases a local file from as_local_file: a temp copy is deleted. Safe on a
+ * zeroed struct and twice. */
+void altar_local_file_release(altar_local_file_t *lf);
+
+/* ---- text reader and writer ------------------------------------------------- */
+
+/* An in-memory text file read through storage. */
+typedef struct altar_text_reader altar_text_reader_t;
+/* Reads path now; *pr is freed with altar_text_reader_close. */
+int altar_storage_open_text(altar_storage_t *s, const char *path, altar_text_reader_t **pr,
+                            altar_error_t *err);
+/* Next line without its "\n" (or "\r\n"): *pline points into the reader, is
+ * NOT NUL-terminated (use *plen) and stays valid until close. Returns 1 for
+ * a line, 0 at the end. */
+int altar_text_reader_next_line(altar_text_reader_t *r, const char **pline, size_t *plen);
+/* The whole text (NUL-terminated) and its length. */
+const char *altar_text_reader_text(const altar_text_reader_t *r, size_t *plen);
+void altar_text_reader_close(altar_text_reader_t *r);
+
+/* Buffers writes in memory; altar_text_writer_close writes the buffer with
+ * write_text once, altar_text_writer_abort drops it (the block failed). */
+typedef struct altar_text_writer altar_text_writer_t;
+/* NULL on allocation failure (err set). The writer borrows s and copies path. */
+altar_text_writer_t *altar_storage_open_text_writer(altar_storage_t *s, const char *path,
+                                                    altar_error_t *err);
+int altar_text_writer_write(altar_text_writer_t *w, const char *text, size_t len);
+int altar_text_writer_printf(altar_text_writer_t *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Flushes and frees w (even on error). */
+int altar_text_writer_close(altar_text_writer_t *w, altar_error_t *err);
+void altar_text_writer_abort(altar_text_writer_t *w);
+
+/* ---- CSV (storage/csv.c) ------------------------------------------------------ */
+
+/* Parses delimited text: fields may be quoted with '"' ("" inside is a quote;
+ * a quoted field may hold the delimiter and newlines); rows end with \n or
+ * \r\n; blank lines are skipped. With fieldnames NULL the first row names the
+ * columns. A row with more fields than columns is ALTAR_EDECODE naming the
+ * line; missing trailing fields read as "". Bounded by ALTAR_MAX_STRING per
+ * field, ALTAR_MAX_MAP columns. */
+int altar_csv_parse(const char *text, size_t len, char delim, const char *const *fieldnames,
+                    size_t n_fieldnames, altar_csv_t *out, altar_error_t *err);
+/* Appends a header row and one row per map, quoting fields that hold the
+ * delimiter, a quote, \r or \n. A row key not among the columns is
+ * ALTAR_EINVAL; a missing key writes "". Rows end with "\n". */
+int altar_csv_format(const altar_strmap_t *rows, size_t n_rows, char delim, const char *const *fieldnames,
+                     size_t n_fieldnames, altar_buf_t *out, altar_error_t *err);
+void altar_csv_clear(altar_csv_t *csv);
+
+#endif

@@ -1,0 +1,24 @@
+/* altar — the built-in "kafka" transport (librdkafka).
+ *
+ * Configuration: every key of the config map is a librdkafka property and
+ * passes through unchanged (bootstrap.servers, security.protocol, ssl.*,
+ * sasl.*, compression.type, client.id, ...), except:
+ *   altar.timeout.ms          admin, metadata, commit and lookup calls (30000)
+ *   altar.close.timeout.ms    how long close waits for deliveries (10000)
+ *   altar.replication.factor  for created topics (-1 = the broker's default)
+ *   dir, fsync, local.*       local-transport keys, ignored here
+ * The transport insists on enable.idempotence=true and acks=all (producer),
+ * enable.auto.commit=false, enable.auto.offset.store=false and
+ * partition.assignment.strategy=cooperative-sticky (consumer), and
+ * partitioner=murmur2_random; a config that contradicts one of them is an
+ * error naming the key. Values of secret properties (passwords, secrets,
+ * private keys, JAAS/OAUTHBEARER configs) never appear in logs or errors. */
+#ifndef ALTAR_TRANSPORT_KAFKA_H
+#define ALTAR_TRANSPORT_KAFKA_H
+
+#include "altar/transport.h"
+
+/* Registered as "kafka" by cli/plugins.c. */
+extern const altar_transport_ops_t altar_transport_kafka_ops;
+
+#endif

@@ -1,0 +1,192 @@
+/* Parsing, validating and publishing specs as one job. */
+#include "producer/job_queue.h"
+
+#include "altar/codec.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int push_spec(altar_spec_t **pv, size_t *pn, size_t *pcap, altar_spec_t *s) {
+  if (*pn == *pcap) {
+    size_t cap = *pcap ? *pcap * 2 : 16;
+    altar_spec_t *nv = realloc(*pv, cap * sizeof *nv);
+    if (!nv) return ALTAR_ENOMEM;
+    *pv = nv;
+    *pcap = cap;
+  }
+  (*pv)[(*pn)++] = *s;
+  memset(s, 0, sizeof *s);
+  return ALTAR_OK;
+}
+
+static void free_specs(altar_spec_t *v, size_t n) {
+  for (size_t i = 0; i < n; i++) altar_spec_clear(&v[i]);
+  free(v);
+}
+
+/* One spec from JSON text, validated; errors prefixed with where it was. */
+static int one_spec(const char *text, size_t len, const char *where, altar_spec_t *out, altar_error_t *err) {
+  int rc = altar_spec_from_json(text, len, out, err);
+  if (!rc) rc = altar_spec_validate(out, err);
+  if (rc) {
+    altar_error_prefix(err, "%s", where);
+    altar_spec_clear(out);
+  }
+  return rc;
+}
+
+int altar_specs_parse(const char *text, size_t len, const char *source, altar_spec_t **pspecs, size_t *pn,
+                      altar_error_t *err) {
+  *pspecs = NULL;
+  *pn = 0;
+  size_t cap = 0, i = 0;
+  while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) i++;
+  if (i == len) return altar_error_set(err, ALTAR_EINVAL, "%s: no spec given", source);
+  int rc = ALTAR_OK;
+  if (text[i] == '[') {
+    json_error_t je;
+    json_t *arr = json_loadb(text, len, 0, &je);
+    if (!arr || !json_is_array(arr)) {
+      json_decref(arr);
+      return altar_error_set(err, ALTAR_EINVAL, "%s:%d: %s", source, je.line, je.text);
+    }
+    for (size_t k = 0; k < json_array_size(arr) && !rc; k++) {
+      char *one = json_dumps(json_array_get(arr, k), JSON_COMPACT);
+      altar_spec_t s = {0};
+      char where[512];
+      snprintf(where, sizeof where, "%s: [%zu]", source, k);
+      rc = one ? one_spec(one, strlen(one), where, &s, err) : altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+      free(one);
+      if (!rc && push_spec(pspecs, pn, &cap, &s)) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    }
+    json_decref(arr);
+  } else {
+    /* A single (possibly multi-line) object, or JSON Lines. */
+    json_error_t je;
+    json_t *obj = json_loadb(text, len, 0, &je);
+    bool single = obj && json_is_object(obj);
+    json_decref(obj);
+    if (single) {
+      altar_spec_t s = {0};
+      rc = one_spec(text, len, source, &s, err);
+      if (!rc && push_spec(pspecs, pn, &cap, &s)) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    } else {
+      size_t line = 0, start = 0;
+      for (size_t k = 0; k <= len && !rc; k++) {
+        if (k < len && text[k] != '\n') continue;
+        line++;
+        size_t a = start, b = k;
+        start = k + 1;
+        while (a < b && (text[a] == ' ' || text[a] == '\t' || text[a] == '\r')) a++;
+        if (a == b) continue;
+        altar_spec_t s = {0};
+        char where[512];
+        snprintf(where, sizeof where, "%s:%zu", source, line);
+        rc = one_spec(text + a, b - a, where, &s, err);
+        if (!rc && push_spec(pspecs, pn, &cap, &s)) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+      }
+    }
+  }
+  if (!rc && *pn == 0) rc = altar_error_set(err, ALTAR_EINVAL, "%s: no spec given", source);
+  if (rc) {
+    free_specs(*pspecs, *pn);
+    *pspecs = NULL;
+    *pn = 0;
+  }
+  return rc;
+}
+
+static void new_job_id(char out[ALTAR_RUN_ID_MAX + 1]) {
+  unsigned char r[8] = {0};
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || read(fd, r, sizeof r) != (ssize_t)sizeof r) {
+    uint64_t x = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    memcpy(r, &x, sizeof r);
+  }
+  if (fd >= 0) close(fd);
+  snprintf(out, ALTAR_RUN_ID_MAX + 1, "j-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5]);
+}
+
+typedef struct acks {
+  size_t ok, failed;
+  char first_error[256];
+} acks_t;
+
+static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *ctx) {
+  (void)t;
+  acks_t *a = ctx;
+  if (dr->err) {
+    if (!a->failed++) snprintf(a->first_error, sizeof a->first_error, "%s", dr->errstr ? dr->errstr : "delivery failed");
+  } else {
+    a->ok++;
+  }
+}
+
+int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t *specs, size_t n,
+                           char run_id[ALTAR_RUN_ID_MAX + 1], altar_error_t *err) {
+  if (!n) return altar_error_set(err, ALTAR_EINVAL, "submit: no spec given");
+  for (size_t i = 0; i < n; i++) {
+    if (kind && strcmp(specs[i].kind, kind))
+      return altar_error_set(err, ALTAR_EINVAL, "specs[%zu].kind: '%s' is not the job's kind '%s'", i, specs[i].kind,
+                             kind);
+    int rc = altar_spec_validate(&specs[i], err);
+    if (rc) return altar_error_prefix(err, "specs[%zu]", i);
+  }
+  /* Keep a job id the caller set on every spec; otherwise mint one. */
+  const char *given = altar_strmap_get(&specs[0].labels, ALTAR_JOB_ID_LABEL);
+  for (size_t i = 1; given && i < n; i++) {
+    const char *g = altar_strmap_get(&specs[i].labels, ALTAR_JOB_ID_LABEL);
+    if (!g || strcmp(g, given)) given = NULL;
+  }
+  if (given && strlen(given) <= ALTAR_RUN_ID_MAX) snprintf(run_id, ALTAR_RUN_ID_MAX + 1, "%s", given);
+  else new_job_id(run_id);
+  int rc = altar_transport_create_topic(q->transport, q->topics->jobs, q->partitions > 0 ? q->partitions : 4, err);
+  if (rc == ALTAR_EEXIST) rc = ALTAR_OK;
+  if (rc) return rc;
+  acks_t acks = {0};
+  altar_transport_opts_t saved = q->transport->opts;
+  q->transport->opts.on_delivery = on_delivery;
+  q->transport->opts.delivery_ctx = &acks;
+  double now;
+  {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  }
+  altar_buf_t b = {0};
+  for (size_t i = 0; i < n && !rc; i++) {
+    if (altar_spec_set_label(&specs[i], ALTAR_JOB_ID_LABEL, run_id)) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+      break;
+    }
+    char key[ALTAR_TASK_KEY_LEN + 1];
+    rc = altar_spec_identity(&specs[i], key, err);
+    if (rc) break;
+    altar_job_msg_t job = {.v = ALTAR_SCHEMA_VERSION, .job_id = run_id, .spec = specs[i], .attempt = 0,
+                           .submitted_at = now};
+    altar_buf_reset(&b);
+    rc = altar_encode_job(&job, &b, err);
+    if (rc) break;
+    altar_produce_rec_t rec = {.topic = q->topics->jobs, .partition = ALTAR_PARTITION_ANY, .key = key,
+                               .key_len = strlen(key), .value = b.data, .value_len = b.len};
+    for (int tries = 0;; tries++) {
+      rc = altar_transport_produce(q->transport, &rec, err);
+      if (rc != ALTAR_EAGAIN || tries > 1000) break;
+      altar_transport_poll(q->transport, 10);
+    }
+  }
+  altar_buf_free(&b);
+  if (!rc) rc = altar_transport_flush(q->transport, 120000, err);
+  q->transport->opts = saved;
+  if (!rc && acks.failed)
+    rc = altar_error_set(err, ALTAR_ETRANSPORT, "submit: %zu of %zu job message(s) not acknowledged: %s", acks.failed,
+                         n, acks.first_error);
+  if (!rc && acks.ok != n)
+    rc = altar_error_set(err, ALTAR_ETRANSPORT, "submit: %zu of %zu job message(s) acknowledged", acks.ok, n);
+  return rc;
+}

@@ -1,0 +1,336 @@
+/* Applying status events to the ledger, one at a time in log order, and
+ * deciding after each one the group it touched (fleet invariant 3: batch
+ * sizes never change which shards a group fires with). */
+#include "altar/reconcile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void altar_apply_result_clear(altar_apply_result_t *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->n_events; i++) altar_group_event_clear(&r->events[i]);
+  free(r->events);
+  for (size_t i = 0; i < r->n_retries; i++) {
+    altar_retry_request_t *q = &r->retries[i];
+    free(q->kind);
+    free(q->task_key);
+    altar_handle_clear(&q->handle);
+    altar_spec_free(q->spec);
+  }
+  free(r->retries);
+  altar_strlist_clear(&r->deferred_groups);
+  altar_strlist_clear(&r->stalled_groups);
+  memset(r, 0, sizeof *r);
+}
+
+/* The member key that goes into a group event id: the task key, or
+ * "backend:external_id" for a record that has none. */
+static char *member_key(const altar_ledger_entry_t *e) {
+  if (e->task_key) return strdup(e->task_key);
+  size_t n = strlen(e->rec.handle.backend) + strlen(e->rec.handle.external_id) + 2;
+  char *k = malloc(n);
+  if (k) snprintf(k, n, "%s:%s", e->rec.handle.backend, e->rec.handle.external_id);
+  return k;
+}
+
+/* Copies of what a decision needs, taken before the ledger changes (the
+ * borrowed member views die with the first change). */
+typedef struct picked {
+  altar_handle_t *hs;
+  char **keys;
+  int64_t *restarts;
+  size_t n;
+} picked_t;
+
+static void picked_clear(picked_t *p) {
+  for (size_t i = 0; i < p->n; i++) {
+    altar_handle_clear(&p->hs[i]);
+    free(p->keys[i]);
+  }
+  free(p->hs);
+  free(p->keys);
+  free(p->restarts);
+  memset(p, 0, sizeof *p);
+}
+
+static int pick(picked_t *p, const altar_ledger_entry_t *const *m, size_t n, altar_state_t state) {
+  size_t cnt = 0;
+  for (size_t i = 0; i < n; i++) cnt += m[i]->rec.state == state;
+  memset(p, 0, sizeof *p);
+  if (!cnt) return ALTAR_OK;
+  p->hs = calloc(cnt, sizeof *p->hs);
+  p->keys = calloc(cnt, sizeof *p->keys);
+  p->restarts = calloc(cnt, sizeof *p->restarts);
+  if (!p->hs || !p->keys || !p->restarts) goto oom;
+  for (size_t i = 0; i < n; i++) {
+    if (m[i]->rec.state != state) continue;
+    if (altar_handle_copy(&p->hs[p->n], &m[i]->rec.handle)) goto oom;
+    p->restarts[p->n] = m[i]->rec.restart_count;
+    if (!(p->keys[p->n++] = member_key(m[i]))) goto oom;
+  }
+  return ALTAR_OK;
+oom:
+  picked_clear(p);
+  return ALTAR_ENOMEM;
+}
+
+static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, const char *k,
+                      const char *gk, picked_t *p, double ts, altar_error_t *err) {
+  if (res->n_events == res->cap_events) {
+    size_t cap = res->cap_events ? res->cap_events * 2 : 8;
+    altar_group_event_t *v = realloc(res->events, cap * sizeof *v);
+    if (!v) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    res->events = v;
+    res->cap_events = cap;
+  }
+  altar_group_event_t *ev = &res->events[res->n_events];
+  memset(ev, 0, sizeof *ev);
+  ev->v = ALTAR_SCHEMA_VERSION;
+  ev->event = kind;
+  ev->ts = ts;
+  char id[ALTAR_TASK_KEY_LEN + 1];
+  int rc = altar_group_event_id(k, gk, (const char *const *)p->keys, p->n, id);
+  if (rc) return altar_error_set(err, rc, "apply: group %s:%s: cannot compute event id", k, gk);
+  if (!(ev->event_id = strdup(id)) || !(ev->kind = strdup(k)) || !(ev->group_key = strdup(gk))) {
+    altar_group_event_clear(ev);
+    return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  }
+  /* The event takes the handles over. */
+  ev->shards = p->hs;
+  ev->n_shards = p->n;
+  p->hs = NULL;
+  for (size_t i = 0; i < p->n; i++) free(p->keys[i]);
+  p->n = 0;
+  res->n_events++;
+  return ALTAR_OK;
+}
+
+static int push_name(altar_strlist_t *l, const char *k, const char *gk, altar_error_t *err) {
+  size_t n = strlen(k) + strlen(gk) + 2;
+  char *s = malloc(n);
+  if (!s) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  snprintf(s, n, "%s:%s", k, gk);
+  int rc = altar_strlist_push(l, s);
+  free(s);
+  return rc ? altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory") : ALTAR_OK;
+}
+
+static int consume_both(altar_ledger_t *l, const picked_t *a, const picked_t *b, altar_error_t *err) {
+  int rc = a->n ? altar_ledger_consume(l, a->hs, a->n, err) : ALTAR_OK;
+  if (!rc && b->n) rc = altar_ledger_consume(l, b->hs, b->n, err);
+  return rc;
+}
+
+/* Asks for another run of each failed shard: back to PENDING, restart
+ * count raised, and a retry request carrying the spec. */
+static int retry_all(altar_ledger_t *l, const char *kind, const picked_t *f, altar_apply_result_t *res,
+                     altar_error_t *err) {
+  for (size_t i = 0; i < f->n; i++) {
+    int rc = altar_ledger_restart(l, &f->hs[i], err);
+    if (rc) return rc;
+    if (res->n_retries == res->cap_retries) {
+      size_t cap = res->cap_retries ? res->cap_retries * 2 : 8;
+      altar_retry_request_t *v = realloc(res->retries, cap * sizeof *v);
+      if (!v) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+      res->retries = v;
+      res->cap_retries = cap;
+    }
+    altar_retry_request_t *q = &res->retries[res->n_retries];
+    memset(q, 0, sizeof *q);
+    altar_ledger_entry_t e;
+    if ((rc = altar_ledger_get(l, f->hs[i].backend, f->hs[i].external_id, &e, err))) return rc;
+    q->kind = strdup(kind);
+    q->task_key = e.task_key;
+    e.task_key = NULL;
+    q->spec = e.rec.spec;
+    e.rec.spec = NULL;
+    q->restart_count = e.rec.restart_count;
+    rc = altar_handle_copy(&q->handle, &e.rec.handle);
+    altar_ledger_entry_clear(&e);
+    res->n_retries++; /* counted even when partial, so clear frees it */
+    if (rc || !q->kind) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  }
+  return ALTAR_OK;
+}
+
+/* Decides one group right after an event touched it. */
+static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char *gk, double ts,
+                    altar_apply_result_t *res, altar_error_t *err) {
+  const altar_ledger_entry_t *const *m;
+  size_t n;
+  int rc = l->ops->group_members(l->impl, gs->kind, gk, &m, &n, err);
+  if (rc) return rc;
+  picked_t s = {0}, f = {0};
+  if (pick(&s, m, n, ALTAR_STATE_SUCCEEDED) || pick(&f, m, n, ALTAR_STATE_FAILED)) {
+    rc = altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    goto out;
+  }
+  bool ready = false;
+  if (s.n) {
+    const altar_handle_t **ps = malloc(s.n * sizeof *ps);
+    if (!ps) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+      goto out;
+    }
+    for (size_t i = 0; i < s.n; i++) ps[i] = &s.hs[i];
+    rc = altar_predicate_eval(&gs->ready_when, ps, s.n, &ready, err);
+    free(ps);
+    if (rc) {
+      altar_error_prefix(err, "group %s:%s: ready_when", gs->kind, gk);
+      goto out;
+    }
+  }
+  if (ready) {
+    /* Fire with exactly the shards that succeeded so far; the group's
+     * failed shards are settled with it. */
+    picked_t fired = s;
+    memset(&s, 0, sizeof s);
+    rc = consume_both(l, &fired, &f, err);
+    if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, gk, &fired, ts, err);
+    picked_clear(&fired);
+    goto out;
+  }
+  if (!f.n) goto out; /* still fanning in */
+  bool dead = gs->failed_policy == ALTAR_ON_FAILED_DEAD_LETTER;
+  if (gs->failed_policy == ALTAR_ON_FAILED_RETRY) {
+    bool budget = true;
+    for (size_t i = 0; i < f.n; i++) budget &= f.restarts[i] < gs->max_restarts;
+    if (budget) {
+      rc = retry_all(l, gs->kind, &f, res, err);
+      goto out;
+    }
+    dead = true; /* a shard is out of restarts: the group can never complete */
+  }
+  if (dead) {
+    picked_t d = f;
+    memset(&f, 0, sizeof f);
+    rc = consume_both(l, &d, &s, err);
+    if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, gk, &d, ts, err);
+    picked_clear(&d);
+  } else {
+    rc = push_name(gs->failed_policy == ALTAR_ON_FAILED_DEFER ? &res->deferred_groups : &res->stalled_groups,
+                   gs->kind, gk, err);
+  }
+out:
+  picked_clear(&s);
+  picked_clear(&f);
+  return rc;
+}
+
+static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_status_event_t *ev,
+                           altar_apply_result_t *res, altar_error_t *err) {
+  const altar_handle_t *h = &ev->handle;
+  const altar_ledger_entry_t *cur = l->ops->peek_open(l->impl, h->backend, h->external_id);
+  if (cur) {
+    /* The same task submitted again after it failed is a new run of it. */
+    if (cur->rec.state == ALTAR_STATE_FAILED) return altar_ledger_restart(l, h, err);
+    res->ignored++; /* a duplicate */
+    return ALTAR_OK;
+  }
+  int64_t restarts = 0;
+  if (ev->task_key) {
+    /* A newer run of the same task supersedes the older open record, so the
+     * ledger never keeps an orphan open. */
+    const altar_ledger_entry_t *old = l->ops->peek_task(l->impl, ev->task_key);
+    if (old) {
+      restarts = old->rec.restart_count + (old->rec.state == ALTAR_STATE_FAILED);
+      altar_handle_t oh;
+      if (altar_handle_copy(&oh, &old->rec.handle)) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+      int rc = altar_ledger_consume(l, &oh, 1, err);
+      altar_handle_clear(&oh);
+      if (rc) return rc;
+    }
+  }
+  char *gk = gs ? altar_group_by_key(&gs->group_by, h) : NULL;
+  if (gs && !gk) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  altar_record_meta_t meta = {.task_key = ev->task_key, .group_key = gk, .restart_count = restarts};
+  int rc = altar_ledger_record_meta(l, h, ev->kind, ev->spec, &meta, err);
+  free(gk);
+  return rc;
+}
+
+static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_status_event_t *ev,
+                       double ts, altar_apply_result_t *res, altar_error_t *err) {
+  const altar_handle_t *h = &ev->handle;
+  const altar_ledger_entry_t *cur = l->ops->peek_open(l->impl, h->backend, h->external_id);
+  if (!cur) {
+    altar_error_t e2 = {0};
+    int rc = altar_ledger_set_state(l, h, ev->state, ev->failure, &e2);
+    if (rc != ALTAR_ENOTFOUND) {
+      /* A late event for a consumed record: kept for operators, no group. */
+      if (rc) *err = e2;
+      return rc;
+    }
+    /* Its "submitted" never reached us: record it from this event so the
+     * task is not lost. */
+    altar_status_event_t sub = *ev;
+    sub.spec = NULL;
+    if ((rc = apply_submitted(l, gs, &sub, res, err))) return rc;
+  } else if (cur->rec.state == ev->state &&
+             altar_failure_equal(ev->state == ALTAR_STATE_FAILED ? ev->failure : NULL, cur->rec.failure)) {
+    res->ignored++;
+    return ALTAR_OK; /* nothing changes */
+  }
+  int rc = altar_ledger_set_state(l, h, ev->state, ev->failure, err);
+  if (rc) return rc;
+  if (ts < 0) ts = ev->ts; /* deterministic: a replay produces the same bytes */
+  cur = l->ops->peek_open(l->impl, h->backend, h->external_id);
+  if (!gs || !cur || !cur->group_key || !altar_state_terminal(ev->state)) return ALTAR_OK;
+  char *gk = strdup(cur->group_key);
+  if (!gk) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  rc = evaluate(l, gs, gk, ts, res, err);
+  free(gk);
+  return rc;
+}
+
+static const char *const ev_names[] = {"submitted", "state", "released"};
+
+int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs,
+                       const altar_status_event_t *events, size_t n, double now_ts,
+                       altar_apply_result_t *pres, altar_error_t *err) {
+  for (size_t i = 0; i < n; i++) {
+    const altar_status_event_t *ev = &events[i];
+    if (!ev->kind || !ev->handle.backend || !ev->handle.external_id)
+      return altar_error_set(err, ALTAR_EINVAL, "event[%zu]: kind and handle are required", i);
+    const altar_group_spec_t *gs = altar_group_specs_find(specs, ev->kind);
+    int rc;
+    switch (ev->event) {
+    case ALTAR_EV_SUBMITTED:
+      rc = apply_submitted(ledger, gs, ev, pres, err);
+      break;
+    case ALTAR_EV_STATE:
+      if ((unsigned)ev->state > ALTAR_STATE_FAILED)
+        return altar_error_set(err, ALTAR_EINVAL, "event[%zu].state: unknown state", i);
+      rc = apply_state(ledger, gs, ev, now_ts, pres, err);
+      break;
+    case ALTAR_EV_RELEASED:
+      /* Handed back by a draining worker: settled without firing. */
+      rc = altar_ledger_consume(ledger, &ev->handle, 1, err);
+      break;
+    default:
+      return altar_error_set(err, ALTAR_EINVAL, "event[%zu].event: unknown event %d", i, (int)ev->event);
+    }
+    if (rc) {
+      altar_error_prefix(err, "event[%zu] (%s %s:%s)", i, (unsigned)ev->event < 3 ? ev_names[ev->event] : "?",
+                         ev->handle.backend, ev->handle.external_id);
+      return rc;
+    }
+    pres->applied++;
+  }
+  return ALTAR_OK;
+}
+
+int altar_apply_events_atomic(altar_ledger_t *ledger, const altar_group_specs_t *specs,
+                              const altar_status_event_t *events, size_t n, double now_ts,
+                              altar_apply_result_t *pres, altar_error_t *err) {
+  int rc = altar_ledger_begin(ledger, err);
+  if (rc) return rc;
+  rc = altar_apply_events(ledger, specs, events, n, now_ts, pres, err);
+  if (rc) {
+    altar_error_t ignored = {0};
+    altar_ledger_abort(ledger, &ignored);
+    return rc;
+  }
+  return altar_ledger_commit(ledger, err);
+}

@@ -1,0 +1,295 @@
+/* The reconciler daemon loop: batches of status events → one atomic ledger
+ * write (changes + outbox + input offsets) → publish the outbox. */
+#include "reconciler/daemon.h"
+
+#include "altar/codec.h"
+#include "altar/fleet.h"
+#include "altar/reconcile.h"
+#include "reconciler/ledger_aux.h"
+#include "reconciler/outbox.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct in_part {
+  char *topic;
+  int32_t partition;
+  int64_t next; /* next offset to apply (stored in the ledger) */
+} in_part_t;
+
+typedef struct daemon {
+  const altar_reconciler_opts_t *o;
+  const char *group;
+  altar__outbox_t ob;
+  in_part_t *parts;
+  size_t n_parts, cap_parts;
+  altar_reconciler_stats_t stats;
+  int fatal;
+  altar_error_t fatal_err;
+} daemon_t;
+
+static void dlog(const daemon_t *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void dlog(const daemon_t *d, const char *fmt, ...) {
+  if (d->o->quiet) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "altar reconciler: ");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Aux key of a partition's input offset: "s/<topic>/<partition>". */
+static size_t offset_key(const char *topic, int32_t partition, char *out, size_t outsz) {
+  int n = snprintf(out, outsz, "s/%s/%" PRId32, topic, partition);
+  return n < 0 ? 0 : (size_t)n;
+}
+
+static in_part_t *find_part(daemon_t *d, const char *topic, int32_t partition) {
+  for (size_t i = 0; i < d->n_parts; i++)
+    if (d->parts[i].partition == partition && !strcmp(d->parts[i].topic, topic)) return &d->parts[i];
+  return NULL;
+}
+
+static int stored_offset(altar_ledger_t *l, const char *topic, int32_t partition, int64_t *pnext, altar_error_t *err) {
+  char k[320];
+  size_t kl = offset_key(topic, partition, k, sizeof k);
+  altar_buf_t b = {0};
+  int rc = altar__ledger_aux_get(l, k, kl, &b, err);
+  *pnext = -1;
+  if (rc == ALTAR_OK) {
+    *pnext = strtoll((const char *)b.data, NULL, 10);
+  } else if (rc == ALTAR_ENOTFOUND) {
+    rc = ALTAR_OK;
+  }
+  altar_buf_free(&b);
+  return rc;
+}
+
+static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
+                         void *ctx) {
+  daemon_t *d = ctx;
+  for (size_t i = 0; i < n; i++) {
+    if (kind == ALTAR_REBALANCE_REVOKE) {
+      in_part_t *p = find_part(d, parts[i].topic, parts[i].partition);
+      if (!p) continue;
+      altar_error_t e = {0};
+      if (p->next >= 0) altar_transport_commit(t, p->topic, p->partition, p->next, NULL, &e);
+      free(p->topic);
+      *p = d->parts[--d->n_parts];
+      continue;
+    }
+    int64_t next;
+    altar_error_t e = {0};
+    if (stored_offset(d->o->ledger, parts[i].topic, parts[i].partition, &next, &e)) {
+      d->fatal = e.code;
+      d->fatal_err = e;
+      return;
+    }
+    /* Resume from the ledger's own offsets, never from the log's commits. */
+    if (altar_transport_seek(t, parts[i].topic, parts[i].partition, next >= 0 ? next : ALTAR_OFFSET_BEGINNING, &e))
+      dlog(d, "seek %s/%" PRId32 ": %s", parts[i].topic, parts[i].partition, e.msg);
+    if (d->n_parts == d->cap_parts) {
+      size_t cap = d->cap_parts ? d->cap_parts * 2 : 8;
+      in_part_t *np = realloc(d->parts, cap * sizeof *np);
+      if (!np) return;
+      d->parts = np;
+      d->cap_parts = cap;
+    }
+    d->parts[d->n_parts++] = (in_part_t){strdup(parts[i].topic), parts[i].partition, next};
+  }
+}
+
+/* The host a failed shard ran on: the worker id up to its ':'. */
+static char *host_of(const char *worker) {
+  if (!worker || !*worker) return NULL;
+  const char *c = strchr(worker, ':');
+  return strndup(worker, c ? (size_t)(c - worker) : strlen(worker));
+}
+
+/* Stages a retried job: the spec again with attempt = restart count and the
+ * failing host in avoid_hosts. */
+static int stage_retry(daemon_t *d, const altar_retry_request_t *r, const altar_status_event_t *evs, size_t n,
+                       altar_error_t *err) {
+  if (!r->spec) {
+    dlog(d, "cannot retry %s: no spec stored", r->handle.external_id);
+    return ALTAR_OK;
+  }
+  altar_job_msg_t job = {.v = ALTAR_SCHEMA_VERSION, .attempt = r->restart_count, .submitted_at = now_s()};
+  if (altar_spec_copy(&job.spec, r->spec)) return altar_error_set(err, ALTAR_ENOMEM, "retry: out of memory");
+  const char *jid = altar_strmap_get(&r->spec->labels, "job_id");
+  job.job_id = strdup(jid ? jid : "");
+  /* The last failure event of this task in the batch names the worker's host. */
+  for (size_t i = n; i-- > 0;) {
+    if (evs[i].state == ALTAR_STATE_FAILED && altar_handle_same_task(&evs[i].handle, &r->handle)) {
+      char *h = host_of(evs[i].worker);
+      bool dup = false;
+      for (size_t j = 0; h && j < job.spec.n_avoid_hosts; j++) dup |= !strcmp(job.spec.avoid_hosts[j], h);
+      if (h && !dup) altar_spec_add_avoid_host(&job.spec, h);
+      free(h);
+      break;
+    }
+  }
+  altar_buf_t b = {0};
+  int rc = job.job_id ? altar_encode_job(&job, &b, err) : altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  if (!rc) rc = altar__outbox_stage(&d->ob, d->o->topics->jobs, r->task_key, b.data, b.len, NULL, NULL, NULL, err);
+  altar_buf_free(&b);
+  altar_job_msg_clear(&job);
+  if (!rc) d->stats.retried++;
+  return rc;
+}
+
+static const char *group_topic(const daemon_t *d, const altar_group_event_t *g) {
+  const altar_group_spec_t *s = altar_group_specs_find(d->o->groups, g->kind);
+  if (g->event == ALTAR_GROUP_FIRED) return s && s->ready_topic ? s->ready_topic : d->o->topics->ready;
+  return s && s->dead_topic ? s->dead_topic : d->o->topics->dead;
+}
+
+/* Applies one batch of messages as one atomic write. */
+static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, altar_error_t *err) {
+  altar_status_event_t *evs = calloc(n ? n : 1, sizeof *evs);
+  if (!evs) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  size_t n_ev = 0;
+  uint64_t first_seq = d->ob.next_seq;
+  altar_apply_result_t res = {0};
+  int rc = altar_ledger_begin(d->o->ledger, err);
+  if (rc) {
+    free(evs);
+    return rc;
+  }
+  for (size_t i = 0; i < n && !rc; i++) {
+    altar_msg_t *m = msgs[i];
+    altar_error_t de = {0};
+    if (!m->value || altar_decode_status(m->value, m->value_len, &evs[n_ev], &de) != ALTAR_OK) {
+      altar_status_event_clear(&evs[n_ev]);
+      char reason[ALTAR_ERRMSG_MAX + 32];
+      snprintf(reason, sizeof reason, "undecodable status event: %s", m->value ? de.msg : "null value");
+      size_t keep = m->value_len < ALTAR_DLQ_MAX_VALUE ? m->value_len : ALTAR_DLQ_MAX_VALUE;
+      rc = altar__outbox_stage(&d->ob, d->o->topics->dlq, NULL, m->value ? m->value : "", keep,
+                               ALTAR_DLQ_REASON_HEADER, reason, NULL, err);
+      d->stats.poison++;
+      continue;
+    }
+    n_ev++;
+  }
+  if (!rc) rc = altar_apply_events(d->o->ledger, d->o->groups, evs, n_ev, now_s(), &res, err);
+  for (size_t i = 0; i < res.n_events && !rc; i++) {
+    const altar_group_event_t *g = &res.events[i];
+    altar_buf_t b = {0};
+    char key[1024];
+    snprintf(key, sizeof key, "%s:%s", g->kind, g->group_key);
+    rc = altar_encode_group(g, &b, err);
+    if (!rc) rc = altar__outbox_stage(&d->ob, group_topic(d, g), key, b.data, b.len, NULL, NULL, NULL, err);
+    altar_buf_free(&b);
+    if (g->event == ALTAR_GROUP_FIRED) d->stats.fired++;
+    else d->stats.dead_lettered++;
+  }
+  for (size_t i = 0; i < res.n_retries && !rc; i++) rc = stage_retry(d, &res.retries[i], evs, n_ev, err);
+  /* The input offsets go into the same write. */
+  for (size_t i = 0; i < n && !rc; i++) {
+    in_part_t *p = find_part(d, msgs[i]->topic, msgs[i]->partition);
+    if (p && msgs[i]->offset + 1 > p->next) p->next = msgs[i]->offset + 1;
+  }
+  for (size_t i = 0; i < d->n_parts && !rc; i++) {
+    char k[320], v[32];
+    size_t kl = offset_key(d->parts[i].topic, d->parts[i].partition, k, sizeof k);
+    int vl = snprintf(v, sizeof v, "%" PRId64, d->parts[i].next);
+    if (d->parts[i].next >= 0) rc = altar__ledger_aux_put(d->o->ledger, k, kl, v, (size_t)vl, err);
+  }
+  if (!rc) {
+    rc = altar_ledger_commit(d->o->ledger, err);
+  } else {
+    altar_error_t ae = {0};
+    altar_ledger_abort(d->o->ledger, &ae);
+  }
+  if (!rc) {
+    d->stats.events += n_ev;
+    d->stats.batches++;
+    rc = altar__outbox_publish_from(&d->ob, first_seq, err);
+  }
+  altar_apply_result_clear(&res);
+  for (size_t i = 0; i < n_ev; i++) altar_status_event_clear(&evs[i]);
+  free(evs);
+  return rc;
+}
+
+int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stats_t *pstats, altar_error_t *err) {
+  if (!o || !o->transport || !o->ledger || !o->groups || !o->topics)
+    return altar_error_set(err, ALTAR_EINVAL, "reconciler: transport, ledger, groups and topics are required");
+  daemon_t d = {.o = o, .group = o->group ? o->group : ALTAR_RECONCILER_GROUP};
+  int rc = altar__outbox_open(&d.ob, o->ledger, o->transport, err);
+  if (rc) return rc;
+  d.ob.on_published = o->on_published;
+  d.ob.on_published_ctx = o->on_published_ctx;
+  o->transport->opts.on_delivery = altar__outbox_on_delivery;
+  o->transport->opts.delivery_ctx = &d.ob;
+  /* Whatever a previous life staged but did not see acknowledged goes out again. */
+  rc = altar__outbox_publish_from(&d.ob, 0, err);
+  const char *topics[] = {o->topics->status};
+  if (!rc) rc = altar_transport_subscribe(o->transport, d.group, topics, 1, on_rebalance, &d, err);
+  size_t batch_max = o->batch_max ? o->batch_max : 1000;
+  altar_msg_t **msgs = calloc(batch_max, sizeof *msgs);
+  if (!msgs && !rc) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  while (!rc && !d.fatal && !d.ob.fatal && !(o->stop && *o->stop)) {
+    size_t n = 0;
+    altar_error_t e = {0};
+    while (n < batch_max) {
+      altar_msg_t *m = NULL;
+      int crc = altar_transport_consume(o->transport, n ? 0 : 100, &m, &e);
+      if (crc) {
+        dlog(&d, "consume: %s", e.msg);
+        break;
+      }
+      if (!m) break;
+      in_part_t *p = find_part(&d, m->topic, m->partition);
+      if (p && p->next >= 0 && m->offset < p->next) { /* applied in an earlier life */
+        altar_msg_free(m);
+        continue;
+      }
+      msgs[n++] = m;
+    }
+    if (n) rc = apply_batch(&d, msgs, n, err);
+    for (size_t i = 0; i < n; i++) altar_msg_free(msgs[i]);
+    altar_transport_poll(o->transport, 0);
+    if (!rc && o->exit_when_idle && !n && d.ob.in_flight == 0 && d.n_parts) {
+      bool done = false;
+      size_t left = 0;
+      if (altar_transport_caught_up(o->transport, &done, &e) == ALTAR_OK && done &&
+          altar__outbox_count(&d.ob, &left, &e) == ALTAR_OK && left == 0)
+        break;
+    }
+  }
+  free(msgs);
+  altar_error_t fe = {0};
+  if (altar_transport_flush(o->transport, 30000, &fe) != ALTAR_OK) dlog(&d, "flush: %s", fe.msg);
+  for (size_t i = 0; i < d.n_parts; i++) {
+    altar_error_t ce = {0};
+    if (d.parts[i].next >= 0)
+      altar_transport_commit(o->transport, d.parts[i].topic, d.parts[i].partition, d.parts[i].next, NULL, &ce);
+    free(d.parts[i].topic);
+  }
+  free(d.parts);
+  o->transport->opts.on_delivery = NULL;
+  o->transport->opts.delivery_ctx = NULL;
+  d.stats.published = d.ob.published;
+  if (pstats) *pstats = d.stats;
+  if (!rc && d.fatal) {
+    if (err) *err = d.fatal_err;
+    rc = d.fatal;
+  }
+  if (!rc && d.ob.fatal) {
+    if (err) *err = d.ob.fatal_err;
+    rc = d.ob.fatal;
+  }
+  return rc;
+}

@@ -1,0 +1,88 @@
+/* Open-addressing hash map with linear probing and tombstones. */
+#include "reconciler/hmap.h"
+
+#include "altar/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char tomb_mark;
+#define TOMB (&tomb_mark)
+
+/* FNV-1a, 64-bit: keys are short, and the map only needs a fair spread. */
+uint64_t altar__hash(const void *key, size_t len) {
+  const unsigned char *p = key;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < len; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h ^ (h >> 29);
+}
+
+static altar__hslot_t *find(const altar__hmap_t *m, const char *key, size_t len, uint64_t h) {
+  if (!m->cap) return NULL;
+  size_t mask = m->cap - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    altar__hslot_t *s = &m->slots[i];
+    if (!s->key) return NULL;
+    if (s->key != TOMB && s->hash == h && s->len == len && !memcmp(s->key, key, len)) return s;
+  }
+}
+
+void *altar__hmap_get(const altar__hmap_t *m, const char *key, size_t len) {
+  altar__hslot_t *s = find(m, key, len, altar__hash(key, len));
+  return s ? s->val : NULL;
+}
+
+static int grow(altar__hmap_t *m) {
+  size_t cap = m->cap ? m->cap : 16;
+  while ((m->n + 1) * 2 > cap) cap *= 2;
+  altar__hslot_t *slots = calloc(cap, sizeof *slots);
+  if (!slots) return ALTAR_ENOMEM;
+  for (size_t i = 0; i < m->cap; i++) {
+    altar__hslot_t *s = &m->slots[i];
+    if (!s->key || s->key == TOMB) continue;
+    size_t j = s->hash & (cap - 1);
+    while (slots[j].key) j = (j + 1) & (cap - 1);
+    slots[j] = *s;
+  }
+  free(m->slots);
+  m->slots = slots;
+  m->cap = cap;
+  m->used = m->n;
+  return ALTAR_OK;
+}
+
+int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val) {
+  uint64_t h = altar__hash(key, len);
+  altar__hslot_t *s = find(m, key, len, h);
+  if (s) {
+    s->key = key;
+    s->val = val;
+    return ALTAR_OK;
+  }
+  if ((m->used + 1) * 4 > m->cap * 3 && grow(m)) return ALTAR_ENOMEM;
+  size_t mask = m->cap - 1;
+  size_t i = h & mask;
+  while (m->slots[i].key && m->slots[i].key != TOMB) i = (i + 1) & mask;
+  if (!m->slots[i].key) m->used++;
+  m->slots[i] = (altar__hslot_t){key, len, h, val};
+  m->n++;
+  return ALTAR_OK;
+}
+
+void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len) {
+  altar__hslot_t *s = find(m, key, len, altar__hash(key, len));
+  if (!s) return NULL;
+  void *v = s->val;
+  s->key = TOMB;
+  s->val = NULL;
+  m->n--;
+  return v;
+}
+
+void altar__hmap_free(altar__hmap_t *m) {
+  free(m->slots);
+  memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,32 @@
+/* altar — a small open-addressing hash map from borrowed byte keys to
+ * pointers. The map never copies or frees keys: each key must live inside
+ * (or as long as) its value. Internal to reconciler/. */
+#ifndef ALTAR_RECONCILER_HMAP_H
+#define ALTAR_RECONCILER_HMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct altar__hslot {
+  const char *key; /* NULL = empty; ALTAR__HMAP_TOMB = deleted */
+  size_t len;
+  uint64_t hash;
+  void *val;
+} altar__hslot_t;
+
+typedef struct altar__hmap {
+  altar__hslot_t *slots;
+  size_t cap;  /* power of two, or 0 */
+  size_t n;    /* live entries */
+  size_t used; /* live + tombstones */
+} altar__hmap_t;
+
+uint64_t altar__hash(const void *key, size_t len);
+void *altar__hmap_get(const altar__hmap_t *m, const char *key, size_t len);
+/* Inserts or replaces; 0 or ALTAR_ENOMEM. */
+int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val);
+/* Removes key; returns its value or NULL. */
+void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len);
+void altar__hmap_free(altar__hmap_t *m);
+
+#endif

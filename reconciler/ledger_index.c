@@ -1,0 +1,273 @@
+/* The in-memory ledger index: records by key, open records by group and by
+ * task key. Evaluating a group reads only its members (work proportional to
+ * the group), never the whole ledger. */
+#include "reconciler/ledger_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void altar_ledger_entry_clear(altar_ledger_entry_t *e) {
+  if (!e) return;
+  altar_record_clear(&e->rec);
+  free(e->task_key);
+  free(e->group_key);
+  memset(e, 0, sizeof *e);
+}
+
+int altar__set_str(char **dst, const char *src) {
+  char *c = NULL;
+  if (src && !(c = strdup(src))) return ALTAR_ENOMEM;
+  free(*dst);
+  *dst = c;
+  return ALTAR_OK;
+}
+
+int altar__set_failure(altar_record_t *rec, altar_state_t state, const altar_failure_t *f) {
+  altar_failure_t *c = NULL;
+  if (state == ALTAR_STATE_FAILED && f && !(c = altar_failure_dup(f))) return ALTAR_ENOMEM;
+  altar_failure_free(rec->failure);
+  rec->failure = c;
+  rec->state = state;
+  return ALTAR_OK;
+}
+
+int altar__rkey(const char *backend, const char *external_id, char **pkey, size_t *plen) {
+  size_t bl = strlen(backend), el = strlen(external_id);
+  char *k = malloc(bl + el + 2);
+  if (!k) return ALTAR_ENOMEM;
+  memcpy(k, backend, bl);
+  k[bl] = '\0';
+  memcpy(k + bl + 1, external_id, el);
+  k[bl + 1 + el] = '\0';
+  *pkey = k;
+  *plen = bl + 1 + el;
+  return ALTAR_OK;
+}
+
+/* Bytewise order; '\0' sorts first, so this is (backend, external_id) order. */
+int altar__rkey_cmp(const char *a, size_t alen, const char *b, size_t blen) {
+  int c = memcmp(a, b, alen < blen ? alen : blen);
+  if (c) return c;
+  return (alen > blen) - (alen < blen);
+}
+
+altar__lent_t *altar__lent_new(const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
+                               const char *task_key, const char *group_key) {
+  altar__lent_t *x = calloc(1, sizeof *x);
+  if (!x) return NULL;
+  x->active_pos = SIZE_MAX;
+  if (altar_record_init(&x->e.rec, h, kind, spec) ||
+      altar__rkey(h->backend, h->external_id, &x->rkey, &x->rkey_len) ||
+      altar__set_str(&x->e.task_key, task_key) || altar__set_str(&x->e.group_key, group_key)) {
+    altar__lent_free(x);
+    return NULL;
+  }
+  return x;
+}
+
+void altar__lent_free(altar__lent_t *x) {
+  if (!x) return;
+  altar_ledger_entry_clear(&x->e);
+  free(x->rkey);
+  free(x);
+}
+
+altar__lent_t *altar__lindex_find(const altar__lindex_t *ix, const char *backend,
+                                  const char *external_id) {
+  size_t bl = strlen(backend), el = strlen(external_id);
+  char stackbuf[256];
+  char *k = bl + el + 1 <= sizeof stackbuf ? stackbuf : malloc(bl + el + 1);
+  if (!k) return NULL;
+  memcpy(k, backend, bl);
+  k[bl] = '\0';
+  memcpy(k + bl + 1, external_id, el);
+  altar__lent_t *x = altar__hmap_get(&ix->recs, k, bl + 1 + el);
+  if (k != stackbuf) free(k);
+  return x;
+}
+
+static altar__lgroup_t *group_get(altar__lindex_t *ix, const char *kind, const char *gk,
+                                  bool create) {
+  size_t kl = strlen(kind), gl = strlen(gk);
+  char *k = malloc(kl + gl + 2);
+  if (!k) return NULL;
+  memcpy(k, kind, kl);
+  k[kl] = '\0';
+  memcpy(k + kl + 1, gk, gl + 1);
+  altar__lgroup_t *g = altar__hmap_get(&ix->groups, k, kl + 1 + gl);
+  if (g || !create) {
+    free(k);
+    return g;
+  }
+  g = calloc(1, sizeof *g);
+  if (!g) goto oom;
+  g->key = k;
+  g->key_len = kl + 1 + gl;
+  if (altar__hmap_put(&ix->groups, g->key, g->key_len, g)) goto oom;
+  return g;
+oom:
+  free(g);
+  free(k);
+  return NULL;
+}
+
+static void group_free(altar__lgroup_t *g) {
+  if (!g) return;
+  free(g->m);
+  free(g->key);
+  free(g);
+}
+
+int altar__lindex_attach(altar__lindex_t *ix, altar__lent_t *x) {
+  if (x->active_pos != SIZE_MAX) return ALTAR_OK;
+  if (ix->n_active == ix->cap_active) {
+    size_t cap = ix->cap_active ? ix->cap_active * 2 : 64;
+    altar__lent_t **v = realloc(ix->active, cap * sizeof *v);
+    if (!v) return ALTAR_ENOMEM;
+    ix->active = v;
+    ix->cap_active = cap;
+  }
+  if (x->e.group_key) {
+    altar__lgroup_t *g = group_get(ix, x->e.rec.kind, x->e.group_key, true);
+    if (!g) return ALTAR_ENOMEM;
+    if (g->n == g->cap) {
+      size_t cap = g->cap ? g->cap * 2 : 8;
+      altar__lent_t **m = realloc(g->m, cap * sizeof *m);
+      if (!m) {
+        if (!g->n) group_free(altar__hmap_del(&ix->groups, g->key, g->key_len));
+        return ALTAR_ENOMEM;
+      }
+      g->m = m;
+      g->cap = cap;
+    }
+    g->m[g->n] = x;
+    x->grp = g;
+    x->grp_pos = g->n++;
+  }
+  if (x->e.task_key && altar__hmap_put(&ix->tasks, x->e.task_key, strlen(x->e.task_key), x)) {
+    altar__lindex_detach(ix, x);
+    return ALTAR_ENOMEM;
+  }
+  x->active_pos = ix->n_active;
+  ix->active[ix->n_active++] = x;
+  return ALTAR_OK;
+}
+
+void altar__lindex_detach(altar__lindex_t *ix, altar__lent_t *x) {
+  if (x->active_pos != SIZE_MAX) {
+    altar__lent_t *last = ix->active[--ix->n_active];
+    ix->active[x->active_pos] = last;
+    last->active_pos = x->active_pos;
+    x->active_pos = SIZE_MAX;
+  }
+  if (x->grp) {
+    altar__lgroup_t *g = x->grp;
+    altar__lent_t *last = g->m[--g->n];
+    g->m[x->grp_pos] = last;
+    last->grp_pos = x->grp_pos;
+    x->grp = NULL;
+    if (!g->n) group_free(altar__hmap_del(&ix->groups, g->key, g->key_len));
+  }
+  if (x->e.task_key) {
+    size_t tl = strlen(x->e.task_key);
+    if (altar__hmap_get(&ix->tasks, x->e.task_key, tl) == x) altar__hmap_del(&ix->tasks, x->e.task_key, tl);
+  }
+}
+
+int altar__lindex_add(altar__lindex_t *ix, altar__lent_t *x) {
+  if (altar__hmap_put(&ix->recs, x->rkey, x->rkey_len, x)) return ALTAR_ENOMEM;
+  if (!x->e.rec.consumed && altar__lindex_attach(ix, x)) {
+    altar__hmap_del(&ix->recs, x->rkey, x->rkey_len);
+    return ALTAR_ENOMEM;
+  }
+  return ALTAR_OK;
+}
+
+void altar__lindex_remove(altar__lindex_t *ix, altar__lent_t *x) {
+  altar__lindex_detach(ix, x);
+  if (altar__hmap_get(&ix->recs, x->rkey, x->rkey_len) == x) altar__hmap_del(&ix->recs, x->rkey, x->rkey_len);
+  altar__lent_free(x);
+}
+
+altar__lent_t *altar__lindex_task(const altar__lindex_t *ix, const char *task_key) {
+  return altar__hmap_get(&ix->tasks, task_key, strlen(task_key));
+}
+
+static int ent_cmp(const void *pa, const void *pb) {
+  const altar__lent_t *a = *(altar__lent_t *const *)pa, *b = *(altar__lent_t *const *)pb;
+  return altar__rkey_cmp(a->rkey, a->rkey_len, b->rkey, b->rkey_len);
+}
+
+int altar__lindex_group(altar__lindex_t *ix, const char *kind, const char *group_key,
+                        const altar_ledger_entry_t *const **pm, size_t *pn) {
+  *pm = NULL;
+  *pn = 0;
+  altar__lgroup_t *g = group_get(ix, kind, group_key, false);
+  if (!g) return ALTAR_OK;
+  if (g->n > ix->cap_scratch) {
+    const altar_ledger_entry_t **s = realloc(ix->scratch, g->n * 2 * sizeof *s);
+    if (!s) return ALTAR_ENOMEM;
+    ix->scratch = s;
+    ix->cap_scratch = g->n * 2;
+  }
+  /* Sorted by record key so evaluation never depends on arrival order. */
+  altar__lent_t **tmp = (altar__lent_t **)(void *)ix->scratch;
+  memcpy(tmp, g->m, g->n * sizeof *tmp);
+  qsort(tmp, g->n, sizeof *tmp, ent_cmp);
+  for (size_t i = 0; i < g->n; i++) ix->scratch[i] = &tmp[i]->e;
+  *pm = ix->scratch;
+  *pn = g->n;
+  return ALTAR_OK;
+}
+
+int altar__lindex_open_sorted(const altar__lindex_t *ix, unsigned state_mask, altar__lent_t ***pv,
+                              size_t *pn) {
+  *pv = NULL;
+  *pn = 0;
+  altar__lent_t **v = malloc((ix->n_active ? ix->n_active : 1) * sizeof *v);
+  if (!v) return ALTAR_ENOMEM;
+  size_t n = 0;
+  for (size_t i = 0; i < ix->n_active; i++)
+    if (state_mask & (1u << ix->active[i]->e.rec.state)) v[n++] = ix->active[i];
+  qsort(v, n, sizeof *v, ent_cmp);
+  *pv = v;
+  *pn = n;
+  return ALTAR_OK;
+}
+
+void altar__lindex_free(altar__lindex_t *ix) {
+  for (size_t i = 0; i < ix->recs.cap; i++) {
+    altar__hslot_t *s = &ix->recs.slots[i];
+    if (s->key && s->val) {
+      altar__lent_t *x = s->val;
+      x->grp = NULL;
+      altar__lent_free(x);
+    }
+  }
+  for (size_t i = 0; i < ix->groups.cap; i++) {
+    altar__hslot_t *s = &ix->groups.slots[i];
+    if (s->key && s->val) group_free(s->val);
+  }
+  altar__hmap_free(&ix->recs);
+  altar__hmap_free(&ix->groups);
+  altar__hmap_free(&ix->tasks);
+  free(ix->active);
+  free(ix->scratch);
+  memset(ix, 0, sizeof *ix);
+}
+
+int altar__handles_from(altar__lent_t *const *v, size_t n, altar_handle_t **phs, size_t *pn) {
+  *phs = NULL;
+  *pn = 0;
+  altar_handle_t *hs = calloc(n ? n : 1, sizeof *hs);
+  if (!hs) return ALTAR_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    if (altar_handle_copy(&hs[i], &v[i]->e.rec.handle)) {
+      altar_handles_free(hs, i);
+      return ALTAR_ENOMEM;
+    }
+  }
+  *phs = hs;
+  *pn = n;
+  return ALTAR_OK;
+}

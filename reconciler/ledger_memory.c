@@ -1,0 +1,238 @@
+/* The in-process reference TaskLedger: every record lives in the index. */
+#include "reconciler/ledger_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct mem_ledger {
+  altar__lindex_t ix;
+} mem_ledger_t;
+
+static int mem_record(void *impl, const altar_handle_t *h, const char *kind,
+                      const altar_spec_t *spec, const altar_record_meta_t *meta,
+                      altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  if (!h || !h->backend || !h->external_id || !kind)
+    return altar_error_set(err, ALTAR_EINVAL, "ledger.record: handle and kind are required");
+  altar__lent_t *old = altar__lindex_find(&m->ix, h->backend, h->external_id);
+  if (old && !old->e.rec.consumed) return ALTAR_OK; /* idempotent while open */
+  altar__lent_t *x = altar__lent_new(h, kind, spec, meta ? meta->task_key : NULL,
+                                     meta ? meta->group_key : NULL);
+  if (!x) return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
+  if (meta) x->e.rec.restart_count = meta->restart_count;
+  /* Re-opening a consumed record replaces it whole: state, restarts,
+   * failure, spec and metadata all start afresh. */
+  if (old) altar__lindex_remove(&m->ix, old);
+  if (altar__lindex_add(&m->ix, x)) {
+    altar__lent_free(x);
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
+  }
+  return ALTAR_OK;
+}
+
+static int mem_open_handles(void *impl, altar_handle_t **phs, size_t *pn, altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  altar__lent_t **v;
+  size_t n;
+  if (altar__lindex_open_sorted(&m->ix, (1u << ALTAR_STATE_PENDING) | (1u << ALTAR_STATE_RUNNING),
+                                &v, &n) ||
+      altar__handles_from(v, n, phs, pn)) {
+    free(v);
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.open_handles: out of memory");
+  }
+  free(v);
+  return ALTAR_OK;
+}
+
+static int mem_set_state(void *impl, const altar_handle_t *h, altar_state_t state,
+                         const altar_failure_t *failure, altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  if ((unsigned)state > ALTAR_STATE_FAILED)
+    return altar_error_set(err, ALTAR_EINVAL, "ledger.set_state: state %d is not a task state", (int)state);
+  altar__lent_t *x = altar__lindex_find(&m->ix, h->backend, h->external_id);
+  if (!x)
+    return altar_error_set(err, ALTAR_ENOTFOUND, "ledger.set_state: no record for %s:%s", h->backend,
+                           h->external_id);
+  if (altar__set_failure(&x->e.rec, state, failure))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory");
+  return ALTAR_OK;
+}
+
+static int records_of(mem_ledger_t *m, altar_state_t st, altar_record_t **precs, size_t *pn,
+                      altar_error_t *err) {
+  altar__lent_t **v;
+  size_t n;
+  *precs = NULL;
+  *pn = 0;
+  if (altar__lindex_open_sorted(&m->ix, 1u << st, &v, &n))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  altar_record_t *recs = calloc(n ? n : 1, sizeof *recs);
+  if (!recs) goto oom;
+  for (size_t i = 0; i < n; i++) {
+    if (altar_record_copy(&recs[i], &v[i]->e.rec)) {
+      altar_records_free(recs, i);
+      goto oom;
+    }
+  }
+  free(v);
+  *precs = recs;
+  *pn = n;
+  return ALTAR_OK;
+oom:
+  free(v);
+  return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+}
+
+static int mem_active_succeeded(void *impl, altar_record_t **precs, size_t *pn, altar_error_t *err) {
+  return records_of(impl, ALTAR_STATE_SUCCEEDED, precs, pn, err);
+}
+
+static int mem_active_failed(void *impl, altar_record_t **precs, size_t *pn, altar_error_t *err) {
+  return records_of(impl, ALTAR_STATE_FAILED, precs, pn, err);
+}
+
+static int mem_consume(void *impl, const altar_handle_t *hs, size_t n, altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  (void)err;
+  for (size_t i = 0; i < n; i++) {
+    altar__lent_t *x = altar__lindex_find(&m->ix, hs[i].backend, hs[i].external_id);
+    if (!x || x->e.rec.consumed) continue;
+    x->e.rec.consumed = true;
+    altar__lindex_detach(&m->ix, x);
+  }
+  return ALTAR_OK;
+}
+
+static int mem_restart(void *impl, const altar_handle_t *h, altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  altar__lent_t *x = altar__lindex_find(&m->ix, h->backend, h->external_id);
+  if (!x)
+    return altar_error_set(err, ALTAR_ENOTFOUND, "ledger.restart: no record for %s:%s", h->backend,
+                           h->external_id);
+  if (x->e.rec.consumed || x->e.rec.state != ALTAR_STATE_FAILED)
+    return altar_error_set(err, ALTAR_ESTATE, "ledger.restart: %s:%s is not an open failed record",
+                           h->backend, h->external_id);
+  altar__set_failure(&x->e.rec, ALTAR_STATE_PENDING, NULL);
+  x->e.rec.restart_count++;
+  return ALTAR_OK;
+}
+
+static int entry_copy(altar_ledger_entry_t *dst, const altar_ledger_entry_t *src) {
+  memset(dst, 0, sizeof *dst);
+  if (altar_record_copy(&dst->rec, &src->rec) || altar__set_str(&dst->task_key, src->task_key) ||
+      altar__set_str(&dst->group_key, src->group_key)) {
+    altar_ledger_entry_clear(dst);
+    return ALTAR_ENOMEM;
+  }
+  return ALTAR_OK;
+}
+
+static int mem_get(void *impl, const char *backend, const char *external_id,
+                   altar_ledger_entry_t *pout, altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  altar__lent_t *x = altar__lindex_find(&m->ix, backend, external_id);
+  memset(pout, 0, sizeof *pout);
+  if (!x) return altar_error_set(err, ALTAR_ENOTFOUND, "ledger: no record for %s:%s", backend, external_id);
+  if (entry_copy(pout, &x->e)) return altar_error_set(err, ALTAR_ENOMEM, "ledger.get: out of memory");
+  return ALTAR_OK;
+}
+
+static const altar_ledger_entry_t *mem_peek_open(void *impl, const char *backend,
+                                                 const char *external_id) {
+  mem_ledger_t *m = impl;
+  altar__lent_t *x = altar__lindex_find(&m->ix, backend, external_id);
+  return x && !x->e.rec.consumed ? &x->e : NULL;
+}
+
+static const altar_ledger_entry_t *mem_peek_task(void *impl, const char *task_key) {
+  mem_ledger_t *m = impl;
+  altar__lent_t *x = altar__lindex_task(&m->ix, task_key);
+  return x ? &x->e : NULL;
+}
+
+static int mem_group_members(void *impl, const char *kind, const char *group_key,
+                             const altar_ledger_entry_t *const **pm, size_t *pn, altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  if (altar__lindex_group(&m->ix, kind, group_key, pm, pn))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.group_members: out of memory");
+  return ALTAR_OK;
+}
+
+static int ent_cmp(const void *pa, const void *pb) {
+  const altar__lent_t *a = *(altar__lent_t *const *)pa, *b = *(altar__lent_t *const *)pb;
+  return altar__rkey_cmp(a->rkey, a->rkey_len, b->rkey, b->rkey_len);
+}
+
+static int mem_foreach(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  altar__lent_t **v = malloc((m->ix.recs.n ? m->ix.recs.n : 1) * sizeof *v);
+  if (!v) return altar_error_set(err, ALTAR_ENOMEM, "ledger.foreach: out of memory");
+  size_t n = 0;
+  for (size_t i = 0; i < m->ix.recs.cap; i++) {
+    altar__hslot_t *s = &m->ix.recs.slots[i];
+    if (s->key && s->val) v[n++] = s->val;
+  }
+  qsort(v, n, sizeof *v, ent_cmp);
+  int rc = ALTAR_OK;
+  for (size_t i = 0; i < n && !rc; i++) rc = fn(ctx, &v[i]->e);
+  free(v);
+  return rc;
+}
+
+static int mem_begin(void *impl, altar_error_t *err) {
+  (void)impl;
+  (void)err;
+  return ALTAR_OK;
+}
+
+static int mem_abort(void *impl, altar_error_t *err) {
+  (void)impl;
+  return altar_error_set(err, ALTAR_ENOTSUP,
+                         "ledger(memory): changes apply at once and cannot be rolled back");
+}
+
+static void mem_close(void *impl) {
+  mem_ledger_t *m = impl;
+  altar__lindex_free(&m->ix);
+  free(m);
+}
+
+static const altar_ledger_ops_t mem_ops = {
+    .name = "memory",
+    .durable = false,
+    .record = mem_record,
+    .open_handles = mem_open_handles,
+    .set_state = mem_set_state,
+    .active_succeeded = mem_active_succeeded,
+    .active_failed = mem_active_failed,
+    .consume = mem_consume,
+    .restart = mem_restart,
+    .get = mem_get,
+    .peek_open = mem_peek_open,
+    .peek_task = mem_peek_task,
+    .group_members = mem_group_members,
+    .foreach = mem_foreach,
+    .begin = mem_begin,
+    .commit = mem_begin,
+    .abort = mem_abort,
+    .close = mem_close,
+};
+
+altar_ledger_t *altar_ledger_memory_new(void) {
+  altar_ledger_t *l = calloc(1, sizeof *l);
+  mem_ledger_t *m = calloc(1, sizeof *m);
+  if (!l || !m) {
+    free(l);
+    free(m);
+    return NULL;
+  }
+  l->ops = &mem_ops;
+  l->impl = m;
+  return l;
+}
+
+void altar_ledger_close(altar_ledger_t *l) {
+  if (!l) return;
+  l->ops->close(l->impl);
+  free(l);
+}

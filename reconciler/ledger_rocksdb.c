@@ -1,0 +1,929 @@
+/* The production TaskLedger on RocksDB.
+ *
+ * Layout (all in the default column family; rkey = backend '\0' external_id):
+ *   r:<rkey>                    record: metadata header + msgpack record without spec
+ *   p:<rkey>                    the record's spec (msgpack), when it has one
+ *   o:<rkey>                    open handle (pending or running, not consumed)
+ *   s:<rkey> / f:<rkey>         active succeeded / active failed (not consumed)
+ *   g:<kind>\0<group>\0<rkey>   open member of group (kind, group key)
+ *   m:version                   layout version
+ *   x:…                         keys of callers sharing the write (daemon outbox, offsets)
+ * Every change (record plus its index entries) goes into one write batch, so
+ * a kill at any point leaves either all of it or none.
+ *
+ * Open records are also held in memory (without specs), rebuilt on open from
+ * the o:/s:/f: indexes, so grouping, polling and supersede checks read no
+ * disk and never scan the ledger. Consumed records live only on disk. */
+#include "reconciler/ledger_rocksdb.h"
+
+#include "altar/codec.h"
+#include "reconciler/ledger_aux.h"
+#include "reconciler/ledger_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VALUE_MAGIC 0xA1
+#define LAYOUT_VERSION "1"
+
+typedef struct rl {
+  rocksdb_t *db;
+  rocksdb_options_t *opts;
+  rocksdb_block_based_table_options_t *topts;
+  rocksdb_cache_t *cache;
+  rocksdb_writeoptions_t *wopts;
+  rocksdb_readoptions_t *ropts;
+  rocksdb_writebatch_wi_t *wb;
+  bool in_batch;
+  bool read_only;
+  altar__lindex_t ix;
+  altar_buf_t kb, vb, kb2; /* scratch */
+  char *dir;
+} rl_t;
+
+static const altar_ledger_ops_t rl_ops;
+
+/* ---- keys ---- */
+
+static int key1(altar_buf_t *b, char prefix, const char *rk, size_t rklen) {
+  altar_buf_reset(b);
+  char p[2] = {prefix, ':'};
+  return altar_buf_append(b, p, 2) || altar_buf_append(b, rk, rklen) ? ALTAR_ENOMEM : ALTAR_OK;
+}
+
+static int key_group(altar_buf_t *b, const char *kind, const char *gk, const char *rk, size_t rklen) {
+  altar_buf_reset(b);
+  if (altar_buf_append(b, "g:", 2) || altar_buf_append(b, kind, strlen(kind) + 1) ||
+      altar_buf_append(b, gk, strlen(gk) + 1) || altar_buf_append(b, rk, rklen))
+    return ALTAR_ENOMEM;
+  return ALTAR_OK;
+}
+
+static char state_prefix(altar_state_t s) {
+  return s == ALTAR_STATE_SUCCEEDED ? 's' : s == ALTAR_STATE_FAILED ? 'f' : 'o';
+}
+
+/* ---- values ---- */
+
+static int put_u32(altar_buf_t *b, uint32_t v) {
+  unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
+                        (unsigned char)v};
+  return altar_buf_append(b, x, 4);
+}
+
+static int put_opt_str(altar_buf_t *b, const char *s) {
+  if (!s) return put_u32(b, 0xffffffffu);
+  size_t n = strlen(s);
+  return put_u32(b, (uint32_t)n) || altar_buf_append(b, s, n) ? ALTAR_ENOMEM : ALTAR_OK;
+}
+
+/* r: value = magic, has_spec, task_key, group_key, msgpack record (spec left out). */
+static int encode_value(altar_buf_t *b, const altar_ledger_entry_t *e, bool has_spec, altar_error_t *err) {
+  altar_buf_reset(b);
+  unsigned char hdr[2] = {VALUE_MAGIC, has_spec ? 1 : 0};
+  if (altar_buf_append(b, hdr, 2) || put_opt_str(b, e->task_key) || put_opt_str(b, e->group_key))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  altar_record_t shallow = e->rec;
+  shallow.spec = NULL;
+  return altar_encode_record(&shallow, b, err);
+}
+
+static int get_opt_str(const unsigned char **p, const unsigned char *end, char **pout) {
+  if (end - *p < 4) return ALTAR_EDECODE;
+  uint32_t n = ((uint32_t)(*p)[0] << 24) | ((uint32_t)(*p)[1] << 16) | ((uint32_t)(*p)[2] << 8) | (*p)[3];
+  *p += 4;
+  if (n == 0xffffffffu) {
+    *pout = NULL;
+    return ALTAR_OK;
+  }
+  if ((size_t)(end - *p) < n || n > ALTAR_MAX_STRING) return ALTAR_EDECODE;
+  if (memchr(*p, 0, n)) return ALTAR_EDECODE;
+  if (!(*pout = strndup((const char *)*p, n))) return ALTAR_ENOMEM;
+  *p += n;
+  return ALTAR_OK;
+}
+
+/* Decodes an r: value into *e (zeroed first; caller clears). */
+static int decode_value(const char *data, size_t len, altar_ledger_entry_t *e, bool *phas_spec,
+                        altar_error_t *err) {
+  memset(e, 0, sizeof *e);
+  const unsigned char *p = (const unsigned char *)data, *end = p + len;
+  if (len < 2 || p[0] != VALUE_MAGIC || p[1] > 1)
+    return altar_error_set(err, ALTAR_EDECODE, "ledger record: bad header");
+  *phas_spec = p[1] == 1;
+  p += 2;
+  int rc = get_opt_str(&p, end, &e->task_key);
+  if (!rc) rc = get_opt_str(&p, end, &e->group_key);
+  if (rc) return altar_error_set(err, rc, "ledger record: bad metadata");
+  rc = altar_decode_record(p, (size_t)(end - p), &e->rec, err);
+  if (rc) altar_error_prefix(err, "ledger record");
+  return rc;
+}
+
+/* ---- raw reads and writes through the batch ---- */
+
+static int db_get(rl_t *r, const altar_buf_t *key, char **pval, size_t *plen, altar_error_t *err) {
+  char *dberr = NULL;
+  *pval = rocksdb_writebatch_wi_get_from_batch_and_db(r->wb, r->db, r->ropts, (const char *)key->data,
+                                                      key->len, plen, &dberr);
+  if (dberr) {
+    int rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: read failed: %s", dberr);
+    rocksdb_free(dberr);
+    return rc;
+  }
+  return *pval ? ALTAR_OK : ALTAR_ENOTFOUND;
+}
+
+static void b_put(rl_t *r, const altar_buf_t *k, const void *v, size_t vlen) {
+  rocksdb_writebatch_wi_put(r->wb, (const char *)k->data, k->len, v, vlen);
+}
+static void b_del(rl_t *r, const altar_buf_t *k) {
+  rocksdb_writebatch_wi_delete(r->wb, (const char *)k->data, k->len);
+}
+
+/* Puts or deletes the state and group index entries of an entry as it is now. */
+static int b_index(rl_t *r, const altar__lent_t *x, bool on) {
+  if (key1(&r->kb2, state_prefix(x->e.rec.state), x->rkey, x->rkey_len)) return ALTAR_ENOMEM;
+  if (on) b_put(r, &r->kb2, "", 0);
+  else b_del(r, &r->kb2);
+  if (x->e.group_key) {
+    if (key_group(&r->kb2, x->e.rec.kind, x->e.group_key, x->rkey, x->rkey_len)) return ALTAR_ENOMEM;
+    if (on) b_put(r, &r->kb2, "", 0);
+    else b_del(r, &r->kb2);
+  }
+  return ALTAR_OK;
+}
+
+static int b_record(rl_t *r, const altar__lent_t *x, altar_error_t *err) {
+  int rc = encode_value(&r->vb, &x->e, x->has_spec, err);
+  if (rc) return rc;
+  if (key1(&r->kb, 'r', x->rkey, x->rkey_len))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  b_put(r, &r->kb, r->vb.data, r->vb.len);
+  return ALTAR_OK;
+}
+
+/* ---- the in-memory cache of open records ---- */
+
+static altar__lent_t *lent_from_entry(altar_ledger_entry_t *e, bool has_spec) {
+  altar__lent_t *x = calloc(1, sizeof *x);
+  if (!x) return NULL;
+  x->active_pos = SIZE_MAX;
+  if (altar__rkey(e->rec.handle.backend, e->rec.handle.external_id, &x->rkey, &x->rkey_len)) {
+    free(x);
+    return NULL;
+  }
+  x->e = *e; /* takes ownership */
+  memset(e, 0, sizeof *e);
+  altar_spec_free(x->e.rec.spec); /* the cache keeps no specs */
+  x->e.rec.spec = NULL;
+  x->has_spec = has_spec;
+  return x;
+}
+
+static int load_prefix(rl_t *r, char prefix, altar_error_t *err) {
+  char pfx[2] = {prefix, ':'};
+  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
+  int rc = ALTAR_OK;
+  for (rocksdb_iter_seek(it, pfx, 2); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+    size_t klen;
+    const char *k = rocksdb_iter_key(it, &klen);
+    if (klen < 2 || memcmp(k, pfx, 2)) break;
+    altar_buf_reset(&r->kb);
+    if (altar_buf_append(&r->kb, "r:", 2) || altar_buf_append(&r->kb, k + 2, klen - 2)) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+      break;
+    }
+    char *dberr = NULL, *val;
+    size_t vlen;
+    val = rocksdb_get(r->db, r->ropts, (const char *)r->kb.data, r->kb.len, &vlen, &dberr);
+    if (dberr || !val) {
+      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: index entry %c:%.*s has no record%s%s", prefix,
+                           (int)strnlen(k + 2, klen - 2), k + 2, dberr ? ": " : "", dberr ? dberr : "");
+      rocksdb_free(dberr);
+      rocksdb_free(val);
+      break;
+    }
+    altar_ledger_entry_t e;
+    bool has_spec;
+    rc = decode_value(val, vlen, &e, &has_spec, err);
+    rocksdb_free(val);
+    if (rc) {
+      altar_ledger_entry_clear(&e);
+      break;
+    }
+    altar__lent_t *x = lent_from_entry(&e, has_spec);
+    if (!x || altar__lindex_add(&r->ix, x)) {
+      altar_ledger_entry_clear(&e);
+      altar__lent_free(x);
+      rc = altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+      break;
+    }
+  }
+  if (!rc) {
+    char *dberr = NULL;
+    rocksdb_iter_get_error(it, &dberr);
+    if (dberr) {
+      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: scan failed: %s", dberr);
+      rocksdb_free(dberr);
+    }
+  }
+  rocksdb_iter_destroy(it);
+  return rc;
+}
+
+static int load_cache(rl_t *r, altar_error_t *err) {
+  altar__lindex_free(&r->ix);
+  int rc = load_prefix(r, 'o', err);
+  if (!rc) rc = load_prefix(r, 's', err);
+  if (!rc) rc = load_prefix(r, 'f', err);
+  return rc;
+}
+
+/* ---- write path ---- */
+
+/* Drops the pending batch and rebuilds the cache from what is on disk. */
+static void rollback(rl_t *r) {
+  rocksdb_writebatch_wi_clear(r->wb);
+  altar_error_t ignored = {0};
+  load_cache(r, &ignored);
+}
+
+static int flush(rl_t *r, altar_error_t *err) {
+  if (rocksdb_writebatch_wi_count(r->wb) == 0) return ALTAR_OK;
+  char *dberr = NULL;
+  rocksdb_write_writebatch_wi(r->db, r->wopts, r->wb, &dberr);
+  if (dberr) {
+    int rc = altar_error_set_retriable(err, ALTAR_ELEDGER, "ledger: write failed: %s", dberr);
+    rocksdb_free(dberr);
+    rollback(r);
+    return rc;
+  }
+  rocksdb_writebatch_wi_clear(r->wb);
+  return ALTAR_OK;
+}
+
+/* Ends one operation: outside a batch it is written at once; a failed
+ * operation outside a batch leaves nothing behind. */
+static int op_end(rl_t *r, int rc, altar_error_t *err) {
+  if (rc) {
+    if (!r->in_batch) rollback(r);
+    return rc;
+  }
+  return r->in_batch ? ALTAR_OK : flush(r, err);
+}
+
+static int writable(rl_t *r, const char *op, altar_error_t *err) {
+  if (r->read_only) return altar_error_set(err, ALTAR_ENOTSUP, "ledger.%s: ledger is open read-only", op);
+  return ALTAR_OK;
+}
+
+static int rl_record(void *impl, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
+                     const altar_record_meta_t *meta, altar_error_t *err) {
+  rl_t *r = impl;
+  int rc;
+  if ((rc = writable(r, "record", err))) return rc;
+  if (!h || !h->backend || !h->external_id || !kind)
+    return altar_error_set(err, ALTAR_EINVAL, "ledger.record: handle and kind are required");
+  if (altar__lindex_find(&r->ix, h->backend, h->external_id)) return ALTAR_OK; /* open: no-op */
+  /* Absent, or consumed (its index entries are already gone): write a fresh
+   * record, which re-opens a consumed one with everything reset. */
+  altar__lent_t *x = altar__lent_new(h, kind, NULL, meta ? meta->task_key : NULL, meta ? meta->group_key : NULL);
+  if (!x) return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
+  if (meta) x->e.rec.restart_count = meta->restart_count;
+  x->has_spec = spec != NULL;
+  if (spec) {
+    altar_buf_reset(&r->vb);
+    if ((rc = altar_encode_spec(spec, &r->vb, err))) goto fail;
+    if (key1(&r->kb, 'p', x->rkey, x->rkey_len)) goto oom;
+    b_put(r, &r->kb, r->vb.data, r->vb.len);
+  } else {
+    if (key1(&r->kb, 'p', x->rkey, x->rkey_len)) goto oom;
+    b_del(r, &r->kb);
+  }
+  if ((rc = b_record(r, x, err))) goto fail;
+  if (b_index(r, x, true)) goto oom;
+  if (altar__lindex_add(&r->ix, x)) goto oom;
+  return op_end(r, ALTAR_OK, err);
+oom:
+  rc = altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
+fail:
+  altar__lent_free(x);
+  return op_end(r, rc, err);
+}
+
+static int rl_open_handles(void *impl, altar_handle_t **phs, size_t *pn, altar_error_t *err) {
+  rl_t *r = impl;
+  altar__lent_t **v;
+  size_t n;
+  if (altar__lindex_open_sorted(&r->ix, (1u << ALTAR_STATE_PENDING) | (1u << ALTAR_STATE_RUNNING), &v, &n) ||
+      altar__handles_from(v, n, phs, pn)) {
+    free(v);
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.open_handles: out of memory");
+  }
+  free(v);
+  return ALTAR_OK;
+}
+
+/* Loads a record that is not in the cache (consumed) from batch or disk. */
+static int load_entry(rl_t *r, const char *backend, const char *external_id, altar_ledger_entry_t *e,
+                      bool *phas_spec, altar_error_t *err) {
+  memset(e, 0, sizeof *e);
+  char *rk;
+  size_t rklen;
+  if (altar__rkey(backend, external_id, &rk, &rklen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  int rc = key1(&r->kb, 'r', rk, rklen);
+  free(rk);
+  if (rc) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  char *val;
+  size_t vlen;
+  if ((rc = db_get(r, &r->kb, &val, &vlen, err))) {
+    if (rc == ALTAR_ENOTFOUND)
+      return altar_error_set(err, ALTAR_ENOTFOUND, "ledger: no record for %s:%s", backend, external_id);
+    return rc;
+  }
+  rc = decode_value(val, vlen, e, phas_spec, err);
+  rocksdb_free(val);
+  return rc;
+}
+
+static int rl_set_state(void *impl, const altar_handle_t *h, altar_state_t state,
+                        const altar_failure_t *failure, altar_error_t *err) {
+  rl_t *r = impl;
+  int rc;
+  if ((rc = writable(r, "set_state", err))) return rc;
+  if ((unsigned)state > ALTAR_STATE_FAILED)
+    return altar_error_set(err, ALTAR_EINVAL, "ledger.set_state: state %d is not a task state", (int)state);
+  altar__lent_t *x = altar__lindex_find(&r->ix, h->backend, h->external_id);
+  if (!x) {
+    /* A consumed record: keep its latest state for operators, no indexes. */
+    altar_ledger_entry_t e;
+    bool has_spec;
+    if ((rc = load_entry(r, h->backend, h->external_id, &e, &has_spec, err))) {
+      altar_ledger_entry_clear(&e);
+      if (rc == ALTAR_ENOTFOUND) altar_error_prefix(err, "ledger.set_state");
+      return rc;
+    }
+    altar__lent_t tmp = {.e = e, .has_spec = has_spec};
+    if (altar__set_failure(&tmp.e.rec, state, failure) ||
+        altar__rkey(h->backend, h->external_id, &tmp.rkey, &tmp.rkey_len))
+      rc = altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory");
+    else
+      rc = b_record(r, &tmp, err);
+    altar_ledger_entry_clear(&tmp.e);
+    free(tmp.rkey);
+    return op_end(r, rc, err);
+  }
+  altar_failure_t *nf = NULL;
+  if (state == ALTAR_STATE_FAILED && failure && !(nf = altar_failure_dup(failure)))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory");
+  /* Build the new value on a shallow copy so the cache changes only once the
+   * batch holds the whole change. */
+  altar__lent_t next = *x;
+  next.e.rec.state = state;
+  next.e.rec.failure = nf;
+  if ((rc = b_record(r, &next, err))) {
+    altar_failure_free(nf);
+    return op_end(r, rc, err);
+  }
+  if (state_prefix(x->e.rec.state) != state_prefix(state)) {
+    if (key1(&r->kb, state_prefix(x->e.rec.state), x->rkey, x->rkey_len) ||
+        key1(&r->kb2, state_prefix(state), x->rkey, x->rkey_len)) {
+      altar_failure_free(nf);
+      return op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory"), err);
+    }
+    b_del(r, &r->kb);
+    b_put(r, &r->kb2, "", 0);
+  }
+  altar_failure_free(x->e.rec.failure);
+  x->e.rec.failure = nf;
+  x->e.rec.state = state;
+  return op_end(r, ALTAR_OK, err);
+}
+
+static int load_spec(rl_t *r, const altar__lent_t *x, altar_spec_t **pspec, altar_error_t *err) {
+  *pspec = NULL;
+  if (!x->has_spec) return ALTAR_OK;
+  if (key1(&r->kb, 'p', x->rkey, x->rkey_len)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  char *val;
+  size_t vlen;
+  int rc = db_get(r, &r->kb, &val, &vlen, err);
+  if (rc == ALTAR_ENOTFOUND)
+    return altar_error_set(err, ALTAR_ELEDGER, "ledger: spec of %s:%s is missing", x->e.rec.handle.backend,
+                           x->e.rec.handle.external_id);
+  if (rc) return rc;
+  altar_spec_t *s = calloc(1, sizeof *s);
+  if (!s) {
+    rocksdb_free(val);
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  }
+  rc = altar_decode_spec(val, vlen, s, err);
+  rocksdb_free(val);
+  if (rc) {
+    altar_spec_free(s);
+    return altar_error_prefix(err, "ledger: spec of %s:%s", x->e.rec.handle.backend, x->e.rec.handle.external_id);
+  }
+  *pspec = s;
+  return ALTAR_OK;
+}
+
+static int records_of(rl_t *r, altar_state_t st, altar_record_t **precs, size_t *pn, altar_error_t *err) {
+  altar__lent_t **v;
+  size_t n;
+  *precs = NULL;
+  *pn = 0;
+  if (altar__lindex_open_sorted(&r->ix, 1u << st, &v, &n)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  altar_record_t *recs = calloc(n ? n : 1, sizeof *recs);
+  int rc = recs ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  size_t done = 0;
+  for (; !rc && done < n; done++) {
+    if (altar_record_copy(&recs[done], &v[done]->e.rec)) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+      break;
+    }
+    if ((rc = load_spec(r, v[done], &recs[done].spec, err))) {
+      done++;
+      break;
+    }
+  }
+  free(v);
+  if (rc) {
+    altar_records_free(recs, done);
+    return rc;
+  }
+  *precs = recs;
+  *pn = n;
+  return ALTAR_OK;
+}
+
+static int rl_active_succeeded(void *impl, altar_record_t **precs, size_t *pn, altar_error_t *err) {
+  return records_of(impl, ALTAR_STATE_SUCCEEDED, precs, pn, err);
+}
+
+static int rl_active_failed(void *impl, altar_record_t **precs, size_t *pn, altar_error_t *err) {
+  return records_of(impl, ALTAR_STATE_FAILED, precs, pn, err);
+}
+
+static int rl_consume(void *impl, const altar_handle_t *hs, size_t n, altar_error_t *err) {
+  rl_t *r = impl;
+  int rc;
+  if ((rc = writable(r, "consume", err))) return rc;
+  /* Queue every change first; the cache follows only when all are queued. */
+  for (size_t i = 0; i < n; i++) {
+    altar__lent_t *x = altar__lindex_find(&r->ix, hs[i].backend, hs[i].external_id);
+    if (!x) continue; /* unknown or already consumed */
+    x->e.rec.consumed = true;
+    rc = b_record(r, x, err);
+    x->e.rec.consumed = false;
+    if (rc) return op_end(r, rc, err);
+    if (b_index(r, x, false)) return op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.consume: out of memory"), err);
+  }
+  for (size_t i = 0; i < n; i++) {
+    altar__lent_t *x = altar__lindex_find(&r->ix, hs[i].backend, hs[i].external_id);
+    if (x) altar__lindex_remove(&r->ix, x);
+  }
+  return op_end(r, ALTAR_OK, err);
+}
+
+static int rl_restart(void *impl, const altar_handle_t *h, altar_error_t *err) {
+  rl_t *r = impl;
+  int rc;
+  if ((rc = writable(r, "restart", err))) return rc;
+  altar__lent_t *x = altar__lindex_find(&r->ix, h->backend, h->external_id);
+  if (!x || x->e.rec.state != ALTAR_STATE_FAILED)
+    return altar_error_set(err, x ? ALTAR_ESTATE : ALTAR_ENOTFOUND,
+                           "ledger.restart: %s:%s is not an open failed record", h->backend, h->external_id);
+  altar__lent_t next = *x;
+  next.e.rec.state = ALTAR_STATE_PENDING;
+  next.e.rec.failure = NULL;
+  next.e.rec.restart_count++;
+  if ((rc = b_record(r, &next, err))) return op_end(r, rc, err);
+  if (key1(&r->kb, 'f', x->rkey, x->rkey_len) || key1(&r->kb2, 'o', x->rkey, x->rkey_len))
+    return op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.restart: out of memory"), err);
+  b_del(r, &r->kb);
+  b_put(r, &r->kb2, "", 0);
+  altar__set_failure(&x->e.rec, ALTAR_STATE_PENDING, NULL);
+  x->e.rec.restart_count++;
+  return op_end(r, ALTAR_OK, err);
+}
+
+static int rl_get(void *impl, const char *backend, const char *external_id, altar_ledger_entry_t *pout,
+                  altar_error_t *err) {
+  rl_t *r = impl;
+  bool has_spec;
+  int rc = load_entry(r, backend, external_id, pout, &has_spec, err);
+  if (!rc && has_spec) {
+    altar__lent_t tmp = {.has_spec = true};
+    if (altar__rkey(backend, external_id, &tmp.rkey, &tmp.rkey_len)) rc = altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+    else rc = load_spec(r, &tmp, &pout->rec.spec, err);
+    free(tmp.rkey);
+  }
+  if (rc) altar_ledger_entry_clear(pout);
+  return rc;
+}
+
+static const altar_ledger_entry_t *rl_peek_open(void *impl, const char *backend, const char *external_id) {
+  rl_t *r = impl;
+  altar__lent_t *x = altar__lindex_find(&r->ix, backend, external_id);
+  return x ? &x->e : NULL;
+}
+
+static const altar_ledger_entry_t *rl_peek_task(void *impl, const char *task_key) {
+  rl_t *r = impl;
+  altar__lent_t *x = altar__lindex_task(&r->ix, task_key);
+  return x ? &x->e : NULL;
+}
+
+static int rl_group_members(void *impl, const char *kind, const char *group_key,
+                            const altar_ledger_entry_t *const **pm, size_t *pn, altar_error_t *err) {
+  rl_t *r = impl;
+  if (altar__lindex_group(&r->ix, kind, group_key, pm, pn))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.group_members: out of memory");
+  return ALTAR_OK;
+}
+
+/* Iterates committed keys under a prefix. */
+typedef int (*raw_visit_fn)(void *ctx, const char *k, size_t klen, const char *v, size_t vlen);
+
+static int scan(rl_t *r, const char *pfx, size_t plen, raw_visit_fn fn, void *ctx, altar_error_t *err) {
+  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
+  int rc = ALTAR_OK;
+  for (rocksdb_iter_seek(it, pfx, plen); !rc && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+    size_t klen, vlen;
+    const char *k = rocksdb_iter_key(it, &klen);
+    if (klen < plen || memcmp(k, pfx, plen)) break;
+    const char *v = rocksdb_iter_value(it, &vlen);
+    rc = fn(ctx, k, klen, v, vlen);
+  }
+  if (!rc) {
+    char *dberr = NULL;
+    rocksdb_iter_get_error(it, &dberr);
+    if (dberr) {
+      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: scan failed: %s", dberr);
+      rocksdb_free(dberr);
+    }
+  }
+  rocksdb_iter_destroy(it);
+  return rc;
+}
+
+typedef struct fe_ctx {
+  rl_t *r;
+  altar_ledger_visit_fn fn;
+  void *ctx;
+  altar_error_t *err;
+} fe_ctx_t;
+
+static int fe_visit(void *vctx, const char *k, size_t klen, const char *v, size_t vlen) {
+  fe_ctx_t *c = vctx;
+  altar_ledger_entry_t e;
+  bool has_spec;
+  int rc = decode_value(v, vlen, &e, &has_spec, c->err);
+  if (rc) {
+    altar_error_prefix(c->err, "%.*s", (int)strnlen(k + 2, klen - 2), k + 2);
+    altar_ledger_entry_clear(&e);
+    return rc;
+  }
+  if (has_spec) {
+    altar__lent_t tmp = {.has_spec = true, .rkey = (char *)k + 2, .rkey_len = klen - 2, .e = e};
+    rc = load_spec(c->r, &tmp, &e.rec.spec, c->err);
+  }
+  if (!rc) rc = c->fn(c->ctx, &e);
+  altar_ledger_entry_clear(&e);
+  return rc;
+}
+
+static int rl_foreach(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err) {
+  rl_t *r = impl;
+  fe_ctx_t c = {r, fn, ctx, err};
+  return scan(r, "r:", 2, fe_visit, &c, err);
+}
+
+static int rl_begin(void *impl, altar_error_t *err) {
+  rl_t *r = impl;
+  int rc;
+  if ((rc = writable(r, "begin", err))) return rc;
+  if (r->in_batch) return altar_error_set(err, ALTAR_ESTATE, "ledger.begin: a batch is already open");
+  r->in_batch = true;
+  return ALTAR_OK;
+}
+
+static int rl_commit(void *impl, altar_error_t *err) {
+  rl_t *r = impl;
+  if (!r->in_batch) return altar_error_set(err, ALTAR_ESTATE, "ledger.commit: no batch is open");
+  r->in_batch = false;
+  return flush(r, err);
+}
+
+static int rl_abort(void *impl, altar_error_t *err) {
+  rl_t *r = impl;
+  (void)err;
+  r->in_batch = false;
+  rollback(r);
+  return ALTAR_OK;
+}
+
+static void rl_close(void *impl) {
+  rl_t *r = impl;
+  if (!r) return;
+  if (r->db) rocksdb_close(r->db);
+  if (r->wb) rocksdb_writebatch_wi_destroy(r->wb);
+  if (r->wopts) rocksdb_writeoptions_destroy(r->wopts);
+  if (r->ropts) rocksdb_readoptions_destroy(r->ropts);
+  if (r->opts) rocksdb_options_destroy(r->opts);
+  if (r->topts) rocksdb_block_based_options_destroy(r->topts);
+  if (r->cache) rocksdb_cache_destroy(r->cache);
+  altar__lindex_free(&r->ix);
+  altar_buf_free(&r->kb);
+  altar_buf_free(&r->kb2);
+  altar_buf_free(&r->vb);
+  free(r->dir);
+  free(r);
+}
+
+static const altar_ledger_ops_t rl_ops = {
+    .name = "rocksdb",
+    .durable = true,
+    .record = rl_record,
+    .open_handles = rl_open_handles,
+    .set_state = rl_set_state,
+    .active_succeeded = rl_active_succeeded,
+    .active_failed = rl_active_failed,
+    .consume = rl_consume,
+    .restart = rl_restart,
+    .get = rl_get,
+    .peek_open = rl_peek_open,
+    .peek_task = rl_peek_task,
+    .group_members = rl_group_members,
+    .foreach = rl_foreach,
+    .begin = rl_begin,
+    .commit = rl_commit,
+    .abort = rl_abort,
+    .close = rl_close,
+};
+
+altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_rocksdb_opts_t *opts,
+                                          altar_error_t *err) {
+  altar_ledger_rocksdb_opts_t o = opts ? *opts : (altar_ledger_rocksdb_opts_t){0};
+  if (!dir || !*dir) {
+    altar_error_set(err, ALTAR_EINVAL, "ledger: directory must not be empty");
+    return NULL;
+  }
+  rl_t *r = calloc(1, sizeof *r);
+  altar_ledger_t *l = calloc(1, sizeof *l);
+  if (!r || !l || !(r->dir = strdup(dir))) {
+    free(l);
+    rl_close(r);
+    altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+    return NULL;
+  }
+  r->read_only = o.read_only;
+  r->opts = rocksdb_options_create();
+  rocksdb_options_set_create_if_missing(r->opts, !o.no_create && !o.read_only);
+  rocksdb_options_increase_parallelism(r->opts, 2);
+  rocksdb_options_set_write_buffer_size(r->opts, (o.write_buffer_mb ? o.write_buffer_mb : 64) << 20);
+  rocksdb_options_set_max_open_files(r->opts, 512);
+  r->topts = rocksdb_block_based_options_create();
+  r->cache = rocksdb_cache_create_lru(64u << 20);
+  rocksdb_block_based_options_set_block_cache(r->topts, r->cache);
+  /* Point reads of records dominate: a bloom filter spares most disk reads. */
+  rocksdb_block_based_options_set_filter_policy(r->topts, rocksdb_filterpolicy_create_bloom(10));
+  rocksdb_options_set_block_based_table_factory(r->opts, r->topts);
+  r->wopts = rocksdb_writeoptions_create();
+  rocksdb_writeoptions_set_sync(r->wopts, o.sync);
+  r->ropts = rocksdb_readoptions_create();
+  r->wb = rocksdb_writebatch_wi_create(0, 1);
+  char *dberr = NULL;
+  r->db = o.read_only ? rocksdb_open_for_read_only(r->opts, dir, 0, &dberr) : rocksdb_open(r->opts, dir, &dberr);
+  if (dberr || !r->db) {
+    altar_error_set(err, ALTAR_ELEDGER, "ledger %s: cannot open: %s", dir, dberr ? dberr : "unknown error");
+    rocksdb_free(dberr);
+    r->db = NULL;
+    goto fail;
+  }
+  /* The layout version guards against reading a ledger written differently. */
+  size_t vlen;
+  char *ver = rocksdb_get(r->db, r->ropts, "m:version", 9, &vlen, &dberr);
+  if (dberr) {
+    altar_error_set(err, ALTAR_ELEDGER, "ledger %s: %s", dir, dberr);
+    rocksdb_free(dberr);
+    goto fail;
+  }
+  if (ver && (vlen != 1 || ver[0] != LAYOUT_VERSION[0])) {
+    altar_error_set(err, ALTAR_ELEDGER, "ledger %s: m:version is '%.*s', this build reads '%s'", dir,
+                    (int)(vlen < 16 ? vlen : 16), ver, LAYOUT_VERSION);
+    rocksdb_free(ver);
+    goto fail;
+  }
+  if (!ver && !o.read_only) {
+    rocksdb_put(r->db, r->wopts, "m:version", 9, LAYOUT_VERSION, 1, &dberr);
+    if (dberr) {
+      altar_error_set(err, ALTAR_ELEDGER, "ledger %s: %s", dir, dberr);
+      rocksdb_free(dberr);
+      goto fail;
+    }
+  }
+  rocksdb_free(ver);
+  if (load_cache(r, err)) {
+    altar_error_prefix(err, "ledger %s", dir);
+    goto fail;
+  }
+  l->ops = &rl_ops;
+  l->impl = r;
+  return l;
+fail:
+  rl_close(r);
+  free(l);
+  return NULL;
+}
+
+/* ---- internal accessors ---- */
+
+bool altar__ledger_is_rocksdb(const altar_ledger_t *l) { return l && l->ops == &rl_ops; }
+
+rocksdb_t *altar__ledger_rocksdb_db(altar_ledger_t *l) {
+  return altar__ledger_is_rocksdb(l) ? ((rl_t *)l->impl)->db : NULL;
+}
+
+rocksdb_writebatch_wi_t *altar__ledger_rocksdb_batch(altar_ledger_t *l) {
+  return altar__ledger_is_rocksdb(l) ? ((rl_t *)l->impl)->wb : NULL;
+}
+
+/* ---- aux keys (daemon outbox, input offsets) ---- */
+
+static int aux_key(altar_buf_t *b, const void *key, size_t klen) {
+  altar_buf_reset(b);
+  return altar_buf_append(b, "x:", 2) || altar_buf_append(b, key, klen) ? ALTAR_ENOMEM : ALTAR_OK;
+}
+
+int altar__ledger_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen,
+                          altar_error_t *err) {
+  if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger %s: no aux storage", l->ops->name);
+  rl_t *r = l->impl;
+  int rc;
+  if ((rc = writable(r, "aux_put", err))) return rc;
+  if (aux_key(&r->kb, key, klen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  b_put(r, &r->kb, val, vlen);
+  return r->in_batch ? ALTAR_OK : flush(r, err);
+}
+
+int altar__ledger_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar_error_t *err) {
+  if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger %s: no aux storage", l->ops->name);
+  rl_t *r = l->impl;
+  int rc;
+  if ((rc = writable(r, "aux_del", err))) return rc;
+  if (aux_key(&r->kb, key, klen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  b_del(r, &r->kb);
+  return r->in_batch ? ALTAR_OK : flush(r, err);
+}
+
+int altar__ledger_aux_get(altar_ledger_t *l, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err) {
+  if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger %s: no aux storage", l->ops->name);
+  rl_t *r = l->impl;
+  if (aux_key(&r->kb, key, klen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  char *val;
+  size_t vlen;
+  int rc = db_get(r, &r->kb, &val, &vlen, err);
+  if (rc == ALTAR_ENOTFOUND) return ALTAR_ENOTFOUND;
+  if (rc) return rc;
+  rc = altar_buf_append(out, val, vlen) ? altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory") : ALTAR_OK;
+  rocksdb_free(val);
+  return rc;
+}
+
+typedef struct aux_ctx {
+  altar__aux_visit_fn fn;
+  void *ctx;
+} aux_ctx_t;
+
+static int aux_visit(void *vctx, const char *k, size_t klen, const char *v, size_t vlen) {
+  aux_ctx_t *c = vctx;
+  return c->fn(c->ctx, k + 2, klen - 2, v, vlen);
+}
+
+int altar__ledger_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen, altar__aux_visit_fn fn, void *ctx,
+                           altar_error_t *err) {
+  if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger %s: no aux storage", l->ops->name);
+  rl_t *r = l->impl;
+  altar_buf_t pk = {0};
+  if (aux_key(&pk, prefix, plen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  aux_ctx_t c = {fn, ctx};
+  int rc = scan(r, (const char *)pk.data, pk.len, aux_visit, &c, err);
+  altar_buf_free(&pk);
+  return rc;
+}
+
+/* ---- consistency check ---- */
+
+typedef struct chk {
+  rl_t *r;
+  altar__hmap_t want; /* index / spec keys the records call for → seen flag */
+  char **keys;
+  size_t n_keys, cap_keys;
+  uint64_t records, open, seen;
+  altar_error_t *err;
+} chk_t;
+
+static int chk_want(chk_t *c, const altar_buf_t *k) {
+  if (c->n_keys == c->cap_keys) {
+    size_t cap = c->cap_keys ? c->cap_keys * 2 : 256;
+    char **v = realloc(c->keys, cap * sizeof *v);
+    if (!v) return ALTAR_ENOMEM;
+    c->keys = v;
+    c->cap_keys = cap;
+  }
+  char *copy = malloc(k->len ? k->len : 1);
+  if (!copy) return ALTAR_ENOMEM;
+  memcpy(copy, k->data, k->len);
+  c->keys[c->n_keys++] = copy;
+  return altar__hmap_put(&c->want, copy, k->len, (void *)(uintptr_t)1);
+}
+
+static int chk_record(void *vctx, const char *k, size_t klen, const char *v, size_t vlen) {
+  chk_t *c = vctx;
+  altar_ledger_entry_t e;
+  bool has_spec;
+  const char *rk = k + 2;
+  size_t rklen = klen - 2;
+  int rc = decode_value(v, vlen, &e, &has_spec, c->err);
+  if (rc) {
+    altar_ledger_entry_clear(&e);
+    return altar_error_prefix(c->err, "check: record %.*s", (int)strnlen(rk, rklen), rk);
+  }
+  c->records++;
+  char *want_rk;
+  size_t want_len;
+  if (altar__rkey(e.rec.handle.backend, e.rec.handle.external_id, &want_rk, &want_len)) rc = ALTAR_ENOMEM;
+  else if (want_len != rklen || memcmp(want_rk, rk, rklen))
+    rc = altar_error_set(c->err, ALTAR_ELEDGER, "check: record under key %.*s holds handle %s:%s",
+                         (int)strnlen(rk, rklen), rk, e.rec.handle.backend, e.rec.handle.external_id);
+  free(want_rk);
+  altar__lent_t *x = rc ? NULL : altar__lindex_find(&c->r->ix, e.rec.handle.backend, e.rec.handle.external_id);
+  if (!rc && !e.rec.consumed) {
+    c->open++;
+    if (key1(&c->r->kb, state_prefix(e.rec.state), rk, rklen) || chk_want(c, &c->r->kb)) rc = ALTAR_ENOMEM;
+    if (!rc && e.group_key &&
+        (key_group(&c->r->kb, e.rec.kind, e.group_key, rk, rklen) || chk_want(c, &c->r->kb)))
+      rc = ALTAR_ENOMEM;
+    if (!rc) {
+      altar_spec_t *s = e.rec.spec;
+      e.rec.spec = NULL;
+      bool same = x && altar_record_equal(&x->e.rec, &e.rec) && x->has_spec == has_spec &&
+                  ((!x->e.task_key && !e.task_key) || (x->e.task_key && e.task_key && !strcmp(x->e.task_key, e.task_key))) &&
+                  ((!x->e.group_key && !e.group_key) ||
+                   (x->e.group_key && e.group_key && !strcmp(x->e.group_key, e.group_key)));
+      e.rec.spec = s;
+      if (!same)
+        rc = altar_error_set(c->err, ALTAR_ELEDGER, "check: open record %s:%s differs from its cached copy",
+                             e.rec.handle.backend, e.rec.handle.external_id);
+    }
+  } else if (!rc && x) {
+    rc = altar_error_set(c->err, ALTAR_ELEDGER, "check: consumed record %s:%s is cached as open",
+                         e.rec.handle.backend, e.rec.handle.external_id);
+  }
+  if (!rc && has_spec && (key1(&c->r->kb, 'p', rk, rklen) || chk_want(c, &c->r->kb))) rc = ALTAR_ENOMEM;
+  if (rc == ALTAR_ENOMEM) altar_error_set(c->err, rc, "check: out of memory");
+  altar_ledger_entry_clear(&e);
+  return rc;
+}
+
+static int chk_index(void *vctx, const char *k, size_t klen, const char *v, size_t vlen) {
+  chk_t *c = vctx;
+  if (!altar__hmap_get(&c->want, k, klen)) {
+    char shown[160];
+    size_t n = klen < sizeof shown - 1 ? klen : sizeof shown - 1;
+    for (size_t i = 0; i < n; i++) shown[i] = k[i] ? k[i] : '|';
+    shown[n] = '\0';
+    return altar_error_set(c->err, ALTAR_ELEDGER, "check: %s has no record that calls for it", shown);
+  }
+  c->seen++;
+  if (k[0] == 'p') {
+    altar_spec_t s;
+    int rc = altar_decode_spec(v, vlen, &s, c->err);
+    altar_spec_clear(&s);
+    if (rc) return altar_error_prefix(c->err, "check: spec %.*s", (int)strnlen(k + 2, klen - 2), k + 2);
+  }
+  return ALTAR_OK;
+}
+
+int altar__ledger_rocksdb_check(altar_ledger_t *l, uint64_t *precords, altar_error_t *err) {
+  if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "check: not a RocksDB ledger");
+  rl_t *r = l->impl;
+  if (r->in_batch) return altar_error_set(err, ALTAR_ESTATE, "check: a batch is open");
+  chk_t c = {.r = r, .err = err};
+  int rc = scan(r, "r:", 2, chk_record, &c, err);
+  static const char *const pfx[] = {"o:", "s:", "f:", "g:", "p:"};
+  for (size_t i = 0; !rc && i < 5; i++) rc = scan(r, pfx[i], 2, chk_index, &c, err);
+  if (!rc && c.seen != c.n_keys)
+    rc = altar_error_set(err, ALTAR_ELEDGER, "check: %zu index or spec entries are missing",
+                         (size_t)(c.n_keys - c.seen));
+  if (!rc && c.open != r->ix.n_active)
+    rc = altar_error_set(err, ALTAR_ELEDGER, "check: %llu open records on disk, %zu in the cache",
+                         (unsigned long long)c.open, r->ix.n_active);
+  for (size_t i = 0; i < c.n_keys; i++) free(c.keys[i]);
+  free(c.keys);
+  altar__hmap_free(&c.want);
+  if (precords) *precords = c.records;
+  return rc;
+}

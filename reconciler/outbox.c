@@ -1,0 +1,253 @@
+/* The durable outbox: stage inside the ledger batch, publish after it,
+ * delete on acknowledgement. */
+#include "reconciler/outbox.h"
+
+#include "reconciler/ledger_aux.h"
+
+#include <inttypes.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEQ_KEY "q"
+
+static void seq_key(uint64_t seq, char out[24]) { snprintf(out, 24, "o/%016" PRIx64, seq); }
+
+int altar__outbox_open(altar__outbox_t *ob, altar_ledger_t *l, altar_transport_t *t, altar_error_t *err) {
+  memset(ob, 0, sizeof *ob);
+  ob->ledger = l;
+  ob->transport = t;
+  altar_buf_t b = {0};
+  int rc = altar__ledger_aux_get(l, SEQ_KEY, 1, &b, err);
+  if (rc == ALTAR_OK) {
+    if (b.len != 16) rc = altar_error_set(err, ALTAR_ELEDGER, "outbox: corrupt sequence key");
+    else ob->next_seq = strtoull((const char *)b.data, NULL, 16);
+  } else if (rc == ALTAR_ENOTFOUND) {
+    rc = ALTAR_OK;
+  }
+  altar_buf_free(&b);
+  return rc;
+}
+
+/* Entry value: msgpack [topic, key|nil, value(bin), hdr_name|nil, hdr_value|nil]. */
+static int write_str_or_nil(msgpack_packer *pk, const char *s) {
+  if (!s) return msgpack_pack_nil(pk);
+  size_t n = strlen(s);
+  return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, s, n);
+}
+
+int altar__outbox_stage(altar__outbox_t *ob, const char *topic, const char *key, const void *value, size_t vlen,
+                        const char *hdr_name, const char *hdr_value, uint64_t *pseq, altar_error_t *err) {
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  int bad = msgpack_pack_array(&pk, 5) || write_str_or_nil(&pk, topic) || write_str_or_nil(&pk, key) ||
+            msgpack_pack_bin(&pk, vlen) || msgpack_pack_bin_body(&pk, value, vlen) ||
+            write_str_or_nil(&pk, hdr_name) || write_str_or_nil(&pk, hdr_value);
+  if (bad) {
+    msgpack_sbuffer_destroy(&sb);
+    return altar_error_set(err, ALTAR_ENOMEM, "outbox: out of memory");
+  }
+  char k[24], seqv[17];
+  seq_key(ob->next_seq, k);
+  snprintf(seqv, sizeof seqv, "%016" PRIx64, ob->next_seq + 1);
+  int rc = altar__ledger_aux_put(ob->ledger, k, strlen(k), sb.data, sb.size, err);
+  if (!rc) rc = altar__ledger_aux_put(ob->ledger, SEQ_KEY, 1, seqv, 16, err);
+  msgpack_sbuffer_destroy(&sb);
+  if (rc) return rc;
+  if (pseq) *pseq = ob->next_seq;
+  ob->next_seq++;
+  return ALTAR_OK;
+}
+
+typedef struct pub_opaque pub_opaque_t;
+
+/* Entries are collected first and produced after the scan: producing may
+ * serve delivery reports, whose deletes must not run under a live iterator. */
+typedef struct pub_ctx {
+  altar__outbox_t *ob;
+  uint64_t from;
+  int rc;
+  altar_error_t *err;
+  pub_opaque_t **v;
+  size_t n, cap;
+} pub_ctx_t;
+
+/* What a delivery report needs to delete the entry and tell the caller. */
+struct pub_opaque {
+  altar__outbox_t *ob;
+  uint64_t seq;
+  char *topic;
+  altar_buf_t value;
+  altar_buf_t raw; /* the stored entry, to send again after a failure */
+  int attempts;
+};
+
+static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *err);
+
+static int visit_publish(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  pub_ctx_t *pc = ctx;
+  if (klen != 18) return 0;
+  char hex[17];
+  memcpy(hex, (const char *)key + 2, 16);
+  hex[16] = 0;
+  uint64_t seq = strtoull(hex, NULL, 16);
+  if (seq < pc->from) return 0;
+  pub_opaque_t *po = calloc(1, sizeof *po);
+  if (!po || altar_buf_append(&po->raw, val, vlen)) {
+    free(po);
+    pc->rc = altar_error_set(pc->err, ALTAR_ENOMEM, "outbox: out of memory");
+    return 1;
+  }
+  po->ob = pc->ob;
+  po->seq = seq;
+  if (pc->n == pc->cap) {
+    size_t cap = pc->cap ? pc->cap * 2 : 64;
+    pub_opaque_t **nv = realloc(pc->v, cap * sizeof *nv);
+    if (!nv) {
+      altar_buf_free(&po->raw);
+      free(po);
+      pc->rc = altar_error_set(pc->err, ALTAR_ENOMEM, "outbox: out of memory");
+      return 1;
+    }
+    pc->v = nv;
+    pc->cap = cap;
+  }
+  pc->v[pc->n++] = po;
+  return 0;
+}
+
+static void opaque_free(pub_opaque_t *po) {
+  if (!po) return;
+  free(po->topic);
+  altar_buf_free(&po->value);
+  altar_buf_free(&po->raw);
+  free(po);
+}
+
+static char *obj_str(const msgpack_object *o) {
+  if (o->type != MSGPACK_OBJECT_STR) return NULL;
+  return strndup(o->via.str.ptr, o->via.str.size);
+}
+
+static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *err) {
+  msgpack_unpacked up;
+  msgpack_unpacked_init(&up);
+  int rc = ALTAR_OK;
+  char *key = NULL, *hn = NULL, *hv = NULL;
+  if (msgpack_unpack_next(&up, (const char *)po->raw.data, po->raw.len, NULL) != MSGPACK_UNPACK_SUCCESS ||
+      up.data.type != MSGPACK_OBJECT_ARRAY || up.data.via.array.size != 5 ||
+      up.data.via.array.ptr[2].type != MSGPACK_OBJECT_BIN) {
+    rc = altar_error_set(err, ALTAR_ELEDGER, "outbox: corrupt entry %" PRIu64, po->seq);
+    goto out;
+  }
+  const msgpack_object *a = up.data.via.array.ptr;
+  free(po->topic);
+  po->topic = obj_str(&a[0]);
+  key = obj_str(&a[1]);
+  hn = obj_str(&a[3]);
+  hv = obj_str(&a[4]);
+  altar_buf_reset(&po->value);
+  if (!po->topic || altar_buf_append(&po->value, a[2].via.bin.ptr, a[2].via.bin.size)) {
+    rc = altar_error_set(err, ALTAR_ENOMEM, "outbox: out of memory");
+    goto out;
+  }
+  altar_header_t h = {hn, hv, hv ? strlen(hv) : 0};
+  altar_produce_rec_t rec = {
+      .topic = po->topic,
+      .partition = ALTAR_PARTITION_ANY,
+      .key = key,
+      .key_len = key ? strlen(key) : 0,
+      .value = po->value.data,
+      .value_len = po->value.len,
+      .headers = hn ? &h : NULL,
+      .n_headers = hn ? 1 : 0,
+      .opaque = po,
+  };
+  for (int tries = 0;; tries++) {
+    rc = altar_transport_produce(ob->transport, &rec, err);
+    if (rc == ALTAR_EAGAIN && tries < 1000) {
+      altar_transport_poll(ob->transport, 10);
+      continue;
+    }
+    break;
+  }
+  if (rc == ALTAR_OK) ob->in_flight++;
+out:
+  free(key);
+  free(hn);
+  free(hv);
+  msgpack_unpacked_destroy(&up);
+  if (rc) opaque_free(po);
+  return rc;
+}
+
+void altar__outbox_on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *ctx) {
+  (void)t;
+  (void)ctx;
+  pub_opaque_t *po = dr->opaque;
+  if (!po) return;
+  altar__outbox_t *ob = po->ob;
+  ob->in_flight--;
+  if (dr->err) {
+    altar_error_t e = {0};
+    if (++po->attempts < 10) {
+      pub_opaque_t *again = calloc(1, sizeof *again);
+      if (again && !altar_buf_append(&again->raw, po->raw.data, po->raw.len)) {
+        again->ob = ob;
+        again->seq = po->seq;
+        again->attempts = po->attempts;
+        opaque_free(po);
+        if (produce_entry(ob, again, &e) == ALTAR_OK) return;
+      } else {
+        free(again);
+        opaque_free(po);
+      }
+    } else {
+      opaque_free(po);
+    }
+    if (!ob->fatal) {
+      ob->fatal = ALTAR_ETRANSPORT;
+      altar_error_set(&ob->fatal_err, ALTAR_ETRANSPORT, "outbox: publishing failed for good: %s",
+                      dr->errstr ? dr->errstr : "delivery failed");
+    }
+    return;
+  }
+  char k[24];
+  seq_key(po->seq, k);
+  altar_error_t e = {0};
+  if (altar__ledger_aux_del(ob->ledger, k, strlen(k), &e) != ALTAR_OK && !ob->fatal) {
+    ob->fatal = e.code ? e.code : ALTAR_ELEDGER;
+    ob->fatal_err = e;
+  }
+  ob->published++;
+  if (ob->on_published) ob->on_published(ob->on_published_ctx, po->topic, po->value.data, po->value.len);
+  opaque_free(po);
+}
+
+int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_error_t *err) {
+  pub_ctx_t pc = {.ob = ob, .from = from_seq, .err = err};
+  int rc = altar__ledger_aux_scan(ob->ledger, "o/", 2, visit_publish, &pc, err);
+  if (!rc) rc = pc.rc;
+  size_t i = 0;
+  for (; !rc && i < pc.n; i++) rc = produce_entry(ob, pc.v[i], err); /* frees its entry on failure */
+  for (; i < pc.n; i++) opaque_free(pc.v[i]);
+  free(pc.v);
+  return rc;
+}
+
+static int visit_count(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  (void)key;
+  (void)klen;
+  (void)val;
+  (void)vlen;
+  (*(size_t *)ctx)++;
+  return 0;
+}
+
+int altar__outbox_count(altar__outbox_t *ob, size_t *pn, altar_error_t *err) {
+  *pn = 0;
+  return altar__ledger_aux_scan(ob->ledger, "o/", 2, visit_count, pn, err);
+}

@@ -1,0 +1,37 @@
+/* The reconciler's durable outbox: records to publish, stored in the ledger
+ * (aux keys "o/<seq>") in the same atomic write as the changes that made
+ * them due, deleted once the log acknowledges them. Internal to reconciler/. */
+#ifndef ALTAR_RECONCILER_OUTBOX_H
+#define ALTAR_RECONCILER_OUTBOX_H
+
+#include "altar/buf.h"
+#include "altar/ledger.h"
+#include "altar/transport.h"
+
+#include <stdint.h>
+
+typedef struct altar__outbox {
+  altar_ledger_t *ledger;
+  altar_transport_t *transport;
+  uint64_t next_seq;   /* next sequence number to assign */
+  size_t in_flight;    /* produced, not yet reported */
+  uint64_t published;  /* acknowledged and deleted */
+  int fatal;           /* a record could not be published for good */
+  altar_error_t fatal_err;
+  void (*on_published)(void *ctx, const char *topic, const void *value, size_t len);
+  void *on_published_ctx;
+} altar__outbox_t;
+
+/* Loads next_seq from the ledger. */
+int altar__outbox_open(altar__outbox_t *ob, altar_ledger_t *l, altar_transport_t *t, altar_error_t *err);
+/* Stages a record (inside the caller's ledger batch); *pseq gets its number. */
+int altar__outbox_stage(altar__outbox_t *ob, const char *topic, const char *key, const void *value, size_t vlen,
+                        const char *hdr_name, const char *hdr_value, uint64_t *pseq, altar_error_t *err);
+/* Produces staged records with seq >= from_seq (all of them at start-up). */
+int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_error_t *err);
+/* Number of records still stored. */
+int altar__outbox_count(altar__outbox_t *ob, size_t *pn, altar_error_t *err);
+/* The delivery callback to install on the transport (ctx = the outbox). */
+void altar__outbox_on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *ctx);
+
+#endif

@@ -1,0 +1,196 @@
+/* Readiness predicates: when a group of succeeded shards has fanned in. */
+#include "altar/groups.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Fold counts are bounded so a hostile label cannot make a group wait on
+ * billions of folds or make us allocate for them. */
+#define MAX_FOLDS 100000
+
+int altar_predicate_single(altar_predicate_t *p) {
+  memset(p, 0, sizeof *p);
+  p->rule = ALTAR_READY_SINGLE;
+  p->n = 1;
+  return ALTAR_OK;
+}
+
+int altar_predicate_count_at_least(altar_predicate_t *p, int64_t n, altar_error_t *err) {
+  memset(p, 0, sizeof *p);
+  if (n < 1) return altar_error_set(err, ALTAR_EINVAL, "count_at_least: n must be >= 1, got %" PRId64, n);
+  p->rule = ALTAR_READY_COUNT_AT_LEAST;
+  p->n = n;
+  return ALTAR_OK;
+}
+
+int altar_predicate_all_folds(altar_predicate_t *p, int64_t n, altar_error_t *err) {
+  memset(p, 0, sizeof *p);
+  if (n < 1 || n > MAX_FOLDS)
+    return altar_error_set(err, ALTAR_EINVAL, "all_folds: n must be in 1..%d, got %" PRId64, MAX_FOLDS, n);
+  p->rule = ALTAR_READY_ALL_FOLDS;
+  p->n = n;
+  if (!(p->label = strdup("fold"))) return altar_error_set(err, ALTAR_ENOMEM, "all_folds: out of memory");
+  return ALTAR_OK;
+}
+
+int altar_predicate_all_label_values(altar_predicate_t *p, const char *label,
+                                     const char *const *values, size_t n, altar_error_t *err) {
+  memset(p, 0, sizeof *p);
+  if (!label || !*label) return altar_error_set(err, ALTAR_EINVAL, "all_label_values: label must not be empty");
+  if (n == 0) return altar_error_set(err, ALTAR_EINVAL, "all_label_values: values must not be empty");
+  p->rule = ALTAR_READY_ALL_LABEL_VALUES;
+  if (!(p->label = strdup(label)) || !(p->values = calloc(n, sizeof *p->values))) goto oom;
+  for (size_t i = 0; i < n; i++) {
+    if (!values[i]) {
+      altar_predicate_clear(p);
+      return altar_error_set(err, ALTAR_EINVAL, "all_label_values: values[%zu] is null", i);
+    }
+    if (!(p->values[i] = strdup(values[i]))) goto oom;
+    p->n_values = i + 1;
+  }
+  return ALTAR_OK;
+oom:
+  altar_predicate_clear(p);
+  return altar_error_set(err, ALTAR_ENOMEM, "all_label_values: out of memory");
+}
+
+int altar_predicate_all_expected_folds(altar_predicate_t *p, const char *label,
+                                       const char *count_label, const int64_t *default_count,
+                                       altar_error_t *err) {
+  memset(p, 0, sizeof *p);
+  if (!label || !*label) return altar_error_set(err, ALTAR_EINVAL, "all_expected_folds: label must not be empty");
+  if (!count_label || !*count_label)
+    return altar_error_set(err, ALTAR_EINVAL, "all_expected_folds: count_label must not be empty");
+  if (default_count && (*default_count < 1 || *default_count > MAX_FOLDS))
+    return altar_error_set(err, ALTAR_EINVAL, "all_expected_folds: default must be in 1..%d, got %" PRId64,
+                           MAX_FOLDS, *default_count);
+  p->rule = ALTAR_READY_ALL_EXPECTED_FOLDS;
+  if (default_count) p->default_count = (altar_opt_i64_t){true, *default_count};
+  if (!(p->label = strdup(label)) || !(p->count_label = strdup(count_label))) {
+    altar_predicate_clear(p);
+    return altar_error_set(err, ALTAR_ENOMEM, "all_expected_folds: out of memory");
+  }
+  return ALTAR_OK;
+}
+
+int altar_predicate_custom(altar_predicate_t *p, altar_ready_fn fn, void *ctx) {
+  memset(p, 0, sizeof *p);
+  if (!fn) return ALTAR_EINVAL;
+  p->rule = ALTAR_READY_CUSTOM;
+  p->fn = fn;
+  p->fn_ctx = ctx;
+  return ALTAR_OK;
+}
+
+void altar_predicate_clear(altar_predicate_t *p) {
+  if (!p) return;
+  free(p->label);
+  free(p->count_label);
+  for (size_t i = 0; i < p->n_values; i++) free(p->values[i]);
+  free(p->values);
+  memset(p, 0, sizeof *p);
+}
+
+int altar_predicate_copy(altar_predicate_t *dst, const altar_predicate_t *src) {
+  *dst = *src;
+  dst->label = dst->count_label = NULL;
+  dst->values = NULL;
+  dst->n_values = 0;
+  if ((src->label && !(dst->label = strdup(src->label))) ||
+      (src->count_label && !(dst->count_label = strdup(src->count_label))))
+    goto oom;
+  if (src->n_values) {
+    if (!(dst->values = calloc(src->n_values, sizeof *dst->values))) goto oom;
+    for (size_t i = 0; i < src->n_values; i++) {
+      if (!(dst->values[i] = strdup(src->values[i]))) goto oom;
+      dst->n_values = i + 1;
+    }
+  }
+  return ALTAR_OK;
+oom:
+  altar_predicate_clear(dst);
+  return ALTAR_ENOMEM;
+}
+
+/* Whether some shard carries label = value. */
+static bool has_value(const altar_handle_t *const *shards, size_t n, const char *label,
+                      const char *value) {
+  for (size_t i = 0; i < n; i++) {
+    const char *v = altar_strmap_get(&shards[i]->labels, label);
+    if (v && !strcmp(v, value)) return true;
+  }
+  return false;
+}
+
+/* Folds "0".."n-1" all present among the shards' `label` values. */
+static bool folds_present(const altar_handle_t *const *shards, size_t n, const char *label,
+                          int64_t folds) {
+  if ((size_t)folds > n) return false; /* cheap: each shard covers at most one fold */
+  for (int64_t f = 0; f < folds; f++) {
+    char want[24];
+    snprintf(want, sizeof want, "%" PRId64, f);
+    if (!has_value(shards, n, label, want)) return false;
+  }
+  return true;
+}
+
+/* A count label is valid when it is a plain decimal integer in 1..MAX_FOLDS. */
+static bool parse_count(const char *s, int64_t *pv) {
+  if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return false;
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end || v < 1 || v > MAX_FOLDS) return false;
+  *pv = v;
+  return true;
+}
+
+int altar_predicate_eval(const altar_predicate_t *p, const altar_handle_t *const *shards, size_t n,
+                         bool *pready, altar_error_t *err) {
+  *pready = false;
+  switch (p->rule) {
+  case ALTAR_READY_SINGLE:
+    *pready = n >= 1;
+    return ALTAR_OK;
+  case ALTAR_READY_COUNT_AT_LEAST:
+    *pready = (int64_t)n >= p->n;
+    return ALTAR_OK;
+  case ALTAR_READY_ALL_FOLDS:
+    *pready = folds_present(shards, n, p->label ? p->label : "fold", p->n);
+    return ALTAR_OK;
+  case ALTAR_READY_ALL_LABEL_VALUES:
+    for (size_t i = 0; i < p->n_values; i++)
+      if (!has_value(shards, n, p->label, p->values[i])) return ALTAR_OK;
+    *pready = true;
+    return ALTAR_OK;
+  case ALTAR_READY_ALL_EXPECTED_FOLDS: {
+    /* The widest count any shard reports wins, so a partly labelled group
+     * still waits for its full width. */
+    int64_t want = 0;
+    for (size_t i = 0; i < n; i++) {
+      int64_t c;
+      if (parse_count(altar_strmap_get(&shards[i]->labels, p->count_label), &c) && c > want) want = c;
+    }
+    if (!want && p->default_count.set) want = p->default_count.v;
+    if (!want)
+      return altar_error_set(err, ALTAR_EPREDICATE,
+                             "all_expected_folds: no shard carries a valid '%s' label and no default "
+                             "is configured",
+                             p->count_label);
+    *pready = folds_present(shards, n, p->label, want);
+    return ALTAR_OK;
+  }
+  case ALTAR_READY_CUSTOM: {
+    int rc = p->fn(p->fn_ctx, shards, n, pready, err);
+    if (rc) {
+      *pready = false;
+      if (err && !err->code) altar_error_set(err, rc, "custom predicate failed");
+    }
+    return rc;
+  }
+  }
+  return altar_error_set(err, ALTAR_EPREDICATE, "unknown readiness rule %d", (int)p->rule);
+}

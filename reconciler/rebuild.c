@@ -1,0 +1,254 @@
+/* Replay: a fresh ledger from the beginning of the status topic, then only
+ * the group events the ready and dead topics do not already hold. */
+#include "reconciler/daemon.h"
+
+#include "altar/codec.h"
+#include "altar/reconcile.h"
+#include "reconciler/ledger_aux.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct due {
+  char *event_id;
+  char *topic;
+  char *key;
+  altar_buf_t value;
+} due_t;
+
+typedef struct dues {
+  due_t *v;
+  size_t n, cap;
+} dues_t;
+
+static void dues_clear(dues_t *d) {
+  for (size_t i = 0; i < d->n; i++) {
+    free(d->v[i].event_id);
+    free(d->v[i].topic);
+    free(d->v[i].key);
+    altar_buf_free(&d->v[i].value);
+  }
+  free(d->v);
+  memset(d, 0, sizeof *d);
+}
+
+/* Reads every partition of topic from its beginning up to its end offset as
+ * of now, calling fn for each record. */
+typedef int (*record_fn)(void *ctx, altar_msg_t *m, altar_error_t *err);
+
+static int read_topic(const char *tname, const altar_strmap_t *props, const char *topic, record_fn fn, void *ctx,
+                      altar_error_t *err) {
+  altar_transport_t *t = altar_transport_new(tname, props, NULL, err);
+  if (!t) return err ? err->code : ALTAR_ETRANSPORT;
+  altar_topic_list_t *tl = NULL;
+  int rc = altar_transport_list_topics(t, topic, 10000, &tl, err);
+  if (rc == ALTAR_ENOTFOUND) { /* nothing was ever written */
+    altar_transport_close(t);
+    return ALTAR_OK;
+  }
+  if (rc) {
+    altar_transport_close(t);
+    return rc;
+  }
+  const altar_topic_info_t *ti = tl->n_topics ? &tl->topics[0] : NULL;
+  size_t np = ti ? ti->n_partitions : 0;
+  altar_tp_t *tps = calloc(np ? np : 1, sizeof *tps);
+  int64_t *ends = calloc(np ? np : 1, sizeof *ends);
+  size_t remaining = 0;
+  if (!tps || !ends) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  for (size_t i = 0; !rc && i < np; i++) {
+    tps[i] = (altar_tp_t){topic, ti->partitions[i].partition, ALTAR_OFFSET_BEGINNING};
+    ends[i] = ti->partitions[i].end;
+    if (ti->partitions[i].end > ti->partitions[i].beginning) remaining++;
+  }
+  if (!rc && remaining) rc = altar_transport_assign(t, tps, np, err);
+  while (!rc && remaining) {
+    altar_msg_t *m = NULL;
+    rc = altar_transport_consume(t, 1000, &m, err);
+    if (rc || !m) continue; /* a quiet second: keep waiting, the ends exist */
+    for (size_t i = 0; i < np; i++) {
+      if (ti->partitions[i].partition != m->partition) continue;
+      if (m->offset < ends[i]) rc = fn(ctx, m, err);
+      if (m->offset + 1 == ends[i]) remaining--;
+      break;
+    }
+    altar_msg_free(m);
+  }
+  free(tps);
+  free(ends);
+  altar_topic_list_free(tl);
+  altar_transport_close(t);
+  return rc;
+}
+
+typedef struct replay {
+  altar_ledger_t *ledger;
+  const altar_group_specs_t *groups;
+  const altar_topics_t *topics;
+  altar_status_event_t *batch;
+  size_t n, cap;
+  dues_t due;
+  altar_reconciler_stats_t stats;
+} replay_t;
+
+static int flush_batch(replay_t *r, altar_error_t *err) {
+  if (!r->n) return ALTAR_OK;
+  altar_apply_result_t res = {0};
+  /* The group events' timestamp is the last event's, so a replay is a function of the log alone. */
+  int rc = altar_apply_events_atomic(r->ledger, r->groups, r->batch, r->n, r->batch[r->n - 1].ts, &res, err);
+  for (size_t i = 0; !rc && i < res.n_events; i++) {
+    const altar_group_event_t *g = &res.events[i];
+    if (r->due.n == r->due.cap) {
+      size_t cap = r->due.cap ? r->due.cap * 2 : 64;
+      due_t *nv = realloc(r->due.v, cap * sizeof *nv);
+      if (!nv) {
+        rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+        break;
+      }
+      r->due.v = nv;
+      r->due.cap = cap;
+    }
+    due_t *d = &r->due.v[r->due.n];
+    memset(d, 0, sizeof *d);
+    const altar_group_spec_t *s = altar_group_specs_find(r->groups, g->kind);
+    const char *topic = g->event == ALTAR_GROUP_FIRED ? (s && s->ready_topic ? s->ready_topic : r->topics->ready)
+                                                      : (s && s->dead_topic ? s->dead_topic : r->topics->dead);
+    char key[1024];
+    snprintf(key, sizeof key, "%s:%s", g->kind, g->group_key);
+    d->event_id = strdup(g->event_id);
+    d->topic = strdup(topic);
+    d->key = strdup(key);
+    rc = altar_encode_group(g, &d->value, err);
+    r->due.n++;
+    if (!rc && (!d->event_id || !d->topic || !d->key)) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    if (g->event == ALTAR_GROUP_FIRED) r->stats.fired++;
+    else r->stats.dead_lettered++;
+  }
+  r->stats.retried += res.n_retries;
+  r->stats.events += r->n;
+  r->stats.batches++;
+  altar_apply_result_clear(&res);
+  for (size_t i = 0; i < r->n; i++) altar_status_event_clear(&r->batch[i]);
+  r->n = 0;
+  return rc;
+}
+
+static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
+  replay_t *r = ctx;
+  if (r->n == r->cap) {
+    int rc = flush_batch(r, err);
+    if (rc) return rc;
+  }
+  altar_error_t de = {0};
+  if (!m->value || altar_decode_status(m->value, m->value_len, &r->batch[r->n], &de) != ALTAR_OK) {
+    altar_status_event_clear(&r->batch[r->n]);
+    r->stats.poison++; /* set aside in the DLQ the first time round */
+    return ALTAR_OK;
+  }
+  r->n++;
+  return ALTAR_OK;
+}
+
+typedef struct seen_ids {
+  char **v;
+  size_t n, cap;
+} seen_ids_t;
+
+static int on_group(void *ctx, altar_msg_t *m, altar_error_t *err) {
+  seen_ids_t *s = ctx;
+  altar_group_event_t g = {0};
+  altar_error_t de = {0};
+  if (m->value && altar_decode_group(m->value, m->value_len, &g, &de) == ALTAR_OK && g.event_id) {
+    if (s->n == s->cap) {
+      size_t cap = s->cap ? s->cap * 2 : 64;
+      char **nv = realloc(s->v, cap * sizeof *nv);
+      if (!nv) {
+        altar_group_event_clear(&g);
+        return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+      }
+      s->v = nv;
+      s->cap = cap;
+    }
+    s->v[s->n++] = g.event_id;
+    g.event_id = NULL;
+  }
+  altar_group_event_clear(&g);
+  return ALTAR_OK;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Input offsets for the daemon that takes over the new ledger. */
+static int store_offsets(const char *tname, const altar_strmap_t *props, altar_ledger_t *l, const char *topic,
+                         altar_error_t *err) {
+  altar_transport_t *t = altar_transport_new(tname, props, NULL, err);
+  if (!t) return err ? err->code : ALTAR_ETRANSPORT;
+  altar_topic_list_t *tl = NULL;
+  int rc = altar_transport_list_topics(t, topic, 10000, &tl, err);
+  if (rc == ALTAR_ENOTFOUND) rc = ALTAR_OK;
+  for (size_t i = 0; !rc && tl && tl->n_topics && i < tl->topics[0].n_partitions; i++) {
+    char k[320], v[32];
+    int kl = snprintf(k, sizeof k, "s/%s/%" PRId32, topic, tl->topics[0].partitions[i].partition);
+    int vl = snprintf(v, sizeof v, "%" PRId64, tl->topics[0].partitions[i].end);
+    rc = altar__ledger_aux_put(l, k, (size_t)kl, v, (size_t)vl, err);
+  }
+  altar_topic_list_free(tl);
+  altar_transport_close(t);
+  return rc;
+}
+
+static void on_dr(altar_transport_t *t, const altar_delivery_t *dr, void *ctx) {
+  (void)t;
+  int *failed = ctx;
+  if (dr->err) (*failed)++;
+}
+
+int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, altar_ledger_t *new_ledger,
+                             const altar_group_specs_t *groups, const altar_topics_t *topics, bool quiet,
+                             altar_reconciler_stats_t *pstats, uint64_t *ppublished, altar_error_t *err) {
+  replay_t r = {.ledger = new_ledger, .groups = groups, .topics = topics, .cap = 2048};
+  seen_ids_t seen = {0};
+  r.batch = calloc(r.cap, sizeof *r.batch);
+  if (!r.batch) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  uint64_t published = 0;
+  int rc = read_topic(tname, props, topics->status, on_status, &r, err);
+  if (!rc) rc = flush_batch(&r, err);
+  if (!rc) rc = store_offsets(tname, props, new_ledger, topics->status, err);
+  if (!rc) rc = read_topic(tname, props, topics->ready, on_group, &seen, err);
+  if (!rc && strcmp(topics->ready, topics->dead)) rc = read_topic(tname, props, topics->dead, on_group, &seen, err);
+  if (!rc && seen.n) qsort(seen.v, seen.n, sizeof *seen.v, cmp_str);
+  if (!rc) {
+    int failed = 0;
+    altar_transport_opts_t to = {.on_delivery = on_dr, .delivery_ctx = &failed};
+    altar_transport_t *t = NULL;
+    for (size_t i = 0; !rc && i < r.due.n; i++) {
+      const due_t *d = &r.due.v[i];
+      if (seen.n && bsearch(&d->event_id, seen.v, seen.n, sizeof *seen.v, cmp_str)) continue;
+      if (!t && !(t = altar_transport_new(tname, props, &to, err))) {
+        rc = err ? err->code : ALTAR_ETRANSPORT;
+        break;
+      }
+      altar_produce_rec_t rec = {.topic = d->topic, .partition = ALTAR_PARTITION_ANY, .key = d->key,
+                                 .key_len = strlen(d->key), .value = d->value.data, .value_len = d->value.len};
+      rc = altar_transport_produce(t, &rec, err);
+      if (!rc) published++;
+      if (!quiet && !rc) fprintf(stderr, "altar reconciler: republishing missing group event %s\n", d->event_id);
+    }
+    if (t) {
+      if (!rc) rc = altar_transport_flush(t, 60000, err);
+      if (!rc && failed) rc = altar_error_set(err, ALTAR_ETRANSPORT, "rebuild: %d group event(s) not acknowledged", failed);
+      altar_transport_close(t);
+    }
+  }
+  for (size_t i = 0; i < r.n; i++) altar_status_event_clear(&r.batch[i]);
+  free(r.batch);
+  dues_clear(&r.due);
+  for (size_t i = 0; i < seen.n; i++) free(seen.v[i]);
+  free(seen.v);
+  if (pstats) *pstats = r.stats;
+  if (ppublished) *ppublished = published;
+  return rc;
+}

@@ -1,0 +1,40 @@
+/* A growable list of strings for reconcile results. */
+#include "altar/reconcile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int altar_strlist_push(altar_strlist_t *l, const char *s) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 8;
+    char **v = realloc(l->v, cap * sizeof *v);
+    if (!v) return ALTAR_ENOMEM;
+    l->v = v;
+    l->cap = cap;
+  }
+  if (!(l->v[l->n] = strdup(s))) return ALTAR_ENOMEM;
+  l->n++;
+  return ALTAR_OK;
+}
+
+void altar_strlist_clear(altar_strlist_t *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}
+
+void altar_reconcile_result_clear(altar_reconcile_result_t *r) {
+  if (!r) return;
+  altar_strlist_clear(&r->fired_groups);
+  altar_strlist_clear(&r->dead_lettered_groups);
+  altar_strlist_clear(&r->deferred_groups);
+  altar_strlist_clear(&r->stalled_groups);
+  memset(r, 0, sizeof *r);
+}
+
+void altar_reconcile_results_free(altar_reconcile_result_t *rs, size_t n) {
+  if (!rs) return;
+  for (size_t i = 0; i < n; i++) altar_reconcile_result_clear(&rs[i]);
+  free(rs);
+}

@@ -1,0 +1,431 @@
+/* The shared TaskLedger suite body (see ledger_suite.h). */
+#include "ledger_suite.h"
+
+#include "altar/spec.h"
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* CUnit tests take no arguments: the suite's init picks the factory. */
+#define MAX_FACTORIES 4
+static const altar_ledger_factory_t *factories[MAX_FACTORIES];
+static size_t n_factories;
+static const altar_ledger_factory_t *cur;
+
+static altar_spec_t *mkspec(const char *kind, const char *fold, const char *cmd) {
+  altar_spec_t *s = altar_spec_new(kind, "img:1");
+  CU_ASSERT_FATAL(s != NULL);
+  altar_spec_add_arg(s, cmd);
+  altar_spec_set_label(s, "job_id", "j1");
+  altar_spec_set_label(s, "fold", fold);
+  return s;
+}
+
+static void mkhandle(altar_handle_t *h, const char *eid, const char *fold) {
+  CU_ASSERT_FATAL(altar_handle_init(h, "process", eid) == 0);
+  altar_strmap_set(&h->labels, "job_id", "j1");
+  altar_strmap_set(&h->labels, "fold", fold);
+}
+
+static void add(altar_ledger_t *l, const char *eid, const char *fold, const char *gk) {
+  altar_handle_t h;
+  mkhandle(&h, eid, fold);
+  altar_spec_t *s = mkspec("train", fold, "run");
+  altar_record_meta_t meta = {.task_key = eid, .group_key = gk};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_record_meta(l, &h, "train", s, &meta, &err), 0);
+  altar_spec_free(s);
+  altar_handle_clear(&h);
+}
+
+static void set(altar_ledger_t *l, const char *eid, altar_state_t st) {
+  altar_handle_t h;
+  CU_ASSERT_FATAL(altar_handle_init(&h, "process", eid) == 0);
+  altar_failure_t *f = st == ALTAR_STATE_FAILED ? altar_failure_exit(3, "boom", true) : NULL;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_set_state(l, &h, st, f, &err), 0);
+  altar_failure_free(f);
+  altar_handle_clear(&h);
+}
+
+static void consume1(altar_ledger_t *l, const char *eid) {
+  altar_handle_t h;
+  CU_ASSERT_FATAL(altar_handle_init(&h, "process", eid) == 0);
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_consume(l, &h, 1, &err), 0);
+  altar_handle_clear(&h);
+}
+
+static size_t n_open(altar_ledger_t *l) {
+  altar_handle_t *hs;
+  size_t n;
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_ledger_open_handles(l, &hs, &n, &err) == 0);
+  altar_handles_free(hs, n);
+  return n;
+}
+
+static void get(altar_ledger_t *l, const char *eid, altar_ledger_entry_t *e) {
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_ledger_get(l, "process", eid, e, &err) == 0);
+}
+
+static void test_record_and_open_handles(void) {
+  altar_ledger_t *l = cur->open();
+  add(l, "b", "1", "j1");
+  add(l, "a", "0", "j1");
+  altar_handle_t *hs;
+  size_t n;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_open_handles(l, &hs, &n, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(n, 2);
+  CU_ASSERT_STRING_EQUAL(hs[0].external_id, "a"); /* sorted by key */
+  CU_ASSERT_STRING_EQUAL(hs[1].external_id, "b");
+  CU_ASSERT_STRING_EQUAL(altar_strmap_get(&hs[0].labels, "fold"), "0"); /* labels persisted */
+  altar_handles_free(hs, n);
+  altar_ledger_entry_t e;
+  get(l, "a", &e);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_PENDING);
+  CU_ASSERT_STRING_EQUAL(e.rec.kind, "train");
+  CU_ASSERT_FATAL(e.rec.spec != NULL);
+  CU_ASSERT_STRING_EQUAL(e.rec.spec->command[0], "run");
+  CU_ASSERT_STRING_EQUAL(e.task_key, "a");
+  CU_ASSERT_STRING_EQUAL(e.group_key, "j1");
+  CU_ASSERT_FALSE(e.rec.consumed);
+  altar_ledger_entry_clear(&e);
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "zzz", &e, &err), ALTAR_ENOTFOUND);
+  cur->destroy(l);
+}
+
+static void test_record_idempotent_while_open(void) {
+  altar_ledger_t *l = cur->open();
+  add(l, "a", "0", "g");
+  set(l, "a", ALTAR_STATE_RUNNING);
+  altar_handle_t h;
+  mkhandle(&h, "a", "0");
+  altar_spec_t *other = mkspec("train", "0", "different");
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_record(l, &h, "train", other, &err), 0);
+  altar_ledger_entry_t e;
+  get(l, "a", &e);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_RUNNING); /* not reset */
+  CU_ASSERT_STRING_EQUAL(e.rec.spec->command[0], "run");
+  altar_ledger_entry_clear(&e);
+  /* Succeeded but not consumed is still open: still a no-op. */
+  set(l, "a", ALTAR_STATE_SUCCEEDED);
+  CU_ASSERT_EQUAL(altar_ledger_record(l, &h, "train", other, &err), 0);
+  get(l, "a", &e);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_SUCCEEDED);
+  altar_ledger_entry_clear(&e);
+  altar_spec_free(other);
+  altar_handle_clear(&h);
+  cur->destroy(l);
+}
+
+static void test_set_state_failure(void) {
+  altar_ledger_t *l = cur->open();
+  add(l, "a", "0", "g");
+  set(l, "a", ALTAR_STATE_FAILED);
+  altar_ledger_entry_t e;
+  get(l, "a", &e);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_FAILED);
+  CU_ASSERT_FATAL(e.rec.failure != NULL);
+  CU_ASSERT_STRING_EQUAL(e.rec.failure->reason, "exit_3");
+  CU_ASSERT_STRING_EQUAL(e.rec.failure->detail, "boom");
+  CU_ASSERT(e.rec.failure->deterministic);
+  CU_ASSERT(e.rec.failure->exit_code.set && e.rec.failure->exit_code.v == 3);
+  altar_ledger_entry_clear(&e);
+  set(l, "a", ALTAR_STATE_RUNNING); /* failure only travels with FAILED */
+  get(l, "a", &e);
+  CU_ASSERT(e.rec.failure == NULL);
+  altar_ledger_entry_clear(&e);
+  altar_handle_t h;
+  altar_handle_init(&h, "process", "nope");
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_set_state(l, &h, ALTAR_STATE_RUNNING, NULL, &err), ALTAR_ENOTFOUND);
+  CU_ASSERT(strstr(err.msg, "nope") != NULL);
+  altar_handle_clear(&h);
+  cur->destroy(l);
+}
+
+static void test_active_sets_and_consume(void) {
+  altar_ledger_t *l = cur->open();
+  add(l, "a", "0", "g");
+  add(l, "b", "1", "g");
+  add(l, "c", "2", "g");
+  add(l, "d", "3", "g");
+  set(l, "a", ALTAR_STATE_SUCCEEDED);
+  set(l, "b", ALTAR_STATE_FAILED);
+  set(l, "c", ALTAR_STATE_RUNNING);
+  altar_record_t *rs;
+  size_t n;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_active_succeeded(l, &rs, &n, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(n, 1);
+  CU_ASSERT_STRING_EQUAL(rs[0].handle.external_id, "a");
+  CU_ASSERT(rs[0].spec != NULL); /* candidates carry their spec */
+  altar_records_free(rs, n);
+  CU_ASSERT_EQUAL(altar_ledger_active_failed(l, &rs, &n, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(n, 1);
+  CU_ASSERT_STRING_EQUAL(rs[0].handle.external_id, "b");
+  CU_ASSERT_STRING_EQUAL(rs[0].failure->reason, "exit_3");
+  altar_records_free(rs, n);
+  CU_ASSERT_EQUAL(n_open(l), 2); /* c running, d pending */
+  consume1(l, "a");
+  consume1(l, "b");
+  consume1(l, "a");    /* again: no-op */
+  consume1(l, "nope"); /* unknown: skipped */
+  CU_ASSERT_EQUAL(altar_ledger_active_succeeded(l, &rs, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 0);
+  altar_records_free(rs, n);
+  CU_ASSERT_EQUAL(altar_ledger_active_failed(l, &rs, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 0);
+  altar_records_free(rs, n);
+  /* A consumed pending record is not polled. */
+  consume1(l, "d");
+  CU_ASSERT_EQUAL(n_open(l), 1);
+  altar_ledger_entry_t e;
+  get(l, "a", &e);
+  CU_ASSERT(e.rec.consumed);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_SUCCEEDED);
+  altar_ledger_entry_clear(&e);
+  cur->destroy(l);
+}
+
+static void test_reopen_consumed_record(void) {
+  altar_ledger_t *l = cur->open();
+  add(l, "a", "0", "old-group");
+  set(l, "a", ALTAR_STATE_FAILED);
+  altar_handle_t h;
+  mkhandle(&h, "a", "0");
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_restart(l, &h, &err), 0);
+  set(l, "a", ALTAR_STATE_FAILED);
+  consume1(l, "a");
+  altar_ledger_entry_t e;
+  get(l, "a", &e);
+  CU_ASSERT_EQUAL(e.rec.restart_count, 1);
+  CU_ASSERT(e.rec.consumed);
+  altar_ledger_entry_clear(&e);
+  /* Work re-submitted under the same external_id re-opens the record. */
+  altar_spec_t *s2 = mkspec("train", "0", "second-run");
+  altar_record_meta_t meta = {.task_key = "a2", .group_key = "new-group"};
+  CU_ASSERT_EQUAL(altar_ledger_record_meta(l, &h, "train", s2, &meta, &err), 0);
+  get(l, "a", &e);
+  CU_ASSERT_FALSE(e.rec.consumed);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_PENDING);
+  CU_ASSERT_EQUAL(e.rec.restart_count, 0);
+  CU_ASSERT(e.rec.failure == NULL);
+  CU_ASSERT_STRING_EQUAL(e.rec.spec->command[0], "second-run");
+  CU_ASSERT_STRING_EQUAL(e.group_key, "new-group");
+  CU_ASSERT_STRING_EQUAL(e.task_key, "a2");
+  altar_ledger_entry_clear(&e);
+  CU_ASSERT_EQUAL(n_open(l), 1);
+  const altar_ledger_entry_t *const *m;
+  size_t n;
+  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "train", "new-group", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 1);
+  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "train", "old-group", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 0);
+  altar_spec_free(s2);
+  altar_handle_clear(&h);
+  cur->destroy(l);
+}
+
+static void test_restart(void) {
+  altar_ledger_t *l = cur->open();
+  add(l, "a", "0", "g");
+  altar_handle_t h;
+  mkhandle(&h, "a", "0");
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_restart(l, &h, &err), ALTAR_ESTATE); /* pending */
+  set(l, "a", ALTAR_STATE_FAILED);
+  CU_ASSERT_EQUAL(altar_ledger_restart(l, &h, &err), 0);
+  altar_ledger_entry_t e;
+  get(l, "a", &e);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_PENDING);
+  CU_ASSERT_EQUAL(e.rec.restart_count, 1);
+  CU_ASSERT(e.rec.failure == NULL);
+  altar_ledger_entry_clear(&e);
+  CU_ASSERT_EQUAL(n_open(l), 1);
+  altar_handle_clear(&h);
+  cur->destroy(l);
+}
+
+static void test_group_index(void) {
+  altar_ledger_t *l = cur->open();
+  add(l, "a", "0", "j1");
+  add(l, "c", "2", "j1");
+  add(l, "b", "1", "j1");
+  add(l, "x", "0", "j2");
+  add(l, "y", "0", NULL); /* not grouped */
+  const altar_ledger_entry_t *const *m;
+  size_t n;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "train", "j1", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(n, 3);
+  CU_ASSERT_STRING_EQUAL(m[0]->rec.handle.external_id, "a");
+  CU_ASSERT_STRING_EQUAL(m[1]->rec.handle.external_id, "b");
+  CU_ASSERT_STRING_EQUAL(m[2]->rec.handle.external_id, "c");
+  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "other", "j1", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 0);
+  set(l, "b", ALTAR_STATE_SUCCEEDED);
+  consume1(l, "a");
+  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "train", "j1", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(n, 2);
+  CU_ASSERT_STRING_EQUAL(m[0]->rec.handle.external_id, "b");
+  CU_ASSERT_EQUAL(m[0]->rec.state, ALTAR_STATE_SUCCEEDED);
+  const altar_ledger_entry_t *p = l->ops->peek_task(l->impl, "x");
+  CU_ASSERT(p && !strcmp(p->rec.handle.external_id, "x"));
+  CU_ASSERT(l->ops->peek_task(l->impl, "a") == NULL); /* consumed: not open */
+  CU_ASSERT(l->ops->peek_open(l->impl, "process", "a") == NULL);
+  CU_ASSERT(l->ops->peek_open(l->impl, "process", "c") != NULL);
+  cur->destroy(l);
+}
+
+typedef struct walk {
+  char order[16][8];
+  size_t n;
+} walk_t;
+
+static int visit(void *ctx, const altar_ledger_entry_t *e) {
+  walk_t *w = ctx;
+  if (w->n < 16) snprintf(w->order[w->n++], 8, "%s", e->rec.handle.external_id);
+  return 0;
+}
+
+static void test_foreach_and_stats(void) {
+  altar_ledger_t *l = cur->open();
+  add(l, "b", "1", "g");
+  add(l, "a", "0", "g");
+  add(l, "c", "2", "g");
+  set(l, "a", ALTAR_STATE_SUCCEEDED);
+  consume1(l, "a");
+  set(l, "b", ALTAR_STATE_FAILED);
+  walk_t w = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_foreach(l, visit, &w, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(w.n, 3);
+  CU_ASSERT_STRING_EQUAL(w.order[0], "a");
+  CU_ASSERT_STRING_EQUAL(w.order[1], "b");
+  CU_ASSERT_STRING_EQUAL(w.order[2], "c");
+  altar_ledger_stats_t st;
+  CU_ASSERT_EQUAL(altar_ledger_stats(l, &st, &err), 0);
+  CU_ASSERT_EQUAL(st.records, 3);
+  CU_ASSERT_EQUAL(st.consumed, 1);
+  CU_ASSERT_EQUAL(st.open, 1);
+  CU_ASSERT_EQUAL(st.by_state[ALTAR_STATE_FAILED], 1);
+  CU_ASSERT_EQUAL(st.by_state[ALTAR_STATE_PENDING], 1);
+  cur->destroy(l);
+}
+
+static void test_checksum_history_independent(void) {
+  altar_ledger_t *a = cur->open(), *b = cur->open();
+  char ca[ALTAR_LEDGER_CHECKSUM_LEN + 1], cb[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  altar_error_t err = {0};
+  /* Same content through different histories. */
+  add(a, "x", "0", "g");
+  add(a, "y", "1", "g");
+  set(a, "x", ALTAR_STATE_RUNNING);
+  set(a, "x", ALTAR_STATE_SUCCEEDED);
+  add(b, "y", "1", "g");
+  add(b, "x", "0", "g");
+  set(b, "x", ALTAR_STATE_FAILED);
+  set(b, "x", ALTAR_STATE_SUCCEEDED);
+  CU_ASSERT_EQUAL(altar_ledger_checksum(a, ca, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_checksum(b, cb, &err), 0);
+  CU_ASSERT_STRING_EQUAL(ca, cb);
+  CU_ASSERT(strncmp(ca, "sha256:", 7) == 0 && strlen(ca) == ALTAR_LEDGER_CHECKSUM_LEN);
+  consume1(b, "x");
+  CU_ASSERT_EQUAL(altar_ledger_checksum(b, cb, &err), 0);
+  CU_ASSERT_STRING_NOT_EQUAL(ca, cb);
+  /* Reopening (and, for RocksDB, whatever compaction did) keeps it. */
+  a = cur->reopen(a);
+  CU_ASSERT_FATAL(a != NULL);
+  char ca2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT_EQUAL(altar_ledger_checksum(a, ca2, &err), 0);
+  CU_ASSERT_STRING_EQUAL(ca, ca2);
+  cur->destroy(a);
+  cur->destroy(b);
+}
+
+static void test_batch_reads_own_writes(void) {
+  altar_ledger_t *l = cur->open();
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_begin(l, &err), 0);
+  add(l, "a", "0", "g");
+  set(l, "a", ALTAR_STATE_SUCCEEDED);
+  CU_ASSERT(l->ops->peek_open(l->impl, "process", "a") != NULL);
+  const altar_ledger_entry_t *const *m;
+  size_t n;
+  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "train", "g", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 1);
+  CU_ASSERT_EQUAL(altar_ledger_commit(l, &err), 0);
+  l = cur->reopen(l);
+  altar_ledger_entry_t e;
+  get(l, "a", &e);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_SUCCEEDED);
+  altar_ledger_entry_clear(&e);
+  cur->destroy(l);
+}
+
+static void test_survives_reopen(void) {
+  altar_ledger_t *l = cur->open();
+  add(l, "a", "0", "g");
+  add(l, "b", "1", "g");
+  add(l, "c", "2", "g");
+  set(l, "a", ALTAR_STATE_SUCCEEDED);
+  set(l, "b", ALTAR_STATE_FAILED);
+  consume1(l, "c");
+  l = cur->reopen(l);
+  CU_ASSERT_FATAL(l != NULL);
+  CU_ASSERT_EQUAL(n_open(l), 0);
+  const altar_ledger_entry_t *const *m;
+  size_t n;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "train", "g", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 2);
+  CU_ASSERT(l->ops->peek_task(l->impl, "b") != NULL);
+  altar_record_t *rs;
+  CU_ASSERT_EQUAL(altar_ledger_active_failed(l, &rs, &n, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(n, 1);
+  CU_ASSERT_STRING_EQUAL(rs[0].failure->detail, "boom");
+  altar_records_free(rs, n);
+  /* A consumed record is re-opened after a reopen too. */
+  add(l, "c", "2", "g");
+  CU_ASSERT_EQUAL(n_open(l), 1);
+  cur->destroy(l);
+}
+
+static int suite_init(size_t i) {
+  cur = factories[i];
+  return 0;
+}
+static int init0(void) { return suite_init(0); }
+static int init1(void) { return suite_init(1); }
+static int init2(void) { return suite_init(2); }
+static int init3(void) { return suite_init(3); }
+static CU_InitializeFunc inits[MAX_FACTORIES] = {init0, init1, init2, init3};
+
+void altar_ledger_suite_register(const altar_ledger_factory_t *f) {
+  if (n_factories == MAX_FACTORIES) return;
+  factories[n_factories] = f;
+  char name[64];
+  snprintf(name, sizeof name, "ledger.%s", f->name);
+  CU_pSuite suite__ = CU_add_suite(name, inits[n_factories], NULL);
+  n_factories++;
+  if (!suite__) return;
+  ALTAR_TEST(test_record_and_open_handles);
+  ALTAR_TEST(test_record_idempotent_while_open);
+  ALTAR_TEST(test_set_state_failure);
+  ALTAR_TEST(test_active_sets_and_consume);
+  ALTAR_TEST(test_reopen_consumed_record);
+  ALTAR_TEST(test_restart);
+  ALTAR_TEST(test_group_index);
+  ALTAR_TEST(test_foreach_and_stats);
+  ALTAR_TEST(test_checksum_history_independent);
+  ALTAR_TEST(test_batch_reads_own_writes);
+  ALTAR_TEST(test_survives_reopen);
+}

@@ -1,0 +1,623 @@
+/* The transport conformance suite (see transport_conformance.h). */
+#include "transport_conformance.h"
+
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const altar_transport_conformance_t *conf;
+
+#define DR_MAX 2048
+#define TP_MAX 64
+
+static int wait_ms(void) { return conf->timeout_ms > 0 ? conf->timeout_ms : 30000; }
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void unique(char *out, size_t n, const char *what) {
+  static unsigned counter;
+  snprintf(out, n, "%s-%s-%ld-%lld-%u", conf->topic_prefix ? conf->topic_prefix : "altar-conf",
+           what, (long)getpid(), (long long)(time(NULL) % 100000), ++counter);
+}
+
+/* ---- delivery reports --------------------------------------------------- */
+
+typedef struct drs {
+  size_t n, n_ok, n_err;
+  int32_t part[DR_MAX];
+  int64_t off[DR_MAX];
+  void *opaque[DR_MAX];
+  char last_err[256];
+} drs_t;
+
+static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *ctx) {
+  (void)t;
+  drs_t *d = ctx;
+  if (dr->err) {
+    d->n_err++;
+    snprintf(d->last_err, sizeof d->last_err, "%s", dr->errstr ? dr->errstr : "?");
+  } else {
+    d->n_ok++;
+  }
+  if (d->n < DR_MAX) {
+    d->part[d->n] = dr->partition;
+    d->off[d->n] = dr->offset;
+    d->opaque[d->n] = dr->opaque;
+  }
+  d->n++;
+}
+
+static altar_transport_t *open_transport(drs_t *d) {
+  altar_transport_opts_t opts = {0};
+  if (d) {
+    memset(d, 0, sizeof *d);
+    opts.on_delivery = on_delivery;
+    opts.delivery_ctx = d;
+  }
+  altar_strmap_t *made = conf->make_config ? conf->make_config(conf->make_config_ctx) : NULL;
+  altar_error_t err = {0};
+  altar_transport_t *t = altar_transport_new(conf->transport, made ? made : conf->config, &opts, &err);
+  altar_strmap_free(made);
+  if (!t) fprintf(stderr, "conformance: cannot open transport %s: %s\n", conf->transport, err.msg);
+  return t;
+}
+
+static void create_topic(altar_transport_t *t, const char *topic, int32_t parts) {
+  altar_error_t err = {0};
+  int rc = altar_transport_create_topic(t, topic, parts, &err);
+  if (rc) fprintf(stderr, "conformance: create_topic %s: %s\n", topic, err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+}
+
+static int produce(altar_transport_t *t, const char *topic, int32_t partition, const char *key,
+                   const char *value, void *opaque) {
+  altar_produce_rec_t rec = {.topic = topic,
+                             .partition = partition,
+                             .key = key,
+                             .key_len = key ? strlen(key) : 0,
+                             .value = value,
+                             .value_len = value ? strlen(value) : 0,
+                             .opaque = opaque};
+  altar_error_t err = {0};
+  int rc;
+  while ((rc = altar_transport_produce(t, &rec, &err)) == ALTAR_EAGAIN) altar_transport_poll(t, 100);
+  if (rc) fprintf(stderr, "conformance: produce to %s: %s\n", topic, err.msg);
+  return rc;
+}
+
+static void flush_all(altar_transport_t *t) {
+  altar_error_t err = {0};
+  int rc = altar_transport_flush(t, wait_ms(), &err);
+  if (rc) fprintf(stderr, "conformance: flush: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+}
+
+/* ---- assignments --------------------------------------------------------- */
+
+typedef struct asg {
+  const char *topic;
+  int32_t parts[TP_MAX];
+  size_t n;
+  int assigns, revokes;
+  bool pause_p0; /* pause partition 0 as soon as it is assigned */
+} asg_t;
+
+static bool asg_has(const asg_t *a, int32_t p) {
+  for (size_t i = 0; i < a->n; i++)
+    if (a->parts[i] == p) return true;
+  return false;
+}
+
+static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts,
+                         size_t n, void *ctx) {
+  asg_t *a = ctx;
+  if (kind == ALTAR_REBALANCE_ASSIGN) a->assigns++;
+  else a->revokes++;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(parts[i].topic, a->topic) != 0) continue;
+    if (kind == ALTAR_REBALANCE_ASSIGN) {
+      if (!asg_has(a, parts[i].partition) && a->n < TP_MAX) a->parts[a->n++] = parts[i].partition;
+      if (a->pause_p0 && parts[i].partition == 0) {
+        altar_tp_t tp = {parts[i].topic, 0, ALTAR_OFFSET_INVALID};
+        altar_error_t err = {0};
+        CU_ASSERT(altar_transport_pause(t, &tp, 1, &err) == 0);
+      }
+    } else {
+      for (size_t j = 0; j < a->n; j++)
+        if (a->parts[j] == parts[i].partition) a->parts[j--] = a->parts[--a->n];
+    }
+  }
+}
+
+static void subscribe(altar_transport_t *t, const char *group, const char *topic, asg_t *a) {
+  const char *topics[] = {topic};
+  altar_error_t err = {0};
+  int rc = altar_transport_subscribe(t, group, topics, 1, on_rebalance, a, &err);
+  if (rc) fprintf(stderr, "conformance: subscribe: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+}
+
+/* The next record, waiting up to the suite's bound; NULL when none came. */
+static altar_msg_t *next_msg(altar_transport_t *t, int within_ms) {
+  int64_t deadline = mono_ms() + within_ms;
+  while (mono_ms() < deadline) {
+    altar_msg_t *m = NULL;
+    altar_error_t err = {0};
+    int rc = altar_transport_consume(t, 200, &m, &err);
+    if (rc) {
+      fprintf(stderr, "conformance: consume: %s\n", err.msg);
+      CU_FAIL("consume returned an error");
+    }
+    if (m) return m;
+  }
+  return NULL;
+}
+
+static bool value_is(const altar_msg_t *m, const char *s) {
+  return m->value && m->value_len == strlen(s) && !memcmp(m->value, s, m->value_len);
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+static void test_delivery_report_per_record(void) {
+  drs_t *d = calloc(1, sizeof *d);
+  altar_transport_t *t = open_transport(d);
+  CU_ASSERT_FATAL(t != NULL);
+  char topic[200];
+  unique(topic, sizeof topic, "dr");
+  create_topic(t, topic, 3);
+  enum { N = 300 };
+  static int tags[N];
+  for (int i = 0; i < N; i++) {
+    char key[32], val[32];
+    snprintf(key, sizeof key, "key-%d", i % 17);
+    snprintf(val, sizeof val, "value-%d", i);
+    CU_ASSERT_FATAL(produce(t, topic, ALTAR_PARTITION_ANY, i % 5 ? key : NULL, val, &tags[i]) == 0);
+    if (i % 50 == 0) altar_transport_poll(t, 0);
+  }
+  flush_all(t);
+  CU_ASSERT_EQUAL(d->n, N);
+  CU_ASSERT_EQUAL(d->n_ok, N);
+  CU_ASSERT_EQUAL(d->n_err, 0);
+  /* Every opaque came back exactly once; offsets are unique per partition. */
+  static int seen[N];
+  memset(seen, 0, sizeof seen);
+  for (size_t i = 0; i < d->n && i < DR_MAX; i++) {
+    int idx = (int)((int *)d->opaque[i] - tags);
+    CU_ASSERT_FATAL(idx >= 0 && idx < N);
+    seen[idx]++;
+    CU_ASSERT(d->part[i] >= 0 && d->part[i] < 3);
+    CU_ASSERT(d->off[i] >= 0);
+    for (size_t j = 0; j < i; j++)
+      if (d->part[j] == d->part[i]) CU_ASSERT(d->off[j] != d->off[i]);
+  }
+  for (int i = 0; i < N; i++) CU_ASSERT_EQUAL(seen[i], 1);
+  altar_transport_close(t);
+  free(d);
+}
+
+static void test_order_within_partition(void) {
+  drs_t *d = calloc(1, sizeof *d);
+  altar_transport_t *t = open_transport(d);
+  CU_ASSERT_FATAL(t != NULL);
+  char topic[200], group[200];
+  unique(topic, sizeof topic, "order");
+  unique(group, sizeof group, "order-g");
+  create_topic(t, topic, 2);
+  enum { N = 200 };
+  for (int i = 0; i < N; i++) {
+    char val[32];
+    snprintf(val, sizeof val, "o-%d", i);
+    CU_ASSERT_FATAL(produce(t, topic, 1, "same", val, NULL) == 0);
+  }
+  flush_all(t);
+  CU_ASSERT_EQUAL(d->n_ok, N);
+  /* Delivery offsets of one partition rise with produce order. */
+  for (size_t i = 1; i < d->n && i < DR_MAX; i++) CU_ASSERT(d->off[i] == d->off[i - 1] + 1);
+  asg_t a = {.topic = topic};
+  subscribe(t, group, topic, &a);
+  int64_t prev = -1;
+  for (int i = 0; i < N; i++) {
+    altar_msg_t *m = next_msg(t, wait_ms());
+    CU_ASSERT_FATAL(m != NULL);
+    char val[32];
+    snprintf(val, sizeof val, "o-%d", i);
+    CU_ASSERT_EQUAL(m->partition, 1);
+    CU_ASSERT(value_is(m, val));
+    CU_ASSERT(m->key_len == 4 && !memcmp(m->key, "same", 4));
+    CU_ASSERT(prev < 0 || m->offset == prev + 1);
+    CU_ASSERT(m->timestamp_ms > 0);
+    prev = m->offset;
+    altar_msg_free(m);
+  }
+  altar_transport_close(t);
+  free(d);
+}
+
+static void test_keys_map_to_stable_partitions(void) {
+  drs_t *d = calloc(1, sizeof *d);
+  altar_transport_t *t = open_transport(d);
+  CU_ASSERT_FATAL(t != NULL);
+  char topic[200];
+  unique(topic, sizeof topic, "keys");
+  enum { P = 6, K = 40 };
+  create_topic(t, topic, P);
+  static int keyidx[K * 3];
+  for (int round = 0; round < 3; round++)
+    for (int k = 0; k < K; k++) {
+      char key[32];
+      snprintf(key, sizeof key, "task-%d", k);
+      keyidx[round * K + k] = k;
+      CU_ASSERT_FATAL(produce(t, topic, ALTAR_PARTITION_ANY, key, "x", &keyidx[round * K + k]) == 0);
+    }
+  flush_all(t);
+  CU_ASSERT_EQUAL(d->n_ok, K * 3);
+  int32_t where[K];
+  for (int k = 0; k < K; k++) where[k] = -1;
+  bool spread = false;
+  for (size_t i = 0; i < d->n && i < DR_MAX; i++) {
+    int k = *(int *)d->opaque[i];
+    char key[32];
+    snprintf(key, sizeof key, "task-%d", k);
+    /* Same partition every time, and the one Kafka's murmur2 picks. */
+    CU_ASSERT_EQUAL(d->part[i], altar_partition_for_key(key, strlen(key), P));
+    if (where[k] >= 0) CU_ASSERT_EQUAL(d->part[i], where[k]);
+    where[k] = d->part[i];
+    if (d->part[i] != d->part[0]) spread = true;
+  }
+  CU_ASSERT(spread);
+  altar_transport_close(t);
+  free(d);
+}
+
+static void test_commit_and_resume(void) {
+  drs_t *d = calloc(1, sizeof *d);
+  altar_transport_t *t = open_transport(d);
+  CU_ASSERT_FATAL(t != NULL);
+  char topic[200], group[200];
+  unique(topic, sizeof topic, "resume");
+  unique(group, sizeof group, "resume-g");
+  create_topic(t, topic, 1);
+  for (int i = 0; i < 20; i++) {
+    char val[32];
+    snprintf(val, sizeof val, "r-%d", i);
+    CU_ASSERT_FATAL(produce(t, topic, 0, NULL, val, NULL) == 0);
+  }
+  flush_all(t);
+  asg_t a = {.topic = topic};
+  subscribe(t, group, topic, &a);
+  int64_t last = -1;
+  for (int i = 0; i < 10; i++) {
+    altar_msg_t *m = next_msg(t, wait_ms());
+    CU_ASSERT_FATAL(m != NULL);
+    last = m->offset;
+    altar_msg_free(m);
+  }
+  altar_error_t err = {0};
+  int rc = altar_transport_commit(t, topic, 0, last + 1, "resume-here", &err);
+  if (rc) fprintf(stderr, "conformance: commit: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  altar_transport_close(t);
+
+  /* A new member of the group starts right after the commit. */
+  altar_transport_t *t2 = open_transport(NULL);
+  CU_ASSERT_FATAL(t2 != NULL);
+  int64_t off = -5;
+  char *md = NULL;
+  CU_ASSERT_EQUAL(altar_transport_committed(t2, group, topic, 0, wait_ms(), &off, &md, &err), 0);
+  CU_ASSERT_EQUAL(off, last + 1);
+  CU_ASSERT(md && !strcmp(md, "resume-here"));
+  free(md);
+  asg_t a2 = {.topic = topic};
+  subscribe(t2, group, topic, &a2);
+  altar_msg_t *m = next_msg(t2, wait_ms());
+  CU_ASSERT_FATAL(m != NULL);
+  CU_ASSERT_EQUAL(m->offset, last + 1);
+  CU_ASSERT(value_is(m, "r-10"));
+  altar_msg_free(m);
+  altar_transport_close(t2);
+  free(d);
+}
+
+static void test_commit_metadata_round_trip(void) {
+  altar_transport_t *t = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  char topic[200], group[200];
+  unique(topic, sizeof topic, "meta");
+  unique(group, sizeof group, "meta-g");
+  create_topic(t, topic, 1);
+  CU_ASSERT_FATAL(produce(t, topic, 0, NULL, "one", NULL) == 0);
+  flush_all(t);
+  altar_error_t err = {0};
+  int64_t off = 0;
+  char *md = NULL;
+  /* Nothing committed yet. */
+  CU_ASSERT_EQUAL(altar_transport_committed(t, group, topic, 0, wait_ms(), &off, &md, &err), 0);
+  CU_ASSERT_EQUAL(off, ALTAR_OFFSET_INVALID);
+  CU_ASSERT(md == NULL || md[0] == '\0');
+  free(md);
+  asg_t a = {.topic = topic};
+  subscribe(t, group, topic, &a);
+  altar_msg_t *m = next_msg(t, wait_ms());
+  CU_ASSERT_FATAL(m != NULL);
+  altar_msg_free(m);
+  /* Metadata of the shape the worker keeps: finished offsets as JSON. */
+  char meta[2000];
+  int k = snprintf(meta, sizeof meta, "{\"done\":[");
+  for (int i = 0; i < 150; i++) k += snprintf(meta + k, sizeof meta - (size_t)k, "%s%d", i ? "," : "", 1000 + i);
+  snprintf(meta + k, sizeof meta - (size_t)k, "],\"note\":\"tab\\t ü\"}");
+  CU_ASSERT_EQUAL_FATAL(altar_transport_commit(t, topic, 0, 1, meta, &err), 0);
+  CU_ASSERT_EQUAL(altar_transport_committed(t, group, topic, 0, wait_ms(), &off, &md, &err), 0);
+  CU_ASSERT_EQUAL(off, 1);
+  CU_ASSERT(md && !strcmp(md, meta));
+  free(md);
+  /* A later commit replaces both. */
+  CU_ASSERT_EQUAL_FATAL(altar_transport_commit(t, topic, 0, 1, "second", &err), 0);
+  CU_ASSERT_EQUAL(altar_transport_committed(t, group, topic, 0, wait_ms(), &off, &md, &err), 0);
+  CU_ASSERT(md && !strcmp(md, "second"));
+  free(md);
+  altar_transport_close(t);
+}
+
+static void test_pause_and_resume(void) {
+  altar_transport_t *t = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  char topic[200], group[200];
+  unique(topic, sizeof topic, "pause");
+  unique(group, sizeof group, "pause-g");
+  create_topic(t, topic, 2);
+  for (int i = 0; i < 5; i++) {
+    char val[32];
+    snprintf(val, sizeof val, "p0-%d", i);
+    CU_ASSERT_FATAL(produce(t, topic, 0, NULL, val, NULL) == 0);
+    snprintf(val, sizeof val, "p1-%d", i);
+    CU_ASSERT_FATAL(produce(t, topic, 1, NULL, val, NULL) == 0);
+  }
+  flush_all(t);
+  asg_t a = {.topic = topic, .pause_p0 = true};
+  subscribe(t, group, topic, &a);
+  int got1 = 0;
+  while (got1 < 5) {
+    altar_msg_t *m = next_msg(t, wait_ms());
+    CU_ASSERT_FATAL(m != NULL);
+    CU_ASSERT_EQUAL(m->partition, 1); /* partition 0 is paused */
+    got1 += m->partition == 1;
+    altar_msg_free(m);
+  }
+  /* Paused: nothing from partition 0 however long we poll. */
+  for (int i = 0; i < 5; i++) {
+    altar_msg_t *m = NULL;
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL(altar_transport_consume(t, 200, &m, &err), 0);
+    CU_ASSERT(m == NULL);
+    altar_msg_free(m);
+  }
+  CU_ASSERT_FATAL(asg_has(&a, 0));
+  altar_tp_t tp = {topic, 0, ALTAR_OFFSET_INVALID};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_resume(t, &tp, 1, &err), 0);
+  for (int i = 0; i < 5; i++) {
+    altar_msg_t *m = next_msg(t, wait_ms());
+    CU_ASSERT_FATAL(m != NULL);
+    char val[32];
+    snprintf(val, sizeof val, "p0-%d", i);
+    CU_ASSERT_EQUAL(m->partition, 0);
+    CU_ASSERT(value_is(m, val));
+    altar_msg_free(m);
+  }
+  altar_transport_close(t);
+}
+
+static void test_seek_to_beginning(void) {
+  altar_transport_t *t = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  char topic[200], group[200];
+  unique(topic, sizeof topic, "seek");
+  unique(group, sizeof group, "seek-g");
+  create_topic(t, topic, 1);
+  for (int i = 0; i < 6; i++) {
+    char val[32];
+    snprintf(val, sizeof val, "s-%d", i);
+    CU_ASSERT_FATAL(produce(t, topic, 0, NULL, val, NULL) == 0);
+  }
+  flush_all(t);
+  asg_t a = {.topic = topic};
+  subscribe(t, group, topic, &a);
+  int64_t first = -1;
+  for (int i = 0; i < 6; i++) {
+    altar_msg_t *m = next_msg(t, wait_ms());
+    CU_ASSERT_FATAL(m != NULL);
+    if (i == 0) first = m->offset;
+    altar_msg_free(m);
+  }
+  altar_error_t err = {0};
+  int rc = altar_transport_seek(t, topic, 0, ALTAR_OFFSET_BEGINNING, &err);
+  if (rc) fprintf(stderr, "conformance: seek: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  for (int i = 0; i < 6; i++) {
+    altar_msg_t *m = next_msg(t, wait_ms());
+    CU_ASSERT_FATAL(m != NULL);
+    char val[32];
+    snprintf(val, sizeof val, "s-%d", i);
+    CU_ASSERT_EQUAL(m->offset, first + i);
+    CU_ASSERT(value_is(m, val));
+    altar_msg_free(m);
+  }
+  altar_transport_close(t);
+}
+
+/* Polls both members until pred holds or the bound passes; records consumed
+ * meanwhile must come from a partition the consumer owns. */
+static int drain_both(altar_transport_t *ta, asg_t *a, altar_transport_t *tb, asg_t *b,
+                      int *pcount, bool (*pred)(const asg_t *, const asg_t *, int)) {
+  int64_t deadline = mono_ms() + wait_ms();
+  while (mono_ms() < deadline) {
+    altar_transport_t *ts[2] = {ta, tb};
+    asg_t *as[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+      if (!ts[k]) continue;
+      altar_msg_t *m = NULL;
+      altar_error_t err = {0};
+      altar_transport_consume(ts[k], 100, &m, &err);
+      if (m) {
+        CU_ASSERT(asg_has(as[k], m->partition));
+        (*pcount)++;
+        altar_msg_free(m);
+      }
+    }
+    if (pred(a, b, *pcount)) return 0;
+  }
+  return -1;
+}
+
+static bool split_done(const asg_t *a, const asg_t *b, int count) {
+  (void)count;
+  if (a->n == 0 || b->n == 0 || a->n + b->n != 4) return false;
+  for (size_t i = 0; i < a->n; i++)
+    if (asg_has(b, a->parts[i])) return false;
+  return true;
+}
+
+static bool a_has_all(const asg_t *a, const asg_t *b, int count) {
+  (void)b;
+  (void)count;
+  return a->n == 4;
+}
+
+static void test_group_split_and_rebalance(void) {
+  altar_transport_t *tp = open_transport(NULL);
+  CU_ASSERT_FATAL(tp != NULL);
+  char topic[200], group[200];
+  unique(topic, sizeof topic, "split");
+  unique(group, sizeof group, "split-g");
+  create_topic(tp, topic, 4);
+  for (int p = 0; p < 4; p++)
+    for (int i = 0; i < 5; i++) CU_ASSERT_FATAL(produce(tp, topic, p, NULL, "x", NULL) == 0);
+  flush_all(tp);
+  altar_transport_t *ta = open_transport(NULL), *tb = open_transport(NULL);
+  CU_ASSERT_FATAL(ta && tb);
+  asg_t *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+  a->topic = b->topic = topic;
+  subscribe(ta, group, topic, a);
+  subscribe(tb, group, topic, b);
+  int count = 0;
+  CU_ASSERT_EQUAL_FATAL(drain_both(ta, a, tb, b, &count, split_done), 0);
+  CU_ASSERT(a->n >= 1 && b->n >= 1);
+  /* B leaves: its partitions are revoked and A takes them over. */
+  altar_transport_close(tb);
+  CU_ASSERT_EQUAL(b->n, 0);
+  CU_ASSERT(b->revokes >= 1);
+  CU_ASSERT_EQUAL(drain_both(ta, a, NULL, b, &count, a_has_all), 0);
+  CU_ASSERT_EQUAL(a->n, 4);
+  /* Nothing was committed, so A reads everything B had not... and what it
+   * had: at least the 20 records overall were seen once by someone. */
+  int64_t deadline = mono_ms() + wait_ms();
+  while (count < 20 && mono_ms() < deadline) {
+    altar_msg_t *m = next_msg(ta, 500);
+    if (m) {
+      CU_ASSERT(asg_has(a, m->partition));
+      count++;
+      altar_msg_free(m);
+    }
+  }
+  CU_ASSERT(count >= 20);
+  altar_transport_close(ta);
+  altar_transport_close(tp);
+  free(a);
+  free(b);
+}
+
+static void test_list_topics_and_lag(void) {
+  altar_transport_t *t = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  char topic[200], group[200];
+  unique(topic, sizeof topic, "list");
+  unique(group, sizeof group, "list-g");
+  create_topic(t, topic, 3);
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_transport_create_topic(t, topic, 3, &err), ALTAR_EEXIST);
+  const int counts[3] = {2, 3, 0};
+  for (int p = 0; p < 3; p++)
+    for (int i = 0; i < counts[p]; i++) CU_ASSERT_FATAL(produce(t, topic, p, NULL, "v", NULL) == 0);
+  flush_all(t);
+  altar_topic_list_t *l = NULL;
+  CU_ASSERT_EQUAL_FATAL(altar_transport_list_topics(t, topic, wait_ms(), &l, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(l->n_topics, 1);
+  CU_ASSERT_STRING_EQUAL(l->topics[0].name, topic);
+  CU_ASSERT_EQUAL_FATAL(l->topics[0].n_partitions, 3);
+  for (int p = 0; p < 3; p++) {
+    CU_ASSERT_EQUAL(l->topics[0].partitions[p].partition, p);
+    CU_ASSERT_EQUAL(l->topics[0].partitions[p].end - l->topics[0].partitions[p].beginning, counts[p]);
+  }
+  int64_t end0 = l->topics[0].partitions[0].end;
+  altar_topic_list_free(l);
+  l = NULL;
+  /* Every topic: ours is among them. */
+  CU_ASSERT_EQUAL_FATAL(altar_transport_list_topics(t, NULL, wait_ms(), &l, &err), 0);
+  bool found = false;
+  for (size_t i = 0; i < l->n_topics; i++) found |= !strcmp(l->topics[i].name, topic);
+  CU_ASSERT(found);
+  altar_topic_list_free(l);
+
+  asg_t a = {.topic = topic};
+  subscribe(t, group, topic, &a);
+  int got = 0;
+  while (got < 5) {
+    altar_msg_t *m = next_msg(t, wait_ms());
+    CU_ASSERT_FATAL(m != NULL);
+    got++;
+    altar_msg_free(m);
+  }
+  CU_ASSERT_EQUAL_FATAL(altar_transport_commit(t, topic, 0, end0, NULL, &err), 0);
+  altar_lag_list_t *lag = NULL;
+  CU_ASSERT_EQUAL_FATAL(altar_transport_lag(t, group, topic, wait_ms(), &lag, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(lag->n, 3);
+  CU_ASSERT_EQUAL(lag->entries[0].committed, end0);
+  CU_ASSERT_EQUAL(lag->entries[0].lag, 0);
+  CU_ASSERT_EQUAL(lag->entries[1].committed, ALTAR_OFFSET_INVALID);
+  CU_ASSERT_EQUAL(lag->entries[1].lag, 3);
+  CU_ASSERT_EQUAL(lag->entries[2].lag, 0);
+  altar_lag_list_free(lag);
+  altar_transport_close(t);
+}
+
+static void test_bad_arguments(void) {
+  altar_transport_t *t = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  altar_error_t err = {0};
+  CU_ASSERT(altar_transport_create_topic(t, "../escape", 1, &err) < 0);
+  CU_ASSERT(strstr(err.msg, "topic") != NULL);
+  CU_ASSERT(altar_transport_create_topic(t, "ok-name", 0, &err) < 0);
+  altar_produce_rec_t rec = {.topic = "bad/topic", .partition = ALTAR_PARTITION_ANY, .value = "x", .value_len = 1};
+  CU_ASSERT(altar_transport_produce(t, &rec, &err) < 0);
+  altar_msg_t *m = NULL;
+  CU_ASSERT(altar_transport_consume(t, 0, &m, &err) < 0); /* not subscribed */
+  CU_ASSERT(m == NULL);
+  altar_transport_close(t);
+}
+
+void altar_transport_conformance_add(const altar_transport_conformance_t *c) {
+  conf = c;
+  static char name[128];
+  snprintf(name, sizeof name, "%s", c->suite_name ? c->suite_name : "transport conformance");
+  if (!c->suite_name) snprintf(name, sizeof name, "transport conformance: %s", c->transport);
+  ALTAR_SUITE(name, NULL, NULL);
+  ALTAR_TEST(test_delivery_report_per_record);
+  ALTAR_TEST(test_order_within_partition);
+  ALTAR_TEST(test_keys_map_to_stable_partitions);
+  ALTAR_TEST(test_commit_and_resume);
+  ALTAR_TEST(test_commit_metadata_round_trip);
+  ALTAR_TEST(test_pause_and_resume);
+  ALTAR_TEST(test_seek_to_beginning);
+  ALTAR_TEST(test_group_split_and_rebalance);
+  ALTAR_TEST(test_list_topics_and_lag);
+  ALTAR_TEST(test_bad_arguments);
+}

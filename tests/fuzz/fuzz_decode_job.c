@@ -1,0 +1,8 @@
+/* libFuzzer target: altar_decode_job on arbitrary bytes (see fuzz_decode_common.h). */
+#include "fuzz_decode_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  return fuzz_decode_one(ALTAR_MSG_JOB, data, size);
+}

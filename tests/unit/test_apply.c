@@ -1,0 +1,417 @@
+/* Applying status events: records, states, releases, and the group events
+ * due after each event — the same whatever the batch sizes (invariant 3). */
+#include "altar/reconcile.h"
+#include "reconciler/ledger_rocksdb.h"
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXEV 128
+static altar_status_event_t evs[MAXEV];
+static size_t nev;
+
+static void ev_reset(void) {
+  for (size_t i = 0; i < nev; i++) altar_status_event_clear(&evs[i]);
+  nev = 0;
+}
+
+/* kind, external id (also the task key), group job, fold, folds. */
+static altar_status_event_t *ev_new(altar_status_event_kind_t k, const char *kind, const char *eid,
+                                    const char *job, int fold, int nfolds) {
+  CU_ASSERT_FATAL(nev < MAXEV);
+  altar_status_event_t *e = &evs[nev++];
+  memset(e, 0, sizeof *e);
+  e->v = 1;
+  e->event = k;
+  e->kind = strdup(kind);
+  char tk[80];
+  snprintf(tk, sizeof tk, "tk-%s", eid);
+  e->task_key = strdup(tk);
+  altar_handle_init(&e->handle, "process", eid);
+  altar_strmap_set(&e->handle.labels, "job_id", job);
+  char b[16];
+  snprintf(b, sizeof b, "%d", fold);
+  altar_strmap_set(&e->handle.labels, "fold", b);
+  snprintf(b, sizeof b, "%d", nfolds);
+  altar_strmap_set(&e->handle.labels, "num_folds", b);
+  e->ts = 1000.0 + (double)nev;
+  return e;
+}
+
+static void sub(const char *kind, const char *eid, const char *job, int fold, int nfolds) {
+  altar_status_event_t *e = ev_new(ALTAR_EV_SUBMITTED, kind, eid, job, fold, nfolds);
+  e->spec = altar_spec_new(kind, "img:1");
+  altar_spec_add_arg(e->spec, "run");
+  altar_spec_set_label(e->spec, "job_id", job);
+}
+
+static void st(const char *kind, const char *eid, const char *job, int fold, int nfolds, altar_state_t s) {
+  altar_status_event_t *e = ev_new(ALTAR_EV_STATE, kind, eid, job, fold, nfolds);
+  e->state = s;
+  if (s == ALTAR_STATE_FAILED) e->failure = altar_failure_exit(2, "bad input", true);
+}
+
+static void rel(const char *kind, const char *eid, const char *job) {
+  ev_new(ALTAR_EV_RELEASED, kind, eid, job, 0, 1);
+}
+
+static void load_specs(altar_group_specs_t *s, const char *yaml) {
+  altar_error_t err = {0};
+  memset(s, 0, sizeof *s);
+  int rc = altar_group_specs_load_string(yaml, strlen(yaml), "test", s, &err);
+  if (rc) fprintf(stderr, "%s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+}
+
+static const char *specs_yaml =
+    "train:\n  group_by: [job_id]\n  ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}\n"
+    "  on_failed: dead_letter\n"
+    "pair:\n  group_by: [job_id]\n  ready_when: {count_at_least: 2}\n  on_failed: defer\n"
+    "bare:\n  group_by: [job_id]\n  ready_when: single\n"
+    "retry:\n  group_by: [job_id]\n  ready_when: {all_folds: 2}\n  on_failed: retry\n  max_restarts: 1\n";
+
+static int apply(altar_ledger_t *l, const altar_group_specs_t *s, size_t from, size_t to, altar_apply_result_t *r) {
+  altar_error_t err = {0};
+  int rc = altar_apply_events_atomic(l, s, evs + from, to - from, 42.0, r, &err);
+  if (rc) fprintf(stderr, "apply: %s\n", err.msg);
+  return rc;
+}
+
+static void test_five_fold_fires_once_with_id(void) {
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, specs_yaml);
+  altar_ledger_t *l = altar_ledger_memory_new();
+  for (int f = 0; f < 5; f++) {
+    char eid[8];
+    snprintf(eid, sizeof eid, "f%d", f);
+    sub("train", eid, "j1", f, 5);
+  }
+  for (int f = 4; f >= 0; f--) {
+    char eid[8];
+    snprintf(eid, sizeof eid, "f%d", f);
+    st("train", eid, "j1", f, 5, ALTAR_STATE_RUNNING);
+    st("train", eid, "j1", f, 5, ALTAR_STATE_SUCCEEDED);
+  }
+  st("train", "f0", "j1", 0, 5, ALTAR_STATE_SUCCEEDED); /* late duplicate */
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL_FATAL(apply(l, &s, 0, nev, &r), 0);
+  CU_ASSERT_EQUAL(r.applied, nev);
+  CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
+  altar_group_event_t *g = &r.events[0];
+  CU_ASSERT_EQUAL(g->event, ALTAR_GROUP_FIRED);
+  CU_ASSERT_STRING_EQUAL(g->kind, "train");
+  CU_ASSERT_STRING_EQUAL(g->group_key, "j1");
+  CU_ASSERT_EQUAL_FATAL(g->n_shards, 5);
+  CU_ASSERT_STRING_EQUAL(g->shards[0].external_id, "f0");
+  CU_ASSERT_STRING_EQUAL(g->shards[4].external_id, "f4");
+  CU_ASSERT_EQUAL(g->ts, 42.0);
+  const char *keys[] = {"tk-f3", "tk-f1", "tk-f0", "tk-f4", "tk-f2"};
+  char want[ALTAR_TASK_KEY_LEN + 1];
+  altar_group_event_id("train", "j1", keys, 5, want);
+  CU_ASSERT_STRING_EQUAL(g->event_id, want);
+  altar_apply_result_clear(&r);
+  altar_handle_t *hs;
+  size_t n;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_open_handles(l, &hs, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 0);
+  altar_handles_free(hs, n);
+  altar_ledger_close(l);
+  altar_group_specs_clear(&s);
+}
+
+/* The stream the batch-size tests replay. */
+static void mixed_stream(void) {
+  ev_reset();
+  sub("pair", "p1", "jp", 0, 1);
+  sub("pair", "p2", "jp", 1, 1);
+  sub("pair", "p3", "jp", 2, 1);
+  sub("train", "a0", "ja", 0, 2);
+  sub("train", "a1", "ja", 1, 2);
+  sub("train", "b0", "jb", 0, 1);
+  st("pair", "p3", "jp", 2, 1, ALTAR_STATE_SUCCEEDED);
+  st("pair", "p1", "jp", 0, 1, ALTAR_STATE_SUCCEEDED);
+  st("train", "a0", "ja", 0, 2, ALTAR_STATE_SUCCEEDED);
+  st("pair", "p2", "jp", 1, 1, ALTAR_STATE_SUCCEEDED);
+  st("train", "b0", "jb", 0, 1, ALTAR_STATE_SUCCEEDED);
+  st("train", "a1", "ja", 1, 2, ALTAR_STATE_FAILED);
+}
+
+static char *describe(const altar_apply_result_t *r) {
+  static char out[2048];
+  size_t off = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < r->n_events && off < sizeof out; i++) {
+    const altar_group_event_t *g = &r->events[i];
+    off += (size_t)snprintf(out + off, sizeof out - off, "%s %s:%s %.12s [", g->event ? "dead" : "fired", g->kind,
+                            g->group_key, g->event_id);
+    for (size_t j = 0; j < g->n_shards && off < sizeof out; j++)
+      off += (size_t)snprintf(out + off, sizeof out - off, "%s ", g->shards[j].external_id);
+    if (off < sizeof out) off += (size_t)snprintf(out + off, sizeof out - off, "] ");
+  }
+  return out;
+}
+
+static void test_batch_size_never_changes_groups(void) {
+  altar_group_specs_t s;
+  load_specs(&s, specs_yaml);
+  char first[2048] = "", sum0[ALTAR_LEDGER_CHECKSUM_LEN + 1] = "";
+  size_t splits[][3] = {{100, 0, 0}, {1, 0, 0}, {2, 0, 0}, {5, 0, 0}, {7, 0, 0}};
+  for (size_t t = 0; t < sizeof splits / sizeof splits[0]; t++) {
+    mixed_stream();
+    altar_ledger_t *l = altar_ledger_memory_new();
+    altar_apply_result_t r = {0};
+    size_t step = splits[t][0];
+    for (size_t i = 0; i < nev; i += step) CU_ASSERT_EQUAL(apply(l, &s, i, i + step < nev ? i + step : nev, &r), 0);
+    char *d = describe(&r);
+    if (t == 0) {
+      snprintf(first, sizeof first, "%s", d);
+      /* count_at_least(2) fires with the first two successes (p3, p1), never
+       * with three; a 1-fold group fires alone; the blocked one dead-letters. */
+      CU_ASSERT_EQUAL_FATAL(r.n_events, 3);
+      CU_ASSERT_EQUAL(r.events[0].n_shards, 2);
+      CU_ASSERT_STRING_EQUAL(r.events[0].shards[0].external_id, "p1");
+      CU_ASSERT_STRING_EQUAL(r.events[0].shards[1].external_id, "p3");
+      CU_ASSERT_STRING_EQUAL(r.events[1].group_key, "jb");
+      CU_ASSERT_EQUAL(r.events[2].event, ALTAR_GROUP_DEAD_LETTERED);
+      CU_ASSERT_EQUAL(r.events[2].n_shards, 1);
+      CU_ASSERT_STRING_EQUAL(r.events[2].shards[0].external_id, "a1");
+    } else {
+      CU_ASSERT_STRING_EQUAL(d, first);
+    }
+    char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL(altar_ledger_checksum(l, sum, &err), 0);
+    if (t == 0) memcpy(sum0, sum, sizeof sum);
+    else CU_ASSERT_STRING_EQUAL(sum, sum0);
+    altar_apply_result_clear(&r);
+    altar_ledger_close(l);
+  }
+  altar_group_specs_clear(&s);
+}
+
+static void test_same_on_rocksdb(void) {
+  altar_group_specs_t s;
+  load_specs(&s, specs_yaml);
+  mixed_stream();
+  char *dir = altar_test_tmpdir("apply");
+  altar_error_t err = {0};
+  altar_ledger_t *m = altar_ledger_memory_new();
+  altar_ledger_t *r = altar_ledger_rocksdb_open(dir, NULL, &err);
+  CU_ASSERT_FATAL(r != NULL);
+  altar_apply_result_t rm = {0}, rr = {0};
+  CU_ASSERT_EQUAL(apply(m, &s, 0, nev, &rm), 0);
+  for (size_t i = 0; i < nev; i += 3) CU_ASSERT_EQUAL(apply(r, &s, i, i + 3 < nev ? i + 3 : nev, &rr), 0);
+  char dm[2048];
+  snprintf(dm, sizeof dm, "%s", describe(&rm));
+  CU_ASSERT_STRING_EQUAL(describe(&rr), dm);
+  char a[ALTAR_LEDGER_CHECKSUM_LEN + 1], b[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT_EQUAL(altar_ledger_checksum(m, a, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_checksum(r, b, &err), 0);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(r, NULL, &err), 0);
+  altar_apply_result_clear(&rm);
+  altar_apply_result_clear(&rr);
+  altar_ledger_close(m);
+  altar_ledger_close(r);
+  altar_test_rmtree(dir);
+  free(dir);
+  altar_group_specs_clear(&s);
+}
+
+static void test_defer_and_stall(void) {
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, specs_yaml);
+  altar_ledger_t *l = altar_ledger_memory_new();
+  sub("pair", "p1", "jp", 0, 1);
+  sub("pair", "p2", "jp", 1, 1);
+  st("pair", "p1", "jp", 0, 1, ALTAR_STATE_FAILED);
+  sub("bare", "x", "jx", 0, 1);
+  st("bare", "x", "jx", 0, 1, ALTAR_STATE_FAILED);
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL(apply(l, &s, 0, nev, &r), 0);
+  CU_ASSERT_EQUAL(r.n_events, 0);
+  CU_ASSERT_EQUAL_FATAL(r.deferred_groups.n, 1);
+  CU_ASSERT_STRING_EQUAL(r.deferred_groups.v[0], "pair:jp");
+  CU_ASSERT_EQUAL_FATAL(r.stalled_groups.n, 1);
+  CU_ASSERT_STRING_EQUAL(r.stalled_groups.v[0], "bare:jx");
+  altar_record_t *recs;
+  size_t n;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_active_failed(l, &recs, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 2); /* untouched */
+  altar_records_free(recs, n);
+  altar_apply_result_clear(&r);
+  altar_ledger_close(l);
+  altar_group_specs_clear(&s);
+}
+
+static void test_retry_then_dead_letter(void) {
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, specs_yaml);
+  altar_ledger_t *l = altar_ledger_memory_new();
+  sub("retry", "r0", "jr", 0, 2);
+  sub("retry", "r1", "jr", 1, 2);
+  st("retry", "r0", "jr", 0, 2, ALTAR_STATE_SUCCEEDED);
+  st("retry", "r1", "jr", 1, 2, ALTAR_STATE_FAILED);
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL(apply(l, &s, 0, nev, &r), 0);
+  CU_ASSERT_EQUAL(r.n_events, 0);
+  CU_ASSERT_EQUAL_FATAL(r.n_retries, 1);
+  CU_ASSERT_STRING_EQUAL(r.retries[0].handle.external_id, "r1");
+  CU_ASSERT_STRING_EQUAL(r.retries[0].task_key, "tk-r1");
+  CU_ASSERT_EQUAL(r.retries[0].restart_count, 1);
+  CU_ASSERT_FATAL(r.retries[0].spec != NULL);
+  CU_ASSERT_STRING_EQUAL(r.retries[0].spec->command[0], "run");
+  altar_ledger_entry_t e;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "r1", &e, &err), 0);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_PENDING);
+  CU_ASSERT_EQUAL(e.rec.restart_count, 1);
+  altar_ledger_entry_clear(&e);
+  altar_apply_result_clear(&r);
+  /* The rerun arrives under a new handle with the same task key: it
+   * supersedes the old record and inherits its restart count. */
+  size_t from = nev;
+  altar_status_event_t *x = ev_new(ALTAR_EV_SUBMITTED, "retry", "r1b", "jr", 1, 2);
+  free(x->task_key);
+  x->task_key = strdup("tk-r1");
+  x = ev_new(ALTAR_EV_STATE, "retry", "r1b", "jr", 1, 2);
+  x->state = ALTAR_STATE_FAILED;
+  CU_ASSERT_EQUAL(apply(l, &s, from, nev, &r), 0);
+  CU_ASSERT_EQUAL(r.n_retries, 0); /* out of restarts */
+  CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
+  CU_ASSERT_EQUAL(r.events[0].event, ALTAR_GROUP_DEAD_LETTERED);
+  CU_ASSERT_STRING_EQUAL(r.events[0].shards[0].external_id, "r1b");
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "r1", &e, &err), 0);
+  CU_ASSERT(e.rec.consumed); /* superseded */
+  altar_ledger_entry_clear(&e);
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "r1b", &e, &err), 0);
+  CU_ASSERT(e.rec.consumed);
+  CU_ASSERT_EQUAL(e.rec.restart_count, 1);
+  altar_ledger_entry_clear(&e);
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "r0", &e, &err), 0);
+  CU_ASSERT(e.rec.consumed); /* the succeeded sibling is settled with the group */
+  altar_ledger_entry_clear(&e);
+  altar_apply_result_clear(&r);
+  altar_ledger_close(l);
+  altar_group_specs_clear(&s);
+}
+
+static void test_retry_same_handle_then_fire(void) {
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, specs_yaml);
+  altar_ledger_t *l = altar_ledger_memory_new();
+  sub("retry", "r0", "jr", 0, 2);
+  sub("retry", "r1", "jr", 1, 2);
+  st("retry", "r1", "jr", 1, 2, ALTAR_STATE_FAILED);
+  sub("retry", "r1", "jr", 1, 2); /* rerun under the same external id: a duplicate now */
+  st("retry", "r1", "jr", 1, 2, ALTAR_STATE_SUCCEEDED);
+  st("retry", "r0", "jr", 0, 2, ALTAR_STATE_SUCCEEDED);
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL(apply(l, &s, 0, nev, &r), 0);
+  CU_ASSERT_EQUAL(r.n_retries, 1);
+  CU_ASSERT_EQUAL(r.ignored, 1);
+  CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
+  CU_ASSERT_EQUAL(r.events[0].event, ALTAR_GROUP_FIRED);
+  CU_ASSERT_EQUAL(r.events[0].n_shards, 2);
+  altar_apply_result_clear(&r);
+  altar_ledger_close(l);
+  altar_group_specs_clear(&s);
+}
+
+static void test_released_and_unknown(void) {
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, specs_yaml);
+  altar_ledger_t *l = altar_ledger_memory_new();
+  sub("pair", "p1", "jp", 0, 1);
+  st("pair", "p1", "jp", 0, 1, ALTAR_STATE_SUCCEEDED);
+  rel("pair", "p1", "jp"); /* released: settled without firing */
+  sub("pair", "p2", "jp", 0, 1);
+  st("pair", "p2", "jp", 0, 1, ALTAR_STATE_SUCCEEDED);
+  st("pair", "p9", "jp", 0, 1, ALTAR_STATE_SUCCEEDED); /* its submitted never arrived */
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL(apply(l, &s, 0, nev, &r), 0);
+  CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
+  CU_ASSERT_EQUAL(r.events[0].n_shards, 2);
+  CU_ASSERT_STRING_EQUAL(r.events[0].shards[0].external_id, "p2");
+  CU_ASSERT_STRING_EQUAL(r.events[0].shards[1].external_id, "p9");
+  altar_ledger_entry_t e;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "p1", &e, &err), 0);
+  CU_ASSERT(e.rec.consumed);
+  altar_ledger_entry_clear(&e);
+  altar_apply_result_clear(&r);
+  altar_ledger_close(l);
+  altar_group_specs_clear(&s);
+}
+
+static void test_predicate_error_aborts_batch(void) {
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, "t:\n  group_by: [job_id]\n  ready_when: {all_expected_folds: {count_label: missing}}\n");
+  char *dir = altar_test_tmpdir("apply-err");
+  altar_error_t err = {0};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  sub("t", "a", "j", 0, 1);
+  st("t", "a", "j", 0, 1, ALTAR_STATE_SUCCEEDED);
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL(altar_apply_events_atomic(l, &s, evs, nev, 0, &r, &err), ALTAR_EPREDICATE);
+  CU_ASSERT(strstr(err.msg, "event[1]") != NULL);
+  CU_ASSERT(strstr(err.msg, "t:j") != NULL);
+  altar_ledger_entry_t e;
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "a", &e, &err), ALTAR_ENOTFOUND); /* nothing half-applied */
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(l, NULL, &err), 0);
+  altar_apply_result_clear(&r);
+  altar_ledger_close(l);
+  altar_test_rmtree(dir);
+  free(dir);
+  altar_group_specs_clear(&s);
+}
+
+static void test_bad_events(void) {
+  ev_reset();
+  altar_group_specs_t s = {0};
+  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_status_event_t *e = ev_new(ALTAR_EV_STATE, "k", "a", "j", 0, 1);
+  e->state = (altar_state_t)9;
+  altar_apply_result_t r = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_apply_events(l, &s, evs, nev, 0, &r, &err), ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "event[0].state") != NULL);
+  e->state = ALTAR_STATE_RUNNING;
+  free(e->kind);
+  e->kind = NULL;
+  CU_ASSERT_EQUAL(altar_apply_events(l, &s, evs, nev, 0, &r, &err), ALTAR_EINVAL);
+  altar_apply_result_clear(&r);
+  altar_ledger_close(l);
+  ev_reset();
+}
+
+static int cleanup(void) {
+  ev_reset();
+  return 0;
+}
+
+static void add(void) {
+  ALTAR_SUITE("apply", NULL, cleanup);
+  ALTAR_TEST(test_five_fold_fires_once_with_id);
+  ALTAR_TEST(test_batch_size_never_changes_groups);
+  ALTAR_TEST(test_same_on_rocksdb);
+  ALTAR_TEST(test_defer_and_stall);
+  ALTAR_TEST(test_retry_then_dead_letter);
+  ALTAR_TEST(test_retry_same_handle_then_fire);
+  ALTAR_TEST(test_released_and_unknown);
+  ALTAR_TEST(test_predicate_error_aborts_batch);
+  ALTAR_TEST(test_bad_events);
+}
+
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

@@ -1,0 +1,958 @@
+/* The kubernetes backend against a fake KubernetesRuntime that records every
+ * call and serves programmed Jobs: the manifest, label safety, every
+ * adopt/replace branch of submit, poll, capacity, cancel, the runtime's
+ * defaults, and failure explanation from API objects. */
+#include "altar/codec.h"
+#include "altar/digest.h"
+#include "altar/kubernetes.h"
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the fake runtime ---- */
+
+typedef struct fake_job {
+  altar_k8s_job_info_t info;
+  json_t *manifest;
+  int deleting; /* > 0: being deleted; read_job answers NULL this many more times */
+  altar_failure_t *failure; /* what describe_failure answers, or NULL */
+} fake_job_t;
+
+typedef struct fake {
+  fake_job_t jobs[32];
+  size_t n;
+  int next_uid;
+  char log[8192]; /* "create:NAME;read:NAME;delete:NAME:UID;list:SEL;describe:NAME;" */
+  int n_create, n_read, n_list, n_delete, n_describe;
+  int create_error;        /* non-zero: create_job fails with it */
+  bool async_delete;       /* delete leaves the Job "being deleted" for 2 reads */
+  int read_null_forever;   /* read_job always answers NULL */
+  /* Called after read_job answered: tests use it to race a newer Job in. */
+  void (*after_read)(struct fake *f, const char *name);
+  /* clock for submit's settling */
+  double now;
+  int n_sleep;
+} fake_t;
+
+static void logf_(fake_t *f, const char *a, const char *b, const char *c) {
+  size_t len = strlen(f->log);
+  snprintf(f->log + len, sizeof f->log - len, "%s:%s%s%s;", a, b ? b : "", c ? ":" : "", c ? c : "");
+}
+
+static fake_job_t *fake_find(fake_t *f, const char *name) {
+  for (size_t i = 0; i < f->n; i++)
+    if (!strcmp(f->jobs[i].info.name, name)) return &f->jobs[i];
+  return NULL;
+}
+
+static void fake_remove(fake_t *f, fake_job_t *j) {
+  altar_k8s_job_info_clear(&j->info);
+  json_decref(j->manifest);
+  altar_failure_free(j->failure);
+  size_t i = (size_t)(j - f->jobs);
+  memmove(&f->jobs[i], &f->jobs[i + 1], (f->n - i - 1) * sizeof *j);
+  f->n--;
+}
+
+/* Adds a Job as if someone created it; manifest may be NULL. */
+static fake_job_t *fake_add(fake_t *f, const char *name, altar_state_t state, const char *digest) {
+  CU_ASSERT_FATAL(f->n < 32);
+  fake_job_t *j = &f->jobs[f->n++];
+  memset(j, 0, sizeof *j);
+  char uid[32];
+  snprintf(uid, sizeof uid, "uid-%d", ++f->next_uid);
+  j->info.name = strdup(name);
+  j->info.uid = strdup(uid);
+  j->info.state = state;
+  altar_strmap_set(&j->info.labels, ALTAR_K8S_MANAGED_LABEL, "true");
+  if (digest) altar_strmap_set(&j->info.annotations, ALTAR_K8S_MANIFEST_DIGEST_ANNOTATION, digest);
+  return j;
+}
+
+static int f_create(void *impl, const json_t *manifest, const char *ns, char **pname, altar_error_t *err) {
+  fake_t *f = impl;
+  (void)ns;
+  const json_t *meta = json_object_get(manifest, "metadata");
+  const char *name = json_string_value(json_object_get(meta, "name"));
+  logf_(f, "create", name, NULL);
+  f->n_create++;
+  if (f->create_error) return altar_error_set(err, f->create_error, "fake: create refused");
+  if (fake_find(f, name)) return altar_error_set(err, ALTAR_EJOBEXISTS, "fake: %s exists", name);
+  fake_job_t *j = fake_add(f, name, ALTAR_STATE_PENDING, NULL);
+  altar_strmap_clear(&j->info.labels);
+  const char *k;
+  json_t *v;
+  json_object_foreach(json_object_get(meta, "labels"), k, v) altar_strmap_set(&j->info.labels, k, json_string_value(v));
+  json_object_foreach(json_object_get(meta, "annotations"), k, v)
+      altar_strmap_set(&j->info.annotations, k, json_string_value(v));
+  j->manifest = json_deep_copy(manifest);
+  *pname = strdup(name);
+  return 0;
+}
+
+static bool selector_matches(const char *sel, const altar_strmap_t *labels) {
+  if (!sel) return true;
+  char key[128];
+  const char *eq = strchr(sel, '=');
+  if (!eq || (size_t)(eq - sel) >= sizeof key) return false;
+  memcpy(key, sel, (size_t)(eq - sel));
+  key[eq - sel] = '\0';
+  const char *v = altar_strmap_get(labels, key);
+  return v && !strcmp(v, eq + 1);
+}
+
+static int f_list(void *impl, const char *ns, const char *sel, altar_k8s_job_info_t **pjobs, size_t *pn,
+                  altar_error_t *err) {
+  fake_t *f = impl;
+  (void)ns;
+  (void)err;
+  logf_(f, "list", sel ? sel : "*", NULL);
+  f->n_list++;
+  *pjobs = calloc(f->n + 1, sizeof **pjobs);
+  for (size_t i = 0; i < f->n; i++)
+    if (selector_matches(sel, &f->jobs[i].info.labels)) altar_k8s_job_info_copy(&(*pjobs)[(*pn)++], &f->jobs[i].info);
+  return 0;
+}
+
+static int f_read(void *impl, const char *name, const char *ns, altar_k8s_job_info_t **pjob, altar_error_t *err) {
+  fake_t *f = impl;
+  (void)ns;
+  (void)err;
+  logf_(f, "read", name, NULL);
+  f->n_read++;
+  fake_job_t *j = fake_find(f, name);
+  if (!j || f->read_null_forever) return 0;
+  if (j->deleting) {
+    if (--j->deleting == 0) fake_remove(f, j);
+    return 0;
+  }
+  *pjob = calloc(1, sizeof **pjob);
+  altar_k8s_job_info_copy(*pjob, &j->info);
+  if (f->after_read) f->after_read(f, name);
+  return 0;
+}
+
+static int f_delete(void *impl, const char *name, const char *ns, const char *uid, altar_error_t *err) {
+  fake_t *f = impl;
+  (void)ns;
+  (void)err;
+  logf_(f, "delete", name, uid ? uid : "-");
+  f->n_delete++;
+  fake_job_t *j = fake_find(f, name);
+  if (j && (!uid || !strcmp(uid, j->info.uid))) {
+    if (f->async_delete)
+      j->deleting = 2;
+    else
+      fake_remove(f, j);
+  }
+  return 0;
+}
+
+static int f_describe(void *impl, const char *name, const char *ns, altar_failure_t **pf, altar_error_t *err) {
+  fake_t *f = impl;
+  (void)ns;
+  logf_(f, "describe", name, NULL);
+  f->n_describe++;
+  fake_job_t *j = fake_find(f, name);
+  if (!j) return altar_error_set(err, ALTAR_ENOTFOUND, "fake: no job %s", name);
+  *pf = j->failure ? altar_failure_dup(j->failure) : altar_failure_new(ALTAR_REASON_JOB_FAILED, NULL, false);
+  return 0;
+}
+
+static void f_destroy(void *impl) {
+  fake_t *f = impl;
+  while (f->n) fake_remove(f, &f->jobs[0]);
+  free(f);
+}
+
+static const altar_k8s_runtime_ops_t fake_ops = {
+    .name = "fake",
+    .create_job = f_create,
+    .list_jobs = f_list,
+    .read_job = f_read,
+    .delete_job = f_delete,
+    .describe_failure = f_describe,
+    .destroy = f_destroy,
+};
+/* Only the required calls: read_job and describe_failure take the defaults. */
+static const altar_k8s_runtime_ops_t fake_min_ops = {
+    .name = "fake-min",
+    .create_job = f_create,
+    .list_jobs = f_list,
+    .delete_job = f_delete,
+    .destroy = f_destroy,
+};
+
+static double fake_clock(void *ctx) { return ((fake_t *)ctx)->now; }
+static void fake_sleep(void *ctx, double s) {
+  fake_t *f = ctx;
+  f->now += s;
+  f->n_sleep++;
+}
+
+/* ---- fixtures ---- */
+
+static altar_k8s_t *make_backend(const altar_k8s_runtime_ops_t *ops, fake_t **pf, altar_k8s_config_t *cfg_in) {
+  fake_t *f = calloc(1, sizeof *f);
+  CU_ASSERT_FATAL(f != NULL);
+  altar_k8s_config_t cfg;
+  if (cfg_in)
+    cfg = *cfg_in;
+  else
+    altar_k8s_config_init(&cfg);
+  cfg.clock = fake_clock;
+  cfg.sleep = fake_sleep;
+  cfg.clock_ctx = f;
+  altar_error_t err = {0};
+  altar_k8s_t *k = altar_k8s_new(&cfg, altar_k8s_runtime_new(ops, f), &err);
+  if (!k) fprintf(stderr, "altar_k8s_new: %s\n", err.msg);
+  CU_ASSERT_FATAL(k != NULL);
+  *pf = f;
+  return k;
+}
+
+static const char *DIG = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+static altar_spec_t *sample_spec(void) {
+  altar_spec_t *s = altar_spec_new("chrombpnet", "registry.example/img:1");
+  altar_spec_add_arg(s, "python");
+  altar_spec_add_arg(s, "-m");
+  altar_spec_add_arg(s, "score");
+  altar_spec_set_label(s, "job_id", "j1");
+  altar_spec_set_label(s, "fold", "3");
+  altar_spec_set_label(s, "model/id", "ENCSR000 (GM12878)");
+  altar_spec_add_input(s, "file:///data/m.tar", "models/m.tar", NULL, DIG);
+  altar_spec_add_input(s, "file:///data/peaks.bed", "./genomes/hg38/peaks.bed", NULL, NULL);
+  altar_spec_set_gpu(s, ALTAR_GPU_POOL_A100, 2);
+  s->timeout_s = (altar_opt_i64_t){true, 600};
+  s->resources.memory_mb = (altar_opt_i64_t){true, 2048};
+  return s;
+}
+
+static json_t *render(altar_k8s_t *k, const altar_spec_t *s) {
+  json_t *m = NULL;
+  altar_error_t err = {0};
+  int rc = altar_k8s_render(k, s, &m, &err);
+  if (rc) fprintf(stderr, "render: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  return m;
+}
+
+static const char *digest_of(const json_t *m) {
+  return json_string_value(json_object_get(json_object_get(json_object_get(m, "metadata"), "annotations"),
+                                           ALTAR_K8S_MANIFEST_DIGEST_ANNOTATION));
+}
+
+static void job_name_of(const altar_spec_t *s, char out[ALTAR_JOB_NAME_MAX + 1]) {
+  CU_ASSERT_FATAL(altar_spec_job_name(s, out, NULL) == 0);
+}
+
+/* ---- label safety ---- */
+
+static bool valid_label(const char *s) {
+  size_t n = strlen(s);
+  if (n > 63) return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    bool an = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!an && c != '-' && c != '_' && c != '.') return false;
+    if ((i == 0 || i == n - 1) && !an) return false;
+  }
+  return true;
+}
+
+static void test_label_safe(void) {
+  char *a = altar_k8s_label_safe("GM12878.v2_x-1");
+  CU_ASSERT_STRING_EQUAL(a, "GM12878.v2_x-1"); /* already safe: unchanged */
+  free(a);
+  a = altar_k8s_label_safe("");
+  CU_ASSERT_STRING_EQUAL(a, ""); /* an empty value is a valid value */
+  free(a);
+  const char *bad[] = {"ENCSR000 (GM12878)", "-lead", "trail-", "a/b", "ünï", "...",
+                       "0123456789012345678901234567890123456789012345678901234567890123456789"};
+  char *outs[7];
+  for (int i = 0; i < 7; i++) {
+    outs[i] = altar_k8s_label_safe(bad[i]);
+    CU_ASSERT_FATAL(outs[i] != NULL);
+    CU_ASSERT(valid_label(outs[i]));
+    CU_ASSERT(strcmp(outs[i], bad[i]) != 0);
+  }
+  /* Originals that sanitize alike stay apart through the hash. */
+  char *x = altar_k8s_label_safe("a b"), *y = altar_k8s_label_safe("a_b"), *z = altar_k8s_label_safe("a:b");
+  CU_ASSERT(strcmp(x, z) != 0);
+  CU_ASSERT_STRING_EQUAL(y, "a_b");
+  free(x);
+  free(y);
+  free(z);
+  for (int i = 0; i < 7; i++) free(outs[i]);
+  char *key = altar_k8s_label_key_safe("");
+  CU_ASSERT(strlen(key) > 0 && valid_label(key));
+  free(key);
+}
+
+/* ---- the manifest ---- */
+
+static void test_manifest_shape(void) {
+  altar_k8s_pool_t pools[1] = {{.name = "a100", .max_slots = 4, .gpu_resource = NULL}};
+  altar_strmap_set(&pools[0].node_selector, "cloud.google.com/gke-accelerator", "nvidia-tesla-a100");
+  altar_k8s_config_t cfg;
+  altar_k8s_config_init(&cfg);
+  cfg.namespace_ = "altar";
+  cfg.pvc_name = "shared";
+  cfg.run_as_user = (altar_opt_i64_t){true, 1000};
+  cfg.fs_group = (altar_opt_i64_t){true, 2000};
+  cfg.pools = pools;
+  cfg.n_pools = 1;
+  cfg.digest_verifier_image = "busybox:test";
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, &cfg);
+  altar_strmap_clear(&pools[0].node_selector);
+  altar_spec_t *s = sample_spec();
+  altar_spec_add_avoid_host(s, "node-7");
+  json_t *m = render(k, s);
+  char name[64];
+  job_name_of(s, name);
+
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(m, "apiVersion")), "batch/v1");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(m, "kind")), "Job");
+  json_t *meta = json_object_get(m, "metadata");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(meta, "name")), name);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(meta, "namespace")), "altar");
+  json_t *labels = json_object_get(meta, "labels");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(labels, "fold")), "3");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(labels, ALTAR_K8S_MANAGED_LABEL)), "true");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(labels, ALTAR_K8S_POOL_LABEL)), "a100");
+  const char *k_;
+  json_t *v;
+  json_object_foreach(labels, k_, v) {
+    if (strncmp(k_, "altar.dev/", 10)) CU_ASSERT(valid_label(k_));
+    CU_ASSERT(valid_label(json_string_value(v)));
+  }
+  CU_ASSERT(json_object_get(labels, "model/id") == NULL);
+  /* The originals, exactly, in the annotation. */
+  json_t *ann = json_object_get(meta, "annotations");
+  json_t *orig = json_loads(json_string_value(json_object_get(ann, ALTAR_K8S_LABELS_ANNOTATION)), 0, NULL);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(orig, "model/id")), "ENCSR000 (GM12878)");
+  CU_ASSERT_EQUAL(json_object_size(orig), 3);
+  json_decref(orig);
+  char key[65];
+  altar_spec_identity(s, key, NULL);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(ann, ALTAR_K8S_TASK_KEY_ANNOTATION)), key);
+
+  json_t *spec = json_object_get(m, "spec");
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(spec, "activeDeadlineSeconds")), 600);
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(spec, "backoffLimit")), 0);
+  json_t *tmpl = json_object_get(spec, "template");
+  CU_ASSERT(json_equal(json_object_get(json_object_get(tmpl, "metadata"), "labels"), labels));
+  json_t *pod = json_object_get(tmpl, "spec");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(pod, "restartPolicy")), "Never");
+  json_t *sc = json_object_get(pod, "securityContext");
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(sc, "runAsUser")), 1000);
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(sc, "fsGroup")), 2000);
+  CU_ASSERT(json_object_get(sc, "runAsGroup") == NULL);
+  CU_ASSERT_STRING_EQUAL(
+      json_string_value(json_object_get(json_object_get(pod, "nodeSelector"), "cloud.google.com/gke-accelerator")),
+      "nvidia-tesla-a100");
+  json_t *expr = json_array_get(
+      json_object_get(
+          json_array_get(json_object_get(json_object_get(json_object_get(json_object_get(pod, "affinity"), "nodeAffinity"),
+                                                         "requiredDuringSchedulingIgnoredDuringExecution"),
+                                         "nodeSelectorTerms"),
+                         0),
+          "matchExpressions"),
+      0);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(expr, "key")), "kubernetes.io/hostname");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(expr, "operator")), "NotIn");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(json_object_get(expr, "values"), 0)), "node-7");
+
+  json_t *c = json_array_get(json_object_get(pod, "containers"), 0);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(c, "image")), "registry.example/img:1");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(c, "imagePullPolicy")), "IfNotPresent");
+  CU_ASSERT_EQUAL(json_array_size(json_object_get(c, "command")), 3);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(json_object_get(c, "command"), 2)), "score");
+  json_t *res = json_object_get(c, "resources");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(res, "limits"), "nvidia.com/gpu")), "2");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(res, "limits"), "memory")), "2048Mi");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(res, "requests"), "memory")), "2048Mi");
+  json_t *mnt = json_array_get(json_object_get(c, "volumeMounts"), 0);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(mnt, "mountPath")), "/mnt/volume");
+  json_t *vol = json_array_get(json_object_get(pod, "volumes"), 0);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(vol, "persistentVolumeClaim"), "claimName")),
+                         "shared");
+
+  /* The verify-inputs init container: the sh verifier over the same mounts,
+   * one line per digest-bearing input. */
+  json_t *init = json_array_get(json_object_get(pod, "initContainers"), 0);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(init, "name")), ALTAR_K8S_VERIFY_CONTAINER);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(init, "image")), "busybox:test");
+  json_t *argv = json_object_get(init, "command");
+  CU_ASSERT_EQUAL(json_array_size(argv), 5);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(argv, 0)), "sh");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(argv, 1)), "-c");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(argv, 2)), altar_digest_verifier_program(true));
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(argv, 4)),
+                         "1111111111111111111111111111111111111111111111111111111111111111  /mnt/volume/models/m.tar");
+  CU_ASSERT(json_equal(json_object_get(init, "volumeMounts"), json_object_get(c, "volumeMounts")));
+
+  /* The digest covers everything else and is reproducible. */
+  char d[72];
+  CU_ASSERT_EQUAL(altar_k8s_manifest_digest(m, d, NULL), 0);
+  CU_ASSERT_STRING_EQUAL(d, digest_of(m));
+  json_t *m2 = render(k, s);
+  CU_ASSERT(json_equal(m, m2));
+  json_decref(m2);
+  s->resources.memory_mb.v = 4096;
+  m2 = render(k, s);
+  CU_ASSERT(strcmp(digest_of(m2), digest_of(m)) != 0);
+  json_decref(m2);
+
+  json_decref(m);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
+
+static void test_manifest_defaults(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  altar_spec_t *s = altar_spec_new("score", "img");
+  altar_spec_add_arg(s, "true");
+  json_t *m = render(k, s);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(m, "metadata"), "namespace")), "default");
+  json_t *pod = json_object_get(json_object_get(json_object_get(m, "spec"), "template"), "spec");
+  CU_ASSERT(json_object_get(json_object_get(m, "spec"), "activeDeadlineSeconds") == NULL);
+  CU_ASSERT(json_object_get(pod, "initContainers") == NULL); /* no digests: nothing to verify */
+  CU_ASSERT(json_object_get(pod, "securityContext") == NULL);
+  CU_ASSERT(json_object_get(pod, "affinity") == NULL);
+  CU_ASSERT(json_object_get(json_array_get(json_object_get(pod, "volumes"), 0), "emptyDir") != NULL);
+  json_t *limits = json_object_get(json_object_get(json_array_get(json_object_get(pod, "containers"), 0), "resources"),
+                                   "limits");
+  CU_ASSERT_EQUAL(json_object_size(limits), 0);
+  json_decref(m);
+  /* An unknown pool on a backend with configured pools is refused, naming the field. */
+  altar_k8s_free(k);
+  altar_k8s_pool_t pools[1] = {{.name = "gpu", .max_slots = 2}};
+  altar_k8s_config_t cfg;
+  altar_k8s_config_init(&cfg);
+  cfg.pools = pools;
+  cfg.n_pools = 1;
+  k = make_backend(&fake_ops, &f, &cfg);
+  altar_spec_set_gpu(s, "h100", 1);
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_k8s_render(k, s, &m, &err), ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "resources.gpu") != NULL);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
+
+static int extend_tolerations(void *ctx, const altar_spec_t *spec, json_t *m, altar_error_t *err) {
+  (void)ctx;
+  (void)spec;
+  (void)err;
+  json_t *pod = json_object_get(json_object_get(json_object_get(m, "spec"), "template"), "spec");
+  json_t *c = json_object();
+  json_object_set_new(c, "name", json_string("sidecar"));
+  json_t *mounts = json_array(), *mnt = json_object();
+  json_object_set_new(mnt, "name", json_string("extra"));
+  json_object_set_new(mnt, "mountPath", json_string("/extra"));
+  json_array_append_new(mounts, mnt);
+  json_object_set_new(c, "volumeMounts", mounts);
+  json_array_append_new(json_object_get(pod, "containers"), c);
+  return 0;
+}
+
+static void test_manifest_extend_mounts(void) {
+  /* A volume added by extend_manifest is mounted by the verifier too. */
+  altar_k8s_config_t cfg;
+  altar_k8s_config_init(&cfg);
+  cfg.extend_manifest = extend_tolerations;
+  cfg.trust_verification_records = false;
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, &cfg);
+  altar_spec_t *s = sample_spec();
+  json_t *m = render(k, s);
+  json_t *pod = json_object_get(json_object_get(json_object_get(m, "spec"), "template"), "spec");
+  json_t *init = json_array_get(json_object_get(pod, "initContainers"), 0);
+  CU_ASSERT_EQUAL(json_array_size(json_object_get(init, "volumeMounts")), 2);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(json_object_get(init, "command"), 2)),
+                         altar_digest_verifier_program(false));
+  json_decref(m);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
+
+static void test_bad_params(void) {
+  altar_k8s_config_t cfg;
+  altar_k8s_config_init(&cfg);
+  cfg.namespace_ = "Not_A_Namespace";
+  fake_t *f = calloc(1, sizeof *f);
+  altar_error_t err = {0};
+  CU_ASSERT(altar_k8s_new(&cfg, altar_k8s_runtime_new(&fake_ops, f), &err) == NULL);
+  CU_ASSERT(strstr(err.msg, "namespace") != NULL);
+  altar_k8s_config_init(&cfg);
+  cfg.image_pull_policy = "Sometimes";
+  f = calloc(1, sizeof *f);
+  CU_ASSERT(altar_k8s_new(&cfg, altar_k8s_runtime_new(&fake_ops, f), &err) == NULL);
+  CU_ASSERT(strstr(err.msg, "image_pull_policy") != NULL);
+  altar_k8s_config_init(&cfg);
+  cfg.mount_root = "relative/root";
+  f = calloc(1, sizeof *f);
+  CU_ASSERT(altar_k8s_new(&cfg, altar_k8s_runtime_new(&fake_ops, f), &err) == NULL);
+  CU_ASSERT(strstr(err.msg, "mount_root") != NULL);
+}
+
+/* ---- submit: create, adopt, refuse, replace, settle ---- */
+
+static void test_submit_creates(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  altar_spec_t *s = sample_spec();
+  altar_handle_t h;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_k8s_submit(k, s, &h, &err), 0);
+  char name[64];
+  job_name_of(s, name);
+  CU_ASSERT_STRING_EQUAL(h.external_id, name);
+  CU_ASSERT_STRING_EQUAL(h.backend, "kubernetes");
+  CU_ASSERT(altar_strmap_equal(&h.labels, &s->labels)); /* the originals, not the label-safe ones */
+  CU_ASSERT_EQUAL(f->n_create, 1);
+  CU_ASSERT_EQUAL(f->n_read, 0);
+  CU_ASSERT_EQUAL(f->n, 1);
+  altar_handle_clear(&h);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
+
+/* A Job of the spec's name in `state`, rendered from the same manifest or not. */
+static void adopt_case(altar_state_t state, bool same_digest, int want_rc) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  altar_spec_t *s = sample_spec();
+  json_t *m = render(k, s);
+  char name[64];
+  job_name_of(s, name);
+  fake_add(f, name, state, same_digest ? digest_of(m) : "sha256:other");
+  altar_handle_t h;
+  altar_error_t err = {0};
+  int rc = altar_k8s_submit(k, s, &h, &err);
+  CU_ASSERT_EQUAL(rc, want_rc);
+  if (rc == 0) {
+    CU_ASSERT_STRING_EQUAL(h.external_id, name);
+    CU_ASSERT(altar_strmap_equal(&h.labels, &s->labels));
+    altar_handle_clear(&h);
+  } else {
+    CU_ASSERT(strstr(err.msg, "different manifest") != NULL);
+    CU_ASSERT(strstr(err.msg, name) != NULL);
+  }
+  CU_ASSERT_EQUAL(f->n_create, 1);
+  CU_ASSERT_EQUAL(f->n_read, 1);
+  CU_ASSERT_EQUAL(f->n_delete, 0); /* an active Job is never deleted */
+  CU_ASSERT_STRING_EQUAL(f->jobs[0].info.uid, "uid-1");
+  json_decref(m);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
+
+static void test_submit_adopts_pending(void) { adopt_case(ALTAR_STATE_PENDING, true, 0); }
+static void test_submit_adopts_running(void) { adopt_case(ALTAR_STATE_RUNNING, true, 0); }
+static void test_submit_refuses_pending_other(void) { adopt_case(ALTAR_STATE_PENDING, false, ALTAR_EJOBEXISTS); }
+static void test_submit_refuses_running_other(void) { adopt_case(ALTAR_STATE_RUNNING, false, ALTAR_EJOBEXISTS); }
+
+static void replace_case(altar_state_t state, bool async_delete) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  f->async_delete = async_delete;
+  altar_spec_t *s = sample_spec();
+  json_t *m = render(k, s);
+  char name[64];
+  job_name_of(s, name);
+  /* Even a finished Job with the same manifest is not taken as the result. */
+  fake_add(f, name, state, digest_of(m));
+  altar_handle_t h;
+  altar_error_t err = {0};
+  int rc = altar_k8s_submit(k, s, &h, &err);
+  if (rc) fprintf(stderr, "submit: %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_STRING_EQUAL(h.external_id, name);
+  /* Deleted with its uid as the precondition, then created afresh. */
+  char want[256];
+  snprintf(want, sizeof want, "create:%s;read:%s;delete:%s:uid-1;create:%s;", name, name, name, name);
+  if (!async_delete) CU_ASSERT_STRING_EQUAL(f->log, want);
+  CU_ASSERT(strncmp(f->log, want, strlen(want) - strlen(name) - 8) == 0);
+  CU_ASSERT_EQUAL(f->n, 1);
+  CU_ASSERT_STRING_EQUAL(f->jobs[0].info.uid, "uid-2");
+  CU_ASSERT_EQUAL(f->jobs[0].info.state, ALTAR_STATE_PENDING);
+  if (async_delete) {
+    CU_ASSERT(f->n_create >= 3); /* conflicts while the old Job is being deleted */
+    CU_ASSERT(f->n_sleep >= 2);
+  }
+  altar_handle_clear(&h);
+  json_decref(m);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
+
+static void test_submit_replaces_succeeded(void) { replace_case(ALTAR_STATE_SUCCEEDED, false); }
+static void test_submit_replaces_failed(void) { replace_case(ALTAR_STATE_FAILED, false); }
+static void test_submit_waits_out_deletion(void) { replace_case(ALTAR_STATE_FAILED, true); }
+
+/* Between our read and our delete, the finished Job was replaced by a newer
+ * one of the same manifest: the uid precondition spares the newer Job, and
+ * submit adopts it instead of deleting it. */
+static const char *race_digest;
+static void race_after_read(fake_t *f, const char *name) {
+  fake_job_t *j = fake_find(f, name);
+  if (j && !strcmp(j->info.uid, "uid-1")) {
+    fake_remove(f, j);
+    fake_add(f, name, ALTAR_STATE_RUNNING, race_digest); /* uid-2 */
+  }
+}
+
+static void test_submit_uid_precondition(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  altar_spec_t *s = sample_spec();
+  json_t *m = render(k, s);
+  char name[64];
+  job_name_of(s, name);
+  fake_add(f, name, ALTAR_STATE_SUCCEEDED, digest_of(m)); /* uid-1 */
+  race_digest = digest_of(m);
+  f->after_read = race_after_read;
+  altar_handle_t h;
+  altar_error_t err = {0};
+  int rc = altar_k8s_submit(k, s, &h, &err);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_STRING_EQUAL(h.external_id, name);
+  CU_ASSERT_EQUAL(f->n, 1);
+  CU_ASSERT_STRING_EQUAL(f->jobs[0].info.uid, "uid-2"); /* the newer Job survived */
+  char want[200];
+  snprintf(want, sizeof want, "delete:%s:uid-1;", name);
+  CU_ASSERT(strstr(f->log, want) != NULL);
+  CU_ASSERT_EQUAL(f->n_delete, 1);
+  CU_ASSERT_EQUAL(f->n_create, 2);
+  altar_handle_clear(&h);
+  json_decref(m);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
+
+/* A delete carrying an outdated uid leaves the current Job alone. */
+static void test_delete_precondition_spares_newer(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  fake_add(f, "job-a", ALTAR_STATE_RUNNING, NULL); /* uid-1 */
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_k8s_runtime_delete_job(altar_k8s_runtime(k), "job-a", "default", "uid-0", &err), 0);
+  CU_ASSERT_EQUAL(f->n, 1);
+  CU_ASSERT_EQUAL(altar_k8s_runtime_delete_job(altar_k8s_runtime(k), "job-a", "default", "uid-1", &err), 0);
+  CU_ASSERT_EQUAL(f->n, 0);
+  altar_k8s_free(k);
+}
+
+static void test_submit_never_settles(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  f->read_null_forever = 1;
+  altar_spec_t *s = sample_spec();
+  char name[64];
+  job_name_of(s, name);
+  fake_add(f, name, ALTAR_STATE_RUNNING, NULL);
+  altar_handle_t h;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, &err), ALTAR_EJOBEXISTS);
+  CU_ASSERT(strstr(err.msg, "did not settle") != NULL);
+  CU_ASSERT(f->now >= 60.0 && f->now < 61.0); /* about a minute of (fake) waiting */
+  CU_ASSERT(f->n_sleep > 3 && f->n_sleep < 100);
+  CU_ASSERT(h.external_id == NULL);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
+
+static void test_submit_other_errors(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  f->create_error = ALTAR_EBACKEND;
+  altar_spec_t *s = sample_spec();
+  altar_handle_t h;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, &err), ALTAR_EBACKEND);
+  CU_ASSERT(strstr(err.msg, "create refused") != NULL);
+  CU_ASSERT_EQUAL(f->n_read, 0);
+  /* Bad input is refused before any API call. */
+  f->create_error = 0;
+  f->n_create = 0;
+  altar_spec_add_input(s, "file:///x", "../escape", NULL, DIG);
+  CU_ASSERT_NOT_EQUAL(altar_k8s_submit(k, s, &h, &err), 0);
+  CU_ASSERT(strstr(err.msg, "inputs[2]") != NULL);
+  CU_ASSERT_EQUAL(f->n_create, 0);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
+
+/* Without read_job the default finds the Job through list_jobs. */
+static void test_default_read_job(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_min_ops, &f, NULL);
+  altar_spec_t *s = sample_spec();
+  json_t *m = render(k, s);
+  char name[64];
+  job_name_of(s, name);
+  fake_add(f, name, ALTAR_STATE_RUNNING, digest_of(m));
+  fake_add(f, "other", ALTAR_STATE_RUNNING, NULL);
+  altar_handle_t h;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, &err), 0);
+  CU_ASSERT_EQUAL(f->n_list, 1);
+  CU_ASSERT_EQUAL(f->n_read, 0);
+  altar_handle_clear(&h);
+  altar_k8s_job_info_t *info = NULL;
+  CU_ASSERT_EQUAL(altar_k8s_runtime_read_job(altar_k8s_runtime(k), "absent", "default", &info, &err), 0);
+  CU_ASSERT(info == NULL);
+  json_decref(m);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
+
+/* ---- poll, capacity, cancel ---- */
+
+static void test_poll_bulk(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  fake_add(f, "j-pending", ALTAR_STATE_PENDING, NULL);
+  fake_add(f, "j-running", ALTAR_STATE_RUNNING, NULL);
+  fake_add(f, "j-ok", ALTAR_STATE_SUCCEEDED, NULL);
+  fake_job_t *bad = fake_add(f, "j-bad", ALTAR_STATE_FAILED, NULL);
+  bad->failure = altar_failure_exit(3, "exit 3", true);
+  fake_job_t *unmanaged = fake_add(f, "j-foreign", ALTAR_STATE_RUNNING, NULL);
+  altar_strmap_clear(&unmanaged->info.labels);
+  const char *names[] = {"j-pending", "j-running", "j-ok", "j-bad", "j-gone", "j-foreign"};
+  altar_handle_t hs[6];
+  for (int i = 0; i < 6; i++) {
+    altar_handle_init(&hs[i], "kubernetes", names[i]);
+    altar_strmap_set(&hs[i].labels, "fold", "1");
+  }
+  altar_status_t st[8];
+  memset(st, 0, sizeof st);
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_k8s_poll(k, hs, 6, st, &err), 0);
+  CU_ASSERT_EQUAL(f->n_list, 1); /* one list for every handle */
+  CU_ASSERT(strstr(f->log, "list:" ALTAR_K8S_MANAGED_SELECTOR ";") != NULL);
+  CU_ASSERT_EQUAL(st[0].state, ALTAR_STATE_PENDING);
+  CU_ASSERT_EQUAL(st[1].state, ALTAR_STATE_RUNNING);
+  CU_ASSERT_EQUAL(st[2].state, ALTAR_STATE_SUCCEEDED);
+  CU_ASSERT(st[2].failure == NULL);
+  CU_ASSERT_EQUAL(st[3].state, ALTAR_STATE_FAILED);
+  CU_ASSERT_STRING_EQUAL(st[3].failure->reason, "exit_3");
+  CU_ASSERT(st[3].failure->deterministic);
+  CU_ASSERT_EQUAL(st[4].state, ALTAR_STATE_FAILED);
+  CU_ASSERT_STRING_EQUAL(st[4].failure->reason, ALTAR_REASON_CONTAINER_MISSING);
+  CU_ASSERT(!st[4].failure->deterministic);
+  /* Not ours (no managed label): not listed, so missing. */
+  CU_ASSERT_STRING_EQUAL(st[5].failure->reason, ALTAR_REASON_CONTAINER_MISSING);
+  CU_ASSERT_EQUAL(f->n_describe, 1);
+  CU_ASSERT_STRING_EQUAL(altar_strmap_get(&st[0].handle.labels, "fold"), "1");
+  for (int si = 0; si < 6; si++) altar_status_clear(&st[si]);
+  for (int i = 0; i < 6; i++) altar_handle_clear(&hs[i]);
+  altar_k8s_free(k);
+}
+
+static void test_poll_default_describe(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_min_ops, &f, NULL);
+  fake_add(f, "j-bad", ALTAR_STATE_FAILED, NULL);
+  altar_handle_t h;
+  altar_handle_init(&h, "kubernetes", "j-bad");
+  altar_status_t st[8];
+  memset(st, 0, sizeof st);
+  CU_ASSERT_EQUAL_FATAL(altar_k8s_poll(k, &h, 1, st, NULL), 0);
+  CU_ASSERT_STRING_EQUAL(st[0].failure->reason, ALTAR_REASON_JOB_FAILED);
+  CU_ASSERT(st[0].failure->deterministic); /* the default diagnose: (true, none) */
+  for (int si = 0; si < 1; si++) altar_status_clear(&st[si]);
+  altar_handle_clear(&h);
+  altar_k8s_free(k);
+}
+
+static void test_capacity(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  altar_capacity_t cap;
+  altar_capacity_init(&cap);
+  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(cap.n, 0); /* no max_slots: no fixed capacity */
+  CU_ASSERT_EQUAL(f->n_list, 0);
+  altar_k8s_free(k);
+
+  altar_k8s_pool_t pools[3] = {{.name = "normal", .max_slots = 10}, {.name = "gpu", .max_slots = 2},
+                               {.name = "a100", .max_slots = -1}};
+  altar_k8s_config_t cfg;
+  altar_k8s_config_init(&cfg);
+  cfg.pools = pools;
+  cfg.n_pools = 3;
+  k = make_backend(&fake_ops, &f, &cfg);
+  altar_spec_t *s = altar_spec_new("score", "img");
+  altar_spec_add_arg(s, "true");
+  altar_handle_t h;
+  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, NULL), 0);
+  altar_handle_clear(&h);
+  altar_spec_set_gpu(s, "gpu", 1);
+  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, NULL), 0);
+  altar_handle_clear(&h);
+  altar_spec_set_label(s, "x", "1");
+  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, NULL), 0);
+  altar_handle_clear(&h);
+  altar_spec_set_label(s, "x", "2");
+  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, NULL), 0);
+  altar_handle_clear(&h);
+  f->jobs[3].info.state = ALTAR_STATE_SUCCEEDED; /* finished Jobs hold no slot */
+  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(cap.n, 2);
+  altar_resources_t cpu = {.gpu = NULL, .count = 1}, gpu = {.gpu = "gpu", .count = 1};
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), 9);
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &gpu), 0);
+  altar_capacity_clear(&cap);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
+
+static void test_cancel(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  fake_add(f, "j1", ALTAR_STATE_RUNNING, NULL);
+  altar_handle_t h;
+  altar_handle_init(&h, "kubernetes", "j1");
+  CU_ASSERT_EQUAL(altar_k8s_cancel(k, &h, NULL), 0);
+  CU_ASSERT_EQUAL(f->n, 0);
+  CU_ASSERT_EQUAL(altar_k8s_cancel(k, &h, NULL), 0); /* already gone: fine */
+  CU_ASSERT_STRING_EQUAL(f->log, "delete:j1:-;delete:j1:-;");
+  altar_handle_clear(&h);
+  altar_k8s_free(k);
+}
+
+/* ---- reading API objects ---- */
+
+static json_t *J(const char *text) {
+  json_error_t e;
+  json_t *v = json_loads(text, 0, &e);
+  if (!v) fprintf(stderr, "bad fixture: %s\n", e.text);
+  CU_ASSERT_FATAL(v != NULL);
+  return v;
+}
+
+static void test_job_info_from_json(void) {
+  struct {
+    const char *json;
+    altar_state_t want;
+  } cases[] = {
+      {"{\"metadata\":{\"name\":\"a\",\"uid\":\"u1\",\"labels\":{\"x\":\"1\"},\"annotations\":{\"y\":\"2\"}},\"status\":{}}",
+       ALTAR_STATE_PENDING},
+      {"{\"metadata\":{\"name\":\"a\"},\"status\":{\"active\":1}}", ALTAR_STATE_RUNNING},
+      {"{\"metadata\":{\"name\":\"a\"},\"status\":{\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]}}",
+       ALTAR_STATE_SUCCEEDED},
+      {"{\"metadata\":{\"name\":\"a\"},\"status\":{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"}]}}",
+       ALTAR_STATE_FAILED},
+      {"{\"metadata\":{\"name\":\"a\"},\"status\":{\"active\":1,\"conditions\":[{\"type\":\"Failed\",\"status\":"
+       "\"False\"}]}}",
+       ALTAR_STATE_RUNNING},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    json_t *j = J(cases[i].json);
+    altar_k8s_job_info_t info;
+    CU_ASSERT_EQUAL(altar_k8s_job_info_from_json(j, &info, NULL), 0);
+    CU_ASSERT_EQUAL(info.state, cases[i].want);
+    CU_ASSERT_STRING_EQUAL(info.name, "a");
+    if (i == 0) {
+      CU_ASSERT_STRING_EQUAL(info.uid, "u1");
+      CU_ASSERT_STRING_EQUAL(altar_strmap_get(&info.labels, "x"), "1");
+      CU_ASSERT_STRING_EQUAL(altar_strmap_get(&info.annotations, "y"), "2");
+    }
+    altar_k8s_job_info_clear(&info);
+    json_decref(j);
+  }
+  json_t *j = J("{\"metadata\":{}}");
+  altar_k8s_job_info_t info;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_k8s_job_info_from_json(j, &info, &err), ALTAR_EDECODE);
+  CU_ASSERT(strstr(err.msg, "metadata.name") != NULL);
+  json_decref(j);
+}
+
+static void explain_case(const char *job, const char *pods, const char *reason, bool det) {
+  json_t *j = J(job), *p = J(pods);
+  altar_failure_t *f = altar_k8s_explain_failure(j, p);
+  CU_ASSERT_FATAL(f != NULL);
+  if (strcmp(f->reason, reason)) fprintf(stderr, "explain: got %s want %s\n", f->reason, reason);
+  CU_ASSERT_STRING_EQUAL(f->reason, reason);
+  CU_ASSERT_EQUAL(f->deterministic, det);
+  CU_ASSERT(f->detail != NULL);
+  altar_failure_free(f);
+  json_decref(j);
+  json_decref(p);
+}
+
+#define FAILED_JOB(reason)                                                                              \
+  "{\"metadata\":{\"name\":\"a\"},\"status\":{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"," \
+  "\"reason\":\"" reason "\",\"message\":\"m\"}]}}"
+
+static void test_explain_failure(void) {
+  explain_case(FAILED_JOB("DeadlineExceeded"), "{\"items\":[]}", ALTAR_REASON_TIMEOUT, false);
+  explain_case(FAILED_JOB("BackoffLimitExceeded"),
+               "{\"items\":[{\"status\":{\"initContainerStatuses\":[{\"name\":\"verify-inputs\",\"state\":{"
+               "\"terminated\":{\"exitCode\":1,\"reason\":\"Error\"}}}]}}]}",
+               ALTAR_REASON_INPUT_DIGEST_MISMATCH, false);
+  explain_case(FAILED_JOB("BackoffLimitExceeded"),
+               "{\"items\":[{\"status\":{\"containerStatuses\":[{\"name\":\"task\",\"state\":{\"terminated\":{"
+               "\"exitCode\":137,\"reason\":\"OOMKilled\"}}}]}}]}",
+               ALTAR_REASON_OOM_KILLED, false);
+  explain_case(FAILED_JOB("BackoffLimitExceeded"),
+               "{\"items\":[{\"status\":{\"containerStatuses\":[{\"name\":\"task\",\"state\":{\"terminated\":{"
+               "\"exitCode\":3,\"reason\":\"Error\"}}}]}}]}",
+               "exit_3", true);
+  explain_case(FAILED_JOB("BackoffLimitExceeded"),
+               "{\"items\":[{\"status\":{\"reason\":\"Evicted\",\"message\":\"low on memory\"}}]}",
+               ALTAR_REASON_JOB_FAILED, false);
+  explain_case(FAILED_JOB("PodFailurePolicy"),
+               "{\"items\":[{\"status\":{\"conditions\":[{\"type\":\"DisruptionTarget\",\"status\":\"True\","
+               "\"reason\":\"PreemptionByScheduler\"}],\"containerStatuses\":[{\"name\":\"task\",\"state\":{"
+               "\"terminated\":{\"exitCode\":143}}}]}}]}",
+               ALTAR_REASON_JOB_FAILED, false);
+  explain_case(FAILED_JOB("BackoffLimitExceeded"), "{\"items\":[]}", ALTAR_REASON_JOB_FAILED, false);
+  json_t *j = J(FAILED_JOB("BackoffLimitExceeded")),
+         *p = J("{\"items\":[{\"status\":{\"containerStatuses\":[{\"name\":\"task\",\"state\":{\"terminated\":{"
+                "\"exitCode\":42}}}]}}]}");
+  altar_failure_t *f = altar_k8s_explain_failure(j, p);
+  CU_ASSERT(f->exit_code.set && f->exit_code.v == 42);
+  altar_failure_free(f);
+  json_decref(j);
+  json_decref(p);
+}
+
+static void add(void) {
+  ALTAR_SUITE("kubernetes", NULL, NULL);
+  ALTAR_TEST(test_label_safe);
+  ALTAR_TEST(test_manifest_shape);
+  ALTAR_TEST(test_manifest_defaults);
+  ALTAR_TEST(test_manifest_extend_mounts);
+  ALTAR_TEST(test_bad_params);
+  ALTAR_TEST(test_submit_creates);
+  ALTAR_TEST(test_submit_adopts_pending);
+  ALTAR_TEST(test_submit_adopts_running);
+  ALTAR_TEST(test_submit_refuses_pending_other);
+  ALTAR_TEST(test_submit_refuses_running_other);
+  ALTAR_TEST(test_submit_replaces_succeeded);
+  ALTAR_TEST(test_submit_replaces_failed);
+  ALTAR_TEST(test_submit_waits_out_deletion);
+  ALTAR_TEST(test_submit_uid_precondition);
+  ALTAR_TEST(test_delete_precondition_spares_newer);
+  ALTAR_TEST(test_submit_never_settles);
+  ALTAR_TEST(test_submit_other_errors);
+  ALTAR_TEST(test_default_read_job);
+  ALTAR_TEST(test_poll_bulk);
+  ALTAR_TEST(test_poll_default_describe);
+  ALTAR_TEST(test_capacity);
+  ALTAR_TEST(test_cancel);
+  ALTAR_TEST(test_job_info_from_json);
+  ALTAR_TEST(test_explain_failure);
+}
+
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

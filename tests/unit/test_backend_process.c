@@ -1,0 +1,351 @@
+/* The ExecutionBackend contract suite on `process`, plus what is particular
+ * to it: cwd and environment of a task, bounded logs, exec failure, GPU
+ * requests refused, capacity counting its slots. */
+#include "altar/backend.h"
+#include "altar/storage.h"
+#include "backend_contract.h"
+#include "testutil.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the fixture -------------------------------------------------------- */
+
+static altar_backend_t *make_process(void *ctx, const char *data_root, char *errstr, size_t n) {
+  const char *memory = ctx;
+  altar_strmap_t cfg = {0};
+  altar_strmap_set(&cfg, "data_root", data_root);
+  altar_strmap_set(&cfg, "slots", "4");
+  if (memory) altar_strmap_set(&cfg, "memory", memory);
+  altar_backend_t *be = altar_backend_create(&altar_backend_process, &cfg, errstr, n);
+  altar_strmap_clear(&cfg);
+  return be;
+}
+
+static int set_argv(altar_spec_t *s, const char *const *argv) {
+  for (size_t i = 0; i < s->n_command; i++) free(s->command[i]);
+  free(s->command);
+  s->command = NULL;
+  s->n_command = 0;
+  for (size_t i = 0; argv[i]; i++)
+    if (altar_spec_add_arg(s, argv[i]) < 0) return -1;
+  return 0;
+}
+
+static int set_exit(void *ctx, altar_spec_t *s, int code) {
+  (void)ctx;
+  char script[32];
+  snprintf(script, sizeof script, "exit %d", code);
+  const char *argv[] = {"sh", "-c", script, NULL};
+  return set_argv(s, argv);
+}
+
+static int set_sleep(void *ctx, altar_spec_t *s, int seconds) {
+  (void)ctx;
+  char secs[16];
+  snprintf(secs, sizeof secs, "%d", seconds);
+  const char *argv[] = {"sleep", secs, NULL};
+  return set_argv(s, argv);
+}
+
+static int set_oom(void *ctx, altar_spec_t *s) {
+  (void)ctx;
+  /* Grows without end, so it can only stop by being killed. */
+  const char *argv[] = {"perl", "-e", "my @a; while (1) { push @a, 'x' x 1048576 }", NULL};
+  s->resources.memory_mb = (altar_opt_i64_t){true, 64};
+  return set_argv(s, argv);
+}
+
+static int set_read_input(void *ctx, altar_spec_t *s, const char *path) {
+  (void)ctx;
+  const char *argv[] = {"cat", path, NULL};
+  return set_argv(s, argv);
+}
+
+static char *task_file(const char *data_root, const char *id, const char *name) {
+  size_t n = strlen(data_root) + strlen(id) + strlen(name) + 16;
+  char *p = malloc(n);
+  snprintf(p, n, "%s/tasks/%s/%s", data_root, id, name);
+  return p;
+}
+
+/* The data root of a process backend is its mount root. */
+static long read_pid_field(const char *data_root, const char *id, const char *key) {
+  char *path = task_file(data_root, id, "pid");
+  long v = 0;
+  for (int i = 0; i < 500 && !v; i++) {
+    char *text = altar_test_read_file(path, NULL);
+    const char *p = text ? strstr(text, key) : NULL;
+    if (p) v = strtol(p + strlen(key), NULL, 10);
+    free(text);
+    if (!v) {
+      struct timespec ts = {0, 10 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  free(path);
+  return v;
+}
+
+static int vanish(void *ctx, altar_backend_t *be, const altar_handle_t *h) {
+  (void)ctx;
+  /* The supervisor dies without a word (kill -9); its command follows it. */
+  long sup = read_pid_field(altar_backend_mount_root(be), h->external_id, "supervisor=");
+  if (sup <= 1) return -1;
+  return kill((pid_t)sup, SIGKILL);
+}
+
+static const altar_contract_fixture_t process_fixture = {
+    .name = "process",
+    .ctx = NULL,
+    .image = "debian:12 (recorded, unused)",
+    .wait_s = 60,
+    .make_backend = make_process,
+    .set_exit = set_exit,
+    .set_sleep = set_sleep,
+    .set_oom = set_oom,
+    .set_read_input = set_read_input,
+    .vanish = vanish,
+};
+
+/* ---- process specifics -------------------------------------------------- */
+
+static char *root;
+static altar_backend_t *be;
+
+static int setup(void) {
+  root = altar_test_tmpdir("process");
+  char errstr[256];
+  be = make_process(NULL, root, errstr, sizeof errstr);
+  return be ? 0 : 1;
+}
+
+static int teardown(void) {
+  altar_backend_destroy(be);
+  altar_test_rmtree(root);
+  free(root);
+  return 0;
+}
+
+static int run(altar_spec_t *s, altar_status_t *st, altar_handle_t *h) {
+  altar_error_t err = {0};
+  int rc = altar_backend_submit(be, s, h, &err);
+  if (rc < 0) fprintf(stderr, "submit: %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  return altar_contract_wait_terminal(be, h, 60, st);
+}
+
+static void test_cwd_env_and_logical_layout(void) {
+  altar_spec_t *s = altar_spec_new("k", "img:1");
+  /* Writes through the logical layout under ALTAR_DATA_ROOT, from its own cwd. */
+  const char *argv[] = {"sh", "-c",
+                        "mkdir -p \"$ALTAR_DATA_ROOT/jobs/j1\" && pwd > \"$ALTAR_DATA_ROOT/jobs/j1/cwd\" "
+                        "&& echo \"$ALTAR_TASK_ID\" && echo to-stderr >&2",
+                        NULL};
+  set_argv(s, argv);
+  altar_status_t st;
+  altar_handle_t h;
+  if (run(s, &st, &h) == 0) {
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/jobs/j1/cwd", root);
+    char *cwd = altar_test_read_file(path, NULL);
+    char want[4096];
+    char real[4096];
+    CU_ASSERT_PTR_NOT_NULL(realpath(root, real));
+    snprintf(want, sizeof want, "%s/tasks/%s\n", real, h.external_id);
+    CU_ASSERT_PTR_NOT_NULL(cwd);
+    if (cwd) CU_ASSERT_STRING_EQUAL(cwd, want);
+    free(cwd);
+    char *out = task_file(root, h.external_id, "stdout");
+    char *text = altar_test_read_file(out, NULL);
+    CU_ASSERT_PTR_NOT_NULL(text);
+    if (text) CU_ASSERT_NSTRING_EQUAL(text, h.external_id, strlen(h.external_id));
+    free(text);
+    free(out);
+    char *errp = task_file(root, h.external_id, "stderr");
+    text = altar_test_read_file(errp, NULL);
+    if (text) CU_ASSERT_STRING_EQUAL(text, "to-stderr\n");
+    free(text);
+    free(errp);
+    char *meta = task_file(root, h.external_id, "meta");
+    text = altar_test_read_file(meta, NULL);
+    CU_ASSERT(text && strstr(text, "image=img:1\n")); /* recorded, not used */
+    free(text);
+    free(meta);
+    altar_status_clear(&st);
+    altar_handle_clear(&h);
+  }
+  altar_spec_free(s);
+}
+
+static void test_logs_bounded(void) {
+  altar_strmap_t cfg = {0};
+  char *r2 = altar_test_tmpdir("process-logs");
+  altar_strmap_set(&cfg, "data_root", r2);
+  altar_strmap_set(&cfg, "log_cap", "1000");
+  char errstr[256];
+  altar_backend_t *b2 = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
+  altar_strmap_clear(&cfg);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b2);
+  altar_spec_t *s = altar_spec_new("k", "i");
+  /* 100000 lines: far more than the cap; the first and last survive. */
+  const char *argv[] = {"sh", "-c", "echo FIRST; seq 1 100000; echo LAST", NULL};
+  set_argv(s, argv);
+  altar_handle_t h;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(b2, s, &h, &err), 0);
+  altar_status_t st;
+  if (altar_contract_wait_terminal(b2, &h, 60, &st) == 0) {
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
+    char *out = task_file(r2, h.external_id, "stdout");
+    size_t len = 0;
+    char *text = altar_test_read_file(out, &len);
+    CU_ASSERT_PTR_NOT_NULL(text);
+    if (text) {
+      CU_ASSERT(len <= 1000 + 64);
+      CU_ASSERT_NSTRING_EQUAL(text, "FIRST\n", 6);
+      CU_ASSERT(len >= 5 && !strcmp(text + len - 5, "LAST\n"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(text, "bytes omitted]"));
+    }
+    free(text);
+    free(out);
+    altar_status_clear(&st);
+  }
+  altar_handle_clear(&h);
+  altar_spec_free(s);
+  altar_backend_destroy(b2);
+  altar_test_rmtree(r2);
+  free(r2);
+}
+
+static void test_exec_failure_is_exit_127(void) {
+  altar_spec_t *s = altar_spec_new("k", "i");
+  altar_spec_add_arg(s, "/nonexistent/altar-no-such-program");
+  altar_status_t st;
+  altar_handle_t h;
+  if (run(s, &st, &h) == 0) {
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
+    if (st.failure) {
+      CU_ASSERT_STRING_EQUAL(st.failure->reason, "exit_127");
+      CU_ASSERT(st.failure->detail && strstr(st.failure->detail, "No such file"));
+    }
+    altar_status_clear(&st);
+    altar_handle_clear(&h);
+  }
+  altar_spec_free(s);
+}
+
+static void test_no_shell_interpretation(void) {
+  altar_spec_t *s = altar_spec_new("k", "i");
+  /* An argv element with shell syntax reaches the program untouched. */
+  const char *argv[] = {"printf", "%s", "$HOME;`id`|*", NULL};
+  set_argv(s, argv);
+  altar_status_t st;
+  altar_handle_t h;
+  if (run(s, &st, &h) == 0) {
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
+    char *out = task_file(root, h.external_id, "stdout");
+    char *text = altar_test_read_file(out, NULL);
+    if (text) CU_ASSERT_STRING_EQUAL(text, "$HOME;`id`|*");
+    free(text);
+    free(out);
+    altar_status_clear(&st);
+    altar_handle_clear(&h);
+  }
+  altar_spec_free(s);
+}
+
+static void test_gpu_refused(void) {
+  altar_spec_t *s = altar_spec_new("k", "i");
+  altar_spec_add_arg(s, "true");
+  altar_spec_set_gpu(s, "a100", 1);
+  altar_handle_t h;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_backend_submit(be, s, &h, &err), ALTAR_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "resources.gpu"));
+  CU_ASSERT_PTR_NULL(h.external_id);
+  altar_spec_free(s);
+}
+
+static void test_capacity_counts_running(void) {
+  altar_capacity_t cap;
+  altar_error_t err = {0};
+  altar_resources_t cpu = {.count = 1};
+  CU_ASSERT_EQUAL(altar_backend_capacity(be, &cap, &err), 0);
+  int64_t before = altar_capacity_free_for(&cap, &cpu);
+  altar_capacity_clear(&cap);
+  CU_ASSERT_EQUAL(before, 4);
+  altar_spec_t *s = altar_spec_new("k", "i");
+  const char *argv[] = {"sleep", "300", NULL};
+  set_argv(s, argv);
+  altar_handle_t h;
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
+  CU_ASSERT_EQUAL(altar_backend_capacity(be, &cap, &err), 0);
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), 3);
+  altar_resources_t gpu = {.gpu = "gpu", .count = 1};
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &gpu), 0); /* no GPU pools here */
+  altar_capacity_clear(&cap);
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0);
+  altar_status_t st;
+  if (altar_contract_wait_terminal(be, &h, 60, &st) == 0) {
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
+    if (st.failure) CU_ASSERT_STRING_EQUAL(st.failure->reason, "canceled");
+    altar_status_clear(&st);
+  }
+  CU_ASSERT_EQUAL(altar_backend_capacity(be, &cap, &err), 0);
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), 4);
+  altar_capacity_clear(&cap);
+  altar_handle_clear(&h);
+  altar_spec_free(s);
+}
+
+static void test_bad_config(void) {
+  altar_strmap_t cfg = {0};
+  char errstr[256];
+  altar_strmap_set(&cfg, "slots", "many");
+  CU_ASSERT_PTR_NULL(altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr));
+  CU_ASSERT_PTR_NOT_NULL(strstr(errstr, "backend.slots"));
+  altar_strmap_clear(&cfg);
+  altar_strmap_set(&cfg, "dta_root", "/tmp");
+  CU_ASSERT_PTR_NULL(altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr));
+  CU_ASSERT_PTR_NOT_NULL(strstr(errstr, "backend.dta_root"));
+  altar_strmap_clear(&cfg);
+}
+
+static void test_bad_handles(void) {
+  altar_handle_t h;
+  altar_handle_init(&h, "process", "../../etc");
+  altar_status_t st;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_backend_poll(be, &h, 1, &st, &err), 0);
+  CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
+  if (st.failure) CU_ASSERT_STRING_EQUAL(st.failure->reason, ALTAR_REASON_CONTAINER_MISSING);
+  altar_status_clear(&st);
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0);
+  altar_handle_clear(&h);
+}
+
+static void add(void) {
+  /* Staging reads file:// sources through the storage registry. */
+  if (altar_storage_register_builtin() < 0) fprintf(stderr, "storage registration failed\n");
+  altar_contract_add_suite(&process_fixture);
+  {
+    ALTAR_SUITE("process", setup, teardown);
+    ALTAR_TEST(test_cwd_env_and_logical_layout);
+    ALTAR_TEST(test_logs_bounded);
+    ALTAR_TEST(test_exec_failure_is_exit_127);
+    ALTAR_TEST(test_no_shell_interpretation);
+    ALTAR_TEST(test_gpu_refused);
+    ALTAR_TEST(test_capacity_counts_running);
+    ALTAR_TEST(test_bad_config);
+    ALTAR_TEST(test_bad_handles);
+  }
+}
+
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

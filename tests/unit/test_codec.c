@@ -1,0 +1,880 @@
+/* The wire schema: golden vectors (JSON ↔ msgpack byte for byte), round
+ * trips, unknown and missing keys, truncation, wrong types, bounds, and every
+ * decoder reading input that ends right before a no-access page. */
+#include "altar/codec.h"
+#include "testutil.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ---- helpers ---- */
+
+/* A byte-string literal and its length (without the terminating NUL). */
+#define B(lit) (lit), (sizeof(lit) - 1)
+
+typedef union any_msg {
+  altar_spec_t spec;
+  altar_job_msg_t job;
+  altar_status_event_t status;
+  altar_group_event_t group;
+  altar_record_t record;
+} any_msg_t;
+
+static const altar_msg_type_t all_types[] = {ALTAR_MSG_SPEC, ALTAR_MSG_JOB, ALTAR_MSG_STATUS, ALTAR_MSG_GROUP,
+                                             ALTAR_MSG_RECORD};
+
+static int decode_any(altar_msg_type_t t, const void *data, size_t len, any_msg_t *m, altar_error_t *err) {
+  switch (t) {
+  case ALTAR_MSG_SPEC: return altar_decode_spec(data, len, &m->spec, err);
+  case ALTAR_MSG_JOB: return altar_decode_job(data, len, &m->job, err);
+  case ALTAR_MSG_STATUS: return altar_decode_status(data, len, &m->status, err);
+  case ALTAR_MSG_GROUP: return altar_decode_group(data, len, &m->group, err);
+  case ALTAR_MSG_RECORD: return altar_decode_record(data, len, &m->record, err);
+  }
+  return -1;
+}
+
+static int encode_any(altar_msg_type_t t, const any_msg_t *m, altar_buf_t *out, altar_error_t *err) {
+  switch (t) {
+  case ALTAR_MSG_SPEC: return altar_encode_spec(&m->spec, out, err);
+  case ALTAR_MSG_JOB: return altar_encode_job(&m->job, out, err);
+  case ALTAR_MSG_STATUS: return altar_encode_status(&m->status, out, err);
+  case ALTAR_MSG_GROUP: return altar_encode_group(&m->group, out, err);
+  case ALTAR_MSG_RECORD: return altar_encode_record(&m->record, out, err);
+  }
+  return -1;
+}
+
+static int from_json_any(altar_msg_type_t t, const char *text, any_msg_t *m, altar_error_t *err) {
+  size_t n = strlen(text);
+  switch (t) {
+  case ALTAR_MSG_SPEC: return altar_spec_from_json(text, n, &m->spec, err);
+  case ALTAR_MSG_JOB: return altar_job_from_json(text, n, &m->job, err);
+  case ALTAR_MSG_STATUS: return altar_status_from_json(text, n, &m->status, err);
+  case ALTAR_MSG_GROUP: return altar_group_from_json(text, n, &m->group, err);
+  case ALTAR_MSG_RECORD: return altar_record_from_json(text, n, &m->record, err);
+  }
+  return -1;
+}
+
+static bool equal_any(altar_msg_type_t t, const any_msg_t *a, const any_msg_t *b) {
+  switch (t) {
+  case ALTAR_MSG_SPEC: return altar_spec_equal(&a->spec, &b->spec);
+  case ALTAR_MSG_JOB:
+    return a->job.v == b->job.v && a->job.attempt == b->job.attempt &&
+           a->job.submitted_at == b->job.submitted_at && !strcmp(a->job.job_id, b->job.job_id) &&
+           altar_spec_equal(&a->job.spec, &b->job.spec);
+  case ALTAR_MSG_STATUS: return altar_status_event_equal(&a->status, &b->status);
+  case ALTAR_MSG_GROUP: return altar_group_event_equal(&a->group, &b->group);
+  case ALTAR_MSG_RECORD: return altar_record_equal(&a->record, &b->record);
+  }
+  return false;
+}
+
+static void clear_any(altar_msg_type_t t, any_msg_t *m) {
+  switch (t) {
+  case ALTAR_MSG_SPEC: altar_spec_clear(&m->spec); break;
+  case ALTAR_MSG_JOB: altar_job_msg_clear(&m->job); break;
+  case ALTAR_MSG_STATUS: altar_status_event_clear(&m->status); break;
+  case ALTAR_MSG_GROUP: altar_group_event_clear(&m->group); break;
+  case ALTAR_MSG_RECORD: altar_record_clear(&m->record); break;
+  }
+}
+
+/* One golden vector: NAME.json beside NAME.msgpack. */
+typedef struct vec {
+  altar_msg_type_t type;
+  char name[128];
+  char *json;
+  size_t json_len;
+  uint8_t *mp;
+  size_t mp_len;
+} vec_t;
+
+static vec_t vecs[64];
+static size_t n_vecs;
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int load_vectors(void) {
+  char dir[1024];
+  for (size_t ti = 0; ti < sizeof all_types / sizeof all_types[0]; ti++) {
+    altar_msg_type_t t = all_types[ti];
+    snprintf(dir, sizeof dir, "%s/schemas/vectors/%s", altar_test_source_dir(), altar_msg_type_name(t));
+    DIR *d = opendir(dir);
+    if (!d) {
+      fprintf(stderr, "cannot open %s\n", dir);
+      return -1;
+    }
+    char *names[64];
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < 64) {
+      size_t l = strlen(de->d_name);
+      if (l > 5 && !strcmp(de->d_name + l - 5, ".json")) names[n++] = strndup(de->d_name, l - 5);
+    }
+    closedir(d);
+    qsort(names, n, sizeof names[0], cmp_names);
+    for (size_t i = 0; i < n; i++) {
+      if (n_vecs >= sizeof vecs / sizeof vecs[0]) return -1;
+      vec_t *v = &vecs[n_vecs++];
+      v->type = t;
+      snprintf(v->name, sizeof v->name, "%s/%s", altar_msg_type_name(t), names[i]);
+      char path[1200];
+      snprintf(path, sizeof path, "%s/%s.json", dir, names[i]);
+      v->json = altar_test_read_file(path, &v->json_len);
+      snprintf(path, sizeof path, "%s/%s.msgpack", dir, names[i]);
+      v->mp = (uint8_t *)altar_test_read_file(path, &v->mp_len);
+      free(names[i]);
+      if (!v->json || !v->mp) {
+        fprintf(stderr, "vector %s: missing .json or .msgpack\n", v->name);
+        return -1;
+      }
+    }
+  }
+  return 0;
+}
+
+static int suite_init(void) { return load_vectors(); }
+
+static int suite_clean(void) {
+  for (size_t i = 0; i < n_vecs; i++) {
+    free(vecs[i].json);
+    free(vecs[i].mp);
+  }
+  n_vecs = 0;
+  return 0;
+}
+
+/* The vector's JSON in the codec's output form: compact, keys sorted. */
+static char *canonical_json(const char *text, size_t len) {
+  json_t *j = json_loadb(text, len, 0, NULL);
+  if (!j) return NULL;
+  char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(j);
+  return s;
+}
+
+#define ASSERT_ERR(rc, code, prefix)                                                                \
+  do {                                                                                              \
+    CU_ASSERT_EQUAL(rc, code);                                                                      \
+    if (strncmp(err.msg, prefix, strlen(prefix))) {                                                 \
+      fprintf(stderr, "\n  expected error starting \"%s\", got \"%s\" (rc %d)\n", prefix, err.msg, rc); \
+      CU_FAIL("error message does not name the field");                                            \
+    }                                                                                               \
+  } while (0)
+
+/* ---- golden vectors ---- */
+
+static void test_vectors_present(void) {
+  size_t per_type[5] = {0};
+  for (size_t i = 0; i < n_vecs; i++) per_type[vecs[i].type]++;
+  CU_ASSERT(n_vecs >= 14);
+  for (int t = 0; t < 5; t++) CU_ASSERT(per_type[t] >= 2);
+}
+
+static void test_vectors_json_to_msgpack(void) {
+  for (size_t i = 0; i < n_vecs; i++) {
+    vec_t *v = &vecs[i];
+    altar_buf_t out = {0};
+    altar_error_t err = {0};
+    int rc = altar_codec_json_to_msgpack(v->type, v->json, v->json_len, &out, &err);
+    CU_ASSERT_EQUAL(rc, 0);
+    bool same = !rc && out.len == v->mp_len && !memcmp(out.data, v->mp, out.len);
+    if (!same) fprintf(stderr, "\n  %s: JSON does not encode to its msgpack bytes (%s)\n", v->name, err.msg);
+    CU_ASSERT(same);
+    altar_buf_free(&out);
+  }
+}
+
+static void test_vectors_msgpack_to_json(void) {
+  for (size_t i = 0; i < n_vecs; i++) {
+    vec_t *v = &vecs[i];
+    altar_error_t err = {0};
+    char *got = altar_codec_msgpack_to_json(v->type, v->mp, v->mp_len, &err);
+    CU_ASSERT_PTR_NOT_NULL(got);
+    if (!got) {
+      fprintf(stderr, "\n  %s: %s\n", v->name, err.msg);
+      continue;
+    }
+    json_t *a = json_loads(got, 0, NULL), *b = json_loadb(v->json, v->json_len, 0, NULL);
+    CU_ASSERT(a && b && json_equal(a, b));
+    char *canon = canonical_json(v->json, v->json_len);
+    CU_ASSERT(canon && !strcmp(canon, got)); /* byte-stable: compact, sorted */
+    if (canon && strcmp(canon, got)) fprintf(stderr, "\n  %s:\n  got  %s\n  want %s\n", v->name, got, canon);
+    free(canon);
+    json_decref(a);
+    json_decref(b);
+    free(got);
+  }
+}
+
+static void test_vectors_round_trip(void) {
+  for (size_t i = 0; i < n_vecs; i++) {
+    vec_t *v = &vecs[i];
+    any_msg_t a, b;
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL(decode_any(v->type, v->mp, v->mp_len, &a, &err), 0);
+    CU_ASSERT_EQUAL(from_json_any(v->type, v->json, &b, &err), 0);
+    CU_ASSERT(equal_any(v->type, &a, &b));
+    altar_buf_t out = {0};
+    CU_ASSERT_EQUAL(encode_any(v->type, &a, &out, &err), 0);
+    CU_ASSERT(out.len == v->mp_len && !memcmp(out.data, v->mp, out.len));
+    /* decode(encode(x)) == x */
+    any_msg_t c;
+    CU_ASSERT_EQUAL(decode_any(v->type, out.data, out.len, &c, &err), 0);
+    CU_ASSERT(equal_any(v->type, &a, &c));
+    clear_any(v->type, &c);
+    altar_buf_free(&out);
+    clear_any(v->type, &a);
+    clear_any(v->type, &b);
+  }
+}
+
+/* Encoded maps always carry their keys in bytewise order, at every depth. */
+static bool keys_sorted(const msgpack_object *o) {
+  if (o->type == MSGPACK_OBJECT_ARRAY) {
+    for (size_t i = 0; i < o->via.array.size; i++)
+      if (!keys_sorted(&o->via.array.ptr[i])) return false;
+  } else if (o->type == MSGPACK_OBJECT_MAP) {
+    for (size_t i = 0; i < o->via.map.size; i++) {
+      if (!keys_sorted(&o->via.map.ptr[i].val)) return false;
+      if (i == 0) continue;
+      const msgpack_object_str *p = &o->via.map.ptr[i - 1].key.via.str, *k = &o->via.map.ptr[i].key.via.str;
+      size_t n = p->size < k->size ? p->size : k->size;
+      int c = memcmp(p->ptr, k->ptr, n);
+      if (c > 0 || (c == 0 && p->size >= k->size)) return false;
+    }
+  }
+  return true;
+}
+
+static void test_vectors_canonical_keys(void) {
+  for (size_t i = 0; i < n_vecs; i++) {
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    CU_ASSERT_EQUAL(msgpack_unpack_next(&u, (const char *)vecs[i].mp, vecs[i].mp_len, &off),
+                    MSGPACK_UNPACK_SUCCESS);
+    CU_ASSERT(keys_sorted(&u.data));
+    msgpack_unpacked_destroy(&u);
+  }
+}
+
+static void test_peek_type(void) {
+  for (size_t i = 0; i < n_vecs; i++) {
+    char buf[16];
+    int rc = altar_peek_type(vecs[i].mp, vecs[i].mp_len, buf, sizeof buf);
+    if (vecs[i].type == ALTAR_MSG_JOB || vecs[i].type == ALTAR_MSG_STATUS || vecs[i].type == ALTAR_MSG_GROUP) {
+      CU_ASSERT_EQUAL(rc, 0);
+      CU_ASSERT_STRING_EQUAL(buf, altar_msg_type_name(vecs[i].type));
+    } else {
+      CU_ASSERT_EQUAL(rc, ALTAR_EDECODE); /* spec and record carry no "type" */
+    }
+  }
+  char buf[4];
+  CU_ASSERT_EQUAL(altar_peek_type(B("\x81\xa4type\xa6status"), buf, sizeof buf), ALTAR_EDECODE); /* too small */
+  CU_ASSERT_EQUAL(altar_peek_type(B("\x81\xa4type\x01"), buf, sizeof buf), ALTAR_EDECODE);
+  CU_ASSERT_EQUAL(altar_peek_type(B("\x91\x01"), buf, sizeof buf), ALTAR_EDECODE);
+  CU_ASSERT_EQUAL(altar_peek_type("", 0, buf, sizeof buf), ALTAR_EDECODE);
+}
+
+/* A message of one type fed to another type's decoder is named by "type". */
+static void test_type_mismatch(void) {
+  for (size_t i = 0; i < n_vecs; i++) {
+    vec_t *v = &vecs[i];
+    if (v->type != ALTAR_MSG_JOB && v->type != ALTAR_MSG_STATUS && v->type != ALTAR_MSG_GROUP) continue;
+    static const altar_msg_type_t typed[] = {ALTAR_MSG_JOB, ALTAR_MSG_STATUS, ALTAR_MSG_GROUP};
+    for (size_t k = 0; k < 3; k++) {
+      if (typed[k] == v->type) continue;
+      any_msg_t m;
+      altar_error_t err = {0};
+      char want[32];
+      snprintf(want, sizeof want, "%s.type: expected", altar_msg_type_name(typed[k]));
+      int rc = decode_any(typed[k], v->mp, v->mp_len, &m, &err);
+      ASSERT_ERR(rc, ALTAR_EDECODE, want);
+      clear_any(typed[k], &m);
+    }
+  }
+}
+
+static void test_msg_type_names(void) {
+  for (size_t i = 0; i < 5; i++) {
+    altar_msg_type_t t;
+    CU_ASSERT_EQUAL(altar_msg_type_parse(altar_msg_type_name(all_types[i]), &t), 0);
+    CU_ASSERT_EQUAL(t, all_types[i]);
+  }
+  altar_msg_type_t t;
+  CU_ASSERT_EQUAL(altar_msg_type_parse("jobs", &t), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar_msg_type_parse(NULL, &t), ALTAR_EINVAL);
+}
+
+/* ---- unknown and missing keys ---- */
+
+/* Appends an unknown key (with a nested value) to a top-level fixmap. */
+static uint8_t *with_extra_key(const uint8_t *mp, size_t len, size_t *pn) {
+  static const uint8_t extra[] = {0xaa, 'z', 'z', '_', 'f', 'u', 't', 'u', 'r', 'e', '!', /* "zz_future!" */
+                                  0x92, 0x01, 0x81, 0xa1, 'a', 0xc0};                     /* [1, {"a": nil}] */
+  if (len == 0 || (mp[0] & 0xf0) != 0x80 || (mp[0] & 0x0f) == 15) return NULL;
+  uint8_t *b = malloc(len + sizeof extra);
+  memcpy(b, mp, len);
+  b[0]++;
+  memcpy(b + len, extra, sizeof extra);
+  *pn = len + sizeof extra;
+  return b;
+}
+
+static void test_unknown_keys_ignored(void) {
+  for (size_t i = 0; i < n_vecs; i++) {
+    vec_t *v = &vecs[i];
+    size_t n;
+    uint8_t *b = with_extra_key(v->mp, v->mp_len, &n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    any_msg_t a, c;
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL(decode_any(v->type, v->mp, v->mp_len, &a, &err), 0);
+    CU_ASSERT_EQUAL(decode_any(v->type, b, n, &c, &err), 0);
+    CU_ASSERT(equal_any(v->type, &a, &c));
+    altar_buf_t out = {0};
+    CU_ASSERT_EQUAL(encode_any(v->type, &c, &out, &err), 0);
+    CU_ASSERT(out.len == v->mp_len && !memcmp(out.data, v->mp, out.len)); /* dropped on re-encode */
+    altar_buf_free(&out);
+    clear_any(v->type, &a);
+    clear_any(v->type, &c);
+    free(b);
+  }
+  /* unknown keys nested inside known structures, in JSON */
+  const char *doc = "{\"kind\":\"k\",\"image\":\"i\",\"command\":[\"a\"],\"new_field\":{\"x\":[1,2,{\"y\":null}]},"
+                    "\"resources\":{\"count\":2,\"gpu\":\"a100\",\"future\":true},"
+                    "\"inputs\":[{\"uri\":\"u\",\"logical_path\":\"p\",\"checksum_v2\":\"zz\"}]}";
+  altar_spec_t s;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_spec_from_json(doc, strlen(doc), &s, &err), 0);
+  CU_ASSERT_EQUAL(s.resources.count, 2);
+  CU_ASSERT_STRING_EQUAL(s.resources.gpu, "a100");
+  CU_ASSERT_EQUAL(s.n_inputs, 1);
+  altar_spec_clear(&s);
+}
+
+static void test_missing_keys_defaulted(void) {
+  altar_error_t err = {0};
+  const char *sj = "{\"kind\":\"k\",\"image\":\"i\",\"command\":[\"run\"]}";
+  altar_spec_t s;
+  CU_ASSERT_EQUAL_FATAL(altar_spec_from_json(sj, strlen(sj), &s, &err), 0);
+  CU_ASSERT_EQUAL(s.resources.count, 1);
+  CU_ASSERT_PTR_NULL(s.resources.gpu);
+  CU_ASSERT(!s.resources.memory_mb.set);
+  CU_ASSERT(!s.timeout_s.set);
+  CU_ASSERT_EQUAL(s.labels.n, 0);
+  CU_ASSERT_EQUAL(s.n_inputs + s.n_outputs + s.n_avoid_hosts, 0);
+  CU_ASSERT_PTR_NULL(s.plugin_identity);
+  altar_spec_clear(&s);
+
+  /* resources: nil reads as the defaults too */
+  const char *sn = "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"resources\":null}";
+  CU_ASSERT_EQUAL(altar_spec_from_json(sn, strlen(sn), &s, &err), 0);
+  CU_ASSERT_EQUAL(s.resources.count, 1);
+  altar_spec_clear(&s);
+
+  const char *jj = "{\"spec\":{\"kind\":\"k\",\"image\":\"i\",\"command\":[\"run\"]}}";
+  altar_job_msg_t j;
+  CU_ASSERT_EQUAL_FATAL(altar_job_from_json(jj, strlen(jj), &j, &err), 0);
+  CU_ASSERT_EQUAL(j.v, 1);
+  CU_ASSERT_EQUAL(j.attempt, 0);
+  CU_ASSERT_STRING_EQUAL(j.job_id, "");
+  CU_ASSERT_EQUAL(j.spec.n_avoid_hosts, 0);
+  CU_ASSERT_EQUAL(j.submitted_at, 0.0);
+  CU_ASSERT_EQUAL(j.spec.resources.count, 1);
+  altar_job_msg_clear(&j);
+
+  const char *stj = "{\"event\":\"state\",\"failure\":{}}";
+  altar_status_event_t st;
+  CU_ASSERT_EQUAL_FATAL(altar_status_from_json(stj, strlen(stj), &st, &err), 0);
+  CU_ASSERT_EQUAL(st.v, 1);
+  CU_ASSERT_EQUAL(st.state, ALTAR_STATE_PENDING);
+  CU_ASSERT_STRING_EQUAL(st.task_key, "");
+  CU_ASSERT_STRING_EQUAL(st.kind, "");
+  CU_ASSERT_STRING_EQUAL(st.handle.backend, "");
+  CU_ASSERT_STRING_EQUAL(st.handle.external_id, "");
+  CU_ASSERT_PTR_NULL(st.spec);
+  CU_ASSERT_PTR_NULL(st.worker);
+  CU_ASSERT(!st.source.set);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st.failure);
+  CU_ASSERT_STRING_EQUAL(st.failure->reason, "job_failed");
+  CU_ASSERT(!st.failure->deterministic); /* the safe default: worth a retry */
+  CU_ASSERT(!st.failure->exit_code.set);
+  CU_ASSERT_PTR_NULL(st.failure->detail);
+  altar_status_event_clear(&st);
+
+  const char *gj = "{\"event\":\"fired\"}";
+  altar_group_event_t g;
+  CU_ASSERT_EQUAL_FATAL(altar_group_from_json(gj, strlen(gj), &g, &err), 0);
+  CU_ASSERT_EQUAL(g.n_shards, 0);
+  CU_ASSERT_STRING_EQUAL(g.event_id, "");
+  CU_ASSERT_STRING_EQUAL(g.group_key, "");
+  altar_group_event_clear(&g);
+
+  altar_record_t r;
+  CU_ASSERT_EQUAL_FATAL(altar_record_from_json("{}", 2, &r, &err), 0);
+  CU_ASSERT_EQUAL(r.state, ALTAR_STATE_PENDING);
+  CU_ASSERT_EQUAL(r.restart_count, 0);
+  CU_ASSERT(!r.consumed);
+  CU_ASSERT_PTR_NULL(r.spec);
+  CU_ASSERT_PTR_NULL(r.failure);
+  CU_ASSERT_STRING_EQUAL(r.kind, "");
+  CU_ASSERT_EQUAL(r.handle.labels.n, 0);
+  /* a defaulted record encodes (nothing NULL where a string is required) */
+  altar_buf_t out = {0};
+  CU_ASSERT_EQUAL(altar_encode_record(&r, &out, &err), 0);
+  altar_buf_free(&out);
+  altar_record_clear(&r);
+}
+
+static void test_required_fields(void) {
+  static const struct {
+    altar_msg_type_t t;
+    const char *json;
+    const char *want;
+  } cases[] = {
+      {ALTAR_MSG_SPEC, "{\"image\":\"i\",\"command\":[]}", "spec.kind: missing required field"},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"command\":[]}", "spec.image: missing required field"},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\"}", "spec.command: missing required field"},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"inputs\":[{\"logical_path\":\"p\"}]}",
+       "spec.inputs[0].uri: missing required field"},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"outputs\":[{\"uri\":\"u\"}]}",
+       "spec.outputs[0].logical_path: missing required field"},
+      {ALTAR_MSG_JOB, "{\"job_id\":\"j\"}", "job.spec: missing required field"},
+      {ALTAR_MSG_JOB, "{\"spec\":{\"kind\":\"k\",\"command\":[]}}", "job.spec.image: missing required field"},
+      {ALTAR_MSG_STATUS, "{\"state\":\"running\"}", "status.event: missing required field"},
+      {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"source\":{\"partition\":1}}",
+       "status.source.topic: missing required field"},
+      {ALTAR_MSG_GROUP, "{\"kind\":\"k\"}", "group.event: missing required field"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    any_msg_t m;
+    altar_error_t err = {0};
+    int rc = from_json_any(cases[i].t, cases[i].json, &m, &err);
+    ASSERT_ERR(rc, ALTAR_EDECODE, cases[i].want);
+    clear_any(cases[i].t, &m);
+  }
+  /* an empty spec (empty strings, empty command) is decodable: checking it is validate's job */
+  altar_spec_t s;
+  altar_error_t err = {0};
+  const char *e = "{\"kind\":\"\",\"image\":\"\",\"command\":[]}";
+  CU_ASSERT_EQUAL(altar_spec_from_json(e, strlen(e), &s, &err), 0);
+  altar_spec_clear(&s);
+}
+
+/* ---- wrong types, named by path ---- */
+
+static void test_wrong_types(void) {
+  static const struct {
+    altar_msg_type_t t;
+    const char *json;
+    const char *want;
+  } cases[] = {
+      {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"handle\":{\"labels\":{\"fold\":3}}}",
+       "status.handle.labels.fold: expected string"},
+      {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"handle\":{\"backend\":[]}}", "status.handle.backend: expected string"},
+      {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"ts\":\"now\"}", "status.ts: expected number"},
+      {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"state\":\"done\"}", "status.state: expected one of"},
+      {ALTAR_MSG_STATUS, "{\"event\":\"exploded\"}", "status.event: expected one of"},
+      {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"failure\":\"oom\"}", "status.failure: expected map or nil"},
+      {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"failure\":{\"exit_code\":\"1\"}}",
+       "status.failure.exit_code: expected integer or nil"},
+      {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"failure\":{\"deterministic\":1}}",
+       "status.failure.deterministic: expected boolean"},
+      {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"source\":{\"topic\":\"t\",\"partition\":4294967296}}",
+       "status.source.partition: partition out of range"},
+      {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"worker\":7}", "status.worker: expected string or nil"},
+      {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"spec\":{\"kind\":1}}", "status.spec.kind: expected string"},
+      {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"type\":\"job\"}", "status.type: expected \"status\""},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":\"run\"}", "spec.command: expected array"},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[\"a\",2]}", "spec.command[1]: expected string"},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"inputs\":[{\"uri\":\"u\",\"logical_path\":\"p\"},"
+                       "{\"uri\":\"u\",\"logical_path\":\"p\",\"digest\":5}]}",
+       "spec.inputs[1].digest: expected string or nil"},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"inputs\":[7]}", "spec.inputs[0]: expected map"},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"resources\":{\"count\":1.5}}",
+       "spec.resources.count: expected integer"},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"timeout_s\":true}",
+       "spec.timeout_s: expected integer or nil"},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"plugin_identity\":[]}",
+       "spec.plugin_identity: expected map of strings or nil"},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"labels\":null}",
+       "spec.labels: expected map of strings"},
+      {ALTAR_MSG_SPEC, "[1,2]", "spec: expected map"},
+      {ALTAR_MSG_JOB, "{\"attempt\":\"2\",\"spec\":{\"kind\":\"k\",\"image\":\"i\",\"command\":[]}}",
+       "job.attempt: expected integer"},
+      {ALTAR_MSG_JOB, "{\"avoid_hosts\":[\"a\",null],\"spec\":{\"kind\":\"k\",\"image\":\"i\",\"command\":[]}}",
+       "job.avoid_hosts[1]: expected string"},
+      {ALTAR_MSG_JOB, "{\"v\":0,\"spec\":{\"kind\":\"k\",\"image\":\"i\",\"command\":[]}}",
+       "job.v: schema version must be >= 1"},
+      {ALTAR_MSG_JOB, "{\"type\":\"status\",\"spec\":{\"kind\":\"k\",\"image\":\"i\",\"command\":[]}}",
+       "job.type: expected \"job\""},
+      {ALTAR_MSG_JOB, "{\"spec\":{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"labels\":{\"a\":{}}}}",
+       "job.spec.labels.a: expected string"},
+      {ALTAR_MSG_GROUP, "{\"event\":\"fired\",\"shards\":[{},{\"external_id\":[]}]}",
+       "group.shards[1].external_id: expected string"},
+      {ALTAR_MSG_GROUP, "{\"event\":\"fired\",\"shards\":{}}", "group.shards: expected array"},
+      {ALTAR_MSG_GROUP, "{\"event\":\"dead\"}", "group.event: expected one of"},
+      {ALTAR_MSG_RECORD, "{\"consumed\":1}", "record.consumed: expected boolean"},
+      {ALTAR_MSG_RECORD, "{\"restart_count\":-1.0}", "record.restart_count: expected integer"},
+      {ALTAR_MSG_RECORD, "{\"spec\":\"x\"}", "record.spec: expected map or nil"},
+      {ALTAR_MSG_RECORD, "{\"handle\":{\"plugin_identity\":{\"abi\":null}}}",
+       "record.handle.plugin_identity.abi: expected string"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    any_msg_t m;
+    altar_error_t err = {0};
+    int rc = from_json_any(cases[i].t, cases[i].json, &m, &err);
+    ASSERT_ERR(rc, ALTAR_EDECODE, cases[i].want);
+    clear_any(cases[i].t, &m);
+  }
+}
+
+/* JSON numbers may stand for floats; floats never stand for integers. */
+static void test_number_forms(void) {
+  altar_status_event_t st;
+  altar_error_t err = {0};
+  const char *j = "{\"event\":\"state\",\"ts\":5}";
+  CU_ASSERT_EQUAL_FATAL(altar_status_from_json(j, strlen(j), &st, &err), 0);
+  CU_ASSERT_EQUAL(st.ts, 5.0);
+  char *out = altar_status_to_json(&st, &err);
+  CU_ASSERT(out && strstr(out, "\"ts\":5.0"));
+  free(out);
+  altar_buf_t b = {0};
+  CU_ASSERT_EQUAL(altar_encode_status(&st, &b, &err), 0);
+  st.ts = NAN;
+  altar_buf_t b2 = {0};
+  ASSERT_ERR(altar_encode_status(&st, &b2, &err), ALTAR_EINVAL, "status.ts: expected a finite number");
+  CU_ASSERT_EQUAL(b2.len, 0); /* nothing half-written */
+  altar_buf_free(&b2);
+  altar_status_event_clear(&st);
+  /* a float64 NaN on the wire is refused by the decoder too */
+  const uint8_t ts_key[] = {0xa2, 't', 's', 0xcb};
+  uint8_t *p = NULL;
+  for (size_t i = 0; i + sizeof ts_key + 8 <= b.len; i++) {
+    if (!memcmp(b.data + i, ts_key, sizeof ts_key)) p = b.data + i + sizeof ts_key;
+  }
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  memcpy(p, "\x7f\xf8\x00\x00\x00\x00\x00\x00", 8);
+  int rc = altar_decode_status(b.data, b.len, &st, &err);
+  ASSERT_ERR(rc, ALTAR_EDECODE, "status.ts: expected a finite number");
+  altar_status_event_clear(&st);
+  altar_buf_free(&b);
+  /* float32 and integer timestamps are read as float64 and written back as float64 */
+  const uint8_t f32[] = {0x82, 0xa5, 'e', 'v', 'e', 'n', 't', 0xa5, 's', 't', 'a', 't', 'e',
+                         0xa2, 't', 's', 0xca, 0x40, 0x20, 0x00, 0x00}; /* 2.5f */
+  CU_ASSERT_EQUAL(altar_decode_status(f32, sizeof f32, &st, &err), 0);
+  CU_ASSERT_EQUAL(st.ts, 2.5);
+  altar_status_event_clear(&st);
+}
+
+/* ---- hostile bytes ---- */
+
+static void test_truncated_every_prefix(void) {
+  for (size_t i = 0; i < n_vecs; i++) {
+    vec_t *v = &vecs[i];
+    for (size_t len = 0; len < v->mp_len; len++) {
+      any_msg_t m;
+      altar_error_t err = {0};
+      int rc = decode_any(v->type, v->mp, len, &m, &err);
+      CU_ASSERT(rc == ALTAR_EDECODE || rc == ALTAR_ETOOBIG);
+      CU_ASSERT(err.msg[0] != '\0');
+      clear_any(v->type, &m);
+      char *j = altar_codec_msgpack_to_json(v->type, v->mp, len, &err);
+      CU_ASSERT_PTR_NULL(j);
+      free(j);
+    }
+  }
+}
+
+static void test_raw_malformed(void) {
+  static const struct {
+    const char *bytes;
+    size_t len;
+    int code;
+    const char *want;
+  } cases[] = {
+      {B(""), ALTAR_EDECODE, "spec: empty input"},
+      {B("\xc1"), ALTAR_EDECODE, "spec: invalid msgpack format byte"},
+      {B("\x80\x00"), ALTAR_EDECODE, "spec: 1 trailing bytes"},
+      /* array32 claiming 4 billion elements in 6 bytes: refused before any allocation */
+      {B("\xdd\xff\xff\xff\xff\x00"), ALTAR_ETOOBIG, "spec: array of 4294967295 entries exceeds"},
+      {B("\xdf\xff\xff\xff\xff\x00"), ALTAR_ETOOBIG, "spec: map of 4294967295 entries exceeds"},
+      /* within the bound, but more elements than bytes left */
+      {B("\xdc\x0f\xa0\x01\x02"), ALTAR_EDECODE, "spec: truncated"},
+      {B("\xde\x03\xff\xa1k\x01"), ALTAR_EDECODE, "spec: truncated"},
+      {B("\xdb\xff\xff\xff\xff" "abc"), ALTAR_ETOOBIG, "spec: string of 4294967295 bytes exceeds"},
+      {B("\xc6\x7f\xff\xff\xff"), ALTAR_ETOOBIG, "spec: binary of 2147483647 bytes exceeds"},
+      {B("\xc9\x00\x00\x00\x10\x01"), ALTAR_EDECODE, "spec: truncated"},
+      {B("\x81\xa4kind\xda\x00\x10xx"), ALTAR_EDECODE, "spec.kind: truncated"},
+      {B("\x81\xa4kind\xd9\x02\xc3\x28"), ALTAR_EDECODE, "spec.kind: expected UTF-8 text"},
+      {B("\x81\xa4kind\xa3" "a\x00" "b"), ALTAR_EDECODE, "spec.kind: expected UTF-8 text without NUL"},
+      {B("\x81\xa4kind\xa1k\x81\xa4kind\xa1k"), ALTAR_EDECODE, "spec: 8 trailing bytes"},
+      {B("\x82\xa4kind\xa1k\xa4kind\xa1j"), ALTAR_EDECODE, "spec.kind: duplicate key"},
+      {B("\x81\x01\x02"), ALTAR_EDECODE, "spec: map key: expected string"},
+      {B("\x85\xa4kind\xa1k\xa5image\xa1i\xa7" "command\x90\xa6labels\x82\xa1" "a\xa1" "1\xa1" "a\xa1" "2\xa1z\xc0"), ALTAR_EDECODE, "spec.labels.a: duplicate key"},
+      {B("\x84\xa4kind\xa1k\xa5image\xa1i\xa7" "command\x90\xa6labels\x81\xa1k\xc4\x01x"), ALTAR_EDECODE,
+       "spec.labels.k: expected string"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    altar_spec_t s;
+    altar_error_t err = {0};
+    int rc = altar_decode_spec(cases[i].bytes, cases[i].len, &s, &err);
+    ASSERT_ERR(rc, cases[i].code, cases[i].want);
+    altar_spec_clear(&s);
+  }
+}
+
+/* A spec JSON document with a label value of n bytes, n labels, or n args. */
+static char *big_spec_json(size_t str_len, size_t n_labels, size_t n_args) {
+  altar_buf_t b = {0};
+  altar_buf_append_str(&b, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[");
+  for (size_t i = 0; i < n_args; i++) altar_buf_append_str(&b, i ? ",\"a\"" : "\"a\"");
+  altar_buf_append_str(&b, "],\"labels\":{\"big\":\"");
+  for (size_t i = 0; i < str_len; i++) altar_buf_append(&b, "x", 1);
+  altar_buf_append_str(&b, "\"");
+  for (size_t i = 0; i < n_labels; i++) {
+    char kv[48];
+    snprintf(kv, sizeof kv, ",\"l%zu\":\"v\"", i);
+    altar_buf_append_str(&b, kv);
+  }
+  altar_buf_append_str(&b, "}}");
+  return altar_buf_detach(&b);
+}
+
+static void test_bounds(void) {
+  altar_error_t err = {0};
+  altar_spec_t s;
+  /* at the bounds: accepted */
+  char *j = big_spec_json(ALTAR_MAX_STRING, ALTAR_MAX_MAP - 1, ALTAR_MAX_ARRAY);
+  CU_ASSERT_EQUAL(altar_spec_from_json(j, strlen(j), &s, &err), 0);
+  altar_buf_t b = {0};
+  CU_ASSERT_EQUAL(altar_encode_spec(&s, &b, &err), 0);
+  altar_spec_clear(&s);
+  altar_buf_free(&b);
+  free(j);
+  /* one past each bound: refused, naming the field */
+  j = big_spec_json(ALTAR_MAX_STRING + 1, 0, 1);
+  ASSERT_ERR(altar_spec_from_json(j, strlen(j), &s, &err), ALTAR_ETOOBIG, "spec.labels.big: string");
+  altar_spec_clear(&s);
+  free(j);
+  j = big_spec_json(1, ALTAR_MAX_MAP, 1);
+  ASSERT_ERR(altar_spec_from_json(j, strlen(j), &s, &err), ALTAR_ETOOBIG, "spec.labels: map");
+  altar_spec_clear(&s);
+  free(j);
+  j = big_spec_json(1, 0, ALTAR_MAX_ARRAY + 1);
+  ASSERT_ERR(altar_spec_from_json(j, strlen(j), &s, &err), ALTAR_ETOOBIG, "spec.command: array");
+  altar_spec_clear(&s);
+  free(j);
+
+  /* encoders refuse what decoders would refuse */
+  altar_spec_t *sp = altar_spec_new("k", "i");
+  for (size_t i = 0; i <= ALTAR_MAX_ARRAY; i++) altar_spec_add_arg(sp, "a");
+  ASSERT_ERR(altar_encode_spec(sp, &b, &err), ALTAR_ETOOBIG, "spec.command: array exceeds");
+  CU_ASSERT_EQUAL(b.len, 0);
+  altar_spec_free(sp);
+  sp = altar_spec_new("k", "i");
+  char *longv = malloc(ALTAR_MAX_STRING + 2);
+  memset(longv, 'v', ALTAR_MAX_STRING + 1);
+  longv[ALTAR_MAX_STRING + 1] = '\0';
+  altar_spec_set_label(sp, "fold", longv);
+  ASSERT_ERR(altar_encode_spec(sp, &b, &err), ALTAR_ETOOBIG, "spec.labels.fold: string exceeds");
+  free(longv);
+  altar_spec_set_label(sp, "fold", "\xff");
+  ASSERT_ERR(altar_encode_spec(sp, &b, &err), ALTAR_EINVAL, "spec.labels.fold: not valid UTF-8");
+  altar_spec_free(sp);
+  altar_spec_t empty;
+  memset(&empty, 0, sizeof empty);
+  ASSERT_ERR(altar_encode_spec(&empty, &b, &err), ALTAR_EINVAL, "spec.image: missing required field");
+
+  /* depth: 17 nested arrays under an unknown key */
+  altar_buf_t d = {0};
+  altar_buf_append_str(&d, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"x\":");
+  for (int i = 0; i < 16; i++) altar_buf_append_str(&d, "[");
+  for (int i = 0; i < 16; i++) altar_buf_append_str(&d, "]");
+  altar_buf_append_str(&d, "}");
+  ASSERT_ERR(altar_spec_from_json((char *)d.data, d.len, &s, &err), ALTAR_ETOOBIG, "spec.x");
+  altar_spec_clear(&s);
+  altar_buf_free(&d);
+  /* the same depth in raw msgpack: fixmap{"x": 16 nested fixarrays} */
+  uint8_t raw[32] = {0x81, 0xa1, 'x'};
+  for (int i = 0; i < 16; i++) raw[3 + i] = i == 15 ? 0x90 : 0x91;
+  ASSERT_ERR(altar_decode_spec(raw, 19, &s, &err), ALTAR_ETOOBIG, "spec.x");
+  altar_spec_clear(&s);
+  raw[3 + 14] = 0x90; /* 16 levels in all: within the bound, then a missing kind */
+  ASSERT_ERR(altar_decode_spec(raw, 18, &s, &err), ALTAR_EDECODE, "spec.command: missing required field");
+  altar_spec_clear(&s);
+
+  /* a message larger than ALTAR_MAX_MESSAGE is refused before parsing */
+  size_t huge = (size_t)ALTAR_MAX_MESSAGE + 1;
+  uint8_t *hb = calloc(1, huge);
+  ASSERT_ERR(altar_decode_record(hb, huge, &(altar_record_t){0}, &err), ALTAR_ETOOBIG, "record: message of");
+  free(hb);
+  /* an encoded message past the bound is refused too (many inputs of long strings) */
+  sp = altar_spec_new("k", "i");
+  char *s60k = malloc(60001);
+  memset(s60k, 'u', 60000);
+  s60k[60000] = '\0';
+  for (int i = 0; i < 80; i++) altar_spec_add_input(sp, s60k, "p", NULL, NULL);
+  ASSERT_ERR(altar_encode_spec(sp, &b, &err), ALTAR_ETOOBIG, "encode: message of");
+  CU_ASSERT_EQUAL(b.len, 0);
+  free(s60k);
+  altar_spec_free(sp);
+  altar_buf_free(&b);
+}
+
+static void test_json_errors(void) {
+  altar_error_t err = {0};
+  altar_spec_t s;
+  ASSERT_ERR(altar_spec_from_json("{\"kind\":", 8, &s, &err), ALTAR_EDECODE, "spec: invalid JSON");
+  altar_spec_clear(&s);
+  const char *dup = "{\"kind\":\"a\",\"kind\":\"b\",\"image\":\"i\",\"command\":[]}";
+  ASSERT_ERR(altar_spec_from_json(dup, strlen(dup), &s, &err), ALTAR_EDECODE, "spec: invalid JSON");
+  altar_spec_clear(&s);
+  const char *nul = "{\"kind\":\"a\\u0000b\",\"image\":\"i\",\"command\":[]}";
+  ASSERT_ERR(altar_spec_from_json(nul, strlen(nul), &s, &err), ALTAR_EDECODE, "spec: invalid JSON");
+  altar_spec_clear(&s);
+  altar_buf_t b = {0};
+  ASSERT_ERR(altar_codec_json_to_msgpack((altar_msg_type_t)99, "{}", 2, &b, &err), ALTAR_EINVAL, "codec:");
+  CU_ASSERT_PTR_NULL(altar_codec_msgpack_to_json((altar_msg_type_t)99, "\x80", 1, &err));
+}
+
+/* ---- no reads past the end: input placed right before a PROT_NONE page ---- */
+
+typedef struct guard {
+  uint8_t *base;
+  size_t page;
+} guard_t;
+
+static guard_t guard_new(void) {
+  guard_t g = {.page = (size_t)sysconf(_SC_PAGESIZE)};
+  g.base = mmap(NULL, 2 * g.page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CU_ASSERT_FATAL(g.base != MAP_FAILED);
+  CU_ASSERT_FATAL(mprotect(g.base + g.page, g.page, PROT_NONE) == 0);
+  return g;
+}
+
+/* Copies data so that its last byte is the last readable one. */
+static const uint8_t *guard_place(guard_t *g, const void *data, size_t len) {
+  uint8_t *p = g->base + g->page - len;
+  memcpy(p, data, len);
+  return p;
+}
+
+static void test_guard_page(void) {
+  guard_t g = guard_new();
+  for (size_t i = 0; i < n_vecs; i++) {
+    vec_t *v = &vecs[i];
+    CU_ASSERT_FATAL(v->mp_len <= g.page);
+    for (size_t len = 0; len <= v->mp_len; len++) {
+      const uint8_t *p = guard_place(&g, v->mp, len);
+      any_msg_t m;
+      altar_error_t err = {0};
+      int rc = decode_any(v->type, p, len, &m, &err);
+      CU_ASSERT_EQUAL(rc == 0, len == v->mp_len);
+      clear_any(v->type, &m);
+      char buf[16];
+      altar_peek_type(p, len, buf, sizeof buf);
+    }
+    /* and the JSON form, through the JSON decoders */
+    if (v->json_len <= g.page) {
+      const char *p = (const char *)guard_place(&g, v->json, v->json_len);
+      altar_buf_t out = {0};
+      altar_error_t err = {0};
+      CU_ASSERT_EQUAL(altar_codec_json_to_msgpack(v->type, p, v->json_len, &out, &err), 0);
+      altar_buf_free(&out);
+    }
+  }
+  munmap(g.base, 2 * g.page);
+}
+
+/* ---- standalone JSON of the model's parts ---- */
+
+static void test_parts_to_json(void) {
+  altar_error_t err = {0};
+  altar_failure_t *f = altar_failure_exit(137, "killed", false);
+  char *s = altar_failure_to_json(f, &err);
+  CU_ASSERT_STRING_EQUAL(s, "{\"detail\":\"killed\",\"deterministic\":false,\"exit_code\":137,\"reason\":\"exit_137\"}");
+  free(s);
+  s = altar_failure_to_json(NULL, &err);
+  CU_ASSERT_STRING_EQUAL(s, "null");
+  free(s);
+  altar_handle_t h;
+  altar_handle_init(&h, "process", "pid-1");
+  altar_strmap_set(&h.labels, "fold", "0");
+  s = altar_handle_to_json(&h, &err);
+  CU_ASSERT_STRING_EQUAL(s, "{\"backend\":\"process\",\"external_id\":\"pid-1\",\"labels\":{\"fold\":\"0\"},"
+                            "\"plugin_identity\":null}");
+  free(s);
+  altar_status_t st;
+  altar_status_init(&st, &h, ALTAR_STATE_FAILED, f);
+  s = altar_status_result_to_json(&st, &err);
+  CU_ASSERT_PTR_NOT_NULL(s);
+  CU_ASSERT(s && !strncmp(s, "{\"failure\":{\"detail\":\"killed\"", 29) && strstr(s, "\"state\":\"failed\"}"));
+  free(s);
+  altar_status_clear(&st);
+  altar_handle_clear(&h);
+}
+
+static void test_event_equality(void) {
+  for (size_t i = 0; i < n_vecs; i++) {
+    vec_t *v = &vecs[i];
+    if (v->type != ALTAR_MSG_STATUS && v->type != ALTAR_MSG_GROUP) continue;
+    any_msg_t a, b;
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL(decode_any(v->type, v->mp, v->mp_len, &a, &err), 0);
+    CU_ASSERT_EQUAL(decode_any(v->type, v->mp, v->mp_len, &b, &err), 0);
+    CU_ASSERT(equal_any(v->type, &a, &b));
+    if (v->type == ALTAR_MSG_STATUS) {
+      b.status.ts += 1;
+      CU_ASSERT(!altar_status_event_equal(&a.status, &b.status));
+      b.status.ts -= 1;
+      b.status.source.set = !b.status.source.set;
+      CU_ASSERT(!altar_status_event_equal(&a.status, &b.status));
+      b.status.source.set = !b.status.source.set;
+    } else {
+      b.group.event = b.group.event == ALTAR_GROUP_FIRED ? ALTAR_GROUP_DEAD_LETTERED : ALTAR_GROUP_FIRED;
+      CU_ASSERT(!altar_group_event_equal(&a.group, &b.group));
+    }
+    clear_any(v->type, &a);
+    clear_any(v->type, &b);
+  }
+}
+
+static void add_suites(void) {
+  ALTAR_SUITE("codec", suite_init, suite_clean);
+  ALTAR_TEST(test_vectors_present);
+  ALTAR_TEST(test_vectors_json_to_msgpack);
+  ALTAR_TEST(test_vectors_msgpack_to_json);
+  ALTAR_TEST(test_vectors_round_trip);
+  ALTAR_TEST(test_vectors_canonical_keys);
+  ALTAR_TEST(test_peek_type);
+  ALTAR_TEST(test_msg_type_names);
+  ALTAR_TEST(test_type_mismatch);
+  ALTAR_TEST(test_unknown_keys_ignored);
+  ALTAR_TEST(test_missing_keys_defaulted);
+  ALTAR_TEST(test_required_fields);
+  ALTAR_TEST(test_wrong_types);
+  ALTAR_TEST(test_number_forms);
+  ALTAR_TEST(test_truncated_every_prefix);
+  ALTAR_TEST(test_raw_malformed);
+  ALTAR_TEST(test_bounds);
+  ALTAR_TEST(test_json_errors);
+  ALTAR_TEST(test_guard_page);
+  ALTAR_TEST(test_parts_to_json);
+  ALTAR_TEST(test_event_equality);
+}
+
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add_suites); }

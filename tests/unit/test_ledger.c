@@ -1,0 +1,217 @@
+/* The shared TaskLedger suite against the in-memory reference and the
+ * RocksDB ledger, plus what only the durable ledger can show. */
+#include "altar/ledger.h"
+#include "ledger_suite.h"
+#include "reconciler/ledger_aux.h"
+#include "reconciler/ledger_rocksdb.h"
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- factories ---- */
+
+static altar_ledger_t *mem_open(void) {
+  altar_ledger_t *l = altar_ledger_memory_new();
+  CU_ASSERT_FATAL(l != NULL);
+  return l;
+}
+static altar_ledger_t *mem_reopen(altar_ledger_t *l) { return l; }
+static void mem_destroy(altar_ledger_t *l) { altar_ledger_close(l); }
+
+/* Each RocksDB ledger lives in its own temp dir, remembered by ledger. */
+#define MAX_OPEN 8
+static struct {
+  altar_ledger_t *l;
+  char *dir;
+} dirs[MAX_OPEN];
+
+static altar_ledger_t *rdb_open_dir(char *dir) {
+  altar_error_t err = {0};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  if (!l) fprintf(stderr, "open %s: %s\n", dir, err.msg);
+  CU_ASSERT_FATAL(l != NULL);
+  for (size_t i = 0; i < MAX_OPEN; i++)
+    if (!dirs[i].l) {
+      dirs[i].l = l;
+      dirs[i].dir = dir;
+      return l;
+    }
+  CU_FAIL_FATAL("too many open ledgers");
+  return NULL;
+}
+
+static char *forget(altar_ledger_t *l) {
+  for (size_t i = 0; i < MAX_OPEN; i++)
+    if (dirs[i].l == l) {
+      dirs[i].l = NULL;
+      return dirs[i].dir;
+    }
+  return NULL;
+}
+
+static void check(altar_ledger_t *l) {
+  altar_error_t err = {0};
+  int rc = altar__ledger_rocksdb_check(l, NULL, &err);
+  if (rc) fprintf(stderr, "check: %s\n", err.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+}
+
+static altar_ledger_t *rdb_open(void) { return rdb_open_dir(altar_test_tmpdir("ledger")); }
+static altar_ledger_t *rdb_reopen(altar_ledger_t *l) {
+  check(l);
+  char *dir = forget(l);
+  altar_ledger_close(l);
+  return rdb_open_dir(dir);
+}
+static void rdb_destroy(altar_ledger_t *l) {
+  check(l);
+  char *dir = forget(l);
+  altar_ledger_close(l);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+static const altar_ledger_factory_t mem_factory = {
+    .name = "memory", .open = mem_open, .reopen = mem_reopen, .destroy = mem_destroy};
+static const altar_ledger_factory_t rdb_factory = {
+    .name = "rocksdb", .open = rdb_open, .reopen = rdb_reopen, .destroy = rdb_destroy};
+
+/* ---- RocksDB only ---- */
+
+static void put_rec(altar_ledger_t *l, const char *eid, const char *gk) {
+  altar_handle_t h;
+  altar_handle_init(&h, "process", eid);
+  altar_strmap_set(&h.labels, "fold", "0");
+  altar_spec_t *s = altar_spec_new("train", "img");
+  altar_spec_add_arg(s, "true");
+  altar_record_meta_t meta = {.task_key = eid, .group_key = gk};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_record_meta(l, &h, "train", s, &meta, &err), 0);
+  altar_spec_free(s);
+  altar_handle_clear(&h);
+}
+
+static void test_abort_drops_batch(void) {
+  altar_ledger_t *l = rdb_open();
+  altar_error_t err = {0};
+  put_rec(l, "kept", "g");
+  CU_ASSERT_EQUAL(altar_ledger_begin(l, &err), 0);
+  put_rec(l, "dropped", "g");
+  CU_ASSERT(l->ops->peek_open(l->impl, "process", "dropped") != NULL);
+  CU_ASSERT_EQUAL(altar__ledger_aux_put(l, "o/1", 3, "v", 1, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_abort(l, &err), 0);
+  CU_ASSERT(l->ops->peek_open(l->impl, "process", "dropped") == NULL);
+  CU_ASSERT(l->ops->peek_open(l->impl, "process", "kept") != NULL);
+  altar_buf_t b = {0};
+  CU_ASSERT_EQUAL(altar__ledger_aux_get(l, "o/1", 3, &b, &err), ALTAR_ENOTFOUND);
+  l = rdb_reopen(l);
+  altar_ledger_entry_t e;
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "dropped", &e, &err), ALTAR_ENOTFOUND);
+  altar_buf_free(&b);
+  rdb_destroy(l);
+}
+
+static int count_aux(void *ctx, const void *k, size_t kl, const void *v, size_t vl) {
+  (void)k;
+  (void)kl;
+  (void)v;
+  (void)vl;
+  (*(int *)ctx)++;
+  return 0;
+}
+
+static void test_aux_keys_share_the_write(void) {
+  altar_ledger_t *l = rdb_open();
+  altar_error_t err = {0};
+  char before[ALTAR_LEDGER_CHECKSUM_LEN + 1], after[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  put_rec(l, "a", "g");
+  CU_ASSERT_EQUAL(altar_ledger_checksum(l, before, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_begin(l, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_aux_put(l, "out/1", 5, "hello", 5, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_aux_put(l, "out/2", 5, "world", 5, &err), 0);
+  altar_buf_t b = {0};
+  CU_ASSERT_EQUAL(altar__ledger_aux_get(l, "out/1", 5, &b, &err), 0); /* reads its own batch */
+  CU_ASSERT(b.len == 5 && !memcmp(b.data, "hello", 5));
+  CU_ASSERT_EQUAL(altar_ledger_commit(l, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_aux_del(l, "out/2", 5, &err), 0);
+  int n = 0;
+  CU_ASSERT_EQUAL(altar__ledger_aux_scan(l, "out/", 4, count_aux, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 1);
+  CU_ASSERT_EQUAL(altar_ledger_checksum(l, after, &err), 0);
+  CU_ASSERT_STRING_EQUAL(before, after); /* aux keys are not ledger content */
+  altar_buf_free(&b);
+  rdb_destroy(l);
+  altar_ledger_t *m = altar_ledger_memory_new();
+  CU_ASSERT_EQUAL(altar__ledger_aux_put(m, "k", 1, "v", 1, &err), ALTAR_ENOTSUP);
+  altar_ledger_close(m);
+}
+
+static void test_check_finds_damage(void) {
+  altar_ledger_t *l = rdb_open();
+  altar_error_t err = {0};
+  put_rec(l, "a", "g");
+  check(l);
+  rocksdb_t *db = altar__ledger_rocksdb_db(l);
+  CU_ASSERT_FATAL(db != NULL);
+  rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+  char *dberr = NULL;
+  /* An index entry with no record behind it is a half-applied change. */
+  rocksdb_put(db, wo, "o:process\0ghost", 15, "", 0, &dberr);
+  CU_ASSERT(dberr == NULL);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(l, NULL, &err), ALTAR_ELEDGER);
+  CU_ASSERT(strstr(err.msg, "ghost") != NULL);
+  rocksdb_delete(db, wo, "o:process\0ghost", 15, &dberr);
+  check(l);
+  /* A record whose bytes do not decode. */
+  rocksdb_put(db, wo, "r:process\0bad", 13, "\xa1\x00junk", 6, &dberr);
+  CU_ASSERT_NOT_EQUAL(altar__ledger_rocksdb_check(l, NULL, &err), 0);
+  rocksdb_delete(db, wo, "r:process\0bad", 13, &dberr);
+  /* A missing group index entry. */
+  rocksdb_delete(db, wo, "g:train\0g\0process\0a", 19, &dberr);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(l, NULL, &err), ALTAR_ELEDGER);
+  rocksdb_put(db, wo, "g:train\0g\0process\0a", 19, "", 0, &dberr);
+  check(l);
+  rocksdb_writeoptions_destroy(wo);
+  rdb_destroy(l);
+}
+
+static void test_read_only_and_errors(void) {
+  altar_error_t err = {0};
+  char *dir = altar_test_tmpdir("ledger-ro");
+  altar_ledger_rocksdb_opts_t o = {.no_create = true};
+  char missing[512];
+  snprintf(missing, sizeof missing, "%s/none", dir);
+  CU_ASSERT(altar_ledger_rocksdb_open(missing, &o, &err) == NULL);
+  CU_ASSERT_EQUAL(err.code, ALTAR_ELEDGER);
+  CU_ASSERT(strstr(err.msg, "none") != NULL);
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  put_rec(l, "a", "g");
+  altar_ledger_close(l);
+  o = (altar_ledger_rocksdb_opts_t){.read_only = true};
+  l = altar_ledger_rocksdb_open(dir, &o, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  CU_ASSERT(l->ops->peek_open(l->impl, "process", "a") != NULL);
+  altar_handle_t h;
+  altar_handle_init(&h, "process", "a");
+  CU_ASSERT_EQUAL(altar_ledger_set_state(l, &h, ALTAR_STATE_RUNNING, NULL, &err), ALTAR_ENOTSUP);
+  altar_handle_clear(&h);
+  altar_ledger_close(l);
+  CU_ASSERT(altar_ledger_rocksdb_open("", NULL, &err) == NULL);
+  CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+static void add_suites(void) {
+  altar_ledger_suite_register(&mem_factory);
+  altar_ledger_suite_register(&rdb_factory);
+  ALTAR_SUITE("ledger.rocksdb_only", NULL, NULL);
+  ALTAR_TEST(test_abort_drops_batch);
+  ALTAR_TEST(test_aux_keys_share_the_write);
+  ALTAR_TEST(test_check_finds_damage);
+  ALTAR_TEST(test_read_only_and_errors);
+}
+
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add_suites); }

@@ -1,0 +1,310 @@
+/* The local transport: the shared conformance suite, plus what only the
+ * embedded log has (the partitioner's vectors, several producer processes
+ * on one partition, takeover after a member is killed, retention, config). */
+#include "altar/transport.h"
+#include "testutil.h"
+#include "transport_conformance.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char *root;
+static altar_strmap_t conf_props;
+
+static altar_transport_t *open_local(const char *dir, const char *k1, const char *v1) {
+  altar_strmap_t m = {0};
+  altar_strmap_set(&m, "dir", dir);
+  altar_strmap_set(&m, "rebalance.check.ms", "20");
+  if (k1) altar_strmap_set(&m, k1, v1);
+  altar_error_t err = {0};
+  altar_transport_t *t = altar_transport_new("local", &m, NULL, &err);
+  if (!t) fprintf(stderr, "open local: %s\n", err.msg);
+  altar_strmap_clear(&m);
+  return t;
+}
+
+/* Kafka's own test vectors (clients UtilsTest) for murmur2. */
+static void test_murmur2_vectors(void) {
+  CU_ASSERT_EQUAL(altar_murmur2("21", 2), -973932308);
+  CU_ASSERT_EQUAL(altar_murmur2("foobar", 6), -790332482);
+  CU_ASSERT_EQUAL(altar_murmur2("a-little-bit-long-string", 24), -985981536);
+  CU_ASSERT_EQUAL(altar_murmur2("a-little-bit-longer-string", 26), -1486304829);
+  CU_ASSERT_EQUAL(altar_murmur2("lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", 48), -58897971);
+  CU_ASSERT_EQUAL(altar_murmur2("abc", 3), 479470107);
+  for (int n = 1; n < 10; n++) {
+    int32_t p = altar_partition_for_key("foobar", 6, n);
+    CU_ASSERT(p >= 0 && p < n);
+    CU_ASSERT_EQUAL(p, (int32_t)((uint32_t)(-790332482 & 0x7fffffff) % (uint32_t)n));
+  }
+}
+
+static void test_config_errors(void) {
+  altar_error_t err = {0};
+  altar_strmap_t m = {0};
+  CU_ASSERT(altar_transport_new("local", &m, NULL, &err) == NULL);
+  CU_ASSERT(strstr(err.msg, "dir") != NULL);
+  altar_strmap_set(&m, "dir", root);
+  altar_strmap_set(&m, "fsync", "sometimes");
+  CU_ASSERT(altar_transport_new("local", &m, NULL, &err) == NULL);
+  CU_ASSERT(strstr(err.msg, "fsync") != NULL);
+  altar_strmap_set(&m, "fsync", "never");
+  altar_strmap_set(&m, "segment.bytes", "12abc");
+  CU_ASSERT(altar_transport_new("local", &m, NULL, &err) == NULL);
+  CU_ASSERT(strstr(err.msg, "segment.bytes") != NULL);
+  altar_strmap_clear(&m);
+  CU_ASSERT(altar_transport_new("no-such-transport", NULL, NULL, &err) == NULL);
+  CU_ASSERT(strstr(err.msg, "local") != NULL); /* lists the known ones */
+}
+
+/* Several processes append to one partition at once: every record lands
+ * once, offsets are dense, each producer's records stay in its order. */
+static void test_concurrent_producer_processes(void) {
+  char *dir = altar_test_tmpdir("local-multi");
+  altar_transport_t *t = open_local(dir, NULL, NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "shared", 1, &err), 0);
+  altar_transport_close(t);
+  enum { PROCS = 3, N = 400 };
+  pid_t pids[PROCS];
+  for (int k = 0; k < PROCS; k++) {
+    pids[k] = fork();
+    CU_ASSERT_FATAL(pids[k] >= 0);
+    if (pids[k] == 0) {
+      altar_transport_t *c = open_local(dir, "group.commit.ms", "1");
+      if (!c) _exit(2);
+      for (int i = 0; i < N; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "%d:%d", k, i);
+        altar_produce_rec_t rec = {.topic = "shared", .partition = 0, .value = v, .value_len = strlen(v)};
+        altar_error_t e = {0};
+        while (altar_transport_produce(c, &rec, &e) == ALTAR_EAGAIN) altar_transport_poll(c, 10);
+        if (i % 37 == 0) altar_transport_flush(c, -1, &e);
+      }
+      int rc = altar_transport_flush(c, -1, &err);
+      altar_transport_close(c);
+      _exit(rc ? 1 : 0);
+    }
+  }
+  for (int k = 0; k < PROCS; k++) {
+    int st = 0;
+    waitpid(pids[k], &st, 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  t = open_local(dir, NULL, NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  altar_tp_t tp = {"shared", 0, ALTAR_OFFSET_BEGINNING};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_assign(t, &tp, 1, &err), 0);
+  int next[PROCS] = {0};
+  int total = 0;
+  for (;;) {
+    altar_msg_t *m = NULL;
+    CU_ASSERT_EQUAL(altar_transport_consume(t, 50, &m, &err), 0);
+    if (!m) break;
+    CU_ASSERT_EQUAL(m->offset, total);
+    int k = -1, i = -1;
+    char v[32];
+    snprintf(v, sizeof v, "%.*s", (int)m->value_len, (const char *)m->value);
+    CU_ASSERT(sscanf(v, "%d:%d", &k, &i) == 2);
+    if (k >= 0 && k < PROCS) {
+      CU_ASSERT_EQUAL(i, next[k]);
+      next[k] = i + 1;
+    }
+    total++;
+    altar_msg_free(m);
+  }
+  CU_ASSERT_EQUAL(total, PROCS * N);
+  bool done = false;
+  CU_ASSERT_EQUAL(altar_transport_caught_up(t, &done, &err), 0);
+  CU_ASSERT(done);
+  altar_transport_close(t);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+/* A member process that dies (kill -9) leaves its partitions to the other. */
+static void test_takeover_after_kill(void) {
+  char *dir = altar_test_tmpdir("local-takeover");
+  altar_transport_t *t = open_local(dir, NULL, NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "work", 4, &err), 0);
+  int pfd[2];
+  CU_ASSERT_FATAL(pipe(pfd) == 0);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    close(pfd[0]);
+    altar_transport_t *c = open_local(dir, NULL, NULL);
+    const char *topics[] = {"work"};
+    altar_error_t e = {0};
+    if (!c || altar_transport_subscribe(c, "g", topics, 1, NULL, NULL, &e)) _exit(2);
+    bool told = false;
+    for (;;) {
+      altar_msg_t *m = NULL;
+      altar_transport_consume(c, 20, &m, &e);
+      altar_msg_free(m);
+      altar_tp_t *parts = NULL;
+      size_t n = 0;
+      altar_transport_assignment(c, &parts, &n, &e);
+      free(parts);
+      if (n == 2 && !told) { /* split with the parent: tell it */
+        if (write(pfd[1], "s", 1) != 1) _exit(3);
+        told = true;
+      }
+    }
+  }
+  close(pfd[1]);
+  const char *topics[] = {"work"};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_subscribe(t, "g", topics, 1, NULL, NULL, &err), 0);
+  /* Poll until both hold two partitions (the child reports its half). */
+  char ch;
+  size_t n = 0;
+  altar_tp_t *parts = NULL;
+  int64_t spins = 0;
+  for (;; spins++) {
+    altar_msg_t *m = NULL;
+    altar_transport_consume(t, 20, &m, &err);
+    altar_msg_free(m);
+    altar_transport_assignment(t, &parts, &n, &err);
+    free(parts);
+    if (n == 2) break;
+    CU_ASSERT_FATAL(spins < 3000);
+  }
+  CU_ASSERT_EQUAL_FATAL(read(pfd[0], &ch, 1), 1);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  for (spins = 0;; spins++) {
+    altar_msg_t *m = NULL;
+    altar_transport_consume(t, 20, &m, &err);
+    altar_msg_free(m);
+    altar_transport_assignment(t, &parts, &n, &err);
+    free(parts);
+    if (n == 4) break;
+    CU_ASSERT_FATAL(spins < 3000);
+  }
+  CU_ASSERT_EQUAL(n, 4);
+  close(pfd[0]);
+  altar_transport_close(t);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+static int count_segments(const char *dir) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "ls %s/topics/ret/0 | grep -c '\\.log$'", dir);
+  FILE *f = popen(cmd, "r");
+  int n = -1;
+  if (f) {
+    if (fscanf(f, "%d", &n) != 1) n = -1;
+    pclose(f);
+  }
+  return n;
+}
+
+static void test_retention_by_size(void) {
+  char *dir = altar_test_tmpdir("local-retention");
+  altar_strmap_t m = {0};
+  altar_strmap_set(&m, "dir", dir);
+  altar_strmap_set(&m, "segment.bytes", "4096");
+  altar_strmap_set(&m, "retention.bytes", "10000");
+  altar_error_t err = {0};
+  altar_transport_t *t = altar_transport_new("local", &m, NULL, &err);
+  altar_strmap_clear(&m);
+  CU_ASSERT_FATAL(t != NULL);
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "ret", 1, &err), 0);
+  char val[500];
+  memset(val, 'r', sizeof val);
+  for (int i = 0; i < 200; i++) {
+    altar_produce_rec_t rec = {.topic = "ret", .partition = 0, .value = val, .value_len = sizeof val};
+    CU_ASSERT_EQUAL_FATAL(altar_transport_produce(t, &rec, &err), 0);
+    if (i % 10 == 9) CU_ASSERT_EQUAL(altar_transport_flush(t, -1, &err), 0);
+  }
+  CU_ASSERT_EQUAL(altar_transport_flush(t, -1, &err), 0);
+  int segs = count_segments(dir);
+  CU_ASSERT(segs >= 2 && segs <= 4); /* about 10000 bytes of 4096-byte segments kept */
+  altar_topic_list_t *l = NULL;
+  CU_ASSERT_EQUAL_FATAL(altar_transport_list_topics(t, "ret", 0, &l, &err), 0);
+  CU_ASSERT_EQUAL(l->topics[0].partitions[0].end, 200);
+  CU_ASSERT(l->topics[0].partitions[0].beginning > 100);
+  int64_t begin = l->topics[0].partitions[0].beginning;
+  altar_topic_list_free(l);
+  /* A reader asked for offset 0 starts at the oldest kept record. */
+  altar_tp_t tp = {"ret", 0, 0};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_assign(t, &tp, 1, &err), 0);
+  altar_msg_t *msg = NULL;
+  CU_ASSERT_EQUAL(altar_transport_consume(t, 1000, &msg, &err), 0);
+  CU_ASSERT_FATAL(msg != NULL);
+  CU_ASSERT_EQUAL(msg->offset, begin);
+  altar_msg_free(msg);
+  altar_transport_close(t);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+static void test_headers_and_null_fields(void) {
+  char *dir = altar_test_tmpdir("local-headers");
+  altar_transport_t *t = open_local(dir, NULL, NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  altar_error_t err = {0};
+  altar_header_t hs[] = {{"trace", "abc", 3}, {"empty", NULL, 0}, {"trace", "xyz", 3}};
+  altar_produce_rec_t rec = {.topic = "h", .partition = 0, .key = NULL, .value = NULL, .headers = hs, .n_headers = 3};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_produce(t, &rec, &err), 0);
+  CU_ASSERT_EQUAL(altar_transport_flush(t, -1, &err), 0);
+  altar_tp_t tp = {"h", 0, ALTAR_OFFSET_BEGINNING};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_assign(t, &tp, 1, &err), 0);
+  altar_msg_t *m = NULL;
+  CU_ASSERT_EQUAL(altar_transport_consume(t, 1000, &m, &err), 0);
+  CU_ASSERT_FATAL(m != NULL);
+  CU_ASSERT(m->key == NULL && m->value == NULL);
+  CU_ASSERT_EQUAL(m->n_headers, 3);
+  const void *v;
+  size_t vl;
+  CU_ASSERT_EQUAL(altar_msg_header(m, "trace", &v, &vl), 0);
+  CU_ASSERT(vl == 3 && !memcmp(v, "xyz", 3)); /* the last one wins */
+  CU_ASSERT_EQUAL(altar_msg_header(m, "empty", &v, &vl), 0);
+  CU_ASSERT(v == NULL);
+  CU_ASSERT_EQUAL(altar_msg_header(m, "nope", &v, &vl), ALTAR_ENOTFOUND);
+  altar_msg_free(m);
+  /* Too large a record is refused up front, with no report to follow. */
+  size_t big = 17u << 20;
+  char *huge = calloc(1, big);
+  altar_produce_rec_t r2 = {.topic = "h", .partition = 0, .value = huge, .value_len = big};
+  CU_ASSERT_EQUAL(altar_transport_produce(t, &r2, &err), ALTAR_ETOOBIG);
+  free(huge);
+  altar_transport_close(t);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+static void add(void) {
+  altar_transport_register(&altar_transport_local_ops);
+  root = altar_test_tmpdir("local-conformance");
+  altar_strmap_set(&conf_props, "dir", root);
+  altar_strmap_set(&conf_props, "rebalance.check.ms", "20");
+  static altar_transport_conformance_t conf = {.transport = "local", .timeout_ms = 30000};
+  conf.config = &conf_props;
+  altar_transport_conformance_add(&conf);
+  {
+    ALTAR_SUITE("local transport", NULL, NULL);
+    ALTAR_TEST(test_murmur2_vectors);
+    ALTAR_TEST(test_config_errors);
+    ALTAR_TEST(test_headers_and_null_fields);
+    ALTAR_TEST(test_concurrent_producer_processes);
+    ALTAR_TEST(test_takeover_after_kill);
+    ALTAR_TEST(test_retention_by_size);
+  }
+}
+
+int main(int argc, char **argv) {
+  int rc = altar_test_main(argc, argv, add);
+  altar_test_rmtree(root);
+  free(root);
+  altar_strmap_clear(&conf_props);
+  return rc;
+}

@@ -1,0 +1,279 @@
+/* kafka transport: topics (create, list with watermarks) and committed
+ * offsets of any group, through librdkafka's Admin API and metadata. */
+#include "transports/kafka_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int remaining(int64_t deadline) {
+  int64_t r = deadline - now_ms();
+  return r > 0 ? (int)r : 0;
+}
+
+/* Sleeps before another attempt, logging why, if time is left. */
+static bool retry_after(altar__kafka_t *k, int64_t deadline, int attempt, const altar_error_t *e) {
+  if (!e->retriable || remaining(deadline) < 250) return false;
+  altar__kafka_warn(k, "retrying (attempt %d) after: %s", attempt + 1, e->msg);
+  struct timespec ts = {0, 200 * 1000000L};
+  nanosleep(&ts, NULL);
+  return true;
+}
+
+/* Waits for one admin result event on q. */
+static rd_kafka_event_t *await_event(rd_kafka_queue_t *q, int timeout_ms) {
+  return rd_kafka_queue_poll(q, timeout_ms);
+}
+
+/* ---- create ---------------------------------------------------------------- */
+
+static int create_once(altar__kafka_t *k, const char *topic, int32_t partitions, int timeout_ms,
+                       altar_error_t *err) {
+  char errstr[256];
+  rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, k->replication_factor, errstr, sizeof errstr);
+  if (!nt) return altar_error_set(err, ALTAR_EINVAL, "create topic %s: %s", topic, errstr);
+  rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(k->prod, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+  rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, errstr, sizeof errstr);
+  rd_kafka_AdminOptions_set_operation_timeout(opts, timeout_ms, errstr, sizeof errstr);
+  rd_kafka_queue_t *q = rd_kafka_queue_new(k->prod);
+  rd_kafka_CreateTopics(k->prod, &nt, 1, opts, q);
+  rd_kafka_event_t *ev = await_event(q, timeout_ms + 2000);
+  int rc;
+  if (!ev) {
+    rc = altar__kafka_err(k, err, RD_KAFKA_RESP_ERR__TIMED_OUT, "create topic %s", topic);
+  } else if (rd_kafka_event_error(ev)) {
+    rc = altar__kafka_err(k, err, rd_kafka_event_error(ev), "create topic %s: %s", topic,
+                          rd_kafka_event_error_string(ev));
+  } else {
+    size_t cnt = 0;
+    const rd_kafka_topic_result_t **res =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &cnt);
+    rd_kafka_resp_err_t code = cnt ? rd_kafka_topic_result_error(res[0]) : RD_KAFKA_RESP_ERR__FAIL;
+    const char *why = cnt ? rd_kafka_topic_result_error_string(res[0]) : "no result";
+    rc = code ? altar__kafka_err(k, err, code, "create topic %s (%d partitions): %s", topic,
+                                 (int)partitions, why ? why : "")
+              : ALTAR_OK;
+  }
+  if (ev) rd_kafka_event_destroy(ev);
+  rd_kafka_queue_destroy(q);
+  rd_kafka_AdminOptions_destroy(opts);
+  rd_kafka_NewTopic_destroy(nt);
+  return rc;
+}
+
+/* Waits until metadata shows topic with every partition led, so a produce
+ * right after creation finds it. */
+static int await_visible(altar__kafka_t *k, const char *topic, int32_t partitions, int64_t deadline,
+                         altar_error_t *err) {
+  rd_kafka_topic_t *rkt = rd_kafka_topic_new(k->prod, topic, NULL);
+  if (!rkt) return altar_error_set(err, ALTAR_ENOMEM, "create topic %s: out of memory", topic);
+  int rc = ALTAR_ETIMEOUT;
+  do {
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t code = rd_kafka_metadata(k->prod, 0, rkt, &md, remaining(deadline) ? remaining(deadline) : 1);
+    if (!code && md->topic_cnt == 1 && !md->topics[0].err && md->topics[0].partition_cnt == partitions) {
+      bool led = true;
+      for (int i = 0; i < md->topics[0].partition_cnt; i++)
+        if (md->topics[0].partitions[i].leader < 0 || md->topics[0].partitions[i].err) led = false;
+      if (led) rc = ALTAR_OK;
+    }
+    if (md) rd_kafka_metadata_destroy(md);
+    if (rc == ALTAR_OK) break;
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+  } while (remaining(deadline) > 0);
+  rd_kafka_topic_destroy(rkt);
+  if (rc) altar__kafka_err(k, err, RD_KAFKA_RESP_ERR__TIMED_OUT, "create topic %s: created but not visible in metadata", topic);
+  return rc;
+}
+
+int altar__kafka_create_topic(altar_transport_t *t, const char *topic, int32_t partitions,
+                              altar_error_t *err) {
+  altar__kafka_t *k = altar__kafka(t);
+  int rc = altar_transport_check_name("topic", topic, err);
+  if (rc) return rc;
+  if (partitions < 1 || partitions > 100000)
+    return altar_error_set(err, ALTAR_EINVAL, "create topic %s: partitions must be in [1, 100000], got %d",
+                           topic, (int)partitions);
+  int64_t deadline = now_ms() + k->timeout_ms;
+  altar_error_t e = {0};
+  for (int attempt = 1;; attempt++) {
+    rc = create_once(k, topic, partitions, remaining(deadline) > 1000 ? remaining(deadline) : 1000, &e);
+    if (rc == ALTAR_OK || !retry_after(k, deadline, attempt, &e)) break;
+  }
+  if (rc == ALTAR_OK) rc = await_visible(k, topic, partitions, deadline, &e);
+  if (rc && err) *err = e;
+  return rc;
+}
+
+/* ---- list -------------------------------------------------------------- */
+
+static int cmp_topic(const void *a, const void *b) {
+  return strcmp(((const altar_topic_info_t *)a)->name, ((const altar_topic_info_t *)b)->name);
+}
+static int cmp_part(const void *a, const void *b) {
+  int32_t x = ((const altar_partition_info_t *)a)->partition, y = ((const altar_partition_info_t *)b)->partition;
+  return (x > y) - (x < y);
+}
+
+static int list_once(altar__kafka_t *k, const char *topic, int64_t deadline, altar_topic_list_t **plist,
+                     altar_error_t *err) {
+  const struct rd_kafka_metadata *md = NULL;
+  /* All topics, filtered here: asking for one topic by name would create it
+   * on clusters that auto-create topics. */
+  rd_kafka_resp_err_t code = rd_kafka_metadata(k->prod, 1, NULL, &md, remaining(deadline) ? remaining(deadline) : 1);
+  if (code) return altar__kafka_err(k, err, code, "list topics");
+  altar_topic_list_t *l = calloc(1, sizeof *l);
+  int rc = ALTAR_OK;
+  if (!l || (md->topic_cnt && !(l->topics = calloc((size_t)md->topic_cnt, sizeof *l->topics)))) {
+    rc = altar_error_set(err, ALTAR_ENOMEM, "list topics: out of memory");
+    goto out;
+  }
+  for (int i = 0; i < md->topic_cnt && !rc; i++) {
+    const rd_kafka_metadata_topic_t *mt = &md->topics[i];
+    if (topic ? strcmp(mt->topic, topic) != 0 : strncmp(mt->topic, "__", 2) == 0) continue;
+    if (mt->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) continue;
+    if (mt->err) {
+      rc = altar__kafka_err(k, err, mt->err, "list topics: %s", mt->topic);
+      break;
+    }
+    altar_topic_info_t *ti = &l->topics[l->n_topics];
+    if (!(ti->name = strdup(mt->topic)) ||
+        (mt->partition_cnt && !(ti->partitions = calloc((size_t)mt->partition_cnt, sizeof *ti->partitions)))) {
+      free(ti->name);
+      rc = altar_error_set(err, ALTAR_ENOMEM, "list topics: out of memory");
+      break;
+    }
+    l->n_topics++;
+    for (int j = 0; j < mt->partition_cnt; j++) {
+      int64_t lo = -1, hi = -1;
+      int32_t p = mt->partitions[j].id;
+      code = rd_kafka_query_watermark_offsets(k->prod, mt->topic, p, &lo, &hi,
+                                              remaining(deadline) ? remaining(deadline) : 1);
+      if (code) {
+        rc = altar__kafka_err(k, err, code, "list topics: offsets of %s [%d]", mt->topic, (int)p);
+        break;
+      }
+      ti->partitions[ti->n_partitions++] = (altar_partition_info_t){p, lo, hi};
+    }
+    qsort(ti->partitions, ti->n_partitions, sizeof *ti->partitions, cmp_part);
+  }
+  if (!rc && topic && l->n_topics == 0)
+    rc = altar_error_set(err, ALTAR_ENOTFOUND, "list topics: topic %s does not exist", topic);
+out:
+  rd_kafka_metadata_destroy(md);
+  if (rc) {
+    altar_topic_list_free(l);
+    return rc;
+  }
+  qsort(l->topics, l->n_topics, sizeof *l->topics, cmp_topic);
+  *plist = l;
+  return ALTAR_OK;
+}
+
+int altar__kafka_list_topics(altar_transport_t *t, const char *topic, int timeout_ms,
+                             altar_topic_list_t **plist, altar_error_t *err) {
+  altar__kafka_t *k = altar__kafka(t);
+  *plist = NULL;
+  if (topic) {
+    int rc = altar_transport_check_name("topic", topic, err);
+    if (rc) return rc;
+  }
+  int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : k->timeout_ms);
+  altar_error_t e = {0};
+  int rc;
+  for (int attempt = 1;; attempt++) {
+    rc = list_once(k, topic, deadline, plist, &e);
+    if (rc == ALTAR_OK || rc == ALTAR_ENOTFOUND || !retry_after(k, deadline, attempt, &e)) break;
+  }
+  if (rc && err) *err = e;
+  return rc;
+}
+
+/* ---- committed ------------------------------------------------------------- */
+
+static int committed_once(altar__kafka_t *k, const char *group, const char *topic, int32_t partition,
+                          int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err) {
+  rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(parts, topic, partition);
+  rd_kafka_ListConsumerGroupOffsets_t *req = rd_kafka_ListConsumerGroupOffsets_new(group, parts);
+  rd_kafka_topic_partition_list_destroy(parts);
+  char errstr[256];
+  rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(k->prod, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS);
+  rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, errstr, sizeof errstr);
+  rd_kafka_queue_t *q = rd_kafka_queue_new(k->prod);
+  rd_kafka_ListConsumerGroupOffsets(k->prod, &req, 1, opts, q);
+  rd_kafka_event_t *ev = await_event(q, timeout_ms + 2000);
+  int rc = ALTAR_OK;
+  if (!ev) {
+    rc = altar__kafka_err(k, err, RD_KAFKA_RESP_ERR__TIMED_OUT, "committed offset of group %s on %s [%d]", group,
+                          topic, (int)partition);
+  } else if (rd_kafka_event_error(ev)) {
+    rc = altar__kafka_err(k, err, rd_kafka_event_error(ev), "committed offset of group %s on %s [%d]: %s",
+                          group, topic, (int)partition, rd_kafka_event_error_string(ev));
+  } else {
+    size_t cnt = 0;
+    const rd_kafka_group_result_t **groups =
+        rd_kafka_ListConsumerGroupOffsets_result_groups(rd_kafka_event_ListConsumerGroupOffsets_result(ev), &cnt);
+    const rd_kafka_error_t *gerr = cnt ? rd_kafka_group_result_error(groups[0]) : NULL;
+    const rd_kafka_topic_partition_list_t *res = cnt ? rd_kafka_group_result_partitions(groups[0]) : NULL;
+    if (gerr) {
+      rc = altar__kafka_err(k, err, rd_kafka_error_code(gerr), "committed offset of group %s: %s", group,
+                            rd_kafka_error_string(gerr));
+    } else if (!res || res->cnt != 1) {
+      rc = altar_error_set(err, ALTAR_ETRANSPORT, "committed offset of group %s on %s [%d]: no result", group,
+                           topic, (int)partition);
+    } else if (res->elems[0].err) {
+      rc = altar__kafka_err(k, err, res->elems[0].err, "committed offset of group %s on %s [%d]", group, topic,
+                            (int)partition);
+    } else if (res->elems[0].offset >= 0) {
+      const rd_kafka_topic_partition_t *p = &res->elems[0];
+      if (p->metadata_size > ALTAR_COMMIT_METADATA_MAX) {
+        rc = altar_error_set(err, ALTAR_ETOOBIG, "committed offset of group %s on %s [%d]: metadata of %zu bytes exceeds %d",
+                             group, topic, (int)partition, p->metadata_size, ALTAR_COMMIT_METADATA_MAX);
+      } else {
+        char *md = malloc(p->metadata_size + 1);
+        if (!md) {
+          rc = altar_error_set(err, ALTAR_ENOMEM, "committed: out of memory");
+        } else {
+          if (p->metadata_size) memcpy(md, p->metadata, p->metadata_size);
+          md[p->metadata_size] = '\0';
+          *poffset = p->offset;
+          *pmetadata = md;
+        }
+      }
+    }
+  }
+  if (ev) rd_kafka_event_destroy(ev);
+  rd_kafka_queue_destroy(q);
+  rd_kafka_AdminOptions_destroy(opts);
+  rd_kafka_ListConsumerGroupOffsets_destroy(req);
+  return rc;
+}
+
+int altar__kafka_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
+                           int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err) {
+  altar__kafka_t *k = altar__kafka(t);
+  *poffset = ALTAR_OFFSET_INVALID;
+  *pmetadata = NULL;
+  int rc = altar_transport_check_name("group", group, err);
+  if (!rc) rc = altar_transport_check_name("topic", topic, err);
+  if (rc) return rc;
+  if (partition < 0) return altar_error_set(err, ALTAR_EINVAL, "committed: partition %d is invalid", (int)partition);
+  int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : k->timeout_ms);
+  altar_error_t e = {0};
+  for (int attempt = 1;; attempt++) {
+    rc = committed_once(k, group, topic, partition, remaining(deadline) > 500 ? remaining(deadline) : 500, poffset,
+                        pmetadata, &e);
+    if (rc == ALTAR_OK || !retry_after(k, deadline, attempt, &e)) break;
+  }
+  if (rc && err) *err = e;
+  return rc;
+}

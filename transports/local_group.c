@@ -1,0 +1,451 @@
+/* Consumer groups of the local log. Members announce themselves with a
+ * file in groups/<g>/members they hold an flock on for their lifetime (the
+ * kernel drops it when the process dies); a file whose lock can be taken
+ * belongs to a dead member. Each member computes the same assignment from
+ * the sorted live members (round robin over the sorted partitions of the
+ * topics they subscribe) and owns a partition only while holding the flock
+ * of groups/<g>/owners/<topic>.<partition>.lock, so two members never
+ * consume one partition at once, and a survivor takes over on its next
+ * check after a member leaves or dies. */
+#include "transports/local_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#define MEMBER_FILE_MAX 65536
+
+typedef struct member {
+  char *id;
+  char **topics;
+  size_t n_topics;
+} member_t;
+
+static void member_clear(member_t *m) {
+  free(m->id);
+  local_names_free(m->topics, m->n_topics);
+}
+
+static int split_lines(const char *s, char ***pout, size_t *pn) {
+  *pout = NULL;
+  *pn = 0;
+  size_t cap = 0;
+  while (*s) {
+    const char *nl = strchr(s, '\n');
+    size_t l = nl ? (size_t)(nl - s) : strlen(s);
+    if (l) {
+      char *x = strndup(s, l);
+      if (!x || altar_transport_check_name("topic", x, NULL) != 0) {
+        free(x);
+        if (!x) return ALTAR_ENOMEM;
+      } else {
+        if (*pn == cap) {
+          cap = cap ? cap * 2 : 4;
+          char **nv = realloc(*pout, cap * sizeof *nv);
+          if (!nv) {
+            free(x);
+            return ALTAR_ENOMEM;
+          }
+          *pout = nv;
+        }
+        (*pout)[(*pn)++] = x;
+      }
+    }
+    if (!nl) break;
+    s = nl + 1;
+  }
+  return 0;
+}
+
+int lgroup_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
+                const char *const *topics, size_t n, altar_rebalance_cb cb, void *ctx,
+                lgroup_t **pg, altar_error_t *err) {
+  (void)t;
+  *pg = NULL;
+  int rc = altar_transport_check_name("group", group, err);
+  if (rc) return rc;
+  if (n == 0) return altar_error_set(err, ALTAR_EINVAL, "subscribe: no topics");
+  for (size_t i = 0; i < n; i++)
+    if ((rc = altar_transport_check_name("topic", topics[i], err)) != 0) return rc;
+  lgroup_t *g = calloc(1, sizeof *g);
+  if (!g) return altar_error_set(err, ALTAR_ENOMEM, "subscribe: out of memory");
+  g->member_fd = -1;
+  g->cb = cb;
+  g->cb_ctx = ctx;
+  g->group = strdup(group);
+  g->dir = local_pathf("%s/groups/%s", cfg->dir, group);
+  g->topics = calloc(n, sizeof *g->topics);
+  static unsigned counter;
+  g->member_id = local_pathf("%010ld-%lld-%u", (long)getpid(), (long long)local_mono_ms(), ++counter);
+  if (!g->group || !g->dir || !g->topics || !g->member_id) goto nomem;
+  for (size_t i = 0; i < n; i++) {
+    if (!(g->topics[i] = strdup(topics[i]))) goto nomem;
+    g->n_topics++;
+  }
+  static const char *const subs[] = {"members", "owners", "offsets"};
+  for (size_t i = 0; i < 3; i++) {
+    char *p = local_path(g->dir, subs[i]);
+    if (!p) goto nomem;
+    rc = local_mkdirs(p, err);
+    free(p);
+    if (rc) goto fail;
+  }
+  char *tmp = local_pathf("%s/members/.%s.tmp", g->dir, g->member_id);
+  char *fin = local_pathf("%s/members/%s.member", g->dir, g->member_id);
+  if (!tmp || !fin) {
+    free(tmp);
+    free(fin);
+    goto nomem;
+  }
+  /* Lock before the file becomes visible, so nobody mistakes it for dead. */
+  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+    rc = altar_error_set(err, ALTAR_EIO, "group %s: member file: %s", group, strerror(errno));
+  } else {
+    for (size_t i = 0; i < n && !rc; i++)
+      if (local_write_all(fd, topics[i], strlen(topics[i])) != 0 || local_write_all(fd, "\n", 1) != 0)
+        rc = altar_error_set(err, ALTAR_EIO, "group %s: member file: %s", group, strerror(errno));
+    if (!rc && rename(tmp, fin) != 0)
+      rc = altar_error_set(err, ALTAR_EIO, "group %s: member file: %s", group, strerror(errno));
+  }
+  if (rc) {
+    if (fd >= 0) close(fd);
+    unlink(tmp);
+  } else {
+    g->member_fd = fd;
+  }
+  free(tmp);
+  free(fin);
+  if (rc) goto fail;
+  *pg = g;
+  return 0;
+nomem:
+  rc = altar_error_set(err, ALTAR_ENOMEM, "subscribe: out of memory");
+fail:
+  g->member_fd = -1;
+  lgroup_leave(NULL, g);
+  return rc;
+}
+
+static int cmp_member(const void *a, const void *b) {
+  return strcmp(((const member_t *)a)->id, ((const member_t *)b)->id);
+}
+
+/* Live members, sorted by id; dead members' files are removed. */
+static int live_members(altar_transport_t *t, lgroup_t *g, member_t **pm, size_t *pn,
+                        altar_error_t *err) {
+  *pm = NULL;
+  *pn = 0;
+  char *md = local_path(g->dir, "members");
+  if (!md) return altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+  DIR *d = opendir(md);
+  if (!d) {
+    int e = errno;
+    free(md);
+    return altar_error_set(err, ALTAR_EIO, "group %s: members: %s", g->group, strerror(e));
+  }
+  member_t *ms = NULL;
+  size_t n = 0, cap = 0;
+  int rc = 0;
+  struct dirent *de;
+  char *buf = malloc(MEMBER_FILE_MAX + 1);
+  if (!buf) rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+  while (!rc && (de = readdir(d)) != NULL) {
+    const char *nm = de->d_name;
+    size_t l = strlen(nm);
+    bool is_member = l > 7 && !strcmp(nm + l - 7, ".member");
+    bool is_tmp = nm[0] == '.' && l > 4 && !strcmp(nm + l - 4, ".tmp");
+    if (!is_member && !is_tmp) continue;
+    char *p = local_path(md, nm);
+    if (!p) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+      break;
+    }
+    bool mine = is_member && l - 7 == strlen(g->member_id) && !strncmp(nm, g->member_id, l - 7);
+    member_t m = {0};
+    if (!mine) {
+      int fd = open(p, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) { /* gone meanwhile */
+        free(p);
+        continue;
+      }
+      if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+        if (is_member) altar_transport_log(t, 6, "group %s: member %.*s is gone", g->group, (int)(l - 7), nm);
+        unlink(p);
+        close(fd);
+        free(p);
+        continue;
+      }
+      if (is_tmp) { /* still joining */
+        close(fd);
+        free(p);
+        continue;
+      }
+      ssize_t got = local_pread_full(fd, buf, MEMBER_FILE_MAX, 0);
+      close(fd);
+      buf[got > 0 ? got : 0] = '\0';
+      if (split_lines(buf, &m.topics, &m.n_topics) != 0)
+        rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+    } else {
+      for (size_t i = 0; i < g->n_topics && !rc; i++) {
+        char **nv = realloc(m.topics, (i + 1) * sizeof *nv);
+        if (!nv || !(nv[i] = strdup(g->topics[i]))) {
+          if (nv) m.topics = nv;
+          rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+          break;
+        }
+        m.topics = nv;
+        m.n_topics++;
+      }
+    }
+    free(p);
+    m.id = strndup(nm, l - 7);
+    if (!m.id && !rc) rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+    if (!rc && n == cap) {
+      size_t nc = cap ? cap * 2 : 4;
+      member_t *nv = realloc(ms, nc * sizeof *nv);
+      if (!nv) rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+      else {
+        ms = nv;
+        cap = nc;
+      }
+    }
+    if (rc) {
+      member_clear(&m);
+      break;
+    }
+    ms[n++] = m;
+  }
+  free(buf);
+  closedir(d);
+  free(md);
+  if (rc) {
+    for (size_t i = 0; i < n; i++) member_clear(&ms[i]);
+    free(ms);
+    return rc;
+  }
+  if (n) qsort(ms, n, sizeof *ms, cmp_member);
+  *pm = ms;
+  *pn = n;
+  return 0;
+}
+
+static bool has_topic(const member_t *m, const char *topic) {
+  for (size_t i = 0; i < m->n_topics; i++)
+    if (!strcmp(m->topics[i], topic)) return true;
+  return false;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+typedef struct want {
+  const char *topic;
+  int32_t partition;
+} want_t;
+
+/* The partitions this member should own given the live members. */
+static int desired(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, member_t *ms,
+                   size_t nm, want_t **pw, size_t *pnw, altar_error_t *err) {
+  *pw = NULL;
+  *pnw = 0;
+  /* Union of topics, sorted and unique. */
+  size_t nt = 0;
+  for (size_t i = 0; i < nm; i++) nt += ms[i].n_topics;
+  const char **ts = nt ? calloc(nt, sizeof *ts) : NULL;
+  if (nt && !ts) return altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+  size_t k = 0;
+  for (size_t i = 0; i < nm; i++)
+    for (size_t j = 0; j < ms[i].n_topics; j++) ts[k++] = ms[i].topics[j];
+  if (nt) qsort(ts, nt, sizeof *ts, cmp_str);
+  want_t *w = NULL;
+  size_t nw = 0, cap = 0;
+  uint64_t counter = 0;
+  const member_t **elig = nm ? calloc(nm, sizeof *elig) : NULL;
+  int rc = 0;
+  for (size_t i = 0; i < nt && !rc; i++) {
+    if (i > 0 && !strcmp(ts[i], ts[i - 1])) continue;
+    int32_t np = 0;
+    altar_error_t e = {0};
+    if (local_topic_partitions(t, cfg, ts[i], &np, &e) != 0) continue; /* not created yet */
+    size_t ne = 0;
+    for (size_t m = 0; m < nm; m++)
+      if (has_topic(&ms[m], ts[i])) elig[ne++] = &ms[m];
+    for (int32_t p = 0; p < np; p++, counter++) {
+      if (strcmp(elig[counter % ne]->id, g->member_id) != 0) continue;
+      if (nw == cap) {
+        size_t nc = cap ? cap * 2 : 8;
+        want_t *nv = realloc(w, nc * sizeof *nv);
+        if (!nv) {
+          rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+          break;
+        }
+        w = nv;
+        cap = nc;
+      }
+      /* ts[i] points into ms, which outlives the use of w. */
+      w[nw++] = (want_t){ts[i], p};
+    }
+  }
+  free(elig);
+  free(ts);
+  if (rc) {
+    free(w);
+    return rc;
+  }
+  *pw = w;
+  *pnw = nw;
+  return 0;
+}
+
+static void release(lowned_t *o) {
+  if (o->lock_fd >= 0) close(o->lock_fd);
+  lreader_free(o->reader);
+  free(o->topic);
+  memset(o, 0, sizeof *o);
+  o->lock_fd = -1;
+}
+
+static void revoke_where(altar_transport_t *t, lgroup_t *g, const bool *drop) {
+  size_t nd = 0;
+  for (size_t i = 0; i < g->n_owned; i++) nd += drop[i];
+  if (!nd) return;
+  altar_tp_t *tps = calloc(nd, sizeof *tps);
+  size_t k = 0;
+  for (size_t i = 0; tps && i < g->n_owned; i++)
+    if (drop[i])
+      tps[k++] = (altar_tp_t){g->owned[i].topic, g->owned[i].partition,
+                              g->owned[i].reader ? g->owned[i].reader->next_offset : ALTAR_OFFSET_INVALID};
+  /* Commits are still allowed during the callback: owned is unchanged. */
+  if (g->cb && tps && t) g->cb(t, ALTAR_REBALANCE_REVOKE, tps, nd, g->cb_ctx);
+  free(tps);
+  size_t w = 0;
+  for (size_t i = 0; i < g->n_owned; i++) {
+    if (drop[i]) release(&g->owned[i]);
+    else g->owned[w++] = g->owned[i];
+  }
+  g->n_owned = w;
+}
+
+int lgroup_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool force,
+                 altar_error_t *err) {
+  int64_t now = local_mono_ms();
+  if (!force && now < g->next_check_ms) return 0;
+  g->next_check_ms = now + cfg->rebalance_check_ms;
+  member_t *ms = NULL;
+  size_t nm = 0;
+  int rc = live_members(t, g, &ms, &nm, err);
+  if (rc) return rc;
+  want_t *w = NULL;
+  size_t nw = 0;
+  rc = desired(t, cfg, g, ms, nm, &w, &nw, err);
+  if (rc) goto out;
+
+  bool *drop = g->n_owned ? calloc(g->n_owned, sizeof *drop) : NULL;
+  if (g->n_owned && !drop) {
+    rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < g->n_owned; i++) {
+    bool keep = false;
+    for (size_t j = 0; j < nw && !keep; j++)
+      keep = w[j].partition == g->owned[i].partition && !strcmp(w[j].topic, g->owned[i].topic);
+    drop[i] = !keep;
+  }
+  revoke_where(t, g, drop);
+  free(drop);
+
+  size_t first_new = g->n_owned;
+  for (size_t j = 0; j < nw; j++) {
+    bool have = false;
+    for (size_t i = 0; i < g->n_owned && !have; i++)
+      have = w[j].partition == g->owned[i].partition && !strcmp(w[j].topic, g->owned[i].topic);
+    if (have) continue;
+    char *lp = local_pathf("%s/owners/%s.%d.lock", g->dir, w[j].topic, (int)w[j].partition);
+    int fd = lp ? open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
+    free(lp);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      /* The previous owner has not let go yet: look again soon. */
+      close(fd);
+      g->next_check_ms = now + 10;
+      continue;
+    }
+    lowned_t *no = realloc(g->owned, (g->n_owned + 1) * sizeof *no);
+    if (!no) {
+      close(fd);
+      rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+      break;
+    }
+    g->owned = no;
+    lowned_t *o = &g->owned[g->n_owned];
+    memset(o, 0, sizeof *o);
+    o->lock_fd = fd;
+    o->partition = w[j].partition;
+    o->topic = strdup(w[j].topic);
+    o->reader = o->topic ? lreader_new(cfg->dir, o->topic, o->partition) : NULL;
+    if (!o->reader) {
+      release(o);
+      rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+      break;
+    }
+    g->n_owned++;
+    /* Start at the committed offset, read only now that the lock is ours. */
+    int64_t off;
+    char *md = NULL;
+    altar_error_t e = {0};
+    if (local_offset_read(cfg, g->group, o->topic, o->partition, &off, &md, &e) != 0) {
+      altar_transport_log(t, 4, "group %s: %s; starting from auto.offset.reset", g->group, e.msg);
+      off = ALTAR_OFFSET_INVALID;
+    }
+    free(md);
+    if (off == ALTAR_OFFSET_INVALID) off = cfg->reset_earliest ? ALTAR_OFFSET_BEGINNING : ALTAR_OFFSET_END;
+    if (lreader_seek(t, cfg, o->reader, off, &e) != 0)
+      altar_transport_log(t, 4, "group %s: %s", g->group, e.msg);
+  }
+  if (g->n_owned > first_new) {
+    size_t na = g->n_owned - first_new;
+    altar_tp_t *tps = calloc(na, sizeof *tps);
+    /* Copy names: the callback may trigger changes to owned. */
+    for (size_t i = 0; tps && i < na; i++) {
+      lowned_t *o = &g->owned[first_new + i];
+      tps[i] = (altar_tp_t){o->topic, o->partition, o->reader->next_offset};
+    }
+    if (g->cb && tps) g->cb(t, ALTAR_REBALANCE_ASSIGN, tps, na, g->cb_ctx);
+    free(tps);
+  }
+out:
+  free(w);
+  for (size_t i = 0; i < nm; i++) member_clear(&ms[i]);
+  free(ms);
+  return rc;
+}
+
+void lgroup_leave(altar_transport_t *t, lgroup_t *g) {
+  if (!g) return;
+  if (g->n_owned) {
+    bool *drop = calloc(g->n_owned, sizeof *drop);
+    if (drop) {
+      for (size_t i = 0; i < g->n_owned; i++) drop[i] = true;
+      revoke_where(t, g, drop);
+      free(drop);
+    }
+    for (size_t i = 0; i < g->n_owned; i++) release(&g->owned[i]);
+  }
+  free(g->owned);
+  if (g->member_fd >= 0) {
+    char *fin = local_pathf("%s/members/%s.member", g->dir, g->member_id);
+    if (fin) unlink(fin);
+    free(fin);
+    close(g->member_fd);
+  }
+  local_names_free(g->topics, g->n_topics);
+  free(g->member_id);
+  free(g->dir);
+  free(g->group);
+  free(g);
+}

@@ -1,0 +1,292 @@
+/* The local transport's internals, shared by transports/local_*.c only.
+ *
+ * On disk, under the configured dir:
+ *   topics/<topic>/<partition>/<base offset, 20 digits>.log   segments
+ *   topics/<topic>/<partition>/append.lock                    appenders' flock
+ *   groups/<group>/members/<member id>.member                 held (flock) by a live member
+ *   groups/<group>/owners/<topic>.<partition>.lock            held by the partition's owner
+ *   groups/<group>/offsets/<topic>.<partition>                committed offset + metadata
+ *   tmp/                                                      staging for atomic creates
+ *
+ * A segment is a sequence of records: u32 body length, u32 crc32 of the
+ * body, then the body (big-endian): u8 magic 1, u8 attributes 0, i64
+ * offset, i64 timestamp ms, i32 key length (-1 = null), key, i32 value
+ * length (-1 = null), value, u16 header count, then per header u16 name
+ * length, name, i32 value length (-1 = null), value. */
+#ifndef ALTAR_TRANSPORTS_LOCAL_INT_H
+#define ALTAR_TRANSPORTS_LOCAL_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "altar/buf.h"
+#include "altar/transport.h"
+
+#define LOCAL_FSYNC_ALWAYS 0
+#define LOCAL_FSYNC_GROUP 1
+#define LOCAL_FSYNC_NEVER 2
+
+#define LREC_FRAME 8    /* u32 length + u32 crc */
+#define LREC_BODY_MIN 29 /* magic, attrs, offset, ts, klen, vlen, nheaders */
+#define LREC_MAGIC 1
+#define LSEG_NAME_LEN 24 /* 20 digits + ".log" */
+
+typedef struct local_cfg {
+  char *dir;
+  int fsync_policy;
+  int group_commit_ms;
+  size_t group_commit_bytes;
+  int64_t retention_bytes; /* -1 = unlimited */
+  int64_t retention_ms;    /* -1 = unlimited */
+  int32_t num_partitions;
+  size_t segment_bytes;
+  size_t max_record_bytes;
+  size_t queue_max_records;
+  bool auto_create;
+  bool reset_earliest;
+  int rebalance_check_ms;
+} local_cfg_t;
+
+/* ---- local_config.c ---- */
+int local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config,
+                    altar_error_t *err);
+void local_cfg_clear(local_cfg_t *cfg);
+
+/* ---- local_segment.c: record format ---- */
+typedef struct lrec_view {
+  int64_t offset;
+  int64_t timestamp_ms;
+  const uint8_t *key; /* NULL = null key */
+  size_t key_len;
+  const uint8_t *value; /* NULL = null value */
+  size_t value_len;
+  const uint8_t *headers; /* raw header block */
+  size_t headers_len;
+  uint16_t n_headers;
+  size_t total_len; /* frame + body */
+} lrec_view_t;
+
+enum { LREC_OK = 0, LREC_INCOMPLETE = 1, LREC_CORRUPT = 2 };
+
+/* Encoded size of rec, or 0 when a field is out of bounds (err set). */
+size_t lrec_size(const altar_produce_rec_t *rec, size_t max_record, altar_error_t *err);
+/* Appends rec framed with offset 0 and no crc (patched at append time by
+ * lrec_seal). */
+int lrec_encode(altar_buf_t *out, const altar_produce_rec_t *rec, int64_t ts);
+/* Writes offset into the encoded record at p and computes its crc. */
+void lrec_seal(uint8_t *p, int64_t offset);
+/* Parses one record at p (avail bytes). LREC_OK fills v; LREC_INCOMPLETE
+ * when more bytes are needed; LREC_CORRUPT with a reason in why. */
+int lrec_parse(const uint8_t *p, size_t avail, size_t max_record, lrec_view_t *v,
+               const char **why);
+/* A heap altar_msg_t holding copies of everything in v. NULL on ENOMEM. */
+altar_msg_t *lrec_to_msg(const lrec_view_t *v, const char *topic, int32_t partition);
+
+/* Segment file name for base. */
+void lseg_name(char out[LSEG_NAME_LEN + 1], int64_t base);
+
+/* ---- local_partition.c: segments of one partition ---- */
+
+/* Sorted segment base offsets of the partition at dir. Stray entries are
+ * logged once per call when warn is set. *pbases malloc'd (caller frees). */
+int lpart_segments(altar_transport_t *t, const char *dir, bool warn, int64_t **pbases,
+                   size_t *pn, altar_error_t *err);
+
+/* Where a scan of a segment stopped. */
+typedef struct lscan {
+  off_t valid_end;     /* bytes of whole valid records from the start */
+  int64_t next_offset; /* offset after the last valid record */
+  int status;          /* LREC_OK = clean end of file, LREC_INCOMPLETE = torn tail, LREC_CORRUPT */
+  const char *why;
+  off_t file_size;
+} lscan_t;
+
+/* Scans fd from `from` (a record boundary whose record has offset
+ * expect). */
+int lseg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps,
+              altar_error_t *err);
+
+/* The appender of one partition (used by the producer thread and at open). */
+typedef struct lappender {
+  char *topic;
+  int32_t partition;
+  char *dir;
+  int lock_fd;
+  int seg_fd;
+  int64_t seg_base;
+  off_t seg_size;
+  int64_t next_offset;
+} lappender_t;
+
+lappender_t *lappender_new(const char *root, const char *topic, int32_t partition);
+void lappender_free(lappender_t *a);
+/* Takes the partition's append lock and learns the true end (truncating a
+ * torn or corrupt tail, reported through the log). */
+int lappender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a,
+                   altar_error_t *err);
+void lappender_unlock(lappender_t *a);
+/* Appends n encoded records (recs[i] at bufs+offs[i], lens[i] bytes); fills
+ * poffsets. Call locked. Rolls segments, fsyncs per policy. */
+int lappender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, uint8_t *data,
+                    const size_t *lens, size_t n, int64_t *poffsets, bool *prolled,
+                    altar_error_t *err);
+/* Deletes whole old segments beyond retention. Call locked. */
+void lappender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a);
+
+/* Beginning and end offsets of a partition (readers' view, no repair). */
+int lpart_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
+                  int64_t *pbegin, int64_t *pend, altar_error_t *err);
+
+/* ---- local_reader.c ---- */
+typedef struct lreader {
+  char *topic;
+  int32_t partition;
+  char *dir;
+  int fd;
+  int64_t seg_base;
+  off_t pos;           /* file position of the record with next_offset */
+  int64_t next_offset; /* the position: next offset to return */
+  bool paused;
+  uint8_t *buf;
+  size_t buf_cap;
+} lreader_t;
+
+lreader_t *lreader_new(const char *root, const char *topic, int32_t partition);
+void lreader_free(lreader_t *r);
+/* Positions r at offset (or ALTAR_OFFSET_BEGINNING / _END), clamping to the
+ * partition's range with a warning. */
+int lreader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int64_t offset,
+                 altar_error_t *err);
+/* 1 with *pmsg, 0 when nothing is available yet, or an error (a corrupt
+ * record, skipped afterwards). */
+int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_msg_t **pmsg,
+                 altar_error_t *err);
+
+/* ---- local_topics.c ---- */
+int local_dirs_init(const local_cfg_t *cfg, altar_error_t *err);
+char *local_part_dir(const char *root, const char *topic, int32_t partition);
+int local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+                       int32_t partitions, altar_error_t *err);
+/* Partition count of topic, ALTAR_ENOTFOUND when absent. */
+int local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+                           int32_t *pn, altar_error_t *err);
+/* Sorted topic names (malloc'd array of malloc'd strings). */
+int local_topic_names(altar_transport_t *t, const local_cfg_t *cfg, char ***pnames, size_t *pn,
+                      altar_error_t *err);
+void local_names_free(char **names, size_t n);
+int local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+                      altar_topic_list_t **plist, altar_error_t *err);
+
+/* ---- local_offsets.c ---- */
+int local_offset_write(const local_cfg_t *cfg, const char *group, const char *topic,
+                       int32_t partition, int64_t offset, const char *metadata,
+                       altar_error_t *err);
+int local_offset_read(const local_cfg_t *cfg, const char *group, const char *topic,
+                      int32_t partition, int64_t *poffset, char **pmetadata, altar_error_t *err);
+
+/* ---- local_fs.c: small file helpers ---- */
+int local_mkdirs(const char *path, altar_error_t *err);
+int local_fsync_dir(const char *path);
+char *local_path(const char *a, const char *b); /* a/b, malloc'd */
+char *local_pathf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int64_t local_now_ms(void);
+int64_t local_mono_ms(void);
+int local_write_all(int fd, const void *p, size_t n);
+ssize_t local_pread_full(int fd, void *p, size_t n, off_t at);
+
+/* ---- local_group.c: membership and partition ownership ---- */
+typedef struct lowned {
+  char *topic;
+  int32_t partition;
+  int lock_fd;
+  lreader_t *reader;
+} lowned_t;
+
+typedef struct lgroup {
+  char *group;
+  char *dir;
+  char **topics;
+  size_t n_topics;
+  char *member_id;
+  int member_fd;
+  lowned_t *owned;
+  size_t n_owned;
+  int64_t next_check_ms;
+  altar_rebalance_cb cb;
+  void *cb_ctx;
+} lgroup_t;
+
+int lgroup_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
+                const char *const *topics, size_t n, altar_rebalance_cb cb, void *ctx,
+                lgroup_t **pg, altar_error_t *err);
+/* Rebalances when due (or always when force). */
+int lgroup_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool force,
+                 altar_error_t *err);
+/* Revokes everything and leaves; frees g. */
+void lgroup_leave(altar_transport_t *t, lgroup_t *g);
+
+/* ---- the transport instance (local_transport.c, local_producer.c,
+ * local_consumer.c) ---- */
+typedef struct lprec lprec_t;
+
+typedef struct local_producer {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;      /* work for the flusher */
+  pthread_cond_t done_cv; /* reports ready for poll */
+  pthread_t thread;
+  bool started, stop;
+  int flushing;
+  lprec_t *head, *tail; /* waiting to be written */
+  lprec_t *done_head, *done_tail;
+  size_t queued_records, queued_bytes;
+  size_t outstanding; /* produced, report not yet served */
+  /* topic -> partition count cache */
+  char **topic_names;
+  int32_t *topic_parts;
+  size_t n_topics;
+  uint64_t rng;
+  /* flusher-thread only */
+  lappender_t **apps;
+  size_t n_apps;
+} local_producer_t;
+
+typedef struct local_consumer {
+  lgroup_t *group;
+  lreader_t **assigned; /* assign() mode */
+  size_t n_assigned;
+  size_t rr;
+  bool forced_check;
+} local_consumer_t;
+
+typedef struct local {
+  local_cfg_t cfg;
+  local_producer_t prod;
+  local_consumer_t cons;
+} local_t;
+
+int local_producer_init(local_producer_t *p);
+void local_producer_shutdown(altar_transport_t *t);
+int local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_error_t *err);
+int local_poll(altar_transport_t *t, int timeout_ms);
+int local_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err);
+void local_producer_forget_topic(altar_transport_t *t, const char *topic);
+
+int local_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n,
+                    altar_rebalance_cb cb, void *ctx, altar_error_t *err);
+int local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
+int local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err);
+int local_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
+int local_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
+int local_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
+               altar_error_t *err);
+int local_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
+                 const char *metadata, altar_error_t *err);
+int local_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
+                    int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err);
+int local_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err);
+int local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
+void local_consumer_close(altar_transport_t *t);
+
+#endif

@@ -1,0 +1,422 @@
+/* One partition of the local log: its segment files, scanning them for the
+ * true end, appending under the partition's append lock (flock), rolling
+ * segments, retention, and torn-tail repair. */
+#include "transports/local_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SCAN_CHUNK (1u << 20)
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static bool parse_seg_name(const char *name, int64_t *pbase) {
+  if (strlen(name) != LSEG_NAME_LEN || strcmp(name + 20, ".log") != 0) return false;
+  int64_t v = 0;
+  for (int i = 0; i < 20; i++) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    if (v > (INT64_MAX - 9) / 10) return false;
+    v = v * 10 + (name[i] - '0');
+  }
+  *pbase = v;
+  return true;
+}
+
+int lpart_segments(altar_transport_t *t, const char *dir, bool warn, int64_t **pbases,
+                   size_t *pn, altar_error_t *err) {
+  *pbases = NULL;
+  *pn = 0;
+  DIR *d = opendir(dir);
+  if (!d) {
+    if (errno == ENOENT) return altar_error_set(err, ALTAR_ENOTFOUND, "partition dir %s: missing", dir);
+    return altar_error_set(err, ALTAR_EIO, "partition dir %s: %s", dir, strerror(errno));
+  }
+  int64_t *bases = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *de;
+  int rc = 0;
+  while ((de = readdir(d)) != NULL) {
+    const char *nm = de->d_name;
+    if (!strcmp(nm, ".") || !strcmp(nm, "..") || !strcmp(nm, "append.lock")) continue;
+    int64_t base;
+    if (!parse_seg_name(nm, &base)) {
+      if (warn) altar_transport_log(t, 4, "partition dir %s: stray entry '%s' ignored", dir, nm);
+      continue;
+    }
+    if (n == cap) {
+      size_t nc = cap ? cap * 2 : 8;
+      int64_t *nb = realloc(bases, nc * sizeof *nb);
+      if (!nb) {
+        rc = altar_error_set(err, ALTAR_ENOMEM, "partition dir %s: out of memory", dir);
+        break;
+      }
+      bases = nb;
+      cap = nc;
+    }
+    bases[n++] = base;
+  }
+  closedir(d);
+  if (rc) {
+    free(bases);
+    return rc;
+  }
+  if (n) qsort(bases, n, sizeof *bases, cmp_i64);
+  *pbases = bases;
+  *pn = n;
+  return 0;
+}
+
+int lseg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps,
+              altar_error_t *err) {
+  struct stat st;
+  memset(ps, 0, sizeof *ps);
+  if (fstat(fd, &st) != 0) return altar_error_set(err, ALTAR_EIO, "segment: fstat: %s", strerror(errno));
+  ps->file_size = st.st_size;
+  ps->valid_end = from;
+  ps->next_offset = expect;
+  ps->status = LREC_OK;
+  size_t cap = SCAN_CHUNK;
+  uint8_t *buf = malloc(cap);
+  if (!buf) return altar_error_set(err, ALTAR_ENOMEM, "segment scan: out of memory");
+  off_t pos = from;
+  while (pos < st.st_size) {
+    size_t want = (size_t)(st.st_size - pos) < cap ? (size_t)(st.st_size - pos) : cap;
+    ssize_t got = local_pread_full(fd, buf, want, pos);
+    if (got < 0) {
+      free(buf);
+      return altar_error_set(err, ALTAR_EIO, "segment: read: %s", strerror(errno));
+    }
+    if (got == 0) break; /* shrank under us */
+    size_t off = 0;
+    bool refill = false;
+    while (off < (size_t)got) {
+      lrec_view_t v;
+      const char *why;
+      int r = lrec_parse(buf + off, (size_t)got - off, max_record, &v, &why);
+      if (r == LREC_OK) {
+        if (v.offset != ps->next_offset) {
+          ps->status = LREC_CORRUPT;
+          ps->why = "record offset out of sequence";
+          goto done;
+        }
+        ps->next_offset++;
+        off += v.total_len;
+        ps->valid_end = pos + (off_t)off;
+        continue;
+      }
+      if (r == LREC_CORRUPT) {
+        ps->status = LREC_CORRUPT;
+        ps->why = why;
+        goto done;
+      }
+      /* Incomplete in this chunk: refill if the file has more, else torn. */
+      if (pos + got < st.st_size) {
+        if (off == 0) {
+          size_t need = (size_t)got >= LREC_FRAME
+                            ? LREC_FRAME + (((size_t)buf[0] << 24) | ((size_t)buf[1] << 16) |
+                                            ((size_t)buf[2] << 8) | buf[3])
+                            : cap * 2;
+          if (need <= cap) need = cap * 2;
+          uint8_t *nb = realloc(buf, need);
+          if (!nb) {
+            free(buf);
+            return altar_error_set(err, ALTAR_ENOMEM, "segment scan: out of memory");
+          }
+          buf = nb;
+          cap = need;
+        }
+        pos += (off_t)off;
+        refill = true;
+        break;
+      }
+      ps->status = LREC_INCOMPLETE;
+      ps->why = "torn record at the end";
+      goto done;
+    }
+    if (!refill) pos += got;
+  }
+done:
+  free(buf);
+  return 0;
+}
+
+lappender_t *lappender_new(const char *root, const char *topic, int32_t partition) {
+  lappender_t *a = calloc(1, sizeof *a);
+  if (!a) return NULL;
+  a->topic = strdup(topic);
+  a->dir = local_part_dir(root, topic, partition);
+  if (!a->topic || !a->dir) {
+    lappender_free(a);
+    return NULL;
+  }
+  a->partition = partition;
+  a->lock_fd = -1;
+  a->seg_fd = -1;
+  a->seg_base = -1;
+  return a;
+}
+
+void lappender_free(lappender_t *a) {
+  if (!a) return;
+  if (a->lock_fd >= 0) close(a->lock_fd);
+  if (a->seg_fd >= 0) close(a->seg_fd);
+  free(a->topic);
+  free(a->dir);
+  free(a);
+}
+
+static int open_segment(lappender_t *a, int64_t base, bool create, const local_cfg_t *cfg,
+                        altar_error_t *err) {
+  char nm[LSEG_NAME_LEN + 1];
+  lseg_name(nm, base);
+  char *p = local_path(a->dir, nm);
+  if (!p) return altar_error_set(err, ALTAR_ENOMEM, "segment: out of memory");
+  int fd = open(p, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+  int e = errno;
+  free(p);
+  if (fd < 0)
+    return altar_error_set(err, ALTAR_EIO, "%s/%d: segment %s: %s", a->topic, a->partition, nm,
+                           strerror(e));
+  if (create && cfg->fsync_policy != LOCAL_FSYNC_NEVER && local_fsync_dir(a->dir) != 0) {
+    close(fd);
+    return altar_error_set(err, ALTAR_EIO, "%s/%d: fsync of dir: %s", a->topic, a->partition,
+                           strerror(errno));
+  }
+  if (a->seg_fd >= 0) close(a->seg_fd);
+  a->seg_fd = fd;
+  a->seg_base = base;
+  a->seg_size = 0;
+  a->next_offset = base;
+  return 0;
+}
+
+int lappender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a,
+                   altar_error_t *err) {
+  if (a->lock_fd < 0) {
+    char *p = local_path(a->dir, "append.lock");
+    if (!p) return altar_error_set(err, ALTAR_ENOMEM, "append lock: out of memory");
+    a->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int e = errno;
+    free(p);
+    if (a->lock_fd < 0)
+      return altar_error_set(err, e == ENOENT ? ALTAR_ENOTFOUND : ALTAR_EIO,
+                             "%s/%d: append lock: %s", a->topic, a->partition, strerror(e));
+  }
+  while (flock(a->lock_fd, LOCK_EX) != 0) {
+    if (errno != EINTR)
+      return altar_error_set(err, ALTAR_EIO, "%s/%d: flock: %s", a->topic, a->partition,
+                             strerror(errno));
+  }
+  int64_t *bases = NULL;
+  size_t n = 0;
+  int rc = lpart_segments(t, a->dir, false, &bases, &n, err);
+  if (rc) goto fail;
+  off_t from = 0;
+  int64_t expect;
+  if (n == 0) {
+    int64_t base = a->seg_base >= 0 ? a->next_offset : 0;
+    rc = open_segment(a, base, true, cfg, err);
+    free(bases);
+    if (rc) goto fail;
+    return 0;
+  }
+  int64_t last = bases[n - 1];
+  free(bases);
+  if (a->seg_fd < 0 || last != a->seg_base) {
+    rc = open_segment(a, last, false, cfg, err);
+    if (rc) goto fail;
+    expect = last;
+  } else {
+    struct stat st;
+    if (fstat(a->seg_fd, &st) != 0) {
+      rc = altar_error_set(err, ALTAR_EIO, "%s/%d: fstat: %s", a->topic, a->partition, strerror(errno));
+      goto fail;
+    }
+    if (st.st_size == a->seg_size) return 0; /* nobody else wrote: our view is the end */
+    if (st.st_size > a->seg_size) {
+      from = a->seg_size;
+      expect = a->next_offset;
+    } else {
+      expect = a->seg_base;
+    }
+  }
+  lscan_t s;
+  rc = lseg_scan(a->seg_fd, from, expect, cfg->max_record_bytes, &s, err);
+  if (rc) goto fail;
+  if (s.status != LREC_OK) {
+    altar_transport_log(t, 4,
+                        "%s/%d: %s at offset %lld (segment %020lld.log, byte %lld): truncated "
+                        "%lld bytes; records before it are kept",
+                        a->topic, a->partition, s.why, (long long)s.next_offset,
+                        (long long)a->seg_base, (long long)s.valid_end,
+                        (long long)(s.file_size - s.valid_end));
+    if (ftruncate(a->seg_fd, s.valid_end) != 0 ||
+        (cfg->fsync_policy != LOCAL_FSYNC_NEVER && fdatasync(a->seg_fd) != 0)) {
+      rc = altar_error_set(err, ALTAR_EIO, "%s/%d: truncating torn tail: %s", a->topic,
+                           a->partition, strerror(errno));
+      goto fail;
+    }
+  }
+  a->seg_size = s.valid_end;
+  a->next_offset = s.next_offset;
+  return 0;
+fail:
+  flock(a->lock_fd, LOCK_UN);
+  return rc;
+}
+
+void lappender_unlock(lappender_t *a) {
+  if (a->lock_fd >= 0) flock(a->lock_fd, LOCK_UN);
+}
+
+static int roll(const local_cfg_t *cfg, lappender_t *a, altar_error_t *err) {
+  if (cfg->fsync_policy != LOCAL_FSYNC_NEVER && fdatasync(a->seg_fd) != 0)
+    return altar_error_set(err, ALTAR_EIO, "%s/%d: fdatasync: %s", a->topic, a->partition,
+                           strerror(errno));
+  return open_segment(a, a->next_offset, true, cfg, err);
+}
+
+static int write_run(const local_cfg_t *cfg, lappender_t *a, const uint8_t *p, size_t len,
+                     altar_error_t *err) {
+  size_t done = 0;
+  while (done < len) {
+    ssize_t w = pwrite(a->seg_fd, p + done, len - done, a->seg_size + (off_t)done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      /* Leave no partial record behind. */
+      if (ftruncate(a->seg_fd, a->seg_size) != 0) { /* repaired on the next lock */ }
+      return altar_error_set_retriable(err, ALTAR_EIO, "%s/%d: write: %s", a->topic,
+                                       a->partition, strerror(e));
+    }
+    done += (size_t)w;
+  }
+  if (cfg->fsync_policy != LOCAL_FSYNC_NEVER && fdatasync(a->seg_fd) != 0) {
+    int e = errno;
+    if (ftruncate(a->seg_fd, a->seg_size) != 0) { /* repaired on the next lock */ }
+    return altar_error_set(err, ALTAR_EIO, "%s/%d: fdatasync: %s", a->topic, a->partition,
+                           strerror(e));
+  }
+  a->seg_size += (off_t)len;
+  return 0;
+}
+
+int lappender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, uint8_t *data,
+                    const size_t *lens, size_t n, int64_t *poffsets, bool *prolled,
+                    altar_error_t *err) {
+  (void)t;
+  *prolled = false;
+  size_t i = 0;
+  uint8_t *p = data;
+  while (i < n) {
+    if (a->seg_size > 0 && (size_t)a->seg_size + lens[i] > cfg->segment_bytes) {
+      int rc = roll(cfg, a, err);
+      if (rc) return rc;
+      *prolled = true;
+    }
+    /* A run: records that fit in this segment (one when fsync=always). */
+    size_t j = i, run = 0;
+    size_t room = cfg->segment_bytes > (size_t)a->seg_size ? cfg->segment_bytes - (size_t)a->seg_size : 0;
+    int64_t off = a->next_offset;
+    do {
+      lrec_seal(p + run, off);
+      poffsets[j] = off++;
+      run += lens[j++];
+    } while (j < n && cfg->fsync_policy != LOCAL_FSYNC_ALWAYS && run + lens[j] <= room);
+    int rc = write_run(cfg, a, p, run, err);
+    if (rc) {
+      for (size_t k = i; k < j; k++) poffsets[k] = -1;
+      return rc;
+    }
+    a->next_offset = off;
+    p += run;
+    i = j;
+  }
+  return 0;
+}
+
+void lappender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a) {
+  if (cfg->retention_bytes < 0 && cfg->retention_ms < 0) return;
+  int64_t *bases = NULL;
+  size_t n = 0;
+  altar_error_t e = {0};
+  if (lpart_segments(t, a->dir, false, &bases, &n, &e) != 0 || n < 2) {
+    free(bases);
+    return;
+  }
+  off_t *sizes = calloc(n, sizeof *sizes);
+  int64_t *mtimes = calloc(n, sizeof *mtimes);
+  off_t total = 0;
+  for (size_t i = 0; sizes && mtimes && i < n; i++) {
+    char nm[LSEG_NAME_LEN + 1];
+    lseg_name(nm, bases[i]);
+    char *p = local_path(a->dir, nm);
+    struct stat st;
+    if (p && stat(p, &st) == 0) {
+      sizes[i] = st.st_size;
+      mtimes[i] = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+      total += st.st_size;
+    }
+    free(p);
+  }
+  int64_t now = local_now_ms();
+  for (size_t i = 0; sizes && mtimes && i + 1 < n; i++) {
+    bool by_size = cfg->retention_bytes >= 0 && total > cfg->retention_bytes;
+    bool by_age = cfg->retention_ms >= 0 && mtimes[i] < now - cfg->retention_ms;
+    if (!by_size && !by_age) break; /* keep the log contiguous: oldest first only */
+    char nm[LSEG_NAME_LEN + 1];
+    lseg_name(nm, bases[i]);
+    char *p = local_path(a->dir, nm);
+    if (p && unlink(p) == 0) {
+      altar_transport_log(t, 6, "%s/%d: retention deleted segment %s (%s)", a->topic,
+                          a->partition, nm, by_size ? "retention.bytes" : "retention.ms");
+      total -= sizes[i];
+    }
+    free(p);
+  }
+  free(sizes);
+  free(mtimes);
+  free(bases);
+}
+
+int lpart_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
+                  int64_t *pbegin, int64_t *pend, altar_error_t *err) {
+  int64_t *bases = NULL;
+  size_t n = 0;
+  int rc = lpart_segments(t, dir, false, &bases, &n, err);
+  if (rc) return rc;
+  if (n == 0) {
+    free(bases);
+    *pbegin = *pend = 0;
+    return 0;
+  }
+  int64_t first = bases[0], last = bases[n - 1];
+  free(bases);
+  char nm[LSEG_NAME_LEN + 1];
+  lseg_name(nm, last);
+  char *p = local_path(dir, nm);
+  if (!p) return altar_error_set(err, ALTAR_ENOMEM, "partition offsets: out of memory");
+  int fd = open(p, O_RDONLY | O_CLOEXEC);
+  free(p);
+  if (fd < 0) {
+    /* Rolled or retained between the listing and the open: try once more. */
+    return altar_error_set_retriable(err, ALTAR_EAGAIN, "partition %s: segment %s vanished", dir, nm);
+  }
+  lscan_t s;
+  rc = lseg_scan(fd, 0, last, cfg->max_record_bytes, &s, err);
+  close(fd);
+  if (rc) return rc;
+  *pbegin = first;
+  *pend = s.next_offset;
+  return 0;
+}

@@ -1,0 +1,383 @@
+/* Producing to the local log: produce() encodes and queues; one flusher
+ * thread per transport takes everything queued, appends each partition's
+ * share under its append lock with one fsync per batch (group commit), and
+ * queues the delivery reports, which poll() and flush() serve on the
+ * caller's thread. A report fires only after the record is written (and
+ * fsynced unless fsync=never), so a kill -9 after it loses nothing. */
+#include "transports/local_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct lprec {
+  lprec_t *next;
+  char *topic;
+  int32_t partition;
+  void *opaque;
+  int64_t enq_ms;
+  int64_t offset;
+  int err;
+  char *errstr;
+  altar_buf_t data;
+};
+
+static void prec_free(lprec_t *r) {
+  if (!r) return;
+  free(r->topic);
+  free(r->errstr);
+  altar_buf_free(&r->data);
+  free(r);
+}
+
+int local_producer_init(local_producer_t *p) {
+  memset(p, 0, sizeof *p);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  if (pthread_mutex_init(&p->mu, NULL) != 0) return ALTAR_ENOMEM;
+  if (pthread_cond_init(&p->cv, &ca) != 0 || pthread_cond_init(&p->done_cv, &ca) != 0) {
+    pthread_condattr_destroy(&ca);
+    return ALTAR_ENOMEM;
+  }
+  pthread_condattr_destroy(&ca);
+  p->rng = (uint64_t)local_mono_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+  if (!p->rng) p->rng = 1;
+  return 0;
+}
+
+static struct timespec abs_after_ms(int64_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (ms % 1000) * 1000000;
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  return ts;
+}
+
+/* ---- the flusher thread ------------------------------------------------- */
+
+static lappender_t *appender_for(local_t *l, const char *topic, int32_t partition) {
+  local_producer_t *p = &l->prod;
+  for (size_t i = 0; i < p->n_apps; i++)
+    if (p->apps[i]->partition == partition && !strcmp(p->apps[i]->topic, topic)) return p->apps[i];
+  lappender_t **na = realloc(p->apps, (p->n_apps + 1) * sizeof *na);
+  if (!na) return NULL;
+  p->apps = na;
+  lappender_t *a = lappender_new(l->cfg.dir, topic, partition);
+  if (a) p->apps[p->n_apps++] = a;
+  return a;
+}
+
+static void fail_rec(lprec_t *r, const altar_error_t *e) {
+  r->offset = -1;
+  r->err = e->code ? e->code : ALTAR_EIO;
+  free(r->errstr);
+  r->errstr = strdup(e->msg[0] ? e->msg : altar_strerror(r->err));
+}
+
+/* Writes the records of batch[0..n) that belong to batch[first]'s partition. */
+static void write_partition(local_t *l, lprec_t **batch, size_t n, size_t first, bool *handled) {
+  const char *topic = batch[first]->topic;
+  int32_t part = batch[first]->partition;
+  size_t cnt = 0, bytes = 0;
+  for (size_t i = first; i < n; i++)
+    if (!handled[i] && batch[i]->partition == part && !strcmp(batch[i]->topic, topic)) {
+      cnt++;
+      bytes += batch[i]->data.len;
+    }
+  lprec_t **mine = calloc(cnt, sizeof *mine);
+  size_t *lens = calloc(cnt, sizeof *lens);
+  int64_t *offs = calloc(cnt, sizeof *offs);
+  uint8_t *data = malloc(bytes ? bytes : 1);
+  altar_error_t e = {0};
+  size_t k = 0, at = 0;
+  for (size_t i = first; i < n; i++) {
+    if (handled[i] || batch[i]->partition != part || strcmp(batch[i]->topic, topic)) continue;
+    handled[i] = true;
+    if (mine) mine[k] = batch[i];
+    if (data && lens) {
+      memcpy(data + at, batch[i]->data.data, batch[i]->data.len);
+      lens[k] = batch[i]->data.len;
+    }
+    at += batch[i]->data.len;
+    k++;
+  }
+  if (!mine || !lens || !offs || !data) {
+    altar_error_set(&e, ALTAR_ENOMEM, "%s/%d: out of memory", topic, (int)part);
+    for (size_t i = 0; mine && i < cnt; i++) fail_rec(mine[i], &e);
+    goto out;
+  }
+  for (size_t i = 0; i < cnt; i++) offs[i] = -1;
+  lappender_t *a = appender_for(l, topic, part);
+  if (!a) {
+    altar_error_set(&e, ALTAR_ENOMEM, "%s/%d: out of memory", topic, (int)part);
+  } else if (lappender_lock(NULL, &l->cfg, a, &e) == 0) {
+    bool rolled = false;
+    lappender_write(NULL, &l->cfg, a, data, lens, cnt, offs, &rolled, &e);
+    if (rolled) lappender_retain(NULL, &l->cfg, a);
+    lappender_unlock(a);
+  }
+  for (size_t i = 0; i < cnt; i++) {
+    if (offs[i] >= 0) mine[i]->offset = offs[i];
+    else fail_rec(mine[i], &e);
+  }
+out:
+  free(mine);
+  free(lens);
+  free(offs);
+  free(data);
+}
+
+static void *flusher_main(void *arg) {
+  altar_transport_t *t = arg;
+  local_t *l = t->impl;
+  local_producer_t *p = &l->prod;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->head && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
+    if (!p->head && p->stop) break;
+    if (l->cfg.fsync_policy == LOCAL_FSYNC_GROUP && l->cfg.group_commit_ms > 0) {
+      /* Linger so one fsync covers more records. */
+      struct timespec until = abs_after_ms(l->cfg.group_commit_ms);
+      while (p->queued_bytes < l->cfg.group_commit_bytes && !p->flushing && !p->stop) {
+        if (pthread_cond_timedwait(&p->cv, &p->mu, &until) == ETIMEDOUT) break;
+      }
+    }
+    lprec_t *list = p->head;
+    size_t n = p->queued_records;
+    p->head = p->tail = NULL;
+    p->queued_records = 0;
+    p->queued_bytes = 0;
+    pthread_mutex_unlock(&p->mu);
+
+    lprec_t **batch = calloc(n ? n : 1, sizeof *batch);
+    bool *handled = calloc(n ? n : 1, sizeof *handled);
+    size_t k = 0;
+    for (lprec_t *r = list; r && batch; r = r->next) batch[k++] = r;
+    if (batch && handled) {
+      for (size_t i = 0; i < k; i++)
+        if (!handled[i]) write_partition(l, batch, k, i, handled);
+    } else {
+      altar_error_t e = {0};
+      altar_error_set(&e, ALTAR_ENOMEM, "produce: out of memory");
+      for (lprec_t *r = list; r; r = r->next) fail_rec(r, &e);
+    }
+    free(batch);
+    free(handled);
+
+    pthread_mutex_lock(&p->mu);
+    lprec_t *last = list;
+    while (last && last->next) last = last->next;
+    if (list) {
+      if (p->done_tail) p->done_tail->next = list;
+      else p->done_head = list;
+      p->done_tail = last;
+    }
+    pthread_cond_broadcast(&p->done_cv);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* ---- produce ------------------------------------------------------------ */
+
+static int partitions_of(altar_transport_t *t, local_t *l, const char *topic, int32_t *pn,
+                         altar_error_t *err) {
+  local_producer_t *p = &l->prod;
+  pthread_mutex_lock(&p->mu);
+  for (size_t i = 0; i < p->n_topics; i++)
+    if (!strcmp(p->topic_names[i], topic)) {
+      *pn = p->topic_parts[i];
+      pthread_mutex_unlock(&p->mu);
+      return 0;
+    }
+  pthread_mutex_unlock(&p->mu);
+  int rc = local_topic_partitions(t, &l->cfg, topic, pn, err);
+  if (rc == ALTAR_ENOTFOUND && l->cfg.auto_create) {
+    rc = local_topic_create(t, &l->cfg, topic, l->cfg.num_partitions, err);
+    if (rc == 0 || rc == ALTAR_EEXIST) rc = local_topic_partitions(t, &l->cfg, topic, pn, err);
+  }
+  if (rc) return rc;
+  pthread_mutex_lock(&p->mu);
+  char **nn = realloc(p->topic_names, (p->n_topics + 1) * sizeof *nn);
+  if (nn) p->topic_names = nn;
+  int32_t *np = nn ? realloc(p->topic_parts, (p->n_topics + 1) * sizeof *np) : NULL;
+  if (np) p->topic_parts = np;
+  if (nn && np && (nn[p->n_topics] = strdup(topic)) != NULL) {
+    np[p->n_topics] = *pn;
+    p->n_topics++;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return 0;
+}
+
+void local_producer_forget_topic(altar_transport_t *t, const char *topic) {
+  local_producer_t *p = &((local_t *)t->impl)->prod;
+  pthread_mutex_lock(&p->mu);
+  for (size_t i = 0; i < p->n_topics; i++)
+    if (!strcmp(p->topic_names[i], topic)) {
+      free(p->topic_names[i]);
+      p->topic_names[i] = p->topic_names[p->n_topics - 1];
+      p->topic_parts[i] = p->topic_parts[p->n_topics - 1];
+      p->n_topics--;
+      break;
+    }
+  pthread_mutex_unlock(&p->mu);
+}
+
+int local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_error_t *err) {
+  local_t *l = t->impl;
+  local_producer_t *p = &l->prod;
+  if (!rec) return altar_error_set(err, ALTAR_EINVAL, "produce: no record");
+  int rc = altar_transport_check_name("topic", rec->topic, err);
+  if (rc) return rc;
+  if (lrec_size(rec, l->cfg.max_record_bytes, err) == 0) return err && err->code ? err->code : ALTAR_EINVAL;
+  int32_t np = 0;
+  rc = partitions_of(t, l, rec->topic, &np, err);
+  if (rc) return rc;
+  int32_t part = rec->partition;
+  if (part == ALTAR_PARTITION_ANY) {
+    if (rec->key) {
+      part = altar_partition_for_key(rec->key, rec->key_len, np);
+    } else {
+      pthread_mutex_lock(&p->mu);
+      p->rng ^= p->rng << 13;
+      p->rng ^= p->rng >> 7;
+      p->rng ^= p->rng << 17;
+      part = (int32_t)(p->rng % (uint64_t)np);
+      pthread_mutex_unlock(&p->mu);
+    }
+  } else if (part < 0 || part >= np) {
+    return altar_error_set(err, ALTAR_ENOTFOUND, "produce: topic %s has no partition %d (it has %d)",
+                           rec->topic, (int)part, (int)np);
+  }
+  lprec_t *r = calloc(1, sizeof *r);
+  if (!r || !(r->topic = strdup(rec->topic))) {
+    prec_free(r);
+    return altar_error_set(err, ALTAR_ENOMEM, "produce: out of memory");
+  }
+  r->partition = part;
+  r->opaque = rec->opaque;
+  r->offset = -1;
+  if (lrec_encode(&r->data, rec, rec->timestamp_ms ? rec->timestamp_ms : local_now_ms()) != 0) {
+    prec_free(r);
+    return altar_error_set(err, ALTAR_ENOMEM, "produce: out of memory");
+  }
+  pthread_mutex_lock(&p->mu);
+  if (p->outstanding >= l->cfg.queue_max_records) {
+    pthread_mutex_unlock(&p->mu);
+    prec_free(r);
+    return altar_error_set_retriable(err, ALTAR_EAGAIN,
+                                     "produce: %zu records await their report (queue.max.records); poll first",
+                                     l->cfg.queue_max_records);
+  }
+  if (!p->started) {
+    if (pthread_create(&p->thread, NULL, flusher_main, t) != 0) {
+      pthread_mutex_unlock(&p->mu);
+      prec_free(r);
+      return altar_error_set(err, ALTAR_ENOMEM, "produce: cannot start the flusher thread");
+    }
+    p->started = true;
+  }
+  r->enq_ms = local_mono_ms();
+  if (p->tail) p->tail->next = r;
+  else p->head = r;
+  p->tail = r;
+  p->queued_records++;
+  p->queued_bytes += r->data.len;
+  p->outstanding++;
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  return 0;
+}
+
+/* ---- poll / flush ------------------------------------------------------- */
+
+int local_poll(altar_transport_t *t, int timeout_ms) {
+  local_producer_t *p = &((local_t *)t->impl)->prod;
+  pthread_mutex_lock(&p->mu);
+  if (!p->done_head && timeout_ms != 0 && p->outstanding > 0) {
+    struct timespec until = abs_after_ms(timeout_ms < 0 ? 3600000 : timeout_ms);
+    while (!p->done_head) {
+      if (pthread_cond_timedwait(&p->done_cv, &p->mu, &until) == ETIMEDOUT) break;
+    }
+  }
+  lprec_t *list = p->done_head;
+  p->done_head = p->done_tail = NULL;
+  pthread_mutex_unlock(&p->mu);
+  int n = 0;
+  while (list) {
+    lprec_t *r = list;
+    list = r->next;
+    altar_delivery_t dr = {r->topic, r->partition, r->offset, r->err, r->errstr, r->opaque};
+    altar_transport_deliver(t, &dr);
+    prec_free(r);
+    n++;
+  }
+  if (n) {
+    pthread_mutex_lock(&p->mu);
+    p->outstanding -= (size_t)n;
+    pthread_mutex_unlock(&p->mu);
+  }
+  return n;
+}
+
+int local_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err) {
+  local_producer_t *p = &((local_t *)t->impl)->prod;
+  int64_t deadline = timeout_ms < 0 ? INT64_MAX : local_mono_ms() + timeout_ms;
+  pthread_mutex_lock(&p->mu);
+  p->flushing++;
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  int rc = 0;
+  for (;;) {
+    local_poll(t, 0);
+    pthread_mutex_lock(&p->mu);
+    size_t left = p->outstanding;
+    pthread_mutex_unlock(&p->mu);
+    if (left == 0) break;
+    int64_t now = local_mono_ms();
+    if (now >= deadline) {
+      rc = altar_error_set_retriable(err, ALTAR_ETIMEOUT, "flush: %zu records still await their report", left);
+      break;
+    }
+    int64_t wait = deadline - now;
+    local_poll(t, (int)(wait > 100 ? 100 : wait));
+  }
+  pthread_mutex_lock(&p->mu);
+  p->flushing--;
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+void local_producer_shutdown(altar_transport_t *t) {
+  local_t *l = t->impl;
+  local_producer_t *p = &l->prod;
+  altar_error_t e = {0};
+  if (p->started && local_flush(t, 30000, &e) != 0) altar_transport_log(t, 3, "close: %s", e.msg);
+  pthread_mutex_lock(&p->mu);
+  p->stop = true;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  if (p->started) pthread_join(p->thread, NULL);
+  local_poll(t, 0);
+  for (lprec_t *r = p->head; r;) {
+    lprec_t *nx = r->next;
+    prec_free(r);
+    r = nx;
+  }
+  for (size_t i = 0; i < p->n_apps; i++) lappender_free(p->apps[i]);
+  free(p->apps);
+  for (size_t i = 0; i < p->n_topics; i++) free(p->topic_names[i]);
+  free(p->topic_names);
+  free(p->topic_parts);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv);
+  pthread_cond_destroy(&p->done_cv);
+}

@@ -1,0 +1,306 @@
+/* Reading one partition of the local log from a position: finding the
+ * segment holding an offset, following rolls, skipping what is corrupt in
+ * sealed segments, and waiting at a torn tail a live appender will finish. */
+#include "transports/local_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define READ_CHUNK (256u * 1024u)
+
+/* Where the read buffer sits in the file; allocated right after the reader. */
+struct lreader_priv {
+  off_t start;
+  size_t len;
+};
+
+lreader_t *lreader_new(const char *root, const char *topic, int32_t partition) {
+  lreader_t *r = calloc(1, sizeof *r + sizeof(struct lreader_priv));
+  if (!r) return NULL;
+  r->topic = strdup(topic);
+  r->dir = local_part_dir(root, topic, partition);
+  if (!r->topic || !r->dir) {
+    lreader_free(r);
+    return NULL;
+  }
+  r->partition = partition;
+  r->fd = -1;
+  r->seg_base = -1;
+  return r;
+}
+
+static struct lreader_priv *priv(lreader_t *r) { return (struct lreader_priv *)(r + 1); }
+
+void lreader_free(lreader_t *r) {
+  if (!r) return;
+  if (r->fd >= 0) close(r->fd);
+  free(r->buf);
+  free(r->topic);
+  free(r->dir);
+  free(r);
+}
+
+static void drop_segment(lreader_t *r) {
+  if (r->fd >= 0) close(r->fd);
+  r->fd = -1;
+  r->seg_base = -1;
+  r->pos = 0;
+  priv(r)->len = 0;
+}
+
+static int open_base(lreader_t *r, int64_t base, altar_error_t *err) {
+  char nm[LSEG_NAME_LEN + 1];
+  lseg_name(nm, base);
+  char *p = local_path(r->dir, nm);
+  if (!p) return altar_error_set(err, ALTAR_ENOMEM, "reader: out of memory");
+  int fd = open(p, O_RDONLY | O_CLOEXEC);
+  free(p);
+  if (fd < 0) {
+    if (errno == ENOENT) return ALTAR_EAGAIN; /* retained or not there yet */
+    return altar_error_set(err, ALTAR_EIO, "%s/%d: segment %s: %s", r->topic, r->partition, nm,
+                           strerror(errno));
+  }
+  drop_segment(r);
+  r->fd = fd;
+  r->seg_base = base;
+  r->pos = 0;
+  return 0;
+}
+
+/* Reads the record at r->pos. LREC_* or a negative error. */
+static int read_record(lreader_t *r, const local_cfg_t *cfg, lrec_view_t *v, const char **why,
+                       altar_error_t *err) {
+  struct lreader_priv *b = priv(r);
+  bool refilled = false;
+  for (;;) {
+    if (r->pos >= b->start && r->pos < b->start + (off_t)b->len) {
+      size_t off = (size_t)(r->pos - b->start);
+      int rc = lrec_parse(r->buf + off, b->len - off, cfg->max_record_bytes, v, why);
+      if (rc != LREC_INCOMPLETE) return rc;
+      if (refilled && b->len < r->buf_cap) return LREC_INCOMPLETE; /* end of file */
+      if (refilled && off == 0) {
+        /* The record is larger than the buffer: grow to fit it. */
+        size_t need = READ_CHUNK;
+        if (b->len >= LREC_FRAME)
+          need = LREC_FRAME + (((size_t)r->buf[0] << 24) | ((size_t)r->buf[1] << 16) |
+                               ((size_t)r->buf[2] << 8) | r->buf[3]);
+        if (need <= r->buf_cap) need = r->buf_cap * 2;
+        uint8_t *nb = realloc(r->buf, need);
+        if (!nb) return altar_error_set(err, ALTAR_ENOMEM, "reader: out of memory");
+        r->buf = nb;
+        r->buf_cap = need;
+      }
+    } else if (refilled) {
+      return LREC_INCOMPLETE;
+    }
+    if (!r->buf) {
+      r->buf = malloc(READ_CHUNK);
+      if (!r->buf) return altar_error_set(err, ALTAR_ENOMEM, "reader: out of memory");
+      r->buf_cap = READ_CHUNK;
+    }
+    ssize_t got = local_pread_full(r->fd, r->buf, r->buf_cap, r->pos);
+    if (got < 0)
+      return altar_error_set(err, ALTAR_EIO, "%s/%d: read: %s", r->topic, r->partition,
+                             strerror(errno));
+    b->start = r->pos;
+    b->len = (size_t)got;
+    if (got == 0) return LREC_INCOMPLETE;
+    refilled = true;
+  }
+}
+
+/* The smallest segment base above r's, or -1. */
+static int next_segment(altar_transport_t *t, lreader_t *r, int64_t *pnext, bool *plast,
+                        altar_error_t *err) {
+  int64_t *bases = NULL;
+  size_t n = 0;
+  *pnext = -1;
+  int rc = lpart_segments(t, r->dir, false, &bases, &n, err);
+  if (rc) return rc;
+  for (size_t i = 0; i < n; i++)
+    if (bases[i] > r->seg_base) {
+      *pnext = bases[i];
+      break;
+    }
+  if (plast) *plast = n == 0 || bases[n - 1] == r->seg_base;
+  free(bases);
+  return 0;
+}
+
+/* Opens the segment that holds r->next_offset and moves to its record. */
+static int open_at(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_error_t *err) {
+  for (int tries = 0; tries < 5; tries++) {
+    int64_t *bases = NULL;
+    size_t n = 0;
+    int rc = lpart_segments(t, r->dir, false, &bases, &n, err);
+    if (rc) return rc;
+    if (n == 0) {
+      free(bases);
+      return 0; /* nothing yet */
+    }
+    int64_t base = bases[0];
+    if (r->next_offset < bases[0]) {
+      altar_transport_log(t, 4, "%s/%d: offset %lld no longer kept (retention); reading from %lld",
+                          r->topic, r->partition, (long long)r->next_offset, (long long)bases[0]);
+      r->next_offset = bases[0];
+    }
+    for (size_t i = 0; i < n; i++)
+      if (bases[i] <= r->next_offset) base = bases[i];
+    free(bases);
+    rc = open_base(r, base, err);
+    if (rc == ALTAR_EAGAIN) continue;
+    if (rc) return rc;
+    /* Skip forward to next_offset. */
+    for (;;) {
+      if (base == r->next_offset) return 0;
+      lrec_view_t v;
+      const char *why;
+      int pr = read_record(r, cfg, &v, &why, err);
+      if (pr < 0) return pr;
+      if (pr != LREC_OK || v.offset >= r->next_offset) return 0; /* next read sorts it out */
+      r->pos += (off_t)v.total_len;
+    }
+  }
+  return 0;
+}
+
+int lreader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int64_t offset,
+                 altar_error_t *err) {
+  int64_t b = 0, e = 0;
+  int rc = ALTAR_EAGAIN;
+  for (int tries = 0; tries < 5 && rc == ALTAR_EAGAIN; tries++)
+    rc = lpart_offsets(t, cfg, r->dir, &b, &e, err);
+  if (rc) return rc;
+  int64_t target = offset;
+  if (offset == ALTAR_OFFSET_BEGINNING) target = b;
+  else if (offset == ALTAR_OFFSET_END) target = e;
+  else if (offset < 0)
+    return altar_error_set(err, ALTAR_EINVAL, "seek %s/%d: offset %lld is not valid", r->topic,
+                           r->partition, (long long)offset);
+  else if (offset < b) {
+    altar_transport_log(t, 4, "%s/%d: seek to %lld before the beginning %lld: reading from %lld",
+                        r->topic, r->partition, (long long)offset, (long long)b, (long long)b);
+    target = b;
+  } else if (offset > e) {
+    altar_transport_log(t, 4, "%s/%d: seek to %lld beyond the end %lld: reading from %lld",
+                        r->topic, r->partition, (long long)offset, (long long)e, (long long)e);
+    target = e;
+  }
+  drop_segment(r);
+  r->next_offset = target;
+  return 0;
+}
+
+/* A corrupt record in the active segment with no appender holding the lock
+ * is a dead writer's tail: cut it, as an appender would. */
+static void repair_tail(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r,
+                        const char *why) {
+  char *lp = local_path(r->dir, "append.lock");
+  int fd = lp ? open(lp, O_RDWR | O_CLOEXEC) : -1;
+  free(lp);
+  if (fd < 0) return;
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    bool last = false;
+    int64_t nx;
+    altar_error_t e = {0};
+    lrec_view_t v;
+    const char *why2;
+    priv(r)->len = 0; /* re-read under the lock */
+    if (next_segment(t, r, &nx, &last, &e) == 0 && last &&
+        read_record(r, cfg, &v, &why2, &e) == LREC_CORRUPT) {
+      char nm[LSEG_NAME_LEN + 1];
+      lseg_name(nm, r->seg_base);
+      char *sp = local_path(r->dir, nm);
+      int wfd = sp ? open(sp, O_WRONLY | O_CLOEXEC) : -1;
+      if (wfd >= 0 && ftruncate(wfd, r->pos) == 0) {
+        if (cfg->fsync_policy != LOCAL_FSYNC_NEVER) fdatasync(wfd);
+        altar_transport_log(t, 4, "%s/%d: %s at offset %lld: truncated the corrupt tail",
+                            r->topic, r->partition, why, (long long)r->next_offset);
+      }
+      if (wfd >= 0) close(wfd);
+      free(sp);
+    }
+    priv(r)->len = 0;
+    flock(fd, LOCK_UN);
+  }
+  close(fd);
+}
+
+int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_msg_t **pmsg,
+                 altar_error_t *err) {
+  *pmsg = NULL;
+  for (int hops = 0; hops < 64; hops++) {
+    if (r->fd < 0) {
+      int rc = open_at(t, cfg, r, err);
+      if (rc) return rc;
+      if (r->fd < 0) return 0;
+    }
+    lrec_view_t v;
+    const char *why = NULL;
+    int pr = read_record(r, cfg, &v, &why, err);
+    if (pr < 0) return pr;
+    if (pr == LREC_OK) {
+      if (v.offset < r->next_offset) { /* still skipping to a seek target */
+        r->pos += (off_t)v.total_len;
+        continue;
+      }
+      if (v.offset > r->next_offset) {
+        pr = LREC_CORRUPT;
+        why = "record offset out of sequence";
+      } else {
+        altar_msg_t *m = lrec_to_msg(&v, r->topic, r->partition);
+        if (!m) return altar_error_set(err, ALTAR_ENOMEM, "consume: out of memory");
+        r->pos += (off_t)v.total_len;
+        r->next_offset = v.offset + 1;
+        *pmsg = m;
+        return 1;
+      }
+    }
+    int64_t nx;
+    bool last = false;
+    int rc = next_segment(t, r, &nx, &last, err);
+    if (rc) return rc;
+    if (pr == LREC_INCOMPLETE) {
+      if (nx < 0) return 0; /* the end, or an appender mid-write */
+      /* A newer segment exists, so this one is sealed: read it to its end
+       * once more (the roll happened after its last write). */
+      priv(r)->len = 0;
+      pr = read_record(r, cfg, &v, &why, err);
+      if (pr < 0) return pr;
+      if (pr == LREC_OK) continue;
+      struct stat st;
+      if (pr == LREC_INCOMPLETE && fstat(r->fd, &st) == 0 && st.st_size > r->pos)
+        altar_transport_log(t, 4, "%s/%d: sealed segment %020lld.log ends with a torn record; skipped",
+                            r->topic, r->partition, (long long)r->seg_base);
+      if (pr == LREC_CORRUPT) goto corrupt;
+      if (nx != r->next_offset)
+        altar_transport_log(t, 4, "%s/%d: offsets %lld..%lld missing between segments", r->topic,
+                            r->partition, (long long)r->next_offset, (long long)nx - 1);
+      drop_segment(r);
+      r->next_offset = nx;
+      continue;
+    }
+  corrupt:
+    if (nx < 0) {
+      repair_tail(t, cfg, r, why);
+      return 0;
+    }
+    {
+      int64_t bad = r->next_offset;
+      int64_t seg = r->seg_base;
+      drop_segment(r);
+      r->next_offset = nx;
+      return altar_error_set(err, ALTAR_EINTEGRITY,
+                             "%s/%d: %s at offset %lld in segment %020lld.log; skipped to offset %lld",
+                             r->topic, r->partition, why ? why : "corrupt record", (long long)bad,
+                             (long long)seg, (long long)nx);
+    }
+  }
+  return 0;
+}

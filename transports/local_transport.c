@@ -1,0 +1,118 @@
+/* The local transport: an embedded, multi-process file log for one machine.
+ * Opening recovers every partition (torn or corrupt tails truncated and
+ * reported, stray files reported, retention applied); the rest lives in
+ * local_producer.c, local_consumer.c and the files they use. */
+#include "transports/local_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int local_recover(altar_transport_t *t, local_t *l, altar_error_t *err) {
+  char **names = NULL;
+  size_t n = 0;
+  int rc = local_topic_names(t, &l->cfg, &names, &n, err);
+  if (rc) return rc;
+  for (size_t i = 0; i < n && !rc; i++) {
+    int32_t np = 0;
+    altar_error_t e = {0};
+    if (local_topic_partitions(t, &l->cfg, names[i], &np, &e) != 0) {
+      altar_transport_log(t, 4, "%s", e.msg);
+      continue;
+    }
+    for (int32_t p = 0; p < np && !rc; p++) {
+      lappender_t *a = lappender_new(l->cfg.dir, names[i], p);
+      if (!a) {
+        rc = altar_error_set(err, ALTAR_ENOMEM, "open: out of memory");
+        break;
+      }
+      int64_t *bases = NULL;
+      size_t nb = 0;
+      lpart_segments(t, a->dir, true, &bases, &nb, &e); /* reports stray files */
+      free(bases);
+      if (lappender_lock(t, &l->cfg, a, &e) == 0) {
+        lappender_retain(t, &l->cfg, a);
+        lappender_unlock(a);
+      } else {
+        altar_transport_log(t, 3, "recovery of %s/%d: %s", names[i], (int)p, e.msg);
+      }
+      lappender_free(a);
+    }
+  }
+  local_names_free(names, n);
+  return rc;
+}
+
+static int local_open(altar_transport_t *t, const altar_strmap_t *config, altar_error_t *err) {
+  local_t *l = calloc(1, sizeof *l);
+  if (!l) return altar_error_set(err, ALTAR_ENOMEM, "local: out of memory");
+  int rc = local_cfg_parse(t, &l->cfg, config, err);
+  if (rc) {
+    free(l);
+    return rc;
+  }
+  rc = local_dirs_init(&l->cfg, err);
+  if (!rc && local_producer_init(&l->prod) != 0)
+    rc = altar_error_set(err, ALTAR_ENOMEM, "local: cannot initialise the producer");
+  if (rc) {
+    local_cfg_clear(&l->cfg);
+    free(l);
+    return rc;
+  }
+  t->impl = l;
+  rc = local_recover(t, l, err);
+  if (rc) {
+    local_producer_shutdown(t);
+    local_cfg_clear(&l->cfg);
+    free(l);
+    t->impl = NULL;
+  }
+  return rc;
+}
+
+static void local_close(altar_transport_t *t) {
+  local_t *l = t->impl;
+  if (!l) return;
+  local_consumer_close(t);
+  local_producer_shutdown(t);
+  local_cfg_clear(&l->cfg);
+  free(l);
+  t->impl = NULL;
+}
+
+static int local_create_topic_op(altar_transport_t *t, const char *topic, int32_t partitions,
+                                 altar_error_t *err) {
+  local_t *l = t->impl;
+  int rc = local_topic_create(t, &l->cfg, topic, partitions, err);
+  if (rc == 0) local_producer_forget_topic(t, topic);
+  return rc;
+}
+
+static int local_list_topics_op(altar_transport_t *t, const char *topic, int timeout_ms,
+                                altar_topic_list_t **plist, altar_error_t *err) {
+  (void)timeout_ms;
+  local_t *l = t->impl;
+  return local_list_topics(t, &l->cfg, topic, plist, err);
+}
+
+const altar_transport_ops_t altar_transport_local_ops = {
+    .name = "local",
+    .caps = ALTAR_TRANSPORT_CAP_MULTI_PROCESS,
+    .open = local_open,
+    .close = local_close,
+    .produce = local_produce,
+    .poll = local_poll,
+    .flush = local_flush,
+    .create_topic = local_create_topic_op,
+    .list_topics = local_list_topics_op,
+    .subscribe = local_subscribe,
+    .assign = local_assign,
+    .consume = local_consume,
+    .pause = local_pause,
+    .resume = local_resume,
+    .seek = local_seek,
+    .commit = local_commit,
+    .committed = local_committed,
+    .assignment = local_assignment,
+    .caught_up = local_caught_up,
+    .lag = NULL,
+};

@@ -1,0 +1,252 @@
+/* Transport plumbing shared by every transport: the registry, creation and
+ * close, the defaults of optional operations, the key partitioner, name
+ * checks, logging, and the list/message frees. */
+#include "altar/transport.h"
+
+#include "altar/registry.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- registry (the shared one in core/registry.c) ----------------------- */
+
+int altar_transport_register(const altar_transport_ops_t *ops) {
+  if (!ops || !ops->name) return ALTAR_EINVAL;
+  return altar_registry_register(ALTAR_REGISTRY_TRANSPORT, ops->name, ops, NULL);
+}
+
+const altar_transport_ops_t *altar_transport_lookup(const char *name) {
+  if (!name) return NULL;
+  return altar_registry_lookup(ALTAR_REGISTRY_TRANSPORT, name);
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+altar_transport_t *altar_transport_new_ops(const altar_transport_ops_t *ops,
+                                           const altar_strmap_t *config,
+                                           const altar_transport_opts_t *opts, altar_error_t *err) {
+  if (!ops || !ops->open || !ops->close || !ops->produce || !ops->poll || !ops->flush ||
+      !ops->create_topic || !ops->list_topics || !ops->subscribe || !ops->consume ||
+      !ops->pause || !ops->resume || !ops->seek || !ops->commit || !ops->committed) {
+    altar_error_set(err, ALTAR_EINVAL, "transport %s: lacks a required operation",
+                    ops && ops->name ? ops->name : "(null)");
+    return NULL;
+  }
+  altar_transport_t *t = calloc(1, sizeof *t);
+  if (!t) {
+    altar_error_set(err, ALTAR_ENOMEM, "transport %s: out of memory", ops->name);
+    return NULL;
+  }
+  t->ops = ops;
+  if (opts) t->opts = *opts;
+  if (ops->open(t, config, err) != 0) {
+    free(t);
+    return NULL;
+  }
+  return t;
+}
+
+altar_transport_t *altar_transport_new(const char *name, const altar_strmap_t *config,
+                                       const altar_transport_opts_t *opts, altar_error_t *err) {
+  const void *ops = NULL;
+  if (altar_registry_get(ALTAR_REGISTRY_TRANSPORT, name ? name : "(null)", &ops, err) != 0) {
+    altar_error_prefix(err, "transport.name");
+    return NULL;
+  }
+  return altar_transport_new_ops(ops, config, opts, err);
+}
+
+void altar_transport_close(altar_transport_t *t) {
+  if (!t) return;
+  t->ops->close(t);
+  free(t);
+}
+
+/* ---- messages and lists ------------------------------------------------- */
+
+void altar_msg_free(altar_msg_t *m) {
+  if (m && m->destroy_) m->destroy_(m);
+}
+
+int altar_msg_header(const altar_msg_t *m, const char *name, const void **pvalue, size_t *plen) {
+  for (size_t i = m->n_headers; i > 0; i--) {
+    if (!strcmp(m->headers[i - 1].name, name)) {
+      *pvalue = m->headers[i - 1].value;
+      *plen = m->headers[i - 1].value_len;
+      return 0;
+    }
+  }
+  return ALTAR_ENOTFOUND;
+}
+
+void altar_topic_list_free(altar_topic_list_t *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->n_topics; i++) {
+    free(l->topics[i].name);
+    free(l->topics[i].partitions);
+  }
+  free(l->topics);
+  free(l);
+}
+
+void altar_lag_list_free(altar_lag_list_t *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->n; i++) {
+    free(l->entries[i].topic);
+    free(l->entries[i].metadata);
+  }
+  free(l->entries);
+  free(l);
+}
+
+/* ---- partitioner -------------------------------------------------------- */
+
+/* Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2). */
+int32_t altar_murmur2(const void *key, size_t len) {
+  const uint32_t seed = 0x9747b28cu, m = 0x5bd1e995u;
+  const int r = 24;
+  const uint8_t *d = key;
+  uint32_t h = seed ^ (uint32_t)len;
+  size_t n4 = len / 4;
+  for (size_t i = 0; i < n4; i++) {
+    size_t i4 = i * 4;
+    uint32_t k = (uint32_t)d[i4] | ((uint32_t)d[i4 + 1] << 8) | ((uint32_t)d[i4 + 2] << 16) |
+                 ((uint32_t)d[i4 + 3] << 24);
+    k *= m;
+    k ^= k >> r;
+    k *= m;
+    h *= m;
+    h ^= k;
+  }
+  size_t tail = n4 * 4;
+  switch (len % 4) {
+  case 3: h ^= (uint32_t)d[tail + 2] << 16; /* fall through */
+  case 2: h ^= (uint32_t)d[tail + 1] << 8;  /* fall through */
+  case 1:
+    h ^= (uint32_t)d[tail];
+    h *= m;
+  }
+  h ^= h >> 13;
+  h *= m;
+  h ^= h >> 15;
+  return (int32_t)h;
+}
+
+int32_t altar_partition_for_key(const void *key, size_t len, int32_t n_partitions) {
+  if (n_partitions <= 0) return 0;
+  uint32_t h = (uint32_t)altar_murmur2(key, len) & 0x7fffffffu;
+  return (int32_t)(h % (uint32_t)n_partitions);
+}
+
+/* ---- names, logs, deliveries -------------------------------------------- */
+
+int altar_transport_check_name(const char *what, const char *name, altar_error_t *err) {
+  if (!name || !*name) return altar_error_set(err, ALTAR_EINVAL, "%s: must not be empty", what);
+  size_t n = strlen(name);
+  if (n > ALTAR_TOPIC_NAME_MAX)
+    return altar_error_set(err, ALTAR_EINVAL, "%s: longer than %d characters", what,
+                           ALTAR_TOPIC_NAME_MAX);
+  if (!strcmp(name, ".") || !strcmp(name, ".."))
+    return altar_error_set(err, ALTAR_EINVAL, "%s: '%s' is not a legal name", what, name);
+  for (size_t i = 0; i < n; i++) {
+    char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '.' || c == '_' || c == '-'))
+      return altar_error_set(err, ALTAR_EINVAL,
+                             "%s: character %zu is not one of [A-Za-z0-9._-]", what, i);
+  }
+  return 0;
+}
+
+void altar_transport_log(altar_transport_t *t, int level, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (t && t->opts.on_log) {
+    t->opts.on_log(t, level, line, t->opts.log_ctx);
+  } else if (level <= 4) {
+    fprintf(stderr, "altar %s: %s: %s\n", t ? t->ops->name : "transport",
+            level <= 3 ? "error" : "warning", line);
+  }
+}
+
+void altar_transport_deliver(altar_transport_t *t, const altar_delivery_t *dr) {
+  if (t->opts.on_delivery) t->opts.on_delivery(t, dr, t->opts.delivery_ctx);
+}
+
+/* ---- default lag -------------------------------------------------------- */
+
+int altar_transport_default_lag(altar_transport_t *t, const char *group, const char *topic,
+                                int timeout_ms, altar_lag_list_t **plist, altar_error_t *err) {
+  *plist = NULL;
+  int rc = altar_transport_check_name("group", group, err);
+  if (rc) return rc;
+  altar_topic_list_t *tl = NULL;
+  rc = t->ops->list_topics(t, topic, timeout_ms, &tl, err);
+  if (rc) return rc;
+  altar_lag_list_t *out = calloc(1, sizeof *out);
+  size_t total = 0;
+  for (size_t i = 0; i < tl->n_topics; i++) total += tl->topics[i].n_partitions;
+  if (!out || (total && !(out->entries = calloc(total, sizeof *out->entries)))) {
+    free(out);
+    altar_topic_list_free(tl);
+    return altar_error_set(err, ALTAR_ENOMEM, "lag: out of memory");
+  }
+  for (size_t i = 0; i < tl->n_topics && !rc; i++) {
+    const altar_topic_info_t *ti = &tl->topics[i];
+    for (size_t j = 0; j < ti->n_partitions; j++) {
+      altar_lag_entry_t *e = &out->entries[out->n];
+      int64_t off = ALTAR_OFFSET_INVALID;
+      char *md = NULL;
+      rc = t->ops->committed(t, group, ti->name, ti->partitions[j].partition, timeout_ms, &off,
+                             &md, err);
+      if (rc) break;
+      e->topic = strdup(ti->name);
+      if (!e->topic) {
+        free(md);
+        rc = altar_error_set(err, ALTAR_ENOMEM, "lag: out of memory");
+        break;
+      }
+      e->partition = ti->partitions[j].partition;
+      e->end = ti->partitions[j].end;
+      e->committed = off;
+      e->metadata = md;
+      int64_t from = off >= 0 ? off : ti->partitions[j].beginning;
+      e->lag = e->end > from ? e->end - from : 0;
+      out->n++;
+    }
+  }
+  altar_topic_list_free(tl);
+  if (rc) {
+    altar_lag_list_free(out);
+    return rc;
+  }
+  if (!topic) {
+    /* Keep only topics on which the group committed at least once. */
+    size_t w = 0;
+    for (size_t i = 0; i < out->n;) {
+      size_t j = i;
+      bool any = false;
+      while (j < out->n && !strcmp(out->entries[j].topic, out->entries[i].topic)) {
+        if (out->entries[j].committed != ALTAR_OFFSET_INVALID) any = true;
+        j++;
+      }
+      for (size_t k = i; k < j; k++) {
+        if (any) {
+          out->entries[w++] = out->entries[k];
+        } else {
+          free(out->entries[k].topic);
+          free(out->entries[k].metadata);
+        }
+      }
+      i = j;
+    }
+    out->n = w;
+  }
+  *plist = out;
+  return 0;
+}

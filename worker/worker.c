@@ -1,0 +1,688 @@
+/* The worker loop: intake gated by slots, bulk polling, status events,
+ * commits up to the lowest unfinished job, drain and release. */
+#include "worker.h"
+
+#include "altar/codec.h"
+#include "offset_tracker.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A running (or finishing) task. */
+typedef struct wtask {
+  altar_handle_t handle;
+  altar_spec_t *spec;
+  char task_key[ALTAR_TASK_KEY_LEN + 1];
+  char *status_key;
+  char *topic;
+  int32_t partition;
+  int64_t offset;
+  altar_state_t state;
+  bool terminal_sent; /* terminal event produced, waiting for its ack */
+  bool acked;         /* terminal event acknowledged: the job is done */
+  bool released;      /* handed back on revoke/stop (already cancelled) */
+} wtask_t;
+
+/* One produced record waiting for its delivery report. */
+typedef struct pending {
+  struct worker *w;
+  char *topic;
+  char *key;
+  altar_buf_t value;
+  altar_header_t headers[3];
+  char *hbuf[3];
+  size_t n_headers;
+  int attempts;
+  /* On acknowledgement: mark this source offset finished (terminal events
+   * and DLQ copies) and/or this task acked. */
+  bool finishes;
+  char *src_topic;
+  int32_t src_partition;
+  int64_t src_offset;
+  wtask_t *task;
+  bool is_status;
+} pending_t;
+
+typedef struct assigned {
+  char *topic;
+  int32_t partition;
+} assigned_t;
+
+typedef struct worker {
+  const altar_worker_opts_t *o;
+  char worker_id[256];
+  const char *group;
+  altar_offset_tracker_t *tracker;
+  wtask_t **tasks;
+  size_t n_tasks, cap_tasks;
+  assigned_t *parts;
+  size_t n_parts, cap_parts;
+  bool paused;
+  size_t outstanding; /* produced, not yet reported */
+  uint64_t finished_jobs;
+  altar_worker_stats_t stats;
+  int fatal;
+  altar_error_t fatal_err;
+} worker_t;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void wlog(worker_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wlog(worker_t *w, const char *fmt, ...) {
+  if (w->o->quiet) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "altar worker %s: ", w->worker_id);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+static void set_fatal(worker_t *w, int code, const char *what, const altar_error_t *e) {
+  if (w->fatal) return;
+  w->fatal = code;
+  altar_error_set(&w->fatal_err, code, "%s: %s", what, e ? e->msg : altar_strerror(code));
+}
+
+/* ---- producing with retries ------------------------------------------- */
+
+static void pending_free(pending_t *p) {
+  if (!p) return;
+  free(p->topic);
+  free(p->key);
+  altar_buf_free(&p->value);
+  for (size_t i = 0; i < p->n_headers; i++) free(p->hbuf[i]);
+  free(p->src_topic);
+  free(p);
+}
+
+static int pending_send(worker_t *w, pending_t *p) {
+  altar_produce_rec_t rec = {
+      .topic = p->topic,
+      .partition = ALTAR_PARTITION_ANY,
+      .key = p->key,
+      .key_len = p->key ? strlen(p->key) : 0,
+      .value = p->value.data,
+      .value_len = p->value.len,
+      .headers = p->headers,
+      .n_headers = p->n_headers,
+      .opaque = p,
+  };
+  altar_error_t e = {0};
+  for (int tries = 0;; tries++) {
+    int rc = altar_transport_produce(w->o->transport, &rec, &e);
+    if (rc == ALTAR_EAGAIN && tries < 1000) {
+      altar_transport_poll(w->o->transport, 10);
+      continue;
+    }
+    if (rc) return rc;
+    w->outstanding++;
+    return ALTAR_OK;
+  }
+}
+
+static pending_t *pending_new(worker_t *w, const char *topic, const char *key) {
+  pending_t *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->w = w;
+  p->topic = strdup(topic);
+  p->key = key ? strdup(key) : NULL;
+  if (!p->topic || (key && !p->key)) {
+    pending_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+static int pending_add_header(pending_t *p, const char *name, const char *value) {
+  if (p->n_headers >= 3) return ALTAR_EINVAL;
+  char *v = strdup(value);
+  if (!v) return ALTAR_ENOMEM;
+  p->hbuf[p->n_headers] = v;
+  p->headers[p->n_headers] = (altar_header_t){name, v, strlen(v)};
+  p->n_headers++;
+  return ALTAR_OK;
+}
+
+static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *ctx) {
+  (void)t;
+  (void)ctx;
+  pending_t *p = dr->opaque;
+  if (!p) return;
+  worker_t *w = p->w;
+  w->outstanding--;
+  if (dr->err) {
+    /* Nothing is acknowledged yet: send it again, a bounded number of times. */
+    if (++p->attempts < 10 && pending_send(w, p) == ALTAR_OK) {
+      wlog(w, "retrying a record to %s: %s", p->topic, dr->errstr ? dr->errstr : "delivery failed");
+      return;
+    }
+    altar_error_t e = {0};
+    altar_error_set(&e, dr->err, "%s", dr->errstr ? dr->errstr : "delivery failed");
+    set_fatal(w, ALTAR_ETRANSPORT, "producing to the log failed for good", &e);
+    pending_free(p);
+    return;
+  }
+  if (p->is_status) w->stats.status_events++;
+  if (p->task) p->task->acked = true;
+  if (p->finishes) {
+    altar_offset_tracker_finished(w->tracker, p->src_topic, p->src_partition, p->src_offset);
+    w->finished_jobs++;
+  }
+  pending_free(p);
+}
+
+/* ---- status events ------------------------------------------------------ */
+
+static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kind, altar_state_t state,
+                       const altar_failure_t *failure, bool with_spec, bool terminal) {
+  altar_status_event_t ev = {
+      .v = ALTAR_SCHEMA_VERSION,
+      .event = kind,
+      .task_key = task->task_key,
+      .kind = task->spec->kind,
+      .handle = task->handle,
+      .state = state,
+      .failure = (altar_failure_t *)failure,
+      .spec = with_spec ? task->spec : NULL,
+      .worker = w->worker_id,
+      .source = {true, task->topic, task->partition, task->offset},
+      .ts = now_s(),
+  };
+  pending_t *p = pending_new(w, w->o->topics->status, task->status_key);
+  if (!p) return ALTAR_ENOMEM;
+  altar_error_t e = {0};
+  int rc = altar_encode_status(&ev, &p->value, &e);
+  if (rc) {
+    pending_free(p);
+    set_fatal(w, rc, "encoding a status event", &e);
+    return rc;
+  }
+  p->is_status = true;
+  if (terminal) {
+    p->task = task;
+    p->finishes = true;
+    p->src_topic = strdup(task->topic);
+    p->src_partition = task->partition;
+    p->src_offset = task->offset;
+    if (!p->src_topic) {
+      pending_free(p);
+      return ALTAR_ENOMEM;
+    }
+  }
+  rc = pending_send(w, p);
+  if (rc) {
+    pending_free(p);
+    set_fatal(w, rc, "producing a status event", NULL);
+  }
+  return rc;
+}
+
+/* ---- the dead-letter queue --------------------------------------------- */
+
+static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason) {
+  pending_t *p = pending_new(w, w->o->topics->dlq, NULL);
+  if (!p) {
+    set_fatal(w, ALTAR_ENOMEM, "dead-lettering", NULL);
+    return;
+  }
+  if (m->key && m->key_len) {
+    p->key = strndup(m->key, m->key_len < 1024 ? m->key_len : 1024);
+  }
+  size_t keep = m->value_len < ALTAR_DLQ_MAX_VALUE ? m->value_len : ALTAR_DLQ_MAX_VALUE;
+  char src[512], size[32];
+  snprintf(src, sizeof src, "%s/%" PRId32 "/%" PRId64, m->topic, m->partition, m->offset);
+  snprintf(size, sizeof size, "%zu", m->value_len);
+  if ((keep && altar_buf_append(&p->value, m->value, keep)) || pending_add_header(p, ALTAR_DLQ_REASON_HEADER, reason) ||
+      pending_add_header(p, ALTAR_DLQ_SOURCE_HEADER, src) || pending_add_header(p, ALTAR_DLQ_SIZE_HEADER, size)) {
+    pending_free(p);
+    set_fatal(w, ALTAR_ENOMEM, "dead-lettering", NULL);
+    return;
+  }
+  p->finishes = true;
+  p->src_topic = strdup(m->topic);
+  p->src_partition = m->partition;
+  p->src_offset = m->offset;
+  if (!p->src_topic || pending_send(w, p)) {
+    pending_free(p);
+    set_fatal(w, ALTAR_ETRANSPORT, "producing to the dead-letter topic", NULL);
+    return;
+  }
+  w->stats.dead_lettered++;
+  wlog(w, "dead-lettered %s: %s", src, reason);
+}
+
+/* ---- tasks ---------------------------------------------------------------- */
+
+static void task_free(wtask_t *t) {
+  if (!t) return;
+  altar_handle_clear(&t->handle);
+  altar_spec_free(t->spec);
+  free(t->status_key);
+  free(t->topic);
+  free(t);
+}
+
+static int tasks_push(worker_t *w, wtask_t *t) {
+  if (w->n_tasks == w->cap_tasks) {
+    size_t cap = w->cap_tasks ? w->cap_tasks * 2 : 16;
+    wtask_t **nt = realloc(w->tasks, cap * sizeof *nt);
+    if (!nt) return ALTAR_ENOMEM;
+    w->tasks = nt;
+    w->cap_tasks = cap;
+  }
+  w->tasks[w->n_tasks++] = t;
+  return ALTAR_OK;
+}
+
+static size_t in_flight(const worker_t *w) {
+  size_t k = 0;
+  for (size_t i = 0; i < w->n_tasks; i++) k += !w->tasks[i]->terminal_sent;
+  return k;
+}
+
+/* Drops tasks whose terminal event is acknowledged, reaping their backend
+ * resources (a finished container would otherwise linger). */
+static void reap_acked(worker_t *w) {
+  size_t j = 0;
+  for (size_t i = 0; i < w->n_tasks; i++) {
+    wtask_t *t = w->tasks[i];
+    if (t->acked) {
+      altar_error_t e = {0};
+      if (t->handle.external_id && *t->handle.external_id) altar_backend_cancel(w->o->backend, &t->handle, &e);
+      task_free(t);
+    } else {
+      w->tasks[j++] = t;
+    }
+  }
+  w->n_tasks = j;
+}
+
+static char *status_key_for(worker_t *w, const altar_spec_t *spec, const altar_handle_t *h, const char *task_key) {
+  const altar_group_spec_t *g = w->o->groups ? altar_group_specs_find(w->o->groups, spec->kind) : NULL;
+  if (!g) return strdup(task_key);
+  return altar_group_by_key(&g->group_by, h);
+}
+
+/* A job that failed before it could run (staging, submit): record it as
+ * submitted and failed under a handle of its own, so the ledger has a
+ * terminal outcome for it. */
+static void fail_before_run(worker_t *w, wtask_t *t, const char *reason, const char *detail, bool deterministic) {
+  altar_failure_t *f = altar_failure_new(reason, detail, deterministic);
+  if (!f) {
+    set_fatal(w, ALTAR_ENOMEM, "recording a failure", NULL);
+    return;
+  }
+  if (emit_status(w, t, ALTAR_EV_SUBMITTED, ALTAR_STATE_PENDING, NULL, true, false) == ALTAR_OK &&
+      emit_status(w, t, ALTAR_EV_STATE, ALTAR_STATE_FAILED, f, false, true) == ALTAR_OK) {
+    t->state = ALTAR_STATE_FAILED;
+    t->terminal_sent = true;
+    w->stats.failed++;
+  }
+  altar_failure_free(f);
+}
+
+static void handle_job(worker_t *w, const altar_msg_t *m) {
+  w->stats.consumed++;
+  int rc = altar_offset_tracker_seen(w->tracker, m->topic, m->partition, m->offset);
+  if (rc) {
+    wlog(w, "ignoring %s/%" PRId32 "/%" PRId64 ": %s", m->topic, m->partition, m->offset,
+         rc == ALTAR_ENOTFOUND ? "partition not assigned" : "offset out of order");
+    return;
+  }
+  if (altar_offset_tracker_already_done(w->tracker, m->topic, m->partition, m->offset)) {
+    altar_offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset);
+    w->stats.skipped++;
+    return;
+  }
+  char reason[ALTAR_ERRMSG_MAX + 64];
+  if (!m->value || m->value_len == 0) {
+    dead_letter(w, m, "empty message");
+    return;
+  }
+  if (m->value_len > ALTAR_MAX_MESSAGE) {
+    snprintf(reason, sizeof reason, "message too large: %zu bytes (limit %u)", m->value_len, ALTAR_MAX_MESSAGE);
+    dead_letter(w, m, reason);
+    return;
+  }
+  altar_job_msg_t job = {0};
+  altar_error_t e = {0};
+  if (altar_decode_job(m->value, m->value_len, &job, &e) != ALTAR_OK) {
+    snprintf(reason, sizeof reason, "undecodable job: %s", e.msg);
+    altar_job_msg_clear(&job);
+    dead_letter(w, m, reason);
+    return;
+  }
+  if (altar_spec_validate(&job.spec, &e) != ALTAR_OK ||
+      altar_backend_check_resources(w->o->backend, &job.spec.resources, &e) != ALTAR_OK) {
+    snprintf(reason, sizeof reason, "invalid spec: %s", e.msg);
+    altar_job_msg_clear(&job);
+    dead_letter(w, m, reason);
+    return;
+  }
+  wtask_t *t = calloc(1, sizeof *t);
+  if (!t || !(t->spec = altar_spec_dup(&job.spec)) || !(t->topic = strdup(m->topic))) {
+    task_free(t);
+    altar_job_msg_clear(&job);
+    set_fatal(w, ALTAR_ENOMEM, "accepting a job", NULL);
+    return;
+  }
+  altar_job_msg_clear(&job);
+  t->partition = m->partition;
+  t->offset = m->offset;
+  t->state = ALTAR_STATE_PENDING;
+  if (altar_spec_identity(t->spec, t->task_key, &e) != ALTAR_OK || tasks_push(w, t) != ALTAR_OK) {
+    task_free(t);
+    set_fatal(w, ALTAR_ENOMEM, "accepting a job", &e);
+    return;
+  }
+  altar_backend_t *be = w->o->backend;
+  rc = altar_backend_stage_inputs(be, t->spec->inputs, t->spec->n_inputs, &e);
+  if (rc == ALTAR_OK) rc = altar_backend_submit(be, t->spec, &t->handle, &e);
+  if (rc != ALTAR_OK) {
+    /* A handle of our own, so the failure lands in the ledger like any other. */
+    char ext[ALTAR_TASK_KEY_LEN + 16];
+    snprintf(ext, sizeof ext, "unstarted-%s", t->task_key);
+    altar_handle_clear(&t->handle);
+    if (altar_handle_init_for_spec(&t->handle, altar_backend_name(be), ext, t->spec) ||
+        !(t->status_key = status_key_for(w, t->spec, &t->handle, t->task_key))) {
+      set_fatal(w, ALTAR_ENOMEM, "accepting a job", NULL);
+      return;
+    }
+    bool integrity = rc == ALTAR_EINTEGRITY;
+    fail_before_run(w, t, integrity ? ALTAR_REASON_INPUT_DIGEST_MISMATCH : (rc == ALTAR_EINVAL ? "invalid_spec" : "submit_failed"),
+                    e.msg, integrity || rc == ALTAR_EINVAL);
+    /* The handle was never a backend task: nothing to reap. */
+    free(t->handle.external_id);
+    t->handle.external_id = strdup("");
+    return;
+  }
+  if (!(t->status_key = status_key_for(w, t->spec, &t->handle, t->task_key))) {
+    set_fatal(w, ALTAR_ENOMEM, "accepting a job", NULL);
+    return;
+  }
+  w->stats.submitted++;
+  emit_status(w, t, ALTAR_EV_SUBMITTED, ALTAR_STATE_PENDING, NULL, true, false);
+}
+
+/* Probes every task still running, in one bulk call, and emits what changed. */
+static void poll_tasks(worker_t *w, int partition_filter, const char *topic_filter) {
+  size_t n = 0;
+  for (size_t i = 0; i < w->n_tasks; i++) n += !w->tasks[i]->terminal_sent;
+  if (!n) return;
+  altar_handle_t *hs = calloc(n, sizeof *hs);
+  wtask_t **ts = calloc(n, sizeof *ts);
+  altar_status_t *st = calloc(n, sizeof *st);
+  if (!hs || !ts || !st) {
+    free(hs);
+    free(ts);
+    free(st);
+    set_fatal(w, ALTAR_ENOMEM, "polling", NULL);
+    return;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < w->n_tasks; i++) {
+    wtask_t *t = w->tasks[i];
+    if (t->terminal_sent) continue;
+    if (topic_filter && (t->partition != partition_filter || strcmp(t->topic, topic_filter))) continue;
+    hs[k] = t->handle; /* shallow: the backend only reads */
+    ts[k++] = t;
+  }
+  altar_error_t e = {0};
+  if (k && altar_backend_poll(w->o->backend, hs, k, st, &e) == ALTAR_OK) {
+    for (size_t i = 0; i < k; i++) {
+      wtask_t *t = ts[i];
+      altar_state_t s = st[i].state;
+      if (s == t->state && !altar_state_terminal(s)) continue;
+      if (s == ALTAR_STATE_SUCCEEDED &&
+          altar_backend_collect_outputs(w->o->backend, t->spec->outputs, t->spec->n_outputs, &e) != ALTAR_OK) {
+        altar_failure_t *f = altar_failure_new("output_collection_failed", e.msg, false);
+        if (f && emit_status(w, t, ALTAR_EV_STATE, ALTAR_STATE_FAILED, f, false, true) == ALTAR_OK) {
+          t->terminal_sent = true;
+          w->stats.failed++;
+        }
+        altar_failure_free(f);
+        continue;
+      }
+      bool terminal = altar_state_terminal(s);
+      if (emit_status(w, t, ALTAR_EV_STATE, s, s == ALTAR_STATE_FAILED ? st[i].failure : NULL, false, terminal) ==
+          ALTAR_OK) {
+        t->state = s;
+        if (terminal) {
+          t->terminal_sent = true;
+          if (s == ALTAR_STATE_SUCCEEDED) w->stats.succeeded++;
+          else w->stats.failed++;
+        }
+      }
+    }
+  } else if (k) {
+    wlog(w, "poll failed (will retry): %s", e.msg);
+  }
+  for (size_t i = 0; i < k; i++) altar_status_clear(&st[i]);
+  free(st);
+  free(hs);
+  free(ts);
+}
+
+/* ---- partitions and commits ----------------------------------------------- */
+
+static void commit_partition(worker_t *w, const char *topic, int32_t partition) {
+  int64_t off;
+  char meta[ALTAR_OFFSET_META_MAX + 1];
+  bool changed;
+  if (altar_offset_tracker_commit_point(w->tracker, topic, partition, &off, meta, sizeof meta, &changed) ||
+      !changed || off < 0)
+    return;
+  altar_error_t e = {0};
+  if (altar_transport_commit(w->o->transport, topic, partition, off, meta[0] ? meta : NULL, &e) != ALTAR_OK)
+    wlog(w, "commit %s/%" PRId32 " at %" PRId64 " failed (will retry): %s", topic, partition, off, e.msg);
+}
+
+static void commit_all(worker_t *w) {
+  for (size_t i = 0; i < w->n_parts; i++) commit_partition(w, w->parts[i].topic, w->parts[i].partition);
+}
+
+static void set_paused(worker_t *w, bool paused) {
+  if (w->paused == paused || !w->n_parts) {
+    w->paused = paused;
+    return;
+  }
+  altar_tp_t *tps = calloc(w->n_parts, sizeof *tps);
+  if (!tps) return;
+  for (size_t i = 0; i < w->n_parts; i++)
+    tps[i] = (altar_tp_t){w->parts[i].topic, w->parts[i].partition, ALTAR_OFFSET_INVALID};
+  altar_error_t e = {0};
+  int rc = paused ? altar_transport_pause(w->o->transport, tps, w->n_parts, &e)
+                  : altar_transport_resume(w->o->transport, tps, w->n_parts, &e);
+  free(tps);
+  if (rc == ALTAR_OK) w->paused = paused;
+  else wlog(w, "%s failed: %s", paused ? "pause" : "resume", e.msg);
+}
+
+/* Waits up to deadline for the tasks of one partition (or all) to finish,
+ * then cancels and releases the rest, and waits for every event's ack. */
+static void drain(worker_t *w, const char *topic, int32_t partition, int64_t deadline_ms) {
+  for (;;) {
+    size_t left = 0;
+    for (size_t i = 0; i < w->n_tasks; i++) {
+      wtask_t *t = w->tasks[i];
+      if (!t->terminal_sent && (!topic || (t->partition == partition && !strcmp(t->topic, topic)))) left++;
+    }
+    if (!left || mono_ms() >= deadline_ms || (w->o->stop && *w->o->stop >= 2) || w->fatal) break;
+    poll_tasks(w, partition, topic);
+    altar_transport_poll(w->o->transport, 100);
+  }
+  for (size_t i = 0; i < w->n_tasks; i++) {
+    wtask_t *t = w->tasks[i];
+    if (t->terminal_sent || (topic && (t->partition != partition || strcmp(t->topic, topic)))) continue;
+    altar_error_t e = {0};
+    altar_backend_cancel(w->o->backend, &t->handle, &e);
+    /* Released, not finished: the job's offset stays uncommitted so the
+     * partition's next owner runs it again. */
+    if (emit_status(w, t, ALTAR_EV_RELEASED, t->state, NULL, false, false) == ALTAR_OK) {
+      t->terminal_sent = true;
+      t->released = true;
+      w->stats.released++;
+    }
+  }
+  altar_error_t e = {0};
+  if (altar_transport_flush(w->o->transport, 30000, &e) != ALTAR_OK) wlog(w, "flush: %s", e.msg);
+  /* Released tasks were cancelled already; drop them without a second cancel. */
+  size_t j = 0;
+  for (size_t i = 0; i < w->n_tasks; i++) {
+    wtask_t *t = w->tasks[i];
+    if (t->released) {
+      task_free(t);
+    } else {
+      w->tasks[j++] = t;
+    }
+  }
+  w->n_tasks = j;
+  reap_acked(w);
+}
+
+static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
+                         void *ctx) {
+  worker_t *w = ctx;
+  if (kind == ALTAR_REBALANCE_ASSIGN) {
+    for (size_t i = 0; i < n; i++) {
+      int64_t off = ALTAR_OFFSET_INVALID;
+      char *meta = NULL;
+      altar_error_t e = {0};
+      if (altar_transport_committed(tr, w->group, parts[i].topic, parts[i].partition, 10000, &off, &meta, &e))
+        wlog(w, "reading the committed offset of %s/%" PRId32 " failed: %s", parts[i].topic, parts[i].partition,
+             e.msg);
+      altar_error_t me = {0};
+      altar_offset_tracker_assign(w->tracker, parts[i].topic, parts[i].partition, off >= 0 ? off : -1, meta, &me);
+      if (me.msg[0]) wlog(w, "%s", me.msg);
+      free(meta);
+      if (w->n_parts == w->cap_parts) {
+        size_t cap = w->cap_parts ? w->cap_parts * 2 : 8;
+        assigned_t *np = realloc(w->parts, cap * sizeof *np);
+        if (!np) {
+          set_fatal(w, ALTAR_ENOMEM, "rebalance", NULL);
+          return;
+        }
+        w->parts = np;
+        w->cap_parts = cap;
+      }
+      w->parts[w->n_parts].topic = strdup(parts[i].topic);
+      w->parts[w->n_parts].partition = parts[i].partition;
+      w->n_parts++;
+    }
+    if (w->paused) {
+      altar_error_t e = {0};
+      altar_transport_pause(tr, parts, n, &e);
+    }
+    wlog(w, "assigned %zu partition(s)", n);
+    return;
+  }
+  int64_t deadline = mono_ms() + (w->o->drain_ms < 0 ? 30000 : w->o->drain_ms);
+  for (size_t i = 0; i < n; i++) {
+    drain(w, parts[i].topic, parts[i].partition, deadline);
+    commit_partition(w, parts[i].topic, parts[i].partition);
+    altar_offset_tracker_revoke(w->tracker, parts[i].topic, parts[i].partition);
+    for (size_t j = 0; j < w->n_parts; j++) {
+      if (w->parts[j].partition == parts[i].partition && !strcmp(w->parts[j].topic, parts[i].topic)) {
+        free(w->parts[j].topic);
+        w->parts[j] = w->parts[--w->n_parts];
+        break;
+      }
+    }
+  }
+  wlog(w, "revoked %zu partition(s)", n);
+}
+
+/* ---- the loop --------------------------------------------------------------- */
+
+int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats, altar_error_t *err) {
+  if (!o || !o->transport || !o->backend || !o->topics || o->slots < 1)
+    return altar_error_set(err, ALTAR_EINVAL, "worker: transport, backend, topics and slots >= 1 are required");
+  worker_t w = {.o = o, .group = o->group ? o->group : ALTAR_WORKER_GROUP};
+  if (o->worker_id) {
+    snprintf(w.worker_id, sizeof w.worker_id, "%s", o->worker_id);
+  } else {
+    char host[128] = "localhost";
+    gethostname(host, sizeof host - 1);
+    snprintf(w.worker_id, sizeof w.worker_id, "%s:%ld", host, (long)getpid());
+  }
+  w.tracker = altar_offset_tracker_new();
+  if (!w.tracker) return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+  o->transport->opts.on_delivery = on_delivery;
+  o->transport->opts.delivery_ctx = &w;
+  const char *topics[] = {o->topics->jobs};
+  int rc = altar_transport_subscribe(o->transport, w.group, topics, 1, on_rebalance, &w, err);
+  if (rc) {
+    altar_offset_tracker_free(w.tracker);
+    return rc;
+  }
+  int interval = o->poll_interval_ms > 0 ? o->poll_interval_ms : 200;
+  int64_t next_poll = mono_ms();
+  bool draining = false;
+  while (!w.fatal) {
+    if (o->stop && *o->stop >= 2) break;
+    if ((o->stop && *o->stop == 1) || (o->max_jobs > 0 && w.finished_jobs >= (uint64_t)o->max_jobs)) {
+      draining = true;
+      break;
+    }
+    set_paused(&w, in_flight(&w) >= (size_t)o->slots);
+    altar_msg_t *m = NULL;
+    altar_error_t e = {0};
+    rc = altar_transport_consume(o->transport, w.paused ? 50 : 20, &m, &e);
+    if (rc == ALTAR_OK && m) {
+      handle_job(&w, m);
+      altar_msg_free(m);
+    } else if (rc != ALTAR_OK) {
+      wlog(&w, "consume: %s", e.msg);
+    }
+    if (mono_ms() >= next_poll) {
+      poll_tasks(&w, -1, NULL);
+      next_poll = mono_ms() + interval;
+    }
+    altar_transport_poll(o->transport, 0);
+    reap_acked(&w);
+    commit_all(&w);
+    if (o->exit_when_idle && !m && w.n_tasks == 0 && w.outstanding == 0 && w.n_parts > 0) {
+      bool done = false;
+      altar_error_t ce = {0};
+      if (altar_transport_caught_up(o->transport, &done, &ce) == ALTAR_OK && done) {
+        draining = true;
+        break;
+      }
+    }
+  }
+  if (draining && !w.fatal) {
+    drain(&w, NULL, -1, mono_ms() + (o->drain_ms < 0 ? 30000 : o->drain_ms));
+    commit_all(&w);
+  }
+  /* Unsubscribe by closing is the caller's job; detach our callbacks now. */
+  o->transport->opts.on_delivery = NULL;
+  o->transport->opts.delivery_ctx = NULL;
+  if (pstats) *pstats = w.stats;
+  for (size_t i = 0; i < w.n_tasks; i++) task_free(w.tasks[i]);
+  free(w.tasks);
+  for (size_t i = 0; i < w.n_parts; i++) free(w.parts[i].topic);
+  free(w.parts);
+  altar_offset_tracker_free(w.tracker);
+  if (w.fatal) {
+    if (err) *err = w.fatal_err;
+    return w.fatal;
+  }
+  return ALTAR_OK;
+}

@@ -1,0 +1,61 @@
+/* The worker: consumes the jobs topic in a consumer group, runs each job on
+ * an execution backend, and emits status events for every change.
+ *
+ * Guarantees (DESIGN.md, fleet invariants):
+ * - A job counts as done only once its terminal status event is
+ *   acknowledged by the log (or, for a poison message, once the DLQ copy is).
+ * - Offsets are committed up to the lowest unfinished job per partition; the
+ *   finished offsets above it ride in the commit metadata (offset_tracker.h),
+ *   so a restart or rebalance re-runs only jobs that were really unfinished.
+ * - Slots gate intake: with none free the worker pauses its partitions but
+ *   keeps calling consume, so the group never expels it.
+ * - On revocation and on a stop request it stops intake, gives running tasks
+ *   `drain_s` to finish, then cancels what remains and emits `released` for
+ *   each, so the ledger never keeps an orphan open.
+ *
+ * Single-threaded: everything runs on the caller's thread. */
+#ifndef ALTAR_WORKER_H
+#define ALTAR_WORKER_H
+
+#include "altar/backend.h"
+#include "altar/config.h"
+#include "altar/fleet.h"
+#include "altar/groups.h"
+#include "altar/transport.h"
+
+#include <signal.h>
+#include <stdint.h>
+
+typedef struct altar_worker_opts {
+  altar_transport_t *transport; /* borrowed; the worker subscribes it */
+  altar_backend_t *backend;     /* borrowed */
+  const altar_group_specs_t *groups; /* borrowed, may be NULL: status key = task key */
+  const altar_topics_t *topics;      /* borrowed */
+  const char *group;            /* consumer group; NULL = ALTAR_WORKER_GROUP */
+  const char *worker_id;        /* NULL = "<hostname>:<pid>" */
+  int64_t slots;                /* jobs in flight at most (>= 1) */
+  int poll_interval_ms;         /* backend poll cadence; 0 = 200 */
+  int drain_ms;                 /* drain time on revoke/stop; < 0 = 30000 */
+  int64_t max_jobs;             /* stop (draining) after this many jobs finished; 0 = never */
+  bool exit_when_idle;          /* stop once caught up with nothing in flight (tests, demo) */
+  /* Set to 1 to drain and stop, 2 (a second signal) to stop at once. */
+  volatile sig_atomic_t *stop;
+  bool quiet;                   /* no progress lines on stderr */
+} altar_worker_opts_t;
+
+typedef struct altar_worker_stats {
+  uint64_t consumed;     /* job messages read */
+  uint64_t submitted;    /* tasks started */
+  uint64_t succeeded;
+  uint64_t failed;
+  uint64_t released;     /* handed back on revoke/stop */
+  uint64_t skipped;      /* finished in an earlier life (commit metadata) */
+  uint64_t dead_lettered;/* poison messages sent to the DLQ */
+  uint64_t status_events;/* status events acknowledged */
+} altar_worker_stats_t;
+
+/* Runs until a stop request, max_jobs or idleness (exit_when_idle). Returns
+ * 0, or an error that made it stop (err says which). *pstats may be NULL. */
+int altar_worker_run(const altar_worker_opts_t *opts, altar_worker_stats_t *pstats, altar_error_t *err);
+
+#endif
