@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- small shared helpers ---------------------------------------------- */
@@ -93,6 +94,13 @@ void altar__proc_live_remove(altar_process_t *p, const char *id) {
       p->live[i] = p->live[--p->n_live];
       return;
     }
+}
+
+void altar__proc_reap(altar_process_t *p) {
+  for (size_t i = p->n_children; i-- > 0;) {
+    pid_t r = waitpid(p->children[i], NULL, WNOHANG);
+    if (r == p->children[i] || (r < 0 && errno == ECHILD)) p->children[i] = p->children[--p->n_children];
+  }
 }
 
 /* ---- memory enforcement: find a cgroup we may nest task groups under ----- */
@@ -187,6 +195,8 @@ static void process_destroy(altar_backend_t *be) {
   free(p->data_root);
   free(p->tasks_dir);
   free(p->storage);
+  altar__proc_reap(p); /* supervisors still running stay unreaped until we exit */
+  free(p->children);
   free(p->live);
   free(p);
   be->impl = NULL;
@@ -275,6 +285,7 @@ nomem:
 
 static int process_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
   altar_process_t *p = be->impl;
+  altar__proc_reap(p);
   /* Refresh the live set: finished (or vanished) tasks free their slot. */
   for (size_t i = p->n_live; i-- > 0;) {
     altar_state_t st;

@@ -46,6 +46,10 @@ typedef struct altar_process {
    * capacity counts them. */
   altar_proc_task_t *live;
   size_t n_live, cap_live;
+  /* Supervisors we forked and have not reaped yet (they are our children
+   * until they exit or we do; reaped without blocking in poll/capacity). */
+  pid_t *children;
+  size_t n_children, cap_children;
   /* Memory enforcement chosen at create: cgroup dir to nest under, or "". */
   char cgroup_parent[512];
   int cgroup_version; /* 0 none (RSS watchdog), 1 or 2 */
@@ -78,6 +82,9 @@ bool altar__proc_id_valid(const char *id);
  * frees). Never blocks. */
 int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *pstate,
                       altar_failure_t **pfailure, altar_error_t *err);
+
+/* Reaps exited supervisors without blocking. */
+void altar__proc_reap(altar_process_t *p);
 
 /* Live-set bookkeeping for capacity. */
 int altar__proc_live_add(altar_process_t *p, const char *id);

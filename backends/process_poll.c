@@ -115,6 +115,7 @@ int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *p
 int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
                      altar_error_t *err) {
   altar_process_t *p = be->impl;
+  altar__proc_reap(p);
   for (size_t i = 0; i < n; i++) {
     altar_state_t state;
     altar_failure_t *f = NULL;

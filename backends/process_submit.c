@@ -13,7 +13,6 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -169,29 +168,29 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
     goto fail_dir;
   }
 
-  pid_t mid = fork();
-  if (mid < 0) {
+  /* One fork: the supervisor is our child until it exits (poll reaps it
+   * without blocking) or until we exit (it is re-parented and goes on). A
+   * middle process would cost a second fork per task for no gain. */
+  altar__proc_reap(p);
+  if (p->n_children == p->cap_children) {
+    size_t cap = p->cap_children ? p->cap_children * 2 : 16;
+    pid_t *nc = realloc(p->children, cap * sizeof *nc);
+    if (!nc) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "process: submit: out of memory");
+      goto fail_dir;
+    }
+    p->children = nc;
+    p->cap_children = cap;
+  }
+  pid_t sup = fork();
+  if (sup < 0) {
     rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: fork: %s", strerror(errno));
     goto fail_dir;
   }
-  if (mid == 0) {
-    /* Middle child: start the supervisor and leave, so it is re-parented. */
-    pid_t sup = fork();
-    if (sup == 0) altar__proc_supervise(l);
-    _exit(sup < 0 ? 1 : 0);
-  }
+  if (sup == 0) altar__proc_supervise(l);
+  p->children[p->n_children++] = sup;
   close(l->lock_fd);
   l->lock_fd = -1;
-  int wst = 0;
-  pid_t w;
-  do w = waitpid(mid, &wst, 0);
-  while (w < 0 && errno == EINTR);
-  /* ECHILD: the caller ignores SIGCHLD, so we cannot read the status; the
-   * supervisor's lock then tells whether it started (poll reports it). */
-  if (w == mid && !(WIFEXITED(wst) && WEXITSTATUS(wst) == 0)) {
-    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: could not start the supervisor");
-    goto fail_dir;
-  }
   rc = altar_handle_init_for_spec(ph, altar_backend_process.name, id, spec);
   if (rc < 0) {
     rc = altar_error_set(err, rc, "process: submit: out of memory");

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -189,31 +190,59 @@ static size_t fmt_pid(char *buf, long v) {
   return n;
 }
 
+/* What the command's child needs; it shares our memory (CLONE_VM), so it
+ * reports an exec failure by writing exec_errno here. */
+typedef struct child_args {
+  const altar_proc_launch_t *l;
+  pid_t sup;
+  int out_w, err_w;
+  const char *procs_path; /* cgroup.procs to join, or NULL */
+  int exec_errno;
+} child_args_t;
+
 /* In the command's child: become the group leader, join the cgroup, wire the
- * streams, exec. Only async-signal-safe calls from here on. */
-static void exec_command(const altar_proc_launch_t *l, pid_t sup, int out_w, int err_w, int ep_w,
-                         const char *procs_path) {
+ * streams, exec. It runs on its own stack in our address space (like
+ * posix_spawn), so only async-signal-safe calls, and nothing it writes but
+ * exec_errno is seen by us. */
+static int exec_command(void *arg) {
+  child_args_t *a = arg;
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != sup) _exit(127);
-  if (procs_path) {
-    int fd = open(procs_path, O_WRONLY | O_CLOEXEC);
+  if (getppid() != a->sup) _exit(127);
+  if (a->procs_path) {
+    int fd = open(a->procs_path, O_WRONLY | O_CLOEXEC);
     if (fd >= 0) {
       char b[24];
       size_t n = fmt_pid(b, (long)getpid());
-      if (write(fd, b, n) < 0) { /* best effort: the watchdog is not armed here */ }
+      if (write(fd, b, n) < 0) { /* the limit then does not apply; nothing to report it to */ }
       close(fd);
     }
   }
-  dup2(out_w, 1);
-  dup2(err_w, 2);
-  execvpe(l->argv[0], l->argv, l->envp);
-  int e = errno;
-  if (write(ep_w, &e, sizeof e) < 0) { /* nothing more we can say */ }
+  dup2(a->out_w, 1);
+  dup2(a->err_w, 2);
+  execvpe(a->l->argv[0], a->l->argv, a->l->envp);
+  a->exec_errno = errno ? errno : ENOEXEC;
   _exit(127);
+}
+
+/* clone(CLONE_VM | CLONE_VFORK): no copy of our page tables, and we resume
+ * once the child has exec'd or failed — the cost of posix_spawn, with the
+ * set-up posix_spawn cannot do (parent-death signal, cgroup). */
+static pid_t spawn_command(child_args_t *a) {
+  enum { STACK = 64 * 1024 };
+  char *stack = malloc(STACK);
+  if (!stack) {
+    errno = ENOMEM;
+    return -1;
+  }
+  pid_t pid = clone(exec_command, stack + STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+  int e = errno;
+  free(stack);
+  errno = e;
+  return pid;
 }
 
 static bool fatal_signal_is_app(int sig) {
@@ -259,8 +288,8 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
                         .ring_cap = l->log_cap - head};
     if (sinks[i].fd < 0) _exit(1);
   }
-  int out[2], errp[2], ep[2];
-  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) _exit(1);
+  int out[2], errp[2];
+  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) _exit(1);
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) _exit(1);
 
@@ -269,11 +298,11 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
   char procs[ALTAR_PATH_BUF + 32];
   snprintf(procs, sizeof procs, "%s/cgroup.procs", l->cgroup_dir);
 
-  pid_t cmd = fork();
-  if (cmd == 0) exec_command(l, sup, out[1], errp[1], ep[1], use_cg ? procs : NULL);
+  child_args_t ca = {.l = l, .sup = sup, .out_w = out[1], .err_w = errp[1],
+                      .procs_path = use_cg ? procs : NULL};
+  pid_t cmd = spawn_command(&ca);
   close(out[1]);
   close(errp[1]);
-  close(ep[1]);
 
   int exec_errno = 0;
   bool reaped = false, timed_out = false, oom = false, canceled = false;
@@ -283,11 +312,8 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
     exec_errno = errno;
     reaped = true;
   } else {
+    exec_errno = ca.exec_errno; /* CLONE_VFORK: the child has exec'd or died by now */
     setpgid(cmd, cmd); /* also here, so a kill of the group cannot miss it */
-    ssize_t r;
-    do r = read(ep[0], &exec_errno, sizeof exec_errno);
-    while (r < 0 && errno == EINTR);
-    if (r != (ssize_t)sizeof exec_errno) exec_errno = 0;
     snprintf(pidline, sizeof pidline, "supervisor=%ld\npgid=%ld\n", (long)sup, (long)cmd);
     if (write_str_file("pid.tmp", pidline) == 0) rename("pid.tmp", "pid");
     /* A cancel that came before the pid file existed left only its marker. */
@@ -296,7 +322,6 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
       canceled = true;
     }
   }
-  close(ep[0]);
 
   int64_t deadline = l->timeout_s > 0 ? now_ms() + l->timeout_s * 1000 : -1;
   int64_t next_watch = watchdog ? now_ms() + WATCHDOG_MS : -1;

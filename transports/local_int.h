@@ -29,7 +29,7 @@
 #define LOCAL_FSYNC_NEVER 2
 
 #define LREC_FRAME 8    /* u32 length + u32 crc */
-#define LREC_BODY_MIN 29 /* magic, attrs, offset, ts, klen, vlen, nheaders */
+#define LREC_BODY_MIN 28 /* magic, attrs, offset, ts, klen, vlen, nheaders */
 #define LREC_MAGIC 1
 #define LSEG_NAME_LEN 24 /* 20 digits + ".log" */
 

@@ -86,8 +86,15 @@ void altar_group_event_clear(altar_group_event_t *e);
 bool altar_status_event_equal(const altar_status_event_t *a, const altar_status_event_t *b);
 bool altar_group_event_equal(const altar_group_event_t *a, const altar_group_event_t *b);
 
-/* msgpack. Encoders append to out. Decoders fill a zeroed *pout, which the
- * caller clears with the matching _clear (also after a failed decode). */
+/* msgpack. Encoders append the canonical encoding (keys in bytewise order,
+ * every field written, nil for absent optionals) to out; on failure they
+ * leave out->len as it was (the caller still frees out). Decoders zero *pout
+ * and fill it; the caller clears it with the matching _clear, also after a
+ * failed decode. Errors: ALTAR_EDECODE (malformed, wrong type, missing
+ * required field), ALTAR_ETOOBIG (a bound exceeded), ALTAR_EINVAL (encoder
+ * given a value it must not publish), ALTAR_ENOMEM; err->msg names the field,
+ * e.g. "status.handle.labels.fold: expected string". All calls are reentrant
+ * and keep no state; any thread may call them. */
 int altar_encode_spec(const altar_spec_t *spec, altar_buf_t *out, altar_error_t *err);
 int altar_decode_spec(const void *data, size_t len, altar_spec_t *pout, altar_error_t *err);
 int altar_encode_job(const altar_job_msg_t *m, altar_buf_t *out, altar_error_t *err);
@@ -99,9 +106,10 @@ int altar_decode_group(const void *data, size_t len, altar_group_event_t *pout, 
 int altar_encode_record(const altar_record_t *r, altar_buf_t *out, altar_error_t *err);
 int altar_decode_record(const void *data, size_t len, altar_record_t *pout, altar_error_t *err);
 
-/* Reads a message's "type" field without decoding the rest: "job", "status",
- * "group", or NULL-terminated copy into buf; 0, or ALTAR_EDECODE when the
- * bytes are not an altar message. */
+/* Reads a message's "type" field without decoding the rest ("job", "status",
+ * "group") into buf as a NUL-terminated string; 0, or ALTAR_EDECODE when the
+ * bytes are not a bounded msgpack map with a string "type" that fits in buf
+ * (spec and record carry no "type"). The bytes are still bound-checked. */
 int altar_peek_type(const void *data, size_t len, char *buf, size_t bufsize);
 
 /* JSON form (same keys as msgpack). *_to_json returns a malloc'd compact

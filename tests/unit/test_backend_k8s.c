@@ -5,11 +5,17 @@
 #include "altar/codec.h"
 #include "altar/digest.h"
 #include "altar/kubernetes.h"
+#include "altar/storage.h"
+#include "backend_contract.h"
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* ---- the fake runtime ---- */
 
@@ -18,6 +24,9 @@ typedef struct fake_job {
   json_t *manifest;
   int deleting; /* > 0: being deleted; read_job answers NULL this many more times */
   altar_failure_t *failure; /* what describe_failure answers, or NULL */
+  json_t *status;           /* kubelet mode: the Job's status and its pods */
+  json_t *pods;
+  int ticks;
 } fake_job_t;
 
 typedef struct fake {
@@ -31,6 +40,8 @@ typedef struct fake {
   int read_null_forever;   /* read_job always answers NULL */
   /* Called after read_job answered: tests use it to race a newer Job in. */
   void (*after_read)(struct fake *f, const char *name);
+  /* Kubelet mode (the contract suite): each list "runs" the Jobs a step. */
+  bool kubelet;
   /* clock for submit's settling */
   double now;
   int n_sleep;
@@ -50,6 +61,8 @@ static fake_job_t *fake_find(fake_t *f, const char *name) {
 static void fake_remove(fake_t *f, fake_job_t *j) {
   altar_k8s_job_info_clear(&j->info);
   json_decref(j->manifest);
+  json_decref(j->status);
+  json_decref(j->pods);
   altar_failure_free(j->failure);
   size_t i = (size_t)(j - f->jobs);
   memmove(&f->jobs[i], &f->jobs[i + 1], (f->n - i - 1) * sizeof *j);
@@ -103,11 +116,14 @@ static bool selector_matches(const char *sel, const altar_strmap_t *labels) {
   return v && !strcmp(v, eq + 1);
 }
 
+static void kubelet_tick(fake_t *f);
+
 static int f_list(void *impl, const char *ns, const char *sel, altar_k8s_job_info_t **pjobs, size_t *pn,
                   altar_error_t *err) {
   fake_t *f = impl;
   (void)ns;
   (void)err;
+  if (f->kubelet) kubelet_tick(f);
   logf_(f, "list", sel ? sel : "*", NULL);
   f->n_list++;
   *pjobs = calloc(f->n + 1, sizeof **pjobs);
@@ -157,6 +173,13 @@ static int f_describe(void *impl, const char *name, const char *ns, altar_failur
   f->n_describe++;
   fake_job_t *j = fake_find(f, name);
   if (!j) return altar_error_set(err, ALTAR_ENOTFOUND, "fake: no job %s", name);
+  if (j->status) {
+    /* Explained from API-shaped objects, as the real runtime does. */
+    json_t *job = json_pack("{s:{s:s}, s:O}", "metadata", "name", name, "status", j->status);
+    *pf = altar_k8s_explain_failure(job, j->pods);
+    json_decref(job);
+    return *pf ? 0 : ALTAR_ENOMEM;
+  }
   *pf = j->failure ? altar_failure_dup(j->failure) : altar_failure_new(ALTAR_REASON_JOB_FAILED, NULL, false);
   return 0;
 }
@@ -927,8 +950,204 @@ static void test_explain_failure(void) {
   json_decref(p);
 }
 
+
+/* ---- kubelet mode: the contract suite against the fake ---- */
+
+/* Runs the verify-inputs init container's argv for real (sh + the verifier
+ * program over files under the data root, which is the mount root here). */
+static int run_init(const json_t *init) {
+  const json_t *cmd = json_object_get(init, "command");
+  size_t n = json_array_size(cmd);
+  char **argv = calloc(n + 1, sizeof *argv);
+  for (size_t i = 0; i < n; i++) argv[i] = (char *)json_string_value(json_array_get(cmd, i));
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  free(argv);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void set_failed(fake_job_t *j, const char *reason, json_t *pod_status) {
+  j->info.state = ALTAR_STATE_FAILED;
+  json_decref(j->status);
+  j->status = json_pack("{s:[{s:s, s:s, s:s, s:s}]}", "conditions", "type", "Failed", "status", "True", "reason",
+                        reason, "message", "fake kubelet");
+  json_decref(j->pods);
+  j->pods = pod_status ? json_pack("{s:[{s:o}]}", "items", "status", pod_status) : json_pack("{s:[]}", "items");
+}
+
+static json_t *terminated(const char *list, const char *name, int code, const char *reason) {
+  return json_pack("{s:[{s:s, s:{s:{s:i, s:s}}}]}", list, "name", name, "state", "terminated", "exitCode", code,
+                   "reason", reason);
+}
+
+/* One step of every active Job: pending → running → the command's outcome.
+ * Commands are ["altar-fake", "exit"|"sleep"|"oom"|"read", arg]. */
+static void kubelet_tick(fake_t *f) {
+  for (size_t i = 0; i < f->n; i++) {
+    fake_job_t *j = &f->jobs[i];
+    if (!j->manifest || j->deleting || altar_state_terminal(j->info.state)) continue;
+    if (j->ticks++ == 0) {
+      j->info.state = ALTAR_STATE_RUNNING;
+      continue;
+    }
+    const json_t *spec = json_object_get(j->manifest, "spec");
+    const json_t *pod = json_object_get(json_object_get(spec, "template"), "spec");
+    const json_t *init = json_array_get(json_object_get(pod, "initContainers"), 0);
+    if (init && run_init(init) != 0) {
+      set_failed(j, "BackoffLimitExceeded", terminated("initContainerStatuses", ALTAR_K8S_VERIFY_CONTAINER, 1, "Error"));
+      continue;
+    }
+    const json_t *c = json_array_get(json_object_get(pod, "containers"), 0);
+    const json_t *cmd = json_object_get(c, "command");
+    const char *op = json_string_value(json_array_get(cmd, 1));
+    const char *arg = json_string_value(json_array_get(cmd, 2));
+    json_t *deadline = json_object_get(spec, "activeDeadlineSeconds");
+    if (!op) op = "exit";
+    if (!strcmp(op, "exit")) {
+      int code = arg ? (int)strtol(arg, NULL, 10) : 0;
+      if (code == 0) j->info.state = ALTAR_STATE_SUCCEEDED;
+      else set_failed(j, "BackoffLimitExceeded", terminated("containerStatuses", ALTAR_K8S_TASK_CONTAINER, code, "Error"));
+    } else if (!strcmp(op, "sleep")) {
+      long secs = arg ? strtol(arg, NULL, 10) : 0;
+      if (deadline && json_integer_value(deadline) < secs) set_failed(j, "DeadlineExceeded", NULL);
+      else if (secs < 60) j->info.state = ALTAR_STATE_SUCCEEDED;
+    } else if (!strcmp(op, "oom")) {
+      const char *mem = json_string_value(
+          json_object_get(json_object_get(json_object_get(c, "resources"), "limits"), "memory"));
+      if (mem) set_failed(j, "BackoffLimitExceeded", terminated("containerStatuses", ALTAR_K8S_TASK_CONTAINER, 137, "OOMKilled"));
+      else j->info.state = ALTAR_STATE_SUCCEEDED;
+    } else if (!strcmp(op, "read")) {
+      struct stat sb;
+      if (arg && stat(arg, &sb) == 0) j->info.state = ALTAR_STATE_SUCCEEDED;
+      else set_failed(j, "BackoffLimitExceeded", terminated("containerStatuses", ALTAR_K8S_TASK_CONTAINER, 2, "Error"));
+    }
+  }
+}
+
+static altar_backend_t *contract_make(void *ctx, const char *data_root, char *errstr, size_t sz) {
+  (void)ctx;
+  fake_t *f = calloc(1, sizeof *f);
+  f->kubelet = true;
+  altar_k8s_config_t cfg;
+  altar_k8s_config_init(&cfg);
+  /* The pod's mount root is the data root, so the fake kubelet runs the
+   * verifier over the very paths the manifest names. */
+  cfg.mount_root = data_root;
+  cfg.staging_root = data_root;
+  cfg.clock = fake_clock;
+  cfg.sleep = fake_sleep;
+  cfg.clock_ctx = f;
+  altar_error_t err = {0};
+  altar_k8s_t *k = altar_k8s_new(&cfg, altar_k8s_runtime_new(&fake_ops, f), &err);
+  if (!k) snprintf(errstr, sz, "%s", err.msg);
+  return altar_k8s_backend_wrap(k);
+}
+
+static int set_cmd(altar_spec_t *s, const char *op, const char *arg) {
+  for (size_t i = 0; i < s->n_command; i++) free(s->command[i]);
+  s->n_command = 0;
+  altar_spec_add_arg(s, "altar-fake");
+  altar_spec_add_arg(s, op);
+  return arg ? altar_spec_add_arg(s, arg) : 0;
+}
+
+static int contract_exit(void *ctx, altar_spec_t *s, int code) {
+  (void)ctx;
+  char n[16];
+  snprintf(n, sizeof n, "%d", code);
+  return set_cmd(s, "exit", n);
+}
+static int contract_sleep(void *ctx, altar_spec_t *s, int secs) {
+  (void)ctx;
+  char n[16];
+  snprintf(n, sizeof n, "%d", secs);
+  return set_cmd(s, "sleep", n);
+}
+static int contract_oom(void *ctx, altar_spec_t *s) {
+  (void)ctx;
+  s->resources.memory_mb = (altar_opt_i64_t){true, 16};
+  return set_cmd(s, "oom", NULL);
+}
+static int contract_read(void *ctx, altar_spec_t *s, const char *path) {
+  (void)ctx;
+  return set_cmd(s, "read", path);
+}
+static int contract_vanish(void *ctx, altar_backend_t *be, const altar_handle_t *h) {
+  (void)ctx;
+  fake_t *f = altar_k8s_runtime(be->impl)->impl;
+  fake_job_t *j = fake_find(f, h->external_id);
+  if (!j) return -1;
+  fake_remove(f, j); /* deleted behind the backend's back */
+  return 0;
+}
+
+static const altar_contract_fixture_t contract_fx = {
+    .name = "kubernetes (fake runtime)",
+    .image = "busybox:1.36",
+    .wait_s = 30,
+    .make_backend = contract_make,
+    .set_exit = contract_exit,
+    .set_sleep = contract_sleep,
+    .set_oom = contract_oom,
+    .set_read_input = contract_read,
+    .vanish = contract_vanish,
+};
+
+/* Registered by name, created from configuration keys. */
+static void test_vtable_create(void) {
+  altar_backend_register(&altar_backend_kubernetes);
+  CU_ASSERT(altar_backend_lookup("kubernetes") == &altar_backend_kubernetes);
+  char *dir = altar_test_tmpdir("k8s-kc");
+  char path[1024];
+  snprintf(path, sizeof path, "%s/kubeconfig", dir);
+  const char *kc = "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u, namespace: team-a}\n"
+                   "clusters:\n- name: k\n  cluster: {server: 'https://127.0.0.1:1'}\n"
+                   "users:\n- name: u\n  user: {token: t}\n";
+  altar_test_write_file(path, kc, strlen(kc));
+  altar_strmap_t props = {0};
+  altar_strmap_set(&props, "kubeconfig", path);
+  altar_strmap_set(&props, "data_root", "./var/data"); /* accepted, unused */
+  altar_strmap_set(&props, "max_slots", "{\"gpu\": 4, \"normal\": 10}");
+  altar_strmap_set(&props, "pool_node_selectors", "{\"gpu\": {\"pool\": \"l4\"}}");
+  altar_strmap_set(&props, "run_as_user", "1000");
+  char errstr[512] = "";
+  altar_backend_t *be = altar_backend_create_by_name("kubernetes", &props, errstr, sizeof errstr);
+  if (!be) fprintf(stderr, "create: %s\n", errstr);
+  CU_ASSERT_FATAL(be != NULL);
+  CU_ASSERT_STRING_EQUAL(altar_k8s_namespace(be->impl), "team-a");
+  CU_ASSERT_STRING_EQUAL(altar_backend_mount_root(be), "/mnt/volume");
+  CU_ASSERT_EQUAL(altar_backend_verification(be), ALTAR_VERIFY_TASK);
+  altar_resources_t h100 = {.gpu = "h100", .count = 1}, gpu = {.gpu = "gpu", .count = 1};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_backend_check_resources(be, &h100, &err), ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "resources.gpu") != NULL);
+  CU_ASSERT_EQUAL(altar_backend_check_resources(be, &gpu, &err), 0);
+  altar_backend_destroy(be);
+  altar_strmap_set(&props, "max_slots", "{\"gpu\": -1}");
+  CU_ASSERT(altar_backend_create_by_name("kubernetes", &props, errstr, sizeof errstr) == NULL);
+  CU_ASSERT(strstr(errstr, "max_slots.gpu") != NULL);
+  altar_strmap_remove(&props, "max_slots");
+  altar_strmap_set(&props, "nmespace", "x");
+  CU_ASSERT(altar_backend_create_by_name("kubernetes", &props, errstr, sizeof errstr) == NULL);
+  CU_ASSERT(strstr(errstr, "nmespace") != NULL);
+  altar_strmap_clear(&props);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static void add(void) {
+  altar_storage_register_builtin(); /* staging reads file:// inputs */
+  altar_contract_add_suite(&contract_fx);
   ALTAR_SUITE("kubernetes", NULL, NULL);
+  ALTAR_TEST(test_vtable_create);
   ALTAR_TEST(test_label_safe);
   ALTAR_TEST(test_manifest_shape);
   ALTAR_TEST(test_manifest_defaults);
