@@ -22,16 +22,16 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
   return 0;
 }
 
-/* pgid from the pid file, or 0. */
+/* pgid the supervisor appended to the task file, or 0. */
 static pid_t read_pgid(const char *dir) {
   char path[ALTAR_PATH_BUF + 8];
-  snprintf(path, sizeof path, "%s/pid", dir);
-  char *text = altar__proc_read_small(path, 256, NULL);
+  snprintf(path, sizeof path, "%s/task", dir);
+  char *text = altar__proc_read_small(path, 1u << 20, NULL);
   if (!text) return 0;
   pid_t pgid = 0;
-  const char *p = strstr(text, "pgid=");
+  const char *p = strstr(text, "\npgid=");
   if (p) {
-    long v = strtol(p + 5, NULL, 10);
+    long v = strtol(p + 6, NULL, 10);
     if (v > 1 && v < (1L << 22)) pgid = (pid_t)v;
   }
   free(text);
@@ -49,7 +49,7 @@ int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error
     altar__proc_live_remove(p, h->external_id);
     return 0;
   }
-  snprintf(path, sizeof path, "%s/lock", dir);
+  snprintf(path, sizeof path, "%s/task", dir);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   bool alive = fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0;
   if (fd >= 0) close(fd);

@@ -7,11 +7,12 @@
  *   process_staging.c    stage_inputs / collect_outputs through Storage
  *
  * Task directory <data_root>/tasks/<id>/ (the task's cwd):
- *   lock      flock'ed by the supervisor for its whole life (taken by submit
+ *   task      what ran (image, argv, limits: written by submit), then the
+ *             supervisor's "supervisor=<pid>" and "pgid=<pgid>" lines; it is
+ *             flock'ed by the supervisor for its whole life (taken by submit
  *             before the fork, so there is no window where nobody holds it)
- *   meta      what ran: image, argv, limits (written by submit, informational)
- *   pid       "supervisor=<pid>\npgid=<pgid>\n" (written by the supervisor)
- *   stdout, stderr  the command's output, bounded (head + rolling tail)
+ *   stdout, stderr  the command's output, bounded (head + rolling tail);
+ *             created at the first byte, absent when there was none
  *   cancel    present when cancel was asked for
  *   status    the terminal status, written once, atomically (tmp + rename)
  */

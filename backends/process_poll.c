@@ -1,7 +1,7 @@
 /* `process` poll: read each task's state from its directory. Any process
  * pointing at the same data root can do this, so a restarted worker adopts
  * the tasks an earlier one started. Per handle: one open of `status`, and
- * while it is absent one non-blocking flock probe of `lock`. */
+ * while it is absent one non-blocking flock probe of the `task` file. */
 #include "process_int.h"
 
 #include <errno.h>
@@ -92,7 +92,7 @@ int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *p
       return rc;
     }
     if (attempt) break;
-    snprintf(path, sizeof path, "%s/lock", dir);
+    snprintf(path, sizeof path, "%s/task", dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       struct stat st;

@@ -78,9 +78,10 @@ static void free_env(char **env) {
   free(env);
 }
 
-/* meta: what ran, for people and for adoption by a later worker. One line per
- * field; argv elements are written with their length so any byte survives. */
-static void write_meta(const char *task_dir, const altar_spec_t *spec, const altar_proc_launch_t *l) {
+/* The task file's first part: what ran, for people and for a later worker.
+ * One line per field; argv elements carry their length so any byte survives.
+ * Files cost inodes and inodes cost time here, so this shares the lock file. */
+static void write_meta(int fd, const altar_spec_t *spec, const altar_proc_launch_t *l) {
   altar_buf_t b;
   altar_buf_init(&b);
   char line[128];
@@ -98,14 +99,20 @@ static void write_meta(const char *task_dir, const altar_spec_t *spec, const alt
     altar_buf_append_str(&b, spec->command[i]);
     altar_buf_append_str(&b, "\n");
   }
-  char path[ALTAR_PATH_BUF + 8];
-  snprintf(path, sizeof path, "%s/meta", task_dir);
-  if (b.data) (void)altar__proc_write_file(path, (const char *)b.data, b.len);
+  const char *p = (const char *)b.data;
+  size_t n = b.len;
+  while (p && n) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    p += w;
+    n -= (size_t)w;
+  }
   altar_buf_free(&b);
 }
 
 static void remove_task_dir(const char *task_dir) {
-  static const char *const files[] = {"lock", "meta", "pid", "stdout", "stderr", "status", NULL};
+  static const char *const files[] = {"task", "stdout", "stderr", "status", NULL};
   char path[ALTAR_PATH_BUF + 16];
   for (size_t i = 0; files[i]; i++) {
     snprintf(path, sizeof path, "%s/%s", task_dir, files[i]);
@@ -144,7 +151,6 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
     snprintf(l->cgroup_dir, sizeof l->cgroup_dir, "%s/altar-%s", p->cgroup_parent, id);
     l->cgroup_version = p->cgroup_version;
   }
-  write_meta(l->task_dir, spec, l);
 
   /* argv points into the spec: the spec outlives the fork below. */
   char **argv = calloc(spec->n_command + 1, sizeof *argv);
@@ -160,13 +166,14 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
   /* The lock is taken here, before the fork, and inherited: from the moment
    * submit returns, "lock held" means "supervisor alive". */
   char lock_path[ALTAR_PATH_BUF + 8];
-  snprintf(lock_path, sizeof lock_path, "%s/lock", l->task_dir);
-  l->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  snprintf(lock_path, sizeof lock_path, "%s/task", l->task_dir);
+  l->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (l->lock_fd < 0 || flock(l->lock_fd, LOCK_EX | LOCK_NB) < 0) {
     rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cannot lock '%s': %s", lock_path,
                                    strerror(errno));
     goto fail_dir;
   }
+  write_meta(l->lock_fd, spec, l);
 
   /* One fork: the supervisor is our child until it exits (poll reaps it
    * without blocking) or until we exit (it is re-parented and goes on). A

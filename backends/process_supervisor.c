@@ -33,6 +33,8 @@
 #define WATCHDOG_MS 50
 
 typedef struct sink {
+  const char *name; /* file in the task directory, opened at the first byte */
+  bool failed;
   int fd;
   size_t head_left; /* bytes still written straight to the file */
   char *ring;       /* rolling tail, allocated once the head is full */
@@ -51,6 +53,11 @@ static void write_all(int fd, const char *p, size_t n) {
 }
 
 static void sink_put(sink_t *s, const char *p, size_t n) {
+  if (s->fd < 0 && !s->failed) {
+    s->fd = open(s->name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (s->fd < 0) s->failed = true;
+  }
+  if (s->fd < 0) return;
   size_t h = n < s->head_left ? n : s->head_left;
   if (h) {
     write_all(s->fd, p, h);
@@ -91,7 +98,7 @@ static void sink_finish(sink_t *s) {
     write_all(s->fd, s->ring, s->ring_len - first);
   }
   free(s->ring);
-  close(s->fd);
+  if (s->fd >= 0) close(s->fd);
 }
 
 static int64_t now_ms(void) {
@@ -283,10 +290,7 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
   const char *names[2] = {"stdout", "stderr"};
   size_t head = l->log_cap / 2;
   for (int i = 0; i < 2; i++) {
-    sinks[i] = (sink_t){.fd = open(names[i], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644),
-                        .head_left = head,
-                        .ring_cap = l->log_cap - head};
-    if (sinks[i].fd < 0) _exit(1);
+    sinks[i] = (sink_t){.name = names[i], .fd = -1, .head_left = head, .ring_cap = l->log_cap - head};
   }
   int out[2], errp[2];
   if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) _exit(1);
@@ -314,9 +318,10 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
   } else {
     exec_errno = ca.exec_errno; /* CLONE_VFORK: the child has exec'd or died by now */
     setpgid(cmd, cmd); /* also here, so a kill of the group cannot miss it */
-    snprintf(pidline, sizeof pidline, "supervisor=%ld\npgid=%ld\n", (long)sup, (long)cmd);
-    if (write_str_file("pid.tmp", pidline) == 0) rename("pid.tmp", "pid");
-    /* A cancel that came before the pid file existed left only its marker. */
+    /* One append (O_APPEND) to the task file: readers see both lines or none. */
+    int k = snprintf(pidline, sizeof pidline, "supervisor=%ld\npgid=%ld\n", (long)sup, (long)cmd);
+    write_all(3, pidline, (size_t)k);
+    /* A cancel that came before the pgid was published left only its marker. */
     if (access("cancel", F_OK) == 0) {
       kill(-cmd, SIGKILL);
       canceled = true;

@@ -85,7 +85,7 @@ TASK="$(ls "$T/data2/tasks" 2>/dev/null | head -n1)"
 [ -n "$TASK" ] || fail "long task never started"
 # Wait for the supervisor to publish the command's pid, then interrupt.
 i=0
-while [ $i -lt 200 ] && [ ! -f "$T/data2/tasks/$TASK/pid" ]; do sleep 0.05; i=$((i + 1)); done
+while [ $i -lt 200 ] && ! grep -q '^pgid=' "$T/data2/tasks/$TASK/task" 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
 kill -INT "$PID"
 wait "$PID"
 RC=$?
@@ -93,7 +93,7 @@ RC=$?
 i=0
 while [ $i -lt 200 ] && [ ! -f "$T/data2/tasks/$TASK/status" ]; do sleep 0.05; i=$((i + 1)); done
 grep -q 'reason=canceled' "$T/data2/tasks/$TASK/status" 2>/dev/null && ok "task cancelled" || fail "task not cancelled"
-PGID="$(sed -n 's/^pgid=//p' "$T/data2/tasks/$TASK/pid" 2>/dev/null)"
+PGID="$(sed -n 's/^pgid=//p' "$T/data2/tasks/$TASK/task" 2>/dev/null)"
 if [ -n "$PGID" ] && kill -0 "$PGID" 2>/dev/null; then fail "sleep still running"; else ok "no process left"; fi
 
 if [ "$FAILS" -ne 0 ]; then echo "$FAILS failure(s)" >&2; exit 1; fi

@@ -76,7 +76,7 @@ static char *task_file(const char *data_root, const char *id, const char *name) 
 
 /* The data root of a process backend is its mount root. */
 static long read_pid_field(const char *data_root, const char *id, const char *key) {
-  char *path = task_file(data_root, id, "pid");
+  char *path = task_file(data_root, id, "task");
   long v = 0;
   for (int i = 0; i < 500 && !v; i++) {
     char *text = altar_test_read_file(path, NULL);
@@ -173,9 +173,10 @@ static void test_cwd_env_and_logical_layout(void) {
     if (text) CU_ASSERT_STRING_EQUAL(text, "to-stderr\n");
     free(text);
     free(errp);
-    char *meta = task_file(root, h.external_id, "meta");
+    char *meta = task_file(root, h.external_id, "task");
     text = altar_test_read_file(meta, NULL);
     CU_ASSERT(text && strstr(text, "image=img:1\n")); /* recorded, not used */
+    CU_ASSERT(text && strstr(text, "\nsupervisor=")); /* appended by the supervisor */
     free(text);
     free(meta);
     altar_status_clear(&st);
