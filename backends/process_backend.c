@@ -53,6 +53,27 @@ int altar__proc_write_file(const char *path, const char *data, size_t len) {
   return close(fd);
 }
 
+char *altar__proc_read_tail(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) < 0) return NULL;
+  off_t off = st.st_size > ALTAR_PROC_TAIL ? st.st_size - ALTAR_PROC_TAIL : 0;
+  char *buf = malloc(ALTAR_PROC_TAIL + 1);
+  if (!buf) return NULL;
+  size_t len = 0;
+  while (len < ALTAR_PROC_TAIL) {
+    ssize_t r = pread(fd, buf + len, ALTAR_PROC_TAIL - len, off + (off_t)len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      free(buf);
+      return NULL;
+    }
+    if (r == 0) break;
+    len += (size_t)r;
+  }
+  buf[len] = '\0';
+  return buf;
+}
+
 char *altar__proc_read_small(const char *path, size_t max, size_t *plen) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;

@@ -26,7 +26,10 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 static pid_t read_pgid(const char *dir) {
   char path[ALTAR_PATH_BUF + 8];
   snprintf(path, sizeof path, "%s/task", dir);
-  char *text = altar__proc_read_small(path, 1u << 20, NULL);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char *text = altar__proc_read_tail(fd);
+  close(fd);
   if (!text) return 0;
   pid_t pgid = 0;
   const char *p = strstr(text, "\npgid=");

@@ -14,7 +14,11 @@
  *   stdout, stderr  the command's output, bounded (head + rolling tail);
  *             created at the first byte, absent when there was none
  *   cancel    present when cancel was asked for
- *   status    the terminal status, written once, atomically (tmp + rename)
+ * and at the end of the task file, the terminal status: a "[status]" line
+ * and key=value lines, appended by the supervisor in one write before it
+ * exits. A reader trusts it only once the flock is free (the writer is gone).
+ * Two inodes per task (directory, task file): on ext4 inode creation was the
+ * largest cost of a short task, so nothing else is created unless needed.
  */
 #ifndef ALTAR_PROCESS_INT_H
 #define ALTAR_PROCESS_INT_H
@@ -28,7 +32,8 @@
 #include <sys/types.h>
 
 #define ALTAR_PROC_ID_MAX 64
-#define ALTAR_PROC_STATUS_MAX 4096 /* bytes of a status file we read */
+#define ALTAR_PROC_STATUS_MARK "[status]\n"
+#define ALTAR_PROC_TAIL 8192 /* bytes at the end of the task file we read */
 #define ALTAR_PROC_DEFAULT_LOG_CAP (1u << 20)
 #define ALTAR_PROC_DEFAULT_SLOTS 4
 #define ALTAR_PATH_BUF 4352 /* ALTAR_PATH_MAX plus room for a task suffix */
@@ -90,6 +95,10 @@ void altar__proc_reap(altar_process_t *p);
 /* Live-set bookkeeping for capacity. */
 int altar__proc_live_add(altar_process_t *p, const char *id);
 void altar__proc_live_remove(altar_process_t *p, const char *id);
+
+/* The last ALTAR_PROC_TAIL bytes of the file open as fd, NUL-terminated
+ * (malloc'd, caller frees); NULL on a read error. */
+char *altar__proc_read_tail(int fd);
 
 /* Whole-file helpers (bounded). */
 int altar__proc_write_file(const char *path, const char *data, size_t len);

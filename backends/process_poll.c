@@ -1,7 +1,8 @@
 /* `process` poll: read each task's state from its directory. Any process
  * pointing at the same data root can do this, so a restarted worker adopts
- * the tasks an earlier one started. Per handle: one open of `status`, and
- * while it is absent one non-blocking flock probe of the `task` file. */
+ * the tasks an earlier one started. Per handle: one open and one
+ * non-blocking flock of the `task` file, and one read of its tail once the
+ * task has ended. */
 #include "process_int.h"
 
 #include <errno.h>
@@ -82,34 +83,33 @@ int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *p
     return missing(pstate, pfailure, "not a task id of the process backend", err);
   int rc = altar__proc_task_dir(p, id, dir, sizeof dir, err);
   if (rc < 0) return rc;
-  for (int attempt = 0; attempt < 2; attempt++) {
-    snprintf(path, sizeof path, "%s/status", dir);
-    size_t len = 0;
-    char *text = altar__proc_read_small(path, ALTAR_PROC_STATUS_MAX, &len);
-    if (text) {
-      rc = parse_status(text, pstate, pfailure, id, err);
-      free(text);
-      return rc;
-    }
-    if (attempt) break;
-    snprintf(path, sizeof path, "%s/task", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      struct stat st;
-      if (stat(dir, &st) < 0)
-        return missing(pstate, pfailure, "task directory is gone", err);
-      return missing(pstate, pfailure, "task directory has no supervisor lock", err);
-    }
-    int locked = flock(fd, LOCK_SH | LOCK_NB);
-    close(fd); /* also releases a lock we got */
-    if (locked < 0) {
-      *pstate = ALTAR_STATE_RUNNING; /* the supervisor holds it: alive */
-      return 0;
-    }
-    /* Nobody holds the lock: the supervisor is gone. It writes the status
-     * before it exits, so read once more before calling the task lost. */
+  snprintf(path, sizeof path, "%s/task", dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    struct stat st;
+    if (stat(dir, &st) < 0) return missing(pstate, pfailure, "task directory is gone", err);
+    return missing(pstate, pfailure, "task directory has no task file", err);
   }
-  return missing(pstate, pfailure, "supervisor exited without recording a status", err);
+  if (flock(fd, LOCK_SH | LOCK_NB) < 0) {
+    close(fd);
+    *pstate = ALTAR_STATE_RUNNING; /* the supervisor holds it: alive */
+    return 0;
+  }
+  /* The lock is free: the supervisor is gone, and whatever it wrote is all
+   * it will ever write. */
+  char *tail = altar__proc_read_tail(fd);
+  close(fd); /* also drops our shared lock */
+  if (!tail) return missing(pstate, pfailure, "task file unreadable", err);
+  const char *mark = NULL;
+  for (const char *q = strstr(tail, ALTAR_PROC_STATUS_MARK); q; q = strstr(q + 1, ALTAR_PROC_STATUS_MARK))
+    if (q == tail || q[-1] == '\n') mark = q;
+  if (!mark) {
+    free(tail);
+    return missing(pstate, pfailure, "supervisor exited without recording a status", err);
+  }
+  rc = parse_status(mark + strlen(ALTAR_PROC_STATUS_MARK), pstate, pfailure, id, err);
+  free(tail);
+  return rc;
 }
 
 int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,

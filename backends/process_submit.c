@@ -79,16 +79,28 @@ static void free_env(char **env) {
 }
 
 /* The task file's first part: what ran, for people and for a later worker.
- * One line per field; argv elements carry their length so any byte survives.
+ * One line per field, escaped (\\, \n, \r); argv elements also carry their
+ * raw length.
  * Files cost inodes and inodes cost time here, so this shares the lock file. */
+/* Appends s with '\\' and newlines escaped, so no line of the meta can pose
+ * as the status section that follows it. */
+static void append_escaped(altar_buf_t *b, const char *s) {
+  for (const char *c = s ? s : ""; *c; c++) {
+    if (*c == '\\') altar_buf_append(b, "\\\\", 2);
+    else if (*c == '\n') altar_buf_append(b, "\\n", 2);
+    else if (*c == '\r') altar_buf_append(b, "\\r", 2);
+    else altar_buf_append(b, c, 1);
+  }
+}
+
 static void write_meta(int fd, const altar_spec_t *spec, const altar_proc_launch_t *l) {
   altar_buf_t b;
   altar_buf_init(&b);
   char line[128];
   altar_buf_append_str(&b, "image=");
-  altar_buf_append_str(&b, spec->image ? spec->image : "");
+  append_escaped(&b, spec->image);
   altar_buf_append_str(&b, "\nkind=");
-  altar_buf_append_str(&b, spec->kind ? spec->kind : "");
+  append_escaped(&b, spec->kind);
   snprintf(line, sizeof line, "\ntimeout_s=%lld\nmemory_mb=%lld\nmemory_enforcement=%s\nargc=%zu\n",
            (long long)l->timeout_s, (long long)l->memory_mb,
            l->memory_mb <= 0 ? "none" : l->cgroup_dir[0] ? "cgroup" : "watchdog", spec->n_command);
@@ -96,7 +108,7 @@ static void write_meta(int fd, const altar_spec_t *spec, const altar_proc_launch
   for (size_t i = 0; i < spec->n_command; i++) {
     snprintf(line, sizeof line, "arg %zu=", strlen(spec->command[i]));
     altar_buf_append_str(&b, line);
-    altar_buf_append_str(&b, spec->command[i]);
+    append_escaped(&b, spec->command[i]);
     altar_buf_append_str(&b, "\n");
   }
   const char *p = (const char *)b.data;
@@ -112,7 +124,7 @@ static void write_meta(int fd, const altar_spec_t *spec, const altar_proc_launch
 }
 
 static void remove_task_dir(const char *task_dir) {
-  static const char *const files[] = {"task", "stdout", "stderr", "status", NULL};
+  static const char *const files[] = {"task", "stdout", "stderr", "cancel", NULL};
   char path[ALTAR_PATH_BUF + 16];
   for (size_t i = 0; files[i]; i++) {
     snprintf(path, sizeof path, "%s/%s", task_dir, files[i]);

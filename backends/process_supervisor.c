@@ -10,7 +10,8 @@
  *     counter), else with a watchdog that sums the group's resident memory
  *     every 50 ms and kills the group past the limit; either way the report
  *     is "oom_killed" only when such a kill happened;
- *   - writes `status` once, atomically, then exits.
+ *   - appends its status section to the task file in one write, then exits
+ *     (its exit releases the flock, which is what tells readers to look).
  * Everything it needs was prepared before the fork (altar_proc_launch_t). */
 #include "process_int.h"
 
@@ -450,13 +451,14 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
   }
   sanitize(detail);
   if (!strcmp(state, "succeeded"))
-    snprintf(status, sizeof status, "state=succeeded\n");
+    snprintf(status, sizeof status, "%sstate=succeeded\n", ALTAR_PROC_STATUS_MARK);
   else if (code >= 0)
-    snprintf(status, sizeof status, "state=failed\nreason=%s\nexit_code=%lld\ndeterministic=%d\ndetail=%s\n",
-             reason, code, det, detail);
+    snprintf(status, sizeof status,
+             "%sstate=failed\nreason=%s\nexit_code=%lld\ndeterministic=%d\ndetail=%s\n",
+             ALTAR_PROC_STATUS_MARK, reason, code, det, detail);
   else
-    snprintf(status, sizeof status, "state=failed\nreason=%s\ndeterministic=%d\ndetail=%s\n", reason,
-             det, detail);
-  if (write_str_file("status.tmp", status) == 0) rename("status.tmp", "status");
+    snprintf(status, sizeof status, "%sstate=failed\nreason=%s\ndeterministic=%d\ndetail=%s\n",
+             ALTAR_PROC_STATUS_MARK, reason, det, detail);
+  write_all(3, status, strlen(status)); /* O_APPEND, one write */
   _exit(0);
 }

@@ -39,30 +39,39 @@ start() {
   if engine_up; then
     echo "dockerd.sh: reusing the running Docker engine" >&2
   else
-    command -v dockerd >/dev/null 2>&1 || die "dockerd is missing after installing docker.io"
-    [ "$(id -u)" = 0 ] || die "no Docker engine is running and starting dockerd needs root"
-    mkdir -p "$STATE"
-    if [ -S /var/run/docker.sock ] && ! our_pid >/dev/null; then
+    if pgrep -x dockerd >/dev/null 2>&1; then
+      # Someone else's dockerd is still coming up: wait for it, start none.
+      echo "dockerd.sh: a dockerd is running but not answering yet; waiting for it" >&2
+      i=0
+      while ! engine_up; do
+        i=$((i + 1))
+        [ "$i" -lt "$WAIT_S" ] || die "the running dockerd did not answer 'docker info' within ${WAIT_S}s"
+        sleep 1
+      done
+    else
+      command -v dockerd >/dev/null 2>&1 || die "dockerd is missing after installing docker.io"
+      [ "$(id -u)" = 0 ] || die "no Docker engine is running and starting dockerd needs root"
+      mkdir -p "$STATE"
       # A socket left by a dead daemon would make the new one refuse to start.
-      if ! pgrep -x dockerd >/dev/null 2>&1; then rm -f /var/run/docker.sock; fi
+      rm -f /var/run/docker.sock
+      echo "dockerd.sh: starting dockerd (log: $LOG)" >&2
+      # setsid: the daemon must outlive this script and not get its signals.
+      setsid dockerd --iptables=false --bridge=none --pidfile "$STATE/dockerd.self.pid" \
+        >>"$LOG" 2>&1 </dev/null &
+      echo $! >"$PIDFILE"
+      i=0
+      while ! engine_up; do
+        i=$((i + 1))
+        if ! our_pid >/dev/null; then
+          tail -n 20 "$LOG" >&2 || true
+          rm -f "$PIDFILE"
+          die "dockerd exited during start-up (log: $LOG)"
+        fi
+        [ "$i" -lt "$WAIT_S" ] || { tail -n 20 "$LOG" >&2 || true; die "dockerd did not answer 'docker info' within ${WAIT_S}s (log: $LOG)"; }
+        sleep 1
+      done
+      echo "dockerd.sh: dockerd is up (pid $(cat "$PIDFILE"))" >&2
     fi
-    echo "dockerd.sh: starting dockerd (log: $LOG)" >&2
-    # setsid: the daemon must outlive this script and not get its signals.
-    setsid dockerd --iptables=false --bridge=none --pidfile "$STATE/dockerd.self.pid" \
-      >>"$LOG" 2>&1 </dev/null &
-    echo $! >"$PIDFILE"
-    i=0
-    while ! engine_up; do
-      i=$((i + 1))
-      if ! our_pid >/dev/null; then
-        tail -n 20 "$LOG" >&2 || true
-        rm -f "$PIDFILE"
-        die "dockerd exited during start-up (log: $LOG)"
-      fi
-      [ "$i" -lt "$WAIT_S" ] || { tail -n 20 "$LOG" >&2 || true; die "dockerd did not answer 'docker info' within ${WAIT_S}s (log: $LOG)"; }
-      sleep 1
-    done
-    echo "dockerd.sh: dockerd is up (pid $(cat "$PIDFILE"))" >&2
   fi
 
   # Memory limits must work, or the oom_killed case cannot be tested honestly.

@@ -91,8 +91,8 @@ wait "$PID"
 RC=$?
 [ "$RC" -eq 130 ] && ok "Ctrl-C exits 130" || fail "Ctrl-C exit $RC: $(cat "$T/long.err")"
 i=0
-while [ $i -lt 200 ] && [ ! -f "$T/data2/tasks/$TASK/status" ]; do sleep 0.05; i=$((i + 1)); done
-grep -q 'reason=canceled' "$T/data2/tasks/$TASK/status" 2>/dev/null && ok "task cancelled" || fail "task not cancelled"
+while [ $i -lt 200 ] && ! grep -q '^\[status\]' "$T/data2/tasks/$TASK/task" 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
+grep -q '^reason=canceled' "$T/data2/tasks/$TASK/task" 2>/dev/null && ok "task cancelled" || fail "task not cancelled"
 PGID="$(sed -n 's/^pgid=//p' "$T/data2/tasks/$TASK/task" 2>/dev/null)"
 if [ -n "$PGID" ] && kill -0 "$PGID" 2>/dev/null; then fail "sleep still running"; else ok "no process left"; fi
 

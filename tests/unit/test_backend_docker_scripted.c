@@ -177,10 +177,10 @@ static int fake_run(fake_docker_t *fd, const char *const *a, altar_cmd_result_t 
   c->finished = c->started;
   if (!strcmp(cmd, "exit") && a[i + 2]) {
     c->beh = B_EXIT;
-    c->exit_code = atoi(a[i + 2]);
+    c->exit_code = (int)strtol(a[i + 2], NULL, 10);
   } else if (!strcmp(cmd, "sleep") && a[i + 2]) {
     c->beh = B_SLEEP;
-    c->arg = atoi(a[i + 2]);
+    c->arg = (int)strtol(a[i + 2], NULL, 10);
     snprintf(c->status, sizeof c->status, "running");
     c->finished = 0;
   } else if (!strcmp(cmd, "oom")) {
