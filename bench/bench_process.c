@@ -3,7 +3,8 @@
  * posix_spawn-and-wait loop keeping 4 in flight, and `xargs -P 4 -n 1
  * /bin/true` over the same count. Prints each figure and the ratios.
  *
- *   bench_process [N]        N tasks per contender (default 2000)
+ *   bench_process [N [ROUNDS]]   N tasks per contender (default 2000), run
+ *                                in ROUNDS turns (default 5)
  */
 #include "altar/backend.h"
 
@@ -141,8 +142,9 @@ static double bench_xargs(int n) {
 
 int main(int argc, char **argv) {
   int n = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 2000;
-  if (n <= 0 || n > 1000000) {
-    fprintf(stderr, "usage: bench_process [N]\n");
+  int rounds = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 5;
+  if (n <= 0 || n > 1000000 || rounds <= 0 || rounds > 100 || n < rounds) {
+    fprintf(stderr, "usage: bench_process [N [ROUNDS]]\n");
     return 2;
   }
   char root[] = "/tmp/altar-bench-process-XXXXXX";
@@ -150,13 +152,25 @@ int main(int argc, char **argv) {
     perror("mkdtemp");
     return 1;
   }
-  /* Warm-up (page cache, binaries), then the three contenders. */
+  /* Warm-up (page cache, binaries). Then the contenders take turns in
+   * rounds, in a rotating order, so a busy machine slows all three alike;
+   * each figure is its total tasks over its total time. */
   bench_spawn(50);
-  double xargs = bench_xargs(n);
-  double spawn = bench_spawn(n);
-  double proc = bench_backend(n, root);
+  int per = n / rounds;
+  double t_xargs = 0, t_spawn = 0, t_proc = 0;
+  for (int r = 0; r < rounds; r++) {
+    for (int k = 0; k < 3; k++) {
+      switch ((r + k) % 3) {
+      case 0: t_xargs += per / bench_xargs(per); break;
+      case 1: t_spawn += per / bench_spawn(per); break;
+      case 2: t_proc += per / bench_backend(per, root); break;
+      }
+    }
+  }
   nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  printf("bench_process: %d x /bin/true, %d in flight\n", n, SLOTS);
+  int total = per * rounds;
+  double xargs = total / t_xargs, spawn = total / t_spawn, proc = total / t_proc;
+  printf("bench_process: %d x /bin/true per contender (%d rounds), %d in flight\n", total, rounds, SLOTS);
   printf("  xargs -P %d -n 1        %9.0f tasks/s\n", SLOTS, xargs);
   printf("  posix_spawn + wait      %9.0f tasks/s\n", spawn);
   printf("  process backend         %9.0f tasks/s\n", proc);

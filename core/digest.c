@@ -118,7 +118,7 @@ out:
  * whether it was unchanged afterwards (only then may a record be written). */
 static int hash_path(const char *path, char out[ALTAR_DIGEST_BUFSZ], struct stat *pst, bool *pstable,
                      altar_error_t *err) {
-  int fd;
+  int fd = -1;
   int rc = open_regular(path, &fd, pst, err);
   if (rc) return rc;
   rc = hash_fd(fd, path, out, err);

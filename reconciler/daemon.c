@@ -155,8 +155,10 @@ static const char *group_topic(const daemon_t *d, const altar_group_event_t *g) 
   return s && s->dead_topic ? s->dead_topic : d->o->topics->dead;
 }
 
-/* Applies one batch of messages as one atomic write. */
-static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, altar_error_t *err) {
+/* Applies one batch of messages as one atomic write. With poison_reason set
+ * (n is 1), the message is not applied but set aside in the DLQ with that
+ * reason, in the same write as its offset. */
+static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *poison_reason, altar_error_t *err) {
   altar_status_event_t *evs = calloc(n ? n : 1, sizeof *evs);
   if (!evs) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   size_t n_ev = 0;
@@ -170,10 +172,11 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, altar_error_t 
   for (size_t i = 0; i < n && !rc; i++) {
     altar_msg_t *m = msgs[i];
     altar_error_t de = {0};
-    if (!m->value || altar_decode_status(m->value, m->value_len, &evs[n_ev], &de) != ALTAR_OK) {
+    if (poison_reason || !m->value || altar_decode_status(m->value, m->value_len, &evs[n_ev], &de) != ALTAR_OK) {
       altar_status_event_clear(&evs[n_ev]);
       char reason[ALTAR_ERRMSG_MAX + 32];
-      snprintf(reason, sizeof reason, "undecodable status event: %s", m->value ? de.msg : "null value");
+      if (poison_reason) snprintf(reason, sizeof reason, "%s", poison_reason);
+      else snprintf(reason, sizeof reason, "undecodable status event: %s", m->value ? de.msg : "null value");
       size_t keep = m->value_len < ALTAR_DLQ_MAX_VALUE ? m->value_len : ALTAR_DLQ_MAX_VALUE;
       rc = altar__outbox_stage(&d->ob, d->o->topics->dlq, NULL, m->value ? m->value : "", keep,
                                ALTAR_DLQ_REASON_HEADER, reason, NULL, err);
@@ -223,6 +226,26 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, altar_error_t 
   return rc;
 }
 
+/* A batch whose predicate fails (a misconfigured kind, e.g. shards without
+ * their fold-count label) is retried one event at a time; the event that
+ * still fails goes to the DLQ with the reason, and the daemon keeps going. */
+static int apply_msgs(daemon_t *d, altar_msg_t **msgs, size_t n, altar_error_t *err) {
+  int rc = apply_batch(d, msgs, n, NULL, err);
+  if (rc != ALTAR_EPREDICATE) return rc;
+  dlog(d, "a readiness predicate failed (%s); applying the batch event by event", err->msg);
+  for (size_t i = 0; i < n; i++) {
+    rc = apply_batch(d, &msgs[i], 1, NULL, err);
+    if (rc == ALTAR_EPREDICATE) {
+      char reason[ALTAR_ERRMSG_MAX + 32];
+      snprintf(reason, sizeof reason, "readiness predicate failed: %s", err->msg);
+      dlog(d, "%s/%d/%lld: %s", msgs[i]->topic, (int)msgs[i]->partition, (long long)msgs[i]->offset, reason);
+      rc = apply_batch(d, &msgs[i], 1, reason, err);
+    }
+    if (rc) return rc;
+  }
+  return ALTAR_OK;
+}
+
 int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stats_t *pstats, altar_error_t *err) {
   if (!o || !o->transport || !o->ledger || !o->groups || !o->topics)
     return altar_error_set(err, ALTAR_EINVAL, "reconciler: transport, ledger, groups and topics are required");
@@ -258,7 +281,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
       }
       msgs[n++] = m;
     }
-    if (n) rc = apply_batch(&d, msgs, n, err);
+    if (n) rc = apply_msgs(&d, msgs, n, err);
     for (size_t i = 0; i < n; i++) altar_msg_free(msgs[i]);
     altar_transport_poll(o->transport, 0);
     if (!rc && o->exit_when_idle && !n && d.ob.in_flight == 0 && d.n_parts) {

@@ -275,9 +275,10 @@ int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, alt
       if (pr < 0) return pr;
       if (pr == LREC_OK) continue;
       struct stat st;
-      if (pr == LREC_INCOMPLETE && fstat(r->fd, &st) == 0 && st.st_size > r->pos)
-        altar_transport_log(t, 4, "%s/%d: sealed segment %020lld.log ends with a torn record; skipped",
-                            r->topic, r->partition, (long long)r->seg_base);
+      if (pr == LREC_INCOMPLETE && fstat(r->fd, &st) == 0 && st.st_size > r->pos) {
+        pr = LREC_CORRUPT;
+        why = "record runs past the end of its sealed segment";
+      }
       if (pr == LREC_CORRUPT) goto corrupt;
       if (nx != r->next_offset)
         altar_transport_log(t, 4, "%s/%d: offsets %lld..%lld missing between segments", r->topic,

@@ -224,7 +224,6 @@ static void test_corrupt_record_in_sealed_segment(void) {
   CU_ASSERT_EQUAL(file_size(seg), size); /* a sealed segment is not cut */
   int bad = 0;
   int n = read_all(t, "t", &bad);
-  fprintf(stderr, "bad=%d n=%d logs=%s\n", bad, n, logs.text);
   CU_ASSERT_EQUAL(bad, 1);  /* reported once, as an error naming the place */
   CU_ASSERT(n < 60 && n >= 40); /* the rest of that segment is skipped, later ones read */
   altar_transport_close(t);

@@ -1,0 +1,229 @@
+/* modal: launching sandboxes, probing them, stopping them.
+ *
+ * Input digests are verified by the task ("task"), not at staging: staging
+ * uploads into a remote Volume, and the bytes a sandbox reads are only
+ * reachable from inside it — a check on the host copy would not cover the
+ * copy the task opens. So the sandbox command is wrapped: the sh verifier
+ * runs over the mounted inputs first and a mismatch exits with a code poll
+ * maps to input_digest_mismatch before the task's command ever starts. */
+#include "modal_int.h"
+
+#include "altar/digest.h"
+#include "altar/paths.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* $1: the verifier program, $2: its lines (one per input, newline-separated),
+ * then the task's argv. Word splitting on newlines only, globbing off, so a
+ * line reaches the verifier whole. */
+static const char wrapper[] =
+    "prog=$1\n"
+    "lines=$2\n"
+    "shift 2\n"
+    "old_ifs=$IFS\n"
+    "IFS='\n'\n"
+    "set -f\n"
+    "sh -c \"$prog\" verify $lines || exit 86\n"
+    "set +f\n"
+    "IFS=$old_ifs\n"
+    "exec \"$@\"\n";
+
+typedef struct argv_b {
+  char **v;
+  size_t n, cap;
+  bool oom;
+} argv_b_t;
+
+static void push(argv_b_t *a, const char *s) {
+  if (a->oom) return;
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? a->cap * 2 : 16;
+    char **grown = realloc(a->v, cap * sizeof *grown);
+    if (!grown) {
+      a->oom = true;
+      return;
+    }
+    a->v = grown;
+    a->cap = cap;
+  }
+  if (!(a->v[a->n] = strdup(s))) a->oom = true;
+  else a->n++;
+}
+
+static void argv_free(char **v, size_t n) {
+  for (size_t i = 0; v && i < n; i++) free(v[i]);
+  free(v);
+}
+
+int altar_modal_build_command(altar_modal_t *m, const altar_spec_t *spec, char ***pargv, size_t *pn,
+                              altar_error_t *err) {
+  *pargv = NULL;
+  *pn = 0;
+  argv_b_t a = {0};
+  altar_buf_t lines = {0};
+  int rc = ALTAR_OK;
+  for (size_t i = 0; i < spec->n_inputs && !rc; i++) {
+    const altar_transfer_t *t = &spec->inputs[i];
+    if (!t->digest) continue;
+    char field[48];
+    snprintf(field, sizeof field, "inputs[%zu].digest", i);
+    rc = altar_digest_check(field, t->digest, err);
+    char *phys = NULL;
+    if (!rc) rc = altar_path_resolve(m->mount_root, t->logical_path, &phys, err);
+    if (rc == ALTAR_EPATH) altar_error_prefix(err, "inputs[%zu].logical_path", i);
+    if (!rc && strchr(phys, '\n'))
+      rc = altar_error_set(err, ALTAR_EINVAL, "inputs[%zu].logical_path: must not contain a newline", i);
+    if (!rc && ((lines.len && altar_buf_append(&lines, "\n", 1)) ||
+                altar_buf_append_str(&lines, t->digest + strlen(ALTAR_DIGEST_PREFIX)) ||
+                altar_buf_append(&lines, "  ", 2) || altar_buf_append_str(&lines, phys)))
+      rc = altar_error_set(err, ALTAR_ENOMEM, "command: out of memory");
+    free(phys);
+  }
+  if (!rc && lines.len) {
+    push(&a, "sh");
+    push(&a, "-c");
+    push(&a, wrapper);
+    push(&a, "altar-verify-inputs");
+    push(&a, altar_digest_verifier_program(true));
+    altar_buf_append(&lines, "", 1);
+    push(&a, (const char *)lines.data);
+  }
+  for (size_t i = 0; !rc && i < spec->n_command; i++) push(&a, spec->command[i]);
+  altar_buf_free(&lines);
+  if (!rc && a.oom) rc = altar_error_set(err, ALTAR_ENOMEM, "command: out of memory");
+  if (rc) {
+    argv_free(a.v, a.n);
+    return rc;
+  }
+  *pargv = a.v;
+  *pn = a.n;
+  return ALTAR_OK;
+}
+
+int altar_modal_accelerator(altar_modal_t *m, const altar_resources_t *r, char **pgpu, altar_error_t *err) {
+  *pgpu = NULL;
+  if (!r->gpu) return ALTAR_OK;
+  const char *acc = altar_strmap_get(&m->accelerators, r->gpu);
+  if (!acc) {
+    char known[256] = "";
+    for (size_t i = 0; i < m->accelerators.n; i++) {
+      size_t len = strlen(known);
+      snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", m->accelerators.keys[i]);
+    }
+    return altar_error_set(err, ALTAR_EINVAL, "resources.gpu: pool '%s' has no Modal accelerator (known: %s)",
+                           r->gpu, known);
+  }
+  if (r->count < 1) return altar_error_set(err, ALTAR_EINVAL, "resources.count: must be >= 1");
+  char buf[160];
+  if (r->count > 1)
+    snprintf(buf, sizeof buf, "%s:%lld", acc, (long long)r->count);
+  else
+    snprintf(buf, sizeof buf, "%s", acc);
+  *pgpu = strdup(buf);
+  return *pgpu ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "resources.gpu: out of memory");
+}
+
+int altar_modal_submit(altar_modal_t *m, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
+  memset(ph, 0, sizeof *ph);
+  int rc = altar_spec_validate(spec, err);
+  if (rc) return rc;
+  /* Modal caps a sandbox's life: no limit means the cap, more is refused. */
+  int64_t timeout = ALTAR_MODAL_MAX_SANDBOX_TIMEOUT_S;
+  if (spec->timeout_s.set) {
+    if (spec->timeout_s.v > ALTAR_MODAL_MAX_SANDBOX_TIMEOUT_S)
+      return altar_error_set(err, ALTAR_EINVAL, "timeout_s: %lld exceeds Modal's maximum sandbox lifetime of %d s (24 h)",
+                             (long long)spec->timeout_s.v, ALTAR_MODAL_MAX_SANDBOX_TIMEOUT_S);
+    timeout = spec->timeout_s.v;
+  }
+  char *gpu = NULL, **argv = NULL, *id = NULL;
+  size_t argc = 0;
+  rc = altar_modal_accelerator(m, &spec->resources, &gpu, err);
+  if (!rc) rc = altar_modal_build_command(m, spec, &argv, &argc, err);
+  if (!rc) {
+    altar_modal_sandbox_req_t req = {
+        .app_name = m->app_name,
+        .volume_name = m->volume_name,
+        .mount_root = m->mount_root,
+        .image = spec->image,
+        .command = argv,
+        .n_command = argc,
+        .gpu = gpu,
+        .memory_mb = spec->resources.memory_mb,
+        .timeout_s = timeout,
+        .tags = &spec->labels,
+    };
+    rc = m->rt->ops->run_sandbox(m->rt->impl, &req, &id, err);
+    if (!rc && (!id || !*id)) rc = altar_error_set(err, ALTAR_EBACKEND, "modal run_sandbox: no sandbox id");
+  }
+  /* The sandbox id is the opaque external id; identity rides in the labels. */
+  if (!rc && altar_handle_init_for_spec(ph, "modal", id, spec))
+    rc = altar_error_set(err, ALTAR_ENOMEM, "submit: out of memory");
+  if (rc) altar_handle_clear(ph);
+  free(id);
+  free(gpu);
+  argv_free(argv, argc);
+  return rc;
+}
+
+/* What an exit code means, with the shared deterministic table. */
+static altar_failure_t *failure_for_exit(int code) {
+  char detail[96];
+  switch (code) {
+  case ALTAR_MODAL_TIMEOUT_EXIT_CODE:
+    return altar_failure_for_reason(ALTAR_REASON_TIMEOUT, "the sandbox outlived its timeout");
+  case ALTAR_MODAL_DIGEST_EXIT_CODE:
+    return altar_failure_for_reason(ALTAR_REASON_INPUT_DIGEST_MISMATCH,
+                                    "an input failed its digest check inside the sandbox");
+  case ALTAR_MODAL_KILLED_EXIT_CODE:
+    /* Modal reports a SIGKILLed sandbox as 137: memory is the usual cause,
+     * a terminate the other; both are worth a retry. */
+    return altar_failure_for_reason(ALTAR_REASON_OOM_KILLED, "killed (137): out of memory, or terminated");
+  default:
+    snprintf(detail, sizeof detail, "the command exited with %d", code);
+    return altar_failure_for_exit(code, detail);
+  }
+}
+
+int altar_modal_poll(altar_modal_t *m, const altar_handle_t *hs, size_t n, altar_status_t *st, altar_error_t *err) {
+  int rc = ALTAR_OK;
+  size_t done = 0;
+  for (size_t i = 0; i < n && !rc; i++) {
+    bool finished = false;
+    int code = 0;
+    altar_error_t perr = {0};
+    int prc = m->rt->ops->poll_sandbox(m->rt->impl, hs[i].external_id, &finished, &code, &perr);
+    altar_state_t state = ALTAR_STATE_RUNNING;
+    altar_failure_t *f = NULL;
+    if (prc == ALTAR_ENOTFOUND) {
+      state = ALTAR_STATE_FAILED;
+      f = altar_failure_for_reason(ALTAR_REASON_CONTAINER_MISSING, perr.msg[0] ? perr.msg : "no such sandbox");
+    } else if (prc) {
+      if (err) *err = perr;
+      rc = prc;
+      break;
+    } else if (finished && code == 0) {
+      state = ALTAR_STATE_SUCCEEDED;
+    } else if (finished) {
+      state = ALTAR_STATE_FAILED;
+      f = failure_for_exit(code);
+    }
+    /* altar_status_init takes f, also when it fails. */
+    if ((state == ALTAR_STATE_FAILED && !f) || altar_status_init(&st[i], &hs[i], state, f))
+      rc = altar_error_set(err, ALTAR_ENOMEM, "poll: out of memory");
+    else
+      done = i + 1;
+  }
+  if (rc)
+    for (size_t i = 0; i < done; i++) altar_status_clear(&st[i]);
+  return rc;
+}
+
+int altar_modal_cancel(altar_modal_t *m, const altar_handle_t *h, altar_error_t *err) {
+  if (!m->rt->ops->terminate_sandbox) return ALTAR_OK;
+  if (!h || !h->external_id || !*h->external_id)
+    return altar_error_set(err, ALTAR_EINVAL, "handle.external_id: must name a sandbox");
+  int rc = m->rt->ops->terminate_sandbox(m->rt->impl, h->external_id, err);
+  return rc == ALTAR_ENOTFOUND ? ALTAR_OK : rc;
+}

@@ -1,0 +1,137 @@
+/* altar — the `modal` execution backend: each task a Modal Sandbox.
+ *
+ * The ModalRuntime is the small part of the Modal SDK the backend uses (run
+ * a sandbox, poll it, terminate it, copy files in and out of a Volume) as a
+ * vtable of plain values, so tests drive the backend with a fake. The real
+ * runtime runs tools/modal_bridge.py (python3 + the official `modal`
+ * package) as a subprocess and speaks JSON lines with it; see
+ * docs/kubernetes-modal.md for the protocol. */
+#ifndef ALTAR_MODAL_H
+#define ALTAR_MODAL_H
+
+#include "altar/backend.h"
+#include "altar/error.h"
+#include "altar/storage.h"
+#include "altar/task.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Modal's longest sandbox lifetime: a spec without timeout_s gets it, a
+ * longer explicit one is refused. */
+#define ALTAR_MODAL_MAX_SANDBOX_TIMEOUT_S 86400
+/* What a sandbox that outlived its timeout reports (as Modal's SDK does). */
+#define ALTAR_MODAL_TIMEOUT_EXIT_CODE 124
+/* A sandbox killed with SIGKILL: out of memory (or terminated). */
+#define ALTAR_MODAL_KILLED_EXIT_CODE 137
+/* What the input-verification wrapper exits with when a digest fails. */
+#define ALTAR_MODAL_DIGEST_EXIT_CODE 86
+#define ALTAR_MODAL_DEFAULT_APP "altar"
+#define ALTAR_MODAL_DEFAULT_VOLUME "altar-data"
+#define ALTAR_MODAL_MOUNT_ROOT "/mnt/volume"
+
+/* ---- ModalRuntime ---- */
+
+/* One sandbox to start. Everything is borrowed for the call. */
+typedef struct altar_modal_sandbox_req {
+  const char *app_name;
+  const char *volume_name;
+  const char *mount_root; /* where the volume is mounted in the sandbox */
+  const char *image;      /* a registry image reference */
+  char *const *command;   /* argv */
+  size_t n_command;
+  const char *gpu;        /* Modal accelerator ("A10G", "A100:2"), NULL = CPU only */
+  altar_opt_i64_t memory_mb;
+  int64_t timeout_s;      /* always set: the backend maps "none" to the maximum */
+  const altar_strmap_t *tags; /* the spec's labels */
+} altar_modal_sandbox_req_t;
+
+/* Required: run_sandbox, poll_sandbox, upload, download. Optional:
+ * terminate_sandbox (default: nothing, the sandbox runs out its timeout),
+ * destroy. Calls return 0 or a negative ALTAR_E… code with err filled. */
+typedef struct altar_modal_runtime_ops {
+  const char *name;
+  /* Starts a detached sandbox; *psandbox_id (malloc'd) is its opaque id. */
+  int (*run_sandbox)(void *impl, const altar_modal_sandbox_req_t *req, char **psandbox_id, altar_error_t *err);
+  /* Without blocking: *pdone false while it runs, else *pexit_code is set.
+   * ALTAR_ENOTFOUND when no sandbox has this id. */
+  int (*poll_sandbox)(void *impl, const char *sandbox_id, bool *pdone, int *pexit_code, altar_error_t *err);
+  /* Copies a host file into the volume at remote_path (relative to its root). */
+  int (*upload)(void *impl, const char *volume_name, const char *local_path, const char *remote_path,
+                altar_error_t *err);
+  /* Copies remote_path (relative to the volume root) out to a host file. */
+  int (*download)(void *impl, const char *volume_name, const char *remote_path, const char *local_path,
+                  altar_error_t *err);
+  /* Stops a sandbox; a missing one is not an error. */
+  int (*terminate_sandbox)(void *impl, const char *sandbox_id, altar_error_t *err);
+  void (*destroy)(void *impl);
+} altar_modal_runtime_ops_t;
+
+typedef struct altar_modal_runtime {
+  const altar_modal_runtime_ops_t *ops;
+  void *impl;
+} altar_modal_runtime_t;
+
+/* Heap runtime around ops/impl; NULL on allocation failure. Free with
+ * altar_modal_runtime_free (calls ops->destroy(impl)). */
+altar_modal_runtime_t *altar_modal_runtime_new(const altar_modal_runtime_ops_t *ops, void *impl);
+void altar_modal_runtime_free(altar_modal_runtime_t *rt);
+
+/* The real runtime: `python` (NULL: "python3") running `bridge` (NULL:
+ * $ALTAR_MODAL_BRIDGE, else tools/modal_bridge.py in the source tree) as a
+ * child speaking JSON lines. The bridge starts on the first call; when the
+ * Modal SDK is not importable, that call fails with ALTAR_ECONFIG and the
+ * bridge's message (which says to `pip install modal`). reply_timeout_ms
+ * bounds each reply (0: 600000, image pulls can be slow). NULL with err on
+ * failure. One thread at a time. */
+altar_modal_runtime_t *altar_modal_bridge_runtime_new(const char *python, const char *bridge,
+                                                      long reply_timeout_ms, altar_error_t *err);
+
+/* ---- the backend ---- */
+
+typedef struct altar_modal_config {
+  const char *app_name;    /* NULL: "altar" */
+  const char *volume_name; /* NULL: "altar-data" */
+  const char *mount_root;  /* NULL: /mnt/volume (tests point it at a directory) */
+  /* Pool name → Modal accelerator. NULL: {"gpu": "A10G", "a100": "A100"}. */
+  const altar_strmap_t *pool_accelerators;
+  /* Storage for staging and collection; NULL: opened per transfer from its
+   * uri's scheme. Borrowed: it must outlive the backend. */
+  altar_storage_t *storage;
+} altar_modal_config_t;
+
+typedef struct altar_modal altar_modal_t;
+
+/* A backend over rt, which it owns from here on (also on failure). NULL
+ * with err set on bad parameters. Free with altar_modal_free. */
+altar_modal_t *altar_modal_new(const altar_modal_config_t *cfg, altar_modal_runtime_t *rt, altar_error_t *err);
+void altar_modal_free(altar_modal_t *m);
+altar_modal_runtime_t *altar_modal_runtime(altar_modal_t *m);
+
+/* The sandbox argv for spec: the command itself when no input carries a
+ * digest, else `sh -c <wrapper>` that runs the digest verifier over the
+ * digest-bearing inputs and exits ALTAR_MODAL_DIGEST_EXIT_CODE on a
+ * mismatch before the command starts. *pargv is a malloc'd array of *pn
+ * malloc'd strings (free each and the array). */
+int altar_modal_build_command(altar_modal_t *m, const altar_spec_t *spec, char ***pargv, size_t *pn,
+                              altar_error_t *err);
+/* The accelerator for r: NULL for CPU-only; "<acc>" or "<acc>:<count>".
+ * ALTAR_EINVAL naming resources.gpu for an unmapped pool. */
+int altar_modal_accelerator(altar_modal_t *m, const altar_resources_t *r, char **pgpu, altar_error_t *err);
+
+int altar_modal_submit(altar_modal_t *m, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err);
+/* pst: n zeroed statuses the caller allocated and clears. */
+int altar_modal_poll(altar_modal_t *m, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err);
+int altar_modal_cancel(altar_modal_t *m, const altar_handle_t *h, altar_error_t *err);
+int altar_modal_stage_inputs(altar_modal_t *m, const altar_transfer_t *inputs, size_t n, altar_error_t *err);
+int altar_modal_collect_outputs(altar_modal_t *m, const altar_transfer_t *outputs, size_t n, altar_error_t *err);
+
+/* "modal": input_digest_verification "task" (the wrapper above). create()
+ * keys (strings, optional): app_name, volume_name, pool_accelerators (JSON
+ * {"pool": "accelerator"}), python, bridge, reply_timeout_ms. data_root and
+ * slots are accepted and ignored (Modal autoscales: no fixed capacity). */
+extern const altar_backend_ops_t altar_backend_modal;
+/* An ExecutionBackend around m; takes ownership (also on NULL return). */
+altar_backend_t *altar_modal_backend_wrap(altar_modal_t *m);
+
+#endif
