@@ -28,7 +28,7 @@ bool altar__docker_valid_id(const char *s) {
   return true;
 }
 
-void altar__docker_first_error_line(const char *text, char *buf, size_t cap) {
+void altar__docker_last_line(const char *text, char *buf, size_t cap) {
   if (!cap) return;
   buf[0] = '\0';
   if (!text) return;

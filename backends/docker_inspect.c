@@ -112,7 +112,7 @@ static int parse_one(json_t *c, size_t i, altar_docker_info_t *info, altar_error
   if (finished && altar__docker_parse_time(finished, &info->finished_at) < 0)
     return altar_error_set(err, ALTAR_EDECODE, "docker inspect: [%zu].State.FinishedAt: '%.40s' is not a time", i, finished);
   const char *errtxt = json_string_value(json_object_get(st, "Error"));
-  if (errtxt) altar__docker_first_error_line(errtxt, info->error, sizeof info->error);
+  if (errtxt) altar__docker_last_line(errtxt, info->error, sizeof info->error);
 
   json_t *labels = json_object_get(json_object_get(c, "Config"), "Labels");
   const char *tv = json_string_value(json_object_get(labels, ALTAR_DOCKER_LABEL_TIMEOUT));

@@ -1,5 +1,6 @@
 /* The docker backend's private state and the functions its files share.
- * Implementer-only: nothing outside backends/docker_*.c includes this. */
+ * Implementer-only: included by backends/docker_*.c and their own tests and
+ * fuzz target, never by other modules. */
 #ifndef ALTAR_BACKENDS_DOCKER_INT_H
 #define ALTAR_BACKENDS_DOCKER_INT_H
 
@@ -31,8 +32,9 @@ int altar__docker_cli(altar_docker_t *dk, const char *const *args, altar_cmd_res
  * reaches the docker argv. */
 bool altar__docker_valid_id(const char *s);
 
-/* The last non-empty line of text, copied (trimmed) into buf; "" if none. */
-void altar__docker_first_error_line(const char *text, char *buf, size_t cap);
+/* The last non-empty line of text (docker prints its reason, or the new
+ * container id, there), trimmed and made printable, into buf; "" if none. */
+void altar__docker_last_line(const char *text, char *buf, size_t cap);
 
 /* ---- inspect parsing (docker_inspect.c) ---- */
 

@@ -73,7 +73,7 @@ static int inspect_batch(altar_docker_t *dk, const char *const *ids, size_t n,
   /* Exit 1 with "No such object" lines still prints the found ones. */
   if (res.exit_code != 0 && !only_missing_errors(res.err)) {
     char line[300];
-    altar__docker_first_error_line(res.err, line, sizeof line);
+    altar__docker_last_line(res.err, line, sizeof line);
     rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "poll: docker inspect exited %d: %s",
                                    res.exit_code, line[0] ? line : "(no message)");
     altar_cmd_result_clear(&res);
@@ -133,7 +133,7 @@ static int kill_expired(altar_docker_t *dk, const char *const *ids, size_t n, al
     altar_error_prefix(err, "poll: killing containers past their timeout");
   } else if (res.exit_code != 0 && !only_missing_errors(res.err)) {
     char line[300];
-    altar__docker_first_error_line(res.err, line, sizeof line);
+    altar__docker_last_line(res.err, line, sizeof line);
     rc = altar_error_set_retriable(err, ALTAR_EBACKEND,
                                    "poll: docker kill of containers past their timeout exited %d: %s",
                                    res.exit_code, line[0] ? line : "(no message)");

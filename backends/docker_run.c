@@ -124,13 +124,13 @@ int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_ha
   }
   char line[300];
   if (res.exit_code != 0) {
-    altar__docker_first_error_line(res.err, line, sizeof line);
+    altar__docker_last_line(res.err, line, sizeof line);
     rc = altar_error_set(err, ALTAR_EBACKEND, "submit: docker run exited %d: %s", res.exit_code,
                          line[0] ? line : "(no message)");
     if (err && is_daemon_down(res.err)) err->retriable = true;
     goto out;
   }
-  altar__docker_first_error_line(res.out, line, sizeof line);
+  altar__docker_last_line(res.out, line, sizeof line);
   if (!altar__docker_valid_id(line)) {
     rc = altar_error_set(err, ALTAR_EBACKEND,
                          "submit: docker run printed '%.80s', not a container id", line);
@@ -165,7 +165,7 @@ int altar__docker_cancel(altar_backend_t *be, const altar_handle_t *handle, alta
   }
   if (res.exit_code != 0 && !strstr(res.err ? res.err : "", "No such container")) {
     char line[300];
-    altar__docker_first_error_line(res.err, line, sizeof line);
+    altar__docker_last_line(res.err, line, sizeof line);
     rc = altar_error_set(err, ALTAR_EBACKEND, "cancel %.12s: docker rm --force exited %d: %s",
                          handle->external_id, res.exit_code, line[0] ? line : "(no message)");
     if (err && is_daemon_down(res.err)) err->retriable = true;

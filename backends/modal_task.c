@@ -18,6 +18,8 @@
 /* $1: the verifier program, $2: its lines (one per input, newline-separated),
  * then the task's argv. Word splitting on newlines only, globbing off, so a
  * line reaches the verifier whole. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
 static const char wrapper[] =
     "prog=$1\n"
     "lines=$2\n"
@@ -25,7 +27,7 @@ static const char wrapper[] =
     "old_ifs=$IFS\n"
     "IFS='\n'\n"
     "set -f\n"
-    "sh -c \"$prog\" verify $lines || exit 86\n"
+    "sh -c \"$prog\" verify $lines || exit " STR(ALTAR_MODAL_DIGEST_EXIT_CODE) "\n"
     "set +f\n"
     "IFS=$old_ifs\n"
     "exec \"$@\"\n";

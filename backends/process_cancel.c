@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -41,6 +42,15 @@ static pid_t read_pgid(const char *dir) {
   return pgid;
 }
 
+static bool supervisor_alive(const char *dir) {
+  char path[ALTAR_PATH_BUF + 8];
+  snprintf(path, sizeof path, "%s/task", dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  bool alive = fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0;
+  if (fd >= 0) close(fd);
+  return alive;
+}
+
 int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
   altar_process_t *p = be->impl;
   if (!h->external_id || !altar__proc_id_valid(h->external_id)) return 0; /* never ours: gone */
@@ -52,20 +62,24 @@ int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error
     altar__proc_live_remove(p, h->external_id);
     return 0;
   }
-  snprintf(path, sizeof path, "%s/task", dir);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  bool alive = fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0;
-  if (fd >= 0) close(fd);
-  if (alive) {
+  if (supervisor_alive(dir)) {
     /* Marker first, then the kill: the supervisor checks the marker after it
      * publishes the pid file, so one of us always sees the other. */
     snprintf(path, sizeof path, "%s/cancel", dir);
     if (altar__proc_write_file(path, "1\n", 2) < 0)
       return altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cancel %s: %s",
                                        h->external_id, strerror(errno));
-    pid_t pgid = read_pgid(dir);
+    /* The supervisor publishes the pgid right after the spawn; a cancel that
+     * comes sooner waits for it (briefly), so the kill is not left to a
+     * marker that someone may delete with the directory. */
+    pid_t pgid = 0;
+    for (int i = 0; i < 2000 && !(pgid = read_pgid(dir)); i++) {
+      if (!supervisor_alive(dir)) return 0; /* it ended and saw the marker, or is gone */
+      struct timespec ts = {0, 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
     /* Only while the lock shows the supervisor alive is the pgid still ours. */
-    if (pgid > 1) kill(-pgid, SIGKILL);
+    if (pgid > 1 && supervisor_alive(dir)) kill(-pgid, SIGKILL);
     return 0;
   }
   /* Finished or abandoned: reclaim the directory. */

@@ -38,16 +38,18 @@ static void rm_rf(const char *dir) {
   if (system(cmd) != 0) fprintf(stderr, "bench_ledger: could not remove %s\n", dir);
 }
 
-/* Events for groups [g0, g0+ngroups): per shard submitted, running, succeeded;
- * shard states arrive interleaved across a group's folds. */
+/* Events for groups [g0, g0+ngroups): per shard submitted, running, succeeded. */
 static altar_status_event_t *make_events(size_t g0, size_t ngroups, const char *tag, size_t *pn) {
   size_t n = ngroups * FOLDS * 3, k = 0;
   altar_status_event_t *evs = calloc(n, sizeof *evs);
   if (!evs) die("out of memory", NULL);
-  for (size_t g = g0; g < g0 + ngroups; g++) {
-    char job[48], eid[64], fold[8];
-    snprintf(job, sizeof job, "%s-job-%zu", tag, g);
-    for (int phase = 0; phase < 3; phase++) {
+  /* A wave: every shard is submitted, then every shard runs, then every
+   * shard succeeds, so one shard's events land in different write batches
+   * (as in a real fleet, where tasks take minutes) rather than coalescing. */
+  for (int phase = 0; phase < 3; phase++) {
+    for (size_t g = g0; g < g0 + ngroups; g++) {
+      char job[48], eid[64], fold[8];
+      snprintf(job, sizeof job, "%s-job-%zu", tag, g);
       for (int f = 0; f < FOLDS; f++) {
         altar_status_event_t *e = &evs[k++];
         e->v = 1;

@@ -3,17 +3,23 @@
  * Layout (all in the default column family; rkey = backend '\0' external_id):
  *   r:<rkey>                    record: metadata header + msgpack record without spec
  *   p:<rkey>                    the record's spec (msgpack), when it has one
- *   o:<rkey>                    open handle (pending or running, not consumed)
- *   s:<rkey> / f:<rkey>         active succeeded / active failed (not consumed)
- *   g:<kind>\0<group>\0<rkey>   open member of group (kind, group key)
+ *   g:<kind>\0<group>\0<rkey>   open (not consumed) member of group (kind, group key)
+ *   u:<rkey>                    open record filed under no group
  *   m:version                   layout version
  *   x:…                         keys of callers sharing the write (daemon outbox, offsets)
- * Every change (record plus its index entries) goes into one write batch, so
- * a kill at any point leaves either all of it or none.
+ * Every change (record plus its index entry) goes into one write batch, so a
+ * kill at any point leaves either all of it or none.
  *
  * Open records are also held in memory (without specs), rebuilt on open from
- * the o:/s:/f: indexes, so grouping, polling and supersede checks read no
- * disk and never scan the ledger. Consumed records live only on disk. */
+ * the g:/u: index, so grouping, polling, the active sets and supersede checks
+ * read no disk and never scan the ledger; the by-state views (open handles,
+ * active succeeded, active failed) are derived there, which keeps a state
+ * change to one write. Consumed records live only on disk.
+ *
+ * Changes are staged in an in-memory overlay (so later reads in the same
+ * batch see them) and written as one RocksDB WriteBatch on commit; a key
+ * written several times in a batch is written once, and an index entry
+ * created and removed within one batch is never written. */
 #include "reconciler/ledger_rocksdb.h"
 
 #include "altar/codec.h"
@@ -34,7 +40,10 @@ typedef struct rl {
   rocksdb_cache_t *cache;
   rocksdb_writeoptions_t *wopts;
   rocksdb_readoptions_t *ropts;
-  rocksdb_writebatch_wi_t *wb;
+  rocksdb_writebatch_t *wb;
+  altar__hmap_t pend;    /* key → pending change of the open batch */
+  struct pchange **pv;   /* the same changes, for writing them out */
+  size_t n_pv, cap_pv;
   bool in_batch;
   bool read_only;
   altar__lindex_t ix;
@@ -60,8 +69,9 @@ static int key_group(altar_buf_t *b, const char *kind, const char *gk, const cha
   return ALTAR_OK;
 }
 
-static char state_prefix(altar_state_t s) {
-  return s == ALTAR_STATE_SUCCEEDED ? 's' : s == ALTAR_STATE_FAILED ? 'f' : 'o';
+/* The one index key of an open record: g: for a grouped one, u: otherwise. */
+static int key_open(altar_buf_t *b, const altar_ledger_entry_t *e, const char *rk, size_t rklen) {
+  return e->group_key ? key_group(b, e->rec.kind, e->group_key, rk, rklen) : key1(b, 'u', rk, rklen);
 }
 
 /* ---- values ---- */
@@ -121,12 +131,87 @@ static int decode_value(const char *data, size_t len, altar_ledger_entry_t *e, b
   return rc;
 }
 
-/* ---- raw reads and writes through the batch ---- */
+/* ---- the overlay of pending changes ---- */
 
+typedef struct pchange {
+  char *key;
+  size_t klen;
+  char *val; /* NULL for a delete */
+  size_t vlen;
+  bool del;
+  bool fresh;   /* the key did not exist before this batch */
+  bool dropped; /* created and removed within the batch: nothing to write */
+} pchange_t;
+
+static void pend_clear(rl_t *r) {
+  for (size_t i = 0; i < r->n_pv; i++) {
+    free(r->pv[i]->key);
+    free(r->pv[i]->val);
+    free(r->pv[i]);
+  }
+  r->n_pv = 0;
+  altar__hmap_free(&r->pend);
+}
+
+/* Stages a put (val != NULL) or delete of key. `fresh` says the caller knows
+ * the key is absent on disk (a new index entry). 0 or ALTAR_ENOMEM. */
+static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen, bool del, bool fresh) {
+  pchange_t *c = altar__hmap_get(&r->pend, (const char *)k->data, k->len);
+  char *v = NULL;
+  if (!del && !(v = malloc(vlen ? vlen : 1))) return ALTAR_ENOMEM;
+  if (!del && vlen) memcpy(v, val, vlen);
+  if (c) {
+    free(c->val);
+    c->val = v;
+    c->vlen = vlen;
+    c->del = del;
+    if (del && c->fresh) {
+      /* Created in this batch and gone again: the disk never sees it. */
+      c->dropped = true;
+      altar__hmap_del(&r->pend, c->key, c->klen);
+    }
+    return ALTAR_OK;
+  }
+  if (r->n_pv == r->cap_pv) {
+    size_t cap = r->cap_pv ? r->cap_pv * 2 : 256;
+    pchange_t **pv = realloc(r->pv, cap * sizeof *pv);
+    if (!pv) goto oom;
+    r->pv = pv;
+    r->cap_pv = cap;
+  }
+  if (!(c = calloc(1, sizeof *c)) || !(c->key = malloc(k->len ? k->len : 1))) goto oom;
+  memcpy(c->key, k->data, k->len);
+  c->klen = k->len;
+  c->val = v;
+  c->vlen = vlen;
+  c->del = del;
+  c->fresh = fresh && !del;
+  if (altar__hmap_put(&r->pend, c->key, c->klen, c)) goto oom;
+  r->pv[r->n_pv++] = c;
+  return ALTAR_OK;
+oom:
+  if (c) free(c->key);
+  free(c);
+  free(v);
+  return ALTAR_ENOMEM;
+}
+
+/* Reads key as the batch would leave it: the overlay first, then the disk.
+ * *pval is malloc'd (free with rocksdb_free or free). */
 static int db_get(rl_t *r, const altar_buf_t *key, char **pval, size_t *plen, altar_error_t *err) {
+  pchange_t *c = altar__hmap_get(&r->pend, (const char *)key->data, key->len);
+  if (c) {
+    if (c->del) {
+      *pval = NULL;
+      return ALTAR_ENOTFOUND;
+    }
+    if (!(*pval = malloc(c->vlen ? c->vlen : 1))) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+    memcpy(*pval, c->val, c->vlen);
+    *plen = c->vlen;
+    return ALTAR_OK;
+  }
   char *dberr = NULL;
-  *pval = rocksdb_writebatch_wi_get_from_batch_and_db(r->wb, r->db, r->ropts, (const char *)key->data,
-                                                      key->len, plen, &dberr);
+  *pval = rocksdb_get(r->db, r->ropts, (const char *)key->data, key->len, plen, &dberr);
   if (dberr) {
     int rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: read failed: %s", dberr);
     rocksdb_free(dberr);
@@ -135,32 +220,23 @@ static int db_get(rl_t *r, const altar_buf_t *key, char **pval, size_t *plen, al
   return *pval ? ALTAR_OK : ALTAR_ENOTFOUND;
 }
 
-static void b_put(rl_t *r, const altar_buf_t *k, const void *v, size_t vlen) {
-  rocksdb_writebatch_wi_put(r->wb, (const char *)k->data, k->len, v, vlen);
+static int b_put(rl_t *r, const altar_buf_t *k, const void *v, size_t vlen) {
+  return pend_set(r, k, v, vlen, false, false);
 }
-static void b_del(rl_t *r, const altar_buf_t *k) {
-  rocksdb_writebatch_wi_delete(r->wb, (const char *)k->data, k->len);
-}
+static int b_del(rl_t *r, const altar_buf_t *k) { return pend_set(r, k, NULL, 0, true, false); }
 
-/* Puts or deletes the state and group index entries of an entry as it is now. */
+/* Puts (a new, open record) or deletes (it is consumed) the record's index entry. */
 static int b_index(rl_t *r, const altar__lent_t *x, bool on) {
-  if (key1(&r->kb2, state_prefix(x->e.rec.state), x->rkey, x->rkey_len)) return ALTAR_ENOMEM;
-  if (on) b_put(r, &r->kb2, "", 0);
-  else b_del(r, &r->kb2);
-  if (x->e.group_key) {
-    if (key_group(&r->kb2, x->e.rec.kind, x->e.group_key, x->rkey, x->rkey_len)) return ALTAR_ENOMEM;
-    if (on) b_put(r, &r->kb2, "", 0);
-    else b_del(r, &r->kb2);
-  }
-  return ALTAR_OK;
+  if (key_open(&r->kb2, &x->e, x->rkey, x->rkey_len)) return ALTAR_ENOMEM;
+  /* An open record's index entry is new unless this batch removed it. */
+  return on ? pend_set(r, &r->kb2, "", 0, false, true) : b_del(r, &r->kb2);
 }
 
 static int b_record(rl_t *r, const altar__lent_t *x, altar_error_t *err) {
   int rc = encode_value(&r->vb, &x->e, x->has_spec, err);
   if (rc) return rc;
-  if (key1(&r->kb, 'r', x->rkey, x->rkey_len))
+  if (key1(&r->kb, 'r', x->rkey, x->rkey_len) || b_put(r, &r->kb, r->vb.data, r->vb.len))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  b_put(r, &r->kb, r->vb.data, r->vb.len);
   return ALTAR_OK;
 }
 
@@ -182,16 +258,35 @@ static altar__lent_t *lent_from_entry(altar_ledger_entry_t *e, bool has_spec) {
   return x;
 }
 
+/* The record key inside an index key: after "u:", or after "g:<kind>\0<group>\0". */
+static bool index_rkey(const char *k, size_t klen, const char **prk, size_t *prklen) {
+  const char *p = k + 2, *end = k + klen;
+  if (k[0] == 'g') {
+    for (int i = 0; i < 2; i++) {
+      const char *z = memchr(p, 0, (size_t)(end - p));
+      if (!z) return false;
+      p = z + 1;
+    }
+  }
+  *prk = p;
+  *prklen = (size_t)(end - p);
+  return memchr(p, 0, *prklen) != NULL; /* backend \0 external_id */
+}
+
 static int load_prefix(rl_t *r, char prefix, altar_error_t *err) {
   char pfx[2] = {prefix, ':'};
   rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
   int rc = ALTAR_OK;
   for (rocksdb_iter_seek(it, pfx, 2); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
     size_t klen;
-    const char *k = rocksdb_iter_key(it, &klen);
+    const char *k = rocksdb_iter_key(it, &klen), *rk;
+    size_t rklen;
     if (klen < 2 || memcmp(k, pfx, 2)) break;
-    altar_buf_reset(&r->kb);
-    if (altar_buf_append(&r->kb, "r:", 2) || altar_buf_append(&r->kb, k + 2, klen - 2)) {
+    if (!index_rkey(k, klen, &rk, &rklen)) {
+      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: malformed index key under %c:", prefix);
+      break;
+    }
+    if (key1(&r->kb, 'r', rk, rklen)) {
       rc = altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
       break;
     }
@@ -199,8 +294,8 @@ static int load_prefix(rl_t *r, char prefix, altar_error_t *err) {
     size_t vlen;
     val = rocksdb_get(r->db, r->ropts, (const char *)r->kb.data, r->kb.len, &vlen, &dberr);
     if (dberr || !val) {
-      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: index entry %c:%.*s has no record%s%s", prefix,
-                           (int)strnlen(k + 2, klen - 2), k + 2, dberr ? ": " : "", dberr ? dberr : "");
+      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: index entry for %.*s has no record%s%s",
+                           (int)strnlen(rk, rklen), rk, dberr ? ": " : "", dberr ? dberr : "");
       rocksdb_free(dberr);
       rocksdb_free(val);
       break;
@@ -235,9 +330,8 @@ static int load_prefix(rl_t *r, char prefix, altar_error_t *err) {
 
 static int load_cache(rl_t *r, altar_error_t *err) {
   altar__lindex_free(&r->ix);
-  int rc = load_prefix(r, 'o', err);
-  if (!rc) rc = load_prefix(r, 's', err);
-  if (!rc) rc = load_prefix(r, 'f', err);
+  int rc = load_prefix(r, 'g', err);
+  if (!rc) rc = load_prefix(r, 'u', err);
   return rc;
 }
 
@@ -245,22 +339,30 @@ static int load_cache(rl_t *r, altar_error_t *err) {
 
 /* Drops the pending batch and rebuilds the cache from what is on disk. */
 static void rollback(rl_t *r) {
-  rocksdb_writebatch_wi_clear(r->wb);
+  pend_clear(r);
   altar_error_t ignored = {0};
   load_cache(r, &ignored);
 }
 
 static int flush(rl_t *r, altar_error_t *err) {
-  if (rocksdb_writebatch_wi_count(r->wb) == 0) return ALTAR_OK;
+  if (r->n_pv == 0) return ALTAR_OK;
+  rocksdb_writebatch_clear(r->wb);
+  for (size_t i = 0; i < r->n_pv; i++) {
+    pchange_t *c = r->pv[i];
+    if (c->dropped) continue;
+    if (c->del) rocksdb_writebatch_delete(r->wb, c->key, c->klen);
+    else rocksdb_writebatch_put(r->wb, c->key, c->klen, c->val, c->vlen);
+  }
   char *dberr = NULL;
-  rocksdb_write_writebatch_wi(r->db, r->wopts, r->wb, &dberr);
+  if (rocksdb_writebatch_count(r->wb)) rocksdb_write(r->db, r->wopts, r->wb, &dberr);
+  rocksdb_writebatch_clear(r->wb);
   if (dberr) {
     int rc = altar_error_set_retriable(err, ALTAR_ELEDGER, "ledger: write failed: %s", dberr);
     rocksdb_free(dberr);
     rollback(r);
     return rc;
   }
-  rocksdb_writebatch_wi_clear(r->wb);
+  pend_clear(r);
   return ALTAR_OK;
 }
 
@@ -296,11 +398,9 @@ static int rl_record(void *impl, const altar_handle_t *h, const char *kind, cons
   if (spec) {
     altar_buf_reset(&r->vb);
     if ((rc = altar_encode_spec(spec, &r->vb, err))) goto fail;
-    if (key1(&r->kb, 'p', x->rkey, x->rkey_len)) goto oom;
-    b_put(r, &r->kb, r->vb.data, r->vb.len);
+    if (key1(&r->kb, 'p', x->rkey, x->rkey_len) || b_put(r, &r->kb, r->vb.data, r->vb.len)) goto oom;
   } else {
-    if (key1(&r->kb, 'p', x->rkey, x->rkey_len)) goto oom;
-    b_del(r, &r->kb);
+    if (key1(&r->kb, 'p', x->rkey, x->rkey_len) || b_del(r, &r->kb)) goto oom;
   }
   if ((rc = b_record(r, x, err))) goto fail;
   if (b_index(r, x, true)) goto oom;
@@ -386,15 +486,6 @@ static int rl_set_state(void *impl, const altar_handle_t *h, altar_state_t state
   if ((rc = b_record(r, &next, err))) {
     altar_failure_free(nf);
     return op_end(r, rc, err);
-  }
-  if (state_prefix(x->e.rec.state) != state_prefix(state)) {
-    if (key1(&r->kb, state_prefix(x->e.rec.state), x->rkey, x->rkey_len) ||
-        key1(&r->kb2, state_prefix(state), x->rkey, x->rkey_len)) {
-      altar_failure_free(nf);
-      return op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory"), err);
-    }
-    b_del(r, &r->kb);
-    b_put(r, &r->kb2, "", 0);
   }
   altar_failure_free(x->e.rec.failure);
   x->e.rec.failure = nf;
@@ -499,10 +590,6 @@ static int rl_restart(void *impl, const altar_handle_t *h, altar_error_t *err) {
   next.e.rec.failure = NULL;
   next.e.rec.restart_count++;
   if ((rc = b_record(r, &next, err))) return op_end(r, rc, err);
-  if (key1(&r->kb, 'f', x->rkey, x->rkey_len) || key1(&r->kb2, 'o', x->rkey, x->rkey_len))
-    return op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.restart: out of memory"), err);
-  b_del(r, &r->kb);
-  b_put(r, &r->kb2, "", 0);
   altar__set_failure(&x->e.rec, ALTAR_STATE_PENDING, NULL);
   x->e.rec.restart_count++;
   return op_end(r, ALTAR_OK, err);
@@ -628,7 +715,9 @@ static void rl_close(void *impl) {
   rl_t *r = impl;
   if (!r) return;
   if (r->db) rocksdb_close(r->db);
-  if (r->wb) rocksdb_writebatch_wi_destroy(r->wb);
+  if (r->wb) rocksdb_writebatch_destroy(r->wb);
+  pend_clear(r);
+  free(r->pv);
   if (r->wopts) rocksdb_writeoptions_destroy(r->wopts);
   if (r->ropts) rocksdb_readoptions_destroy(r->ropts);
   if (r->opts) rocksdb_options_destroy(r->opts);
@@ -693,7 +782,7 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
   r->wopts = rocksdb_writeoptions_create();
   rocksdb_writeoptions_set_sync(r->wopts, o.sync);
   r->ropts = rocksdb_readoptions_create();
-  r->wb = rocksdb_writebatch_wi_create(0, 1);
+  r->wb = rocksdb_writebatch_create();
   char *dberr = NULL;
   r->db = o.read_only ? rocksdb_open_for_read_only(r->opts, dir, 0, &dberr) : rocksdb_open(r->opts, dir, &dberr);
   if (dberr || !r->db) {
@@ -746,10 +835,6 @@ rocksdb_t *altar__ledger_rocksdb_db(altar_ledger_t *l) {
   return altar__ledger_is_rocksdb(l) ? ((rl_t *)l->impl)->db : NULL;
 }
 
-rocksdb_writebatch_wi_t *altar__ledger_rocksdb_batch(altar_ledger_t *l) {
-  return altar__ledger_is_rocksdb(l) ? ((rl_t *)l->impl)->wb : NULL;
-}
-
 /* ---- aux keys (daemon outbox, input offsets) ---- */
 
 static int aux_key(altar_buf_t *b, const void *key, size_t klen) {
@@ -763,8 +848,8 @@ int altar__ledger_aux_put(altar_ledger_t *l, const void *key, size_t klen, const
   rl_t *r = l->impl;
   int rc;
   if ((rc = writable(r, "aux_put", err))) return rc;
-  if (aux_key(&r->kb, key, klen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  b_put(r, &r->kb, val, vlen);
+  if (aux_key(&r->kb, key, klen) || b_put(r, &r->kb, val, vlen))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   return r->in_batch ? ALTAR_OK : flush(r, err);
 }
 
@@ -773,8 +858,8 @@ int altar__ledger_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar
   rl_t *r = l->impl;
   int rc;
   if ((rc = writable(r, "aux_del", err))) return rc;
-  if (aux_key(&r->kb, key, klen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  b_del(r, &r->kb);
+  if (aux_key(&r->kb, key, klen) || b_del(r, &r->kb))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   return r->in_batch ? ALTAR_OK : flush(r, err);
 }
 
@@ -862,10 +947,7 @@ static int chk_record(void *vctx, const char *k, size_t klen, const char *v, siz
   altar__lent_t *x = rc ? NULL : altar__lindex_find(&c->r->ix, e.rec.handle.backend, e.rec.handle.external_id);
   if (!rc && !e.rec.consumed) {
     c->open++;
-    if (key1(&c->r->kb, state_prefix(e.rec.state), rk, rklen) || chk_want(c, &c->r->kb)) rc = ALTAR_ENOMEM;
-    if (!rc && e.group_key &&
-        (key_group(&c->r->kb, e.rec.kind, e.group_key, rk, rklen) || chk_want(c, &c->r->kb)))
-      rc = ALTAR_ENOMEM;
+    if (key_open(&c->r->kb, &e, rk, rklen) || chk_want(c, &c->r->kb)) rc = ALTAR_ENOMEM;
     if (!rc) {
       altar_spec_t *s = e.rec.spec;
       e.rec.spec = NULL;
@@ -913,8 +995,8 @@ int altar__ledger_rocksdb_check(altar_ledger_t *l, uint64_t *precords, altar_err
   if (r->in_batch) return altar_error_set(err, ALTAR_ESTATE, "check: a batch is open");
   chk_t c = {.r = r, .err = err};
   int rc = scan(r, "r:", 2, chk_record, &c, err);
-  static const char *const pfx[] = {"o:", "s:", "f:", "g:", "p:"};
-  for (size_t i = 0; !rc && i < 5; i++) rc = scan(r, pfx[i], 2, chk_index, &c, err);
+  static const char *const pfx[] = {"g:", "u:", "p:"};
+  for (size_t i = 0; !rc && i < 3; i++) rc = scan(r, pfx[i], 2, chk_index, &c, err);
   if (!rc && c.seen != c.n_keys)
     rc = altar_error_set(err, ALTAR_ELEDGER, "check: %zu index or spec entries are missing",
                          (size_t)(c.n_keys - c.seen));

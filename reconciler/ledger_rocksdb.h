@@ -1,7 +1,7 @@
 /* altar — RocksDB ledger internals for the reconciler daemon and tests:
- * the database handle, the pending write batch, and the consistency check.
+ * the database handle and the consistency check.
  * Internal to reconciler/ (and its tests). Keys the ledger owns start with
- * "r:", "p:", "o:", "s:", "f:", "g:" and "m:"; callers that share the
+ * "r:", "p:", "g:", "u:" and "m:"; callers that share the
  * database put theirs under "x:" (see ledger_aux.h). */
 #ifndef ALTAR_RECONCILER_LEDGER_ROCKSDB_H
 #define ALTAR_RECONCILER_LEDGER_ROCKSDB_H
@@ -15,14 +15,9 @@
 bool altar__ledger_is_rocksdb(const altar_ledger_t *l);
 /* The open database (borrowed), or NULL for another kind of ledger. */
 rocksdb_t *altar__ledger_rocksdb_db(altar_ledger_t *l);
-/* The batch every change is written through (borrowed). Between
- * altar_ledger_begin and altar_ledger_commit, whatever a caller puts here is
- * written in the same atomic write as the ledger's own changes. */
-rocksdb_writebatch_wi_t *altar__ledger_rocksdb_batch(altar_ledger_t *l);
-
 /* Checks the stored ledger against itself: every record decodes; every
- * open record has exactly its state index and group index entries and every
- * consumed one none; no index entry or spec lacks its record; every stored
+ * open record has exactly its index entry (g: or u:) and every consumed one
+ * none; no index entry or spec lacks its record; every stored
  * spec decodes. Also checks the in-memory cache against the records. 0, or
  * ALTAR_ELEDGER naming the first inconsistency. *precords (may be NULL)
  * gets the number of records. */

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs every benchmark program; each prints its own baseline and ratio.
+# Runs every benchmark; each prints its own baseline and ratio.
 set -eu
 cd "$(dirname "$0")/.."
 B="${1:-build}"
@@ -7,4 +7,9 @@ for b in "$B"/bench/bench_*; do
   [ -x "$b" ] || continue
   echo "== $(basename "$b")"
   "$b"
+done
+for s in bench/bench_*.sh; do
+  [ -x "$s" ] || continue
+  echo "== $(basename "$s")"
+  "$s" "$B"
 done

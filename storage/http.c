@@ -208,7 +208,7 @@ static int http_as_local_file(altar_storage_t *s, const char *url, altar_local_f
     return altar_error_set(err, ALTAR_EINVAL, "'%.200s': not an http:// or https:// URL", url ? url : "");
   char *q = strndup(url, strcspn(url, "?#")); /* the extension comes from the path, not the query */
   if (!q) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
-  int fd;
+  int fd = -1;
   int rc = altar__storage_mktemp(q, out, &fd, err);
   free(q);
   if (rc) return rc;

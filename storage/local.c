@@ -205,7 +205,7 @@ static int local_write_bytes(altar_storage_t *s, const char *uri, const void *da
                              altar_error_t *err) {
   (void)s;
   char *path, *tmp;
-  int fd;
+  int fd = -1;
   int rc = to_path(uri, &path, err);
   if (rc) return rc;
   if (!(rc = ensure_parent(path, err)) && !(rc = open_temp_beside(path, &tmp, &fd, err))) {

@@ -158,7 +158,7 @@ int altar__storage_def_as_local_file(altar_storage_t *s, const char *path, altar
     altar_buf_free(&b);
     return rc;
   }
-  int fd;
+  int fd = -1;
   rc = altar__storage_mktemp(path, out, &fd, err);
   if (!rc) {
     size_t off = 0;

@@ -51,13 +51,23 @@ static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *
   }
 }
 
+/* ALTAR_KAFKA_DEBUG=cgrp,consumer (librdkafka debug contexts) prints them. */
+static void print_log(altar_transport_t *t, int level, const char *msg, void *ctx) {
+  (void)t;
+  (void)ctx;
+  fprintf(stderr, "[kafka %d] %s\n", level, msg);
+}
+
 static altar_transport_t *open_kafka(dr_cap_t *cap, altar_error_t *err) {
   altar_strmap_t m = {0};
+  const char *dbg = getenv("ALTAR_KAFKA_DEBUG");
+  if (dbg && *dbg) altar_strmap_set(&m, "debug", dbg);
   altar_strmap_set(&m, "bootstrap.servers", brokers);
   altar_strmap_set(&m, "altar.timeout.ms", "20000");
   altar_strmap_set(&m, "session.timeout.ms", "6000");
   altar_strmap_set(&m, "heartbeat.interval.ms", "500");
   altar_transport_opts_t opts = {.on_delivery = on_delivery, .delivery_ctx = cap};
+  if (dbg && *dbg) opts.on_log = print_log;
   altar_transport_t *t = altar_transport_new("kafka", &m, &opts, err);
   altar_strmap_clear(&m);
   return t;

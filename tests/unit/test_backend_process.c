@@ -306,6 +306,26 @@ static void test_capacity_counts_running(void) {
   altar_spec_free(s);
 }
 
+static void test_status_cannot_be_spoofed_by_argv(void) {
+  /* An argument that looks like a status section, and a supervisor that dies
+   * without writing one: the task is missing, not succeeded. */
+  altar_spec_t *s = altar_spec_new("k", "i\n[status]\nstate=succeeded");
+  const char *argv[] = {"sh", "-c", "exec sleep 300", "x\n[status]\nstate=succeeded\n", NULL};
+  set_argv(s, argv);
+  altar_handle_t h;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
+  CU_ASSERT_EQUAL(vanish(NULL, be, &h), 0);
+  altar_status_t st;
+  if (altar_contract_wait_terminal(be, &h, 60, &st) == 0) {
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
+    if (st.failure) CU_ASSERT_STRING_EQUAL(st.failure->reason, ALTAR_REASON_CONTAINER_MISSING);
+    altar_status_clear(&st);
+  }
+  altar_handle_clear(&h);
+  altar_spec_free(s);
+}
+
 static void test_bad_config(void) {
   altar_strmap_t cfg = {0};
   char errstr[256];
@@ -344,6 +364,7 @@ static void add(void) {
     ALTAR_TEST(test_no_shell_interpretation);
     ALTAR_TEST(test_gpu_refused);
     ALTAR_TEST(test_capacity_counts_running);
+    ALTAR_TEST(test_status_cannot_be_spoofed_by_argv);
     ALTAR_TEST(test_bad_config);
     ALTAR_TEST(test_bad_handles);
   }

@@ -157,11 +157,11 @@ static void test_check_finds_damage(void) {
   rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
   char *dberr = NULL;
   /* An index entry with no record behind it is a half-applied change. */
-  rocksdb_put(db, wo, "o:process\0ghost", 15, "", 0, &dberr);
+  rocksdb_put(db, wo, "u:process\0ghost", 15, "", 0, &dberr);
   CU_ASSERT(dberr == NULL);
   CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(l, NULL, &err), ALTAR_ELEDGER);
   CU_ASSERT(strstr(err.msg, "ghost") != NULL);
-  rocksdb_delete(db, wo, "o:process\0ghost", 15, &dberr);
+  rocksdb_delete(db, wo, "u:process\0ghost", 15, &dberr);
   check(l);
   /* A record whose bytes do not decode. */
   rocksdb_put(db, wo, "r:process\0bad", 13, "\xa1\x00junk", 6, &dberr);

@@ -69,7 +69,7 @@ static void test_transfers(void) {
   expect(s, "inputs[1].digest: malformed (want sha256:<64 lowercase hex>)");
   s = good();
   free(s->inputs[0].digest);
-  s->inputs[0].digest = strdup(GOOD_DIGEST + 7); /* bare hex */
+  s->inputs[0].digest = strdup(&GOOD_DIGEST[7]); /* bare hex */
   expect(s, "inputs[0].digest: malformed (want sha256:<64 lowercase hex>)");
   s = good();
   free(s->inputs[0].logical_path);

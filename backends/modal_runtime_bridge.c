@@ -1,0 +1,294 @@
+/* The real ModalRuntime: tools/modal_bridge.py (python3 + the official
+ * `modal` SDK) as a child process, one JSON request per line on its stdin,
+ * one JSON reply per line on its stdout. A socketpair rather than pipes, so
+ * a write to a bridge that died fails with an error instead of SIGPIPE. */
+#include "altar/buf.h"
+#include "altar/modal.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef ALTAR_SOURCE_DIR
+#define ALTAR_SOURCE_DIR "."
+#endif
+
+extern char **environ;
+
+#define MAX_REPLY (16u << 20)
+#define DEFAULT_REPLY_MS 600000L
+
+typedef struct bridge {
+  char *python;
+  char *script;
+  long reply_ms;
+  pid_t pid;
+  int fd; /* our end of the socketpair; -1 when not running */
+  altar_buf_t in; /* bytes read past the last reply */
+} bridge_t;
+
+static void bridge_stop(bridge_t *b) {
+  if (b->fd >= 0) close(b->fd); /* EOF on its stdin: the bridge exits */
+  b->fd = -1;
+  if (b->pid > 0) {
+    for (int i = 0; i < 50; i++) {
+      if (waitpid(b->pid, NULL, WNOHANG) == b->pid) {
+        b->pid = 0;
+        break;
+      }
+      struct timespec ts = {0, 20000000};
+      nanosleep(&ts, NULL);
+    }
+    if (b->pid > 0) {
+      kill(b->pid, SIGKILL);
+      waitpid(b->pid, NULL, 0);
+    }
+  }
+  b->pid = 0;
+  altar_buf_reset(&b->in);
+}
+
+/* One line from the bridge within the reply timeout; *pline malloc'd. */
+static int read_line(bridge_t *b, char **pline, altar_error_t *err) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    void *nl = b->in.len ? memchr(b->in.data, '\n', b->in.len) : NULL;
+    if (nl) {
+      size_t len = (size_t)((uint8_t *)nl - b->in.data);
+      char *line = malloc(len + 1);
+      if (!line) return altar_error_set(err, ALTAR_ENOMEM, "modal bridge: out of memory");
+      memcpy(line, b->in.data, len);
+      line[len] = '\0';
+      memmove(b->in.data, b->in.data + len + 1, b->in.len - len - 1);
+      b->in.len -= len + 1;
+      *pline = line;
+      return ALTAR_OK;
+    }
+    if (b->in.len > MAX_REPLY)
+      return altar_error_set(err, ALTAR_ETOOBIG, "modal bridge: reply longer than %u bytes", MAX_REPLY);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    if (waited >= b->reply_ms)
+      return altar_error_set_retriable(err, ALTAR_ETIMEOUT, "modal bridge: no reply within %ld ms", b->reply_ms);
+    struct pollfd pfd = {b->fd, POLLIN, 0};
+    int pr = poll(&pfd, 1, (int)(b->reply_ms - waited));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) continue;
+    char buf[65536];
+    ssize_t n = recv(b->fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return altar_error_set_retriable(err, ALTAR_EBACKEND, "modal bridge: exited (see its message on stderr)");
+    if (altar_buf_append(&b->in, buf, (size_t)n)) return altar_error_set(err, ALTAR_ENOMEM, "modal bridge: out of memory");
+  }
+}
+
+/* The error a failed reply stands for. */
+static int reply_error(const json_t *reply, const char *op, altar_error_t *err) {
+  const char *kind = json_string_value(json_object_get(reply, "kind"));
+  const char *msg = json_string_value(json_object_get(reply, "error"));
+  if (!msg) msg = "no message";
+  if (kind && !strcmp(kind, "not_found")) return altar_error_set(err, ALTAR_ENOTFOUND, "modal %s: %s", op, msg);
+  if (kind && !strcmp(kind, "invalid")) return altar_error_set(err, ALTAR_EINVAL, "modal %s: %s", op, msg);
+  if (kind && !strcmp(kind, "sdk_missing")) return altar_error_set(err, ALTAR_ECONFIG, "modal %s: %s", op, msg);
+  return altar_error_set(err, ALTAR_EBACKEND, "modal %s: %s", op, msg);
+}
+
+static int bridge_start(bridge_t *b, altar_error_t *err) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return altar_error_set(err, ALTAR_EIO, "modal bridge: socketpair: %s", strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
+  char *argv[] = {b->python, "-u", b->script, NULL};
+  pid_t pid;
+  int rc = posix_spawnp(&pid, b->python, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(sv[1]);
+  if (rc != 0) {
+    close(sv[0]);
+    return altar_error_set(err, ALTAR_ECONFIG, "modal bridge: cannot run %s: %s", b->python, strerror(rc));
+  }
+  b->pid = pid;
+  b->fd = sv[0];
+  /* The bridge says hello once the SDK imported, or why it could not. */
+  char *line = NULL;
+  rc = read_line(b, &line, err);
+  if (rc == ALTAR_EBACKEND)
+    rc = altar_error_set(err, ALTAR_ECONFIG, "modal bridge: %s %s exited before it was ready (see stderr)",
+                         b->python, b->script);
+  json_t *hello = rc ? NULL : json_loads(line, 0, NULL);
+  free(line);
+  if (!rc && !json_is_true(json_object_get(hello, "ok")))
+    rc = hello ? reply_error(hello, "start", err)
+               : altar_error_set(err, ALTAR_EDECODE, "modal bridge: greeting is not JSON");
+  json_decref(hello);
+  if (rc) bridge_stop(b);
+  return rc;
+}
+
+/* Sends req (consumed) and returns the successful reply in *preply. */
+static int call(bridge_t *b, json_t *req, const char *op, json_t **preply, altar_error_t *err) {
+  *preply = NULL;
+  int rc = ALTAR_OK;
+  if (!req) return altar_error_set(err, ALTAR_ENOMEM, "modal %s: out of memory", op);
+  if (b->fd < 0) rc = bridge_start(b, err);
+  char *text = rc ? NULL : json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  if (rc) return rc;
+  if (!text) return altar_error_set(err, ALTAR_ENOMEM, "modal %s: out of memory", op);
+  size_t len = strlen(text), off = 0;
+  char *msg = malloc(len + 1);
+  if (!msg) {
+    free(text);
+    return altar_error_set(err, ALTAR_ENOMEM, "modal %s: out of memory", op);
+  }
+  memcpy(msg, text, len);
+  msg[len++] = '\n'; /* one request per line */
+  while (!rc && off < len) {
+    ssize_t w = send(b->fd, msg + off, len - off, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "modal %s: bridge gone: %s", op, strerror(errno));
+    else off += (size_t)w;
+  }
+  free(msg);
+  free(text);
+  char *line = NULL;
+  if (!rc) rc = read_line(b, &line, err);
+  if (rc) {
+    bridge_stop(b); /* out of step with it now: the next call starts afresh */
+    return rc;
+  }
+  json_error_t je;
+  json_t *reply = json_loads(line, 0, &je);
+  free(line);
+  if (!reply) {
+    bridge_stop(b);
+    return altar_error_set(err, ALTAR_EDECODE, "modal %s: reply is not JSON (%s)", op, je.text);
+  }
+  if (!json_is_true(json_object_get(reply, "ok"))) {
+    rc = reply_error(reply, op, err);
+    json_decref(reply);
+    return rc;
+  }
+  *preply = reply;
+  return ALTAR_OK;
+}
+
+static int b_run(void *impl, const altar_modal_sandbox_req_t *r, char **pid, altar_error_t *err) {
+  json_t *cmd = json_array(), *tags = json_object();
+  for (size_t i = 0; cmd && i < r->n_command; i++) json_array_append_new(cmd, json_string(r->command[i]));
+  for (size_t i = 0; tags && r->tags && i < r->tags->n; i++)
+    json_object_set_new(tags, r->tags->keys[i], json_string(r->tags->vals[i]));
+  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:o}", "op", "run_sandbox", "app_name",
+                          r->app_name, "volume_name", r->volume_name, "mount_root", r->mount_root, "image", r->image,
+                          "command", cmd, "gpu", r->gpu ? json_string(r->gpu) : json_null(), "memory_mb",
+                          r->memory_mb.set ? json_integer(r->memory_mb.v) : json_null(), "timeout_s",
+                          (json_int_t)r->timeout_s, "tags", tags);
+  json_t *reply = NULL;
+  int rc = call(impl, req, "run_sandbox", &reply, err);
+  if (rc) return rc;
+  const char *id = json_string_value(json_object_get(reply, "sandbox_id"));
+  *pid = id ? strdup(id) : NULL;
+  json_decref(reply);
+  return *pid ? ALTAR_OK : altar_error_set(err, ALTAR_EDECODE, "modal run_sandbox: reply without sandbox_id");
+}
+
+static int b_poll(void *impl, const char *id, bool *pdone, int *pcode, altar_error_t *err) {
+  json_t *reply = NULL;
+  int rc = call(impl, json_pack("{s:s, s:s}", "op", "poll_sandbox", "sandbox_id", id), "poll_sandbox", &reply, err);
+  if (rc) return rc;
+  json_t *code = json_object_get(reply, "exit_code");
+  *pdone = json_is_integer(code);
+  *pcode = *pdone ? (int)json_integer_value(code) : 0;
+  json_decref(reply);
+  return ALTAR_OK;
+}
+
+static int b_upload(void *impl, const char *vol, const char *local, const char *remote, altar_error_t *err) {
+  json_t *reply = NULL;
+  int rc = call(impl,
+                json_pack("{s:s, s:s, s:s, s:s}", "op", "upload", "volume_name", vol, "local_path", local,
+                          "remote_path", remote),
+                "upload", &reply, err);
+  json_decref(reply);
+  return rc;
+}
+
+static int b_download(void *impl, const char *vol, const char *remote, const char *local, altar_error_t *err) {
+  json_t *reply = NULL;
+  int rc = call(impl,
+                json_pack("{s:s, s:s, s:s, s:s}", "op", "download", "volume_name", vol, "remote_path", remote,
+                          "local_path", local),
+                "download", &reply, err);
+  json_decref(reply);
+  return rc;
+}
+
+static int b_terminate(void *impl, const char *id, altar_error_t *err) {
+  json_t *reply = NULL;
+  int rc = call(impl, json_pack("{s:s, s:s}", "op", "terminate_sandbox", "sandbox_id", id), "terminate_sandbox",
+                &reply, err);
+  json_decref(reply);
+  return rc;
+}
+
+static void b_destroy(void *impl) {
+  bridge_t *b = impl;
+  if (!b) return;
+  bridge_stop(b);
+  altar_buf_free(&b->in);
+  free(b->python);
+  free(b->script);
+  free(b);
+}
+
+static const altar_modal_runtime_ops_t bridge_ops = {
+    .name = "modal-bridge",
+    .run_sandbox = b_run,
+    .poll_sandbox = b_poll,
+    .upload = b_upload,
+    .download = b_download,
+    .terminate_sandbox = b_terminate,
+    .destroy = b_destroy,
+};
+
+altar_modal_runtime_t *altar_modal_bridge_runtime_new(const char *python, const char *script, long reply_ms,
+                                                      altar_error_t *err) {
+  char def[4096];
+  if (!script) script = getenv("ALTAR_MODAL_BRIDGE");
+  if (!script || !*script) {
+    snprintf(def, sizeof def, "%s/tools/modal_bridge.py", ALTAR_SOURCE_DIR);
+    script = def;
+  }
+  if (access(script, R_OK) != 0) {
+    altar_error_set(err, ALTAR_ECONFIG, "modal bridge: %s: %s (set bridge or $ALTAR_MODAL_BRIDGE)", script,
+                    strerror(errno));
+    return NULL;
+  }
+  bridge_t *b = calloc(1, sizeof *b);
+  if (b) {
+    b->fd = -1;
+    b->reply_ms = reply_ms > 0 ? reply_ms : DEFAULT_REPLY_MS;
+    b->python = strdup(python && *python ? python : "python3");
+    b->script = strdup(script);
+  }
+  altar_modal_runtime_t *rt = b && b->python && b->script ? altar_modal_runtime_new(&bridge_ops, b) : NULL;
+  if (!rt) {
+    b_destroy(b);
+    altar_error_set(err, ALTAR_ENOMEM, "modal bridge: out of memory");
+  }
+  return rt;
+}

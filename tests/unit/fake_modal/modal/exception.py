@@ -1,0 +1,9 @@
+"""Stand-in for modal.exception (tests only)."""
+
+
+class Error(Exception):
+    pass
+
+
+class NotFoundError(Error):
+    pass

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""altar's bridge to Modal.
+
+The `modal` execution backend (backends/modal_*.c) runs this program as a
+child process and drives Modal through the official Python SDK with it.
+Protocol: JSON Lines over stdin/stdout, one request per line, one reply per
+line, in order.
+
+On start the bridge imports `modal` and prints a greeting:
+    {"ok": true, "ready": true, "modal_version": "..."}
+or, when the SDK cannot be imported, a refusal and exits with status 3:
+    {"ok": false, "kind": "sdk_missing", "error": "... pip install modal"}
+
+Requests ("op" names the call) and their successful replies:
+    {"op": "ping"}                                 -> {"ok": true, "modal_version": ...}
+    {"op": "run_sandbox", "app_name", "volume_name", "mount_root", "image",
+     "command": [argv], "gpu": str|null, "memory_mb": int|null,
+     "timeout_s": int, "tags": {str: str}}         -> {"ok": true, "sandbox_id": "sb-..."}
+    {"op": "poll_sandbox", "sandbox_id"}           -> {"ok": true, "exit_code": int|null}  (null: running)
+    {"op": "terminate_sandbox", "sandbox_id"}      -> {"ok": true}
+    {"op": "upload", "volume_name", "local_path", "remote_path"}   -> {"ok": true}
+    {"op": "download", "volume_name", "remote_path", "local_path"} -> {"ok": true}
+A failure replies {"ok": false, "kind": K, "error": message} with K one of
+"invalid" (a malformed request), "not_found" (no such sandbox or file),
+"modal" (the SDK or the platform refused). The bridge keeps serving after a
+failed request and exits when stdin closes.
+
+Credentials come from the usual Modal places (MODAL_TOKEN_ID and
+MODAL_TOKEN_SECRET in the environment, or ~/.modal.toml from `modal token
+new`); the bridge never prints them.
+"""
+import json
+import os
+import sys
+
+SDK_MISSING_EXIT = 3
+
+
+def reply(obj):
+    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+class NotFound(Exception):
+    pass
+
+
+def need(req, key, kind):
+    value = req.get(key)
+    if not isinstance(value, kind):
+        raise ValueError("%s: missing or of the wrong type" % key)
+    return value
+
+
+class Bridge:
+    """Holds the SDK objects between requests (apps and volumes are looked up once)."""
+
+    def __init__(self, modal):
+        self.modal = modal
+        self.apps = {}
+        self.volumes = {}
+
+    def app(self, name):
+        if name not in self.apps:
+            self.apps[name] = self.modal.App.lookup(name, create_if_missing=True)
+        return self.apps[name]
+
+    def volume(self, name):
+        if name not in self.volumes:
+            self.volumes[name] = self.modal.Volume.from_name(name, create_if_missing=True)
+        return self.volumes[name]
+
+    def sandbox(self, sandbox_id):
+        try:
+            return self.modal.Sandbox.from_id(sandbox_id)
+        except self.modal.exception.NotFoundError as exc:
+            raise NotFound("no sandbox %s (%s)" % (sandbox_id, exc))
+
+    # ---- operations ----
+
+    def op_ping(self, req):
+        return {"modal_version": getattr(self.modal, "__version__", "unknown")}
+
+    def op_run_sandbox(self, req):
+        command = need(req, "command", list)
+        if not command or not all(isinstance(a, str) for a in command):
+            raise ValueError("command: want a non-empty list of strings")
+        tags = req.get("tags") or {}
+        if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
+            raise ValueError("tags: want an object of strings")
+        kwargs = {
+            "app": self.app(need(req, "app_name", str)),
+            "image": self.modal.Image.from_registry(need(req, "image", str)),
+            "volumes": {need(req, "mount_root", str): self.volume(need(req, "volume_name", str))},
+            "timeout": need(req, "timeout_s", int),
+        }
+        if req.get("gpu") is not None:
+            kwargs["gpu"] = need(req, "gpu", str)
+        if req.get("memory_mb") is not None:
+            kwargs["memory"] = need(req, "memory_mb", int)
+        sb = self.modal.Sandbox.create(*command, **kwargs)
+        if tags:
+            sb.set_tags(tags)
+        return {"sandbox_id": sb.object_id}
+
+    def op_poll_sandbox(self, req):
+        sb = self.sandbox(need(req, "sandbox_id", str))
+        return {"exit_code": sb.poll()}
+
+    def op_terminate_sandbox(self, req):
+        try:
+            sb = self.sandbox(need(req, "sandbox_id", str))
+        except NotFound:
+            return {}  # already gone: nothing to stop
+        sb.terminate()
+        return {}
+
+    def op_upload(self, req):
+        local = need(req, "local_path", str)
+        remote = "/" + need(req, "remote_path", str).lstrip("/")
+        if not os.path.isfile(local):
+            raise NotFound("local file %s does not exist" % local)
+        vol = self.volume(need(req, "volume_name", str))
+        with vol.batch_upload(force=True) as batch:
+            batch.put_file(local, remote)
+        return {}
+
+    def op_download(self, req):
+        local = need(req, "local_path", str)
+        remote = "/" + need(req, "remote_path", str).lstrip("/")
+        vol = self.volume(need(req, "volume_name", str))
+        tmp = local + ".altar-part"
+        try:
+            with open(tmp, "wb") as out:
+                for chunk in vol.read_file(remote):
+                    out.write(chunk)
+            os.replace(tmp, local)
+        except FileNotFoundError as exc:
+            raise NotFound("%s not in volume: %s" % (remote, exc))
+        except self.modal.exception.NotFoundError as exc:
+            raise NotFound("%s not in volume: %s" % (remote, exc))
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return {}
+
+
+def serve(modal):
+    bridge = Bridge(modal)
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+            if not isinstance(req, dict):
+                raise ValueError("a request is a JSON object")
+        except ValueError as exc:
+            reply({"ok": False, "kind": "invalid", "error": "bad request: %s" % exc})
+            continue
+        op = req.get("op")
+        fn = getattr(bridge, "op_%s" % op, None) if isinstance(op, str) and op.isidentifier() else None
+        if fn is None:
+            reply({"ok": False, "kind": "invalid", "error": "unknown op %r" % (op,)})
+            continue
+        try:
+            result = fn(req)
+        except NotFound as exc:
+            reply({"ok": False, "kind": "not_found", "error": str(exc)})
+        except (ValueError, TypeError) as exc:
+            reply({"ok": False, "kind": "invalid", "error": "%s: %s" % (op, exc)})
+        except Exception as exc:  # the SDK's and the platform's errors
+            reply({"ok": False, "kind": "modal", "error": "%s: %s: %s" % (op, type(exc).__name__, exc)})
+        else:
+            result["ok"] = True
+            reply(result)
+    return 0
+
+
+def main():
+    try:
+        import modal
+        import modal.exception  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken installation
+        msg = ("the Modal SDK is not importable (%s: %s); install it with: pip install modal"
+               % (type(exc).__name__, exc))
+        sys.stderr.write("altar modal bridge: %s\n" % msg)
+        reply({"ok": False, "kind": "sdk_missing", "error": msg})
+        return SDK_MISSING_EXIT
+    reply({"ok": True, "ready": True, "modal_version": getattr(modal, "__version__", "unknown")})
+    return serve(modal)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
