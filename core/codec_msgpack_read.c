@@ -43,6 +43,14 @@ bool altar__utf8_ok(const char *str, size_t len) {
   const unsigned char *s = (const unsigned char *)str;
   size_t i = 0;
   while (i < len) {
+    /* ASCII without NUL, eight bytes at a time: the common case */
+    while (len - i >= 8) {
+      uint64_t w;
+      memcpy(&w, s + i, 8);
+      if ((w & 0x8080808080808080ull) || ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull)) break;
+      i += 8;
+    }
+    if (i >= len) break;
     unsigned c = s[i];
     if (c == 0) return false;
     if (c < 0x80) {

@@ -344,8 +344,16 @@ static void rollback(rl_t *r) {
   load_cache(r, &ignored);
 }
 
+static int pchange_cmp(const void *pa, const void *pb) {
+  const pchange_t *a = *(pchange_t *const *)pa, *b = *(pchange_t *const *)pb;
+  int c = memcmp(a->key, b->key, a->klen < b->klen ? a->klen : b->klen);
+  return c ? c : (a->klen > b->klen) - (a->klen < b->klen);
+}
+
 static int flush(rl_t *r, altar_error_t *err) {
   if (r->n_pv == 0) return ALTAR_OK;
+  /* In key order, each memtable insert starts next to the previous one. */
+  qsort(r->pv, r->n_pv, sizeof *r->pv, pchange_cmp);
   rocksdb_writebatch_clear(r->wb);
   for (size_t i = 0; i < r->n_pv; i++) {
     pchange_t *c = r->pv[i];

@@ -82,6 +82,7 @@ typedef struct sink {
   int fd;
   size_t got, max;
   bool too_big, io_failed;
+  bool probe; /* only the first byte is wanted */
 } sink_t;
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud) {
@@ -146,6 +147,7 @@ static int perform(altar_storage_t *s, const char *method, const char *url, sink
   if (!strcmp(method, "HEAD")) {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
   } else {
+    if (!strcmp(method, "GET") && k && k->probe) curl_easy_setopt(c, CURLOPT_RANGE, "0-0");
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, k);
     curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)h->max_bytes);
@@ -196,6 +198,20 @@ static int http_exists(altar_storage_t *s, const char *url, bool *pexists, altar
     return ALTAR_OK;
   }
   if (status == 404 || status == 410) return ALTAR_OK;
+  if (status == 405 || status == 501) {
+    /* A server that refuses HEAD: ask for the first byte instead. */
+    altar_buf_t one = {0};
+    sink_t k = {.buf = &one, .fd = -1, .probe = true};
+    rc = perform(s, "GET", url, &k, &status, err);
+    altar_buf_free(&one);
+    if (rc) return rc;
+    if (status >= 200 && status <= 299) {
+      *pexists = true;
+      return ALTAR_OK;
+    }
+    if (status == 404 || status == 410 || status == 416) return ALTAR_OK;
+    return status_error("GET", url, status, err);
+  }
   return status_error("HEAD", url, status, err);
 }
 

@@ -488,6 +488,12 @@ void altar__kafka_consumer_close(altar__kafka_t *k) {
   if (!k->cons) return;
   /* Leaves the group: the REVOKE callback runs here, so a member can still
    * commit what it finished. */
+  /* Lists librdkafka made keep references to its partitions: drop them
+   * first, or rd_kafka_destroy waits for them forever. */
+  if (k->assignment_store) {
+    rd_kafka_topic_partition_list_destroy(k->assignment_store);
+    k->assignment_store = NULL;
+  }
   rd_kafka_resp_err_t code = rd_kafka_consumer_close(k->cons);
   if (code) altar__kafka_warn(k, "close: leaving the group: %s", rd_kafka_err2str(code));
   rd_kafka_destroy(k->cons);

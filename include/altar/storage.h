@@ -224,6 +224,10 @@ void altar_text_writer_abort(altar_text_writer_t *w);
 
 /* ---- CSV (storage/csv.c) ------------------------------------------------------ */
 
+/* The delimiter a caller passes when it has no reason to choose: tab, as the
+ * contract's read_csv/write_csv default. */
+#define ALTAR_CSV_DEFAULT_DELIM '\t'
+
 /* Parses delimited text: fields may be quoted with '"' ("" inside is a quote;
  * a quoted field may hold the delimiter and newlines); rows end with \n or
  * \r\n; blank lines are skipped. With fieldnames NULL the first row names the

@@ -114,6 +114,13 @@ static void handle(altar_test_httpd_t *h, int fd) {
     respond_empty(fd, *end == '\0' && status >= 100 && status <= 599 ? (int)status : 400, NULL);
     return;
   }
+  if (strncmp(target, "/nohead/", 8) == 0) {
+    if (head)
+      respond_empty(fd, 405, NULL);
+    else
+      serve_file(h, fd, target + 8, 0);
+    return;
+  }
   if (strncmp(target, "/redirect/", 10) == 0) {
     char loc[4200];
     snprintf(loc, sizeof loc, "Location: /%s\r\n", target + 10);

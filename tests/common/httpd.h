@@ -3,6 +3,7 @@
  *   GET/HEAD /<path>        the file, or 404 (403 for a path with "..")
  *   GET/HEAD /status/<N>    an empty response with status N (100..599)
  *   GET/HEAD /redirect/<p>  302 to /<p>
+ *   GET/HEAD /nohead/<p>    the file for GET, 405 for HEAD
  * Every response carries Content-Length and "Connection: close". */
 #ifndef ALTAR_TEST_HTTPD_H
 #define ALTAR_TEST_HTTPD_H

@@ -383,6 +383,9 @@ static void url(char *buf, size_t n, const char *path) {
 
 static int http_setup(void) {
   if (!dir) return -1;
+  /* The server is on loopback: a proxy from the environment must not intercept. */
+  setenv("no_proxy", "127.0.0.1,localhost", 1);
+  setenv("NO_PROXY", "127.0.0.1,localhost", 1);
   webroot = pathf("web");
   mkdir(webroot, 0755);
   char *p = pathf("web/hello.txt");
@@ -492,6 +495,14 @@ static void test_http_exists_and_local_file(void) {
   CU_ASSERT_FALSE(ex);
   url(u, sizeof u, "status/503");
   CU_ASSERT_EQUAL(altar_storage_exists(s, u, &ex, &err), ALTAR_ESTORAGE);
+  /* A server that refuses HEAD is asked with a ranged GET. */
+  url(u, sizeof u, "nohead/hello.txt");
+  ex = false;
+  CU_ASSERT_EQUAL(altar_storage_exists(s, u, &ex, &err), 0);
+  CU_ASSERT_TRUE(ex);
+  url(u, sizeof u, "nohead/missing.txt");
+  CU_ASSERT_EQUAL(altar_storage_exists(s, u, &ex, &err), 0);
+  CU_ASSERT_FALSE(ex);
 
   url(u, sizeof u, "big.bin?x=1");
   altar_local_file_t lf = {0};
