@@ -156,7 +156,9 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
     goto out;
   }
   l->timeout_s = spec->timeout_s.set ? spec->timeout_s.v : 0;
+  if (l->timeout_s > 1000000000) l->timeout_s = 1000000000; /* ~31 years: no overflow in ms */
   l->memory_mb = spec->resources.memory_mb.set ? spec->resources.memory_mb.v : 0;
+  if (l->memory_mb > (1LL << 30)) l->memory_mb = 1LL << 30; /* 1 PiB: no overflow in bytes */
   l->log_cap = p->log_cap;
   l->cgroup_version = 0;
   if (l->memory_mb > 0 && p->cgroup_version) {

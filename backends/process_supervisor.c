@@ -180,7 +180,22 @@ static bool cgroup_setup(const altar_proc_launch_t *l) {
   return true;
 }
 
+/* Kills what is left in the cgroup (a process that left the command's group
+ * still counts against its memory), then removes it. */
 static void cgroup_remove(const altar_proc_launch_t *l) {
+  char path[ALTAR_PATH_BUF + 32], buf[4096];
+  snprintf(path, sizeof path, "%s/cgroup.procs", l->cgroup_dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save)) {
+      long pid = strtol(tok, NULL, 10);
+      if (pid > 1) kill((pid_t)pid, SIGKILL);
+    }
+  }
   for (int i = 0; i < 100; i++) {
     if (rmdir(l->cgroup_dir) == 0 || errno == ENOENT) return;
     struct timespec ts = {0, 10 * 1000 * 1000};
@@ -343,8 +358,14 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
       int64_t w = next_watch > t ? next_watch - t : 0;
       if (wait < 0 || w < wait) wait = w;
     }
+    if (wait > 3600 * 1000) wait = 3600 * 1000; /* a far deadline: just wake up and look again */
     int pr = poll(pf, 3, (int)wait);
-    if (pr < 0 && errno != EINTR) break;
+    if (pr < 0 && errno != EINTR) {
+      /* Cannot watch any more; at least learn how the command ends. */
+      while (waitpid(cmd, &wst, 0) < 0 && errno == EINTR) {}
+      reaped = true;
+      break;
+    }
     for (int i = 0; i < 2; i++) {
       if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t n = read(pf[i].fd, buf, sizeof buf);

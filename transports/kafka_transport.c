@@ -151,7 +151,7 @@ static void error_cb(rd_kafka_t *rk, int code, const char *reason, void *opaque)
 
 void altar__kafka_conf_wire(altar__kafka_t *k, rd_kafka_conf_t *conf) {
   char errstr[128];
-  if (!getenv("ALTAR_KAFKA_NOLOGQ")) rd_kafka_conf_set(conf, "log.queue", "true", errstr, sizeof errstr);
+  rd_kafka_conf_set(conf, "log.queue", "true", errstr, sizeof errstr);
   rd_kafka_conf_set_log_cb(conf, log_cb);
   rd_kafka_conf_set_error_cb(conf, error_cb);
   rd_kafka_conf_set_opaque(conf, k);
@@ -159,7 +159,7 @@ void altar__kafka_conf_wire(altar__kafka_t *k, rd_kafka_conf_t *conf) {
 
 void altar__kafka_handle_wire(altar__kafka_t *k, rd_kafka_t *rk) {
   (void)k;
-  if (!getenv("ALTAR_KAFKA_NOLOGQ")) rd_kafka_set_log_queue(rk, NULL);
+  rd_kafka_set_log_queue(rk, NULL);
 }
 
 /* ---- open / close -------------------------------------------------------- */

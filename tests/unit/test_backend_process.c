@@ -6,6 +6,7 @@
 #include "backend_contract.h"
 #include "testutil.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,6 +327,57 @@ static void test_status_cannot_be_spoofed_by_argv(void) {
   altar_spec_free(s);
 }
 
+/* Processes of group pgid that are not zombies, from /proc. */
+static int group_members_running(pid_t pgid) {
+  DIR *d = opendir("/proc");
+  int n = 0;
+  struct dirent *de;
+  while (d && (de = readdir(d))) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+    char path[300];
+    snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+    char *stat = altar_test_read_file(path, NULL);
+    char *rp = stat ? strrchr(stat, ')') : NULL;
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (rp && sscanf(rp + 2, "%c %ld %ld", &state, &ppid, &pgrp) == 3 && pgrp == (long)pgid &&
+        state != 'Z')
+      n++;
+    free(stat);
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+static void test_timeout_kills_the_whole_group(void) {
+  altar_spec_t *s = altar_spec_new("k", "i");
+  /* A background grandchild must not survive its task's timeout. */
+  const char *argv[] = {"sh", "-c", "sleep 300 & sleep 300; wait", NULL};
+  set_argv(s, argv);
+  s->timeout_s = (altar_opt_i64_t){true, 1};
+  altar_status_t st;
+  altar_handle_t h;
+  if (run(s, &st, &h) == 0) {
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
+    if (st.failure) CU_ASSERT_STRING_EQUAL(st.failure->reason, ALTAR_REASON_TIMEOUT);
+    long pgid = read_pid_field(root, h.external_id, "pgid=");
+    CU_ASSERT(pgid > 1);
+    /* Every member of the group, grandchildren included, is gone (or a
+     * zombie waiting for init), by the time the status says timeout. */
+    int alive = 0;
+    for (int tries = 0; tries < 200; tries++) {
+      alive = group_members_running((pid_t)pgid);
+      if (!alive) break;
+      struct timespec ts = {0, 10 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+    CU_ASSERT_EQUAL(alive, 0);
+    altar_status_clear(&st);
+    altar_handle_clear(&h);
+  }
+  altar_spec_free(s);
+}
+
 static void test_bad_config(void) {
   altar_strmap_t cfg = {0};
   char errstr[256];
@@ -365,6 +417,7 @@ static void add(void) {
     ALTAR_TEST(test_gpu_refused);
     ALTAR_TEST(test_capacity_counts_running);
     ALTAR_TEST(test_status_cannot_be_spoofed_by_argv);
+    ALTAR_TEST(test_timeout_kills_the_whole_group);
     ALTAR_TEST(test_bad_config);
     ALTAR_TEST(test_bad_handles);
   }
