@@ -185,10 +185,14 @@ int altar_k8s_job_info_from_json(const json_t *job, altar_k8s_job_info_t *info, 
     info->state = ALTAR_STATE_SUCCEEDED;
   else if (has_condition(conds, "Failed", NULL, NULL) || has_condition(conds, "FailureTarget", NULL, NULL))
     info->state = ALTAR_STATE_FAILED;
-  else if (json_integer_value(json_object_get(status, "active")) > 0)
-    info->state = ALTAR_STATE_RUNNING;
-  else
+  else if (json_integer_value(json_object_get(status, "active")) > 0) {
+    /* "active" also counts pods still being scheduled or pulling; "ready"
+     * (when the server reports it) says which have started. */
+    json_t *ready = json_object_get(status, "ready");
+    info->state = !json_is_integer(ready) || json_integer_value(ready) > 0 ? ALTAR_STATE_RUNNING : ALTAR_STATE_PENDING;
+  } else {
     info->state = ALTAR_STATE_PENDING;
+  }
   info->name = strdup(name);
   const char *uid = jstr(meta, "uid");
   info->uid = uid ? strdup(uid) : NULL;

@@ -1,6 +1,6 @@
-/* `process` submit: make the task directory, take its lock, and start the
- * task's supervisor by a double fork, so the supervisor is not our child and
- * the task outlives us. Returns once the supervisor exists (accepted). */
+/* `process` submit: make the task directory, take its lock, and fork the
+ * task's supervisor, which starts a session of its own so the task outlives
+ * us. Returns once the supervisor exists (accepted). */
 #include "process_int.h"
 
 #include "altar/buf.h"

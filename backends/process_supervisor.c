@@ -1,6 +1,6 @@
 /* `process`: the per-task supervisor. It runs in a process of its own (a new
- * session, re-parented away from the worker), is the parent of the task's
- * command, and is the only writer of the task's status:
+ * session; the worker's child until the worker exits, then re-parented), is
+ * the parent of the task's command, and is the only writer of its status:
  *   - spawns argv (no shell) in its own process group, cwd = task directory;
  *   - keeps stdout/stderr bounded: the first half of log_cap, then a rolling
  *     tail of the other half, with a marker saying how much was dropped;

@@ -35,7 +35,7 @@ for i in range($N):
     print(json.dumps({'kind':'one','image':'none','command':['/bin/true'],'labels':{'shard':str(i)}}))
 " > "$dir/specs.jsonl"
 "$ALTAR" reconciler $cfg --quiet >"$dir/rec.log" 2>&1 & pids="$pids $!"
-"$ALTAR" worker $cfg --quiet --poll-ms 20 >"$dir/w.log" 2>&1 & pids="$pids $!"
+"$ALTAR" worker $cfg --quiet --poll-ms 5 >"$dir/w.log" 2>&1 & pids="$pids $!"
 sleep 1
 t0=$(date +%s.%N)
 "$ALTAR" submit $cfg --wait "$dir/specs.jsonl" >/dev/null 2>"$dir/submit.log"

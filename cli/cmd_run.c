@@ -1,7 +1,8 @@
 /* `altar run SPEC.json`: one spec to completion on one backend, without a
  * log: validate, stage inputs, submit, poll until terminal, collect outputs,
  * print the terminal TaskStatus as JSON. Exit 0 succeeded, 1 the task (or
- * its staging) failed, 2 bad input, 130 interrupted (the task is cancelled). */
+ * its staging) failed, 2 bad input, 130 interrupted by Ctrl-C (143 by
+ * SIGTERM); the task is cancelled first. */
 #include "altar/backend.h"
 #include "altar/codec.h"
 #include "altar/config.h"
@@ -245,7 +246,7 @@ out:
     } else {
       fprintf(stderr, "altar run: interrupted before the task was submitted\n");
     }
-    code = 130;
+    code = 128 + interrupted; /* 130 for Ctrl-C, 143 for SIGTERM */
   }
   altar_status_clear(&st);
   altar_handle_clear(&h);

@@ -100,6 +100,13 @@ static int rd_version(altar__rd_t *r, const msgpack_object *v, int64_t *pv) {
 
 static int64_t version_or_default(int64_t v) { return v ? v : ALTAR_SCHEMA_VERSION; }
 
+/* 0 (a zeroed struct) means the current version. */
+static int wr_version(altar__wr_t *w, int64_t v) {
+  if (v < 0) return altar__wr_fail(w, ALTAR_EINVAL, "schema version must be >= 1");
+  altar__wr_i64(w, version_or_default(v));
+  return ALTAR_OK;
+}
+
 /* ---- spec ---- */
 
 static int wr_spec_top(altar__wr_t *w, const void *msg) { return altar__wr_spec(w, msg); }
@@ -135,7 +142,7 @@ static int wr_job(altar__wr_t *w, const void *msg) {
   ALTAR__WR_FIELD(w, "spec", altar__wr_spec(w, &m->spec));
   ALTAR__WR_FIELD(w, "submitted_at", altar__wr_f64(w, m->submitted_at));
   ALTAR__WR_FIELD(w, "type", altar__wr_str(w, "job"));
-  ALTAR__WR_FIELD(w, "v", W_VOID(altar__wr_i64(w, version_or_default(m->v))));
+  ALTAR__WR_FIELD(w, "v", wr_version(w, m->v));
   return ALTAR_OK;
 }
 
@@ -236,7 +243,7 @@ static int wr_status(altar__wr_t *w, const void *msg) {
   ALTAR__WR_FIELD(w, "task_key", altar__wr_str(w, e->task_key));
   ALTAR__WR_FIELD(w, "ts", altar__wr_f64(w, e->ts));
   ALTAR__WR_FIELD(w, "type", altar__wr_str(w, "status"));
-  ALTAR__WR_FIELD(w, "v", W_VOID(altar__wr_i64(w, version_or_default(e->v))));
+  ALTAR__WR_FIELD(w, "v", wr_version(w, e->v));
   ALTAR__WR_FIELD(w, "worker", altar__wr_opt_str(w, e->worker));
   return ALTAR_OK;
 }
@@ -387,7 +394,7 @@ static int wr_group(altar__wr_t *w, const void *msg) {
   ALTAR__WR_FIELD(w, "shards", wr_shards(w, e->shards, e->n_shards));
   ALTAR__WR_FIELD(w, "ts", altar__wr_f64(w, e->ts));
   ALTAR__WR_FIELD(w, "type", altar__wr_str(w, "group"));
-  ALTAR__WR_FIELD(w, "v", W_VOID(altar__wr_i64(w, version_or_default(e->v))));
+  ALTAR__WR_FIELD(w, "v", wr_version(w, e->v));
   return ALTAR_OK;
 }
 

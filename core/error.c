@@ -24,7 +24,8 @@ const char *altar_strerror(int code) {
   }
 }
 
-static int error_vset(altar_error_t *err, int code, bool retriable, const char *fmt, va_list ap) {
+__attribute__((format(printf, 4, 0))) static int error_vset(altar_error_t *err, int code, bool retriable,
+                                                            const char *fmt, va_list ap) {
   if (!err) return code;
   err->code = code;
   err->retriable = retriable;

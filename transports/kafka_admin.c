@@ -199,62 +199,75 @@ int altar__kafka_list_topics(altar_transport_t *t, const char *topic, int timeou
 
 /* ---- committed ------------------------------------------------------------- */
 
+/* librdkafka 2.0.2's Admin ListConsumerGroupOffsets crashes when the
+ * coordinator answers with coordinator errors (seen with the mock cluster),
+ * so committed offsets are read the way consumers read them: through a
+ * consumer handle of that group (never subscribed, so it never joins).
+ * The group's own consumer serves its group; a spare handle, kept for the
+ * last group asked about, serves any other. Called under k->lock. */
+static rd_kafka_t *handle_for_group(altar__kafka_t *k, const char *group, altar_error_t *err) {
+  if (k->cons && k->group && !strcmp(k->group, group)) return k->cons;
+  if (k->peek && k->peek_group && !strcmp(k->peek_group, group)) return k->peek;
+  if (k->peek) {
+    rd_kafka_destroy(k->peek);
+    k->peek = NULL;
+  }
+  free(k->peek_group);
+  if (!(k->peek_group = strdup(group))) {
+    altar_error_set(err, ALTAR_ENOMEM, "committed: out of memory");
+    return NULL;
+  }
+  rd_kafka_conf_t *conf = altar__kafka_conf_build(&k->props, ALTAR__KAFKA_CONSUMER, group, &k->sec, err);
+  if (!conf) return NULL;
+  altar__kafka_conf_wire(k, conf);
+  char errstr[512];
+  k->peek = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+  if (!k->peek) {
+    rd_kafka_conf_destroy(conf);
+    altar__kafka_redact(&k->sec, errstr, sizeof errstr);
+    altar_error_set(err, ALTAR_ECONFIG, "committed: cannot create a consumer for group %s: %s", group, errstr);
+    return NULL;
+  }
+  altar__kafka_handle_wire(k, k->peek);
+  return k->peek;
+}
+
 static int committed_once(altar__kafka_t *k, const char *group, const char *topic, int32_t partition,
                           int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err) {
-  rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(1);
-  rd_kafka_topic_partition_list_add(parts, topic, partition);
-  rd_kafka_ListConsumerGroupOffsets_t *req = rd_kafka_ListConsumerGroupOffsets_new(group, parts);
-  rd_kafka_topic_partition_list_destroy(parts);
-  char errstr[256];
-  rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(k->prod, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS);
-  rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, errstr, sizeof errstr);
-  rd_kafka_queue_t *q = rd_kafka_queue_new(k->prod);
-  rd_kafka_ListConsumerGroupOffsets(k->prod, &req, 1, opts, q);
-  rd_kafka_event_t *ev = await_event(q, timeout_ms + 2000);
+  pthread_mutex_lock(&k->peek_lock);
+  rd_kafka_t *rk = handle_for_group(k, group, err);
+  if (!rk) {
+    pthread_mutex_unlock(&k->peek_lock);
+    return err ? err->code : ALTAR_ENOMEM;
+  }
+  rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(l, topic, partition);
+  rd_kafka_resp_err_t code = rd_kafka_committed(rk, l, timeout_ms);
+  /* Serve the spare handle's queued log lines here, on the caller's thread. */
+  if (rk == k->peek) rd_kafka_poll(rk, 0);
+  pthread_mutex_unlock(&k->peek_lock);
   int rc = ALTAR_OK;
-  if (!ev) {
-    rc = altar__kafka_err(k, err, RD_KAFKA_RESP_ERR__TIMED_OUT, "committed offset of group %s on %s [%d]", group,
-                          topic, (int)partition);
-  } else if (rd_kafka_event_error(ev)) {
-    rc = altar__kafka_err(k, err, rd_kafka_event_error(ev), "committed offset of group %s on %s [%d]: %s",
-                          group, topic, (int)partition, rd_kafka_event_error_string(ev));
-  } else {
-    size_t cnt = 0;
-    const rd_kafka_group_result_t **groups =
-        rd_kafka_ListConsumerGroupOffsets_result_groups(rd_kafka_event_ListConsumerGroupOffsets_result(ev), &cnt);
-    const rd_kafka_error_t *gerr = cnt ? rd_kafka_group_result_error(groups[0]) : NULL;
-    const rd_kafka_topic_partition_list_t *res = cnt ? rd_kafka_group_result_partitions(groups[0]) : NULL;
-    if (gerr) {
-      rc = altar__kafka_err(k, err, rd_kafka_error_code(gerr), "committed offset of group %s: %s", group,
-                            rd_kafka_error_string(gerr));
-    } else if (!res || res->cnt != 1) {
-      rc = altar_error_set(err, ALTAR_ETRANSPORT, "committed offset of group %s on %s [%d]: no result", group,
-                           topic, (int)partition);
-    } else if (res->elems[0].err) {
-      rc = altar__kafka_err(k, err, res->elems[0].err, "committed offset of group %s on %s [%d]", group, topic,
-                            (int)partition);
-    } else if (res->elems[0].offset >= 0) {
-      const rd_kafka_topic_partition_t *p = &res->elems[0];
-      if (p->metadata_size > ALTAR_COMMIT_METADATA_MAX) {
-        rc = altar_error_set(err, ALTAR_ETOOBIG, "committed offset of group %s on %s [%d]: metadata of %zu bytes exceeds %d",
-                             group, topic, (int)partition, p->metadata_size, ALTAR_COMMIT_METADATA_MAX);
+  const rd_kafka_topic_partition_t *p = &l->elems[0];
+  if (code || p->err) {
+    rc = altar__kafka_err(k, err, code ? code : p->err, "committed offset of group %s on %s [%d]", group, topic,
+                          (int)partition);
+  } else if (p->offset >= 0) {
+    if (p->metadata_size > ALTAR_COMMIT_METADATA_MAX) {
+      rc = altar_error_set(err, ALTAR_ETOOBIG, "committed offset of group %s on %s [%d]: metadata of %zu bytes exceeds %d",
+                           group, topic, (int)partition, p->metadata_size, ALTAR_COMMIT_METADATA_MAX);
+    } else {
+      char *md = malloc(p->metadata_size + 1);
+      if (!md) {
+        rc = altar_error_set(err, ALTAR_ENOMEM, "committed: out of memory");
       } else {
-        char *md = malloc(p->metadata_size + 1);
-        if (!md) {
-          rc = altar_error_set(err, ALTAR_ENOMEM, "committed: out of memory");
-        } else {
-          if (p->metadata_size) memcpy(md, p->metadata, p->metadata_size);
-          md[p->metadata_size] = '\0';
-          *poffset = p->offset;
-          *pmetadata = md;
-        }
+        if (p->metadata_size) memcpy(md, p->metadata, p->metadata_size);
+        md[p->metadata_size] = '\0';
+        *poffset = p->offset;
+        *pmetadata = md;
       }
     }
   }
-  if (ev) rd_kafka_event_destroy(ev);
-  rd_kafka_queue_destroy(q);
-  rd_kafka_AdminOptions_destroy(opts);
-  rd_kafka_ListConsumerGroupOffsets_destroy(req);
+  rd_kafka_topic_partition_list_destroy(l);
   return rc;
 }
 

@@ -37,6 +37,9 @@ typedef struct altar__kafka {
   rd_kafka_topic_partition_list_t *assignment_store; /* backs assignment()'s topic strings */
   altar__kafka_pos_t *pos;
   size_t n_pos;
+  rd_kafka_t *peek;           /* spare consumer reading another group's commits */
+  char *peek_group;
+  pthread_mutex_t peek_lock;  /* guards peek, peek_group */
   pthread_mutex_t lock;       /* guards last_error (set from either serving thread) */
   char last_error[512];       /* last broker-level error, scrubbed; "" if none */
 } altar__kafka_t;

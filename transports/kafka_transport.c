@@ -34,7 +34,9 @@ bool altar__kafka_retriable(rd_kafka_resp_err_t code) {
   case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART: /* right after creation, metadata lags */
     return true;
   default:
-    return false;
+    /* librdkafka 2.0.2 can hand back an undefined code after a timed-out
+     * coordinator lookup; nothing says the next try would fail too. */
+    return strchr(rd_kafka_err2name(code), '?') != NULL;
   }
 }
 
@@ -188,7 +190,9 @@ static void kafka_free(altar__kafka_t *k) {
   free(k->group);
   altar_strmap_clear(&k->props);
   altar__kafka_secrets_clear(&k->sec);
+  free(k->peek_group);
   pthread_mutex_destroy(&k->lock);
+  pthread_mutex_destroy(&k->peek_lock);
   free(k);
 }
 
@@ -196,6 +200,7 @@ static int kafka_open(altar_transport_t *t, const altar_strmap_t *config, altar_
   altar__kafka_t *k = calloc(1, sizeof *k);
   if (!k) return altar_error_set(err, ALTAR_ENOMEM, "transport kafka: out of memory");
   pthread_mutex_init(&k->lock, NULL);
+  pthread_mutex_init(&k->peek_lock, NULL);
   k->t = t;
   int rc = int_setting(config, "altar.timeout.ms", 30000, 100, 3600000, &k->timeout_ms, err);
   if (!rc) rc = int_setting(config, "altar.close.timeout.ms", 10000, 0, 3600000, &k->close_timeout_ms, err);
@@ -241,6 +246,11 @@ static int kafka_open(altar_transport_t *t, const altar_strmap_t *config, altar_
 static void kafka_close(altar_transport_t *t) {
   altar__kafka_t *k = altar__kafka(t);
   if (!k) return;
+  if (k->peek) {
+    rd_kafka_poll(k->peek, 0);
+    rd_kafka_destroy(k->peek);
+    k->peek = NULL;
+  }
   altar__kafka_consumer_close(k);
   altar__kafka_producer_close(k);
   kafka_free(k);

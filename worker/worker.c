@@ -633,8 +633,8 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     return rc;
   }
   int interval = o->poll_interval_ms > 0 ? o->poll_interval_ms : 200;
-  int64_t next_poll = mono_ms();
-  bool draining = false;
+  int64_t next_poll = mono_ms(), next_commit = mono_ms();
+  bool draining = false, got_job = false;
   while (!w.fatal) {
     if (o->stop && *o->stop >= 2) break;
     if ((o->stop && *o->stop == 1) || (o->max_jobs > 0 && w.finished_jobs >= (uint64_t)o->max_jobs)) {
@@ -644,8 +644,14 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     set_paused(&w, in_flight(&w) >= (size_t)o->slots);
     altar_msg_t *m = NULL;
     altar_error_t e = {0};
-    rc = altar_transport_consume(o->transport, w.paused ? 50 : 20, &m, &e);
-    if (rc == ALTAR_OK && m) {
+    /* Wait for the log no longer than until the next backend poll; right
+     * after a job arrived, don't wait at all (there may be more). */
+    int64_t now = mono_ms();
+    int wait = got_job ? 0 : (int)(next_poll > now ? next_poll - now : 0);
+    if (wait > 50) wait = 50;
+    rc = altar_transport_consume(o->transport, wait, &m, &e);
+    got_job = rc == ALTAR_OK && m;
+    if (got_job) {
       handle_job(&w, m);
       altar_msg_free(m);
     } else if (rc != ALTAR_OK) {
@@ -657,7 +663,12 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     }
     altar_transport_poll(o->transport, 0);
     reap_acked(&w);
-    commit_all(&w);
+    /* Commits are batched: a late commit only means a rerun after a crash,
+     * and the finished offsets above it ride in the metadata anyway. */
+    if (mono_ms() >= next_commit) {
+      commit_all(&w);
+      next_commit = mono_ms() + 100;
+    }
     if (o->exit_when_idle && !m && w.n_tasks == 0 && w.outstanding == 0 && w.n_parts > 0) {
       bool done = false;
       altar_error_t ce = {0};
@@ -667,10 +678,8 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
       }
     }
   }
-  if (draining && !w.fatal) {
-    drain(&w, NULL, -1, mono_ms() + (o->drain_ms < 0 ? 30000 : o->drain_ms));
-    commit_all(&w);
-  }
+  if (draining && !w.fatal) drain(&w, NULL, -1, mono_ms() + (o->drain_ms < 0 ? 30000 : o->drain_ms));
+  if (!w.fatal && !(o->stop && *o->stop >= 2)) commit_all(&w);
   /* Unsubscribe by closing is the caller's job; detach our callbacks now. */
   o->transport->opts.on_delivery = NULL;
   o->transport->opts.delivery_ctx = NULL;

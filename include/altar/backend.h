@@ -273,9 +273,11 @@ static inline int altar_backend_recover(altar_backend_t *be, const altar_status_
 /* ---- the built-in `process` backend ------------------------------------- */
 
 /* `process`: runs argv directly under <data_root>/tasks/<id>/, supervised so
- * tasks outlive the worker. Config keys: data_root (default ./var/data),
- * slots (default 4), storage (Storage adapter name for staging, default
- * "local"), log_cap (bytes kept per stream, default 1 MiB). See
+ * tasks outlive the worker; verification "staging"; mount root = data_root.
+ * Config keys: data_root (default ./var/data), slots (default 4), storage
+ * ("auto" = the adapter for each uri's scheme, or an adapter name), log_cap
+ * (bytes kept per stream, default 1 MiB), memory ("auto": a memory cgroup
+ * when one can be made, else the RSS watchdog; "watchdog"). See
  * docs/backends.md. */
 extern const altar_backend_ops_t altar_backend_process;
 

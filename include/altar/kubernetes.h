@@ -137,7 +137,8 @@ const char *altar_k8s_runtime_default_namespace(altar_k8s_runtime_t *rt);
 
 /* Normalizes a Job object (metadata + status, as the API serves it) into
  * info: Complete/SuccessCriteriaMet → succeeded, Failed/FailureTarget →
- * failed, active pods → running, else pending. Used by the real runtime and
+ * failed, active pods of which some are ready (or no "ready" count) →
+ * running, else pending. Used by the real runtime and
  * by tests. 0, or ALTAR_EDECODE naming the missing field. */
 int altar_k8s_job_info_from_json(const json_t *job, altar_k8s_job_info_t *info, altar_error_t *err);
 

@@ -282,6 +282,16 @@ def main():
     with open(tmp, "w") as f:
         f.write(str(httpd.server_address[1]))
     os.rename(tmp, args.port_file)
+
+    # Never outlive the test that started us (a crashed test leaves no server).
+    parent = os.getppid()
+
+    def watchdog():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watchdog, daemon=True).start()
     httpd.serve_forever()
 
 

@@ -3,6 +3,7 @@
  * unreachable broker fails every test here: it is never a skip. */
 #include "altar/transport_kafka.h"
 #include "testutil.h"
+#include "transport_conformance.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,7 +351,9 @@ static void test_group_commit_lag_rebalance(void) {
   altar_transport_close(b);
 }
 
-static void add(void) {
+static altar_strmap_t conformance_props;
+
+static void add_kafka_suite(void) {
   ALTAR_SUITE("transport_kafka", suite_init, NULL);
   ALTAR_TEST(test_broker_reachable);
   ALTAR_TEST(test_keys_headers_reports);
@@ -358,4 +361,31 @@ static void add(void) {
   ALTAR_TEST(test_group_commit_lag_rebalance);
 }
 
-int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
+static void add(void) {
+  /* First the kafka-specific suite, whose first test says plainly when no
+   * broker answers; then the shared suite, same tests as the local
+   * transport, on the real broker. */
+  add_kafka_suite();
+  snprintf(brokers, sizeof brokers, "%s", broker_list());
+  altar_transport_register(&altar_transport_kafka_ops);
+  altar_strmap_set(&conformance_props, "bootstrap.servers", brokers);
+  altar_strmap_set(&conformance_props, "auto.offset.reset", "earliest");
+  altar_strmap_set(&conformance_props, "session.timeout.ms", "6000");
+  altar_strmap_set(&conformance_props, "heartbeat.interval.ms", "500");
+  altar_strmap_set(&conformance_props, "altar.timeout.ms", "20000");
+  altar_strmap_set(&conformance_props, "altar.close.timeout.ms", "5000");
+  static const altar_transport_conformance_t conf = {
+      .suite_name = "transport conformance: kafka (real broker)",
+      .transport = "kafka",
+      .config = &conformance_props,
+      .timeout_ms = 60000,
+      .topic_prefix = "altar-conf-kafka",
+  };
+  altar_transport_conformance_add(&conf);
+}
+
+int main(int argc, char **argv) {
+  int rc = altar_test_main(argc, argv, add);
+  altar_strmap_clear(&conformance_props);
+  return rc;
+}

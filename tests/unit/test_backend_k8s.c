@@ -870,6 +870,8 @@ static void test_job_info_from_json(void) {
       {"{\"metadata\":{\"name\":\"a\",\"uid\":\"u1\",\"labels\":{\"x\":\"1\"},\"annotations\":{\"y\":\"2\"}},\"status\":{}}",
        ALTAR_STATE_PENDING},
       {"{\"metadata\":{\"name\":\"a\"},\"status\":{\"active\":1}}", ALTAR_STATE_RUNNING},
+      {"{\"metadata\":{\"name\":\"a\"},\"status\":{\"active\":1,\"ready\":0}}", ALTAR_STATE_PENDING},
+      {"{\"metadata\":{\"name\":\"a\"},\"status\":{\"active\":2,\"ready\":1}}", ALTAR_STATE_RUNNING},
       {"{\"metadata\":{\"name\":\"a\"},\"status\":{\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]}}",
        ALTAR_STATE_SUCCEEDED},
       {"{\"metadata\":{\"name\":\"a\"},\"status\":{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"}]}}",

@@ -2,6 +2,7 @@
  * to it: cwd and environment of a task, bounded logs, exec failure, GPU
  * requests refused, capacity counting its slots. */
 #include "altar/backend.h"
+#include "altar/digest.h"
 #include "altar/storage.h"
 #include "backend_contract.h"
 #include "testutil.h"
@@ -378,6 +379,40 @@ static void test_timeout_kills_the_whole_group(void) {
   altar_spec_free(s);
 }
 
+static void test_staging_skips_recorded_copy(void) {
+  char src[4096], uri[4200], dst[4200], digest[72];
+  snprintf(src, sizeof src, "%s/source.bin", root);
+  altar_test_write_file(src, "original", 8);
+  snprintf(uri, sizeof uri, "file://%s", src);
+  altar_contract_sha256("original", 8, digest);
+  altar_transfer_t t = {.uri = uri, .logical_path = "models/m/skip.bin", .digest = digest};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_backend_stage_inputs(be, &t, 1, &err), 0);
+  snprintf(dst, sizeof dst, "%s/models/m/skip.bin", root);
+  CU_ASSERT_TRUE(altar_has_verification_record(dst, digest)); /* a good copy is recorded */
+  /* The source changes; the recorded copy is current, so it is not copied again. */
+  altar_test_write_file(src, "changed!", 8);
+  CU_ASSERT_EQUAL(altar_backend_stage_inputs(be, &t, 1, &err), 0);
+  char *got = altar_test_read_file(dst, NULL);
+  CU_ASSERT(got && !strcmp(got, "original"));
+  free(got);
+  /* The copy is tampered with: its record is stale, so staging copies again,
+   * verifies, finds the changed source wrong, and deletes the copy. */
+  altar_test_write_file(dst, "tampered", 8);
+  CU_ASSERT_EQUAL(altar_backend_stage_inputs(be, &t, 1, &err), ALTAR_EINTEGRITY);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "inputs[0] (models/m/skip.bin)"));
+  struct stat st;
+  CU_ASSERT_NOT_EQUAL(stat(dst, &st), 0);
+  /* A missing source is an error naming the input, not a crash. */
+  snprintf(uri, sizeof uri, "file://%s/no-such-file", root);
+  t.digest = NULL;
+  CU_ASSERT(altar_backend_stage_inputs(be, &t, 1, &err) < 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "inputs[0]"));
+  /* An escaping logical path never reaches the disk. */
+  altar_transfer_t esc = {.uri = uri, .logical_path = "../../etc/x"};
+  CU_ASSERT_EQUAL(altar_backend_stage_inputs(be, &esc, 1, &err), ALTAR_EPATH);
+}
+
 static void test_bad_config(void) {
   altar_strmap_t cfg = {0};
   char errstr[256];
@@ -418,6 +453,7 @@ static void add(void) {
     ALTAR_TEST(test_capacity_counts_running);
     ALTAR_TEST(test_status_cannot_be_spoofed_by_argv);
     ALTAR_TEST(test_timeout_kills_the_whole_group);
+    ALTAR_TEST(test_staging_skips_recorded_copy);
     ALTAR_TEST(test_bad_config);
     ALTAR_TEST(test_bad_handles);
   }

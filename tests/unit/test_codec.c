@@ -735,6 +735,43 @@ static void test_bounds(void) {
   altar_buf_free(&b);
 }
 
+/* Encoders refuse values a decoder would refuse, naming the field. */
+static void test_encoder_refusals(void) {
+  altar_error_t err = {0};
+  altar_buf_t b = {0};
+  altar_job_msg_t j;
+  memset(&j, 0, sizeof j);
+  ASSERT_ERR(altar_encode_job(&j, &b, &err), ALTAR_EINVAL, "job.job_id: missing required field");
+  j.job_id = "j";
+  j.spec.kind = "k";
+  j.spec.image = "i";
+  j.v = -1;
+  ASSERT_ERR(altar_encode_job(&j, &b, &err), ALTAR_EINVAL, "job.v: schema version must be >= 1");
+  altar_status_event_t st;
+  memset(&st, 0, sizeof st);
+  st.task_key = "k";
+  st.kind = "kind";
+  ASSERT_ERR(altar_encode_status(&st, &b, &err), ALTAR_EINVAL, "status.handle.backend: missing required field");
+  st.handle.backend = "process";
+  st.handle.external_id = "1";
+  st.state = (altar_state_t)7;
+  ASSERT_ERR(altar_encode_status(&st, &b, &err), ALTAR_EINVAL, "status: state: unknown state");
+  st.state = ALTAR_STATE_RUNNING;
+  st.source.set = true; /* set, but no topic */
+  ASSERT_ERR(altar_encode_status(&st, &b, &err), ALTAR_EINVAL, "status.source.topic: missing required field");
+  st.source.set = false;
+  CU_ASSERT_EQUAL(altar_encode_status(&st, &b, &err), 0);
+  CU_ASSERT(b.len > 0);
+  altar_group_event_t g;
+  memset(&g, 0, sizeof g);
+  g.event = (altar_group_event_kind_t)5;
+  ASSERT_ERR(altar_encode_group(&g, &b, &err), ALTAR_EINVAL, "group: event: unknown kind");
+  size_t before = b.len;
+  ASSERT_ERR(altar_encode_record(NULL, &b, &err), ALTAR_EINVAL, "record: NULL argument");
+  CU_ASSERT_EQUAL(b.len, before); /* failed encodes append nothing */
+  altar_buf_free(&b);
+}
+
 static void test_json_errors(void) {
   altar_error_t err = {0};
   altar_spec_t s;
@@ -871,6 +908,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_truncated_every_prefix);
   ALTAR_TEST(test_raw_malformed);
   ALTAR_TEST(test_bounds);
+  ALTAR_TEST(test_encoder_refusals);
   ALTAR_TEST(test_json_errors);
   ALTAR_TEST(test_guard_page);
   ALTAR_TEST(test_parts_to_json);

@@ -88,7 +88,10 @@ static void batch_op(altar_ledger_t *l, unsigned round, unsigned n) {
 static void child(const char *dir, unsigned round, int ready_fd) {
   altar_error_t err = {0};
   altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
-  if (!l) _exit(3);
+  if (!l) {
+    fprintf(stderr, "child: %s\n", err.msg);
+    _exit(3);
+  }
   /* Tell the parent we are writing, so most kills land mid-stream rather
    * than while RocksDB opens (a few still do: see the parent). */
   if (write(ready_fd, "r", 1) != 1) _exit(4);
@@ -172,6 +175,8 @@ static void test_kill_at_random_points(void) {
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+      fprintf(stderr, "round %u: child ended with status 0x%x\n", round, (unsigned)status);
     CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
     altar_error_t err = {0};

@@ -282,6 +282,77 @@ static void test_headers_and_null_fields(void) {
   free(dir);
 }
 
+/* Every fsync policy delivers every record and reads back the same. */
+static void test_fsync_policies(void) {
+  static const char *const policies[] = {"always", "group", "never"};
+  for (size_t k = 0; k < 3; k++) {
+    char *dir = altar_test_tmpdir("local-fsync");
+    altar_transport_t *t = open_local(dir, "fsync", policies[k]);
+    CU_ASSERT_FATAL(t != NULL);
+    altar_error_t err = {0};
+    for (int i = 0; i < 40; i++) {
+      char v[16];
+      snprintf(v, sizeof v, "%d", i);
+      altar_produce_rec_t rec = {.topic = "f", .partition = 0, .value = v, .value_len = strlen(v)};
+      CU_ASSERT_EQUAL_FATAL(altar_transport_produce(t, &rec, &err), 0);
+    }
+    CU_ASSERT_EQUAL(altar_transport_flush(t, -1, &err), 0);
+    altar_tp_t tp = {"f", 0, ALTAR_OFFSET_BEGINNING};
+    CU_ASSERT_EQUAL_FATAL(altar_transport_assign(t, &tp, 1, &err), 0);
+    for (int i = 0; i < 40; i++) {
+      altar_msg_t *m = NULL;
+      CU_ASSERT_EQUAL(altar_transport_consume(t, 1000, &m, &err), 0);
+      CU_ASSERT_FATAL(m != NULL);
+      char v[16];
+      snprintf(v, sizeof v, "%d", i);
+      CU_ASSERT(m->offset == i && m->value_len == strlen(v) && !memcmp(m->value, v, m->value_len));
+      altar_msg_free(m);
+    }
+    altar_transport_close(t);
+    altar_test_rmtree(dir);
+    free(dir);
+  }
+}
+
+/* retention.ms: segments last written before the window go, whole. */
+static void test_retention_by_age(void) {
+  char *dir = altar_test_tmpdir("local-retention-age");
+  altar_strmap_t m = {0};
+  altar_strmap_set(&m, "dir", dir);
+  altar_strmap_set(&m, "segment.bytes", "4096");
+  altar_strmap_set(&m, "retention.ms", "3600000");
+  altar_error_t err = {0};
+  altar_transport_t *t = altar_transport_new("local", &m, NULL, &err);
+  CU_ASSERT_FATAL(t != NULL);
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "ret", 1, &err), 0);
+  char val[500];
+  memset(val, 'a', sizeof val);
+  for (int i = 0; i < 40; i++) {
+    altar_produce_rec_t rec = {.topic = "ret", .partition = 0, .value = val, .value_len = sizeof val};
+    CU_ASSERT_EQUAL_FATAL(altar_transport_produce(t, &rec, &err), 0);
+    CU_ASSERT_EQUAL(altar_transport_flush(t, -1, &err), 0);
+  }
+  altar_transport_close(t);
+  int before = count_segments(dir);
+  CU_ASSERT(before >= 4);
+  /* Age every segment by two hours, then reopen: all but the active go. */
+  char cmd[4300];
+  snprintf(cmd, sizeof cmd, "touch -d '2 hours ago' %s/topics/ret/0/*.log", dir);
+  CU_ASSERT_FATAL(system(cmd) == 0);
+  t = altar_transport_new("local", &m, NULL, &err);
+  altar_strmap_clear(&m);
+  CU_ASSERT_FATAL(t != NULL);
+  CU_ASSERT_EQUAL(count_segments(dir), 1);
+  altar_topic_list_t *l = NULL;
+  CU_ASSERT_EQUAL_FATAL(altar_transport_list_topics(t, "ret", 0, &l, &err), 0);
+  CU_ASSERT_EQUAL(l->topics[0].partitions[0].end, 40);
+  CU_ASSERT(l->topics[0].partitions[0].beginning > 0);
+  altar_topic_list_free(l);
+  altar_transport_close(t);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static void add(void) {
   altar_transport_register(&altar_transport_local_ops);
   root = altar_test_tmpdir("local-conformance");
@@ -298,6 +369,8 @@ static void add(void) {
     ALTAR_TEST(test_concurrent_producer_processes);
     ALTAR_TEST(test_takeover_after_kill);
     ALTAR_TEST(test_retention_by_size);
+    ALTAR_TEST(test_retention_by_age);
+    ALTAR_TEST(test_fsync_policies);
   }
 }
 
