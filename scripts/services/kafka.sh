@@ -84,7 +84,10 @@ auto.create.topics.enable=false
 delete.topic.enable=true
 num.network.threads=2
 num.io.threads=2
-log.segment.bytes=8388608
+# The fleet tests send a 10 MB poison record; the broker default is 1 MB.
+message.max.bytes=16777216
+replica.fetch.max.bytes=16777216
+log.segment.bytes=33554432
 log.retention.hours=24
 log.retention.check.interval.ms=60000
 PROPS

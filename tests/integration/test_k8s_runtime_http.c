@@ -10,6 +10,7 @@
 #include "testutil.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -651,6 +652,70 @@ static void test_backend_end_to_end(void) {
   altar_k8s_free(k);
 }
 
+
+/* `altar run SPEC --backend kubernetes` end to end: the CLI finds the
+ * cluster through $KUBECONFIG, creates the Job, polls until the stand-in
+ * marks it Complete, and prints the terminal status. */
+static void test_altar_run_cli(void) {
+  ctl0("reset", NULL);
+  char *kc = write_kubeconfig(AUTH_TOKEN);
+  char *spec = path_in("spec.json"), *out = path_in("run.out");
+  const char *text = "{\"kind\":\"score\",\"image\":\"busybox:1.36\",\"command\":[\"true\"],"
+                     "\"labels\":{\"job_id\":\"cli\"},\"timeout_s\":60}";
+  altar_test_write_file(spec, text, strlen(text));
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(dir) != 0) _exit(126);
+    setenv("KUBECONFIG", kc, 1);
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || dup2(fd, 1) < 0) _exit(126);
+    execl(altar_test_altar_bin(), "altar", "run", spec, "--backend", "kubernetes", "--quiet", (char *)NULL);
+    _exit(127);
+  }
+  /* Wait for the create, then finish the Job as a cluster would. */
+  const char *name = NULL;
+  json_t *log = NULL;
+  for (int i = 0; i < 600 && !name; i++) {
+    json_decref(log);
+    log = ctl("log", NULL);
+    size_t k;
+    json_t *r;
+    json_array_foreach(json_object_get(log, "requests"), k, r) {
+      if (!strcmp(json_string_value(json_object_get(r, "method")), "POST"))
+        name = json_string_value(json_object_get(json_object_get(json_object_get(r, "body"), "metadata"), "name"));
+    }
+    if (!name) {
+      struct timespec ts = {0, 50000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  CU_ASSERT_PTR_NOT_NULL(name);
+  if (name)
+    ctl0("job_status", json_pack("{s:s, s:s, s:{s:[{s:s, s:s}]}}", "namespace", "altar-ns", "name", name, "status",
+                                 "conditions", "type", "Complete", "status", "True"));
+  json_decref(log);
+  int st = 0;
+  for (int i = 0; i < 1200 && waitpid(pid, &st, WNOHANG) == 0; i++) {
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+    if (i == 1199) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      CU_FAIL("altar run did not finish");
+    }
+  }
+  CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  char *got = altar_test_read_file(out, NULL);
+  json_t *status = got ? json_loads(got, 0, NULL) : NULL;
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(status, "state")), "succeeded");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(status, "handle"), "backend")), "kubernetes");
+  json_decref(status);
+  free(got);
+  free(kc);
+  free(spec);
+  free(out);
+}
+
 static void add(void) {
   ALTAR_SUITE("k8s_runtime_http", suite_init, suite_clean);
   ALTAR_TEST(test_jobs_crud);
@@ -664,6 +729,7 @@ static void add(void) {
   ALTAR_TEST(test_in_cluster);
   ALTAR_TEST(test_kubeconfig_errors);
   ALTAR_TEST(test_backend_end_to_end);
+  ALTAR_TEST(test_altar_run_cli);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

@@ -170,11 +170,11 @@ static void test_kill_at_random_points(void) {
      * the others land at a random moment of its write loop. */
     char c;
     if (round % 5 != 0 && read(fds[0], &c, 1) != 1) CU_FAIL("child died before writing");
-    close(fds[0]);
     usleep((unsigned)rand_r(&seed) % 20000);
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
+    close(fds[0]); /* only now: an early close would kill the child with SIGPIPE */
     if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
       fprintf(stderr, "round %u: child ended with status 0x%x\n", round, (unsigned)status);
     CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);

@@ -7,6 +7,7 @@
 #include "altar/storage.h"
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +249,54 @@ static void test_backend_through_bridge(void) {
   altar_modal_free(m);
 }
 
+
+/* `altar run SPEC --backend modal` through the bridge and the stand-in SDK. */
+static int altar_run(const char *spec_json, json_t **pstatus) {
+  char spec[2048], out[2048];
+  snprintf(spec, sizeof spec, "%s/cli-spec.json", dir);
+  snprintf(out, sizeof out, "%s/cli.out", dir);
+  altar_test_write_file(spec, spec_json, strlen(spec_json));
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(dir) != 0) _exit(126);
+    setenv("ALTAR_MODAL_BRIDGE", bridge, 1);
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || dup2(fd, 1) < 0) _exit(126);
+    execl(altar_test_altar_bin(), "altar", "run", spec, "--backend", "modal", "--quiet", (char *)NULL);
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  char *got = altar_test_read_file(out, NULL);
+  *pstatus = got ? json_loads(got, 0, NULL) : NULL;
+  free(got);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_altar_run_cli(void) {
+  json_t *status = NULL;
+  int rc = altar_run("{\"kind\":\"score\",\"image\":\"python:3.11-slim\",\"command\":[\"exit\",\"0\"],"
+                     "\"labels\":{\"job_id\":\"cli\"}}",
+                     &status);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(status, "state")), "succeeded");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(status, "handle"), "backend")), "modal");
+  json_decref(status);
+  rc = altar_run("{\"kind\":\"score\",\"image\":\"python:3.11-slim\",\"command\":[\"exit\",\"3\"],"
+                 "\"labels\":{\"job_id\":\"cli\"}}",
+                 &status);
+  CU_ASSERT_EQUAL(rc, 1);
+  CU_ASSERT_STRING_EQUAL(
+      json_string_value(json_object_get(json_object_get(status, "failure"), "reason")), "exit_3");
+  json_decref(status);
+  /* Past Modal's 24 h cap: refused, naming the field, before anything runs. */
+  rc = altar_run("{\"kind\":\"score\",\"image\":\"python:3.11-slim\",\"command\":[\"exit\",\"0\"],"
+                 "\"timeout_s\":90000}",
+                 &status);
+  CU_ASSERT_NOT_EQUAL(rc, 0);
+  json_decref(status);
+}
+
 static void add(void) {
   altar_storage_register_builtin();
   ALTAR_SUITE("modal_bridge", suite_init, suite_clean);
@@ -256,6 +305,7 @@ static void add(void) {
   ALTAR_TEST(test_sdk_missing);
   ALTAR_TEST(test_protocol_lines);
   ALTAR_TEST(test_backend_through_bridge);
+  ALTAR_TEST(test_altar_run_cli);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
