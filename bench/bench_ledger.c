@@ -20,12 +20,22 @@
 
 #define BATCH 1000
 #define FOLDS 5
+#define ROUNDS 3
 
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
+
+/* CPU time of the calling thread: RocksDB writes (memtable, WAL) run there,
+ * so this is the work per event with other load on the machine factored out. */
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+static double last_cpu; /* CPU seconds of the last timed section */
 
 static void die(const char *what, const altar_error_t *err) {
   fprintf(stderr, "bench_ledger: %s: %s\n", what, err ? err->msg : "");
@@ -102,7 +112,7 @@ static const char *groups_yaml =
 /* Applies events in batches; returns seconds and counts fired groups. */
 static double apply_all(altar_ledger_t *l, const altar_group_specs_t *gs, const altar_status_event_t *evs, size_t n,
                         size_t *pfired) {
-  double t0 = now();
+  double t0 = now(), c0 = cpu_now();
   size_t fired = 0;
   for (size_t i = 0; i < n; i += BATCH) {
     altar_apply_result_t r = {0};
@@ -112,6 +122,7 @@ static double apply_all(altar_ledger_t *l, const altar_group_specs_t *gs, const 
     altar_apply_result_clear(&r);
   }
   if (pfired) *pfired = fired;
+  last_cpu = cpu_now() - c0;
   return now() - t0;
 }
 
@@ -139,7 +150,7 @@ static double raw_puts(const char *dir, const altar_status_event_t *evs, size_t 
   rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
   rocksdb_writeoptions_set_sync(wo, 0);
   rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-  double t0 = now();
+  double t0 = now(), c0 = cpu_now();
   for (size_t i = 0; i < n; i++) {
     char key[96];
     int kl = snprintf(key, sizeof key, "r:%s%c%s:%zu", evs[i].handle.backend, 0, evs[i].handle.external_id, i);
@@ -151,6 +162,7 @@ static double raw_puts(const char *dir, const altar_status_event_t *evs, size_t 
     }
   }
   double dt = now() - t0;
+  last_cpu = cpu_now() - c0;
   rocksdb_writebatch_destroy(wb);
   rocksdb_writeoptions_destroy(wo);
   rocksdb_close(db);
@@ -184,10 +196,18 @@ static double cost_at(const char *base, const altar_group_specs_t *gs, size_t re
   double t0 = now();
   prefill(l, gs, records);
   *pfill_s = now() - t0;
-  size_t n;
-  altar_status_event_t *evs = make_events(0, nev / (FOLDS * 3), "measure", &n);
-  double dt = apply_all(l, gs, evs, n, NULL);
-  free_events(evs, n);
+  /* Three measured waves on top; the best one counts (see ROUNDS). */
+  double best = 1e30;
+  size_t n = 0;
+  for (int round = 0; round < ROUNDS; round++) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "measure%d", round);
+    altar_status_event_t *evs = make_events(0, nev / (FOLDS * 3 * ROUNDS) + 1, tag, &n);
+    double dt = apply_all(l, gs, evs, n, NULL);
+    free_events(evs, n);
+    if (dt < best) best = dt;
+  }
+  double dt = best;
   altar_ledger_close(l);
   rm_rf(dir);
   return dt * 1e6 / (double)n;
@@ -203,31 +223,44 @@ int main(int argc, char **argv) {
   altar_error_t err = {0};
   if (altar_group_specs_load_string(groups_yaml, strlen(groups_yaml), "bench", &gs, &err)) die("groups", &err);
 
+  /* Other work on the machine skews single runs, so the two sides take
+   * turns, ROUNDS times, and the best run of each is compared. */
   size_t n, fired = 0, bytes = 0;
   altar_status_event_t *evs = make_events(0, nev / (FOLDS * 3), "run", &n);
-  char dir[600];
-  snprintf(dir, sizeof dir, "%s/raw", base);
-  double raw_s = raw_puts(dir, evs, n, &bytes);
-  rm_rf(dir);
-  snprintf(dir, sizeof dir, "%s/ledger", base);
-  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
-  if (!l) die("open", &err);
-  double led_s = apply_all(l, &gs, evs, n, &fired);
-  altar_ledger_close(l);
-  rm_rf(dir);
-  free_events(evs, n);
-  if (fired != n / (FOLDS * 3)) {
-    fprintf(stderr, "bench_ledger: expected %zu groups to fire, saw %zu\n", n / (FOLDS * 3), fired);
-    return 1;
+  double raw_s = 1e30, led_s = 1e30, raw_cpu = 1e30, led_cpu = 1e30;
+  for (int round = 0; round < ROUNDS; round++) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/raw", base);
+    double t = raw_puts(dir, evs, n, &bytes);
+    rm_rf(dir);
+    if (t < raw_s) raw_s = t;
+    if (last_cpu < raw_cpu) raw_cpu = last_cpu;
+    snprintf(dir, sizeof dir, "%s/ledger", base);
+    altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
+    if (!l) die("open", &err);
+    t = apply_all(l, &gs, evs, n, &fired);
+    if (last_cpu < led_cpu) led_cpu = last_cpu;
+    altar_ledger_close(l);
+    rm_rf(dir);
+    if (t < led_s) led_s = t;
+    if (fired != n / (FOLDS * 3)) {
+      fprintf(stderr, "bench_ledger: expected %zu groups to fire, saw %zu\n", n / (FOLDS * 3), fired);
+      return 1;
+    }
   }
+  free_events(evs, n);
 
   printf("settings: RocksDB WAL on, sync=off (both sides), write batches of %d events, 5-fold groups,\n"
-         "          events pre-decoded (submitted with spec, running, succeeded per shard)\n", BATCH);
+         "          events pre-decoded (submitted with spec, running, succeeded per shard),\n"
+         "          best of %d alternating runs per side\n", BATCH, ROUNDS);
   printf("events                         %zu (%zu groups fired, mean encoded event %.0f bytes)\n", n, fired,
          (double)bytes / (double)n);
   printf("ledger apply with grouping     %10.0f events/s  (%.2f s)\n", (double)n / led_s, led_s);
   printf("raw WriteBatch puts (baseline) %10.0f puts/s    (%.2f s)\n", (double)n / raw_s, raw_s);
   printf("ratio ledger/raw               %10.2f\n", raw_s / led_s);
+  printf("same, by CPU time of the writing thread: ledger %.0f events/s, raw %.0f puts/s, ratio %.2f\n",
+         (double)n / led_cpu, (double)n / raw_cpu, raw_cpu / led_cpu);
+  fflush(stdout);
 
   size_t small = 10000;
   double fill_small, fill_big;

@@ -19,7 +19,8 @@ static void usage(FILE *out) {
           "usage: altar log <command> [--config FILE] [options]\n\n"
           "commands:\n"
           "  produce   --topic T [--key-delimiter C] [--partition N] [--encode TYPE]\n"
-          "            one record per line of stdin (key before the delimiter); with\n"
+          "            [--partitions N]: one record per line of stdin (key before the\n"
+          "            delimiter); a missing topic is created with N partitions (4); with\n"
           "            --encode job|status|group|spec|record each line is that message as JSON,\n"
           "            sent as msgpack\n"
           "  consume   --topic T [--group G] [--from-beginning] [--exit] [--key-delimiter C]\n"
@@ -112,6 +113,27 @@ static int need(const char *what, const char *v) {
 
 /* ---- produce ------------------------------------------------------------ */
 
+/* Creates the topic when it is missing (a broker may not auto-create). */
+static int ensure_topic(altar_transport_t *t, const opts_t *o) {
+  altar_topic_list_t *l = NULL;
+  altar_error_t err = {0};
+  int rc = altar_transport_list_topics(t, o->topic, 30000, &l, &err);
+  altar_topic_list_free(l);
+  if (rc == 0) return 0;
+  if (rc != ALTAR_ENOTFOUND) {
+    fprintf(stderr, "altar log: %s\n", err.msg);
+    return -1;
+  }
+  int32_t n = o->partitions ? o->partitions : 4;
+  rc = altar_transport_create_topic(t, o->topic, n, &err);
+  if (rc == 0) fprintf(stderr, "altar log: created topic %s with %d partitions\n", o->topic, (int)n);
+  else if (rc != ALTAR_EEXIST) {
+    fprintf(stderr, "altar log: create topic %s: %s\n", o->topic, err.msg);
+    return -1;
+  }
+  return 0;
+}
+
 typedef struct prod_stats {
   long long ok, failed;
 } prod_stats_t;
@@ -138,6 +160,10 @@ static int cmd_produce(altar_config_t *cfg, const opts_t *o) {
   altar_transport_opts_t topts = {.on_delivery = on_delivery, .delivery_ctx = &st};
   altar_transport_t *t = altar_cli_open_transport(cfg, &topts);
   if (!t) return 1;
+  if (ensure_topic(t, o) != 0) {
+    altar_transport_close(t);
+    return 1;
+  }
   char *line = NULL;
   size_t cap = 0;
   ssize_t n;
@@ -320,28 +346,39 @@ static int cmd_consume(altar_config_t *cfg, const opts_t *o) {
   s->o = o;
   altar_error_t err = {0};
   int rc = 0;
-  if (o->group) {
+  altar_topic_list_t *tl = NULL;
+  if (altar_transport_list_topics(t, o->topic, 30000, &tl, &err) != 0) {
+    fprintf(stderr, "altar log consume: %s\n", err.msg);
+    rc = 1;
+  }
+  altar_topic_list_free(tl);
+  if (!rc && o->group) {
     const char *topics[] = {o->topic};
     if (altar_transport_subscribe(t, o->group, topics, 1, on_rebalance, s, &err) != 0) {
       fprintf(stderr, "altar log consume: %s\n", err.msg);
       rc = 1;
     }
-  } else if (assign_all(t, o) != 0) {
+  } else if (!rc && assign_all(t, o) != 0) {
     rc = 1;
   }
   static volatile sig_atomic_t stop;
   stop = 0;
   altar_cli_install_stop_signals(&stop);
   long long printed = 0;
-  int idle = 0;
+  int idle = 0, errors = 0;
   while (!rc && !stop && (o->max < 0 || printed < o->max)) {
     altar_msg_t *m = NULL;
     int crc = altar_transport_consume(t, 500, &m, &err);
     if (crc) {
       /* A corrupt record or a broker hiccup: report and go on. */
       fprintf(stderr, "altar log consume: %s\n", err.msg);
+      if (o->exit_at_end && ++errors >= 20) {
+        fprintf(stderr, "altar log consume: giving up after %d errors in a row\n", errors);
+        rc = 1;
+      }
       continue;
     }
+    errors = 0;
     if (m) {
       idle = 0;
       print_msg(o, m);

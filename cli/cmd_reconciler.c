@@ -1,7 +1,9 @@
 /* altar reconciler: fold status events into the ledger, publish groups; --rebuild replays. */
 #include "cli.h"
 #include "fleet_common.h"
+#include "metrics_cli.h"
 #include "reconciler/daemon.h"
+#include "reconciler/outbox.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@ static void usage(FILE *out) {
           "options:\n%s"
           "  --batch N            events per atomic write (default 1000)\n"
           "  --exit-when-idle     stop once the status topic is drained\n"
+          "  --metrics HOST:PORT  serve Prometheus metrics on GET /metrics (metrics.addr)\n"
           "  --quiet              no progress lines\n",
           altar_cli_fleet_flags_help);
 }
@@ -34,19 +37,20 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   char old_sum[ALTAR_LEDGER_CHECKSUM_LEN + 1] = "";
   struct stat st;
   bool had_old = stat(cfg->ledger_path, &st) == 0;
+  altar_ledger_t *ol = NULL; /* kept open: its unpublished outbox moves over */
   if (had_old) {
     altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
-    altar_ledger_t *l = altar_ledger_rocksdb_open(cfg->ledger_path, &ro, &err);
-    if (!l || altar_ledger_checksum(l, old_sum, &err)) {
+    ol = altar_ledger_rocksdb_open(cfg->ledger_path, &ro, &err);
+    if (!ol || altar_ledger_checksum(ol, old_sum, &err)) {
       fprintf(stderr, "altar reconciler: reading the current ledger: %s\n", err.msg);
-      altar_ledger_close(l);
+      altar_ledger_close(ol);
       return 1;
     }
-    altar_ledger_close(l);
   }
   altar_ledger_t *nl = altar_ledger_rocksdb_open(tmp, NULL, &err);
   if (!nl) {
     fprintf(stderr, "altar reconciler: %s\n", err.msg);
+    altar_ledger_close(ol);
     return 1;
   }
   altar_strmap_t props;
@@ -58,6 +62,15 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   int rc = altar_reconciler_rebuild(cfg->transport_name, &props, nl, groups, &cfg->topics, quiet, &stats, &missing,
                                     &err);
   altar_strmap_clear(&props);
+  /* Retried jobs and DLQ copies the old daemon staged but never saw
+   * acknowledged exist only in its outbox: the replay cannot tell whether
+   * they went out, so they go out (again, same bytes) from the new ledger.
+   * Its group events come along too; their bytes equal the replay's. */
+  size_t carried = 0;
+  if (!rc && ol) rc = altar__outbox_carry(ol, nl, &carried, &err);
+  if (!rc && carried && !quiet)
+    fprintf(stderr, "altar reconciler: %zu unpublished outbox record(s) carried into the new ledger\n", carried);
+  altar_ledger_close(ol);
   char new_sum[ALTAR_LEDGER_CHECKSUM_LEN + 1] = "";
   if (!rc) rc = altar_ledger_checksum(nl, new_sum, &err);
   altar_ledger_close(nl);
@@ -99,11 +112,13 @@ int altar_cmd_reconciler(int argc, char **argv) {
   static volatile sig_atomic_t stop;
   altar_reconciler_opts_t o = {.stop = &stop};
   bool do_rebuild = false;
+  const char *metrics_addr = cfg.metrics_addr;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--rebuild")) do_rebuild = true;
     else if (!strcmp(a, "--exit-when-idle")) o.exit_when_idle = true;
     else if (!strcmp(a, "--quiet")) o.quiet = true;
+    else if (!strcmp(a, "--metrics") && i + 1 < argc) metrics_addr = argv[++i];
     else if (!strcmp(a, "--batch") && i + 1 < argc) {
       char *end;
       long long v = strtoll(argv[++i], &end, 10);
@@ -129,6 +144,15 @@ int altar_cmd_reconciler(int argc, char **argv) {
     rc = rebuild(&cfg, &groups, o.quiet);
   } else {
     altar_error_t err = {0};
+    altar_metrics_t *metrics = NULL;
+    altar_metrics_server_t *msrv = NULL;
+    if (altar_cli_metrics_start("altar reconciler", metrics_addr && *metrics_addr ? metrics_addr : NULL, o.quiet,
+                                &metrics, &msrv)) {
+      altar_group_specs_clear(&groups);
+      altar_config_clear(&cfg);
+      return 2;
+    }
+    o.metrics = metrics;
     altar_ledger_t *l = altar_ledger_rocksdb_open(cfg.ledger_path, NULL, &err);
     altar_transport_t *t = l ? altar_cli_open_transport(&cfg, NULL) : NULL;
     if (!l) fprintf(stderr, "altar reconciler: %s\n", err.msg);
@@ -149,6 +173,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
                 (unsigned long long)st.events, (unsigned long long)st.batches, (unsigned long long)st.fired,
                 (unsigned long long)st.dead_lettered, (unsigned long long)st.retried, (unsigned long long)st.poison);
     }
+    altar_cli_metrics_stop(metrics, msrv);
     altar_transport_close(t);
     altar_ledger_close(l);
   }

@@ -1,6 +1,7 @@
 /* altar worker: consume jobs, drive a backend, emit status events. */
 #include "cli.h"
 #include "fleet_common.h"
+#include "metrics_cli.h"
 #include "worker/worker.h"
 
 #include <stdio.h>
@@ -21,6 +22,7 @@ static void usage(FILE *out) {
           "  --drain S            drain time in seconds (default 30)\n"
           "  --max-jobs N         stop after N jobs finished\n"
           "  --exit-when-idle     stop once the jobs topic is drained\n"
+          "  --metrics HOST:PORT  serve Prometheus metrics on GET /metrics (metrics.addr)\n"
           "  --quiet              no progress lines\n",
           altar_cli_fleet_flags_help, ALTAR_WORKER_GROUP);
 }
@@ -51,11 +53,13 @@ int altar_cmd_worker(int argc, char **argv) {
   static volatile sig_atomic_t stop;
   altar_worker_opts_t o = {.drain_ms = -1, .stop = &stop};
   long long v;
+  const char *metrics_addr = cfg.metrics_addr;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool has = i + 1 < argc;
     if (!strcmp(a, "--id") && has) o.worker_id = argv[++i];
     else if (!strcmp(a, "--group") && has) o.group = argv[++i];
+    else if (!strcmp(a, "--metrics") && has) metrics_addr = argv[++i];
     else if (!strcmp(a, "--poll-ms") && has) {
       if (parse_int(a, argv[++i], 1, 600000, &v)) goto bad;
       o.poll_interval_ms = (int)v;
@@ -81,6 +85,14 @@ int altar_cmd_worker(int argc, char **argv) {
   o.slots = slots;
   altar_group_specs_t groups;
   if (altar_cli_load_groups(&cfg, &groups)) goto bad;
+  altar_metrics_t *metrics = NULL;
+  altar_metrics_server_t *msrv = NULL;
+  if (altar_cli_metrics_start("altar worker", metrics_addr && *metrics_addr ? metrics_addr : NULL, o.quiet, &metrics,
+                              &msrv)) {
+    altar_group_specs_clear(&groups);
+    goto bad;
+  }
+  o.metrics = metrics;
   altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
   altar_backend_t *be = t ? altar_cli_open_backend(&cfg) : NULL;
   int rc = 1;
@@ -101,6 +113,7 @@ int altar_cmd_worker(int argc, char **argv) {
               (unsigned long long)st.failed, (unsigned long long)st.released, (unsigned long long)st.skipped,
               (unsigned long long)st.dead_lettered);
   }
+  altar_cli_metrics_stop(metrics, msrv);
   altar_backend_destroy(be);
   altar_transport_close(t);
   altar_group_specs_clear(&groups);

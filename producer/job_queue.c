@@ -131,11 +131,12 @@ int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t 
                            char run_id[ALTAR_RUN_ID_MAX + 1], altar_error_t *err) {
   if (!n) return altar_error_set(err, ALTAR_EINVAL, "submit: no spec given");
   for (size_t i = 0; i < n; i++) {
+    /* Validate first: it rejects a spec without kind before strcmp reads it. */
+    int rc = altar_spec_validate(&specs[i], err);
+    if (rc) return altar_error_prefix(err, "specs[%zu]", i);
     if (kind && strcmp(specs[i].kind, kind))
       return altar_error_set(err, ALTAR_EINVAL, "specs[%zu].kind: '%s' is not the job's kind '%s'", i, specs[i].kind,
                              kind);
-    int rc = altar_spec_validate(&specs[i], err);
-    if (rc) return altar_error_prefix(err, "specs[%zu]", i);
   }
   /* Keep a job id the caller set on every spec; otherwise mint one. */
   const char *given = altar_strmap_get(&specs[0].labels, ALTAR_JOB_ID_LABEL);

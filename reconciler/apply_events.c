@@ -162,24 +162,22 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   int rc = l->ops->group_members(l->impl, gs->kind, gk, &m, &n, err);
   if (rc) return rc;
   picked_t s = {0}, f = {0};
+  /* Decide on borrowed views first; copy members only when acting. */
+  size_t ns = 0, nf = 0;
+  const altar_handle_t *stack[16], **ps = n <= 16 ? stack : malloc(n * sizeof *ps);
+  if (!ps) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  for (size_t i = 0; i < n; i++) {
+    if (m[i]->rec.state == ALTAR_STATE_SUCCEEDED) ps[ns++] = &m[i]->rec.handle;
+    nf += m[i]->rec.state == ALTAR_STATE_FAILED;
+  }
+  bool ready = false;
+  if (ns) rc = altar_predicate_eval(&gs->ready_when, ps, ns, &ready, err);
+  if (ps != stack) free(ps);
+  if (rc) return altar_error_prefix(err, "group %s:%s: ready_when", gs->kind, gk);
+  if (!ready && !nf) return ALTAR_OK; /* still fanning in */
   if (pick(&s, m, n, ALTAR_STATE_SUCCEEDED) || pick(&f, m, n, ALTAR_STATE_FAILED)) {
     rc = altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
     goto out;
-  }
-  bool ready = false;
-  if (s.n) {
-    const altar_handle_t **ps = malloc(s.n * sizeof *ps);
-    if (!ps) {
-      rc = altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-      goto out;
-    }
-    for (size_t i = 0; i < s.n; i++) ps[i] = &s.hs[i];
-    rc = altar_predicate_eval(&gs->ready_when, ps, s.n, &ready, err);
-    free(ps);
-    if (rc) {
-      altar_error_prefix(err, "group %s:%s: ready_when", gs->kind, gk);
-      goto out;
-    }
   }
   if (ready) {
     /* Fire with exactly the shards that succeeded so far; the group's

@@ -1,6 +1,7 @@
 /* The reconciler daemon loop: batches of status events → one atomic ledger
  * write (changes + outbox + input offsets) → publish the outbox. */
 #include "reconciler/daemon.h"
+#include "reconciler/daemon_metrics.h"
 
 #include "altar/codec.h"
 #include "altar/fleet.h"
@@ -9,6 +10,7 @@
 #include "reconciler/outbox.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +30,48 @@ typedef struct daemon {
   in_part_t *parts;
   size_t n_parts, cap_parts;
   altar_reconciler_stats_t stats;
+  altar__reconciler_metrics_t metrics;
   int fatal;
   altar_error_t fatal_err;
+  /* The batch being collected: a revoke drops its messages of the revoked
+   * partition (not applied yet; whoever owns it next reads them again). */
+  altar_msg_t **msgs;
+  size_t *pn_msgs;
+  struct daemon *live_next;
 } daemon_t;
+
+/* The transport keeps our rebalance callback after altar_reconciler_run
+ * returns and fires it (REVOKE) from the caller's altar_transport_close,
+ * when the daemon's frame is gone. So the callback finds its daemon among
+ * the running ones by transport; none means run has returned (offsets
+ * stored and committed already) and the call is ignored. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static daemon_t *live_head;
+
+static void live_add(daemon_t *d) {
+  pthread_mutex_lock(&live_mu);
+  d->live_next = live_head;
+  live_head = d;
+  pthread_mutex_unlock(&live_mu);
+}
+
+static void live_remove(daemon_t *d) {
+  pthread_mutex_lock(&live_mu);
+  for (daemon_t **pp = &live_head; *pp; pp = &(*pp)->live_next)
+    if (*pp == d) {
+      *pp = d->live_next;
+      break;
+    }
+  pthread_mutex_unlock(&live_mu);
+}
+
+static daemon_t *live_find(const altar_transport_t *t) {
+  pthread_mutex_lock(&live_mu);
+  daemon_t *d = live_head;
+  while (d && d->o->transport != t) d = d->live_next;
+  pthread_mutex_unlock(&live_mu);
+  return d;
+}
 
 static void dlog(const daemon_t *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void dlog(const daemon_t *d, const char *fmt, ...) {
@@ -78,9 +119,22 @@ static int stored_offset(altar_ledger_t *l, const char *topic, int32_t partition
 
 static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
                          void *ctx) {
-  daemon_t *d = ctx;
+  (void)ctx;
+  daemon_t *d = live_find(t);
+  if (!d) return;
   for (size_t i = 0; i < n; i++) {
     if (kind == ALTAR_REBALANCE_REVOKE) {
+      /* Collected but not applied: applying them now would leave their
+       * offsets unstored, and a re-assignment reads them again. */
+      if (d->msgs && d->pn_msgs) {
+        size_t k = 0;
+        for (size_t j = 0; j < *d->pn_msgs; j++) {
+          altar_msg_t *m = d->msgs[j];
+          if (m->partition == parts[i].partition && !strcmp(m->topic, parts[i].topic)) altar_msg_free(m);
+          else d->msgs[k++] = m;
+        }
+        *d->pn_msgs = k;
+      }
       in_part_t *p = find_part(d, parts[i].topic, parts[i].partition);
       if (!p) continue;
       altar_error_t e = {0};
@@ -185,7 +239,10 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
     }
     n_ev++;
   }
-  if (!rc) rc = altar_apply_events(d->o->ledger, d->o->groups, evs, n_ev, now_s(), &res, err);
+  /* ts < 0: each group event carries the ts of the status event that made it
+   * due, so a rebuild (other batch sizes, another clock) yields the same bytes
+   * for the same event_id. */
+  if (!rc) rc = altar_apply_events(d->o->ledger, d->o->groups, evs, n_ev, -1, &res, err);
   for (size_t i = 0; i < res.n_events && !rc; i++) {
     const altar_group_event_t *g = &res.events[i];
     altar_buf_t b = {0};
@@ -252,6 +309,8 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   daemon_t d = {.o = o, .group = o->group ? o->group : ALTAR_RECONCILER_GROUP};
   int rc = altar__outbox_open(&d.ob, o->ledger, o->transport, err);
   if (rc) return rc;
+  altar_error_t me = {0};
+  if (altar__reconciler_metrics_init(&d.metrics, o->metrics, &me)) dlog(&d, "metrics off: %s", me.msg);
   d.ob.on_published = o->on_published;
   d.ob.on_published_ctx = o->on_published_ctx;
   o->transport->opts.on_delivery = altar__outbox_on_delivery;
@@ -259,12 +318,16 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   /* Whatever a previous life staged but did not see acknowledged goes out again. */
   rc = altar__outbox_publish_from(&d.ob, 0, err);
   const char *topics[] = {o->topics->status};
-  if (!rc) rc = altar_transport_subscribe(o->transport, d.group, topics, 1, on_rebalance, &d, err);
+  live_add(&d);
+  if (!rc) rc = altar_transport_subscribe(o->transport, d.group, topics, 1, on_rebalance, NULL, err);
   size_t batch_max = o->batch_max ? o->batch_max : 1000;
   altar_msg_t **msgs = calloc(batch_max, sizeof *msgs);
   if (!msgs && !rc) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  size_t n = 0;
+  d.msgs = msgs;
+  d.pn_msgs = &n;
   while (!rc && !d.fatal && !d.ob.fatal && !(o->stop && *o->stop)) {
-    size_t n = 0;
+    n = 0;
     altar_error_t e = {0};
     while (n < batch_max) {
       altar_msg_t *m = NULL;
@@ -284,6 +347,8 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     if (n) rc = apply_msgs(&d, msgs, n, err);
     for (size_t i = 0; i < n; i++) altar_msg_free(msgs[i]);
     altar_transport_poll(o->transport, 0);
+    d.stats.published = d.ob.published;
+    altar__reconciler_metrics_update(&d.metrics, &d.stats);
     if (!rc && o->exit_when_idle && !n && d.ob.in_flight == 0 && d.n_parts) {
       bool done = false;
       size_t left = 0;
@@ -292,9 +357,12 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
         break;
     }
   }
+  d.msgs = NULL;
+  d.pn_msgs = NULL;
   free(msgs);
   altar_error_t fe = {0};
   if (altar_transport_flush(o->transport, 30000, &fe) != ALTAR_OK) dlog(&d, "flush: %s", fe.msg);
+  live_remove(&d);
   for (size_t i = 0; i < d.n_parts; i++) {
     altar_error_t ce = {0};
     if (d.parts[i].next >= 0)
@@ -302,9 +370,12 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     free(d.parts[i].topic);
   }
   free(d.parts);
+  d.parts = NULL;
+  d.n_parts = 0;
   o->transport->opts.on_delivery = NULL;
   o->transport->opts.delivery_ctx = NULL;
   d.stats.published = d.ob.published;
+  altar__reconciler_metrics_update(&d.metrics, &d.stats);
   if (pstats) *pstats = d.stats;
   if (!rc && d.fatal) {
     if (err) *err = d.fatal_err;

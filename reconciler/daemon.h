@@ -15,6 +15,7 @@
 #include "altar/config.h"
 #include "altar/groups.h"
 #include "altar/ledger.h"
+#include "altar/metrics.h"
 #include "altar/transport.h"
 
 #include <signal.h>
@@ -34,6 +35,9 @@ typedef struct altar_reconciler_opts {
    * demo prints them). May be NULL. */
   void (*on_published)(void *ctx, const char *topic, const void *value, size_t len);
   void *on_published_ctx;
+  /* Borrowed, may be NULL: the run registers the altar_reconciler_* metrics
+   * here and keeps them current (docs/metrics.md). */
+  altar_metrics_t *metrics;
 } altar_reconciler_opts_t;
 
 typedef struct altar_reconciler_stats {

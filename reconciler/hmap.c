@@ -82,6 +82,11 @@ void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len) {
   return v;
 }
 
+void altar__hmap_clear(altar__hmap_t *m) {
+  if (m->cap) memset(m->slots, 0, m->cap * sizeof *m->slots);
+  m->n = m->used = 0;
+}
+
 void altar__hmap_free(altar__hmap_t *m) {
   free(m->slots);
   memset(m, 0, sizeof *m);

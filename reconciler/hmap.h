@@ -27,6 +27,8 @@ void *altar__hmap_get(const altar__hmap_t *m, const char *key, size_t len);
 int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val);
 /* Removes key; returns its value or NULL. */
 void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len);
+/* Empties the map and keeps its table for reuse. */
+void altar__hmap_clear(altar__hmap_t *m);
 void altar__hmap_free(altar__hmap_t *m);
 
 #endif

@@ -69,6 +69,7 @@ void altar__lent_free(altar__lent_t *x) {
   if (!x) return;
   altar_ledger_entry_clear(&x->e);
   free(x->rkey);
+  free(x->packed);
   free(x);
 }
 

@@ -21,6 +21,8 @@ typedef struct altar__lent {
   size_t grp_pos;
   size_t active_pos; /* position in the open set, SIZE_MAX when not open */
   bool has_spec;     /* a spec is stored (e.rec.spec may still be NULL in a cache) */
+  char *packed;      /* RocksDB cache: the record's fixed part (handle, kind), packed once */
+  size_t packed_len;
 } altar__lent_t;
 
 typedef struct altar__lgroup {

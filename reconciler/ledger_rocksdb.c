@@ -26,6 +26,7 @@
 #include "reconciler/ledger_aux.h"
 #include "reconciler/ledger_int.h"
 
+#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ typedef struct rl {
   rocksdb_readoptions_t *ropts;
   rocksdb_writebatch_t *wb;
   altar__hmap_t pend;    /* key → pending change of the open batch */
+  struct achunk *arena;  /* memory of the pending changes, freed per batch */
   struct pchange **pv;   /* the same changes, for writing them out */
   size_t n_pv, cap_pv;
   bool in_batch;
@@ -88,12 +90,89 @@ static int put_opt_str(altar_buf_t *b, const char *s) {
   return put_u32(b, (uint32_t)n) || altar_buf_append(b, s, n) ? ALTAR_ENOMEM : ALTAR_OK;
 }
 
-/* r: value = magic, has_spec, task_key, group_key, msgpack record (spec left out). */
-static int encode_value(altar_buf_t *b, const altar_ledger_entry_t *e, bool has_spec, altar_error_t *err) {
+static int buf_sink(void *data, const char *p, size_t len) { return altar_buf_append(data, p, len) ? -1 : 0; }
+static int sbuf_ok(msgpack_sbuffer *sb) { return sb->data ? 0 : -1; }
+
+static void pk_str(msgpack_packer *pk, const char *s) {
+  size_t n = strlen(s);
+  msgpack_pack_str(pk, n);
+  msgpack_pack_str_body(pk, s, n);
+}
+
+static void pk_strmap(msgpack_packer *pk, const altar_strmap_t *m) {
+  msgpack_pack_map(pk, m->n);
+  for (size_t i = 0; i < m->n; i++) {
+    pk_str(pk, m->keys[i]);
+    pk_str(pk, m->vals[i]);
+  }
+}
+
+/* Packs the parts of a cached record that never change ("handle" and
+ * "kind" entries of the record map) once, after the codec has validated
+ * them, so each later write of the record only packs its few changing fields. */
+static int pack_fixed(altar__lent_t *x, altar_error_t *err) {
+  altar_buf_t tmp = {0};
+  altar_record_t shallow = x->e.rec;
+  shallow.spec = NULL;
+  shallow.failure = NULL;
+  int rc = altar_encode_record(&shallow, &tmp, err); /* bounds and UTF-8 checks */
+  altar_buf_free(&tmp);
+  if (rc) return rc;
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  const altar_handle_t *h = &x->e.rec.handle;
+  pk_str(&pk, "handle");
+  msgpack_pack_map(&pk, 4);
+  pk_str(&pk, "backend");
+  pk_str(&pk, h->backend);
+  pk_str(&pk, "external_id");
+  pk_str(&pk, h->external_id);
+  pk_str(&pk, "labels");
+  pk_strmap(&pk, &h->labels);
+  pk_str(&pk, "plugin_identity");
+  if (h->plugin_identity) pk_strmap(&pk, h->plugin_identity);
+  else msgpack_pack_nil(&pk);
+  pk_str(&pk, "kind");
+  pk_str(&pk, x->e.rec.kind);
+  if (sbuf_ok(&sb)) {
+    msgpack_sbuffer_destroy(&sb);
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  }
+  free(x->packed);
+  x->packed_len = sb.size;
+  x->packed = msgpack_sbuffer_release(&sb);
+  return ALTAR_OK;
+}
+
+/* r: value = magic, has_spec, task_key, group_key, msgpack record (spec
+ * left out; it lives under p:). The record map is the codec's, so
+ * altar_decode_record reads it back; records without a failure take the
+ * fast path over the pre-packed fixed part, the rest go through the codec. */
+static int encode_value(altar_buf_t *b, const altar__lent_t *x, altar_error_t *err) {
+  const altar_ledger_entry_t *e = &x->e;
   altar_buf_reset(b);
-  unsigned char hdr[2] = {VALUE_MAGIC, has_spec ? 1 : 0};
+  unsigned char hdr[2] = {VALUE_MAGIC, x->has_spec ? 1 : 0};
   if (altar_buf_append(b, hdr, 2) || put_opt_str(b, e->task_key) || put_opt_str(b, e->group_key))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  if (x->packed && !e->rec.failure && (unsigned)e->rec.state <= ALTAR_STATE_FAILED) {
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, b, buf_sink);
+    int bad = msgpack_pack_map(&pk, 7);
+    pk_str(&pk, "consumed");
+    bad |= e->rec.consumed ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+    pk_str(&pk, "failure");
+    bad |= msgpack_pack_nil(&pk);
+    bad |= altar_buf_append(b, x->packed, x->packed_len);
+    pk_str(&pk, "restart_count");
+    bad |= msgpack_pack_int64(&pk, e->rec.restart_count);
+    pk_str(&pk, "spec");
+    bad |= msgpack_pack_nil(&pk);
+    pk_str(&pk, "state");
+    pk_str(&pk, altar_state_name(e->rec.state));
+    return bad ? altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory") : ALTAR_OK;
+  }
   altar_record_t shallow = e->rec;
   shallow.spec = NULL;
   return altar_encode_record(&shallow, b, err);
@@ -143,14 +222,52 @@ typedef struct pchange {
   bool dropped; /* created and removed within the batch: nothing to write */
 } pchange_t;
 
-static void pend_clear(rl_t *r) {
-  for (size_t i = 0; i < r->n_pv; i++) {
-    free(r->pv[i]->key);
-    free(r->pv[i]->val);
-    free(r->pv[i]);
+/* A bump allocator for the pending changes: a batch allocates many small
+ * pieces and frees them all at once. */
+typedef struct achunk {
+  struct achunk *next;
+  size_t used, cap;
+  _Alignas(16) char data[];
+} achunk_t;
+
+#define ARENA_CHUNK (256u << 10)
+
+static void *arena_alloc(rl_t *r, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  achunk_t *a = r->arena;
+  if (!a || a->cap - a->used < n) {
+    size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+    if (!(a = malloc(sizeof *a + cap))) return NULL;
+    a->next = r->arena;
+    a->used = 0;
+    a->cap = cap;
+    r->arena = a;
   }
+  void *p = a->data + a->used;
+  a->used += n;
+  return p;
+}
+
+/* Keeps one chunk for the next batch, frees the rest. */
+static void arena_reset(rl_t *r, bool all) {
+  achunk_t *keep = all ? NULL : r->arena;
+  achunk_t *a = keep ? keep->next : r->arena;
+  while (a) {
+    achunk_t *next = a->next;
+    free(a);
+    a = next;
+  }
+  if (keep) {
+    keep->next = NULL;
+    keep->used = 0;
+  }
+  r->arena = keep;
+}
+
+static void pend_clear(rl_t *r) {
   r->n_pv = 0;
-  altar__hmap_free(&r->pend);
+  altar__hmap_clear(&r->pend);
+  arena_reset(r, false);
 }
 
 /* Stages a put (val != NULL) or delete of key. `fresh` says the caller knows
@@ -158,11 +275,10 @@ static void pend_clear(rl_t *r) {
 static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen, bool del, bool fresh) {
   pchange_t *c = altar__hmap_get(&r->pend, (const char *)k->data, k->len);
   char *v = NULL;
-  if (!del && !(v = malloc(vlen ? vlen : 1))) return ALTAR_ENOMEM;
+  if (!del && !(v = arena_alloc(r, vlen ? vlen : 1))) return ALTAR_ENOMEM;
   if (!del && vlen) memcpy(v, val, vlen);
   if (c) {
-    free(c->val);
-    c->val = v;
+    c->val = v; /* the old value stays in the arena until the batch ends */
     c->vlen = vlen;
     c->del = del;
     if (del && c->fresh) {
@@ -175,25 +291,21 @@ static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen,
   if (r->n_pv == r->cap_pv) {
     size_t cap = r->cap_pv ? r->cap_pv * 2 : 256;
     pchange_t **pv = realloc(r->pv, cap * sizeof *pv);
-    if (!pv) goto oom;
+    if (!pv) return ALTAR_ENOMEM;
     r->pv = pv;
     r->cap_pv = cap;
   }
-  if (!(c = calloc(1, sizeof *c)) || !(c->key = malloc(k->len ? k->len : 1))) goto oom;
+  if (!(c = arena_alloc(r, sizeof *c)) || !(c->key = arena_alloc(r, k->len ? k->len : 1))) return ALTAR_ENOMEM;
   memcpy(c->key, k->data, k->len);
   c->klen = k->len;
   c->val = v;
   c->vlen = vlen;
   c->del = del;
   c->fresh = fresh && !del;
-  if (altar__hmap_put(&r->pend, c->key, c->klen, c)) goto oom;
+  c->dropped = false;
+  if (altar__hmap_put(&r->pend, c->key, c->klen, c)) return ALTAR_ENOMEM;
   r->pv[r->n_pv++] = c;
   return ALTAR_OK;
-oom:
-  if (c) free(c->key);
-  free(c);
-  free(v);
-  return ALTAR_ENOMEM;
 }
 
 /* Reads key as the batch would leave it: the overlay first, then the disk.
@@ -233,7 +345,7 @@ static int b_index(rl_t *r, const altar__lent_t *x, bool on) {
 }
 
 static int b_record(rl_t *r, const altar__lent_t *x, altar_error_t *err) {
-  int rc = encode_value(&r->vb, &x->e, x->has_spec, err);
+  int rc = encode_value(&r->vb, x, err);
   if (rc) return rc;
   if (key1(&r->kb, 'r', x->rkey, x->rkey_len) || b_put(r, &r->kb, r->vb.data, r->vb.len))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
@@ -309,6 +421,10 @@ static int load_prefix(rl_t *r, char prefix, altar_error_t *err) {
       break;
     }
     altar__lent_t *x = lent_from_entry(&e, has_spec);
+    if (x && (rc = pack_fixed(x, err))) {
+      altar__lent_free(x);
+      break;
+    }
     if (!x || altar__lindex_add(&r->ix, x)) {
       altar_ledger_entry_clear(&e);
       altar__lent_free(x);
@@ -403,6 +519,7 @@ static int rl_record(void *impl, const altar_handle_t *h, const char *kind, cons
   if (!x) return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
   if (meta) x->e.rec.restart_count = meta->restart_count;
   x->has_spec = spec != NULL;
+  if ((rc = pack_fixed(x, err))) goto fail;
   if (spec) {
     altar_buf_reset(&r->vb);
     if ((rc = altar_encode_spec(spec, &r->vb, err))) goto fail;
@@ -725,6 +842,8 @@ static void rl_close(void *impl) {
   if (r->db) rocksdb_close(r->db);
   if (r->wb) rocksdb_writebatch_destroy(r->wb);
   pend_clear(r);
+  arena_reset(r, true);
+  altar__hmap_free(&r->pend);
   free(r->pv);
   if (r->wopts) rocksdb_writeoptions_destroy(r->wopts);
   if (r->ropts) rocksdb_readoptions_destroy(r->ropts);

@@ -251,3 +251,35 @@ int altar__outbox_count(altar__outbox_t *ob, size_t *pn, altar_error_t *err) {
   *pn = 0;
   return altar__ledger_aux_scan(ob->ledger, "o/", 2, visit_count, pn, err);
 }
+
+typedef struct carry_ctx {
+  altar_ledger_t *to;
+  size_t n;
+  int rc;
+  altar_error_t *err;
+} carry_ctx_t;
+
+static int visit_carry(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  carry_ctx_t *c = ctx;
+  c->rc = altar__ledger_aux_put(c->to, key, klen, val, vlen, c->err);
+  if (c->rc) return 1;
+  c->n++;
+  return 0;
+}
+
+int altar__outbox_carry(altar_ledger_t *from, altar_ledger_t *to, size_t *pn, altar_error_t *err) {
+  if (pn) *pn = 0;
+  carry_ctx_t c = {.to = to, .err = err};
+  int rc = altar__ledger_aux_scan(from, "o/", 2, visit_carry, &c, err);
+  if (!rc) rc = c.rc;
+  if (!rc) {
+    /* The counter too, so new records never reuse a carried number. */
+    altar_buf_t b = {0};
+    rc = altar__ledger_aux_get(from, SEQ_KEY, 1, &b, err);
+    if (rc == ALTAR_OK) rc = altar__ledger_aux_put(to, SEQ_KEY, 1, b.data, b.len, err);
+    else if (rc == ALTAR_ENOTFOUND) rc = ALTAR_OK;
+    altar_buf_free(&b);
+  }
+  if (pn) *pn = c.n;
+  return rc;
+}

@@ -31,6 +31,12 @@ int altar__outbox_stage(altar__outbox_t *ob, const char *topic, const char *key,
 int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_error_t *err);
 /* Number of records still stored. */
 int altar__outbox_count(altar__outbox_t *ob, size_t *pn, altar_error_t *err);
+/* Copies every stored record (and the sequence counter) of from's outbox
+ * into to's, one atomic write per record, keeping their numbers and bytes.
+ * --rebuild uses it so that retried jobs and DLQ copies a killed daemon had
+ * staged but not published survive the ledger swap; to must hold no outbox
+ * of its own. *pn (may be NULL) gets the number of records copied. */
+int altar__outbox_carry(altar_ledger_t *from, altar_ledger_t *to, size_t *pn, altar_error_t *err);
 /* The delivery callback to install on the transport (ctx = the outbox). */
 void altar__outbox_on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *ctx);
 

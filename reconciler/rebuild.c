@@ -36,11 +36,14 @@ static void dues_clear(dues_t *d) {
 }
 
 /* Reads every partition of topic from its beginning up to its end offset as
- * of now, calling fn for each record. */
+ * of now, calling fn for each record. With pends, the listing whose end
+ * offsets bounded the read is handed over (caller frees; NULL when the
+ * topic does not exist). */
 typedef int (*record_fn)(void *ctx, altar_msg_t *m, altar_error_t *err);
 
 static int read_topic(const char *tname, const altar_strmap_t *props, const char *topic, record_fn fn, void *ctx,
-                      altar_error_t *err) {
+                      altar_topic_list_t **pends, altar_error_t *err) {
+  if (pends) *pends = NULL;
   altar_transport_t *t = altar_transport_new(tname, props, NULL, err);
   if (!t) return err ? err->code : ALTAR_ETRANSPORT;
   altar_topic_list_t *tl = NULL;
@@ -79,7 +82,8 @@ static int read_topic(const char *tname, const altar_strmap_t *props, const char
   }
   free(tps);
   free(ends);
-  altar_topic_list_free(tl);
+  if (pends && !rc) *pends = tl;
+  else altar_topic_list_free(tl);
   altar_transport_close(t);
   return rc;
 }
@@ -97,8 +101,9 @@ typedef struct replay {
 static int flush_batch(replay_t *r, altar_error_t *err) {
   if (!r->n) return ALTAR_OK;
   altar_apply_result_t res = {0};
-  /* The group events' timestamp is the last event's, so a replay is a function of the log alone. */
-  int rc = altar_apply_events_atomic(r->ledger, r->groups, r->batch, r->n, r->batch[r->n - 1].ts, &res, err);
+  /* ts < 0: a group event's ts is that of the status event that made it due,
+   * as in the live daemon, so both publish identical bytes for one event_id. */
+  int rc = altar_apply_events_atomic(r->ledger, r->groups, r->batch, r->n, -1, &res, err);
   for (size_t i = 0; !rc && i < res.n_events; i++) {
     const altar_group_event_t *g = &res.events[i];
     if (r->due.n == r->due.cap) {
@@ -181,22 +186,17 @@ static int on_group(void *ctx, altar_msg_t *m, altar_error_t *err) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* Input offsets for the daemon that takes over the new ledger. */
-static int store_offsets(const char *tname, const altar_strmap_t *props, altar_ledger_t *l, const char *topic,
-                         altar_error_t *err) {
-  altar_transport_t *t = altar_transport_new(tname, props, NULL, err);
-  if (!t) return err ? err->code : ALTAR_ETRANSPORT;
-  altar_topic_list_t *tl = NULL;
-  int rc = altar_transport_list_topics(t, topic, 10000, &tl, err);
-  if (rc == ALTAR_ENOTFOUND) rc = ALTAR_OK;
+/* Input offsets for the daemon that takes over the new ledger: the end
+ * offsets the replay read up to, never the ends of a later listing (events
+ * appended meanwhile by running workers would be skipped). */
+static int store_offsets(const altar_topic_list_t *tl, altar_ledger_t *l, const char *topic, altar_error_t *err) {
+  int rc = ALTAR_OK;
   for (size_t i = 0; !rc && tl && tl->n_topics && i < tl->topics[0].n_partitions; i++) {
     char k[320], v[32];
     int kl = snprintf(k, sizeof k, "s/%s/%" PRId32, topic, tl->topics[0].partitions[i].partition);
     int vl = snprintf(v, sizeof v, "%" PRId64, tl->topics[0].partitions[i].end);
     rc = altar__ledger_aux_put(l, k, (size_t)kl, v, (size_t)vl, err);
   }
-  altar_topic_list_free(tl);
-  altar_transport_close(t);
   return rc;
 }
 
@@ -214,11 +214,14 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
   r.batch = calloc(r.cap, sizeof *r.batch);
   if (!r.batch) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   uint64_t published = 0;
-  int rc = read_topic(tname, props, topics->status, on_status, &r, err);
+  altar_topic_list_t *status_ends = NULL;
+  int rc = read_topic(tname, props, topics->status, on_status, &r, &status_ends, err);
   if (!rc) rc = flush_batch(&r, err);
-  if (!rc) rc = store_offsets(tname, props, new_ledger, topics->status, err);
-  if (!rc) rc = read_topic(tname, props, topics->ready, on_group, &seen, err);
-  if (!rc && strcmp(topics->ready, topics->dead)) rc = read_topic(tname, props, topics->dead, on_group, &seen, err);
+  if (!rc) rc = store_offsets(status_ends, new_ledger, topics->status, err);
+  altar_topic_list_free(status_ends);
+  if (!rc) rc = read_topic(tname, props, topics->ready, on_group, &seen, NULL, err);
+  if (!rc && strcmp(topics->ready, topics->dead))
+    rc = read_topic(tname, props, topics->dead, on_group, &seen, NULL, err);
   if (!rc && seen.n) qsort(seen.v, seen.n, sizeof *seen.v, cmp_str);
   if (!rc) {
     int failed = 0;

@@ -19,19 +19,11 @@ case "$VERSION" in
   *) say "ALTAR_KAFKA_VERSION must look like 3.9.1, got '$VERSION'"; exit 2 ;;
 esac
 
-if [ -f "$LIBS/.complete" ] && [ -f "$LIBS/kafka_2.13-$VERSION.jar" ]; then
-  echo "$LIBS"
-  exit 0
-fi
-
-command -v mvn >/dev/null 2>&1 || { say "mvn not found; run scripts/install-deps.sh test (Debian package maven)"; exit 1; }
-command -v java >/dev/null 2>&1 || { say "java not found; run scripts/install-deps.sh test (Debian package default-jre-headless)"; exit 1; }
-
 # The logging binding differs by line: 3.x logs through slf4j 1 + reload4j,
-# 4.x through slf4j 2 + log4j2. Without one the broker logs nothing at all.
+# 4.x through slf4j 1 + log4j2. Without one the broker logs nothing at all.
 case "$VERSION" in
   3.*) LOGDEPS='<dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>1.7.36</version></dependency>' ;;
-  *)   LOGDEPS='<dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j2-impl</artifactId><version>2.24.3</version></dependency>
+  *)   LOGDEPS='<dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.24.3</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>2.24.3</version></dependency>
     <dependency><groupId>com.fasterxml.jackson.dataformat</groupId><artifactId>jackson-dataformat-yaml</artifactId><version>2.16.2</version></dependency>' ;;
 esac
@@ -42,10 +34,7 @@ case "$VERSION" in
   *)   EXTRA="<dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$VERSION</version></dependency>" ;;
 esac
 
-mkdir -p "$HOME_DIR"
-WORK="$(mktemp -d "$HOME_DIR/fetch.XXXXXX")"
-trap 'rm -rf "$WORK"' EXIT INT TERM
-cat > "$WORK/pom.xml" <<POM
+POM_TEXT="$(cat <<POM
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>altar.test</groupId>
@@ -59,10 +48,26 @@ cat > "$WORK/pom.xml" <<POM
   </dependencies>
 </project>
 POM
+)"
+
+# The cache is good when it was made from this very pom.
+if [ -f "$LIBS/.complete" ] && [ -f "$LIBS/kafka_2.13-$VERSION.jar" ] &&
+   [ "$(cat "$LIBS/.complete")" = "$POM_TEXT" ]; then
+  echo "$LIBS"
+  exit 0
+fi
+
+command -v mvn >/dev/null 2>&1 || { say "mvn not found; run scripts/install-deps.sh test (Debian package maven)"; exit 1; }
+command -v java >/dev/null 2>&1 || { say "java not found; run scripts/install-deps.sh test (Debian package default-jre-headless)"; exit 1; }
+
+mkdir -p "$HOME_DIR"
+WORK="$(mktemp -d "$HOME_DIR/fetch.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT INT TERM
+printf '%s\n' "$POM_TEXT" > "$WORK/pom.xml"
 
 say "fetching Apache Kafka $VERSION broker jars from Maven Central into $LIBS (first run only; may take a few minutes)"
 tries=0
-until mvn -B -ntp -f "$WORK/pom.xml" dependency:copy-dependencies \
+until mvn -B -ntp $( [ "$tries" -gt 0 ] && echo -U ) -f "$WORK/pom.xml" dependency:copy-dependencies \
         -DincludeScope=runtime -DoutputDirectory="$WORK/libs" >"$WORK/mvn.log" 2>&1; do
   tries=$((tries + 1))
   if [ "$tries" -ge 3 ]; then
@@ -75,7 +80,7 @@ until mvn -B -ntp -f "$WORK/pom.xml" dependency:copy-dependencies \
 done
 [ -f "$WORK/libs/kafka_2.13-$VERSION.jar" ] || { say "Maven finished but kafka_2.13-$VERSION.jar is missing"; exit 1; }
 say "fetched $(ls "$WORK/libs" | wc -l) jars"
-touch "$WORK/libs/.complete"
+printf '%s' "$POM_TEXT" > "$WORK/libs/.complete"
 rm -rf "$LIBS"
 mv "$WORK/libs" "$LIBS"
 echo "$LIBS"

@@ -95,7 +95,8 @@ int lgroup_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
     free(p);
     if (rc) goto fail;
   }
-  char *tmp = local_pathf("%s/members/.%s.tmp", g->dir, g->member_id);
+  /* Staged outside members/, so no one sees it before it is locked. */
+  char *tmp = local_pathf("%s/tmp/member-%s-%s.tmp", cfg->dir, group, g->member_id);
   char *fin = local_pathf("%s/members/%s.member", g->dir, g->member_id);
   if (!tmp || !fin) {
     free(tmp);
@@ -158,15 +159,13 @@ static int live_members(altar_transport_t *t, lgroup_t *g, member_t **pm, size_t
   while (!rc && (de = readdir(d)) != NULL) {
     const char *nm = de->d_name;
     size_t l = strlen(nm);
-    bool is_member = l > 7 && !strcmp(nm + l - 7, ".member");
-    bool is_tmp = nm[0] == '.' && l > 4 && !strcmp(nm + l - 4, ".tmp");
-    if (!is_member && !is_tmp) continue;
+    if (l <= 7 || strcmp(nm + l - 7, ".member") != 0) continue;
     char *p = local_path(md, nm);
     if (!p) {
       rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
       break;
     }
-    bool mine = is_member && l - 7 == strlen(g->member_id) && !strncmp(nm, g->member_id, l - 7);
+    bool mine = l - 7 == strlen(g->member_id) && !strncmp(nm, g->member_id, l - 7);
     member_t m = {0};
     if (!mine) {
       int fd = open(p, O_RDONLY | O_CLOEXEC);
@@ -175,13 +174,9 @@ static int live_members(altar_transport_t *t, lgroup_t *g, member_t **pm, size_t
         continue;
       }
       if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
-        if (is_member) altar_transport_log(t, 6, "group %s: member %.*s is gone", g->group, (int)(l - 7), nm);
+        /* Nobody holds it: its member died. */
+        altar_transport_log(t, 6, "group %s: member %.*s is gone", g->group, (int)(l - 7), nm);
         unlink(p);
-        close(fd);
-        free(p);
-        continue;
-      }
-      if (is_tmp) { /* still joining */
         close(fd);
         free(p);
         continue;

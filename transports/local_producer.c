@@ -302,7 +302,9 @@ int local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_er
 int local_poll(altar_transport_t *t, int timeout_ms) {
   local_producer_t *p = &((local_t *)t->impl)->prod;
   pthread_mutex_lock(&p->mu);
-  if (!p->done_head && timeout_ms != 0 && p->outstanding > 0) {
+  /* Like rd_kafka_poll: wait for a report up to timeout_ms even when none
+   * is due, so a poll loop never spins. */
+  if (!p->done_head && timeout_ms != 0) {
     struct timespec until = abs_after_ms(timeout_ms < 0 ? 3600000 : timeout_ms);
     while (!p->done_head) {
       if (pthread_cond_timedwait(&p->done_cv, &p->mu, &until) == ETIMEDOUT) break;

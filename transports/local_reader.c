@@ -82,7 +82,13 @@ static int read_record(lreader_t *r, const local_cfg_t *cfg, lrec_view_t *v, con
     if (r->pos >= b->start && r->pos < b->start + (off_t)b->len) {
       size_t off = (size_t)(r->pos - b->start);
       int rc = lrec_parse(r->buf + off, b->len - off, cfg->max_record_bytes, v, why);
-      if (rc != LREC_INCOMPLETE) return rc;
+      if (rc == LREC_OK || (rc == LREC_CORRUPT && refilled)) return rc;
+      /* Corrupt in an older buffer: judge fresh bytes (an appender may have
+       * cut a torn tail and written over it since). */
+      if (rc == LREC_CORRUPT) {
+        b->len = 0;
+        continue;
+      }
       if (refilled && b->len < r->buf_cap) return LREC_INCOMPLETE; /* end of file */
       if (refilled && off == 0) {
         /* The record is larger than the buffer: grow to fit it. */

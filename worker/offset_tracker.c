@@ -289,3 +289,8 @@ int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *top
   if (pchanged) *pchanged = changed;
   return ALTAR_OK;
 }
+
+void altar_offset_tracker_commit_failed(altar_offset_tracker_t *t, const char *topic, int32_t partition) {
+  part_t *p = find(t, topic, partition);
+  if (p) p->last_offset = -2; /* never returned: the next commit point counts as changed */
+}

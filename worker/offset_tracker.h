@@ -64,4 +64,9 @@ size_t altar_offset_tracker_in_flight(const altar_offset_tracker_t *t, const cha
 int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *topic, int32_t partition,
                                       int64_t *poffset, char *meta, size_t metasz, bool *pchanged);
 
+/* Tells the tracker the last commit point it returned was not committed
+ * (the commit failed), so the next altar_offset_tracker_commit_point reports
+ * a change and the caller tries again. */
+void altar_offset_tracker_commit_failed(altar_offset_tracker_t *t, const char *topic, int32_t partition);
+
 #endif

@@ -4,10 +4,12 @@
 
 #include "altar/codec.h"
 #include "offset_tracker.h"
+#include "worker_metrics.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +69,44 @@ typedef struct worker {
   size_t outstanding; /* produced, not yet reported */
   uint64_t finished_jobs;
   altar_worker_stats_t stats;
+  altar__worker_metrics_t metrics;
   int fatal;
   altar_error_t fatal_err;
+  struct worker *live_next;
 } worker_t;
+
+/* The transport keeps our rebalance callback after altar_worker_run returns
+ * and fires it (REVOKE) from the caller's altar_transport_close, when the
+ * worker's frame is gone. So the callback finds its worker among the running
+ * ones by transport; none means run has returned, having drained and
+ * committed already, and the call is ignored. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static worker_t *live_head;
+
+static void live_add(worker_t *w) {
+  pthread_mutex_lock(&live_mu);
+  w->live_next = live_head;
+  live_head = w;
+  pthread_mutex_unlock(&live_mu);
+}
+
+static void live_remove(worker_t *w) {
+  pthread_mutex_lock(&live_mu);
+  for (worker_t **pp = &live_head; *pp; pp = &(*pp)->live_next)
+    if (*pp == w) {
+      *pp = w->live_next;
+      break;
+    }
+  pthread_mutex_unlock(&live_mu);
+}
+
+static worker_t *live_find(const altar_transport_t *tr) {
+  pthread_mutex_lock(&live_mu);
+  worker_t *w = live_head;
+  while (w && w->o->transport != tr) w = w->live_next;
+  pthread_mutex_unlock(&live_mu);
+  return w;
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -482,20 +519,30 @@ static void poll_tasks(worker_t *w, int partition_filter, const char *topic_filt
 
 /* ---- partitions and commits ----------------------------------------------- */
 
-static void commit_partition(worker_t *w, const char *topic, int32_t partition) {
+/* Commits the partition's commit point if it changed; false when that
+ * commit failed (it is then tried again on the next call). */
+static bool commit_partition(worker_t *w, const char *topic, int32_t partition) {
   int64_t off;
   char meta[ALTAR_OFFSET_META_MAX + 1];
   bool changed;
   if (altar_offset_tracker_commit_point(w->tracker, topic, partition, &off, meta, sizeof meta, &changed) ||
       !changed || off < 0)
-    return;
+    return true;
   altar_error_t e = {0};
-  if (altar_transport_commit(w->o->transport, topic, partition, off, meta[0] ? meta : NULL, &e) != ALTAR_OK)
+  if (altar_transport_commit(w->o->transport, topic, partition, off, meta[0] ? meta : NULL, &e) != ALTAR_OK) {
+    /* Else the tracker would report no change and the commit never be retried. */
+    altar_offset_tracker_commit_failed(w->tracker, topic, partition);
     wlog(w, "commit %s/%" PRId32 " at %" PRId64 " failed (will retry): %s", topic, partition, off, e.msg);
+    return false;
+  }
+  return true;
 }
 
-static void commit_all(worker_t *w) {
-  for (size_t i = 0; i < w->n_parts; i++) commit_partition(w, w->parts[i].topic, w->parts[i].partition);
+/* Number of partitions whose commit failed. */
+static size_t commit_all(worker_t *w) {
+  size_t failed = 0;
+  for (size_t i = 0; i < w->n_parts; i++) failed += !commit_partition(w, w->parts[i].topic, w->parts[i].partition);
+  return failed;
 }
 
 static void set_paused(worker_t *w, bool paused) {
@@ -559,7 +606,9 @@ static void drain(worker_t *w, const char *topic, int32_t partition, int64_t dea
 
 static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
                          void *ctx) {
-  worker_t *w = ctx;
+  (void)ctx;
+  worker_t *w = live_find(tr);
+  if (!w) return;
   if (kind == ALTAR_REBALANCE_ASSIGN) {
     for (size_t i = 0; i < n; i++) {
       int64_t off = ALTAR_OFFSET_INVALID;
@@ -624,11 +673,17 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   }
   w.tracker = altar_offset_tracker_new();
   if (!w.tracker) return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+  altar_error_t me = {0};
+  if (altar__worker_metrics_init(&w.metrics, o->metrics, o->slots, &me)) wlog(&w, "metrics off: %s", me.msg);
   o->transport->opts.on_delivery = on_delivery;
   o->transport->opts.delivery_ctx = &w;
   const char *topics[] = {o->topics->jobs};
-  int rc = altar_transport_subscribe(o->transport, w.group, topics, 1, on_rebalance, &w, err);
+  live_add(&w);
+  int rc = altar_transport_subscribe(o->transport, w.group, topics, 1, on_rebalance, NULL, err);
   if (rc) {
+    live_remove(&w);
+    o->transport->opts.on_delivery = NULL;
+    o->transport->opts.delivery_ctx = NULL;
     altar_offset_tracker_free(w.tracker);
     return rc;
   }
@@ -666,6 +721,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     /* Commits are batched: a late commit only means a rerun after a crash,
      * and the finished offsets above it ride in the metadata anyway. */
     if (mono_ms() >= next_commit) {
+      altar__worker_metrics_update(&w.metrics, &w.stats, in_flight(&w), w.paused);
       commit_all(&w);
       next_commit = mono_ms() + 100;
     }
@@ -679,10 +735,20 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     }
   }
   if (draining && !w.fatal) drain(&w, NULL, -1, mono_ms() + (o->drain_ms < 0 ? 30000 : o->drain_ms));
-  if (!w.fatal && !(o->stop && *o->stop >= 2)) commit_all(&w);
+  /* The last commit gets a few tries: no later loop would retry it. */
+  if (!w.fatal && !(o->stop && *o->stop >= 2))
+    for (int tries = 0; commit_all(&w) && tries < 5; tries++) altar_transport_poll(o->transport, 200);
+  /* Reports still owed (a hard stop, a fatal error) are served now, while
+   * their records and tasks exist, not later inside the caller's close. */
+  if (w.outstanding) {
+    altar_error_t fe = {0};
+    if (altar_transport_flush(o->transport, 5000, &fe) != ALTAR_OK) wlog(&w, "flush: %s", fe.msg);
+  }
   /* Unsubscribe by closing is the caller's job; detach our callbacks now. */
+  live_remove(&w);
   o->transport->opts.on_delivery = NULL;
   o->transport->opts.delivery_ctx = NULL;
+  altar__worker_metrics_update(&w.metrics, &w.stats, in_flight(&w), w.paused);
   if (pstats) *pstats = w.stats;
   for (size_t i = 0; i < w.n_tasks; i++) task_free(w.tasks[i]);
   free(w.tasks);

@@ -21,6 +21,7 @@
 #include "altar/config.h"
 #include "altar/fleet.h"
 #include "altar/groups.h"
+#include "altar/metrics.h"
 #include "altar/transport.h"
 
 #include <signal.h>
@@ -41,6 +42,9 @@ typedef struct altar_worker_opts {
   /* Set to 1 to drain and stop, 2 (a second signal) to stop at once. */
   volatile sig_atomic_t *stop;
   bool quiet;                   /* no progress lines on stderr */
+  /* Borrowed, may be NULL: the run registers the altar_worker_* metrics here
+   * and keeps them current (docs/metrics.md). */
+  altar_metrics_t *metrics;
 } altar_worker_opts_t;
 
 typedef struct altar_worker_stats {

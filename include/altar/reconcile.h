@@ -94,9 +94,9 @@ typedef struct altar_apply_result {
   size_t n_retries, cap_retries;
   altar_strlist_t deferred_groups; /* "kind:group_key", once per decision */
   altar_strlist_t stalled_groups;
-  size_t applied;  /* events applied */
-  size_t ignored;  /* events for kinds without a spec are still recorded; this
-                      counts events that changed nothing (duplicates) */
+  size_t applied; /* events applied (events of kinds without a GroupSpec are
+                     recorded too, never grouped) */
+  size_t ignored; /* of those, duplicates that changed nothing */
 } altar_apply_result_t;
 void altar_apply_result_clear(altar_apply_result_t *r);
 

@@ -2,7 +2,9 @@
 # A real Apache Kafka broker for the tests: one KRaft node (broker and
 # controller in one JVM) on 127.0.0.1 with a small heap, from jars that
 # scripts/kafka-jars.sh fetched from Maven Central.
-#   kafka.sh start    idempotent; waits until the broker answers metadata
+#   kafka.sh start    idempotent; waits until the broker answers metadata. A broker
+#                     not yet running starts on an empty data directory (set
+#                     ALTAR_KAFKA_KEEP_DATA=1 to keep the previous run's topics)
 #   kafka.sh stop     stops it and waits for the process to exit
 #   kafka.sh restart  stop then start, keeping the data (broker-restart tests)
 #   kafka.sh status   exit 0 when running and ready
@@ -124,6 +126,7 @@ storage_tool() {
 }
 
 start() {
+  local keep="${1:-${ALTAR_KAFKA_KEEP_DATA:-0}}"
   if pid="$(running_pid)"; then
     if ready; then exit 0; fi
     say "broker pid $pid is running but not ready; waiting"
@@ -135,6 +138,7 @@ start() {
     command -v java >/dev/null 2>&1 || die "java not found; run scripts/install-deps.sh test"
     local libs
     libs="$("$HERE/scripts/kafka-jars.sh")" || die "could not fetch the Kafka $VERSION jars (see above)"
+    [ "$keep" = 1 ] || rm -rf "$DIR/data"
     write_config
     if [ ! -f "$DIR/data/meta.properties" ]; then
       : >"$DIR/format.log"
@@ -195,7 +199,7 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  restart) stop; start ;;
+  restart) stop; start 1 ;;
   status) running_pid >/dev/null && ready ;;
   clean) stop; rm -rf "$DIR" ;;
   *) echo "usage: $0 start|stop|restart|status|clean" >&2; exit 2 ;;

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define ROUNDS 25
+#define ROUNDS 50
 #define PARTS 2
 #define MAX_ACKS 200000
 

@@ -174,6 +174,7 @@ static void test_takeover_after_kill(void) {
     altar_transport_assignment(t, &parts, &n, &err);
     free(parts);
     if (n == 2) break;
+    CU_ASSERT_FATAL(waitpid(pid, NULL, WNOHANG) == 0); /* the child is still there */
     CU_ASSERT_FATAL(spins < 3000);
   }
   CU_ASSERT_EQUAL_FATAL(read(pfd[0], &ch, 1), 1);

@@ -1,0 +1,21 @@
+/* The reconciler's Prometheus metrics: registered once per run, refreshed
+ * from altar_reconciler_stats_t on the daemon's thread (deltas, so a
+ * registry shared by several runs keeps counting up). */
+#ifndef ALTAR_RECONCILER_DAEMON_METRICS_H
+#define ALTAR_RECONCILER_DAEMON_METRICS_H
+
+#include "altar/metrics.h"
+#include "reconciler/daemon.h"
+
+typedef struct altar__reconciler_metrics {
+  altar_metric_t *events, *batches, *fired, *dead_lettered, *retried, *poison, *published;
+  altar_reconciler_stats_t last; /* what the counters already hold */
+} altar__reconciler_metrics_t;
+
+/* Registers the reconciler's metrics in reg (NULL: every update is a no-op).
+ * On error the metrics stay off and err says why; the daemon runs anyway. */
+int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metrics_t *reg, altar_error_t *err);
+/* Brings the counters up to date with st. */
+void altar__reconciler_metrics_update(altar__reconciler_metrics_t *rm, const altar_reconciler_stats_t *st);
+
+#endif

@@ -1,0 +1,175 @@
+#!/bin/sh
+# `altar worker --metrics` and `altar reconciler --metrics` on the local
+# transport: GET /metrics lists every documented metric in the exposition
+# format, counters move when a job runs, other paths are 404, metrics.addr
+# from the config file works, a malformed address is refused naming
+# metrics.addr, and SIGTERM stops the worker cleanly.
+set -u
+: "${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
+command -v curl >/dev/null || { echo "FAIL: curl is required (scripts/install-deps.sh test)" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "FAIL: python3 is required" >&2; exit 1; }
+T="$(mktemp -d "${TMPDIR:-/tmp}/altar-metrics-cli.XXXXXX")"
+pids=""
+cleanup() {
+  for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+fails=0
+checks=0
+fail() {
+  echo "FAIL: $*" >&2
+  fails=$((fails + 1))
+}
+ok() { checks=$((checks + 1)); }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+# Waits (bounded) until GET url answers 200, keeping the body in $2.
+wait_metrics() {
+  i=0
+  while [ $i -lt 300 ]; do
+    if curl -sf --noproxy '*' -o "$2" "$1" 2>/dev/null; then return 0; fi
+    i=$((i + 1))
+    sleep 0.1
+  done
+  return 1
+}
+# Waits (bounded) until the metrics at $1 contain the line $2.
+wait_line() {
+  i=0
+  while [ $i -lt 600 ]; do
+    if curl -sf --noproxy '*' "$1" 2>/dev/null | grep -qx "$2"; then return 0; fi
+    i=$((i + 1))
+    sleep 0.1
+  done
+  return 1
+}
+
+cat >"$T/altar.yaml" <<EOF
+transport:
+  name: local
+  dir: $T/log
+backend: {name: process, data_root: $T/data, slots: 2}
+ledger: {path: $T/ledger}
+groups: {}
+EOF
+mkdir -p "$T/data"
+cfg="--config $T/altar.yaml"
+
+# ---- the worker ----
+port="$(free_port)"
+url="http://127.0.0.1:$port/metrics"
+"$ALTAR_BIN" worker $cfg --id mw1 --drain 2 --metrics "127.0.0.1:$port" >"$T/worker.log" 2>&1 &
+wpid=$!
+pids="$pids $wpid"
+if wait_metrics "$url" "$T/m1"; then ok; else fail "worker: no answer on $url: $(cat "$T/worker.log")"; fi
+for name in altar_worker_jobs_consumed_total altar_worker_tasks_submitted_total altar_worker_tasks_succeeded_total \
+  altar_worker_tasks_failed_total altar_worker_tasks_released_total altar_worker_jobs_skipped_total \
+  altar_worker_dead_lettered_total altar_worker_status_events_total; do
+  if grep -qx "# TYPE $name counter" "$T/m1" && grep -q "^# HELP $name " "$T/m1" && grep -qx "$name [0-9]*" "$T/m1"; then
+    ok
+  else
+    fail "worker: counter $name missing or malformed"
+  fi
+done
+for name in altar_worker_in_flight altar_worker_slots altar_worker_paused; do
+  if grep -qx "# TYPE $name gauge" "$T/m1" && grep -qx "$name [0-9]*" "$T/m1"; then ok; else fail "worker: gauge $name missing"; fi
+done
+grep -qx "altar_worker_slots 2" "$T/m1" && ok || fail "worker: altar_worker_slots is not the configured 2: $(grep slots "$T/m1")"
+grep -qx "altar_worker_paused 0" "$T/m1" && ok || fail "worker: paused while idle"
+ct="$(curl -s --noproxy '*' -o /dev/null -w '%{content_type}' "$url")"
+case "$ct" in text/plain\;*version=0.0.4*) ok ;; *) fail "worker: content type '$ct'" ;; esac
+code="$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/")"
+[ "$code" = 404 ] && ok || fail "worker: GET / gave $code, want 404"
+code="$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/metricsx")"
+[ "$code" = 404 ] && ok || fail "worker: GET /metricsx gave $code, want 404"
+
+# One job that succeeds and one poison message move the counters.
+echo '{"kind": "probe", "image": "none", "command": ["/bin/true"], "labels": {}}' >"$T/spec.json"
+if "$ALTAR_BIN" submit $cfg "$T/spec.json" >"$T/submit.out" 2>"$T/submit.err"; then ok; else fail "submit: $(cat "$T/submit.err")"; fi
+printf 'not a job\n' | "$ALTAR_BIN" log produce $cfg --topic altar.jobs >/dev/null 2>&1 || fail "producing a poison job"
+wait_line "$url" "altar_worker_tasks_succeeded_total 1" && ok || fail "worker: succeeded never reached 1: $(curl -s "$url" | grep -v '^#')"
+wait_line "$url" "altar_worker_dead_lettered_total 1" && ok || fail "worker: dead_lettered never reached 1"
+curl -s --noproxy '*' "$url" >"$T/m2"
+grep -qx "altar_worker_jobs_consumed_total 2" "$T/m2" && ok || fail "worker: consumed is not 2: $(grep consumed "$T/m2")"
+grep -qx "altar_worker_tasks_submitted_total 1" "$T/m2" && ok || fail "worker: submitted is not 1"
+grep -qx "altar_worker_status_events_total [1-9][0-9]*" "$T/m2" && ok || fail "worker: no status events counted"
+
+# Two slow jobs fill both slots: in flight 2, intake paused; then both finish.
+printf '%s\n' '{"kind": "probe", "image": "none", "command": ["/bin/sleep", "4"], "labels": {"n": "1"}}' \
+  '{"kind": "probe", "image": "none", "command": ["/bin/sleep", "4"], "labels": {"n": "2"}}' >"$T/slow.jsonl"
+"$ALTAR_BIN" submit $cfg "$T/slow.jsonl" >/dev/null 2>"$T/submit.err" || fail "submit slow: $(cat "$T/submit.err")"
+wait_line "$url" "altar_worker_in_flight 2" && ok || fail "worker: in_flight never reached 2"
+wait_line "$url" "altar_worker_paused 1" && ok || fail "worker: never paused with every slot busy"
+wait_line "$url" "altar_worker_tasks_succeeded_total 3" && ok || fail "worker: the slow jobs never succeeded"
+wait_line "$url" "altar_worker_in_flight 0" && ok || fail "worker: in_flight did not return to 0"
+wait_line "$url" "altar_worker_paused 0" && ok || fail "worker: did not resume intake"
+
+# A second worker on the same port cannot start; it says which setting is at fault.
+if "$ALTAR_BIN" worker $cfg --id mw2 --metrics "127.0.0.1:$port" >"$T/busy.log" 2>&1; then
+  fail "a second worker on a taken metrics port started"
+else
+  grep -q "metrics.addr" "$T/busy.log" && ok || fail "taken port: error does not name metrics.addr: $(cat "$T/busy.log")"
+fi
+
+# SIGTERM: the worker drains and exits 0, and the endpoint goes away.
+kill -TERM "$wpid"
+i=0
+while kill -0 "$wpid" 2>/dev/null && [ $i -lt 600 ]; do i=$((i + 1)); sleep 0.1; done
+if kill -0 "$wpid" 2>/dev/null; then
+  fail "worker did not stop on SIGTERM"
+else
+  wait "$wpid"
+  st=$?
+  [ "$st" = 0 ] && ok || fail "worker exited with status $st after SIGTERM: $(tail -5 "$T/worker.log")"
+fi
+code="$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' "$url")"
+[ "$code" = 000 ] && ok || fail "metrics still served after the worker stopped ($code)"
+
+# ---- malformed addresses are refused before anything starts ----
+for bad in nonsense 127.0.0.1 127.0.0.1:70000 :9464 127.0.0.1:abc; do
+  if "$ALTAR_BIN" worker $cfg --metrics "$bad" >"$T/bad.log" 2>&1; then
+    fail "worker accepted --metrics '$bad'"
+  else
+    grep -q "metrics.addr" "$T/bad.log" && ok || fail "--metrics '$bad': error does not name metrics.addr: $(cat "$T/bad.log")"
+  fi
+done
+if "$ALTAR_BIN" worker $cfg --set metrics.addr=bogus >"$T/bad.log" 2>&1; then
+  fail "worker accepted --set metrics.addr=bogus"
+else
+  grep -q "metrics.addr" "$T/bad.log" && ok || fail "--set metrics.addr=bogus: $(cat "$T/bad.log")"
+fi
+
+# ---- the reconciler, with metrics.addr from the config file ----
+rport="$(free_port)"
+rurl="http://127.0.0.1:$rport/metrics"
+cp "$T/altar.yaml" "$T/rec.yaml"
+printf 'metrics: {addr: "127.0.0.1:%s"}\n' "$rport" >>"$T/rec.yaml"
+"$ALTAR_BIN" reconciler --config "$T/rec.yaml" >"$T/rec.log" 2>&1 &
+rpid=$!
+pids="$pids $rpid"
+if wait_metrics "$rurl" "$T/r1"; then ok; else fail "reconciler: no answer on $rurl: $(cat "$T/rec.log")"; fi
+for name in altar_reconciler_events_applied_total altar_reconciler_batches_total altar_reconciler_groups_fired_total \
+  altar_reconciler_groups_dead_lettered_total altar_reconciler_jobs_retried_total altar_reconciler_poison_total \
+  altar_reconciler_outbox_published_total; do
+  if grep -qx "# TYPE $name counter" "$T/r1" && grep -q "^# HELP $name " "$T/r1"; then ok; else fail "reconciler: $name missing"; fi
+done
+# The worker's status events (submitted + succeeded for 3 jobs) get applied.
+wait_line "$rurl" "altar_reconciler_events_applied_total 6" && ok ||
+  fail "reconciler: events_applied never reached 6: $(curl -s "$rurl" | grep -v '^#')"
+kill -TERM "$rpid"
+i=0
+while kill -0 "$rpid" 2>/dev/null && [ $i -lt 600 ]; do i=$((i + 1)); sleep 0.1; done
+if kill -0 "$rpid" 2>/dev/null; then
+  fail "reconciler did not stop on SIGTERM"
+else
+  wait "$rpid"
+  st=$?
+  [ "$st" = 0 ] && ok || fail "reconciler exited with status $st after SIGTERM: $(tail -5 "$T/rec.log")"
+fi
+
+echo "test_worker_metrics: $checks checks passed, $fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,604 @@
+/* The reconciler's durable outbox (stage inside the ledger batch, publish
+ * after commit, delete on acknowledgement, publish again after a restart
+ * with the same bytes), the outbox carried across --rebuild, and the
+ * daemon and the rebuild agreeing on the bytes of one group event. Uses a
+ * RocksDB ledger in a temporary directory and the local transport. */
+#include "altar/codec.h"
+#include "altar/fleet.h"
+#include "altar/ledger.h"
+#include "altar/transport.h"
+#include "reconciler/daemon.h"
+#include "reconciler/ledger_aux.h"
+#include "reconciler/outbox.h"
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static altar_transport_t *open_local(const char *dir, const altar_transport_opts_t *opts) {
+  altar_strmap_t m = {0};
+  altar_strmap_set(&m, "dir", dir);
+  altar_strmap_set(&m, "rebalance.check.ms", "20");
+  altar_error_t err = {0};
+  altar_transport_t *t = altar_transport_new("local", &m, opts, &err);
+  if (!t) fprintf(stderr, "open local: %s\n", err.msg);
+  altar_strmap_clear(&m);
+  CU_ASSERT_FATAL(t != NULL);
+  return t;
+}
+
+static altar_ledger_t *open_ledger(const char *dir) {
+  altar_error_t err = {0};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  if (!l) fprintf(stderr, "open ledger: %s\n", err.msg);
+  CU_ASSERT_FATAL(l != NULL);
+  return l;
+}
+
+static void create_topic(altar_transport_t *t, const char *topic, int32_t parts) {
+  altar_error_t err = {0};
+  int rc = altar_transport_create_topic(t, topic, parts, &err);
+  CU_ASSERT_FATAL(rc == 0 || rc == ALTAR_EEXIST);
+}
+
+/* Every record of a topic, in partition then offset order. */
+typedef struct rec {
+  altar_buf_t value;
+  char *key;
+  char *reason; /* the DLQ reason header, NULL when absent */
+  int32_t partition;
+  int64_t offset;
+} rec_t;
+
+typedef struct recs {
+  rec_t v[256];
+  size_t n;
+} recs_t;
+
+static void recs_clear(recs_t *r) {
+  for (size_t i = 0; i < r->n; i++) {
+    altar_buf_free(&r->v[i].value);
+    free(r->v[i].key);
+    free(r->v[i].reason);
+  }
+  r->n = 0;
+}
+
+static void read_topic(const char *dir, const char *topic, recs_t *out) {
+  out->n = 0;
+  altar_transport_t *t = open_local(dir, NULL);
+  altar_error_t err = {0};
+  altar_topic_list_t *tl = NULL;
+  int rc = altar_transport_list_topics(t, topic, 5000, &tl, &err);
+  if (rc == ALTAR_ENOTFOUND) {
+    altar_transport_close(t);
+    return;
+  }
+  CU_ASSERT_FATAL(rc == 0);
+  const altar_topic_info_t *ti = &tl->topics[0];
+  for (size_t p = 0; p < ti->n_partitions; p++) {
+    if (ti->partitions[p].end == ti->partitions[p].beginning) continue;
+    altar_transport_t *c = open_local(dir, NULL);
+    altar_tp_t tp = {topic, ti->partitions[p].partition, ALTAR_OFFSET_BEGINNING};
+    CU_ASSERT_FATAL(altar_transport_assign(c, &tp, 1, &err) == 0);
+    for (int64_t want = ti->partitions[p].end - ti->partitions[p].beginning; want > 0;) {
+      altar_msg_t *m = NULL;
+      CU_ASSERT_FATAL(altar_transport_consume(c, 1000, &m, &err) == 0);
+      if (!m) continue;
+      CU_ASSERT_FATAL(out->n < 256);
+      rec_t *r = &out->v[out->n++];
+      memset(r, 0, sizeof *r);
+      altar_buf_append(&r->value, m->value ? m->value : "", m->value_len);
+      if (m->key) r->key = strndup(m->key, m->key_len);
+      const void *hv;
+      size_t hl;
+      if (altar_msg_header(m, ALTAR_DLQ_REASON_HEADER, &hv, &hl) == 0) r->reason = strndup(hv, hl);
+      r->partition = m->partition;
+      r->offset = m->offset;
+      altar_msg_free(m);
+      want--;
+    }
+    altar_transport_close(c);
+  }
+  altar_topic_list_free(tl);
+  altar_transport_close(t);
+}
+
+static size_t outbox_count(altar__outbox_t *ob) {
+  size_t n = 99;
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar__outbox_count(ob, &n, &err) == 0);
+  return n;
+}
+
+/* A transport whose delivery reports reach ob. */
+static altar_transport_t *open_for_outbox(const char *dir, altar__outbox_t *ob) {
+  altar_transport_opts_t to = {.on_delivery = altar__outbox_on_delivery, .delivery_ctx = ob};
+  return open_local(dir, &to);
+}
+
+static void test_stage_then_abort_drops_it(void) {
+  char *root = altar_test_tmpdir("outbox-abort");
+  char ldir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  altar_ledger_t *l = open_ledger(ldir);
+  altar_transport_t *t = open_local(root, NULL);
+  create_topic(t, "out", 1);
+  altar__outbox_t ob;
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar__outbox_open(&ob, l, t, &err) == 0);
+  CU_ASSERT_FATAL(altar_ledger_begin(l, &err) == 0);
+  uint64_t seq = 99;
+  CU_ASSERT(altar__outbox_stage(&ob, "out", "k", "v1", 2, NULL, NULL, &seq, &err) == 0);
+  CU_ASSERT_EQUAL(seq, 0);
+  CU_ASSERT(altar_ledger_abort(l, &err) == 0);
+  CU_ASSERT_EQUAL(outbox_count(&ob), 0);
+  /* Nothing to publish: the staged record went with the aborted batch. */
+  CU_ASSERT(altar__outbox_publish_from(&ob, 0, &err) == 0);
+  CU_ASSERT_EQUAL(ob.in_flight, 0);
+  altar_transport_close(t);
+  altar_ledger_close(l);
+  /* After a restart neither the record nor its sequence number exists. */
+  l = open_ledger(ldir);
+  CU_ASSERT_FATAL(altar__outbox_open(&ob, l, NULL, &err) == 0);
+  CU_ASSERT_EQUAL(ob.next_seq, 0);
+  CU_ASSERT_EQUAL(outbox_count(&ob), 0);
+  altar_ledger_close(l);
+  recs_t r;
+  read_topic(root, "out", &r);
+  CU_ASSERT_EQUAL(r.n, 0);
+  altar_test_rmtree(root);
+  free(root);
+}
+
+static void test_publish_after_commit_delete_on_ack(void) {
+  char *root = altar_test_tmpdir("outbox-publish");
+  char ldir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  altar_ledger_t *l = open_ledger(ldir);
+  altar__outbox_t ob;
+  altar_transport_t *t = open_for_outbox(root, &ob);
+  create_topic(t, "out", 2);
+  create_topic(t, "dlq", 1);
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar__outbox_open(&ob, l, t, &err) == 0);
+  uint64_t first = ob.next_seq;
+  CU_ASSERT_FATAL(altar_ledger_begin(l, &err) == 0);
+  CU_ASSERT(altar__outbox_stage(&ob, "out", "g:1", "group-bytes", 11, NULL, NULL, NULL, &err) == 0);
+  CU_ASSERT(altar__outbox_stage(&ob, "dlq", NULL, "\x00\x01poison", 8, ALTAR_DLQ_REASON_HEADER, "bad bytes", NULL,
+                                &err) == 0);
+  CU_ASSERT_FATAL(altar_ledger_commit(l, &err) == 0);
+  /* Staging publishes nothing: the log sees the records only after the commit. */
+  recs_t r;
+  read_topic(root, "out", &r);
+  CU_ASSERT_EQUAL(r.n, 0);
+  CU_ASSERT_EQUAL(outbox_count(&ob), 2);
+  CU_ASSERT_FATAL(altar__outbox_publish_from(&ob, first, &err) == 0);
+  CU_ASSERT_EQUAL(ob.in_flight, 2);
+  CU_ASSERT(altar_transport_flush(t, 10000, &err) == 0);
+  CU_ASSERT_EQUAL(ob.in_flight, 0);
+  CU_ASSERT_EQUAL(ob.published, 2);
+  CU_ASSERT_EQUAL(ob.fatal, 0);
+  CU_ASSERT_EQUAL(outbox_count(&ob), 0); /* deleted once acknowledged */
+  read_topic(root, "out", &r);
+  CU_ASSERT_FATAL(r.n == 1);
+  CU_ASSERT(r.v[0].value.len == 11 && !memcmp(r.v[0].value.data, "group-bytes", 11));
+  CU_ASSERT(r.v[0].key && !strcmp(r.v[0].key, "g:1"));
+  CU_ASSERT(r.v[0].reason == NULL);
+  recs_clear(&r);
+  read_topic(root, "dlq", &r);
+  CU_ASSERT_FATAL(r.n == 1);
+  CU_ASSERT(r.v[0].value.len == 8 && !memcmp(r.v[0].value.data, "\x00\x01poison", 8));
+  CU_ASSERT(r.v[0].reason && !strcmp(r.v[0].reason, "bad bytes"));
+  CU_ASSERT(r.v[0].key == NULL);
+  recs_clear(&r);
+  /* A later publish_from does not send the acknowledged records again. */
+  CU_ASSERT(altar__outbox_publish_from(&ob, 0, &err) == 0);
+  CU_ASSERT_EQUAL(ob.in_flight, 0);
+  altar_transport_close(t);
+  altar_ledger_close(l);
+  altar_test_rmtree(root);
+  free(root);
+}
+
+/* Killed after the commit (nothing published) and after the publish (no
+ * ack seen): a restart publishes the stored records again, byte for byte. */
+static void test_republish_on_restart_same_bytes(void) {
+  char *root = altar_test_tmpdir("outbox-restart");
+  char ldir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  altar_ledger_t *l = open_ledger(ldir);
+  altar__outbox_t ob;
+  /* No delivery callback: the acks never reach the outbox (a kill before
+   * they were served). */
+  altar_transport_t *t = open_local(root, NULL);
+  create_topic(t, "out", 1);
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar__outbox_open(&ob, l, t, &err) == 0);
+  const char big[] = "\x93\xa1x\xc4\x03\x00\xff\x7f some group event";
+  CU_ASSERT_FATAL(altar_ledger_begin(l, &err) == 0);
+  CU_ASSERT(altar__outbox_stage(&ob, "out", "kA", big, sizeof big, NULL, NULL, NULL, &err) == 0);
+  CU_ASSERT_FATAL(altar_ledger_commit(l, &err) == 0);
+  CU_ASSERT_FATAL(altar_ledger_begin(l, &err) == 0);
+  CU_ASSERT(altar__outbox_stage(&ob, "out", "kB", "second", 6, NULL, NULL, NULL, &err) == 0);
+  CU_ASSERT_FATAL(altar_ledger_commit(l, &err) == 0);
+  /* The first is published (but its ack is lost); the second never is. */
+  CU_ASSERT_FATAL(altar__outbox_publish_from(&ob, 0, &err) == 0);
+  CU_ASSERT(altar_transport_flush(t, 10000, &err) == 0);
+  altar_transport_close(t);
+  altar_ledger_close(l);
+
+  l = open_ledger(ldir);
+  t = open_for_outbox(root, &ob);
+  CU_ASSERT_FATAL(altar__outbox_open(&ob, l, t, &err) == 0);
+  CU_ASSERT_EQUAL(ob.next_seq, 2); /* numbers are never reused */
+  CU_ASSERT_EQUAL(outbox_count(&ob), 2);
+  CU_ASSERT_FATAL(altar__outbox_publish_from(&ob, 0, &err) == 0);
+  CU_ASSERT(altar_transport_flush(t, 10000, &err) == 0);
+  CU_ASSERT_EQUAL(outbox_count(&ob), 0);
+  altar_transport_close(t);
+  altar_ledger_close(l);
+
+  recs_t r;
+  read_topic(root, "out", &r);
+  CU_ASSERT_FATAL(r.n == 4); /* A, B (first life), A, B (restart) */
+  size_t na = 0, nb = 0;
+  for (size_t i = 0; i < r.n; i++) {
+    if (r.v[i].key && !strcmp(r.v[i].key, "kA")) {
+      na++;
+      CU_ASSERT(r.v[i].value.len == sizeof big && !memcmp(r.v[i].value.data, big, sizeof big));
+    } else {
+      nb++;
+      CU_ASSERT(r.v[i].value.len == 6 && !memcmp(r.v[i].value.data, "second", 6));
+    }
+  }
+  CU_ASSERT_EQUAL(na, 2);
+  CU_ASSERT_EQUAL(nb, 2);
+  recs_clear(&r);
+  altar_test_rmtree(root);
+  free(root);
+}
+
+/* --rebuild moves the unpublished outbox into the new ledger. */
+static void test_carry_into_new_ledger(void) {
+  char *root = altar_test_tmpdir("outbox-carry");
+  char adir[512], bdir[512];
+  snprintf(adir, sizeof adir, "%s/a", root);
+  snprintf(bdir, sizeof bdir, "%s/b", root);
+  altar_ledger_t *a = open_ledger(adir);
+  altar_ledger_t *b = open_ledger(bdir);
+  altar__outbox_t ob;
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar__outbox_open(&ob, a, NULL, &err) == 0);
+  CU_ASSERT_FATAL(altar_ledger_begin(a, &err) == 0);
+  CU_ASSERT(altar__outbox_stage(&ob, "jobs", "task-1", "retry-job", 9, NULL, NULL, NULL, &err) == 0);
+  CU_ASSERT(altar__outbox_stage(&ob, "dlq", NULL, "junk", 4, ALTAR_DLQ_REASON_HEADER, "why", NULL, &err) == 0);
+  CU_ASSERT_FATAL(altar_ledger_commit(a, &err) == 0);
+  size_t n = 0;
+  CU_ASSERT_FATAL(altar__outbox_carry(a, b, &n, &err) == 0);
+  CU_ASSERT_EQUAL(n, 2);
+  altar_ledger_close(a);
+
+  altar_transport_t *t = open_for_outbox(root, &ob);
+  create_topic(t, "jobs", 2);
+  create_topic(t, "dlq", 1);
+  CU_ASSERT_FATAL(altar__outbox_open(&ob, b, t, &err) == 0);
+  CU_ASSERT_EQUAL(ob.next_seq, 2);
+  CU_ASSERT_FATAL(altar__outbox_publish_from(&ob, 0, &err) == 0);
+  CU_ASSERT(altar_transport_flush(t, 10000, &err) == 0);
+  CU_ASSERT_EQUAL(ob.published, 2);
+  CU_ASSERT_EQUAL(outbox_count(&ob), 0);
+  altar_transport_close(t);
+  altar_ledger_close(b);
+  recs_t r;
+  read_topic(root, "jobs", &r);
+  CU_ASSERT(r.n == 1 && r.v[0].value.len == 9 && !memcmp(r.v[0].value.data, "retry-job", 9));
+  recs_clear(&r);
+  read_topic(root, "dlq", &r);
+  CU_ASSERT(r.n == 1 && r.v[0].reason && !strcmp(r.v[0].reason, "why"));
+  recs_clear(&r);
+  altar_test_rmtree(root);
+  free(root);
+}
+
+/* ---- the daemon and the rebuild -------------------------------------- */
+
+static const char *groups_yaml = "pair:\n  group_by: [job_id]\n  ready_when: {all_folds: 2}\n  on_failed: dead_letter\n";
+
+static void status_ev(altar_transport_t *t, altar_status_event_kind_t kind, const char *job, int fold,
+                      altar_state_t state, double ts) {
+  altar_status_event_t ev = {.v = ALTAR_SCHEMA_VERSION, .event = kind, .state = state, .ts = ts};
+  char eid[64], tk[64], f[8];
+  snprintf(eid, sizeof eid, "%s-%d", job, fold);
+  snprintf(tk, sizeof tk, "tk-%s-%d", job, fold);
+  snprintf(f, sizeof f, "%d", fold);
+  ev.task_key = tk;
+  ev.kind = "pair";
+  ev.worker = "host-a:1";
+  altar_handle_init(&ev.handle, "process", eid);
+  altar_strmap_set(&ev.handle.labels, "job_id", job);
+  altar_strmap_set(&ev.handle.labels, "fold", f);
+  if (kind == ALTAR_EV_SUBMITTED) {
+    ev.spec = altar_spec_new("pair", "img:1");
+    altar_spec_add_arg(ev.spec, "run");
+    altar_spec_set_label(ev.spec, "job_id", job);
+    altar_spec_set_label(ev.spec, "fold", f);
+  }
+  altar_buf_t b = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_encode_status(&ev, &b, &err) == 0);
+  altar_produce_rec_t rec = {.topic = "st", .partition = 0, .key = job, .key_len = strlen(job),
+                             .value = b.data, .value_len = b.len};
+  CU_ASSERT_FATAL(altar_transport_produce(t, &rec, &err) == 0);
+  altar_buf_free(&b);
+  altar_spec_free(ev.spec);
+  altar_handle_clear(&ev.handle);
+}
+
+static altar_topics_t topics_named(const char *ready) {
+  return (altar_topics_t){"jobs", "st", (char *)ready, "dead", "dlq"};
+}
+
+static void make_topics(altar_transport_t *t) {
+  create_topic(t, "jobs", 1);
+  create_topic(t, "st", 1);
+  create_topic(t, "ready", 1);
+  create_topic(t, "ready2", 1);
+  create_topic(t, "dead", 1);
+  create_topic(t, "dlq", 1);
+}
+
+/* Two publications of one event_id must be the same bytes: the daemon
+ * (any batch size, its own clock) and a rebuild (other batches, later)
+ * both stamp a group event with the ts of the status event that made it
+ * due. */
+static void test_daemon_and_rebuild_agree_on_bytes(void) {
+  char *root = altar_test_tmpdir("outbox-daemon");
+  char ldir[512], l2dir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
+  altar_group_specs_t groups = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_group_specs_load_string(groups_yaml, strlen(groups_yaml), "t", &groups, &err) == 0);
+  altar_transport_t *p = open_local(root, NULL);
+  make_topics(p);
+  status_ev(p, ALTAR_EV_SUBMITTED, "j1", 0, ALTAR_STATE_PENDING, 1001.0);
+  status_ev(p, ALTAR_EV_SUBMITTED, "j1", 1, ALTAR_STATE_PENDING, 1002.0);
+  status_ev(p, ALTAR_EV_STATE, "j1", 0, ALTAR_STATE_SUCCEEDED, 1003.0);
+  status_ev(p, ALTAR_EV_STATE, "j1", 1, ALTAR_STATE_SUCCEEDED, 1004.5); /* j1 due here */
+  status_ev(p, ALTAR_EV_SUBMITTED, "j2", 0, ALTAR_STATE_PENDING, 1005.0);
+  status_ev(p, ALTAR_EV_SUBMITTED, "j2", 1, ALTAR_STATE_PENDING, 1006.0);
+  status_ev(p, ALTAR_EV_STATE, "j2", 0, ALTAR_STATE_SUCCEEDED, 1007.0);
+  status_ev(p, ALTAR_EV_STATE, "j2", 1, ALTAR_STATE_SUCCEEDED, 1008.25); /* j2 due here */
+  status_ev(p, ALTAR_EV_SUBMITTED, "j3", 0, ALTAR_STATE_PENDING, 1009.0);
+  CU_ASSERT_FATAL(altar_transport_flush(p, 10000, &err) == 0);
+  altar_transport_close(p);
+
+  /* The live daemon, three events per atomic write. */
+  altar_ledger_t *l = open_ledger(ldir);
+  altar_transport_t *t = open_local(root, NULL);
+  altar_topics_t topics = topics_named("ready");
+  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics, .batch_max = 3,
+                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_stats_t st = {0};
+  int rc = altar_reconciler_run(&o, &st, &err);
+  if (rc) fprintf(stderr, "reconciler: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  CU_ASSERT_EQUAL(st.events, 9);
+  CU_ASSERT_EQUAL(st.fired, 2);
+  altar_transport_close(t);
+  char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
+  altar_ledger_close(l);
+
+  /* A rebuild told of another ready topic publishes every group there. */
+  altar_strmap_t props = {0};
+  altar_strmap_set(&props, "dir", root);
+  altar_ledger_t *l2 = open_ledger(l2dir);
+  altar_topics_t topics2 = topics_named("ready2");
+  uint64_t missing = 0;
+  rc = altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, true, &st, &missing, &err);
+  if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  CU_ASSERT_EQUAL(missing, 2);
+  char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
+  CU_ASSERT_STRING_EQUAL(sum1, sum2);
+  altar_ledger_close(l2);
+  altar_strmap_clear(&props);
+
+  recs_t a, b;
+  read_topic(root, "ready", &a);
+  read_topic(root, "ready2", &b);
+  CU_ASSERT_FATAL(a.n == 2 && b.n == 2);
+  for (size_t i = 0; i < 2; i++) {
+    CU_ASSERT(a.v[i].value.len == b.v[i].value.len &&
+              !memcmp(a.v[i].value.data, b.v[i].value.data, a.v[i].value.len));
+    altar_group_event_t g = {0};
+    CU_ASSERT_FATAL(altar_decode_group(a.v[i].value.data, a.v[i].value.len, &g, &err) == 0);
+    /* The ts of the event that completed the group, not a clock. */
+    CU_ASSERT_DOUBLE_EQUAL(g.ts, i == 0 ? 1004.5 : 1008.25, 1e-9);
+    altar_group_event_clear(&g);
+  }
+  recs_clear(&a);
+  recs_clear(&b);
+  altar_group_specs_clear(&groups);
+  altar_test_rmtree(root);
+  free(root);
+}
+
+/* A rebuild while workers keep writing status events: the new ledger must
+ * resume where the replay stopped reading, not at a later end offset. A
+ * transport wrapper appends one status event as soon as the replay has
+ * read the status topic and closed its handle. */
+static altar_transport_ops_t hook_ops;
+static const char *hook_dir;
+static int hook_armed;
+
+static void hook_close(altar_transport_t *t) {
+  altar_transport_local_ops.close(t);
+  if (hook_armed == 1) {
+    hook_armed = 2;
+    altar_transport_t *p = open_local(hook_dir, NULL);
+    status_ev(p, ALTAR_EV_SUBMITTED, "late", 0, ALTAR_STATE_PENDING, 2000.0);
+    altar_error_t err = {0};
+    CU_ASSERT(altar_transport_flush(p, 10000, &err) == 0);
+    altar_transport_close(p);
+  }
+}
+
+static void test_rebuild_resumes_where_it_read(void) {
+  char *root = altar_test_tmpdir("outbox-rebuild-race");
+  char ldir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  altar_group_specs_t groups = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_group_specs_load_string(groups_yaml, strlen(groups_yaml), "t", &groups, &err) == 0);
+  altar_transport_t *p = open_local(root, NULL);
+  make_topics(p);
+  status_ev(p, ALTAR_EV_SUBMITTED, "j1", 0, ALTAR_STATE_PENDING, 1001.0);
+  status_ev(p, ALTAR_EV_SUBMITTED, "j1", 1, ALTAR_STATE_PENDING, 1002.0);
+  CU_ASSERT_FATAL(altar_transport_flush(p, 10000, &err) == 0);
+  altar_transport_close(p);
+
+  hook_ops = altar_transport_local_ops;
+  hook_ops.name = "local-hook";
+  hook_ops.close = hook_close;
+  CU_ASSERT_FATAL(altar_transport_register(&hook_ops) == 0);
+  hook_dir = root;
+  hook_armed = 1; /* the first handle the rebuild closes is the status reader */
+  altar_strmap_t props = {0};
+  altar_strmap_set(&props, "dir", root);
+  altar_ledger_t *l = open_ledger(ldir);
+  altar_topics_t topics = topics_named("ready");
+  altar_reconciler_stats_t st = {0};
+  uint64_t missing = 0;
+  int rc = altar_reconciler_rebuild("local-hook", &props, l, &groups, &topics, true, &st, &missing, &err);
+  if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  CU_ASSERT_EQUAL(hook_armed, 2);
+  CU_ASSERT_EQUAL(st.events, 2);
+  altar_buf_t v = {0};
+  CU_ASSERT_FATAL(altar__ledger_aux_get(l, "s/st/0", 6, &v, &err) == 0);
+  /* The late event sits at offset 2: the daemon must start there. */
+  CU_ASSERT_STRING_EQUAL((const char *)v.data, "2");
+  altar_buf_free(&v);
+
+  /* And the daemon then applies it. */
+  altar_transport_t *t = open_local(root, NULL);
+  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
+                               .exit_when_idle = true, .quiet = true};
+  rc = altar_reconciler_run(&o, &st, &err);
+  CU_ASSERT(rc == 0);
+  CU_ASSERT_EQUAL(st.events, 1);
+  altar_transport_close(t);
+  altar_ledger_close(l);
+  altar_strmap_clear(&props);
+  altar_group_specs_clear(&groups);
+  altar_test_rmtree(root);
+  free(root);
+}
+
+/* A partition revoked while the daemon collects a batch (and assigned back
+ * at once): the messages it had collected from it must not be applied, or
+ * they are applied twice (once now without their offset, once re-read). */
+static altar_transport_ops_t revoke_ops;
+static altar_rebalance_cb revoke_user_cb;
+static void *revoke_user_ctx;
+static int revoke_armed;
+
+static void revoke_tramp(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
+                         void *ctx) {
+  (void)ctx;
+  revoke_user_cb(t, kind, parts, n, revoke_user_ctx);
+}
+
+static int revoke_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n,
+                            altar_rebalance_cb cb, void *ctx, altar_error_t *err) {
+  revoke_user_cb = cb;
+  revoke_user_ctx = ctx;
+  return altar_transport_local_ops.subscribe(t, group, topics, n, revoke_tramp, NULL, err);
+}
+
+static int revoke_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err) {
+  if (revoke_armed == 2) { /* the last event is in the batch being collected */
+    revoke_armed = 3;
+    altar_tp_t tp = {"st", 0, ALTAR_OFFSET_INVALID};
+    revoke_user_cb(t, ALTAR_REBALANCE_REVOKE, &tp, 1, revoke_user_ctx);
+    revoke_user_cb(t, ALTAR_REBALANCE_ASSIGN, &tp, 1, revoke_user_ctx);
+  }
+  int rc = altar_transport_local_ops.consume(t, timeout_ms, pmsg, err);
+  if (!rc && *pmsg && revoke_armed == 1 && (*pmsg)->offset == 2) revoke_armed = 2;
+  return rc;
+}
+
+static void test_revoke_mid_batch_applies_once(void) {
+  char *root = altar_test_tmpdir("outbox-revoke");
+  char ldir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  static const char *retry_yaml =
+      "pair:\n  group_by: [job_id]\n  ready_when: {all_folds: 2}\n  on_failed: retry\n  max_restarts: 3\n";
+  altar_group_specs_t groups = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_group_specs_load_string(retry_yaml, strlen(retry_yaml), "t", &groups, &err) == 0);
+  altar_transport_t *p = open_local(root, NULL);
+  make_topics(p);
+  status_ev(p, ALTAR_EV_SUBMITTED, "j1", 0, ALTAR_STATE_PENDING, 1001.0);
+  status_ev(p, ALTAR_EV_SUBMITTED, "j1", 1, ALTAR_STATE_PENDING, 1002.0);
+  status_ev(p, ALTAR_EV_STATE, "j1", 0, ALTAR_STATE_FAILED, 1003.0);
+  CU_ASSERT_FATAL(altar_transport_flush(p, 10000, &err) == 0);
+  altar_transport_close(p);
+
+  revoke_ops = altar_transport_local_ops;
+  revoke_ops.name = "local-revoke";
+  revoke_ops.subscribe = revoke_subscribe;
+  revoke_ops.consume = revoke_consume;
+  int rc = altar_transport_register(&revoke_ops);
+  CU_ASSERT_FATAL(rc == 0 || rc == ALTAR_EEXIST);
+  revoke_armed = 1;
+  altar_strmap_t m = {0};
+  altar_strmap_set(&m, "dir", root);
+  altar_strmap_set(&m, "rebalance.check.ms", "20");
+  altar_transport_t *t = altar_transport_new("local-revoke", &m, NULL, &err);
+  altar_strmap_clear(&m);
+  CU_ASSERT_FATAL(t != NULL);
+  altar_ledger_t *l = open_ledger(ldir);
+  altar_topics_t topics = topics_named("ready");
+  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
+                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_stats_t st = {0};
+  rc = altar_reconciler_run(&o, &st, &err);
+  if (rc) fprintf(stderr, "reconciler: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  CU_ASSERT_EQUAL(revoke_armed, 3);
+  CU_ASSERT_EQUAL(st.events, 3);
+  CU_ASSERT_EQUAL(st.retried, 1);
+  altar_transport_close(t);
+  altar_ledger_close(l);
+  recs_t r;
+  read_topic(root, "jobs", &r);
+  CU_ASSERT_EQUAL(r.n, 1); /* one retry, not two */
+  recs_clear(&r);
+  altar_group_specs_clear(&groups);
+  altar_test_rmtree(root);
+  free(root);
+}
+
+static int setup(void) {
+  int rc = altar_transport_register(&altar_transport_local_ops);
+  return rc == 0 || rc == ALTAR_EEXIST ? 0 : -1;
+}
+
+static void add(void) {
+  ALTAR_SUITE("outbox", setup, NULL);
+  ALTAR_TEST(test_stage_then_abort_drops_it);
+  ALTAR_TEST(test_publish_after_commit_delete_on_ack);
+  ALTAR_TEST(test_republish_on_restart_same_bytes);
+  ALTAR_TEST(test_carry_into_new_ledger);
+  ALTAR_TEST(test_daemon_and_rebuild_agree_on_bytes);
+  ALTAR_TEST(test_rebuild_resumes_where_it_read);
+  ALTAR_TEST(test_revoke_mid_batch_applies_once);
+}
+
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

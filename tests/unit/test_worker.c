@@ -1,0 +1,625 @@
+/* The worker, in-process, on the local transport and a scripted fake
+ * backend: status events in order, poison to the DLQ with its headers,
+ * slots gating intake, commit metadata letting a second worker skip
+ * finished jobs, drain and release on stop, and commits retried after a
+ * failed one. */
+#include "altar/backend.h"
+#include "altar/codec.h"
+#include "altar/fleet.h"
+#include "altar/transport.h"
+#include "producer/job_queue.h"
+#include "testutil.h"
+#include "worker/worker.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a scripted backend ------------------------------------------------ */
+
+/* Each task's fate comes from its spec's "outcome" label: "ok" (default)
+ * succeeds, "fail" fails with exit 3, "hang" runs until cancelled (unless
+ * hang_succeeds). A task turns RUNNING at its first poll and terminal at
+ * its polls_to_finish-th. */
+typedef struct ftask {
+  char id[32];
+  char outcome[16];
+  int polls;
+  bool done, cancelled;
+} ftask_t;
+
+typedef struct fake {
+  ftask_t t[512];
+  size_t n;
+  int running, max_running;
+  int polls_to_finish;
+  bool hang_succeeds;
+  size_t stop_after_submits; /* with stop: request a stop once this many started */
+  volatile sig_atomic_t *stop;
+  sig_atomic_t stop_value;
+  size_t cancelled_live; /* cancels of tasks still running */
+} fake_t;
+
+static ftask_t *ffind(fake_t *f, const char *id) {
+  for (size_t i = 0; i < f->n; i++)
+    if (!strcmp(f->t[i].id, id)) return &f->t[i];
+  return NULL;
+}
+
+static void *fake_create(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
+  (void)cfg;
+  snprintf(errstr, errstr_size, "use altar_backend_wrap");
+  return NULL;
+}
+static void fake_destroy(altar_backend_t *be) { (void)be; /* the test owns the fake */ }
+
+static int fake_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
+  fake_t *f = be->impl;
+  if (f->n == 512) return altar_error_set(err, ALTAR_ENOMEM, "fake: full");
+  ftask_t *t = &f->t[f->n++];
+  memset(t, 0, sizeof *t);
+  snprintf(t->id, sizeof t->id, "fake-%zu", f->n);
+  const char *o = altar_strmap_get(&spec->labels, "outcome");
+  snprintf(t->outcome, sizeof t->outcome, "%s", o ? o : "ok");
+  if (++f->running > f->max_running) f->max_running = f->running;
+  if (f->stop && f->stop_after_submits == f->n) *f->stop = f->stop_value;
+  return altar_handle_init_for_spec(ph, "fake", t->id, spec);
+}
+
+static int fake_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *st, altar_error_t *err) {
+  (void)err;
+  fake_t *f = be->impl;
+  for (size_t i = 0; i < n; i++) {
+    ftask_t *t = ffind(f, hs[i].external_id);
+    CU_ASSERT_FATAL(t != NULL);
+    CU_ASSERT(!t->cancelled); /* a released task is never polled again */
+    CU_ASSERT(!t->done);      /* nor a finished one */
+    t->polls++;
+    bool hang = !strcmp(t->outcome, "hang") && !f->hang_succeeds;
+    if (hang || t->polls < f->polls_to_finish) {
+      st[i].state = ALTAR_STATE_RUNNING;
+      continue;
+    }
+    t->done = true;
+    f->running--;
+    if (!strcmp(t->outcome, "fail")) {
+      st[i].state = ALTAR_STATE_FAILED;
+      st[i].failure = altar_failure_exit(3, "scripted failure", true);
+    } else {
+      st[i].state = ALTAR_STATE_SUCCEEDED;
+    }
+  }
+  return ALTAR_OK;
+}
+
+static int fake_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
+  (void)err;
+  fake_t *f = be->impl;
+  ftask_t *t = ffind(f, h->external_id);
+  if (t && !t->done && !t->cancelled) {
+    t->cancelled = true;
+    f->running--;
+    f->cancelled_live++;
+  }
+  return ALTAR_OK;
+}
+
+static const altar_backend_ops_t fake_ops = {
+    .name = "fake",
+    .input_digest_verification = ALTAR_VERIFY_STAGING,
+    .create = fake_create,
+    .destroy = fake_destroy,
+    .submit = fake_submit,
+    .poll = fake_poll,
+    .cancel = fake_cancel,
+};
+
+/* ---- fixtures -------------------------------------------------------------- */
+
+static altar_topics_t topics = {"jobs", "status", "ready", "dead", "dlq"};
+
+static altar_transport_t *open_named(const char *name, const char *dir) {
+  altar_strmap_t m = {0};
+  altar_strmap_set(&m, "dir", dir);
+  altar_strmap_set(&m, "rebalance.check.ms", "20");
+  altar_error_t err = {0};
+  altar_transport_t *t = altar_transport_new(name, &m, NULL, &err);
+  if (!t) fprintf(stderr, "open %s: %s\n", name, err.msg);
+  altar_strmap_clear(&m);
+  CU_ASSERT_FATAL(t != NULL);
+  return t;
+}
+
+static altar_transport_t *open_local(const char *dir) { return open_named("local", dir); }
+
+static void make_topics(const char *dir, int32_t job_parts) {
+  altar_transport_t *t = open_local(dir);
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_transport_create_topic(t, "jobs", job_parts, &err) == 0);
+  CU_ASSERT_FATAL(altar_transport_create_topic(t, "status", 2, &err) == 0);
+  CU_ASSERT_FATAL(altar_transport_create_topic(t, "dlq", 1, &err) == 0);
+  altar_transport_close(t);
+}
+
+/* Submits one job per outcome, in order; fold i gets outcomes[i]. */
+static void submit(const char *dir, const char *const *outcomes, size_t n) {
+  altar_transport_t *t = open_local(dir);
+  altar_spec_t *v = calloc(n, sizeof *v);
+  CU_ASSERT_FATAL(v != NULL);
+  for (size_t i = 0; i < n; i++) {
+    altar_spec_t *s = altar_spec_new("shard", "none");
+    altar_spec_add_arg(s, "/bin/true");
+    char fold[16];
+    snprintf(fold, sizeof fold, "%zu", i);
+    altar_spec_set_label(s, "fold", fold);
+    altar_spec_set_label(s, "outcome", outcomes[i]);
+    v[i] = *s;
+    free(s);
+  }
+  altar_job_queue_t q = {.transport = t, .topics = &topics};
+  char run_id[ALTAR_RUN_ID_MAX + 1];
+  altar_error_t err = {0};
+  int rc = altar_job_queue_submit(&q, "shard", v, n, run_id, &err);
+  if (rc) fprintf(stderr, "submit: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  for (size_t i = 0; i < n; i++) altar_spec_clear(&v[i]);
+  free(v);
+  altar_transport_close(t);
+}
+
+static void produce_raw(const char *dir, const void *value, size_t len) {
+  altar_transport_t *t = open_local(dir);
+  altar_error_t err = {0};
+  altar_produce_rec_t rec = {.topic = "jobs", .partition = 0, .value = value, .value_len = len};
+  CU_ASSERT_FATAL(altar_transport_produce(t, &rec, &err) == 0);
+  CU_ASSERT_FATAL(altar_transport_flush(t, 10000, &err) == 0);
+  altar_transport_close(t);
+}
+
+static int run_worker(altar_transport_t *t, fake_t *f, int64_t slots, int64_t max_jobs, int drain_ms,
+                      volatile sig_atomic_t *stop, altar_worker_stats_t *st) {
+  altar_backend_t *be = altar_backend_wrap(&fake_ops, f);
+  CU_ASSERT_FATAL(be != NULL);
+  altar_worker_opts_t o = {
+      .transport = t,
+      .backend = be,
+      .topics = &topics,
+      .worker_id = "host-a:1",
+      .slots = slots,
+      .poll_interval_ms = 5,
+      .drain_ms = drain_ms,
+      .max_jobs = max_jobs,
+      .exit_when_idle = true,
+      .stop = stop,
+      .quiet = true,
+  };
+  altar_error_t err = {0};
+  int rc = altar_worker_run(&o, st, &err);
+  if (rc) fprintf(stderr, "worker: %s\n", err.msg);
+  altar_backend_destroy(be);
+  return rc;
+}
+
+/* Every record of a topic, any partition order. */
+typedef struct rec {
+  altar_buf_t value;
+  char *key, *reason, *source, *size;
+  int32_t partition;
+} rec_t;
+
+static char *hdr(const altar_msg_t *m, const char *name) {
+  const void *v;
+  size_t l;
+  return altar_msg_header(m, name, &v, &l) == 0 ? strndup(v, l) : NULL;
+}
+
+static size_t read_topic(const char *dir, const char *topic, rec_t *out, size_t max) {
+  altar_transport_t *t = open_local(dir);
+  altar_error_t err = {0};
+  altar_topic_list_t *tl = NULL;
+  CU_ASSERT_FATAL(altar_transport_list_topics(t, topic, 5000, &tl, &err) == 0);
+  const altar_topic_info_t *ti = &tl->topics[0];
+  size_t n = 0;
+  for (size_t p = 0; p < ti->n_partitions; p++) {
+    int64_t want = ti->partitions[p].end - ti->partitions[p].beginning;
+    if (!want) continue;
+    altar_transport_t *c = open_local(dir);
+    altar_tp_t tp = {topic, ti->partitions[p].partition, ALTAR_OFFSET_BEGINNING};
+    CU_ASSERT_FATAL(altar_transport_assign(c, &tp, 1, &err) == 0);
+    while (want > 0) {
+      altar_msg_t *m = NULL;
+      CU_ASSERT_FATAL(altar_transport_consume(c, 1000, &m, &err) == 0);
+      if (!m) continue;
+      want--;
+      CU_ASSERT_FATAL(n < max);
+      rec_t *r = &out[n++];
+      memset(r, 0, sizeof *r);
+      altar_buf_append(&r->value, m->value ? m->value : "", m->value_len);
+      r->key = m->key ? strndup(m->key, m->key_len) : NULL;
+      r->reason = hdr(m, ALTAR_DLQ_REASON_HEADER);
+      r->source = hdr(m, ALTAR_DLQ_SOURCE_HEADER);
+      r->size = hdr(m, ALTAR_DLQ_SIZE_HEADER);
+      r->partition = m->partition;
+      altar_msg_free(m);
+    }
+    altar_transport_close(c);
+  }
+  altar_topic_list_free(tl);
+  altar_transport_close(t);
+  return n;
+}
+
+static void recs_clear(rec_t *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    altar_buf_free(&v[i].value);
+    free(v[i].key);
+    free(v[i].reason);
+    free(v[i].source);
+    free(v[i].size);
+  }
+}
+
+/* Status events decoded, in log order within each partition. */
+static altar_status_event_t evs[1024];
+static size_t n_evs;
+
+static void load_status(const char *dir) {
+  static rec_t r[1024];
+  size_t n = read_topic(dir, "status", r, 1024);
+  altar_error_t err = {0};
+  n_evs = 0;
+  for (size_t i = 0; i < n; i++) {
+    memset(&evs[n_evs], 0, sizeof evs[n_evs]);
+    CU_ASSERT_FATAL(altar_decode_status(r[i].value.data, r[i].value.len, &evs[n_evs], &err) == 0);
+    /* Keyed by the status key: with no group specs, the task key. */
+    CU_ASSERT(r[i].key && !strcmp(r[i].key, evs[n_evs].task_key));
+    n_evs++;
+  }
+  recs_clear(r, n);
+}
+
+static void clear_status(void) {
+  for (size_t i = 0; i < n_evs; i++) altar_status_event_clear(&evs[i]);
+  n_evs = 0;
+}
+
+static const char *outcome_of(const altar_status_event_t *e) {
+  const char *o = altar_strmap_get(&e->handle.labels, "outcome");
+  return o ? o : "?";
+}
+
+static int64_t committed(const char *dir, int32_t partition, char **pmeta) {
+  altar_transport_t *t = open_local(dir);
+  int64_t off = ALTAR_OFFSET_INVALID;
+  char *meta = NULL;
+  altar_error_t err = {0};
+  CU_ASSERT(altar_transport_committed(t, ALTAR_WORKER_GROUP, "jobs", partition, 5000, &off, &meta, &err) == 0);
+  altar_transport_close(t);
+  if (pmeta) *pmeta = meta;
+  else free(meta);
+  return off;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+static void test_status_events_in_order(void) {
+  char *dir = altar_test_tmpdir("worker-order");
+  make_topics(dir, 2);
+  const char *outcomes[] = {"ok", "fail", "ok", "ok", "fail"};
+  submit(dir, outcomes, 5);
+  static fake_t f;
+  memset(&f, 0, sizeof f);
+  f.polls_to_finish = 3;
+  altar_transport_t *t = open_local(dir);
+  altar_worker_stats_t st = {0};
+  CU_ASSERT_FATAL(run_worker(t, &f, 2, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(st.consumed, 5);
+  CU_ASSERT_EQUAL(st.submitted, 5);
+  CU_ASSERT_EQUAL(st.succeeded, 3);
+  CU_ASSERT_EQUAL(st.failed, 2);
+  CU_ASSERT_EQUAL(st.dead_lettered, 0);
+  CU_ASSERT_EQUAL(st.status_events, 15); /* submitted, running, terminal */
+
+  load_status(dir);
+  CU_ASSERT_EQUAL(n_evs, 15);
+  /* Per task: submitted (pending, with its spec and source) → running → terminal. */
+  for (size_t i = 0; i < n_evs; i++) {
+    if (evs[i].event != ALTAR_EV_SUBMITTED) continue;
+    const altar_status_event_t *seq[8];
+    size_t k = 0;
+    for (size_t j = 0; j < n_evs && k < 8; j++)
+      if (!strcmp(evs[j].task_key, evs[i].task_key)) seq[k++] = &evs[j];
+    CU_ASSERT_FATAL(k == 3);
+    CU_ASSERT(seq[0] == &evs[i]);
+    CU_ASSERT(seq[0]->state == ALTAR_STATE_PENDING && seq[0]->spec != NULL);
+    CU_ASSERT(seq[1]->event == ALTAR_EV_STATE && seq[1]->state == ALTAR_STATE_RUNNING && !seq[1]->spec);
+    bool fail = !strcmp(outcome_of(seq[0]), "fail");
+    CU_ASSERT(seq[2]->event == ALTAR_EV_STATE);
+    CU_ASSERT_EQUAL(seq[2]->state, fail ? ALTAR_STATE_FAILED : ALTAR_STATE_SUCCEEDED);
+    CU_ASSERT((seq[2]->failure != NULL) == fail);
+    if (fail && seq[2]->failure) CU_ASSERT(seq[2]->failure->deterministic);
+    for (size_t j = 0; j < 3; j++) {
+      CU_ASSERT(seq[j]->ts >= seq[0]->ts);
+      CU_ASSERT(seq[j]->worker && !strcmp(seq[j]->worker, "host-a:1"));
+      CU_ASSERT(seq[j]->source.set && !strcmp(seq[j]->source.topic, "jobs"));
+      CU_ASSERT_EQUAL(seq[j]->source.offset, seq[0]->source.offset);
+      CU_ASSERT_STRING_EQUAL(seq[j]->handle.external_id, seq[0]->handle.external_id);
+    }
+  }
+  clear_status();
+  /* Everything finished: both partitions committed at their end, no metadata. */
+  int64_t total = 0;
+  for (int32_t p = 0; p < 2; p++) {
+    char *meta = NULL;
+    int64_t off = committed(dir, p, &meta);
+    CU_ASSERT(meta == NULL || meta[0] == 0);
+    free(meta);
+    if (off > 0) total += off;
+  }
+  CU_ASSERT_EQUAL(total, 5);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+static void test_poison_to_dlq(void) {
+  char *dir = altar_test_tmpdir("worker-poison");
+  make_topics(dir, 1);
+  produce_raw(dir, "\xc1garbage\xff", 9); /* offset 0: not msgpack */
+  /* offset 1: a well-formed job whose input escapes the data root */
+  altar_job_msg_t job = {.v = ALTAR_SCHEMA_VERSION, .job_id = "poison", .submitted_at = 1.0};
+  job.spec.kind = "shard";
+  job.spec.image = "none";
+  char *cmd[] = {"/bin/true"};
+  job.spec.command = cmd;
+  job.spec.n_command = 1;
+  altar_transfer_t in = {.uri = "file:///etc/passwd", .logical_path = "../../etc/passwd"};
+  job.spec.inputs = &in;
+  job.spec.n_inputs = 1;
+  job.spec.resources.count = 1;
+  altar_buf_t b = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_encode_job(&job, &b, &err) == 0);
+  produce_raw(dir, b.data, b.len);
+  size_t esc_len = b.len;
+  altar_buf_free(&b);
+  /* offset 2: larger than any message may be */
+  size_t big = ALTAR_MAX_MESSAGE + 10;
+  char *huge = malloc(big);
+  CU_ASSERT_FATAL(huge != NULL);
+  memset(huge, 'x', big);
+  produce_raw(dir, huge, big);
+  free(huge);
+  produce_raw(dir, "", 0); /* offset 3: empty */
+  const char *ok[] = {"ok"};
+  submit(dir, ok, 1); /* offset 4: a real job, still run */
+
+  static fake_t f;
+  memset(&f, 0, sizeof f);
+  f.polls_to_finish = 1;
+  altar_transport_t *t = open_local(dir);
+  altar_worker_stats_t st = {0};
+  CU_ASSERT_FATAL(run_worker(t, &f, 2, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(st.dead_lettered, 4);
+  CU_ASSERT_EQUAL(st.succeeded, 1);
+  CU_ASSERT_EQUAL(f.n, 1); /* nothing poisonous reached the backend */
+
+  static rec_t r[8];
+  size_t n = read_topic(dir, "dlq", r, 8);
+  CU_ASSERT_FATAL(n == 4);
+  for (size_t i = 0; i < n; i++) {
+    CU_ASSERT_FATAL(r[i].reason && r[i].source && r[i].size);
+    char want_src[32];
+    snprintf(want_src, sizeof want_src, "jobs/0/%zu", i);
+    CU_ASSERT_STRING_EQUAL(r[i].source, want_src);
+  }
+  CU_ASSERT(strstr(r[0].reason, "undecodable") != NULL);
+  CU_ASSERT(r[0].value.len == 9 && !memcmp(r[0].value.data, "\xc1garbage\xff", 9)); /* original bytes */
+  CU_ASSERT_STRING_EQUAL(r[0].size, "9");
+  CU_ASSERT(strstr(r[1].reason, "logical_path") != NULL);
+  CU_ASSERT_EQUAL(r[1].value.len, esc_len);
+  CU_ASSERT(strstr(r[2].reason, "too large") != NULL);
+  CU_ASSERT_EQUAL(r[2].value.len, ALTAR_DLQ_MAX_VALUE); /* kept bounded */
+  char want_size[32];
+  snprintf(want_size, sizeof want_size, "%zu", big);
+  CU_ASSERT_STRING_EQUAL(r[2].size, want_size);
+  CU_ASSERT(strstr(r[3].reason, "empty") != NULL);
+  recs_clear(r, n);
+  /* Poison counts as done: the offset moves past all of it. */
+  CU_ASSERT_EQUAL(committed(dir, 0, NULL), 5);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+static void test_slots_gate_intake(void) {
+  char *dir = altar_test_tmpdir("worker-slots");
+  make_topics(dir, 3);
+  const char *outcomes[16];
+  for (size_t i = 0; i < 16; i++) outcomes[i] = "ok";
+  submit(dir, outcomes, 16);
+  static fake_t f;
+  memset(&f, 0, sizeof f);
+  f.polls_to_finish = 6;
+  altar_transport_t *t = open_local(dir);
+  altar_worker_stats_t st = {0};
+  CU_ASSERT_FATAL(run_worker(t, &f, 3, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(st.succeeded, 16);
+  CU_ASSERT_EQUAL(f.n, 16);
+  CU_ASSERT(f.max_running <= 3); /* never more than `slots` in flight */
+  CU_ASSERT(f.max_running >= 2); /* and the slots were used */
+  CU_ASSERT_EQUAL(f.running, 0);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+/* The first worker finishes jobs 1 and 2 but not 0, stops (max_jobs) and
+ * releases 0; it commits offset 0 with 1-2 in the metadata. The second
+ * runs only job 0. */
+static void test_commit_metadata_skips_finished(void) {
+  char *dir = altar_test_tmpdir("worker-meta");
+  make_topics(dir, 1);
+  const char *outcomes[] = {"hang", "ok", "ok"};
+  submit(dir, outcomes, 3);
+  static fake_t f;
+  memset(&f, 0, sizeof f);
+  f.polls_to_finish = 2;
+  altar_transport_t *t = open_local(dir);
+  altar_worker_stats_t st = {0};
+  CU_ASSERT_FATAL(run_worker(t, &f, 3, 2, 0, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(st.succeeded, 2);
+  CU_ASSERT_EQUAL(st.released, 1);
+  CU_ASSERT_EQUAL(f.cancelled_live, 1);
+  CU_ASSERT_EQUAL(f.running, 0);
+  char *meta = NULL;
+  CU_ASSERT_EQUAL(committed(dir, 0, &meta), 0);
+  CU_ASSERT(meta && !strcmp(meta, "o1:1-2"));
+  free(meta);
+  load_status(dir);
+  size_t released = 0;
+  for (size_t i = 0; i < n_evs; i++)
+    if (evs[i].event == ALTAR_EV_RELEASED) {
+      released++;
+      CU_ASSERT_STRING_EQUAL(outcome_of(&evs[i]), "hang");
+    }
+  CU_ASSERT_EQUAL(released, 1);
+  clear_status();
+
+  static fake_t g;
+  memset(&g, 0, sizeof g);
+  g.polls_to_finish = 1;
+  g.hang_succeeds = true;
+  t = open_local(dir);
+  memset(&st, 0, sizeof st);
+  CU_ASSERT_FATAL(run_worker(t, &g, 3, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(st.consumed, 3);
+  CU_ASSERT_EQUAL(st.skipped, 2);
+  CU_ASSERT_EQUAL(st.submitted, 1);
+  CU_ASSERT_FATAL(g.n == 1);
+  CU_ASSERT_STRING_EQUAL(g.t[0].outcome, "hang");
+  meta = NULL;
+  CU_ASSERT_EQUAL(committed(dir, 0, &meta), 3);
+  CU_ASSERT(meta == NULL || meta[0] == 0);
+  free(meta);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+/* A stop request (SIGTERM) while tasks run: intake stops, running tasks get
+ * the drain time and finish, a task that would never finish is cancelled
+ * and released, and the commit stops below it. */
+static void test_drain_and_release_on_stop(void) {
+  char *dir = altar_test_tmpdir("worker-drain");
+  make_topics(dir, 1);
+  const char *outcomes[] = {"ok", "hang", "ok", "ok", "ok", "ok"};
+  submit(dir, outcomes, 6);
+  static volatile sig_atomic_t stop;
+  stop = 0;
+  static fake_t f;
+  memset(&f, 0, sizeof f);
+  f.polls_to_finish = 4;
+  f.stop = &stop;
+  f.stop_value = 1;
+  f.stop_after_submits = 3; /* "SIGTERM" once jobs 0-2 have started */
+  altar_transport_t *t = open_local(dir);
+  altar_worker_stats_t st = {0};
+  CU_ASSERT_FATAL(run_worker(t, &f, 3, 0, 300, &stop, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(f.n, 3); /* no intake after the stop */
+  CU_ASSERT_EQUAL(st.succeeded, 2);
+  CU_ASSERT_EQUAL(st.released, 1);
+  CU_ASSERT_EQUAL(f.cancelled_live, 1);
+  CU_ASSERT_EQUAL(f.running, 0);
+  CU_ASSERT_STRING_EQUAL(f.t[1].outcome, "hang");
+  CU_ASSERT(f.t[1].cancelled);
+  char *meta = NULL;
+  CU_ASSERT_EQUAL(committed(dir, 0, &meta), 1); /* job 1 runs again elsewhere */
+  CU_ASSERT(meta && !strcmp(meta, "o1:1"));     /* job 2 does not */
+  free(meta);
+  load_status(dir);
+  size_t released = 0, terminal = 0;
+  for (size_t i = 0; i < n_evs; i++) {
+    if (evs[i].event == ALTAR_EV_RELEASED) released++;
+    if (evs[i].event == ALTAR_EV_STATE && altar_state_terminal(evs[i].state)) terminal++;
+  }
+  CU_ASSERT_EQUAL(released, 1);
+  CU_ASSERT_EQUAL(terminal, 2);
+  clear_status();
+
+  /* A second signal during the drain stops at once: the hanging task is
+   * released without waiting out a long drain time. */
+  stop = 0;
+  static fake_t g;
+  memset(&g, 0, sizeof g);
+  g.polls_to_finish = 1;
+  g.stop = &stop;
+  g.stop_value = 2;
+  g.stop_after_submits = 1; /* job 1 ("hang") is the first this worker runs */
+  t = open_local(dir);
+  memset(&st, 0, sizeof st);
+  CU_ASSERT_FATAL(run_worker(t, &g, 3, 0, 3600 * 1000, &stop, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(g.n, 1);
+  CU_ASSERT_EQUAL(st.succeeded, 0);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+/* A transport whose first commit above offset 0 fails: the worker must
+ * commit again, not believe the failed commit happened. */
+static altar_transport_ops_t flaky_ops;
+static int flaky_failures;
+
+static int flaky_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
+                        const char *metadata, altar_error_t *err) {
+  if (offset > 0 && flaky_failures == 0) {
+    flaky_failures++;
+    return altar_error_set(err, ALTAR_ETRANSPORT, "flaky: commit refused");
+  }
+  return altar_transport_local_ops.commit(t, topic, partition, offset, metadata, err);
+}
+
+static void test_commit_retried_after_failure(void) {
+  char *dir = altar_test_tmpdir("worker-flaky");
+  make_topics(dir, 1);
+  const char *outcomes[] = {"ok"};
+  submit(dir, outcomes, 1);
+  flaky_ops = altar_transport_local_ops;
+  flaky_ops.name = "local-flaky";
+  flaky_ops.commit = flaky_commit;
+  int rc = altar_transport_register(&flaky_ops);
+  CU_ASSERT_FATAL(rc == 0 || rc == ALTAR_EEXIST);
+  flaky_failures = 0;
+  static fake_t f;
+  memset(&f, 0, sizeof f);
+  f.polls_to_finish = 1;
+  altar_transport_t *t = open_named("local-flaky", dir);
+  altar_worker_stats_t st = {0};
+  CU_ASSERT_FATAL(run_worker(t, &f, 1, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(st.succeeded, 1);
+  CU_ASSERT_EQUAL(flaky_failures, 1);
+  CU_ASSERT_EQUAL(committed(dir, 0, NULL), 1);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+static int setup(void) {
+  int rc = altar_transport_register(&altar_transport_local_ops);
+  return rc == 0 || rc == ALTAR_EEXIST ? 0 : -1;
+}
+
+static void add(void) {
+  ALTAR_SUITE("worker", setup, NULL);
+  ALTAR_TEST(test_status_events_in_order);
+  ALTAR_TEST(test_poison_to_dlq);
+  ALTAR_TEST(test_slots_gate_intake);
+  ALTAR_TEST(test_commit_metadata_skips_finished);
+  ALTAR_TEST(test_drain_and_release_on_stop);
+  ALTAR_TEST(test_commit_retried_after_failure);
+}
+
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

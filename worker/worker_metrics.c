@@ -1,0 +1,60 @@
+/* The worker's metrics, kept apart from the loop so it only calls update. */
+#include "worker/worker_metrics.h"
+
+#include <string.h>
+
+int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg, int64_t slots, altar_error_t *err) {
+  memset(wm, 0, sizeof *wm);
+  if (!reg) return ALTAR_OK;
+  static const struct {
+    size_t off;
+    altar_metric_type_t type;
+    const char *name, *help;
+  } defs[] = {
+#define C(f, n, h) {offsetof(altar__worker_metrics_t, f), ALTAR_METRIC_COUNTER, n, h}
+#define G(f, n, h) {offsetof(altar__worker_metrics_t, f), ALTAR_METRIC_GAUGE, n, h}
+      C(consumed, "altar_worker_jobs_consumed_total", "Job messages read from the jobs topic."),
+      C(submitted, "altar_worker_tasks_submitted_total", "Tasks started on the execution backend."),
+      C(succeeded, "altar_worker_tasks_succeeded_total", "Tasks that ended in the succeeded state."),
+      C(failed, "altar_worker_tasks_failed_total", "Tasks that failed, including those that could not start."),
+      C(released, "altar_worker_tasks_released_total", "Tasks cancelled and handed back on revocation or stop."),
+      C(skipped, "altar_worker_jobs_skipped_total", "Jobs skipped because an earlier life already finished them."),
+      C(dead_lettered, "altar_worker_dead_lettered_total", "Poison job messages copied to the dead-letter topic."),
+      C(status_events, "altar_worker_status_events_total", "Status events acknowledged by the log."),
+      G(in_flight, "altar_worker_in_flight", "Tasks running whose terminal status is not yet sent."),
+      G(slots, "altar_worker_slots", "Tasks this worker runs at most at once."),
+      G(paused, "altar_worker_paused", "1 while intake is paused because every slot is busy, else 0."),
+#undef C
+#undef G
+  };
+  for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+    altar_metric_t *m = altar_metrics_register(reg, defs[i].type, defs[i].name, defs[i].help, NULL, 0, err);
+    if (!m) {
+      memset(wm, 0, sizeof *wm);
+      return err ? err->code : ALTAR_EINVAL;
+    }
+    memcpy((char *)wm + defs[i].off, &m, sizeof m);
+  }
+  altar_metric_set(wm->slots, (double)slots);
+  return ALTAR_OK;
+}
+
+static void bump(altar_metric_t *m, uint64_t now, uint64_t *plast) {
+  if (now > *plast) altar_metric_add(m, now - *plast);
+  *plast = now;
+}
+
+void altar__worker_metrics_update(altar__worker_metrics_t *wm, const altar_worker_stats_t *st, size_t in_flight,
+                                  bool paused) {
+  if (!wm->consumed) return;
+  bump(wm->consumed, st->consumed, &wm->last.consumed);
+  bump(wm->submitted, st->submitted, &wm->last.submitted);
+  bump(wm->succeeded, st->succeeded, &wm->last.succeeded);
+  bump(wm->failed, st->failed, &wm->last.failed);
+  bump(wm->released, st->released, &wm->last.released);
+  bump(wm->skipped, st->skipped, &wm->last.skipped);
+  bump(wm->dead_lettered, st->dead_lettered, &wm->last.dead_lettered);
+  bump(wm->status_events, st->status_events, &wm->last.status_events);
+  altar_metric_set(wm->in_flight, (double)in_flight);
+  altar_metric_set(wm->paused, paused ? 1 : 0);
+}
