@@ -122,7 +122,7 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  long n = argc > 1 ? strtol(argv[1], NULL, 10) : 100000;
+  long n = argc > 1 ? strtol(argv[1], NULL, 10) : 200000;
   int rounds = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 5;
   if (n <= 0 || n > 10000000 || rounds <= 0 || rounds > 20) {
     fprintf(stderr, "usage: bench_kafka [records 1..10000000] [rounds 1..20]\n");

@@ -39,10 +39,14 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   bool had_old = stat(cfg->ledger_path, &st) == 0;
   altar_ledger_t *ol = NULL; /* kept open: its unpublished outbox moves over */
   if (had_old) {
-    altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
+    /* Opened for writing, not read-only: that takes the database's lock, so
+     * a reconciler still running on it makes the rebuild refuse, instead of
+     * the swap moving the live ledger away under it. */
+    altar_ledger_rocksdb_opts_t ro = {.no_create = true};
     ol = altar_ledger_rocksdb_open(cfg->ledger_path, &ro, &err);
     if (!ol || altar_ledger_checksum(ol, old_sum, &err)) {
-      fprintf(stderr, "altar reconciler: reading the current ledger: %s\n", err.msg);
+      fprintf(stderr, "altar reconciler: reading the current ledger: %s%s\n", err.msg,
+              ol ? "" : " (is a reconciler still running on it? stop it before --rebuild)");
       altar_ledger_close(ol);
       return 1;
     }

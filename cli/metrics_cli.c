@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 int altar_cli_metrics_start(const char *who, const char *addr, bool quiet, altar_metrics_t **preg,
                             altar_metrics_server_t **psrv) {
@@ -21,7 +22,13 @@ int altar_cli_metrics_start(const char *who, const char *addr, bool quiet, altar
     altar_metrics_free(reg);
     return -1;
   }
-  if (!quiet) fprintf(stderr, "%s: serving metrics on http://%s/metrics\n", who, addr);
+  if (!quiet) {
+    /* With port 0 the kernel picked one: show the real one. */
+    const char *colon = strrchr(addr, ':');
+    int hostlen = colon ? (int)(colon - addr) : (int)strlen(addr);
+    fprintf(stderr, "%s: serving metrics on http://%.*s:%d/metrics\n", who, hostlen, addr,
+            altar_metrics_server_port(srv));
+  }
   *preg = reg;
   *psrv = srv;
   return 0;

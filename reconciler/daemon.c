@@ -156,11 +156,21 @@ static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, cons
     if (d->n_parts == d->cap_parts) {
       size_t cap = d->cap_parts ? d->cap_parts * 2 : 8;
       in_part_t *np = realloc(d->parts, cap * sizeof *np);
-      if (!np) return;
+      /* An untracked partition's events would be applied with no offset
+       * stored, so applied again after a restart: stop instead. */
+      if (!np) goto nomem;
       d->parts = np;
       d->cap_parts = cap;
     }
-    d->parts[d->n_parts++] = (in_part_t){strdup(parts[i].topic), parts[i].partition, next};
+    char *topic = strdup(parts[i].topic);
+    if (!topic) goto nomem;
+    d->parts[d->n_parts++] = (in_part_t){topic, parts[i].partition, next};
+  }
+  return;
+nomem:
+  if (!d->fatal) {
+    d->fatal = ALTAR_ENOMEM;
+    altar_error_set(&d->fatal_err, ALTAR_ENOMEM, "reconciler: out of memory tracking an assigned partition");
   }
 }
 

@@ -289,6 +289,12 @@ int altar_group_specs_load_string(const char *text, size_t len, const char *name
   }
   /* A whole altar config carries its groups under `groups:`. */
   yaml_node_t *g = lookup(&c, root, "groups");
+  if (!g) {
+    /* A whole config without `groups:` declares none (it is not a bare groups file). */
+    static const char *const config_keys[] = {"transport", "topics", "backend", "ledger", "metrics"};
+    for (size_t i = 0; i < sizeof config_keys / sizeof config_keys[0]; i++)
+      if (lookup(&c, root, config_keys[i])) goto out;
+  }
   if (g) {
     prefix = "groups.";
     groups = g;

@@ -37,7 +37,7 @@ void *altar__hmap_get(const altar__hmap_t *m, const char *key, size_t len) {
 
 static int grow(altar__hmap_t *m) {
   size_t cap = m->cap ? m->cap : 16;
-  while ((m->n + 1) * 2 > cap) cap *= 2;
+  while ((m->n + 1) * 4 > cap) cap *= 2; /* live entries at most a quarter after a rehash */
   altar__hslot_t *slots = calloc(cap, sizeof *slots);
   if (!slots) return ALTAR_ENOMEM;
   for (size_t i = 0; i < m->cap; i++) {
@@ -62,7 +62,8 @@ int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val) {
     s->val = val;
     return ALTAR_OK;
   }
-  if ((m->used + 1) * 4 > m->cap * 3 && grow(m)) return ALTAR_ENOMEM;
+  /* Linear probing stays short below half full (tombstones count too). */
+  if ((m->used + 1) * 2 > m->cap && grow(m)) return ALTAR_ENOMEM;
   size_t mask = m->cap - 1;
   size_t i = h & mask;
   while (m->slots[i].key && m->slots[i].key != TOMB) i = (i + 1) & mask;

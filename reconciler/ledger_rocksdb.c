@@ -48,6 +48,7 @@ typedef struct rl {
   size_t n_pv, cap_pv;
   bool in_batch;
   bool read_only;
+  int fail_writes; /* test hook: fail this many upcoming writes */
   altar__lindex_t ix;
   altar_buf_t kb, vb, kb2; /* scratch */
   char *dir;
@@ -478,7 +479,12 @@ static int flush(rl_t *r, altar_error_t *err) {
     else rocksdb_writebatch_put(r->wb, c->key, c->klen, c->val, c->vlen);
   }
   char *dberr = NULL;
-  if (rocksdb_writebatch_count(r->wb)) rocksdb_write(r->db, r->wopts, r->wb, &dberr);
+  if (r->fail_writes > 0) {
+    r->fail_writes--;
+    dberr = strdup("injected write failure");
+  } else if (rocksdb_writebatch_count(r->wb)) {
+    rocksdb_write(r->db, r->wopts, r->wb, &dberr);
+  }
   rocksdb_writebatch_clear(r->wb);
   if (dberr) {
     int rc = altar_error_set_retriable(err, ALTAR_ELEDGER, "ledger: write failed: %s", dberr);
@@ -707,9 +713,19 @@ static int rl_restart(void *impl, const altar_handle_t *h, altar_error_t *err) {
   int rc;
   if ((rc = writable(r, "restart", err))) return rc;
   altar__lent_t *x = altar__lindex_find(&r->ix, h->backend, h->external_id);
-  if (!x || x->e.rec.state != ALTAR_STATE_FAILED)
-    return altar_error_set(err, x ? ALTAR_ESTATE : ALTAR_ENOTFOUND,
+  if (!x) {
+    /* Consumed (ESTATE, as for any record that is not open and failed) or absent. */
+    altar_ledger_entry_t e;
+    bool has_spec;
+    rc = load_entry(r, h->backend, h->external_id, &e, &has_spec, err);
+    altar_ledger_entry_clear(&e);
+    if (rc && rc != ALTAR_ENOTFOUND) return rc;
+    return altar_error_set(err, rc ? ALTAR_ENOTFOUND : ALTAR_ESTATE,
                            "ledger.restart: %s:%s is not an open failed record", h->backend, h->external_id);
+  }
+  if (x->e.rec.state != ALTAR_STATE_FAILED)
+    return altar_error_set(err, ALTAR_ESTATE, "ledger.restart: %s:%s is not an open failed record", h->backend,
+                           h->external_id);
   altar__lent_t next = *x;
   next.e.rec.state = ALTAR_STATE_PENDING;
   next.e.rec.failure = NULL;
@@ -957,6 +973,10 @@ fail:
 /* ---- internal accessors ---- */
 
 bool altar__ledger_is_rocksdb(const altar_ledger_t *l) { return l && l->ops == &rl_ops; }
+
+void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n) {
+  if (altar__ledger_is_rocksdb(l)) ((rl_t *)l->impl)->fail_writes = n;
+}
 
 rocksdb_t *altar__ledger_rocksdb_db(altar_ledger_t *l) {
   return altar__ledger_is_rocksdb(l) ? ((rl_t *)l->impl)->db : NULL;

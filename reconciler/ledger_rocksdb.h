@@ -15,6 +15,10 @@
 bool altar__ledger_is_rocksdb(const altar_ledger_t *l);
 /* The open database (borrowed), or NULL for another kind of ledger. */
 rocksdb_t *altar__ledger_rocksdb_db(altar_ledger_t *l);
+/* Test hook (fault injection): the next n writes fail as a RocksDB write
+ * error would, so callers' rollback paths can be exercised. */
+void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n);
+
 /* Checks the stored ledger against itself: every record decodes; every
  * open record has exactly its index entry (g: or u:) and every consumed one
  * none; no index entry or spec lacks its record; every stored

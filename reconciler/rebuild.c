@@ -98,21 +98,15 @@ typedef struct replay {
   altar_reconciler_stats_t stats;
 } replay_t;
 
-static int flush_batch(replay_t *r, altar_error_t *err) {
-  if (!r->n) return ALTAR_OK;
-  altar_apply_result_t res = {0};
-  /* ts < 0: a group event's ts is that of the status event that made it due,
-   * as in the live daemon, so both publish identical bytes for one event_id. */
-  int rc = altar_apply_events_atomic(r->ledger, r->groups, r->batch, r->n, -1, &res, err);
-  for (size_t i = 0; !rc && i < res.n_events; i++) {
-    const altar_group_event_t *g = &res.events[i];
+/* Queues the group events one application made due. */
+static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error_t *err) {
+  int rc = ALTAR_OK;
+  for (size_t i = 0; !rc && i < res->n_events; i++) {
+    const altar_group_event_t *g = &res->events[i];
     if (r->due.n == r->due.cap) {
       size_t cap = r->due.cap ? r->due.cap * 2 : 64;
       due_t *nv = realloc(r->due.v, cap * sizeof *nv);
-      if (!nv) {
-        rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
-        break;
-      }
+      if (!nv) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
       r->due.v = nv;
       r->due.cap = cap;
     }
@@ -132,8 +126,41 @@ static int flush_batch(replay_t *r, altar_error_t *err) {
     if (g->event == ALTAR_GROUP_FIRED) r->stats.fired++;
     else r->stats.dead_lettered++;
   }
-  r->stats.retried += res.n_retries;
-  r->stats.events += r->n;
+  r->stats.retried += res->n_retries;
+  return rc;
+}
+
+static int flush_batch(replay_t *r, altar_error_t *err) {
+  if (!r->n) return ALTAR_OK;
+  altar_apply_result_t res = {0};
+  /* ts < 0: a group event's ts is that of the status event that made it due,
+   * as in the live daemon, so both publish identical bytes for one event_id. */
+  int rc = altar_apply_events_atomic(r->ledger, r->groups, r->batch, r->n, -1, &res, err);
+  size_t skipped = 0;
+  if (rc == ALTAR_EPREDICATE) {
+    /* As the daemon does: event by event, and an event whose readiness
+     * predicate fails is set aside (the daemon sent it to the DLQ), so the
+     * replay reaches the ledger the daemon built. The failed batch was
+     * aborted: nothing of it is applied. */
+    altar_apply_result_clear(&res);
+    memset(&res, 0, sizeof res);
+    rc = ALTAR_OK;
+    for (size_t i = 0; !rc && i < r->n; i++) {
+      altar_apply_result_t one = {0};
+      rc = altar_apply_events_atomic(r->ledger, r->groups, &r->batch[i], 1, -1, &one, err);
+      if (rc == ALTAR_EPREDICATE) {
+        skipped++;
+        r->stats.poison++;
+        rc = ALTAR_OK;
+      } else if (!rc) {
+        rc = collect_due(r, &one, err);
+      }
+      altar_apply_result_clear(&one);
+    }
+  } else if (!rc) {
+    rc = collect_due(r, &res, err);
+  }
+  r->stats.events += r->n - skipped;
   r->stats.batches++;
   altar_apply_result_clear(&res);
   for (size_t i = 0; i < r->n; i++) altar_status_event_clear(&r->batch[i]);

@@ -37,7 +37,8 @@ static rd_kafka_event_t *await_event(rd_kafka_queue_t *q, int timeout_ms) {
 static int create_once(altar__kafka_t *k, const char *topic, int32_t partitions, int timeout_ms,
                        altar_error_t *err) {
   char errstr[256];
-  rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, k->replication_factor, errstr, sizeof errstr);
+  rd_kafka_NewTopic_t *nt =
+      rd_kafka_NewTopic_new(topic, partitions, k->replication_factor, errstr, sizeof errstr);
   if (!nt) return altar_error_set(err, ALTAR_EINVAL, "create topic %s: %s", topic, errstr);
   rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(k->prod, RD_KAFKA_ADMIN_OP_CREATETOPICS);
   rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, errstr, sizeof errstr);
@@ -77,7 +78,8 @@ static int await_visible(altar__kafka_t *k, const char *topic, int32_t partition
   int rc = ALTAR_ETIMEOUT;
   do {
     const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t code = rd_kafka_metadata(k->prod, 0, rkt, &md, remaining(deadline) ? remaining(deadline) : 1);
+    int wait = remaining(deadline) ? remaining(deadline) : 1;
+    rd_kafka_resp_err_t code = rd_kafka_metadata(k->prod, 0, rkt, &md, wait);
     if (!code && md->topic_cnt == 1 && !md->topics[0].err && md->topics[0].partition_cnt == partitions) {
       bool led = true;
       for (int i = 0; i < md->topics[0].partition_cnt; i++)
@@ -90,7 +92,9 @@ static int await_visible(altar__kafka_t *k, const char *topic, int32_t partition
     nanosleep(&ts, NULL);
   } while (remaining(deadline) > 0);
   rd_kafka_topic_destroy(rkt);
-  if (rc) altar__kafka_err(k, err, RD_KAFKA_RESP_ERR__TIMED_OUT, "create topic %s: created but not visible in metadata", topic);
+  if (rc)
+    altar__kafka_err(k, err, RD_KAFKA_RESP_ERR__TIMED_OUT,
+                     "create topic %s: created but not visible in metadata", topic);
   return rc;
 }
 
@@ -128,7 +132,8 @@ static int list_once(altar__kafka_t *k, const char *topic, int64_t deadline, alt
   const struct rd_kafka_metadata *md = NULL;
   /* All topics, filtered here: asking for one topic by name would create it
    * on clusters that auto-create topics. */
-  rd_kafka_resp_err_t code = rd_kafka_metadata(k->prod, 1, NULL, &md, remaining(deadline) ? remaining(deadline) : 1);
+  int wait = remaining(deadline) ? remaining(deadline) : 1;
+  rd_kafka_resp_err_t code = rd_kafka_metadata(k->prod, 1, NULL, &md, wait);
   if (code) return altar__kafka_err(k, err, code, "list topics");
   altar_topic_list_t *l = calloc(1, sizeof *l);
   int rc = ALTAR_OK;
@@ -253,8 +258,9 @@ static int committed_once(altar__kafka_t *k, const char *group, const char *topi
                           (int)partition);
   } else if (p->offset >= 0) {
     if (p->metadata_size > ALTAR_COMMIT_METADATA_MAX) {
-      rc = altar_error_set(err, ALTAR_ETOOBIG, "committed offset of group %s on %s [%d]: metadata of %zu bytes exceeds %d",
-                           group, topic, (int)partition, p->metadata_size, ALTAR_COMMIT_METADATA_MAX);
+      rc = altar_error_set(err, ALTAR_ETOOBIG,
+                           "committed offset of group %s on %s [%d]: metadata of %zu bytes exceeds %d", group,
+                           topic, (int)partition, p->metadata_size, ALTAR_COMMIT_METADATA_MAX);
     } else {
       char *md = malloc(p->metadata_size + 1);
       if (!md) {
@@ -279,12 +285,13 @@ int altar__kafka_committed(altar_transport_t *t, const char *group, const char *
   int rc = altar_transport_check_name("group", group, err);
   if (!rc) rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
-  if (partition < 0) return altar_error_set(err, ALTAR_EINVAL, "committed: partition %d is invalid", (int)partition);
+  if (partition < 0)
+    return altar_error_set(err, ALTAR_EINVAL, "committed: partition %d is invalid", (int)partition);
   int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : k->timeout_ms);
   altar_error_t e = {0};
   for (int attempt = 1;; attempt++) {
-    rc = committed_once(k, group, topic, partition, remaining(deadline) > 500 ? remaining(deadline) : 500, poffset,
-                        pmetadata, &e);
+    int wait = remaining(deadline) > 500 ? remaining(deadline) : 500;
+    rc = committed_once(k, group, topic, partition, wait, poffset, pmetadata, &e);
     if (rc == ALTAR_OK || !retry_after(k, deadline, attempt, &e)) break;
   }
   if (rc && err) *err = e;

@@ -104,11 +104,21 @@ void altar__kafka_scrub_copy(const altar__kafka_secrets_t *sec, char *dst, size_
   altar__kafka_redact(sec, dst, cap);
 }
 
+/* Settings of the local transport (transports/local_config.c) that
+ * librdkafka does not know; they share the `transport:` map, so a config
+ * switched from local to kafka may still carry them. auto.offset.reset is
+ * not here: both transports read it. */
+static const char *const local_keys[] = {
+    "dir",           "fsync",          "group.commit.ms",   "group.commit.bytes", "retention.bytes",
+    "retention.ms",  "num.partitions", "segment.bytes",     "max.record.bytes",   "queue.max.records",
+    "auto.create.topics", "rebalance.check.ms",
+};
+
 bool altar__kafka_key_is_ours(const char *key) {
-  /* "altar.*" are the transport's own settings; "dir" and "fsync" belong to
-   * the local transport and may stay in a config switched to kafka. */
-  return strncmp(key, "altar.", 6) == 0 || strncmp(key, "local.", 6) == 0 ||
-         strcmp(key, "dir") == 0 || strcmp(key, "fsync") == 0;
+  if (strncmp(key, "altar.", 6) == 0 || strncmp(key, "local.", 6) == 0) return true;
+  for (size_t i = 0; i < sizeof local_keys / sizeof local_keys[0]; i++)
+    if (strcmp(key, local_keys[i]) == 0) return true;
+  return false;
 }
 
 static bool accepted(const required_t *r, const char *val) {

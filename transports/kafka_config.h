@@ -30,8 +30,8 @@ typedef struct altar__kafka_secrets {
 bool altar__kafka_key_is_secret(const char *key);
 
 /* True for keys the kafka transport reads itself and never hands to
- * librdkafka: "altar.*" (see kafka_int.h), and "dir", "fsync", "local.*"
- * which belong to the local transport. */
+ * librdkafka: "altar.*" (see transport_kafka.h), and the local transport's
+ * own settings ("dir", "fsync", "segment.bytes", ..., "local.*"). */
 bool altar__kafka_key_is_ours(const char *key);
 
 /* Adds a copy of val (ignored when empty or already present). 0 or ALTAR_ENOMEM. */

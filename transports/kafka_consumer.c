@@ -101,7 +101,8 @@ static void tell(altar__kafka_t *k, altar_rebalance_kind_t kind, const rd_kafka_
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t code, rd_kafka_topic_partition_list_t *parts,
                          void *opaque) {
   altar__kafka_t *k = opaque;
-  bool cooperative = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+  const char *proto = rd_kafka_rebalance_protocol(rk);
+  bool cooperative = proto && !strcmp(proto, "COOPERATIVE");
   rd_kafka_error_t *e = NULL;
   if (code == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
     if (cooperative) {
@@ -251,8 +252,8 @@ int altar__kafka_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pms
   if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs) nh = rd_kafka_header_cnt(hdrs);
   const char *topic = rd_kafka_topic_name(m->rkt);
   if (nh > ALTAR_HEADERS_MAX) {
-    altar__kafka_warn(k, "consume %s [%d] @%lld: %zu headers, only the first %d are kept", topic, (int)m->partition,
-                      (long long)m->offset, nh, ALTAR_HEADERS_MAX);
+    altar__kafka_warn(k, "consume %s [%d] @%lld: %zu headers, only the first %d are kept", topic,
+                      (int)m->partition, (long long)m->offset, nh, ALTAR_HEADERS_MAX);
     nh = ALTAR_HEADERS_MAX;
   }
   kmsg_t *km = calloc(1, sizeof *km + nh * sizeof km->hdrs[0]);
@@ -338,7 +339,8 @@ int altar__kafka_seek(altar_transport_t *t, const char *topic, int32_t partition
                           (long long)offset);
     rd_kafka_error_destroy(e);
   } else if (l->elems[0].err) {
-    rc = altar__kafka_err(k, err, l->elems[0].err, "seek %s [%d] to %lld", topic, (int)partition, (long long)offset);
+    rc = altar__kafka_err(k, err, l->elems[0].err, "seek %s [%d] to %lld", topic, (int)partition,
+                          (long long)offset);
   } else {
     pos_set(k, topic, partition, offset);
   }
@@ -373,8 +375,9 @@ int altar__kafka_commit(altar_transport_t *t, const char *topic, int32_t partiti
   int64_t deadline = mono_ms() + k->timeout_ms;
   for (int attempt = 1;; attempt++) {
     if (!owns(k, topic, partition))
-      return altar_error_set(err, ALTAR_ESTATE, "commit %s [%d]: partition is not assigned to this member of group %s",
-                             topic, (int)partition, k->group);
+      return altar_error_set(err, ALTAR_ESTATE,
+                             "commit %s [%d]: partition is not assigned to this member of group %s", topic,
+                             (int)partition, k->group);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_t *p = rd_kafka_topic_partition_list_add(l, topic, partition);
     p->offset = offset;

@@ -127,8 +127,10 @@ void lappender_free(lappender_t *a);
 int lappender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a,
                    altar_error_t *err);
 void lappender_unlock(lappender_t *a);
-/* Appends n encoded records (recs[i] at bufs+offs[i], lens[i] bytes); fills
- * poffsets. Call locked. Rolls segments, fsyncs per policy. */
+/* Appends n encoded records laid end to end in data (lens[i] bytes each),
+ * sealing each with its offset; fills poffsets (callers preset -1: records
+ * left at -1 were not written). Call locked. Rolls segments, fsyncs per
+ * policy. */
 int lappender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, uint8_t *data,
                     const size_t *lens, size_t n, int64_t *poffsets, bool *prolled,
                     altar_error_t *err);

@@ -11,6 +11,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static void rm_tree(const char *path);
+
+/* Staging left by a process that died mid-create: anything in tmp/ older
+ * than an hour (a live create takes milliseconds). */
+static void sweep_tmp(const char *tmp) {
+  DIR *d = opendir(tmp);
+  if (!d) return;
+  int64_t cutoff = local_now_ms() - 3600 * 1000;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+    char *p = local_path(tmp, de->d_name);
+    struct stat st;
+    if (p && lstat(p, &st) == 0 && (int64_t)st.st_mtime * 1000 < cutoff) {
+      if (S_ISDIR(st.st_mode)) rm_tree(p);
+      else unlink(p);
+    }
+    free(p);
+  }
+  closedir(d);
+}
+
 int local_dirs_init(const local_cfg_t *cfg, altar_error_t *err) {
   static const char *const subs[] = {"topics", "groups", "tmp"};
   int rc = local_mkdirs(cfg->dir, err);
@@ -18,6 +40,7 @@ int local_dirs_init(const local_cfg_t *cfg, altar_error_t *err) {
     char *p = local_path(cfg->dir, subs[i]);
     if (!p) return altar_error_set(err, ALTAR_ENOMEM, "dir: out of memory");
     rc = local_mkdirs(p, err);
+    if (!rc && i == 2) sweep_tmp(p);
     free(p);
   }
   return rc;

@@ -443,8 +443,10 @@ static void handle_job(worker_t *w, const altar_msg_t *m) {
       return;
     }
     bool integrity = rc == ALTAR_EINTEGRITY;
-    fail_before_run(w, t, integrity ? ALTAR_REASON_INPUT_DIGEST_MISMATCH : (rc == ALTAR_EINVAL ? "invalid_spec" : "submit_failed"),
-                    e.msg, integrity || rc == ALTAR_EINVAL);
+    /* A path that escapes its root fails the same way every time: retrying it is pointless. */
+    bool invalid = rc == ALTAR_EINVAL || rc == ALTAR_EPATH;
+    fail_before_run(w, t, integrity ? ALTAR_REASON_INPUT_DIGEST_MISMATCH : (invalid ? "invalid_spec" : "submit_failed"),
+                    e.msg, integrity || invalid);
     /* The handle was never a backend task: nothing to reap. */
     free(t->handle.external_id);
     t->handle.external_id = strdup("");

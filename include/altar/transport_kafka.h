@@ -6,7 +6,8 @@
  *   altar.timeout.ms          admin, metadata, commit and lookup calls (30000)
  *   altar.close.timeout.ms    how long close waits for deliveries (10000)
  *   altar.replication.factor  for created topics (-1 = the broker's default)
- *   dir, fsync, local.*       local-transport keys, ignored here
+ *   dir, fsync, segment.bytes, ... the local transport's keys (they share
+ *                             the `transport:` map), ignored here
  * The transport insists on enable.idempotence=true and acks=all (producer),
  * enable.auto.commit=false, enable.auto.offset.store=false and
  * partition.assignment.strategy=cooperative-sticky (consumer), and

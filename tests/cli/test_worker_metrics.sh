@@ -27,11 +27,13 @@ ok() { checks=$((checks + 1)); }
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
-# Waits (bounded) until GET url answers 200, keeping the body in $2.
+# Waits (bounded) until GET url answers 200 with the line $3 (the command
+# registers its metrics once its loop starts, just after the server), keeping
+# the body in $2.
 wait_metrics() {
   i=0
   while [ $i -lt 300 ]; do
-    if curl -sf --noproxy '*' -o "$2" "$1" 2>/dev/null; then return 0; fi
+    if curl -sf --noproxy '*' -o "$2" "$1" 2>/dev/null && grep -qx "$3" "$2"; then return 0; fi
     i=$((i + 1))
     sleep 0.1
   done
@@ -65,7 +67,7 @@ url="http://127.0.0.1:$port/metrics"
 "$ALTAR_BIN" worker $cfg --id mw1 --drain 2 --metrics "127.0.0.1:$port" >"$T/worker.log" 2>&1 &
 wpid=$!
 pids="$pids $wpid"
-if wait_metrics "$url" "$T/m1"; then ok; else fail "worker: no answer on $url: $(cat "$T/worker.log")"; fi
+if wait_metrics "$url" "$T/m1" "# TYPE altar_worker_paused gauge"; then ok; else fail "worker: no answer on $url: $(cat "$T/worker.log")"; fi
 for name in altar_worker_jobs_consumed_total altar_worker_tasks_submitted_total altar_worker_tasks_succeeded_total \
   altar_worker_tasks_failed_total altar_worker_tasks_released_total altar_worker_jobs_skipped_total \
   altar_worker_dead_lettered_total altar_worker_status_events_total; do
@@ -108,6 +110,35 @@ wait_line "$url" "altar_worker_tasks_succeeded_total 3" && ok || fail "worker: t
 wait_line "$url" "altar_worker_in_flight 0" && ok || fail "worker: in_flight did not return to 0"
 wait_line "$url" "altar_worker_paused 0" && ok || fail "worker: did not resume intake"
 
+# ---- the reconciler, with metrics.addr from the config file ----
+rport="$(free_port)"
+rurl="http://127.0.0.1:$rport/metrics"
+cp "$T/altar.yaml" "$T/rec.yaml"
+printf 'metrics: {addr: "127.0.0.1:%s"}\n' "$rport" >>"$T/rec.yaml"
+"$ALTAR_BIN" reconciler --config "$T/rec.yaml" >"$T/rec.log" 2>&1 &
+rpid=$!
+pids="$pids $rpid"
+if wait_metrics "$rurl" "$T/r1" "# TYPE altar_reconciler_outbox_published_total counter"; then ok; else fail "reconciler: no answer on $rurl: $(cat "$T/rec.log")"; fi
+for name in altar_reconciler_events_applied_total altar_reconciler_batches_total altar_reconciler_groups_fired_total \
+  altar_reconciler_groups_dead_lettered_total altar_reconciler_jobs_retried_total altar_reconciler_poison_total \
+  altar_reconciler_outbox_published_total; do
+  if grep -qx "# TYPE $name counter" "$T/r1" && grep -q "^# HELP $name " "$T/r1"; then ok; else fail "reconciler: $name missing"; fi
+done
+# Every status event the worker had acknowledged gets applied: the worker's
+# count only grows to its final value, so wait until the two agree (the
+# submitted and terminal events of the 3 jobs at least).
+conv=""
+i=0
+while [ $i -lt 600 ]; do
+  w="$(curl -sf --noproxy '*' "$url" | sed -n 's/^altar_worker_status_events_total //p')"
+  r="$(curl -sf --noproxy '*' "$rurl" | sed -n 's/^altar_reconciler_events_applied_total //p')"
+  if [ -n "$w" ] && [ "$w" -ge 6 ] && [ "$w" = "$r" ]; then conv=1; break; fi
+  i=$((i + 1))
+  sleep 0.1
+done
+[ -n "$conv" ] && ok || fail "reconciler applied '$r' events, the worker acknowledged '$w' (want equal, >= 6)"
+curl -sf --noproxy '*' "$rurl" | grep -qx "altar_reconciler_batches_total [1-9][0-9]*" && ok || fail "reconciler: no batch counted"
+
 # A second worker on the same port cannot start; it says which setting is at fault.
 if "$ALTAR_BIN" worker $cfg --id mw2 --metrics "127.0.0.1:$port" >"$T/busy.log" 2>&1; then
   fail "a second worker on a taken metrics port started"
@@ -143,23 +174,6 @@ else
   grep -q "metrics.addr" "$T/bad.log" && ok || fail "--set metrics.addr=bogus: $(cat "$T/bad.log")"
 fi
 
-# ---- the reconciler, with metrics.addr from the config file ----
-rport="$(free_port)"
-rurl="http://127.0.0.1:$rport/metrics"
-cp "$T/altar.yaml" "$T/rec.yaml"
-printf 'metrics: {addr: "127.0.0.1:%s"}\n' "$rport" >>"$T/rec.yaml"
-"$ALTAR_BIN" reconciler --config "$T/rec.yaml" >"$T/rec.log" 2>&1 &
-rpid=$!
-pids="$pids $rpid"
-if wait_metrics "$rurl" "$T/r1"; then ok; else fail "reconciler: no answer on $rurl: $(cat "$T/rec.log")"; fi
-for name in altar_reconciler_events_applied_total altar_reconciler_batches_total altar_reconciler_groups_fired_total \
-  altar_reconciler_groups_dead_lettered_total altar_reconciler_jobs_retried_total altar_reconciler_poison_total \
-  altar_reconciler_outbox_published_total; do
-  if grep -qx "# TYPE $name counter" "$T/r1" && grep -q "^# HELP $name " "$T/r1"; then ok; else fail "reconciler: $name missing"; fi
-done
-# The worker's status events (submitted + succeeded for 3 jobs) get applied.
-wait_line "$rurl" "altar_reconciler_events_applied_total 6" && ok ||
-  fail "reconciler: events_applied never reached 6: $(curl -s "$rurl" | grep -v '^#')"
 kill -TERM "$rpid"
 i=0
 while kill -0 "$rpid" 2>/dev/null && [ $i -lt 600 ]; do i=$((i + 1)); sleep 0.1; done

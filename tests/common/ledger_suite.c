@@ -250,6 +250,13 @@ static void test_restart(void) {
   CU_ASSERT(e.rec.failure == NULL);
   altar_ledger_entry_clear(&e);
   CU_ASSERT_EQUAL(n_open(l), 1);
+  set(l, "a", ALTAR_STATE_FAILED);
+  consume1(l, "a");
+  CU_ASSERT_EQUAL(altar_ledger_restart(l, &h, &err), ALTAR_ESTATE); /* consumed */
+  altar_handle_t nope;
+  altar_handle_init(&nope, "process", "nope");
+  CU_ASSERT_EQUAL(altar_ledger_restart(l, &nope, &err), ALTAR_ENOTFOUND);
+  altar_handle_clear(&nope);
   altar_handle_clear(&h);
   cur->destroy(l);
 }

@@ -92,6 +92,10 @@ static void test_bare_file_and_empty(void) {
   CU_ASSERT_EQUAL(s.n, 0);
   CU_ASSERT_EQUAL(load("ledger: {path: x}\ngroups:\n", &s, &err), 0);
   CU_ASSERT_EQUAL(s.n, 0);
+  /* A whole config without a groups key declares no groups (not a bare groups file). */
+  CU_ASSERT_EQUAL(load("transport: {name: local, dir: /tmp/x}\nbackend: {name: process}\n", &s, &err), 0);
+  CU_ASSERT_EQUAL(s.n, 0);
+  altar_group_specs_clear(&s);
   /* From a file on disk. */
   char *dir = altar_test_tmpdir("gcfg");
   char path[512];

@@ -40,7 +40,10 @@ static void test_passthrough(void) {
   altar_strmap_set(&m, "sasl.mechanisms", "SCRAM-SHA-512");
   altar_strmap_set(&m, "sasl.username", "svc-altar");
   altar_strmap_set(&m, "session.timeout.ms", "12000");
-  altar_strmap_set(&m, "dir", "./var/log"); /* a local-transport key: ignored */
+  altar_strmap_set(&m, "dir", "./var/log"); /* local-transport keys: ignored */
+  altar_strmap_set(&m, "fsync", "group");
+  altar_strmap_set(&m, "segment.bytes", "1048576");
+  altar_strmap_set(&m, "rebalance.check.ms", "100");
   altar_strmap_set(&m, "altar.timeout.ms", "5000"); /* the transport's own: ignored */
   add_secrets(&m);
   altar__kafka_secrets_t sec = {0};

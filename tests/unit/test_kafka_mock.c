@@ -338,6 +338,10 @@ static void test_coordinator_moves(void) {
   if (rc) fprintf(stderr, "committed after move: %s\n", err.msg);
   CU_ASSERT_EQUAL(off, 7);
   CU_ASSERT_STRING_EQUAL(md ? md : "(null)", "after-move");
+  /* librdkafka hands NOT_COORDINATOR back; the transport retried and said why. */
+  CU_ASSERT(c.retry_lines > 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(c.last_retry, "COORDINATOR"));
+  fprintf(stderr, "(last retry: %s)\n", c.last_retry);
   free(md);
   md = NULL;
   CU_ASSERT_EQUAL(altar_transport_committed(t, group, topic, 1, 15000, &off, &md, &err), 0);

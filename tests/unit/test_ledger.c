@@ -204,6 +204,45 @@ static void test_read_only_and_errors(void) {
   free(dir);
 }
 
+static void test_failed_write_rolls_back(void) {
+  altar_ledger_t *l = rdb_open();
+  altar_error_t err = {0};
+  put_rec(l, "a", "g");
+  /* A single operation whose write fails leaves nothing behind. */
+  altar__ledger_rocksdb_fail_writes(l, 1);
+  altar_handle_t h;
+  altar_handle_init(&h, "process", "a");
+  CU_ASSERT_EQUAL(altar_ledger_set_state(l, &h, ALTAR_STATE_SUCCEEDED, NULL, &err), ALTAR_ELEDGER);
+  CU_ASSERT(err.retriable);
+  CU_ASSERT(strstr(err.msg, "injected") != NULL);
+  const altar_ledger_entry_t *e = l->ops->peek_open(l->impl, "process", "a");
+  CU_ASSERT_FATAL(e != NULL);
+  CU_ASSERT_EQUAL(e->rec.state, ALTAR_STATE_PENDING); /* the cache was rolled back too */
+  check(l);
+  /* A batch whose commit fails: none of it, in memory or on disk. */
+  CU_ASSERT_EQUAL(altar_ledger_begin(l, &err), 0);
+  put_rec(l, "b", "g");
+  CU_ASSERT_EQUAL(altar_ledger_consume(l, &h, 1, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_aux_put(l, "k", 1, "v", 1, &err), 0);
+  altar__ledger_rocksdb_fail_writes(l, 1);
+  CU_ASSERT_EQUAL(altar_ledger_commit(l, &err), ALTAR_ELEDGER);
+  CU_ASSERT(l->ops->peek_open(l->impl, "process", "b") == NULL);
+  CU_ASSERT(l->ops->peek_open(l->impl, "process", "a") != NULL);
+  altar_buf_t b = {0};
+  CU_ASSERT_EQUAL(altar__ledger_aux_get(l, "k", 1, &b, &err), ALTAR_ENOTFOUND);
+  altar_buf_free(&b);
+  check(l);
+  /* And the ledger keeps working afterwards. */
+  CU_ASSERT_EQUAL(altar_ledger_set_state(l, &h, ALTAR_STATE_SUCCEEDED, NULL, &err), 0);
+  l = rdb_reopen(l);
+  altar_ledger_entry_t got;
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "a", &got, &err), 0);
+  CU_ASSERT_EQUAL(got.rec.state, ALTAR_STATE_SUCCEEDED);
+  altar_ledger_entry_clear(&got);
+  altar_handle_clear(&h);
+  rdb_destroy(l);
+}
+
 static void add_suites(void) {
   altar_ledger_suite_register(&mem_factory);
   altar_ledger_suite_register(&rdb_factory);
@@ -212,6 +251,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_aux_keys_share_the_write);
   ALTAR_TEST(test_check_finds_damage);
   ALTAR_TEST(test_read_only_and_errors);
+  ALTAR_TEST(test_failed_write_rolls_back);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add_suites); }

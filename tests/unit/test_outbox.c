@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static altar_transport_t *open_local(const char *dir, const altar_transport_opts_t *opts) {
   altar_strmap_t m = {0};
@@ -208,26 +210,31 @@ static void test_republish_on_restart_same_bytes(void) {
   char *root = altar_test_tmpdir("outbox-restart");
   char ldir[512];
   snprintf(ldir, sizeof ldir, "%s/ledger", root);
-  altar_ledger_t *l = open_ledger(ldir);
-  altar__outbox_t ob;
-  /* No delivery callback: the acks never reach the outbox (a kill before
-   * they were served). */
-  altar_transport_t *t = open_local(root, NULL);
-  create_topic(t, "out", 1);
-  altar_error_t err = {0};
-  CU_ASSERT_FATAL(altar__outbox_open(&ob, l, t, &err) == 0);
   const char big[] = "\x93\xa1x\xc4\x03\x00\xff\x7f some group event";
-  CU_ASSERT_FATAL(altar_ledger_begin(l, &err) == 0);
-  CU_ASSERT(altar__outbox_stage(&ob, "out", "kA", big, sizeof big, NULL, NULL, NULL, &err) == 0);
-  CU_ASSERT_FATAL(altar_ledger_commit(l, &err) == 0);
-  CU_ASSERT_FATAL(altar_ledger_begin(l, &err) == 0);
-  CU_ASSERT(altar__outbox_stage(&ob, "out", "kB", "second", 6, NULL, NULL, NULL, &err) == 0);
-  CU_ASSERT_FATAL(altar_ledger_commit(l, &err) == 0);
-  /* The first is published (but its ack is lost); the second never is. */
-  CU_ASSERT_FATAL(altar__outbox_publish_from(&ob, 0, &err) == 0);
-  CU_ASSERT(altar_transport_flush(t, 10000, &err) == 0);
-  altar_transport_close(t);
-  altar_ledger_close(l);
+  altar__outbox_t ob;
+  altar_error_t err = {0};
+  /* The first life runs in a child that dies without serving its acks
+   * (as a kill -9 right after the publish would). */
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    altar_ledger_t *l = altar_ledger_rocksdb_open(ldir, NULL, &err);
+    altar_transport_t *t = open_local(root, NULL); /* no delivery callback */
+    create_topic(t, "out", 1);
+    int bad = !l || altar__outbox_open(&ob, l, t, &err) || altar_ledger_begin(l, &err) ||
+              altar__outbox_stage(&ob, "out", "kA", big, sizeof big, NULL, NULL, NULL, &err) ||
+              altar_ledger_commit(l, &err) || altar_ledger_begin(l, &err) ||
+              altar__outbox_stage(&ob, "out", "kB", "second", 6, NULL, NULL, NULL, &err) ||
+              altar_ledger_commit(l, &err) || altar__outbox_publish_from(&ob, 0, &err) ||
+              altar_transport_flush(t, 10000, &err);
+    if (bad) fprintf(stderr, "child: %s\n", err.msg);
+    _exit(bad ? 1 : 0);
+  }
+  int status = 0;
+  CU_ASSERT_FATAL(waitpid(pid, &status, 0) == pid);
+  CU_ASSERT_FATAL(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  altar_ledger_t *l;
+  altar_transport_t *t;
 
   l = open_ledger(ldir);
   t = open_for_outbox(root, &ob);
@@ -306,6 +313,9 @@ static void test_carry_into_new_ledger(void) {
 
 static const char *groups_yaml = "pair:\n  group_by: [job_id]\n  ready_when: {all_folds: 2}\n  on_failed: dead_letter\n";
 
+/* Set for events of a kind whose shards carry their fold count. */
+static const char *ev_num_folds;
+
 static void status_ev(altar_transport_t *t, altar_status_event_kind_t kind, const char *job, int fold,
                       altar_state_t state, double ts) {
   altar_status_event_t ev = {.v = ALTAR_SCHEMA_VERSION, .event = kind, .state = state, .ts = ts};
@@ -319,6 +329,7 @@ static void status_ev(altar_transport_t *t, altar_status_event_kind_t kind, cons
   altar_handle_init(&ev.handle, "process", eid);
   altar_strmap_set(&ev.handle.labels, "job_id", job);
   altar_strmap_set(&ev.handle.labels, "fold", f);
+  if (ev_num_folds) altar_strmap_set(&ev.handle.labels, "num_folds", ev_num_folds);
   if (kind == ALTAR_EV_SUBMITTED) {
     ev.spec = altar_spec_new("pair", "img:1");
     altar_spec_add_arg(ev.spec, "run");
@@ -585,6 +596,142 @@ static void test_revoke_mid_batch_applies_once(void) {
   free(root);
 }
 
+/* Decodable but out-of-place status events (a state going backwards, a
+ * release of a task never seen, the same release twice, a failure without
+ * its failure object) must not stop the daemon: it keeps applying, and the
+ * group after them still fires. */
+static void test_daemon_survives_odd_events(void) {
+  char *root = altar_test_tmpdir("outbox-odd");
+  char ldir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  altar_group_specs_t groups = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_group_specs_load_string(groups_yaml, strlen(groups_yaml), "t", &groups, &err) == 0);
+  altar_transport_t *p = open_local(root, NULL);
+  make_topics(p);
+  status_ev(p, ALTAR_EV_SUBMITTED, "a", 0, ALTAR_STATE_PENDING, 1.0);
+  status_ev(p, ALTAR_EV_STATE, "a", 0, ALTAR_STATE_SUCCEEDED, 2.0);
+  status_ev(p, ALTAR_EV_STATE, "a", 0, ALTAR_STATE_RUNNING, 3.0);  /* backwards */
+  status_ev(p, ALTAR_EV_STATE, "a", 0, ALTAR_STATE_FAILED, 4.0);   /* failed, no failure, after success */
+  status_ev(p, ALTAR_EV_RELEASED, "ghost", 0, ALTAR_STATE_RUNNING, 5.0); /* never seen */
+  status_ev(p, ALTAR_EV_RELEASED, "a", 0, ALTAR_STATE_RUNNING, 6.0);
+  status_ev(p, ALTAR_EV_RELEASED, "a", 0, ALTAR_STATE_RUNNING, 7.0); /* twice */
+  status_ev(p, ALTAR_EV_STATE, "b", 1, ALTAR_STATE_SUCCEEDED, 8.0);  /* no submitted */
+  status_ev(p, ALTAR_EV_SUBMITTED, "ok", 0, ALTAR_STATE_PENDING, 9.0);
+  status_ev(p, ALTAR_EV_SUBMITTED, "ok", 1, ALTAR_STATE_PENDING, 10.0);
+  status_ev(p, ALTAR_EV_STATE, "ok", 0, ALTAR_STATE_SUCCEEDED, 11.0);
+  status_ev(p, ALTAR_EV_STATE, "ok", 1, ALTAR_STATE_SUCCEEDED, 12.0);
+  CU_ASSERT_FATAL(altar_transport_flush(p, 10000, &err) == 0);
+  altar_transport_close(p);
+  for (size_t batch = 1; batch <= 1000; batch *= 1000) {
+    char d[600];
+    snprintf(d, sizeof d, "%s-%zu", ldir, batch);
+    altar_ledger_t *l = open_ledger(d);
+    altar_transport_t *t = open_local(root, NULL);
+    altar_topics_t topics = topics_named(batch == 1 ? "ready" : "ready2");
+    altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
+                                 .batch_max = batch, .group = batch == 1 ? "g1" : "g2", .exit_when_idle = true,
+                                 .quiet = true};
+    altar_reconciler_stats_t st = {0};
+    int rc = altar_reconciler_run(&o, &st, &err);
+    if (rc) fprintf(stderr, "reconciler (batch %zu): %s\n", batch, err.msg);
+    CU_ASSERT(rc == 0);
+    CU_ASSERT_EQUAL(st.events + st.poison, 12);
+    altar_transport_close(t);
+    altar_ledger_close(l);
+    recs_t r;
+    read_topic(root, topics.ready, &r);
+    size_t ok_fired = 0;
+    for (size_t i = 0; i < r.n; i++) {
+      altar_group_event_t g = {0};
+      CU_ASSERT_FATAL(altar_decode_group(r.v[i].value.data, r.v[i].value.len, &g, &err) == 0);
+      ok_fired += !strcmp(g.group_key, "ok") || strstr(g.group_key, "ok") != NULL;
+      altar_group_event_clear(&g);
+    }
+    CU_ASSERT_EQUAL(ok_fired, 1);
+    recs_clear(&r);
+  }
+  altar_group_specs_clear(&groups);
+  altar_test_rmtree(root);
+  free(root);
+}
+
+/* A shard whose group's readiness predicate cannot be evaluated (its fold
+ * count label is missing): the daemon sets that event aside in the DLQ and
+ * goes on; a rebuild must skip it the same way, not fail, and reach the
+ * same checksum. */
+static void test_rebuild_skips_what_the_daemon_set_aside(void) {
+  char *root = altar_test_tmpdir("outbox-predicate");
+  char ldir[512], l2dir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
+  static const char *yaml =
+      "pair:\n  group_by: [job_id]\n  ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}\n"
+      "  on_failed: dead_letter\n";
+  altar_group_specs_t groups = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_group_specs_load_string(yaml, strlen(yaml), "t", &groups, &err) == 0);
+  altar_transport_t *p = open_local(root, NULL);
+  make_topics(p);
+  ev_num_folds = "2";
+  status_ev(p, ALTAR_EV_SUBMITTED, "good", 0, ALTAR_STATE_PENDING, 1.0);
+  status_ev(p, ALTAR_EV_SUBMITTED, "good", 1, ALTAR_STATE_PENDING, 2.0);
+  ev_num_folds = NULL; /* this shard lacks its fold count */
+  status_ev(p, ALTAR_EV_SUBMITTED, "bad", 0, ALTAR_STATE_PENDING, 3.0);
+  status_ev(p, ALTAR_EV_STATE, "bad", 0, ALTAR_STATE_SUCCEEDED, 4.0);
+  ev_num_folds = "2";
+  status_ev(p, ALTAR_EV_STATE, "good", 0, ALTAR_STATE_SUCCEEDED, 5.0);
+  status_ev(p, ALTAR_EV_STATE, "good", 1, ALTAR_STATE_SUCCEEDED, 6.0);
+  ev_num_folds = NULL;
+  CU_ASSERT_FATAL(altar_transport_flush(p, 10000, &err) == 0);
+  altar_transport_close(p);
+
+  altar_ledger_t *l = open_ledger(ldir);
+  altar_transport_t *t = open_local(root, NULL);
+  altar_topics_t topics = topics_named("ready");
+  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
+                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_stats_t st = {0};
+  int rc = altar_reconciler_run(&o, &st, &err);
+  if (rc) fprintf(stderr, "reconciler: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  CU_ASSERT_EQUAL(st.fired, 1);
+  CU_ASSERT_EQUAL(st.poison, 1);
+  altar_transport_close(t);
+  char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
+  altar_ledger_close(l);
+  recs_t r;
+  read_topic(root, "dlq", &r);
+  CU_ASSERT(r.n == 1 && r.v[0].reason && strstr(r.v[0].reason, "predicate"));
+  recs_clear(&r);
+
+  altar_strmap_t props = {0};
+  altar_strmap_set(&props, "dir", root);
+  altar_ledger_t *l2 = open_ledger(l2dir);
+  altar_topics_t topics2 = topics_named("ready2");
+  uint64_t missing = 0;
+  rc = altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, true, &st, &missing, &err);
+  if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  CU_ASSERT_EQUAL(missing, 1);
+  char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
+  CU_ASSERT_STRING_EQUAL(sum1, sum2);
+  altar_ledger_close(l2);
+  altar_strmap_clear(&props);
+  recs_t a, b;
+  read_topic(root, "ready", &a);
+  read_topic(root, "ready2", &b);
+  CU_ASSERT(a.n == 1 && b.n == 1 && a.v[0].value.len == b.v[0].value.len &&
+            !memcmp(a.v[0].value.data, b.v[0].value.data, a.v[0].value.len));
+  recs_clear(&a);
+  recs_clear(&b);
+  altar_group_specs_clear(&groups);
+  altar_test_rmtree(root);
+  free(root);
+}
+
 static int setup(void) {
   int rc = altar_transport_register(&altar_transport_local_ops);
   return rc == 0 || rc == ALTAR_EEXIST ? 0 : -1;
@@ -599,6 +746,8 @@ static void add(void) {
   ALTAR_TEST(test_daemon_and_rebuild_agree_on_bytes);
   ALTAR_TEST(test_rebuild_resumes_where_it_read);
   ALTAR_TEST(test_revoke_mid_batch_applies_once);
+  ALTAR_TEST(test_daemon_survives_odd_events);
+  ALTAR_TEST(test_rebuild_skips_what_the_daemon_set_aside);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

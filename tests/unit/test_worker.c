@@ -37,6 +37,7 @@ typedef struct fake {
   size_t stop_after_submits; /* with stop: request a stop once this many started */
   volatile sig_atomic_t *stop;
   sig_atomic_t stop_value;
+  int polls_total, stop2_after_polls; /* with stop: a second signal after this many polls */
   size_t cancelled_live; /* cancels of tasks still running */
 } fake_t;
 
@@ -52,6 +53,20 @@ static void *fake_create(const altar_strmap_t *cfg, char *errstr, size_t errstr_
   return NULL;
 }
 static void fake_destroy(altar_backend_t *be) { (void)be; /* the test owns the fake */ }
+
+/* Staging fails by outcome: "escape" as a path leaving its root, "flaky"
+ * as a transient error, "corrupt" as a digest mismatch. */
+static int fake_stage(altar_backend_t *be, const altar_transfer_t *in, size_t n, altar_error_t *err) {
+  (void)be;
+  for (size_t i = 0; i < n; i++) {
+    if (!strcmp(in[i].uri, "fake://escape"))
+      return altar_error_set(err, ALTAR_EPATH, "inputs[%zu]: resolves outside the data root", i);
+    if (!strcmp(in[i].uri, "fake://flaky")) return altar_error_set(err, ALTAR_EIO, "inputs[%zu]: store unreachable", i);
+    if (!strcmp(in[i].uri, "fake://corrupt"))
+      return altar_error_set(err, ALTAR_EINTEGRITY, "inputs[%zu]: digest mismatch", i);
+  }
+  return ALTAR_OK;
+}
 
 static int fake_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
   fake_t *f = be->impl;
@@ -69,6 +84,7 @@ static int fake_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
 static int fake_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *st, altar_error_t *err) {
   (void)err;
   fake_t *f = be->impl;
+  if (f->stop && f->stop2_after_polls && ++f->polls_total == f->stop2_after_polls) *f->stop = 2;
   for (size_t i = 0; i < n; i++) {
     ftask_t *t = ffind(f, hs[i].external_id);
     CU_ASSERT_FATAL(t != NULL);
@@ -109,6 +125,7 @@ static const altar_backend_ops_t fake_ops = {
     .input_digest_verification = ALTAR_VERIFY_STAGING,
     .create = fake_create,
     .destroy = fake_destroy,
+    .stage_inputs = fake_stage,
     .submit = fake_submit,
     .poll = fake_poll,
     .cancel = fake_cancel,
@@ -153,6 +170,11 @@ static void submit(const char *dir, const char *const *outcomes, size_t n) {
     snprintf(fold, sizeof fold, "%zu", i);
     altar_spec_set_label(s, "fold", fold);
     altar_spec_set_label(s, "outcome", outcomes[i]);
+    if (!strncmp(outcomes[i], "stage-", 6)) {
+      char uri[64];
+      snprintf(uri, sizeof uri, "fake://%s", outcomes[i] + 6);
+      altar_spec_add_input(s, uri, "in/x", NULL, NULL);
+    }
     v[i] = *s;
     free(s);
   }
@@ -550,20 +572,64 @@ static void test_drain_and_release_on_stop(void) {
   clear_status();
 
   /* A second signal during the drain stops at once: the hanging task is
-   * released without waiting out a long drain time. */
+   * released without waiting out a drain time of an hour. */
   stop = 0;
   static fake_t g;
   memset(&g, 0, sizeof g);
   g.polls_to_finish = 1;
   g.stop = &stop;
-  g.stop_value = 2;
-  g.stop_after_submits = 1; /* job 1 ("hang") is the first this worker runs */
+  g.stop_value = 1;
+  g.stop_after_submits = 1;  /* job 1 ("hang") is the first this worker runs */
+  g.stop2_after_polls = 20; /* then, well into the drain, the second signal */
   t = open_local(dir);
   memset(&st, 0, sizeof st);
   CU_ASSERT_FATAL(run_worker(t, &g, 3, 0, 3600 * 1000, &stop, &st) == 0);
   altar_transport_close(t);
+  CU_ASSERT_EQUAL(stop, 2);
   CU_ASSERT_EQUAL(g.n, 1);
   CU_ASSERT_EQUAL(st.succeeded, 0);
+  CU_ASSERT_EQUAL(st.released, 1);
+  CU_ASSERT_EQUAL(g.cancelled_live, 1);
+  CU_ASSERT_EQUAL(committed(dir, 0, NULL), 1); /* nothing more finished */
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+/* A job that fails before it runs (staging) still gets a terminal outcome,
+ * and only a transient cause is marked retryable. */
+static void test_staging_failures_are_terminal(void) {
+  char *dir = altar_test_tmpdir("worker-stage");
+  make_topics(dir, 1);
+  const char *outcomes[] = {"stage-escape", "stage-flaky", "stage-corrupt"};
+  submit(dir, outcomes, 3);
+  static fake_t f;
+  memset(&f, 0, sizeof f);
+  f.polls_to_finish = 1;
+  altar_transport_t *t = open_local(dir);
+  altar_worker_stats_t st = {0};
+  CU_ASSERT_FATAL(run_worker(t, &f, 2, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(f.n, 0); /* none reached submit */
+  CU_ASSERT_EQUAL(st.failed, 3);
+  CU_ASSERT_EQUAL(committed(dir, 0, NULL), 3);
+  load_status(dir);
+  size_t seen = 0;
+  for (size_t i = 0; i < n_evs; i++) {
+    if (evs[i].event != ALTAR_EV_STATE) continue;
+    CU_ASSERT_FATAL(evs[i].state == ALTAR_STATE_FAILED && evs[i].failure);
+    const char *o = outcome_of(&evs[i]);
+    if (!strcmp(o, "stage-escape")) {
+      CU_ASSERT_STRING_EQUAL(evs[i].failure->reason, "invalid_spec");
+      CU_ASSERT(evs[i].failure->deterministic);
+    } else if (!strcmp(o, "stage-flaky")) {
+      CU_ASSERT(!evs[i].failure->deterministic);
+    } else {
+      CU_ASSERT_STRING_EQUAL(evs[i].failure->reason, ALTAR_REASON_INPUT_DIGEST_MISMATCH);
+    }
+    seen++;
+  }
+  CU_ASSERT_EQUAL(seen, 3);
+  clear_status();
   altar_test_rmtree(dir);
   free(dir);
 }
@@ -619,6 +685,7 @@ static void add(void) {
   ALTAR_TEST(test_slots_gate_intake);
   ALTAR_TEST(test_commit_metadata_skips_finished);
   ALTAR_TEST(test_drain_and_release_on_stop);
+  ALTAR_TEST(test_staging_failures_are_terminal);
   ALTAR_TEST(test_commit_retried_after_failure);
 }
 

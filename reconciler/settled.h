@@ -1,0 +1,39 @@
+/* Task keys of settled groups: a run of a task whose group already fired
+ * or was dead-lettered is not applied again. A worker killed after its
+ * terminal event was acknowledged but before its offset commit makes the
+ * next owner run that job again, under the same task key and a new handle;
+ * applied, that run would open a record no group ever consumes again (an
+ * orphan), or fire the group a second time with the same event_id and
+ * other shards. The daemon and the rebuild both apply through here, so a
+ * replay makes the same decisions. Internal to reconciler/. */
+#ifndef ALTAR_RECONCILER_SETTLED_H
+#define ALTAR_RECONCILER_SETTLED_H
+
+#include "altar/groups.h"
+#include "altar/ledger.h"
+#include "altar/reconcile.h"
+#include "reconciler/hmap.h"
+
+typedef struct altar__settled {
+  altar__hmap_t done; /* task key → "backend\x1fexternal_id" of the run that settled it */
+  altar__hmap_t pend; /* the same, noted in the open batch */
+} altar__settled_t;
+
+/* Loads what earlier lives stored (aux keys "t/<task key>" of l; a ledger
+ * without aux storage starts empty). Free with altar__settled_free. */
+int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, altar_error_t *err);
+void altar__settled_free(altar__settled_t *s);
+
+/* Applies events one at a time inside the caller's open batch, as
+ * altar_apply_events does, skipping an event whose task key was settled by
+ * another run (*pskipped counts them; may be NULL) and noting the members
+ * of every group it settles (stored with the batch). Errors as
+ * altar_apply_events; the caller then aborts the batch and calls
+ * altar__settled_abort, else commits it and calls altar__settled_commit. */
+int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_group_specs_t *groups,
+                         const altar_status_event_t *events, size_t n, altar_apply_result_t *pres,
+                         size_t *pskipped, altar_error_t *err);
+void altar__settled_commit(altar__settled_t *s);
+void altar__settled_abort(altar__settled_t *s);
+
+#endif
