@@ -8,6 +8,7 @@
 #include "altar/reconcile.h"
 #include "reconciler/ledger_aux.h"
 #include "reconciler/outbox.h"
+#include "reconciler/settled.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -27,6 +28,7 @@ typedef struct daemon {
   const altar_reconciler_opts_t *o;
   const char *group;
   altar__outbox_t ob;
+  altar__settled_t settled; /* reruns of settled tasks are not applied */
   in_part_t *parts;
   size_t n_parts, cap_parts;
   altar_reconciler_stats_t stats;
@@ -252,7 +254,7 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
   /* ts < 0: each group event carries the ts of the status event that made it
    * due, so a rebuild (other batch sizes, another clock) yields the same bytes
    * for the same event_id. */
-  if (!rc) rc = altar_apply_events(d->o->ledger, d->o->groups, evs, n_ev, -1, &res, err);
+  if (!rc) rc = altar__settled_apply(&d->settled, d->o->ledger, d->o->groups, evs, n_ev, &res, NULL, err);
   for (size_t i = 0; i < res.n_events && !rc; i++) {
     const altar_group_event_t *g = &res.events[i];
     altar_buf_t b = {0};
@@ -282,6 +284,8 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
     altar_error_t ae = {0};
     altar_ledger_abort(d->o->ledger, &ae);
   }
+  if (!rc) altar__settled_commit(&d->settled);
+  else altar__settled_abort(&d->settled);
   if (!rc) {
     d->stats.events += n_ev;
     d->stats.batches++;
@@ -318,7 +322,11 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     return altar_error_set(err, ALTAR_EINVAL, "reconciler: transport, ledger, groups and topics are required");
   daemon_t d = {.o = o, .group = o->group ? o->group : ALTAR_RECONCILER_GROUP};
   int rc = altar__outbox_open(&d.ob, o->ledger, o->transport, err);
-  if (rc) return rc;
+  if (!rc) rc = altar__settled_load(&d.settled, o->ledger, err);
+  if (rc) {
+    altar__settled_free(&d.settled);
+    return rc;
+  }
   altar_error_t me = {0};
   if (altar__reconciler_metrics_init(&d.metrics, o->metrics, &me)) dlog(&d, "metrics off: %s", me.msg);
   d.ob.on_published = o->on_published;
@@ -381,6 +389,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   }
   free(d.parts);
   d.parts = NULL;
+  altar__settled_free(&d.settled);
   d.n_parts = 0;
   o->transport->opts.on_delivery = NULL;
   o->transport->opts.delivery_ctx = NULL;
