@@ -35,10 +35,27 @@ bool altar__utf8_ok(const char *s, size_t len);
  * allocates from an unchecked length. ETOOBIG or EDECODE naming the field
  * under `root`. */
 int altar__mp_check(const void *data, size_t len, const char *root, altar_error_t *err);
-/* altar__mp_check, then msgpack_unpack_next into *pu (which the caller
- * initialised with msgpack_unpacked_init and destroys afterwards). */
-int altar__mp_unpack(const void *data, size_t len, const char *root, msgpack_unpacked *pu,
-                     altar_error_t *err);
+
+/* An object tree parsed from bytes by altar__mp_parse. Strings, binaries and
+ * extensions point into the parsed bytes, which must outlive the tree. Nodes
+ * come from the inline block first (no allocation for the usual message),
+ * then from heap blocks. */
+#define ALTAR__MP_INLINE_NODES 192
+typedef struct altar__mp_block altar__mp_block_t;
+typedef struct altar__mp_doc {
+  msgpack_object root;
+  size_t used;              /* nodes taken from inline_nodes */
+  altar__mp_block_t *heap;  /* overflow blocks, freed by altar__mp_doc_free */
+  msgpack_object inline_nodes[ALTAR__MP_INLINE_NODES];
+} altar__mp_doc_t;
+
+/* Parses data in one pass with exactly the bounds, verdicts and messages of
+ * altar__mp_check, building the same tree msgpack_unpack_next would. *doc
+ * needs no initialisation; call altar__mp_doc_free afterwards whatever the
+ * result. ETOOBIG, EDECODE or ENOMEM. */
+int altar__mp_parse(const void *data, size_t len, const char *root, altar__mp_doc_t *doc,
+                    altar_error_t *err);
+void altar__mp_doc_free(altar__mp_doc_t *doc);
 
 /* Typed walk over an unpacked object tree. Each getter checks the object's
  * type and reports "<path>: expected <type>" on mismatch. Getters that return

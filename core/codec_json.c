@@ -132,13 +132,12 @@ char *altar__mp_to_json(const void *data, size_t len, const char *root, altar_er
   altar_error_t local = {0};
   if (!err) err = &local;
   err->code = 0;
-  msgpack_unpacked u;
-  msgpack_unpacked_init(&u);
+  altar__mp_doc_t u;
   char *out = NULL;
-  if (!altar__mp_unpack(data, len, root, &u, err)) {
+  if (!altar__mp_parse(data, len, root, &u, err)) {
     altar__rd_t r = {.err = err};
     altar__path_init(&r.path, root);
-    json_t *j = mp_to_json(&u.data, &r);
+    json_t *j = mp_to_json(&u.root, &r);
     if (j) {
       out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
       if (!out) altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", root);
@@ -147,7 +146,7 @@ char *altar__mp_to_json(const void *data, size_t len, const char *root, altar_er
       altar_error_set(err, ALTAR_EDECODE, "%s: not representable in JSON", root);
     }
   }
-  msgpack_unpacked_destroy(&u);
+  altar__mp_doc_free(&u);
   if (!out) return NULL;
   /* jansson allocates with malloc by default; hand back a plain malloc'd copy
    * anyway so callers free() it whatever allocator jansson was given. */

@@ -33,15 +33,14 @@ typedef int (*rd_top_fn)(altar__rd_t *r, const msgpack_object *o, void *target);
 
 static int decode_top(const void *data, size_t len, const char *root, rd_top_fn fn, void *target,
                       altar_error_t *err) {
-  msgpack_unpacked u;
-  msgpack_unpacked_init(&u);
-  int rc = altar__mp_unpack(data, len, root, &u, err);
+  altar__mp_doc_t u;
+  int rc = altar__mp_parse(data, len, root, &u, err);
   if (!rc) {
     altar__rd_t r = {.err = err};
     altar__path_init(&r.path, root);
-    rc = fn(&r, &u.data, target);
+    rc = fn(&r, &u.root, target);
   }
-  msgpack_unpacked_destroy(&u);
+  altar__mp_doc_free(&u);
   return rc;
 }
 
@@ -564,14 +563,13 @@ static int rd_peek_type(altar__rd_t *r, const msgpack_object *o, void *target) {
 int altar_peek_type(const void *data, size_t len, char *buf, size_t bufsize) {
   if (!buf || !bufsize) return ALTAR_EINVAL;
   buf[0] = '\0';
-  msgpack_unpacked u;
-  msgpack_unpacked_init(&u);
-  int rc = altar__mp_unpack(data, len, "message", &u, NULL);
+  altar__mp_doc_t u;
+  int rc = altar__mp_parse(data, len, "message", &u, NULL);
   const msgpack_object *v = NULL;
   if (!rc) {
     altar__rd_t r = {.err = NULL};
     altar__path_init(&r.path, "message");
-    rc = rd_peek_type(&r, &u.data, (void *)&v);
+    rc = rd_peek_type(&r, &u.root, (void *)&v);
   }
   if (!rc) {
     size_t n = v->via.str.size;
@@ -582,6 +580,6 @@ int altar_peek_type(const void *data, size_t len, char *buf, size_t bufsize) {
       buf[n] = '\0';
     }
   }
-  msgpack_unpacked_destroy(&u);
+  altar__mp_doc_free(&u);
   return rc;
 }

@@ -236,16 +236,246 @@ int altar__mp_check(const void *data, size_t len, const char *root, altar_error_
   return ALTAR_OK;
 }
 
-int altar__mp_unpack(const void *data, size_t len, const char *root, msgpack_unpacked *pu,
-                     altar_error_t *err) {
-  int rc = altar__mp_check(data, len, root, err);
-  if (rc) return rc;
-  size_t off = 0;
-  msgpack_unpack_return ur = msgpack_unpack_next(pu, data, len, &off);
-  if (ur == MSGPACK_UNPACK_NOMEM_ERROR) return altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", root);
-  if (ur != MSGPACK_UNPACK_SUCCESS || off != len)
-    return altar_error_set(err, ALTAR_EDECODE, "%s: malformed msgpack", root);
+/* ---- one-pass parse ----
+ * The same verdicts as the pre-check above, reached while building the tree,
+ * without keeping a field path: on any refusal the pre-check runs once more to
+ * word the error, so messages stay exactly those of altar__mp_check. */
+
+struct altar__mp_block {
+  altar__mp_block_t *next;
+  size_t cap, used;
+  msgpack_object nodes[];
+};
+
+#define MP_BLOCK_NODES 1024u
+#define MP_REFUSED 1 /* a bound or truncation: worded by altar__mp_check */
+
+typedef struct mp_parser {
+  const uint8_t *p;
+  const uint8_t *end;
+  altar__mp_doc_t *doc;
+  const uint8_t *last_trail; /* see mp_set_str */
+} mp_parser_t;
+
+/* n contiguous nodes (a container's elements, two per map entry). */
+static msgpack_object *mp_nodes(altar__mp_doc_t *d, size_t n) {
+  if (ALTAR__MP_INLINE_NODES - d->used >= n) {
+    msgpack_object *o = d->inline_nodes + d->used;
+    d->used += n;
+    return o;
+  }
+  altar__mp_block_t *b = d->heap;
+  if (!b || b->cap - b->used < n) {
+    size_t cap = n > MP_BLOCK_NODES ? n : MP_BLOCK_NODES;
+    b = malloc(sizeof *b + cap * sizeof b->nodes[0]);
+    if (!b) return NULL;
+    b->cap = cap;
+    b->used = 0;
+    b->next = d->heap;
+    d->heap = b;
+  }
+  msgpack_object *o = b->nodes + b->used;
+  b->used += n;
+  return o;
+}
+
+static int mp_value(mp_parser_t *s, unsigned depth, msgpack_object *o);
+
+static int mp_container(mp_parser_t *s, uint64_t n, bool is_map, unsigned depth, msgpack_object *o) {
+  if (depth + 1 > ALTAR_MAX_DEPTH) return MP_REFUSED;
+  if (n > (is_map ? ALTAR_MAX_MAP : ALTAR_MAX_ARRAY)) return MP_REFUSED;
+  if ((is_map ? 2 * n : n) > (uint64_t)(s->end - s->p)) return MP_REFUSED;
+  msgpack_object *kids = mp_nodes(s->doc, (size_t)(is_map ? 2 * n : n) + (n == 0));
+  if (!kids) return ALTAR_ENOMEM;
+  if (is_map) {
+    /* msgpack_object_kv is two msgpack_objects laid end to end */
+    _Static_assert(sizeof(msgpack_object_kv) == 2 * sizeof(msgpack_object), "kv layout");
+    o->type = MSGPACK_OBJECT_MAP;
+    o->via.map.size = (uint32_t)n;
+    o->via.map.ptr = (msgpack_object_kv *)(void *)kids;
+  } else {
+    o->type = MSGPACK_OBJECT_ARRAY;
+    o->via.array.size = (uint32_t)n;
+    o->via.array.ptr = kids;
+  }
+  size_t total = (size_t)(is_map ? 2 * n : n);
+  for (size_t i = 0; i < total; i++) {
+    int rc = mp_value(s, depth + 1, &kids[i]);
+    if (rc) return rc;
+  }
   return ALTAR_OK;
+}
+
+/* n bytes of string, binary or extension data at s->p. */
+static int mp_bytes(mp_parser_t *s, uint64_t n, const uint8_t **pp) {
+  if (n > ALTAR_MAX_STRING || n > (uint64_t)(s->end - s->p)) return MP_REFUSED;
+  if (n) s->last_trail = s->p;
+  *pp = s->p;
+  s->p += n;
+  return ALTAR_OK;
+}
+
+static int mp_len(mp_parser_t *s, size_t w, uint64_t *pn) {
+  if ((size_t)(s->end - s->p) < w) return MP_REFUSED;
+  s->last_trail = s->p;
+  *pn = be(s->p, w);
+  s->p += w;
+  return ALTAR_OK;
+}
+
+/* An empty string or binary gets the ptr msgpack-c 4 gives it: the start of
+ * the last multi-byte field read, NULL when there was none. Only its
+ * NULL-ness is observable (the JSON bridge refuses a NULL string). */
+static void mp_set_str(mp_parser_t *s, msgpack_object *o, msgpack_object_type t, const uint8_t *p, uint64_t n) {
+  o->type = t;
+  o->via.str.size = (uint32_t)n;
+  o->via.str.ptr = (const char *)(n ? p : s->last_trail);
+}
+
+static int mp_ext(mp_parser_t *s, uint64_t n, msgpack_object *o) {
+  const uint8_t *p;
+  int rc = mp_bytes(s, n + 1, &p);
+  if (rc) return rc;
+  o->type = MSGPACK_OBJECT_EXT;
+  o->via.ext.type = (int8_t)p[0];
+  o->via.ext.size = (uint32_t)n;
+  o->via.ext.ptr = (const char *)p + 1;
+  return ALTAR_OK;
+}
+
+/* Integers as msgpack-c types them: a non-negative value is POSITIVE_INTEGER
+ * whatever its wire format. */
+static void mp_int(msgpack_object *o, int64_t v) {
+  if (v >= 0) {
+    o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+    o->via.u64 = (uint64_t)v;
+  } else {
+    o->type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+    o->via.i64 = v;
+  }
+}
+
+static int mp_value(mp_parser_t *s, unsigned depth, msgpack_object *o) {
+  if (s->p >= s->end) return MP_REFUSED;
+  uint8_t f = *s->p++;
+  uint64_t n;
+  const uint8_t *p;
+  int rc;
+  if (f <= 0x7f) {
+    o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+    o->via.u64 = f;
+    return ALTAR_OK;
+  }
+  if (f >= 0xe0) {
+    o->type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+    o->via.i64 = (int8_t)f;
+    return ALTAR_OK;
+  }
+  if (f >= 0xa0 && f <= 0xbf) {
+    if ((rc = mp_bytes(s, f & 0x1f, &p))) return rc;
+    mp_set_str(s, o, MSGPACK_OBJECT_STR, p, f & 0x1f);
+    return ALTAR_OK;
+  }
+  if (f <= 0x8f) return mp_container(s, f & 0x0f, true, depth, o);
+  if (f <= 0x9f) return mp_container(s, f & 0x0f, false, depth, o);
+  switch (f) {
+  case 0xc0: o->type = MSGPACK_OBJECT_NIL; return ALTAR_OK;
+  case 0xc2: case 0xc3:
+    o->type = MSGPACK_OBJECT_BOOLEAN;
+    o->via.boolean = f == 0xc3;
+    return ALTAR_OK;
+  case 0xc4: case 0xc5: case 0xc6:
+    if ((rc = mp_len(s, (size_t)1 << (f - 0xc4), &n)) || (rc = mp_bytes(s, n, &p))) return rc;
+    mp_set_str(s, o, MSGPACK_OBJECT_BIN, p, n);
+    return ALTAR_OK;
+  case 0xc7: case 0xc8: case 0xc9:
+    if ((rc = mp_len(s, (size_t)1 << (f - 0xc7), &n))) return rc;
+    return mp_ext(s, n, o);
+  case 0xca: {
+    if ((rc = mp_len(s, 4, &n))) return rc;
+    uint32_t u = (uint32_t)n;
+    float fv;
+    memcpy(&fv, &u, sizeof fv);
+    o->type = MSGPACK_OBJECT_FLOAT32;
+    o->via.f64 = fv;
+    return ALTAR_OK;
+  }
+  case 0xcb: {
+    if ((rc = mp_len(s, 8, &n))) return rc;
+    double dv;
+    memcpy(&dv, &n, sizeof dv);
+    o->type = MSGPACK_OBJECT_FLOAT64;
+    o->via.f64 = dv;
+    return ALTAR_OK;
+  }
+  case 0xcc: case 0xcd: case 0xce: case 0xcf:
+    if ((rc = mp_len(s, (size_t)1 << (f - 0xcc), &n))) return rc;
+    o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+    o->via.u64 = n;
+    return ALTAR_OK;
+  case 0xd0:
+    if ((rc = mp_len(s, 1, &n))) return rc;
+    mp_int(o, (int8_t)(uint8_t)n);
+    return ALTAR_OK;
+  case 0xd1:
+    if ((rc = mp_len(s, 2, &n))) return rc;
+    mp_int(o, (int16_t)(uint16_t)n);
+    return ALTAR_OK;
+  case 0xd2:
+    if ((rc = mp_len(s, 4, &n))) return rc;
+    mp_int(o, (int32_t)(uint32_t)n);
+    return ALTAR_OK;
+  case 0xd3:
+    if ((rc = mp_len(s, 8, &n))) return rc;
+    mp_int(o, (int64_t)n);
+    return ALTAR_OK;
+  case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
+    return mp_ext(s, (uint64_t)1 << (f - 0xd4), o);
+  case 0xd9: case 0xda: case 0xdb:
+    if ((rc = mp_len(s, (size_t)1 << (f - 0xd9), &n)) || (rc = mp_bytes(s, n, &p))) return rc;
+    mp_set_str(s, o, MSGPACK_OBJECT_STR, p, n);
+    return ALTAR_OK;
+  case 0xdc: case 0xdd:
+    if ((rc = mp_len(s, (size_t)2 << (f - 0xdc), &n))) return rc;
+    return mp_container(s, n, false, depth, o);
+  case 0xde: case 0xdf:
+    if ((rc = mp_len(s, (size_t)2 << (f - 0xde), &n))) return rc;
+    return mp_container(s, n, true, depth, o);
+  default: /* 0xc1 */
+    return MP_REFUSED;
+  }
+}
+
+void altar__mp_doc_free(altar__mp_doc_t *doc) {
+  if (!doc) return;
+  altar__mp_block_t *b = doc->heap;
+  while (b) {
+    altar__mp_block_t *nx = b->next;
+    free(b);
+    b = nx;
+  }
+  doc->heap = NULL;
+  doc->used = 0;
+}
+
+int altar__mp_parse(const void *data, size_t len, const char *root, altar__mp_doc_t *doc,
+                    altar_error_t *err) {
+  doc->used = 0;
+  doc->heap = NULL;
+  doc->root.type = MSGPACK_OBJECT_NIL;
+  int rc = MP_REFUSED;
+  if (data && len && len <= ALTAR_MAX_MESSAGE) {
+    mp_parser_t s = {.p = data, .end = (const uint8_t *)data + len, .doc = doc};
+    rc = mp_value(&s, 0, &doc->root);
+    if (!rc && s.p != s.end) rc = MP_REFUSED;
+  }
+  if (rc == ALTAR_ENOMEM) return altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", root);
+  if (rc) {
+    /* Word the refusal as the pre-check does; it refuses whatever we refuse. */
+    rc = altar__mp_check(data, len, root, err);
+    if (!rc) rc = altar_error_set(err, ALTAR_EDECODE, "%s: malformed msgpack", root);
+  }
+  return rc;
 }
 
 /* ---- typed getters ---- */
@@ -346,13 +576,37 @@ int altar__rd_strv(altar__rd_t *r, const msgpack_object *o, char ***pv, size_t *
 int altar__rd_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t *m) {
   if (o->type != MSGPACK_OBJECT_MAP) return altar__rd_fail(r, ALTAR_EDECODE, "expected map of strings");
   if (o->via.map.size > ALTAR_MAX_MAP) return altar__rd_fail(r, ALTAR_ETOOBIG, "map exceeds the size bound");
+  /* Writers emit keys in ascending order: size the map once and append while
+   * that holds; anything else takes the general insert. */
+  if (o->via.map.size > m->cap - m->n) {
+    size_t cap = m->n + o->via.map.size;
+    char **nk = realloc(m->keys, cap * sizeof *nk);
+    if (!nk) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+    m->keys = nk;
+    char **nv = realloc(m->vals, cap * sizeof *nv);
+    if (!nv) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+    m->vals = nv;
+    m->cap = cap;
+  }
   for (size_t i = 0; i < o->via.map.size; i++) {
     const msgpack_object_kv *kv = &o->via.map.ptr[i];
     char *key = NULL, *val = NULL;
     if (kv->key.type != MSGPACK_OBJECT_STR) return altar__rd_fail(r, ALTAR_EDECODE, "map key: expected string");
     int rc = rd_copy(r, kv->key.via.str.ptr, kv->key.via.str.size, &key);
     if (rc) return rc;
-    size_t old = altar__path_key(&r->path, key, strlen(key));
+    size_t old = altar__path_key(&r->path, key, kv->key.via.str.size);
+    if (!m->n || strcmp(m->keys[m->n - 1], key) < 0) {
+      rc = altar__rd_str(r, &kv->val, &val);
+      altar__path_pop(&r->path, old);
+      if (rc) {
+        free(key);
+        return rc;
+      }
+      m->keys[m->n] = key; /* the map owns both from here */
+      m->vals[m->n] = val;
+      m->n++;
+      continue;
+    }
     if (altar_strmap_get(m, key)) {
       rc = altar__rd_fail(r, ALTAR_EDECODE, "duplicate key");
     } else if (!(rc = altar__rd_str(r, &kv->val, &val))) {
@@ -384,8 +638,8 @@ int altar__rd_struct(altar__rd_t *r, const msgpack_object *o, const char *const 
     const char *k = kv->key.via.str.ptr;
     size_t klen = kv->key.via.str.size;
     int idx = -1;
-    for (int j = 0; keys[j]; j++) {
-      if (strlen(keys[j]) == klen && !memcmp(keys[j], k, klen)) {
+    for (int j = 0; klen && keys[j]; j++) {
+      if (keys[j][0] == k[0] && strlen(keys[j]) == klen && !memcmp(keys[j], k, klen)) {
         idx = j;
         break;
       }

@@ -70,35 +70,45 @@ void altar__lent_free(altar__lent_t *x) {
   altar_ledger_entry_clear(&x->e);
   free(x->rkey);
   free(x->packed);
+  free(x->spec_enc);
   free(x);
 }
 
-altar__lent_t *altar__lindex_find(const altar__lindex_t *ix, const char *backend,
-                                  const char *external_id) {
+altar__lent_t *altar__lindex_find(altar__lindex_t *ix, const char *backend, const char *external_id) {
   size_t bl = strlen(backend), el = strlen(external_id);
+  altar__lent_t *x = ix->last;
+  if (x && x->rkey_len == bl + 1 + el && !memcmp(x->rkey, backend, bl + 1) && !memcmp(x->rkey + bl + 1, external_id, el))
+    return x;
   char stackbuf[256];
   char *k = bl + el + 1 <= sizeof stackbuf ? stackbuf : malloc(bl + el + 1);
   if (!k) return NULL;
   memcpy(k, backend, bl);
   k[bl] = '\0';
   memcpy(k + bl + 1, external_id, el);
-  altar__lent_t *x = altar__hmap_get(&ix->recs, k, bl + 1 + el);
+  x = altar__hmap_get(&ix->recs, k, bl + 1 + el);
   if (k != stackbuf) free(k);
+  if (x) ix->last = x;
   return x;
 }
 
 static altar__lgroup_t *group_get(altar__lindex_t *ix, const char *kind, const char *gk,
                                   bool create) {
   size_t kl = strlen(kind), gl = strlen(gk);
-  char *k = malloc(kl + gl + 2);
+  char stackbuf[256];
+  char *k = kl + gl + 2 <= sizeof stackbuf ? stackbuf : malloc(kl + gl + 2);
   if (!k) return NULL;
   memcpy(k, kind, kl);
   k[kl] = '\0';
   memcpy(k + kl + 1, gk, gl + 1);
   altar__lgroup_t *g = altar__hmap_get(&ix->groups, k, kl + 1 + gl);
   if (g || !create) {
-    free(k);
+    if (k != stackbuf) free(k);
     return g;
+  }
+  /* A new group keeps its own copy of the key. */
+  if (k == stackbuf) {
+    if (!(k = malloc(kl + gl + 2))) return NULL;
+    memcpy(k, stackbuf, kl + gl + 2);
   }
   g = calloc(1, sizeof *g);
   if (!g) goto oom;
@@ -185,6 +195,7 @@ int altar__lindex_add(altar__lindex_t *ix, altar__lent_t *x) {
 }
 
 void altar__lindex_remove(altar__lindex_t *ix, altar__lent_t *x) {
+  if (ix->last == x) ix->last = NULL;
   altar__lindex_detach(ix, x);
   if (altar__hmap_get(&ix->recs, x->rkey, x->rkey_len) == x) altar__hmap_del(&ix->recs, x->rkey, x->rkey_len);
   altar__lent_free(x);

@@ -23,6 +23,8 @@ typedef struct altar__lent {
   bool has_spec;     /* a spec is stored (e.rec.spec may still be NULL in a cache) */
   char *packed;      /* RocksDB cache: the record's fixed part (handle, kind), packed once */
   size_t packed_len;
+  char *spec_enc; /* RocksDB cache: the spec's encoding, made once at submit (NULL without spec) */
+  size_t spec_len;
 } altar__lent_t;
 
 typedef struct altar__lgroup {
@@ -40,6 +42,7 @@ typedef struct altar__lindex {
   size_t n_active, cap_active;
   const altar_ledger_entry_t **scratch; /* sorted group view handed out by group_members */
   size_t cap_scratch;
+  altar__lent_t *last; /* the entry found last: an event's operations ask for it several times */
 } altar__lindex_t;
 
 /* The record key of (backend, external_id): malloc'd into *pkey; 0 or ENOMEM. */
@@ -52,8 +55,7 @@ altar__lent_t *altar__lent_new(const altar_handle_t *h, const char *kind, const 
                                const char *task_key, const char *group_key);
 void altar__lent_free(altar__lent_t *x);
 
-altar__lent_t *altar__lindex_find(const altar__lindex_t *ix, const char *backend,
-                                  const char *external_id);
+altar__lent_t *altar__lindex_find(altar__lindex_t *ix, const char *backend, const char *external_id);
 /* Inserts x (taking ownership) and attaches it when it is open. 0 or ENOMEM
  * (then x is not inserted and still the caller's). */
 int altar__lindex_add(altar__lindex_t *ix, altar__lent_t *x);

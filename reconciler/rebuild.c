@@ -5,6 +5,7 @@
 #include "altar/codec.h"
 #include "altar/reconcile.h"
 #include "reconciler/ledger_aux.h"
+#include "reconciler/settled.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -95,6 +96,7 @@ typedef struct replay {
   altar_status_event_t *batch;
   size_t n, cap;
   dues_t due;
+  altar__settled_t settled; /* the daemon's rule: reruns of settled tasks are skipped */
   altar_reconciler_stats_t stats;
 } replay_t;
 
@@ -130,12 +132,28 @@ static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error
   return rc;
 }
 
+/* One atomic write of events, through the same rule as the daemon. */
+static int apply_atomic(replay_t *r, const altar_status_event_t *evs, size_t n, altar_apply_result_t *res,
+                        altar_error_t *err) {
+  int rc = altar_ledger_begin(r->ledger, err);
+  if (rc) return rc;
+  rc = altar__settled_apply(&r->settled, r->ledger, r->groups, evs, n, res, NULL, err);
+  if (!rc) rc = altar_ledger_commit(r->ledger, err);
+  else {
+    altar_error_t ignored = {0};
+    altar_ledger_abort(r->ledger, &ignored);
+  }
+  if (!rc) altar__settled_commit(&r->settled);
+  else altar__settled_abort(&r->settled);
+  return rc;
+}
+
 static int flush_batch(replay_t *r, altar_error_t *err) {
   if (!r->n) return ALTAR_OK;
   altar_apply_result_t res = {0};
   /* ts < 0: a group event's ts is that of the status event that made it due,
    * as in the live daemon, so both publish identical bytes for one event_id. */
-  int rc = altar_apply_events_atomic(r->ledger, r->groups, r->batch, r->n, -1, &res, err);
+  int rc = apply_atomic(r, r->batch, r->n, &res, err);
   size_t skipped = 0;
   if (rc == ALTAR_EPREDICATE) {
     /* As the daemon does: event by event, and an event whose readiness
@@ -147,7 +165,7 @@ static int flush_batch(replay_t *r, altar_error_t *err) {
     rc = ALTAR_OK;
     for (size_t i = 0; !rc && i < r->n; i++) {
       altar_apply_result_t one = {0};
-      rc = altar_apply_events_atomic(r->ledger, r->groups, &r->batch[i], 1, -1, &one, err);
+      rc = apply_atomic(r, &r->batch[i], 1, &one, err);
       if (rc == ALTAR_EPREDICATE) {
         skipped++;
         r->stats.poison++;
@@ -275,6 +293,7 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
   }
   for (size_t i = 0; i < r.n; i++) altar_status_event_clear(&r.batch[i]);
   free(r.batch);
+  altar__settled_free(&r.settled);
   dues_clear(&r.due);
   for (size_t i = 0; i < seen.n; i++) free(seen.v[i]);
   free(seen.v);

@@ -3,7 +3,6 @@
 
 #include "reconciler/ledger_aux.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,23 +102,31 @@ static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_
     if (rc == ALTAR_ENOTFOUND) continue;
     if (rc) return rc;
     if (e.task_key) {
-      char run[1024];
-      int rl = snprintf(run, sizeof run, "%s\x1f%s", h->backend, h->external_id);
-      size_t klen = strlen(e.task_key);
-      char *b = rl > 0 && (size_t)rl < sizeof run ? entry_new(e.task_key, klen, run, (size_t)rl) : NULL;
-      char k[600];
-      int kl = snprintf(k, sizeof k, "t/%s", e.task_key);
+      /* Sized from the strings: ids come from the log, their length is theirs. */
+      size_t bl = strlen(h->backend), el = strlen(h->external_id), klen = strlen(e.task_key);
+      char *run = malloc(bl + el + 2), *k = malloc(klen + 3);
+      char *b = NULL;
+      if (run && k) {
+        memcpy(run, h->backend, bl);
+        run[bl] = '\x1f';
+        memcpy(run + bl + 1, h->external_id, el + 1);
+        memcpy(k, "t/", 2);
+        memcpy(k + 2, e.task_key, klen + 1);
+        b = entry_new(e.task_key, klen, run, bl + 1 + el);
+      }
       if (!b || map_put(&s->pend, b)) {
         free(b);
+        free(run);
+        free(k);
         altar_ledger_entry_clear(&e);
         return altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
       }
-      if (kl > 0 && (size_t)kl < sizeof k) {
-        rc = altar__ledger_aux_put(l, k, (size_t)kl, run, (size_t)rl, err);
-        if (rc && rc != ALTAR_ENOTSUP) {
-          altar_ledger_entry_clear(&e);
-          return rc;
-        }
+      rc = altar__ledger_aux_put(l, k, klen + 2, run, bl + 1 + el, err);
+      free(run);
+      free(k);
+      if (rc && rc != ALTAR_ENOTSUP) {
+        altar_ledger_entry_clear(&e);
+        return rc;
       }
     }
     altar_ledger_entry_clear(&e);

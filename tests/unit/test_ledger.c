@@ -167,10 +167,16 @@ static void test_check_finds_damage(void) {
   rocksdb_put(db, wo, "r:process\0bad", 13, "\xa1\x00junk", 6, &dberr);
   CU_ASSERT_NOT_EQUAL(altar__ledger_rocksdb_check(l, NULL, &err), 0);
   rocksdb_delete(db, wo, "r:process\0bad", 13, &dberr);
-  /* A missing group index entry. */
-  rocksdb_delete(db, wo, "g:train\0g\0process\0a", 19, &dberr);
+  /* A missing open record (the cache still has it). */
+  rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+  size_t vlen = 0;
+  char *val = rocksdb_get(db, ro, "o:process\0a", 11, &vlen, &dberr);
+  CU_ASSERT_FATAL(val != NULL);
+  rocksdb_delete(db, wo, "o:process\0a", 11, &dberr);
   CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(l, NULL, &err), ALTAR_ELEDGER);
-  rocksdb_put(db, wo, "g:train\0g\0process\0a", 19, "", 0, &dberr);
+  rocksdb_put(db, wo, "o:process\0a", 11, val, vlen, &dberr);
+  rocksdb_free(val);
+  rocksdb_readoptions_destroy(ro);
   check(l);
   rocksdb_writeoptions_destroy(wo);
   rdb_destroy(l);

@@ -732,6 +732,128 @@ static void test_rebuild_skips_what_the_daemon_set_aside(void) {
   free(root);
 }
 
+/* A job run again after its group settled (its worker was killed after
+ * the terminal event was acknowledged but before the offset commit): the
+ * rerun's events, same task key and a new handle, must neither open an
+ * orphan record nor fire the group again with other shards, also after a
+ * daemon restart, and a rebuild decides the same. */
+static void status_run(altar_transport_t *t, altar_status_event_kind_t kind, const char *job, int fold,
+                       const char *run, altar_state_t state, double ts) {
+  /* status_ev names the handle "<job>-<fold>"; a rerun gets another one by
+   * way of a job label that only the handle id uses. */
+  char j[64];
+  snprintf(j, sizeof j, "%s", job);
+  altar_status_event_t ev = {.v = ALTAR_SCHEMA_VERSION, .event = kind, .state = state, .ts = ts};
+  char eid[64], tk[64], f[8];
+  snprintf(eid, sizeof eid, "%s-%d-%s", j, fold, run);
+  snprintf(tk, sizeof tk, "tk-%s-%d", j, fold);
+  snprintf(f, sizeof f, "%d", fold);
+  ev.task_key = tk;
+  ev.kind = "pair";
+  ev.worker = "host-a:1";
+  altar_handle_init(&ev.handle, "process", eid);
+  altar_strmap_set(&ev.handle.labels, "job_id", j);
+  altar_strmap_set(&ev.handle.labels, "fold", f);
+  if (kind == ALTAR_EV_SUBMITTED) {
+    ev.spec = altar_spec_new("pair", "img:1");
+    altar_spec_add_arg(ev.spec, "run");
+    altar_spec_set_label(ev.spec, "job_id", j);
+    altar_spec_set_label(ev.spec, "fold", f);
+  }
+  altar_buf_t b = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_encode_status(&ev, &b, &err) == 0);
+  altar_produce_rec_t rec = {.topic = "st", .partition = 0, .key = j, .key_len = strlen(j), .value = b.data,
+                             .value_len = b.len};
+  CU_ASSERT_FATAL(altar_transport_produce(t, &rec, &err) == 0);
+  CU_ASSERT_FATAL(altar_transport_flush(t, 10000, &err) == 0);
+  altar_buf_free(&b);
+  altar_spec_free(ev.spec);
+  altar_handle_clear(&ev.handle);
+}
+
+static int count_open(altar_ledger_t *l) {
+  altar_ledger_stats_t ls;
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_ledger_stats(l, &ls, &err) == 0);
+  return (int)ls.open;
+}
+
+static void test_rerun_after_settle_is_ignored(void) {
+  char *root = altar_test_tmpdir("outbox-rerun");
+  char ldir[512], l2dir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
+  static const char *yaml =
+      "pair:\n  group_by: [job_id]\n  ready_when: {count_at_least: 2}\n  on_failed: dead_letter\n";
+  altar_group_specs_t groups = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_group_specs_load_string(yaml, strlen(yaml), "t", &groups, &err) == 0);
+  altar_transport_t *p = open_local(root, NULL);
+  make_topics(p);
+  status_run(p, ALTAR_EV_SUBMITTED, "j1", 0, "r1", ALTAR_STATE_PENDING, 1.0);
+  status_run(p, ALTAR_EV_SUBMITTED, "j1", 1, "r1", ALTAR_STATE_PENDING, 2.0);
+  status_run(p, ALTAR_EV_STATE, "j1", 0, "r1", ALTAR_STATE_SUCCEEDED, 3.0);
+  status_run(p, ALTAR_EV_STATE, "j1", 1, "r1", ALTAR_STATE_SUCCEEDED, 4.0); /* fires */
+  /* Fold 1 runs again within this daemon's life (same batch even). */
+  status_run(p, ALTAR_EV_SUBMITTED, "j1", 1, "r2", ALTAR_STATE_PENDING, 5.0);
+  status_run(p, ALTAR_EV_STATE, "j1", 1, "r2", ALTAR_STATE_SUCCEEDED, 6.0);
+
+  altar_ledger_t *l = open_ledger(ldir);
+  altar_transport_t *t = open_local(root, NULL);
+  altar_topics_t topics = topics_named("ready");
+  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
+                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_stats_t st = {0};
+  CU_ASSERT_FATAL(altar_reconciler_run(&o, &st, &err) == 0);
+  CU_ASSERT_EQUAL(st.fired, 1);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(count_open(l), 0);
+  altar_ledger_close(l);
+
+  /* And fold 0 runs again after a daemon restart. */
+  status_run(p, ALTAR_EV_SUBMITTED, "j1", 0, "r3", ALTAR_STATE_PENDING, 7.0);
+  status_run(p, ALTAR_EV_STATE, "j1", 0, "r3", ALTAR_STATE_RUNNING, 8.0);
+  status_run(p, ALTAR_EV_STATE, "j1", 0, "r3", ALTAR_STATE_SUCCEEDED, 9.0);
+  /* A late event of the run that settled still applies (kept for operators). */
+  status_run(p, ALTAR_EV_STATE, "j1", 0, "r1", ALTAR_STATE_SUCCEEDED, 10.0);
+  altar_transport_close(p);
+  l = open_ledger(ldir);
+  t = open_local(root, NULL);
+  o.transport = t;
+  o.ledger = l;
+  memset(&st, 0, sizeof st);
+  CU_ASSERT_FATAL(altar_reconciler_run(&o, &st, &err) == 0);
+  CU_ASSERT_EQUAL(st.fired, 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(count_open(l), 0);
+  char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
+  altar_ledger_close(l);
+
+  recs_t r;
+  read_topic(root, "ready", &r);
+  CU_ASSERT_EQUAL(r.n, 1);
+  recs_clear(&r);
+
+  altar_strmap_t props = {0};
+  altar_strmap_set(&props, "dir", root);
+  altar_ledger_t *l2 = open_ledger(l2dir);
+  altar_topics_t topics2 = topics_named("ready2");
+  uint64_t missing = 0;
+  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, true, &st, &missing, &err) == 0);
+  CU_ASSERT_EQUAL(missing, 1);
+  char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
+  CU_ASSERT_STRING_EQUAL(sum1, sum2);
+  CU_ASSERT_EQUAL(count_open(l2), 0);
+  altar_ledger_close(l2);
+  altar_strmap_clear(&props);
+  altar_group_specs_clear(&groups);
+  altar_test_rmtree(root);
+  free(root);
+}
+
 static int setup(void) {
   int rc = altar_transport_register(&altar_transport_local_ops);
   return rc == 0 || rc == ALTAR_EEXIST ? 0 : -1;
@@ -748,6 +870,7 @@ static void add(void) {
   ALTAR_TEST(test_revoke_mid_batch_applies_once);
   ALTAR_TEST(test_daemon_survives_odd_events);
   ALTAR_TEST(test_rebuild_skips_what_the_daemon_set_aside);
+  ALTAR_TEST(test_rerun_after_settle_is_ignored);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
