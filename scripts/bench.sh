@@ -14,7 +14,7 @@ trap stop_services EXIT INT TERM
 for s in scripts/services/*.sh; do
   [ -x "$s" ] && "$s" start
 done
-export ALTAR_KAFKA_BROKERS="${ALTAR_KAFKA_BROKERS:-127.0.0.1:19092}"
+export ALTAR_KAFKA_BROKERS="${ALTAR_KAFKA_BROKERS:-127.0.0.1:${ALTAR_KAFKA_PORT:-19092}}"
 for b in "$B"/bench/bench_*; do
   [ -x "$b" ] || continue
   echo "== $(basename "$b")"

@@ -22,7 +22,7 @@ for s in scripts/services/*.sh; do
   echo "== starting $(basename "$s" .sh)"
   "$s" start
 done
-export ALTAR_KAFKA_BROKERS="${ALTAR_KAFKA_BROKERS:-127.0.0.1:19092}"
+export ALTAR_KAFKA_BROKERS="${ALTAR_KAFKA_BROKERS:-127.0.0.1:${ALTAR_KAFKA_PORT:-19092}}"
 [ -f scripts/services.env ] && . scripts/services.env
 
 echo "== ctest"
