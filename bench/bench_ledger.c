@@ -37,6 +37,12 @@ static double cpu_now(void) {
 }
 static double last_cpu; /* CPU seconds of the last timed section */
 
+/* The machine is shared: the load average says how far to trust wall times. */
+static void print_load(const char *when) {
+  double la[3];
+  if (getloadavg(la, 3) == 3) printf("load average %-6s %.2f %.2f %.2f\n", when, la[0], la[1], la[2]);
+}
+
 static void die(const char *what, const altar_error_t *err) {
   fprintf(stderr, "bench_ledger: %s: %s\n", what, err ? err->msg : "");
   exit(1);
@@ -224,6 +230,8 @@ int main(int argc, char **argv) {
   if (!mkdtemp(base)) die("mkdtemp", NULL);
   altar_group_specs_t gs = {0};
   altar_error_t err = {0};
+  print_load("start");
+  fflush(stdout);
   if (altar_group_specs_load_string(groups_yaml, strlen(groups_yaml), "bench", &gs, &err)) die("groups", &err);
 
   /* Other work on the machine skews single runs, so the two sides take
@@ -253,7 +261,8 @@ int main(int argc, char **argv) {
   }
   free_events(evs, n);
 
-  printf("settings: RocksDB WAL on, sync=off (both sides), write batches of %d events, 5-fold groups,\n"
+  printf("settings: RocksDB WAL on, sync=off, 64 MiB memtable, default (snappy) compression, bloom filter\n"
+         "          (the ledger's defaults, both sides), write batches of %d events, 5-fold groups,\n"
          "          events pre-decoded (submitted with spec, running, succeeded per shard),\n"
          "          best of %d alternating runs per side\n", BATCH, ROUNDS);
   printf("events                         %zu (%zu groups fired, mean encoded event %.0f bytes)\n", n, fired,
@@ -274,6 +283,7 @@ int main(int argc, char **argv) {
   printf("cost per event, %8zu records in the ledger   %.2f us  (CPU of the writing thread %.2f us; prefill took %.1f s)\n",
          big, c_big, cpu_big, fill_big);
   printf("ratio cost(%zu)/cost(%zu)       %.2f  (by CPU time %.2f)\n", big, small, c_big / c_small, cpu_big / cpu_small);
+  print_load("end");
   altar_group_specs_clear(&gs);
   rmdir(base);
   return 0;

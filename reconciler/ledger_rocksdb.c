@@ -158,7 +158,6 @@ static int pack_fixed(altar__lent_t *x, altar_error_t *err) {
   altar_buf_free(&head);
   altar_buf_free(&tail);
   if (rc) return rc;
-  fprintf(stderr, "PACKFALLBACK\n");
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   msgpack_packer pk;

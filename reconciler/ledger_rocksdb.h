@@ -1,8 +1,8 @@
 /* altar — RocksDB ledger internals for the reconciler daemon and tests:
  * the database handle and the consistency check.
  * Internal to reconciler/ (and its tests). Keys the ledger owns start with
- * "r:", "p:", "g:", "u:" and "m:"; callers that share the
- * database put theirs under "x:" (see ledger_aux.h). */
+ * "o:" (open records), "r:" (consumed records) and "m:"; callers that share
+ * the database put theirs under "x:" (see ledger_aux.h). */
 #ifndef ALTAR_RECONCILER_LEDGER_ROCKSDB_H
 #define ALTAR_RECONCILER_LEDGER_ROCKSDB_H
 
@@ -19,12 +19,13 @@ rocksdb_t *altar__ledger_rocksdb_db(altar_ledger_t *l);
  * error would, so callers' rollback paths can be exercised. */
 void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n);
 
-/* Checks the stored ledger against itself: every record decodes; every
- * open record has exactly its index entry (g: or u:) and every consumed one
- * none; no index entry or spec lacks its record; every stored
- * spec decodes. Also checks the in-memory cache against the records. 0, or
- * ALTAR_ELEDGER naming the first inconsistency. *precords (may be NULL)
- * gets the number of records. */
+/* Checks the stored ledger against itself: every record (o: and r:) decodes
+ * with its spec and sits under its own handle's key; o: holds only open
+ * records and r: only consumed ones; no other key outside m:version and x:
+ * exists. Also checks the in-memory cache against the o: records, one to
+ * one. 0, or ALTAR_ELEDGER naming the first inconsistency. *precords (may
+ * be NULL) gets the number of records (an r: copy shadowed by a re-opened
+ * o: record counts once). */
 int altar__ledger_rocksdb_check(altar_ledger_t *l, uint64_t *precords, altar_error_t *err);
 
 #endif

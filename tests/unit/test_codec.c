@@ -336,7 +336,7 @@ static uint8_t *with_extra_key(const uint8_t *mp, size_t len, size_t *pn) {
 static void test_unknown_keys_ignored(void) {
   for (size_t i = 0; i < n_vecs; i++) {
     vec_t *v = &vecs[i];
-    size_t n;
+    size_t n = 0;
     uint8_t *b = with_extra_key(v->mp, v->mp_len, &n);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     any_msg_t a, c;
