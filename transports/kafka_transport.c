@@ -100,7 +100,7 @@ void altar__kafka_last_error(altar__kafka_t *k, char *buf, size_t cap) {
   pthread_mutex_unlock(&k->lock);
 }
 
-static void vlog(altar__kafka_t *k, int level, const char *fmt, va_list ap) {
+__attribute__((format(printf, 3, 0))) static void vlog(altar__kafka_t *k, int level, const char *fmt, va_list ap) {
   char line[1024];
   vsnprintf(line, sizeof line, fmt, ap);
   altar__kafka_redact(&k->sec, line, sizeof line);
