@@ -5,7 +5,10 @@ cd "$(dirname "$0")/.."
 B=build-fuzz
 SECS="${FUZZ_SECONDS:-20}"
 CC=clang cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Debug -DALTAR_FUZZ=ON -DALTAR_SANITIZE=ON >/dev/null
-cmake --build "$B" -j"$(nproc 2>/dev/null || echo 2)"
+targets=""
+for src in tests/fuzz/fuzz_*.c; do targets="$targets --target $(basename "$src" .c)"; done
+# shellcheck disable=SC2086
+cmake --build "$B" -j"$(nproc 2>/dev/null || echo 2)" $targets
 found=0
 for t in "$B"/tests/fuzz_*; do
   [ -x "$t" ] || continue
