@@ -54,7 +54,7 @@ typedef struct rl {
   bool read_only;
   int fail_writes; /* test hook: fail this many upcoming writes */
   altar__lindex_t ix;
-  altar_buf_t kb, vb, kb2; /* scratch */
+  altar_buf_t kb, vb, kb2, hb, tb; /* scratch */
   char *dir;
 } rl_t;
 
@@ -129,34 +129,31 @@ static int pack_tail(altar_buf_t *b, int64_t restart_count, altar_state_t state)
  * them, so each later write of the record only packs its few changing
  * fields. The codec's own bytes are taken when they are framed exactly as
  * the fast path frames them (so both paths write the same bytes). */
-static int pack_fixed(altar__lent_t *x, altar_error_t *err) {
-  altar_buf_t tmp = {0}, head = {0}, tail = {0};
+static int pack_fixed(rl_t *r, altar__lent_t *x, altar_error_t *err) {
+  altar_buf_t *tmp = &r->kb2, *head = &r->hb, *tail = &r->tb;
+  altar_buf_reset(tmp);
+  altar_buf_reset(head);
+  altar_buf_reset(tail);
   altar_record_t shallow = x->e.rec;
   shallow.spec = NULL;
   shallow.failure = NULL;
-  int rc = altar_encode_record(&shallow, &tmp, err); /* bounds and UTF-8 checks */
-  if (!rc && (pack_head(&head, shallow.consumed) || pack_tail(&tail, shallow.restart_count, shallow.state)))
+  int rc = altar_encode_record(&shallow, tmp, err); /* bounds and UTF-8 checks */
+  if (!rc && (pack_head(head, shallow.consumed) || pack_tail(tail, shallow.restart_count, shallow.state)))
     rc = altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  if (!rc && tmp.len > head.len + tail.len && !memcmp(tmp.data, head.data, head.len) &&
-      !memcmp(tmp.data + tmp.len - tail.len, tail.data, tail.len)) {
-    size_t n = tmp.len - head.len - tail.len;
+  if (!rc && tmp->len > head->len + tail->len && !memcmp(tmp->data, head->data, head->len) &&
+      !memcmp(tmp->data + tmp->len - tail->len, tail->data, tail->len)) {
+    size_t n = tmp->len - head->len - tail->len;
     char *p = malloc(n);
     if (p) {
-      memcpy(p, tmp.data + head.len, n);
+      memcpy(p, tmp->data + head->len, n);
       free(x->packed);
       x->packed = p;
       x->packed_len = n;
     } else {
       rc = altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
     }
-    altar_buf_free(&tmp);
-    altar_buf_free(&head);
-    altar_buf_free(&tail);
     return rc;
   }
-  altar_buf_free(&tmp);
-  altar_buf_free(&head);
-  altar_buf_free(&tail);
   if (rc) return rc;
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
@@ -471,7 +468,7 @@ static int load_cache(rl_t *r, altar_error_t *err) {
       break;
     }
     altar__lent_t *x = lent_from_entry(&e, sp, sl);
-    if (x && (rc = pack_fixed(x, err))) {
+    if (x && (rc = pack_fixed(r, x, err))) {
       altar__lent_free(x);
       break;
     }
@@ -567,7 +564,7 @@ static int rl_record(void *impl, const altar_handle_t *h, const char *kind, cons
   altar__lent_t *x = altar__lent_new(h, kind, NULL, meta ? meta->task_key : NULL, meta ? meta->group_key : NULL);
   if (!x) return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
   if (meta) x->e.rec.restart_count = meta->restart_count;
-  if ((rc = pack_fixed(x, err))) goto fail;
+  if ((rc = pack_fixed(r, x, err))) goto fail;
   if (spec) {
     /* Encoded once here; every later write of the record reuses the bytes. */
     altar_buf_reset(&r->vb);
@@ -921,6 +918,8 @@ static void rl_close(void *impl) {
   altar__lindex_free(&r->ix);
   altar_buf_free(&r->kb);
   altar_buf_free(&r->kb2);
+  altar_buf_free(&r->hb);
+  altar_buf_free(&r->tb);
   altar_buf_free(&r->vb);
   free(r->dir);
   free(r);

@@ -28,8 +28,9 @@ export ALTAR_KAFKA_BROKERS="${ALTAR_KAFKA_BROKERS:-127.0.0.1:${ALTAR_KAFKA_PORT:
 echo "== ctest"
 (cd "$BUILD" && ctest --output-on-failure -j"$JOBS")
 
-echo "== sanitizers"
-scripts/test-asan.sh build-asan
-
 echo "== fuzzing"
 scripts/fuzz.sh
+
+# Last, so the run closes on ctest's own summary line.
+echo "== sanitizers"
+scripts/test-asan.sh build-asan

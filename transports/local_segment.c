@@ -27,8 +27,94 @@ static uint64_t get64(const uint8_t *p) {
   return v;
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_CRC_FOLD 1
+
+/* Every record is checksummed at write, at each open's recovery scan, at each
+ * end-offset scan and at read: zlib's table code (~1.6 GB/s) was a tenth of a
+ * replay. Folding with carry-less multiplication (Intel, "Fast CRC Computation
+ * for Generic Polynomials Using PCLMULQDQ") gives zlib's CRC-32 about ten
+ * times faster. len >= 64 and a multiple of 16; crc is the inverted running
+ * value, as zlib keeps it internally. */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc_fold(const uint8_t *buf, size_t len, uint32_t crc) {
+  static const uint64_t k1k2[2] __attribute__((aligned(16))) = {0x0154442bd4ull, 0x01c6e41596ull};
+  static const uint64_t k3k4[2] __attribute__((aligned(16))) = {0x01751997d0ull, 0x00ccaa009eull};
+  static const uint64_t k5k0[2] __attribute__((aligned(16))) = {0x0163cd6124ull, 0};
+  static const uint64_t poly[2] __attribute__((aligned(16))) = {0x01db710641ull, 0x01f7011641ull};
+  __m128i x0, x1, x2, x3, x4, x5, x6, x7, x8;
+  x1 = _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x00));
+  x2 = _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x10));
+  x3 = _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x20));
+  x4 = _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x30));
+  x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)crc));
+  x0 = _mm_load_si128((const __m128i *)(const void *)k1k2);
+  buf += 64;
+  len -= 64;
+  while (len >= 64) {
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x6 = _mm_clmulepi64_si128(x2, x0, 0x00);
+    x7 = _mm_clmulepi64_si128(x3, x0, 0x00);
+    x8 = _mm_clmulepi64_si128(x4, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x11);
+    x3 = _mm_clmulepi64_si128(x3, x0, 0x11);
+    x4 = _mm_clmulepi64_si128(x4, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x00)));
+    x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x10)));
+    x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x20)));
+    x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x30)));
+    buf += 64;
+    len -= 64;
+  }
+  x0 = _mm_load_si128((const __m128i *)(const void *)k3k4);
+  x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+  x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+  x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+  x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+  x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+  x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
+  x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+  x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+  x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
+  while (len >= 16) {
+    x2 = _mm_loadu_si128((const __m128i *)(const void *)buf);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+    buf += 16;
+    len -= 16;
+  }
+  x2 = _mm_clmulepi64_si128(x1, x0, 0x10);
+  x3 = _mm_setr_epi32(~0, 0, ~0, 0);
+  x1 = _mm_srli_si128(x1, 8);
+  x1 = _mm_xor_si128(x1, x2);
+  x0 = _mm_loadl_epi64((const __m128i *)(const void *)k5k0);
+  x2 = _mm_srli_si128(x1, 4);
+  x1 = _mm_and_si128(x1, x3);
+  x1 = _mm_clmulepi64_si128(x1, x0, 0x00);
+  x1 = _mm_xor_si128(x1, x2);
+  x0 = _mm_load_si128((const __m128i *)(const void *)poly);
+  x2 = _mm_and_si128(x1, x3);
+  x2 = _mm_clmulepi64_si128(x2, x0, 0x10);
+  x2 = _mm_and_si128(x2, x3);
+  x2 = _mm_clmulepi64_si128(x2, x0, 0x00);
+  x1 = _mm_xor_si128(x1, x2);
+  return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+
+#endif
+
 static uint32_t crc_of(const uint8_t *p, size_t n) {
   uLong c = crc32(0L, Z_NULL, 0);
+#ifdef HAVE_CRC_FOLD
+  if (n >= 64 && __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1")) {
+    size_t chunk = n & ~(size_t)15;
+    c = ~crc_fold(p, chunk, ~(uint32_t)c);
+    p += chunk;
+    n -= chunk;
+  }
+#endif
   while (n > 0) {
     uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
     c = crc32(c, p, chunk);
