@@ -144,7 +144,7 @@ static double raw_puts(const char *dir, const altar_status_event_t *evs, size_t 
   rocksdb_options_t *o = rocksdb_options_create();
   rocksdb_options_set_create_if_missing(o, 1);
   rocksdb_options_increase_parallelism(o, 2);
-  rocksdb_options_set_write_buffer_size(o, (size_t)(getenv("WB") ? atoi(getenv("WB")) : 64) << 20);
+  rocksdb_options_set_write_buffer_size(o, 64u << 20);
   rocksdb_block_based_table_options_t *to = rocksdb_block_based_options_create();
   rocksdb_cache_t *cache = rocksdb_cache_create_lru(64u << 20);
   rocksdb_block_based_options_set_block_cache(to, cache);
@@ -247,8 +247,7 @@ int main(int argc, char **argv) {
     if (t < raw_s) raw_s = t;
     if (last_cpu < raw_cpu) raw_cpu = last_cpu;
     snprintf(dir, sizeof dir, "%s/ledger", base);
-    altar_ledger_rocksdb_opts_t lo = {.write_buffer_mb = getenv("WB") ? (size_t)atoi(getenv("WB")) : 0};
-    altar_ledger_t *l = altar_ledger_rocksdb_open(dir, &lo, &err);
+    altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
     if (!l) die("open", &err);
     t = apply_all(l, &gs, evs, n, &fired);
     if (last_cpu < led_cpu) led_cpu = last_cpu;

@@ -19,7 +19,7 @@ void altar__path_init(altar__path_t *p, const char *root) {
 static void path_append(altar__path_t *p, const char *s, size_t n) {
   size_t room = sizeof p->s - 1 - p->len;
   if (n > room) n = room; /* a truncated path still names the start of the field */
-  memcpy(p->s + p->len, s, n);
+  if (n) memcpy(p->s + p->len, s, n); /* an empty key may come with a NULL ptr */
   p->len += n;
   p->s[p->len] = '\0';
 }

@@ -332,7 +332,7 @@ static void pend_clear(rl_t *r) {
 }
 
 /* Stages a put (val != NULL) or delete of key. `fresh` says the caller knows
- * the key is absent on disk (a new index entry). 0 or ALTAR_ENOMEM. */
+ * the key is absent on disk (a new open record). 0 or ALTAR_ENOMEM. */
 static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen, bool del, bool fresh) {
   pchange_t *c = altar__hmap_get(&r->pend, (const char *)k->data, k->len);
   char *v = NULL;

@@ -249,6 +249,62 @@ static void test_failed_write_rolls_back(void) {
   rdb_destroy(l);
 }
 
+/* A re-opened consumed record leaves its r: copy behind; the open o: record
+ * wins everywhere (get, foreach, checksum, check) until it is consumed again. */
+static int count_visit(void *ctx, const altar_ledger_entry_t *e) {
+  (void)e;
+  (*(int *)ctx)++;
+  return 0;
+}
+
+static void shadow_history(altar_ledger_t *l, const altar_spec_t *s1, const altar_spec_t *s2) {
+  altar_handle_t h;
+  altar_handle_init(&h, "process", "a");
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_record(l, &h, "train", s1, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_set_state(l, &h, ALTAR_STATE_SUCCEEDED, NULL, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_consume(l, &h, 1, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_set_state(l, &h, ALTAR_STATE_FAILED, NULL, &err), 0); /* late, on the consumed copy */
+  CU_ASSERT_EQUAL(altar_ledger_record(l, &h, "train", s2, &err), 0);                 /* re-opened */
+  altar_handle_clear(&h);
+}
+
+static void test_reopened_record_shadows_consumed_copy(void) {
+  altar_spec_t *s1 = altar_spec_new("train", "img:1"), *s2 = altar_spec_new("train", "img:2");
+  altar_ledger_t *l = rdb_open(), *m = altar_ledger_memory_new();
+  shadow_history(l, s1, s2);
+  shadow_history(m, s1, s2);
+  l = rdb_reopen(l);
+  altar_error_t err = {0};
+  uint64_t records = 0;
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(l, &records, &err), 0);
+  CU_ASSERT_EQUAL(records, 1);
+  int n = 0;
+  CU_ASSERT_EQUAL(altar_ledger_foreach(l, count_visit, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 1);
+  altar_ledger_entry_t got;
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_get(l, "process", "a", &got, &err), 0);
+  CU_ASSERT(!got.rec.consumed && got.rec.state == ALTAR_STATE_PENDING);
+  CU_ASSERT(got.rec.spec && !strcmp(got.rec.spec->image, "img:2"));
+  altar_ledger_entry_clear(&got);
+  char a[ALTAR_LEDGER_CHECKSUM_LEN + 1], b[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT_EQUAL(altar_ledger_checksum(l, a, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_checksum(m, b, &err), 0);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  /* Consumed again: the r: copy is the new one. */
+  altar_handle_t h;
+  altar_handle_init(&h, "process", "a");
+  CU_ASSERT_EQUAL(altar_ledger_consume(l, &h, 1, &err), 0);
+  altar_handle_clear(&h);
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_get(l, "process", "a", &got, &err), 0);
+  CU_ASSERT(got.rec.consumed && got.rec.spec && !strcmp(got.rec.spec->image, "img:2"));
+  altar_ledger_entry_clear(&got);
+  altar_ledger_close(m);
+  altar_spec_free(s1);
+  altar_spec_free(s2);
+  rdb_destroy(l);
+}
+
 static void add_suites(void) {
   altar_ledger_suite_register(&mem_factory);
   altar_ledger_suite_register(&rdb_factory);
@@ -258,6 +314,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_check_finds_damage);
   ALTAR_TEST(test_read_only_and_errors);
   ALTAR_TEST(test_failed_write_rolls_back);
+  ALTAR_TEST(test_reopened_record_shadows_consumed_copy);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add_suites); }
