@@ -6,7 +6,7 @@
 # usage: bench/bench_fleet.sh [BUILD_DIR] [SHARDS]
 set -eu
 B="${1:-build}"
-N="${2:-2000}"
+N="${2:-3000}"
 ALTAR="$(cd "$B" && pwd)/altar"
 dir="$(mktemp -d "${TMPDIR:-/tmp}/altar-bench-fleet-XXXXXX")"
 pids=""
