@@ -102,17 +102,10 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
 }
 
 int altar_cmd_reconciler(int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage(stdout);
-      return 0;
-    }
   altar_config_t cfg;
-  argc = altar_cli_fleet_config(argc, argv, &cfg);
-  if (argc < 0) {
-    altar_config_clear(&cfg);
-    return 2;
-  }
+  int code;
+  argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
+  if (argc < 0) return code;
   static volatile sig_atomic_t stop;
   altar_reconciler_opts_t o = {.stop = &stop};
   bool do_rebuild = false;

@@ -57,17 +57,10 @@ static char *read_all(FILE *f, size_t *plen) {
 }
 
 int altar_cmd_submit(int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage(stdout);
-      return 0;
-    }
   altar_config_t cfg;
-  argc = altar_cli_fleet_config(argc, argv, &cfg);
-  if (argc < 0) {
-    altar_config_clear(&cfg);
-    return 2;
-  }
+  int code;
+  argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
+  if (argc < 0) return code;
   const char *kind = NULL, *file = "-";
   bool wait = false;
   long timeout_s = 0;

@@ -39,17 +39,10 @@ static int parse_int(const char *flag, const char *s, long long min, long long m
 }
 
 int altar_cmd_worker(int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage(stdout);
-      return 0;
-    }
   altar_config_t cfg;
-  argc = altar_cli_fleet_config(argc, argv, &cfg);
-  if (argc < 0) {
-    altar_config_clear(&cfg);
-    return 2;
-  }
+  int code;
+  argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
+  if (argc < 0) return code;
   static volatile sig_atomic_t stop;
   altar_worker_opts_t o = {.drain_ms = -1, .stop = &stop};
   long long v;

@@ -79,6 +79,23 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
   return out;
 }
 
+int altar_cli_fleet_begin(int argc, char **argv, void (*usage)(FILE *), altar_config_t *cfg, int *pexit) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      memset(cfg, 0, sizeof *cfg);
+      *pexit = 0;
+      return -1;
+    }
+  }
+  argc = altar_cli_fleet_config(argc, argv, cfg);
+  if (argc < 0) {
+    altar_config_clear(cfg);
+    *pexit = 2;
+  }
+  return argc;
+}
+
 altar_transport_t *altar_cli_open_transport(const altar_config_t *cfg, const altar_transport_opts_t *opts) {
   altar_strmap_t props;
   if (altar_strmap_copy(&props, &cfg->transport_props)) return NULL;

@@ -9,6 +9,7 @@
 #include "altar/transport.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdbool.h>
 
 /* Consumes the common flags from argv (in place, returning the new argc):
@@ -16,6 +17,11 @@
  *   --backend NAME, --data-root DIR, --slots N, --ledger DIR, --set KEY=VALUE.
  * Loads the config first. On error prints it and returns -1. */
 int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg);
+/* The start every fleet command shares: --help/-h prints usage to stdout
+ * (*pexit 0); otherwise loads the config and consumes the common flags.
+ * Returns the new argc, or -1 with *pexit set (0 after help, 2 on error;
+ * cfg is then cleared). */
+int altar_cli_fleet_begin(int argc, char **argv, void (*usage)(FILE *), altar_config_t *cfg, int *pexit);
 /* Help text for those flags. */
 extern const char altar_cli_fleet_flags_help[];
 
