@@ -13,6 +13,8 @@
 
 /* The groups a job will produce: distinct (kind, group key). */
 
+static int cmp_key(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 int altar_cli_expect_build(expect_t *x, const altar_group_specs_t *groups, const altar_spec_t *specs, size_t n) {
   memset(x, 0, sizeof *x);
   x->keys = calloc(n, sizeof *x->keys);
@@ -39,11 +41,16 @@ int altar_cli_expect_build(expect_t *x, const altar_group_specs_t *groups, const
     }
     snprintf(k, kl, "%s\x1f%s", specs[i].kind, gk);
     free(gk);
-    bool dup = false;
-    for (size_t j = 0; j < x->n && !dup; j++) dup = !strcmp(x->keys[j], k);
-    if (dup) free(k);
-    else x->keys[x->n++] = k;
+    x->keys[x->n++] = k;
   }
+  /* Sorted and unique, so each arriving group event is one binary search. */
+  qsort(x->keys, x->n, sizeof *x->keys, cmp_key);
+  size_t u = 0;
+  for (size_t i = 0; i < x->n; i++) {
+    if (u && !strcmp(x->keys[u - 1], x->keys[i])) free(x->keys[i]);
+    else x->keys[u++] = x->keys[i];
+  }
+  x->n = u;
   return 0;
 }
 
@@ -110,8 +117,9 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
       char *k = malloc(kl);
       if (k && jid && !strcmp(jid, run_id)) {
         snprintf(k, kl, "%s\x1f%s", g.kind, g.group_key);
-        for (size_t i = 0; i < x->n; i++) {
-          if (x->done[i] || strcmp(x->keys[i], k)) continue;
+        char **hit = x->n ? bsearch(&k, x->keys, x->n, sizeof *x->keys, cmp_key) : NULL;
+        size_t i = hit ? (size_t)(hit - x->keys) : 0;
+        if (hit && !x->done[i]) {
           x->done[i] = true;
           settled++;
           if (g.event == ALTAR_GROUP_FIRED) {

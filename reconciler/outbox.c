@@ -229,7 +229,27 @@ void altar__outbox_on_delivery(altar_transport_t *t, const altar_delivery_t *dr,
 
 int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_error_t *err) {
   pub_ctx_t pc = {.ob = ob, .from = from_seq, .err = err};
-  int rc = altar__ledger_aux_scan(ob->ledger, "o/", 2, visit_publish, &pc, err);
+  int rc = ALTAR_OK;
+  if (from_seq == 0) {
+    /* Start-up: whatever a previous life left, in order. */
+    rc = altar__ledger_aux_scan(ob->ledger, "o/", 2, visit_publish, &pc, err);
+  } else {
+    /* After a batch: just the entries it staged, by key. A prefix scan here
+     * would walk every acknowledged (deleted) entry's tombstone each time. */
+    altar_buf_t b = {0};
+    for (uint64_t seq = from_seq; !rc && !pc.rc && seq < ob->next_seq; seq++) {
+      char k[24];
+      seq_key(seq, k);
+      altar_buf_reset(&b);
+      rc = altar__ledger_aux_get(ob->ledger, k, strlen(k), &b, err);
+      if (rc == ALTAR_ENOTFOUND) {
+        rc = ALTAR_OK;
+        continue;
+      }
+      if (!rc) visit_publish(&pc, k, strlen(k), b.data, b.len);
+    }
+    altar_buf_free(&b);
+  }
   if (!rc) rc = pc.rc;
   size_t i = 0;
   for (; !rc && i < pc.n; i++) rc = produce_entry(ob, pc.v[i], err); /* frees its entry on failure */
