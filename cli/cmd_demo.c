@@ -280,6 +280,17 @@ int altar_cmd_demo(int argc, char **argv) {
     }
     printf("\n%zu group(s) fired, %zu dead-lettered, %zu shards, %.0f s; ledger %s\n", dc.fired, dc.dead, n,
            (double)time(NULL) - t0, cfg.ledger_path);
+    /* The daemons' own closing lines: retries and releases show up there. */
+    const char *logs[] = {"reconciler", "worker-1", "worker-2"};
+    for (size_t i = 0; i < 3; i++) {
+      snprintf(path, sizeof path, "%s/%s.log", abs, logs[i]);
+      FILE *lf = fopen(path, "r");
+      char line[512], last[512] = "";
+      while (lf && fgets(line, sizeof line, lf))
+        if (strstr(line, " applied ") || strstr(line, " consumed ")) snprintf(last, sizeof last, "%s", line);
+      if (lf) fclose(lf);
+      if (last[0]) printf("%-10s %s", logs[i], strchr(last, ':') ? strchr(last, ':') + 2 : last);
+    }
   }
   altar_cli_expect_clear(&x);
   for (size_t i = 0; specs && i < n; i++) altar_spec_clear(&specs[i]);
