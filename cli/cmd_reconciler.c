@@ -57,15 +57,10 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
     altar_ledger_close(ol);
     return 1;
   }
-  altar_strmap_t props;
-  altar_strmap_copy(&props, &cfg->transport_props);
-  if (!strcmp(cfg->transport_name, "local") && !altar_strmap_get(&props, "dir"))
-    altar_strmap_set(&props, "dir", "./var/log");
   altar_reconciler_stats_t stats = {0};
   uint64_t missing = 0;
-  int rc = altar_reconciler_rebuild(cfg->transport_name, &props, nl, groups, &cfg->topics, quiet, &stats, &missing,
-                                    &err);
-  altar_strmap_clear(&props);
+  int rc = altar_reconciler_rebuild(cfg->transport_name, &cfg->transport_props, nl, groups, &cfg->topics, quiet, &stats,
+                                    &missing, &err);
   /* Retried jobs and DLQ copies the old daemon staged but never saw
    * acknowledged exist only in its outbox: the replay cannot tell whether
    * they went out, so they go out (again, same bytes) from the new ledger.

@@ -110,9 +110,18 @@ int altar_cmd_submit(int argc, char **argv) {
   altar_group_specs_t groups = {0};
   expect_t x = {0};
   int out = 0;
-  if (wait && (altar_cli_load_groups(&cfg, &groups) || altar_cli_expect_build(&x, &groups, specs, n))) {
+  if (wait && altar_cli_load_groups(&cfg, &groups)) {
     out = 2;
     goto done;
+  }
+  /* Refuse --wait before publishing anything when a kind could never fire. */
+  for (size_t i = 0; wait && i < n; i++) {
+    if (!altar_group_specs_find(&groups, specs[i].kind)) {
+      fprintf(stderr, "altar submit --wait: kind '%s' has no group spec in the configuration, so it never fires\n",
+              specs[i].kind);
+      out = 2;
+      goto done;
+    }
   }
   altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
   if (!t || altar_cli_ensure_topics(t, &cfg, 4)) {
@@ -133,8 +142,7 @@ int altar_cmd_submit(int argc, char **argv) {
   fflush(stdout);
   fprintf(stderr, "altar submit: %zu task(s) published as job %s\n", n, run_id);
   if (wait) {
-    /* Group keys include the job id label the queue just stamped. */
-    altar_cli_expect_clear(&x);
+    /* Built only now: group keys include the job id label the queue just stamped. */
     if (altar_cli_expect_build(&x, &groups, specs, n)) {
       out = 2;
       goto done;

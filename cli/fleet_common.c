@@ -97,13 +97,8 @@ int altar_cli_fleet_begin(int argc, char **argv, void (*usage)(FILE *), altar_co
 }
 
 altar_transport_t *altar_cli_open_transport(const altar_config_t *cfg, const altar_transport_opts_t *opts) {
-  altar_strmap_t props;
-  if (altar_strmap_copy(&props, &cfg->transport_props)) return NULL;
-  if (!strcmp(cfg->transport_name, "local") && !altar_strmap_get(&props, "dir"))
-    altar_strmap_set(&props, "dir", "./var/log");
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new(cfg->transport_name, &props, opts, &err);
-  altar_strmap_clear(&props);
+  altar_transport_t *t = altar_transport_new(cfg->transport_name, &cfg->transport_props, opts, &err);
   if (!t) fprintf(stderr, "altar: transport %s: %s\n", cfg->transport_name, err.msg);
   return t;
 }

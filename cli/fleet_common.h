@@ -25,8 +25,7 @@ int altar_cli_fleet_begin(int argc, char **argv, void (*usage)(FILE *), altar_co
 /* Help text for those flags. */
 extern const char altar_cli_fleet_flags_help[];
 
-/* A transport from the config (local gets dir ./var/log unless set; kafka
- * gets every property as given). NULL after printing the error. */
+/* A transport from the config. NULL after printing the error. */
 altar_transport_t *altar_cli_open_transport(const altar_config_t *cfg, const altar_transport_opts_t *opts);
 /* A backend from the config. NULL after printing the error. */
 altar_backend_t *altar_cli_open_backend(const altar_config_t *cfg);

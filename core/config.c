@@ -20,7 +20,9 @@ static int config_defaults(altar_config_t *cfg) {
   if (set_str(&cfg->transport_name, "local") || set_str(&cfg->backend_name, "process") ||
       set_str(&cfg->ledger_path, "./var/ledger") || set_str(&cfg->topics.jobs, "altar.jobs") ||
       set_str(&cfg->topics.status, "altar.status") || set_str(&cfg->topics.ready, "altar.ready") ||
-      set_str(&cfg->topics.dead, "altar.dead") || set_str(&cfg->topics.dlq, "altar.dlq"))
+      set_str(&cfg->topics.dead, "altar.dead") || set_str(&cfg->topics.dlq, "altar.dlq") ||
+      /* The local log's directory; the kafka transport ignores local keys. */
+      altar_strmap_set(&cfg->transport_props, "dir", "./var/log"))
     return ALTAR_ENOMEM;
   return ALTAR_OK;
 }
