@@ -27,7 +27,7 @@ int altar_buf_reserve(altar_buf_t *b, size_t extra) {
   return ALTAR_OK;
 }
 
-int altar_buf_append(altar_buf_t *b, const void *data, size_t len) {
+int altar__buf_append_slow(altar_buf_t *b, const void *data, size_t len) {
   int rc = altar_buf_reserve(b, len);
   if (rc) return rc;
   if (len) memcpy(b->data + b->len, data, len);

@@ -85,22 +85,49 @@ int altar__rd_struct(altar__rd_t *r, const msgpack_object *o, const char *const 
 
 /* ---- writing (core/codec_msgpack_write.c) ---- */
 
-/* A msgpack packer appending to an altar_buf_t, with the path of what is
- * being written so an unencodable value (NULL required string, bound
- * exceeded, invalid UTF-8, non-finite float) is reported by field. */
+/* A msgpack packer appending to an altar_buf_t. An unencodable value (NULL
+ * required string, bound exceeded, invalid UTF-8, non-finite float) is
+ * reported by field: the path is not tracked on the way down (encoding is
+ * hot, failing is rare) but collected segment by segment as the failure
+ * returns through ALTAR__WR_FIELD and the wr_at_* helpers. */
+typedef struct altar__wr_seg {
+  const char *name; /* NULL for an array index */
+  size_t len;
+  size_t index;
+} altar__wr_seg_t;
+
+#define ALTAR__WR_MAX_SEGS (ALTAR_MAX_DEPTH * 2 + 8)
 typedef struct altar__wr {
   msgpack_packer pk;
   altar_buf_t *out;
   bool oom;
-  altar__path_t path;
+  const char *root;
+  int fail_code;
+  const char *fail_what;           /* set by altar__wr_fail, reported by altar__wr_finish */
+  altar__wr_seg_t segs[ALTAR__WR_MAX_SEGS]; /* innermost first */
+  size_t nsegs;
   altar_error_t *err;
 } altar__wr_t;
 
 void altar__wr_init(altar__wr_t *w, altar_buf_t *out, const char *root, altar_error_t *err);
-/* Final status: ENOMEM if any append failed, ETOOBIG past ALTAR_MAX_MESSAGE
- * bytes written since `start`. */
-int altar__wr_finish(altar__wr_t *w, size_t start);
+/* Final status of a top-level write that returned rc: a failure recorded by
+ * altar__wr_fail is turned into the error naming its field; on success,
+ * ENOMEM if any append failed, ETOOBIG past ALTAR_MAX_MESSAGE bytes written
+ * since `start`. */
+int altar__wr_finish(altar__wr_t *w, size_t start, int rc);
+/* Records a failure (`what` must be a string literal); returns code. */
 int altar__wr_fail(altar__wr_t *w, int code, const char *what);
+/* Pass a failure rc up through the entry `name` / element `i`. */
+static inline int altar__wr_at_key(altar__wr_t *w, const char *name, size_t len, int rc) {
+  if (rc && w->fail_what && w->nsegs < ALTAR__WR_MAX_SEGS)
+    w->segs[w->nsegs++] = (altar__wr_seg_t){name, len, 0};
+  return rc;
+}
+static inline int altar__wr_at_index(altar__wr_t *w, size_t i, int rc) {
+  if (rc && w->fail_what && w->nsegs < ALTAR__WR_MAX_SEGS)
+    w->segs[w->nsegs++] = (altar__wr_seg_t){NULL, 0, i};
+  return rc;
+}
 /* Writes the key of a map entry; entries must come in bytewise key order. */
 void altar__wr_key(altar__wr_t *w, const char *key);
 int altar__wr_map(altar__wr_t *w, size_t n);
@@ -116,20 +143,23 @@ int altar__wr_strv(altar__wr_t *w, char *const *v, size_t n);
 int altar__wr_strmap(altar__wr_t *w, const altar_strmap_t *m);
 int altar__wr_opt_strmap(altar__wr_t *w, const altar_strmap_t *m);
 
-/* Field helpers: write key, descend the path, write the value, come back. */
+/* Field helper: write the key (a literal), write the value, and on failure
+ * add the key to the path on the way out. */
 #define ALTAR__WR_FIELD(w, key, expr)                                                         \
   do {                                                                                        \
-    altar__wr_key((w), (key));                                                                \
-    size_t wr_old__ = altar__path_key(&(w)->path, (key), strlen(key));                        \
+    msgpack_pack_str_with_body(&(w)->pk, (key), sizeof(key) - 1);                             \
     int wr_rc__ = (expr);                                                                     \
-    altar__path_pop(&(w)->path, wr_old__);                                                    \
-    if (wr_rc__) return wr_rc__;                                                              \
+    if (wr_rc__) return altar__wr_at_key((w), (key), sizeof(key) - 1, wr_rc__);               \
   } while (0)
 
 /* ---- the model's parts (core/codec_parts.c) ---- */
 
 int altar__wr_spec(altar__wr_t *w, const altar_spec_t *spec);
 int altar__wr_handle(altar__wr_t *w, const altar_handle_t *h);
+/* The "handle" and "kind" entries of a record's map, checked as a full
+ * encoding checks them: the ledger packs them once per record and writes
+ * the changing fields around them. */
+int altar__encode_record_fixed(const altar_record_t *rec, altar_buf_t *out, altar_error_t *err);
 int altar__wr_failure(altar__wr_t *w, const altar_failure_t *f); /* NULL → nil */
 /* Decoders fill a zeroed target; on error the caller clears it. */
 int altar__rd_spec(altar__rd_t *r, const msgpack_object *o, altar_spec_t *spec);

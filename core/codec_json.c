@@ -24,10 +24,8 @@ static int json_to_mp(altar__wr_t *w, const json_t *j, unsigned depth) {
     json_t *v;
     json_object_foreach((json_t *)j, k, v) {
       altar__wr_key(w, k);
-      size_t old = altar__path_key(&w->path, k, strlen(k));
       rc = json_to_mp(w, v, depth + 1);
-      altar__path_pop(&w->path, old);
-      if (rc) return rc;
+      if (rc) return altar__wr_at_key(w, k, strlen(k), rc);
     }
     return ALTAR_OK;
   }
@@ -35,11 +33,7 @@ static int json_to_mp(altar__wr_t *w, const json_t *j, unsigned depth) {
     if (depth + 1 > ALTAR_MAX_DEPTH) return altar__wr_fail(w, ALTAR_ETOOBIG, "nesting exceeds the depth bound");
     size_t n = json_array_size(j);
     int rc = altar__wr_array(w, n);
-    for (size_t i = 0; !rc && i < n; i++) {
-      size_t old = altar__path_index(&w->path, i);
-      rc = json_to_mp(w, json_array_get(j, i), depth + 1);
-      altar__path_pop(&w->path, old);
-    }
+    for (size_t i = 0; !rc && i < n; i++) rc = altar__wr_at_index(w, i, json_to_mp(w, json_array_get(j, i), depth + 1));
     return rc;
   }
   case JSON_STRING: {
@@ -69,8 +63,7 @@ static int json_text_to_mp(const char *text, size_t len, const char *root, altar
                            jerr.column, jerr.text);
   altar__wr_t w;
   altar__wr_init(&w, pb, root, err);
-  int rc = json_to_mp(&w, j, 0);
-  if (!rc) rc = altar__wr_finish(&w, 0);
+  int rc = altar__wr_finish(&w, 0, json_to_mp(&w, j, 0));
   json_decref(j);
   return rc;
 }
@@ -231,8 +224,7 @@ static char *part_to_json(wr_part_fn fn, const void *part, const char *root, alt
   altar__wr_t w;
   altar__wr_init(&w, &b, root, err);
   char *out = NULL;
-  int rc = fn(&w, part);
-  if (!rc) rc = altar__wr_finish(&w, 0);
+  int rc = altar__wr_finish(&w, 0, fn(&w, part));
   if (!rc) out = altar__mp_to_json(b.data, b.len, root, err);
   altar_buf_free(&b);
   return out;

@@ -53,8 +53,7 @@ static int encode_top(wr_top_fn fn, const void *msg, const char *root, altar_buf
   altar__wr_t w;
   size_t start = out->len;
   altar__wr_init(&w, out, root, err);
-  int rc = fn(&w, msg);
-  if (!rc) rc = altar__wr_finish(&w, start);
+  int rc = altar__wr_finish(&w, start, fn(&w, msg));
   if (rc) out->len = start;
   return rc;
 }
@@ -374,11 +373,7 @@ void altar_group_event_clear(altar_group_event_t *e) {
 
 static int wr_shards(altar__wr_t *w, const altar_handle_t *hs, size_t n) {
   int rc = altar__wr_array(w, n);
-  for (size_t i = 0; !rc && i < n; i++) {
-    size_t old = altar__path_index(&w->path, i);
-    rc = altar__wr_handle(w, &hs[i]);
-    altar__path_pop(&w->path, old);
-  }
+  for (size_t i = 0; !rc && i < n; i++) rc = altar__wr_at_index(w, i, altar__wr_handle(w, &hs[i]));
   return rc;
 }
 
@@ -460,14 +455,26 @@ int altar_decode_group(const void *data, size_t len, altar_group_event_t *pout, 
 
 /* ---- ledger record ---- */
 
+/* The "handle" and "kind" entries: the part of a record that never changes. */
+static int wr_record_fixed(altar__wr_t *w, const void *msg) {
+  const altar_record_t *rec = msg;
+  ALTAR__WR_FIELD(w, "handle", altar__wr_handle(w, &rec->handle));
+  ALTAR__WR_FIELD(w, "kind", altar__wr_str(w, rec->kind));
+  return ALTAR_OK;
+}
+
+int altar__encode_record_fixed(const altar_record_t *rec, altar_buf_t *out, altar_error_t *err) {
+  return encode_top(wr_record_fixed, rec, "record", out, err);
+}
+
 static int wr_record(altar__wr_t *w, const void *msg) {
   const altar_record_t *rec = msg;
   if ((unsigned)rec->state > ALTAR_STATE_FAILED) return altar__wr_fail(w, ALTAR_EINVAL, "state: unknown state");
   altar__wr_map(w, 7);
   ALTAR__WR_FIELD(w, "consumed", W_VOID(altar__wr_bool(w, rec->consumed)));
   ALTAR__WR_FIELD(w, "failure", altar__wr_failure(w, rec->failure));
-  ALTAR__WR_FIELD(w, "handle", altar__wr_handle(w, &rec->handle));
-  ALTAR__WR_FIELD(w, "kind", altar__wr_str(w, rec->kind));
+  int rc = wr_record_fixed(w, rec);
+  if (rc) return rc;
   ALTAR__WR_FIELD(w, "restart_count", W_VOID(altar__wr_i64(w, rec->restart_count)));
   ALTAR__WR_FIELD(w, "spec", wr_opt_spec(w, rec->spec));
   ALTAR__WR_FIELD(w, "state", altar__wr_str(w, altar_state_name(rec->state)));

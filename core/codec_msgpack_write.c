@@ -19,16 +19,32 @@ void altar__wr_init(altar__wr_t *w, altar_buf_t *out, const char *root, altar_er
   w->out = out;
   w->oom = false;
   w->err = err;
-  altar__path_init(&w->path, root);
+  w->root = root;
+  w->fail_code = 0;
+  w->fail_what = NULL;
+  w->nsegs = 0;
   msgpack_packer_init(&w->pk, w, buf_write);
 }
 
 int altar__wr_fail(altar__wr_t *w, int code, const char *what) {
-  return altar_error_set(w->err, code, "%s: %s", w->path.len ? w->path.s : "message", what);
+  w->fail_code = code;
+  w->fail_what = what;
+  w->nsegs = 0;
+  return code;
 }
 
-int altar__wr_finish(altar__wr_t *w, size_t start) {
-  altar__path_init(&w->path, NULL);
+int altar__wr_finish(altar__wr_t *w, size_t start, int rc) {
+  if (rc) {
+    if (!w->fail_what) return rc; /* reported where it happened */
+    altar__path_t path;
+    altar__path_init(&path, w->root);
+    for (size_t i = w->nsegs; i-- > 0;) {
+      const altar__wr_seg_t *s = &w->segs[i];
+      if (s->name) altar__path_key(&path, s->name, s->len);
+      else altar__path_index(&path, s->index);
+    }
+    return altar_error_set(w->err, w->fail_code, "%s: %s", path.len ? path.s : "message", w->fail_what);
+  }
   if (w->oom) return altar_error_set(w->err, ALTAR_ENOMEM, "encode: out of memory");
   if (w->out->len - start > ALTAR_MAX_MESSAGE)
     return altar_error_set(w->err, ALTAR_ETOOBIG, "encode: message of %zu bytes exceeds %u",
@@ -100,10 +116,8 @@ int altar__wr_strv(altar__wr_t *w, char *const *v, size_t n) {
   int rc = altar__wr_array(w, n);
   if (rc) return rc;
   for (size_t i = 0; i < n; i++) {
-    size_t old = altar__path_index(&w->path, i);
     rc = altar__wr_str(w, v[i]);
-    altar__path_pop(&w->path, old);
-    if (rc) return rc;
+    if (rc) return altar__wr_at_index(w, i, rc);
   }
   return ALTAR_OK;
 }
@@ -113,11 +127,9 @@ int altar__wr_strmap(altar__wr_t *w, const altar_strmap_t *m) {
   int rc = altar__wr_map(w, m->n);
   if (rc) return rc;
   for (size_t i = 0; i < m->n; i++) {
-    size_t old = altar__path_key(&w->path, m->keys[i], strlen(m->keys[i]));
     rc = altar__wr_str(w, m->keys[i]);
     if (!rc) rc = altar__wr_str(w, m->vals[i]);
-    altar__path_pop(&w->path, old);
-    if (rc) return rc;
+    if (rc) return altar__wr_at_key(w, m->keys[i], m->keys[i] ? strlen(m->keys[i]) : 0, rc);
   }
   return ALTAR_OK;
 }

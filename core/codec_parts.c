@@ -21,11 +21,7 @@ static int wr_transfer(altar__wr_t *w, const altar_transfer_t *t) {
 
 static int wr_transfers(altar__wr_t *w, const altar_transfer_t *t, size_t n) {
   int rc = altar__wr_array(w, n);
-  for (size_t i = 0; !rc && i < n; i++) {
-    size_t old = altar__path_index(&w->path, i);
-    rc = wr_transfer(w, &t[i]);
-    altar__path_pop(&w->path, old);
-  }
+  for (size_t i = 0; !rc && i < n; i++) rc = altar__wr_at_index(w, i, wr_transfer(w, &t[i]));
   return rc;
 }
 

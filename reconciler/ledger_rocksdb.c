@@ -27,6 +27,7 @@
 #include "reconciler/ledger_rocksdb.h"
 
 #include "altar/codec.h"
+#include "core/codec_int.h"
 #include "reconciler/ledger_aux.h"
 #include "reconciler/ledger_int.h"
 
@@ -54,7 +55,7 @@ typedef struct rl {
   bool read_only;
   int fail_writes; /* test hook: fail this many upcoming writes */
   altar__lindex_t ix;
-  altar_buf_t kb, vb, kb2, hb, tb; /* scratch */
+  altar_buf_t kb, vb, kb2; /* scratch */
   char *dir;
 } rl_t;
 
@@ -83,7 +84,6 @@ static int put_opt_str(altar_buf_t *b, const char *s) {
 }
 
 static int buf_sink(void *data, const char *p, size_t len) { return altar_buf_append(data, p, len) ? -1 : 0; }
-static int sbuf_ok(msgpack_sbuffer *sb) { return sb->data ? 0 : -1; }
 
 static void pk_str(msgpack_packer *pk, const char *s) {
   size_t n = strlen(s);
@@ -91,95 +91,42 @@ static void pk_str(msgpack_packer *pk, const char *s) {
   msgpack_pack_str_body(pk, s, n);
 }
 
-static void pk_strmap(msgpack_packer *pk, const altar_strmap_t *m) {
-  msgpack_pack_map(pk, m->n);
-  for (size_t i = 0; i < m->n; i++) {
-    pk_str(pk, m->keys[i]);
-    pk_str(pk, m->vals[i]);
-  }
-}
-
-/* The changing fields of the record map around the fixed part, as
- * encode_value's fast path packs them. */
+/* The changing fields of the record map around the fixed part, in the
+ * codec's bytes: map of 7, "consumed", the flag, "failure", nil (records
+ * with a failure go through the codec). */
 static int pack_head(altar_buf_t *b, bool consumed) {
-  msgpack_packer pk;
-  msgpack_packer_init(&pk, b, buf_sink);
-  int bad = msgpack_pack_map(&pk, 7);
-  pk_str(&pk, "consumed");
-  bad |= consumed ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
-  pk_str(&pk, "failure");
-  bad |= msgpack_pack_nil(&pk);
-  return bad;
+  static const char head[] = "\x87\xa8" "consumed" "\xc2\xa7" "failure" "\xc0";
+  if (altar_buf_append(b, head, sizeof head - 1)) return -1;
+  if (consumed) b->data[b->len - 10] = 0xc3; /* true in place of false */
+  return 0;
 }
 
 static int pack_tail(altar_buf_t *b, int64_t restart_count, altar_state_t state) {
+  static const char rc_key[] = "\xad" "restart_count";
+  static const char spec_state[] = "\xa4" "spec" "\xc0\xa5" "state";
+  if (altar_buf_append(b, rc_key, sizeof rc_key - 1)) return -1;
   msgpack_packer pk;
   msgpack_packer_init(&pk, b, buf_sink);
-  pk_str(&pk, "restart_count");
   int bad = msgpack_pack_int64(&pk, restart_count);
-  pk_str(&pk, "spec");
-  bad |= msgpack_pack_nil(&pk);
-  pk_str(&pk, "state");
+  if (bad || altar_buf_append(b, spec_state, sizeof spec_state - 1)) return -1;
   pk_str(&pk, altar_state_name(state));
-  return bad;
+  return 0;
 }
 
 /* Packs the parts of a cached record that never change ("handle" and
- * "kind" entries of the record map) once, after the codec has validated
- * them, so each later write of the record only packs its few changing
- * fields. The codec's own bytes are taken when they are framed exactly as
- * the fast path frames them (so both paths write the same bytes). */
+ * "kind" entries of the record map) once, with the codec's checks, so each
+ * later write of the record only adds its few changing fields. */
 static int pack_fixed(rl_t *r, altar__lent_t *x, altar_error_t *err) {
-  altar_buf_t *tmp = &r->kb2, *head = &r->hb, *tail = &r->tb;
+  altar_buf_t *tmp = &r->kb2;
   altar_buf_reset(tmp);
-  altar_buf_reset(head);
-  altar_buf_reset(tail);
-  altar_record_t shallow = x->e.rec;
-  shallow.spec = NULL;
-  shallow.failure = NULL;
-  int rc = altar_encode_record(&shallow, tmp, err); /* bounds and UTF-8 checks */
-  if (!rc && (pack_head(head, shallow.consumed) || pack_tail(tail, shallow.restart_count, shallow.state)))
-    rc = altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  if (!rc && tmp->len > head->len + tail->len && !memcmp(tmp->data, head->data, head->len) &&
-      !memcmp(tmp->data + tmp->len - tail->len, tail->data, tail->len)) {
-    size_t n = tmp->len - head->len - tail->len;
-    char *p = malloc(n);
-    if (p) {
-      memcpy(p, tmp->data + head->len, n);
-      free(x->packed);
-      x->packed = p;
-      x->packed_len = n;
-    } else {
-      rc = altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-    }
-    return rc;
-  }
+  int rc = altar__encode_record_fixed(&x->e.rec, tmp, err); /* bounds and UTF-8 checks */
   if (rc) return rc;
-  msgpack_sbuffer sb;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer pk;
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  const altar_handle_t *h = &x->e.rec.handle;
-  pk_str(&pk, "handle");
-  msgpack_pack_map(&pk, 4);
-  pk_str(&pk, "backend");
-  pk_str(&pk, h->backend);
-  pk_str(&pk, "external_id");
-  pk_str(&pk, h->external_id);
-  pk_str(&pk, "labels");
-  pk_strmap(&pk, &h->labels);
-  pk_str(&pk, "plugin_identity");
-  if (h->plugin_identity) pk_strmap(&pk, h->plugin_identity);
-  else msgpack_pack_nil(&pk);
-  pk_str(&pk, "kind");
-  pk_str(&pk, x->e.rec.kind);
-  if (sbuf_ok(&sb)) {
-    msgpack_sbuffer_destroy(&sb);
-    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  }
+  char *p = malloc(tmp->len ? tmp->len : 1);
+  if (!p) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  memcpy(p, tmp->data, tmp->len);
   free(x->packed);
-  x->packed_len = sb.size;
-  x->packed = msgpack_sbuffer_release(&sb);
+  x->packed = p;
+  x->packed_len = tmp->len;
   return ALTAR_OK;
 }
 
@@ -276,8 +223,12 @@ static int decode_value(const char *data, size_t len, altar_ledger_entry_t *e, c
 typedef struct pchange {
   char *key;
   size_t klen;
-  char *val; /* NULL for a delete */
+  char *val; /* NULL for a delete or a deferred value */
   size_t vlen;
+  /* An open record whose value is encoded only when the batch is written
+   * (or read back): a record changed several times in one batch, or
+   * consumed before it ends, is then encoded once or never. */
+  const struct altar__lent *lazy;
   bool del;
   bool fresh;   /* the key did not exist before this batch */
   bool dropped; /* created and removed within the batch: nothing to write */
@@ -333,14 +284,16 @@ static void pend_clear(rl_t *r) {
 
 /* Stages a put (val != NULL) or delete of key. `fresh` says the caller knows
  * the key is absent on disk (a new open record). 0 or ALTAR_ENOMEM. */
-static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen, bool del, bool fresh) {
+static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen, bool del, bool fresh,
+                    const altar__lent_t *lazy) {
   pchange_t *c = altar__hmap_get(&r->pend, (const char *)k->data, k->len);
   char *v = NULL;
-  if (!del && !(v = arena_alloc(r, vlen ? vlen : 1))) return ALTAR_ENOMEM;
-  if (!del && vlen) memcpy(v, val, vlen);
+  if (!del && !lazy && !(v = arena_alloc(r, vlen ? vlen : 1))) return ALTAR_ENOMEM;
+  if (!del && !lazy && vlen) memcpy(v, val, vlen);
   if (c) {
     c->val = v; /* the old value stays in the arena until the batch ends */
     c->vlen = vlen;
+    c->lazy = lazy;
     c->del = del;
     if (del && c->fresh) {
       /* Created in this batch and gone again: the disk never sees it. */
@@ -361,6 +314,7 @@ static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen,
   c->klen = k->len;
   c->val = v;
   c->vlen = vlen;
+  c->lazy = lazy;
   c->del = del;
   c->fresh = fresh && !del;
   c->dropped = false;
@@ -378,6 +332,17 @@ static int db_get(rl_t *r, const altar_buf_t *key, char **pval, size_t *plen, al
       *pval = NULL;
       return ALTAR_ENOTFOUND;
     }
+    if (c->lazy) {
+      altar_buf_t b = {0};
+      int rc = encode_value(&b, c->lazy, err);
+      if (rc) {
+        altar_buf_free(&b);
+        return rc;
+      }
+      *plen = b.len;
+      if (!(*pval = altar_buf_detach(&b))) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+      return ALTAR_OK;
+    }
     if (!(*pval = malloc(c->vlen ? c->vlen : 1))) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
     memcpy(*pval, c->val, c->vlen);
     *plen = c->vlen;
@@ -394,16 +359,31 @@ static int db_get(rl_t *r, const altar_buf_t *key, char **pval, size_t *plen, al
 }
 
 static int b_put(rl_t *r, const altar_buf_t *k, const void *v, size_t vlen) {
-  return pend_set(r, k, v, vlen, false, false);
+  return pend_set(r, k, v, vlen, false, false, NULL);
 }
-static int b_del(rl_t *r, const altar_buf_t *k) { return pend_set(r, k, NULL, 0, true, false); }
+static int b_del(rl_t *r, const altar_buf_t *k) { return pend_set(r, k, NULL, 0, true, false, NULL); }
 
 /* Stages x's value under o: (open; `fresh` when the caller knows the key is
  * not on disk) or r: (consumed). */
 static int b_record(rl_t *r, const altar__lent_t *x, char prefix, bool fresh, altar_error_t *err) {
   int rc = encode_value(&r->vb, x, err);
   if (rc) return rc;
-  if (key1(&r->kb, prefix, x->rkey, x->rkey_len) || pend_set(r, &r->kb, r->vb.data, r->vb.len, false, fresh))
+  if (key1(&r->kb, prefix, x->rkey, x->rkey_len) || pend_set(r, &r->kb, r->vb.data, r->vb.len, false, fresh, NULL))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  return ALTAR_OK;
+}
+
+/* True when encode_value takes its fast path for x, which cannot fail but
+ * for memory: such a value may be encoded when the batch is written. */
+static bool fast_value(const altar__lent_t *x) {
+  return x->packed && !x->e.rec.failure && (unsigned)x->e.rec.state <= ALTAR_STATE_FAILED;
+}
+
+/* Stages the o: key of cache entry x, whose value follows x until the batch
+ * is written; values that need the codec's checks are encoded now. */
+static int b_open(rl_t *r, const altar__lent_t *x, bool fresh, altar_error_t *err) {
+  if (!fast_value(x)) return b_record(r, x, 'o', fresh, err);
+  if (key1(&r->kb, 'o', x->rkey, x->rkey_len) || pend_set(r, &r->kb, NULL, 0, false, fresh, x))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   return ALTAR_OK;
 }
@@ -514,8 +494,19 @@ static int flush(rl_t *r, altar_error_t *err) {
   for (size_t i = 0; i < r->n_pv; i++) {
     pchange_t *c = r->pv[i];
     if (c->dropped) continue;
-    if (c->del) rocksdb_writebatch_delete(r->wb, c->key, c->klen);
-    else rocksdb_writebatch_put(r->wb, c->key, c->klen, c->val, c->vlen);
+    if (c->del) {
+      rocksdb_writebatch_delete(r->wb, c->key, c->klen);
+    } else if (c->lazy) {
+      int rc = encode_value(&r->vb, c->lazy, err); /* the batch copies the bytes */
+      if (rc) {
+        rocksdb_writebatch_clear(r->wb);
+        rollback(r);
+        return rc;
+      }
+      rocksdb_writebatch_put(r->wb, c->key, c->klen, (const char *)r->vb.data, r->vb.len);
+    } else {
+      rocksdb_writebatch_put(r->wb, c->key, c->klen, c->val, c->vlen);
+    }
   }
   char *dberr = NULL;
   if (r->fail_writes > 0) {
@@ -574,8 +565,11 @@ static int rl_record(void *impl, const altar_handle_t *h, const char *kind, cons
     x->spec_len = r->vb.len;
     x->has_spec = true;
   }
-  if ((rc = b_record(r, x, 'o', true, err))) goto fail;
   if (altar__lindex_add(&r->ix, x)) goto oom;
+  if ((rc = b_open(r, x, true, err))) {
+    altar__lindex_remove(&r->ix, x);
+    return op_end(r, rc, err);
+  }
   return op_end(r, ALTAR_OK, err);
 oom:
   rc = altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
@@ -662,11 +656,18 @@ static int rl_set_state(void *impl, const altar_handle_t *h, altar_state_t state
     free(val);
     return op_end(r, rc, err);
   }
+  if (state != ALTAR_STATE_FAILED || !failure) {
+    /* No failure to check: the cache changes now and the value follows it
+     * (a failed staging rolls the cache back with the batch). */
+    altar_failure_free(x->e.rec.failure);
+    x->e.rec.failure = NULL;
+    x->e.rec.state = state;
+    return op_end(r, b_open(r, x, false, err), err);
+  }
   altar_failure_t *nf = NULL;
-  if (state == ALTAR_STATE_FAILED && failure && !(nf = altar_failure_dup(failure)))
-    return altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory");
+  if (!(nf = altar_failure_dup(failure))) return altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory");
   /* Build the new value on a shallow copy so the cache changes only once the
-   * batch holds the whole change. */
+   * batch holds the whole change (the codec may refuse the failure). */
   altar__lent_t next = *x;
   next.e.rec.state = state;
   next.e.rec.failure = nf;
@@ -771,14 +772,9 @@ static int rl_restart(void *impl, const altar_handle_t *h, altar_error_t *err) {
   if (x->e.rec.state != ALTAR_STATE_FAILED)
     return altar_error_set(err, ALTAR_ESTATE, "ledger.restart: %s:%s is not an open failed record", h->backend,
                            h->external_id);
-  altar__lent_t next = *x;
-  next.e.rec.state = ALTAR_STATE_PENDING;
-  next.e.rec.failure = NULL;
-  next.e.rec.restart_count++;
-  if ((rc = b_record(r, &next, 'o', false, err))) return op_end(r, rc, err);
   altar__set_failure(&x->e.rec, ALTAR_STATE_PENDING, NULL);
   x->e.rec.restart_count++;
-  return op_end(r, ALTAR_OK, err);
+  return op_end(r, b_open(r, x, false, err), err);
 }
 
 static int rl_get(void *impl, const char *backend, const char *external_id, altar_ledger_entry_t *pout,
@@ -918,8 +914,6 @@ static void rl_close(void *impl) {
   altar__lindex_free(&r->ix);
   altar_buf_free(&r->kb);
   altar_buf_free(&r->kb2);
-  altar_buf_free(&r->hb);
-  altar_buf_free(&r->tb);
   altar_buf_free(&r->vb);
   free(r->dir);
   free(r);
@@ -1112,6 +1106,22 @@ static int chk_one(rl_t *r, const char *k, size_t klen, const char *v, size_t vl
   if (rc) {
     altar_ledger_entry_clear(&e);
     return altar_error_prefix(err, "check: %s", shown);
+  }
+  /* The record map must be the codec's own bytes, whichever path wrote it. */
+  size_t at = 2;
+  for (int i = 0; i < 2; i++) {
+    uint32_t sl4 = ((uint32_t)(uint8_t)v[at] << 24) | ((uint32_t)(uint8_t)v[at + 1] << 16) |
+                   ((uint32_t)(uint8_t)v[at + 2] << 8) | (uint8_t)v[at + 3];
+    at += 4 + (sl4 == 0xffffffffu ? 0 : sl4);
+  }
+  size_t rec_len = ((size_t)(uint8_t)v[at] << 24) | ((size_t)(uint8_t)v[at + 1] << 16) |
+                   ((size_t)(uint8_t)v[at + 2] << 8) | (uint8_t)v[at + 3];
+  altar_record_t shallow = e.rec;
+  shallow.spec = NULL;
+  altar_buf_reset(&r->kb2);
+  if (altar_encode_record(&shallow, &r->kb2, err) || r->kb2.len != rec_len || memcmp(r->kb2.data, v + at + 4, rec_len)) {
+    altar_ledger_entry_clear(&e);
+    return altar_error_set(err, ALTAR_ELEDGER, "check: %s is not in the codec's canonical form", shown);
   }
   altar__lent_t *x = NULL;
   if (!key_matches(k + 2, klen - 2, &e))

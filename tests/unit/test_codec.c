@@ -695,6 +695,17 @@ static void test_bounds(void) {
   altar_spec_set_label(sp, "fold", "\xff");
   ASSERT_ERR(altar_encode_spec(sp, &b, &err), ALTAR_EINVAL, "spec.labels.fold: not valid UTF-8");
   altar_spec_free(sp);
+  /* the path is collected on the way out: an element of an array in a field */
+  sp = altar_spec_new("k", "i");
+  altar_spec_add_input(sp, "u0", "p0", NULL, NULL);
+  altar_spec_add_input(sp, "u1", "p1", NULL, NULL);
+  free(sp->inputs[1].uri);
+  sp->inputs[1].uri = strdup("bad\xc3");
+  ASSERT_ERR(altar_encode_spec(sp, &b, &err), ALTAR_EINVAL, "spec.inputs[1].uri: not valid UTF-8");
+  altar_spec_add_arg(sp, "\xff");
+  ASSERT_ERR(altar_encode_spec(sp, &b, &err), ALTAR_EINVAL, "spec.command[0]: not valid UTF-8");
+  CU_ASSERT_EQUAL(b.len, 0);
+  altar_spec_free(sp);
   altar_spec_t empty;
   memset(&empty, 0, sizeof empty);
   ASSERT_ERR(altar_encode_spec(&empty, &b, &err), ALTAR_EINVAL, "spec.image: missing required field");
