@@ -51,7 +51,10 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
       return 1;
     }
   }
-  altar_ledger_t *nl = altar_ledger_rocksdb_open(tmp, NULL, &err);
+  /* The new ledger is swapped in only once complete and persisted, so its
+   * writes need no write-ahead log: a crash leaves a directory to discard. */
+  altar_ledger_rocksdb_opts_t no = {.no_wal = true};
+  altar_ledger_t *nl = altar_ledger_rocksdb_open(tmp, &no, &err);
   if (!nl) {
     fprintf(stderr, "altar reconciler: %s\n", err.msg);
     altar_ledger_close(ol);
@@ -71,6 +74,7 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
     fprintf(stderr, "altar reconciler: %zu unpublished outbox record(s) carried into the new ledger\n", carried);
   altar_ledger_close(ol);
   char new_sum[ALTAR_LEDGER_CHECKSUM_LEN + 1] = "";
+  if (!rc) rc = altar_ledger_rocksdb_persist(nl, &err);
   if (!rc) rc = altar_ledger_checksum(nl, new_sum, &err);
   altar_ledger_close(nl);
   if (rc) {

@@ -203,6 +203,7 @@ void altar_status_event_clear(altar_status_event_t *e) {
   altar_spec_free(e->spec);
   free(e->worker);
   free(e->source.topic);
+  altar_buf_free(&e->spec_enc);
   memset(e, 0, sizeof *e);
 }
 

@@ -9,8 +9,15 @@
 
 void altar_apply_result_clear(altar_apply_result_t *r) {
   if (!r) return;
-  for (size_t i = 0; i < r->n_events; i++) altar_group_event_clear(&r->events[i]);
+  for (size_t i = 0; i < r->n_events; i++) {
+    if (r->shard_task_keys && r->shard_task_keys[i]) {
+      for (size_t k = 0; k < r->events[i].n_shards; k++) free(r->shard_task_keys[i][k]);
+      free(r->shard_task_keys[i]);
+    }
+    altar_group_event_clear(&r->events[i]);
+  }
   free(r->events);
+  free(r->shard_task_keys);
   for (size_t i = 0; i < r->n_retries; i++) {
     altar_retry_request_t *q = &r->retries[i];
     free(q->kind);
@@ -39,6 +46,7 @@ static char *member_key(const altar_ledger_entry_t *e) {
 typedef struct picked {
   altar_handle_t *hs;
   char **keys;
+  bool *has_task; /* keys[i] is the record's task key (not backend:external_id) */
   int64_t *restarts;
   size_t n;
 } picked_t;
@@ -50,6 +58,7 @@ static void picked_clear(picked_t *p) {
   }
   free(p->hs);
   free(p->keys);
+  free(p->has_task);
   free(p->restarts);
   memset(p, 0, sizeof *p);
 }
@@ -62,11 +71,13 @@ static int pick(picked_t *p, const altar_ledger_entry_t *const *m, size_t n, alt
   p->hs = calloc(cnt, sizeof *p->hs);
   p->keys = calloc(cnt, sizeof *p->keys);
   p->restarts = calloc(cnt, sizeof *p->restarts);
-  if (!p->hs || !p->keys || !p->restarts) goto oom;
+  p->has_task = calloc(cnt, sizeof *p->has_task);
+  if (!p->hs || !p->keys || !p->restarts || !p->has_task) goto oom;
   for (size_t i = 0; i < n; i++) {
     if (m[i]->rec.state != state) continue;
     if (altar_handle_copy(&p->hs[p->n], &m[i]->rec.handle)) goto oom;
     p->restarts[p->n] = m[i]->rec.restart_count;
+    p->has_task[p->n] = m[i]->task_key != NULL;
     if (!(p->keys[p->n++] = member_key(m[i]))) goto oom;
   }
   return ALTAR_OK;
@@ -82,8 +93,13 @@ static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, 
     altar_group_event_t *v = realloc(res->events, cap * sizeof *v);
     if (!v) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
     res->events = v;
+    char ***tk = realloc(res->shard_task_keys, cap * sizeof *tk);
+    if (!tk) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    res->shard_task_keys = tk;
     res->cap_events = cap;
   }
+  char **tkeys = calloc(p->n ? p->n : 1, sizeof *tkeys);
+  if (!tkeys) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
   altar_group_event_t *ev = &res->events[res->n_events];
   memset(ev, 0, sizeof *ev);
   ev->v = ALTAR_SCHEMA_VERSION;
@@ -91,16 +107,24 @@ static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, 
   ev->ts = ts;
   char id[ALTAR_TASK_KEY_LEN + 1];
   int rc = altar_group_event_id(k, gk, (const char *const *)p->keys, p->n, id);
-  if (rc) return altar_error_set(err, rc, "apply: group %s:%s: cannot compute event id", k, gk);
+  if (rc) {
+    free(tkeys);
+    return altar_error_set(err, rc, "apply: group %s:%s: cannot compute event id", k, gk);
+  }
   if (!(ev->event_id = strdup(id)) || !(ev->kind = strdup(k)) || !(ev->group_key = strdup(gk))) {
     altar_group_event_clear(ev);
+    free(tkeys);
     return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
   }
-  /* The event takes the handles over. */
+  /* The event takes the handles over, and the task keys. */
   ev->shards = p->hs;
   ev->n_shards = p->n;
   p->hs = NULL;
-  for (size_t i = 0; i < p->n; i++) free(p->keys[i]);
+  for (size_t i = 0; i < p->n; i++) {
+    if (p->has_task[i]) tkeys[i] = p->keys[i];
+    else free(p->keys[i]);
+  }
+  res->shard_task_keys[res->n_events] = tkeys;
   p->n = 0;
   res->n_events++;
   return ALTAR_OK;
@@ -242,7 +266,8 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
   }
   char *gk = gs ? altar_group_by_key(&gs->group_by, h) : NULL;
   if (gs && !gk) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-  altar_record_meta_t meta = {.task_key = ev->task_key, .group_key = gk, .restart_count = restarts};
+  altar_record_meta_t meta = {.task_key = ev->task_key, .group_key = gk, .restart_count = restarts,
+                              .spec_enc = ev->spec_enc.len ? ev->spec_enc.data : NULL, .spec_len = ev->spec_enc.len};
   int rc = altar_ledger_record_meta(l, h, ev->kind, ev->spec, &meta, err);
   free(gk);
   return rc;

@@ -48,11 +48,14 @@ typedef struct rl {
   rocksdb_readoptions_t *ropts;
   rocksdb_writebatch_t *wb;
   altar__hmap_t pend;    /* key → pending change of the open batch */
-  struct achunk *arena;  /* memory of the pending changes, freed per batch */
+  struct achunk *arena;  /* memory of the pending changes, reset per batch */
+  struct achunk *spare;  /* emptied chunks kept for the next batches */
+  size_t n_spare;
   struct pchange **pv;   /* the same changes, for writing them out */
   size_t n_pv, cap_pv;
   bool in_batch;
   bool read_only;
+  bool no_wal;
   int fail_writes; /* test hook: fail this many upcoming writes */
   altar__lindex_t ix;
   altar_buf_t kb, vb, kb2; /* scratch */
@@ -248,11 +251,17 @@ static void *arena_alloc(rl_t *r, size_t n) {
   n = (n + 15) & ~(size_t)15;
   achunk_t *a = r->arena;
   if (!a || a->cap - a->used < n) {
-    size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
-    if (!(a = malloc(sizeof *a + cap))) return NULL;
+    if (n <= ARENA_CHUNK && r->spare) {
+      a = r->spare;
+      r->spare = a->next;
+      r->n_spare--;
+    } else {
+      size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+      if (!(a = malloc(sizeof *a + cap))) return NULL;
+      a->cap = cap;
+    }
     a->next = r->arena;
     a->used = 0;
-    a->cap = cap;
     r->arena = a;
   }
   void *p = a->data + a->used;
@@ -260,20 +269,31 @@ static void *arena_alloc(rl_t *r, size_t n) {
   return p;
 }
 
-/* Keeps one chunk for the next batch, frees the rest. */
+/* Keeps up to ARENA_KEEP standard chunks for the next batches (freeing and
+ * allocating large blocks per batch made glibc consolidate its free lists
+ * every time); frees the rest, or everything when `all`. */
+#define ARENA_KEEP 32
 static void arena_reset(rl_t *r, bool all) {
-  achunk_t *keep = all ? NULL : r->arena;
-  achunk_t *a = keep ? keep->next : r->arena;
+  achunk_t *a = r->arena;
   while (a) {
     achunk_t *next = a->next;
-    free(a);
+    if (!all && a->cap == ARENA_CHUNK && r->n_spare < ARENA_KEEP) {
+      a->next = r->spare;
+      r->spare = a;
+      r->n_spare++;
+    } else {
+      free(a);
+    }
     a = next;
   }
-  if (keep) {
-    keep->next = NULL;
-    keep->used = 0;
+  r->arena = NULL;
+  if (all) {
+    while ((a = r->spare)) {
+      r->spare = a->next;
+      free(a);
+    }
+    r->n_spare = 0;
   }
-  r->arena = keep;
 }
 
 static void pend_clear(rl_t *r) {
@@ -557,12 +577,19 @@ static int rl_record(void *impl, const altar_handle_t *h, const char *kind, cons
   if (meta) x->e.rec.restart_count = meta->restart_count;
   if ((rc = pack_fixed(r, x, err))) goto fail;
   if (spec) {
-    /* Encoded once here; every later write of the record reuses the bytes. */
-    altar_buf_reset(&r->vb);
-    if ((rc = altar_encode_spec(spec, &r->vb, err))) goto fail;
-    if (!(x->spec_enc = malloc(r->vb.len ? r->vb.len : 1))) goto oom;
-    memcpy(x->spec_enc, r->vb.data, r->vb.len);
-    x->spec_len = r->vb.len;
+    /* Encoded once (here, or by the caller); every later write of the record
+     * reuses the bytes. */
+    const void *enc = meta ? meta->spec_enc : NULL;
+    size_t len = meta ? meta->spec_len : 0;
+    if (!enc) {
+      altar_buf_reset(&r->vb);
+      if ((rc = altar_encode_spec(spec, &r->vb, err))) goto fail;
+      enc = r->vb.data;
+      len = r->vb.len;
+    }
+    if (!(x->spec_enc = malloc(len ? len : 1))) goto oom;
+    memcpy(x->spec_enc, enc, len);
+    x->spec_len = len;
     x->has_spec = true;
   }
   if (altar__lindex_add(&r->ix, x)) goto oom;
@@ -897,9 +924,33 @@ static int rl_abort(void *impl, altar_error_t *err) {
   return ALTAR_OK;
 }
 
+static int persist(rl_t *r, altar_error_t *err) {
+  rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+  rocksdb_flushoptions_set_wait(fo, 1);
+  char *dberr = NULL;
+  rocksdb_flush(r->db, fo, &dberr);
+  rocksdb_flushoptions_destroy(fo);
+  if (!dberr) return ALTAR_OK;
+  int rc = altar_error_set(err, ALTAR_ELEDGER, "ledger %s: flush failed: %s", r->dir, dberr);
+  rocksdb_free(dberr);
+  return rc;
+}
+
+int altar_ledger_rocksdb_persist(altar_ledger_t *l, altar_error_t *err) {
+  if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger: not a RocksDB ledger");
+  rl_t *r = l->impl;
+  if (r->read_only) return ALTAR_OK;
+  return persist(r, err);
+}
+
 static void rl_close(void *impl) {
   rl_t *r = impl;
   if (!r) return;
+  if (r->db && r->no_wal) {
+    /* Nothing else holds these writes; callers that must know persist first. */
+    altar_error_t ignored = {0};
+    persist(r, &ignored);
+  }
   if (r->db) rocksdb_close(r->db);
   if (r->wb) rocksdb_writebatch_destroy(r->wb);
   pend_clear(r);
@@ -968,7 +1019,9 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
   rocksdb_block_based_options_set_filter_policy(r->topts, rocksdb_filterpolicy_create_bloom(10));
   rocksdb_options_set_block_based_table_factory(r->opts, r->topts);
   r->wopts = rocksdb_writeoptions_create();
-  rocksdb_writeoptions_set_sync(r->wopts, o.sync);
+  rocksdb_writeoptions_set_sync(r->wopts, o.sync && !o.no_wal);
+  rocksdb_writeoptions_disable_WAL(r->wopts, o.no_wal);
+  r->no_wal = o.no_wal && !o.read_only;
   r->ropts = rocksdb_readoptions_create();
   r->wb = rocksdb_writebatch_create();
   char *dberr = NULL;

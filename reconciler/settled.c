@@ -92,44 +92,36 @@ static bool superseded(const altar__settled_t *s, const altar_status_event_t *ev
          strcmp(run + bl + 1, ev->handle.external_id) != 0;
 }
 
-/* Notes every member of a settled group, in memory and in the open batch. */
-static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_event_t *g, altar_error_t *err) {
-  for (size_t i = 0; i < g->n_shards; i++) {
+/* Notes every member of a settled group, in memory and in the open batch;
+ * task_keys are the apply result's, aligned with g's shards. */
+static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_event_t *g, char *const *task_keys,
+                      altar_error_t *err) {
+  for (size_t i = 0; task_keys && i < g->n_shards; i++) {
     const altar_handle_t *h = &g->shards[i];
-    if (!h->backend || !h->external_id) continue;
-    altar_ledger_entry_t e = {0};
-    int rc = altar_ledger_get(l, h->backend, h->external_id, &e, err);
-    if (rc == ALTAR_ENOTFOUND) continue;
-    if (rc) return rc;
-    if (e.task_key) {
-      /* Sized from the strings: ids come from the log, their length is theirs. */
-      size_t bl = strlen(h->backend), el = strlen(h->external_id), klen = strlen(e.task_key);
-      char *run = malloc(bl + el + 2), *k = malloc(klen + 3);
-      char *b = NULL;
-      if (run && k) {
-        memcpy(run, h->backend, bl);
-        run[bl] = '\x1f';
-        memcpy(run + bl + 1, h->external_id, el + 1);
-        memcpy(k, "t/", 2);
-        memcpy(k + 2, e.task_key, klen + 1);
-        b = entry_new(e.task_key, klen, run, bl + 1 + el);
-      }
-      if (!b || map_put(&s->pend, b)) {
-        free(b);
-        free(run);
-        free(k);
-        altar_ledger_entry_clear(&e);
-        return altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
-      }
-      rc = altar__ledger_aux_put(l, k, klen + 2, run, bl + 1 + el, err);
+    const char *tk = task_keys[i];
+    if (!h->backend || !h->external_id || !tk) continue;
+    /* Sized from the strings: ids come from the log, their length is theirs. */
+    size_t bl = strlen(h->backend), el = strlen(h->external_id), klen = strlen(tk);
+    char *run = malloc(bl + el + 2), *k = malloc(klen + 3);
+    char *b = NULL;
+    if (run && k) {
+      memcpy(run, h->backend, bl);
+      run[bl] = '\x1f';
+      memcpy(run + bl + 1, h->external_id, el + 1);
+      memcpy(k, "t/", 2);
+      memcpy(k + 2, tk, klen + 1);
+      b = entry_new(tk, klen, run, bl + 1 + el);
+    }
+    if (!b || map_put(&s->pend, b)) {
+      free(b);
       free(run);
       free(k);
-      if (rc && rc != ALTAR_ENOTSUP) {
-        altar_ledger_entry_clear(&e);
-        return rc;
-      }
+      return altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
     }
-    altar_ledger_entry_clear(&e);
+    int rc = altar__ledger_aux_put(l, k, klen + 2, run, bl + 1 + el, err);
+    free(run);
+    free(k);
+    if (rc && rc != ALTAR_ENOTSUP) return rc;
   }
   return ALTAR_OK;
 }
@@ -146,7 +138,8 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
     }
     size_t before = pres->n_events;
     rc = altar_apply_events(l, groups, &events[i], 1, -1, pres, err);
-    for (size_t k = before; !rc && k < pres->n_events; k++) rc = note_group(s, l, &pres->events[k], err);
+    for (size_t k = before; !rc && k < pres->n_events; k++)
+      rc = note_group(s, l, &pres->events[k], pres->shard_task_keys[k], err);
   }
   if (pskipped) *pskipped = skipped;
   return rc;

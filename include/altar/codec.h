@@ -49,6 +49,9 @@ typedef struct altar_status_event {
   char *worker;             /* NULL if absent */
   altar_source_t source;
   double ts;
+  /* Not on the wire: altar_encode_spec(spec), when a reader with time to
+   * spare made it (a rebuild's reading thread), so the ledger need not. */
+  altar_buf_t spec_enc;
 } altar_status_event_t;
 
 typedef enum altar_group_event_kind {

@@ -25,6 +25,8 @@ typedef struct altar_record_meta {
   const char *task_key;  /* spec identity hash; NULL if unknown */
   const char *group_key; /* group this shard belongs to; NULL = not grouped */
   int64_t restart_count; /* starting restart count of a fresh record (normally 0) */
+  const void *spec_enc;  /* optional: altar_encode_spec(spec), when the caller has it */
+  size_t spec_len;
 } altar_record_meta_t;
 
 /* A record plus its metadata. */
@@ -114,12 +116,20 @@ typedef struct altar_ledger_rocksdb_opts {
   bool read_only;        /* open for inspection only */
   bool no_create;        /* fail when the directory holds no ledger */
   size_t write_buffer_mb; /* memtable size; 0 = 64 */
+  bool no_wal;           /* for a ledger built from scratch and used only once
+                            complete (a rebuild): writes skip the write-ahead
+                            log, so a crash loses the ledger, and
+                            altar_ledger_rocksdb_persist makes it durable */
 } altar_ledger_rocksdb_opts_t;
 
 /* Opens (creating unless no_create) the RocksDB ledger in dir. opts may be
  * NULL. Returns NULL with err set. Free with altar_ledger_close. */
 altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_rocksdb_opts_t *opts,
                                           altar_error_t *err);
+
+/* Writes every committed change of a RocksDB ledger to its table files and
+ * waits: what a ledger opened with no_wal needs before it is swapped in. */
+int altar_ledger_rocksdb_persist(altar_ledger_t *l, altar_error_t *err);
 
 /* Closes the ledger and frees it; NULL is a no-op. */
 void altar_ledger_close(altar_ledger_t *l);

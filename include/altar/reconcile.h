@@ -90,6 +90,9 @@ typedef struct altar_retry_request {
 typedef struct altar_apply_result {
   altar_group_event_t *events; /* fired / dead_lettered, in decision order */
   size_t n_events, cap_events;
+  /* Per event, the task key of each shard (aligned with its shards; NULL
+   * where a record has none): what settled a task, without a ledger read. */
+  char ***shard_task_keys;
   altar_retry_request_t *retries;
   size_t n_retries, cap_retries;
   altar_strlist_t deferred_groups; /* "kind:group_key", once per decision */
