@@ -47,6 +47,7 @@ typedef struct picked {
   altar_handle_t *hs;
   char **keys;
   bool *has_task; /* keys[i] is the record's task key (not backend:external_id) */
+  bool *hopeless; /* failed deterministically: a retry would fail again */
   int64_t *restarts;
   size_t n;
 } picked_t;
@@ -59,6 +60,7 @@ static void picked_clear(picked_t *p) {
   free(p->hs);
   free(p->keys);
   free(p->has_task);
+  free(p->hopeless);
   free(p->restarts);
   memset(p, 0, sizeof *p);
 }
@@ -72,12 +74,14 @@ static int pick(picked_t *p, const altar_ledger_entry_t *const *m, size_t n, alt
   p->keys = calloc(cnt, sizeof *p->keys);
   p->restarts = calloc(cnt, sizeof *p->restarts);
   p->has_task = calloc(cnt, sizeof *p->has_task);
-  if (!p->hs || !p->keys || !p->restarts || !p->has_task) goto oom;
+  p->hopeless = calloc(cnt, sizeof *p->hopeless);
+  if (!p->hs || !p->keys || !p->restarts || !p->has_task || !p->hopeless) goto oom;
   for (size_t i = 0; i < n; i++) {
     if (m[i]->rec.state != state) continue;
     if (altar_handle_copy(&p->hs[p->n], &m[i]->rec.handle)) goto oom;
     p->restarts[p->n] = m[i]->rec.restart_count;
     p->has_task[p->n] = m[i]->task_key != NULL;
+    p->hopeless[p->n] = m[i]->rec.failure && m[i]->rec.failure->deterministic;
     if (!(p->keys[p->n++] = member_key(m[i]))) goto oom;
   }
   return ALTAR_OK;
@@ -148,8 +152,20 @@ static int consume_both(altar_ledger_t *l, const picked_t *a, const picked_t *b,
 
 /* Asks for another run of each failed shard: back to PENDING, restart
  * count raised, and a retry request carrying the spec. */
+/* Restarts every failed shard and asks for its spec to be republished; or,
+ * when one has no stored spec (nothing to republish), changes nothing and
+ * sets *pno_spec: the group is dead-lettered rather than left pending. */
 static int retry_all(altar_ledger_t *l, const char *kind, const picked_t *f, altar_apply_result_t *res,
-                     altar_error_t *err) {
+                     bool *pno_spec, altar_error_t *err) {
+  *pno_spec = false;
+  for (size_t i = 0; i < f->n && !*pno_spec; i++) {
+    altar_ledger_entry_t e;
+    int rc = altar_ledger_get(l, f->hs[i].backend, f->hs[i].external_id, &e, err);
+    if (rc) return rc;
+    *pno_spec = e.rec.spec == NULL;
+    altar_ledger_entry_clear(&e);
+  }
+  if (*pno_spec) return ALTAR_OK;
   for (size_t i = 0; i < f->n; i++) {
     int rc = altar_ledger_restart(l, &f->hs[i], err);
     if (rc) return rc;
@@ -216,13 +232,16 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   if (!f.n) goto out; /* still fanning in */
   bool dead = gs->failed_policy == ALTAR_ON_FAILED_DEAD_LETTER;
   if (gs->failed_policy == ALTAR_ON_FAILED_RETRY) {
+    /* Out of restarts, or failed deterministically (it would fail again):
+     * the group can never complete. */
     bool budget = true;
-    for (size_t i = 0; i < f.n; i++) budget &= f.restarts[i] < gs->max_restarts;
+    for (size_t i = 0; i < f.n; i++) budget &= f.restarts[i] < gs->max_restarts && !f.hopeless[i];
     if (budget) {
-      rc = retry_all(l, gs->kind, &f, res, err);
-      goto out;
+      bool no_spec;
+      rc = retry_all(l, gs->kind, &f, res, &no_spec, err);
+      if (rc || !no_spec) goto out;
     }
-    dead = true; /* a shard is out of restarts: the group can never complete */
+    dead = true;
   }
   if (dead) {
     picked_t d = f;

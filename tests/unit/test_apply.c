@@ -53,6 +53,13 @@ static void st(const char *kind, const char *eid, const char *job, int fold, int
   if (s == ALTAR_STATE_FAILED) e->failure = altar_failure_exit(2, "bad input", true);
 }
 
+/* A failure worth a retry (a timeout), unlike st()'s exit code. */
+static void st_transient(const char *kind, const char *eid, const char *job, int fold, int nfolds) {
+  altar_status_event_t *e = ev_new(ALTAR_EV_STATE, kind, eid, job, fold, nfolds);
+  e->state = ALTAR_STATE_FAILED;
+  e->failure = altar_failure_new("timeout", "ran past timeout_s", false);
+}
+
 static void rel(const char *kind, const char *eid, const char *job) {
   ev_new(ALTAR_EV_RELEASED, kind, eid, job, 0, 1);
 }
@@ -258,7 +265,7 @@ static void test_retry_then_dead_letter(void) {
   sub("retry", "r0", "jr", 0, 2);
   sub("retry", "r1", "jr", 1, 2);
   st("retry", "r0", "jr", 0, 2, ALTAR_STATE_SUCCEEDED);
-  st("retry", "r1", "jr", 1, 2, ALTAR_STATE_FAILED);
+  st_transient("retry", "r1", "jr", 1, 2);
   altar_apply_result_t r = {0};
   CU_ASSERT_EQUAL(apply(l, &s, 0, nev, &r), 0);
   CU_ASSERT_EQUAL(r.n_events, 0);
@@ -283,6 +290,7 @@ static void test_retry_then_dead_letter(void) {
   x->task_key = strdup("tk-r1");
   x = ev_new(ALTAR_EV_STATE, "retry", "r1b", "jr", 1, 2);
   x->state = ALTAR_STATE_FAILED;
+  x->failure = altar_failure_new("timeout", NULL, false);
   CU_ASSERT_EQUAL(apply(l, &s, from, nev, &r), 0);
   CU_ASSERT_EQUAL(r.n_retries, 0); /* out of restarts */
   CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
@@ -310,7 +318,7 @@ static void test_retry_same_handle_then_fire(void) {
   altar_ledger_t *l = altar_ledger_memory_new();
   sub("retry", "r0", "jr", 0, 2);
   sub("retry", "r1", "jr", 1, 2);
-  st("retry", "r1", "jr", 1, 2, ALTAR_STATE_FAILED);
+  st_transient("retry", "r1", "jr", 1, 2);
   sub("retry", "r1", "jr", 1, 2); /* rerun under the same external id: a duplicate now */
   st("retry", "r1", "jr", 1, 2, ALTAR_STATE_SUCCEEDED);
   st("retry", "r0", "jr", 0, 2, ALTAR_STATE_SUCCEEDED);
@@ -324,6 +332,55 @@ static void test_retry_same_handle_then_fire(void) {
   altar_apply_result_clear(&r);
   altar_ledger_close(l);
   altar_group_specs_clear(&s);
+}
+
+/* Under on_failed: retry, a deterministic failure (the command's own exit
+ * code) would only fail again, and a shard whose spec was never stored has
+ * nothing to republish: both dead-letter the group at once, on both ledgers. */
+static void retry_gives_up(altar_ledger_t *l) {
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, specs_yaml);
+  sub("retry", "d0", "jd", 0, 2);
+  sub("retry", "d1", "jd", 1, 2);
+  st("retry", "d1", "jd", 1, 2, ALTAR_STATE_FAILED); /* exit_2, deterministic */
+  /* A group whose shard was recorded without a spec (a submitted event
+   * from an old worker), then failed transiently. */
+  altar_status_event_t *x = ev_new(ALTAR_EV_SUBMITTED, "retry", "n0", "jn", 0, 2);
+  (void)x;
+  st_transient("retry", "n0", "jn", 0, 2);
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL(apply(l, &s, 0, nev, &r), 0);
+  CU_ASSERT_EQUAL(r.n_retries, 0);
+  CU_ASSERT_EQUAL_FATAL(r.n_events, 2);
+  CU_ASSERT_EQUAL(r.events[0].event, ALTAR_GROUP_DEAD_LETTERED);
+  CU_ASSERT_STRING_EQUAL(r.events[0].group_key, "jd");
+  CU_ASSERT_EQUAL(r.events[1].event, ALTAR_GROUP_DEAD_LETTERED);
+  CU_ASSERT_STRING_EQUAL(r.events[1].group_key, "jn");
+  altar_ledger_entry_t e;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "n0", &e, &err), 0);
+  CU_ASSERT(e.rec.consumed);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_FAILED); /* not restarted: nothing would run it */
+  CU_ASSERT_EQUAL(e.rec.restart_count, 0);
+  altar_ledger_entry_clear(&e);
+  altar_apply_result_clear(&r);
+  altar_group_specs_clear(&s);
+  ev_reset();
+}
+
+static void test_retry_gives_up_when_hopeless(void) {
+  altar_ledger_t *l = altar_ledger_memory_new();
+  retry_gives_up(l);
+  altar_ledger_close(l);
+  char *dir = altar_test_tmpdir("apply-retry-hopeless");
+  altar_error_t err = {0};
+  l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  retry_gives_up(l);
+  altar_ledger_close(l);
+  altar_test_rmtree(dir);
+  free(dir);
 }
 
 static void test_released_and_unknown(void) {
@@ -409,6 +466,7 @@ static void add(void) {
   ALTAR_TEST(test_defer_and_stall);
   ALTAR_TEST(test_retry_then_dead_letter);
   ALTAR_TEST(test_retry_same_handle_then_fire);
+  ALTAR_TEST(test_retry_gives_up_when_hopeless);
   ALTAR_TEST(test_released_and_unknown);
   ALTAR_TEST(test_predicate_error_aborts_batch);
   ALTAR_TEST(test_bad_events);
