@@ -3,22 +3,56 @@
 
 #include "reconciler/ledger_aux.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* One entry is one block: "<task key>\0<backend>\x1f<external id>\0"; the
- * map's key points at its start. */
-static char *entry_new(const char *task_key, size_t klen, const char *run, size_t rlen) {
-  char *b = malloc(klen + rlen + 2);
+/* One entry is one block: "<task key>\0<backend>\x1f<external id>\0" and
+ * the settling event's ts (a double, unaligned); the map's key points at its
+ * start. */
+static char *entry_new(const char *task_key, size_t klen, const char *run, size_t rlen, double ts) {
+  char *b = malloc(klen + rlen + 2 + sizeof ts);
   if (!b) return NULL;
   memcpy(b, task_key, klen);
   b[klen] = 0;
   memcpy(b + klen + 1, run, rlen);
   b[klen + 1 + rlen] = 0;
+  memcpy(b + klen + rlen + 2, &ts, sizeof ts);
   return b;
 }
 
 static const char *entry_run(const char *b) { return b + strlen(b) + 1; }
+
+static double entry_ts(const char *b) {
+  const char *run = entry_run(b);
+  double ts;
+  memcpy(&ts, run + strlen(run) + 1, sizeof ts);
+  return ts;
+}
+
+/* Stored value of "t/<task key>": the run, a NUL, the ts as text. A value
+ * without the NUL (written before settlements expired) never expires. */
+static double value_ts(const char *v, size_t vlen, size_t *prlen) {
+  const char *z = memchr(v, 0, vlen);
+  *prlen = z ? (size_t)(z - v) : vlen;
+  if (!z) return -INFINITY;
+  char num[40];
+  size_t n = vlen - *prlen - 1;
+  if (n >= sizeof num) n = sizeof num - 1;
+  memcpy(num, z + 1, n);
+  num[n] = 0;
+  char *end;
+  double ts = strtod(num, &end);
+  return end != num && isfinite(ts) ? ts : -INFINITY;
+}
+
+/* True when an event at ev_ts no longer sees a settlement made at ts. An
+ * expiry that counted from "now" would let the daemon and a replay decide
+ * differently; this depends on the two events' own times only. */
+static bool expired(double settled_ts, double ev_ts) {
+  return isfinite(settled_ts) && ev_ts - settled_ts > ALTAR_SETTLED_HORIZON_S;
+}
 
 static int map_put(altar__hmap_t *m, char *b) {
   size_t klen = strlen(b);
@@ -43,7 +77,10 @@ typedef struct load_ctx {
 static int visit_load(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
   load_ctx_t *c = ctx;
   if (klen <= 2) return 0;
-  char *b = entry_new((const char *)key + 2, klen - 2, val, vlen);
+  size_t rlen;
+  double ts = value_ts(val, vlen, &rlen);
+  if (ts > c->s->max_ts) c->s->max_ts = ts;
+  char *b = entry_new((const char *)key + 2, klen - 2, val, rlen, ts);
   if (!b || map_put(&c->s->done, b)) {
     free(b);
     c->rc = ALTAR_ENOMEM;
@@ -85,7 +122,7 @@ static bool superseded(const altar__settled_t *s, const altar_status_event_t *ev
   size_t klen = strlen(ev->task_key);
   const char *b = altar__hmap_get(&s->pend, ev->task_key, klen);
   if (!b) b = altar__hmap_get(&s->done, ev->task_key, klen);
-  if (!b) return false;
+  if (!b || expired(entry_ts(b), ev->ts)) return false;
   const char *run = entry_run(b);
   size_t bl = strlen(ev->handle.backend);
   return strncmp(run, ev->handle.backend, bl) != 0 || run[bl] != '\x1f' ||
@@ -102,15 +139,18 @@ static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_
     if (!h->backend || !h->external_id || !tk) continue;
     /* Sized from the strings: ids come from the log, their length is theirs. */
     size_t bl = strlen(h->backend), el = strlen(h->external_id), klen = strlen(tk);
-    char *run = malloc(bl + el + 2), *k = malloc(klen + 3);
+    char *run = malloc(bl + el + 2 + 40), *k = malloc(klen + 3);
     char *b = NULL;
+    size_t vlen = 0;
     if (run && k) {
       memcpy(run, h->backend, bl);
       run[bl] = '\x1f';
       memcpy(run + bl + 1, h->external_id, el + 1);
       memcpy(k, "t/", 2);
       memcpy(k + 2, tk, klen + 1);
-      b = entry_new(tk, klen, run, bl + 1 + el);
+      b = entry_new(tk, klen, run, bl + 1 + el, g->ts);
+      /* The value: the run, its NUL, then the ts as text. */
+      vlen = bl + 1 + el + 1 + (size_t)snprintf(run + bl + 1 + el + 1, 40, "%.17g", g->ts);
     }
     if (!b || map_put(&s->pend, b)) {
       free(b);
@@ -118,10 +158,42 @@ static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_
       free(k);
       return altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
     }
-    int rc = altar__ledger_aux_put(l, k, klen + 2, run, bl + 1 + el, err);
+    int rc = altar__ledger_aux_put(l, k, klen + 2, run, vlen, err);
     free(run);
     free(k);
     if (rc && rc != ALTAR_ENOTSUP) return rc;
+  }
+  return ALTAR_OK;
+}
+
+/* Forgets settlements far past the horizon, in memory and (with the open
+ * batch) on disk, once per horizon of event time. Only entries older than
+ * twice the horizon go, so a partition lagging less than a horizon behind
+ * the newest event still sees every settlement it would have seen. */
+static int prune(altar__settled_t *s, altar_ledger_t *l, const altar_status_event_t *events, size_t n,
+                 altar_error_t *err) {
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(events[i].ts) && events[i].ts > s->max_ts) s->max_ts = events[i].ts;
+  if (!isfinite(s->max_ts) || s->max_ts < s->next_prune) return ALTAR_OK;
+  double cut = s->max_ts - 2 * ALTAR_SETTLED_HORIZON_S;
+  s->next_prune = s->max_ts + ALTAR_SETTLED_HORIZON_S;
+  for (size_t i = 0; i < s->done.cap; i++) {
+    altar__hslot_t *sl = &s->done.slots[i];
+    if (!sl->key || sl->val != sl->key) continue;
+    char *b = sl->val;
+    double ts = entry_ts(b);
+    if (!isfinite(ts) || ts >= cut) continue;
+    size_t klen = strlen(b);
+    char *k = malloc(klen + 3);
+    if (!k) return altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
+    memcpy(k, "t/", 2);
+    memcpy(k + 2, b, klen + 1);
+    int rc = altar__ledger_aux_del(l, k, klen + 2, err);
+    free(k);
+    if (rc && rc != ALTAR_ENOTSUP) return rc;
+    altar__hmap_del(&s->done, b, klen);
+    free(b);
+    s->pruned++;
   }
   return ALTAR_OK;
 }
@@ -130,7 +202,7 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
                          const altar_status_event_t *events, size_t n, altar_apply_result_t *pres,
                          size_t *pskipped, altar_error_t *err) {
   size_t skipped = 0;
-  int rc = ALTAR_OK;
+  int rc = prune(s, l, events, n, err);
   for (size_t i = 0; !rc && i < n; i++) {
     if (superseded(s, &events[i])) {
       skipped++;

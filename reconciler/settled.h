@@ -14,9 +14,18 @@
 #include "altar/reconcile.h"
 #include "reconciler/hmap.h"
 
+/* A settlement stops counting for events more than this many seconds (of
+ * event time) after it: reruns come within minutes of the first run, and
+ * the set must not grow forever. Entries are dropped from memory and disk
+ * at twice this age. */
+#define ALTAR_SETTLED_HORIZON_S (7.0 * 24 * 3600)
+
 typedef struct altar__settled {
-  altar__hmap_t done; /* task key → "backend\x1fexternal_id" of the run that settled it */
+  altar__hmap_t done; /* task key → "backend\x1fexternal_id" of the run that settled it, + ts */
   altar__hmap_t pend; /* the same, noted in the open batch */
+  double max_ts;      /* newest event time seen */
+  double next_prune;  /* event time of the next pruning pass */
+  uint64_t pruned;    /* entries dropped so far */
 } altar__settled_t;
 
 /* Loads what earlier lives stored (aux keys "t/<task key>" of l; a ledger

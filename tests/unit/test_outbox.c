@@ -9,6 +9,7 @@
 #include "altar/transport.h"
 #include "reconciler/daemon.h"
 #include "reconciler/ledger_aux.h"
+#include "reconciler/settled.h"
 #include "reconciler/outbox.h"
 #include "testutil.h"
 
@@ -858,6 +859,87 @@ static void test_rerun_after_settle_is_ignored(void) {
   free(root);
 }
 
+static int count_aux(void *ctx, const void *k, size_t kl, const void *v, size_t vl) {
+  (void)k, (void)kl, (void)v, (void)vl;
+  (*(size_t *)ctx)++;
+  return 0;
+}
+
+static size_t settled_keys(altar_ledger_t *l) {
+  size_t n = 0;
+  altar_error_t err = {0};
+  CU_ASSERT(altar__ledger_aux_scan(l, "t/", 2, count_aux, &n, &err) == 0);
+  return n;
+}
+
+/* A settlement counts for a horizon of event time, then a rerun applies
+ * again; past twice the horizon it is dropped from disk too, and a replay
+ * still agrees with the daemon. */
+static void test_settlement_expires_then_is_pruned(void) {
+  char *root = altar_test_tmpdir("outbox-settled-horizon");
+  char ldir[512], l2dir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
+  static const char *yaml =
+      "pair:\n  group_by: [job_id]\n  ready_when: {count_at_least: 2}\n  on_failed: dead_letter\n";
+  altar_group_specs_t groups = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_group_specs_load_string(yaml, strlen(yaml), "t", &groups, &err) == 0);
+  const double H = ALTAR_SETTLED_HORIZON_S;
+  altar_transport_t *p = open_local(root, NULL);
+  make_topics(p);
+  status_run(p, ALTAR_EV_SUBMITTED, "j1", 0, "r1", ALTAR_STATE_PENDING, 1.0);
+  status_run(p, ALTAR_EV_SUBMITTED, "j1", 1, "r1", ALTAR_STATE_PENDING, 2.0);
+  status_run(p, ALTAR_EV_STATE, "j1", 0, "r1", ALTAR_STATE_SUCCEEDED, 3.0);
+  status_run(p, ALTAR_EV_STATE, "j1", 1, "r1", ALTAR_STATE_SUCCEEDED, 4.0); /* fires at ts 4 */
+  /* Within the horizon a rerun is set aside ... */
+  status_run(p, ALTAR_EV_SUBMITTED, "j1", 1, "r2", ALTAR_STATE_PENDING, 4.0 + H - 1);
+  /* ... past it, it is work again (a new record, pending). */
+  status_run(p, ALTAR_EV_SUBMITTED, "j1", 0, "r3", ALTAR_STATE_PENDING, 4.0 + H + 1);
+  altar_ledger_t *l = open_ledger(ldir);
+  altar_transport_t *t = open_local(root, NULL);
+  altar_topics_t topics = topics_named("ready");
+  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
+                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_stats_t st = {0};
+  CU_ASSERT_FATAL(altar_reconciler_run(&o, &st, &err) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(st.fired, 1);
+  CU_ASSERT_EQUAL(count_open(l), 1); /* r3 only */
+  CU_ASSERT_EQUAL(settled_keys(l), 2);
+  altar_ledger_close(l);
+
+  /* Twice the horizon later, the next event prunes both settlements. */
+  status_run(p, ALTAR_EV_SUBMITTED, "j2", 0, "r1", ALTAR_STATE_PENDING, 4.0 + 2 * H + 10);
+  altar_transport_close(p);
+  l = open_ledger(ldir);
+  t = open_local(root, NULL);
+  o.transport = t;
+  o.ledger = l;
+  CU_ASSERT_FATAL(altar_reconciler_run(&o, &st, &err) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(settled_keys(l), 0);
+  CU_ASSERT_EQUAL(count_open(l), 2);
+  char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
+  altar_ledger_close(l);
+
+  altar_strmap_t props = {0};
+  altar_strmap_set(&props, "dir", root);
+  altar_ledger_t *l2 = open_ledger(l2dir);
+  uint64_t missing = 0;
+  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, &groups, &topics, true, &st, &missing, &err) == 0);
+  CU_ASSERT_EQUAL(missing, 0);
+  char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
+  CU_ASSERT_STRING_EQUAL(sum1, sum2);
+  altar_ledger_close(l2);
+  altar_strmap_clear(&props);
+  altar_group_specs_clear(&groups);
+  altar_test_rmtree(root);
+  free(root);
+}
+
 static int setup(void) {
   int rc = altar_transport_register(&altar_transport_local_ops);
   return rc == 0 || rc == ALTAR_EEXIST ? 0 : -1;
@@ -875,6 +957,7 @@ static void add(void) {
   ALTAR_TEST(test_daemon_survives_odd_events);
   ALTAR_TEST(test_rebuild_skips_what_the_daemon_set_aside);
   ALTAR_TEST(test_rerun_after_settle_is_ignored);
+  ALTAR_TEST(test_settlement_expires_then_is_pruned);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
