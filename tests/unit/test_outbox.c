@@ -784,16 +784,50 @@ static int count_open(altar_ledger_t *l) {
   return (int)ls.open;
 }
 
+static const char *pair_yaml =
+    "pair:\n  group_by: [job_id]\n  ready_when: {count_at_least: 2}\n  on_failed: dead_letter\n";
+
+/* Runs a reconciler daemon over the log in root until idle; returns its
+ * ledger (in ldir), still open. */
+static altar_ledger_t *run_daemon(const char *root, const char *ldir, const altar_group_specs_t *groups,
+                                  const altar_topics_t *topics, altar_reconciler_stats_t *st) {
+  altar_ledger_t *l = open_ledger(ldir);
+  altar_transport_t *t = open_local(root, NULL);
+  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = groups, .topics = topics,
+                               .exit_when_idle = true, .quiet = true};
+  altar_error_t err = {0};
+  memset(st, 0, sizeof *st);
+  int rc = altar_reconciler_run(&o, st, &err);
+  if (rc) fprintf(stderr, "daemon: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  altar_transport_close(t);
+  return l;
+}
+
+/* Rebuilds a ledger in l2dir from the log in root; its checksum into sum. */
+static uint64_t replay_checksum(const char *root, const char *l2dir, const altar_group_specs_t *groups,
+                                const altar_topics_t *topics, char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1]) {
+  altar_strmap_t props = {0};
+  altar_strmap_set(&props, "dir", root);
+  altar_ledger_t *l2 = open_ledger(l2dir);
+  altar_reconciler_stats_t st = {0};
+  altar_error_t err = {0};
+  uint64_t missing = 0;
+  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, groups, topics, true, &st, &missing, &err) == 0);
+  CU_ASSERT(altar_ledger_checksum(l2, sum, &err) == 0);
+  altar_ledger_close(l2);
+  altar_strmap_clear(&props);
+  return missing;
+}
+
 static void test_rerun_after_settle_is_ignored(void) {
   char *root = altar_test_tmpdir("outbox-rerun");
   char ldir[512], l2dir[512];
   snprintf(ldir, sizeof ldir, "%s/ledger", root);
   snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
-  static const char *yaml =
-      "pair:\n  group_by: [job_id]\n  ready_when: {count_at_least: 2}\n  on_failed: dead_letter\n";
   altar_group_specs_t groups = {0};
   altar_error_t err = {0};
-  CU_ASSERT_FATAL(altar_group_specs_load_string(yaml, strlen(yaml), "t", &groups, &err) == 0);
+  CU_ASSERT_FATAL(altar_group_specs_load_string(pair_yaml, strlen(pair_yaml), "t", &groups, &err) == 0);
   altar_transport_t *p = open_local(root, NULL);
   make_topics(p);
   status_run(p, ALTAR_EV_SUBMITTED, "j1", 0, "r1", ALTAR_STATE_PENDING, 1.0);
@@ -804,15 +838,10 @@ static void test_rerun_after_settle_is_ignored(void) {
   status_run(p, ALTAR_EV_SUBMITTED, "j1", 1, "r2", ALTAR_STATE_PENDING, 5.0);
   status_run(p, ALTAR_EV_STATE, "j1", 1, "r2", ALTAR_STATE_SUCCEEDED, 6.0);
 
-  altar_ledger_t *l = open_ledger(ldir);
-  altar_transport_t *t = open_local(root, NULL);
   altar_topics_t topics = topics_named("ready");
-  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
-                               .exit_when_idle = true, .quiet = true};
-  altar_reconciler_stats_t st = {0};
-  CU_ASSERT_FATAL(altar_reconciler_run(&o, &st, &err) == 0);
+  altar_reconciler_stats_t st;
+  altar_ledger_t *l = run_daemon(root, ldir, &groups, &topics, &st);
   CU_ASSERT_EQUAL(st.fired, 1);
-  altar_transport_close(t);
   CU_ASSERT_EQUAL(count_open(l), 0);
   altar_ledger_close(l);
 
@@ -823,14 +852,8 @@ static void test_rerun_after_settle_is_ignored(void) {
   /* A late event of the run that settled still applies (kept for operators). */
   status_run(p, ALTAR_EV_STATE, "j1", 0, "r1", ALTAR_STATE_SUCCEEDED, 10.0);
   altar_transport_close(p);
-  l = open_ledger(ldir);
-  t = open_local(root, NULL);
-  o.transport = t;
-  o.ledger = l;
-  memset(&st, 0, sizeof st);
-  CU_ASSERT_FATAL(altar_reconciler_run(&o, &st, &err) == 0);
+  l = run_daemon(root, ldir, &groups, &topics, &st);
   CU_ASSERT_EQUAL(st.fired, 0);
-  altar_transport_close(t);
   CU_ASSERT_EQUAL(count_open(l), 0);
   char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
@@ -841,19 +864,10 @@ static void test_rerun_after_settle_is_ignored(void) {
   CU_ASSERT_EQUAL(r.n, 1);
   recs_clear(&r);
 
-  altar_strmap_t props = {0};
-  altar_strmap_set(&props, "dir", root);
-  altar_ledger_t *l2 = open_ledger(l2dir);
-  altar_topics_t topics2 = topics_named("ready2");
-  uint64_t missing = 0;
-  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, true, &st, &missing, &err) == 0);
-  CU_ASSERT_EQUAL(missing, 1);
   char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
-  CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
+  altar_topics_t topics2 = topics_named("ready2");
+  CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics2, sum2), 1);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
-  CU_ASSERT_EQUAL(count_open(l2), 0);
-  altar_ledger_close(l2);
-  altar_strmap_clear(&props);
   altar_group_specs_clear(&groups);
   altar_test_rmtree(root);
   free(root);
@@ -880,11 +894,9 @@ static void test_settlement_expires_then_is_pruned(void) {
   char ldir[512], l2dir[512];
   snprintf(ldir, sizeof ldir, "%s/ledger", root);
   snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
-  static const char *yaml =
-      "pair:\n  group_by: [job_id]\n  ready_when: {count_at_least: 2}\n  on_failed: dead_letter\n";
   altar_group_specs_t groups = {0};
   altar_error_t err = {0};
-  CU_ASSERT_FATAL(altar_group_specs_load_string(yaml, strlen(yaml), "t", &groups, &err) == 0);
+  CU_ASSERT_FATAL(altar_group_specs_load_string(pair_yaml, strlen(pair_yaml), "t", &groups, &err) == 0);
   const double H = ALTAR_SETTLED_HORIZON_S;
   altar_transport_t *p = open_local(root, NULL);
   make_topics(p);
@@ -896,14 +908,9 @@ static void test_settlement_expires_then_is_pruned(void) {
   status_run(p, ALTAR_EV_SUBMITTED, "j1", 1, "r2", ALTAR_STATE_PENDING, 4.0 + H - 1);
   /* ... past it, it is work again (a new record, pending). */
   status_run(p, ALTAR_EV_SUBMITTED, "j1", 0, "r3", ALTAR_STATE_PENDING, 4.0 + H + 1);
-  altar_ledger_t *l = open_ledger(ldir);
-  altar_transport_t *t = open_local(root, NULL);
   altar_topics_t topics = topics_named("ready");
-  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
-                               .exit_when_idle = true, .quiet = true};
-  altar_reconciler_stats_t st = {0};
-  CU_ASSERT_FATAL(altar_reconciler_run(&o, &st, &err) == 0);
-  altar_transport_close(t);
+  altar_reconciler_stats_t st;
+  altar_ledger_t *l = run_daemon(root, ldir, &groups, &topics, &st);
   CU_ASSERT_EQUAL(st.fired, 1);
   CU_ASSERT_EQUAL(count_open(l), 1); /* r3 only */
   CU_ASSERT_EQUAL(settled_keys(l), 2);
@@ -912,29 +919,16 @@ static void test_settlement_expires_then_is_pruned(void) {
   /* Twice the horizon later, the next event prunes both settlements. */
   status_run(p, ALTAR_EV_SUBMITTED, "j2", 0, "r1", ALTAR_STATE_PENDING, 4.0 + 2 * H + 10);
   altar_transport_close(p);
-  l = open_ledger(ldir);
-  t = open_local(root, NULL);
-  o.transport = t;
-  o.ledger = l;
-  CU_ASSERT_FATAL(altar_reconciler_run(&o, &st, &err) == 0);
-  altar_transport_close(t);
+  l = run_daemon(root, ldir, &groups, &topics, &st);
   CU_ASSERT_EQUAL(settled_keys(l), 0);
   CU_ASSERT_EQUAL(count_open(l), 2);
   char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
   altar_ledger_close(l);
 
-  altar_strmap_t props = {0};
-  altar_strmap_set(&props, "dir", root);
-  altar_ledger_t *l2 = open_ledger(l2dir);
-  uint64_t missing = 0;
-  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, &groups, &topics, true, &st, &missing, &err) == 0);
-  CU_ASSERT_EQUAL(missing, 0);
   char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
-  CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
+  CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics, sum2), 0);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
-  altar_ledger_close(l2);
-  altar_strmap_clear(&props);
   altar_group_specs_clear(&groups);
   altar_test_rmtree(root);
   free(root);
