@@ -65,6 +65,12 @@ int altar__backend_def_await(altar_backend_t *be, const altar_handle_t *handles,
                          be->ops->name);
 }
 
+int altar__backend_def_wait_change(altar_backend_t *be, int timeout_ms) {
+  (void)be;
+  (void)timeout_ms;
+  return ALTAR_ENOTSUP;
+}
+
 int altar__backend_def_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err) {
   (void)be;
   (void)handle;

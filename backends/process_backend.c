@@ -7,10 +7,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,11 +119,46 @@ void altar__proc_live_remove(altar_process_t *p, const char *id) {
     }
 }
 
-void altar__proc_reap(altar_process_t *p) {
+size_t altar__proc_reap(altar_process_t *p) {
+  size_t reaped = 0;
   for (size_t i = p->n_children; i-- > 0;) {
     pid_t r = waitpid(p->children[i], NULL, WNOHANG);
-    if (r == p->children[i] || (r < 0 && errno == ECHILD)) p->children[i] = p->children[--p->n_children];
+    if (r == p->children[i] || (r < 0 && errno == ECHILD)) {
+      if (p->child_fds[i] >= 0) close(p->child_fds[i]);
+      p->n_children--;
+      p->children[i] = p->children[p->n_children];
+      p->child_fds[i] = p->child_fds[p->n_children];
+      reaped++;
+    }
   }
+  return reaped;
+}
+
+void altar__proc_child_add(altar_process_t *p, pid_t pid) {
+  p->children[p->n_children] = pid;
+  /* Readable once the supervisor has exited, which is when its status is
+   * final (its exit drops the task file's lock). */
+  p->child_fds[p->n_children] = (int)syscall(SYS_pidfd_open, pid, 0);
+  p->n_children++;
+}
+
+/* Waits for one of our supervisors to exit. Tasks adopted from an earlier
+ * worker are not our children: a poller still finds them on its clock. */
+int altar__proc_wait_change(altar_backend_t *be, int timeout_ms) {
+  altar_process_t *p = be->impl;
+  /* Exited ones are reaped here, so none is reported twice. */
+  if (altar__proc_reap(p)) return 1;
+  size_t n = p->n_children;
+  struct pollfd few[64], *pfs = n <= 64 ? few : calloc(n, sizeof *pfs);
+  if (!pfs) return ALTAR_ENOTSUP;
+  int r = 0;
+  for (size_t i = 0; i < n && r == 0; i++) {
+    if (p->child_fds[i] < 0) r = ALTAR_ENOTSUP; /* no pidfds here (before Linux 5.3) */
+    pfs[i] = (struct pollfd){.fd = p->child_fds[i], .events = POLLIN};
+  }
+  if (r == 0) r = poll(pfs, (nfds_t)n, timeout_ms) > 0 ? 1 : 0;
+  if (pfs != few) free(pfs);
+  return r;
 }
 
 /* ---- memory enforcement: find a cgroup we may nest task groups under ----- */
@@ -213,12 +250,17 @@ static bool parse_ll(const char *s, long long min, long long max, long long *pv)
 static void process_destroy(altar_backend_t *be) {
   altar_process_t *p = be->impl;
   if (!p) return;
+  altar__proc_spare_free(p); /* before tasks_dir, which names them */
   free(p->data_root);
   free(p->tasks_dir);
   free(p->storage);
   altar__proc_reap(p); /* supervisors still running stay unreaped until we exit */
+  for (size_t i = 0; i < p->n_children; i++)
+    if (p->child_fds[i] >= 0) close(p->child_fds[i]);
   free(p->children);
+  free(p->child_fds);
   free(p->live);
+  if (p->sup_fd >= 0) close(p->sup_fd);
   free(p);
   be->impl = NULL;
 }
@@ -276,6 +318,7 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
   }
   altar_process_t *p = calloc(1, sizeof *p);
   if (!p) goto nomem;
+  p->sup_fd = ALTAR_PROC_SUP_UNTRIED;
   p->slots = slots;
   p->log_cap = (size_t)cap;
   p->data_root = strdup(abs);
@@ -292,6 +335,7 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
     return NULL;
   }
   choose_cgroup(p, mem);
+  altar__proc_spare_sweep(p);
   return p;
 nomem:
   snprintf(errstr, errstr_size, "backend 'process': out of memory");
@@ -353,5 +397,6 @@ const altar_backend_ops_t altar_backend_process = {
     .mount_root = process_mount_root,
     .submit = altar__proc_submit,
     .poll = altar__proc_poll,
+    .wait_change = altar__proc_wait_change,
     .cancel = altar__proc_cancel,
 };

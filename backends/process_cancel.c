@@ -82,8 +82,8 @@ int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error
     if (pgid > 1 && supervisor_alive(dir)) kill(-pgid, SIGKILL);
     return 0;
   }
-  /* Finished or abandoned: reclaim the directory. */
-  nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  /* Finished or abandoned: reclaim the directory, as a spare if it can be. */
+  if (!altar__proc_spare_put(p, dir)) nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   altar__proc_live_remove(p, h->external_id);
   return 0;
 }

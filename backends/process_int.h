@@ -1,9 +1,13 @@
 /* The `process` backend's internals, shared by its files:
  *   process_backend.c    vtable, configuration, capacity, resources, paths
- *   process_submit.c     task directory, spawn of the supervisor
- *   process_supervisor.c the per-task supervisor (runs after fork)
+ *   process_submit.c     task directory, lock, launch parameters
+ *   process_spawn.c      starting the supervisor (exec from memory, or fork)
+ *   process_supervisor.c the per-task supervisor
+ *   process_supervisor_main.c  the supervisor as a program (not in the library)
+ *   process_supervisor_blob.c  that program's bytes, carried in the library
  *   process_poll.c       poll and adoption from the task directory
  *   process_cancel.c     cancel
+ *   process_spare.c      reclaimed task directories kept for reuse
  *   process_staging.c    stage_inputs / collect_outputs through Storage
  *
  * Task directory <data_root>/tasks/<id>/ (the task's cwd):
@@ -37,6 +41,8 @@
 #define ALTAR_PROC_DEFAULT_LOG_CAP (1u << 20)
 #define ALTAR_PROC_DEFAULT_SLOTS 4
 #define ALTAR_PATH_BUF 4352 /* ALTAR_PATH_MAX plus room for a task suffix */
+#define ALTAR_PROC_SUP_UNTRIED (-2) /* sup_fd before the first spawn */
+#define ALTAR_PROC_SPARE_MAX 64      /* reclaimed task directories kept */
 
 typedef struct altar_proc_task {
   char id[ALTAR_PROC_ID_MAX + 1];
@@ -55,7 +61,14 @@ typedef struct altar_process {
   /* Supervisors we forked and have not reaped yet (they are our children
    * until they exit or we do; reaped without blocking in poll/capacity). */
   pid_t *children;
+  int *child_fds; /* a pidfd per child (-1: none), for wait_change */
   size_t n_children, cap_children;
+  /* The supervisor program in a sealed memfd; -1: supervisors are forked. */
+  int sup_fd;
+  /* Spare task directories we made, by number (process_spare.c). */
+  uint64_t spares[ALTAR_PROC_SPARE_MAX];
+  size_t n_spares;
+  uint64_t spare_seq;
   /* Memory enforcement chosen at create: cgroup dir to nest under, or "". */
   char cgroup_parent[512];
   int cgroup_version; /* 0 none (RSS watchdog), 1 or 2 */
@@ -75,8 +88,16 @@ typedef struct altar_proc_launch {
   int cgroup_version;
 } altar_proc_launch_t;
 
-/* Runs the supervisor in the current (freshly forked) process; never returns. */
+/* Runs the supervisor in the current (freshly forked or exec'd) process;
+ * never returns. */
 void altar__proc_supervise(const altar_proc_launch_t *l) __attribute__((noreturn));
+
+/* Starts the supervisor for l as our child (l->lock_fd is inherited);
+ * returns its pid, or -1 with errno. Worker thread only. */
+pid_t altar__proc_spawn_supervisor(altar_process_t *p, const altar_proc_launch_t *l);
+
+/* The supervisor program's bytes (*plen 0: the build carries none). */
+const unsigned char *altar__proc_sup_program(size_t *plen);
 
 /* "<tasks_dir>/<id>" into buf; ALTAR_EINVAL for an id that is not ours. */
 int altar__proc_task_dir(const altar_process_t *p, const char *id, char *buf, size_t size,
@@ -89,8 +110,20 @@ bool altar__proc_id_valid(const char *id);
 int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *pstate,
                       altar_failure_t **pfailure, altar_error_t *err);
 
-/* Reaps exited supervisors without blocking. */
-void altar__proc_reap(altar_process_t *p);
+/* Reaps exited supervisors without blocking; returns how many. */
+size_t altar__proc_reap(altar_process_t *p);
+/* Records a supervisor just started (room made by submit beforehand). */
+void altar__proc_child_add(altar_process_t *p, pid_t pid);
+
+/* Keeps a reclaimed task's directory (its supervisor gone) for reuse:
+ * emptied but for its truncated task file. False: not kept, delete it. */
+bool altar__proc_spare_put(altar_process_t *p, const char *task_dir);
+/* Renames a spare into place as task_dir; false when there is none. */
+bool altar__proc_spare_take(altar_process_t *p, const char *task_dir);
+/* Deletes the spares left (destroy). */
+void altar__proc_spare_free(altar_process_t *p);
+/* Deletes spares whose process is gone (a worker that died kept some). */
+void altar__proc_spare_sweep(altar_process_t *p);
 
 /* Live-set bookkeeping for capacity. */
 int altar__proc_live_add(altar_process_t *p, const char *id);
@@ -112,6 +145,7 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
 int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
                      altar_error_t *err);
 int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err);
+int altar__proc_wait_change(altar_backend_t *be, int timeout_ms);
 int altar__proc_stage_inputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n,
                              altar_error_t *err);
 int altar__proc_collect_outputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n,

@@ -1,6 +1,6 @@
-/* `process` submit: make the task directory, take its lock, and fork the
- * task's supervisor, which starts a session of its own so the task outlives
- * us. Returns once the supervisor exists (accepted). */
+/* `process` submit: make the task directory, take its lock, and start the
+ * task's supervisor (process_spawn.c), which starts a session of its own so
+ * the task outlives us. Returns once the supervisor exists (accepted). */
 #include "process_int.h"
 
 #include "altar/buf.h"
@@ -133,6 +133,18 @@ static void remove_task_dir(const char *task_dir) {
   rmdir(task_dir);
 }
 
+/* Opens and locks a task file; -1 with errno. */
+static int lock_task_file(const char *path) {
+  int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    fd = -1;
+  }
+  return fd;
+}
+
 int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph,
                        altar_error_t *err) {
   altar_process_t *p = be->impl;
@@ -150,7 +162,8 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
   l->lock_fd = -1;
   rc = altar__proc_task_dir(p, id, l->task_dir, sizeof l->task_dir, err);
   if (rc < 0) goto out;
-  if (mkdir(l->task_dir, 0755) < 0) {
+  bool spare = altar__proc_spare_take(p, l->task_dir);
+  if (!spare && mkdir(l->task_dir, 0755) < 0) {
     rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cannot create task directory '%s': %s",
                                    l->task_dir, strerror(errno));
     goto out;
@@ -181,35 +194,41 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
    * submit returns, "lock held" means "supervisor alive". */
   char lock_path[ALTAR_PATH_BUF + 8];
   snprintf(lock_path, sizeof lock_path, "%s/task", l->task_dir);
-  l->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (l->lock_fd < 0 || flock(l->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+  l->lock_fd = lock_task_file(lock_path);
+  if (spare && l->lock_fd < 0) {
+    /* A reader still holds the spare's file: start over with a new directory. */
+    remove_task_dir(l->task_dir);
+    l->lock_fd = mkdir(l->task_dir, 0755) < 0 ? -1 : lock_task_file(lock_path);
+  }
+  if (l->lock_fd < 0) {
     rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cannot lock '%s': %s", lock_path,
                                    strerror(errno));
     goto fail_dir;
   }
   write_meta(l->lock_fd, spec, l);
 
-  /* One fork: the supervisor is our child until it exits (poll reaps it
+  /* One child: the supervisor is ours until it exits (poll reaps it
    * without blocking) or until we exit (it is re-parented and goes on). A
-   * middle process would cost a second fork per task for no gain. */
+   * middle process would cost a second spawn per task for no gain. */
   altar__proc_reap(p);
   if (p->n_children == p->cap_children) {
     size_t cap = p->cap_children ? p->cap_children * 2 : 16;
     pid_t *nc = realloc(p->children, cap * sizeof *nc);
-    if (!nc) {
+    if (nc) p->children = nc;
+    int *nf = nc ? realloc(p->child_fds, cap * sizeof *nf) : NULL;
+    if (!nf) {
       rc = altar_error_set(err, ALTAR_ENOMEM, "process: submit: out of memory");
       goto fail_dir;
     }
-    p->children = nc;
+    p->child_fds = nf;
     p->cap_children = cap;
   }
-  pid_t sup = fork();
+  pid_t sup = altar__proc_spawn_supervisor(p, l);
   if (sup < 0) {
-    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: fork: %s", strerror(errno));
+    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: starting the supervisor: %s", strerror(errno));
     goto fail_dir;
   }
-  if (sup == 0) altar__proc_supervise(l);
-  p->children[p->n_children++] = sup;
+  altar__proc_child_add(p, sup);
   close(l->lock_fd);
   l->lock_fd = -1;
   rc = altar_handle_init_for_spec(ph, altar_backend_process.name, id, spec);

@@ -31,8 +31,8 @@ static void usage(FILE *out) {
 static const char shard_script[] =
     "set -e\n"
     "in=\"$1\"; out=\"$2\"; fold=\"$3\"; marker=\"$4\"\n"
+    "mkdir -p \"$(dirname \"$out\")\"\n" /* first: the marker's directory too, whichever shard runs first */
     "if [ -n \"$marker\" ] && [ ! -e \"$marker\" ]; then : > \"$marker\"; sleep 60; fi\n"
-    "mkdir -p \"$(dirname \"$out\")\"\n"
     "sum=$(sha256sum \"$in\" | cut -d' ' -f1)\n"
     "echo \"fold=$fold input_sha256=$sum\" > \"$out\"\n";
 

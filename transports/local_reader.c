@@ -18,7 +18,35 @@
 struct lreader_priv {
   off_t start;
   size_t len;
+  int64_t listed_ms;  /* when the partition's segments were last listed */
+  int64_t checked_ms; /* when a roll was last looked for (below) */
 };
+
+/* A consumer at the end of a partition asks on every wake whether a newer
+ * segment exists; listing the directory each time made idle consumers (the
+ * reconciler, submit --wait) spend more CPU than reading. A roll creates
+ * the segment named by the next offset, so one stat answers, at most once a
+ * millisecond (a batch loop asks many times); a full listing still runs at
+ * least every RELIST_MS, for gaps a repair or retention left. */
+#define RELIST_MS 1000
+
+static bool newer_segment_possible(lreader_t *r) {
+  struct lreader_priv *b = (struct lreader_priv *)(r + 1);
+  int64_t now = local_mono_ms();
+  if (now - b->listed_ms >= RELIST_MS) return true;
+  if (now == b->checked_ms) return false;
+  b->checked_ms = now;
+  char nm[LSEG_NAME_LEN + 1];
+  lseg_name(nm, r->next_offset);
+  char *p = local_path(r->dir, nm);
+  if (!p) return true;
+  struct stat st;
+  bool exists = stat(p, &st) == 0 || errno != ENOENT;
+  free(p);
+  return exists;
+}
+
+static void mark_listed(lreader_t *r) { ((struct lreader_priv *)(r + 1))->listed_ms = local_mono_ms(); }
 
 lreader_t *lreader_new(const char *root, const char *topic, int32_t partition) {
   lreader_t *r = calloc(1, sizeof *r + sizeof(struct lreader_priv));
@@ -52,6 +80,7 @@ static void drop_segment(lreader_t *r) {
   r->seg_base = -1;
   r->pos = 0;
   priv(r)->len = 0;
+  priv(r)->listed_ms = INT64_MIN / 2; /* a new position: look at the directory */
 }
 
 static int open_base(lreader_t *r, int64_t base, altar_error_t *err) {
@@ -129,6 +158,7 @@ static int next_segment(altar_transport_t *t, lreader_t *r, int64_t *pnext, bool
   *pnext = -1;
   int rc = lpart_segments(t, r->dir, false, &bases, &n, err);
   if (rc) return rc;
+  mark_listed(r);
   for (size_t i = 0; i < n; i++)
     if (bases[i] > r->seg_base) {
       *pnext = bases[i];
@@ -146,6 +176,7 @@ static int open_at(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, a
     size_t n = 0;
     int rc = lpart_segments(t, r->dir, false, &bases, &n, err);
     if (rc) return rc;
+    mark_listed(r);
     if (n == 0) {
       free(bases);
       return 0; /* nothing yet */
@@ -243,6 +274,7 @@ int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, alt
   *pmsg = NULL;
   for (int hops = 0; hops < 64; hops++) {
     if (r->fd < 0) {
+      if (!newer_segment_possible(r)) return 0; /* still empty */
       int rc = open_at(t, cfg, r, err);
       if (rc) return rc;
       if (r->fd < 0) return 0;
@@ -268,6 +300,7 @@ int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, alt
         return 1;
       }
     }
+    if (pr == LREC_INCOMPLETE && !newer_segment_possible(r)) return 0; /* the end, no roll */
     int64_t nx;
     bool last = false;
     int rc = next_segment(t, r, &nx, &last, err);

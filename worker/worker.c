@@ -706,6 +706,13 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     int64_t now = mono_ms();
     int wait = got_job ? 0 : (int)(next_poll > now ? next_poll - now : 0);
     if (wait > 50) wait = 50;
+    /* With every slot busy no job can be taken: wait for a task to change
+     * instead, and poll the moment one does, not at the next interval. */
+    if (w.paused && wait > 0) {
+      int wc = altar_backend_wait_change(o->backend, wait);
+      if (wc == 1) next_poll = mono_ms();
+      if (wc >= 0) wait = 0;
+    }
     rc = altar_transport_consume(o->transport, wait, &m, &e);
     got_job = rc == ALTAR_OK && m;
     if (got_job) {

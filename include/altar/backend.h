@@ -13,12 +13,13 @@
  *   mount_root       → "" (identity resolver)
  *   resolve_path     → altar_path_resolve(mount_root, logical)
  *   await_completion → ALTAR_ENOTSUP
+ *   wait_change      → ALTAR_ENOTSUP (the caller polls on its own clock)
  *   cancel           → no-op (a missing task counts as cancelled)
  *   recover          → no-op returning no handles
  *
  * Threads: a backend object is used by one thread at a time unless its own
  * documentation says more. Calls never block for a task's completion, except
- * await_completion. */
+ * await_completion and wait_change (bounded). */
 #ifndef ALTAR_BACKEND_H
 #define ALTAR_BACKEND_H
 
@@ -112,6 +113,11 @@ struct altar_backend_ops {
    * (default ALTAR_ENOTSUP: how often to poll is a driver's choice). */
   int (*await_completion)(altar_backend_t *be, const altar_handle_t *handles, size_t n,
                           altar_status_t *pstatuses, altar_error_t *err);
+  /* Block up to timeout_ms until a task submitted through this object may
+   * have changed state; a hint that a poll now would find news, so a poller
+   * need not wait out its interval. 1: something changed, 0: timed out.
+   * Optional (default ALTAR_ENOTSUP at once: the backend cannot tell). */
+  int (*wait_change)(altar_backend_t *be, int timeout_ms);
   /* Best-effort stop and reap the task, by external id. Idempotent: a task
    * that is already gone is success. Optional. */
   int (*cancel)(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err);
@@ -178,6 +184,7 @@ int altar__backend_def_resolve_path(altar_backend_t *be, const char *logical, ch
                                     altar_error_t *err);
 int altar__backend_def_await(altar_backend_t *be, const altar_handle_t *handles, size_t n,
                              altar_status_t *pstatuses, altar_error_t *err);
+int altar__backend_def_wait_change(altar_backend_t *be, int timeout_ms);
 int altar__backend_def_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err);
 int altar__backend_def_recover(altar_backend_t *be, const altar_status_t *failures, size_t n,
                                const char *const *banned, size_t n_banned,
@@ -252,6 +259,11 @@ static inline int altar_backend_await_completion(altar_backend_t *be,
                                                  const altar_handle_t *handles, size_t n,
                                                  altar_status_t *pstatuses, altar_error_t *err) {
   return altar__backend_poll(be, handles, n, pstatuses, true, err);
+}
+
+static inline int altar_backend_wait_change(altar_backend_t *be, int timeout_ms) {
+  return be->ops->wait_change ? be->ops->wait_change(be, timeout_ms)
+                              : altar__backend_def_wait_change(be, timeout_ms);
 }
 
 static inline int altar_backend_cancel(altar_backend_t *be, const altar_handle_t *handle,

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -244,6 +245,129 @@ static void test_exec_failure_is_exit_127(void) {
   altar_spec_free(s);
 }
 
+/* The supervisor is the program carried in the library, exec'd from memory,
+ * not a fork of us (which would copy our whole address space per task);
+ * only where exec from a memfd is forbidden does the backend fork. */
+static void test_supervisor_is_exec_not_fork(void) {
+  altar_spec_t *s = altar_spec_new("k", "i");
+  const char *argv[] = {"sh", "-c", "readlink /proc/$PPID/exe", NULL};
+  set_argv(s, argv);
+  char *noexec = altar_test_read_file("/proc/sys/vm/memfd_noexec", NULL);
+  bool forbidden = noexec && strtol(noexec, NULL, 10) == 2;
+  free(noexec);
+  altar_status_t st;
+  altar_handle_t h;
+  if (run(s, &st, &h) == 0) {
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
+    char *out = task_file(root, h.external_id, "stdout");
+    char *text = altar_test_read_file(out, NULL);
+    CU_ASSERT_PTR_NOT_NULL(text);
+    if (text && !forbidden) CU_ASSERT_PTR_NOT_NULL(strstr(text, "memfd:altar-supervisor"));
+    if (text && forbidden) CU_ASSERT_PTR_NULL(strstr(text, "memfd:altar-supervisor"));
+    free(text);
+    free(out);
+    altar_status_clear(&st);
+    altar_handle_clear(&h);
+  }
+  altar_spec_free(s);
+}
+
+/* A reclaimed task's directory is reused by the next submit, emptied of all
+ * the task left there; a task that swapped its task file for a link to
+ * another file does not get that file truncated (its directory is deleted). */
+static void test_reclaimed_directory_is_reused_clean(void) {
+  altar_spec_t *s = altar_spec_new("k", "i");
+  const char *dirty[] = {"sh", "-c", "mkdir -p sub && echo x > sub/f && echo junk > junk && echo out", NULL};
+  set_argv(s, dirty);
+  altar_status_t st;
+  altar_handle_t h;
+  if (run(s, &st, &h) != 0) {
+    altar_spec_free(s);
+    return;
+  }
+  CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
+  altar_status_clear(&st);
+  char *dir = task_file(root, h.external_id, "");
+  struct stat before, after;
+  CU_ASSERT_EQUAL_FATAL(stat(dir, &before), 0);
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0); /* finished: reclaimed */
+  CU_ASSERT_NOT_EQUAL(stat(dir, &after), 0);
+  free(dir);
+  altar_handle_clear(&h);
+  const char *look[] = {"sh", "-c", "ls -A; wc -c < task", NULL};
+  set_argv(s, look);
+  if (run(s, &st, &h) == 0) {
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
+    dir = task_file(root, h.external_id, "");
+    CU_ASSERT(stat(dir, &after) == 0 && after.st_ino == before.st_ino); /* the same directory */
+    free(dir);
+    char *out = task_file(root, h.external_id, "stdout");
+    char *text = altar_test_read_file(out, NULL);
+    CU_ASSERT_PTR_NOT_NULL(text);
+    /* Only its own task file, which holds nothing of the first task. */
+    if (text) CU_ASSERT(!strncmp(text, "task\n", 5) && !strstr(text, "junk") && !strstr(text, "sub"));
+    char *meta = task_file(root, h.external_id, "task");
+    char *mt = altar_test_read_file(meta, NULL);
+    CU_ASSERT(mt && strstr(mt, "wc -c") && !strstr(mt, "junk")); /* the new meta only */
+    free(mt);
+    free(meta);
+    free(text);
+    free(out);
+    altar_status_clear(&st);
+    CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0);
+    altar_handle_clear(&h);
+  }
+  /* A link in place of the task file: the directory is not kept, the file not touched. */
+  char victim[4200];
+  snprintf(victim, sizeof victim, "%s/victim", root);
+  FILE *f = fopen(victim, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("keep me", f);
+  fclose(f);
+  char script[4400];
+  snprintf(script, sizeof script, "rm -f task && ln -s %s task", victim);
+  const char *evil[] = {"sh", "-c", script, NULL};
+  set_argv(s, evil);
+  if (run(s, &st, &h) == 0) {
+    altar_status_clear(&st);
+    CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0);
+    char *text = altar_test_read_file(victim, NULL);
+    CU_ASSERT(text && !strcmp(text, "keep me"));
+    free(text);
+    dir = task_file(root, h.external_id, "");
+    CU_ASSERT_NOT_EQUAL(stat(dir, &after), 0);
+    free(dir);
+    altar_handle_clear(&h);
+  }
+  altar_spec_free(s);
+}
+
+/* Spares a dead worker left behind are deleted when a backend opens the
+ * data root; a live process's are not touched. */
+static void test_dead_workers_spares_swept(void) {
+  char *r2 = altar_test_tmpdir("process-sweep");
+  pid_t dead = fork();
+  CU_ASSERT_FATAL(dead >= 0);
+  if (dead == 0) _exit(0);
+  waitpid(dead, NULL, 0);
+  char path[4400];
+  snprintf(path, sizeof path, "mkdir -p %s/tasks/.spare/%ld-0 %s/tasks/.spare/%ld-0 && touch %s/tasks/.spare/%ld-0/task",
+           r2, (long)dead, r2, (long)getppid(), r2, (long)dead);
+  CU_ASSERT_EQUAL_FATAL(system(path), 0);
+  char errstr[256];
+  altar_backend_t *b2 = make_process(NULL, r2, errstr, sizeof errstr);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b2);
+  struct stat st;
+  snprintf(path, sizeof path, "%s/tasks/.spare/%ld-0", r2, (long)dead);
+  CU_ASSERT_NOT_EQUAL(stat(path, &st), 0);
+  snprintf(path, sizeof path, "%s/tasks/.spare/%ld-0", r2, (long)getppid());
+  CU_ASSERT_EQUAL(stat(path, &st), 0);
+  altar_backend_destroy(b2);
+  altar_test_rmtree(r2);
+  free(r2);
+}
+
 static void test_no_shell_interpretation(void) {
   altar_spec_t *s = altar_spec_new("k", "i");
   /* An argv element with shell syntax reaches the program untouched. */
@@ -448,6 +572,9 @@ static void add(void) {
     ALTAR_TEST(test_cwd_env_and_logical_layout);
     ALTAR_TEST(test_logs_bounded);
     ALTAR_TEST(test_exec_failure_is_exit_127);
+    ALTAR_TEST(test_supervisor_is_exec_not_fork);
+    ALTAR_TEST(test_reclaimed_directory_is_reused_clean);
+    ALTAR_TEST(test_dead_workers_spares_swept);
     ALTAR_TEST(test_no_shell_interpretation);
     ALTAR_TEST(test_gpu_refused);
     ALTAR_TEST(test_capacity_counts_running);

@@ -196,9 +196,9 @@ static void test_takeover_after_kill(void) {
   free(dir);
 }
 
-static int count_segments(const char *dir) {
+static int count_segments_of(const char *dir, const char *topic) {
   char cmd[4200];
-  snprintf(cmd, sizeof cmd, "ls %s/topics/ret/0 | grep -c '\\.log$'", dir);
+  snprintf(cmd, sizeof cmd, "ls %s/topics/%s/0 | grep -c '\\.log$'", dir, topic);
   FILE *f = popen(cmd, "r");
   int n = -1;
   if (f) {
@@ -207,6 +207,8 @@ static int count_segments(const char *dir) {
   }
   return n;
 }
+
+static int count_segments(const char *dir) { return count_segments_of(dir, "ret"); }
 
 static void test_retention_by_size(void) {
   char *dir = altar_test_tmpdir("local-retention");
@@ -244,6 +246,51 @@ static void test_retention_by_size(void) {
   CU_ASSERT_EQUAL(msg->offset, begin);
   altar_msg_free(msg);
   altar_transport_close(t);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+/* A consumer waiting at the end of a partition sees what comes next at
+ * once: the first segment of an empty partition, and each segment a roll
+ * starts (it no longer lists the directory on every wake, so this checks
+ * the shortcut misses neither). Each wait is far below the relisting period. */
+static void test_tail_follows_rolls(void) {
+  char *dir = altar_test_tmpdir("local-tail");
+  altar_strmap_t m = {0};
+  altar_strmap_set(&m, "dir", dir);
+  altar_strmap_set(&m, "segment.bytes", "2048");
+  altar_strmap_set(&m, "group.commit.ms", "0");
+  altar_error_t err = {0};
+  altar_transport_t *prod = altar_transport_new("local", &m, NULL, &err);
+  altar_transport_t *cons = altar_transport_new("local", &m, NULL, &err);
+  altar_strmap_clear(&m);
+  CU_ASSERT_FATAL(prod && cons);
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(prod, "tail", 1, &err), 0);
+  altar_tp_t tp = {"tail", 0, ALTAR_OFFSET_BEGINNING};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_assign(cons, &tp, 1, &err), 0);
+  altar_msg_t *msg = NULL;
+  CU_ASSERT_EQUAL(altar_transport_consume(cons, 50, &msg, &err), 0);
+  CU_ASSERT_PTR_NULL(msg); /* empty, and now waiting at its end */
+  char val[300];
+  memset(val, 't', sizeof val);
+  int64_t want = 0;
+  for (int i = 0; i < 30; i++) { /* ~7 records a segment: several rolls */
+    altar_produce_rec_t rec = {.topic = "tail", .partition = 0, .value = val, .value_len = sizeof val};
+    CU_ASSERT_EQUAL_FATAL(altar_transport_produce(prod, &rec, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(altar_transport_flush(prod, -1, &err), 0);
+    msg = NULL;
+    CU_ASSERT_EQUAL(altar_transport_consume(cons, 200, &msg, &err), 0);
+    CU_ASSERT_FATAL(msg != NULL);
+    CU_ASSERT_EQUAL(msg->offset, want);
+    want++;
+    altar_msg_free(msg);
+    msg = NULL;
+    CU_ASSERT_EQUAL(altar_transport_consume(cons, 0, &msg, &err), 0);
+    CU_ASSERT_PTR_NULL(msg); /* caught up again */
+  }
+  CU_ASSERT(count_segments_of(dir, "tail") >= 3);
+  altar_transport_close(cons);
+  altar_transport_close(prod);
   altar_test_rmtree(dir);
   free(dir);
 }
@@ -371,6 +418,7 @@ static void add(void) {
     ALTAR_TEST(test_takeover_after_kill);
     ALTAR_TEST(test_retention_by_size);
     ALTAR_TEST(test_retention_by_age);
+    ALTAR_TEST(test_tail_follows_rolls);
     ALTAR_TEST(test_fsync_policies);
   }
 }

@@ -1,0 +1,105 @@
+/* `process`: spare task directories. Making and deleting two inodes per task
+ * (the directory and its task file) was the largest filesystem cost of a
+ * short task: on ext4 without a journal every new inode is found by
+ * scanning past each inode freed in the last seconds, so the cost grew with
+ * the rate of tasks. A reclaimed task's directory is emptied, its task file
+ * truncated, and the pair kept under <tasks>/.spare/ (never a task id this
+ * backend hands out); the next submit renames it into place. Only this
+ * object's own spares are taken; destroy deletes what is left. */
+#include "process_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static _Thread_local bool rm_failed;
+
+/* Everything below the directory except its regular `task` file. */
+static int rm_but_task(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  if (ftw->level == 0) return 0;
+  if (ftw->level == 1 && flag == FTW_F && !strcmp(path + ftw->base, "task")) return 0;
+  if ((flag == FTW_DP ? rmdir(path) : unlink(path)) < 0) rm_failed = true;
+  return 0;
+}
+
+static void spare_path(const altar_process_t *p, uint64_t seq, char *buf, size_t size) {
+  snprintf(buf, size, "%s/.spare/%ld-%llu", p->tasks_dir, (long)getpid(), (unsigned long long)seq);
+}
+
+bool altar__proc_spare_put(altar_process_t *p, const char *task_dir) {
+  if (p->n_spares >= ALTAR_PROC_SPARE_MAX) return false;
+  /* Whatever the task did to its directory is undone, or it is not reused. */
+  if (chmod(task_dir, 0755) < 0) return false;
+  rm_failed = false;
+  if (nftw(task_dir, rm_but_task, 16, FTW_DEPTH | FTW_PHYS) != 0 || rm_failed) return false;
+  char path[ALTAR_PATH_BUF + 16];
+  snprintf(path, sizeof path, "%s/task", task_dir);
+  /* Only our own file: not a link the task put there to have us truncate another. */
+  int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && ftruncate(fd, 0) == 0;
+  if (fd >= 0) close(fd);
+  if (!ok) return false;
+  char spare[ALTAR_PATH_BUF + 64];
+  uint64_t seq = p->spare_seq++;
+  spare_path(p, seq, spare, sizeof spare);
+  if (rename(task_dir, spare) < 0) {
+    if (errno != ENOENT) return false;
+    char dir[ALTAR_PATH_BUF + 16];
+    snprintf(dir, sizeof dir, "%s/.spare", p->tasks_dir);
+    if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || rename(task_dir, spare) < 0) return false;
+  }
+  p->spares[p->n_spares++] = seq;
+  return true;
+}
+
+bool altar__proc_spare_take(altar_process_t *p, const char *task_dir) {
+  while (p->n_spares) {
+    char spare[ALTAR_PATH_BUF + 64];
+    spare_path(p, p->spares[--p->n_spares], spare, sizeof spare);
+    if (rename(spare, task_dir) == 0) return true;
+  }
+  return false;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  if (flag == FTW_DP) rmdir(path);
+  else unlink(path);
+  return 0;
+}
+
+void altar__proc_spare_free(altar_process_t *p) {
+  while (p->n_spares) {
+    char spare[ALTAR_PATH_BUF + 64];
+    spare_path(p, p->spares[--p->n_spares], spare, sizeof spare);
+    nftw(spare, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  }
+}
+
+void altar__proc_spare_sweep(altar_process_t *p) {
+  char dir[ALTAR_PATH_BUF + 16];
+  snprintf(dir, sizeof dir, "%s/.spare", p->tasks_dir);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    char *end = NULL;
+    long pid = strtol(de->d_name, &end, 10);
+    if (pid <= 0 || !end || *end != '-') continue;
+    if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    char path[ALTAR_PATH_BUF + 320];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  }
+  closedir(d);
+}
