@@ -42,8 +42,16 @@ int altar__mp_check(const void *data, size_t len, const char *root, altar_error_
  * then from heap blocks. */
 #define ALTAR__MP_INLINE_NODES 192
 typedef struct altar__mp_block altar__mp_block_t;
+#define ALTAR__MP_TOP_SPANS 32
 typedef struct altar__mp_doc {
   msgpack_object root;
+  /* True when every header had its shortest form, no float32, bin or ext
+   * occurred and every map's string keys rose strictly bytewise: the
+   * wire half of "these bytes are what our encoder would write". */
+  bool canonical;
+  /* Where the value of each of the root map's first ALTAR__MP_TOP_SPANS
+   * entries lies in the parsed bytes. */
+  const uint8_t *top_start[ALTAR__MP_TOP_SPANS], *top_end[ALTAR__MP_TOP_SPANS];
   size_t used;              /* nodes taken from inline_nodes */
   altar__mp_block_t *heap;  /* overflow blocks, freed by altar__mp_doc_free */
   msgpack_object inline_nodes[ALTAR__MP_INLINE_NODES];
@@ -63,6 +71,11 @@ void altar__mp_doc_free(altar__mp_doc_t *doc);
 typedef struct altar__rd {
   altar__path_t path;
   altar_error_t *err;
+  /* Set when the walk met something our encoder writes otherwise (a struct
+   * with a key missing or unknown, an integer where a float belongs, nil
+   * resources): the typed half of the canonical check. */
+  bool noncanon;
+  const altar__mp_doc_t *doc; /* the tree being walked */
 } altar__rd_t;
 
 int altar__rd_fail(altar__rd_t *r, int code, const char *what);

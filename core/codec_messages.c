@@ -36,7 +36,7 @@ static int decode_top(const void *data, size_t len, const char *root, rd_top_fn 
   altar__mp_doc_t u;
   int rc = altar__mp_parse(data, len, root, &u, err);
   if (!rc) {
-    altar__rd_t r = {.err = err};
+    altar__rd_t r = {.err = err, .doc = &u};
     altar__path_init(&r.path, root);
     rc = fn(&r, &u.root, target);
   }
@@ -343,6 +343,22 @@ static int default_handle(altar__rd_t *r, altar_handle_t *h) {
   return rc;
 }
 
+/* When the whole message is in canonical form (wire and typed checks), the
+ * spec's bytes in it are exactly altar_encode_spec(spec): kept, so the
+ * ledger stores them without encoding the spec again. The fuzz target for
+ * status events checks that equality on every input it keeps bytes for. */
+static int keep_spec_bytes(altar__rd_t *r, const msgpack_object *o, altar_status_event_t *e) {
+  if (r->noncanon || !r->doc || !r->doc->canonical || o != &r->doc->root) return ALTAR_OK;
+  for (size_t i = 0; i < o->via.map.size && i < ALTAR__MP_TOP_SPANS; i++) {
+    const msgpack_object *k = &o->via.map.ptr[i].key;
+    if (k->via.str.size != 4 || memcmp(k->via.str.ptr, "spec", 4)) continue;
+    const uint8_t *a = r->doc->top_start[i], *b = r->doc->top_end[i];
+    if (altar_buf_append(&e->spec_enc, a, (size_t)(b - a))) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+    break;
+  }
+  return ALTAR_OK;
+}
+
 static int rd_status_top(altar__rd_t *r, const msgpack_object *o, void *target) {
   altar_status_event_t *e = target;
   int rc = rd_type_first(r, o, "status");
@@ -350,6 +366,7 @@ static int rd_status_top(altar__rd_t *r, const msgpack_object *o, void *target) 
   if (!rc) rc = default_str(r, &e->task_key);
   if (!rc) rc = default_str(r, &e->kind);
   if (!rc) rc = default_handle(r, &e->handle);
+  if (!rc && e->spec) rc = keep_spec_bytes(r, o, e);
   return rc;
 }
 

@@ -255,6 +255,7 @@ typedef struct mp_parser {
   const uint8_t *end;
   altar__mp_doc_t *doc;
   const uint8_t *last_trail; /* see mp_set_str */
+  bool noncanon;             /* see altar__mp_doc_t.canonical */
 } mp_parser_t;
 
 /* n contiguous nodes (a container's elements, two per map entry). */
@@ -299,9 +300,27 @@ static int mp_container(mp_parser_t *s, uint64_t n, bool is_map, unsigned depth,
     o->via.array.ptr = kids;
   }
   size_t total = (size_t)(is_map ? 2 * n : n);
+  bool top = depth == 0 && is_map;
   for (size_t i = 0; i < total; i++) {
+    const uint8_t *at = s->p;
     int rc = mp_value(s, depth + 1, &kids[i]);
     if (rc) return rc;
+    if (top && (i & 1) && i / 2 < ALTAR__MP_TOP_SPANS) {
+      s->doc->top_start[i / 2] = at;
+      s->doc->top_end[i / 2] = s->p;
+    }
+    if (is_map && !(i & 1) && !s->noncanon) {
+      /* Keys rise strictly, bytewise (then shorter first). */
+      const msgpack_object *k = &kids[i];
+      if (k->type != MSGPACK_OBJECT_STR) {
+        s->noncanon = true;
+      } else if (i >= 2) {
+        const msgpack_object *pk = &kids[i - 2];
+        size_t a = pk->via.str.size, b = k->via.str.size;
+        int c = a && b ? memcmp(pk->via.str.ptr, k->via.str.ptr, a < b ? a : b) : 0; /* "" may have no ptr */
+        if (c > 0 || (c == 0 && a >= b)) s->noncanon = true;
+      }
+    }
   }
   return ALTAR_OK;
 }
@@ -355,10 +374,12 @@ static void mp_int(msgpack_object *o, int64_t v) {
   }
 }
 
+static int mp_wide(mp_parser_t *s, uint8_t f, unsigned depth, msgpack_object *o);
+static bool mp_shortest(uint8_t f, const msgpack_object *o);
+
 static int mp_value(mp_parser_t *s, unsigned depth, msgpack_object *o) {
   if (s->p >= s->end) return MP_REFUSED;
   uint8_t f = *s->p++;
-  uint64_t n;
   const uint8_t *p;
   int rc;
   if (f <= 0x7f) {
@@ -378,6 +399,41 @@ static int mp_value(mp_parser_t *s, unsigned depth, msgpack_object *o) {
   }
   if (f <= 0x8f) return mp_container(s, f & 0x0f, true, depth, o);
   if (f <= 0x9f) return mp_container(s, f & 0x0f, false, depth, o);
+  rc = mp_wide(s, f, depth, o);
+  if (!rc && !s->noncanon && !mp_shortest(f, o)) s->noncanon = true;
+  return rc;
+}
+
+/* Whether the (non-fix) format byte f was the shortest for the value o it
+ * produced, as msgpack-c's packer chooses: unsigned forms for non-negative
+ * integers, signed for negative, float64 only, str (never bin), no ext. */
+static bool mp_shortest(uint8_t f, const msgpack_object *o) {
+  switch (f) {
+  case 0xc0: case 0xc2: case 0xc3: case 0xcb: return true;
+  case 0xcc: return o->via.u64 >= 0x80;
+  case 0xcd: return o->via.u64 >= 0x100;
+  case 0xce: return o->via.u64 >= 0x10000;
+  case 0xcf: return o->via.u64 >= 0x100000000ull;
+  case 0xd0: return o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && o->via.i64 < -32;
+  case 0xd1: return o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && o->via.i64 < -128;
+  case 0xd2: return o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && o->via.i64 < -32768;
+  case 0xd3: return o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && o->via.i64 < INT32_MIN;
+  case 0xd9: return o->via.str.size >= 32;
+  case 0xda: return o->via.str.size >= 0x100;
+  case 0xdb: return o->via.str.size >= 0x10000;
+  case 0xdc: return o->via.array.size >= 16;
+  case 0xdd: return o->via.array.size >= 0x10000;
+  case 0xde: return o->via.map.size >= 16;
+  case 0xdf: return o->via.map.size >= 0x10000;
+  default: return false; /* float32, bin, ext */
+  }
+}
+
+/* The formats with a header byte of their own (not fixint/fixstr/fixmap/fixarray). */
+static int mp_wide(mp_parser_t *s, uint8_t f, unsigned depth, msgpack_object *o) {
+  uint64_t n;
+  const uint8_t *p;
+  int rc;
   switch (f) {
   case 0xc0: o->type = MSGPACK_OBJECT_NIL; return ALTAR_OK;
   case 0xc2: case 0xc3:
@@ -464,10 +520,12 @@ int altar__mp_parse(const void *data, size_t len, const char *root, altar__mp_do
   doc->heap = NULL;
   doc->root.type = MSGPACK_OBJECT_NIL;
   int rc = MP_REFUSED;
+  doc->canonical = false;
   if (data && len && len <= ALTAR_MAX_MESSAGE) {
     mp_parser_t s = {.p = data, .end = (const uint8_t *)data + len, .doc = doc};
     rc = mp_value(&s, 0, &doc->root);
     if (!rc && s.p != s.end) rc = MP_REFUSED;
+    doc->canonical = !rc && !s.noncanon;
   }
   if (rc == ALTAR_ENOMEM) return altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", root);
   if (rc) {
@@ -544,8 +602,8 @@ int altar__rd_f64(altar__rd_t *r, const msgpack_object *o, double *pout) {
   switch (o->type) {
   case MSGPACK_OBJECT_FLOAT32:
   case MSGPACK_OBJECT_FLOAT64: v = o->via.f64; break;
-  case MSGPACK_OBJECT_POSITIVE_INTEGER: v = (double)o->via.u64; break;
-  case MSGPACK_OBJECT_NEGATIVE_INTEGER: v = (double)o->via.i64; break;
+  case MSGPACK_OBJECT_POSITIVE_INTEGER: v = (double)o->via.u64; r->noncanon = true; break;
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER: v = (double)o->via.i64; r->noncanon = true; break;
   default: return altar__rd_fail(r, ALTAR_EDECODE, "expected number");
   }
   if (!isfinite(v)) return altar__rd_fail(r, ALTAR_EDECODE, "expected a finite number");
@@ -644,7 +702,10 @@ int altar__rd_struct(altar__rd_t *r, const msgpack_object *o, const char *const 
         break;
       }
     }
-    if (idx < 0) continue; /* unknown keys are ignored: an old reader reads a new writer */
+    if (idx < 0) { /* unknown keys are ignored: an old reader reads a new writer */
+      r->noncanon = true;
+      continue;
+    }
     size_t old = altar__path_key(&r->path, keys[idx], klen);
     int rc;
     if (seen & (1u << idx))
@@ -655,6 +716,8 @@ int altar__rd_struct(altar__rd_t *r, const msgpack_object *o, const char *const 
     if (rc) return rc;
     seen |= 1u << idx;
   }
+  for (int j = 0; keys[j]; j++)
+    if (!(seen & (1u << j))) r->noncanon = true; /* our encoder writes every field */
   uint32_t missing = required & ~seen;
   for (int j = 0; missing && keys[j]; j++) {
     if (missing & (1u << j)) {

@@ -114,8 +114,11 @@ static int rd_spec_field(altar__rd_t *r, void *ctx, int idx, const msgpack_objec
   case SP_OUTPUTS: return rd_transfers(r, v, &s->outputs, &s->n_outputs);
   case SP_PLUGIN_IDENTITY: return altar__rd_opt_strmap(r, v, &s->plugin_identity);
   case SP_RESOURCES:
-    /* nil means "defaults", as a missing key does */
-    if (v->type == MSGPACK_OBJECT_NIL) return ALTAR_OK;
+    /* nil means "defaults", as a missing key does (written as a map) */
+    if (v->type == MSGPACK_OBJECT_NIL) {
+      r->noncanon = true;
+      return ALTAR_OK;
+    }
     return altar__rd_struct(r, v, resources_keys, 0, rd_resources_field, &s->resources);
   case SP_TIMEOUT_S: return altar__rd_opt_i64(r, v, &s->timeout_s);
   }

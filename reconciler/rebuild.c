@@ -279,9 +279,10 @@ static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
     f->poison++; /* set aside in the DLQ the first time round */
     return ALTAR_OK;
   }
-  /* The spec's canonical bytes, made here rather than on the applying
-   * thread (a failure leaves it to the ledger, which reports it). */
-  if (e->spec && altar_encode_spec(e->spec, &e->spec_enc, &de)) altar_buf_free(&e->spec_enc);
+  /* The spec's canonical bytes (kept by the decoder when the message was
+   * canonical), else made here rather than on the applying thread; a
+   * failure leaves it to the ledger, which reports it. */
+  if (e->spec && !e->spec_enc.len && altar_encode_spec(e->spec, &e->spec_enc, &de)) altar_buf_free(&e->spec_enc);
   if (++f->cur.n == FEED_BATCH) return feed_push(f, err);
   return ALTAR_OK;
 }

@@ -67,6 +67,19 @@ static inline int fuzz_decode_one(altar_msg_type_t t, const uint8_t *data, size_
   if (fuzz_decode(t, e1.data, e1.len, &b, &err)) abort();
   if (fuzz_encode(t, &b, &e2, &err)) abort();
   if (e1.len != e2.len || memcmp(e1.data, e2.data, e1.len)) abort();
+  if (t == ALTAR_MSG_STATUS) {
+    /* Spec bytes kept by the decoder are exactly the spec's encoding, and
+     * a canonical message (our own encoding, e1) always has them kept. */
+    const altar_status_event_t *sa = &a.status, *sb = &b.status;
+    altar_buf_t se = {0};
+    if (sa->spec_enc.len &&
+        (!sa->spec || altar_encode_spec(sa->spec, &se, &err) || se.len != sa->spec_enc.len ||
+         memcmp(se.data, sa->spec_enc.data, se.len)))
+      abort();
+    if (sb->spec && !sb->spec_enc.len) abort();
+    if (sa->spec && size == e1.len && !memcmp(data, e1.data, size) && !sa->spec_enc.len) abort();
+    altar_buf_free(&se);
+  }
   char *json = altar_codec_msgpack_to_json(t, e1.data, e1.len, &err);
   if (!json) abort();
   altar_buf_t e3 = {0};

@@ -876,6 +876,98 @@ static void test_parts_to_json(void) {
   altar_handle_clear(&h);
 }
 
+/* A canonical status message hands its spec's bytes over (exactly what
+ * altar_encode_spec writes); any deviation from canonical form does not. */
+static altar_status_event_t *kept_event(void) {
+  static altar_status_event_t e;
+  memset(&e, 0, sizeof e);
+  e.v = 1;
+  e.event = ALTAR_EV_SUBMITTED;
+  e.kind = strdup("train");
+  e.task_key = strdup("tk-1");
+  altar_handle_init(&e.handle, "process", "t-1");
+  altar_strmap_set(&e.handle.labels, "fold", "3");
+  e.ts = 1700000000.25;
+  e.spec = altar_spec_new("train", "registry.example.org/some/long/image/name:1.4.2"); /* str8 */
+  altar_spec_add_arg(e.spec, "python");
+  altar_spec_set_label(e.spec, "z", "1");
+  altar_spec_set_label(e.spec, "a", "2");
+  e.spec->resources.count = 300;          /* uint16 */
+  e.spec->timeout_s = (altar_opt_i64_t){true, 200}; /* uint8 */
+  return &e;
+}
+
+static bool decode_keeps(const uint8_t *data, size_t len, bool *pok) {
+  altar_status_event_t d;
+  altar_error_t err = {0};
+  *pok = altar_decode_status(data, len, &d, &err) == 0;
+  bool kept = d.spec_enc.len > 0;
+  if (kept) {
+    altar_buf_t se = {0};
+    CU_ASSERT(altar_encode_spec(d.spec, &se, &err) == 0);
+    CU_ASSERT(se.len == d.spec_enc.len && !memcmp(se.data, d.spec_enc.data, se.len));
+    altar_buf_free(&se);
+  }
+  altar_status_event_clear(&d);
+  return kept;
+}
+
+/* bytes with `ins` inserted at `at` and `del` bytes removed there */
+static void splice(const altar_buf_t *src, size_t at, size_t del, const void *ins, size_t n, altar_buf_t *out) {
+  altar_buf_reset(out);
+  altar_buf_append(out, src->data, at);
+  altar_buf_append(out, ins, n);
+  altar_buf_append(out, src->data + at + del, src->len - at - del);
+}
+
+static size_t find_bytes(const altar_buf_t *b, const void *pat, size_t n) {
+  for (size_t i = 0; i + n <= b->len; i++)
+    if (!memcmp(b->data + i, pat, n)) return i;
+  CU_FAIL("pattern not found");
+  return 0;
+}
+
+static void test_spec_bytes_kept_when_canonical(void) {
+  altar_status_event_t *e = kept_event();
+  altar_buf_t b = {0}, v = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_encode_status(e, &b, &err) == 0);
+  bool ok;
+  CU_ASSERT(decode_keeps(b.data, b.len, &ok));
+  CU_ASSERT(ok);
+  /* timeout_s 200 as uint16 instead of uint8: decodes, not kept */
+  size_t at = find_bytes(&b, "timeout_s\xcc\xc8", 11);
+  splice(&b, at + 9, 2, "\xcd\x00\xc8", 3, &v);
+  CU_ASSERT(!decode_keeps(v.data, v.len, &ok));
+  CU_ASSERT(ok);
+  /* ts as float32: decodes, not kept */
+  at = find_bytes(&b, "\xa2ts\xcb", 4);
+  float f = 1700000000.0f;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint8_t f32[5] = {0xca, (uint8_t)(u >> 24), (uint8_t)(u >> 16), (uint8_t)(u >> 8), (uint8_t)u};
+  splice(&b, at + 3, 9, f32, 5, &v);
+  CU_ASSERT(!decode_keeps(v.data, v.len, &ok));
+  CU_ASSERT(ok);
+  /* spec labels out of order ("z" before "a"): decodes, not kept */
+  at = find_bytes(&b, "\xa1" "a\xa1" "2\xa1z\xa1" "1", 8);
+  splice(&b, at, 8, "\xa1z\xa1" "1\xa1" "a\xa1" "2", 8, &v);
+  CU_ASSERT(!decode_keeps(v.data, v.len, &ok));
+  CU_ASSERT(ok);
+  /* a spec without its timeout_s key: decodes, not kept */
+  at = find_bytes(&b, "\xa9timeout_s", 10);
+  size_t spec_map = find_bytes(&b, "\xa4spec\x89", 6) + 5;
+  altar_buf_t w = {0};
+  splice(&b, at, 12, "", 0, &w);           /* drop key and value (0xcc 0xc8) */
+  splice(&w, spec_map, 1, "\x88", 1, &v);  /* 8 entries now */
+  CU_ASSERT(!decode_keeps(v.data, v.len, &ok));
+  CU_ASSERT(ok);
+  altar_buf_free(&w);
+  altar_buf_free(&v);
+  altar_buf_free(&b);
+  altar_status_event_clear(e);
+}
+
 static void test_event_equality(void) {
   for (size_t i = 0; i < n_vecs; i++) {
     vec_t *v = &vecs[i];
@@ -914,6 +1006,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_unknown_keys_ignored);
   ALTAR_TEST(test_missing_keys_defaulted);
   ALTAR_TEST(test_required_fields);
+  ALTAR_TEST(test_spec_bytes_kept_when_canonical);
   ALTAR_TEST(test_wrong_types);
   ALTAR_TEST(test_number_forms);
   ALTAR_TEST(test_truncated_every_prefix);

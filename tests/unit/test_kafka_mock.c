@@ -322,6 +322,18 @@ static void test_coordinator_moves(void) {
                                     RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE,
                                     RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS);
   int rc = altar_transport_commit(t, topic, 0, 7, "after-move", &err);
+  if (rc && strstr(err.msg, "UNKNOWN_MEMBER_ID")) {
+    /* On a slow machine the new coordinator may have dropped the member
+     * before the commit: a rebalance, which a commit must not paper over.
+     * Once the consumer has its partitions back, the commit goes through. */
+    fprintf(stderr, "(commit after move met a rebalance: %s)\n", err.msg);
+    for (int i = 0; i < 200 && rc; i++) {
+      altar_msg_t *m = NULL;
+      altar_transport_consume(t, 50, &m, &err);
+      altar_msg_free(m);
+      if (c.rb_assigned == 2) rc = altar_transport_commit(t, topic, 0, 7, "after-move", &err);
+    }
+  }
   CU_ASSERT_EQUAL(rc, 0);
   if (rc) fprintf(stderr, "commit after move: %s\n", err.msg);
   CU_ASSERT_EQUAL(altar_transport_commit(t, topic, 1, 3, "p1", &err), 0);
