@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,14 +13,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)ftw;
-  if (flag == FTW_DP) rmdir(path);
-  else unlink(path);
-  return 0;
-}
 
 /* pgid the supervisor appended to the task file, or 0. */
 static pid_t read_pgid(const char *dir) {
@@ -83,7 +74,7 @@ int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error
     return 0;
   }
   /* Finished or abandoned: reclaim the directory, as a spare if it can be. */
-  if (!altar__proc_spare_put(p, dir)) nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (!altar__proc_spare_put(p, dir)) altar__proc_rmtree(dir);
   altar__proc_live_remove(p, h->external_id);
   return 0;
 }

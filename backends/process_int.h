@@ -117,6 +117,8 @@ void altar__proc_child_add(altar_process_t *p, pid_t pid);
 
 /* Keeps a reclaimed task's directory (its supervisor gone) for reuse:
  * emptied but for its truncated task file. False: not kept, delete it. */
+/* Removes a tree without following links (best effort). */
+void altar__proc_rmtree(const char *path);
 bool altar__proc_spare_put(altar_process_t *p, const char *task_dir);
 /* Renames a spare into place as task_dir; false when there is none. */
 bool altar__proc_spare_take(altar_process_t *p, const char *task_dir);

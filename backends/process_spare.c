@@ -78,11 +78,13 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
   return 0;
 }
 
+void altar__proc_rmtree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
 void altar__proc_spare_free(altar_process_t *p) {
   while (p->n_spares) {
     char spare[ALTAR_PATH_BUF + 64];
     spare_path(p, p->spares[--p->n_spares], spare, sizeof spare);
-    nftw(spare, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    altar__proc_rmtree(spare);
   }
 }
 
@@ -99,7 +101,7 @@ void altar__proc_spare_sweep(altar_process_t *p) {
     if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
     char path[ALTAR_PATH_BUF + 320];
     snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    altar__proc_rmtree(path);
   }
   closedir(d);
 }
