@@ -151,47 +151,47 @@ static int consume_both(altar_ledger_t *l, const picked_t *a, const picked_t *b,
 }
 
 /* Asks for another run of each failed shard: back to PENDING, restart
- * count raised, and a retry request carrying the spec. */
-/* Restarts every failed shard and asks for its spec to be republished; or,
- * when one has no stored spec (nothing to republish), changes nothing and
- * sets *pno_spec: the group is dead-lettered rather than left pending. */
+ * count raised, and a retry request carrying the spec. When one has no
+ * stored spec (nothing to republish), changes nothing and sets *pno_spec:
+ * the group is dead-lettered rather than left pending. */
 static int retry_all(altar_ledger_t *l, const char *kind, const picked_t *f, altar_apply_result_t *res,
                      bool *pno_spec, altar_error_t *err) {
   *pno_spec = false;
-  for (size_t i = 0; i < f->n && !*pno_spec; i++) {
-    altar_ledger_entry_t e;
-    int rc = altar_ledger_get(l, f->hs[i].backend, f->hs[i].external_id, &e, err);
-    if (rc) return rc;
-    *pno_spec = e.rec.spec == NULL;
-    altar_ledger_entry_clear(&e);
+  altar_ledger_entry_t *es = calloc(f->n ? f->n : 1, sizeof *es);
+  if (!es) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  int rc = ALTAR_OK;
+  size_t got = 0;
+  for (; got < f->n && !rc && !*pno_spec; got++) {
+    rc = altar_ledger_get(l, f->hs[got].backend, f->hs[got].external_id, &es[got], err);
+    if (!rc) *pno_spec = es[got].rec.spec == NULL;
   }
-  if (*pno_spec) return ALTAR_OK;
-  for (size_t i = 0; i < f->n; i++) {
-    int rc = altar_ledger_restart(l, &f->hs[i], err);
-    if (rc) return rc;
+  for (size_t i = 0; !rc && !*pno_spec && i < f->n; i++) {
+    if ((rc = altar_ledger_restart(l, &f->hs[i], err))) break;
     if (res->n_retries == res->cap_retries) {
       size_t cap = res->cap_retries ? res->cap_retries * 2 : 8;
       altar_retry_request_t *v = realloc(res->retries, cap * sizeof *v);
-      if (!v) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+      if (!v) {
+        rc = altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+        break;
+      }
       res->retries = v;
       res->cap_retries = cap;
     }
-    altar_retry_request_t *q = &res->retries[res->n_retries];
+    /* The request takes the record as read, with the restart just made. */
+    altar_retry_request_t *q = &res->retries[res->n_retries++]; /* counted even when partial, so clear frees it */
     memset(q, 0, sizeof *q);
-    altar_ledger_entry_t e;
-    if ((rc = altar_ledger_get(l, f->hs[i].backend, f->hs[i].external_id, &e, err))) return rc;
     q->kind = strdup(kind);
-    q->task_key = e.task_key;
-    e.task_key = NULL;
-    q->spec = e.rec.spec;
-    e.rec.spec = NULL;
-    q->restart_count = e.rec.restart_count;
-    rc = altar_handle_copy(&q->handle, &e.rec.handle);
-    altar_ledger_entry_clear(&e);
-    res->n_retries++; /* counted even when partial, so clear frees it */
-    if (rc || !q->kind) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    q->task_key = es[i].task_key;
+    es[i].task_key = NULL;
+    q->spec = es[i].rec.spec;
+    es[i].rec.spec = NULL;
+    q->restart_count = es[i].rec.restart_count + 1;
+    if (altar_handle_copy(&q->handle, &es[i].rec.handle) || !q->kind)
+      rc = altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
   }
-  return ALTAR_OK;
+  for (size_t i = 0; i < got; i++) altar_ledger_entry_clear(&es[i]);
+  free(es);
+  return rc;
 }
 
 /* Decides one group right after an event touched it. */

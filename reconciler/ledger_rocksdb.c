@@ -133,6 +133,12 @@ static int pack_fixed(rl_t *r, altar__lent_t *x, altar_error_t *err) {
   return ALTAR_OK;
 }
 
+/* True when encode_value takes its fast path for x, which cannot fail but
+ * for memory: such a value may be encoded when the batch is written. */
+static bool fast_value(const altar__lent_t *x) {
+  return x->packed && !x->e.rec.failure && (unsigned)x->e.rec.state <= ALTAR_STATE_FAILED;
+}
+
 /* Value = magic, has_spec, task_key, group_key, u32 length of the msgpack
  * record (spec left out), the record, then the spec's encoding. The record
  * map is the codec's, so altar_decode_record reads it back; records without
@@ -145,7 +151,7 @@ static int encode_value(altar_buf_t *b, const altar__lent_t *x, altar_error_t *e
   if (altar_buf_append(b, hdr, 2) || put_opt_str(b, e->task_key) || put_opt_str(b, e->group_key) || put_u32(b, 0))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   size_t start = b->len;
-  if (x->packed && !e->rec.failure && (unsigned)e->rec.state <= ALTAR_STATE_FAILED) {
+  if (fast_value(x)) {
     if (pack_head(b, e->rec.consumed) || altar_buf_append(b, x->packed, x->packed_len) ||
         pack_tail(b, e->rec.restart_count, e->rec.state))
       return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
@@ -393,11 +399,6 @@ static int b_record(rl_t *r, const altar__lent_t *x, char prefix, bool fresh, al
   return ALTAR_OK;
 }
 
-/* True when encode_value takes its fast path for x, which cannot fail but
- * for memory: such a value may be encoded when the batch is written. */
-static bool fast_value(const altar__lent_t *x) {
-  return x->packed && !x->e.rec.failure && (unsigned)x->e.rec.state <= ALTAR_STATE_FAILED;
-}
 
 /* Stages the o: key of cache entry x, whose value follows x until the batch
  * is written; values that need the codec's checks are encoded now. */

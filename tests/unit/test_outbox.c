@@ -820,19 +820,29 @@ static uint64_t replay_checksum(const char *root, const char *l2dir, const altar
   return missing;
 }
 
-static void test_rerun_after_settle_is_ignored(void) {
-  char *root = altar_test_tmpdir("outbox-rerun");
-  char ldir[512], l2dir[512];
-  snprintf(ldir, sizeof ldir, "%s/ledger", root);
-  snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
-  altar_group_specs_t groups = {0};
+/* The log of the rerun tests in root: topics, a "pair" group spec, and
+ * group j1's two shards submitted, fold 0 succeeded (fold 1's success,
+ * which fires the group, is the caller's). Ledger dirs beside it. */
+static altar_transport_t *pair_log(const char *root, char ldir[512], char l2dir[512], altar_group_specs_t *groups) {
+  snprintf(ldir, 512, "%s/ledger", root);
+  snprintf(l2dir, 512, "%s/ledger2", root);
+  memset(groups, 0, sizeof *groups);
   altar_error_t err = {0};
-  CU_ASSERT_FATAL(altar_group_specs_load_string(pair_yaml, strlen(pair_yaml), "t", &groups, &err) == 0);
+  CU_ASSERT_FATAL(altar_group_specs_load_string(pair_yaml, strlen(pair_yaml), "t", groups, &err) == 0);
   altar_transport_t *p = open_local(root, NULL);
   make_topics(p);
   status_run(p, ALTAR_EV_SUBMITTED, "j1", 0, "r1", ALTAR_STATE_PENDING, 1.0);
   status_run(p, ALTAR_EV_SUBMITTED, "j1", 1, "r1", ALTAR_STATE_PENDING, 2.0);
   status_run(p, ALTAR_EV_STATE, "j1", 0, "r1", ALTAR_STATE_SUCCEEDED, 3.0);
+  return p;
+}
+
+static void test_rerun_after_settle_is_ignored(void) {
+  char *root = altar_test_tmpdir("outbox-rerun");
+  char ldir[512], l2dir[512];
+  altar_group_specs_t groups;
+  altar_error_t err = {0};
+  altar_transport_t *p = pair_log(root, ldir, l2dir, &groups);
   status_run(p, ALTAR_EV_STATE, "j1", 1, "r1", ALTAR_STATE_SUCCEEDED, 4.0); /* fires */
   /* Fold 1 runs again within this daemon's life (same batch even). */
   status_run(p, ALTAR_EV_SUBMITTED, "j1", 1, "r2", ALTAR_STATE_PENDING, 5.0);
@@ -892,17 +902,10 @@ static size_t settled_keys(altar_ledger_t *l) {
 static void test_settlement_expires_then_is_pruned(void) {
   char *root = altar_test_tmpdir("outbox-settled-horizon");
   char ldir[512], l2dir[512];
-  snprintf(ldir, sizeof ldir, "%s/ledger", root);
-  snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
-  altar_group_specs_t groups = {0};
+  altar_group_specs_t groups;
   altar_error_t err = {0};
-  CU_ASSERT_FATAL(altar_group_specs_load_string(pair_yaml, strlen(pair_yaml), "t", &groups, &err) == 0);
+  altar_transport_t *p = pair_log(root, ldir, l2dir, &groups);
   const double H = ALTAR_SETTLED_HORIZON_S;
-  altar_transport_t *p = open_local(root, NULL);
-  make_topics(p);
-  status_run(p, ALTAR_EV_SUBMITTED, "j1", 0, "r1", ALTAR_STATE_PENDING, 1.0);
-  status_run(p, ALTAR_EV_SUBMITTED, "j1", 1, "r1", ALTAR_STATE_PENDING, 2.0);
-  status_run(p, ALTAR_EV_STATE, "j1", 0, "r1", ALTAR_STATE_SUCCEEDED, 3.0);
   status_run(p, ALTAR_EV_STATE, "j1", 1, "r1", ALTAR_STATE_SUCCEEDED, 4.0); /* fires at ts 4 */
   /* Within the horizon a rerun is set aside ... */
   status_run(p, ALTAR_EV_SUBMITTED, "j1", 1, "r2", ALTAR_STATE_PENDING, 4.0 + H - 1);
