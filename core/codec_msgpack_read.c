@@ -631,48 +631,48 @@ int altar__rd_strv(altar__rd_t *r, const msgpack_object *o, char ***pv, size_t *
   return ALTAR_OK;
 }
 
+/* Bounds and UTF-8 of a string in place; no copy. */
+static int rd_check(altar__rd_t *r, const msgpack_object *o) {
+  if (o->type != MSGPACK_OBJECT_STR) return altar__rd_fail(r, ALTAR_EDECODE, "expected string");
+  if (o->via.str.size > ALTAR_MAX_STRING) return altar__rd_fail(r, ALTAR_ETOOBIG, "string exceeds the size bound");
+  if (!altar__utf8_ok(o->via.str.ptr, o->via.str.size))
+    return altar__rd_fail(r, ALTAR_EDECODE, "expected UTF-8 text without NUL bytes");
+  return ALTAR_OK;
+}
+
+/* True when key[0..klen) sorts after every key of m. */
+static bool after_last(const altar_strmap_t *m, const char *key, size_t klen) {
+  if (!m->n) return true;
+  const char *last = m->keys[m->n - 1];
+  size_t ll = strlen(last);
+  int c = memcmp(last, key, ll < klen ? ll : klen);
+  return c < 0 || (c == 0 && ll < klen);
+}
+
 int altar__rd_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t *m) {
   if (o->type != MSGPACK_OBJECT_MAP) return altar__rd_fail(r, ALTAR_EDECODE, "expected map of strings");
   if (o->via.map.size > ALTAR_MAX_MAP) return altar__rd_fail(r, ALTAR_ETOOBIG, "map exceeds the size bound");
-  /* Writers emit keys in ascending order: size the map once and append while
-   * that holds; anything else takes the general insert. */
-  if (o->via.map.size > m->cap - m->n) {
-    size_t cap = m->n + o->via.map.size;
-    char **nk = realloc(m->keys, cap * sizeof *nk);
-    if (!nk) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
-    m->keys = nk;
-    char **nv = realloc(m->vals, cap * sizeof *nv);
-    if (!nv) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
-    m->vals = nv;
-    m->cap = cap;
-  }
+  if (altar_strmap_reserve(m, o->via.map.size)) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
   for (size_t i = 0; i < o->via.map.size; i++) {
     const msgpack_object_kv *kv = &o->via.map.ptr[i];
-    char *key = NULL, *val = NULL;
     if (kv->key.type != MSGPACK_OBJECT_STR) return altar__rd_fail(r, ALTAR_EDECODE, "map key: expected string");
-    int rc = rd_copy(r, kv->key.via.str.ptr, kv->key.via.str.size, &key);
+    int rc = rd_check(r, &kv->key);
     if (rc) return rc;
-    size_t old = altar__path_key(&r->path, key, kv->key.via.str.size);
-    if (!m->n || strcmp(m->keys[m->n - 1], key) < 0) {
-      rc = altar__rd_str(r, &kv->val, &val);
-      altar__path_pop(&r->path, old);
-      if (rc) {
-        free(key);
-        return rc;
-      }
-      m->keys[m->n] = key; /* the map owns both from here */
-      m->vals[m->n] = val;
-      m->n++;
-      continue;
+    const char *key = kv->key.via.str.ptr;
+    size_t klen = kv->key.via.str.size;
+    size_t old = altar__path_key(&r->path, key, klen);
+    rc = rd_check(r, &kv->val);
+    /* Writers emit keys in ascending order; anything else is checked for a
+     * repeat before it is inserted. */
+    if (!rc && !after_last(m, key, klen)) {
+      char *k = strndup(key, klen);
+      if (!k) rc = altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+      else if (altar_strmap_get(m, k)) rc = altar__rd_fail(r, ALTAR_EDECODE, "duplicate key");
+      free(k);
     }
-    if (altar_strmap_get(m, key)) {
-      rc = altar__rd_fail(r, ALTAR_EDECODE, "duplicate key");
-    } else if (!(rc = altar__rd_str(r, &kv->val, &val))) {
-      if (altar_strmap_set(m, key, val)) rc = altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
-    }
+    if (!rc && altar_strmap_setn(m, key, klen, kv->val.via.str.ptr, kv->val.via.str.size))
+      rc = altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
     altar__path_pop(&r->path, old);
-    free(key);
-    free(val);
     if (rc) return rc;
   }
   return ALTAR_OK;

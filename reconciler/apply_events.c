@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void altar_apply_result_clear(altar_apply_result_t *r) {
+/* Frees what r holds; the event and retry arrays stay for the next batch. */
+void altar_apply_result_reset(altar_apply_result_t *r) {
   if (!r) return;
   for (size_t i = 0; i < r->n_events; i++) {
     if (r->shard_task_keys && r->shard_task_keys[i]) {
@@ -16,8 +17,6 @@ void altar_apply_result_clear(altar_apply_result_t *r) {
     }
     altar_group_event_clear(&r->events[i]);
   }
-  free(r->events);
-  free(r->shard_task_keys);
   for (size_t i = 0; i < r->n_retries; i++) {
     altar_retry_request_t *q = &r->retries[i];
     free(q->kind);
@@ -25,9 +24,17 @@ void altar_apply_result_clear(altar_apply_result_t *r) {
     altar_handle_clear(&q->handle);
     altar_spec_free(q->spec);
   }
-  free(r->retries);
   altar_strlist_clear(&r->deferred_groups);
   altar_strlist_clear(&r->stalled_groups);
+  r->n_events = r->n_retries = r->applied = r->ignored = 0;
+}
+
+void altar_apply_result_clear(altar_apply_result_t *r) {
+  if (!r) return;
+  altar_apply_result_reset(r);
+  free(r->events);
+  free(r->shard_task_keys);
+  free(r->retries);
   memset(r, 0, sizeof *r);
 }
 

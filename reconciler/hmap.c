@@ -1,13 +1,12 @@
-/* Open-addressing hash map with linear probing and tombstones. */
+/* Open-addressing hash map with linear probing; a delete shifts the rest of
+ * its run back, so no tombstones build up under steady put/delete traffic. */
 #include "reconciler/hmap.h"
 
 #include "altar/error.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char tomb_mark;
-#define TOMB (&tomb_mark)
 
 /* Multiply-fold mixing, eight bytes a step: keys are 20-60 bytes, and a
  * byte-at-a-time hash (FNV) spent more time than the probing itself. */
@@ -34,7 +33,7 @@ static altar__hslot_t *find(const altar__hmap_t *m, const char *key, size_t len,
   for (size_t i = h & mask;; i = (i + 1) & mask) {
     altar__hslot_t *s = &m->slots[i];
     if (!s->key) return NULL;
-    if (s->key != TOMB && s->hash == h && s->len == len && !memcmp(s->key, key, len)) return s;
+    if (s->hash == h && s->len == len && !memcmp(s->key, key, len)) return s;
   }
 }
 
@@ -44,13 +43,12 @@ void *altar__hmap_get(const altar__hmap_t *m, const char *key, size_t len) {
 }
 
 static int grow(altar__hmap_t *m) {
-  size_t cap = m->cap ? m->cap : 16;
-  while ((m->n + 1) * 4 > cap) cap *= 2; /* live entries at most a quarter after a rehash */
+  size_t cap = m->cap ? m->cap * 2 : 16;
   altar__hslot_t *slots = calloc(cap, sizeof *slots);
   if (!slots) return ALTAR_ENOMEM;
   for (size_t i = 0; i < m->cap; i++) {
     altar__hslot_t *s = &m->slots[i];
-    if (!s->key || s->key == TOMB) continue;
+    if (!s->key) continue;
     size_t j = s->hash & (cap - 1);
     while (slots[j].key) j = (j + 1) & (cap - 1);
     slots[j] = *s;
@@ -58,7 +56,6 @@ static int grow(altar__hmap_t *m) {
   free(m->slots);
   m->slots = slots;
   m->cap = cap;
-  m->used = m->n;
   return ALTAR_OK;
 }
 
@@ -70,12 +67,11 @@ int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val) {
     s->val = val;
     return ALTAR_OK;
   }
-  /* Linear probing stays short below half full (tombstones count too). */
-  if ((m->used + 1) * 2 > m->cap && grow(m)) return ALTAR_ENOMEM;
+  /* Linear probing stays short below half full. */
+  if ((m->n + 1) * 2 > m->cap && grow(m)) return ALTAR_ENOMEM;
   size_t mask = m->cap - 1;
   size_t i = h & mask;
-  while (m->slots[i].key && m->slots[i].key != TOMB) i = (i + 1) & mask;
-  if (!m->slots[i].key) m->used++;
+  while (m->slots[i].key) i = (i + 1) & mask;
   m->slots[i] = (altar__hslot_t){key, len, h, val};
   m->n++;
   return ALTAR_OK;
@@ -85,15 +81,25 @@ void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len) {
   altar__hslot_t *s = find(m, key, len, altar__hash(key, len));
   if (!s) return NULL;
   void *v = s->val;
-  s->key = TOMB;
-  s->val = NULL;
+  /* Close the hole: move back each later entry of the run that would no
+   * longer be reachable from its home slot across the gap. */
+  size_t mask = m->cap - 1, hole = (size_t)(s - m->slots);
+  for (size_t j = (hole + 1) & mask; m->slots[j].key; j = (j + 1) & mask) {
+    size_t home = m->slots[j].hash & mask;
+    /* j's entry may stay when its home lies cyclically in (hole, j]. */
+    bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (stays) continue;
+    m->slots[hole] = m->slots[j];
+    hole = j;
+  }
+  m->slots[hole] = (altar__hslot_t){0};
   m->n--;
   return v;
 }
 
 void altar__hmap_clear(altar__hmap_t *m) {
   if (m->cap) memset(m->slots, 0, m->cap * sizeof *m->slots);
-  m->n = m->used = 0;
+  m->n = 0;
 }
 
 void altar__hmap_free(altar__hmap_t *m) {

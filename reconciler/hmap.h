@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 typedef struct altar__hslot {
-  const char *key; /* NULL = empty; ALTAR__HMAP_TOMB = deleted */
+  const char *key; /* NULL = empty */
   size_t len;
   uint64_t hash;
   void *val;
@@ -17,15 +17,15 @@ typedef struct altar__hslot {
 typedef struct altar__hmap {
   altar__hslot_t *slots;
   size_t cap;  /* power of two, or 0 */
-  size_t n;    /* live entries */
-  size_t used; /* live + tombstones */
+  size_t n;    /* entries */
 } altar__hmap_t;
 
 uint64_t altar__hash(const void *key, size_t len);
 void *altar__hmap_get(const altar__hmap_t *m, const char *key, size_t len);
 /* Inserts or replaces; 0 or ALTAR_ENOMEM. */
 int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val);
-/* Removes key; returns its value or NULL. */
+/* Removes key; returns its value or NULL. May move other entries between
+ * slots, so do not delete while walking the slots. */
 void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len);
 /* Empties the map and keeps its table for reuse. */
 void altar__hmap_clear(altar__hmap_t *m);

@@ -104,6 +104,7 @@ typedef struct replay {
   dues_t due;
   const seen_ids_t *seen; /* event ids the ready and dead topics hold, sorted */
   altar__settled_t settled; /* the daemon's rule: reruns of settled tasks are skipped */
+  altar_apply_result_t res; /* one batch's, emptied for the next */
   altar_reconciler_stats_t stats;
 } replay_t;
 
@@ -160,37 +161,35 @@ static int apply_atomic(replay_t *r, const altar_status_event_t *evs, size_t n, 
 
 static int flush_batch(replay_t *r, altar_error_t *err) {
   if (!r->n) return ALTAR_OK;
-  altar_apply_result_t res = {0};
+  altar_apply_result_t *res = &r->res;
   /* ts < 0: a group event's ts is that of the status event that made it due,
    * as in the live daemon, so both publish identical bytes for one event_id. */
-  int rc = apply_atomic(r, r->batch, r->n, &res, err);
+  int rc = apply_atomic(r, r->batch, r->n, res, err);
   size_t skipped = 0;
   if (rc == ALTAR_EPREDICATE) {
     /* As the daemon does: event by event, and an event whose readiness
      * predicate fails is set aside (the daemon sent it to the DLQ), so the
      * replay reaches the ledger the daemon built. The failed batch was
      * aborted: nothing of it is applied. */
-    altar_apply_result_clear(&res);
-    memset(&res, 0, sizeof res);
+    altar_apply_result_reset(res);
     rc = ALTAR_OK;
     for (size_t i = 0; !rc && i < r->n; i++) {
-      altar_apply_result_t one = {0};
-      rc = apply_atomic(r, &r->batch[i], 1, &one, err);
+      rc = apply_atomic(r, &r->batch[i], 1, res, err);
       if (rc == ALTAR_EPREDICATE) {
         skipped++;
         r->stats.poison++;
         rc = ALTAR_OK;
       } else if (!rc) {
-        rc = collect_due(r, &one, err);
+        rc = collect_due(r, res, err);
       }
-      altar_apply_result_clear(&one);
+      altar_apply_result_reset(res);
     }
   } else if (!rc) {
-    rc = collect_due(r, &res, err);
+    rc = collect_due(r, res, err);
   }
   r->stats.events += r->n - skipped;
   r->stats.batches++;
-  altar_apply_result_clear(&res);
+  altar_apply_result_reset(res);
   r->n = 0; /* the events go back to the feeder, which frees what it allocated */
   return rc;
 }
@@ -229,7 +228,8 @@ typedef struct feeder {
 
 static void fbatch_free(fbatch_t *b) {
   if (!b->ev) return;
-  for (size_t i = 0; i < b->n; i++) altar_status_event_clear(&b->ev[i]);
+  /* Every slot: a refilled batch keeps its earlier round's events past n. */
+  for (size_t i = 0; i < FEED_BATCH; i++) altar_status_event_clear(&b->ev[i]);
   free(b->ev);
   b->ev = NULL;
   b->n = 0;
@@ -261,7 +261,9 @@ static int feed_take(feeder_t *f, altar_error_t *err) {
   if (got) f->cur = f->spare[--f->n_spare];
   pthread_mutex_unlock(&f->mu);
   if (got) {
-    for (size_t i = 0; i < f->cur.n; i++) altar_status_event_clear(&f->cur.ev[i]);
+    /* Its events are cleared one by one as they are refilled: what one
+     * event frees, the next one's decoding takes again from the allocator's
+     * per-thread cache (clearing all first was a fifth of this thread). */
     f->cur.n = 0;
     return ALTAR_OK;
   }
@@ -274,6 +276,7 @@ static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
   if (!f->cur.ev && feed_take(f, err)) return err ? err->code : ALTAR_ENOMEM;
   altar_error_t de = {0};
   altar_status_event_t *e = &f->cur.ev[f->cur.n];
+  altar_status_event_clear(e); /* left from the batch's last round */
   if (!m->value || altar_decode_status(m->value, m->value_len, e, &de) != ALTAR_OK) {
     altar_status_event_clear(e);
     f->poison++; /* set aside in the DLQ the first time round */
@@ -449,6 +452,7 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
     }
   }
   altar__settled_free(&r.settled);
+  altar_apply_result_clear(&r.res);
   dues_clear(&r.due);
   for (size_t i = 0; i < seen.n; i++) free(seen.v[i]);
   free(seen.v);

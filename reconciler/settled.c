@@ -133,37 +133,34 @@ static bool superseded(const altar__settled_t *s, const altar_status_event_t *ev
  * task_keys are the apply result's, aligned with g's shards. */
 static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_event_t *g, char *const *task_keys,
                       altar_error_t *err) {
-  for (size_t i = 0; task_keys && i < g->n_shards; i++) {
+  char ts_text[40]; /* the same for every member */
+  size_t ts_len = (size_t)snprintf(ts_text, sizeof ts_text, "%.17g", g->ts);
+  altar_buf_t kb = {0}, vb = {0};
+  int rc = ALTAR_OK;
+  for (size_t i = 0; !rc && task_keys && i < g->n_shards; i++) {
     const altar_handle_t *h = &g->shards[i];
     const char *tk = task_keys[i];
     if (!h->backend || !h->external_id || !tk) continue;
     /* Sized from the strings: ids come from the log, their length is theirs. */
     size_t bl = strlen(h->backend), el = strlen(h->external_id), klen = strlen(tk);
-    char *run = malloc(bl + el + 2 + 40), *k = malloc(klen + 3);
+    /* Key "t/<task key>"; value: the run, its NUL, then the ts as text. */
+    altar_buf_reset(&kb);
+    altar_buf_reset(&vb);
     char *b = NULL;
-    size_t vlen = 0;
-    if (run && k) {
-      memcpy(run, h->backend, bl);
-      run[bl] = '\x1f';
-      memcpy(run + bl + 1, h->external_id, el + 1);
-      memcpy(k, "t/", 2);
-      memcpy(k + 2, tk, klen + 1);
-      b = entry_new(tk, klen, run, bl + 1 + el, g->ts);
-      /* The value: the run, its NUL, then the ts as text. */
-      vlen = bl + 1 + el + 1 + (size_t)snprintf(run + bl + 1 + el + 1, 40, "%.17g", g->ts);
-    }
-    if (!b || map_put(&s->pend, b)) {
+    if (altar_buf_append(&kb, "t/", 2) || altar_buf_append(&kb, tk, klen) || altar_buf_append(&vb, h->backend, bl) ||
+        altar_buf_append(&vb, "\x1f", 1) || altar_buf_append(&vb, h->external_id, el) ||
+        altar_buf_append(&vb, "", 1) || altar_buf_append(&vb, ts_text, ts_len) ||
+        !(b = entry_new(tk, klen, (const char *)vb.data, bl + 1 + el, g->ts)) || map_put(&s->pend, b)) {
       free(b);
-      free(run);
-      free(k);
-      return altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
+      rc = altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
+      break;
     }
-    int rc = altar__ledger_aux_put(l, k, klen + 2, run, vlen, err);
-    free(run);
-    free(k);
-    if (rc && rc != ALTAR_ENOTSUP) return rc;
+    rc = altar__ledger_aux_put(l, kb.data, kb.len, vb.data, vb.len, err);
+    if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
   }
-  return ALTAR_OK;
+  altar_buf_free(&kb);
+  altar_buf_free(&vb);
+  return rc;
 }
 
 /* Forgets settlements far past the horizon, in memory and (with the open
@@ -177,25 +174,37 @@ static int prune(altar__settled_t *s, altar_ledger_t *l, const altar_status_even
   if (!isfinite(s->max_ts) || s->max_ts < s->next_prune) return ALTAR_OK;
   double cut = s->max_ts - 2 * ALTAR_SETTLED_HORIZON_S;
   s->next_prune = s->max_ts + ALTAR_SETTLED_HORIZON_S;
+  /* Collected first: a delete moves entries between slots. */
+  char **old = malloc((s->done.n ? s->done.n : 1) * sizeof *old);
+  if (!old) return altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
+  size_t n_old = 0;
   for (size_t i = 0; i < s->done.cap; i++) {
     altar__hslot_t *sl = &s->done.slots[i];
     if (!sl->key || sl->val != sl->key) continue;
-    char *b = sl->val;
-    double ts = entry_ts(b);
-    if (!isfinite(ts) || ts >= cut) continue;
+    double ts = entry_ts(sl->val);
+    if (isfinite(ts) && ts < cut) old[n_old++] = sl->val;
+  }
+  int rc = ALTAR_OK;
+  for (size_t i = 0; !rc && i < n_old; i++) {
+    char *b = old[i];
     size_t klen = strlen(b);
     char *k = malloc(klen + 3);
-    if (!k) return altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
+    if (!k) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
+      break;
+    }
     memcpy(k, "t/", 2);
     memcpy(k + 2, b, klen + 1);
-    int rc = altar__ledger_aux_del(l, k, klen + 2, err);
+    rc = altar__ledger_aux_del(l, k, klen + 2, err);
     free(k);
-    if (rc && rc != ALTAR_ENOTSUP) return rc;
+    if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
+    if (rc) break;
     altar__hmap_del(&s->done, b, klen);
     free(b);
     s->pruned++;
   }
-  return ALTAR_OK;
+  free(old);
+  return rc;
 }
 
 int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_group_specs_t *groups,

@@ -102,6 +102,8 @@ typedef struct altar_apply_result {
   size_t ignored; /* of those, duplicates that changed nothing */
 } altar_apply_result_t;
 void altar_apply_result_clear(altar_apply_result_t *r);
+/* Empties r for reuse, keeping its arrays' capacity. */
+void altar_apply_result_reset(altar_apply_result_t *r);
 
 /* Applies events in order, as if each were applied alone: submitted →
  * record (group key from the kind's group_by; supersedes an older open

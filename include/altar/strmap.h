@@ -10,8 +10,8 @@
 typedef struct altar_strmap {
   size_t n;      /* number of entries */
   size_t cap;    /* allocated entries */
-  char **keys;   /* sorted ascending by strcmp, unique */
-  char **vals;
+  char **keys;   /* sorted ascending by strcmp, unique; read-only to callers */
+  char **vals;   /* vals[i] belongs to keys[i]; both live in one block the map owns */
 } altar_strmap_t;
 
 /* A zeroed struct is an empty map; this is the same. */
@@ -24,6 +24,8 @@ int altar_strmap_set(altar_strmap_t *m, const char *key, const char *val);
 int altar_strmap_setn(altar_strmap_t *m, const char *key, size_t klen, const char *val, size_t vlen);
 /* The value for key, or NULL. The pointer is owned by the map. */
 const char *altar_strmap_get(const altar_strmap_t *m, const char *key);
+/* Makes room for extra more entries. 0 or ALTAR_ENOMEM. */
+int altar_strmap_reserve(altar_strmap_t *m, size_t extra);
 /* Removes key if present; returns whether it was. */
 bool altar_strmap_remove(altar_strmap_t *m, const char *key);
 /* Deep copy into dst (which is overwritten, not freed). 0 or ALTAR_ENOMEM. */

@@ -1,0 +1,116 @@
+/* The reconciler's hash map: puts, gets and deletes (which shift entries
+ * back) against a plain array, including runs that wrap around the table. */
+#include "reconciler/hmap.h"
+#include "testutil.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NKEYS 600
+
+typedef struct {
+  char key[16];
+  bool present;
+  int val;
+} ref_t;
+
+/* Every key gets what the reference says, and the count agrees. */
+static void check_all(const altar__hmap_t *m, ref_t *ref) {
+  size_t live = 0;
+  for (int i = 0; i < NKEYS; i++) {
+    void *v = altar__hmap_get(m, ref[i].key, strlen(ref[i].key));
+    if (ref[i].present) {
+      live++;
+      CU_ASSERT_PTR_EQUAL(v, &ref[i].val);
+    } else {
+      CU_ASSERT_PTR_NULL(v);
+    }
+  }
+  CU_ASSERT_EQUAL(m->n, live);
+  size_t in_slots = 0;
+  for (size_t i = 0; i < m->cap; i++) in_slots += m->slots[i].key != NULL;
+  CU_ASSERT_EQUAL(in_slots, live);
+}
+
+static void test_random_against_reference(void) {
+  static ref_t ref[NKEYS];
+  for (int i = 0; i < NKEYS; i++) {
+    snprintf(ref[i].key, sizeof ref[i].key, "k%d", i);
+    ref[i].present = false;
+    ref[i].val = i;
+  }
+  altar__hmap_t m = {0};
+  srand(7);
+  /* Few live keys and many deletes keep the table small and its runs long
+   * enough to wrap; then the live set grows so the table is resized. */
+  for (int round = 0; round < 40000; round++) {
+    int span = round < 20000 ? 24 : NKEYS;
+    int i = rand() % span;
+    if (rand() % 3) {
+      CU_ASSERT_EQUAL_FATAL(altar__hmap_put(&m, ref[i].key, strlen(ref[i].key), &ref[i].val), 0);
+      ref[i].present = true;
+    } else {
+      void *v = altar__hmap_del(&m, ref[i].key, strlen(ref[i].key));
+      CU_ASSERT_PTR_EQUAL(v, ref[i].present ? &ref[i].val : NULL);
+      ref[i].present = false;
+    }
+    if (round % 997 == 0) check_all(&m, ref);
+  }
+  check_all(&m, ref);
+  altar__hmap_clear(&m);
+  for (int i = 0; i < NKEYS; i++) ref[i].present = false;
+  check_all(&m, ref);
+  altar__hmap_free(&m);
+}
+
+/* Runs that wrap: keys homed at the last slot spill into slot 0 and on,
+ * where keys homed at slot 0 sit too; deleting from such a run must move
+ * back exactly the entries that would otherwise become unreachable. */
+static void test_wrapping_run(void) {
+  static ref_t ref[NKEYS];
+  for (int i = 0; i < NKEYS; i++) {
+    snprintf(ref[i].key, sizeof ref[i].key, "w%d", i);
+    ref[i].present = false;
+    ref[i].val = i;
+  }
+  int last[3], first[3], n_last = 0, n_first = 0;
+  for (int i = 0; i < NKEYS && (n_last < 3 || n_first < 3); i++) {
+    uint64_t home = altar__hash(ref[i].key, strlen(ref[i].key)) & 15;
+    if (home == 15 && n_last < 3) last[n_last++] = i;
+    if (home == 0 && n_first < 3) first[n_first++] = i;
+  }
+  CU_ASSERT_EQUAL_FATAL(n_last, 3);
+  CU_ASSERT_EQUAL_FATAL(n_first, 3);
+  /* Each order of deletes, starting from slot 15 = last[0], slot 0 =
+   * first[0], then the rest interleaved. */
+  int order[6] = {last[0], first[0], last[1], first[1], last[2], first[2]};
+  for (int start = 0; start < 6; start++) {
+    altar__hmap_t m = {0};
+    for (int k = 0; k < 6; k++) {
+      ref_t *r = &ref[order[k]];
+      CU_ASSERT_EQUAL_FATAL(altar__hmap_put(&m, r->key, strlen(r->key), &r->val), 0);
+      r->present = true;
+    }
+    CU_ASSERT_EQUAL(m.cap, 16);
+    check_all(&m, ref);
+    for (int k = 0; k < 6; k++) {
+      ref_t *r = &ref[order[(start + k) % 6]];
+      CU_ASSERT_PTR_EQUAL(altar__hmap_del(&m, r->key, strlen(r->key)), &r->val);
+      r->present = false;
+      check_all(&m, ref);
+    }
+    altar__hmap_free(&m);
+  }
+}
+
+static void add(void) {
+  ALTAR_SUITE("hmap", NULL, NULL);
+  ALTAR_TEST(test_random_against_reference);
+  ALTAR_TEST(test_wrapping_run);
+}
+
+int main(int argc, char **argv) {
+  return altar_test_main(argc, argv, add);
+}
