@@ -608,3 +608,33 @@ int altar_peek_type(const void *data, size_t len, char *buf, size_t bufsize) {
   altar__mp_doc_free(&u);
   return rc;
 }
+
+/* A group event's id for a replay that only needs to know what was
+ * published: the bytes are bound-checked and "type" (when present) must say
+ * "group", but the shards are not decoded. */
+static const msgpack_object *map_get(const msgpack_object *o, const char *key) {
+  size_t n = strlen(key);
+  for (size_t i = 0; i < o->via.map.size; i++) {
+    const msgpack_object_kv *kv = &o->via.map.ptr[i];
+    if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == n && !memcmp(kv->key.via.str.ptr, key, n))
+      return &kv->val;
+  }
+  return NULL;
+}
+
+int altar_peek_group_event_id(const void *data, size_t len, char **pout) {
+  *pout = NULL;
+  altar__mp_doc_t u;
+  int rc = altar__mp_parse(data, len, "group", &u, NULL);
+  if (!rc && u.root.type != MSGPACK_OBJECT_MAP) rc = ALTAR_EDECODE;
+  const msgpack_object *type = rc ? NULL : map_get(&u.root, "type");
+  const msgpack_object *id = rc ? NULL : map_get(&u.root, "event_id");
+  if (!rc && type && (type->type != MSGPACK_OBJECT_STR || type->via.str.size != 5 || memcmp(type->via.str.ptr, "group", 5)))
+    rc = ALTAR_EDECODE;
+  if (!rc && (!id || id->type != MSGPACK_OBJECT_STR || id->via.str.size > ALTAR_MAX_STRING ||
+              !altar__utf8_ok(id->via.str.ptr, id->via.str.size)))
+    rc = ALTAR_EDECODE;
+  if (!rc && !(*pout = strndup(id->via.str.ptr, id->via.str.size))) rc = ALTAR_ENOMEM;
+  altar__mp_doc_free(&u);
+  return rc;
+}

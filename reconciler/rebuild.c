@@ -372,26 +372,24 @@ static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *p
 
 static int on_group(void *ctx, altar_msg_t *m, altar_error_t *err) {
   seen_ids_t *s = ctx;
-  altar_group_event_t g = {0};
-  altar_error_t de = {0};
-  if (m->value && altar_decode_group(m->value, m->value_len, &g, &de) == ALTAR_OK && g.event_id) {
-    if (s->n == s->cap) {
-      size_t cap = s->cap ? s->cap * 2 : 64;
-      char **nv = realloc(s->v, cap * sizeof *nv);
-      if (!nv) {
-        altar_group_event_clear(&g);
-        return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
-      }
-      s->v = nv;
-      s->cap = cap;
+  char *id = NULL;
+  /* Only the id matters here: which events are already out. */
+  int rc = m->value ? altar_peek_group_event_id(m->value, m->value_len, &id) : ALTAR_EDECODE;
+  if (rc == ALTAR_ENOMEM) return altar_error_set(err, rc, "out of memory");
+  if (rc) return ALTAR_OK; /* not a group event: nothing it could stand for */
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    char **nv = realloc(s->v, cap * sizeof *nv);
+    if (!nv) {
+      free(id);
+      return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
     }
-    s->v[s->n++] = g.event_id;
-    g.event_id = NULL;
+    s->v = nv;
+    s->cap = cap;
   }
-  altar_group_event_clear(&g);
+  s->v[s->n++] = id;
   return ALTAR_OK;
 }
-
 
 /* Input offsets for the daemon that takes over the new ledger: the end
  * offsets the replay read up to, never the ends of a later listing (events

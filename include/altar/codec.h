@@ -114,6 +114,10 @@ int altar_decode_record(const void *data, size_t len, altar_record_t *pout, alta
  * bytes are not a bounded msgpack map with a string "type" that fits in buf
  * (spec and record carry no "type"). The bytes are still bound-checked. */
 int altar_peek_type(const void *data, size_t len, char *buf, size_t bufsize);
+/* A group event's "event_id" (malloc'd into *pout) without decoding its
+ * shards; the bytes are bound-checked and a "type" other than "group" is
+ * refused. 0, ALTAR_EDECODE or ALTAR_ENOMEM. */
+int altar_peek_group_event_id(const void *data, size_t len, char **pout);
 
 /* JSON form (same keys as msgpack). *_to_json returns a malloc'd compact
  * JSON string (caller frees) or NULL with err set. *_from_json parses text. */

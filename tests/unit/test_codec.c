@@ -288,6 +288,42 @@ static void test_peek_type(void) {
   CU_ASSERT_EQUAL(altar_peek_type("", 0, buf, sizeof buf), ALTAR_EDECODE);
 }
 
+/* A replay reads only the ids of published group events: every group
+ * vector gives the id full decoding gives; other messages are refused. */
+static void test_peek_group_event_id(void) {
+  size_t groups = 0;
+  for (size_t i = 0; i < n_vecs; i++) {
+    char *id = NULL;
+    int rc = altar_peek_group_event_id(vecs[i].mp, vecs[i].mp_len, &id);
+    if (vecs[i].type == ALTAR_MSG_GROUP) {
+      groups++;
+      altar_group_event_t g;
+      altar_error_t err = {0};
+      CU_ASSERT_EQUAL_FATAL(altar_decode_group(vecs[i].mp, vecs[i].mp_len, &g, &err), 0);
+      CU_ASSERT_EQUAL(rc, 0);
+      if (!rc && g.event_id) CU_ASSERT_STRING_EQUAL(id, g.event_id);
+      altar_group_event_clear(&g);
+    } else if (vecs[i].type == ALTAR_MSG_JOB || vecs[i].type == ALTAR_MSG_STATUS) {
+      CU_ASSERT_EQUAL(rc, ALTAR_EDECODE); /* another type */
+      CU_ASSERT_PTR_NULL(id);
+    }
+    free(id);
+  }
+  CU_ASSERT(groups > 0);
+  char *id = NULL;
+  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x82\xa8" "event_id" "\xa2" "ab" "\xa4" "type" "\xa5" "group"), &id), 0);
+  if (id) CU_ASSERT_STRING_EQUAL(id, "ab");
+  free(id);
+  id = NULL;
+  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x81\xa4" "type" "\xa5" "group"), &id), ALTAR_EDECODE); /* no id */
+  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x81\xa8" "event_id" "\x01"), &id), ALTAR_EDECODE); /* not a string */
+  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x81\xa8" "event_id" "\xa2" "a\x00"), &id), ALTAR_EDECODE); /* NUL byte */
+  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x81\xa8" "event_id" "\xa2" "ab\xc1"), &id), ALTAR_EDECODE); /* trailing */
+  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x91\x01"), &id), ALTAR_EDECODE);
+  CU_ASSERT_EQUAL(altar_peek_group_event_id("", 0, &id), ALTAR_EDECODE);
+  CU_ASSERT_PTR_NULL(id);
+}
+
 /* A message of one type fed to another type's decoder is named by "type". */
 static void test_type_mismatch(void) {
   for (size_t i = 0; i < n_vecs; i++) {
@@ -1001,6 +1037,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_vectors_round_trip);
   ALTAR_TEST(test_vectors_canonical_keys);
   ALTAR_TEST(test_peek_type);
+  ALTAR_TEST(test_peek_group_event_id);
   ALTAR_TEST(test_msg_type_names);
   ALTAR_TEST(test_type_mismatch);
   ALTAR_TEST(test_unknown_keys_ignored);
