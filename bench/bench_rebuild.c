@@ -38,9 +38,12 @@ static int read_all(const altar_strmap_t *props, const char *topic, size_t *pn) 
   altar_transport_t *t = altar_transport_new("local", props, NULL, &e);
   altar_topic_list_t *tl = NULL;
   if (!t || altar_transport_list_topics(t, topic, 10000, &tl, &e)) die("list", &e);
-  size_t np = tl->topics[0].n_partitions, left = np;
+  size_t np = tl->topics[0].n_partitions, left = 0;
   altar_tp_t *tps = calloc(np, sizeof *tps);
-  for (size_t i = 0; i < np; i++) tps[i] = (altar_tp_t){topic, tl->topics[0].partitions[i].partition, ALTAR_OFFSET_BEGINNING};
+  for (size_t i = 0; i < np; i++) {
+    tps[i] = (altar_tp_t){topic, tl->topics[0].partitions[i].partition, ALTAR_OFFSET_BEGINNING};
+    left += tl->topics[0].partitions[i].end > tl->topics[0].partitions[i].beginning; /* an empty one never ends */
+  }
   if (altar_transport_assign(t, tps, np, &e)) die("assign", &e);
   *pn = 0;
   while (left) {

@@ -201,12 +201,21 @@ static int retry_all(altar_ledger_t *l, const char *kind, const picked_t *f, alt
   return rc;
 }
 
-/* Decides one group right after an event touched it. */
-static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char *gk, double ts,
+/* Decides one group right after an event touched it; min_succeeded is
+ * what the readiness rule needs at the least (altar_predicate_min_succeeded). */
+static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char *gk, size_t min_succeeded, double ts,
                     altar_apply_result_t *res, altar_error_t *err) {
+  int rc;
+  if (l->ops->group_counts) {
+    /* Most events of a wide group find it still fanning in: tell that from
+     * the counts, without walking (and sorting) every member. */
+    size_t cs, cf;
+    if ((rc = l->ops->group_counts(l->impl, gs->kind, gk, &cs, &cf, err))) return rc;
+    if (!cf && cs < min_succeeded) return ALTAR_OK;
+  }
   const altar_ledger_entry_t *const *m;
   size_t n;
-  int rc = l->ops->group_members(l->impl, gs->kind, gk, &m, &n, err);
+  rc = l->ops->group_members(l->impl, gs->kind, gk, &m, &n, err);
   if (rc) return rc;
   picked_t s = {0}, f = {0};
   /* Decide on borrowed views first; copy members only when acting. */
@@ -328,7 +337,8 @@ static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const al
   if (!gs || !cur || !cur->group_key || !altar_state_terminal(ev->state)) return ALTAR_OK;
   char *gk = strdup(cur->group_key);
   if (!gk) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-  rc = evaluate(l, gs, gk, ts, res, err);
+  size_t min_succeeded = altar_predicate_min_succeeded(&gs->ready_when, &cur->rec.handle);
+  rc = evaluate(l, gs, gk, min_succeeded, ts, res, err);
   free(gk);
   return rc;
 }

@@ -154,6 +154,7 @@ int altar__lindex_attach(altar__lindex_t *ix, altar__lent_t *x) {
     g->m[g->n] = x;
     x->grp = g;
     x->grp_pos = g->n++;
+    if ((unsigned)x->e.rec.state < 4) g->n_state[x->e.rec.state]++;
   }
   if (x->e.task_key && altar__hmap_put(&ix->tasks, x->e.task_key, strlen(x->e.task_key), x)) {
     altar__lindex_detach(ix, x);
@@ -177,6 +178,7 @@ void altar__lindex_detach(altar__lindex_t *ix, altar__lent_t *x) {
     g->m[x->grp_pos] = last;
     last->grp_pos = x->grp_pos;
     x->grp = NULL;
+    if ((unsigned)x->e.rec.state < 4) g->n_state[x->e.rec.state]--;
     if (!g->n) group_free(altar__hmap_del(&ix->groups, g->key, g->key_len));
   }
   if (x->e.task_key) {
@@ -203,6 +205,19 @@ void altar__lindex_remove(altar__lindex_t *ix, altar__lent_t *x) {
 
 altar__lent_t *altar__lindex_task(const altar__lindex_t *ix, const char *task_key) {
   return altar__hmap_get(&ix->tasks, task_key, strlen(task_key));
+}
+
+void altar__lindex_restate(altar__lent_t *x, altar_state_t was) {
+  if (!x->grp || x->e.rec.state == was) return;
+  if ((unsigned)was < 4) x->grp->n_state[was]--;
+  if ((unsigned)x->e.rec.state < 4) x->grp->n_state[x->e.rec.state]++;
+}
+
+void altar__lindex_group_counts(altar__lindex_t *ix, const char *kind, const char *group_key, size_t *psucceeded,
+                                size_t *pfailed) {
+  altar__lgroup_t *g = group_get(ix, kind, group_key, false);
+  *psucceeded = g ? g->n_state[ALTAR_STATE_SUCCEEDED] : 0;
+  *pfailed = g ? g->n_state[ALTAR_STATE_FAILED] : 0;
 }
 
 static int ent_cmp(const void *pa, const void *pb) {

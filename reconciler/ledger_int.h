@@ -32,6 +32,7 @@ typedef struct altar__lgroup {
   size_t key_len;
   altar__lent_t **m;
   size_t n, cap;
+  size_t n_state[4]; /* members by state, so a decision can skip a group that cannot be ready */
 } altar__lgroup_t;
 
 typedef struct altar__lindex {
@@ -55,6 +56,12 @@ altar__lent_t *altar__lent_new(const altar_handle_t *h, const char *kind, const 
                                const char *task_key, const char *group_key);
 void altar__lent_free(altar__lent_t *x);
 
+/* Moves x's group count from state `was` to its present state: call after
+ * changing the state of an entry that may be open. */
+void altar__lindex_restate(altar__lent_t *x, altar_state_t was);
+/* How many open members of group (kind, group_key) succeeded and failed. */
+void altar__lindex_group_counts(altar__lindex_t *ix, const char *kind, const char *group_key, size_t *psucceeded,
+                                size_t *pfailed);
 altar__lent_t *altar__lindex_find(altar__lindex_t *ix, const char *backend, const char *external_id);
 /* Inserts x (taking ownership) and attaches it when it is open. 0 or ENOMEM
  * (then x is not inserted and still the caller's). */

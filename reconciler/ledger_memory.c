@@ -53,8 +53,10 @@ static int mem_set_state(void *impl, const altar_handle_t *h, altar_state_t stat
   if (!x)
     return altar_error_set(err, ALTAR_ENOTFOUND, "ledger.set_state: no record for %s:%s", h->backend,
                            h->external_id);
+  altar_state_t was = x->e.rec.state;
   if (altar__set_failure(&x->e.rec, state, failure))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory");
+  altar__lindex_restate(x, was);
   return ALTAR_OK;
 }
 
@@ -113,6 +115,7 @@ static int mem_restart(void *impl, const altar_handle_t *h, altar_error_t *err) 
     return altar_error_set(err, ALTAR_ESTATE, "ledger.restart: %s:%s is not an open failed record",
                            h->backend, h->external_id);
   altar__set_failure(&x->e.rec, ALTAR_STATE_PENDING, NULL);
+  altar__lindex_restate(x, ALTAR_STATE_FAILED);
   x->e.rec.restart_count++;
   return ALTAR_OK;
 }
@@ -148,6 +151,13 @@ static const altar_ledger_entry_t *mem_peek_task(void *impl, const char *task_ke
   mem_ledger_t *m = impl;
   altar__lent_t *x = altar__lindex_task(&m->ix, task_key);
   return x ? &x->e : NULL;
+}
+
+static int mem_group_counts(void *impl, const char *kind, const char *group_key, size_t *psucceeded,
+                            size_t *pfailed, altar_error_t *err) {
+  (void)err;
+  altar__lindex_group_counts(&((mem_ledger_t *)impl)->ix, kind, group_key, psucceeded, pfailed);
+  return ALTAR_OK;
 }
 
 static int mem_group_members(void *impl, const char *kind, const char *group_key,
@@ -211,6 +221,7 @@ static const altar_ledger_ops_t mem_ops = {
     .peek_open = mem_peek_open,
     .peek_task = mem_peek_task,
     .group_members = mem_group_members,
+    .group_counts = mem_group_counts,
     .foreach = mem_foreach,
     .begin = mem_begin,
     .commit = mem_begin,

@@ -687,9 +687,11 @@ static int rl_set_state(void *impl, const altar_handle_t *h, altar_state_t state
   if (state != ALTAR_STATE_FAILED || !failure) {
     /* No failure to check: the cache changes now and the value follows it
      * (a failed staging rolls the cache back with the batch). */
+    altar_state_t was = x->e.rec.state;
     altar_failure_free(x->e.rec.failure);
     x->e.rec.failure = NULL;
     x->e.rec.state = state;
+    altar__lindex_restate(x, was);
     return op_end(r, b_open(r, x, false, err), err);
   }
   altar_failure_t *nf = NULL;
@@ -703,9 +705,11 @@ static int rl_set_state(void *impl, const altar_handle_t *h, altar_state_t state
     altar_failure_free(nf);
     return op_end(r, rc, err);
   }
+  altar_state_t was = x->e.rec.state;
   altar_failure_free(x->e.rec.failure);
   x->e.rec.failure = nf;
   x->e.rec.state = state;
+  altar__lindex_restate(x, was);
   return op_end(r, ALTAR_OK, err);
 }
 
@@ -801,6 +805,7 @@ static int rl_restart(void *impl, const altar_handle_t *h, altar_error_t *err) {
     return altar_error_set(err, ALTAR_ESTATE, "ledger.restart: %s:%s is not an open failed record", h->backend,
                            h->external_id);
   altar__set_failure(&x->e.rec, ALTAR_STATE_PENDING, NULL);
+  altar__lindex_restate(x, ALTAR_STATE_FAILED);
   x->e.rec.restart_count++;
   return op_end(r, b_open(r, x, false, err), err);
 }
@@ -830,6 +835,13 @@ static int rl_group_members(void *impl, const char *kind, const char *group_key,
   rl_t *r = impl;
   if (altar__lindex_group(&r->ix, kind, group_key, pm, pn))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.group_members: out of memory");
+  return ALTAR_OK;
+}
+
+static int rl_group_counts(void *impl, const char *kind, const char *group_key, size_t *psucceeded,
+                           size_t *pfailed, altar_error_t *err) {
+  (void)err;
+  altar__lindex_group_counts(&((rl_t *)impl)->ix, kind, group_key, psucceeded, pfailed);
   return ALTAR_OK;
 }
 
@@ -985,6 +997,7 @@ static const altar_ledger_ops_t rl_ops = {
     .peek_open = rl_peek_open,
     .peek_task = rl_peek_task,
     .group_members = rl_group_members,
+    .group_counts = rl_group_counts,
     .foreach = rl_foreach,
     .begin = rl_begin,
     .commit = rl_commit,

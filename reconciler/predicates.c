@@ -1,5 +1,6 @@
 /* Readiness predicates: when a group of succeeded shards has fanned in. */
 #include "altar/groups.h"
+#include "altar/spec.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -8,8 +9,9 @@
 #include <string.h>
 
 /* Fold counts are bounded so a hostile label cannot make a group wait on
- * billions of folds or make us allocate for them. */
-#define MAX_FOLDS 100000
+ * billions of folds, and by what one group event can list: a group that
+ * needs more shards than that could never be published. */
+#define MAX_FOLDS ((int64_t)ALTAR_MAX_ARRAY)
 
 int altar_predicate_single(altar_predicate_t *p) {
   memset(p, 0, sizeof *p);
@@ -20,7 +22,9 @@ int altar_predicate_single(altar_predicate_t *p) {
 
 int altar_predicate_count_at_least(altar_predicate_t *p, int64_t n, altar_error_t *err) {
   memset(p, 0, sizeof *p);
-  if (n < 1) return altar_error_set(err, ALTAR_EINVAL, "count_at_least: n must be >= 1, got %" PRId64, n);
+  if (n < 1 || n > MAX_FOLDS)
+    return altar_error_set(err, ALTAR_EINVAL, "count_at_least: n must be in 1..%" PRId64 ", got %" PRId64, MAX_FOLDS,
+                           n);
   p->rule = ALTAR_READY_COUNT_AT_LEAST;
   p->n = n;
   return ALTAR_OK;
@@ -29,7 +33,7 @@ int altar_predicate_count_at_least(altar_predicate_t *p, int64_t n, altar_error_
 int altar_predicate_all_folds(altar_predicate_t *p, int64_t n, altar_error_t *err) {
   memset(p, 0, sizeof *p);
   if (n < 1 || n > MAX_FOLDS)
-    return altar_error_set(err, ALTAR_EINVAL, "all_folds: n must be in 1..%d, got %" PRId64, MAX_FOLDS, n);
+    return altar_error_set(err, ALTAR_EINVAL, "all_folds: n must be in 1..%" PRId64 ", got %" PRId64, MAX_FOLDS, n);
   p->rule = ALTAR_READY_ALL_FOLDS;
   p->n = n;
   if (!(p->label = strdup("fold"))) return altar_error_set(err, ALTAR_ENOMEM, "all_folds: out of memory");
@@ -65,7 +69,7 @@ int altar_predicate_all_expected_folds(altar_predicate_t *p, const char *label,
   if (!count_label || !*count_label)
     return altar_error_set(err, ALTAR_EINVAL, "all_expected_folds: count_label must not be empty");
   if (default_count && (*default_count < 1 || *default_count > MAX_FOLDS))
-    return altar_error_set(err, ALTAR_EINVAL, "all_expected_folds: default must be in 1..%d, got %" PRId64,
+    return altar_error_set(err, ALTAR_EINVAL, "all_expected_folds: default must be in 1..%" PRId64 ", got %" PRId64,
                            MAX_FOLDS, *default_count);
   p->rule = ALTAR_READY_ALL_EXPECTED_FOLDS;
   if (default_count) p->default_count = (altar_opt_i64_t){true, *default_count};
@@ -115,6 +119,24 @@ oom:
   return ALTAR_ENOMEM;
 }
 
+static bool parse_count(const char *s, int64_t *pv);
+
+size_t altar_predicate_min_succeeded(const altar_predicate_t *p, const altar_handle_t *member) {
+  switch (p->rule) {
+  case ALTAR_READY_COUNT_AT_LEAST:
+  case ALTAR_READY_ALL_FOLDS:
+    return p->n > 1 ? (size_t)p->n : 1;
+  case ALTAR_READY_ALL_EXPECTED_FOLDS: {
+    /* The widest count wins, so the group needs at least this member's. */
+    int64_t c;
+    if (member && parse_count(altar_strmap_get(&member->labels, p->count_label), &c)) return (size_t)c;
+    return 1;
+  }
+  default: /* single, label values, custom: no cheaper bound than one */
+    return 1;
+  }
+}
+
 /* Whether some shard carries label = value. */
 static bool has_value(const altar_handle_t *const *shards, size_t n, const char *label,
                       const char *value) {
@@ -125,16 +147,37 @@ static bool has_value(const altar_handle_t *const *shards, size_t n, const char 
   return false;
 }
 
-/* Folds "0".."n-1" all present among the shards' `label` values. */
+/* The fold a label value names when it is one of "0".."folds-1" written as
+ * a plain decimal (no sign, no leading zero), the form the folds are named in. */
+static bool fold_index(const char *v, int64_t folds, int64_t *pf) {
+  if (!v || !*v || (v[0] == '0' && v[1])) return false;
+  int64_t f = 0;
+  for (const char *c = v; *c; c++) {
+    if (*c < '0' || *c > '9') return false;
+    f = f * 10 + (*c - '0');
+    if (f >= folds) return false; /* also keeps f from overflowing */
+  }
+  *pf = f;
+  return true;
+}
+
+/* Folds "0".."folds-1" all present among the shards' `label` values: one
+ * pass over the shards marking what each names. */
 static bool folds_present(const altar_handle_t *const *shards, size_t n, const char *label,
                           int64_t folds) {
-  if ((size_t)folds > n) return false; /* cheap: each shard covers at most one fold */
-  for (int64_t f = 0; f < folds; f++) {
-    char want[24];
-    snprintf(want, sizeof want, "%" PRId64, f);
-    if (!has_value(shards, n, label, want)) return false;
+  if (folds < 1 || folds > MAX_FOLDS || (size_t)folds > n) return false; /* each shard covers at most one fold */
+  unsigned char seen[(MAX_FOLDS + 7) / 8];
+  memset(seen, 0, (size_t)(folds + 7) / 8);
+  int64_t missing = folds;
+  for (size_t i = 0; i < n && missing; i++) {
+    int64_t f;
+    if (!fold_index(altar_strmap_get(&shards[i]->labels, label), folds, &f)) continue;
+    unsigned char bit = (unsigned char)(1u << (f & 7));
+    if (seen[f >> 3] & bit) continue;
+    seen[f >> 3] |= bit;
+    missing--;
   }
-  return true;
+  return missing == 0;
 }
 
 /* A count label is valid when it is a plain decimal integer in 1..MAX_FOLDS. */

@@ -86,6 +86,11 @@ typedef struct altar_ledger_ops {
    * the group's size. *pmembers is NULL when n is 0. */
   int (*group_members)(void *impl, const char *kind, const char *group_key,
                        const altar_ledger_entry_t *const **pmembers, size_t *pn, altar_error_t *err);
+  /* Optional (NULL: callers use group_members): how many open members of the
+   * group succeeded and failed, in constant time, so deciding a group after
+   * each event does not cost the group's size. */
+  int (*group_counts)(void *impl, const char *kind, const char *group_key, size_t *psucceeded, size_t *pfailed,
+                      altar_error_t *err);
   /* Every record, consumed or not, in (backend, external_id) order, with
    * specs. The RocksDB ledger walks what is committed, not an open batch. */
   int (*foreach)(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err);

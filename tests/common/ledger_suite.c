@@ -292,6 +292,64 @@ static void test_group_index(void) {
   cur->destroy(l);
 }
 
+/* group_counts agrees with a walk of group_members after every change. */
+static void counts_match(altar_ledger_t *l, const char *gk) {
+  const altar_ledger_entry_t *const *m;
+  size_t n, ws = 0, wf = 0, cs = 99, cf = 99;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(l->ops->group_members(l->impl, "train", gk, &m, &n, &err), 0);
+  for (size_t i = 0; i < n; i++) {
+    ws += m[i]->rec.state == ALTAR_STATE_SUCCEEDED;
+    wf += m[i]->rec.state == ALTAR_STATE_FAILED;
+  }
+  CU_ASSERT_PTR_NOT_NULL_FATAL(l->ops->group_counts);
+  CU_ASSERT_EQUAL(l->ops->group_counts(l->impl, "train", gk, &cs, &cf, &err), 0);
+  CU_ASSERT_EQUAL(cs, ws);
+  CU_ASSERT_EQUAL(cf, wf);
+}
+
+static void test_group_counts(void) {
+  altar_ledger_t *l = cur->open();
+  altar_error_t err = {0};
+  counts_match(l, "j1"); /* no such group */
+  add(l, "a", "0", "j1");
+  add(l, "b", "1", "j1");
+  add(l, "c", "2", "j1");
+  add(l, "x", "0", "j2");
+  counts_match(l, "j1");
+  set(l, "a", ALTAR_STATE_RUNNING);
+  set(l, "a", ALTAR_STATE_SUCCEEDED);
+  set(l, "b", ALTAR_STATE_FAILED);
+  set(l, "x", ALTAR_STATE_SUCCEEDED);
+  counts_match(l, "j1");
+  counts_match(l, "j2");
+  set(l, "b", ALTAR_STATE_FAILED); /* the same state again */
+  counts_match(l, "j1");
+  altar_handle_t h;
+  mkhandle(&h, "b", "1");
+  CU_ASSERT_EQUAL(altar_ledger_restart(l, &h, &err), 0);
+  altar_handle_clear(&h);
+  counts_match(l, "j1");
+  set(l, "c", ALTAR_STATE_SUCCEEDED);
+  consume1(l, "a");
+  counts_match(l, "j1");
+  /* A batch that is given up leaves the counts as they were (the memory
+   * ledger cannot give one up: its changes stay, counted). */
+  CU_ASSERT_EQUAL(altar_ledger_begin(l, &err), 0);
+  set(l, "b", ALTAR_STATE_SUCCEEDED);
+  consume1(l, "c");
+  counts_match(l, "j1");
+  int rc = altar_ledger_abort(l, &err);
+  CU_ASSERT(rc == 0 || rc == ALTAR_ENOTSUP);
+  counts_match(l, "j1");
+  l = cur->reopen(l);
+  counts_match(l, "j1");
+  consume1(l, "b");
+  consume1(l, "c");
+  counts_match(l, "j1");
+  cur->destroy(l);
+}
+
 typedef struct walk {
   char order[16][8];
   size_t n;
@@ -431,6 +489,7 @@ void altar_ledger_suite_register(const altar_ledger_factory_t *f) {
   ALTAR_TEST(test_reopen_consumed_record);
   ALTAR_TEST(test_restart);
   ALTAR_TEST(test_group_index);
+  ALTAR_TEST(test_group_counts);
   ALTAR_TEST(test_foreach_and_stats);
   ALTAR_TEST(test_checksum_history_independent);
   ALTAR_TEST(test_batch_reads_own_writes);

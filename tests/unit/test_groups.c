@@ -100,6 +100,63 @@ static void test_all_folds(void) {
   CU_ASSERT(ready(&p));
   altar_predicate_clear(&p);
   CU_ASSERT_EQUAL(altar_predicate_all_folds(&p, 0, &err), ALTAR_EINVAL);
+  /* No rule may need more shards than one group event can list. */
+  CU_ASSERT_EQUAL(altar_predicate_all_folds(&p, ALTAR_MAX_ARRAY, &err), 0);
+  altar_predicate_clear(&p);
+  CU_ASSERT_EQUAL(altar_predicate_all_folds(&p, ALTAR_MAX_ARRAY + 1, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar_predicate_count_at_least(&p, ALTAR_MAX_ARRAY + 1, &err), ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "4096") != NULL);
+}
+
+/* A fold is named only by its plain decimal: "01", "+1", "1 " and "-0" name
+ * none, and values past the last fold are ignored. */
+static void test_fold_spellings(void) {
+  altar_predicate_t p;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_predicate_all_folds(&p, 2, &err), 0);
+  const char *odd[] = {"fold=00", "fold=01", "fold=+1", "fold=1 ", "fold=-0", "fold=2", "fold=", "fold=10"};
+  shards(odd, 8);
+  CU_ASSERT_FALSE(ready(&p));
+  const char *plain[] = {"fold=01", "fold=1", "fold=2", "fold=0"};
+  shards(plain, 4);
+  CU_ASSERT(ready(&p));
+  altar_predicate_clear(&p);
+  /* Wide: 12 folds among 16 shards, each fold once, in any order. */
+  CU_ASSERT_EQUAL(altar_predicate_all_folds(&p, 12, &err), 0);
+  const char *wide[] = {"fold=11", "fold=3", "fold=10", "fold=0", "fold=7", "fold=1", "fold=9", "fold=2",
+                        "fold=4",  "fold=8", "fold=5",  "fold=6", "fold=12", "fold=3", "fold=x", "fold=011"};
+  shards(wide, 16);
+  CU_ASSERT(ready(&p));
+  shards(wide + 1, 15); /* fold 11 gone */
+  CU_ASSERT_FALSE(ready(&p));
+  altar_predicate_clear(&p);
+}
+
+/* The least number of succeeded shards each rule can be ready with. */
+static void test_min_succeeded(void) {
+  altar_predicate_t p;
+  altar_error_t err = {0};
+  altar_predicate_single(&p);
+  CU_ASSERT_EQUAL(altar_predicate_min_succeeded(&p, NULL), 1);
+  altar_predicate_clear(&p);
+  altar_predicate_count_at_least(&p, 7, &err);
+  CU_ASSERT_EQUAL(altar_predicate_min_succeeded(&p, NULL), 7);
+  altar_predicate_clear(&p);
+  altar_predicate_all_folds(&p, 5, &err);
+  CU_ASSERT_EQUAL(altar_predicate_min_succeeded(&p, NULL), 5);
+  altar_predicate_clear(&p);
+  const char *vals[] = {"a", "b"};
+  altar_predicate_all_label_values(&p, "x", vals, 2, &err);
+  CU_ASSERT_EQUAL(altar_predicate_min_succeeded(&p, NULL), 1);
+  altar_predicate_clear(&p);
+  altar_predicate_all_expected_folds(&p, "fold", "num_folds", NULL, &err);
+  const char *member[] = {"fold=0,num_folds=40", "fold=1,num_folds=x", "fold=2"};
+  shards(member, 3);
+  CU_ASSERT_EQUAL(altar_predicate_min_succeeded(&p, &hs[0]), 40);
+  CU_ASSERT_EQUAL(altar_predicate_min_succeeded(&p, &hs[1]), 1); /* no valid count: no bound */
+  CU_ASSERT_EQUAL(altar_predicate_min_succeeded(&p, &hs[2]), 1);
+  CU_ASSERT_EQUAL(altar_predicate_min_succeeded(&p, NULL), 1);
+  altar_predicate_clear(&p);
 }
 
 static void test_all_label_values(void) {
@@ -225,6 +282,8 @@ static void add(void) {
   ALTAR_TEST(test_group_by);
   ALTAR_TEST(test_single_and_count);
   ALTAR_TEST(test_all_folds);
+  ALTAR_TEST(test_fold_spellings);
+  ALTAR_TEST(test_min_succeeded);
   ALTAR_TEST(test_all_label_values);
   ALTAR_TEST(test_all_expected_folds);
   ALTAR_TEST(test_custom_and_copy);
