@@ -1,7 +1,9 @@
 /* Rebuild rate: status events per second replayed from the local log into a
  * fresh RocksDB ledger (with grouping), against merely reading and decoding
  * the same events from the same log, in the same run.
- * usage: bench_rebuild [SHARDS]   (default 100000 shards = 200000 events) */
+ * usage: bench_rebuild [SHARDS [WIDTH]]   (default 100000 shards = 200000
+ * events, in groups of WIDTH = 5 folds; a wide group shows that deciding a
+ * group does not cost its width per event) */
 #include "altar/codec.h"
 #include "altar/groups.h"
 #include "altar/ledger.h"
@@ -65,7 +67,9 @@ static int read_all(const altar_strmap_t *props, const char *topic, size_t *pn) 
 
 int main(int argc, char **argv) {
   long shards = argc > 1 ? atol(argv[1]) : 100000;
-  if (shards < 5) shards = 5;
+  long width = argc > 2 ? atol(argv[2]) : 5;
+  if (width < 1 || width > ALTAR_MAX_ARRAY) width = 5;
+  if (shards < width) shards = width;
   char dir[] = "/tmp/altar-bench-rebuild-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   char logdir[128], ledger[128];
@@ -86,14 +90,15 @@ int main(int argc, char **argv) {
   altar_buf_t b = {0};
   double t0 = now_s();
   for (long i = 0; i < shards; i++) {
-    char g[32], f[8], id[32];
-    snprintf(g, sizeof g, "g%ld", i / 5);
-    snprintf(f, sizeof f, "%ld", i % 5);
+    char g[32], f[24], id[32], nf[24];
+    snprintf(g, sizeof g, "g%ld", i / width);
+    snprintf(f, sizeof f, "%ld", i % width);
+    snprintf(nf, sizeof nf, "%ld", width);
     snprintf(id, sizeof id, "t%ld", i);
     altar_spec_set_label(spec, "job_id", "bench");
     altar_spec_set_label(spec, "group", g);
     altar_spec_set_label(spec, "fold", f);
-    altar_spec_set_label(spec, "num_folds", "5");
+    altar_spec_set_label(spec, "num_folds", nf);
     altar_status_event_t ev = {.v = 1, .event = ALTAR_EV_SUBMITTED, .task_key = id, .kind = "bench", .state = ALTAR_STATE_PENDING,
                                .spec = spec, .worker = "w", .ts = 1.0};
     altar_handle_init_for_spec(&ev.handle, "process", id, spec);
@@ -146,7 +151,8 @@ int main(int argc, char **argv) {
   char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   altar_ledger_checksum(l, sum, &e);
   altar_ledger_close(l);
-  printf("status events: %zu (%ld shards in %ld 5-fold groups), written in %.2f s\n", n_events, shards, shards / 5, t_write);
+  printf("status events: %zu (%ld shards in %ld %ld-fold groups), written in %.2f s\n", n_events, shards, shards / width,
+         width, t_write);
   printf("baseline  read+decode from the local log: %10.0f events/s (%.2f s)\n", (double)n_events / t_read, t_read);
   printf("altar     rebuild into RocksDB + groups:  %10.0f events/s (%.2f s), %llu groups fired, %llu published\n",
          (double)st.events / t_rebuild, t_rebuild, (unsigned long long)st.fired, (unsigned long long)published);
