@@ -97,6 +97,31 @@ oom:
   return ALTAR_ENOMEM;
 }
 
+static size_t strmap_bytes(const altar_strmap_t *m) {
+  size_t n = 0;
+  for (size_t i = 0; m && i < m->n; i++) n += strlen(m->keys[i]) + strlen(m->vals[i]) + 10;
+  return n;
+}
+
+/* An event that could not be encoded (too many shards, too many bytes)
+ * would stop every later batch; refusing it here, the same way in the
+ * daemon and in a replay, leaves the triggering event to the DLQ instead
+ * and the group open and visible. The size is an upper bound of the
+ * encoding: headers counted at their widest. */
+static int check_publishable(const char *k, const char *gk, const picked_t *p, altar_error_t *err) {
+  if (p->n > ALTAR_MAX_ARRAY)
+    return altar_error_set(err, ALTAR_EPREDICATE, "group %s:%s: its event would list %zu shards, more than %u", k, gk,
+                           p->n, ALTAR_MAX_ARRAY);
+  size_t bytes = 256 + strlen(k) + strlen(gk) + ALTAR_TASK_KEY_LEN;
+  for (size_t i = 0; i < p->n; i++)
+    bytes += 64 + strlen(p->hs[i].backend) + strlen(p->hs[i].external_id) + strmap_bytes(&p->hs[i].labels) +
+             strmap_bytes(p->hs[i].plugin_identity);
+  if (bytes > ALTAR_MAX_MESSAGE)
+    return altar_error_set(err, ALTAR_EPREDICATE, "group %s:%s: its event of %zu shards could take %zu bytes, more than %u",
+                           k, gk, p->n, bytes, ALTAR_MAX_MESSAGE);
+  return ALTAR_OK;
+}
+
 static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, const char *k,
                       const char *gk, picked_t *p, double ts, altar_error_t *err) {
   if (res->n_events == res->cap_events) {
@@ -240,7 +265,8 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
      * failed shards are settled with it. */
     picked_t fired = s;
     memset(&s, 0, sizeof s);
-    rc = consume_both(l, &fired, &f, err);
+    rc = check_publishable(gs->kind, gk, &fired, err); /* before anything changes */
+    if (!rc) rc = consume_both(l, &fired, &f, err);
     if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, gk, &fired, ts, err);
     picked_clear(&fired);
     goto out;
@@ -262,7 +288,8 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   if (dead) {
     picked_t d = f;
     memset(&f, 0, sizeof f);
-    rc = consume_both(l, &d, &s, err);
+    rc = check_publishable(gs->kind, gk, &d, err);
+    if (!rc) rc = consume_both(l, &d, &s, err);
     if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, gk, &d, ts, err);
     picked_clear(&d);
   } else {

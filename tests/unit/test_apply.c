@@ -434,6 +434,51 @@ static void test_predicate_error_aborts_batch(void) {
   altar_group_specs_clear(&s);
 }
 
+/* A group whose event could not be published (more shards than one event
+ * lists) is refused before anything changes, as a predicate failure: the
+ * daemon sets the event aside in the DLQ and keeps going. */
+static void test_unpublishable_group_refused(void) {
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, "wide:\n  group_by: [job_id]\n  ready_when: {all_label_values: {label: fold, values: ['0', '1']}}\n");
+  char *dir = altar_test_tmpdir("apply-wide");
+  altar_error_t err = {0};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  /* ALTAR_MAX_ARRAY succeeded shards of fold 1, put straight into the ledger. */
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_begin(l, &err), 0);
+  for (unsigned i = 0; i < ALTAR_MAX_ARRAY; i++) {
+    char eid[32];
+    snprintf(eid, sizeof eid, "w%u", i);
+    altar_handle_t h;
+    altar_handle_init(&h, "process", eid);
+    altar_strmap_set(&h.labels, "job_id", "j");
+    altar_strmap_set(&h.labels, "fold", "1");
+    altar_record_meta_t meta = {.task_key = eid, .group_key = "j"};
+    CU_ASSERT_EQUAL_FATAL(altar_ledger_record_meta(l, &h, "wide", NULL, &meta, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(altar_ledger_set_state(l, &h, ALTAR_STATE_SUCCEEDED, NULL, &err), 0);
+    altar_handle_clear(&h);
+  }
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_commit(l, &err), 0);
+  /* Fold 0 makes the group ready with one shard too many for its event. */
+  sub("wide", "z", "j", 0, 1);
+  st("wide", "z", "j", 0, 1, ALTAR_STATE_SUCCEEDED);
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL(altar_apply_events_atomic(l, &s, evs, nev, 0, &r, &err), ALTAR_EPREDICATE);
+  CU_ASSERT(strstr(err.msg, "4097 shards") != NULL);
+  CU_ASSERT_EQUAL(r.n_events, 0);
+  altar_ledger_entry_t e;
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "z", &e, &err), ALTAR_ENOTFOUND); /* nothing half-applied */
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_get(l, "process", "w0", &e, &err), 0);
+  CU_ASSERT(!e.rec.consumed);
+  altar_ledger_entry_clear(&e);
+  altar_apply_result_clear(&r);
+  altar_ledger_close(l);
+  altar_test_rmtree(dir);
+  free(dir);
+  altar_group_specs_clear(&s);
+}
+
 static void test_bad_events(void) {
   ev_reset();
   altar_group_specs_t s = {0};
@@ -469,6 +514,7 @@ static void add(void) {
   ALTAR_TEST(test_retry_gives_up_when_hopeless);
   ALTAR_TEST(test_released_and_unknown);
   ALTAR_TEST(test_predicate_error_aborts_batch);
+  ALTAR_TEST(test_unpublishable_group_refused);
   ALTAR_TEST(test_bad_events);
 }
 
