@@ -43,6 +43,35 @@ static void dues_clear(dues_t *d) {
  * topic does not exist). */
 typedef int (*record_fn)(void *ctx, altar_msg_t *m, altar_error_t *err);
 
+/* Marks done each partition of ti whose position reached its listed end,
+ * and lowers a listed end that the log no longer has (a torn tail cut on
+ * reopening): the replay then stops there, and the offsets it stores say so. */
+static void settle_ends(altar_transport_t *t, const char *topic, altar_topic_info_t *ti, bool *done,
+                        size_t *premaining) {
+  altar_tp_t *pos = NULL;
+  size_t npos = 0;
+  altar_error_t ignored = {0};
+  if (altar_transport_assignment(t, &pos, &npos, &ignored)) return; /* not offered: keep waiting */
+  altar_topic_list_t *now = NULL;
+  if (altar_transport_list_topics(t, topic, 10000, &now, &ignored)) now = NULL;
+  for (size_t i = 0; i < ti->n_partitions; i++) {
+    if (done[i]) continue;
+    int64_t end = ti->partitions[i].end;
+    for (size_t k = 0; now && now->n_topics && k < now->topics[0].n_partitions; k++)
+      if (now->topics[0].partitions[k].partition == ti->partitions[i].partition && now->topics[0].partitions[k].end < end)
+        end = ti->partitions[i].end = now->topics[0].partitions[k].end;
+    for (size_t k = 0; k < npos; k++)
+      if (pos[k].partition == ti->partitions[i].partition && pos[k].offset >= end) {
+        done[i] = true;
+        (*premaining)--;
+      }
+  }
+  altar_topic_list_free(now);
+  free(pos);
+}
+
+
+
 static int read_topic(const char *tname, const altar_strmap_t *props, const char *topic, record_fn fn, void *ctx,
                       altar_topic_list_t **pends, altar_error_t *err) {
   if (pends) *pends = NULL;
@@ -58,32 +87,50 @@ static int read_topic(const char *tname, const altar_strmap_t *props, const char
     altar_transport_close(t);
     return rc;
   }
-  const altar_topic_info_t *ti = tl->n_topics ? &tl->topics[0] : NULL;
+  altar_topic_info_t *ti = tl->n_topics ? &tl->topics[0] : NULL;
   size_t np = ti ? ti->n_partitions : 0;
   altar_tp_t *tps = calloc(np ? np : 1, sizeof *tps);
-  int64_t *ends = calloc(np ? np : 1, sizeof *ends);
+  bool *done = calloc(np ? np : 1, sizeof *done);
   size_t remaining = 0;
-  if (!tps || !ends) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  if (!tps || !done) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   for (size_t i = 0; !rc && i < np; i++) {
     tps[i] = (altar_tp_t){topic, ti->partitions[i].partition, ALTAR_OFFSET_BEGINNING};
-    ends[i] = ti->partitions[i].end;
-    if (ti->partitions[i].end > ti->partitions[i].beginning) remaining++;
+    done[i] = ti->partitions[i].end <= ti->partitions[i].beginning;
+    remaining += !done[i];
   }
   if (!rc && remaining) rc = altar_transport_assign(t, tps, np, err);
   while (!rc && remaining) {
     altar_msg_t *m = NULL;
-    rc = altar_transport_consume(t, 1000, &m, err);
-    if (rc || !m) continue; /* a quiet second: keep waiting, the ends exist */
+    altar_error_t ce = {0};
+    rc = altar_transport_consume(t, 1000, &m, &ce);
+    if (rc == ALTAR_EINTEGRITY) {
+      /* A damaged record the log reader skipped (and reported): the daemon
+       * skipped it too, so the replay goes on without it. */
+      fprintf(stderr, "altar reconciler: rebuild: %s\n", ce.msg);
+      rc = ALTAR_OK;
+    } else if (rc && err) {
+      *err = ce;
+    }
+    if (rc) break;
+    if (!m) {
+      /* Quiet: a skip or a cut tail may have taken a partition's last
+       * records, so judge the ends by the positions reached. */
+      settle_ends(t, topic, ti, done, &remaining);
+      continue;
+    }
     for (size_t i = 0; i < np; i++) {
       if (ti->partitions[i].partition != m->partition) continue;
-      if (m->offset < ends[i]) rc = fn(ctx, m, err);
-      if (m->offset + 1 == ends[i]) remaining--;
+      if (m->offset < ti->partitions[i].end) rc = fn(ctx, m, err);
+      if (!done[i] && m->offset + 1 >= ti->partitions[i].end) {
+        done[i] = true;
+        remaining--;
+      }
       break;
     }
     altar_msg_free(m);
   }
   free(tps);
-  free(ends);
+  free(done);
   if (pends && !rc) *pends = tl;
   else altar_topic_list_free(tl);
   altar_transport_close(t);

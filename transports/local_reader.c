@@ -236,6 +236,39 @@ int lreader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int
 
 /* A corrupt record in the active segment with no appender holding the lock
  * is a dead writer's tail: cut it, as an appender would. */
+/* After a corrupt record at r->pos in a sealed segment, the first intact
+ * record behind it with an offset in (bad, limit): found by trying every
+ * byte position (a record must pass its length bounds and CRC-32, and its
+ * offset must fit), so one damaged record costs that record, not the rest
+ * of its segment. 1 with *ppos and *poffset set, 0 when there is none. */
+#define RESYNC_STEP (1u << 20)
+static int resync(lreader_t *r, const local_cfg_t *cfg, int64_t bad, int64_t limit, off_t *ppos, int64_t *poffset) {
+  struct stat st;
+  if (fstat(r->fd, &st) != 0) return 0;
+  size_t window = RESYNC_STEP + LREC_FRAME + cfg->max_record_bytes + 64;
+  uint8_t *buf = malloc(window);
+  if (!buf) return 0;
+  int found = 0;
+  /* From r->pos itself: an intact record out of sequence is kept. */
+  for (off_t base = r->pos; !found && base < st.st_size; base += RESYNC_STEP) {
+    ssize_t got = pread(r->fd, buf, window, base);
+    if (got <= 0) break;
+    size_t tries = (size_t)got < RESYNC_STEP ? (size_t)got : RESYNC_STEP;
+    for (size_t i = 0; i < tries; i++) {
+      lrec_view_t v;
+      const char *why;
+      if (lrec_parse(buf + i, (size_t)got - i, cfg->max_record_bytes, &v, &why) != LREC_OK) continue;
+      if (v.offset <= bad || v.offset >= limit) continue;
+      *ppos = base + (off_t)i;
+      *poffset = v.offset;
+      found = 1;
+      break;
+    }
+  }
+  free(buf);
+  return found;
+}
+
 static void repair_tail(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r,
                         const char *why) {
   char *lp = local_path(r->dir, "append.lock");
@@ -334,6 +367,18 @@ int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, alt
     {
       int64_t bad = r->next_offset;
       int64_t seg = r->seg_base;
+      off_t at;
+      int64_t resumed;
+      if (r->fd >= 0 && resync(r, cfg, bad, nx, &at, &resumed)) {
+        r->pos = at;
+        r->next_offset = resumed;
+        priv(r)->len = 0;
+        return altar_error_set(err, ALTAR_EINTEGRITY,
+                               "%s/%d: %s at offset %lld in segment %020lld.log; offsets %lld..%lld skipped, "
+                               "reading on from the next intact record",
+                               r->topic, r->partition, why ? why : "corrupt record", (long long)bad,
+                               (long long)seg, (long long)bad, (long long)resumed - 1);
+      }
       drop_segment(r);
       r->next_offset = nx;
       return altar_error_set(err, ALTAR_EINTEGRITY,

@@ -13,7 +13,10 @@
 #include "reconciler/outbox.h"
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -837,6 +840,58 @@ static altar_transport_t *pair_log(const char *root, char ldir[512], char l2dir[
   return p;
 }
 
+/* A damaged record in a sealed segment of the status log: the daemon
+ * reads past it (the log reports it), and a rebuild must read past it too
+ * and reach the same ledger, not stop at it. */
+static void test_rebuild_reads_past_a_damaged_record(void) {
+  char *root = altar_test_tmpdir("outbox-damaged");
+  char ldir[512], l2dir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
+  altar_group_specs_t groups = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_group_specs_load_string(pair_yaml, strlen(pair_yaml), "t", &groups, &err) == 0);
+  altar_strmap_t m = {0};
+  altar_strmap_set(&m, "dir", root);
+  altar_strmap_set(&m, "segment.bytes", "2048"); /* several sealed segments */
+  altar_transport_t *p = altar_transport_new("local", &m, NULL, &err);
+  altar_strmap_clear(&m);
+  CU_ASSERT_FATAL(p != NULL);
+  make_topics(p);
+  for (int j = 0; j < 10; j++) {
+    char job[16];
+    snprintf(job, sizeof job, "j%d", j);
+    status_run(p, ALTAR_EV_SUBMITTED, job, 0, "r1", ALTAR_STATE_PENDING, 1.0 + j);
+    status_run(p, ALTAR_EV_SUBMITTED, job, 1, "r1", ALTAR_STATE_PENDING, 1.1 + j);
+    status_run(p, ALTAR_EV_STATE, job, 0, "r1", ALTAR_STATE_SUCCEEDED, 1.2 + j);
+    status_run(p, ALTAR_EV_STATE, job, 1, "r1", ALTAR_STATE_SUCCEEDED, 1.3 + j);
+  }
+  altar_transport_close(p);
+  char seg[600];
+  snprintf(seg, sizeof seg, "%s/topics/st/0/%020d.log", root, 0);
+  int fd = open(seg, O_RDWR);
+  CU_ASSERT_FATAL(fd >= 0);
+  struct stat sb;
+  CU_ASSERT_FATAL(fstat(fd, &sb) == 0 && sb.st_size > 1000);
+  unsigned char b;
+  CU_ASSERT_FATAL(pread(fd, &b, 1, sb.st_size / 2) == 1);
+  b ^= 0x20;
+  CU_ASSERT_FATAL(pwrite(fd, &b, 1, sb.st_size / 2) == 1);
+  close(fd);
+  altar_topics_t topics = topics_named("ready"), topics2 = topics_named("ready2");
+  altar_reconciler_stats_t st;
+  altar_ledger_t *l = run_daemon(root, ldir, &groups, &topics, &st);
+  CU_ASSERT_EQUAL(st.fired, 9); /* the group that lost an event stays open */
+  char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1], sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
+  altar_ledger_close(l);
+  CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics2, sum2), 9);
+  CU_ASSERT_STRING_EQUAL(sum1, sum2);
+  altar_group_specs_clear(&groups);
+  altar_test_rmtree(root);
+  free(root);
+}
+
 static void test_rerun_after_settle_is_ignored(void) {
   char *root = altar_test_tmpdir("outbox-rerun");
   char ldir[512], l2dir[512];
@@ -949,6 +1004,7 @@ static void add(void) {
   ALTAR_TEST(test_republish_on_restart_same_bytes);
   ALTAR_TEST(test_carry_into_new_ledger);
   ALTAR_TEST(test_daemon_and_rebuild_agree_on_bytes);
+  ALTAR_TEST(test_rebuild_reads_past_a_damaged_record);
   ALTAR_TEST(test_rebuild_resumes_where_it_read);
   ALTAR_TEST(test_revoke_mid_batch_applies_once);
   ALTAR_TEST(test_daemon_survives_odd_events);
