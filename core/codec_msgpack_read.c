@@ -644,8 +644,8 @@ static int rd_check(altar__rd_t *r, const msgpack_object *o) {
 static bool after_last(const altar_strmap_t *m, const char *key, size_t klen) {
   if (!m->n) return true;
   const char *last = m->keys[m->n - 1];
-  size_t ll = strlen(last);
-  int c = memcmp(last, key, ll < klen ? ll : klen);
+  size_t ll = strlen(last), n = ll < klen ? ll : klen;
+  int c = n ? memcmp(last, key, n) : 0;
   return c < 0 || (c == 0 && ll < klen);
 }
 
@@ -658,7 +658,9 @@ int altar__rd_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t *m)
     if (kv->key.type != MSGPACK_OBJECT_STR) return altar__rd_fail(r, ALTAR_EDECODE, "map key: expected string");
     int rc = rd_check(r, &kv->key);
     if (rc) return rc;
-    const char *key = kv->key.via.str.ptr;
+    /* An empty string may come with a NULL pointer. */
+    const char *key = kv->key.via.str.size ? kv->key.via.str.ptr : "";
+    const char *val = kv->val.type == MSGPACK_OBJECT_STR && kv->val.via.str.size ? kv->val.via.str.ptr : "";
     size_t klen = kv->key.via.str.size;
     size_t old = altar__path_key(&r->path, key, klen);
     rc = rd_check(r, &kv->val);
@@ -670,7 +672,7 @@ int altar__rd_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t *m)
       else if (altar_strmap_get(m, k)) rc = altar__rd_fail(r, ALTAR_EDECODE, "duplicate key");
       free(k);
     }
-    if (!rc && altar_strmap_setn(m, key, klen, kv->val.via.str.ptr, kv->val.via.str.size))
+    if (!rc && altar_strmap_setn(m, key, klen, val, kv->val.via.str.size))
       rc = altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
     altar__path_pop(&r->path, old);
     if (rc) return rc;

@@ -49,8 +49,8 @@ int altar_strmap_reserve(altar_strmap_t *m, size_t extra) {
 
 /* Compares stored key k with key[0..klen). */
 static int key_cmp(const char *k, const char *key, size_t klen) {
-  size_t kl = strlen(k);
-  int c = memcmp(k, key, kl < klen ? kl : klen);
+  size_t kl = strlen(k), n = kl < klen ? kl : klen;
+  int c = n ? memcmp(k, key, n) : 0; /* key may be NULL when klen is 0 */
   return c ? c : (kl > klen) - (kl < klen);
 }
 

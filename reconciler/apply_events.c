@@ -364,7 +364,10 @@ static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const al
   if (!gs || !cur || !cur->group_key || !altar_state_terminal(ev->state)) return ALTAR_OK;
   char *gk = strdup(cur->group_key);
   if (!gk) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-  size_t min_succeeded = altar_predicate_min_succeeded(&gs->ready_when, &cur->rec.handle);
+  /* The bound may use this record's labels only when it is a succeeded
+   * member of the very group decided (an event may name another kind). */
+  bool member = cur->rec.state == ALTAR_STATE_SUCCEEDED && cur->rec.kind && !strcmp(cur->rec.kind, gs->kind);
+  size_t min_succeeded = altar_predicate_min_succeeded(&gs->ready_when, member ? &cur->rec.handle : NULL);
   rc = evaluate(l, gs, gk, min_succeeded, ts, res, err);
   free(gk);
   return rc;

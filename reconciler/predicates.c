@@ -8,10 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Fold counts are bounded so a hostile label cannot make a group wait on
- * billions of folds, and by what one group event can list: a group that
- * needs more shards than that could never be published. */
+/* What a rule may ask for is bounded by what one group event can list: a
+ * configured group needing more could never be published. */
 #define MAX_FOLDS ((int64_t)ALTAR_MAX_ARRAY)
+/* A count label from a producer is valid up to here (so a hostile label
+ * cannot make a group wait on billions of folds); a group that becomes due
+ * wider than MAX_FOLDS is refused when it would be published. */
+#define MAX_COUNT 100000
 
 int altar_predicate_single(altar_predicate_t *p) {
   memset(p, 0, sizeof *p);
@@ -165,8 +168,8 @@ static bool fold_index(const char *v, int64_t folds, int64_t *pf) {
  * pass over the shards marking what each names. */
 static bool folds_present(const altar_handle_t *const *shards, size_t n, const char *label,
                           int64_t folds) {
-  if (folds < 1 || folds > MAX_FOLDS || (size_t)folds > n) return false; /* each shard covers at most one fold */
-  unsigned char seen[(MAX_FOLDS + 7) / 8];
+  if (folds < 1 || folds > MAX_COUNT || (size_t)folds > n) return false; /* each shard covers at most one fold */
+  unsigned char seen[(MAX_COUNT + 7) / 8];
   memset(seen, 0, (size_t)(folds + 7) / 8);
   int64_t missing = folds;
   for (size_t i = 0; i < n && missing; i++) {
@@ -180,13 +183,13 @@ static bool folds_present(const altar_handle_t *const *shards, size_t n, const c
   return missing == 0;
 }
 
-/* A count label is valid when it is a plain decimal integer in 1..MAX_FOLDS. */
+/* A count label is valid when it is a plain decimal integer in 1..MAX_COUNT. */
 static bool parse_count(const char *s, int64_t *pv) {
   if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return false;
   char *end;
   errno = 0;
   long long v = strtoll(s, &end, 10);
-  if (errno || *end || v < 1 || v > MAX_FOLDS) return false;
+  if (errno || *end || v < 1 || v > MAX_COUNT) return false;
   *pv = v;
   return true;
 }

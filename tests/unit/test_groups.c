@@ -229,6 +229,18 @@ static void test_all_expected_folds(void) {
   def = 0;
   CU_ASSERT_EQUAL(altar_predicate_all_expected_folds(&p, "fold", "num_folds", &def, &err), ALTAR_EINVAL);
   CU_ASSERT_EQUAL(altar_predicate_all_expected_folds(&p, "fold", "", NULL, &err), ALTAR_EINVAL);
+  /* A count past what one group event lists is still a count: the group
+   * waits for it (and is refused when it would be published), it does not
+   * fall back to the default. */
+  {
+    int64_t two = 2;
+    altar_predicate_t q;
+    CU_ASSERT_EQUAL(altar_predicate_all_expected_folds(&q, "fold", "num_folds", &two, &err), 0);
+    const char *wide[] = {"fold=0,num_folds=5000", "fold=1,num_folds=5000"};
+    shards(wide, 2);
+    CU_ASSERT_FALSE(ready(&q));
+    altar_predicate_clear(&q);
+  }
 }
 
 static int raising(void *ctx, const altar_handle_t *const *s, size_t n, bool *pready, altar_error_t *err) {
