@@ -16,6 +16,14 @@ typedef struct {
   int val;
 } ref_t;
 
+static void ref_init(ref_t *ref, const char *prefix) {
+  for (int i = 0; i < NKEYS; i++) {
+    snprintf(ref[i].key, sizeof ref[i].key, "%s%d", prefix, i);
+    ref[i].present = false;
+    ref[i].val = i;
+  }
+}
+
 /* Every key gets what the reference says, and the count agrees. */
 static void check_all(const altar__hmap_t *m, ref_t *ref) {
   size_t live = 0;
@@ -36,11 +44,7 @@ static void check_all(const altar__hmap_t *m, ref_t *ref) {
 
 static void test_random_against_reference(void) {
   static ref_t ref[NKEYS];
-  for (int i = 0; i < NKEYS; i++) {
-    snprintf(ref[i].key, sizeof ref[i].key, "k%d", i);
-    ref[i].present = false;
-    ref[i].val = i;
-  }
+  ref_init(ref, "k");
   altar__hmap_t m = {0};
   srand(7);
   /* Few live keys and many deletes keep the table small and its runs long
@@ -70,11 +74,7 @@ static void test_random_against_reference(void) {
  * back exactly the entries that would otherwise become unreachable. */
 static void test_wrapping_run(void) {
   static ref_t ref[NKEYS];
-  for (int i = 0; i < NKEYS; i++) {
-    snprintf(ref[i].key, sizeof ref[i].key, "w%d", i);
-    ref[i].present = false;
-    ref[i].val = i;
-  }
+  ref_init(ref, "w");
   int last[3], first[3], n_last = 0, n_first = 0;
   for (int i = 0; i < NKEYS && (n_last < 3 || n_first < 3); i++) {
     uint64_t home = altar__hash(ref[i].key, strlen(ref[i].key)) & 15;

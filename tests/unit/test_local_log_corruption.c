@@ -206,59 +206,48 @@ static void test_stray_files_ignored(void) {
   free(dir);
 }
 
-static void test_corrupt_record_in_sealed_segment(void) {
-  char *dir = altar_test_tmpdir("corrupt-sealed");
-  /* Small segments: about 20 records each. */
+/* Flips one bit at each of the given fractions of segment 0 of a 60-record
+ * log with ~20 records a segment, then reads it all: a sealed segment is
+ * never cut, each damaged record is reported once and costs only itself
+ * (reading resumes at the next intact one). */
+static void damaged_sealed_segment(const char *name, const double *at, int n_at) {
+  char *dir = altar_test_tmpdir(name);
   produce_n(dir, "t", 60, "1024");
   char *seg = seg_path(dir, "t", 0);
   off_t size = file_size(seg);
-  CU_ASSERT_FATAL(size > 100);
+  CU_ASSERT_FATAL(size > 400);
   int fd = open(seg, O_RDWR);
-  unsigned char b;
-  CU_ASSERT_EQUAL_FATAL(pread(fd, &b, 1, size / 2), 1);
-  b ^= 0x01;
-  CU_ASSERT_EQUAL_FATAL(pwrite(fd, &b, 1, size / 2), 1);
+  CU_ASSERT_FATAL(fd >= 0);
+  for (int i = 0; i < n_at; i++) {
+    off_t pos = (off_t)((double)size * at[i]);
+    unsigned char b;
+    CU_ASSERT_EQUAL_FATAL(pread(fd, &b, 1, pos), 1);
+    b ^= 0x40; /* on a length's top byte: far out of bounds, not a record still being written */
+    CU_ASSERT_EQUAL_FATAL(pwrite(fd, &b, 1, pos), 1);
+  }
   close(fd);
   logs_t logs;
   altar_transport_t *t = open_log(dir, &logs, "1024");
   CU_ASSERT_FATAL(t != NULL);
-  CU_ASSERT_EQUAL(file_size(seg), size); /* a sealed segment is not cut */
+  CU_ASSERT_EQUAL(file_size(seg), size);
   int bad = 0;
   int n = read_all(t, "t", &bad);
-  CU_ASSERT_EQUAL(bad, 1);  /* reported once, as an error naming the place */
-  CU_ASSERT_EQUAL(n, 59);   /* only the damaged record is lost: reading resumes at the next intact one */
+  CU_ASSERT_EQUAL(bad, n_at);
+  CU_ASSERT_EQUAL(n, 60 - n_at);
   altar_transport_close(t);
   free(seg);
   altar_test_rmtree(dir);
   free(dir);
 }
 
-/* Two damaged records in one sealed segment: each costs only itself. */
+static void test_corrupt_record_in_sealed_segment(void) {
+  const double mid[] = {0.5};
+  damaged_sealed_segment("corrupt-sealed", mid, 1);
+}
+
 static void test_two_corrupt_records_in_sealed_segment(void) {
-  char *dir = altar_test_tmpdir("corrupt-sealed-2");
-  produce_n(dir, "t", 60, "1024");
-  char *seg = seg_path(dir, "t", 0);
-  off_t size = file_size(seg);
-  CU_ASSERT_FATAL(size > 400);
-  int fd = open(seg, O_RDWR);
-  for (int q = 1; q <= 3; q += 2) {
-    unsigned char b;
-    CU_ASSERT_EQUAL_FATAL(pread(fd, &b, 1, size * q / 4), 1);
-    b ^= 0x40;
-    CU_ASSERT_EQUAL_FATAL(pwrite(fd, &b, 1, size * q / 4), 1);
-  }
-  close(fd);
-  logs_t logs;
-  altar_transport_t *t = open_log(dir, &logs, "1024");
-  CU_ASSERT_FATAL(t != NULL);
-  int bad = 0;
-  int n = read_all(t, "t", &bad);
-  CU_ASSERT_EQUAL(bad, 2);
-  CU_ASSERT_EQUAL(n, 58);
-  altar_transport_close(t);
-  free(seg);
-  altar_test_rmtree(dir);
-  free(dir);
+  const double two[] = {0.25, 0.75};
+  damaged_sealed_segment("corrupt-sealed-2", two, 2);
 }
 
 static void test_malformed_offsets_file(void) {
