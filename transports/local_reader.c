@@ -237,28 +237,33 @@ int lreader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int
 /* A corrupt record in the active segment with no appender holding the lock
  * is a dead writer's tail: cut it, as an appender would. */
 /* After a corrupt record at r->pos in a sealed segment, the first intact
- * record behind it with an offset in (bad, limit): found by trying every
+ * record from there with an offset in [want, limit): found by trying every
  * byte position (a record must pass its length bounds and CRC-32, and its
  * offset must fit), so one damaged record costs that record, not the rest
- * of its segment. 1 with *ppos and *poffset set, 0 when there is none. */
-#define RESYNC_STEP (1u << 20)
-static int resync(lreader_t *r, const local_cfg_t *cfg, int64_t bad, int64_t limit, off_t *ppos, int64_t *poffset) {
+ * of its segment. `want` is the offset the reader is after, which may lie
+ * past the damage when a seek stopped there. 1 with *ppos and *poffset set,
+ * 0 when there is none. Each window starts where the previous one's tries
+ * ended and reaches one largest record further, so the segment is read
+ * about twice at most. */
+#define RESYNC_STEP_MIN (1u << 20)
+static int resync(lreader_t *r, const local_cfg_t *cfg, int64_t want, int64_t limit, off_t *ppos, int64_t *poffset) {
   struct stat st;
   if (fstat(r->fd, &st) != 0) return 0;
-  size_t window = RESYNC_STEP + LREC_FRAME + cfg->max_record_bytes + 64;
-  uint8_t *buf = malloc(window);
+  size_t reach = LREC_FRAME + cfg->max_record_bytes + 64; /* the most one record can span */
+  size_t step = reach > RESYNC_STEP_MIN ? reach : RESYNC_STEP_MIN;
+  uint8_t *buf = malloc(step + reach);
   if (!buf) return 0;
   int found = 0;
   /* From r->pos itself: an intact record out of sequence is kept. */
-  for (off_t base = r->pos; !found && base < st.st_size; base += RESYNC_STEP) {
-    ssize_t got = pread(r->fd, buf, window, base);
+  for (off_t base = r->pos; !found && base < st.st_size; base += (off_t)step) {
+    ssize_t got = pread(r->fd, buf, step + reach, base);
     if (got <= 0) break;
-    size_t tries = (size_t)got < RESYNC_STEP ? (size_t)got : RESYNC_STEP;
+    size_t tries = (size_t)got < step ? (size_t)got : step;
     for (size_t i = 0; i < tries; i++) {
       lrec_view_t v;
       const char *why;
       if (lrec_parse(buf + i, (size_t)got - i, cfg->max_record_bytes, &v, &why) != LREC_OK) continue;
-      if (v.offset <= bad || v.offset >= limit) continue;
+      if (v.offset < want || v.offset >= limit) continue;
       *ppos = base + (off_t)i;
       *poffset = v.offset;
       found = 1;
@@ -373,6 +378,10 @@ int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, alt
         r->pos = at;
         r->next_offset = resumed;
         priv(r)->len = 0;
+        if (resumed == bad) /* the damage lay before a seek target: nothing wanted is lost */
+          return altar_error_set(err, ALTAR_EINTEGRITY,
+                                 "%s/%d: %s in segment %020lld.log before offset %lld; read on from there", r->topic,
+                                 r->partition, why ? why : "corrupt record", (long long)seg, (long long)bad);
         return altar_error_set(err, ALTAR_EINTEGRITY,
                                "%s/%d: %s at offset %lld in segment %020lld.log; offsets %lld..%lld skipped, "
                                "reading on from the next intact record",

@@ -63,9 +63,10 @@ static char *seg_path(const char *dir, const char *topic, int64_t base) {
   return p;
 }
 
-/* Reads the whole partition; returns how many records, checking values. */
-static int read_all(altar_transport_t *t, const char *topic, int *pintegrity_errors) {
-  altar_tp_t tp = {topic, 0, ALTAR_OFFSET_BEGINNING};
+/* Reads the partition from offset `from`; returns how many records,
+ * checking values. */
+static int read_from(altar_transport_t *t, const char *topic, int64_t from, int *pintegrity_errors) {
+  altar_tp_t tp = {topic, 0, from};
   altar_error_t err = {0};
   CU_ASSERT_EQUAL_FATAL(altar_transport_assign(t, &tp, 1, &err), 0);
   int n = 0, bad = 0;
@@ -90,6 +91,11 @@ static int read_all(altar_transport_t *t, const char *topic, int *pintegrity_err
   }
   if (pintegrity_errors) *pintegrity_errors = bad;
   return n;
+}
+
+/* Reads the whole partition. */
+static int read_all(altar_transport_t *t, const char *topic, int *pintegrity_errors) {
+  return read_from(t, topic, ALTAR_OFFSET_BEGINNING, pintegrity_errors);
 }
 
 static off_t file_size(const char *p) {
@@ -250,6 +256,35 @@ static void test_two_corrupt_records_in_sealed_segment(void) {
   damaged_sealed_segment("corrupt-sealed-2", two, 2);
 }
 
+/* A consumer that starts past a damaged record of the same sealed segment
+ * (a restart from its committed offset) gets every record from there. */
+static void test_seek_past_damage_loses_nothing(void) {
+  char *dir = altar_test_tmpdir("corrupt-seek");
+  produce_n(dir, "t", 60, "1024");
+  char *seg = seg_path(dir, "t", 0);
+  off_t size = file_size(seg);
+  CU_ASSERT_FATAL(size > 400);
+  int fd = open(seg, O_RDWR);
+  CU_ASSERT_FATAL(fd >= 0);
+  unsigned char b;
+  CU_ASSERT_EQUAL_FATAL(pread(fd, &b, 1, size / 4), 1);
+  b ^= 0x40;
+  CU_ASSERT_EQUAL_FATAL(pwrite(fd, &b, 1, size / 4), 1);
+  close(fd);
+  /* The damage sits about a quarter in, 16 records to the segment: offset
+   * 10 lies behind it in the same segment. */
+  logs_t logs;
+  altar_transport_t *t = open_log(dir, &logs, "1024");
+  CU_ASSERT_FATAL(t != NULL);
+  int bad = 0;
+  CU_ASSERT_EQUAL(read_from(t, "t", 10, &bad), 50);
+  CU_ASSERT(bad <= 1);
+  altar_transport_close(t);
+  free(seg);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static void test_malformed_offsets_file(void) {
   char *dir = altar_test_tmpdir("corrupt-offsets");
   produce_n(dir, "t", 3, NULL);
@@ -297,6 +332,7 @@ static void add(void) {
   ALTAR_TEST(test_stray_files_ignored);
   ALTAR_TEST(test_corrupt_record_in_sealed_segment);
   ALTAR_TEST(test_two_corrupt_records_in_sealed_segment);
+  ALTAR_TEST(test_seek_past_damage_loses_nothing);
   ALTAR_TEST(test_malformed_offsets_file);
 }
 
