@@ -212,12 +212,11 @@ static void test_stray_files_ignored(void) {
   free(dir);
 }
 
-/* Flips one bit at each of the given fractions of segment 0 of a 60-record
- * log with ~20 records a segment, then reads it all: a sealed segment is
- * never cut, each damaged record is reported once and costs only itself
- * (reading resumes at the next intact one). */
-static void damaged_sealed_segment(const char *name, const double *at, int n_at) {
-  char *dir = altar_test_tmpdir(name);
+/* A 60-record log in dir with ~16 records a segment, one bit flipped at
+ * each of the given fractions of segment 0 (on a length's top byte that is
+ * far out of bounds, not a record still being written). Returns segment
+ * 0's path (caller frees) and its size. */
+static char *damaged_log(const char *dir, const double *at, int n_at, off_t *psize) {
   produce_n(dir, "t", 60, "1024");
   char *seg = seg_path(dir, "t", 0);
   off_t size = file_size(seg);
@@ -228,10 +227,21 @@ static void damaged_sealed_segment(const char *name, const double *at, int n_at)
     off_t pos = (off_t)((double)size * at[i]);
     unsigned char b;
     CU_ASSERT_EQUAL_FATAL(pread(fd, &b, 1, pos), 1);
-    b ^= 0x40; /* on a length's top byte: far out of bounds, not a record still being written */
+    b ^= 0x40;
     CU_ASSERT_EQUAL_FATAL(pwrite(fd, &b, 1, pos), 1);
   }
   close(fd);
+  *psize = size;
+  return seg;
+}
+
+/* Reading it all: a sealed segment is never cut, each damaged record is
+ * reported once and costs only itself (reading resumes at the next intact
+ * one). */
+static void damaged_sealed_segment(const char *name, const double *at, int n_at) {
+  char *dir = altar_test_tmpdir(name);
+  off_t size;
+  char *seg = damaged_log(dir, at, n_at, &size);
   logs_t logs;
   altar_transport_t *t = open_log(dir, &logs, "1024");
   CU_ASSERT_FATAL(t != NULL);
@@ -257,22 +267,13 @@ static void test_two_corrupt_records_in_sealed_segment(void) {
 }
 
 /* A consumer that starts past a damaged record of the same sealed segment
- * (a restart from its committed offset) gets every record from there. */
+ * (a restart from its committed offset) gets every record from there: the
+ * damage sits a quarter in, offset 10 behind it in the same segment. */
 static void test_seek_past_damage_loses_nothing(void) {
   char *dir = altar_test_tmpdir("corrupt-seek");
-  produce_n(dir, "t", 60, "1024");
-  char *seg = seg_path(dir, "t", 0);
-  off_t size = file_size(seg);
-  CU_ASSERT_FATAL(size > 400);
-  int fd = open(seg, O_RDWR);
-  CU_ASSERT_FATAL(fd >= 0);
-  unsigned char b;
-  CU_ASSERT_EQUAL_FATAL(pread(fd, &b, 1, size / 4), 1);
-  b ^= 0x40;
-  CU_ASSERT_EQUAL_FATAL(pwrite(fd, &b, 1, size / 4), 1);
-  close(fd);
-  /* The damage sits about a quarter in, 16 records to the segment: offset
-   * 10 lies behind it in the same segment. */
+  const double quarter[] = {0.25};
+  off_t size;
+  char *seg = damaged_log(dir, quarter, 1, &size);
   logs_t logs;
   altar_transport_t *t = open_log(dir, &logs, "1024");
   CU_ASSERT_FATAL(t != NULL);
