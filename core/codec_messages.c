@@ -58,6 +58,17 @@ static int encode_top(wr_top_fn fn, const void *msg, const char *root, altar_buf
   return rc;
 }
 
+/* The value under string key `key` of map o, or NULL. */
+static const msgpack_object *map_get(const msgpack_object *o, const char *key) {
+  size_t n = strlen(key);
+  for (size_t i = 0; i < o->via.map.size; i++) {
+    const msgpack_object_kv *kv = &o->via.map.ptr[i];
+    if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == n && !memcmp(kv->key.via.str.ptr, key, n))
+      return &kv->val;
+  }
+  return NULL;
+}
+
 /* Checks "type" when present: a status event fed to the job decoder is an
  * error, not a job with defaults. */
 static int rd_type(altar__rd_t *r, const msgpack_object *v, const char *want) {
@@ -75,16 +86,12 @@ static int rd_type(altar__rd_t *r, const msgpack_object *v, const char *want) {
  * named as such rather than failing on whichever field differs first. */
 static int rd_type_first(altar__rd_t *r, const msgpack_object *o, const char *want) {
   if (o->type != MSGPACK_OBJECT_MAP) return ALTAR_OK; /* rd_struct reports it */
-  for (size_t i = 0; i < o->via.map.size; i++) {
-    const msgpack_object_kv *kv = &o->via.map.ptr[i];
-    if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 4 && !memcmp(kv->key.via.str.ptr, "type", 4)) {
-      size_t old = altar__path_key(&r->path, "type", 4);
-      int rc = rd_type(r, &kv->val, want);
-      altar__path_pop(&r->path, old);
-      return rc;
-    }
-  }
-  return ALTAR_OK;
+  const msgpack_object *v = map_get(o, "type");
+  if (!v) return ALTAR_OK;
+  size_t old = altar__path_key(&r->path, "type", 4);
+  int rc = rd_type(r, v, want);
+  altar__path_pop(&r->path, old);
+  return rc;
 }
 
 /* Schema version: an integer >= 1. Newer versions are read as far as we
@@ -574,15 +581,8 @@ bool altar_group_event_equal(const altar_group_event_t *a, const altar_group_eve
 static int rd_peek_type(altar__rd_t *r, const msgpack_object *o, void *target) {
   const msgpack_object **pv = target;
   if (o->type != MSGPACK_OBJECT_MAP) return altar__rd_fail(r, ALTAR_EDECODE, "expected map");
-  for (size_t i = 0; i < o->via.map.size; i++) {
-    const msgpack_object_kv *kv = &o->via.map.ptr[i];
-    if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 4 && !memcmp(kv->key.via.str.ptr, "type", 4)) {
-      *pv = &kv->val;
-      return kv->val.type == MSGPACK_OBJECT_STR ? ALTAR_OK
-                                                 : altar__rd_fail(r, ALTAR_EDECODE, "type: expected string");
-    }
-  }
-  return altar__rd_fail(r, ALTAR_EDECODE, "type: missing");
+  if (!(*pv = map_get(o, "type"))) return altar__rd_fail(r, ALTAR_EDECODE, "type: missing");
+  return (*pv)->type == MSGPACK_OBJECT_STR ? ALTAR_OK : altar__rd_fail(r, ALTAR_EDECODE, "type: expected string");
 }
 
 int altar_peek_type(const void *data, size_t len, char *buf, size_t bufsize) {
@@ -612,25 +612,15 @@ int altar_peek_type(const void *data, size_t len, char *buf, size_t bufsize) {
 /* A group event's id for a replay that only needs to know what was
  * published: the bytes are bound-checked and "type" (when present) must say
  * "group", but the shards are not decoded. */
-static const msgpack_object *map_get(const msgpack_object *o, const char *key) {
-  size_t n = strlen(key);
-  for (size_t i = 0; i < o->via.map.size; i++) {
-    const msgpack_object_kv *kv = &o->via.map.ptr[i];
-    if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == n && !memcmp(kv->key.via.str.ptr, key, n))
-      return &kv->val;
-  }
-  return NULL;
-}
-
 int altar_peek_group_event_id(const void *data, size_t len, char **pout) {
   *pout = NULL;
   altar__mp_doc_t u;
   int rc = altar__mp_parse(data, len, "group", &u, NULL);
   if (!rc && u.root.type != MSGPACK_OBJECT_MAP) rc = ALTAR_EDECODE;
+  altar__rd_t r = {.err = NULL};
   const msgpack_object *type = rc ? NULL : map_get(&u.root, "type");
   const msgpack_object *id = rc ? NULL : map_get(&u.root, "event_id");
-  if (!rc && type && (type->type != MSGPACK_OBJECT_STR || type->via.str.size != 5 || memcmp(type->via.str.ptr, "group", 5)))
-    rc = ALTAR_EDECODE;
+  if (!rc && type && rd_type(&r, type, "group")) rc = ALTAR_EDECODE;
   if (!rc && (!id || id->type != MSGPACK_OBJECT_STR || id->via.str.size > ALTAR_MAX_STRING ||
               !altar__utf8_ok(id->via.str.ptr, id->via.str.size)))
     rc = ALTAR_EDECODE;

@@ -542,9 +542,16 @@ int altar__rd_fail(altar__rd_t *r, int code, const char *what) {
   return altar_error_set(r->err, code, "%s: %s", r->path.len ? r->path.s : "message", what);
 }
 
-static int rd_copy(altar__rd_t *r, const char *s, size_t n, char **pout) {
+/* Bounds and UTF-8 of string bytes, checked where they lie. */
+static int rd_valid(altar__rd_t *r, const char *s, size_t n) {
   if (n > ALTAR_MAX_STRING) return altar__rd_fail(r, ALTAR_ETOOBIG, "string exceeds the size bound");
   if (!altar__utf8_ok(s, n)) return altar__rd_fail(r, ALTAR_EDECODE, "expected UTF-8 text without NUL bytes");
+  return ALTAR_OK;
+}
+
+static int rd_copy(altar__rd_t *r, const char *s, size_t n, char **pout) {
+  int rc = rd_valid(r, s, n);
+  if (rc) return rc;
   char *d = malloc(n + 1);
   if (!d) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
   if (n) memcpy(d, s, n);
@@ -631,22 +638,10 @@ int altar__rd_strv(altar__rd_t *r, const msgpack_object *o, char ***pv, size_t *
   return ALTAR_OK;
 }
 
-/* Bounds and UTF-8 of a string in place; no copy. */
+/* A string object checked in place; no copy. */
 static int rd_check(altar__rd_t *r, const msgpack_object *o) {
   if (o->type != MSGPACK_OBJECT_STR) return altar__rd_fail(r, ALTAR_EDECODE, "expected string");
-  if (o->via.str.size > ALTAR_MAX_STRING) return altar__rd_fail(r, ALTAR_ETOOBIG, "string exceeds the size bound");
-  if (!altar__utf8_ok(o->via.str.ptr, o->via.str.size))
-    return altar__rd_fail(r, ALTAR_EDECODE, "expected UTF-8 text without NUL bytes");
-  return ALTAR_OK;
-}
-
-/* True when key[0..klen) sorts after every key of m. */
-static bool after_last(const altar_strmap_t *m, const char *key, size_t klen) {
-  if (!m->n) return true;
-  const char *last = m->keys[m->n - 1];
-  size_t ll = strlen(last), n = ll < klen ? ll : klen;
-  int c = n ? memcmp(last, key, n) : 0;
-  return c < 0 || (c == 0 && ll < klen);
+  return rd_valid(r, o->via.str.ptr, o->via.str.size);
 }
 
 int altar__rd_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t *m) {
@@ -664,16 +659,9 @@ int altar__rd_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t *m)
     size_t klen = kv->key.via.str.size;
     size_t old = altar__path_key(&r->path, key, klen);
     rc = rd_check(r, &kv->val);
-    /* Writers emit keys in ascending order; anything else is checked for a
-     * repeat before it is inserted. */
-    if (!rc && !after_last(m, key, klen)) {
-      char *k = strndup(key, klen);
-      if (!k) rc = altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
-      else if (altar_strmap_get(m, k)) rc = altar__rd_fail(r, ALTAR_EDECODE, "duplicate key");
-      free(k);
-    }
-    if (!rc && altar_strmap_setn(m, key, klen, val, kv->val.via.str.size))
-      rc = altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+    if (!rc) rc = altar_strmap_addn(m, key, klen, val, kv->val.via.str.size);
+    if (rc == ALTAR_EEXIST) rc = altar__rd_fail(r, ALTAR_EDECODE, "duplicate key");
+    else if (rc == ALTAR_ENOMEM) rc = altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
     altar__path_pop(&r->path, old);
     if (rc) return rc;
   }

@@ -71,10 +71,12 @@ static size_t strmap_find(const altar_strmap_t *m, const char *key, size_t klen,
   return lo;
 }
 
-int altar_strmap_setn(altar_strmap_t *m, const char *key, size_t klen, const char *val, size_t vlen) {
+/* Inserts key, or replaces its value when `replace` (else ALTAR_EEXIST). */
+static int put(altar_strmap_t *m, const char *key, size_t klen, const char *val, size_t vlen, bool replace) {
   bool found = false;
   /* Keys mostly arrive in order (decoding, copying): append without a search. */
   size_t i = !m->n || key_cmp(m->keys[m->n - 1], key, klen) < 0 ? m->n : strmap_find(m, key, klen, &found);
+  if (found && !replace) return ALTAR_EEXIST;
   char *b = entry_new(key, klen, val, vlen);
   if (!b) return ALTAR_ENOMEM;
   if (found) {
@@ -93,6 +95,14 @@ int altar_strmap_setn(altar_strmap_t *m, const char *key, size_t klen, const cha
   m->vals[i] = b + klen + 1;
   m->n++;
   return ALTAR_OK;
+}
+
+int altar_strmap_setn(altar_strmap_t *m, const char *key, size_t klen, const char *val, size_t vlen) {
+  return put(m, key, klen, val, vlen, true);
+}
+
+int altar_strmap_addn(altar_strmap_t *m, const char *key, size_t klen, const char *val, size_t vlen) {
+  return put(m, key, klen, val, vlen, false);
 }
 
 int altar_strmap_set(altar_strmap_t *m, const char *key, const char *val) {

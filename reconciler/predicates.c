@@ -122,24 +122,6 @@ oom:
   return ALTAR_ENOMEM;
 }
 
-static bool parse_count(const char *s, int64_t *pv);
-
-size_t altar_predicate_min_succeeded(const altar_predicate_t *p, const altar_handle_t *member) {
-  switch (p->rule) {
-  case ALTAR_READY_COUNT_AT_LEAST:
-  case ALTAR_READY_ALL_FOLDS:
-    return p->n > 1 ? (size_t)p->n : 1;
-  case ALTAR_READY_ALL_EXPECTED_FOLDS: {
-    /* The widest count wins, so the group needs at least this member's. */
-    int64_t c;
-    if (member && parse_count(altar_strmap_get(&member->labels, p->count_label), &c)) return (size_t)c;
-    return 1;
-  }
-  default: /* single, label values, custom: no cheaper bound than one */
-    return 1;
-  }
-}
-
 /* Whether some shard carries label = value. */
 static bool has_value(const altar_handle_t *const *shards, size_t n, const char *label,
                       const char *value) {
@@ -192,6 +174,22 @@ static bool parse_count(const char *s, int64_t *pv) {
   if (errno || *end || v < 1 || v > MAX_COUNT) return false;
   *pv = v;
   return true;
+}
+
+size_t altar_predicate_min_succeeded(const altar_predicate_t *p, const altar_handle_t *member) {
+  switch (p->rule) {
+  case ALTAR_READY_COUNT_AT_LEAST:
+  case ALTAR_READY_ALL_FOLDS:
+    return p->n > 1 ? (size_t)p->n : 1;
+  case ALTAR_READY_ALL_EXPECTED_FOLDS: {
+    /* The widest count wins, so the group needs at least this member's. */
+    int64_t c;
+    if (member && parse_count(altar_strmap_get(&member->labels, p->count_label), &c)) return (size_t)c;
+    return 1;
+  }
+  default: /* single, label values, custom: no cheaper bound than one */
+    return 1;
+  }
 }
 
 int altar_predicate_eval(const altar_predicate_t *p, const altar_handle_t *const *shards, size_t n,

@@ -37,12 +37,6 @@ static void dues_clear(dues_t *d) {
   memset(d, 0, sizeof *d);
 }
 
-/* Reads every partition of topic from its beginning up to its end offset as
- * of now, calling fn for each record. With pends, the listing whose end
- * offsets bounded the read is handed over (caller frees; NULL when the
- * topic does not exist). */
-typedef int (*record_fn)(void *ctx, altar_msg_t *m, altar_error_t *err);
-
 /* Marks done each partition of ti whose position reached its listed end,
  * and lowers a listed end that the log no longer has (a torn tail cut on
  * reopening): the replay then stops there, and the offsets it stores say so. */
@@ -61,16 +55,23 @@ static void settle_ends(altar_transport_t *t, const char *topic, altar_topic_inf
       if (now->topics[0].partitions[k].partition == ti->partitions[i].partition && now->topics[0].partitions[k].end < end)
         end = ti->partitions[i].end = now->topics[0].partitions[k].end;
     for (size_t k = 0; k < npos; k++)
-      if (pos[k].partition == ti->partitions[i].partition && pos[k].offset >= end) {
-        done[i] = true;
-        (*premaining)--;
+      if (pos[k].partition == ti->partitions[i].partition) {
+        if (pos[k].offset >= end) {
+          done[i] = true;
+          (*premaining)--;
+        }
+        break;
       }
   }
   altar_topic_list_free(now);
   free(pos);
 }
 
-
+/* Reads every partition of topic from its beginning up to its end offset as
+ * of now, calling fn for each record. With pends, the listing whose end
+ * offsets bounded the read is handed over (caller frees; NULL when the
+ * topic does not exist). */
+typedef int (*record_fn)(void *ctx, altar_msg_t *m, altar_error_t *err);
 
 static int read_topic(const char *tname, const altar_strmap_t *props, const char *topic, record_fn fn, void *ctx,
                       altar_topic_list_t **pends, altar_error_t *err) {

@@ -234,8 +234,6 @@ int lreader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int
   return 0;
 }
 
-/* A corrupt record in the active segment with no appender holding the lock
- * is a dead writer's tail: cut it, as an appender would. */
 /* After a corrupt record at r->pos in a sealed segment, the first intact
  * record from there with an offset in [want, limit): found by trying every
  * byte position (a record must pass its length bounds and CRC-32, and its
@@ -274,6 +272,8 @@ static int resync(lreader_t *r, const local_cfg_t *cfg, int64_t want, int64_t li
   return found;
 }
 
+/* A corrupt record in the active segment with no appender holding the lock
+ * is a dead writer's tail: cut it, as an appender would. */
 static void repair_tail(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r,
                         const char *why) {
   char *lp = local_path(r->dir, "append.lock");

@@ -56,11 +56,11 @@ int altar_predicate_copy(altar_predicate_t *dst, const altar_predicate_t *src);
 /* Evaluates p over a group's succeeded shards. 0 with *pready set, or
  * ALTAR_EPREDICATE naming the rule and the group's problem (e.g. no shard
  * carries the count label and there is no default). */
+int altar_predicate_eval(const altar_predicate_t *p, const altar_handle_t *const *shards, size_t n,
+                         bool *pready, altar_error_t *err);
 /* A lower bound on the succeeded shards p needs, given one succeeded member
  * (NULL if none is known): fewer can never make the group ready. At least 1. */
 size_t altar_predicate_min_succeeded(const altar_predicate_t *p, const altar_handle_t *member);
-int altar_predicate_eval(const altar_predicate_t *p, const altar_handle_t *const *shards, size_t n,
-                         bool *pready, altar_error_t *err);
 
 /* ---- group keys ---- */
 

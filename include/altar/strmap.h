@@ -22,6 +22,8 @@ void altar_strmap_clear(altar_strmap_t *m);
 int altar_strmap_set(altar_strmap_t *m, const char *key, const char *val);
 /* Same with explicit lengths (the bytes need not be NUL-terminated). */
 int altar_strmap_setn(altar_strmap_t *m, const char *key, size_t klen, const char *val, size_t vlen);
+/* Same, but an existing key is left alone: ALTAR_EEXIST. */
+int altar_strmap_addn(altar_strmap_t *m, const char *key, size_t klen, const char *val, size_t vlen);
 /* The value for key, or NULL. The pointer is owned by the map. */
 const char *altar_strmap_get(const altar_strmap_t *m, const char *key);
 /* Makes room for extra more entries. 0 or ALTAR_ENOMEM. */
