@@ -159,6 +159,7 @@ int main(int argc, char **argv) {
   printf("ratio rebuild/read: %.2f\n", t_read / t_rebuild);
   printf("per CPU second: read+decode %.0f events/s (%.2f s CPU), rebuild %.0f events/s (%.2f s CPU)\n",
          (double)n_events / c_read, c_read, (double)st.events / c_rebuild, c_rebuild);
+  printf("rebuild threads: reading+decoding %.2f s CPU, applying %.2f s CPU\n", st.read_cpu_s, st.apply_cpu_s);
   altar_group_specs_clear(&groups);
   altar_strmap_clear(&props);
   altar_spec_free(spec);

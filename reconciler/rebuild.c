@@ -272,7 +272,14 @@ typedef struct feeder {
   int rc;
   altar_error_t err;
   altar_topic_list_t *ends;
+  double cpu_s; /* the thread's CPU time, when done */
 } feeder_t;
+
+static double thread_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void fbatch_free(fbatch_t *b) {
   if (!b->ev) return;
@@ -344,6 +351,7 @@ static void *feeder_main(void *arg) {
   int rc = read_topic(f->tname, f->props, f->topic, on_status, f, &f->ends, &f->err);
   if (!rc && f->cur.n) rc = feed_push(f, &f->err);
   fbatch_free(&f->cur);
+  f->cpu_s = thread_cpu_s();
   pthread_mutex_lock(&f->mu);
   f->rc = rc;
   f->done = true;
@@ -375,6 +383,7 @@ static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *p
   pthread_cond_init(&f.cv, NULL);
   pthread_t th;
   int rc = ALTAR_OK;
+  double cpu0 = thread_cpu_s();
   if (pthread_create(&th, NULL, feeder_main, &f) != 0) {
     rc = altar_error_set(err, ALTAR_ENOMEM, "rebuild: cannot start the reading thread");
   } else {
@@ -403,6 +412,8 @@ static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *p
       }
     }
     pthread_join(th, NULL);
+    r->stats.read_cpu_s = f.cpu_s;
+    r->stats.apply_cpu_s = thread_cpu_s() - cpu0;
     if (!rc && f.rc) {
       rc = f.rc;
       if (err) *err = f.err;
