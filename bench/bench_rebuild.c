@@ -48,17 +48,25 @@ static int read_all(const altar_strmap_t *props, const char *topic, size_t *pn) 
   }
   if (altar_transport_assign(t, tps, np, &e)) die("assign", &e);
   *pn = 0;
+  altar_arena_t arena = {0};
   while (left) {
     altar_msg_t *m = NULL;
     if (altar_transport_consume(t, 1000, &m, &e) || !m) continue;
+    /* Decoded as the rebuild decodes: the fast path, else the full decoder. */
     altar_status_event_t ev = {0};
     altar_error_t de = {0};
-    if (altar_decode_status(m->value, m->value_len, &ev, &de) == ALTAR_OK) (*pn)++;
-    altar_status_event_clear(&ev);
+    if (altar_decode_status_canonical(m->value, m->value_len, &arena, &ev) == ALTAR_OK) {
+      (*pn)++;
+    } else {
+      if (altar_decode_status(m->value, m->value_len, &ev, &de) == ALTAR_OK) (*pn)++;
+      altar_status_event_clear(&ev);
+    }
+    if (*pn % 4096 == 0) altar_arena_reset(&arena); /* per batch, as the rebuild */
     for (size_t i = 0; i < np; i++)
       if (tl->topics[0].partitions[i].partition == m->partition && m->offset + 1 == tl->topics[0].partitions[i].end) left--;
     altar_msg_free(m);
   }
+  altar_arena_free(&arena);
   free(tps);
   altar_topic_list_free(tl);
   altar_transport_close(t);

@@ -19,6 +19,12 @@ void altar_strmap_clear(altar_strmap_t *m) {
   memset(m, 0, sizeof *m);
 }
 
+void altar_strmap_wrap(altar_strmap_t *m, char **slots, size_t n) {
+  m->keys = slots;
+  m->vals = slots ? slots + n : NULL; /* an empty map may come without slots */
+  m->n = m->cap = n;
+}
+
 /* One block holding key and value, both NUL-terminated. */
 static char *entry_new(const char *key, size_t klen, const char *val, size_t vlen) {
   char *b = malloc(klen + vlen + 2);

@@ -26,6 +26,7 @@
  * created and consumed within one batch never writes its o: key. */
 #include "reconciler/ledger_rocksdb.h"
 
+#include "altar/arena.h"
 #include "altar/codec.h"
 #include "core/codec_int.h"
 #include "reconciler/ledger_aux.h"
@@ -48,9 +49,7 @@ typedef struct rl {
   rocksdb_readoptions_t *ropts;
   rocksdb_writebatch_t *wb;
   altar__hmap_t pend;    /* key → pending change of the open batch */
-  struct achunk *arena;  /* memory of the pending changes, reset per batch */
-  struct achunk *spare;  /* emptied chunks kept for the next batches */
-  size_t n_spare;
+  altar_arena_t arena;   /* memory of the pending changes, reset per batch */
   struct pchange **pv;   /* the same changes, for writing them out */
   size_t n_pv, cap_pv;
   bool in_batch;
@@ -243,69 +242,10 @@ typedef struct pchange {
   bool dropped; /* created and removed within the batch: nothing to write */
 } pchange_t;
 
-/* A bump allocator for the pending changes: a batch allocates many small
- * pieces and frees them all at once. */
-typedef struct achunk {
-  struct achunk *next;
-  size_t used, cap;
-  _Alignas(16) char data[];
-} achunk_t;
-
-#define ARENA_CHUNK (256u << 10)
-
-static void *arena_alloc(rl_t *r, size_t n) {
-  n = (n + 15) & ~(size_t)15;
-  achunk_t *a = r->arena;
-  if (!a || a->cap - a->used < n) {
-    if (n <= ARENA_CHUNK && r->spare) {
-      a = r->spare;
-      r->spare = a->next;
-      r->n_spare--;
-    } else {
-      size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
-      if (!(a = malloc(sizeof *a + cap))) return NULL;
-      a->cap = cap;
-    }
-    a->next = r->arena;
-    a->used = 0;
-    r->arena = a;
-  }
-  void *p = a->data + a->used;
-  a->used += n;
-  return p;
-}
-
-/* Keeps up to ARENA_KEEP standard chunks for the next batches (freeing and
- * allocating large blocks per batch made glibc consolidate its free lists
- * every time); frees the rest, or everything when `all`. */
-#define ARENA_KEEP 32
-static void arena_reset(rl_t *r, bool all) {
-  achunk_t *a = r->arena;
-  while (a) {
-    achunk_t *next = a->next;
-    if (!all && a->cap == ARENA_CHUNK && r->n_spare < ARENA_KEEP) {
-      a->next = r->spare;
-      r->spare = a;
-      r->n_spare++;
-    } else {
-      free(a);
-    }
-    a = next;
-  }
-  r->arena = NULL;
-  if (all) {
-    while ((a = r->spare)) {
-      r->spare = a->next;
-      free(a);
-    }
-    r->n_spare = 0;
-  }
-}
-
 static void pend_clear(rl_t *r) {
   r->n_pv = 0;
   altar__hmap_clear(&r->pend);
-  arena_reset(r, false);
+  altar_arena_reset(&r->arena);
 }
 
 /* Stages a put (val != NULL) or delete of key. `fresh` says the caller knows
@@ -314,7 +254,7 @@ static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen,
                     const altar__lent_t *lazy) {
   pchange_t *c = altar__hmap_get(&r->pend, (const char *)k->data, k->len);
   char *v = NULL;
-  if (!del && !lazy && !(v = arena_alloc(r, vlen ? vlen : 1))) return ALTAR_ENOMEM;
+  if (!del && !lazy && !(v = altar_arena_alloc(&r->arena, vlen ? vlen : 1))) return ALTAR_ENOMEM;
   if (!del && !lazy && vlen) memcpy(v, val, vlen);
   if (c) {
     c->val = v; /* the old value stays in the arena until the batch ends */
@@ -335,7 +275,8 @@ static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen,
     r->pv = pv;
     r->cap_pv = cap;
   }
-  if (!(c = arena_alloc(r, sizeof *c)) || !(c->key = arena_alloc(r, k->len ? k->len : 1))) return ALTAR_ENOMEM;
+  if (!(c = altar_arena_alloc(&r->arena, sizeof *c)) || !(c->key = altar_arena_alloc(&r->arena, k->len ? k->len : 1)))
+    return ALTAR_ENOMEM;
   memcpy(c->key, k->data, k->len);
   c->klen = k->len;
   c->val = v;
@@ -967,7 +908,7 @@ static void rl_close(void *impl) {
   if (r->db) rocksdb_close(r->db);
   if (r->wb) rocksdb_writebatch_destroy(r->wb);
   pend_clear(r);
-  arena_reset(r, true);
+  altar_arena_free(&r->arena);
   altar__hmap_free(&r->pend);
   free(r->pv);
   if (r->wopts) rocksdb_writeoptions_destroy(r->wopts);

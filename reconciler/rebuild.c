@@ -250,6 +250,11 @@ static int flush_batch(replay_t *r, altar_error_t *err) {
 
 typedef struct fbatch {
   altar_status_event_t *ev;
+  /* Events in our encoder's own form are decoded into the arena (no
+   * allocation per string, all freed at once); the rest by the full
+   * decoder, marked owned here and cleared one by one. */
+  bool *owned;
+  altar_arena_t arena;
   size_t n;
 } fbatch_t;
 
@@ -281,13 +286,24 @@ static double thread_cpu_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Empties a batch for refilling. */
+static void fbatch_empty(fbatch_t *b) {
+  for (size_t i = 0; i < b->n; i++)
+    if (b->owned[i]) {
+      altar_status_event_clear(&b->ev[i]);
+      b->owned[i] = false;
+    }
+  altar_arena_reset(&b->arena);
+  b->n = 0;
+}
+
 static void fbatch_free(fbatch_t *b) {
   if (!b->ev) return;
-  /* Every slot: a refilled batch keeps its earlier round's events past n. */
-  for (size_t i = 0; i < FEED_BATCH; i++) altar_status_event_clear(&b->ev[i]);
+  fbatch_empty(b);
+  altar_arena_free(&b->arena);
   free(b->ev);
-  b->ev = NULL;
-  b->n = 0;
+  free(b->owned);
+  memset(b, 0, sizeof *b);
 }
 
 /* Hands the current batch to the applier, waiting while the queue is full. */
@@ -316,13 +332,15 @@ static int feed_take(feeder_t *f, altar_error_t *err) {
   if (got) f->cur = f->spare[--f->n_spare];
   pthread_mutex_unlock(&f->mu);
   if (got) {
-    /* Its events are cleared one by one as they are refilled: what one
-     * event frees, the next one's decoding takes again from the allocator's
-     * per-thread cache (clearing all first was a fifth of this thread). */
-    f->cur.n = 0;
+    fbatch_empty(&f->cur);
     return ALTAR_OK;
   }
-  if (!(f->cur.ev = calloc(FEED_BATCH, sizeof *f->cur.ev))) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  f->cur.ev = calloc(FEED_BATCH, sizeof *f->cur.ev);
+  f->cur.owned = calloc(FEED_BATCH, sizeof *f->cur.owned);
+  if (!f->cur.ev || !f->cur.owned) {
+    fbatch_free(&f->cur);
+    return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  }
   return ALTAR_OK;
 }
 
@@ -330,17 +348,23 @@ static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
   feeder_t *f = ctx;
   if (!f->cur.ev && feed_take(f, err)) return err ? err->code : ALTAR_ENOMEM;
   altar_error_t de = {0};
-  altar_status_event_t *e = &f->cur.ev[f->cur.n];
-  altar_status_event_clear(e); /* left from the batch's last round */
-  if (!m->value || altar_decode_status(m->value, m->value_len, e, &de) != ALTAR_OK) {
-    altar_status_event_clear(e);
-    f->poison++; /* set aside in the DLQ the first time round */
+  size_t i = f->cur.n;
+  altar_status_event_t *e = &f->cur.ev[i];
+  if (!m->value) {
+    f->poison++;
     return ALTAR_OK;
   }
-  /* The spec's canonical bytes (kept by the decoder when the message was
-   * canonical), else made here rather than on the applying thread; a
-   * failure leaves it to the ledger, which reports it. */
-  if (e->spec && !e->spec_enc.len && altar_encode_spec(e->spec, &e->spec_enc, &de)) altar_buf_free(&e->spec_enc);
+  if (altar_decode_status_canonical(m->value, m->value_len, &f->cur.arena, e) != ALTAR_OK) {
+    if (altar_decode_status(m->value, m->value_len, e, &de) != ALTAR_OK) {
+      altar_status_event_clear(e);
+      f->poison++; /* set aside in the DLQ the first time round */
+      return ALTAR_OK;
+    }
+    f->cur.owned[i] = true;
+    /* The spec's canonical bytes, made here rather than on the applying
+     * thread; a failure leaves it to the ledger, which reports it. */
+    if (e->spec && !e->spec_enc.len && altar_encode_spec(e->spec, &e->spec_enc, &de)) altar_buf_free(&e->spec_enc);
+  }
   if (++f->cur.n == FEED_BATCH) return feed_push(f, err);
   return ALTAR_OK;
 }

@@ -6,6 +6,7 @@
 #ifndef ALTAR_CODEC_H
 #define ALTAR_CODEC_H
 
+#include "altar/arena.h"
 #include "altar/buf.h"
 #include "altar/error.h"
 #include "altar/task.h"
@@ -104,6 +105,13 @@ int altar_encode_job(const altar_job_msg_t *m, altar_buf_t *out, altar_error_t *
 int altar_decode_job(const void *data, size_t len, altar_job_msg_t *pout, altar_error_t *err);
 int altar_encode_status(const altar_status_event_t *e, altar_buf_t *out, altar_error_t *err);
 int altar_decode_status(const void *data, size_t len, altar_status_event_t *pout, altar_error_t *err);
+/* The fast path of altar_decode_status for a message in exactly the form
+ * altar_encode_status writes: every string, array and map of *pout (spec_enc
+ * included, always set with a spec) is placed in arena a, so *pout is never
+ * cleared; it lives until a is reset. ALTAR_ENOTSUP for anything else,
+ * valid or not, with *pout zeroed: altar_decode_status decides those. When
+ * this accepts, altar_decode_status gives an equal event. */
+int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a, altar_status_event_t *pout);
 int altar_encode_group(const altar_group_event_t *e, altar_buf_t *out, altar_error_t *err);
 int altar_decode_group(const void *data, size_t len, altar_group_event_t *pout, altar_error_t *err);
 int altar_encode_record(const altar_record_t *r, altar_buf_t *out, altar_error_t *err);

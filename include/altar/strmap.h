@@ -34,6 +34,11 @@ bool altar_strmap_remove(altar_strmap_t *m, const char *key);
 int altar_strmap_copy(altar_strmap_t *dst, const altar_strmap_t *src);
 bool altar_strmap_equal(const altar_strmap_t *a, const altar_strmap_t *b);
 
+/* A map over storage the caller owns (an arena): slots holds 2n pointers,
+ * the n keys, in ascending order and distinct, then their n values. Such a
+ * map is only read: never changed, cleared or freed. */
+void altar_strmap_wrap(altar_strmap_t *m, char **slots, size_t n);
+
 /* Heap-allocated map helpers, for optional maps (NULL = absent). */
 altar_strmap_t *altar_strmap_new(void);
 void altar_strmap_free(altar_strmap_t *m);

@@ -1,8 +1,33 @@
-/* libFuzzer target: altar_decode_status on arbitrary bytes (see fuzz_decode_common.h). */
+/* libFuzzer target: altar_decode_status on arbitrary bytes (see
+ * fuzz_decode_common.h), and its canonical fast path against it: the fast
+ * path accepts exactly the valid messages in our encoder's own form, and
+ * then gives the same event and spec bytes. */
 #include "fuzz_decode_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static void fast_path_agrees(const uint8_t *data, size_t size) {
+  altar_arena_t a = {0};
+  altar_status_event_t f, s;
+  altar_error_t err = {0};
+  bool fast = altar_decode_status_canonical(data, size, &a, &f) == 0;
+  bool full = altar_decode_status(data, size, &s, &err) == 0;
+  altar_buf_t enc = {0};
+  bool own = full && altar_encode_status(&s, &enc, &err) == 0 && enc.len == size && !memcmp(enc.data, data, size);
+  if (fast != own) abort();
+  if (fast) {
+    if (!altar_status_event_equal(&f, &s) || f.spec_enc.len != s.spec_enc.len ||
+        (f.spec_enc.len && memcmp(f.spec_enc.data, s.spec_enc.data, f.spec_enc.len)))
+      abort();
+    altar_buf_reset(&enc);
+    if (altar_encode_status(&f, &enc, &err) || enc.len != size || memcmp(enc.data, data, size)) abort();
+  }
+  altar_buf_free(&enc);
+  altar_status_event_clear(&s);
+  altar_arena_free(&a);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fast_path_agrees(data, size);
   return fuzz_decode_one(ALTAR_MSG_STATUS, data, size);
 }

@@ -933,11 +933,37 @@ static altar_status_event_t *kept_event(void) {
   return &e;
 }
 
+/* The fast path against the full decoder on the same bytes: it accepts
+ * exactly the messages that are valid and in our encoder's own form, and
+ * then gives the same event (spec bytes included). Returns its verdict. */
+static bool fast_agrees(const uint8_t *data, size_t len) {
+  altar_arena_t a = {0};
+  altar_status_event_t f, s;
+  altar_error_t err = {0};
+  bool fast = altar_decode_status_canonical(data, len, &a, &f) == 0;
+  bool full = altar_decode_status(data, len, &s, &err) == 0;
+  altar_buf_t enc = {0};
+  bool own = full && altar_encode_status(&s, &enc, &err) == 0 && enc.len == len && !memcmp(enc.data, data, len);
+  CU_ASSERT_EQUAL(fast, own);
+  if (fast && full) {
+    CU_ASSERT(altar_status_event_equal(&f, &s));
+    CU_ASSERT(f.spec_enc.len == s.spec_enc.len && (!f.spec_enc.len || !memcmp(f.spec_enc.data, s.spec_enc.data, f.spec_enc.len)));
+    altar_buf_reset(&enc);
+    CU_ASSERT(altar_encode_status(&f, &enc, &err) == 0 && enc.len == len && !memcmp(enc.data, data, len));
+  }
+  if (!fast) CU_ASSERT(f.task_key == NULL && f.spec == NULL && f.handle.labels.n == 0); /* left zeroed */
+  altar_buf_free(&enc);
+  altar_status_event_clear(&s);
+  altar_arena_free(&a);
+  return fast;
+}
+
 static bool decode_keeps(const uint8_t *data, size_t len, bool *pok) {
   altar_status_event_t d;
   altar_error_t err = {0};
   *pok = altar_decode_status(data, len, &d, &err) == 0;
   bool kept = d.spec_enc.len > 0;
+  CU_ASSERT_EQUAL(fast_agrees(data, len), kept);
   if (kept) {
     altar_buf_t se = {0};
     CU_ASSERT(altar_encode_spec(d.spec, &se, &err) == 0);
@@ -1004,6 +1030,102 @@ static void test_spec_bytes_kept_when_canonical(void) {
   altar_status_event_clear(e);
 }
 
+/* The canonical fast path on every status vector, every prefix of one, one
+ * changed byte at every position, and the forms around each header bound. */
+static void test_fast_status_path(void) {
+  size_t accepted = 0;
+  for (size_t i = 0; i < n_vecs; i++) {
+    vec_t *v = &vecs[i];
+    if (v->type != ALTAR_MSG_STATUS) continue;
+    accepted += fast_agrees(v->mp, v->mp_len);
+    for (size_t len = 0; len < v->mp_len; len++) CU_ASSERT(!fast_agrees(v->mp, len));
+    uint8_t *m = malloc(v->mp_len);
+    for (size_t at = 0; at < v->mp_len; at++) {
+      for (unsigned delta = 1; delta < 256; delta += 37) {
+        memcpy(m, v->mp, v->mp_len);
+        m[at] = (uint8_t)(m[at] + delta);
+        fast_agrees(m, v->mp_len);
+      }
+    }
+    free(m);
+  }
+  CU_ASSERT(accepted > 0);
+  /* strings of 31/32, 255/256 and 65535/65536 bytes (fixstr, str8, str16,
+   * str32); integers at each width's edge; a failure; a source; an empty
+   * and a 16-entry label map (fixmap, map16). */
+  static const size_t lens[] = {0, 31, 32, 255, 256, 65535, 65536, 65537};
+  static const int64_t ints[] = {0, 127, 128, 255, 256, 65535, 65536, 4294967295ll, 4294967296ll, INT64_MAX,
+                                 -1, -32, -33, -128, -129, -32768, -32769, INT32_MIN, (int64_t)INT32_MIN - 1, INT64_MIN};
+  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+    altar_status_event_t *e = kept_event();
+    char *big = malloc(lens[k] + 1);
+    memset(big, 'x', lens[k]);
+    big[lens[k]] = '\0';
+    free(e->worker);
+    e->worker = big;
+    e->source = (altar_source_t){.set = true, .topic = strdup("jobs"), .partition = (int32_t)(k % 3) - 1,
+                                 .offset = ints[k * 2 % 20]};
+    e->spec->timeout_s = (altar_opt_i64_t){true, ints[(k * 2 + 1) % 20]};
+    e->state = ALTAR_STATE_FAILED;
+    e->failure = altar_failure_exit(ints[k + 10], k % 2 ? NULL : "detail", k % 2);
+    for (size_t l = 0; k == 3 && l < 16; l++) {
+      char key[8];
+      snprintf(key, sizeof key, "k%02zu", l);
+      altar_strmap_set(&e->handle.labels, key, "v");
+    }
+    if (k == 4) altar_strmap_clear(&e->spec->labels);
+    altar_buf_t b = {0};
+    altar_error_t err = {0};
+    int rc = altar_encode_status(e, &b, &err);
+    if (lens[k] <= ALTAR_MAX_STRING) {
+      CU_ASSERT_EQUAL_FATAL(rc, 0);
+      CU_ASSERT(fast_agrees(b.data, b.len));
+    } else {
+      CU_ASSERT_NOT_EQUAL(rc, 0); /* the encoder refuses it; so does the fast path below */
+    }
+    altar_buf_free(&b);
+    altar_status_event_clear(e);
+  }
+  for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+    altar_status_event_t *e = kept_event();
+    e->source = (altar_source_t){.set = true, .topic = strdup("jobs"), .offset = ints[k]};
+    altar_buf_t b = {0};
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(altar_encode_status(e, &b, &err), 0);
+    CU_ASSERT(fast_agrees(b.data, b.len));
+    altar_buf_free(&b);
+    altar_status_event_clear(e);
+  }
+  /* Valid but in a longer form than ours, or invalid in ways only a map's
+   * order shows: declined (and for the invalid ones refused by both). */
+  altar_status_event_t *e = kept_event();
+  altar_strmap_set(&e->handle.labels, "folx", "4");
+  altar_strmap_set(&e->handle.labels, "a", "1");
+  altar_strmap_set(&e->handle.labels, "ab", "2");
+  altar_buf_t b = {0}, v = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_encode_status(e, &b, &err), 0);
+  CU_ASSERT(fast_agrees(b.data, b.len));
+  size_t at = find_bytes(&b, "\xa4" "fold", 5);
+  splice(&b, at, 1, "\xd9\x04", 2, &v); /* a key as str8 */
+  CU_ASSERT(!fast_agrees(v.data, v.len));
+  at = find_bytes(&b, "\xa6handle\x84", 8);
+  splice(&b, at + 7, 1, "\xde\x00\x04", 3, &v); /* a map of 4 as map16 */
+  CU_ASSERT(!fast_agrees(v.data, v.len));
+  at = find_bytes(&b, "\xa4" "folx", 5);
+  splice(&b, at + 4, 1, "d", 1, &v); /* "fold" twice */
+  CU_ASSERT(!fast_agrees(v.data, v.len));
+  at = find_bytes(&b, "\xa1" "a\xa1" "1\xa2" "ab\xa1" "2", 9);
+  splice(&b, at, 9, "\xa2" "ab\xa1" "2\xa1" "a\xa1" "1", 9, &v); /* "ab" before "a" */
+  CU_ASSERT(!fast_agrees(v.data, v.len));
+  at = find_bytes(&b, "\xa1" "v\x01", 3);
+  splice(&b, at + 2, 1, "\xcc\x01", 2, &v); /* v: 1 as uint8 */
+  CU_ASSERT(!fast_agrees(v.data, v.len));
+  altar_buf_free(&v);
+  altar_buf_free(&b);
+  altar_status_event_clear(e);
+}
+
 static void test_event_equality(void) {
   for (size_t i = 0; i < n_vecs; i++) {
     vec_t *v = &vecs[i];
@@ -1054,6 +1176,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_guard_page);
   ALTAR_TEST(test_parts_to_json);
   ALTAR_TEST(test_event_equality);
+  ALTAR_TEST(test_fast_status_path);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add_suites); }

@@ -1,0 +1,303 @@
+/* The fast path of the status event decoder: one straight pass over bytes
+ * in exactly the form our encoder writes (every field present, keys in
+ * order, shortest headers, float64 times), building the event in an arena.
+ * No object tree, no field path, no allocation per string. Anything else,
+ * valid or not, is declined and left to altar_decode_status, which words
+ * the error; the fuzz target for status events checks that both agree. */
+#include "core/codec_int.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct fr {
+  const uint8_t *p, *end;
+  altar_arena_t *a;
+} fr_t;
+
+static uint64_t be(const uint8_t *p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; i++) v = (v << 8) | p[i];
+  return v;
+}
+
+/* A header of width w after the format byte, and the value in it. */
+static bool hdr(fr_t *r, size_t w, uint64_t *pv) {
+  if ((size_t)(r->end - r->p) < w) return false;
+  *pv = be(r->p, w);
+  r->p += w;
+  return true;
+}
+
+/* A length in the shortest of: the fix form (tag fix, low bits mask), then
+ * the 8/16/32-bit forms at tags w8 (0 when the type has none), w16, w32. */
+static bool length(fr_t *r, uint8_t fix, uint8_t mask, uint8_t w8, uint8_t w16, uint8_t w32, uint64_t *pn) {
+  if (r->p >= r->end) return false;
+  uint8_t f = *r->p++;
+  if ((f & (uint8_t)~mask) == fix) {
+    *pn = f & mask;
+    return true;
+  }
+  if (w8 && f == w8) return hdr(r, 1, pn) && *pn > mask;
+  if (f == w16) return hdr(r, 2, pn) && *pn > (w8 ? 0xffu : mask);
+  if (f == w32) return hdr(r, 4, pn) && *pn > 0xffffu;
+  return false;
+}
+
+static bool map_of(fr_t *r, uint64_t *pn) { return length(r, 0x80, 0x0f, 0, 0xde, 0xdf, pn) && *pn <= ALTAR_MAX_MAP; }
+static bool array_of(fr_t *r, uint64_t *pn) {
+  return length(r, 0x90, 0x0f, 0, 0xdc, 0xdd, pn) && *pn <= ALTAR_MAX_ARRAY;
+}
+
+/* String bytes in place: bounded, UTF-8 without NUL. */
+static bool str_view(fr_t *r, const char **ps, size_t *pn) {
+  uint64_t n;
+  if (!length(r, 0xa0, 0x1f, 0xd9, 0xda, 0xdb, &n) || n > ALTAR_MAX_STRING || n > (uint64_t)(r->end - r->p))
+    return false;
+  *ps = (const char *)r->p;
+  *pn = (size_t)n;
+  r->p += n;
+  return altar__utf8_ok(*ps, *pn);
+}
+
+static bool str(fr_t *r, char **pout) {
+  const char *s;
+  size_t n;
+  return str_view(r, &s, &n) && (*pout = altar_arena_strndup(r->a, s, n)) != NULL;
+}
+
+static bool nil(fr_t *r) {
+  if (r->p < r->end && *r->p == 0xc0) {
+    r->p++;
+    return true;
+  }
+  return false;
+}
+
+static bool opt_str(fr_t *r, char **pout) {
+  *pout = NULL;
+  return nil(r) || str(r, pout);
+}
+
+/* The next string, which must be exactly k: a map key or a fixed value
+ * (all of them are short enough for the fixstr form). */
+static bool lit(fr_t *r, const char *k) {
+  size_t n = strlen(k);
+  if ((size_t)(r->end - r->p) < n + 1 || r->p[0] != (0xa0 | n) || memcmp(r->p + 1, k, n)) return false;
+  r->p += n + 1;
+  return true;
+}
+
+/* A string that must be one of names[0..n); its index. */
+static bool one_of(fr_t *r, const char *const *names, int n, int *pidx) {
+  const char *s;
+  size_t len;
+  if (!str_view(r, &s, &len)) return false;
+  for (int i = 0; i < n; i++)
+    if (strlen(names[i]) == len && !memcmp(names[i], s, len)) {
+      *pidx = i;
+      return true;
+    }
+  return false;
+}
+
+/* An integer in msgpack-c's shortest form: unsigned forms for values >= 0. */
+static bool i64(fr_t *r, int64_t *pv) {
+  if (r->p >= r->end) return false;
+  uint8_t f = *r->p++;
+  uint64_t u;
+  if (f <= 0x7f || f >= 0xe0) {
+    *pv = (int8_t)f;
+    return true;
+  }
+  if (f >= 0xcc && f <= 0xcf) {
+    size_t w = (size_t)1 << (f - 0xcc);
+    static const uint64_t least[] = {0x80, 0x100, 0x10000, 0x100000000ull};
+    if (!hdr(r, w, &u) || u < least[f - 0xcc] || u > (uint64_t)INT64_MAX) return false;
+    *pv = (int64_t)u;
+    return true;
+  }
+  if (f >= 0xd0 && f <= 0xd3) {
+    size_t w = (size_t)1 << (f - 0xd0);
+    static const int64_t below[] = {-32, -128, -32768, INT32_MIN};
+    if (!hdr(r, w, &u)) return false;
+    int64_t v = w == 1 ? (int8_t)u : w == 2 ? (int16_t)u : w == 4 ? (int32_t)u : (int64_t)u;
+    if (v >= below[f - 0xd0]) return false;
+    *pv = v;
+    return true;
+  }
+  return false;
+}
+
+static bool opt_i64(fr_t *r, altar_opt_i64_t *pv) {
+  *pv = (altar_opt_i64_t){false, 0};
+  if (nil(r)) return true;
+  pv->set = true;
+  return i64(r, &pv->v);
+}
+
+static bool f64(fr_t *r, double *pv) {
+  uint64_t u;
+  if (r->p >= r->end || *r->p++ != 0xcb || !hdr(r, 8, &u)) return false;
+  memcpy(pv, &u, sizeof *pv);
+  return isfinite(*pv);
+}
+
+static bool boolean(fr_t *r, bool *pv) {
+  if (r->p >= r->end || (*r->p != 0xc2 && *r->p != 0xc3)) return false;
+  *pv = *r->p++ == 0xc3;
+  return true;
+}
+
+/* Keys rise strictly: bytewise, then the shorter first. */
+static bool before(const char *a, size_t an, const char *b, size_t bn) {
+  int c = an && bn ? memcmp(a, b, an < bn ? an : bn) : 0;
+  return c < 0 || (c == 0 && an < bn);
+}
+
+static bool strmap(fr_t *r, altar_strmap_t *m) {
+  uint64_t n;
+  if (!map_of(r, &n)) return false;
+  char **slots = n ? altar_arena_alloc(r->a, 2 * (size_t)n * sizeof *slots) : NULL;
+  if (n && !slots) return false;
+  const char *prev = NULL;
+  size_t prev_n = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *k, *v;
+    size_t kn, vn;
+    if (!str_view(r, &k, &kn) || (i && !before(prev, prev_n, k, kn)) || !str_view(r, &v, &vn)) return false;
+    char *b = altar_arena_alloc(r->a, kn + vn + 2); /* "key\0value\0", as the map keeps entries */
+    if (!b) return false;
+    memcpy(b, k, kn);
+    b[kn] = '\0';
+    memcpy(b + kn + 1, v, vn);
+    b[kn + 1 + vn] = '\0';
+    slots[i] = b;
+    slots[n + i] = b + kn + 1;
+    prev = k;
+    prev_n = kn;
+  }
+  altar_strmap_wrap(m, slots, (size_t)n);
+  return true;
+}
+
+static bool opt_strmap(fr_t *r, altar_strmap_t **pm) {
+  *pm = NULL;
+  if (nil(r)) return true;
+  return (*pm = altar_arena_alloc(r->a, sizeof **pm)) != NULL && strmap(r, *pm);
+}
+
+static bool strv(fr_t *r, char ***pv, size_t *pn) {
+  uint64_t n;
+  *pv = NULL;
+  *pn = 0;
+  if (!array_of(r, &n)) return false;
+  if (!n) return true;
+  if (!(*pv = altar_arena_alloc(r->a, (size_t)n * sizeof **pv))) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!str(r, &(*pv)[i])) return false;
+  *pn = (size_t)n;
+  return true;
+}
+
+static bool transfers(fr_t *r, altar_transfer_t **pv, size_t *pn) {
+  uint64_t n, four;
+  *pv = NULL;
+  *pn = 0;
+  if (!array_of(r, &n)) return false;
+  if (!n) return true;
+  altar_transfer_t *t = altar_arena_alloc(r->a, (size_t)n * sizeof *t);
+  if (!t) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!map_of(r, &four) || four != 4 || !lit(r, "digest") || !opt_str(r, &t[i].digest) ||
+        !lit(r, "locality_key") || !opt_str(r, &t[i].locality_key) || !lit(r, "logical_path") ||
+        !str(r, &t[i].logical_path) || !lit(r, "uri") || !str(r, &t[i].uri))
+      return false;
+  *pv = t;
+  *pn = (size_t)n;
+  return true;
+}
+
+static bool spec(fr_t *r, altar_spec_t *s) {
+  uint64_t n, three;
+  memset(s, 0, sizeof *s);
+  return map_of(r, &n) && n == 9 && lit(r, "command") && strv(r, &s->command, &s->n_command) && lit(r, "image") &&
+         str(r, &s->image) && lit(r, "inputs") && transfers(r, &s->inputs, &s->n_inputs) && lit(r, "kind") &&
+         str(r, &s->kind) && lit(r, "labels") && strmap(r, &s->labels) && lit(r, "outputs") &&
+         transfers(r, &s->outputs, &s->n_outputs) && lit(r, "plugin_identity") &&
+         opt_strmap(r, &s->plugin_identity) && lit(r, "resources") && map_of(r, &three) && three == 3 &&
+         lit(r, "count") && i64(r, &s->resources.count) && lit(r, "gpu") && opt_str(r, &s->resources.gpu) &&
+         lit(r, "memory_mb") && opt_i64(r, &s->resources.memory_mb) && lit(r, "timeout_s") &&
+         opt_i64(r, &s->timeout_s);
+}
+
+static bool handle(fr_t *r, altar_handle_t *h) {
+  uint64_t n;
+  return map_of(r, &n) && n == 4 && lit(r, "backend") && str(r, &h->backend) && lit(r, "external_id") &&
+         str(r, &h->external_id) && lit(r, "labels") && strmap(r, &h->labels) && lit(r, "plugin_identity") &&
+         opt_strmap(r, &h->plugin_identity);
+}
+
+static bool failure(fr_t *r, altar_failure_t **pf) {
+  uint64_t n;
+  *pf = NULL;
+  if (nil(r)) return true;
+  altar_failure_t *f = altar_arena_alloc(r->a, sizeof *f);
+  if (!f || !map_of(r, &n) || n != 4 || !lit(r, "detail") || !opt_str(r, &f->detail) || !lit(r, "deterministic") ||
+      !boolean(r, &f->deterministic) || !lit(r, "exit_code") || !opt_i64(r, &f->exit_code) || !lit(r, "reason") ||
+      !str(r, &f->reason))
+    return false;
+  *pf = f;
+  return true;
+}
+
+static bool source(fr_t *r, altar_source_t *src) {
+  uint64_t n;
+  int64_t part;
+  memset(src, 0, sizeof *src);
+  if (nil(r)) return true;
+  if (!map_of(r, &n) || n != 3 || !lit(r, "offset") || !i64(r, &src->offset) || !lit(r, "partition") ||
+      !i64(r, &part) || part < INT32_MIN || part > INT32_MAX || !lit(r, "topic") || !str(r, &src->topic))
+    return false;
+  src->partition = (int32_t)part;
+  src->set = true;
+  return true;
+}
+
+/* The spec, with a copy of its bytes as spec_enc (they are its encoding). */
+static bool opt_spec(fr_t *r, altar_status_event_t *e) {
+  e->spec = NULL;
+  if (nil(r)) return true;
+  const uint8_t *start = r->p;
+  if (!(e->spec = altar_arena_alloc(r->a, sizeof *e->spec)) || !spec(r, e->spec)) return false;
+  size_t n = (size_t)(r->p - start);
+  uint8_t *copy = altar_arena_alloc(r->a, n);
+  if (!copy) return false;
+  memcpy(copy, start, n);
+  e->spec_enc = (altar_buf_t){.data = copy, .len = n, .cap = n};
+  return true;
+}
+
+static const char *const event_names[] = {"submitted", "state", "released"};
+static const char *const state_names[] = {"pending", "running", "succeeded", "failed"};
+
+int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a, altar_status_event_t *pout) {
+  memset(pout, 0, sizeof *pout);
+  if (!data || !len || len > ALTAR_MAX_MESSAGE) return ALTAR_ENOTSUP;
+  fr_t r = {.p = data, .end = (const uint8_t *)data + len, .a = a};
+  altar_status_event_t *e = pout;
+  uint64_t n;
+  int ev = 0, st = 0;
+  bool ok = map_of(&r, &n) && n == 12 && lit(&r, "event") && one_of(&r, event_names, 3, &ev) && lit(&r, "failure") &&
+            failure(&r, &e->failure) && lit(&r, "handle") && handle(&r, &e->handle) && lit(&r, "kind") &&
+            str(&r, &e->kind) && lit(&r, "source") && source(&r, &e->source) && lit(&r, "spec") && opt_spec(&r, e) &&
+            lit(&r, "state") && one_of(&r, state_names, 4, &st) && lit(&r, "task_key") && str(&r, &e->task_key) &&
+            lit(&r, "ts") && f64(&r, &e->ts) && lit(&r, "type") && lit(&r, "status") && lit(&r, "v") &&
+            i64(&r, &e->v) && e->v >= 1 && lit(&r, "worker") && opt_str(&r, &e->worker) && r.p == r.end;
+  if (!ok) {
+    memset(pout, 0, sizeof *pout); /* what was placed stays in the arena until its reset */
+    return ALTAR_ENOTSUP;
+  }
+  e->event = (altar_status_event_kind_t)ev;
+  e->state = (altar_state_t)st;
+  return ALTAR_OK;
+}
