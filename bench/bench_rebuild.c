@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
   altar_ledger_close(l);
   /* As `altar reconciler --rebuild` opens it: no write-ahead log, persisted
    * (memtables written to table files) before it counts as done. */
-  altar_ledger_rocksdb_opts_t no = {.no_wal = true};
+  altar_ledger_rocksdb_opts_t no = {.no_wal = true, .write_behind = true};
   l = altar_ledger_rocksdb_open(ledger, &no, &e);
   if (!l) die("ledger", &e);
   t0 = now_s();

@@ -53,7 +53,7 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   }
   /* The new ledger is swapped in only once complete and persisted, so its
    * writes need no write-ahead log: a crash leaves a directory to discard. */
-  altar_ledger_rocksdb_opts_t no = {.no_wal = true};
+  altar_ledger_rocksdb_opts_t no = {.no_wal = true, .write_behind = true};
   altar_ledger_t *nl = altar_ledger_rocksdb_open(tmp, &no, &err);
   if (!nl) {
     fprintf(stderr, "altar reconciler: %s\n", err.msg);

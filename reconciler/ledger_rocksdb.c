@@ -31,6 +31,7 @@
 #include "core/codec_int.h"
 #include "reconciler/ledger_aux.h"
 #include "reconciler/ledger_int.h"
+#include "reconciler/ledger_writer.h"
 
 #include <msgpack.h>
 #include <stdio.h>
@@ -55,6 +56,7 @@ typedef struct rl {
   bool in_batch;
   bool read_only;
   bool no_wal;
+  altar__lwriter_t *writer; /* write-behind: commits handed to a thread */
   int fail_writes; /* test hook: fail this many upcoming writes */
   altar__lindex_t ix;
   altar_buf_t kb, vb, kb2; /* scratch */
@@ -69,6 +71,19 @@ static int key1(altar_buf_t *b, char prefix, const char *rk, size_t rklen) {
   altar_buf_reset(b);
   char p[2] = {prefix, ':'};
   return altar_buf_append(b, p, 2) || altar_buf_append(b, rk, rklen) ? ALTAR_ENOMEM : ALTAR_OK;
+}
+
+/* ---- reading what was written ---- */
+
+/* Waits for writes handed to the write-behind thread, so a read sees them.
+ * A failed write is reported by the next commit or persist, not here. */
+static void settle(rl_t *r) {
+  if (r->writer) free(altar__lwriter_drain(r->writer));
+}
+
+static rocksdb_iterator_t *new_iter(rl_t *r) {
+  settle(r);
+  return rocksdb_create_iterator(r->db, r->ropts);
 }
 
 /* ---- values ---- */
@@ -316,6 +331,7 @@ static int db_get(rl_t *r, const altar_buf_t *key, char **pval, size_t *plen, al
     return ALTAR_OK;
   }
   char *dberr = NULL;
+  settle(r);
   *pval = rocksdb_get(r->db, r->ropts, (const char *)key->data, key->len, plen, &dberr);
   if (dberr) {
     int rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: read failed: %s", dberr);
@@ -389,7 +405,7 @@ static void show_key(char *out, size_t cap, const char *k, size_t klen) {
 /* Rebuilds the cache of open records from o: (consumed records are not read). */
 static int load_cache(rl_t *r, altar_error_t *err) {
   altar__lindex_free(&r->ix);
-  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
+  rocksdb_iterator_t *it = new_iter(r);
   int rc = ALTAR_OK;
   for (rocksdb_iter_seek(it, "o:", 2); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
     size_t klen, vlen;
@@ -473,9 +489,12 @@ static int flush(rl_t *r, altar_error_t *err) {
   char *dberr = NULL;
   if (r->fail_writes > 0) {
     r->fail_writes--;
-    dberr = strdup("injected write failure");
-  } else if (rocksdb_writebatch_count(r->wb)) {
-    rocksdb_write(r->db, r->wopts, r->wb, &dberr);
+    if (r->writer) altar__lwriter_fail_next(r->writer); /* fails behind: a later commit says so */
+    else dberr = strdup("injected write failure");
+  }
+  if (!dberr && rocksdb_writebatch_count(r->wb)) {
+    if (r->writer) dberr = altar__lwriter_submit(r->writer, &r->wb); /* an earlier batch's failure */
+    else rocksdb_write(r->db, r->wopts, r->wb, &dberr);
   }
   rocksdb_writebatch_clear(r->wb);
   if (dberr) {
@@ -790,7 +809,7 @@ static int rl_group_counts(void *impl, const char *kind, const char *group_key, 
 typedef int (*raw_visit_fn)(void *ctx, const char *k, size_t klen, const char *v, size_t vlen);
 
 static int scan(rl_t *r, const char *pfx, size_t plen, raw_visit_fn fn, void *ctx, altar_error_t *err) {
-  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
+  rocksdb_iterator_t *it = new_iter(r);
   int rc = ALTAR_OK;
   for (rocksdb_iter_seek(it, pfx, plen); !rc && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
     size_t klen, vlen;
@@ -815,8 +834,8 @@ static int scan(rl_t *r, const char *pfx, size_t plen, raw_visit_fn fn, void *ct
  * stale r: copy of a re-opened record. Committed state only. */
 static int rl_foreach(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err) {
   rl_t *r = impl;
-  rocksdb_iterator_t *io = rocksdb_create_iterator(r->db, r->ropts);
-  rocksdb_iterator_t *ir = rocksdb_create_iterator(r->db, r->ropts);
+  rocksdb_iterator_t *io = new_iter(r);
+  rocksdb_iterator_t *ir = new_iter(r);
   rocksdb_iter_seek(io, "o:", 2);
   rocksdb_iter_seek(ir, "r:", 2);
   int rc = ALTAR_OK;
@@ -879,6 +898,12 @@ static int rl_abort(void *impl, altar_error_t *err) {
 }
 
 static int persist(rl_t *r, altar_error_t *err) {
+  char *werr = r->writer ? altar__lwriter_drain(r->writer) : NULL;
+  if (werr) {
+    int rc = altar_error_set(err, ALTAR_ELEDGER, "ledger %s: write failed: %s", r->dir, werr);
+    free(werr);
+    return rc;
+  }
   rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
   rocksdb_flushoptions_set_wait(fo, 1);
   char *dberr = NULL;
@@ -905,6 +930,7 @@ static void rl_close(void *impl) {
     altar_error_t ignored = {0};
     persist(r, &ignored);
   }
+  altar__lwriter_stop(r->writer);
   if (r->db) rocksdb_close(r->db);
   if (r->wb) rocksdb_writebatch_destroy(r->wb);
   pend_clear(r);
@@ -1012,6 +1038,10 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
   rocksdb_free(ver);
   if (load_cache(r, err)) {
     altar_error_prefix(err, "ledger %s", dir);
+    goto fail;
+  }
+  if (o.write_behind && !o.read_only && !(r->writer = altar__lwriter_start(r->db, r->wopts))) {
+    altar_error_set(err, ALTAR_ENOMEM, "ledger %s: cannot start the writing thread", dir);
     goto fail;
   }
   l->ops = &rl_ops;
@@ -1166,7 +1196,7 @@ int altar__ledger_rocksdb_check(altar_ledger_t *l, uint64_t *precords, altar_err
   if (r->in_batch) return altar_error_set(err, ALTAR_ESTATE, "check: a batch is open");
   uint64_t records = 0, open = 0;
   int rc = ALTAR_OK;
-  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
+  rocksdb_iterator_t *it = new_iter(r);
   rocksdb_iter_seek_to_first(it);
   while (!rc && rocksdb_iter_valid(it)) {
     size_t klen, vlen;

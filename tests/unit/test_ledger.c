@@ -26,9 +26,13 @@ static struct {
   char *dir;
 } dirs[MAX_OPEN];
 
+/* Set while the shared suite runs on write-behind ledgers. */
+static bool behind;
+
 static altar_ledger_t *rdb_open_dir(char *dir) {
   altar_error_t err = {0};
-  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  altar_ledger_rocksdb_opts_t o = {.write_behind = behind};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, &o, &err);
   if (!l) fprintf(stderr, "open %s: %s\n", dir, err.msg);
   CU_ASSERT_FATAL(l != NULL);
   for (size_t i = 0; i < MAX_OPEN; i++)
@@ -76,6 +80,21 @@ static const altar_ledger_factory_t mem_factory = {
     .name = "memory", .open = mem_open, .reopen = mem_reopen, .destroy = mem_destroy};
 static const altar_ledger_factory_t rdb_factory = {
     .name = "rocksdb", .open = rdb_open, .reopen = rdb_reopen, .destroy = rdb_destroy};
+
+static altar_ledger_t *behind_open(void) {
+  behind = true;
+  return rdb_open();
+}
+static altar_ledger_t *behind_reopen(altar_ledger_t *l) {
+  behind = true;
+  return rdb_reopen(l);
+}
+static void behind_destroy(altar_ledger_t *l) {
+  rdb_destroy(l);
+  behind = false;
+}
+static const altar_ledger_factory_t behind_factory = {
+    .name = "rocksdb, written behind", .open = behind_open, .reopen = behind_reopen, .destroy = behind_destroy};
 
 /* ---- RocksDB only ---- */
 
@@ -305,15 +324,48 @@ static void test_reopened_record_shadows_consumed_copy(void) {
   rdb_destroy(l);
 }
 
+/* Written behind, a failed write is reported by the next commit and by
+ * persist, and every write after it fails too: the ledger is not used on. */
+static void test_write_behind_failure_sticks(void) {
+  char *dir = altar_test_tmpdir("ledger");
+  altar_error_t err = {0};
+  altar_ledger_rocksdb_opts_t o = {.write_behind = true, .no_wal = true};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, &o, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  put_rec(l, "a", "g");
+  altar__ledger_rocksdb_fail_writes(l, 1);
+  put_rec(l, "b", "g"); /* handed over; its write fails behind */
+  altar_handle_t h;
+  altar_handle_init(&h, "process", "a");
+  CU_ASSERT_EQUAL(altar_ledger_set_state(l, &h, ALTAR_STATE_SUCCEEDED, NULL, &err), ALTAR_ELEDGER);
+  CU_ASSERT(strstr(err.msg, "injected") != NULL);
+  CU_ASSERT_EQUAL(altar_ledger_set_state(l, &h, ALTAR_STATE_RUNNING, NULL, &err), ALTAR_ELEDGER);
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_persist(l, &err), ALTAR_ELEDGER);
+  CU_ASSERT(strstr(err.msg, "injected") != NULL);
+  /* What was written before the failure is there; the failed batch is not. */
+  altar_ledger_entry_t got;
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "a", &got, &err), 0);
+  CU_ASSERT_EQUAL(got.rec.state, ALTAR_STATE_PENDING);
+  altar_ledger_entry_clear(&got);
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "b", &got, &err), ALTAR_ENOTFOUND);
+  altar_ledger_entry_clear(&got);
+  altar_handle_clear(&h);
+  altar_ledger_close(l);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static void add_suites(void) {
   altar_ledger_suite_register(&mem_factory);
   altar_ledger_suite_register(&rdb_factory);
+  altar_ledger_suite_register(&behind_factory);
   ALTAR_SUITE("ledger.rocksdb_only", NULL, NULL);
   ALTAR_TEST(test_abort_drops_batch);
   ALTAR_TEST(test_aux_keys_share_the_write);
   ALTAR_TEST(test_check_finds_damage);
   ALTAR_TEST(test_read_only_and_errors);
   ALTAR_TEST(test_failed_write_rolls_back);
+  ALTAR_TEST(test_write_behind_failure_sticks);
   ALTAR_TEST(test_reopened_record_shadows_consumed_copy);
 }
 
