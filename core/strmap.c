@@ -25,6 +25,28 @@ void altar_strmap_wrap(altar_strmap_t *m, char **slots, size_t n) {
   m->n = m->cap = n;
 }
 
+size_t altar_strmap_packed_size(const altar_strmap_t *m) {
+  size_t n = 2 * m->n * sizeof(char *);
+  for (size_t i = 0; i < m->n; i++) n += strlen(m->keys[i]) + strlen(m->vals[i]) + 2;
+  return (n + sizeof(char *) - 1) & ~(sizeof(char *) - 1);
+}
+
+char *altar_strmap_pack(altar_strmap_t *dst, const altar_strmap_t *src, char *mem) {
+  size_t n = src->n;
+  char **slots = (char **)(void *)mem;
+  char *p = mem + 2 * n * sizeof(char *);
+  for (size_t i = 0; i < n; i++) {
+    size_t kl = strlen(src->keys[i]) + 1, vl = strlen(src->vals[i]) + 1;
+    memcpy(p, src->keys[i], kl);
+    memcpy(p + kl, src->vals[i], vl);
+    slots[i] = p;
+    slots[n + i] = p + kl;
+    p += kl + vl;
+  }
+  altar_strmap_wrap(dst, n ? slots : NULL, n);
+  return mem + altar_strmap_packed_size(src);
+}
+
 /* One block holding key and value, both NUL-terminated. */
 static char *entry_new(const char *key, size_t klen, const char *val, size_t vlen) {
   char *b = malloc(klen + vlen + 2);

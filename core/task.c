@@ -98,6 +98,11 @@ int altar_handle_init_for_spec(altar_handle_t *h, const char *backend, const cha
 
 void altar_handle_clear(altar_handle_t *h) {
   if (!h) return;
+  if (h->block) {
+    free(h->block);
+    memset(h, 0, sizeof *h);
+    return;
+  }
   free(h->backend);
   free(h->external_id);
   altar_strmap_clear(&h->labels);
@@ -113,6 +118,27 @@ int altar_handle_copy(altar_handle_t *dst, const altar_handle_t *src) {
     altar_handle_clear(dst);
     return ALTAR_ENOMEM;
   }
+  return ALTAR_OK;
+}
+
+_Static_assert(sizeof(altar_strmap_t) % sizeof(char *) == 0, "maps packed after a map stay aligned");
+
+int altar_handle_copy_compact(altar_handle_t *dst, const altar_handle_t *src) {
+  memset(dst, 0, sizeof *dst);
+  size_t bl = strlen(src->backend) + 1, el = strlen(src->external_id) + 1;
+  size_t labels = altar_strmap_packed_size(&src->labels);
+  size_t pi = src->plugin_identity ? sizeof(altar_strmap_t) + altar_strmap_packed_size(src->plugin_identity) : 0;
+  char *b = malloc(labels + pi + bl + el);
+  if (!b) return ALTAR_ENOMEM;
+  /* The maps first (their pointer arrays stay aligned), then the strings. */
+  char *p = altar_strmap_pack(&dst->labels, &src->labels, b);
+  if (pi) {
+    dst->plugin_identity = (altar_strmap_t *)(void *)p;
+    p = altar_strmap_pack(dst->plugin_identity, src->plugin_identity, p + sizeof(altar_strmap_t));
+  }
+  dst->backend = memcpy(p, src->backend, bl);
+  dst->external_id = memcpy(p + bl, src->external_id, el);
+  dst->block = b;
   return ALTAR_OK;
 }
 

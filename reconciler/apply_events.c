@@ -85,7 +85,7 @@ static int pick(picked_t *p, const altar_ledger_entry_t *const *m, size_t n, alt
   if (!p->hs || !p->keys || !p->restarts || !p->has_task || !p->hopeless) goto oom;
   for (size_t i = 0; i < n; i++) {
     if (m[i]->rec.state != state) continue;
-    if (altar_handle_copy(&p->hs[p->n], &m[i]->rec.handle)) goto oom;
+    if (altar_handle_copy_compact(&p->hs[p->n], &m[i]->rec.handle)) goto oom;
     p->restarts[p->n] = m[i]->rec.restart_count;
     p->has_task[p->n] = m[i]->task_key != NULL;
     p->hopeless[p->n] = m[i]->rec.failure && m[i]->rec.failure->deterministic;

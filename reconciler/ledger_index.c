@@ -56,19 +56,25 @@ altar__lent_t *altar__lent_new(const altar_handle_t *h, const char *kind, const 
   altar__lent_t *x = calloc(1, sizeof *x);
   if (!x) return NULL;
   x->active_pos = SIZE_MAX;
-  if (altar_record_init(&x->e.rec, h, kind, spec) ||
-      altar__rkey(h->backend, h->external_id, &x->rkey, &x->rkey_len) ||
-      altar__set_str(&x->e.task_key, task_key) || altar__set_str(&x->e.group_key, group_key)) {
+  altar_record_t *rec = &x->e.rec;
+  rec->state = ALTAR_STATE_PENDING;
+  /* One allocation for the handle, whose backend and external_id already
+   * lie as the record key does. */
+  if (altar_handle_copy_compact(&rec->handle, h) || !(rec->kind = strdup(kind ? kind : "")) ||
+      (spec && !(rec->spec = altar_spec_dup(spec))) || altar__set_str(&x->e.task_key, task_key) ||
+      altar__set_str(&x->e.group_key, group_key)) {
     altar__lent_free(x);
     return NULL;
   }
+  x->rkey = rec->handle.backend;
+  x->rkey_len = strlen(h->backend) + 1 + strlen(h->external_id);
   return x;
 }
 
 void altar__lent_free(altar__lent_t *x) {
   if (!x) return;
+  if (x->rkey != x->e.rec.handle.backend) free(x->rkey); /* else it lies in the handle */
   altar_ledger_entry_clear(&x->e);
-  free(x->rkey);
   free(x->packed);
   free(x->spec_enc);
   free(x);

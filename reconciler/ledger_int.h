@@ -15,7 +15,8 @@ struct altar__lgroup;
  * public entry. */
 typedef struct altar__lent {
   altar_ledger_entry_t e;
-  char *rkey; /* backend '\0' external_id: the record key */
+  char *rkey; /* backend '\0' external_id: the record key (its own allocation, or the
+                compact handle's backend when they coincide) */
   size_t rkey_len;
   struct altar__lgroup *grp; /* group it is filed under while open, or NULL */
   size_t grp_pos;

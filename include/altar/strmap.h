@@ -39,6 +39,13 @@ bool altar_strmap_equal(const altar_strmap_t *a, const altar_strmap_t *b);
  * map is only read: never changed, cleared or freed. */
 void altar_strmap_wrap(altar_strmap_t *m, char **slots, size_t n);
 
+/* Bytes a wrapped copy of m takes (altar_strmap_pack), a multiple of the
+ * size of a pointer. */
+size_t altar_strmap_packed_size(const altar_strmap_t *m);
+/* Copies src into mem (pointer-aligned, altar_strmap_packed_size(src)
+ * bytes) as a wrapped map in *dst; returns the end of what it used. */
+char *altar_strmap_pack(altar_strmap_t *dst, const altar_strmap_t *src, char *mem);
+
 /* Heap-allocated map helpers, for optional maps (NULL = absent). */
 altar_strmap_t *altar_strmap_new(void);
 void altar_strmap_free(altar_strmap_t *m);

@@ -11,6 +11,9 @@ typedef struct altar_handle {
   char *external_id;
   altar_strmap_t labels;           /* copied from the spec on submit */
   altar_strmap_t *plugin_identity; /* NULL if absent */
+  /* Set by altar_handle_copy_compact: every field above lives in this one
+   * block, and the handle is read-only. NULL otherwise. */
+  void *block;
 } altar_handle_t;
 
 typedef enum altar_state {
@@ -81,6 +84,10 @@ int altar_handle_init(altar_handle_t *h, const char *backend, const char *extern
 int altar_handle_init_for_spec(altar_handle_t *h, const char *backend, const char *external_id,
                                const altar_spec_t *spec);
 void altar_handle_clear(altar_handle_t *h);
+/* A read-only copy in one allocation (strings, labels, identity), with
+ * external_id right after backend's NUL: the ledgers keep one per cached
+ * record and per group event shard. Cleared like any handle. 0 or ENOMEM. */
+int altar_handle_copy_compact(altar_handle_t *dst, const altar_handle_t *src);
 int altar_handle_copy(altar_handle_t *dst, const altar_handle_t *src);
 bool altar_handle_equal(const altar_handle_t *a, const altar_handle_t *b);
 /* Same task: same (backend, external_id), labels not compared. */

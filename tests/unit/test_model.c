@@ -140,6 +140,44 @@ static void test_handle_and_record(void) {
   altar_spec_free(s);
 }
 
+/* A compact copy equals its source, keeps external_id right after backend
+ * (the ledgers' record key), and reads like any map. */
+static void test_handle_compact_copy(void) {
+  for (int variant = 0; variant < 3; variant++) {
+    altar_handle_t h, c;
+    CU_ASSERT_EQUAL_FATAL(altar_handle_init(&h, "process", variant == 2 ? "" : "task-7"), 0);
+    if (variant >= 1) {
+      altar_strmap_set(&h.labels, "fold", "3");
+      altar_strmap_set(&h.labels, "group", "g-1");
+      altar_strmap_set(&h.labels, "", "empty key");
+      h.plugin_identity = altar_strmap_new();
+      altar_strmap_set(h.plugin_identity, "name", "plug");
+    }
+    CU_ASSERT_EQUAL_FATAL(altar_handle_copy_compact(&c, &h), 0);
+    CU_ASSERT_PTR_NOT_NULL(c.block);
+    CU_ASSERT(altar_handle_equal(&c, &h));
+    CU_ASSERT_PTR_EQUAL(c.external_id, c.backend + strlen(c.backend) + 1);
+    CU_ASSERT_EQUAL(c.labels.n, h.labels.n);
+    if (variant >= 1) {
+      CU_ASSERT_STRING_EQUAL(altar_strmap_get(&c.labels, "group"), "g-1");
+      CU_ASSERT_STRING_EQUAL(altar_strmap_get(&c.labels, ""), "empty key");
+      CU_ASSERT_PTR_NULL(altar_strmap_get(&c.labels, "missing"));
+      CU_ASSERT_STRING_EQUAL(altar_strmap_get(c.plugin_identity, "name"), "plug");
+    } else {
+      CU_ASSERT_PTR_NULL(c.plugin_identity);
+    }
+    altar_handle_t again; /* an ordinary copy of a compact one */
+    CU_ASSERT_EQUAL(altar_handle_copy(&again, &c), 0);
+    CU_ASSERT(altar_handle_equal(&again, &h));
+    CU_ASSERT_PTR_NULL(again.block);
+    altar_handle_clear(&again);
+    altar_handle_clear(&c);
+    CU_ASSERT_PTR_NULL(c.block);
+    CU_ASSERT_PTR_NULL(c.backend);
+    altar_handle_clear(&h);
+  }
+}
+
 static void test_error_names(void) {
   altar_error_t err = {0};
   CU_ASSERT_EQUAL(altar_error_set(&err, ALTAR_EINVAL, "spec.%s: bad", "kind"), ALTAR_EINVAL);
@@ -159,6 +197,7 @@ static void add(void) {
   ALTAR_TEST(test_failure);
   ALTAR_TEST(test_capacity_free_for);
   ALTAR_TEST(test_handle_and_record);
+  ALTAR_TEST(test_handle_compact_copy);
   ALTAR_TEST(test_error_names);
 }
 
