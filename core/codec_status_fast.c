@@ -79,13 +79,14 @@ static bool opt_str(fr_t *r, char **pout) {
 }
 
 /* The next string, which must be exactly k: a map key or a fixed value
- * (all of them are short enough for the fixstr form). */
-static bool lit(fr_t *r, const char *k) {
-  size_t n = strlen(k);
+ * (all of them are short enough for the fixstr form). A literal's length
+ * is known when compiling. */
+static bool lit_n(fr_t *r, const char *k, size_t n) {
   if ((size_t)(r->end - r->p) < n + 1 || r->p[0] != (0xa0 | n) || memcmp(r->p + 1, k, n)) return false;
   r->p += n + 1;
   return true;
 }
+#define lit(r, k) lit_n((r), (k), sizeof(k) - 1)
 
 /* A string that must be one of names[0..n); its index. */
 static bool one_of(fr_t *r, const char *const *names, int n, int *pidx) {
@@ -93,7 +94,7 @@ static bool one_of(fr_t *r, const char *const *names, int n, int *pidx) {
   size_t len;
   if (!str_view(r, &s, &len)) return false;
   for (int i = 0; i < n; i++)
-    if (strlen(names[i]) == len && !memcmp(names[i], s, len)) {
+    if (names[i][0] == (len ? s[0] : 0) && strlen(names[i]) == len && !memcmp(names[i], s, len)) {
       *pidx = i;
       return true;
     }

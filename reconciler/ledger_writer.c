@@ -23,6 +23,7 @@ struct altar__lwriter {
 
 static void *writer_main(void *arg) {
   altar__lwriter_t *w = arg;
+  pthread_setname_np(pthread_self(), "altar-ledger-wr");
   pthread_mutex_lock(&w->mu);
   for (;;) {
     while (!w->busy && !w->stop) pthread_cond_wait(&w->cv, &w->mu);
