@@ -211,6 +211,7 @@ void altar_status_event_clear(altar_status_event_t *e) {
   free(e->worker);
   free(e->source.topic);
   altar_buf_free(&e->spec_enc);
+  altar_buf_free(&e->record_fixed);
   memset(e, 0, sizeof *e);
 }
 

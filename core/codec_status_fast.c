@@ -264,18 +264,22 @@ static bool source(fr_t *r, altar_source_t *src) {
   return true;
 }
 
+/* The bytes from start to where r is, copied into the arena. */
+static bool copy_span(fr_t *r, const uint8_t *start, altar_buf_t *out) {
+  size_t n = (size_t)(r->p - start);
+  uint8_t *copy = altar_arena_alloc(r->a, n);
+  if (!copy) return false;
+  memcpy(copy, start, n);
+  *out = (altar_buf_t){.data = copy, .len = n, .cap = n};
+  return true;
+}
+
 /* The spec, with a copy of its bytes as spec_enc (they are its encoding). */
 static bool opt_spec(fr_t *r, altar_status_event_t *e) {
   e->spec = NULL;
   if (nil(r)) return true;
   const uint8_t *start = r->p;
-  if (!(e->spec = altar_arena_alloc(r->a, sizeof *e->spec)) || !spec(r, e->spec)) return false;
-  size_t n = (size_t)(r->p - start);
-  uint8_t *copy = altar_arena_alloc(r->a, n);
-  if (!copy) return false;
-  memcpy(copy, start, n);
-  e->spec_enc = (altar_buf_t){.data = copy, .len = n, .cap = n};
-  return true;
+  return (e->spec = altar_arena_alloc(r->a, sizeof *e->spec)) && spec(r, e->spec) && copy_span(r, start, &e->spec_enc);
 }
 
 static const char *const event_names[] = {"submitted", "state", "released"};
@@ -288,9 +292,11 @@ int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a
   altar_status_event_t *e = pout;
   uint64_t n;
   int ev = 0, st = 0;
+  const uint8_t *fixed = NULL;
   bool ok = map_of(&r, &n) && n == 12 && lit(&r, "event") && one_of(&r, event_names, 3, &ev) && lit(&r, "failure") &&
-            failure(&r, &e->failure) && lit(&r, "handle") && handle(&r, &e->handle) && lit(&r, "kind") &&
-            str(&r, &e->kind) && lit(&r, "source") && source(&r, &e->source) && lit(&r, "spec") && opt_spec(&r, e) &&
+            failure(&r, &e->failure) && (fixed = r.p) && lit(&r, "handle") && handle(&r, &e->handle) &&
+            lit(&r, "kind") && str(&r, &e->kind) && copy_span(&r, fixed, &e->record_fixed) && lit(&r, "source") &&
+            source(&r, &e->source) && lit(&r, "spec") && opt_spec(&r, e) &&
             lit(&r, "state") && one_of(&r, state_names, 4, &st) && lit(&r, "task_key") && str(&r, &e->task_key) &&
             lit(&r, "ts") && f64(&r, &e->ts) && lit(&r, "type") && lit(&r, "status") && lit(&r, "v") &&
             i64(&r, &e->v) && e->v >= 1 && lit(&r, "worker") && opt_str(&r, &e->worker) && r.p == r.end;

@@ -336,7 +336,9 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
   char *gk = gs ? altar_group_by_key(&gs->group_by, h) : NULL;
   if (gs && !gk) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
   altar_record_meta_t meta = {.task_key = ev->task_key, .group_key = gk, .restart_count = restarts,
-                              .spec_enc = ev->spec_enc.len ? ev->spec_enc.data : NULL, .spec_len = ev->spec_enc.len};
+                              .spec_enc = ev->spec_enc.len ? ev->spec_enc.data : NULL, .spec_len = ev->spec_enc.len,
+                              .fixed_enc = ev->record_fixed.len ? ev->record_fixed.data : NULL,
+                              .fixed_len = ev->record_fixed.len};
   int rc = altar_ledger_record_meta(l, h, ev->kind, ev->spec, &meta, err);
   free(gk);
   return rc;

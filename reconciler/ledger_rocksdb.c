@@ -132,18 +132,23 @@ static int pack_tail(altar_buf_t *b, int64_t restart_count, altar_state_t state)
 
 /* Packs the parts of a cached record that never change ("handle" and
  * "kind" entries of the record map) once, with the codec's checks, so each
- * later write of the record only adds its few changing fields. */
-static int pack_fixed(rl_t *r, altar__lent_t *x, altar_error_t *err) {
-  altar_buf_t *tmp = &r->kb2;
-  altar_buf_reset(tmp);
-  int rc = altar__encode_record_fixed(&x->e.rec, tmp, err); /* bounds and UTF-8 checks */
-  if (rc) return rc;
-  char *p = malloc(tmp->len ? tmp->len : 1);
+ * later write of the record only adds its few changing fields. A caller
+ * that has those bytes already (from a canonical status event) gives them. */
+static int pack_fixed(rl_t *r, altar__lent_t *x, const void *given, size_t given_len, altar_error_t *err) {
+  if (!given) {
+    altar_buf_t *tmp = &r->kb2;
+    altar_buf_reset(tmp);
+    int rc = altar__encode_record_fixed(&x->e.rec, tmp, err); /* bounds and UTF-8 checks */
+    if (rc) return rc;
+    given = tmp->data;
+    given_len = tmp->len;
+  }
+  char *p = malloc(given_len ? given_len : 1);
   if (!p) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  memcpy(p, tmp->data, tmp->len);
+  memcpy(p, given, given_len);
   free(x->packed);
   x->packed = p;
-  x->packed_len = tmp->len;
+  x->packed_len = given_len;
   return ALTAR_OK;
 }
 
@@ -426,7 +431,7 @@ static int load_cache(rl_t *r, altar_error_t *err) {
       break;
     }
     altar__lent_t *x = lent_from_entry(&e, sp, sl);
-    if (x && (rc = pack_fixed(r, x, err))) {
+    if (x && (rc = pack_fixed(r, x, NULL, 0, err))) {
       altar__lent_free(x);
       break;
     }
@@ -536,7 +541,7 @@ static int rl_record(void *impl, const altar_handle_t *h, const char *kind, cons
   altar__lent_t *x = altar__lent_new(h, kind, NULL, meta ? meta->task_key : NULL, meta ? meta->group_key : NULL);
   if (!x) return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
   if (meta) x->e.rec.restart_count = meta->restart_count;
-  if ((rc = pack_fixed(r, x, err))) goto fail;
+  if ((rc = pack_fixed(r, x, meta ? meta->fixed_enc : NULL, meta ? meta->fixed_len : 0, err))) goto fail;
   if (spec) {
     /* Encoded once (here, or by the caller); every later write of the record
      * reuses the bytes. */

@@ -53,6 +53,11 @@ typedef struct altar_status_event {
   /* Not on the wire: altar_encode_spec(spec), when a reader with time to
    * spare made it (a rebuild's reading thread), so the ledger need not. */
   altar_buf_t spec_enc;
+  /* Not on the wire either: the message's own bytes of its "handle" and
+   * "kind" entries (adjacent in both maps), which are byte for byte those
+   * entries of a ledger record for this handle and kind. Set by
+   * altar_decode_status_canonical, so the ledger need not encode them. */
+  altar_buf_t record_fixed;
 } altar_status_event_t;
 
 typedef enum altar_group_event_kind {

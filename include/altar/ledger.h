@@ -27,6 +27,9 @@ typedef struct altar_record_meta {
   int64_t restart_count; /* starting restart count of a fresh record (normally 0) */
   const void *spec_enc;  /* optional: altar_encode_spec(spec), when the caller has it */
   size_t spec_len;
+  const void *fixed_enc; /* optional: the record's "handle" and "kind" map entries in the
+                            codec's bytes (a status event's record_fixed) */
+  size_t fixed_len;
 } altar_record_meta_t;
 
 /* A record plus its metadata. */

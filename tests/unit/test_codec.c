@@ -2,6 +2,7 @@
  * trips, unknown and missing keys, truncation, wrong types, bounds, and every
  * decoder reading input that ends right before a no-access page. */
 #include "altar/codec.h"
+#include "core/codec_int.h"
 #include "testutil.h"
 
 #include <dirent.h>
@@ -950,6 +951,11 @@ static bool fast_agrees(const uint8_t *data, size_t len) {
     CU_ASSERT(f.spec_enc.len == s.spec_enc.len && (!f.spec_enc.len || !memcmp(f.spec_enc.data, s.spec_enc.data, f.spec_enc.len)));
     altar_buf_reset(&enc);
     CU_ASSERT(altar_encode_status(&f, &enc, &err) == 0 && enc.len == len && !memcmp(enc.data, data, len));
+    /* its handle and kind bytes are a record's fixed part */
+    altar_record_t rec = {.handle = f.handle, .kind = f.kind};
+    altar_buf_reset(&enc);
+    CU_ASSERT(altar__encode_record_fixed(&rec, &enc, &err) == 0 && enc.len == f.record_fixed.len &&
+              !memcmp(enc.data, f.record_fixed.data, enc.len));
   }
   if (!fast) CU_ASSERT(f.task_key == NULL && f.spec == NULL && f.handle.labels.n == 0); /* left zeroed */
   altar_buf_free(&enc);
