@@ -44,7 +44,8 @@ char *altar_strmap_pack(altar_strmap_t *dst, const altar_strmap_t *src, char *me
     p += kl + vl;
   }
   altar_strmap_wrap(dst, n ? slots : NULL, n);
-  return mem + altar_strmap_packed_size(src);
+  size_t used = (size_t)(p - mem);
+  return mem + ((used + sizeof(char *) - 1) & ~(sizeof(char *) - 1)); /* as altar_strmap_packed_size */
 }
 
 /* One block holding key and value, both NUL-terminated. */

@@ -27,41 +27,57 @@ uint64_t altar__hash(const void *key, size_t len) {
   return fold_mul(h ^ w ^ 0x2545f4914f6cdd1dull, 0x94d049bb133111ebull);
 }
 
+static uint8_t tag_of(uint64_t h) { return (uint8_t)(0x80 | (h >> 57)); }
+
 static altar__hslot_t *find(const altar__hmap_t *m, const char *key, size_t len, uint64_t h) {
   if (!m->cap) return NULL;
   size_t mask = m->cap - 1;
+  uint8_t tag = tag_of(h);
   for (size_t i = h & mask;; i = (i + 1) & mask) {
+    uint8_t c = m->ctrl[i];
+    if (!c) return NULL;
+    if (c != tag) continue;
     altar__hslot_t *s = &m->slots[i];
-    if (!s->key) return NULL;
     if (s->hash == h && s->len == len && !memcmp(s->key, key, len)) return s;
   }
 }
 
-void *altar__hmap_get(const altar__hmap_t *m, const char *key, size_t len) {
-  altar__hslot_t *s = find(m, key, len, altar__hash(key, len));
+void *altar__hmap_get_h(const altar__hmap_t *m, const char *key, size_t len, uint64_t hash) {
+  altar__hslot_t *s = find(m, key, len, hash);
   return s ? s->val : NULL;
 }
 
+void *altar__hmap_get(const altar__hmap_t *m, const char *key, size_t len) {
+  return altar__hmap_get_h(m, key, len, altar__hash(key, len));
+}
+
+/* Slots and control bytes of cap entries in one zeroed allocation. */
+static altar__hslot_t *table_new(size_t cap) { return calloc(cap, sizeof(altar__hslot_t) + 1); }
+
+static void place(altar__hmap_t *m, const altar__hslot_t *e) {
+  size_t mask = m->cap - 1, i = e->hash & mask;
+  while (m->ctrl[i]) i = (i + 1) & mask;
+  m->slots[i] = *e;
+  m->ctrl[i] = tag_of(e->hash);
+}
+
 static int grow(altar__hmap_t *m) {
+  altar__hmap_t old = *m;
   size_t cap = m->cap ? m->cap * 2 : 16;
-  altar__hslot_t *slots = calloc(cap, sizeof *slots);
+  altar__hslot_t *slots = table_new(cap);
   if (!slots) return ALTAR_ENOMEM;
-  for (size_t i = 0; i < m->cap; i++) {
-    altar__hslot_t *s = &m->slots[i];
-    if (!s->key) continue;
-    size_t j = s->hash & (cap - 1);
-    while (slots[j].key) j = (j + 1) & (cap - 1);
-    slots[j] = *s;
-  }
-  free(m->slots);
   m->slots = slots;
+  m->ctrl = (uint8_t *)(slots + cap);
   m->cap = cap;
+  for (size_t i = 0; i < old.cap; i++)
+    if (old.ctrl[i]) place(m, &old.slots[i]);
+  free(old.slots);
   return ALTAR_OK;
 }
 
-int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val) {
-  uint64_t h = altar__hash(key, len);
-  altar__hslot_t *s = find(m, key, len, h);
+int altar__hmap_put_h(altar__hmap_t *m, const char *key, size_t len, uint64_t hash, void *val, void **pold) {
+  altar__hslot_t *s = find(m, key, len, hash);
+  if (pold) *pold = s ? s->val : NULL;
   if (s) {
     s->key = key;
     s->val = val;
@@ -69,12 +85,13 @@ int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val) {
   }
   /* Linear probing stays short below half full. */
   if ((m->n + 1) * 2 > m->cap && grow(m)) return ALTAR_ENOMEM;
-  size_t mask = m->cap - 1;
-  size_t i = h & mask;
-  while (m->slots[i].key) i = (i + 1) & mask;
-  m->slots[i] = (altar__hslot_t){key, len, h, val};
+  place(m, &(altar__hslot_t){key, len, hash, val});
   m->n++;
   return ALTAR_OK;
+}
+
+int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val) {
+  return altar__hmap_put_h(m, key, len, altar__hash(key, len), val, NULL);
 }
 
 void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len) {
@@ -84,21 +101,23 @@ void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len) {
   /* Close the hole: move back each later entry of the run that would no
    * longer be reachable from its home slot across the gap. */
   size_t mask = m->cap - 1, hole = (size_t)(s - m->slots);
-  for (size_t j = (hole + 1) & mask; m->slots[j].key; j = (j + 1) & mask) {
+  for (size_t j = (hole + 1) & mask; m->ctrl[j]; j = (j + 1) & mask) {
     size_t home = m->slots[j].hash & mask;
     /* j's entry may stay when its home lies cyclically in (hole, j]. */
     bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
     if (stays) continue;
     m->slots[hole] = m->slots[j];
+    m->ctrl[hole] = m->ctrl[j];
     hole = j;
   }
   m->slots[hole] = (altar__hslot_t){0};
+  m->ctrl[hole] = 0;
   m->n--;
   return v;
 }
 
 void altar__hmap_clear(altar__hmap_t *m) {
-  if (m->cap) memset(m->slots, 0, m->cap * sizeof *m->slots);
+  if (m->cap) memset(m->slots, 0, m->cap * (sizeof *m->slots + 1));
   m->n = 0;
 }
 

@@ -16,14 +16,23 @@ typedef struct altar__hslot {
 
 typedef struct altar__hmap {
   altar__hslot_t *slots;
+  /* One byte per slot, in the same allocation: 0 for empty, else 0x80 and
+   * the hash's top seven bits. A probe reads these first, so most misses
+   * end without touching a slot (a large map's slots do not stay cached). */
+  uint8_t *ctrl;
   size_t cap;  /* power of two, or 0 */
   size_t n;    /* entries */
 } altar__hmap_t;
 
 uint64_t altar__hash(const void *key, size_t len);
 void *altar__hmap_get(const altar__hmap_t *m, const char *key, size_t len);
+/* The same with the key's altar__hash already known. */
+void *altar__hmap_get_h(const altar__hmap_t *m, const char *key, size_t len, uint64_t hash);
 /* Inserts or replaces; 0 or ALTAR_ENOMEM. */
 int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val);
+/* Inserts or replaces with the hash known; *pold (may be NULL) gets the
+ * value replaced, or NULL. 0 or ALTAR_ENOMEM. */
+int altar__hmap_put_h(altar__hmap_t *m, const char *key, size_t len, uint64_t hash, void *val, void **pold);
 /* Removes key; returns its value or NULL. May move other entries between
  * slots, so do not delete while walking the slots. */
 void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len);

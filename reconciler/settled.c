@@ -54,10 +54,17 @@ static bool expired(double settled_ts, double ev_ts) {
   return isfinite(settled_ts) && ev_ts - settled_ts > ALTAR_SETTLED_HORIZON_S;
 }
 
+/* Files entry b under its task key, freeing the entry it replaces. */
+static int map_put_h(altar__hmap_t *m, char *b, size_t klen, uint64_t hash) {
+  void *old = NULL;
+  int rc = altar__hmap_put_h(m, b, klen, hash, b, &old);
+  free(old);
+  return rc;
+}
+
 static int map_put(altar__hmap_t *m, char *b) {
   size_t klen = strlen(b);
-  free(altar__hmap_del(m, b, klen));
-  return altar__hmap_put(m, b, klen, b);
+  return map_put_h(m, b, klen, altar__hash(b, klen));
 }
 
 static void map_free_all(altar__hmap_t *m) {
@@ -109,7 +116,8 @@ void altar__settled_commit(altar__settled_t *s) {
   for (size_t i = 0; i < s->pend.cap; i++) {
     altar__hslot_t *sl = &s->pend.slots[i];
     if (!sl->key || sl->val != sl->key) continue;
-    if (map_put(&s->done, sl->val)) free(sl->val); /* out of memory: forget it (a rerun may then apply) */
+    /* out of memory: forget it (a rerun may then apply) */
+    if (map_put_h(&s->done, sl->val, sl->len, sl->hash)) free(sl->val);
   }
   altar__hmap_clear(&s->pend);
 }
@@ -120,8 +128,9 @@ void altar__settled_abort(altar__settled_t *s) { map_free_all(&s->pend); }
 static bool superseded(const altar__settled_t *s, const altar_status_event_t *ev) {
   if (!ev->task_key || !ev->handle.backend || !ev->handle.external_id) return false;
   size_t klen = strlen(ev->task_key);
-  const char *b = altar__hmap_get(&s->pend, ev->task_key, klen);
-  if (!b) b = altar__hmap_get(&s->done, ev->task_key, klen);
+  uint64_t h = altar__hash(ev->task_key, klen);
+  const char *b = s->pend.n ? altar__hmap_get_h(&s->pend, ev->task_key, klen, h) : NULL;
+  if (!b) b = altar__hmap_get_h(&s->done, ev->task_key, klen, h);
   if (!b || expired(entry_ts(b), ev->ts)) return false;
   const char *run = entry_run(b);
   size_t bl = strlen(ev->handle.backend);
