@@ -123,21 +123,32 @@ int altar_handle_copy(altar_handle_t *dst, const altar_handle_t *src) {
 
 _Static_assert(sizeof(altar_strmap_t) % sizeof(char *) == 0, "maps packed after a map stay aligned");
 
-int altar_handle_copy_compact(altar_handle_t *dst, const altar_handle_t *src) {
-  memset(dst, 0, sizeof *dst);
-  size_t bl = strlen(src->backend) + 1, el = strlen(src->external_id) + 1;
-  size_t labels = altar_strmap_packed_size(&src->labels);
+size_t altar_handle_packed_size(const altar_handle_t *src) {
   size_t pi = src->plugin_identity ? sizeof(altar_strmap_t) + altar_strmap_packed_size(src->plugin_identity) : 0;
-  char *b = malloc(labels + pi + bl + el);
-  if (!b) return ALTAR_ENOMEM;
+  return altar_strmap_packed_size(&src->labels) + pi + strlen(src->backend) + strlen(src->external_id) + 2;
+}
+
+char *altar_handle_pack(altar_handle_t *dst, const altar_handle_t *src, char *mem) {
+  memset(dst, 0, sizeof *dst);
   /* The maps first (their pointer arrays stay aligned), then the strings. */
-  char *p = altar_strmap_pack(&dst->labels, &src->labels, b);
-  if (pi) {
+  char *p = altar_strmap_pack(&dst->labels, &src->labels, mem);
+  if (src->plugin_identity) {
     dst->plugin_identity = (altar_strmap_t *)(void *)p;
     p = altar_strmap_pack(dst->plugin_identity, src->plugin_identity, p + sizeof(altar_strmap_t));
   }
+  size_t bl = strlen(src->backend) + 1, el = strlen(src->external_id) + 1;
   dst->backend = memcpy(p, src->backend, bl);
   dst->external_id = memcpy(p + bl, src->external_id, el);
+  return p + bl + el;
+}
+
+int altar_handle_copy_compact(altar_handle_t *dst, const altar_handle_t *src) {
+  char *b = malloc(altar_handle_packed_size(src));
+  if (!b) {
+    memset(dst, 0, sizeof *dst);
+    return ALTAR_ENOMEM;
+  }
+  altar_handle_pack(dst, src, b);
   dst->block = b;
   return ALTAR_OK;
 }

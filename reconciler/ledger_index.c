@@ -51,30 +51,51 @@ int altar__rkey_cmp(const char *a, size_t alen, const char *b, size_t blen) {
   return (alen > blen) - (alen < blen);
 }
 
+static char *put_opt(char *p, const char *s, char **pout) {
+  if (!s) return p;
+  size_t n = strlen(s) + 1;
+  *pout = memcpy(p, s, n);
+  return p + n;
+}
+
 altar__lent_t *altar__lent_new(const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
-                               const char *task_key, const char *group_key) {
-  altar__lent_t *x = calloc(1, sizeof *x);
+                               const char *task_key, const char *group_key, size_t extra) {
+  if (!kind) kind = "";
+  size_t head = (sizeof(altar__lent_t) + sizeof(char *) - 1) & ~(sizeof(char *) - 1);
+  size_t size = head + altar_handle_packed_size(h) + strlen(kind) + 1 + (task_key ? strlen(task_key) + 1 : 0) +
+                (group_key ? strlen(group_key) + 1 : 0) + extra;
+  altar__lent_t *x = calloc(1, size);
   if (!x) return NULL;
   x->active_pos = SIZE_MAX;
+  x->one_block = true;
   altar_record_t *rec = &x->e.rec;
   rec->state = ALTAR_STATE_PENDING;
-  /* One allocation for the handle, whose backend and external_id already
-   * lie as the record key does. */
-  if (altar_handle_copy_compact(&rec->handle, h) || !(rec->kind = strdup(kind ? kind : "")) ||
-      (spec && !(rec->spec = altar_spec_dup(spec))) || altar__set_str(&x->e.task_key, task_key) ||
-      altar__set_str(&x->e.group_key, group_key)) {
-    altar__lent_free(x);
+  if (spec && !(rec->spec = altar_spec_dup(spec))) {
+    free(x);
     return NULL;
   }
+  /* The handle first (pointer-aligned), its backend and external_id lying
+   * as the record key does; then the strings; then the caller's tail. */
+  char *p = altar_handle_pack(&rec->handle, h, (char *)x + head);
   x->rkey = rec->handle.backend;
-  x->rkey_len = strlen(h->backend) + 1 + strlen(h->external_id);
+  x->rkey_len = (size_t)(p - x->rkey) - 1;
+  p = put_opt(p, kind, &rec->kind);
+  p = put_opt(p, task_key, &x->e.task_key);
+  p = put_opt(p, group_key, &x->e.group_key);
+  x->tail = p;
   return x;
 }
 
 void altar__lent_free(altar__lent_t *x) {
   if (!x) return;
-  if (x->rkey != x->e.rec.handle.backend) free(x->rkey); /* else it lies in the handle */
+  if (x->one_block) {
+    altar_failure_free(x->e.rec.failure);
+    altar_spec_free(x->e.rec.spec);
+    free(x);
+    return;
+  }
   altar_ledger_entry_clear(&x->e);
+  free(x->rkey);
   free(x->packed);
   free(x->spec_enc);
   free(x);

@@ -16,7 +16,7 @@ struct altar__lgroup;
 typedef struct altar__lent {
   altar_ledger_entry_t e;
   char *rkey; /* backend '\0' external_id: the record key (its own allocation, or the
-                compact handle's backend when they coincide) */
+                packed handle's backend when they coincide) */
   size_t rkey_len;
   struct altar__lgroup *grp; /* group it is filed under while open, or NULL */
   size_t grp_pos;
@@ -26,6 +26,11 @@ typedef struct altar__lent {
   size_t packed_len;
   char *spec_enc; /* RocksDB cache: the spec's encoding, made once at submit (NULL without spec) */
   size_t spec_len;
+  /* Made by altar__lent_new: the handle, kind, task and group keys and
+   * `tail` lie in the entry's own allocation (one malloc per record, not
+   * ten); only failure and spec are separate. */
+  bool one_block;
+  char *tail;
 } altar__lent_t;
 
 typedef struct altar__lgroup {
@@ -52,9 +57,10 @@ int altar__rkey(const char *backend, const char *external_id, char **pkey, size_
 /* Order of two record keys (backend, then external_id). */
 int altar__rkey_cmp(const char *a, size_t alen, const char *b, size_t blen);
 
-/* A new entry for a record (copied) with metadata; NULL on ENOMEM. */
+/* A new entry for a record (copied) with metadata, and `extra` bytes at
+ * x->tail for the caller; NULL on ENOMEM. */
 altar__lent_t *altar__lent_new(const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
-                               const char *task_key, const char *group_key);
+                               const char *task_key, const char *group_key, size_t extra);
 void altar__lent_free(altar__lent_t *x);
 
 /* Moves x's group count from state `was` to its present state: call after

@@ -17,7 +17,7 @@ static int mem_record(void *impl, const altar_handle_t *h, const char *kind,
   altar__lent_t *old = altar__lindex_find(&m->ix, h->backend, h->external_id);
   if (old && !old->e.rec.consumed) return ALTAR_OK; /* idempotent while open */
   altar__lent_t *x = altar__lent_new(h, kind, spec, meta ? meta->task_key : NULL,
-                                     meta ? meta->group_key : NULL);
+                                     meta ? meta->group_key : NULL, 0);
   if (!x) return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
   if (meta) x->e.rec.restart_count = meta->restart_count;
   /* Re-opening a consumed record replaces it whole: state, restarts,

@@ -132,23 +132,19 @@ static int pack_tail(altar_buf_t *b, int64_t restart_count, altar_state_t state)
 
 /* Packs the parts of a cached record that never change ("handle" and
  * "kind" entries of the record map) once, with the codec's checks, so each
- * later write of the record only adds its few changing fields. A caller
- * that has those bytes already (from a canonical status event) gives them. */
-static int pack_fixed(rl_t *r, altar__lent_t *x, const void *given, size_t given_len, altar_error_t *err) {
-  if (!given) {
-    altar_buf_t *tmp = &r->kb2;
-    altar_buf_reset(tmp);
-    int rc = altar__encode_record_fixed(&x->e.rec, tmp, err); /* bounds and UTF-8 checks */
-    if (rc) return rc;
-    given = tmp->data;
-    given_len = tmp->len;
-  }
-  char *p = malloc(given_len ? given_len : 1);
+ * later write of the record only adds its few changing fields. For entries
+ * loaded from disk; a new record's entry gets them in its own block. */
+static int pack_fixed(rl_t *r, altar__lent_t *x, altar_error_t *err) {
+  altar_buf_t *tmp = &r->kb2;
+  altar_buf_reset(tmp);
+  int rc = altar__encode_record_fixed(&x->e.rec, tmp, err); /* bounds and UTF-8 checks */
+  if (rc) return rc;
+  char *p = malloc(tmp->len ? tmp->len : 1);
   if (!p) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  memcpy(p, given, given_len);
+  memcpy(p, tmp->data, tmp->len);
   free(x->packed);
   x->packed = p;
-  x->packed_len = given_len;
+  x->packed_len = tmp->len;
   return ALTAR_OK;
 }
 
@@ -431,7 +427,7 @@ static int load_cache(rl_t *r, altar_error_t *err) {
       break;
     }
     altar__lent_t *x = lent_from_entry(&e, sp, sl);
-    if (x && (rc = pack_fixed(r, x, NULL, 0, err))) {
+    if (x && (rc = pack_fixed(r, x, err))) {
       altar__lent_free(x);
       break;
     }
@@ -537,38 +533,46 @@ static int rl_record(void *impl, const altar_handle_t *h, const char *kind, cons
   if (altar__lindex_find(&r->ix, h->backend, h->external_id)) return ALTAR_OK; /* open: no-op */
   /* Absent, or consumed: write a fresh open record (with everything reset);
    * a consumed copy under r: is shadowed by it. Not in the cache means no
-   * o: key on disk, so the key is fresh. */
-  altar__lent_t *x = altar__lent_new(h, kind, NULL, meta ? meta->task_key : NULL, meta ? meta->group_key : NULL);
-  if (!x) return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
+   * o: key on disk, so the key is fresh. The record's fixed part and its
+   * spec's bytes are made (or taken from the caller) first, so the cache
+   * entry holds them in its one allocation; every later write of the
+   * record reuses them. */
+  const void *fixed = meta ? meta->fixed_enc : NULL, *enc = meta ? meta->spec_enc : NULL;
+  size_t fixed_len = meta ? meta->fixed_len : 0, spec_len = meta ? meta->spec_len : 0;
+  if (!fixed) {
+    altar_record_t tmp = {.handle = *h, .kind = (char *)kind};
+    altar_buf_reset(&r->kb2);
+    if ((rc = altar__encode_record_fixed(&tmp, &r->kb2, err))) return op_end(r, rc, err); /* bounds and UTF-8 */
+    fixed = r->kb2.data;
+    fixed_len = r->kb2.len;
+  }
+  if (spec && !enc) {
+    altar_buf_reset(&r->vb);
+    if ((rc = altar_encode_spec(spec, &r->vb, err))) return op_end(r, rc, err);
+    enc = r->vb.data;
+    spec_len = r->vb.len;
+  }
+  if (!spec) spec_len = 0;
+  altar__lent_t *x = altar__lent_new(h, kind, NULL, meta ? meta->task_key : NULL, meta ? meta->group_key : NULL,
+                                     fixed_len + spec_len);
+  if (!x) return op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory"), err);
   if (meta) x->e.rec.restart_count = meta->restart_count;
-  if ((rc = pack_fixed(r, x, meta ? meta->fixed_enc : NULL, meta ? meta->fixed_len : 0, err))) goto fail;
+  x->packed = memcpy(x->tail, fixed, fixed_len);
+  x->packed_len = fixed_len;
   if (spec) {
-    /* Encoded once (here, or by the caller); every later write of the record
-     * reuses the bytes. */
-    const void *enc = meta ? meta->spec_enc : NULL;
-    size_t len = meta ? meta->spec_len : 0;
-    if (!enc) {
-      altar_buf_reset(&r->vb);
-      if ((rc = altar_encode_spec(spec, &r->vb, err))) goto fail;
-      enc = r->vb.data;
-      len = r->vb.len;
-    }
-    if (!(x->spec_enc = malloc(len ? len : 1))) goto oom;
-    memcpy(x->spec_enc, enc, len);
-    x->spec_len = len;
+    x->spec_enc = spec_len ? memcpy(x->tail + fixed_len, enc, spec_len) : x->tail + fixed_len;
+    x->spec_len = spec_len;
     x->has_spec = true;
   }
-  if (altar__lindex_add(&r->ix, x)) goto oom;
+  if (altar__lindex_add(&r->ix, x)) {
+    altar__lent_free(x);
+    return op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory"), err);
+  }
   if ((rc = b_open(r, x, true, err))) {
     altar__lindex_remove(&r->ix, x);
     return op_end(r, rc, err);
   }
   return op_end(r, ALTAR_OK, err);
-oom:
-  rc = altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
-fail:
-  altar__lent_free(x);
-  return op_end(r, rc, err);
 }
 
 static int rl_open_handles(void *impl, altar_handle_t **phs, size_t *pn, altar_error_t *err) {

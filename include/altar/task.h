@@ -88,6 +88,11 @@ void altar_handle_clear(altar_handle_t *h);
  * external_id right after backend's NUL: the ledgers keep one per cached
  * record and per group event shard. Cleared like any handle. 0 or ENOMEM. */
 int altar_handle_copy_compact(altar_handle_t *dst, const altar_handle_t *src);
+/* The same copy laid into caller memory (pointer-aligned, at least
+ * altar_handle_packed_size(src) bytes); returns the end of what it used.
+ * Such a handle lives as long as mem and is never cleared. */
+size_t altar_handle_packed_size(const altar_handle_t *src);
+char *altar_handle_pack(altar_handle_t *dst, const altar_handle_t *src, char *mem);
 int altar_handle_copy(altar_handle_t *dst, const altar_handle_t *src);
 bool altar_handle_equal(const altar_handle_t *a, const altar_handle_t *b);
 /* Same task: same (backend, external_id), labels not compared. */
