@@ -39,6 +39,11 @@ size_t altar__path_index(altar__path_t *p, size_t i) {
   return old;
 }
 
+/* Eight bytes of ASCII without NUL. */
+static bool ascii8(uint64_t w) {
+  return !(w & 0x8080808080808080ull) && !((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull);
+}
+
 bool altar__utf8_ok(const char *str, size_t len) {
   const unsigned char *s = (const unsigned char *)str;
   size_t i = 0;
@@ -47,8 +52,14 @@ bool altar__utf8_ok(const char *str, size_t len) {
     while (len - i >= 8) {
       uint64_t w;
       memcpy(&w, s + i, 8);
-      if ((w & 0x8080808080808080ull) || ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull)) break;
+      if (!ascii8(w)) break;
       i += 8;
+    }
+    if (len - i < 8) {
+      /* The short rest in one word, padded with a harmless byte. */
+      uint64_t w = 0x0101010101010101ull;
+      memcpy(&w, s + i, len - i);
+      if (ascii8(w)) return true;
     }
     if (i >= len) break;
     unsigned c = s[i];

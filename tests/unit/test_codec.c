@@ -1132,6 +1132,64 @@ static void test_fast_status_path(void) {
   altar_status_event_clear(e);
 }
 
+/* The UTF-8 check against a byte-at-a-time reference, for every length up
+ * to 24 with a NUL, a stray continuation byte, a valid two- and four-byte
+ * character, or a truncated one at every position. */
+static bool utf8_reference(const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = s[i];
+    if (c == 0) return false;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t need;
+    unsigned least;
+    if (c >= 0xc2 && c <= 0xdf) {
+      need = 1;
+      least = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      need = 2;
+      least = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      need = 3;
+      least = 0x10000;
+    } else {
+      return false;
+    }
+    if (i + need >= n) return false;
+    unsigned cp = c & (0x3fu >> need);
+    for (size_t k = 1; k <= need; k++) {
+      if ((s[i + k] & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (s[i + k] & 0x3fu);
+    }
+    if (cp < least || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += need + 1;
+  }
+  return true;
+}
+
+static void test_utf8_check(void) {
+  static const char *const inserts[] = {"\x00", "\x80", "\xc3\xa9", "\xf0\x9f\x98\x80", "\xe2\x82", "\xed\xa0\x80", "\xc0\xaf", "z"};
+  unsigned char buf[40];
+  size_t checked = 0;
+  for (size_t len = 0; len <= 24; len++)
+    for (size_t at = 0; at <= len; at++)
+      for (size_t k = 0; k < sizeof inserts / sizeof inserts[0]; k++) {
+        size_t il = k == 0 ? 1 : strlen(inserts[k]);
+        memset(buf, 'a', sizeof buf);
+        memcpy(buf + at, inserts[k], il);
+        size_t n = len + il;
+        CU_ASSERT_EQUAL(altar__utf8_ok((const char *)buf, n), utf8_reference(buf, n));
+        checked++;
+      }
+  CU_ASSERT(checked > 1000);
+  CU_ASSERT(altar__utf8_ok("", 0));
+  CU_ASSERT(!altar__utf8_ok("abcdefg\0", 8));
+  CU_ASSERT(!altar__utf8_ok("abcdefghijklmno\xff", 16));
+}
+
 static void test_event_equality(void) {
   for (size_t i = 0; i < n_vecs; i++) {
     vec_t *v = &vecs[i];
@@ -1183,6 +1241,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_parts_to_json);
   ALTAR_TEST(test_event_equality);
   ALTAR_TEST(test_fast_status_path);
+  ALTAR_TEST(test_utf8_check);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add_suites); }
