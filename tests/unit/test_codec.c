@@ -1135,37 +1135,22 @@ static void test_fast_status_path(void) {
 /* The UTF-8 check against a byte-at-a-time reference, for every length up
  * to 24 with a NUL, a stray continuation byte, a valid two- and four-byte
  * character, or a truncated one at every position. */
+/* Well-formed sequences as the Unicode standard tabulates them (Table 3-7:
+ * the lead byte fixes the range of the second), NUL excluded. */
 static bool utf8_reference(const unsigned char *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    unsigned c = s[i];
-    if (c == 0) return false;
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t need;
-    unsigned least;
-    if (c >= 0xc2 && c <= 0xdf) {
-      need = 1;
-      least = 0x80;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      need = 2;
-      least = 0x800;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      need = 3;
-      least = 0x10000;
-    } else {
-      return false;
-    }
-    if (i + need >= n) return false;
-    unsigned cp = c & (0x3fu >> need);
-    for (size_t k = 1; k <= need; k++) {
-      if ((s[i + k] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (s[i + k] & 0x3fu);
-    }
-    if (cp < least || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += need + 1;
+  static const struct {
+    unsigned char lo, hi, second_lo, second_hi, len;
+  } rows[] = {{0x01, 0x7f, 0, 0, 1},       {0xc2, 0xdf, 0x80, 0xbf, 2}, {0xe0, 0xe0, 0xa0, 0xbf, 3},
+              {0xe1, 0xec, 0x80, 0xbf, 3}, {0xed, 0xed, 0x80, 0x9f, 3}, {0xee, 0xef, 0x80, 0xbf, 3},
+              {0xf0, 0xf0, 0x90, 0xbf, 4}, {0xf1, 0xf3, 0x80, 0xbf, 4}, {0xf4, 0xf4, 0x80, 0x8f, 4}};
+  for (size_t i = 0; i < n;) {
+    size_t r = 0;
+    while (r < sizeof rows / sizeof rows[0] && !(s[i] >= rows[r].lo && s[i] <= rows[r].hi)) r++;
+    if (r == sizeof rows / sizeof rows[0] || n - i < rows[r].len) return false;
+    if (rows[r].len > 1 && (s[i + 1] < rows[r].second_lo || s[i + 1] > rows[r].second_hi)) return false;
+    for (size_t k = 2; k < rows[r].len; k++)
+      if (s[i + k] < 0x80 || s[i + k] > 0xbf) return false;
+    i += rows[r].len;
   }
   return true;
 }
