@@ -45,17 +45,35 @@ char *altar_arena_strndup(altar_arena_t *a, const char *s, size_t n) {
   return d;
 }
 
+/* Keeps c for reuse when it is a standard chunk and there is room, else frees it. */
+static void retire(altar_arena_t *a, altar_arena_chunk_t *c) {
+  if (c->cap == ALTAR_ARENA_CHUNK && a->n_spare < ARENA_KEEP) {
+    c->next = a->spare;
+    a->spare = c;
+    a->n_spare++;
+  } else {
+    free(c);
+  }
+}
+
+altar_arena_mark_t altar_arena_mark(const altar_arena_t *a) {
+  return (altar_arena_mark_t){a->head, a->head ? a->head->used : 0};
+}
+
+void altar_arena_rewind(altar_arena_t *a, altar_arena_mark_t m) {
+  while (a->head && a->head != m.head) {
+    altar_arena_chunk_t *next = a->head->next;
+    retire(a, a->head);
+    a->head = next;
+  }
+  if (a->head) a->head->used = m.used;
+}
+
 void altar_arena_reset(altar_arena_t *a) {
   altar_arena_chunk_t *c = a->head;
   while (c) {
     altar_arena_chunk_t *next = c->next;
-    if (c->cap == ALTAR_ARENA_CHUNK && a->n_spare < ARENA_KEEP) {
-      c->next = a->spare;
-      a->spare = c;
-      a->n_spare++;
-    } else {
-      free(c);
-    }
+    retire(a, c);
     c = next;
   }
   a->head = NULL;

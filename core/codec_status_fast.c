@@ -282,13 +282,18 @@ static bool opt_spec(fr_t *r, altar_status_event_t *e) {
   return (e->spec = altar_arena_alloc(r->a, sizeof *e->spec)) && spec(r, e->spec) && copy_span(r, start, &e->spec_enc);
 }
 
-static const char *const event_names[] = {"submitted", "state", "released"};
-static const char *const state_names[] = {"pending", "running", "succeeded", "failed"};
+static const char *const event_names[] = {"submitted", "state", "released"}; /* as codec_messages.c */
+_Static_assert(ALTAR_EV_SUBMITTED == 0 && ALTAR_EV_STATE == 1 && ALTAR_EV_RELEASED == 2, "event_names order");
+static const char *const state_names[] = {"pending", "running", "succeeded", "failed"}; /* as task.c */
+_Static_assert(ALTAR_STATE_PENDING == 0 && ALTAR_STATE_RUNNING == 1 && ALTAR_STATE_SUCCEEDED == 2 &&
+                   ALTAR_STATE_FAILED == 3,
+               "state_names order");
 
 int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a, altar_status_event_t *pout) {
   memset(pout, 0, sizeof *pout);
   if (!data || !len || len > ALTAR_MAX_MESSAGE) return ALTAR_ENOTSUP;
   fr_t r = {.p = data, .end = (const uint8_t *)data + len, .a = a};
+  altar_arena_mark_t mark = altar_arena_mark(a);
   altar_status_event_t *e = pout;
   uint64_t n;
   int ev = 0, st = 0;
@@ -301,7 +306,8 @@ int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a
             lit(&r, "ts") && f64(&r, &e->ts) && lit(&r, "type") && lit(&r, "status") && lit(&r, "v") &&
             i64(&r, &e->v) && e->v >= 1 && lit(&r, "worker") && opt_str(&r, &e->worker) && r.p == r.end;
   if (!ok) {
-    memset(pout, 0, sizeof *pout); /* what was placed stays in the arena until its reset */
+    memset(pout, 0, sizeof *pout);
+    altar_arena_rewind(a, mark); /* what was placed goes back: the full decoder allocates anew */
     return ALTAR_ENOTSUP;
   }
   e->event = (altar_status_event_kind_t)ev;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 typedef struct altar__hslot {
-  const char *key; /* NULL = empty */
+  const char *key; /* NULL in an empty slot (the control byte decides) */
   size_t len;
   uint64_t hash;
   void *val;

@@ -75,16 +75,18 @@ static int key1(altar_buf_t *b, char prefix, const char *rk, size_t rklen) {
 
 /* ---- reading what was written ---- */
 
-/* Waits for writes handed to the write-behind thread, so a read sees them.
- * A failed write is reported by the next commit or persist, not here. */
-static void settle(rl_t *r) {
-  if (r->writer) free(altar__lwriter_drain(r->writer));
+/* Waits for writes handed to the write-behind thread, so a read sees
+ * them. After a failed write every read fails too: what is on disk lacks a
+ * batch the caller was told had been committed. */
+static int settle(rl_t *r, altar_error_t *err) {
+  char *werr = r->writer ? altar__lwriter_drain(r->writer) : NULL;
+  if (!werr) return ALTAR_OK;
+  int rc = altar_error_set(err, ALTAR_ELEDGER, "ledger %s: an earlier write failed: %s", r->dir, werr);
+  free(werr);
+  return rc;
 }
 
-static rocksdb_iterator_t *new_iter(rl_t *r) {
-  settle(r);
-  return rocksdb_create_iterator(r->db, r->ropts);
-}
+static rocksdb_iterator_t *new_iter(rl_t *r) { return rocksdb_create_iterator(r->db, r->ropts); }
 
 /* ---- values ---- */
 
@@ -332,10 +334,11 @@ static int db_get(rl_t *r, const altar_buf_t *key, char **pval, size_t *plen, al
     return ALTAR_OK;
   }
   char *dberr = NULL;
-  settle(r);
+  int rc = settle(r, err);
+  if (rc) return rc;
   *pval = rocksdb_get(r->db, r->ropts, (const char *)key->data, key->len, plen, &dberr);
   if (dberr) {
-    int rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: read failed: %s", dberr);
+    rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: read failed: %s", dberr);
     rocksdb_free(dberr);
     return rc;
   }
@@ -406,6 +409,8 @@ static void show_key(char *out, size_t cap, const char *k, size_t klen) {
 /* Rebuilds the cache of open records from o: (consumed records are not read). */
 static int load_cache(rl_t *r, altar_error_t *err) {
   altar__lindex_free(&r->ix);
+  altar_error_t ignored = {0};
+  settle(r, &ignored); /* after a failed write too: the cache is rebuilt from what the disk holds */
   rocksdb_iterator_t *it = new_iter(r);
   int rc = ALTAR_OK;
   for (rocksdb_iter_seek(it, "o:", 2); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
@@ -488,9 +493,10 @@ static int flush(rl_t *r, altar_error_t *err) {
     }
   }
   char *dberr = NULL;
-  if (r->fail_writes > 0) {
+  bool behind = r->writer && rocksdb_writebatch_count(r->wb);
+  if (r->fail_writes > 0 && (behind || !r->writer)) {
     r->fail_writes--;
-    if (r->writer) altar__lwriter_fail_next(r->writer); /* fails behind: a later commit says so */
+    if (behind) altar__lwriter_fail_next(r->writer); /* fails behind: a later commit says so */
     else dberr = strdup("injected write failure");
   }
   if (!dberr && rocksdb_writebatch_count(r->wb)) {
@@ -499,7 +505,9 @@ static int flush(rl_t *r, altar_error_t *err) {
   }
   rocksdb_writebatch_clear(r->wb);
   if (dberr) {
-    int rc = altar_error_set_retriable(err, ALTAR_ELEDGER, "ledger: write failed: %s", dberr);
+    /* A write that failed behind sticks: trying again cannot help. */
+    int rc = r->writer ? altar_error_set(err, ALTAR_ELEDGER, "ledger: write failed: %s", dberr)
+                       : altar_error_set_retriable(err, ALTAR_ELEDGER, "ledger: write failed: %s", dberr);
     rocksdb_free(dberr);
     rollback(r);
     return rc;
@@ -818,8 +826,9 @@ static int rl_group_counts(void *impl, const char *kind, const char *group_key, 
 typedef int (*raw_visit_fn)(void *ctx, const char *k, size_t klen, const char *v, size_t vlen);
 
 static int scan(rl_t *r, const char *pfx, size_t plen, raw_visit_fn fn, void *ctx, altar_error_t *err) {
+  int rc = settle(r, err);
+  if (rc) return rc;
   rocksdb_iterator_t *it = new_iter(r);
-  int rc = ALTAR_OK;
   for (rocksdb_iter_seek(it, pfx, plen); !rc && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
     size_t klen, vlen;
     const char *k = rocksdb_iter_key(it, &klen);
@@ -843,11 +852,12 @@ static int scan(rl_t *r, const char *pfx, size_t plen, raw_visit_fn fn, void *ct
  * stale r: copy of a re-opened record. Committed state only. */
 static int rl_foreach(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err) {
   rl_t *r = impl;
+  int rc = settle(r, err);
+  if (rc) return rc;
   rocksdb_iterator_t *io = new_iter(r);
   rocksdb_iterator_t *ir = new_iter(r);
   rocksdb_iter_seek(io, "o:", 2);
   rocksdb_iter_seek(ir, "r:", 2);
-  int rc = ALTAR_OK;
   while (!rc) {
     size_t ol = 0, rl = 0;
     const char *ok = rocksdb_iter_valid(io) ? rocksdb_iter_key(io, &ol) : NULL;
@@ -907,19 +917,15 @@ static int rl_abort(void *impl, altar_error_t *err) {
 }
 
 static int persist(rl_t *r, altar_error_t *err) {
-  char *werr = r->writer ? altar__lwriter_drain(r->writer) : NULL;
-  if (werr) {
-    int rc = altar_error_set(err, ALTAR_ELEDGER, "ledger %s: write failed: %s", r->dir, werr);
-    free(werr);
-    return rc;
-  }
+  int rc = settle(r, err);
+  if (rc) return rc;
   rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
   rocksdb_flushoptions_set_wait(fo, 1);
   char *dberr = NULL;
   rocksdb_flush(r->db, fo, &dberr);
   rocksdb_flushoptions_destroy(fo);
   if (!dberr) return ALTAR_OK;
-  int rc = altar_error_set(err, ALTAR_ELEDGER, "ledger %s: flush failed: %s", r->dir, dberr);
+  rc = altar_error_set(err, ALTAR_ELEDGER, "ledger %s: flush failed: %s", r->dir, dberr);
   rocksdb_free(dberr);
   return rc;
 }
@@ -1051,6 +1057,11 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
   rocksdb_free(ver);
   if (load_cache(r, err)) {
     altar_error_prefix(err, "ledger %s", dir);
+    goto fail;
+  }
+  if (o.write_behind && !o.read_only && !o.no_wal) {
+    /* A commit would return before its batch is written: no durability to promise. */
+    altar_error_set(err, ALTAR_EINVAL, "ledger %s: write_behind needs no_wal", dir);
     goto fail;
   }
   if (o.write_behind && !o.read_only && !(r->writer = altar__lwriter_start(r->db, r->wopts))) {
@@ -1208,7 +1219,8 @@ int altar__ledger_rocksdb_check(altar_ledger_t *l, uint64_t *precords, altar_err
   rl_t *r = l->impl;
   if (r->in_batch) return altar_error_set(err, ALTAR_ESTATE, "check: a batch is open");
   uint64_t records = 0, open = 0;
-  int rc = ALTAR_OK;
+  int rc = settle(r, err);
+  if (rc) return rc;
   rocksdb_iterator_t *it = new_iter(r);
   rocksdb_iter_seek_to_first(it);
   while (!rc && rocksdb_iter_valid(it)) {

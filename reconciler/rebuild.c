@@ -298,8 +298,7 @@ static void fbatch_empty(fbatch_t *b) {
 }
 
 static void fbatch_free(fbatch_t *b) {
-  if (!b->ev) return;
-  fbatch_empty(b);
+  if (b->ev) fbatch_empty(b);
   altar_arena_free(&b->arena);
   free(b->ev);
   free(b->owned);
@@ -423,7 +422,7 @@ static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *p
       pthread_mutex_lock(&f.mu);
       if (f.n_spare < sizeof f.spare / sizeof f.spare[0]) {
         f.spare[f.n_spare++] = b;
-        b.ev = NULL;
+        memset(&b, 0, sizeof b); /* the spare owns it now */
       }
       pthread_mutex_unlock(&f.mu);
       fbatch_free(&b);

@@ -21,6 +21,14 @@ typedef struct altar_arena {
 void *altar_arena_alloc(altar_arena_t *a, size_t n);
 /* A NUL-terminated copy of s[0..n). */
 char *altar_arena_strndup(altar_arena_t *a, const char *s, size_t n);
+/* A point to go back to: what was allocated after it can be given back
+ * at once (a decoder that gives up mid-message). */
+typedef struct altar_arena_mark {
+  altar_arena_chunk_t *head;
+  size_t used;
+} altar_arena_mark_t;
+altar_arena_mark_t altar_arena_mark(const altar_arena_t *a);
+void altar_arena_rewind(altar_arena_t *a, altar_arena_mark_t m);
 /* Frees every piece at once; keeps some chunks for reuse. */
 void altar_arena_reset(altar_arena_t *a);
 /* Frees everything, leaving an empty arena. */

@@ -128,10 +128,11 @@ typedef struct altar_ledger_rocksdb_opts {
                             complete (a rebuild): writes skip the write-ahead
                             log, so a crash loses the ledger, and
                             altar_ledger_rocksdb_persist makes it durable */
-  bool write_behind;     /* a commit hands its batch to a writing thread and
-                            returns; reads wait for it, and a failed write is
-                            reported by the next commit or by persist (for a
-                            rebuild, which persists before it counts) */
+  bool write_behind;     /* with no_wal only: a commit hands its batch to a
+                            writing thread and returns; reads wait for it, and
+                            after a failed write every later commit, read and
+                            persist fails (for a rebuild, which persists
+                            before it counts) */
 } altar_ledger_rocksdb_opts_t;
 
 /* Opens (creating unless no_create) the RocksDB ledger in dir. opts may be

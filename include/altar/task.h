@@ -85,12 +85,13 @@ int altar_handle_init_for_spec(altar_handle_t *h, const char *backend, const cha
                                const altar_spec_t *spec);
 void altar_handle_clear(altar_handle_t *h);
 /* A read-only copy in one allocation (strings, labels, identity), with
- * external_id right after backend's NUL: the ledgers keep one per cached
- * record and per group event shard. Cleared like any handle. 0 or ENOMEM. */
+ * external_id right after backend's NUL: a group event's shards are such
+ * copies. Cleared like any handle. 0 or ENOMEM. */
 int altar_handle_copy_compact(altar_handle_t *dst, const altar_handle_t *src);
 /* The same copy laid into caller memory (pointer-aligned, at least
  * altar_handle_packed_size(src) bytes); returns the end of what it used.
- * Such a handle lives as long as mem and is never cleared. */
+ * Such a handle lives as long as mem and is never cleared: a ledger's
+ * cached record holds its handle so, in the record's own allocation. */
 size_t altar_handle_packed_size(const altar_handle_t *src);
 char *altar_handle_pack(altar_handle_t *dst, const altar_handle_t *src, char *mem);
 int altar_handle_copy(altar_handle_t *dst, const altar_handle_t *src);

@@ -1087,7 +1087,17 @@ static void test_fast_status_path(void) {
       CU_ASSERT_EQUAL_FATAL(rc, 0);
       CU_ASSERT(fast_agrees(b.data, b.len));
     } else {
-      CU_ASSERT_NOT_EQUAL(rc, 0); /* the encoder refuses it; so does the fast path below */
+      CU_ASSERT_NOT_EQUAL(rc, 0); /* the encoder refuses it; so do both decoders */
+      e->worker = NULL; /* big is still ours, freed below */
+      CU_ASSERT_EQUAL_FATAL(altar_encode_status(e, &b, &err), 0);
+      /* worker: nil → a str32 of 65537 bytes, one past the bound */
+      size_t at = find_bytes(&b, "\xa6worker\xc0", 8);
+      altar_buf_t v = {0};
+      splice(&b, at + 7, 1, "\xdb\x00\x01\x00\x01", 5, &v);
+      altar_buf_append(&v, big, lens[k]);
+      CU_ASSERT(!fast_agrees(v.data, v.len));
+      altar_buf_free(&v);
+      free(big);
     }
     altar_buf_free(&b);
     altar_status_event_clear(e);
@@ -1132,9 +1142,6 @@ static void test_fast_status_path(void) {
   altar_status_event_clear(e);
 }
 
-/* The UTF-8 check against a byte-at-a-time reference, for every length up
- * to 24 with a NUL, a stray continuation byte, a valid two- and four-byte
- * character, or a truncated one at every position. */
 /* Well-formed sequences as the Unicode standard tabulates them (Table 3-7:
  * the lead byte fixes the range of the second), NUL excluded. */
 static bool utf8_reference(const unsigned char *s, size_t n) {
@@ -1155,6 +1162,9 @@ static bool utf8_reference(const unsigned char *s, size_t n) {
   return true;
 }
 
+/* The UTF-8 check against a reference written from the standard's table,
+ * for every length up to 24 with a NUL, a stray continuation byte, a valid
+ * two- and four-byte character, or a truncated one at every position. */
 static void test_utf8_check(void) {
   static const char *const inserts[] = {"\x00", "\x80", "\xc3\xa9", "\xf0\x9f\x98\x80", "\xe2\x82", "\xed\xa0\x80", "\xc0\xaf", "z"};
   unsigned char buf[40];

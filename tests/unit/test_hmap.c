@@ -38,7 +38,12 @@ static void check_all(const altar__hmap_t *m, ref_t *ref) {
   }
   CU_ASSERT_EQUAL(m->n, live);
   size_t in_slots = 0;
-  for (size_t i = 0; i < m->cap; i++) in_slots += m->slots[i].key != NULL;
+  for (size_t i = 0; i < m->cap; i++) {
+    in_slots += m->slots[i].key != NULL;
+    /* a slot is taken exactly when its control byte says so, with its hash's tag */
+    CU_ASSERT_EQUAL(m->ctrl[i] != 0, m->slots[i].key != NULL);
+    if (m->ctrl[i]) CU_ASSERT_EQUAL(m->ctrl[i], 0x80 | (m->slots[i].hash >> 57));
+  }
   CU_ASSERT_EQUAL(in_slots, live);
 }
 
@@ -53,7 +58,14 @@ static void test_random_against_reference(void) {
     int span = round < 20000 ? 24 : NKEYS;
     int i = rand() % span;
     if (rand() % 3) {
-      CU_ASSERT_EQUAL_FATAL(altar__hmap_put(&m, ref[i].key, strlen(ref[i].key), &ref[i].val), 0);
+      /* half the puts with the hash given, which also tells the value replaced */
+      size_t kl = strlen(ref[i].key);
+      void *old = &m;
+      int rc = rand() % 2 ? altar__hmap_put_h(&m, ref[i].key, kl, altar__hash(ref[i].key, kl), &ref[i].val, &old)
+                          : altar__hmap_put(&m, ref[i].key, kl, &ref[i].val);
+      CU_ASSERT_EQUAL_FATAL(rc, 0);
+      if (old != &m) CU_ASSERT_PTR_EQUAL(old, ref[i].present ? &ref[i].val : NULL);
+      CU_ASSERT_PTR_EQUAL(altar__hmap_get_h(&m, ref[i].key, kl, altar__hash(ref[i].key, kl)), &ref[i].val);
       ref[i].present = true;
     } else {
       void *v = altar__hmap_del(&m, ref[i].key, strlen(ref[i].key));
