@@ -1,4 +1,5 @@
-/* Shared between core/digest.c and core/verify_record.c; not public API. */
+/* Shared between core/digest.c, core/verify_record.c and core/identity.c;
+ * not public API. */
 #ifndef ALTAR_DIGEST_INT_H
 #define ALTAR_DIGEST_INT_H
 
@@ -7,6 +8,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
+
+/* SHA-256 of data into md (32 bytes); 0, or -1 when OpenSSL fails. */
+int altar__sha256(const void *data, size_t len, unsigned char md[32]);
 
 /* First token of every record line; bump the number if the format changes. */
 #define ALTAR__RECORD_TAG "altar-verified/1"

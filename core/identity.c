@@ -3,8 +3,8 @@
  * derivations are documented in schemas/README.md; vectors live in
  * schemas/vectors/identity/. */
 #include "core/codec_int.h"
+#include "core/digest_int.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +19,8 @@ static void hex(const unsigned char *d, size_t n, char *out) {
 }
 
 static int sha256_hex(const void *data, size_t len, char out[ALTAR_TASK_KEY_LEN + 1], altar_error_t *err) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int mdlen = 0;
-  if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32)
-    return altar_error_set(err, ALTAR_EIO, "sha256: digest failed");
+  unsigned char md[32];
+  if (altar__sha256(data, len, md)) return altar_error_set(err, ALTAR_EIO, "sha256: digest failed");
   hex(md, 32, out);
   return ALTAR_OK;
 }
