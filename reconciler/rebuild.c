@@ -398,10 +398,43 @@ static bool feed_pop(feeder_t *f, fbatch_t *out) {
   return got;
 }
 
-/* Replays the status topic into r's ledger; *pends as read_topic gives it. */
-static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *props, const char *topic,
+static int on_group(void *ctx, altar_msg_t *m, altar_error_t *err) {
+  seen_ids_t *s = ctx;
+  char *id = NULL;
+  /* Only the id matters here: which events are already out. */
+  int rc = m->value ? altar_peek_group_event_id(m->value, m->value_len, &id) : ALTAR_EDECODE;
+  if (rc == ALTAR_ENOMEM) return altar_error_set(err, rc, "out of memory");
+  if (rc) return ALTAR_OK; /* not a group event: nothing it could stand for */
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    char **nv = realloc(s->v, cap * sizeof *nv);
+    if (!nv) {
+      free(id);
+      return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    }
+    s->v = nv;
+    s->cap = cap;
+  }
+  s->v[s->n++] = id;
+  return ALTAR_OK;
+}
+
+/* Which group events are out already (only a reconciler publishes to the
+ * ready and dead topics, and it is stopped): their ids, sorted. */
+static int read_published(const char *tname, const altar_strmap_t *props, const altar_topics_t *topics,
+                          seen_ids_t *seen, altar_error_t *err) {
+  int rc = read_topic(tname, props, topics->ready, on_group, seen, NULL, err);
+  if (!rc && strcmp(topics->ready, topics->dead)) rc = read_topic(tname, props, topics->dead, on_group, seen, NULL, err);
+  if (!rc && seen->n) qsort(seen->v, seen->n, sizeof *seen->v, cmp_str);
+  return rc;
+}
+
+/* Replays the status topic into r's ledger, learning first (while the
+ * reading thread fills its first batches) which group events are out
+ * already, into seen (r->seen); *pends as read_topic gives it. */
+static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *props, seen_ids_t *seen,
                          altar_topic_list_t **pends, altar_error_t *err) {
-  feeder_t f = {.tname = tname, .props = props, .topic = topic};
+  feeder_t f = {.tname = tname, .props = props, .topic = r->topics->status};
   pthread_mutex_init(&f.mu, NULL);
   pthread_cond_init(&f.cv, NULL);
   pthread_t th;
@@ -410,6 +443,7 @@ static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *p
   if (pthread_create(&th, NULL, feeder_main, &f) != 0) {
     rc = altar_error_set(err, ALTAR_ENOMEM, "rebuild: cannot start the reading thread");
   } else {
+    rc = read_published(tname, props, r->topics, seen, err);
     fbatch_t b;
     while (feed_pop(&f, &b)) {
       if (!rc) {
@@ -452,27 +486,6 @@ static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *p
   return rc;
 }
 
-static int on_group(void *ctx, altar_msg_t *m, altar_error_t *err) {
-  seen_ids_t *s = ctx;
-  char *id = NULL;
-  /* Only the id matters here: which events are already out. */
-  int rc = m->value ? altar_peek_group_event_id(m->value, m->value_len, &id) : ALTAR_EDECODE;
-  if (rc == ALTAR_ENOMEM) return altar_error_set(err, rc, "out of memory");
-  if (rc) return ALTAR_OK; /* not a group event: nothing it could stand for */
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 64;
-    char **nv = realloc(s->v, cap * sizeof *nv);
-    if (!nv) {
-      free(id);
-      return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
-    }
-    s->v = nv;
-    s->cap = cap;
-  }
-  s->v[s->n++] = id;
-  return ALTAR_OK;
-}
-
 /* Input offsets for the daemon that takes over the new ledger: the end
  * offsets the replay read up to, never the ends of a later listing (events
  * appended meanwhile by running workers would be skipped). */
@@ -499,14 +512,10 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
   seen_ids_t seen = {0};
   replay_t r = {.ledger = new_ledger, .groups = groups, .topics = topics, .seen = &seen};
   uint64_t published = 0;
-  /* What was published first (only a reconciler publishes there, and it is
-   * stopped), so the replay keeps only the group events still missing. */
-  int rc = read_topic(tname, props, topics->ready, on_group, &seen, NULL, err);
-  if (!rc && strcmp(topics->ready, topics->dead))
-    rc = read_topic(tname, props, topics->dead, on_group, &seen, NULL, err);
-  if (!rc && seen.n) qsort(seen.v, seen.n, sizeof *seen.v, cmp_str);
+  /* The replay keeps only the group events still missing from the ready
+   * and dead topics. */
   altar_topic_list_t *status_ends = NULL;
-  if (!rc) rc = replay_status(&r, tname, props, topics->status, &status_ends, err);
+  int rc = replay_status(&r, tname, props, &seen, &status_ends, err);
   if (!rc) rc = store_offsets(status_ends, new_ledger, topics->status, err);
   altar_topic_list_free(status_ends);
   if (!rc) {

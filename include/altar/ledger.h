@@ -123,7 +123,7 @@ typedef struct altar_ledger_rocksdb_opts {
                             kill loses nothing, a power cut may lose the tail) */
   bool read_only;        /* open for inspection only */
   bool no_create;        /* fail when the directory holds no ledger */
-  size_t write_buffer_mb; /* memtable size; 0 = 64 */
+  size_t write_buffer_mb; /* memtable size; 0 = 64, or 16 with no_wal */
   bool no_wal;           /* for a ledger built from scratch and used only once
                             complete (a rebuild): writes skip the write-ahead
                             log, so a crash loses the ledger, and
