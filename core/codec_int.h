@@ -6,6 +6,8 @@
 #include "altar/codec.h"
 
 #include <msgpack.h>
+#include <stdint.h>
+#include <string.h>
 
 /* A field path such as "status.handle.labels.fold", grown and shrunk as a
  * walker descends, so every error can name the field at fault. */
@@ -26,6 +28,23 @@ static inline void altar__path_pop(altar__path_t *p, size_t old) {
 
 /* True when s[0..len) is well-formed UTF-8 without NUL bytes. */
 bool altar__utf8_ok(const char *s, size_t len);
+
+/* An n-byte big-endian number. */
+static inline uint64_t altar__be(const uint8_t *p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; i++) v = (v << 8) | p[i];
+  return v;
+}
+
+/* Whether map key a sorts strictly before b as our encoder writes keys:
+ * bytewise, then the shorter first. Either may be empty (and NULL then). */
+static inline bool altar__key_before(const char *a, size_t an, const char *b, size_t bn) {
+  int c = an && bn ? memcmp(a, b, an < bn ? an : bn) : 0;
+  return c < 0 || (c == 0 && an < bn);
+}
+
+/* The names of altar_status_event_kind_t, in order. */
+extern const char *const altar__status_event_names[3];
 
 /* ---- reading (core/codec_msgpack_read.c) ---- */
 

@@ -199,7 +199,7 @@ int altar_decode_job(const void *data, size_t len, altar_job_msg_t *pout, altar_
 
 /* ---- status event ---- */
 
-static const char *const status_event_names[] = {"submitted", "state", "released"};
+const char *const altar__status_event_names[3] = {"submitted", "state", "released"};
 
 void altar_status_event_clear(altar_status_event_t *e) {
   if (!e) return;
@@ -240,7 +240,7 @@ static int wr_status(altar__wr_t *w, const void *msg) {
   if ((unsigned)e->event > ALTAR_EV_RELEASED) return altar__wr_fail(w, ALTAR_EINVAL, "event: unknown kind");
   if ((unsigned)e->state > ALTAR_STATE_FAILED) return altar__wr_fail(w, ALTAR_EINVAL, "state: unknown state");
   altar__wr_map(w, 12);
-  ALTAR__WR_FIELD(w, "event", altar__wr_str(w, status_event_names[e->event]));
+  ALTAR__WR_FIELD(w, "event", altar__wr_str(w, altar__status_event_names[e->event]));
   ALTAR__WR_FIELD(w, "failure", altar__wr_failure(w, e->failure));
   ALTAR__WR_FIELD(w, "handle", altar__wr_handle(w, &e->handle));
   ALTAR__WR_FIELD(w, "kind", altar__wr_str(w, e->kind));
@@ -319,7 +319,7 @@ static int rd_status_field(altar__rd_t *r, void *ctx, int idx, const msgpack_obj
   int i = 0, rc;
   switch (idx) {
   case S_EVENT:
-    rc = rd_enum(r, v, status_event_names, 3, &i, "expected one of submitted, state, released");
+    rc = rd_enum(r, v, altar__status_event_names, 3, &i, "expected one of submitted, state, released");
     e->event = (altar_status_event_kind_t)i;
     return rc;
   case S_FAILURE: return altar__rd_failure(r, v, &e->failure);

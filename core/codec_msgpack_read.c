@@ -122,17 +122,11 @@ static int scan_need(scan_t *s, size_t n) {
   return (size_t)(s->end - s->p) < n ? scan_truncated(s) : ALTAR_OK;
 }
 
-static uint64_t be(const uint8_t *p, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < n; i++) v = (v << 8) | p[i];
-  return v;
-}
-
 /* Reads an n-byte big-endian length after the format byte. */
 static int scan_len(scan_t *s, size_t n, uint64_t *plen) {
   int rc = scan_need(s, n);
   if (rc) return rc;
-  *plen = be(s->p, n);
+  *plen = altar__be(s->p, n);
   s->p += n;
   return ALTAR_OK;
 }
@@ -327,9 +321,7 @@ static int mp_container(mp_parser_t *s, uint64_t n, bool is_map, unsigned depth,
         s->noncanon = true;
       } else if (i >= 2) {
         const msgpack_object *pk = &kids[i - 2];
-        size_t a = pk->via.str.size, b = k->via.str.size;
-        int c = a && b ? memcmp(pk->via.str.ptr, k->via.str.ptr, a < b ? a : b) : 0; /* "" may have no ptr */
-        if (c > 0 || (c == 0 && a >= b)) s->noncanon = true;
+        if (!altar__key_before(pk->via.str.ptr, pk->via.str.size, k->via.str.ptr, k->via.str.size)) s->noncanon = true;
       }
     }
   }
@@ -348,7 +340,7 @@ static int mp_bytes(mp_parser_t *s, uint64_t n, const uint8_t **pp) {
 static int mp_len(mp_parser_t *s, size_t w, uint64_t *pn) {
   if ((size_t)(s->end - s->p) < w) return MP_REFUSED;
   s->last_trail = s->p;
-  *pn = be(s->p, w);
+  *pn = altar__be(s->p, w);
   s->p += w;
   return ALTAR_OK;
 }

@@ -14,16 +14,10 @@ typedef struct fr {
   altar_arena_t *a;
 } fr_t;
 
-static uint64_t be(const uint8_t *p, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < n; i++) v = (v << 8) | p[i];
-  return v;
-}
-
 /* A header of width w after the format byte, and the value in it. */
 static bool hdr(fr_t *r, size_t w, uint64_t *pv) {
   if ((size_t)(r->end - r->p) < w) return false;
-  *pv = be(r->p, w);
+  *pv = altar__be(r->p, w);
   r->p += w;
   return true;
 }
@@ -149,12 +143,6 @@ static bool boolean(fr_t *r, bool *pv) {
   return true;
 }
 
-/* Keys rise strictly: bytewise, then the shorter first. */
-static bool before(const char *a, size_t an, const char *b, size_t bn) {
-  int c = an && bn ? memcmp(a, b, an < bn ? an : bn) : 0;
-  return c < 0 || (c == 0 && an < bn);
-}
-
 static bool strmap(fr_t *r, altar_strmap_t *m) {
   uint64_t n;
   if (!map_of(r, &n)) return false;
@@ -165,7 +153,7 @@ static bool strmap(fr_t *r, altar_strmap_t *m) {
   for (size_t i = 0; i < n; i++) {
     const char *k, *v;
     size_t kn, vn;
-    if (!str_view(r, &k, &kn) || (i && !before(prev, prev_n, k, kn)) || !str_view(r, &v, &vn)) return false;
+    if (!str_view(r, &k, &kn) || (i && !altar__key_before(prev, prev_n, k, kn)) || !str_view(r, &v, &vn)) return false;
     char *b = altar_arena_alloc(r->a, kn + vn + 2); /* "key\0value\0", as the map keeps entries */
     if (!b) return false;
     memcpy(b, k, kn);
@@ -282,12 +270,16 @@ static bool opt_spec(fr_t *r, altar_status_event_t *e) {
   return (e->spec = altar_arena_alloc(r->a, sizeof *e->spec)) && spec(r, e->spec) && copy_span(r, start, &e->spec_enc);
 }
 
-static const char *const event_names[] = {"submitted", "state", "released"}; /* as codec_messages.c */
-_Static_assert(ALTAR_EV_SUBMITTED == 0 && ALTAR_EV_STATE == 1 && ALTAR_EV_RELEASED == 2, "event_names order");
-static const char *const state_names[] = {"pending", "running", "succeeded", "failed"}; /* as task.c */
-_Static_assert(ALTAR_STATE_PENDING == 0 && ALTAR_STATE_RUNNING == 1 && ALTAR_STATE_SUCCEEDED == 2 &&
-                   ALTAR_STATE_FAILED == 3,
-               "state_names order");
+/* The state, read as the full decoder reads it. */
+static bool state(fr_t *r, altar_state_t *ps) {
+  const char *s;
+  size_t n;
+  char name[16];
+  if (!str_view(r, &s, &n) || n >= sizeof name) return false;
+  memcpy(name, s, n);
+  name[n] = '\0';
+  return altar_state_parse(name, ps) == ALTAR_OK;
+}
 
 int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a, altar_status_event_t *pout) {
   memset(pout, 0, sizeof *pout);
@@ -296,21 +288,22 @@ int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a
   altar_arena_mark_t mark = altar_arena_mark(a);
   altar_status_event_t *e = pout;
   uint64_t n;
-  int ev = 0, st = 0;
+  int ev = 0;
   const uint8_t *fixed = NULL;
-  bool ok = map_of(&r, &n) && n == 12 && lit(&r, "event") && one_of(&r, event_names, 3, &ev) && lit(&r, "failure") &&
-            failure(&r, &e->failure) && (fixed = r.p) && lit(&r, "handle") && handle(&r, &e->handle) &&
-            lit(&r, "kind") && str(&r, &e->kind) && copy_span(&r, fixed, &e->record_fixed) && lit(&r, "source") &&
-            source(&r, &e->source) && lit(&r, "spec") && opt_spec(&r, e) &&
-            lit(&r, "state") && one_of(&r, state_names, 4, &st) && lit(&r, "task_key") && str(&r, &e->task_key) &&
-            lit(&r, "ts") && f64(&r, &e->ts) && lit(&r, "type") && lit(&r, "status") && lit(&r, "v") &&
-            i64(&r, &e->v) && e->v >= 1 && lit(&r, "worker") && opt_str(&r, &e->worker) && r.p == r.end;
+  /* Field by field, in the encoder's order. */
+  bool ok = map_of(&r, &n) && n == 12 && lit(&r, "event") && one_of(&r, altar__status_event_names, 3, &ev) &&
+            lit(&r, "failure") && failure(&r, &e->failure) && (fixed = r.p) && lit(&r, "handle") &&
+            handle(&r, &e->handle) && lit(&r, "kind") && str(&r, &e->kind) &&
+            copy_span(&r, fixed, &e->record_fixed) && lit(&r, "source") && source(&r, &e->source) &&
+            lit(&r, "spec") && opt_spec(&r, e) && lit(&r, "state") && state(&r, &e->state) &&
+            lit(&r, "task_key") && str(&r, &e->task_key) && lit(&r, "ts") && f64(&r, &e->ts) && lit(&r, "type") &&
+            lit(&r, "status") && lit(&r, "v") && i64(&r, &e->v) && e->v >= 1 && lit(&r, "worker") &&
+            opt_str(&r, &e->worker) && r.p == r.end;
   if (!ok) {
     memset(pout, 0, sizeof *pout);
     altar_arena_rewind(a, mark); /* what was placed goes back: the full decoder allocates anew */
     return ALTAR_ENOTSUP;
   }
   e->event = (altar_status_event_kind_t)ev;
-  e->state = (altar_state_t)st;
   return ALTAR_OK;
 }

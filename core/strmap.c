@@ -25,10 +25,13 @@ void altar_strmap_wrap(altar_strmap_t *m, char **slots, size_t n) {
   m->n = m->cap = n;
 }
 
+/* n rounded up to a whole number of pointers. */
+static size_t ptr_round(size_t n) { return (n + sizeof(char *) - 1) & ~(sizeof(char *) - 1); }
+
 size_t altar_strmap_packed_size(const altar_strmap_t *m) {
   size_t n = 2 * m->n * sizeof(char *);
   for (size_t i = 0; i < m->n; i++) n += strlen(m->keys[i]) + strlen(m->vals[i]) + 2;
-  return (n + sizeof(char *) - 1) & ~(sizeof(char *) - 1);
+  return ptr_round(n);
 }
 
 char *altar_strmap_pack(altar_strmap_t *dst, const altar_strmap_t *src, char *mem) {
@@ -44,8 +47,7 @@ char *altar_strmap_pack(altar_strmap_t *dst, const altar_strmap_t *src, char *me
     p += kl + vl;
   }
   altar_strmap_wrap(dst, n ? slots : NULL, n);
-  size_t used = (size_t)(p - mem);
-  return mem + ((used + sizeof(char *) - 1) & ~(sizeof(char *) - 1)); /* as altar_strmap_packed_size */
+  return mem + ptr_round((size_t)(p - mem));
 }
 
 /* One block holding key and value, both NUL-terminated. */

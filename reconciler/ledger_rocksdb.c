@@ -86,8 +86,6 @@ static int settle(rl_t *r, altar_error_t *err) {
   return rc;
 }
 
-static rocksdb_iterator_t *new_iter(rl_t *r) { return rocksdb_create_iterator(r->db, r->ropts); }
-
 /* ---- values ---- */
 
 static int put_u32(altar_buf_t *b, uint32_t v) {
@@ -132,15 +130,21 @@ static int pack_tail(altar_buf_t *b, int64_t restart_count, altar_state_t state)
   return 0;
 }
 
-/* Packs the parts of a cached record that never change ("handle" and
- * "kind" entries of the record map) once, with the codec's checks, so each
- * later write of the record only adds its few changing fields. For entries
- * loaded from disk; a new record's entry gets them in its own block. */
+/* The parts of a record that never change ("handle" and "kind" entries of
+ * the record map), encoded with the codec's bounds and UTF-8 checks into
+ * r->kb2. A cached record keeps them, so each later write of it only adds
+ * its few changing fields. */
+static int encode_fixed(rl_t *r, const altar_record_t *rec, altar_error_t *err) {
+  altar_buf_reset(&r->kb2);
+  return altar__encode_record_fixed(rec, &r->kb2, err);
+}
+
+/* The fixed part of an entry loaded from disk (a new record's entry gets it
+ * in its own block). */
 static int pack_fixed(rl_t *r, altar__lent_t *x, altar_error_t *err) {
-  altar_buf_t *tmp = &r->kb2;
-  altar_buf_reset(tmp);
-  int rc = altar__encode_record_fixed(&x->e.rec, tmp, err); /* bounds and UTF-8 checks */
+  int rc = encode_fixed(r, &x->e.rec, err);
   if (rc) return rc;
+  altar_buf_t *tmp = &r->kb2;
   char *p = malloc(tmp->len ? tmp->len : 1);
   if (!p) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   memcpy(p, tmp->data, tmp->len);
@@ -411,7 +415,7 @@ static int load_cache(rl_t *r, altar_error_t *err) {
   altar__lindex_free(&r->ix);
   altar_error_t ignored = {0};
   settle(r, &ignored); /* after a failed write too: the cache is rebuilt from what the disk holds */
-  rocksdb_iterator_t *it = new_iter(r);
+  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
   int rc = ALTAR_OK;
   for (rocksdb_iter_seek(it, "o:", 2); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
     size_t klen, vlen;
@@ -493,13 +497,15 @@ static int flush(rl_t *r, altar_error_t *err) {
     }
   }
   char *dberr = NULL;
-  bool behind = r->writer && rocksdb_writebatch_count(r->wb);
-  if (r->fail_writes > 0 && (behind || !r->writer)) {
+  bool writes = rocksdb_writebatch_count(r->wb) > 0;
+  if (r->fail_writes > 0 && !r->writer) {
     r->fail_writes--;
-    if (behind) altar__lwriter_fail_next(r->writer); /* fails behind: a later commit says so */
-    else dberr = strdup("injected write failure");
+    dberr = strdup("injected write failure");
+  } else if (r->fail_writes > 0 && writes) {
+    r->fail_writes--;
+    altar__lwriter_fail_next(r->writer); /* fails behind: a later commit says so */
   }
-  if (!dberr && rocksdb_writebatch_count(r->wb)) {
+  if (!dberr && writes) {
     if (r->writer) dberr = altar__lwriter_submit(r->writer, &r->wb); /* an earlier batch's failure */
     else rocksdb_write(r->db, r->wopts, r->wb, &dberr);
   }
@@ -549,8 +555,7 @@ static int rl_record(void *impl, const altar_handle_t *h, const char *kind, cons
   size_t fixed_len = meta ? meta->fixed_len : 0, spec_len = meta ? meta->spec_len : 0;
   if (!fixed) {
     altar_record_t tmp = {.handle = *h, .kind = (char *)kind};
-    altar_buf_reset(&r->kb2);
-    if ((rc = altar__encode_record_fixed(&tmp, &r->kb2, err))) return op_end(r, rc, err); /* bounds and UTF-8 */
+    if ((rc = encode_fixed(r, &tmp, err))) return op_end(r, rc, err);
     fixed = r->kb2.data;
     fixed_len = r->kb2.len;
   }
@@ -560,7 +565,7 @@ static int rl_record(void *impl, const altar_handle_t *h, const char *kind, cons
     enc = r->vb.data;
     spec_len = r->vb.len;
   }
-  if (!spec) spec_len = 0;
+  if (!spec) spec_len = 0; /* bytes without a spec are not stored */
   altar__lent_t *x = altar__lent_new(h, kind, NULL, meta ? meta->task_key : NULL, meta ? meta->group_key : NULL,
                                      fixed_len + spec_len);
   if (!x) return op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory"), err);
@@ -568,7 +573,7 @@ static int rl_record(void *impl, const altar_handle_t *h, const char *kind, cons
   x->packed = memcpy(x->tail, fixed, fixed_len);
   x->packed_len = fixed_len;
   if (spec) {
-    x->spec_enc = spec_len ? memcpy(x->tail + fixed_len, enc, spec_len) : x->tail + fixed_len;
+    x->spec_enc = memcpy(x->tail + fixed_len, enc, spec_len);
     x->spec_len = spec_len;
     x->has_spec = true;
   }
@@ -828,7 +833,7 @@ typedef int (*raw_visit_fn)(void *ctx, const char *k, size_t klen, const char *v
 static int scan(rl_t *r, const char *pfx, size_t plen, raw_visit_fn fn, void *ctx, altar_error_t *err) {
   int rc = settle(r, err);
   if (rc) return rc;
-  rocksdb_iterator_t *it = new_iter(r);
+  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
   for (rocksdb_iter_seek(it, pfx, plen); !rc && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
     size_t klen, vlen;
     const char *k = rocksdb_iter_key(it, &klen);
@@ -854,8 +859,8 @@ static int rl_foreach(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_err
   rl_t *r = impl;
   int rc = settle(r, err);
   if (rc) return rc;
-  rocksdb_iterator_t *io = new_iter(r);
-  rocksdb_iterator_t *ir = new_iter(r);
+  rocksdb_iterator_t *io = rocksdb_create_iterator(r->db, r->ropts);
+  rocksdb_iterator_t *ir = rocksdb_create_iterator(r->db, r->ropts);
   rocksdb_iter_seek(io, "o:", 2);
   rocksdb_iter_seek(ir, "r:", 2);
   while (!rc) {
@@ -1227,7 +1232,7 @@ int altar__ledger_rocksdb_check(altar_ledger_t *l, uint64_t *precords, altar_err
   uint64_t records = 0, open = 0;
   int rc = settle(r, err);
   if (rc) return rc;
-  rocksdb_iterator_t *it = new_iter(r);
+  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
   rocksdb_iter_seek_to_first(it);
   while (!rc && rocksdb_iter_valid(it)) {
     size_t klen, vlen;

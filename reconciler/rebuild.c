@@ -150,7 +150,7 @@ typedef struct replay {
   altar_status_event_t *batch; /* the batch being applied (the feeder's) */
   size_t n;
   dues_t due;
-  const seen_ids_t *seen; /* event ids the ready and dead topics hold, sorted */
+  seen_ids_t *seen; /* event ids the ready and dead topics hold, sorted (read first) */
   altar__settled_t settled; /* the daemon's rule: reruns of settled tasks are skipped */
   altar_apply_result_t res; /* one batch's, emptied for the next */
   altar_reconciler_stats_t stats;
@@ -431,9 +431,9 @@ static int read_published(const char *tname, const altar_strmap_t *props, const 
 
 /* Replays the status topic into r's ledger, learning first (while the
  * reading thread fills its first batches) which group events are out
- * already, into seen (r->seen); *pends as read_topic gives it. */
-static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *props, seen_ids_t *seen,
-                         altar_topic_list_t **pends, altar_error_t *err) {
+ * already, into r->seen; *pends as read_topic gives it. */
+static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *props, altar_topic_list_t **pends,
+                         altar_error_t *err) {
   feeder_t f = {.tname = tname, .props = props, .topic = r->topics->status};
   pthread_mutex_init(&f.mu, NULL);
   pthread_cond_init(&f.cv, NULL);
@@ -443,7 +443,7 @@ static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *p
   if (pthread_create(&th, NULL, feeder_main, &f) != 0) {
     rc = altar_error_set(err, ALTAR_ENOMEM, "rebuild: cannot start the reading thread");
   } else {
-    rc = read_published(tname, props, r->topics, seen, err);
+    rc = read_published(tname, props, r->topics, r->seen, err);
     fbatch_t b;
     while (feed_pop(&f, &b)) {
       if (!rc) {
@@ -515,7 +515,7 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
   /* The replay keeps only the group events still missing from the ready
    * and dead topics. */
   altar_topic_list_t *status_ends = NULL;
-  int rc = replay_status(&r, tname, props, &seen, &status_ends, err);
+  int rc = replay_status(&r, tname, props, &status_ends, err);
   if (!rc) rc = store_offsets(status_ends, new_ledger, topics->status, err);
   altar_topic_list_free(status_ends);
   if (!rc) {

@@ -828,17 +828,29 @@ static uint64_t replay_checksum(const char *root, const char *l2dir, const altar
   return missing;
 }
 
-/* The log of the rerun tests in root: topics, a "pair" group spec, and
- * group j1's two shards submitted, fold 0 succeeded (fold 1's success,
- * which fires the group, is the caller's). Ledger dirs beside it. */
-static altar_transport_t *pair_log(const char *root, char ldir[512], char l2dir[512], altar_group_specs_t *groups) {
+/* A log in root with its topics (one more local property `key` = `val`
+ * when key is given), the "pair" group spec, and ledger dirs beside it. */
+static altar_transport_t *pair_setup(const char *root, const char *key, const char *val, char ldir[512],
+                                     char l2dir[512], altar_group_specs_t *groups) {
   snprintf(ldir, 512, "%s/ledger", root);
   snprintf(l2dir, 512, "%s/ledger2", root);
   memset(groups, 0, sizeof *groups);
   altar_error_t err = {0};
   CU_ASSERT_FATAL(altar_group_specs_load_string(pair_yaml, strlen(pair_yaml), "t", groups, &err) == 0);
-  altar_transport_t *p = open_local(root, NULL);
+  altar_strmap_t m = {0};
+  altar_strmap_set(&m, "dir", root);
+  if (key) altar_strmap_set(&m, key, val);
+  altar_transport_t *p = altar_transport_new("local", &m, NULL, &err);
+  altar_strmap_clear(&m);
+  CU_ASSERT_FATAL(p != NULL);
   make_topics(p);
+  return p;
+}
+
+/* The log of the rerun tests: group j1's two shards submitted, fold 0
+ * succeeded (fold 1's success, which fires the group, is the caller's). */
+static altar_transport_t *pair_log(const char *root, char ldir[512], char l2dir[512], altar_group_specs_t *groups) {
+  altar_transport_t *p = pair_setup(root, NULL, NULL, ldir, l2dir, groups);
   status_run(p, ALTAR_EV_SUBMITTED, "j1", 0, "r1", ALTAR_STATE_PENDING, 1.0);
   status_run(p, ALTAR_EV_SUBMITTED, "j1", 1, "r1", ALTAR_STATE_PENDING, 2.0);
   status_run(p, ALTAR_EV_STATE, "j1", 0, "r1", ALTAR_STATE_SUCCEEDED, 3.0);
@@ -851,18 +863,9 @@ static altar_transport_t *pair_log(const char *root, char ldir[512], char l2dir[
 static void test_rebuild_reads_past_a_damaged_record(void) {
   char *root = altar_test_tmpdir("outbox-damaged");
   char ldir[512], l2dir[512];
-  snprintf(ldir, sizeof ldir, "%s/ledger", root);
-  snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
-  altar_group_specs_t groups = {0};
+  altar_group_specs_t groups;
   altar_error_t err = {0};
-  CU_ASSERT_FATAL(altar_group_specs_load_string(pair_yaml, strlen(pair_yaml), "t", &groups, &err) == 0);
-  altar_strmap_t m = {0};
-  altar_strmap_set(&m, "dir", root);
-  altar_strmap_set(&m, "segment.bytes", "2048"); /* several sealed segments */
-  altar_transport_t *p = altar_transport_new("local", &m, NULL, &err);
-  altar_strmap_clear(&m);
-  CU_ASSERT_FATAL(p != NULL);
-  make_topics(p);
+  altar_transport_t *p = pair_setup(root, "segment.bytes", "2048", ldir, l2dir, &groups); /* several sealed segments */
   for (int j = 0; j < 10; j++) {
     char job[16];
     snprintf(job, sizeof job, "j%d", j);
@@ -904,18 +907,9 @@ static void test_rebuild_reads_past_a_damaged_record(void) {
 static void test_rebuild_many_batches_mixed_forms(void) {
   char *root = altar_test_tmpdir("outbox-many");
   char ldir[512], l2dir[512];
-  snprintf(ldir, sizeof ldir, "%s/ledger", root);
-  snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
-  altar_group_specs_t groups = {0};
+  altar_group_specs_t groups;
   altar_error_t err = {0};
-  CU_ASSERT_FATAL(altar_group_specs_load_string(pair_yaml, strlen(pair_yaml), "t", &groups, &err) == 0);
-  altar_strmap_t m = {0};
-  altar_strmap_set(&m, "dir", root);
-  altar_strmap_set(&m, "fsync", "never");
-  altar_transport_t *p = altar_transport_new("local", &m, NULL, &err);
-  altar_strmap_clear(&m);
-  CU_ASSERT_FATAL(p != NULL);
-  make_topics(p);
+  altar_transport_t *p = pair_setup(root, "fsync", "never", ldir, l2dir, &groups);
   enum { JOBS = 5000 }; /* 20,000 events: more than 4 batches of 4,096 */
   altar_buf_t b = {0};
   size_t odd = 0;
