@@ -921,6 +921,17 @@ static int rl_abort(void *impl, altar_error_t *err) {
   return ALTAR_OK;
 }
 
+/* Level-0 files a persisted ledger may keep: the daemon that opens it
+ * compacts on its own, and RocksDB slows writes from 20 such files on. */
+#define PERSIST_MAX_L0 16
+
+static int level0_files(rl_t *r) {
+  char *v = rocksdb_property_value(r->db, "rocksdb.num-files-at-level0");
+  int n = v ? atoi(v) : 0;
+  rocksdb_free(v);
+  return n;
+}
+
 static int persist(rl_t *r, altar_error_t *err) {
   int rc = settle(r, err);
   if (rc) return rc;
@@ -929,6 +940,10 @@ static int persist(rl_t *r, altar_error_t *err) {
   char *dberr = NULL;
   rocksdb_flush(r->db, fo, &dberr);
   rocksdb_flushoptions_destroy(fo);
+  if (!dberr && r->no_wal && level0_files(r) >= PERSIST_MAX_L0) {
+    rocksdb_compact_range(r->db, NULL, 0, NULL, 0);
+    if (level0_files(r) >= PERSIST_MAX_L0) dberr = strdup("level 0 still holds too many files after compacting");
+  }
   if (!dberr) return ALTAR_OK;
   rc = altar_error_set(err, ALTAR_ELEDGER, "ledger %s: flush failed: %s", r->dir, dberr);
   rocksdb_free(dberr);
@@ -1023,6 +1038,10 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
    * uncompressed: compressing took a tenth of a replay's CPU, and the
    * daemon's later compactions compress what they rewrite. */
   if (o.no_wal) rocksdb_options_set_compression(r->opts, rocksdb_no_compression);
+  /* Nor does it compact while it is built (a tenth of a replay's CPU went
+   * to rewriting level 0 into level 1 again and again); persist compacts
+   * once if too many level-0 files would slow the daemon's writes. */
+  if (o.no_wal) rocksdb_options_set_disable_auto_compactions(r->opts, 1);
   r->topts = rocksdb_block_based_options_create();
   r->cache = rocksdb_cache_create_lru(64u << 20);
   rocksdb_block_based_options_set_block_cache(r->topts, r->cache);
