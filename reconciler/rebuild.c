@@ -247,6 +247,10 @@ static int flush_batch(replay_t *r, altar_error_t *err) {
  * the larger of the two, not their sum. */
 #define FEED_BATCH 4096
 #define FEED_DEPTH 2 /* decoded batches waiting at most */
+/* While the applying thread reads which group events are out already, the
+ * reading thread may run further ahead (a few MiB a batch), so the second
+ * core is not left idle meanwhile. */
+#define FEED_DEPTH_START 16
 
 typedef struct fbatch {
   altar_status_event_t *ev;
@@ -264,12 +268,12 @@ typedef struct feeder {
   const char *topic;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  fbatch_t q[FEED_DEPTH];
-  size_t head, count;
+  fbatch_t q[FEED_DEPTH_START];
+  size_t head, count, depth; /* depth: FEED_DEPTH_START, then FEED_DEPTH */
   /* Applied batches come back to be cleared and refilled here: memory is
    * freed by the thread that allocated it (cross-thread frees were a third
    * of a replay's time in glibc's malloc). */
-  fbatch_t spare[FEED_DEPTH + 2];
+  fbatch_t spare[FEED_DEPTH_START + 2];
   size_t n_spare;
   bool done, stop;
   fbatch_t cur;
@@ -308,10 +312,10 @@ static void fbatch_free(fbatch_t *b) {
 /* Hands the current batch to the applier, waiting while the queue is full. */
 static int feed_push(feeder_t *f, altar_error_t *err) {
   pthread_mutex_lock(&f->mu);
-  while (f->count == FEED_DEPTH && !f->stop) pthread_cond_wait(&f->cv, &f->mu);
+  while (f->count >= f->depth && !f->stop) pthread_cond_wait(&f->cv, &f->mu);
   bool stopped = f->stop;
   if (!stopped) {
-    f->q[(f->head + f->count) % FEED_DEPTH] = f->cur;
+    f->q[(f->head + f->count) % FEED_DEPTH_START] = f->cur;
     f->count++;
     pthread_cond_broadcast(&f->cv);
   }
@@ -390,7 +394,7 @@ static bool feed_pop(feeder_t *f, fbatch_t *out) {
   bool got = f->count > 0;
   if (got) {
     *out = f->q[f->head];
-    f->head = (f->head + 1) % FEED_DEPTH;
+    f->head = (f->head + 1) % FEED_DEPTH_START;
     f->count--;
     pthread_cond_broadcast(&f->cv);
   }
@@ -434,7 +438,7 @@ static int read_published(const char *tname, const altar_strmap_t *props, const 
  * already, into r->seen; *pends as read_topic gives it. */
 static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *props, altar_topic_list_t **pends,
                          altar_error_t *err) {
-  feeder_t f = {.tname = tname, .props = props, .topic = r->topics->status};
+  feeder_t f = {.tname = tname, .props = props, .topic = r->topics->status, .depth = FEED_DEPTH_START};
   pthread_mutex_init(&f.mu, NULL);
   pthread_cond_init(&f.cv, NULL);
   pthread_t th;
@@ -444,6 +448,9 @@ static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *p
     rc = altar_error_set(err, ALTAR_ENOMEM, "rebuild: cannot start the reading thread");
   } else {
     rc = read_published(tname, props, r->topics, r->seen, err);
+    pthread_mutex_lock(&f.mu);
+    f.depth = FEED_DEPTH;
+    pthread_mutex_unlock(&f.mu);
     fbatch_t b;
     while (feed_pop(&f, &b)) {
       if (!rc) {
@@ -454,7 +461,7 @@ static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *p
         r->n = 0;
       }
       pthread_mutex_lock(&f.mu);
-      if (f.n_spare < sizeof f.spare / sizeof f.spare[0]) {
+      if (f.n_spare < f.depth + 2) {
         f.spare[f.n_spare++] = b;
         memset(&b, 0, sizeof b); /* the spare owns it now */
       }
@@ -477,7 +484,7 @@ static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *p
     }
   }
   r->stats.poison += f.poison;
-  for (size_t i = 0; i < f.count; i++) fbatch_free(&f.q[(f.head + i) % FEED_DEPTH]);
+  for (size_t i = 0; i < f.count; i++) fbatch_free(&f.q[(f.head + i) % FEED_DEPTH_START]);
   for (size_t i = 0; i < f.n_spare; i++) fbatch_free(&f.spare[i]);
   pthread_cond_destroy(&f.cv);
   pthread_mutex_destroy(&f.mu);
