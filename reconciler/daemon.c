@@ -327,6 +327,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     altar__settled_free(&d.settled);
     return rc;
   }
+  if (d.settled.damaged) dlog(&d, "%s", d.settled.damage.msg);
   altar_error_t me = {0};
   if (altar__reconciler_metrics_init(&d.metrics, o->metrics, &me)) dlog(&d, "metrics off: %s", me.msg);
   d.ob.on_published = o->on_published;

@@ -47,6 +47,10 @@ void *altar__hmap_get_h(const altar__hmap_t *m, const char *key, size_t len, uin
   return s ? s->val : NULL;
 }
 
+const altar__hslot_t *altar__hmap_slot_h(const altar__hmap_t *m, const char *key, size_t len, uint64_t hash) {
+  return find(m, key, len, hash);
+}
+
 void *altar__hmap_get(const altar__hmap_t *m, const char *key, size_t len) {
   return altar__hmap_get_h(m, key, len, altar__hash(key, len));
 }

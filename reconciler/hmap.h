@@ -28,6 +28,9 @@ uint64_t altar__hash(const void *key, size_t len);
 void *altar__hmap_get(const altar__hmap_t *m, const char *key, size_t len);
 /* The same with the key's altar__hash already known. */
 void *altar__hmap_get_h(const altar__hmap_t *m, const char *key, size_t len, uint64_t hash);
+/* The slot holding key (the key pointer it was put with, and its value),
+ * or NULL; valid until the next put or delete. */
+const altar__hslot_t *altar__hmap_slot_h(const altar__hmap_t *m, const char *key, size_t len, uint64_t hash);
 /* Inserts or replaces; 0 or ALTAR_ENOMEM. */
 int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val);
 /* Inserts or replaces with the hash known; *pold (may be NULL) gets the

@@ -2,49 +2,35 @@
 #include "reconciler/settled.h"
 
 #include "reconciler/ledger_aux.h"
+#include "reconciler/settled_record.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* One entry is one block: "<task key>\0<backend>\x1f<external id>\0" and
- * the settling event's ts (a double, unaligned); the map's key points at its
- * start. */
-static char *entry_new(const char *task_key, size_t klen, const char *run, size_t rlen, double ts) {
-  char *b = malloc(klen + rlen + 2 + sizeof ts);
-  if (!b) return NULL;
-  memcpy(b, task_key, klen);
-  b[klen] = 0;
-  memcpy(b + klen + 1, run, rlen);
-  b[klen + 1 + rlen] = 0;
-  memcpy(b + klen + rlen + 2, &ts, sizeof ts);
-  return b;
+static int nomem(altar_error_t *err) { return altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory"); }
+
+static int recs_reserve(altar__settled_recs_t *v, size_t n) {
+  if (n <= v->cap) return ALTAR_OK;
+  size_t cap = v->cap ? v->cap : 16;
+  while (cap < n) cap *= 2;
+  altar__settled_rec_t **nv = realloc(v->v, cap * sizeof *nv);
+  if (!nv) return ALTAR_ENOMEM;
+  v->v = nv;
+  v->cap = cap;
+  return ALTAR_OK;
 }
 
-static const char *entry_run(const char *b) { return b + strlen(b) + 1; }
-
-static double entry_ts(const char *b) {
-  const char *run = entry_run(b);
-  double ts;
-  memcpy(&ts, run + strlen(run) + 1, sizeof ts);
-  return ts;
+static void recs_clear(altar__settled_recs_t *v) {
+  for (size_t i = 0; i < v->n; i++) free(v->v[i]);
+  v->n = 0;
 }
 
-/* Stored value of "t/<task key>": the run, a NUL, the ts as text. A value
- * without the NUL (written before settlements expired) never expires. */
-static double value_ts(const char *v, size_t vlen, size_t *prlen) {
-  const char *z = memchr(v, 0, vlen);
-  *prlen = z ? (size_t)(z - v) : vlen;
-  if (!z) return -INFINITY;
-  char num[40];
-  size_t n = vlen - *prlen - 1;
-  if (n >= sizeof num) n = sizeof num - 1;
-  memcpy(num, z + 1, n);
-  num[n] = 0;
-  char *end;
-  double ts = strtod(num, &end);
-  return end != num && isfinite(ts) ? ts : -INFINITY;
+static void recs_free(altar__settled_recs_t *v) {
+  recs_clear(v);
+  free(v->v);
+  memset(v, 0, sizeof *v);
 }
 
 /* True when an event at ev_ts no longer sees a settlement made at ts. An
@@ -54,173 +40,141 @@ static bool expired(double settled_ts, double ev_ts) {
   return isfinite(settled_ts) && ev_ts - settled_ts > ALTAR_SETTLED_HORIZON_S;
 }
 
-/* Files entry b under its task key, freeing the entry it replaces. */
-static int map_put_h(altar__hmap_t *m, char *b, size_t klen, uint64_t hash) {
-  void *old = NULL;
-  int rc = altar__hmap_put_h(m, b, klen, hash, b, &old);
-  free(old);
-  return rc;
-}
-
-static int map_put(altar__hmap_t *m, char *b) {
-  size_t klen = strlen(b);
-  return map_put_h(m, b, klen, altar__hash(b, klen));
-}
-
-static void map_free_all(altar__hmap_t *m) {
-  for (size_t i = 0; i < m->cap; i++)
-    if (m->slots[i].key && m->slots[i].val) {
-      /* Tombstones carry no value; live slots own their block. */
-      if (m->slots[i].val == m->slots[i].key) free(m->slots[i].val);
-    }
-  altar__hmap_clear(m);
-}
-
-typedef struct load_ctx {
-  altar__settled_t *s;
-  int rc;
-} load_ctx_t;
-
-static int visit_load(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
-  load_ctx_t *c = ctx;
-  if (klen <= 2) return 0;
-  size_t rlen;
-  double ts = value_ts(val, vlen, &rlen);
-  if (ts > c->s->max_ts) c->s->max_ts = ts;
-  char *b = entry_new((const char *)key + 2, klen - 2, val, rlen, ts);
-  if (!b || map_put(&c->s->done, b)) {
-    free(b);
-    c->rc = ALTAR_ENOMEM;
-    return 1;
+/* Files every member of r under its task key in m; an entry a member
+ * replaces stays in its own record. The older loader dropped an empty task
+ * key (its key had nothing after the prefix), so a load still does. */
+static int file_members(altar__hmap_t *m, altar__settled_rec_t *r, bool skip_empty) {
+  size_t pos = 0;
+  altar__settled_member_t mb;
+  while (altar__settled_rec_next(r, &pos, &mb)) {
+    if (skip_empty && !mb.klen) continue;
+    if (altar__hmap_put_h(m, mb.task_key, mb.klen, altar__hash(mb.task_key, mb.klen), r, NULL)) return ALTAR_ENOMEM;
   }
-  return 0;
-}
-
-int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, altar_error_t *err) {
-  memset(s, 0, sizeof *s);
-  load_ctx_t c = {.s = s};
-  int rc = altar__ledger_aux_scan(l, "t/", 2, visit_load, &c, err);
-  if (rc == ALTAR_ENOTSUP) return ALTAR_OK; /* no aux storage: nothing was kept */
-  if (!rc && c.rc) rc = altar_error_set(err, c.rc, "settled tasks: out of memory");
-  return rc;
+  return ALTAR_OK;
 }
 
 void altar__settled_free(altar__settled_t *s) {
-  map_free_all(&s->done);
-  map_free_all(&s->pend);
   altar__hmap_free(&s->done);
   altar__hmap_free(&s->pend);
+  recs_free(&s->recs);
+  recs_free(&s->pend_recs);
+  recs_free(&s->gone);
 }
 
 void altar__settled_commit(altar__settled_t *s) {
   for (size_t i = 0; i < s->pend.cap; i++) {
     altar__hslot_t *sl = &s->pend.slots[i];
-    if (!sl->key || sl->val != sl->key) continue;
     /* out of memory: forget it (a rerun may then apply) */
-    if (map_put_h(&s->done, sl->val, sl->len, sl->hash)) free(sl->val);
+    if (sl->key) (void)altar__hmap_put_h(&s->done, sl->key, sl->len, sl->hash, sl->val, NULL);
   }
   altar__hmap_clear(&s->pend);
+  /* room reserved by note_group */
+  memcpy(s->recs.v + s->recs.n, s->pend_recs.v, s->pend_recs.n * sizeof *s->recs.v);
+  s->recs.n += s->pend_recs.n;
+  s->pend_recs.n = 0;
+  recs_clear(&s->gone); /* their keys are deleted now */
 }
 
-void altar__settled_abort(altar__settled_t *s) { map_free_all(&s->pend); }
+void altar__settled_abort(altar__settled_t *s) {
+  altar__hmap_clear(&s->pend);
+  recs_clear(&s->pend_recs);
+}
 
 /* True when ev belongs to another run of a task whose group settled. */
 static bool superseded(const altar__settled_t *s, const altar_status_event_t *ev) {
   if (!ev->task_key || !ev->handle.backend || !ev->handle.external_id) return false;
   size_t klen = strlen(ev->task_key);
   uint64_t h = altar__hash(ev->task_key, klen);
-  const char *b = s->pend.n ? altar__hmap_get_h(&s->pend, ev->task_key, klen, h) : NULL;
-  if (!b) b = altar__hmap_get_h(&s->done, ev->task_key, klen, h);
-  if (!b || expired(entry_ts(b), ev->ts)) return false;
-  const char *run = entry_run(b);
+  const altar__hslot_t *sl = s->pend.n ? altar__hmap_slot_h(&s->pend, ev->task_key, klen, h) : NULL;
+  if (!sl) sl = altar__hmap_slot_h(&s->done, ev->task_key, klen, h);
+  if (!sl || expired(((const altar__settled_rec_t *)sl->val)->ts, ev->ts)) return false;
+  const char *run = sl->key + sl->len + 1; /* the member's run follows its task key */
   size_t bl = strlen(ev->handle.backend);
   return strncmp(run, ev->handle.backend, bl) != 0 || run[bl] != '\x1f' ||
          strcmp(run + bl + 1, ev->handle.external_id) != 0;
 }
 
-/* Notes every member of a settled group, in memory and in the open batch;
- * task_keys are the apply result's, aligned with g's shards. */
+/* Notes every member of a settled group, in memory and, as one record, in
+ * the open batch; task_keys are the apply result's, aligned with g's shards. */
 static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_event_t *g, char *const *task_keys,
                       altar_error_t *err) {
-  char ts_text[40]; /* the same for every member */
-  size_t ts_len = (size_t)snprintf(ts_text, sizeof ts_text, "%.17g", g->ts);
-  altar_buf_t kb = {0}, vb = {0};
-  int rc = ALTAR_OK;
-  for (size_t i = 0; !rc && task_keys && i < g->n_shards; i++) {
-    const altar_handle_t *h = &g->shards[i];
-    const char *tk = task_keys[i];
-    if (!h->backend || !h->external_id || !tk) continue;
-    /* Sized from the strings: ids come from the log, their length is theirs. */
-    size_t bl = strlen(h->backend), el = strlen(h->external_id), klen = strlen(tk);
-    /* Key "t/<task key>"; value: the run, its NUL, then the ts as text. */
-    altar_buf_reset(&kb);
-    altar_buf_reset(&vb);
-    char *b = NULL;
-    if (altar_buf_append(&kb, "t/", 2) || altar_buf_append(&kb, tk, klen) || altar_buf_append(&vb, h->backend, bl) ||
-        altar_buf_append(&vb, "\x1f", 1) || altar_buf_append(&vb, h->external_id, el) ||
-        altar_buf_append(&vb, "", 1) || altar_buf_append(&vb, ts_text, ts_len) ||
-        !(b = entry_new(tk, klen, (const char *)vb.data, bl + 1 + el, g->ts)) || map_put(&s->pend, b)) {
-      free(b);
-      rc = altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
-      break;
-    }
-    rc = altar__ledger_aux_put(l, kb.data, kb.len, vb.data, vb.len, err);
-    if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
+  if (!task_keys) return ALTAR_OK;
+  /* The room commit needs too, so that it cannot fail. */
+  if (recs_reserve(&s->pend_recs, s->pend_recs.n + 1) || recs_reserve(&s->recs, s->recs.n + s->pend_recs.n + 1))
+    return nomem(err);
+  altar__settled_rec_t *r = altar__settled_rec_of_group(s->next_seq, g, task_keys);
+  if (!r) return nomem(err);
+  if (r->len == ALTAR__SETTLED_TS_LEN) { /* no member to note */
+    free(r);
+    return ALTAR_OK;
   }
-  altar_buf_free(&kb);
-  altar_buf_free(&vb);
-  return rc;
+  s->pend_recs.v[s->pend_recs.n++] = r;
+  s->next_seq++; /* not taken back on abort: a gap keeps the order */
+  if (file_members(&s->pend, r, false)) return nomem(err);
+  char key[ALTAR__SETTLED_KEY_LEN + 1];
+  altar__settled_key(r->seq, key);
+  int rc = altar__ledger_aux_put(l, key, ALTAR__SETTLED_KEY_LEN, r->data, r->len, err);
+  return rc == ALTAR_ENOTSUP ? ALTAR_OK : rc;
+}
+
+/* Drops from memory the entries r still holds (not those a newer record
+ * took over). */
+static void drop_entries(altar__settled_t *s, const altar__settled_rec_t *r) {
+  size_t pos = 0;
+  altar__settled_member_t m;
+  while (altar__settled_rec_next(r, &pos, &m)) {
+    const altar__hslot_t *sl = altar__hmap_slot_h(&s->done, m.task_key, m.klen, altar__hash(m.task_key, m.klen));
+    if (sl && sl->val == r) {
+      altar__hmap_del(&s->done, m.task_key, m.klen);
+      s->pruned++;
+    }
+  }
 }
 
 /* Forgets settlements far past the horizon, in memory and (with the open
- * batch) on disk, once per horizon of event time. Only entries older than
+ * batch) on disk, once per horizon of event time. Only records older than
  * twice the horizon go, so a partition lagging less than a horizon behind
- * the newest event still sees every settlement it would have seen. */
-static int prune(altar__settled_t *s, altar_ledger_t *l, const altar_status_event_t *events, size_t n,
-                 altar_error_t *err) {
+ * the newest event still sees every settlement it would have seen. A record
+ * goes by its own ts, whether or not newer records took its tasks over. */
+static int prune(altar__settled_t *s, const altar_status_event_t *events, size_t n, altar_error_t *err) {
   for (size_t i = 0; i < n; i++)
     if (isfinite(events[i].ts) && events[i].ts > s->max_ts) s->max_ts = events[i].ts;
   if (!isfinite(s->max_ts) || s->max_ts < s->next_prune) return ALTAR_OK;
   double cut = s->max_ts - 2 * ALTAR_SETTLED_HORIZON_S;
   s->next_prune = s->max_ts + ALTAR_SETTLED_HORIZON_S;
-  /* Collected first: a delete moves entries between slots. */
-  char **old = malloc((s->done.n ? s->done.n : 1) * sizeof *old);
-  if (!old) return altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
-  size_t n_old = 0;
-  for (size_t i = 0; i < s->done.cap; i++) {
-    altar__hslot_t *sl = &s->done.slots[i];
-    if (!sl->key || sl->val != sl->key) continue;
-    double ts = entry_ts(sl->val);
-    if (isfinite(ts) && ts < cut) old[n_old++] = sl->val;
-  }
-  int rc = ALTAR_OK;
-  for (size_t i = 0; !rc && i < n_old; i++) {
-    char *b = old[i];
-    size_t klen = strlen(b);
-    char *k = malloc(klen + 3);
-    if (!k) {
-      rc = altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory");
-      break;
+  if (recs_reserve(&s->gone, s->gone.n + s->recs.n)) return nomem(err);
+  size_t keep = 0;
+  for (size_t i = 0; i < s->recs.n; i++) {
+    altar__settled_rec_t *r = s->recs.v[i];
+    if (!isfinite(r->ts) || r->ts >= cut) {
+      s->recs.v[keep++] = r;
+      continue;
     }
-    memcpy(k, "t/", 2);
-    memcpy(k + 2, b, klen + 1);
-    rc = altar__ledger_aux_del(l, k, klen + 2, err);
-    free(k);
-    if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
-    if (rc) break;
-    altar__hmap_del(&s->done, b, klen);
-    free(b);
-    s->pruned++;
+    drop_entries(s, r);
+    s->gone.v[s->gone.n++] = r;
   }
-  free(old);
-  return rc;
+  s->recs.n = keep;
+  return ALTAR_OK;
+}
+
+/* Deletes the keys of pruned records in the open batch. */
+static int delete_gone(altar__settled_t *s, altar_ledger_t *l, altar_error_t *err) {
+  for (size_t i = 0; i < s->gone.n; i++) {
+    char key[ALTAR__SETTLED_KEY_LEN + 1];
+    altar__settled_key(s->gone.v[i]->seq, key);
+    int rc = altar__ledger_aux_del(l, key, ALTAR__SETTLED_KEY_LEN, err);
+    if (rc == ALTAR_ENOTSUP) return ALTAR_OK; /* nothing was stored */
+    if (rc) return rc;
+  }
+  return ALTAR_OK;
 }
 
 int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_group_specs_t *groups,
                          const altar_status_event_t *events, size_t n, altar_apply_result_t *pres,
                          size_t *pskipped, altar_error_t *err) {
   size_t skipped = 0;
-  int rc = prune(s, l, events, n, err);
+  int rc = prune(s, events, n, err);
+  if (!rc) rc = delete_gone(s, l, err);
   for (size_t i = 0; !rc && i < n; i++) {
     if (superseded(s, &events[i])) {
       skipped++;
@@ -232,5 +186,158 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
       rc = note_group(s, l, &pres->events[k], pres->shard_task_keys[k], err);
   }
   if (pskipped) *pskipped = skipped;
+  return rc;
+}
+
+/* ---- loading ---- */
+
+typedef struct key_copy {
+  char *k;
+  size_t len;
+} key_copy_t;
+
+typedef struct load_ctx {
+  altar__settled_t *s;
+  key_copy_t *bad; /* keys of damaged records, to delete */
+  size_t n_bad, cap_bad;
+  char first_bad[48]; /* the first one's key, printable */
+  const char *first_why;
+  int rc;
+} load_ctx_t;
+
+/* Ends a scan out of memory. */
+static int stop_nomem(load_ctx_t *c) {
+  c->rc = ALTAR_ENOMEM;
+  return 1;
+}
+
+static int note_damage(load_ctx_t *c, const char *key, size_t klen, const char *why) {
+  if (c->n_bad == c->cap_bad) {
+    size_t cap = c->cap_bad ? c->cap_bad * 2 : 8;
+    key_copy_t *v = realloc(c->bad, cap * sizeof *v);
+    if (!v) return stop_nomem(c);
+    c->bad = v;
+    c->cap_bad = cap;
+  }
+  char *k = malloc(klen ? klen : 1);
+  if (!k) return stop_nomem(c);
+  memcpy(k, key, klen);
+  c->bad[c->n_bad++] = (key_copy_t){k, klen};
+  if (!c->first_why) {
+    size_t n = klen < sizeof c->first_bad - 1 ? klen : sizeof c->first_bad - 1;
+    for (size_t i = 0; i < n; i++) c->first_bad[i] = key[i] >= 0x20 && key[i] < 0x7f ? key[i] : '?';
+    c->first_bad[n] = 0;
+    c->first_why = why;
+  }
+  return 0;
+}
+
+static int visit_load(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  load_ctx_t *c = ctx;
+  altar__settled_t *s = c->s;
+  uint64_t seq;
+  const char *why = "not a record key";
+  altar__settled_rec_t *r = NULL;
+  if (altar__settled_key_seq(key, klen, &seq)) {
+    if (seq == UINT64_MAX) why = "sequence number out of range"; /* no next one */
+    else if (!(r = altar__settled_rec_parse(seq, val, vlen, &why)) && !why) return stop_nomem(c);
+  }
+  if (!r) return note_damage(c, key, klen, why);
+  if (recs_reserve(&s->recs, s->recs.n + 1)) {
+    free(r);
+    return stop_nomem(c);
+  }
+  s->recs.v[s->recs.n++] = r;
+  if (seq >= s->next_seq) s->next_seq = seq + 1;
+  if (file_members(&s->done, r, true)) return stop_nomem(c);
+  return 0;
+}
+
+static int cmp_old_ts(const void *a, const void *b) {
+  double x = (*(altar__settled_old_t *const *)a)->ts, y = (*(altar__settled_old_t *const *)b)->ts;
+  return (x > y) - (x < y);
+}
+
+/* Members per record carried over from the older layout: entries of one ts
+ * share a record (a group's members did), so a vast set of never-expiring
+ * ones is cut into values of bounded size. */
+#define OLD_PER_RECORD 1024
+
+/* Stores the old entries that no record took over (the older layout is
+ * older than any record) as records of their ts, in memory and in the open
+ * batch. */
+static int carry_olds(altar__settled_t *s, altar_ledger_t *l, const altar__settled_olds_t *olds, altar_error_t *err) {
+  altar__settled_old_t **live = malloc((olds->n ? olds->n : 1) * sizeof *live);
+  if (!live) return nomem(err);
+  size_t n = 0, kl;
+  for (size_t i = 0; i < olds->n; i++) {
+    const char *tk = altar__settled_old_task_key(&olds->v[i], &kl);
+    if (kl && !altar__hmap_get(&s->done, tk, kl)) live[n++] = &olds->v[i];
+  }
+  qsort(live, n, sizeof *live, cmp_old_ts);
+  int rc = ALTAR_OK;
+  for (size_t i = 0, j; !rc && i < n; i = j) {
+    for (j = i + 1; j < n && j - i < OLD_PER_RECORD && live[j]->ts == live[i]->ts; j++) {
+    }
+    altar__settled_rec_t *r = NULL;
+    if (recs_reserve(&s->recs, s->recs.n + 1) ||
+        !(r = altar__settled_rec_of_olds(s->next_seq, live[i]->ts, live + i, j - i))) {
+      rc = nomem(err);
+      break;
+    }
+    s->recs.v[s->recs.n++] = r;
+    s->next_seq++;
+    if (file_members(&s->done, r, true)) {
+      rc = nomem(err);
+      break;
+    }
+    char key[ALTAR__SETTLED_KEY_LEN + 1];
+    altar__settled_key(r->seq, key);
+    rc = altar__ledger_aux_put(l, key, ALTAR__SETTLED_KEY_LEN, r->data, r->len, err);
+  }
+  free(live);
+  return rc;
+}
+
+/* One write: the older layout's keys become records, and they and damaged
+ * records are deleted. */
+static int rewrite(altar__settled_t *s, altar_ledger_t *l, const altar__settled_olds_t *olds, const load_ctx_t *c,
+                   altar_error_t *err) {
+  if (!olds->n && !c->n_bad) return ALTAR_OK;
+  int rc = altar_ledger_begin(l, err);
+  if (rc) return rc;
+  rc = carry_olds(s, l, olds, err);
+  for (size_t i = 0; !rc && i < olds->n; i++) rc = altar__ledger_aux_del(l, olds->v[i].key, olds->v[i].klen, err);
+  for (size_t i = 0; !rc && i < c->n_bad; i++) rc = altar__ledger_aux_del(l, c->bad[i].k, c->bad[i].len, err);
+  if (!rc) return altar_ledger_commit(l, err);
+  altar_error_t ignored = {0};
+  altar_ledger_abort(l, &ignored);
+  return rc;
+}
+
+int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, altar_error_t *err) {
+  memset(s, 0, sizeof *s);
+  altar__settled_olds_t olds = {0};
+  load_ctx_t c = {.s = s};
+  int rc = altar__settled_olds_read(l, &olds, err);
+  if (rc == ALTAR_ENOTSUP) return ALTAR_OK; /* no aux storage: nothing was kept */
+  if (!rc) rc = altar__ledger_aux_scan(l, ALTAR__SETTLED_PREFIX, 2, visit_load, &c, err);
+  if (!rc && c.rc) rc = nomem(err);
+  if (!rc) rc = rewrite(s, l, &olds, &c, err);
+  if (!rc && c.n_bad) {
+    s->damaged = c.n_bad;
+    altar_error_set(&s->damage, ALTAR_ELEDGER,
+                    "settled tasks: %zu damaged record(s) skipped and deleted, the first %s: %s", c.n_bad,
+                    c.first_bad, c.first_why);
+  }
+  /* The newest event time the entries show, as the older loader found it. */
+  for (size_t i = 0; !rc && i < s->done.cap; i++)
+    if (s->done.slots[i].key) {
+      double ts = ((const altar__settled_rec_t *)s->done.slots[i].val)->ts;
+      if (ts > s->max_ts) s->max_ts = ts;
+    }
+  for (size_t i = 0; i < c.n_bad; i++) free(c.bad[i].k);
+  free(c.bad);
+  altar__settled_olds_free(&olds);
   return rc;
 }

@@ -20,16 +20,37 @@
  * at twice this age. */
 #define ALTAR_SETTLED_HORIZON_S (7.0 * 24 * 3600)
 
+typedef struct altar__settled_rec altar__settled_rec_t; /* reconciler/settled_record.h */
+
+typedef struct altar__settled_recs {
+  altar__settled_rec_t **v;
+  size_t n, cap;
+} altar__settled_recs_t;
+
 typedef struct altar__settled {
-  altar__hmap_t done; /* task key → "backend\x1fexternal_id" of the run that settled it, + ts */
-  altar__hmap_t pend; /* the same, noted in the open batch */
-  double max_ts;      /* newest event time seen */
-  double next_prune;  /* event time of the next pruning pass */
-  uint64_t pruned;    /* entries dropped so far */
+  /* task key → the record that settled it last; the key points into that
+   * record, which holds the run ("backend\x1fexternal_id") after it, and
+   * the ts */
+  altar__hmap_t done;
+  altar__hmap_t pend;              /* the same, noted in the open batch */
+  altar__settled_recs_t recs;      /* stored records, oldest first */
+  altar__settled_recs_t pend_recs; /* written in the open batch */
+  /* Pruned from memory; their keys are deleted with every batch until one
+   * commits (an aborted batch dropped the deletes). */
+  altar__settled_recs_t gone;
+  uint64_t next_seq;    /* of the next record */
+  double max_ts;        /* newest event time seen */
+  double next_prune;    /* event time of the next pruning pass */
+  uint64_t pruned;      /* entries dropped so far */
+  uint64_t damaged;     /* records skipped at load as unreadable (and deleted) */
+  altar_error_t damage; /* what they were, when damaged > 0 */
 } altar__settled_t;
 
-/* Loads what earlier lives stored (aux keys "t/<task key>" of l; a ledger
- * without aux storage starts empty). Free with altar__settled_free. */
+/* Loads what earlier lives stored (a ledger without aux storage starts
+ * empty). Keys of the older per-member layout are carried into records,
+ * and damaged records deleted, in one write. A damaged record does not
+ * fail the load: it counts in damaged, described in damage. Free with
+ * altar__settled_free. */
 int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, altar_error_t *err);
 void altar__settled_free(altar__settled_t *s);
 

@@ -117,10 +117,26 @@ static void test_wrapping_run(void) {
   }
 }
 
+/* A slot shows the key pointer a put gave it, replaced with the value. */
+static void test_slot_keeps_put_key(void) {
+  altar__hmap_t m = {0};
+  char a[] = "task", b[] = "task";
+  int va = 1, vb = 2;
+  CU_ASSERT_PTR_NULL(altar__hmap_slot_h(&m, a, 4, altar__hash(a, 4)));
+  CU_ASSERT_EQUAL(altar__hmap_put(&m, a, 4, &va), 0);
+  const altar__hslot_t *s = altar__hmap_slot_h(&m, b, 4, altar__hash(b, 4));
+  CU_ASSERT(s && s->key == a && s->val == &va && s->len == 4);
+  CU_ASSERT_EQUAL(altar__hmap_put(&m, b, 4, &vb), 0);
+  s = altar__hmap_slot_h(&m, a, 4, altar__hash(a, 4));
+  CU_ASSERT(s && s->key == b && s->val == &vb);
+  altar__hmap_free(&m);
+}
+
 static void add(void) {
   ALTAR_SUITE("hmap", NULL, NULL);
   ALTAR_TEST(test_random_against_reference);
   ALTAR_TEST(test_wrapping_run);
+  ALTAR_TEST(test_slot_keeps_put_key);
 }
 
 int main(int argc, char **argv) {

@@ -1,0 +1,427 @@
+/* Settled groups as stored: one record per settled group, reloaded in
+ * write order to the same set (and so the same decisions), pruned by
+ * record, ledgers of the older per-member layout carried over, and damaged
+ * records skipped and reported. Drives altar__settled_* over a RocksDB
+ * ledger in a temporary directory, one batch at a time as the daemon does. */
+#include "altar/ledger.h"
+#include "reconciler/ledger_aux.h"
+#include "reconciler/settled.h"
+#include "reconciler/settled_record.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double H = ALTAR_SETTLED_HORIZON_S;
+
+static const char *specs_yaml = "pair:\n  group_by: [job_id]\n  ready_when: {count_at_least: 2}\n"
+                                "wide:\n  group_by: [job_id]\n  ready_when: {count_at_least: 40}\n";
+
+typedef struct fixture {
+  char *root;
+  altar_ledger_t *l;
+  altar_group_specs_t groups;
+  altar__settled_t s;
+} fixture_t;
+
+static altar_ledger_t *open_ledger(const char *root) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/ledger", root);
+  altar_error_t err = {0};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  if (!l) fprintf(stderr, "open ledger: %s\n", err.msg);
+  CU_ASSERT_FATAL(l != NULL);
+  return l;
+}
+
+/* Loads the settled set of f's ledger into f->s. */
+static void load(fixture_t *f) {
+  altar_error_t err = {0};
+  int rc = altar__settled_load(&f->s, f->l, &err);
+  if (rc) fprintf(stderr, "load: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+}
+
+static void fx_open(fixture_t *f, const char *tag) {
+  memset(f, 0, sizeof *f);
+  f->root = altar_test_tmpdir(tag);
+  f->l = open_ledger(f->root);
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_group_specs_load_string(specs_yaml, strlen(specs_yaml), "t", &f->groups, &err) == 0);
+  load(f);
+}
+
+/* A daemon restart: the set is loaded anew from the reopened ledger. */
+static void fx_restart(fixture_t *f) {
+  altar__settled_free(&f->s);
+  altar_ledger_close(f->l);
+  f->l = open_ledger(f->root);
+  load(f);
+}
+
+static void fx_close(fixture_t *f) {
+  altar__settled_free(&f->s);
+  altar_ledger_close(f->l);
+  altar_group_specs_clear(&f->groups);
+  altar_test_rmtree(f->root);
+  free(f->root);
+}
+
+/* A status event of fold `fold` of job, run `run`: task key "tk-<job>-<fold>",
+ * handle process/"<job>-<fold>-<run>"; a submission or a success. */
+static void ev_fill(altar_status_event_t *e, const char *kind, bool submitted, const char *job, int fold,
+                    const char *run, double ts) {
+  memset(e, 0, sizeof *e);
+  e->v = ALTAR_SCHEMA_VERSION;
+  e->event = submitted ? ALTAR_EV_SUBMITTED : ALTAR_EV_STATE;
+  e->state = submitted ? ALTAR_STATE_PENDING : ALTAR_STATE_SUCCEEDED;
+  e->ts = ts;
+  char eid[64], tk[64], fs[8];
+  snprintf(eid, sizeof eid, "%s-%d-%s", job, fold, run);
+  snprintf(tk, sizeof tk, "tk-%s-%d", job, fold);
+  snprintf(fs, sizeof fs, "%d", fold);
+  e->task_key = strdup(tk);
+  e->kind = strdup(kind);
+  altar_handle_init(&e->handle, "process", eid);
+  altar_strmap_set(&e->handle.labels, "job_id", job);
+  altar_strmap_set(&e->handle.labels, "fold", fs);
+  if (submitted) {
+    e->spec = altar_spec_new(kind, "img:1");
+    altar_spec_add_arg(e->spec, "run");
+    altar_spec_set_label(e->spec, "job_id", job);
+  }
+}
+
+/* Applies n events in one batch as the daemon does, committed (or aborted
+ * when abort is set); returns the events set aside, *pfired the groups. */
+static size_t batch(fixture_t *f, altar_status_event_t *evs, size_t n, bool abort, size_t *pfired) {
+  altar_error_t err = {0};
+  altar_apply_result_t res = {0};
+  size_t skipped = 0;
+  CU_ASSERT_FATAL(altar_ledger_begin(f->l, &err) == 0);
+  int rc = altar__settled_apply(&f->s, f->l, &f->groups, evs, n, &res, &skipped, &err);
+  if (rc) fprintf(stderr, "apply: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  if (abort) {
+    CU_ASSERT_FATAL(altar_ledger_abort(f->l, &err) == 0);
+    altar__settled_abort(&f->s);
+  } else {
+    CU_ASSERT_FATAL(altar_ledger_commit(f->l, &err) == 0);
+    altar__settled_commit(&f->s);
+  }
+  if (pfired) *pfired = res.n_events;
+  altar_apply_result_clear(&res);
+  for (size_t i = 0; i < n; i++) altar_status_event_clear(&evs[i]);
+  return skipped;
+}
+
+/* Runs every fold of job (run `run`, all at ts) to success in one batch;
+ * returns the groups that settled. */
+static size_t settle(fixture_t *f, const char *kind, const char *job, int folds, const char *run, double ts,
+                     bool abort) {
+  altar_status_event_t *evs = calloc(2 * (size_t)folds, sizeof *evs);
+  CU_ASSERT_FATAL(evs != NULL);
+  for (int i = 0; i < folds; i++) {
+    ev_fill(&evs[i], kind, true, job, i, run, ts);
+    ev_fill(&evs[folds + i], kind, false, job, i, run, ts);
+  }
+  size_t fired = 0;
+  batch(f, evs, 2 * (size_t)folds, abort, &fired);
+  free(evs);
+  return fired;
+}
+
+/* True when a submission of fold `fold` of job by run `run` at ts is
+ * applied (false: set aside as a rerun of a settled task). */
+static bool applies(fixture_t *f, const char *job, int fold, const char *run, double ts) {
+  altar_status_event_t e;
+  ev_fill(&e, "pair", true, job, fold, run, ts);
+  return batch(f, &e, 1, false, NULL) == 0;
+}
+
+static int count_aux(void *ctx, const void *k, size_t kl, const void *v, size_t vl) {
+  (void)k, (void)kl, (void)v, (void)vl;
+  (*(size_t *)ctx)++;
+  return 0;
+}
+
+static size_t keys_under(altar_ledger_t *l, const char *prefix) {
+  size_t n = 0;
+  altar_error_t err = {0};
+  CU_ASSERT(altar__ledger_aux_scan(l, prefix, strlen(prefix), count_aux, &n, &err) == 0);
+  return n;
+}
+
+/* The settled set as sorted "task key=run@ts" lines. */
+typedef struct dump {
+  char *v[512];
+  size_t n;
+} dump_t;
+
+static int cmp_line(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void dump(const altar__settled_t *s, dump_t *d) {
+  d->n = 0;
+  for (size_t i = 0; i < s->done.cap; i++) {
+    const altar__hslot_t *sl = &s->done.slots[i];
+    if (!sl->key) continue;
+    CU_ASSERT_FATAL(d->n < 512);
+    char line[512];
+    snprintf(line, sizeof line, "%.*s=%s@%.17g", (int)sl->len, sl->key, sl->key + sl->len + 1,
+             ((const altar__settled_rec_t *)sl->val)->ts);
+    d->v[d->n++] = strdup(line);
+  }
+  qsort(d->v, d->n, sizeof *d->v, cmp_line);
+}
+
+static void dump_free(dump_t *d) {
+  for (size_t i = 0; i < d->n; i++) free(d->v[i]);
+  d->n = 0;
+}
+
+static bool dump_has(const dump_t *d, const char *line) {
+  for (size_t i = 0; i < d->n; i++)
+    if (!strcmp(d->v[i], line)) return true;
+  return false;
+}
+
+static void assert_same(const dump_t *a, const dump_t *b) {
+  CU_ASSERT_EQUAL_FATAL(a->n, b->n);
+  for (size_t i = 0; i < a->n; i++) {
+    if (strcmp(a->v[i], b->v[i])) fprintf(stderr, "settled set differs: %s / %s\n", a->v[i], b->v[i]);
+    CU_ASSERT_STRING_EQUAL(a->v[i], b->v[i]);
+  }
+}
+
+/* A settled group of 40 shards is one key holding its 40 members. */
+static void test_group_writes_one_key(void) {
+  fixture_t f;
+  fx_open(&f, "settled-one-key");
+  CU_ASSERT_EQUAL(settle(&f, "wide", "w1", 40, "r1", 10.0, false), 1);
+  CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 1);
+  CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_OLD_PREFIX), 0);
+  CU_ASSERT_EQUAL(f.s.done.n, 40);
+  fx_restart(&f);
+  CU_ASSERT_EQUAL(f.s.done.n, 40);
+  CU_ASSERT_FALSE(applies(&f, "w1", 39, "r2", 11.0)); /* a rerun of the last member is set aside */
+  fx_close(&f);
+}
+
+/* After several groups, one batch aborted, and a task settled twice (the
+ * second time after the first expired) in two records, a reload gives the
+ * same set, so the same decisions: the later record wins. */
+static void test_reload_keeps_write_order(void) {
+  fixture_t f;
+  fx_open(&f, "settled-reload");
+  CU_ASSERT_EQUAL(settle(&f, "pair", "j1", 2, "r1", 10.0, false), 1);
+  CU_ASSERT_EQUAL(settle(&f, "pair", "j2", 2, "r1", 20.0, false), 1);
+  CU_ASSERT_EQUAL(settle(&f, "pair", "j3", 2, "r1", 25.0, true), 1); /* aborted: never settled */
+  CU_ASSERT_FALSE(applies(&f, "j1", 0, "r2", 10.0 + H - 1));     /* within the horizon */
+  /* Past it, j1 runs again, and settles again, in a newer record. */
+  CU_ASSERT_EQUAL(settle(&f, "pair", "j1", 2, "r3", 10.0 + H + 5, false), 1);
+  CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 3);
+  dump_t before, after;
+  dump(&f.s, &before);
+  CU_ASSERT(dump_has(&before, "tk-j1-0=process\x1fj1-0-r3@604815"));
+  CU_ASSERT(!dump_has(&before, "tk-j3-0=process\x1fj3-0-r1@25"));
+  double max_ts = f.s.max_ts;
+
+  fx_restart(&f);
+  dump(&f.s, &after);
+  assert_same(&before, &after);
+  CU_ASSERT_EQUAL(f.s.max_ts, max_ts);
+  /* The run that settled last stands; the first run of j1 is now a rerun. */
+  CU_ASSERT_FALSE(applies(&f, "j1", 0, "r1", 10.0 + H + 6));
+  CU_ASSERT_TRUE(applies(&f, "j3", 0, "r2", 26.0));
+  /* Records written after the reload follow the loaded ones. */
+  CU_ASSERT_EQUAL(settle(&f, "pair", "j2", 2, "r4", 20.0 + H + 7, false), 1);
+  dump_free(&before);
+  dump(&f.s, &before);
+  fx_restart(&f);
+  dump_free(&after);
+  dump(&f.s, &after);
+  assert_same(&before, &after);
+  CU_ASSERT(dump_has(&after, "tk-j2-1=process\x1fj2-1-r4@604827"));
+  dump_free(&before);
+  dump_free(&after);
+  fx_close(&f);
+}
+
+static bool has_key(altar_ledger_t *l, uint64_t seq) {
+  char k[ALTAR__SETTLED_KEY_LEN + 1];
+  altar__settled_key(seq, k);
+  altar_buf_t b = {0};
+  altar_error_t err = {0};
+  int rc = altar__ledger_aux_get(l, k, ALTAR__SETTLED_KEY_LEN, &b, &err);
+  altar_buf_free(&b);
+  return rc == ALTAR_OK;
+}
+
+/* Pruning deletes whole records by their ts, also one whose every member a
+ * newer record took over, and drops only the entries a record still holds. */
+static void test_prune_deletes_records(void) {
+  fixture_t f;
+  fx_open(&f, "settled-prune");
+  CU_ASSERT_EQUAL(settle(&f, "pair", "j1", 2, "r1", 10.0, false), 1);          /* record 0 */
+  CU_ASSERT_EQUAL(settle(&f, "pair", "j1", 2, "r2", 10.0 + H + 5, false), 1);  /* record 1: j1 again */
+  CU_ASSERT_EQUAL(settle(&f, "pair", "j2", 2, "r1", 10.0 + H + 10, false), 1); /* record 2 */
+  CU_ASSERT(has_key(f.l, 0) && has_key(f.l, 1) && has_key(f.l, 2));
+  /* The pass due a horizon after the last one: twice the horizon after
+   * record 0, and record 1 still counts. */
+  CU_ASSERT_TRUE(applies(&f, "j9", 0, "r1", 10.0 + 2 * H + 5));
+  CU_ASSERT(!has_key(f.l, 0) && has_key(f.l, 1) && has_key(f.l, 2));
+  CU_ASSERT_EQUAL(f.s.pruned, 0); /* record 0 held no entry any more */
+  CU_ASSERT_EQUAL(f.s.done.n, 4);
+  CU_ASSERT_FALSE(applies(&f, "j1", 0, "r1", 10.0 + 2 * H + 5)); /* r2 still settles it */
+  fx_restart(&f);
+  CU_ASSERT_EQUAL(f.s.done.n, 4);
+  /* A horizon later the pass comes again, twice the horizon after 1 and 2. */
+  CU_ASSERT_TRUE(applies(&f, "j9", 1, "r1", 10.0 + 3 * H + 200));
+  CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 0);
+  CU_ASSERT_EQUAL(f.s.done.n, 0);
+  CU_ASSERT_EQUAL(f.s.pruned, 4);
+  fx_restart(&f);
+  CU_ASSERT_EQUAL(f.s.done.n, 0);
+  fx_close(&f);
+}
+
+/* An aborted batch drops the deletes of the records it pruned; the next
+ * batch that commits deletes them. */
+static void test_prune_survives_an_aborted_batch(void) {
+  fixture_t f;
+  fx_open(&f, "settled-prune-abort");
+  CU_ASSERT_EQUAL(settle(&f, "pair", "j1", 2, "r1", 10.0, false), 1);
+  altar_status_event_t e;
+  ev_fill(&e, "pair", true, "j9", 0, "r1", 10.0 + 2 * H + 100);
+  batch(&f, &e, 1, true, NULL); /* prunes record 0, then aborts */
+  CU_ASSERT_EQUAL(f.s.done.n, 0);
+  CU_ASSERT_TRUE(has_key(f.l, 0));
+  CU_ASSERT_TRUE(applies(&f, "j9", 1, "r1", 10.0 + 2 * H + 101));
+  CU_ASSERT_FALSE(has_key(f.l, 0));
+  fx_close(&f);
+}
+
+static void put_raw(altar_ledger_t *l, const char *key, const void *val, size_t vlen) {
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar__ledger_aux_put(l, key, strlen(key), val, vlen, &err) == 0);
+}
+
+/* A string literal's bytes, without the terminating NUL the compiler adds. */
+#define PUT_LIT(l, key, lit) put_raw(l, key, lit, sizeof lit - 1)
+
+/* A ledger of the older layout ("t/<task key>" per member, written raw
+ * here): loaded as the older code loaded it, carried into records in one
+ * write, then pruned as records; a record already there wins over an old
+ * key of the same task. */
+static void test_old_layout_is_carried_over(void) {
+  fixture_t f;
+  fx_open(&f, "settled-old");
+  CU_ASSERT_EQUAL(settle(&f, "pair", "jb", 2, "r2", 50.0, false), 1); /* tk-jb-0, tk-jb-1 */
+  altar__settled_free(&f.s);
+  PUT_LIT(f.l, "t/tk-ja-0", "process\x1fja-0-r1\0" "100");
+  PUT_LIT(f.l, "t/tk-ja-1", "process\x1fja-1-r1\0" "100");
+  PUT_LIT(f.l, "t/tk-jb-0", "process\x1fjb-0-r1\0" "40"); /* older than the record */
+  PUT_LIT(f.l, "t/tk-jc-0", "process\x1fjc-0-r1");        /* no ts: never expires */
+  PUT_LIT(f.l, "t/tk-jd-0", "process\x1fjd-0-r1\0" "5000");
+  PUT_LIT(f.l, "t/", "process\x1fx\0" "1"); /* no task key: ignored, as before */
+  load(&f);
+  dump_t d, again;
+  dump(&f.s, &d);
+  CU_ASSERT_EQUAL(d.n, 6);
+  CU_ASSERT(dump_has(&d, "tk-ja-0=process\x1fja-0-r1@100"));
+  CU_ASSERT(dump_has(&d, "tk-ja-1=process\x1fja-1-r1@100"));
+  CU_ASSERT(dump_has(&d, "tk-jb-0=process\x1fjb-0-r2@50"));
+  CU_ASSERT(dump_has(&d, "tk-jc-0=process\x1fjc-0-r1@-inf"));
+  CU_ASSERT(dump_has(&d, "tk-jd-0=process\x1fjd-0-r1@5000"));
+  CU_ASSERT_EQUAL(f.s.max_ts, 5000.0);
+  CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_OLD_PREFIX), 0);
+  CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 4); /* jb's, and one per ts: -inf, 100, 5000 */
+  fx_restart(&f);
+  dump(&f.s, &again);
+  assert_same(&d, &again);
+  dump_free(&again);
+  CU_ASSERT_FALSE(applies(&f, "ja", 0, "r2", 150.0));
+  /* Twice the horizon after ts 100: ja's record and jb's (50) go, jd's
+   * (5000) and jc's (no ts) stay. */
+  CU_ASSERT_TRUE(applies(&f, "j9", 0, "r1", 100.0 + 2 * H + 10));
+  CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 2);
+  dump(&f.s, &again);
+  CU_ASSERT_EQUAL(again.n, 2);
+  CU_ASSERT(dump_has(&again, "tk-jc-0=process\x1fjc-0-r1@-inf"));
+  CU_ASSERT(dump_has(&again, "tk-jd-0=process\x1fjd-0-r1@5000"));
+  dump_free(&again);
+  dump_free(&d);
+  fx_close(&f);
+}
+
+/* Damaged record values (and a key of no record) are skipped, counted,
+ * described and deleted; the intact records load. */
+static void test_damaged_records_are_skipped(void) {
+  fixture_t f;
+  fx_open(&f, "settled-damaged");
+  CU_ASSERT_EQUAL(settle(&f, "pair", "j1", 2, "r1", 10.0, false), 1); /* record 0 */
+  const char ts[8] = {0x40, 0x24, 0, 0, 0, 0, 0, 0};                   /* 10.0 */
+  static const char member[] = "tk-x\0process\x1fx-1"; /* and its NUL */
+  char v[64];
+  const size_t whole = 8 + sizeof member;
+  memcpy(v, ts, 8);
+  memcpy(v + 8, member, sizeof member);
+  memcpy(v + whole, "tail", 4);
+  put_raw(f.l, "g/00000000000000f0", ts, 5);         /* truncated inside the ts */
+  put_raw(f.l, "g/00000000000000f1", v, whole - 1);  /* truncated: the last NUL lost */
+  put_raw(f.l, "g/00000000000000f2", v, 8 + 4);      /* a task key without its NUL */
+  put_raw(f.l, "g/00000000000000f3", v, whole + 4);  /* overlong: bytes after the last member */
+  put_raw(f.l, "g/00000000000000fZ", v, whole);      /* not a record key */
+  put_raw(f.l, "g/ffffffffffffffff", v, whole);      /* no sequence number after it */
+  put_raw(f.l, "g/00000000000000f4", v, whole);      /* intact */
+  fx_restart(&f);
+  CU_ASSERT_EQUAL(f.s.damaged, 6);
+  CU_ASSERT_EQUAL(f.s.damage.code, ALTAR_ELEDGER);
+  CU_ASSERT_PTR_NOT_NULL(strstr(f.s.damage.msg, "6 damaged record(s)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(f.s.damage.msg, "g/00000000000000f0: too short"));
+  CU_ASSERT_EQUAL(f.s.done.n, 3); /* tk-j1-0, tk-j1-1, tk-x */
+  CU_ASSERT_EQUAL(f.s.next_seq, 0xf5);
+  CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 2);
+  CU_ASSERT_FALSE(applies(&f, "j1", 0, "r2", 11.0));
+  fx_restart(&f);
+  CU_ASSERT_EQUAL(f.s.damaged, 0);
+  CU_ASSERT_EQUAL(f.s.done.n, 3);
+  fx_close(&f);
+}
+
+/* The member reader stays inside the value whatever its bytes. */
+static void test_member_reader_bounds(void) {
+  const char v[] = "\x40\x24\0\0\0\0\0\0" "a\0b\x1f" "c\0" "d";
+  altar__settled_member_t m;
+  size_t pos = 0;
+  CU_ASSERT_EQUAL(altar__settled_member_next(v, 7, &pos, &m), -1);
+  pos = 0;
+  CU_ASSERT_EQUAL(altar__settled_member_next(v, 8, &pos, &m), 0);
+  pos = 0;
+  CU_ASSERT_EQUAL(altar__settled_member_next(v, 14, &pos, &m), 1);
+  CU_ASSERT(m.klen == 1 && m.rlen == 3 && !strcmp(m.run, "b\x1f" "c"));
+  CU_ASSERT_EQUAL(altar__settled_member_next(v, 14, &pos, &m), 0);
+  pos = 0;
+  CU_ASSERT_EQUAL(altar__settled_member_next(v, 10, &pos, &m), -1); /* the run's NUL is out of bounds */
+  pos = 0;
+  CU_ASSERT_EQUAL(altar__settled_member_next(v, 1, &pos, &m), -1);
+  uint64_t seq;
+  CU_ASSERT_TRUE(altar__settled_key_seq("g/00000000000000ab", 18, &seq) && seq == 0xab);
+  CU_ASSERT_FALSE(altar__settled_key_seq("g/00000000000000AB", 18, &seq));
+  CU_ASSERT_FALSE(altar__settled_key_seq("g/0000000000000ab", 17, &seq));
+}
+
+static void add(void) {
+  ALTAR_SUITE("settled", NULL, NULL);
+  ALTAR_TEST(test_group_writes_one_key);
+  ALTAR_TEST(test_reload_keeps_write_order);
+  ALTAR_TEST(test_prune_deletes_records);
+  ALTAR_TEST(test_prune_survives_an_aborted_batch);
+  ALTAR_TEST(test_old_layout_is_carried_over);
+  ALTAR_TEST(test_damaged_records_are_skipped);
+  ALTAR_TEST(test_member_reader_bounds);
+}
+
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
