@@ -95,7 +95,11 @@ int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val) {
 }
 
 void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len) {
-  altar__hslot_t *s = find(m, key, len, altar__hash(key, len));
+  return altar__hmap_del_h(m, key, len, altar__hash(key, len));
+}
+
+void *altar__hmap_del_h(altar__hmap_t *m, const char *key, size_t len, uint64_t hash) {
+  altar__hslot_t *s = find(m, key, len, hash);
   if (!s) return NULL;
   void *v = s->val;
   /* Close the hole: move back each later entry of the run that would no
