@@ -64,8 +64,9 @@ altar__lent_t *altar__lent_new(const altar_handle_t *h, const char *kind, const 
   size_t head = (sizeof(altar__lent_t) + sizeof(char *) - 1) & ~(sizeof(char *) - 1);
   size_t size = head + altar_handle_packed_size(h) + strlen(kind) + 1 + (task_key ? strlen(task_key) + 1 : 0) +
                 (group_key ? strlen(group_key) + 1 : 0) + extra;
-  altar__lent_t *x = calloc(1, size);
+  altar__lent_t *x = malloc(size);
   if (!x) return NULL;
+  memset(x, 0, sizeof *x); /* the rest is written below, or by the caller */
   x->active_pos = SIZE_MAX;
   x->one_block = true;
   altar_record_t *rec = &x->e.rec;
