@@ -80,23 +80,25 @@ static int cmp_str(const void *a, const void *b) {
 int altar_group_event_id(const char *kind, const char *group_key, const char *const *task_keys, size_t n,
                          char out[ALTAR_TASK_KEY_LEN + 1]) {
   if (!kind || !group_key || (n && !task_keys)) return ALTAR_EINVAL;
-  const char **sorted = NULL;
-  if (n) {
-    if (!(sorted = malloc(n * sizeof *sorted))) return ALTAR_ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-      if (!task_keys[i]) {
-        free(sorted);
-        return ALTAR_EINVAL;
-      }
-      sorted[i] = task_keys[i];
+  /* A group event's few members need no allocation to be sorted. */
+  const char *stack[16], **sorted = n <= 16 ? stack : malloc(n * sizeof *sorted);
+  if (!sorted) return ALTAR_ENOMEM;
+  size_t est = 64 + strlen(kind) + strlen(group_key); /* headers at their widest, and the strings */
+  for (size_t i = 0; i < n; i++) {
+    if (!task_keys[i]) {
+      if (sorted != stack) free(sorted);
+      return ALTAR_EINVAL;
     }
-    qsort(sorted, n, sizeof *sorted, cmp_str);
+    sorted[i] = task_keys[i];
+    est += 5 + strlen(task_keys[i]);
   }
+  if (n) qsort(sorted, n, sizeof *sorted, cmp_str);
   size_t m = 0;
   for (size_t i = 0; i < n; i++)
     if (m == 0 || strcmp(sorted[m - 1], sorted[i])) sorted[m++] = sorted[i];
 
   altar_buf_t b = {0};
+  (void)altar_buf_reserve(&b, est); /* one allocation, not one per doubling; failing, the writer's own is tried */
   altar__wr_t w;
   altar__wr_init(&w, &b, "group", NULL);
   msgpack_pack_map(&w.pk, 3);
@@ -107,7 +109,7 @@ int altar_group_event_id(const char *kind, const char *group_key, const char *co
   altar__wr_key(&w, "task_keys");
   msgpack_pack_array(&w.pk, m);
   for (size_t i = 0; i < m; i++) msgpack_pack_str_with_body(&w.pk, sorted[i], strlen(sorted[i]));
-  free(sorted);
+  if (sorted != stack) free(sorted);
   int rc = w.oom ? ALTAR_ENOMEM : sha256_hex(b.data, b.len, out, NULL);
   altar_buf_free(&b);
   return rc;

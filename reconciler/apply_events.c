@@ -7,16 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Frees what r holds; the event and retry arrays stay for the next batch. */
+/* Frees what r holds; the event and retry arrays and the arena's chunks
+ * stay for the next batch. */
 void altar_apply_result_reset(altar_apply_result_t *r) {
   if (!r) return;
-  for (size_t i = 0; i < r->n_events; i++) {
-    if (r->shard_task_keys && r->shard_task_keys[i]) {
-      for (size_t k = 0; k < r->events[i].n_shards; k++) free(r->shard_task_keys[i][k]);
-      free(r->shard_task_keys[i]);
-    }
-    altar_group_event_clear(&r->events[i]);
-  }
   for (size_t i = 0; i < r->n_retries; i++) {
     altar_retry_request_t *q = &r->retries[i];
     free(q->kind);
@@ -26,6 +20,7 @@ void altar_apply_result_reset(altar_apply_result_t *r) {
   }
   altar_strlist_clear(&r->deferred_groups);
   altar_strlist_clear(&r->stalled_groups);
+  altar_arena_reset(&r->mem); /* the events' strings, shards and task keys */
   r->n_events = r->n_retries = r->applied = r->ignored = 0;
 }
 
@@ -35,66 +30,46 @@ void altar_apply_result_clear(altar_apply_result_t *r) {
   free(r->events);
   free(r->shard_task_keys);
   free(r->retries);
+  altar_arena_free(&r->mem);
   memset(r, 0, sizeof *r);
 }
 
-/* The member key that goes into a group event id: the task key, or
- * "backend:external_id" for a record that has none. */
-static char *member_key(const altar_ledger_entry_t *e) {
-  if (e->task_key) return strdup(e->task_key);
-  size_t n = strlen(e->rec.handle.backend) + strlen(e->rec.handle.external_id) + 2;
-  char *k = malloc(n);
-  if (k) snprintf(k, n, "%s:%s", e->rec.handle.backend, e->rec.handle.external_id);
-  return k;
-}
-
 /* Copies of what a decision needs, taken before the ledger changes (the
- * borrowed member views die with the first change). */
+ * borrowed member views die with the first change). They lie in the
+ * result's arena: an event made of them keeps them until the result is
+ * reset, and one not made costs nothing to free. */
 typedef struct picked {
   altar_handle_t *hs;
-  char **keys;
-  bool *has_task; /* keys[i] is the record's task key (not backend:external_id) */
-  bool *hopeless; /* failed deterministically: a retry would fail again */
-  int64_t *restarts;
+  const char **keys; /* what the event id is made of: the task key, or "backend:external_id" */
+  char **tkeys;      /* the record's task key, or NULL: the event's shard_task_keys */
   size_t n;
 } picked_t;
 
-static void picked_clear(picked_t *p) {
-  for (size_t i = 0; i < p->n; i++) {
-    altar_handle_clear(&p->hs[i]);
-    free(p->keys[i]);
-  }
-  free(p->hs);
-  free(p->keys);
-  free(p->has_task);
-  free(p->hopeless);
-  free(p->restarts);
-  memset(p, 0, sizeof *p);
-}
-
-static int pick(picked_t *p, const altar_ledger_entry_t *const *m, size_t n, altar_state_t state) {
+static int pick(picked_t *p, altar_arena_t *a, const altar_ledger_entry_t *const *m, size_t n, altar_state_t state) {
   size_t cnt = 0;
   for (size_t i = 0; i < n; i++) cnt += m[i]->rec.state == state;
   memset(p, 0, sizeof *p);
   if (!cnt) return ALTAR_OK;
-  p->hs = calloc(cnt, sizeof *p->hs);
-  p->keys = calloc(cnt, sizeof *p->keys);
-  p->restarts = calloc(cnt, sizeof *p->restarts);
-  p->has_task = calloc(cnt, sizeof *p->has_task);
-  p->hopeless = calloc(cnt, sizeof *p->hopeless);
-  if (!p->hs || !p->keys || !p->restarts || !p->has_task || !p->hopeless) goto oom;
+  /* The three arrays in one piece (every element pointer-aligned). */
+  p->hs = altar_arena_alloc(a, cnt * (sizeof *p->hs + sizeof *p->keys + sizeof *p->tkeys));
+  if (!p->hs) return ALTAR_ENOMEM;
+  p->keys = (const char **)(void *)(p->hs + cnt);
+  p->tkeys = (char **)(void *)(p->keys + cnt);
   for (size_t i = 0; i < n; i++) {
-    if (m[i]->rec.state != state) continue;
-    if (altar_handle_copy_compact(&p->hs[p->n], &m[i]->rec.handle)) goto oom;
-    p->restarts[p->n] = m[i]->rec.restart_count;
-    p->has_task[p->n] = m[i]->task_key != NULL;
-    p->hopeless[p->n] = m[i]->rec.failure && m[i]->rec.failure->deterministic;
-    if (!(p->keys[p->n++] = member_key(m[i]))) goto oom;
+    const altar_ledger_entry_t *e = m[i];
+    if (e->rec.state != state) continue;
+    /* The handle and its member key in one piece. */
+    const altar_handle_t *h = &e->rec.handle;
+    size_t kl = e->task_key ? strlen(e->task_key) : strlen(h->backend) + 1 + strlen(h->external_id);
+    char *mem = altar_arena_alloc(a, altar_handle_packed_size(h) + kl + 1);
+    if (!mem) return ALTAR_ENOMEM;
+    char *k = altar_handle_pack(&p->hs[p->n], h, mem);
+    if (e->task_key) memcpy(k, e->task_key, kl + 1);
+    else snprintf(k, kl + 1, "%s:%s", h->backend, h->external_id);
+    p->keys[p->n] = k;
+    p->tkeys[p->n++] = e->task_key ? k : NULL;
   }
   return ALTAR_OK;
-oom:
-  picked_clear(p);
-  return ALTAR_ENOMEM;
 }
 
 static size_t strmap_bytes(const altar_strmap_t *m) {
@@ -122,8 +97,9 @@ static int check_publishable(const char *k, const char *gk, const picked_t *p, a
   return ALTAR_OK;
 }
 
+/* Appends the event of p's shards; gk lies in res->mem already. */
 static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, const char *k,
-                      const char *gk, picked_t *p, double ts, altar_error_t *err) {
+                      char *gk, const picked_t *p, double ts, altar_error_t *err) {
   if (res->n_events == res->cap_events) {
     size_t cap = res->cap_events ? res->cap_events * 2 : 8;
     altar_group_event_t *v = realloc(res->events, cap * sizeof *v);
@@ -134,35 +110,16 @@ static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, 
     res->shard_task_keys = tk;
     res->cap_events = cap;
   }
-  char **tkeys = calloc(p->n ? p->n : 1, sizeof *tkeys);
-  if (!tkeys) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-  altar_group_event_t *ev = &res->events[res->n_events];
-  memset(ev, 0, sizeof *ev);
-  ev->v = ALTAR_SCHEMA_VERSION;
-  ev->event = kind;
-  ev->ts = ts;
   char id[ALTAR_TASK_KEY_LEN + 1];
-  int rc = altar_group_event_id(k, gk, (const char *const *)p->keys, p->n, id);
-  if (rc) {
-    free(tkeys);
-    return altar_error_set(err, rc, "apply: group %s:%s: cannot compute event id", k, gk);
-  }
-  if (!(ev->event_id = strdup(id)) || !(ev->kind = strdup(k)) || !(ev->group_key = strdup(gk))) {
-    altar_group_event_clear(ev);
-    free(tkeys);
+  int rc = altar_group_event_id(k, gk, p->keys, p->n, id);
+  if (rc) return altar_error_set(err, rc, "apply: group %s:%s: cannot compute event id", k, gk);
+  altar_group_event_t *ev = &res->events[res->n_events];
+  *ev = (altar_group_event_t){.v = ALTAR_SCHEMA_VERSION, .event = kind, .ts = ts, .group_key = gk,
+                              .shards = p->hs, .n_shards = p->n};
+  if (!(ev->event_id = altar_arena_strndup(&res->mem, id, ALTAR_TASK_KEY_LEN)) ||
+      !(ev->kind = altar_arena_strndup(&res->mem, k, strlen(k))))
     return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-  }
-  /* The event takes the handles over, and the task keys. */
-  ev->shards = p->hs;
-  ev->n_shards = p->n;
-  p->hs = NULL;
-  for (size_t i = 0; i < p->n; i++) {
-    if (p->has_task[i]) tkeys[i] = p->keys[i];
-    else free(p->keys[i]);
-  }
-  res->shard_task_keys[res->n_events] = tkeys;
-  p->n = 0;
-  res->n_events++;
+  res->shard_task_keys[res->n_events++] = p->tkeys;
   return ALTAR_OK;
 }
 
@@ -249,63 +206,54 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   size_t n;
   rc = l->ops->group_members(l->impl, gs->kind, gk, &m, &n, err);
   if (rc) return rc;
-  picked_t s = {0}, f = {0};
   /* Decide on borrowed views first; copy members only when acting. */
   size_t ns = 0, nf = 0;
+  bool budget = true; /* every failed member may run again */
   const altar_handle_t *stack[16], **ps = n <= 16 ? stack : malloc(n * sizeof *ps);
   if (!ps) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
   for (size_t i = 0; i < n; i++) {
-    if (m[i]->rec.state == ALTAR_STATE_SUCCEEDED) ps[ns++] = &m[i]->rec.handle;
-    nf += m[i]->rec.state == ALTAR_STATE_FAILED;
+    const altar_record_t *rec = &m[i]->rec;
+    if (rec->state == ALTAR_STATE_SUCCEEDED) ps[ns++] = &rec->handle;
+    if (rec->state != ALTAR_STATE_FAILED) continue;
+    nf++;
+    /* Out of restarts, or failed deterministically (it would fail again). */
+    budget &= rec->restart_count < gs->max_restarts && !(rec->failure && rec->failure->deterministic);
   }
   bool ready = false;
   if (ns) rc = altar_predicate_eval(&gs->ready_when, ps, ns, &ready, err);
   if (ps != stack) free(ps);
   if (rc) return altar_error_prefix(err, "group %s:%s: ready_when", gs->kind, gk);
   if (!ready && !nf) return ALTAR_OK; /* still fanning in */
-  if (pick(&s, m, n, ALTAR_STATE_SUCCEEDED) || pick(&f, m, n, ALTAR_STATE_FAILED)) {
-    rc = altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-    goto out;
-  }
+  /* gk may be the record's own (apply_state's), which the first change frees. */
+  char *own = altar_arena_strndup(&res->mem, gk, strlen(gk));
+  picked_t s, f;
+  if (!own || pick(&s, &res->mem, m, n, ALTAR_STATE_SUCCEEDED) || pick(&f, &res->mem, m, n, ALTAR_STATE_FAILED))
+    return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
   if (ready) {
     /* Fire with exactly the shards that succeeded so far; the group's
      * failed shards are settled with it. */
-    picked_t fired = s;
-    memset(&s, 0, sizeof s);
-    rc = check_publishable(gs->kind, gk, &fired, err); /* before anything changes */
-    if (!rc) rc = consume_both(l, &fired, &f, err);
-    if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, gk, &fired, ts, err);
-    picked_clear(&fired);
-    goto out;
+    rc = check_publishable(gs->kind, own, &s, err); /* before anything changes */
+    if (!rc) rc = consume_both(l, &s, &f, err);
+    if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, own, &s, ts, err);
+    return rc;
   }
-  if (!f.n) goto out; /* still fanning in */
+  if (!f.n) return ALTAR_OK; /* still fanning in */
   bool dead = gs->failed_policy == ALTAR_ON_FAILED_DEAD_LETTER;
   if (gs->failed_policy == ALTAR_ON_FAILED_RETRY) {
-    /* Out of restarts, or failed deterministically (it would fail again):
-     * the group can never complete. */
-    bool budget = true;
-    for (size_t i = 0; i < f.n; i++) budget &= f.restarts[i] < gs->max_restarts && !f.hopeless[i];
+    /* Without budget the group can never complete. */
     if (budget) {
       bool no_spec;
       rc = retry_all(l, gs->kind, &f, res, &no_spec, err);
-      if (rc || !no_spec) goto out;
+      if (rc || !no_spec) return rc;
     }
     dead = true;
   }
-  if (dead) {
-    picked_t d = f;
-    memset(&f, 0, sizeof f);
-    rc = check_publishable(gs->kind, gk, &d, err);
-    if (!rc) rc = consume_both(l, &d, &s, err);
-    if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, gk, &d, ts, err);
-    picked_clear(&d);
-  } else {
-    rc = push_name(gs->failed_policy == ALTAR_ON_FAILED_DEFER ? &res->deferred_groups : &res->stalled_groups,
-                   gs->kind, gk, err);
-  }
-out:
-  picked_clear(&s);
-  picked_clear(&f);
+  if (!dead)
+    return push_name(gs->failed_policy == ALTAR_ON_FAILED_DEFER ? &res->deferred_groups : &res->stalled_groups,
+                     gs->kind, own, err);
+  rc = check_publishable(gs->kind, own, &f, err);
+  if (!rc) rc = consume_both(l, &f, &s, err);
+  if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, own, &f, ts, err);
   return rc;
 }
 
@@ -333,14 +281,20 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
       if (rc) return rc;
     }
   }
-  char *gk = gs ? altar_group_by_key(&gs->group_by, h) : NULL;
-  if (gs && !gk) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  /* The record copies the key: a stack buffer holds most keys. */
+  char kbuf[256], *gk = NULL;
+  if (gs) {
+    size_t kl = altar_group_by_key_into(&gs->group_by, h, kbuf, sizeof kbuf);
+    if (!(gk = kl < sizeof kbuf ? kbuf : malloc(kl + 1)))
+      return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    if (gk != kbuf) altar_group_by_key_into(&gs->group_by, h, gk, kl + 1);
+  }
   altar_record_meta_t meta = {.task_key = ev->task_key, .group_key = gk, .restart_count = restarts,
                               .spec_enc = ev->spec_enc.len ? ev->spec_enc.data : NULL, .spec_len = ev->spec_enc.len,
                               .fixed_enc = ev->record_fixed.len ? ev->record_fixed.data : NULL,
                               .fixed_len = ev->record_fixed.len};
   int rc = altar_ledger_record_meta(l, h, ev->kind, ev->spec, &meta, err);
-  free(gk);
+  if (gk != kbuf) free(gk);
   return rc;
 }
 
@@ -371,15 +325,11 @@ static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const al
   if (ts < 0) ts = ev->ts; /* deterministic: a replay produces the same bytes */
   cur = l->ops->peek_open(l->impl, h->backend, h->external_id);
   if (!gs || !cur || !cur->group_key || !altar_state_terminal(ev->state)) return ALTAR_OK;
-  char *gk = strdup(cur->group_key);
-  if (!gk) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
   /* The bound may use this record's labels only when it is a succeeded
    * member of the very group decided (an event may name another kind). */
   bool member = cur->rec.state == ALTAR_STATE_SUCCEEDED && cur->rec.kind && !strcmp(cur->rec.kind, gs->kind);
   size_t min_succeeded = altar_predicate_min_succeeded(&gs->ready_when, member ? &cur->rec.handle : NULL);
-  rc = evaluate(l, gs, gk, min_succeeded, ts, res, err);
-  free(gk);
-  return rc;
+  return evaluate(l, gs, cur->group_key, min_succeeded, ts, res, err);
 }
 
 static const char *const ev_names[] = {"submitted", "state", "released"};

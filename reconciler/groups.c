@@ -25,26 +25,27 @@ void altar_group_by_clear(altar_group_by_t *g) {
   memset(g, 0, sizeof *g);
 }
 
-char *altar_group_by_key(const altar_group_by_t *g, const altar_handle_t *h) {
-  size_t len = g->n ? g->n - 1 : 0;
+size_t altar_group_by_key_into(const altar_group_by_t *g, const altar_handle_t *h, char *buf, size_t size) {
+  size_t len = 0;
   for (size_t i = 0; i < g->n; i++) {
-    const char *v = altar_strmap_get(&h->labels, g->labels[i]);
-    if (v) len += strlen(v);
-  }
-  char *k = malloc(len + 1);
-  if (!k) return NULL;
-  size_t off = 0;
-  for (size_t i = 0; i < g->n; i++) {
-    if (i) k[off++] = ':';
+    if (i) {
+      if (len < size) buf[len] = ':';
+      len++;
+    }
     /* A missing label is an empty segment: incomplete labels group predictably. */
     const char *v = altar_strmap_get(&h->labels, g->labels[i]);
-    if (v) {
-      size_t vl = strlen(v);
-      memcpy(k + off, v, vl);
-      off += vl;
-    }
+    size_t vl = v ? strlen(v) : 0;
+    if (vl && len + vl < size) memcpy(buf + len, v, vl);
+    len += vl;
   }
-  k[off] = '\0';
+  if (len < size) buf[len] = '\0';
+  return len;
+}
+
+char *altar_group_by_key(const altar_group_by_t *g, const altar_handle_t *h) {
+  size_t len = altar_group_by_key_into(g, h, NULL, 0);
+  char *k = malloc(len + 1);
+  if (k) altar_group_by_key_into(g, h, k, len + 1);
   return k;
 }
 

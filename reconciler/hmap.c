@@ -22,8 +22,17 @@ uint64_t altar__hash(const void *key, size_t len) {
     memcpy(&w, p, 8);
     h = fold_mul(h ^ w, 0xbf58476d1ce4e5b9ull);
   }
+  /* The last 1-7 bytes without a byte loop: two overlapping 4-byte reads,
+   * or first, middle and last byte; either covers every byte of the tail. */
   w = 0;
-  if (len) memcpy(&w, p, len);
+  if (len >= 4) {
+    uint32_t a, b;
+    memcpy(&a, p, 4);
+    memcpy(&b, p + len - 4, 4);
+    w = (uint64_t)a << 32 | b;
+  } else if (len) {
+    w = (uint64_t)p[0] << 16 | (uint64_t)p[len >> 1] << 8 | p[len - 1];
+  }
   return fold_mul(h ^ w ^ 0x2545f4914f6cdd1dull, 0x94d049bb133111ebull);
 }
 
@@ -99,7 +108,11 @@ int altar__hmap_put(altar__hmap_t *m, const char *key, size_t len, void *val) {
 }
 
 void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len) {
-  altar__hslot_t *s = find(m, key, len, altar__hash(key, len));
+  return altar__hmap_del_h(m, key, len, altar__hash(key, len));
+}
+
+void *altar__hmap_del_h(altar__hmap_t *m, const char *key, size_t len, uint64_t hash) {
+  altar__hslot_t *s = find(m, key, len, hash);
   if (!s) return NULL;
   void *v = s->val;
   /* Close the hole: move back each later entry of the run that would no

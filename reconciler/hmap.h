@@ -39,6 +39,7 @@ int altar__hmap_put_h(altar__hmap_t *m, const char *key, size_t len, uint64_t ha
 /* Removes key; returns its value or NULL. May move other entries between
  * slots, so do not delete while walking the slots. */
 void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len);
+void *altar__hmap_del_h(altar__hmap_t *m, const char *key, size_t len, uint64_t hash);
 /* Empties the map and keeps its table for reuse. */
 void altar__hmap_clear(altar__hmap_t *m);
 void altar__hmap_free(altar__hmap_t *m);

@@ -64,8 +64,9 @@ altar__lent_t *altar__lent_new(const altar_handle_t *h, const char *kind, const 
   size_t head = (sizeof(altar__lent_t) + sizeof(char *) - 1) & ~(sizeof(char *) - 1);
   size_t size = head + altar_handle_packed_size(h) + strlen(kind) + 1 + (task_key ? strlen(task_key) + 1 : 0) +
                 (group_key ? strlen(group_key) + 1 : 0) + extra;
-  altar__lent_t *x = calloc(1, size);
+  altar__lent_t *x = malloc(size);
   if (!x) return NULL;
+  memset(x, 0, sizeof *x); /* the rest is written below, or by the caller */
   x->active_pos = SIZE_MAX;
   x->one_block = true;
   altar_record_t *rec = &x->e.rec;
@@ -127,32 +128,29 @@ static altar__lgroup_t *group_get(altar__lindex_t *ix, const char *kind, const c
   memcpy(k, kind, kl);
   k[kl] = '\0';
   memcpy(k + kl + 1, gk, gl + 1);
-  altar__lgroup_t *g = altar__hmap_get(&ix->groups, k, kl + 1 + gl);
+  uint64_t hash = altar__hash(k, kl + 1 + gl); /* once for the lookup and the insert */
+  altar__lgroup_t *g = altar__hmap_get_h(&ix->groups, k, kl + 1 + gl, hash);
   if (g || !create) {
     if (k != stackbuf) free(k);
     return g;
   }
-  /* A new group keeps its own copy of the key. */
-  if (k == stackbuf) {
-    if (!(k = malloc(kl + gl + 2))) return NULL;
-    memcpy(k, stackbuf, kl + gl + 2);
+  /* A new group keeps its own copy of the key, in the same block. */
+  g = calloc(1, sizeof *g + kl + gl + 2);
+  if (g) {
+    g->key = memcpy(g + 1, k, kl + gl + 2);
+    g->key_len = kl + 1 + gl;
   }
-  g = calloc(1, sizeof *g);
-  if (!g) goto oom;
-  g->key = k;
-  g->key_len = kl + 1 + gl;
-  if (altar__hmap_put(&ix->groups, g->key, g->key_len, g)) goto oom;
+  if (k != stackbuf) free(k);
+  if (g && altar__hmap_put_h(&ix->groups, g->key, g->key_len, hash, g, NULL)) {
+    free(g);
+    g = NULL;
+  }
   return g;
-oom:
-  free(g);
-  free(k);
-  return NULL;
 }
 
 static void group_free(altar__lgroup_t *g) {
   if (!g) return;
   free(g->m);
-  free(g->key);
   free(g);
 }
 
@@ -210,14 +208,16 @@ void altar__lindex_detach(altar__lindex_t *ix, altar__lent_t *x) {
   }
   if (x->e.task_key) {
     size_t tl = strlen(x->e.task_key);
-    if (altar__hmap_get(&ix->tasks, x->e.task_key, tl) == x) altar__hmap_del(&ix->tasks, x->e.task_key, tl);
+    uint64_t th = altar__hash(x->e.task_key, tl);
+    if (altar__hmap_get_h(&ix->tasks, x->e.task_key, tl, th) == x) altar__hmap_del_h(&ix->tasks, x->e.task_key, tl, th);
   }
 }
 
 int altar__lindex_add(altar__lindex_t *ix, altar__lent_t *x) {
-  if (altar__hmap_put(&ix->recs, x->rkey, x->rkey_len, x)) return ALTAR_ENOMEM;
+  x->rhash = altar__hash(x->rkey, x->rkey_len);
+  if (altar__hmap_put_h(&ix->recs, x->rkey, x->rkey_len, x->rhash, x, NULL)) return ALTAR_ENOMEM;
   if (!x->e.rec.consumed && altar__lindex_attach(ix, x)) {
-    altar__hmap_del(&ix->recs, x->rkey, x->rkey_len);
+    altar__hmap_del_h(&ix->recs, x->rkey, x->rkey_len, x->rhash);
     return ALTAR_ENOMEM;
   }
   return ALTAR_OK;
@@ -226,7 +226,8 @@ int altar__lindex_add(altar__lindex_t *ix, altar__lent_t *x) {
 void altar__lindex_remove(altar__lindex_t *ix, altar__lent_t *x) {
   if (ix->last == x) ix->last = NULL;
   altar__lindex_detach(ix, x);
-  if (altar__hmap_get(&ix->recs, x->rkey, x->rkey_len) == x) altar__hmap_del(&ix->recs, x->rkey, x->rkey_len);
+  if (altar__hmap_get_h(&ix->recs, x->rkey, x->rkey_len, x->rhash) == x)
+    altar__hmap_del_h(&ix->recs, x->rkey, x->rkey_len, x->rhash);
   altar__lent_free(x);
 }
 

@@ -18,6 +18,7 @@ typedef struct altar__lent {
   char *rkey; /* backend '\0' external_id: the record key (its own allocation, or the
                 packed handle's backend when they coincide) */
   size_t rkey_len;
+  uint64_t rhash; /* altar__hash of rkey, taken once when the index files the entry */
   struct altar__lgroup *grp; /* group it is filed under while open, or NULL */
   size_t grp_pos;
   size_t active_pos; /* position in the open set, SIZE_MAX when not open */

@@ -274,7 +274,8 @@ static void pend_clear(rl_t *r) {
  * the key is absent on disk (a new open record). 0 or ALTAR_ENOMEM. */
 static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen, bool del, bool fresh,
                     const altar__lent_t *lazy) {
-  pchange_t *c = altar__hmap_get(&r->pend, (const char *)k->data, k->len);
+  uint64_t hash = altar__hash(k->data, k->len); /* once for the lookup, the insert or the drop */
+  pchange_t *c = altar__hmap_get_h(&r->pend, (const char *)k->data, k->len, hash);
   char *v = NULL;
   if (!del && !lazy && !(v = altar_arena_alloc(&r->arena, vlen ? vlen : 1))) return ALTAR_ENOMEM;
   if (!del && !lazy && vlen) memcpy(v, val, vlen);
@@ -286,7 +287,7 @@ static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen,
     if (del && c->fresh) {
       /* Created in this batch and gone again: the disk never sees it. */
       c->dropped = true;
-      altar__hmap_del(&r->pend, c->key, c->klen);
+      altar__hmap_del_h(&r->pend, c->key, c->klen, hash);
     }
     return ALTAR_OK;
   }
@@ -307,7 +308,7 @@ static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen,
   c->del = del;
   c->fresh = fresh && !del;
   c->dropped = false;
-  if (altar__hmap_put(&r->pend, c->key, c->klen, c)) return ALTAR_ENOMEM;
+  if (altar__hmap_put_h(&r->pend, c->key, c->klen, hash, c, NULL)) return ALTAR_ENOMEM;
   r->pv[r->n_pv++] = c;
   return ALTAR_OK;
 }

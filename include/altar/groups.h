@@ -75,6 +75,9 @@ int altar_group_by_init(altar_group_by_t *g, const char *const *labels, size_t n
 void altar_group_by_clear(altar_group_by_t *g);
 /* The group key of a handle: malloc'd string (caller frees), NULL on ENOMEM. */
 char *altar_group_by_key(const altar_group_by_t *g, const altar_handle_t *h);
+/* The same into buf, NUL-terminated when it fits (the return value is less
+ * than size); returns the key's length either way, as snprintf does. */
+size_t altar_group_by_key_into(const altar_group_by_t *g, const altar_handle_t *h, char *buf, size_t size);
 
 /* ---- GroupSpec ---- */
 

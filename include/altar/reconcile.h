@@ -3,6 +3,7 @@
 #ifndef ALTAR_RECONCILE_H
 #define ALTAR_RECONCILE_H
 
+#include "altar/arena.h"
 #include "altar/codec.h"
 #include "altar/groups.h"
 #include "altar/ledger.h"
@@ -88,10 +89,14 @@ typedef struct altar_retry_request {
 } altar_retry_request_t;
 
 typedef struct altar_apply_result {
-  altar_group_event_t *events; /* fired / dead_lettered, in decision order */
+  /* Fired / dead_lettered, in decision order. Their strings and shards lie
+   * in `mem`: read them, never clear them; they last until the result is
+   * reset or cleared. */
+  altar_group_event_t *events;
   size_t n_events, cap_events;
   /* Per event, the task key of each shard (aligned with its shards; NULL
-   * where a record has none): what settled a task, without a ledger read. */
+   * where a record has none): what settled a task, without a ledger read.
+   * In `mem` too. */
   char ***shard_task_keys;
   altar_retry_request_t *retries;
   size_t n_retries, cap_retries;
@@ -100,6 +105,7 @@ typedef struct altar_apply_result {
   size_t applied; /* events applied (events of kinds without a GroupSpec are
                      recorded too, never grouped) */
   size_t ignored; /* of those, duplicates that changed nothing */
+  altar_arena_t mem; /* the events' memory: one reset per batch, not a free per string */
 } altar_apply_result_t;
 void altar_apply_result_clear(altar_apply_result_t *r);
 /* Empties r for reuse, keeping its arrays' capacity. */

@@ -162,6 +162,37 @@ static char *describe(const altar_apply_result_t *r) {
   return out;
 }
 
+/* A group key too long for apply's stack buffer, and a result reused
+ * after a reset: the second event's strings live where the first's did. */
+static void test_long_group_key_and_reset(void) {
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, specs_yaml);
+  altar_ledger_t *l = altar_ledger_memory_new();
+  char job[301];
+  memset(job, 'j', 300);
+  job[300] = '\0';
+  sub("bare", "b1", job, 0, 1);
+  st("bare", "b1", job, 0, 1, ALTAR_STATE_SUCCEEDED);
+  sub("bare", "b2", "short", 0, 1);
+  st("bare", "b2", "short", 0, 1, ALTAR_STATE_SUCCEEDED);
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL_FATAL(apply(l, &s, 0, 2, &r), 0);
+  CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
+  CU_ASSERT_STRING_EQUAL(r.events[0].group_key, job);
+  CU_ASSERT_STRING_EQUAL(r.shard_task_keys[0][0], "tk-b1");
+  altar_apply_result_reset(&r);
+  CU_ASSERT_EQUAL_FATAL(apply(l, &s, 2, 4, &r), 0);
+  CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
+  CU_ASSERT_STRING_EQUAL(r.events[0].group_key, "short");
+  CU_ASSERT_STRING_EQUAL(r.events[0].shards[0].external_id, "b2");
+  CU_ASSERT_STRING_EQUAL(r.shard_task_keys[0][0], "tk-b2");
+  altar_apply_result_clear(&r);
+  altar_ledger_close(l);
+  altar_group_specs_clear(&s);
+  ev_reset();
+}
+
 static void test_batch_size_never_changes_groups(void) {
   altar_group_specs_t s;
   load_specs(&s, specs_yaml);
@@ -506,6 +537,7 @@ static int cleanup(void) {
 static void add(void) {
   ALTAR_SUITE("apply", NULL, cleanup);
   ALTAR_TEST(test_five_fold_fires_once_with_id);
+  ALTAR_TEST(test_long_group_key_and_reset);
   ALTAR_TEST(test_batch_size_never_changes_groups);
   ALTAR_TEST(test_same_on_rocksdb);
   ALTAR_TEST(test_defer_and_stall);

@@ -56,6 +56,12 @@ static void test_group_by(void) {
   k = altar_group_by_key(&g, &hs[3]);
   CU_ASSERT_STRING_EQUAL(k, ":");
   free(k);
+  /* Into a buffer: the length either way, the key only when it fits. */
+  char buf[6] = "xxxxx";
+  CU_ASSERT_EQUAL(altar_group_by_key_into(&g, &hs[0], buf, 3), 5);
+  CU_ASSERT_EQUAL(altar_group_by_key_into(&g, &hs[0], NULL, 0), 5);
+  CU_ASSERT_EQUAL(altar_group_by_key_into(&g, &hs[0], buf, sizeof buf), 5);
+  CU_ASSERT_STRING_EQUAL(buf, "j1:m2");
   altar_group_by_clear(&g);
   const char *one[] = {"job_id"};
   altar_group_by_init(&g, one, 1);
