@@ -108,7 +108,8 @@ typedef struct lscan {
 int lseg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps,
               altar_error_t *err);
 
-/* The appender of one partition (used by the producer thread and at open). */
+/* The appender of one partition (used by the flusher thread, and by
+ * lpart_recover on a producer's first record to the partition). */
 typedef struct lappender {
   char *topic;
   int32_t partition;
@@ -136,6 +137,12 @@ int lappender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a
                     altar_error_t *err);
 /* Deletes whole old segments beyond retention. Call locked. */
 void lappender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a);
+/* Recovery of one partition, run by a producer on the caller's thread before
+ * its first append there: takes the append lock (finding the true end, a
+ * torn or corrupt tail truncated and reported through t's log), applies
+ * retention, lets go. Failures are logged; ALTAR_ENOMEM is returned. */
+int lpart_recover(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+                  int32_t partition);
 
 /* Beginning and end offsets of a partition (readers' view, no repair). */
 int lpart_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
@@ -233,6 +240,12 @@ void lgroup_leave(altar_transport_t *t, lgroup_t *g);
  * local_consumer.c) ---- */
 typedef struct lprec lprec_t;
 
+struct lptopic {
+  char *name;
+  int32_t parts;
+  bool *recovered; /* [parts] */
+};
+
 typedef struct local_producer {
   pthread_mutex_t mu;
   pthread_cond_t cv;      /* work for the flusher */
@@ -244,9 +257,9 @@ typedef struct local_producer {
   lprec_t *done_head, *done_tail;
   size_t queued_records, queued_bytes;
   size_t outstanding; /* produced, report not yet served */
-  /* topic -> partition count cache */
-  char **topic_names;
-  int32_t *topic_parts;
+  /* topic -> partition count cache, with the partitions this transport
+   * has recovered (lpart_recover) before producing to them */
+  struct lptopic *topics;
   size_t n_topics;
   uint64_t rng;
   /* flusher-thread only */

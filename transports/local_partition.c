@@ -389,6 +389,25 @@ void lappender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t 
   free(bases);
 }
 
+int lpart_recover(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+                  int32_t partition) {
+  lappender_t *a = lappender_new(cfg->dir, topic, partition);
+  if (!a) {
+    altar_transport_log(t, 3, "recovery of %s/%d: out of memory", topic, (int)partition);
+    return ALTAR_ENOMEM;
+  }
+  altar_error_t e = {0};
+  if (lappender_lock(t, cfg, a, &e) == 0) {
+    lappender_retain(t, cfg, a);
+    lappender_unlock(a);
+  } else {
+    /* The flusher's own lock meets the same error and fails the records. */
+    altar_transport_log(t, 3, "recovery of %s/%d: %s", topic, (int)partition, e.msg);
+  }
+  lappender_free(a);
+  return 0;
+}
+
 int lpart_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
                   int64_t *pbegin, int64_t *pend, altar_error_t *err) {
   int64_t *bases = NULL;

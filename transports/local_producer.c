@@ -187,17 +187,17 @@ static void *flusher_main(void *arg) {
 
 /* ---- produce ------------------------------------------------------------ */
 
-static int partitions_of(altar_transport_t *t, local_t *l, const char *topic, int32_t *pn,
-                         altar_error_t *err) {
-  local_producer_t *p = &l->prod;
-  pthread_mutex_lock(&p->mu);
+static struct lptopic *find_topic(local_producer_t *p, const char *topic) {
   for (size_t i = 0; i < p->n_topics; i++)
-    if (!strcmp(p->topic_names[i], topic)) {
-      *pn = p->topic_parts[i];
-      pthread_mutex_unlock(&p->mu);
-      return 0;
-    }
-  pthread_mutex_unlock(&p->mu);
+    if (!strcmp(p->topics[i].name, topic)) return &p->topics[i];
+  return NULL;
+}
+
+/* The partition count of topic (creating the topic when allowed), added to
+ * the cache. Call unlocked. */
+static int load_topic(altar_transport_t *t, local_t *l, const char *topic, int32_t *pn,
+                      altar_error_t *err) {
+  local_producer_t *p = &l->prod;
   int rc = local_topic_partitions(t, &l->cfg, topic, pn, err);
   if (rc == ALTAR_ENOTFOUND && l->cfg.auto_create) {
     rc = local_topic_create(t, &l->cfg, topic, l->cfg.num_partitions, err);
@@ -205,14 +205,84 @@ static int partitions_of(altar_transport_t *t, local_t *l, const char *topic, in
   }
   if (rc) return rc;
   pthread_mutex_lock(&p->mu);
-  char **nn = realloc(p->topic_names, (p->n_topics + 1) * sizeof *nn);
-  if (nn) p->topic_names = nn;
-  int32_t *np = nn ? realloc(p->topic_parts, (p->n_topics + 1) * sizeof *np) : NULL;
-  if (np) p->topic_parts = np;
-  if (nn && np && (nn[p->n_topics] = strdup(topic)) != NULL) {
-    np[p->n_topics] = *pn;
-    p->n_topics++;
+  struct lptopic *nt = find_topic(p, topic) ? NULL : realloc(p->topics, (p->n_topics + 1) * sizeof *nt);
+  if (nt) {
+    p->topics = nt;
+    struct lptopic *e = &nt[p->n_topics];
+    e->name = strdup(topic);
+    e->parts = *pn;
+    e->recovered = calloc((size_t)*pn, sizeof *e->recovered);
+    if (e->name && e->recovered) {
+      p->n_topics++;
+    } else {
+      free(e->name);
+      free(e->recovered);
+    }
   }
+  pthread_mutex_unlock(&p->mu);
+  return 0;
+}
+
+/* Picks rec's partition and says whether this transport has yet to recover
+ * it (recover_partition), in one look at the cache under the lock. */
+static int route(altar_transport_t *t, local_t *l, const altar_produce_rec_t *rec, int32_t *ppart,
+                 bool *precover, altar_error_t *err) {
+  local_producer_t *p = &l->prod;
+  int32_t np = 0;
+  pthread_mutex_lock(&p->mu);
+  struct lptopic *e = find_topic(p, rec->topic);
+  if (e) {
+    np = e->parts;
+  } else {
+    pthread_mutex_unlock(&p->mu);
+    int rc = load_topic(t, l, rec->topic, &np, err);
+    if (rc) return rc;
+    pthread_mutex_lock(&p->mu);
+    e = find_topic(p, rec->topic); /* NULL when the cache is out of memory */
+    if (e) np = e->parts;
+  }
+  int32_t part = rec->partition;
+  if (np < 1) {
+    pthread_mutex_unlock(&p->mu);
+    return altar_error_set(err, ALTAR_ENOTFOUND, "produce: topic %s has no partitions", rec->topic);
+  }
+  if (part == ALTAR_PARTITION_ANY) {
+    if (rec->key) {
+      part = altar_partition_for_key(rec->key, rec->key_len, np);
+    } else {
+      p->rng ^= p->rng << 13;
+      p->rng ^= p->rng >> 7;
+      p->rng ^= p->rng << 17;
+      part = (int32_t)(p->rng % (uint64_t)np);
+    }
+  } else if (part < 0 || part >= np) {
+    pthread_mutex_unlock(&p->mu);
+    return altar_error_set(err, ALTAR_ENOTFOUND, "produce: topic %s has no partition %d (it has %d)",
+                           rec->topic, (int)part, (int)np);
+  }
+  *precover = !e || !e->recovered[part];
+  pthread_mutex_unlock(&p->mu);
+  *ppart = part;
+  return 0;
+}
+
+/* Opening the transport does not recover the log (a reader never needs it:
+ * it checks each record's length, CRC and offset and stops at the first bad
+ * one of the active segment). Appending never depended on that either:
+ * lappender_lock finds the true end itself, truncating a torn or corrupt
+ * tail, on the flusher's first lock of a partition and whenever the segment
+ * changed behind it. What open's recovery added is done here, on the first
+ * record this transport produces to a partition, before that record is
+ * queued: the repair reported through the log callback (the flusher may not
+ * call it: callbacks run on the caller's thread) and retention. */
+static int recover_partition(altar_transport_t *t, local_t *l, const char *topic, int32_t part,
+                             altar_error_t *err) {
+  local_producer_t *p = &l->prod;
+  if (lpart_recover(t, &l->cfg, topic, part) != 0)
+    return altar_error_set(err, ALTAR_ENOMEM, "produce: out of memory");
+  pthread_mutex_lock(&p->mu);
+  struct lptopic *e = find_topic(p, topic);
+  if (e && part < e->parts) e->recovered[part] = true;
   pthread_mutex_unlock(&p->mu);
   return 0;
 }
@@ -220,14 +290,12 @@ static int partitions_of(altar_transport_t *t, local_t *l, const char *topic, in
 void local_producer_forget_topic(altar_transport_t *t, const char *topic) {
   local_producer_t *p = &((local_t *)t->impl)->prod;
   pthread_mutex_lock(&p->mu);
-  for (size_t i = 0; i < p->n_topics; i++)
-    if (!strcmp(p->topic_names[i], topic)) {
-      free(p->topic_names[i]);
-      p->topic_names[i] = p->topic_names[p->n_topics - 1];
-      p->topic_parts[i] = p->topic_parts[p->n_topics - 1];
-      p->n_topics--;
-      break;
-    }
+  struct lptopic *e = find_topic(p, topic);
+  if (e) {
+    free(e->name);
+    free(e->recovered);
+    *e = p->topics[--p->n_topics];
+  }
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -238,25 +306,11 @@ int local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_er
   int rc = altar_transport_check_name("topic", rec->topic, err);
   if (rc) return rc;
   if (lrec_size(rec, l->cfg.max_record_bytes, err) == 0) return err && err->code ? err->code : ALTAR_EINVAL;
-  int32_t np = 0;
-  rc = partitions_of(t, l, rec->topic, &np, err);
+  int32_t part = 0;
+  bool recover = false;
+  rc = route(t, l, rec, &part, &recover, err);
   if (rc) return rc;
-  int32_t part = rec->partition;
-  if (part == ALTAR_PARTITION_ANY) {
-    if (rec->key) {
-      part = altar_partition_for_key(rec->key, rec->key_len, np);
-    } else {
-      pthread_mutex_lock(&p->mu);
-      p->rng ^= p->rng << 13;
-      p->rng ^= p->rng >> 7;
-      p->rng ^= p->rng << 17;
-      part = (int32_t)(p->rng % (uint64_t)np);
-      pthread_mutex_unlock(&p->mu);
-    }
-  } else if (part < 0 || part >= np) {
-    return altar_error_set(err, ALTAR_ENOTFOUND, "produce: topic %s has no partition %d (it has %d)",
-                           rec->topic, (int)part, (int)np);
-  }
+  if (recover && (rc = recover_partition(t, l, rec->topic, part, err)) != 0) return rc;
   lprec_t *r = calloc(1, sizeof *r);
   if (!r || !(r->topic = strdup(rec->topic))) {
     prec_free(r);
@@ -376,9 +430,11 @@ void local_producer_shutdown(altar_transport_t *t) {
   }
   for (size_t i = 0; i < p->n_apps; i++) lappender_free(p->apps[i]);
   free(p->apps);
-  for (size_t i = 0; i < p->n_topics; i++) free(p->topic_names[i]);
-  free(p->topic_names);
-  free(p->topic_parts);
+  for (size_t i = 0; i < p->n_topics; i++) {
+    free(p->topics[i].name);
+    free(p->topics[i].recovered);
+  }
+  free(p->topics);
   pthread_mutex_destroy(&p->mu);
   pthread_cond_destroy(&p->cv);
   pthread_cond_destroy(&p->done_cv);

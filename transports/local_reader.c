@@ -20,6 +20,12 @@ struct lreader_priv {
   size_t len;
   int64_t listed_ms;  /* when the partition's segments were last listed */
   int64_t checked_ms; /* when a roll was last looked for (below) */
+  /* The offset the record at r->pos must carry: a segment's records run on
+   * densely from its base, so a record passed over (on the way to a seek
+   * target) must be the next in file order. An intact record with another
+   * offset is out of sequence, as recovery judges it: stepping over it would
+   * leave the reader inside whatever an appender writes after cutting it. */
+  int64_t at_offset;
 };
 
 /* A consumer at the end of a partition asks on every wake whether a newer
@@ -99,6 +105,7 @@ static int open_base(lreader_t *r, int64_t base, altar_error_t *err) {
   r->fd = fd;
   r->seg_base = base;
   r->pos = 0;
+  priv(r)->at_offset = base;
   return 0;
 }
 
@@ -200,8 +207,10 @@ static int open_at(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, a
       const char *why;
       int pr = read_record(r, cfg, &v, &why, err);
       if (pr < 0) return pr;
-      if (pr != LREC_OK || v.offset >= r->next_offset) return 0; /* next read sorts it out */
+      if (pr != LREC_OK || v.offset >= r->next_offset || v.offset != priv(r)->at_offset)
+        return 0; /* next read sorts it out */
       r->pos += (off_t)v.total_len;
+      priv(r)->at_offset = v.offset + 1;
     }
   }
   return 0;
@@ -310,6 +319,7 @@ static void repair_tail(altar_transport_t *t, const local_cfg_t *cfg, lreader_t 
 int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_msg_t **pmsg,
                  altar_error_t *err) {
   *pmsg = NULL;
+  bool reread = false;
   for (int hops = 0; hops < 64; hops++) {
     if (r->fd < 0) {
       if (!newer_segment_possible(r)) return 0; /* still empty */
@@ -322,11 +332,17 @@ int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, alt
     int pr = read_record(r, cfg, &v, &why, err);
     if (pr < 0) return pr;
     if (pr == LREC_OK) {
-      if (v.offset < r->next_offset) { /* still skipping to a seek target */
-        r->pos += (off_t)v.total_len;
+      if (v.offset < r->next_offset && v.offset == priv(r)->at_offset) {
+        r->pos += (off_t)v.total_len; /* still skipping to a seek target */
+        priv(r)->at_offset = v.offset + 1;
         continue;
       }
-      if (v.offset > r->next_offset) {
+      if (v.offset != r->next_offset) {
+        if (!reread) { /* judge fresh bytes: an appender may have cut it and written over it */
+          reread = true;
+          priv(r)->len = 0;
+          continue;
+        }
         pr = LREC_CORRUPT;
         why = "record offset out of sequence";
       } else {
@@ -334,6 +350,7 @@ int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, alt
         if (!m) return altar_error_set(err, ALTAR_ENOMEM, "consume: out of memory");
         r->pos += (off_t)v.total_len;
         r->next_offset = v.offset + 1;
+        priv(r)->at_offset = r->next_offset;
         *pmsg = m;
         return 1;
       }
@@ -377,6 +394,7 @@ int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, alt
       if (r->fd >= 0 && resync(r, cfg, bad, nx, &at, &resumed)) {
         r->pos = at;
         r->next_offset = resumed;
+        priv(r)->at_offset = resumed;
         priv(r)->len = 0;
         if (resumed == bad) /* the damage lay before a seek target: nothing wanted is lost */
           return altar_error_set(err, ALTAR_EINTEGRITY,

@@ -31,7 +31,7 @@ static uint64_t get64(const uint8_t *p) {
 #include <immintrin.h>
 #define HAVE_CRC_FOLD 1
 
-/* Every record is checksummed at write, at each open's recovery scan, at each
+/* Every record is checksummed at write, at each appender's recovery scan, at each
  * end-offset scan and at read: zlib's table code (~1.6 GB/s) was a tenth of a
  * replay. Folding with carry-less multiplication (Intel, "Fast CRC Computation
  * for Generic Polynomials Using PCLMULQDQ") gives zlib's CRC-32 about ten

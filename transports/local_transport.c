@@ -1,42 +1,43 @@
 /* The local transport: an embedded, multi-process file log for one machine.
- * Opening recovers every partition (torn or corrupt tails truncated and
- * reported, stray files reported, retention applied); the rest lives in
- * local_producer.c, local_consumer.c and the files they use. */
+ * Opening reports stray files and changes nothing on disk: a partition is
+ * recovered (a torn or corrupt tail truncated and reported, retention
+ * applied) by the first produce to it (recover_partition in local_producer.c,
+ * which says why that is enough). The rest lives in local_producer.c,
+ * local_consumer.c and the files they use. */
 #include "transports/local_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static int local_recover(altar_transport_t *t, local_t *l, altar_error_t *err) {
+/* Lists every topic and partition, reporting what does not belong there.
+ * Only directory listings: opening used to scan every active segment here,
+ * which cost a reader (a consumer, the ledger rebuild) a CRC pass over the
+ * whole log's tails on every open. */
+static int local_report_strays(altar_transport_t *t, local_t *l, altar_error_t *err) {
   char **names = NULL;
   size_t n = 0;
   int rc = local_topic_names(t, &l->cfg, &names, &n, err);
   if (rc) return rc;
-  for (size_t i = 0; i < n && !rc; i++) {
+  for (size_t i = 0; i < n; i++) {
     int32_t np = 0;
     altar_error_t e = {0};
     if (local_topic_partitions(t, &l->cfg, names[i], &np, &e) != 0) {
       altar_transport_log(t, 4, "%s", e.msg);
       continue;
     }
-    for (int32_t p = 0; p < np && !rc; p++) {
-      lappender_t *a = lappender_new(l->cfg.dir, names[i], p);
-      if (!a) {
+    for (int32_t p = 0; p < np; p++) {
+      char *dir = local_part_dir(l->cfg.dir, names[i], p);
+      if (!dir) {
         rc = altar_error_set(err, ALTAR_ENOMEM, "open: out of memory");
         break;
       }
       int64_t *bases = NULL;
       size_t nb = 0;
-      lpart_segments(t, a->dir, true, &bases, &nb, &e); /* reports stray files */
+      lpart_segments(t, dir, true, &bases, &nb, &e); /* reports stray files */
       free(bases);
-      if (lappender_lock(t, &l->cfg, a, &e) == 0) {
-        lappender_retain(t, &l->cfg, a);
-        lappender_unlock(a);
-      } else {
-        altar_transport_log(t, 3, "recovery of %s/%d: %s", names[i], (int)p, e.msg);
-      }
-      lappender_free(a);
+      free(dir);
     }
+    if (rc) break;
   }
   local_names_free(names, n);
   return rc;
@@ -59,7 +60,7 @@ static int local_open(altar_transport_t *t, const altar_strmap_t *config, altar_
     return rc;
   }
   t->impl = l;
-  rc = local_recover(t, l, err);
+  rc = local_report_strays(t, l, err);
   if (rc) {
     local_producer_shutdown(t);
     local_cfg_clear(&l->cfg);

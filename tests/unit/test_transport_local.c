@@ -383,17 +383,23 @@ static void test_retention_by_age(void) {
   altar_transport_close(t);
   int before = count_segments(dir);
   CU_ASSERT(before >= 4);
-  /* Age every segment by two hours, then reopen: all but the active go. */
+  /* Age every segment by two hours, then reopen: opening deletes nothing;
+   * the first produce to the partition (no roll) applies retention: all
+   * but the active segment go. */
   char cmd[4300];
   snprintf(cmd, sizeof cmd, "touch -d '2 hours ago' %s/topics/ret/0/*.log", dir);
   CU_ASSERT_FATAL(system(cmd) == 0);
   t = altar_transport_new("local", &m, NULL, &err);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(t != NULL);
+  CU_ASSERT_EQUAL(count_segments(dir), before);
+  altar_produce_rec_t one = {.topic = "ret", .partition = 0, .value = val, .value_len = sizeof val};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_produce(t, &one, &err), 0);
+  CU_ASSERT_EQUAL(altar_transport_flush(t, -1, &err), 0);
   CU_ASSERT_EQUAL(count_segments(dir), 1);
   altar_topic_list_t *l = NULL;
   CU_ASSERT_EQUAL_FATAL(altar_transport_list_topics(t, "ret", 0, &l, &err), 0);
-  CU_ASSERT_EQUAL(l->topics[0].partitions[0].end, 40);
+  CU_ASSERT_EQUAL(l->topics[0].partitions[0].end, 41);
   CU_ASSERT(l->topics[0].partitions[0].beginning > 0);
   altar_topic_list_free(l);
   altar_transport_close(t);
