@@ -44,24 +44,30 @@ static bool ascii8(uint64_t w) {
   return !(w & 0x8080808080808080ull) && !((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull);
 }
 
-bool altar__utf8_ok(const char *str, size_t len) {
-  const unsigned char *s = (const unsigned char *)str;
-  size_t i = 0;
+/* Fewer than eight bytes of ASCII without NUL, read as at most two
+ * overlapping loads (a copy of variable length would call memcpy) and
+ * padded with a harmless byte. */
+static bool ascii_short(const unsigned char *p, size_t n) {
+  uint64_t w = 0x0101010101010101ull;
+  if (n >= 4) {
+    uint32_t a, b;
+    memcpy(&a, p, 4);
+    memcpy(&b, p + n - 4, 4);
+    w = a | (uint64_t)b << 32;
+  } else if (n >= 2) {
+    uint16_t a, b;
+    memcpy(&a, p, 2);
+    memcpy(&b, p + n - 2, 2);
+    w = (w & ~0xffffffffull) | a | (uint64_t)b << 16;
+  } else if (n == 1) {
+    w = (w & ~0xffull) | p[0];
+  }
+  return ascii8(w);
+}
+
+/* Checks s[i, len) byte by byte; s[0, i) is known to be ASCII. */
+static bool utf8_from(const unsigned char *s, size_t i, size_t len) {
   while (i < len) {
-    /* ASCII without NUL, eight bytes at a time: the common case */
-    while (len - i >= 8) {
-      uint64_t w;
-      memcpy(&w, s + i, 8);
-      if (!ascii8(w)) break;
-      i += 8;
-    }
-    if (len - i < 8) {
-      /* The short rest in one word, padded with a harmless byte. */
-      uint64_t w = 0x0101010101010101ull;
-      memcpy(&w, s + i, len - i);
-      if (ascii8(w)) return true;
-    }
-    if (i >= len) break;
     unsigned c = s[i];
     if (c == 0) return false;
     if (c < 0x80) {
@@ -92,6 +98,24 @@ bool altar__utf8_ok(const char *str, size_t len) {
     i += need + 1;
   }
   return true;
+}
+
+bool altar__utf8_ok(const char *str, size_t len) {
+  const unsigned char *s = (const unsigned char *)str;
+  /* ASCII without NUL, eight bytes at a time, is the common case; the
+   * first word that is not goes to the byte-wise check. */
+  if (len < 8) return ascii_short(s, len) || utf8_from(s, 0, len);
+  size_t i = 0;
+  for (; len - i >= 8; i += 8) {
+    uint64_t w;
+    memcpy(&w, s + i, 8);
+    if (!ascii8(w)) return utf8_from(s, i, len);
+  }
+  if (i == len) return true;
+  /* The rest as the last eight bytes, overlapping bytes already seen. */
+  uint64_t w;
+  memcpy(&w, s + len - 8, 8);
+  return ascii8(w) || utf8_from(s, i, len);
 }
 
 /* ---- structural pre-check ----

@@ -1164,7 +1164,8 @@ static bool utf8_reference(const unsigned char *s, size_t n) {
 
 /* The UTF-8 check against a reference written from the standard's table,
  * for every length up to 24 with a NUL, a stray continuation byte, a valid
- * two- and four-byte character, or a truncated one at every position. */
+ * two- and four-byte character, or a truncated one at every position, and
+ * invalid bytes right behind the end. */
 static void test_utf8_check(void) {
   static const char *const inserts[] = {"\x00", "\x80", "\xc3\xa9", "\xf0\x9f\x98\x80", "\xe2\x82", "\xed\xa0\x80", "\xc0\xaf", "z"};
   unsigned char buf[40];
@@ -1176,6 +1177,7 @@ static void test_utf8_check(void) {
         memset(buf, 'a', sizeof buf);
         memcpy(buf + at, inserts[k], il);
         size_t n = len + il;
+        memset(buf + n, 0xff, sizeof buf - n); /* a read past the end would see it */
         CU_ASSERT_EQUAL(altar__utf8_ok((const char *)buf, n), utf8_reference(buf, n));
         checked++;
       }
