@@ -139,8 +139,9 @@ static int read_topic(const char *tname, const altar_strmap_t *props, const char
 }
 
 typedef struct seen_ids {
-  char **v;
+  char **v; /* owned */
   size_t n, cap;
+  altar__hmap_t set; /* the same ids, for one probe per fired group */
 } seen_ids_t;
 
 typedef struct replay {
@@ -150,13 +151,12 @@ typedef struct replay {
   altar_status_event_t *batch; /* the batch being applied (the feeder's) */
   size_t n;
   dues_t due;
-  seen_ids_t *seen; /* event ids the ready and dead topics hold, sorted (read first) */
+  seen_ids_t *seen; /* event ids the ready and dead topics hold (read first) */
   altar__settled_t settled; /* the daemon's rule: reruns of settled tasks are skipped */
   altar_apply_result_t res; /* one batch's, emptied for the next */
   altar_reconciler_stats_t stats;
 } replay_t;
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Queues the group events one application made due and not yet published. */
 static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error_t *err) {
@@ -165,7 +165,7 @@ static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error
     const altar_group_event_t *g = &res->events[i];
     if (g->event == ALTAR_GROUP_FIRED) r->stats.fired++;
     else r->stats.dead_lettered++;
-    if (r->seen->n && bsearch(&g->event_id, r->seen->v, r->seen->n, sizeof *r->seen->v, cmp_str)) continue;
+    if (r->seen->n && altar__hmap_get(&r->seen->set, g->event_id, strlen(g->event_id))) continue;
     if (r->due.n == r->due.cap) {
       size_t cap = r->due.cap ? r->due.cap * 2 : 64;
       due_t *nv = realloc(r->due.v, cap * sizeof *nv);
@@ -420,16 +420,16 @@ static int on_group(void *ctx, altar_msg_t *m, altar_error_t *err) {
     s->cap = cap;
   }
   s->v[s->n++] = id;
+  if (altar__hmap_put(&s->set, id, strlen(id), id)) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   return ALTAR_OK;
 }
 
 /* Which group events are out already (only a reconciler publishes to the
- * ready and dead topics, and it is stopped): their ids, sorted. */
+ * ready and dead topics, and it is stopped): their ids. */
 static int read_published(const char *tname, const altar_strmap_t *props, const altar_topics_t *topics,
                           seen_ids_t *seen, altar_error_t *err) {
   int rc = read_topic(tname, props, topics->ready, on_group, seen, NULL, err);
   if (!rc && strcmp(topics->ready, topics->dead)) rc = read_topic(tname, props, topics->dead, on_group, seen, NULL, err);
-  if (!rc && seen->n) qsort(seen->v, seen->n, sizeof *seen->v, cmp_str);
   return rc;
 }
 
@@ -552,6 +552,7 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
   dues_clear(&r.due);
   for (size_t i = 0; i < seen.n; i++) free(seen.v[i]);
   free(seen.v);
+  altar__hmap_free(&seen.set);
   if (pstats) *pstats = r.stats;
   if (ppublished) *ppublished = published;
   return rc;
