@@ -287,8 +287,9 @@ altar_msg_t *lrec_to_msg(const lrec_view_t *v, const char *topic, int32_t partit
   size_t tl = strlen(topic);
   size_t need = sizeof(altar_msg_t) + v->n_headers * sizeof(altar_header_t) + tl + 1 +
                 v->key_len + 1 + v->value_len + 1 + v->headers_len + v->n_headers;
-  altar_msg_t *m = calloc(1, need);
+  altar_msg_t *m = malloc(need); /* every byte read is written below */
   if (!m) return NULL;
+  memset(m, 0, sizeof *m);
   altar_header_t *hs = (altar_header_t *)(m + 1);
   char *s = (char *)(hs + v->n_headers);
   memcpy(s, topic, tl + 1);
@@ -302,12 +303,14 @@ altar_msg_t *lrec_to_msg(const lrec_view_t *v, const char *topic, int32_t partit
     m->key = s;
     m->key_len = v->key_len;
   }
+  s[v->key_len] = '\0'; /* key and value end in a NUL, for callers reading text */
   s += v->key_len + 1;
   if (v->value) {
     memcpy(s, v->value, v->value_len);
     m->value = s;
     m->value_len = v->value_len;
   }
+  s[v->value_len] = '\0';
   s += v->value_len + 1;
   const uint8_t *c = v->headers;
   for (uint16_t i = 0; i < v->n_headers; i++) {
