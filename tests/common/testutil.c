@@ -105,3 +105,12 @@ int altar_test_main(int argc, char **argv, altar_test_add_fn add) {
   }
   return (failed || suites_failed) ? 1 : 0;
 }
+
+void altar_test_capture_log(altar_transport_t *t, int level, const char *msg, void *ctx) {
+  (void)t;
+  altar_test_logs_t *l = ctx;
+  if (level > 4) return;
+  size_t used = strlen(l->text);
+  snprintf(l->text + used, sizeof l->text - used, "%s\n", msg);
+  l->n++;
+}

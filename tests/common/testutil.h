@@ -6,6 +6,8 @@
 #include <CUnit/CUnit.h>
 #include <stddef.h>
 
+#include "altar/transport.h"
+
 /* A fresh directory under $TMPDIR (or /tmp), named after `tag`; caller frees
  * the string and may remove the tree with altar_test_rmtree. Aborts on failure. */
 char *altar_test_tmpdir(const char *tag);
@@ -30,5 +32,14 @@ int altar_test_main(int argc, char **argv, altar_test_add_fn add);
   CU_pSuite suite__ = CU_add_suite(name, setup, teardown);                           \
   if (!suite__) return
 #define ALTAR_TEST(fn) CU_add_test(suite__, #fn, fn)
+
+/* What a transport logged at warning level or worse, for tests to assert
+ * on: pass altar_test_capture_log as the log callback and the struct as
+ * its context. */
+typedef struct altar_test_logs {
+  char text[8192];
+  int n;
+} altar_test_logs_t;
+void altar_test_capture_log(altar_transport_t *t, int level, const char *msg, void *ctx);
 
 #endif

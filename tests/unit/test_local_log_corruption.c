@@ -14,25 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef struct logs {
-  char text[8192];
-  int n;
-} logs_t;
-
-static void capture(altar_transport_t *t, int level, const char *msg, void *ctx) {
-  (void)t;
-  logs_t *l = ctx;
-  if (level > 4) return;
-  size_t used = strlen(l->text);
-  snprintf(l->text + used, sizeof l->text - used, "%s\n", msg);
-  l->n++;
-}
-
-static altar_transport_t *open_log(const char *dir, logs_t *logs, const char *segbytes) {
+static altar_transport_t *open_log(const char *dir, altar_test_logs_t *logs, const char *segbytes) {
   altar_strmap_t m = {0};
   altar_strmap_set(&m, "dir", dir);
   if (segbytes) altar_strmap_set(&m, "segment.bytes", segbytes);
-  altar_transport_opts_t opts = {.on_log = capture, .log_ctx = logs};
+  altar_transport_opts_t opts = {.on_log = altar_test_capture_log, .log_ctx = logs};
   altar_error_t err = {0};
   if (logs) memset(logs, 0, sizeof *logs);
   altar_transport_t *t = altar_transport_new("local", &m, logs ? &opts : NULL, &err);
@@ -129,7 +115,7 @@ static void test_flipped_byte_in_tail(void) {
   b ^= 0x40;
   CU_ASSERT_EQUAL_FATAL(pwrite(fd, &b, 1, size - 5), 1);
   close(fd);
-  logs_t logs;
+  altar_test_logs_t logs;
   altar_transport_t *t = open_log(dir, &logs, NULL);
   CU_ASSERT_FATAL(t != NULL);
   CU_ASSERT_EQUAL(logs.n, 0); /* opening repairs nothing */
@@ -166,7 +152,7 @@ static void test_truncated_mid_record(void) {
   off_t size = file_size(seg);
   off_t rec = size / 10;
   CU_ASSERT_EQUAL_FATAL(truncate(seg, size - rec / 2), 0);
-  logs_t logs;
+  altar_test_logs_t logs;
   altar_transport_t *t = open_log(dir, &logs, NULL);
   CU_ASSERT_FATAL(t != NULL);
   /* A reader stops before the torn record and leaves it (a live appender
@@ -199,7 +185,7 @@ static void test_garbage_length_at_tail(void) {
   const unsigned char junk[12] = {0xff, 0xff, 0xff, 0xf0, 1, 2, 3, 4, 5, 6, 7, 8};
   fwrite(junk, 1, sizeof junk, f);
   fclose(f);
-  logs_t logs;
+  altar_test_logs_t logs;
   altar_transport_t *t = open_log(dir, &logs, NULL);
   CU_ASSERT_FATAL(t != NULL);
   CU_ASSERT_EQUAL(logs.n, 0); /* opening repairs nothing */
@@ -226,7 +212,7 @@ static void test_stray_files_ignored(void) {
   altar_test_write_file(p, "x", 1);
   snprintf(p, sizeof p, "%s/topics/bad name", dir);
   altar_test_write_file(p, "x", 1);
-  logs_t logs;
+  altar_test_logs_t logs;
   altar_transport_t *t = open_log(dir, &logs, NULL);
   CU_ASSERT_FATAL(t != NULL);
   CU_ASSERT(strstr(logs.text, "stray entry 'notes.txt'") != NULL);
@@ -276,7 +262,7 @@ static void damaged_sealed_segment(const char *name, const double *at, int n_at)
   char *dir = altar_test_tmpdir(name);
   off_t size;
   char *seg = damaged_log(dir, at, n_at, &size);
-  logs_t logs;
+  altar_test_logs_t logs;
   altar_transport_t *t = open_log(dir, &logs, "1024");
   CU_ASSERT_FATAL(t != NULL);
   CU_ASSERT_EQUAL(file_size(seg), size);
@@ -308,7 +294,7 @@ static void test_seek_past_damage_loses_nothing(void) {
   const double quarter[] = {0.25};
   off_t size;
   char *seg = damaged_log(dir, quarter, 1, &size);
-  logs_t logs;
+  altar_test_logs_t logs;
   altar_transport_t *t = open_log(dir, &logs, "1024");
   CU_ASSERT_FATAL(t != NULL);
   int bad = 0;
@@ -330,7 +316,7 @@ static void test_malformed_offsets_file(void) {
   CU_ASSERT_FATAL(system(cmd) == 0);
   snprintf(p, sizeof p, "%s/groups/g/offsets/t.0", dir);
   altar_test_write_file(p, "altar-offset 1\n99999999999999999999999\n3\nabc", 44);
-  logs_t logs;
+  altar_test_logs_t logs;
   altar_transport_t *t = open_log(dir, &logs, NULL);
   CU_ASSERT_FATAL(t != NULL);
   int64_t off;

@@ -17,20 +17,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef struct logs {
-  char text[8192];
-  int n;
-} logs_t;
-
-static void capture(altar_transport_t *t, int level, const char *msg, void *ctx) {
-  (void)t;
-  logs_t *l = ctx;
-  if (level > 4) return;
-  size_t used = strlen(l->text);
-  snprintf(l->text + used, sizeof l->text - used, "%s\n", msg);
-  l->n++;
-}
-
 static int delivery_errors;
 static int64_t last_offset;
 static void on_dr(altar_transport_t *t, const altar_delivery_t *dr, void *ctx) {
@@ -40,14 +26,14 @@ static void on_dr(altar_transport_t *t, const altar_delivery_t *dr, void *ctx) {
   else last_offset = dr->offset;
 }
 
-static altar_transport_t *open_log(const char *dir, logs_t *logs, const char *k1, const char *v1) {
+static altar_transport_t *open_log(const char *dir, altar_test_logs_t *logs, const char *k1, const char *v1) {
   altar_strmap_t m = {0};
   altar_strmap_set(&m, "dir", dir);
   if (k1) altar_strmap_set(&m, k1, v1);
-  static logs_t ignored;
+  static altar_test_logs_t ignored;
   if (!logs) logs = &ignored;
   memset(logs, 0, sizeof *logs);
-  altar_transport_opts_t opts = {.on_log = capture, .log_ctx = logs, .on_delivery = on_dr};
+  altar_transport_opts_t opts = {.on_log = altar_test_capture_log, .log_ctx = logs, .on_delivery = on_dr};
   altar_error_t err = {0};
   altar_transport_t *t = altar_transport_new("local", &m, &opts, &err);
   if (!t) fprintf(stderr, "open: %s\n", err.msg);
@@ -198,7 +184,7 @@ static void test_reader_on_unrecovered_tail(void) {
     damage_tail(seg, kind);
     CU_ASSERT_FATAL(file_size(seg) > clean);
 
-    logs_t logs;
+    altar_test_logs_t logs;
     altar_transport_t *r = open_log(dir, &logs, NULL, NULL);
     CU_ASSERT_FATAL(r != NULL);
     CU_ASSERT_EQUAL(end_offset(r, "t"), 10);
@@ -346,7 +332,7 @@ static void test_read_only_open_changes_nothing(void) {
   int nb = take_snapshot(dir, before);
   CU_ASSERT_FATAL(nb > 10);
   usleep(20000); /* past the clock tick, so a rewrite shows in the mtime */
-  logs_t logs;
+  altar_test_logs_t logs;
   t = open_log(dir, &logs, "retention.ms", "3600000");
   CU_ASSERT_FATAL(t != NULL);
   CU_ASSERT(strstr(logs.text, "notes.txt") != NULL); /* stray files still reported */
