@@ -69,7 +69,7 @@ void altar__settled_commit(altar__settled_t *s) {
   }
   altar__hmap_clear(&s->pend);
   /* room reserved by note_group */
-  memcpy(s->recs.v + s->recs.n, s->pend_recs.v, s->pend_recs.n * sizeof *s->recs.v);
+  if (s->pend_recs.n) memcpy(s->recs.v + s->recs.n, s->pend_recs.v, s->pend_recs.n * sizeof *s->recs.v);
   s->recs.n += s->pend_recs.n;
   s->pend_recs.n = 0;
   recs_clear(&s->gone); /* their keys are deleted now */
