@@ -224,7 +224,10 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   if (ps != stack) free(ps);
   if (rc) return altar_error_prefix(err, "group %s:%s: ready_when", gs->kind, gk);
   if (!ready && !nf) return ALTAR_OK; /* still fanning in */
-  /* gk may be the record's own (apply_state's), which the first change frees. */
+  /* gk may be the record's own (apply_state's), which the first change frees.
+   * Copies for a decision that makes no event are given back (mark): a
+   * result may see many such decisions before it is reset. */
+  altar_arena_mark_t mark = altar_arena_mark(&res->mem);
   char *own = altar_arena_strndup(&res->mem, gk, strlen(gk));
   picked_t s, f;
   if (!own || pick(&s, &res->mem, m, n, ALTAR_STATE_SUCCEEDED) || pick(&f, &res->mem, m, n, ALTAR_STATE_FAILED))
@@ -237,20 +240,29 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
     if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, own, &s, ts, err);
     return rc;
   }
-  if (!f.n) return ALTAR_OK; /* still fanning in */
+  if (!f.n) { /* still fanning in */
+    altar_arena_rewind(&res->mem, mark);
+    return ALTAR_OK;
+  }
   bool dead = gs->failed_policy == ALTAR_ON_FAILED_DEAD_LETTER;
   if (gs->failed_policy == ALTAR_ON_FAILED_RETRY) {
     /* Without budget the group can never complete. */
     if (budget) {
       bool no_spec;
-      rc = retry_all(l, gs->kind, &f, res, &no_spec, err);
-      if (rc || !no_spec) return rc;
+      rc = retry_all(l, gs->kind, &f, res, &no_spec, err); /* requests hold copies of their own */
+      if (rc || !no_spec) {
+        altar_arena_rewind(&res->mem, mark);
+        return rc;
+      }
     }
     dead = true;
   }
-  if (!dead)
-    return push_name(gs->failed_policy == ALTAR_ON_FAILED_DEFER ? &res->deferred_groups : &res->stalled_groups,
-                     gs->kind, own, err);
+  if (!dead) {
+    rc = push_name(gs->failed_policy == ALTAR_ON_FAILED_DEFER ? &res->deferred_groups : &res->stalled_groups,
+                   gs->kind, own, err);
+    altar_arena_rewind(&res->mem, mark);
+    return rc;
+  }
   rc = check_publishable(gs->kind, own, &f, err);
   if (!rc) rc = consume_both(l, &f, &s, err);
   if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, own, &f, ts, err);

@@ -937,7 +937,10 @@ static int level0_files(rl_t *r) {
   return n;
 }
 
-static int persist(rl_t *r, altar_error_t *err) {
+/* Writes the memtables to table files; `compact` also compacts a crowded
+ * level 0 (not when closing: a rebuild that failed closes a directory about
+ * to be deleted). */
+static int persist(rl_t *r, bool compact, altar_error_t *err) {
   int rc = settle(r, err);
   if (rc) return rc;
   rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
@@ -945,7 +948,7 @@ static int persist(rl_t *r, altar_error_t *err) {
   char *dberr = NULL;
   rocksdb_flush(r->db, fo, &dberr);
   rocksdb_flushoptions_destroy(fo);
-  if (!dberr && r->no_wal && level0_files(r) >= PERSIST_MAX_L0) {
+  if (!dberr && compact && r->no_wal && level0_files(r) >= PERSIST_MAX_L0) {
     rocksdb_compact_range(r->db, NULL, 0, NULL, 0);
     if (level0_files(r) >= PERSIST_MAX_L0) dberr = strdup("level 0 still holds too many files after compacting");
   }
@@ -959,7 +962,7 @@ int altar_ledger_rocksdb_persist(altar_ledger_t *l, altar_error_t *err) {
   if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger: not a RocksDB ledger");
   rl_t *r = l->impl;
   if (r->read_only) return ALTAR_OK;
-  return persist(r, err);
+  return persist(r, true, err);
 }
 
 static void rl_close(void *impl) {
@@ -968,7 +971,7 @@ static void rl_close(void *impl) {
   if (r->db && r->no_wal) {
     /* Nothing else holds these writes; callers that must know persist first. */
     altar_error_t ignored = {0};
-    persist(r, &ignored);
+    persist(r, false, &ignored);
   }
   altar__lwriter_stop(r->writer);
   if (r->db) rocksdb_close(r->db);
@@ -1043,10 +1046,15 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
    * uncompressed: compressing took a tenth of a replay's CPU, and the
    * daemon's later compactions compress what they rewrite. */
   if (o.no_wal) rocksdb_options_set_compression(r->opts, rocksdb_no_compression);
-  /* Nor does it compact while it is built (a tenth of a replay's CPU went
-   * to rewriting level 0 into level 1 again and again); persist compacts
-   * once if too many level-0 files would slow the daemon's writes. */
-  if (o.no_wal) rocksdb_options_set_disable_auto_compactions(r->opts, 1);
+  /* Nor does it compact while it is built unless level 0 grows past 32
+   * files (rewriting level 0 into level 1 every 4 files took a tenth of a
+   * replay's CPU), with writes slowed only from 48 on; persist compacts once
+   * if 16 or more would slow the daemon's writes. */
+  if (o.no_wal) {
+    rocksdb_options_set_level0_file_num_compaction_trigger(r->opts, 32);
+    rocksdb_options_set_level0_slowdown_writes_trigger(r->opts, 48);
+    rocksdb_options_set_level0_stop_writes_trigger(r->opts, 64);
+  }
   r->topts = rocksdb_block_based_options_create();
   r->cache = rocksdb_cache_create_lru(64u << 20);
   rocksdb_block_based_options_set_block_cache(r->topts, r->cache);

@@ -157,7 +157,6 @@ typedef struct replay {
   altar_reconciler_stats_t stats;
 } replay_t;
 
-
 /* Queues the group events one application made due and not yet published. */
 static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error_t *err) {
   int rc = ALTAR_OK;

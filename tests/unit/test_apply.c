@@ -306,6 +306,10 @@ static void test_retry_then_dead_letter(void) {
   CU_ASSERT_EQUAL(r.retries[0].restart_count, 1);
   CU_ASSERT_FATAL(r.retries[0].spec != NULL);
   CU_ASSERT_STRING_EQUAL(r.retries[0].spec->command[0], "run");
+  /* A decision that made no event (a retry) keeps nothing in the result's
+   * memory: the request holds copies of its own. */
+  altar_arena_mark_t left = altar_arena_mark(&r.mem);
+  CU_ASSERT(left.head == NULL || left.used == 0);
   altar_ledger_entry_t e;
   altar_error_t err = {0};
   CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "r1", &e, &err), 0);
