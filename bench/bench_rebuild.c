@@ -52,10 +52,11 @@ static int read_all(const altar_strmap_t *props, const char *topic, size_t *pn) 
   while (left) {
     altar_msg_t *m = NULL;
     if (altar_transport_consume(t, 1000, &m, &e) || !m) continue;
-    /* Decoded as the rebuild decodes: the fast path, else the full decoder. */
+    /* Decoded as the rebuild decodes: the fast path (a spec checked, kept as
+     * bytes), else the full decoder. */
     altar_status_event_t ev = {0};
     altar_error_t de = {0};
-    if (altar_decode_status_canonical(m->value, m->value_len, &arena, &ev) == ALTAR_OK) {
+    if (altar_decode_status_canonical(m->value, m->value_len, &arena, ALTAR_DECODE_SPEC_BYTES, &ev) == ALTAR_OK) {
       (*pn)++;
     } else {
       if (altar_decode_status(m->value, m->value_len, &ev, &de) == ALTAR_OK) (*pn)++;

@@ -3,7 +3,11 @@
  * order, shortest headers, float64 times), building the event in an arena.
  * No object tree, no field path, no allocation per string. Anything else,
  * valid or not, is declined and left to altar_decode_status, which words
- * the error; the fuzz target for status events checks that both agree. */
+ * the error; the fuzz target for status events checks that both agree.
+ * With ALTAR_DECODE_SPEC_BYTES the spec is walked by the same functions
+ * with the reader "dry": every check made, nothing stored (no arena
+ * allocation or copy for its strings, maps and arrays), and only its bytes
+ * kept. */
 #include "core/codec_int.h"
 
 #include <math.h>
@@ -12,6 +16,10 @@
 typedef struct fr {
   const uint8_t *p, *end;
   altar_arena_t *a;
+  bool spec_bytes; /* ALTAR_DECODE_SPEC_BYTES */
+  /* Validating only: the helpers below check as ever but store nothing
+   * (outputs left as they are). Set while walking the spec, with spec_bytes. */
+  bool dry;
 } fr_t;
 
 /* A header of width w after the format byte, and the value in it. */
@@ -56,7 +64,7 @@ static bool str_view(fr_t *r, const char **ps, size_t *pn) {
 static bool str(fr_t *r, char **pout) {
   const char *s;
   size_t n;
-  return str_view(r, &s, &n) && (*pout = altar_arena_strndup(r->a, s, n)) != NULL;
+  return str_view(r, &s, &n) && (r->dry || (*pout = altar_arena_strndup(r->a, s, n)) != NULL);
 }
 
 static bool nil(fr_t *r) {
@@ -143,17 +151,21 @@ static bool boolean(fr_t *r, bool *pv) {
   return true;
 }
 
+/* m may be NULL when dry. */
 static bool strmap(fr_t *r, altar_strmap_t *m) {
   uint64_t n;
   if (!map_of(r, &n)) return false;
-  char **slots = n ? altar_arena_alloc(r->a, 2 * (size_t)n * sizeof *slots) : NULL;
-  if (n && !slots) return false;
+  char **slots = n && !r->dry ? altar_arena_alloc(r->a, 2 * (size_t)n * sizeof *slots) : NULL;
+  if (n && !r->dry && !slots) return false;
   const char *prev = NULL;
   size_t prev_n = 0;
   for (size_t i = 0; i < n; i++) {
     const char *k, *v;
     size_t kn, vn;
     if (!str_view(r, &k, &kn) || (i && !altar__key_before(prev, prev_n, k, kn)) || !str_view(r, &v, &vn)) return false;
+    prev = k;
+    prev_n = kn;
+    if (r->dry) continue;
     char *b = altar_arena_alloc(r->a, kn + vn + 2); /* "key\0value\0", as the map keeps entries */
     if (!b) return false;
     memcpy(b, k, kn);
@@ -162,16 +174,15 @@ static bool strmap(fr_t *r, altar_strmap_t *m) {
     b[kn + 1 + vn] = '\0';
     slots[i] = b;
     slots[n + i] = b + kn + 1;
-    prev = k;
-    prev_n = kn;
   }
-  altar_strmap_wrap(m, slots, (size_t)n);
+  if (!r->dry) altar_strmap_wrap(m, slots, (size_t)n);
   return true;
 }
 
 static bool opt_strmap(fr_t *r, altar_strmap_t **pm) {
   *pm = NULL;
   if (nil(r)) return true;
+  if (r->dry) return strmap(r, NULL);
   return (*pm = altar_arena_alloc(r->a, sizeof **pm)) != NULL && strmap(r, *pm);
 }
 
@@ -181,10 +192,11 @@ static bool strv(fr_t *r, char ***pv, size_t *pn) {
   *pn = 0;
   if (!array_of(r, &n)) return false;
   if (!n) return true;
-  if (!(*pv = altar_arena_alloc(r->a, (size_t)n * sizeof **pv))) return false;
+  char *one = NULL; /* the slot of every string when dry (left unwritten) */
+  if (!r->dry && !(*pv = altar_arena_alloc(r->a, (size_t)n * sizeof **pv))) return false;
   for (size_t i = 0; i < n; i++)
-    if (!str(r, &(*pv)[i])) return false;
-  *pn = (size_t)n;
+    if (!str(r, r->dry ? &one : &(*pv)[i])) return false;
+  if (!r->dry) *pn = (size_t)n;
   return true;
 }
 
@@ -194,13 +206,17 @@ static bool transfers(fr_t *r, altar_transfer_t **pv, size_t *pn) {
   *pn = 0;
   if (!array_of(r, &n)) return false;
   if (!n) return true;
-  altar_transfer_t *t = altar_arena_alloc(r->a, (size_t)n * sizeof *t);
+  altar_transfer_t one = {0}; /* every entry's place when dry */
+  altar_transfer_t *t = r->dry ? &one : altar_arena_alloc(r->a, (size_t)n * sizeof *t);
   if (!t) return false;
-  for (size_t i = 0; i < n; i++)
-    if (!map_of(r, &four) || four != 4 || !lit(r, "digest") || !opt_str(r, &t[i].digest) ||
-        !lit(r, "locality_key") || !opt_str(r, &t[i].locality_key) || !lit(r, "logical_path") ||
-        !str(r, &t[i].logical_path) || !lit(r, "uri") || !str(r, &t[i].uri))
+  for (size_t i = 0; i < n; i++) {
+    altar_transfer_t *x = r->dry ? &one : &t[i];
+    if (!map_of(r, &four) || four != 4 || !lit(r, "digest") || !opt_str(r, &x->digest) ||
+        !lit(r, "locality_key") || !opt_str(r, &x->locality_key) || !lit(r, "logical_path") ||
+        !str(r, &x->logical_path) || !lit(r, "uri") || !str(r, &x->uri))
       return false;
+  }
+  if (r->dry) return true;
   *pv = t;
   *pn = (size_t)n;
   return true;
@@ -262,11 +278,20 @@ static bool copy_span(fr_t *r, const uint8_t *start, altar_buf_t *out) {
   return true;
 }
 
-/* The spec, with a copy of its bytes as spec_enc (they are its encoding). */
+/* The spec, with a copy of its bytes as spec_enc (they are its encoding).
+ * With spec_bytes the same walk runs dry over a scratch spec that stays
+ * empty: e->spec is left NULL, the bytes are all that is kept. */
 static bool opt_spec(fr_t *r, altar_status_event_t *e) {
   e->spec = NULL;
   if (nil(r)) return true;
   const uint8_t *start = r->p;
+  if (r->spec_bytes) {
+    altar_spec_t scratch;
+    r->dry = true;
+    bool ok = spec(r, &scratch);
+    r->dry = false;
+    return ok && copy_span(r, start, &e->spec_enc);
+  }
   return (e->spec = altar_arena_alloc(r->a, sizeof *e->spec)) && spec(r, e->spec) && copy_span(r, start, &e->spec_enc);
 }
 
@@ -281,10 +306,11 @@ static bool state(fr_t *r, altar_state_t *ps) {
   return altar_state_parse(name, ps) == ALTAR_OK;
 }
 
-int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a, altar_status_event_t *pout) {
+int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a, unsigned flags,
+                                  altar_status_event_t *pout) {
   memset(pout, 0, sizeof *pout);
   if (!data || !len || len > ALTAR_MAX_MESSAGE) return ALTAR_ENOTSUP;
-  fr_t r = {.p = data, .end = (const uint8_t *)data + len, .a = a};
+  fr_t r = {.p = data, .end = (const uint8_t *)data + len, .a = a, .spec_bytes = (flags & ALTAR_DECODE_SPEC_BYTES) != 0};
   altar_arena_mark_t mark = altar_arena_mark(a);
   altar_status_event_t *e = pout;
   uint64_t n;

@@ -326,6 +326,7 @@ static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const al
      * task is not lost. */
     altar_status_event_t sub = *ev;
     sub.spec = NULL;
+    sub.spec_enc = (altar_buf_t){0}; /* its bytes would stand for a spec too */
     if ((rc = apply_submitted(l, gs, &sub, res, err))) return rc;
   } else if (cur->rec.state == ev->state &&
              altar_failure_equal(ev->state == ALTAR_STATE_FAILED ? ev->failure : NULL, cur->rec.failure)) {

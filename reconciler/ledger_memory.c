@@ -1,6 +1,8 @@
 /* The in-process reference TaskLedger: every record lives in the index. */
 #include "reconciler/ledger_int.h"
 
+#include "altar/codec.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,9 +18,25 @@ static int mem_record(void *impl, const altar_handle_t *h, const char *kind,
     return altar_error_set(err, ALTAR_EINVAL, "ledger.record: handle and kind are required");
   altar__lent_t *old = altar__lindex_find(&m->ix, h->backend, h->external_id);
   if (old && !old->e.rec.consumed) return ALTAR_OK; /* idempotent while open */
+  /* A spec given as its bytes only (meta->spec_enc, spec NULL): this ledger
+   * keeps the struct, so it decodes them, in place of copying a struct. */
+  altar_spec_t *decoded = NULL;
+  if (!spec && meta && meta->spec_enc && meta->spec_len) {
+    if (!(decoded = calloc(1, sizeof *decoded)))
+      return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
+    int rc = altar_decode_spec(meta->spec_enc, meta->spec_len, decoded, err);
+    if (rc) {
+      altar_spec_free(decoded);
+      return altar_error_prefix(err, "ledger.record: spec");
+    }
+  }
   altar__lent_t *x = altar__lent_new(h, kind, spec, meta ? meta->task_key : NULL,
                                      meta ? meta->group_key : NULL, 0);
-  if (!x) return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
+  if (!x) {
+    altar_spec_free(decoded);
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
+  }
+  if (decoded) x->e.rec.spec = decoded; /* the entry owns it now */
   if (meta) x->e.rec.restart_count = meta->restart_count;
   /* Re-opening a consumed record replaces it whole: state, restarts,
    * failure, spec and metadata all start afresh. */

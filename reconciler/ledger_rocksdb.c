@@ -564,20 +564,23 @@ static int rl_record(void *impl, const altar_handle_t *h, const char *kind, cons
     fixed = r->kb2.data;
     fixed_len = r->kb2.len;
   }
+  /* Bytes given without the struct are the spec (a replay's events carry
+   * them so: altar_decode_status_canonical with ALTAR_DECODE_SPEC_BYTES). */
+  bool has_spec = spec || (enc && spec_len);
   if (spec && !enc) {
     altar_buf_reset(&r->vb);
     if ((rc = altar_encode_spec(spec, &r->vb, err))) return op_end(r, rc, err);
     enc = r->vb.data;
     spec_len = r->vb.len;
   }
-  if (!spec) spec_len = 0; /* bytes without a spec are not stored */
+  if (!has_spec) spec_len = 0;
   altar__lent_t *x = altar__lent_new(h, kind, NULL, meta ? meta->task_key : NULL, meta ? meta->group_key : NULL,
                                      fixed_len + spec_len);
   if (!x) return op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory"), err);
   if (meta) x->e.rec.restart_count = meta->restart_count;
   x->packed = memcpy(x->tail, fixed, fixed_len);
   x->packed_len = fixed_len;
-  if (spec) {
+  if (has_spec) {
     x->spec_enc = memcpy(x->tail + fixed_len, enc, spec_len);
     x->spec_len = spec_len;
     x->has_spec = true;

@@ -356,7 +356,10 @@ static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
     f->poison++;
     return ALTAR_OK;
   }
-  if (altar_decode_status_canonical(m->value, m->value_len, &f->cur.arena, e) != ALTAR_OK) {
+  /* A spec is checked as ever but kept as its bytes only: record() takes
+   * them for the spec (the RocksDB ledger stores just the bytes, the memory
+   * ledger decodes them), so building it here would be wasted. */
+  if (altar_decode_status_canonical(m->value, m->value_len, &f->cur.arena, ALTAR_DECODE_SPEC_BYTES, e) != ALTAR_OK) {
     if (altar_decode_status(m->value, m->value_len, e, &de) != ALTAR_OK) {
       altar_status_event_clear(e);
       f->poison++; /* set aside in the DLQ the first time round */

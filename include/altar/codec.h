@@ -46,12 +46,18 @@ typedef struct altar_status_event {
   altar_handle_t handle;
   altar_state_t state;
   altar_failure_t *failure; /* NULL unless state is failed */
-  altar_spec_t *spec;       /* on "submitted" only, else NULL */
+  altar_spec_t *spec;       /* on "submitted" only, else NULL; see spec_enc */
   char *worker;             /* NULL if absent */
   altar_source_t source;
   double ts;
   /* Not on the wire: altar_encode_spec(spec), when a reader with time to
-   * spare made it (a rebuild's reading thread), so the ledger need not. */
+   * spare made it (a rebuild's reading thread), so the ledger need not.
+   * spec == NULL with spec_enc non-empty means the event HAS a spec, given
+   * as its (validated, canonical) bytes only: what
+   * altar_decode_status_canonical gives with ALTAR_DECODE_SPEC_BYTES. Such an
+   * event is for the ledger (altar_apply_events, whose record() takes
+   * meta.spec_enc as the spec); the encoders, altar_status_event_equal and
+   * the JSON form see only the struct, i.e. no spec. */
   altar_buf_t spec_enc;
   /* Not on the wire either: the message's own bytes of its "handle" and
    * "kind" entries (adjacent in both maps), which are byte for byte those
@@ -115,8 +121,14 @@ int altar_decode_status(const void *data, size_t len, altar_status_event_t *pout
  * included, always set with a spec) is placed in arena a, so *pout is never
  * cleared; it lives until a is reset. ALTAR_ENOTSUP for anything else,
  * valid or not, with *pout zeroed: altar_decode_status decides those. When
- * this accepts, altar_decode_status gives an equal event. */
-int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a, altar_status_event_t *pout);
+ * this accepts, altar_decode_status gives an equal event. flags: 0, or
+ * ALTAR_DECODE_SPEC_BYTES: the spec is validated exactly as without it (the
+ * same messages are accepted) but not built: pout->spec stays NULL and the
+ * spec is present as pout->spec_enc only (the same bytes, see spec_enc
+ * above); every other field, record_fixed included, is as without it. */
+#define ALTAR_DECODE_SPEC_BYTES 1u
+int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a, unsigned flags,
+                                  altar_status_event_t *pout);
 int altar_encode_group(const altar_group_event_t *e, altar_buf_t *out, altar_error_t *err);
 int altar_decode_group(const void *data, size_t len, altar_group_event_t *pout, altar_error_t *err);
 int altar_encode_record(const altar_record_t *r, altar_buf_t *out, altar_error_t *err);

@@ -25,7 +25,11 @@ typedef struct altar_record_meta {
   const char *task_key;  /* spec identity hash; NULL if unknown */
   const char *group_key; /* group this shard belongs to; NULL = not grouped */
   int64_t restart_count; /* starting restart count of a fresh record (normally 0) */
-  const void *spec_enc;  /* optional: altar_encode_spec(spec), when the caller has it */
+  /* optional: altar_encode_spec(spec), when the caller has it. Given
+   * (spec_len > 0) with spec == NULL, the bytes ARE the record's spec (a
+   * status event's spec kept as bytes only); the caller vouches that they
+   * are a canonical encoding of a valid spec. */
+  const void *spec_enc;
   size_t spec_len;
   const void *fixed_enc; /* optional: the record's "handle" and "kind" map entries in the
                             codec's bytes (a status event's record_fixed) */

@@ -1,6 +1,7 @@
 /* The shared TaskLedger suite body (see ledger_suite.h). */
 #include "ledger_suite.h"
 
+#include "altar/codec.h"
 #include "altar/spec.h"
 #include "testutil.h"
 
@@ -464,6 +465,47 @@ static void test_survives_reopen(void) {
   cur->destroy(l);
 }
 
+/* A spec given as its bytes only (meta.spec_enc, spec NULL: a replay's
+ * events carry it so) is the record's spec, as if given as the struct;
+ * bytes with a struct are the struct's; no bytes and no struct, no spec. */
+static void test_spec_as_bytes_only(void) {
+  altar_ledger_t *a = cur->open(), *b = cur->open();
+  altar_error_t err = {0};
+  altar_spec_t *s = mkspec("train", "0", "run");
+  altar_buf_t enc = {0};
+  CU_ASSERT_FATAL(altar_encode_spec(s, &enc, &err) == 0);
+  altar_handle_t h, h2;
+  mkhandle(&h, "x", "0");
+  mkhandle(&h2, "bare", "1");
+  altar_record_meta_t bytes = {.task_key = "x", .group_key = "g", .spec_enc = enc.data, .spec_len = enc.len};
+  altar_record_meta_t plain = {.task_key = "x", .group_key = "g"};
+  CU_ASSERT_EQUAL(altar_ledger_record_meta(a, &h, "train", NULL, &bytes, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_record_meta(b, &h, "train", s, &plain, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_record_meta(a, &h2, "train", NULL, &plain, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_record_meta(b, &h2, "train", NULL, &plain, &err), 0);
+  for (int round = 0; round < 2; round++) {
+    altar_ledger_entry_t e;
+    get(a, "x", &e);
+    CU_ASSERT(e.rec.spec && altar_spec_equal(e.rec.spec, s));
+    altar_ledger_entry_clear(&e);
+    get(a, "bare", &e);
+    CU_ASSERT(e.rec.spec == NULL);
+    altar_ledger_entry_clear(&e);
+    char ca[ALTAR_LEDGER_CHECKSUM_LEN + 1], cb[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+    CU_ASSERT_EQUAL(altar_ledger_checksum(a, ca, &err), 0);
+    CU_ASSERT_EQUAL(altar_ledger_checksum(b, cb, &err), 0);
+    CU_ASSERT_STRING_EQUAL(ca, cb);
+    a = cur->reopen(a);
+    CU_ASSERT_FATAL(a != NULL);
+  }
+  altar_handle_clear(&h);
+  altar_handle_clear(&h2);
+  altar_buf_free(&enc);
+  altar_spec_free(s);
+  cur->destroy(a);
+  cur->destroy(b);
+}
+
 static int suite_init(size_t i) {
   cur = factories[i];
   return 0;
@@ -494,4 +536,5 @@ void altar_ledger_suite_register(const altar_ledger_factory_t *f) {
   ALTAR_TEST(test_checksum_history_independent);
   ALTAR_TEST(test_batch_reads_own_writes);
   ALTAR_TEST(test_survives_reopen);
+  ALTAR_TEST(test_spec_as_bytes_only);
 }

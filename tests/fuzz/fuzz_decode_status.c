@@ -1,17 +1,40 @@
 /* libFuzzer target: altar_decode_status on arbitrary bytes (see
  * fuzz_decode_common.h), and its canonical fast path against it: the fast
  * path accepts exactly the valid messages in our encoder's own form, and
- * then gives the same event and spec bytes. */
+ * then gives the same event and spec bytes; with ALTAR_DECODE_SPEC_BYTES it
+ * accepts the same messages and gives the same event without the spec
+ * struct (same spec and fixed bytes). */
 #include "fuzz_decode_common.h"
 #include "core/codec_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static bool same_bytes(const altar_buf_t *x, const altar_buf_t *y) {
+  return x->len == y->len && (!x->len || !memcmp(x->data, y->data, x->len));
+}
+
+/* The spec kept as bytes only, against f (the event without the flag). */
+static void spec_bytes_agrees(const uint8_t *data, size_t size, bool fast, const altar_status_event_t *f) {
+  altar_arena_t a = {0};
+  altar_status_event_t d;
+  bool dry = altar_decode_status_canonical(data, size, &a, ALTAR_DECODE_SPEC_BYTES, &d) == 0;
+  if (dry != fast || d.spec) abort();
+  if (dry) {
+    altar_status_event_t with = d;
+    with.spec = f->spec;
+    if (!same_bytes(&d.spec_enc, &f->spec_enc) || !same_bytes(&d.record_fixed, &f->record_fixed) ||
+        (f->spec != NULL) != (d.spec_enc.len > 0) || !altar_status_event_equal(&with, f))
+      abort();
+  }
+  altar_arena_free(&a);
+}
+
 static void fast_path_agrees(const uint8_t *data, size_t size) {
   altar_arena_t a = {0};
   altar_status_event_t f, s;
   altar_error_t err = {0};
-  bool fast = altar_decode_status_canonical(data, size, &a, &f) == 0;
+  bool fast = altar_decode_status_canonical(data, size, &a, 0, &f) == 0;
+  spec_bytes_agrees(data, size, fast, &f);
   bool full = altar_decode_status(data, size, &s, &err) == 0;
   altar_buf_t enc = {0};
   bool own = full && altar_encode_status(&s, &enc, &err) == 0 && enc.len == size && !memcmp(enc.data, data, size);

@@ -1,5 +1,6 @@
 /* Applying status events: records, states, releases, and the group events
  * due after each event — the same whatever the batch sizes (invariant 3). */
+#include "altar/codec.h"
 #include "altar/reconcile.h"
 #include "reconciler/ledger_rocksdb.h"
 #include "testutil.h"
@@ -445,6 +446,58 @@ static void test_released_and_unknown(void) {
   altar_group_specs_clear(&s);
 }
 
+/* Events whose spec comes as its bytes only (spec NULL, spec_enc set: how
+ * a replay decodes them) make the same ledger as with the struct, on both
+ * ledgers; a state event whose submitted never arrived records no spec,
+ * whatever bytes it carries. */
+static void test_spec_as_bytes_only(void) {
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, specs_yaml);
+  altar_error_t err = {0};
+  sub("pair", "p1", "jp", 0, 2);
+  st("pair", "p1", "jp", 0, 2, ALTAR_STATE_RUNNING);
+  st("pair", "p9", "jp", 1, 2, ALTAR_STATE_RUNNING); /* its submitted never arrived */
+  altar_ledger_t *a = altar_ledger_memory_new(), *b = altar_ledger_memory_new();
+  char *dir = altar_test_tmpdir("apply-bytes");
+  altar_ledger_t *c = altar_ledger_rocksdb_open(dir, NULL, &err);
+  CU_ASSERT_FATAL(a && b && c);
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL(apply(a, &s, 0, nev, &r), 0);
+  altar_spec_t *orig = evs[0].spec;
+  evs[0].spec = NULL;
+  CU_ASSERT_FATAL(altar_encode_spec(orig, &evs[0].spec_enc, &err) == 0);
+  CU_ASSERT_FATAL(altar_encode_spec(orig, &evs[2].spec_enc, &err) == 0); /* stale bytes */
+  CU_ASSERT_EQUAL(apply(b, &s, 0, nev, &r), 0);
+  CU_ASSERT_EQUAL(apply(c, &s, 0, nev, &r), 0);
+  char ca[ALTAR_LEDGER_CHECKSUM_LEN + 1], cb[ALTAR_LEDGER_CHECKSUM_LEN + 1], cc[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT_EQUAL(altar_ledger_checksum(a, ca, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_checksum(b, cb, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_checksum(c, cc, &err), 0);
+  CU_ASSERT_STRING_EQUAL(ca, cb);
+  CU_ASSERT_STRING_EQUAL(ca, cc);
+  altar_ledger_t *ls[] = {b, c};
+  for (size_t i = 0; i < 2; i++) {
+    altar_ledger_entry_t e;
+    CU_ASSERT_EQUAL_FATAL(altar_ledger_get(ls[i], "process", "p1", &e, &err), 0);
+    CU_ASSERT(e.rec.spec && altar_spec_equal(e.rec.spec, orig));
+    altar_ledger_entry_clear(&e);
+    CU_ASSERT_EQUAL_FATAL(altar_ledger_get(ls[i], "process", "p9", &e, &err), 0);
+    CU_ASSERT(e.rec.spec == NULL);
+    altar_ledger_entry_clear(&e);
+  }
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(c, NULL, &err), 0);
+  altar_spec_free(orig);
+  altar_apply_result_clear(&r);
+  altar_ledger_close(a);
+  altar_ledger_close(b);
+  altar_ledger_close(c);
+  altar_test_rmtree(dir);
+  free(dir);
+  altar_group_specs_clear(&s);
+  ev_reset();
+}
+
 static void test_predicate_error_aborts_batch(void) {
   ev_reset();
   altar_group_specs_t s;
@@ -549,6 +602,7 @@ static void add(void) {
   ALTAR_TEST(test_retry_same_handle_then_fire);
   ALTAR_TEST(test_retry_gives_up_when_hopeless);
   ALTAR_TEST(test_released_and_unknown);
+  ALTAR_TEST(test_spec_as_bytes_only);
   ALTAR_TEST(test_predicate_error_aborts_batch);
   ALTAR_TEST(test_unpublishable_group_refused);
   ALTAR_TEST(test_bad_events);

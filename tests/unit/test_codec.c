@@ -934,14 +934,41 @@ static altar_status_event_t *kept_event(void) {
   return &e;
 }
 
+static bool same_bytes(const altar_buf_t *x, const altar_buf_t *y) {
+  return x->len == y->len && (!x->len || !memcmp(x->data, y->data, x->len));
+}
+
+/* The fast path with ALTAR_DECODE_SPEC_BYTES against it without, f (its
+ * event, when fast): the same verdict, no spec struct, the same spec and
+ * fixed bytes, every other field equal. */
+static void spec_bytes_agrees(const uint8_t *data, size_t len, bool fast, const altar_status_event_t *f) {
+  altar_arena_t a = {0};
+  altar_status_event_t d;
+  bool dry = altar_decode_status_canonical(data, len, &a, ALTAR_DECODE_SPEC_BYTES, &d) == 0;
+  CU_ASSERT_EQUAL(dry, fast);
+  CU_ASSERT(d.spec == NULL);
+  if (dry && fast) {
+    CU_ASSERT(same_bytes(&d.spec_enc, &f->spec_enc));
+    CU_ASSERT(same_bytes(&d.record_fixed, &f->record_fixed));
+    CU_ASSERT((f->spec != NULL) == (d.spec_enc.len > 0)); /* a spec, present as bytes */
+    altar_status_event_t with = d;
+    with.spec = f->spec;
+    CU_ASSERT(altar_status_event_equal(&with, f));
+  }
+  if (!dry) CU_ASSERT(d.task_key == NULL && d.spec_enc.len == 0 && d.handle.labels.n == 0); /* left zeroed */
+  altar_arena_free(&a);
+}
+
 /* The fast path against the full decoder on the same bytes: it accepts
  * exactly the messages that are valid and in our encoder's own form, and
- * then gives the same event (spec bytes included). Returns its verdict. */
+ * then gives the same event (spec bytes included); so does it with the spec
+ * kept as bytes only. Returns its verdict. */
 static bool fast_agrees(const uint8_t *data, size_t len) {
   altar_arena_t a = {0};
   altar_status_event_t f, s;
   altar_error_t err = {0};
-  bool fast = altar_decode_status_canonical(data, len, &a, &f) == 0;
+  bool fast = altar_decode_status_canonical(data, len, &a, 0, &f) == 0;
+  spec_bytes_agrees(data, len, fast, &f);
   bool full = altar_decode_status(data, len, &s, &err) == 0;
   altar_buf_t enc = {0};
   bool own = full && altar_encode_status(&s, &enc, &err) == 0 && enc.len == len && !memcmp(enc.data, data, len);
@@ -1034,6 +1061,50 @@ static void test_spec_bytes_kept_when_canonical(void) {
   altar_buf_free(&v);
   altar_buf_free(&b);
   altar_status_event_clear(e);
+}
+
+/* Every string of a spec is checked (UTF-8, no NUL) whether the spec is
+ * built or kept as bytes only: one bad byte in any of them and both modes
+ * decline, as the full decoder refuses. */
+static void test_spec_strings_checked_in_both_modes(void) {
+  altar_status_event_t e = {.v = 1, .event = ALTAR_EV_SUBMITTED, .ts = 5.5};
+  e.kind = "train";
+  e.task_key = "tk";
+  altar_handle_init(&e.handle, "process", "t-1");
+  e.spec = altar_spec_new("sQ0", "iQ1");
+  altar_spec_add_arg(e.spec, "cQ2");
+  altar_spec_add_input(e.spec, "uQ3", "lQ4", "kQ5", "dQ6");
+  altar_spec_set_label(e.spec, "aQ7", "vQ8");
+  altar_spec_add_output(e.spec, "oQ9", "pQA");
+  e.spec->plugin_identity = altar_strmap_new();
+  altar_strmap_set(e.spec->plugin_identity, "xQB", "yQC");
+  altar_spec_set_gpu(e.spec, "gQD", 1);
+  altar_buf_t b = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_encode_status(&e, &b, &err) == 0);
+  CU_ASSERT(fast_agrees(b.data, b.len)); /* both modes accept it as it is */
+  const char marks[] = "0123456789ABCD";
+  for (size_t m = 0; m < sizeof marks - 1; m++) {
+    char pat[2] = {'Q', marks[m]};
+    size_t at = find_bytes(&b, pat, 2) + 1;
+    const uint8_t bad[] = {0xff, 0x00, 0xc3}; /* never UTF-8; NUL; a lead byte cut short */
+    for (size_t k = 0; k < sizeof bad; k++) {
+      uint8_t keep = b.data[at];
+      b.data[at] = bad[k];
+      altar_status_event_t d;
+      CU_ASSERT(altar_decode_status(b.data, b.len, &d, &err) != 0);
+      altar_status_event_clear(&d);
+      altar_arena_t a = {0};
+      CU_ASSERT(altar_decode_status_canonical(b.data, b.len, &a, ALTAR_DECODE_SPEC_BYTES, &d) == ALTAR_ENOTSUP);
+      CU_ASSERT(altar_decode_status_canonical(b.data, b.len, &a, 0, &d) == ALTAR_ENOTSUP);
+      altar_arena_free(&a);
+      CU_ASSERT(!fast_agrees(b.data, b.len));
+      b.data[at] = keep;
+    }
+  }
+  altar_buf_free(&b);
+  altar_spec_free(e.spec);
+  altar_handle_clear(&e.handle);
 }
 
 /* The canonical fast path on every status vector, every prefix of one, one
@@ -1227,6 +1298,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_missing_keys_defaulted);
   ALTAR_TEST(test_required_fields);
   ALTAR_TEST(test_spec_bytes_kept_when_canonical);
+  ALTAR_TEST(test_spec_strings_checked_in_both_modes);
   ALTAR_TEST(test_wrong_types);
   ALTAR_TEST(test_number_forms);
   ALTAR_TEST(test_truncated_every_prefix);

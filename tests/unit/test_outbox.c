@@ -321,6 +321,17 @@ static const char *groups_yaml = "pair:\n  group_by: [job_id]\n  ready_when: {al
 /* Set for events of a kind whose shards carry their fold count. */
 static const char *ev_num_folds;
 
+/* The spec status_ev gives a submitted event of job and fold. */
+static altar_spec_t *status_spec(const char *job, int fold) {
+  char f[8];
+  snprintf(f, sizeof f, "%d", fold);
+  altar_spec_t *s = altar_spec_new("pair", "img:1");
+  altar_spec_add_arg(s, "run");
+  altar_spec_set_label(s, "job_id", job);
+  altar_spec_set_label(s, "fold", f);
+  return s;
+}
+
 static void status_ev(altar_transport_t *t, altar_status_event_kind_t kind, const char *job, int fold,
                       altar_state_t state, double ts) {
   altar_status_event_t ev = {.v = ALTAR_SCHEMA_VERSION, .event = kind, .state = state, .ts = ts};
@@ -335,12 +346,7 @@ static void status_ev(altar_transport_t *t, altar_status_event_kind_t kind, cons
   altar_strmap_set(&ev.handle.labels, "job_id", job);
   altar_strmap_set(&ev.handle.labels, "fold", f);
   if (ev_num_folds) altar_strmap_set(&ev.handle.labels, "num_folds", ev_num_folds);
-  if (kind == ALTAR_EV_SUBMITTED) {
-    ev.spec = altar_spec_new("pair", "img:1");
-    altar_spec_add_arg(ev.spec, "run");
-    altar_spec_set_label(ev.spec, "job_id", job);
-    altar_spec_set_label(ev.spec, "fold", f);
-  }
+  if (kind == ALTAR_EV_SUBMITTED) ev.spec = status_spec(job, fold);
   altar_buf_t b = {0};
   altar_error_t err = {0};
   CU_ASSERT_FATAL(altar_encode_status(&ev, &b, &err) == 0);
@@ -421,6 +427,20 @@ static void test_daemon_and_rebuild_agree_on_bytes(void) {
   char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
+  /* The replay decodes a spec as its bytes only: the records have it all
+   * the same (j1-0 consumed, j3-0 open), equal to the one submitted. */
+  const char *jobs[] = {"j1", "j3"};
+  for (size_t i = 0; i < 2; i++) {
+    char eid[16];
+    snprintf(eid, sizeof eid, "%s-0", jobs[i]);
+    altar_ledger_entry_t got;
+    CU_ASSERT_EQUAL_FATAL(altar_ledger_get(l2, "process", eid, &got, &err), 0);
+    CU_ASSERT(got.rec.consumed == (i == 0));
+    altar_spec_t *want = status_spec(jobs[i], 0);
+    CU_ASSERT(got.rec.spec && altar_spec_equal(got.rec.spec, want));
+    altar_spec_free(want);
+    altar_ledger_entry_clear(&got);
+  }
   altar_ledger_close(l2);
   altar_strmap_clear(&props);
 
