@@ -138,11 +138,14 @@ static int read_topic(const char *tname, const altar_strmap_t *props, const char
   return rc;
 }
 
-typedef struct seen_ids {
-  char **v; /* owned */
-  size_t n, cap;
-  altar__hmap_t set; /* the same ids, for one probe per fired group */
-} seen_ids_t;
+/* Event ids the ready and dead topics hold: each key is owned by its value. */
+typedef altar__hmap_t seen_ids_t;
+
+static void seen_free(seen_ids_t *s) {
+  for (size_t i = 0; i < s->cap; i++)
+    if (s->ctrl[i]) free(s->slots[i].val);
+  altar__hmap_free(s);
+}
 
 typedef struct replay {
   altar_ledger_t *ledger;
@@ -164,7 +167,7 @@ static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error
     const altar_group_event_t *g = &res->events[i];
     if (g->event == ALTAR_GROUP_FIRED) r->stats.fired++;
     else r->stats.dead_lettered++;
-    if (r->seen->n && altar__hmap_get(&r->seen->set, g->event_id, strlen(g->event_id))) continue;
+    if (r->seen->n && altar__hmap_get(r->seen, g->event_id, strlen(g->event_id))) continue;
     if (r->due.n == r->due.cap) {
       size_t cap = r->due.cap ? r->due.cap * 2 : 64;
       due_t *nv = realloc(r->due.v, cap * sizeof *nv);
@@ -411,18 +414,13 @@ static int on_group(void *ctx, altar_msg_t *m, altar_error_t *err) {
   int rc = m->value ? altar_peek_group_event_id(m->value, m->value_len, &id) : ALTAR_EDECODE;
   if (rc == ALTAR_ENOMEM) return altar_error_set(err, rc, "out of memory");
   if (rc) return ALTAR_OK; /* not a group event: nothing it could stand for */
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 64;
-    char **nv = realloc(s->v, cap * sizeof *nv);
-    if (!nv) {
-      free(id);
-      return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
-    }
-    s->v = nv;
-    s->cap = cap;
+  size_t n = strlen(id);
+  void *old = NULL;
+  if (altar__hmap_put_h(s, id, n, altar__hash(id, n), id, &old)) {
+    free(id);
+    return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   }
-  s->v[s->n++] = id;
-  if (altar__hmap_put(&s->set, id, strlen(id), id)) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  free(old); /* the same event found twice */
   return ALTAR_OK;
 }
 
@@ -552,9 +550,7 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
   altar__settled_free(&r.settled);
   altar_apply_result_clear(&r.res);
   dues_clear(&r.due);
-  for (size_t i = 0; i < seen.n; i++) free(seen.v[i]);
-  free(seen.v);
-  altar__hmap_free(&seen.set);
+  seen_free(&seen);
   if (pstats) *pstats = r.stats;
   if (ppublished) *ppublished = published;
   return rc;
