@@ -313,7 +313,7 @@ class FakeModal(api_grpc.ModalClientBase):
         await self.terminate(stream, "SandboxTerminate", False, api_pb2.SandboxTerminateResponse())
 
     async def SandboxTerminateV2(self, stream):
-        await self.terminate(stream, "SandboxTerminateV2", True, api_pb2.SandboxTerminateV2Response())
+        await self.terminate(stream, "SandboxTerminateV2", True, api_pb2.SandboxTerminateResponse())
 
     async def tags_set(self, stream, name, need_jwt):
         req = await self.begin(stream, name, need_jwt)
