@@ -12,8 +12,10 @@ Sandboxes run their command for real, as local processes: a volume's files
 live in <volume-root>/<volume name>, and a sandbox's volume mount path must be
 that directory (the tests point the backend's mount_root at it), so inputs
 staged through the SDK are what the command reads. Timeouts kill the process
-(the SDK reports 124), terminate kills it (137). A GPU type given with
---unschedulable-gpu is never scheduled.
+(the SDK reports 124), terminate kills it (137), and so does going past the
+sandbox's memory (resident set size, checked every 20 ms; reported as a
+kernel OOM kill with exit code 137). A GPU type given with --unschedulable-gpu
+is never scheduled.
 
 Run it with the SDK's Python (both grpclib and aiohttp come with `modal`):
     python fake_modal_server.py --volume-root DIR --token-id ID --token-secret S
@@ -54,6 +56,26 @@ def make_jwt(lifetime_s):
         return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
 
     return "%s.%s.fake" % (b64({"alg": "none", "typ": "JWT"}), b64({"exp": int(time.time()) + lifetime_s}))
+
+
+def rss_kib(pid):
+    """Resident set size of pid and its children (one level is enough for sh -c)."""
+    total = 0
+    pids = [pid]
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            pids += [int(p) for p in f.read().split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            with open("/proc/%d/status" % p) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
 
 
 def clean_path(path):
@@ -230,7 +252,16 @@ class FakeModal(api_grpc.ModalClientBase):
             return
         if d.timeout_secs:
             sb.timer = asyncio.get_running_loop().call_later(d.timeout_secs, self.kill, sb, "timeout")
+        if d.resources.memory_mb:
+            asyncio.create_task(self.watch_memory(sb, d.resources.memory_mb))
         asyncio.create_task(self.reap(sb))
+
+    async def watch_memory(self, sb, limit_mb):
+        while sb.result is None and not sb.ended_by:
+            if rss_kib(sb.proc.pid) > limit_mb * 1024:
+                self.kill(sb, "oom")
+                return
+            await asyncio.sleep(0.02)
 
     def kill(self, sb, why):
         if sb.proc and sb.proc.returncode is None and not sb.ended_by:
@@ -249,6 +280,8 @@ class FakeModal(api_grpc.ModalClientBase):
             res = G(status=G.GENERIC_STATUS_TIMEOUT, exception="Sandbox timed out")
         elif sb.ended_by == "terminate":
             res = G(status=G.GENERIC_STATUS_TERMINATED)
+        elif sb.ended_by == "oom":
+            res = G(status=G.GENERIC_STATUS_KERNEL_OOM_KILL, exitcode=137, exception="out of memory")
         elif code == 0:
             res = G(status=G.GENERIC_STATUS_SUCCESS, exitcode=0)
         else:

@@ -101,7 +101,14 @@ static int start_fake(void) {
   return rc;
 }
 
-static int suite_init(void) {
+/* The SDK environment and the fake server, started by whichever suite runs
+ * first and stopped after the last one. */
+static int world_rc = 1;
+static bool world_started;
+
+static int world_start(void) {
+  if (world_started) return world_rc;
+  world_started = true;
   dir = altar_test_tmpdir("modal-bridge");
   char cmd[4096], p[2048];
   snprintf(cmd, sizeof cmd, "'%s/scripts/modal-sdk.sh'", altar_test_source_dir());
@@ -124,8 +131,11 @@ static int suite_init(void) {
   unsetenv("MODAL_PROFILE");
   unsetenv("MODAL_ENVIRONMENT");
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  return start_fake();
+  world_rc = start_fake();
+  return world_rc;
 }
+
+static int suite_init(void) { return world_start(); }
 
 static int suite_clean(void) {
   if (fake_stdin >= 0) close(fake_stdin);
@@ -714,8 +724,87 @@ static void test_installed_altar_finds_bridge(void) {
   CU_ASSERT(strstr(found, "tools/modal_bridge.py") != NULL);
 }
 
+/* ---- the backend contract suite, through the SDK and the fake ---- */
+
+static altar_backend_t *contract_make(void *ctx, const char *data_root, char *errstr, size_t sz) {
+  (void)ctx;
+  (void)data_root; /* the volume lives where the fake keeps it */
+  if (world_start()) {
+    snprintf(errstr, sz, "no Modal SDK environment or fake server");
+    return NULL;
+  }
+  altar_error_t err = {0};
+  altar_modal_bridge_config_t bcfg = {.python = python, .bridge = bridge, .reply_timeout_ms = 60000};
+  altar_modal_runtime_t *rt = altar_modal_bridge_runtime_new(&bcfg, &err);
+  altar_modal_config_t cfg = {.mount_root = vol};
+  altar_modal_t *m = rt ? altar_modal_new(&cfg, rt, &err) : NULL;
+  if (!m) snprintf(errstr, sz, "%s", err.msg);
+  return altar_modal_backend_wrap(m);
+}
+
+static int set_argv(altar_spec_t *s, const char *a0, const char *a1, const char *a2) {
+  for (size_t i = 0; i < s->n_command; i++) free(s->command[i]);
+  s->n_command = 0;
+  int rc = altar_spec_add_arg(s, a0);
+  if (!rc && a1) rc = altar_spec_add_arg(s, a1);
+  if (!rc && a2) rc = altar_spec_add_arg(s, a2);
+  return rc;
+}
+static int c_exit(void *ctx, altar_spec_t *s, int code) {
+  (void)ctx;
+  char script[32];
+  snprintf(script, sizeof script, "exit %d", code);
+  return set_argv(s, "sh", "-c", script);
+}
+static int c_sleep(void *ctx, altar_spec_t *s, int secs) {
+  (void)ctx;
+  char n[16];
+  snprintf(n, sizeof n, "%d", secs);
+  return set_argv(s, "sleep", n, NULL);
+}
+static int c_oom(void *ctx, altar_spec_t *s) {
+  (void)ctx;
+  s->resources.memory_mb = (altar_opt_i64_t){true, 32};
+  return set_argv(s, python, "-c", "import time; x = b'a' * (256 << 20); time.sleep(60)");
+}
+static int c_read(void *ctx, altar_spec_t *s, const char *path) {
+  (void)ctx;
+  return set_argv(s, "cat", path, NULL);
+}
+static int c_vanish(void *ctx, altar_backend_t *be, const altar_handle_t *h) {
+  (void)ctx;
+  (void)be;
+  char path[256];
+  snprintf(path, sizeof path, "/_fake/vanish/%s", h->external_id);
+  json_t *j = http_call("POST", path);
+  json_decref(j);
+  return j ? 0 : -1;
+}
+static char *c_host_path(void *ctx, altar_backend_t *be, const char *data_root, const char *logical) {
+  (void)ctx;
+  (void)be;
+  (void)data_root;
+  char p[4096];
+  path_in(p, sizeof p, vol, logical);
+  return strdup(p);
+}
+
+static const altar_contract_fixture_t contract_fx = {
+    .name = "modal (real SDK, fake control plane)",
+    .image = "python:3.11-slim",
+    .wait_s = WAIT_S,
+    .make_backend = contract_make,
+    .set_exit = c_exit,
+    .set_sleep = c_sleep,
+    .set_oom = c_oom,
+    .set_read_input = c_read,
+    .vanish = c_vanish,
+    .host_path = c_host_path,
+};
+
 static void add(void) {
   altar_storage_register_builtin();
+  altar_contract_add_suite(&contract_fx); /* first: the suite below stops the fake */
   ALTAR_SUITE("modal_bridge", suite_init, suite_clean);
   ALTAR_TEST(test_sandbox_cpu);
   ALTAR_TEST(test_sandbox_gpu);
