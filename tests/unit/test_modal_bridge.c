@@ -9,7 +9,8 @@
  * round trip larger than one 8 MiB block, missing sandboxes and files,
  * refused credentials, the deadline that cancels a sandbox stuck in
  * scheduling, the backend and `altar run --backend modal` end to end, and an
- * installed altar finding its bridge without the source tree. */
+ * installed altar finding its bridge without the source tree. The backend
+ * contract suite runs here too, through the SDK and the fake. */
 #include "altar/buf.h"
 #include "altar/digest.h"
 #include "altar/modal.h"
@@ -802,6 +803,16 @@ static const altar_contract_fixture_t contract_fx = {
     .host_path = c_host_path,
 };
 
+/* Last: nothing the SDK asked for in this whole run went unanswered. */
+static void test_no_unimplemented_calls(void) {
+  json_t *state = fake_state();
+  json_t *un = json_object_get(state, "unimplemented");
+  for (size_t i = 0; i < json_array_size(un); i++)
+    fprintf(stderr, "the SDK called %s, which the fake does not implement\n", json_string_value(json_array_get(un, i)));
+  CU_ASSERT_EQUAL(json_array_size(un), 0);
+  json_decref(state);
+}
+
 static void add(void) {
   altar_storage_register_builtin();
   altar_contract_add_suite(&contract_fx); /* first: the suite below stops the fake */
@@ -818,6 +829,7 @@ static void add(void) {
   ALTAR_TEST(test_backend_through_bridge);
   ALTAR_TEST(test_altar_run_cli);
   ALTAR_TEST(test_installed_altar_finds_bridge);
+  ALTAR_TEST(test_no_unimplemented_calls);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
