@@ -156,12 +156,11 @@ static int bridge_start(bridge_t *b, altar_error_t *err) {
 /* After a missed deadline: SIGINT cancels the bridge's SDK call; its
  * answer (normally "cancelled") keeps the bridge in step. A bridge that
  * stays silent is killed. Returns the line or NULL. */
-static char *cancel_in_flight(bridge_t *b, long limit_ms) {
+static char *cancel_in_flight(bridge_t *b) {
   kill(b->pid, SIGINT);
   char *line = NULL;
   altar_error_t ignored = {0};
-  long grace = limit_ms < CANCEL_GRACE_MS ? limit_ms : CANCEL_GRACE_MS;
-  if (read_line(b, grace, &line, &ignored) != ALTAR_OK) bridge_stop(b);
+  if (read_line(b, CANCEL_GRACE_MS, &line, &ignored) != ALTAR_OK) bridge_stop(b);
   return line;
 }
 
@@ -195,7 +194,7 @@ static int call(bridge_t *b, json_t *req, const char *op, long limit_ms, json_t 
   char *line = NULL;
   if (!rc) rc = read_line(b, limit_ms, &line, err);
   if (rc == ALTAR_ETIMEOUT) {
-    char *late = cancel_in_flight(b, limit_ms);
+    char *late = cancel_in_flight(b);
     json_t *r = late ? json_loads(late, 0, NULL) : NULL;
     free(late);
     if (json_is_true(json_object_get(r, "ok"))) { /* it finished after all */

@@ -394,7 +394,7 @@ static void test_volume_round_trip(void) {
  * The C side's deadline sends the bridge SIGINT; the SDK's own clean-up
  * terminates the sandbox; the bridge answers and stays usable. */
 static void test_deadline_cancels_scheduling(void) {
-  altar_modal_runtime_t *rt = new_rt_with(python, 3000);
+  altar_modal_runtime_t *rt = new_rt_with(python, 5000);
   char *cmd[] = {"true"};
   altar_modal_sandbox_req_t req = base_req(cmd, 1);
   req.gpu = UNSCHEDULABLE_GPU;
