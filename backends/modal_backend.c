@@ -139,7 +139,7 @@ static void *mb_create(const altar_strmap_t *props, char *errstr, size_t sz) {
     else if (!strcmp(key, "bridge")) bcfg.bridge = v;
     else if (!strcmp(key, "data_root") || !strcmp(key, "slots") || !strcmp(key, "name")) continue;
     else if (!strcmp(key, "reply_timeout_ms") || !strcmp(key, "run_timeout_ms")) {
-      long *pms = key[1] == 'e' ? &bcfg.reply_timeout_ms : &bcfg.run_timeout_ms;
+      long *pms = !strcmp(key, "reply_timeout_ms") ? &bcfg.reply_timeout_ms : &bcfg.run_timeout_ms;
       if (!parse_ms(key, v, pms, errstr, sz)) {
         altar_strmap_clear(&accs);
         return NULL;
