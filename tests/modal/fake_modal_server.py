@@ -34,7 +34,6 @@ import string
 import sys
 import time
 
-import grpclib.const
 import grpclib.server
 from aiohttp import web
 from google.protobuf import empty_pb2
@@ -86,20 +85,19 @@ def clean_path(path):
 
 
 class Sandbox:
-    def __init__(self, sid, family, app_id, definition, tags, gpu, schedulable):
+    def __init__(self, sid, family, app_id, definition, tags, schedulable):
         self.id = sid
         self.family = family  # "v1" (SandboxCreate) or "v2" (SandboxCreateV2)
         self.app_id = app_id
         self.definition = definition
         self.tags = tags
-        self.gpu = gpu
         self.schedulable = schedulable
         self.task_id = ""
         self.proc = None
         self.result = None  # api_pb2.GenericResult once finished
         self.done = asyncio.Event()
         self.timer = None
-        self.ended_by = None  # "timeout" | "terminate"
+        self.ended_by = None  # "timeout" | "terminate" | "oom"
 
     def record(self):
         d = self.definition
@@ -233,7 +231,7 @@ class FakeModal(api_grpc.ModalClientBase):
         # V1 ids are sb- + 22 base-62 characters; V2 ids must not look like that.
         sid = rand_id("sb-") if family == "v1" else rand_id("sb-v2x", 24)
         tags = {t.tag_name: t.tag_value for t in req.tags}
-        sb = Sandbox(sid, family, req.app_id, d, tags, gpu, gpu not in self.opts.unschedulable_gpu)
+        sb = Sandbox(sid, family, req.app_id, d, tags, gpu not in self.opts.unschedulable_gpu)
         self.sandboxes[sid] = sb
         if family == "v2":
             await self.schedule(sb)

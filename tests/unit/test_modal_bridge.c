@@ -281,7 +281,10 @@ static void test_sandbox_cpu(void) {
   CU_ASSERT_EQUAL(json_integer_value(json_object_get(state, "auth_failures")), 0);
   json_decref(state);
   json_decref(rec);
+  long v1_waits = calls_now("SandboxWait"), v2_waits = calls_now("SandboxWaitV2");
   CU_ASSERT_EQUAL(wait_exit(rt, id), 3);
+  CU_ASSERT(calls_now("SandboxWaitV2") > v2_waits); /* the id's shape picks the V2 calls */
+  CU_ASSERT_EQUAL(calls_now("SandboxWait"), v1_waits);
 
   /* A second sandbox of the same image: the image is not looked up again. */
   char *ok[] = {"true"};
