@@ -450,8 +450,9 @@ static void test_wrong_token(void) {
   setenv("MODAL_TOKEN_SECRET", TOKEN_SECRET, 1);
 }
 
-/* A bridge that dies is restarted by the next call. The python is a
- * wrapper that records the bridge's pid so the test can kill it. */
+/* A bridge ignores SIGINT between requests; one that dies is restarted by
+ * the next call. The python is a wrapper that records the bridge's pid so
+ * the test can signal it. */
 static void test_restart_after_crash(void) {
   char wrapper[2048], pidfile[2048];
   path_in(wrapper, sizeof wrapper, dir, "python-wrapper.sh");
@@ -468,10 +469,14 @@ static void test_restart_after_crash(void) {
   CU_ASSERT_FATAL(pid_text != NULL);
   pid_t first = (pid_t)strtol(pid_text, NULL, 10);
   free(pid_text);
-  CU_ASSERT_FATAL(first > 0 && kill(first, SIGKILL) == 0);
   bool done;
   int code;
   altar_error_t err = {0};
+  /* SIGINT between requests (a Ctrl-C at the terminal) leaves it serving. */
+  CU_ASSERT_FATAL(first > 0 && kill(first, SIGINT) == 0);
+  CU_ASSERT_EQUAL(rt->ops->poll_sandbox(rt->impl, id, &done, &code, &err), 0);
+  CU_ASSERT_EQUAL(kill(first, 0), 0);
+  CU_ASSERT_FATAL(kill(first, SIGKILL) == 0);
   CU_ASSERT_EQUAL(rt->ops->poll_sandbox(rt->impl, id, &done, &code, &err), ALTAR_EBACKEND);
   CU_ASSERT(err.retriable);
   CU_ASSERT_EQUAL(wait_exit(rt, id), 0); /* a fresh bridge */
@@ -686,6 +691,55 @@ static void test_altar_run_cli(void) {
   json_decref(status);
 }
 
+/* Ctrl-C at the terminal reaches the whole process group, the bridge too:
+ * the bridge ignores it between requests, so `altar run` can still
+ * terminate its sandbox (exit 130). */
+static void test_altar_run_ctrl_c(void) {
+  char spec[2048], cfg[2048], text[4096];
+  path_in(spec, sizeof spec, dir, "ctrl-c-spec.json");
+  path_in(cfg, sizeof cfg, dir, "ctrl-c.yaml");
+  const char *json = "{\"kind\":\"score\",\"image\":\"python:3.11-slim\",\"command\":[\"sleep\",\"300\"],"
+                     "\"labels\":{\"job_id\":\"ctrl-c\"}}";
+  altar_test_write_file(spec, json, strlen(json));
+  snprintf(text, sizeof text, "backend:\n  name: modal\n  mount_root: \"%s\"\n  python: \"%s\"\n", vol, python);
+  altar_test_write_file(cfg, text, strlen(text));
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    execl(altar_test_altar_bin(), "altar", "run", spec, "--backend", "modal", "--config", cfg, "--quiet",
+          (char *)NULL);
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  /* Wait (bounded) until the fake runs the sandbox. */
+  char *sid = NULL;
+  for (int i = 0; i < WAIT_S * 20 && !sid; i++) {
+    json_t *state = fake_state();
+    const char *id;
+    json_t *rec;
+    json_object_foreach(json_object_get(state, "sandboxes"), id, rec) {
+      const char *job = rec_str(json_object_get(rec, "tags"), "job_id");
+      if (job && !strcmp(job, "ctrl-c") &&
+          json_is_true(json_object_get(rec, "scheduled")))
+        sid = strdup(id);
+    }
+    json_decref(state);
+    struct timespec ts = {0, 50000000};
+    if (!sid) nanosleep(&ts, NULL);
+  }
+  CU_ASSERT_FATAL(sid != NULL);
+  CU_ASSERT_EQUAL(killpg(pid, SIGINT), 0);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 130);
+  json_t *rec = sandbox_record(sid);
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(rec, "status")), 3); /* GENERIC_STATUS_TERMINATED */
+  json_decref(rec);
+  free(sid);
+}
+
 /* `cmake --install` into a temp prefix: the installed altar finds
  * share/altar/modal_bridge.py beside its bin/, and only there. */
 static void test_installed_altar_finds_bridge(void) {
@@ -831,6 +885,7 @@ static void add(void) {
   ALTAR_TEST(test_protocol_lines);
   ALTAR_TEST(test_backend_through_bridge);
   ALTAR_TEST(test_altar_run_cli);
+  ALTAR_TEST(test_altar_run_ctrl_c);
   ALTAR_TEST(test_installed_altar_finds_bridge);
   ALTAR_TEST(test_no_unimplemented_calls);
 }
