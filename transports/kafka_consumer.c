@@ -230,6 +230,7 @@ static void kmsg_destroy(altar_msg_t *m) {
 int altar__kafka_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err) {
   altar__kafka_t *k = altar__kafka(t);
   *pmsg = NULL;
+  if (k->left) return ALTAR_OK;
   int rc = need_consumer(k, "consume", err);
   if (rc) return rc;
   rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, timeout_ms < 0 ? -1 : timeout_ms);
@@ -502,4 +503,17 @@ void altar__kafka_consumer_close(altar__kafka_t *k) {
   rd_kafka_destroy(k->cons);
   k->cons = NULL;
   k->subscribed = false;
+}
+
+/* ---- leave ---------------------------------------------------------------------- */
+
+/* Closing the consumer is what leaves a group in librdkafka: the REVOKE
+ * callback runs inside it (commits still work there) and the group
+ * rebalances without us. The producer is another handle and goes on. */
+int altar__kafka_leave(altar_transport_t *t, altar_error_t *err) {
+  altar__kafka_t *k = altar__kafka(t);
+  if (!k->cons || !k->subscribed) return altar_error_set(err, ALTAR_ESTATE, "leave: not in a group");
+  altar__kafka_consumer_close(k);
+  k->left = true;
+  return ALTAR_OK;
 }

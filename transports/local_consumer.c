@@ -74,6 +74,7 @@ int local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, alta
   local_t *l = t->impl;
   local_consumer_t *c = &l->cons;
   *pmsg = NULL;
+  if (c->left) return 0;
   if (!c->group && !c->n_assigned)
     return altar_error_set(err, ALTAR_ESTATE, "consume: neither subscribed nor assigned");
   int64_t deadline = local_mono_ms() + (timeout_ms < 0 ? INT64_MAX / 4 : timeout_ms);
@@ -204,4 +205,16 @@ void local_consumer_close(altar_transport_t *t) {
   free(c->assigned);
   c->assigned = NULL;
   c->n_assigned = 0;
+}
+
+/* Revokes what we own (the callback runs here) and removes our member
+ * file, so the others' next check reassigns at once. */
+int local_leave(altar_transport_t *t, altar_error_t *err) {
+  local_t *l = t->impl;
+  local_consumer_t *c = &l->cons;
+  if (!c->group) return altar_error_set(err, ALTAR_ESTATE, "leave: not in a group");
+  lgroup_leave(t, c->group);
+  c->group = NULL;
+  c->left = true;
+  return 0;
 }

@@ -274,6 +274,13 @@ struct altar_transport_ops {
    * has been consumed up to its end offset as of now (for `--exit`).
    * Optional (default ALTAR_ENOTSUP). */
   int (*caught_up)(altar_transport_t *t, bool *pdone, altar_error_t *err);
+  /* Leaves the subscribed group now, without closing: every owned
+   * partition is revoked through the rebalance callback within the call
+   * (so the member can commit), and the group reassigns them to the other
+   * members at once. Afterwards produce, poll and flush work as before and
+   * consume returns no more records. Optional: the default does nothing
+   * (the partitions move at close). */
+  int (*leave)(altar_transport_t *t, altar_error_t *err);
   /* Per-partition end, committed and lag of group on topic (NULL = every
    * topic the group has committed on, or every topic). Optional: the
    * default builds it from list_topics and committed. */
@@ -404,6 +411,9 @@ static inline int altar_transport_caught_up(altar_transport_t *t, bool *pdone,
   return t->ops->caught_up ? t->ops->caught_up(t, pdone, err)
                            : altar_error_set(err, ALTAR_ENOTSUP, "%s: caught_up not supported",
                                              t->ops->name);
+}
+static inline int altar_transport_leave(altar_transport_t *t, altar_error_t *err) {
+  return t->ops->leave ? t->ops->leave(t, err) : ALTAR_OK;
 }
 static inline int altar_transport_lag(altar_transport_t *t, const char *group, const char *topic,
                                       int timeout_ms, altar_lag_list_t **plist,
