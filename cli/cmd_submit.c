@@ -124,7 +124,7 @@ int altar_cmd_submit(int argc, char **argv) {
     }
   }
   altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
-  if (!t || altar_cli_ensure_topics(t, &cfg, 4)) {
+  if (!t || altar_cli_ensure_topics(t, &cfg)) {
     altar_transport_close(t);
     out = 1;
     goto done;

@@ -89,7 +89,7 @@ int altar_cmd_worker(int argc, char **argv) {
   altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
   altar_backend_t *be = t ? altar_cli_open_backend(&cfg) : NULL;
   int rc = 1;
-  if (t && be && !altar_cli_ensure_topics(t, &cfg, 4)) {
+  if (t && be && !altar_cli_ensure_topics(t, &cfg)) {
     o.transport = t;
     o.backend = be;
     o.groups = &groups;

@@ -2,6 +2,7 @@
 #include "producer/job_queue.h"
 
 #include "altar/codec.h"
+#include "altar/config.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -146,7 +147,7 @@ int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t 
   }
   if (given && strlen(given) <= ALTAR_RUN_ID_MAX) snprintf(run_id, ALTAR_RUN_ID_MAX + 1, "%s", given);
   else new_job_id(run_id);
-  int rc = altar_transport_create_topic(q->transport, q->topics->jobs, q->partitions > 0 ? q->partitions : 4, err);
+  int rc = altar_transport_create_topic(q->transport, q->topics->jobs, q->partitions > 0 ? q->partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS, err);
   if (rc == ALTAR_EEXIST) rc = ALTAR_OK;
   if (rc) return rc;
   acks_t acks = {0};

@@ -13,7 +13,7 @@
 typedef struct altar_job_queue {
   altar_transport_t *transport; /* borrowed; its delivery callback is taken over during submit */
   const altar_topics_t *topics; /* borrowed */
-  int partitions;               /* partitions of a jobs topic created on first use (0 = 4) */
+  int partitions;               /* partitions of a jobs topic created on first use (0 = 32) */
 } altar_job_queue_t;
 
 /* Reads specs from text: one JSON object, a JSON array of objects, or JSON

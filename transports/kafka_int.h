@@ -30,7 +30,7 @@ typedef struct altar__kafka {
   rd_kafka_t *prod;           /* producer; also serves admin and metadata calls */
   rd_kafka_t *cons;           /* consumer, made by subscribe or assign */
   bool subscribed;
-  bool left;                  /* left the group (leave): consume gives no more records */
+  bool left;                  /* leave() ran: the group is left, consume reads nothing */
   char *group;                /* the subscribed group, NULL otherwise */
   altar_rebalance_cb rb_cb;
   void *rb_ctx;

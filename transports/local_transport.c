@@ -115,6 +115,6 @@ const altar_transport_ops_t altar_transport_local_ops = {
     .committed = local_committed,
     .assignment = local_assignment,
     .caught_up = local_caught_up,
-    .leave = local_leave,
     .lag = NULL,
+    .leave = local_leave,
 };

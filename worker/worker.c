@@ -1016,7 +1016,8 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
      * carry the held bound), and what runs here finishes as held. */
     int64_t deadline = mono_ms() + (o->drain_ms < 0 ? 30000 : o->drain_ms);
     altar_error_t le = {0};
-    if (altar_transport_leave(o->transport, &le) != ALTAR_OK) wlog(&w, "leaving the group: %s", le.msg);
+    int lrc = altar_transport_leave(o->transport, &le);
+    if (lrc != ALTAR_OK && lrc != ALTAR_ENOTSUP) wlog(&w, "leaving the group: %s", le.msg);
     drain(&w, deadline);
   }
   /* The last commit gets a few tries: no later loop would retry it. */
