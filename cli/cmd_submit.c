@@ -110,26 +110,20 @@ int altar_cmd_submit(int argc, char **argv) {
   altar_group_specs_t groups = {0};
   expect_t x = {0};
   int out = 0;
-  if (wait && altar_cli_load_groups(&cfg, &groups)) {
+  /* The reconciler's own loader and validation: a typo in groups: fails here too. */
+  if (altar_cli_load_groups(&cfg, &groups)) {
     out = 2;
     goto done;
   }
-  /* Refuse --wait before publishing anything when a kind could never fire. */
-  for (size_t i = 0; wait && i < n; i++) {
-    if (!altar_group_specs_find(&groups, specs[i].kind)) {
-      fprintf(stderr, "altar submit --wait: kind '%s' has no group spec in the configuration, so it never fires\n",
-              specs[i].kind);
-      out = 2;
-      goto done;
-    }
-  }
+  if (!cfg.path && !groups.n)
+    fprintf(stderr, "altar submit: no configuration file (--config FILE or ./altar.yaml), so no kind has a group\n");
   altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
   if (!t || altar_cli_ensure_topics(t, &cfg, 4)) {
     altar_transport_close(t);
     out = 1;
     goto done;
   }
-  altar_job_queue_t q = {.transport = t, .topics = &cfg.topics};
+  altar_job_queue_t q = {.transport = t, .topics = &cfg.topics, .groups = &groups};
   char run_id[ALTAR_RUN_ID_MAX + 1];
   rc = altar_job_queue_submit(&q, kind, specs, n, run_id, &err);
   altar_transport_close(t);

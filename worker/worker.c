@@ -3,7 +3,9 @@
 #include "worker.h"
 
 #include "altar/codec.h"
+#include "altar/pools.h"
 #include "offset_tracker.h"
+#include "worker/intake.h"
 #include "worker_metrics.h"
 
 #include <errno.h>
@@ -56,6 +58,13 @@ typedef struct assigned {
   int32_t partition;
 } assigned_t;
 
+/* A pool this worker's backend serves, and the jobs topic it reads for it. */
+typedef struct wpool {
+  char *name; /* capacity key: ALTAR_POOL_CPU or a GPU pool */
+  char *topic;
+  bool paused;
+} wpool_t;
+
 typedef struct worker {
   const altar_worker_opts_t *o;
   char worker_id[256];
@@ -65,7 +74,11 @@ typedef struct worker {
   size_t n_tasks, cap_tasks;
   assigned_t *parts;
   size_t n_parts, cap_parts;
-  bool paused;
+  bool paused;        /* every pool's topic paused */
+  wpool_t *pools;
+  size_t n_pools;
+  altar_capacity_t cap; /* the backend's last report, less what started since */
+  altar__intake_ctx_t intake;
   size_t outstanding; /* produced, not yet reported */
   uint64_t finished_jobs;
   altar_worker_stats_t stats;
@@ -227,6 +240,36 @@ static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *
 
 /* ---- status events ------------------------------------------------------ */
 
+/* An event too large to encode (a handle the backend made long, a spec
+ * that got past intake's bound): sent without its spec, with the handle's
+ * labels cut to those its group needs, so it still lands in its group and
+ * the ledger still sees the task. The ledger's record then has no spec, so
+ * a retry cannot republish it: its group dead-letters instead. */
+static int encode_reduced(worker_t *w, const altar_status_event_t *full, altar_buf_t *out, altar_error_t *err) {
+  static const size_t cuts[] = {ALTAR_MAX_STRING, 1024, 0};
+  int rc = ALTAR_ETOOBIG;
+  for (size_t i = 0; i < sizeof cuts / sizeof cuts[0] && rc == ALTAR_ETOOBIG; i++) {
+    altar_status_event_t ev = *full;
+    ev.spec = NULL;
+    altar_strmap_t labels;
+    if (altar__intake_reduced_labels(w->o->groups, full->kind, &full->handle.labels, cuts[i], &labels)) {
+      altar_strmap_clear(&labels);
+      return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    }
+    ev.handle.labels = labels;
+    ev.handle.plugin_identity = NULL;
+    altar_buf_reset(out);
+    rc = altar_encode_status(&ev, out, err);
+    altar_strmap_clear(&labels);
+  }
+  if (rc == ALTAR_OK) {
+    w->stats.reduced_events++;
+    wlog(w, "status event of %s sent without its spec and most labels: the full event exceeds %u bytes",
+         full->task_key, ALTAR_MAX_MESSAGE);
+  }
+  return rc;
+}
+
 static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kind, altar_state_t state,
                        const altar_failure_t *failure, bool with_spec, bool terminal) {
   altar_status_event_t ev = {
@@ -242,11 +285,26 @@ static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kin
       .source = {true, task->topic, task->partition, task->offset},
       .ts = now_s(),
   };
+  /* A failure's detail is cut to its bound (pools.h), so the event fits
+   * whenever its spec passed intake. */
+  altar_failure_t cut;
+  char detail[ALTAR_BOUND_DETAIL + 1];
+  if (failure && failure->detail && strlen(failure->detail) > ALTAR_BOUND_DETAIL) {
+    cut = *failure;
+    snprintf(detail, sizeof detail, "%s", failure->detail);
+    size_t n = ALTAR_BOUND_DETAIL;
+    while (n && ((unsigned char)detail[n] & 0xC0) == 0x80) n--;
+    detail[n] = 0;
+    cut.detail = detail;
+    ev.failure = &cut;
+  }
   pending_t *p = pending_new(w, w->o->topics->status, task->status_key);
   if (!p) return ALTAR_ENOMEM;
   altar_error_t e = {0};
   int rc = altar_encode_status(&ev, &p->value, &e);
+  if (rc == ALTAR_ETOOBIG) rc = encode_reduced(w, &ev, &p->value, &e);
   if (rc) {
+    /* Not the message's fault (out of memory): the worker cannot go on. */
     pending_free(p);
     set_fatal(w, rc, "encoding a status event", &e);
     return rc;
@@ -273,7 +331,9 @@ static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kin
 
 /* ---- the dead-letter queue --------------------------------------------- */
 
-static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason) {
+/* finishes: the copy's ack finishes the job's offset (the DLQ is its only
+ * outcome); false when a failed status event is its outcome. */
+static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason, bool finishes) {
   pending_t *p = pending_new(w, w->o->topics->dlq, NULL);
   if (!p) {
     set_fatal(w, ALTAR_ENOMEM, "dead-lettering", NULL);
@@ -292,7 +352,7 @@ static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason) {
     set_fatal(w, ALTAR_ENOMEM, "dead-lettering", NULL);
     return;
   }
-  p->finishes = true;
+  p->finishes = finishes;
   p->src_topic = strdup(m->topic);
   p->src_partition = m->partition;
   p->src_offset = m->offset;
@@ -302,7 +362,7 @@ static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason) {
     return;
   }
   w->stats.dead_lettered++;
-  wlog(w, "dead-lettered %s: %s", src, reason);
+  if (finishes) wlog(w, "dead-lettered %s: %s", src, reason);
 }
 
 /* ---- tasks ---------------------------------------------------------------- */
@@ -375,6 +435,144 @@ static void fail_before_run(worker_t *w, wtask_t *t, const char *reason, const c
   altar_failure_free(f);
 }
 
+/* ---- pools and slot gating --------------------------------------------- */
+
+/* Pauses or resumes the owned partitions of one topic. */
+static bool set_topic_paused(worker_t *w, const char *topic, bool paused) {
+  altar_tp_t *tps = calloc(w->n_parts ? w->n_parts : 1, sizeof *tps);
+  if (!tps) return false;
+  size_t n = 0;
+  for (size_t i = 0; i < w->n_parts; i++)
+    if (!strcmp(w->parts[i].topic, topic))
+      tps[n++] = (altar_tp_t){w->parts[i].topic, w->parts[i].partition, ALTAR_OFFSET_INVALID};
+  altar_error_t e = {0};
+  int rc = !n ? ALTAR_OK
+              : paused ? altar_transport_pause(w->o->transport, tps, n, &e)
+                       : altar_transport_resume(w->o->transport, tps, n, &e);
+  free(tps);
+  if (rc) wlog(w, "%s %s failed: %s", paused ? "pause" : "resume", topic, e.msg);
+  return rc == ALTAR_OK;
+}
+
+static int64_t pool_free(const worker_t *w, const char *pool) {
+  if (!w->cap.n) return INT64_MAX; /* a backend without a report: slots alone gate */
+  altar_resources_t r = {.gpu = strcmp(pool, ALTAR_POOL_CPU) ? (char *)pool : NULL, .count = 1};
+  return altar_capacity_free_for(&w->cap, &r);
+}
+
+/* Slot gating per pool: a pool's topic is paused while every worker slot
+ * is busy or its pool has no free slot (Capacity.free_for), so one full
+ * pool never stops the others. */
+static void update_gates(worker_t *w) {
+  bool all_busy = in_flight(w) >= (size_t)w->o->slots, all_paused = true;
+  for (size_t i = 0; i < w->n_pools; i++) {
+    wpool_t *p = &w->pools[i];
+    bool full = all_busy || pool_free(w, p->name) <= 0;
+    if (full != p->paused && set_topic_paused(w, p->topic, full)) p->paused = full;
+    all_paused &= p->paused;
+  }
+  w->paused = all_paused;
+}
+
+/* Newly assigned partitions of a paused pool start paused. */
+static void gate_assigned(worker_t *w, const altar_tp_t *parts, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < w->n_pools; k++)
+      if (w->pools[k].paused && !strcmp(w->pools[k].topic, parts[i].topic)) {
+        altar_error_t e = {0};
+        altar_transport_pause(w->o->transport, &parts[i], 1, &e);
+      }
+}
+
+static void refresh_capacity(worker_t *w) {
+  altar_capacity_t c;
+  altar_error_t e = {0};
+  if (altar_backend_capacity(w->o->backend, &c, &e) == ALTAR_OK) {
+    altar_capacity_clear(&w->cap);
+    w->cap = c;
+  } else {
+    altar_capacity_clear(&c);
+  }
+}
+
+/* One slot of the started task's pool is taken until the next report. */
+static void capacity_took(worker_t *w, const altar_resources_t *r) {
+  const char *pool = r->gpu ? r->gpu : ALTAR_POOL_CPU;
+  int64_t f = pool_free(w, pool);
+  if (w->cap.n && f != INT64_MAX) altar_capacity_set(&w->cap, pool, f > 0 ? f - 1 : 0);
+}
+
+static void pools_free(worker_t *w) {
+  for (size_t i = 0; i < w->n_pools; i++) {
+    free(w->pools[i].name);
+    free(w->pools[i].topic);
+  }
+  free(w->pools);
+  w->pools = NULL;
+  w->n_pools = 0;
+  altar_capacity_clear(&w->cap);
+}
+
+/* The pools the backend serves (its capacity report; none reported: the
+ * CPU pool) and their jobs topics, created when missing. */
+static int pools_setup(worker_t *w, altar_error_t *err) {
+  refresh_capacity(w);
+  size_t n = w->cap.n ? w->cap.n : 1;
+  w->pools = calloc(n, sizeof *w->pools);
+  if (!w->pools) return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+  for (size_t i = 0; i < n; i++) {
+    const char *name = w->cap.n ? w->cap.pools[i] : ALTAR_POOL_CPU;
+    char topic[512];
+    altar_error_t e = {0};
+    if (altar_pool_topic(w->o->topics->jobs, name, topic, sizeof topic, &e) != ALTAR_OK) {
+      wlog(w, "not serving pool '%.64s': %s", name, e.msg);
+      continue;
+    }
+    wpool_t *p = &w->pools[w->n_pools];
+    if (!(p->name = strdup(name)) || !(p->topic = strdup(topic))) {
+      free(p->name);
+      return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+    }
+    w->n_pools++;
+    int rc = altar_transport_create_topic(w->o->transport, topic, 4, &e);
+    if (rc && rc != ALTAR_EEXIST) return altar_error_set(err, rc, "worker: creating %s: %s", topic, e.msg);
+  }
+  if (!w->n_pools) return altar_error_set(err, ALTAR_EINVAL, "worker: the backend serves no pool with a valid name");
+  return ALTAR_OK;
+}
+
+/* A job whose identity we can read but will not run (intake.h): a DLQ copy
+ * for operators, and a failed record under a handle of its own, so the
+ * ledger has its outcome and its group settles by on_failed. Only the
+ * failed event's ack finishes the offset. */
+static void refuse_job(worker_t *w, wtask_t *t, const altar_msg_t *m, const altar__intake_t *in) {
+  char reason[sizeof in->detail + 64];
+  snprintf(reason, sizeof reason, "%s: %s", in->reason, in->detail);
+  dead_letter(w, m, reason, false);
+  t->partition = m->partition;
+  t->offset = m->offset;
+  t->state = ALTAR_STATE_PENDING;
+  memcpy(t->task_key, in->task_key, sizeof t->task_key);
+  char ext[ALTAR_TASK_KEY_LEN + 16];
+  snprintf(ext, sizeof ext, "refused-%s", t->task_key);
+  if (tasks_push(w, t) != ALTAR_OK) {
+    task_free(t);
+    set_fatal(w, ALTAR_ENOMEM, "refusing a job", NULL);
+    return;
+  }
+  if (altar_handle_init_for_spec(&t->handle, altar_backend_name(w->o->backend), ext, t->spec) ||
+      !(t->status_key = status_key_for(w, t->spec, &t->handle, t->task_key))) {
+    set_fatal(w, ALTAR_ENOMEM, "refusing a job", NULL);
+    return;
+  }
+  w->stats.refused++;
+  wlog(w, "refused %s/%" PRId32 "/%" PRId64 " (%s): %s", m->topic, m->partition, m->offset, in->reason, in->detail);
+  fail_before_run(w, t, in->reason, in->detail, true);
+  /* Never a backend task: nothing to reap. */
+  free(t->handle.external_id);
+  t->handle.external_id = strdup("");
+}
+
 static void handle_job(worker_t *w, const altar_msg_t *m) {
   w->stats.consumed++;
   int rc = altar_offset_tracker_seen(w->tracker, m->topic, m->partition, m->offset);
@@ -388,39 +586,33 @@ static void handle_job(worker_t *w, const altar_msg_t *m) {
     w->stats.skipped++;
     return;
   }
-  char reason[ALTAR_ERRMSG_MAX + 64];
-  if (!m->value || m->value_len == 0) {
-    dead_letter(w, m, "empty message");
-    return;
-  }
   if (m->value_len > ALTAR_MAX_MESSAGE) {
+    char reason[128];
     snprintf(reason, sizeof reason, "message too large: %zu bytes (limit %u)", m->value_len, ALTAR_MAX_MESSAGE);
-    dead_letter(w, m, reason);
+    dead_letter(w, m, reason, true);
     return;
   }
-  altar_job_msg_t job = {0};
-  altar_error_t e = {0};
-  if (altar_decode_job(m->value, m->value_len, &job, &e) != ALTAR_OK) {
-    snprintf(reason, sizeof reason, "undecodable job: %s", e.msg);
-    altar_job_msg_clear(&job);
-    dead_letter(w, m, reason);
-    return;
-  }
-  if (altar_spec_validate(&job.spec, &e) != ALTAR_OK ||
-      altar_backend_check_resources(w->o->backend, &job.spec.resources, &e) != ALTAR_OK) {
-    snprintf(reason, sizeof reason, "invalid spec: %s", e.msg);
-    altar_job_msg_clear(&job);
-    dead_letter(w, m, reason);
+  altar__intake_t in;
+  altar__intake_classify(&w->intake, m, &in);
+  if (in.verdict == ALTAR__INTAKE_DLQ) {
+    dead_letter(w, m, in.detail, true);
+    altar__intake_clear(&in);
     return;
   }
   wtask_t *t = calloc(1, sizeof *t);
-  if (!t || !(t->spec = altar_spec_dup(&job.spec)) || !(t->topic = strdup(m->topic))) {
+  if (!t || !(t->spec = altar_spec_dup(&in.job.spec)) || !(t->topic = strdup(m->topic))) {
     task_free(t);
-    altar_job_msg_clear(&job);
+    altar__intake_clear(&in);
     set_fatal(w, ALTAR_ENOMEM, "accepting a job", NULL);
     return;
   }
-  altar_job_msg_clear(&job);
+  if (in.verdict == ALTAR__INTAKE_REFUSE) {
+    refuse_job(w, t, m, &in);
+    altar__intake_clear(&in);
+    return;
+  }
+  altar__intake_clear(&in);
+  altar_error_t e = {0};
   t->partition = m->partition;
   t->offset = m->offset;
   t->state = ALTAR_STATE_PENDING;
@@ -457,6 +649,7 @@ static void handle_job(worker_t *w, const altar_msg_t *m) {
     return;
   }
   w->stats.submitted++;
+  capacity_took(w, &t->spec->resources);
   emit_status(w, t, ALTAR_EV_SUBMITTED, ALTAR_STATE_PENDING, NULL, true, false);
 }
 
@@ -547,23 +740,6 @@ static size_t commit_all(worker_t *w) {
   return failed;
 }
 
-static void set_paused(worker_t *w, bool paused) {
-  if (w->paused == paused || !w->n_parts) {
-    w->paused = paused;
-    return;
-  }
-  altar_tp_t *tps = calloc(w->n_parts, sizeof *tps);
-  if (!tps) return;
-  for (size_t i = 0; i < w->n_parts; i++)
-    tps[i] = (altar_tp_t){w->parts[i].topic, w->parts[i].partition, ALTAR_OFFSET_INVALID};
-  altar_error_t e = {0};
-  int rc = paused ? altar_transport_pause(w->o->transport, tps, w->n_parts, &e)
-                  : altar_transport_resume(w->o->transport, tps, w->n_parts, &e);
-  free(tps);
-  if (rc == ALTAR_OK) w->paused = paused;
-  else wlog(w, "%s failed: %s", paused ? "pause" : "resume", e.msg);
-}
-
 /* Waits up to deadline for the tasks of one partition (or all) to finish,
  * then cancels and releases the rest, and waits for every event's ack. */
 static void drain(worker_t *w, const char *topic, int32_t partition, int64_t deadline_ms) {
@@ -637,10 +813,7 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
       w->parts[w->n_parts].partition = parts[i].partition;
       w->n_parts++;
     }
-    if (w->paused) {
-      altar_error_t e = {0};
-      altar_transport_pause(tr, parts, n, &e);
-    }
+    gate_assigned(w, parts, n);
     wlog(w, "assigned %zu partition(s)", n);
     return;
   }
@@ -679,10 +852,21 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   if (altar__worker_metrics_init(&w.metrics, o->metrics, o->slots, &me)) wlog(&w, "metrics off: %s", me.msg);
   o->transport->opts.on_delivery = on_delivery;
   o->transport->opts.delivery_ctx = &w;
-  const char *topics[] = {o->topics->jobs};
+  w.intake = (altar__intake_ctx_t){.backend = o->backend, .groups = o->groups, .jobs_topic = o->topics->jobs};
+  int rc = pools_setup(&w, err);
+  const char **topics = rc ? NULL : calloc(w.n_pools, sizeof *topics);
+  if (!rc && !topics) rc = altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+  for (size_t i = 0; !rc && i < w.n_pools; i++) topics[i] = w.pools[i].topic;
   live_add(&w);
-  int rc = altar_transport_subscribe(o->transport, w.group, topics, 1, on_rebalance, NULL, err);
+  if (!rc) {
+    rc = altar_transport_subscribe(o->transport, w.group, topics, w.n_pools, on_rebalance, NULL, err);
+    if (!rc) {
+      for (size_t i = 0; i < w.n_pools; i++) wlog(&w, "serving pool %s from %s", w.pools[i].name, w.pools[i].topic);
+    }
+  }
+  free(topics);
   if (rc) {
+    pools_free(&w);
     live_remove(&w);
     o->transport->opts.on_delivery = NULL;
     o->transport->opts.delivery_ctx = NULL;
@@ -698,7 +882,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
       draining = true;
       break;
     }
-    set_paused(&w, in_flight(&w) >= (size_t)o->slots);
+    update_gates(&w);
     altar_msg_t *m = NULL;
     altar_error_t e = {0};
     /* Wait for the log no longer than until the next backend poll; right
@@ -723,6 +907,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     }
     if (mono_ms() >= next_poll) {
       poll_tasks(&w, -1, NULL);
+      refresh_capacity(&w);
       next_poll = mono_ms() + interval;
     }
     altar_transport_poll(o->transport, 0);
@@ -763,6 +948,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   free(w.tasks);
   for (size_t i = 0; i < w.n_parts; i++) free(w.parts[i].topic);
   free(w.parts);
+  pools_free(&w);
   altar_offset_tracker_free(w.tracker);
   if (w.fatal) {
     if (err) *err = w.fatal_err;

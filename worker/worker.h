@@ -7,8 +7,14 @@
  * - Offsets are committed up to the lowest unfinished job per partition; the
  *   finished offsets above it ride in the commit metadata (offset_tracker.h),
  *   so a restart or rebalance re-runs only jobs that were really unfinished.
- * - Slots gate intake: with none free the worker pauses its partitions but
- *   keeps calling consume, so the group never expels it.
+ * - It reads the jobs topic of every pool its backend serves (pools.h;
+ *   the pools of its capacity report). Slots gate intake per pool: a pool
+ *   with no free slot (or a worker with every slot busy) has its topic
+ *   paused, while consume keeps being called so the group never expels it.
+ * - Every job whose identity it can read ends with a terminal status event:
+ *   one it will not run is refused with a reason (intake.h), never dropped;
+ *   an event too large in full is sent reduced. No message's content stops
+ *   it.
  * - On revocation and on a stop request it stops intake, gives running tasks
  *   `drain_s` to finish, then cancels what remains and emits `released` for
  *   each, so the ledger never keeps an orphan open.
@@ -54,7 +60,9 @@ typedef struct altar_worker_stats {
   uint64_t failed;
   uint64_t released;     /* handed back on revoke/stop */
   uint64_t skipped;      /* finished in an earlier life (commit metadata) */
-  uint64_t dead_lettered;/* poison messages sent to the DLQ */
+  uint64_t dead_lettered;/* messages copied to the DLQ (refused ones included) */
+  uint64_t refused;      /* jobs refused with a failed status event (worker/intake.h) */
+  uint64_t reduced_events; /* status events sent without spec (too large in full) */
   uint64_t status_events;/* status events acknowledged */
 } altar_worker_stats_t;
 
