@@ -304,4 +304,8 @@ int local_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, alta
 int local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
 void local_consumer_close(altar_transport_t *t);
 
+/* transport op topic_members (local_members.c). */
+int altar__local_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,
+                               altar_error_t *err);
+
 #endif
