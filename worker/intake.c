@@ -108,3 +108,27 @@ int altar__intake_reduced_labels(const altar_group_specs_t *groups, const char *
   }
   return ALTAR_OK;
 }
+
+int altar__intake_encode_status(const altar_group_specs_t *groups, const altar_status_event_t *full, altar_buf_t *out,
+                                bool *preduced, altar_error_t *err) {
+  *preduced = false;
+  altar_buf_reset(out);
+  int rc = altar_encode_status(full, out, err);
+  static const size_t cuts[] = {ALTAR_MAX_STRING, 1024, 0};
+  for (size_t i = 0; i < sizeof cuts / sizeof cuts[0] && rc == ALTAR_ETOOBIG; i++) {
+    altar_status_event_t ev = *full;
+    ev.spec = NULL;
+    altar_strmap_t labels;
+    if (altar__intake_reduced_labels(groups, full->kind, &full->handle.labels, cuts[i], &labels)) {
+      altar_strmap_clear(&labels);
+      return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    }
+    ev.handle.labels = labels;
+    ev.handle.plugin_identity = NULL;
+    altar_buf_reset(out);
+    rc = altar_encode_status(&ev, out, err);
+    altar_strmap_clear(&labels);
+    *preduced = rc == ALTAR_OK;
+  }
+  return rc;
+}

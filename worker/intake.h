@@ -51,4 +51,14 @@ void altar__intake_clear(altar__intake_t *in);
 int altar__intake_reduced_labels(const altar_group_specs_t *groups, const char *kind, const altar_strmap_t *labels,
                                  size_t max_value, altar_strmap_t *out);
 
+/* Encodes a status event into out; when it is too large in full (a handle
+ * the backend made long, a spec past intake's bound), sends it without its
+ * spec and with the handle's labels reduced as above (*preduced), so it
+ * still lands in its group and the ledger still sees the task — the record
+ * then has no spec, so a retry cannot republish it and its group
+ * dead-letters instead. Errors only for out of memory (or an event that
+ * could not encode at all, which intake's checks rule out). */
+int altar__intake_encode_status(const altar_group_specs_t *groups, const altar_status_event_t *full, altar_buf_t *out,
+                                bool *preduced, altar_error_t *err);
+
 #endif

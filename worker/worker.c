@@ -240,36 +240,6 @@ static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *
 
 /* ---- status events ------------------------------------------------------ */
 
-/* An event too large to encode (a handle the backend made long, a spec
- * that got past intake's bound): sent without its spec, with the handle's
- * labels cut to those its group needs, so it still lands in its group and
- * the ledger still sees the task. The ledger's record then has no spec, so
- * a retry cannot republish it: its group dead-letters instead. */
-static int encode_reduced(worker_t *w, const altar_status_event_t *full, altar_buf_t *out, altar_error_t *err) {
-  static const size_t cuts[] = {ALTAR_MAX_STRING, 1024, 0};
-  int rc = ALTAR_ETOOBIG;
-  for (size_t i = 0; i < sizeof cuts / sizeof cuts[0] && rc == ALTAR_ETOOBIG; i++) {
-    altar_status_event_t ev = *full;
-    ev.spec = NULL;
-    altar_strmap_t labels;
-    if (altar__intake_reduced_labels(w->o->groups, full->kind, &full->handle.labels, cuts[i], &labels)) {
-      altar_strmap_clear(&labels);
-      return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
-    }
-    ev.handle.labels = labels;
-    ev.handle.plugin_identity = NULL;
-    altar_buf_reset(out);
-    rc = altar_encode_status(&ev, out, err);
-    altar_strmap_clear(&labels);
-  }
-  if (rc == ALTAR_OK) {
-    w->stats.reduced_events++;
-    wlog(w, "status event of %s sent without its spec and most labels: the full event exceeds %u bytes",
-         full->task_key, ALTAR_MAX_MESSAGE);
-  }
-  return rc;
-}
-
 static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kind, altar_state_t state,
                        const altar_failure_t *failure, bool with_spec, bool terminal) {
   altar_status_event_t ev = {
@@ -301,8 +271,13 @@ static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kin
   pending_t *p = pending_new(w, w->o->topics->status, task->status_key);
   if (!p) return ALTAR_ENOMEM;
   altar_error_t e = {0};
-  int rc = altar_encode_status(&ev, &p->value, &e);
-  if (rc == ALTAR_ETOOBIG) rc = encode_reduced(w, &ev, &p->value, &e);
+  bool reduced = false;
+  int rc = altar__intake_encode_status(w->o->groups, &ev, &p->value, &reduced, &e);
+  if (!rc && reduced) {
+    w->stats.reduced_events++;
+    wlog(w, "status event of %s sent without its spec and most labels: in full it exceeds %u bytes", task->task_key,
+         ALTAR_MAX_MESSAGE);
+  }
   if (rc) {
     /* Not the message's fault (out of memory): the worker cannot go on. */
     pending_free(p);
