@@ -226,7 +226,7 @@ int altar_cmd_demo(int argc, char **argv) {
   double t0 = (double)time(NULL);
   if (!rc) {
     altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
-    rc = !t || altar_cli_ensure_topics(t, &cfg, 4);
+    rc = !t || altar_cli_ensure_topics(t, &cfg);
     altar_transport_close(t);
   }
   if (!rc) {

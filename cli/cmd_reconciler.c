@@ -153,7 +153,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
     altar_transport_t *t = l ? altar_cli_open_transport(&cfg, NULL) : NULL;
     if (!l) fprintf(stderr, "altar reconciler: %s\n", err.msg);
     rc = 1;
-    if (t && !altar_cli_ensure_topics(t, &cfg, 4)) {
+    if (t && !altar_cli_ensure_topics(t, &cfg)) {
       o.transport = t;
       o.ledger = l;
       o.groups = &groups;

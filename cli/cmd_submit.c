@@ -120,7 +120,7 @@ int altar_cmd_submit(int argc, char **argv) {
   if (!cfg.path && !groups.n)
     fprintf(stderr, "altar submit: no configuration file (--config FILE or ./altar.yaml), so no kind has a group\n");
   altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
-  if (!t || altar_cli_ensure_topics(t, &cfg, 4)) {
+  if (!t || altar_cli_ensure_topics(t, &cfg)) {
     altar_transport_close(t);
     out = 1;
     goto done;
@@ -130,7 +130,7 @@ int altar_cmd_submit(int argc, char **argv) {
     out = 1;
     goto done;
   }
-  altar_job_queue_t q = {.transport = t, .topics = &cfg.topics, .groups = &groups};
+  altar_job_queue_t q = {.transport = t, .topics = &cfg.topics, .partitions = cfg.topic_partitions, .groups = &groups};
   char run_id[ALTAR_RUN_ID_MAX + 1];
   rc = altar_job_queue_submit(&q, kind, specs, n, run_id, &err);
   altar_transport_close(t);

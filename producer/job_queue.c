@@ -3,6 +3,7 @@
 
 #include "altar/codec.h"
 #include "altar/pools.h"
+#include "altar/config.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -245,7 +246,7 @@ int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t 
     if (seen) continue;
     char topic[512];
     rc = altar_pool_topic(q->topics->jobs, specs[i].resources.gpu, topic, sizeof topic, err);
-    if (!rc) rc = altar_transport_create_topic(q->transport, topic, q->partitions > 0 ? q->partitions : 4, err);
+    if (!rc) rc = altar_transport_create_topic(q->transport, topic, q->partitions > 0 ? q->partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS, err);
     if (rc == ALTAR_EEXIST) rc = ALTAR_OK;
   }
   if (rc) return rc;

@@ -14,7 +14,7 @@
 typedef struct altar_job_queue {
   altar_transport_t *transport; /* borrowed; its delivery callback is taken over during submit */
   const altar_topics_t *topics; /* borrowed */
-  int partitions;               /* partitions of a jobs topic created on first use (0 = 4) */
+  int partitions;               /* partitions of a jobs topic created on first use (0 = 32) */
   /* Borrowed, may be NULL (kinds unchecked): every spec's kind must have a
    * group config here, and each of the job's groups must fit one group
    * event. */

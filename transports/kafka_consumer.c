@@ -232,6 +232,12 @@ int altar__kafka_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pms
   *pmsg = NULL;
   int rc = need_consumer(k, "consume", err);
   if (rc) return rc;
+  if (k->left) {
+    /* Still served (logs, stray fetch errors), never handed out. */
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, timeout_ms < 0 ? 1000 : timeout_ms);
+    if (m) rd_kafka_message_destroy(m);
+    return ALTAR_OK;
+  }
   rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, timeout_ms < 0 ? -1 : timeout_ms);
   if (!m) return ALTAR_OK;
   if (m->err) {
@@ -483,6 +489,44 @@ int altar__kafka_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err
   rd_kafka_topic_partition_list_destroy(l);
   if (!rc) *pdone = done;
   return rc;
+}
+
+/* ---- leave ---------------------------------------------------------------------- */
+
+static int assigned_count(altar__kafka_t *k) {
+  rd_kafka_topic_partition_list_t *l = NULL;
+  if (rd_kafka_assignment(k->cons, &l)) return -1;
+  int n = l->cnt;
+  rd_kafka_topic_partition_list_destroy(l);
+  return n;
+}
+
+int altar__kafka_leave(altar_transport_t *t, altar_error_t *err) {
+  altar__kafka_t *k = altar__kafka(t);
+  if (!k->cons || !k->subscribed || k->left) return ALTAR_OK;
+  /* Unsubscribing revokes everything (our rebalance_cb, served by the polls
+   * below) and then sends LeaveGroup, so the coordinator rebalances the
+   * others at once instead of waiting out session.timeout.ms. */
+  rd_kafka_resp_err_t code = rd_kafka_unsubscribe(k->cons);
+  if (code) return altar__kafka_err(k, err, code, "leave group %s", k->group);
+  k->left = true;
+  int64_t deadline = mono_ms() + k->close_timeout_ms;
+  int n;
+  while ((n = assigned_count(k)) != 0 && mono_ms() < deadline) {
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, 50);
+    if (m) rd_kafka_message_destroy(m); /* a record of a partition being given up */
+  }
+  /* LeaveGroup goes out once the unassignment is done: give the main thread
+   * a moment to send it before the caller goes on. */
+  for (int i = 0; i < 4; i++) {
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, 25);
+    if (m) rd_kafka_message_destroy(m);
+  }
+  altar__kafka_pos_clear(k);
+  if (n != 0)
+    return altar_error_set(err, ALTAR_ETIMEOUT, "leave group %s: %d partition(s) still assigned after %d ms",
+                           k->group, n, k->close_timeout_ms);
+  return ALTAR_OK;
 }
 
 /* ---- close ---------------------------------------------------------------------- */

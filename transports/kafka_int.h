@@ -30,6 +30,7 @@ typedef struct altar__kafka {
   rd_kafka_t *prod;           /* producer; also serves admin and metadata calls */
   rd_kafka_t *cons;           /* consumer, made by subscribe or assign */
   bool subscribed;
+  bool left;                  /* leave() ran: the group is left, consume reads nothing */
   char *group;                /* the subscribed group, NULL otherwise */
   altar_rebalance_cb rb_cb;
   void *rb_ctx;
@@ -108,6 +109,7 @@ int altar__kafka_commit(altar_transport_t *t, const char *topic, int32_t partiti
 int altar__kafka_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn,
                             altar_error_t *err);
 int altar__kafka_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
+int altar__kafka_leave(altar_transport_t *t, altar_error_t *err);
 
 /* transport op topic_members (kafka_members.c). */
 int altar__kafka_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,

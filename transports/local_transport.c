@@ -117,4 +117,5 @@ const altar_transport_ops_t altar_transport_local_ops = {
     .caught_up = local_caught_up,
     .lag = NULL,
     .topic_members = altar__local_topic_members,
+    .leave = local_leave,
 };

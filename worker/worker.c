@@ -509,7 +509,8 @@ static int pools_setup(worker_t *w, altar_error_t *err) {
       return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
     }
     w->n_pools++;
-    int rc = altar_transport_create_topic(w->o->transport, topic, 4, &e);
+    int rc = altar_transport_create_topic(w->o->transport, topic,
+                                          w->o->topic_partitions > 0 ? w->o->topic_partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS, &e);
     if (rc && rc != ALTAR_EEXIST) return altar_error_set(err, rc, "worker: creating %s: %s", topic, e.msg);
   }
   if (!w->n_pools) return altar_error_set(err, ALTAR_EINVAL, "worker: the backend serves no pool with a valid name");

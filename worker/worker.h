@@ -41,6 +41,7 @@ typedef struct altar_worker_opts {
   const char *group;            /* consumer group; NULL = ALTAR_WORKER_GROUP */
   const char *worker_id;        /* NULL = "<hostname>:<pid>" */
   int64_t slots;                /* jobs in flight at most (>= 1) */
+  int topic_partitions;         /* partitions of a pool's jobs topic it creates (0 = the default) */
   int poll_interval_ms;         /* backend poll cadence; 0 = 200 */
   int drain_ms;                 /* drain time on revoke/stop; < 0 = 30000 */
   int64_t max_jobs;             /* stop (draining) after this many jobs finished; 0 = never */
