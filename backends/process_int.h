@@ -53,6 +53,8 @@ typedef struct altar_process {
   char *data_root; /* absolute, no trailing slash */
   char *tasks_dir; /* <data_root>/tasks */
   int64_t slots;
+  char **pools; /* advertised pools (backend.pools), sharing the slots */
+  size_t n_pools;
   size_t log_cap;  /* bytes kept per stream */
   char *storage;   /* Storage adapter name used for staging */
   /* Tasks this object submitted or adopted and has not yet seen terminal;

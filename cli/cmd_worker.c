@@ -11,7 +11,8 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: altar worker [--config FILE] [options]\n\n"
-          "Joins the workers' consumer group on the jobs topic, runs each job on the\n"
+          "Joins the workers' consumer group on the jobs topics of the pools its backend\n"
+          "serves (CPU jobs on the jobs topic, pool P on <jobs>.P), runs each job on the\n"
           "configured backend and emits status events. SIGTERM or Ctrl-C drains\n"
           "(stops intake, waits --drain seconds, releases what is left); a second\n"
           "signal stops at once.\n\n"
@@ -23,6 +24,8 @@ static void usage(FILE *out) {
           "  --max-jobs N         stop after N jobs finished\n"
           "  --exit-when-idle     stop once the jobs topic is drained\n"
           "  --metrics HOST:PORT  serve Prometheus metrics on GET /metrics (metrics.addr)\n"
+          "  --pools P,Q          pools the process backend advertises (backend.pools;\n"
+          "                       'normal' is the CPU pool, the default)\n"
           "  --quiet              no progress lines\n",
           altar_cli_fleet_flags_help, ALTAR_WORKER_GROUP);
 }
@@ -53,6 +56,13 @@ int altar_cmd_worker(int argc, char **argv) {
     if (!strcmp(a, "--id") && has) o.worker_id = argv[++i];
     else if (!strcmp(a, "--group") && has) o.group = argv[++i];
     else if (!strcmp(a, "--metrics") && has) metrics_addr = argv[++i];
+    else if (!strcmp(a, "--pools") && has) {
+      altar_error_t pe = {0};
+      if (altar_config_set(&cfg, "backend.pools", argv[++i], &pe)) {
+        fprintf(stderr, "altar worker: --pools: %s\n", pe.msg);
+        goto bad;
+      }
+    }
     else if (!strcmp(a, "--poll-ms") && has) {
       if (parse_int(a, argv[++i], 1, 600000, &v)) goto bad;
       o.poll_interval_ms = (int)v;
@@ -94,6 +104,7 @@ int altar_cmd_worker(int argc, char **argv) {
     o.backend = be;
     o.groups = &groups;
     o.topics = &cfg.topics;
+    o.topic_partitions = cfg.topic_partitions;
     altar_cli_install_stop_signals(&stop);
     altar_worker_stats_t st = {0};
     rc = altar_worker_run(&o, &st, &err) ? 1 : 0;

@@ -138,6 +138,23 @@ static int set_scalar(reader_t *r, const char *fullkey, yaml_node_t *v) {
   return ALTAR_OK;
 }
 
+static int set_list(reader_t *r, const char *fullkey, yaml_node_t *v) {
+  char joined[4096];
+  size_t at = 0;
+  joined[0] = 0;
+  for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+    yaml_node_t *e = yaml_document_get_node(&r->doc, *it);
+    const char *s = scalar(e);
+    if (!s || strchr(s, ',')) return yaml_fail(r, e, fullkey, "expected a list of plain values without commas");
+    int n = snprintf(joined + at, sizeof joined - at, "%s%s", at ? "," : "", s);
+    if (n < 0 || (size_t)n >= sizeof joined - at) return yaml_fail(r, v, fullkey, "list too long");
+    at += (size_t)n;
+  }
+  altar_error_t e = {0};
+  if (altar_config_set(r->cfg, fullkey, joined, &e)) return yaml_fail(r, v, fullkey, e.msg);
+  return ALTAR_OK;
+}
+
 static int on_kafka(reader_t *r, const char *section, const char *key, yaml_node_t *k, yaml_node_t *v) {
   (void)section;
   (void)k;
@@ -159,6 +176,8 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
   }
   char full[512];
   snprintf(full, sizeof full, "%s.%s", section, key);
+  /* A backend list (e.g. pools: [a100, gpu]) is kept comma separated. */
+  if (!strcmp(section, "backend") && v && v->type == YAML_SEQUENCE_NODE) return set_list(r, full, v);
   return set_scalar(r, full, v);
 }
 

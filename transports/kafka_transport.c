@@ -277,5 +277,6 @@ const altar_transport_ops_t altar_transport_kafka_ops = {
     .committed = altar__kafka_committed,
     .assignment = altar__kafka_assignment,
     .caught_up = altar__kafka_caught_up,
+    .topic_members = altar__kafka_topic_members,
     .leave = altar__kafka_leave,
 };

@@ -306,4 +306,8 @@ int local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
 int local_leave(altar_transport_t *t, altar_error_t *err);
 void local_consumer_close(altar_transport_t *t);
 
+/* transport op topic_members (local_members.c). */
+int altar__local_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,
+                               altar_error_t *err);
+
 #endif

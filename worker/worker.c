@@ -5,7 +5,9 @@
 #include "worker.h"
 
 #include "altar/codec.h"
+#include "altar/pools.h"
 #include "offset_tracker.h"
+#include "worker/intake.h"
 #include "worker_metrics.h"
 
 #include <errno.h>
@@ -68,6 +70,13 @@ typedef struct assigned {
   int32_t partition;
 } assigned_t;
 
+/* A pool this worker's backend serves, and the jobs topic it reads for it. */
+typedef struct wpool {
+  char *name; /* capacity key: ALTAR_POOL_CPU or a GPU pool */
+  char *topic;
+  bool paused;
+} wpool_t;
+
 typedef struct worker {
   const altar_worker_opts_t *o;
   char worker_id[256];
@@ -81,7 +90,11 @@ typedef struct worker {
   size_t n_waits, cap_waits;
   int lease_interval_ms, lease_timeout_ms;
   int64_t next_lease;
-  bool paused;
+  bool paused;        /* every pool's topic paused */
+  wpool_t *pools;
+  size_t n_pools;
+  altar_capacity_t cap; /* the backend's last report, less what started since */
+  altar__intake_ctx_t intake;
   size_t outstanding; /* produced, not yet reported */
   uint64_t finished_jobs;
   altar_worker_stats_t stats;
@@ -299,11 +312,31 @@ static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kin
       .source = {true, task->topic, task->partition, task->offset},
       .ts = now_s(),
   };
+  /* A failure's detail is cut to its bound (pools.h), so the event fits
+   * whenever its spec passed intake. */
+  altar_failure_t cut;
+  char detail[ALTAR_BOUND_DETAIL + 1];
+  if (failure && failure->detail && strlen(failure->detail) > ALTAR_BOUND_DETAIL) {
+    cut = *failure;
+    snprintf(detail, sizeof detail, "%s", failure->detail);
+    size_t n = ALTAR_BOUND_DETAIL;
+    while (n && ((unsigned char)detail[n] & 0xC0) == 0x80) n--;
+    detail[n] = 0;
+    cut.detail = detail;
+    ev.failure = &cut;
+  }
   pending_t *p = pending_new(w, w->o->topics->status, task->status_key);
   if (!p) return ALTAR_ENOMEM;
   altar_error_t e = {0};
-  int rc = altar_encode_status(&ev, &p->value, &e);
+  bool reduced = false;
+  int rc = altar__intake_encode_status(w->o->groups, &ev, &p->value, &reduced, &e);
+  if (!rc && reduced) {
+    w->stats.reduced_events++;
+    wlog(w, "status event of %s sent without its spec and most labels: in full it exceeds %u bytes", task->task_key,
+         ALTAR_MAX_MESSAGE);
+  }
   if (rc) {
+    /* Not the message's fault (out of memory): the worker cannot go on. */
     pending_free(p);
     set_fatal(w, rc, "encoding a status event", &e);
     return rc;
@@ -330,7 +363,9 @@ static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kin
 
 /* ---- the dead-letter queue --------------------------------------------- */
 
-static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason) {
+/* finishes: the copy's ack finishes the job's offset (the DLQ is its only
+ * outcome); false when a failed status event is its outcome. */
+static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason, bool finishes) {
   pending_t *p = pending_new(w, w->o->topics->dlq, NULL);
   if (!p) {
     set_fatal(w, ALTAR_ENOMEM, "dead-lettering", NULL);
@@ -349,7 +384,7 @@ static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason) {
     set_fatal(w, ALTAR_ENOMEM, "dead-lettering", NULL);
     return;
   }
-  p->finishes = true;
+  p->finishes = finishes;
   p->src_topic = strdup(m->topic);
   p->src_partition = m->partition;
   p->src_offset = m->offset;
@@ -359,7 +394,7 @@ static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason) {
     return;
   }
   w->stats.dead_lettered++;
-  wlog(w, "dead-lettered %s: %s", src, reason);
+  if (finishes) wlog(w, "dead-lettered %s: %s", src, reason);
 }
 
 /* ---- tasks ---------------------------------------------------------------- */
@@ -432,51 +467,187 @@ static void fail_before_run(worker_t *w, wtask_t *t, const char *reason, const c
   altar_failure_free(f);
 }
 
+/* ---- pools and slot gating --------------------------------------------- */
+
+/* Pauses or resumes the owned partitions of one topic. */
+static bool set_topic_paused(worker_t *w, const char *topic, bool paused) {
+  altar_tp_t *tps = calloc(w->n_parts ? w->n_parts : 1, sizeof *tps);
+  if (!tps) return false;
+  size_t n = 0;
+  for (size_t i = 0; i < w->n_parts; i++)
+    if (!strcmp(w->parts[i].topic, topic))
+      tps[n++] = (altar_tp_t){w->parts[i].topic, w->parts[i].partition, ALTAR_OFFSET_INVALID};
+  altar_error_t e = {0};
+  int rc = !n ? ALTAR_OK
+              : paused ? altar_transport_pause(w->o->transport, tps, n, &e)
+                       : altar_transport_resume(w->o->transport, tps, n, &e);
+  free(tps);
+  if (rc) wlog(w, "%s %s failed: %s", paused ? "pause" : "resume", topic, e.msg);
+  return rc == ALTAR_OK;
+}
+
+static int64_t pool_free(const worker_t *w, const char *pool) {
+  if (!w->cap.n) return INT64_MAX; /* a backend without a report: slots alone gate */
+  altar_resources_t r = {.gpu = strcmp(pool, ALTAR_POOL_CPU) ? (char *)pool : NULL, .count = 1};
+  return altar_capacity_free_for(&w->cap, &r);
+}
+
+/* Slot gating per pool: a pool's topic is paused while every worker slot
+ * is busy or its pool has no free slot (Capacity.free_for), so one full
+ * pool never stops the others. */
+static void update_gates(worker_t *w) {
+  bool all_busy = in_flight(w) >= (size_t)w->o->slots, all_paused = true;
+  for (size_t i = 0; i < w->n_pools; i++) {
+    wpool_t *p = &w->pools[i];
+    bool full = all_busy || pool_free(w, p->name) <= 0;
+    if (full != p->paused && set_topic_paused(w, p->topic, full)) p->paused = full;
+    all_paused &= p->paused;
+  }
+  w->paused = all_paused;
+}
+
+/* Newly assigned partitions of a paused pool start paused. */
+static void gate_assigned(worker_t *w, const altar_tp_t *parts, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < w->n_pools; k++)
+      if (w->pools[k].paused && !strcmp(w->pools[k].topic, parts[i].topic)) {
+        altar_error_t e = {0};
+        altar_transport_pause(w->o->transport, &parts[i], 1, &e);
+      }
+}
+
+static void refresh_capacity(worker_t *w) {
+  altar_capacity_t c;
+  altar_error_t e = {0};
+  if (altar_backend_capacity(w->o->backend, &c, &e) == ALTAR_OK) {
+    altar_capacity_clear(&w->cap);
+    w->cap = c;
+  } else {
+    altar_capacity_clear(&c);
+  }
+}
+
+/* One slot of the started task's pool is taken until the next report. */
+static void capacity_took(worker_t *w, const altar_resources_t *r) {
+  const char *pool = r->gpu ? r->gpu : ALTAR_POOL_CPU;
+  int64_t f = pool_free(w, pool);
+  if (w->cap.n && f != INT64_MAX) altar_capacity_set(&w->cap, pool, f > 0 ? f - 1 : 0);
+}
+
+static void pools_free(worker_t *w) {
+  for (size_t i = 0; i < w->n_pools; i++) {
+    free(w->pools[i].name);
+    free(w->pools[i].topic);
+  }
+  free(w->pools);
+  w->pools = NULL;
+  w->n_pools = 0;
+  altar_capacity_clear(&w->cap);
+}
+
+/* The pools the backend serves (its capacity report; none reported: the
+ * CPU pool) and their jobs topics, created when missing. */
+static int pools_setup(worker_t *w, altar_error_t *err) {
+  refresh_capacity(w);
+  size_t n = w->cap.n ? w->cap.n : 1;
+  w->pools = calloc(n, sizeof *w->pools);
+  if (!w->pools) return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+  for (size_t i = 0; i < n; i++) {
+    const char *name = w->cap.n ? w->cap.pools[i] : ALTAR_POOL_CPU;
+    char topic[512];
+    altar_error_t e = {0};
+    if (altar_pool_topic(w->o->topics->jobs, name, topic, sizeof topic, &e) != ALTAR_OK) {
+      wlog(w, "not serving pool '%.64s': %s", name, e.msg);
+      continue;
+    }
+    wpool_t *p = &w->pools[w->n_pools];
+    if (!(p->name = strdup(name)) || !(p->topic = strdup(topic))) {
+      free(p->name);
+      return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+    }
+    w->n_pools++;
+    int rc = altar_transport_create_topic(w->o->transport, topic,
+                                          w->o->topic_partitions > 0 ? w->o->topic_partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS, &e);
+    if (rc && rc != ALTAR_EEXIST) return altar_error_set(err, rc, "worker: creating %s: %s", topic, e.msg);
+  }
+  if (!w->n_pools) return altar_error_set(err, ALTAR_EINVAL, "worker: the backend serves no pool with a valid name");
+  return ALTAR_OK;
+}
+
+/* A job whose identity we can read but will not run (intake.h): a DLQ copy
+ * for operators, and a failed record under a handle of its own, so the
+ * ledger has its outcome and its group settles by on_failed. Only the
+ * failed event's ack finishes the offset. */
+static void refuse_job(worker_t *w, wtask_t *t, const altar_msg_t *m, const altar__intake_t *in) {
+  char reason[sizeof in->detail + 64];
+  snprintf(reason, sizeof reason, "%s: %s", in->reason, in->detail);
+  dead_letter(w, m, reason, false);
+  t->partition = m->partition;
+  t->offset = m->offset;
+  t->state = ALTAR_STATE_PENDING;
+  memcpy(t->task_key, in->task_key, sizeof t->task_key);
+  char ext[ALTAR_TASK_KEY_LEN + 16];
+  snprintf(ext, sizeof ext, "refused-%s", t->task_key);
+  if (tasks_push(w, t) != ALTAR_OK) {
+    task_free(t);
+    set_fatal(w, ALTAR_ENOMEM, "refusing a job", NULL);
+    return;
+  }
+  if (altar_handle_init_for_spec(&t->handle, altar_backend_name(w->o->backend), ext, t->spec) ||
+      !(t->status_key = status_key_for(w, t->spec, &t->handle, t->task_key))) {
+    set_fatal(w, ALTAR_ENOMEM, "refusing a job", NULL);
+    return;
+  }
+  w->stats.refused++;
+  wlog(w, "refused %s/%" PRId32 "/%" PRId64 " (%s): %s", m->topic, m->partition, m->offset, in->reason, in->detail);
+  fail_before_run(w, t, in->reason, in->detail, true);
+  /* Never a backend task: nothing to reap. */
+  free(t->handle.external_id);
+  t->handle.external_id = strdup("");
+}
+
 static void handle_control(worker_t *w, const altar_msg_t *m);
 
 /* Runs one job message already seen by the tracker (a poison one goes to
- * the DLQ, a control message is obeyed). */
+ * the DLQ, a refused one fails, a control message is obeyed). */
 static void start_job(worker_t *w, const altar_msg_t *m) {
   int rc;
-  char reason[ALTAR_ERRMSG_MAX + 64];
-  if (!m->value || m->value_len == 0) {
-    dead_letter(w, m, "empty message");
-    return;
-  }
   if (m->value_len > ALTAR_MAX_MESSAGE) {
+    char reason[128];
     snprintf(reason, sizeof reason, "message too large: %zu bytes (limit %u)", m->value_len, ALTAR_MAX_MESSAGE);
-    dead_letter(w, m, reason);
+    dead_letter(w, m, reason, true);
     return;
   }
-  altar_job_msg_t job = {0};
-  altar_error_t e = {0};
-  if (altar_decode_job(m->value, m->value_len, &job, &e) != ALTAR_OK) {
-    altar_job_msg_clear(&job);
+  altar__intake_t in;
+  altar__intake_classify(&w->intake, m, &in);
+  if (in.verdict == ALTAR__INTAKE_DLQ) {
+    altar__intake_clear(&in);
     /* Only a message that is no job is looked at twice. */
     char type[16];
-    if (altar_peek_type(m->value, m->value_len, type, sizeof type) == ALTAR_OK && !strcmp(type, "control")) {
+    if (m->value && altar_peek_type(m->value, m->value_len, type, sizeof type) == ALTAR_OK &&
+        !strcmp(type, "control")) {
       handle_control(w, m);
       return;
     }
-    snprintf(reason, sizeof reason, "undecodable job: %s", e.msg);
-    dead_letter(w, m, reason);
-    return;
-  }
-  if (altar_spec_validate(&job.spec, &e) != ALTAR_OK ||
-      altar_backend_check_resources(w->o->backend, &job.spec.resources, &e) != ALTAR_OK) {
-    snprintf(reason, sizeof reason, "invalid spec: %s", e.msg);
-    altar_job_msg_clear(&job);
-    dead_letter(w, m, reason);
+    altar__intake_classify(&w->intake, m, &in); /* the reason again, rarely */
+    dead_letter(w, m, in.detail, true);
+    altar__intake_clear(&in);
     return;
   }
   wtask_t *t = calloc(1, sizeof *t);
-  if (!t || !(t->spec = altar_spec_dup(&job.spec)) || !(t->topic = strdup(m->topic))) {
+  if (!t || !(t->spec = altar_spec_dup(&in.job.spec)) || !(t->topic = strdup(m->topic))) {
     task_free(t);
-    altar_job_msg_clear(&job);
+    altar__intake_clear(&in);
     set_fatal(w, ALTAR_ENOMEM, "accepting a job", NULL);
     return;
   }
-  altar_job_msg_clear(&job);
+  if (in.verdict == ALTAR__INTAKE_REFUSE) {
+    refuse_job(w, t, m, &in);
+    altar__intake_clear(&in);
+    return;
+  }
+  altar__intake_clear(&in);
+  altar_error_t e = {0};
   t->partition = m->partition;
   t->offset = m->offset;
   t->state = ALTAR_STATE_PENDING;
@@ -513,6 +684,7 @@ static void start_job(worker_t *w, const altar_msg_t *m) {
     return;
   }
   w->stats.submitted++;
+  capacity_took(w, &t->spec->resources);
   emit_status(w, t, ALTAR_EV_SUBMITTED, ALTAR_STATE_PENDING, NULL, true, false);
 }
 
@@ -557,7 +729,7 @@ static void handle_control(worker_t *w, const altar_msg_t *m) {
     char reason[ALTAR_ERRMSG_MAX + 64];
     snprintf(reason, sizeof reason, "undecodable control message: %s", e.msg);
     altar_control_msg_clear(&c);
-    dead_letter(w, m, reason);
+    dead_letter(w, m, reason, true);
     return;
   }
   w->stats.controls++;
@@ -588,12 +760,17 @@ static void handle_control(worker_t *w, const altar_msg_t *m) {
 /* Starts waited jobs whose holder released them or went silent for a
  * lease timeout, while a slot is free. With every slot busy the worker
  * reads none of its partitions, so no news can arrive: the clocks stop. */
-static size_t in_flight(const worker_t *w);
+static bool topic_paused(const worker_t *w, const char *topic) {
+  for (size_t i = 0; i < w->n_pools; i++)
+    if (!strcmp(w->pools[i].topic, topic)) return w->pools[i].paused;
+  return false;
+}
+
 static void waits_expire(worker_t *w) {
   int64_t now = mono_ms();
   for (size_t i = 0; i < w->n_waits;) {
     waiting_t *x = &w->waits[i];
-    if (w->paused && x->deadline_ms && x->deadline_ms < now + w->lease_timeout_ms) {
+    if (x->deadline_ms && x->deadline_ms < now + w->lease_timeout_ms && topic_paused(w, x->msg->topic)) {
       x->deadline_ms = now + w->lease_timeout_ms;
     }
     if (x->deadline_ms > now || in_flight(w) >= (size_t)w->o->slots) {
@@ -746,23 +923,6 @@ static size_t commit_all(worker_t *w) {
   return failed;
 }
 
-static void set_paused(worker_t *w, bool paused) {
-  if (w->paused == paused || !w->n_parts) {
-    w->paused = paused;
-    return;
-  }
-  altar_tp_t *tps = calloc(w->n_parts, sizeof *tps);
-  if (!tps) return;
-  for (size_t i = 0; i < w->n_parts; i++)
-    tps[i] = (altar_tp_t){w->parts[i].topic, w->parts[i].partition, ALTAR_OFFSET_INVALID};
-  altar_error_t e = {0};
-  int rc = paused ? altar_transport_pause(w->o->transport, tps, w->n_parts, &e)
-                  : altar_transport_resume(w->o->transport, tps, w->n_parts, &e);
-  free(tps);
-  if (rc == ALTAR_OK) w->paused = paused;
-  else wlog(w, "%s failed: %s", paused ? "pause" : "resume", e.msg);
-}
-
 /* Renews the lease on every held task, one control message per partition. */
 static void send_leases(worker_t *w) {
   int64_t *offs = calloc(w->n_tasks ? w->n_tasks : 1, sizeof *offs);
@@ -888,10 +1048,7 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
       w->parts[w->n_parts].partition = parts[i].partition;
       w->n_parts++;
     }
-    if (w->paused) {
-      altar_error_t e = {0};
-      altar_transport_pause(tr, parts, n, &e);
-    }
+    gate_assigned(w, parts, n);
     wlog(w, "assigned %zu partition(s)", n);
     return;
   }
@@ -911,6 +1068,7 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
     }
     waits_drop(w, parts[i].topic, parts[i].partition);
     altar_offset_tracker_revoke(w->tracker, parts[i].topic, parts[i].partition);
+
     for (size_t j = 0; j < w->n_parts; j++) {
       if (w->parts[j].partition == parts[i].partition && !strcmp(w->parts[j].topic, parts[i].topic)) {
         free(w->parts[j].topic);
@@ -946,10 +1104,21 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
                                                : (3 * w.lease_interval_ms > 10000 ? 3 * w.lease_interval_ms : 10000);
   o->transport->opts.on_delivery = on_delivery;
   o->transport->opts.delivery_ctx = &w;
-  const char *topics[] = {o->topics->jobs};
+  w.intake = (altar__intake_ctx_t){.backend = o->backend, .groups = o->groups, .jobs_topic = o->topics->jobs};
+  int rc = pools_setup(&w, err);
+  const char **topics = rc ? NULL : calloc(w.n_pools, sizeof *topics);
+  if (!rc && !topics) rc = altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+  for (size_t i = 0; !rc && i < w.n_pools; i++) topics[i] = w.pools[i].topic;
   live_add(&w);
-  int rc = altar_transport_subscribe(o->transport, w.group, topics, 1, on_rebalance, NULL, err);
+  if (!rc) {
+    rc = altar_transport_subscribe(o->transport, w.group, topics, w.n_pools, on_rebalance, NULL, err);
+    if (!rc) {
+      for (size_t i = 0; i < w.n_pools; i++) wlog(&w, "serving pool %s from %s", w.pools[i].name, w.pools[i].topic);
+    }
+  }
+  free(topics);
   if (rc) {
+    pools_free(&w);
     live_remove(&w);
     o->transport->opts.on_delivery = NULL;
     o->transport->opts.delivery_ctx = NULL;
@@ -965,7 +1134,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
       draining = true;
       break;
     }
-    set_paused(&w, in_flight(&w) >= (size_t)o->slots);
+    update_gates(&w);
     altar_msg_t *m = NULL;
     altar_error_t e = {0};
     /* Wait for the log no longer than until the next backend poll; right
@@ -989,6 +1158,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     }
     if (mono_ms() >= next_poll) {
       poll_tasks(&w, -1, NULL);
+      refresh_capacity(&w);
       next_poll = mono_ms() + interval;
     }
     altar_transport_poll(o->transport, 0);
@@ -1020,6 +1190,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     if (lrc != ALTAR_OK && lrc != ALTAR_ENOTSUP) wlog(&w, "leaving the group: %s", le.msg);
     drain(&w, deadline);
   }
+
   /* The last commit gets a few tries: no later loop would retry it. */
   if (!w.fatal && !(o->stop && *o->stop >= 2))
     for (int tries = 0; commit_all(&w) && tries < 5; tries++) altar_transport_poll(o->transport, 200);
@@ -1041,6 +1212,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   free(w.parts);
   for (size_t i = 0; i < w.n_waits; i++) altar_msg_free(w.waits[i].msg);
   free(w.waits);
+  pools_free(&w);
   altar_offset_tracker_free(w.tracker);
   if (w.fatal) {
     if (err) *err = w.fatal_err;

@@ -7,8 +7,14 @@
  * - Offsets are committed up to the lowest unfinished job per partition; the
  *   finished offsets above it ride in the commit metadata (offset_tracker.h),
  *   so a restart or rebalance re-runs only jobs that were really unfinished.
- * - Slots gate intake: with none free the worker pauses its partitions but
- *   keeps calling consume, so the group never expels it.
+ * - It reads the jobs topic of every pool its backend serves (pools.h;
+ *   the pools of its capacity report). Slots gate intake per pool: a pool
+ *   with no free slot (or a worker with every slot busy) has its topic
+ *   paused, while consume keeps being called so the group never expels it.
+ * - Every job whose identity it can read ends with a terminal status event:
+ *   one it will not run is refused with a reason (intake.h), never dropped;
+ *   an event too large in full is sent reduced. No message's content stops
+ *   it.
  * - A revoked partition is handed over, never drained: its commit point and
  *   held bound are committed at once (offset_tracker.h), and its running
  *   tasks keep running here (held), counted in the slots and polled as
@@ -48,6 +54,7 @@ typedef struct altar_worker_opts {
   const char *group;            /* consumer group; NULL = ALTAR_WORKER_GROUP */
   const char *worker_id;        /* NULL = "<hostname>:<pid>" */
   int64_t slots;                /* jobs in flight at most (>= 1) */
+  int topic_partitions;         /* partitions of a pool's jobs topic it creates (0 = the default) */
   int poll_interval_ms;         /* backend poll cadence; 0 = 200 */
   int drain_ms;                 /* drain time on stop; < 0 = 30000 */
   int lease_interval_ms;        /* held tasks' lease renewal; <= 0 = 3000 */
@@ -70,7 +77,9 @@ typedef struct altar_worker_stats {
   uint64_t failed;
   uint64_t released;     /* cancelled and handed back at a stop's drain deadline */
   uint64_t skipped;      /* finished in an earlier life (commit metadata) */
-  uint64_t dead_lettered;/* poison messages sent to the DLQ */
+  uint64_t dead_lettered;/* messages copied to the DLQ (refused ones included) */
+  uint64_t refused;      /* jobs refused with a failed status event (worker/intake.h) */
+  uint64_t reduced_events; /* status events sent without spec (too large in full) */
   uint64_t status_events;/* status events acknowledged */
   uint64_t held;         /* tasks kept running across a revoke (handed over) */
   uint64_t reattached;   /* held tasks whose partition came back to this worker */

@@ -292,6 +292,12 @@ struct altar_transport_ops {
    * default builds it from list_topics and committed. */
   int (*lag)(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
              altar_lag_list_t **plist, altar_error_t *err);
+  /* *pn = the live members of group that consume topic (local: that
+   * subscribe to it; kafka: that hold one of its partitions), for telling
+   * a job that waits for a pool nobody serves. Optional (default
+   * ALTAR_ENOTSUP: unknown). */
+  int (*topic_members)(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,
+                       altar_error_t *err);
 };
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -420,6 +426,12 @@ static inline int altar_transport_caught_up(altar_transport_t *t, bool *pdone,
   return t->ops->caught_up ? t->ops->caught_up(t, pdone, err)
                            : altar_error_set(err, ALTAR_ENOTSUP, "%s: caught_up not supported",
                                              t->ops->name);
+}
+static inline int altar_transport_topic_members(altar_transport_t *t, const char *group, const char *topic,
+                                                int timeout_ms, size_t *pn, altar_error_t *err) {
+  *pn = 0;
+  if (!t->ops->topic_members) return altar_error_set(err, ALTAR_ENOTSUP, "%s: topic_members not supported", t->ops->name);
+  return t->ops->topic_members(t, group, topic, timeout_ms, pn, err);
 }
 static inline int altar_transport_leave(altar_transport_t *t, altar_error_t *err) {
   return t->ops->leave ? t->ops->leave(t, err) : altar_transport_default_leave(t, err);
