@@ -25,6 +25,8 @@
 /* Container labels the backend adds next to the spec's labels. */
 #define ALTAR_DOCKER_LABEL_TIMEOUT "altar.timeout_s"
 #define ALTAR_DOCKER_LABEL_KIND "altar.kind"
+/* The spec's task key: a submit adopts a running container carrying it. */
+#define ALTAR_DOCKER_LABEL_TASK_KEY "altar.task_key"
 
 extern const altar_backend_ops_t altar_backend_docker;
 
