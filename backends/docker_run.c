@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 /* Fixed arguments besides labels and the command: run -d, -v x2, --user x2,
- * --memory x2, --memory-swap x2, the internal labels x6, image, NULL. */
-#define RUN_FIXED_ARGS 26
+ * --memory x2, --memory-swap x2, the internal labels x8, image, NULL. */
+#define RUN_FIXED_ARGS 28
 
 /* Serialises adopt-or-run between the processes sharing this data root;
  * -1 (no lock) when it cannot be opened: adoption still works, the window
@@ -40,12 +40,17 @@ static int lock_keys(const altar_docker_t *dk) {
   return fd;
 }
 
-/* The id of a running container labelled with key, into id (65 bytes), or
- * false (none, or docker could not tell: then a new one is started). */
+/* The id of a running container labelled with key and our data root, into
+ * id (65 bytes), or false (none, or docker could not tell: then a new one
+ * is started). */
 static bool find_running(altar_docker_t *dk, const char *key, char *id) {
   char filter[sizeof ALTAR_DOCKER_LABEL_TASK_KEY + ALTAR_TASK_KEY_LEN + 16];
   snprintf(filter, sizeof filter, "label=%s=%s", ALTAR_DOCKER_LABEL_TASK_KEY, key);
-  const char *args[] = {"ps", "-q", "--no-trunc", "--filter", filter, "--filter", "status=running", NULL};
+  size_t rl = strlen(dk->data_root) + sizeof ALTAR_DOCKER_LABEL_DATA_ROOT + 16;
+  char *root = malloc(rl);
+  if (!root) return false;
+  snprintf(root, rl, "label=%s=%s", ALTAR_DOCKER_LABEL_DATA_ROOT, dk->data_root);
+  const char *args[] = {"ps", "-q", "--no-trunc", "--filter", filter, "--filter", root, "--filter", "status=running", NULL};
   altar_cmd_result_t res = {0};
   altar_error_t e = {0};
   bool found = false;
@@ -58,6 +63,7 @@ static bool find_running(altar_docker_t *dk, const char *key, char *id) {
     }
   }
   altar_cmd_result_clear(&res);
+  free(root);
   return found;
 }
 
@@ -145,6 +151,10 @@ int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_ha
   {
     char *kv = join_kv(ALTAR_DOCKER_LABEL_TASK_KEY, key);
     if (!kv) goto nomem;
+    owned[no++] = kv;
+    args[na++] = "--label";
+    args[na++] = kv;
+    if (!(kv = join_kv(ALTAR_DOCKER_LABEL_DATA_ROOT, dk->data_root))) goto nomem;
     owned[no++] = kv;
     args[na++] = "--label";
     args[na++] = kv;

@@ -141,11 +141,12 @@ static int run_fail(fake_container_t *c, altar_cmd_result_t *res, int code, cons
 
 /* ps -q --no-trunc --filter label=K=V --filter status=S: the ids that match. */
 static int fake_ps(fake_docker_t *fd, const char *const *a, altar_cmd_result_t *res) {
-  const char *label = NULL, *status = NULL;
+  const char *labels[4] = {0}, *status = NULL;
+  size_t nl = 0;
   for (size_t i = 1; a[i]; i++)
     if (!strcmp(a[i], "--filter") && a[i + 1]) {
       const char *f = a[++i];
-      if (!strncmp(f, "label=", 6)) label = f + 6;
+      if (!strncmp(f, "label=", 6) && nl < 4) labels[nl++] = f + 6;
       else if (!strncmp(f, "status=", 7)) status = f + 7;
     }
   char out[FAKE_MAX_CONTAINERS * 66 + 1];
@@ -156,13 +157,15 @@ static int fake_ps(fake_docker_t *fd, const char *const *a, altar_cmd_result_t *
     if (!c->id[0]) continue;
     fake_advance(c);
     if (status && strcmp(c->status, status)) continue;
-    if (label) {
-      const char *eq = strchr(label, '=');
-      char k[128];
-      snprintf(k, sizeof k, "%.*s", eq ? (int)(eq - label) : (int)strlen(label), label);
-      const char *v = altar_strmap_get(&c->labels, k);
-      if (!v || (eq && strcmp(v, eq + 1))) continue;
+    bool match = true;
+    for (size_t k = 0; k < nl && match; k++) {
+      const char *label = labels[k], *eq = strchr(label, '=');
+      char key[128];
+      snprintf(key, sizeof key, "%.*s", eq ? (int)(eq - label) : (int)strlen(label), label);
+      const char *v = altar_strmap_get(&c->labels, key);
+      match = v && (!eq || !strcmp(v, eq + 1));
     }
+    if (!match) continue;
     len += (size_t)snprintf(out + len, sizeof out - len, "%s\n", c->id);
   }
   return altar_cmd_result_set(res, 0, out, NULL);
@@ -468,18 +471,22 @@ static void test_submit_argv_exact(void) {
   CU_ASSERT_EQUAL_FATAL(altar_spec_identity(s, key, &err), 0);
   /* First a look for a running container of the same task, to adopt. */
   char want[2048];
-  snprintf(want, sizeof want, "docker ps -q --no-trunc --filter label=altar.task_key=%s --filter status=running", key);
+  snprintf(want, sizeof want,
+           "docker ps -q --no-trunc --filter label=altar.task_key=%s --filter label=altar.data_root=%s "
+           "--filter status=running",
+           key, root_dir);
   CU_ASSERT_STRING_EQUAL(call_str(0), want);
   snprintf(want, sizeof want,
            "docker run -d --label fold=3 --label job_id=j 1 --label altar.kind=score "
-           "--label altar.task_key=%s --label altar.timeout_s=30 -v %s:/mnt/volume --user 1000:1000 --memory 64m "
-           "--memory-swap 64m altar-test/busybox:1 sh -c echo 'a b' > /mnt/volume/x; exit 0",
-           key, root_dir);
+           "--label altar.task_key=%s --label altar.data_root=%s --label altar.timeout_s=30 -v %s:/mnt/volume "
+           "--user 1000:1000 --memory 64m --memory-swap 64m altar-test/busybox:1 sh -c echo 'a b' > /mnt/volume/x; "
+           "exit 0",
+           key, root_dir, root_dir);
   CU_ASSERT_STRING_EQUAL(call_str(1), want);
   /* Word boundaries too: the label with a space is one argv element. */
   CU_ASSERT_STRING_EQUAL(fake.calls[1][6], "job_id=j 1");
-  CU_ASSERT_STRING_EQUAL(fake.calls[1][24], "echo 'a b' > /mnt/volume/x; exit 0");
-  CU_ASSERT_PTR_NULL(fake.calls[1][25]);
+  CU_ASSERT_STRING_EQUAL(fake.calls[1][26], "echo 'a b' > /mnt/volume/x; exit 0");
+  CU_ASSERT_PTR_NULL(fake.calls[1][27]);
   for (size_t i = 0; fake.calls[1][i]; i++) CU_ASSERT(strcmp(fake.calls[1][i], "--rm") != 0);
   /* The handle: backend name, container id, spec labels only. */
   CU_ASSERT_STRING_EQUAL(h.backend, "local");
@@ -499,9 +506,9 @@ static void test_submit_argv_minimal(void) {
   char want[1024], key[ALTAR_TASK_KEY_LEN + 1];
   CU_ASSERT_EQUAL_FATAL(altar_spec_identity(s, key, &err), 0);
   snprintf(want, sizeof want,
-           "docker run -d --label altar.kind=score --label altar.task_key=%s -v %s:/mnt/volume "
-           "altar-test/busybox:1 exit 0",
-           key, root_dir);
+           "docker run -d --label altar.kind=score --label altar.task_key=%s --label altar.data_root=%s "
+           "-v %s:/mnt/volume altar-test/busybox:1 exit 0",
+           key, root_dir, root_dir);
   CU_ASSERT_STRING_EQUAL(call_str(1), want);
   CU_ASSERT_EQUAL(strlen(h.external_id), 64);
   altar_handle_clear(&h);
