@@ -310,6 +310,7 @@ static void process_destroy(altar_backend_t *be) {
   free(p->child_fds);
   free(p->live);
   if (p->sup_fd >= 0) close(p->sup_fd);
+  altar__proc_keys_close(p);
   free(p);
   be->impl = NULL;
 }
@@ -368,6 +369,7 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
   altar_process_t *p = calloc(1, sizeof *p);
   if (!p) goto nomem;
   p->sup_fd = ALTAR_PROC_SUP_UNTRIED;
+  p->keys_fd = -1;
   p->slots = slots;
   p->log_cap = (size_t)cap;
   p->data_root = strdup(abs);
@@ -379,6 +381,12 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
   if (mkdir(p->tasks_dir, 0755) < 0 && errno != EEXIST) {
     snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s': %s", p->tasks_dir,
              strerror(errno));
+    altar_backend_t tmp = {.impl = p};
+    process_destroy(&tmp);
+    return NULL;
+  }
+  if (altar__proc_keys_open(p) < 0) {
+    snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s/keys': %s", p->data_root, strerror(errno));
     altar_backend_t tmp = {.impl = p};
     process_destroy(&tmp);
     return NULL;

@@ -28,12 +28,19 @@ typedef struct tally {
   uint64_t consumed, total;
   expect_t *x; /* the job's shards, for the late and waiting ones */
   int oom;
+  uint64_t replaced; /* runs settled as superseded or released: not shards */
 } tally_t;
 
 static int visit(void *ctx, const altar_ledger_entry_t *e) {
   tally_t *t = ctx;
   const char *jid = altar_strmap_get(&e->rec.handle.labels, ALTAR_JOB_ID_LABEL);
   if (!jid || strcmp(jid, t->job)) return 0;
+  const altar_failure_t *f = e->rec.failure;
+  if (e->rec.consumed && e->rec.state == ALTAR_STATE_FAILED && f && f->reason &&
+      (!strcmp(f->reason, ALTAR_REASON_SUPERSEDED) || !strcmp(f->reason, ALTAR_REASON_RELEASED))) {
+    t->replaced++; /* another record of the same task is the shard's */
+    return 0;
+  }
   t->total++;
   if (e->rec.consumed) t->consumed++;
   if ((unsigned)e->rec.state < 4) t->by_state[e->rec.state]++;
@@ -209,8 +216,9 @@ int altar_cmd_status(int argc, char **argv) {
   int rc = count_groups(&cfg, cfg.topics.ready, job, &fired, &fired_shards) |
            count_groups(&cfg, cfg.topics.dead, job, &dead, &dead_shards);
   if (json) {
-    json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}}", "job_id", job, "ledger",
-                          have_ledger, "shards", "total", (json_int_t)t.total, "pending", (json_int_t)t.by_state[0],
+    json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}}", "job_id", job, "ledger",
+                          have_ledger, "shards", "total", (json_int_t)t.total, "replaced_runs", (json_int_t)t.replaced,
+                          "pending", (json_int_t)t.by_state[0],
                           "running", (json_int_t)t.by_state[1], "succeeded", (json_int_t)t.by_state[2], "failed",
                           (json_int_t)t.by_state[3], "consumed", (json_int_t)t.consumed, "groups", "fired",
                           (json_int_t)fired, "dead_lettered", (json_int_t)dead);
@@ -237,9 +245,11 @@ int altar_cmd_status(int argc, char **argv) {
   } else {
     printf("job %s\n", job);
     if (have_ledger)
-      printf("  shards: %llu recorded; %llu pending, %llu running, %llu succeeded, %llu failed; %llu consumed\n",
+      printf("  shards: %llu recorded; %llu pending, %llu running, %llu succeeded, %llu failed; %llu consumed"
+             "; %llu earlier run(s) replaced\n",
              (unsigned long long)t.total, (unsigned long long)t.by_state[0], (unsigned long long)t.by_state[1],
-             (unsigned long long)t.by_state[2], (unsigned long long)t.by_state[3], (unsigned long long)t.consumed);
+             (unsigned long long)t.by_state[2], (unsigned long long)t.by_state[3], (unsigned long long)t.consumed,
+             (unsigned long long)t.replaced);
     else
       printf("  shards: ledger %s not readable here (%s)\n", cfg.ledger_path, err.msg);
     printf("  groups: %llu fired (%llu shards), %llu dead-lettered (%llu shards)\n", (unsigned long long)fired,
