@@ -45,6 +45,10 @@ def main():
     for e in ready:
         fired[e["group_key"].split(":")[-1]] = e
     dead_groups = {e["group_key"].split(":")[-1] for e in dead}
+    # The poison job with a readable identity is refused, and its group dead-letters.
+    if "poison" not in dead_groups:
+        problems.append("the refused poison job's group was not dead-lettered")
+    dead_groups.discard("poison")
     want_fired = {f"g{i:03d}" for i in range(n_groups)} - {dead_group}
     missing = sorted(want_fired - set(fired))
     if missing:
