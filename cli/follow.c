@@ -348,6 +348,12 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
     }
     if (late_failed && rc == 0) rc = 1;
   }
+  /* Name what failed, so a dead-lettered group says why. */
+  for (size_t i = 0; rc == 1 && i < x->n_shards; i++) {
+    const follow_shard_t *s = &x->shards[i];
+    if (terminal(s) && s->state == ALTAR_STATE_FAILED && !s->late)
+      fprintf(stderr, "  shard %s failed: %s\n", s->task_key, s->reason ? s->reason : "(no reason)");
+  }
   altar_transport_close(probe);
   altar_transport_close(t);
   return rc;

@@ -609,9 +609,13 @@ static void refuse_job(worker_t *w, wtask_t *t, const altar_msg_t *m, const alta
 static void handle_control(worker_t *w, const altar_msg_t *m);
 
 /* Runs one job message already seen by the tracker (a poison one goes to
- * the DLQ, a refused one fails, a control message is obeyed). */
+ * the DLQ, a control message is obeyed). */
 static void start_job(worker_t *w, const altar_msg_t *m) {
   int rc;
+  if (!m->value || m->value_len == 0) {
+    dead_letter(w, m, "empty message", true);
+    return;
+  }
   if (m->value_len > ALTAR_MAX_MESSAGE) {
     char reason[128];
     snprintf(reason, sizeof reason, "message too large: %zu bytes (limit %u)", m->value_len, ALTAR_MAX_MESSAGE);
@@ -621,15 +625,13 @@ static void start_job(worker_t *w, const altar_msg_t *m) {
   altar__intake_t in;
   altar__intake_classify(&w->intake, m, &in);
   if (in.verdict == ALTAR__INTAKE_DLQ) {
-    altar__intake_clear(&in);
     /* Only a message that is no job is looked at twice. */
     char type[16];
-    if (m->value && altar_peek_type(m->value, m->value_len, type, sizeof type) == ALTAR_OK &&
-        !strcmp(type, "control")) {
+    if (altar_peek_type(m->value, m->value_len, type, sizeof type) == ALTAR_OK && !strcmp(type, "control")) {
+      altar__intake_clear(&in);
       handle_control(w, m);
       return;
     }
-    altar__intake_classify(&w->intake, m, &in); /* the reason again, rarely */
     dead_letter(w, m, in.detail, true);
     altar__intake_clear(&in);
     return;
@@ -1210,9 +1212,9 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   free(w.tasks);
   for (size_t i = 0; i < w.n_parts; i++) free(w.parts[i].topic);
   free(w.parts);
+  pools_free(&w);
   for (size_t i = 0; i < w.n_waits; i++) altar_msg_free(w.waits[i].msg);
   free(w.waits);
-  pools_free(&w);
   altar_offset_tracker_free(w.tracker);
   if (w.fatal) {
     if (err) *err = w.fatal_err;

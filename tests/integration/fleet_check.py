@@ -46,9 +46,11 @@ def main():
     fired = {}
     for e in ready:
         fired[e["group_key"].split(":")[-1]] = e
-    # The refused poison job (an escaping path) fails under a group of its own
-    # with no group label (key ":"): not one of the job's groups.
-    dead_groups = {e["group_key"].split(":")[-1] for e in dead if e["group_key"].split(":")[-1]}
+    dead_groups = {e["group_key"].split(":")[-1] for e in dead}
+    # The poison job with a readable identity is refused, and its group dead-letters.
+    if "poison" not in dead_groups:
+        problems.append("the refused poison job's group was not dead-lettered")
+    dead_groups.discard("poison")
     want_fired = {f"g{i:03d}" for i in range(n_groups)} - {dead_group}
     missing = sorted(want_fired - set(fired))
     if missing:
@@ -83,8 +85,8 @@ def main():
         replaced = 0
         for r in ledger:
             labels = r["handle"]["labels"]
-            if "group" not in labels:
-                continue  # not one of the job's shards (poison)
+            if "group" not in labels or labels["group"] == "poison":
+                continue  # not one of the job's shards (the refused poison job)
             if r["state"] in ("pending", "running"):
                 problems.append(f"record {r['handle']['external_id']} ({labels['group']}/{labels.get('fold')}) left "
                                 f"{r['state']}{', consumed' if r['consumed'] else ''}")

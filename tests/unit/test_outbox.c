@@ -54,6 +54,7 @@ typedef struct rec {
   altar_buf_t value;
   char *key;
   char *reason; /* the DLQ reason header, NULL when absent */
+  char *source, *size; /* the other two DLQ headers */
   int32_t partition;
   int64_t offset;
 } rec_t;
@@ -68,6 +69,8 @@ static void recs_clear(recs_t *r) {
     altar_buf_free(&r->v[i].value);
     free(r->v[i].key);
     free(r->v[i].reason);
+    free(r->v[i].source);
+    free(r->v[i].size);
   }
   r->n = 0;
 }
@@ -101,6 +104,8 @@ static void read_topic(const char *dir, const char *topic, recs_t *out) {
       const void *hv;
       size_t hl;
       if (altar_msg_header(m, ALTAR_DLQ_REASON_HEADER, &hv, &hl) == 0) r->reason = strndup(hv, hl);
+      if (altar_msg_header(m, ALTAR_DLQ_SOURCE_HEADER, &hv, &hl) == 0) r->source = strndup(hv, hl);
+      if (altar_msg_header(m, ALTAR_DLQ_SIZE_HEADER, &hv, &hl) == 0) r->size = strndup(hv, hl);
       r->partition = m->partition;
       r->offset = m->offset;
       altar_msg_free(m);
@@ -733,6 +738,14 @@ static void test_rebuild_skips_what_the_daemon_set_aside(void) {
   recs_t r;
   read_topic(root, "dlq", &r);
   CU_ASSERT(r.n == 1 && r.v[0].reason && strstr(r.v[0].reason, "predicate"));
+  /* The copy keeps the original key and carries all three headers. */
+  if (r.n == 1) {
+    CU_ASSERT(r.v[0].key && strstr(r.v[0].key, "bad") != NULL);
+    CU_ASSERT(r.v[0].source && !strncmp(r.v[0].source, "st/0/", 5));
+    char sz[32];
+    snprintf(sz, sizeof sz, "%zu", r.v[0].value.len);
+    CU_ASSERT(r.v[0].size && !strcmp(r.v[0].size, sz));
+  }
   recs_clear(&r);
 
   altar_strmap_t props = {0};
