@@ -1084,6 +1084,29 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
   wlog(w, "revoked %zu partition(s); %zu running task(s) handed over, still running here", n, held);
 }
 
+/* A member with no partition runs nothing: say why, once per idle spell. */
+static void warn_no_partition(worker_t *w) {
+  for (size_t i = 0; i < w->n_pools; i++) {
+    const char *topic = w->pools[i].topic;
+    altar_topic_list_t *tl = NULL;
+    altar_error_t e = {0};
+    size_t parts = 0, members = 0;
+    if (altar_transport_list_topics(w->o->transport, topic, 5000, &tl, &e) == ALTAR_OK && tl->n_topics)
+      parts = tl->topics[0].n_partitions;
+    altar_topic_list_free(tl);
+    bool known = altar_transport_topic_members(w->o->transport, w->group, topic, 5000, &members, &e) == ALTAR_OK;
+    if (known)
+      wlog(w, "owns no partition of %s: it has %zu partition(s) and group %s has %zu member(s) on it, "
+              "so there are more workers than partitions; this one stays idle until a partition frees up "
+              "(more partitions: topics.partitions / --partitions when the topic is created)",
+           topic, parts, w->group, members);
+    else
+      wlog(w, "owns no partition of %s (%zu partition(s)): more workers than partitions, or a rebalance in "
+              "progress; it stays idle until a partition is assigned",
+           topic, parts);
+  }
+}
+
 /* ---- the loop --------------------------------------------------------------- */
 
 int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats, altar_error_t *err) {
@@ -1128,7 +1151,8 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     return rc;
   }
   int interval = o->poll_interval_ms > 0 ? o->poll_interval_ms : 200;
-  int64_t next_poll = mono_ms(), next_commit = mono_ms();
+  int64_t next_poll = mono_ms(), next_commit = mono_ms(), idle_since = mono_ms();
+  bool warned_idle = false;
   bool draining = false, got_job = false;
   while (!w.fatal) {
     if (o->stop && *o->stop >= 2) break;
@@ -1166,6 +1190,13 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     altar_transport_poll(o->transport, 0);
     if (w.n_waits) waits_expire(&w);
     leases_if_due(&w);
+    if (w.n_parts) {
+      idle_since = mono_ms();
+      warned_idle = false;
+    } else if (!warned_idle && mono_ms() - idle_since > 5000) {
+      warn_no_partition(&w);
+      warned_idle = true;
+    }
     reap_acked(&w);
     /* Commits are batched: a late commit only means a rerun after a crash,
      * and the finished offsets above it ride in the metadata anyway. */
