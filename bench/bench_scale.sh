@@ -13,7 +13,7 @@ S="${3:-0.2}"
 ALTAR="$(cd "$B" && pwd)/altar"
 dir="$(mktemp -d "${TMPDIR:-/tmp}/altar-bench-scale-XXXXXX")"
 pids=""
-trap 'for p in $pids; do kill -9 $p 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'for p in $pids; do kill -9 $p 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$dir" 2>/dev/null || { sleep 1; rm -rf "$dir"; } || true' EXIT
 
 fleet() { # fleet NAME: a config of its own (own log, ledger, data)
   mkdir -p "$dir/$1"
