@@ -4,7 +4,7 @@
  *   topics/<topic>/<partition>/<base offset, 20 digits>.log   segments
  *   topics/<topic>/<partition>/append.lock                    appenders' flock
  *   groups/<group>/members/<member id>.member                 held (flock) by a live member
- *   groups/<group>/owners/<topic>.<partition>.lock            held by the partition's owner
+ *   groups/<group>/owners/<topic>.<partition>.lock            held (flock) by the partition's owner, naming it
  *   groups/<group>/offsets/<topic>.<partition>                committed offset + metadata
  *   tmp/                                                      staging for atomic creates
  *

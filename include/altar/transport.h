@@ -247,7 +247,8 @@ struct altar_transport_ops {
   /* --- consuming ------------------------------------------------------- */
   /* Joins group for topics; assignments arrive through cb during consume.
    * One subscription per handle (a second call is ALTAR_ESTATE). Members
-   * of one group subscribe the same topics. Required. */
+   * of one group may subscribe different topics: each topic's partitions
+   * are shared among the members that subscribe it. Required. */
   int (*subscribe)(altar_transport_t *t, const char *group, const char *const *topics,
                    size_t n_topics, altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err);
   /* Reads the given partitions without a group (no commits, no rebalance):
