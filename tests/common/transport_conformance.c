@@ -118,6 +118,8 @@ typedef struct asg {
   bool pause_p0;         /* pause partition 0 as soon as it is assigned */
   bool commit_on_revoke; /* commit offset 1 of every revoked partition */
   int revoke_commits_ok, revoke_commits_failed;
+  int64_t seek_on_assign; /* > 0: seek each assigned partition there in the callback */
+  int seeks_ok, seeks_failed;
 } asg_t;
 
 static bool asg_has(const asg_t *a, int32_t p) {
@@ -135,6 +137,15 @@ static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, cons
     if (strcmp(parts[i].topic, a->topic) != 0) continue;
     if (kind == ALTAR_REBALANCE_ASSIGN) {
       if (!asg_has(a, parts[i].partition) && a->n < TP_MAX) a->parts[a->n++] = parts[i].partition;
+      if (a->seek_on_assign > 0) {
+        altar_error_t err = {0};
+        if (altar_transport_seek(t, parts[i].topic, parts[i].partition, a->seek_on_assign, &err) == 0) {
+          a->seeks_ok++;
+        } else {
+          fprintf(stderr, "conformance: seek in the assign callback: %s\n", err.msg);
+          a->seeks_failed++;
+        }
+      }
       if (a->pause_p0 && parts[i].partition == 0) {
         altar_tp_t tp = {parts[i].topic, 0, ALTAR_OFFSET_INVALID};
         altar_error_t err = {0};
@@ -471,6 +482,48 @@ static void test_seek_to_beginning(void) {
   altar_transport_close(t);
 }
 
+/* A seek made in the ASSIGN callback sets where the partition starts, ahead
+ * of the group's committed offset (the reconciler resumes from its ledger's
+ * offsets this way). */
+static void test_seek_in_assign_callback(void) {
+  altar_transport_t *t = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  char topic[200], group[200];
+  unique(topic, sizeof topic, "aseek");
+  unique(group, sizeof group, "aseek-g");
+  create_topic(t, topic, 2);
+  for (int p = 0; p < 2; p++)
+    for (int i = 0; i < 6; i++) CU_ASSERT_FATAL(produce(t, topic, p, NULL, "v", NULL) == 0);
+  flush_all(t);
+  /* First member: commits offset 1 on both partitions, then leaves. */
+  asg_t a = {.topic = topic};
+  subscribe(t, group, topic, &a);
+  altar_msg_t *m = next_msg(t, wait_ms());
+  CU_ASSERT_FATAL(m != NULL);
+  altar_msg_free(m);
+  altar_error_t err = {0};
+  for (int p = 0; p < 2; p++) CU_ASSERT_EQUAL(altar_transport_commit(t, topic, p, 1, NULL, &err), 0);
+  altar_transport_close(t);
+  /* Second member seeks both to 4 while they are being assigned. */
+  t = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  asg_t b = {.topic = topic, .seek_on_assign = 4};
+  subscribe(t, group, topic, &b);
+  int got[2] = {0, 0};
+  for (int i = 0; i < 4; i++) {
+    m = next_msg(t, wait_ms());
+    CU_ASSERT_FATAL(m != NULL);
+    CU_ASSERT(m->offset >= 4); /* never the committed 1..3 */
+    if (m->partition >= 0 && m->partition < 2) got[m->partition]++;
+    altar_msg_free(m);
+  }
+  CU_ASSERT_EQUAL(b.seeks_ok, 2);
+  CU_ASSERT_EQUAL(b.seeks_failed, 0);
+  CU_ASSERT_EQUAL(got[0], 2);
+  CU_ASSERT_EQUAL(got[1], 2);
+  altar_transport_close(t);
+}
+
 /* Polls both members until pred holds or the bound passes; records consumed
  * meanwhile must come from a partition the consumer owns. */
 static int drain_both(altar_transport_t *ta, asg_t *a, altar_transport_t *tb, asg_t *b,
@@ -752,6 +805,7 @@ void altar_transport_conformance_add(const altar_transport_conformance_t *c) {
   ALTAR_TEST(test_commit_metadata_round_trip);
   ALTAR_TEST(test_pause_and_resume);
   ALTAR_TEST(test_seek_to_beginning);
+  ALTAR_TEST(test_seek_in_assign_callback);
   ALTAR_TEST(test_group_split_and_rebalance);
   ALTAR_TEST(test_leave_hands_over);
   ALTAR_TEST(test_list_topics_and_lag);

@@ -359,8 +359,13 @@ static void test_group_commit_lag_rebalance(void) {
 /* ---- broker restart ----------------------------------------------------------- */
 
 /* A private broker (not the shared one other tests use) on its own port and
- * directory, driven by the same script. */
-#define RESTART_PORT "19192"
+ * directory, driven by the same script; ALTAR_KAFKA_RESTART_PORT moves it
+ * (machines that run several brokers at once). */
+static const char *restart_port(void) {
+  const char *p = getenv("ALTAR_KAFKA_RESTART_PORT");
+  return p && *p ? p : "19192";
+}
+#define RESTART_PORT restart_port()
 
 static pid_t script_async(const char *dir, const char *verb) {
   char cmd[1024];
