@@ -26,9 +26,9 @@ typedef struct tally {
   const char *jobs_topic;
   uint64_t by_state[4];
   uint64_t consumed, total;
+  uint64_t replaced; /* runs settled as superseded or released: not shards */
   expect_t *x; /* the job's shards, for the late and waiting ones */
   int oom;
-  uint64_t replaced; /* runs settled as superseded or released: not shards */
 } tally_t;
 
 static int visit(void *ctx, const altar_ledger_entry_t *e) {

@@ -270,13 +270,20 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   return rc;
 }
 
-/* Settles a run that no longer counts (superseded, released): consumed, and
- * given a terminal state when it had none, so no record stays "running"
- * for ever after its worker died or gave it back. */
-static int settle_run(altar_ledger_t *l, const altar_handle_t *h, const char *reason, const char *detail,
+/* Settles a run that no longer counts: consumed, and marked failed with
+ * reason (its earlier state in the detail) so no record stays "running" for
+ * ever after its worker died or gave it back, and a shard's own record is
+ * the one not so marked. A released run that had ended keeps its state (the
+ * shard's outcome is then that record); a superseded one is marked whatever
+ * its state: a newer run of the task is the shard's record. */
+static int settle_run(altar_ledger_t *l, const altar_handle_t *h, const char *reason, bool even_terminal,
                       altar_error_t *err) {
   const altar_ledger_entry_t *cur = l->ops->peek_open(l->impl, h->backend, h->external_id);
-  if (cur && !altar_state_terminal(cur->rec.state)) {
+  if (cur && (even_terminal || !altar_state_terminal(cur->rec.state))) {
+    char detail[96];
+    snprintf(detail, sizeof detail, "%s; it was %s",
+             even_terminal ? "a newer run of the same task took its place" : "its worker gave it back at shutdown",
+             altar_state_name(cur->rec.state));
     altar_failure_t *f = altar_failure_new(reason, detail, false);
     if (!f) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
     int rc = altar_ledger_set_state(l, h, ALTAR_STATE_FAILED, f, err);
@@ -305,7 +312,7 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
       restarts = old->rec.restart_count + (old->rec.state == ALTAR_STATE_FAILED);
       altar_handle_t oh;
       if (altar_handle_copy(&oh, &old->rec.handle)) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-      int rc = settle_run(l, &oh, ALTAR_REASON_SUPERSEDED, "a newer run of the same task took its place", err);
+      int rc = settle_run(l, &oh, ALTAR_REASON_SUPERSEDED, true, err);
       altar_handle_clear(&oh);
       if (rc) return rc;
     }
@@ -402,7 +409,7 @@ int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs,
       break;
     case ALTAR_EV_RELEASED:
       /* Handed back by a draining worker: settled without firing. */
-      rc = settle_run(ledger, &ev->handle, ALTAR_REASON_RELEASED, "its worker gave it back at shutdown", err);
+      rc = settle_run(ledger, &ev->handle, ALTAR_REASON_RELEASED, false, err);
       break;
     default:
       return altar_error_set(err, ALTAR_EINVAL, "event[%zu].event: unknown event %d", i, (int)ev->event);

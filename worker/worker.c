@@ -86,15 +86,15 @@ typedef struct worker {
   size_t n_tasks, cap_tasks;
   assigned_t *parts;
   size_t n_parts, cap_parts;
-  wpool_t *pools;
-  size_t n_pools;
-  altar_capacity_t cap; /* the backend's last report, less what started since */
-  altar__intake_ctx_t intake;
   waiting_t *waits;
   size_t n_waits, cap_waits;
   int lease_interval_ms, lease_timeout_ms;
   int64_t next_lease;
   bool paused;        /* every pool's topic paused */
+  wpool_t *pools;
+  size_t n_pools;
+  altar_capacity_t cap; /* the backend's last report, less what started since */
+  altar__intake_ctx_t intake;
   size_t outstanding; /* produced, not yet reported */
   uint64_t finished_jobs;
   altar_worker_stats_t stats;
@@ -762,12 +762,17 @@ static void handle_control(worker_t *w, const altar_msg_t *m) {
 /* Starts waited jobs whose holder released them or went silent for a
  * lease timeout, while a slot is free. With every slot busy the worker
  * reads none of its partitions, so no news can arrive: the clocks stop. */
-static size_t in_flight(const worker_t *w);
+static bool topic_paused(const worker_t *w, const char *topic) {
+  for (size_t i = 0; i < w->n_pools; i++)
+    if (!strcmp(w->pools[i].topic, topic)) return w->pools[i].paused;
+  return false;
+}
+
 static void waits_expire(worker_t *w) {
   int64_t now = mono_ms();
   for (size_t i = 0; i < w->n_waits;) {
     waiting_t *x = &w->waits[i];
-    if (w->paused && x->deadline_ms && x->deadline_ms < now + w->lease_timeout_ms) {
+    if (x->deadline_ms && x->deadline_ms < now + w->lease_timeout_ms && topic_paused(w, x->msg->topic)) {
       x->deadline_ms = now + w->lease_timeout_ms;
     }
     if (x->deadline_ms > now || in_flight(w) >= (size_t)w->o->slots) {
@@ -1065,6 +1070,7 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
     }
     waits_drop(w, parts[i].topic, parts[i].partition);
     altar_offset_tracker_revoke(w->tracker, parts[i].topic, parts[i].partition);
+
     for (size_t j = 0; j < w->n_parts; j++) {
       if (w->parts[j].partition == parts[i].partition && !strcmp(w->parts[j].topic, parts[i].topic)) {
         free(w->parts[j].topic);
@@ -1076,6 +1082,29 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
   w->stats.held += held;
   if (held) w->next_lease = mono_ms(); /* the first lease goes out now */
   wlog(w, "revoked %zu partition(s); %zu running task(s) handed over, still running here", n, held);
+}
+
+/* A member with no partition runs nothing: say why, once per idle spell. */
+static void warn_no_partition(worker_t *w) {
+  for (size_t i = 0; i < w->n_pools; i++) {
+    const char *topic = w->pools[i].topic;
+    altar_topic_list_t *tl = NULL;
+    altar_error_t e = {0};
+    size_t parts = 0, members = 0;
+    if (altar_transport_list_topics(w->o->transport, topic, 5000, &tl, &e) == ALTAR_OK && tl->n_topics)
+      parts = tl->topics[0].n_partitions;
+    altar_topic_list_free(tl);
+    bool known = altar_transport_topic_members(w->o->transport, w->group, topic, 5000, &members, &e) == ALTAR_OK;
+    if (known)
+      wlog(w, "owns no partition of %s: it has %zu partition(s) and group %s has %zu member(s) on it, "
+              "so there are more workers than partitions; this one stays idle until a partition frees up "
+              "(more partitions: topics.partitions / --partitions when the topic is created)",
+           topic, parts, w->group, members);
+    else
+      wlog(w, "owns no partition of %s (%zu partition(s)): more workers than partitions, or a rebalance in "
+              "progress; it stays idle until a partition is assigned",
+           topic, parts);
+  }
 }
 
 /* ---- the loop --------------------------------------------------------------- */
@@ -1122,7 +1151,8 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     return rc;
   }
   int interval = o->poll_interval_ms > 0 ? o->poll_interval_ms : 200;
-  int64_t next_poll = mono_ms(), next_commit = mono_ms();
+  int64_t next_poll = mono_ms(), next_commit = mono_ms(), idle_since = mono_ms();
+  bool warned_idle = false;
   bool draining = false, got_job = false;
   while (!w.fatal) {
     if (o->stop && *o->stop >= 2) break;
@@ -1160,6 +1190,13 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     altar_transport_poll(o->transport, 0);
     if (w.n_waits) waits_expire(&w);
     leases_if_due(&w);
+    if (w.n_parts) {
+      idle_since = mono_ms();
+      warned_idle = false;
+    } else if (!warned_idle && mono_ms() - idle_since > 5000) {
+      warn_no_partition(&w);
+      warned_idle = true;
+    }
     reap_acked(&w);
     /* Commits are batched: a late commit only means a rerun after a crash,
      * and the finished offsets above it ride in the metadata anyway. */
@@ -1186,6 +1223,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     if (lrc != ALTAR_OK && lrc != ALTAR_ENOTSUP) wlog(&w, "leaving the group: %s", le.msg);
     drain(&w, deadline);
   }
+
   /* The last commit gets a few tries: no later loop would retry it. */
   if (!w.fatal && !(o->stop && *o->stop >= 2))
     for (int tries = 0; commit_all(&w) && tries < 5; tries++) altar_transport_poll(o->transport, 200);

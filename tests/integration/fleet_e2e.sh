@@ -104,6 +104,10 @@ kill -TERM "$w1" "$w2" "$rec" 2>/dev/null || true
 wait "$w1" "$w2" "$rec" 2>/dev/null || true
 "$ALTAR_BIN" log consume $cfg --topic "$prefix.ready" --from-beginning --exit > "$dir/ready.jsonl"
 "$ALTAR_BIN" log consume $cfg --topic "$prefix.dead" --from-beginning --exit > "$dir/dead.jsonl"
+# The ledger after the kills: checked by fleet_check.py (nothing left open,
+# one terminal record per shard) against what `altar status` counts.
+"$ALTAR_BIN" ledger dump $cfg > "$dir/ledger.jsonl"
+"$ALTAR_BIN" status $cfg "$job" --json > "$dir/status.json"
 python3 "$ALTAR_SOURCE_DIR/tests/integration/fleet_check.py" "$dir" "$GROUPS_N" "$FOLDS" "$DEAD_GROUP" "$KILLS" "$SLOTS"
 
 # Poison landed in the DLQ with reasons, and the fleet kept going.

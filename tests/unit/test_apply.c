@@ -440,6 +440,13 @@ static void test_dead_workers_run_is_settled(void) {
   sub("bare", "r1", "jr", 0, 1);
   st("bare", "r1", "jr", 0, 1, ALTAR_STATE_RUNNING);
   rel("bare", "r1", "jr");
+  /* A run that ended (its group still fanning in) and then ran again: the
+   * newer run is the shard's record, the older one is marked superseded. */
+  sub("train", "t-old", "jt", 0, 2);
+  st("train", "t-old", "jt", 0, 2, ALTAR_STATE_SUCCEEDED);
+  x = ev_new(ALTAR_EV_SUBMITTED, "train", "t-new", "jt", 0, 2);
+  free(x->task_key);
+  x->task_key = strdup("tk-t-old");
   altar_apply_result_t r = {0};
   CU_ASSERT_EQUAL_FATAL(apply(l, &s, 0, nev, &r), 0);
   CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
@@ -457,10 +464,16 @@ static void test_dead_workers_run_is_settled(void) {
   CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_FAILED);
   CU_ASSERT(e.rec.failure && !strcmp(e.rec.failure->reason, ALTAR_REASON_RELEASED));
   altar_ledger_entry_clear(&e);
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_get(l, "process", "t-old", &e, &err), 0);
+  CU_ASSERT(e.rec.consumed);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_FAILED);
+  CU_ASSERT(e.rec.failure && !strcmp(e.rec.failure->reason, ALTAR_REASON_SUPERSEDED));
+  CU_ASSERT(e.rec.failure && e.rec.failure->detail && strstr(e.rec.failure->detail, "it was succeeded"));
+  altar_ledger_entry_clear(&e);
   altar_handle_t *open = NULL;
   size_t n_open = 0;
   CU_ASSERT_EQUAL(altar_ledger_open_handles(l, &open, &n_open, &err), 0);
-  CU_ASSERT_EQUAL(n_open, 0); /* nothing left to poll */
+  CU_ASSERT_EQUAL(n_open, 1); /* only t-new, still pending */
   altar_handles_free(open, n_open);
   altar_apply_result_clear(&r);
   altar_ledger_close(l);
