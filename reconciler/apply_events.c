@@ -20,6 +20,7 @@ void altar_apply_result_reset(altar_apply_result_t *r) {
   }
   altar_strlist_clear(&r->deferred_groups);
   altar_strlist_clear(&r->stalled_groups);
+  altar_strlist_clear(&r->late_shards);
   altar_arena_reset(&r->mem); /* the events' strings, shards and task keys */
   r->n_events = r->n_retries = r->applied = r->ignored = 0;
 }
@@ -366,6 +367,24 @@ static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const al
   bool member = cur->rec.state == ALTAR_STATE_SUCCEEDED && cur->rec.kind && !strcmp(cur->rec.kind, gs->kind);
   size_t min_succeeded = altar_predicate_min_succeeded(&gs->ready_when, member ? &cur->rec.handle : NULL);
   return evaluate(l, gs, cur->group_key, min_succeeded, ts, res, err);
+}
+
+int altar__apply_late(altar_ledger_t *l, const altar_status_event_t *ev, const char *group_name,
+                      altar_apply_result_t *res, altar_error_t *err) {
+  int rc = altar_ledger_set_state(l, &ev->handle, ev->state, ev->failure, err);
+  if (!rc) rc = altar_ledger_consume(l, &ev->handle, 1, err);
+  if (rc) return rc;
+  const char *reason = ev->state == ALTAR_STATE_FAILED && ev->failure && ev->failure->reason ? ev->failure->reason : "";
+  size_t n = strlen(group_name) + strlen(ev->task_key) + strlen(reason) + 32;
+  char *s = malloc(n);
+  if (!s) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  snprintf(s, n, "%s %s %s%s%s", group_name, ev->task_key, ev->state == ALTAR_STATE_SUCCEEDED ? "succeeded" : "failed",
+           *reason ? " " : "", reason);
+  rc = altar_strlist_push(&res->late_shards, s);
+  free(s);
+  if (rc) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  res->applied++;
+  return ALTAR_OK;
 }
 
 static const char *const ev_names[] = {"submitted", "state", "released"};

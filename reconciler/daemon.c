@@ -282,6 +282,11 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
     if (g->event == ALTAR_GROUP_FIRED) d->stats.fired++;
     else d->stats.dead_lettered++;
   }
+  /* Late shards are recorded and consumed, never a second group event: say so. */
+  for (size_t i = 0; i < res.late_shards.n && !rc; i++) {
+    dlog(d, "late shard after its group settled: %s", res.late_shards.v[i]);
+    d->stats.late++;
+  }
   for (size_t i = 0; i < res.n_retries && !rc; i++) rc = stage_retry(d, &res.retries[i], evs, n_ev, err);
   /* The input offsets go into the same write. */
   for (size_t i = 0; i < n && !rc; i++) {

@@ -196,6 +196,12 @@ check 'grep -q "2 late shards after group settled (1 failed)" "$T/e10"' "late sh
 check 'grep -q "late: 2 late shards after group settled" "$T/s10" && grep -q "failed exit_7" "$T/s10"' \
   "status shows no late shards: $(cat "$T/s10")"
 
+# The reconciler records them as late, and publishes no second event for the group.
+check 'wait_for "[ \$(grep -c \"late shard after its group settled: late:jlate\" \"$T/reconciler.log\") -eq 2 ]"' \
+  "the reconciler did not log 2 late shards: $(grep late "$T/reconciler.log")"
+check '[ "$(status_json jlate | jfield groups.fired)" = 1 ] && [ "$(status_json jlate | jfield groups.dead_lettered)" = 0 ]' \
+  "late shards made another group event: $(status_json jlate)"
+
 kill -TERM "$cpid" "$gpid" "$rpid" 2>/dev/null
 wait "$cpid" "$gpid" "$rpid" 2>/dev/null
 echo "test_fleet_outcomes: $checks checks passed, $fails failed"

@@ -740,6 +740,43 @@ static void test_list_topics_and_lag(void) {
   altar_transport_close(t);
 }
 
+/* topic_members: a member that reads a topic counts for it, not for
+ * another topic; none are counted for a group nobody joined. */
+static void test_topic_members(void) {
+  altar_transport_t *t = open_transport(NULL), *probe = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL && probe != NULL);
+  char topic[200], other[200], group[200], nobody[200];
+  unique(topic, sizeof topic, "members");
+  unique(other, sizeof other, "members-other");
+  unique(group, sizeof group, "members-g");
+  unique(nobody, sizeof nobody, "members-none");
+  create_topic(t, topic, 2);
+  create_topic(t, other, 1);
+  asg_t a = {.topic = topic};
+  subscribe(t, group, topic, &a);
+  size_t n = 0, n_other = 9, n_nobody = 9;
+  altar_error_t err = {0};
+  int64_t deadline = mono_ms() + wait_ms();
+  while (mono_ms() < deadline && n != 1) {
+    altar_msg_t *m = NULL;
+    altar_transport_consume(t, 200, &m, &err); /* serves the rebalance, keeps the member alive */
+    altar_msg_free(m);
+    if (!a.n) continue;
+    int rc = altar_transport_topic_members(probe, group, topic, wait_ms(), &n, &err);
+    if (rc == ALTAR_ENOTSUP) break;
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+  }
+  if (n == 1) {
+    CU_ASSERT_EQUAL(altar_transport_topic_members(probe, group, other, wait_ms(), &n_other, &err), 0);
+    CU_ASSERT_EQUAL(n_other, 0);
+    CU_ASSERT_EQUAL(altar_transport_topic_members(probe, nobody, topic, wait_ms(), &n_nobody, &err), 0);
+    CU_ASSERT_EQUAL(n_nobody, 0);
+  }
+  CU_ASSERT_EQUAL(n, 1);
+  altar_transport_close(probe);
+  altar_transport_close(t);
+}
+
 static void test_bad_arguments(void) {
   altar_transport_t *t = open_transport(NULL);
   CU_ASSERT_FATAL(t != NULL);
@@ -772,5 +809,6 @@ void altar_transport_conformance_add(const altar_transport_conformance_t *c) {
   ALTAR_TEST(test_group_split_and_rebalance);
   ALTAR_TEST(test_leave_hands_over);
   ALTAR_TEST(test_list_topics_and_lag);
+  ALTAR_TEST(test_topic_members);
   ALTAR_TEST(test_bad_arguments);
 }

@@ -774,6 +774,71 @@ static void test_rebuild_skips_what_the_daemon_set_aside(void) {
   free(root);
 }
 
+/* Shards that end after their group fired (ready_when: single) are late:
+ * recorded and consumed, counted, and never a second group event (a late
+ * success would otherwise fire the group again, a late failure dead-letter
+ * it); a rebuild decides the same. */
+static void test_late_shards_recorded_not_refired(void) {
+  char *root = altar_test_tmpdir("outbox-late");
+  char ldir[512], l2dir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
+  static const char *yaml = "pair:\n  group_by: [job_id]\n  ready_when: single\n  on_failed: dead_letter\n";
+  altar_group_specs_t groups = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_group_specs_load_string(yaml, strlen(yaml), "t", &groups, &err) == 0);
+  altar_transport_t *p = open_local(root, NULL);
+  make_topics(p);
+  for (int f = 0; f < 3; f++) status_ev(p, ALTAR_EV_SUBMITTED, "late", f, ALTAR_STATE_PENDING, 1.0 + f);
+  status_ev(p, ALTAR_EV_STATE, "late", 0, ALTAR_STATE_SUCCEEDED, 5.0);
+  status_ev(p, ALTAR_EV_STATE, "late", 1, ALTAR_STATE_FAILED, 6.0);
+  status_ev(p, ALTAR_EV_STATE, "late", 2, ALTAR_STATE_SUCCEEDED, 7.0);
+  CU_ASSERT_FATAL(altar_transport_flush(p, 10000, &err) == 0);
+  altar_transport_close(p);
+  altar_ledger_t *l = open_ledger(ldir);
+  altar_transport_t *t = open_local(root, NULL);
+  altar_topics_t topics = topics_named("ready");
+  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
+                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_stats_t st = {0};
+  CU_ASSERT_FATAL(altar_reconciler_run(&o, &st, &err) == 0);
+  CU_ASSERT_EQUAL(st.fired, 1);
+  CU_ASSERT_EQUAL(st.dead_lettered, 0);
+  CU_ASSERT_EQUAL(st.late, 2);
+  altar_transport_close(t);
+  altar_ledger_stats_t ls;
+  CU_ASSERT_FATAL(altar_ledger_stats(l, &ls, &err) == 0);
+  CU_ASSERT_EQUAL(ls.open, 0); /* nothing left open */
+  char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
+  altar_ledger_close(l);
+  recs_t r;
+  read_topic(root, "ready", &r);
+  CU_ASSERT_EQUAL(r.n, 1);
+  recs_clear(&r);
+  read_topic(root, "dead", &r);
+  CU_ASSERT_EQUAL(r.n, 0);
+  recs_clear(&r);
+  altar_strmap_t props = {0};
+  altar_strmap_set(&props, "dir", root);
+  altar_ledger_t *l2 = open_ledger(l2dir);
+  altar_topics_t topics2 = topics_named("ready2");
+  uint64_t missing = 0;
+  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, true, &st, &missing, &err) == 0);
+  char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
+  CU_ASSERT_STRING_EQUAL(sum1, sum2);
+  CU_ASSERT_EQUAL(missing, 1);
+  altar_ledger_close(l2);
+  altar_strmap_clear(&props);
+  read_topic(root, "ready2", &r);
+  CU_ASSERT_EQUAL(r.n, 1);
+  recs_clear(&r);
+  altar_group_specs_clear(&groups);
+  altar_test_rmtree(root);
+  free(root);
+}
+
 /* A job run again after its group settled (its worker was killed after
  * the terminal event was acknowledged but before the offset commit): the
  * rerun's events, same task key and a new handle, must neither open an
@@ -1104,6 +1169,7 @@ static void add(void) {
   ALTAR_TEST(test_daemon_survives_odd_events);
   ALTAR_TEST(test_rebuild_skips_what_the_daemon_set_aside);
   ALTAR_TEST(test_rerun_after_settle_is_ignored);
+  ALTAR_TEST(test_late_shards_recorded_not_refired);
   ALTAR_TEST(test_settlement_expires_then_is_pruned);
 }
 
