@@ -25,6 +25,10 @@
 /* Container labels the backend adds next to the spec's labels. */
 #define ALTAR_DOCKER_LABEL_TIMEOUT "altar.timeout_s"
 #define ALTAR_DOCKER_LABEL_KIND "altar.kind"
+/* The spec's task key and the backend's data root: a submit adopts a
+ * running container carrying both (the same task of the same fleet). */
+#define ALTAR_DOCKER_LABEL_TASK_KEY "altar.task_key"
+#define ALTAR_DOCKER_LABEL_DATA_ROOT "altar.data_root"
 
 extern const altar_backend_ops_t altar_backend_docker;
 

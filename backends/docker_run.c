@@ -1,15 +1,71 @@
 /* docker backend: submit (`docker run -d`) and cancel (`docker rm --force`).
- * Every docker call is an argv; nothing passes through a shell. */
+ * Every docker call is an argv; nothing passes through a shell. A submit
+ * first looks for a running container labelled with the spec's task key
+ * and adopts it (a dead worker's run of the same task, on this engine),
+ * under a lock file in the data root so that two workers on one host do
+ * not both start it. */
 #include "backends/docker_int.h"
 
+#include "altar/codec.h"
+
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 /* Fixed arguments besides labels and the command: run -d, -v x2, --user x2,
- * --memory x2, --memory-swap x2, the internal labels x4, image, NULL. */
-#define RUN_FIXED_ARGS 24
+ * --memory x2, --memory-swap x2, the internal labels x8, image, NULL. */
+#define RUN_FIXED_ARGS 28
+
+/* Serialises adopt-or-run between the processes sharing this data root;
+ * -1 (no lock) when it cannot be opened: adoption still works, the window
+ * between the lookup and the run is only not closed. */
+static int lock_keys(const altar_docker_t *dk) {
+  size_t n = strlen(dk->data_root) + sizeof "/.altar-docker.lock";
+  char *path = malloc(n);
+  if (!path) return -1;
+  snprintf(path, n, "%s/.altar-docker.lock", dk->data_root);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  free(path);
+  while (fd >= 0 && flock(fd, LOCK_EX) < 0) {
+    if (errno != EINTR) {
+      close(fd);
+      return -1;
+    }
+  }
+  return fd;
+}
+
+/* The id of a running container labelled with key and our data root, into
+ * id (65 bytes), or false (none, or docker could not tell: then a new one
+ * is started). */
+static bool find_running(altar_docker_t *dk, const char *key, char *id) {
+  char filter[sizeof ALTAR_DOCKER_LABEL_TASK_KEY + ALTAR_TASK_KEY_LEN + 16];
+  snprintf(filter, sizeof filter, "label=%s=%s", ALTAR_DOCKER_LABEL_TASK_KEY, key);
+  size_t rl = strlen(dk->data_root) + sizeof ALTAR_DOCKER_LABEL_DATA_ROOT + 16;
+  char *root = malloc(rl);
+  if (!root) return false;
+  snprintf(root, rl, "label=%s=%s", ALTAR_DOCKER_LABEL_DATA_ROOT, dk->data_root);
+  const char *args[] = {"ps", "-q", "--no-trunc", "--filter", filter, "--filter", root, "--filter", "status=running", NULL};
+  altar_cmd_result_t res = {0};
+  altar_error_t e = {0};
+  bool found = false;
+  if (altar__docker_cli(dk, args, &res, &e) == 0 && res.exit_code == 0 && res.out) {
+    char line[300];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(res.out, "\n"), res.out);
+    if (altar__docker_valid_id(line)) {
+      snprintf(id, 65, "%s", line);
+      found = true;
+    }
+  }
+  altar_cmd_result_clear(&res);
+  free(root);
+  return found;
+}
 
 static bool is_daemon_down(const char *text) {
   return text && (strstr(text, "Cannot connect to the Docker daemon") ||
@@ -55,6 +111,15 @@ int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_ha
     return altar_error_set(err, ALTAR_EINVAL, "image: '%.64s' would be read as a docker option",
                            spec->image);
   if ((rc = check_labels(spec, err)) < 0) return rc;
+  char key[ALTAR_TASK_KEY_LEN + 1];
+  if ((rc = altar_spec_identity(spec, key, err)) < 0) return rc;
+  int lock = lock_keys(dk);
+  char adopted[65];
+  if (find_running(dk, key, adopted)) {
+    rc = altar_handle_init_for_spec(phandle, altar_backend_docker.name, adopted, spec);
+    if (lock >= 0) close(lock);
+    return rc < 0 ? altar_error_set(err, rc, "submit: handle") : 0;
+  }
 
   size_t cap = RUN_FIXED_ARGS + 2 * spec->labels.n + spec->n_command;
   const char **args = calloc(cap, sizeof *args);
@@ -79,6 +144,17 @@ int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_ha
   {
     char *kv = join_kv(ALTAR_DOCKER_LABEL_KIND, spec->kind);
     if (!kv) goto nomem;
+    owned[no++] = kv;
+    args[na++] = "--label";
+    args[na++] = kv;
+  }
+  {
+    char *kv = join_kv(ALTAR_DOCKER_LABEL_TASK_KEY, key);
+    if (!kv) goto nomem;
+    owned[no++] = kv;
+    args[na++] = "--label";
+    args[na++] = kv;
+    if (!(kv = join_kv(ALTAR_DOCKER_LABEL_DATA_ROOT, dk->data_root))) goto nomem;
     owned[no++] = kv;
     args[na++] = "--label";
     args[na++] = kv;
@@ -143,6 +219,7 @@ int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_ha
 nomem:
   rc = altar_error_set(err, ALTAR_ENOMEM, "submit: argv");
 out:
+  if (lock >= 0) close(lock); /* closing drops the flock */
   altar_cmd_result_clear(&res);
   for (size_t i = 0; i < no; i++) free(owned[i]);
   free(owned);

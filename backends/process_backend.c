@@ -4,6 +4,8 @@
  * layout under data_root itself. */
 #include "process_int.h"
 
+#include "altar/pools.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -247,9 +249,56 @@ static bool parse_ll(const char *s, long long min, long long max, long long *pv)
   return true;
 }
 
+/* backend.pools: the pools advertised ("normal" is the CPU pool), comma
+ * separated; default the CPU pool alone. The process backend has no devices:
+ * a GPU pool here runs its jobs as processes, which is what a test fleet or
+ * a host whose tasks find their devices themselves needs. */
+static int parse_pools(altar_process_t *p, const char *list, char *errstr, size_t errstr_size) {
+  if (!list) list = ALTAR_POOL_CPU;
+  const char *s = list;
+  while (*s) {
+    const char *e = strchr(s, ',');
+    size_t n = e ? (size_t)(e - s) : strlen(s);
+    while (n && (*s == ' ')) s++, n--;
+    while (n && s[n - 1] == ' ') n--;
+    char name[ALTAR_POOL_NAME_MAX + 2];
+    snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name - 1 ? n : sizeof name - 1), s);
+    altar_error_t err = {0};
+    if (n && strcmp(name, ALTAR_POOL_CPU) && altar_pool_check("backend.pools", name, &err)) {
+      snprintf(errstr, errstr_size, "%s", err.msg);
+      return -1;
+    }
+    if (n) {
+      char **np = realloc(p->pools, (p->n_pools + 1) * sizeof *np);
+      if (!np || !(np[p->n_pools] = strdup(name))) {
+        if (np) p->pools = np;
+        snprintf(errstr, errstr_size, "backend 'process': out of memory");
+        return -1;
+      }
+      p->pools = np;
+      p->n_pools++;
+    }
+    if (!e) break;
+    s = e + 1;
+  }
+  if (!p->n_pools) {
+    snprintf(errstr, errstr_size, "backend.pools: names no pool");
+    return -1;
+  }
+  return 0;
+}
+
+static bool serves_pool(const altar_process_t *p, const char *pool) {
+  for (size_t i = 0; i < p->n_pools; i++)
+    if (!strcmp(p->pools[i], pool)) return true;
+  return false;
+}
+
 static void process_destroy(altar_backend_t *be) {
   altar_process_t *p = be->impl;
   if (!p) return;
+  for (size_t i = 0; i < p->n_pools; i++) free(p->pools[i]);
+  free(p->pools);
   altar__proc_spare_free(p); /* before tasks_dir, which names them */
   free(p->data_root);
   free(p->tasks_dir);
@@ -261,13 +310,14 @@ static void process_destroy(altar_backend_t *be) {
   free(p->child_fds);
   free(p->live);
   if (p->sup_fd >= 0) close(p->sup_fd);
+  altar__proc_keys_close(p);
   free(p);
   be->impl = NULL;
 }
 
 static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
   static const char *const known[] = {"name", "data_root", "slots", "storage", "log_cap", "memory",
-                                      NULL};
+                                      "pools", NULL};
   const char *data_root = "./var/data", *slots_s = NULL, *storage = "auto", *cap_s = NULL,
              *mem = "auto";
   for (size_t i = 0; cfg && i < cfg->n; i++) {
@@ -276,7 +326,7 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
     if (!known[k]) {
       snprintf(errstr, errstr_size,
                "backend.%s: unknown key for 'process' (known: data_root, slots, storage, log_cap, "
-               "memory)",
+               "memory, pools)",
                cfg->keys[i]);
       return NULL;
     }
@@ -319,6 +369,7 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
   altar_process_t *p = calloc(1, sizeof *p);
   if (!p) goto nomem;
   p->sup_fd = ALTAR_PROC_SUP_UNTRIED;
+  p->keys_fd = -1;
   p->slots = slots;
   p->log_cap = (size_t)cap;
   p->data_root = strdup(abs);
@@ -330,6 +381,17 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
   if (mkdir(p->tasks_dir, 0755) < 0 && errno != EEXIST) {
     snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s': %s", p->tasks_dir,
              strerror(errno));
+    altar_backend_t tmp = {.impl = p};
+    process_destroy(&tmp);
+    return NULL;
+  }
+  if (altar__proc_keys_open(p) < 0) {
+    snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s/keys': %s", p->data_root, strerror(errno));
+    altar_backend_t tmp = {.impl = p};
+    process_destroy(&tmp);
+    return NULL;
+  }
+  if (parse_pools(p, cfg ? altar_strmap_get(cfg, "pools") : NULL, errstr, errstr_size)) {
     altar_backend_t tmp = {.impl = p};
     process_destroy(&tmp);
     return NULL;
@@ -363,18 +425,29 @@ static int process_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_e
   }
   int64_t free_slots = p->slots - (int64_t)p->n_live;
   if (free_slots < 0) free_slots = 0;
-  int rc = altar_capacity_set(pcap, ALTAR_POOL_CPU, free_slots);
-  if (rc < 0) return altar_error_set(err, rc, "process: capacity: out of memory");
+  /* The pools share the slots. */
+  for (size_t i = 0; i < p->n_pools; i++) {
+    int rc = altar_capacity_set(pcap, p->pools[i], free_slots);
+    if (rc < 0) return altar_error_set(err, rc, "process: capacity: out of memory");
+  }
   return 0;
 }
 
 static int process_check_resources(altar_backend_t *be, const altar_resources_t *r,
                                    altar_error_t *err) {
-  (void)be;
-  if (r->gpu)
+  altar_process_t *p = be->impl;
+  const char *pool = r->gpu ? r->gpu : ALTAR_POOL_CPU;
+  if (!serves_pool(p, pool)) {
+    char list[512] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < p->n_pools && at < sizeof list; i++) {
+      int n = snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", p->pools[i]);
+      if (n > 0) at += (size_t)n;
+    }
     return altar_error_set(err, ALTAR_EINVAL,
-                           "resources.gpu: backend 'process' has no GPU pools (asked for '%.80s')",
-                           r->gpu);
+                           "resources.gpu: backend 'process' serves pool(s) %s, not '%.80s' (backend.pools)", list,
+                           pool);
+  }
   if (r->memory_mb.set && r->memory_mb.v <= 0)
     return altar_error_set(err, ALTAR_EINVAL, "resources.memory_mb: must be > 0");
   return 0;

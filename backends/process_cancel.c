@@ -74,6 +74,7 @@ int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error
     return 0;
   }
   /* Finished or abandoned: reclaim the directory, as a spare if it can be. */
+  altar__proc_keys_forget(p, dir, h->external_id);
   if (!altar__proc_spare_put(p, dir)) altar__proc_rmtree(dir);
   altar__proc_live_remove(p, h->external_id);
   return 0;

@@ -9,6 +9,7 @@
  *   process_cancel.c     cancel
  *   process_spare.c      reclaimed task directories kept for reuse
  *   process_staging.c    stage_inputs / collect_outputs through Storage
+ *   process_keys.c       adoption by task key (keys/<task key> -> task id)
  *
  * Task directory <data_root>/tasks/<id>/ (the task's cwd):
  *   task      what ran (image, argv, limits: written by submit), then the
@@ -52,6 +53,8 @@ typedef struct altar_process {
   char *data_root; /* absolute, no trailing slash */
   char *tasks_dir; /* <data_root>/tasks */
   int64_t slots;
+  char **pools; /* advertised pools (backend.pools), sharing the slots */
+  size_t n_pools;
   size_t log_cap;  /* bytes kept per stream */
   char *storage;   /* Storage adapter name used for staging */
   /* Tasks this object submitted or adopted and has not yet seen terminal;
@@ -69,6 +72,8 @@ typedef struct altar_process {
   uint64_t spares[ALTAR_PROC_SPARE_MAX];
   size_t n_spares;
   uint64_t spare_seq;
+  /* keys/.lock (process_keys.c), -1 when it could not be opened (no adoption). */
+  int keys_fd;
   /* Memory enforcement chosen at create: cgroup dir to nest under, or "". */
   char cgroup_parent[512];
   int cgroup_version; /* 0 none (RSS watchdog), 1 or 2 */
@@ -109,6 +114,19 @@ bool altar__proc_id_valid(const char *id);
  * frees). Never blocks. */
 int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *pstate,
                       altar_failure_t **pfailure, altar_error_t *err);
+
+/* Adoption by task key (process_keys.c). open: at create (-1 with errno);
+ * lock/unlock: around a submit's lookup and link; find_live: the id of the
+ * key's task when its supervisor is alive; set: points the key at id;
+ * forget: at reclaim, removes the link of the task in task_dir if it
+ * still points at id. */
+int altar__proc_keys_open(altar_process_t *p);
+void altar__proc_keys_close(altar_process_t *p);
+void altar__proc_keys_lock(altar_process_t *p);
+void altar__proc_keys_unlock(altar_process_t *p);
+bool altar__proc_keys_find_live(altar_process_t *p, const char *key, char id[ALTAR_PROC_ID_MAX + 1]);
+void altar__proc_keys_set(altar_process_t *p, const char *key, const char *id);
+void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const char *id);
 
 /* Reaps exited supervisors without blocking; returns how many. */
 size_t altar__proc_reap(altar_process_t *p);

@@ -4,6 +4,7 @@
 #include "process_int.h"
 
 #include "altar/buf.h"
+#include "altar/codec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -93,11 +94,14 @@ static void append_escaped(altar_buf_t *b, const char *s) {
   }
 }
 
-static void write_meta(int fd, const altar_spec_t *spec, const altar_proc_launch_t *l) {
+static void write_meta(int fd, const altar_spec_t *spec, const altar_proc_launch_t *l, const char *key) {
   altar_buf_t b;
   altar_buf_init(&b);
   char line[128];
-  altar_buf_append_str(&b, "image=");
+  /* first, at a fixed place: reclaiming the task finds its key link by it */
+  altar_buf_append_str(&b, "task_key=");
+  altar_buf_append_str(&b, key);
+  altar_buf_append_str(&b, "\nimage=");
   append_escaped(&b, spec->image);
   altar_buf_append_str(&b, "\nkind=");
   append_escaped(&b, spec->kind);
@@ -155,10 +159,24 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
   if (spec->timeout_s.set && spec->timeout_s.v <= 0)
     return altar_error_set(err, ALTAR_EINVAL, "timeout_s: must be > 0 when set");
 
+  char key[ALTAR_TASK_KEY_LEN + 1];
+  if ((rc = altar_spec_identity(spec, key, err)) < 0) return rc;
   char id[ALTAR_PROC_ID_MAX + 1];
+  /* A live run of the same task on this data root (a dead worker's, say)
+   * is adopted, not started twice. */
+  altar__proc_keys_lock(p);
+  if (altar__proc_keys_find_live(p, key, id)) {
+    rc = altar_handle_init_for_spec(ph, altar_backend_process.name, id, spec);
+    if (rc == 0) (void)altar__proc_live_add(p, id);
+    altar__proc_keys_unlock(p);
+    return rc < 0 ? altar_error_set(err, rc, "process: submit: out of memory") : 0;
+  }
   new_task_id(id);
   altar_proc_launch_t *l = calloc(1, sizeof *l);
-  if (!l) return altar_error_set(err, ALTAR_ENOMEM, "process: submit: out of memory");
+  if (!l) {
+    altar__proc_keys_unlock(p);
+    return altar_error_set(err, ALTAR_ENOMEM, "process: submit: out of memory");
+  }
   l->lock_fd = -1;
   rc = altar__proc_task_dir(p, id, l->task_dir, sizeof l->task_dir, err);
   if (rc < 0) goto out;
@@ -205,7 +223,7 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
                                    strerror(errno));
     goto fail_dir;
   }
-  write_meta(l->lock_fd, spec, l);
+  write_meta(l->lock_fd, spec, l, key);
 
   /* One child: the supervisor is ours until it exits (poll reaps it
    * without blocking) or until we exit (it is re-parented and goes on). A
@@ -237,6 +255,7 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
     goto out; /* the task runs; the caller can still find it by listing */
   }
   (void)altar__proc_live_add(p, id);
+  altar__proc_keys_set(p, key, id);
   rc = 0;
   goto out;
 fail_dir:
@@ -244,6 +263,7 @@ fail_dir:
   l->lock_fd = -1;
   remove_task_dir(l->task_dir);
 out:
+  altar__proc_keys_unlock(p);
   if (l->lock_fd >= 0) close(l->lock_fd);
   free(l->argv);
   free_env(l->envp);

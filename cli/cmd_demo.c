@@ -226,7 +226,7 @@ int altar_cmd_demo(int argc, char **argv) {
   double t0 = (double)time(NULL);
   if (!rc) {
     altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
-    rc = !t || altar_cli_ensure_topics(t, &cfg, 4);
+    rc = !t || altar_cli_ensure_topics(t, &cfg);
     altar_transport_close(t);
   }
   if (!rc) {
@@ -245,15 +245,16 @@ int altar_cmd_demo(int argc, char **argv) {
     fprintf(stderr, "altar demo: started reconciler (pid %d) and workers (pids %d, %d); logs in %s\n", (int)pids[0],
             (int)pids[1], (int)pids[2], abs);
     altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
-    altar_job_queue_t q = {.transport = t, .topics = &cfg.topics};
+    altar_job_queue_t q = {.transport = t, .topics = &cfg.topics, .groups = &groups};
+    if (t && altar_cli_follow_mark(&cfg, &x)) rc = 1;
     char run_id[ALTAR_RUN_ID_MAX + 1];
-    rc = !t || altar_job_queue_submit(&q, NULL, specs, n, run_id, &err);
+    rc = rc || !t || altar_job_queue_submit(&q, NULL, specs, n, run_id, &err);
     altar_transport_close(t);
     if (rc) {
       fprintf(stderr, "altar demo: submit: %s\n", err.msg);
     } else {
       fprintf(stderr, "altar demo: submitted job %s: %ld models x %ld folds = %zu shards\n", run_id, models, folds, n);
-      rc = altar_cli_expect_build(&x, &groups, specs, n) ? 2
+      rc = altar_cli_expect_build(&x, &groups, cfg.topics.jobs, specs, n) ? 2
                                                          : altar_cli_follow(&cfg, run_id, &x, 600, on_group, &dc);
     }
   }

@@ -20,7 +20,7 @@ static void usage(FILE *out) {
           "commands:\n"
           "  produce   --topic T [--key-delimiter C] [--partition N] [--encode TYPE]\n"
           "            [--partitions N]: one record per line of stdin (key before the\n"
-          "            delimiter); a missing topic is created with N partitions (4); with\n"
+          "            delimiter); a missing topic is created with N partitions (topics.partitions, 32); with\n"
           "            --encode job|status|group|spec|record each line is that message as JSON,\n"
           "            sent as msgpack\n"
           "  consume   --topic T [--group G] [--from-beginning] [--exit] [--key-delimiter C]\n"
@@ -526,6 +526,8 @@ int altar_cmd_log(int argc, char **argv) {
   opts_t o;
   if (n >= 0 && parse_opts(n, args, &o) == 0) {
     const char *c = argv[1];
+    /* --partitions is a fleet flag (topics.partitions): it reached cfg. */
+    if (!o.partitions) o.partitions = cfg.topic_partitions;
     if (!strcmp(c, "produce")) rc = cmd_produce(&cfg, &o);
     else if (!strcmp(c, "consume")) rc = cmd_consume(&cfg, &o);
     else if (!strcmp(c, "topics")) rc = cmd_topics(&cfg, &o);

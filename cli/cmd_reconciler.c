@@ -4,6 +4,7 @@
 #include "metrics_cli.h"
 #include "reconciler/daemon.h"
 #include "reconciler/outbox.h"
+#include "altar/fleet.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@ static void usage(FILE *out) {
           "options:\n%s"
           "  --batch N            events per atomic write (default 1000)\n"
           "  --exit-when-idle     stop once the status topic is drained\n"
+          "  --group NAME         consumer group on the status topic (default " ALTAR_RECONCILER_GROUP ")\n"
           "  --metrics HOST:PORT  serve Prometheus metrics on GET /metrics (metrics.addr)\n"
           "  --quiet              no progress lines\n",
           altar_cli_fleet_flags_help);
@@ -114,6 +116,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
     if (!strcmp(a, "--rebuild")) do_rebuild = true;
     else if (!strcmp(a, "--exit-when-idle")) o.exit_when_idle = true;
     else if (!strcmp(a, "--quiet")) o.quiet = true;
+    else if (!strcmp(a, "--group") && i + 1 < argc) o.group = argv[++i];
     else if (!strcmp(a, "--metrics") && i + 1 < argc) metrics_addr = argv[++i];
     else if (!strcmp(a, "--batch") && i + 1 < argc) {
       char *end;
@@ -153,7 +156,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
     altar_transport_t *t = l ? altar_cli_open_transport(&cfg, NULL) : NULL;
     if (!l) fprintf(stderr, "altar reconciler: %s\n", err.msg);
     rc = 1;
-    if (t && !altar_cli_ensure_topics(t, &cfg, 4)) {
+    if (t && !altar_cli_ensure_topics(t, &cfg)) {
       o.transport = t;
       o.ledger = l;
       o.groups = &groups;

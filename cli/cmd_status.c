@@ -4,6 +4,8 @@
 #include "altar/ledger.h"
 #include "cli.h"
 #include "fleet_common.h"
+#include "follow.h"
+#include "altar/pools.h"
 #include "producer/job_queue.h"
 
 #include <jansson.h>
@@ -21,18 +23,111 @@ static void usage(FILE *out) {
 
 typedef struct tally {
   const char *job;
+  const char *jobs_topic;
   uint64_t by_state[4];
   uint64_t consumed, total;
+  uint64_t replaced; /* runs settled as superseded or released: not shards */
+  expect_t *x; /* the job's shards, for the late and waiting ones */
+  int oom;
 } tally_t;
 
 static int visit(void *ctx, const altar_ledger_entry_t *e) {
   tally_t *t = ctx;
   const char *jid = altar_strmap_get(&e->rec.handle.labels, ALTAR_JOB_ID_LABEL);
   if (!jid || strcmp(jid, t->job)) return 0;
+  const altar_failure_t *f = e->rec.failure;
+  if (e->rec.consumed && e->rec.state == ALTAR_STATE_FAILED && f && f->reason &&
+      (!strcmp(f->reason, ALTAR_REASON_SUPERSEDED) || !strcmp(f->reason, ALTAR_REASON_RELEASED))) {
+    t->replaced++; /* another record of the same task is the shard's */
+    return 0;
+  }
   t->total++;
   if (e->rec.consumed) t->consumed++;
   if ((unsigned)e->rec.state < 4) t->by_state[e->rec.state]++;
+  if (e->task_key && e->rec.kind) {
+    const char *pool = e->rec.spec && e->rec.spec->resources.gpu ? e->rec.spec->resources.gpu : ALTAR_POOL_CPU;
+    char topic[512];
+    if (altar_pool_topic(t->jobs_topic, pool, topic, sizeof topic, NULL)) snprintf(topic, sizeof topic, "%s", t->jobs_topic);
+    if (altar_cli_expect_add_shard(t->x, e->task_key, e->rec.kind, e->group_key, topic, pool)) t->oom = 1;
+  }
   return 0;
+}
+
+/* A pool topic's backlog of this job: job messages above the workers'
+ * committed offset whose task has no record yet. */
+typedef struct waiting {
+  char *topic, *pool;
+  uint64_t shards;
+  size_t members;
+  bool members_known;
+} waiting_t;
+
+static bool known_task(const expect_t *x, const char *tk) {
+  for (size_t i = 0; i < x->n_shards; i++)
+    if (!strcmp(x->shards[i].task_key, tk)) return true;
+  return false;
+}
+
+static int scan_waiting(altar_config_t *cfg, const char *job, const expect_t *x, waiting_t **pw, size_t *pn) {
+  *pw = NULL;
+  *pn = 0;
+  altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
+  if (!t) return -1;
+  altar_topic_list_t *tl = NULL;
+  altar_error_t err = {0};
+  int rc = altar_transport_list_topics(t, NULL, 10000, &tl, &err);
+  waiting_t *w = rc ? NULL : calloc(tl->n_topics ? tl->n_topics : 1, sizeof *w);
+  for (size_t i = 0; w && i < tl->n_topics; i++) {
+    const char *pool;
+    const altar_topic_info_t *ti = &tl->topics[i];
+    if (!altar_pool_of_topic(cfg->topics.jobs, ti->name, &pool)) continue;
+    waiting_t *wt = &w[*pn];
+    altar_transport_t *r = altar_cli_open_transport(cfg, NULL);
+    altar_tp_t *tps = calloc(ti->n_partitions ? ti->n_partitions : 1, sizeof *tps);
+    int64_t *ends = calloc(ti->n_partitions ? ti->n_partitions : 1, sizeof *ends);
+    size_t ntp = 0;
+    for (size_t p = 0; r && tps && ends && p < ti->n_partitions; p++) {
+      int64_t off = ALTAR_OFFSET_INVALID;
+      char *md = NULL;
+      altar_transport_committed(t, ALTAR_WORKER_GROUP, ti->name, ti->partitions[p].partition, 5000, &off, &md, &err);
+      free(md);
+      int64_t from = off >= 0 ? off : ti->partitions[p].beginning;
+      if (from >= ti->partitions[p].end) continue;
+      ends[ntp] = ti->partitions[p].end;
+      tps[ntp++] = (altar_tp_t){ti->name, ti->partitions[p].partition, from};
+    }
+    size_t left = ntp;
+    if (left && altar_transport_assign(r, tps, ntp, &err)) left = 0;
+    while (left) {
+      altar_msg_t *m = NULL;
+      if (altar_transport_consume(r, 1000, &m, &err) || !m) continue;
+      altar_job_msg_t jm = {0};
+      altar_error_t de = {0};
+      char tk[ALTAR_TASK_KEY_LEN + 1];
+      if (m->value && altar_decode_job(m->value, m->value_len, &jm, &de) == ALTAR_OK) {
+        const char *jid = altar_strmap_get(&jm.spec.labels, ALTAR_JOB_ID_LABEL);
+        if (jid && !strcmp(jid, job) && altar_spec_identity(&jm.spec, tk, &de) == ALTAR_OK && !known_task(x, tk))
+          wt->shards++;
+      }
+      altar_job_msg_clear(&jm);
+      for (size_t k = 0; k < ntp; k++)
+        if (tps[k].partition == m->partition && m->offset + 1 >= ends[k]) left--;
+      altar_msg_free(m);
+    }
+    free(tps);
+    free(ends);
+    altar_transport_close(r);
+    if (!wt->shards) continue;
+    wt->topic = strdup(ti->name);
+    wt->pool = strdup(pool ? pool : ALTAR_POOL_CPU);
+    wt->members_known =
+        altar_transport_topic_members(t, ALTAR_WORKER_GROUP, ti->name, 5000, &wt->members, &err) == ALTAR_OK;
+    (*pn)++;
+  }
+  altar_topic_list_free(tl);
+  altar_transport_close(t);
+  *pw = w;
+  return rc ? -1 : 0;
 }
 
 static int count_groups(altar_config_t *cfg, const char *topic, const char *job, uint64_t *pgroups,
@@ -104,21 +199,45 @@ int altar_cmd_status(int argc, char **argv) {
     altar_config_clear(&cfg);
     return 2;
   }
-  tally_t t = {.job = job};
+  expect_t x = {0};
+  tally_t t = {.job = job, .jobs_topic = cfg.topics.jobs, .x = &x};
   altar_error_t err = {0};
   altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
   altar_ledger_t *l = altar_ledger_rocksdb_open(cfg.ledger_path, &ro, &err);
   bool have_ledger = l && altar_ledger_foreach(l, visit, &t, &err) == ALTAR_OK;
   altar_ledger_close(l);
+  waiting_t *wv = NULL;
+  size_t nw = 0;
+  int xrc = t.oom || altar_cli_expect_seal(&x) || altar_cli_job_snapshot(&cfg, job, &x) ||
+            scan_waiting(&cfg, job, &x, &wv, &nw);
+  size_t late = 0;
+  for (size_t i = 0; i < x.n_shards; i++) late += x.shards[i].late;
   uint64_t fired = 0, fired_shards = 0, dead = 0, dead_shards = 0;
   int rc = count_groups(&cfg, cfg.topics.ready, job, &fired, &fired_shards) |
            count_groups(&cfg, cfg.topics.dead, job, &dead, &dead_shards);
   if (json) {
-    json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}}", "job_id", job, "ledger",
-                          have_ledger, "shards", "total", (json_int_t)t.total, "pending", (json_int_t)t.by_state[0],
+    json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}}", "job_id", job, "ledger",
+                          have_ledger, "shards", "total", (json_int_t)t.total, "replaced_runs", (json_int_t)t.replaced,
+                          "pending", (json_int_t)t.by_state[0],
                           "running", (json_int_t)t.by_state[1], "succeeded", (json_int_t)t.by_state[2], "failed",
                           (json_int_t)t.by_state[3], "consumed", (json_int_t)t.consumed, "groups", "fired",
                           (json_int_t)fired, "dead_lettered", (json_int_t)dead);
+    json_t *wj = json_array(), *lj = json_array();
+    for (size_t i = 0; i < nw; i++)
+      json_array_append_new(wj, json_pack("{s:s, s:s, s:I, s:o}", "pool", wv[i].pool, "topic", wv[i].topic, "shards",
+                                          (json_int_t)wv[i].shards, "workers",
+                                          wv[i].members_known ? json_integer((json_int_t)wv[i].members) : json_null()));
+    for (size_t i = 0; i < x.n_shards; i++) {
+      const follow_shard_t *sh = &x.shards[i];
+      if (!sh->late) continue;
+      json_array_append_new(lj, json_pack("{s:s, s:s, s:o}", "task_key", sh->task_key, "state",
+                                          sh->state == ALTAR_STATE_SUCCEEDED ? "succeeded" : "failed", "reason",
+                                          sh->reason ? json_string(sh->reason) : json_null()));
+    }
+    if (o) {
+      json_object_set_new(o, "waiting", wj);
+      json_object_set_new(o, "late", lj);
+    }
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (text) printf("%s\n", text);
     free(text);
@@ -126,14 +245,40 @@ int altar_cmd_status(int argc, char **argv) {
   } else {
     printf("job %s\n", job);
     if (have_ledger)
-      printf("  shards: %llu recorded; %llu pending, %llu running, %llu succeeded, %llu failed; %llu consumed\n",
+      printf("  shards: %llu recorded; %llu pending, %llu running, %llu succeeded, %llu failed; %llu consumed"
+             "; %llu earlier run(s) replaced\n",
              (unsigned long long)t.total, (unsigned long long)t.by_state[0], (unsigned long long)t.by_state[1],
-             (unsigned long long)t.by_state[2], (unsigned long long)t.by_state[3], (unsigned long long)t.consumed);
+             (unsigned long long)t.by_state[2], (unsigned long long)t.by_state[3], (unsigned long long)t.consumed,
+             (unsigned long long)t.replaced);
     else
       printf("  shards: ledger %s not readable here (%s)\n", cfg.ledger_path, err.msg);
     printf("  groups: %llu fired (%llu shards), %llu dead-lettered (%llu shards)\n", (unsigned long long)fired,
            (unsigned long long)fired_shards, (unsigned long long)dead, (unsigned long long)dead_shards);
+    for (size_t i = 0; i < nw; i++) {
+      const char *s = wv[i].shards == 1 ? "" : "s";
+      if (wv[i].members_known && !wv[i].members)
+        printf("  waiting: %llu shard%s waiting for pool %s; no worker serves it\n", (unsigned long long)wv[i].shards,
+               s, wv[i].pool);
+      else
+        printf("  waiting: %llu shard%s queued for pool %s\n", (unsigned long long)wv[i].shards, s, wv[i].pool);
+    }
+    if (late) {
+      printf("  late: %zu late shard%s after group settled:", late, late == 1 ? "" : "s");
+      for (size_t i = 0; i < x.n_shards; i++) {
+        const follow_shard_t *sh = &x.shards[i];
+        if (sh->late)
+          printf(" %.12s %s%s%s;", sh->task_key, sh->state == ALTAR_STATE_SUCCEEDED ? "succeeded" : "failed",
+                 sh->reason ? " " : "", sh->reason ? sh->reason : "");
+      }
+      printf("\n");
+    }
   }
+  for (size_t i = 0; i < nw; i++) {
+    free(wv[i].topic);
+    free(wv[i].pool);
+  }
+  free(wv);
+  altar_cli_expect_clear(&x);
   altar_config_clear(&cfg);
-  return rc ? 1 : 0;
+  return rc || xrc ? 1 : 0;
 }

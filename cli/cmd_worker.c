@@ -11,18 +11,26 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: altar worker [--config FILE] [options]\n\n"
-          "Joins the workers' consumer group on the jobs topic, runs each job on the\n"
-          "configured backend and emits status events. SIGTERM or Ctrl-C drains\n"
-          "(stops intake, waits --drain seconds, releases what is left); a second\n"
-          "signal stops at once.\n\n"
+          "Joins the workers' consumer group on the jobs topics of the pools its backend\n"
+          "serves (CPU jobs on the jobs topic, pool P on <jobs>.P), runs each job on the\n"
+          "configured backend and emits status events. A partition taken away in a\n"
+          "rebalance is handed over: its running tasks finish here and their end is\n"
+          "announced on the partition, where the new owner waits for it. SIGTERM or\n"
+          "Ctrl-C leaves the group at once, lets running tasks finish for --drain\n"
+          "seconds and releases what is left; a second signal stops at once.\n\n"
           "options:\n%s"
           "  --id ID              worker id in status events (default host:pid)\n"
           "  --group NAME         consumer group (default %s)\n"
           "  --poll-ms N          backend poll interval (default 200)\n"
           "  --drain S            drain time in seconds (default 30)\n"
+          "  --lease S            renewal interval of the lease on handed-over tasks (default 3)\n"
+          "  --lease-timeout S    a handed-over task's holder counts as dead after S seconds\n"
+          "                       without news, and the task starts here (default max(3 x lease, 10))\n"
           "  --max-jobs N         stop after N jobs finished\n"
           "  --exit-when-idle     stop once the jobs topic is drained\n"
           "  --metrics HOST:PORT  serve Prometheus metrics on GET /metrics (metrics.addr)\n"
+          "  --pools P,Q          pools the process backend advertises (backend.pools;\n"
+          "                       'normal' is the CPU pool, the default)\n"
           "  --quiet              no progress lines\n",
           altar_cli_fleet_flags_help, ALTAR_WORKER_GROUP);
 }
@@ -53,12 +61,25 @@ int altar_cmd_worker(int argc, char **argv) {
     if (!strcmp(a, "--id") && has) o.worker_id = argv[++i];
     else if (!strcmp(a, "--group") && has) o.group = argv[++i];
     else if (!strcmp(a, "--metrics") && has) metrics_addr = argv[++i];
+    else if (!strcmp(a, "--pools") && has) {
+      altar_error_t pe = {0};
+      if (altar_config_set(&cfg, "backend.pools", argv[++i], &pe)) {
+        fprintf(stderr, "altar worker: --pools: %s\n", pe.msg);
+        goto bad;
+      }
+    }
     else if (!strcmp(a, "--poll-ms") && has) {
       if (parse_int(a, argv[++i], 1, 600000, &v)) goto bad;
       o.poll_interval_ms = (int)v;
     } else if (!strcmp(a, "--drain") && has) {
       if (parse_int(a, argv[++i], 0, 86400, &v)) goto bad;
       o.drain_ms = (int)(v * 1000);
+    } else if (!strcmp(a, "--lease") && has) {
+      if (parse_int(a, argv[++i], 1, 3600, &v)) goto bad;
+      o.lease_interval_ms = (int)(v * 1000);
+    } else if (!strcmp(a, "--lease-timeout") && has) {
+      if (parse_int(a, argv[++i], 1, 86400, &v)) goto bad;
+      o.lease_timeout_ms = (int)(v * 1000);
     } else if (!strcmp(a, "--max-jobs") && has) {
       if (parse_int(a, argv[++i], 1, INT64_MAX, &v)) goto bad;
       o.max_jobs = v;
@@ -89,11 +110,12 @@ int altar_cmd_worker(int argc, char **argv) {
   altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
   altar_backend_t *be = t ? altar_cli_open_backend(&cfg) : NULL;
   int rc = 1;
-  if (t && be && !altar_cli_ensure_topics(t, &cfg, 4)) {
+  if (t && be && !altar_cli_ensure_topics(t, &cfg)) {
     o.transport = t;
     o.backend = be;
     o.groups = &groups;
     o.topics = &cfg.topics;
+    o.topic_partitions = cfg.topic_partitions;
     altar_cli_install_stop_signals(&stop);
     altar_worker_stats_t st = {0};
     rc = altar_worker_run(&o, &st, &err) ? 1 : 0;
@@ -101,10 +123,12 @@ int altar_cmd_worker(int argc, char **argv) {
     if (!o.quiet)
       fprintf(stderr,
               "altar worker: consumed %llu, submitted %llu, succeeded %llu, failed %llu, released %llu, "
-              "skipped %llu, dead-lettered %llu\n",
+              "skipped %llu, dead-lettered %llu; handed over %llu, re-attached %llu, waited %llu, "
+              "done elsewhere %llu, taken over %llu\n",
               (unsigned long long)st.consumed, (unsigned long long)st.submitted, (unsigned long long)st.succeeded,
               (unsigned long long)st.failed, (unsigned long long)st.released, (unsigned long long)st.skipped,
-              (unsigned long long)st.dead_lettered);
+              (unsigned long long)st.dead_lettered, (unsigned long long)st.held, (unsigned long long)st.reattached,
+              (unsigned long long)st.waited, (unsigned long long)st.handed_done, (unsigned long long)st.taken_over);
   }
   altar_cli_metrics_stop(metrics, msrv);
   altar_backend_destroy(be);

@@ -13,6 +13,7 @@ const char altar_cli_fleet_flags_help[] =
     "  --data-root DIR      backend data root\n"
     "  --slots N            tasks in flight at most\n"
     "  --ledger DIR         RocksDB ledger directory\n"
+    "  --partitions N       partitions of the topics the fleet creates (topics.partitions, 32)\n"
     "  --set KEY=VALUE      any other setting, e.g. --set transport.kafka.compression.type=lz4\n";
 
 int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
@@ -30,7 +31,7 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
       {"--transport", "transport.name"}, {"--brokers", "transport.kafka.bootstrap.servers"},
       {"--log-dir", "transport.dir"},    {"--backend", "backend.name"},
       {"--data-root", "backend.data_root"}, {"--slots", "backend.slots"},
-      {"--ledger", "ledger.path"},
+      {"--ledger", "ledger.path"},       {"--partitions", "topics.partitions"},
   };
   int out = 1;
   for (int i = 1; i < argc; i++) {
@@ -127,7 +128,8 @@ int altar_cli_load_groups(const altar_config_t *cfg, altar_group_specs_t *groups
   return 0;
 }
 
-int altar_cli_ensure_topics(altar_transport_t *t, const altar_config_t *cfg, int partitions) {
+int altar_cli_ensure_topics(altar_transport_t *t, const altar_config_t *cfg) {
+  int partitions = cfg->topic_partitions > 0 ? cfg->topic_partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS;
   const char *topics[] = {cfg->topics.jobs, cfg->topics.status, cfg->topics.ready, cfg->topics.dead,
                           cfg->topics.dlq};
   for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {

@@ -14,7 +14,8 @@
 
 /* Consumes the common flags from argv (in place, returning the new argc):
  *   --config FILE, --transport NAME, --brokers HOST:PORT, --log-dir DIR,
- *   --backend NAME, --data-root DIR, --slots N, --ledger DIR, --set KEY=VALUE.
+ *   --backend NAME, --data-root DIR, --slots N, --ledger DIR, --partitions N,
+ *   --set KEY=VALUE.
  * Loads the config first. On error prints it and returns -1. */
 int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg);
 /* The start every fleet command shares: --help/-h prints usage to stdout
@@ -31,8 +32,8 @@ altar_transport_t *altar_cli_open_transport(const altar_config_t *cfg, const alt
 altar_backend_t *altar_cli_open_backend(const altar_config_t *cfg);
 /* Group specs from the config file's `groups:` (empty without a file). */
 int altar_cli_load_groups(const altar_config_t *cfg, altar_group_specs_t *groups);
-/* Creates the fleet's topics if missing (partitions each). */
-int altar_cli_ensure_topics(altar_transport_t *t, const altar_config_t *cfg, int partitions);
+/* Creates the fleet's topics if missing, with cfg->topic_partitions each. */
+int altar_cli_ensure_topics(altar_transport_t *t, const altar_config_t *cfg);
 
 /* SIGINT/SIGTERM set *flag to 1, a second one to 2. */
 void altar_cli_install_stop_signals(volatile sig_atomic_t *flag);

@@ -1,9 +1,11 @@
-/* Following a job: read ready/dead topics, match the job's groups, show progress. */
+/* Following a job: its shards on the status topic, its groups on the ready
+ * and dead topics; progress, shards waiting for a pool, late shards. */
 #include "follow.h"
 
 #include "altar/codec.h"
+#include "altar/fleet.h"
+#include "altar/pools.h"
 #include "fleet_common.h"
-#include "producer/job_queue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,15 +13,52 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The groups a job will produce: distinct (kind, group key). */
-
 static int cmp_key(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_shard(const void *a, const void *b) {
+  return strcmp(((const follow_shard_t *)a)->task_key, ((const follow_shard_t *)b)->task_key);
+}
 
-int altar_cli_expect_build(expect_t *x, const altar_group_specs_t *groups, const altar_spec_t *specs, size_t n) {
-  memset(x, 0, sizeof *x);
+static char *join2(const char *a, const char *b) {
+  size_t n = strlen(a) + strlen(b) + 2;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%s\x1f%s", a, b);
+  return s;
+}
+
+int altar_cli_follow_mark(altar_config_t *cfg, expect_t *x) {
+  altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
+  if (!t) return -1;
+  altar_topic_list_t *tl = NULL;
+  altar_error_t err = {0};
+  int rc = altar_transport_list_topics(t, cfg->topics.status, 10000, &tl, &err);
+  if (rc == ALTAR_OK && tl->n_topics) {
+    size_t np = tl->topics[0].n_partitions;
+    x->status_from = calloc(np ? np : 1, sizeof *x->status_from);
+    x->status_parts = calloc(np ? np : 1, sizeof *x->status_parts);
+    if (!x->status_from || !x->status_parts) rc = ALTAR_ENOMEM;
+    for (size_t i = 0; !rc && i < np; i++) {
+      x->status_parts[i] = tl->topics[0].partitions[i].partition;
+      x->status_from[i] = tl->topics[0].partitions[i].end;
+    }
+    if (!rc) x->n_status_parts = np;
+  } else if (rc == ALTAR_ENOTFOUND) {
+    rc = ALTAR_OK; /* nothing yet: read from the beginning */
+  }
+  altar_topic_list_free(tl);
+  altar_transport_close(t);
+  if (rc) fprintf(stderr, "altar submit --wait: reading the status topic: %s\n", err.msg);
+  return rc ? -1 : 0;
+}
+
+int altar_cli_expect_build(expect_t *x, const altar_group_specs_t *groups, const char *jobs_topic,
+                           const altar_spec_t *specs, size_t n) {
   x->keys = calloc(n, sizeof *x->keys);
   x->done = calloc(n, sizeof *x->done);
-  if (!x->keys || !x->done) return -1;
+  x->settled_ts = calloc(n, sizeof *x->settled_ts);
+  x->members = calloc(n, sizeof *x->members);
+  x->n_members = calloc(n, sizeof *x->n_members);
+  x->shards = calloc(n, sizeof *x->shards);
+  if (!x->keys || !x->done || !x->settled_ts || !x->members || !x->n_members || !x->shards) return -1;
   x->shards_total = n;
   for (size_t i = 0; i < n; i++) {
     const altar_group_spec_t *g = altar_group_specs_find(groups, specs[i].kind);
@@ -33,17 +72,25 @@ int altar_cli_expect_build(expect_t *x, const altar_group_specs_t *groups, const
     char *gk = altar_group_by_key(&g->group_by, &h);
     altar_handle_clear(&h);
     if (!gk) return -1;
-    size_t kl = strlen(specs[i].kind) + strlen(gk) + 2;
-    char *k = malloc(kl);
-    if (!k) {
-      free(gk);
+    char *k = join2(specs[i].kind, gk);
+    free(gk);
+    if (!k) return -1;
+    x->keys[x->n++] = k;
+    follow_shard_t *s = &x->shards[x->n_shards];
+    altar_error_t e = {0};
+    char topic[512];
+    if (altar_spec_identity(&specs[i], s->task_key, &e) ||
+        altar_pool_topic(jobs_topic, specs[i].resources.gpu, topic, sizeof topic, &e)) {
+      fprintf(stderr, "altar submit --wait: %s\n", e.msg);
       return -1;
     }
-    snprintf(k, kl, "%s\x1f%s", specs[i].kind, gk);
-    free(gk);
-    x->keys[x->n++] = k;
+    s->state = -1;
+    if (!(s->group = strdup(k)) || !(s->topic = strdup(topic)) ||
+        !(s->pool = strdup(specs[i].resources.gpu ? specs[i].resources.gpu : ALTAR_POOL_CPU)))
+      return -1;
+    x->n_shards++;
   }
-  /* Sorted and unique, so each arriving group event is one binary search. */
+  /* Sorted and unique, so each arriving event is one binary search. */
   qsort(x->keys, x->n, sizeof *x->keys, cmp_key);
   size_t u = 0;
   for (size_t i = 0; i < x->n; i++) {
@@ -51,13 +98,73 @@ int altar_cli_expect_build(expect_t *x, const altar_group_specs_t *groups, const
     else x->keys[u++] = x->keys[i];
   }
   x->n = u;
+  qsort(x->shards, x->n_shards, sizeof *x->shards, cmp_shard);
+  /* The same spec twice is one task: count it once. */
+  u = 0;
+  for (size_t i = 0; i < x->n_shards; i++) {
+    if (u && !strcmp(x->shards[u - 1].task_key, x->shards[i].task_key)) {
+      free(x->shards[i].group);
+      free(x->shards[i].topic);
+      free(x->shards[i].pool);
+    } else {
+      x->shards[u++] = x->shards[i];
+    }
+  }
+  x->n_shards = u;
+  x->shards_total = u;
   return 0;
 }
 
 void altar_cli_expect_clear(expect_t *x) {
-  for (size_t i = 0; i < x->n; i++) free(x->keys[i]);
+  for (size_t i = 0; i < x->n; i++) {
+    free(x->keys[i]);
+    for (size_t j = 0; x->members && x->members[i] && j < x->n_members[i]; j++) free(x->members[i][j]);
+    if (x->members) free(x->members[i]);
+  }
+  for (size_t i = 0; i < x->n_shards; i++) {
+    free(x->shards[i].group);
+    free(x->shards[i].run);
+    free(x->shards[i].topic);
+    free(x->shards[i].pool);
+    free(x->shards[i].reason);
+  }
   free(x->keys);
   free(x->done);
+  free(x->settled_ts);
+  free(x->members);
+  free(x->n_members);
+  free(x->shards);
+  free(x->status_from);
+  free(x->status_parts);
+  memset(x, 0, sizeof *x);
+}
+
+static bool terminal(const follow_shard_t *s) {
+  return !s->released && (s->state == ALTAR_STATE_SUCCEEDED || s->state == ALTAR_STATE_FAILED);
+}
+
+static ssize_t key_index(const expect_t *x, const char *k) {
+  char **hit = x->n ? bsearch(&k, x->keys, x->n, sizeof *x->keys, cmp_key) : NULL;
+  return hit ? hit - x->keys : -1;
+}
+
+/* Terminal after its group settled, in no group event: nothing consumed it
+ * into an outcome of its group. "After" by event time (the group event
+ * carries the ts of the status event that settled it). */
+static bool is_late(const expect_t *x, const follow_shard_t *s) {
+  ssize_t gi = key_index(x, s->group);
+  if (gi < 0 || !x->done[gi] || !terminal(s) || !s->run || s->ts <= x->settled_ts[gi]) return false;
+  const char *r = s->run;
+  return !(x->n_members[gi] && bsearch(&r, x->members[gi], x->n_members[gi], sizeof(char *), cmp_key));
+}
+
+static void count_shards(expect_t *x) {
+  x->shards_done = x->shards_failed = 0;
+  for (size_t i = 0; i < x->n_shards; i++) {
+    if (!terminal(&x->shards[i])) continue;
+    if (x->shards[i].state == ALTAR_STATE_SUCCEEDED) x->shards_done++;
+    else x->shards_failed++;
+  }
 }
 
 static void progress(const expect_t *x, double t0, bool tty, bool final) {
@@ -72,35 +179,121 @@ static void progress(const expect_t *x, double t0, bool tty, bool final) {
   }
 }
 
+static void on_status(expect_t *x, const altar_status_event_t *ev) {
+  if (!ev->task_key || !ev->handle.backend || !ev->handle.external_id) return;
+  follow_shard_t key;
+  snprintf(key.task_key, sizeof key.task_key, "%s", ev->task_key);
+  follow_shard_t *s = x->n_shards ? bsearch(&key, x->shards, x->n_shards, sizeof *x->shards, cmp_shard) : NULL;
+  if (!s) return;
+  char *run = join2(ev->handle.backend, ev->handle.external_id);
+  if (!run) return;
+  free(s->run);
+  s->run = run;
+  s->ts = ev->ts;
+  s->released = ev->event == ALTAR_EV_RELEASED;
+  s->state = ev->event == ALTAR_EV_SUBMITTED ? ALTAR_STATE_PENDING : (int)ev->state;
+  free(s->reason);
+  s->reason = ev->state == ALTAR_STATE_FAILED && ev->failure && ev->failure->reason ? strdup(ev->failure->reason) : NULL;
+}
+
+/* A group event of the job: 1 when it settled one of its groups now. */
+static int on_group(expect_t *x, const altar_group_event_t *g, const char *run_id) {
+  const char *jid = g->n_shards ? altar_strmap_get(&g->shards[0].labels, ALTAR_JOB_ID_LABEL) : NULL;
+  if (!jid || strcmp(jid, run_id)) return 0;
+  char *k = join2(g->kind, g->group_key);
+  ssize_t i = k ? key_index(x, k) : -1;
+  free(k);
+  if (i < 0 || x->done[i]) return 0;
+  x->done[i] = true;
+  x->settled_ts[i] = g->ts;
+  x->members[i] = calloc(g->n_shards, sizeof(char *));
+  for (size_t j = 0; x->members[i] && j < g->n_shards; j++) {
+    char *r = join2(g->shards[j].backend ? g->shards[j].backend : "", g->shards[j].external_id ? g->shards[j].external_id : "");
+    if (r) x->members[i][x->n_members[i]++] = r;
+  }
+  if (x->members[i]) qsort(x->members[i], x->n_members[i], sizeof(char *), cmp_key);
+  if (g->event == ALTAR_GROUP_FIRED) x->fired++;
+  else x->dead++;
+  return 1;
+}
+
+/* Shards with no event yet, per pool topic nobody in the workers' group
+ * reads: said once per change. */
+static void report_waiting(altar_transport_t *t, expect_t *x, size_t *plast) {
+  size_t total = 0;
+  for (size_t i = 0; i < x->n_shards; i++) {
+    follow_shard_t *s = &x->shards[i];
+    if (s->state != -1) continue;
+    bool first = true; /* one look-up per topic */
+    for (size_t j = 0; j < i && first; j++) first = x->shards[j].state != -1 || strcmp(x->shards[j].topic, s->topic);
+    if (!first) continue;
+    size_t members = 0, waiting = 0;
+    altar_error_t e = {0};
+    if (altar_transport_topic_members(t, ALTAR_WORKER_GROUP, s->topic, 5000, &members, &e) != ALTAR_OK || members)
+      continue;
+    for (size_t j = i; j < x->n_shards; j++) waiting += x->shards[j].state == -1 && !strcmp(x->shards[j].topic, s->topic);
+    total += waiting;
+    if (total != *plast)
+      fprintf(stderr, "%s%zu shard%s waiting for pool %s; no worker serves it (topic %s)\n", isatty(2) ? "\n" : "",
+              waiting, waiting == 1 ? "" : "s", s->pool, s->topic);
+  }
+  *plast = total;
+}
+
 int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long timeout_s, altar_cli_group_cb cb,
                      void *cb_ctx) {
   altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
-  if (!t) return 2;
-  const char *topics[] = {cfg->topics.ready, cfg->topics.dead};
-  altar_tp_t tps[256];
-  size_t ntp = 0;
-  for (size_t k = 0; k < 2; k++) {
-    altar_topic_list_t *tl = NULL;
-    altar_error_t err = {0};
-    if (altar_transport_list_topics(t, topics[k], 10000, &tl, &err) == ALTAR_OK && tl->n_topics)
-      for (size_t p = 0; p < tl->topics[0].n_partitions && ntp < 256; p++)
-        tps[ntp++] = (altar_tp_t){topics[k], tl->topics[0].partitions[p].partition, ALTAR_OFFSET_BEGINNING};
-    altar_topic_list_free(tl);
-  }
-  altar_error_t err = {0};
-  if (!ntp || altar_transport_assign(t, tps, ntp, &err)) {
-    fprintf(stderr, "altar submit --wait: cannot read the ready/dead topics: %s\n", ntp ? err.msg : "no partitions");
+  altar_transport_t *probe = t ? altar_cli_open_transport(cfg, NULL) : NULL;
+  if (!t || !probe) {
     altar_transport_close(t);
     return 2;
   }
+  const char *topics[] = {cfg->topics.ready, cfg->topics.dead, cfg->topics.status};
+  size_t cap = 64, ntp = 0;
+  altar_tp_t *tps = malloc(cap * sizeof *tps);
+  for (size_t k = 0; tps && k < 3; k++) {
+    altar_topic_list_t *tl = NULL;
+    altar_error_t err = {0};
+    if (altar_transport_list_topics(t, topics[k], 10000, &tl, &err) == ALTAR_OK && tl->n_topics)
+      for (size_t p = 0; p < tl->topics[0].n_partitions; p++) {
+        if (ntp == cap) {
+          altar_tp_t *nt = realloc(tps, (cap *= 2) * sizeof *tps);
+          if (!nt) break;
+          tps = nt;
+        }
+        int32_t part = tl->topics[0].partitions[p].partition;
+        int64_t from = ALTAR_OFFSET_BEGINNING;
+        for (size_t q = 0; k == 2 && q < x->n_status_parts; q++)
+          if (x->status_parts[q] == part) from = x->status_from[q];
+        tps[ntp++] = (altar_tp_t){topics[k], part, from};
+      }
+    altar_topic_list_free(tl);
+  }
+  altar_error_t err = {0};
+  if (!tps || !ntp || altar_transport_assign(t, tps, ntp, &err)) {
+    fprintf(stderr, "altar submit --wait: cannot read the status/ready/dead topics: %s\n", ntp ? err.msg : "no partitions");
+    free(tps);
+    altar_transport_close(probe);
+    altar_transport_close(t);
+    return 2;
+  }
+  free(tps);
   bool tty = isatty(2);
-  double t0 = (double)time(NULL);
-  size_t settled = 0;
+  double t0 = (double)time(NULL), next_probe = 0;
+  size_t settled = 0, waiting_said = 0;
   int rc = 0;
-  while (settled < x->n) {
+  for (;;) {
+    size_t open = 0;
+    for (size_t i = 0; i < x->n_shards; i++) open += !terminal(&x->shards[i]);
+    if (settled == x->n && !open) break;
+    if ((double)time(NULL) >= next_probe) {
+      report_waiting(probe, x, &waiting_said);
+      next_probe = (double)time(NULL) + 2;
+    }
     if (timeout_s > 0 && (double)time(NULL) - t0 > (double)timeout_s) {
       progress(x, t0, tty, true);
-      fprintf(stderr, "altar submit --wait: timed out with %zu of %zu group(s) settled\n", settled, x->n);
+      fprintf(stderr, "altar submit --wait: timed out with %zu of %zu group(s) settled and %zu of %zu shard(s) open\n",
+              settled, x->n, open, x->n_shards);
       rc = 3;
       break;
     }
@@ -109,41 +302,185 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
       progress(x, t0, tty, false);
       continue;
     }
-    altar_group_event_t g = {0};
-    altar_error_t de = {0};
-    if (m->value && altar_decode_group(m->value, m->value_len, &g, &de) == ALTAR_OK && g.n_shards) {
-      const char *jid = altar_strmap_get(&g.shards[0].labels, ALTAR_JOB_ID_LABEL);
-      size_t kl = strlen(g.kind) + strlen(g.group_key) + 2;
-      char *k = malloc(kl);
-      if (k && jid && !strcmp(jid, run_id)) {
-        snprintf(k, kl, "%s\x1f%s", g.kind, g.group_key);
-        char **hit = x->n ? bsearch(&k, x->keys, x->n, sizeof *x->keys, cmp_key) : NULL;
-        size_t i = hit ? (size_t)(hit - x->keys) : 0;
-        if (hit && !x->done[i]) {
-          x->done[i] = true;
-          settled++;
-          if (g.event == ALTAR_GROUP_FIRED) {
-            x->fired++;
-            x->shards_done += g.n_shards;
-          } else {
-            x->dead++;
-            x->shards_failed += g.n_shards;
-            rc = 1;
-          }
-          if (cb) cb(cb_ctx, g.event == ALTAR_GROUP_FIRED ? "fired" : "dead_lettered", g.kind, g.group_key, g.n_shards, g.event_id);
-          else if (!tty)
-            fprintf(stderr, "group %s %s:%s (%zu shards) [%zu/%zu groups]\n",
-                    g.event == ALTAR_GROUP_FIRED ? "fired" : "dead-lettered", g.kind, g.group_key, g.n_shards, settled,
-                    x->n);
-        }
+    if (m->value && !strcmp(m->topic, cfg->topics.status)) {
+      altar_status_event_t ev = {0};
+      altar_error_t de = {0};
+      if (altar_decode_status(m->value, m->value_len, &ev, &de) == ALTAR_OK) on_status(x, &ev);
+      altar_status_event_clear(&ev);
+    } else if (m->value) {
+      altar_group_event_t g = {0};
+      altar_error_t de = {0};
+      if (altar_decode_group(m->value, m->value_len, &g, &de) == ALTAR_OK && on_group(x, &g, run_id)) {
+        settled++;
+        if (g.event != ALTAR_GROUP_FIRED) rc = 1;
+        if (cb) cb(cb_ctx, g.event == ALTAR_GROUP_FIRED ? "fired" : "dead_lettered", g.kind, g.group_key, g.n_shards,
+                   g.event_id);
+        else if (!tty)
+          fprintf(stderr, "group %s %s:%s (%zu shards) [%zu/%zu groups]\n",
+                  g.event == ALTAR_GROUP_FIRED ? "fired" : "dead-lettered", g.kind, g.group_key, g.n_shards, settled,
+                  x->n);
       }
-      free(k);
+      altar_group_event_clear(&g);
     }
-    altar_group_event_clear(&g);
     altar_msg_free(m);
-    progress(x, t0, tty, settled == x->n);
+    count_shards(x);
+    progress(x, t0, tty, false);
   }
+  count_shards(x);
+  progress(x, t0, tty, true);
+  /* Late shards: counted and shown; a late failure fails the wait. */
+  size_t late = 0, late_failed = 0;
+  for (size_t i = 0; i < x->n_shards; i++) {
+    follow_shard_t *s = &x->shards[i];
+    if (!(s->late = is_late(x, s))) continue;
+    late++;
+    late_failed += s->state == ALTAR_STATE_FAILED;
+  }
+  if (late) {
+    fprintf(stderr, "altar submit --wait: %zu late shard%s after group settled (%zu failed):\n", late,
+            late == 1 ? "" : "s", late_failed);
+    for (size_t i = 0; i < x->n_shards; i++) {
+      follow_shard_t *s = &x->shards[i];
+      if (!s->late) continue;
+      const char *sep = strchr(s->group, '\x1f');
+      fprintf(stderr, "  %s %s%s%s (group %.*s:%s)\n", s->task_key, s->state == ALTAR_STATE_SUCCEEDED ? "succeeded" : "failed",
+              s->reason ? " " : "", s->reason ? s->reason : "", (int)(sep - s->group), s->group, sep + 1);
+    }
+    if (late_failed && rc == 0) rc = 1;
+  }
+  /* Name what failed, so a dead-lettered group says why. */
+  for (size_t i = 0; rc == 1 && i < x->n_shards; i++) {
+    const follow_shard_t *s = &x->shards[i];
+    if (terminal(s) && s->state == ALTAR_STATE_FAILED && !s->late)
+      fprintf(stderr, "  shard %s failed: %s\n", s->task_key, s->reason ? s->reason : "(no reason)");
+  }
+  altar_transport_close(probe);
   altar_transport_close(t);
   return rc;
 }
 
+int altar_cli_expect_add_shard(expect_t *x, const char *task_key, const char *kind, const char *group_key,
+                               const char *topic, const char *pool) {
+  if (x->n_shards == x->cap_shards) {
+    size_t cap = x->cap_shards ? x->cap_shards * 2 : 16;
+    follow_shard_t *ns = realloc(x->shards, cap * sizeof *ns);
+    if (!ns) return -1;
+    x->shards = ns;
+    x->cap_shards = cap;
+  }
+  if (x->n == x->cap_keys) {
+    size_t cap = x->cap_keys ? x->cap_keys * 2 : 16;
+    char **nk = realloc(x->keys, cap * sizeof *nk);
+    if (!nk) return -1;
+    x->keys = nk;
+    x->cap_keys = cap;
+  }
+  follow_shard_t *s = &x->shards[x->n_shards];
+  memset(s, 0, sizeof *s);
+  snprintf(s->task_key, sizeof s->task_key, "%s", task_key);
+  s->state = -1;
+  s->group = join2(kind, group_key ? group_key : "");
+  s->topic = strdup(topic);
+  s->pool = strdup(pool);
+  char *k = s->group ? strdup(s->group) : NULL;
+  if (!s->group || !s->topic || !s->pool || !k) {
+    free(s->group);
+    free(s->topic);
+    free(s->pool);
+    free(k);
+    return -1;
+  }
+  x->keys[x->n++] = k;
+  x->n_shards++;
+  return 0;
+}
+
+int altar_cli_expect_seal(expect_t *x) {
+  size_t n = x->n;
+  x->done = calloc(n ? n : 1, sizeof *x->done);
+  x->settled_ts = calloc(n ? n : 1, sizeof *x->settled_ts);
+  x->members = calloc(n ? n : 1, sizeof *x->members);
+  x->n_members = calloc(n ? n : 1, sizeof *x->n_members);
+  if (!x->done || !x->settled_ts || !x->members || !x->n_members) return -1;
+  qsort(x->keys, x->n, sizeof *x->keys, cmp_key);
+  size_t u = 0;
+  for (size_t i = 0; i < x->n; i++) {
+    if (u && !strcmp(x->keys[u - 1], x->keys[i])) free(x->keys[i]);
+    else x->keys[u++] = x->keys[i];
+  }
+  x->n = u;
+  qsort(x->shards, x->n_shards, sizeof *x->shards, cmp_shard);
+  u = 0; /* a task recorded under several runs is one shard */
+  for (size_t i = 0; i < x->n_shards; i++) {
+    if (u && !strcmp(x->shards[u - 1].task_key, x->shards[i].task_key)) {
+      free(x->shards[i].group);
+      free(x->shards[i].topic);
+      free(x->shards[i].pool);
+    } else {
+      x->shards[u++] = x->shards[i];
+    }
+  }
+  x->n_shards = u;
+  x->shards_total = x->n_shards;
+  return 0;
+}
+
+int altar_cli_job_snapshot(altar_config_t *cfg, const char *run_id, expect_t *x) {
+  altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
+  if (!t) return -1;
+  const char *topics[] = {cfg->topics.ready, cfg->topics.dead, cfg->topics.status};
+  size_t cap = 64, ntp = 0, left = 0;
+  altar_tp_t *tps = malloc(cap * sizeof *tps);
+  int64_t *ends = malloc(cap * sizeof *ends);
+  for (size_t k = 0; tps && ends && k < 3; k++) {
+    altar_topic_list_t *tl = NULL;
+    altar_error_t err = {0};
+    if (altar_transport_list_topics(t, topics[k], 10000, &tl, &err) == ALTAR_OK && tl->n_topics)
+      for (size_t p = 0; p < tl->topics[0].n_partitions; p++) {
+        const altar_partition_info_t *pi = &tl->topics[0].partitions[p];
+        if (pi->end <= pi->beginning) continue;
+        if (ntp == cap) {
+          cap *= 2;
+          altar_tp_t *nt = realloc(tps, cap * sizeof *tps);
+          int64_t *ne = nt ? realloc(ends, cap * sizeof *ends) : NULL;
+          if (nt) tps = nt;
+          if (ne) ends = ne;
+          if (!nt || !ne) break;
+        }
+        ends[ntp] = pi->end;
+        tps[ntp++] = (altar_tp_t){topics[k], pi->partition, ALTAR_OFFSET_BEGINNING};
+        left++;
+      }
+    altar_topic_list_free(tl);
+  }
+  altar_error_t err = {0};
+  int rc = tps && ends ? 0 : -1;
+  if (!rc && ntp && altar_transport_assign(t, tps, ntp, &err)) {
+    fprintf(stderr, "altar status: cannot read the status/ready/dead topics: %s\n", err.msg);
+    rc = -1;
+  }
+  while (!rc && left) {
+    altar_msg_t *m = NULL;
+    if (altar_transport_consume(t, 1000, &m, &err) || !m) continue;
+    if (m->value && !strcmp(m->topic, cfg->topics.status)) {
+      altar_status_event_t ev = {0};
+      altar_error_t de = {0};
+      if (altar_decode_status(m->value, m->value_len, &ev, &de) == ALTAR_OK) on_status(x, &ev);
+      altar_status_event_clear(&ev);
+    } else if (m->value) {
+      altar_group_event_t g = {0};
+      altar_error_t de = {0};
+      if (altar_decode_group(m->value, m->value_len, &g, &de) == ALTAR_OK) on_group(x, &g, run_id);
+      altar_group_event_clear(&g);
+    }
+    for (size_t i = 0; i < ntp; i++)
+      if (tps[i].partition == m->partition && !strcmp(tps[i].topic, m->topic) && m->offset + 1 >= ends[i]) left--;
+    altar_msg_free(m);
+  }
+  free(tps);
+  free(ends);
+  altar_transport_close(t);
+  count_shards(x);
+  for (size_t i = 0; i < x->n_shards; i++) x->shards[i].late = is_late(x, &x->shards[i]);
+  return rc;
+}

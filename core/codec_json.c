@@ -173,17 +173,26 @@ static int from_json(dec_fn dec, const char *text, size_t len, void *pout, const
 /* Thin adapters so one table serves every type. */
 static int enc_spec(const void *m, altar_buf_t *o, altar_error_t *e) { return altar_encode_spec(m, o, e); }
 static int enc_job(const void *m, altar_buf_t *o, altar_error_t *e) { return altar_encode_job(m, o, e); }
+static int enc_control(const void *m, altar_buf_t *o, altar_error_t *e) { return altar_encode_control(m, o, e); }
 static int enc_status(const void *m, altar_buf_t *o, altar_error_t *e) { return altar_encode_status(m, o, e); }
 static int enc_group(const void *m, altar_buf_t *o, altar_error_t *e) { return altar_encode_group(m, o, e); }
 static int enc_record(const void *m, altar_buf_t *o, altar_error_t *e) { return altar_encode_record(m, o, e); }
 static int dec_spec(const void *d, size_t n, void *p, altar_error_t *e) { return altar_decode_spec(d, n, p, e); }
 static int dec_job(const void *d, size_t n, void *p, altar_error_t *e) { return altar_decode_job(d, n, p, e); }
+static int dec_control(const void *d, size_t n, void *p, altar_error_t *e) { return altar_decode_control(d, n, p, e); }
 static int dec_status(const void *d, size_t n, void *p, altar_error_t *e) { return altar_decode_status(d, n, p, e); }
 static int dec_group(const void *d, size_t n, void *p, altar_error_t *e) { return altar_decode_group(d, n, p, e); }
 static int dec_record(const void *d, size_t n, void *p, altar_error_t *e) { return altar_decode_record(d, n, p, e); }
 
 char *altar_spec_to_json(const altar_spec_t *s, altar_error_t *err) { return to_json(enc_spec, s, "spec", err); }
 char *altar_job_to_json(const altar_job_msg_t *m, altar_error_t *err) { return to_json(enc_job, m, "job", err); }
+char *altar_control_to_json(const altar_control_msg_t *m, altar_error_t *err) {
+  return to_json(enc_control, m, "control", err);
+}
+int altar_control_from_json(const char *text, size_t len, altar_control_msg_t *pout, altar_error_t *err) {
+  memset(pout, 0, sizeof *pout);
+  return from_json(dec_control, text, len, pout, "control", err);
+}
 char *altar_status_to_json(const altar_status_event_t *e, altar_error_t *err) {
   return to_json(enc_status, e, "status", err);
 }
@@ -264,8 +273,8 @@ char *altar_status_result_to_json(const altar_status_t *st, altar_error_t *err) 
 
 /* ---- generic bridges for `altar codec` ---- */
 
-static const enc_fn encoders[] = {enc_spec, enc_job, enc_status, enc_group, enc_record};
-static const dec_fn decoders[] = {dec_spec, dec_job, dec_status, dec_group, dec_record};
+static const enc_fn encoders[] = {enc_spec, enc_job, enc_status, enc_group, enc_record, enc_control};
+static const dec_fn decoders[] = {dec_spec, dec_job, dec_status, dec_group, dec_record, dec_control};
 
 /* Room for any message struct, so the bridges need no per-type code. */
 typedef union any_msg {
@@ -274,6 +283,7 @@ typedef union any_msg {
   altar_status_event_t status;
   altar_group_event_t group;
   altar_record_t record;
+  altar_control_msg_t control;
 } any_msg_t;
 
 static void clear_any(altar_msg_type_t t, any_msg_t *m) {
@@ -283,12 +293,13 @@ static void clear_any(altar_msg_type_t t, any_msg_t *m) {
   case ALTAR_MSG_STATUS: altar_status_event_clear(&m->status); break;
   case ALTAR_MSG_GROUP: altar_group_event_clear(&m->group); break;
   case ALTAR_MSG_RECORD: altar_record_clear(&m->record); break;
+  case ALTAR_MSG_CONTROL: altar_control_msg_clear(&m->control); break;
   }
 }
 
 int altar_codec_json_to_msgpack(altar_msg_type_t t, const char *json, size_t len, altar_buf_t *out,
                                 altar_error_t *err) {
-  if ((unsigned)t > ALTAR_MSG_RECORD) return altar_error_set(err, ALTAR_EINVAL, "codec: unknown message type");
+  if ((unsigned)t > ALTAR_MSG_CONTROL) return altar_error_set(err, ALTAR_EINVAL, "codec: unknown message type");
   any_msg_t m;
   memset(&m, 0, sizeof m);
   int rc = from_json(decoders[t], json, len, &m, altar_msg_type_name(t), err);
@@ -298,7 +309,7 @@ int altar_codec_json_to_msgpack(altar_msg_type_t t, const char *json, size_t len
 }
 
 char *altar_codec_msgpack_to_json(altar_msg_type_t t, const void *data, size_t len, altar_error_t *err) {
-  if ((unsigned)t > ALTAR_MSG_RECORD) {
+  if ((unsigned)t > ALTAR_MSG_CONTROL) {
     altar_error_set(err, ALTAR_EINVAL, "codec: unknown message type");
     return NULL;
   }

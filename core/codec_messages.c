@@ -11,10 +11,10 @@
 
 #define W_VOID(call) ((call), 0)
 
-static const char *const msg_type_names[] = {"spec", "job", "status", "group", "record"};
+static const char *const msg_type_names[] = {"spec", "job", "status", "group", "record", "control"};
 
 int altar_msg_type_parse(const char *name, altar_msg_type_t *ptype) {
-  for (int i = 0; name && i < 5; i++) {
+  for (int i = 0; name && i < 6; i++) {
     if (!strcmp(name, msg_type_names[i])) {
       *ptype = (altar_msg_type_t)i;
       return ALTAR_OK;
@@ -24,7 +24,7 @@ int altar_msg_type_parse(const char *name, altar_msg_type_t *ptype) {
 }
 
 const char *altar_msg_type_name(altar_msg_type_t t) {
-  return (unsigned)t < 5 ? msg_type_names[t] : "unknown";
+  return (unsigned)t < 6 ? msg_type_names[t] : "unknown";
 }
 
 /* ---- shared decode/encode frame ---- */
@@ -575,6 +575,112 @@ bool altar_group_event_equal(const altar_group_event_t *a, const altar_group_eve
   for (size_t i = 0; i < a->n_shards; i++)
     if (!altar_handle_equal(&a->shards[i], &b->shards[i])) return false;
   return true;
+}
+
+/* ---- control (jobs topic) ---- */
+
+static const char *const control_event_names[] = {"done", "lease", "release"};
+
+void altar_control_msg_clear(altar_control_msg_t *m) {
+  if (!m) return;
+  free(m->event_name);
+  free(m->offsets);
+  free(m->worker);
+  memset(m, 0, sizeof *m);
+}
+
+static int wr_control(altar__wr_t *w, const void *msg) {
+  const altar_control_msg_t *m = msg;
+  /* An unknown event is written back under the name it was read with. */
+  const char *ev = (unsigned)m->event < ALTAR_CTL_UNKNOWN ? control_event_names[m->event]
+                   : m->event == ALTAR_CTL_UNKNOWN        ? m->event_name
+                                                          : NULL;
+  if (!ev) return altar__wr_fail(w, ALTAR_EINVAL, "event: unknown event");
+  if (m->partition < 0) return altar__wr_fail(w, ALTAR_EINVAL, "partition: must be >= 0");
+  if (m->n_offsets > ALTAR_CONTROL_MAX_OFFSETS) return altar__wr_fail(w, ALTAR_ETOOBIG, "offsets: too many");
+  for (size_t i = 0; i < m->n_offsets; i++)
+    if (m->offsets[i] < 0) return altar__wr_fail(w, ALTAR_EINVAL, "offsets: must be >= 0");
+  altar__wr_map(w, 8);
+  ALTAR__WR_FIELD(w, "event", altar__wr_str(w, ev));
+  ALTAR__WR_FIELD(w, "lease_s", altar__wr_f64(w, m->lease_s));
+  msgpack_pack_str_with_body(&w->pk, "offsets", 7);
+  altar__wr_array(w, m->n_offsets);
+  for (size_t i = 0; i < m->n_offsets; i++) altar__wr_i64(w, m->offsets[i]);
+  ALTAR__WR_FIELD(w, "partition", W_VOID(altar__wr_i64(w, m->partition)));
+  ALTAR__WR_FIELD(w, "ts", altar__wr_f64(w, m->ts));
+  ALTAR__WR_FIELD(w, "type", altar__wr_str(w, "control"));
+  ALTAR__WR_FIELD(w, "v", wr_version(w, m->v));
+  ALTAR__WR_FIELD(w, "worker", altar__wr_opt_str(w, m->worker));
+  return ALTAR_OK;
+}
+
+int altar_encode_control(const altar_control_msg_t *m, altar_buf_t *out, altar_error_t *err) {
+  return encode_top(wr_control, m, "control", out, err);
+}
+
+enum { C_EVENT, C_LEASE_S, C_OFFSETS, C_PARTITION, C_TS, C_TYPE, C_V, C_WORKER };
+static const char *const control_keys[] = {"event", "lease_s", "offsets", "partition", "ts", "type", "v", "worker",
+                                           NULL};
+
+static int rd_control_offsets(altar__rd_t *r, const msgpack_object *v, altar_control_msg_t *m) {
+  if (v->type != MSGPACK_OBJECT_ARRAY) return altar__rd_fail(r, ALTAR_EDECODE, "expected array");
+  size_t n = v->via.array.size;
+  if (n > ALTAR_CONTROL_MAX_OFFSETS) return altar__rd_fail(r, ALTAR_ETOOBIG, "too many offsets");
+  free(m->offsets);
+  m->offsets = NULL;
+  m->n_offsets = 0;
+  if (!n) return ALTAR_OK;
+  if (!(m->offsets = malloc(n * sizeof *m->offsets))) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    size_t old = altar__path_index(&r->path, i);
+    int rc = altar__rd_i64(r, &v->via.array.ptr[i], &m->offsets[i]);
+    if (!rc && m->offsets[i] < 0) rc = altar__rd_fail(r, ALTAR_EDECODE, "offset must be >= 0");
+    if (rc) return rc;
+    altar__path_pop(&r->path, old);
+    m->n_offsets++;
+  }
+  return ALTAR_OK;
+}
+
+static int rd_control_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
+  altar_control_msg_t *m = ctx;
+  switch (idx) {
+  case C_EVENT: {
+    int rc = altar__rd_str(r, v, &m->event_name);
+    if (rc) return rc;
+    m->event = ALTAR_CTL_UNKNOWN; /* open: a newer writer's event is skipped, not refused */
+    for (int i = 0; i < ALTAR_CTL_UNKNOWN; i++)
+      if (!strcmp(m->event_name, control_event_names[i])) m->event = (altar_control_event_t)i;
+    return ALTAR_OK;
+  }
+  case C_LEASE_S: return altar__rd_f64(r, v, &m->lease_s);
+  case C_OFFSETS: return rd_control_offsets(r, v, m);
+  case C_PARTITION: {
+    int64_t p;
+    int rc = altar__rd_i64(r, v, &p);
+    if (rc) return rc;
+    if (p < 0 || p > INT32_MAX) return altar__rd_fail(r, ALTAR_EDECODE, "partition out of range");
+    m->partition = (int32_t)p;
+    return ALTAR_OK;
+  }
+  case C_TS: return altar__rd_f64(r, v, &m->ts);
+  case C_TYPE: return rd_type(r, v, "control");
+  case C_V: return rd_version(r, v, &m->v);
+  case C_WORKER: return altar__rd_opt_str(r, v, &m->worker);
+  }
+  return ALTAR_OK;
+}
+
+static int rd_control_top(altar__rd_t *r, const msgpack_object *o, void *target) {
+  int rc = rd_type_first(r, o, "control");
+  if (!rc) rc = altar__rd_struct(r, o, control_keys, (1u << C_EVENT) | (1u << C_PARTITION), rd_control_field, target);
+  return rc;
+}
+
+int altar_decode_control(const void *data, size_t len, altar_control_msg_t *pout, altar_error_t *err) {
+  memset(pout, 0, sizeof *pout);
+  pout->v = ALTAR_SCHEMA_VERSION;
+  return decode_top(data, len, "control", rd_control_top, pout, err);
 }
 
 /* ---- peek ---- */

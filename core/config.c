@@ -17,6 +17,7 @@ static int set_str(char **dst, const char *val) {
 
 static int config_defaults(altar_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
+  cfg->topic_partitions = ALTAR_DEFAULT_TOPIC_PARTITIONS;
   if (set_str(&cfg->transport_name, "local") || set_str(&cfg->backend_name, "process") ||
       set_str(&cfg->ledger_path, "./var/ledger") || set_str(&cfg->topics.jobs, "altar.jobs") ||
       set_str(&cfg->topics.status, "altar.status") || set_str(&cfg->topics.ready, "altar.ready") ||
@@ -60,6 +61,16 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       {"metrics.addr", offsetof(altar_config_t, metrics_addr)},
   };
   if (strlen(value) > 4096) return altar_error_set(err, ALTAR_EINVAL, "%s: value too long", key);
+  if (!strcmp(key, "topics.partitions")) {
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(value, &end, 10);
+    if (errno || end == value || *end || n < 1 || n > ALTAR_MAX_TOPIC_PARTITIONS)
+      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [1, %d], got \"%s\"", key,
+                             ALTAR_MAX_TOPIC_PARTITIONS, value);
+    cfg->topic_partitions = (int)n;
+    return ALTAR_OK;
+  }
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
     if (!strcmp(key, strs[i].key)) {
       if (!*value && strncmp(key, "metrics.", 8) != 0)
@@ -127,6 +138,23 @@ static int set_scalar(reader_t *r, const char *fullkey, yaml_node_t *v) {
   return ALTAR_OK;
 }
 
+static int set_list(reader_t *r, const char *fullkey, yaml_node_t *v) {
+  char joined[4096];
+  size_t at = 0;
+  joined[0] = 0;
+  for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+    yaml_node_t *e = yaml_document_get_node(&r->doc, *it);
+    const char *s = scalar(e);
+    if (!s || strchr(s, ',')) return yaml_fail(r, e, fullkey, "expected a list of plain values without commas");
+    int n = snprintf(joined + at, sizeof joined - at, "%s%s", at ? "," : "", s);
+    if (n < 0 || (size_t)n >= sizeof joined - at) return yaml_fail(r, v, fullkey, "list too long");
+    at += (size_t)n;
+  }
+  altar_error_t e = {0};
+  if (altar_config_set(r->cfg, fullkey, joined, &e)) return yaml_fail(r, v, fullkey, e.msg);
+  return ALTAR_OK;
+}
+
 static int on_kafka(reader_t *r, const char *section, const char *key, yaml_node_t *k, yaml_node_t *v) {
   (void)section;
   (void)k;
@@ -139,7 +167,7 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
   if (!strcmp(section, "transport") && !strcmp(key, "kafka")) return each_pair(r, v, "transport.kafka", on_kafka);
   if (!strcmp(section, "topics") || !strcmp(section, "ledger") || !strcmp(section, "metrics")) {
     static const char *const known[] = {"topics.jobs", "topics.status", "topics.ready", "topics.dead",
-                                        "topics.dlq", "ledger.path", "metrics.addr"};
+                                        "topics.dlq", "topics.partitions", "ledger.path", "metrics.addr"};
     char full[512];
     snprintf(full, sizeof full, "%s.%s", section, key);
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
@@ -148,6 +176,8 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
   }
   char full[512];
   snprintf(full, sizeof full, "%s.%s", section, key);
+  /* A backend list (e.g. pools: [a100, gpu]) is kept comma separated. */
+  if (!strcmp(section, "backend") && v && v->type == YAML_SEQUENCE_NODE) return set_list(r, full, v);
   return set_scalar(r, full, v);
 }
 

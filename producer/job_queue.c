@@ -2,6 +2,8 @@
 #include "producer/job_queue.h"
 
 #include "altar/codec.h"
+#include "altar/pools.h"
+#include "altar/config.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -127,6 +129,73 @@ static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *
   }
 }
 
+/* The configured kinds, comma separated, for an error message. */
+static void kinds_list(const altar_group_specs_t *g, char *out, size_t size) {
+  size_t at = 0;
+  snprintf(out, size, "%s", g->n ? "" : "none");
+  for (size_t i = 0; i < g->n && at + 1 < size; i++) {
+    int k = snprintf(out + at, size - at, "%s%s", i ? ", " : "", g->v[i].kind);
+    if (k < 0) break;
+    at += (size_t)k;
+  }
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Each of the job's groups must fit one group event: the handles of all its
+ * shards (altar_spec_group_share) under ALTAR_MAX_MESSAGE, at most
+ * ALTAR_MAX_ARRAY of them. Group keys are taken with the job id label the
+ * specs will carry. */
+static int check_groups(const altar_group_specs_t *groups, const altar_spec_t *specs, size_t n, const char *run_id,
+                        altar_error_t *err) {
+  char **keys = calloc(n, sizeof *keys);
+  int rc = keys ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n && !rc; i++) {
+    const altar_group_spec_t *g = altar_group_specs_find(groups, specs[i].kind);
+    altar_handle_t h = {0};
+    char *gk = NULL;
+    if (altar_strmap_copy(&h.labels, &specs[i].labels) || altar_strmap_set(&h.labels, ALTAR_JOB_ID_LABEL, run_id) ||
+        !(gk = altar_group_by_key(&g->group_by, &h))) {
+      altar_handle_clear(&h);
+      rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+      break;
+    }
+    altar_handle_clear(&h);
+    size_t kl = strlen(specs[i].kind) + strlen(gk) + 2;
+    if (!(keys[i] = malloc(kl))) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    else snprintf(keys[i], kl, "%s\x1f%s", specs[i].kind, gk);
+    free(gk);
+  }
+  if (!rc) {
+    /* Sort indices by key through a parallel array of pointers. */
+    char **sorted = malloc(n * sizeof *sorted);
+    if (!sorted) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    for (size_t i = 0; sorted && i < n; i++) sorted[i] = keys[i];
+    if (sorted) qsort(sorted, n, sizeof *sorted, cmp_str);
+    for (size_t i = 0; sorted && i < n && !rc;) {
+      size_t j = i, bytes = ALTAR_BOUND_GROUP_FIXED + strlen(sorted[i]) + ALTAR_TASK_KEY_LEN;
+      for (; j < n && !strcmp(sorted[j], sorted[i]); j++) {
+        for (size_t k = 0; k < n; k++)
+          if (keys[k] == sorted[j]) bytes += altar_spec_group_share(&specs[k]);
+      }
+      const char *sep = strchr(sorted[i], '\x1f');
+      if (j - i > ALTAR_MAX_ARRAY)
+        rc = altar_error_set(err, ALTAR_ETOOBIG, "group %.*s:%s: %zu shards, more than the %u one group event lists",
+                             (int)(sep - sorted[i]), sorted[i], sep + 1, j - i, ALTAR_MAX_ARRAY);
+      else if (bytes > ALTAR_MAX_MESSAGE)
+        rc = altar_error_set(err, ALTAR_ETOOBIG,
+                             "group %.*s:%.200s: its event of %zu shards could take %zu bytes (labels and "
+                             "plugin_identity of every shard), more than the %u bytes a message may carry",
+                             (int)(sep - sorted[i]), sorted[i], sep + 1, j - i, bytes, ALTAR_MAX_MESSAGE);
+      i = j;
+    }
+    free(sorted);
+  }
+  for (size_t i = 0; keys && i < n; i++) free(keys[i]);
+  free(keys);
+  return rc;
+}
+
 int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t *specs, size_t n,
                            char run_id[ALTAR_RUN_ID_MAX + 1], altar_error_t *err) {
   if (!n) return altar_error_set(err, ALTAR_EINVAL, "submit: no spec given");
@@ -137,6 +206,17 @@ int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t 
     if (kind && strcmp(specs[i].kind, kind))
       return altar_error_set(err, ALTAR_EINVAL, "specs[%zu].kind: '%s' is not the job's kind '%s'", i, specs[i].kind,
                              kind);
+    if (q->groups && !altar_group_specs_find(q->groups, specs[i].kind)) {
+      char kinds[2048];
+      kinds_list(q->groups, kinds, sizeof kinds);
+      return altar_error_set(err, ALTAR_EINVAL,
+                             "specs[%zu].kind: '%.200s' has no group config, so its shards could never settle "
+                             "(configured kinds: %s)",
+                             i, specs[i].kind, kinds);
+    }
+    char topic[512];
+    if ((rc = altar_pool_topic(q->topics->jobs, specs[i].resources.gpu, topic, sizeof topic, err)))
+      return altar_error_prefix(err, "specs[%zu]", i);
   }
   /* Keep a job id the caller set on every spec; otherwise mint one. */
   const char *given = altar_strmap_get(&specs[0].labels, ALTAR_JOB_ID_LABEL);
@@ -146,8 +226,29 @@ int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t 
   }
   if (given && strlen(given) <= ALTAR_RUN_ID_MAX) snprintf(run_id, ALTAR_RUN_ID_MAX + 1, "%s", given);
   else new_job_id(run_id);
-  int rc = altar_transport_create_topic(q->transport, q->topics->jobs, q->partitions > 0 ? q->partitions : 4, err);
-  if (rc == ALTAR_EEXIST) rc = ALTAR_OK;
+  int rc = ALTAR_OK;
+  /* Stamped before any is published, so the size checks see the label. */
+  for (size_t i = 0; i < n; i++) {
+    if (altar_spec_set_label(&specs[i], ALTAR_JOB_ID_LABEL, run_id))
+      return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    if (altar_spec_check_carriable(&specs[i], err)) {
+      altar_error_prefix(err, "specs[%zu]", i);
+      return ALTAR_EINVAL;
+    }
+  }
+  if (q->groups && (rc = check_groups(q->groups, specs, n, run_id, err))) return ALTAR_EINVAL;
+  /* Every pool topic the job uses, created once. */
+  for (size_t i = 0; i < n && !rc; i++) {
+    bool seen = false;
+    for (size_t k = 0; k < i && !seen; k++)
+      seen = (!specs[k].resources.gpu && !specs[i].resources.gpu) ||
+             (specs[k].resources.gpu && specs[i].resources.gpu && !strcmp(specs[k].resources.gpu, specs[i].resources.gpu));
+    if (seen) continue;
+    char topic[512];
+    rc = altar_pool_topic(q->topics->jobs, specs[i].resources.gpu, topic, sizeof topic, err);
+    if (!rc) rc = altar_transport_create_topic(q->transport, topic, q->partitions > 0 ? q->partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS, err);
+    if (rc == ALTAR_EEXIST) rc = ALTAR_OK;
+  }
   if (rc) return rc;
   acks_t acks = {0};
   altar_transport_opts_t saved = q->transport->opts;
@@ -161,10 +262,6 @@ int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t 
   }
   altar_buf_t b = {0};
   for (size_t i = 0; i < n && !rc; i++) {
-    if (altar_spec_set_label(&specs[i], ALTAR_JOB_ID_LABEL, run_id)) {
-      rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
-      break;
-    }
     char key[ALTAR_TASK_KEY_LEN + 1];
     rc = altar_spec_identity(&specs[i], key, err);
     if (rc) break;
@@ -173,7 +270,9 @@ int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t 
     altar_buf_reset(&b);
     rc = altar_encode_job(&job, &b, err);
     if (rc) break;
-    altar_produce_rec_t rec = {.topic = q->topics->jobs, .partition = ALTAR_PARTITION_ANY, .key = key,
+    char topic[512];
+    if ((rc = altar_pool_topic(q->topics->jobs, specs[i].resources.gpu, topic, sizeof topic, err))) break;
+    altar_produce_rec_t rec = {.topic = topic, .partition = ALTAR_PARTITION_ANY, .key = key,
                                .key_len = strlen(key), .value = b.data, .value_len = b.len};
     for (int tries = 0;; tries++) {
       rc = altar_transport_produce(q->transport, &rec, err);

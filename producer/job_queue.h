@@ -4,16 +4,21 @@
 #define ALTAR_PRODUCER_JOB_QUEUE_H
 
 #include "altar/config.h"
+#include "altar/fleet.h"
+#include "altar/groups.h"
 #include "altar/spec.h"
 #include "altar/transport.h"
 
-#define ALTAR_JOB_ID_LABEL "job_id"
 #define ALTAR_RUN_ID_MAX 64
 
 typedef struct altar_job_queue {
   altar_transport_t *transport; /* borrowed; its delivery callback is taken over during submit */
   const altar_topics_t *topics; /* borrowed */
-  int partitions;               /* partitions of a jobs topic created on first use (0 = 4) */
+  int partitions;               /* partitions of a jobs topic created on first use (0 = 32) */
+  /* Borrowed, may be NULL (kinds unchecked): every spec's kind must have a
+   * group config here, and each of the job's groups must fit one group
+   * event. */
+  const altar_group_specs_t *groups;
 } altar_job_queue_t;
 
 /* Reads specs from text: one JSON object, a JSON array of objects, or JSON
@@ -23,10 +28,13 @@ typedef struct altar_job_queue {
 int altar_specs_parse(const char *text, size_t len, const char *source, altar_spec_t **pspecs, size_t *pn,
                       altar_error_t *err);
 
-/* Submits n specs of kind (NULL = any kinds) as one job: stamps the job id
- * label (a fresh id unless every spec already carries the same one),
- * publishes each to the jobs topic keyed by its task key, and returns once
- * every message is acknowledged by the log. The run handle id (the job id)
+/* Submits n specs of kind (NULL = any kinds) as one job: checks every spec
+ * (valid, its kind configured when q->groups is set, small enough that every
+ * event it causes fits a message: altar/pools.h) before publishing any,
+ * stamps the job id label (a fresh id unless every spec already carries the
+ * same one), publishes each to the jobs topic of its pool (altar_pool_topic)
+ * keyed by its task key, and returns once every message is acknowledged by
+ * the log. The run handle id (the job id)
  * is written to run_id. Specs are modified only by the label. */
 int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t *specs, size_t n,
                            char run_id[ALTAR_RUN_ID_MAX + 1], altar_error_t *err);

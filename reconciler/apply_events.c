@@ -20,6 +20,7 @@ void altar_apply_result_reset(altar_apply_result_t *r) {
   }
   altar_strlist_clear(&r->deferred_groups);
   altar_strlist_clear(&r->stalled_groups);
+  altar_strlist_clear(&r->late_shards);
   altar_arena_reset(&r->mem); /* the events' strings, shards and task keys */
   r->n_events = r->n_retries = r->applied = r->ignored = 0;
 }
@@ -269,6 +270,29 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   return rc;
 }
 
+/* Settles a run that no longer counts: consumed, and marked failed with
+ * reason (its earlier state in the detail) so no record stays "running" for
+ * ever after its worker died or gave it back, and a shard's own record is
+ * the one not so marked. A released run that had ended keeps its state (the
+ * shard's outcome is then that record); a superseded one is marked whatever
+ * its state: a newer run of the task is the shard's record. */
+static int settle_run(altar_ledger_t *l, const altar_handle_t *h, const char *reason, bool even_terminal,
+                      altar_error_t *err) {
+  const altar_ledger_entry_t *cur = l->ops->peek_open(l->impl, h->backend, h->external_id);
+  if (cur && (even_terminal || !altar_state_terminal(cur->rec.state))) {
+    char detail[96];
+    snprintf(detail, sizeof detail, "%s; it was %s",
+             even_terminal ? "a newer run of the same task took its place" : "its worker gave it back at shutdown",
+             altar_state_name(cur->rec.state));
+    altar_failure_t *f = altar_failure_new(reason, detail, false);
+    if (!f) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    int rc = altar_ledger_set_state(l, h, ALTAR_STATE_FAILED, f, err);
+    altar_failure_free(f);
+    if (rc) return rc;
+  }
+  return altar_ledger_consume(l, h, 1, err);
+}
+
 static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_status_event_t *ev,
                            altar_apply_result_t *res, altar_error_t *err) {
   const altar_handle_t *h = &ev->handle;
@@ -288,7 +312,7 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
       restarts = old->rec.restart_count + (old->rec.state == ALTAR_STATE_FAILED);
       altar_handle_t oh;
       if (altar_handle_copy(&oh, &old->rec.handle)) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-      int rc = altar_ledger_consume(l, &oh, 1, err);
+      int rc = settle_run(l, &oh, ALTAR_REASON_SUPERSEDED, true, err);
       altar_handle_clear(&oh);
       if (rc) return rc;
     }
@@ -345,6 +369,24 @@ static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const al
   return evaluate(l, gs, cur->group_key, min_succeeded, ts, res, err);
 }
 
+int altar__apply_late(altar_ledger_t *l, const altar_status_event_t *ev, const char *group_name,
+                      altar_apply_result_t *res, altar_error_t *err) {
+  int rc = altar_ledger_set_state(l, &ev->handle, ev->state, ev->failure, err);
+  if (!rc) rc = altar_ledger_consume(l, &ev->handle, 1, err);
+  if (rc) return rc;
+  const char *reason = ev->state == ALTAR_STATE_FAILED && ev->failure && ev->failure->reason ? ev->failure->reason : "";
+  size_t n = strlen(group_name) + strlen(ev->task_key) + strlen(reason) + 32;
+  char *s = malloc(n);
+  if (!s) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  snprintf(s, n, "%s %s %s%s%s", group_name, ev->task_key, ev->state == ALTAR_STATE_SUCCEEDED ? "succeeded" : "failed",
+           *reason ? " " : "", reason);
+  rc = altar_strlist_push(&res->late_shards, s);
+  free(s);
+  if (rc) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  res->applied++;
+  return ALTAR_OK;
+}
+
 static const char *const ev_names[] = {"submitted", "state", "released"};
 
 int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs,
@@ -367,7 +409,7 @@ int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs,
       break;
     case ALTAR_EV_RELEASED:
       /* Handed back by a draining worker: settled without firing. */
-      rc = altar_ledger_consume(ledger, &ev->handle, 1, err);
+      rc = settle_run(ledger, &ev->handle, ALTAR_REASON_RELEASED, false, err);
       break;
     default:
       return altar_error_set(err, ALTAR_EINVAL, "event[%zu].event: unknown event %d", i, (int)ev->event);

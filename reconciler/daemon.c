@@ -221,6 +221,24 @@ static const char *group_topic(const daemon_t *d, const altar_group_event_t *g) 
   return s && s->dead_topic ? s->dead_topic : d->o->topics->dead;
 }
 
+/* The DLQ copy of a status message: its key, its first ALTAR_DLQ_MAX_VALUE
+ * bytes, and the reason, source and original size headers (fleet.h). */
+static int stage_dlq_copy(daemon_t *d, const altar_msg_t *m, const char *reason, altar_error_t *err) {
+  size_t keep = m->value_len < ALTAR_DLQ_MAX_VALUE ? m->value_len : ALTAR_DLQ_MAX_VALUE;
+  char src[512], size[32], *key = NULL;
+  snprintf(src, sizeof src, "%s/%" PRId32 "/%" PRId64, m->topic, m->partition, m->offset);
+  snprintf(size, sizeof size, "%zu", m->value_len);
+  if (m->key && m->key_len && !(key = strndup(m->key, m->key_len < 1024 ? m->key_len : 1024)))
+    return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  altar_header_t h[3] = {{ALTAR_DLQ_REASON_HEADER, reason, strlen(reason)},
+                         {ALTAR_DLQ_SOURCE_HEADER, src, strlen(src)},
+                         {ALTAR_DLQ_SIZE_HEADER, size, strlen(size)}};
+  int rc = altar__outbox_stage_headers(&d->ob, d->o->topics->dlq, key, m->value ? m->value : "", keep, h, 3, NULL,
+                                       err);
+  free(key);
+  return rc;
+}
+
 /* Applies one batch of messages as one atomic write. With poison_reason set
  * (n is 1), the message is not applied but set aside in the DLQ with that
  * reason, in the same write as its offset. */
@@ -243,9 +261,7 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
       char reason[ALTAR_ERRMSG_MAX + 32];
       if (poison_reason) snprintf(reason, sizeof reason, "%s", poison_reason);
       else snprintf(reason, sizeof reason, "undecodable status event: %s", m->value ? de.msg : "null value");
-      size_t keep = m->value_len < ALTAR_DLQ_MAX_VALUE ? m->value_len : ALTAR_DLQ_MAX_VALUE;
-      rc = altar__outbox_stage(&d->ob, d->o->topics->dlq, NULL, m->value ? m->value : "", keep,
-                               ALTAR_DLQ_REASON_HEADER, reason, NULL, err);
+      rc = stage_dlq_copy(d, m, reason, err);
       d->stats.poison++;
       continue;
     }
@@ -265,6 +281,11 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
     altar_buf_free(&b);
     if (g->event == ALTAR_GROUP_FIRED) d->stats.fired++;
     else d->stats.dead_lettered++;
+  }
+  /* Late shards are recorded and consumed, never a second group event: say so. */
+  for (size_t i = 0; i < res.late_shards.n && !rc; i++) {
+    dlog(d, "late shard after its group settled: %s", res.late_shards.v[i]);
+    d->stats.late++;
   }
   for (size_t i = 0; i < res.n_retries && !rc; i++) rc = stage_retry(d, &res.retries[i], evs, n_ev, err);
   /* The input offsets go into the same write. */

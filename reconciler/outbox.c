@@ -30,7 +30,9 @@ int altar__outbox_open(altar__outbox_t *ob, altar_ledger_t *l, altar_transport_t
   return rc;
 }
 
-/* Entry value: msgpack [topic, key|nil, value(bin), hdr_name|nil, hdr_value|nil]. */
+/* Entry value: msgpack [topic, key|nil, value(bin), (hdr_name|nil, hdr_value|nil)...]: at
+ * least one header pair (nil, nil when none), so entries written before
+ * headers came in threes read the same way. */
 static int write_str_or_nil(msgpack_packer *pk, const char *s) {
   if (!s) return msgpack_pack_nil(pk);
   size_t n = strlen(s);
@@ -39,13 +41,26 @@ static int write_str_or_nil(msgpack_packer *pk, const char *s) {
 
 int altar__outbox_stage(altar__outbox_t *ob, const char *topic, const char *key, const void *value, size_t vlen,
                         const char *hdr_name, const char *hdr_value, uint64_t *pseq, altar_error_t *err) {
+  altar_header_t h = {hdr_name, hdr_value, hdr_value ? strlen(hdr_value) : 0};
+  return altar__outbox_stage_headers(ob, topic, key, value, vlen, hdr_name ? &h : NULL, hdr_name ? 1 : 0, pseq, err);
+}
+
+int altar__outbox_stage_headers(altar__outbox_t *ob, const char *topic, const char *key, const void *value,
+                                size_t vlen, const altar_header_t *hdrs, size_t n_hdrs, uint64_t *pseq,
+                                altar_error_t *err) {
+  if (n_hdrs > ALTAR_OUTBOX_MAX_HEADERS) return altar_error_set(err, ALTAR_EINVAL, "outbox: too many headers");
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   msgpack_packer pk;
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  int bad = msgpack_pack_array(&pk, 5) || write_str_or_nil(&pk, topic) || write_str_or_nil(&pk, key) ||
-            msgpack_pack_bin(&pk, vlen) || msgpack_pack_bin_body(&pk, value, vlen) ||
-            write_str_or_nil(&pk, hdr_name) || write_str_or_nil(&pk, hdr_value);
+  size_t pairs = n_hdrs ? n_hdrs : 1;
+  int bad = msgpack_pack_array(&pk, 3 + 2 * pairs) || write_str_or_nil(&pk, topic) || write_str_or_nil(&pk, key) ||
+            msgpack_pack_bin(&pk, vlen) || msgpack_pack_bin_body(&pk, value, vlen);
+  for (size_t i = 0; i < n_hdrs && !bad; i++) {
+    bad = write_str_or_nil(&pk, hdrs[i].name) || msgpack_pack_str(&pk, hdrs[i].value_len) ||
+          msgpack_pack_str_body(&pk, hdrs[i].value, hdrs[i].value_len);
+  }
+  if (!n_hdrs && !bad) bad = msgpack_pack_nil(&pk) || msgpack_pack_nil(&pk);
   if (bad) {
     msgpack_sbuffer_destroy(&sb);
     return altar_error_set(err, ALTAR_ENOMEM, "outbox: out of memory");
@@ -136,10 +151,12 @@ static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *e
   msgpack_unpacked up;
   msgpack_unpacked_init(&up);
   int rc = ALTAR_OK;
-  char *key = NULL, *hn = NULL, *hv = NULL;
+  char *key = NULL, *hn[ALTAR_OUTBOX_MAX_HEADERS] = {0}, *hv[ALTAR_OUTBOX_MAX_HEADERS] = {0};
+  altar_header_t h[ALTAR_OUTBOX_MAX_HEADERS];
+  size_t nh = 0;
   if (msgpack_unpack_next(&up, (const char *)po->raw.data, po->raw.len, NULL) != MSGPACK_UNPACK_SUCCESS ||
-      up.data.type != MSGPACK_OBJECT_ARRAY || up.data.via.array.size != 5 ||
-      up.data.via.array.ptr[2].type != MSGPACK_OBJECT_BIN) {
+      up.data.type != MSGPACK_OBJECT_ARRAY || up.data.via.array.size < 5 || up.data.via.array.size % 2 == 0 ||
+      up.data.via.array.size > 3 + 2 * ALTAR_OUTBOX_MAX_HEADERS || up.data.via.array.ptr[2].type != MSGPACK_OBJECT_BIN) {
     rc = altar_error_set(err, ALTAR_ELEDGER, "outbox: corrupt entry %" PRIu64, po->seq);
     goto out;
   }
@@ -147,14 +164,24 @@ static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *e
   free(po->topic);
   po->topic = obj_str(&a[0]);
   key = obj_str(&a[1]);
-  hn = obj_str(&a[3]);
-  hv = obj_str(&a[4]);
+  for (size_t i = 3; i + 1 < up.data.via.array.size; i += 2) {
+    if (a[i].type == MSGPACK_OBJECT_NIL) continue;
+    hn[nh] = obj_str(&a[i]);
+    hv[nh] = obj_str(&a[i + 1]);
+    if (!hn[nh] || !hv[nh]) {
+      free(hn[nh]);
+      free(hv[nh]);
+      rc = altar_error_set(err, ALTAR_ELEDGER, "outbox: corrupt header in entry %" PRIu64, po->seq);
+      goto out;
+    }
+    h[nh] = (altar_header_t){hn[nh], hv[nh], strlen(hv[nh])};
+    nh++;
+  }
   altar_buf_reset(&po->value);
   if (!po->topic || altar_buf_append(&po->value, a[2].via.bin.ptr, a[2].via.bin.size)) {
     rc = altar_error_set(err, ALTAR_ENOMEM, "outbox: out of memory");
     goto out;
   }
-  altar_header_t h = {hn, hv, hv ? strlen(hv) : 0};
   altar_produce_rec_t rec = {
       .topic = po->topic,
       .partition = ALTAR_PARTITION_ANY,
@@ -162,8 +189,8 @@ static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *e
       .key_len = key ? strlen(key) : 0,
       .value = po->value.data,
       .value_len = po->value.len,
-      .headers = hn ? &h : NULL,
-      .n_headers = hn ? 1 : 0,
+      .headers = nh ? h : NULL,
+      .n_headers = nh,
       .opaque = po,
   };
   for (int tries = 0;; tries++) {
@@ -177,8 +204,10 @@ static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *e
   if (rc == ALTAR_OK) ob->in_flight++;
 out:
   free(key);
-  free(hn);
-  free(hv);
+  for (size_t i = 0; i < nh; i++) {
+    free(hn[i]);
+    free(hv[i]);
+  }
   msgpack_unpacked_destroy(&up);
   if (rc) opaque_free(po);
   return rc;

@@ -27,6 +27,11 @@ int altar__outbox_open(altar__outbox_t *ob, altar_ledger_t *l, altar_transport_t
 /* Stages a record (inside the caller's ledger batch); *pseq gets its number. */
 int altar__outbox_stage(altar__outbox_t *ob, const char *topic, const char *key, const void *value, size_t vlen,
                         const char *hdr_name, const char *hdr_value, uint64_t *pseq, altar_error_t *err);
+/* The same with up to ALTAR_OUTBOX_MAX_HEADERS headers (copied). */
+#define ALTAR_OUTBOX_MAX_HEADERS 4
+int altar__outbox_stage_headers(altar__outbox_t *ob, const char *topic, const char *key, const void *value,
+                                size_t vlen, const altar_header_t *hdrs, size_t n_hdrs, uint64_t *pseq,
+                                altar_error_t *err);
 /* Produces staged records with seq >= from_seq (all of them at start-up). */
 int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_error_t *err);
 /* Number of records still stored. */

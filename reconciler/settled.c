@@ -94,6 +94,56 @@ static bool superseded(const altar__settled_t *s, const altar_status_event_t *ev
          strcmp(run + bl + 1, ev->handle.external_id) != 0;
 }
 
+/* The group itself is noted too, as a member whose task key is
+ * "#<kind>\x1f<group key>" (no task key starts with '#') and whose run is
+ * empty: a shard that ends after its group settled is then known as late.
+ * An older reader takes it for a task nobody runs. */
+static altar__settled_rec_t *with_marker(altar__settled_rec_t *r, const altar_group_event_t *g) {
+  if (!r) return NULL;
+  size_t kl = strlen(g->kind), gl = strlen(g->group_key), add = 1 + kl + 1 + gl + 2;
+  altar__settled_rec_t *nr = realloc(r, sizeof *r + r->len + add);
+  if (!nr) {
+    free(r);
+    return NULL;
+  }
+  char *p = nr->data + nr->len;
+  *p++ = '#';
+  memcpy(p, g->kind, kl);
+  p += kl;
+  *p++ = '\x1f';
+  memcpy(p, g->group_key, gl);
+  p += gl;
+  *p++ = 0;
+  *p = 0;
+  nr->len += add;
+  return nr;
+}
+
+/* The settled group a terminal event's open record belongs to, when its
+ * group settled (and has not expired for this event): its name
+ * "kind:group_key" into name. */
+static bool late_for_settled(const altar__settled_t *s, altar_ledger_t *l, const altar_group_specs_t *groups,
+                             const altar_status_event_t *ev, char *name, size_t size) {
+  if (ev->event != ALTAR_EV_STATE || !altar_state_terminal(ev->state) || !ev->kind || !ev->task_key ||
+      !ev->handle.backend || !ev->handle.external_id)
+    return false;
+  const altar_group_spec_t *gs = altar_group_specs_find(groups, ev->kind);
+  if (!gs || !l->ops->peek_open || !l->ops->peek_open(l->impl, ev->handle.backend, ev->handle.external_id))
+    return false;
+  char gk[1024];
+  size_t gl = altar_group_by_key_into(&gs->group_by, &ev->handle, gk, sizeof gk);
+  if (gl >= sizeof gk) return false; /* a key this long is not worth a late check */
+  char key[1100];
+  int kl = snprintf(key, sizeof key, "#%s\x1f%s", ev->kind, gk);
+  if (kl < 0 || (size_t)kl >= sizeof key) return false;
+  uint64_t h = altar__hash(key, (size_t)kl);
+  const altar__hslot_t *sl = s->pend.n ? altar__hmap_slot_h(&s->pend, key, (size_t)kl, h) : NULL;
+  if (!sl) sl = altar__hmap_slot_h(&s->done, key, (size_t)kl, h);
+  if (!sl || expired(((const altar__settled_rec_t *)sl->val)->ts, ev->ts)) return false;
+  snprintf(name, size, "%s:%s", ev->kind, gk);
+  return true;
+}
+
 /* Notes every member of a settled group, in memory and, as one record, in
  * the open batch; task_keys are the apply result's, aligned with g's shards. */
 static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_event_t *g, char *const *task_keys,
@@ -102,7 +152,7 @@ static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_
   /* The room commit needs too, so that it cannot fail. */
   if (recs_reserve(&s->pend_recs, s->pend_recs.n + 1) || recs_reserve(&s->recs, s->recs.n + s->pend_recs.n + 1))
     return nomem(err);
-  altar__settled_rec_t *r = altar__settled_rec_of_group(s->next_seq, g, task_keys);
+  altar__settled_rec_t *r = with_marker(altar__settled_rec_of_group(s->next_seq, g, task_keys), g);
   if (!r) return nomem(err);
   if (r->len == ALTAR__SETTLED_TS_LEN) { /* no member to note */
     free(r);
@@ -178,6 +228,11 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
   for (size_t i = 0; !rc && i < n; i++) {
     if (superseded(s, &events[i])) {
       skipped++;
+      continue;
+    }
+    char name[1200];
+    if (late_for_settled(s, l, groups, &events[i], name, sizeof name)) {
+      rc = altar__apply_late(l, &events[i], name, pres, err);
       continue;
     }
     size_t before = pres->n_events;

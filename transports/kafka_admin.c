@@ -204,21 +204,47 @@ int altar__kafka_list_topics(altar_transport_t *t, const char *topic, int timeou
 
 /* ---- committed ------------------------------------------------------------- */
 
+/* Where a group's offsets are kept: "<group>.offsets", a group nobody joins.
+ * librdkafka 2.0.2 commits through the member's own coordinator connection
+ * with its generation; a commit queued behind this member's JoinGroup is
+ * answered ILLEGAL_GENERATION after the join completes, and its handler then
+ * resets the generation the JoinGroup had just brought, so the SyncGroup
+ * that follows fails and the whole assignment is declared lost (seen in
+ * the rebalance test with debug=cgrp). Commits to a memberless group carry
+ * no generation, never touch the membership's state machine, and the
+ * transport fences them itself: only partitions this member owns, never
+ * after its assignment was lost. */
+int altar__kafka_offsets_group(const char *group, char *out, size_t cap) {
+  int n = snprintf(out, cap, "%s%s", group, ALTAR__KAFKA_OFFSETS_SUFFIX);
+  if (n < 0 || (size_t)n >= cap || n > ALTAR_GROUP_NAME_MAX) return ALTAR_EINVAL;
+  return ALTAR_OK;
+}
+
 /* librdkafka 2.0.2's Admin ListConsumerGroupOffsets crashes when the
  * coordinator answers with coordinator errors (seen with the mock cluster),
- * so committed offsets are read the way consumers read them: through a
- * consumer handle of that group (never subscribed, so it never joins).
- * The group's own consumer serves its group; a spare handle, kept for the
- * last group asked about, serves any other. Called under k->lock. */
+ * so committed offsets are read (and the offsets group written) the way
+ * consumers do it: through a consumer handle of that group, never
+ * subscribed, so it never joins. The group's own consumer serves its group;
+ * a few spare handles, kept for the groups asked about last, serve the
+ * others. Called under k->peek_lock. */
 static rd_kafka_t *handle_for_group(altar__kafka_t *k, const char *group, altar_error_t *err) {
   if (k->cons && k->group && !strcmp(k->group, group)) return k->cons;
-  if (k->peek && k->peek_group && !strcmp(k->peek_group, group)) return k->peek;
-  if (k->peek) {
-    rd_kafka_destroy(k->peek);
-    k->peek = NULL;
+  altar__kafka_spare_t *victim = &k->spares[0];
+  for (size_t i = 0; i < ALTAR__KAFKA_SPARES; i++) {
+    altar__kafka_spare_t *sp = &k->spares[i];
+    if (sp->rk && !strcmp(sp->group, group)) {
+      sp->used = ++k->spare_clock;
+      return sp->rk;
+    }
+    if (!sp->rk || (victim->rk && sp->used < victim->used)) victim = sp;
   }
-  free(k->peek_group);
-  if (!(k->peek_group = strdup(group))) {
+  if (victim->rk) {
+    rd_kafka_poll(victim->rk, 0);
+    rd_kafka_destroy(victim->rk);
+    victim->rk = NULL;
+  }
+  free(victim->group);
+  if (!(victim->group = strdup(group))) {
     altar_error_set(err, ALTAR_ENOMEM, "committed: out of memory");
     return NULL;
   }
@@ -226,31 +252,110 @@ static rd_kafka_t *handle_for_group(altar__kafka_t *k, const char *group, altar_
   if (!conf) return NULL;
   altar__kafka_conf_wire(k, conf);
   char errstr[512];
-  k->peek = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
-  if (!k->peek) {
+  victim->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+  if (!victim->rk) {
     rd_kafka_conf_destroy(conf);
     altar__kafka_redact(&k->sec, errstr, sizeof errstr);
     altar_error_set(err, ALTAR_ECONFIG, "committed: cannot create a consumer for group %s: %s", group, errstr);
     return NULL;
   }
-  altar__kafka_handle_wire(k, k->peek);
-  return k->peek;
+  altar__kafka_handle_wire(k, victim->rk);
+  victim->used = ++k->spare_clock;
+  return victim->rk;
 }
 
-static int committed_once(altar__kafka_t *k, const char *group, const char *topic, int32_t partition,
-                          int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err) {
+void altar__kafka_spares_close(altar__kafka_t *k) {
+  for (size_t i = 0; i < ALTAR__KAFKA_SPARES; i++) {
+    if (k->spares[i].rk) {
+      rd_kafka_poll(k->spares[i].rk, 0);
+      rd_kafka_destroy(k->spares[i].rk);
+    }
+    free(k->spares[i].group);
+    k->spares[i].rk = NULL;
+    k->spares[i].group = NULL;
+  }
+}
+
+/* Fetches l's committed offsets of group (l->elems[i].offset/metadata/err). */
+static rd_kafka_resp_err_t fetch_committed(altar__kafka_t *k, const char *group, rd_kafka_topic_partition_list_t *l,
+                                           int timeout_ms, altar_error_t *err) {
   pthread_mutex_lock(&k->peek_lock);
   rd_kafka_t *rk = handle_for_group(k, group, err);
   if (!rk) {
     pthread_mutex_unlock(&k->peek_lock);
-    return err ? err->code : ALTAR_ENOMEM;
+    return RD_KAFKA_RESP_ERR__INVALID_ARG;
   }
+  rd_kafka_resp_err_t code = rd_kafka_committed(rk, l, timeout_ms);
+  /* Serve a spare handle's queued log lines here, on the caller's thread. */
+  if (rk != k->cons) rd_kafka_poll(rk, 0);
+  pthread_mutex_unlock(&k->peek_lock);
+  return code;
+}
+
+rd_kafka_resp_err_t altar__kafka_store_commit(altar__kafka_t *k, rd_kafka_topic_partition_list_t *l,
+                                              altar_error_t *err) {
+  char store[ALTAR_GROUP_NAME_MAX + 16];
+  if (altar__kafka_offsets_group(k->group, store, sizeof store)) return RD_KAFKA_RESP_ERR__INVALID_ARG;
+  pthread_mutex_lock(&k->peek_lock);
+  rd_kafka_t *rk = handle_for_group(k, store, err);
+  if (!rk) {
+    pthread_mutex_unlock(&k->peek_lock);
+    return RD_KAFKA_RESP_ERR__INVALID_ARG;
+  }
+  rd_kafka_resp_err_t code = rd_kafka_commit(rk, l, 0);
+  rd_kafka_poll(rk, 0);
+  pthread_mutex_unlock(&k->peek_lock);
+  return code;
+}
+
+/* Replaces each element of into that has no committed offset, or a lower
+ * one, by the same partition of from (offset and metadata). */
+static void keep_highest(rd_kafka_topic_partition_list_t *into, const rd_kafka_topic_partition_list_t *from) {
+  for (int i = 0; i < from->cnt; i++) {
+    const rd_kafka_topic_partition_t *f = &from->elems[i];
+    rd_kafka_topic_partition_t *t = rd_kafka_topic_partition_list_find(into, f->topic, f->partition);
+    if (!t || f->err || f->offset < 0 || (!t->err && t->offset >= f->offset)) continue;
+    t->err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    t->offset = f->offset;
+    free(t->metadata);
+    t->metadata = NULL;
+    t->metadata_size = 0;
+    if (f->metadata_size && (t->metadata = malloc(f->metadata_size))) {
+      memcpy(t->metadata, f->metadata, f->metadata_size);
+      t->metadata_size = f->metadata_size;
+    }
+  }
+}
+
+/* Committed offsets of group for l: from "<group>.offsets", or from the
+ * group itself where that holds more (an older altar committed there, or a
+ * consumer that is not altar's). */
+rd_kafka_resp_err_t altar__kafka_committed_list(altar__kafka_t *k, const char *group,
+                                                rd_kafka_topic_partition_list_t *l, int timeout_ms,
+                                                altar_error_t *err) {
+  char store[ALTAR_GROUP_NAME_MAX + 16];
+  rd_kafka_topic_partition_list_t *own = rd_kafka_topic_partition_list_copy(l);
+  rd_kafka_resp_err_t code = fetch_committed(k, group, own, timeout_ms, err);
+  if (!code && altar__kafka_offsets_group(group, store, sizeof store) == ALTAR_OK)
+    code = fetch_committed(k, store, l, timeout_ms, err);
+  else if (!code)
+    for (int i = 0; i < l->cnt; i++) l->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
+  if (!code) keep_highest(l, own);
+  rd_kafka_topic_partition_list_destroy(own);
+  return code;
+}
+
+static int committed_once(altar__kafka_t *k, const char *group, const char *topic, int32_t partition,
+                          int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err) {
   rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(l, topic, partition);
-  rd_kafka_resp_err_t code = rd_kafka_committed(rk, l, timeout_ms);
-  /* Serve the spare handle's queued log lines here, on the caller's thread. */
-  if (rk == k->peek) rd_kafka_poll(rk, 0);
-  pthread_mutex_unlock(&k->peek_lock);
+  altar_error_t he = {0};
+  rd_kafka_resp_err_t code = altar__kafka_committed_list(k, group, l, timeout_ms, &he);
+  if (code == RD_KAFKA_RESP_ERR__INVALID_ARG && he.code) {
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err) *err = he;
+    return he.code;
+  }
   int rc = ALTAR_OK;
   const rd_kafka_topic_partition_t *p = &l->elems[0];
   if (code || p->err) {

@@ -38,6 +38,26 @@ static const required_t required[] = {
      {"cooperative-sticky"}, "altar rebalances incrementally (cooperative-sticky)"},
 };
 
+/* Defaults altar picks where librdkafka's suit a fleet badly; any of them
+ * can be set in the config like every other property. */
+typedef struct fallback {
+  altar__kafka_role_t role;
+  const char *key;
+  const char *value;
+} fallback_t;
+
+static const fallback_t fallbacks[] = {
+    /* A new group reads a topic from its start: a job queue must not skip
+     * records produced before its first worker joined. */
+    {ALTAR__KAFKA_CONSUMER, "auto.offset.reset", "earliest"},
+    /* librdkafka's 45 s lets a dead worker's partitions sit idle for most of
+     * a minute; 10 s finds it fast and stays above the broker's default
+     * group.min.session.timeout.ms (6 s). Heartbeats at a third of the
+     * session, as Kafka advises, so two may be lost before the member is. */
+    {ALTAR__KAFKA_CONSUMER, "session.timeout.ms", "10000"},
+    {ALTAR__KAFKA_CONSUMER, "heartbeat.interval.ms", "3000"},
+};
+
 /* Substrings that mark a property whose value is a secret. */
 static const char *const secret_marks[] = {
     "password", "secret", "key.pem", "jaas", "oauthbearer.config", "credential", "token",
@@ -187,11 +207,10 @@ rd_kafka_conf_t *altar__kafka_conf_build(const altar_strmap_t *props, altar__kaf
     if (required[i].role == role &&
         set_one(conf, required[i].key, required[i].value, sec, err) != ALTAR_OK)
       goto fail;
-  /* A new group reads a topic from its start: a job queue must not skip
-   * records produced before its first worker joined. */
-  if (role == ALTAR__KAFKA_CONSUMER && !(props && altar_strmap_get(props, "auto.offset.reset")) &&
-      set_one(conf, "auto.offset.reset", "earliest", sec, err) != ALTAR_OK)
-    goto fail;
+  for (size_t i = 0; i < sizeof fallbacks / sizeof fallbacks[0]; i++)
+    if (fallbacks[i].role == role && !(props && altar_strmap_get(props, fallbacks[i].key)) &&
+        set_one(conf, fallbacks[i].key, fallbacks[i].value, sec, err) != ALTAR_OK)
+      goto fail;
   if (role == ALTAR__KAFKA_CONSUMER && group_id &&
       set_one(conf, "group.id", group_id, sec, err) != ALTAR_OK)
     goto fail;

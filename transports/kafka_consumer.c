@@ -75,7 +75,13 @@ static int check_parts(const char *what, const altar_tp_t *parts, size_t n, alta
   return ALTAR_OK;
 }
 
+/* The element of the assignment being made (inside the ASSIGN callback). */
+static rd_kafka_topic_partition_t *assigning(altar__kafka_t *k, const char *topic, int32_t partition) {
+  return k->assigning ? rd_kafka_topic_partition_list_find(k->assigning, topic, partition) : NULL;
+}
+
 static bool owns(altar__kafka_t *k, const char *topic, int32_t partition) {
+  if (assigning(k, topic, partition)) return true;
   rd_kafka_topic_partition_list_t *l = NULL;
   if (rd_kafka_assignment(k->cons, &l)) return false;
   bool found = rd_kafka_topic_partition_list_find(l, topic, partition) != NULL;
@@ -97,6 +103,71 @@ static void tell(altar__kafka_t *k, altar_rebalance_kind_t kind, const rd_kafka_
   free(tps);
 }
 
+/* ASSIGN: each partition starts where the group's offsets say (read here,
+ * from the offsets group, since commits go there), and the user's callback
+ * runs before librdkafka gets the partitions, so a seek it makes becomes the
+ * start offset (librdkafka refuses to seek a partition that is not fetching
+ * yet: "Local: Erroneous state") and a pause it makes is applied before the
+ * first fetch returns anything. */
+static void assign_partitions(altar__kafka_t *k, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts,
+                              bool cooperative) {
+  rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_copy(parts);
+  bool *paused = calloc((size_t)(l->cnt ? l->cnt : 1), sizeof *paused);
+  bool told = false;
+  if (!paused) {
+    altar__kafka_warn(k, "rebalance: out of memory; assigning %d partitions at their committed offsets", l->cnt);
+  } else if (l->cnt && k->group) {
+    for (int i = 0; i < l->cnt; i++) l->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
+    altar_error_t e = {0};
+    rd_kafka_resp_err_t ce = altar__kafka_committed_list(k, k->group, l, k->timeout_ms, &e);
+    if (ce) {
+      /* librdkafka then starts them at the group's own committed offsets. */
+      altar__kafka_warn(k, "rebalance: reading the committed offsets of group %s: %s", k->group,
+                        e.msg[0] ? e.msg : rd_kafka_err2str(ce));
+      for (int i = 0; i < l->cnt; i++) l->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
+    }
+    for (int i = 0; i < l->cnt; i++) {
+      rd_kafka_topic_partition_t *p = &l->elems[i];
+      if (p->err || p->offset < 0) p->offset = RD_KAFKA_OFFSET_INVALID;
+      p->err = RD_KAFKA_RESP_ERR_NO_ERROR;
+      free(p->metadata); /* only the offset is handed to librdkafka */
+      p->metadata = NULL;
+      p->metadata_size = 0;
+      if (p->offset >= 0) pos_set(k, p->topic, p->partition, p->offset);
+    }
+    k->assigning = l;
+    k->assigning_paused = paused;
+    tell(k, ALTAR_REBALANCE_ASSIGN, parts);
+    k->assigning = NULL;
+    k->assigning_paused = NULL;
+    told = true;
+  }
+  rd_kafka_error_t *e = NULL;
+  if (cooperative) {
+    e = rd_kafka_incremental_assign(rk, l);
+  } else {
+    rd_kafka_resp_err_t ae = rd_kafka_assign(rk, l);
+    if (ae) e = rd_kafka_error_new(ae, "%s", rd_kafka_err2str(ae));
+  }
+  if (e) {
+    altar__kafka_warn(k, "rebalance: assigning %d partitions failed: %s", l->cnt, rd_kafka_error_string(e));
+    rd_kafka_error_destroy(e);
+    /* The callback was told: take them back so its view stays true. */
+    if (told) tell(k, ALTAR_REBALANCE_REVOKE, parts);
+  } else if (told) {
+    rd_kafka_topic_partition_list_t *pl = rd_kafka_topic_partition_list_new(1);
+    for (int i = 0; i < l->cnt; i++)
+      if (paused[i]) rd_kafka_topic_partition_list_add(pl, l->elems[i].topic, l->elems[i].partition);
+    if (pl->cnt && rd_kafka_pause_partitions(rk, pl))
+      altar__kafka_warn(k, "rebalance: pausing %d partitions failed", pl->cnt);
+    rd_kafka_topic_partition_list_destroy(pl);
+  } else {
+    tell(k, ALTAR_REBALANCE_ASSIGN, parts);
+  }
+  free(paused);
+  rd_kafka_topic_partition_list_destroy(l);
+}
+
 /* Served inside consume and close, on the caller's thread. */
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t code, rd_kafka_topic_partition_list_t *parts,
                          void *opaque) {
@@ -105,18 +176,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t code, rd_kafka_topi
   bool cooperative = proto && !strcmp(proto, "COOPERATIVE");
   rd_kafka_error_t *e = NULL;
   if (code == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-    if (cooperative) {
-      e = rd_kafka_incremental_assign(rk, parts);
-    } else {
-      rd_kafka_resp_err_t ae = rd_kafka_assign(rk, parts);
-      if (ae) e = rd_kafka_error_new(ae, "%s", rd_kafka_err2str(ae));
-    }
-    if (e) {
-      altar__kafka_warn(k, "rebalance: assigning %d partitions failed: %s", parts->cnt, rd_kafka_error_string(e));
-      rd_kafka_error_destroy(e);
-      return;
-    }
-    tell(k, ALTAR_REBALANCE_ASSIGN, parts);
+    assign_partitions(k, rk, parts, cooperative);
   } else if (code == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
     if (rd_kafka_assignment_lost(rk))
       altar__kafka_warn(k, "rebalance: %d partitions were lost (the group moved on without this member); "
@@ -164,6 +224,12 @@ int altar__kafka_subscribe(altar_transport_t *t, const char *group, const char *
   if (k->cons) return altar_error_set(err, ALTAR_ESTATE, "subscribe: this handle already consumes");
   int rc = altar_transport_check_name("group", group, err);
   if (rc) return rc;
+  char store[ALTAR_GROUP_NAME_MAX + 16];
+  if (altar__kafka_offsets_group(group, store, sizeof store))
+    return altar_error_set(err, ALTAR_EINVAL,
+                           "group: longer than %zu characters (its offsets are kept in group <group>%s)",
+                           (size_t)ALTAR_GROUP_NAME_MAX - strlen(ALTAR__KAFKA_OFFSETS_SUFFIX),
+                           ALTAR__KAFKA_OFFSETS_SUFFIX);
   if (n_topics == 0 || !topics) return altar_error_set(err, ALTAR_EINVAL, "subscribe: no topics");
   for (size_t i = 0; i < n_topics; i++)
     if ((rc = altar_transport_check_name("topic", topics[i], err))) return rc;
@@ -232,6 +298,12 @@ int altar__kafka_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pms
   *pmsg = NULL;
   int rc = need_consumer(k, "consume", err);
   if (rc) return rc;
+  if (k->left) {
+    /* Still served (logs, stray fetch errors), never handed out. */
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, timeout_ms < 0 ? 1000 : timeout_ms);
+    if (m) rd_kafka_message_destroy(m);
+    return ALTAR_OK;
+  }
   rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, timeout_ms < 0 ? -1 : timeout_ms);
   if (!m) return ALTAR_OK;
   if (m->err) {
@@ -297,9 +369,14 @@ static int pause_resume(altar__kafka_t *k, bool pause, const altar_tp_t *parts, 
   int rc = need_consumer(k, what, err);
   if (!rc) rc = check_parts(what, parts, n, err);
   if (rc) return rc;
-  rd_kafka_topic_partition_list_t *l = to_list(parts, n, false);
-  rd_kafka_resp_err_t code =
-      pause ? rd_kafka_pause_partitions(k->cons, l) : rd_kafka_resume_partitions(k->cons, l);
+  rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n ? (int)n : 1);
+  for (size_t i = 0; i < n; i++) {
+    rd_kafka_topic_partition_t *a = assigning(k, parts[i].topic, parts[i].partition);
+    if (a) k->assigning_paused[a - k->assigning->elems] = pause; /* applied once assigned */
+    else rd_kafka_topic_partition_list_add(l, parts[i].topic, parts[i].partition);
+  }
+  rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
+  if (l->cnt) code = pause ? rd_kafka_pause_partitions(k->cons, l) : rd_kafka_resume_partitions(k->cons, l);
   for (int i = 0; !code && i < l->cnt; i++)
     if (l->elems[i].err) {
       rc = altar__kafka_err(k, err, l->elems[i].err, "%s %s [%d]", what, l->elems[i].topic,
@@ -331,6 +408,13 @@ int altar__kafka_seek(altar_transport_t *t, const char *topic, int32_t partition
   if (!owns(k, topic, partition))
     return altar_error_set(err, ALTAR_ESTATE, "seek %s [%d]: partition is not assigned to this consumer", topic,
                            (int)partition);
+  rd_kafka_topic_partition_t *a = assigning(k, topic, partition);
+  if (a) {
+    /* Inside the ASSIGN callback: this becomes the start offset. */
+    a->offset = offset;
+    pos_set(k, topic, partition, offset);
+    return ALTAR_OK;
+  }
   rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(l, topic, partition)->offset = offset;
   rd_kafka_error_t *e = rd_kafka_seek_partitions(k->cons, l, k->timeout_ms);
@@ -374,9 +458,16 @@ int altar__kafka_commit(altar_transport_t *t, const char *topic, int32_t partiti
                            (int)partition, mlen, ALTAR_COMMIT_METADATA_MAX);
   int64_t deadline = mono_ms() + k->timeout_ms;
   for (int attempt = 1;; attempt++) {
+    /* The offsets group fences nothing itself (no generation): only an
+     * owner commits, and never once its assignment was lost (the group may
+     * have given the partition to someone else already). */
     if (!owns(k, topic, partition))
       return altar_error_set(err, ALTAR_ESTATE,
                              "commit %s [%d]: partition is not assigned to this member of group %s", topic,
+                             (int)partition, k->group);
+    if (rd_kafka_assignment_lost(k->cons))
+      return altar_error_set(err, ALTAR_ESTATE,
+                             "commit %s [%d]: this member's assignment in group %s was lost", topic,
                              (int)partition, k->group);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_t *p = rd_kafka_topic_partition_list_add(l, topic, partition);
@@ -390,7 +481,13 @@ int altar__kafka_commit(altar_transport_t *t, const char *topic, int32_t partiti
       memcpy(p->metadata, metadata, mlen);
       p->metadata_size = mlen;
     }
-    rd_kafka_resp_err_t code = rd_kafka_commit(k->cons, l, 0);
+    altar_error_t se = {0};
+    rd_kafka_resp_err_t code = altar__kafka_store_commit(k, l, &se);
+    if (code == RD_KAFKA_RESP_ERR__INVALID_ARG && se.code) {
+      rd_kafka_topic_partition_list_destroy(l);
+      if (err) *err = se;
+      return se.code;
+    }
     if (!code && l->elems[0].err) code = l->elems[0].err;
     rd_kafka_topic_partition_list_destroy(l);
     if (!code) return ALTAR_OK;
@@ -465,7 +562,8 @@ int altar__kafka_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err
     if (at == ALTAR_OFFSET_INVALID && k->subscribed) {
       if (!committed) {
         committed = rd_kafka_topic_partition_list_copy(l);
-        code = rd_kafka_committed(k->cons, committed, k->timeout_ms);
+        altar_error_t ce = {0};
+        code = altar__kafka_committed_list(k, k->group, committed, k->timeout_ms, &ce);
         if (code) {
           rc = altar__kafka_err(k, err, code, "caught_up: committed offsets of group %s", k->group);
           break;
@@ -483,6 +581,44 @@ int altar__kafka_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err
   rd_kafka_topic_partition_list_destroy(l);
   if (!rc) *pdone = done;
   return rc;
+}
+
+/* ---- leave ---------------------------------------------------------------------- */
+
+static int assigned_count(altar__kafka_t *k) {
+  rd_kafka_topic_partition_list_t *l = NULL;
+  if (rd_kafka_assignment(k->cons, &l)) return -1;
+  int n = l->cnt;
+  rd_kafka_topic_partition_list_destroy(l);
+  return n;
+}
+
+int altar__kafka_leave(altar_transport_t *t, altar_error_t *err) {
+  altar__kafka_t *k = altar__kafka(t);
+  if (!k->cons || !k->subscribed || k->left) return ALTAR_OK;
+  /* Unsubscribing revokes everything (our rebalance_cb, served by the polls
+   * below) and then sends LeaveGroup, so the coordinator rebalances the
+   * others at once instead of waiting out session.timeout.ms. */
+  rd_kafka_resp_err_t code = rd_kafka_unsubscribe(k->cons);
+  if (code) return altar__kafka_err(k, err, code, "leave group %s", k->group);
+  k->left = true;
+  int64_t deadline = mono_ms() + k->close_timeout_ms;
+  int n;
+  while ((n = assigned_count(k)) != 0 && mono_ms() < deadline) {
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, 50);
+    if (m) rd_kafka_message_destroy(m); /* a record of a partition being given up */
+  }
+  /* LeaveGroup goes out once the unassignment is done: give the main thread
+   * a moment to send it before the caller goes on. */
+  for (int i = 0; i < 4; i++) {
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, 25);
+    if (m) rd_kafka_message_destroy(m);
+  }
+  altar__kafka_pos_clear(k);
+  if (n != 0)
+    return altar_error_set(err, ALTAR_ETIMEOUT, "leave group %s: %d partition(s) still assigned after %d ms",
+                           k->group, n, k->close_timeout_ms);
+  return ALTAR_OK;
 }
 
 /* ---- close ---------------------------------------------------------------------- */

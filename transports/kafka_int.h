@@ -20,6 +20,17 @@ typedef struct altar__kafka_pos {
   int64_t offset; /* next offset to read; may be ALTAR_OFFSET_BEGINNING/END */
 } altar__kafka_pos_t;
 
+/* A consumer handle of some group, never subscribed: reads that group's
+ * committed offsets, or commits to it (the offsets group). */
+typedef struct altar__kafka_spare {
+  rd_kafka_t *rk;
+  char *group;
+  uint64_t used;
+} altar__kafka_spare_t;
+#define ALTAR__KAFKA_SPARES 4
+/* Suffix of the group that holds a consumer group's offsets (kafka_admin.c). */
+#define ALTAR__KAFKA_OFFSETS_SUFFIX ".offsets"
+
 typedef struct altar__kafka {
   altar__kafka_secrets_t sec; /* secret values, scrubbed from every message */
   altar_transport_t *t;
@@ -30,6 +41,11 @@ typedef struct altar__kafka {
   rd_kafka_t *prod;           /* producer; also serves admin and metadata calls */
   rd_kafka_t *cons;           /* consumer, made by subscribe or assign */
   bool subscribed;
+  bool left;                  /* leave() ran: the group is left, consume reads nothing */
+  /* While the user's ASSIGN callback runs, before librdkafka is given the
+   * partitions: their start offsets (seek sets them) and pauses to apply. */
+  rd_kafka_topic_partition_list_t *assigning;
+  bool *assigning_paused;
   char *group;                /* the subscribed group, NULL otherwise */
   altar_rebalance_cb rb_cb;
   void *rb_ctx;
@@ -37,9 +53,9 @@ typedef struct altar__kafka {
   rd_kafka_topic_partition_list_t *assignment_store; /* backs assignment()'s topic strings */
   altar__kafka_pos_t *pos;
   size_t n_pos;
-  rd_kafka_t *peek;           /* spare consumer reading another group's commits */
-  char *peek_group;
-  pthread_mutex_t peek_lock;  /* guards peek, peek_group */
+  altar__kafka_spare_t spares[ALTAR__KAFKA_SPARES]; /* consumers of other groups (committed, offsets group) */
+  uint64_t spare_clock;
+  pthread_mutex_t peek_lock;  /* guards spares */
   pthread_mutex_t lock;       /* guards last_error (set from either serving thread) */
   char last_error[512];       /* last broker-level error, scrubbed; "" if none */
 } altar__kafka_t;
@@ -77,6 +93,20 @@ void altar__kafka_consumer_close(altar__kafka_t *k);
 /* kafka_consumer.c: forgets the known positions. */
 void altar__kafka_pos_clear(altar__kafka_t *k);
 
+/* kafka_admin.c: "<group>.offsets" into out, ALTAR_EINVAL when too long. */
+int altar__kafka_offsets_group(const char *group, char *out, size_t cap);
+/* kafka_admin.c: commits l (offsets, metadata) to the subscribed group's
+ * offsets group, synchronously. Fencing is the caller's. */
+rd_kafka_resp_err_t altar__kafka_store_commit(altar__kafka_t *k, rd_kafka_topic_partition_list_t *l,
+                                              altar_error_t *err);
+/* kafka_admin.c: l's committed offsets of group: the higher of the offsets
+ * group's and the group's own, per partition. */
+rd_kafka_resp_err_t altar__kafka_committed_list(altar__kafka_t *k, const char *group,
+                                                rd_kafka_topic_partition_list_t *l, int timeout_ms,
+                                                altar_error_t *err);
+/* kafka_admin.c: destroys the spare handles. */
+void altar__kafka_spares_close(altar__kafka_t *k);
+
 /* The operations, one file per concern. */
 int altar__kafka_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_error_t *err);
 int altar__kafka_poll(altar_transport_t *t, int timeout_ms);
@@ -108,5 +138,10 @@ int altar__kafka_commit(altar_transport_t *t, const char *topic, int32_t partiti
 int altar__kafka_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn,
                             altar_error_t *err);
 int altar__kafka_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
+int altar__kafka_leave(altar_transport_t *t, altar_error_t *err);
+
+/* transport op topic_members (kafka_members.c). */
+int altar__kafka_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,
+                               altar_error_t *err);
 
 #endif

@@ -190,7 +190,6 @@ static void kafka_free(altar__kafka_t *k) {
   free(k->group);
   altar_strmap_clear(&k->props);
   altar__kafka_secrets_clear(&k->sec);
-  free(k->peek_group);
   pthread_mutex_destroy(&k->lock);
   pthread_mutex_destroy(&k->peek_lock);
   free(k);
@@ -246,11 +245,7 @@ static int kafka_open(altar_transport_t *t, const altar_strmap_t *config, altar_
 static void kafka_close(altar_transport_t *t) {
   altar__kafka_t *k = altar__kafka(t);
   if (!k) return;
-  if (k->peek) {
-    rd_kafka_poll(k->peek, 0);
-    rd_kafka_destroy(k->peek);
-    k->peek = NULL;
-  }
+  altar__kafka_spares_close(k);
   altar__kafka_consumer_close(k);
   altar__kafka_producer_close(k);
   kafka_free(k);
@@ -277,4 +272,6 @@ const altar_transport_ops_t altar_transport_kafka_ops = {
     .committed = altar__kafka_committed,
     .assignment = altar__kafka_assignment,
     .caught_up = altar__kafka_caught_up,
+    .topic_members = altar__kafka_topic_members,
+    .leave = altar__kafka_leave,
 };

@@ -7,6 +7,11 @@
 #include <string.h>
 #include <time.h>
 
+static void sleep_ms(int64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
 static lreader_t *find_reader(local_t *l, const char *topic, int32_t partition) {
   local_consumer_t *c = &l->cons;
   if (c->group) {
@@ -23,7 +28,7 @@ static lreader_t *find_reader(local_t *l, const char *topic, int32_t partition) 
 int local_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n,
                     altar_rebalance_cb cb, void *ctx, altar_error_t *err) {
   local_t *l = t->impl;
-  if (l->cons.group || l->cons.n_assigned)
+  if (l->cons.group || l->cons.n_assigned || l->cons.left)
     return altar_error_set(err, ALTAR_ESTATE, "subscribe: this handle already consumes");
   l->cons.forced_check = false;
   return lgroup_join(t, &l->cfg, group, topics, n, cb, ctx, &l->cons.group, err);
@@ -65,15 +70,15 @@ int local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_
   return rc;
 }
 
-static void sleep_ms(int64_t ms) {
-  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 int local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err) {
   local_t *l = t->impl;
   local_consumer_t *c = &l->cons;
   *pmsg = NULL;
+  if (c->left) {
+    /* Left the group: nothing to read, but callers' loops keep their pace. */
+    if (timeout_ms > 0) sleep_ms(timeout_ms);
+    return 0;
+  }
   if (!c->group && !c->n_assigned)
     return altar_error_set(err, ALTAR_ESTATE, "consume: neither subscribed nor assigned");
   int64_t deadline = local_mono_ms() + (timeout_ms < 0 ? INT64_MAX / 4 : timeout_ms);
@@ -192,6 +197,19 @@ int local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err) {
     if (r->next_offset < e) return 0;
   }
   *pdone = true;
+  return 0;
+}
+
+int local_leave(altar_transport_t *t, altar_error_t *err) {
+  (void)err;
+  local_t *l = t->impl;
+  local_consumer_t *c = &l->cons;
+  if (!c->group) return 0; /* never subscribed, or left already */
+  /* Revokes through the callback, then drops the member file: the others
+   * see the change on their next membership check. */
+  lgroup_leave(t, c->group);
+  c->group = NULL;
+  c->left = true;
   return 0;
 }
 

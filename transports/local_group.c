@@ -1,12 +1,22 @@
 /* Consumer groups of the local log. Members announce themselves with a
  * file in groups/<g>/members they hold an flock on for their lifetime (the
- * kernel drops it when the process dies); a file whose lock can be taken
- * belongs to a dead member. Each member computes the same assignment from
- * the sorted live members (round robin over the sorted partitions of the
- * topics they subscribe) and owns a partition only while holding the flock
- * of groups/<g>/owners/<topic>.<partition>.lock, so two members never
- * consume one partition at once, and a survivor takes over on its next
- * check after a member leaves or dies. */
+ * kernel drops it when the process dies, so a kill -9 is seen on the next
+ * check); a file whose lock can be taken belongs to a dead member. A member
+ * owns a partition only while holding the flock of
+ * groups/<g>/owners/<topic>.<partition>.lock, whose content names it, so
+ * two members never consume one partition at once.
+ *
+ * Every member computes the same assignment from the same shared state: the
+ * live members (ids sort by start time, then pid), the topics each one
+ * subscribes (members may subscribe different topics: a topic's partitions
+ * are shared by the members that subscribe it), and who owns what now. It
+ * is sticky: per topic each member's share is n/m, the oldest members
+ * taking the remainder; an owner keeps what it holds up to its share, and
+ * only the rest moves, to the members short of theirs. So a join moves
+ * just the new member's share, a leave or death just the leaver's, and the
+ * members whose partitions stay never see a rebalance. Checks run every
+ * rebalance.check.ms (100 ms), and every 10 ms while a wanted partition is
+ * still held by its previous owner. */
 #include "transports/local_int.h"
 
 #include <dirent.h>
@@ -81,7 +91,9 @@ int lgroup_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
   g->dir = local_pathf("%s/groups/%s", cfg->dir, group);
   g->topics = calloc(n, sizeof *g->topics);
   static unsigned counter;
-  g->member_id = local_pathf("%010ld-%lld-%u", (long)getpid(), (long long)local_mono_ms(), ++counter);
+  /* Start time first, so ids sort oldest first (the oldest members take a
+   * topic's remainder, and a joiner takes its share from the others). */
+  g->member_id = local_pathf("%013lld-%010ld-%u", (long long)local_mono_ms(), (long)getpid(), ++counter);
   if (!g->group || !g->dir || !g->topics || !g->member_id) goto nomem;
   for (size_t i = 0; i < n; i++) {
     if (!(g->topics[i] = strdup(topics[i]))) goto nomem;
@@ -236,42 +248,108 @@ static bool has_topic(const member_t *m, const char *topic) {
   return false;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 typedef struct want {
   const char *topic;
   int32_t partition;
 } want_t;
 
-/* The partitions this member should own given the live members. */
-static int desired(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, member_t *ms,
-                   size_t nm, want_t **pw, size_t *pnw, altar_error_t *err) {
+#define OWNER_RECORD_MAX 128
+
+static char *owner_path(const lgroup_t *g, const char *topic, int32_t partition) {
+  return local_pathf("%s/owners/%s.%d.lock", g->dir, topic, (int)partition);
+}
+
+/* The member named in a partition's owner file ("" when none or unreadable). */
+static void recorded_owner(const lgroup_t *g, const char *topic, int32_t partition, char out[OWNER_RECORD_MAX]) {
+  out[0] = '\0';
+  char *lp = owner_path(g, topic, partition);
+  int fd = lp ? open(lp, O_RDONLY | O_CLOEXEC) : -1;
+  free(lp);
+  if (fd < 0) return;
+  ssize_t got = local_pread_full(fd, out, OWNER_RECORD_MAX - 1, 0);
+  close(fd);
+  if (got <= 0) {
+    out[0] = '\0';
+    return;
+  }
+  out[got] = '\0';
+  char *nl = strchr(out, '\n');
+  if (nl) *nl = '\0';
+  else out[0] = '\0'; /* torn: a record is written whole with its newline */
+}
+
+static bool owns_now(const lgroup_t *g, const char *topic, int32_t partition) {
+  for (size_t i = 0; i < g->n_owned; i++)
+    if (g->owned[i].partition == partition && !strcmp(g->owned[i].topic, topic)) return true;
+  return false;
+}
+
+/* The partitions this member should own, given the live members and who
+ * owns what (see the comment at the top). Only this member's topics matter
+ * to it; every member runs the same computation per topic. */
+static int desired(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, member_t *ms, size_t nm,
+                   want_t **pw, size_t *pnw, altar_error_t *err) {
   *pw = NULL;
   *pnw = 0;
-  /* Union of topics, sorted and unique. */
-  size_t nt = 0;
-  for (size_t i = 0; i < nm; i++) nt += ms[i].n_topics;
-  const char **ts = nt ? calloc(nt, sizeof *ts) : NULL;
-  if (nt && !ts) return altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
-  size_t k = 0;
-  for (size_t i = 0; i < nm; i++)
-    for (size_t j = 0; j < ms[i].n_topics; j++) ts[k++] = ms[i].topics[j];
-  if (nt) qsort(ts, nt, sizeof *ts, cmp_str);
   want_t *w = NULL;
   size_t nw = 0, cap = 0;
-  uint64_t counter = 0;
   const member_t **elig = nm ? calloc(nm, sizeof *elig) : NULL;
+  size_t *quota = nm ? calloc(nm, sizeof *quota) : NULL;
+  size_t *kept = nm ? calloc(nm, sizeof *kept) : NULL;
   int rc = 0;
-  for (size_t i = 0; i < nt && !rc; i++) {
-    if (i > 0 && !strcmp(ts[i], ts[i - 1])) continue;
+  if (nm && (!elig || !quota || !kept)) rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+  for (size_t ti = 0; ti < g->n_topics && !rc; ti++) {
+    const char *topic = g->topics[ti];
+    bool dup = false;
+    for (size_t tj = 0; tj < ti && !dup; tj++) dup = !strcmp(g->topics[tj], topic);
+    if (dup) continue;
     int32_t np = 0;
     altar_error_t e = {0};
-    if (local_topic_partitions(t, cfg, ts[i], &np, &e) != 0) continue; /* not created yet */
-    size_t ne = 0;
-    for (size_t m = 0; m < nm; m++)
-      if (has_topic(&ms[m], ts[i])) elig[ne++] = &ms[m];
-    for (int32_t p = 0; p < np; p++, counter++) {
-      if (strcmp(elig[counter % ne]->id, g->member_id) != 0) continue;
+    if (local_topic_partitions(t, cfg, topic, &np, &e) != 0 || np <= 0) continue; /* not created yet */
+    size_t ne = 0, me = SIZE_MAX;
+    for (size_t m = 0; m < nm; m++) {
+      if (!has_topic(&ms[m], topic)) continue;
+      if (!strcmp(ms[m].id, g->member_id)) me = ne;
+      elig[ne++] = &ms[m];
+    }
+    if (me == SIZE_MAX || ne == 0) continue;
+    int32_t *target = calloc((size_t)np, sizeof *target);
+    if (!target) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+      break;
+    }
+    for (size_t i = 0; i < ne; i++) {
+      quota[i] = (size_t)np / ne + (i < (size_t)np % ne ? 1 : 0);
+      kept[i] = 0;
+    }
+    /* Owners keep what they hold, up to their share. */
+    for (int32_t p = 0; p < np; p++) {
+      target[p] = -1;
+      size_t o = SIZE_MAX;
+      if (owns_now(g, topic, p)) {
+        o = me;
+      } else {
+        char rec[OWNER_RECORD_MAX];
+        recorded_owner(g, topic, p, rec);
+        for (size_t i = 0; rec[0] && i < ne && o == SIZE_MAX; i++)
+          if (i != me && !strcmp(elig[i]->id, rec)) o = i;
+      }
+      if (o != SIZE_MAX && kept[o] < quota[o]) {
+        target[p] = (int32_t)o;
+        kept[o]++;
+      }
+    }
+    /* The rest, in partition order, to the members short of their share. */
+    size_t i = 0;
+    for (int32_t p = 0; p < np; p++) {
+      if (target[p] >= 0) continue;
+      while (i < ne && kept[i] >= quota[i]) i++;
+      if (i == ne) break;
+      target[p] = (int32_t)i;
+      kept[i]++;
+    }
+    for (int32_t p = 0; p < np && !rc; p++) {
+      if (target[p] != (int32_t)me) continue;
       if (nw == cap) {
         size_t nc = cap ? cap * 2 : 8;
         want_t *nv = realloc(w, nc * sizeof *nv);
@@ -282,12 +360,13 @@ static int desired(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, me
         w = nv;
         cap = nc;
       }
-      /* ts[i] points into ms, which outlives the use of w. */
-      w[nw++] = (want_t){ts[i], p};
+      w[nw++] = (want_t){topic, p}; /* topic points into g, which outlives w */
     }
+    free(target);
   }
   free(elig);
-  free(ts);
+  free(quota);
+  free(kept);
   if (rc) {
     free(w);
     return rc;
@@ -298,7 +377,12 @@ static int desired(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, me
 }
 
 static void release(lowned_t *o) {
-  if (o->lock_fd >= 0) close(o->lock_fd);
+  if (o->lock_fd >= 0) {
+    /* Cleared while still locked, so nobody reads us as its owner after;
+     * should that fail, the name is ignored once this member is gone. */
+    if (ftruncate(o->lock_fd, 0) != 0) errno = 0;
+    close(o->lock_fd);
+  }
   lreader_free(o->reader);
   free(o->topic);
   memset(o, 0, sizeof *o);
@@ -360,7 +444,7 @@ int lgroup_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool
     for (size_t i = 0; i < g->n_owned && !have; i++)
       have = w[j].partition == g->owned[i].partition && !strcmp(w[j].topic, g->owned[i].topic);
     if (have) continue;
-    char *lp = local_pathf("%s/owners/%s.%d.lock", g->dir, w[j].topic, (int)w[j].partition);
+    char *lp = owner_path(g, w[j].topic, w[j].partition);
     int fd = lp ? open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
     free(lp);
     if (fd < 0) continue;
@@ -370,6 +454,12 @@ int lgroup_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool
       g->next_check_ms = now + 10;
       continue;
     }
+    /* Name ourselves, whole, in one write: the others' assignment reads it. */
+    char rec[OWNER_RECORD_MAX];
+    int rl = snprintf(rec, sizeof rec, "%s\n", g->member_id);
+    if (ftruncate(fd, 0) != 0 || rl <= 0 || (size_t)rl >= sizeof rec || pwrite(fd, rec, (size_t)rl, 0) != rl)
+      altar_transport_log(t, 4, "group %s: cannot record the owner of %s/%d: %s", g->group, w[j].topic,
+                          (int)w[j].partition, strerror(errno));
     lowned_t *no = realloc(g->owned, (g->n_owned + 1) * sizeof *no);
     if (!no) {
       close(fd);

@@ -4,7 +4,7 @@
  *   topics/<topic>/<partition>/<base offset, 20 digits>.log   segments
  *   topics/<topic>/<partition>/append.lock                    appenders' flock
  *   groups/<group>/members/<member id>.member                 held (flock) by a live member
- *   groups/<group>/owners/<topic>.<partition>.lock            held by the partition's owner
+ *   groups/<group>/owners/<topic>.<partition>.lock            held (flock) by the partition's owner, naming it
  *   groups/<group>/offsets/<topic>.<partition>                committed offset + metadata
  *   tmp/                                                      staging for atomic creates
  *
@@ -273,6 +273,7 @@ typedef struct local_consumer {
   size_t n_assigned;
   size_t rr;
   bool forced_check;
+  bool left; /* left the group (leave): consume returns nothing */
 } local_consumer_t;
 
 typedef struct local {
@@ -302,6 +303,11 @@ int local_committed(altar_transport_t *t, const char *group, const char *topic, 
                     int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err);
 int local_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err);
 int local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
+int local_leave(altar_transport_t *t, altar_error_t *err);
 void local_consumer_close(altar_transport_t *t);
+
+/* transport op topic_members (local_members.c). */
+int altar__local_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,
+                               altar_error_t *err);
 
 #endif

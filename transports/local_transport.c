@@ -116,4 +116,6 @@ const altar_transport_ops_t altar_transport_local_ops = {
     .assignment = local_assignment,
     .caught_up = local_caught_up,
     .lag = NULL,
+    .topic_members = altar__local_topic_members,
+    .leave = local_leave,
 };

@@ -250,3 +250,10 @@ int altar_transport_default_lag(altar_transport_t *t, const char *group, const c
   *plist = out;
   return 0;
 }
+
+/* ---- default leave ------------------------------------------------------ */
+
+int altar_transport_default_leave(altar_transport_t *t, altar_error_t *err) {
+  return altar_error_set(err, ALTAR_ENOTSUP, "%s: leave not supported (close the transport to leave)",
+                         t->ops->name);
+}

@@ -23,6 +23,8 @@ typedef struct part {
   size_t head, n, cap;
   range_t *prior;  /* finished in an earlier life, from the metadata; ascending */
   size_t n_prior;
+  int64_t prior_base;     /* the committed offset read at assign (-1: none) */
+  int64_t prior_held_end; /* unfinished offsets in [prior_base, this) were held (v2); -1: none */
   int64_t last_offset; /* last commit point returned */
   char *last_meta;
 } part_t;
@@ -59,19 +61,32 @@ bool altar_offset_tracker_assigned(const altar_offset_tracker_t *t, const char *
   return find(t, topic, partition) != NULL;
 }
 
-/* Parses "o1:a,b-c,…" relative to base into absolute ranges. Returns false on
- * any malformation (the caller then ignores the metadata). */
-static bool parse_meta(const char *meta, int64_t base, range_t **pout, size_t *pn) {
+/* Parses "o1:a,b-c,…" or "o2:a,b-c,…/n" relative to base into absolute
+ * ranges and the held bound (*pheld_end, -1 when none). Returns false on any
+ * malformation (the caller then ignores the metadata). */
+static bool parse_meta(const char *meta, int64_t base, range_t **pout, size_t *pn, int64_t *pheld_end) {
   *pout = NULL;
   *pn = 0;
+  *pheld_end = -1;
   if (!meta || !*meta) return true;
-  if (strncmp(meta, "o1:", 3) != 0 || strlen(meta) > ALTAR_OFFSET_META_MAX) return false;
+  bool v2 = strncmp(meta, "o2:", 3) == 0;
+  if ((!v2 && strncmp(meta, "o1:", 3) != 0) || strlen(meta) > ALTAR_OFFSET_META_MAX) return false;
   const char *s = meta + 3;
-  if (!*s) return true;
+  const char *slash = v2 ? strchr(s, '/') : NULL;
+  int64_t held_end = -1;
+  if (v2) {
+    /* the held count: digits only, >= 1, after the last range */
+    if (!slash || slash[1] < '0' || slash[1] > '9') return false;
+    char *end;
+    errno = 0;
+    long long h = strtoll(slash + 1, &end, 10);
+    if (errno || *end || h < 1 || h > INT64_MAX - base) return false;
+    held_end = base + h;
+  }
   range_t *out = NULL;
   size_t n = 0, cap = 0;
   int64_t prev_hi = -1;
-  while (*s) {
+  while (*s && s != slash) {
     char *end;
     errno = 0;
     long long a = strtoll(s, &end, 10);
@@ -87,8 +102,8 @@ static bool parse_meta(const char *meta, int64_t base, range_t **pout, size_t *p
     }
     if (*s == ',') {
       s++;
-      if (!*s) goto bad;
-    } else if (*s) {
+      if (!*s || s == slash) goto bad;
+    } else if (*s && s != slash) {
       goto bad;
     }
     if (a > INT64_MAX - base || b > INT64_MAX - base || (int64_t)a <= prev_hi) goto bad;
@@ -103,6 +118,7 @@ static bool parse_meta(const char *meta, int64_t base, range_t **pout, size_t *p
   }
   *pout = out;
   *pn = n;
+  *pheld_end = held_end;
   return true;
 bad:
   free(out);
@@ -126,7 +142,9 @@ int altar_offset_tracker_assign(altar_offset_tracker_t *t, const char *topic, in
   p->partition = partition;
   p->next = committed >= 0 ? committed : -1;
   p->last_offset = -2; /* never returned */
-  if (committed >= 0 && !parse_meta(metadata, committed, &p->prior, &p->n_prior)) {
+  p->prior_base = committed >= 0 ? committed : -1;
+  p->prior_held_end = -1;
+  if (committed >= 0 && !parse_meta(metadata, committed, &p->prior, &p->n_prior, &p->prior_held_end)) {
     altar_error_set(err, ALTAR_OK, "%s[%" PRId32 "]: ignoring malformed commit metadata", topic, partition);
   }
   t->n++;
@@ -154,6 +172,13 @@ bool altar_offset_tracker_already_done(const altar_offset_tracker_t *t, const ch
     else return true;
   }
   return false;
+}
+
+bool altar_offset_tracker_held(const altar_offset_tracker_t *t, const char *topic, int32_t partition,
+                               int64_t offset) {
+  const part_t *p = find(t, topic, partition);
+  return p && p->prior_base >= 0 && offset >= p->prior_base && offset < p->prior_held_end &&
+         !altar_offset_tracker_already_done(t, topic, partition, offset);
 }
 
 int altar_offset_tracker_seen(altar_offset_tracker_t *t, const char *topic, int32_t partition, int64_t offset) {
@@ -239,8 +264,15 @@ int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *top
   }
   size_t len = 0;
   meta[0] = 0;
-  if (base >= 0) {
-    memcpy(meta, "o1:", 4);
+  /* Held: what this worker read and has not finished, and what an earlier
+   * owner held that it has not read yet (carried on). */
+  int64_t held_end = p->next;
+  if (p->prior_held_end > held_end) held_end = p->prior_held_end;
+  bool held = base >= 0 && held_end > base && (p->head < p->n || p->prior_held_end > base);
+  size_t room = metasz;
+  if (held) room = metasz > 24 ? metasz - 24 : 0; /* "/" and the count always fit */
+  if (base >= 0 && room >= 8) {
+    memcpy(meta, held ? "o2:" : "o1:", 4);
     len = 3;
     bool first = true, full = false;
     /* Merge this life's finished entries with prior-life ranges not yet re-seen. */
@@ -267,15 +299,16 @@ int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *top
         if (hi > run_hi) run_hi = hi;
         continue;
       }
-      if (run_lo >= 0 && !put_range(meta, metasz, &len, &first, base, run_lo, run_hi)) {
+      if (run_lo >= 0 && !put_range(meta, room, &len, &first, base, run_lo, run_hi)) {
         full = true; /* the rest is left out: those jobs run again, none is lost */
         break;
       }
       run_lo = lo;
       run_hi = hi;
     }
-    if (!full && run_lo >= 0) put_range(meta, metasz, &len, &first, base, run_lo, run_hi);
-    if (first) meta[0] = 0; /* no ranges: empty metadata */
+    if (!full && run_lo >= 0) put_range(meta, room, &len, &first, base, run_lo, run_hi);
+    if (held) snprintf(meta + len, metasz - len, "/%" PRId64, held_end - base);
+    else if (first) meta[0] = 0; /* no ranges: empty metadata */
   }
   bool changed = base != p->last_offset || !p->last_meta || strcmp(p->last_meta, meta) != 0;
   if (changed) {

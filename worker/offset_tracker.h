@@ -5,11 +5,23 @@
  * The committed offset is always the lowest unfinished job of the partition
  * (or one past the last seen when none is unfinished); finished offsets above
  * it travel in the commit metadata as ranges relative to it:
- *   "o1:" followed by comma-separated "a" or "a-b" (inclusive, a,b >= 1 and
+ *   "o1:" followed by comma-separated "a" or "a-b" (inclusive, a,b >= 0 and
  *   relative to the committed offset), e.g. "o1:1-4,7".
- * The metadata is bounded by ALTAR_OFFSET_META_MAX; when ranges would not fit,
- * the highest ones are left out, so those jobs run again (safe: a rerun is
- * submitted under the same task key) rather than being skipped wrongly.
+ * When jobs are still unfinished (held: running under this worker, or
+ * waited for because an earlier owner holds them), version 2 adds how far
+ * this worker had read, relative to the committed offset:
+ *   "o2:" ranges "/" n, e.g. "o2:1-4,7/9" or "o2:/3": every offset in
+ *   [committed, committed + n) that no range lists is held, and a later
+ *   owner must not start it while its holder lives (worker.c waits for the
+ *   holder's control messages). Version 1 is written when nothing is held,
+ *   so an older reader still reads it; both versions are read.
+ * The metadata is bounded by ALTAR_OFFSET_META_MAX; n always fits (room is
+ * kept for it). When ranges would not fit, the highest are left out. Below
+ * the held bound that makes a finished job count as held: the next owner
+ * waits a lease timeout for news of it, then runs it again; above it the job
+ * runs again at once. Either way a job is run again rather than skipped
+ * wrongly, and a held job is never started a second time while its holder
+ * is alive.
  *
  * Not thread-safe: the worker's main loop owns it. */
 #ifndef ALTAR_WORKER_OFFSET_TRACKER_H
@@ -44,6 +56,12 @@ bool altar_offset_tracker_assigned(const altar_offset_tracker_t *t, const char *
  * calls altar_offset_tracker_seen + _finished for it. */
 bool altar_offset_tracker_already_done(const altar_offset_tracker_t *t, const char *topic,
                                        int32_t partition, int64_t offset);
+/* True when the job at offset was held by an earlier owner according to
+ * the metadata read at assign (unfinished below its held bound, see above):
+ * the caller must wait for its holder rather than start it. */
+bool altar_offset_tracker_held(const altar_offset_tracker_t *t, const char *topic, int32_t partition,
+                               int64_t offset);
+
 /* Records that the job at offset was consumed. Offsets of one partition must
  * arrive in increasing order (ALTAR_EINVAL otherwise; a rewind needs revoke +
  * assign). ALTAR_ENOTFOUND when the partition is not assigned. */

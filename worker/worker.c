@@ -1,9 +1,13 @@
 /* The worker loop: intake gated by slots, bulk polling, status events,
- * commits up to the lowest unfinished job, drain and release. */
+ * commits up to the lowest unfinished job, handover of revoked partitions
+ * (held tasks, control messages, waiting for a holder), drain and release
+ * on stop. */
 #include "worker.h"
 
 #include "altar/codec.h"
+#include "altar/pools.h"
 #include "offset_tracker.h"
+#include "worker/intake.h"
 #include "worker_metrics.h"
 
 #include <errno.h>
@@ -28,13 +32,23 @@ typedef struct wtask {
   altar_state_t state;
   bool terminal_sent; /* terminal event produced, waiting for its ack */
   bool acked;         /* terminal event acknowledged: the job is done */
-  bool released;      /* handed back on revoke/stop (already cancelled) */
+  bool released;      /* handed back at a stop's deadline (already cancelled) */
+  bool held;          /* its partition was revoked: runs on here for handover */
 } wtask_t;
+
+/* A job another worker holds (the partition's metadata says so): kept,
+ * not started, until its holder says it is done or released, or is taken
+ * for dead at deadline_ms. */
+typedef struct waiting {
+  altar_msg_t *msg;
+  int64_t deadline_ms; /* 0: released, start as soon as a slot is free */
+} waiting_t;
 
 /* One produced record waiting for its delivery report. */
 typedef struct pending {
   struct worker *w;
   char *topic;
+  int32_t partition; /* ALTAR_PARTITION_ANY, or explicit (control messages) */
   char *key;
   altar_buf_t value;
   altar_header_t headers[3];
@@ -56,6 +70,13 @@ typedef struct assigned {
   int32_t partition;
 } assigned_t;
 
+/* A pool this worker's backend serves, and the jobs topic it reads for it. */
+typedef struct wpool {
+  char *name; /* capacity key: ALTAR_POOL_CPU or a GPU pool */
+  char *topic;
+  bool paused;
+} wpool_t;
+
 typedef struct worker {
   const altar_worker_opts_t *o;
   char worker_id[256];
@@ -65,7 +86,15 @@ typedef struct worker {
   size_t n_tasks, cap_tasks;
   assigned_t *parts;
   size_t n_parts, cap_parts;
-  bool paused;
+  waiting_t *waits;
+  size_t n_waits, cap_waits;
+  int lease_interval_ms, lease_timeout_ms;
+  int64_t next_lease;
+  bool paused;        /* every pool's topic paused */
+  wpool_t *pools;
+  size_t n_pools;
+  altar_capacity_t cap; /* the backend's last report, less what started since */
+  altar__intake_ctx_t intake;
   size_t outstanding; /* produced, not yet reported */
   uint64_t finished_jobs;
   altar_worker_stats_t stats;
@@ -152,7 +181,7 @@ static void pending_free(pending_t *p) {
 static int pending_send(worker_t *w, pending_t *p) {
   altar_produce_rec_t rec = {
       .topic = p->topic,
-      .partition = ALTAR_PARTITION_ANY,
+      .partition = p->partition,
       .key = p->key,
       .key_len = p->key ? strlen(p->key) : 0,
       .value = p->value.data,
@@ -178,6 +207,7 @@ static pending_t *pending_new(worker_t *w, const char *topic, const char *key) {
   pending_t *p = calloc(1, sizeof *p);
   if (!p) return NULL;
   p->w = w;
+  p->partition = ALTAR_PARTITION_ANY;
   p->topic = strdup(topic);
   p->key = key ? strdup(key) : NULL;
   if (!p->topic || (key && !p->key)) {
@@ -194,6 +224,43 @@ static int pending_add_header(pending_t *p, const char *name, const char *value)
   p->hbuf[p->n_headers] = v;
   p->headers[p->n_headers] = (altar_header_t){name, v, strlen(v)};
   p->n_headers++;
+  return ALTAR_OK;
+}
+
+/* ---- control messages (handover) ---------------------------------------- */
+
+/* Writes a control message about offsets of topic/partition to that very
+ * partition, so whoever owns it reads it in order behind the jobs. */
+static int send_control(worker_t *w, const char *topic, int32_t partition, altar_control_event_t ev,
+                        const int64_t *offs, size_t n) {
+  for (size_t at = 0; at < n || (at == 0 && n == 0); at += ALTAR_CONTROL_MAX_OFFSETS) {
+    size_t k = n - at < ALTAR_CONTROL_MAX_OFFSETS ? n - at : ALTAR_CONTROL_MAX_OFFSETS;
+    altar_control_msg_t c = {
+        .v = ALTAR_SCHEMA_VERSION,
+        .event = ev,
+        .partition = partition,
+        .offsets = (int64_t *)(offs + at),
+        .n_offsets = k,
+        .lease_s = ev == ALTAR_CTL_LEASE ? w->lease_interval_ms / 1000.0 : 0,
+        .worker = w->worker_id,
+        .ts = now_s(),
+    };
+    pending_t *p = pending_new(w, topic, NULL);
+    if (!p) {
+      set_fatal(w, ALTAR_ENOMEM, "writing a control message", NULL);
+      return ALTAR_ENOMEM;
+    }
+    p->partition = partition;
+    altar_error_t e = {0};
+    int rc = altar_encode_control(&c, &p->value, &e);
+    if (!rc) rc = pending_send(w, p);
+    if (rc) {
+      pending_free(p);
+      set_fatal(w, rc, "writing a control message", &e);
+      return rc;
+    }
+    if (n == 0) break;
+  }
   return ALTAR_OK;
 }
 
@@ -219,7 +286,10 @@ static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *
   if (p->is_status) w->stats.status_events++;
   if (p->task) p->task->acked = true;
   if (p->finishes) {
-    altar_offset_tracker_finished(w->tracker, p->src_topic, p->src_partition, p->src_offset);
+    /* Not ours to finish (the partition moved on): tell its owner, who
+     * waits for this job instead of running it. */
+    if (altar_offset_tracker_finished(w->tracker, p->src_topic, p->src_partition, p->src_offset) != ALTAR_OK)
+      send_control(w, p->src_topic, p->src_partition, ALTAR_CTL_DONE, &p->src_offset, 1);
     w->finished_jobs++;
   }
   pending_free(p);
@@ -242,11 +312,31 @@ static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kin
       .source = {true, task->topic, task->partition, task->offset},
       .ts = now_s(),
   };
+  /* A failure's detail is cut to its bound (pools.h), so the event fits
+   * whenever its spec passed intake. */
+  altar_failure_t cut;
+  char detail[ALTAR_BOUND_DETAIL + 1];
+  if (failure && failure->detail && strlen(failure->detail) > ALTAR_BOUND_DETAIL) {
+    cut = *failure;
+    snprintf(detail, sizeof detail, "%s", failure->detail);
+    size_t n = ALTAR_BOUND_DETAIL;
+    while (n && ((unsigned char)detail[n] & 0xC0) == 0x80) n--;
+    detail[n] = 0;
+    cut.detail = detail;
+    ev.failure = &cut;
+  }
   pending_t *p = pending_new(w, w->o->topics->status, task->status_key);
   if (!p) return ALTAR_ENOMEM;
   altar_error_t e = {0};
-  int rc = altar_encode_status(&ev, &p->value, &e);
+  bool reduced = false;
+  int rc = altar__intake_encode_status(w->o->groups, &ev, &p->value, &reduced, &e);
+  if (!rc && reduced) {
+    w->stats.reduced_events++;
+    wlog(w, "status event of %s sent without its spec and most labels: in full it exceeds %u bytes", task->task_key,
+         ALTAR_MAX_MESSAGE);
+  }
   if (rc) {
+    /* Not the message's fault (out of memory): the worker cannot go on. */
     pending_free(p);
     set_fatal(w, rc, "encoding a status event", &e);
     return rc;
@@ -273,7 +363,9 @@ static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kin
 
 /* ---- the dead-letter queue --------------------------------------------- */
 
-static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason) {
+/* finishes: the copy's ack finishes the job's offset (the DLQ is its only
+ * outcome); false when a failed status event is its outcome. */
+static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason, bool finishes) {
   pending_t *p = pending_new(w, w->o->topics->dlq, NULL);
   if (!p) {
     set_fatal(w, ALTAR_ENOMEM, "dead-lettering", NULL);
@@ -292,7 +384,7 @@ static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason) {
     set_fatal(w, ALTAR_ENOMEM, "dead-lettering", NULL);
     return;
   }
-  p->finishes = true;
+  p->finishes = finishes;
   p->src_topic = strdup(m->topic);
   p->src_partition = m->partition;
   p->src_offset = m->offset;
@@ -302,7 +394,7 @@ static void dead_letter(worker_t *w, const altar_msg_t *m, const char *reason) {
     return;
   }
   w->stats.dead_lettered++;
-  wlog(w, "dead-lettered %s: %s", src, reason);
+  if (finishes) wlog(w, "dead-lettered %s: %s", src, reason);
 }
 
 /* ---- tasks ---------------------------------------------------------------- */
@@ -375,52 +467,189 @@ static void fail_before_run(worker_t *w, wtask_t *t, const char *reason, const c
   altar_failure_free(f);
 }
 
-static void handle_job(worker_t *w, const altar_msg_t *m) {
-  w->stats.consumed++;
-  int rc = altar_offset_tracker_seen(w->tracker, m->topic, m->partition, m->offset);
-  if (rc) {
-    wlog(w, "ignoring %s/%" PRId32 "/%" PRId64 ": %s", m->topic, m->partition, m->offset,
-         rc == ALTAR_ENOTFOUND ? "partition not assigned" : "offset out of order");
+/* ---- pools and slot gating --------------------------------------------- */
+
+/* Pauses or resumes the owned partitions of one topic. */
+static bool set_topic_paused(worker_t *w, const char *topic, bool paused) {
+  altar_tp_t *tps = calloc(w->n_parts ? w->n_parts : 1, sizeof *tps);
+  if (!tps) return false;
+  size_t n = 0;
+  for (size_t i = 0; i < w->n_parts; i++)
+    if (!strcmp(w->parts[i].topic, topic))
+      tps[n++] = (altar_tp_t){w->parts[i].topic, w->parts[i].partition, ALTAR_OFFSET_INVALID};
+  altar_error_t e = {0};
+  int rc = !n ? ALTAR_OK
+              : paused ? altar_transport_pause(w->o->transport, tps, n, &e)
+                       : altar_transport_resume(w->o->transport, tps, n, &e);
+  free(tps);
+  if (rc) wlog(w, "%s %s failed: %s", paused ? "pause" : "resume", topic, e.msg);
+  return rc == ALTAR_OK;
+}
+
+static int64_t pool_free(const worker_t *w, const char *pool) {
+  if (!w->cap.n) return INT64_MAX; /* a backend without a report: slots alone gate */
+  altar_resources_t r = {.gpu = strcmp(pool, ALTAR_POOL_CPU) ? (char *)pool : NULL, .count = 1};
+  return altar_capacity_free_for(&w->cap, &r);
+}
+
+/* Slot gating per pool: a pool's topic is paused while every worker slot
+ * is busy or its pool has no free slot (Capacity.free_for), so one full
+ * pool never stops the others. */
+static void update_gates(worker_t *w) {
+  bool all_busy = in_flight(w) >= (size_t)w->o->slots, all_paused = true;
+  for (size_t i = 0; i < w->n_pools; i++) {
+    wpool_t *p = &w->pools[i];
+    bool full = all_busy || pool_free(w, p->name) <= 0;
+    if (full != p->paused && set_topic_paused(w, p->topic, full)) p->paused = full;
+    all_paused &= p->paused;
+  }
+  w->paused = all_paused;
+}
+
+/* Newly assigned partitions of a paused pool start paused. */
+static void gate_assigned(worker_t *w, const altar_tp_t *parts, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < w->n_pools; k++)
+      if (w->pools[k].paused && !strcmp(w->pools[k].topic, parts[i].topic)) {
+        altar_error_t e = {0};
+        altar_transport_pause(w->o->transport, &parts[i], 1, &e);
+      }
+}
+
+static void refresh_capacity(worker_t *w) {
+  altar_capacity_t c;
+  altar_error_t e = {0};
+  if (altar_backend_capacity(w->o->backend, &c, &e) == ALTAR_OK) {
+    altar_capacity_clear(&w->cap);
+    w->cap = c;
+  } else {
+    altar_capacity_clear(&c);
+  }
+}
+
+/* One slot of the started task's pool is taken until the next report. */
+static void capacity_took(worker_t *w, const altar_resources_t *r) {
+  const char *pool = r->gpu ? r->gpu : ALTAR_POOL_CPU;
+  int64_t f = pool_free(w, pool);
+  if (w->cap.n && f != INT64_MAX) altar_capacity_set(&w->cap, pool, f > 0 ? f - 1 : 0);
+}
+
+static void pools_free(worker_t *w) {
+  for (size_t i = 0; i < w->n_pools; i++) {
+    free(w->pools[i].name);
+    free(w->pools[i].topic);
+  }
+  free(w->pools);
+  w->pools = NULL;
+  w->n_pools = 0;
+  altar_capacity_clear(&w->cap);
+}
+
+/* The pools the backend serves (its capacity report; none reported: the
+ * CPU pool) and their jobs topics, created when missing. */
+static int pools_setup(worker_t *w, altar_error_t *err) {
+  refresh_capacity(w);
+  size_t n = w->cap.n ? w->cap.n : 1;
+  w->pools = calloc(n, sizeof *w->pools);
+  if (!w->pools) return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+  for (size_t i = 0; i < n; i++) {
+    const char *name = w->cap.n ? w->cap.pools[i] : ALTAR_POOL_CPU;
+    char topic[512];
+    altar_error_t e = {0};
+    if (altar_pool_topic(w->o->topics->jobs, name, topic, sizeof topic, &e) != ALTAR_OK) {
+      wlog(w, "not serving pool '%.64s': %s", name, e.msg);
+      continue;
+    }
+    wpool_t *p = &w->pools[w->n_pools];
+    if (!(p->name = strdup(name)) || !(p->topic = strdup(topic))) {
+      free(p->name);
+      return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+    }
+    w->n_pools++;
+    int rc = altar_transport_create_topic(w->o->transport, topic,
+                                          w->o->topic_partitions > 0 ? w->o->topic_partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS, &e);
+    if (rc && rc != ALTAR_EEXIST) return altar_error_set(err, rc, "worker: creating %s: %s", topic, e.msg);
+  }
+  if (!w->n_pools) return altar_error_set(err, ALTAR_EINVAL, "worker: the backend serves no pool with a valid name");
+  return ALTAR_OK;
+}
+
+/* A job whose identity we can read but will not run (intake.h): a DLQ copy
+ * for operators, and a failed record under a handle of its own, so the
+ * ledger has its outcome and its group settles by on_failed. Only the
+ * failed event's ack finishes the offset. */
+static void refuse_job(worker_t *w, wtask_t *t, const altar_msg_t *m, const altar__intake_t *in) {
+  char reason[sizeof in->detail + 64];
+  snprintf(reason, sizeof reason, "%s: %s", in->reason, in->detail);
+  dead_letter(w, m, reason, false);
+  t->partition = m->partition;
+  t->offset = m->offset;
+  t->state = ALTAR_STATE_PENDING;
+  memcpy(t->task_key, in->task_key, sizeof t->task_key);
+  char ext[ALTAR_TASK_KEY_LEN + 16];
+  snprintf(ext, sizeof ext, "refused-%s", t->task_key);
+  if (tasks_push(w, t) != ALTAR_OK) {
+    task_free(t);
+    set_fatal(w, ALTAR_ENOMEM, "refusing a job", NULL);
     return;
   }
-  if (altar_offset_tracker_already_done(w->tracker, m->topic, m->partition, m->offset)) {
-    altar_offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset);
-    w->stats.skipped++;
+  if (altar_handle_init_for_spec(&t->handle, altar_backend_name(w->o->backend), ext, t->spec) ||
+      !(t->status_key = status_key_for(w, t->spec, &t->handle, t->task_key))) {
+    set_fatal(w, ALTAR_ENOMEM, "refusing a job", NULL);
     return;
   }
-  char reason[ALTAR_ERRMSG_MAX + 64];
+  w->stats.refused++;
+  wlog(w, "refused %s/%" PRId32 "/%" PRId64 " (%s): %s", m->topic, m->partition, m->offset, in->reason, in->detail);
+  fail_before_run(w, t, in->reason, in->detail, true);
+  /* Never a backend task: nothing to reap. */
+  free(t->handle.external_id);
+  t->handle.external_id = strdup("");
+}
+
+static void handle_control(worker_t *w, const altar_msg_t *m);
+
+/* Runs one job message already seen by the tracker (a poison one goes to
+ * the DLQ, a control message is obeyed). */
+static void start_job(worker_t *w, const altar_msg_t *m) {
+  int rc;
   if (!m->value || m->value_len == 0) {
-    dead_letter(w, m, "empty message");
+    dead_letter(w, m, "empty message", true);
     return;
   }
   if (m->value_len > ALTAR_MAX_MESSAGE) {
+    char reason[128];
     snprintf(reason, sizeof reason, "message too large: %zu bytes (limit %u)", m->value_len, ALTAR_MAX_MESSAGE);
-    dead_letter(w, m, reason);
+    dead_letter(w, m, reason, true);
     return;
   }
-  altar_job_msg_t job = {0};
-  altar_error_t e = {0};
-  if (altar_decode_job(m->value, m->value_len, &job, &e) != ALTAR_OK) {
-    snprintf(reason, sizeof reason, "undecodable job: %s", e.msg);
-    altar_job_msg_clear(&job);
-    dead_letter(w, m, reason);
-    return;
-  }
-  if (altar_spec_validate(&job.spec, &e) != ALTAR_OK ||
-      altar_backend_check_resources(w->o->backend, &job.spec.resources, &e) != ALTAR_OK) {
-    snprintf(reason, sizeof reason, "invalid spec: %s", e.msg);
-    altar_job_msg_clear(&job);
-    dead_letter(w, m, reason);
+  altar__intake_t in;
+  altar__intake_classify(&w->intake, m, &in);
+  if (in.verdict == ALTAR__INTAKE_DLQ) {
+    /* Only a message that is no job is looked at twice. */
+    char type[16];
+    if (altar_peek_type(m->value, m->value_len, type, sizeof type) == ALTAR_OK && !strcmp(type, "control")) {
+      altar__intake_clear(&in);
+      handle_control(w, m);
+      return;
+    }
+    dead_letter(w, m, in.detail, true);
+    altar__intake_clear(&in);
     return;
   }
   wtask_t *t = calloc(1, sizeof *t);
-  if (!t || !(t->spec = altar_spec_dup(&job.spec)) || !(t->topic = strdup(m->topic))) {
+  if (!t || !(t->spec = altar_spec_dup(&in.job.spec)) || !(t->topic = strdup(m->topic))) {
     task_free(t);
-    altar_job_msg_clear(&job);
+    altar__intake_clear(&in);
     set_fatal(w, ALTAR_ENOMEM, "accepting a job", NULL);
     return;
   }
-  altar_job_msg_clear(&job);
+  if (in.verdict == ALTAR__INTAKE_REFUSE) {
+    refuse_job(w, t, m, &in);
+    altar__intake_clear(&in);
+    return;
+  }
+  altar__intake_clear(&in);
+  altar_error_t e = {0};
   t->partition = m->partition;
   t->offset = m->offset;
   t->state = ALTAR_STATE_PENDING;
@@ -457,7 +686,156 @@ static void handle_job(worker_t *w, const altar_msg_t *m) {
     return;
   }
   w->stats.submitted++;
+  capacity_took(w, &t->spec->resources);
   emit_status(w, t, ALTAR_EV_SUBMITTED, ALTAR_STATE_PENDING, NULL, true, false);
+}
+
+/* ---- waiting for another worker's held jobs ------------------------------ */
+
+static waiting_t *wait_find(worker_t *w, const char *topic, int32_t partition, int64_t offset) {
+  for (size_t i = 0; i < w->n_waits; i++) {
+    const altar_msg_t *m = w->waits[i].msg;
+    if (m->offset == offset && m->partition == partition && !strcmp(m->topic, topic)) return &w->waits[i];
+  }
+  return NULL;
+}
+
+/* Removes a wait; returns its message (the caller frees it). */
+static altar_msg_t *wait_take(worker_t *w, waiting_t *x) {
+  altar_msg_t *m = x->msg;
+  *x = w->waits[--w->n_waits];
+  return m;
+}
+
+/* Forgets the waits of a revoked partition (its next owner reads them from
+ * the held bound this worker committed). */
+static void waits_drop(worker_t *w, const char *topic, int32_t partition) {
+  for (size_t i = 0; i < w->n_waits;) {
+    const altar_msg_t *m = w->waits[i].msg;
+    if (m->partition == partition && !strcmp(m->topic, topic)) altar_msg_free(wait_take(w, &w->waits[i]));
+    else i++;
+  }
+}
+
+static int64_t lease_deadline(const worker_t *w, double lease_s) {
+  int64_t ms = w->lease_timeout_ms;
+  /* A holder that renews more slowly than we expect gets three of its own intervals. */
+  if (lease_s > 0 && lease_s < 3600 && (int64_t)(3000 * lease_s) > ms) ms = (int64_t)(3000 * lease_s);
+  return mono_ms() + ms;
+}
+
+static void handle_control(worker_t *w, const altar_msg_t *m) {
+  altar_control_msg_t c;
+  altar_error_t e = {0};
+  if (altar_decode_control(m->value, m->value_len, &c, &e) != ALTAR_OK) {
+    char reason[ALTAR_ERRMSG_MAX + 64];
+    snprintf(reason, sizeof reason, "undecodable control message: %s", e.msg);
+    altar_control_msg_clear(&c);
+    dead_letter(w, m, reason, true);
+    return;
+  }
+  w->stats.controls++;
+  altar_offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset); /* its own offset: done at once */
+  /* Offsets are of the partition the message lies in; one copied elsewhere says nothing. */
+  for (size_t i = 0; c.partition == m->partition && i < c.n_offsets; i++) {
+    waiting_t *x = wait_find(w, m->topic, m->partition, c.offsets[i]);
+    if (!x) continue; /* not waited for (ours, finished, or below the commit point) */
+    switch (c.event) {
+    case ALTAR_CTL_DONE:
+      altar_offset_tracker_finished(w->tracker, m->topic, m->partition, c.offsets[i]);
+      altar_msg_free(wait_take(w, x));
+      w->stats.handed_done++;
+      break;
+    case ALTAR_CTL_LEASE:
+      if (x->deadline_ms) x->deadline_ms = lease_deadline(w, c.lease_s);
+      break;
+    case ALTAR_CTL_RELEASE:
+      x->deadline_ms = 0;
+      break;
+    case ALTAR_CTL_UNKNOWN:
+      break;
+    }
+  }
+  altar_control_msg_clear(&c);
+}
+
+/* Starts waited jobs whose holder released them or went silent for a
+ * lease timeout, while a slot is free. With every slot busy the worker
+ * reads none of its partitions, so no news can arrive: the clocks stop. */
+static bool topic_paused(const worker_t *w, const char *topic) {
+  for (size_t i = 0; i < w->n_pools; i++)
+    if (!strcmp(w->pools[i].topic, topic)) return w->pools[i].paused;
+  return false;
+}
+
+static void waits_expire(worker_t *w) {
+  int64_t now = mono_ms();
+  for (size_t i = 0; i < w->n_waits;) {
+    waiting_t *x = &w->waits[i];
+    if (x->deadline_ms && x->deadline_ms < now + w->lease_timeout_ms && topic_paused(w, x->msg->topic)) {
+      x->deadline_ms = now + w->lease_timeout_ms;
+    }
+    if (x->deadline_ms > now || in_flight(w) >= (size_t)w->o->slots) {
+      i++;
+      continue;
+    }
+    bool released = x->deadline_ms == 0;
+    altar_msg_t *m = wait_take(w, x);
+    wlog(w, "%s/%" PRId32 "/%" PRId64 ": %s: starting it here", m->topic, m->partition, m->offset,
+         released ? "released by its holder" : "its holder sent no lease in time");
+    w->stats.taken_over++;
+    start_job(w, m);
+    altar_msg_free(m);
+  }
+}
+
+static wtask_t *task_find(worker_t *w, const char *topic, int32_t partition, int64_t offset) {
+  for (size_t i = 0; i < w->n_tasks; i++) {
+    wtask_t *t = w->tasks[i];
+    if (t->offset == offset && t->partition == partition && !strcmp(t->topic, topic)) return t;
+  }
+  return NULL;
+}
+
+/* One consumed record. Returns true when it keeps m (a waited job). */
+static bool handle_job(worker_t *w, altar_msg_t *m) {
+  w->stats.consumed++;
+  int rc = altar_offset_tracker_seen(w->tracker, m->topic, m->partition, m->offset);
+  if (rc) {
+    wlog(w, "ignoring %s/%" PRId32 "/%" PRId64 ": %s", m->topic, m->partition, m->offset,
+         rc == ALTAR_ENOTFOUND ? "partition not assigned" : "offset out of order");
+    return false;
+  }
+  if (altar_offset_tracker_already_done(w->tracker, m->topic, m->partition, m->offset)) {
+    altar_offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset);
+    w->stats.skipped++;
+    return false;
+  }
+  if (altar_offset_tracker_held(w->tracker, m->topic, m->partition, m->offset)) {
+    wtask_t *own = task_find(w, m->topic, m->partition, m->offset);
+    if (own && own->held) {
+      /* The partition came back: our own run goes on as if never handed over. */
+      own->held = false;
+      w->stats.reattached++;
+      if (own->acked) altar_offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset);
+      return false;
+    }
+    if (w->n_waits == w->cap_waits) {
+      size_t cap = w->cap_waits ? w->cap_waits * 2 : 16;
+      waiting_t *nw = realloc(w->waits, cap * sizeof *nw);
+      if (!nw) {
+        set_fatal(w, ALTAR_ENOMEM, "waiting for a held job", NULL);
+        return false;
+      }
+      w->waits = nw;
+      w->cap_waits = cap;
+    }
+    w->waits[w->n_waits++] = (waiting_t){m, lease_deadline(w, 0)};
+    w->stats.waited++;
+    return true;
+  }
+  start_job(w, m);
+  return false;
 }
 
 /* Probes every task still running, in one bulk call, and emits what changed. */
@@ -547,49 +925,84 @@ static size_t commit_all(worker_t *w) {
   return failed;
 }
 
-static void set_paused(worker_t *w, bool paused) {
-  if (w->paused == paused || !w->n_parts) {
-    w->paused = paused;
+/* Renews the lease on every held task, one control message per partition. */
+static void send_leases(worker_t *w) {
+  int64_t *offs = calloc(w->n_tasks ? w->n_tasks : 1, sizeof *offs);
+  bool *sent = calloc(w->n_tasks ? w->n_tasks : 1, sizeof *sent);
+  if (!offs || !sent) {
+    free(offs);
+    free(sent);
+    set_fatal(w, ALTAR_ENOMEM, "renewing leases", NULL);
     return;
   }
-  altar_tp_t *tps = calloc(w->n_parts, sizeof *tps);
-  if (!tps) return;
-  for (size_t i = 0; i < w->n_parts; i++)
-    tps[i] = (altar_tp_t){w->parts[i].topic, w->parts[i].partition, ALTAR_OFFSET_INVALID};
-  altar_error_t e = {0};
-  int rc = paused ? altar_transport_pause(w->o->transport, tps, w->n_parts, &e)
-                  : altar_transport_resume(w->o->transport, tps, w->n_parts, &e);
-  free(tps);
-  if (rc == ALTAR_OK) w->paused = paused;
-  else wlog(w, "%s failed: %s", paused ? "pause" : "resume", e.msg);
+  for (size_t i = 0; i < w->n_tasks; i++) {
+    const wtask_t *t = w->tasks[i];
+    if (sent[i] || !t->held || t->acked) continue;
+    size_t n = 0;
+    for (size_t j = i; j < w->n_tasks; j++) {
+      const wtask_t *u = w->tasks[j];
+      if (!sent[j] && u->held && !u->acked && u->partition == t->partition && !strcmp(u->topic, t->topic)) {
+        offs[n++] = u->offset;
+        sent[j] = true;
+      }
+    }
+    send_control(w, t->topic, t->partition, ALTAR_CTL_LEASE, offs, n);
+  }
+  free(offs);
+  free(sent);
 }
 
-/* Waits up to deadline for the tasks of one partition (or all) to finish,
- * then cancels and releases the rest, and waits for every event's ack. */
-static void drain(worker_t *w, const char *topic, int32_t partition, int64_t deadline_ms) {
+static void leases_if_due(worker_t *w) {
+  if (mono_ms() < w->next_lease) return;
+  send_leases(w);
+  w->next_lease = mono_ms() + w->lease_interval_ms;
+}
+
+/* A stop: the partitions are gone already (left the group); held tasks get
+ * until deadline_ms to finish, then are cancelled and released, each with
+ * a status event and a "release" control message that lets the partition's
+ * new owner start it at once. Waits for every record's acknowledgement. */
+static void drain(worker_t *w, int64_t deadline_ms) {
   for (;;) {
     size_t left = 0;
-    for (size_t i = 0; i < w->n_tasks; i++) {
-      wtask_t *t = w->tasks[i];
-      if (!t->terminal_sent && (!topic || (t->partition == partition && !strcmp(t->topic, topic)))) left++;
-    }
+    for (size_t i = 0; i < w->n_tasks; i++) left += !w->tasks[i]->terminal_sent;
     if (!left || mono_ms() >= deadline_ms || (w->o->stop && *w->o->stop >= 2) || w->fatal) break;
-    poll_tasks(w, partition, topic);
-    altar_transport_poll(w->o->transport, 100);
+    poll_tasks(w, -1, NULL);
+    int interval = w->o->poll_interval_ms > 0 && w->o->poll_interval_ms < 100 ? w->o->poll_interval_ms : 100;
+    altar_transport_poll(w->o->transport, interval);
+    leases_if_due(w);
+    reap_acked(w);
   }
   for (size_t i = 0; i < w->n_tasks; i++) {
     wtask_t *t = w->tasks[i];
-    if (t->terminal_sent || (topic && (t->partition != partition || strcmp(t->topic, topic)))) continue;
+    if (t->terminal_sent) continue;
     altar_error_t e = {0};
     altar_backend_cancel(w->o->backend, &t->handle, &e);
-    /* Released, not finished: the job's offset stays uncommitted so the
-     * partition's next owner runs it again. */
+    /* Released, not finished: the job's offset stays unfinished so the
+     * partition's owner runs it again. */
     if (emit_status(w, t, ALTAR_EV_RELEASED, t->state, NULL, false, false) == ALTAR_OK) {
       t->terminal_sent = true;
       t->released = true;
       w->stats.released++;
     }
   }
+  int64_t *offs = calloc(w->n_tasks ? w->n_tasks : 1, sizeof *offs);
+  bool *sent = calloc(w->n_tasks ? w->n_tasks : 1, sizeof *sent);
+  for (size_t i = 0; offs && sent && i < w->n_tasks; i++) {
+    const wtask_t *t = w->tasks[i];
+    if (!t->released || sent[i]) continue;
+    size_t n = 0;
+    for (size_t j = i; j < w->n_tasks; j++) {
+      const wtask_t *u = w->tasks[j];
+      if (!sent[j] && u->released && u->partition == t->partition && !strcmp(u->topic, t->topic)) {
+        offs[n++] = u->offset;
+        sent[j] = true;
+      }
+    }
+    send_control(w, t->topic, t->partition, ALTAR_CTL_RELEASE, offs, n);
+  }
+  free(offs);
+  free(sent);
   altar_error_t e = {0};
   if (altar_transport_flush(w->o->transport, 30000, &e) != ALTAR_OK) wlog(w, "flush: %s", e.msg);
   /* Released tasks were cancelled already; drop them without a second cancel. */
@@ -637,18 +1050,27 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
       w->parts[w->n_parts].partition = parts[i].partition;
       w->n_parts++;
     }
-    if (w->paused) {
-      altar_error_t e = {0};
-      altar_transport_pause(tr, parts, n, &e);
-    }
+    gate_assigned(w, parts, n);
     wlog(w, "assigned %zu partition(s)", n);
     return;
   }
-  int64_t deadline = mono_ms() + (w->o->drain_ms < 0 ? 30000 : w->o->drain_ms);
+  /* Handover, not drain: nothing waits and nothing is cancelled. The
+   * commit carries the held bound, so the next owner waits for what still
+   * runs here; those tasks run on (held) and announce their end. */
+  size_t held = 0;
   for (size_t i = 0; i < n; i++) {
-    drain(w, parts[i].topic, parts[i].partition, deadline);
-    commit_partition(w, parts[i].topic, parts[i].partition);
+    /* The last chance to commit it: a few quick tries (no later loop would retry). */
+    for (int tries = 0; !commit_partition(w, parts[i].topic, parts[i].partition) && tries < 3; tries++)
+      altar_transport_poll(tr, 50);
+    for (size_t k = 0; k < w->n_tasks; k++) {
+      wtask_t *t = w->tasks[k];
+      if (t->acked || t->held || t->partition != parts[i].partition || strcmp(t->topic, parts[i].topic)) continue;
+      t->held = true;
+      held++;
+    }
+    waits_drop(w, parts[i].topic, parts[i].partition);
     altar_offset_tracker_revoke(w->tracker, parts[i].topic, parts[i].partition);
+
     for (size_t j = 0; j < w->n_parts; j++) {
       if (w->parts[j].partition == parts[i].partition && !strcmp(w->parts[j].topic, parts[i].topic)) {
         free(w->parts[j].topic);
@@ -657,7 +1079,32 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
       }
     }
   }
-  wlog(w, "revoked %zu partition(s)", n);
+  w->stats.held += held;
+  if (held) w->next_lease = mono_ms(); /* the first lease goes out now */
+  wlog(w, "revoked %zu partition(s); %zu running task(s) handed over, still running here", n, held);
+}
+
+/* A member with no partition runs nothing: say why, once per idle spell. */
+static void warn_no_partition(worker_t *w) {
+  for (size_t i = 0; i < w->n_pools; i++) {
+    const char *topic = w->pools[i].topic;
+    altar_topic_list_t *tl = NULL;
+    altar_error_t e = {0};
+    size_t parts = 0, members = 0;
+    if (altar_transport_list_topics(w->o->transport, topic, 5000, &tl, &e) == ALTAR_OK && tl->n_topics)
+      parts = tl->topics[0].n_partitions;
+    altar_topic_list_free(tl);
+    bool known = altar_transport_topic_members(w->o->transport, w->group, topic, 5000, &members, &e) == ALTAR_OK;
+    if (known)
+      wlog(w, "owns no partition of %s: it has %zu partition(s) and group %s has %zu member(s) on it, "
+              "so there are more workers than partitions; this one stays idle until a partition frees up "
+              "(more partitions: topics.partitions / --partitions when the topic is created)",
+           topic, parts, w->group, members);
+    else
+      wlog(w, "owns no partition of %s (%zu partition(s)): more workers than partitions, or a rebalance in "
+              "progress; it stays idle until a partition is assigned",
+           topic, parts);
+  }
 }
 
 /* ---- the loop --------------------------------------------------------------- */
@@ -677,12 +1124,26 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   if (!w.tracker) return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
   altar_error_t me = {0};
   if (altar__worker_metrics_init(&w.metrics, o->metrics, o->slots, &me)) wlog(&w, "metrics off: %s", me.msg);
+  w.lease_interval_ms = o->lease_interval_ms > 0 ? o->lease_interval_ms : 3000;
+  w.lease_timeout_ms = o->lease_timeout_ms > 0 ? o->lease_timeout_ms
+                                               : (3 * w.lease_interval_ms > 10000 ? 3 * w.lease_interval_ms : 10000);
   o->transport->opts.on_delivery = on_delivery;
   o->transport->opts.delivery_ctx = &w;
-  const char *topics[] = {o->topics->jobs};
+  w.intake = (altar__intake_ctx_t){.backend = o->backend, .groups = o->groups, .jobs_topic = o->topics->jobs};
+  int rc = pools_setup(&w, err);
+  const char **topics = rc ? NULL : calloc(w.n_pools, sizeof *topics);
+  if (!rc && !topics) rc = altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+  for (size_t i = 0; !rc && i < w.n_pools; i++) topics[i] = w.pools[i].topic;
   live_add(&w);
-  int rc = altar_transport_subscribe(o->transport, w.group, topics, 1, on_rebalance, NULL, err);
+  if (!rc) {
+    rc = altar_transport_subscribe(o->transport, w.group, topics, w.n_pools, on_rebalance, NULL, err);
+    if (!rc) {
+      for (size_t i = 0; i < w.n_pools; i++) wlog(&w, "serving pool %s from %s", w.pools[i].name, w.pools[i].topic);
+    }
+  }
+  free(topics);
   if (rc) {
+    pools_free(&w);
     live_remove(&w);
     o->transport->opts.on_delivery = NULL;
     o->transport->opts.delivery_ctx = NULL;
@@ -690,7 +1151,8 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     return rc;
   }
   int interval = o->poll_interval_ms > 0 ? o->poll_interval_ms : 200;
-  int64_t next_poll = mono_ms(), next_commit = mono_ms();
+  int64_t next_poll = mono_ms(), next_commit = mono_ms(), idle_since = mono_ms();
+  bool warned_idle = false;
   bool draining = false, got_job = false;
   while (!w.fatal) {
     if (o->stop && *o->stop >= 2) break;
@@ -698,7 +1160,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
       draining = true;
       break;
     }
-    set_paused(&w, in_flight(&w) >= (size_t)o->slots);
+    update_gates(&w);
     altar_msg_t *m = NULL;
     altar_error_t e = {0};
     /* Wait for the log no longer than until the next backend poll; right
@@ -716,16 +1178,25 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     rc = altar_transport_consume(o->transport, wait, &m, &e);
     got_job = rc == ALTAR_OK && m;
     if (got_job) {
-      handle_job(&w, m);
-      altar_msg_free(m);
+      if (!handle_job(&w, m)) altar_msg_free(m);
     } else if (rc != ALTAR_OK) {
       wlog(&w, "consume: %s", e.msg);
     }
     if (mono_ms() >= next_poll) {
       poll_tasks(&w, -1, NULL);
+      refresh_capacity(&w);
       next_poll = mono_ms() + interval;
     }
     altar_transport_poll(o->transport, 0);
+    if (w.n_waits) waits_expire(&w);
+    leases_if_due(&w);
+    if (w.n_parts) {
+      idle_since = mono_ms();
+      warned_idle = false;
+    } else if (!warned_idle && mono_ms() - idle_since > 5000) {
+      warn_no_partition(&w);
+      warned_idle = true;
+    }
     reap_acked(&w);
     /* Commits are batched: a late commit only means a rerun after a crash,
      * and the finished offsets above it ride in the metadata anyway. */
@@ -734,7 +1205,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
       commit_all(&w);
       next_commit = mono_ms() + 100;
     }
-    if (o->exit_when_idle && !m && w.n_tasks == 0 && w.outstanding == 0 && w.n_parts > 0) {
+    if (o->exit_when_idle && !m && w.n_tasks == 0 && w.n_waits == 0 && w.outstanding == 0 && w.n_parts > 0) {
       bool done = false;
       altar_error_t ce = {0};
       if (altar_transport_caught_up(o->transport, &done, &ce) == ALTAR_OK && done) {
@@ -743,7 +1214,16 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
       }
     }
   }
-  if (draining && !w.fatal) drain(&w, NULL, -1, mono_ms() + (o->drain_ms < 0 ? 30000 : o->drain_ms));
+  if (draining && !w.fatal) {
+    /* Leave first: the partitions move to the others now (their commits
+     * carry the held bound), and what runs here finishes as held. */
+    int64_t deadline = mono_ms() + (o->drain_ms < 0 ? 30000 : o->drain_ms);
+    altar_error_t le = {0};
+    int lrc = altar_transport_leave(o->transport, &le);
+    if (lrc != ALTAR_OK && lrc != ALTAR_ENOTSUP) wlog(&w, "leaving the group: %s", le.msg);
+    drain(&w, deadline);
+  }
+
   /* The last commit gets a few tries: no later loop would retry it. */
   if (!w.fatal && !(o->stop && *o->stop >= 2))
     for (int tries = 0; commit_all(&w) && tries < 5; tries++) altar_transport_poll(o->transport, 200);
@@ -763,6 +1243,9 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   free(w.tasks);
   for (size_t i = 0; i < w.n_parts; i++) free(w.parts[i].topic);
   free(w.parts);
+  pools_free(&w);
+  for (size_t i = 0; i < w.n_waits; i++) altar_msg_free(w.waits[i].msg);
+  free(w.waits);
   altar_offset_tracker_free(w.tracker);
   if (w.fatal) {
     if (err) *err = w.fatal_err;

@@ -7,11 +7,30 @@
  * - Offsets are committed up to the lowest unfinished job per partition; the
  *   finished offsets above it ride in the commit metadata (offset_tracker.h),
  *   so a restart or rebalance re-runs only jobs that were really unfinished.
- * - Slots gate intake: with none free the worker pauses its partitions but
- *   keeps calling consume, so the group never expels it.
- * - On revocation and on a stop request it stops intake, gives running tasks
- *   `drain_s` to finish, then cancels what remains and emits `released` for
- *   each, so the ledger never keeps an orphan open.
+ * - It reads the jobs topic of every pool its backend serves (pools.h;
+ *   the pools of its capacity report). Slots gate intake per pool: a pool
+ *   with no free slot (or a worker with every slot busy) has its topic
+ *   paused, while consume keeps being called so the group never expels it.
+ * - Every job whose identity it can read ends with a terminal status event:
+ *   one it will not run is refused with a reason (intake.h), never dropped;
+ *   an event too large in full is sent reduced. No message's content stops
+ *   it.
+ * - A revoked partition is handed over, never drained: its commit point and
+ *   held bound are committed at once (offset_tracker.h), and its running
+ *   tasks keep running here (held), counted in the slots and polled as
+ *   before. When a held task's terminal event is acknowledged the worker
+ *   writes a "done" control message to the job's own partition; while it
+ *   holds tasks it renews a "lease" on them every lease_interval_ms.
+ * - A job the partition's metadata lists as held is not started: the worker
+ *   waits (no slot) for its holder's "done" (the offset is finished), a
+ *   "release" (start it now), or a lease timeout (the holder is dead: start
+ *   it under the same task key, which a backend that can reach the old run
+ *   adopts). A held job it holds itself (the partition came back) is
+ *   re-attached to its running task.
+ * - Only a stop request cancels: it leaves the group at once (the
+ *   partitions move now), gives held tasks `drain_ms` to finish, then
+ *   cancels the rest and emits `released` plus a "release" control message
+ *   for each, so the waiting owner starts them at once.
  *
  * Single-threaded: everything runs on the caller's thread. */
 #ifndef ALTAR_WORKER_H
@@ -35,8 +54,12 @@ typedef struct altar_worker_opts {
   const char *group;            /* consumer group; NULL = ALTAR_WORKER_GROUP */
   const char *worker_id;        /* NULL = "<hostname>:<pid>" */
   int64_t slots;                /* jobs in flight at most (>= 1) */
+  int topic_partitions;         /* partitions of a pool's jobs topic it creates (0 = the default) */
   int poll_interval_ms;         /* backend poll cadence; 0 = 200 */
-  int drain_ms;                 /* drain time on revoke/stop; < 0 = 30000 */
+  int drain_ms;                 /* drain time on stop; < 0 = 30000 */
+  int lease_interval_ms;        /* held tasks' lease renewal; <= 0 = 3000 */
+  int lease_timeout_ms;         /* a waited job's holder is dead after this long without news;
+                                   <= 0 = max(3 x lease interval, 10000) */
   int64_t max_jobs;             /* stop (draining) after this many jobs finished; 0 = never */
   bool exit_when_idle;          /* stop once caught up with nothing in flight (tests, demo) */
   /* Set to 1 to drain and stop, 2 (a second signal) to stop at once. */
@@ -52,10 +75,18 @@ typedef struct altar_worker_stats {
   uint64_t submitted;    /* tasks started */
   uint64_t succeeded;
   uint64_t failed;
-  uint64_t released;     /* handed back on revoke/stop */
+  uint64_t released;     /* cancelled and handed back at a stop's drain deadline */
   uint64_t skipped;      /* finished in an earlier life (commit metadata) */
-  uint64_t dead_lettered;/* poison messages sent to the DLQ */
+  uint64_t dead_lettered;/* messages copied to the DLQ (refused ones included) */
+  uint64_t refused;      /* jobs refused with a failed status event (worker/intake.h) */
+  uint64_t reduced_events; /* status events sent without spec (too large in full) */
   uint64_t status_events;/* status events acknowledged */
+  uint64_t held;         /* tasks kept running across a revoke (handed over) */
+  uint64_t reattached;   /* held tasks whose partition came back to this worker */
+  uint64_t waited;       /* jobs another worker held: waited for, not started */
+  uint64_t handed_done;  /* waited jobs finished by their holder ("done") */
+  uint64_t taken_over;   /* waited jobs started here (released, or lease timed out) */
+  uint64_t controls;     /* control messages read */
 } altar_worker_stats_t;
 
 /* Runs until a stop request, max_jobs or idleness (exit_when_idle). Returns

@@ -83,6 +83,36 @@ typedef struct altar_group_event {
   double ts;
 } altar_group_event_t;
 
+/* jobs topic, beside the jobs: a control message about jobs of the same
+ * partition (schemas/README.md, "control"). Workers hand a moved
+ * partition's running jobs over with them: "done" says the listed jobs are
+ * finished, "lease" that their holder is alive and still runs them,
+ * "release" that the holder gave them back (start them now). An event name
+ * this reader does not know decodes as ALTAR_CTL_UNKNOWN with its name in
+ * event_name, so a newer writer's event (e.g. "cancel") is skipped, not
+ * refused. */
+typedef enum altar_control_event {
+  ALTAR_CTL_DONE = 0,
+  ALTAR_CTL_LEASE = 1,
+  ALTAR_CTL_RELEASE = 2,
+  ALTAR_CTL_UNKNOWN = 3, /* another event: named by event_name, which the encoder then writes */
+} altar_control_event_t;
+
+/* At most this many offsets in one control message. */
+#define ALTAR_CONTROL_MAX_OFFSETS 1024
+
+typedef struct altar_control_msg {
+  int64_t v;
+  altar_control_event_t event;
+  char *event_name;  /* decoded: the name as read; written only for ALTAR_CTL_UNKNOWN */
+  int32_t partition; /* the jobs partition the offsets are in (the message's own) */
+  int64_t *offsets;  /* job offsets in that partition, each >= 0 */
+  size_t n_offsets;
+  double lease_s;    /* lease: the holder renews at least this often */
+  char *worker;      /* the sender's id; NULL if absent */
+  double ts;
+} altar_control_msg_t;
+
 /* Message types, as named by `altar codec --type`. */
 typedef enum altar_msg_type {
   ALTAR_MSG_SPEC,
@@ -90,6 +120,7 @@ typedef enum altar_msg_type {
   ALTAR_MSG_STATUS,
   ALTAR_MSG_GROUP,
   ALTAR_MSG_RECORD,
+  ALTAR_MSG_CONTROL,
 } altar_msg_type_t;
 int altar_msg_type_parse(const char *name, altar_msg_type_t *ptype);
 const char *altar_msg_type_name(altar_msg_type_t t);
@@ -98,6 +129,7 @@ const char *altar_msg_type_name(altar_msg_type_t t);
 void altar_job_msg_clear(altar_job_msg_t *m);
 void altar_status_event_clear(altar_status_event_t *e);
 void altar_group_event_clear(altar_group_event_t *e);
+void altar_control_msg_clear(altar_control_msg_t *m);
 bool altar_status_event_equal(const altar_status_event_t *a, const altar_status_event_t *b);
 bool altar_group_event_equal(const altar_group_event_t *a, const altar_group_event_t *b);
 
@@ -133,6 +165,8 @@ int altar_encode_group(const altar_group_event_t *e, altar_buf_t *out, altar_err
 int altar_decode_group(const void *data, size_t len, altar_group_event_t *pout, altar_error_t *err);
 int altar_encode_record(const altar_record_t *r, altar_buf_t *out, altar_error_t *err);
 int altar_decode_record(const void *data, size_t len, altar_record_t *pout, altar_error_t *err);
+int altar_encode_control(const altar_control_msg_t *m, altar_buf_t *out, altar_error_t *err);
+int altar_decode_control(const void *data, size_t len, altar_control_msg_t *pout, altar_error_t *err);
 
 /* Reads a message's "type" field without decoding the rest ("job", "status",
  * "group") into buf as a NUL-terminated string; 0, or ALTAR_EDECODE when the
@@ -156,6 +190,8 @@ char *altar_group_to_json(const altar_group_event_t *e, altar_error_t *err);
 int altar_group_from_json(const char *text, size_t len, altar_group_event_t *pout, altar_error_t *err);
 char *altar_record_to_json(const altar_record_t *r, altar_error_t *err);
 int altar_record_from_json(const char *text, size_t len, altar_record_t *pout, altar_error_t *err);
+char *altar_control_to_json(const altar_control_msg_t *m, altar_error_t *err);
+int altar_control_from_json(const char *text, size_t len, altar_control_msg_t *pout, altar_error_t *err);
 char *altar_failure_to_json(const altar_failure_t *f, altar_error_t *err);
 char *altar_handle_to_json(const altar_handle_t *h, altar_error_t *err);
 char *altar_status_result_to_json(const altar_status_t *st, altar_error_t *err); /* TaskStatus */

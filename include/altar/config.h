@@ -1,7 +1,8 @@
 /* altar — the fleet's settings: one YAML file (altar.yaml) plus flag overrides.
  *
  *   transport: {name: local, dir: ./var/log, fsync: group, kafka: {<librdkafka props>}}
- *   topics:    {jobs: altar.jobs, status: altar.status, ready: altar.ready, dead: altar.dead, dlq: altar.dlq}
+ *   topics:    {jobs: altar.jobs, status: altar.status, ready: altar.ready, dead: altar.dead, dlq: altar.dlq,
+ *               partitions: 32}
  *   backend:   {name: process, data_root: ./var/data, slots: 4, …}
  *   ledger:    {path: ./var/ledger}
  *   groups:    … (read by reconciler/group_config from the same file)
@@ -27,7 +28,13 @@ typedef struct altar_config {
   altar_strmap_t backend_props;  /* as given: data_root, slots, … (strings); no defaults added */
   char *ledger_path;             /* "./var/ledger" by default */
   char *metrics_addr;            /* "host:port" for Prometheus metrics, NULL = off */
+  int topic_partitions;          /* topics.partitions: partitions of the topics the fleet creates */
 } altar_config_t;
+
+/* Default of topics.partitions: enough for dozens of workers to share the
+ * jobs topic (a partition is the unit of work a worker owns). */
+#define ALTAR_DEFAULT_TOPIC_PARTITIONS 32
+#define ALTAR_MAX_TOPIC_PARTITIONS 10000
 
 #define ALTAR_DEFAULT_CONFIG_FILE "altar.yaml"
 
@@ -36,7 +43,7 @@ typedef struct altar_config {
  * failure. Errors name "FILE:LINE: key". */
 int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err);
 /* Overrides one key, as a flag does: "transport.name", "transport.dir",
- * "transport.kafka.<prop>", "topics.jobs", "backend.name", "backend.<prop>",
+ * "transport.kafka.<prop>", "topics.jobs", "topics.partitions", "backend.name", "backend.<prop>",
  * "ledger.path", "metrics.addr". ALTAR_EINVAL for an unknown key. */
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err);
 void altar_config_clear(altar_config_t *cfg);

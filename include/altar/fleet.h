@@ -6,6 +6,9 @@
 #define ALTAR_WORKER_GROUP "altar.workers"
 #define ALTAR_RECONCILER_GROUP "altar.reconcilers"
 
+/* The label every shard of one submitted job carries (its run handle id). */
+#define ALTAR_JOB_ID_LABEL "job_id"
+
 /* A message set aside in the DLQ carries its original bytes (truncated to
  * ALTAR_DLQ_MAX_VALUE) and these headers. */
 #define ALTAR_DLQ_REASON_HEADER "altar.dlq.reason"

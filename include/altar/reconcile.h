@@ -105,9 +105,18 @@ typedef struct altar_apply_result {
   size_t applied; /* events applied (events of kinds without a GroupSpec are
                      recorded too, never grouped) */
   size_t ignored; /* of those, duplicates that changed nothing */
+  /* Late shards: terminal after their group settled (the reconciler's
+   * settled set knows the group). Recorded and consumed, never a second
+   * group event: "kind:group_key task_key state[ reason]" each. */
+  altar_strlist_t late_shards;
   altar_arena_t mem; /* the events' memory: one reset per batch, not a free per string */
 } altar_apply_result_t;
 void altar_apply_result_clear(altar_apply_result_t *r);
+/* Applies one terminal state event of a late shard: sets the state of its
+ * open record and consumes it, evaluating no group, and notes it in
+ * pres->late_shards. Internal to the reconciler (reconciler/settled.c). */
+int altar__apply_late(altar_ledger_t *ledger, const altar_status_event_t *ev, const char *group_name,
+                      altar_apply_result_t *pres, altar_error_t *err);
 /* Empties r for reuse, keeping its arrays' capacity. */
 void altar_apply_result_reset(altar_apply_result_t *r);
 

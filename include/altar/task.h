@@ -37,6 +37,10 @@ static inline bool altar_state_terminal(altar_state_t s) {
 #define ALTAR_REASON_INPUT_DIGEST_MISMATCH "input_digest_mismatch"
 #define ALTAR_REASON_CONTAINER_MISSING "container_missing"
 #define ALTAR_REASON_JOB_FAILED "job_failed"
+/* Ledger-made outcomes of a run that no longer counts: a newer run of the
+ * same task key took its place, or its worker released it (shutdown). */
+#define ALTAR_REASON_SUPERSEDED "superseded"
+#define ALTAR_REASON_RELEASED "released"
 
 typedef struct altar_failure {
   char *reason;             /* short stable code to branch on */

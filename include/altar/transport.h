@@ -127,7 +127,10 @@ typedef enum altar_rebalance_kind {
  * owned, so commit works; after it returns they are gone. During ASSIGN the
  * consumer starts each partition at its committed offset (else at
  * auto.offset.reset); the callback may seek or pause the partitions just
- * assigned. Runs inside altar_transport_consume or altar_transport_close. */
+ * assigned, and a seek there sets where the partition starts (kafka passes
+ * it as the start offset of the assignment, so reading never begins at the
+ * committed offset first). Runs inside altar_transport_consume,
+ * altar_transport_leave or altar_transport_close. */
 typedef void (*altar_rebalance_cb)(altar_transport_t *t, altar_rebalance_kind_t kind,
                                    const altar_tp_t *parts, size_t n, void *ctx);
 
@@ -205,6 +208,16 @@ struct altar_transport_ops {
    * short bounded time for outstanding deliveries (firing their reports),
    * frees impl. Required. */
   void (*close)(altar_transport_t *t);
+  /* Leaves the subscribed group now, keeping the handle open: within the
+   * call every owned partition is revoked through the rebalance callback
+   * (commits still work there), then the group is told this member is
+   * gone, so the other members take the partitions over at once rather
+   * than after a session timeout. Afterwards produce, poll and flush work
+   * as before; consume returns no records (0, *pmsg NULL, after waiting
+   * its timeout); commit, seek, pause and resume are ALTAR_ESTATE; a
+   * second leave is a no-op. A handle that never subscribed: no-op.
+   * Optional (default ALTAR_ENOTSUP: close the handle to leave). */
+  int (*leave)(altar_transport_t *t, altar_error_t *err);
 
   /* --- producing ------------------------------------------------------- */
   /* Enqueues rec (copied) and returns; its delivery report comes later from
@@ -234,7 +247,8 @@ struct altar_transport_ops {
   /* --- consuming ------------------------------------------------------- */
   /* Joins group for topics; assignments arrive through cb during consume.
    * One subscription per handle (a second call is ALTAR_ESTATE). Members
-   * of one group subscribe the same topics. Required. */
+   * of one group may subscribe different topics: each topic's partitions
+   * are shared among the members that subscribe it. Required. */
   int (*subscribe)(altar_transport_t *t, const char *group, const char *const *topics,
                    size_t n_topics, altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err);
   /* Reads the given partitions without a group (no commits, no rebalance):
@@ -279,6 +293,12 @@ struct altar_transport_ops {
    * default builds it from list_topics and committed. */
   int (*lag)(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
              altar_lag_list_t **plist, altar_error_t *err);
+  /* *pn = the live members of group that consume topic (local: that
+   * subscribe to it; kafka: that hold one of its partitions), for telling
+   * a job that waits for a pool nobody serves. Optional (default
+   * ALTAR_ENOTSUP: unknown). */
+  int (*topic_members)(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,
+                       altar_error_t *err);
 };
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -294,6 +314,8 @@ altar_transport_t *altar_transport_new_ops(const altar_transport_ops_t *ops,
                                            const altar_transport_opts_t *opts, altar_error_t *err);
 /* ops->close, then frees t. NULL is fine. */
 void altar_transport_close(altar_transport_t *t);
+/* Leaves the consumer group, keeping the producer side (see ops->leave). */
+static inline int altar_transport_leave(altar_transport_t *t, altar_error_t *err);
 
 /* ---- registry (cli/plugins.c registers the built-ins) ------------------- */
 
@@ -324,6 +346,7 @@ void altar_transport_deliver(altar_transport_t *t, const altar_delivery_t *dr);
 /* Defaults of the optional operations (for the wrappers). */
 int altar_transport_default_lag(altar_transport_t *t, const char *group, const char *topic,
                                 int timeout_ms, altar_lag_list_t **plist, altar_error_t *err);
+int altar_transport_default_leave(altar_transport_t *t, altar_error_t *err);
 
 /* ---- calls (use these, not ops) ---------------------------------------- */
 
@@ -404,6 +427,15 @@ static inline int altar_transport_caught_up(altar_transport_t *t, bool *pdone,
   return t->ops->caught_up ? t->ops->caught_up(t, pdone, err)
                            : altar_error_set(err, ALTAR_ENOTSUP, "%s: caught_up not supported",
                                              t->ops->name);
+}
+static inline int altar_transport_topic_members(altar_transport_t *t, const char *group, const char *topic,
+                                                int timeout_ms, size_t *pn, altar_error_t *err) {
+  *pn = 0;
+  if (!t->ops->topic_members) return altar_error_set(err, ALTAR_ENOTSUP, "%s: topic_members not supported", t->ops->name);
+  return t->ops->topic_members(t, group, topic, timeout_ms, pn, err);
+}
+static inline int altar_transport_leave(altar_transport_t *t, altar_error_t *err) {
+  return t->ops->leave ? t->ops->leave(t, err) : altar_transport_default_leave(t, err);
 }
 static inline int altar_transport_lag(altar_transport_t *t, const char *group, const char *topic,
                                       int timeout_ms, altar_lag_list_t **plist,

@@ -56,7 +56,8 @@ transport:
   dir: $T/log
 backend: {name: process, data_root: $T/data, slots: 2}
 ledger: {path: $T/ledger}
-groups: {}
+groups:
+  probe: {group_by: [job_id], ready_when: single}
 EOF
 mkdir -p "$T/data"
 cfg="--config $T/altar.yaml"

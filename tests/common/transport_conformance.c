@@ -55,7 +55,7 @@ static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *
   d->n++;
 }
 
-static altar_transport_t *open_transport(drs_t *d) {
+static altar_transport_t *open_transport_with(drs_t *d, const altar_strmap_t *overrides) {
   altar_transport_opts_t opts = {0};
   if (d) {
     memset(d, 0, sizeof *d);
@@ -63,12 +63,20 @@ static altar_transport_t *open_transport(drs_t *d) {
     opts.delivery_ctx = d;
   }
   altar_strmap_t *made = conf->make_config ? conf->make_config(conf->make_config_ctx) : NULL;
+  if (overrides) {
+    if (!made) made = altar_strmap_dup(conf->config);
+    if (!made) made = altar_strmap_new();
+    for (size_t i = 0; made && i < overrides->n; i++)
+      altar_strmap_set(made, overrides->keys[i], overrides->vals[i]);
+  }
   altar_error_t err = {0};
   altar_transport_t *t = altar_transport_new(conf->transport, made ? made : conf->config, &opts, &err);
   altar_strmap_free(made);
   if (!t) fprintf(stderr, "conformance: cannot open transport %s: %s\n", conf->transport, err.msg);
   return t;
 }
+
+static altar_transport_t *open_transport(drs_t *d) { return open_transport_with(d, NULL); }
 
 static void create_topic(altar_transport_t *t, const char *topic, int32_t parts) {
   altar_error_t err = {0};
@@ -107,7 +115,11 @@ typedef struct asg {
   int32_t parts[TP_MAX];
   size_t n;
   int assigns, revokes;
-  bool pause_p0; /* pause partition 0 as soon as it is assigned */
+  bool pause_p0;         /* pause partition 0 as soon as it is assigned */
+  bool commit_on_revoke; /* commit offset 1 of every revoked partition */
+  int revoke_commits_ok, revoke_commits_failed;
+  int64_t seek_on_assign; /* > 0: seek each assigned partition there in the callback */
+  int seeks_ok, seeks_failed;
 } asg_t;
 
 static bool asg_has(const asg_t *a, int32_t p) {
@@ -125,12 +137,28 @@ static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, cons
     if (strcmp(parts[i].topic, a->topic) != 0) continue;
     if (kind == ALTAR_REBALANCE_ASSIGN) {
       if (!asg_has(a, parts[i].partition) && a->n < TP_MAX) a->parts[a->n++] = parts[i].partition;
+      if (a->seek_on_assign > 0) {
+        altar_error_t err = {0};
+        if (altar_transport_seek(t, parts[i].topic, parts[i].partition, a->seek_on_assign, &err) == 0) {
+          a->seeks_ok++;
+        } else {
+          fprintf(stderr, "conformance: seek in the assign callback: %s\n", err.msg);
+          a->seeks_failed++;
+        }
+      }
       if (a->pause_p0 && parts[i].partition == 0) {
         altar_tp_t tp = {parts[i].topic, 0, ALTAR_OFFSET_INVALID};
         altar_error_t err = {0};
         CU_ASSERT(altar_transport_pause(t, &tp, 1, &err) == 0);
       }
     } else {
+      if (a->commit_on_revoke) {
+        altar_error_t err = {0};
+        if (altar_transport_commit(t, parts[i].topic, parts[i].partition, 1, "revoked", &err) == 0)
+          a->revoke_commits_ok++;
+        else
+          a->revoke_commits_failed++;
+      }
       for (size_t j = 0; j < a->n; j++)
         if (a->parts[j] == parts[i].partition) a->parts[j--] = a->parts[--a->n];
     }
@@ -454,6 +482,48 @@ static void test_seek_to_beginning(void) {
   altar_transport_close(t);
 }
 
+/* A seek made in the ASSIGN callback sets where the partition starts, ahead
+ * of the group's committed offset (the reconciler resumes from its ledger's
+ * offsets this way). */
+static void test_seek_in_assign_callback(void) {
+  altar_transport_t *t = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  char topic[200], group[200];
+  unique(topic, sizeof topic, "aseek");
+  unique(group, sizeof group, "aseek-g");
+  create_topic(t, topic, 2);
+  for (int p = 0; p < 2; p++)
+    for (int i = 0; i < 6; i++) CU_ASSERT_FATAL(produce(t, topic, p, NULL, "v", NULL) == 0);
+  flush_all(t);
+  /* First member: commits offset 1 on both partitions, then leaves. */
+  asg_t a = {.topic = topic};
+  subscribe(t, group, topic, &a);
+  altar_msg_t *m = next_msg(t, wait_ms());
+  CU_ASSERT_FATAL(m != NULL);
+  altar_msg_free(m);
+  altar_error_t err = {0};
+  for (int p = 0; p < 2; p++) CU_ASSERT_EQUAL(altar_transport_commit(t, topic, p, 1, NULL, &err), 0);
+  altar_transport_close(t);
+  /* Second member seeks both to 4 while they are being assigned. */
+  t = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  asg_t b = {.topic = topic, .seek_on_assign = 4};
+  subscribe(t, group, topic, &b);
+  int got[2] = {0, 0};
+  for (int i = 0; i < 4; i++) {
+    m = next_msg(t, wait_ms());
+    CU_ASSERT_FATAL(m != NULL);
+    CU_ASSERT(m->offset >= 4); /* never the committed 1..3 */
+    if (m->partition >= 0 && m->partition < 2) got[m->partition]++;
+    altar_msg_free(m);
+  }
+  CU_ASSERT_EQUAL(b.seeks_ok, 2);
+  CU_ASSERT_EQUAL(b.seeks_failed, 0);
+  CU_ASSERT_EQUAL(got[0], 2);
+  CU_ASSERT_EQUAL(got[1], 2);
+  altar_transport_close(t);
+}
+
 /* Polls both members until pred holds or the bound passes; records consumed
  * meanwhile must come from a partition the consumer owns. */
 static int drain_both(altar_transport_t *ta, asg_t *a, altar_transport_t *tb, asg_t *b,
@@ -535,6 +605,87 @@ static void test_group_split_and_rebalance(void) {
   free(b);
 }
 
+/* leave: the partitions are revoked within the call (commits still work
+ * there), the other member gets all of them while the leaver's handle is
+ * still open, and the leaver keeps producing. */
+static void test_leave_hands_over(void) {
+  altar_transport_t *tp = open_transport(NULL);
+  CU_ASSERT_FATAL(tp != NULL);
+  char topic[200], group[200], other[200];
+  unique(topic, sizeof topic, "leave");
+  unique(other, sizeof other, "leave-out");
+  unique(group, sizeof group, "leave-g");
+  create_topic(tp, topic, 4);
+  create_topic(tp, other, 1);
+  for (int p = 0; p < 4; p++) CU_ASSERT_FATAL(produce(tp, topic, p, NULL, "x", NULL) == 0);
+  flush_all(tp);
+  drs_t *da = calloc(1, sizeof *da);
+  altar_transport_t *ta = open_transport_with(da, conf->leave_overrides);
+  altar_transport_t *tb = open_transport_with(NULL, conf->leave_overrides);
+  CU_ASSERT_FATAL(ta && tb);
+  asg_t *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+  a->topic = b->topic = topic;
+  a->commit_on_revoke = true;
+  subscribe(ta, group, topic, a);
+  subscribe(tb, group, topic, b);
+  int count = 0;
+  CU_ASSERT_EQUAL_FATAL(drain_both(ta, a, tb, b, &count, split_done), 0);
+  size_t a_had = a->n;
+  int32_t had[TP_MAX];
+  memcpy(had, a->parts, a_had * sizeof had[0]);
+  altar_error_t err = {0};
+  int rc = altar_transport_leave(ta, &err);
+  if (rc) fprintf(stderr, "conformance: leave: %s\n", err.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+  /* Revoked within the call, each commit made there accepted. */
+  CU_ASSERT_EQUAL(a->n, 0);
+  CU_ASSERT(a->revokes >= 1);
+  CU_ASSERT_EQUAL(a->revoke_commits_ok, (int)a_had);
+  CU_ASSERT_EQUAL(a->revoke_commits_failed, 0);
+  CU_ASSERT_EQUAL(altar_transport_leave(ta, &err), 0); /* again: no-op */
+  /* The other member takes everything over while A's handle stays open. */
+  int64_t deadline = mono_ms() + (conf->leave_within_ms > 0 ? conf->leave_within_ms : wait_ms());
+  while (b->n != 4 && mono_ms() < deadline) {
+    altar_msg_t *m = NULL;
+    altar_transport_consume(tb, 100, &m, &err);
+    if (m) {
+      CU_ASSERT(asg_has(b, m->partition));
+      altar_msg_free(m);
+    }
+    altar_transport_consume(ta, 0, &m, &err);
+    CU_ASSERT(m == NULL); /* A reads nothing any more */
+    altar_msg_free(m);
+  }
+  CU_ASSERT_EQUAL(b->n, 4);
+  /* What A committed while revoking is what the group holds now. */
+  for (size_t i = 0; i < a_had; i++) {
+    int64_t off = ALTAR_OFFSET_INVALID;
+    char *md = NULL;
+    CU_ASSERT_EQUAL(altar_transport_committed(tb, group, topic, had[i], wait_ms(), &off, &md, &err), 0);
+    CU_ASSERT_EQUAL(off, 1);
+    CU_ASSERT(md && !strcmp(md, "revoked"));
+    free(md);
+  }
+  /* A's producer side still works, and its consumer side refuses. */
+  CU_ASSERT_EQUAL(produce(ta, other, 0, NULL, "after-leave", da), 0);
+  CU_ASSERT_EQUAL(altar_transport_flush(ta, wait_ms(), &err), 0);
+  CU_ASSERT_EQUAL(da->n_ok, 1);
+  CU_ASSERT(altar_transport_commit(ta, topic, 0, 1, NULL, &err) < 0);
+  altar_msg_t *m = NULL;
+  CU_ASSERT_EQUAL(altar_transport_consume(ta, 10, &m, &err), 0);
+  CU_ASSERT(m == NULL);
+  /* A leave on a handle that never subscribed is a no-op. */
+  CU_ASSERT_EQUAL(altar_transport_leave(tp, &err), 0);
+  int revokes_before_close = a->revokes;
+  altar_transport_close(ta);
+  CU_ASSERT_EQUAL(a->revokes, revokes_before_close); /* nothing left to revoke */
+  altar_transport_close(tb);
+  altar_transport_close(tp);
+  free(a);
+  free(b);
+  free(da);
+}
+
 static void test_list_topics_and_lag(void) {
   altar_transport_t *t = open_transport(NULL);
   CU_ASSERT_FATAL(t != NULL);
@@ -589,6 +740,43 @@ static void test_list_topics_and_lag(void) {
   altar_transport_close(t);
 }
 
+/* topic_members: a member that reads a topic counts for it, not for
+ * another topic; none are counted for a group nobody joined. */
+static void test_topic_members(void) {
+  altar_transport_t *t = open_transport(NULL), *probe = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL && probe != NULL);
+  char topic[200], other[200], group[200], nobody[200];
+  unique(topic, sizeof topic, "members");
+  unique(other, sizeof other, "members-other");
+  unique(group, sizeof group, "members-g");
+  unique(nobody, sizeof nobody, "members-none");
+  create_topic(t, topic, 2);
+  create_topic(t, other, 1);
+  asg_t a = {.topic = topic};
+  subscribe(t, group, topic, &a);
+  size_t n = 0, n_other = 9, n_nobody = 9;
+  altar_error_t err = {0};
+  int64_t deadline = mono_ms() + wait_ms();
+  while (mono_ms() < deadline && n != 1) {
+    altar_msg_t *m = NULL;
+    altar_transport_consume(t, 200, &m, &err); /* serves the rebalance, keeps the member alive */
+    altar_msg_free(m);
+    if (!a.n) continue;
+    int rc = altar_transport_topic_members(probe, group, topic, wait_ms(), &n, &err);
+    if (rc == ALTAR_ENOTSUP) break;
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+  }
+  if (n == 1) {
+    CU_ASSERT_EQUAL(altar_transport_topic_members(probe, group, other, wait_ms(), &n_other, &err), 0);
+    CU_ASSERT_EQUAL(n_other, 0);
+    CU_ASSERT_EQUAL(altar_transport_topic_members(probe, nobody, topic, wait_ms(), &n_nobody, &err), 0);
+    CU_ASSERT_EQUAL(n_nobody, 0);
+  }
+  CU_ASSERT_EQUAL(n, 1);
+  altar_transport_close(probe);
+  altar_transport_close(t);
+}
+
 static void test_bad_arguments(void) {
   altar_transport_t *t = open_transport(NULL);
   CU_ASSERT_FATAL(t != NULL);
@@ -617,7 +805,10 @@ void altar_transport_conformance_add(const altar_transport_conformance_t *c) {
   ALTAR_TEST(test_commit_metadata_round_trip);
   ALTAR_TEST(test_pause_and_resume);
   ALTAR_TEST(test_seek_to_beginning);
+  ALTAR_TEST(test_seek_in_assign_callback);
   ALTAR_TEST(test_group_split_and_rebalance);
+  ALTAR_TEST(test_leave_hands_over);
   ALTAR_TEST(test_list_topics_and_lag);
+  ALTAR_TEST(test_topic_members);
   ALTAR_TEST(test_bad_arguments);
 }

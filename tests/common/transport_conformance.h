@@ -31,6 +31,12 @@ typedef struct altar_transport_conformance {
   void *make_config_ctx;
   int timeout_ms;           /* upper bound on any wait (rebalance, delivery); 0 = 30000 */
   const char *topic_prefix; /* NULL = "altar-conf" */
+  /* Optional, for the leave test: keys set on every member there (e.g. a
+   * kafka session timeout longer than leave_within_ms, so that only a real
+   * LeaveGroup, not a session expiry, hands the partitions over in time),
+   * and the bound on that hand-over (0 = timeout_ms). */
+  const altar_strmap_t *leave_overrides;
+  int leave_within_ms;
 } altar_transport_conformance_t;
 
 /* Registers the suite's tests for conf (borrowed: must outlive the run).

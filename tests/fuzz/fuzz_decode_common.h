@@ -16,6 +16,7 @@ typedef union fuzz_msg {
   altar_status_event_t status;
   altar_group_event_t group;
   altar_record_t record;
+  altar_control_msg_t control;
 } fuzz_msg_t;
 
 static inline int fuzz_decode(altar_msg_type_t t, const void *d, size_t n, fuzz_msg_t *m, altar_error_t *err) {
@@ -25,6 +26,7 @@ static inline int fuzz_decode(altar_msg_type_t t, const void *d, size_t n, fuzz_
   case ALTAR_MSG_STATUS: return altar_decode_status(d, n, &m->status, err);
   case ALTAR_MSG_GROUP: return altar_decode_group(d, n, &m->group, err);
   case ALTAR_MSG_RECORD: return altar_decode_record(d, n, &m->record, err);
+  case ALTAR_MSG_CONTROL: return altar_decode_control(d, n, &m->control, err);
   }
   abort();
 }
@@ -36,6 +38,7 @@ static inline int fuzz_encode(altar_msg_type_t t, const fuzz_msg_t *m, altar_buf
   case ALTAR_MSG_STATUS: return altar_encode_status(&m->status, out, err);
   case ALTAR_MSG_GROUP: return altar_encode_group(&m->group, out, err);
   case ALTAR_MSG_RECORD: return altar_encode_record(&m->record, out, err);
+  case ALTAR_MSG_CONTROL: return altar_encode_control(&m->control, out, err);
   }
   abort();
 }
@@ -47,6 +50,7 @@ static inline void fuzz_clear(altar_msg_type_t t, fuzz_msg_t *m) {
   case ALTAR_MSG_STATUS: altar_status_event_clear(&m->status); break;
   case ALTAR_MSG_GROUP: altar_group_event_clear(&m->group); break;
   case ALTAR_MSG_RECORD: altar_record_clear(&m->record); break;
+  case ALTAR_MSG_CONTROL: altar_control_msg_clear(&m->control); break;
   }
 }
 

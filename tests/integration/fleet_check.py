@@ -3,8 +3,10 @@
 
 usage: fleet_check.py RUN_DIR GROUPS FOLDS DEAD_GROUP KILLS SLOTS
 Reads RUN_DIR/ready.jsonl and RUN_DIR/dead.jsonl (group events as JSON lines,
-from `altar log consume`) and RUN_DIR/data/runs.log (one "group/fold" line per
-completed command run). Exits non-zero naming the first broken invariant."""
+from `altar log consume`), RUN_DIR/data/runs.log (one "group/fold" line per
+completed command run) and, when present, RUN_DIR/ledger.jsonl (`altar ledger
+dump`) with RUN_DIR/status.json (`altar status --json`). Exits non-zero naming
+the first broken invariant."""
 import collections
 import json
 import sys
@@ -45,6 +47,10 @@ def main():
     for e in ready:
         fired[e["group_key"].split(":")[-1]] = e
     dead_groups = {e["group_key"].split(":")[-1] for e in dead}
+    # The poison job with a readable identity is refused, and its group dead-letters.
+    if "poison" not in dead_groups:
+        problems.append("the refused poison job's group was not dead-lettered")
+    dead_groups.discard("poison")
     want_fired = {f"g{i:03d}" for i in range(n_groups)} - {dead_group}
     missing = sorted(want_fired - set(fired))
     if missing:
@@ -66,6 +72,37 @@ def main():
     bound = kills * slots * 2
     if extra > bound:
         problems.append(f"{extra} repeated shard runs, more than {bound} ({kills} kills x {slots} slots x 2)")
+
+    # No record left open by a dead worker: nothing pending or running (consumed
+    # or not), one terminal record per shard (runs that a newer run replaced
+    # or that were released are marked so), and `altar status` agrees.
+    try:
+        ledger = load(f"{run_dir}/ledger.jsonl")
+    except FileNotFoundError:
+        ledger = None
+    if ledger is not None:
+        per_shard = collections.Counter()
+        replaced = 0
+        for r in ledger:
+            labels = r["handle"]["labels"]
+            if "group" not in labels or labels["group"] == "poison":
+                continue  # not one of the job's shards (the refused poison job)
+            if r["state"] in ("pending", "running"):
+                problems.append(f"record {r['handle']['external_id']} ({labels['group']}/{labels.get('fold')}) left "
+                                f"{r['state']}{', consumed' if r['consumed'] else ''}")
+            if (r.get("failure") or {}).get("reason") in ("superseded", "released"):
+                replaced += 1
+                continue
+            per_shard[(labels["group"], labels.get("fold"))] += 1
+        want = {(f"g{i:03d}", str(f)) for i in range(n_groups) for f in range(folds)}
+        bad = sorted(k for k in want if per_shard[k] != 1) + sorted(set(per_shard) - want)
+        if bad:
+            problems.append(f"{len(bad)} shard(s) without exactly one terminal record, e.g. "
+                            f"{[(k, per_shard[k]) for k in bad[:3]]}")
+        st = json.load(open(f"{run_dir}/status.json"))["shards"]
+        if st["total"] != n_groups * folds or st["pending"] or st["running"]:
+            problems.append(f"altar status counts {st}, want {n_groups * folds} shards, none pending or running")
+        print(f"ledger check: {len(ledger)} records, {sum(per_shard.values())} shards, {replaced} replaced runs")
 
     total = sum(len(e["shards"]) for e in ready)
     print(f"fleet check: {len(fired)} groups fired ({total} shards), {len(dead_groups)} dead-lettered, "

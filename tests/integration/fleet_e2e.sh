@@ -66,14 +66,15 @@ start_worker 2 0
 job="$("$ALTAR_BIN" submit $cfg "$dir/specs.jsonl")"
 echo "submitted $job: $((GROUPS_N * FOLDS)) shards in $GROUPS_N groups"
 
-# Poison on the jobs topic: garbage bytes, a spec escaping its root, a 10 MB message.
+# Poison on the jobs topic: garbage bytes, a spec escaping its root (readable
+# identity: refused as invalid_spec, its group dead-lettered), a 10 MB message.
 printf 'garbage \001\002\003 not msgpack\n' | "$ALTAR_BIN" log produce $cfg --topic "$prefix.jobs"
 head -c 10485760 /dev/zero | tr '\0' 'x' > "$dir/big.txt"; echo >> "$dir/big.txt"
 big_opts=""
 # Kafka refuses messages over 1 MB by default; the test broker allows 16 MB (scripts/services/kafka.sh).
 [ "$TRANSPORT" = kafka ] && big_opts="--set transport.kafka.message.max.bytes=16777216"
 "$ALTAR_BIN" log produce $cfg $big_opts --topic "$prefix.jobs" < "$dir/big.txt"
-python3 -c 'import json; print(json.dumps({"v":1,"type":"job","job_id":"poison","attempt":0,"avoid_hosts":[],"submitted_at":0,"spec":{"kind":"shard","image":"x","command":["true"],"labels":{},"inputs":[{"uri":"file:///etc/passwd","logical_path":"../../etc/passwd","locality_key":None,"digest":None}],"outputs":[],"resources":{"gpu":None,"count":1,"memory_mb":None},"timeout_s":None,"plugin_identity":None}}))' \
+python3 -c 'import json; print(json.dumps({"v":1,"type":"job","job_id":"poison","attempt":0,"avoid_hosts":[],"submitted_at":0,"spec":{"kind":"shard","image":"x","command":["true"],"labels":{"job_id":"poison","group":"poison"},"inputs":[{"uri":"file:///etc/passwd","logical_path":"../../etc/passwd","locality_key":None,"digest":None}],"outputs":[],"resources":{"gpu":None,"count":1,"memory_mb":None},"timeout_s":None,"plugin_identity":None}}))' \
   | "$ALTAR_BIN" log produce $cfg --topic "$prefix.jobs" --encode job
 
 count() { "$ALTAR_BIN" log consume $cfg --topic "$1" --from-beginning --exit 2>/dev/null | grep -c '"event_id"' || true; }
@@ -88,7 +89,7 @@ for round in 1 2 3; do
   kill -9 "$w2" 2>/dev/null || true; KILLS=$((KILLS + 1)); start_worker 2 "$round"
 done
 
-want=$GROUPS_N
+want=$((GROUPS_N + 1)) # and the refused poison job's group
 deadline=$(( $(date +%s) + 600 ))
 while :; do
   got=$(( $(count "$prefix.ready") + $(count "$prefix.dead") ))
@@ -103,6 +104,10 @@ kill -TERM "$w1" "$w2" "$rec" 2>/dev/null || true
 wait "$w1" "$w2" "$rec" 2>/dev/null || true
 "$ALTAR_BIN" log consume $cfg --topic "$prefix.ready" --from-beginning --exit > "$dir/ready.jsonl"
 "$ALTAR_BIN" log consume $cfg --topic "$prefix.dead" --from-beginning --exit > "$dir/dead.jsonl"
+# The ledger after the kills: checked by fleet_check.py (nothing left open,
+# one terminal record per shard) against what `altar status` counts.
+"$ALTAR_BIN" ledger dump $cfg > "$dir/ledger.jsonl"
+"$ALTAR_BIN" status $cfg "$job" --json > "$dir/status.json"
 python3 "$ALTAR_SOURCE_DIR/tests/integration/fleet_check.py" "$dir" "$GROUPS_N" "$FOLDS" "$DEAD_GROUP" "$KILLS" "$SLOTS"
 
 # Poison landed in the DLQ with reasons, and the fleet kept going.

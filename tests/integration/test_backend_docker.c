@@ -217,6 +217,32 @@ static void test_container_carries_labels_and_mount(void) {
   altar_spec_free(s);
 }
 
+/* A worker that takes over a dead worker's job submits the same spec: on
+ * the same engine and data root the running container is adopted, not
+ * started twice; once it is gone, the spec runs anew. */
+static void test_submit_adopts_running_container(void) {
+  CU_ASSERT_FATAL(be != NULL);
+  const char *w[] = {"sleep", "600", NULL};
+  altar_spec_t *s = spec_of(w);
+  altar_handle_t a, b, c;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &a, &err), 0);
+  altar_backend_destroy(be); /* as a killed worker would */
+  char errstr[256];
+  be = new_backend(root_dir, errstr, sizeof errstr);
+  CU_ASSERT_FATAL(be != NULL);
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &b, &err), 0);
+  CU_ASSERT_STRING_EQUAL(b.external_id, a.external_id);
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &a, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &c, &err), 0);
+  CU_ASSERT_STRING_NOT_EQUAL(c.external_id, a.external_id);
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &c, &err), 0);
+  altar_handle_clear(&a);
+  altar_handle_clear(&b);
+  altar_handle_clear(&c);
+  altar_spec_free(s);
+}
+
 static void test_deadline_enforced_by_another_backend_object(void) {
   /* The submitting object goes away (as a restarted worker would); a new one
    * reads the deadline from the container's label and enforces it. */
@@ -288,6 +314,7 @@ static void add(void) {
                                                            each_teardown);
   if (!suite__) return;
   ALTAR_TEST(test_container_carries_labels_and_mount);
+  ALTAR_TEST(test_submit_adopts_running_container);
   ALTAR_TEST(test_deadline_enforced_by_another_backend_object);
   ALTAR_TEST(test_staged_run_collects_output);
 }

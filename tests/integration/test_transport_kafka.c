@@ -359,8 +359,13 @@ static void test_group_commit_lag_rebalance(void) {
 /* ---- broker restart ----------------------------------------------------------- */
 
 /* A private broker (not the shared one other tests use) on its own port and
- * directory, driven by the same script. */
-#define RESTART_PORT "19192"
+ * directory, driven by the same script; ALTAR_KAFKA_RESTART_PORT moves it
+ * (machines that run several brokers at once). */
+static const char *restart_port(void) {
+  const char *p = getenv("ALTAR_KAFKA_RESTART_PORT");
+  return p && *p ? p : "19192";
+}
+#define RESTART_PORT restart_port()
 
 static pid_t script_async(const char *dir, const char *verb) {
   char cmd[1024];
@@ -522,7 +527,7 @@ static void test_broker_restart_keeps_acked(void) {
   free(dir);
 }
 
-static altar_strmap_t conformance_props;
+static altar_strmap_t conformance_props, leave_props;
 
 static void add_kafka_suite(void) {
   ALTAR_SUITE("transport_kafka", suite_init, NULL);
@@ -548,6 +553,10 @@ static void add(void) {
   suite_init();
   altar_strmap_set(&conformance_props, "altar.timeout.ms", broker_ok ? "20000" : "2000");
   altar_strmap_set(&conformance_props, "altar.close.timeout.ms", "5000");
+  /* A session far longer than the leave test's bound: only a LeaveGroup
+   * can hand the partitions over in time. */
+  altar_strmap_set(&leave_props, "session.timeout.ms", "45000");
+  altar_strmap_set(&leave_props, "heartbeat.interval.ms", "1000");
   static altar_transport_conformance_t conf;
   conf = (altar_transport_conformance_t){
       .suite_name = "transport conformance: kafka (real broker)",
@@ -555,6 +564,8 @@ static void add(void) {
       .config = &conformance_props,
       .timeout_ms = broker_ok ? 60000 : 3000,
       .topic_prefix = "altar-conf-kafka",
+      .leave_overrides = &leave_props,
+      .leave_within_ms = 30000,
   };
   altar_transport_conformance_add(&conf);
 }
@@ -562,5 +573,6 @@ static void add(void) {
 int main(int argc, char **argv) {
   int rc = altar_test_main(argc, argv, add);
   altar_strmap_clear(&conformance_props);
+  altar_strmap_clear(&leave_props);
   return rc;
 }

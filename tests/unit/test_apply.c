@@ -334,6 +334,8 @@ static void test_retry_then_dead_letter(void) {
   CU_ASSERT_STRING_EQUAL(r.events[0].shards[0].external_id, "r1b");
   CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "r1", &e, &err), 0);
   CU_ASSERT(e.rec.consumed); /* superseded */
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_FAILED); /* it was pending: settled, not left open */
+  CU_ASSERT(e.rec.failure && !strcmp(e.rec.failure->reason, ALTAR_REASON_SUPERSEDED));
   altar_ledger_entry_clear(&e);
   CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "r1b", &e, &err), 0);
   CU_ASSERT(e.rec.consumed);
@@ -417,6 +419,65 @@ static void test_retry_gives_up_when_hopeless(void) {
   altar_ledger_close(l);
   altar_test_rmtree(dir);
   free(dir);
+}
+
+/* A worker killed with its task running: the task runs again elsewhere
+ * under a new handle and the same task key. The old record is settled as
+ * failed "superseded" and consumed (no record stays running for ever), the
+ * group fires with the new run only, and a released run ends failed
+ * "released". */
+static void test_dead_workers_run_is_settled(void) {
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, specs_yaml);
+  altar_ledger_t *l = altar_ledger_memory_new();
+  sub("bare", "k-old", "jk", 0, 1);
+  st("bare", "k-old", "jk", 0, 1, ALTAR_STATE_RUNNING); /* then its worker dies */
+  altar_status_event_t *x = ev_new(ALTAR_EV_SUBMITTED, "bare", "k-new", "jk", 0, 1);
+  free(x->task_key);
+  x->task_key = strdup("tk-k-old");
+  st("bare", "k-new", "jk", 0, 1, ALTAR_STATE_SUCCEEDED);
+  sub("bare", "r1", "jr", 0, 1);
+  st("bare", "r1", "jr", 0, 1, ALTAR_STATE_RUNNING);
+  rel("bare", "r1", "jr");
+  /* A run that ended (its group still fanning in) and then ran again: the
+   * newer run is the shard's record, the older one is marked superseded. */
+  sub("train", "t-old", "jt", 0, 2);
+  st("train", "t-old", "jt", 0, 2, ALTAR_STATE_SUCCEEDED);
+  x = ev_new(ALTAR_EV_SUBMITTED, "train", "t-new", "jt", 0, 2);
+  free(x->task_key);
+  x->task_key = strdup("tk-t-old");
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL_FATAL(apply(l, &s, 0, nev, &r), 0);
+  CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
+  CU_ASSERT_EQUAL(r.events[0].n_shards, 1);
+  CU_ASSERT_STRING_EQUAL(r.events[0].shards[0].external_id, "k-new");
+  altar_ledger_entry_t e;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_get(l, "process", "k-old", &e, &err), 0);
+  CU_ASSERT(e.rec.consumed);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_FAILED);
+  CU_ASSERT(e.rec.failure && !strcmp(e.rec.failure->reason, ALTAR_REASON_SUPERSEDED));
+  altar_ledger_entry_clear(&e);
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_get(l, "process", "r1", &e, &err), 0);
+  CU_ASSERT(e.rec.consumed);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_FAILED);
+  CU_ASSERT(e.rec.failure && !strcmp(e.rec.failure->reason, ALTAR_REASON_RELEASED));
+  altar_ledger_entry_clear(&e);
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_get(l, "process", "t-old", &e, &err), 0);
+  CU_ASSERT(e.rec.consumed);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_FAILED);
+  CU_ASSERT(e.rec.failure && !strcmp(e.rec.failure->reason, ALTAR_REASON_SUPERSEDED));
+  CU_ASSERT(e.rec.failure && e.rec.failure->detail && strstr(e.rec.failure->detail, "it was succeeded"));
+  altar_ledger_entry_clear(&e);
+  altar_handle_t *open = NULL;
+  size_t n_open = 0;
+  CU_ASSERT_EQUAL(altar_ledger_open_handles(l, &open, &n_open, &err), 0);
+  CU_ASSERT_EQUAL(n_open, 1); /* only t-new, still pending */
+  altar_handles_free(open, n_open);
+  altar_apply_result_clear(&r);
+  altar_ledger_close(l);
+  altar_group_specs_clear(&s);
 }
 
 static void test_released_and_unknown(void) {
@@ -602,6 +663,7 @@ static void add(void) {
   ALTAR_TEST(test_retry_same_handle_then_fire);
   ALTAR_TEST(test_retry_gives_up_when_hopeless);
   ALTAR_TEST(test_released_and_unknown);
+  ALTAR_TEST(test_dead_workers_run_is_settled);
   ALTAR_TEST(test_spec_as_bytes_only);
   ALTAR_TEST(test_predicate_error_aborts_batch);
   ALTAR_TEST(test_unpublishable_group_refused);

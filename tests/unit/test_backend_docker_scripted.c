@@ -4,6 +4,7 @@
  * inspect parsing, the kill past a deadline, cancel of a missing container,
  * staging, and runs the shared contract suite against the fake. */
 #include "altar/backend.h"
+#include "altar/codec.h"
 #include "altar/digest.h"
 #include "altar/paths.h"
 #include "altar/storage.h"
@@ -136,6 +137,38 @@ static int run_fail(fake_container_t *c, altar_cmd_result_t *res, int code, cons
                     const char *err) {
   fake_remove(c);
   return altar_cmd_result_set(res, code, out, err);
+}
+
+/* ps -q --no-trunc --filter label=K=V --filter status=S: the ids that match. */
+static int fake_ps(fake_docker_t *fd, const char *const *a, altar_cmd_result_t *res) {
+  const char *labels[4] = {0}, *status = NULL;
+  size_t nl = 0;
+  for (size_t i = 1; a[i]; i++)
+    if (!strcmp(a[i], "--filter") && a[i + 1]) {
+      const char *f = a[++i];
+      if (!strncmp(f, "label=", 6) && nl < 4) labels[nl++] = f + 6;
+      else if (!strncmp(f, "status=", 7)) status = f + 7;
+    }
+  char out[FAKE_MAX_CONTAINERS * 66 + 1];
+  size_t len = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < fd->n; i++) {
+    fake_container_t *c = &fd->c[i];
+    if (!c->id[0]) continue;
+    fake_advance(c);
+    if (status && strcmp(c->status, status)) continue;
+    bool match = true;
+    for (size_t k = 0; k < nl && match; k++) {
+      const char *label = labels[k], *eq = strchr(label, '=');
+      char key[128];
+      snprintf(key, sizeof key, "%.*s", eq ? (int)(eq - label) : (int)strlen(label), label);
+      const char *v = altar_strmap_get(&c->labels, key);
+      match = v && (!eq || !strcmp(v, eq + 1));
+    }
+    if (!match) continue;
+    len += (size_t)snprintf(out + len, sizeof out - len, "%s\n", c->id);
+  }
+  return altar_cmd_result_set(res, 0, out, NULL);
 }
 
 static int fake_run(fake_docker_t *fd, const char *const *a, altar_cmd_result_t *res) {
@@ -319,6 +352,7 @@ static int fake_runner_run(void *impl, const char *const argv[], const altar_cmd
   }
   const char *const *a = argv + 1;
   if (!strcmp(verb, "run")) return fake_run(fd, a, pres);
+  if (!strcmp(verb, "ps")) return fake_ps(fd, a, pres);
   if (!strcmp(verb, "inspect")) return fake_inspect(fd, a, pres);
   if (!strcmp(verb, "kill")) return fake_kill(fd, a, pres);
   if (!strcmp(verb, "rm")) return fake_rm(fd, a, pres);
@@ -432,19 +466,28 @@ static void test_submit_argv_exact(void) {
   altar_handle_t h;
   altar_error_t err = {0};
   CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
-  CU_ASSERT_EQUAL(fake.ncalls, 1);
+  CU_ASSERT_EQUAL(fake.ncalls, 2);
+  char key[ALTAR_TASK_KEY_LEN + 1];
+  CU_ASSERT_EQUAL_FATAL(altar_spec_identity(s, key, &err), 0);
+  /* First a look for a running container of the same task, to adopt. */
   char want[2048];
   snprintf(want, sizeof want,
-           "docker run -d --label fold=3 --label job_id=j 1 --label altar.kind=score "
-           "--label altar.timeout_s=30 -v %s:/mnt/volume --user 1000:1000 --memory 64m "
-           "--memory-swap 64m altar-test/busybox:1 sh -c echo 'a b' > /mnt/volume/x; exit 0",
-           root_dir);
+           "docker ps -q --no-trunc --filter label=altar.task_key=%s --filter label=altar.data_root=%s "
+           "--filter status=running",
+           key, root_dir);
   CU_ASSERT_STRING_EQUAL(call_str(0), want);
+  snprintf(want, sizeof want,
+           "docker run -d --label fold=3 --label job_id=j 1 --label altar.kind=score "
+           "--label altar.task_key=%s --label altar.data_root=%s --label altar.timeout_s=30 -v %s:/mnt/volume "
+           "--user 1000:1000 --memory 64m --memory-swap 64m altar-test/busybox:1 sh -c echo 'a b' > /mnt/volume/x; "
+           "exit 0",
+           key, root_dir, root_dir);
+  CU_ASSERT_STRING_EQUAL(call_str(1), want);
   /* Word boundaries too: the label with a space is one argv element. */
-  CU_ASSERT_STRING_EQUAL(fake.calls[0][6], "job_id=j 1");
-  CU_ASSERT_STRING_EQUAL(fake.calls[0][22], "echo 'a b' > /mnt/volume/x; exit 0");
-  CU_ASSERT_PTR_NULL(fake.calls[0][23]);
-  for (size_t i = 0; fake.calls[0][i]; i++) CU_ASSERT(strcmp(fake.calls[0][i], "--rm") != 0);
+  CU_ASSERT_STRING_EQUAL(fake.calls[1][6], "job_id=j 1");
+  CU_ASSERT_STRING_EQUAL(fake.calls[1][26], "echo 'a b' > /mnt/volume/x; exit 0");
+  CU_ASSERT_PTR_NULL(fake.calls[1][27]);
+  for (size_t i = 0; fake.calls[1][i]; i++) CU_ASSERT(strcmp(fake.calls[1][i], "--rm") != 0);
   /* The handle: backend name, container id, spec labels only. */
   CU_ASSERT_STRING_EQUAL(h.backend, "local");
   CU_ASSERT_STRING_EQUAL(h.external_id, ID_A);
@@ -460,11 +503,13 @@ static void test_submit_argv_minimal(void) {
   altar_handle_t h;
   altar_error_t err = {0};
   CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
-  char want[1024];
+  char want[1024], key[ALTAR_TASK_KEY_LEN + 1];
+  CU_ASSERT_EQUAL_FATAL(altar_spec_identity(s, key, &err), 0);
   snprintf(want, sizeof want,
-           "docker run -d --label altar.kind=score -v %s:/mnt/volume altar-test/busybox:1 exit 0",
-           root_dir);
-  CU_ASSERT_STRING_EQUAL(call_str(0), want);
+           "docker run -d --label altar.kind=score --label altar.task_key=%s --label altar.data_root=%s "
+           "-v %s:/mnt/volume altar-test/busybox:1 exit 0",
+           key, root_dir, root_dir);
+  CU_ASSERT_STRING_EQUAL(call_str(1), want);
   CU_ASSERT_EQUAL(strlen(h.external_id), 64);
   altar_handle_clear(&h);
   altar_spec_free(s);
@@ -518,6 +563,31 @@ static void test_submit_docker_error(void) {
   s = spec_with("exit", "0");
   CU_ASSERT_EQUAL(altar_backend_submit(be, s, &h, &err), ALTAR_EBACKEND);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "not a container id"));
+  altar_spec_free(s);
+  altar_backend_destroy(be);
+}
+
+/* A running container labelled with the spec's task key is adopted, not
+ * started twice (a dead worker's run on this engine); once it is gone, the
+ * same spec starts a new one. */
+static void test_submit_adopts_running_task(void) {
+  altar_backend_t *be = make(NULL);
+  altar_spec_t *s = spec_with("sleep", "300");
+  altar_handle_t a, b, c;
+  altar_error_t err = {0};
+  size_t runs = count_verb("run");
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &a, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &b, &err), 0);
+  CU_ASSERT_STRING_EQUAL(b.external_id, a.external_id);
+  CU_ASSERT_EQUAL(count_verb("run"), runs + 1);
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &a, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &c, &err), 0);
+  CU_ASSERT_STRING_NOT_EQUAL(c.external_id, a.external_id);
+  CU_ASSERT_EQUAL(count_verb("run"), runs + 2);
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &c, &err), 0);
+  altar_handle_clear(&a);
+  altar_handle_clear(&b);
+  altar_handle_clear(&c);
   altar_spec_free(s);
   altar_backend_destroy(be);
 }
@@ -713,10 +783,10 @@ static void test_cancel(void) {
   CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0);
   char want[256];
   snprintf(want, sizeof want, "docker rm --force %s", h.external_id);
-  CU_ASSERT_STRING_EQUAL(call_str(1), want);
+  CU_ASSERT_STRING_EQUAL(call_str(2), want);
   /* Again: docker says the container is missing, which is fine. */
   CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0);
-  CU_ASSERT_STRING_EQUAL(call_str(2), want);
+  CU_ASSERT_STRING_EQUAL(call_str(3), want);
   /* A failure that is not "missing" is reported. */
   fake_program(&fake, "rm", 1, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock.\n");
   CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), ALTAR_EBACKEND);
@@ -956,6 +1026,7 @@ static void add(void) {
     if (!suite__) return;
     ALTAR_TEST(test_submit_argv_exact);
     ALTAR_TEST(test_submit_argv_minimal);
+  ALTAR_TEST(test_submit_adopts_running_task);
     ALTAR_TEST(test_submit_rejects_before_running);
     ALTAR_TEST(test_submit_docker_error);
     ALTAR_TEST(test_poll_uses_one_inspect);

@@ -26,10 +26,11 @@ typedef union any_msg {
   altar_status_event_t status;
   altar_group_event_t group;
   altar_record_t record;
+  altar_control_msg_t control;
 } any_msg_t;
 
-static const altar_msg_type_t all_types[] = {ALTAR_MSG_SPEC, ALTAR_MSG_JOB, ALTAR_MSG_STATUS, ALTAR_MSG_GROUP,
-                                             ALTAR_MSG_RECORD};
+static const altar_msg_type_t all_types[] = {ALTAR_MSG_SPEC,  ALTAR_MSG_JOB,    ALTAR_MSG_STATUS,
+                                             ALTAR_MSG_GROUP, ALTAR_MSG_RECORD, ALTAR_MSG_CONTROL};
 
 static int decode_any(altar_msg_type_t t, const void *data, size_t len, any_msg_t *m, altar_error_t *err) {
   switch (t) {
@@ -38,6 +39,7 @@ static int decode_any(altar_msg_type_t t, const void *data, size_t len, any_msg_
   case ALTAR_MSG_STATUS: return altar_decode_status(data, len, &m->status, err);
   case ALTAR_MSG_GROUP: return altar_decode_group(data, len, &m->group, err);
   case ALTAR_MSG_RECORD: return altar_decode_record(data, len, &m->record, err);
+  case ALTAR_MSG_CONTROL: return altar_decode_control(data, len, &m->control, err);
   }
   return -1;
 }
@@ -49,6 +51,7 @@ static int encode_any(altar_msg_type_t t, const any_msg_t *m, altar_buf_t *out, 
   case ALTAR_MSG_STATUS: return altar_encode_status(&m->status, out, err);
   case ALTAR_MSG_GROUP: return altar_encode_group(&m->group, out, err);
   case ALTAR_MSG_RECORD: return altar_encode_record(&m->record, out, err);
+  case ALTAR_MSG_CONTROL: return altar_encode_control(&m->control, out, err);
   }
   return -1;
 }
@@ -61,6 +64,7 @@ static int from_json_any(altar_msg_type_t t, const char *text, any_msg_t *m, alt
   case ALTAR_MSG_STATUS: return altar_status_from_json(text, n, &m->status, err);
   case ALTAR_MSG_GROUP: return altar_group_from_json(text, n, &m->group, err);
   case ALTAR_MSG_RECORD: return altar_record_from_json(text, n, &m->record, err);
+  case ALTAR_MSG_CONTROL: return altar_control_from_json(text, n, &m->control, err);
   }
   return -1;
 }
@@ -75,6 +79,14 @@ static bool equal_any(altar_msg_type_t t, const any_msg_t *a, const any_msg_t *b
   case ALTAR_MSG_STATUS: return altar_status_event_equal(&a->status, &b->status);
   case ALTAR_MSG_GROUP: return altar_group_event_equal(&a->group, &b->group);
   case ALTAR_MSG_RECORD: return altar_record_equal(&a->record, &b->record);
+  case ALTAR_MSG_CONTROL: {
+    const altar_control_msg_t *x = &a->control, *y = &b->control;
+    bool same = x->v == y->v && x->event == y->event && x->partition == y->partition &&
+                x->n_offsets == y->n_offsets && x->lease_s == y->lease_s && x->ts == y->ts &&
+                !x->worker == !y->worker && (!x->worker || !strcmp(x->worker, y->worker));
+    for (size_t i = 0; same && i < x->n_offsets; i++) same = x->offsets[i] == y->offsets[i];
+    return same;
+  }
   }
   return false;
 }
@@ -86,6 +98,7 @@ static void clear_any(altar_msg_type_t t, any_msg_t *m) {
   case ALTAR_MSG_STATUS: altar_status_event_clear(&m->status); break;
   case ALTAR_MSG_GROUP: altar_group_event_clear(&m->group); break;
   case ALTAR_MSG_RECORD: altar_record_clear(&m->record); break;
+  case ALTAR_MSG_CONTROL: altar_control_msg_clear(&m->control); break;
   }
 }
 
@@ -177,10 +190,10 @@ static char *canonical_json(const char *text, size_t len) {
 /* ---- golden vectors ---- */
 
 static void test_vectors_present(void) {
-  size_t per_type[5] = {0};
+  size_t per_type[6] = {0};
   for (size_t i = 0; i < n_vecs; i++) per_type[vecs[i].type]++;
-  CU_ASSERT(n_vecs >= 14);
-  for (int t = 0; t < 5; t++) CU_ASSERT(per_type[t] >= 2);
+  CU_ASSERT(n_vecs >= 17);
+  for (int t = 0; t < 6; t++) CU_ASSERT(per_type[t] >= 2);
 }
 
 static void test_vectors_json_to_msgpack(void) {
@@ -275,7 +288,8 @@ static void test_peek_type(void) {
   for (size_t i = 0; i < n_vecs; i++) {
     char buf[16];
     int rc = altar_peek_type(vecs[i].mp, vecs[i].mp_len, buf, sizeof buf);
-    if (vecs[i].type == ALTAR_MSG_JOB || vecs[i].type == ALTAR_MSG_STATUS || vecs[i].type == ALTAR_MSG_GROUP) {
+    if (vecs[i].type == ALTAR_MSG_JOB || vecs[i].type == ALTAR_MSG_STATUS || vecs[i].type == ALTAR_MSG_GROUP ||
+        vecs[i].type == ALTAR_MSG_CONTROL) {
       CU_ASSERT_EQUAL(rc, 0);
       CU_ASSERT_STRING_EQUAL(buf, altar_msg_type_name(vecs[i].type));
     } else {
@@ -329,9 +343,11 @@ static void test_peek_group_event_id(void) {
 static void test_type_mismatch(void) {
   for (size_t i = 0; i < n_vecs; i++) {
     vec_t *v = &vecs[i];
-    if (v->type != ALTAR_MSG_JOB && v->type != ALTAR_MSG_STATUS && v->type != ALTAR_MSG_GROUP) continue;
-    static const altar_msg_type_t typed[] = {ALTAR_MSG_JOB, ALTAR_MSG_STATUS, ALTAR_MSG_GROUP};
-    for (size_t k = 0; k < 3; k++) {
+    if (v->type != ALTAR_MSG_JOB && v->type != ALTAR_MSG_STATUS && v->type != ALTAR_MSG_GROUP &&
+        v->type != ALTAR_MSG_CONTROL)
+      continue;
+    static const altar_msg_type_t typed[] = {ALTAR_MSG_JOB, ALTAR_MSG_STATUS, ALTAR_MSG_GROUP, ALTAR_MSG_CONTROL};
+    for (size_t k = 0; k < 4; k++) {
       if (typed[k] == v->type) continue;
       any_msg_t m;
       altar_error_t err = {0};
@@ -1258,6 +1274,69 @@ static void test_utf8_check(void) {
   CU_ASSERT(!altar__utf8_ok("abcdefghijklmno\xff", 16));
 }
 
+/* Control messages (jobs topic): bounds, required fields, and an event of
+ * a newer writer read as unknown and written back as it came. */
+static void test_control_messages(void) {
+  altar_control_msg_t m;
+  altar_error_t err = {0};
+  /* {"event":"cancel","partition":3,"job_ids":["j"]}: unknown event and key */
+  CU_ASSERT_EQUAL(altar_control_from_json(B("{\"event\":\"cancel\",\"partition\":3,\"job_ids\":[\"j\"]}"), &m, &err), 0);
+  CU_ASSERT_EQUAL(m.event, ALTAR_CTL_UNKNOWN);
+  CU_ASSERT_STRING_EQUAL(m.event_name, "cancel");
+  CU_ASSERT_EQUAL(m.partition, 3);
+  CU_ASSERT_EQUAL(m.n_offsets, 0);
+  char *json = altar_control_to_json(&m, &err);
+  CU_ASSERT_PTR_NOT_NULL(json);
+  if (json) CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"event\":\"cancel\""));
+  free(json);
+  altar_control_msg_clear(&m);
+  static const struct {
+    const char *json;
+    int rc;
+    const char *msg;
+  } bad[] = {
+      {"{\"partition\":1}", ALTAR_EDECODE, "control.event: missing required field"},
+      {"{\"event\":\"done\"}", ALTAR_EDECODE, "control.partition: missing required field"},
+      {"{\"event\":\"done\",\"partition\":-1}", ALTAR_EDECODE, "control.partition: partition out of range"},
+      {"{\"event\":\"done\",\"partition\":4294967296}", ALTAR_EDECODE, "control.partition: partition out of range"},
+      {"{\"event\":\"done\",\"partition\":1,\"offsets\":[1,-2]}", ALTAR_EDECODE, "control.offsets[1]: offset must be >= 0"},
+      {"{\"event\":\"done\",\"partition\":1,\"offsets\":[\"1\"]}", ALTAR_EDECODE, "control.offsets[0]: expected integer"},
+      {"{\"event\":\"done\",\"partition\":1,\"offsets\":{}}", ALTAR_EDECODE, "control.offsets: expected array"},
+      {"{\"event\":1,\"partition\":1}", ALTAR_EDECODE, "control.event: expected string"},
+      {"{\"type\":\"job\",\"event\":\"done\",\"partition\":1}", ALTAR_EDECODE, "control.type: expected \"control\""},
+      {"{\"event\":\"done\",\"partition\":1,\"v\":0}", ALTAR_EDECODE, "control.v: schema version must be >= 1"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    memset(&err, 0, sizeof err);
+    int rc = altar_control_from_json(bad[i].json, strlen(bad[i].json), &m, &err);
+    ASSERT_ERR(rc, bad[i].rc, bad[i].msg);
+    altar_control_msg_clear(&m);
+  }
+  /* More offsets than the bound: refused before any is read. */
+  altar_buf_t b = {0};
+  CU_ASSERT_EQUAL(altar_buf_append(&b, "\x82\xa5" "event" "\xa4" "done" "\xa7" "offsets" "\xdc\x04\x01", 23), 0);
+  for (int i = 0; i < 1025; i++) CU_ASSERT_EQUAL(altar_buf_append(&b, "\x01", 1), 0);
+  memset(&err, 0, sizeof err);
+  ASSERT_ERR(altar_decode_control(b.data, b.len, &m, &err), ALTAR_ETOOBIG, "control.offsets: too many offsets");
+  altar_control_msg_clear(&m);
+  altar_buf_free(&b);
+  /* The encoder refuses what no reader would accept. */
+  int64_t offs[] = {5, -1};
+  altar_control_msg_t e = {.event = ALTAR_CTL_DONE, .partition = 0, .offsets = offs, .n_offsets = 2};
+  memset(&err, 0, sizeof err);
+  CU_ASSERT_EQUAL(altar_encode_control(&e, &b, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(b.len, 0);
+  e.n_offsets = 1;
+  e.event = (altar_control_event_t)7;
+  CU_ASSERT_EQUAL(altar_encode_control(&e, &b, &err), ALTAR_EINVAL);
+  e.event = ALTAR_CTL_UNKNOWN; /* without a name */
+  CU_ASSERT_EQUAL(altar_encode_control(&e, &b, &err), ALTAR_EINVAL);
+  e.event = ALTAR_CTL_LEASE;
+  e.partition = -1;
+  CU_ASSERT_EQUAL(altar_encode_control(&e, &b, &err), ALTAR_EINVAL);
+  altar_buf_free(&b);
+}
+
 static void test_event_equality(void) {
   for (size_t i = 0; i < n_vecs; i++) {
     vec_t *v = &vecs[i];
@@ -1294,6 +1373,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_peek_group_event_id);
   ALTAR_TEST(test_msg_type_names);
   ALTAR_TEST(test_type_mismatch);
+  ALTAR_TEST(test_control_messages);
   ALTAR_TEST(test_unknown_keys_ignored);
   ALTAR_TEST(test_missing_keys_defaulted);
   ALTAR_TEST(test_required_fields);

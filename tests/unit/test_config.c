@@ -26,6 +26,7 @@ static void test_defaults(void) {
   CU_ASSERT_STRING_EQUAL(c.topics.jobs, "altar.jobs");
   CU_ASSERT_STRING_EQUAL(c.topics.dlq, "altar.dlq");
   CU_ASSERT_STRING_EQUAL(c.backend_name, "process");
+  CU_ASSERT_EQUAL(c.topic_partitions, ALTAR_DEFAULT_TOPIC_PARTITIONS);
   long long slots;
   CU_ASSERT_EQUAL(altar_config_backend_int(&c, "slots", 4, 1, 1024, &slots, &err), 0);
   CU_ASSERT_EQUAL(slots, 4); /* absent: the caller's default */
@@ -63,6 +64,28 @@ static void test_read_and_override(void) {
   free(path);
 }
 
+static void test_topic_partitions(void) {
+  char *path = write_tmp("topics: {jobs: j, partitions: 64}\n");
+  altar_config_t c;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), 0);
+  CU_ASSERT_EQUAL(c.topic_partitions, 64);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "topics.partitions", "8", &err), 0);
+  CU_ASSERT_EQUAL(c.topic_partitions, 8);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "topics.partitions", "0", &err), ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "topics.partitions") != NULL);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "topics.partitions", "12x", &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "topics.partitions", "10001", &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(c.topic_partitions, 8);
+  altar_config_clear(&c);
+  free(path);
+  path = write_tmp("topics:\n  partitions: lots\n");
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
+  CU_ASSERT(strstr(err.msg, ":2:") != NULL && strstr(err.msg, "topics.partitions") != NULL);
+  altar_config_clear(&c);
+  free(path);
+}
+
 static void test_errors_name_line(void) {
   char *path = write_tmp("transport: {name: local}\ntopics:\n  jobs: a\n  jbos: b\n");
   altar_config_t c;
@@ -93,6 +116,7 @@ static void add(void) {
   ALTAR_TEST(test_defaults);
   ALTAR_TEST(test_read_and_override);
   ALTAR_TEST(test_errors_name_line);
+  ALTAR_TEST(test_topic_partitions);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

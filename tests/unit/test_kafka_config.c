@@ -89,13 +89,20 @@ static void test_consumer_required(void) {
   CU_ASSERT_STRING_EQUAL(conf_get(c, "group.id", buf, sizeof buf), "workers");
   const char *reset = conf_get(c, "auto.offset.reset", buf, sizeof buf);
   CU_ASSERT(reset && (!strcmp(reset, "smallest") || !strcmp(reset, "earliest")));
+  /* Failure detection fit for a fleet, not librdkafka's 45 s. */
+  CU_ASSERT_STRING_EQUAL(conf_get(c, "session.timeout.ms", buf, sizeof buf), "10000");
+  CU_ASSERT_STRING_EQUAL(conf_get(c, "heartbeat.interval.ms", buf, sizeof buf), "3000");
   rd_kafka_conf_destroy(c);
-  /* A user's own reset policy is kept. */
+  /* A user's own reset policy and timeouts are kept. */
   altar_strmap_set(&m, "auto.offset.reset", "latest");
+  altar_strmap_set(&m, "session.timeout.ms", "30000");
+  altar_strmap_set(&m, "heartbeat.interval.ms", "5000");
   c = altar__kafka_conf_build(&m, ALTAR__KAFKA_CONSUMER, "workers", &sec, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(c);
   reset = conf_get(c, "auto.offset.reset", buf, sizeof buf);
   CU_ASSERT(reset && (!strcmp(reset, "largest") || !strcmp(reset, "latest")));
+  CU_ASSERT_STRING_EQUAL(conf_get(c, "session.timeout.ms", buf, sizeof buf), "30000");
+  CU_ASSERT_STRING_EQUAL(conf_get(c, "heartbeat.interval.ms", buf, sizeof buf), "5000");
   rd_kafka_conf_destroy(c);
   altar__kafka_secrets_clear(&sec);
   altar_strmap_clear(&m);

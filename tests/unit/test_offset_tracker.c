@@ -27,7 +27,7 @@ static void test_commit_lowest_unfinished(void) {
   altar_offset_tracker_finished(t, "jobs", 0, 8);
   commit_point(t, &off, meta, &ch);
   CU_ASSERT_EQUAL(off, 2);
-  CU_ASSERT_STRING_EQUAL(meta, "o1:1-3,6");
+  CU_ASSERT_STRING_EQUAL(meta, "o2:1-3,6/8"); /* 2, 6, 7 and 9 are held */
   CU_ASSERT(ch);
   commit_point(t, &off, meta, &ch);
   CU_ASSERT(!ch); /* unchanged: no need to commit again */
@@ -35,7 +35,7 @@ static void test_commit_lowest_unfinished(void) {
   altar_offset_tracker_finished(t, "jobs", 0, 2);
   commit_point(t, &off, meta, &ch);
   CU_ASSERT_EQUAL(off, 6);
-  CU_ASSERT_STRING_EQUAL(meta, "o1:2");
+  CU_ASSERT_STRING_EQUAL(meta, "o2:2/4");
   for (int64_t o = 6; o < 10; o++) altar_offset_tracker_finished(t, "jobs", 0, o);
   commit_point(t, &off, meta, &ch);
   CU_ASSERT_EQUAL(off, 10);
@@ -66,7 +66,7 @@ static void test_restart_skips_finished(void) {
   altar_offset_tracker_finished(t, "jobs", 0, 101);
   commit_point(t, &off, meta, &ch);
   CU_ASSERT_EQUAL(off, 100);
-  CU_ASSERT_STRING_EQUAL(meta, "o1:1-3,6");
+  CU_ASSERT_STRING_EQUAL(meta, "o2:1-3,6/2"); /* 100 runs: held */
   altar_offset_tracker_finished(t, "jobs", 0, 100);
   commit_point(t, &off, meta, &ch);
   CU_ASSERT_EQUAL(off, 102); /* 102, 103 not re-seen yet but known done: still listed */
@@ -76,13 +76,17 @@ static void test_restart_skips_finished(void) {
 
 static void test_malformed_metadata_ignored(void) {
   const char *bad[] = {"garbage", "o1:-1", "o1:3-1", "o1:1,,2", "o1:2,1", "o1:1-", "o1:1,",
-                       "o1:99999999999999999999", "o2:1"};
+                       "o1:99999999999999999999", "o2:1", "o2:1/0", "o2:/", "o2:1/x", "o2:1,/3",
+                       "o2:/3/4", "o2:/-3", "o2:/+3", "o3:/3", "o2:1/99999999999999999999"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     altar_offset_tracker_t *t = altar_offset_tracker_new();
     altar_error_t err = {0};
     CU_ASSERT_EQUAL(altar_offset_tracker_assign(t, "jobs", 0, 5, bad[i], &err), 0);
     CU_ASSERT(strstr(err.msg, "malformed") != NULL);
-    for (int64_t o = 5; o < 10; o++) CU_ASSERT(!altar_offset_tracker_already_done(t, "jobs", 0, o));
+    for (int64_t o = 5; o < 10; o++) {
+      CU_ASSERT(!altar_offset_tracker_already_done(t, "jobs", 0, o));
+      CU_ASSERT(!altar_offset_tracker_held(t, "jobs", 0, o));
+    }
     altar_offset_tracker_free(t);
   }
 }
@@ -114,13 +118,21 @@ static void test_metadata_bounded(void) {
   CU_ASSERT_EQUAL(altar_offset_tracker_commit_point(t, "jobs", 0, &off, meta, sizeof meta, &ch), 0);
   CU_ASSERT_EQUAL(off, 0);
   CU_ASSERT(strlen(meta) <= ALTAR_OFFSET_META_MAX);
-  CU_ASSERT(strncmp(meta, "o1:2,4,6", 8) == 0);
-  /* What was left out is not claimed done: a restart re-runs it rather than skipping. */
+  CU_ASSERT(strncmp(meta, "o2:2,4,6", 8) == 0);
+  /* The held bound is kept whatever the ranges take. */
+  size_t ml = strlen(meta);
+  CU_ASSERT(ml > 6 && !strcmp(meta + ml - 6, "/20000"));
+  /* What was left out is not claimed done: a restart re-runs it rather than
+   * skipping, and, being below the held bound, waits for its holder first. */
   altar_offset_tracker_t *r = altar_offset_tracker_new();
   altar_offset_tracker_assign(r, "jobs", 0, off, meta, NULL);
   CU_ASSERT(altar_offset_tracker_already_done(r, "jobs", 0, 2));
+  CU_ASSERT(!altar_offset_tracker_held(r, "jobs", 0, 2));
   CU_ASSERT(!altar_offset_tracker_already_done(r, "jobs", 0, 19998));
+  CU_ASSERT(altar_offset_tracker_held(r, "jobs", 0, 19998));
   CU_ASSERT(!altar_offset_tracker_already_done(r, "jobs", 0, 3));
+  CU_ASSERT(altar_offset_tracker_held(r, "jobs", 0, 3));
+  CU_ASSERT(!altar_offset_tracker_held(r, "jobs", 0, 20000)); /* never read: not held */
   altar_offset_tracker_free(r);
   altar_offset_tracker_free(t);
 }
@@ -148,10 +160,48 @@ static void test_random_model(void) {
     for (int o = 0; o < n; o++) {
       if (o < off) CU_ASSERT(done[o]);
       if (o >= off) CU_ASSERT_EQUAL(altar_offset_tracker_already_done(r, "jobs", 3, o), done[o]);
+      if (o >= off) CU_ASSERT_EQUAL(altar_offset_tracker_held(r, "jobs", 3, o), !done[o]);
     }
     altar_offset_tracker_free(r);
     altar_offset_tracker_free(t);
   }
+}
+
+/* A worker revoked while it waited for an earlier holder's jobs carries
+ * them on: its metadata keeps the held bound it read, even for offsets it
+ * never reached, and once they are finished the bound goes. */
+static void test_held_carried_on(void) {
+  altar_offset_tracker_t *t = altar_offset_tracker_new();
+  CU_ASSERT_EQUAL(altar_offset_tracker_assign(t, "jobs", 0, 50, "o2:2/5", NULL), 0);
+  CU_ASSERT(altar_offset_tracker_held(t, "jobs", 0, 50));
+  CU_ASSERT(altar_offset_tracker_held(t, "jobs", 0, 51));
+  CU_ASSERT(!altar_offset_tracker_held(t, "jobs", 0, 52)); /* finished */
+  CU_ASSERT(altar_offset_tracker_held(t, "jobs", 0, 54));
+  CU_ASSERT(!altar_offset_tracker_held(t, "jobs", 0, 55));
+  CU_ASSERT(!altar_offset_tracker_held(t, "jobs", 0, 49));
+  int64_t off;
+  char meta[256];
+  bool ch;
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT_EQUAL(off, 50);
+  CU_ASSERT_STRING_EQUAL(meta, "o2:2/5"); /* nothing read yet: all carried */
+  altar_offset_tracker_seen(t, "jobs", 0, 50);
+  altar_offset_tracker_finished(t, "jobs", 0, 50); /* a done marker came */
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT_EQUAL(off, 51);
+  CU_ASSERT_STRING_EQUAL(meta, "o2:1/4");
+  for (int64_t o = 51; o < 55; o++) {
+    altar_offset_tracker_seen(t, "jobs", 0, o);
+    altar_offset_tracker_finished(t, "jobs", 0, o);
+  }
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT_EQUAL(off, 55);
+  CU_ASSERT_STRING_EQUAL(meta, "");
+  /* An old reader's form is still read: no held bound. */
+  CU_ASSERT_EQUAL(altar_offset_tracker_assign(t, "jobs", 1, 7, "o1:1", NULL), 0);
+  CU_ASSERT(!altar_offset_tracker_held(t, "jobs", 1, 7));
+  CU_ASSERT(altar_offset_tracker_already_done(t, "jobs", 1, 8));
+  altar_offset_tracker_free(t);
 }
 
 static void add(void) {
@@ -162,6 +212,7 @@ static void add(void) {
   ALTAR_TEST(test_out_of_order_and_unknown);
   ALTAR_TEST(test_metadata_bounded);
   ALTAR_TEST(test_random_model);
+  ALTAR_TEST(test_held_carried_on);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

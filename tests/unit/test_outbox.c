@@ -54,6 +54,7 @@ typedef struct rec {
   altar_buf_t value;
   char *key;
   char *reason; /* the DLQ reason header, NULL when absent */
+  char *source, *size; /* the other two DLQ headers */
   int32_t partition;
   int64_t offset;
 } rec_t;
@@ -68,6 +69,8 @@ static void recs_clear(recs_t *r) {
     altar_buf_free(&r->v[i].value);
     free(r->v[i].key);
     free(r->v[i].reason);
+    free(r->v[i].source);
+    free(r->v[i].size);
   }
   r->n = 0;
 }
@@ -101,6 +104,8 @@ static void read_topic(const char *dir, const char *topic, recs_t *out) {
       const void *hv;
       size_t hl;
       if (altar_msg_header(m, ALTAR_DLQ_REASON_HEADER, &hv, &hl) == 0) r->reason = strndup(hv, hl);
+      if (altar_msg_header(m, ALTAR_DLQ_SOURCE_HEADER, &hv, &hl) == 0) r->source = strndup(hv, hl);
+      if (altar_msg_header(m, ALTAR_DLQ_SIZE_HEADER, &hv, &hl) == 0) r->size = strndup(hv, hl);
       r->partition = m->partition;
       r->offset = m->offset;
       altar_msg_free(m);
@@ -733,6 +738,14 @@ static void test_rebuild_skips_what_the_daemon_set_aside(void) {
   recs_t r;
   read_topic(root, "dlq", &r);
   CU_ASSERT(r.n == 1 && r.v[0].reason && strstr(r.v[0].reason, "predicate"));
+  /* The copy keeps the original key and carries all three headers. */
+  if (r.n == 1) {
+    CU_ASSERT(r.v[0].key && strstr(r.v[0].key, "bad") != NULL);
+    CU_ASSERT(r.v[0].source && !strncmp(r.v[0].source, "st/0/", 5));
+    char sz[32];
+    snprintf(sz, sizeof sz, "%zu", r.v[0].value.len);
+    CU_ASSERT(r.v[0].size && !strcmp(r.v[0].size, sz));
+  }
   recs_clear(&r);
 
   altar_strmap_t props = {0};
@@ -756,6 +769,71 @@ static void test_rebuild_skips_what_the_daemon_set_aside(void) {
             !memcmp(a.v[0].value.data, b.v[0].value.data, a.v[0].value.len));
   recs_clear(&a);
   recs_clear(&b);
+  altar_group_specs_clear(&groups);
+  altar_test_rmtree(root);
+  free(root);
+}
+
+/* Shards that end after their group fired (ready_when: single) are late:
+ * recorded and consumed, counted, and never a second group event (a late
+ * success would otherwise fire the group again, a late failure dead-letter
+ * it); a rebuild decides the same. */
+static void test_late_shards_recorded_not_refired(void) {
+  char *root = altar_test_tmpdir("outbox-late");
+  char ldir[512], l2dir[512];
+  snprintf(ldir, sizeof ldir, "%s/ledger", root);
+  snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
+  static const char *yaml = "pair:\n  group_by: [job_id]\n  ready_when: single\n  on_failed: dead_letter\n";
+  altar_group_specs_t groups = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_group_specs_load_string(yaml, strlen(yaml), "t", &groups, &err) == 0);
+  altar_transport_t *p = open_local(root, NULL);
+  make_topics(p);
+  for (int f = 0; f < 3; f++) status_ev(p, ALTAR_EV_SUBMITTED, "late", f, ALTAR_STATE_PENDING, 1.0 + f);
+  status_ev(p, ALTAR_EV_STATE, "late", 0, ALTAR_STATE_SUCCEEDED, 5.0);
+  status_ev(p, ALTAR_EV_STATE, "late", 1, ALTAR_STATE_FAILED, 6.0);
+  status_ev(p, ALTAR_EV_STATE, "late", 2, ALTAR_STATE_SUCCEEDED, 7.0);
+  CU_ASSERT_FATAL(altar_transport_flush(p, 10000, &err) == 0);
+  altar_transport_close(p);
+  altar_ledger_t *l = open_ledger(ldir);
+  altar_transport_t *t = open_local(root, NULL);
+  altar_topics_t topics = topics_named("ready");
+  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
+                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_stats_t st = {0};
+  CU_ASSERT_FATAL(altar_reconciler_run(&o, &st, &err) == 0);
+  CU_ASSERT_EQUAL(st.fired, 1);
+  CU_ASSERT_EQUAL(st.dead_lettered, 0);
+  CU_ASSERT_EQUAL(st.late, 2);
+  altar_transport_close(t);
+  altar_ledger_stats_t ls;
+  CU_ASSERT_FATAL(altar_ledger_stats(l, &ls, &err) == 0);
+  CU_ASSERT_EQUAL(ls.open, 0); /* nothing left open */
+  char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
+  altar_ledger_close(l);
+  recs_t r;
+  read_topic(root, "ready", &r);
+  CU_ASSERT_EQUAL(r.n, 1);
+  recs_clear(&r);
+  read_topic(root, "dead", &r);
+  CU_ASSERT_EQUAL(r.n, 0);
+  recs_clear(&r);
+  altar_strmap_t props = {0};
+  altar_strmap_set(&props, "dir", root);
+  altar_ledger_t *l2 = open_ledger(l2dir);
+  altar_topics_t topics2 = topics_named("ready2");
+  uint64_t missing = 0;
+  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, true, &st, &missing, &err) == 0);
+  char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
+  CU_ASSERT_STRING_EQUAL(sum1, sum2);
+  CU_ASSERT_EQUAL(missing, 1);
+  altar_ledger_close(l2);
+  altar_strmap_clear(&props);
+  read_topic(root, "ready2", &r);
+  CU_ASSERT_EQUAL(r.n, 1);
+  recs_clear(&r);
   altar_group_specs_clear(&groups);
   altar_test_rmtree(root);
   free(root);
@@ -1091,6 +1169,7 @@ static void add(void) {
   ALTAR_TEST(test_daemon_survives_odd_events);
   ALTAR_TEST(test_rebuild_skips_what_the_daemon_set_aside);
   ALTAR_TEST(test_rerun_after_settle_is_ignored);
+  ALTAR_TEST(test_late_shards_recorded_not_refired);
   ALTAR_TEST(test_settlement_expires_then_is_pruned);
 }
 

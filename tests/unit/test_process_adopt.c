@@ -4,6 +4,7 @@
  * running one in its capacity and can cancel it. Also: a task whose directory
  * is removed, and the memory watchdog used where no cgroup can be made. */
 #include "altar/backend.h"
+#include "altar/codec.h"
 #include "backend_contract.h"
 #include "testutil.h"
 
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -128,6 +130,70 @@ static void test_new_process_adopts_tasks(void) {
   free(root);
 }
 
+/* Submit adopts by task key: a spec whose run is alive under this data
+ * root (started by a worker since killed) gets that run's handle, not a
+ * second run; a finished run is run anew; reclaiming a task removes its
+ * key link. */
+static void test_submit_adopts_live_run_by_task_key(void) {
+  char *root = altar_test_tmpdir("adopt-key");
+  char ids_path[4096];
+  snprintf(ids_path, sizeof ids_path, "%s/ids", root);
+  const char *const scripts[] = {"exec sleep 300", "exit 0"};
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) starter(root, ids_path, scripts, 2);
+  int wst = 0;
+  CU_ASSERT_EQUAL(waitpid(pid, &wst, 0), pid);
+  char *ids = altar_test_read_file(ids_path, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ids);
+  char first[2][80] = {{0}};
+  char *save = NULL, *line = strtok_r(ids, "\n", &save);
+  for (int i = 0; i < 2 && line; i++, line = strtok_r(NULL, "\n", &save)) snprintf(first[i], sizeof first[i], "%s", line);
+  free(ids);
+
+  altar_backend_t *be = open_backend(root, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+  altar_handle_t done_h;
+  altar_handle_init(&done_h, "process", first[1]);
+  altar_status_t st;
+  if (altar_contract_wait_terminal(be, &done_h, 60, &st) == 0) altar_status_clear(&st);
+
+  altar_error_t err = {0};
+  altar_spec_t *live = sh_spec(scripts[0]), *fin = sh_spec(scripts[1]);
+  altar_handle_t a, b, c;
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, live, &a, &err), 0);
+  CU_ASSERT_STRING_EQUAL(a.external_id, first[0]); /* adopted */
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, fin, &b, &err), 0);
+  CU_ASSERT_STRING_NOT_EQUAL(b.external_id, first[1]); /* finished: run anew */
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, live, &c, &err), 0);
+  CU_ASSERT_STRING_EQUAL(c.external_id, first[0]); /* still the one run */
+  altar_handle_clear(&c);
+  /* Cancelled, it is finished: the next submit starts a new run. */
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &a, &err), 0);
+  if (altar_contract_wait_terminal(be, &a, 60, &st) == 0) altar_status_clear(&st);
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, live, &c, &err), 0);
+  CU_ASSERT_STRING_NOT_EQUAL(c.external_id, first[0]);
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &c, &err), 0);
+  if (altar_contract_wait_terminal(be, &c, 60, &st) == 0) altar_status_clear(&st);
+  /* Reclaiming the finished run removes its key link. */
+  char key[ALTAR_TASK_KEY_LEN + 1], link[4300];
+  CU_ASSERT_EQUAL_FATAL(altar_spec_identity(live, key, &err), 0);
+  snprintf(link, sizeof link, "%s/keys/%s", root, key);
+  struct stat sb;
+  CU_ASSERT_EQUAL(lstat(link, &sb), 0);
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &c, &err), 0); /* finished: reclaimed */
+  CU_ASSERT_NOT_EQUAL(lstat(link, &sb), 0);
+  altar_handle_clear(&a);
+  altar_handle_clear(&b);
+  altar_handle_clear(&c);
+  altar_handle_clear(&done_h);
+  altar_spec_free(live);
+  altar_spec_free(fin);
+  altar_backend_destroy(be);
+  altar_test_rmtree(root);
+  free(root);
+}
+
 static void test_removed_task_dir_is_missing(void) {
   char *root = altar_test_tmpdir("adopt-rm");
   altar_backend_t *be = open_backend(root, NULL);
@@ -199,6 +265,7 @@ static void test_watchdog_reports_oom(void) {
 static void add(void) {
   ALTAR_SUITE("process_adopt", NULL, NULL);
   ALTAR_TEST(test_new_process_adopts_tasks);
+  ALTAR_TEST(test_submit_adopts_live_run_by_task_key);
   ALTAR_TEST(test_removed_task_dir_is_missing);
   ALTAR_TEST(test_watchdog_reports_oom);
 }

@@ -195,16 +195,17 @@ static void assert_same(const dump_t *a, const dump_t *b) {
   }
 }
 
-/* A settled group of 40 shards is one key holding its 40 members. */
+/* A settled group of 40 shards is one key holding its 40 members, and the
+ * group's own entry ("#kind\x1fgroup_key", which tells late shards). */
 static void test_group_writes_one_key(void) {
   fixture_t f;
   fx_open(&f, "settled-one-key");
   CU_ASSERT_EQUAL(settle(&f, "wide", "w1", 40, "r1", 10.0, false), 1);
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 1);
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_OLD_PREFIX), 0);
-  CU_ASSERT_EQUAL(f.s.done.n, 40);
+  CU_ASSERT_EQUAL(f.s.done.n, 41);
   fx_restart(&f);
-  CU_ASSERT_EQUAL(f.s.done.n, 40);
+  CU_ASSERT_EQUAL(f.s.done.n, 41);
   CU_ASSERT_FALSE(applies(&f, "w1", 39, "r2", 11.0)); /* a rerun of the last member is set aside */
   fx_close(&f);
 }
@@ -272,16 +273,16 @@ static void test_prune_deletes_records(void) {
    * record 0, and record 1 still counts. */
   CU_ASSERT_TRUE(applies(&f, "j9", 0, "r1", 10.0 + 2 * H + 5));
   CU_ASSERT(!has_key(f.l, 0) && has_key(f.l, 1) && has_key(f.l, 2));
-  CU_ASSERT_EQUAL(f.s.pruned, 0); /* record 0 held no entry any more */
-  CU_ASSERT_EQUAL(f.s.done.n, 4);
+  CU_ASSERT_EQUAL(f.s.pruned, 0); /* record 0 held no entry any more (its group's either) */
+  CU_ASSERT_EQUAL(f.s.done.n, 6);  /* two members and the group, of records 1 and 2 */
   CU_ASSERT_FALSE(applies(&f, "j1", 0, "r1", 10.0 + 2 * H + 5)); /* r2 still settles it */
   fx_restart(&f);
-  CU_ASSERT_EQUAL(f.s.done.n, 4);
+  CU_ASSERT_EQUAL(f.s.done.n, 6);
   /* A horizon later the pass comes again, twice the horizon after 1 and 2. */
   CU_ASSERT_TRUE(applies(&f, "j9", 1, "r1", 10.0 + 3 * H + 200));
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 0);
   CU_ASSERT_EQUAL(f.s.done.n, 0);
-  CU_ASSERT_EQUAL(f.s.pruned, 4);
+  CU_ASSERT_EQUAL(f.s.pruned, 6);
   fx_restart(&f);
   CU_ASSERT_EQUAL(f.s.done.n, 0);
   fx_close(&f);
@@ -329,7 +330,7 @@ static void test_old_layout_is_carried_over(void) {
   load(&f);
   dump_t d, again;
   dump(&f.s, &d);
-  CU_ASSERT_EQUAL(d.n, 6);
+  CU_ASSERT_EQUAL(d.n, 7); /* and jb's group entry */
   CU_ASSERT(dump_has(&d, "tk-ja-0=process\x1fja-0-r1@100"));
   CU_ASSERT(dump_has(&d, "tk-ja-1=process\x1fja-1-r1@100"));
   CU_ASSERT(dump_has(&d, "tk-jb-0=process\x1fjb-0-r2@50"));
@@ -381,13 +382,13 @@ static void test_damaged_records_are_skipped(void) {
   CU_ASSERT_EQUAL(f.s.damage.code, ALTAR_ELEDGER);
   CU_ASSERT_PTR_NOT_NULL(strstr(f.s.damage.msg, "6 damaged record(s)"));
   CU_ASSERT_PTR_NOT_NULL(strstr(f.s.damage.msg, "g/00000000000000f0: too short"));
-  CU_ASSERT_EQUAL(f.s.done.n, 3); /* tk-j1-0, tk-j1-1, tk-x */
+  CU_ASSERT_EQUAL(f.s.done.n, 4); /* tk-j1-0, tk-j1-1, j1's group, tk-x */
   CU_ASSERT_EQUAL(f.s.next_seq, 0xf5);
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 2);
   CU_ASSERT_FALSE(applies(&f, "j1", 0, "r2", 11.0));
   fx_restart(&f);
   CU_ASSERT_EQUAL(f.s.damaged, 0);
-  CU_ASSERT_EQUAL(f.s.done.n, 3);
+  CU_ASSERT_EQUAL(f.s.done.n, 4);
   fx_close(&f);
 }
 

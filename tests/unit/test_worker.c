@@ -11,9 +11,12 @@
 #include "testutil.h"
 #include "worker/worker.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* ---- a scripted backend ------------------------------------------------ */
 
@@ -38,6 +41,7 @@ typedef struct fake {
   volatile sig_atomic_t *stop;
   sig_atomic_t stop_value;
   int polls_total, stop2_after_polls; /* with stop: a second signal after this many polls */
+  int kill_after_polls; /* SIGKILL ourselves at this many polls (in a forked child) */
   size_t cancelled_live; /* cancels of tasks still running */
 } fake_t;
 
@@ -85,6 +89,7 @@ static int fake_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, al
   (void)err;
   fake_t *f = be->impl;
   if (f->stop && f->stop2_after_polls && ++f->polls_total == f->stop2_after_polls) *f->stop = 2;
+  if (f->kill_after_polls && ++f->polls_total == f->kill_after_polls) raise(SIGKILL);
   for (size_t i = 0; i < n; i++) {
     ftask_t *t = ffind(f, hs[i].external_id);
     CU_ASSERT_FATAL(t != NULL);
@@ -198,6 +203,8 @@ static void produce_raw(const char *dir, const void *value, size_t len) {
   altar_transport_close(t);
 }
 
+static int lease_timeout_ms; /* 0: the worker's default */
+
 static int run_worker(altar_transport_t *t, fake_t *f, int64_t slots, int64_t max_jobs, int drain_ms,
                       volatile sig_atomic_t *stop, altar_worker_stats_t *st) {
   altar_backend_t *be = altar_backend_wrap(&fake_ops, f);
@@ -214,6 +221,7 @@ static int run_worker(altar_transport_t *t, fake_t *f, int64_t slots, int64_t ma
       .exit_when_idle = true,
       .stop = stop,
       .quiet = true,
+      .lease_timeout_ms = lease_timeout_ms,
   };
   altar_error_t err = {0};
   int rc = altar_worker_run(&o, st, &err);
@@ -477,8 +485,9 @@ static void test_slots_gate_intake(void) {
 }
 
 /* The first worker finishes jobs 1 and 2 but not 0, stops (max_jobs) and
- * releases 0; it commits offset 0 with 1-2 in the metadata. The second
- * runs only job 0. */
+ * releases 0; it commits offset 0 with 1-2 finished and 0 held in the
+ * metadata, then a "release" control message for 0. The second waits for
+ * 0 instead of starting it, skips 1 and 2, and starts 0 on the release. */
 static void test_commit_metadata_skips_finished(void) {
   char *dir = altar_test_tmpdir("worker-meta");
   make_topics(dir, 1);
@@ -497,7 +506,7 @@ static void test_commit_metadata_skips_finished(void) {
   CU_ASSERT_EQUAL(f.running, 0);
   char *meta = NULL;
   CU_ASSERT_EQUAL(committed(dir, 0, &meta), 0);
-  CU_ASSERT(meta && !strcmp(meta, "o1:1-2"));
+  CU_ASSERT(meta && !strcmp(meta, "o2:1-2/3"));
   free(meta);
   load_status(dir);
   size_t released = 0;
@@ -517,22 +526,28 @@ static void test_commit_metadata_skips_finished(void) {
   memset(&st, 0, sizeof st);
   CU_ASSERT_FATAL(run_worker(t, &g, 3, 0, 5000, NULL, &st) == 0);
   altar_transport_close(t);
-  CU_ASSERT_EQUAL(st.consumed, 3);
+  CU_ASSERT_EQUAL(st.consumed, 4); /* three jobs, one control message */
+  CU_ASSERT_EQUAL(st.controls, 1);
   CU_ASSERT_EQUAL(st.skipped, 2);
+  CU_ASSERT_EQUAL(st.waited, 1);
+  CU_ASSERT_EQUAL(st.taken_over, 1);
   CU_ASSERT_EQUAL(st.submitted, 1);
   CU_ASSERT_FATAL(g.n == 1);
   CU_ASSERT_STRING_EQUAL(g.t[0].outcome, "hang");
   meta = NULL;
-  CU_ASSERT_EQUAL(committed(dir, 0, &meta), 3);
+  CU_ASSERT_EQUAL(committed(dir, 0, &meta), 4);
   CU_ASSERT(meta == NULL || meta[0] == 0);
   free(meta);
   altar_test_rmtree(dir);
   free(dir);
 }
 
-/* A stop request (SIGTERM) while tasks run: intake stops, running tasks get
- * the drain time and finish, a task that would never finish is cancelled
- * and released, and the commit stops below it. */
+/* A stop request (SIGTERM) while tasks run: intake stops and the worker
+ * leaves the group at once, committing its held bound (jobs 0-2 still run);
+ * held tasks get the drain time and finish with a "done" control message
+ * each, a task that would never finish is cancelled and released with a
+ * "release" one. A second worker then waits instead of re-running: it runs
+ * only the released job and the three never started. */
 static void test_drain_and_release_on_stop(void) {
   char *dir = altar_test_tmpdir("worker-drain");
   make_topics(dir, 1);
@@ -542,15 +557,16 @@ static void test_drain_and_release_on_stop(void) {
   stop = 0;
   static fake_t f;
   memset(&f, 0, sizeof f);
-  f.polls_to_finish = 4;
+  f.polls_to_finish = 40; /* ~200 ms: none ends before the stop */
   f.stop = &stop;
   f.stop_value = 1;
   f.stop_after_submits = 3; /* "SIGTERM" once jobs 0-2 have started */
   altar_transport_t *t = open_local(dir);
   altar_worker_stats_t st = {0};
-  CU_ASSERT_FATAL(run_worker(t, &f, 3, 0, 300, &stop, &st) == 0);
+  CU_ASSERT_FATAL(run_worker(t, &f, 3, 0, 1000, &stop, &st) == 0);
   altar_transport_close(t);
   CU_ASSERT_EQUAL(f.n, 3); /* no intake after the stop */
+  CU_ASSERT_EQUAL(st.held, 3);
   CU_ASSERT_EQUAL(st.succeeded, 2);
   CU_ASSERT_EQUAL(st.released, 1);
   CU_ASSERT_EQUAL(f.cancelled_live, 1);
@@ -558,8 +574,8 @@ static void test_drain_and_release_on_stop(void) {
   CU_ASSERT_STRING_EQUAL(f.t[1].outcome, "hang");
   CU_ASSERT(f.t[1].cancelled);
   char *meta = NULL;
-  CU_ASSERT_EQUAL(committed(dir, 0, &meta), 1); /* job 1 runs again elsewhere */
-  CU_ASSERT(meta && !strcmp(meta, "o1:1"));     /* job 2 does not */
+  CU_ASSERT_EQUAL(committed(dir, 0, &meta), 0); /* committed at the leave */
+  CU_ASSERT(meta && !strcmp(meta, "o2:/3"));    /* 0-2 held */
   free(meta);
   load_status(dir);
   size_t released = 0, terminal = 0;
@@ -571,16 +587,40 @@ static void test_drain_and_release_on_stop(void) {
   CU_ASSERT_EQUAL(terminal, 2);
   clear_status();
 
+  static fake_t h;
+  memset(&h, 0, sizeof h);
+  h.polls_to_finish = 1;
+  h.hang_succeeds = true;
+  t = open_local(dir);
+  memset(&st, 0, sizeof st);
+  CU_ASSERT_FATAL(run_worker(t, &h, 3, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(st.waited, 3);
+  CU_ASSERT_EQUAL(st.handed_done, 2); /* 0 and 2: finished under the first worker */
+  CU_ASSERT_EQUAL(st.taken_over, 1);  /* 1: released */
+  CU_ASSERT(st.controls >= 4); /* two "done", one "release", a lease or more */
+  CU_ASSERT_FATAL(h.n == 4);
+  size_t hangs = 0;
+  for (size_t i = 0; i < h.n; i++) hangs += !strcmp(h.t[i].outcome, "hang");
+  CU_ASSERT_EQUAL(hangs, 1); /* job 1, beside 3-5 */
+  CU_ASSERT_EQUAL(committed(dir, 0, NULL), 6 + (int64_t)st.controls);
+  altar_test_rmtree(dir);
+  free(dir);
+
   /* A second signal during the drain stops at once: the hanging task is
    * released without waiting out a drain time of an hour. */
+  dir = altar_test_tmpdir("worker-drain2");
+  make_topics(dir, 1);
+  const char *one[] = {"hang"};
+  submit(dir, one, 1);
   stop = 0;
   static fake_t g;
   memset(&g, 0, sizeof g);
   g.polls_to_finish = 1;
   g.stop = &stop;
   g.stop_value = 1;
-  g.stop_after_submits = 1;  /* job 1 ("hang") is the first this worker runs */
-  g.stop2_after_polls = 20; /* then, well into the drain, the second signal */
+  g.stop_after_submits = 1;
+  g.stop2_after_polls = 20; /* well into the drain, the second signal */
   t = open_local(dir);
   memset(&st, 0, sizeof st);
   CU_ASSERT_FATAL(run_worker(t, &g, 3, 0, 3600 * 1000, &stop, &st) == 0);
@@ -590,7 +630,96 @@ static void test_drain_and_release_on_stop(void) {
   CU_ASSERT_EQUAL(st.succeeded, 0);
   CU_ASSERT_EQUAL(st.released, 1);
   CU_ASSERT_EQUAL(g.cancelled_live, 1);
-  CU_ASSERT_EQUAL(committed(dir, 0, NULL), 1); /* nothing more finished */
+  CU_ASSERT_EQUAL(committed(dir, 0, NULL), 0); /* nothing finished */
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+/* Runs a worker in a child that dies by SIGKILL at its 40th backend poll,
+ * with job 0 hanging and job 1 finished: its periodic commits hold 0. */
+static void run_killed_worker(const char *dir) {
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    static fake_t k;
+    memset(&k, 0, sizeof k);
+    k.polls_to_finish = 2;
+    k.kill_after_polls = 40;
+    altar_transport_t *t = open_local(dir);
+    altar_worker_stats_t st = {0};
+    run_worker(t, &k, 3, 0, 1000, NULL, &st);
+    _exit(3); /* not reached: the fake kills us first */
+  }
+  int status = 0;
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+static void produce_control(const char *dir, altar_control_event_t ev, int32_t partition, int64_t offset) {
+  altar_control_msg_t c = {.event = ev, .partition = partition, .offsets = &offset, .n_offsets = 1, .ts = 1};
+  altar_buf_t b = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_encode_control(&c, &b, &err) == 0);
+  produce_raw(dir, b.data, b.len);
+  altar_buf_free(&b);
+}
+
+/* The holder of a job dies (kill -9): the next worker waits a lease
+ * timeout for news of it, then starts it under the same task key. A "done"
+ * from another holder instead finishes the waited job without a run; a
+ * control message naming another partition, or an offset nobody waits
+ * for, changes nothing. */
+static void test_waits_for_holder(void) {
+  char *dir = altar_test_tmpdir("worker-wait");
+  make_topics(dir, 1);
+  const char *outcomes[] = {"hang", "ok"};
+  submit(dir, outcomes, 2);
+  run_killed_worker(dir);
+  char *meta = NULL;
+  CU_ASSERT_EQUAL(committed(dir, 0, &meta), 0);
+  CU_ASSERT(meta && !strcmp(meta, "o2:1/2")); /* 0 held, 1 finished */
+  free(meta);
+  lease_timeout_ms = 300;
+  static fake_t g;
+  memset(&g, 0, sizeof g);
+  g.polls_to_finish = 1;
+  g.hang_succeeds = true;
+  altar_transport_t *t = open_local(dir);
+  altar_worker_stats_t st = {0};
+  CU_ASSERT_FATAL(run_worker(t, &g, 3, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(st.waited, 1);
+  CU_ASSERT_EQUAL(st.taken_over, 1); /* no lease came: started here */
+  CU_ASSERT_EQUAL(st.skipped, 1);
+  CU_ASSERT_FATAL(g.n == 1);
+  CU_ASSERT_STRING_EQUAL(g.t[0].outcome, "hang");
+  CU_ASSERT_EQUAL(committed(dir, 0, NULL), 2);
+  altar_test_rmtree(dir);
+  free(dir);
+
+  dir = altar_test_tmpdir("worker-wait-done");
+  make_topics(dir, 1);
+  submit(dir, outcomes, 2);
+  run_killed_worker(dir);
+  produce_control(dir, ALTAR_CTL_DONE, 5, 0);  /* names another partition: ignored */
+  produce_control(dir, ALTAR_CTL_DONE, 0, 77); /* an offset nobody waits for: ignored */
+  produce_control(dir, ALTAR_CTL_LEASE, 0, 0);
+  produce_control(dir, ALTAR_CTL_DONE, 0, 0);
+  lease_timeout_ms = 60000; /* only the "done" can end the wait in time */
+  static fake_t h;
+  memset(&h, 0, sizeof h);
+  h.polls_to_finish = 1;
+  t = open_local(dir);
+  memset(&st, 0, sizeof st);
+  CU_ASSERT_FATAL(run_worker(t, &h, 3, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  lease_timeout_ms = 0;
+  CU_ASSERT_EQUAL(st.waited, 1);
+  CU_ASSERT_EQUAL(st.handed_done, 1);
+  CU_ASSERT_EQUAL(st.taken_over, 0);
+  CU_ASSERT_EQUAL(st.controls, 4);
+  CU_ASSERT_EQUAL(h.n, 0); /* nothing ran again */
+  CU_ASSERT_EQUAL(committed(dir, 0, NULL), 6);
   altar_test_rmtree(dir);
   free(dir);
 }
@@ -685,6 +814,7 @@ static void add(void) {
   ALTAR_TEST(test_slots_gate_intake);
   ALTAR_TEST(test_commit_metadata_skips_finished);
   ALTAR_TEST(test_drain_and_release_on_stop);
+  ALTAR_TEST(test_waits_for_holder);
   ALTAR_TEST(test_staging_failures_are_terminal);
   ALTAR_TEST(test_commit_retried_after_failure);
 }

@@ -1,0 +1,104 @@
+/* `process` adoption by task key: <data_root>/keys/<task key> is a symlink
+ * to the id of the task last started for that key. A submit whose key
+ * names a task whose supervisor is alive returns that task's handle instead
+ * of starting a second run, so a worker taking over a dead worker's job on
+ * the same data root adopts the run in progress. A finished run is not
+ * adopted: the key is run anew (a retry after a failure must really run).
+ * One flock on keys/.lock, held from the lookup until the new link is in
+ * place, keeps two submitters of one key from both starting it. The task
+ * file's first line names the key, so reclaiming a task removes its link. */
+#include "process_int.h"
+
+#include "altar/codec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define KEYS_DIR "keys"
+#define KEY_LINE "task_key="
+
+static bool key_valid(const char *key) {
+  size_t n = 0;
+  for (; key[n]; n++)
+    if (!((key[n] >= '0' && key[n] <= '9') || (key[n] >= 'a' && key[n] <= 'f'))) return false;
+  return n == ALTAR_TASK_KEY_LEN;
+}
+
+int altar__proc_keys_open(altar_process_t *p) {
+  char path[ALTAR_PATH_BUF];
+  p->keys_fd = -1;
+  snprintf(path, sizeof path, "%s/" KEYS_DIR, p->data_root);
+  if (mkdir(path, 0755) < 0 && errno != EEXIST) return -1;
+  snprintf(path, sizeof path, "%s/" KEYS_DIR "/.lock", p->data_root);
+  p->keys_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  return p->keys_fd < 0 ? -1 : 0;
+}
+
+void altar__proc_keys_close(altar_process_t *p) {
+  if (p->keys_fd >= 0) close(p->keys_fd);
+  p->keys_fd = -1;
+}
+
+void altar__proc_keys_lock(altar_process_t *p) {
+  while (p->keys_fd >= 0 && flock(p->keys_fd, LOCK_EX) < 0 && errno == EINTR) {
+  }
+}
+
+void altar__proc_keys_unlock(altar_process_t *p) {
+  if (p->keys_fd >= 0) flock(p->keys_fd, LOCK_UN);
+}
+
+bool altar__proc_keys_find_live(altar_process_t *p, const char *key, char id[ALTAR_PROC_ID_MAX + 1]) {
+  if (!key_valid(key)) return false;
+  char path[ALTAR_PATH_BUF + 80];
+  snprintf(path, sizeof path, "%s/" KEYS_DIR "/%s", p->data_root, key);
+  ssize_t n = readlink(path, id, ALTAR_PROC_ID_MAX);
+  if (n <= 0) return false;
+  id[n] = '\0';
+  if (!altar__proc_id_valid(id)) return false;
+  altar_state_t st;
+  altar_failure_t *f = NULL;
+  int rc = altar__proc_probe(p, id, &st, &f, NULL);
+  altar_failure_free(f);
+  return rc == 0 && !altar_state_terminal(st);
+}
+
+void altar__proc_keys_set(altar_process_t *p, const char *key, const char *id) {
+  if (!key_valid(key)) return;
+  char path[ALTAR_PATH_BUF + 80], tmp[ALTAR_PATH_BUF + 100];
+  snprintf(path, sizeof path, "%s/" KEYS_DIR "/%s", p->data_root, key);
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  unlink(tmp);
+  /* Replaced in one step: a reader sees the old run or the new one. */
+  if (symlink(id, tmp) == 0 && rename(tmp, path) < 0) unlink(tmp);
+}
+
+void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const char *id) {
+  char path[ALTAR_PATH_BUF + 80];
+  snprintf(path, sizeof path, "%s/task", task_dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char line[sizeof KEY_LINE + ALTAR_TASK_KEY_LEN + 1];
+  ssize_t n = pread(fd, line, sizeof line - 1, 0);
+  close(fd);
+  if (n < (ssize_t)(sizeof line - 1) || memcmp(line, KEY_LINE, sizeof KEY_LINE - 1)) return;
+  line[n] = '\0';
+  const char *key = line + sizeof KEY_LINE - 1;
+  line[sizeof KEY_LINE - 1 + ALTAR_TASK_KEY_LEN] = '\0';
+  if (!key_valid(key)) return;
+  snprintf(path, sizeof path, "%s/" KEYS_DIR "/%s", p->data_root, key);
+  char cur[ALTAR_PROC_ID_MAX + 1];
+  altar__proc_keys_lock(p);
+  ssize_t k = readlink(path, cur, ALTAR_PROC_ID_MAX);
+  if (k > 0) {
+    cur[k] = '\0';
+    if (!strcmp(cur, id)) unlink(path); /* still ours, not a newer run's */
+  }
+  altar__proc_keys_unlock(p);
+}
