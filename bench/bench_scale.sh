@@ -12,8 +12,15 @@ N="${2:-600}"
 S="${3:-0.2}"
 ALTAR="$(cd "$B" && pwd)/altar"
 dir="$(mktemp -d "${TMPDIR:-/tmp}/altar-bench-scale-XXXXXX")"
-pids=""
-trap 'for p in $pids; do kill -9 $p 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$dir" 2>/dev/null || { sleep 1; rm -rf "$dir"; } || true' EXIT
+# Every process started goes into one file: run_job runs in a command
+# substitution (a subshell), where a shell variable would not reach the trap.
+pidfile="$dir/pids"
+: > "$pidfile"
+started() { echo "$1" >> "$pidfile"; }
+stop_all() { # stop_all SIGNAL: every process started so far
+  for p in $(cat "$pidfile"); do kill "-$1" "$p" 2>/dev/null || true; done
+}
+trap 'stop_all 9; wait 2>/dev/null; rm -rf "$dir" 2>/dev/null || { sleep 1; rm -rf "$dir"; } || true' EXIT
 
 fleet() { # fleet NAME: a config of its own (own log, ledger, data)
   mkdir -p "$dir/$1"
@@ -35,7 +42,7 @@ for i in range($1):
 worker() { # worker FLEET ID
   "$ALTAR" worker --config "$dir/$1/altar.yaml" --id "$2" --poll-ms 20 --drain 60 >>"$dir/$1/$2.log" 2>&1 &
   last=$!
-  pids="$pids $last"
+  started "$last"
 }
 now() { date +%s.%N; }
 
@@ -44,7 +51,7 @@ run_job() { # run_job FLEET CHURN(0|1): prints shards/s
   f=$1
   fleet "$f"
   cfg="--config $dir/$f/altar.yaml"
-  "$ALTAR" reconciler $cfg --quiet >"$dir/$f/rec.log" 2>&1 & pids="$pids $!"
+  "$ALTAR" reconciler $cfg --quiet >"$dir/$f/rec.log" 2>&1 & started $!
   ws=""
   for i in 1 2 3; do worker "$f" "w$i"; ws="$ws $last"; done
   specs "$N" > "$dir/$f/specs.jsonl"
@@ -67,6 +74,8 @@ run_job() { # run_job FLEET CHURN(0|1): prints shards/s
   fi
   wait "$sub"
   t1=$(now)
+  # This fleet is done: stop it so it costs the next measurement no CPU.
+  stop_all TERM
   python3 -c "print($N/($t1-$t0))"
 }
 steady=$(run_job steady 0)
