@@ -549,7 +549,14 @@ static void test_kubeconfig_errors(void) {
       {"contexts: []\n", "current-context", ALTAR_ECONFIG},
       {"current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\nclusters:\n- name: k\n  "
        "cluster: {server: 'https://x'}\nusers:\n- name: u\n  user:\n    exec: {command: gcloud}\n",
-       "exec", ALTAR_ENOTSUP},
+       "exec.apiVersion", ALTAR_ECONFIG},
+      {"current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\nclusters:\n- name: k\n  "
+       "cluster: {server: 'https://x'}\nusers:\n- name: u\n  user:\n    auth-provider: {name: gcp}\n",
+       "auth-provider", ALTAR_ENOTSUP},
+      {"current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\nclusters:\n- name: k\n  "
+       "cluster: {server: 'https://x'}\nusers:\n- name: u\n  user:\n    exec: {command: /bin/false, "
+       "apiVersion: client.authentication.k8s.io/v1}\n",
+       "exited with code 1", ALTAR_ECONFIG},
       {"current-context: c\ncontexts:\n- name: c\n  context: {cluster: k}\nclusters:\n- name: k\n  cluster: "
        "{server: 'https://x', certificate-authority-data: '!!notbase64!!'}\n",
        "certificate-authority-data", ALTAR_ECONFIG},
