@@ -22,6 +22,7 @@ void altar_k8s_http_config_init(altar_k8s_http_config_t *cfg) {
   cfg->max_retries = 5;
   cfg->backoff_initial_ms = 200;
   cfg->backoff_max_ms = 5000;
+  cfg->list_limit = 500;
 }
 
 static void wipe_free(char *s, size_t len) {

@@ -16,7 +16,6 @@
 /* Largest response body accepted (a list of many Jobs is big, not unbounded). */
 #define MAX_RESPONSE (64u << 20)
 #define MAX_TOKEN (64u << 10)
-#define LIST_PAGE "500"
 #define MAX_PAGES 10000
 
 typedef struct http_rt {
@@ -310,7 +309,7 @@ static int list_paged(http_rt_t *rt, const char *collection, const char *sel, co
       rc = altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
       break;
     }
-    snprintf(path, plen, "%s?limit=" LIST_PAGE "%s%s%s%s%s%s", collection, esel ? "&labelSelector=" : "",
+    snprintf(path, plen, "%s?limit=%d%s%s%s%s%s%s", collection, rt->cfg.list_limit > 0 ? rt->cfg.list_limit : 500, esel ? "&labelSelector=" : "",
              esel ? esel : "", efsel ? "&fieldSelector=" : "", efsel ? efsel : "", econt ? "&continue=" : "",
              econt ? econt : "");
     curl_free(econt);

@@ -214,6 +214,7 @@ typedef struct altar_k8s_http_config {
   int max_retries;         /* retries after a 429, a 5xx or a failed GET; default 5 */
   long backoff_initial_ms; /* first delay, doubled each retry; default 200 */
   long backoff_max_ms;     /* cap on one delay (also on Retry-After); default 5000 */
+  int list_limit;          /* objects per page of a list (limit=…); default 500 */
 } altar_k8s_http_config_t;
 
 /* Zeroes cfg and sets the numeric defaults. */

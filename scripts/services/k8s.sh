@@ -68,7 +68,9 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 api() { # method path [json-body]: the API as the admin, JSON out
   local args=(-sS --max-time 20 --cacert "$DIR/pki/ca.crt" --cert "$DIR/pki/admin.crt" --key "$DIR/pki/admin.key"
               -H 'Accept: application/json' -X "$1")
-  [ $# -ge 3 ] && args+=(-H 'Content-Type: application/json' --data-binary "$3")
+  local type=application/json
+  [ "$1" = PATCH ] && type=application/merge-patch+json
+  [ $# -ge 3 ] && args+=(-H "Content-Type: $type" --data-binary "$3")
   curl "${args[@]}" "$SERVER$2"
 }
 
@@ -402,9 +404,9 @@ start_components() {
   running_pid kube-controller-manager >/dev/null || launch kube-controller-manager "$bin/kube-controller-manager" \
     --kubeconfig "$DIR/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$KCM_PORT" \
-    --controllers job,serviceaccount,serviceaccount-token,garbage-collector,ttl-after-finished,pod-garbage-collector,persistentvolume-binder,root-ca-certificate-publisher \
+    --controllers job-controller,serviceaccount-controller,serviceaccount-token-controller,garbage-collector-controller,ttl-after-finished-controller,pod-garbage-collector-controller,persistentvolume-binder-controller,root-ca-certificate-publisher-controller \
     --service-account-private-key-file "$DIR/pki/sa.key" --root-ca-file "$DIR/pki/ca.crt" \
-    --use-service-account-credentials=false --leader-elect=false \
+    --use-service-account-credentials=true --leader-elect=false \
     --kube-api-qps 300 --kube-api-burst 600 --concurrent-job-syncs 20 --concurrent-gc-syncs 20 \
     --profiling=false --v 1
   running_pid kube-scheduler >/dev/null || launch kube-scheduler "$bin/kube-scheduler" \
@@ -459,6 +461,13 @@ seed_objects() {
   done
   create /api/v1/nodes "$(node_json altar-node-a normal 0)"
   create /api/v1/nodes "$(node_json altar-node-b gpu 4)"
+  # Admission taints a new node not-ready; with no node-lifecycle controller
+  # (kwok keeps no leases) nothing would lift it once kwok reports Ready.
+  local n
+  for n in $NODES; do
+    api PATCH "/api/v1/nodes/$n" '{"spec":{"taints":null}}' >/dev/null ||
+      die "could not clear the taints of node $n"
+  done
   create /api/v1/namespaces/altar-test/serviceaccounts \
     '{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"altar-worker"}}'
   create /apis/rbac.authorization.k8s.io/v1/namespaces/altar-test/roles \
@@ -490,7 +499,8 @@ cluster_ready() {
   local n ns
   for n in $NODES; do
     api GET "/api/v1/nodes/$n" 2>/dev/null |
-      jq -e '.status.conditions[]? | select(.type=="Ready" and .status=="True")' >/dev/null || return 1
+      jq -e '(.spec.taints // [] | length == 0) and any(.status.conditions[]?; .type=="Ready" and .status=="True")' \
+        >/dev/null || return 1
   done
   for ns in $NAMESPACES; do
     api GET "/api/v1/namespaces/$ns/serviceaccounts/default" 2>/dev/null | jq -e '.metadata.uid' >/dev/null || return 1
