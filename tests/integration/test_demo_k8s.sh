@@ -17,6 +17,13 @@ if ! api /readyz 2>/dev/null | grep -qx ok; then
 fi
 dir="$(mktemp -d "${TMPDIR:-/tmp}/altar-demo-k8s.XXXXXX")"
 trap 'rm -rf "$dir"' EXIT
+# altar run: one spec to its end through $KUBECONFIG (namespace altar-test,
+# the context's); kwok ends it with the exit code its label names.
+printf '%s' '{"kind":"cli_run","image":"busybox:1.36","command":["false"],"labels":{"job_id":"cli","kwok.altar.test/exit-code":"3"},"timeout_s":120}' >"$dir/spec.json"
+KUBECONFIG="$K8S/admin.kubeconfig" "$BIN" run "$dir/spec.json" --backend kubernetes --quiet >"$dir/run.json" || true
+jq -e '.state == "failed" and .failure.reason == "exit_3" and .handle.backend == "kubernetes"' "$dir/run.json" >/dev/null ||
+  { echo "FAIL: altar run: $(cat "$dir/run.json")" >&2; exit 1; }
+echo "ok: altar run --backend kubernetes ended exit_3 on the control plane"
 "$BIN" demo --backend kubernetes --kubeconfig "$K8S/admin.kubeconfig" --dir "$dir" --models 2 --folds 3 \
   >"$dir/out.txt" 2>"$dir/err.txt" || { cat "$dir/err.txt" "$dir/out.txt" >&2; exit 1; }
 cat "$dir/out.txt"
