@@ -7,7 +7,8 @@
 #   ALTAR_K8S_VERSION       k8s.io/kubernetes (default: v1.37.2; staging modules v0.<minor>.<patch>)
 #   ALTAR_ETCD_VERSION      go.etcd.io/etcd/server/v3 (default: v3.7.3)
 #   ALTAR_KWOK_VERSION      sigs.k8s.io/kwok (default: v0.8.0)
-#   ALTAR_GO                the go command (default: go on PATH, else /usr/local/go/bin/go)
+#   ALTAR_GO                the go command (default: go >= 1.26 on PATH or in /usr/local/go,
+#                           else Go ALTAR_GO_VERSION (1.26.8) fetched from the Go module proxy)
 # The build runs under nice; Go's build and module caches live in a temporary
 # directory that is deleted afterwards, and the binaries move into place in one
 # rename, so an interrupted build leaves no half-filled cache behind.
@@ -38,8 +39,41 @@ complete() {
 }
 if complete; then echo "$BIN"; exit 0; fi
 
-GO="${ALTAR_GO:-$(command -v go || echo /usr/local/go/bin/go)}"
-[ -x "$GO" ] || die "no Go toolchain ($GO); install Go >= 1.26 (scripts/install-deps.sh test)"
+# Go >= GO_MIN: the one on PATH or in /usr/local/go, else the toolchain the
+# Go module proxy serves as the module golang.org/toolchain (what the go
+# command itself downloads for GOTOOLCHAIN), unpacked once into the cache.
+GO_MIN=1.26
+GO_FETCH="${ALTAR_GO_VERSION:-1.26.8}"
+go_ok() { # go-binary: prints it when its version is at least GO_MIN
+  local v
+  [ -x "$1" ] || return 1
+  v="$("$1" env GOVERSION 2>/dev/null)" || return 1
+  v="${v#go}"
+  [ "$(printf '%s\n%s\n' "$GO_MIN" "$v" | sort -V | head -n 1)" = "$GO_MIN" ] || return 1
+  echo "$1"
+}
+fetch_go() {
+  local dir="$CACHE/go-$GO_FETCH" arch
+  case "$(uname -m)" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) die "no Go toolchain for $(uname -m)" ;; esac
+  if ! go_ok "$dir/bin/go" >/dev/null; then
+    local mod="golang.org/toolchain/@v/v0.0.1-go$GO_FETCH.linux-$arch.zip" tmpd
+    say "fetching Go $GO_FETCH from the Go module proxy ($mod)"
+    mkdir -p "$CACHE"
+    tmpd="$(mktemp -d "$CACHE/.go-fetch.XXXXXX")"
+    curl -fsSL --retry 3 -o "$tmpd/go.zip" "${GOPROXY_URL:-https://proxy.golang.org}/$mod" ||
+      { rm -rf "$tmpd"; die "could not download $mod"; }
+    python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$tmpd/go.zip" "$tmpd/x" ||
+      { rm -rf "$tmpd"; die "could not unpack $mod"; }
+    rm -rf "$dir"
+    mv "$tmpd/x/golang.org/toolchain@v0.0.1-go$GO_FETCH.linux-$arch" "$dir"
+    chmod +x "$dir"/bin/* "$dir"/pkg/tool/*/* 2>/dev/null || true
+    rm -rf "$tmpd"
+  fi
+  go_ok "$dir/bin/go" || die "the fetched Go toolchain in $dir does not run"
+}
+GO="${ALTAR_GO:-}"
+[ -n "$GO" ] || GO="$(go_ok "$(command -v go 2>/dev/null || true)" || go_ok /usr/local/go/bin/go || fetch_go)"
+go_ok "$GO" >/dev/null || die "Go $GO_MIN or newer is needed (got $GO)"
 
 mkdir -p "$CACHE"
 WORK="$(mktemp -d "$CACHE/.k8s-build.XXXXXX")"
