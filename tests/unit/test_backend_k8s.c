@@ -947,6 +947,20 @@ static void explain_case(const char *job, const char *pods, const char *reason, 
 
 static void test_explain_failure(void) {
   explain_case(FAILED_JOB("DeadlineExceeded"), "{\"items\":[]}", ALTAR_REASON_TIMEOUT, false);
+  /* A pod still waiting says more than the deadline that ended it. */
+  explain_case(FAILED_JOB("DeadlineExceeded"),
+               "{\"items\":[{\"status\":{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":\"task\",\"state\":{"
+               "\"waiting\":{\"reason\":\"ImagePullBackOff\",\"message\":\"Back-off pulling image\"}}}]}}]}",
+               ALTAR_K8S_REASON_IMAGE_PULL, false);
+  explain_case(FAILED_JOB("DeadlineExceeded"),
+               "{\"items\":[{\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"PodScheduled\","
+               "\"status\":\"False\",\"reason\":\"Unschedulable\",\"message\":\"0/2 nodes are available\"}]}}]}",
+               ALTAR_K8S_REASON_UNSCHEDULABLE, false);
+  /* Waiting for something else (a container being created) is no evidence. */
+  explain_case(FAILED_JOB("DeadlineExceeded"),
+               "{\"items\":[{\"status\":{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":\"task\",\"state\":{"
+               "\"waiting\":{\"reason\":\"ContainerCreating\"}}}]}}]}",
+               ALTAR_REASON_TIMEOUT, false);
   explain_case(FAILED_JOB("BackoffLimitExceeded"),
                "{\"items\":[{\"status\":{\"initContainerStatuses\":[{\"name\":\"verify-inputs\",\"state\":{"
                "\"terminated\":{\"exitCode\":1,\"reason\":\"Error\"}}}]}}]}",
