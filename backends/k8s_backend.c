@@ -30,6 +30,8 @@ void altar_k8s_free(altar_k8s_t *k) {
   free(k->staging_root);
   for (size_t i = 0; i < k->n_pools; i++) pool_clear(&k->pools[i]);
   free(k->pools);
+  altar_strmap_clear(&k->wait_reason);
+  altar_strmap_clear(&k->wait_detail);
   free(k);
 }
 

@@ -23,6 +23,10 @@ struct altar_k8s {
   altar_k8s_clock_fn clock;
   altar_k8s_sleep_fn sleep;
   void *clock_ctx;
+  /* Why a pending Job's pod has not started, as poll last saw it, by Job
+   * name: the reason code and the platform's message. Remembered because
+   * the pods are gone once the Job's deadline has failed it. */
+  altar_strmap_t wait_reason, wait_detail;
 };
 
 /* The configured pool called name, or NULL. */
@@ -31,6 +35,13 @@ const altar_k8s_pool_t *altar__k8s_pool(const altar_k8s_t *k, const char *name);
 const char *altar__k8s_pool_name(const altar_resources_t *r);
 double altar__k8s_now(const altar_k8s_t *k);
 void altar__k8s_sleep(const altar_k8s_t *k, double seconds);
+
+/* Runs cfg's exec credential plugin when it has given nothing yet, when
+ * what it gave expires within 30 s, or when force is set; stores the token
+ * or client certificate in cfg (k8s_exec.c). No plugin: nothing to do. */
+int altar__k8s_exec_refresh(altar_k8s_http_config_t *cfg, bool force, altar_error_t *err);
+/* Frees the exec fields of cfg. */
+void altar__k8s_exec_clear(altar_k8s_http_config_t *cfg);
 
 /* Streams src to dst (k8s_staging.c). */
 int altar__k8s_copy_file(const char *src, const char *dst, altar_error_t *err);

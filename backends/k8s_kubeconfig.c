@@ -1,6 +1,6 @@
 /* Where the real runtime finds the API server and its credentials: a
  * kubeconfig (YAML, read with libyaml) or the in-cluster service account. */
-#include "altar/kubernetes.h"
+#include "k8s_int.h"
 
 #include <errno.h>
 #include <openssl/evp.h>
@@ -22,6 +22,7 @@ void altar_k8s_http_config_init(altar_k8s_http_config_t *cfg) {
   cfg->max_retries = 5;
   cfg->backoff_initial_ms = 200;
   cfg->backoff_max_ms = 5000;
+  cfg->list_limit = 500;
 }
 
 static void wipe_free(char *s, size_t len) {
@@ -38,6 +39,7 @@ void altar_k8s_http_config_clear(altar_k8s_http_config_t *cfg) {
   free(cfg->client_cert_pem);
   wipe_free(cfg->client_key_pem, cfg->client_key_len);
   free(cfg->namespace_);
+  altar__k8s_exec_clear(cfg);
   altar_k8s_http_config_init(cfg);
 }
 
@@ -163,6 +165,58 @@ static int set_str(char **dst, const char *s) {
   return s && !*dst ? ALTAR_ENOMEM : ALTAR_OK;
 }
 
+#define MAX_EXEC_ARGS 256
+
+/* users[].user.exec: command, args, env [{name, value}], apiVersion. The
+ * plugin runs once here, so a broken one is reported at start-up. */
+static int kc_exec(kc_t *k, yaml_node_t *exec, const char *where, altar_k8s_http_config_t *cfg) {
+  altar_error_t *err = k->err;
+  const char *command = map_str(k, exec, "command");
+  if (!command || !*command)
+    return altar_error_set(err, ALTAR_ECONFIG, "%s: %s.exec.command: missing", k->path, where);
+  const char *api = map_str(k, exec, "apiVersion");
+  if (!api || (strcmp(api, "client.authentication.k8s.io/v1") && strcmp(api, "client.authentication.k8s.io/v1beta1")))
+    return altar_error_set(err, ALTAR_ECONFIG,
+                           "%s: %s.exec.apiVersion: want client.authentication.k8s.io/v1 or v1beta1 (got '%s')",
+                           k->path, where, api ? api : "");
+  yaml_node_t *args = map_get(k, exec, "args"), *env = map_get(k, exec, "env");
+  size_t nargs = args && args->type == YAML_SEQUENCE_NODE
+                     ? (size_t)(args->data.sequence.items.top - args->data.sequence.items.start) : 0;
+  size_t nenv = env && env->type == YAML_SEQUENCE_NODE
+                    ? (size_t)(env->data.sequence.items.top - env->data.sequence.items.start) : 0;
+  if (nargs > MAX_EXEC_ARGS || nenv > MAX_EXEC_ARGS)
+    return altar_error_set(err, ALTAR_ECONFIG, "%s: %s.exec: more than %d args or env entries", k->path, where,
+                           MAX_EXEC_ARGS);
+  altar__k8s_exec_clear(cfg);
+  cfg->exec_argv = calloc(nargs + 2, sizeof *cfg->exec_argv);
+  cfg->exec_env = calloc(nenv + 1, sizeof *cfg->exec_env);
+  cfg->exec_api_version = strdup(api);
+  if (!cfg->exec_argv || !cfg->exec_env || !cfg->exec_api_version)
+    return altar_error_set(err, ALTAR_ENOMEM, "kubeconfig: out of memory");
+  /* A command with a "/" is a path, taken relative to the kubeconfig. */
+  char path[8192];
+  if (strchr(command, '/') && command[0] != '/') snprintf(path, sizeof path, "%s/%s", k->dir, command);
+  else snprintf(path, sizeof path, "%s", command);
+  if (!(cfg->exec_argv[0] = strdup(path))) return altar_error_set(err, ALTAR_ENOMEM, "kubeconfig: out of memory");
+  for (size_t i = 0; i < nargs; i++) {
+    const char *a = scalar(yaml_document_get_node(&k->doc, args->data.sequence.items.start[i]));
+    if (!a) return altar_error_set(err, ALTAR_ECONFIG, "%s: %s.exec.args[%zu]: want a string", k->path, where, i);
+    if (!(cfg->exec_argv[i + 1] = strdup(a))) return altar_error_set(err, ALTAR_ENOMEM, "kubeconfig: out of memory");
+  }
+  for (size_t i = 0; i < nenv; i++) {
+    yaml_node_t *e = yaml_document_get_node(&k->doc, env->data.sequence.items.start[i]);
+    const char *name = map_str(k, e, "name"), *value = map_str(k, e, "value");
+    if (!name || !*name || strchr(name, '=') || !value)
+      return altar_error_set(err, ALTAR_ECONFIG, "%s: %s.exec.env[%zu]: want {name, value}", k->path, where, i);
+    size_t len = strlen(name) + strlen(value) + 2;
+    if (!(cfg->exec_env[i] = malloc(len))) return altar_error_set(err, ALTAR_ENOMEM, "kubeconfig: out of memory");
+    snprintf(cfg->exec_env[i], len, "%s=%s", name, value);
+  }
+  int rc = altar__k8s_exec_refresh(cfg, true, err);
+  if (rc) altar_error_prefix(err, "%s: %s.exec", k->path, where);
+  return rc;
+}
+
 static int kc_apply(kc_t *k, const char *context, altar_k8s_http_config_t *cfg) {
   altar_error_t *err = k->err;
   yaml_node_t *root = yaml_document_get_root_node(&k->doc);
@@ -194,11 +248,13 @@ static int kc_apply(kc_t *k, const char *context, altar_k8s_http_config_t *cfg) 
   yaml_node_t *user = named(k, "users", "user", user_name);
   if (!user) return altar_error_set(err, ALTAR_ECONFIG, "%s: users: no user named '%s'", k->path, user_name);
   snprintf(where, sizeof where, "users[%s].user", user_name);
-  if (map_get(k, user, "exec") || map_get(k, user, "auth-provider"))
+  if (map_get(k, user, "auth-provider"))
     return altar_error_set(err, ALTAR_ENOTSUP,
-                           "%s: %s: exec and auth-provider credentials are not supported; use a token, a "
-                           "tokenFile or a client certificate (e.g. a service account token)",
+                           "%s: %s.auth-provider: not supported; use an exec plugin, a token, a tokenFile or a "
+                           "client certificate",
                            k->path, where);
+  yaml_node_t *exec = map_get(k, user, "exec");
+  if (exec) return kc_exec(k, exec, where, cfg);
   if (set_str(&cfg->token, map_str(k, user, "token")))
     return altar_error_set(err, ALTAR_ENOMEM, "kubeconfig: out of memory");
   const char *tf = map_str(k, user, "tokenFile");

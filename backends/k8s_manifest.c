@@ -51,8 +51,40 @@ static char *label_fix(const char *s, bool allow_empty) {
   return strdup(out);
 }
 
+/* A DNS-1123 subdomain: dot-separated labels of [a-z0-9-] with alphanumeric
+ * ends, at most 253 characters (what a label key's prefix must be). */
+static bool dns_subdomain_ok(const char *s, size_t n) {
+  if (n == 0 || n > 253) return false;
+  size_t start = 0;
+  for (size_t i = 0; i <= n; i++) {
+    if (i < n && s[i] != '.') {
+      char c = s[i];
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+      continue;
+    }
+    /* one dot-separated part: s[start, i) */
+    if (i == start || s[start] == '-' || s[i - 1] == '-') return false;
+    start = i + 1;
+  }
+  return true;
+}
+
+bool altar_k8s_label_key_ok(const char *s) {
+  if (!s) return false;
+  const char *slash = strchr(s, '/');
+  if (!slash) return label_ok(s, false);
+  return dns_subdomain_ok(s, (size_t)(slash - s)) && label_ok(slash + 1, false);
+}
+
+bool altar_k8s_label_value_ok(const char *s) { return s && label_ok(s, true); }
+
 char *altar_k8s_label_safe(const char *s) { return label_fix(s ? s : "", true); }
-char *altar_k8s_label_key_safe(const char *s) { return label_fix(s ? s : "", false); }
+/* A key Kubernetes accepts (with or without a prefix) passes unchanged;
+ * anything else becomes one safe name part. */
+char *altar_k8s_label_key_safe(const char *s) {
+  if (altar_k8s_label_key_ok(s)) return strdup(s);
+  return label_fix(s ? s : "", false);
+}
 
 /* ---- small jansson helpers: a failed set marks the builder, checked once ---- */
 

@@ -3,6 +3,7 @@
 
 #include "altar/backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,48 @@ static const altar_k8s_job_info_t *find_job(const altar_k8s_job_info_t *jobs, si
   return NULL;
 }
 
+/* Refreshes what poll remembers of pending Jobs' waiting pods: one pod list
+ * while any polled Job is pending. A failed list only loses the detail. */
+static void note_waits(altar_k8s_t *k, const altar_handle_t *hs, size_t n, const altar_k8s_job_info_t *jobs,
+                       size_t njobs) {
+  bool any_pending = false;
+  for (size_t i = 0; i < n && !any_pending; i++) {
+    const altar_k8s_job_info_t *job = find_job(jobs, njobs, hs[i].external_id);
+    any_pending = job && job->state == ALTAR_STATE_PENDING;
+  }
+  if (!any_pending) return;
+  altar_k8s_pod_wait_t *waits = NULL;
+  size_t nw = 0;
+  altar_error_t werr = {0};
+  if (altar_k8s_runtime_list_pod_waits(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &waits, &nw, &werr)) return;
+  for (size_t i = 0; i < nw; i++) {
+    if (!waits[i].job_name || !waits[i].reason) continue;
+    altar_strmap_set(&k->wait_reason, waits[i].job_name, waits[i].reason);
+    altar_strmap_set(&k->wait_detail, waits[i].job_name, waits[i].detail ? waits[i].detail : "");
+  }
+  altar_k8s_pod_waits_free(waits, nw);
+}
+
+static void forget_wait(altar_k8s_t *k, const char *name) {
+  altar_strmap_remove(&k->wait_reason, name);
+  altar_strmap_remove(&k->wait_detail, name);
+}
+
+/* The failure of a Job whose pods are gone: a remembered wait beats the
+ * deadline or the bare "job_failed" it ended with. f is consumed. */
+static altar_failure_t *with_remembered_wait(altar_k8s_t *k, const char *name, altar_failure_t *f) {
+  const char *code = altar_strmap_get(&k->wait_reason, name);
+  if (!code || !f || (strcmp(f->reason, ALTAR_REASON_TIMEOUT) && strcmp(f->reason, ALTAR_REASON_JOB_FAILED)))
+    return f;
+  char detail[1024];
+  snprintf(detail, sizeof detail, "%s (job: %s)", altar_strmap_get(&k->wait_detail, name),
+           f->detail ? f->detail : f->reason);
+  altar_failure_t *w = altar_failure_for_reason(code, detail);
+  if (!w) return f;
+  altar_failure_free(f);
+  return w;
+}
+
 int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *st,
                    altar_error_t *err) {
   if (!n) return ALTAR_OK;
@@ -19,6 +62,7 @@ int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_sta
   size_t njobs = 0;
   int rc = altar_k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
   if (rc) return rc;
+  note_waits(k, hs, n, jobs, njobs);
   size_t done = 0;
   for (size_t i = 0; i < n && !rc; i++) {
     const altar_k8s_job_info_t *job = find_job(jobs, njobs, hs[i].external_id);
@@ -28,6 +72,7 @@ int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_sta
       /* A created Job is listed at once, so an absent one was deleted and
        * can never finish. */
       state = ALTAR_STATE_FAILED;
+      forget_wait(k, hs[i].external_id);
       f = altar_failure_for_reason(ALTAR_REASON_CONTAINER_MISSING, "the job is no longer in the namespace");
     } else if (job->state == ALTAR_STATE_FAILED) {
       state = ALTAR_STATE_FAILED;
@@ -37,8 +82,11 @@ int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_sta
         altar_failure_free(f);
         f = altar_failure_for_reason(ALTAR_REASON_JOB_FAILED, derr.msg[0] ? derr.msg : NULL);
       }
+      f = with_remembered_wait(k, job->name, f);
+      forget_wait(k, job->name);
     } else {
       state = job->state;
+      if (state != ALTAR_STATE_PENDING) forget_wait(k, job->name);
     }
     /* altar_status_init takes f, also when it fails. */
     if ((state == ALTAR_STATE_FAILED && !f) || altar_status_init(&st[i], &hs[i], state, f)) {

@@ -141,6 +141,22 @@ const char *altar_k8s_runtime_default_namespace(altar_k8s_runtime_t *rt) {
   return rt->ops->default_namespace ? rt->ops->default_namespace(rt->impl) : NULL;
 }
 
+void altar_k8s_pod_waits_free(altar_k8s_pod_wait_t *waits, size_t n) {
+  for (size_t i = 0; waits && i < n; i++) {
+    free(waits[i].job_name);
+    free(waits[i].detail);
+  }
+  free(waits);
+}
+
+int altar_k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
+                                     altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err) {
+  *pwaits = NULL;
+  *pn = 0;
+  if (!rt->ops->list_pod_waits) return ALTAR_OK;
+  return rt->ops->list_pod_waits(rt->impl, ns, label_selector, pwaits, pn, err);
+}
+
 /* ---- reading API objects ---- */
 
 static const char *jstr(const json_t *obj, const char *key) {
@@ -228,11 +244,63 @@ static altar_failure_t *failure_msg(const char *reason, const char *what, const 
   return altar_failure_for_reason(reason, detail);
 }
 
+/* Waiting reasons that mean the image could not be had. */
+static const char *const IMAGE_WAITS[] = {"ErrImagePull",        "ImagePullBackOff",  "InvalidImageName",
+                                          "ErrImageNeverPull",   "RegistryUnavailable", "ImageInspectError",
+                                          NULL};
+
+static const char *image_wait_in(const json_t *statuses, char *detail, size_t sz) {
+  size_t i;
+  json_t *cs;
+  json_array_foreach(statuses, i, cs) {
+    const json_t *w = json_object_get(json_object_get(cs, "state"), "waiting");
+    const char *r = jstr(w, "reason"), *m = jstr(w, "message");
+    for (size_t j = 0; r && IMAGE_WAITS[j]; j++) {
+      if (strcmp(r, IMAGE_WAITS[j])) continue;
+      snprintf(detail, sz, "%s%s%s", r, m ? ": " : "", m ? m : "");
+      return ALTAR_K8S_REASON_IMAGE_PULL;
+    }
+  }
+  return NULL;
+}
+
+const char *altar_k8s_pod_waiting(const json_t *pod, char *detail, size_t sz) {
+  const json_t *st = json_object_get(pod, "status");
+  const char *reason = NULL, *message = NULL;
+  size_t i;
+  json_t *c;
+  json_array_foreach(json_object_get(st, "conditions"), i, c) {
+    const char *t = jstr(c, "type"), *s = jstr(c, "status");
+    if (t && s && !strcmp(t, "PodScheduled") && !strcmp(s, "False")) {
+      reason = jstr(c, "reason");
+      message = jstr(c, "message");
+      if (reason && !strcmp(reason, "Unschedulable")) {
+        snprintf(detail, sz, "Unschedulable%s%s", message ? ": " : "", message ? message : "");
+        return ALTAR_K8S_REASON_UNSCHEDULABLE;
+      }
+    }
+  }
+  const char *r = image_wait_in(json_object_get(st, "initContainerStatuses"), detail, sz);
+  return r ? r : image_wait_in(json_object_get(st, "containerStatuses"), detail, sz);
+}
+
 altar_failure_t *altar_k8s_explain_failure(const json_t *job, const json_t *pods) {
   const json_t *conds = json_object_get(json_object_get(job, "status"), "conditions");
   const char *reason = NULL, *message = NULL;
   bool failed = has_condition(conds, "Failed", &reason, &message) ||
                 has_condition(conds, "FailureTarget", &reason, &message);
+  /* A pod that never started says more than the deadline that ended it. */
+  size_t wi;
+  json_t *wpod;
+  json_array_foreach(json_object_get(pods, "items"), wi, wpod) {
+    char wait[512];
+    const char *code = altar_k8s_pod_waiting(wpod, wait, sizeof wait);
+    if (!code) continue;
+    char detail[800];
+    snprintf(detail, sizeof detail, "%s (job: %s%s%s)", wait, reason ? reason : "Failed", message ? ": " : "",
+             message ? message : "");
+    return altar_failure_for_reason(code, detail);
+  }
   /* activeDeadlineSeconds also counts scheduling and image pulls, so a
    * timeout may come from a slow node or registry rather than the task:
    * transient (the shared table agrees), the safe answer when the evidence

@@ -3,7 +3,7 @@
  * certificate; 429 and 5xx retried with capped exponential backoff; HTTP
  * statuses mapped to altar errors. Tokens never enter an error message. */
 #include "altar/buf.h"
-#include "altar/kubernetes.h"
+#include "k8s_int.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -16,7 +16,6 @@
 /* Largest response body accepted (a list of many Jobs is big, not unbounded). */
 #define MAX_RESPONSE (64u << 20)
 #define MAX_TOKEN (64u << 10)
-#define LIST_PAGE "500"
 #define MAX_PAGES 10000
 
 typedef struct http_rt {
@@ -67,6 +66,7 @@ static void sleep_ms(long ms) {
 /* The bearer token: the token file's current content when set (service
  * account tokens rotate), else the configured one. Caller frees. */
 static char *current_token(http_rt_t *rt, altar_error_t *err) {
+  if (rt->cfg.exec_argv && altar__k8s_exec_refresh(&rt->cfg, false, err)) return NULL;
   if (!rt->cfg.token_file) return rt->cfg.token ? strdup(rt->cfg.token) : NULL;
   FILE *f = fopen(rt->cfg.token_file, "rb");
   if (!f) {
@@ -106,7 +106,8 @@ static int request(http_rt_t *rt, const char *method, const char *path, const ch
   if ((size_t)snprintf(url, sizeof url, "%s%s", rt->cfg.server, path) >= sizeof url)
     return altar_error_set(err, ALTAR_EINVAL, "kubernetes API: request path too long");
   char *token = current_token(rt, err);
-  if (rt->cfg.token_file && !token) return err ? err->code : ALTAR_ECONFIG;
+  if ((rt->cfg.token_file || rt->cfg.exec_argv) && !token && !rt->cfg.client_cert_pem)
+    return err && err->code ? err->code : ALTAR_ECONFIG;
   struct curl_slist *hdrs = NULL;
   hdrs = curl_slist_append(hdrs, "Accept: application/json");
   if (body) hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
@@ -282,50 +283,35 @@ static int h_create(void *impl, const json_t *manifest, const char *ns, char **p
   return rc;
 }
 
-static int append_jobs(json_t *list, altar_k8s_job_info_t **pjobs, size_t *pn, size_t *pcap, altar_error_t *err) {
-  size_t i;
-  json_t *item;
-  json_array_foreach(json_object_get(list, "items"), i, item) {
-    if (*pn == *pcap) {
-      size_t cap = *pcap ? *pcap * 2 : 16;
-      altar_k8s_job_info_t *grown = realloc(*pjobs, cap * sizeof *grown);
-      if (!grown) return altar_error_set(err, ALTAR_ENOMEM, "list jobs: out of memory");
-      *pjobs = grown;
-      *pcap = cap;
-    }
-    int rc = altar_k8s_job_info_from_json(item, &(*pjobs)[*pn], err);
-    if (rc) return rc;
-    (*pn)++;
-  }
-  return ALTAR_OK;
-}
+/* Called with each page of a paged list; 0 to go on. */
+typedef int (*page_fn)(void *ctx, const json_t *list, altar_error_t *err);
 
-static int h_list(void *impl, const char *ns, const char *sel, altar_k8s_job_info_t **pjobs, size_t *pn,
-                  altar_error_t *err) {
-  http_rt_t *rt = impl;
-  int rc = check_name("namespace", ns, err);
-  if (rc) return rc;
-  char what[300];
-  snprintf(what, sizeof what, "list jobs in namespace %s", ns);
+/* GET collection?limit=…&labelSelector=…[&fieldSelector=…], following
+ * continue tokens to the end; page() sees each page's object. */
+static int list_paged(http_rt_t *rt, const char *collection, const char *sel, const char *fsel, const char *what,
+                      page_fn page, void *ctx, altar_error_t *err) {
   char *esel = sel ? curl_easy_escape(rt->curl, sel, 0) : NULL;
+  char *efsel = fsel ? curl_easy_escape(rt->curl, fsel, 0) : NULL;
   char *cont = NULL;
-  size_t cap = 0;
+  int rc = ALTAR_OK;
   resp_t r = {.retry_after_s = -1};
-  for (int page = 0; !rc; page++) {
-    if (page >= MAX_PAGES) {
+  for (int pg = 0; !rc; pg++) {
+    if (pg >= MAX_PAGES) {
       rc = altar_error_set(err, ALTAR_ETOOBIG, "%s: more than %d pages", what, MAX_PAGES);
       break;
     }
     char *econt = cont ? curl_easy_escape(rt->curl, cont, 0) : NULL;
-    size_t plen = 128 + strlen(ns) + (esel ? strlen(esel) : 0) + (econt ? strlen(econt) : 0);
+    size_t plen = 128 + strlen(collection) + (esel ? strlen(esel) : 0) + (efsel ? strlen(efsel) : 0) +
+                  (econt ? strlen(econt) : 0);
     char *path = malloc(plen);
     if (!path) {
       curl_free(econt);
       rc = altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
       break;
     }
-    snprintf(path, plen, "/apis/batch/v1/namespaces/%s/jobs?limit=" LIST_PAGE "%s%s%s%s", ns,
-             esel ? "&labelSelector=" : "", esel ? esel : "", econt ? "&continue=" : "", econt ? econt : "");
+    snprintf(path, plen, "%s?limit=%d%s%s%s%s%s%s", collection, rt->cfg.list_limit > 0 ? rt->cfg.list_limit : 500, esel ? "&labelSelector=" : "",
+             esel ? esel : "", efsel ? "&fieldSelector=" : "", efsel ? efsel : "", econt ? "&continue=" : "",
+             econt ? econt : "");
     curl_free(econt);
     long status = 0;
     rc = request(rt, "GET", path, NULL, &status, &r, err);
@@ -340,7 +326,7 @@ static int h_list(void *impl, const char *ns, const char *sel, altar_k8s_job_inf
       rc = ALTAR_EDECODE;
       break;
     }
-    rc = append_jobs(list, pjobs, pn, &cap, err);
+    rc = page(ctx, list, err);
     const char *next = json_string_value(json_object_get(json_object_get(list, "metadata"), "continue"));
     free(cont);
     cont = next && *next ? strdup(next) : NULL;
@@ -349,13 +335,108 @@ static int h_list(void *impl, const char *ns, const char *sel, altar_k8s_job_inf
   }
   free(cont);
   curl_free(esel);
+  curl_free(efsel);
   altar_buf_free(&r.body);
-  if (rc) {
-    altar_k8s_job_infos_free(*pjobs, *pn);
-    *pjobs = NULL;
-    *pn = 0;
-  }
   return rc;
+}
+
+typedef struct job_acc {
+  altar_k8s_job_info_t *jobs;
+  size_t n, cap;
+} job_acc_t;
+
+static int append_jobs(void *ctx, const json_t *list, altar_error_t *err) {
+  job_acc_t *a = ctx;
+  size_t i;
+  json_t *item;
+  json_array_foreach(json_object_get(list, "items"), i, item) {
+    if (a->n == a->cap) {
+      size_t cap = a->cap ? a->cap * 2 : 16;
+      altar_k8s_job_info_t *grown = realloc(a->jobs, cap * sizeof *grown);
+      if (!grown) return altar_error_set(err, ALTAR_ENOMEM, "list jobs: out of memory");
+      a->jobs = grown;
+      a->cap = cap;
+    }
+    int rc = altar_k8s_job_info_from_json(item, &a->jobs[a->n], err);
+    if (rc) return rc;
+    a->n++;
+  }
+  return ALTAR_OK;
+}
+
+static int h_list(void *impl, const char *ns, const char *sel, altar_k8s_job_info_t **pjobs, size_t *pn,
+                  altar_error_t *err) {
+  http_rt_t *rt = impl;
+  int rc = check_name("namespace", ns, err);
+  if (rc) return rc;
+  char what[300], coll[400];
+  snprintf(what, sizeof what, "list jobs in namespace %s", ns);
+  snprintf(coll, sizeof coll, "/apis/batch/v1/namespaces/%s/jobs", ns);
+  job_acc_t a = {0};
+  rc = list_paged(rt, coll, sel, NULL, what, append_jobs, &a, err);
+  if (rc) {
+    altar_k8s_job_infos_free(a.jobs, a.n);
+    return rc;
+  }
+  *pjobs = a.jobs;
+  *pn = a.n;
+  return ALTAR_OK;
+}
+
+typedef struct wait_acc {
+  altar_k8s_pod_wait_t *waits;
+  size_t n, cap;
+} wait_acc_t;
+
+static int append_waits(void *ctx, const json_t *list, altar_error_t *err) {
+  wait_acc_t *a = ctx;
+  size_t i;
+  json_t *pod;
+  json_array_foreach(json_object_get(list, "items"), i, pod) {
+    char detail[512];
+    const char *code = altar_k8s_pod_waiting(pod, detail, sizeof detail);
+    const json_t *labels = json_object_get(json_object_get(pod, "metadata"), "labels");
+    const char *job = json_string_value(json_object_get(labels, "batch.kubernetes.io/job-name"));
+    if (!job) job = json_string_value(json_object_get(labels, "job-name"));
+    if (!code || !job) continue;
+    if (a->n == a->cap) {
+      size_t cap = a->cap ? a->cap * 2 : 8;
+      altar_k8s_pod_wait_t *grown = realloc(a->waits, cap * sizeof *grown);
+      if (!grown) return altar_error_set(err, ALTAR_ENOMEM, "list pods: out of memory");
+      a->waits = grown;
+      a->cap = cap;
+    }
+    altar_k8s_pod_wait_t *w = &a->waits[a->n];
+    w->reason = code;
+    w->job_name = strdup(job);
+    w->detail = strdup(detail);
+    if (!w->job_name || !w->detail) {
+      free(w->job_name);
+      free(w->detail);
+      return altar_error_set(err, ALTAR_ENOMEM, "list pods: out of memory");
+    }
+    a->n++;
+  }
+  return ALTAR_OK;
+}
+
+static int h_pod_waits(void *impl, const char *ns, const char *sel, altar_k8s_pod_wait_t **pwaits, size_t *pn,
+                       altar_error_t *err) {
+  http_rt_t *rt = impl;
+  int rc = check_name("namespace", ns, err);
+  if (rc) return rc;
+  char what[300], coll[400];
+  snprintf(what, sizeof what, "list pending pods in namespace %s", ns);
+  snprintf(coll, sizeof coll, "/api/v1/namespaces/%s/pods", ns);
+  wait_acc_t a = {0};
+  rc = list_paged(rt, coll, sel, "status.phase=Pending", what, append_waits, &a, err);
+  if (rc) {
+    altar_k8s_pod_waits_free(a.waits, a.n);
+    return rc;
+  }
+  *pwaits = a.waits;
+  *pn = a.n;
+  return ALTAR_OK;
 }
 
 /* GET of one object; *pobj NULL on 404. */
@@ -468,6 +549,7 @@ static const altar_k8s_runtime_ops_t http_ops = {
     .read_job = h_read,
     .delete_job = h_delete,
     .describe_failure = h_describe,
+    .list_pod_waits = h_pod_waits,
     .default_namespace = h_namespace,
     .destroy = h_destroy,
 };

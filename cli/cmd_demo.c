@@ -20,11 +20,16 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: altar demo [--dir DIR] [--models N] [--folds N] [--transport kafka --brokers HOST:PORT]\n"
-          "                  [--backend process|docker] [--image IMAGE]\n\n"
+          "                  [--backend process|docker|kubernetes] [--image IMAGE]\n"
+          "                  [--kubeconfig FILE] [--namespace NS]\n\n"
           "Starts a reconciler and two workers as separate processes under DIR (default\n"
           "./var/demo), submits a job of N models x N folds (default 3 x 5) whose commands\n"
           "read a verified input and write an output, shows progress and the group\n"
-          "events as they fire, prints a summary table and stops everything.\n");
+          "events as they fire, prints a summary table and stops everything.\n"
+          "With --backend kubernetes each shard is a Job on the cluster --kubeconfig\n"
+          "names (namespace NS, default altar-demo); inputs are staged under DIR/data\n"
+          "for the verify-inputs init container, and no output is collected, so it\n"
+          "also runs against a control plane whose pods kwok finishes.\n");
 }
 
 /* The command every shard runs: args are input, output, fold, flaky marker. */
@@ -75,6 +80,7 @@ static void on_group(void *ctx, const char *event, const char *kind, const char 
 
 int altar_cmd_demo(int argc, char **argv) {
   const char *dir = "./var/demo", *transport = "local", *brokers = NULL, *backend = "process", *image = NULL;
+  const char *kubeconfig = NULL, *k8s_ns = "altar-demo";
   long models = 3, folds = 5;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -89,6 +95,8 @@ int altar_cmd_demo(int argc, char **argv) {
       transport = "kafka";
     } else if (!strcmp(a, "--backend") && has) backend = argv[++i];
     else if (!strcmp(a, "--image") && has) image = argv[++i];
+    else if (!strcmp(a, "--kubeconfig") && has) kubeconfig = argv[++i];
+    else if (!strcmp(a, "--namespace") && has) k8s_ns = argv[++i];
     else if ((!strcmp(a, "--models") || !strcmp(a, "--folds")) && has) {
       char *end;
       long v = strtol(argv[++i], &end, 10);
@@ -109,7 +117,17 @@ int altar_cmd_demo(int argc, char **argv) {
     return 2;
   }
   bool docker = !strcmp(backend, "docker") || !strcmp(backend, "local");
-  if (!image) image = docker ? "altar-test/busybox:1" : "none";
+  bool k8s = !strcmp(backend, "kubernetes");
+  if (kubeconfig && !k8s) {
+    fprintf(stderr, "altar demo: --kubeconfig goes with --backend kubernetes\n");
+    return 2;
+  }
+  if (!image) image = docker ? "altar-test/busybox:1" : k8s ? "busybox:1.36" : "none";
+  char kc_abs[4096] = "";
+  if (kubeconfig && !realpath(kubeconfig, kc_abs)) {
+    fprintf(stderr, "altar demo: --kubeconfig %s: %s\n", kubeconfig, strerror(errno));
+    return 2;
+  }
   char self[4096];
   ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
   if (sl <= 0) return 1;
@@ -133,7 +151,15 @@ int altar_cmd_demo(int argc, char **argv) {
   else fprintf(cf, "  dir: %s/log\n", abs);
   fprintf(cf,
           "topics: {jobs: %s.jobs, status: %s.status, ready: %s.ready, dead: %s.dead, dlq: %s.dlq}\n"
-          "backend: {name: %s, data_root: %s/data, slots: 2}\n"
+          "backend: {name: %s, data_root: %s/data, slots: 2",
+          run, run, run, run, run, backend, abs);
+  /* Kubernetes: the cluster's volume is seen on this host at DIR/data. */
+  if (k8s) {
+    fprintf(cf, ", namespace: %s, staging_root: %s/data", k8s_ns, abs);
+    if (kc_abs[0]) fprintf(cf, ", kubeconfig: \"%s\"", kc_abs);
+  }
+  fprintf(cf,
+          "}\n"
           "ledger: {path: %s/%s.ledger}\n"
           "groups:\n"
           "  demo_fold:\n"
@@ -141,7 +167,7 @@ int altar_cmd_demo(int argc, char **argv) {
           "    ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}\n"
           "    on_failed: retry\n"
           "    max_restarts: 2\n",
-          run, run, run, run, run, backend, abs, abs, run);
+          abs, run);
   fclose(cf);
   altar_config_t cfg;
   altar_error_t err = {0};
@@ -156,7 +182,7 @@ int altar_cmd_demo(int argc, char **argv) {
     return 1;
   }
   /* Inputs: one model file per model, addressed by its digest. */
-  const char *mount = docker ? "/mnt/volume" : NULL;
+  const char *mount = docker || k8s ? "/mnt/volume" : NULL;
   char data_root[4096 + 16];
   snprintf(data_root, sizeof data_root, "%s/data", abs);
   if (!mount) mount = data_root;
@@ -188,7 +214,9 @@ int altar_cmd_demo(int argc, char **argv) {
       s->kind = strdup("demo_fold");
       s->image = strdup(image);
       s->resources.count = 1;
-      s->timeout_s = (altar_opt_i64_t){true, (m == 0 && f == 1) ? 3 : 300};
+      /* On Kubernetes no shard is made flaky: the command may never run (kwok). */
+      bool flaky = m == 0 && f == 1 && !k8s;
+      s->timeout_s = (altar_opt_i64_t){true, flaky ? 3 : 300};
       char uri[4096 + 80], logical_in[64], logical_out[128], in[4096], out[4096], marker[4096], fs[16], ms[16], ns[16];
       snprintf(uri, sizeof uri, "file://%s", model_file);
       snprintf(logical_in, sizeof logical_in, "models/model-%ld.bin", m);
@@ -196,7 +224,7 @@ int altar_cmd_demo(int argc, char **argv) {
       snprintf(in, sizeof in, "%s/%s", mount, logical_in);
       snprintf(out, sizeof out, "%s/%s", mount, logical_out);
       /* Shard (0, 1) sleeps past its 3 s timeout the first time: a transient failure the reconciler retries. */
-      if (m == 0 && f == 1) snprintf(marker, sizeof marker, "%s/jobs/%s/flaky-once", mount, job_id);
+      if (flaky) snprintf(marker, sizeof marker, "%s/jobs/%s/flaky-once", mount, job_id);
       else marker[0] = 0;
       snprintf(fs, sizeof fs, "%ld", f);
       snprintf(ms, sizeof ms, "model-%ld", m);
@@ -208,7 +236,8 @@ int altar_cmd_demo(int argc, char **argv) {
           altar_spec_add_arg(s, out) || altar_spec_add_arg(s, fs) || altar_spec_add_arg(s, marker) ||
           altar_spec_set_label(s, "job_id", job_id) || altar_spec_set_label(s, "model_id", ms) ||
           altar_spec_set_label(s, "fold", fs) || altar_spec_set_label(s, "num_folds", ns) ||
-          altar_spec_add_input(s, uri, logical_in, ms, digest) || altar_spec_add_output(s, result, logical_out)) {
+          altar_spec_add_input(s, uri, logical_in, ms, digest) ||
+          (!k8s && altar_spec_add_output(s, result, logical_out))) {
         rc = 1;
         break;
       }
@@ -276,8 +305,11 @@ int altar_cmd_demo(int argc, char **argv) {
       const char *state = "pending";
       for (size_t i = 0; i < x.n; i++)
         if (!strcmp(x.keys[i], key) && x.done[i]) state = "settled";
-      printf("model-%-4ld %-6ld %-8s %ld/%ld in %s/results/%s/model-%ld\n", m, folds, state, have, folds, abs, job_id,
-             m);
+      if (k8s)
+        printf("model-%-4ld %-6ld %-8s (outputs stay on the cluster's volume)\n", m, folds, state);
+      else
+        printf("model-%-4ld %-6ld %-8s %ld/%ld in %s/results/%s/model-%ld\n", m, folds, state, have, folds, abs,
+               job_id, m);
     }
     printf("\n%zu group(s) fired, %zu dead-lettered, %zu shards, %.0f s; ledger %s\n", dc.fired, dc.dead, n,
            (double)time(NULL) - t0, cfg.ledger_path);

@@ -44,6 +44,11 @@
 #define ALTAR_K8S_TASK_CONTAINER "task"
 #define ALTAR_K8S_VERIFY_CONTAINER "verify-inputs"
 #define ALTAR_K8S_VOLUME_NAME "altar-volume"
+/* Reasons of our own (the contract allows a backend's codes), both worth a
+ * retry: a pod that never started because its image could not be pulled, or
+ * because no node could take it. The detail carries the platform's words. */
+#define ALTAR_K8S_REASON_IMAGE_PULL "image_pull"
+#define ALTAR_K8S_REASON_UNSCHEDULABLE "unschedulable"
 /* How long submit keeps trying to settle a name conflict (seconds). */
 #define ALTAR_K8S_SETTLE_TIMEOUT_S 60.0
 
@@ -67,6 +72,17 @@ void altar_k8s_job_info_free(altar_k8s_job_info_t *info);
 /* Frees n infos stored in one array, and the array. */
 void altar_k8s_job_infos_free(altar_k8s_job_info_t *infos, size_t n);
 int altar_k8s_job_info_copy(altar_k8s_job_info_t *dst, const altar_k8s_job_info_t *src);
+
+/* Why a pod of a Job has not started: the Job's name, one of the two reason
+ * codes above, and the platform's message ("ImagePullBackOff: Back-off
+ * pulling image …", the scheduler's "0/2 nodes are available: …"). */
+typedef struct altar_k8s_pod_wait {
+  char *job_name;
+  const char *reason; /* ALTAR_K8S_REASON_IMAGE_PULL or _UNSCHEDULABLE (static) */
+  char *detail;
+} altar_k8s_pod_wait_t;
+
+void altar_k8s_pod_waits_free(altar_k8s_pod_wait_t *waits, size_t n);
 
 /* ---- KubernetesRuntime ---- */
 
@@ -104,6 +120,13 @@ typedef struct altar_k8s_runtime_ops {
   /* Coarse classification: *pdeterministic, and *pmessage (malloc'd or NULL). */
   int (*diagnose)(void *impl, const char *name, const char *ns, bool *pdeterministic,
                   char **pmessage, altar_error_t *err);
+  /* Optional (NULL: never reported). Pending pods in ns matching
+   * label_selector that wait for an image or for a node; poll calls it only
+   * while some Job is pending, and remembers the answer, because the Job
+   * controller deletes those pods when the Job's deadline fails it. *pwaits
+   * (caller frees with altar_k8s_pod_waits_free) may be NULL with *pn 0. */
+  int (*list_pod_waits)(void *impl, const char *ns, const char *label_selector,
+                        altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err);
   /* The namespace the runtime's credentials point at (kubeconfig context or
    * the service account's), or NULL. Owned by the runtime. */
   const char *(*default_namespace)(void *impl);
@@ -134,6 +157,9 @@ int altar_k8s_runtime_describe_failure(altar_k8s_runtime_t *rt, const char *name
 int altar_k8s_runtime_diagnose(altar_k8s_runtime_t *rt, const char *name, const char *ns,
                                bool *pdeterministic, char **pmessage, altar_error_t *err);
 const char *altar_k8s_runtime_default_namespace(altar_k8s_runtime_t *rt);
+/* list_pod_waits, or none when the runtime does not report them. */
+int altar_k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
+                                     altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err);
 
 /* Normalizes a Job object (metadata + status, as the API serves it) into
  * info: Complete/SuccessCriteriaMet → succeeded, Failed/FailureTarget →
@@ -142,8 +168,17 @@ const char *altar_k8s_runtime_default_namespace(altar_k8s_runtime_t *rt);
  * by tests. 0, or ALTAR_EDECODE naming the missing field. */
 int altar_k8s_job_info_from_json(const json_t *job, altar_k8s_job_info_t *info, altar_error_t *err);
 
+/* Why one pod has not started, if it waits for an image (waiting reasons
+ * ErrImagePull, ImagePullBackOff, InvalidImageName, ErrImageNeverPull,
+ * RegistryUnavailable, ImageInspectError on any container) or for a node
+ * (condition PodScheduled False, reason Unschedulable): the reason code
+ * (static) and the platform's message in detail; NULL when it does not. */
+const char *altar_k8s_pod_waiting(const json_t *pod, char *detail, size_t detail_size);
+
 /* Explains a failed Job from its object and its pods (a PodList's items):
- * condition DeadlineExceeded → "timeout"; the verify-inputs init container
+ * a pod still waiting for its image or a node → "image_pull" or
+ * "unschedulable" (the platform's message, and the Job's own condition, as
+ * detail); condition DeadlineExceeded → "timeout"; the verify-inputs init container
  * exiting non-zero → "input_digest_mismatch"; a container OOMKilled →
  * "oom_killed"; eviction or preemption → "job_failed" (transient); the task
  * container's exit code n → "exit_<n>"; else "job_failed". NULL on
@@ -165,12 +200,21 @@ typedef struct altar_k8s_http_config {
   char *client_key_pem;  /* its private key */
   size_t client_key_len;
   bool insecure_skip_tls_verify;
+  /* An exec credential plugin (kubeconfig user.exec): the program and its
+   * arguments, and extra environment as "NAME=value", each NULL-terminated
+   * (NULL when unused). The runtime runs it for a bearer token or a client
+   * certificate, and again once what it returned has expired. */
+  char **exec_argv;
+  char **exec_env;
+  char *exec_api_version; /* client.authentication.k8s.io/v1 or v1beta1 */
+  double exec_expiry;     /* Unix seconds the plugin's credential ends; 0: never */
   char *namespace_;      /* default namespace from the context or service account */
   long timeout_ms;         /* whole request; default 30000 */
   long connect_timeout_ms; /* default 10000 */
   int max_retries;         /* retries after a 429, a 5xx or a failed GET; default 5 */
   long backoff_initial_ms; /* first delay, doubled each retry; default 200 */
   long backoff_max_ms;     /* cap on one delay (also on Retry-After); default 5000 */
+  int list_limit;          /* objects per page of a list (limit=…); default 500 */
 } altar_k8s_http_config_t;
 
 /* Zeroes cfg and sets the numeric defaults. */
@@ -181,9 +225,11 @@ void altar_k8s_http_config_clear(altar_k8s_http_config_t *cfg);
 /* Reads a kubeconfig: `path` (NULL: $KUBECONFIG's first entry, else
  * ~/.kube/config), the named context (NULL: current-context), its cluster
  * (server, certificate-authority[-data], insecure-skip-tls-verify) and user
- * (token, tokenFile, client-certificate[-data], client-key[-data]). exec
- * and auth-provider users are refused with ALTAR_ENOTSUP. Relative file
- * paths are read relative to the kubeconfig's directory. ALTAR_ECONFIG
+ * (token, tokenFile, client-certificate[-data], client-key[-data], or an
+ * exec credential plugin, which is run once here to check it works).
+ * auth-provider users and basic auth are refused with ALTAR_ENOTSUP.
+ * Relative file paths, and an exec command with a "/" in it, are taken
+ * relative to the kubeconfig's directory. ALTAR_ECONFIG
  * naming the field on anything malformed. cfg must be initialised. */
 int altar_k8s_kubeconfig_load(const char *path, const char *context, altar_k8s_http_config_t *cfg,
                               altar_error_t *err);
@@ -269,8 +315,13 @@ altar_k8s_runtime_t *altar_k8s_runtime(altar_k8s_t *k);
  * hash of the original appended so distinct originals stay distinct.
  * Returns malloc'd text (caller frees) or NULL on allocation failure. */
 char *altar_k8s_label_safe(const char *s);
-/* Same for a label key's name part (never empty). */
+/* A label key: one Kubernetes accepts (an optional DNS-subdomain prefix and
+ * "/", then a name part as above) is returned unchanged; any other becomes a
+ * valid name part (never empty) with the hash appended. */
 char *altar_k8s_label_key_safe(const char *s);
+/* Whether Kubernetes accepts s as a label key / a label value as it is. */
+bool altar_k8s_label_key_ok(const char *s);
+bool altar_k8s_label_value_ok(const char *s);
 
 /* The base batch/v1 Job for spec (image, argv, resources, label-safe labels
  * with the originals in annotations, deadline, volume, node selector,

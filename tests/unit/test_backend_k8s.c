@@ -313,6 +313,30 @@ static void test_label_safe(void) {
   char *key = altar_k8s_label_key_safe("");
   CU_ASSERT(strlen(key) > 0 && valid_label(key));
   free(key);
+  /* Keys Kubernetes accepts pass unchanged, prefix and all. */
+  const char *good_keys[] = {"kwok.altar.test/exit-code", "example.com/Name_1.x", "app", "a/b",
+                             "sub-1.example.org/x-y_z"};
+  for (size_t i = 0; i < sizeof good_keys / sizeof *good_keys; i++) {
+    CU_ASSERT(altar_k8s_label_key_ok(good_keys[i]));
+    key = altar_k8s_label_key_safe(good_keys[i]);
+    CU_ASSERT_STRING_EQUAL(key, good_keys[i]);
+    free(key);
+  }
+  /* Invalid ones are made safe: a valid name part, distinct from the input. */
+  const char *bad_keys[] = {"Upper.Case/x", "a/b/c", "/x", "x/", "-a.com/b", "a..b/c", "ex ample/x",
+                            "x/-lead", "fold index"};
+  for (size_t i = 0; i < sizeof bad_keys / sizeof *bad_keys; i++) {
+    CU_ASSERT_FALSE(altar_k8s_label_key_ok(bad_keys[i]));
+    key = altar_k8s_label_key_safe(bad_keys[i]);
+    CU_ASSERT_FATAL(key != NULL);
+    CU_ASSERT(valid_label(key));
+    CU_ASSERT(altar_k8s_label_key_ok(key));
+    CU_ASSERT(strcmp(key, bad_keys[i]) != 0);
+    free(key);
+  }
+  CU_ASSERT(altar_k8s_label_value_ok("GM12878.v2"));
+  CU_ASSERT(altar_k8s_label_value_ok(""));
+  CU_ASSERT_FALSE(altar_k8s_label_value_ok("a b"));
 }
 
 /* ---- the manifest ---- */
@@ -350,10 +374,12 @@ static void test_manifest_shape(void) {
   const char *k_;
   json_t *v;
   json_object_foreach(labels, k_, v) {
-    if (strncmp(k_, "altar.dev/", 10)) CU_ASSERT(valid_label(k_));
+    CU_ASSERT(altar_k8s_label_key_ok(k_));
     CU_ASSERT(valid_label(json_string_value(v)));
   }
-  CU_ASSERT(json_object_get(labels, "model/id") == NULL);
+  /* "model/id" is a valid prefixed key: kept; its value had to change. */
+  CU_ASSERT_PTR_NOT_NULL(json_object_get(labels, "model/id"));
+  CU_ASSERT(strcmp(json_string_value(json_object_get(labels, "model/id")), "ENCSR000 (GM12878)") != 0);
   /* The originals, exactly, in the annotation. */
   json_t *ann = json_object_get(meta, "annotations");
   json_t *orig = json_loads(json_string_value(json_object_get(ann, ALTAR_K8S_LABELS_ANNOTATION)), 0, NULL);
@@ -921,6 +947,20 @@ static void explain_case(const char *job, const char *pods, const char *reason, 
 
 static void test_explain_failure(void) {
   explain_case(FAILED_JOB("DeadlineExceeded"), "{\"items\":[]}", ALTAR_REASON_TIMEOUT, false);
+  /* A pod still waiting says more than the deadline that ended it. */
+  explain_case(FAILED_JOB("DeadlineExceeded"),
+               "{\"items\":[{\"status\":{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":\"task\",\"state\":{"
+               "\"waiting\":{\"reason\":\"ImagePullBackOff\",\"message\":\"Back-off pulling image\"}}}]}}]}",
+               ALTAR_K8S_REASON_IMAGE_PULL, false);
+  explain_case(FAILED_JOB("DeadlineExceeded"),
+               "{\"items\":[{\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"PodScheduled\","
+               "\"status\":\"False\",\"reason\":\"Unschedulable\",\"message\":\"0/2 nodes are available\"}]}}]}",
+               ALTAR_K8S_REASON_UNSCHEDULABLE, false);
+  /* Waiting for something else (a container being created) is no evidence. */
+  explain_case(FAILED_JOB("DeadlineExceeded"),
+               "{\"items\":[{\"status\":{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":\"task\",\"state\":{"
+               "\"waiting\":{\"reason\":\"ContainerCreating\"}}}]}}]}",
+               ALTAR_REASON_TIMEOUT, false);
   explain_case(FAILED_JOB("BackoffLimitExceeded"),
                "{\"items\":[{\"status\":{\"initContainerStatuses\":[{\"name\":\"verify-inputs\",\"state\":{"
                "\"terminated\":{\"exitCode\":1,\"reason\":\"Error\"}}}]}}]}",
