@@ -164,8 +164,9 @@ void altar_storage_contract_roundtrip(const altar_storage_fixture_t *fx) {
   CU_ASSERT_EQUAL_FATAL(altar_storage_file_digest(big, want), 0);
   uri_of(fx, "c/big.bin", u, sizeof u);
   if (writable(fx)) {
-    CU_ASSERT_EQUAL(altar_storage_upload(fx->s, big, u, &err), 0);
-    if (err.code) fprintf(stderr, "[%s] upload: %s\n", fx->label, err.msg);
+    int rc = altar_storage_upload(fx->s, big, u, &err);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc) fprintf(stderr, "[%s] upload: %s\n", fx->label, err.msg);
   } else {
     size_t n = 0;
     char *data = altar_test_read_file(big, &n);
@@ -336,6 +337,7 @@ void altar_storage_contract_faults(const altar_storage_fixture_t *fx) {
     altar_error_clear(&err);
     CU_ASSERT_NOT_EQUAL(altar_storage_write_bytes(s, u, "payload", 7, &err), 0);
     CU_ASSERT_TRUE(err.retriable);
+    if (!err.retriable) fprintf(stderr, "[%s] write to a dropping server: %s\n", fx->label, err.msg);
   }
 
   snprintf(u, sizeof u, "%sfbadsum", fx->fault_root);
@@ -374,8 +376,9 @@ void altar_storage_contract_staging(const altar_storage_fixture_t *fx) {
   char u[1024];
   uri_of(fx, "stage/in.bin", u, sizeof u);
   altar_transfer_t in = {.uri = u, .logical_path = "models/m1/in.bin", .digest = digest};
-  CU_ASSERT_EQUAL(altar_backend_stage_inputs(be, &in, 1, &err), 0);
-  if (err.code) fprintf(stderr, "[%s] stage: %s\n", fx->label, err.msg);
+  int rc = altar_backend_stage_inputs(be, &in, 1, &err);
+  CU_ASSERT_EQUAL(rc, 0);
+  if (rc) fprintf(stderr, "[%s] stage: %s\n", fx->label, err.msg);
   char dst[1200], got[72] = "";
   snprintf(dst, sizeof dst, "%s/models/m1/in.bin", root);
   CU_ASSERT_EQUAL(altar_storage_file_digest(dst, got), 0);
@@ -409,8 +412,9 @@ void altar_storage_contract_staging(const altar_storage_fixture_t *fx) {
   uri_of(fx, "stage/out.bin", u, sizeof u);
   altar_transfer_t out = {.uri = u, .logical_path = "jobs/j1/out.bin"};
   if (writable(fx)) {
-    CU_ASSERT_EQUAL(altar_backend_collect_outputs(be, &out, 1, &err), 0);
-    if (err.code) fprintf(stderr, "[%s] collect: %s\n", fx->label, err.msg);
+    rc = altar_backend_collect_outputs(be, &out, 1, &err);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc) fprintf(stderr, "[%s] collect: %s\n", fx->label, err.msg);
     altar_buf_t back = {0};
     CU_ASSERT_EQUAL(altar_storage_read_bytes(fx->s, u, &back, &err), 0);
     char back_digest[72] = "";
