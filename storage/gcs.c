@@ -608,10 +608,11 @@ static int gcs_list(altar_storage_t *s, const char *prefix, altar_storage_list_f
       if ((rc = fn(&e, ud))) break;
     }
     const char *next = rc ? NULL : json_string_value(json_object_get(o, "nextPageToken"));
+    bool more = next && *next;
     free(token);
-    token = next && *next ? strdup(next) : NULL;
-    json_decref(o);
-    if (!rc && next && *next && !token) rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
+    token = more ? strdup(next) : NULL;
+    json_decref(o); /* next points into o */
+    if (!rc && more && !token) rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
     if (!token) break;
     if (pages > 1000000) {
       rc = altar_error_set(err, ALTAR_ESTORAGE, LABEL ": %.300s: the listing does not end", prefix);

@@ -22,6 +22,7 @@ static EVP_PKEY *key;
 static char *dir;
 static char keyfile[4200], endpoint[64], token_uri[128];
 static char last_rejection[256];
+static int expire_once = 1; /* the bucket refuses the first good token once, as if it had expired */
 
 static const char EMAIL[] = "altar-test@example-project.iam.gserviceaccount.com";
 
@@ -98,7 +99,8 @@ static void handler(int fd, const altar_test_req_t *rq, void *ud) {
   }
   if (!strncmp(rq->target, "/storage/v1/b/altar-test/o/", 27)) {
     const char *a = altar_test_mock_header(rq, "Authorization", v, sizeof v);
-    if (!a || (strcmp(a, "Bearer sa-token-1") && strcmp(a, "Bearer md-token-1") && strcmp(a, "Bearer fixed-token"))) {
+    bool expired = strstr(rq->target, "expire-once") && expire_once-- > 0;
+    if (!a || expired || (strcmp(a, "Bearer sa-token-1") && strcmp(a, "Bearer md-token-1") && strcmp(a, "Bearer fixed-token"))) {
       static const char deny[] = "{\"error\":{\"code\":401,\"message\":\"Invalid Credentials\"}}";
       altar_test_mock_respond(fd, 401, "Content-Type: application/json\r\n", deny, sizeof deny - 1);
       return;
@@ -188,6 +190,17 @@ static void test_service_account(void) {
   CU_ASSERT_EQUAL(altar_test_mock_count(srv, "POST /token"), 2);
   altar_storage_close(s);
   unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
+  /* A 401 with a cached token: a fresh token, one retry. */
+  s = open_gs(o, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(altar_storage_exists(s, "gs://altar-test/obj", &ex, &err), 0);
+  unsigned tokens = altar_test_mock_count(srv, "POST /token");
+  ex = false;
+  CU_ASSERT_EQUAL(altar_storage_exists(s, "gs://altar-test/expire-once", &ex, &err), 0);
+  CU_ASSERT_TRUE(ex);
+  CU_ASSERT_EQUAL(altar_test_mock_count(srv, "POST /token"), tokens + 1);
+  CU_ASSERT_EQUAL(altar_test_mock_count(srv, "expire-once"), 2);
+  altar_storage_close(s);
 }
 
 static void test_service_account_refused(void) {
