@@ -347,7 +347,8 @@ static void copy_value(char *dst, size_t cap, const char *v, size_t n) {
 static void goog_hash(altar_cloud_req_t *r, const char *v, size_t n) {
   char tmp[256];
   copy_value(tmp, sizeof tmp, v, n);
-  for (char *tok = strtok(tmp, ","); tok; tok = strtok(NULL, ",")) {
+  char *save = NULL;
+  for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     while (*tok == ' ') tok++;
     if (!strncmp(tok, "crc32c=", 7)) copy_value(r->goog_crc32c, sizeof r->goog_crc32c, tok + 7, strlen(tok + 7));
     if (!strncmp(tok, "md5=", 4)) copy_value(r->goog_md5, sizeof r->goog_md5, tok + 4, strlen(tok + 4));

@@ -11,8 +11,8 @@
  *
  * Addressing: virtual-host (https://BUCKET.host/KEY) or path style
  * (https://host/BUCKET/KEY); auto picks virtual-host for AWS's own
- * endpoints and path style for an endpoint override (endpoint option,
- * AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL). */
+ * endpoints (path style for a bucket with dots) and path style for an
+ * endpoint override (endpoint option, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL). */
 #include "s3_int.h"
 
 #include <curl/curl.h>
@@ -35,6 +35,7 @@ typedef struct s3 {
   char *scheme;   /* "http" or "https" */
   char *hostport; /* host[:port] of the endpoint */
   bool virtual_host;
+  bool style_auto; /* a dotted bucket then goes path style (its name breaks the TLS host match) */
   char *region;
   altar_s3_creds_t creds;
   uint64_t multipart_threshold, part_size, max_bytes, page_size;
@@ -119,7 +120,7 @@ static int s3_open(const altar_strmap_t *options, void **pimpl, altar_error_t *e
   if (!rc) rc = split_endpoint(b, custom ? "option endpoint (or AWS_ENDPOINT_URL)" : "endpoint", endpoint, err);
   const char *style = options ? altar_strmap_get(options, "addressing_style") : NULL;
   if (!rc) {
-    if (!style || !strcmp(style, "auto")) b->virtual_host = !custom;
+    if (!style || !strcmp(style, "auto")) b->virtual_host = !custom, b->style_auto = true;
     else if (!strcmp(style, "virtual")) b->virtual_host = true;
     else if (!strcmp(style, "path")) b->virtual_host = false;
     else rc = altar_error_set(err, ALTAR_EINVAL, "option addressing_style: '%.40s' is not one of auto, path, virtual",
@@ -220,13 +221,14 @@ static int s3_call(s3_t *b, altar_cloud_req_t *r, const char *bucket, const char
                    const char *payload_hash, const char *const *extra, altar_error_t *err) {
   altar_buf_t path = {0}, url = {0}, host = {0}, auth = {0};
   int rc = ALTAR_OK;
-  if (b->virtual_host) {
+  bool vh = b->virtual_host && !(b->style_auto && strchr(bucket, '.'));
+  if (vh) {
     if (altar_buf_append_str(&host, bucket) || altar_buf_append_str(&host, ".")) rc = ALTAR_ENOMEM;
   }
   if (!rc && (altar_buf_append_str(&host, b->hostport) || altar_buf_append(&host, "", 1))) rc = ALTAR_ENOMEM;
-  if (!rc && !b->virtual_host && (altar_buf_append_str(&path, "/") || altar__cloud_pct(&path, bucket, false)))
+  if (!rc && !vh && (altar_buf_append_str(&path, "/") || altar__cloud_pct(&path, bucket, false)))
     rc = ALTAR_ENOMEM;
-  if (!rc && (*key || b->virtual_host) &&
+  if (!rc && (*key || vh) &&
       (altar_buf_append_str(&path, "/") || altar__cloud_pct(&path, key, true)))
     rc = ALTAR_ENOMEM;
   if (!rc && altar_buf_append(&path, "", 1)) rc = ALTAR_ENOMEM;
