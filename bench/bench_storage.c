@@ -2,7 +2,9 @@
  * default) through the gs:// adapter against fake-gcs-server, the s3://
  * adapter against MinIO, and the http adapter's download of the gs object,
  * each against the curl command doing the same transfer to the same server
- * in the same run (the baseline). Each figure is the median of 3 runs.
+ * in the same run (the baseline): one media upload or one PUT, and for the
+ * gs resumable row curl driving the same session chunk by chunk. Both
+ * sides download the object curl uploaded. Each figure is the median of 3.
  * Servers: scripts/services/fake-gcs.sh and minio.sh (STORAGE_EMULATOR_HOST,
  * ALTAR_MINIO_ENDPOINT as in the tests). Usage: bench_storage [MiB]. */
 #include "altar/storage.h"
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -69,8 +72,10 @@ static off_t size_of(const char *p) {
 /* One upload through s and one with curl_up; then both download the object
  * curl uploaded (down_uri for s), so the downloads read the very same bytes
  * the same way off the server. */
+typedef double (*curl_upload_fn)(void);
+
 static int bench_pair(const char *label, altar_storage_t *s, const char *uri, const char *down_uri,
-                      char *const *curl_up, char *const *curl_down) {
+                      char *const *curl_up, curl_upload_fn curl_up_fn, char *const *curl_down) {
   double up[RUNS], down[RUNS], cup[RUNS], cdown[RUNS];
   altar_error_t err = {0};
   for (int i = 0; i < RUNS; i++) {
@@ -81,11 +86,19 @@ static int bench_pair(const char *label, altar_storage_t *s, const char *uri, co
     }
     up[i] = now() - t;
     t = now();
-    if (run(curl_up) != 0) {
-      fprintf(stderr, "%s: curl upload failed\n", label);
-      return -1;
+    if (curl_up_fn) {
+      cup[i] = curl_up_fn();
+      if (cup[i] < 0) {
+        fprintf(stderr, "%s: curl upload failed\n", label);
+        return -1;
+      }
+    } else {
+      if (run(curl_up) != 0) {
+        fprintf(stderr, "%s: curl upload failed\n", label);
+        return -1;
+      }
+      cup[i] = now() - t;
     }
-    cup[i] = now() - t;
     altar_local_file_t lf = {0};
     t = now();
     if (altar_storage_as_local_file(s, down_uri, &lf, &err)) {
@@ -112,6 +125,72 @@ static int bench_pair(const char *label, altar_storage_t *s, const char *uri, co
   snprintf(what, sizeof what, "%s download", label);
   report(what, median3(down), median3(cdown));
   return 0;
+}
+
+/* curl doing a resumable upload the way the adapter does: start a session,
+ * then one PUT per 16 MiB chunk with its Content-Range. The chunks are cut
+ * into files before the clock starts. */
+static char gs_ep[256];
+static char chunk_dir[512];
+static long n_chunks;
+#define CHUNK (16L << 20)
+
+static int cut_chunks(void) {
+  snprintf(chunk_dir, sizeof chunk_dir, "%s.chunks", file);
+  mkdir(chunk_dir, 0700);
+  int in = open(file, O_RDONLY);
+  char *buf = malloc(CHUNK);
+  n_chunks = 0;
+  for (long off = 0; off < mib << 20; off += CHUNK, n_chunks++) {
+    ssize_t n = pread(in, buf, CHUNK, off);
+    char p[600];
+    snprintf(p, sizeof p, "%s/%ld", chunk_dir, n_chunks);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (n <= 0 || fd < 0 || write(fd, buf, (size_t)n) != n) return -1;
+    close(fd);
+  }
+  free(buf);
+  close(in);
+  return 0;
+}
+
+static double curl_resumable(void) {
+  char url[600], hdrs[600], len[64];
+  snprintf(url, sizeof url, "%s/upload/storage/v1/b/altar-bench/o?uploadType=resumable&name=curl-object", gs_ep);
+  snprintf(hdrs, sizeof hdrs, "%s/headers", chunk_dir);
+  snprintf(len, sizeof len, "X-Upload-Content-Length: %ld", mib << 20);
+  double t = now();
+  char *start[] = {"curl", "-sSf", "-o", "/dev/null", "-D", hdrs, "-X", "POST", "-H", "Content-Type: application/json",
+                   "-H", len, "--data", "{\"name\":\"curl-object\"}", url, NULL};
+  if (run(start) != 0) return -1;
+  char session[2048] = "";
+  FILE *f = fopen(hdrs, "r");
+  char line[2048];
+  while (f && fgets(line, sizeof line, f))
+    if (!strncasecmp(line, "location:", 9)) sscanf(line + 9, " %2047s", session);
+  if (f) fclose(f);
+  if (!*session) return -1;
+  for (long i = 0; i < n_chunks; i++) {
+    long off = i * CHUNK, end = off + CHUNK > (mib << 20) ? (mib << 20) - 1 : off + CHUNK - 1;
+    char range[128], data[700];
+    snprintf(range, sizeof range, "Content-Range: bytes %ld-%ld/%ld", off, end, mib << 20);
+    snprintf(data, sizeof data, "@%s/%ld", chunk_dir, i);
+    char *put[] = {"curl", "-s", "-o", "/dev/null", "-X", "PUT", "-H", range, "-H", "Expect:", "--data-binary", data,
+                   session, NULL};
+    if (run(put) != 0) return -1;
+  }
+  return now() - t;
+}
+
+static void remove_chunks(void) {
+  char p[600];
+  for (long i = 0; i < n_chunks; i++) {
+    snprintf(p, sizeof p, "%s/%ld", chunk_dir, i);
+    unlink(p);
+  }
+  snprintf(p, sizeof p, "%s/headers", chunk_dir);
+  unlink(p);
+  rmdir(chunk_dir);
 }
 
 /* The http adapter only reads: its download against curl's, same URL. */
@@ -186,14 +265,20 @@ int main(int argc, char **argv) {
   char *gs_up[] = {"curl", "-sSf", "-X", "POST", "-H", "Content-Type: application/octet-stream", "-H", "Expect:",
                    "--data-binary", data_arg, up_url, NULL};
   char *gs_down[] = {"curl", "-sSf", "-o", out, down_url, NULL};
-  if (bench_pair("gs resumable (fake-gcs-server)", gs, "gs://altar-bench/altar-object", "gs://altar-bench/curl-object", gs_up, gs_down)) rc = 1;
+  /* Resumable in 16 MiB chunks (the default above 8 MiB), against curl doing the same session. */
+  snprintf(gs_ep, sizeof gs_ep, "%s", ep);
+  if (cut_chunks()) return 1;
+  if (bench_pair("gs resumable (fake-gcs-server)", gs, "gs://altar-bench/altar-object", "gs://altar-bench/curl-object",
+                 NULL, curl_resumable, gs_down))
+    rc = 1;
+  remove_chunks();
   altar_storage_close(gs);
   /* The same transfer as curl's: one media upload (threshold above the size). */
   altar_strmap_t go = {0};
   altar_strmap_set(&go, "resumable_threshold", "5368709120");
   if (altar_storage_open("gs", &go, &gs, &err)) return 1;
   altar_strmap_clear(&go);
-  if (!rc && bench_pair("gs media (fake-gcs-server)", gs, "gs://altar-bench/altar-object", "gs://altar-bench/curl-object", gs_up, gs_down)) rc = 1;
+  if (!rc && bench_pair("gs media (fake-gcs-server)", gs, "gs://altar-bench/altar-object", "gs://altar-bench/curl-object", gs_up, NULL, gs_down)) rc = 1;
   altar_storage_close(gs);
   char http_url[512];
   snprintf(http_url, sizeof http_url, "%s/storage/v1/b/altar-bench/o/altar-object?alt=media", ep);
@@ -227,7 +312,7 @@ int main(int argc, char **argv) {
                    "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-T", file, obj_url, NULL};
   char *s3_down[] = {"curl", "-sSf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", user, "-H",
                      "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-o", out, obj_url, NULL};
-  if (bench_pair("s3 (MinIO)", s3, "s3://altar-bench/altar-object", "s3://altar-bench/curl-object", s3_up, s3_down)) rc = 1;
+  if (bench_pair("s3 (MinIO)", s3, "s3://altar-bench/altar-object", "s3://altar-bench/curl-object", s3_up, NULL, s3_down)) rc = 1;
   altar_storage_close(s3);
   /* What the download's MD5 check costs: the same without it. */
   altar_strmap_set(&o, "endpoint", ep);
@@ -238,7 +323,7 @@ int main(int argc, char **argv) {
   altar_strmap_set(&o, "checksum", "none");
   if (altar_storage_open("s3", &o, &s3, &err)) return 1;
   altar_strmap_clear(&o);
-  if (!rc && bench_pair("s3 checksum=none (MinIO)", s3, "s3://altar-bench/altar-object", "s3://altar-bench/curl-object", s3_up, s3_down)) rc = 1;
+  if (!rc && bench_pair("s3 checksum=none (MinIO)", s3, "s3://altar-bench/altar-object", "s3://altar-bench/curl-object", s3_up, NULL, s3_down)) rc = 1;
   altar_storage_close(s3);
   unlink(file);
   unlink(out);
