@@ -171,6 +171,34 @@ static void test_defaults_and_names(void) {
   }
 }
 
+/* STORAGE_EMULATOR_HOST as Google's clients take it: host:port without a scheme too. */
+static void test_emulator_variable(void) {
+  NEED_SERVER();
+  altar_error_t err = {0};
+  const char *hp = strstr(emulator, "://") ? strstr(emulator, "://") + 3 : emulator;
+  setenv("STORAGE_EMULATOR_HOST", hp, 1);
+  altar_storage_t *s = NULL;
+  CU_ASSERT_EQUAL_FATAL(altar_storage_open("gs", NULL, &s, &err), 0);
+  char u[700];
+  snprintf(u, sizeof u, "%semulator.txt", fx.root);
+  CU_ASSERT_EQUAL(altar_storage_write_text(s, u, "via the variable", &err), 0);
+  bool ex = false;
+  CU_ASSERT_EQUAL(altar_storage_exists(gs, u, &ex, &err), 0);
+  CU_ASSERT_TRUE(ex);
+  altar_storage_close(s);
+  /* Unset, the adapter would go to Google: an explicit endpoint must then be given to reach the emulator. */
+  unsetenv("STORAGE_EMULATOR_HOST");
+  altar_strmap_t o = {0};
+  altar_strmap_set(&o, "endpoint", emulator);
+  altar_strmap_set(&o, "auth", "none");
+  CU_ASSERT_EQUAL_FATAL(altar_storage_open("gs", &o, &s, &err), 0);
+  CU_ASSERT_EQUAL(altar_storage_exists(s, u, &ex, &err), 0);
+  CU_ASSERT_TRUE(ex);
+  altar_storage_close(s);
+  altar_strmap_clear(&o);
+  setenv("STORAGE_EMULATOR_HOST", emulator, 1);
+}
+
 /* max_bytes bounds what read_bytes holds in memory. */
 static void test_bounds_and_options(void) {
   NEED_SERVER();
@@ -241,6 +269,7 @@ static void add(void) {
   ALTAR_TEST(test_contract_faults);
   ALTAR_TEST(test_contract_staging);
   ALTAR_TEST(test_defaults_and_names);
+  ALTAR_TEST(test_emulator_variable);
   ALTAR_TEST(test_bounds_and_options);
   ALTAR_TEST(test_upload_failures);
 }
