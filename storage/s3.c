@@ -4,8 +4,9 @@
  *
  * Every request body is signed with its real SHA-256, so the server checks
  * the bytes it received. Files up to multipart_threshold go in one PUT;
- * larger ones as a multipart upload of part_size parts, one part in memory
- * at a time, aborted when any step fails. Downloads stream into a temp
+ * larger ones as a multipart upload of part_size parts, two parts in
+ * memory (the next is read and hashed while the current one is sent),
+ * aborted when any step fails. Downloads stream into a temp
  * file or a bounded buffer, and a single-part object's ETag (its MD5) is
  * compared with the MD5 of what arrived.
  *
@@ -20,6 +21,7 @@
 #include <fcntl.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -440,6 +442,36 @@ static void abort_upload(s3_t *b, const altar_cloud_uri_t *u, const char *upload
   altar_buf_free(&q);
 }
 
+/* One part made ready to send: its bytes (read into buf from a file) and
+ * their SHA-256. */
+typedef struct prep {
+  const source_t *src;
+  const char *uri;
+  uint64_t off;
+  size_t len;
+  unsigned char *buf;
+  const unsigned char *data;
+  char hash[65];
+  int rc;
+  altar_error_t err;
+} prep_t;
+
+static void prep_range(prep_t *p, uint64_t off, uint64_t part) {
+  p->off = off;
+  p->len = (size_t)(p->src->size - off < part ? p->src->size - off : part);
+  p->rc = ALTAR_OK;
+}
+
+static void prep_part(prep_t *p) {
+  p->rc = source_bytes(p->src, p->off, p->len, p->buf, &p->data, p->uri, &p->err);
+  if (!p->rc) altar__s3_sha256_hex(p->data, p->len, p->hash);
+}
+
+static void *prep_thread(void *arg) {
+  prep_part(arg);
+  return NULL;
+}
+
 static int put_multipart(s3_t *b, const altar_cloud_uri_t *u, const char *uri, const source_t *src,
                          altar_error_t *err) {
   /* At most MAX_PARTS parts: grow the part size (in whole MiB) for huge files. */
@@ -459,31 +491,46 @@ static int put_multipart(s3_t *b, const altar_cloud_uri_t *u, const char *uri, c
   }
   altar__cloud_req_clear(&r);
   if (rc) return rc;
-  unsigned char *buf = src->is_fd ? malloc((size_t)part) : NULL;
+  /* Two part buffers: the next part is read and hashed on a helper thread
+   * while the current one is on the wire. */
+  prep_t slot[2] = {{.src = src, .uri = uri}, {.src = src, .uri = uri}};
+  for (int k = 0; k < 2 && src->is_fd; k++) slot[k].buf = malloc((size_t)part);
   char (*etags)[160] = calloc(nparts, sizeof *etags);
   altar_buf_t q = {0}, done = {0};
-  if ((src->is_fd && !buf) || !etags) rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
+  if ((src->is_fd && (!slot[0].buf || !slot[1].buf)) || !etags)
+    rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
+  if (!rc) {
+    prep_range(&slot[0], 0, part);
+    prep_part(&slot[0]);
+  }
   for (size_t i = 0; i < nparts && !rc; i++) {
-    uint64_t off = (uint64_t)i * part;
-    size_t len = (size_t)(src->size - off < part ? src->size - off : part);
-    const unsigned char *data;
-    if ((rc = source_bytes(src, off, len, buf, &data, uri, err))) break;
-    char hash[65], num[32];
-    altar__s3_sha256_hex(data, len, hash);
-    snprintf(num, sizeof num, "partNumber=%zu&uploadId=", i + 1);
-    altar_buf_reset(&q);
-    if (altar_buf_append_str(&q, num) || altar__cloud_pct(&q, upload_id, false) || altar_buf_append(&q, "", 1)) {
-      rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
+    prep_t *cur = &slot[i % 2], *next = &slot[(i + 1) % 2];
+    if (cur->rc) {
+      rc = cur->rc;
+      *err = cur->err;
       break;
     }
-    altar_cloud_req_t p = {.method = "PUT", .body = data, .body_len = len, .has_body = true};
-    rc = s3_call(b, &p, u->bucket, u->key, (const char *)q.data, hash, NULL, err);
+    pthread_t helper;
+    bool threaded = false, ahead = i + 1 < nparts;
+    if (ahead) {
+      prep_range(next, (uint64_t)(i + 1) * part, part);
+      threaded = pthread_create(&helper, NULL, prep_thread, next) == 0;
+    }
+    char num[32];
+    snprintf(num, sizeof num, "partNumber=%zu&uploadId=", i + 1);
+    altar_buf_reset(&q);
+    if (altar_buf_append_str(&q, num) || altar__cloud_pct(&q, upload_id, false) || altar_buf_append(&q, "", 1))
+      rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
+    altar_cloud_req_t p = {.method = "PUT", .body = cur->data, .body_len = cur->len, .has_body = true};
+    if (!rc) rc = s3_call(b, &p, u->bucket, u->key, (const char *)q.data, cur->hash, NULL, err);
     if (!rc && (p.status < 200 || p.status > 299)) rc = fail_status(&p, uri, err);
     if (!rc && (!p.etag[0] || strpbrk(p.etag, "<>&")))
       rc = altar_error_set(err, ALTAR_EDECODE, LABEL ": %.300s: part %zu came back without a usable ETag", uri, i + 1);
     if (!rc) snprintf(etags[i], sizeof etags[i], "%s", p.etag);
     altar__cloud_req_clear(&p);
     if (rc) altar_error_prefix(err, "part %zu of %zu", i + 1, nparts);
+    if (threaded) pthread_join(helper, NULL);
+    else if (ahead && !rc) prep_part(next);
   }
   if (!rc) {
     rc = altar_buf_append_str(&done, "<CompleteMultipartUpload>");
@@ -520,7 +567,8 @@ static int put_multipart(s3_t *b, const altar_cloud_uri_t *u, const char *uri, c
     altar__cloud_req_clear(&c);
   }
   if (rc) abort_upload(b, u, upload_id);
-  free(buf);
+  free(slot[0].buf);
+  free(slot[1].buf);
   free(etags);
   altar_buf_free(&q);
   altar_buf_free(&done);
