@@ -422,7 +422,7 @@ static long long committed(const altar_cloud_req_t *r) {
  * a chunk fails so no half-uploaded session lingers. */
 static int resumable_upload(gcs_t *g, const altar_cloud_uri_t *u, const char *uri, const source_t *src,
                             altar_error_t *err) {
-  altar_buf_t url = {0}, meta = {0};
+  altar_buf_t url = {0};
   int rc = ALTAR_OK;
   json_t *m = json_pack("{s:s}", "name", u->key);
   char *ms = m ? json_dumps(m, JSON_COMPACT) : NULL;
@@ -511,7 +511,6 @@ static int resumable_upload(gcs_t *g, const altar_cloud_uri_t *u, const char *ur
   }
   altar__cloud_req_clear(&r);
   altar_buf_free(&url);
-  altar_buf_free(&meta);
   return rc;
 }
 
