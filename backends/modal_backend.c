@@ -113,25 +113,34 @@ static int mb_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t
   return altar_modal_cancel(M(be), h, err);
 }
 
+/* A positive number of milliseconds in v, for key. */
+static bool parse_ms(const char *key, const char *v, long *pms, char *errstr, size_t sz) {
+  char *end;
+  errno = 0;
+  *pms = strtol(v, &end, 10);
+  if (!*v || *end || errno || *pms <= 0) {
+    snprintf(errstr, sz, "%s: want a positive integer (got '%s')", key, v);
+    return false;
+  }
+  return true;
+}
+
 static void *mb_create(const altar_strmap_t *props, char *errstr, size_t sz) {
   altar_modal_config_t cfg = {0};
-  const char *python = NULL, *bridge = NULL;
-  long reply_ms = 0;
+  altar_modal_bridge_config_t bcfg = {0};
   altar_strmap_t accs = {0};
   bool have_accs = false;
   for (size_t i = 0; props && i < props->n; i++) {
     const char *key = props->keys[i], *v = props->vals[i];
     if (!strcmp(key, "app_name")) cfg.app_name = v;
     else if (!strcmp(key, "volume_name")) cfg.volume_name = v;
-    else if (!strcmp(key, "python")) python = v;
-    else if (!strcmp(key, "bridge")) bridge = v;
+    else if (!strcmp(key, "mount_root")) cfg.mount_root = v;
+    else if (!strcmp(key, "python")) bcfg.python = v;
+    else if (!strcmp(key, "bridge")) bcfg.bridge = v;
     else if (!strcmp(key, "data_root") || !strcmp(key, "slots") || !strcmp(key, "name")) continue;
-    else if (!strcmp(key, "reply_timeout_ms")) {
-      char *end;
-      errno = 0;
-      reply_ms = strtol(v, &end, 10);
-      if (!*v || *end || errno || reply_ms <= 0) {
-        snprintf(errstr, sz, "reply_timeout_ms: want a positive integer (got '%s')", v);
+    else if (!strcmp(key, "reply_timeout_ms") || !strcmp(key, "run_timeout_ms")) {
+      long *pms = !strcmp(key, "reply_timeout_ms") ? &bcfg.reply_timeout_ms : &bcfg.run_timeout_ms;
+      if (!parse_ms(key, v, pms, errstr, sz)) {
         altar_strmap_clear(&accs);
         return NULL;
       }
@@ -160,7 +169,7 @@ static void *mb_create(const altar_strmap_t *props, char *errstr, size_t sz) {
   }
   if (have_accs) cfg.pool_accelerators = &accs;
   altar_error_t err = {0};
-  altar_modal_runtime_t *rt = altar_modal_bridge_runtime_new(python, bridge, reply_ms, &err);
+  altar_modal_runtime_t *rt = altar_modal_bridge_runtime_new(&bcfg, &err);
   altar_modal_t *m = rt ? altar_modal_new(&cfg, rt, &err) : NULL;
   if (!m) snprintf(errstr, sz, "%s", err.msg);
   altar_strmap_clear(&accs);

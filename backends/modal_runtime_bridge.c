@@ -1,12 +1,19 @@
 /* The real ModalRuntime: tools/modal_bridge.py (python3 + the official
  * `modal` SDK) as a child process, one JSON request per line on its stdin,
  * one JSON reply per line on its stdout. A socketpair rather than pipes, so
- * a write to a bridge that died fails with an error instead of SIGPIPE. */
+ * a write to a bridge that died fails with an error instead of SIGPIPE.
+ *
+ * Deadlines: a reply that is late gets the bridge a SIGINT first, which
+ * cancels the SDK call in flight so the SDK's own clean-up runs (a sandbox
+ * created but not yet scheduled is terminated, not orphaned); only a bridge
+ * that then stays silent is killed. */
 #include "altar/buf.h"
 #include "altar/modal.h"
 
 #include <errno.h>
 #include <jansson.h>
+#include <libgen.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -18,19 +25,25 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef ALTAR_SOURCE_DIR
-#define ALTAR_SOURCE_DIR "."
+/* Set by CMakeLists.txt for this file: the bridge relative to the installed
+ * binary's directory, and the build tree whose binaries may use the source
+ * tree's copy. */
+#ifndef ALTAR_BRIDGE_FROM_BINDIR
+#define ALTAR_BRIDGE_FROM_BINDIR "../share/altar/modal_bridge.py"
 #endif
 
 extern char **environ;
 
 #define MAX_REPLY (16u << 20)
 #define DEFAULT_REPLY_MS 600000L
+/* How long a bridge sent SIGINT has to answer "cancelled" (the SDK makes a
+ * terminate call on the way out) before it is killed. */
+#define CANCEL_GRACE_MS 30000L
 
 typedef struct bridge {
   char *python;
   char *script;
-  long reply_ms;
+  long reply_ms, run_ms;
   pid_t pid;
   int fd; /* our end of the socketpair; -1 when not running */
   altar_buf_t in; /* bytes read past the last reply */
@@ -57,8 +70,8 @@ static void bridge_stop(bridge_t *b) {
   altar_buf_reset(&b->in);
 }
 
-/* One line from the bridge within the reply timeout; *pline malloc'd. */
-static int read_line(bridge_t *b, char **pline, altar_error_t *err) {
+/* One line from the bridge within limit_ms; *pline malloc'd. */
+static int read_line(bridge_t *b, long limit_ms, char **pline, altar_error_t *err) {
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
@@ -78,10 +91,11 @@ static int read_line(bridge_t *b, char **pline, altar_error_t *err) {
       return altar_error_set(err, ALTAR_ETOOBIG, "modal bridge: reply longer than %u bytes", MAX_REPLY);
     clock_gettime(CLOCK_MONOTONIC, &now);
     long waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-    if (waited >= b->reply_ms)
-      return altar_error_set_retriable(err, ALTAR_ETIMEOUT, "modal bridge: no reply within %ld ms", b->reply_ms);
+    if (waited >= limit_ms)
+      return altar_error_set_retriable(err, ALTAR_ETIMEOUT, "modal bridge: no reply within %ld ms", limit_ms);
     struct pollfd pfd = {b->fd, POLLIN, 0};
-    int pr = poll(&pfd, 1, (int)(b->reply_ms - waited));
+    long left = limit_ms - waited;
+    int pr = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
     if (pr < 0 && errno == EINTR) continue;
     if (pr <= 0) continue;
     char buf[65536];
@@ -125,7 +139,7 @@ static int bridge_start(bridge_t *b, altar_error_t *err) {
   b->fd = sv[0];
   /* The bridge says hello once the SDK imported, or why it could not. */
   char *line = NULL;
-  rc = read_line(b, &line, err);
+  rc = read_line(b, b->reply_ms, &line, err);
   if (rc == ALTAR_EBACKEND)
     rc = altar_error_set(err, ALTAR_ECONFIG, "modal bridge: %s %s exited before it was ready (see stderr)",
                          b->python, b->script);
@@ -139,8 +153,20 @@ static int bridge_start(bridge_t *b, altar_error_t *err) {
   return rc;
 }
 
-/* Sends req (consumed) and returns the successful reply in *preply. */
-static int call(bridge_t *b, json_t *req, const char *op, json_t **preply, altar_error_t *err) {
+/* After a missed deadline: SIGINT cancels the bridge's SDK call; its
+ * answer (normally "cancelled") keeps the bridge in step. A bridge that
+ * stays silent is killed. Returns the line or NULL. */
+static char *cancel_in_flight(bridge_t *b) {
+  kill(b->pid, SIGINT);
+  char *line = NULL;
+  altar_error_t ignored = {0};
+  if (read_line(b, CANCEL_GRACE_MS, &line, &ignored) != ALTAR_OK) bridge_stop(b);
+  return line;
+}
+
+/* Sends req (consumed) and returns the successful reply in *preply; the
+ * reply is awaited for limit_ms. */
+static int call(bridge_t *b, json_t *req, const char *op, long limit_ms, json_t **preply, altar_error_t *err) {
   *preply = NULL;
   int rc = ALTAR_OK;
   if (!req) return altar_error_set(err, ALTAR_ENOMEM, "modal %s: out of memory", op);
@@ -166,7 +192,23 @@ static int call(bridge_t *b, json_t *req, const char *op, json_t **preply, altar
   free(msg);
   free(text);
   char *line = NULL;
-  if (!rc) rc = read_line(b, &line, err);
+  if (!rc) rc = read_line(b, limit_ms, &line, err);
+  if (rc == ALTAR_ETIMEOUT) {
+    char *late = cancel_in_flight(b);
+    json_t *r = late ? json_loads(late, 0, NULL) : NULL;
+    free(late);
+    if (json_is_true(json_object_get(r, "ok"))) { /* it finished after all */
+      *preply = r;
+      return ALTAR_OK;
+    }
+    const char *kind = json_string_value(json_object_get(r, "kind"));
+    if (kind && !strcmp(kind, "cancelled"))
+      altar_error_prefix(err, "modal %s: cancelled in the SDK after its deadline", op);
+    else if (!r)
+      altar_error_prefix(err, "modal %s: bridge killed after its deadline", op);
+    json_decref(r);
+    return rc;
+  }
   if (rc) {
     bridge_stop(b); /* out of step with it now: the next call starts afresh */
     return rc;
@@ -198,7 +240,8 @@ static int b_run(void *impl, const altar_modal_sandbox_req_t *r, char **pid, alt
                           r->memory_mb.set ? json_integer(r->memory_mb.v) : json_null(), "timeout_s",
                           (json_int_t)r->timeout_s, "tags", tags);
   json_t *reply = NULL;
-  int rc = call(impl, req, "run_sandbox", &reply, err);
+  bridge_t *b = impl;
+  int rc = call(b, req, "run_sandbox", b->run_ms, &reply, err);
   if (rc) return rc;
   const char *id = json_string_value(json_object_get(reply, "sandbox_id"));
   *pid = id ? strdup(id) : NULL;
@@ -207,8 +250,10 @@ static int b_run(void *impl, const altar_modal_sandbox_req_t *r, char **pid, alt
 }
 
 static int b_poll(void *impl, const char *id, bool *pdone, int *pcode, altar_error_t *err) {
+  bridge_t *b = impl;
   json_t *reply = NULL;
-  int rc = call(impl, json_pack("{s:s, s:s}", "op", "poll_sandbox", "sandbox_id", id), "poll_sandbox", &reply, err);
+  int rc = call(b, json_pack("{s:s, s:s}", "op", "poll_sandbox", "sandbox_id", id), "poll_sandbox", b->reply_ms,
+                &reply, err);
   if (rc) return rc;
   json_t *code = json_object_get(reply, "exit_code");
   *pdone = json_is_integer(code);
@@ -218,29 +263,32 @@ static int b_poll(void *impl, const char *id, bool *pdone, int *pcode, altar_err
 }
 
 static int b_upload(void *impl, const char *vol, const char *local, const char *remote, altar_error_t *err) {
+  bridge_t *b = impl;
   json_t *reply = NULL;
-  int rc = call(impl,
+  int rc = call(b,
                 json_pack("{s:s, s:s, s:s, s:s}", "op", "upload", "volume_name", vol, "local_path", local,
                           "remote_path", remote),
-                "upload", &reply, err);
+                "upload", b->reply_ms, &reply, err);
   json_decref(reply);
   return rc;
 }
 
 static int b_download(void *impl, const char *vol, const char *remote, const char *local, altar_error_t *err) {
+  bridge_t *b = impl;
   json_t *reply = NULL;
-  int rc = call(impl,
+  int rc = call(b,
                 json_pack("{s:s, s:s, s:s, s:s}", "op", "download", "volume_name", vol, "remote_path", remote,
                           "local_path", local),
-                "download", &reply, err);
+                "download", b->reply_ms, &reply, err);
   json_decref(reply);
   return rc;
 }
 
 static int b_terminate(void *impl, const char *id, altar_error_t *err) {
+  bridge_t *b = impl;
   json_t *reply = NULL;
-  int rc = call(impl, json_pack("{s:s, s:s}", "op", "terminate_sandbox", "sandbox_id", id), "terminate_sandbox",
-                &reply, err);
+  int rc = call(b, json_pack("{s:s, s:s}", "op", "terminate_sandbox", "sandbox_id", id), "terminate_sandbox",
+                b->reply_ms, &reply, err);
   json_decref(reply);
   return rc;
 }
@@ -265,24 +313,62 @@ static const altar_modal_runtime_ops_t bridge_ops = {
     .destroy = b_destroy,
 };
 
-altar_modal_runtime_t *altar_modal_bridge_runtime_new(const char *python, const char *script, long reply_ms,
-                                                      altar_error_t *err) {
-  char def[4096];
-  if (!script) script = getenv("ALTAR_MODAL_BRIDGE");
-  if (!script || !*script) {
-    snprintf(def, sizeof def, "%s/tools/modal_bridge.py", ALTAR_SOURCE_DIR);
-    script = def;
+/* realpath(dir of the running binary); false when /proc is not there. */
+static bool binary_dir(char *out, size_t sz) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return false;
+  exe[n] = '\0';
+  snprintf(out, sz, "%s", dirname(exe));
+  return true;
+}
+
+/* Whether dir is the build tree (or below it). */
+static bool in_build_tree(const char *dir) {
+#ifdef ALTAR_BUILD_DIR
+  char build[PATH_MAX];
+  if (!realpath(ALTAR_BUILD_DIR, build)) return false;
+  size_t n = strlen(build);
+  return !strncmp(dir, build, n) && (dir[n] == '\0' || dir[n] == '/');
+#else
+  (void)dir;
+  return false;
+#endif
+}
+
+int altar_modal_bridge_find(const char *bridge, char *out, size_t sz, altar_error_t *err) {
+  if (!bridge || !*bridge) bridge = getenv("ALTAR_MODAL_BRIDGE");
+  if (bridge && *bridge) {
+    if (access(bridge, R_OK) == 0) return snprintf(out, sz, "%s", bridge), ALTAR_OK;
+    return altar_error_set(err, ALTAR_ECONFIG, "modal bridge: %s: %s (from bridge or $ALTAR_MODAL_BRIDGE)", bridge,
+                           strerror(errno));
   }
-  if (access(script, R_OK) != 0) {
-    altar_error_set(err, ALTAR_ECONFIG, "modal bridge: %s: %s (set bridge or $ALTAR_MODAL_BRIDGE)", script,
-                    strerror(errno));
-    return NULL;
+  char dir[PATH_MAX] = "", installed[PATH_MAX + 64] = "(no /proc/self/exe)";
+  if (binary_dir(dir, sizeof dir)) {
+    snprintf(installed, sizeof installed, "%s/%s", dir, ALTAR_BRIDGE_FROM_BINDIR);
+    if (access(installed, R_OK) == 0) return snprintf(out, sz, "%s", installed), ALTAR_OK;
   }
+#ifdef ALTAR_SOURCE_BRIDGE
+  if (*dir && in_build_tree(dir) && access(ALTAR_SOURCE_BRIDGE, R_OK) == 0)
+    return snprintf(out, sz, "%s", ALTAR_SOURCE_BRIDGE), ALTAR_OK;
+#endif
+  return altar_error_set(err, ALTAR_ECONFIG,
+                         "modal bridge: not found at %s (installed with altar); set the backend's bridge key or "
+                         "$ALTAR_MODAL_BRIDGE",
+                         installed);
+}
+
+altar_modal_runtime_t *altar_modal_bridge_runtime_new(const altar_modal_bridge_config_t *cfg, altar_error_t *err) {
+  altar_modal_bridge_config_t none = {0};
+  if (!cfg) cfg = &none;
+  char script[PATH_MAX + 64];
+  if (altar_modal_bridge_find(cfg->bridge, script, sizeof script, err)) return NULL;
   bridge_t *b = calloc(1, sizeof *b);
   if (b) {
     b->fd = -1;
-    b->reply_ms = reply_ms > 0 ? reply_ms : DEFAULT_REPLY_MS;
-    b->python = strdup(python && *python ? python : "python3");
+    b->reply_ms = cfg->reply_timeout_ms > 0 ? cfg->reply_timeout_ms : DEFAULT_REPLY_MS;
+    b->run_ms = cfg->run_timeout_ms > 0 ? cfg->run_timeout_ms : b->reply_ms + ALTAR_MODAL_SCHEDULE_WAIT_MS;
+    b->python = strdup(cfg->python && *cfg->python ? cfg->python : "python3");
     b->script = strdup(script);
   }
   altar_modal_runtime_t *rt = b && b->python && b->script ? altar_modal_runtime_new(&bridge_ops, b) : NULL;

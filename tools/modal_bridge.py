@@ -22,8 +22,14 @@ Requests ("op" names the call) and their successful replies:
     {"op": "download", "volume_name", "remote_path", "local_path"} -> {"ok": true}
 A failure replies {"ok": false, "kind": K, "error": message} with K one of
 "invalid" (a malformed request), "not_found" (no such sandbox or file),
-"modal" (the SDK or the platform refused). The bridge keeps serving after a
-failed request and exits when stdin closes.
+"modal" (the SDK or the platform refused), "cancelled" (see below). The
+bridge keeps serving after a failed request and exits when stdin closes.
+
+SIGINT cancels the request in flight: the SDK's coroutine is cancelled and
+its own clean-up runs (a sandbox that `Sandbox.create` made but that was not
+yet scheduled is terminated), then the request is answered "cancelled" and
+the bridge goes on serving. SIGINT between requests is ignored, so a Ctrl-C
+meant for the worker leaves the bridge able to terminate what it started.
 
 Credentials come from the usual Modal places (MODAL_TOKEN_ID and
 MODAL_TOKEN_SECRET in the environment, or ~/.modal.toml from `modal token
@@ -31,6 +37,7 @@ new`); the bridge never prints them.
 """
 import json
 import os
+import signal
 import sys
 
 SDK_MISSING_EXIT = 3
@@ -53,12 +60,14 @@ def need(req, key, kind):
 
 
 class Bridge:
-    """Holds the SDK objects between requests (apps and volumes are looked up once)."""
+    """Holds the SDK objects between requests: apps, volumes and images are
+    looked up once, and a hydrated Image is not resolved again."""
 
     def __init__(self, modal):
         self.modal = modal
         self.apps = {}
         self.volumes = {}
+        self.images = {}
 
     def app(self, name):
         if name not in self.apps:
@@ -69,6 +78,11 @@ class Bridge:
         if name not in self.volumes:
             self.volumes[name] = self.modal.Volume.from_name(name, create_if_missing=True)
         return self.volumes[name]
+
+    def image(self, ref):
+        if ref not in self.images:
+            self.images[ref] = self.modal.Image.from_registry(ref)
+        return self.images[ref]
 
     def sandbox(self, sandbox_id):
         try:
@@ -90,22 +104,24 @@ class Bridge:
             raise ValueError("tags: want an object of strings")
         kwargs = {
             "app": self.app(need(req, "app_name", str)),
-            "image": self.modal.Image.from_registry(need(req, "image", str)),
+            "image": self.image(need(req, "image", str)),
             "volumes": {need(req, "mount_root", str): self.volume(need(req, "volume_name", str))},
             "timeout": need(req, "timeout_s", int),
+            "tags": tags,
         }
         if req.get("gpu") is not None:
             kwargs["gpu"] = need(req, "gpu", str)
         if req.get("memory_mb") is not None:
             kwargs["memory"] = need(req, "memory_mb", int)
+        # With a GPU the SDK waits here until the sandbox is scheduled (up
+        # to 21 minutes); SIGINT cancels the wait and the SDK terminates it.
         sb = self.modal.Sandbox.create(*command, **kwargs)
-        if tags:
-            sb.set_tags(tags)
         return {"sandbox_id": sb.object_id}
 
     def op_poll_sandbox(self, req):
+        # from_id already asks for the result without waiting (timeout 0).
         sb = self.sandbox(need(req, "sandbox_id", str))
-        return {"exit_code": sb.poll()}
+        return {"exit_code": sb.returncode}
 
     def op_terminate_sandbox(self, req):
         try:
@@ -145,9 +161,22 @@ class Bridge:
         return {}
 
 
+def next_line():
+    """The next request line ("" at EOF), with SIGINT ignored while idle."""
+    while True:
+        try:
+            return sys.stdin.readline()
+        except KeyboardInterrupt:  # landed before SIG_IGN took hold
+            continue
+
+
 def serve(modal):
     bridge = Bridge(modal)
-    for line in sys.stdin:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        line = next_line()
+        if not line:
+            break
         line = line.strip()
         if not line:
             continue
@@ -164,7 +193,15 @@ def serve(modal):
             reply({"ok": False, "kind": "invalid", "error": "unknown op %r" % (op,)})
             continue
         try:
-            result = fn(req)
+            # The SDK turns the first SIGINT into a cancellation of its
+            # coroutine (clean-up included), then raises KeyboardInterrupt.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            try:
+                result = fn(req)
+            finally:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except KeyboardInterrupt:
+            reply({"ok": False, "kind": "cancelled", "error": "%s: cancelled by SIGINT" % op})
         except NotFound as exc:
             reply({"ok": False, "kind": "not_found", "error": str(exc)})
         except (ValueError, TypeError) as exc:

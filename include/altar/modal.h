@@ -77,15 +77,35 @@ typedef struct altar_modal_runtime {
 altar_modal_runtime_t *altar_modal_runtime_new(const altar_modal_runtime_ops_t *ops, void *impl);
 void altar_modal_runtime_free(altar_modal_runtime_t *rt);
 
-/* The real runtime: `python` (NULL: "python3") running `bridge` (NULL:
- * $ALTAR_MODAL_BRIDGE, else tools/modal_bridge.py in the source tree) as a
- * child speaking JSON lines. The bridge starts on the first call; when the
- * Modal SDK is not importable, that call fails with ALTAR_ECONFIG and the
- * bridge's message (which says to `pip install modal`). reply_timeout_ms
- * bounds each reply (0: 600000, image pulls can be slow). NULL with err on
- * failure. One thread at a time. */
-altar_modal_runtime_t *altar_modal_bridge_runtime_new(const char *python, const char *bridge,
-                                                      long reply_timeout_ms, altar_error_t *err);
+/* How long the SDK's Sandbox.create waits for a GPU sandbox to be scheduled
+ * (modal 1.6.4: 21 minutes); the C side's deadline for run_sandbox covers it. */
+#define ALTAR_MODAL_SCHEDULE_WAIT_MS (21L * 60 * 1000)
+
+typedef struct altar_modal_bridge_config {
+  const char *python; /* NULL: "python3" (looked up in PATH) */
+  /* NULL: $ALTAR_MODAL_BRIDGE, else <prefix>/share/altar/modal_bridge.py
+   * beside the running binary's <prefix>/bin, else — only for a binary in
+   * the build tree — tools/modal_bridge.py in the source tree. */
+  const char *bridge;
+  long reply_timeout_ms; /* each reply; 0: 600000 */
+  /* run_sandbox's reply; 0: reply_timeout_ms + ALTAR_MODAL_SCHEDULE_WAIT_MS */
+  long run_timeout_ms;
+} altar_modal_bridge_config_t;
+
+/* The real runtime: `python` running the bridge as a child speaking JSON
+ * lines. The bridge starts on the first call; when the Modal SDK is not
+ * importable, that call fails with ALTAR_ECONFIG and the bridge's message
+ * (which says to `pip install modal`). A reply that misses its deadline
+ * fails the call with ALTAR_ETIMEOUT; before that the bridge is sent SIGINT,
+ * which cancels the SDK call in flight and lets the SDK clean up (it
+ * terminates a sandbox it created but could not schedule); a bridge that
+ * does not answer within the grace is killed. NULL cfg: all defaults. NULL
+ * with err on failure (ALTAR_ECONFIG: no readable bridge). One thread at a
+ * time. */
+altar_modal_runtime_t *altar_modal_bridge_runtime_new(const altar_modal_bridge_config_t *cfg, altar_error_t *err);
+/* The bridge path cfg->bridge resolves to, into out (see above); 0, or
+ * ALTAR_ECONFIG naming the places tried. */
+int altar_modal_bridge_find(const char *bridge, char *out, size_t out_size, altar_error_t *err);
 
 /* ---- the backend ---- */
 
@@ -127,8 +147,8 @@ int altar_modal_stage_inputs(altar_modal_t *m, const altar_transfer_t *inputs, s
 int altar_modal_collect_outputs(altar_modal_t *m, const altar_transfer_t *outputs, size_t n, altar_error_t *err);
 
 /* "modal": input_digest_verification "task" (the wrapper above). create()
- * keys (strings, optional): app_name, volume_name, pool_accelerators (JSON
- * {"pool": "accelerator"}), python, bridge, reply_timeout_ms. data_root and
+ * keys (strings, optional): app_name, volume_name, mount_root, pool_accelerators (JSON
+ * {"pool": "accelerator"}), python, bridge, reply_timeout_ms, run_timeout_ms. data_root and
  * slots are accepted and ignored (Modal autoscales: no fixed capacity). */
 extern const altar_backend_ops_t altar_backend_modal;
 /* An ExecutionBackend around m; takes ownership (also on NULL return). */

@@ -566,6 +566,22 @@ static void test_registered_create(void) {
   CU_ASSERT_EQUAL(altar_backend_check_resources(be, &a100, NULL), ALTAR_EINVAL);
   CU_ASSERT_STRING_EQUAL(altar_backend_mount_root(be), "/mnt/volume");
   altar_backend_destroy(be); /* the bridge never started: nothing to stop */
+  /* The deadlines and the mount root are keys too; bad values name the key. */
+  altar_strmap_set(&props, "mount_root", "/data/vol");
+  altar_strmap_set(&props, "run_timeout_ms", "5000");
+  altar_strmap_set(&props, "reply_timeout_ms", "1000");
+  be = altar_backend_create_by_name("modal", &props, errstr, sizeof errstr);
+  CU_ASSERT_FATAL(be != NULL);
+  CU_ASSERT_STRING_EQUAL(altar_backend_mount_root(be), "/data/vol");
+  altar_backend_destroy(be);
+  altar_strmap_set(&props, "run_timeout_ms", "soon");
+  CU_ASSERT(altar_backend_create_by_name("modal", &props, errstr, sizeof errstr) == NULL);
+  CU_ASSERT(strstr(errstr, "run_timeout_ms") != NULL);
+  altar_strmap_set(&props, "run_timeout_ms", "5000");
+  altar_strmap_set(&props, "bridge", "/no/such/bridge.py");
+  CU_ASSERT(altar_backend_create_by_name("modal", &props, errstr, sizeof errstr) == NULL);
+  CU_ASSERT(strstr(errstr, "/no/such/bridge.py") != NULL);
+  altar_strmap_set(&props, "bridge", bridge);
   altar_strmap_set(&props, "volume", "x");
   CU_ASSERT(altar_backend_create_by_name("modal", &props, errstr, sizeof errstr) == NULL);
   CU_ASSERT(strstr(errstr, "volume") != NULL);
