@@ -17,5 +17,5 @@ void altar_cli_register_plugins(void) {
   altar_backend_register(&altar_backend_modal);                   /* "modal" */
   altar_transport_register(&altar_transport_kafka_ops);           /* "kafka" */
   altar_transport_register(&altar_transport_local_ops);           /* "local", the embedded log */
-  altar_storage_register_builtin();                               /* "local", "file", "http", "https" */
+  altar_storage_register_builtin(); /* "local", "file", "http", "https", "gs", "gcs", "s3" */
 }

@@ -207,6 +207,13 @@ int altar__storage_def_write_csv(altar_storage_t *s, const char *path, const alt
   return rc;
 }
 
+int altar__storage_def_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
+                            altar_error_t *err) {
+  (void)fn;
+  (void)ud;
+  return not_supported(s, "list", prefix, err);
+}
+
 /* ---- lifecycle ---------------------------------------------------------------- */
 
 int altar_storage_open(const char *name, const altar_strmap_t *options, altar_storage_t **ps,
@@ -261,6 +268,9 @@ int altar_storage_register_builtin(void) {
   if (!rc) rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "file", &altar_storage_local_ops, &err);
   if (!rc) rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "http", &altar_storage_http_ops, &err);
   if (!rc) rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "https", &altar_storage_http_ops, &err);
+  if (!rc) rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "gs", &altar_storage_gcs_ops, &err);
+  if (!rc) rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "gcs", &altar_storage_gcs_ops, &err);
+  if (!rc) rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "s3", &altar_storage_s3_ops, &err);
   if (rc) fprintf(stderr, "altar: registering storage adapters: %s\n", err.msg);
   return rc;
 }

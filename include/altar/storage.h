@@ -1,5 +1,5 @@
 /* altar — Storage: reading and writing files on platform storage, whatever it
- * is (local disk, http(s), later gs/s3), through one vtable.
+ * is (local disk, http(s), gs://, s3://), through one vtable.
  *
  * An adapter is a const altar_storage_ops_t registered by name in the storage
  * registry (altar/registry.h). Required operations: read_bytes and exists.
@@ -9,7 +9,8 @@
  * Callers use the altar_storage_* wrappers below, never the slots.
  *
  * Paths are whatever the adapter understands: plain paths or file:// URIs for
- * "local", http(s):// URLs for "http". One storage object may be used from
+ * "local", http(s):// URLs for "http", gs://BUCKET/KEY for "gs" and
+ * s3://BUCKET/KEY for "s3". One storage object may be used from
  * one thread at a time. */
 #ifndef ALTAR_STORAGE_H
 #define ALTAR_STORAGE_H
@@ -27,6 +28,7 @@ typedef struct altar_storage altar_storage_t;
 #define ALTAR_STORAGE_CAP_READ 0x1u   /* read_*, exists, as_local_file */
 #define ALTAR_STORAGE_CAP_WRITE 0x2u  /* write_*, mkdirs, upload, copy_from_local */
 #define ALTAR_STORAGE_CAP_LOCAL 0x4u  /* as_local_file is the path itself, no copy */
+#define ALTAR_STORAGE_CAP_LIST 0x8u   /* list */
 
 /* A local path for a stored file, valid until altar_local_file_release. */
 typedef struct altar_local_file {
@@ -41,6 +43,15 @@ typedef struct altar_csv {
   altar_strmap_t *rows;
   size_t n_rows;
 } altar_csv_t;
+
+/* One stored file a listing found: its full path in the form the caller
+ * used (e.g. "gs://bucket/key") and its size in bytes. Valid during the call. */
+typedef struct altar_storage_entry {
+  const char *path;
+  unsigned long long size;
+} altar_storage_entry_t;
+/* Called once per file; a non-zero return stops the listing and is returned. */
+typedef int (*altar_storage_list_fn)(const altar_storage_entry_t *e, void *ud);
 
 typedef struct altar_storage_ops {
   const char *name; /* registry key ("local", "http", ...) */
@@ -81,6 +92,9 @@ typedef struct altar_storage_ops {
   /* Optional (default: altar_csv_format + write_text). */
   int (*write_csv)(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows,
                    char delim, const char *const *fieldnames, size_t n_fieldnames, altar_error_t *err);
+  /* Optional (default: ALTAR_ENOTSUP). Calls fn for every stored file whose
+   * path starts with prefix, page after page, in the store's order. */
+  int (*list)(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud, altar_error_t *err);
 } altar_storage_ops_t;
 
 struct altar_storage {
@@ -108,6 +122,8 @@ int altar__storage_def_read_csv(altar_storage_t *s, const char *path, char delim
 int altar__storage_def_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows,
                                  size_t n_rows, char delim, const char *const *fieldnames,
                                  size_t n_fieldnames, altar_error_t *err);
+int altar__storage_def_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
+                            altar_error_t *err);
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
@@ -121,13 +137,16 @@ int altar_storage_open_for_uri(const char *uri, const altar_strmap_t *options, a
                                altar_error_t *err);
 void altar_storage_close(altar_storage_t *s); /* NULL is fine */
 
-/* Registers the built-in adapters: "local" and "file", "http" and "https".
+/* Registers the built-in adapters: "local" and "file", "http" and "https",
+ * "gs" (also "gcs") and "s3".
  * Idempotent; cli/plugins.c calls it. 0 or the registry's error. */
 int altar_storage_register_builtin(void);
 
-/* The adapters themselves (storage/local.c, storage/http.c). */
+/* The adapters themselves (storage/local.c, http.c, gcs.c, s3.c). */
 extern const altar_storage_ops_t altar_storage_local_ops;
 extern const altar_storage_ops_t altar_storage_http_ops;
+extern const altar_storage_ops_t altar_storage_gcs_ops;
+extern const altar_storage_ops_t altar_storage_s3_ops;
 
 /* ---- operations: every caller goes through these ---------------------------- */
 
@@ -188,6 +207,12 @@ static inline int altar_storage_write_csv(altar_storage_t *s, const char *path, 
                                           size_t n_fieldnames, altar_error_t *err) {
   return (s->ops->write_csv ? s->ops->write_csv : altar__storage_def_write_csv)(
       s, path, rows, n_rows, delim, fieldnames, n_fieldnames, err);
+}
+
+/* Lists stored files under prefix (see the list slot). */
+static inline int altar_storage_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
+                                     altar_error_t *err) {
+  return (s->ops->list ? s->ops->list : altar__storage_def_list)(s, prefix, fn, ud, err);
 }
 
 /* Releases a local file from as_local_file: a temp copy is deleted. Safe on a

@@ -48,17 +48,17 @@ static void test_names_and_get(void) {
   CU_ASSERT_EQUAL(altar_storage_register_builtin(), 0); /* idempotent */
   const char *names[16];
   size_t n = altar_registry_names(ALTAR_REGISTRY_STORAGE, names, 16);
-  CU_ASSERT_EQUAL_FATAL(n, 4);
-  CU_ASSERT_STRING_EQUAL(names[0], "file");
-  CU_ASSERT_STRING_EQUAL(names[1], "http");
-  CU_ASSERT_STRING_EQUAL(names[2], "https");
-  CU_ASSERT_STRING_EQUAL(names[3], "local");
+  CU_ASSERT_EQUAL_FATAL(n, 7);
+  static const char *const want[] = {"file", "gcs", "gs", "http", "https", "local", "s3"};
+  for (size_t i = 0; i < 7; i++) CU_ASSERT_STRING_EQUAL(names[i], want[i]);
+  CU_ASSERT_PTR_EQUAL(altar_registry_lookup(ALTAR_REGISTRY_STORAGE, "gcs"), &altar_storage_gcs_ops);
+  CU_ASSERT_PTR_EQUAL(altar_registry_lookup(ALTAR_REGISTRY_STORAGE, "s3"), &altar_storage_s3_ops);
   CU_ASSERT_PTR_EQUAL(altar_registry_lookup(ALTAR_REGISTRY_STORAGE, "file"), &altar_storage_local_ops);
   CU_ASSERT_PTR_EQUAL(altar_registry_lookup(ALTAR_REGISTRY_STORAGE, "https"), &altar_storage_http_ops);
   const void *p = &vt_a;
-  CU_ASSERT_EQUAL(altar_registry_get(ALTAR_REGISTRY_STORAGE, "gs", &p, &err), ALTAR_ENOTFOUND);
+  CU_ASSERT_EQUAL(altar_registry_get(ALTAR_REGISTRY_STORAGE, "ftp", &p, &err), ALTAR_ENOTFOUND);
   CU_ASSERT_PTR_NULL(p);
-  CU_ASSERT_STRING_EQUAL(err.msg, "storage 'gs' is not registered (known: file, http, https, local)");
+  CU_ASSERT_STRING_EQUAL(err.msg, "storage 'ftp' is not registered (known: file, gcs, gs, http, https, local, s3)");
   CU_ASSERT_EQUAL(altar_registry_get(ALTAR_REGISTRY_STORAGE, "local", &p, &err), 0);
   CU_ASSERT_PTR_EQUAL(p, &altar_storage_local_ops);
   CU_ASSERT_STRING_EQUAL(altar_registry_kind_name(ALTAR_REGISTRY_BACKEND), "backend");

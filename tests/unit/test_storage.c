@@ -3,6 +3,7 @@
 #include "altar/registry.h"
 #include "altar/storage.h"
 #include "httpd.h"
+#include "storage_contract.h"
 #include "testutil.h"
 
 #include <dirent.h>
@@ -366,9 +367,22 @@ static void test_open_for_uri(void) {
   CU_ASSERT_EQUAL(altar_storage_open_for_uri("HTTPS://example.invalid/x", NULL, &s, &err), 0);
   CU_ASSERT_STRING_EQUAL(altar_storage_name(s), "http");
   altar_storage_close(s);
-  CU_ASSERT_EQUAL(altar_storage_open_for_uri("gs://bucket/x", NULL, &s, &err), ALTAR_ENOTFOUND);
+  CU_ASSERT_EQUAL(altar_storage_open_for_uri("nope://bucket/x", NULL, &s, &err), ALTAR_ENOTFOUND);
   CU_ASSERT_PTR_NULL(s);
-  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "storage 'gs' is not registered"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "storage 'nope' is not registered"));
+  /* The object stores are registered by their schemes. */
+  setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9", 1);
+  CU_ASSERT_EQUAL(altar_storage_open_for_uri("gs://bucket/x", NULL, &s, &err), 0);
+  CU_ASSERT_STRING_EQUAL(altar_storage_name(s), "gs");
+  altar_storage_close(s);
+  unsetenv("STORAGE_EMULATOR_HOST");
+  setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
+  CU_ASSERT_EQUAL(altar_storage_open_for_uri("s3://bucket/x", NULL, &s, &err), 0);
+  CU_ASSERT_STRING_EQUAL(altar_storage_name(s), "s3");
+  altar_storage_close(s);
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
   CU_ASSERT_EQUAL(altar_storage_open_for_uri("b@d://x", NULL, &s, &err), ALTAR_EINVAL);
 }
 
@@ -564,6 +578,62 @@ static void test_http_bounds_and_options(void) {
   altar_storage_close(s);
 }
 
+/* ---- the Storage contract for local and http ----------------------------------------- */
+
+static altar_storage_fixture_t local_fx, http_fx;
+static altar_storage_t *http_s, *http_faulty;
+static altar_test_mock_t *fault_srv;
+
+static void test_local_contract(void) {
+  local_fx.label = "local";
+  local_fx.s = local;
+  snprintf(local_fx.root, sizeof local_fx.root, "%s/lc/", dir);
+  local_fx.big_size = 3u << 20;
+  local_fx.wrong_scheme_uri = "gs://bucket/x";
+  altar_storage_contract_roundtrip(&local_fx);
+  altar_storage_contract_bad_input(&local_fx);
+  altar_storage_contract_staging(&local_fx);
+}
+
+/* http is read-only: the files go into the server's directory. */
+static int http_seed(void *ud, const char *key, const void *data, size_t len) {
+  (void)ud;
+  char p[4200];
+  snprintf(p, sizeof p, "%s/%s", webroot, key);
+  for (char *c = p + strlen(webroot) + 1; *c; c++) {
+    if (*c != '/') continue;
+    *c = '\0';
+    mkdir(p, 0755);
+    *c = '/';
+  }
+  altar_test_write_file(p, data, len);
+  return 0;
+}
+
+static void test_http_contract(void) {
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_storage_open("http", NULL, &http_s, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar_storage_open("http", NULL, &http_faulty, &err), 0);
+  fault_srv = altar_test_mock_start(altar_storage_fault_handler, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fault_srv);
+  http_fx.label = "http";
+  http_fx.s = http_s;
+  snprintf(http_fx.root, sizeof http_fx.root, "http://127.0.0.1:%d/", altar_test_httpd_port(httpd));
+  http_fx.seed = http_seed;
+  http_fx.big_size = 2u << 20;
+  http_fx.wrong_scheme_uri = "ftp://127.0.0.1/x";
+  http_fx.faulty = http_faulty;
+  snprintf(http_fx.fault_root, sizeof http_fx.fault_root, "http://127.0.0.1:%d/", altar_test_mock_port(fault_srv));
+  altar_storage_contract_roundtrip(&http_fx);
+  altar_storage_contract_bad_input(&http_fx);
+  altar_storage_contract_faults(&http_fx);
+  altar_storage_contract_staging(&http_fx);
+  CU_ASSERT(altar_test_mock_count(fault_srv, "fdrop") >= 2); /* the faults really reached the server */
+  altar_test_mock_stop(fault_srv);
+  altar_storage_close(http_s);
+  altar_storage_close(http_faulty);
+}
+
 static void add(void) {
   {
     ALTAR_SUITE("storage_local", setup, NULL);
@@ -582,6 +652,8 @@ static void add(void) {
     ALTAR_TEST(test_http_errors);
     ALTAR_TEST(test_http_exists_and_local_file);
     ALTAR_TEST(test_http_bounds_and_options);
+    ALTAR_TEST(test_local_contract);
+    ALTAR_TEST(test_http_contract);
   }
 }
 
