@@ -77,7 +77,11 @@ big_opts=""
 python3 -c 'import json; print(json.dumps({"v":1,"type":"job","job_id":"poison","attempt":0,"avoid_hosts":[],"submitted_at":0,"spec":{"kind":"shard","image":"x","command":["true"],"labels":{"job_id":"poison","group":"poison"},"inputs":[{"uri":"file:///etc/passwd","logical_path":"../../etc/passwd","locality_key":None,"digest":None}],"outputs":[],"resources":{"gpu":None,"count":1,"memory_mb":None},"timeout_s":None,"plugin_identity":None}}))' \
   | "$ALTAR_BIN" log produce $cfg --topic "$prefix.jobs" --encode job
 
-count() { "$ALTAR_BIN" log consume $cfg --topic "$1" --from-beginning --exit 2>/dev/null | grep -c '"event_id"' || true; }
+# Distinct event ids: a group event may be published more than once (at least once).
+count() {
+  "$ALTAR_BIN" log consume $cfg --topic "$1" --from-beginning --exit 2>/dev/null | grep -o '"event_id": *"[^"]*"' |
+    sort -u | wc -l
+}
 
 # Kill -9 workers and the reconciler mid-run, then bring them back.
 for round in 1 2 3; do
