@@ -92,7 +92,10 @@ class Browser:
         return False
 
     def shot(self, path):
-        data = self.call("Page.captureScreenshot", session=True, format="png")["data"]
+        # Cut at the end of the content, so the picture holds no empty page.
+        bottom = self.js("Math.ceil(document.querySelector('main').getBoundingClientRect().bottom) + 12") or 860
+        clip = {"x": 0, "y": 0, "width": 1280, "height": max(200, min(int(bottom), 860)), "scale": 1}
+        data = self.call("Page.captureScreenshot", session=True, format="png", clip=clip)["data"]
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
 
