@@ -119,6 +119,25 @@ import json, sys
 w = {x["worker"]: x["state"] for x in json.load(sys.stdin)["workers"]}
 assert w.get("dash-w2") == "gone" and w.get("dash-w1") == "live", w' || fail "a stopped worker is not marked gone"
 
+# A worker killed with -9 sends no goodbye: once its heartbeats stop it is silent.
+kill -9 "$2" 2>/dev/null
+wait "$2" 2>/dev/null
+silent=no
+i=0
+while [ $i -lt 120 ]; do
+  if "$ALTAR_BIN" workers $cfg --json | python3 -c '
+import json, sys
+w = {x["worker"]: x for x in json.load(sys.stdin)["workers"]}
+sys.exit(0 if w["dash-w1"]["state"] == "silent" and w["dash-w1"]["age_s"] > 10 else 1)'; then
+    silent=yes
+    break
+  fi
+  i=$((i + 1))
+  sleep 0.5
+done
+[ "$silent" = yes ] || fail "a worker killed with -9 is never marked silent"
+"$ALTAR_BIN" workers $cfg | grep -q "^dash-w1  *silent " || fail "altar workers does not show dash-w1 silent"
+
 if [ "$fails" -ne 0 ]; then
   tail -n 5 "$T"/*.log >&2
   exit 1
