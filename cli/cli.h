@@ -17,6 +17,9 @@ int altar_cmd_worker(int argc, char **argv);
 int altar_cmd_reconciler(int argc, char **argv);
 int altar_cmd_status(int argc, char **argv);
 int altar_cmd_demo(int argc, char **argv);
+int altar_cmd_jobs(int argc, char **argv);
+int altar_cmd_workers(int argc, char **argv);
+int altar_cmd_dashboard(int argc, char **argv);
 
 /* Registers the built-in backends, storage adapters and transports by name.
  * The only place that knows every plug-in (cli/plugins.c). */

@@ -1,6 +1,7 @@
 /* altar reconciler: fold status events into the ledger, publish groups; --rebuild replays. */
 #include "cli.h"
 #include "fleet_common.h"
+#include "dashboard_cli.h"
 #include "metrics_cli.h"
 #include "reconciler/daemon.h"
 #include "reconciler/outbox.h"
@@ -27,6 +28,10 @@ static void usage(FILE *out) {
           "  --exit-when-idle     stop once the status topic is drained\n"
           "  --group NAME         consumer group on the status topic (default " ALTAR_RECONCILER_GROUP ")\n"
           "  --metrics HOST:PORT  serve Prometheus metrics on GET /metrics (metrics.addr)\n"
+          "                       and the read-only web dashboard on / (its JSON on /api/)\n"
+          "  --token-file FILE    the dashboard's bearer token (else ALTAR_DASHBOARD_TOKEN);\n"
+          "                       required when the address is not loopback\n"
+          "  --no-dashboard       serve /metrics only\n"
           "  --quiet              no progress lines\n",
           altar_cli_fleet_flags_help);
 }
@@ -111,6 +116,8 @@ int altar_cmd_reconciler(int argc, char **argv) {
   altar_reconciler_opts_t o = {.stop = &stop};
   bool do_rebuild = false;
   const char *metrics_addr = cfg.metrics_addr;
+  const char *token_file = NULL;
+  bool dashboard = true;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--rebuild")) do_rebuild = true;
@@ -118,6 +125,8 @@ int altar_cmd_reconciler(int argc, char **argv) {
     else if (!strcmp(a, "--quiet")) o.quiet = true;
     else if (!strcmp(a, "--group") && i + 1 < argc) o.group = argv[++i];
     else if (!strcmp(a, "--metrics") && i + 1 < argc) metrics_addr = argv[++i];
+    else if (!strcmp(a, "--token-file") && i + 1 < argc) token_file = argv[++i];
+    else if (!strcmp(a, "--no-dashboard")) dashboard = false;
     else if (!strcmp(a, "--batch") && i + 1 < argc) {
       char *end;
       long long v = strtoll(argv[++i], &end, 10);
@@ -145,8 +154,13 @@ int altar_cmd_reconciler(int argc, char **argv) {
     altar_error_t err = {0};
     altar_metrics_t *metrics = NULL;
     altar_metrics_server_t *msrv = NULL;
-    if (altar_cli_metrics_start("altar reconciler", metrics_addr && *metrics_addr ? metrics_addr : NULL, o.quiet,
-                                &metrics, &msrv)) {
+    altar_cli_dashboard_t dash = {0};
+    bool serve = metrics_addr && *metrics_addr;
+    int started = !serve || !dashboard
+                      ? altar_cli_metrics_start("altar reconciler", serve ? metrics_addr : NULL, o.quiet, &metrics, &msrv)
+                      : altar_cli_dashboard_start("altar reconciler", &cfg, metrics_addr, token_file, o.quiet, &dash);
+    if (dash.server) metrics = dash.metrics;
+    if (started) {
       altar_group_specs_clear(&groups);
       altar_config_clear(&cfg);
       return 2;
@@ -172,7 +186,8 @@ int altar_cmd_reconciler(int argc, char **argv) {
                 (unsigned long long)st.events, (unsigned long long)st.batches, (unsigned long long)st.fired,
                 (unsigned long long)st.dead_lettered, (unsigned long long)st.retried, (unsigned long long)st.poison);
     }
-    altar_cli_metrics_stop(metrics, msrv);
+    altar_cli_metrics_stop(metrics == dash.metrics ? NULL : metrics, msrv);
+    altar_cli_dashboard_stop(&dash);
     altar_transport_close(t);
     altar_ledger_close(l);
   }

@@ -3,6 +3,7 @@
 #include "altar/codec.h"
 #include "altar/ledger.h"
 #include "cli.h"
+#include "dashboard_cli.h"
 #include "fleet_common.h"
 #include "follow.h"
 #include "altar/pools.h"
@@ -15,9 +16,10 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: altar status [--config FILE] [options] JOB_ID [--json]\n\n"
+          "usage: altar status [--config FILE] [options] JOB_ID [--json] [--outputs]\n\n"
           "Shows a job's shards by state (read from the ledger, read-only) and its\n"
-          "group events so far (read from the ready and dead topics).\n\noptions:\n%s",
+          "group events so far (read from the ready and dead topics). --outputs lists\n"
+          "each fired group's output URIs instead.\n\noptions:\n%s",
           altar_cli_fleet_flags_help);
 }
 
@@ -185,9 +187,10 @@ int altar_cmd_status(int argc, char **argv) {
   altar_config_t cfg;
   argc = altar_cli_fleet_config(argc, argv, &cfg);
   const char *job = NULL;
-  bool json = false;
+  bool json = false, outputs = false;
   for (int i = 1; argc > 0 && i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = true;
+    else if (!strcmp(argv[i], "--outputs")) outputs = true;
     else if (argv[i][0] != '-' && !job) job = argv[i];
     else {
       fprintf(stderr, "altar status: unexpected argument '%s'\n", argv[i]);
@@ -198,6 +201,11 @@ int altar_cmd_status(int argc, char **argv) {
     if (argc >= 0) usage(stderr);
     altar_config_clear(&cfg);
     return 2;
+  }
+  if (outputs) {
+    int orc = altar_cli_print_outputs(&cfg, job, json);
+    altar_config_clear(&cfg);
+    return orc;
   }
   expect_t x = {0};
   tally_t t = {.job = job, .jobs_topic = cfg.topics.jobs, .x = &x};

@@ -131,7 +131,7 @@ int altar_cli_load_groups(const altar_config_t *cfg, altar_group_specs_t *groups
 int altar_cli_ensure_topics(altar_transport_t *t, const altar_config_t *cfg) {
   int partitions = cfg->topic_partitions > 0 ? cfg->topic_partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS;
   const char *topics[] = {cfg->topics.jobs, cfg->topics.status, cfg->topics.ready, cfg->topics.dead,
-                          cfg->topics.dlq};
+                          cfg->topics.dlq, cfg->topics.fleet};
   for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
     altar_error_t err = {0};
     int rc = altar_transport_create_topic(t, topics[i], partitions, &err);

@@ -23,6 +23,9 @@ ALTAR_CMD_PENDING(altar_cmd_worker)
 ALTAR_CMD_PENDING(altar_cmd_reconciler)
 ALTAR_CMD_PENDING(altar_cmd_status)
 ALTAR_CMD_PENDING(altar_cmd_demo)
+ALTAR_CMD_PENDING(altar_cmd_jobs)
+ALTAR_CMD_PENDING(altar_cmd_workers)
+ALTAR_CMD_PENDING(altar_cmd_dashboard)
 __attribute__((weak)) void altar_cli_register_plugins(void) {}
 
 static const struct {
@@ -40,6 +43,9 @@ static const struct {
     {"worker", altar_cmd_worker, "consume jobs and drive a backend"},
     {"reconciler", altar_cmd_reconciler, "fold status events into the ledger, publish groups"},
     {"status", altar_cmd_status, "show the progress of a job"},
+    {"jobs", altar_cmd_jobs, "list jobs: shards by state, groups, outputs"},
+    {"workers", altar_cmd_workers, "list workers from their heartbeats"},
+    {"dashboard", altar_cmd_dashboard, "serve the read-only web dashboard"},
     {"demo", altar_cmd_demo, "run a reconciler, two workers and a job on one machine"},
 };
 

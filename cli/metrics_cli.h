@@ -12,6 +12,10 @@
  * the error (prefixed with who). Free with altar_cli_metrics_stop. */
 int altar_cli_metrics_start(const char *who, const char *addr, bool quiet, altar_metrics_t **preg,
                             altar_metrics_server_t **psrv);
+/* As altar_cli_metrics_start, with handler answering every path but
+ * /metrics (the dashboard); addr is required. */
+int altar_cli_metrics_start_with(const char *who, const char *addr, bool quiet, altar_http_handler_fn handler,
+                                 void *ctx, altar_metrics_t **preg, altar_metrics_server_t **psrv);
 /* Stops the server, then frees the registry. NULLs are fine. */
 void altar_cli_metrics_stop(altar_metrics_t *reg, altar_metrics_server_t *srv);
 

@@ -22,6 +22,7 @@ static int config_defaults(altar_config_t *cfg) {
       set_str(&cfg->ledger_path, "./var/ledger") || set_str(&cfg->topics.jobs, "altar.jobs") ||
       set_str(&cfg->topics.status, "altar.status") || set_str(&cfg->topics.ready, "altar.ready") ||
       set_str(&cfg->topics.dead, "altar.dead") || set_str(&cfg->topics.dlq, "altar.dlq") ||
+      set_str(&cfg->topics.fleet, "altar.fleet") ||
       /* The local log's directory; the kafka transport ignores local keys. */
       altar_strmap_set(&cfg->transport_props, "dir", "./var/log"))
     return ALTAR_ENOMEM;
@@ -38,6 +39,7 @@ void altar_config_clear(altar_config_t *cfg) {
   free(cfg->topics.ready);
   free(cfg->topics.dead);
   free(cfg->topics.dlq);
+  free(cfg->topics.fleet);
   free(cfg->backend_name);
   altar_strmap_clear(&cfg->backend_props);
   free(cfg->ledger_path);
@@ -56,6 +58,7 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       {"topics.ready", offsetof(altar_config_t, topics.ready)},
       {"topics.dead", offsetof(altar_config_t, topics.dead)},
       {"topics.dlq", offsetof(altar_config_t, topics.dlq)},
+      {"topics.fleet", offsetof(altar_config_t, topics.fleet)},
       {"backend.name", offsetof(altar_config_t, backend_name)},
       {"ledger.path", offsetof(altar_config_t, ledger_path)},
       {"metrics.addr", offsetof(altar_config_t, metrics_addr)},
@@ -167,7 +170,8 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
   if (!strcmp(section, "transport") && !strcmp(key, "kafka")) return each_pair(r, v, "transport.kafka", on_kafka);
   if (!strcmp(section, "topics") || !strcmp(section, "ledger") || !strcmp(section, "metrics")) {
     static const char *const known[] = {"topics.jobs", "topics.status", "topics.ready", "topics.dead",
-                                        "topics.dlq", "topics.partitions", "ledger.path", "metrics.addr"};
+                                        "topics.dlq", "topics.partitions", "topics.fleet", "ledger.path",
+                                        "metrics.addr"};
     char full[512];
     snprintf(full, sizeof full, "%s.%s", section, key);
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)

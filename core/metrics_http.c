@@ -19,7 +19,17 @@ struct altar_metrics_server {
   struct MHD_Daemon *mhd;
   altar_metrics_t *reg;
   int port;
+  altar_http_handler_fn handler;
+  void *handler_ctx;
 };
+
+struct altar_http_request {
+  struct MHD_Connection *c;
+};
+
+const char *altar_http_request_get(const altar_http_request_t *rq, bool header, const char *name) {
+  return MHD_lookup_connection_value(rq->c, header ? MHD_HEADER_KIND : MHD_GET_ARGUMENT_KIND, name);
+}
 
 #define ADDR_MAX 300
 
@@ -122,6 +132,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   static const char text[] = "text/plain; charset=utf-8";
   if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
     return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, text, "method not allowed\n", 19);
+  if (strcmp(url, "/metrics") != 0 && srv->handler) {
+    altar_http_request_t rq = {c};
+    altar_http_reply_t out = {.status = MHD_HTTP_OK, .content_type = text};
+    srv->handler(srv->handler_ctx, url, &rq, &out);
+    enum MHD_Result hr = reply(c, out.status, out.content_type, out.body.data ? (const void *)out.body.data : "",
+                               out.body.len);
+    altar_buf_free(&out.body);
+    return hr;
+  }
   if (strcmp(url, "/metrics") != 0) return reply(c, MHD_HTTP_NOT_FOUND, text, "not found; try /metrics\n", 24);
   altar_buf_t b = {0};
   altar_error_t e = {0};
@@ -135,6 +154,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 altar_metrics_server_t *altar_metrics_serve(altar_metrics_t *reg, const char *addr, altar_error_t *err) {
+  return altar_metrics_serve_with(reg, addr, NULL, NULL, err);
+}
+
+altar_metrics_server_t *altar_metrics_serve_with(altar_metrics_t *reg, const char *addr, altar_http_handler_fn handler,
+                                                 void *ctx, altar_error_t *err) {
   if (!reg) {
     altar_error_set(err, ALTAR_EINVAL, "metrics: a registry is required");
     return NULL;
@@ -150,6 +174,8 @@ altar_metrics_server_t *altar_metrics_serve(altar_metrics_t *reg, const char *ad
   }
   srv->reg = reg;
   srv->port = port;
+  srv->handler = handler;
+  srv->handler_ctx = ctx;
   /* Scrapers are few; bound connections and idle time so a stuck client
    * cannot pile up. */
   /* The server thread inherits a mask blocking every signal, so SIGTERM and

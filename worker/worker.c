@@ -6,6 +6,7 @@
 
 #include "altar/codec.h"
 #include "altar/pools.h"
+#include "heartbeat.h"
 #include "offset_tracker.h"
 #include "worker/intake.h"
 #include "worker_metrics.h"
@@ -1109,6 +1110,8 @@ static void warn_no_partition(worker_t *w) {
 
 /* ---- the loop --------------------------------------------------------------- */
 
+static const char *running_key(void *ctx, size_t i) { return ((worker_t *)ctx)->tasks[i]->task_key; }
+
 int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats, altar_error_t *err) {
   if (!o || !o->transport || !o->backend || !o->topics || o->slots < 1)
     return altar_error_set(err, ALTAR_EINVAL, "worker: transport, backend, topics and slots >= 1 are required");
@@ -1154,7 +1157,9 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   int64_t next_poll = mono_ms(), next_commit = mono_ms(), idle_since = mono_ms();
   bool warned_idle = false;
   bool draining = false, got_job = false;
+  altar__heartbeat_t *hb = altar__heartbeat_start(o, w.worker_id);
   while (!w.fatal) {
+    altar__heartbeat_tick(hb, w.n_tasks, running_key, &w);
     if (o->stop && *o->stop >= 2) break;
     if ((o->stop && *o->stop == 1) || (o->max_jobs > 0 && w.finished_jobs >= (uint64_t)o->max_jobs)) {
       draining = true;
@@ -1227,6 +1232,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   /* The last commit gets a few tries: no later loop would retry it. */
   if (!w.fatal && !(o->stop && *o->stop >= 2))
     for (int tries = 0; commit_all(&w) && tries < 5; tries++) altar_transport_poll(o->transport, 200);
+  altar__heartbeat_stop(hb);
   /* Reports still owed (a hard stop, a fatal error) are served now, while
    * their records and tasks exist, not later inside the caller's close. */
   if (w.outstanding) {

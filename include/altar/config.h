@@ -2,7 +2,7 @@
  *
  *   transport: {name: local, dir: ./var/log, fsync: group, kafka: {<librdkafka props>}}
  *   topics:    {jobs: altar.jobs, status: altar.status, ready: altar.ready, dead: altar.dead, dlq: altar.dlq,
- *               partitions: 32}
+ *               partitions: 32, fleet: altar.fleet}
  *   backend:   {name: process, data_root: ./var/data, slots: 4, …}
  *   ledger:    {path: ./var/ledger}
  *   groups:    … (read by reconciler/group_config from the same file)
@@ -17,6 +17,7 @@
 
 typedef struct altar_topics {
   char *jobs, *status, *ready, *dead, *dlq;
+  char *fleet; /* worker heartbeats and goodbyes (JSON, keyed by worker id) */
 } altar_topics_t;
 
 typedef struct altar_config {

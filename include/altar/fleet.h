@@ -3,6 +3,9 @@
 #ifndef ALTAR_FLEET_H
 #define ALTAR_FLEET_H
 
+/* The version workers announce in their heartbeats (as `altar --version`). */
+#define ALTAR_VERSION "0.1.0"
+
 #define ALTAR_WORKER_GROUP "altar.workers"
 #define ALTAR_RECONCILER_GROUP "altar.reconcilers"
 
@@ -14,6 +17,9 @@
 #define ALTAR_DLQ_REASON_HEADER "altar.dlq.reason"
 #define ALTAR_DLQ_SOURCE_HEADER "altar.dlq.source" /* "topic/partition/offset" */
 #define ALTAR_DLQ_SIZE_HEADER "altar.dlq.original_size"
+/* Fleet topic (JSON): {"v":1,"type":"worker","event":"heartbeat"|"goodbye",
+ * "worker","host","pid","backend","pools","slots","running","version",
+ * "started_at","ts"}, keyed by worker id (schemas/README.md). */
 #define ALTAR_DLQ_MAX_VALUE (256u * 1024u)
 
 #endif

@@ -9,6 +9,7 @@
 #include "altar/buf.h"
 #include "altar/error.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,6 +81,26 @@ int altar_metrics_render(altar_metrics_t *reg, altar_buf_t *out, altar_error_t *
  * malformed addr is ALTAR_ECONFIG naming metrics.addr, a failed bind
  * ALTAR_EIO. Stop (and free) with altar_metrics_stop. */
 altar_metrics_server_t *altar_metrics_serve(altar_metrics_t *reg, const char *addr, altar_error_t *err);
+/* Everything the server does not answer itself (any path but /metrics) may
+ * go to a handler: it reads the request through altar_http_request_get and
+ * fills reply (body appended to reply->body, freed by the server). Runs on
+ * the server's thread, one request at a time. Only GET and HEAD reach it. */
+typedef struct altar_http_request altar_http_request_t;
+typedef struct altar_http_reply {
+  unsigned status;          /* 200 unless set */
+  const char *content_type; /* a static string; text/plain unless set */
+  altar_buf_t body;
+} altar_http_reply_t;
+typedef void (*altar_http_handler_fn)(void *ctx, const char *path, const altar_http_request_t *rq,
+                                      altar_http_reply_t *reply);
+/* A query argument (header false) or a request header (header true) of rq,
+ * or NULL. Valid during the handler's call. */
+const char *altar_http_request_get(const altar_http_request_t *rq, bool header, const char *name);
+/* As altar_metrics_serve, with handler answering every other path (NULL:
+ * 404 there). ctx is borrowed and must outlive the server. */
+altar_metrics_server_t *altar_metrics_serve_with(altar_metrics_t *reg, const char *addr, altar_http_handler_fn handler,
+                                                 void *ctx, altar_error_t *err);
+
 /* The port the server listens on (useful after port 0). */
 int altar_metrics_server_port(const altar_metrics_server_t *srv);
 /* Stops the server thread, closes its socket and frees it. NULL is fine. */

@@ -1,0 +1,69 @@
+/* The CLI side of the dashboard: view, token and server from the config. */
+#include "dashboard_cli.h"
+
+#include "metrics_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOKEN_MAX 4096
+
+static char *read_token(const char *who, const char *path) {
+  if (!path) {
+    const char *env = getenv("ALTAR_DASHBOARD_TOKEN");
+    return strdup(env ? env : "");
+  }
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "%s: --token-file %s: cannot open\n", who, path);
+    return NULL;
+  }
+  char *buf = calloc(1, TOKEN_MAX + 2);
+  size_t n = buf ? fread(buf, 1, TOKEN_MAX + 1, f) : 0;
+  fclose(f);
+  if (!buf || n > TOKEN_MAX) {
+    fprintf(stderr, "%s: --token-file %s: longer than %d bytes\n", who, path, TOKEN_MAX);
+    free(buf);
+    return NULL;
+  }
+  buf[strcspn(buf, "\r\n")] = 0;
+  if (!*buf) {
+    fprintf(stderr, "%s: --token-file %s: empty\n", who, path);
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const char *addr, const char *token_file,
+                              bool quiet, altar_cli_dashboard_t *d) {
+  memset(d, 0, sizeof *d);
+  altar_error_t err = {0};
+  d->token = read_token(who, token_file);
+  if (!d->token) return -1;
+  if (altar_dashboard_check_bind(addr, d->token, &err)) {
+    fprintf(stderr, "%s: %s\n", who, err.msg);
+    altar_cli_dashboard_stop(d);
+    return -1;
+  }
+  d->view = altar_fleet_view_new(cfg, &err);
+  if (!d->view) {
+    fprintf(stderr, "%s: %s\n", who, err.msg);
+    altar_cli_dashboard_stop(d);
+    return -1;
+  }
+  d->dash = (altar_dashboard_t){.view = d->view, .token = d->token};
+  if (altar_cli_metrics_start_with(who, addr, quiet, altar_dashboard_handle, &d->dash, &d->metrics, &d->server)) {
+    altar_cli_dashboard_stop(d);
+    return -1;
+  }
+  return 0;
+}
+
+void altar_cli_dashboard_stop(altar_cli_dashboard_t *d) {
+  altar_cli_metrics_stop(d->metrics, d->server); /* the server first: it calls into the view */
+  altar_fleet_view_free(d->view);
+  free(d->token);
+  memset(d, 0, sizeof *d);
+}

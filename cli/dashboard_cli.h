@@ -1,0 +1,31 @@
+/* Starting the web dashboard (dashboard/dashboard_http.h) on a metrics
+ * server: `altar dashboard` and the reconciler's metrics address share it. */
+#ifndef ALTAR_CLI_DASHBOARD_CLI_H
+#define ALTAR_CLI_DASHBOARD_CLI_H
+
+#include "altar/config.h"
+#include "altar/metrics.h"
+#include "dashboard/dashboard_http.h"
+
+#include <stdbool.h>
+
+typedef struct altar_cli_dashboard {
+  altar_fleet_view_t *view;
+  altar_dashboard_t dash;
+  char *token;
+  altar_metrics_t *metrics; /* the server's registry: register metrics here */
+  altar_metrics_server_t *server;
+} altar_cli_dashboard_t;
+
+/* Serves /metrics and the dashboard on addr. The token comes from
+ * token_file (its first line) or else ALTAR_DASHBOARD_TOKEN; without one a
+ * non-loopback addr is refused. 0, or -1 after printing the error (who
+ * first). Stop with altar_cli_dashboard_stop. */
+int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const char *addr, const char *token_file,
+                              bool quiet, altar_cli_dashboard_t *d);
+void altar_cli_dashboard_stop(altar_cli_dashboard_t *d);
+
+/* `altar status JOB --outputs`: each fired group's output URIs. */
+int altar_cli_print_outputs(const altar_config_t *cfg, const char *job, bool json);
+
+#endif

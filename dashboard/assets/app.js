@@ -1,0 +1,221 @@
+// altar dashboard: renders the /api/ JSON of the current page and polls it
+// every few seconds, so the view updates without a reload. Read-only: it
+// only ever sends GET. Text from the fleet goes in through textContent,
+// never as HTML.
+"use strict";
+
+const POLL_MS = 2000;
+const PAGE = 50;
+let token = sessionStorage.getItem("altar.token") || "";
+let updates = 0;
+let timer = null;
+
+if (location.hash.startsWith("#token=")) {
+  token = decodeURIComponent(location.hash.slice(7));
+  sessionStorage.setItem("altar.token", token);
+  history.replaceState(null, "", "#/overview");
+}
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k === "onclick") e.addEventListener("click", v);
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids.flat()) {
+    if (k === null || k === undefined) continue;
+    e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  }
+  return e;
+}
+
+function when(ts) {
+  if (ts === null || ts === undefined) return "—";
+  return new Date(ts * 1000).toISOString().replace("T", " ").slice(0, 19) + "Z";
+}
+
+function dur(s) {
+  if (s === null || s === undefined) return "—";
+  if (s < 60) return s.toFixed(0) + " s";
+  if (s < 3600) return (s / 60).toFixed(1) + " min";
+  return (s / 3600).toFixed(1) + " h";
+}
+
+function num(v, digits) {
+  return v === null || v === undefined ? "—" : Number(v).toFixed(digits || 0);
+}
+
+function state(s) {
+  return el("span", { class: "state-" + s }, s);
+}
+
+function card(value, label, id) {
+  return el("div", { class: "card", "data-card": id }, el("div", { class: "v" }, value), el("div", { class: "k" }, label));
+}
+
+function table(headers, rows, id) {
+  return el("table", { id: id || "" },
+    el("thead", {}, el("tr", {}, headers.map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows));
+}
+
+async function api(path) {
+  const headers = token ? { Authorization: "Bearer " + token } : {};
+  const r = await fetch("/api/" + path, { headers, cache: "no-store" });
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  return body;
+}
+
+function route() {
+  const h = location.hash.replace(/^#\/?/, "") || "overview";
+  const [page, ...rest] = h.split("/");
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  return { page: page.split("?")[0], arg: rest.join("/").split("?")[0], offset: Number(params.get("offset") || 0) };
+}
+
+function pager(total, offset, base) {
+  if (total <= PAGE) return null;
+  const go = (o) => () => { location.hash = base + "?offset=" + o; };
+  return el("div", { class: "pager" },
+    offset > 0 ? el("button", { onclick: go(Math.max(0, offset - PAGE)) }, "← newer") : null,
+    `${offset + 1}–${Math.min(total, offset + PAGE)} of ${total}`,
+    offset + PAGE < total ? el("button", { onclick: go(offset + PAGE) }, "older →") : null);
+}
+
+function progress(sh) {
+  const done = sh.succeeded + sh.failed;
+  const pct = sh.total ? (100 * done) / sh.total : 0;
+  return el("span", {}, el("span", { class: "bar" }, el("span", { style: `width:${pct.toFixed(0)}%` })),
+    ` ${done}/${sh.total}`);
+}
+
+const pages = {
+  async overview() {
+    const o = await api("overview");
+    const lag = (l) => (l.lag === null ? "? (" + l.error + ")" : l.lag);
+    return [
+      el("h2", {}, "Fleet"),
+      el("div", { class: "cards" },
+        card(num(o.rates.shards_per_s, 2), "shards finished / s", "shards_per_s"),
+        card(num(o.rates.fired_per_min, 1), "groups fired / min", "fired_per_min"),
+        card(num(o.rates.dead_per_min, 1), "groups dead / min", "dead_per_min"),
+        card(o.jobs, "jobs", "jobs"),
+        card(o.shards.total, "shards recorded", "shards"),
+        card(o.groups.fired, "groups fired", "fired"),
+        card(o.groups.dead_lettered, "groups dead-lettered", "dead"),
+        card(`${o.workers.live} / ${o.workers.total}`, "workers live / known", "workers"),
+        card(lag(o.lag.workers), "worker lag (jobs)", "worker_lag"),
+        card(lag(o.lag.reconciler), "reconciler lag (status events)", "reconciler_lag"),
+        card(o.dlq_records, "DLQ records", "dlq")),
+      el("h2", {}, "Shards by state"),
+      el("div", { class: "cards" }, ["pending", "running", "succeeded", "failed"].map((s) => card(o.shards[s], s, s))),
+      el("p", { class: "muted" }, `Rates over the last ${num(o.rates.window_s)} s. Ledger ${o.ledger.path} read ${when(o.ledger.read_at)}`,
+        o.ledger.error ? el("span", { class: "error" }, " — " + o.ledger.error) : ""),
+    ];
+  },
+
+  async jobs(r) {
+    const o = await api(`jobs?offset=${r.offset}&limit=${PAGE}`);
+    const rows = o.jobs.map((j) => el("tr", { "data-job": j.job_id },
+      el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.job_id) }, j.job_id || "(no job id)")),
+      el("td", {}, when(j.submitted_at)),
+      el("td", {}, progress(j.shards)),
+      el("td", { class: "num" }, j.shards.pending), el("td", { class: "num" }, j.shards.running),
+      el("td", { class: "num" }, j.shards.succeeded), el("td", { class: "num" }, j.shards.failed),
+      el("td", { class: "num" }, j.groups.fired), el("td", { class: "num" }, j.groups.dead_lettered),
+      el("td", { class: "num" }, j.groups.open),
+      el("td", {}, j.outputs.length ? j.outputs.map((u) => el("div", {}, el("code", {}, u))) : "—",
+        j.outputs_total > j.outputs.length ? el("div", { class: "muted" }, `+${j.outputs_total - j.outputs.length} more`) : null)));
+    return [
+      el("h2", {}, `Jobs (${o.total})`),
+      table(["job", "submitted", "progress", "pending", "running", "succeeded", "failed", "fired", "dead", "open", "outputs"], rows, "jobs"),
+      pager(o.total, o.offset, "#/jobs"),
+    ];
+  },
+
+  async job(r) {
+    const id = decodeURIComponent(r.arg);
+    const o = await api(`job?id=${encodeURIComponent(id)}&offset=${r.offset}&limit=${PAGE}`);
+    const shardRows = (ms) => ms.map((s) => el("tr", { "data-shard": s.external_id },
+      el("td", {}, el("code", {}, s.external_id)), el("td", {}, state(s.state)), el("td", { class: "num" }, s.attempts),
+      el("td", {}, s.host || "—"),
+      el("td", {}, s.failure ? [el("b", {}, s.failure.reason), s.failure.detail ? el("div", { class: "detail" }, s.failure.detail) : null] : "—"),
+      el("td", {}, s.outputs.map((u) => el("div", {}, el("code", {}, u))))));
+    const heads = ["shard", "state", "attempts", "host", "failure", "outputs"];
+    const groups = o.group_list.map((g) => el("section", { "data-group": g.group_key },
+      el("h2", {}, `${g.kind} · ${g.group_key} · `, state(g.state), g.ts ? el("span", { class: "muted" }, " at " + when(g.ts)) : ""),
+      table(heads, shardRows(g.members)),
+      g.members_total > g.members.length ? el("p", { class: "muted" }, `${g.members_total - g.members.length} more shards not shown`) : null));
+    return [
+      el("h2", {}, `Job ${o.job_id}`),
+      el("div", { class: "cards" },
+        card(when(o.submitted_at), "submitted"), card(o.shards.total, "shards"), card(o.shards.succeeded, "succeeded"),
+        card(o.shards.failed, "failed"), card(o.groups.fired, "groups fired"), card(o.groups.dead_lettered, "groups dead"),
+        card(o.groups.open, "groups open")),
+      groups,
+      pager(o.groups_total, o.offset, "#/job/" + encodeURIComponent(id)),
+      o.ungrouped.length ? [el("h2", {}, "Shards in no group"), table(heads, shardRows(o.ungrouped))] : null,
+    ];
+  },
+
+  async workers(r) {
+    const o = await api(`workers?offset=${r.offset}&limit=${PAGE}`);
+    const rows = o.workers.map((w) => el("tr", { "data-worker": w.worker },
+      el("td", {}, el("code", {}, w.worker)), el("td", {}, state(w.state)), el("td", {}, w.host), el("td", {}, w.backend),
+      el("td", {}, Object.entries(w.pools || {}).map(([p, n]) => `${p}: ${n}`).join(", ") || "—"),
+      el("td", { class: "num" }, w.slots), el("td", { class: "num" }, w.running_total),
+      el("td", {}, (w.running || []).slice(0, 5).map((k) => el("div", {}, el("code", {}, k.slice(0, 16) + "…")))),
+      el("td", {}, dur(w.up_s)), el("td", {}, dur(w.age_s) + " ago"), el("td", {}, w.version)));
+    return [
+      el("h2", {}, `Workers (${o.live} live of ${o.total})`),
+      table(["worker", "state", "host", "backend", "pools", "slots", "running", "tasks", "up", "last heartbeat", "version"], rows, "workers"),
+      el("p", { class: "muted" }, `A worker is silent after ${o.stale_after_s} s without a heartbeat, gone after its goodbye.`),
+      pager(o.total, o.offset, "#/workers"),
+    ];
+  },
+
+  async dead(r) {
+    const o = await api(`dead?offset=${r.offset}&limit=${PAGE}`);
+    const dlq = o.dlq.map((d) => el("tr", {}, el("td", {}, when(d.ts)), el("td", {}, `${d.partition}/${d.offset}`),
+      el("td", {}, d.reason), el("td", {}, d.source || "—"), el("td", { class: "num" }, d.size)));
+    const groups = o.dead_groups.map((g) => el("section", { "data-dead-group": g.group_key },
+      el("h2", {}, `${g.kind} · ${g.group_key} · job ${g.job_id || "—"} · `, state("dead_lettered"), el("span", { class: "muted" }, " at " + when(g.ts))),
+      table(["shard", "state", "attempts", "reason", "detail"], g.members.map((s) => el("tr", {},
+        el("td", {}, el("code", {}, s.external_id)), el("td", {}, state(s.state)), el("td", { class: "num" }, s.attempts),
+        el("td", {}, s.failure ? s.failure.reason : "—"),
+        el("td", {}, s.failure && s.failure.detail ? el("div", { class: "detail" }, s.failure.detail) : "—"))))));
+    return [
+      el("h2", {}, `Dead-lettered groups (${o.dead_groups_total})`),
+      groups.length ? groups : el("p", { class: "muted" }, "none"),
+      el("h2", {}, `DLQ records (${o.dlq_total})`),
+      table(["time", "partition/offset", "reason", "source", "size (bytes)"], dlq, "dlq"),
+      pager(Math.max(o.dlq_kept, o.dead_groups_total), o.offset, "#/dead"),
+    ];
+  },
+};
+
+async function render() {
+  clearTimeout(timer);
+  const r = route();
+  const fn = pages[r.page] || pages.overview;
+  document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === (r.page === "job" ? "jobs" : r.page)));
+  const status = document.getElementById("updated");
+  try {
+    const content = await fn(r);
+    const main = document.getElementById("main");
+    main.replaceChildren(...[content].flat(2).filter((x) => x));
+    updates++;
+    status.dataset.updates = String(updates);
+    status.textContent = "updated " + new Date().toISOString().slice(11, 19) + "Z";
+    status.classList.remove("error");
+  } catch (e) {
+    status.textContent = "update failed: " + e.message;
+    status.classList.add("error");
+  }
+  timer = setTimeout(render, POLL_MS);
+}
+
+window.addEventListener("hashchange", render);
+render();

@@ -1,0 +1,722 @@
+/* The fleet view: topic readers and a ledger snapshot folded into the JSON
+ * of the dashboard's pages (see fleet_view.h for why this is safe beside a
+ * running reconciler). */
+#include "dashboard/fleet_view.h"
+
+#include "altar/codec.h"
+#include "altar/fleet.h"
+#include "altar/ledger.h"
+#include "altar/transport.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define JOB_ID_LABEL "job_id"
+#define OUTPUTS_PER_SHARD 16   /* output URIs kept per shard */
+#define OUTPUTS_PER_JOB 20     /* output URIs listed per job in the jobs page */
+#define MEMBERS_PER_GROUP 200  /* shards listed per group */
+#define READ_BUDGET 50000      /* records read per topic per refresh */
+#define SAMPLES 64             /* overview samples kept for the rates */
+#define RATE_WINDOW_S 60.0
+#define STALE_S 10.0           /* ALTAR_HEARTBEAT_STALE_S, the worker's side */
+
+enum { R_JOBS, R_READY, R_DEAD, R_DLQ, R_FLEET, R_STATUS, R_COUNT };
+
+typedef struct reader {
+  const char *topic; /* points into the view's topics */
+  altar_transport_t *t;
+  bool assigned;
+} reader_t;
+
+/* One ledger record, as much of it as the pages show. */
+typedef struct rec {
+  char *backend, *external_id, *kind, *job_id, *group_key, *reason, *detail;
+  int state;
+  int64_t restarts;
+  bool consumed;
+  json_t *outputs; /* array of URIs */
+} rec_t;
+
+typedef struct sample {
+  double t;
+  uint64_t done, fired, dead;
+} sample_t;
+
+struct altar_fleet_view {
+  pthread_mutex_t mu;
+  char *transport_name;
+  altar_strmap_t props;
+  char *topic[R_COUNT];
+  char *ledger_path;
+  reader_t rd[R_COUNT];
+  altar_transport_t *admin; /* lag queries */
+  json_t *submitted; /* job_id → submitted_at (the earliest job message) */
+  json_t *groups;    /* kind "\n" group_key → {event, ts, kind, group_key, job_id, shards} */
+  json_t *hosts;     /* backend "/" external_id → worker id of its latest status event */
+  json_t *workers;   /* worker id → its latest heartbeat or goodbye */
+  json_t *dlq;       /* the newest DLQ records, oldest first */
+  uint64_t dlq_total;
+  rec_t *recs;
+  size_t n_recs, cap_recs;
+  double ledger_read_at;
+  int64_t ledger_read_ms;
+  char ledger_err[ALTAR_ERRMSG_MAX];
+  sample_t samples[SAMPLES];
+  size_t n_samples, next_sample;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A copy of s cut to max bytes (at a UTF-8 boundary), NULL for NULL. */
+static char *bounded_dup(const char *s, size_t max) {
+  if (!s) return NULL;
+  size_t n = strnlen(s, max + 1);
+  if (n > max) {
+    n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+  }
+  return strndup(s, n);
+}
+
+/* jansson refuses invalid UTF-8; a label from the wire might be. */
+static json_t *jstr(const char *s) {
+  if (!s) return json_null();
+  json_t *j = json_string(s);
+  return j ? j : json_string("(not UTF-8)");
+}
+
+static void rec_clear(rec_t *r) {
+  free(r->backend);
+  free(r->external_id);
+  free(r->kind);
+  free(r->job_id);
+  free(r->group_key);
+  free(r->reason);
+  free(r->detail);
+  json_decref(r->outputs);
+  memset(r, 0, sizeof *r);
+}
+
+static void recs_clear(altar_fleet_view_t *v) {
+  for (size_t i = 0; i < v->n_recs; i++) rec_clear(&v->recs[i]);
+  v->n_recs = 0;
+}
+
+altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_t *err) {
+  altar_fleet_view_t *v = calloc(1, sizeof *v);
+  if (!v) {
+    altar_error_set(err, ALTAR_ENOMEM, "fleet view: out of memory");
+    return NULL;
+  }
+  pthread_mutex_init(&v->mu, NULL);
+  const char *topics[R_COUNT] = {cfg->topics.jobs, cfg->topics.ready, cfg->topics.dead,
+                                 cfg->topics.dlq,  cfg->topics.fleet, cfg->topics.status};
+  bool ok = (v->transport_name = strdup(cfg->transport_name)) && !altar_strmap_copy(&v->props, &cfg->transport_props) &&
+            (v->ledger_path = strdup(cfg->ledger_path));
+  for (int i = 0; ok && i < R_COUNT; i++) {
+    ok = (v->topic[i] = strdup(topics[i] ? topics[i] : "")) != NULL;
+    v->rd[i].topic = v->topic[i];
+  }
+  v->submitted = json_object();
+  v->groups = json_object();
+  v->hosts = json_object();
+  v->workers = json_object();
+  v->dlq = json_array();
+  if (!ok || !v->submitted || !v->groups || !v->hosts || !v->workers || !v->dlq) {
+    altar_fleet_view_free(v);
+    altar_error_set(err, ALTAR_ENOMEM, "fleet view: out of memory");
+    return NULL;
+  }
+  v->admin = altar_transport_new(v->transport_name, &v->props, NULL, err);
+  if (!v->admin) {
+    altar_fleet_view_free(v);
+    return NULL;
+  }
+  return v;
+}
+
+void altar_fleet_view_free(altar_fleet_view_t *v) {
+  if (!v) return;
+  for (int i = 0; i < R_COUNT; i++) {
+    altar_transport_close(v->rd[i].t);
+    free(v->topic[i]);
+  }
+  altar_transport_close(v->admin);
+  recs_clear(v);
+  free(v->recs);
+  json_decref(v->submitted);
+  json_decref(v->groups);
+  json_decref(v->hosts);
+  json_decref(v->workers);
+  json_decref(v->dlq);
+  free(v->transport_name);
+  altar_strmap_clear(&v->props);
+  free(v->ledger_path);
+  pthread_mutex_destroy(&v->mu);
+  free(v);
+}
+
+/* ---- reading the topics -------------------------------------------------- */
+
+static const char *job_of(const altar_handle_t *h) { return h ? altar_strmap_get(&h->labels, JOB_ID_LABEL) : NULL; }
+
+static void on_job(altar_fleet_view_t *v, const altar_msg_t *m) {
+  altar_job_msg_t j = {0};
+  altar_error_t e = {0};
+  if (m->value && altar_decode_job(m->value, m->value_len, &j, &e) == ALTAR_OK) {
+    const char *jid = j.job_id && *j.job_id ? j.job_id : altar_strmap_get(&j.spec.labels, JOB_ID_LABEL);
+    if (jid) {
+      json_t *cur = json_object_get(v->submitted, jid);
+      if (!cur || json_real_value(cur) > j.submitted_at) json_object_set_new(v->submitted, jid, json_real(j.submitted_at));
+    }
+  }
+  altar_job_msg_clear(&j);
+}
+
+static void on_group(altar_fleet_view_t *v, const altar_msg_t *m) {
+  altar_group_event_t g = {0};
+  altar_error_t e = {0};
+  if (m->value && altar_decode_group(m->value, m->value_len, &g, &e) == ALTAR_OK && g.kind && g.group_key) {
+    char key[2048];
+    snprintf(key, sizeof key, "%s\n%s", g.kind, g.group_key);
+    json_t *shards = json_array();
+    for (size_t i = 0; shards && i < g.n_shards && i < MEMBERS_PER_GROUP; i++)
+      json_array_append_new(shards, json_pack("{s:o, s:o}", "backend", jstr(g.shards[i].backend), "external_id",
+                                              jstr(g.shards[i].external_id)));
+    json_t *o = json_pack("{s:s, s:f, s:o, s:o, s:o, s:o, s:I, s:o}", "event",
+                          g.event == ALTAR_GROUP_FIRED ? "fired" : "dead_lettered", "ts", g.ts, "kind", jstr(g.kind),
+                          "group_key", jstr(g.group_key), "event_id", jstr(g.event_id), "job_id",
+                          jstr(g.n_shards ? job_of(&g.shards[0]) : NULL), "n_shards", (json_int_t)g.n_shards,
+                          "shards", shards ? shards : json_array());
+    if (o) json_object_set_new(v->groups, key, o);
+  }
+  altar_group_event_clear(&g);
+}
+
+static void on_dlq(altar_fleet_view_t *v, const altar_msg_t *m) {
+  const void *hv;
+  size_t hl;
+  char reason[1024] = "", source[300] = "", size[32] = "";
+  if (altar_msg_header(m, ALTAR_DLQ_REASON_HEADER, &hv, &hl) == ALTAR_OK)
+    snprintf(reason, sizeof reason, "%.*s", (int)(hl < sizeof reason ? hl : sizeof reason - 1), (const char *)hv);
+  if (altar_msg_header(m, ALTAR_DLQ_SOURCE_HEADER, &hv, &hl) == ALTAR_OK)
+    snprintf(source, sizeof source, "%.*s", (int)(hl < sizeof source ? hl : sizeof source - 1), (const char *)hv);
+  if (altar_msg_header(m, ALTAR_DLQ_SIZE_HEADER, &hv, &hl) == ALTAR_OK)
+    snprintf(size, sizeof size, "%.*s", (int)(hl < sizeof size ? hl : sizeof size - 1), (const char *)hv);
+  json_int_t orig = *size ? (json_int_t)strtoll(size, NULL, 10) : (json_int_t)m->value_len;
+  json_t *o = json_pack("{s:i, s:I, s:f, s:o, s:o, s:I, s:I}", "partition", (int)m->partition, "offset",
+                        (json_int_t)m->offset, "ts", (double)m->timestamp_ms / 1000.0, "reason",
+                        jstr(*reason ? reason : "(no reason header)"), "source", *source ? jstr(source) : json_null(),
+                        "size", orig, "kept", (json_int_t)m->value_len);
+  if (!o) return;
+  json_array_append_new(v->dlq, o);
+  v->dlq_total++;
+  if (json_array_size(v->dlq) > ALTAR_FLEET_VIEW_DLQ_KEEP) json_array_remove(v->dlq, 0);
+}
+
+static void on_fleet(altar_fleet_view_t *v, const altar_msg_t *m) {
+  if (!m->value || m->value_len > 256 * 1024) return;
+  json_error_t je;
+  json_t *o = json_loadb(m->value, m->value_len, 0, &je);
+  const char *id = json_string_value(json_object_get(o, "worker"));
+  if (json_is_object(o) && id && strlen(id) <= 256 && json_is_number(json_object_get(o, "ts")))
+    json_object_set(v->workers, id, o);
+  json_decref(o);
+}
+
+static void on_status(altar_fleet_view_t *v, const altar_msg_t *m) {
+  altar_status_event_t ev = {0};
+  altar_error_t e = {0};
+  if (m->value && altar_decode_status(m->value, m->value_len, &ev, &e) == ALTAR_OK && ev.worker && *ev.worker &&
+      ev.handle.backend && ev.handle.external_id) {
+    char key[2048];
+    snprintf(key, sizeof key, "%s/%s", ev.handle.backend, ev.handle.external_id);
+    json_object_set_new(v->hosts, key, jstr(ev.worker));
+  }
+  altar_status_event_clear(&ev);
+}
+
+static void read_topic(altar_fleet_view_t *v, int which) {
+  reader_t *r = &v->rd[which];
+  if (!*r->topic) return;
+  altar_error_t e = {0};
+  if (!r->assigned) {
+    altar_topic_list_t *tl = NULL;
+    if (altar_transport_list_topics(v->admin, r->topic, 5000, &tl, &e) != ALTAR_OK || !tl->n_topics) {
+      altar_topic_list_free(tl);
+      return; /* not created yet: try at the next refresh */
+    }
+    size_t np = tl->topics[0].n_partitions;
+    altar_tp_t *tps = calloc(np ? np : 1, sizeof *tps);
+    if (!r->t) r->t = altar_transport_new(v->transport_name, &v->props, NULL, &e);
+    for (size_t i = 0; tps && i < np; i++)
+      tps[i] = (altar_tp_t){r->topic, tl->topics[0].partitions[i].partition, ALTAR_OFFSET_BEGINNING};
+    r->assigned = tps && r->t && altar_transport_assign(r->t, tps, np, &e) == ALTAR_OK;
+    free(tps);
+    altar_topic_list_free(tl);
+    if (!r->assigned) return;
+  }
+  for (int n = 0; n < READ_BUDGET; n++) {
+    altar_msg_t *m = NULL;
+    int rc = altar_transport_consume(r->t, n ? 0 : 20, &m, &e);
+    if (rc == ALTAR_OK && !m) break;
+    if (rc != ALTAR_OK) continue; /* a corrupt record is skipped; the next call goes on */
+    switch (which) {
+    case R_JOBS: on_job(v, m); break;
+    case R_READY:
+    case R_DEAD: on_group(v, m); break;
+    case R_DLQ: on_dlq(v, m); break;
+    case R_FLEET: on_fleet(v, m); break;
+    case R_STATUS: on_status(v, m); break;
+    }
+    altar_msg_free(m);
+  }
+}
+
+/* ---- the ledger snapshot ------------------------------------------------- */
+
+static int visit(void *ctx, const altar_ledger_entry_t *e) {
+  altar_fleet_view_t *v = ctx;
+  if (v->n_recs == v->cap_recs) {
+    size_t cap = v->cap_recs ? v->cap_recs * 2 : 256;
+    rec_t *n = realloc(v->recs, cap * sizeof *n);
+    if (!n) return ALTAR_ENOMEM;
+    v->recs = n;
+    v->cap_recs = cap;
+  }
+  rec_t *r = &v->recs[v->n_recs];
+  memset(r, 0, sizeof *r);
+  const altar_record_t *x = &e->rec;
+  r->backend = bounded_dup(x->handle.backend ? x->handle.backend : "", 256);
+  r->external_id = bounded_dup(x->handle.external_id ? x->handle.external_id : "", 512);
+  r->kind = bounded_dup(x->kind ? x->kind : "", 256);
+  const char *jid = job_of(&x->handle);
+  if (!jid && x->spec) jid = altar_strmap_get(&x->spec->labels, JOB_ID_LABEL);
+  r->job_id = bounded_dup(jid ? jid : "", 512);
+  r->group_key = bounded_dup(e->group_key, 1024);
+  if (x->failure) {
+    r->reason = bounded_dup(x->failure->reason, 256);
+    r->detail = bounded_dup(x->failure->detail, ALTAR_FLEET_VIEW_DETAIL_MAX);
+  }
+  r->state = (int)x->state;
+  r->restarts = x->restart_count;
+  r->consumed = x->consumed;
+  r->outputs = json_array();
+  for (size_t i = 0; x->spec && r->outputs && i < x->spec->n_outputs && i < OUTPUTS_PER_SHARD; i++)
+    json_array_append_new(r->outputs, jstr(x->spec->outputs[i].uri));
+  v->n_recs++;
+  if (!r->backend || !r->external_id || !r->kind || !r->job_id || !r->outputs) return ALTAR_ENOMEM;
+  return 0;
+}
+
+static void read_ledger(altar_fleet_view_t *v) {
+  if (v->ledger_read_ms && mono_ms() - v->ledger_read_ms < ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS) return;
+  v->ledger_read_ms = mono_ms();
+  altar_error_t e = {0};
+  altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(v->ledger_path, &ro, &e);
+  if (!l) {
+    snprintf(v->ledger_err, sizeof v->ledger_err, "%s", e.msg);
+    return; /* the last snapshot stays */
+  }
+  recs_clear(v);
+  if (altar_ledger_foreach(l, visit, v, &e) != ALTAR_OK)
+    snprintf(v->ledger_err, sizeof v->ledger_err, "%s", *e.msg ? e.msg : "reading the ledger failed");
+  else v->ledger_err[0] = 0;
+  altar_ledger_close(l);
+  v->ledger_read_at = now_s();
+}
+
+static void refresh(altar_fleet_view_t *v) {
+  for (int i = 0; i < R_COUNT; i++) read_topic(v, i);
+  read_ledger(v);
+}
+
+/* ---- rendering ------------------------------------------------------------ */
+
+static const char *state_name(int s) {
+  static const char *const names[] = {"pending", "running", "succeeded", "failed"};
+  return s >= 0 && s < 4 ? names[s] : "unknown";
+}
+
+typedef struct tally {
+  uint64_t by_state[4], total, consumed;
+} tally_t;
+
+static void tally_add(tally_t *t, const rec_t *r) {
+  t->total++;
+  if (r->consumed) t->consumed++;
+  if (r->state >= 0 && r->state < 4) t->by_state[r->state]++;
+}
+
+static json_t *tally_json(const tally_t *t) {
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "total", (json_int_t)t->total, "pending",
+                   (json_int_t)t->by_state[0], "running", (json_int_t)t->by_state[1], "succeeded",
+                   (json_int_t)t->by_state[2], "failed", (json_int_t)t->by_state[3], "consumed",
+                   (json_int_t)t->consumed);
+}
+
+static const json_t *group_event(const altar_fleet_view_t *v, const char *kind, const char *group_key) {
+  char key[2048];
+  snprintf(key, sizeof key, "%s\n%s", kind, group_key);
+  return json_object_get(v->groups, key);
+}
+
+static const char *event_name(const json_t *g) { return g ? json_string_value(json_object_get(g, "event")) : NULL; }
+
+static void page_bounds(const altar_fleet_query_t *q, size_t *poff, size_t *plim) {
+  int64_t lim = q && q->limit > 0 ? q->limit : ALTAR_FLEET_VIEW_LIMIT_DEFAULT;
+  if (lim > ALTAR_FLEET_VIEW_LIMIT_MAX) lim = ALTAR_FLEET_VIEW_LIMIT_MAX;
+  *poff = q && q->offset > 0 ? (size_t)q->offset : 0;
+  *plim = (size_t)lim;
+}
+
+static json_t *shard_json(const altar_fleet_view_t *v, const rec_t *r) {
+  char key[2048];
+  snprintf(key, sizeof key, "%s/%s", r->backend, r->external_id);
+  const char *worker = json_string_value(json_object_get(v->hosts, key));
+  /* The host its worker announced, else the worker id up to its ':' (host:pid). */
+  char host[300] = "";
+  const char *announced = worker ? json_string_value(json_object_get(json_object_get(v->workers, worker), "host")) : NULL;
+  if (announced) snprintf(host, sizeof host, "%s", announced);
+  else if (worker) snprintf(host, sizeof host, "%.*s", (int)strcspn(worker, ":"), worker);
+  json_t *failure = r->reason ? json_pack("{s:o, s:o}", "reason", jstr(r->reason), "detail", jstr(r->detail))
+                              : json_null();
+  return json_pack("{s:o, s:o, s:s, s:I, s:b, s:o, s:o, s:o, s:O}", "backend", jstr(r->backend), "external_id",
+                   jstr(r->external_id), "state", state_name(r->state), "attempts", (json_int_t)(r->restarts + 1),
+                   "consumed", r->consumed, "worker", jstr(worker), "host", *host ? jstr(host) : json_null(), "failure",
+                   failure ? failure : json_null(), "outputs", r->outputs);
+}
+
+/* Per job: the tallies, group counts and outputs of the records, plus jobs
+ * known only from the jobs topic so far. */
+typedef struct job {
+  const char *id;
+  double submitted_at; /* < 0: unknown */
+  tally_t t;
+  uint64_t fired, dead, open;
+  json_t *outputs; /* of shards in fired groups */
+  size_t outputs_total;
+  json_t *seen_groups; /* kind\ngroup_key → true */
+} job_t;
+
+typedef struct jobs {
+  job_t *v;
+  size_t n;
+  json_t *index; /* job id → index */
+} jobs_t;
+
+static job_t *job_get(jobs_t *js, const char *id) {
+  json_t *ix = json_object_get(js->index, id);
+  if (ix) return &js->v[json_integer_value(ix)];
+  job_t *n = realloc(js->v, (js->n + 1) * sizeof *n);
+  if (!n) return NULL;
+  js->v = n;
+  job_t *j = &js->v[js->n];
+  *j = (job_t){.id = id, .submitted_at = -1, .outputs = json_array(), .seen_groups = json_object()};
+  json_object_set_new(js->index, id, json_integer((json_int_t)js->n));
+  js->n++;
+  return j;
+}
+
+static void jobs_free(jobs_t *js) {
+  for (size_t i = 0; i < js->n; i++) {
+    json_decref(js->v[i].outputs);
+    json_decref(js->v[i].seen_groups);
+  }
+  free(js->v);
+  json_decref(js->index);
+}
+
+static int by_submit_desc(const void *a, const void *b) {
+  const job_t *x = a, *y = b;
+  if (x->submitted_at != y->submitted_at) return x->submitted_at < y->submitted_at ? 1 : -1;
+  return strcmp(x->id, y->id);
+}
+
+static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
+  *js = (jobs_t){.index = json_object()};
+  if (!js->index) return ALTAR_ENOMEM;
+  for (size_t i = 0; i < v->n_recs; i++) {
+    const rec_t *r = &v->recs[i];
+    job_t *j = job_get(js, r->job_id);
+    if (!j) return ALTAR_ENOMEM;
+    tally_add(&j->t, r);
+    if (!r->group_key) continue;
+    char key[2048];
+    snprintf(key, sizeof key, "%s\n%s", r->kind, r->group_key);
+    const char *ev = event_name(json_object_get(v->groups, key));
+    if (!json_object_get(j->seen_groups, key)) {
+      json_object_set_new(j->seen_groups, key, json_true());
+      if (!ev) j->open++;
+    }
+    if (ev && !strcmp(ev, "fired")) {
+      for (size_t k = 0; k < json_array_size(r->outputs); k++, j->outputs_total++)
+        if (json_array_size(j->outputs) < OUTPUTS_PER_JOB) json_array_append(j->outputs, json_array_get(r->outputs, k));
+    }
+  }
+  const char *gk;
+  json_t *g;
+  json_object_foreach(v->groups, gk, g) {
+    const char *jid = json_string_value(json_object_get(g, "job_id"));
+    job_t *j = job_get(js, jid ? jid : "");
+    if (!j) return ALTAR_ENOMEM;
+    if (!strcmp(event_name(g), "fired")) j->fired++;
+    else j->dead++;
+  }
+  const char *jid;
+  json_t *ts;
+  json_object_foreach(v->submitted, jid, ts) {
+    job_t *j = job_get(js, jid);
+    if (!j) return ALTAR_ENOMEM;
+    j->submitted_at = json_real_value(ts);
+  }
+  /* job ids are keys of objects that outlive js; the sort moves only the structs */
+  qsort(js->v, js->n, sizeof *js->v, by_submit_desc);
+  return ALTAR_OK;
+}
+
+static json_t *job_row(const job_t *j) {
+  return json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:I}, s:O, s:I}", "job_id", jstr(j->id), "submitted_at",
+                   j->submitted_at >= 0 ? json_real(j->submitted_at) : json_null(), "shards", tally_json(&j->t),
+                   "groups", "fired", (json_int_t)j->fired, "dead_lettered", (json_int_t)j->dead, "open",
+                   (json_int_t)j->open, "outputs", j->outputs, "outputs_total", (json_int_t)j->outputs_total);
+}
+
+static json_t *render_jobs(const altar_fleet_view_t *v, const altar_fleet_query_t *q) {
+  jobs_t js;
+  if (build_jobs(v, &js)) {
+    jobs_free(&js);
+    return NULL;
+  }
+  size_t off, lim;
+  page_bounds(q, &off, &lim);
+  json_t *rows = json_array();
+  for (size_t i = off; rows && i < js.n && i < off + lim; i++) json_array_append_new(rows, job_row(&js.v[i]));
+  json_t *o = json_pack("{s:I, s:I, s:I, s:o}", "total", (json_int_t)js.n, "offset", (json_int_t)off, "limit",
+                        (json_int_t)lim, "jobs", rows ? rows : json_array());
+  jobs_free(&js);
+  return o;
+}
+
+/* The members of group (kind, key) in the snapshot, at most MEMBERS_PER_GROUP. */
+static json_t *members_json(const altar_fleet_view_t *v, const char *kind, const char *key, size_t *ptotal) {
+  json_t *a = json_array();
+  *ptotal = 0;
+  for (size_t i = 0; a && i < v->n_recs; i++) {
+    const rec_t *r = &v->recs[i];
+    bool same = key ? r->group_key && !strcmp(r->group_key, key) && !strcmp(r->kind, kind) : !r->group_key;
+    if (!same) continue;
+    if ((*ptotal)++ < MEMBERS_PER_GROUP) json_array_append_new(a, shard_json(v, r));
+  }
+  return a;
+}
+
+static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
+  if (!q || !q->job) {
+    altar_error_set(err, ALTAR_EINVAL, "job: the query needs id=JOB_ID");
+    return NULL;
+  }
+  jobs_t js;
+  if (build_jobs(v, &js)) {
+    jobs_free(&js);
+    altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    return NULL;
+  }
+  json_t *ix = json_object_get(js.index, q->job);
+  job_t *j = NULL;
+  for (size_t i = 0; ix && i < js.n; i++)
+    if (!strcmp(js.v[i].id, q->job)) j = &js.v[i];
+  if (!j) {
+    jobs_free(&js);
+    altar_error_set(err, ALTAR_ENOTFOUND, "job '%s' not found", q->job);
+    return NULL;
+  }
+  /* Its groups: those with a group event and those still open in the ledger. */
+  json_t *keys = json_object();
+  const char *gk;
+  json_t *g;
+  json_object_foreach(v->groups, gk, g) {
+    const char *jid = json_string_value(json_object_get(g, "job_id"));
+    if (!strcmp(jid ? jid : "", q->job)) json_object_set_new(keys, gk, json_true());
+  }
+  json_object_update(keys, j->seen_groups);
+  size_t off, lim;
+  page_bounds(q, &off, &lim);
+  json_t *groups = json_array();
+  size_t idx = 0;
+  json_t *t;
+  json_object_foreach(keys, gk, t) {
+    if (idx++ < off || json_array_size(groups) >= lim) continue;
+    const char *nl = strchr(gk, '\n');
+    char *kind = strndup(gk, nl ? (size_t)(nl - gk) : strlen(gk));
+    const char *key = nl ? nl + 1 : "";
+    const json_t *ev = group_event(v, kind, key);
+    size_t total = 0;
+    json_t *members = members_json(v, kind, key, &total);
+    json_array_append_new(groups, json_pack("{s:o, s:o, s:s, s:o, s:o, s:I, s:o}", "kind", jstr(kind), "group_key",
+                                            jstr(key), "state", ev ? event_name(ev) : "open", "ts",
+                                            ev ? json_deep_copy(json_object_get(ev, "ts")) : json_null(),
+                                            "event_id", ev ? json_deep_copy(json_object_get(ev, "event_id")) : json_null(),
+                                            "members_total", (json_int_t)total, "members", members));
+    free(kind);
+  }
+  size_t n_ungrouped = 0;
+  json_t *ungrouped = json_array();
+  for (size_t i = 0; ungrouped && i < v->n_recs; i++)
+    if (!v->recs[i].group_key && !strcmp(v->recs[i].job_id, q->job) && n_ungrouped++ < MEMBERS_PER_GROUP)
+      json_array_append_new(ungrouped, shard_json(v, &v->recs[i]));
+  json_t *o = job_row(j);
+  json_object_set_new(o, "groups_total", json_integer((json_int_t)json_object_size(keys)));
+  json_object_set_new(o, "offset", json_integer((json_int_t)off));
+  json_object_set_new(o, "limit", json_integer((json_int_t)lim));
+  json_object_set_new(o, "group_list", groups);
+  json_object_set_new(o, "ungrouped", ungrouped);
+  json_decref(keys);
+  jobs_free(&js);
+  return o;
+}
+
+static json_t *render_workers(const altar_fleet_view_t *v, const altar_fleet_query_t *q) {
+  double now = now_s();
+  size_t off, lim;
+  page_bounds(q, &off, &lim);
+  json_t *rows = json_array();
+  size_t idx = 0, live = 0;
+  const char *id;
+  json_t *hb;
+  json_object_foreach(v->workers, id, hb) {
+    double ts = json_number_value(json_object_get(hb, "ts"));
+    const char *event = json_string_value(json_object_get(hb, "event"));
+    const char *state = event && !strcmp(event, "goodbye") ? "gone" : now - ts > STALE_S ? "silent" : "live";
+    live += !strcmp(state, "live");
+    if (idx++ < off || json_array_size(rows) >= lim) continue;
+    json_t *row = json_deep_copy(hb);
+    json_object_set_new(row, "state", json_string(state));
+    json_object_set_new(row, "last_seen", json_real(ts));
+    json_object_set_new(row, "age_s", json_real(now - ts));
+    json_t *started = json_object_get(hb, "started_at");
+    json_object_set_new(row, "up_s", json_is_number(started) ? json_real(ts - json_number_value(started)) : json_null());
+    json_array_append_new(rows, row);
+  }
+  return json_pack("{s:I, s:I, s:I, s:I, s:f, s:o}", "total", (json_int_t)json_object_size(v->workers), "live",
+                   (json_int_t)live, "offset", (json_int_t)off, "limit", (json_int_t)lim, "stale_after_s", STALE_S,
+                   "workers", rows ? rows : json_array());
+}
+
+static json_t *render_dead(const altar_fleet_view_t *v, const altar_fleet_query_t *q) {
+  size_t off, lim;
+  page_bounds(q, &off, &lim);
+  json_t *dlq = json_array();
+  size_t n = json_array_size(v->dlq);
+  for (size_t i = off; dlq && i < n && i < off + lim; i++) /* newest first */
+    json_array_append(dlq, json_array_get(v->dlq, n - 1 - i));
+  json_t *groups = json_array();
+  size_t idx = 0, total = 0;
+  const char *gk;
+  json_t *g;
+  json_object_foreach(v->groups, gk, g) {
+    if (strcmp(event_name(g), "dead_lettered")) continue;
+    total++;
+    if (idx++ < off || json_array_size(groups) >= lim) continue;
+    size_t mt = 0;
+    json_t *members = members_json(v, json_string_value(json_object_get(g, "kind")),
+                                   json_string_value(json_object_get(g, "group_key")), &mt);
+    json_t *row = json_deep_copy(g);
+    json_object_del(row, "shards");
+    json_object_set_new(row, "members_total", json_integer((json_int_t)mt));
+    json_object_set_new(row, "members", members);
+    json_array_append_new(groups, row);
+  }
+  return json_pack("{s:I, s:I, s:I, s:I, s:o, s:I, s:o}", "offset", (json_int_t)off, "limit", (json_int_t)lim,
+                   "dlq_total", (json_int_t)v->dlq_total, "dlq_kept", (json_int_t)n, "dlq", dlq ? dlq : json_array(),
+                   "dead_groups_total", (json_int_t)total, "dead_groups", groups ? groups : json_array());
+}
+
+static json_t *lag_json(altar_fleet_view_t *v, const char *group, const char *topic) {
+  altar_lag_list_t *ll = NULL;
+  altar_error_t e = {0};
+  if (!*topic || altar_transport_lag(v->admin, group, topic, 2000, &ll, &e) != ALTAR_OK) {
+    altar_lag_list_free(ll);
+    return json_pack("{s:s, s:s, s:n, s:o}", "group", group, "topic", topic, "lag", "error", jstr(e.msg));
+  }
+  json_int_t sum = 0;
+  for (size_t i = 0; i < ll->n; i++) sum += ll->entries[i].lag > 0 ? ll->entries[i].lag : 0;
+  altar_lag_list_free(ll);
+  return json_pack("{s:s, s:s, s:I}", "group", group, "topic", topic, "lag", sum);
+}
+
+static json_t *render_overview(altar_fleet_view_t *v) {
+  tally_t t = {0};
+  for (size_t i = 0; i < v->n_recs; i++) tally_add(&t, &v->recs[i]);
+  uint64_t fired = 0, dead = 0;
+  const char *gk;
+  json_t *g;
+  json_object_foreach(v->groups, gk, g) {
+    if (!strcmp(event_name(g), "fired")) fired++;
+    else dead++;
+  }
+  /* Rates against the oldest sample inside the window. */
+  double now = now_s();
+  sample_t cur = {now, t.by_state[2] + t.by_state[3], fired, dead};
+  const sample_t *base = NULL;
+  for (size_t i = 0; i < v->n_samples; i++) {
+    const sample_t *s = &v->samples[i];
+    if (now - s->t <= RATE_WINDOW_S && now - s->t > 0.5 && (!base || s->t < base->t)) base = s;
+  }
+  double dt = base ? now - base->t : 0;
+  v->samples[v->next_sample] = cur;
+  v->next_sample = (v->next_sample + 1) % SAMPLES;
+  if (v->n_samples < SAMPLES) v->n_samples++;
+  json_t *workers = render_workers(v, NULL);
+  json_int_t live = json_integer_value(json_object_get(workers, "live"));
+  json_int_t wtotal = json_integer_value(json_object_get(workers, "total"));
+  json_decref(workers);
+  jobs_t js;
+  size_t n_jobs = build_jobs(v, &js) == ALTAR_OK ? js.n : 0;
+  jobs_free(&js);
+  return json_pack("{s:f, s:I, s:o, s:{s:I, s:I}, s:{s:o, s:o, s:o, s:f}, s:{s:o, s:o}, s:{s:I, s:I}, s:I, "
+                   "s:{s:s, s:o, s:f}}",
+                   "now", now, "jobs", (json_int_t)n_jobs, "shards", tally_json(&t), "groups", "fired",
+                   (json_int_t)fired, "dead_lettered", (json_int_t)dead, "rates", "shards_per_s",
+                   dt > 0 ? json_real((double)(cur.done - base->done) / dt) : json_null(), "fired_per_min",
+                   dt > 0 ? json_real((double)(cur.fired - base->fired) * 60.0 / dt) : json_null(), "dead_per_min",
+                   dt > 0 ? json_real((double)(cur.dead - base->dead) * 60.0 / dt) : json_null(), "window_s", dt,
+                   "lag", "workers", lag_json(v, ALTAR_WORKER_GROUP, v->topic[R_JOBS]), "reconciler",
+                   lag_json(v, ALTAR_RECONCILER_GROUP, v->topic[R_STATUS]), "workers", "live", live, "total", wtotal,
+                   "dlq_records", (json_int_t)v->dlq_total, "ledger", "path", v->ledger_path, "error",
+                   *v->ledger_err ? jstr(v->ledger_err) : json_null(), "read_at", v->ledger_read_at);
+}
+
+int altar_fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
+                            altar_error_t *err) {
+  *pout = NULL;
+  if (q && (q->offset < 0 || q->limit < 0))
+    return altar_error_set(err, ALTAR_EINVAL, "offset and limit must be >= 0");
+  pthread_mutex_lock(&v->mu);
+  refresh(v);
+  json_t *o = NULL;
+  if (!strcmp(page, "overview")) o = render_overview(v);
+  else if (!strcmp(page, "jobs")) o = render_jobs(v, q);
+  else if (!strcmp(page, "job")) o = render_job(v, q, err);
+  else if (!strcmp(page, "workers")) o = render_workers(v, q);
+  else if (!strcmp(page, "dead")) o = render_dead(v, q);
+  else altar_error_set(err, ALTAR_ENOTFOUND, "no page '%s'", page);
+  pthread_mutex_unlock(&v->mu);
+  if (!o) return err && err->code ? err->code : altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  *pout = o;
+  return ALTAR_OK;
+}

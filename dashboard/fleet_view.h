@@ -1,0 +1,52 @@
+/* The fleet as a person looks at it: jobs, groups, shards, workers and dead
+ * letters, rendered as the JSON the dashboard's pages, `altar jobs` and
+ * `altar workers` share.
+ *
+ * Where it reads from, and why that is safe beside a running reconciler:
+ * - the ledger through its own read-only RocksDB handle, re-opened at most
+ *   every ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS: the reconciler's handle (one
+ *   thread at a time, see altar/ledger.h) is never touched, so its loop
+ *   never waits for a page;
+ * - the jobs, ready, dead, dlq, fleet and status topics through groupless
+ *   readers (assign) of its own, each refresh reading only what is new.
+ *
+ * Every list it renders is paged (offset, limit <= ALTAR_FLEET_VIEW_LIMIT_MAX)
+ * and every kept string bounded, so no response grows without bound.
+ *
+ * Thread safety: every call may come from any thread; one mutex serialises them. */
+#ifndef ALTAR_DASHBOARD_FLEET_VIEW_H
+#define ALTAR_DASHBOARD_FLEET_VIEW_H
+
+#include "altar/config.h"
+#include "altar/error.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define ALTAR_FLEET_VIEW_LIMIT_MAX 500
+#define ALTAR_FLEET_VIEW_LIMIT_DEFAULT 50
+#define ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS 1000
+#define ALTAR_FLEET_VIEW_DLQ_KEEP 1000   /* newest DLQ records kept */
+#define ALTAR_FLEET_VIEW_DETAIL_MAX 2048 /* bytes of a failure's detail kept */
+
+typedef struct altar_fleet_view altar_fleet_view_t;
+
+/* What a page asks for. NULL strings = absent. */
+typedef struct altar_fleet_query {
+  const char *job;    /* "job" page: the job id */
+  int64_t offset;     /* first item of the page's list */
+  int64_t limit;      /* items; 0 = default, capped at the maximum */
+} altar_fleet_query_t;
+
+/* A view over the fleet cfg describes (copied what it keeps). NULL on error. */
+altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_t *err);
+void altar_fleet_view_free(altar_fleet_view_t *v); /* NULL is fine */
+
+/* Brings the view up to date and renders page "overview", "jobs", "job",
+ * "workers" or "dead" into *pout (caller json_decref's). ALTAR_ENOTFOUND for
+ * an unknown page or job, ALTAR_EINVAL for a bad query. Any thread. */
+int altar_fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
+                            altar_error_t *err);
+
+#endif

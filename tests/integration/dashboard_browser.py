@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Drives Debian's chromium (headless) through its DevTools protocol against
+a running altar dashboard and checks what a person would see.
+
+usage: dashboard_browser.py URL JOB_ID SHOTS_DIR SUBMIT_CMD...
+
+URL is the dashboard's root; JOB_ID the job with one fired and one
+dead-lettered group; SUBMIT_CMD a command that submits a second job and
+prints its id (run while the jobs page is open, to see it arrive without a
+reload). Screenshots go to SHOTS_DIR. Exit 0 when every check passed.
+
+Only the standard library and python3-websocket (Debian) are used."""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import websocket  # python3-websocket
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--hide-scrollbars", "--window-size=1280,860",
+         "--remote-debugging-port=0", "--remote-allow-origins=*"]
+WAIT_S = 60  # an upper bound for a condition to become true, not an assertion on time
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+class Browser:
+    def __init__(self, profile):
+        exe = shutil.which("chromium") or shutil.which("chromium-browser")
+        if not exe:
+            raise SystemExit("FAIL: chromium is not installed (scripts/install-deps.sh test)")
+        self.proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                                     stdout=subprocess.DEVNULL, stderr=open(os.path.join(profile, "chromium.log"), "w"))
+        port_file = os.path.join(profile, "DevToolsActivePort")
+        deadline = time.monotonic() + WAIT_S
+        while not (os.path.exists(port_file) and len(open(port_file).read().split()) >= 2):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("FAIL: chromium did not start: " + open(os.path.join(profile, "chromium.log")).read()[-2000:])
+            time.sleep(0.1)
+        port, path = open(port_file).read().split()[:2]
+        # The browser endpoint: make a page target and attach to it.
+        self.ws = websocket.create_connection(f"ws://127.0.0.1:{port}{path}", timeout=WAIT_S,
+                                              suppress_origin=True)
+        self.next_id = 0
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.call("Page.enable", session=True)
+        self.call("Runtime.enable", session=True)
+
+    def call(self, method, session=False, **params):
+        self.next_id += 1
+        msg = {"id": self.next_id, "method": method, "params": params}
+        if session:
+            msg["sessionId"] = self.session
+        self.ws.send(json.dumps(msg))
+        while True:
+            reply = json.loads(self.ws.recv())
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+
+    def js(self, expr):
+        r = self.call("Runtime.evaluate", session=True, expression=expr, returnByValue=True)
+        return r.get("result", {}).get("value")
+
+    def goto(self, url):
+        self.call("Page.navigate", session=True, url=url)
+
+    def wait_for(self, expr, what):
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                if self.js(expr):
+                    return True
+            except RuntimeError:
+                pass
+            time.sleep(0.2)
+        check(False, what + " (not seen in the page)")
+        return False
+
+    def shot(self, path):
+        # Cut at the end of the content, so the picture holds no empty page.
+        bottom = self.js("Math.ceil(document.querySelector('main').getBoundingClientRect().bottom) + 12") or 860
+        clip = {"x": 0, "y": 0, "width": 1280, "height": max(200, min(int(bottom), 860)), "scale": 1}
+        data = self.call("Page.captureScreenshot", session=True, format="png", clip=clip)["data"]
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+
+    def close(self):
+        try:
+            self.ws.close()
+        finally:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def text_of(selector):
+    return f"(document.querySelector({json.dumps(selector)}) || {{innerText: ''}}).innerText"
+
+
+def main():
+    url, job, shots, submit = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3], sys.argv[4:]
+    os.makedirs(shots, exist_ok=True)
+    profile = tempfile.mkdtemp(prefix="altar-chromium-")
+    b = Browser(profile)
+    try:
+        # Jobs: the job's row with its counts.
+        b.goto(url + "/#/jobs")
+        row = f'document.querySelector(\'tr[data-job="{job}"]\')'
+        if b.wait_for(f"{row} !== null", "the job's row on the jobs page"):
+            cells = b.js(f"Array.from({row}.cells).map(c => c.innerText)")
+            # job, submitted, progress, pending, running, succeeded, failed, fired, dead, open, outputs
+            check(cells[0] == job, f"the row names job {job}: {cells[0]!r}")
+            check(cells[2].strip().endswith("4/4"), f"progress shows 4/4 shards done: {cells[2]!r}")
+            check(cells[5:10] == ["3", "1", "1", "1", "0"],
+                  f"succeeded 3, failed 1, fired 1, dead 1, open 0: {cells[5:10]}")
+            check("alpha-0.txt" in cells[10] and "alpha-1.txt" in cells[10],
+                  f"the fired group's outputs are listed: {cells[10]!r}")
+        b.shot(os.path.join(shots, "jobs.png"))
+
+        # An update arrives without a reload: a marker set in the page survives
+        # while a newly submitted job appears.
+        b.js("window.__altarMarker = 42")
+        before = int(b.js("document.getElementById('updated').dataset.updates") or 0)
+        new_job = subprocess.run(submit, check=True, capture_output=True, text=True).stdout.strip().split("\n")[-1]
+        if b.wait_for(f"document.querySelector('tr[data-job=\"{new_job}\"]') !== null",
+                      f"the new job {new_job} on the open jobs page"):
+            check(b.js("window.__altarMarker") == 42, "the page was not reloaded (marker kept)")
+            after = int(b.js("document.getElementById('updated').dataset.updates") or 0)
+            check(after > before, f"the page re-rendered from polling ({before} -> {after} updates)")
+
+        # The job's drill-down: both groups, shard states, the failure's text.
+        b.goto(url + "/#/job/" + job)
+        if b.wait_for(f"{text_of('main')}.includes('dead_lettered') && {text_of('main')}.includes('fired')",
+                      "the job page with its fired and dead-lettered groups"):
+            main_text = b.js(text_of("main"))
+            check("exit_3" in main_text, "the failure's reason exit_3 is shown")
+            check("command exited with code 3" in main_text, "the failure's detail is shown")
+            check(main_text.count("succeeded") >= 3, "the succeeded shards are listed")
+        b.shot(os.path.join(shots, "job.png"))
+
+        # Workers: both listed, live, with their backend.
+        b.goto(url + "/#/workers")
+        if b.wait_for("document.querySelectorAll('tr[data-worker]').length >= 2", "two workers on the workers page"):
+            rows = b.js("Array.from(document.querySelectorAll('tr[data-worker]')).map(r => r.innerText)")
+            for w in ("dash-w1", "dash-w2"):
+                mine = [r for r in rows if r.startswith(w)]
+                check(bool(mine) and "live" in mine[0] and "process" in mine[0], f"worker {w} is listed live: {mine}")
+        b.shot(os.path.join(shots, "workers.png"))
+
+        # Dead letters: the dead-lettered group with its member's reason, the DLQ record.
+        b.goto(url + "/#/dead")
+        if b.wait_for(f"document.querySelector('section[data-dead-group]') !== null",
+                      "a dead-lettered group on the dead letters page"):
+            text = b.js(text_of("main"))
+            check(f"{job}:beta" in text, "the dead group beta is named")
+            check("command exited with code 3" in text, "its member's failure detail is shown")
+            check("undecodable" in text or "decode" in text, "the poison message's DLQ reason is shown")
+        b.shot(os.path.join(shots, "dead.png"))
+
+        # Overview last: its rates need two samples.
+        b.goto(url + "/#/overview")
+        b.wait_for("document.querySelector('[data-card=\"workers\"]') !== null", "the overview cards")
+        check(b.js(text_of('[data-card="workers"] .v')) == "2 / 2", "the overview counts 2 live workers")
+        b.shot(os.path.join(shots, "overview.png"))
+    finally:
+        b.close()
+        shutil.rmtree(profile, ignore_errors=True)
+    print(f"{len(failures)} failure(s); screenshots in {shots}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

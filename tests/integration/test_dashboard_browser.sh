@@ -1,0 +1,145 @@
+#!/bin/sh
+# The web dashboard in a real browser: a fleet on the local log with the
+# process backend (a reconciler serving the dashboard, two workers), one job
+# with a fired group and a dead-lettered group, a poison message in the DLQ;
+# headless chromium (driven by dashboard_browser.py over DevTools) checks the
+# job's row and counts, the failure's text, both workers, the dead letters
+# and a second job arriving without a reload, and saves screenshots under
+# the build directory (dashboard-screenshots/). Then `altar jobs`, `altar
+# workers` and `altar status --outputs` are checked against the same fleet.
+set -u
+: "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
+if ! command -v chromium >/dev/null; then
+  echo "chromium is not installed (scripts/install-deps.sh test)" >&2
+  [ "${CI:-}" = true ] && exit 1
+  exit 77 # counted as skipped, never as passed
+fi
+# Debian's python3 holds Debian's python3-websocket (a pyenv python on PATH may not).
+browser_py=""
+for py in /usr/bin/python3 python3; do
+  if "$py" -c 'import websocket' 2>/dev/null; then browser_py="$py"; break; fi
+done
+[ -n "$browser_py" ] || { echo "FAIL: python3-websocket is required (scripts/install-deps.sh test)" >&2; exit 1; }
+T="$(mktemp -d "${TMPDIR:-/tmp}/altar-dashboard.XXXXXX")"
+shots="$PWD/dashboard-screenshots"
+pids=""
+cleanup() {
+  for p in $pids; do kill "$p" 2>/dev/null || true; done
+  for p in $pids; do wait "$p" 2>/dev/null || true; done
+  [ "${KEEP:-0}" = 1 ] && echo "kept $T" || rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+mkdir -p "$T/data" "$T/out"
+cat >"$T/altar.yaml" <<CFG
+transport: {name: local, dir: $T/log}
+backend: {name: process, data_root: $T/data, slots: 2}
+ledger: {path: $T/ledger}
+groups:
+  shard:
+    group_by: [job_id, group]
+    ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}
+    on_failed: dead_letter
+CFG
+cfg="--config $T/altar.yaml"
+
+# Group alpha: two shards that write their output; group beta: one of its
+# two shards exits 3.
+specs() {
+  python3 - "$T" "$1" <<'PY'
+import json, sys
+root, tag = sys.argv[1], sys.argv[2]
+script = 'if [ "$2" = fail ]; then exit 3; fi; mkdir -p "$(dirname "$1")"; echo done > "$1"'
+for g, failing in (("alpha", None), ("beta", 1)):
+    for f in range(2):
+        out = f"out/{tag}{g}-{f}.txt"
+        print(json.dumps({"kind": "shard", "image": "none",
+                          "command": ["/bin/sh", "-c", script, "x", f"{root}/data/{out}", "fail" if f == failing else "ok"],
+                          "labels": {"group": g, "fold": str(f), "num_folds": "2"},
+                          "outputs": [{"uri": f"file://{root}/{out}", "logical_path": out}], "timeout_s": 120}))
+PY
+}
+specs "" >"$T/specs.jsonl"
+specs "second-" >"$T/specs2.jsonl"
+
+"$ALTAR_BIN" reconciler $cfg --metrics "127.0.0.1:$port" >"$T/reconciler.log" 2>&1 &
+pids="$pids $!"
+for w in dash-w1 dash-w2; do
+  "$ALTAR_BIN" worker $cfg --id "$w" >"$T/$w.log" 2>&1 &
+  pids="$pids $!"
+done
+job="$("$ALTAR_BIN" submit $cfg --wait --timeout 120 "$T/specs.jsonl" 2>"$T/submit.log")"
+rc=$?
+[ "$rc" = 1 ] || fail "submit --wait: exit $rc, want 1 (a group dead-lettered): $(cat "$T/submit.log")"
+grep -q "group fired" "$T/submit.log" || fail "no group fired: $(cat "$T/submit.log")"
+printf 'garbage \001\002 not msgpack\n' | "$ALTAR_BIN" log produce $cfg --topic altar.jobs
+
+cat >"$T/submit2.sh" <<SH
+#!/bin/sh
+exec "$ALTAR_BIN" submit $cfg "$T/specs2.jsonl"
+SH
+"$browser_py" "$ALTAR_SOURCE_DIR/tests/integration/dashboard_browser.py" "http://127.0.0.1:$port" "$job" "$shots" \
+  sh "$T/submit2.sh" || fail "the browser checks failed"
+for f in jobs job workers dead overview; do
+  [ -s "$shots/$f.png" ] || fail "no screenshot $shots/$f.png"
+done
+
+# The CLI shares the pages' JSON.
+"$ALTAR_BIN" jobs $cfg --json >"$T/jobs.json" || fail "altar jobs --json failed"
+python3 - "$T/jobs.json" "$job" <<'PY' || fail "altar jobs --json: wrong content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+j = [x for x in d["jobs"] if x["job_id"] == sys.argv[2]]
+assert j, d
+j = j[0]
+assert j["shards"]["succeeded"] == 3 and j["shards"]["failed"] == 1, j
+assert j["groups"] == {"fired": 1, "dead_lettered": 1, "open": 0}, j
+assert j["submitted_at"] > 0, j
+assert d["total"] == 2, d
+PY
+"$ALTAR_BIN" jobs $cfg | grep -q "^$job " || fail "altar jobs: no row for $job"
+"$ALTAR_BIN" workers $cfg >"$T/workers.txt" || fail "altar workers failed"
+for w in dash-w1 dash-w2; do
+  grep -q "^$w  *live " "$T/workers.txt" || fail "altar workers: $w not live: $(cat "$T/workers.txt")"
+done
+"$ALTAR_BIN" status $cfg "$job" --outputs >"$T/outputs.txt" || fail "altar status --outputs failed"
+grep -q "file://$T/out/alpha-0.txt" "$T/outputs.txt" && grep -q "file://$T/out/alpha-1.txt" "$T/outputs.txt" ||
+  fail "altar status --outputs: $(cat "$T/outputs.txt")"
+grep -q "beta" "$T/outputs.txt" && fail "altar status --outputs lists the dead group: $(cat "$T/outputs.txt")"
+
+# A worker that stops says goodbye; its state turns to gone.
+set -- $pids
+kill -TERM "$3" && wait "$3" 2>/dev/null
+"$ALTAR_BIN" workers $cfg --json | python3 -c '
+import json, sys
+w = {x["worker"]: x["state"] for x in json.load(sys.stdin)["workers"]}
+assert w.get("dash-w2") == "gone" and w.get("dash-w1") == "live", w' || fail "a stopped worker is not marked gone"
+
+# A worker killed with -9 sends no goodbye: once its heartbeats stop it is silent.
+kill -9 "$2" 2>/dev/null
+wait "$2" 2>/dev/null
+silent=no
+i=0
+while [ $i -lt 120 ]; do
+  if "$ALTAR_BIN" workers $cfg --json | python3 -c '
+import json, sys
+w = {x["worker"]: x for x in json.load(sys.stdin)["workers"]}
+sys.exit(0 if w["dash-w1"]["state"] == "silent" and w["dash-w1"]["age_s"] > 10 else 1)'; then
+    silent=yes
+    break
+  fi
+  i=$((i + 1))
+  sleep 0.5
+done
+[ "$silent" = yes ] || fail "a worker killed with -9 is never marked silent"
+"$ALTAR_BIN" workers $cfg | grep -q "^dash-w1  *silent " || fail "altar workers does not show dash-w1 silent"
+
+if [ "$fails" -ne 0 ]; then
+  tail -n 5 "$T"/*.log >&2
+  exit 1
+fi
+echo "dashboard in chromium: ok (screenshots in $shots)"

@@ -1,0 +1,112 @@
+/* Worker heartbeats on the fleet topic (JSON, keyed by worker id). */
+#include "heartbeat.h"
+
+#include "altar/fleet.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* At most this many running keys go into one heartbeat (a bounded message);
+ * "running_total" says how many there were. */
+#define HEARTBEAT_KEYS_MAX 256
+
+struct altar__heartbeat {
+  altar_transport_t *transport;
+  const char *topic;
+  char *worker_id;
+  char host[256];
+  const char *backend;
+  int64_t slots;
+  json_t *pools; /* the backend's pools, read once at start */
+  double started_at;
+  int64_t next_ms;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void send_event(altar__heartbeat_t *hb, const char *event, size_t n, altar__heartbeat_key_fn key,
+                       void *ctx) {
+  json_t *running = json_array();
+  for (size_t i = 0; running && i < n && i < HEARTBEAT_KEYS_MAX; i++) {
+    const char *k = key(ctx, i);
+    if (k) json_array_append_new(running, json_string(k));
+  }
+  json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:I, s:s, s:O, s:I, s:o, s:I, s:s, s:f, s:f}", "v", 1, "type",
+                        "worker", "event", event, "worker", hb->worker_id, "host", hb->host, "pid",
+                        (json_int_t)getpid(), "backend", hb->backend, "pools", hb->pools, "slots",
+                        (json_int_t)hb->slots, "running", running ? running : json_array(), "running_total",
+                        (json_int_t)n, "version", ALTAR_VERSION, "started_at", hb->started_at, "ts", now_s());
+  char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  if (text) {
+    altar_produce_rec_t rec = {.topic = hb->topic,
+                               .partition = ALTAR_PARTITION_ANY,
+                               .key = hb->worker_id,
+                               .key_len = strlen(hb->worker_id),
+                               .value = text,
+                               .value_len = strlen(text)};
+    altar_error_t e = {0};
+    (void)altar_transport_produce(hb->transport, &rec, &e); /* the next beat tries again */
+  }
+  free(text);
+  json_decref(o);
+}
+
+static const char *no_key(void *ctx, size_t i) {
+  (void)ctx;
+  (void)i;
+  return NULL;
+}
+
+altar__heartbeat_t *altar__heartbeat_start(const altar_worker_opts_t *o, const char *worker_id) {
+  if (!o->topics->fleet || !*o->topics->fleet) return NULL;
+  altar__heartbeat_t *hb = calloc(1, sizeof *hb);
+  if (!hb) return NULL;
+  hb->transport = o->transport;
+  hb->topic = o->topics->fleet;
+  hb->worker_id = strdup(worker_id);
+  hb->backend = o->backend->ops->name ? o->backend->ops->name : "";
+  hb->slots = o->slots;
+  hb->pools = json_object();
+  if (!hb->worker_id || !hb->pools) {
+    altar__heartbeat_stop(hb);
+    return NULL;
+  }
+  if (gethostname(hb->host, sizeof hb->host - 1) != 0) snprintf(hb->host, sizeof hb->host, "localhost");
+  altar_capacity_t cap;
+  altar_error_t e = {0};
+  if (altar_backend_capacity(o->backend, &cap, &e) == ALTAR_OK)
+    for (size_t i = 0; i < cap.n; i++) json_object_set_new(hb->pools, cap.pools[i], json_integer(cap.free_slots[i]));
+  altar_capacity_clear(&cap);
+  hb->started_at = now_s();
+  send_event(hb, "heartbeat", 0, no_key, NULL);
+  hb->next_ms = mono_ms() + ALTAR_HEARTBEAT_INTERVAL_S * 1000;
+  return hb;
+}
+
+void altar__heartbeat_tick(altar__heartbeat_t *hb, size_t n, altar__heartbeat_key_fn key, void *ctx) {
+  if (!hb || mono_ms() < hb->next_ms) return;
+  send_event(hb, "heartbeat", n, key, ctx);
+  hb->next_ms = mono_ms() + ALTAR_HEARTBEAT_INTERVAL_S * 1000;
+}
+
+void altar__heartbeat_stop(altar__heartbeat_t *hb) {
+  if (!hb) return;
+  if (hb->worker_id && hb->pools) send_event(hb, "goodbye", 0, no_key, NULL);
+  json_decref(hb->pools);
+  free(hb->worker_id);
+  free(hb);
+}
