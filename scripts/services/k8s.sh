@@ -376,9 +376,20 @@ SCHED
 
 launch() { # name binary args...
   local name="$1"; shift
-  # setsid: the component must not die with the shell that started it.
-  setsid "$@" >"$DIR/log/$name.log" 2>&1 </dev/null &
-  echo $! >"$(pidfile "$name")"
+  local pf
+  pf="$(pidfile "$name")"
+  rm -f "$pf"
+  # setsid: the component must not die with the shell that started it. The
+  # inner shell writes its own pid and execs, so the pid file names the
+  # component even when setsid forks (as it does for a group leader).
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pf" "$@" >"$DIR/log/$name.log" 2>&1 </dev/null &
+  # Until the exec, /proc shows the shell's command line, and running_pid
+  # would call a component that is starting "exited".
+  local i
+  for i in $(seq 1 100); do
+    running_pid "$name" >/dev/null && return 0
+    sleep 0.05
+  done
 }
 
 start_components() {
