@@ -8,7 +8,7 @@ libcurl4-openssl-dev libssl-dev libcunit1-dev libjansson-dev libyaml-dev zlib1g-
 libmicrohttpd-dev libxml2-dev"
 TEST_PKGS="clang libclang-rt-14-dev kcat openssl python3 python3-venv maven default-jre-headless \
 docker.io docker-compose busybox-static procps curl jq \
-chromium fonts-dejavu-core python3-websocket"
+chromium fonts-dejavu-core python3-websocket debootstrap"
 
 what="${1:-all}"
 case "$what" in
