@@ -103,6 +103,12 @@ typedef struct worker {
   int fatal;
   altar_error_t fatal_err;
   struct worker *live_next;
+  /* The last consume error logged, when, and how often it came since: a
+   * failing log (its directory gone, a broker away) repeats the same error
+   * every turn of the loop, and one line per 10 s says as much. */
+  char consume_err[sizeof(((altar_error_t *)0)->msg)];
+  int64_t consume_err_ms;
+  long consume_err_repeats;
 } worker_t;
 
 /* The transport keeps our rebalance callback after altar_worker_run returns
@@ -159,6 +165,21 @@ static void wlog(worker_t *w, const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+}
+
+static void consume_failed(worker_t *w, const altar_error_t *e) {
+  int64_t now = mono_ms();
+  if (!strcmp(e->msg, w->consume_err) && now - w->consume_err_ms < 10000) {
+    w->consume_err_repeats++;
+    return;
+  }
+  if (w->consume_err_repeats)
+    wlog(w, "consume: %s (and %ld more times)", e->msg, w->consume_err_repeats);
+  else
+    wlog(w, "consume: %s", e->msg);
+  snprintf(w->consume_err, sizeof w->consume_err, "%s", e->msg);
+  w->consume_err_ms = now;
+  w->consume_err_repeats = 0;
 }
 
 static void set_fatal(worker_t *w, int code, const char *what, const altar_error_t *e) {
@@ -1185,7 +1206,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     if (got_job) {
       if (!handle_job(&w, m)) altar_msg_free(m);
     } else if (rc != ALTAR_OK) {
-      wlog(&w, "consume: %s", e.msg);
+      consume_failed(&w, &e);
     }
     if (mono_ms() >= next_poll) {
       poll_tasks(&w, -1, NULL);
