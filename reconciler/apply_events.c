@@ -2,6 +2,7 @@
  * deciding after each one the group it touched (fleet invariant 3: batch
  * sizes never change which shards a group fires with). */
 #include "altar/reconcile.h"
+#include "reconciler/retry_backoff.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,8 +145,9 @@ static int consume_both(altar_ledger_t *l, const picked_t *a, const picked_t *b,
  * count raised, and a retry request carrying the spec. When one has no
  * stored spec (nothing to republish), changes nothing and sets *pno_spec:
  * the group is dead-lettered rather than left pending. */
-static int retry_all(altar_ledger_t *l, const char *kind, const picked_t *f, altar_apply_result_t *res,
-                     bool *pno_spec, altar_error_t *err) {
+static int retry_all(altar_ledger_t *l, const altar_group_spec_t *gs, const picked_t *f, double ts,
+                     altar_apply_result_t *res, bool *pno_spec, altar_error_t *err) {
+  const char *kind = gs->kind;
   *pno_spec = false;
   altar_ledger_entry_t *es = calloc(f->n ? f->n : 1, sizeof *es);
   if (!es) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
@@ -176,8 +178,14 @@ static int retry_all(altar_ledger_t *l, const char *kind, const picked_t *f, alt
     q->spec = es[i].rec.spec;
     es[i].rec.spec = NULL;
     q->restart_count = es[i].rec.restart_count + 1;
+    /* The due time comes from the failure's own event time, so a replay
+     * records the same one; the daemon holds the job back until then. */
+    double delay = altar__retry_backoff_delay(&gs->retry_backoff, q->task_key, q->restart_count);
+    q->failed_ts = ts;
+    q->due_ts = ts + delay;
     if (altar_handle_copy(&q->handle, &es[i].rec.handle) || !q->kind)
       rc = altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    if (!rc && delay > 0) rc = altar__retry_due_record(l, q->task_key, q->restart_count, ts, delay, err);
   }
   for (size_t i = 0; i < got; i++) altar_ledger_entry_clear(&es[i]);
   free(es);
@@ -250,7 +258,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
     /* Without budget the group can never complete. */
     if (budget) {
       bool no_spec;
-      rc = retry_all(l, gs->kind, &f, res, &no_spec, err); /* requests hold copies of their own */
+      rc = retry_all(l, gs, &f, ts, res, &no_spec, err); /* requests hold copies of their own */
       if (rc || !no_spec) {
         altar_arena_rewind(&res->mem, mark);
         return rc;

@@ -8,6 +8,7 @@
 #include "altar/reconcile.h"
 #include "reconciler/ledger_aux.h"
 #include "reconciler/outbox.h"
+#include "reconciler/retry_backoff.h"
 #include "reconciler/settled.h"
 
 #include <inttypes.h>
@@ -29,6 +30,7 @@ typedef struct daemon {
   const char *group;
   altar__outbox_t ob;
   altar__settled_t settled; /* reruns of settled tasks are not applied */
+  altar__retry_wait_t waits; /* retries held back until their due time */
   in_part_t *parts;
   size_t n_parts, cap_parts;
   altar_reconciler_stats_t stats;
@@ -208,7 +210,12 @@ static int stage_retry(daemon_t *d, const altar_retry_request_t *r, const altar_
   }
   altar_buf_t b = {0};
   int rc = job.job_id ? altar_encode_job(&job, &b, err) : altar_error_set(err, ALTAR_ENOMEM, "out of memory");
-  if (!rc) rc = altar__outbox_stage(&d->ob, d->o->topics->jobs, r->task_key, b.data, b.len, NULL, NULL, NULL, err);
+  /* Not before its due time (retry_backoff): it waits in the ledger, in this
+   * same write, and the loop releases it then; nothing blocks meanwhile. */
+  if (!rc && r->due_ts > now_s())
+    rc = altar__retry_wait_stage(&d->waits, r->due_ts, d->o->topics->jobs, r->task_key, b.data, b.len, err);
+  else if (!rc)
+    rc = altar__outbox_stage(&d->ob, d->o->topics->jobs, r->task_key, b.data, b.len, NULL, NULL, NULL, err);
   altar_buf_free(&b);
   altar_job_msg_clear(&job);
   if (!rc) d->stats.retried++;
@@ -344,6 +351,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   daemon_t d = {.o = o, .group = o->group ? o->group : ALTAR_RECONCILER_GROUP};
   int rc = altar__outbox_open(&d.ob, o->ledger, o->transport, err);
   if (!rc) rc = altar__settled_load(&d.settled, o->ledger, err);
+  if (!rc) rc = altar__retry_wait_open(&d.waits, o->ledger, err);
   if (rc) {
     altar__settled_free(&d.settled);
     return rc;
@@ -386,10 +394,13 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     }
     if (n) rc = apply_msgs(&d, msgs, n, err);
     for (size_t i = 0; i < n; i++) altar_msg_free(msgs[i]);
+    size_t released = 0;
+    if (!rc) rc = altar__retry_wait_release(&d.waits, &d.ob, now_s(), &released, err);
+    if (released) dlog(&d, "%zu retried shard(s) due: republished", released);
     altar_transport_poll(o->transport, 0);
     d.stats.published = d.ob.published;
     altar__reconciler_metrics_update(&d.metrics, &d.stats);
-    if (!rc && o->exit_when_idle && !n && d.ob.in_flight == 0 && d.n_parts) {
+    if (!rc && o->exit_when_idle && !n && d.ob.in_flight == 0 && d.n_parts && d.waits.next_due == 0) {
       bool done = false;
       size_t left = 0;
       if (altar_transport_caught_up(o->transport, &done, &e) == ALTAR_OK && done &&

@@ -86,6 +86,8 @@ typedef struct altar_retry_request {
   altar_handle_t handle;
   altar_spec_t *spec; /* NULL if none stored */
   int64_t restart_count;
+  double failed_ts; /* ts of the status event that asked for the retry */
+  double due_ts;    /* not to be republished before: failed_ts + the kind's backoff */
 } altar_retry_request_t;
 
 typedef struct altar_apply_result {
