@@ -13,6 +13,7 @@ int altar_cmd_ledger(int argc, char **argv);
 int altar_cmd_log(int argc, char **argv);
 int altar_cmd_run(int argc, char **argv);
 int altar_cmd_submit(int argc, char **argv);
+int altar_cmd_cancel(int argc, char **argv);
 int altar_cmd_worker(int argc, char **argv);
 int altar_cmd_reconciler(int argc, char **argv);
 int altar_cmd_status(int argc, char **argv);

@@ -212,6 +212,10 @@ void altar_status_event_clear(altar_status_event_t *e) {
   free(e->source.topic);
   altar_buf_free(&e->spec_enc);
   altar_buf_free(&e->record_fixed);
+  if (e->cancel) {
+    altar_control_msg_clear(e->cancel);
+    free(e->cancel);
+  }
   memset(e, 0, sizeof *e);
 }
 

@@ -278,6 +278,45 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   return rc;
 }
 
+int altar__apply_cancel_group(altar_ledger_t *l, const altar_group_spec_t *gs, const char *gk, double ts,
+                              altar_apply_result_t *res, altar_error_t *err) {
+  const altar_ledger_entry_t *const *m;
+  size_t n;
+  int rc = l->ops->group_members(l->impl, gs->kind, gk, &m, &n, err);
+  if (rc || !n) return rc;
+  /* Copies first: the borrowed views die with the first change. */
+  char *own = altar_arena_strndup(&res->mem, gk, strlen(gk));
+  picked_t s, f, p[4];
+  if (!own || pick(&s, &res->mem, m, n, ALTAR_STATE_SUCCEEDED) || pick(&f, &res->mem, m, n, ALTAR_STATE_FAILED) ||
+      pick(&p[0], &res->mem, m, n, ALTAR_STATE_PENDING) || pick(&p[1], &res->mem, m, n, ALTAR_STATE_RUNNING))
+    return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  altar_failure_t *cf = altar_failure_new(ALTAR_REASON_CANCELLED, "its job was cancelled (altar cancel)", true);
+  if (!cf) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  for (int k = 0; !rc && k < 2; k++)
+    for (size_t i = 0; !rc && i < p[k].n; i++) rc = altar_ledger_set_state(l, &p[k].hs[i], ALTAR_STATE_FAILED, cf, err);
+  altar_failure_free(cf);
+  /* The event lists every member, in one sorted set as the others do. */
+  picked_t all = {0};
+  size_t total = s.n + f.n + p[0].n + p[1].n;
+  all.hs = altar_arena_alloc(&res->mem, total * (sizeof *all.hs + sizeof *all.keys + sizeof *all.tkeys) + 1);
+  if (!rc && !all.hs) rc = altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  if (!rc) {
+    all.keys = (const char **)(void *)(all.hs + total);
+    all.tkeys = (char **)(void *)(all.keys + total);
+    const picked_t *parts[] = {&s, &f, &p[0], &p[1]};
+    for (size_t k = 0; k < 4; k++)
+      for (size_t i = 0; i < parts[k]->n; i++) {
+        all.hs[all.n] = parts[k]->hs[i];
+        all.keys[all.n] = parts[k]->keys[i];
+        all.tkeys[all.n++] = parts[k]->tkeys[i];
+      }
+    rc = check_publishable(gs->kind, own, &all, err);
+  }
+  if (!rc && all.n) rc = altar_ledger_consume(l, all.hs, all.n, err);
+  if (!rc) rc = push_event(res, ALTAR_GROUP_CANCELLED, gs->kind, own, &all, ts, err);
+  return rc;
+}
+
 /* Settles a run that no longer counts: consumed, and marked failed with
  * reason (its earlier state in the detail) so no record stays "running" for
  * ever after its worker died or gave it back, and a shard's own record is

@@ -7,6 +7,7 @@
 #include "altar/fleet.h"
 #include "altar/reconcile.h"
 #include "reconciler/ledger_aux.h"
+#include "reconciler/cancel.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
 #include "reconciler/settled.h"
@@ -31,6 +32,7 @@ typedef struct daemon {
   altar__outbox_t ob;
   altar__settled_t settled; /* reruns of settled tasks are not applied */
   altar__retry_wait_t waits; /* retries held back until their due time */
+  int32_t status_parts;      /* partitions of the status topic (cancels need it) */
   in_part_t *parts;
   size_t n_parts, cap_parts;
   altar_reconciler_stats_t stats;
@@ -250,6 +252,13 @@ static int stage_dlq_copy(daemon_t *d, const altar_msg_t *m, const char *reason,
  * (n is 1), the message is not applied but set aside in the DLQ with that
  * reason, in the same write as its offset. */
 static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *poison_reason, altar_error_t *err) {
+  if (!d->status_parts) { /* the topic was not there at start */
+    altar_topic_list_t *tl = NULL;
+    altar_error_t le = {0};
+    if (altar_transport_list_topics(d->o->transport, d->o->topics->status, 10000, &tl, &le) == ALTAR_OK && tl->n_topics)
+      d->status_parts = (int32_t)tl->topics[0].n_partitions;
+    altar_topic_list_free(tl);
+  }
   altar_status_event_t *evs = calloc(n ? n : 1, sizeof *evs);
   if (!evs) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   size_t n_ev = 0;
@@ -263,7 +272,7 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
   for (size_t i = 0; i < n && !rc; i++) {
     altar_msg_t *m = msgs[i];
     altar_error_t de = {0};
-    if (poison_reason || !m->value || altar_decode_status(m->value, m->value_len, &evs[n_ev], &de) != ALTAR_OK) {
+    if (poison_reason || !m->value || altar__status_msg_decode(m, d->status_parts, &evs[n_ev], &de) != ALTAR_OK) {
       altar_status_event_clear(&evs[n_ev]);
       char reason[ALTAR_ERRMSG_MAX + 32];
       if (poison_reason) snprintf(reason, sizeof reason, "%s", poison_reason);
@@ -366,6 +375,13 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   /* Whatever a previous life staged but did not see acknowledged goes out again. */
   rc = altar__outbox_publish_from(&d.ob, 0, err);
   const char *topics[] = {o->topics->status};
+  if (!rc) {
+    altar_topic_list_t *tl = NULL;
+    altar_error_t le = {0};
+    if (altar_transport_list_topics(o->transport, o->topics->status, 10000, &tl, &le) == ALTAR_OK && tl->n_topics)
+      d.status_parts = (int32_t)tl->topics[0].n_partitions;
+    altar_topic_list_free(tl);
+  }
   live_add(&d);
   if (!rc) rc = altar_transport_subscribe(o->transport, d.group, topics, 1, on_rebalance, NULL, err);
   size_t batch_max = o->batch_max ? o->batch_max : 1000;

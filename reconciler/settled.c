@@ -1,5 +1,6 @@
 /* Settled task keys: skip late reruns of tasks whose group already settled. */
 #include "reconciler/settled.h"
+#include "reconciler/cancel.h"
 
 #include "reconciler/ledger_aux.h"
 #include "reconciler/settled_record.h"
@@ -226,6 +227,14 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
   int rc = prune(s, events, n, err);
   if (!rc) rc = delete_gone(s, l, err);
   for (size_t i = 0; !rc && i < n; i++) {
+    if (events[i].cancel) { /* `altar cancel`, in this partition's order */
+      size_t before = pres->n_events;
+      rc = altar__cancel_apply(l, groups, &events[i], pres, err);
+      for (size_t k = before; !rc && k < pres->n_events; k++)
+        rc = note_group(s, l, &pres->events[k], pres->shard_task_keys[k], err);
+      if (!rc) pres->applied++;
+      continue;
+    }
     if (superseded(s, &events[i])) {
       skipped++;
       continue;
@@ -236,7 +245,12 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
       continue;
     }
     size_t before = pres->n_events;
-    rc = altar_apply_events(l, groups, &events[i], 1, -1, pres, err);
+    if (altar__cancel_covers(l, groups, &events[i])) {
+      rc = altar__cancel_event(l, groups, &events[i], pres, err); /* refused: its group settles as cancelled */
+      if (!rc) pres->applied++;
+    } else {
+      rc = altar_apply_events(l, groups, &events[i], 1, -1, pres, err);
+    }
     for (size_t k = before; !rc && k < pres->n_events; k++)
       rc = note_group(s, l, &pres->events[k], pres->shard_task_keys[k], err);
   }

@@ -64,6 +64,12 @@ typedef struct altar_status_event {
    * entries of a ledger record for this handle and kind. Set by
    * altar_decode_status_canonical, so the ledger need not encode them. */
   altar_buf_t record_fixed;
+  /* Not on the wire: where the reconciler read it (its status partition, of
+   * how many), and, for a "cancel" control message read from the status
+   * topic in order with the events, that message (owned; the event's other
+   * fields are then empty but ts). */
+  int32_t log_partition, log_partitions;
+  struct altar_control_msg *cancel;
 } altar_status_event_t;
 
 typedef enum altar_group_event_kind {
