@@ -286,7 +286,7 @@ int altar__apply_cancel_group(altar_ledger_t *l, const altar_group_spec_t *gs, c
   if (rc || !n) return rc;
   /* Copies first: the borrowed views die with the first change. */
   char *own = altar_arena_strndup(&res->mem, gk, strlen(gk));
-  picked_t s, f, p[4];
+  picked_t s, f, p[2];
   if (!own || pick(&s, &res->mem, m, n, ALTAR_STATE_SUCCEEDED) || pick(&f, &res->mem, m, n, ALTAR_STATE_FAILED) ||
       pick(&p[0], &res->mem, m, n, ALTAR_STATE_PENDING) || pick(&p[1], &res->mem, m, n, ALTAR_STATE_RUNNING))
     return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");

@@ -70,9 +70,42 @@ typedef struct group_ref {
   char *gk;
 } group_ref_t;
 
-int altar__cancel_apply(altar_ledger_t *l, const altar_group_specs_t *groups, const altar_status_event_t *ev,
-                        altar_apply_result_t *res, altar_error_t *err) {
+static bool listed(const altar_strlist_t *jobs, const char *job) {
+  for (size_t i = 0; i < jobs->n; i++)
+    if (!strcmp(jobs->v[i], job)) return true;
+  return false;
+}
+
+static int visit_job(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  (void)val;
+  (void)vlen;
+  altar_strlist_t *jobs = ctx;
+  const char *k = key, *end = k + klen;
+  const char *p = klen > 2 ? memchr(k + 2, '/', klen - 2) : NULL; /* after "c/<partition>" */
+  if (!p) return 0;
+  p++;
+  const char *sep = memchr(p, '\x1f', (size_t)(end - p));
+  char job[1100];
+  size_t jl = (size_t)((sep ? sep : end) - p);
+  if (jl >= sizeof job) return 0;
+  memcpy(job, p, jl);
+  job[jl] = 0;
+  if (!listed(jobs, job) && altar_strlist_push(jobs, job)) return ALTAR_ENOMEM;
+  return 0;
+}
+
+int altar__cancel_jobs_load(altar_ledger_t *l, altar_strlist_t *jobs, altar_error_t *err) {
+  int rc = altar__ledger_aux_scan(l, "c/", 2, visit_job, jobs, err);
+  if (rc == ALTAR_ENOTSUP) return ALTAR_OK;
+  if (rc == ALTAR_ENOMEM) return altar_error_set(err, rc, "cancel: out of memory");
+  return rc;
+}
+
+int altar__cancel_apply(altar_ledger_t *l, const altar_group_specs_t *groups, altar_strlist_t *jobs,
+                        const altar_status_event_t *ev, altar_apply_result_t *res, altar_error_t *err) {
   const altar_control_msg_t *c = ev->cancel;
+  if (!listed(jobs, c->job_id) && altar_strlist_push(jobs, c->job_id))
+    return altar_error_set(err, ALTAR_ENOMEM, "cancel: out of memory");
   char k[6000], v[64];
   int kl = fact_key(k, sizeof k, ev->log_partition, c->job_id, c->group_key);
   if (kl < 0 || (size_t)kl >= sizeof k) return altar_error_set(err, ALTAR_ETOOBIG, "cancel: job id or group key too long");
@@ -125,10 +158,11 @@ static char *event_group(const altar_group_specs_t *groups, const altar_status_e
   return *pgs ? altar_group_by_key(&(*pgs)->group_by, &ev->handle) : NULL;
 }
 
-bool altar__cancel_covers(altar_ledger_t *l, const altar_group_specs_t *groups, const altar_status_event_t *ev) {
+bool altar__cancel_covers(altar_ledger_t *l, const altar_group_specs_t *groups, const altar_strlist_t *jobs,
+                          const altar_status_event_t *ev) {
   if (ev->cancel || ev->event == ALTAR_EV_RELEASED) return false;
   const char *job = altar_strmap_get(&ev->handle.labels, JOB_LABEL);
-  if (!job) return false;
+  if (!job || !listed(jobs, job)) return false;
   const altar_group_spec_t *gs;
   char *gk = event_group(groups, ev, &gs);
   if (!gk) return false;

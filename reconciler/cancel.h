@@ -24,11 +24,14 @@
 int altar__status_msg_decode(const altar_msg_t *m, int32_t n_partitions, altar_status_event_t *ev, altar_error_t *err);
 
 /* Applies a cancel pseudo-event (ev->cancel) inside the caller's batch. */
-int altar__cancel_apply(altar_ledger_t *l, const altar_group_specs_t *groups, const altar_status_event_t *ev,
-                        altar_apply_result_t *res, altar_error_t *err);
+int altar__cancel_apply(altar_ledger_t *l, const altar_group_specs_t *groups, altar_strlist_t *jobs,
+                        const altar_status_event_t *ev, altar_apply_result_t *res, altar_error_t *err);
+/* The job ids the stored facts name, into *jobs (at load). */
+int altar__cancel_jobs_load(altar_ledger_t *l, altar_strlist_t *jobs, altar_error_t *err);
 
 /* Whether a cancel read on ev's partition covers ev's group. */
-bool altar__cancel_covers(altar_ledger_t *l, const altar_group_specs_t *groups, const altar_status_event_t *ev);
+bool altar__cancel_covers(altar_ledger_t *l, const altar_group_specs_t *groups, const altar_strlist_t *jobs,
+                          const altar_status_event_t *ev);
 
 /* Applies an event of a cancelled group: recorded, then its group settled
  * as cancelled. */
