@@ -5,6 +5,7 @@
  * SIGTERM); the task is cancelled first. */
 #include "altar/backend.h"
 #include "altar/codec.h"
+#include "altar/spec_keys.h"
 #include "altar/config.h"
 #include "cli.h"
 
@@ -178,6 +179,12 @@ int altar_cmd_run(int argc, char **argv) {
   size_t len = 0;
   char *text = slurp(file, RUN_SPEC_MAX, &len);
   if (!text) goto out;
+  /* A spec a person wrote: an unknown key is a typo, named with its line. */
+  if (altar_spec_json_check_keys(text, len, file, 1, &err)) {
+    free(text);
+    fprintf(stderr, "altar run: %s\n", err.msg);
+    goto out;
+  }
   int rc = altar_spec_from_json(text, len, &spec, &err);
   free(text);
   if (rc == 0) rc = altar_spec_validate(&spec, &err);
