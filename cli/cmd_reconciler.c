@@ -112,6 +112,10 @@ int altar_cmd_reconciler(int argc, char **argv) {
   int code;
   argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
   if (argc < 0) return code;
+  if (altar_cli_require_log_location(&cfg, argv[0])) {
+    altar_config_clear(&cfg);
+    return 2;
+  }
   static volatile sig_atomic_t stop;
   altar_reconciler_opts_t o = {.stop = &stop};
   bool do_rebuild = false;

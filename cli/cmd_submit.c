@@ -63,6 +63,10 @@ int altar_cmd_submit(int argc, char **argv) {
   int code;
   argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
   if (argc < 0) return code;
+  if (altar_cli_require_log_location(&cfg, argv[0])) {
+    altar_config_clear(&cfg);
+    return 2;
+  }
   const char *kind = NULL, *file = "-";
   bool wait = false;
   long timeout_s = 0;

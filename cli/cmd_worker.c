@@ -51,6 +51,10 @@ int altar_cmd_worker(int argc, char **argv) {
   int code;
   argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
   if (argc < 0) return code;
+  if (altar_cli_require_log_location(&cfg, argv[0])) {
+    altar_config_clear(&cfg);
+    return 2;
+  }
   static volatile sig_atomic_t stop;
   altar_worker_opts_t o = {.drain_ms = -1, .stop = &stop};
   long long v;

@@ -16,8 +16,28 @@ const char altar_cli_fleet_flags_help[] =
     "  --partitions N       partitions of the topics the fleet creates (topics.partitions, 32)\n"
     "  --set KEY=VALUE      any other setting, e.g. --set transport.kafka.compression.type=lz4\n";
 
+/* Whether the log's location came from a config file or a flag, not from the
+ * built-in default (altar_cli_require_log_location). */
+static bool log_location_given;
+
+static bool names_log_location(const char *key) {
+  return !strcmp(key, "transport.dir") || !strcmp(key, "transport.kafka.bootstrap.servers") ||
+         !strcmp(key, "transport.bootstrap.servers");
+}
+
+int altar_cli_require_log_location(const altar_config_t *cfg, const char *cmd) {
+  if (cfg->path || log_location_given) return 0;
+  fprintf(stderr,
+          "altar %s: no configuration: give --config FILE (or put altar.yaml in this directory), "
+          "--log-dir DIR for the local log or --brokers HOST:PORT for Kafka; the built-in default "
+          "./var/log is not used, so that jobs never go to a log no worker reads\n",
+          cmd);
+  return -1;
+}
+
 int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
   const char *path = NULL;
+  log_location_given = false;
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], "--config")) path = argv[i + 1];
   altar_error_t err = {0};
@@ -52,6 +72,7 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
         return -1;
       }
       if (!strcmp(a, "--brokers")) altar_config_set(cfg, "transport.name", "kafka", &err);
+      if (names_log_location(map[k].key)) log_location_given = true;
       used = true;
     }
     if (!used && !strcmp(a, "--set")) {
@@ -67,6 +88,7 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
       }
       *eq = 0;
       int rc = altar_config_set(cfg, kv, eq + 1, &err);
+      if (!rc && names_log_location(kv)) log_location_given = true;
       free(kv);
       if (rc) {
         fprintf(stderr, "altar %s: --set: %s\n", argv[0], err.msg);

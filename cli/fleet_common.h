@@ -23,6 +23,10 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg);
  * Returns the new argc, or -1 with *pexit set (0 after help, 2 on error;
  * cfg is then cleared). */
 int altar_cli_fleet_begin(int argc, char **argv, void (*usage)(FILE *), altar_config_t *cfg, int *pexit);
+/* Commands that publish to or serve the fleet's log (submit and the daemons)
+ * call this after the flags: without a config file, --log-dir, --brokers or
+ * --set naming the log's location it prints why and returns -1 (exit 2). */
+int altar_cli_require_log_location(const altar_config_t *cfg, const char *cmd);
 /* Help text for those flags. */
 extern const char altar_cli_fleet_flags_help[];
 
