@@ -33,7 +33,7 @@ static void usage(FILE *out) {
           "                       required when the address is not loopback\n"
           "  --no-dashboard       serve /metrics only\n"
           "  --quiet              no progress lines\n",
-          altar_cli_fleet_flags_help);
+          altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER | ALTAR_CLI_FLAGS_PARTITIONS));
 }
 
 static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet) {

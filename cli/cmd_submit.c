@@ -28,7 +28,7 @@ static void usage(FILE *out) {
           "                       dead-lettered or a shard failed after its group settled;\n"
           "                       says when shards wait for a pool no worker serves\n"
           "  --timeout S          give up waiting after S seconds (exit 3)\n",
-          altar_cli_fleet_flags_help);
+          altar_cli_fleet_flags(ALTAR_CLI_FLAGS_PARTITIONS));
 }
 
 static char *read_all(FILE *f, size_t *plen) {
