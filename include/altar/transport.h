@@ -207,7 +207,8 @@ struct altar_transport_ops {
   /* Builds t->impl from config (NULL = no keys; for kafka every librdkafka
    * property passes through; local reports keys it does not know through
    * the log and ignores them, since the config file keeps both transports'
-   * keys in one map). 0 or a negative code with err set. Required. */
+   * keys in one map; the config reader refuses typos there through
+   * config_keys). 0 or a negative code with err set. Required. */
   int (*open)(altar_transport_t *t, const altar_strmap_t *config, altar_error_t *err);
   /* Leaves the group (REVOKE callback for what is owned), waits up to a
    * short bounded time for outstanding deliveries (firing their reports),
