@@ -20,7 +20,7 @@ static void usage_jobs(FILE *out) {
           "Lists every job, newest first: submit time, shards by state (from the\n"
           "ledger, read-only), groups fired / dead-lettered / open, and the outputs of\n"
           "its fired groups. --json prints the dashboard's /api/jobs.\n\noptions:\n%s",
-          altar_cli_fleet_flags_help);
+          altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER));
 }
 
 static void usage_workers(FILE *out) {
@@ -30,7 +30,7 @@ static void usage_workers(FILE *out) {
           "pools, slots, what each runs and for how long. A worker whose heartbeat\n"
           "stopped is marked silent; one that said goodbye is gone (shown with --all).\n"
           "--json prints the dashboard's /api/workers.\n\noptions:\n%s",
-          altar_cli_fleet_flags_help);
+          altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER));
 }
 
 static void usage_dashboard(FILE *out) {
@@ -41,7 +41,7 @@ static void usage_dashboard(FILE *out) {
           "--addr defaults to " DASHBOARD_DEFAULT_ADDR ". Any address that is not loopback\n"
           "needs a token (--token-file or ALTAR_DASHBOARD_TOKEN): /api/ then asks for\n"
           "'Authorization: Bearer TOKEN'; open the page as http://HOST:PORT/#token=TOKEN.\n\noptions:\n%s",
-          altar_cli_fleet_flags_help);
+          altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER));
 }
 
 /* Parses --json, --offset, --limit, --all (and, for the dashboard, --addr
@@ -224,6 +224,10 @@ int altar_cmd_dashboard(int argc, char **argv) {
   int code;
   argc = altar_cli_fleet_begin(argc, argv, usage_dashboard, &cfg, &code);
   if (argc < 0) return code;
+  if (altar_cli_require_log_location(&cfg, argv[0])) {
+    altar_config_clear(&cfg);
+    return 2;
+  }
   args_t a = {0};
   int rc = 2;
   altar_cli_dashboard_t d = {0};

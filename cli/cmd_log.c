@@ -1,9 +1,12 @@
 /* altar log: produce, consume and inspect topics on any transport (the kcat
  * of altar). Altar messages print decoded as JSON lines, others as text. */
 #include "altar/codec.h"
+#include "altar/fleet.h"
+#include "altar/ledger.h"
 #include "altar/transport.h"
 #include "cli.h"
 #include "fleet_common.h"
+#include "reconciler/input_offsets.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -24,18 +27,26 @@ static void usage(FILE *out) {
           "            --encode job|status|group|spec|record each line is that message as JSON,\n"
           "            sent as msgpack\n"
           "  consume   --topic T [--group G] [--from-beginning] [--exit] [--key-delimiter C]\n"
-          "            [--max N]; altar messages print as JSON lines, others as text\n"
+          "            [--max N] [--headers]; altar messages print as JSON lines, others as\n"
+          "            text. Without --group it reads every partition from the end (only new\n"
+          "            records) or, with --from-beginning, from the first; with --group from\n"
+          "            the group's committed offsets (the beginning for a new group), committing\n"
+          "            as it goes. --exit stops once caught up. --headers prints each record's\n"
+          "            headers as a JSON object and a tab before it (always on the DLQ topic,\n"
+          "            whose altar.dlq.reason says why the record is there)\n"
           "  topics    [--topic T] [--json]: partitions with beginning and end offsets\n"
           "  offsets   --group G [--topic T] [--json]: end, committed offset and lag per partition\n"
+          "            (for altar.reconcilers: the status topic, offsets from the ledger, --ledger DIR)\n"
           "  create-topic --topic T [--partitions N]\n\n"
           "transport options (also --dir DIR for --log-dir DIR):\n%s",
-          altar_cli_fleet_flags_help);
+          altar_cli_fleet_flags(ALTAR_CLI_FLAGS_PARTITIONS | ALTAR_CLI_FLAGS_LEDGER));
 }
 
 typedef struct opts {
   const char *topic, *group, *key_delim, *encode;
   int32_t partition, partitions;
-  bool from_beginning, exit_at_end, json;
+  bool from_beginning, exit_at_end, json, headers;
+  bool dlq; /* the topic is the config's DLQ: headers always shown */
   long long max;
 } opts_t;
 
@@ -64,6 +75,7 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
     if (!strcmp(a, "--from-beginning")) o->from_beginning = true;
     else if (!strcmp(a, "--exit")) o->exit_at_end = true;
     else if (!strcmp(a, "--json")) o->json = true;
+    else if (!strcmp(a, "--headers")) o->headers = true;
     else if (!strcmp(a, "--topic") || !strcmp(a, "--group") || !strcmp(a, "--key-delimiter") ||
              !strcmp(a, "--partition") || !strcmp(a, "--partitions") || !strcmp(a, "--max") ||
              !strcmp(a, "--encode")) {
@@ -290,7 +302,24 @@ static void print_bytes(const void *p, size_t n) {
   json_decref(s);
 }
 
+/* The record's headers as one JSON object, then a tab. */
+static void print_headers(const altar_msg_t *m) {
+  json_t *h = json_object();
+  for (size_t i = 0; h && i < m->n_headers; i++) {
+    const altar_header_t *hd = &m->headers[i];
+    json_t *v = hd->value ? json_stringn(hd->value, hd->value_len) : json_null();
+    if (!v) v = json_stringn_nocheck(hd->value, hd->value_len); /* not UTF-8: kept escaped */
+    json_object_set_new(h, hd->name, v);
+  }
+  char *txt = h ? json_dumps(h, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+  fputs(txt ? txt : "{}", stdout);
+  fputc('\t', stdout);
+  free(txt);
+  json_decref(h);
+}
+
 static void print_msg(const opts_t *o, const altar_msg_t *m) {
+  if (o->headers || o->dlq) print_headers(m);
   if (o->key_delim) {
     if (m->key) print_bytes(m->key, m->key_len);
     fputc(o->key_delim[0], stdout);
@@ -361,6 +390,18 @@ static int cmd_consume(altar_config_t *cfg, const opts_t *o) {
   } else if (!rc && assign_all(t, o) != 0) {
     rc = 1;
   }
+  /* Say where reading starts: from the end, an --exit run prints only what
+   * arrives while it runs, which looks like an empty topic otherwise. */
+  if (!rc) {
+    if (o->group)
+      fprintf(stderr, "altar log consume: %s as group %s, from its committed offsets (the beginning for a new group)\n",
+              o->topic, o->group);
+    else if (o->from_beginning)
+      fprintf(stderr, "altar log consume: %s from the beginning of every partition\n", o->topic);
+    else
+      fprintf(stderr, "altar log consume: %s from the end of every partition: only records produced from now on%s\n",
+              o->topic, o->exit_at_end ? "; with --exit that is usually none (add --from-beginning or --group G)" : "");
+  }
   static volatile sig_atomic_t stop;
   stop = 0;
   altar_cli_install_stop_signals(&stop);
@@ -398,6 +439,9 @@ static int cmd_consume(altar_config_t *cfg, const opts_t *o) {
     if (done) break;
   }
   fflush(stdout);
+  if (!rc && o->exit_at_end && !printed)
+    fprintf(stderr, "altar log consume: no records%s\n",
+            o->group || o->from_beginning ? "" : " arrived after the start (it began at the end)");
   commit_all(t, s, NULL, 0);
   altar_transport_close(t);
   free(s);
@@ -446,14 +490,53 @@ static int cmd_topics(altar_config_t *cfg, const opts_t *o) {
   return 0;
 }
 
+/* The reconciler keeps its input offsets in its ledger, atomically with what
+ * they caused, and commits them to the log only on revoke and at shutdown:
+ * the ledger's are the current ones. Read-only, so a running reconciler is
+ * fine. */
+static int reconciler_offsets(const altar_config_t *cfg, altar_lag_list_t *l) {
+  altar_error_t err = {0};
+  altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
+  altar_ledger_t *led = altar_ledger_rocksdb_open(cfg->ledger_path, &ro, &err);
+  if (!led) {
+    fprintf(stderr, "altar log offsets: group %s keeps its offsets in its ledger; %s: %s (--ledger DIR)\n",
+            ALTAR_RECONCILER_GROUP, cfg->ledger_path, err.msg);
+    return -1;
+  }
+  int rc = 0;
+  for (size_t i = 0; i < l->n && !rc; i++) {
+    altar_lag_entry_t *e = &l->entries[i];
+    int64_t next = -1;
+    rc = altar_reconciler_input_offset(led, e->topic, e->partition, &next, &err);
+    if (rc || next < 0 || (e->committed != ALTAR_OFFSET_INVALID && e->committed >= next)) continue;
+    e->committed = next;
+    e->lag = e->end > next ? e->end - next : 0;
+  }
+  altar_ledger_close(led);
+  if (rc) fprintf(stderr, "altar log offsets: ledger %s: %s\n", cfg->ledger_path, err.msg);
+  else
+    fprintf(stderr, "altar log offsets: %s: offsets as stored in the ledger %s\n", ALTAR_RECONCILER_GROUP,
+            cfg->ledger_path);
+  return rc ? -1 : 0;
+}
+
 static int cmd_offsets(altar_config_t *cfg, const opts_t *o) {
   if (need("--group", o->group)) return 2;
   altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
   if (!t) return 1;
   altar_lag_list_t *l = NULL;
   altar_error_t err = {0};
-  if (altar_transport_lag(t, o->group, o->topic, 30000, &l, &err) != 0) {
+  /* The reconcilers read the status topic; name it, or a group that has not
+   * committed on the log yet would list no topic at all. */
+  const char *topic = o->topic;
+  if (!topic && !strcmp(o->group, ALTAR_RECONCILER_GROUP)) topic = cfg->topics.status;
+  if (altar_transport_lag(t, o->group, topic, 30000, &l, &err) != 0) {
     fprintf(stderr, "altar log offsets: %s\n", err.msg);
+    altar_transport_close(t);
+    return 1;
+  }
+  if (!strcmp(o->group, ALTAR_RECONCILER_GROUP) && reconciler_offsets(cfg, l)) {
+    altar_lag_list_free(l);
     altar_transport_close(t);
     return 1;
   }
@@ -528,6 +611,7 @@ int altar_cmd_log(int argc, char **argv) {
     const char *c = argv[1];
     /* --partitions is a fleet flag (topics.partitions): it reached cfg. */
     if (!o.partitions) o.partitions = cfg.topic_partitions;
+    o.dlq = o.topic && cfg.topics.dlq && !strcmp(o.topic, cfg.topics.dlq);
     if (!strcmp(c, "produce")) rc = cmd_produce(&cfg, &o);
     else if (!strcmp(c, "consume")) rc = cmd_consume(&cfg, &o);
     else if (!strcmp(c, "topics")) rc = cmd_topics(&cfg, &o);

@@ -34,7 +34,7 @@ static void usage(FILE *out) {
           "                       required when the address is not loopback\n"
           "  --no-dashboard       serve /metrics only\n"
           "  --quiet              no progress lines\n",
-          altar_cli_fleet_flags_help);
+          altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER | ALTAR_CLI_FLAGS_PARTITIONS));
 }
 
 static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet) {
@@ -120,6 +120,10 @@ int altar_cmd_reconciler(int argc, char **argv) {
   int code;
   argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
   if (argc < 0) return code;
+  if (altar_cli_require_log_location(&cfg, argv[0])) {
+    altar_config_clear(&cfg);
+    return 2;
+  }
   static volatile sig_atomic_t stop;
   altar_reconciler_opts_t o = {.stop = &stop};
   bool do_rebuild = false;

@@ -5,6 +5,8 @@
  * SIGTERM); the task is cancelled first. */
 #include "altar/backend.h"
 #include "altar/codec.h"
+#include "altar/spec_keys.h"
+#include "fleet_common.h"
 #include "altar/config.h"
 #include "cli.h"
 
@@ -23,6 +25,8 @@ static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) { interrupted = sig; }
 
 static void run_usage(FILE *out) {
+  char backends[512];
+  altar_cli_registry_names(ALTAR_REGISTRY_BACKEND, backends, sizeof backends);
   fprintf(out,
           "usage: altar run SPEC.json [--backend NAME] [--data-root DIR] [--slots N]\n"
           "                 [--config FILE] [--quiet]\n"
@@ -31,7 +35,8 @@ static void run_usage(FILE *out) {
           "stages its inputs (verifying digests), submits it, polls until it ends,\n"
           "collects its outputs and prints the terminal TaskStatus as JSON on stdout.\n"
           "\n"
-          "  --backend NAME   execution backend (default: the config's, else 'process')\n"
+          "  --backend NAME   execution backend: %s\n"
+          "                   (default: the config's, else 'process')\n"
           "  --data-root DIR  the backend's data root (backend.data_root)\n"
           "  --slots N        the backend's slots (backend.slots)\n"
           "  --config FILE    settings file (default ./altar.yaml when present)\n"
@@ -39,7 +44,8 @@ static void run_usage(FILE *out) {
           "\n"
           "Exit status: 0 succeeded, 1 the task failed (or staging/collection did),\n"
           "2 bad input (the message names the field), 130 interrupted: Ctrl-C cancels\n"
-          "the task first.\n");
+          "the task first.\n",
+          backends);
 }
 
 static char *slurp(const char *path, size_t max, size_t *plen) {
@@ -178,6 +184,12 @@ int altar_cmd_run(int argc, char **argv) {
   size_t len = 0;
   char *text = slurp(file, RUN_SPEC_MAX, &len);
   if (!text) goto out;
+  /* A spec a person wrote: an unknown key is a typo, named with its line. */
+  if (altar_spec_json_check_keys(text, len, file, 1, &err)) {
+    free(text);
+    fprintf(stderr, "altar run: %s\n", err.msg);
+    goto out;
+  }
   int rc = altar_spec_from_json(text, len, &spec, &err);
   free(text);
   if (rc == 0) rc = altar_spec_validate(&spec, &err);

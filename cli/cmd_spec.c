@@ -1,6 +1,7 @@
 /* `altar spec id FILE.json [--json]`: the task key (identity hash) and the
  * Kubernetes Job name of a spec. Exit 0 ok, 1 invalid spec, 2 bad usage. */
 #include "altar/codec.h"
+#include "altar/spec_keys.h"
 #include "cli.h"
 
 #include <jansson.h>
@@ -72,7 +73,9 @@ static int spec_id(int argc, char **argv) {
   altar_spec_t spec;
   altar_error_t err = {0};
   char key[ALTAR_TASK_KEY_LEN + 1], name[ALTAR_JOB_NAME_MAX + 1];
-  int rc = altar_spec_from_json(text, len, &spec, &err);
+  int rc = altar_spec_json_check_keys(text, len, file, 1, &err);
+  if (!rc) rc = altar_spec_from_json(text, len, &spec, &err);
+  else memset(&spec, 0, sizeof spec);
   if (!rc) rc = altar_spec_identity(&spec, key, &err);
   if (!rc) rc = altar_spec_job_name(&spec, name, &err);
   altar_spec_clear(&spec);

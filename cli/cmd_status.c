@@ -14,13 +14,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Exit code of `altar status` for a job id nothing knows. */
+#define STATUS_EXIT_NOT_FOUND 4
+
 static void usage(FILE *out) {
   fprintf(out,
           "usage: altar status [--config FILE] [options] JOB_ID [--json] [--outputs]\n\n"
           "Shows a job's shards by state (read from the ledger, read-only) and its\n"
           "group events so far (read from the ready and dead topics). --outputs lists\n"
-          "each fired group's output URIs instead.\n\noptions:\n%s",
-          altar_cli_fleet_flags_help);
+          "each fired group's output URIs instead.\n"
+          "Exit status: 0 shown, 1 a topic or the ledger could not be read, 2 bad usage,\n"
+          "4 no trace of the job (not on the jobs topic, in the ledger or in a group event).\n\noptions:\n%s",
+          altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER));
 }
 
 typedef struct tally {
@@ -223,6 +228,15 @@ int altar_cmd_status(int argc, char **argv) {
   uint64_t fired = 0, fired_shards = 0, dead = 0, dead_shards = 0;
   int rc = count_groups(&cfg, cfg.topics.ready, job, &fired, &fired_shards) |
            count_groups(&cfg, cfg.topics.dead, job, &dead, &dead_shards);
+  /* A job id nothing knows (a typo, another fleet's log) is an error, not a
+   * row of zeros. */
+  if (!rc && !xrc && !t.total && !x.n_shards && !fired && !dead && !nw) {
+    fprintf(stderr, "altar status: job %s not found: no shard of it on %s, in the ledger %s or in a group event\n", job,
+            cfg.topics.jobs, cfg.ledger_path);
+    altar_cli_expect_clear(&x);
+    altar_config_clear(&cfg);
+    return STATUS_EXIT_NOT_FOUND;
+  }
   if (json) {
     json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}}", "job_id", job, "ledger",
                           have_ledger, "shards", "total", (json_int_t)t.total, "replaced_runs", (json_int_t)t.replaced,

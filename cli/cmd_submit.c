@@ -29,7 +29,7 @@ static void usage(FILE *out) {
           "                       4 when the job was cancelled (altar cancel);\n"
           "                       says when shards wait for a pool no worker serves\n"
           "  --timeout S          give up waiting after S seconds (exit 3)\n",
-          altar_cli_fleet_flags_help);
+          altar_cli_fleet_flags(ALTAR_CLI_FLAGS_PARTITIONS));
 }
 
 static char *read_all(FILE *f, size_t *plen) {
@@ -64,6 +64,10 @@ int altar_cmd_submit(int argc, char **argv) {
   int code;
   argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
   if (argc < 0) return code;
+  if (altar_cli_require_log_location(&cfg, argv[0])) {
+    altar_config_clear(&cfg);
+    return 2;
+  }
   const char *kind = NULL, *file = "-";
   bool wait = false;
   long timeout_s = 0;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -31,8 +32,9 @@ static void usage(FILE *out) {
           "  --metrics HOST:PORT  serve Prometheus metrics on GET /metrics (metrics.addr)\n"
           "  --pools P,Q          pools the process backend advertises (backend.pools;\n"
           "                       'normal' is the CPU pool, the default)\n"
-          "  --quiet              no progress lines\n",
-          altar_cli_fleet_flags_help, ALTAR_WORKER_GROUP);
+          "  -q, --quiet          no progress lines (on a terminal: one line per task start and end)\n"
+          "  --task-lines         those task lines also when stderr is not a terminal\n",
+          altar_cli_fleet_flags(ALTAR_CLI_FLAGS_BACKEND | ALTAR_CLI_FLAGS_PARTITIONS), ALTAR_WORKER_GROUP);
 }
 
 static int parse_int(const char *flag, const char *s, long long min, long long max, long long *pv) {
@@ -51,10 +53,15 @@ int altar_cmd_worker(int argc, char **argv) {
   int code;
   argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
   if (argc < 0) return code;
+  if (altar_cli_require_log_location(&cfg, argv[0])) {
+    altar_config_clear(&cfg);
+    return 2;
+  }
   static volatile sig_atomic_t stop;
   altar_worker_opts_t o = {.drain_ms = -1, .stop = &stop};
   long long v;
   const char *metrics_addr = cfg.metrics_addr;
+  bool task_lines = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool has = i + 1 < argc;
@@ -84,7 +91,8 @@ int altar_cmd_worker(int argc, char **argv) {
       if (parse_int(a, argv[++i], 1, INT64_MAX, &v)) goto bad;
       o.max_jobs = v;
     } else if (!strcmp(a, "--exit-when-idle")) o.exit_when_idle = true;
-    else if (!strcmp(a, "--quiet")) o.quiet = true;
+    else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o.quiet = true;
+    else if (!strcmp(a, "--task-lines")) task_lines = true;
     else {
       fprintf(stderr, "altar worker: unknown argument '%s'\n", a);
       goto bad;
@@ -117,15 +125,26 @@ int altar_cmd_worker(int argc, char **argv) {
     o.topics = &cfg.topics;
     o.topic_partitions = cfg.topic_partitions;
     altar_cli_install_stop_signals(&stop);
+    /* A person watching: one line per task start and end (-q silences). */
+    o.task_lines = !o.quiet && (task_lines || isatty(STDERR_FILENO));
+    /* The summary names the worker, as its status events do. */
+    char default_id[320];
+    if (!o.worker_id) {
+      char host[256] = "localhost";
+      gethostname(host, sizeof host - 1);
+      host[sizeof host - 1] = 0;
+      snprintf(default_id, sizeof default_id, "%s:%ld", host, (long)getpid());
+      o.worker_id = default_id;
+    }
     altar_worker_stats_t st = {0};
     rc = altar_worker_run(&o, &st, &err) ? 1 : 0;
     if (rc) fprintf(stderr, "altar worker: %s\n", err.msg);
     if (!o.quiet)
       fprintf(stderr,
-              "altar worker: consumed %llu, submitted %llu, succeeded %llu, failed %llu, released %llu, "
+              "altar worker %s: consumed %llu, submitted %llu, succeeded %llu, failed %llu, released %llu, "
               "skipped %llu, dead-lettered %llu; handed over %llu, re-attached %llu, waited %llu, "
               "done elsewhere %llu, taken over %llu\n",
-              (unsigned long long)st.consumed, (unsigned long long)st.submitted, (unsigned long long)st.succeeded,
+              o.worker_id, (unsigned long long)st.consumed, (unsigned long long)st.submitted, (unsigned long long)st.succeeded,
               (unsigned long long)st.failed, (unsigned long long)st.released, (unsigned long long)st.skipped,
               (unsigned long long)st.dead_lettered, (unsigned long long)st.held, (unsigned long long)st.reattached,
               (unsigned long long)st.waited, (unsigned long long)st.handed_done, (unsigned long long)st.taken_over);

@@ -1,23 +1,75 @@
 #include "fleet_common.h"
 
+#include "altar/registry.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char altar_cli_fleet_flags_help[] =
-    "  --config FILE        fleet settings (default ./altar.yaml when present)\n"
-    "  --transport NAME     local | kafka\n"
-    "  --brokers HOST:PORT  Kafka bootstrap servers (implies --transport kafka)\n"
-    "  --log-dir DIR        directory of the local log\n"
-    "  --backend NAME       process | docker | kubernetes | modal\n"
-    "  --data-root DIR      backend data root\n"
-    "  --slots N            tasks in flight at most\n"
-    "  --ledger DIR         RocksDB ledger directory\n"
-    "  --partitions N       partitions of the topics the fleet creates (topics.partitions, 32)\n"
-    "  --set KEY=VALUE      any other setting, e.g. --set transport.kafka.compression.type=lz4\n";
+/* "a | b | c": the names registered for kind, for help texts. */
+void altar_cli_registry_names(altar_registry_kind_t kind, char *out, size_t size) {
+  const char *names[ALTAR_REGISTRY_MAX];
+  size_t n = altar_registry_names(kind, names, ALTAR_REGISTRY_MAX);
+  size_t at = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < n && i < ALTAR_REGISTRY_MAX && at < size; i++) {
+    int k = snprintf(out + at, size - at, "%s%s", i ? " | " : "", names[i]);
+    if (k < 0) break;
+    at += (size_t)k;
+  }
+}
+
+const char *altar_cli_fleet_flags(unsigned which) {
+  static char text[4096];
+  char transports[512], backends[512];
+  altar_cli_registry_names(ALTAR_REGISTRY_TRANSPORT, transports, sizeof transports);
+  altar_cli_registry_names(ALTAR_REGISTRY_BACKEND, backends, sizeof backends);
+  size_t at = 0;
+  text[0] = 0;
+#define ADD(...)                                                                                                       \
+  do {                                                                                                                 \
+    int k_ = snprintf(text + at, sizeof text - at, __VA_ARGS__);                                                       \
+    if (k_ > 0) at = (size_t)k_ < sizeof text - at ? at + (size_t)k_ : sizeof text - 1;                                \
+  } while (0)
+  ADD("  --config FILE        fleet settings (default ./altar.yaml when present)\n");
+  ADD("  --transport NAME     %s\n", transports);
+  ADD("  --brokers HOST:PORT  Kafka bootstrap servers (implies --transport kafka)\n");
+  ADD("  --log-dir DIR        directory of the local log\n");
+  if (which & ALTAR_CLI_FLAGS_BACKEND) {
+    ADD("  --backend NAME       %s\n", backends);
+    ADD("  --data-root DIR      backend data root\n");
+    ADD("  --slots N            tasks in flight at most\n");
+  }
+  if (which & ALTAR_CLI_FLAGS_LEDGER) ADD("  --ledger DIR         RocksDB ledger directory\n");
+  if (which & ALTAR_CLI_FLAGS_PARTITIONS)
+    ADD("  --partitions N       partitions of the topics the fleet creates (topics.partitions, 32)\n");
+  ADD("  --set KEY=VALUE      any other setting, e.g. --set transport.kafka.compression.type=lz4\n");
+#undef ADD
+  return text;
+}
+
+/* Whether the log's location came from a config file or a flag, not from the
+ * built-in default (altar_cli_require_log_location). */
+static bool log_location_given;
+
+static bool names_log_location(const char *key) {
+  return !strcmp(key, "transport.dir") || !strcmp(key, "transport.kafka.bootstrap.servers") ||
+         !strcmp(key, "transport.bootstrap.servers");
+}
+
+int altar_cli_require_log_location(const altar_config_t *cfg, const char *cmd) {
+  if (cfg->path || log_location_given) return 0;
+  fprintf(stderr,
+          "altar %s: no configuration: give --config FILE (or put altar.yaml in this directory), "
+          "--log-dir DIR for the local log or --brokers HOST:PORT for Kafka; the built-in default "
+          "./var/log is not used, so that jobs never go to a log no worker reads\n",
+          cmd);
+  return -1;
+}
 
 int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
   const char *path = NULL;
+  log_location_given = false;
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], "--config")) path = argv[i + 1];
   altar_error_t err = {0};
@@ -52,6 +104,7 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
         return -1;
       }
       if (!strcmp(a, "--brokers")) altar_config_set(cfg, "transport.name", "kafka", &err);
+      if (names_log_location(map[k].key)) log_location_given = true;
       used = true;
     }
     if (!used && !strcmp(a, "--set")) {
@@ -67,6 +120,7 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
       }
       *eq = 0;
       int rc = altar_config_set(cfg, kv, eq + 1, &err);
+      if (!rc && names_log_location(kv)) log_location_given = true;
       free(kv);
       if (rc) {
         fprintf(stderr, "altar %s: --set: %s\n", argv[0], err.msg);

@@ -6,6 +6,7 @@
 #include "altar/backend.h"
 #include "altar/config.h"
 #include "altar/groups.h"
+#include "altar/registry.h"
 #include "altar/transport.h"
 
 #include <signal.h>
@@ -23,8 +24,22 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg);
  * Returns the new argc, or -1 with *pexit set (0 after help, 2 on error;
  * cfg is then cleared). */
 int altar_cli_fleet_begin(int argc, char **argv, void (*usage)(FILE *), altar_config_t *cfg, int *pexit);
-/* Help text for those flags. */
-extern const char altar_cli_fleet_flags_help[];
+/* Commands that publish to or serve the fleet's log (submit and the daemons)
+ * call this after the flags: without a config file, --log-dir, --brokers or
+ * --set naming the log's location it prints why and returns -1 (exit 2). */
+int altar_cli_require_log_location(const altar_config_t *cfg, const char *cmd);
+/* Help text for the common flags a command honours: the log's always, the
+ * others by ALTAR_CLI_FLAGS_* bits; plug-in names come from the registries.
+ * Returns a static buffer, valid until the next call (main thread only). */
+#define ALTAR_CLI_FLAGS_BACKEND 1u    /* --backend, --data-root, --slots */
+#define ALTAR_CLI_FLAGS_LEDGER 2u     /* --ledger */
+#define ALTAR_CLI_FLAGS_PARTITIONS 4u /* --partitions */
+#define ALTAR_CLI_FLAGS_ALL 7u
+const char *altar_cli_fleet_flags(unsigned which);
+/* Every common flag (for commands that have not said which they honour). */
+#define altar_cli_fleet_flags_help altar_cli_fleet_flags(ALTAR_CLI_FLAGS_ALL)
+/* "a | b | c": the registered names of a plug-in kind. */
+void altar_cli_registry_names(altar_registry_kind_t kind, char *out, size_t size);
 
 /* A transport from the config. NULL after printing the error. */
 altar_transport_t *altar_cli_open_transport(const altar_config_t *cfg, const altar_transport_opts_t *opts);

@@ -1,6 +1,7 @@
 /* Following a job: its shards on the status topic, its groups on the ready
  * and dead topics; progress, shards waiting for a pool, late shards. */
 #include "follow.h"
+#include "progress_bar.h"
 
 #include "altar/codec.h"
 #include "altar/fleet.h"
@@ -170,12 +171,12 @@ static void count_shards(expect_t *x) {
 static void progress(const expect_t *x, double t0, bool tty, bool final) {
   double el = (double)time(NULL) - t0;
   if (tty) {
-    char bar[31];
-    size_t fill = x->shards_total ? (x->shards_done + x->shards_failed) * 30 / x->shards_total : 30;
-    for (size_t i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
-    bar[30] = 0;
-    fprintf(stderr, "\r[%s] %zu/%zu shards, %zu failed, groups %zu/%zu, %02d:%02d%s", bar, x->shards_done,
-            x->shards_total, x->shards_failed, x->fired + x->dead, x->n, (int)el / 60, (int)el % 60, final ? "\n" : "");
+    /* Fitted to the terminal's width (read each time: it may be resized),
+     * and the rest of the line erased, so it redraws in place. */
+    char line[512];
+    altar_cli_progress_line(line, sizeof line, altar_cli_terminal_columns(STDERR_FILENO), x->shards_done,
+                            x->shards_failed, x->shards_total, x->fired + x->dead, x->n, (int)el);
+    fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
   }
 }
 

@@ -5,6 +5,8 @@
  * keys, compact, so the output is byte-stable. */
 #include "core/codec_int.h"
 
+#include "altar/json_pos.h"
+
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +60,13 @@ static int json_text_to_mp(const char *text, size_t len, const char *root, altar
     return altar_error_set(err, ALTAR_ETOOBIG, "%s: JSON of %zu bytes exceeds %zu", root, len, ALTAR__MAX_JSON);
   json_error_t jerr;
   json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-  if (!j)
-    return altar_error_set(err, ALTAR_EDECODE, "%s: invalid JSON at line %d column %d: %s", root, jerr.line,
-                           jerr.column, jerr.text);
+  if (!j) {
+    int line = jerr.line, col = jerr.column;
+    bool comma = false;
+    if (jerr.position >= 0) altar_json_error_position(text, len, (size_t)jerr.position, &line, &col, &comma);
+    return altar_error_set(err, ALTAR_EDECODE, "%s: invalid JSON at line %d column %d: %s", root, line, col,
+                           comma ? "trailing comma" : jerr.text);
+  }
   altar__wr_t w;
   altar__wr_init(&w, pb, root, err);
   int rc = altar__wr_finish(&w, 0, json_to_mp(&w, j, 0));

@@ -1,6 +1,10 @@
 /* altar.yaml: defaults, the YAML reader (libyaml document API), overrides. */
 #include "altar/config.h"
 
+#include "altar/registry.h"
+#include "altar/suggest.h"
+#include "altar/transport.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,12 +103,29 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
 
 /* ---- YAML ---- */
 
+#define READER_MAX_TRANSPORT_KEYS 64
+
 typedef struct reader {
   yaml_document_t doc;
   const char *file;
   altar_config_t *cfg;
   altar_error_t *err;
+  /* Keys given directly under transport:, checked against the named
+   * transport's own keys once the whole file is read. */
+  struct {
+    const char *key;
+    size_t line;
+  } tkeys[READER_MAX_TRANSPORT_KEYS];
+  size_t n_tkeys;
 } reader_t;
+
+/* Refuses a key no part reads, with a suggestion from known. */
+static int unknown_key(reader_t *r, yaml_node_t *k, const char *full, const char *key, const char *const *known) {
+  char hint[160];
+  altar_suggest_hint(key, known, hint, sizeof hint);
+  return altar_error_set(r->err, ALTAR_ECONFIG, "%s:%zu: %s: unknown key%s", r->file,
+                         k ? k->start_mark.line + 1 : 0, full, hint);
+}
 
 static int yaml_fail(reader_t *r, yaml_node_t *node, const char *key, const char *what) {
   return altar_error_set(r->err, ALTAR_ECONFIG, "%s:%zu: %s: %s", r->file,
@@ -168,15 +189,23 @@ static int on_kafka(reader_t *r, const char *section, const char *key, yaml_node
 
 static int on_section_key(reader_t *r, const char *section, const char *key, yaml_node_t *k, yaml_node_t *v) {
   if (!strcmp(section, "transport") && !strcmp(key, "kafka")) return each_pair(r, v, "transport.kafka", on_kafka);
-  if (!strcmp(section, "topics") || !strcmp(section, "ledger") || !strcmp(section, "metrics")) {
-    static const char *const known[] = {"topics.jobs", "topics.status", "topics.ready", "topics.dead",
-                                        "topics.dlq", "topics.partitions", "topics.fleet", "ledger.path",
-                                        "metrics.addr"};
+  if (!strcmp(section, "transport") && strcmp(key, "name") && r->n_tkeys < READER_MAX_TRANSPORT_KEYS) {
+    r->tkeys[r->n_tkeys].key = key;
+    r->tkeys[r->n_tkeys++].line = k->start_mark.line + 1;
+  }
+  static const char *const topics_keys[] = {"jobs", "status", "ready", "dead", "dlq", "partitions", "fleet", NULL};
+  static const char *const ledger_keys[] = {"path", NULL};
+  static const char *const metrics_keys[] = {"addr", NULL};
+  const char *const *known = !strcmp(section, "topics")   ? topics_keys
+                             : !strcmp(section, "ledger") ? ledger_keys
+                             : !strcmp(section, "metrics") ? metrics_keys
+                                                           : NULL;
+  if (known) {
     char full[512];
     snprintf(full, sizeof full, "%s.%s", section, key);
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-      if (!strcmp(full, known[i])) return set_scalar(r, full, v);
-    return yaml_fail(r, k, full, "unknown key");
+    for (size_t i = 0; known[i]; i++)
+      if (!strcmp(key, known[i])) return set_scalar(r, full, v);
+    return unknown_key(r, k, full, key, known);
   }
   char full[512];
   snprintf(full, sizeof full, "%s.%s", section, key);
@@ -191,7 +220,32 @@ static int on_top(reader_t *r, const char *section, const char *key, yaml_node_t
   if (!strcmp(key, "transport") || !strcmp(key, "topics") || !strcmp(key, "backend") ||
       !strcmp(key, "ledger") || !strcmp(key, "metrics"))
     return each_pair(r, v, key, on_section_key);
-  return yaml_fail(r, k, key, "unknown top-level key");
+  static const char *const top_keys[] = {"transport", "topics", "backend", "ledger", "metrics", "groups", NULL};
+  return unknown_key(r, k, key, key, top_keys);
+}
+
+/* Keys under transport: that the named transport does not read are typos
+ * (`dri:` for `dir:` would otherwise send jobs to a default log no worker
+ * reads). Checked only for a registered transport that lists its keys. */
+static int check_transport_keys(reader_t *r) {
+  const altar_transport_ops_t *ops = altar_registry_lookup(ALTAR_REGISTRY_TRANSPORT, r->cfg->transport_name);
+  if (!ops || !ops->config_keys) return ALTAR_OK;
+  const char *names[129];
+  size_t n = ops->config_keys(names, 126);
+  if (n > 126) n = 126;
+  names[n++] = "name";
+  names[n++] = "kafka";
+  names[n] = NULL;
+  for (size_t i = 0; i < r->n_tkeys; i++) {
+    bool known = false;
+    for (size_t j = 0; j < n && !known; j++) known = !strcmp(names[j], r->tkeys[i].key);
+    if (known) continue;
+    char hint[160];
+    altar_suggest_hint(r->tkeys[i].key, names, hint, sizeof hint);
+    return altar_error_set(r->err, ALTAR_ECONFIG, "%s:%zu: transport.%s: unknown key for the %s transport%s",
+                           r->file, r->tkeys[i].line, r->tkeys[i].key, ops->name, hint);
+  }
+  return ALTAR_OK;
 }
 
 static int config_read(const char *path, altar_config_t *cfg, altar_error_t *err) {
@@ -211,6 +265,7 @@ static int config_read(const char *path, altar_config_t *cfg, altar_error_t *err
   }
   yaml_node_t *root = yaml_document_get_root_node(&r.doc);
   if (root) rc = each_pair(&r, root, "(top level)", on_top);
+  if (!rc) rc = check_transport_keys(&r);
   yaml_document_delete(&r.doc);
   yaml_parser_delete(&parser);
   fclose(f);

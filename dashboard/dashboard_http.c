@@ -92,7 +92,7 @@ int altar_dashboard_check_bind(const char *addr, const char *token, altar_error_
   for (size_t i = 0; addr && i < sizeof loopback / sizeof loopback[0]; i++)
     if (!strncmp(addr, loopback[i], strlen(loopback[i]))) return ALTAR_OK;
   return altar_error_set(err, ALTAR_ECONFIG,
-                         "dashboard on '%s': not a loopback address, so a token is required (dashboard.token or "
-                         "--token, or ALTAR_DASHBOARD_TOKEN)",
+                         "dashboard on '%s': not a loopback address, so a token is required (--token-file FILE "
+                         "or ALTAR_DASHBOARD_TOKEN)",
                          addr ? addr : "");
 }

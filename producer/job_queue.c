@@ -4,6 +4,8 @@
 #include "altar/codec.h"
 #include "altar/pools.h"
 #include "altar/config.h"
+#include "altar/json_pos.h"
+#include "altar/spec_keys.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -42,6 +44,35 @@ static int one_spec(const char *text, size_t len, const char *where, altar_spec_
   return rc;
 }
 
+/* "FILE:LINE: invalid JSON at line L column C: …", the position moved back
+ * onto a trailing comma, which jansson only notices at the next token. */
+static int json_syntax_error(const char *text, size_t len, const json_error_t *je, const char *source,
+                             altar_error_t *err) {
+  int line = je->line, col = je->column;
+  bool comma = false;
+  if (je->position >= 0) altar_json_error_position(text, len, (size_t)je->position, &line, &col, &comma);
+  return altar_error_set(err, ALTAR_EINVAL, "%s:%d: invalid JSON at line %d column %d: %s", source, line, line, col,
+                         comma ? "trailing comma" : je->text);
+}
+
+/* Whether the first non-blank line of text is a JSON value on its own. */
+static bool first_line_is_value(const char *text, size_t len) {
+  const char *nl = memchr(text, '\n', len);
+  json_error_t je;
+  json_t *j = json_loadb(text, nl ? (size_t)(nl - text) : len, JSON_DECODE_ANY, &je);
+  json_decref(j);
+  return j != NULL;
+}
+
+/* One JSON Lines entry must be valid JSON; the error names its line and column. */
+static int line_is_value(const char *text, size_t len, const char *where, altar_error_t *err) {
+  json_error_t je;
+  json_t *j = json_loadb(text, len, JSON_DECODE_ANY, &je);
+  json_decref(j);
+  if (j) return ALTAR_OK;
+  return altar_error_set(err, ALTAR_EINVAL, "%s: invalid JSON at column %d: %s", where, je.column, je.text);
+}
+
 int altar_specs_parse(const char *text, size_t len, const char *source, altar_spec_t **pspecs, size_t *pn,
                       altar_error_t *err) {
   *pspecs = NULL;
@@ -55,8 +86,10 @@ int altar_specs_parse(const char *text, size_t len, const char *source, altar_sp
     json_t *arr = json_loadb(text, len, 0, &je);
     if (!arr || !json_is_array(arr)) {
       json_decref(arr);
-      return altar_error_set(err, ALTAR_EINVAL, "%s:%d: %s", source, je.line, je.text);
+      return arr ? altar_error_set(err, ALTAR_EINVAL, "%s: expected an array of specs", source)
+                 : json_syntax_error(text, len, &je, source, err);
     }
+    rc = altar_spec_json_check_keys(text, len, source, 1, err);
     for (size_t k = 0; k < json_array_size(arr) && !rc; k++) {
       char *one = json_dumps(json_array_get(arr, k), JSON_COMPACT);
       altar_spec_t s = {0};
@@ -73,9 +106,17 @@ int altar_specs_parse(const char *text, size_t len, const char *source, altar_sp
     json_t *obj = json_loadb(text, len, 0, &je);
     bool single = obj && json_is_object(obj);
     json_decref(obj);
+    /* Not one object: JSON Lines only when the first line is a value by
+     * itself; otherwise it is one object spread over lines with an error
+     * in it, reported where jansson found it (not as line 1 of JSON Lines). */
+    if (!single && !first_line_is_value(text + i, len - i)) {
+      if (!obj) return json_syntax_error(text, len, &je, source, err);
+      return altar_error_set(err, ALTAR_EINVAL, "%s: expected a spec object, an array of them or JSON Lines", source);
+    }
     if (single) {
       altar_spec_t s = {0};
-      rc = one_spec(text, len, source, &s, err);
+      rc = altar_spec_json_check_keys(text, len, source, 1, err);
+      if (!rc) rc = one_spec(text, len, source, &s, err);
       if (!rc && push_spec(pspecs, pn, &cap, &s)) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
     } else {
       size_t line = 0, start = 0;
@@ -89,7 +130,9 @@ int altar_specs_parse(const char *text, size_t len, const char *source, altar_sp
         altar_spec_t s = {0};
         char where[512];
         snprintf(where, sizeof where, "%s:%zu", source, line);
-        rc = one_spec(text + a, b - a, where, &s, err);
+        rc = line_is_value(text + a, b - a, where, err);
+        if (!rc) rc = altar_spec_json_check_keys(text + a, b - a, source, line, err);
+        if (!rc) rc = one_spec(text + a, b - a, where, &s, err);
         if (!rc && push_spec(pspecs, pn, &cap, &s)) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
       }
     }

@@ -2,6 +2,7 @@
  * write (changes + outbox + input offsets) → publish the outbox. */
 #include "reconciler/daemon.h"
 #include "reconciler/daemon_metrics.h"
+#include "reconciler/input_offsets.h"
 
 #include "altar/codec.h"
 #include "altar/fleet.h"
@@ -96,10 +97,8 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Aux key of a partition's input offset: "s/<topic>/<partition>". */
 static size_t offset_key(const char *topic, int32_t partition, char *out, size_t outsz) {
-  int n = snprintf(out, outsz, "s/%s/%" PRId32, topic, partition);
-  return n < 0 ? 0 : (size_t)n;
+  return altar__reconciler_offset_key(topic, partition, out, outsz);
 }
 
 static in_part_t *find_part(daemon_t *d, const char *topic, int32_t partition) {
@@ -109,18 +108,7 @@ static in_part_t *find_part(daemon_t *d, const char *topic, int32_t partition) {
 }
 
 static int stored_offset(altar_ledger_t *l, const char *topic, int32_t partition, int64_t *pnext, altar_error_t *err) {
-  char k[320];
-  size_t kl = offset_key(topic, partition, k, sizeof k);
-  altar_buf_t b = {0};
-  int rc = altar__ledger_aux_get(l, k, kl, &b, err);
-  *pnext = -1;
-  if (rc == ALTAR_OK) {
-    *pnext = strtoll((const char *)b.data, NULL, 10);
-  } else if (rc == ALTAR_ENOTFOUND) {
-    rc = ALTAR_OK;
-  }
-  altar_buf_free(&b);
-  return rc;
+  return altar_reconciler_input_offset(l, topic, partition, pnext, err);
 }
 
 static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,

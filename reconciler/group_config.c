@@ -2,6 +2,7 @@
  * the line and the key path, e.g. "altar.yaml:12: groups.score.ready_when:
  * unknown rule 'al_folds'". */
 #include "altar/groups.h"
+#include "altar/suggest.h"
 #include "reconciler/retry_backoff.h"
 
 #include <errno.h>
@@ -95,7 +96,11 @@ static int only_keys(gc_t *c, const yaml_node_t *map, const char *path, const ch
     if (!k) return fail(c, kn, path, "keys must be strings");
     bool ok = false;
     for (size_t i = 0; allowed[i] && !ok; i++) ok = !strcmp(k, allowed[i]);
-    if (!ok) return fail(c, kn, path, "unknown key '%.60s'", k);
+    if (!ok) {
+      char hint[160];
+      altar_suggest_hint(k, allowed, hint, sizeof hint);
+      return fail(c, kn, path, "unknown key '%.60s'%s", k, hint);
+    }
   }
   return ALTAR_OK;
 }

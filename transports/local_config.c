@@ -83,6 +83,12 @@ static int parse_key(const kdef_t *k, const char *v, int64_t *pi, altar_error_t 
   return 0;
 }
 
+size_t local_cfg_keys(const char **names, size_t max) {
+  size_t n = sizeof keys / sizeof keys[0];
+  for (size_t k = 0; k < n && k < max; k++) names[k] = keys[k].name;
+  return n;
+}
+
 int local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config,
                     altar_error_t *err) {
   memset(cfg, 0, sizeof *cfg);

@@ -53,6 +53,8 @@ typedef struct local_cfg {
 int local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config,
                     altar_error_t *err);
 void local_cfg_clear(local_cfg_t *cfg);
+/* The names of the local transport's keys (transport_ops.config_keys). */
+size_t local_cfg_keys(const char **names, size_t max);
 
 /* ---- local_segment.c: record format ---- */
 typedef struct lrec_view {

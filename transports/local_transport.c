@@ -98,6 +98,7 @@ static int local_list_topics_op(altar_transport_t *t, const char *topic, int tim
 const altar_transport_ops_t altar_transport_local_ops = {
     .name = "local",
     .caps = ALTAR_TRANSPORT_CAP_MULTI_PROCESS,
+    .config_keys = local_cfg_keys,
     .open = local_open,
     .close = local_close,
     .produce = local_produce,

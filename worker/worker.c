@@ -196,6 +196,16 @@ static void consume_failed(worker_t *w, const altar_error_t *e) {
   w->consume_err_repeats = 0;
 }
 
+/* "started"/"succeeded"/"failed" lines for a person watching a terminal. */
+static void task_line(worker_t *w, const wtask_t *t, const char *what, const altar_failure_t *f) {
+  if (!w->o->task_lines) return;
+  const char *job = altar_strmap_get(&t->spec->labels, ALTAR_JOB_ID_LABEL);
+  const char *detail = f && f->detail ? f->detail : "";
+  int dl = (int)strcspn(detail, "\n");
+  wlog(w, "%s %s task %.12s%s%s%s%s%s%.*s", what, t->spec->kind, t->task_key, job ? " of job " : "", job ? job : "",
+       f ? ": " : "", f && f->reason ? f->reason : "", dl ? " — " : "", dl > 200 ? 200 : dl, detail);
+}
+
 static void set_fatal(worker_t *w, int code, const char *what, const altar_error_t *e) {
   if (w->fatal) return;
   w->fatal = code;
@@ -807,6 +817,7 @@ static void start_job(worker_t *w, const altar_msg_t *m) {
     return;
   }
   w->stats.submitted++;
+  task_line(w, t, "started", NULL);
   capacity_took(w, &t->spec->resources);
   emit_status(w, t, ALTAR_EV_SUBMITTED, ALTAR_STATE_PENDING, NULL, true, false);
 }
@@ -1075,6 +1086,7 @@ static void poll_tasks(worker_t *w, int partition_filter, const char *topic_filt
         if (f && emit_status(w, t, ALTAR_EV_STATE, ALTAR_STATE_FAILED, f, false, true) == ALTAR_OK) {
           t->terminal_sent = true;
           w->stats.failed++;
+          task_line(w, t, "failed", f);
         }
         altar_failure_free(f);
         continue;
@@ -1087,6 +1099,7 @@ static void poll_tasks(worker_t *w, int partition_filter, const char *topic_filt
           t->terminal_sent = true;
           if (s == ALTAR_STATE_SUCCEEDED) w->stats.succeeded++;
           else w->stats.failed++;
+          task_line(w, t, s == ALTAR_STATE_SUCCEEDED ? "succeeded" : "failed", st[i].failure);
         }
       }
     }

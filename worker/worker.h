@@ -65,6 +65,8 @@ typedef struct altar_worker_opts {
   /* Set to 1 to drain and stop, 2 (a second signal) to stop at once. */
   volatile sig_atomic_t *stop;
   bool quiet;                   /* no progress lines on stderr */
+  bool task_lines;              /* one stderr line per task start and end (the CLI sets it on a
+                                   terminal); ignored when quiet */
   /* Borrowed, may be NULL: the run registers the altar_worker_* metrics here
    * and keeps them current (docs/metrics.md). */
   altar_metrics_t *metrics;

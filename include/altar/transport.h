@@ -198,11 +198,17 @@ struct altar_transport {
 struct altar_transport_ops {
   const char *name; /* registry key: "kafka", "local" */
   unsigned caps;
+  /* Optional: copies up to max names of the keys this transport reads
+   * directly under `transport:` in altar.yaml into names and returns how
+   * many it has, so the config reader can refuse a typo with the file, the
+   * line and a suggestion. NULL = the transport's keys are not checked there. */
+  size_t (*config_keys)(const char **names, size_t max);
 
   /* Builds t->impl from config (NULL = no keys; for kafka every librdkafka
    * property passes through; local reports keys it does not know through
    * the log and ignores them, since the config file keeps both transports'
-   * keys in one map). 0 or a negative code with err set. Required. */
+   * keys in one map; the config reader refuses typos there through
+   * config_keys). 0 or a negative code with err set. Required. */
   int (*open)(altar_transport_t *t, const altar_strmap_t *config, altar_error_t *err);
   /* Leaves the group (REVOKE callback for what is owned), waits up to a
    * short bounded time for outstanding deliveries (firing their reports),

@@ -89,7 +89,7 @@ wait "$w2" "$w3" "$rec" 2>/dev/null || true
 "$ALTAR_BIN" log consume $cfg --topic "$prefix.status" --from-beginning --exit > "$dir/status.jsonl"
 "$ALTAR_BIN" log consume $cfg --topic "$prefix.jobs" --from-beginning --exit > "$dir/jobs.jsonl"
 "$ALTAR_BIN" ledger dump $cfg > "$dir/ledger.jsonl"
-grep -h "altar worker: consumed" "$dir"/worker*.log | sed 's/^/  /'
+grep -h "altar worker [^ ]*: consumed" "$dir"/worker*.log | sed 's/^/  /'
 python3 - "$dir" "$TRANSPORT" "$LONG_N" "$QUICK_N" <<'PY'
 import collections, json, re, sys
 d, transport, long_n, quick_n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

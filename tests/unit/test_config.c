@@ -1,5 +1,6 @@
 /* altar.yaml: defaults, reading, overrides, errors naming file and line. */
 #include "altar/config.h"
+#include "altar/transport.h"
 #include "testutil.h"
 
 #include <stdio.h>
@@ -91,12 +92,12 @@ static void test_errors_name_line(void) {
   altar_config_t c;
   altar_error_t err = {0};
   CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
-  CU_ASSERT(strstr(err.msg, ":4: topics.jbos: unknown key") != NULL);
+  CU_ASSERT(strstr(err.msg, ":4: topics.jbos: unknown key (did you mean \"jobs\"?)") != NULL);
   altar_config_clear(&c);
   free(path);
   path = write_tmp("transprt: {name: local}\n");
   CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
-  CU_ASSERT(strstr(err.msg, ":1: transprt: unknown top-level key") != NULL);
+  CU_ASSERT(strstr(err.msg, ":1: transprt: unknown key (did you mean \"transport\"?)") != NULL);
   altar_config_clear(&c);
   free(path);
   path = write_tmp("topics: [a, b\n");
@@ -111,12 +112,38 @@ static void test_errors_name_line(void) {
   free(path);
 }
 
+/* A key under transport: that the named transport does not read is refused
+ * with its line and the closest key: `dri:` would otherwise leave the log at
+ * its default directory. Kafka properties live under transport.kafka and
+ * are not checked here. */
+static void test_transport_key_typo(void) {
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_transport_register(&altar_transport_local_ops), 0);
+  char *path = write_tmp("transport:\n  name: local\n  dri: ./x\n  kafka: {bootstrap.servers: h:1}\n");
+  altar_config_t c;
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
+  CU_ASSERT(strstr(err.msg, path) != NULL);
+  CU_ASSERT(strstr(err.msg, ":3: transport.dri: unknown key for the local transport (did you mean \"dir\"?)") != NULL);
+  altar_config_clear(&c);
+  free(path);
+  path = write_tmp("transport:\n  name: local\n  dir: ./x\n  fsync: never\n");
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), 0);
+  altar_config_clear(&c);
+  free(path);
+  path = write_tmp("transport: {name: local, dir: ./x}\nbackend: {name: process}\nledgr: {path: ./l}\n");
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
+  CU_ASSERT(strstr(err.msg, ":3: ledgr: unknown key (did you mean \"ledger\"?)") != NULL);
+  altar_config_clear(&c);
+  free(path);
+}
+
 static void add(void) {
   ALTAR_SUITE("config", NULL, NULL);
   ALTAR_TEST(test_defaults);
   ALTAR_TEST(test_read_and_override);
   ALTAR_TEST(test_errors_name_line);
   ALTAR_TEST(test_topic_partitions);
+  ALTAR_TEST(test_transport_key_typo);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

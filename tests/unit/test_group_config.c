@@ -135,7 +135,7 @@ static void test_errors_name_file_line_key(void) {
   bad("groups:\n  score:\n    ready_when: single\n", ":3: groups.score.group_by", "missing");
   bad("groups:\n  score:\n    group_by: [job_id]\n", "groups.score.ready_when", "missing");
   bad("groups:\n  score:\n    group_by: [job_id]\n    ready_when: single\n    on_faild: defer\n",
-      ":5: groups.score", "unknown key 'on_faild'");
+      ":5: groups.score", "unknown key 'on_faild' (did you mean \"on_failed\"?)");
   bad("groups:\n  score:\n    group_by: [job_id]\n    ready_when: single\n    on_failed: explode\n",
       ":5: groups.score.on_failed", "unknown policy 'explode'");
   bad("groups:\n  t:\n    group_by: [job_id]\n    ready_when: {all_expected_folds: {label: fold}}\n",

@@ -1,0 +1,103 @@
+#!/bin/sh
+# Strict input where a person typed it: unknown keys in spec files (submit,
+# run, spec id) and in altar.yaml are refused naming the file, the line and
+# the closest known key; JSON syntax errors name their real line (a trailing
+# comma on line 3 of a pretty-printed spec is reported at line 3); submit and
+# the daemons refuse to start with no config and no --log-dir/--brokers
+# instead of using ./var/log. Nothing is published by a refused submit.
+set -u
+ALTAR="${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
+T="$(mktemp -d "${TMPDIR:-/tmp}/altar-strict.XXXXXX")"
+trap 'rm -rf "$T"' EXIT
+FAILS=0
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+ok() { echo "ok: $*"; }
+cd "$T" || exit 1
+
+# refused WHAT WANT_TEXT CMD... : exit 2 and stderr contains WANT_TEXT.
+refused() {
+  what="$1" want="$2"
+  shift 2
+  "$@" >"$T/out" 2>"$T/err"
+  rc=$?
+  if [ "$rc" = 2 ] && grep -qF -- "$want" "$T/err"; then ok "$what"; else fail "$what: exit $rc, stderr: $(cat "$T/err") (want: $want)"; fi
+}
+
+# ---- spec typos --------------------------------------------------------------
+cat >typo.json <<'JSON'
+{
+  "kind": "score",
+  "image": "none",
+  "command": ["/bin/true"],
+  "timeout": 1
+}
+JSON
+refused "submit: a spec typo names file, line, suggestion" \
+  'typo.json:5: spec: unknown key "timeout" (did you mean "timeout_s"?)' "$ALTAR" submit --log-dir "$T/log" typo.json
+refused "run: the same typo" 'typo.json:5: spec: unknown key "timeout" (did you mean "timeout_s"?)' \
+  "$ALTAR" run typo.json --data-root "$T/data" --quiet
+"$ALTAR" spec id typo.json >/dev/null 2>"$T/err" && fail "spec id accepted a typo" ||
+  { grep -qF 'typo.json:5: spec: unknown key "timeout"' "$T/err" && ok "spec id: the same typo" || fail "spec id: $(cat "$T/err")"; }
+
+cat >nested.json <<'JSON'
+{"kind": "score", "image": "none", "command": ["/bin/true"],
+ "outputs": [{"uri": "file:///tmp/x", "logical_path": "x"},
+             {"uri": "file:///tmp/y", "logical_pth": "y"}]}
+JSON
+refused "a transfer typo names its place" \
+  'nested.json:3: spec outputs[1]: unknown key "logical_pth" (did you mean "logical_path"?)' \
+  "$ALTAR" submit --log-dir "$T/log" nested.json
+
+printf '%s\n' '{"kind":"score","image":"none","command":["/bin/true"]}' \
+  '{"kind":"score","image":"none","command":["/bin/true"],"output":[]}' >lines.jsonl
+refused "JSON Lines: the line of the entry" 'lines.jsonl:2: spec: unknown key "output" (did you mean "outputs"?)' \
+  "$ALTAR" submit --log-dir "$T/log" lines.jsonl
+[ ! -d "$T/log/altar.jobs" ] || [ -z "$(find "$T/log/altar.jobs" -type f -size +0c -name '*.log' 2>/dev/null)" ] &&
+  ok "a refused submit published nothing" || fail "a refused submit left records in $T/log"
+
+# ---- JSON syntax: the real line --------------------------------------------
+cat >comma.json <<'JSON'
+{
+  "kind": "score",
+  "image": "none",
+}
+JSON
+refused "trailing comma: submit names line 3" 'comma.json:3: invalid JSON at line 3' \
+  "$ALTAR" submit --log-dir "$T/log" comma.json
+refused "trailing comma: run names line 3" 'invalid JSON at line 3 column' \
+  "$ALTAR" run comma.json --data-root "$T/data" --quiet
+
+# ---- config typos ------------------------------------------------------------
+printf 'transport:\n  name: local\n  dri: %s/log\n' "$T" >dri.yaml
+refused "altar.yaml: a transport key typo" 'dri.yaml:3: transport.dri: unknown key for the local transport (did you mean "dir"?)' \
+  "$ALTAR" submit --config dri.yaml lines.jsonl
+printf 'transport: {name: local, dir: %s/log}\ntopics:\n  job: x\n' "$T" >topics.yaml
+refused "altar.yaml: a topics key typo" 'topics.yaml:3: topics.job: unknown key (did you mean "jobs"?)' \
+  "$ALTAR" worker --config topics.yaml
+printf 'transport: {name: local, dir: %s/log}\nbakend: {name: process}\n' "$T" >top.yaml
+refused "altar.yaml: a top-level typo" 'top.yaml:2: bakend: unknown key (did you mean "backend"?)' \
+  "$ALTAR" reconciler --config top.yaml
+printf '%s\n' '{"kind":"score","image":"none","command":["/bin/true"]}' >typo-free.jsonl
+printf 'transport: {name: local, dir: %s/log}\ngroups:\n  score:\n    group_by: [job_id]\n    ready_when: single\n    on_faild: retry\n' "$T" >groups.yaml
+refused "altar.yaml: a groups typo" "groups.yaml:6: groups.score: unknown key 'on_faild' (did you mean \"on_failed\"?)" \
+  "$ALTAR" submit --config groups.yaml typo-free.jsonl
+
+# ---- no config: refused, nothing invented ------------------------------------
+mkdir empty && cd empty || exit 1
+good='{"kind":"score","image":"none","command":["/bin/true"]}'
+printf '%s\n' "$good" >one.json
+refused "submit without a config" "no configuration" "$ALTAR" submit one.json
+refused "worker without a config" "no configuration" "$ALTAR" worker --drain 1
+refused "reconciler without a config" "no configuration" "$ALTAR" reconciler
+refused "dashboard without a config" "no configuration" "$ALTAR" dashboard --addr 127.0.0.1:1
+[ ! -e var ] && ok "nothing created under ./var" || fail "./var was created: $(find var | head)"
+# An explicit --log-dir passes the check (the kind then has no group, which
+# submit reports on its own).
+"$ALTAR" submit --log-dir "$T/explicit" one.json >/dev/null 2>"$T/err"
+! grep -q "no configuration:" "$T/err" && grep -q "no kind has a group" "$T/err" &&
+  ok "submit with an explicit --log-dir gets past the check" || fail "submit --log-dir: $(cat "$T/err")"
+[ ! -e var ] && ok "still nothing under ./var" || fail "./var was created by --log-dir"
+cd "$T" || exit 1
+
+[ "$FAILS" = 0 ] || { echo "$FAILS check(s) failed" >&2; exit 1; }
+echo "all strict-input checks passed"
