@@ -122,6 +122,10 @@ void altar__proc_log_dir(const altar_process_t *p, const char *key, char *buf, s
  * secret environment values redacted (the task ran with that environment).
  * malloc'd; NULL when out of memory. */
 char *altar__proc_detail_with_logs(const char *base, const char *dir);
+/* Rewrites a finished task's kept output in dir with the values of the
+ * worker's secret environment variables replaced (nothing to do, and no
+ * read, when the environment holds none). */
+void altar__proc_redact_logs(const char *dir);
 
 /* Reads the task's state: terminal statuses come with *pfailure (caller
  * frees). Never blocks. */

@@ -56,3 +56,40 @@ char *altar__proc_detail_with_logs(const char *base, const char *dir) {
   free(out);
   return d;
 }
+
+/* Whether the environment holds a value redaction would replace. */
+static bool env_has_secret(void) {
+  for (char **e = environ; e && *e; e++) {
+    const char *eq = strchr(*e, '=');
+    if (eq && strlen(eq + 1) >= ALTAR_REDACT_MIN && altar_env_name_secret(*e, (size_t)(eq - *e))) return true;
+  }
+  return false;
+}
+
+/* Rewrites dir/name with the secret values replaced, when it holds one. */
+static void redact_file(const char *dir, const char *name) {
+  char path[ALTAR_PATH_BUF + 16], tmp[ALTAR_PATH_BUF + 32];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  struct stat st;
+  if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20)) return;
+  size_t len = 0;
+  char *text = altar__proc_read_small(path, (size_t)st.st_size, &len);
+  if (!text) return;
+  char *red = strlen(text) == len ? altar_redact_env(text, (const char *const *)environ) : NULL;
+  if (red && strcmp(red, text)) {
+    snprintf(tmp, sizeof tmp, "%s/.%s.redacted", dir, name);
+    if (altar__proc_write_file(tmp, red, strlen(red)) == 0) {
+      if (rename(tmp, path) < 0) unlink(tmp);
+    } else {
+      unlink(tmp);
+    }
+  }
+  free(red);
+  free(text);
+}
+
+void altar__proc_redact_logs(const char *dir) {
+  if (!env_has_secret()) return;
+  redact_file(dir, "stdout");
+  redact_file(dir, "stderr");
+}

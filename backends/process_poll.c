@@ -130,10 +130,13 @@ int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *p
   }
   rc = parse_status(mark + strlen(ALTAR_PROC_STATUS_MARK), pstate, pfailure, id, err);
   free(tail);
+  char logs[ALTAR_PATH_BUF];
+  if (has_key) {
+    altar__proc_log_dir(p, key, logs, sizeof logs);
+    altar__proc_redact_logs(logs); /* what stays on disk holds no secret either */
+  }
   if (rc == 0 && *pfailure) {
     /* The evidence: what the command last wrote. */
-    char logs[ALTAR_PATH_BUF];
-    if (has_key) altar__proc_log_dir(p, key, logs, sizeof logs);
     char *d = altar__proc_detail_with_logs((*pfailure)->detail, has_key ? logs : dir);
     if (d) {
       free((*pfailure)->detail);

@@ -275,6 +275,7 @@ static void test_failure_detail_carries_output(void) {
       char *errp = log_file(root, s, "stderr");
       char *text = altar_test_read_file(errp, NULL);
       CU_ASSERT(text && strstr(text, "FileNotFoundError")); /* the failed task's log survives */
+      CU_ASSERT(text && strstr(text, "[redacted]") && !strstr(text, "s3cr3t-value-xyz")); /* redacted on disk too */
       free(text);
       free(errp);
       altar_status_clear(&st);
