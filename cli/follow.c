@@ -170,12 +170,18 @@ static void count_shards(expect_t *x) {
 static void progress(const expect_t *x, double t0, bool tty, bool final) {
   double el = (double)time(NULL) - t0;
   if (tty) {
+    /* Succeeded shards fill the bar with '#', failed ones with 'x': a bar
+     * full of failures must not look like success. */
     char bar[31];
-    size_t fill = x->shards_total ? (x->shards_done + x->shards_failed) * 30 / x->shards_total : 30;
-    for (size_t i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+    size_t fin = x->shards_done + x->shards_failed;
+    size_t fill = x->shards_total ? fin * 30 / x->shards_total : 30;
+    size_t bad = x->shards_total ? x->shards_failed * 30 / x->shards_total : 0;
+    if (x->shards_failed && !bad) bad = 1;
+    for (size_t i = 0; i < 30; i++) bar[i] = i < fill - (bad < fill ? bad : fill) ? '#' : i < fill ? 'x' : '.';
     bar[30] = 0;
-    fprintf(stderr, "\r[%s] %zu/%zu shards, %zu failed, groups %zu/%zu, %02d:%02d%s", bar, x->shards_done,
-            x->shards_total, x->shards_failed, x->fired + x->dead, x->n, (int)el / 60, (int)el % 60, final ? "\n" : "");
+    fprintf(stderr, "\r[%s] %zu/%zu shards done, %zu failed; groups %zu/%zu, %zu dead; %02d:%02d%s", bar, fin,
+            x->shards_total, x->shards_failed, x->fired + x->dead, x->n, x->dead, (int)el / 60, (int)el % 60,
+            final ? "\n" : "");
   }
 }
 
@@ -315,8 +321,10 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
         if (g.event != ALTAR_GROUP_FIRED) rc = 1;
         if (cb) cb(cb_ctx, g.event == ALTAR_GROUP_FIRED ? "fired" : "dead_lettered", g.kind, g.group_key, g.n_shards,
                    g.event_id);
-        else if (!tty)
-          fprintf(stderr, "group %s %s:%s (%zu shards) [%zu/%zu groups]\n",
+        else if (!tty || g.event != ALTAR_GROUP_FIRED)
+          /* On a terminal the bar's line is cleared first; a dead-lettered
+           * group is named there as it happens, a fired one only counted. */
+          fprintf(stderr, "%sgroup %s %s:%s (%zu shards) [%zu/%zu groups]\n", tty ? "\r\033[K" : "",
                   g.event == ALTAR_GROUP_FIRED ? "fired" : "dead-lettered", g.kind, g.group_key, g.n_shards, settled,
                   x->n);
       }

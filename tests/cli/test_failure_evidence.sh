@@ -112,6 +112,18 @@ for f in status.txt status.json logs.txt logs-failed.txt status.jsonl ledger.jso
 done
 check "! grep -rq '$SECRET' '$T/var/data/logs'" "the secret value is kept in the task's log file"
 
+# On a terminal (script(1) gives one), --wait names the dead-lettered group
+# as it happens, and failures do not fill the bar with success marks.
+if command -v script >/dev/null; then
+  sed 's/"fold":"\([01]\)"/"fold":"t\1"/' "$T/specs.jsonl" >"$T/specs-tty.jsonl"
+  timeout 120 script -qec "'$ALTAR_BIN' submit $cfg --wait '$T/specs-tty.jsonl'" /dev/null 2>&1 | tr '\r' '\n' >"$T/tty.txt"
+  check "grep -q 'group dead-lettered score:j-[0-9a-f]*:t0' '$T/tty.txt'" "--wait on a terminal does not name the dead-lettered group"
+  check "grep -q '^\[#*x\+\] 2/2 shards done, 1 failed; groups 2/2, 1 dead' '$T/tty.txt'" \
+    "the terminal's last progress line: $(grep shards "$T/tty.txt" | tail -1)"
+else
+  fail "script(1) is missing (util-linux): the terminal case was not run"
+fi
+
 # Size bounds name the sizes.
 python3 -c 'import json; print(json.dumps({"kind":"score","image":"none","command":["true"],"labels":{"fold":"9","big":"x"*5000000}}))' >"$T/big.json"
 rc=0
