@@ -36,23 +36,29 @@ void altar_cli_failed_add(failed_shards_t *fs, const altar_ledger_entry_t *e) {
   fs->n++;
 }
 
+void altar_cli_failure_summary(const char *detail, char *buf, size_t size) {
+  const char *d = detail ? detail : "";
+  int line = (int)strcspn(d, "\n");
+  int n = snprintf(buf, size, "%.*s", line > 200 ? 200 : line, d);
+  /* The command's last word on stderr says more than its exit code. */
+  const char *err = strstr(d, "\n--- stderr");
+  if (n >= 0 && (size_t)n < size && err && (err = strchr(err + 1, '\n'))) {
+    const char *end = strstr(err, "\n--- stdout");
+    if (!end) end = err + strlen(err);
+    while (end > err && (end[-1] == '\n' || end[-1] == ' ')) end--;
+    const char *start = end;
+    while (start > err + 1 && start[-1] != '\n') start--;
+    if (end > start)
+      snprintf(buf + n, size - (size_t)n, "%s%.*s", n ? " | " : "", (int)(end - start > 200 ? 200 : end - start), start);
+  }
+}
+
 void altar_cli_failed_print(const failed_shards_t *fs, size_t max) {
   for (size_t i = 0; i < fs->n && i < max; i++) {
     const failed_shard_t *s = &fs->v[i];
-    const char *d = s->detail ? s->detail : "";
-    int line = (int)strcspn(d, "\n");
-    printf("  failed: %s %s%s%.*s", s->task_key, s->reason, line ? ": " : "", line > 200 ? 200 : line, d);
-    /* The command's last word on stderr says more than its exit code. */
-    const char *err = strstr(d, "\n--- stderr");
-    if (err && (err = strchr(err + 1, '\n'))) {
-      const char *end = strstr(err, "\n--- stdout");
-      if (!end) end = err + strlen(err);
-      while (end > err && (end[-1] == '\n' || end[-1] == ' ')) end--;
-      const char *start = end;
-      while (start > err + 1 && start[-1] != '\n') start--;
-      if (end > start) printf(" | %.*s", (int)(end - start > 200 ? 200 : end - start), start);
-    }
-    printf("\n");
+    char why[512];
+    altar_cli_failure_summary(s->detail, why, sizeof why);
+    printf("  failed: %s %s%s%s\n", s->task_key, s->reason, why[0] ? ": " : "", why);
   }
   if (fs->n > max) printf("  failed: … and %zu more (altar status --json lists all)\n", fs->n - max);
   if (fs->n) printf("  (altar logs TASK_KEY shows a shard's output; altar logs JOB_ID --failed all of them)\n");

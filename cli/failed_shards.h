@@ -22,6 +22,9 @@ typedef struct failed_shards {
 /* Adds e when it is a failed shard (a replaced run, superseded or released,
  * is not: another record is that shard's). */
 void altar_cli_failed_add(failed_shards_t *fs, const altar_ledger_entry_t *e);
+/* One line of a failure's detail for a person: its first line, then " | "
+ * and the last line of its stderr section when it has one (bounded). */
+void altar_cli_failure_summary(const char *detail, char *buf, size_t size);
 /* Prints "  failed: KEY reason: first line of detail" lines (at most max,
  * then how many more). */
 void altar_cli_failed_print(const failed_shards_t *fs, size_t max);

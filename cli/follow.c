@@ -2,6 +2,8 @@
  * and dead topics; progress, shards waiting for a pool, late shards. */
 #include "follow.h"
 
+#include "failed_shards.h"
+
 #include "altar/codec.h"
 #include "altar/fleet.h"
 #include "altar/pools.h"
@@ -127,6 +129,7 @@ void altar_cli_expect_clear(expect_t *x) {
     free(x->shards[i].topic);
     free(x->shards[i].pool);
     free(x->shards[i].reason);
+    free(x->shards[i].why);
   }
   free(x->keys);
   free(x->done);
@@ -200,6 +203,13 @@ static void on_status(expect_t *x, const altar_status_event_t *ev) {
   s->state = ev->event == ALTAR_EV_SUBMITTED ? ALTAR_STATE_PENDING : (int)ev->state;
   free(s->reason);
   s->reason = ev->state == ALTAR_STATE_FAILED && ev->failure && ev->failure->reason ? strdup(ev->failure->reason) : NULL;
+  free(s->why);
+  s->why = NULL;
+  if (s->reason && ev->failure->detail) {
+    char why[512];
+    altar_cli_failure_summary(ev->failure->detail, why, sizeof why);
+    if (why[0]) s->why = strdup(why);
+  }
 }
 
 /* A group event of the job: 1 when it settled one of its groups now. */
@@ -360,7 +370,8 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
   for (size_t i = 0; rc == 1 && i < x->n_shards; i++) {
     const follow_shard_t *s = &x->shards[i];
     if (terminal(s) && s->state == ALTAR_STATE_FAILED && !s->late)
-      fprintf(stderr, "  shard %s failed: %s\n", s->task_key, s->reason ? s->reason : "(no reason)");
+      fprintf(stderr, "  shard %s failed: %s%s%s\n", s->task_key, s->reason ? s->reason : "(no reason)",
+              s->why ? ": " : "", s->why ? s->why : "");
   }
   altar_transport_close(probe);
   altar_transport_close(t);

@@ -80,6 +80,8 @@ timeout 120 "$ALTAR_BIN" submit $cfg --wait "$T/specs.jsonl" >"$T/submit.out" 2>
 check "[ $rc -eq 1 ]" "submit --wait of a job with a dead-lettered group exited $rc"
 JOB="$(head -1 "$T/submit.out")"
 check "grep -q 'group dead-lettered score:$JOB:0' '$T/submit.err'" "--wait does not name the dead-lettered group: $(cat "$T/submit.err")"
+check "grep -q 'failed: exit_3: command exited with code 3 | FileNotFoundError: weights.h5' '$T/submit.err'" \
+  "--wait does not say why the shard failed: $(cat "$T/submit.err")"
 
 "$ALTAR_BIN" status $cfg "$JOB" >"$T/status.txt" 2>&1
 "$ALTAR_BIN" status $cfg "$JOB" --json >"$T/status.json" 2>&1
