@@ -404,6 +404,7 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
   }
   choose_cgroup(p, mem);
   altar__proc_spare_sweep(p);
+  altar__proc_logs_sweep(p, ALTAR_PROC_LOG_RETENTION_S);
   return p;
 nomem:
   snprintf(errstr, errstr_size, "backend 'process': out of memory");

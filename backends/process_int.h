@@ -126,6 +126,10 @@ char *altar__proc_detail_with_logs(const char *base, const char *dir);
  * worker's secret environment variables replaced (nothing to do, and no
  * read, when the environment holds none). */
 void altar__proc_redact_logs(const char *dir);
+/* Deletes kept output not written for max_age_s (at create): a group
+ * settles within minutes to days, the logs must not grow for ever. */
+#define ALTAR_PROC_LOG_RETENTION_S (14.0 * 24 * 3600)
+void altar__proc_logs_sweep(const altar_process_t *p, double max_age_s);
 
 /* Reads the task's state: terminal statuses come with *pfailure (caller
  * frees). Never blocks. */

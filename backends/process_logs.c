@@ -2,15 +2,18 @@
  * and the failure detail made from its tails. */
 #include "process_int.h"
 
+#include "altar/codec.h"
 #include "altar/log_tail.h"
 #include "altar/pools.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -92,4 +95,21 @@ void altar__proc_redact_logs(const char *dir) {
   if (!env_has_secret()) return;
   redact_file(dir, "stdout");
   redact_file(dir, "stderr");
+}
+
+void altar__proc_logs_sweep(const altar_process_t *p, double max_age_s) {
+  DIR *d = opendir(p->logs_dir);
+  if (!d) return;
+  time_t now = time(NULL);
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (strlen(de->d_name) != ALTAR_TASK_KEY_LEN) continue; /* only ours: <task key> */
+    struct stat st;
+    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) continue;
+    if (difftime(now, st.st_mtime) < max_age_s) continue;
+    char path[ALTAR_PATH_BUF + 80];
+    snprintf(path, sizeof path, "%s/%s", p->logs_dir, de->d_name);
+    altar__proc_rmtree(path);
+  }
+  closedir(d);
 }

@@ -10,6 +10,7 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +287,37 @@ static void test_failure_detail_carries_output(void) {
   }
   unsetenv("ALTAR_TEST_API_TOKEN");
   altar_spec_free(s);
+}
+
+/* Kept output older than the retention is deleted when a backend starts on
+ * the data root; newer output, and names that are not task keys, stay. */
+static void test_old_logs_swept(void) {
+  char *r = altar_test_tmpdir("process-logs-sweep");
+  char old_dir[4400], new_dir[4400], other[4400], logs[4200];
+  snprintf(logs, sizeof logs, "%s/logs", r);
+  CU_ASSERT_EQUAL_FATAL(mkdir(logs, 0755), 0);
+  snprintf(old_dir, sizeof old_dir, "%s/%064d", logs, 1);
+  snprintf(new_dir, sizeof new_dir, "%s/%064d", logs, 2);
+  snprintf(other, sizeof other, "%s/not-a-key", logs);
+  CU_ASSERT_EQUAL_FATAL(mkdir(old_dir, 0755), 0);
+  CU_ASSERT_EQUAL_FATAL(mkdir(new_dir, 0755), 0);
+  CU_ASSERT_EQUAL_FATAL(mkdir(other, 0755), 0);
+  struct timespec ts[2] = {{time(NULL) - 15 * 24 * 3600, 0}, {time(NULL) - 15 * 24 * 3600, 0}};
+  CU_ASSERT_EQUAL(utimensat(AT_FDCWD, old_dir, ts, 0), 0);
+  CU_ASSERT_EQUAL(utimensat(AT_FDCWD, other, ts, 0), 0);
+  altar_strmap_t cfg = {0};
+  altar_strmap_set(&cfg, "data_root", r);
+  char errstr[256];
+  altar_backend_t *b = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
+  altar_strmap_clear(&cfg);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  struct stat st;
+  CU_ASSERT_NOT_EQUAL(stat(old_dir, &st), 0);
+  CU_ASSERT_EQUAL(stat(new_dir, &st), 0);
+  CU_ASSERT_EQUAL(stat(other, &st), 0);
+  altar_backend_destroy(b);
+  altar_test_rmtree(r);
+  free(r);
 }
 
 static void test_exec_failure_is_exit_127(void) {
@@ -633,6 +665,7 @@ static void add(void) {
     ALTAR_TEST(test_logs_bounded);
     ALTAR_TEST(test_exec_failure_is_exit_127);
     ALTAR_TEST(test_failure_detail_carries_output);
+    ALTAR_TEST(test_old_logs_swept);
     ALTAR_TEST(test_supervisor_is_exec_not_fork);
     ALTAR_TEST(test_reclaimed_directory_is_reused_clean);
     ALTAR_TEST(test_dead_workers_spares_swept);
