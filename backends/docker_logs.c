@@ -16,13 +16,12 @@
 extern char **environ;
 
 
-static void keep(const char *dir, const char *name, const char *text) {
+static void keep(const char *dir, const char *name, const char *text, size_t n) {
   char path[PATH_MAX + 80], tmp[PATH_MAX + 96];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  size_t n = strlen(text);
   bool ok = true;
   for (const char *p = text; n && ok;) {
     ssize_t w = write(fd, p, n);
@@ -43,21 +42,23 @@ void altar__docker_add_logs(altar_docker_t *dk, const char *id, const char *task
     return;
   }
   const char *out = res.out ? res.out : "", *er = res.err ? res.err : "";
+  size_t on = res.out ? res.out_len : 0, en = res.err ? res.err_len : 0;
   if (task_key[0]) {
     char dir[PATH_MAX + 80];
     snprintf(dir, sizeof dir, "%s/logs", dk->data_root);
     (void)mkdir(dir, 0755);
     snprintf(dir, sizeof dir, "%s/logs/%s", dk->data_root, task_key);
     if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
-      char *ro = altar_redact_env(out, (const char *const *)environ);
-      char *re = altar_redact_env(er, (const char *const *)environ);
-      if (ro && *ro) keep(dir, "stdout", ro);
-      if (re && *re) keep(dir, "stderr", re);
+      size_t ron = on, ren = en;
+      char *ro = altar_redact_env_n(out, &ron, (const char *const *)environ);
+      char *re = altar_redact_env_n(er, &ren, (const char *const *)environ);
+      if (ro && ron) keep(dir, "stdout", ro, ron);
+      if (re && ren) keep(dir, "stderr", re, ren);
       free(ro);
       free(re);
     }
   }
-  char *d = altar_detail_with_output(f->detail, er, strlen(er), out, strlen(out), (const char *const *)environ,
+  char *d = altar_detail_with_output(f->detail, er, en, out, on, (const char *const *)environ,
                                      ALTAR_BOUND_DETAIL);
   if (d) {
     free(f->detail);

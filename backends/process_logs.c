@@ -78,10 +78,11 @@ static void redact_file(const char *dir, const char *name) {
   size_t len = 0;
   char *text = altar__proc_read_small(path, (size_t)st.st_size, &len);
   if (!text) return;
-  char *red = strlen(text) == len ? altar_redact_env(text, (const char *const *)environ) : NULL;
-  if (red && strcmp(red, text)) {
+  size_t rlen = len;
+  char *red = altar_redact_env_n(text, &rlen, (const char *const *)environ);
+  if (red && (rlen != len || memcmp(red, text, len))) {
     snprintf(tmp, sizeof tmp, "%s/.%s.redacted", dir, name);
-    if (altar__proc_write_file(tmp, red, strlen(red)) == 0) {
+    if (altar__proc_write_file(tmp, red, rlen) == 0) {
       if (rename(tmp, path) < 0) unlink(tmp);
     } else {
       unlink(tmp);

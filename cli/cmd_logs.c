@@ -66,15 +66,13 @@ static char *read_stream(const char *dir, const char *name, size_t *plen) {
   return buf;
 }
 
-static void print_redacted(const char *data, size_t len) {
-  /* NUL bytes end the text the redaction sees: print them as they are not worth keeping. */
-  char *t = altar_redact_env(data, (const char *const *)environ);
-  if (!t) {
-    fwrite(data, 1, len, stdout);
-    return;
-  }
-  fputs(t, stdout);
-  if (*t && t[strlen(t) - 1] != '\n') fputc('\n', stdout);
+/* Prints data as written but for the secrets of this environment. */
+static void print_redacted(const char *data, size_t len, bool end_line) {
+  size_t n = len;
+  char *t = altar_redact_env_n(data, &n, (const char *const *)environ);
+  const char *p = t ? t : data;
+  fwrite(p, 1, t ? n : len, stdout);
+  if (end_line && (t ? n : len) && p[(t ? n : len) - 1] != '\n') fputc('\n', stdout);
   free(t);
 }
 
@@ -125,22 +123,22 @@ static int print_task(const char *data_root, const char *key, const char *only, 
   int rc = 0;
   if (only) {
     char *s = !strcmp(only, "stdout") ? out : err;
-    if (s) print_redacted(s, !strcmp(only, "stdout") ? ol : el);
+    if (s) print_redacted(s, !strcmp(only, "stdout") ? ol : el, false);
     else rc = 1;
   } else if (out || err) {
     printf("== task %s%s%s ==\n", key, reason ? " failed: " : "", reason ? reason : "");
     if (out) {
       printf("-- stdout (%zu bytes) --\n", ol);
-      print_redacted(out, ol);
+      print_redacted(out, ol, true);
     }
     if (err) {
       printf("-- stderr (%zu bytes) --\n", el);
-      print_redacted(err, el);
+      print_redacted(err, el, true);
     }
   } else if (have_record) {
     printf("== task %s%s%s ==\n", key, reason ? " failed: " : "", reason ? reason : "");
     printf("(no output kept under %s; this is the failure's detail from the ledger)\n", dir);
-    if (detail) print_redacted(detail, strlen(detail));
+    if (detail) print_redacted(detail, strlen(detail), true);
     else printf("(no detail recorded)\n");
   } else {
     rc = 1;

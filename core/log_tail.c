@@ -120,6 +120,10 @@ char *altar_log_tail_text(const char *data, size_t len, size_t max, const char *
   return text;
 }
 
+char *altar_redact_env_n(const char *data, size_t *plen, const char *const *envp) {
+  return redact(data ? data : "", plen, envp);
+}
+
 char *altar_redact_env(const char *s, const char *const *envp) {
   size_t n = s ? strlen(s) : 0;
   return redact(s ? s : "", &n, envp);

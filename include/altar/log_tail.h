@@ -40,5 +40,8 @@ char *altar_detail_with_output(const char *base, const char *err, size_t err_len
 /* The text s with every secret value of envp replaced (as above); malloc'd,
  * caller frees; NULL when out of memory. */
 char *altar_redact_env(const char *s, const char *const *envp);
+/* The same for *plen bytes of data (NUL bytes allowed); *plen becomes the
+ * result's length. */
+char *altar_redact_env_n(const char *data, size_t *plen, const char *const *envp);
 
 #endif
