@@ -27,6 +27,8 @@ struct altar_k8s {
    * name: the reason code and the platform's message. Remembered because
    * the pods are gone once the Job's deadline has failed it. */
   altar_strmap_t wait_reason, wait_detail;
+  /* When capacity may next ask for the nodes after a failed list (0: now). */
+  double nodes_retry_at;
 };
 
 /* The configured pool called name, or NULL. */
@@ -34,6 +36,10 @@ const altar_k8s_pool_t *altar__k8s_pool(const altar_k8s_t *k, const char *name);
 /* The pool name a spec's resources land in: gpu, or "normal" when CPU-only. */
 const char *altar__k8s_pool_name(const altar_resources_t *r);
 double altar__k8s_now(const altar_k8s_t *k);
+/* How many tasks of pool p the schedulable nodes matching its selector can
+ * take: their allocatable GPUs for a GPU pool, their allocatable pods for
+ * the CPU pool (k8s_nodes.c). */
+int64_t altar__k8s_pool_node_slots(const altar_k8s_pool_t *p, const altar_k8s_node_info_t *nodes, size_t n);
 void altar__k8s_sleep(const altar_k8s_t *k, double seconds);
 
 /* Runs cfg's exec credential plugin when it has given nothing yet, when

@@ -3,6 +3,7 @@
 
 #include "altar/backend.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,34 +102,89 @@ int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_sta
   return rc;
 }
 
+/* The pools whose nodes bound them: a node selector, or a GPU pool. */
+static bool wants_nodes(const altar_k8s_pool_t *p) {
+  return p->node_selector.n > 0 || strcmp(p->name, ALTAR_POOL_CPU) != 0;
+}
+
+/* The nodes, when some pool wants them and the last failed list is a
+ * minute old; *pok false when capacity must do without them. */
+static int list_nodes_if_wanted(altar_k8s_t *k, altar_k8s_node_info_t **pnodes, size_t *pn, bool *pok) {
+  *pnodes = NULL;
+  *pn = 0;
+  *pok = false;
+  bool want = false;
+  for (size_t i = 0; i < k->n_pools; i++) want |= wants_nodes(&k->pools[i]);
+  if (!want || altar__k8s_now(k) < k->nodes_retry_at) return ALTAR_OK;
+  altar_error_t e = {0};
+  int rc = altar_k8s_runtime_list_nodes(k->rt, pnodes, pn, &e);
+  if (rc == ALTAR_ENOMEM) return rc;
+  if (rc) {
+    /* No permission on nodes, or a runtime without them: the ceilings
+     * still hold, and asking every tick would only repeat the refusal. */
+    k->nodes_retry_at = altar__k8s_now(k) + 60.0;
+    return ALTAR_OK;
+  }
+  *pok = true;
+  return ALTAR_OK;
+}
+
 int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err) {
+  altar_k8s_node_info_t *nodes = NULL;
+  size_t nnodes = 0;
+  bool have_nodes;
+  int rc = list_nodes_if_wanted(k, &nodes, &nnodes, &have_nodes);
+  if (rc) return altar_error_set(err, rc, "capacity: out of memory");
+  int64_t *bound = calloc(k->n_pools ? k->n_pools : 1, sizeof *bound);
+  if (!bound) {
+    altar_k8s_node_infos_free(nodes, nnodes);
+    return altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
+  }
   bool any = false;
-  for (size_t i = 0; i < k->n_pools; i++) any |= k->pools[i].max_slots >= 0;
-  if (!any) return ALTAR_OK; /* no ceilings configured: no fixed capacity */
+  for (size_t i = 0; i < k->n_pools; i++) {
+    const altar_k8s_pool_t *p = &k->pools[i];
+    bound[i] = p->max_slots >= 0 ? p->max_slots : INT64_MAX;
+    if (have_nodes && wants_nodes(p)) {
+      int64_t on_nodes = altar__k8s_pool_node_slots(p, nodes, nnodes);
+      if (on_nodes < bound[i]) bound[i] = on_nodes;
+    }
+    any |= bound[i] != INT64_MAX;
+  }
+  altar_k8s_node_infos_free(nodes, nnodes);
+  if (!any) { /* nothing bounds any pool: no fixed capacity */
+    free(bound);
+    return ALTAR_OK;
+  }
   altar_k8s_job_info_t *jobs = NULL;
   size_t njobs = 0;
-  int rc = altar_k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
-  if (rc) return rc;
+  rc = altar_k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
   for (size_t i = 0; i < k->n_pools && !rc; i++) {
     const altar_k8s_pool_t *p = &k->pools[i];
-    if (p->max_slots < 0) continue;
-    char *want = altar_k8s_label_safe(p->name);
-    if (!want) {
-      rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
-      break;
+    int64_t free_slots = bound[i];
+    if (free_slots != INT64_MAX) {
+      char *want = altar_k8s_label_safe(p->name);
+      if (!want) {
+        rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
+        break;
+      }
+      int64_t active = 0;
+      for (size_t j = 0; j < njobs; j++) {
+        const char *pool = altar_strmap_get(&jobs[j].labels, ALTAR_K8S_POOL_LABEL);
+        if (pool && !strcmp(pool, want) &&
+            (jobs[j].state == ALTAR_STATE_PENDING || jobs[j].state == ALTAR_STATE_RUNNING))
+          active++;
+      }
+      free(want);
+      free_slots = free_slots > active ? free_slots - active : 0;
     }
-    int64_t active = 0;
-    for (size_t j = 0; j < njobs; j++) {
-      const char *pool = altar_strmap_get(&jobs[j].labels, ALTAR_K8S_POOL_LABEL);
-      if (pool && !strcmp(pool, want) &&
-          (jobs[j].state == ALTAR_STATE_PENDING || jobs[j].state == ALTAR_STATE_RUNNING))
-        active++;
-    }
-    free(want);
-    int64_t free_slots = p->max_slots > active ? p->max_slots - active : 0;
     if (altar_capacity_set(cap, p->name, free_slots)) rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
   }
+  /* CPU-only tasks run on any cluster: the CPU pool is served even when the
+   * configuration names only GPU pools. */
+  if (!rc && !altar__k8s_pool(k, ALTAR_POOL_CPU) && altar_capacity_set(cap, ALTAR_POOL_CPU, INT64_MAX))
+    rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
   altar_k8s_job_infos_free(jobs, njobs);
+  free(bound);
   return rc;
 }
 

@@ -161,6 +161,14 @@ int altar_k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, co
   return rt->ops->list_pod_waits(rt->impl, ns, label_selector, pwaits, pn, err);
 }
 
+int altar_k8s_runtime_list_nodes(altar_k8s_runtime_t *rt, altar_k8s_node_info_t **pnodes, size_t *pn,
+                                 altar_error_t *err) {
+  *pnodes = NULL;
+  *pn = 0;
+  if (!rt->ops->list_nodes) return altar_error_set(err, ALTAR_ENOTSUP, "the %s runtime cannot list nodes", rt->ops->name);
+  return rt->ops->list_nodes(rt->impl, pnodes, pn, err);
+}
+
 /* ---- reading API objects ---- */
 
 static const char *jstr(const json_t *obj, const char *key) {

@@ -439,6 +439,43 @@ static int h_pod_waits(void *impl, const char *ns, const char *sel, altar_k8s_po
   return ALTAR_OK;
 }
 
+typedef struct {
+  altar_k8s_node_info_t *nodes;
+  size_t n, cap;
+} node_acc_t;
+
+static int append_nodes(void *ctx, const json_t *list, altar_error_t *err) {
+  node_acc_t *a = ctx;
+  size_t i;
+  json_t *node;
+  json_array_foreach(json_object_get(list, "items"), i, node) {
+    if (a->n == a->cap) {
+      size_t cap = a->cap ? a->cap * 2 : 8;
+      altar_k8s_node_info_t *grown = realloc(a->nodes, cap * sizeof *grown);
+      if (!grown) return altar_error_set(err, ALTAR_ENOMEM, "list nodes: out of memory");
+      a->nodes = grown;
+      a->cap = cap;
+    }
+    int rc = altar_k8s_node_info_from_json(node, &a->nodes[a->n], err);
+    if (rc == ALTAR_ENOMEM) return rc;
+    if (!rc) a->n++; /* a node without a name cannot take pods */
+  }
+  return ALTAR_OK;
+}
+
+static int h_nodes(void *impl, altar_k8s_node_info_t **pnodes, size_t *pn, altar_error_t *err) {
+  http_rt_t *rt = impl;
+  node_acc_t a = {0};
+  int rc = list_paged(rt, "/api/v1/nodes", NULL, NULL, "list nodes", append_nodes, &a, err);
+  if (rc) {
+    altar_k8s_node_infos_free(a.nodes, a.n);
+    return rc;
+  }
+  *pnodes = a.nodes;
+  *pn = a.n;
+  return ALTAR_OK;
+}
+
 /* GET of one object; *pobj NULL on 404. */
 static int get_object(http_rt_t *rt, const char *path, const char *what, json_t **pobj, altar_error_t *err) {
   *pobj = NULL;
@@ -550,6 +587,7 @@ static const altar_k8s_runtime_ops_t http_ops = {
     .delete_job = h_delete,
     .describe_failure = h_describe,
     .list_pod_waits = h_pod_waits,
+    .list_nodes = h_nodes,
     .default_namespace = h_namespace,
     .destroy = h_destroy,
 };

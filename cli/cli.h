@@ -13,6 +13,7 @@ int altar_cmd_ledger(int argc, char **argv);
 int altar_cmd_log(int argc, char **argv);
 int altar_cmd_run(int argc, char **argv);
 int altar_cmd_submit(int argc, char **argv);
+int altar_cmd_cancel(int argc, char **argv);
 int altar_cmd_worker(int argc, char **argv);
 int altar_cmd_reconciler(int argc, char **argv);
 int altar_cmd_status(int argc, char **argv);
@@ -21,6 +22,9 @@ int altar_cmd_demo(int argc, char **argv);
 int altar_cmd_jobs(int argc, char **argv);
 int altar_cmd_workers(int argc, char **argv);
 int altar_cmd_dashboard(int argc, char **argv);
+/* `altar ledger retries`: the recorded due time of every retry (cli/cmd_ledger_retries.c). */
+struct altar_ledger;
+int altar__cmd_ledger_retries(struct altar_ledger *l);
 
 /* Registers the built-in backends, storage adapters and transports by name.
  * The only place that knows every plug-in (cli/plugins.c). */

@@ -27,7 +27,8 @@ static const char usage_text[] =
     "  show BACKEND:EXTERNAL_ID   one record as JSON\n"
     "  stats [--json]             counts by state\n"
     "  dump                       every record as a JSON line (with task_key, group_key)\n"
-    "  checksum                   digest of the ledger's logical content\n\n"
+    "  checksum                   digest of the ledger's logical content\n"
+    "  retries                    the due time of every retry (retry_backoff), a JSON line each\n\n"
     "common options:\n"
     "  --ledger DIR     the RocksDB ledger (default: ledger.path from the config)\n"
     "  --config FILE    fleet config (default ./altar.yaml when present); its\n"
@@ -390,7 +391,7 @@ int altar_cmd_ledger(int argc, char **argv) {
     fputs(usage_text, stdout);
     return 0;
   }
-  static const char *const cmds[] = {"apply", "list", "show", "stats", "dump", "checksum"};
+  static const char *const cmds[] = {"apply", "list", "show", "stats", "dump", "checksum", "retries"};
   bool known = false;
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) known |= !strcmp(cmd, cmds[i]);
   if (!known) return usage_err(cmd, "%s", "unknown command");
@@ -412,6 +413,7 @@ int altar_cmd_ledger(int argc, char **argv) {
     else if (!strcmp(cmd, "dump")) rc = cmd_list(&o, l, true);
     else if (!strcmp(cmd, "show")) rc = cmd_show(&o, l);
     else if (!strcmp(cmd, "stats")) rc = cmd_stats(&o, l);
+    else if (!strcmp(cmd, "retries")) rc = altar__cmd_ledger_retries(l);
     else rc = cmd_checksum(l);
     altar_ledger_close(l);
   }

@@ -5,6 +5,7 @@
 #include "metrics_cli.h"
 #include "reconciler/daemon.h"
 #include "reconciler/outbox.h"
+#include "reconciler/retry_backoff.h"
 #include "altar/fleet.h"
 
 #include <errno.h>
@@ -79,6 +80,13 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   if (!rc && ol) rc = altar__outbox_carry(ol, nl, &carried, &err);
   if (!rc && carried && !quiet)
     fprintf(stderr, "altar reconciler: %zu unpublished outbox record(s) carried into the new ledger\n", carried);
+  /* Retries waiting for their due time (retry_backoff) are not in the
+   * status topic either: they come along the same way. */
+  size_t waiting = 0;
+  if (!rc && ol) rc = altar__retry_wait_carry(ol, nl, &waiting, &err);
+  if (!rc && waiting && !quiet)
+    fprintf(stderr, "altar reconciler: %zu retry job(s) waiting for their due time carried into the new ledger\n",
+            waiting);
   altar_ledger_close(ol);
   char new_sum[ALTAR_LEDGER_CHECKSUM_LEN + 1] = "";
   if (!rc) rc = altar_ledger_rocksdb_persist(nl, &err);

@@ -25,7 +25,8 @@ static void usage(FILE *out) {
           "  --kind KIND          require every spec to be of this kind\n"
           "  --wait               follow the job until every shard is terminal and every\n"
           "                       group settled: exit 0 when all fired, 1 when one was\n"
-          "                       dead-lettered or a shard failed after its group settled;\n"
+          "                       dead-lettered or a shard failed after its group settled,\n"
+          "                       4 when the job was cancelled (altar cancel);\n"
           "                       says when shards wait for a pool no worker serves\n"
           "  --timeout S          give up waiting after S seconds (exit 3)\n",
           altar_cli_fleet_flags_help);

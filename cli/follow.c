@@ -258,6 +258,7 @@ static void report_waiting(altar_transport_t *t, expect_t *x, size_t *plast) {
 
 int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long timeout_s, altar_cli_group_cb cb,
                      void *cb_ctx) {
+  size_t cancelled = 0; /* groups settled by `altar cancel` */
   altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
   altar_transport_t *probe = t ? altar_cli_open_transport(cfg, NULL) : NULL;
   if (!t || !probe) {
@@ -329,14 +330,17 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
       if (altar_decode_group(m->value, m->value_len, &g, &de) == ALTAR_OK && on_group(x, &g, run_id)) {
         settled++;
         if (g.event != ALTAR_GROUP_FIRED) rc = 1;
-        if (cb) cb(cb_ctx, g.event == ALTAR_GROUP_FIRED ? "fired" : "dead_lettered", g.kind, g.group_key, g.n_shards,
-                   g.event_id);
+        cancelled += g.event == ALTAR_GROUP_CANCELLED;
+        const char *what = g.event == ALTAR_GROUP_FIRED       ? "fired"
+                           : g.event == ALTAR_GROUP_CANCELLED ? "cancelled"
+                                                              : "dead_lettered";
+        if (cb) cb(cb_ctx, what, g.kind, g.group_key, g.n_shards, g.event_id);
         else if (!tty || g.event != ALTAR_GROUP_FIRED)
-          /* On a terminal the bar's line is cleared first; a dead-lettered
-           * group is named there as it happens, a fired one only counted. */
+          /* On a terminal the bar's line is cleared first; a group that did
+           * not fire is named there as it happens, a fired one only counted. */
           fprintf(stderr, "%sgroup %s %s:%s (%zu shards) [%zu/%zu groups]\n", tty ? "\r\033[K" : "",
-                  g.event == ALTAR_GROUP_FIRED ? "fired" : "dead-lettered", g.kind, g.group_key, g.n_shards, settled,
-                  x->n);
+                  g.event == ALTAR_GROUP_DEAD_LETTERED ? "dead-lettered" : what, g.kind, g.group_key, g.n_shards,
+                  settled, x->n);
       }
       altar_group_event_clear(&g);
     }
@@ -375,6 +379,11 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
   }
   altar_transport_close(probe);
   altar_transport_close(t);
+  /* A job stopped by `altar cancel` has an exit code of its own. */
+  if (cancelled && rc != 3 && rc != 2) {
+    fprintf(stderr, "altar submit --wait: job cancelled (%zu group(s) settled as cancelled)\n", cancelled);
+    rc = 4;
+  }
   return rc;
 }
 

@@ -19,6 +19,7 @@ ALTAR_CMD_PENDING(altar_cmd_ledger)
 ALTAR_CMD_PENDING(altar_cmd_log)
 ALTAR_CMD_PENDING(altar_cmd_run)
 ALTAR_CMD_PENDING(altar_cmd_submit)
+ALTAR_CMD_PENDING(altar_cmd_cancel)
 ALTAR_CMD_PENDING(altar_cmd_worker)
 ALTAR_CMD_PENDING(altar_cmd_reconciler)
 ALTAR_CMD_PENDING(altar_cmd_status)
@@ -41,6 +42,7 @@ static const struct {
     {"log", altar_cmd_log, "produce, consume and inspect topics on any transport"},
     {"run", altar_cmd_run, "run one spec to completion on a backend"},
     {"submit", altar_cmd_submit, "publish specs to the jobs topic"},
+    {"cancel", altar_cmd_cancel, "stop a job (or one group of it) everywhere"},
     {"worker", altar_cmd_worker, "consume jobs and drive a backend"},
     {"reconciler", altar_cmd_reconciler, "fold status events into the ledger, publish groups"},
     {"status", altar_cmd_status, "show the progress of a job"},

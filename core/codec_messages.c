@@ -212,6 +212,10 @@ void altar_status_event_clear(altar_status_event_t *e) {
   free(e->source.topic);
   altar_buf_free(&e->spec_enc);
   altar_buf_free(&e->record_fixed);
+  if (e->cancel) {
+    altar_control_msg_clear(e->cancel);
+    free(e->cancel);
+  }
   memset(e, 0, sizeof *e);
 }
 
@@ -386,7 +390,7 @@ int altar_decode_status(const void *data, size_t len, altar_status_event_t *pout
 
 /* ---- group event ---- */
 
-static const char *const group_event_names[] = {"fired", "dead_lettered"};
+static const char *const group_event_names[] = {"fired", "dead_lettered", "cancelled"};
 
 void altar_group_event_clear(altar_group_event_t *e) {
   if (!e) return;
@@ -405,7 +409,7 @@ static int wr_shards(altar__wr_t *w, const altar_handle_t *hs, size_t n) {
 
 static int wr_group(altar__wr_t *w, const void *msg) {
   const altar_group_event_t *e = msg;
-  if ((unsigned)e->event > ALTAR_GROUP_DEAD_LETTERED) return altar__wr_fail(w, ALTAR_EINVAL, "event: unknown kind");
+  if ((unsigned)e->event > ALTAR_GROUP_CANCELLED) return altar__wr_fail(w, ALTAR_EINVAL, "event: unknown kind");
   altar__wr_map(w, 8);
   ALTAR__WR_FIELD(w, "event", altar__wr_str(w, group_event_names[e->event]));
   ALTAR__WR_FIELD(w, "event_id", altar__wr_str(w, e->event_id));
@@ -449,7 +453,7 @@ static int rd_group_field(altar__rd_t *r, void *ctx, int idx, const msgpack_obje
   int i = 0, rc;
   switch (idx) {
   case G_EVENT:
-    rc = rd_enum(r, v, group_event_names, 2, &i, "expected one of fired, dead_lettered");
+    rc = rd_enum(r, v, group_event_names, 3, &i, "expected one of fired, dead_lettered, cancelled");
     e->event = (altar_group_event_kind_t)i;
     return rc;
   case G_EVENT_ID: return altar__rd_str(r, v, &e->event_id);
@@ -586,6 +590,8 @@ void altar_control_msg_clear(altar_control_msg_t *m) {
   free(m->event_name);
   free(m->offsets);
   free(m->worker);
+  free(m->job_id);
+  free(m->group_key);
   memset(m, 0, sizeof *m);
 }
 
@@ -594,14 +600,23 @@ static int wr_control(altar__wr_t *w, const void *msg) {
   /* An unknown event is written back under the name it was read with. */
   const char *ev = (unsigned)m->event < ALTAR_CTL_UNKNOWN ? control_event_names[m->event]
                    : m->event == ALTAR_CTL_UNKNOWN        ? m->event_name
+                   : m->event == ALTAR_CTL_CANCEL         ? "cancel"
                                                           : NULL;
   if (!ev) return altar__wr_fail(w, ALTAR_EINVAL, "event: unknown event");
+  bool cancel = m->event == ALTAR_CTL_CANCEL;
+  if (cancel && (!m->job_id || !*m->job_id)) return altar__wr_fail(w, ALTAR_EINVAL, "job_id: required on cancel");
   if (m->partition < 0) return altar__wr_fail(w, ALTAR_EINVAL, "partition: must be >= 0");
   if (m->n_offsets > ALTAR_CONTROL_MAX_OFFSETS) return altar__wr_fail(w, ALTAR_ETOOBIG, "offsets: too many");
   for (size_t i = 0; i < m->n_offsets; i++)
     if (m->offsets[i] < 0) return altar__wr_fail(w, ALTAR_EINVAL, "offsets: must be >= 0");
-  altar__wr_map(w, 8);
+  /* job_id and group_key belong to cancel alone, so the other events keep
+   * their bytes (their golden vectors are frozen). */
+  altar__wr_map(w, cancel ? 10 : 8);
   ALTAR__WR_FIELD(w, "event", altar__wr_str(w, ev));
+  if (cancel) {
+    ALTAR__WR_FIELD(w, "group_key", altar__wr_opt_str(w, m->group_key));
+    ALTAR__WR_FIELD(w, "job_id", altar__wr_str(w, m->job_id));
+  }
   ALTAR__WR_FIELD(w, "lease_s", altar__wr_f64(w, m->lease_s));
   msgpack_pack_str_with_body(&w->pk, "offsets", 7);
   altar__wr_array(w, m->n_offsets);
@@ -618,9 +633,9 @@ int altar_encode_control(const altar_control_msg_t *m, altar_buf_t *out, altar_e
   return encode_top(wr_control, m, "control", out, err);
 }
 
-enum { C_EVENT, C_LEASE_S, C_OFFSETS, C_PARTITION, C_TS, C_TYPE, C_V, C_WORKER };
-static const char *const control_keys[] = {"event", "lease_s", "offsets", "partition", "ts", "type", "v", "worker",
-                                           NULL};
+enum { C_EVENT, C_GROUP_KEY, C_JOB_ID, C_LEASE_S, C_OFFSETS, C_PARTITION, C_TS, C_TYPE, C_V, C_WORKER };
+static const char *const control_keys[] = {"event", "group_key", "job_id", "lease_s", "offsets", "partition", "ts",
+                                           "type",  "v",         "worker", NULL};
 
 static int rd_control_offsets(altar__rd_t *r, const msgpack_object *v, altar_control_msg_t *m) {
   if (v->type != MSGPACK_OBJECT_ARRAY) return altar__rd_fail(r, ALTAR_EDECODE, "expected array");
@@ -651,8 +666,11 @@ static int rd_control_field(altar__rd_t *r, void *ctx, int idx, const msgpack_ob
     m->event = ALTAR_CTL_UNKNOWN; /* open: a newer writer's event is skipped, not refused */
     for (int i = 0; i < ALTAR_CTL_UNKNOWN; i++)
       if (!strcmp(m->event_name, control_event_names[i])) m->event = (altar_control_event_t)i;
+    if (!strcmp(m->event_name, "cancel")) m->event = ALTAR_CTL_CANCEL;
     return ALTAR_OK;
   }
+  case C_GROUP_KEY: return altar__rd_opt_str(r, v, &m->group_key);
+  case C_JOB_ID: return altar__rd_opt_str(r, v, &m->job_id);
   case C_LEASE_S: return altar__rd_f64(r, v, &m->lease_s);
   case C_OFFSETS: return rd_control_offsets(r, v, m);
   case C_PARTITION: {
@@ -674,6 +692,9 @@ static int rd_control_field(altar__rd_t *r, void *ctx, int idx, const msgpack_ob
 static int rd_control_top(altar__rd_t *r, const msgpack_object *o, void *target) {
   int rc = rd_type_first(r, o, "control");
   if (!rc) rc = altar__rd_struct(r, o, control_keys, (1u << C_EVENT) | (1u << C_PARTITION), rd_control_field, target);
+  const altar_control_msg_t *m = target;
+  if (!rc && m->event == ALTAR_CTL_CANCEL && (!m->job_id || !*m->job_id))
+    rc = altar__rd_fail(r, ALTAR_EDECODE, "job_id: required on cancel");
   return rc;
 }
 

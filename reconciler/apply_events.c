@@ -2,6 +2,7 @@
  * deciding after each one the group it touched (fleet invariant 3: batch
  * sizes never change which shards a group fires with). */
 #include "altar/reconcile.h"
+#include "reconciler/retry_backoff.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,8 +145,9 @@ static int consume_both(altar_ledger_t *l, const picked_t *a, const picked_t *b,
  * count raised, and a retry request carrying the spec. When one has no
  * stored spec (nothing to republish), changes nothing and sets *pno_spec:
  * the group is dead-lettered rather than left pending. */
-static int retry_all(altar_ledger_t *l, const char *kind, const picked_t *f, altar_apply_result_t *res,
-                     bool *pno_spec, altar_error_t *err) {
+static int retry_all(altar_ledger_t *l, const altar_group_spec_t *gs, const picked_t *f, double ts,
+                     altar_apply_result_t *res, bool *pno_spec, altar_error_t *err) {
+  const char *kind = gs->kind;
   *pno_spec = false;
   altar_ledger_entry_t *es = calloc(f->n ? f->n : 1, sizeof *es);
   if (!es) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
@@ -176,8 +178,14 @@ static int retry_all(altar_ledger_t *l, const char *kind, const picked_t *f, alt
     q->spec = es[i].rec.spec;
     es[i].rec.spec = NULL;
     q->restart_count = es[i].rec.restart_count + 1;
+    /* The due time comes from the failure's own event time, so a replay
+     * records the same one; the daemon holds the job back until then. */
+    double delay = altar__retry_backoff_delay(&gs->retry_backoff, q->task_key, q->restart_count);
+    q->failed_ts = ts;
+    q->due_ts = ts + delay;
     if (altar_handle_copy(&q->handle, &es[i].rec.handle) || !q->kind)
       rc = altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    if (!rc && delay > 0) rc = altar__retry_due_record(l, q->task_key, q->restart_count, ts, delay, err);
   }
   for (size_t i = 0; i < got; i++) altar_ledger_entry_clear(&es[i]);
   free(es);
@@ -250,7 +258,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
     /* Without budget the group can never complete. */
     if (budget) {
       bool no_spec;
-      rc = retry_all(l, gs->kind, &f, res, &no_spec, err); /* requests hold copies of their own */
+      rc = retry_all(l, gs, &f, ts, res, &no_spec, err); /* requests hold copies of their own */
       if (rc || !no_spec) {
         altar_arena_rewind(&res->mem, mark);
         return rc;
@@ -267,6 +275,45 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   rc = check_publishable(gs->kind, own, &f, err);
   if (!rc) rc = consume_both(l, &f, &s, err);
   if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, own, &f, ts, err);
+  return rc;
+}
+
+int altar__apply_cancel_group(altar_ledger_t *l, const altar_group_spec_t *gs, const char *gk, double ts,
+                              altar_apply_result_t *res, altar_error_t *err) {
+  const altar_ledger_entry_t *const *m;
+  size_t n;
+  int rc = l->ops->group_members(l->impl, gs->kind, gk, &m, &n, err);
+  if (rc || !n) return rc;
+  /* Copies first: the borrowed views die with the first change. */
+  char *own = altar_arena_strndup(&res->mem, gk, strlen(gk));
+  picked_t s, f, p[2];
+  if (!own || pick(&s, &res->mem, m, n, ALTAR_STATE_SUCCEEDED) || pick(&f, &res->mem, m, n, ALTAR_STATE_FAILED) ||
+      pick(&p[0], &res->mem, m, n, ALTAR_STATE_PENDING) || pick(&p[1], &res->mem, m, n, ALTAR_STATE_RUNNING))
+    return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  altar_failure_t *cf = altar_failure_new(ALTAR_REASON_CANCELLED, "its job was cancelled (altar cancel)", true);
+  if (!cf) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  for (int k = 0; !rc && k < 2; k++)
+    for (size_t i = 0; !rc && i < p[k].n; i++) rc = altar_ledger_set_state(l, &p[k].hs[i], ALTAR_STATE_FAILED, cf, err);
+  altar_failure_free(cf);
+  /* The event lists every member, in one sorted set as the others do. */
+  picked_t all = {0};
+  size_t total = s.n + f.n + p[0].n + p[1].n;
+  all.hs = altar_arena_alloc(&res->mem, total * (sizeof *all.hs + sizeof *all.keys + sizeof *all.tkeys) + 1);
+  if (!rc && !all.hs) rc = altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  if (!rc) {
+    all.keys = (const char **)(void *)(all.hs + total);
+    all.tkeys = (char **)(void *)(all.keys + total);
+    const picked_t *parts[] = {&s, &f, &p[0], &p[1]};
+    for (size_t k = 0; k < 4; k++)
+      for (size_t i = 0; i < parts[k]->n; i++) {
+        all.hs[all.n] = parts[k]->hs[i];
+        all.keys[all.n] = parts[k]->keys[i];
+        all.tkeys[all.n++] = parts[k]->tkeys[i];
+      }
+    rc = check_publishable(gs->kind, own, &all, err);
+  }
+  if (!rc && all.n) rc = altar_ledger_consume(l, all.hs, all.n, err);
+  if (!rc) rc = push_event(res, ALTAR_GROUP_CANCELLED, gs->kind, own, &all, ts, err);
   return rc;
 }
 

@@ -7,7 +7,9 @@
 #include "altar/fleet.h"
 #include "altar/reconcile.h"
 #include "reconciler/ledger_aux.h"
+#include "reconciler/cancel.h"
 #include "reconciler/outbox.h"
+#include "reconciler/retry_backoff.h"
 #include "reconciler/settled.h"
 
 #include <inttypes.h>
@@ -29,6 +31,8 @@ typedef struct daemon {
   const char *group;
   altar__outbox_t ob;
   altar__settled_t settled; /* reruns of settled tasks are not applied */
+  altar__retry_wait_t waits; /* retries held back until their due time */
+  int32_t status_parts;      /* partitions of the status topic (cancels need it) */
   in_part_t *parts;
   size_t n_parts, cap_parts;
   altar_reconciler_stats_t stats;
@@ -208,7 +212,12 @@ static int stage_retry(daemon_t *d, const altar_retry_request_t *r, const altar_
   }
   altar_buf_t b = {0};
   int rc = job.job_id ? altar_encode_job(&job, &b, err) : altar_error_set(err, ALTAR_ENOMEM, "out of memory");
-  if (!rc) rc = altar__outbox_stage(&d->ob, d->o->topics->jobs, r->task_key, b.data, b.len, NULL, NULL, NULL, err);
+  /* Not before its due time (retry_backoff): it waits in the ledger, in this
+   * same write, and the loop releases it then; nothing blocks meanwhile. */
+  if (!rc && r->due_ts > now_s())
+    rc = altar__retry_wait_stage(&d->waits, r->due_ts, d->o->topics->jobs, r->task_key, b.data, b.len, err);
+  else if (!rc)
+    rc = altar__outbox_stage(&d->ob, d->o->topics->jobs, r->task_key, b.data, b.len, NULL, NULL, NULL, err);
   altar_buf_free(&b);
   altar_job_msg_clear(&job);
   if (!rc) d->stats.retried++;
@@ -243,6 +252,13 @@ static int stage_dlq_copy(daemon_t *d, const altar_msg_t *m, const char *reason,
  * (n is 1), the message is not applied but set aside in the DLQ with that
  * reason, in the same write as its offset. */
 static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *poison_reason, altar_error_t *err) {
+  if (!d->status_parts) { /* the topic was not there at start */
+    altar_topic_list_t *tl = NULL;
+    altar_error_t le = {0};
+    if (altar_transport_list_topics(d->o->transport, d->o->topics->status, 10000, &tl, &le) == ALTAR_OK && tl->n_topics)
+      d->status_parts = (int32_t)tl->topics[0].n_partitions;
+    altar_topic_list_free(tl);
+  }
   altar_status_event_t *evs = calloc(n ? n : 1, sizeof *evs);
   if (!evs) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   size_t n_ev = 0;
@@ -256,7 +272,7 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
   for (size_t i = 0; i < n && !rc; i++) {
     altar_msg_t *m = msgs[i];
     altar_error_t de = {0};
-    if (poison_reason || !m->value || altar_decode_status(m->value, m->value_len, &evs[n_ev], &de) != ALTAR_OK) {
+    if (poison_reason || !m->value || altar__status_msg_decode(m, d->status_parts, &evs[n_ev], &de) != ALTAR_OK) {
       altar_status_event_clear(&evs[n_ev]);
       char reason[ALTAR_ERRMSG_MAX + 32];
       if (poison_reason) snprintf(reason, sizeof reason, "%s", poison_reason);
@@ -344,6 +360,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   daemon_t d = {.o = o, .group = o->group ? o->group : ALTAR_RECONCILER_GROUP};
   int rc = altar__outbox_open(&d.ob, o->ledger, o->transport, err);
   if (!rc) rc = altar__settled_load(&d.settled, o->ledger, err);
+  if (!rc) rc = altar__retry_wait_open(&d.waits, o->ledger, err);
   if (rc) {
     altar__settled_free(&d.settled);
     return rc;
@@ -358,6 +375,13 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   /* Whatever a previous life staged but did not see acknowledged goes out again. */
   rc = altar__outbox_publish_from(&d.ob, 0, err);
   const char *topics[] = {o->topics->status};
+  if (!rc) {
+    altar_topic_list_t *tl = NULL;
+    altar_error_t le = {0};
+    if (altar_transport_list_topics(o->transport, o->topics->status, 10000, &tl, &le) == ALTAR_OK && tl->n_topics)
+      d.status_parts = (int32_t)tl->topics[0].n_partitions;
+    altar_topic_list_free(tl);
+  }
   live_add(&d);
   if (!rc) rc = altar_transport_subscribe(o->transport, d.group, topics, 1, on_rebalance, NULL, err);
   size_t batch_max = o->batch_max ? o->batch_max : 1000;
@@ -386,10 +410,13 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     }
     if (n) rc = apply_msgs(&d, msgs, n, err);
     for (size_t i = 0; i < n; i++) altar_msg_free(msgs[i]);
+    size_t released = 0;
+    if (!rc) rc = altar__retry_wait_release(&d.waits, &d.ob, now_s(), &released, err);
+    if (released) dlog(&d, "%zu retried shard(s) due: republished", released);
     altar_transport_poll(o->transport, 0);
     d.stats.published = d.ob.published;
     altar__reconciler_metrics_update(&d.metrics, &d.stats);
-    if (!rc && o->exit_when_idle && !n && d.ob.in_flight == 0 && d.n_parts) {
+    if (!rc && o->exit_when_idle && !n && d.ob.in_flight == 0 && d.n_parts && d.waits.next_due == 0) {
       bool done = false;
       size_t left = 0;
       if (altar_transport_caught_up(o->transport, &done, &e) == ALTAR_OK && done &&

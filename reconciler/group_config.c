@@ -2,6 +2,7 @@
  * the line and the key path, e.g. "altar.yaml:12: groups.score.ready_when:
  * unknown rule 'al_folds'". */
 #include "altar/groups.h"
+#include "reconciler/retry_backoff.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -71,6 +72,17 @@ static int get_int(gc_t *c, const yaml_node_t *n, const char *path, int64_t lo, 
   long long v = strtoll(s, &end, 10);
   if (errno || *end || end == s) return fail(c, n, path, "expected an integer, got '%.40s'", s);
   if (v < lo || v > hi) return fail(c, n, path, "must be in %" PRId64 "..%" PRId64 ", got %lld", lo, hi, v);
+  *pv = v;
+  return ALTAR_OK;
+}
+
+static int get_num(gc_t *c, const yaml_node_t *n, const char *path, double *pv) {
+  const char *s = scalar(n);
+  if (!s || !*s || is_null(n)) return fail(c, n, path, "expected a number");
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || *end || end == s || v != v) return fail(c, n, path, "expected a number, got '%.40s'", s);
   *pv = v;
   return ALTAR_OK;
 }
@@ -216,8 +228,42 @@ static int parse_on_ready(gc_t *c, const yaml_node_t *n, const char *path, altar
   return fail(c, n, path, "expected 'publish' or {publish: TOPIC}");
 }
 
+/* retry_backoff: {initial: S, factor: F, max: S, jitter: J}; seconds. */
+static int parse_backoff(gc_t *c, const yaml_node_t *n, const char *path, altar_retry_backoff_t *b) {
+  static const char *const keys[] = {"initial", "factor", "max", "jitter", NULL};
+  if (n->type != YAML_MAPPING_NODE)
+    return fail(c, n, path, "expected a mapping {initial: SECONDS, factor: F, max: SECONDS, jitter: 0..1}");
+  int rc = only_keys(c, n, path, keys);
+  if (rc) return rc;
+  *b = (altar_retry_backoff_t){.factor = 2, .jitter = 0};
+  char kp[300];
+  yaml_node_t *v = lookup(c, n, "initial");
+  snprintf(kp, sizeof kp, "%s.initial", path);
+  if (!v) return fail(c, n, kp, "missing (seconds before the first retry)");
+  if ((rc = get_num(c, v, kp, &b->initial_s))) return rc;
+  b->max_s = b->initial_s * 64 < 3600 ? 3600 : b->initial_s * 64;
+  static const char *const names[] = {"factor", "max", "jitter"};
+  double *dst[] = {&b->factor, &b->max_s, &b->jitter};
+  for (size_t i = 0; i < 3; i++) {
+    snprintf(kp, sizeof kp, "%s.%s", path, names[i]);
+    if ((v = lookup(c, n, names[i])) && (rc = get_num(c, v, kp, dst[i]))) return rc;
+  }
+  altar_error_t e = {0};
+  if (altar__retry_backoff_check(b, path, &e)) {
+    /* e.msg starts with the field's path: point at that field's line. */
+    const yaml_node_t *at = n;
+    for (size_t i = 0; i < 4; i++) {
+      char fp[300];
+      snprintf(fp, sizeof fp, "%s.%s:", path, keys[i]);
+      if (!strncmp(e.msg, fp, strlen(fp)) && lookup(c, n, keys[i])) at = lookup(c, n, keys[i]);
+    }
+    return altar_error_set(c->err, ALTAR_ECONFIG, "%s:%zu: %s", c->file, at->start_mark.line + 1, e.msg);
+  }
+  return ALTAR_OK;
+}
+
 static int parse_kind(gc_t *c, const char *kind, const yaml_node_t *n, const char *prefix, altar_group_spec_t *g) {
-  static const char *const keys[] = {"group_by", "ready_when", "on_ready", "on_failed", "max_restarts", NULL};
+  static const char *const keys[] = {"group_by", "ready_when", "on_ready", "on_failed", "max_restarts", "retry_backoff", NULL};
   char path[256], kp[300];
   snprintf(path, sizeof path, "%s%s", prefix, kind);
   memset(g, 0, sizeof *g);
@@ -258,6 +304,12 @@ static int parse_kind(gc_t *c, const char *kind, const yaml_node_t *n, const cha
   if (mr && (rc = get_int(c, mr, kp, 0, 1000, &g->max_restarts))) return rc;
   if (g->failed_policy == ALTAR_ON_FAILED_RETRY && g->max_restarts < 1)
     return fail(c, mr ? mr : n, kp, "must be >= 1 with on_failed: retry");
+  yaml_node_t *rb = lookup(c, n, "retry_backoff");
+  snprintf(kp, sizeof kp, "%s.retry_backoff", path);
+  if (rb && g->failed_policy != ALTAR_ON_FAILED_RETRY)
+    return fail(c, rb, kp, "only applies with on_failed: retry (this kind has on_failed: %s)",
+                altar_failed_policy_name(g->failed_policy));
+  if (rb && (rc = parse_backoff(c, rb, kp, &g->retry_backoff))) return rc;
   return ALTAR_OK;
 }
 

@@ -5,6 +5,7 @@
 #include "altar/codec.h"
 #include "altar/reconcile.h"
 #include "reconciler/ledger_aux.h"
+#include "reconciler/cancel.h"
 #include "reconciler/settled.h"
 
 #include <inttypes.h>
@@ -74,7 +75,7 @@ static void settle_ends(altar_transport_t *t, const char *topic, altar_topic_inf
 typedef int (*record_fn)(void *ctx, altar_msg_t *m, altar_error_t *err);
 
 static int read_topic(const char *tname, const altar_strmap_t *props, const char *topic, record_fn fn, void *ctx,
-                      altar_topic_list_t **pends, altar_error_t *err) {
+                      altar_topic_list_t **pends, int32_t *pnparts, altar_error_t *err) {
   if (pends) *pends = NULL;
   altar_transport_t *t = altar_transport_new(tname, props, NULL, err);
   if (!t) return err ? err->code : ALTAR_ETRANSPORT;
@@ -90,6 +91,7 @@ static int read_topic(const char *tname, const altar_strmap_t *props, const char
   }
   altar_topic_info_t *ti = tl->n_topics ? &tl->topics[0] : NULL;
   size_t np = ti ? ti->n_partitions : 0;
+  if (pnparts) *pnparts = (int32_t)np; /* before any record: cancels need it (reconciler/cancel.h) */
   altar_tp_t *tps = calloc(np ? np : 1, sizeof *tps);
   bool *done = calloc(np ? np : 1, sizeof *done);
   size_t remaining = 0;
@@ -265,6 +267,7 @@ typedef struct fbatch {
 } fbatch_t;
 
 typedef struct feeder {
+  int32_t n_parts; /* of the status topic */
   const char *tname;
   const altar_strmap_t *props;
   const char *topic;
@@ -363,7 +366,7 @@ static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
    * them for the spec (the RocksDB ledger stores just the bytes, the memory
    * ledger decodes them), so building it here would be wasted. */
   if (altar_decode_status_canonical(m->value, m->value_len, &f->cur.arena, ALTAR_DECODE_SPEC_BYTES, e) != ALTAR_OK) {
-    if (altar_decode_status(m->value, m->value_len, e, &de) != ALTAR_OK) {
+    if (altar__status_msg_decode(m, f->n_parts, e, &de) != ALTAR_OK) {
       altar_status_event_clear(e);
       f->poison++; /* set aside in the DLQ the first time round */
       return ALTAR_OK;
@@ -373,6 +376,8 @@ static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
      * thread; a failure leaves it to the ledger, which reports it. */
     if (e->spec && !e->spec_enc.len && altar_encode_spec(e->spec, &e->spec_enc, &de)) altar_buf_free(&e->spec_enc);
   }
+  e->log_partition = m->partition;
+  e->log_partitions = f->n_parts;
   if (++f->cur.n == FEED_BATCH) return feed_push(f, err);
   return ALTAR_OK;
 }
@@ -380,7 +385,7 @@ static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
 static void *feeder_main(void *arg) {
   feeder_t *f = arg;
   pthread_setname_np(pthread_self(), "altar-replay-rd");
-  int rc = read_topic(f->tname, f->props, f->topic, on_status, f, &f->ends, &f->err);
+  int rc = read_topic(f->tname, f->props, f->topic, on_status, f, &f->ends, &f->n_parts, &f->err);
   if (!rc && f->cur.n) rc = feed_push(f, &f->err);
   fbatch_free(&f->cur);
   f->cpu_s = thread_cpu_s();
@@ -428,8 +433,8 @@ static int on_group(void *ctx, altar_msg_t *m, altar_error_t *err) {
  * ready and dead topics, and it is stopped): their ids. */
 static int read_published(const char *tname, const altar_strmap_t *props, const altar_topics_t *topics,
                           seen_ids_t *seen, altar_error_t *err) {
-  int rc = read_topic(tname, props, topics->ready, on_group, seen, NULL, err);
-  if (!rc && strcmp(topics->ready, topics->dead)) rc = read_topic(tname, props, topics->dead, on_group, seen, NULL, err);
+  int rc = read_topic(tname, props, topics->ready, on_group, seen, NULL, NULL, err);
+  if (!rc && strcmp(topics->ready, topics->dead)) rc = read_topic(tname, props, topics->dead, on_group, seen, NULL, NULL, err);
   return rc;
 }
 

@@ -1,5 +1,6 @@
 /* Settled task keys: skip late reruns of tasks whose group already settled. */
 #include "reconciler/settled.h"
+#include "reconciler/cancel.h"
 
 #include "reconciler/ledger_aux.h"
 #include "reconciler/settled_record.h"
@@ -59,6 +60,7 @@ void altar__settled_free(altar__settled_t *s) {
   recs_free(&s->recs);
   recs_free(&s->pend_recs);
   recs_free(&s->gone);
+  altar_strlist_clear(&s->cancelled_jobs);
 }
 
 void altar__settled_commit(altar__settled_t *s) {
@@ -226,6 +228,14 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
   int rc = prune(s, events, n, err);
   if (!rc) rc = delete_gone(s, l, err);
   for (size_t i = 0; !rc && i < n; i++) {
+    if (events[i].cancel) { /* `altar cancel`, in this partition's order */
+      size_t before = pres->n_events;
+      rc = altar__cancel_apply(l, groups, &s->cancelled_jobs, &events[i], pres, err);
+      for (size_t k = before; !rc && k < pres->n_events; k++)
+        rc = note_group(s, l, &pres->events[k], pres->shard_task_keys[k], err);
+      if (!rc) pres->applied++;
+      continue;
+    }
     if (superseded(s, &events[i])) {
       skipped++;
       continue;
@@ -236,7 +246,12 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
       continue;
     }
     size_t before = pres->n_events;
-    rc = altar_apply_events(l, groups, &events[i], 1, -1, pres, err);
+    if (s->cancelled_jobs.n && altar__cancel_covers(l, groups, &s->cancelled_jobs, &events[i])) {
+      rc = altar__cancel_event(l, groups, &events[i], pres, err); /* refused: its group settles as cancelled */
+      if (!rc) pres->applied++;
+    } else {
+      rc = altar_apply_events(l, groups, &events[i], 1, -1, pres, err);
+    }
     for (size_t k = before; !rc && k < pres->n_events; k++)
       rc = note_group(s, l, &pres->events[k], pres->shard_task_keys[k], err);
   }
@@ -376,6 +391,7 @@ int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, altar_error_t *e
   load_ctx_t c = {.s = s};
   int rc = altar__settled_olds_read(l, &olds, err);
   if (rc == ALTAR_ENOTSUP) return ALTAR_OK; /* no aux storage: nothing was kept */
+  if (!rc) rc = altar__cancel_jobs_load(l, &s->cancelled_jobs, err);
   if (!rc) rc = altar__ledger_aux_scan(l, ALTAR__SETTLED_PREFIX, 2, visit_load, &c, err);
   if (!rc && c.rc) rc = nomem(err);
   if (!rc) rc = rewrite(s, l, &olds, &c, err);

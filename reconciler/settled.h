@@ -44,6 +44,10 @@ typedef struct altar__settled {
   uint64_t pruned;      /* entries dropped so far */
   uint64_t damaged;     /* records skipped at load as unreadable (and deleted) */
   altar_error_t damage; /* what they were, when damaged > 0 */
+  /* Job ids some cancel fact names (reconciler/cancel.h): only their events
+   * are looked up against the facts. May hold extra ids after an aborted
+   * batch, which only costs a look-up. */
+  altar_strlist_t cancelled_jobs;
 } altar__settled_t;
 
 /* Loads what earlier lives stored (a ledger without aux storage starts

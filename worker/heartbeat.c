@@ -4,6 +4,7 @@
 #include "altar/fleet.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,9 @@ altar__heartbeat_t *altar__heartbeat_start(const altar_worker_opts_t *o, const c
   altar_capacity_t cap;
   altar_error_t e = {0};
   if (altar_backend_capacity(o->backend, &cap, &e) == ALTAR_OK)
-    for (size_t i = 0; i < cap.n; i++) json_object_set_new(hb->pools, cap.pools[i], json_integer(cap.free_slots[i]));
+    for (size_t i = 0; i < cap.n; i++) json_object_set_new(hb->pools, cap.pools[i],
+                          /* null: the backend sets no bound on the pool */
+                          cap.free_slots[i] == INT64_MAX ? json_null() : json_integer(cap.free_slots[i]));
   altar_capacity_clear(&cap);
   hb->started_at = now_s();
   send_event(hb, "heartbeat", 0, no_key, NULL);

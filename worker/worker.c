@@ -8,6 +8,7 @@
 #include "altar/pools.h"
 #include "heartbeat.h"
 #include "offset_tracker.h"
+#include "worker/cancel_set.h"
 #include "worker/intake.h"
 #include "worker_metrics.h"
 
@@ -44,6 +45,15 @@ typedef struct waiting {
   altar_msg_t *msg;
   int64_t deadline_ms; /* 0: released, start as soon as a slot is free */
 } waiting_t;
+
+/* A paused partition looked ahead for cancels (peek_paused): where its
+ * position stays (rewind) and how far it was read (next); -1: not yet. */
+typedef struct peek {
+  char *topic;
+  int32_t partition;
+  int64_t rewind, next;
+  bool in_pass;
+} peek_t;
 
 /* One produced record waiting for its delivery report. */
 typedef struct pending {
@@ -100,9 +110,19 @@ typedef struct worker {
   uint64_t finished_jobs;
   altar_worker_stats_t stats;
   altar__worker_metrics_t metrics;
+  altar__cancel_set_t cancels; /* jobs (or groups) `altar cancel` stopped */
+  peek_t *peeks;
+  size_t n_peeks, cap_peeks;
+  int64_t next_peek;
   int fatal;
   altar_error_t fatal_err;
   struct worker *live_next;
+  /* The last consume error logged, when, and how often it came since: a
+   * failing log (its directory gone, a broker away) repeats the same error
+   * every turn of the loop, and one line per 10 s says as much. */
+  char consume_err[sizeof(((altar_error_t *)0)->msg)];
+  int64_t consume_err_ms;
+  long consume_err_repeats;
 } worker_t;
 
 /* The transport keeps our rebalance callback after altar_worker_run returns
@@ -159,6 +179,21 @@ static void wlog(worker_t *w, const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+}
+
+static void consume_failed(worker_t *w, const altar_error_t *e) {
+  int64_t now = mono_ms();
+  if (!strcmp(e->msg, w->consume_err) && now - w->consume_err_ms < 10000) {
+    w->consume_err_repeats++;
+    return;
+  }
+  if (w->consume_err_repeats)
+    wlog(w, "consume: %s (and %ld more times)", e->msg, w->consume_err_repeats);
+  else
+    wlog(w, "consume: %s", e->msg);
+  snprintf(w->consume_err, sizeof w->consume_err, "%s", e->msg);
+  w->consume_err_ms = now;
+  w->consume_err_repeats = 0;
 }
 
 static void set_fatal(worker_t *w, int code, const char *what, const altar_error_t *e) {
@@ -493,6 +528,20 @@ static int64_t pool_free(const worker_t *w, const char *pool) {
   return altar_capacity_free_for(&w->cap, &r);
 }
 
+/* Forgets the look-ahead of a topic's partitions (or one partition, when
+ * partition >= 0): their positions are at their rewind points already. */
+static void peeks_drop(worker_t *w, const char *topic, int32_t partition) {
+  for (size_t i = 0; i < w->n_peeks;) {
+    peek_t *pk = &w->peeks[i];
+    if (!strcmp(pk->topic, topic) && (partition < 0 || pk->partition == partition)) {
+      free(pk->topic);
+      *pk = w->peeks[--w->n_peeks];
+    } else {
+      i++;
+    }
+  }
+}
+
 /* Slot gating per pool: a pool's topic is paused while every worker slot
  * is busy or its pool has no free slot (Capacity.free_for), so one full
  * pool never stops the others. */
@@ -501,7 +550,10 @@ static void update_gates(worker_t *w) {
   for (size_t i = 0; i < w->n_pools; i++) {
     wpool_t *p = &w->pools[i];
     bool full = all_busy || pool_free(w, p->name) <= 0;
-    if (full != p->paused && set_topic_paused(w, p->topic, full)) p->paused = full;
+    if (full != p->paused && set_topic_paused(w, p->topic, full)) {
+      p->paused = full;
+      if (!full) peeks_drop(w, p->topic, -1);
+    }
     all_paused &= p->paused;
   }
   w->paused = all_paused;
@@ -607,6 +659,73 @@ static void refuse_job(worker_t *w, wtask_t *t, const altar_msg_t *m, const alta
   t->handle.external_id = strdup("");
 }
 
+/* ---- cancels (`altar cancel`) --------------------------------------------- */
+
+static bool task_cancelled(const worker_t *w, const wtask_t *t) {
+  if (!w->cancels.n || !t->spec) return false;
+  const char *job = altar_strmap_get(&t->spec->labels, "job_id");
+  return altar__cancel_set_matches(&w->cancels, job, t->status_key);
+}
+
+/* Notes a cancel and stops every task of it that runs here: the backend
+ * cancels it, and its terminal event (failed, "cancelled") finishes its
+ * offset like any end. Held tasks too: their holder is the one running them. */
+static void apply_cancel(worker_t *w, const altar_control_msg_t *c) {
+  bool added = false;
+  if (!c->job_id || altar__cancel_set_add(&w->cancels, c->job_id, c->group_key, &added)) {
+    if (c->job_id) set_fatal(w, ALTAR_ENOMEM, "noting a cancel", NULL);
+    return;
+  }
+  if (!added) return; /* seen already (another partition's copy): idempotent */
+  size_t stopped = 0;
+  for (size_t i = 0; i < w->n_tasks; i++) {
+    wtask_t *t = w->tasks[i];
+    if (t->terminal_sent || !task_cancelled(w, t)) continue;
+    altar_error_t e = {0};
+    if (altar_backend_cancel(w->o->backend, &t->handle, &e) != ALTAR_OK)
+      wlog(w, "cancelling %s: %s (reported cancelled anyway)", t->task_key, e.msg);
+    altar_failure_t *f = altar_failure_new(ALTAR_REASON_CANCELLED, "cancelled by altar cancel", true);
+    if (!f) {
+      set_fatal(w, ALTAR_ENOMEM, "cancelling", NULL);
+      return;
+    }
+    if (emit_status(w, t, ALTAR_EV_STATE, ALTAR_STATE_FAILED, f, false, true) == ALTAR_OK) {
+      t->state = ALTAR_STATE_FAILED;
+      t->terminal_sent = true;
+      w->stats.failed++;
+      stopped++;
+    }
+    altar_failure_free(f);
+  }
+  wlog(w, "cancel of job %s%s%s: %zu running task(s) stopped", c->job_id, c->group_key ? " group " : "",
+       c->group_key ? c->group_key : "", stopped);
+}
+
+/* A job of a cancelled job or group: never started, recorded as failed
+ * "cancelled" under a handle of its own. false when it is not cancelled. */
+static bool refuse_cancelled(worker_t *w, wtask_t *t) {
+  if (!w->cancels.n) return false;
+  const char *job = altar_strmap_get(&t->spec->labels, "job_id");
+  if (!job) return false;
+  char ext[ALTAR_TASK_KEY_LEN + 16];
+  snprintf(ext, sizeof ext, "cancelled-%s", t->task_key);
+  if (altar_handle_init_for_spec(&t->handle, altar_backend_name(w->o->backend), ext, t->spec) ||
+      !(t->status_key = status_key_for(w, t->spec, &t->handle, t->task_key))) {
+    set_fatal(w, ALTAR_ENOMEM, "refusing a cancelled job", NULL);
+    return true;
+  }
+  if (!altar__cancel_set_matches(&w->cancels, job, t->status_key)) {
+    altar_handle_clear(&t->handle);
+    free(t->status_key);
+    t->status_key = NULL;
+    return false;
+  }
+  fail_before_run(w, t, ALTAR_REASON_CANCELLED, "its job was cancelled (altar cancel) before it started", true);
+  free(t->handle.external_id); /* never a backend task: nothing to reap */
+  t->handle.external_id = strdup("");
+  return true;
+}
+
 static void handle_control(worker_t *w, const altar_msg_t *m);
 
 /* Runs one job message already seen by the tracker (a poison one goes to
@@ -659,6 +778,7 @@ static void start_job(worker_t *w, const altar_msg_t *m) {
     set_fatal(w, ALTAR_ENOMEM, "accepting a job", &e);
     return;
   }
+  if (refuse_cancelled(w, t)) return;
   altar_backend_t *be = w->o->backend;
   rc = altar_backend_stage_inputs(be, t->spec->inputs, t->spec->n_inputs, &e);
   if (rc == ALTAR_OK) rc = altar_backend_submit(be, t->spec, &t->handle, &e);
@@ -737,6 +857,7 @@ static void handle_control(worker_t *w, const altar_msg_t *m) {
   }
   w->stats.controls++;
   altar_offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset); /* its own offset: done at once */
+  if (c.event == ALTAR_CTL_CANCEL) apply_cancel(w, &c);
   /* Offsets are of the partition the message lies in; one copied elsewhere says nothing. */
   for (size_t i = 0; c.partition == m->partition && i < c.n_offsets; i++) {
     waiting_t *x = wait_find(w, m->topic, m->partition, c.offsets[i]);
@@ -754,6 +875,7 @@ static void handle_control(worker_t *w, const altar_msg_t *m) {
       x->deadline_ms = 0;
       break;
     case ALTAR_CTL_UNKNOWN:
+    case ALTAR_CTL_CANCEL:
       break;
     }
   }
@@ -837,6 +959,85 @@ static bool handle_job(worker_t *w, altar_msg_t *m) {
   }
   start_job(w, m);
   return false;
+}
+
+/* ---- looking ahead of paused partitions for cancels ---------------------- */
+
+static peek_t *peek_find(worker_t *w, const char *topic, int32_t partition) {
+  for (size_t i = 0; i < w->n_peeks; i++)
+    if (w->peeks[i].partition == partition && !strcmp(w->peeks[i].topic, topic)) return &w->peeks[i];
+  return NULL;
+}
+
+static peek_t *peek_get(worker_t *w, const char *topic, int32_t partition) {
+  peek_t *pk = peek_find(w, topic, partition);
+  if (pk) return pk;
+  if (w->n_peeks == w->cap_peeks) {
+    size_t cap = w->cap_peeks ? w->cap_peeks * 2 : 8;
+    peek_t *np = realloc(w->peeks, cap * sizeof *np);
+    if (!np) return NULL;
+    w->peeks = np;
+    w->cap_peeks = cap;
+  }
+  char *t = strdup(topic);
+  if (!t) return NULL;
+  w->peeks[w->n_peeks] = (peek_t){t, partition, -1, -1, false};
+  return &w->peeks[w->n_peeks++];
+}
+
+/* With every slot busy a partition is paused, and a cancel behind its
+ * queued jobs would wait for a slot to free, perhaps for a task of the very
+ * job cancelled. So twice a second the paused partitions are read ahead
+ * for a short while, each from where the last look stopped, and put back
+ * where they were: the offset tracker never sees what is read here, only
+ * cancels are acted on, and the jobs are read again in order later. */
+static void peek_paused(worker_t *w) {
+  if (mono_ms() < w->next_peek) return;
+  bool any = false;
+  for (size_t i = 0; i < w->n_pools; i++) any |= w->pools[i].paused;
+  if (!any) return;
+  w->next_peek = mono_ms() + 500;
+  altar_error_t e = {0};
+  size_t in_pass = 0;
+  for (size_t i = 0; i < w->n_parts; i++) {
+    const assigned_t *a = &w->parts[i];
+    if (!topic_paused(w, a->topic)) continue;
+    peek_t *pk = peek_get(w, a->topic, a->partition);
+    if (!pk) return;
+    altar_tp_t tp = {pk->topic, pk->partition, ALTAR_OFFSET_INVALID};
+    if ((pk->next >= 0 && altar_transport_seek(w->o->transport, pk->topic, pk->partition, pk->next, &e)) ||
+        altar_transport_resume(w->o->transport, &tp, 1, &e))
+      continue;
+    pk->in_pass = true;
+    in_pass++;
+  }
+  int64_t until = mono_ms() + 40;
+  for (size_t got = 0; in_pass && got < 4096 && mono_ms() < until; got++) {
+    altar_msg_t *m = NULL;
+    if (altar_transport_consume(w->o->transport, 5, &m, &e) != ALTAR_OK || !m) continue;
+    peek_t *pk = peek_find(w, m->topic, m->partition);
+    if (!pk || !pk->in_pass) {
+      if (!handle_job(w, m)) altar_msg_free(m); /* a partition read as usual */
+      continue;
+    }
+    if (pk->rewind < 0) pk->rewind = m->offset;
+    pk->next = m->offset + 1;
+    char type[16];
+    altar_control_msg_t c = {0};
+    if (m->value && altar_peek_type(m->value, m->value_len, type, sizeof type) == ALTAR_OK && !strcmp(type, "control") &&
+        altar_decode_control(m->value, m->value_len, &c, &e) == ALTAR_OK && c.event == ALTAR_CTL_CANCEL)
+      apply_cancel(w, &c);
+    altar_control_msg_clear(&c);
+    altar_msg_free(m);
+  }
+  for (size_t i = 0; i < w->n_peeks; i++) {
+    peek_t *pk = &w->peeks[i];
+    if (!pk->in_pass) continue;
+    pk->in_pass = false;
+    altar_tp_t tp = {pk->topic, pk->partition, ALTAR_OFFSET_INVALID};
+    altar_transport_pause(w->o->transport, &tp, 1, &e);
+    if (pk->rewind >= 0) altar_transport_seek(w->o->transport, pk->topic, pk->partition, pk->rewind, &e);
+  }
 }
 
 /* Probes every task still running, in one bulk call, and emits what changed. */
@@ -1070,6 +1271,7 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
       held++;
     }
     waits_drop(w, parts[i].topic, parts[i].partition);
+    peeks_drop(w, parts[i].topic, parts[i].partition);
     altar_offset_tracker_revoke(w->tracker, parts[i].topic, parts[i].partition);
 
     for (size_t j = 0; j < w->n_parts; j++) {
@@ -1185,7 +1387,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     if (got_job) {
       if (!handle_job(&w, m)) altar_msg_free(m);
     } else if (rc != ALTAR_OK) {
-      wlog(&w, "consume: %s", e.msg);
+      consume_failed(&w, &e);
     }
     if (mono_ms() >= next_poll) {
       poll_tasks(&w, -1, NULL);
@@ -1194,6 +1396,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     }
     altar_transport_poll(o->transport, 0);
     if (w.n_waits) waits_expire(&w);
+    peek_paused(&w);
     leases_if_due(&w);
     if (w.n_parts) {
       idle_since = mono_ms();
@@ -1252,6 +1455,9 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   pools_free(&w);
   for (size_t i = 0; i < w.n_waits; i++) altar_msg_free(w.waits[i].msg);
   free(w.waits);
+  for (size_t i = 0; i < w.n_peeks; i++) free(w.peeks[i].topic);
+  free(w.peeks);
+  altar__cancel_set_free(&w.cancels);
   altar_offset_tracker_free(w.tracker);
   if (w.fatal) {
     if (err) *err = w.fatal_err;

@@ -164,7 +164,7 @@ const pages = {
     const o = await api(`workers?offset=${r.offset}&limit=${PAGE}`);
     const rows = o.workers.map((w) => el("tr", { "data-worker": w.worker },
       el("td", {}, el("code", {}, w.worker)), el("td", {}, state(w.state)), el("td", {}, w.host), el("td", {}, w.backend),
-      el("td", {}, Object.entries(w.pools || {}).map(([p, n]) => `${p}: ${n}`).join(", ") || "—"),
+      el("td", {}, Object.entries(w.pools || {}).map(([p, n]) => `${p}: ${n === null ? "unbounded" : n}`).join(", ") || "—"),
       el("td", { class: "num" }, w.slots), el("td", { class: "num" }, w.running_total),
       el("td", {}, (w.running || []).slice(0, 5).map((k) => el("div", {}, el("code", {}, k.slice(0, 16) + "…")))),
       el("td", {}, dur(w.up_s)), el("td", {}, dur(w.age_s) + " ago"), el("td", {}, w.version)));

@@ -64,11 +64,18 @@ typedef struct altar_status_event {
    * entries of a ledger record for this handle and kind. Set by
    * altar_decode_status_canonical, so the ledger need not encode them. */
   altar_buf_t record_fixed;
+  /* Not on the wire: where the reconciler read it (its status partition, of
+   * how many), and, for a "cancel" control message read from the status
+   * topic in order with the events, that message (owned; the event's other
+   * fields are then empty but ts). */
+  int32_t log_partition, log_partitions;
+  struct altar_control_msg *cancel;
 } altar_status_event_t;
 
 typedef enum altar_group_event_kind {
   ALTAR_GROUP_FIRED = 0,
   ALTAR_GROUP_DEAD_LETTERED = 1,
+  ALTAR_GROUP_CANCELLED = 2, /* `altar cancel` settled it (dead topic; reason "cancelled") */
 } altar_group_event_kind_t;
 
 /* ready / dead topics: a group that fanned in, or was given up on. */
@@ -96,6 +103,7 @@ typedef enum altar_control_event {
   ALTAR_CTL_LEASE = 1,
   ALTAR_CTL_RELEASE = 2,
   ALTAR_CTL_UNKNOWN = 3, /* another event: named by event_name, which the encoder then writes */
+  ALTAR_CTL_CANCEL = 4,  /* `altar cancel`: stop job_id (or one group of it); on every partition */
 } altar_control_event_t;
 
 /* At most this many offsets in one control message. */
@@ -111,6 +119,10 @@ typedef struct altar_control_msg {
   double lease_s;    /* lease: the holder renews at least this often */
   char *worker;      /* the sender's id; NULL if absent */
   double ts;
+  /* cancel only (written only for it): the job, and one group key of it or
+   * NULL for the whole job. */
+  char *job_id;
+  char *group_key;
 } altar_control_msg_t;
 
 /* Message types, as named by `altar codec --type`. */

@@ -101,6 +101,18 @@ typedef enum altar_failed_policy {
 
 const char *altar_failed_policy_name(altar_failed_policy_t p);
 
+/* When a retried shard runs again (on_failed: retry; reconciler/retry_backoff.c).
+ * Attempt k (k >= 1) is due delay(k) = min(max_s, initial_s * factor^(k-1))
+ * after the failure that asked for it, shortened by up to `jitter` of itself
+ * by a fraction derived from the task key and k (so a replay decides alike).
+ * initial_s 0: no backoff (republished at once). */
+typedef struct altar_retry_backoff {
+  double initial_s;
+  double factor;
+  double max_s;
+  double jitter; /* 0..1 */
+} altar_retry_backoff_t;
+
 typedef struct altar_group_spec {
   char *kind;
   altar_group_by_t group_by;
@@ -113,6 +125,7 @@ typedef struct altar_group_spec {
   /* Fleet policy (configuration; read by the status-event applier). */
   altar_failed_policy_t failed_policy;
   int64_t max_restarts;
+  altar_retry_backoff_t retry_backoff;
   char *ready_topic; /* NULL = the fleet's default ready topic */
   char *dead_topic;  /* NULL = the fleet's default dead topic */
   int config_line;   /* line of the kind's entry in its file, 0 if not from a file */

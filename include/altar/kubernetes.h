@@ -84,6 +84,24 @@ typedef struct altar_k8s_pod_wait {
 
 void altar_k8s_pod_waits_free(altar_k8s_pod_wait_t *waits, size_t n);
 
+/* What capacity needs of one node: its labels, its allocatable resources as
+ * the API serves them ("pods": "110", "nvidia.com/gpu": "4", "cpu": "3500m"),
+ * and whether it takes new pods (condition Ready True and not cordoned). */
+typedef struct altar_k8s_node_info {
+  char *name;
+  altar_strmap_t labels;
+  altar_strmap_t allocatable;
+  bool schedulable;
+} altar_k8s_node_info_t;
+
+void altar_k8s_node_infos_free(altar_k8s_node_info_t *nodes, size_t n);
+/* Reads a Node object into info (zeroed first). 0, ALTAR_EDECODE naming the
+ * missing field, or ALTAR_ENOMEM. */
+int altar_k8s_node_info_from_json(const json_t *node, altar_k8s_node_info_t *info, altar_error_t *err);
+/* A resource quantity ("4", "110", "3500m", "2k", "1Gi") as a whole count,
+ * rounded down; false when q is not a quantity. */
+bool altar_k8s_quantity_count(const char *q, int64_t *pcount);
+
 /* ---- KubernetesRuntime ---- */
 
 /* The vtable. `impl` is the runtime's own state. Required: create_job,
@@ -127,6 +145,10 @@ typedef struct altar_k8s_runtime_ops {
    * (caller frees with altar_k8s_pod_waits_free) may be NULL with *pn 0. */
   int (*list_pod_waits)(void *impl, const char *ns, const char *label_selector,
                         altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err);
+  /* Optional (NULL: capacity uses the configured ceilings alone). Every
+   * node of the cluster; *pnodes (free with altar_k8s_node_infos_free) may
+   * be NULL with *pn 0. Needs list permission on nodes (a ClusterRole). */
+  int (*list_nodes)(void *impl, altar_k8s_node_info_t **pnodes, size_t *pn, altar_error_t *err);
   /* The namespace the runtime's credentials point at (kubeconfig context or
    * the service account's), or NULL. Owned by the runtime. */
   const char *(*default_namespace)(void *impl);
@@ -160,6 +182,9 @@ const char *altar_k8s_runtime_default_namespace(altar_k8s_runtime_t *rt);
 /* list_pod_waits, or none when the runtime does not report them. */
 int altar_k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
                                      altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err);
+/* list_nodes, or ALTAR_ENOTSUP when the runtime cannot list nodes. */
+int altar_k8s_runtime_list_nodes(altar_k8s_runtime_t *rt, altar_k8s_node_info_t **pnodes, size_t *pn,
+                                 altar_error_t *err);
 
 /* Normalizes a Job object (metadata + status, as the API serves it) into
  * info: Complete/SuccessCriteriaMet → succeeded, Failed/FailureTarget →
@@ -354,7 +379,15 @@ int altar_k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *p
  * is left filled. */
 int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *pst,
                    altar_error_t *err);
-/* max_slots − active Jobs per pool with a max_slots; empty without any. */
+/* Free slots per pool: the pool's bound less its active Jobs. A pool's
+ * bound is the smaller of its max_slots and what its nodes can take — the
+ * sum, over the schedulable nodes matching its node selector, of the
+ * allocatable GPUs (gpu_resource) for a GPU pool or of the allocatable pods
+ * for the CPU pool. A pool with neither bound is reported unbounded
+ * (INT64_MAX) once any pool is bounded; empty when none is. Node
+ * allocatable is read only for pools with a node selector or a GPU
+ * resource, and only when the runtime can list nodes; a failed list leaves
+ * the ceilings alone and is retried after a minute. */
 int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err);
 /* Deletes the Job (background propagation); a missing Job is fine. */
 int altar_k8s_cancel(altar_k8s_t *k, const altar_handle_t *h, altar_error_t *err);

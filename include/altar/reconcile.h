@@ -86,6 +86,8 @@ typedef struct altar_retry_request {
   altar_handle_t handle;
   altar_spec_t *spec; /* NULL if none stored */
   int64_t restart_count;
+  double failed_ts; /* ts of the status event that asked for the retry */
+  double due_ts;    /* not to be republished before: failed_ts + the kind's backoff */
 } altar_retry_request_t;
 
 typedef struct altar_apply_result {
@@ -117,6 +119,12 @@ void altar_apply_result_clear(altar_apply_result_t *r);
  * pres->late_shards. Internal to the reconciler (reconciler/settled.c). */
 int altar__apply_late(altar_ledger_t *ledger, const altar_status_event_t *ev, const char *group_name,
                       altar_apply_result_t *pres, altar_error_t *err);
+/* Settles group (gs->kind, gk) as cancelled: members not yet terminal are
+ * marked failed "cancelled", every open member is consumed, and a
+ * "cancelled" group event listing them is appended with ts. A group with no
+ * open member makes none. Internal to the reconciler (reconciler/cancel.c). */
+int altar__apply_cancel_group(altar_ledger_t *ledger, const altar_group_spec_t *gs, const char *gk, double ts,
+                              altar_apply_result_t *pres, altar_error_t *err);
 /* Empties r for reuse, keeping its arrays' capacity. */
 void altar_apply_result_reset(altar_apply_result_t *r);
 

@@ -41,6 +41,8 @@ static inline bool altar_state_terminal(altar_state_t s) {
  * same task key took its place, or its worker released it (shutdown). */
 #define ALTAR_REASON_SUPERSEDED "superseded"
 #define ALTAR_REASON_RELEASED "released"
+/* `altar cancel` stopped it (or refused it after the cancel). */
+#define ALTAR_REASON_CANCELLED "cancelled"
 
 typedef struct altar_failure {
   char *reason;             /* short stable code to branch on */

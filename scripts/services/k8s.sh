@@ -24,7 +24,7 @@
 #   token.kubeconfig     a static bearer token (token file user, system:masters)
 #   token, ca.crt        that token and the cluster CA
 #   sa/                  token, ca.crt, namespace of the service account
-#                        altar-test/altar-worker (a Role for jobs and pods only)
+#                        altar-test/altar-worker (a Role for jobs and pods, a ClusterRole to read nodes)
 #   env                  shell assignments: ALTAR_K8S_SERVER, ALTAR_K8S_DIR, …
 set -euo pipefail
 
@@ -485,6 +485,14 @@ seed_objects() {
     '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"altar-worker"},
       "rules":[{"apiGroups":["batch"],"resources":["jobs"],"verbs":["create","get","list","watch","delete"]},
                {"apiGroups":[""],"resources":["pods"],"verbs":["get","list","watch"]}]}'
+  # Capacity reads the nodes' allocatable: cluster-wide, read-only.
+  create /apis/rbac.authorization.k8s.io/v1/clusterroles \
+    '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"altar-node-reader"},
+      "rules":[{"apiGroups":[""],"resources":["nodes"],"verbs":["get","list","watch"]}]}'
+  create /apis/rbac.authorization.k8s.io/v1/clusterrolebindings \
+    '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"altar-worker-nodes"},
+      "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"altar-node-reader"},
+      "subjects":[{"kind":"ServiceAccount","name":"altar-worker","namespace":"altar-test"}]}'
   create /apis/rbac.authorization.k8s.io/v1/namespaces/altar-test/rolebindings \
     '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"altar-worker"},
       "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"altar-worker"},

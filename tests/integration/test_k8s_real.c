@@ -295,7 +295,7 @@ static void test_submit_renders_on_server(void) {
   altar_k8s_pool_t pools[1];
   memset(pools, 0, sizeof pools);
   pools[0].name = "gpu";
-  pools[0].max_slots = 4;
+  pools[0].max_slots = 16; /* above what the pool's node has: capacity reads the node */
   altar_strmap_set(&pools[0].node_selector, "altar.test/pool", "gpu");
   kopts_t o = {.staging_root = data, .backoff_limit = 2, .pools = pools, .n_pools = 1};
   altar_k8s_t *k = make_k8s(&o);
@@ -363,11 +363,15 @@ static void test_submit_renders_on_server(void) {
     CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
     altar_status_clear(&st);
   }
-  /* Capacity: the ceiling minus active Jobs of the pool (none now). */
+  /* Capacity: the 4 GPUs altar-node-b has allocatable (the one node the
+   * pool's selector matches; the ceiling is 16) less the pool's active Jobs
+   * (none now); the CPU pool, not configured, is served unbounded. */
   altar_capacity_t cap = {0};
   CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, &err), 0);
   altar_resources_t gpu = {.gpu = "gpu", .count = 1};
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &gpu), 4);
+  altar_resources_t cpu = {.count = 1};
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), INT64_MAX);
   altar_capacity_clear(&cap);
   altar_handle_clear(&h);
   altar_spec_free(s);
@@ -780,6 +784,19 @@ static void test_auth_forms(void) {
   CU_ASSERT_EQUAL(list_with(rt, "altar-bench", &err), ALTAR_EBACKEND);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "403"));
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "system:serviceaccount:altar-test:altar-worker"));
+  /* Its ClusterRole lets capacity read the nodes' allocatable. */
+  altar_k8s_node_info_t *nodes = NULL;
+  size_t nn = 0;
+  CU_ASSERT_EQUAL(altar_k8s_runtime_list_nodes(rt, &nodes, &nn, &err), 0);
+  CU_ASSERT_EQUAL(nn, 2);
+  for (size_t i = 0; i < nn; i++) {
+    CU_ASSERT(nodes[i].schedulable);
+    /* The API server serves 5000 in its canonical form, "5k". */
+    int64_t pods = 0;
+    CU_ASSERT(altar_k8s_quantity_count(altar_strmap_get(&nodes[i].allocatable, "pods"), &pods));
+    CU_ASSERT_EQUAL(pods, 5000);
+  }
+  altar_k8s_node_infos_free(nodes, nn);
   altar_k8s_runtime_free(rt);
 }
 

@@ -45,6 +45,9 @@ typedef struct fake {
   /* clock for submit's settling */
   double now;
   int n_sleep;
+  /* Nodes list_nodes answers (a JSON array of Node objects) and its calls. */
+  const char *nodes_json;
+  int n_nodes, nodes_error;
 } fake_t;
 
 static void logf_(fake_t *f, const char *a, const char *b, const char *c) {
@@ -197,6 +200,31 @@ static const altar_k8s_runtime_ops_t fake_ops = {
     .read_job = f_read,
     .delete_job = f_delete,
     .describe_failure = f_describe,
+    .destroy = f_destroy,
+};
+static int f_nodes(void *impl, altar_k8s_node_info_t **pnodes, size_t *pn, altar_error_t *err) {
+  fake_t *f = impl;
+  f->n_nodes++;
+  if (f->nodes_error) return altar_error_set(err, f->nodes_error, "list nodes: 403 Forbidden");
+  json_t *arr = json_loads(f->nodes_json ? f->nodes_json : "[]", 0, NULL);
+  size_t n = json_array_size(arr);
+  *pnodes = calloc(n ? n : 1, sizeof **pnodes);
+  *pn = 0;
+  for (size_t i = 0; i < n; i++)
+    if (altar_k8s_node_info_from_json(json_array_get(arr, i), &(*pnodes)[*pn], err) == 0) (*pn)++;
+  json_decref(arr);
+  return ALTAR_OK;
+}
+
+/* The full runtime and a node list. */
+static const altar_k8s_runtime_ops_t fake_nodes_ops = {
+    .name = "fake-nodes",
+    .create_job = f_create,
+    .list_jobs = f_list,
+    .read_job = f_read,
+    .delete_job = f_delete,
+    .describe_failure = f_describe,
+    .list_nodes = f_nodes,
     .destroy = f_destroy,
 };
 /* Only the required calls: read_job and describe_failure take the defaults. */
@@ -856,13 +884,100 @@ static void test_capacity(void) {
   altar_handle_clear(&h);
   f->jobs[3].info.state = ALTAR_STATE_SUCCEEDED; /* finished Jobs hold no slot */
   CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
-  CU_ASSERT_EQUAL(cap.n, 2);
-  altar_resources_t cpu = {.gpu = NULL, .count = 1}, gpu = {.gpu = "gpu", .count = 1};
+  /* a100 has no ceiling and this runtime lists no nodes: served, unbounded. */
+  CU_ASSERT_EQUAL(cap.n, 3);
+  altar_resources_t cpu = {.gpu = NULL, .count = 1}, gpu = {.gpu = "gpu", .count = 1},
+                    a100 = {.gpu = "a100", .count = 1};
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), 9);
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &gpu), 0);
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &a100), INT64_MAX);
   altar_capacity_clear(&cap);
   altar_spec_free(s);
   altar_k8s_free(k);
+}
+
+static void test_quantity_count(void) {
+  int64_t c = -1;
+  CU_ASSERT(altar_k8s_quantity_count("110", &c) && c == 110);
+  CU_ASSERT(altar_k8s_quantity_count("3500m", &c) && c == 3);
+  CU_ASSERT(altar_k8s_quantity_count("2k", &c) && c == 2000);
+  CU_ASSERT(altar_k8s_quantity_count("1Ki", &c) && c == 1024);
+  CU_ASSERT(altar_k8s_quantity_count("0", &c) && c == 0);
+  CU_ASSERT_FALSE(altar_k8s_quantity_count("", &c));
+  CU_ASSERT_FALSE(altar_k8s_quantity_count("-1", &c));
+  CU_ASSERT_FALSE(altar_k8s_quantity_count("1.5", &c));
+  CU_ASSERT_FALSE(altar_k8s_quantity_count("4x", &c));
+  CU_ASSERT_FALSE(altar_k8s_quantity_count(NULL, &c));
+}
+
+/* Three GPU nodes (one cordoned, one not Ready) and two CPU nodes. */
+static const char NODES[] =
+    "[{\"metadata\":{\"name\":\"g1\",\"labels\":{\"pool\":\"gpu\"}},"
+    "  \"status\":{\"allocatable\":{\"pods\":\"110\",\"nvidia.com/gpu\":\"4\",\"amd.com/gpu\":\"2\"},"
+    "  \"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}},"
+    " {\"metadata\":{\"name\":\"g2\",\"labels\":{\"pool\":\"gpu\"}},\"spec\":{\"unschedulable\":true},"
+    "  \"status\":{\"allocatable\":{\"pods\":\"110\",\"nvidia.com/gpu\":\"8\"},"
+    "  \"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}},"
+    " {\"metadata\":{\"name\":\"g3\",\"labels\":{\"pool\":\"gpu\"}},"
+    "  \"status\":{\"allocatable\":{\"pods\":\"110\",\"nvidia.com/gpu\":\"8\"},"
+    "  \"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}]}},"
+    " {\"metadata\":{\"name\":\"c1\",\"labels\":{\"pool\":\"cpu\"}},"
+    "  \"status\":{\"allocatable\":{\"pods\":\"3\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}},"
+    " {\"metadata\":{\"name\":\"c2\",\"labels\":{\"pool\":\"cpu\"}},"
+    "  \"status\":{\"allocatable\":{\"pods\":\"2\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}]";
+
+static void test_capacity_from_nodes(void) {
+  altar_k8s_pool_t pools[3];
+  memset(pools, 0, sizeof pools);
+  pools[0] = (altar_k8s_pool_t){.name = "normal", .max_slots = -1};
+  altar_strmap_set(&pools[0].node_selector, "pool", "cpu");
+  pools[1] = (altar_k8s_pool_t){.name = "gpu", .max_slots = -1};
+  altar_strmap_set(&pools[1].node_selector, "pool", "gpu");
+  pools[2] = (altar_k8s_pool_t){.name = "amd", .max_slots = 1, .gpu_resource = "amd.com/gpu"};
+  altar_k8s_config_t cfg;
+  altar_k8s_config_init(&cfg);
+  cfg.pools = pools;
+  cfg.n_pools = 3;
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_nodes_ops, &f, &cfg);
+  f->nodes_json = NODES;
+  altar_spec_t *s = altar_spec_new("score", "img");
+  altar_spec_add_arg(s, "true");
+  altar_handle_t h;
+  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, NULL), 0); /* one active CPU Job */
+  altar_handle_clear(&h);
+  altar_capacity_t cap;
+  altar_capacity_init(&cap);
+  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(f->n_nodes, 1);
+  altar_resources_t cpu = {.count = 1}, gpu = {.gpu = "gpu", .count = 1}, amd = {.gpu = "amd", .count = 1};
+  /* CPU: 3 + 2 allocatable pods less the active Job. GPU: only g1 takes
+   * pods (g2 is cordoned, g3 not Ready). amd: its ceiling (1) is below the
+   * 2 GPUs of g1 (its selector is empty: every node counts). */
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), 4);
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &gpu), 4);
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &amd), 1);
+  altar_capacity_clear(&cap);
+
+  /* A refused node list keeps the ceilings and is not asked again at once. */
+  f->nodes_error = ALTAR_EBACKEND;
+  altar_capacity_init(&cap);
+  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), INT64_MAX);
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &amd), 1);
+  altar_capacity_clear(&cap);
+  altar_capacity_init(&cap);
+  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(f->n_nodes, 2);
+  altar_capacity_clear(&cap);
+  f->now += 61;
+  altar_capacity_init(&cap);
+  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(f->n_nodes, 3);
+  altar_capacity_clear(&cap);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+  for (int i = 0; i < 3; i++) altar_strmap_clear(&pools[i].node_selector);
 }
 
 static void test_cancel(void) {
@@ -1225,6 +1340,8 @@ static void add(void) {
   ALTAR_TEST(test_poll_bulk);
   ALTAR_TEST(test_poll_default_describe);
   ALTAR_TEST(test_capacity);
+  ALTAR_TEST(test_quantity_count);
+  ALTAR_TEST(test_capacity_from_nodes);
   ALTAR_TEST(test_cancel);
   ALTAR_TEST(test_job_info_from_json);
   ALTAR_TEST(test_explain_failure);

@@ -83,7 +83,9 @@ static bool equal_any(altar_msg_type_t t, const any_msg_t *a, const any_msg_t *b
     const altar_control_msg_t *x = &a->control, *y = &b->control;
     bool same = x->v == y->v && x->event == y->event && x->partition == y->partition &&
                 x->n_offsets == y->n_offsets && x->lease_s == y->lease_s && x->ts == y->ts &&
-                !x->worker == !y->worker && (!x->worker || !strcmp(x->worker, y->worker));
+                !x->worker == !y->worker && (!x->worker || !strcmp(x->worker, y->worker)) &&
+                !x->job_id == !y->job_id && (!x->job_id || !strcmp(x->job_id, y->job_id)) &&
+                !x->group_key == !y->group_key && (!x->group_key || !strcmp(x->group_key, y->group_key));
     for (size_t i = 0; same && i < x->n_offsets; i++) same = x->offsets[i] == y->offsets[i];
     return same;
   }
@@ -1279,15 +1281,33 @@ static void test_utf8_check(void) {
 static void test_control_messages(void) {
   altar_control_msg_t m;
   altar_error_t err = {0};
-  /* {"event":"cancel","partition":3,"job_ids":["j"]}: unknown event and key */
-  CU_ASSERT_EQUAL(altar_control_from_json(B("{\"event\":\"cancel\",\"partition\":3,\"job_ids\":[\"j\"]}"), &m, &err), 0);
+  /* {"event":"drain","partition":3,"job_ids":["j"]}: unknown event and key */
+  CU_ASSERT_EQUAL(altar_control_from_json(B("{\"event\":\"drain\",\"partition\":3,\"job_ids\":[\"j\"]}"), &m, &err), 0);
   CU_ASSERT_EQUAL(m.event, ALTAR_CTL_UNKNOWN);
-  CU_ASSERT_STRING_EQUAL(m.event_name, "cancel");
+  CU_ASSERT_STRING_EQUAL(m.event_name, "drain");
   CU_ASSERT_EQUAL(m.partition, 3);
   CU_ASSERT_EQUAL(m.n_offsets, 0);
   char *json = altar_control_to_json(&m, &err);
   CU_ASSERT_PTR_NOT_NULL(json);
-  if (json) CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"event\":\"cancel\""));
+  if (json) CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"event\":\"drain\""));
+  free(json);
+  altar_control_msg_clear(&m);
+  /* cancel: job_id required, group_key optional; both written for cancel only. */
+  CU_ASSERT_EQUAL(altar_control_from_json(B("{\"event\":\"cancel\",\"partition\":2,\"job_id\":\"j-1\"}"), &m, &err), 0);
+  CU_ASSERT_EQUAL(m.event, ALTAR_CTL_CANCEL);
+  CU_ASSERT_STRING_EQUAL(m.job_id, "j-1");
+  CU_ASSERT_PTR_NULL(m.group_key);
+  json = altar_control_to_json(&m, &err);
+  CU_ASSERT_PTR_NOT_NULL(json);
+  if (json) CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"group_key\":null,\"job_id\":\"j-1\""));
+  free(json);
+  altar_control_msg_clear(&m);
+  CU_ASSERT_EQUAL(altar_control_from_json(B("{\"event\":\"cancel\",\"partition\":2}"), &m, &err), ALTAR_EDECODE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "job_id: required on cancel"));
+  altar_control_msg_clear(&m);
+  CU_ASSERT_EQUAL(altar_control_from_json(B("{\"event\":\"done\",\"partition\":2,\"job_id\":\"j\"}"), &m, &err), 0);
+  json = altar_control_to_json(&m, &err);
+  if (json) CU_ASSERT_PTR_NULL(strstr(json, "job_id")); /* not a done's field */
   free(json);
   altar_control_msg_clear(&m);
   static const struct {

@@ -1,0 +1,147 @@
+/* altar cancel JOB_ID [--group KEY]: a "cancel" control message on every
+ * partition a shard of the job can be on (the jobs topic and each pool's
+ * `<jobs>.<pool>` topic), where the workers read it in order with the jobs,
+ * and on every partition of the status topic, where the reconciler reads it
+ * in order with each group's events (schemas/README.md, "control"). */
+#include "altar/codec.h"
+#include "altar/pools.h"
+#include "cli.h"
+#include "fleet_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: altar cancel [--config FILE] [options] JOB_ID [--group KEY]\n\n"
+          "Stops a job: workers cancel its running and queued tasks through their\n"
+          "backend (each ends failed, reason cancelled) and refuse its shards from\n"
+          "then on; the reconciler settles its open groups as cancelled (an event\n"
+          "\"cancelled\" on the dead topic) and refuses new shards of it, across\n"
+          "restarts and rebuilds. With --group only that group of the job (its group\n"
+          "key as `altar status` prints it after the kind, e.g. j-1:m2). Sending it\n"
+          "again changes nothing. `submit --wait` on the job exits 4.\n\noptions:\n%s"
+          "  --group KEY          cancel only this group of the job\n",
+          altar_cli_fleet_flags_help);
+}
+
+/* The topics a job's shards and status events can be on: the jobs topic,
+ * every `<jobs>.<pool>` topic that exists, and the status topic. */
+static bool wanted(const altar_config_t *cfg, const char *topic) {
+  if (!strcmp(topic, cfg->topics.jobs) || !strcmp(topic, cfg->topics.status)) return true;
+  size_t jl = strlen(cfg->topics.jobs);
+  return !strncmp(topic, cfg->topics.jobs, jl) && topic[jl] == '.' &&
+         altar_pool_check("pool", topic + jl + 1, NULL) == ALTAR_OK;
+}
+
+static int send_cancel(altar_transport_t *t, const char *topic, int32_t partition, const char *job, const char *group,
+                       const char *who, altar_error_t *err) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  altar_control_msg_t c = {.v = ALTAR_SCHEMA_VERSION, .event = ALTAR_CTL_CANCEL, .partition = partition,
+                           .job_id = (char *)job, .group_key = (char *)group, .worker = (char *)who,
+                           .ts = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9};
+  altar_buf_t b = {0};
+  int rc = altar_encode_control(&c, &b, err);
+  altar_produce_rec_t rec = {.topic = topic, .partition = partition, .value = b.data, .value_len = b.len};
+  for (int tries = 0; !rc; tries++) {
+    rc = altar_transport_produce(t, &rec, err);
+    if (rc != ALTAR_EAGAIN || tries > 1000) break;
+    altar_transport_poll(t, 10);
+  }
+  altar_buf_free(&b);
+  return rc;
+}
+
+typedef struct acks {
+  size_t ok, failed;
+  char why[256];
+} acks_t;
+
+static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *ctx) {
+  (void)t;
+  acks_t *a = ctx;
+  if (dr->err) {
+    a->failed++;
+    snprintf(a->why, sizeof a->why, "%s", dr->errstr ? dr->errstr : "delivery failed");
+  } else {
+    a->ok++;
+  }
+}
+
+int altar_cmd_cancel(int argc, char **argv) {
+  altar_config_t cfg;
+  int code;
+  argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
+  if (argc < 0) return code;
+  const char *job = NULL, *group = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--group")) {
+      if (i + 1 >= argc || !*argv[i + 1]) {
+        fprintf(stderr, "altar cancel: --group needs a group key\n");
+        altar_config_clear(&cfg);
+        return 2;
+      }
+      group = argv[++i];
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      fprintf(stderr, "altar cancel: unknown option '%s'\n", argv[i]);
+      altar_config_clear(&cfg);
+      return 2;
+    } else if (job) {
+      fprintf(stderr, "altar cancel: one job id only (got '%s' and '%s')\n", job, argv[i]);
+      altar_config_clear(&cfg);
+      return 2;
+    } else {
+      job = argv[i];
+    }
+  }
+  if (!job || !*job) {
+    fprintf(stderr, "altar cancel: which job? (usage: altar cancel JOB_ID [--group KEY])\n");
+    altar_config_clear(&cfg);
+    return 2;
+  }
+  if (strlen(job) > 1024 || (group && strlen(group) > 4096)) {
+    fprintf(stderr, "altar cancel: job id (at most 1024 bytes) or group key (at most 4096) too long\n");
+    altar_config_clear(&cfg);
+    return 2;
+  }
+  acks_t acks = {0};
+  altar_transport_opts_t opts = {.on_delivery = on_delivery, .delivery_ctx = &acks};
+  altar_transport_t *t = altar_cli_open_transport(&cfg, &opts);
+  if (!t) {
+    altar_config_clear(&cfg);
+    return 2;
+  }
+  char who[300], host[128] = "localhost";
+  gethostname(host, sizeof host - 1);
+  snprintf(who, sizeof who, "altar-cancel@%s", host);
+  altar_topic_list_t *tl = NULL;
+  altar_error_t err = {0};
+  int rc = altar_transport_list_topics(t, NULL, 10000, &tl, &err);
+  size_t topics = 0, sent = 0;
+  bool status_seen = false;
+  for (size_t i = 0; !rc && i < tl->n_topics; i++) {
+    const altar_topic_info_t *ti = &tl->topics[i];
+    if (!wanted(&cfg, ti->name)) continue;
+    status_seen |= !strcmp(ti->name, cfg.topics.status);
+    topics++;
+    for (size_t p = 0; !rc && p < ti->n_partitions; p++, sent++)
+      rc = send_cancel(t, ti->name, ti->partitions[p].partition, job, group, who, &err);
+  }
+  altar_topic_list_free(tl);
+  if (!rc && !status_seen)
+    rc = altar_error_set(&err, ALTAR_ENOTFOUND, "no status topic %s here: is this the fleet's config?", cfg.topics.status);
+  if (!rc) rc = altar_transport_flush(t, 30000, &err);
+  altar_transport_close(t);
+  altar_config_clear(&cfg);
+  if (rc || acks.failed) {
+    fprintf(stderr, "altar cancel: %s\n", rc ? err.msg : acks.why);
+    return 1;
+  }
+  printf("cancel of job %s%s%s sent to %zu partition(s) of %zu topic(s)\n", job, group ? " group " : "",
+         group ? group : "", sent, topics);
+  return 0;
+}

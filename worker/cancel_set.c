@@ -1,0 +1,53 @@
+/* The cancels a worker has read (cancel_set.h). A linear list: cancels are
+ * rare and few. */
+#include "worker/cancel_set.h"
+
+#include "altar/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool same(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
+int altar__cancel_set_add(altar__cancel_set_t *s, const char *job_id, const char *group_key, bool *padded) {
+  *padded = false;
+  for (size_t i = 0; i < s->n; i++)
+    if (!strcmp(s->job_ids[i], job_id) && same(s->group_keys[i], group_key)) return ALTAR_OK;
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 8;
+    char **j = realloc(s->job_ids, cap * sizeof *j);
+    if (!j) return ALTAR_ENOMEM;
+    s->job_ids = j;
+    char **g = realloc(s->group_keys, cap * sizeof *g);
+    if (!g) return ALTAR_ENOMEM;
+    s->group_keys = g;
+    s->cap = cap;
+  }
+  char *j = strdup(job_id), *g = group_key ? strdup(group_key) : NULL;
+  if (!j || (group_key && !g)) {
+    free(j);
+    free(g);
+    return ALTAR_ENOMEM;
+  }
+  s->job_ids[s->n] = j;
+  s->group_keys[s->n++] = g;
+  *padded = true;
+  return ALTAR_OK;
+}
+
+bool altar__cancel_set_matches(const altar__cancel_set_t *s, const char *job_id, const char *group_key) {
+  if (!job_id) return false;
+  for (size_t i = 0; i < s->n; i++)
+    if (!strcmp(s->job_ids[i], job_id) && (!s->group_keys[i] || same(s->group_keys[i], group_key))) return true;
+  return false;
+}
+
+void altar__cancel_set_free(altar__cancel_set_t *s) {
+  for (size_t i = 0; i < s->n; i++) {
+    free(s->job_ids[i]);
+    free(s->group_keys[i]);
+  }
+  free(s->job_ids);
+  free(s->group_keys);
+  memset(s, 0, sizeof *s);
+}
