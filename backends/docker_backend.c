@@ -32,7 +32,9 @@ void altar__docker_last_line(const char *text, char *buf, size_t cap) {
   if (!cap) return;
   buf[0] = '\0';
   if (!text) return;
-  /* The last non-empty line: docker prints its reason there. */
+  /* The last non-empty line: docker prints its reason there, but for a hint
+   * on usage ("See 'docker run --help'.", "Run 'docker run --help' for more
+   * information") after it, which says nothing of the cause. */
   const char *best = NULL;
   size_t best_len = 0;
   const char *p = text;
@@ -43,7 +45,8 @@ void altar__docker_last_line(const char *text, char *buf, size_t cap) {
     size_t l = len;
     while (l && (*s == ' ' || *s == '\t' || *s == '\r')) s++, l--;
     while (l && (s[l - 1] == ' ' || s[l - 1] == '\t' || s[l - 1] == '\r')) l--;
-    if (l) {
+    bool hint = l > 6 && (!strncmp(s, "See '", 5) || !strncmp(s, "Run '", 5)) && memmem(s, l, "--help'", 7);
+    if (l && !hint) {
       best = s;
       best_len = l;
     }

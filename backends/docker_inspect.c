@@ -115,6 +115,8 @@ static int parse_one(json_t *c, size_t i, altar_docker_info_t *info, altar_error
   if (errtxt) altar__docker_last_line(errtxt, info->error, sizeof info->error);
 
   json_t *labels = json_object_get(json_object_get(c, "Config"), "Labels");
+  const char *tk = json_string_value(json_object_get(labels, ALTAR_DOCKER_LABEL_TASK_KEY));
+  if (tk && strlen(tk) == 64 && strspn(tk, "0123456789abcdef") == 64) snprintf(info->task_key, sizeof info->task_key, "%s", tk);
   const char *tv = json_string_value(json_object_get(labels, ALTAR_DOCKER_LABEL_TIMEOUT));
   if (tv) {
     char *end = NULL;

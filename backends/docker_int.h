@@ -48,7 +48,16 @@ typedef struct altar_docker_info {
   double finished_at;    /* Unix seconds; 0 if not finished */
   altar_opt_i64_t timeout_s; /* from the altar.timeout_s label */
   char error[256];       /* State.Error, cut */
+  char task_key[65];     /* the altar.task_key label when it is one, else "" */
 } altar_docker_info_t;
+
+/* ---- a failed container's output (docker_logs.c) ---- */
+
+/* For a container that failed: its output (`docker logs`) is kept under
+ * <data_root>/logs/<task key>/ (task_key "" : not kept) and its tails are
+ * added to f's detail (bounded, redacted; see altar/log_tail.h). Best
+ * effort: f is left as it was when docker cannot say. */
+void altar__docker_add_logs(altar_docker_t *dk, const char *id, const char *task_key, altar_failure_t *f);
 
 /* Parses the JSON array `docker inspect` prints (len bytes, untrusted) into a
  * malloc'd array in *pinfos (caller frees) of *pn entries. ALTAR_EDECODE

@@ -249,6 +249,8 @@ int altar__docker_poll(altar_backend_t *be, const altar_handle_t *handles, size_
       rc = altar_error_set(err, rc, "poll: status");
       goto out;
     }
+    if (pstatuses[i].state == ALTAR_STATE_FAILED && pstatuses[i].failure && !strcmp(info->status, "exited"))
+      altar__docker_add_logs(dk, info->id, info->task_key, pstatuses[i].failure);
     if (kill) kills[nkills++] = info->id;
   }
   if (nkills) rc = kill_expired(dk, kills, nkills, err);

@@ -234,6 +234,9 @@ int altar_k8s_build_manifest(altar_k8s_t *k, const altar_spec_t *spec, json_t **
     set(&b, c, "name", json_string(ALTAR_K8S_TASK_CONTAINER));
     set(&b, c, "image", json_string(spec->image));
     set(&b, c, "imagePullPolicy", json_string(k->pull_policy));
+    /* A failed container's last log lines become its termination message,
+     * which poll puts into the failure's detail. */
+    set(&b, c, "terminationMessagePolicy", json_string("FallbackToLogsOnError"));
     set(&b, c, "command", argv);
     rc = resources_json(k, &b, spec, c, err);
     json_t *mounts = json_array(), *mnt = json_object();
@@ -338,6 +341,9 @@ int altar_k8s_add_verify_container(altar_k8s_t *k, const altar_spec_t *spec, jso
     set(&b, c, "name", json_string(ALTAR_K8S_VERIFY_CONTAINER));
     set(&b, c, "image", json_string(k->verifier_image));
     set(&b, c, "imagePullPolicy", json_string(k->pull_policy));
+    /* A failed container's last log lines become its termination message,
+     * which poll puts into the failure's detail. */
+    set(&b, c, "terminationMessagePolicy", json_string("FallbackToLogsOnError"));
     set(&b, c, "command", argv);
     set(&b, c, "volumeMounts", all_mounts(&b, pod));
   } else {

@@ -3,10 +3,14 @@
 #include "altar/kubernetes.h"
 
 #include "altar/backend.h"
+#include "altar/log_tail.h"
+#include "altar/pools.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+extern char **environ;
 
 /* ---- K8sJobInfo ---- */
 
@@ -349,11 +353,16 @@ altar_failure_t *altar_k8s_explain_failure(const json_t *job, const json_t *pods
     if (!t) t = terminated_of(json_object_get(st, "containerStatuses"), NULL);
     json_t *code = t ? json_object_get(t, "exitCode") : NULL;
     if (json_is_integer(code) && json_integer_value(code) != 0) {
-      char detail[512];
-      snprintf(detail, sizeof detail, "container exited with code %lld%s%s",
-               (long long)json_integer_value(code), jstr(t, "message") ? ": " : "",
-               jstr(t, "message") ? jstr(t, "message") : "");
-      return altar_failure_for_exit(json_integer_value(code), detail);
+      /* The termination message is the container's last log lines
+       * (FallbackToLogsOnError): quoted as its output, bounded and redacted. */
+      char base[64];
+      snprintf(base, sizeof base, "container exited with code %lld", (long long)json_integer_value(code));
+      const char *msg = jstr(t, "message");
+      char *detail = altar_detail_with_output(base, msg, msg ? strlen(msg) : 0, NULL, 0,
+                                              (const char *const *)environ, ALTAR_BOUND_DETAIL);
+      altar_failure_t *f = altar_failure_for_exit(json_integer_value(code), detail ? detail : base);
+      free(detail);
+      return f;
     }
   }
   /* Failed without a pod to explain it: the platform's own words, transient. */

@@ -302,6 +302,7 @@ static void process_destroy(altar_backend_t *be) {
   altar__proc_spare_free(p); /* before tasks_dir, which names them */
   free(p->data_root);
   free(p->tasks_dir);
+  free(p->logs_dir);
   free(p->storage);
   altar__proc_reap(p); /* supervisors still running stay unreaped until we exit */
   for (size_t i = 0; i < p->n_children; i++)
@@ -378,9 +379,14 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
   p->tasks_dir = malloc(tl);
   if (!p->data_root || !p->storage || !p->tasks_dir) goto nomem;
   snprintf(p->tasks_dir, tl, "%s/tasks", abs);
-  if (mkdir(p->tasks_dir, 0755) < 0 && errno != EEXIST) {
-    snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s': %s", p->tasks_dir,
-             strerror(errno));
+  p->logs_dir = malloc(tl);
+  if (!p->logs_dir) goto nomem;
+  snprintf(p->logs_dir, tl, "%s/logs", abs);
+  const char *made = p->tasks_dir;
+  bool ok = mkdir(made, 0755) == 0 || errno == EEXIST;
+  if (ok) ok = mkdir((made = p->logs_dir), 0755) == 0 || errno == EEXIST;
+  if (!ok) {
+    snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s': %s", made, strerror(errno));
     altar_backend_t tmp = {.impl = p};
     process_destroy(&tmp);
     return NULL;
@@ -398,6 +404,7 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
   }
   choose_cgroup(p, mem);
   altar__proc_spare_sweep(p);
+  altar__proc_logs_sweep(p, ALTAR_PROC_LOG_RETENTION_S);
   return p;
 nomem:
   snprintf(errstr, errstr_size, "backend 'process': out of memory");

@@ -16,10 +16,13 @@
  *             supervisor's "supervisor=<pid>" and "pgid=<pgid>" lines; it is
  *             flock'ed by the supervisor for its whole life (taken by submit
  *             before the fork, so there is no window where nobody holds it)
- *   stdout, stderr  the command's output, bounded (head + rolling tail);
- *             created at the first byte, absent when there was none
  *   cancel    present when cancel was asked for
- * and at the end of the task file, the terminal status: a "[status]" line
+ * and the command's output, bounded (head + rolling tail), in
+ * <data_root>/logs/<task key>/stdout and stderr: created at the first byte,
+ * absent when there was none, kept after the task directory is reused (a
+ * rerun of the same task key replaces them), so `altar logs` and the
+ * failure's detail read them there.
+ * At the end of the task file, the terminal status: a "[status]" line
  * and key=value lines, appended by the supervisor in one write before it
  * exits. A reader trusts it only once the flock is free (the writer is gone).
  * Two inodes per task (directory, task file): on ext4 inode creation was the
@@ -52,6 +55,7 @@ typedef struct altar_proc_task {
 typedef struct altar_process {
   char *data_root; /* absolute, no trailing slash */
   char *tasks_dir; /* <data_root>/tasks */
+  char *logs_dir;  /* <data_root>/logs: <task key>/{stdout,stderr} */
   int64_t slots;
   char **pools; /* advertised pools (backend.pools), sharing the slots */
   size_t n_pools;
@@ -83,6 +87,7 @@ typedef struct altar_process {
  * system calls and formats numbers. */
 typedef struct altar_proc_launch {
   char task_dir[ALTAR_PATH_BUF];
+  char log_dir[ALTAR_PATH_BUF]; /* where stdout and stderr go */
   char **argv;       /* NULL-terminated, borrowed */
   char **envp;       /* NULL-terminated, owned by the caller */
   int lock_fd;       /* flock'ed, inherited */
@@ -109,6 +114,22 @@ int altar__proc_task_dir(const altar_process_t *p, const char *id, char *buf, si
                          altar_error_t *err);
 /* An id is [A-Za-z0-9._-]{1,64}, not "." or "..". */
 bool altar__proc_id_valid(const char *id);
+
+/* "<logs_dir>/<key>" into buf (key: a task key). */
+void altar__proc_log_dir(const altar_process_t *p, const char *key, char *buf, size_t size);
+/* The failure detail of a failed task: base, then the tails of its stderr
+ * and stdout from dir, bounded by ALTAR_BOUND_DETAIL and with the worker's
+ * secret environment values redacted (the task ran with that environment).
+ * malloc'd; NULL when out of memory. */
+char *altar__proc_detail_with_logs(const char *base, const char *dir);
+/* Rewrites a finished task's kept output in dir with the values of the
+ * worker's secret environment variables replaced (nothing to do, and no
+ * read, when the environment holds none). */
+void altar__proc_redact_logs(const char *dir);
+/* Deletes kept output not written for max_age_s (at create): a group
+ * settles within minutes to days, the logs must not grow for ever. */
+#define ALTAR_PROC_LOG_RETENTION_S (14.0 * 24 * 3600)
+void altar__proc_logs_sweep(const altar_process_t *p, double max_age_s);
 
 /* Reads the task's state: terminal statuses come with *pfailure (caller
  * frees). Never blocks. */

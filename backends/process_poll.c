@@ -5,6 +5,8 @@
  * task has ended. */
 #include "process_int.h"
 
+#include "altar/codec.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -74,6 +76,23 @@ static int missing(altar_state_t *pstate, altar_failure_t **pfailure, const char
   return *pfailure ? 0 : altar_error_set(err, ALTAR_ENOMEM, "process: poll: out of memory");
 }
 
+/* The task key on the task file's first line ("task_key=<key>"). */
+static bool read_key(int fd, char key[ALTAR_TASK_KEY_LEN + 1]) {
+  char head[16 + ALTAR_TASK_KEY_LEN];
+  ssize_t n = pread(fd, head, sizeof head, 0);
+  size_t pre = strlen("task_key=");
+  if (n < (ssize_t)(pre + ALTAR_TASK_KEY_LEN + 1) || memcmp(head, "task_key=", pre) ||
+      head[pre + ALTAR_TASK_KEY_LEN] != '\n')
+    return false;
+  for (size_t i = 0; i < ALTAR_TASK_KEY_LEN; i++) {
+    char c = head[pre + i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    key[i] = c;
+  }
+  key[ALTAR_TASK_KEY_LEN] = '\0';
+  return true;
+}
+
 int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *pstate,
                       altar_failure_t **pfailure, altar_error_t *err) {
   char dir[ALTAR_PATH_BUF], path[ALTAR_PATH_BUF + 16];
@@ -98,6 +117,8 @@ int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *p
   /* The lock is free: the supervisor is gone, and whatever it wrote is all
    * it will ever write. */
   char *tail = altar__proc_read_tail(fd);
+  char key[ALTAR_TASK_KEY_LEN + 1];
+  bool has_key = read_key(fd, key);
   close(fd); /* also drops our shared lock */
   if (!tail) return missing(pstate, pfailure, "task file unreadable", err);
   const char *mark = NULL;
@@ -109,6 +130,19 @@ int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *p
   }
   rc = parse_status(mark + strlen(ALTAR_PROC_STATUS_MARK), pstate, pfailure, id, err);
   free(tail);
+  char logs[ALTAR_PATH_BUF];
+  if (has_key) {
+    altar__proc_log_dir(p, key, logs, sizeof logs);
+    altar__proc_redact_logs(logs); /* what stays on disk holds no secret either */
+  }
+  if (rc == 0 && *pfailure) {
+    /* The evidence: what the command last wrote. */
+    char *d = altar__proc_detail_with_logs((*pfailure)->detail, has_key ? logs : dir);
+    if (d) {
+      free((*pfailure)->detail);
+      (*pfailure)->detail = d;
+    }
+  }
   return rc;
 }
 

@@ -49,7 +49,7 @@ static int load_program(altar_process_t *p) {
 }
 
 /* argv of the program: see process_supervisor_main.c. */
-enum { N_FIXED = 9 };
+enum { N_FIXED = 10 };
 
 /* Starts the program; 0 with *ppid, or an errno value (exec failures
  * included: glibc reports them from the child). */
@@ -69,7 +69,8 @@ static int spawn_program(int prog_fd, const altar_proc_launch_t *l, pid_t *ppid)
   for (int i = 0; i < 5; i++) argv[1 + i] = nums[i];
   argv[6] = (char *)l->task_dir;
   argv[7] = (char *)l->cgroup_dir;
-  argv[8] = "--";
+  argv[8] = (char *)l->log_dir;
+  argv[9] = "--";
   for (size_t i = 0; i < argc; i++) argv[N_FIXED + i] = l->argv[i];
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;

@@ -137,6 +137,21 @@ static void remove_task_dir(const char *task_dir) {
   rmdir(task_dir);
 }
 
+/* The task's output goes to logs/<key>/, emptied of an earlier run's; when
+ * that cannot be made, to the task directory (where reuse loses it). */
+static void set_log_dir(const altar_process_t *p, const char *key, altar_proc_launch_t *l) {
+  altar__proc_log_dir(p, key, l->log_dir, sizeof l->log_dir);
+  if (mkdir(l->log_dir, 0755) < 0 && errno != EEXIST) {
+    l->log_dir[0] = '\0';
+    return;
+  }
+  char path[ALTAR_PATH_BUF + 16];
+  snprintf(path, sizeof path, "%s/stdout", l->log_dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/stderr", l->log_dir);
+  unlink(path);
+}
+
 /* Opens and locks a task file; -1 with errno. */
 static int lock_task_file(const char *path) {
   int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -186,6 +201,7 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
                                    l->task_dir, strerror(errno));
     goto out;
   }
+  set_log_dir(p, key, l);
   l->timeout_s = spec->timeout_s.set ? spec->timeout_s.v : 0;
   if (l->timeout_s > 1000000000) l->timeout_s = 1000000000; /* ~31 years: no overflow in ms */
   l->memory_mb = spec->resources.memory_mb.set ? spec->resources.memory_mb.v : 0;

@@ -2,7 +2,7 @@
  * session; the worker's child until the worker exits, then re-parented), is
  * the parent of the task's command, and is the only writer of its status:
  *   - spawns argv (no shell) in its own process group, cwd = task directory;
- *   - keeps stdout/stderr bounded: the first half of log_cap, then a rolling
+ *   - keeps stdout/stderr (in log_dir) bounded: the first half of log_cap, then a rolling
  *     tail of the other half, with a marker saying how much was dropped;
  *   - kills the whole group at timeout_s (reason "timeout");
  *   - enforces resources.memory_mb with a memory cgroup when one can be made
@@ -304,9 +304,11 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
 
   sink_t sinks[2];
   const char *names[2] = {"stdout", "stderr"};
+  char paths[2][ALTAR_PATH_BUF + 16];
   size_t head = l->log_cap / 2;
   for (int i = 0; i < 2; i++) {
-    sinks[i] = (sink_t){.name = names[i], .fd = -1, .head_left = head, .ring_cap = l->log_cap - head};
+    snprintf(paths[i], sizeof paths[i], "%s/%s", l->log_dir[0] ? l->log_dir : ".", names[i]);
+    sinks[i] = (sink_t){.name = paths[i], .fd = -1, .head_left = head, .ring_cap = l->log_cap - head};
   }
   int out[2], errp[2];
   if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) _exit(1);

@@ -4,7 +4,7 @@
  * cost about a millisecond. Linked with libc only; not part of the library.
  *
  * argv: altar-supervisor LOCK_FD TIMEOUT_S MEMORY_MB LOG_CAP CGROUP_VERSION
- *       TASK_DIR CGROUP_DIR|"" -- COMMAND...
+ *       TASK_DIR CGROUP_DIR|"" LOG_DIR -- COMMAND...
  * The environment is the task's. */
 #include "process_int.h"
 
@@ -24,7 +24,7 @@ static int parse_ll(const char *s, long long *pv) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 10 || strcmp(argv[8], "--")) {
+  if (argc < 11 || strcmp(argv[9], "--")) {
     fprintf(stderr, "altar-supervisor: started with the wrong arguments (it is run by the process backend)\n");
     return 2;
   }
@@ -32,7 +32,8 @@ int main(int argc, char **argv) {
   long long fd, timeout, mem, cap, cgv;
   if (parse_ll(argv[1], &fd) || parse_ll(argv[2], &timeout) || parse_ll(argv[3], &mem) ||
       parse_ll(argv[4], &cap) || parse_ll(argv[5], &cgv) || fd < 0 || cap < 0 ||
-      strlen(argv[6]) >= sizeof l.task_dir || strlen(argv[7]) >= sizeof l.cgroup_dir) {
+      strlen(argv[6]) >= sizeof l.task_dir || strlen(argv[7]) >= sizeof l.cgroup_dir ||
+      strlen(argv[8]) >= sizeof l.log_dir) {
     fprintf(stderr, "altar-supervisor: malformed arguments\n");
     return 2;
   }
@@ -43,7 +44,8 @@ int main(int argc, char **argv) {
   l.cgroup_version = (int)cgv;
   snprintf(l.task_dir, sizeof l.task_dir, "%s", argv[6]);
   snprintf(l.cgroup_dir, sizeof l.cgroup_dir, "%s", argv[7]);
-  l.argv = &argv[9];
+  snprintf(l.log_dir, sizeof l.log_dir, "%s", argv[8]);
+  l.argv = &argv[10];
   l.envp = environ;
   altar__proc_supervise(&l);
 }

@@ -4,6 +4,7 @@
 #include "altar/ledger.h"
 #include "cli.h"
 #include "dashboard_cli.h"
+#include "failed_shards.h"
 #include "fleet_common.h"
 #include "follow.h"
 #include "altar/pools.h"
@@ -21,7 +22,8 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: altar status [--config FILE] [options] JOB_ID [--json] [--outputs]\n\n"
           "Shows a job's shards by state (read from the ledger, read-only) and its\n"
-          "group events so far (read from the ready and dead topics). --outputs lists\n"
+          "group events so far (read from the ready and dead topics), and each failed\n"
+          "shard with its reason and the first line of its detail. --outputs lists\n"
           "each fired group's output URIs instead.\n"
           "Exit status: 0 shown, 1 a topic or the ledger could not be read, 2 bad usage,\n"
           "4 no trace of the job (not on the jobs topic, in the ledger or in a group event).\n\noptions:\n%s",
@@ -35,6 +37,7 @@ typedef struct tally {
   uint64_t consumed, total;
   uint64_t replaced; /* runs settled as superseded or released: not shards */
   expect_t *x; /* the job's shards, for the late and waiting ones */
+  failed_shards_t failed;
   int oom;
 } tally_t;
 
@@ -49,6 +52,7 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
     return 0;
   }
   t->total++;
+  altar_cli_failed_add(&t->failed, e);
   if (e->rec.consumed) t->consumed++;
   if ((unsigned)e->rec.state < 4) t->by_state[e->rec.state]++;
   if (e->task_key && e->rec.kind) {
@@ -257,6 +261,7 @@ int altar_cmd_status(int argc, char **argv) {
                                           sh->reason ? json_string(sh->reason) : json_null()));
     }
     if (o) {
+      json_object_set_new(o, "failed", altar_cli_failed_json(&t.failed));
       json_object_set_new(o, "waiting", wj);
       json_object_set_new(o, "late", lj);
     }
@@ -276,6 +281,7 @@ int altar_cmd_status(int argc, char **argv) {
       printf("  shards: ledger %s not readable here (%s)\n", cfg.ledger_path, err.msg);
     printf("  groups: %llu fired (%llu shards), %llu dead-lettered (%llu shards)\n", (unsigned long long)fired,
            (unsigned long long)fired_shards, (unsigned long long)dead, (unsigned long long)dead_shards);
+    altar_cli_failed_print(&t.failed, 20);
     for (size_t i = 0; i < nw; i++) {
       const char *s = wv[i].shards == 1 ? "" : "s";
       if (wv[i].members_known && !wv[i].members)
@@ -300,6 +306,7 @@ int altar_cmd_status(int argc, char **argv) {
     free(wv[i].pool);
   }
   free(wv);
+  altar_cli_failed_clear(&t.failed);
   altar_cli_expect_clear(&x);
   altar_config_clear(&cfg);
   return rc || xrc ? 1 : 0;

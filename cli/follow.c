@@ -3,6 +3,8 @@
 #include "follow.h"
 #include "progress_bar.h"
 
+#include "failed_shards.h"
+
 #include "altar/codec.h"
 #include "altar/fleet.h"
 #include "altar/pools.h"
@@ -128,6 +130,7 @@ void altar_cli_expect_clear(expect_t *x) {
     free(x->shards[i].topic);
     free(x->shards[i].pool);
     free(x->shards[i].reason);
+    free(x->shards[i].why);
   }
   free(x->keys);
   free(x->done);
@@ -175,7 +178,7 @@ static void progress(const expect_t *x, double t0, bool tty, bool final) {
      * and the rest of the line erased, so it redraws in place. */
     char line[512];
     altar_cli_progress_line(line, sizeof line, altar_cli_terminal_columns(STDERR_FILENO), x->shards_done,
-                            x->shards_failed, x->shards_total, x->fired + x->dead, x->n, (int)el);
+                            x->shards_failed, x->shards_total, x->fired + x->dead, x->n, x->dead, (int)el);
     fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
   }
 }
@@ -195,6 +198,13 @@ static void on_status(expect_t *x, const altar_status_event_t *ev) {
   s->state = ev->event == ALTAR_EV_SUBMITTED ? ALTAR_STATE_PENDING : (int)ev->state;
   free(s->reason);
   s->reason = ev->state == ALTAR_STATE_FAILED && ev->failure && ev->failure->reason ? strdup(ev->failure->reason) : NULL;
+  free(s->why);
+  s->why = NULL;
+  if (s->reason && ev->failure->detail) {
+    char why[512];
+    altar_cli_failure_summary(ev->failure->detail, why, sizeof why);
+    if (why[0]) s->why = strdup(why);
+  }
 }
 
 /* A group event of the job: 1 when it settled one of its groups now. */
@@ -320,8 +330,10 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
                            : g.event == ALTAR_GROUP_CANCELLED ? "cancelled"
                                                               : "dead_lettered";
         if (cb) cb(cb_ctx, what, g.kind, g.group_key, g.n_shards, g.event_id);
-        else if (!tty)
-          fprintf(stderr, "group %s %s:%s (%zu shards) [%zu/%zu groups]\n",
+        else if (!tty || g.event != ALTAR_GROUP_FIRED)
+          /* On a terminal the bar's line is cleared first; a group that did
+           * not fire is named there as it happens, a fired one only counted. */
+          fprintf(stderr, "%sgroup %s %s:%s (%zu shards) [%zu/%zu groups]\n", tty ? "\r\033[K" : "",
                   g.event == ALTAR_GROUP_DEAD_LETTERED ? "dead-lettered" : what, g.kind, g.group_key, g.n_shards,
                   settled, x->n);
       }
@@ -357,7 +369,8 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
   for (size_t i = 0; rc == 1 && i < x->n_shards; i++) {
     const follow_shard_t *s = &x->shards[i];
     if (terminal(s) && s->state == ALTAR_STATE_FAILED && !s->late)
-      fprintf(stderr, "  shard %s failed: %s\n", s->task_key, s->reason ? s->reason : "(no reason)");
+      fprintf(stderr, "  shard %s failed: %s%s%s\n", s->task_key, s->reason ? s->reason : "(no reason)",
+              s->why ? ": " : "", s->why ? s->why : "");
   }
   altar_transport_close(probe);
   altar_transport_close(t);

@@ -23,6 +23,7 @@ typedef struct follow_shard {
   int state;       /* -1: no event yet; else the altar_state_t of its latest event */
   bool released;   /* latest event was "released": it waits to run again */
   char *reason;    /* failure reason when failed */
+  char *why;       /* its detail in one line (altar_cli_failure_summary) when failed */
   double ts;       /* ts of its latest event */
   bool late;       /* terminal after its group settled, and not in the group's event */
 } follow_shard_t;

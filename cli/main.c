@@ -23,6 +23,7 @@ ALTAR_CMD_PENDING(altar_cmd_cancel)
 ALTAR_CMD_PENDING(altar_cmd_worker)
 ALTAR_CMD_PENDING(altar_cmd_reconciler)
 ALTAR_CMD_PENDING(altar_cmd_status)
+ALTAR_CMD_PENDING(altar_cmd_logs)
 ALTAR_CMD_PENDING(altar_cmd_demo)
 ALTAR_CMD_PENDING(altar_cmd_jobs)
 ALTAR_CMD_PENDING(altar_cmd_workers)
@@ -45,6 +46,7 @@ static const struct {
     {"worker", altar_cmd_worker, "consume jobs and drive a backend"},
     {"reconciler", altar_cmd_reconciler, "fold status events into the ledger, publish groups"},
     {"status", altar_cmd_status, "show the progress of a job"},
+    {"logs", altar_cmd_logs, "print a task's output (or a job's failed shards')"},
     {"jobs", altar_cmd_jobs, "list jobs: shards by state, groups, outputs"},
     {"workers", altar_cmd_workers, "list workers from their heartbeats"},
     {"dashboard", altar_cmd_dashboard, "serve the read-only web dashboard"},

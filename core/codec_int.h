@@ -98,6 +98,8 @@ typedef struct altar__rd {
 } altar__rd_t;
 
 int altar__rd_fail(altar__rd_t *r, int code, const char *what);
+/* As altar__wr_fail_size, for a read. */
+int altar__rd_fail_size(altar__rd_t *r, const char *what, size_t n, size_t bound);
 int altar__rd_str(altar__rd_t *r, const msgpack_object *o, char **pout);
 int altar__rd_opt_str(altar__rd_t *r, const msgpack_object *o, char **pout); /* nil → NULL */
 int altar__rd_i64(altar__rd_t *r, const msgpack_object *o, int64_t *pout);
@@ -136,6 +138,7 @@ typedef struct altar__wr {
   const char *root;
   int fail_code;
   const char *fail_what;           /* set by altar__wr_fail, reported by altar__wr_finish */
+  char fail_buf[96];               /* fail_what of altar__wr_fail_size */
   altar__wr_seg_t segs[ALTAR__WR_MAX_SEGS]; /* innermost first */
   size_t nsegs;
   altar_error_t *err;
@@ -149,6 +152,9 @@ void altar__wr_init(altar__wr_t *w, altar_buf_t *out, const char *root, altar_er
 int altar__wr_finish(altar__wr_t *w, size_t start, int rc);
 /* Records a failure (`what` must be a string literal); returns code. */
 int altar__wr_fail(altar__wr_t *w, int code, const char *what);
+/* ALTAR_ETOOBIG for a string, array or map (what) of n bytes or entries over
+ * bound, both named in the message. */
+int altar__wr_fail_size(altar__wr_t *w, const char *what, size_t n, size_t bound);
 /* Pass a failure rc up through the entry `name` / element `i`. */
 static inline int altar__wr_at_key(altar__wr_t *w, const char *name, size_t len, int rc) {
   if (rc && w->fail_what && w->nsegs < ALTAR__WR_MAX_SEGS)

@@ -40,7 +40,7 @@ static int json_to_mp(altar__wr_t *w, const json_t *j, unsigned depth) {
   }
   case JSON_STRING: {
     size_t n = json_string_length(j);
-    if (n > ALTAR_MAX_STRING) return altar__wr_fail(w, ALTAR_ETOOBIG, "string exceeds the size bound");
+    if (n > ALTAR_MAX_STRING) return altar__wr_fail_size(w, "string", n, ALTAR_MAX_STRING);
     msgpack_pack_str_with_body(&w->pk, json_string_value(j), n);
     return ALTAR_OK;
   }

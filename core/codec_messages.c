@@ -429,7 +429,7 @@ int altar_encode_group(const altar_group_event_t *e, altar_buf_t *out, altar_err
 static int rd_shards(altar__rd_t *r, const msgpack_object *o, altar_handle_t **pv, size_t *pn) {
   if (o->type != MSGPACK_OBJECT_ARRAY) return altar__rd_fail(r, ALTAR_EDECODE, "expected array of handles");
   size_t n = o->via.array.size;
-  if (n > ALTAR_MAX_ARRAY) return altar__rd_fail(r, ALTAR_ETOOBIG, "array exceeds the size bound");
+  if (n > ALTAR_MAX_ARRAY) return altar__rd_fail_size(r, "array", n, ALTAR_MAX_ARRAY);
   if (!n) return ALTAR_OK;
   altar_handle_t *hs = calloc(n, sizeof *hs);
   if (!hs) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");

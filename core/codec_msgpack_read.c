@@ -569,9 +569,15 @@ int altar__rd_fail(altar__rd_t *r, int code, const char *what) {
   return altar_error_set(r->err, code, "%s: %s", r->path.len ? r->path.s : "message", what);
 }
 
+int altar__rd_fail_size(altar__rd_t *r, const char *what, size_t n, size_t bound) {
+  const char *unit = strcmp(what, "string") ? "entries" : "bytes";
+  return altar_error_set(r->err, ALTAR_ETOOBIG, "%s: %s of %zu %s exceeds the size bound of %zu %s",
+                         r->path.len ? r->path.s : "message", what, n, unit, bound, unit);
+}
+
 /* Bounds and UTF-8 of string bytes, checked where they lie. */
 static int rd_valid(altar__rd_t *r, const char *s, size_t n) {
-  if (n > ALTAR_MAX_STRING) return altar__rd_fail(r, ALTAR_ETOOBIG, "string exceeds the size bound");
+  if (n > ALTAR_MAX_STRING) return altar__rd_fail_size(r, "string", n, ALTAR_MAX_STRING);
   if (!altar__utf8_ok(s, n)) return altar__rd_fail(r, ALTAR_EDECODE, "expected UTF-8 text without NUL bytes");
   return ALTAR_OK;
 }
@@ -648,7 +654,7 @@ int altar__rd_f64(altar__rd_t *r, const msgpack_object *o, double *pout) {
 int altar__rd_strv(altar__rd_t *r, const msgpack_object *o, char ***pv, size_t *pn) {
   if (o->type != MSGPACK_OBJECT_ARRAY) return altar__rd_fail(r, ALTAR_EDECODE, "expected array of strings");
   size_t n = o->via.array.size;
-  if (n > ALTAR_MAX_ARRAY) return altar__rd_fail(r, ALTAR_ETOOBIG, "array exceeds the size bound");
+  if (n > ALTAR_MAX_ARRAY) return altar__rd_fail_size(r, "array", n, ALTAR_MAX_ARRAY);
   *pv = NULL;
   *pn = 0;
   if (!n) return ALTAR_OK;
@@ -673,7 +679,7 @@ static int rd_check(altar__rd_t *r, const msgpack_object *o) {
 
 int altar__rd_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t *m) {
   if (o->type != MSGPACK_OBJECT_MAP) return altar__rd_fail(r, ALTAR_EDECODE, "expected map of strings");
-  if (o->via.map.size > ALTAR_MAX_MAP) return altar__rd_fail(r, ALTAR_ETOOBIG, "map exceeds the size bound");
+  if (o->via.map.size > ALTAR_MAX_MAP) return altar__rd_fail_size(r, "map", o->via.map.size, ALTAR_MAX_MAP);
   if (altar_strmap_reserve(m, o->via.map.size)) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
   for (size_t i = 0; i < o->via.map.size; i++) {
     const msgpack_object_kv *kv = &o->via.map.ptr[i];

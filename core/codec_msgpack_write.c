@@ -33,6 +33,13 @@ int altar__wr_fail(altar__wr_t *w, int code, const char *what) {
   return code;
 }
 
+int altar__wr_fail_size(altar__wr_t *w, const char *what, size_t n, size_t bound) {
+  const char *unit = strcmp(what, "string") ? "entries" : "bytes";
+  snprintf(w->fail_buf, sizeof w->fail_buf, "%s of %zu %s exceeds the size bound of %zu %s", what, n, unit, bound,
+           unit);
+  return altar__wr_fail(w, ALTAR_ETOOBIG, w->fail_buf);
+}
+
 int altar__wr_finish(altar__wr_t *w, size_t start, int rc) {
   if (rc) {
     if (!w->fail_what) return rc; /* reported where it happened */
@@ -59,13 +66,13 @@ void altar__wr_key(altar__wr_t *w, const char *key) {
 }
 
 int altar__wr_map(altar__wr_t *w, size_t n) {
-  if (n > ALTAR_MAX_MAP) return altar__wr_fail(w, ALTAR_ETOOBIG, "map exceeds the size bound");
+  if (n > ALTAR_MAX_MAP) return altar__wr_fail_size(w, "map", n, ALTAR_MAX_MAP);
   msgpack_pack_map(&w->pk, n);
   return ALTAR_OK;
 }
 
 int altar__wr_array(altar__wr_t *w, size_t n) {
-  if (n > ALTAR_MAX_ARRAY) return altar__wr_fail(w, ALTAR_ETOOBIG, "array exceeds the size bound");
+  if (n > ALTAR_MAX_ARRAY) return altar__wr_fail_size(w, "array", n, ALTAR_MAX_ARRAY);
   msgpack_pack_array(&w->pk, n);
   return ALTAR_OK;
 }
@@ -73,7 +80,7 @@ int altar__wr_array(altar__wr_t *w, size_t n) {
 int altar__wr_str(altar__wr_t *w, const char *s) {
   if (!s) return altar__wr_fail(w, ALTAR_EINVAL, "missing required field");
   size_t n = strlen(s);
-  if (n > ALTAR_MAX_STRING) return altar__wr_fail(w, ALTAR_ETOOBIG, "string exceeds the size bound");
+  if (n > ALTAR_MAX_STRING) return altar__wr_fail_size(w, "string", n, ALTAR_MAX_STRING);
   if (!altar__utf8_ok(s, n)) return altar__wr_fail(w, ALTAR_EINVAL, "not valid UTF-8");
   msgpack_pack_str(&w->pk, n);
   msgpack_pack_str_body(&w->pk, s, n);

@@ -42,7 +42,7 @@ static int rd_transfer_field(altar__rd_t *r, void *ctx, int idx, const msgpack_o
 static int rd_transfers(altar__rd_t *r, const msgpack_object *o, altar_transfer_t **pv, size_t *pn) {
   if (o->type != MSGPACK_OBJECT_ARRAY) return altar__rd_fail(r, ALTAR_EDECODE, "expected array of transfers");
   size_t n = o->via.array.size;
-  if (n > ALTAR_MAX_ARRAY) return altar__rd_fail(r, ALTAR_ETOOBIG, "array exceeds the size bound");
+  if (n > ALTAR_MAX_ARRAY) return altar__rd_fail_size(r, "array", n, ALTAR_MAX_ARRAY);
   if (!n) return ALTAR_OK;
   altar_transfer_t *t = calloc(n, sizeof *t);
   if (!t) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");

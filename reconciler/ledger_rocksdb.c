@@ -31,6 +31,7 @@
 #include "core/codec_int.h"
 #include "reconciler/ledger_aux.h"
 #include "reconciler/ledger_int.h"
+#include "reconciler/ledger_open.h"
 #include "reconciler/ledger_writer.h"
 
 #include <msgpack.h>
@@ -1071,9 +1072,10 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
   r->ropts = rocksdb_readoptions_create();
   r->wb = rocksdb_writebatch_create();
   char *dberr = NULL;
+  if (!o.no_create && !o.read_only && altar__ledger_make_parents(dir, err) < 0) goto fail;
   r->db = o.read_only ? rocksdb_open_for_read_only(r->opts, dir, 0, &dberr) : rocksdb_open(r->opts, dir, &dberr);
   if (dberr || !r->db) {
-    altar_error_set(err, ALTAR_ELEDGER, "ledger %s: cannot open: %s", dir, dberr ? dberr : "unknown error");
+    altar__ledger_open_error(dir, dberr, err);
     rocksdb_free(dberr);
     r->db = NULL;
     goto fail;

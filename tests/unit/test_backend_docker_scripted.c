@@ -557,6 +557,17 @@ static void test_submit_docker_error(void) {
   CU_ASSERT_EQUAL(altar_backend_submit(be, s, &h, &err), ALTAR_EBACKEND);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "pull access denied"));
   CU_ASSERT_PTR_NULL(h.external_id);
+  /* docker's cause is quoted, not the usage hint it prints after it. */
+  fake_program(&fake, "run", 125, NULL,
+               "docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon "
+               "running?.\nSee 'docker run --help'.\n");
+  CU_ASSERT_EQUAL(altar_backend_submit(be, s, &h, &err), ALTAR_EBACKEND);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "Cannot connect to the Docker daemon"));
+  CU_ASSERT_PTR_NULL(strstr(err.msg, "--help"));
+  CU_ASSERT_TRUE(err.retriable);
+  fake_program(&fake, "run", 125, NULL, "docker: invalid reference format.\nRun 'docker run --help' for more information\n");
+  CU_ASSERT_EQUAL(altar_backend_submit(be, s, &h, &err), ALTAR_EBACKEND);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "invalid reference format"));
   /* A reply that is not a container id is not taken for one. */
   fake_program(&fake, "run", 0, "WARNING: something\n", NULL);
   altar_spec_free(s);
@@ -607,8 +618,20 @@ static void test_poll_uses_one_inspect(void) {
   size_t before = fake.ncalls;
   altar_status_t st[4];
   altar_error_t err = {0};
+  /* The failed containers' output: the first one's is quoted in its detail;
+   * docker cannot give the second one's, whose detail stays as it was. */
+  fake_program(&fake, "logs", 0, "loading\n", "FileNotFoundError: weights.h5\n");
+  fake_program(&fake, "logs", 1, NULL, "Error: No such container\n");
   CU_ASSERT_EQUAL_FATAL(altar_backend_poll(be, hs, 4, st, &err), 0);
-  CU_ASSERT_EQUAL(fake.ncalls, before + 1);
+  CU_ASSERT_EQUAL(fake.ncalls, before + 3); /* one inspect, one logs per failed container */
+  char logs_call[200];
+  snprintf(logs_call, sizeof logs_call, "docker logs %s", hs[1].external_id);
+  CU_ASSERT_STRING_EQUAL(call_str(before + 1), logs_call);
+  const char *d1 = st[1].failure ? st[1].failure->detail : NULL;
+  CU_ASSERT(d1 && strstr(d1, "exited with code 3") && strstr(d1, "--- stderr ---\nFileNotFoundError: weights.h5") &&
+            strstr(d1, "--- stdout ---\nloading"));
+  const char *d3 = st[3].failure ? st[3].failure->detail : NULL;
+  CU_ASSERT(d3 && !strstr(d3, "---"));
   char want[1024];
   snprintf(want, sizeof want, "docker inspect --type container %s %s %s %s", hs[0].external_id,
            hs[1].external_id, hs[2].external_id, hs[3].external_id);

@@ -447,6 +447,7 @@ static void test_manifest_shape(void) {
   json_t *c = json_array_get(json_object_get(pod, "containers"), 0);
   CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(c, "image")), "registry.example/img:1");
   CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(c, "imagePullPolicy")), "IfNotPresent");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(c, "terminationMessagePolicy")), "FallbackToLogsOnError");
   CU_ASSERT_EQUAL(json_array_size(json_object_get(c, "command")), 3);
   CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(json_object_get(c, "command"), 2)), "score");
   json_t *res = json_object_get(c, "resources");
@@ -1102,6 +1103,19 @@ static void test_explain_failure(void) {
                 "\"exitCode\":42}}}]}}]}");
   altar_failure_t *f = altar_k8s_explain_failure(j, p);
   CU_ASSERT(f->exit_code.set && f->exit_code.v == 42);
+  altar_failure_free(f);
+  json_decref(p);
+  /* The termination message (the log's end, FallbackToLogsOnError) is the
+   * detail's output, with a secret of our environment redacted. */
+  setenv("ALTAR_TEST_K8S_TOKEN", "tok-9f8e7d6c", 1);
+  p = J("{\"items\":[{\"status\":{\"containerStatuses\":[{\"name\":\"task\",\"state\":{\"terminated\":{"
+        "\"exitCode\":3,\"message\":\"auth tok-9f8e7d6c\\nFileNotFoundError: weights.h5\\n\"}}}]}}]}");
+  f = altar_k8s_explain_failure(j, p);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f->detail);
+  CU_ASSERT_PTR_NOT_NULL(strstr(f->detail, "container exited with code 3\n--- stderr ---\nauth [redacted]\nFileNotFoundError"));
+  CU_ASSERT_PTR_NULL(strstr(f->detail, "tok-9f8e7d6c"));
+  unsetenv("ALTAR_TEST_K8S_TOKEN");
   altar_failure_free(f);
   json_decref(j);
   json_decref(p);

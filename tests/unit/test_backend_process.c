@@ -3,11 +3,14 @@
  * requests refused, capacity counting its slots. */
 #include "altar/backend.h"
 #include "altar/digest.h"
+#include "altar/pools.h"
+#include "altar/codec.h"
 #include "altar/storage.h"
 #include "backend_contract.h"
 #include "testutil.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +77,17 @@ static char *task_file(const char *data_root, const char *id, const char *name) 
   size_t n = strlen(data_root) + strlen(id) + strlen(name) + 16;
   char *p = malloc(n);
   snprintf(p, n, "%s/tasks/%s/%s", data_root, id, name);
+  return p;
+}
+
+/* A task's output is kept by task key: <data_root>/logs/<key>/<name>. */
+static char *log_file(const char *data_root, const altar_spec_t *spec, const char *name) {
+  char key[ALTAR_TASK_KEY_LEN + 1];
+  altar_error_t e = {0};
+  if (altar_spec_identity(spec, key, &e) < 0) return NULL;
+  size_t n = strlen(data_root) + strlen(key) + strlen(name) + 16;
+  char *p = malloc(n);
+  snprintf(p, n, "%s/logs/%s/%s", data_root, key, name);
   return p;
 }
 
@@ -165,13 +179,13 @@ static void test_cwd_env_and_logical_layout(void) {
     CU_ASSERT_PTR_NOT_NULL(cwd);
     if (cwd) CU_ASSERT_STRING_EQUAL(cwd, want);
     free(cwd);
-    char *out = task_file(root, h.external_id, "stdout");
+    char *out = log_file(root, s, "stdout");
     char *text = altar_test_read_file(out, NULL);
     CU_ASSERT_PTR_NOT_NULL(text);
     if (text) CU_ASSERT_NSTRING_EQUAL(text, h.external_id, strlen(h.external_id));
     free(text);
     free(out);
-    char *errp = task_file(root, h.external_id, "stderr");
+    char *errp = log_file(root, s, "stderr");
     text = altar_test_read_file(errp, NULL);
     if (text) CU_ASSERT_STRING_EQUAL(text, "to-stderr\n");
     free(text);
@@ -207,7 +221,7 @@ static void test_logs_bounded(void) {
   altar_status_t st;
   if (altar_contract_wait_terminal(b2, &h, 60, &st) == 0) {
     CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
-    char *out = task_file(r2, h.external_id, "stdout");
+    char *out = log_file(r2, s, "stdout");
     size_t len = 0;
     char *text = altar_test_read_file(out, &len);
     CU_ASSERT_PTR_NOT_NULL(text);
@@ -226,6 +240,84 @@ static void test_logs_bounded(void) {
   altar_backend_destroy(b2);
   altar_test_rmtree(r2);
   free(r2);
+}
+
+/* A failed command's last output reaches the failure's detail, with the
+ * values of secret variables of the environment it ran with replaced; the
+ * logs stay by task key after the task directory is reclaimed and reused. */
+static void test_failure_detail_carries_output(void) {
+  setenv("ALTAR_TEST_API_TOKEN", "s3cr3t-value-xyz", 1);
+  altar_spec_t *s = altar_spec_new("k", "i");
+  const char *argv[] = {"sh", "-c",
+                        "seq 1 5000; echo \"FileNotFoundError: weights.h5 $ALTAR_TEST_API_TOKEN\" >&2; "
+                        "printf 'bad \\377\\376 bytes\\n' >&2; exit 3",
+                        NULL};
+  set_argv(s, argv);
+  altar_status_t st;
+  altar_handle_t h;
+  if (run(s, &st, &h) == 0) {
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
+    const char *d = st.failure ? st.failure->detail : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d, "command exited with code 3"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(d, "FileNotFoundError: weights.h5 [redacted]"));
+    CU_ASSERT_PTR_NULL(strstr(d, "s3cr3t-value-xyz"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(d, "bad ?? bytes"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(d, "\n5000\n")); /* stdout's last lines */
+    CU_ASSERT(strlen(d) <= ALTAR_BOUND_DETAIL);
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0); /* reclaimed: its directory is reused */
+    altar_status_clear(&st);
+    altar_handle_clear(&h);
+    altar_spec_t *other = altar_spec_new("k", "i");
+    const char *quiet[] = {"true", NULL};
+    set_argv(other, quiet);
+    if (run(other, &st, &h) == 0) {
+      char *errp = log_file(root, s, "stderr");
+      char *text = altar_test_read_file(errp, NULL);
+      CU_ASSERT(text && strstr(text, "FileNotFoundError")); /* the failed task's log survives */
+      CU_ASSERT(text && strstr(text, "[redacted]") && !strstr(text, "s3cr3t-value-xyz")); /* redacted on disk too */
+      free(text);
+      free(errp);
+      altar_status_clear(&st);
+      CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0);
+      altar_handle_clear(&h);
+    }
+    altar_spec_free(other);
+  }
+  unsetenv("ALTAR_TEST_API_TOKEN");
+  altar_spec_free(s);
+}
+
+/* Kept output older than the retention is deleted when a backend starts on
+ * the data root; newer output, and names that are not task keys, stay. */
+static void test_old_logs_swept(void) {
+  char *r = altar_test_tmpdir("process-logs-sweep");
+  char old_dir[4400], new_dir[4400], other[4400], logs[4200];
+  snprintf(logs, sizeof logs, "%s/logs", r);
+  CU_ASSERT_EQUAL_FATAL(mkdir(logs, 0755), 0);
+  snprintf(old_dir, sizeof old_dir, "%s/%064d", logs, 1);
+  snprintf(new_dir, sizeof new_dir, "%s/%064d", logs, 2);
+  snprintf(other, sizeof other, "%s/not-a-key", logs);
+  CU_ASSERT_EQUAL_FATAL(mkdir(old_dir, 0755), 0);
+  CU_ASSERT_EQUAL_FATAL(mkdir(new_dir, 0755), 0);
+  CU_ASSERT_EQUAL_FATAL(mkdir(other, 0755), 0);
+  struct timespec ts[2] = {{time(NULL) - 15 * 24 * 3600, 0}, {time(NULL) - 15 * 24 * 3600, 0}};
+  CU_ASSERT_EQUAL(utimensat(AT_FDCWD, old_dir, ts, 0), 0);
+  CU_ASSERT_EQUAL(utimensat(AT_FDCWD, other, ts, 0), 0);
+  altar_strmap_t cfg = {0};
+  altar_strmap_set(&cfg, "data_root", r);
+  char errstr[256];
+  altar_backend_t *b = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
+  altar_strmap_clear(&cfg);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  struct stat st;
+  CU_ASSERT_NOT_EQUAL(stat(old_dir, &st), 0);
+  CU_ASSERT_EQUAL(stat(new_dir, &st), 0);
+  CU_ASSERT_EQUAL(stat(other, &st), 0);
+  altar_backend_destroy(b);
+  altar_test_rmtree(r);
+  free(r);
 }
 
 static void test_exec_failure_is_exit_127(void) {
@@ -259,7 +351,7 @@ static void test_supervisor_is_exec_not_fork(void) {
   altar_handle_t h;
   if (run(s, &st, &h) == 0) {
     CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
-    char *out = task_file(root, h.external_id, "stdout");
+    char *out = log_file(root, s, "stdout");
     char *text = altar_test_read_file(out, NULL);
     CU_ASSERT_PTR_NOT_NULL(text);
     if (text && !forbidden) CU_ASSERT_PTR_NOT_NULL(strstr(text, "memfd:altar-supervisor"));
@@ -302,7 +394,7 @@ static void test_reclaimed_directory_is_reused_clean(void) {
     dir = task_file(root, h.external_id, "");
     CU_ASSERT(stat(dir, &after) == 0 && after.st_ino == before.st_ino); /* the same directory */
     free(dir);
-    char *out = task_file(root, h.external_id, "stdout");
+    char *out = log_file(root, s, "stdout");
     char *text = altar_test_read_file(out, NULL);
     CU_ASSERT_PTR_NOT_NULL(text);
     /* Only its own task file, which holds nothing of the first task. */
@@ -377,7 +469,7 @@ static void test_no_shell_interpretation(void) {
   altar_handle_t h;
   if (run(s, &st, &h) == 0) {
     CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
-    char *out = task_file(root, h.external_id, "stdout");
+    char *out = log_file(root, s, "stdout");
     char *text = altar_test_read_file(out, NULL);
     if (text) CU_ASSERT_STRING_EQUAL(text, "$HOME;`id`|*");
     free(text);
@@ -572,6 +664,8 @@ static void add(void) {
     ALTAR_TEST(test_cwd_env_and_logical_layout);
     ALTAR_TEST(test_logs_bounded);
     ALTAR_TEST(test_exec_failure_is_exit_127);
+    ALTAR_TEST(test_failure_detail_carries_output);
+    ALTAR_TEST(test_old_logs_swept);
     ALTAR_TEST(test_supervisor_is_exec_not_fork);
     ALTAR_TEST(test_reclaimed_directory_is_reused_clean);
     ALTAR_TEST(test_dead_workers_spares_swept);

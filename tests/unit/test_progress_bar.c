@@ -8,7 +8,7 @@
 static void test_fits_every_width(void) {
   char line[512];
   for (int cols = 1; cols <= 200; cols++) {
-    size_t n = altar_cli_progress_line(line, sizeof line, cols, 1234, 56, 5000, 7, 100, 3599);
+    size_t n = altar_cli_progress_line(line, sizeof line, cols, 1234, 56, 5000, 7, 100, 3, 3599);
     CU_ASSERT(n == strlen(line));
     CU_ASSERT(n <= (size_t)(cols > 1 ? cols - 1 : 1));
   }
@@ -16,24 +16,25 @@ static void test_fits_every_width(void) {
 
 static void test_fifty_columns(void) {
   char line[512];
-  size_t n = altar_cli_progress_line(line, sizeof line, 50, 0, 2, 4, 2, 2, 65);
+  size_t n = altar_cli_progress_line(line, sizeof line, 50, 0, 2, 4, 2, 2, 2, 65);
   CU_ASSERT(n <= 49);
-  CU_ASSERT_PTR_NOT_NULL(strstr(line, "0/4 shards, 2 failed, groups 2/2, 01:05"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line, "2/4 shards done, 2 failed; groups 2/2, 2 dead; 01:05"));
   CU_ASSERT_EQUAL(line[0], '[');
-  /* Half the shards are terminal: half the bar is filled. */
-  size_t bar = (size_t)(strchr(line, ']') - line) - 1, fill = 0;
-  for (size_t i = 1; i <= bar; i++) fill += line[i] == '#';
-  CU_ASSERT_EQUAL(fill, bar / 2);
+  /* Half the shards are terminal, all of them failed: half the bar is 'x'. */
+  size_t bar = (size_t)(strchr(line, ']') - line) - 1, ok = 0, bad = 0;
+  for (size_t i = 1; i <= bar; i++) ok += line[i] == '#', bad += line[i] == 'x';
+  CU_ASSERT_EQUAL(ok, 0);
+  CU_ASSERT_EQUAL(bad, bar / 2);
 }
 
 static void test_narrow_and_wide(void) {
   char line[512];
   /* 30 columns: no room for the long text; the short form keeps the counts. */
-  altar_cli_progress_line(line, sizeof line, 30, 3, 1, 10, 1, 2, 7);
-  CU_ASSERT_PTR_NOT_NULL(strstr(line, "3/10 1! g1/2 00:07"));
+  altar_cli_progress_line(line, sizeof line, 30, 3, 1, 10, 1, 2, 0, 7);
+  CU_ASSERT_PTR_NOT_NULL(strstr(line, "4/10 1! g1/2 00:07"));
   CU_ASSERT(strlen(line) <= 29);
   /* A wide terminal does not stretch the bar without bound. */
-  altar_cli_progress_line(line, sizeof line, 300, 10, 0, 10, 2, 2, 1);
+  altar_cli_progress_line(line, sizeof line, 300, 10, 0, 10, 2, 2, 0, 1);
   CU_ASSERT(strlen(line) < 100);
   CU_ASSERT_PTR_NOT_NULL(strstr(line, "10/10 shards"));
 }

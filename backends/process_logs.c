@@ -1,0 +1,116 @@
+/* `process`: a task's output kept by task key (<data_root>/logs/<key>/),
+ * and the failure detail made from its tails. */
+#include "process_int.h"
+
+#include "altar/codec.h"
+#include "altar/log_tail.h"
+#include "altar/pools.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* Read window per stream: larger than what the detail shows, so a secret cut
+ * at the window's start lies in the part the detail drops. */
+#define LOG_WINDOW 8192
+
+void altar__proc_log_dir(const altar_process_t *p, const char *key, char *buf, size_t size) {
+  snprintf(buf, size, "%s/%s", p->logs_dir, key);
+}
+
+/* The last LOG_WINDOW bytes of dir/name into buf; their count (0: none). */
+static size_t read_end(const char *dir, const char *name, char *buf) {
+  char path[ALTAR_PATH_BUF + 16];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return 0;
+  struct stat st;
+  size_t len = 0;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    off_t off = st.st_size > LOG_WINDOW ? st.st_size - LOG_WINDOW : 0;
+    while (len < LOG_WINDOW) {
+      ssize_t r = pread(fd, buf + len, LOG_WINDOW - len, off + (off_t)len);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      len += (size_t)r;
+    }
+  }
+  close(fd);
+  return len;
+}
+
+char *altar__proc_detail_with_logs(const char *base, const char *dir) {
+  char *err = malloc(LOG_WINDOW), *out = malloc(LOG_WINDOW);
+  char *d = NULL;
+  if (err && out) {
+    size_t en = read_end(dir, "stderr", err), on = read_end(dir, "stdout", out);
+    d = altar_detail_with_output(base, err, en, out, on, (const char *const *)environ,
+                                 ALTAR_BOUND_DETAIL);
+  }
+  free(err);
+  free(out);
+  return d;
+}
+
+/* Whether the environment holds a value redaction would replace. */
+static bool env_has_secret(void) {
+  for (char **e = environ; e && *e; e++) {
+    const char *eq = strchr(*e, '=');
+    if (eq && strlen(eq + 1) >= ALTAR_REDACT_MIN && altar_env_name_secret(*e, (size_t)(eq - *e))) return true;
+  }
+  return false;
+}
+
+/* Rewrites dir/name with the secret values replaced, when it holds one. */
+static void redact_file(const char *dir, const char *name) {
+  char path[ALTAR_PATH_BUF + 16], tmp[ALTAR_PATH_BUF + 32];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  struct stat st;
+  if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20)) return;
+  size_t len = 0;
+  char *text = altar__proc_read_small(path, (size_t)st.st_size, &len);
+  if (!text) return;
+  size_t rlen = len;
+  char *red = altar_redact_env_n(text, &rlen, (const char *const *)environ);
+  if (red && (rlen != len || memcmp(red, text, len))) {
+    snprintf(tmp, sizeof tmp, "%s/.%s.redacted", dir, name);
+    if (altar__proc_write_file(tmp, red, rlen) == 0) {
+      if (rename(tmp, path) < 0) unlink(tmp);
+    } else {
+      unlink(tmp);
+    }
+  }
+  free(red);
+  free(text);
+}
+
+void altar__proc_redact_logs(const char *dir) {
+  if (!env_has_secret()) return;
+  redact_file(dir, "stdout");
+  redact_file(dir, "stderr");
+}
+
+void altar__proc_logs_sweep(const altar_process_t *p, double max_age_s) {
+  DIR *d = opendir(p->logs_dir);
+  if (!d) return;
+  time_t now = time(NULL);
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (strlen(de->d_name) != ALTAR_TASK_KEY_LEN) continue; /* only ours: <task key> */
+    struct stat st;
+    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) continue;
+    if (difftime(now, st.st_mtime) < max_age_s) continue;
+    char path[ALTAR_PATH_BUF + 80];
+    snprintf(path, sizeof path, "%s/%s", p->logs_dir, de->d_name);
+    altar__proc_rmtree(path);
+  }
+  closedir(d);
+}
