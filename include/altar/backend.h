@@ -1,7 +1,7 @@
 /* altar — ExecutionBackend: runs a ContainerTaskSpec to completion and reports
  * its state. One const vtable per backend (designated initializers), an opaque
  * impl, the contract's defaults for every optional operation in ONE place
- * (backends/backend.c), and static inline wrappers that callers go through.
+ * (core/backend.c), and static inline wrappers that callers go through.
  *
  * Required: name, input_digest_verification (staging or task), create,
  * submit, poll, destroy. Everything else may be NULL and then behaves as the

@@ -4,7 +4,7 @@
  * A transport is one const vtable (altar_transport_ops_t, registered by name)
  * plus an opaque impl. Built-ins: "kafka" (librdkafka) and "local" (an
  * embedded file log for one machine). Optional operations get their default
- * in transports/transport.c; callers go through the static inline wrappers
+ * in core/transport.c; callers go through the static inline wrappers
  * at the end of this header, never through ops directly.
  *
  * Threading: a transport handle is used by one thread at a time, except
