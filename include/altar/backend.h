@@ -23,6 +23,9 @@
 #ifndef ALTAR_BACKEND_H
 #define ALTAR_BACKEND_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/error.h"
 #include "altar/spec.h"
 #include "altar/strmap.h"
@@ -292,5 +295,7 @@ static inline int altar_backend_recover(altar_backend_t *be, const altar_status_
  * when one can be made, else the RSS watchdog; "watchdog"). See
  * docs/backends.md. */
 extern const altar_backend_ops_t altar_backend_process;
+
+ALTAR_API_END
 
 #endif

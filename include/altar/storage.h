@@ -15,6 +15,9 @@
 #ifndef ALTAR_STORAGE_H
 #define ALTAR_STORAGE_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/buf.h"
 #include "altar/error.h"
 #include "altar/strmap.h"
@@ -267,5 +270,7 @@ int altar_csv_parse(const char *text, size_t len, char delim, const char *const 
 int altar_csv_format(const altar_strmap_t *rows, size_t n_rows, char delim, const char *const *fieldnames,
                      size_t n_fieldnames, altar_buf_t *out, altar_error_t *err);
 void altar_csv_clear(altar_csv_t *csv);
+
+ALTAR_API_END
 
 #endif

@@ -24,6 +24,9 @@
 #ifndef ALTAR_TRANSPORT_H
 #define ALTAR_TRANSPORT_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -444,5 +447,7 @@ static inline int altar_transport_lag(altar_transport_t *t, const char *group, c
   return t->ops->lag ? t->ops->lag(t, group, topic, timeout_ms, plist, err)
                      : altar_transport_default_lag(t, group, topic, timeout_ms, plist, err);
 }
+
+ALTAR_API_END
 
 #endif
