@@ -10,6 +10,7 @@
 #include "altar/buf.h"
 #include "altar/modal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <jansson.h>
 #include <libgen.h>
@@ -26,10 +27,14 @@
 #include <unistd.h>
 
 /* Set by CMakeLists.txt for this file: the bridge relative to the installed
- * binary's directory, and the build tree whose binaries may use the source
- * tree's copy. */
+ * binary's directory (and, in the installed libraries, to the library's),
+ * and the build tree whose binaries may use the source tree's copy. The
+ * installed libraries are built without the build and source paths. */
 #ifndef ALTAR_BRIDGE_FROM_BINDIR
 #define ALTAR_BRIDGE_FROM_BINDIR "../share/altar/modal_bridge.py"
+#endif
+#ifndef ALTAR_BRIDGE_FROM_LIBDIR
+#define ALTAR_BRIDGE_FROM_LIBDIR ALTAR_BRIDGE_FROM_BINDIR
 #endif
 
 extern char **environ;
@@ -323,6 +328,20 @@ static bool binary_dir(char *out, size_t sz) {
   return true;
 }
 
+/* The dir of the shared object this code was loaded from (libaltar.so when
+ * altar is embedded); false when it is the main program (glibc then names
+ * argv[0], which binary_dir reads more reliably). */
+static bool library_dir(char *out, size_t sz) {
+  Dl_info info;
+  char path[PATH_MAX], exe[PATH_MAX];
+  if (!dladdr((void *)library_dir, &info) || !info.dli_fname || !strchr(info.dli_fname, '/')) return false;
+  if (!realpath(info.dli_fname, path)) return false;
+  if (realpath("/proc/self/exe", exe) && !strcmp(path, exe)) return false;
+  snprintf(out, sz, "%s", dirname(path));
+  return true;
+}
+
+#ifdef ALTAR_SOURCE_BRIDGE
 /* Whether dir is the build tree (or below it). */
 static bool in_build_tree(const char *dir) {
 #ifdef ALTAR_BUILD_DIR
@@ -335,6 +354,7 @@ static bool in_build_tree(const char *dir) {
   return false;
 #endif
 }
+#endif
 
 int altar_modal_bridge_find(const char *bridge, char *out, size_t sz, altar_error_t *err) {
   if (!bridge || !*bridge) bridge = getenv("ALTAR_MODAL_BRIDGE");
@@ -344,6 +364,10 @@ int altar_modal_bridge_find(const char *bridge, char *out, size_t sz, altar_erro
                            strerror(errno));
   }
   char dir[PATH_MAX] = "", installed[PATH_MAX + 64] = "(no /proc/self/exe)";
+  if (library_dir(dir, sizeof dir)) {
+    snprintf(installed, sizeof installed, "%s/%s", dir, ALTAR_BRIDGE_FROM_LIBDIR);
+    if (access(installed, R_OK) == 0) return snprintf(out, sz, "%s", installed), ALTAR_OK;
+  }
   if (binary_dir(dir, sizeof dir)) {
     snprintf(installed, sizeof installed, "%s/%s", dir, ALTAR_BRIDGE_FROM_BINDIR);
     if (access(installed, R_OK) == 0) return snprintf(out, sz, "%s", installed), ALTAR_OK;

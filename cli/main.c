@@ -1,6 +1,8 @@
 /* altar — entry point: dispatches to a subcommand. */
 #include "cli.h"
 
+#include "altar/version.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -71,7 +73,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(argv[1], "--version")) {
-    printf("altar 0.1.0\n");
+    printf("altar %s\n", ALTAR_VERSION);
     return 0;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {

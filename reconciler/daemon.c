@@ -14,7 +14,6 @@
 #include "reconciler/settled.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,41 +43,7 @@ typedef struct daemon {
    * partition (not applied yet; whoever owns it next reads them again). */
   altar_msg_t **msgs;
   size_t *pn_msgs;
-  struct daemon *live_next;
 } daemon_t;
-
-/* The transport keeps our rebalance callback after altar_reconciler_run
- * returns and fires it (REVOKE) from the caller's altar_transport_close,
- * when the daemon's frame is gone. So the callback finds its daemon among
- * the running ones by transport; none means run has returned (offsets
- * stored and committed already) and the call is ignored. */
-static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
-static daemon_t *live_head;
-
-static void live_add(daemon_t *d) {
-  pthread_mutex_lock(&live_mu);
-  d->live_next = live_head;
-  live_head = d;
-  pthread_mutex_unlock(&live_mu);
-}
-
-static void live_remove(daemon_t *d) {
-  pthread_mutex_lock(&live_mu);
-  for (daemon_t **pp = &live_head; *pp; pp = &(*pp)->live_next)
-    if (*pp == d) {
-      *pp = d->live_next;
-      break;
-    }
-  pthread_mutex_unlock(&live_mu);
-}
-
-static daemon_t *live_find(const altar_transport_t *t) {
-  pthread_mutex_lock(&live_mu);
-  daemon_t *d = live_head;
-  while (d && d->o->transport != t) d = d->live_next;
-  pthread_mutex_unlock(&live_mu);
-  return d;
-}
 
 static void dlog(const daemon_t *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void dlog(const daemon_t *d, const char *fmt, ...) {
@@ -113,9 +78,7 @@ static int stored_offset(altar_ledger_t *l, const char *topic, int32_t partition
 
 static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
                          void *ctx) {
-  (void)ctx;
-  daemon_t *d = live_find(t);
-  if (!d) return;
+  daemon_t *d = ctx; /* run detaches before its frame goes */
   for (size_t i = 0; i < n; i++) {
     if (kind == ALTAR_REBALANCE_REVOKE) {
       /* Collected but not applied: applying them now would leave their
@@ -370,8 +333,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
       d.status_parts = (int32_t)tl->topics[0].n_partitions;
     altar_topic_list_free(tl);
   }
-  live_add(&d);
-  if (!rc) rc = altar_transport_subscribe(o->transport, d.group, topics, 1, on_rebalance, NULL, err);
+  if (!rc) rc = altar_transport_subscribe(o->transport, d.group, topics, 1, on_rebalance, &d, err);
   size_t batch_max = o->batch_max ? o->batch_max : 1000;
   altar_msg_t **msgs = calloc(batch_max, sizeof *msgs);
   if (!msgs && !rc) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
@@ -417,7 +379,9 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   free(msgs);
   altar_error_t fe = {0};
   if (altar_transport_flush(o->transport, 30000, &fe) != ALTAR_OK) dlog(&d, "flush: %s", fe.msg);
-  live_remove(&d);
+  /* No callback of ours fires after this (the caller's close revokes what
+   * is owned, after the offsets are committed below). */
+  altar_transport_detach(o->transport);
   for (size_t i = 0; i < d.n_parts; i++) {
     altar_error_t ce = {0};
     if (d.parts[i].next >= 0)
@@ -428,8 +392,6 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   d.parts = NULL;
   altar__settled_free(&d.settled);
   d.n_parts = 0;
-  o->transport->opts.on_delivery = NULL;
-  o->transport->opts.delivery_ctx = NULL;
   d.stats.published = d.ob.published;
   altar__reconciler_metrics_update(&d.metrics, &d.stats);
   if (pstats) *pstats = d.stats;

@@ -34,20 +34,6 @@ double altar__retry_backoff_delay(const altar_retry_backoff_t *b, const char *ta
   return round(d * 1e6) / 1e6;
 }
 
-int altar__retry_backoff_check(const altar_retry_backoff_t *b, const char *path, altar_error_t *err) {
-  if (!(b->initial_s > 0 && b->initial_s <= 86400))
-    return altar_error_set(err, ALTAR_ECONFIG, "%s.initial: must be > 0 and <= 86400 seconds, got %g", path, b->initial_s);
-  if (!(b->factor >= 1 && b->factor <= 100))
-    return altar_error_set(err, ALTAR_ECONFIG, "%s.factor: must be in 1..100, got %g", path, b->factor);
-  if (!(b->max_s >= b->initial_s && b->max_s <= 7 * 86400))
-    return altar_error_set(err, ALTAR_ECONFIG, "%s.max: must be >= initial (%g) and <= 604800 seconds, got %g", path,
-                           b->initial_s, b->max_s);
-  if (!(b->jitter >= 0 && b->jitter <= 1))
-    return altar_error_set(err, ALTAR_ECONFIG, "%s.jitter: must be in 0..1 (a fraction of the delay), got %g", path,
-                           b->jitter);
-  return ALTAR_OK;
-}
-
 /* ---- due facts ------------------------------------------------------------ */
 
 static int due_key(const char *task_key, int64_t attempt, char *out, size_t outsz) {

@@ -23,10 +23,6 @@
  * 0 when b is NULL or has no initial delay. */
 double altar__retry_backoff_delay(const altar_retry_backoff_t *b, const char *task_key, int64_t attempt);
 
-/* Checks a backoff's settings; err names the field under path
- * ("groups.k.retry_backoff.factor: must be >= 1, got 0.5"). */
-int altar__retry_backoff_check(const altar_retry_backoff_t *b, const char *path, altar_error_t *err);
-
 /* Records the due fact of a retry (inside the caller's batch). A ledger
  * without aux storage records nothing (0). */
 int altar__retry_due_record(altar_ledger_t *l, const char *task_key, int64_t attempt, double failed_ts, double delay_s,

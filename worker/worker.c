@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +115,6 @@ typedef struct worker {
   int64_t next_peek;
   int fatal;
   altar_error_t fatal_err;
-  struct worker *live_next;
   /* The last consume error logged, when, and how often it came since: a
    * failing log (its directory gone, a broker away) repeats the same error
    * every turn of the loop, and one line per 10 s says as much. */
@@ -124,39 +122,6 @@ typedef struct worker {
   int64_t consume_err_ms;
   long consume_err_repeats;
 } worker_t;
-
-/* The transport keeps our rebalance callback after altar_worker_run returns
- * and fires it (REVOKE) from the caller's altar_transport_close, when the
- * worker's frame is gone. So the callback finds its worker among the running
- * ones by transport; none means run has returned, having drained and
- * committed already, and the call is ignored. */
-static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
-static worker_t *live_head;
-
-static void live_add(worker_t *w) {
-  pthread_mutex_lock(&live_mu);
-  w->live_next = live_head;
-  live_head = w;
-  pthread_mutex_unlock(&live_mu);
-}
-
-static void live_remove(worker_t *w) {
-  pthread_mutex_lock(&live_mu);
-  for (worker_t **pp = &live_head; *pp; pp = &(*pp)->live_next)
-    if (*pp == w) {
-      *pp = w->live_next;
-      break;
-    }
-  pthread_mutex_unlock(&live_mu);
-}
-
-static worker_t *live_find(const altar_transport_t *tr) {
-  pthread_mutex_lock(&live_mu);
-  worker_t *w = live_head;
-  while (w && w->o->transport != tr) w = w->live_next;
-  pthread_mutex_unlock(&live_mu);
-  return w;
-}
 
 static double now_s(void) {
   struct timespec ts;
@@ -1236,9 +1201,7 @@ static void drain(worker_t *w, int64_t deadline_ms) {
 
 static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
                          void *ctx) {
-  (void)ctx;
-  worker_t *w = live_find(tr);
-  if (!w) return;
+  worker_t *w = ctx; /* run detaches before its frame goes */
   if (kind == ALTAR_REBALANCE_ASSIGN) {
     for (size_t i = 0; i < n; i++) {
       int64_t off = ALTAR_OFFSET_INVALID;
@@ -1352,9 +1315,8 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   const char **topics = rc ? NULL : calloc(w.n_pools, sizeof *topics);
   if (!rc && !topics) rc = altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
   for (size_t i = 0; !rc && i < w.n_pools; i++) topics[i] = w.pools[i].topic;
-  live_add(&w);
   if (!rc) {
-    rc = altar_transport_subscribe(o->transport, w.group, topics, w.n_pools, on_rebalance, NULL, err);
+    rc = altar_transport_subscribe(o->transport, w.group, topics, w.n_pools, on_rebalance, &w, err);
     if (!rc) {
       for (size_t i = 0; i < w.n_pools; i++) wlog(&w, "serving pool %s from %s", w.pools[i].name, w.pools[i].topic);
     }
@@ -1362,9 +1324,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   free(topics);
   if (rc) {
     pools_free(&w);
-    live_remove(&w);
-    o->transport->opts.on_delivery = NULL;
-    o->transport->opts.delivery_ctx = NULL;
+    altar_transport_detach(o->transport);
     altar_offset_tracker_free(w.tracker);
     return rc;
   }
@@ -1455,10 +1415,9 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     altar_error_t fe = {0};
     if (altar_transport_flush(o->transport, 5000, &fe) != ALTAR_OK) wlog(&w, "flush: %s", fe.msg);
   }
-  /* Unsubscribe by closing is the caller's job; detach our callbacks now. */
-  live_remove(&w);
-  o->transport->opts.on_delivery = NULL;
-  o->transport->opts.delivery_ctx = NULL;
+  /* Unsubscribe by closing is the caller's job; detach our callbacks now
+   * (its close revokes what is owned, and nothing here would hear it). */
+  altar_transport_detach(o->transport);
   altar__worker_metrics_update(&w.metrics, &w.stats, in_flight(&w), w.paused);
   if (pstats) *pstats = w.stats;
   for (size_t i = 0; i < w.n_tasks; i++) task_free(w.tasks[i]);

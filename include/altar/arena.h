@@ -4,6 +4,9 @@
 #ifndef ALTAR_ARENA_H
 #define ALTAR_ARENA_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include <stddef.h>
 
 typedef struct altar_arena_chunk altar_arena_chunk_t;
@@ -33,5 +36,7 @@ void altar_arena_rewind(altar_arena_t *a, altar_arena_mark_t m);
 void altar_arena_reset(altar_arena_t *a);
 /* Frees everything, leaving an empty arena. */
 void altar_arena_free(altar_arena_t *a);
+
+ALTAR_API_END
 
 #endif

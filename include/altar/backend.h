@@ -1,7 +1,7 @@
 /* altar — ExecutionBackend: runs a ContainerTaskSpec to completion and reports
  * its state. One const vtable per backend (designated initializers), an opaque
  * impl, the contract's defaults for every optional operation in ONE place
- * (backends/backend.c), and static inline wrappers that callers go through.
+ * (core/backend.c), and static inline wrappers that callers go through.
  *
  * Required: name, input_digest_verification (staging or task), create,
  * submit, poll, destroy. Everything else may be NULL and then behaves as the
@@ -22,6 +22,9 @@
  * await_completion and wait_change (bounded). */
 #ifndef ALTAR_BACKEND_H
 #define ALTAR_BACKEND_H
+
+#include "altar/export.h"
+ALTAR_API_BEGIN
 
 #include "altar/error.h"
 #include "altar/spec.h"
@@ -292,5 +295,7 @@ static inline int altar_backend_recover(altar_backend_t *be, const altar_status_
  * when one can be made, else the RSS watchdog; "watchdog"). See
  * docs/backends.md. */
 extern const altar_backend_ops_t altar_backend_process;
+
+ALTAR_API_END
 
 #endif

@@ -2,6 +2,9 @@
 #ifndef ALTAR_BUF_H
 #define ALTAR_BUF_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -32,5 +35,7 @@ static inline int altar_buf_append(altar_buf_t *b, const void *data, size_t len)
 int altar_buf_append_str(altar_buf_t *b, const char *s);
 /* Takes the bytes out (NUL-terminated, caller frees); leaves an empty buffer. */
 char *altar_buf_detach(altar_buf_t *b);
+
+ALTAR_API_END
 
 #endif

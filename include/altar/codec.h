@@ -6,6 +6,9 @@
 #ifndef ALTAR_CODEC_H
 #define ALTAR_CODEC_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/arena.h"
 #include "altar/buf.h"
 #include "altar/error.h"
@@ -224,5 +227,7 @@ int altar_spec_job_name(const altar_spec_t *spec, char out[ALTAR_JOB_NAME_MAX + 
  * sorted member task keys. */
 int altar_group_event_id(const char *kind, const char *group_key, const char *const *task_keys,
                          size_t n, char out[ALTAR_TASK_KEY_LEN + 1]);
+
+ALTAR_API_END
 
 #endif

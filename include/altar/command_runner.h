@@ -5,6 +5,9 @@
 #ifndef ALTAR_COMMAND_RUNNER_H
 #define ALTAR_COMMAND_RUNNER_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -73,5 +76,7 @@ int altar_cmd_result_set(altar_cmd_result_t *res, int exit_code, const char *out
 /* Renders argv for messages, words separated by spaces and cut at cap bytes
  * (with "..."). Never for execution. Returns buf. */
 char *altar_cmd_argv_render(const char *const argv[], char *buf, size_t cap);
+
+ALTAR_API_END
 
 #endif

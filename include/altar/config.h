@@ -12,6 +12,9 @@
 #ifndef ALTAR_CONFIG_H
 #define ALTAR_CONFIG_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/error.h"
 #include "altar/strmap.h"
 
@@ -53,5 +56,7 @@ void altar_config_clear(altar_config_t *cfg);
  * ALTAR_EINVAL naming the key when present but not an integer in [min, max]. */
 int altar_config_backend_int(const altar_config_t *cfg, const char *key, long long def, long long min,
                              long long max, long long *pval, altar_error_t *err);
+
+ALTAR_API_END
 
 #endif

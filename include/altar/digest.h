@@ -9,6 +9,9 @@
 #ifndef ALTAR_DIGEST_H
 #define ALTAR_DIGEST_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/error.h"
 #include "altar/spec.h"
 
@@ -85,5 +88,7 @@ int altar_verify_transfer_digest(const altar_transfer_t *transfer, const char *p
  * any line failed. Needs only POSIX sh, stat -L -c and sha256sum (coreutils
  * or busybox). Static string; do not free. */
 const char *altar_digest_verifier_program(bool trust_records);
+
+ALTAR_API_END
 
 #endif

@@ -2,6 +2,9 @@
 #ifndef ALTAR_ERROR_H
 #define ALTAR_ERROR_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -62,5 +65,7 @@ int altar_error_set_retriable(altar_error_t *err, int code, const char *fmt, ...
 /* Prefixes the existing message with "prefix: " (for adding context on the way up). */
 int altar_error_prefix(altar_error_t *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void altar_error_clear(altar_error_t *err);
+
+ALTAR_API_END
 
 #endif

@@ -3,6 +3,9 @@
 #ifndef ALTAR_FLEET_H
 #define ALTAR_FLEET_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 /* The version workers announce in their heartbeats (as `altar --version`). */
 #define ALTAR_VERSION "0.1.0"
 
@@ -21,5 +24,7 @@
  * "worker","host","pid","backend","pools","slots","running","version",
  * "started_at","ts"}, keyed by worker id (schemas/README.md). */
 #define ALTAR_DLQ_MAX_VALUE (256u * 1024u)
+
+ALTAR_API_END
 
 #endif

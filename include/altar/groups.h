@@ -3,6 +3,9 @@
 #ifndef ALTAR_GROUPS_H
 #define ALTAR_GROUPS_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/error.h"
 #include "altar/task.h"
 
@@ -155,5 +158,7 @@ int altar_group_specs_load_file(const char *path, altar_group_specs_t *pout, alt
 /* Same from text; `name` stands in for the file name in errors. */
 int altar_group_specs_load_string(const char *text, size_t len, const char *name,
                                   altar_group_specs_t *pout, altar_error_t *err);
+
+ALTAR_API_END
 
 #endif

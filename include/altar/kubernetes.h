@@ -11,6 +11,9 @@
 #ifndef ALTAR_KUBERNETES_H
 #define ALTAR_KUBERNETES_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/backend.h"
 #include "altar/error.h"
 #include "altar/task.h"
@@ -413,5 +416,7 @@ extern const altar_backend_ops_t altar_backend_kubernetes;
 /* An ExecutionBackend around k (e.g. one built over a fake runtime); takes
  * ownership of k, also when it returns NULL. Destroy with altar_backend_destroy. */
 altar_backend_t *altar_k8s_backend_wrap(altar_k8s_t *k);
+
+ALTAR_API_END
 
 #endif

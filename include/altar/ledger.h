@@ -13,6 +13,9 @@
 #ifndef ALTAR_LEDGER_H
 #define ALTAR_LEDGER_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/error.h"
 #include "altar/task.h"
 
@@ -217,5 +220,7 @@ typedef struct altar_ledger_stats {
   uint64_t by_state[4]; /* indexed by altar_state_t, unconsumed records only */
 } altar_ledger_stats_t;
 int altar_ledger_stats(altar_ledger_t *l, altar_ledger_stats_t *pout, altar_error_t *err);
+
+ALTAR_API_END
 
 #endif

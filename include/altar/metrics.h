@@ -6,6 +6,9 @@
 #ifndef ALTAR_METRICS_H
 #define ALTAR_METRICS_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/buf.h"
 #include "altar/error.h"
 
@@ -105,5 +108,7 @@ altar_metrics_server_t *altar_metrics_serve_with(altar_metrics_t *reg, const cha
 int altar_metrics_server_port(const altar_metrics_server_t *srv);
 /* Stops the server thread, closes its socket and frees it. NULL is fine. */
 void altar_metrics_stop(altar_metrics_server_t *srv);
+
+ALTAR_API_END
 
 #endif

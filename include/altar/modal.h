@@ -9,6 +9,9 @@
 #ifndef ALTAR_MODAL_H
 #define ALTAR_MODAL_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/backend.h"
 #include "altar/error.h"
 #include "altar/storage.h"
@@ -153,5 +156,7 @@ int altar_modal_collect_outputs(altar_modal_t *m, const altar_transfer_t *output
 extern const altar_backend_ops_t altar_backend_modal;
 /* An ExecutionBackend around m; takes ownership (also on NULL return). */
 altar_backend_t *altar_modal_backend_wrap(altar_modal_t *m);
+
+ALTAR_API_END
 
 #endif

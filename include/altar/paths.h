@@ -11,6 +11,9 @@
 #ifndef ALTAR_PATHS_H
 #define ALTAR_PATHS_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/error.h"
 
 #include <stddef.h>
@@ -44,5 +47,7 @@ static inline int altar_path_resolver_resolve(const altar_path_resolver_t *r, co
                                               char **pout, altar_error_t *err) {
   return altar_path_resolve(r ? r->mount_root : NULL, logical, pout, err);
 }
+
+ALTAR_API_END
 
 #endif

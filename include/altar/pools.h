@@ -14,6 +14,9 @@
 #ifndef ALTAR_POOLS_H
 #define ALTAR_POOLS_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/error.h"
 #include "altar/spec.h"
 #include "altar/task.h"
@@ -63,5 +66,7 @@ size_t altar_spec_group_share(const altar_spec_t *spec);
  * ALTAR_ETOOBIG with err naming the spec's largest field, its size, the
  * event's size and the bound. */
 int altar_spec_check_carriable(const altar_spec_t *spec, altar_error_t *err);
+
+ALTAR_API_END
 
 #endif

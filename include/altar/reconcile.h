@@ -3,6 +3,9 @@
 #ifndef ALTAR_RECONCILE_H
 #define ALTAR_RECONCILE_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/arena.h"
 #include "altar/codec.h"
 #include "altar/groups.h"
@@ -149,5 +152,7 @@ int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs,
 int altar_apply_events_atomic(altar_ledger_t *ledger, const altar_group_specs_t *specs,
                               const altar_status_event_t *events, size_t n, double now_ts,
                               altar_apply_result_t *pres, altar_error_t *err);
+
+ALTAR_API_END
 
 #endif

@@ -5,6 +5,9 @@
 #ifndef ALTAR_REGISTRY_H
 #define ALTAR_REGISTRY_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/error.h"
 
 #include <stddef.h>
@@ -45,5 +48,7 @@ size_t altar_registry_names(altar_registry_kind_t kind, const char **names, size
 
 /* Removes name; returns whether it was there. For tests and shutdown. */
 bool altar_registry_unregister(altar_registry_kind_t kind, const char *name);
+
+ALTAR_API_END
 
 #endif

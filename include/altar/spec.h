@@ -2,6 +2,9 @@
 #ifndef ALTAR_SPEC_H
 #define ALTAR_SPEC_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/error.h"
 #include "altar/strmap.h"
 
@@ -94,5 +97,7 @@ bool altar_transfer_equal(const altar_transfer_t *a, const altar_transfer_t *b);
  * On failure returns ALTAR_EINVAL with err->msg naming the field,
  * e.g. "inputs[2].logical_path: escapes the root". */
 int altar_spec_validate(const altar_spec_t *spec, altar_error_t *err);
+
+ALTAR_API_END
 
 #endif

@@ -4,7 +4,7 @@
  * An adapter is a const altar_storage_ops_t registered by name in the storage
  * registry (altar/registry.h). Required operations: read_bytes and exists.
  * Every other operation is optional: a NULL slot gets its default in
- * storage/storage.c (text and CSV over bytes, copy_from_local over upload, a
+ * core/storage.c (text and CSV over bytes, copy_from_local over upload, a
  * write on a read-only adapter fails with ALTAR_ENOTSUP naming the adapter).
  * Callers use the altar_storage_* wrappers below, never the slots.
  *
@@ -14,6 +14,9 @@
  * one thread at a time. */
 #ifndef ALTAR_STORAGE_H
 #define ALTAR_STORAGE_H
+
+#include "altar/export.h"
+ALTAR_API_BEGIN
 
 #include "altar/buf.h"
 #include "altar/error.h"
@@ -102,7 +105,7 @@ struct altar_storage {
   void *impl;
 };
 
-/* The defaults the wrappers fall back on (storage/storage.c). */
+/* The defaults the wrappers fall back on (core/storage.c). */
 int altar__storage_def_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen,
                                  altar_error_t *err);
 int altar__storage_def_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len,
@@ -247,7 +250,7 @@ int altar_text_writer_printf(altar_text_writer_t *w, const char *fmt, ...)
 int altar_text_writer_close(altar_text_writer_t *w, altar_error_t *err);
 void altar_text_writer_abort(altar_text_writer_t *w);
 
-/* ---- CSV (storage/csv.c) ------------------------------------------------------ */
+/* ---- CSV (core/csv.c) ------------------------------------------------------ */
 
 /* The delimiter a caller passes when it has no reason to choose: tab, as the
  * contract's read_csv/write_csv default. */
@@ -267,5 +270,7 @@ int altar_csv_parse(const char *text, size_t len, char delim, const char *const 
 int altar_csv_format(const altar_strmap_t *rows, size_t n_rows, char delim, const char *const *fieldnames,
                      size_t n_fieldnames, altar_buf_t *out, altar_error_t *err);
 void altar_csv_clear(altar_csv_t *csv);
+
+ALTAR_API_END
 
 #endif

@@ -4,6 +4,9 @@
 #ifndef ALTAR_STRMAP_H
 #define ALTAR_STRMAP_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -50,5 +53,7 @@ char *altar_strmap_pack(altar_strmap_t *dst, const altar_strmap_t *src, char *me
 altar_strmap_t *altar_strmap_new(void);
 void altar_strmap_free(altar_strmap_t *m);
 altar_strmap_t *altar_strmap_dup(const altar_strmap_t *m); /* NULL in → NULL out */
+
+ALTAR_API_END
 
 #endif

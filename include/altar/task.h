@@ -2,6 +2,9 @@
 #ifndef ALTAR_TASK_H
 #define ALTAR_TASK_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/spec.h"
 
 /* An opaque reference to a submitted task plus its structured identity.
@@ -132,5 +135,7 @@ void altar_record_clear(altar_record_t *rec);
 int altar_record_copy(altar_record_t *dst, const altar_record_t *src);
 bool altar_record_equal(const altar_record_t *a, const altar_record_t *b);
 void altar_records_free(altar_record_t *recs, size_t n);
+
+ALTAR_API_END
 
 #endif

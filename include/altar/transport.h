@@ -4,7 +4,7 @@
  * A transport is one const vtable (altar_transport_ops_t, registered by name)
  * plus an opaque impl. Built-ins: "kafka" (librdkafka) and "local" (an
  * embedded file log for one machine). Optional operations get their default
- * in transports/transport.c; callers go through the static inline wrappers
+ * in core/transport.c; callers go through the static inline wrappers
  * at the end of this header, never through ops directly.
  *
  * Threading: a transport handle is used by one thread at a time, except
@@ -23,6 +23,9 @@
  * a record without key goes to a random partition. */
 #ifndef ALTAR_TRANSPORT_H
 #define ALTAR_TRANSPORT_H
+
+#include "altar/export.h"
+ALTAR_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -188,11 +191,16 @@ void altar_lag_list_free(altar_lag_list_t *l); /* NULL is fine */
 #define ALTAR_TRANSPORT_CAP_MULTI_PROCESS 0x2u /* several processes may share it */
 
 /* A transport instance. Made by altar_transport_new; freed by
- * altar_transport_close. Implementers read opts; nobody else touches it. */
+ * altar_transport_close. Implementers read opts; nobody else touches it.
+ * The subscriber's rebalance callback sits here, reached through the
+ * wrappers (implementers get altar__transport_rebalance instead), so that
+ * altar_transport_detach can drop it. */
 struct altar_transport {
   const altar_transport_ops_t *ops;
   void *impl;
   altar_transport_opts_t opts;
+  altar_rebalance_cb rebalance_cb;
+  void *rebalance_ctx;
 };
 
 struct altar_transport_ops {
@@ -349,6 +357,18 @@ void altar_transport_log(altar_transport_t *t, int level, const char *fmt, ...)
 /* Fires t->opts.on_delivery (if set) with dr. For implementers. */
 void altar_transport_deliver(altar_transport_t *t, const altar_delivery_t *dr);
 
+/* After it returns no rebalance callback (the one given to subscribe) and no
+ * delivery report callback fires for t: not from consume, poll, flush, leave
+ * or close. The handle stays usable otherwise; the log sink is kept (it
+ * belongs to whoever opened the handle). For a caller whose callbacks point
+ * into a frame that is about to go (a daemon's run) while t lives on. Call
+ * it from the thread that drives t; NULL is fine. */
+void altar_transport_detach(altar_transport_t *t);
+/* What the wrappers hand implementers as the rebalance callback (ctx
+ * unused): calls t->rebalance_cb unless detached. */
+void altar__transport_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts,
+                                size_t n, void *ctx);
+
 /* Defaults of the optional operations (for the wrappers). */
 int altar_transport_default_lag(altar_transport_t *t, const char *group, const char *topic,
                                 int timeout_ms, altar_lag_list_t **plist, altar_error_t *err);
@@ -381,7 +401,15 @@ static inline int altar_transport_subscribe(altar_transport_t *t, const char *gr
                                             const char *const *topics, size_t n_topics,
                                             altar_rebalance_cb cb, void *cb_ctx,
                                             altar_error_t *err) {
-  return t->ops->subscribe(t, group, topics, n_topics, cb, cb_ctx, err);
+  /* Set before the call (an assignment may come within it); a refused
+   * subscribe (e.g. a second one) keeps the callback already there. */
+  altar_rebalance_cb was_cb = t->rebalance_cb;
+  void *was_ctx = t->rebalance_ctx;
+  t->rebalance_cb = cb;
+  t->rebalance_ctx = cb_ctx;
+  int rc = t->ops->subscribe(t, group, topics, n_topics, cb ? altar__transport_rebalance : NULL, NULL, err);
+  if (rc) t->rebalance_cb = was_cb, t->rebalance_ctx = was_ctx;
+  return rc;
 }
 static inline int altar_transport_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n,
                                          altar_error_t *err) {
@@ -450,5 +478,7 @@ static inline int altar_transport_lag(altar_transport_t *t, const char *group, c
   return t->ops->lag ? t->ops->lag(t, group, topic, timeout_ms, plist, err)
                      : altar_transport_default_lag(t, group, topic, timeout_ms, plist, err);
 }
+
+ALTAR_API_END
 
 #endif

@@ -17,9 +17,14 @@
 #ifndef ALTAR_TRANSPORT_KAFKA_H
 #define ALTAR_TRANSPORT_KAFKA_H
 
+#include "altar/export.h"
+ALTAR_API_BEGIN
+
 #include "altar/transport.h"
 
 /* Registered as "kafka" by cli/plugins.c. */
 extern const altar_transport_ops_t altar_transport_kafka_ops;
+
+ALTAR_API_END
 
 #endif

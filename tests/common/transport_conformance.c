@@ -689,6 +689,44 @@ static void test_leave_hands_over(void) {
   free(da);
 }
 
+/* After detach no callback fires: records produced before it are delivered
+ * with no report callback, and close revokes the owned partition without
+ * calling the rebalance callback (without detach it would: see the leave
+ * test's close). */
+static void test_detach_silences_callbacks(void) {
+  drs_t *d = calloc(1, sizeof *d);
+  altar_transport_t *t = open_transport(d);
+  CU_ASSERT_FATAL(t != NULL);
+  char topic[200], group[200];
+  unique(topic, sizeof topic, "detach");
+  unique(group, sizeof group, "detach-g");
+  create_topic(t, topic, 1);
+  CU_ASSERT_FATAL(produce(t, topic, 0, NULL, "before", NULL) == 0);
+  flush_all(t);
+  CU_ASSERT_EQUAL(d->n_ok, 1);
+  asg_t *a = calloc(1, sizeof *a);
+  a->topic = topic;
+  subscribe(t, group, topic, a);
+  altar_msg_t *m = next_msg(t, wait_ms());
+  CU_ASSERT_FATAL(m != NULL);
+  altar_msg_free(m);
+  CU_ASSERT_EQUAL(a->n, 1); /* partition 0 is owned */
+  int assigns = a->assigns, revokes = a->revokes;
+  CU_ASSERT_FATAL(produce(t, topic, 0, NULL, "after", NULL) == 0);
+  altar_transport_detach(t);
+  flush_all(t); /* delivered, but nobody is called */
+  CU_ASSERT_EQUAL(d->n, 1);
+  altar_transport_detach(t); /* again: no-op */
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(a->assigns, assigns);
+  CU_ASSERT_EQUAL(a->revokes, revokes);
+  CU_ASSERT_EQUAL(a->n, 1);
+  CU_ASSERT_EQUAL(d->n, 1);
+  altar_transport_detach(NULL);
+  free(a);
+  free(d);
+}
+
 static void test_list_topics_and_lag(void) {
   altar_transport_t *t = open_transport(NULL);
   CU_ASSERT_FATAL(t != NULL);
@@ -811,6 +849,7 @@ void altar_transport_conformance_add(const altar_transport_conformance_t *c) {
   ALTAR_TEST(test_seek_in_assign_callback);
   ALTAR_TEST(test_group_split_and_rebalance);
   ALTAR_TEST(test_leave_hands_over);
+  ALTAR_TEST(test_detach_silences_callbacks);
   ALTAR_TEST(test_list_topics_and_lag);
   ALTAR_TEST(test_topic_members);
   ALTAR_TEST(test_bad_arguments);

@@ -2,7 +2,7 @@
  * the text reader/writer, and registration of the built-in adapters. */
 #include "altar/storage.h"
 #include "altar/registry.h"
-#include "storage_int.h"
+#include "storage/storage_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -260,19 +260,6 @@ void altar_storage_close(altar_storage_t *s) {
   if (!s) return;
   if (s->ops->close) s->ops->close(s->impl);
   free(s);
-}
-
-int altar_storage_register_builtin(void) {
-  altar_error_t err = {0};
-  int rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "local", &altar_storage_local_ops, &err);
-  if (!rc) rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "file", &altar_storage_local_ops, &err);
-  if (!rc) rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "http", &altar_storage_http_ops, &err);
-  if (!rc) rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "https", &altar_storage_http_ops, &err);
-  if (!rc) rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "gs", &altar_storage_gcs_ops, &err);
-  if (!rc) rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "gcs", &altar_storage_gcs_ops, &err);
-  if (!rc) rc = altar_registry_register(ALTAR_REGISTRY_STORAGE, "s3", &altar_storage_s3_ops, &err);
-  if (rc) fprintf(stderr, "altar: registering storage adapters: %s\n", err.msg);
-  return rc;
 }
 
 /* ---- text reader ------------------------------------------------------------------ */

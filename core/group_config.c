@@ -3,7 +3,6 @@
  * unknown rule 'al_folds'". */
 #include "altar/groups.h"
 #include "altar/suggest.h"
-#include "reconciler/retry_backoff.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -233,6 +232,22 @@ static int parse_on_ready(gc_t *c, const yaml_node_t *n, const char *path, altar
   return fail(c, n, path, "expected 'publish' or {publish: TOPIC}");
 }
 
+/* Checks a backoff's settings; err names the field under path
+ * ("groups.k.retry_backoff.factor: must be in 1..100, got 0.5"). */
+static int retry_backoff_check(const altar_retry_backoff_t *b, const char *path, altar_error_t *err) {
+  if (!(b->initial_s > 0 && b->initial_s <= 86400))
+    return altar_error_set(err, ALTAR_ECONFIG, "%s.initial: must be > 0 and <= 86400 seconds, got %g", path, b->initial_s);
+  if (!(b->factor >= 1 && b->factor <= 100))
+    return altar_error_set(err, ALTAR_ECONFIG, "%s.factor: must be in 1..100, got %g", path, b->factor);
+  if (!(b->max_s >= b->initial_s && b->max_s <= 7 * 86400))
+    return altar_error_set(err, ALTAR_ECONFIG, "%s.max: must be >= initial (%g) and <= 604800 seconds, got %g", path,
+                           b->initial_s, b->max_s);
+  if (!(b->jitter >= 0 && b->jitter <= 1))
+    return altar_error_set(err, ALTAR_ECONFIG, "%s.jitter: must be in 0..1 (a fraction of the delay), got %g", path,
+                           b->jitter);
+  return ALTAR_OK;
+}
+
 /* retry_backoff: {initial: S, factor: F, max: S, jitter: J}; seconds. */
 static int parse_backoff(gc_t *c, const yaml_node_t *n, const char *path, altar_retry_backoff_t *b) {
   static const char *const keys[] = {"initial", "factor", "max", "jitter", NULL};
@@ -254,7 +269,7 @@ static int parse_backoff(gc_t *c, const yaml_node_t *n, const char *path, altar_
     if ((v = lookup(c, n, names[i])) && (rc = get_num(c, v, kp, dst[i]))) return rc;
   }
   altar_error_t e = {0};
-  if (altar__retry_backoff_check(b, path, &e)) {
+  if (retry_backoff_check(b, path, &e)) {
     /* e.msg starts with the field's path: point at that field's line. */
     const yaml_node_t *at = n;
     for (size_t i = 0; i < 4; i++) {

@@ -174,6 +174,20 @@ void altar_transport_log(altar_transport_t *t, int level, const char *fmt, ...) 
   }
 }
 
+void altar_transport_detach(altar_transport_t *t) {
+  if (!t) return;
+  t->rebalance_cb = NULL;
+  t->rebalance_ctx = NULL;
+  t->opts.on_delivery = NULL;
+  t->opts.delivery_ctx = NULL;
+}
+
+void altar__transport_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts,
+                                size_t n, void *ctx) {
+  (void)ctx;
+  if (t->rebalance_cb) t->rebalance_cb(t, kind, parts, n, t->rebalance_ctx);
+}
+
 void altar_transport_deliver(altar_transport_t *t, const altar_delivery_t *dr) {
   if (t->opts.on_delivery) t->opts.on_delivery(t, dr, t->opts.delivery_ctx);
 }
