@@ -143,7 +143,7 @@ const pages = {
       el("td", {}, s.host || "—"),
       el("td", {}, s.failure ? [el("b", {}, s.failure.reason), s.failure.detail ? el("div", { class: "detail" }, s.failure.detail) : null] : "—"),
       el("td", {}, s.outputs.map((u) => el("div", {}, el("code", {}, u))))));
-    const heads = ["shard", "state", "attempts", "host", "failure", "outputs"];
+    const heads = ["shard", "state", "attempts", "host", "failure and log tail", "outputs"];
     const groups = o.group_list.map((g) => el("section", { "data-group": g.group_key },
       el("h2", {}, `${g.kind} · ${g.group_key} · `, state(g.state), g.ts ? el("span", { class: "muted" }, " at " + when(g.ts)) : ""),
       table(heads, shardRows(g.members)),

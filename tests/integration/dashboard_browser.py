@@ -152,6 +152,7 @@ def main():
             main_text = b.js(text_of("main"))
             check("exit_3" in main_text, "the failure's reason exit_3 is shown")
             check("command exited with code 3" in main_text, "the failure's detail is shown")
+            check("FileNotFoundError: weights.h5" in main_text, "the failed shard's log tail (its stderr) is shown")
             check(main_text.count("succeeded") >= 3, "the succeeded shards are listed")
         b.shot(os.path.join(shots, "job.png"))
 

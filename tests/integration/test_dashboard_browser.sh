@@ -53,7 +53,7 @@ specs() {
   python3 - "$T" "$1" <<'PY'
 import json, sys
 root, tag = sys.argv[1], sys.argv[2]
-script = 'if [ "$2" = fail ]; then exit 3; fi; mkdir -p "$(dirname "$1")"; echo done > "$1"'
+script = 'if [ "$2" = fail ]; then echo "FileNotFoundError: weights.h5" >&2; exit 3; fi; mkdir -p "$(dirname "$1")"; echo done > "$1"'
 for g, failing in (("alpha", None), ("beta", 1)):
     for f in range(2):
         out = f"out/{tag}{g}-{f}.txt"
