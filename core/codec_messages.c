@@ -398,7 +398,25 @@ void altar_group_event_clear(altar_group_event_t *e) {
   free(e->kind);
   free(e->group_key);
   altar_handles_free(e->shards, e->n_shards);
+  for (size_t i = 0; e->failures && i < e->n_failures; i++) {
+    free(e->failures[i].external_id);
+    altar_failure_free(e->failures[i].failure);
+  }
+  free(e->failures);
   memset(e, 0, sizeof *e);
+}
+
+static int wr_group_failure(altar__wr_t *w, const altar_group_failure_t *f) {
+  altar__wr_map(w, 2);
+  ALTAR__WR_FIELD(w, "external_id", altar__wr_str(w, f->external_id));
+  ALTAR__WR_FIELD(w, "failure", altar__wr_failure(w, f->failure));
+  return ALTAR_OK;
+}
+
+static int wr_group_failures(altar__wr_t *w, const altar_group_failure_t *fs, size_t n) {
+  int rc = altar__wr_array(w, n);
+  for (size_t i = 0; !rc && i < n; i++) rc = altar__wr_at_index(w, i, wr_group_failure(w, &fs[i]));
+  return rc;
 }
 
 static int wr_shards(altar__wr_t *w, const altar_handle_t *hs, size_t n) {
@@ -410,9 +428,10 @@ static int wr_shards(altar__wr_t *w, const altar_handle_t *hs, size_t n) {
 static int wr_group(altar__wr_t *w, const void *msg) {
   const altar_group_event_t *e = msg;
   if ((unsigned)e->event > ALTAR_GROUP_CANCELLED) return altar__wr_fail(w, ALTAR_EINVAL, "event: unknown kind");
-  altar__wr_map(w, 8);
+  altar__wr_map(w, e->n_failures ? 9 : 8);
   ALTAR__WR_FIELD(w, "event", altar__wr_str(w, group_event_names[e->event]));
   ALTAR__WR_FIELD(w, "event_id", altar__wr_str(w, e->event_id));
+  if (e->n_failures) ALTAR__WR_FIELD(w, "failures", wr_group_failures(w, e->failures, e->n_failures));
   ALTAR__WR_FIELD(w, "group_key", altar__wr_str(w, e->group_key));
   ALTAR__WR_FIELD(w, "kind", altar__wr_str(w, e->kind));
   ALTAR__WR_FIELD(w, "shards", wr_shards(w, e->shards, e->n_shards));
@@ -444,9 +463,40 @@ static int rd_shards(altar__rd_t *r, const msgpack_object *o, altar_handle_t **p
   return ALTAR_OK;
 }
 
-enum { G_EVENT, G_EVENT_ID, G_GROUP_KEY, G_KIND, G_SHARDS, G_TS, G_TYPE, G_V };
-static const char *const group_keys[] = {"event", "event_id", "group_key", "kind", "shards", "ts", "type", "v",
-                                         NULL};
+enum { GF_EXTERNAL_ID, GF_FAILURE };
+static const char *const group_failure_keys[] = {"external_id", "failure", NULL};
+
+static int rd_group_failure_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
+  altar_group_failure_t *f = ctx;
+  switch (idx) {
+  case GF_EXTERNAL_ID: return altar__rd_str(r, v, &f->external_id);
+  case GF_FAILURE: return altar__rd_failure(r, v, &f->failure);
+  }
+  return ALTAR_OK;
+}
+
+static int rd_group_failures(altar__rd_t *r, const msgpack_object *o, altar_group_failure_t **pv, size_t *pn) {
+  if (o->type != MSGPACK_OBJECT_ARRAY) return altar__rd_fail(r, ALTAR_EDECODE, "expected array of failures");
+  size_t n = o->via.array.size;
+  if (n > ALTAR_MAX_ARRAY) return altar__rd_fail_size(r, "array", n, ALTAR_MAX_ARRAY);
+  if (!n) return ALTAR_OK;
+  altar_group_failure_t *fs = calloc(n, sizeof *fs);
+  if (!fs) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+  *pv = fs;
+  *pn = n; /* zeroed entries clear safely if an element fails */
+  for (size_t i = 0; i < n; i++) {
+    size_t old = altar__path_index(&r->path, i);
+    int rc = altar__rd_struct(r, &o->via.array.ptr[i], group_failure_keys, 1u << GF_EXTERNAL_ID,
+                              rd_group_failure_field, &fs[i]);
+    altar__path_pop(&r->path, old);
+    if (rc) return rc;
+  }
+  return ALTAR_OK;
+}
+
+enum { G_EVENT, G_EVENT_ID, G_FAILURES, G_GROUP_KEY, G_KIND, G_SHARDS, G_TS, G_TYPE, G_V };
+static const char *const group_keys[] = {"event", "event_id", "failures", "group_key", "kind", "shards", "ts", "type",
+                                         "v", NULL};
 
 static int rd_group_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
   altar_group_event_t *e = ctx;
@@ -457,6 +507,7 @@ static int rd_group_field(altar__rd_t *r, void *ctx, int idx, const msgpack_obje
     e->event = (altar_group_event_kind_t)i;
     return rc;
   case G_EVENT_ID: return altar__rd_str(r, v, &e->event_id);
+  case G_FAILURES: return rd_group_failures(r, v, &e->failures, &e->n_failures);
   case G_GROUP_KEY: return altar__rd_str(r, v, &e->group_key);
   case G_KIND: return altar__rd_str(r, v, &e->kind);
   case G_SHARDS: return rd_shards(r, v, &e->shards, &e->n_shards);
@@ -578,6 +629,11 @@ bool altar_group_event_equal(const altar_group_event_t *a, const altar_group_eve
     return false;
   for (size_t i = 0; i < a->n_shards; i++)
     if (!altar_handle_equal(&a->shards[i], &b->shards[i])) return false;
+  if (a->n_failures != b->n_failures) return false;
+  for (size_t i = 0; i < a->n_failures; i++)
+    if (!str_eq(a->failures[i].external_id, b->failures[i].external_id) ||
+        !altar_failure_equal(a->failures[i].failure, b->failures[i].failure))
+      return false;
   return true;
 }
 

@@ -74,6 +74,47 @@ static int pick(picked_t *p, altar_arena_t *a, const altar_ledger_entry_t *const
   return ALTAR_OK;
 }
 
+/* The length of s cut to at most max bytes, never inside a UTF-8 sequence. */
+static size_t utf8_cut(const char *s, size_t max) {
+  size_t n = strlen(s);
+  if (n <= max) return n;
+  while (max && ((unsigned char)s[max] & 0xC0) == 0x80) max--;
+  return max;
+}
+
+/* The failed members' reasons for a dead-lettered group's event, copied
+ * into the arena before the ledger changes: at most
+ * ALTAR_GROUP_MAX_FAILURES, in member order, reason and detail cut. */
+static int pick_failures(altar_arena_t *a, const altar_ledger_entry_t *const *m, size_t n,
+                         altar_group_failure_t **pv, size_t *pn) {
+  size_t cnt = 0;
+  for (size_t i = 0; i < n; i++) cnt += m[i]->rec.state == ALTAR_STATE_FAILED && m[i]->rec.failure;
+  if (cnt > ALTAR_GROUP_MAX_FAILURES) cnt = ALTAR_GROUP_MAX_FAILURES;
+  *pv = NULL;
+  *pn = 0;
+  if (!cnt) return ALTAR_OK;
+  altar_group_failure_t *v = altar_arena_alloc(a, cnt * sizeof *v);
+  altar_failure_t *fs = altar_arena_alloc(a, cnt * sizeof *fs);
+  if (!v || !fs) return ALTAR_ENOMEM;
+  size_t k = 0;
+  for (size_t i = 0; i < n && k < cnt; i++) {
+    const altar_record_t *rec = &m[i]->rec;
+    if (rec->state != ALTAR_STATE_FAILED || !rec->failure) continue;
+    const altar_failure_t *f = rec->failure;
+    const char *reason = f->reason ? f->reason : "";
+    fs[k] = (altar_failure_t){.deterministic = f->deterministic, .exit_code = f->exit_code};
+    fs[k].reason = altar_arena_strndup(a, reason, utf8_cut(reason, 128));
+    fs[k].detail = f->detail ? altar_arena_strndup(a, f->detail, utf8_cut(f->detail, ALTAR_GROUP_FAILURE_DETAIL)) : NULL;
+    v[k].external_id = altar_arena_strndup(a, rec->handle.external_id, strlen(rec->handle.external_id));
+    v[k].failure = &fs[k];
+    if (!fs[k].reason || (f->detail && !fs[k].detail) || !v[k].external_id) return ALTAR_ENOMEM;
+    k++;
+  }
+  *pv = v;
+  *pn = k;
+  return ALTAR_OK;
+}
+
 static size_t strmap_bytes(const altar_strmap_t *m) {
   size_t n = 0;
   for (size_t i = 0; m && i < m->n; i++) n += strlen(m->keys[i]) + strlen(m->vals[i]) + 10;
@@ -89,7 +130,10 @@ static int check_publishable(const char *k, const char *gk, const picked_t *p, a
   if (p->n > ALTAR_MAX_ARRAY)
     return altar_error_set(err, ALTAR_EPREDICATE, "group %s:%s: its event would list %zu shards, more than %u", k, gk,
                            p->n, ALTAR_MAX_ARRAY);
-  size_t bytes = 256 + strlen(k) + strlen(gk) + ALTAR_TASK_KEY_LEN;
+  /* The room a dead-lettered event's failures may take is kept for every
+   * event: the same bound whatever the group's outcome. */
+  size_t bytes = 256 + strlen(k) + strlen(gk) + ALTAR_TASK_KEY_LEN +
+                 ALTAR_GROUP_MAX_FAILURES * (ALTAR_GROUP_FAILURE_DETAIL + 128 + 512 + 64);
   for (size_t i = 0; i < p->n; i++)
     bytes += 64 + strlen(p->hs[i].backend) + strlen(p->hs[i].external_id) + strmap_bytes(&p->hs[i].labels) +
              strmap_bytes(p->hs[i].plugin_identity);
@@ -272,9 +316,16 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
     altar_arena_rewind(&res->mem, mark);
     return rc;
   }
+  altar_group_failure_t *why = NULL;
+  size_t n_why = 0;
+  if (pick_failures(&res->mem, m, n, &why, &n_why)) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
   rc = check_publishable(gs->kind, own, &f, err);
   if (!rc) rc = consume_both(l, &f, &s, err);
   if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, own, &f, ts, err);
+  if (!rc) {
+    res->events[res->n_events - 1].failures = why;
+    res->events[res->n_events - 1].n_failures = n_why;
+  }
   return rc;
 }
 

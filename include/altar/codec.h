@@ -81,6 +81,19 @@ typedef enum altar_group_event_kind {
   ALTAR_GROUP_CANCELLED = 2, /* `altar cancel` settled it (dead topic; reason "cancelled") */
 } altar_group_event_kind_t;
 
+/* Why one member of a dead-lettered group failed: its external id and its
+ * failure (detail cut to ALTAR_GROUP_FAILURE_DETAIL bytes). */
+typedef struct altar_group_failure {
+  char *external_id;
+  altar_failure_t *failure;
+} altar_group_failure_t;
+
+/* A dead-lettered group's event names at most this many failed members,
+ * each detail at most this many bytes, so the event stays far below the
+ * message bound whatever the members printed. */
+#define ALTAR_GROUP_MAX_FAILURES 32
+#define ALTAR_GROUP_FAILURE_DETAIL 512
+
 /* ready / dead topics: a group that fanned in, or was given up on. */
 typedef struct altar_group_event {
   int64_t v;
@@ -91,6 +104,10 @@ typedef struct altar_group_event {
   altar_handle_t *shards;
   size_t n_shards;
   double ts;
+  /* dead_lettered: its failed members' reasons (written only when some,
+   * so the other events keep their bytes). */
+  altar_group_failure_t *failures;
+  size_t n_failures;
 } altar_group_event_t;
 
 /* jobs topic, beside the jobs: a control message about jobs of the same

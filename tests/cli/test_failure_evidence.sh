@@ -108,8 +108,13 @@ check "[ $rc -eq 2 ] && grep -q 'not a task key' '$T/logs-bad.txt'" "altar logs 
 "$ALTAR_BIN" log consume $cfg --topic altar.status --from-beginning --exit >"$T/status.jsonl" 2>/dev/null
 "$ALTAR_BIN" ledger dump --ledger "$T/var/deep/ledger" >"$T/ledger.jsonl" 2>/dev/null || true
 check "grep -q 'FileNotFoundError: weights.h5' '$T/status.jsonl'" "the status event's failure.detail lacks stderr"
+# The dead-lettered group's event on the dead topic names its member's reason.
+"$ALTAR_BIN" log consume $cfg --topic altar.dead --from-beginning --exit >"$T/dead.jsonl" 2>/dev/null
+check "grep -q '\"dead_lettered\".*\"failures\":\[{\"external_id\":' '$T/dead.jsonl' && grep -q '\"reason\":\"exit_3\"' '$T/dead.jsonl'" \
+  "the dead-lettered group event lacks its member's reason: $(cat "$T/dead.jsonl")"
+check "grep -q 'FileNotFoundError: weights.h5' '$T/dead.jsonl'" "the dead-lettered group event lacks its member's stderr"
 check "grep -q 'token=\[redacted\]' '$T/status.jsonl'" "the secret is not shown as [redacted] in the detail"
-for f in status.txt status.json logs.txt logs-failed.txt status.jsonl ledger.jsonl; do
+for f in status.txt status.json logs.txt logs-failed.txt status.jsonl dead.jsonl ledger.jsonl; do
   check "! grep -q '$SECRET' '$T/$f'" "the secret value appears in $f"
 done
 check "! grep -rq '$SECRET' '$T/var/data/logs'" "the secret value is kept in the task's log file"

@@ -332,6 +332,10 @@ static void test_retry_then_dead_letter(void) {
   CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
   CU_ASSERT_EQUAL(r.events[0].event, ALTAR_GROUP_DEAD_LETTERED);
   CU_ASSERT_STRING_EQUAL(r.events[0].shards[0].external_id, "r1b");
+  /* The dead-lettered event says why its member failed. */
+  CU_ASSERT_EQUAL_FATAL(r.events[0].n_failures, 1);
+  CU_ASSERT_STRING_EQUAL(r.events[0].failures[0].external_id, "r1b");
+  CU_ASSERT_STRING_EQUAL(r.events[0].failures[0].failure->reason, "timeout");
   CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "r1", &e, &err), 0);
   CU_ASSERT(e.rec.consumed); /* superseded */
   CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_FAILED); /* it was pending: settled, not left open */
@@ -419,6 +423,47 @@ static void test_retry_gives_up_when_hopeless(void) {
   altar_ledger_close(l);
   altar_test_rmtree(dir);
   free(dir);
+}
+
+/* A dead-lettered event carries its failed member's reason and detail,
+ * the detail cut to ALTAR_GROUP_FAILURE_DETAIL bytes on a character
+ * boundary (an odd prefix puts byte 512 inside a two-byte "é"). */
+static void test_dead_letter_carries_reasons(void) {
+  altar_ledger_t *l = altar_ledger_memory_new();
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, specs_yaml);
+  sub("train", "f0", "jf", 0, 2);
+  sub("train", "f1", "jf", 1, 2);
+  char detail[3100];
+  size_t at = (size_t)snprintf(detail, sizeof detail, "x");
+  while (at + 2 < sizeof detail) at += (size_t)snprintf(detail + at, sizeof detail - at, "\xc3\xa9");
+  altar_status_event_t *x = ev_new(ALTAR_EV_STATE, "train", "f1", "jf", 1, 2);
+  x->state = ALTAR_STATE_FAILED;
+  x->failure = altar_failure_exit(3, detail, true);
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL(apply(l, &s, 0, nev, &r), 0);
+  CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
+  CU_ASSERT_EQUAL(r.events[0].event, ALTAR_GROUP_DEAD_LETTERED);
+  CU_ASSERT_EQUAL_FATAL(r.events[0].n_failures, 1);
+  const altar_group_failure_t *g = &r.events[0].failures[0];
+  CU_ASSERT_STRING_EQUAL(g->external_id, "f1");
+  CU_ASSERT_STRING_EQUAL(g->failure->reason, "exit_3");
+  CU_ASSERT(g->failure->exit_code.set && g->failure->exit_code.v == 3);
+  size_t dl = strlen(g->failure->detail);
+  CU_ASSERT(dl <= ALTAR_GROUP_FAILURE_DETAIL && dl >= ALTAR_GROUP_FAILURE_DETAIL - 1);
+  CU_ASSERT_EQUAL((unsigned char)g->failure->detail[dl - 1], 0xa9); /* ends on a whole "é" */
+  /* And it survives the wire. */
+  altar_buf_t b = {0};
+  altar_group_event_t back;
+  CU_ASSERT_EQUAL(altar_encode_group(&r.events[0], &b, NULL), 0);
+  CU_ASSERT_EQUAL(altar_decode_group(b.data, b.len, &back, NULL), 0);
+  CU_ASSERT(altar_group_event_equal(&r.events[0], &back));
+  altar_group_event_clear(&back);
+  altar_buf_free(&b);
+  altar_apply_result_clear(&r);
+  altar_ledger_close(l);
+  altar_group_specs_clear(&s);
 }
 
 /* A worker killed with its task running: the task runs again elsewhere
@@ -662,6 +707,7 @@ static void add(void) {
   ALTAR_TEST(test_retry_then_dead_letter);
   ALTAR_TEST(test_retry_same_handle_then_fire);
   ALTAR_TEST(test_retry_gives_up_when_hopeless);
+  ALTAR_TEST(test_dead_letter_carries_reasons);
   ALTAR_TEST(test_released_and_unknown);
   ALTAR_TEST(test_dead_workers_run_is_settled);
   ALTAR_TEST(test_spec_as_bytes_only);
