@@ -1,5 +1,6 @@
 /* Where the real runtime finds the API server and its credentials: a
  * kubeconfig (YAML, read with libyaml) or the in-cluster service account. */
+#include "altar/file_read.h"
 #include "k8s_int.h"
 
 #include <errno.h>
@@ -43,23 +44,13 @@ void altar_k8s_http_config_clear(altar_k8s_http_config_t *cfg) {
   altar_k8s_http_config_init(cfg);
 }
 
-/* Reads a whole small file; NULL with err on failure. Caller frees. */
+/* A whole small file named by config field `field`; NULL with err. Caller frees. */
 static char *read_small(const char *path, size_t max, size_t *plen, const char *field, altar_error_t *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    altar_error_set(err, ALTAR_ECONFIG, "%s: cannot read %s: %s", field, path, strerror(errno));
-    return NULL;
-  }
-  char *buf = malloc(max + 1);
-  size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
-  fclose(f);
-  if (!buf || n > max) {
-    free(buf);
-    altar_error_set(err, ALTAR_ECONFIG, "%s: %s is unreadable or larger than %zu bytes", field, path, max);
-    return NULL;
-  }
-  buf[n] = '\0';
-  if (plen) *plen = n;
+  char what[160];
+  snprintf(what, sizeof what, "%s %s", field, path);
+  altar_error_t rerr = {0};
+  char *buf = altar_file_read(path, what, max, plen, &rerr);
+  if (!buf) altar_error_set(err, ALTAR_ECONFIG, "%s", rerr.msg);
   return buf;
 }
 

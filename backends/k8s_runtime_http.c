@@ -3,6 +3,7 @@
  * certificate; 429 and 5xx retried with capped exponential backoff; HTTP
  * statuses mapped to altar errors. Tokens never enter an error message. */
 #include "altar/buf.h"
+#include "altar/file_read.h"
 #include "k8s_int.h"
 
 #include <curl/curl.h>
@@ -68,17 +69,13 @@ static void sleep_ms(long ms) {
 static char *current_token(http_rt_t *rt, altar_error_t *err) {
   if (rt->cfg.exec_argv && altar__k8s_exec_refresh(&rt->cfg, false, err)) return NULL;
   if (!rt->cfg.token_file) return rt->cfg.token ? strdup(rt->cfg.token) : NULL;
-  FILE *f = fopen(rt->cfg.token_file, "rb");
-  if (!f) {
-    altar_error_set(err, ALTAR_ECONFIG, "token file %s: %s", rt->cfg.token_file, strerror(errno));
-    return NULL;
-  }
-  char *buf = malloc(MAX_TOKEN + 1);
-  size_t n = buf ? fread(buf, 1, MAX_TOKEN + 1, f) : 0;
-  fclose(f);
-  if (!buf || n > MAX_TOKEN) {
-    free(buf);
-    altar_error_set(err, ALTAR_ECONFIG, "token file %s: unreadable or larger than 64 KiB", rt->cfg.token_file);
+  char what[160];
+  snprintf(what, sizeof what, "token file %s", rt->cfg.token_file);
+  size_t n = 0;
+  altar_error_t rerr = {0};
+  char *buf = altar_file_read(rt->cfg.token_file, what, MAX_TOKEN, &n, &rerr);
+  if (!buf) {
+    altar_error_set(err, ALTAR_ECONFIG, "%s", rerr.msg);
     return NULL;
   }
   while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) n--;

@@ -2,6 +2,7 @@
  * and back. Exit 0 on success, 1 on bad input (one line naming the field),
  * 2 on bad usage. */
 #include "altar/codec.h"
+#include "altar/file_read.h"
 #include "cli.h"
 
 #include <stdio.h>
@@ -18,41 +19,6 @@ static void codec_usage(FILE *out) {
           "Exit status: 0 ok, 1 invalid input (the message names the field), 2 bad usage.\n");
 }
 
-/* Reads all of f, refusing more than max bytes. NULL on error (message printed). */
-static char *read_all(FILE *f, size_t max, size_t *plen) {
-  size_t cap = 65536, len = 0;
-  char *b = malloc(cap + 1);
-  if (!b) return NULL;
-  for (;;) {
-    if (len == cap) {
-      if (cap > max) break;
-      char *nb = realloc(b, cap * 2 + 1);
-      if (!nb) {
-        free(b);
-        fprintf(stderr, "altar codec: out of memory\n");
-        return NULL;
-      }
-      b = nb;
-      cap *= 2;
-    }
-    size_t n = fread(b + len, 1, cap - len, f);
-    len += n;
-    if (n == 0) break;
-  }
-  if (ferror(f)) {
-    free(b);
-    fprintf(stderr, "altar codec: stdin: read error\n");
-    return NULL;
-  }
-  if (len > max) {
-    free(b);
-    fprintf(stderr, "altar codec: stdin: input exceeds %zu bytes\n", max);
-    return NULL;
-  }
-  b[len] = '\0';
-  *plen = len;
-  return b;
-}
 
 int altar_cmd_codec(int argc, char **argv) {
   const char *op = NULL, *type = NULL;
@@ -86,9 +52,12 @@ int altar_cmd_codec(int argc, char **argv) {
   bool encode = !strcmp(op, "encode");
   size_t len = 0;
   /* JSON may be larger than its msgpack form; both are bounded before parsing. */
-  char *in = read_all(stdin, encode ? (size_t)ALTAR_MAX_MESSAGE * 4 : ALTAR_MAX_MESSAGE, &len);
-  if (!in) return 1;
   altar_error_t err = {0};
+  char *in = altar_file_read("-", "stdin", encode ? (size_t)ALTAR_MAX_MESSAGE * 4 : ALTAR_MAX_MESSAGE, &len, &err);
+  if (!in) {
+    fprintf(stderr, "altar codec: %s\n", err.msg);
+    return 1;
+  }
   int status = 0;
   if (encode) {
     altar_buf_t out = {0};

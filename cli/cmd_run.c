@@ -8,6 +8,7 @@
 #include "altar/spec_keys.h"
 #include "fleet_common.h"
 #include "altar/config.h"
+#include "altar/file_read.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -48,25 +49,6 @@ static void run_usage(FILE *out) {
           backends);
 }
 
-static char *slurp(const char *path, size_t max, size_t *plen) {
-  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-  if (!f) {
-    fprintf(stderr, "altar run: %s: %s\n", path, strerror(errno));
-    return NULL;
-  }
-  char *b = malloc(max + 2);
-  size_t len = b ? fread(b, 1, max + 1, f) : 0;
-  bool bad = !b || ferror(f);
-  if (f != stdin) fclose(f);
-  if (bad || len > max) {
-    fprintf(stderr, "altar run: %s: %s\n", path, bad ? "read error" : "spec larger than 16 MiB");
-    free(b);
-    return NULL;
-  }
-  b[len] = '\0';
-  *plen = len;
-  return b;
-}
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -182,8 +164,11 @@ int altar_cmd_run(int argc, char **argv) {
   bool submitted = false;
 
   size_t len = 0;
-  char *text = slurp(file, RUN_SPEC_MAX, &len);
-  if (!text) goto out;
+  char *text = altar_file_read(file, NULL, RUN_SPEC_MAX, &len, &err);
+  if (!text) {
+    fprintf(stderr, "altar run: %s\n", err.msg);
+    goto out;
+  }
   /* A spec a person wrote: an unknown key is a typo, named with its line. */
   if (altar_spec_json_check_keys(text, len, file, 1, &err)) {
     free(text);

@@ -2,6 +2,7 @@
  * Kubernetes Job name of a spec. Exit 0 ok, 1 invalid spec, 2 bad usage. */
 #include "altar/codec.h"
 #include "altar/spec_keys.h"
+#include "altar/file_read.h"
 #include "cli.h"
 
 #include <jansson.h>
@@ -20,30 +21,6 @@ static void spec_usage(FILE *out) {
           "Exit status: 0 ok, 1 invalid spec (the message names the field), 2 bad usage.\n");
 }
 
-static char *slurp(const char *path, size_t max, size_t *plen) {
-  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-  if (!f) {
-    fprintf(stderr, "altar spec id: %s: cannot open\n", path);
-    return NULL;
-  }
-  char *b = malloc(max + 2);
-  size_t len = b ? fread(b, 1, max + 1, f) : 0;
-  bool bad = !b || ferror(f);
-  if (f != stdin) fclose(f);
-  if (bad) {
-    free(b);
-    fprintf(stderr, "altar spec id: %s: read error\n", path);
-    return NULL;
-  }
-  if (len > max) {
-    free(b);
-    fprintf(stderr, "altar spec id: %s: larger than %zu bytes\n", path, max);
-    return NULL;
-  }
-  b[len] = '\0';
-  *plen = len;
-  return b;
-}
 
 static int spec_id(int argc, char **argv) {
   const char *file = NULL;
@@ -68,10 +45,13 @@ static int spec_id(int argc, char **argv) {
     return 2;
   }
   size_t len = 0;
-  char *text = slurp(file, (size_t)ALTAR_MAX_MESSAGE * 4, &len);
-  if (!text) return 1;
-  altar_spec_t spec;
   altar_error_t err = {0};
+  char *text = altar_file_read(file, NULL, (size_t)ALTAR_MAX_MESSAGE * 4, &len, &err);
+  if (!text) {
+    fprintf(stderr, "altar spec id: %s\n", err.msg);
+    return 1;
+  }
+  altar_spec_t spec;
   char key[ALTAR_TASK_KEY_LEN + 1], name[ALTAR_JOB_NAME_MAX + 1];
   int rc = altar_spec_json_check_keys(text, len, file, 1, &err);
   if (!rc) rc = altar_spec_from_json(text, len, &spec, &err);

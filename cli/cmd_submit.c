@@ -1,5 +1,6 @@
 /* altar submit: validate specs, publish them as one job, optionally follow it. */
 #include "altar/codec.h"
+#include "altar/file_read.h"
 #include "cli.h"
 #include "fleet_common.h"
 #include "follow.h"
@@ -30,33 +31,6 @@ static void usage(FILE *out) {
           "                       says when shards wait for a pool no worker serves\n"
           "  --timeout S          give up waiting after S seconds (exit 3)\n",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_PARTITIONS));
-}
-
-static char *read_all(FILE *f, size_t *plen) {
-  size_t cap = 65536, len = 0;
-  char *buf = malloc(cap + 1);
-  while (buf) {
-    size_t n = fread(buf + len, 1, cap - len, f);
-    len += n;
-    if (n == 0) break;
-    if (len == cap) {
-      if (cap >= SUBMIT_INPUT_MAX) {
-        free(buf);
-        errno = EFBIG;
-        return NULL;
-      }
-      char *nb = realloc(buf, cap * 2 + 1);
-      if (!nb) {
-        free(buf);
-        return NULL;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-  }
-  if (buf) buf[len] = 0;
-  *plen = len;
-  return buf;
 }
 
 int altar_cmd_submit(int argc, char **argv) {
@@ -90,23 +64,16 @@ int altar_cmd_submit(int argc, char **argv) {
       file = argv[i];
     }
   }
-  FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
-  if (!f) {
-    fprintf(stderr, "altar submit: %s: %s\n", file, strerror(errno));
-    altar_config_clear(&cfg);
-    return 2;
-  }
   size_t len = 0;
-  char *text = read_all(f, &len);
-  if (f != stdin) fclose(f);
+  altar_error_t err = {0};
+  char *text = altar_file_read(file, strcmp(file, "-") ? file : "stdin", SUBMIT_INPUT_MAX, &len, &err);
   if (!text) {
-    fprintf(stderr, "altar submit: %s: %s\n", file, errno == EFBIG ? "input too large" : strerror(errno));
+    fprintf(stderr, "altar submit: %s\n", err.msg);
     altar_config_clear(&cfg);
     return 2;
   }
   altar_spec_t *specs = NULL;
   size_t n = 0;
-  altar_error_t err = {0};
   int rc = altar_specs_parse(text, len, strcmp(file, "-") ? file : "stdin", &specs, &n, &err);
   free(text);
   if (rc) {

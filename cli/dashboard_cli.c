@@ -1,6 +1,7 @@
 /* The CLI side of the dashboard: view, token and server from the config. */
 #include "dashboard_cli.h"
 
+#include "altar/file_read.h"
 #include "metrics_cli.h"
 
 #include <stdio.h>
@@ -14,17 +15,12 @@ static char *read_token(const char *who, const char *path) {
     const char *env = getenv("ALTAR_DASHBOARD_TOKEN");
     return strdup(env ? env : "");
   }
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    fprintf(stderr, "%s: --token-file %s: cannot open\n", who, path);
-    return NULL;
-  }
-  char *buf = calloc(1, TOKEN_MAX + 2);
-  size_t n = buf ? fread(buf, 1, TOKEN_MAX + 1, f) : 0;
-  fclose(f);
-  if (!buf || n > TOKEN_MAX) {
-    fprintf(stderr, "%s: --token-file %s: longer than %d bytes\n", who, path, TOKEN_MAX);
-    free(buf);
+  char what[64 + 4096];
+  snprintf(what, sizeof what, "--token-file %s", path);
+  altar_error_t err = {0};
+  char *buf = altar_file_read(path, what, TOKEN_MAX, NULL, &err);
+  if (!buf) {
+    fprintf(stderr, "%s: %s\n", who, err.msg);
     return NULL;
   }
   buf[strcspn(buf, "\r\n")] = 0;

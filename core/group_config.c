@@ -1,6 +1,7 @@
 /* Group specs from YAML (libyaml document API). Every error names the file,
  * the line and the key path, e.g. "altar.yaml:12: groups.score.ready_when:
  * unknown rule 'al_folds'". */
+#include "altar/file_read.h"
 #include "altar/groups.h"
 #include "altar/suggest.h"
 
@@ -396,20 +397,11 @@ out:
 }
 
 int altar_group_specs_load_file(const char *path, altar_group_specs_t *pout, altar_error_t *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return altar_error_set(err, ALTAR_ECONFIG, "%s: cannot open: %s", path, strerror(errno));
-  char *buf = malloc(MAX_CONFIG_BYTES + 1);
-  if (!buf) {
-    fclose(f);
-    return altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", path);
-  }
-  size_t n = fread(buf, 1, MAX_CONFIG_BYTES + 1, f);
-  bool bad = ferror(f);
-  fclose(f);
-  int rc;
-  if (bad) rc = altar_error_set(err, ALTAR_ECONFIG, "%s: read error", path);
-  else if (n > MAX_CONFIG_BYTES) rc = altar_error_set(err, ALTAR_ECONFIG, "%s: larger than %u bytes", path, MAX_CONFIG_BYTES);
-  else rc = altar_group_specs_load_string(buf, n, path, pout, err);
+  size_t n = 0;
+  altar_error_t rerr = {0};
+  char *buf = altar_file_read(path, NULL, MAX_CONFIG_BYTES, &n, &rerr);
+  if (!buf) return altar_error_set(err, rerr.code == ALTAR_ENOMEM ? ALTAR_ENOMEM : ALTAR_ECONFIG, "%s", rerr.msg);
+  int rc = altar_group_specs_load_string(buf, n, path, pout, err);
   free(buf);
   return rc;
 }
