@@ -5,6 +5,7 @@
 #include "altar/buf.h"
 #include "altar/file_read.h"
 #include "k8s_int.h"
+#include "altar/grow.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -347,13 +348,7 @@ static int append_jobs(void *ctx, const json_t *list, altar_error_t *err) {
   size_t i;
   json_t *item;
   json_array_foreach(json_object_get(list, "items"), i, item) {
-    if (a->n == a->cap) {
-      size_t cap = a->cap ? a->cap * 2 : 16;
-      altar_k8s_job_info_t *grown = realloc(a->jobs, cap * sizeof *grown);
-      if (!grown) return altar_error_set(err, ALTAR_ENOMEM, "list jobs: out of memory");
-      a->jobs = grown;
-      a->cap = cap;
-    }
+    if (ALTAR_GROW(a->jobs, a->cap, a->n + 1)) return altar_error_set(err, ALTAR_ENOMEM, "list jobs: out of memory");
     int rc = altar_k8s_job_info_from_json(item, &a->jobs[a->n], err);
     if (rc) return rc;
     a->n++;
@@ -396,13 +391,7 @@ static int append_waits(void *ctx, const json_t *list, altar_error_t *err) {
     const char *job = json_string_value(json_object_get(labels, "batch.kubernetes.io/job-name"));
     if (!job) job = json_string_value(json_object_get(labels, "job-name"));
     if (!code || !job) continue;
-    if (a->n == a->cap) {
-      size_t cap = a->cap ? a->cap * 2 : 8;
-      altar_k8s_pod_wait_t *grown = realloc(a->waits, cap * sizeof *grown);
-      if (!grown) return altar_error_set(err, ALTAR_ENOMEM, "list pods: out of memory");
-      a->waits = grown;
-      a->cap = cap;
-    }
+    if (ALTAR_GROW(a->waits, a->cap, a->n + 1)) return altar_error_set(err, ALTAR_ENOMEM, "list pods: out of memory");
     altar_k8s_pod_wait_t *w = &a->waits[a->n];
     w->reason = code;
     w->job_name = strdup(job);
@@ -446,13 +435,7 @@ static int append_nodes(void *ctx, const json_t *list, altar_error_t *err) {
   size_t i;
   json_t *node;
   json_array_foreach(json_object_get(list, "items"), i, node) {
-    if (a->n == a->cap) {
-      size_t cap = a->cap ? a->cap * 2 : 8;
-      altar_k8s_node_info_t *grown = realloc(a->nodes, cap * sizeof *grown);
-      if (!grown) return altar_error_set(err, ALTAR_ENOMEM, "list nodes: out of memory");
-      a->nodes = grown;
-      a->cap = cap;
-    }
+    if (ALTAR_GROW(a->nodes, a->cap, a->n + 1)) return altar_error_set(err, ALTAR_ENOMEM, "list nodes: out of memory");
     int rc = altar_k8s_node_info_from_json(node, &a->nodes[a->n], err);
     if (rc == ALTAR_ENOMEM) return rc;
     if (!rc) a->n++; /* a node without a name cannot take pods */

@@ -7,6 +7,7 @@
  * runs over the mounted inputs first and a mismatch exits with a code poll
  * maps to input_digest_mismatch before the task's command ever starts. */
 #include "modal_int.h"
+#include "altar/grow.h"
 
 #include "altar/digest.h"
 #include "altar/paths.h"
@@ -40,15 +41,9 @@ typedef struct argv_b {
 
 static void push(argv_b_t *a, const char *s) {
   if (a->oom) return;
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? a->cap * 2 : 16;
-    char **grown = realloc(a->v, cap * sizeof *grown);
-    if (!grown) {
-      a->oom = true;
-      return;
-    }
-    a->v = grown;
-    a->cap = cap;
+  if (ALTAR_GROW(a->v, a->cap, a->n + 1)) {
+    a->oom = true;
+    return;
   }
   if (!(a->v[a->n] = strdup(s))) a->oom = true;
   else a->n++;

@@ -3,6 +3,7 @@
  * directly (no shell) in <data_root>/tasks/<id>/, and sees the logical
  * layout under data_root itself. */
 #include "process_int.h"
+#include "altar/grow.h"
 
 #include "altar/pools.h"
 
@@ -102,13 +103,7 @@ char *altar__proc_read_small(const char *path, size_t max, size_t *plen) {
 int altar__proc_live_add(altar_process_t *p, const char *id) {
   for (size_t i = 0; i < p->n_live; i++)
     if (!strcmp(p->live[i].id, id)) return 0;
-  if (p->n_live == p->cap_live) {
-    size_t cap = p->cap_live ? p->cap_live * 2 : 16;
-    altar_proc_task_t *nl = realloc(p->live, cap * sizeof *nl);
-    if (!nl) return ALTAR_ENOMEM;
-    p->live = nl;
-    p->cap_live = cap;
-  }
+  if (ALTAR_GROW(p->live, p->cap_live, p->n_live + 1)) return ALTAR_ENOMEM;
   snprintf(p->live[p->n_live++].id, sizeof p->live[0].id, "%s", id);
   return 0;
 }

@@ -1,5 +1,6 @@
 /* A job's failed shards from the ledger. */
 #include "failed_shards.h"
+#include "altar/grow.h"
 
 #include "altar/task.h"
 
@@ -12,15 +13,9 @@ void altar_cli_failed_add(failed_shards_t *fs, const altar_ledger_entry_t *e) {
   if (e->rec.state != ALTAR_STATE_FAILED || !e->task_key) return;
   if (f && f->reason && (!strcmp(f->reason, ALTAR_REASON_SUPERSEDED) || !strcmp(f->reason, ALTAR_REASON_RELEASED)))
     return;
-  if (fs->n == fs->cap) {
-    size_t cap = fs->cap ? fs->cap * 2 : 8;
-    failed_shard_t *v = realloc(fs->v, cap * sizeof *v);
-    if (!v) {
-      fs->oom = true;
-      return;
-    }
-    fs->v = v;
-    fs->cap = cap;
+  if (ALTAR_GROW(fs->v, fs->cap, fs->n + 1)) {
+    fs->oom = true;
+    return;
   }
   failed_shard_t *s = &fs->v[fs->n];
   s->task_key = strdup(e->task_key);

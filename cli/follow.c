@@ -2,6 +2,7 @@
  * and dead topics; progress, shards waiting for a pool, late shards. */
 #include "follow.h"
 #include "progress_bar.h"
+#include "altar/grow.h"
 
 #include "failed_shards.h"
 
@@ -384,20 +385,8 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
 
 int altar_cli_expect_add_shard(expect_t *x, const char *task_key, const char *kind, const char *group_key,
                                const char *topic, const char *pool) {
-  if (x->n_shards == x->cap_shards) {
-    size_t cap = x->cap_shards ? x->cap_shards * 2 : 16;
-    follow_shard_t *ns = realloc(x->shards, cap * sizeof *ns);
-    if (!ns) return -1;
-    x->shards = ns;
-    x->cap_shards = cap;
-  }
-  if (x->n == x->cap_keys) {
-    size_t cap = x->cap_keys ? x->cap_keys * 2 : 16;
-    char **nk = realloc(x->keys, cap * sizeof *nk);
-    if (!nk) return -1;
-    x->keys = nk;
-    x->cap_keys = cap;
-  }
+  if (ALTAR_GROW(x->shards, x->cap_shards, x->n_shards + 1)) return -1;
+  if (ALTAR_GROW(x->keys, x->cap_keys, x->n + 1)) return -1;
   follow_shard_t *s = &x->shards[x->n_shards];
   memset(s, 0, sizeof *s);
   snprintf(s->task_key, sizeof s->task_key, "%s", task_key);

@@ -2,6 +2,7 @@
  * follows the common dialect: '"' around a field, "" for a quote inside. */
 #include "altar/spec.h"
 #include "altar/storage.h"
+#include "altar/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,13 +28,7 @@ static void record_reset(record_t *r) {
 }
 
 static int record_push(record_t *r, altar_buf_t *field) {
-  if (r->n == r->cap) {
-    size_t cap = r->cap ? r->cap * 2 : 8;
-    char **nf = realloc(r->f, cap * sizeof *nf);
-    if (!nf) return ALTAR_ENOMEM;
-    r->f = nf;
-    r->cap = cap;
-  }
+  if (ALTAR_GROW(r->f, r->cap, r->n + 1)) return ALTAR_ENOMEM;
   char *s = altar_buf_detach(field);
   if (!s) return ALTAR_ENOMEM;
   r->f[r->n++] = s;

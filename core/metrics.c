@@ -1,5 +1,6 @@
 /* The metrics registry and its text exposition rendering. */
 #include "altar/metrics.h"
+#include "altar/grow.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -136,13 +137,7 @@ static family_t *find_family(altar_metrics_t *reg, const char *name) {
 }
 
 static family_t *add_family(altar_metrics_t *reg, altar_metric_type_t type, const char *name, const char *help) {
-  if (reg->n == reg->cap) {
-    size_t cap = reg->cap ? reg->cap * 2 : 16;
-    family_t *nf = realloc(reg->fams, cap * sizeof *nf);
-    if (!nf) return NULL;
-    reg->fams = nf;
-    reg->cap = cap;
-  }
+  if (ALTAR_GROW(reg->fams, reg->cap, reg->n + 1)) return NULL;
   family_t f = {.name = strdup(name), .help = strdup(help ? help : ""), .type = type};
   if (!f.name || !f.help) {
     free(f.name);
@@ -186,13 +181,7 @@ altar_metric_t *altar_metrics_register(altar_metrics_t *reg, altar_metric_type_t
     }
   }
   if (!f && !(f = add_family(reg, type, name, help))) goto oom;
-  if (f->n == f->cap) {
-    size_t cap = f->cap ? f->cap * 2 : 4;
-    altar_metric_t **ns = realloc(f->series, cap * sizeof *ns);
-    if (!ns) goto oom;
-    f->series = ns;
-    f->cap = cap;
-  }
+  if (ALTAR_GROW(f->series, f->cap, f->n + 1)) goto oom;
   if (!(m = calloc(1, sizeof *m))) goto oom;
   m->type = type;
   m->labels_text = lt;

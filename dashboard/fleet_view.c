@@ -2,6 +2,7 @@
  * of the dashboard's pages (see fleet_view.h for why this is safe beside a
  * running reconciler). */
 #include "dashboard/fleet_view.h"
+#include "altar/grow.h"
 
 #include "altar/codec.h"
 #include "altar/fleet.h"
@@ -290,13 +291,7 @@ static void read_topic(altar_fleet_view_t *v, int which) {
 
 static int visit(void *ctx, const altar_ledger_entry_t *e) {
   altar_fleet_view_t *v = ctx;
-  if (v->n_recs == v->cap_recs) {
-    size_t cap = v->cap_recs ? v->cap_recs * 2 : 256;
-    rec_t *n = realloc(v->recs, cap * sizeof *n);
-    if (!n) return ALTAR_ENOMEM;
-    v->recs = n;
-    v->cap_recs = cap;
-  }
+  if (ALTAR_GROW(v->recs, v->cap_recs, v->n_recs + 1)) return ALTAR_ENOMEM;
   rec_t *r = &v->recs[v->n_recs];
   memset(r, 0, sizeof *r);
   const altar_record_t *x = &e->rec;

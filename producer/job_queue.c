@@ -1,5 +1,6 @@
 /* Parsing, validating and publishing specs as one job. */
 #include "producer/job_queue.h"
+#include "altar/grow.h"
 
 #include "altar/codec.h"
 #include "altar/pools.h"
@@ -16,13 +17,7 @@
 #include <unistd.h>
 
 static int push_spec(altar_spec_t **pv, size_t *pn, size_t *pcap, altar_spec_t *s) {
-  if (*pn == *pcap) {
-    size_t cap = *pcap ? *pcap * 2 : 16;
-    altar_spec_t *nv = realloc(*pv, cap * sizeof *nv);
-    if (!nv) return ALTAR_ENOMEM;
-    *pv = nv;
-    *pcap = cap;
-  }
+  if (ALTAR_GROW(*pv, *pcap, *pn + 1)) return ALTAR_ENOMEM;
   (*pv)[(*pn)++] = *s;
   memset(s, 0, sizeof *s);
   return ALTAR_OK;

@@ -1,6 +1,7 @@
 /* The durable outbox: stage inside the ledger batch, publish after it,
  * delete on acknowledgement. */
 #include "reconciler/outbox.h"
+#include "altar/grow.h"
 
 #include "reconciler/ledger_aux.h"
 
@@ -118,17 +119,11 @@ static int visit_publish(void *ctx, const void *key, size_t klen, const void *va
   }
   po->ob = pc->ob;
   po->seq = seq;
-  if (pc->n == pc->cap) {
-    size_t cap = pc->cap ? pc->cap * 2 : 64;
-    pub_opaque_t **nv = realloc(pc->v, cap * sizeof *nv);
-    if (!nv) {
-      altar_buf_free(&po->raw);
-      free(po);
-      pc->rc = altar_error_set(pc->err, ALTAR_ENOMEM, "outbox: out of memory");
-      return 1;
-    }
-    pc->v = nv;
-    pc->cap = cap;
+  if (ALTAR_GROW(pc->v, pc->cap, pc->n + 1)) {
+    altar_buf_free(&po->raw);
+    free(po);
+    pc->rc = altar_error_set(pc->err, ALTAR_ENOMEM, "outbox: out of memory");
+    return 1;
   }
   pc->v[pc->n++] = po;
   return 0;

@@ -1,6 +1,7 @@
 /* Replay: a fresh ledger from the beginning of the status topic, then only
  * the group events the ready and dead topics do not already hold. */
 #include "reconciler/daemon.h"
+#include "altar/grow.h"
 
 #include "altar/codec.h"
 #include "altar/reconcile.h"
@@ -170,13 +171,7 @@ static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error
     if (g->event == ALTAR_GROUP_FIRED) r->stats.fired++;
     else r->stats.dead_lettered++;
     if (r->seen->n && altar__hmap_get(r->seen, g->event_id, strlen(g->event_id))) continue;
-    if (r->due.n == r->due.cap) {
-      size_t cap = r->due.cap ? r->due.cap * 2 : 64;
-      due_t *nv = realloc(r->due.v, cap * sizeof *nv);
-      if (!nv) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
-      r->due.v = nv;
-      r->due.cap = cap;
-    }
+    if (ALTAR_GROW(r->due.v, r->due.cap, r->due.n + 1)) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
     due_t *d = &r->due.v[r->due.n];
     memset(d, 0, sizeof *d);
     const altar_group_spec_t *s = altar_group_specs_find(r->groups, g->kind);

@@ -3,6 +3,7 @@
  * handle blocked groups). */
 #include "altar/reconcile.h"
 #include "reconciler/hmap.h"
+#include "altar/grow.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -59,13 +60,7 @@ static bucket_t *bucket_for(tick_t *t, const altar_group_spec_t *spec, const cha
     free(key);
     return b;
   }
-  if (t->n == t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 16;
-    bucket_t **v = realloc(t->v, cap * sizeof *v);
-    if (!v) goto oom;
-    t->v = v;
-    t->cap = cap;
-  }
+  if (ALTAR_GROW(t->v, t->cap, t->n + 1)) goto oom;
   if (!(b = calloc(1, sizeof *b)) || !(b->name = malloc(kl + gl + 2))) goto oom;
   memcpy(b->name, key, kl + gl + 2);
   b->name[kl] = ':';
@@ -84,13 +79,7 @@ oom:
 }
 
 static int push_handle(altar_handle_t **pv, size_t *pn, size_t *pcap, const altar_handle_t *h) {
-  if (*pn == *pcap) {
-    size_t cap = *pcap ? *pcap * 2 : 4;
-    altar_handle_t *v = realloc(*pv, cap * sizeof *v);
-    if (!v) return ALTAR_ENOMEM;
-    *pv = v;
-    *pcap = cap;
-  }
+  if (ALTAR_GROW(*pv, *pcap, *pn + 1)) return ALTAR_ENOMEM;
   (*pv)[(*pn)++] = *h; /* shallow view */
   return ALTAR_OK;
 }

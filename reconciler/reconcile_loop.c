@@ -1,5 +1,6 @@
 /* run_reconcile_loop: the reference driver around reconcile_once. */
 #include "altar/reconcile.h"
+#include "altar/grow.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -32,15 +33,9 @@ int altar_run_reconcile_loop(const altar_poller_t *poller, altar_ledger_t *ledge
   *pn = 0;
   for (uint64_t tick = 0; !o.max_ticks || tick < o.max_ticks; tick++) {
     if (tick) sleep_s(o.interval_s);
-    if (n == cap) {
-      size_t nc = cap ? cap * 2 : 8;
-      altar_reconcile_result_t *v = realloc(rs, nc * sizeof *v);
-      if (!v) {
-        rc = altar_error_set(err, ALTAR_ENOMEM, "reconcile loop: out of memory");
-        break;
-      }
-      rs = v;
-      cap = nc;
+    if (ALTAR_GROW(rs, cap, n + 1)) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "reconcile loop: out of memory");
+      break;
     }
     altar_reconcile_result_t *r = &rs[n++];
     memset(r, 0, sizeof *r);

@@ -1,6 +1,7 @@
 /* Retry backoff: the delay of each attempt, its due fact in the ledger, and
  * the store of retry jobs that wait for their due time (retry_backoff.h). */
 #include "reconciler/retry_backoff.h"
+#include "altar/grow.h"
 
 #include "altar/digest.h"
 #include "altar/codec.h"
@@ -79,13 +80,7 @@ static int visit_due(void *ctx, const void *key, size_t klen, const void *val, s
   char text[256];
   memcpy(text, val, vlen);
   text[vlen] = 0;
-  if (c->n == c->cap) {
-    size_t cap = c->cap ? c->cap * 2 : 16;
-    altar_retry_due_t *nv = realloc(c->v, cap * sizeof *nv);
-    if (!nv) goto nomem;
-    c->v = nv;
-    c->cap = cap;
-  }
+  if (ALTAR_GROW(c->v, c->cap, c->n + 1)) goto nomem;
   altar_retry_due_t *d = &c->v[c->n];
   if (!(d->task_key = strndup(k + 2, (size_t)(slash - (k + 2))))) goto nomem;
   d->attempt = (int64_t)field(text, "attempt");
@@ -191,13 +186,7 @@ static int visit_release(void *ctx, const void *key, size_t klen, const void *va
   memcpy(hex, (const char *)key + 2, 16);
   hex[16] = 0;
   if (strtoull(hex, NULL, 16) > c->now_ms) return 1; /* the rest is later still */
-  if (c->n == c->cap) {
-    size_t cap = c->cap ? c->cap * 2 : 16;
-    due_entry_t *nv = realloc(c->v, cap * sizeof *nv);
-    if (!nv) goto nomem;
-    c->v = nv;
-    c->cap = cap;
-  }
+  if (ALTAR_GROW(c->v, c->cap, c->n + 1)) goto nomem;
   due_entry_t *e = &c->v[c->n];
   e->k = malloc(klen);
   e->v = malloc(vlen ? vlen : 1);

@@ -1,6 +1,7 @@
 /* Settled task keys: skip late reruns of tasks whose group already settled. */
 #include "reconciler/settled.h"
 #include "reconciler/cancel.h"
+#include "altar/grow.h"
 
 #include "reconciler/ledger_aux.h"
 #include "reconciler/settled_record.h"
@@ -12,16 +13,7 @@
 
 static int nomem(altar_error_t *err) { return altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory"); }
 
-static int recs_reserve(altar__settled_recs_t *v, size_t n) {
-  if (n <= v->cap) return ALTAR_OK;
-  size_t cap = v->cap ? v->cap : 16;
-  while (cap < n) cap *= 2;
-  altar__settled_rec_t **nv = realloc(v->v, cap * sizeof *nv);
-  if (!nv) return ALTAR_ENOMEM;
-  v->v = nv;
-  v->cap = cap;
-  return ALTAR_OK;
-}
+static int recs_reserve(altar__settled_recs_t *v, size_t n) { return ALTAR_GROW(v->v, v->cap, n); }
 
 static void recs_clear(altar__settled_recs_t *v) {
   for (size_t i = 0; i < v->n; i++) free(v->v[i]);
@@ -282,13 +274,7 @@ static int stop_nomem(load_ctx_t *c) {
 }
 
 static int note_damage(load_ctx_t *c, const char *key, size_t klen, const char *why) {
-  if (c->n_bad == c->cap_bad) {
-    size_t cap = c->cap_bad ? c->cap_bad * 2 : 8;
-    key_copy_t *v = realloc(c->bad, cap * sizeof *v);
-    if (!v) return stop_nomem(c);
-    c->bad = v;
-    c->cap_bad = cap;
-  }
+  if (ALTAR_GROW(c->bad, c->cap_bad, c->n_bad + 1)) return stop_nomem(c);
   char *k = malloc(klen ? klen : 1);
   if (!k) return stop_nomem(c);
   memcpy(k, key, klen);

@@ -1,5 +1,6 @@
 /* The stored form of settled groups, and the older one it replaced. */
 #include "reconciler/settled_record.h"
+#include "altar/grow.h"
 
 #include "reconciler/ledger_aux.h"
 
@@ -158,13 +159,7 @@ static int stop_nomem(olds_ctx_t *c) {
 static int visit_old(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
   olds_ctx_t *c = ctx;
   altar__settled_olds_t *o = c->o;
-  if (o->n == o->cap) {
-    size_t cap = o->cap ? o->cap * 2 : 64;
-    altar__settled_old_t *v = realloc(o->v, cap * sizeof *v);
-    if (!v) return stop_nomem(c);
-    o->v = v;
-    o->cap = cap;
-  }
+  if (ALTAR_GROW(o->v, o->cap, o->n + 1)) return stop_nomem(c);
   size_t rlen;
   double ts = old_ts(val, vlen, &rlen);
   char *b = malloc(klen + rlen + 2);

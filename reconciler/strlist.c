@@ -1,17 +1,12 @@
 /* A growable list of strings for reconcile results. */
 #include "altar/reconcile.h"
+#include "altar/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 int altar_strlist_push(altar_strlist_t *l, const char *s) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 8;
-    char **v = realloc(l->v, cap * sizeof *v);
-    if (!v) return ALTAR_ENOMEM;
-    l->v = v;
-    l->cap = cap;
-  }
+  if (ALTAR_GROW(l->v, l->cap, l->n + 1)) return ALTAR_ENOMEM;
   if (!(l->v[l->n] = strdup(s))) return ALTAR_ENOMEM;
   l->n++;
   return ALTAR_OK;

@@ -18,6 +18,7 @@
  * rebalance.check.ms (100 ms), and every 10 ms while a wanted partition is
  * still held by its previous owner. */
 #include "transports/local_int.h"
+#include "altar/grow.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -350,15 +351,9 @@ static int desired(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, me
     }
     for (int32_t p = 0; p < np && !rc; p++) {
       if (target[p] != (int32_t)me) continue;
-      if (nw == cap) {
-        size_t nc = cap ? cap * 2 : 8;
-        want_t *nv = realloc(w, nc * sizeof *nv);
-        if (!nv) {
-          rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
-          break;
-        }
-        w = nv;
-        cap = nc;
+      if (ALTAR_GROW(w, cap, nw + 1)) {
+        rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+        break;
       }
       w[nw++] = (want_t){topic, p}; /* topic points into g, which outlives w */
     }

@@ -2,6 +2,7 @@
  * true end, appending under the partition's append lock (flock), rolling
  * segments, retention, and torn-tail repair. */
 #include "transports/local_int.h"
+#include "altar/grow.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -53,15 +54,9 @@ int lpart_segments(altar_transport_t *t, const char *dir, bool warn, int64_t **p
       if (warn) altar_transport_log(t, 4, "partition dir %s: stray entry '%s' ignored", dir, nm);
       continue;
     }
-    if (n == cap) {
-      size_t nc = cap ? cap * 2 : 8;
-      int64_t *nb = realloc(bases, nc * sizeof *nb);
-      if (!nb) {
-        rc = altar_error_set(err, ALTAR_ENOMEM, "partition dir %s: out of memory", dir);
-        break;
-      }
-      bases = nb;
-      cap = nc;
+    if (ALTAR_GROW(bases, cap, n + 1)) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "partition dir %s: out of memory", dir);
+      break;
     }
     bases[n++] = base;
   }

@@ -1,6 +1,7 @@
 /* Topic metadata of the local log: a topic is a directory of partition
  * directories 0..N-1, created whole in tmp/ and renamed into topics/. */
 #include "transports/local_int.h"
+#include "altar/grow.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -205,15 +206,9 @@ int local_topic_names(altar_transport_t *t, const local_cfg_t *cfg, char ***pnam
       altar_transport_log(t, 4, "topics dir %s: stray entry '%s' ignored", td, de->d_name);
       continue;
     }
-    if (n == cap) {
-      size_t nc = cap ? cap * 2 : 16;
-      char **nn = realloc(names, nc * sizeof *nn);
-      if (!nn) {
-        rc = ALTAR_ENOMEM;
-        break;
-      }
-      names = nn;
-      cap = nc;
+    if (ALTAR_GROW(names, cap, n + 1)) {
+      rc = ALTAR_ENOMEM;
+      break;
     }
     if (!(names[n] = strdup(de->d_name))) {
       rc = ALTAR_ENOMEM;

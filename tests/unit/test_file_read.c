@@ -1,7 +1,10 @@
-/* The bounded whole-file reader: exact bound, one byte over, growth, errors. */
+/* The bounded whole-file reader (exact bound, one byte over, growth, errors)
+ * and the one array growth rule. */
 #include "altar/file_read.h"
+#include "altar/grow.h"
 #include "testutil.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +60,28 @@ static void test_missing_file(void) {
   CU_ASSERT_EQUAL(err.code, ALTAR_EIO);
 }
 
+static void test_grow(void) {
+  int *v = NULL;
+  size_t cap = 0;
+  CU_ASSERT_EQUAL(ALTAR_GROW(v, cap, 1), 0);
+  CU_ASSERT_EQUAL(cap, 8);
+  for (int i = 0; i < 1000; i++) {
+    CU_ASSERT_EQUAL_FATAL(ALTAR_GROW(v, cap, (size_t)i + 1), 0);
+    v[i] = i;
+  }
+  CU_ASSERT_EQUAL(cap, 1024);
+  CU_ASSERT_EQUAL(v[999], 999);
+  /* Room already: nothing moves. */
+  int *same = v;
+  CU_ASSERT_EQUAL(ALTAR_GROW(v, cap, 1024), 0);
+  CU_ASSERT_PTR_EQUAL(v, same);
+  /* A size whose bytes overflow is refused and leaves the array as it was. */
+  CU_ASSERT_EQUAL(ALTAR_GROW(v, cap, SIZE_MAX / 2), ALTAR_ENOMEM);
+  CU_ASSERT_PTR_EQUAL(v, same);
+  CU_ASSERT_EQUAL(cap, 1024);
+  free(v);
+}
+
 static int setup(void) {
   snprintf(path, sizeof path, "/tmp/altar-file-read-%ld", (long)getpid());
   return 0;
@@ -72,6 +97,7 @@ static void add(void) {
   ALTAR_TEST(test_within_and_at_bound);
   ALTAR_TEST(test_over_bound_names_sizes);
   ALTAR_TEST(test_missing_file);
+  ALTAR_TEST(test_grow);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
