@@ -290,3 +290,22 @@ int altar_metrics_render(altar_metrics_t *reg, altar_buf_t *out, altar_error_t *
   if (rc) return altar_error_set(err, ALTAR_ENOMEM, "metrics: out of memory rendering");
   return ALTAR_OK;
 }
+
+int altar_metrics_register_table(altar_metrics_t *reg, const altar_metric_def_t *defs, size_t n, void *base,
+                                 altar_error_t *err) {
+  for (size_t i = 0; i < n; i++) {
+    altar_metric_t *m = altar_metrics_register(reg, defs[i].type, defs[i].name, defs[i].help, NULL, 0, err);
+    if (!m) {
+      altar_metric_t *none = NULL;
+      for (size_t j = 0; j < n; j++) memcpy((char *)base + defs[j].off, &none, sizeof none);
+      return err && err->code ? err->code : ALTAR_EINVAL;
+    }
+    memcpy((char *)base + defs[i].off, &m, sizeof m);
+  }
+  return ALTAR_OK;
+}
+
+void altar_metric_add_since(altar_metric_t *m, uint64_t now, uint64_t *plast) {
+  if (now > *plast) altar_metric_add(m, now - *plast);
+  *plast = now;
+}

@@ -6,11 +6,7 @@
 int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg, int64_t slots, altar_error_t *err) {
   memset(wm, 0, sizeof *wm);
   if (!reg) return ALTAR_OK;
-  static const struct {
-    size_t off;
-    altar_metric_type_t type;
-    const char *name, *help;
-  } defs[] = {
+  static const altar_metric_def_t defs[] = {
 #define C(f, n, h) {offsetof(altar__worker_metrics_t, f), ALTAR_METRIC_COUNTER, n, h}
 #define G(f, n, h) {offsetof(altar__worker_metrics_t, f), ALTAR_METRIC_GAUGE, n, h}
       C(consumed, "altar_worker_jobs_consumed_total", "Job messages read from the jobs topic."),
@@ -27,34 +23,23 @@ int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg
 #undef C
 #undef G
   };
-  for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-    altar_metric_t *m = altar_metrics_register(reg, defs[i].type, defs[i].name, defs[i].help, NULL, 0, err);
-    if (!m) {
-      memset(wm, 0, sizeof *wm);
-      return err ? err->code : ALTAR_EINVAL;
-    }
-    memcpy((char *)wm + defs[i].off, &m, sizeof m);
-  }
+  int rc = altar_metrics_register_table(reg, defs, sizeof defs / sizeof defs[0], wm, err);
+  if (rc) return rc;
   altar_metric_set(wm->slots, (double)slots);
   return ALTAR_OK;
-}
-
-static void bump(altar_metric_t *m, uint64_t now, uint64_t *plast) {
-  if (now > *plast) altar_metric_add(m, now - *plast);
-  *plast = now;
 }
 
 void altar__worker_metrics_update(altar__worker_metrics_t *wm, const altar_worker_stats_t *st, size_t in_flight,
                                   bool paused) {
   if (!wm->consumed) return;
-  bump(wm->consumed, st->consumed, &wm->last.consumed);
-  bump(wm->submitted, st->submitted, &wm->last.submitted);
-  bump(wm->succeeded, st->succeeded, &wm->last.succeeded);
-  bump(wm->failed, st->failed, &wm->last.failed);
-  bump(wm->released, st->released, &wm->last.released);
-  bump(wm->skipped, st->skipped, &wm->last.skipped);
-  bump(wm->dead_lettered, st->dead_lettered, &wm->last.dead_lettered);
-  bump(wm->status_events, st->status_events, &wm->last.status_events);
+  altar_metric_add_since(wm->consumed, st->consumed, &wm->last.consumed);
+  altar_metric_add_since(wm->submitted, st->submitted, &wm->last.submitted);
+  altar_metric_add_since(wm->succeeded, st->succeeded, &wm->last.succeeded);
+  altar_metric_add_since(wm->failed, st->failed, &wm->last.failed);
+  altar_metric_add_since(wm->released, st->released, &wm->last.released);
+  altar_metric_add_since(wm->skipped, st->skipped, &wm->last.skipped);
+  altar_metric_add_since(wm->dead_lettered, st->dead_lettered, &wm->last.dead_lettered);
+  altar_metric_add_since(wm->status_events, st->status_events, &wm->last.status_events);
   altar_metric_set(wm->in_flight, (double)in_flight);
   altar_metric_set(wm->paused, paused ? 1 : 0);
 }

@@ -58,6 +58,21 @@ altar_metric_t *altar_metrics_register(altar_metrics_t *reg, altar_metric_type_t
 altar_metric_t *altar_metrics_counter(altar_metrics_t *reg, const char *name, const char *help, altar_error_t *err);
 altar_metric_t *altar_metrics_gauge(altar_metrics_t *reg, const char *name, const char *help, altar_error_t *err);
 
+/* A table of label-less series registered at once, each stored as an
+ * altar_metric_t * at byte offset `off` of the caller's struct `base`. On
+ * error every pointer of the table is left NULL and err names the metric. */
+typedef struct altar_metric_def {
+  size_t off;
+  altar_metric_type_t type;
+  const char *name, *help;
+} altar_metric_def_t;
+int altar_metrics_register_table(altar_metrics_t *reg, const altar_metric_def_t *defs, size_t n, void *base,
+                                 altar_error_t *err);
+
+/* Mirrors a cumulative count kept elsewhere (a daemon's stats) into counter
+ * m: adds what `now` grew since *plast, then remembers it. */
+void altar_metric_add_since(altar_metric_t *m, uint64_t now, uint64_t *plast);
+
 /* Updates; any thread. A NULL metric is ignored (so code can keep its metrics
  * optional), as is the wrong kind of update for the metric's type. */
 void altar_metric_inc(altar_metric_t *m);                 /* counter += 1 */
