@@ -6,32 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Subcommands not yet built link to this weak default, so the table below can
- * name them all; each cmd_*.c replaces its own. */
-#define ALTAR_CMD_PENDING(fn)                                                        \
-  __attribute__((weak)) int fn(int argc, char **argv) {                              \
-    (void)argc;                                                                      \
-    fprintf(stderr, "altar %s: not available in this build\n", argv[0]);            \
-    return 2;                                                                        \
-  }
-ALTAR_CMD_PENDING(altar_cmd_codec)
-ALTAR_CMD_PENDING(altar_cmd_spec)
-ALTAR_CMD_PENDING(altar_cmd_digest)
-ALTAR_CMD_PENDING(altar_cmd_ledger)
-ALTAR_CMD_PENDING(altar_cmd_log)
-ALTAR_CMD_PENDING(altar_cmd_run)
-ALTAR_CMD_PENDING(altar_cmd_submit)
-ALTAR_CMD_PENDING(altar_cmd_cancel)
-ALTAR_CMD_PENDING(altar_cmd_worker)
-ALTAR_CMD_PENDING(altar_cmd_reconciler)
-ALTAR_CMD_PENDING(altar_cmd_status)
-ALTAR_CMD_PENDING(altar_cmd_logs)
-ALTAR_CMD_PENDING(altar_cmd_demo)
-ALTAR_CMD_PENDING(altar_cmd_jobs)
-ALTAR_CMD_PENDING(altar_cmd_workers)
-ALTAR_CMD_PENDING(altar_cmd_dashboard)
-__attribute__((weak)) void altar_cli_register_plugins(void) {}
-
 static const struct {
   const char *name;
   altar_cmd_fn fn;
