@@ -21,12 +21,12 @@ DIR="${ALTAR_FAKE_GCS_DIR:-${TMPDIR:-/tmp}/altar-fake-gcs-$PORT}"
 TIMEOUT=60
 BIN_ARGS="fake-gcs-server github.com/fsouza/fake-gcs-server $VERSION"
 . "$HERE/scripts/lib-goserver.sh"
-check_port "$PORT"
+check_port ALTAR_FAKE_GCS_PORT "$PORT"
 
-run_server() {
-  exec setsid "$BIN" -scheme http -host 127.0.0.1 -port "$PORT" \
-    -external-url "http://127.0.0.1:$PORT" -public-host "127.0.0.1:$PORT" \
-    -backend filesystem -filesystem-root "$DIR/data" -log-level warn
+server_args() {
+  ARGS=("$BIN" -scheme http -host 127.0.0.1 -port "$PORT"
+        -external-url "http://127.0.0.1:$PORT" -public-host "127.0.0.1:$PORT"
+        -backend filesystem -filesystem-root "$DIR/data" -log-level warn)
 }
 
 ready() { curl -sf -o /dev/null "http://127.0.0.1:$PORT/storage/v1/b"; }

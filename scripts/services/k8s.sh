@@ -42,28 +42,14 @@ COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok"
 NAMESPACES="altar-test altar-bench altar-demo"
 NODES="altar-node-a altar-node-b"
 
-say() { echo "k8s.sh: $*" >&2; }
-die() { say "$*"; exit 1; }
-
-for v in PORT ETCD_PORT ETCD_PEER_PORT KCM_PORT SCHED_PORT KWOK_PORT; do
-  case "${!v}" in ''|*[!0-9]*) die "port $v='${!v}' is not a number" ;; esac
-  [ "${!v}" -ge 1024 ] && [ "${!v}" -le 65535 ] || die "port $v=${!v} is out of range 1024-65535"
-done
+NAME=k8s
+. "$HERE/scripts/lib-service.sh"
+for v in PORT ETCD_PORT ETCD_PEER_PORT KCM_PORT SCHED_PORT KWOK_PORT; do check_port "$v" "${!v}"; done
 
 pidfile() { echo "$DIR/run/$1.pid"; }
 
 # The pid of component $1 when it still runs (and is ours, not a recycled pid).
-running_pid() {
-  local f pid
-  f="$(pidfile "$1")"
-  [ -f "$f" ] || return 1
-  pid="$(tr -cd '0-9' <"$f")"
-  [ -n "$pid" ] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$DIR" || return 1
-  echo "$pid"
-}
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+running_pid() { pid_of "$(pidfile "$1")" "$DIR"; }
 
 api() { # method path [json-body]: the API as the admin, JSON out
   local args=(-sS --max-time 20 --cacert "$DIR/pki/ca.crt" --cert "$DIR/pki/admin.crt" --key "$DIR/pki/admin.key"
@@ -374,32 +360,19 @@ SCHED
 
 # ---- the processes ----
 
-launch() { # name binary args...
+launch_component() { # name binary args...
   local name="$1"; shift
-  local pf
-  pf="$(pidfile "$name")"
-  rm -f "$pf"
-  # setsid: the component must not die with the shell that started it. The
-  # inner shell writes its own pid and execs, so the pid file names the
-  # component even when setsid forks (as it does for a group leader).
-  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pf" "$@" >"$DIR/log/$name.log" 2>&1 </dev/null &
-  # Until the exec, /proc shows the shell's command line, and running_pid
-  # would call a component that is starting "exited".
-  local i
-  for i in $(seq 1 100); do
-    running_pid "$name" >/dev/null && return 0
-    sleep 0.05
-  done
+  launch "$(pidfile "$name")" "$DIR/log/$name.log" "$DIR" "$@"
 }
 
 start_components() {
   local bin="$1"
-  running_pid etcd >/dev/null || launch etcd "$bin/etcd" --name altar --data-dir "$DIR/etcd" \
+  running_pid etcd >/dev/null || launch_component etcd "$bin/etcd" --name altar --data-dir "$DIR/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "altar=http://127.0.0.1:$ETCD_PEER_PORT" --listen-metrics-urls "" \
     --quota-backend-bytes 2147483648 --snapshot-count 20000 --log-level warn
-  running_pid kube-apiserver >/dev/null || launch kube-apiserver "$bin/kube-apiserver" \
+  running_pid kube-apiserver >/dev/null || launch_component kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$PORT" \
     --endpoint-reconciler-type none \
@@ -412,7 +385,7 @@ start_components() {
     --service-cluster-ip-range 10.96.0.0/16 \
     --max-requests-inflight 800 --max-mutating-requests-inflight 400 \
     --profiling=false --v 1
-  running_pid kube-controller-manager >/dev/null || launch kube-controller-manager "$bin/kube-controller-manager" \
+  running_pid kube-controller-manager >/dev/null || launch_component kube-controller-manager "$bin/kube-controller-manager" \
     --kubeconfig "$DIR/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$KCM_PORT" \
     --controllers job-controller,serviceaccount-controller,serviceaccount-token-controller,garbage-collector-controller,ttl-after-finished-controller,pod-garbage-collector-controller,persistentvolume-binder-controller,root-ca-certificate-publisher-controller \
@@ -420,9 +393,9 @@ start_components() {
     --use-service-account-credentials=true --leader-elect=false \
     --kube-api-qps 300 --kube-api-burst 600 --concurrent-job-syncs 20 --concurrent-gc-syncs 20 \
     --profiling=false --v 1
-  running_pid kube-scheduler >/dev/null || launch kube-scheduler "$bin/kube-scheduler" \
+  running_pid kube-scheduler >/dev/null || launch_component kube-scheduler "$bin/kube-scheduler" \
     --config "$DIR/scheduler.yaml" --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --profiling=false --v 1
-  running_pid kwok >/dev/null || launch kwok "$bin/kwok" --kubeconfig "$DIR/kwok.kubeconfig" \
+  running_pid kwok >/dev/null || launch_component kwok "$bin/kwok" --kubeconfig "$DIR/kwok.kubeconfig" \
     --config "$DIR/kwok.yaml" --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --server-address "127.0.0.1:$KWOK_PORT" --node-ip 10.0.0.1 --cidr 10.0.0.1/16
@@ -581,14 +554,7 @@ stop() {
   local c pid
   # Reverse order: kwok and the controllers before the API server and etcd.
   for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    pid="$(running_pid "$c")" || { rm -f "$(pidfile "$c")"; continue; }
-    kill -TERM "$pid" 2>/dev/null || true
-    local waited=0
-    while kill -0 "$pid" 2>/dev/null; do
-      if [ "$waited" -ge 40 ]; then kill -KILL "$pid" 2>/dev/null || true; fi
-      sleep 0.25
-      waited=$((waited + 1))
-    done
+    if pid="$(running_pid "$c")"; then stop_pid "$pid"; fi
     rm -f "$(pidfile "$c")"
   done
 }

@@ -28,25 +28,12 @@ PIDFILE="$DIR/kafka.pid"
 LOG="$DIR/server.log"
 CONF="$DIR/server.properties"
 
-say() { echo "kafka.sh: $*" >&2; }
-die() { say "$*"; exit 1; }
+NAME=kafka
+. "$HERE/scripts/lib-service.sh"
+check_port ALTAR_KAFKA_PORT "$PORT"
+check_port ALTAR_KAFKA_CONTROLLER_PORT "$CPORT"
 
-for v in PORT CPORT; do
-  case "${!v}" in ''|*[!0-9]*) die "port $v='${!v}' is not a number" ;; esac
-  [ "${!v}" -ge 1024 ] && [ "${!v}" -le 65535 ] || die "port $v=${!v} is out of range 1024-65535"
-done
-
-running_pid() {
-  [ -f "$PIDFILE" ] || return 1
-  local pid
-  pid="$(cat "$PIDFILE" 2>/dev/null || true)"
-  case "$pid" in ''|*[!0-9]*) return 1 ;; esac
-  # The pid must still be our broker, not a recycled number.
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka $CONF" || return 1
-  echo "$pid"
-}
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+running_pid() { pid_of "$PIDFILE" "kafka.Kafka $CONF"; }
 
 # Ready means: the broker answers a metadata request and lists itself.
 ready() {
@@ -148,51 +135,27 @@ start() {
         || { tail -n 20 "$DIR/format.log" >&2; die "formatting the KRaft storage in $DIR/data failed"; }
     fi
     say "starting Kafka $VERSION on 127.0.0.1:$PORT (log: $LOG)"
-    # setsid: the broker must not die with the shell that started it.
-    setsid java -Xms128m -Xmx"$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    launch "$PIDFILE" "$LOG" "kafka.Kafka $CONF" java -Xms128m -Xmx"$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
       -Djava.awt.headless=true \
       -Dlog4j.configuration="file:$DIR/log4j.properties" \
       -Dlog4j2.configurationFile="$DIR/log4j2.yaml" \
-      -cp "$libs/*" kafka.Kafka "$CONF" >"$LOG" 2>&1 </dev/null &
-    pid=$!
-    echo "$pid" >"$PIDFILE"
+      -cp "$libs/*" kafka.Kafka "$CONF"
+    pid="$(head -c 32 "$PIDFILE" 2>/dev/null | tr -cd '0-9')"
+    [ -n "$pid" ] || die "could not start the broker; last lines of $LOG: $(tail -n 5 "$LOG" 2>/dev/null)"
   fi
-  local waited=0
-  until ready; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      say "the broker exited during start; last lines of $LOG:"
-      tail -n 30 "$LOG" >&2 || true
-      rm -f "$PIDFILE"
-      exit 1
-    fi
-    if [ "$waited" -ge "$TIMEOUT" ]; then
-      say "the broker did not become ready within ${TIMEOUT}s; last lines of $LOG:"
-      tail -n 30 "$LOG" >&2 || true
-      stop
-      exit 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-  done
-  say "ready on 127.0.0.1:$PORT after ${waited}s"
+  local rc=0
+  await_ready "$pid" "$TIMEOUT" "$LOG" || rc=$?
+  case "$rc" in
+    0) ;;
+    1) rm -f "$PIDFILE"; exit 1 ;;
+    *) stop; exit 1 ;;
+  esac
+  say "ready on 127.0.0.1:$PORT after ${WAITED}s"
 }
 
 stop() {
   local pid
-  if ! pid="$(running_pid)"; then
-    rm -f "$PIDFILE"
-    return 0
-  fi
-  kill -TERM "$pid" 2>/dev/null || true
-  local waited=0
-  while kill -0 "$pid" 2>/dev/null; do
-    if [ "$waited" -ge 60 ]; then
-      say "broker pid $pid ignored SIGTERM for 30s; killing it"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    sleep 0.5
-    waited=$((waited + 1))
-  done
+  if pid="$(running_pid)"; then stop_pid "$pid"; fi
   rm -f "$PIDFILE"
 }
 

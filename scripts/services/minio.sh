@@ -26,13 +26,12 @@ KEY="${ALTAR_MINIO_ACCESS_KEY:-altar-test-key}"
 SECRET="${ALTAR_MINIO_SECRET_KEY:-altar-test-secret-0123456789}"
 BIN_ARGS="minio github.com/minio/minio $VERSION"
 . "$HERE/scripts/lib-goserver.sh"
-check_port "$PORT"
+check_port ALTAR_MINIO_PORT "$PORT"
 
-run_server() {
-  MINIO_ROOT_USER="$KEY" MINIO_ROOT_PASSWORD="$SECRET" MINIO_SITE_REGION=us-east-1 \
-    MINIO_DOMAIN=localhost MINIO_BROWSER=off MINIO_UPDATE=off \
-    exec setsid "$BIN" server --quiet --address "127.0.0.1:$PORT" \
-    --console-address "127.0.0.1:$CPORT" "$DIR/data"
+server_args() {
+  ARGS=(env MINIO_ROOT_USER="$KEY" MINIO_ROOT_PASSWORD="$SECRET" MINIO_SITE_REGION=us-east-1
+        MINIO_DOMAIN=localhost MINIO_BROWSER=off MINIO_UPDATE=off
+        "$BIN" server --quiet --address "127.0.0.1:$PORT" --console-address "127.0.0.1:$CPORT" "$DIR/data")
 }
 
 ready() { curl -sf -o /dev/null "http://127.0.0.1:$PORT/minio/health/ready"; }
