@@ -10,6 +10,7 @@
 #include "offset_tracker.h"
 #include "worker/cancel_set.h"
 #include "worker/intake.h"
+#include "worker/lookahead.h"
 #include "worker_metrics.h"
 
 #include <errno.h>
@@ -45,15 +46,6 @@ typedef struct waiting {
   int64_t deadline_ms; /* 0: released, start as soon as a slot is free */
 } waiting_t;
 
-/* A paused partition looked ahead for cancels (peek_paused): where its
- * position stays (rewind) and how far it was read (next); -1: not yet. */
-typedef struct peek {
-  char *topic;
-  int32_t partition;
-  int64_t rewind, next;
-  bool in_pass;
-} peek_t;
-
 /* One produced record waiting for its delivery report. */
 typedef struct pending {
   struct worker *w;
@@ -84,7 +76,8 @@ typedef struct assigned {
 typedef struct wpool {
   char *name; /* capacity key: ALTAR_POOL_CPU or a GPU pool */
   char *topic;
-  bool paused;
+  bool full;   /* no free slot for it */
+  bool paused; /* full and the look-ahead too: its partitions are not read */
 } wpool_t;
 
 typedef struct worker {
@@ -100,7 +93,7 @@ typedef struct worker {
   size_t n_waits, cap_waits;
   int lease_interval_ms, lease_timeout_ms;
   int64_t next_lease;
-  bool paused;        /* every pool's topic paused */
+  bool paused;        /* no pool has a free slot */
   wpool_t *pools;
   size_t n_pools;
   altar_capacity_t cap; /* the backend's last report, less what started since */
@@ -110,9 +103,7 @@ typedef struct worker {
   altar_worker_stats_t stats;
   altar__worker_metrics_t metrics;
   altar__cancel_set_t cancels; /* jobs (or groups) `altar cancel` stopped */
-  peek_t *peeks;
-  size_t n_peeks, cap_peeks;
-  int64_t next_peek;
+  altar__lookahead_t ahead; /* read, not yet taken in (lookahead.h) */
   int fatal;
   altar_error_t fatal_err;
   /* The last consume error logged, when, and how often it came since: a
@@ -503,35 +494,21 @@ static int64_t pool_free(const worker_t *w, const char *pool) {
   return altar_capacity_free_for(&w->cap, &r);
 }
 
-/* Forgets the look-ahead of a topic's partitions (or one partition, when
- * partition >= 0): their positions are at their rewind points already. */
-static void peeks_drop(worker_t *w, const char *topic, int32_t partition) {
-  for (size_t i = 0; i < w->n_peeks;) {
-    peek_t *pk = &w->peeks[i];
-    if (!strcmp(pk->topic, topic) && (partition < 0 || pk->partition == partition)) {
-      free(pk->topic);
-      *pk = w->peeks[--w->n_peeks];
-    } else {
-      i++;
-    }
-  }
-}
-
-/* Slot gating per pool: a pool's topic is paused while every worker slot
- * is busy or its pool has no free slot (Capacity.free_for), so one full
+/* Slot gating per pool: a pool is full while every worker slot is busy or
+ * its pool has no free slot (Capacity.free_for); its records then go to the
+ * look-ahead, and only when that is full too is its topic paused. One full
  * pool never stops the others. */
 static void update_gates(worker_t *w) {
-  bool all_busy = in_flight(w) >= (size_t)w->o->slots, all_paused = true;
+  bool all_busy = in_flight(w) >= (size_t)w->o->slots, all_full = true;
+  bool ahead_full = altar__lookahead_full(&w->ahead);
   for (size_t i = 0; i < w->n_pools; i++) {
     wpool_t *p = &w->pools[i];
-    bool full = all_busy || pool_free(w, p->name) <= 0;
-    if (full != p->paused && set_topic_paused(w, p->topic, full)) {
-      p->paused = full;
-      if (!full) peeks_drop(w, p->topic, -1);
-    }
-    all_paused &= p->paused;
+    p->full = all_busy || pool_free(w, p->name) <= 0;
+    bool pause = p->full && ahead_full;
+    if (pause != p->paused && set_topic_paused(w, p->topic, pause)) p->paused = pause;
+    all_full &= p->full;
   }
-  w->paused = all_paused;
+  w->paused = all_full;
 }
 
 /* Newly assigned partitions of a paused pool start paused. */
@@ -821,6 +798,34 @@ static int64_t lease_deadline(const worker_t *w, double lease_s) {
   return mono_ms() + ms;
 }
 
+/* What a control message asks. Safe to do twice: a done or released job
+ * is no longer waited for, a lease only moves a deadline, a cancel is
+ * noted once. */
+static void obey_control(worker_t *w, const altar_msg_t *m, const altar_control_msg_t *c) {
+  if (c->event == ALTAR_CTL_CANCEL) apply_cancel(w, c);
+  /* Offsets are of the partition the message lies in; one copied elsewhere says nothing. */
+  for (size_t i = 0; c->partition == m->partition && i < c->n_offsets; i++) {
+    waiting_t *x = wait_find(w, m->topic, m->partition, c->offsets[i]);
+    if (!x) continue; /* not waited for (ours, finished, or below the commit point) */
+    switch (c->event) {
+    case ALTAR_CTL_DONE:
+      altar_offset_tracker_finished(w->tracker, m->topic, m->partition, c->offsets[i]);
+      altar_msg_free(wait_take(w, x));
+      w->stats.handed_done++;
+      break;
+    case ALTAR_CTL_LEASE:
+      if (x->deadline_ms) x->deadline_ms = lease_deadline(w, c->lease_s);
+      break;
+    case ALTAR_CTL_RELEASE:
+      x->deadline_ms = 0;
+      break;
+    case ALTAR_CTL_UNKNOWN:
+    case ALTAR_CTL_CANCEL:
+      break;
+    }
+  }
+}
+
 static void handle_control(worker_t *w, const altar_msg_t *m) {
   altar_control_msg_t c;
   altar_error_t e = {0};
@@ -833,28 +838,7 @@ static void handle_control(worker_t *w, const altar_msg_t *m) {
   }
   w->stats.controls++;
   altar_offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset); /* its own offset: done at once */
-  if (c.event == ALTAR_CTL_CANCEL) apply_cancel(w, &c);
-  /* Offsets are of the partition the message lies in; one copied elsewhere says nothing. */
-  for (size_t i = 0; c.partition == m->partition && i < c.n_offsets; i++) {
-    waiting_t *x = wait_find(w, m->topic, m->partition, c.offsets[i]);
-    if (!x) continue; /* not waited for (ours, finished, or below the commit point) */
-    switch (c.event) {
-    case ALTAR_CTL_DONE:
-      altar_offset_tracker_finished(w->tracker, m->topic, m->partition, c.offsets[i]);
-      altar_msg_free(wait_take(w, x));
-      w->stats.handed_done++;
-      break;
-    case ALTAR_CTL_LEASE:
-      if (x->deadline_ms) x->deadline_ms = lease_deadline(w, c.lease_s);
-      break;
-    case ALTAR_CTL_RELEASE:
-      x->deadline_ms = 0;
-      break;
-    case ALTAR_CTL_UNKNOWN:
-    case ALTAR_CTL_CANCEL:
-      break;
-    }
-  }
+  obey_control(w, m, &c);
   altar_control_msg_clear(&c);
 }
 
@@ -937,82 +921,69 @@ static bool handle_job(worker_t *w, altar_msg_t *m) {
   return false;
 }
 
-/* ---- looking ahead of paused partitions for cancels ---------------------- */
+/* ---- the look-ahead (lookahead.h) ------------------------------------------ */
 
-static peek_t *peek_find(worker_t *w, const char *topic, int32_t partition) {
-  for (size_t i = 0; i < w->n_peeks; i++)
-    if (w->peeks[i].partition == partition && !strcmp(w->peeks[i].topic, topic)) return &w->peeks[i];
-  return NULL;
+static bool is_control(const altar_msg_t *m) {
+  char type[16];
+  return m->value && altar_peek_type(m->value, m->value_len, type, sizeof type) == ALTAR_OK && !strcmp(type, "control");
 }
 
-static peek_t *peek_get(worker_t *w, const char *topic, int32_t partition) {
-  peek_t *pk = peek_find(w, topic, partition);
-  if (pk) return pk;
-  if (w->n_peeks == w->cap_peeks) {
-    size_t cap = w->cap_peeks ? w->cap_peeks * 2 : 8;
-    peek_t *np = realloc(w->peeks, cap * sizeof *np);
-    if (!np) return NULL;
-    w->peeks = np;
-    w->cap_peeks = cap;
-  }
-  char *t = strdup(topic);
-  if (!t) return NULL;
-  w->peeks[w->n_peeks] = (peek_t){t, partition, -1, -1, false};
-  return &w->peeks[w->n_peeks++];
+/* Whether m takes a slot when taken in: not a control message, not
+ * finished already, not held by another worker. */
+static bool takes_slot(const worker_t *w, const altar_msg_t *m) {
+  return !is_control(m) && !altar_offset_tracker_already_done(w->tracker, m->topic, m->partition, m->offset) &&
+         !altar_offset_tracker_held(w->tracker, m->topic, m->partition, m->offset);
 }
 
-/* With every slot busy a partition is paused, and a cancel behind its
- * queued jobs would wait for a slot to free, perhaps for a task of the very
- * job cancelled. So twice a second the paused partitions are read ahead
- * for a short while, each from where the last look stopped, and put back
- * where they were: the offset tracker never sees what is read here, only
- * cancels are acted on, and the jobs are read again in order later. */
-static void peek_paused(worker_t *w) {
-  if (mono_ms() < w->next_peek) return;
-  bool any = false;
-  for (size_t i = 0; i < w->n_pools; i++) any |= w->pools[i].paused;
-  if (!any) return;
-  w->next_peek = mono_ms() + 500;
+static bool slot_free(const worker_t *w, const char *topic) {
+  if (in_flight(w) >= (size_t)w->o->slots) return false;
+  for (size_t i = 0; i < w->n_pools; i++)
+    if (!strcmp(w->pools[i].topic, topic)) return pool_free(w, w->pools[i].name) > 0;
+  return true;
+}
+
+/* A control message read into the look-ahead is obeyed at once too (a
+ * cancel must not wait for a slot), and again when taken in, in order:
+ * obeying one twice changes nothing. */
+static void obey_early(worker_t *w, const altar_msg_t *m) {
+  if (!is_control(m)) return;
+  altar_control_msg_t c;
   altar_error_t e = {0};
-  size_t in_pass = 0;
-  for (size_t i = 0; i < w->n_parts; i++) {
-    const assigned_t *a = &w->parts[i];
-    if (!topic_paused(w, a->topic)) continue;
-    peek_t *pk = peek_get(w, a->topic, a->partition);
-    if (!pk) return;
-    altar_tp_t tp = {pk->topic, pk->partition, ALTAR_OFFSET_INVALID};
-    if ((pk->next >= 0 && altar_transport_seek(w->o->transport, pk->topic, pk->partition, pk->next, &e)) ||
-        altar_transport_resume(w->o->transport, &tp, 1, &e))
-      continue;
-    pk->in_pass = true;
-    in_pass++;
+  if (altar_decode_control(m->value, m->value_len, &c, &e) == ALTAR_OK) obey_control(w, m, &c);
+  altar_control_msg_clear(&c);
+}
+
+/* One record read from a jobs partition: taken in now when nothing of its
+ * partition is queued ahead of it and it can start, else queued. */
+static void take_record(worker_t *w, altar_msg_t *m) {
+  bool ours = altar_offset_tracker_assigned(w->tracker, m->topic, m->partition);
+  if (!ours || (!altar__lookahead_len(&w->ahead, m->topic, m->partition) && (!takes_slot(w, m) || slot_free(w, m->topic)))) {
+    if (!handle_job(w, m)) altar_msg_free(m);
+    return;
   }
-  int64_t until = mono_ms() + 40;
-  for (size_t got = 0; in_pass && got < 4096 && mono_ms() < until; got++) {
-    altar_msg_t *m = NULL;
-    if (altar_transport_consume(w->o->transport, 5, &m, &e) != ALTAR_OK || !m) continue;
-    peek_t *pk = peek_find(w, m->topic, m->partition);
-    if (!pk || !pk->in_pass) {
-      if (!handle_job(w, m)) altar_msg_free(m); /* a partition read as usual */
-      continue;
-    }
-    if (pk->rewind < 0) pk->rewind = m->offset;
-    pk->next = m->offset + 1;
-    char type[16];
-    altar_control_msg_t c = {0};
-    if (m->value && altar_peek_type(m->value, m->value_len, type, sizeof type) == ALTAR_OK && !strcmp(type, "control") &&
-        altar_decode_control(m->value, m->value_len, &c, &e) == ALTAR_OK && c.event == ALTAR_CTL_CANCEL)
-      apply_cancel(w, &c);
-    altar_control_msg_clear(&c);
+  obey_early(w, m);
+  if (altar__lookahead_push(&w->ahead, m) != ALTAR_OK) {
     altar_msg_free(m);
+    set_fatal(w, ALTAR_ENOMEM, "looking ahead", NULL);
   }
-  for (size_t i = 0; i < w->n_peeks; i++) {
-    peek_t *pk = &w->peeks[i];
-    if (!pk->in_pass) continue;
-    pk->in_pass = false;
-    altar_tp_t tp = {pk->topic, pk->partition, ALTAR_OFFSET_INVALID};
-    altar_transport_pause(w->o->transport, &tp, 1, &e);
-    if (pk->rewind >= 0) altar_transport_seek(w->o->transport, pk->topic, pk->partition, pk->rewind, &e);
+}
+
+/* Takes queued records in, in log order per partition, while they can
+ * start: one per partition per round, so none starves the others. No
+ * pointer into the look-ahead is kept across handle_job (its produce may
+ * serve a rebalance, which drops queues). */
+static void lookahead_feed(worker_t *w) {
+  for (bool moved = w->ahead.records > 0; moved && !w->fatal;) {
+    moved = false;
+    for (size_t i = 0; i < w->ahead.n_queues && !w->fatal; i++) {
+      const altar__lookahead_queue_t *q = &w->ahead.queues[i];
+      if (q->head == q->n) continue;
+      const altar_msg_t *h = q->msgs[q->head];
+      if (takes_slot(w, h) && !slot_free(w, h->topic)) continue;
+      altar_msg_t *m = altar__lookahead_pop(&w->ahead, h->topic, h->partition);
+      if (!handle_job(w, m)) altar_msg_free(m);
+      moved = true;
+    }
   }
 }
 
@@ -1247,7 +1218,7 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
       held++;
     }
     waits_drop(w, parts[i].topic, parts[i].partition);
-    peeks_drop(w, parts[i].topic, parts[i].partition);
+    altar__lookahead_drop(&w->ahead, parts[i].topic, parts[i].partition);
     altar_offset_tracker_revoke(w->tracker, parts[i].topic, parts[i].partition);
 
     for (size_t j = 0; j < w->n_parts; j++) {
@@ -1341,6 +1312,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
       break;
     }
     update_gates(&w);
+    lookahead_feed(&w);
     altar_msg_t *m = NULL;
     altar_error_t e = {0};
     /* Wait for the log no longer than until the next backend poll; right
@@ -1358,7 +1330,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     rc = altar_transport_consume(o->transport, wait, &m, &e);
     got_job = rc == ALTAR_OK && m;
     if (got_job) {
-      if (!handle_job(&w, m)) altar_msg_free(m);
+      take_record(&w, m);
     } else if (rc != ALTAR_OK) {
       consume_failed(&w, &e);
     }
@@ -1369,7 +1341,6 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     }
     altar_transport_poll(o->transport, 0);
     if (w.n_waits) waits_expire(&w);
-    peek_paused(&w);
     leases_if_due(&w);
     if (w.n_parts) {
       idle_since = mono_ms();
@@ -1386,7 +1357,8 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
       commit_all(&w);
       next_commit = mono_ms() + 100;
     }
-    if (o->exit_when_idle && !m && w.n_tasks == 0 && w.n_waits == 0 && w.outstanding == 0 && w.n_parts > 0) {
+    if (o->exit_when_idle && !m && w.n_tasks == 0 && w.n_waits == 0 && w.outstanding == 0 && w.n_parts > 0 &&
+        !w.ahead.records) {
       bool done = false;
       altar_error_t ce = {0};
       if (altar_transport_caught_up(o->transport, &done, &ce) == ALTAR_OK && done) {
@@ -1427,8 +1399,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   pools_free(&w);
   for (size_t i = 0; i < w.n_waits; i++) altar_msg_free(w.waits[i].msg);
   free(w.waits);
-  for (size_t i = 0; i < w.n_peeks; i++) free(w.peeks[i].topic);
-  free(w.peeks);
+  altar__lookahead_free(&w.ahead);
   altar__cancel_set_free(&w.cancels);
   altar_offset_tracker_free(w.tracker);
   if (w.fatal) {

@@ -9,8 +9,10 @@
  *   so a restart or rebalance re-runs only jobs that were really unfinished.
  * - It reads the jobs topic of every pool its backend serves (pools.h;
  *   the pools of its capacity report). Slots gate intake per pool: a pool
- *   with no free slot (or a worker with every slot busy) has its topic
- *   paused, while consume keeps being called so the group never expels it.
+ *   with no free slot (or a worker with every slot busy) starts nothing; its
+ *   records go to the look-ahead (lookahead.h), where control messages are
+ *   obeyed at once, and only a full look-ahead pauses its topic, while
+ *   consume keeps being called so the group never expels it.
  * - Every job whose identity it can read ends with a terminal status event:
  *   one it will not run is refused with a reason (intake.h), never dropped;
  *   an event too large in full is sent reduced. No message's content stops

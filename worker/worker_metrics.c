@@ -19,7 +19,7 @@ int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg
       C(status_events, "altar_worker_status_events_total", "Status events acknowledged by the log."),
       G(in_flight, "altar_worker_in_flight", "Tasks running whose terminal status is not yet sent."),
       G(slots, "altar_worker_slots", "Tasks this worker runs at most at once."),
-      G(paused, "altar_worker_paused", "1 while intake is paused because every slot is busy, else 0."),
+      G(paused, "altar_worker_paused", "1 while every slot is busy (no new job is started), else 0."),
 #undef C
 #undef G
   };

@@ -136,12 +136,6 @@ for r in mine:
         if not r["consumed"]:
             bad.append("the new shard's record is still open")
         continue
-    if sys.argv[3] == "kafka" and r["state"] == "succeeded" and r["consumed"]:
-        # Known open bug (README, #18): on Kafka the worker sometimes misses
-        # some of the job's tasks, which then run to the end. Their groups
-        # were still settled as cancelled (checked above on the dead topic).
-        print("  KNOWN BUG (#18): record %s ran to the end despite the cancel" % r["handle"]["external_id"], file=sys.stderr)
-        continue
     if r["state"] != "failed" or f.get("reason") != "cancelled" or not r["consumed"]:
         bad.append("record %s: state %s reason %s consumed %s" % (r["handle"]["external_id"], r["state"], f.get("reason"), r["consumed"]))
 for b in bad:

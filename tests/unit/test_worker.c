@@ -163,6 +163,8 @@ static void make_topics(const char *dir, int32_t job_parts) {
   altar_transport_close(t);
 }
 
+static char last_job_id[ALTAR_RUN_ID_MAX + 1]; /* of the last submit */
+
 /* Submits one job per outcome, in order; fold i gets outcomes[i]. */
 static void submit(const char *dir, const char *const *outcomes, size_t n) {
   altar_transport_t *t = open_local(dir);
@@ -189,6 +191,7 @@ static void submit(const char *dir, const char *const *outcomes, size_t n) {
   int rc = altar_job_queue_submit(&q, "shard", v, n, run_id, &err);
   if (rc) fprintf(stderr, "submit: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
+  memcpy(last_job_id, run_id, sizeof last_job_id);
   for (size_t i = 0; i < n; i++) altar_spec_clear(&v[i]);
   free(v);
   altar_transport_close(t);
@@ -802,6 +805,59 @@ static void test_commit_retried_after_failure(void) {
   free(dir);
 }
 
+
+/* A cancel behind jobs that wait for the only slot is acted on when it is
+ * read, not when a slot frees (here none would: the running task never
+ * ends by itself): the running task is cancelled, the queued ones of the
+ * job are refused as cancelled, another job behind them runs, and every
+ * offset is committed. */
+static void test_cancel_behind_queued_jobs(void) {
+  char *dir = altar_test_tmpdir("worker-cancel");
+  make_topics(dir, 1);
+  const char *outcomes[] = {"hang", "hang", "ok", "ok"};
+  submit(dir, outcomes, 4);
+  char job[ALTAR_RUN_ID_MAX + 1];
+  memcpy(job, last_job_id, sizeof job);
+  altar_control_msg_t c = {.v = ALTAR_SCHEMA_VERSION, .event = ALTAR_CTL_CANCEL, .partition = 0, .job_id = job, .ts = 1};
+  altar_buf_t b = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_encode_control(&c, &b, &err) == 0);
+  produce_raw(dir, b.data, b.len);
+  altar_buf_free(&b);
+  const char *other[] = {"ok"};
+  submit(dir, other, 1);
+
+  static fake_t f;
+  memset(&f, 0, sizeof f);
+  f.polls_to_finish = 2;
+  volatile sig_atomic_t stop = 0;
+  f.stop = &stop;
+  f.stop2_after_polls = 20000; /* a bound, should the cancel be missed: fail, not hang */
+  altar_transport_t *t = open_local(dir);
+  altar_worker_stats_t st = {0};
+  CU_ASSERT_FATAL(run_worker(t, &f, 1, 0, 5000, &stop, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(stop, 0);
+  CU_ASSERT_EQUAL_FATAL(f.n, 2); /* the first hang and the other job's shard */
+  CU_ASSERT_STRING_EQUAL(f.t[0].outcome, "hang");
+  CU_ASSERT(f.t[0].cancelled);
+  CU_ASSERT_EQUAL(f.cancelled_live, 1);
+  CU_ASSERT_EQUAL(st.succeeded, 1);
+  CU_ASSERT_EQUAL(st.failed, 4);
+  load_status(dir);
+  size_t cancelled = 0;
+  for (size_t i = 0; i < n_evs; i++)
+    if (evs[i].state == ALTAR_STATE_FAILED && evs[i].failure && !strcmp(evs[i].failure->reason, "cancelled")) {
+      cancelled++;
+      CU_ASSERT_STRING_EQUAL(altar_strmap_get(&evs[i].handle.labels, "job_id"), job);
+    }
+  CU_ASSERT_EQUAL(cancelled, 4);
+  clear_status();
+  CU_ASSERT_EQUAL(committed(dir, 0, NULL), 6);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static int setup(void) {
   int rc = altar_transport_register(&altar_transport_local_ops);
   return rc == 0 || rc == ALTAR_EEXIST ? 0 : -1;
@@ -817,6 +873,7 @@ static void add(void) {
   ALTAR_TEST(test_waits_for_holder);
   ALTAR_TEST(test_staging_failures_are_terminal);
   ALTAR_TEST(test_commit_retried_after_failure);
+  ALTAR_TEST(test_cancel_behind_queued_jobs);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
