@@ -8,6 +8,7 @@
 #include "altar/pools.h"
 #include "heartbeat.h"
 #include "offset_tracker.h"
+#include "worker/cancel_meta.h"
 #include "worker/cancel_set.h"
 #include "worker/intake.h"
 #include "worker/lookahead.h"
@@ -1054,11 +1055,14 @@ static void poll_tasks(worker_t *w, int partition_filter, const char *topic_filt
  * commit failed (it is then tried again on the next call). */
 static bool commit_partition(worker_t *w, const char *topic, int32_t partition) {
   int64_t off;
-  char meta[ALTAR_OFFSET_META_MAX + 1];
+  char meta[ALTAR_OFFSET_META_MAX + ALTAR_CANCEL_META_MAX + 1];
   bool changed;
-  if (altar_offset_tracker_commit_point(w->tracker, topic, partition, &off, meta, sizeof meta, &changed) ||
+  if (altar_offset_tracker_commit_point(w->tracker, topic, partition, &off, meta, ALTAR_OFFSET_META_MAX + 1, &changed) ||
       !changed || off < 0)
     return true;
+  /* A commit past a cancel carries it on (cancel_meta.h): the commit point
+   * moves past a cancel only once it was obeyed, so the set holds it. */
+  altar__cancel_meta_append(&w->cancels, meta, sizeof meta);
   altar_error_t e = {0};
   if (altar_transport_commit(w->o->transport, topic, partition, off, meta[0] ? meta : NULL, &e) != ALTAR_OK) {
     /* Else the tracker would report no change and the commit never be retried. */
@@ -1170,6 +1174,28 @@ static void drain(worker_t *w, int64_t deadline_ms) {
   reap_acked(w);
 }
 
+/* Cancels the partition's previous owner had obeyed (its commit carried
+ * them): obeyed here too, as if read again. */
+static void restore_cancels(worker_t *w, const char *topic, int32_t partition, const char *list) {
+  altar__cancel_set_t got = {0};
+  size_t added = 0, bad = 0;
+  if (altar__cancel_meta_parse(list, &got, &added, &bad) != ALTAR_OK) {
+    altar__cancel_set_free(&got);
+    set_fatal(w, ALTAR_ENOMEM, "restoring cancels", NULL);
+    return;
+  }
+  if (bad) wlog(w, "%s/%" PRId32 ": %zu cancel(s) in the committed metadata do not decode; ignored", topic, partition, bad);
+  size_t before = w->cancels.n;
+  for (size_t i = 0; i < got.n && !w->fatal; i++) {
+    altar_control_msg_t c = {.event = ALTAR_CTL_CANCEL, .partition = partition, .job_id = got.job_ids[i],
+                             .group_key = got.group_keys[i]};
+    apply_cancel(w, &c);
+  }
+  if (w->cancels.n > before)
+    wlog(w, "%s/%" PRId32 ": %zu cancel(s) carried in its commit restored", topic, partition, w->cancels.n - before);
+  altar__cancel_set_free(&got);
+}
+
 static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
                          void *ctx) {
   worker_t *w = ctx; /* run detaches before its frame goes */
@@ -1182,8 +1208,10 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
         wlog(w, "reading the committed offset of %s/%" PRId32 " failed: %s", parts[i].topic, parts[i].partition,
              e.msg);
       altar_error_t me = {0};
+      char *cancels = altar__cancel_meta_split(meta);
       altar_offset_tracker_assign(w->tracker, parts[i].topic, parts[i].partition, off >= 0 ? off : -1, meta, &me);
       if (me.msg[0]) wlog(w, "%s", me.msg);
+      if (cancels) restore_cancels(w, parts[i].topic, parts[i].partition, cancels);
       free(meta);
       if (w->n_parts == w->cap_parts) {
         size_t cap = w->cap_parts ? w->cap_parts * 2 : 8;

@@ -164,6 +164,7 @@ static void make_topics(const char *dir, int32_t job_parts) {
 }
 
 static char last_job_id[ALTAR_RUN_ID_MAX + 1]; /* of the last submit */
+static const char *submit_job_id;              /* the job id the next submit uses; NULL: minted */
 
 /* Submits one job per outcome, in order; fold i gets outcomes[i]. */
 static void submit(const char *dir, const char *const *outcomes, size_t n) {
@@ -177,6 +178,7 @@ static void submit(const char *dir, const char *const *outcomes, size_t n) {
     snprintf(fold, sizeof fold, "%zu", i);
     altar_spec_set_label(s, "fold", fold);
     altar_spec_set_label(s, "outcome", outcomes[i]);
+    if (submit_job_id) altar_spec_set_label(s, ALTAR_JOB_ID_LABEL, submit_job_id);
     if (!strncmp(outcomes[i], "stage-", 6)) {
       char uri[64];
       snprintf(uri, sizeof uri, "fake://%s", outcomes[i] + 6);
@@ -853,7 +855,27 @@ static void test_cancel_behind_queued_jobs(void) {
     }
   CU_ASSERT_EQUAL(cancelled, 4);
   clear_status();
-  CU_ASSERT_EQUAL(committed(dir, 0, NULL), 6);
+  char *meta = NULL;
+  CU_ASSERT_EQUAL(committed(dir, 0, &meta), 6);
+  CU_ASSERT(meta && strstr(meta, job)); /* the commit carries the cancel on */
+  free(meta);
+
+  /* A new worker starts past the cancel on the log: it learns the cancel
+   * from the commit and refuses a later shard of the job unstarted. */
+  submit_job_id = job;
+  const char *late[] = {"ok"};
+  submit(dir, late, 1);
+  submit_job_id = NULL;
+  static fake_t g;
+  memset(&g, 0, sizeof g);
+  g.polls_to_finish = 2;
+  t = open_local(dir);
+  memset(&st, 0, sizeof st);
+  CU_ASSERT_FATAL(run_worker(t, &g, 1, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(g.n, 0);
+  CU_ASSERT_EQUAL(st.failed, 1);
+  CU_ASSERT_EQUAL(committed(dir, 0, NULL), 7);
   altar_test_rmtree(dir);
   free(dir);
 }
