@@ -155,12 +155,19 @@ static void assign_partitions(altar__kafka_t *k, rd_kafka_t *rk, rd_kafka_topic_
     /* The callback was told: take them back so its view stays true. */
     if (told) tell(k, ALTAR_REBALANCE_REVOKE, parts);
   } else if (told) {
+    /* Each partition gets the state the callback chose, both ways: a
+     * partition paused when it was revoked comes back still paused in
+     * librdkafka, and nothing else would ever resume it. */
     rd_kafka_topic_partition_list_t *pl = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_t *rl = rd_kafka_topic_partition_list_new(1);
     for (int i = 0; i < l->cnt; i++)
-      if (paused[i]) rd_kafka_topic_partition_list_add(pl, l->elems[i].topic, l->elems[i].partition);
+      rd_kafka_topic_partition_list_add(paused[i] ? pl : rl, l->elems[i].topic, l->elems[i].partition);
     if (pl->cnt && rd_kafka_pause_partitions(rk, pl))
       altar__kafka_warn(k, "rebalance: pausing %d partitions failed", pl->cnt);
+    if (rl->cnt && rd_kafka_resume_partitions(rk, rl))
+      altar__kafka_warn(k, "rebalance: resuming %d partitions failed", rl->cnt);
     rd_kafka_topic_partition_list_destroy(pl);
+    rd_kafka_topic_partition_list_destroy(rl);
   } else {
     tell(k, ALTAR_REBALANCE_ASSIGN, parts);
   }

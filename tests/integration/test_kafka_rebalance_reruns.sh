@@ -82,7 +82,7 @@ deadline=$(( $(date +%s) + 300 ))
 while [ "$(sort -u "$dir/data/runs.log" 2>/dev/null | wc -l)" -lt "$SHARDS" ]; do
   if [ "$(date +%s)" -ge "$deadline" ]; then
     echo "FAIL: timed out with $(sort -u "$dir/data/runs.log" | wc -l) of $SHARDS shards run"
-    tail -5 "$dir"/worker*.log
+    tail -n 5 "$dir"/worker*.log
     exit 1
   fi
   sleep 1
