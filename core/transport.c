@@ -174,12 +174,20 @@ void altar_transport_log(altar_transport_t *t, int level, const char *fmt, ...) 
   }
 }
 
+void altar_transport_set_delivery(altar_transport_t *t, altar_delivery_cb cb, void *ctx, altar_delivery_cb *pprev,
+                                  void **pprev_ctx) {
+  if (pprev) *pprev = t ? t->opts.on_delivery : NULL;
+  if (pprev_ctx) *pprev_ctx = t ? t->opts.delivery_ctx : NULL;
+  if (!t) return;
+  t->opts.on_delivery = cb;
+  t->opts.delivery_ctx = ctx;
+}
+
 void altar_transport_detach(altar_transport_t *t) {
   if (!t) return;
   t->rebalance_cb = NULL;
   t->rebalance_ctx = NULL;
-  t->opts.on_delivery = NULL;
-  t->opts.delivery_ctx = NULL;
+  altar_transport_set_delivery(t, NULL, NULL, NULL, NULL);
 }
 
 void altar__transport_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts,

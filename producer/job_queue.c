@@ -289,9 +289,9 @@ int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t 
   }
   if (rc) return rc;
   acks_t acks = {0};
-  altar_transport_opts_t saved = q->transport->opts;
-  q->transport->opts.on_delivery = on_delivery;
-  q->transport->opts.delivery_ctx = &acks;
+  altar_delivery_cb prev_cb;
+  void *prev_ctx;
+  altar_transport_set_delivery(q->transport, on_delivery, &acks, &prev_cb, &prev_ctx);
   double now;
   {
     struct timespec ts;
@@ -320,7 +320,7 @@ int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t 
   }
   altar_buf_free(&b);
   if (!rc) rc = altar_transport_flush(q->transport, 120000, err);
-  q->transport->opts = saved;
+  altar_transport_set_delivery(q->transport, prev_cb, prev_ctx, NULL, NULL);
   if (!rc && acks.failed)
     rc = altar_error_set(err, ALTAR_ETRANSPORT, "submit: %zu of %zu job message(s) not acknowledged: %s", acks.failed,
                          n, acks.first_error);

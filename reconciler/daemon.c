@@ -321,8 +321,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   if (altar__reconciler_metrics_init(&d.metrics, o->metrics, &me)) dlog(&d, "metrics off: %s", me.msg);
   d.ob.on_published = o->on_published;
   d.ob.on_published_ctx = o->on_published_ctx;
-  o->transport->opts.on_delivery = altar__outbox_on_delivery;
-  o->transport->opts.delivery_ctx = &d.ob;
+  altar_transport_set_delivery(o->transport, altar__outbox_on_delivery, &d.ob, NULL, NULL);
   /* Whatever a previous life staged but did not see acknowledged goes out again. */
   rc = altar__outbox_publish_from(&d.ob, 0, err);
   const char *topics[] = {o->topics->status};

@@ -1307,8 +1307,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   w.lease_interval_ms = o->lease_interval_ms > 0 ? o->lease_interval_ms : 3000;
   w.lease_timeout_ms = o->lease_timeout_ms > 0 ? o->lease_timeout_ms
                                                : (3 * w.lease_interval_ms > 10000 ? 3 * w.lease_interval_ms : 10000);
-  o->transport->opts.on_delivery = on_delivery;
-  o->transport->opts.delivery_ctx = &w;
+  altar_transport_set_delivery(o->transport, on_delivery, &w, NULL, NULL);
   w.intake = (altar__intake_ctx_t){.backend = o->backend, .groups = o->groups, .jobs_topic = o->topics->jobs};
   int rc = pools_setup(&w, err);
   const char **topics = rc ? NULL : calloc(w.n_pools, sizeof *topics);

@@ -191,7 +191,8 @@ void altar_lag_list_free(altar_lag_list_t *l); /* NULL is fine */
 #define ALTAR_TRANSPORT_CAP_MULTI_PROCESS 0x2u /* several processes may share it */
 
 /* A transport instance. Made by altar_transport_new; freed by
- * altar_transport_close. Implementers read opts; nobody else touches it.
+ * altar_transport_close. Implementers read opts; callers change its delivery
+ * callback only through altar_transport_set_delivery.
  * The subscriber's rebalance callback sits here, reached through the
  * wrappers (implementers get altar__transport_rebalance instead), so that
  * altar_transport_detach can drop it. */
@@ -356,6 +357,13 @@ void altar_transport_log(altar_transport_t *t, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Fires t->opts.on_delivery (if set) with dr. For implementers. */
 void altar_transport_deliver(altar_transport_t *t, const altar_delivery_t *dr);
+
+/* Sets who hears t's delivery reports (cb NULL: nobody) and returns the
+ * previous callback and context through pprev / pprev_ctx (either may be
+ * NULL), so a caller that borrows a handle can put them back. The only way
+ * to change them: nobody writes t->opts' callback fields. */
+void altar_transport_set_delivery(altar_transport_t *t, altar_delivery_cb cb, void *ctx, altar_delivery_cb *pprev,
+                                  void **pprev_ctx);
 
 /* After it returns no rebalance callback (the one given to subscribe) and no
  * delivery report callback fires for t: not from consume, poll, flush, leave

@@ -229,7 +229,7 @@ static void test_wait_releases_only_when_due(void) {
   CU_ASSERT_EQUAL(altar_transport_create_topic(t, "jobs", 1, &err), 0);
   altar__outbox_t ob;
   CU_ASSERT_EQUAL_FATAL(altar__outbox_open(&ob, l, t, &err), 0);
-  t->opts.on_delivery = altar__outbox_on_delivery;
+  altar_transport_set_delivery(t, altar__outbox_on_delivery, NULL, NULL, NULL);
   altar__retry_wait_t w;
   CU_ASSERT_EQUAL_FATAL(altar__retry_wait_open(&w, l, &err), 0);
   CU_ASSERT_DOUBLE_EQUAL(w.next_due, 0, 0);
@@ -261,7 +261,7 @@ static void test_wait_releases_only_when_due(void) {
   CU_ASSERT_EQUAL_FATAL(altar_transport_list_topics(t, "jobs", 1000, &tl, &err), 0);
   CU_ASSERT_EQUAL(tl->topics[0].partitions[0].end, 2);
   altar_topic_list_free(tl);
-  t->opts.on_delivery = NULL;
+  altar_transport_set_delivery(t, NULL, NULL, NULL, NULL);
   altar_transport_close(t);
   altar_strmap_clear(&props);
   altar_ledger_close(l);
