@@ -2,7 +2,7 @@
 #ifndef ALTAR_K8S_INT_H
 #define ALTAR_K8S_INT_H
 
-#include "altar/kubernetes.h"
+#include "backends/k8s_api.h"
 
 struct altar_k8s {
   altar_k8s_runtime_t *rt;

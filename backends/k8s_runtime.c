@@ -1,6 +1,6 @@
 /* KubernetesRuntime: the vtable wrappers with their defaults, K8sJobInfo,
  * and reading Job state and failure causes out of API objects. */
-#include "altar/kubernetes.h"
+#include "backends/k8s_api.h"
 
 #include "altar/backend.h"
 #include "altar/log_tail.h"

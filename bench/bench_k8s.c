@@ -21,7 +21,7 @@
  * Usage: bench_k8s [N…]   (default 1000 2000 4000)
  * Needs ALTAR_K8S_DIR (default ${TMPDIR:-/tmp}/altar-k8s-16443). */
 #include "altar/buf.h"
-#include "altar/kubernetes.h"
+#include "backends/k8s_api.h"
 
 #include <curl/curl.h>
 #include <math.h>

@@ -17,7 +17,7 @@
 #include "altar/backend.h"
 #include "altar/buf.h"
 #include "altar/digest.h"
-#include "altar/kubernetes.h"
+#include "backends/k8s_api.h"
 #include "altar/storage.h"
 #include "backend_contract.h"
 #include "testutil.h"

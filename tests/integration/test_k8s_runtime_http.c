@@ -5,7 +5,7 @@
  * the timeout; and kubeconfigs that are malformed. Everything else runs
  * against the real control plane (test_k8s_real.c). */
 #include "altar/buf.h"
-#include "altar/kubernetes.h"
+#include "backends/k8s_api.h"
 #include "testutil.h"
 
 #include <curl/curl.h>

@@ -4,7 +4,7 @@
  * defaults, and failure explanation from API objects. */
 #include "altar/codec.h"
 #include "altar/digest.h"
-#include "altar/kubernetes.h"
+#include "backends/k8s_api.h"
 #include "altar/storage.h"
 #include "backend_contract.h"
 #include "testutil.h"
