@@ -5,14 +5,13 @@
  * through MODAL_SERVER_URL. The fake runs each sandbox's command as a local
  * process over the volume's directory, so exit codes, timeouts (124),
  * terminations (137), the digest-checking wrapper and the sandboxes' output
- * are real. Covers every
- * bridge operation, GPU requests (the SDK's older call family), a volume
- * round trip larger than one 8 MiB block, missing sandboxes and files,
- * refused credentials, the deadline that cancels a sandbox stuck in
- * scheduling, a failure detail made of the output's tail (both call families),
- * the backend and `altar run --backend modal` end to end, and an
- * installed altar finding its bridge without the source tree. The backend
- * contract suite runs here too, through the SDK and the fake. */
+ * are real. Covers every bridge operation, GPU requests (the SDK's older
+ * call family), a volume round trip larger than one 8 MiB block, missing
+ * sandboxes and files, refused credentials, the deadline that cancels a
+ * sandbox stuck in scheduling, a failure detail made of the output's tail
+ * (both call families), the backend and `altar run --backend modal` end to
+ * end, and an installed altar finding its bridge without the source tree.
+ * The backend contract suite runs here too, through the SDK and the fake. */
 #include "altar/buf.h"
 #include "altar/digest.h"
 #include "altar/modal.h"
