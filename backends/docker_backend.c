@@ -151,14 +151,9 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
                                   char *errstr, size_t errstr_size) {
   if (cfg) {
     for (size_t i = 0; i < cfg->n; i++) {
-      bool ok = false;
-      for (size_t k = 0; known_keys[k]; k++)
-        if (!strcmp(cfg->keys[i], known_keys[k])) ok = true;
-      if (!ok) {
-        snprintf(errstr, errstr_size,
-                 "backend 'local' (docker): unknown config key '%.64s' (known: data_root, slots, "
-                 "user, docker, storage, command_timeout_s, trust_records)",
-                 cfg->keys[i]);
+      char hint[160];
+      if (!altar_backend_knows_key(&altar_backend_docker, cfg->keys[i], hint, sizeof hint)) {
+        snprintf(errstr, errstr_size, "backend.%.64s: unknown key for the docker backend%s", cfg->keys[i], hint);
         return NULL;
       }
     }
@@ -287,6 +282,7 @@ const altar_backend_ops_t altar_backend_docker = {
     .name = "local",
     .input_digest_verification = ALTAR_VERIFY_STAGING,
     .create = docker_create,
+    .config_keys = known_keys,
     .destroy = docker_destroy,
     .capacity = docker_capacity,
     .check_resources = docker_check_resources,

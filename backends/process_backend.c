@@ -311,19 +311,16 @@ static void process_destroy(altar_backend_t *be) {
   be->impl = NULL;
 }
 
+/* The keys process_create reads (the config reader refuses others). */
+static const char *const process_keys[] = {"data_root", "slots", "storage", "log_cap", "memory", "pools", NULL};
+
 static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
-  static const char *const known[] = {"name", "data_root", "slots", "storage", "log_cap", "memory",
-                                      "pools", NULL};
   const char *data_root = "./var/data", *slots_s = NULL, *storage = "auto", *cap_s = NULL,
              *mem = "auto";
   for (size_t i = 0; cfg && i < cfg->n; i++) {
-    size_t k = 0;
-    while (known[k] && strcmp(known[k], cfg->keys[i])) k++;
-    if (!known[k]) {
-      snprintf(errstr, errstr_size,
-               "backend.%s: unknown key for 'process' (known: data_root, slots, storage, log_cap, "
-               "memory, pools)",
-               cfg->keys[i]);
+    char hint[160];
+    if (!altar_backend_knows_key(&altar_backend_process, cfg->keys[i], hint, sizeof hint)) {
+      snprintf(errstr, errstr_size, "backend.%.64s: unknown key for the process backend%s", cfg->keys[i], hint);
       return NULL;
     }
   }
@@ -464,6 +461,7 @@ const altar_backend_ops_t altar_backend_process = {
     .name = "process",
     .input_digest_verification = ALTAR_VERIFY_STAGING,
     .create = process_create,
+    .config_keys = process_keys,
     .destroy = process_destroy,
     .capacity = process_capacity,
     .check_resources = process_check_resources,
