@@ -16,8 +16,9 @@
 #define DOCKER_DEFAULT_CMD_TIMEOUT_S 120.0
 #define DOCKER_MAX_SLOTS 100000
 
-static const char *const known_keys[] = {"data_root", "slots",   "user",          "docker",
-                                         "storage",   "command_timeout_s", "trust_records", NULL};
+static const char *const known_keys[] = {"data_root",     "slots",     "user",          "docker",
+                                         "storage",       "command_timeout_s", "trust_records", "logs_keep",
+                                         "logs_keep_days", NULL};
 
 bool altar__docker_valid_id(const char *s) {
   if (!s) return false;
@@ -174,6 +175,7 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
     if (parse_i64("command_timeout_s", v, 1, 86400, &t, errstr, errstr_size) < 0) goto fail;
     dk->command_timeout_s = (double)t;
   }
+  if (!altar__log_retention_parse(cfg, &dk->retention, errstr, errstr_size)) goto fail;
   if (cfg && (v = altar_strmap_get(cfg, "trust_records")) &&
       parse_bool("trust_records", v, &dk->trust_records, errstr, errstr_size) < 0)
     goto fail;
@@ -221,6 +223,7 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
     goto fail;
   }
   if (!(dk->data_root = strdup(abs))) goto nomem;
+  altar__docker_logs_prune_if_due(dk);
   return dk;
 
 nomem:
