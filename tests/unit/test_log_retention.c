@@ -4,6 +4,7 @@
  * pruning at create with a live supervisor's output kept. Ages are set with
  * utimensat and the clock is passed in: no test waits. */
 #include "altar/backend.h"
+#include "altar/codec.h"
 #include "backends/log_retention.h"
 #include "testutil.h"
 
@@ -182,6 +183,55 @@ static void test_process_backend_prunes_at_create(void) {
   altar_strmap_clear(&cfg);
 }
 
+/* A task whose supervisor is alive keeps its output, though it is the
+ * oldest and past the age; finished tasks' output around it goes. */
+static void test_process_keeps_running_task_output(void) {
+  char data[4096], logs[4200];
+  snprintf(data, sizeof data, "%s/live", root);
+  mkdir(data, 0755);
+  snprintf(logs, sizeof logs, "%s/logs", data);
+  altar_strmap_t cfg = {0};
+  altar_strmap_set(&cfg, "data_root", data);
+  altar_strmap_set(&cfg, "logs_keep", "1MiB");
+  char errstr[512] = "";
+  altar_backend_t *be = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
+  CU_ASSERT_FATAL(be != NULL);
+  altar_spec_t *s = altar_spec_new("retention", "img");
+  altar_spec_add_arg(s, "sh");
+  altar_spec_add_arg(s, "-c");
+  altar_spec_add_arg(s, "echo still-here >&2; exec sleep 60");
+  char key[ALTAR_TASK_KEY_LEN + 1], live[4400], file[4500];
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_spec_identity(s, key, &err) == 0);
+  altar_handle_t h;
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
+  snprintf(live, sizeof live, "%s/%s", logs, key);
+  snprintf(file, sizeof file, "%s/stderr", live);
+  struct stat st;
+  for (int i = 0; i < 2000 && !(stat(file, &st) == 0 && st.st_size > 0); i++) {
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  CU_ASSERT_FATAL(stat(file, &st) == 0 && st.st_size > 0);
+  double now = (double)time(NULL);
+  struct timespec old[2] = {{(time_t)(now - 30 * 86400.0), 0}, {(time_t)(now - 30 * 86400.0), 0}};
+  CU_ASSERT(utimensat(AT_FDCWD, file, old, 0) == 0 && utimensat(AT_FDCWD, live, old, 0) == 0);
+  for (int i = 30; i < 33; i++) make_kept(logs, i, 1u << 20, now - (33 - i) * 60.0);
+  /* A second backend on the data root prunes at create. */
+  altar_backend_t *be2 = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
+  CU_ASSERT_FATAL(be2 != NULL);
+  CU_ASSERT(access(file, F_OK) == 0);
+  /* 3 MiB of finished output and the running task's few bytes: over 1 MiB
+   * until all the finished output is gone; the running one stays. */
+  CU_ASSERT(!kept(logs, 30) && !kept(logs, 31) && !kept(logs, 32));
+  altar_backend_destroy(be2);
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0);
+  altar_handle_clear(&h);
+  altar_spec_free(s);
+  altar_backend_destroy(be);
+  altar_strmap_clear(&cfg);
+}
+
 static int suite_init(void) {
   root = altar_test_tmpdir("log-retention");
   return 0;
@@ -199,6 +249,7 @@ static void add(void) {
   ALTAR_TEST(test_age_bound);
   ALTAR_TEST(test_settings_and_interval);
   ALTAR_TEST(test_process_backend_prunes_at_create);
+  ALTAR_TEST(test_process_keeps_running_task_output);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
