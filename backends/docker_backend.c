@@ -16,8 +16,9 @@
 #define DOCKER_DEFAULT_CMD_TIMEOUT_S 120.0
 #define DOCKER_MAX_SLOTS 100000
 
-static const char *const known_keys[] = {"data_root", "slots",   "user",          "docker",
-                                         "storage",   "command_timeout_s", "trust_records", NULL};
+static const char *const known_keys[] = {"data_root",     "slots",     "user",          "docker",
+                                         "storage",       "command_timeout_s", "trust_records", "logs_keep",
+                                         "logs_keep_days", NULL};
 
 bool altar__docker_valid_id(const char *s) {
   if (!s) return false;
@@ -151,14 +152,9 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
                                   char *errstr, size_t errstr_size) {
   if (cfg) {
     for (size_t i = 0; i < cfg->n; i++) {
-      bool ok = false;
-      for (size_t k = 0; known_keys[k]; k++)
-        if (!strcmp(cfg->keys[i], known_keys[k])) ok = true;
-      if (!ok) {
-        snprintf(errstr, errstr_size,
-                 "backend 'local' (docker): unknown config key '%.64s' (known: data_root, slots, "
-                 "user, docker, storage, command_timeout_s, trust_records)",
-                 cfg->keys[i]);
+      char hint[160];
+      if (!altar_backend_knows_key(&altar_backend_docker, cfg->keys[i], hint, sizeof hint)) {
+        snprintf(errstr, errstr_size, "backend.%.64s: unknown key for the docker backend%s", cfg->keys[i], hint);
         return NULL;
       }
     }
@@ -179,6 +175,7 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
     if (parse_i64("command_timeout_s", v, 1, 86400, &t, errstr, errstr_size) < 0) goto fail;
     dk->command_timeout_s = (double)t;
   }
+  if (!altar__log_retention_parse(cfg, &dk->retention, errstr, errstr_size)) goto fail;
   if (cfg && (v = altar_strmap_get(cfg, "trust_records")) &&
       parse_bool("trust_records", v, &dk->trust_records, errstr, errstr_size) < 0)
     goto fail;
@@ -226,6 +223,7 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
     goto fail;
   }
   if (!(dk->data_root = strdup(abs))) goto nomem;
+  altar__docker_logs_prune_if_due(dk);
   return dk;
 
 nomem:
@@ -287,6 +285,7 @@ const altar_backend_ops_t altar_backend_docker = {
     .name = "local",
     .input_digest_verification = ALTAR_VERIFY_STAGING,
     .create = docker_create,
+    .config_keys = known_keys,
     .destroy = docker_destroy,
     .capacity = docker_capacity,
     .check_resources = docker_check_resources,

@@ -5,6 +5,7 @@
 #define ALTAR_BACKENDS_DOCKER_INT_H
 
 #include "backends/docker.h"
+#include "backends/log_retention.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -17,6 +18,9 @@ typedef struct altar_docker {
   char *storage_name; /* Storage adapter for transfers; NULL = by uri scheme */
   double command_timeout_s;
   bool trust_records;
+  /* Of <data_root>/logs (backend.logs_keep, logs_keep_days): only ended
+   * containers' output is kept there, so none of it is a running task's. */
+  altar_log_retention_t retention;
   const altar_command_runner_t *runner; /* borrowed */
 } altar_docker_t;
 
@@ -79,6 +83,9 @@ int altar__docker_collect_outputs(altar_backend_t *be, const altar_transfer_t *o
 /* ---- submit, poll, cancel ---- */
 int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
                          altar_error_t *err);
+/* Prunes <data_root>/logs by dk->retention when a prune is due (poll). */
+void altar__docker_logs_prune_if_due(altar_docker_t *dk);
+
 int altar__docker_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n,
                        altar_status_t *pstatuses, altar_error_t *err);
 int altar__docker_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err);

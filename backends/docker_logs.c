@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -65,4 +66,13 @@ void altar__docker_add_logs(altar_docker_t *dk, const char *id, const char *task
     f->detail = d;
   }
   altar_cmd_result_clear(&res);
+}
+
+void altar__docker_logs_prune_if_due(altar_docker_t *dk) {
+  struct timespec mono;
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  if (!altar__log_retention_due(&dk->retention, (double)mono.tv_sec + mono.tv_nsec / 1e9)) return;
+  char dir[PATH_MAX + 80];
+  snprintf(dir, sizeof dir, "%s/logs", dk->data_root);
+  altar__logs_prune(dir, &dk->retention, (double)time(NULL), NULL, NULL, NULL);
 }

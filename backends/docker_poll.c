@@ -212,6 +212,7 @@ static int status_for(const altar_handle_t *h, const altar_docker_info_t *info, 
 int altar__docker_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n,
                        altar_status_t *pstatuses, altar_error_t *err) {
   altar_docker_t *dk = altar__docker(be);
+  altar__docker_logs_prune_if_due(dk); /* a clock read; the walk once a minute */
   if (n == 0) return 0;
   const char **ids = calloc(n, sizeof *ids);
   const char **kills = calloc(n, sizeof *kills);

@@ -307,6 +307,15 @@ static int parse_pool_map(const char *key, const char *text, altar_k8s_pool_t **
   return rc;
 }
 
+/* The keys kb_create reads (the config reader refuses others). data_root
+ * and slots are accepted and ignored: the cluster has the capacity. */
+static const char *const kb_keys[] = {"namespace", "mount_root", "pvc_name", "image_pull_policy",
+                                      "digest_verifier_image", "staging_root", "kubeconfig", "context",
+                                      "in_cluster", "data_root", "slots", "backoff_limit", "run_as_user",
+                                      "run_as_group", "fs_group", "trust_verification_records",
+                                      "settle_timeout_s", "request_timeout_ms", "max_retries",
+                                      "pool_node_selectors", "max_slots", "gpu_resources", NULL};
+
 static void *kb_create(const altar_strmap_t *props, char *errstr, size_t sz) {
   altar_k8s_config_t cfg;
   altar_k8s_config_init(&cfg);
@@ -344,7 +353,9 @@ static void *kb_create(const altar_strmap_t *props, char *errstr, size_t sz) {
     else if (!strcmp(key, "pool_node_selectors") || !strcmp(key, "max_slots") || !strcmp(key, "gpu_resources"))
       rc = parse_pool_map(key, v, &pools, &n_pools, errstr, sz);
     else {
-      snprintf(errstr, sz, "%s: unknown key for the kubernetes backend", key);
+      char hint[160];
+      altar_backend_knows_key(&altar_backend_kubernetes, key, hint, sizeof hint);
+      snprintf(errstr, sz, "backend.%.64s: unknown key for the kubernetes backend%s", key, hint);
       rc = ALTAR_EINVAL;
     }
   }
@@ -379,6 +390,7 @@ const altar_backend_ops_t altar_backend_kubernetes = {
     .name = "kubernetes",
     .input_digest_verification = ALTAR_VERIFY_TASK,
     .create = kb_create,
+    .config_keys = kb_keys,
     .destroy = kb_destroy,
     .capacity = kb_capacity,
     .check_resources = kb_check_resources,

@@ -125,6 +125,12 @@ static bool parse_ms(const char *key, const char *v, long *pms, char *errstr, si
   return true;
 }
 
+/* The keys mb_create reads (the config reader refuses others). data_root
+ * and slots are accepted and ignored: Modal autoscales. */
+static const char *const mb_keys[] = {"app_name", "volume_name",      "mount_root",     "python",
+                                      "bridge",   "reply_timeout_ms", "run_timeout_ms", "pool_accelerators",
+                                      "data_root", "slots",           NULL};
+
 static void *mb_create(const altar_strmap_t *props, char *errstr, size_t sz) {
   altar_modal_config_t cfg = {0};
   altar_modal_bridge_config_t bcfg = {0};
@@ -162,7 +168,9 @@ static void *mb_create(const altar_strmap_t *props, char *errstr, size_t sz) {
       }
       have_accs = true;
     } else {
-      snprintf(errstr, sz, "%s: unknown key for the modal backend", key);
+      char hint[160];
+      altar_backend_knows_key(&altar_backend_modal, key, hint, sizeof hint);
+      snprintf(errstr, sz, "backend.%.64s: unknown key for the modal backend%s", key, hint);
       altar_strmap_clear(&accs);
       return NULL;
     }
@@ -180,6 +188,7 @@ const altar_backend_ops_t altar_backend_modal = {
     .name = "modal",
     .input_digest_verification = ALTAR_VERIFY_TASK,
     .create = mb_create,
+    .config_keys = mb_keys,
     .destroy = mb_destroy,
     .check_resources = mb_check_resources,
     .stage_inputs = mb_stage,

@@ -219,7 +219,8 @@ static int call(bridge_t *b, json_t *req, const char *op, long limit_ms, json_t 
     return rc;
   }
   json_error_t je;
-  json_t *reply = json_loads(line, 0, &je);
+  /* NUL is allowed: a sandbox's output may hold one (json_string_length). */
+  json_t *reply = json_loads(line, JSON_ALLOW_NUL, &je);
   free(line);
   if (!reply) {
     bridge_stop(b);
@@ -298,6 +299,39 @@ static int b_terminate(void *impl, const char *id, altar_error_t *err) {
   return rc;
 }
 
+/* A malloc'd copy of the string member key of reply (NUL bytes kept). */
+static char *string_copy(const json_t *reply, const char *key, size_t *plen) {
+  const json_t *v = json_object_get(reply, key);
+  size_t n = json_is_string(v) ? json_string_length(v) : 0;
+  char *s = malloc(n + 1);
+  if (!s) return NULL;
+  if (n) memcpy(s, json_string_value(v), n);
+  s[n] = '\0';
+  *plen = n;
+  return s;
+}
+
+static int b_output(void *impl, const char *id, size_t max_bytes, char **perr, size_t *perr_len, char **pout,
+                    size_t *pout_len, altar_error_t *err) {
+  bridge_t *b = impl;
+  json_t *reply = NULL;
+  *perr = *pout = NULL;
+  *perr_len = *pout_len = 0;
+  int rc = call(b,
+                json_pack("{s:s, s:s, s:I}", "op", "sandbox_output", "sandbox_id", id, "max_bytes",
+                          (json_int_t)max_bytes),
+                "sandbox_output", b->reply_ms, &reply, err);
+  if (rc) return rc;
+  *perr = string_copy(reply, "stderr", perr_len);
+  *pout = string_copy(reply, "stdout", pout_len);
+  json_decref(reply);
+  if (*perr && *pout) return ALTAR_OK;
+  free(*perr);
+  free(*pout);
+  *perr = *pout = NULL;
+  return altar_error_set(err, ALTAR_ENOMEM, "modal sandbox_output: out of memory");
+}
+
 static void b_destroy(void *impl) {
   bridge_t *b = impl;
   if (!b) return;
@@ -315,6 +349,7 @@ static const altar_modal_runtime_ops_t bridge_ops = {
     .upload = b_upload,
     .download = b_download,
     .terminate_sandbox = b_terminate,
+    .read_output = b_output,
     .destroy = b_destroy,
 };
 

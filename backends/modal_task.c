@@ -10,11 +10,19 @@
 #include "altar/grow.h"
 
 #include "altar/digest.h"
+#include "altar/log_tail.h"
 #include "altar/paths.h"
+#include "altar/pools.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+extern char **environ;
+
+/* Output asked of an ended sandbox, per stream: more than the detail shows,
+ * so a secret cut at the window's start lies in the part the detail drops. */
+#define OUTPUT_WINDOW 8192
 
 /* $1: the verifier program, $2: its lines (one per input, newline-separated),
  * then the task's argv. Word splitting on newlines only, globbing off, so a
@@ -183,6 +191,30 @@ static altar_failure_t *failure_for_exit(int code) {
   }
 }
 
+/* f's detail followed by the tails of the sandbox's stderr and stdout, as
+ * the other backends build it. Output that cannot be read leaves the detail
+ * as it was: the exit code still tells the failure. */
+static void add_output(altar_modal_t *m, const char *id, altar_failure_t *f) {
+  if (!m->rt->ops->read_output) return;
+  char *er = NULL, *out = NULL;
+  size_t en = 0, on = 0;
+  altar_error_t ignored = {0};
+  if (m->rt->ops->read_output(m->rt->impl, id, OUTPUT_WINDOW, &er, &en, &out, &on, &ignored) == ALTAR_OK) {
+    /* The runtime's bound is trusted no further than the window. */
+    const char *e = er ? er + (en > OUTPUT_WINDOW ? en - OUTPUT_WINDOW : 0) : NULL;
+    const char *o = out ? out + (on > OUTPUT_WINDOW ? on - OUTPUT_WINDOW : 0) : NULL;
+    char *d = altar_detail_with_output(f->detail, e, en > OUTPUT_WINDOW ? OUTPUT_WINDOW : en, o,
+                                       on > OUTPUT_WINDOW ? OUTPUT_WINDOW : on, (const char *const *)environ,
+                                       ALTAR_BOUND_DETAIL);
+    if (d) {
+      free(f->detail);
+      f->detail = d;
+    }
+  }
+  free(er);
+  free(out);
+}
+
 int altar_modal_poll(altar_modal_t *m, const altar_handle_t *hs, size_t n, altar_status_t *st, altar_error_t *err) {
   int rc = ALTAR_OK;
   size_t done = 0;
@@ -205,6 +237,7 @@ int altar_modal_poll(altar_modal_t *m, const altar_handle_t *hs, size_t n, altar
     } else if (finished) {
       state = ALTAR_STATE_FAILED;
       f = failure_for_exit(code);
+      if (f) add_output(m, hs[i].external_id, f);
     }
     /* altar_status_init takes f, also when it fails. */
     if ((state == ALTAR_STATE_FAILED && !f) || altar_status_init(&st[i], &hs[i], state, f))

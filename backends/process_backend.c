@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- small shared helpers ---------------------------------------------- */
@@ -311,19 +312,18 @@ static void process_destroy(altar_backend_t *be) {
   be->impl = NULL;
 }
 
+/* The keys process_create reads (the config reader refuses others). */
+static const char *const process_keys[] = {"data_root", "slots",     "storage",        "log_cap",
+                                           "memory",    "pools",     "logs_keep",      "logs_keep_days",
+                                           NULL};
+
 static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
-  static const char *const known[] = {"name", "data_root", "slots", "storage", "log_cap", "memory",
-                                      "pools", NULL};
   const char *data_root = "./var/data", *slots_s = NULL, *storage = "auto", *cap_s = NULL,
              *mem = "auto";
   for (size_t i = 0; cfg && i < cfg->n; i++) {
-    size_t k = 0;
-    while (known[k] && strcmp(known[k], cfg->keys[i])) k++;
-    if (!known[k]) {
-      snprintf(errstr, errstr_size,
-               "backend.%s: unknown key for 'process' (known: data_root, slots, storage, log_cap, "
-               "memory, pools)",
-               cfg->keys[i]);
+    char hint[160];
+    if (!altar_backend_knows_key(&altar_backend_process, cfg->keys[i], hint, sizeof hint)) {
+      snprintf(errstr, errstr_size, "backend.%.64s: unknown key for the process backend%s", cfg->keys[i], hint);
       return NULL;
     }
   }
@@ -344,6 +344,8 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
              cap_s);
     return NULL;
   }
+  altar_log_retention_t retention;
+  if (!altar__log_retention_parse(cfg, &retention, errstr, errstr_size)) return NULL;
   if (strcmp(mem, "auto") && strcmp(mem, "watchdog")) {
     snprintf(errstr, errstr_size, "backend.memory: '%.40s' is neither 'auto' nor 'watchdog'", mem);
     return NULL;
@@ -368,6 +370,7 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
   p->keys_fd = -1;
   p->slots = slots;
   p->log_cap = (size_t)cap;
+  p->retention = retention;
   p->data_root = strdup(abs);
   p->storage = strdup(storage);
   size_t tl = strlen(abs) + sizeof "/tasks";
@@ -399,7 +402,9 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
   }
   choose_cgroup(p, mem);
   altar__proc_spare_sweep(p);
-  altar__proc_logs_sweep(p, ALTAR_PROC_LOG_RETENTION_S);
+  struct timespec mono;
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  altar__proc_logs_prune_if_due(p, (double)mono.tv_sec + mono.tv_nsec / 1e9);
   return p;
 nomem:
   snprintf(errstr, errstr_size, "backend 'process': out of memory");
@@ -464,6 +469,7 @@ const altar_backend_ops_t altar_backend_process = {
     .name = "process",
     .input_digest_verification = ALTAR_VERIFY_STAGING,
     .create = process_create,
+    .config_keys = process_keys,
     .destroy = process_destroy,
     .capacity = process_capacity,
     .check_resources = process_check_resources,

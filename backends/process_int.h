@@ -33,6 +33,7 @@
 
 #include "altar/backend.h"
 #include "altar/paths.h"
+#include "backends/log_retention.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -60,6 +61,7 @@ typedef struct altar_process {
   char **pools; /* advertised pools (backend.pools), sharing the slots */
   size_t n_pools;
   size_t log_cap;  /* bytes kept per stream */
+  altar_log_retention_t retention; /* of <logs_dir> (backend.logs_keep, logs_keep_days) */
   char *storage;   /* Storage adapter name used for staging */
   /* Tasks this object submitted or adopted and has not yet seen terminal;
    * capacity counts them. */
@@ -126,10 +128,12 @@ char *altar__proc_detail_with_logs(const char *base, const char *dir);
  * worker's secret environment variables replaced (nothing to do, and no
  * read, when the environment holds none). */
 void altar__proc_redact_logs(const char *dir);
-/* Deletes kept output not written for max_age_s (at create): a group
- * settles within minutes to days, the logs must not grow for ever. */
-#define ALTAR_PROC_LOG_RETENTION_S (14.0 * 24 * 3600)
-void altar__proc_logs_sweep(const altar_process_t *p, double max_age_s);
+/* Prunes kept output by p->retention (log_retention.h), never a task whose
+ * supervisor is alive; at create, then from poll at most once per
+ * ALTAR_LOGS_PRUNE_INTERVAL_S. pfacts may be NULL. */
+void altar__proc_logs_prune(altar_process_t *p, altar_logs_prune_facts_t *pfacts);
+/* altar__proc_logs_prune when one is due at monotonic time now. */
+void altar__proc_logs_prune_if_due(altar_process_t *p, double now);
 
 /* Reads the task's state: terminal statuses come with *pfailure (caller
  * frees). Never blocks. */

@@ -98,19 +98,19 @@ void altar__proc_redact_logs(const char *dir) {
   redact_file(dir, "stderr");
 }
 
-void altar__proc_logs_sweep(const altar_process_t *p, double max_age_s) {
-  DIR *d = opendir(p->logs_dir);
-  if (!d) return;
-  time_t now = time(NULL);
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    if (strlen(de->d_name) != ALTAR_TASK_KEY_LEN) continue; /* only ours: <task key> */
-    struct stat st;
-    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) continue;
-    if (difftime(now, st.st_mtime) < max_age_s) continue;
-    char path[ALTAR_PATH_BUF + 80];
-    snprintf(path, sizeof path, "%s/%s", p->logs_dir, de->d_name);
-    altar__proc_rmtree(path);
-  }
-  closedir(d);
+/* A key's output stays while its supervisor lives (asked under the keys
+ * lock, so no submit of the key starts between the check and the removal). */
+static bool key_running(const char *key, void *ctx) {
+  char id[ALTAR_PROC_ID_MAX + 1];
+  return altar__proc_keys_find_live(ctx, key, id);
+}
+
+void altar__proc_logs_prune(altar_process_t *p, altar_logs_prune_facts_t *pfacts) {
+  altar__proc_keys_lock(p);
+  altar__logs_prune(p->logs_dir, &p->retention, (double)time(NULL), key_running, p, pfacts);
+  altar__proc_keys_unlock(p);
+}
+
+void altar__proc_logs_prune_if_due(altar_process_t *p, double now) {
+  if (altar__log_retention_due(&p->retention, now)) altar__proc_logs_prune(p, NULL);
 }

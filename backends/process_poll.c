@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool reason_valid(const char *r) {
@@ -150,6 +151,10 @@ int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, al
                      altar_error_t *err) {
   altar_process_t *p = be->impl;
   altar__proc_reap(p);
+  /* A clock read per poll; the walk of the kept output once a minute. */
+  struct timespec mono;
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  altar__proc_logs_prune_if_due(p, (double)mono.tv_sec + mono.tv_nsec / 1e9);
   for (size_t i = 0; i < n; i++) {
     altar_state_t state;
     altar_failure_t *f = NULL;

@@ -3,6 +3,7 @@
 #include "altar/backend.h"
 #include "altar/paths.h"
 #include "altar/registry.h"
+#include "altar/suggest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,12 +139,29 @@ altar_backend_t *altar_backend_wrap(const altar_backend_ops_t *ops, void *impl) 
   return be;
 }
 
-altar_backend_t *altar_backend_create(const altar_backend_ops_t *ops, const altar_strmap_t *cfg,
-                                      char *errstr, size_t errstr_size) {
+bool altar_backend_knows_key(const altar_backend_ops_t *ops, const char *key, char *hint, size_t hint_size) {
+  if (hint_size) hint[0] = '\0';
+  if (!ops->config_keys || !strcmp(key, "name")) return true;
+  for (size_t i = 0; ops->config_keys[i]; i++)
+    if (!strcmp(key, ops->config_keys[i])) return true;
+  altar_suggest_hint(key, (const char *const *)ops->config_keys, hint, hint_size);
+  return false;
+}
+
+/* altar_backend_create, naming the backend as the caller asked for it
+ * ("docker" rather than its registry name "local"). */
+static altar_backend_t *create_named(const altar_backend_ops_t *ops, const char *shown, const altar_strmap_t *cfg,
+                                     char *errstr, size_t errstr_size) {
   const char *miss = missing_member(ops);
   if (miss) {
     snprintf(errstr, errstr_size, "backend '%s': vtable lacks required member '%s'",
              ops->name ? ops->name : "?", miss);
+    return NULL;
+  }
+  for (size_t i = 0; cfg && i < cfg->n; i++) {
+    char hint[160];
+    if (altar_backend_knows_key(ops, cfg->keys[i], hint, sizeof hint)) continue;
+    snprintf(errstr, errstr_size, "backend.%.64s: unknown key for the %s backend%s", cfg->keys[i], shown, hint);
     return NULL;
   }
   if (errstr_size) errstr[0] = '\0';
@@ -155,6 +173,11 @@ altar_backend_t *altar_backend_create(const altar_backend_ops_t *ops, const alta
   altar_backend_t *be = altar_backend_wrap(ops, impl);
   if (!be) snprintf(errstr, errstr_size, "backend '%s': out of memory", ops->name);
   return be;
+}
+
+altar_backend_t *altar_backend_create(const altar_backend_ops_t *ops, const altar_strmap_t *cfg,
+                                      char *errstr, size_t errstr_size) {
+  return create_named(ops, ops->name, cfg, errstr, errstr_size);
 }
 
 void altar_backend_destroy(altar_backend_t *be) {
@@ -192,7 +215,7 @@ altar_backend_t *altar_backend_create_by_name(const char *name, const altar_strm
     snprintf(errstr, errstr_size, "backend.name: %s", e.msg);
     return NULL;
   }
-  return altar_backend_create(ops, cfg, errstr, errstr_size);
+  return create_named(ops, name, cfg, errstr, errstr_size);
 }
 
 /* ---- reasons ------------------------------------------------------------ */

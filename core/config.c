@@ -1,6 +1,7 @@
 /* altar.yaml: defaults, the YAML reader (libyaml document API), overrides. */
 #include "altar/config.h"
 
+#include "altar/backend.h"
 #include "altar/registry.h"
 #include "altar/suggest.h"
 #include "altar/transport.h"
@@ -103,20 +104,23 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
 
 /* ---- YAML ---- */
 
-#define READER_MAX_TRANSPORT_KEYS 64
+#define READER_MAX_SECTION_KEYS 64
+
+typedef struct key_at {
+  const char *key;
+  size_t line;
+} key_at_t;
 
 typedef struct reader {
   yaml_document_t doc;
   const char *file;
   altar_config_t *cfg;
   altar_error_t *err;
-  /* Keys given directly under transport:, checked against the named
-   * transport's own keys once the whole file is read. */
-  struct {
-    const char *key;
-    size_t line;
-  } tkeys[READER_MAX_TRANSPORT_KEYS];
-  size_t n_tkeys;
+  /* Keys given directly under transport: and backend:, checked against the
+   * named plug-in's own keys once the whole file is read (the name may come
+   * after them). */
+  key_at_t tkeys[READER_MAX_SECTION_KEYS], bkeys[READER_MAX_SECTION_KEYS];
+  size_t n_tkeys, n_bkeys;
 } reader_t;
 
 /* Refuses a key no part reads, with a suggestion from known. */
@@ -189,10 +193,10 @@ static int on_kafka(reader_t *r, const char *section, const char *key, yaml_node
 
 static int on_section_key(reader_t *r, const char *section, const char *key, yaml_node_t *k, yaml_node_t *v) {
   if (!strcmp(section, "transport") && !strcmp(key, "kafka")) return each_pair(r, v, "transport.kafka", on_kafka);
-  if (!strcmp(section, "transport") && strcmp(key, "name") && r->n_tkeys < READER_MAX_TRANSPORT_KEYS) {
-    r->tkeys[r->n_tkeys].key = key;
-    r->tkeys[r->n_tkeys++].line = k->start_mark.line + 1;
-  }
+  if (!strcmp(section, "transport") && strcmp(key, "name") && r->n_tkeys < READER_MAX_SECTION_KEYS)
+    r->tkeys[r->n_tkeys++] = (key_at_t){key, k->start_mark.line + 1};
+  if (!strcmp(section, "backend") && strcmp(key, "name") && r->n_bkeys < READER_MAX_SECTION_KEYS)
+    r->bkeys[r->n_bkeys++] = (key_at_t){key, k->start_mark.line + 1};
   static const char *const topics_keys[] = {"jobs", "status", "ready", "dead", "dlq", "partitions", "fleet", NULL};
   static const char *const ledger_keys[] = {"path", NULL};
   static const char *const metrics_keys[] = {"addr", NULL};
@@ -248,6 +252,20 @@ static int check_transport_keys(reader_t *r) {
   return ALTAR_OK;
 }
 
+/* Keys under backend: that the named backend does not read, the same way
+ * (`slotz: 2` would otherwise run with the default slots). */
+static int check_backend_keys(reader_t *r) {
+  const altar_backend_ops_t *ops = altar_registry_lookup(ALTAR_REGISTRY_BACKEND, r->cfg->backend_name);
+  if (!ops) return ALTAR_OK;
+  for (size_t i = 0; i < r->n_bkeys; i++) {
+    char hint[160];
+    if (altar_backend_knows_key(ops, r->bkeys[i].key, hint, sizeof hint)) continue;
+    return altar_error_set(r->err, ALTAR_ECONFIG, "%s:%zu: backend.%s: unknown key for the %s backend%s", r->file,
+                           r->bkeys[i].line, r->bkeys[i].key, r->cfg->backend_name, hint);
+  }
+  return ALTAR_OK;
+}
+
 static int config_read(const char *path, altar_config_t *cfg, altar_error_t *err) {
   FILE *f = fopen(path, "rb");
   if (!f) return altar_error_set(err, ALTAR_ECONFIG, "%s: %s", path, strerror(errno));
@@ -266,6 +284,7 @@ static int config_read(const char *path, altar_config_t *cfg, altar_error_t *err
   yaml_node_t *root = yaml_document_get_root_node(&r.doc);
   if (root) rc = each_pair(&r, root, "(top level)", on_top);
   if (!rc) rc = check_transport_keys(&r);
+  if (!rc) rc = check_backend_keys(&r);
   yaml_document_delete(&r.doc);
   yaml_parser_delete(&parser);
   fclose(f);

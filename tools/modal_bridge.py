@@ -18,6 +18,10 @@ Requests ("op" names the call) and their successful replies:
      "timeout_s": int, "tags": {str: str}}         -> {"ok": true, "sandbox_id": "sb-..."}
     {"op": "poll_sandbox", "sandbox_id"}           -> {"ok": true, "exit_code": int|null}  (null: running)
     {"op": "terminate_sandbox", "sandbox_id"}      -> {"ok": true}
+    {"op": "sandbox_output", "sandbox_id", "max_bytes": int}
+        -> {"ok": true, "stdout": str, "stderr": str, "stdout_cut": bool, "stderr_cut": bool}
+       (the last at most max_bytes of each stream, read to its end through
+       the SDK's stream readers; *_cut: earlier bytes were dropped)
     {"op": "upload", "volume_name", "local_path", "remote_path"}   -> {"ok": true}
     {"op": "download", "volume_name", "remote_path", "local_path"} -> {"ok": true}
 A failure replies {"ok": false, "kind": K, "error": message} with K one of
@@ -35,12 +39,15 @@ Credentials come from the usual Modal places (MODAL_TOKEN_ID and
 MODAL_TOKEN_SECRET in the environment, or ~/.modal.toml from `modal token
 new`); the bridge never prints them.
 """
+import collections
 import json
 import os
 import signal
 import sys
 
 SDK_MISSING_EXIT = 3
+# Bounds on what sandbox_output keeps of one stream.
+MAX_OUTPUT_BYTES = 1 << 20
 
 
 def reply(obj):
@@ -50,6 +57,33 @@ def reply(obj):
 
 class NotFound(Exception):
     pass
+
+
+def stream_tail(reader, max_bytes):
+    """The last at most max_bytes (UTF-8) of a sandbox stream read to its
+    end, and whether anything before them was dropped. Only the tail is
+    held, however much the sandbox wrote."""
+    kept = collections.deque()
+    size = 0
+    cut = False
+    try:
+        for chunk in reader:
+            data = chunk.encode("utf-8", "replace")
+            kept.append(data)
+            size += len(data)
+            while size - len(kept[0]) >= max_bytes:
+                size -= len(kept.popleft())
+                cut = True
+    except UnicodeDecodeError:
+        # The SDK decodes strictly: bytes that are not UTF-8 end the read
+        # there. What came before is still evidence.
+        pass
+    data = b"".join(kept)
+    if len(data) > max_bytes:
+        data = data[-max_bytes:]
+        cut = True
+    # A character split by the cut is dropped, not mangled.
+    return data.decode("utf-8", "ignore"), cut
 
 
 def need(req, key, kind):
@@ -130,6 +164,15 @@ class Bridge:
             return {}  # already gone: nothing to stop
         sb.terminate()
         return {}
+
+    def op_sandbox_output(self, req):
+        max_bytes = need(req, "max_bytes", int)
+        if not 0 < max_bytes <= MAX_OUTPUT_BYTES:
+            raise ValueError("max_bytes: want 1..%d" % MAX_OUTPUT_BYTES)
+        sb = self.sandbox(need(req, "sandbox_id", str))
+        err, err_cut = stream_tail(sb.stderr, max_bytes)
+        out, out_cut = stream_tail(sb.stdout, max_bytes)
+        return {"stderr": err, "stderr_cut": err_cut, "stdout": out, "stdout_cut": out_cut}
 
     def op_upload(self, req):
         local = need(req, "local_path", str)

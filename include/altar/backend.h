@@ -66,6 +66,11 @@ struct altar_backend_ops {
    * NULL on success; on failure NULL with a message in errstr. The backend's
    * destroy frees the impl. */
   void *(*create)(const altar_strmap_t *cfg, char *errstr, size_t errstr_size);
+  /* The keys create reads, NULL-terminated ("name" is always allowed).
+   * altar_backend_create and the config reader refuse any other key with a
+   * suggestion (the reader with its file and line), so a typo never falls
+   * back to a default. NULL: keys are left to create. */
+  const char *const *config_keys;
   /* Frees impl and everything the backend owns (not be itself). Tasks that
    * already run keep running where the platform allows. */
   void (*destroy)(altar_backend_t *be);
@@ -138,6 +143,9 @@ struct altar_backend_ops {
  * (also when ops lacks a required member). Free with altar_backend_destroy. */
 altar_backend_t *altar_backend_create(const altar_backend_ops_t *ops, const altar_strmap_t *cfg,
                                       char *errstr, size_t errstr_size);
+/* Whether ops reads key: "name", one of ops->config_keys, or any key when
+ * ops lists none. When not, hint gets " (did you mean \"X\"?)" or "". */
+bool altar_backend_knows_key(const altar_backend_ops_t *ops, const char *key, char *hint, size_t hint_size);
 /* Wraps an impl built by a backend-specific constructor (e.g. one taking an
  * injected command runner). Takes ownership of impl (freed through
  * ops->destroy, also when this returns NULL for lack of memory). */
@@ -291,9 +299,10 @@ static inline int altar_backend_recover(altar_backend_t *be, const altar_status_
  * tasks outlive the worker; verification "staging"; mount root = data_root.
  * Config keys: data_root (default ./var/data), slots (default 4), storage
  * ("auto" = the adapter for each uri's scheme, or an adapter name), log_cap
- * (bytes kept per stream, default 1 MiB), memory ("auto": a memory cgroup
- * when one can be made, else the RSS watchdog; "watchdog"). See
- * docs/backends.md. */
+ * (bytes kept per stream, default 1 MiB), logs_keep and logs_keep_days (the
+ * retention of kept output: total size, default 1 GiB; age, default 14),
+ * memory ("auto": a memory cgroup when one can be made, else the RSS
+ * watchdog; "watchdog"). See docs/backends.md. */
 extern const altar_backend_ops_t altar_backend_process;
 
 ALTAR_API_END

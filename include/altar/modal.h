@@ -51,6 +51,7 @@ typedef struct altar_modal_sandbox_req {
 
 /* Required: run_sandbox, poll_sandbox, upload, download. Optional:
  * terminate_sandbox (default: nothing, the sandbox runs out its timeout),
+ * read_output (default: a failure's detail is its exit code alone),
  * destroy. Calls return 0 or a negative ALTAR_E… code with err filled. */
 typedef struct altar_modal_runtime_ops {
   const char *name;
@@ -67,6 +68,11 @@ typedef struct altar_modal_runtime_ops {
                   altar_error_t *err);
   /* Stops a sandbox; a missing one is not an error. */
   int (*terminate_sandbox)(void *impl, const char *sandbox_id, altar_error_t *err);
+  /* The last at most max_bytes of an ended sandbox's stderr and stdout:
+   * *perr / *pout malloc'd (NUL-terminated, *perr_len / *pout_len bytes,
+   * which may hold NULs), both NULL on error. */
+  int (*read_output)(void *impl, const char *sandbox_id, size_t max_bytes, char **perr, size_t *perr_len,
+                     char **pout, size_t *pout_len, altar_error_t *err);
   void (*destroy)(void *impl);
 } altar_modal_runtime_ops_t;
 

@@ -68,6 +68,7 @@ refused "trailing comma: run names line 3" 'invalid JSON at line 3 column' \
   "$ALTAR" run comma.json --data-root "$T/data" --quiet
 
 # ---- config typos ------------------------------------------------------------
+printf '%s\n' '{"kind":"score","image":"none","command":["/bin/true"]}' >typo-free.json
 printf 'transport:\n  name: local\n  dri: %s/log\n' "$T" >dri.yaml
 refused "altar.yaml: a transport key typo" 'dri.yaml:3: transport.dri: unknown key for the local transport (did you mean "dir"?)' \
   "$ALTAR" submit --config dri.yaml lines.jsonl
@@ -77,6 +78,32 @@ refused "altar.yaml: a topics key typo" 'topics.yaml:3: topics.job: unknown key 
 printf 'transport: {name: local, dir: %s/log}\nbakend: {name: process}\n' "$T" >top.yaml
 refused "altar.yaml: a top-level typo" 'top.yaml:2: bakend: unknown key (did you mean "backend"?)' \
   "$ALTAR" reconciler --config top.yaml
+# Backend keys: each backend's own list, the line of the key, a suggestion.
+printf 'transport: {name: local, dir: %s/log}\nbackend:\n  name: process\n  data_root: %s/data\n  slotz: 2\n' "$T" "$T" >process.yaml
+refused "altar.yaml: a process backend key typo" 'process.yaml:5: backend.slotz: unknown key for the process backend (did you mean "slots"?)' \
+  "$ALTAR" worker --config process.yaml
+printf 'transport: {name: local, dir: %s/log}\nbackend:\n  name: docker\n  comand_timeout_s: 30\n' "$T" >docker.yaml
+refused "altar.yaml: a docker backend key typo" 'docker.yaml:4: backend.comand_timeout_s: unknown key for the docker backend (did you mean "command_timeout_s"?)' \
+  "$ALTAR" worker --config docker.yaml
+printf 'transport: {name: local, dir: %s/log}\nbackend:\n  name: kubernetes\n  namespace: batch\n  pvc_nam: data\n' "$T" >k8s.yaml
+refused "altar.yaml: a kubernetes backend key typo" 'k8s.yaml:5: backend.pvc_nam: unknown key for the kubernetes backend (did you mean "pvc_name"?)' \
+  "$ALTAR" worker --config k8s.yaml
+printf 'transport: {name: local, dir: %s/log}\nbackend: {name: modal,\n  app_nam: altar}\n' "$T" >modal.yaml
+refused "altar.yaml: a modal backend key typo" 'modal.yaml:3: backend.app_nam: unknown key for the modal backend (did you mean "app_name"?)' \
+  "$ALTAR" run --config modal.yaml typo-free.json
+printf 'transport: {name: local, dir: %s/log}\nbackend: {slotz: 2, name: process}\n' "$T" >late-name.yaml
+refused "altar.yaml: backend keys checked against a name given after them" 'late-name.yaml:2: backend.slotz: unknown key for the process backend (did you mean "slots"?)' \
+  "$ALTAR" worker --config late-name.yaml
+# A flag has no file or line; the backend refuses it when it is made (exit 1).
+"$ALTAR" worker --log-dir "$T/log" --data-root "$T/data" --set backend.slotz=2 >/dev/null 2>"$T/err" &&
+  fail "a backend key typo in a flag was accepted" ||
+  { grep -qF 'backend.slotz: unknown key for the process backend (did you mean "slots"?)' "$T/err" &&
+    ok "a backend key typo in a flag" || fail "a backend key typo in a flag: $(cat "$T/err")"; }
+"$ALTAR" worker --log-dir "$T/log" --backend docker --set backend.slotz=2 >/dev/null 2>"$T/err" &&
+  fail "a docker backend key typo in a flag was accepted" ||
+  { grep -qF 'backend.slotz: unknown key for the docker backend (did you mean "slots"?)' "$T/err" &&
+    ok "a docker backend key typo in a flag" || fail "a docker backend key typo in a flag: $(cat "$T/err")"; }
+
 printf '%s\n' '{"kind":"score","image":"none","command":["/bin/true"]}' >typo-free.jsonl
 printf 'transport: {name: local, dir: %s/log}\ngroups:\n  score:\n    group_by: [job_id]\n    ready_when: single\n    on_faild: retry\n' "$T" >groups.yaml
 refused "altar.yaml: a groups typo" "groups.yaml:6: groups.score: unknown key 'on_faild' (did you mean \"on_failed\"?)" \

@@ -15,7 +15,11 @@ staged through the SDK are what the command reads. Timeouts kill the process
 (the SDK reports 124), terminate kills it (137), and so does going past the
 sandbox's memory (resident set size, checked every 20 ms; reported as a
 kernel OOM kill with exit code 137). A GPU type given with --unschedulable-gpu
-is never scheduled.
+is never scheduled. A sandbox's stdout and stderr are kept and served the
+two ways the SDK reads them: SandboxGetLogs for the older family (sb- ids
+of 22 characters) and, for V2 sandboxes, a task command router (a second
+gRPC server, plain HTTP/2 on loopback, which the SDK allows for a localhost
+control plane) reached through SandboxGetCommandRouterAccess.
 
 Run it with the SDK's Python (both grpclib and aiohttp come with `modal`):
     python fake_modal_server.py --volume-root DIR --token-id ID --token-secret S
@@ -38,7 +42,8 @@ import grpclib.server
 from aiohttp import web
 from google.protobuf import empty_pb2
 from grpclib import GRPCError, Status
-from modal_proto import api_grpc, api_pb2
+from modal_proto import api_grpc, api_pb2, task_command_router_grpc
+from modal_proto import task_command_router_pb2 as sr_pb2
 
 BLOCK_SIZE = 8 * 1024 * 1024
 # An image builder version this SDK release accepts (modal/_image.py).
@@ -98,6 +103,12 @@ class Sandbox:
         self.done = asyncio.Event()
         self.timer = None
         self.ended_by = None  # "timeout" | "terminate" | "oom"
+        # What the command wrote, by file descriptor (1 stdout, 2 stderr),
+        # complete once output_done is set.
+        self.output = {1: bytearray(), 2: bytearray()}
+        self.output_grew = asyncio.Event()
+        self.output_done = asyncio.Event()
+        self.readers = []
 
     def record(self):
         d = self.definition
@@ -133,6 +144,8 @@ class FakeModal(api_grpc.ModalClientBase):
         self.blocks = {}  # sha256 hex -> bytes
         self.sandboxes = {}
         self.tokens = set()
+        self.router_url = ""
+        self.router_tokens = set()
 
     # ---- plumbing ----
 
@@ -170,6 +183,12 @@ class FakeModal(api_grpc.ModalClientBase):
         if sb is None:
             raise GRPCError(Status.NOT_FOUND, "Sandbox %s not found" % sid)
         return sb
+
+    def sandbox_by_task(self, task_id):
+        for sb in self.sandboxes.values():
+            if task_id and sb.task_id == task_id:
+                return sb
+        raise GRPCError(Status.NOT_FOUND, "no task %s" % task_id)
 
     # ---- apps, environments, auth, images ----
 
@@ -242,17 +261,28 @@ class FakeModal(api_grpc.ModalClientBase):
         d = sb.definition
         try:
             sb.proc = await asyncio.create_subprocess_exec(
-                *d.entrypoint_args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+                *d.entrypoint_args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True)
         except OSError as exc:
+            sb.output_done.set()
             self.finish(sb, api_pb2.GenericResult(status=api_pb2.GenericResult.GENERIC_STATUS_FAILURE,
                                                   exception=str(exc), exitcode=127))
             return
+        sb.readers = [asyncio.create_task(self.collect(sb, 1, sb.proc.stdout)),
+                      asyncio.create_task(self.collect(sb, 2, sb.proc.stderr))]
         if d.timeout_secs:
             sb.timer = asyncio.get_running_loop().call_later(d.timeout_secs, self.kill, sb, "timeout")
         if d.resources.memory_mb:
             asyncio.create_task(self.watch_memory(sb, d.resources.memory_mb))
         asyncio.create_task(self.reap(sb))
+
+    async def collect(self, sb, fd, pipe):
+        while True:
+            chunk = await pipe.read(65536)
+            if not chunk:
+                return
+            sb.output[fd] += chunk
+            sb.output_grew.set()
 
     async def watch_memory(self, sb, limit_mb):
         while sb.result is None and not sb.ended_by:
@@ -271,6 +301,10 @@ class FakeModal(api_grpc.ModalClientBase):
 
     async def reap(self, sb):
         code = await sb.proc.wait()
+        # A child that left the process group may hold the pipes: bounded.
+        await asyncio.wait(sb.readers, timeout=5.0)
+        sb.output_done.set()
+        sb.output_grew.set()
         if sb.timer:
             sb.timer.cancel()
         G = api_pb2.GenericResult
@@ -287,6 +321,8 @@ class FakeModal(api_grpc.ModalClientBase):
         self.finish(sb, res)
 
     def finish(self, sb, result):
+        if sb.proc is None:  # never ran: no output will come
+            sb.output_done.set()
         if sb.result is None:
             sb.result = result
             sb.done.set()
@@ -310,6 +346,42 @@ class FakeModal(api_grpc.ModalClientBase):
         if not sb.task_id and sb.result is not None:
             resp.task_result.CopyFrom(sb.result)
         await stream.send_message(resp)
+
+    async def SandboxGetTaskIdV2(self, stream):
+        req = await self.begin(stream, "SandboxGetTaskIdV2", need_jwt=True)
+        sb = self.sandbox(req.sandbox_id)
+        resp = api_pb2.SandboxGetTaskIdResponse(task_id=sb.task_id)
+        if not sb.task_id and sb.result is not None:
+            resp.task_result.CopyFrom(sb.result)
+        await stream.send_message(resp)
+
+    async def SandboxGetLogs(self, stream):
+        """The older family's output: all of a stream once the sandbox ended
+        (entry ids are byte offsets), then eof. Before that the call waits
+        (bounded) and ends empty, and the SDK asks again."""
+        req = await self.begin(stream, "SandboxGetLogs")
+        sb = self.sandbox(req.sandbox_id)
+        fd = 2 if req.file_descriptor == api_pb2.FILE_DESCRIPTOR_STDERR else 1
+        if not sb.output_done.is_set():
+            try:
+                await asyncio.wait_for(sb.output_done.wait(), min(req.timeout or 5.0, 5.0))
+            except asyncio.TimeoutError:
+                return
+        data = bytes(sb.output[fd])
+        start = int(req.last_entry_id) if req.last_entry_id.isdigit() else 0
+        if start < len(data):
+            item = api_pb2.TaskLogs(data=data[start:].decode("utf-8", "replace"), file_descriptor=req.file_descriptor)
+            await stream.send_message(api_pb2.TaskLogsBatch(items=[item], entry_id=str(len(data)), task_id=sb.task_id))
+        await stream.send_message(api_pb2.TaskLogsBatch(entry_id=str(len(data)), eof=True, task_id=sb.task_id))
+
+    async def SandboxGetCommandRouterAccess(self, stream):
+        req = await self.begin(stream, "SandboxGetCommandRouterAccess", need_jwt=True)
+        sb = self.sandbox(req.sandbox_id) if req.sandbox_id else self.sandbox_by_task(req.task_id)
+        if not sb.task_id:
+            raise GRPCError(Status.FAILED_PRECONDITION, "Sandbox %s has no task yet" % sb.id)
+        token = make_jwt(3600)
+        self.router_tokens.add(token)
+        await stream.send_message(api_pb2.SandboxGetCommandRouterAccessResponse(url=self.router_url, jwt=token))
 
     async def wait(self, stream, name, need_jwt):
         req = await self.begin(stream, name, need_jwt)
@@ -452,6 +524,39 @@ class FakeModal(api_grpc.ModalClientBase):
         return web.json_response({})
 
 
+class FakeRouter(task_command_router_grpc.TaskCommandRouterBase):
+    """The worker-side task command router of V2 sandboxes: their stdio."""
+
+    def __init__(self, fake):
+        self.fake = fake
+
+    async def SandboxStdioReadV2(self, stream):
+        fake = self.fake
+        fake.calls["SandboxStdioReadV2"] = fake.calls.get("SandboxStdioReadV2", 0) + 1
+        auth = (stream.metadata or {}).get("authorization", "")
+        if not auth.startswith("Bearer ") or auth[7:] not in fake.router_tokens:
+            fake.auth_failures += 1
+            raise GRPCError(Status.UNAUTHENTICATED, "missing or unknown router token")
+        req = await stream.recv_message()
+        sb = fake.sandbox_by_task(req.task_id)
+        fd = 2 if req.file_descriptor == sr_pb2.SANDBOX_STDIO_FILE_DESCRIPTOR_STDERR else 1
+        offset = req.offset
+        while True:
+            data = sb.output[fd]
+            if offset < len(data):  # never an empty message: the SDK refuses those
+                chunk = bytes(data[offset:])
+                await stream.send_message(sr_pb2.SandboxStdioReadV2Response(data=chunk, starting_offset=offset))
+                offset += len(chunk)
+                continue
+            if sb.output_done.is_set():
+                return
+            sb.output_grew.clear()
+            try:
+                await asyncio.wait_for(sb.output_grew.wait(), 1.0)
+            except asyncio.TimeoutError:
+                pass
+
+
 def unimplemented(name):
     async def handler(self, stream):
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -461,11 +566,26 @@ def unimplemented(name):
     return handler
 
 
+def with_unimplemented(base, name):
+    # Everything the service declares and base leaves out answers UNIMPLEMENTED.
+    missing = {m: unimplemented(m) for m in base.__abstractmethods__}
+    return type(name, (base,), missing)
+
+
 def make_service(opts):
-    # Everything ModalClientBase declares and FakeModal leaves out answers UNIMPLEMENTED.
-    missing = {name: unimplemented(name) for name in FakeModal.__abstractmethods__}
-    cls = type("FakeModalService", (FakeModal,), missing)
-    return cls(opts)
+    return with_unimplemented(FakeModal, "FakeModalService")(opts)
+
+
+def unimplemented_on_router(name):
+    async def handler(self, stream):
+        await unimplemented(name)(self.fake, stream)
+
+    return handler
+
+
+def make_router(fake):
+    missing = {m: unimplemented_on_router(m) for m in FakeRouter.__abstractmethods__}
+    return type("FakeRouterService", (FakeRouter,), missing)(fake)
 
 
 async def main():
@@ -493,6 +613,9 @@ async def main():
     server = grpclib.server.Server([fake])
     await server.start("127.0.0.1", 0)
     grpc_port = server._server.sockets[0].getsockname()[1]
+    router = grpclib.server.Server([make_router(fake)])
+    await router.start("127.0.0.1", 0)
+    fake.router_url = "http://127.0.0.1:%d" % router._server.sockets[0].getsockname()[1]
 
     sys.stdout.write(json.dumps({"grpc": "http://127.0.0.1:%d" % grpc_port, "http": fake.http_url}) + "\n")
     sys.stdout.flush()
@@ -514,6 +637,7 @@ async def main():
     for sb in fake.sandboxes.values():
         fake.kill(sb, "terminate")
     server.close()
+    router.close()
     await runner.cleanup()
 
 

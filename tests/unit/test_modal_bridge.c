@@ -4,13 +4,14 @@
  * (tests/modal/fake_modal_server.py, one per run of this program), reached
  * through MODAL_SERVER_URL. The fake runs each sandbox's command as a local
  * process over the volume's directory, so exit codes, timeouts (124),
- * terminations (137) and the digest-checking wrapper are real. Covers every
- * bridge operation, GPU requests (the SDK's older call family), a volume
- * round trip larger than one 8 MiB block, missing sandboxes and files,
- * refused credentials, the deadline that cancels a sandbox stuck in
- * scheduling, the backend and `altar run --backend modal` end to end, and an
- * installed altar finding its bridge without the source tree. The backend
- * contract suite runs here too, through the SDK and the fake. */
+ * terminations (137), the digest-checking wrapper and the sandboxes' output
+ * are real. Covers every bridge operation, GPU requests (the SDK's older
+ * call family), a volume round trip larger than one 8 MiB block, missing
+ * sandboxes and files, refused credentials, the deadline that cancels a
+ * sandbox stuck in scheduling, a failure detail made of the output's tail
+ * (both call families), the backend and `altar run --backend modal` end to
+ * end, and an installed altar finding its bridge without the source tree.
+ * The backend contract suite runs here too, through the SDK and the fake. */
 #include "altar/buf.h"
 #include "altar/digest.h"
 #include "altar/modal.h"
@@ -614,6 +615,96 @@ static void test_backend_through_bridge(void) {
   altar_modal_free(m);
 }
 
+/* Polls the backend until h ends (bounded); st holds its last status. */
+static void poll_until_done(altar_modal_t *m, const altar_handle_t *h, altar_status_t *st) {
+  altar_error_t err = {0};
+  memset(st, 0, sizeof *st);
+  for (int i = 0; i < WAIT_S * 20; i++) {
+    altar_status_clear(st);
+    CU_ASSERT_EQUAL_FATAL(altar_modal_poll(m, h, 1, st, &err), 0);
+    if (altar_state_terminal(st->state)) return;
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+  }
+  CU_FAIL("sandbox did not end within the wait bound");
+}
+
+#define SECRET_VALUE "tok-9f2c41d7e05b"
+
+/* A failed sandbox's detail ends with the tails of its stderr and stdout,
+ * read through the SDK (V2: the task command router; GPU: SandboxGetLogs),
+ * with the value of a secret-looking variable of the worker replaced. */
+static void test_failure_detail_has_output(void) {
+  setenv("ALTAR_TEST_API_TOKEN", SECRET_VALUE, 1);
+  altar_modal_config_t cfg = {.mount_root = vol};
+  altar_modal_t *m = altar_modal_new(&cfg, new_rt(), NULL);
+  CU_ASSERT_FATAL(m != NULL);
+  for (int gpu = 0; gpu <= 1; gpu++) {
+    altar_spec_t *s = altar_spec_new("score", "python:3.11-slim");
+    altar_spec_add_arg(s, "sh");
+    altar_spec_add_arg(s, "-c");
+    altar_spec_add_arg(s, "echo loading weights; echo 'FileNotFoundError: weights.h5 (token " SECRET_VALUE ")' >&2; "
+                          "exit 3");
+    if (gpu) altar_spec_set_gpu(s, "gpu", 1);
+    long router = calls_now("SandboxStdioReadV2"), logs = calls_now("SandboxGetLogs");
+    altar_handle_t h;
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(altar_modal_submit(m, s, &h, &err), 0);
+    altar_status_t st;
+    poll_until_done(m, &h, &st);
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
+    CU_ASSERT_FATAL(st.failure != NULL && st.failure->detail != NULL);
+    const char *d = st.failure->detail;
+    if (!strstr(d, "weights.h5")) fprintf(stderr, "detail: %s\n", d);
+    CU_ASSERT_STRING_EQUAL(st.failure->reason, "exit_3");
+    const char *head = "the command exited with 3\n--- stderr ---\n";
+    CU_ASSERT(strncmp(d, head, strlen(head)) == 0);
+    CU_ASSERT(strstr(d, "FileNotFoundError: weights.h5 (token [redacted])\n") != NULL);
+    CU_ASSERT(strstr(d, "--- stdout ---\nloading weights\n") != NULL);
+    CU_ASSERT(strstr(d, SECRET_VALUE) == NULL);
+    /* Read the way each family reads it. */
+    CU_ASSERT_EQUAL(calls_now("SandboxStdioReadV2") > router, !gpu);
+    CU_ASSERT_EQUAL(calls_now("SandboxGetLogs") > logs, gpu);
+    altar_status_clear(&st);
+    altar_handle_clear(&h);
+    altar_spec_free(s);
+  }
+  /* Much more output than the window: the bridge returns only the last
+   * bytes, and the detail keeps to its bound with the last line in it. */
+  altar_modal_runtime_t *rt = altar_modal_runtime(m);
+  char *cmd[] = {"sh", "-c", "i=0; while [ $i -lt 3000 ]; do echo line-$i-of-filler-text >&2; i=$((i+1)); done; "
+                             "echo LAST-LINE >&2; exit 1"};
+  altar_modal_sandbox_req_t req = base_req(cmd, 3);
+  char *id = run(rt, &req);
+  CU_ASSERT_EQUAL(wait_exit(rt, id), 1);
+  char *er = NULL, *out = NULL;
+  size_t en = 0, on = 0;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(rt->ops->read_output(rt->impl, id, 8192, &er, &en, &out, &on, &err), 0);
+  CU_ASSERT(en > 8000 && en <= 8192);
+  CU_ASSERT(en >= 10 && !memcmp(er + en - 10, "LAST-LINE\n", 10));
+  CU_ASSERT_EQUAL(on, 0);
+  free(er);
+  free(out);
+  altar_handle_t h = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_handle_init(&h, "modal", id), 0);
+  altar_status_t st;
+  poll_until_done(m, &h, &st);
+  CU_ASSERT_FATAL(st.failure && st.failure->detail);
+  CU_ASSERT(strlen(st.failure->detail) <= 2048);
+  CU_ASSERT(strstr(st.failure->detail, "--- stderr (last ") != NULL);
+  CU_ASSERT(strstr(st.failure->detail, "LAST-LINE\n") != NULL);
+  altar_status_clear(&st);
+  altar_handle_clear(&h);
+  /* A sandbox the platform does not know has no output to read. */
+  CU_ASSERT_EQUAL(rt->ops->read_output(rt->impl, "sb-AAAAAAAAAAAAAAAAAAAAAA", 8192, &er, &en, &out, &on, &err),
+                  ALTAR_ENOTFOUND);
+  CU_ASSERT(er == NULL && out == NULL);
+  free(id);
+  altar_modal_free(m);
+  unsetenv("ALTAR_TEST_API_TOKEN");
+}
+
 /* ---- `altar run --backend modal` ---- */
 
 /* Runs `bin run SPEC --backend modal --config CFG --quiet`; its exit code,
@@ -884,6 +975,7 @@ static void add(void) {
   ALTAR_TEST(test_sdk_missing);
   ALTAR_TEST(test_protocol_lines);
   ALTAR_TEST(test_backend_through_bridge);
+  ALTAR_TEST(test_failure_detail_has_output);
   ALTAR_TEST(test_altar_run_cli);
   ALTAR_TEST(test_altar_run_ctrl_c);
   ALTAR_TEST(test_installed_altar_finds_bridge);
