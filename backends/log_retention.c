@@ -154,7 +154,7 @@ void altar__logs_prune(const char *logs_dir, const altar_log_retention_t *r, dou
     n++;
   }
   facts.dirs_seen = n;
-  qsort(ks, n, sizeof *ks, by_written);
+  if (n) qsort(ks, n, sizeof *ks, by_written); /* ks is NULL when nothing was measured */
   uint64_t total = facts.bytes_seen;
   for (size_t i = 0; i < n; i++) {
     bool old = r->max_age_s > 0 && now - ks[i].written > r->max_age_s;
