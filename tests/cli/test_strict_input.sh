@@ -6,12 +6,9 @@
 # the daemons refuse to start with no config and no --log-dir/--brokers
 # instead of using ./var/log. Nothing is published by a refused submit.
 set -u
-ALTAR="${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-strict.XXXXXX")"
-trap 'rm -rf "$T"' EXIT
-FAILS=0
-fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin strict
+ALTAR="$ALTAR_BIN"
 cd "$T" || exit 1
 
 # refused WHAT WANT_TEXT CMD... : exit 2 and stderr contains WANT_TEXT.
@@ -99,5 +96,5 @@ refused "dashboard without a config" "no configuration" "$ALTAR" dashboard --add
 [ ! -e var ] && ok "still nothing under ./var" || fail "./var was created by --log-dir"
 cd "$T" || exit 1
 
-[ "$FAILS" = 0 ] || { echo "$FAILS check(s) failed" >&2; exit 1; }
+[ "$fails" = 0 ] || { echo "$fails check(s) failed" >&2; exit 1; }
 echo "all strict-input checks passed"
