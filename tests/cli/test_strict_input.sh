@@ -95,6 +95,11 @@ refused "dashboard without a config" "no configuration" "$ALTAR" dashboard --add
   ok "submit with an explicit --log-dir gets past the check" || fail "submit --log-dir: $(cat "$T/err")"
 [ ! -e var ] && ok "still nothing under ./var" || fail "./var was created by --log-dir"
 cd "$T" || exit 1
+# A daemon's integer flag out of range names the flag, the range and the value.
+refused "reconciler --batch 0" "altar reconciler: --batch: expected an integer in [1, 1000000], got '0'" \
+  "$ALTAR" reconciler --log-dir "$T/explicit" --batch 0
+refused "worker --drain -1" "altar worker: --drain: expected an integer in [0, 86400], got '-1'" \
+  "$ALTAR" worker --log-dir "$T/explicit" --drain -1
 
 [ "$fails" = 0 ] || { echo "$fails check(s) failed" >&2; exit 1; }
 echo "all strict-input checks passed"
