@@ -9,7 +9,6 @@ set -u
 altar_test_begin dashboard-api curl
 pid=""
 on_cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
 cat >"$T/altar.yaml" <<CFG
 transport: {name: local, dir: $T/log}
 backend: {name: process, data_root: $T/data, slots: 1}

@@ -8,9 +8,6 @@ set -u
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
 altar_test_begin metrics-cli curl python3
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
 # Waits (bounded) until GET url answers 200 with the line $3 (the command
 # registers its metrics once its loop starts, just after the server), keeping
 # the body in $2.

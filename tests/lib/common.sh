@@ -7,7 +7,8 @@
 # and removes $T (kept with KEEP=1). SIGINT/SIGTERM exit 1.
 # fail MESSAGE counts a failure, ok [MESSAGE] a passed check (printing
 # MESSAGE when given), check CONDITION MESSAGE either; altar_test_end NAME
-# prints the counts and returns non-zero when anything failed.
+# prints the counts and returns non-zero when anything failed; free_port
+# prints a port on 127.0.0.1 the kernel just chose.
 
 altar_test_begin() {
   : "${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
@@ -39,6 +40,11 @@ ok() {
   if [ $# -gt 0 ]; then echo "ok: $*"; fi
 }
 check() { if eval "$1"; then ok; else fail "$2"; fi; }
+
+# A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick).
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
 
 altar_test_end() {
   echo "$1: $checks checks passed, $fails failed"
