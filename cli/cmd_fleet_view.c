@@ -222,12 +222,8 @@ int altar_cli_print_outputs(const altar_config_t *cfg, const char *job, bool jso
 int altar_cmd_dashboard(int argc, char **argv) {
   altar_config_t cfg;
   int code;
-  argc = altar_cli_fleet_begin(argc, argv, usage_dashboard, &cfg, &code);
+  argc = altar_cli_fleet_begin_on_log(argc, argv, usage_dashboard, &cfg, &code);
   if (argc < 0) return code;
-  if (altar_cli_require_log_location(&cfg, argv[0])) {
-    altar_config_clear(&cfg);
-    return 2;
-  }
   args_t a = {0};
   int rc = 2;
   altar_cli_dashboard_t d = {0};

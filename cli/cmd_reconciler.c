@@ -118,12 +118,8 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
 int altar_cmd_reconciler(int argc, char **argv) {
   altar_config_t cfg;
   int code;
-  argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
+  argc = altar_cli_fleet_begin_on_log(argc, argv, usage, &cfg, &code);
   if (argc < 0) return code;
-  if (altar_cli_require_log_location(&cfg, argv[0])) {
-    altar_config_clear(&cfg);
-    return 2;
-  }
   static volatile sig_atomic_t stop;
   altar_reconciler_opts_t o = {.stop = &stop};
   bool do_rebuild = false;
@@ -140,10 +136,8 @@ int altar_cmd_reconciler(int argc, char **argv) {
     else if (!strcmp(a, "--token-file") && i + 1 < argc) token_file = argv[++i];
     else if (!strcmp(a, "--no-dashboard")) dashboard = false;
     else if (!strcmp(a, "--batch") && i + 1 < argc) {
-      char *end;
-      long long v = strtoll(argv[++i], &end, 10);
-      if (*end || v < 1 || v > 1000000) {
-        fprintf(stderr, "altar reconciler: --batch: expected an integer in [1, 1000000]\n");
+      long long v;
+      if (altar_cli_parse_int("reconciler", a, argv[++i], 1, 1000000, &v)) {
         altar_config_clear(&cfg);
         return 2;
       }

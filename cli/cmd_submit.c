@@ -36,12 +36,8 @@ static void usage(FILE *out) {
 int altar_cmd_submit(int argc, char **argv) {
   altar_config_t cfg;
   int code;
-  argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
+  argc = altar_cli_fleet_begin_on_log(argc, argv, usage, &cfg, &code);
   if (argc < 0) return code;
-  if (altar_cli_require_log_location(&cfg, argv[0])) {
-    altar_config_clear(&cfg);
-    return 2;
-  }
   const char *kind = NULL, *file = "-";
   bool wait = false;
   long timeout_s = 0;

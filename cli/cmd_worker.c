@@ -38,25 +38,14 @@ static void usage(FILE *out) {
 }
 
 static int parse_int(const char *flag, const char *s, long long min, long long max, long long *pv) {
-  char *end;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end || v < min || v > max) {
-    fprintf(stderr, "altar worker: %s: expected an integer in [%lld, %lld], got '%s'\n", flag, min, max, s);
-    return -1;
-  }
-  *pv = v;
-  return 0;
+  return altar_cli_parse_int("worker", flag, s, min, max, pv);
 }
 
 int altar_cmd_worker(int argc, char **argv) {
   altar_config_t cfg;
   int code;
-  argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
+  argc = altar_cli_fleet_begin_on_log(argc, argv, usage, &cfg, &code);
   if (argc < 0) return code;
-  if (altar_cli_require_log_location(&cfg, argv[0])) {
-    altar_config_clear(&cfg);
-    return 2;
-  }
   static volatile sig_atomic_t stop;
   altar_worker_opts_t o = {.drain_ms = -1, .stop = &stop};
   long long v;

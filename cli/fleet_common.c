@@ -151,6 +151,29 @@ int altar_cli_fleet_begin(int argc, char **argv, void (*usage)(FILE *), altar_co
   return argc;
 }
 
+int altar_cli_fleet_begin_on_log(int argc, char **argv, void (*usage)(FILE *), altar_config_t *cfg, int *pexit) {
+  argc = altar_cli_fleet_begin(argc, argv, usage, cfg, pexit);
+  if (argc < 0) return -1;
+  if (altar_cli_require_log_location(cfg, argv[0])) {
+    altar_config_clear(cfg);
+    *pexit = 2;
+    return -1;
+  }
+  return argc;
+}
+
+int altar_cli_parse_int(const char *cmd, const char *flag, const char *s, long long min, long long max,
+                        long long *pv) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || v < min || v > max) {
+    fprintf(stderr, "altar %s: %s: expected an integer in [%lld, %lld], got '%s'\n", cmd, flag, min, max, s);
+    return -1;
+  }
+  *pv = v;
+  return 0;
+}
+
 altar_transport_t *altar_cli_open_transport(const altar_config_t *cfg, const altar_transport_opts_t *opts) {
   altar_error_t err = {0};
   altar_transport_t *t = altar_transport_new(cfg->transport_name, &cfg->transport_props, opts, &err);

@@ -28,6 +28,14 @@ int altar_cli_fleet_begin(int argc, char **argv, void (*usage)(FILE *), altar_co
  * call this after the flags: without a config file, --log-dir, --brokers or
  * --set naming the log's location it prints why and returns -1 (exit 2). */
 int altar_cli_require_log_location(const altar_config_t *cfg, const char *cmd);
+/* altar_cli_fleet_begin then altar_cli_require_log_location: the start of
+ * the commands that publish to or serve the log (submit, the daemons, the
+ * dashboard). Returns the new argc, or -1 with *pexit set and cfg cleared. */
+int altar_cli_fleet_begin_on_log(int argc, char **argv, void (*usage)(FILE *), altar_config_t *cfg, int *pexit);
+/* The integer value s of flag in [min, max] into *pv, or -1 after printing
+ * "altar CMD: FLAG: expected ..." naming the range and what was given. */
+int altar_cli_parse_int(const char *cmd, const char *flag, const char *s, long long min, long long max,
+                        long long *pv);
 /* Help text for the common flags a command honours: the log's always, the
  * others by ALTAR_CLI_FLAGS_* bits; plug-in names come from the registries.
  * Returns a static buffer, valid until the next call (main thread only). */

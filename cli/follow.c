@@ -54,15 +54,47 @@ int altar_cli_follow_mark(altar_config_t *cfg, expect_t *x) {
   return rc ? -1 : 0;
 }
 
+/* What each group (up to n of them) gathers while the job runs. */
+static int alloc_per_group(expect_t *x, size_t n) {
+  x->done = calloc(n ? n : 1, sizeof *x->done);
+  x->settled_ts = calloc(n ? n : 1, sizeof *x->settled_ts);
+  x->members = calloc(n ? n : 1, sizeof *x->members);
+  x->n_members = calloc(n ? n : 1, sizeof *x->n_members);
+  return x->done && x->settled_ts && x->members && x->n_members ? 0 : -1;
+}
+
+static void shard_names_free(follow_shard_t *s) {
+  free(s->group);
+  free(s->topic);
+  free(s->pool);
+}
+
+/* Keys sorted and unique, so each arriving event is one binary search;
+ * shards sorted by task, a task listed twice (the same spec submitted
+ * twice, or recorded under several runs) counted once. */
+static void sort_unique(expect_t *x) {
+  qsort(x->keys, x->n, sizeof *x->keys, cmp_key);
+  size_t u = 0;
+  for (size_t i = 0; i < x->n; i++) {
+    if (u && !strcmp(x->keys[u - 1], x->keys[i])) free(x->keys[i]);
+    else x->keys[u++] = x->keys[i];
+  }
+  x->n = u;
+  qsort(x->shards, x->n_shards, sizeof *x->shards, cmp_shard);
+  u = 0;
+  for (size_t i = 0; i < x->n_shards; i++) {
+    if (u && !strcmp(x->shards[u - 1].task_key, x->shards[i].task_key)) shard_names_free(&x->shards[i]);
+    else x->shards[u++] = x->shards[i];
+  }
+  x->n_shards = u;
+  x->shards_total = u;
+}
+
 int altar_cli_expect_build(expect_t *x, const altar_group_specs_t *groups, const char *jobs_topic,
                            const altar_spec_t *specs, size_t n) {
-  x->keys = calloc(n, sizeof *x->keys);
-  x->done = calloc(n, sizeof *x->done);
-  x->settled_ts = calloc(n, sizeof *x->settled_ts);
-  x->members = calloc(n, sizeof *x->members);
-  x->n_members = calloc(n, sizeof *x->n_members);
-  x->shards = calloc(n, sizeof *x->shards);
-  if (!x->keys || !x->done || !x->settled_ts || !x->members || !x->n_members || !x->shards) return -1;
+  x->keys = calloc(n ? n : 1, sizeof *x->keys);
+  x->shards = calloc(n ? n : 1, sizeof *x->shards);
+  if (!x->keys || !x->shards || alloc_per_group(x, n)) return -1;
   x->shards_total = n;
   for (size_t i = 0; i < n; i++) {
     const altar_group_spec_t *g = altar_group_specs_find(groups, specs[i].kind);
@@ -94,28 +126,7 @@ int altar_cli_expect_build(expect_t *x, const altar_group_specs_t *groups, const
       return -1;
     x->n_shards++;
   }
-  /* Sorted and unique, so each arriving event is one binary search. */
-  qsort(x->keys, x->n, sizeof *x->keys, cmp_key);
-  size_t u = 0;
-  for (size_t i = 0; i < x->n; i++) {
-    if (u && !strcmp(x->keys[u - 1], x->keys[i])) free(x->keys[i]);
-    else x->keys[u++] = x->keys[i];
-  }
-  x->n = u;
-  qsort(x->shards, x->n_shards, sizeof *x->shards, cmp_shard);
-  /* The same spec twice is one task: count it once. */
-  u = 0;
-  for (size_t i = 0; i < x->n_shards; i++) {
-    if (u && !strcmp(x->shards[u - 1].task_key, x->shards[i].task_key)) {
-      free(x->shards[i].group);
-      free(x->shards[i].topic);
-      free(x->shards[i].pool);
-    } else {
-      x->shards[u++] = x->shards[i];
-    }
-  }
-  x->n_shards = u;
-  x->shards_total = u;
+  sort_unique(x);
   return 0;
 }
 
@@ -229,6 +240,22 @@ static int on_group(expect_t *x, const altar_group_event_t *g, const char *run_i
   return 1;
 }
 
+/* One message of the status, ready or dead topic applied to x. A group
+ * event is decoded into *g (the caller clears it); true when it settled one
+ * of x's groups. */
+static bool apply_msg(expect_t *x, const char *status_topic, const altar_msg_t *m, const char *run_id,
+                      altar_group_event_t *g) {
+  if (!m->value) return false;
+  altar_error_t de = {0};
+  if (!strcmp(m->topic, status_topic)) {
+    altar_status_event_t ev = {0};
+    if (altar_decode_status(m->value, m->value_len, &ev, &de) == ALTAR_OK) on_status(x, &ev);
+    altar_status_event_clear(&ev);
+    return false;
+  }
+  return altar_decode_group(m->value, m->value_len, g, &de) == ALTAR_OK && on_group(x, g, run_id);
+}
+
 /* Shards with no event yet, per pool topic nobody in the workers' group
  * reads: said once per change. */
 static void report_waiting(altar_transport_t *t, expect_t *x, size_t *plast) {
@@ -315,31 +342,23 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
       progress(x, t0, tty, false);
       continue;
     }
-    if (m->value && !strcmp(m->topic, cfg->topics.status)) {
-      altar_status_event_t ev = {0};
-      altar_error_t de = {0};
-      if (altar_decode_status(m->value, m->value_len, &ev, &de) == ALTAR_OK) on_status(x, &ev);
-      altar_status_event_clear(&ev);
-    } else if (m->value) {
-      altar_group_event_t g = {0};
-      altar_error_t de = {0};
-      if (altar_decode_group(m->value, m->value_len, &g, &de) == ALTAR_OK && on_group(x, &g, run_id)) {
-        settled++;
-        if (g.event != ALTAR_GROUP_FIRED) rc = 1;
-        cancelled += g.event == ALTAR_GROUP_CANCELLED;
-        const char *what = g.event == ALTAR_GROUP_FIRED       ? "fired"
-                           : g.event == ALTAR_GROUP_CANCELLED ? "cancelled"
-                                                              : "dead_lettered";
-        if (cb) cb(cb_ctx, what, g.kind, g.group_key, g.n_shards, g.event_id);
-        else if (!tty || g.event != ALTAR_GROUP_FIRED)
-          /* On a terminal the bar's line is cleared first; a group that did
-           * not fire is named there as it happens, a fired one only counted. */
-          fprintf(stderr, "%sgroup %s %s:%s (%zu shards) [%zu/%zu groups]\n", tty ? "\r\033[K" : "",
-                  g.event == ALTAR_GROUP_DEAD_LETTERED ? "dead-lettered" : what, g.kind, g.group_key, g.n_shards,
-                  settled, x->n);
-      }
-      altar_group_event_clear(&g);
+    altar_group_event_t g = {0};
+    if (apply_msg(x, cfg->topics.status, m, run_id, &g)) {
+      settled++;
+      if (g.event != ALTAR_GROUP_FIRED) rc = 1;
+      cancelled += g.event == ALTAR_GROUP_CANCELLED;
+      const char *what = g.event == ALTAR_GROUP_FIRED       ? "fired"
+                         : g.event == ALTAR_GROUP_CANCELLED ? "cancelled"
+                                                            : "dead_lettered";
+      if (cb) cb(cb_ctx, what, g.kind, g.group_key, g.n_shards, g.event_id);
+      else if (!tty || g.event != ALTAR_GROUP_FIRED)
+        /* On a terminal the bar's line is cleared first; a group that did
+         * not fire is named there as it happens, a fired one only counted. */
+        fprintf(stderr, "%sgroup %s %s:%s (%zu shards) [%zu/%zu groups]\n", tty ? "\r\033[K" : "",
+                g.event == ALTAR_GROUP_DEAD_LETTERED ? "dead-lettered" : what, g.kind, g.group_key, g.n_shards,
+                settled, x->n);
     }
+    altar_group_event_clear(&g);
     altar_msg_free(m);
     count_shards(x);
     progress(x, t0, tty, false);
@@ -396,9 +415,7 @@ int altar_cli_expect_add_shard(expect_t *x, const char *task_key, const char *ki
   s->pool = strdup(pool);
   char *k = s->group ? strdup(s->group) : NULL;
   if (!s->group || !s->topic || !s->pool || !k) {
-    free(s->group);
-    free(s->topic);
-    free(s->pool);
+    shard_names_free(s);
     free(k);
     return -1;
   }
@@ -408,32 +425,8 @@ int altar_cli_expect_add_shard(expect_t *x, const char *task_key, const char *ki
 }
 
 int altar_cli_expect_seal(expect_t *x) {
-  size_t n = x->n;
-  x->done = calloc(n ? n : 1, sizeof *x->done);
-  x->settled_ts = calloc(n ? n : 1, sizeof *x->settled_ts);
-  x->members = calloc(n ? n : 1, sizeof *x->members);
-  x->n_members = calloc(n ? n : 1, sizeof *x->n_members);
-  if (!x->done || !x->settled_ts || !x->members || !x->n_members) return -1;
-  qsort(x->keys, x->n, sizeof *x->keys, cmp_key);
-  size_t u = 0;
-  for (size_t i = 0; i < x->n; i++) {
-    if (u && !strcmp(x->keys[u - 1], x->keys[i])) free(x->keys[i]);
-    else x->keys[u++] = x->keys[i];
-  }
-  x->n = u;
-  qsort(x->shards, x->n_shards, sizeof *x->shards, cmp_shard);
-  u = 0; /* a task recorded under several runs is one shard */
-  for (size_t i = 0; i < x->n_shards; i++) {
-    if (u && !strcmp(x->shards[u - 1].task_key, x->shards[i].task_key)) {
-      free(x->shards[i].group);
-      free(x->shards[i].topic);
-      free(x->shards[i].pool);
-    } else {
-      x->shards[u++] = x->shards[i];
-    }
-  }
-  x->n_shards = u;
-  x->shards_total = x->n_shards;
+  if (alloc_per_group(x, x->n)) return -1;
+  sort_unique(x);
   return 0;
 }
 
@@ -474,17 +467,9 @@ int altar_cli_job_snapshot(altar_config_t *cfg, const char *run_id, expect_t *x)
   while (!rc && left) {
     altar_msg_t *m = NULL;
     if (altar_transport_consume(t, 1000, &m, &err) || !m) continue;
-    if (m->value && !strcmp(m->topic, cfg->topics.status)) {
-      altar_status_event_t ev = {0};
-      altar_error_t de = {0};
-      if (altar_decode_status(m->value, m->value_len, &ev, &de) == ALTAR_OK) on_status(x, &ev);
-      altar_status_event_clear(&ev);
-    } else if (m->value) {
-      altar_group_event_t g = {0};
-      altar_error_t de = {0};
-      if (altar_decode_group(m->value, m->value_len, &g, &de) == ALTAR_OK) on_group(x, &g, run_id);
-      altar_group_event_clear(&g);
-    }
+    altar_group_event_t g = {0};
+    apply_msg(x, cfg->topics.status, m, run_id, &g);
+    altar_group_event_clear(&g);
     for (size_t i = 0; i < ntp; i++)
       if (tps[i].partition == m->partition && !strcmp(tps[i].topic, m->topic) && m->offset + 1 >= ends[i]) left--;
     altar_msg_free(m);

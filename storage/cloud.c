@@ -228,6 +228,26 @@ const char *altar__cloud_setting(const altar_strmap_t *options, const char *key,
   return NULL;
 }
 
+int altar__cloud_options_check(const altar_strmap_t *options, const char *const *keys, altar_error_t *err) {
+  for (size_t i = 0; options && i < options->n; i++) {
+    size_t k = 0;
+    while (keys[k] && strcmp(keys[k], options->keys[i])) k++;
+    if (keys[k]) continue;
+    char known[512] = "";
+    size_t used = 0;
+    for (k = 0; keys[k] && used < sizeof known; k++)
+      used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", k ? ", " : "", keys[k]);
+    return altar_error_set(err, ALTAR_EINVAL, "option '%.64s': unknown (known: %s)", options->keys[i], known);
+  }
+  return ALTAR_OK;
+}
+
+int altar__cloud_option_u64(const altar_strmap_t *options, const char *key, uint64_t min, uint64_t max,
+                            uint64_t *pdst, altar_error_t *err) {
+  const char *v = options ? altar_strmap_get(options, key) : NULL;
+  return v ? altar__cloud_opt_u64(key, v, min, max, pdst, err) : ALTAR_OK;
+}
+
 /* ---- requests -------------------------------------------------------------------------- */
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -487,16 +507,29 @@ int altar__cloud_status_error(const char *label, const char *what, long status, 
   return altar_error_set(err, ALTAR_ESTORAGE, "%s: %.300s: HTTP %ld%s%.200s", label, what, status, sep, detail);
 }
 
-int altar__cloud_download_temp(altar_storage_t *s, const char *uri, altar_local_file_t *out,
-                               int (*fetch)(altar_storage_t *s, const char *uri, int fd, altar_error_t *err),
-                               altar_error_t *err) {
-  out->path = NULL;
-  out->release = NULL;
-  int fd = -1;
-  int rc = altar__storage_mktemp(uri, out, &fd, err);
-  if (rc) return rc;
-  rc = fetch(s, uri, fd, err);
-  if (close(fd) != 0 && !rc) rc = altar_error_set(err, ALTAR_EIO, "%s: close failed: %s", out->path, strerror(errno));
-  if (rc) altar_local_file_release(out);
-  return rc;
+int altar__cloud_headers_add(struct curl_slist **ph, const char *const *lines) {
+  for (size_t i = 0; lines && lines[i]; i++) {
+    struct curl_slist *t = curl_slist_append(*ph, lines[i]);
+    if (!t) {
+      curl_slist_free_all(*ph);
+      *ph = NULL;
+      return ALTAR_ENOMEM;
+    }
+    *ph = t;
+  }
+  return ALTAR_OK;
+}
+
+void altar__cloud_printable(char *s) {
+  for (char *c = s; *c; c++)
+    if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f) *c = ' ';
+}
+
+int altar__cloud_entry_path(altar_buf_t *path, const char *scheme, const char *bucket, const char *name) {
+  altar_buf_reset(path);
+  if (altar_buf_append_str(path, scheme) || altar_buf_append_str(path, "://") ||
+      altar_buf_append_str(path, bucket) || altar_buf_append_str(path, "/") || altar_buf_append_str(path, name) ||
+      altar_buf_append(path, "", 1))
+    return ALTAR_ENOMEM;
+  return ALTAR_OK;
 }

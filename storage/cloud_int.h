@@ -70,6 +70,12 @@ int altar__cloud_opt_u64(const char *key, const char *v, uint64_t min, uint64_t 
 /* The option key, or when it is unset, the first set environment variable
  * among envs (NULL-terminated), or NULL. */
 const char *altar__cloud_setting(const altar_strmap_t *options, const char *key, const char *const *envs);
+/* ALTAR_EINVAL naming the first option whose key is not in keys
+ * (NULL-terminated) and listing the known ones. */
+int altar__cloud_options_check(const altar_strmap_t *options, const char *const *keys, altar_error_t *err);
+/* When options sets key, its value in min..max into *pdst; else *pdst stays. */
+int altar__cloud_option_u64(const altar_strmap_t *options, const char *key, uint64_t min, uint64_t max,
+                            uint64_t *pdst, altar_error_t *err);
 
 /* ---- requests ---------------------------------------------------------------------- */
 
@@ -130,10 +136,53 @@ void altar__cloud_req_clear(altar_cloud_req_t *r);
 int altar__cloud_status_error(const char *label, const char *what, long status, const char *detail,
                               altar_error_t *err);
 
-/* as_local_file for adapters whose downloads stream into a file: makes the
- * temp file, calls fetch(s, path, fd), removes the file on failure. */
-int altar__cloud_download_temp(altar_storage_t *s, const char *uri, altar_local_file_t *out,
-                               int (*fetch)(altar_storage_t *s, const char *uri, int fd, altar_error_t *err),
-                               altar_error_t *err);
+/* Appends each of lines (NULL-terminated; NULL for none) to *ph. Out of
+ * memory frees the whole list, leaves *ph NULL and returns ALTAR_ENOMEM. */
+int altar__cloud_headers_add(struct curl_slist **ph, const char *const *lines);
+
+/* Replaces control bytes with spaces, so a server's words print on one line. */
+void altar__cloud_printable(char *s);
+
+/* scheme://bucket/name, NUL-terminated, into path (reset first): a listed object. */
+int altar__cloud_entry_path(altar_buf_t *path, const char *scheme, const char *bucket, const char *name);
+
+/* ---- the operations both adapters share (cloud_ops.c) ------------------------------ */
+
+/* Where upload bytes come from: size bytes of a file (is_fd) or of memory. */
+typedef struct altar_cloud_source {
+  bool is_fd;
+  int fd;
+  const unsigned char *mem;
+  uint64_t size;
+} altar_cloud_source_t;
+
+/* What an adapter tells the shared operations about itself. */
+typedef struct altar_cloud_kind {
+  const char *scheme; /* of its URIs: "gs", "s3" */
+  const char *label;  /* message prefix */
+  /* GETs uri into fd (to_fd) or buf, checked against what the server reports. */
+  int (*download)(altar_storage_t *s, const char *uri, bool to_fd, int fd, altar_buf_t *buf, altar_error_t *err);
+  /* Stores src at uri. */
+  int (*put)(altar_storage_t *s, const char *uri, const altar_cloud_source_t *src, altar_error_t *err);
+} altar_cloud_kind_t;
+
+/* The first member of each adapter's impl: the shared operations find the
+ * adapter's kind there. */
+typedef struct altar_cloud_base {
+  const altar_cloud_kind_t *kind;
+  altar_cloud_http_t http;
+  uint64_t max_bytes; /* largest body read into memory */
+} altar_cloud_base_t;
+
+/* timeout_s, connect_timeout_s and max_bytes (both adapters' bounds) into b. */
+int altar__cloud_base_options(const altar_strmap_t *options, altar_cloud_base_t *b, altar_error_t *err);
+
+/* Storage operations for s->impl starting with an altar_cloud_base_t. */
+int altar__cloud_read_bytes(altar_storage_t *s, const char *uri, altar_buf_t *out, altar_error_t *err);
+int altar__cloud_as_local_file(altar_storage_t *s, const char *uri, altar_local_file_t *out, altar_error_t *err);
+int altar__cloud_write_bytes(altar_storage_t *s, const char *uri, const void *data, size_t len, altar_error_t *err);
+int altar__cloud_upload(altar_storage_t *s, const char *local_path, const char *uri, altar_error_t *err);
+/* Object stores have no directories: nothing to create, once the URI is sound. */
+int altar__cloud_mkdirs(altar_storage_t *s, const char *uri, altar_error_t *err);
 
 #endif

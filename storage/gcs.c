@@ -14,23 +14,20 @@
  * The option table below is the one list of keys (docs/storage.md). */
 #include "gcs_int.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define LABEL "gs"
 #define MIB (1024u * 1024u)
 
 typedef struct gcs {
-  altar_cloud_http_t http;
+  altar_cloud_base_t base; /* first: the shared operations read it */
   char *endpoint; /* scheme://host[:port], no trailing '/' */
   altar_gcs_auth_t *auth;
-  uint64_t resumable_threshold, chunk_size, max_bytes, page_size;
+  uint64_t resumable_threshold, chunk_size, page_size;
   unsigned sums; /* ALTAR_CLOUD_SUM_* to check */
 } gcs_t;
 
@@ -42,7 +39,7 @@ static const char *const option_keys[] = {
 static void gcs_close(void *impl) {
   gcs_t *g = impl;
   if (!g) return;
-  altar__cloud_http_free(&g->http);
+  altar__cloud_http_free(&g->base.http);
   altar__gcs_auth_free(g->auth);
   free(g->endpoint);
   free(g);
@@ -56,26 +53,19 @@ static int check_endpoint(const char *what, const char *v, altar_error_t *err) {
   return ALTAR_OK;
 }
 
+static const altar_cloud_kind_t gcs_kind;
+
 static int gcs_open(const altar_strmap_t *options, void **pimpl, altar_error_t *err) {
-  for (size_t i = 0; options && i < options->n; i++) {
-    size_t k = 0;
-    while (option_keys[k] && strcmp(option_keys[k], options->keys[i])) k++;
-    if (!option_keys[k])
-      return altar_error_set(err, ALTAR_EINVAL,
-                             "option '%.64s': unknown (known: endpoint, auth, bearer_token, credentials_file, "
-                             "metadata_host, scope, checksum, timeout_s, connect_timeout_s, max_bytes, "
-                             "resumable_threshold, chunk_size, page_size)",
-                             options->keys[i]);
-  }
+  int rc = altar__cloud_options_check(options, option_keys, err);
+  if (rc) return rc;
   gcs_t *g = calloc(1, sizeof *g);
   if (!g) return altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
+  g->base.kind = &gcs_kind;
   g->resumable_threshold = 8 * MIB;
   g->chunk_size = 16 * MIB;
-  g->max_bytes = 1024 * MIB;
+  g->base.max_bytes = 1024 * MIB;
   g->page_size = 1000;
   g->sums = ALTAR_CLOUD_SUM_CRC32C;
-  int rc = ALTAR_OK;
-  uint64_t n;
   const char *v;
   /* An explicit endpoint first, then the emulator variable Google's clients
    * honour, then the service. */
@@ -103,23 +93,17 @@ static int gcs_open(const altar_strmap_t *options, void **pimpl, altar_error_t *
     else if (!strcmp(v, "both")) g->sums = ALTAR_CLOUD_SUM_CRC32C | ALTAR_CLOUD_SUM_MD5;
     else rc = altar_error_set(err, ALTAR_EINVAL, "option checksum: '%.40s' is not one of crc32c, md5, both", v);
   }
-#define U64(key, min, max, dst)                                                                  \
-  if (!rc && (v = options ? altar_strmap_get(options, key) : NULL)) {                            \
-    if (!(rc = altar__cloud_opt_u64(key, v, min, max, &n, err))) dst = n;                        \
-  }
-  U64("timeout_s", 1, 86400, g->http.timeout_s);
-  U64("connect_timeout_s", 1, 3600, g->http.connect_timeout_s);
-  U64("max_bytes", 1, (uint64_t)SIZE_MAX / 2, g->max_bytes);
-  U64("resumable_threshold", 0, 5ull * 1024 * MIB, g->resumable_threshold);
-  U64("chunk_size", 256 * 1024, 1024 * MIB, g->chunk_size);
-  U64("page_size", 1, 1000, g->page_size);
-#undef U64
+  if (!rc) rc = altar__cloud_base_options(options, &g->base, err);
+  if (!rc)
+    rc = altar__cloud_option_u64(options, "resumable_threshold", 0, 5ull * 1024 * MIB, &g->resumable_threshold, err);
+  if (!rc) rc = altar__cloud_option_u64(options, "chunk_size", 256 * 1024, 1024 * MIB, &g->chunk_size, err);
+  if (!rc) rc = altar__cloud_option_u64(options, "page_size", 1, 1000, &g->page_size, err);
   /* The service takes resumable chunks in multiples of 256 KiB. */
   if (!rc && g->chunk_size % (256 * 1024))
     rc = altar_error_set(err, ALTAR_EINVAL, "option chunk_size: %llu is not a multiple of 262144",
                          (unsigned long long)g->chunk_size);
   if (!rc) rc = altar__gcs_auth_open(options, emulator, &g->auth, err);
-  if (!rc) rc = altar__cloud_http_init(&g->http, err);
+  if (!rc) rc = altar__cloud_http_init(&g->base.http, err);
   if (rc) {
     gcs_close(g);
     return rc;
@@ -146,29 +130,21 @@ static void error_detail(const altar_cloud_req_t *r, char *out, size_t cap) {
     out[n] = '\0';
   }
   json_decref(o);
-  for (char *c = out; *c; c++)
-    if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f) *c = ' ';
+  altar__cloud_printable(out);
 }
 
 /* Runs r with the auth header and extra headers; one retry with a fresh
  * token when the server says 401. */
 static int gcs_call(gcs_t *g, altar_cloud_req_t *r, const char *const *extra, altar_error_t *err) {
   for (int attempt = 0;; attempt++) {
-    struct curl_slist *h = curl_slist_append(NULL, "Expect:");
-    for (size_t i = 0; h && extra && extra[i]; i++) {
-      struct curl_slist *n = curl_slist_append(h, extra[i]);
-      if (!n) {
-        curl_slist_free_all(h);
-        h = NULL;
-      } else {
-        h = n;
-      }
-    }
-    if (!h) return altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
-    int rc = altar__gcs_auth_header(g->auth, &g->http, &h, err);
+    static const char *const expect[] = {"Expect:", NULL};
+    struct curl_slist *h = NULL;
+    if (altar__cloud_headers_add(&h, expect) || altar__cloud_headers_add(&h, extra))
+      return altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
+    int rc = altar__gcs_auth_header(g->auth, &g->base.http, &h, err);
     if (!rc) {
       r->headers = h;
-      rc = altar__cloud_perform(&g->http, r, LABEL, err);
+      rc = altar__cloud_perform(&g->base.http, r, LABEL, err);
       r->headers = NULL;
     }
     curl_slist_free_all(h);
@@ -257,7 +233,7 @@ static int download(altar_storage_t *s, const char *uri, bool to_fd, int fd, alt
     r.out_is_fd = to_fd;
     r.out_fd = fd;
     r.out_buf = to_fd ? NULL : buf;
-    r.out_max = to_fd ? 0 : g->max_bytes;
+    r.out_max = to_fd ? 0 : g->base.max_bytes;
     r.down_sum = &sum;
     rc = gcs_call(g, &r, NULL, err);
   }
@@ -274,31 +250,6 @@ static int download(altar_storage_t *s, const char *uri, bool to_fd, int fd, alt
   altar_buf_free(&url);
   altar__cloud_uri_clear(&u);
   return rc;
-}
-
-static int gcs_read_bytes(altar_storage_t *s, const char *uri, altar_buf_t *out, altar_error_t *err) {
-  altar_buf_t body = {0}; /* nothing reaches out unless it all checked out */
-  int rc = download(s, uri, false, -1, &body, err);
-  if (!rc && altar_buf_append(out, body.data ? (const void *)body.data : "", body.len))
-    rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": %.300s: out of memory", uri);
-  altar_buf_free(&body);
-  return rc;
-}
-
-static int fetch_to_fd(altar_storage_t *s, const char *uri, int fd, altar_error_t *err) {
-  return download(s, uri, true, fd, NULL, err);
-}
-
-static int gcs_as_local_file(altar_storage_t *s, const char *uri, altar_local_file_t *out, altar_error_t *err) {
-  altar_cloud_uri_t u;
-  int rc = altar__cloud_uri_parse(uri, "gs", true, &u, err); /* before a temp file exists */
-  altar__cloud_uri_clear(&u);
-  if (rc) {
-    out->path = NULL;
-    out->release = NULL;
-    return rc;
-  }
-  return altar__cloud_download_temp(s, uri, out, fetch_to_fd, err);
 }
 
 static int gcs_exists(altar_storage_t *s, const char *uri, bool *pexists, altar_error_t *err) {
@@ -324,15 +275,7 @@ static int gcs_exists(altar_storage_t *s, const char *uri, bool *pexists, altar_
 
 /* ---- writing -------------------------------------------------------------------------------- */
 
-/* Where upload bytes come from: a file or memory. */
-typedef struct source {
-  bool is_fd;
-  int fd;
-  const unsigned char *mem;
-  uint64_t size;
-} source_t;
-
-static void set_body(altar_cloud_req_t *r, const source_t *src, uint64_t off, uint64_t len) {
+static void set_body(altar_cloud_req_t *r, const altar_cloud_source_t *src, uint64_t off, uint64_t len) {
   r->has_body = true;
   r->body_len = (size_t)len;
   if (src->is_fd) {
@@ -381,7 +324,7 @@ static int check_uploaded(gcs_t *g, const altar_cloud_uri_t *u, const char *uri,
   return rc;
 }
 
-static int simple_upload(gcs_t *g, const altar_cloud_uri_t *u, const char *uri, const source_t *src,
+static int simple_upload(gcs_t *g, const altar_cloud_uri_t *u, const char *uri, const altar_cloud_source_t *src,
                          altar_error_t *err) {
   altar_buf_t url = {0};
   int rc = ALTAR_OK;
@@ -420,7 +363,7 @@ static long long committed(const altar_cloud_req_t *r) {
 
 /* A resumable session: start it, send chunk after chunk, and cancel it when
  * a chunk fails so no half-uploaded session lingers. */
-static int resumable_upload(gcs_t *g, const altar_cloud_uri_t *u, const char *uri, const source_t *src,
+static int resumable_upload(gcs_t *g, const altar_cloud_uri_t *u, const char *uri, const altar_cloud_source_t *src,
                             altar_error_t *err) {
   altar_buf_t url = {0};
   int rc = ALTAR_OK;
@@ -514,7 +457,7 @@ static int resumable_upload(gcs_t *g, const altar_cloud_uri_t *u, const char *ur
   return rc;
 }
 
-static int put_source(altar_storage_t *s, const char *uri, const source_t *src, altar_error_t *err) {
+static int put_source(altar_storage_t *s, const char *uri, const altar_cloud_source_t *src, altar_error_t *err) {
   gcs_t *g = s->impl;
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(uri, "gs", true, &u, err);
@@ -523,41 +466,6 @@ static int put_source(altar_storage_t *s, const char *uri, const source_t *src, 
     rc = resumable_upload(g, &u, uri, src, err);
   else
     rc = simple_upload(g, &u, uri, src, err);
-  altar__cloud_uri_clear(&u);
-  return rc;
-}
-
-static int gcs_write_bytes(altar_storage_t *s, const char *uri, const void *data, size_t len, altar_error_t *err) {
-  source_t src = {.mem = data, .size = len};
-  return put_source(s, uri, &src, err);
-}
-
-static int gcs_upload(altar_storage_t *s, const char *local_path, const char *uri, altar_error_t *err) {
-  altar_cloud_uri_t u;
-  int rc = altar__cloud_uri_parse(uri, "gs", true, &u, err);
-  altar__cloud_uri_clear(&u);
-  if (rc) return rc;
-  int fd = open(local_path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return altar_error_set(err, errno == ENOENT ? ALTAR_ENOTFOUND : ALTAR_EIO, "%.300s: cannot open: %s",
-                           local_path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return altar_error_set(err, ALTAR_EINVAL, "%.300s: not a regular file", local_path);
-  }
-  posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  source_t src = {.is_fd = true, .fd = fd, .size = (uint64_t)st.st_size};
-  rc = put_source(s, uri, &src, err);
-  close(fd);
-  return rc;
-}
-
-/* Object stores have no directories: nothing to create, once the URI is sound. */
-static int gcs_mkdirs(altar_storage_t *s, const char *uri, altar_error_t *err) {
-  (void)s;
-  altar_cloud_uri_t u;
-  int rc = altar__cloud_uri_parse(uri, "gs", false, &u, err);
   altar__cloud_uri_clear(&u);
   return rc;
 }
@@ -597,9 +505,7 @@ static int gcs_list(altar_storage_t *s, const char *prefix, altar_storage_list_f
       const char *name = json_string_value(json_object_get(it, "name"));
       const char *sz = json_string_value(json_object_get(it, "size"));
       if (!name) continue;
-      altar_buf_reset(&path);
-      if (altar_buf_append_str(&path, "gs://") || altar_buf_append_str(&path, u.bucket) ||
-          altar_buf_append_str(&path, "/") || altar_buf_append_str(&path, name) || altar_buf_append(&path, "", 1)) {
+      if (altar__cloud_entry_path(&path, "gs", u.bucket, name)) {
         rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
         break;
       }
@@ -630,11 +536,13 @@ const altar_storage_ops_t altar_storage_gcs_ops = {
     .caps = ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE | ALTAR_STORAGE_CAP_LIST,
     .open = gcs_open,
     .close = gcs_close,
-    .read_bytes = gcs_read_bytes,
+    .read_bytes = altar__cloud_read_bytes,
     .exists = gcs_exists,
-    .write_bytes = gcs_write_bytes,
-    .mkdirs = gcs_mkdirs,
-    .upload = gcs_upload,
-    .as_local_file = gcs_as_local_file,
+    .write_bytes = altar__cloud_write_bytes,
+    .mkdirs = altar__cloud_mkdirs,
+    .upload = altar__cloud_upload,
+    .as_local_file = altar__cloud_as_local_file,
     .list = gcs_list,
 };
+
+static const altar_cloud_kind_t gcs_kind = {.scheme = "gs", .label = LABEL, .download = download, .put = put_source};

@@ -18,14 +18,12 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define LABEL "s3"
@@ -33,14 +31,14 @@
 #define MAX_PARTS 10000u
 
 typedef struct s3 {
-  altar_cloud_http_t http;
+  altar_cloud_base_t base; /* first: the shared operations read it */
   char *scheme;   /* "http" or "https" */
   char *hostport; /* host[:port] of the endpoint */
   bool virtual_host;
   bool style_auto; /* a dotted bucket then goes path style (its name breaks the TLS host match) */
   char *region;
   altar_s3_creds_t creds;
-  uint64_t multipart_threshold, part_size, max_bytes, page_size;
+  uint64_t multipart_threshold, part_size, page_size;
   long long time_offset_s; /* added to the clock for signing */
   bool check_md5;
 } s3_t;
@@ -54,7 +52,7 @@ static const char *const option_keys[] = {"endpoint",      "region",       "addr
 static void s3_close(void *impl) {
   s3_t *b = impl;
   if (!b) return;
-  altar__cloud_http_free(&b->http);
+  altar__cloud_http_free(&b->base.http);
   altar__s3_creds_clear(&b->creds);
   free(b->scheme);
   free(b->hostport);
@@ -84,26 +82,19 @@ static int split_endpoint(s3_t *b, const char *what, const char *v, altar_error_
   return ALTAR_OK;
 }
 
+static const altar_cloud_kind_t s3_kind;
+
 static int s3_open(const altar_strmap_t *options, void **pimpl, altar_error_t *err) {
-  for (size_t i = 0; options && i < options->n; i++) {
-    size_t k = 0;
-    while (option_keys[k] && strcmp(option_keys[k], options->keys[i])) k++;
-    if (!option_keys[k])
-      return altar_error_set(err, ALTAR_EINVAL,
-                             "option '%.64s': unknown (known: endpoint, region, addressing_style, access_key_id, "
-                             "secret_access_key, session_token, profile, credentials_file, checksum, timeout_s, "
-                             "connect_timeout_s, max_bytes, multipart_threshold, part_size, page_size, "
-                             "time_offset_s)",
-                             options->keys[i]);
-  }
+  int rc = altar__cloud_options_check(options, option_keys, err);
+  if (rc) return rc;
   s3_t *b = calloc(1, sizeof *b);
   if (!b) return altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
+  b->base.kind = &s3_kind;
   b->multipart_threshold = 16 * MIB;
   b->part_size = 16 * MIB;
-  b->max_bytes = 1024 * MIB;
+  b->base.max_bytes = 1024 * MIB;
   b->page_size = 1000;
   b->check_md5 = true;
-  int rc = ALTAR_OK;
   static const char *const region_env[] = {"AWS_REGION", "AWS_DEFAULT_REGION", NULL};
   static const char *const endpoint_env[] = {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", NULL};
   const char *region = altar__cloud_setting(options, "region", region_env);
@@ -134,19 +125,13 @@ static int s3_open(const altar_strmap_t *options, void **pimpl, altar_error_t *e
     else if (!strcmp(v, "none")) b->check_md5 = false;
     else rc = altar_error_set(err, ALTAR_EINVAL, "option checksum: '%.40s' is not one of md5, none", v);
   }
-  uint64_t n;
-#define U64(key, min, max, dst)                                                                  \
-  if (!rc && (v = options ? altar_strmap_get(options, key) : NULL)) {                            \
-    if (!(rc = altar__cloud_opt_u64(key, v, min, max, &n, err))) dst = n;                        \
-  }
-  U64("timeout_s", 1, 86400, b->http.timeout_s);
-  U64("connect_timeout_s", 1, 3600, b->http.connect_timeout_s);
-  U64("max_bytes", 1, (uint64_t)SIZE_MAX / 2, b->max_bytes);
+  if (!rc) rc = altar__cloud_base_options(options, &b->base, err);
   /* S3 takes parts of 5 MiB and more (the last may be smaller) and single PUTs up to 5 GiB. */
-  U64("multipart_threshold", 5 * MIB, 5ull * 1024 * MIB, b->multipart_threshold);
-  U64("part_size", 5 * MIB, 5ull * 1024 * MIB, b->part_size);
-  U64("page_size", 1, 1000, b->page_size);
-#undef U64
+  if (!rc)
+    rc = altar__cloud_option_u64(options, "multipart_threshold", 5 * MIB, 5ull * 1024 * MIB, &b->multipart_threshold,
+                                 err);
+  if (!rc) rc = altar__cloud_option_u64(options, "part_size", 5 * MIB, 5ull * 1024 * MIB, &b->part_size, err);
+  if (!rc) rc = altar__cloud_option_u64(options, "page_size", 1, 1000, &b->page_size, err);
   if (!rc && (v = options ? altar_strmap_get(options, "time_offset_s") : NULL)) {
     char *end;
     errno = 0;
@@ -157,7 +142,7 @@ static int s3_open(const altar_strmap_t *options, void **pimpl, altar_error_t *e
       b->time_offset_s = off;
   }
   if (!rc) rc = altar__s3_creds_load(options, &b->creds, err);
-  if (!rc) rc = altar__cloud_http_init(&b->http, err);
+  if (!rc) rc = altar__cloud_http_init(&b->base.http, err);
   if (rc) {
     s3_close(b);
     return rc;
@@ -205,8 +190,7 @@ static void error_detail(const altar_cloud_req_t *r, char *out, size_t cap) {
     if (*code) snprintf(out, cap, "%s%s%s", code, *msg ? ": " : "", msg);
     xmlFreeDoc(d);
   }
-  for (char *c = out; *c; c++)
-    if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f) *c = ' ';
+  altar__cloud_printable(out);
 }
 
 static int fail_status(const altar_cloud_req_t *r, const char *uri, altar_error_t *err) {
@@ -253,31 +237,23 @@ static int s3_call(s3_t *b, altar_cloud_req_t *r, const char *bucket, const char
                       b->creds.access_key, b->creds.secret_key, &auth, err);
   struct curl_slist *h = NULL;
   if (!rc) {
+    static const char *const expect[] = {"Expect:", NULL};
     char line[8400];
-    const char *lines[8];
-    size_t nl = 0;
-    for (size_t i = 0; i < nsh; i++) {
+    const char *const one[] = {line, NULL};
+    for (size_t i = 0; i < nsh && !rc; i++) {
       snprintf(line, sizeof line, "%s: %s", sh[i].name, sh[i].value);
-      struct curl_slist *t = curl_slist_append(h, line);
-      if (!t) rc = ALTAR_ENOMEM;
-      else h = t;
+      rc = altar__cloud_headers_add(&h, one);
     }
-    lines[nl++] = "Expect:";
-    for (size_t i = 0; extra && extra[i] && nl < 7; i++) lines[nl++] = extra[i];
-    for (size_t i = 0; i < nl && !rc; i++) {
-      struct curl_slist *t = curl_slist_append(h, lines[i]);
-      if (!t) rc = ALTAR_ENOMEM;
-      else h = t;
-    }
+    if (!rc) rc = altar__cloud_headers_add(&h, expect);
+    if (!rc) rc = altar__cloud_headers_add(&h, extra);
     snprintf(line, sizeof line, "Authorization: %s", (const char *)auth.data);
-    struct curl_slist *t = rc ? NULL : curl_slist_append(h, line);
-    if (!t) rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
-    else h = t;
+    if (!rc) rc = altar__cloud_headers_add(&h, one);
+    if (rc) rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
   }
   if (!rc) {
     r->url = (const char *)url.data;
     r->headers = h;
-    rc = altar__cloud_perform(&b->http, r, LABEL, err);
+    rc = altar__cloud_perform(&b->base.http, r, LABEL, err);
     r->url = NULL;
     r->headers = NULL;
   }
@@ -318,7 +294,7 @@ static int download(altar_storage_t *s, const char *uri, bool to_fd, int fd, alt
     return rc;
   }
   altar_cloud_req_t r = {.method = "GET", .out_is_fd = to_fd, .out_fd = fd, .out_buf = to_fd ? NULL : buf,
-                         .out_max = to_fd ? 0 : b->max_bytes, .down_sum = &sum};
+                         .out_max = to_fd ? 0 : b->base.max_bytes, .down_sum = &sum};
   rc = s3_call(b, &r, u.bucket, u.key, "", NULL, NULL, err);
   if (!rc && (r.status < 200 || r.status > 299)) rc = fail_status(&r, uri, err);
   if (!rc && r.content_length >= 0 && (uint64_t)r.content_length != r.received)
@@ -337,31 +313,6 @@ static int download(altar_storage_t *s, const char *uri, bool to_fd, int fd, alt
   altar__cloud_req_clear(&r);
   altar__cloud_uri_clear(&u);
   return rc;
-}
-
-static int s3_read_bytes(altar_storage_t *s, const char *uri, altar_buf_t *out, altar_error_t *err) {
-  altar_buf_t body = {0};
-  int rc = download(s, uri, false, -1, &body, err);
-  if (!rc && altar_buf_append(out, body.data ? (const void *)body.data : "", body.len))
-    rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": %.300s: out of memory", uri);
-  altar_buf_free(&body);
-  return rc;
-}
-
-static int fetch_to_fd(altar_storage_t *s, const char *uri, int fd, altar_error_t *err) {
-  return download(s, uri, true, fd, NULL, err);
-}
-
-static int s3_as_local_file(altar_storage_t *s, const char *uri, altar_local_file_t *out, altar_error_t *err) {
-  altar_cloud_uri_t u;
-  int rc = altar__cloud_uri_parse(uri, "s3", true, &u, err);
-  altar__cloud_uri_clear(&u);
-  if (rc) {
-    out->path = NULL;
-    out->release = NULL;
-    return rc;
-  }
-  return altar__cloud_download_temp(s, uri, out, fetch_to_fd, err);
 }
 
 static int s3_exists(altar_storage_t *s, const char *uri, bool *pexists, altar_error_t *err) {
@@ -383,16 +334,8 @@ static int s3_exists(altar_storage_t *s, const char *uri, bool *pexists, altar_e
 
 /* ---- writing ------------------------------------------------------------------------------------- */
 
-/* Where upload bytes come from: a file or memory. */
-typedef struct source {
-  bool is_fd;
-  int fd;
-  const unsigned char *mem;
-  uint64_t size;
-} source_t;
-
 /* The bytes [off, off+len) of src: a pointer into memory, or read into buf. */
-static int source_bytes(const source_t *src, uint64_t off, size_t len, unsigned char *buf,
+static int source_bytes(const altar_cloud_source_t *src, uint64_t off, size_t len, unsigned char *buf,
                         const unsigned char **pdata, const char *what, altar_error_t *err) {
   if (!src->is_fd) {
     *pdata = src->mem ? src->mem + off : (const unsigned char *)"";
@@ -411,7 +354,7 @@ static int source_bytes(const source_t *src, uint64_t off, size_t len, unsigned 
   return ALTAR_OK;
 }
 
-static int put_single(s3_t *b, const altar_cloud_uri_t *u, const char *uri, const source_t *src,
+static int put_single(s3_t *b, const altar_cloud_uri_t *u, const char *uri, const altar_cloud_source_t *src,
                       altar_error_t *err) {
   unsigned char *buf = src->is_fd ? malloc(src->size ? (size_t)src->size : 1) : NULL;
   if (src->is_fd && !buf) return altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
@@ -445,7 +388,7 @@ static void abort_upload(s3_t *b, const altar_cloud_uri_t *u, const char *upload
 /* One part made ready to send: its bytes (read into buf from a file) and
  * their SHA-256. */
 typedef struct prep {
-  const source_t *src;
+  const altar_cloud_source_t *src;
   const char *uri;
   uint64_t off;
   size_t len;
@@ -472,7 +415,7 @@ static void *prep_thread(void *arg) {
   return NULL;
 }
 
-static int put_multipart(s3_t *b, const altar_cloud_uri_t *u, const char *uri, const source_t *src,
+static int put_multipart(s3_t *b, const altar_cloud_uri_t *u, const char *uri, const altar_cloud_source_t *src,
                          altar_error_t *err) {
   /* At most MAX_PARTS parts: grow the part size (in whole MiB) for huge files. */
   uint64_t part = b->part_size;
@@ -575,46 +518,12 @@ static int put_multipart(s3_t *b, const altar_cloud_uri_t *u, const char *uri, c
   return rc;
 }
 
-static int put_source(altar_storage_t *s, const char *uri, const source_t *src, altar_error_t *err) {
+static int put_source(altar_storage_t *s, const char *uri, const altar_cloud_source_t *src, altar_error_t *err) {
   s3_t *b = s->impl;
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(uri, "s3", true, &u, err);
   if (rc) return rc;
   rc = src->size > b->multipart_threshold ? put_multipart(b, &u, uri, src, err) : put_single(b, &u, uri, src, err);
-  altar__cloud_uri_clear(&u);
-  return rc;
-}
-
-static int s3_write_bytes(altar_storage_t *s, const char *uri, const void *data, size_t len, altar_error_t *err) {
-  source_t src = {.mem = data, .size = len};
-  return put_source(s, uri, &src, err);
-}
-
-static int s3_upload(altar_storage_t *s, const char *local_path, const char *uri, altar_error_t *err) {
-  altar_cloud_uri_t u;
-  int rc = altar__cloud_uri_parse(uri, "s3", true, &u, err);
-  altar__cloud_uri_clear(&u);
-  if (rc) return rc;
-  int fd = open(local_path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return altar_error_set(err, errno == ENOENT ? ALTAR_ENOTFOUND : ALTAR_EIO, "%.300s: cannot open: %s",
-                           local_path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return altar_error_set(err, ALTAR_EINVAL, "%.300s: not a regular file", local_path);
-  }
-  posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  source_t src = {.is_fd = true, .fd = fd, .size = (uint64_t)st.st_size};
-  rc = put_source(s, uri, &src, err);
-  close(fd);
-  return rc;
-}
-
-static int s3_mkdirs(altar_storage_t *s, const char *uri, altar_error_t *err) {
-  (void)s;
-  altar_cloud_uri_t u;
-  int rc = altar__cloud_uri_parse(uri, "s3", false, &u, err);
   altar__cloud_uri_clear(&u);
   return rc;
 }
@@ -657,9 +566,7 @@ static int s3_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn
       text_of(find(c->children, "Key"), key, sizeof key);
       text_of(find(c->children, "Size"), size, sizeof size);
       if (!*key) continue;
-      altar_buf_reset(&path);
-      if (altar_buf_append_str(&path, "s3://") || altar_buf_append_str(&path, u.bucket) ||
-          altar_buf_append_str(&path, "/") || altar_buf_append_str(&path, key) || altar_buf_append(&path, "", 1)) {
+      if (altar__cloud_entry_path(&path, "s3", u.bucket, key)) {
         rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
         break;
       }
@@ -695,11 +602,13 @@ const altar_storage_ops_t altar_storage_s3_ops = {
     .caps = ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE | ALTAR_STORAGE_CAP_LIST,
     .open = s3_open,
     .close = s3_close,
-    .read_bytes = s3_read_bytes,
+    .read_bytes = altar__cloud_read_bytes,
     .exists = s3_exists,
-    .write_bytes = s3_write_bytes,
-    .mkdirs = s3_mkdirs,
-    .upload = s3_upload,
-    .as_local_file = s3_as_local_file,
+    .write_bytes = altar__cloud_write_bytes,
+    .mkdirs = altar__cloud_mkdirs,
+    .upload = altar__cloud_upload,
+    .as_local_file = altar__cloud_as_local_file,
     .list = s3_list,
 };
+
+static const altar_cloud_kind_t s3_kind = {.scheme = "s3", .label = LABEL, .download = download, .put = put_source};

@@ -3,19 +3,10 @@
 # every vector round-trips byte for byte, spec ids match the identity vectors,
 # and bad usage / bad input give exit 2 / exit 1 with a message naming the field.
 set -u
-: "${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin codec-cli
 SRC="${ALTAR_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 V="$SRC/schemas/vectors"
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-codec-cli.XXXXXX")"
-trap 'rm -rf "$T"' EXIT INT TERM
-fails=0
-checks=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  fails=$((fails + 1))
-}
-ok() { checks=$((checks + 1)); }
 
 # ---- every golden vector, both directions, byte for byte ----
 n=0

@@ -5,18 +5,10 @@
 # required on /api/ (not on /metrics); a non-loopback address without a
 # token is refused.
 set -u
-: "${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
-command -v curl >/dev/null || { echo "FAIL: curl is required" >&2; exit 1; }
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-dashboard-api.XXXXXX")"
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin dashboard-api curl
 pid=""
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
+on_cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; }
 cat >"$T/altar.yaml" <<CFG
 transport: {name: local, dir: $T/log}
 backend: {name: process, data_root: $T/data, slots: 1}

@@ -1,11 +1,8 @@
 #!/bin/sh
 # altar digest sha256|verify|program, compared with sha256sum.
 set -u
-: "${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
-T=$(mktemp -d "${TMPDIR:-/tmp}/altar-digest-cli-XXXXXX")
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin digest-cli
 
 # expect CODE CMD...: runs CMD, keeps stdout in $T/out and stderr in $T/err.
 expect() {

@@ -15,25 +15,13 @@
 #     stderr reaches its failure detail and `altar logs`.
 # Every wait is bounded by a deadline and checks recorded facts.
 set -u
-: "${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-evidence.XXXXXX")"
-pids=""
-cleanup() {
-  for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin evidence
+on_cleanup() { # the containers of this run's docker part
   for id in $(docker ps -aq --no-trunc --filter "label=altar.data_root=$T/ddata" 2>/dev/null); do
     docker rm --force "$id" >/dev/null 2>&1 || true
   done
-  rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fails=0
-checks=0
-fail() {
-  echo "FAIL: $*" >&2
-  fails=$((fails + 1))
-}
-check() { if eval "$1"; then checks=$((checks + 1)); else fail "$2"; fi; }
 wait_for() { # condition what
   i=0
   while ! eval "$1"; do

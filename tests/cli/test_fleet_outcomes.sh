@@ -15,24 +15,8 @@
 #     failure fails --wait, and status counts them.
 # Every wait is bounded by a deadline and checks recorded facts.
 set -u
-: "${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
-command -v python3 >/dev/null || { echo "FAIL: python3 is required" >&2; exit 1; }
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-outcomes.XXXXXX")"
-pids=""
-cleanup() {
-  for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fails=0
-checks=0
-fail() {
-  echo "FAIL: $*" >&2
-  fails=$((fails + 1))
-}
-ok() { checks=$((checks + 1)); }
-check() { if eval "$1"; then ok; else fail "$2"; fi; }
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin outcomes python3
 
 groups='groups:
   work: {group_by: [job_id, fold], ready_when: single, on_failed: dead_letter}
@@ -206,5 +190,4 @@ check '[ "$(status_json jlate | jfield groups.fired)" = 1 ] && [ "$(status_json 
 
 kill -TERM "$cpid" "$gpid" "$rpid" 2>/dev/null
 wait "$cpid" "$gpid" "$rpid" 2>/dev/null
-echo "test_fleet_outcomes: $checks checks passed, $fails failed"
-[ "$fails" -eq 0 ]
+altar_test_end test_fleet_outcomes

@@ -4,14 +4,12 @@
 # is stopped rebuilds a ledger with the same checksum, publishing nothing
 # that the ready topic already holds.
 set -eu
-BIN="${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-rebuild-cli.XXXXXX")"
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin rebuild-cli
+BIN="$ALTAR_BIN"
 rec=""
-cleanup() {
-  [ -n "$rec" ] && kill -9 "$rec" 2>/dev/null || true
-  rm -rf "$T"
-}
-trap cleanup EXIT
+on_cleanup() { [ -n "$rec" ] && kill -9 "$rec" 2>/dev/null || true; }
+# Here the first failure ends the test, with the daemons' logs.
 fail() { echo "FAIL: $*" >&2; for f in "$T"/*.log; do [ -f "$f" ] && sed 's/^/  | /' "$f" >&2; done; exit 1; }
 
 mkdir -p "$T/data"

@@ -14,18 +14,9 @@
 #   - a worker prints a line per task start and end (--task-lines, as on a
 #     terminal) naming itself, -q silences them, its summary names it.
 set -u
-ALTAR="${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-help.XXXXXX")"
-pids=""
-cleanup() {
-  for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-FAILS=0
-fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin help
+ALTAR="$ALTAR_BIN"
 
 # ---- plug-in names from the registries --------------------------------------
 echo '{"kind":"k","image":"none","command":["/bin/true"]}' >"$T/spec.json"
@@ -171,5 +162,5 @@ done
   fail "reconciler offsets: $(cat "$T/off.json" "$T/off.err")"
 grep -q "offsets as stored in the ledger" "$T/off.err" && ok "offsets say where they come from" || fail "$(cat "$T/off.err")"
 
-[ "$FAILS" = 0 ] || { echo "$FAILS check(s) failed" >&2; exit 1; }
+[ "$fails" = 0 ] || { echo "$fails check(s) failed" >&2; exit 1; }
 echo "all honest-help checks passed"

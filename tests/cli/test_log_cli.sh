@@ -3,18 +3,10 @@
 # the beginning and as a group (commits, resume), offsets and lag, altar
 # messages decoded to JSON, --config with a YAML file, --help and bad usage.
 set -u
-: "${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin log-cli
 SRC="${ALTAR_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-log-cli.XXXXXX")"
-trap 'rm -rf "$T"' EXIT INT TERM
 D="$T/log"
-fails=0
-checks=0
-fail() {
-  echo "FAIL: $*" >&2
-  fails=$((fails + 1))
-}
-ok() { checks=$((checks + 1)); }
 check() { # description, then a command that must succeed
   d="$1"
   shift
@@ -96,5 +88,4 @@ for c in produce consume topics offsets; do
   "$ALTAR_BIN" log $c --help | grep -q "usage: altar log" && ok || fail "log $c --help"
 done
 
-echo "test_log_cli: $checks checks passed, $fails failed"
-[ "$fails" -eq 0 ]
+altar_test_end test_log_cli

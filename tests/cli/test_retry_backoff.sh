@@ -11,21 +11,8 @@
 #   - a rebuild from the status topic records the same due times;
 #   - bad settings are refused with the field named.
 set -u
-: "${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
-command -v python3 >/dev/null || { echo "FAIL: python3 is required" >&2; exit 1; }
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-backoff.XXXXXX")"
-pids=""
-cleanup() {
-  for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fails=0
-fail() {
-  echo "FAIL: $*" >&2
-  fails=$((fails + 1))
-}
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin backoff python3
 
 cat >"$T/altar.yaml" <<EOC
 transport: {name: local, dir: $T/log}

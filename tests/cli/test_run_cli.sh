@@ -4,12 +4,9 @@
 # bad input (exit 2, message naming the field) and Ctrl-C (exit 130, task
 # cancelled).
 set -u
-ALTAR="${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-run-cli.XXXXXX")"
-trap 'rm -rf "$T"' EXIT
-FAILS=0
-fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin run-cli
+ALTAR="$ALTAR_BIN"
 
 mkdir -p "$T/store" "$T/results" "$T/data"
 printf 'hello altar\n' > "$T/store/input.txt"
@@ -96,5 +93,5 @@ grep -q '^reason=canceled' "$T/data2/tasks/$TASK/task" 2>/dev/null && ok "task c
 PGID="$(sed -n 's/^pgid=//p' "$T/data2/tasks/$TASK/task" 2>/dev/null)"
 if [ -n "$PGID" ] && kill -0 "$PGID" 2>/dev/null; then fail "sleep still running"; else ok "no process left"; fi
 
-if [ "$FAILS" -ne 0 ]; then echo "$FAILS failure(s)" >&2; exit 1; fi
+if [ "$fails" -ne 0 ]; then echo "$fails failure(s)" >&2; exit 1; fi
 echo "all ok"

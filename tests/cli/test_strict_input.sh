@@ -6,12 +6,9 @@
 # the daemons refuse to start with no config and no --log-dir/--brokers
 # instead of using ./var/log. Nothing is published by a refused submit.
 set -u
-ALTAR="${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-strict.XXXXXX")"
-trap 'rm -rf "$T"' EXIT
-FAILS=0
-fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin strict
+ALTAR="$ALTAR_BIN"
 cd "$T" || exit 1
 
 # refused WHAT WANT_TEXT CMD... : exit 2 and stderr contains WANT_TEXT.
@@ -125,6 +122,11 @@ refused "dashboard without a config" "no configuration" "$ALTAR" dashboard --add
   ok "submit with an explicit --log-dir gets past the check" || fail "submit --log-dir: $(cat "$T/err")"
 [ ! -e var ] && ok "still nothing under ./var" || fail "./var was created by --log-dir"
 cd "$T" || exit 1
+# A daemon's integer flag out of range names the flag, the range and the value.
+refused "reconciler --batch 0" "altar reconciler: --batch: expected an integer in [1, 1000000], got '0'" \
+  "$ALTAR" reconciler --log-dir "$T/explicit" --batch 0
+refused "worker --drain -1" "altar worker: --drain: expected an integer in [0, 86400], got '-1'" \
+  "$ALTAR" worker --log-dir "$T/explicit" --drain -1
 
-[ "$FAILS" = 0 ] || { echo "$FAILS check(s) failed" >&2; exit 1; }
+[ "$fails" = 0 ] || { echo "$fails check(s) failed" >&2; exit 1; }
 echo "all strict-input checks passed"

@@ -5,28 +5,9 @@
 # from the config file works, a malformed address is refused naming
 # metrics.addr, and SIGTERM stops the worker cleanly.
 set -u
-: "${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
-command -v curl >/dev/null || { echo "FAIL: curl is required (scripts/install-deps.sh test)" >&2; exit 1; }
-command -v python3 >/dev/null || { echo "FAIL: python3 is required" >&2; exit 1; }
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-metrics-cli.XXXXXX")"
-pids=""
-cleanup() {
-  for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fails=0
-checks=0
-fail() {
-  echo "FAIL: $*" >&2
-  fails=$((fails + 1))
-}
-ok() { checks=$((checks + 1)); }
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin metrics-cli curl python3
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
 # Waits (bounded) until GET url answers 200 with the line $3 (the command
 # registers its metrics once its loop starts, just after the server), keeping
 # the body in $2.
@@ -186,5 +167,4 @@ else
   [ "$st" = 0 ] && ok || fail "reconciler exited with status $st after SIGTERM: $(tail -5 "$T/rec.log")"
 fi
 
-echo "test_worker_metrics: $checks checks passed, $fails failed"
-[ "$fails" = 0 ]
+altar_test_end test_worker_metrics

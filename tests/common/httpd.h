@@ -1,5 +1,6 @@
 /* A small real HTTP/1.1 server for tests: serves the files under a directory
- * on 127.0.0.1 from a background thread, one connection at a time.
+ * on 127.0.0.1 from a background thread, one connection at a time (the
+ * server of mockhttp.h with a file-serving handler).
  *   GET/HEAD /<path>        the file, or 404 (403 for a path with "..")
  *   GET/HEAD /status/<N>    an empty response with status N (100..599)
  *   GET/HEAD /redirect/<p>  302 to /<p>

@@ -24,8 +24,9 @@ struct altar_test_mock {
   int port;
   pthread_t thread;
   pthread_mutex_t lock;
-  char *log[LOG_MAX];
+  char *log[LOG_MAX]; /* the first LOG_MAX requests, for needles */
   unsigned n_log;
+  unsigned n_seen; /* every request */
 };
 
 int altar_test_mock_send(int fd, const void *p, size_t n) {
@@ -125,11 +126,13 @@ static void *serve(void *arg) {
       snprintf(line, sizeof line, "%s %s", rq->method, rq->target);
       pthread_mutex_lock(&m->lock);
       if (m->n_log < LOG_MAX) m->log[m->n_log++] = strdup(line);
+      m->n_seen++;
       pthread_mutex_unlock(&m->lock);
       m->fn(fd, rq, m->ud);
     }
     if (rq) free(rq->body);
     free(rq);
+    shutdown(fd, SHUT_WR); /* the answer ends here, before anything unread could reset it */
     close(fd);
   }
   return NULL;
@@ -169,8 +172,9 @@ int altar_test_mock_port(const altar_test_mock_t *m) {
 unsigned altar_test_mock_count(altar_test_mock_t *m, const char *needle) {
   unsigned n = 0;
   pthread_mutex_lock(&m->lock);
-  for (unsigned i = 0; i < m->n_log; i++)
-    if (!needle || strstr(m->log[i], needle)) n++;
+  if (!needle) n = m->n_seen;
+  for (unsigned i = 0; needle && i < m->n_log; i++)
+    if (strstr(m->log[i], needle)) n++;
   pthread_mutex_unlock(&m->lock);
   return n;
 }

@@ -26,7 +26,8 @@ typedef void (*altar_test_handler_fn)(int fd, const altar_test_req_t *rq, void *
 /* NULL on failure (message on stderr). */
 altar_test_mock_t *altar_test_mock_start(altar_test_handler_fn fn, void *ud);
 int altar_test_mock_port(const altar_test_mock_t *m);
-/* Requests seen so far whose "METHOD target" contains needle (NULL: all). */
+/* Requests seen so far whose "METHOD target" contains needle (among the
+ * first 512), or with needle NULL all of them. */
 unsigned altar_test_mock_count(altar_test_mock_t *m, const char *needle);
 void altar_test_mock_stop(altar_test_mock_t *m);
 

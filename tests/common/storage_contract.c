@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool writable(const altar_storage_fixture_t *fx) {
@@ -429,4 +430,67 @@ void altar_storage_contract_staging(const altar_storage_fixture_t *fx) {
   altar_backend_destroy(be);
   altar_test_rmtree(root);
   free(root);
+}
+
+/* ---- what the object-store tests share ------------------------------------------------- */
+
+void altar_storage_fixture_object_store(altar_storage_fixture_t *fx, const char *scheme, const char *other_scheme,
+                                        altar_storage_t *s, altar_storage_t *faulty, const char *server,
+                                        const char *address, const char *variable, const char *script) {
+  fx->label = scheme;
+  fx->s = s;
+  snprintf(fx->root, sizeof fx->root, "%s://altar-test/run-%ld-%ld/", scheme, (long)getpid(), (long)time(NULL));
+  static char no_bucket[32], escaping[64], wrong_scheme[64];
+  snprintf(no_bucket, sizeof no_bucket, "%s:///key", scheme);
+  snprintf(escaping, sizeof escaping, "%s://altar-test/a/../other", scheme);
+  snprintf(wrong_scheme, sizeof wrong_scheme, "%s://altar-test/x", other_scheme);
+  fx->no_bucket_uri = no_bucket;
+  fx->escaping_uri = escaping;
+  fx->wrong_scheme_uri = wrong_scheme;
+  fx->faulty = faulty;
+  snprintf(fx->fault_root, sizeof fx->fault_root, "%s://altar-test/", scheme);
+  fx->checks_sums = true;
+  fx->server = server;
+  char probe[64];
+  snprintf(probe, sizeof probe, "%s://altar-test/probe", scheme);
+  altar_error_t err = {0};
+  bool ex;
+  fx->server_ok = altar_storage_exists(s, probe, &ex, &err) == 0;
+  if (!fx->server_ok)
+    fprintf(stderr, "FAIL: %s does not answer at %s (%s); start it with %s start: %s\n", server, address, variable,
+            script, err.msg);
+}
+
+void altar_storage_need_server(const altar_storage_fixture_t *fx, const char *file, unsigned line) {
+  if (fx->server_ok) return;
+  char msg[200];
+  snprintf(msg, sizeof msg, "%s unreachable (see the message above)", fx->server ? fx->server : "the server");
+  CU_assertImplementation(CU_FALSE, line, msg, file, "", CU_TRUE);
+}
+
+/* CUnit tests take no arguments: the one fixture of this test program. */
+static const altar_storage_fixture_t *contract_fx;
+
+static void contract_roundtrip(void) {
+  ALTAR_STORAGE_NEED_SERVER(contract_fx);
+  altar_storage_contract_roundtrip(contract_fx);
+}
+static void contract_bad_input(void) {
+  ALTAR_STORAGE_NEED_SERVER(contract_fx);
+  altar_storage_contract_bad_input(contract_fx);
+}
+static void contract_faults(void) {
+  altar_storage_contract_faults(contract_fx);
+}
+static void contract_staging(void) {
+  ALTAR_STORAGE_NEED_SERVER(contract_fx);
+  altar_storage_contract_staging(contract_fx);
+}
+
+void altar_storage_contract_add(CU_pSuite suite, const altar_storage_fixture_t *fx) {
+  contract_fx = fx;
+  CU_add_test(suite, "test_contract_roundtrip", contract_roundtrip);
+  CU_add_test(suite, "test_contract_bad_input", contract_bad_input);
+  CU_add_test(suite, "test_contract_faults", contract_faults);
+  CU_add_test(suite, "test_contract_staging", contract_staging);
 }

@@ -11,6 +11,8 @@
 #include "altar/storage.h"
 #include "mockhttp.h"
 
+#include <CUnit/CUnit.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -29,6 +31,9 @@ typedef struct altar_storage_fixture {
   altar_storage_t *faulty;
   char fault_root[512]; /* URI prefix there, ending in '/' */
   bool checks_sums;     /* downloads are compared with the server's checksums */
+  /* For a real server: its name, and whether it answered in setup. */
+  const char *server;
+  bool server_ok;
 } altar_storage_fixture_t;
 
 void altar_storage_contract_roundtrip(const altar_storage_fixture_t *fx);
@@ -38,6 +43,26 @@ void altar_storage_contract_faults(const altar_storage_fixture_t *fx);
  * digests verified. The backend opens adapters with no options, so the
  * adapter must find its server from the environment. */
 void altar_storage_contract_staging(const altar_storage_fixture_t *fx);
+
+/* ---- what the object-store tests (gs://, s3://) share --------------------------------- */
+
+/* Fills fx for scheme's adapter s on the real server (a run-unique root in
+ * bucket altar-test, the bad URIs, sums checked) and faulty on the scripted
+ * one; other_scheme makes the wrong-scheme URI. Then probes the server: an
+ * exists that fails prints a FAIL line saying where it looked (address, from
+ * variable) and which script starts it, and leaves fx->server_ok false. The
+ * caller sets big_size. */
+void altar_storage_fixture_object_store(altar_storage_fixture_t *fx, const char *scheme, const char *other_scheme,
+                                        altar_storage_t *s, altar_storage_t *faulty, const char *server,
+                                        const char *address, const char *variable, const char *script);
+
+/* Adds the four contract checks on fx (filled later, in the suite's setup)
+ * to suite; the ones that need the real server fail at once without it. */
+void altar_storage_contract_add(CU_pSuite suite, const altar_storage_fixture_t *fx);
+
+/* Fails the running test (fatally) when fx's server did not answer. */
+#define ALTAR_STORAGE_NEED_SERVER(fx) altar_storage_need_server((fx), __FILE__, __LINE__)
+void altar_storage_need_server(const altar_storage_fixture_t *fx, const char *file, unsigned line);
 
 /* The fault server's handler: the request target decides the answer.
  *   f404   404               f403    403 with an error body

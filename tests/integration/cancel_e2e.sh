@@ -14,40 +14,17 @@
 #   - a rebuild from the status topic gives the same checksum.
 set -u
 : "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
-command -v python3 >/dev/null || { echo "FAIL: python3 is required" >&2; exit 1; }
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-cancel-$TRANSPORT.XXXXXX")"
-pids=""
-cleanup() {
-  for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-  pkill_marker
-  rm -rf "$T"
-}
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin "cancel-$TRANSPORT" python3
+on_cleanup() { pkill_marker; }
 # The tasks' command names this run's directory: find them, and only them.
 marker="$T/marker"
 # The task itself is the `sh -c` of its spec (the backend may wrap it).
 count_tasks() { pgrep -f "^sh -c sleep 61; : $marker" 2>/dev/null | grep -c . || true; }
 pkill_marker() { for p in $(pgrep -f ": $marker" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fails=0
-fail() {
-  echo "FAIL: $*" >&2
-  fails=$((fails + 1))
-}
 prefix="cancel-$(date +%s)-$$"
 {
-  echo "transport:"
-  if [ "$TRANSPORT" = kafka ]; then
-    : "${ALTAR_KAFKA_BROKERS:?the Kafka broker must be running (scripts/services/kafka.sh start)}"
-    echo "  name: kafka"
-    echo "  kafka: {bootstrap.servers: \"$ALTAR_KAFKA_BROKERS\"}"
-  else
-    echo "  name: local"
-    echo "  dir: $T/log"
-  fi
-  echo "topics: {jobs: $prefix.jobs, status: $prefix.status, ready: $prefix.ready, dead: $prefix.dead, dlq: $prefix.dlq, partitions: 4}"
-  echo "backend: {name: process, data_root: $T/data, slots: 2}"
-  echo "ledger: {path: $T/ledger}"
+  altar_test_fleet_config "$prefix" "{name: process, data_root: $T/data, slots: 2}" "partitions: 4"
   echo "groups:"
   echo "  work: {group_by: [job_id, fold], ready_when: single, on_failed: retry, max_restarts: 2}"
 } >"$T/altar.yaml"

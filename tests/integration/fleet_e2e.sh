@@ -11,42 +11,26 @@ DEAD_GROUP=g007
 SLOTS=4
 KILLS=0
 
-dir="$(mktemp -d "${TMPDIR:-/tmp}/altar-fleet-$TRANSPORT-XXXXXX")"
-pids=""
-cleanup() {
-  for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-  if [ "${KEEP:-0}" = 1 ]; then echo "kept $dir"; else rm -rf "$dir"; fi
-}
-trap cleanup EXIT
-mkdir -p "$dir/data"
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin "fleet-$TRANSPORT" python3
+mkdir -p "$T/data"
 prefix="fleet-$(date +%s)-$$"
 {
-  echo "transport:"
-  if [ "$TRANSPORT" = kafka ]; then
-    : "${ALTAR_KAFKA_BROKERS:?the Kafka broker must be running (scripts/services/kafka.sh start)}"
-    echo "  name: kafka"
-    echo "  kafka: {bootstrap.servers: \"$ALTAR_KAFKA_BROKERS\"}"
-  else
-    echo "  name: local"
-    echo "  dir: $dir/log"
-  fi
-  echo "topics: {jobs: $prefix.jobs, status: $prefix.status, ready: $prefix.ready, dead: $prefix.dead, dlq: $prefix.dlq}"
-  echo "backend: {name: process, data_root: $dir/data, slots: $SLOTS}"
-  echo "ledger: {path: $dir/ledger}"
+  altar_test_fleet_config "$prefix" "{name: process, data_root: $T/data, slots: $SLOTS}"
   echo "groups:"
   echo "  shard:"
   echo "    group_by: [job_id, group]"
   echo "    ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}"
   echo "    on_failed: retry"
   echo "    max_restarts: 2"
-} > "$dir/altar.yaml"
-cfg="--config $dir/altar.yaml"
+} > "$T/altar.yaml"
+cfg="--config $T/altar.yaml"
 
-start_reconciler() { "$ALTAR_BIN" reconciler $cfg >>"$dir/reconciler.log" 2>&1 & rec=$!; pids="$pids $rec"; }
-start_worker() { "$ALTAR_BIN" worker $cfg --id "w$1-$2" --drain 2 >>"$dir/worker$1.log" 2>&1 & eval "w$1=\$!"; pids="$pids $!"; }
+start_reconciler() { "$ALTAR_BIN" reconciler $cfg >>"$T/reconciler.log" 2>&1 & rec=$!; pids="$pids $rec"; }
+start_worker() { "$ALTAR_BIN" worker $cfg --id "w$1-$2" --drain 2 >>"$T/worker$1.log" 2>&1 & eval "w$1=\$!"; pids="$pids $!"; }
 
 # The specs: GROUPS_N groups of FOLDS shards; one shard of DEAD_GROUP fails deterministically.
-python3 - "$dir" "$GROUPS_N" "$FOLDS" "$DEAD_GROUP" > "$dir/specs.jsonl" <<'PY'
+python3 - "$T" "$GROUPS_N" "$FOLDS" "$DEAD_GROUP" > "$T/specs.jsonl" <<'PY'
 import json, sys
 d, n, folds, dead = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 script = 'sleep 0.05; if [ "$2" = fail ]; then exit 3; fi; echo "$0" >> "$1/runs.log"'
@@ -63,17 +47,17 @@ PY
 start_reconciler
 start_worker 1 0
 start_worker 2 0
-job="$("$ALTAR_BIN" submit $cfg "$dir/specs.jsonl")"
+job="$("$ALTAR_BIN" submit $cfg "$T/specs.jsonl")"
 echo "submitted $job: $((GROUPS_N * FOLDS)) shards in $GROUPS_N groups"
 
 # Poison on the jobs topic: garbage bytes, a spec escaping its root (readable
 # identity: refused as invalid_spec, its group dead-lettered), a 10 MB message.
 printf 'garbage \001\002\003 not msgpack\n' | "$ALTAR_BIN" log produce $cfg --topic "$prefix.jobs"
-head -c 10485760 /dev/zero | tr '\0' 'x' > "$dir/big.txt"; echo >> "$dir/big.txt"
+head -c 10485760 /dev/zero | tr '\0' 'x' > "$T/big.txt"; echo >> "$T/big.txt"
 big_opts=""
 # Kafka refuses messages over 1 MB by default; the test broker allows 16 MB (scripts/services/kafka.sh).
 [ "$TRANSPORT" = kafka ] && big_opts="--set transport.kafka.message.max.bytes=16777216"
-"$ALTAR_BIN" log produce $cfg $big_opts --topic "$prefix.jobs" < "$dir/big.txt"
+"$ALTAR_BIN" log produce $cfg $big_opts --topic "$prefix.jobs" < "$T/big.txt"
 python3 -c 'import json; print(json.dumps({"v":1,"type":"job","job_id":"poison","attempt":0,"avoid_hosts":[],"submitted_at":0,"spec":{"kind":"shard","image":"x","command":["true"],"labels":{"job_id":"poison","group":"poison"},"inputs":[{"uri":"file:///etc/passwd","logical_path":"../../etc/passwd","locality_key":None,"digest":None}],"outputs":[],"resources":{"gpu":None,"count":1,"memory_mb":None},"timeout_s":None,"plugin_identity":None}}))' \
   | "$ALTAR_BIN" log produce $cfg --topic "$prefix.jobs" --encode job
 
@@ -99,29 +83,29 @@ while :; do
   got=$(( $(count "$prefix.ready") + $(count "$prefix.dead") ))
   [ "$got" -ge "$want" ] && break
   if [ "$(date +%s)" -ge "$deadline" ]; then
-    echo "timed out: $got of $want group events"; tail -20 "$dir"/*.log; exit 1
+    echo "timed out: $got of $want group events"; tail -20 "$T"/*.log; exit 1
   fi
   sleep 1
 done
 sleep 2 # let anything late arrive, so a duplicate would show
 kill -TERM "$w1" "$w2" "$rec" 2>/dev/null || true
 wait "$w1" "$w2" "$rec" 2>/dev/null || true
-"$ALTAR_BIN" log consume $cfg --topic "$prefix.ready" --from-beginning --exit > "$dir/ready.jsonl"
-"$ALTAR_BIN" log consume $cfg --topic "$prefix.dead" --from-beginning --exit > "$dir/dead.jsonl"
+"$ALTAR_BIN" log consume $cfg --topic "$prefix.ready" --from-beginning --exit > "$T/ready.jsonl"
+"$ALTAR_BIN" log consume $cfg --topic "$prefix.dead" --from-beginning --exit > "$T/dead.jsonl"
 # The ledger after the kills: checked by fleet_check.py (nothing left open,
 # one terminal record per shard) against what `altar status` counts.
-"$ALTAR_BIN" ledger dump $cfg > "$dir/ledger.jsonl"
-"$ALTAR_BIN" status $cfg "$job" --json > "$dir/status.json"
-python3 "$ALTAR_SOURCE_DIR/tests/integration/fleet_check.py" "$dir" "$GROUPS_N" "$FOLDS" "$DEAD_GROUP" "$KILLS" "$SLOTS"
+"$ALTAR_BIN" ledger dump $cfg > "$T/ledger.jsonl"
+"$ALTAR_BIN" status $cfg "$job" --json > "$T/status.json"
+python3 "$ALTAR_SOURCE_DIR/tests/integration/fleet_check.py" "$T" "$GROUPS_N" "$FOLDS" "$DEAD_GROUP" "$KILLS" "$SLOTS"
 
 # Poison landed in the DLQ with reasons, and the fleet kept going.
 dlq=$("$ALTAR_BIN" log consume $cfg --topic "$prefix.dlq" --from-beginning --exit | wc -l)
-grep -h "dead-lettered" "$dir"/worker*.log | sed 's/^/  /' | cut -c1-160
+grep -h "dead-lettered" "$T"/worker*.log | sed 's/^/  /' | cut -c1-160
 [ "$dlq" -ge 3 ] || { echo "FAIL: $dlq message(s) in the DLQ, want at least 3"; exit 1; }
-grep -q "logical_path.*climbs out" "$dir"/worker*.log || { echo "FAIL: no DLQ reason names the escaping path"; exit 1; }
-grep -q "too large" "$dir"/worker*.log || { echo "FAIL: no DLQ reason names the 10 MB message"; exit 1; }
+grep -q "logical_path.*climbs out" "$T"/worker*.log || { echo "FAIL: no DLQ reason names the escaping path"; exit 1; }
+grep -q "too large" "$T"/worker*.log || { echo "FAIL: no DLQ reason names the 10 MB message"; exit 1; }
 
 # Replay is exact: the rebuilt ledger has the same checksum and publishes nothing twice.
-"$ALTAR_BIN" reconciler $cfg --rebuild | tee "$dir/rebuild.out"
-grep -q " 0 missing event(s) published" "$dir/rebuild.out" || { echo "FAIL: rebuild republished group events"; exit 1; }
+"$ALTAR_BIN" reconciler $cfg --rebuild | tee "$T/rebuild.out"
+grep -q " 0 missing event(s) published" "$T/rebuild.out" || { echo "FAIL: rebuild republished group events"; exit 1; }
 echo "fleet e2e on $TRANSPORT: ok"

@@ -14,40 +14,24 @@ LONG_N=8
 LONG_S="${SCALE_LONG_S:-20}"
 QUICK_N="${SCALE_QUICK_N:-24}"
 
-dir="$(mktemp -d "${TMPDIR:-/tmp}/altar-scale-$TRANSPORT-XXXXXX")"
-pids=""
-cleanup() {
-  for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-  if [ "${KEEP:-0}" = 1 ]; then echo "kept $dir"; else rm -rf "$dir"; fi
-}
-trap cleanup EXIT
-mkdir -p "$dir/data"
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin "scale-$TRANSPORT" python3
+mkdir -p "$T/data"
 prefix="scale-$(date +%s)-$$"
 {
-  echo "transport:"
-  if [ "$TRANSPORT" = kafka ]; then
-    : "${ALTAR_KAFKA_BROKERS:?the Kafka broker must be running (scripts/services/kafka.sh start)}"
-    echo "  name: kafka"
-    echo "  kafka: {bootstrap.servers: \"$ALTAR_KAFKA_BROKERS\"}"
-  else
-    echo "  name: local"
-    echo "  dir: $dir/log"
-  fi
-  echo "topics: {jobs: $prefix.jobs, status: $prefix.status, ready: $prefix.ready, dead: $prefix.dead, dlq: $prefix.dlq}"
-  echo "backend: {name: process, data_root: $dir/data, slots: 12}"
-  echo "ledger: {path: $dir/ledger}"
+  altar_test_fleet_config "$prefix" "{name: process, data_root: $T/data, slots: 12}"
   echo "groups:"
   echo "  shard:"
   echo "    group_by: [job_id, name]"
   echo "    ready_when: single"
   echo "    on_failed: dead_letter"
-} > "$dir/altar.yaml"
-cfg="--config $dir/altar.yaml"
+} > "$T/altar.yaml"
+cfg="--config $T/altar.yaml"
 
-start_worker() { "$ALTAR_BIN" worker $cfg --id "w$1" --drain 120 >>"$dir/worker$1.log" 2>&1 & eval "w$1=\$!"; pids="$pids $!"; }
+start_worker() { "$ALTAR_BIN" worker $cfg --id "w$1" --drain 120 >>"$T/worker$1.log" 2>&1 & eval "w$1=\$!"; pids="$pids $!"; }
 # A shard appends "start <name> <unix time>" when it starts, "end <name>" when it ends.
 spec() {
-  python3 - "$dir/data" "$1" "$2" <<'PY'
+  python3 - "$T/data" "$1" "$2" <<'PY'
 import json, sys
 d, name, secs = sys.argv[1], sys.argv[2], sys.argv[3]
 script = 'echo "start $0 $(date +%s.%N)" >> "$1/runs.log"; sleep "$2"; echo "end $0" >> "$1/runs.log"'
@@ -55,26 +39,26 @@ print(json.dumps({"kind": "shard", "image": "none", "command": ["/bin/sh", "-c",
                   "labels": {"name": name}, "timeout_s": 600}))
 PY
 }
-started() { if [ -f "$dir/data/runs.log" ]; then grep -c "^start " "$dir/data/runs.log" || true; else echo 0; fi; }
-ended() { if [ -f "$dir/data/runs.log" ]; then grep -c "^end " "$dir/data/runs.log" || true; else echo 0; fi; }
+started() { if [ -f "$T/data/runs.log" ]; then grep -c "^start " "$T/data/runs.log" || true; else echo 0; fi; }
+ended() { if [ -f "$T/data/runs.log" ]; then grep -c "^end " "$T/data/runs.log" || true; else echo 0; fi; }
 wait_for() { # wait_for WHAT N SECONDS: until WHAT prints >= N
   deadline=$(( $(date +%s) + $3 ))
   until [ "$($1)" -ge "$2" ]; do
-    [ "$(date +%s)" -lt "$deadline" ] || { echo "timed out waiting for $1 >= $2"; tail -5 "$dir"/*.log; exit 1; }
+    [ "$(date +%s)" -lt "$deadline" ] || { echo "timed out waiting for $1 >= $2"; tail -5 "$T"/*.log; exit 1; }
     sleep 0.2
   done
 }
 
-"$ALTAR_BIN" reconciler $cfg >>"$dir/reconciler.log" 2>&1 & rec=$!; pids="$pids $rec"
+"$ALTAR_BIN" reconciler $cfg >>"$T/reconciler.log" 2>&1 & rec=$!; pids="$pids $rec"
 start_worker 1
-for i in $(seq 1 $LONG_N); do spec "long$i" "$LONG_S"; done > "$dir/long.jsonl"
-"$ALTAR_BIN" submit $cfg "$dir/long.jsonl" >/dev/null 2>>"$dir/submit.log"
+for i in $(seq 1 $LONG_N); do spec "long$i" "$LONG_S"; done > "$T/long.jsonl"
+"$ALTAR_BIN" submit $cfg "$T/long.jsonl" >/dev/null 2>>"$T/submit.log"
 wait_for started $LONG_N 60
 echo "8 long shards running on w1; two workers join"
 start_worker 2
 start_worker 3
 for i in $(seq 1 "$QUICK_N"); do
-  spec "quick$i" 0.2 | "$ALTAR_BIN" submit $cfg - >/dev/null 2>>"$dir/submit.log"
+  spec "quick$i" 0.2 | "$ALTAR_BIN" submit $cfg - >/dev/null 2>>"$T/submit.log"
   [ "$i" -eq 8 ] && { echo "w1 leaves (SIGTERM)"; kill -TERM "$w1"; }
   sleep 0.3
 done
@@ -82,15 +66,15 @@ wait_for ended $((LONG_N + QUICK_N)) $((LONG_S * 3 + 60))
 count() { "$ALTAR_BIN" log consume $cfg --topic "$1" --from-beginning --exit 2>/dev/null | grep -c '"event_id"' || true; }
 ready_n() { count "$prefix.ready"; }
 wait_for ready_n $((LONG_N + QUICK_N)) 60
-wait "$w1" || { echo "FAIL: w1 did not stop cleanly"; tail -20 "$dir/worker1.log"; exit 1; }
+wait "$w1" || { echo "FAIL: w1 did not stop cleanly"; tail -20 "$T/worker1.log"; exit 1; }
 kill -TERM "$w2" "$w3" "$rec" 2>/dev/null || true
 wait "$w2" "$w3" "$rec" 2>/dev/null || true
 
-"$ALTAR_BIN" log consume $cfg --topic "$prefix.status" --from-beginning --exit > "$dir/status.jsonl"
-"$ALTAR_BIN" log consume $cfg --topic "$prefix.jobs" --from-beginning --exit > "$dir/jobs.jsonl"
-"$ALTAR_BIN" ledger dump $cfg > "$dir/ledger.jsonl"
-grep -h "altar worker [^ ]*: consumed" "$dir"/worker*.log | sed 's/^/  /'
-python3 - "$dir" "$TRANSPORT" "$LONG_N" "$QUICK_N" <<'PY'
+"$ALTAR_BIN" log consume $cfg --topic "$prefix.status" --from-beginning --exit > "$T/status.jsonl"
+"$ALTAR_BIN" log consume $cfg --topic "$prefix.jobs" --from-beginning --exit > "$T/jobs.jsonl"
+"$ALTAR_BIN" ledger dump $cfg > "$T/ledger.jsonl"
+grep -h "altar worker [^ ]*: consumed" "$T"/worker*.log | sed 's/^/  /'
+python3 - "$T" "$TRANSPORT" "$LONG_N" "$QUICK_N" <<'PY'
 import collections, json, re, sys
 d, transport, long_n, quick_n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 problems = []

@@ -13,30 +13,25 @@ REBALANCES="${REBALANCES:-20}"
 SHARDS="${SHARDS:-1200}"
 SLOTS="${SLOTS:-4}"
 
-dir="$(mktemp -d "${TMPDIR:-/tmp}/altar-rebalance-XXXXXX")"
-pids=""
-cleanup() {
-  for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-  if [ "${KEEP:-0}" = 1 ]; then echo "kept $dir"; else rm -rf "$dir"; fi
-}
-trap cleanup EXIT
-mkdir -p "$dir/data"
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin rebalance python3
+mkdir -p "$T/data"
 prefix="rebal-$(date +%s)-$$"
-cat > "$dir/altar.yaml" <<EOF
+cat > "$T/altar.yaml" <<EOF
 transport:
   name: kafka
   kafka: {bootstrap.servers: "$ALTAR_KAFKA_BROKERS"${KAFKA_DEBUG:+, debug: $KAFKA_DEBUG}}
 topics: {jobs: $prefix.jobs, status: $prefix.status, ready: $prefix.ready, dead: $prefix.dead, dlq: $prefix.dlq}
-backend: {name: process, data_root: $dir/data, slots: $SLOTS}
-ledger: {path: $dir/ledger}
+backend: {name: process, data_root: $T/data, slots: $SLOTS}
+ledger: {path: $T/ledger}
 groups:
   shard:
     group_by: [job_id]
     ready_when: single
 EOF
-cfg="--config $dir/altar.yaml"
+cfg="--config $T/altar.yaml"
 
-python3 - "$dir" "$SHARDS" > "$dir/specs.jsonl" <<'PY'
+python3 - "$T" "$SHARDS" > "$T/specs.jsonl" <<'PY'
 import json, sys
 d, n = sys.argv[1], int(sys.argv[2])
 script = 'sleep 0.2; echo "$0" >> "$1/runs.log"'
@@ -49,15 +44,15 @@ PY
 n_started=0
 start_worker() {
   n_started=$((n_started + 1))
-  "$ALTAR_BIN" worker $cfg --group "$prefix.workers" --id "w$n_started" >>"$dir/worker$n_started.log" 2>&1 &
+  "$ALTAR_BIN" worker $cfg --group "$prefix.workers" --id "w$n_started" >>"$T/worker$n_started.log" 2>&1 &
   pids="$pids $!"
   eval "wpid$n_started=\$!"
 }
-runs() { [ -f "$dir/data/runs.log" ] && wc -l < "$dir/data/runs.log" || echo 0; }
+runs() { [ -f "$T/data/runs.log" ] && wc -l < "$T/data/runs.log" || echo 0; }
 
 start_worker # w1 stays for the whole run
 sleep 3
-"$ALTAR_BIN" submit $cfg "$dir/specs.jsonl" >/dev/null
+"$ALTAR_BIN" submit $cfg "$T/specs.jsonl" >/dev/null
 echo "submitted $SHARDS shards; $(runs) runs so far"
 
 # Joins and leaves alternate; the leaver is the oldest extra worker, so up to
@@ -79,10 +74,10 @@ done
 echo "$done_rebalances rebalances done (workers joined: $((n_started - 1)), left: $((oldest_extra - 2))); $(runs) runs so far"
 
 deadline=$(( $(date +%s) + 300 ))
-while [ "$(sort -u "$dir/data/runs.log" 2>/dev/null | wc -l)" -lt "$SHARDS" ]; do
+while [ "$(sort -u "$T/data/runs.log" 2>/dev/null | wc -l)" -lt "$SHARDS" ]; do
   if [ "$(date +%s)" -ge "$deadline" ]; then
-    echo "FAIL: timed out with $(sort -u "$dir/data/runs.log" | wc -l) of $SHARDS shards run"
-    tail -n 5 "$dir"/worker*.log
+    echo "FAIL: timed out with $(sort -u "$T/data/runs.log" | wc -l) of $SHARDS shards run"
+    tail -n 5 "$T"/worker*.log
     exit 1
   fi
   sleep 1
@@ -91,16 +86,16 @@ sleep 5 # a re-run would show up now
 for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
 for p in $pids; do wait "$p" 2>/dev/null || true; done
 
-reruns=$(sort "$dir/data/runs.log" | uniq -d | wc -l)
-total=$(wc -l < "$dir/data/runs.log")
-lost=$(cat "$dir"/worker*.log | grep -c "were lost" || true)
-illegal=$(cat "$dir"/worker*.log | grep -c "ILLEGAL_GENERATION\|generation id is not valid" || true)
+reruns=$(sort "$T/data/runs.log" | uniq -d | wc -l)
+total=$(wc -l < "$T/data/runs.log")
+lost=$(cat "$T"/worker*.log | grep -c "were lost" || true)
+illegal=$(cat "$T"/worker*.log | grep -c "ILLEGAL_GENERATION\|generation id is not valid" || true)
 echo "rebalances: $done_rebalances; shards: $SHARDS; runs: $total; shards run more than once: $reruns;" \
   "lost-assignment events: $lost; commits refused for a stale generation: $illegal"
 if [ "$reruns" -ne 0 ]; then
-  echo "FAIL: finished shards ran again:"; sort "$dir/data/runs.log" | uniq -d | head
-  grep -h "were lost\|ILLEGAL\|generation" "$dir"/worker*.log | head -20
+  echo "FAIL: finished shards ran again:"; sort "$T/data/runs.log" | uniq -d | head
+  grep -h "were lost\|ILLEGAL\|generation" "$T"/worker*.log | head -20
   exit 1
 fi
-[ "$lost" -eq 0 ] || { echo "FAIL: a routine rebalance lost partitions"; grep -h "were lost" "$dir"/worker*.log | head; exit 1; }
+[ "$lost" -eq 0 ] || { echo "FAIL: a routine rebalance lost partitions"; grep -h "were lost" "$T"/worker*.log | head; exit 1; }
 echo "kafka rebalances without re-runs: ok"

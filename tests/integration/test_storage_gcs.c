@@ -16,15 +16,9 @@
 #include <unistd.h>
 
 static char emulator[256];
-static bool server_ok;
 static altar_storage_t *gs, *faulty;
 static altar_test_mock_t *mock;
 static altar_storage_fixture_t fx;
-
-#define NEED_SERVER()                                                                          \
-  do {                                                                                         \
-    if (!server_ok) CU_FAIL_FATAL("fake-gcs-server unreachable (see the message above)");      \
-  } while (0)
 
 /* The scripted server: a resumable session that fails its first chunk, an
  * upload answered with the wrong checksum, and the fault handler for the rest. */
@@ -82,13 +76,6 @@ static int setup(void) {
     fprintf(stderr, "opening gs: %s\n", err.msg);
     return -1;
   }
-  bool ex;
-  if (altar_storage_exists(gs, "gs://altar-test/probe", &ex, &err) == 0) {
-    server_ok = true;
-  } else {
-    fprintf(stderr, "FAIL: fake-gcs-server does not answer at %s (STORAGE_EMULATOR_HOST); start it with "
-                    "scripts/services/fake-gcs.sh start: %s\n", emulator, err.msg);
-  }
   mock = altar_test_mock_start(gcs_mock, NULL);
   if (!mock) return -1;
   char url[64];
@@ -99,16 +86,9 @@ static int setup(void) {
   rc = altar_storage_open("gs", &o, &faulty, &err);
   altar_strmap_clear(&o);
   if (rc) return -1;
-  fx.label = "gs";
-  fx.s = gs;
-  snprintf(fx.root, sizeof fx.root, "gs://altar-test/run-%ld-%ld/", (long)getpid(), (long)time(NULL));
+  altar_storage_fixture_object_store(&fx, "gs", "s3", gs, faulty, "fake-gcs-server", emulator,
+                                     "STORAGE_EMULATOR_HOST", "scripts/services/fake-gcs.sh");
   fx.big_size = 5 * 1024 * 1024 + 123; /* 11 chunks of 512 KiB, the last one short */
-  fx.no_bucket_uri = "gs:///key";
-  fx.escaping_uri = "gs://altar-test/a/../other";
-  fx.wrong_scheme_uri = "s3://altar-test/x";
-  fx.faulty = faulty;
-  snprintf(fx.fault_root, sizeof fx.fault_root, "gs://altar-test/");
-  fx.checks_sums = true;
   return 0;
 }
 
@@ -119,13 +99,9 @@ static int teardown(void) {
   return 0;
 }
 
-static void test_contract_roundtrip(void) {
-  NEED_SERVER();
-  altar_storage_contract_roundtrip(&fx);
-}
-static void test_contract_bad_input(void) {
-  NEED_SERVER();
-  altar_storage_contract_bad_input(&fx);
+/* Bucket and key rules beyond the contract's. */
+static void test_bad_names(void) {
+  ALTAR_STORAGE_NEED_SERVER(&fx);
   altar_error_t err = {0};
   altar_buf_t b = {0};
   CU_ASSERT_EQUAL(altar_storage_read_bytes(gs, "gs://Bad_Bucket/x", &b, &err), ALTAR_EINVAL);
@@ -133,18 +109,10 @@ static void test_contract_bad_input(void) {
   CU_ASSERT_EQUAL(altar_storage_read_bytes(gs, "gs://altar-test/a//b", &b, &err), ALTAR_EPATH);
   CU_ASSERT_EQUAL(altar_storage_read_bytes(gs, "gs://altar-test/a\nb", &b, &err), ALTAR_EPATH);
 }
-static void test_contract_faults(void) {
-  altar_storage_contract_faults(&fx);
-}
-static void test_contract_staging(void) {
-  NEED_SERVER();
-  altar_storage_contract_staging(&fx);
-}
-
 /* Default options: an 8 MiB threshold (one media upload) and crc32c only;
  * then md5 only. Names that need escaping survive the round trip. */
 static void test_defaults_and_names(void) {
-  NEED_SERVER();
+  ALTAR_STORAGE_NEED_SERVER(&fx);
   altar_error_t err = {0};
   static const char *const modes[] = {NULL, "md5"};
   for (int m = 0; m < 2; m++) {
@@ -173,7 +141,7 @@ static void test_defaults_and_names(void) {
 
 /* STORAGE_EMULATOR_HOST as Google's clients take it: host:port without a scheme too. */
 static void test_emulator_variable(void) {
-  NEED_SERVER();
+  ALTAR_STORAGE_NEED_SERVER(&fx);
   altar_error_t err = {0};
   const char *hp = strstr(emulator, "://") ? strstr(emulator, "://") + 3 : emulator;
   setenv("STORAGE_EMULATOR_HOST", hp, 1);
@@ -201,7 +169,7 @@ static void test_emulator_variable(void) {
 
 /* max_bytes bounds what read_bytes holds in memory. */
 static void test_bounds_and_options(void) {
-  NEED_SERVER();
+  ALTAR_STORAGE_NEED_SERVER(&fx);
   altar_error_t err = {0};
   altar_strmap_t o = {0};
   altar_strmap_set(&o, "max_bytes", "100");
@@ -264,10 +232,8 @@ static void test_upload_failures(void) {
 
 static void add(void) {
   ALTAR_SUITE("storage_gcs", setup, teardown);
-  ALTAR_TEST(test_contract_roundtrip);
-  ALTAR_TEST(test_contract_bad_input);
-  ALTAR_TEST(test_contract_faults);
-  ALTAR_TEST(test_contract_staging);
+  altar_storage_contract_add(suite__, &fx);
+  ALTAR_TEST(test_bad_names);
   ALTAR_TEST(test_defaults_and_names);
   ALTAR_TEST(test_emulator_variable);
   ALTAR_TEST(test_bounds_and_options);

@@ -19,15 +19,9 @@
 #include <unistd.h>
 
 static char endpoint[256], hostport[256], key[128], secret[128];
-static bool server_ok;
 static altar_storage_t *s3, *faulty;
 static altar_test_mock_t *mock;
 static altar_storage_fixture_t fx;
-
-#define NEED_SERVER()                                                                   \
-  do {                                                                                  \
-    if (!server_ok) CU_FAIL_FATAL("MinIO unreachable (see the message above)");         \
-  } while (0)
 
 static const char *env_or(const char *name, const char *dflt) {
   const char *v = getenv(name);
@@ -105,13 +99,6 @@ static int setup(void) {
     fprintf(stderr, "opening s3: %s\n", err.msg);
     return -1;
   }
-  bool ex;
-  if (altar_storage_exists(s3, "s3://altar-test/probe", &ex, &err) == 0) {
-    server_ok = true;
-  } else {
-    fprintf(stderr, "FAIL: MinIO does not answer at %s (ALTAR_MINIO_ENDPOINT); start it with "
-                    "scripts/services/minio.sh start: %s\n", endpoint, err.msg);
-  }
   mock = altar_test_mock_start(s3_mock, NULL);
   if (!mock) return -1;
   char url[64];
@@ -125,16 +112,9 @@ static int setup(void) {
   int rc = altar_storage_open("s3", &o, &faulty, &err);
   altar_strmap_clear(&o);
   if (rc) return -1;
-  fx.label = "s3";
-  fx.s = s3;
-  snprintf(fx.root, sizeof fx.root, "s3://altar-test/run-%ld-%ld/", (long)getpid(), (long)time(NULL));
+  altar_storage_fixture_object_store(&fx, "s3", "gs", s3, faulty, "MinIO", endpoint, "ALTAR_MINIO_ENDPOINT",
+                                     "scripts/services/minio.sh");
   fx.big_size = 11 * 1024 * 1024 + 5;
-  fx.no_bucket_uri = "s3:///key";
-  fx.escaping_uri = "s3://altar-test/a/../other";
-  fx.wrong_scheme_uri = "gs://altar-test/x";
-  fx.faulty = faulty;
-  snprintf(fx.fault_root, sizeof fx.fault_root, "s3://altar-test/");
-  fx.checks_sums = true;
   return 0;
 }
 
@@ -143,22 +123,6 @@ static int teardown(void) {
   altar_storage_close(faulty);
   altar_test_mock_stop(mock);
   return 0;
-}
-
-static void test_contract_roundtrip(void) {
-  NEED_SERVER();
-  altar_storage_contract_roundtrip(&fx);
-}
-static void test_contract_bad_input(void) {
-  NEED_SERVER();
-  altar_storage_contract_bad_input(&fx);
-}
-static void test_contract_faults(void) {
-  altar_storage_contract_faults(&fx);
-}
-static void test_contract_staging(void) {
-  NEED_SERVER();
-  altar_storage_contract_staging(&fx);
 }
 
 /* ---- requests signed by hand (MinIO's STS and ListMultipartUploads) ------------------------- */
@@ -249,7 +213,7 @@ static void put_probe(altar_storage_t *s, const char *name, const char *text) {
 /* A multipart upload leaves nothing pending; its ETag is no MD5 and the
  * download still checks out. */
 static void test_multipart_leaves_nothing(void) {
-  NEED_SERVER();
+  ALTAR_STORAGE_NEED_SERVER(&fx);
   CU_ASSERT_EQUAL(pending_uploads("c/big.bin"), 0); /* the contract's 11 MiB upload finished */
   altar_error_t err = {0};
   char u[700];
@@ -278,7 +242,7 @@ static void test_multipart_leaves_nothing(void) {
 }
 
 static void test_wrong_secret_region_clock(void) {
-  NEED_SERVER();
+  ALTAR_STORAGE_NEED_SERVER(&fx);
   put_probe(s3, "auth.txt", "signed");
   char u[700];
   snprintf(u, sizeof u, "%sauth.txt", fx.root);
@@ -321,7 +285,7 @@ static void test_wrong_secret_region_clock(void) {
 /* bucket.localhost: curl resolves *.localhost to the loopback address and
  * MinIO (MINIO_DOMAIN=localhost) reads the bucket from the host name. */
 static void test_virtual_host(void) {
-  NEED_SERVER();
+  ALTAR_STORAGE_NEED_SERVER(&fx);
   char ep[300];
   snprintf(ep, sizeof ep, "http://localhost:%s", strrchr(hostport, ':') + 1);
   const char *const vh[] = {"endpoint", ep, "addressing_style", "virtual", NULL};
@@ -344,7 +308,7 @@ static void test_virtual_host(void) {
 
 /* Profiles of a shared credentials file, and a session token from MinIO's STS. */
 static void test_profiles_and_session_token(void) {
-  NEED_SERVER();
+  ALTAR_STORAGE_NEED_SERVER(&fx);
   altar_buf_t out = {0};
   long st = raw_call("POST", "/", "", "Action=AssumeRole&DurationSeconds=900&Version=2011-06-15", "sts", &out);
   CU_ASSERT_EQUAL_FATAL(st, 200);
@@ -437,10 +401,7 @@ static void test_options(void) {
 
 static void add(void) {
   ALTAR_SUITE("storage_s3", setup, teardown);
-  ALTAR_TEST(test_contract_roundtrip);
-  ALTAR_TEST(test_contract_bad_input);
-  ALTAR_TEST(test_contract_faults);
-  ALTAR_TEST(test_contract_staging);
+  altar_storage_contract_add(suite__, &fx);
   ALTAR_TEST(test_multipart_leaves_nothing);
   ALTAR_TEST(test_wrong_secret_region_clock);
   ALTAR_TEST(test_virtual_host);

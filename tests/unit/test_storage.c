@@ -384,6 +384,19 @@ static void test_open_for_uri(void) {
   unsetenv("AWS_ACCESS_KEY_ID");
   unsetenv("AWS_SECRET_ACCESS_KEY");
   CU_ASSERT_EQUAL(altar_storage_open_for_uri("b@d://x", NULL, &s, &err), ALTAR_EINVAL);
+  /* An unknown option names itself and every key the adapter knows. */
+  altar_strmap_t opts = {0};
+  altar_strmap_set(&opts, "colour", "blue");
+  CU_ASSERT_EQUAL(altar_storage_open("gs", &opts, &s, &err), ALTAR_EINVAL);
+  CU_ASSERT_STRING_EQUAL(err.msg, "storage 'gs': option 'colour': unknown (known: endpoint, auth, bearer_token, "
+                                  "credentials_file, metadata_host, scope, checksum, timeout_s, connect_timeout_s, max_bytes, "
+                                  "resumable_threshold, chunk_size, page_size)");
+  CU_ASSERT_EQUAL(altar_storage_open("s3", &opts, &s, &err), ALTAR_EINVAL);
+  CU_ASSERT_STRING_EQUAL(err.msg, "storage 's3': option 'colour': unknown (known: endpoint, region, addressing_style, "
+                                  "access_key_id, secret_access_key, session_token, profile, credentials_file, "
+                                  "checksum, timeout_s, connect_timeout_s, max_bytes, multipart_threshold, "
+                                  "part_size, page_size, time_offset_s)");
+  altar_strmap_clear(&opts);
 }
 
 /* ---- http against a real server ------------------------------------------------------- */
