@@ -110,17 +110,27 @@ static int reg_storage(const altar_plugin_host_t *host, const altar_storage_ops_
   return host_register(host, ALTAR_REGISTRY_STORAGE, ops ? ops->name : NULL, ops, missing, err);
 }
 
+static const char *transport_missing(const altar_transport_ops_t *ops) {
+  if (!ops) return "(the vtable)";
+  const struct {
+    const char *name;
+    bool set;
+  } required[] = {
+      {"name", ops->name},           {"open", ops->open},           {"close", ops->close},
+      {"produce", ops->produce},     {"poll", ops->poll},           {"flush", ops->flush},
+      {"create_topic", ops->create_topic}, {"list_topics", ops->list_topics},
+      {"subscribe", ops->subscribe}, {"consume", ops->consume},     {"pause", ops->pause},
+      {"resume", ops->resume},       {"seek", ops->seek},           {"commit", ops->commit},
+      {"committed", ops->committed},
+  };
+  for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+    if (!required[i].set) return required[i].name;
+  return NULL;
+}
+
 static int reg_transport(const altar_plugin_host_t *host, const altar_transport_ops_t *ops,
                          altar_error_t *err) {
-  const char *missing = NULL;
-  if (!ops) missing = "(the vtable)";
-  else if (!ops->name) missing = "name";
-  else if (!ops->open || !ops->close || !ops->produce || !ops->poll || !ops->flush || !ops->create_topic ||
-           !ops->list_topics || !ops->subscribe || !ops->consume || !ops->pause || !ops->resume ||
-           !ops->seek || !ops->commit || !ops->committed)
-    missing = "open, close, produce, poll, flush, create_topic, list_topics, subscribe, consume, pause, "
-              "resume, seek, commit or committed";
-  return host_register(host, ALTAR_REGISTRY_TRANSPORT, ops ? ops->name : NULL, ops, missing, err);
+  return host_register(host, ALTAR_REGISTRY_TRANSPORT, ops ? ops->name : NULL, ops, transport_missing(ops), err);
 }
 
 /* Undoes what a failed plug-in registered, so nothing points into it. */

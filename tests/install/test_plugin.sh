@@ -85,13 +85,49 @@ ALTAR_PLUGIN_PATH="$plugin" "$altar" run --quiet --backend subprocess --data-roo
   >"$tmp/run.out" 2>"$tmp/run.err" || code=$?
 [ "$code" = 1 ] && grep -q '"reason":"exit_3"' "$tmp/run.out" || fail "a failing task (exit $code): $(cat "$tmp/run.out" "$tmp/run.err")"
 
-# Refusals. Each plug-in is a few lines built against the installed headers.
-build() { # name, C source on stdin
+# Small plug-ins, each a few lines built against the installed headers.
+build() { # name [directory, default bad], C source on stdin
   cat >"$tmp/$1.c"
-  $cc -std=c11 -Wall -Werror -fPIC -shared -o "$tmp/bad/$1.so" "$tmp/$1.c" $(pkg-config --cflags --libs altar) \
+  $cc -std=c11 -Wall -Werror -fPIC -shared -o "$tmp/${2:-bad}/$1.so" "$tmp/$1.c" $(pkg-config --cflags --libs altar) \
     -Wl,-rpath,"$prefix/lib" || fail "building $1"
 }
 mkdir "$tmp/bad"
+
+# A storage adapter from a plug-in, used by the subprocess backend's staging:
+# both load from one ALTAR_PLUGIN_PATH directory, and an input's scheme finds
+# the plug-in's adapter in altar's storage registry.
+build echostore plugins <<'EOF'
+#include <altar/plugin.h>
+#include <string.h>
+ALTAR_PLUGIN_DECLARE_ABI();
+/* echostore://TEXT reads as TEXT. */
+static int read_bytes(altar_storage_t *s, const char *path, altar_buf_t *out, altar_error_t *err) {
+  (void)s;
+  if (strncmp(path, "echostore://", 12)) return altar_error_set(err, ALTAR_EINVAL, "not echostore: %s", path);
+  return altar_buf_append(out, path + 12, strlen(path + 12));
+}
+static int exists(altar_storage_t *s, const char *path, bool *pexists, altar_error_t *err) {
+  (void)s; (void)path; (void)err; *pexists = true; return 0;
+}
+static const altar_storage_ops_t ops = {.name = "echostore", .caps = ALTAR_STORAGE_CAP_READ,
+                                        .read_bytes = read_bytes, .exists = exists};
+int altar_plugin_init(const altar_plugin_host_t *host, altar_error_t *err) {
+  return host->register_storage(host, &ops, err);
+}
+EOF
+digest=sha256:$(printf 'made-by-a-plugin' | sha256sum | cut -d' ' -f1)
+cat >"$tmp/echo.json" <<EOF
+{"kind": "score", "image": "none", "command": ["cat", "in.txt"],
+ "inputs": [{"uri": "echostore://made-by-a-plugin", "logical_path": "in.txt", "digest": "$digest"}]}
+EOF
+rm -rf "$tmp/data"
+ALTAR_PLUGIN_PATH="$tmp/plugins" "$altar" run --quiet --backend subprocess --data-root "$tmp/data" "$tmp/echo.json" \
+  >"$tmp/run.out" 2>"$tmp/run.err" || { cat "$tmp/run.out" "$tmp/run.err"; fail "altar run with a plug-in storage adapter"; }
+id=$(sed -n 's/.*"external_id":"\([^"]*\)".*/\1/p' "$tmp/run.out")
+[ "$(cat "$tmp/data/tasks/$id/output")" = made-by-a-plugin ] || fail "plug-in storage: task output: $(cat "$tmp/data/tasks/$id/output")"
+echo "altar run: input staged through the echostore plug-in, verified, read by the task"
+
+# Refusals.
 build other_abi <<EOF
 #include <altar/plugin.h>
 ALTAR_API const unsigned altar_plugin_abi = $((abi + 1));
@@ -116,6 +152,15 @@ static const altar_backend_ops_t ops = {.name = "process", .input_digest_verific
 int altar_plugin_init(const altar_plugin_host_t *host, altar_error_t *err) {
   return host->register_backend(host, &ops, err); }
 EOF
+build half_transport <<'EOF'
+#include <altar/plugin.h>
+ALTAR_PLUGIN_DECLARE_ABI();
+static const altar_transport_ops_t ops = {.name = "half"};
+int altar_plugin_init(const altar_plugin_host_t *host, altar_error_t *err) {
+  (void)host->register_transport(host, &ops, err);
+  return 0; /* ignoring the failure does not make the load succeed */
+}
+EOF
 printf 'not a shared object\n' >"$tmp/bad/not_elf.so"
 
 refused() { # label, plug-in file, expected message (fixed string), then how altar is started
@@ -136,6 +181,8 @@ refused "not ELF" "$tmp/bad/not_elf.so" "cannot be loaded: " \
   env ALTAR_PLUGIN_PATH="$tmp/bad/not_elf.so" "$altar" run "$tmp/spec.json"
 refused "built-in name" "$tmp/bad/takes_process.so" "backend 'process' is already registered by altar itself" \
   env ALTAR_PLUGIN_PATH="$tmp/bad/takes_process.so" "$altar" run "$tmp/spec.json"
+refused "half a transport" "$tmp/bad/half_transport.so" "transport 'half' lacks the required operation 'open'" \
+  env ALTAR_PLUGIN_PATH="$tmp/bad/half_transport.so" "$altar" run "$tmp/spec.json"
 refused "missing (env)" "$tmp/bad/missing.so" "ALTAR_PLUGIN_PATH: plug-in $tmp/bad/missing.so: No such file" \
   env ALTAR_PLUGIN_PATH="$tmp/bad/missing.so" "$altar" run "$tmp/spec.json"
 # Config entries: FILE:LINE of the entry.
