@@ -13,6 +13,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void altar_cli_register_plugins(void) {
   altar_backend_register(&altar_backend_process);                 /* "process", the default */
@@ -36,5 +37,16 @@ int altar_cli_load_env_plugins(void) {
 
 int altar_cli_config_load(const char *path, altar_config_t *cfg, altar_error_t *err) {
   int rc = altar_config_load(path, cfg, err);
-  return rc < 0 ? rc : altar_plugin_load_config(cfg, err);
+  if (rc < 0 || !cfg->n_plugins) return rc;
+  rc = altar_plugin_load_config(cfg, err);
+  if (rc < 0) return rc;
+  /* Read once more with the plug-ins registered, so keys under transport:
+   * are checked against a plug-in transport's own keys too (a typo must
+   * not fall back to a default). Loading the same files again is a no-op. */
+  char *file = strdup(cfg->path);
+  altar_config_clear(cfg);
+  if (!file) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  rc = altar_config_load(file, cfg, err);
+  free(file);
+  return rc;
 }

@@ -127,6 +127,41 @@ id=$(sed -n 's/.*"external_id":"\([^"]*\)".*/\1/p' "$tmp/run.out")
 [ "$(cat "$tmp/data/tasks/$id/output")" = made-by-a-plugin ] || fail "plug-in storage: task output: $(cat "$tmp/data/tasks/$id/output")"
 echo "altar run: input staged through the echostore plug-in, verified, read by the task"
 
+# A transport from a config's plugins: entry: keys under transport: are
+# checked against the ones it declares, as for a built-in (a typo is refused
+# with its line, not left to a default). Its operations are never called here.
+build keyed_transport plugins <<'EOF'
+#include <altar/plugin.h>
+ALTAR_PLUGIN_DECLARE_ABI();
+static int never(void) { return ALTAR_ENOTSUP; }
+static size_t keys(const char **names, size_t max) {
+  if (max) names[0] = "path";
+  return 1;
+}
+#define NEVER(op) .op = (__typeof__(((altar_transport_ops_t *)0)->op))(void (*)(void))never
+static const altar_transport_ops_t ops = {
+  .name = "keyed", .config_keys = keys, NEVER(open), NEVER(close), NEVER(produce), NEVER(poll),
+  NEVER(flush), NEVER(create_topic), NEVER(list_topics), NEVER(subscribe), NEVER(consume),
+  NEVER(pause), NEVER(resume), NEVER(seek), NEVER(commit), NEVER(committed)};
+int altar_plugin_init(const altar_plugin_host_t *host, altar_error_t *err) {
+  return host->register_transport(host, &ops, err);
+}
+EOF
+printf 'transport:\n  name: keyed\n  path: /x\nbackend: {name: subprocess, data_root: %s}\nplugins: [../plugins/subprocess.so, ../plugins/keyed_transport.so]\n' \
+  "$tmp/data" >"$tmp/conf/keyed.yaml"
+rm -rf "$tmp/data"
+env -u ALTAR_PLUGIN_PATH "$altar" run --quiet --config "$tmp/conf/keyed.yaml" "$tmp/echo.json" >/dev/null 2>"$tmp/run.err" &&
+  fail "a config naming a plug-in storage it does not load ran"
+grep -qF "storage 'echostore' is not registered" "$tmp/run.err" || fail "keyed config: $(cat "$tmp/run.err")"
+env -u ALTAR_PLUGIN_PATH "$altar" run --quiet --config "$tmp/conf/keyed.yaml" "$tmp/spec.json" >"$tmp/run.out" 2>"$tmp/run.err" ||
+  fail "a config with the keyed transport's own key: $(cat "$tmp/run.err")"
+sed -i 's/^  path: /  paht: /' "$tmp/conf/keyed.yaml"
+code=0
+env -u ALTAR_PLUGIN_PATH "$altar" run --quiet --config "$tmp/conf/keyed.yaml" "$tmp/spec.json" >/dev/null 2>"$tmp/run.err" || code=$?
+[ "$code" = 2 ] && grep -qF "$tmp/conf/keyed.yaml:3: transport.paht: unknown key for the keyed transport" "$tmp/run.err" ||
+  fail "a typo under a plug-in transport's keys (exit $code): $(cat "$tmp/run.err")"
+echo "config with a plug-in transport: its keys checked ($(cat "$tmp/run.err"))"
+
 # Refusals.
 build other_abi <<EOF
 #include <altar/plugin.h>
