@@ -3,6 +3,8 @@
 #ifndef ALTAR_CLI_H
 #define ALTAR_CLI_H
 
+#include "altar/config.h"
+
 typedef int (*altar_cmd_fn)(int argc, char **argv);
 
 /* argv[0] is the subcommand name. */
@@ -29,5 +31,14 @@ int altar__cmd_ledger_retries(struct altar_ledger *l);
 /* Registers the built-in backends, storage adapters and transports by name.
  * The only place that knows every plug-in (cli/plugins.c). */
 void altar_cli_register_plugins(void);
+
+/* Loads the plug-ins ALTAR_PLUGIN_PATH names (after the built-ins, before
+ * any name is resolved). 0, or -1 with the error printed. */
+int altar_cli_load_env_plugins(void);
+
+/* altar_config_load, then the plug-ins its `plugins:` list names, so the
+ * config's backend, transport and storage names can be theirs. Errors name
+ * FILE:LINE; the caller clears *cfg either way. */
+int altar_cli_config_load(const char *path, altar_config_t *cfg, altar_error_t *err);
 
 #endif

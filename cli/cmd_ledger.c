@@ -105,7 +105,7 @@ static int parse(const char *cmd, int argc, char **argv, opts_t *o) {
 /* Resolves the ledger dir (flag, else config) into *pdir (malloc'd). */
 static int resolve(const opts_t *o, altar_config_t *cfg, char **pdir) {
   altar_error_t err = {0};
-  if (altar_config_load(o->config, cfg, &err)) {
+  if (altar_cli_config_load(o->config, cfg, &err)) {
     fprintf(stderr, "altar ledger: %s\n", err.msg);
     return 1;
   }

@@ -136,7 +136,7 @@ int altar_cmd_run(int argc, char **argv) {
 
   altar_error_t err = {0};
   altar_config_t cfg;
-  if (altar_config_load(config, &cfg, &err) < 0) {
+  if (altar_cli_config_load(config, &cfg, &err) < 0) {
     fprintf(stderr, "altar run: %s\n", err.msg);
     altar_config_clear(&cfg);
     return 2;

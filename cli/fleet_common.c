@@ -1,4 +1,5 @@
 #include "fleet_common.h"
+#include "cli.h"
 
 #include "altar/registry.h"
 
@@ -73,7 +74,7 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], "--config")) path = argv[i + 1];
   altar_error_t err = {0};
-  if (altar_config_load(path, cfg, &err)) {
+  if (altar_cli_config_load(path, cfg, &err)) {
     fprintf(stderr, "altar %s: %s\n", argv[0], err.msg);
     return -1;
   }

@@ -53,6 +53,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
     if (!strcmp(argv[1], commands[i].name)) {
       altar_cli_register_plugins();
+      if (altar_cli_load_env_plugins() < 0) return 2;
       return commands[i].fn(argc - 1, argv + 1);
     }
   }

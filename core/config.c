@@ -7,6 +7,7 @@
 #include "altar/transport.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -49,6 +50,9 @@ void altar_config_clear(altar_config_t *cfg) {
   altar_strmap_clear(&cfg->backend_props);
   free(cfg->ledger_path);
   free(cfg->metrics_addr);
+  for (size_t i = 0; i < cfg->n_plugins; i++) free(cfg->plugins[i]);
+  free(cfg->plugins);
+  free(cfg->plugin_lines);
   memset(cfg, 0, sizeof *cfg);
 }
 
@@ -218,13 +222,53 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
   return set_scalar(r, full, v);
 }
 
+/* A plug-in entry as the loader opens it: relative to the config file's
+ * directory (so a config and its plug-ins move together), absolute as given. */
+static char *plugin_path(const char *config_file, const char *entry) {
+  if (entry[0] == '/') return strdup(entry);
+  const char *slash = strrchr(config_file, '/');
+  size_t dir = slash ? (size_t)(slash - config_file) : 1;
+  const char *base = slash ? config_file : ".";
+  size_t n = dir + 1 + strlen(entry) + 1;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%.*s/%s", (int)dir, base, entry);
+  return p;
+}
+
+static int on_plugins(reader_t *r, yaml_node_t *v) {
+  if (!v || v->type != YAML_SEQUENCE_NODE)
+    return yaml_fail(r, v, "plugins", "expected a list of plug-in files");
+  size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+  if (n > ALTAR_CONFIG_MAX_PLUGINS) return yaml_fail(r, v, "plugins", "too many plug-ins (at most 64)");
+  if (r->cfg->plugins) return yaml_fail(r, v, "plugins", "given twice");
+  if (!n) return ALTAR_OK;
+  r->cfg->plugins = calloc(n, sizeof *r->cfg->plugins);
+  r->cfg->plugin_lines = calloc(n, sizeof *r->cfg->plugin_lines);
+  if (!r->cfg->plugins || !r->cfg->plugin_lines) return altar_error_set(r->err, ALTAR_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    yaml_node_t *e = yaml_document_get_node(&r->doc, v->data.sequence.items.start[i]);
+    char field[32];
+    snprintf(field, sizeof field, "plugins[%zu]", i);
+    const char *s = scalar(e);
+    if (!s || !*s) return yaml_fail(r, e, field, "expected the path of a plug-in file");
+    if (strlen(s) >= PATH_MAX) return yaml_fail(r, e, field, "path too long");
+    char *path = plugin_path(r->file, s);
+    if (!path) return altar_error_set(r->err, ALTAR_ENOMEM, "out of memory");
+    r->cfg->plugins[i] = path;
+    r->cfg->plugin_lines[i] = e->start_mark.line + 1;
+    r->cfg->n_plugins = i + 1;
+  }
+  return ALTAR_OK;
+}
+
 static int on_top(reader_t *r, const char *section, const char *key, yaml_node_t *k, yaml_node_t *v) {
   (void)section;
   if (!strcmp(key, "groups")) return ALTAR_OK; /* reconciler/group_config reads it */
+  if (!strcmp(key, "plugins")) return on_plugins(r, v);
   if (!strcmp(key, "transport") || !strcmp(key, "topics") || !strcmp(key, "backend") ||
       !strcmp(key, "ledger") || !strcmp(key, "metrics"))
     return each_pair(r, v, key, on_section_key);
-  static const char *const top_keys[] = {"transport", "topics", "backend", "ledger", "metrics", "groups", NULL};
+  static const char *const top_keys[] = {"transport", "topics", "backend", "ledger", "metrics", "groups", "plugins", NULL};
   return unknown_key(r, k, key, key, top_keys);
 }
 

@@ -6,6 +6,7 @@
  *   backend:   {name: process, data_root: ./var/data, slots: 4, …}
  *   ledger:    {path: ./var/ledger}
  *   groups:    … (read by reconciler/group_config from the same file)
+ *   plugins:   [./plugins/mine.so, …]  (plug-in files, relative to this file's directory)
  *
  * Unknown top-level keys are an error naming the file and line, so a typo
  * never silently falls back to a default. */
@@ -33,7 +34,15 @@ typedef struct altar_config {
   char *ledger_path;             /* "./var/ledger" by default */
   char *metrics_addr;            /* "host:port" for Prometheus metrics, NULL = off */
   int topic_partitions;          /* topics.partitions: partitions of the topics the fleet creates */
+  /* plugins: the plug-in files to load (altar/plugin.h), each resolved
+   * against the config file's directory, with its line in that file. */
+  char **plugins;
+  size_t *plugin_lines;
+  size_t n_plugins;
 } altar_config_t;
+
+/* Entries of plugins: at most. */
+#define ALTAR_CONFIG_MAX_PLUGINS 64
 
 /* Default of topics.partitions: enough for dozens of workers to share the
  * jobs topic (a partition is the unit of work a worker owns). */

@@ -137,8 +137,43 @@ static void test_transport_key_typo(void) {
   free(path);
 }
 
+/* plugins: entries resolve against the config file's directory and keep
+ * their line, for the loader's FILE:LINE messages. */
+static void test_plugins_list(void) {
+  char *path = write_tmp("backend: {name: mine}\nplugins:\n  - plug/mine.so\n  - /abs/other.so\n");
+  char *dir = strdup(path);
+  *strrchr(dir, '/') = '\0';
+  altar_config_t c;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_config_load(path, &c, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(c.n_plugins, 2);
+  char want[4200];
+  snprintf(want, sizeof want, "%s/plug/mine.so", dir);
+  CU_ASSERT_STRING_EQUAL(c.plugins[0], want);
+  CU_ASSERT_EQUAL(c.plugin_lines[0], 3);
+  CU_ASSERT_STRING_EQUAL(c.plugins[1], "/abs/other.so");
+  CU_ASSERT_EQUAL(c.plugin_lines[1], 4);
+  altar_config_clear(&c);
+  free(path);
+  free(dir);
+  static const char *const bad[][2] = {
+      {"plugins: mine.so\n", ":1: plugins: expected a list of plug-in files"},
+      {"plugins:\n  - {a: b}\n", ":2: plugins[0]: expected the path of a plug-in file"},
+      {"plugins: [a.so]\nplugins: [b.so]\n", ":2: plugins: given twice"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    path = write_tmp(bad[i][0]);
+    CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
+    if (!strstr(err.msg, bad[i][1])) fprintf(stderr, "want '%s' in '%s'\n", bad[i][1], err.msg);
+    CU_ASSERT(strstr(err.msg, bad[i][1]) != NULL);
+    altar_config_clear(&c);
+    free(path);
+  }
+}
+
 static void add(void) {
   ALTAR_SUITE("config", NULL, NULL);
+  ALTAR_TEST(test_plugins_list);
   ALTAR_TEST(test_defaults);
   ALTAR_TEST(test_read_and_override);
   ALTAR_TEST(test_errors_name_line);
