@@ -241,19 +241,17 @@ static int retry_all(altar_ledger_t *l, const altar_group_spec_t *gs, const pick
 static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char *gk, size_t min_succeeded, double ts,
                     altar_apply_result_t *res, altar_error_t *err) {
   int rc;
-  if (l->ops->group_counts) {
-    /* Most events of a wide group find it still fanning in: tell that from
-     * the counts, without walking (and sorting) every member. */
-    size_t cs, cf;
-    if ((rc = l->ops->group_counts(l->impl, gs->kind, gk, &cs, &cf, err))) return rc;
-    if (cs < min_succeeded) {
-      if (!cf) return ALTAR_OK;
-      /* Cannot be ready and keeps a failure it leaves alone: the decision
-       * is only to report it, as the walk below would. */
-      if (gs->failed_policy == ALTAR_ON_FAILED_DEFER || gs->failed_policy == ALTAR_ON_FAILED_NONE)
-        return push_name(gs->failed_policy == ALTAR_ON_FAILED_DEFER ? &res->deferred_groups : &res->stalled_groups,
-                         gs->kind, gk, err);
-    }
+  /* Most events of a wide group find it still fanning in: tell that from
+   * the counts, without walking (and sorting) every member. */
+  size_t cs, cf;
+  if ((rc = l->ops->group_counts(l->impl, gs->kind, gk, &cs, &cf, err))) return rc;
+  if (cs < min_succeeded) {
+    if (!cf) return ALTAR_OK;
+    /* Cannot be ready and keeps a failure it leaves alone: the decision
+     * is only to report it, as the walk below would. */
+    if (gs->failed_policy == ALTAR_ON_FAILED_DEFER || gs->failed_policy == ALTAR_ON_FAILED_NONE)
+      return push_name(gs->failed_policy == ALTAR_ON_FAILED_DEFER ? &res->deferred_groups : &res->stalled_groups,
+                       gs->kind, gk, err);
   }
   const altar_ledger_entry_t *const *m;
   size_t n;

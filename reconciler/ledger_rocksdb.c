@@ -29,7 +29,6 @@
 #include "altar/arena.h"
 #include "altar/codec.h"
 #include "core/codec_int.h"
-#include "reconciler/ledger_aux.h"
 #include "reconciler/ledger_int.h"
 #include "reconciler/ledger_open.h"
 #include "reconciler/ledger_writer.h"
@@ -64,7 +63,7 @@ typedef struct rl {
   char *dir;
 } rl_t;
 
-static const altar_ledger_ops_t rl_ops;
+static void rl_close(void *impl);
 
 /* ---- keys ---- */
 
@@ -906,6 +905,65 @@ static int rl_foreach(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_err
   return rc;
 }
 
+/* ---- the side keyspace (daemon outbox, input offsets, ...) under x: ---- */
+
+static int aux_key(altar_buf_t *b, const void *key, size_t klen) {
+  altar_buf_reset(b);
+  return altar_buf_append(b, "x:", 2) || altar_buf_append(b, key, klen) ? ALTAR_ENOMEM : ALTAR_OK;
+}
+
+static int rl_aux_put(void *impl, const void *key, size_t klen, const void *val, size_t vlen, altar_error_t *err) {
+  rl_t *r = impl;
+  int rc;
+  if ((rc = writable(r, "aux_put", err))) return rc;
+  if (aux_key(&r->kb, key, klen) || b_put(r, &r->kb, val, vlen))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  return r->in_batch ? ALTAR_OK : flush(r, err);
+}
+
+static int rl_aux_del(void *impl, const void *key, size_t klen, altar_error_t *err) {
+  rl_t *r = impl;
+  int rc;
+  if ((rc = writable(r, "aux_del", err))) return rc;
+  if (aux_key(&r->kb, key, klen) || b_del(r, &r->kb))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  return r->in_batch ? ALTAR_OK : flush(r, err);
+}
+
+static int rl_aux_get(void *impl, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err) {
+  rl_t *r = impl;
+  if (aux_key(&r->kb, key, klen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  char *val;
+  size_t vlen;
+  int rc = db_get(r, &r->kb, &val, &vlen, err);
+  if (rc == ALTAR_ENOTFOUND) return ALTAR_ENOTFOUND;
+  if (rc) return rc;
+  rc = altar_buf_append(out, val, vlen) ? altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory") : ALTAR_OK;
+  rocksdb_free(val);
+  return rc;
+}
+
+typedef struct aux_ctx {
+  altar_ledger_aux_visit_fn fn;
+  void *ctx;
+} aux_ctx_t;
+
+static int aux_visit(void *vctx, const char *k, size_t klen, const char *v, size_t vlen) {
+  aux_ctx_t *c = vctx;
+  return c->fn(c->ctx, k + 2, klen - 2, v, vlen);
+}
+
+static int rl_aux_scan(void *impl, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
+                       altar_error_t *err) {
+  rl_t *r = impl;
+  altar_buf_t pk = {0};
+  if (aux_key(&pk, prefix, plen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  aux_ctx_t c = {fn, ctx};
+  int rc = scan(r, (const char *)pk.data, pk.len, aux_visit, &c, err);
+  altar_buf_free(&pk);
+  return rc;
+}
+
 static int rl_begin(void *impl, altar_error_t *err) {
   rl_t *r = impl;
   int rc;
@@ -1016,6 +1074,10 @@ static const altar_ledger_ops_t rl_ops = {
     .begin = rl_begin,
     .commit = rl_commit,
     .abort = rl_abort,
+    .aux_put = rl_aux_put,
+    .aux_del = rl_aux_del,
+    .aux_get = rl_aux_get,
+    .aux_scan = rl_aux_scan,
     .close = rl_close,
 };
 
@@ -1027,9 +1089,7 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
     return NULL;
   }
   rl_t *r = calloc(1, sizeof *r);
-  altar_ledger_t *l = calloc(1, sizeof *l);
-  if (!r || !l || !(r->dir = strdup(dir))) {
-    free(l);
+  if (!r || !(r->dir = strdup(dir))) {
     rl_close(r);
     altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
     return NULL;
@@ -1116,18 +1176,15 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
     altar_error_set(err, ALTAR_ENOMEM, "ledger %s: cannot start the writing thread", dir);
     goto fail;
   }
-  l->ops = &rl_ops;
-  l->impl = r;
-  return l;
+  return altar_ledger_wrap(&rl_ops, r, err);
 fail:
   rl_close(r);
-  free(l);
   return NULL;
 }
 
 /* ---- internal accessors ---- */
 
-bool altar__ledger_is_rocksdb(const altar_ledger_t *l) { return l && l->ops == &rl_ops; }
+bool altar__ledger_is_rocksdb(const altar_ledger_t *l) { return l && l->ops->close == rl_close; }
 
 void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n) {
   if (altar__ledger_is_rocksdb(l)) ((rl_t *)l->impl)->fail_writes = n;
@@ -1135,70 +1192,6 @@ void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n) {
 
 rocksdb_t *altar__ledger_rocksdb_db(altar_ledger_t *l) {
   return altar__ledger_is_rocksdb(l) ? ((rl_t *)l->impl)->db : NULL;
-}
-
-/* ---- aux keys (daemon outbox, input offsets) ---- */
-
-static int aux_key(altar_buf_t *b, const void *key, size_t klen) {
-  altar_buf_reset(b);
-  return altar_buf_append(b, "x:", 2) || altar_buf_append(b, key, klen) ? ALTAR_ENOMEM : ALTAR_OK;
-}
-
-int altar__ledger_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen,
-                          altar_error_t *err) {
-  if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger %s: no aux storage", l->ops->name);
-  rl_t *r = l->impl;
-  int rc;
-  if ((rc = writable(r, "aux_put", err))) return rc;
-  if (aux_key(&r->kb, key, klen) || b_put(r, &r->kb, val, vlen))
-    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  return r->in_batch ? ALTAR_OK : flush(r, err);
-}
-
-int altar__ledger_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar_error_t *err) {
-  if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger %s: no aux storage", l->ops->name);
-  rl_t *r = l->impl;
-  int rc;
-  if ((rc = writable(r, "aux_del", err))) return rc;
-  if (aux_key(&r->kb, key, klen) || b_del(r, &r->kb))
-    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  return r->in_batch ? ALTAR_OK : flush(r, err);
-}
-
-int altar__ledger_aux_get(altar_ledger_t *l, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err) {
-  if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger %s: no aux storage", l->ops->name);
-  rl_t *r = l->impl;
-  if (aux_key(&r->kb, key, klen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  char *val;
-  size_t vlen;
-  int rc = db_get(r, &r->kb, &val, &vlen, err);
-  if (rc == ALTAR_ENOTFOUND) return ALTAR_ENOTFOUND;
-  if (rc) return rc;
-  rc = altar_buf_append(out, val, vlen) ? altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory") : ALTAR_OK;
-  rocksdb_free(val);
-  return rc;
-}
-
-typedef struct aux_ctx {
-  altar__aux_visit_fn fn;
-  void *ctx;
-} aux_ctx_t;
-
-static int aux_visit(void *vctx, const char *k, size_t klen, const char *v, size_t vlen) {
-  aux_ctx_t *c = vctx;
-  return c->fn(c->ctx, k + 2, klen - 2, v, vlen);
-}
-
-int altar__ledger_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen, altar__aux_visit_fn fn, void *ctx,
-                           altar_error_t *err) {
-  if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger %s: no aux storage", l->ops->name);
-  rl_t *r = l->impl;
-  altar_buf_t pk = {0};
-  if (aux_key(&pk, prefix, plen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  aux_ctx_t c = {fn, ctx};
-  int rc = scan(r, (const char *)pk.data, pk.len, aux_visit, &c, err);
-  altar_buf_free(&pk);
-  return rc;
 }
 
 /* ---- consistency check ---- */

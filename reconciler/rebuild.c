@@ -5,7 +5,6 @@
 
 #include "altar/codec.h"
 #include "altar/reconcile.h"
-#include "reconciler/ledger_aux.h"
 #include "reconciler/cancel.h"
 #include "reconciler/settled.h"
 
@@ -502,7 +501,7 @@ static int store_offsets(const altar_topic_list_t *tl, altar_ledger_t *l, const 
     char k[320], v[32];
     int kl = snprintf(k, sizeof k, "s/%s/%" PRId32, topic, tl->topics[0].partitions[i].partition);
     int vl = snprintf(v, sizeof v, "%" PRId64, tl->topics[0].partitions[i].end);
-    rc = altar__ledger_aux_put(l, k, (size_t)kl, v, (size_t)vl, err);
+    rc = altar_ledger_aux_put(l, k, (size_t)kl, v, (size_t)vl, err);
   }
   return rc;
 }
