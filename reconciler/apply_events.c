@@ -422,9 +422,7 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
     if (gk != kbuf) altar_group_by_key_into(&gs->group_by, h, gk, kl + 1);
   }
   altar_record_meta_t meta = {.task_key = ev->task_key, .group_key = gk, .restart_count = restarts,
-                              .spec_enc = ev->spec_enc.len ? ev->spec_enc.data : NULL, .spec_len = ev->spec_enc.len,
-                              .fixed_enc = ev->record_fixed.len ? ev->record_fixed.data : NULL,
-                              .fixed_len = ev->record_fixed.len};
+                              .spec_enc = &ev->spec_enc, .fixed = &ev->record_fixed};
   int rc = altar_ledger_record_meta(l, h, ev->kind, ev->spec, &meta, err);
   if (gk != kbuf) free(gk);
   return rc;
@@ -446,7 +444,7 @@ static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const al
      * task is not lost. */
     altar_status_event_t sub = *ev;
     sub.spec = NULL;
-    sub.spec_enc = (altar_buf_t){0}; /* its bytes would stand for a spec too */
+    sub.spec_enc = (altar_spec_enc_t){0}; /* its bytes would stand for a spec too */
     if ((rc = apply_submitted(l, gs, &sub, res, err))) return rc;
   } else if (cur->rec.state == ev->state &&
              altar_failure_equal(ev->state == ALTAR_STATE_FAILED ? ev->failure : NULL, cur->rec.failure)) {

@@ -187,8 +187,8 @@ int altar__cancel_event(altar_ledger_t *l, const altar_group_specs_t *groups, co
       altar_status_event_t sub = *ev;
       sub.event = ALTAR_EV_SUBMITTED;
       sub.spec = NULL;
-      sub.spec_enc = (altar_buf_t){0};
-      sub.record_fixed = (altar_buf_t){0};
+      sub.spec_enc = (altar_spec_enc_t){0};
+      sub.record_fixed = (altar_record_fixed_t){0};
       rc = altar_apply_events(l, groups, &sub, 1, -1, res, err);
       if (!rc) rc = altar_ledger_set_state(l, &ev->handle, ev->state, ev->failure, err);
     } else if (rc && err) {

@@ -106,10 +106,10 @@ static int mem_record(void *impl, const altar_handle_t *h, const char *kind,
   /* A spec given as its bytes only (meta->spec_enc, spec NULL): this ledger
    * keeps the struct, so it decodes them, in place of copying a struct. */
   altar_spec_t *decoded = NULL;
-  if (!spec && meta && meta->spec_enc && meta->spec_len) {
+  if (!spec && meta && meta->spec_enc && altar_spec_enc_len(meta->spec_enc)) {
     if (!(decoded = calloc(1, sizeof *decoded)))
       return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
-    int rc = altar_decode_spec(meta->spec_enc, meta->spec_len, decoded, err);
+    int rc = altar_decode_spec(altar_spec_enc_data(meta->spec_enc), altar_spec_enc_len(meta->spec_enc), decoded, err);
     if (rc) {
       altar_spec_free(decoded);
       return altar_error_prefix(err, "ledger.record: spec");

@@ -368,7 +368,7 @@ static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
     f->cur.owned[i] = true;
     /* The spec's canonical bytes, made here rather than on the applying
      * thread; a failure leaves it to the ledger, which reports it. */
-    if (e->spec && !e->spec_enc.len && altar_encode_spec(e->spec, &e->spec_enc, &de)) altar_buf_free(&e->spec_enc);
+    if (e->spec && !altar_spec_enc_len(&e->spec_enc)) altar_spec_enc_make(e->spec, &e->spec_enc, &de);
   }
   e->log_partition = m->partition;
   e->log_partitions = f->n_parts;

@@ -17,6 +17,7 @@
 ALTAR_API_BEGIN
 
 #include "altar/buf.h"
+#include "altar/codec.h"
 #include "altar/error.h"
 #include "altar/task.h"
 
@@ -29,15 +30,14 @@ typedef struct altar_record_meta {
   const char *task_key;  /* spec identity hash; NULL if unknown */
   const char *group_key; /* group this shard belongs to; NULL = not grouped */
   int64_t restart_count; /* starting restart count of a fresh record (normally 0) */
-  /* optional: altar_encode_spec(spec), when the caller has it. Given
-   * (spec_len > 0) with spec == NULL, the bytes ARE the record's spec (a
-   * status event's spec kept as bytes only); the caller vouches that they
-   * are a canonical encoding of a valid spec. */
-  const void *spec_enc;
-  size_t spec_len;
-  const void *fixed_enc; /* optional: the record's "handle" and "kind" map entries in the
-                            codec's bytes (a status event's record_fixed) */
-  size_t fixed_len;
+  /* optional: the spec's encoding, when the caller has it (a status event's
+   * spec_enc). Given (non-empty) with spec == NULL, it IS the record's spec
+   * (a status event's spec kept as bytes only): the codec made it from a
+   * valid spec, so the ledger stores it without decoding it. */
+  const altar_spec_enc_t *spec_enc;
+  /* optional: the record's "handle" and "kind" entries as the codec wrote
+   * them (a status event's record_fixed), for this handle and kind. */
+  const altar_record_fixed_t *fixed;
 } altar_record_meta_t;
 
 /* A record plus its metadata. */

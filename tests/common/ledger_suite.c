@@ -470,12 +470,12 @@ static void test_spec_as_bytes_only(void) {
   altar_ledger_t *a = cur->open(), *b = cur->open();
   altar_error_t err = {0};
   altar_spec_t *s = mkspec("train", "0", "run");
-  altar_buf_t enc = {0};
-  CU_ASSERT_FATAL(altar_encode_spec(s, &enc, &err) == 0);
+  altar_spec_enc_t enc = {0};
+  CU_ASSERT_FATAL(altar_spec_enc_make(s, &enc, &err) == 0);
   altar_handle_t h, h2;
   mkhandle(&h, "x", "0");
   mkhandle(&h2, "bare", "1");
-  altar_record_meta_t bytes = {.task_key = "x", .group_key = "g", .spec_enc = enc.data, .spec_len = enc.len};
+  altar_record_meta_t bytes = {.task_key = "x", .group_key = "g", .spec_enc = &enc};
   altar_record_meta_t plain = {.task_key = "x", .group_key = "g"};
   CU_ASSERT_EQUAL(altar_ledger_record_meta(a, &h, "train", NULL, &bytes, &err), 0);
   CU_ASSERT_EQUAL(altar_ledger_record_meta(b, &h, "train", s, &plain, &err), 0);
@@ -498,7 +498,7 @@ static void test_spec_as_bytes_only(void) {
   }
   altar_handle_clear(&h);
   altar_handle_clear(&h2);
-  altar_buf_free(&enc);
+  altar_spec_enc_clear(&enc);
   altar_spec_free(s);
   cur->destroy(a);
   cur->destroy(b);

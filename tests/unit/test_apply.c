@@ -572,8 +572,8 @@ static void test_spec_as_bytes_only(void) {
   CU_ASSERT_EQUAL(apply(a, &s, 0, nev, &r), 0);
   altar_spec_t *orig = evs[0].spec;
   evs[0].spec = NULL;
-  CU_ASSERT_FATAL(altar_encode_spec(orig, &evs[0].spec_enc, &err) == 0);
-  CU_ASSERT_FATAL(altar_encode_spec(orig, &evs[2].spec_enc, &err) == 0); /* stale bytes */
+  CU_ASSERT_FATAL(altar_spec_enc_make(orig, &evs[0].spec_enc, &err) == 0);
+  CU_ASSERT_FATAL(altar_spec_enc_make(orig, &evs[2].spec_enc, &err) == 0); /* stale bytes */
   CU_ASSERT_EQUAL(apply(b, &s, 0, nev, &r), 0);
   CU_ASSERT_EQUAL(apply(c, &s, 0, nev, &r), 0);
   char ca[ALTAR_LEDGER_CHECKSUM_LEN + 1], cb[ALTAR_LEDGER_CHECKSUM_LEN + 1], cc[ALTAR_LEDGER_CHECKSUM_LEN + 1];
