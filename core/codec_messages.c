@@ -210,8 +210,8 @@ void altar_status_event_clear(altar_status_event_t *e) {
   altar_spec_free(e->spec);
   free(e->worker);
   free(e->source.topic);
-  altar_buf_free(&e->spec_enc);
-  altar_buf_free(&e->record_fixed);
+  altar_spec_enc_clear(&e->spec_enc);
+  altar_record_fixed_clear(&e->record_fixed);
   if (e->cancel) {
     altar_control_msg_clear(e->cancel);
     free(e->cancel);
@@ -365,7 +365,8 @@ static int keep_spec_bytes(altar__rd_t *r, const msgpack_object *o, altar_status
     const msgpack_object *k = &o->via.map.ptr[i].key;
     if (k->via.str.size != 4 || memcmp(k->via.str.ptr, "spec", 4)) continue;
     const uint8_t *a = r->doc->top_start[i], *b = r->doc->top_end[i];
-    if (altar_buf_append(&e->spec_enc, a, (size_t)(b - a))) return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
+    if (altar_buf_append(&e->spec_enc.codec_bytes_, a, (size_t)(b - a)))
+      return altar__rd_fail(r, ALTAR_ENOMEM, "out of memory");
     break;
   }
   return ALTAR_OK;
@@ -546,6 +547,52 @@ static int wr_record_fixed(altar__wr_t *w, const void *msg) {
 
 int altar__encode_record_fixed(const altar_record_t *rec, altar_buf_t *out, altar_error_t *err) {
   return encode_top(wr_record_fixed, rec, "record", out, err);
+}
+
+int altar_record_fixed_make(const altar_handle_t *h, const char *kind, altar_record_fixed_t *pout,
+                            altar_error_t *err) {
+  altar_buf_reset(&pout->codec_bytes_); /* its memory is reused */
+  altar_record_t rec = {.handle = *h, .kind = (char *)kind};
+  int rc = altar__encode_record_fixed(&rec, &pout->codec_bytes_, err);
+  if (rc) altar_record_fixed_clear(pout);
+  return rc;
+}
+
+void altar_record_fixed_clear(altar_record_fixed_t *f) { altar_buf_free(&f->codec_bytes_); }
+
+int altar_spec_enc_make(const altar_spec_t *spec, altar_spec_enc_t *pout, altar_error_t *err) {
+  altar_buf_reset(&pout->codec_bytes_); /* its memory is reused */
+  int rc = altar_encode_spec(spec, &pout->codec_bytes_, err);
+  if (rc) altar_spec_enc_clear(pout);
+  return rc;
+}
+
+void altar_spec_enc_clear(altar_spec_enc_t *e) { altar_buf_free(&e->codec_bytes_); }
+
+/* A record map around its fixed part, in the bytes wr_record writes for a
+ * record without failure or spec: "consumed" and "failure" (nil) before
+ * the fixed entries, "restart_count", "spec" (nil) and "state" after. The
+ * ledger writes a record this way at each change, so this avoids the
+ * walker: literal bytes, one integer and one string. */
+int altar_encode_record_around(const altar_record_t *rec, const void *fixed_data, size_t fixed_len,
+                               altar_buf_t *out) {
+  if (rec->failure || (unsigned)rec->state > ALTAR_STATE_FAILED) return ALTAR_EINVAL;
+  static const char head_false[] = "\x87\xa8" "consumed" "\xc2\xa7" "failure" "\xc0";
+  static const char head_true[] = "\x87\xa8" "consumed" "\xc3\xa7" "failure" "\xc0";
+  static const char rc_key[] = "\xad" "restart_count";
+  static const char spec_state[] = "\xa4" "spec" "\xc0\xa5" "state";
+  const char *head = rec->consumed ? head_true : head_false;
+  if (altar_buf_append(out, head, sizeof head_false - 1) || altar_buf_append(out, fixed_data, fixed_len) ||
+      altar_buf_append(out, rc_key, sizeof rc_key - 1))
+    return ALTAR_ENOMEM;
+  altar__wr_t w;
+  altar__wr_init(&w, out, "record", NULL);
+  altar__wr_i64(&w, rec->restart_count);
+  if (w.oom || altar_buf_append(out, spec_state, sizeof spec_state - 1)) return ALTAR_ENOMEM;
+  const char *name = altar_state_name(rec->state);
+  size_t n = strlen(name);
+  msgpack_pack_str_with_body(&w.pk, name, n);
+  return w.oom ? ALTAR_ENOMEM : ALTAR_OK;
 }
 
 static int wr_record(altar__wr_t *w, const void *msg) {

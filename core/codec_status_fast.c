@@ -290,9 +290,10 @@ static bool opt_spec(fr_t *r, altar_status_event_t *e) {
     r->dry = true;
     bool ok = spec(r, &scratch);
     r->dry = false;
-    return ok && copy_span(r, start, &e->spec_enc);
+    return ok && copy_span(r, start, &e->spec_enc.codec_bytes_);
   }
-  return (e->spec = altar_arena_alloc(r->a, sizeof *e->spec)) && spec(r, e->spec) && copy_span(r, start, &e->spec_enc);
+  return (e->spec = altar_arena_alloc(r->a, sizeof *e->spec)) && spec(r, e->spec) &&
+         copy_span(r, start, &e->spec_enc.codec_bytes_);
 }
 
 /* The state, read as the full decoder reads it. */
@@ -320,7 +321,7 @@ int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a
   bool ok = map_of(&r, &n) && n == 12 && lit(&r, "event") && one_of(&r, altar__status_event_names, 3, &ev) &&
             lit(&r, "failure") && failure(&r, &e->failure) && (fixed = r.p) && lit(&r, "handle") &&
             handle(&r, &e->handle) && lit(&r, "kind") && str(&r, &e->kind) &&
-            copy_span(&r, fixed, &e->record_fixed) && lit(&r, "source") && source(&r, &e->source) &&
+            copy_span(&r, fixed, &e->record_fixed.codec_bytes_) && lit(&r, "source") && source(&r, &e->source) &&
             lit(&r, "spec") && opt_spec(&r, e) && lit(&r, "state") && state(&r, &e->state) &&
             lit(&r, "task_key") && str(&r, &e->task_key) && lit(&r, "ts") && f64(&r, &e->ts) && lit(&r, "type") &&
             lit(&r, "status") && lit(&r, "v") && i64(&r, &e->v) && e->v >= 1 && lit(&r, "worker") &&

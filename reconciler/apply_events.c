@@ -241,19 +241,17 @@ static int retry_all(altar_ledger_t *l, const altar_group_spec_t *gs, const pick
 static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char *gk, size_t min_succeeded, double ts,
                     altar_apply_result_t *res, altar_error_t *err) {
   int rc;
-  if (l->ops->group_counts) {
-    /* Most events of a wide group find it still fanning in: tell that from
-     * the counts, without walking (and sorting) every member. */
-    size_t cs, cf;
-    if ((rc = l->ops->group_counts(l->impl, gs->kind, gk, &cs, &cf, err))) return rc;
-    if (cs < min_succeeded) {
-      if (!cf) return ALTAR_OK;
-      /* Cannot be ready and keeps a failure it leaves alone: the decision
-       * is only to report it, as the walk below would. */
-      if (gs->failed_policy == ALTAR_ON_FAILED_DEFER || gs->failed_policy == ALTAR_ON_FAILED_NONE)
-        return push_name(gs->failed_policy == ALTAR_ON_FAILED_DEFER ? &res->deferred_groups : &res->stalled_groups,
-                         gs->kind, gk, err);
-    }
+  /* Most events of a wide group find it still fanning in: tell that from
+   * the counts, without walking (and sorting) every member. */
+  size_t cs, cf;
+  if ((rc = l->ops->group_counts(l->impl, gs->kind, gk, &cs, &cf, err))) return rc;
+  if (cs < min_succeeded) {
+    if (!cf) return ALTAR_OK;
+    /* Cannot be ready and keeps a failure it leaves alone: the decision
+     * is only to report it, as the walk below would. */
+    if (gs->failed_policy == ALTAR_ON_FAILED_DEFER || gs->failed_policy == ALTAR_ON_FAILED_NONE)
+      return push_name(gs->failed_policy == ALTAR_ON_FAILED_DEFER ? &res->deferred_groups : &res->stalled_groups,
+                       gs->kind, gk, err);
   }
   const altar_ledger_entry_t *const *m;
   size_t n;
@@ -424,9 +422,7 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
     if (gk != kbuf) altar_group_by_key_into(&gs->group_by, h, gk, kl + 1);
   }
   altar_record_meta_t meta = {.task_key = ev->task_key, .group_key = gk, .restart_count = restarts,
-                              .spec_enc = ev->spec_enc.len ? ev->spec_enc.data : NULL, .spec_len = ev->spec_enc.len,
-                              .fixed_enc = ev->record_fixed.len ? ev->record_fixed.data : NULL,
-                              .fixed_len = ev->record_fixed.len};
+                              .spec_enc = &ev->spec_enc, .fixed = &ev->record_fixed};
   int rc = altar_ledger_record_meta(l, h, ev->kind, ev->spec, &meta, err);
   if (gk != kbuf) free(gk);
   return rc;
@@ -448,7 +444,7 @@ static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const al
      * task is not lost. */
     altar_status_event_t sub = *ev;
     sub.spec = NULL;
-    sub.spec_enc = (altar_buf_t){0}; /* its bytes would stand for a spec too */
+    sub.spec_enc = (altar_spec_enc_t){0}; /* its bytes would stand for a spec too */
     if ((rc = apply_submitted(l, gs, &sub, res, err))) return rc;
   } else if (cur->rec.state == ev->state &&
              altar_failure_equal(ev->state == ALTAR_STATE_FAILED ? ev->failure : NULL, cur->rec.failure)) {

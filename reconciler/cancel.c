@@ -2,7 +2,6 @@
 #include "reconciler/cancel.h"
 
 #include "altar/codec.h"
-#include "reconciler/ledger_aux.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -54,7 +53,7 @@ static bool fact_exists(altar_ledger_t *l, int32_t p, const char *job, const cha
   if (kl < 0 || (size_t)kl >= sizeof k) return false;
   altar_buf_t b = {0};
   altar_error_t e = {0};
-  bool yes = altar__ledger_aux_get(l, k, (size_t)kl, &b, &e) == ALTAR_OK;
+  bool yes = altar_ledger_aux_get(l, k, (size_t)kl, &b, &e) == ALTAR_OK;
   altar_buf_free(&b);
   return yes;
 }
@@ -95,7 +94,7 @@ static int visit_job(void *ctx, const void *key, size_t klen, const void *val, s
 }
 
 int altar__cancel_jobs_load(altar_ledger_t *l, altar_strlist_t *jobs, altar_error_t *err) {
-  int rc = altar__ledger_aux_scan(l, "c/", 2, visit_job, jobs, err);
+  int rc = altar_ledger_aux_scan(l, "c/", 2, visit_job, jobs, err);
   if (rc == ALTAR_ENOTSUP) return ALTAR_OK;
   if (rc == ALTAR_ENOMEM) return altar_error_set(err, rc, "cancel: out of memory");
   return rc;
@@ -110,7 +109,7 @@ int altar__cancel_apply(altar_ledger_t *l, const altar_group_specs_t *groups, al
   int kl = fact_key(k, sizeof k, ev->log_partition, c->job_id, c->group_key);
   if (kl < 0 || (size_t)kl >= sizeof k) return altar_error_set(err, ALTAR_ETOOBIG, "cancel: job id or group key too long");
   int vl = snprintf(v, sizeof v, "%.6f", ev->ts);
-  int rc = altar__ledger_aux_put(l, k, (size_t)kl, v, (size_t)vl, err);
+  int rc = altar_ledger_aux_put(l, k, (size_t)kl, v, (size_t)vl, err);
   if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK; /* the in-memory ledger: this batch's groups only */
   if (rc) return rc;
   /* The job's open groups on this partition, found from its open records. */
@@ -188,8 +187,8 @@ int altar__cancel_event(altar_ledger_t *l, const altar_group_specs_t *groups, co
       altar_status_event_t sub = *ev;
       sub.event = ALTAR_EV_SUBMITTED;
       sub.spec = NULL;
-      sub.spec_enc = (altar_buf_t){0};
-      sub.record_fixed = (altar_buf_t){0};
+      sub.spec_enc = (altar_spec_enc_t){0};
+      sub.record_fixed = (altar_record_fixed_t){0};
       rc = altar_apply_events(l, groups, &sub, 1, -1, res, err);
       if (!rc) rc = altar_ledger_set_state(l, &ev->handle, ev->state, ev->failure, err);
     } else if (rc && err) {

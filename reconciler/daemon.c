@@ -7,7 +7,6 @@
 #include "altar/codec.h"
 #include "altar/fleet.h"
 #include "altar/reconcile.h"
-#include "reconciler/ledger_aux.h"
 #include "reconciler/cancel.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
@@ -264,7 +263,7 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
     char k[320], v[32];
     size_t kl = offset_key(d->parts[i].topic, d->parts[i].partition, k, sizeof k);
     int vl = snprintf(v, sizeof v, "%" PRId64, d->parts[i].next);
-    if (d->parts[i].next >= 0) rc = altar__ledger_aux_put(d->o->ledger, k, kl, v, (size_t)vl, err);
+    if (d->parts[i].next >= 0) rc = altar_ledger_aux_put(d->o->ledger, k, kl, v, (size_t)vl, err);
   }
   if (!rc) {
     rc = altar_ledger_commit(d->o->ledger, err);

@@ -2,7 +2,6 @@
  * `altar log offsets --group altar.reconcilers`. */
 #include "reconciler/input_offsets.h"
 
-#include "reconciler/ledger_aux.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,7 +17,7 @@ int altar_reconciler_input_offset(altar_ledger_t *l, const char *topic, int32_t 
   char k[320];
   size_t kl = altar__reconciler_offset_key(topic, partition, k, sizeof k);
   altar_buf_t b = {0};
-  int rc = altar__ledger_aux_get(l, k, kl, &b, err);
+  int rc = altar_ledger_aux_get(l, k, kl, &b, err);
   *pnext = -1;
   if (rc == ALTAR_OK) {
     /* Stored as decimal text without a terminator. */

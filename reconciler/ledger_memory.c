@@ -1,14 +1,97 @@
-/* The in-process reference TaskLedger: every record lives in the index. */
+/* The in-process reference TaskLedger: every record lives in the index,
+ * the side keys in a sorted store beside it. A batch changes the records at
+ * once and keeps a copy of each record as it was before the batch first
+ * touched it, so abort puts them back; the batch's side keys wait for
+ * commit. Records and side keys thus commit, or vanish, together. */
 #include "reconciler/ledger_int.h"
+#include "reconciler/ledger_memory_aux.h"
 
 #include "altar/codec.h"
+#include "altar/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* A record as it was before the open batch first changed it. */
+typedef struct undo {
+  char *rkey; /* backend '\0' external_id '\0' */
+  size_t rkey_len;
+  altar__lent_t *was; /* a copy, or NULL when the record did not exist */
+} undo_t;
+
 typedef struct mem_ledger {
   altar__lindex_t ix;
+  altar__maux_t aux;
+  bool in_batch;
+  altar__hmap_t touched; /* rkey → undo, the records the batch changed */
+  undo_t **undo;
+  size_t n_undo, cap_undo;
 } mem_ledger_t;
+
+/* A deep copy of an entry, outside any index. */
+static altar__lent_t *lent_copy(const altar__lent_t *x) {
+  const altar_record_t *r = &x->e.rec;
+  altar__lent_t *c = altar__lent_new(&r->handle, r->kind, r->spec, x->e.task_key, x->e.group_key, 0);
+  if (!c) return NULL;
+  c->e.rec.state = r->state;
+  c->e.rec.restart_count = r->restart_count;
+  c->e.rec.consumed = r->consumed;
+  if (r->failure && !(c->e.rec.failure = altar_failure_dup(r->failure))) {
+    altar__lent_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* Inside a batch, keeps the record (backend, external_id) as it is now,
+ * unless the batch has already kept it: call before changing it. 0 or
+ * ALTAR_ENOMEM (then the caller changes nothing). */
+static int keep(mem_ledger_t *m, const char *backend, const char *external_id) {
+  if (!m->in_batch) return ALTAR_OK;
+  char *rk;
+  size_t rkl;
+  if (altar__rkey(backend, external_id, &rk, &rkl)) return ALTAR_ENOMEM;
+  if (altar__hmap_get(&m->touched, rk, rkl)) {
+    free(rk);
+    return ALTAR_OK;
+  }
+  altar__lent_t *x = altar__lindex_find(&m->ix, backend, external_id);
+  undo_t *u = calloc(1, sizeof *u);
+  if (!u || (x && !(u->was = lent_copy(x))) || ALTAR_GROW(m->undo, m->cap_undo, m->n_undo + 1) ||
+      altar__hmap_put(&m->touched, rk, rkl, u)) {
+    if (u) altar__lent_free(u->was);
+    free(u);
+    free(rk);
+    return ALTAR_ENOMEM;
+  }
+  u->rkey = rk;
+  u->rkey_len = rkl;
+  m->undo[m->n_undo++] = u;
+  return ALTAR_OK;
+}
+
+/* Ends the batch's undo log; with `restore`, first puts every kept record
+ * back as it was. */
+static int undo_end(mem_ledger_t *m, bool restore, altar_error_t *err) {
+  int rc = ALTAR_OK;
+  for (size_t i = m->n_undo; i > 0; i--) {
+    undo_t *u = m->undo[i - 1];
+    if (restore) {
+      const char *backend = u->rkey, *eid = u->rkey + strlen(u->rkey) + 1;
+      altar__lent_t *now = altar__lindex_find(&m->ix, backend, eid);
+      if (now) altar__lindex_remove(&m->ix, now);
+      if (u->was && altar__lindex_add(&m->ix, u->was) == ALTAR_OK) u->was = NULL;
+      else if (u->was && !rc)
+        rc = altar_error_set(err, ALTAR_ENOMEM, "ledger(memory).abort: out of memory restoring %s:%s", backend, eid);
+    }
+    altar__lent_free(u->was);
+    free(u->rkey);
+    free(u);
+  }
+  m->n_undo = 0;
+  altar__hmap_clear(&m->touched);
+  return rc;
+}
 
 static int mem_record(void *impl, const altar_handle_t *h, const char *kind,
                       const altar_spec_t *spec, const altar_record_meta_t *meta,
@@ -18,13 +101,15 @@ static int mem_record(void *impl, const altar_handle_t *h, const char *kind,
     return altar_error_set(err, ALTAR_EINVAL, "ledger.record: handle and kind are required");
   altar__lent_t *old = altar__lindex_find(&m->ix, h->backend, h->external_id);
   if (old && !old->e.rec.consumed) return ALTAR_OK; /* idempotent while open */
+  if (keep(m, h->backend, h->external_id)) return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
+  old = altar__lindex_find(&m->ix, h->backend, h->external_id);
   /* A spec given as its bytes only (meta->spec_enc, spec NULL): this ledger
    * keeps the struct, so it decodes them, in place of copying a struct. */
   altar_spec_t *decoded = NULL;
-  if (!spec && meta && meta->spec_enc && meta->spec_len) {
+  if (!spec && meta && meta->spec_enc && altar_spec_enc_len(meta->spec_enc)) {
     if (!(decoded = calloc(1, sizeof *decoded)))
       return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
-    int rc = altar_decode_spec(meta->spec_enc, meta->spec_len, decoded, err);
+    int rc = altar_decode_spec(altar_spec_enc_data(meta->spec_enc), altar_spec_enc_len(meta->spec_enc), decoded, err);
     if (rc) {
       altar_spec_free(decoded);
       return altar_error_prefix(err, "ledger.record: spec");
@@ -71,6 +156,8 @@ static int mem_set_state(void *impl, const altar_handle_t *h, altar_state_t stat
   if (!x)
     return altar_error_set(err, ALTAR_ENOTFOUND, "ledger.set_state: no record for %s:%s", h->backend,
                            h->external_id);
+  if (keep(m, h->backend, h->external_id) || !(x = altar__lindex_find(&m->ix, h->backend, h->external_id)))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory");
   altar_state_t was = x->e.rec.state;
   if (altar__set_failure(&x->e.rec, state, failure))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory");
@@ -113,7 +200,12 @@ static int mem_active_failed(void *impl, altar_record_t **precs, size_t *pn, alt
 
 static int mem_consume(void *impl, const altar_handle_t *hs, size_t n, altar_error_t *err) {
   mem_ledger_t *m = impl;
-  (void)err;
+  /* Keep them all first: all or nothing. */
+  for (size_t i = 0; i < n; i++) {
+    altar__lent_t *x = altar__lindex_find(&m->ix, hs[i].backend, hs[i].external_id);
+    if (x && !x->e.rec.consumed && keep(m, hs[i].backend, hs[i].external_id))
+      return altar_error_set(err, ALTAR_ENOMEM, "ledger.consume: out of memory");
+  }
   for (size_t i = 0; i < n; i++) {
     altar__lent_t *x = altar__lindex_find(&m->ix, hs[i].backend, hs[i].external_id);
     if (!x || x->e.rec.consumed) continue;
@@ -132,6 +224,8 @@ static int mem_restart(void *impl, const altar_handle_t *h, altar_error_t *err) 
   if (x->e.rec.consumed || x->e.rec.state != ALTAR_STATE_FAILED)
     return altar_error_set(err, ALTAR_ESTATE, "ledger.restart: %s:%s is not an open failed record",
                            h->backend, h->external_id);
+  if (keep(m, h->backend, h->external_id) || !(x = altar__lindex_find(&m->ix, h->backend, h->external_id)))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.restart: out of memory");
   altar__set_failure(&x->e.rec, ALTAR_STATE_PENDING, NULL);
   altar__lindex_restate(x, ALTAR_STATE_FAILED);
   x->e.rec.restart_count++;
@@ -208,19 +302,71 @@ static int mem_foreach(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_er
 }
 
 static int mem_begin(void *impl, altar_error_t *err) {
-  (void)impl;
-  (void)err;
+  mem_ledger_t *m = impl;
+  if (m->in_batch) return altar_error_set(err, ALTAR_ESTATE, "ledger.begin: a batch is already open");
+  m->in_batch = true;
   return ALTAR_OK;
 }
 
 static int mem_abort(void *impl, altar_error_t *err) {
-  (void)impl;
-  return altar_error_set(err, ALTAR_ENOTSUP,
-                         "ledger(memory): changes apply at once and cannot be rolled back");
+  mem_ledger_t *m = impl;
+  m->in_batch = false;
+  altar__maux_abort(&m->aux);
+  return undo_end(m, true, err);
+}
+
+static int mem_commit(void *impl, altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  if (!m->in_batch) return altar_error_set(err, ALTAR_ESTATE, "ledger.commit: no batch is open");
+  if (altar__maux_prepare(&m->aux)) {
+    mem_abort(m, err);
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.commit: out of memory (the batch was dropped)");
+  }
+  m->in_batch = false;
+  altar__maux_commit(&m->aux);
+  return undo_end(m, false, err);
+}
+
+/* ---- side keys ---- */
+
+static int mem_aux_put(void *impl, const void *key, size_t klen, const void *val, size_t vlen, altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  if (altar__maux_put(&m->aux, m->in_batch, key, klen, val, vlen))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.aux_put: out of memory");
+  return ALTAR_OK;
+}
+
+static int mem_aux_del(void *impl, const void *key, size_t klen, altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  if (altar__maux_del(&m->aux, m->in_batch, key, klen))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger.aux_del: out of memory");
+  return ALTAR_OK;
+}
+
+static int mem_aux_get(void *impl, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  size_t vlen;
+  const void *v = altar__maux_get(&m->aux, key, klen, &vlen);
+  if (!v) return ALTAR_ENOTFOUND;
+  if (altar_buf_append(out, v, vlen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger.aux_get: out of memory");
+  return ALTAR_OK;
+}
+
+static int mem_aux_scan(void *impl, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
+                        altar_error_t *err) {
+  mem_ledger_t *m = impl;
+  bool oom;
+  int rc = altar__maux_scan(&m->aux, prefix, plen, fn, ctx, &oom);
+  return oom ? altar_error_set(err, ALTAR_ENOMEM, "ledger.aux_scan: out of memory") : rc;
 }
 
 static void mem_close(void *impl) {
   mem_ledger_t *m = impl;
+  altar_error_t ignored = {0};
+  undo_end(m, false, &ignored);
+  free(m->undo);
+  altar__hmap_free(&m->touched);
+  altar__maux_free(&m->aux);
   altar__lindex_free(&m->ix);
   free(m);
 }
@@ -242,26 +388,18 @@ static const altar_ledger_ops_t mem_ops = {
     .group_counts = mem_group_counts,
     .foreach = mem_foreach,
     .begin = mem_begin,
-    .commit = mem_begin,
+    .commit = mem_commit,
     .abort = mem_abort,
+    .aux_put = mem_aux_put,
+    .aux_del = mem_aux_del,
+    .aux_get = mem_aux_get,
+    .aux_scan = mem_aux_scan,
     .close = mem_close,
 };
 
 altar_ledger_t *altar_ledger_memory_new(void) {
-  altar_ledger_t *l = calloc(1, sizeof *l);
   mem_ledger_t *m = calloc(1, sizeof *m);
-  if (!l || !m) {
-    free(l);
-    free(m);
-    return NULL;
-  }
-  l->ops = &mem_ops;
-  l->impl = m;
-  return l;
-}
-
-void altar_ledger_close(altar_ledger_t *l) {
-  if (!l) return;
-  l->ops->close(l->impl);
-  free(l);
+  if (!m) return NULL;
+  altar_error_t ignored = {0};
+  return altar_ledger_wrap(&mem_ops, m, &ignored);
 }

@@ -2,7 +2,7 @@
  * the database handle and the consistency check.
  * Internal to reconciler/ (and its tests). Keys the ledger owns start with
  * "o:" (open records), "r:" (consumed records) and "m:"; callers that share
- * the database put theirs under "x:" (see ledger_aux.h). */
+ * the database put theirs under "x:" (the aux_* operations of altar_ledger_ops_t). */
 #ifndef ALTAR_RECONCILER_LEDGER_ROCKSDB_H
 #define ALTAR_RECONCILER_LEDGER_ROCKSDB_H
 

@@ -3,7 +3,6 @@
 #include "reconciler/outbox.h"
 #include "altar/grow.h"
 
-#include "reconciler/ledger_aux.h"
 
 #include <inttypes.h>
 #include <msgpack.h>
@@ -20,7 +19,7 @@ int altar__outbox_open(altar__outbox_t *ob, altar_ledger_t *l, altar_transport_t
   ob->ledger = l;
   ob->transport = t;
   altar_buf_t b = {0};
-  int rc = altar__ledger_aux_get(l, SEQ_KEY, 1, &b, err);
+  int rc = altar_ledger_aux_get(l, SEQ_KEY, 1, &b, err);
   if (rc == ALTAR_OK) {
     if (b.len != 16) rc = altar_error_set(err, ALTAR_ELEDGER, "outbox: corrupt sequence key");
     else ob->next_seq = strtoull((const char *)b.data, NULL, 16);
@@ -69,8 +68,8 @@ int altar__outbox_stage_headers(altar__outbox_t *ob, const char *topic, const ch
   char k[24], seqv[17];
   seq_key(ob->next_seq, k);
   snprintf(seqv, sizeof seqv, "%016" PRIx64, ob->next_seq + 1);
-  int rc = altar__ledger_aux_put(ob->ledger, k, strlen(k), sb.data, sb.size, err);
-  if (!rc) rc = altar__ledger_aux_put(ob->ledger, SEQ_KEY, 1, seqv, 16, err);
+  int rc = altar_ledger_aux_put(ob->ledger, k, strlen(k), sb.data, sb.size, err);
+  if (!rc) rc = altar_ledger_aux_put(ob->ledger, SEQ_KEY, 1, seqv, 16, err);
   msgpack_sbuffer_destroy(&sb);
   if (rc) return rc;
   if (pseq) *pseq = ob->next_seq;
@@ -242,7 +241,7 @@ void altar__outbox_on_delivery(altar_transport_t *t, const altar_delivery_t *dr,
   char k[24];
   seq_key(po->seq, k);
   altar_error_t e = {0};
-  if (altar__ledger_aux_del(ob->ledger, k, strlen(k), &e) != ALTAR_OK && !ob->fatal) {
+  if (altar_ledger_aux_del(ob->ledger, k, strlen(k), &e) != ALTAR_OK && !ob->fatal) {
     ob->fatal = e.code ? e.code : ALTAR_ELEDGER;
     ob->fatal_err = e;
   }
@@ -256,7 +255,7 @@ int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_err
   int rc = ALTAR_OK;
   if (from_seq == 0) {
     /* Start-up: whatever a previous life left, in order. */
-    rc = altar__ledger_aux_scan(ob->ledger, "o/", 2, visit_publish, &pc, err);
+    rc = altar_ledger_aux_scan(ob->ledger, "o/", 2, visit_publish, &pc, err);
   } else {
     /* After a batch: just the entries it staged, by key. A prefix scan here
      * would walk every acknowledged (deleted) entry's tombstone each time. */
@@ -265,7 +264,7 @@ int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_err
       char k[24];
       seq_key(seq, k);
       altar_buf_reset(&b);
-      rc = altar__ledger_aux_get(ob->ledger, k, strlen(k), &b, err);
+      rc = altar_ledger_aux_get(ob->ledger, k, strlen(k), &b, err);
       if (rc == ALTAR_ENOTFOUND) {
         rc = ALTAR_OK;
         continue;
@@ -293,7 +292,7 @@ static int visit_count(void *ctx, const void *key, size_t klen, const void *val,
 
 int altar__outbox_count(altar__outbox_t *ob, size_t *pn, altar_error_t *err) {
   *pn = 0;
-  return altar__ledger_aux_scan(ob->ledger, "o/", 2, visit_count, pn, err);
+  return altar_ledger_aux_scan(ob->ledger, "o/", 2, visit_count, pn, err);
 }
 
 typedef struct carry_ctx {
@@ -305,7 +304,7 @@ typedef struct carry_ctx {
 
 static int visit_carry(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
   carry_ctx_t *c = ctx;
-  c->rc = altar__ledger_aux_put(c->to, key, klen, val, vlen, c->err);
+  c->rc = altar_ledger_aux_put(c->to, key, klen, val, vlen, c->err);
   if (c->rc) return 1;
   c->n++;
   return 0;
@@ -314,13 +313,13 @@ static int visit_carry(void *ctx, const void *key, size_t klen, const void *val,
 int altar__outbox_carry(altar_ledger_t *from, altar_ledger_t *to, size_t *pn, altar_error_t *err) {
   if (pn) *pn = 0;
   carry_ctx_t c = {.to = to, .err = err};
-  int rc = altar__ledger_aux_scan(from, "o/", 2, visit_carry, &c, err);
+  int rc = altar_ledger_aux_scan(from, "o/", 2, visit_carry, &c, err);
   if (!rc) rc = c.rc;
   if (!rc) {
     /* The counter too, so new records never reuse a carried number. */
     altar_buf_t b = {0};
-    rc = altar__ledger_aux_get(from, SEQ_KEY, 1, &b, err);
-    if (rc == ALTAR_OK) rc = altar__ledger_aux_put(to, SEQ_KEY, 1, b.data, b.len, err);
+    rc = altar_ledger_aux_get(from, SEQ_KEY, 1, &b, err);
+    if (rc == ALTAR_OK) rc = altar_ledger_aux_put(to, SEQ_KEY, 1, b.data, b.len, err);
     else if (rc == ALTAR_ENOTFOUND) rc = ALTAR_OK;
     altar_buf_free(&b);
   }

@@ -5,7 +5,6 @@
 
 #include "altar/codec.h"
 #include "altar/reconcile.h"
-#include "reconciler/ledger_aux.h"
 #include "reconciler/cancel.h"
 #include "reconciler/settled.h"
 
@@ -369,7 +368,7 @@ static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
     f->cur.owned[i] = true;
     /* The spec's canonical bytes, made here rather than on the applying
      * thread; a failure leaves it to the ledger, which reports it. */
-    if (e->spec && !e->spec_enc.len && altar_encode_spec(e->spec, &e->spec_enc, &de)) altar_buf_free(&e->spec_enc);
+    if (e->spec && !altar_spec_enc_len(&e->spec_enc)) altar_spec_enc_make(e->spec, &e->spec_enc, &de);
   }
   e->log_partition = m->partition;
   e->log_partitions = f->n_parts;
@@ -502,7 +501,7 @@ static int store_offsets(const altar_topic_list_t *tl, altar_ledger_t *l, const 
     char k[320], v[32];
     int kl = snprintf(k, sizeof k, "s/%s/%" PRId32, topic, tl->topics[0].partitions[i].partition);
     int vl = snprintf(v, sizeof v, "%" PRId64, tl->topics[0].partitions[i].end);
-    rc = altar__ledger_aux_put(l, k, (size_t)kl, v, (size_t)vl, err);
+    rc = altar_ledger_aux_put(l, k, (size_t)kl, v, (size_t)vl, err);
   }
   return rc;
 }

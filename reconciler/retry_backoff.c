@@ -5,7 +5,6 @@
 
 #include "altar/digest.h"
 #include "altar/codec.h"
-#include "reconciler/ledger_aux.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -53,7 +52,7 @@ int altar__retry_due_record(altar_ledger_t *l, const char *task_key, int64_t att
   int vl = snprintf(v, sizeof v, "{\"attempt\":%" PRId64 ",\"delay_s\":%.6f,\"due\":%.6f,\"failed_at\":%.6f}", attempt,
                     delay_s, failed_ts + delay_s, failed_ts);
   altar_error_t e = {0};
-  int rc = altar__ledger_aux_put(l, k, (size_t)kl, v, (size_t)vl, &e);
+  int rc = altar_ledger_aux_put(l, k, (size_t)kl, v, (size_t)vl, &e);
   if (rc == ALTAR_ENOTSUP) return ALTAR_OK; /* the in-memory reference ledger keeps no aux keys */
   if (rc && err) *err = e;
   return rc;
@@ -96,7 +95,7 @@ nomem:
 
 int altar__retry_dues_list(altar_ledger_t *l, altar_retry_due_t **pv, size_t *pn, altar_error_t *err) {
   dues_ctx_t c = {.err = err};
-  int rc = altar__ledger_aux_scan(l, "b/", 2, visit_due, &c, err);
+  int rc = altar_ledger_aux_scan(l, "b/", 2, visit_due, &c, err);
   if (rc == 1) rc = ALTAR_OK;
   if (!rc) rc = c.rc;
   if (rc) {
@@ -136,7 +135,7 @@ static int visit_first(void *ctx, const void *key, size_t klen, const void *val,
 
 static int load_next_due(altar__retry_wait_t *w, altar_error_t *err) {
   first_ctx_t f = {0};
-  int rc = altar__ledger_aux_scan(w->ledger, "w/", 2, visit_first, &f, err);
+  int rc = altar_ledger_aux_scan(w->ledger, "w/", 2, visit_first, &f, err);
   if (rc == ALTAR_ENOTSUP || rc == 1) rc = ALTAR_OK; /* 1: the visitor stopped the scan */
   w->next_due = f.due;
   return rc;
@@ -158,7 +157,7 @@ int altar__retry_wait_stage(altar__retry_wait_t *w, double due_ts, const char *t
   memcpy(v, topic, tl + 1);
   memcpy(v + tl + 1, key ? key : "", kyl + 1);
   memcpy(v + tl + kyl + 2, value, vlen);
-  int rc = altar__ledger_aux_put(w->ledger, k, (size_t)kl, v, tl + kyl + 2 + vlen, err);
+  int rc = altar_ledger_aux_put(w->ledger, k, (size_t)kl, v, tl + kyl + 2 + vlen, err);
   free(v);
   if (!rc && (w->next_due == 0 || due_ms(due_ts) / 1000.0 < w->next_due)) w->next_due = due_ms(due_ts) / 1000.0;
   return rc;
@@ -211,7 +210,7 @@ int altar__retry_wait_release(altar__retry_wait_t *w, altar__outbox_t *ob, doubl
   if (pn) *pn = 0;
   if (w->next_due == 0 || now_ts < w->next_due) return ALTAR_OK;
   release_ctx_t c = {.now_ms = (uint64_t)(now_ts * 1000.0), .err = err};
-  int rc = altar__ledger_aux_scan(w->ledger, "w/", 2, visit_release, &c, err);
+  int rc = altar_ledger_aux_scan(w->ledger, "w/", 2, visit_release, &c, err);
   if (rc == 1) rc = ALTAR_OK; /* stopped at the first entry not yet due */
   if (!rc) rc = c.rc;
   uint64_t first_seq = ob->next_seq;
@@ -225,13 +224,13 @@ int altar__retry_wait_release(altar__retry_wait_t *w, altar__outbox_t *ob, doubl
     const char *topic = e->v, *key = memchr(e->v, 0, e->vlen);
     const char *end = key ? memchr(key + 1, 0, e->vlen - (size_t)(key + 1 - e->v)) : NULL;
     if (!end) { /* not an entry this code wrote: drop it rather than stop the daemon */
-      rc = altar__ledger_aux_del(w->ledger, e->k, e->klen, err);
+      rc = altar_ledger_aux_del(w->ledger, e->k, e->klen, err);
       continue;
     }
     key++;
     size_t off = (size_t)(end + 1 - e->v);
     rc = altar__outbox_stage(ob, topic, *key ? key : NULL, e->v + off, e->vlen - off, NULL, NULL, NULL, err);
-    if (!rc) rc = altar__ledger_aux_del(w->ledger, e->k, e->klen, err);
+    if (!rc) rc = altar_ledger_aux_del(w->ledger, e->k, e->klen, err);
   }
   if (begun) {
     if (!rc) {
@@ -262,14 +261,14 @@ typedef struct carry_ctx {
 
 static int visit_carry(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
   carry_ctx_t *c = ctx;
-  if ((c->rc = altar__ledger_aux_put(c->to, key, klen, val, vlen, c->err))) return 1;
+  if ((c->rc = altar_ledger_aux_put(c->to, key, klen, val, vlen, c->err))) return 1;
   c->n++;
   return 0;
 }
 
 int altar__retry_wait_carry(altar_ledger_t *from, altar_ledger_t *to, size_t *pn, altar_error_t *err) {
   carry_ctx_t c = {.to = to, .err = err};
-  int rc = altar__ledger_aux_scan(from, "w/", 2, visit_carry, &c, err);
+  int rc = altar_ledger_aux_scan(from, "w/", 2, visit_carry, &c, err);
   if (rc == 1) rc = ALTAR_OK;
   if (!rc) rc = c.rc;
   if (pn) *pn = c.n;

@@ -3,7 +3,6 @@
 #include "reconciler/cancel.h"
 #include "altar/grow.h"
 
-#include "reconciler/ledger_aux.h"
 #include "reconciler/settled_record.h"
 
 #include <math.h>
@@ -157,7 +156,7 @@ static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_
   if (file_members(&s->pend, r, false)) return nomem(err);
   char key[ALTAR__SETTLED_KEY_LEN + 1];
   altar__settled_key(r->seq, key);
-  int rc = altar__ledger_aux_put(l, key, ALTAR__SETTLED_KEY_LEN, r->data, r->len, err);
+  int rc = altar_ledger_aux_put(l, key, ALTAR__SETTLED_KEY_LEN, r->data, r->len, err);
   return rc == ALTAR_ENOTSUP ? ALTAR_OK : rc;
 }
 
@@ -206,7 +205,7 @@ static int delete_gone(altar__settled_t *s, altar_ledger_t *l, altar_error_t *er
   for (size_t i = 0; i < s->gone.n; i++) {
     char key[ALTAR__SETTLED_KEY_LEN + 1];
     altar__settled_key(s->gone.v[i]->seq, key);
-    int rc = altar__ledger_aux_del(l, key, ALTAR__SETTLED_KEY_LEN, err);
+    int rc = altar_ledger_aux_del(l, key, ALTAR__SETTLED_KEY_LEN, err);
     if (rc == ALTAR_ENOTSUP) return ALTAR_OK; /* nothing was stored */
     if (rc) return rc;
   }
@@ -349,7 +348,7 @@ static int carry_olds(altar__settled_t *s, altar_ledger_t *l, const altar__settl
     }
     char key[ALTAR__SETTLED_KEY_LEN + 1];
     altar__settled_key(r->seq, key);
-    rc = altar__ledger_aux_put(l, key, ALTAR__SETTLED_KEY_LEN, r->data, r->len, err);
+    rc = altar_ledger_aux_put(l, key, ALTAR__SETTLED_KEY_LEN, r->data, r->len, err);
   }
   free(live);
   return rc;
@@ -363,8 +362,8 @@ static int rewrite(altar__settled_t *s, altar_ledger_t *l, const altar__settled_
   int rc = altar_ledger_begin(l, err);
   if (rc) return rc;
   rc = carry_olds(s, l, olds, err);
-  for (size_t i = 0; !rc && i < olds->n; i++) rc = altar__ledger_aux_del(l, olds->v[i].key, olds->v[i].klen, err);
-  for (size_t i = 0; !rc && i < c->n_bad; i++) rc = altar__ledger_aux_del(l, c->bad[i].k, c->bad[i].len, err);
+  for (size_t i = 0; !rc && i < olds->n; i++) rc = altar_ledger_aux_del(l, olds->v[i].key, olds->v[i].klen, err);
+  for (size_t i = 0; !rc && i < c->n_bad; i++) rc = altar_ledger_aux_del(l, c->bad[i].k, c->bad[i].len, err);
   if (!rc) return altar_ledger_commit(l, err);
   altar_error_t ignored = {0};
   altar_ledger_abort(l, &ignored);
@@ -378,7 +377,7 @@ int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, altar_error_t *e
   int rc = altar__settled_olds_read(l, &olds, err);
   if (rc == ALTAR_ENOTSUP) return ALTAR_OK; /* no aux storage: nothing was kept */
   if (!rc) rc = altar__cancel_jobs_load(l, &s->cancelled_jobs, err);
-  if (!rc) rc = altar__ledger_aux_scan(l, ALTAR__SETTLED_PREFIX, 2, visit_load, &c, err);
+  if (!rc) rc = altar_ledger_aux_scan(l, ALTAR__SETTLED_PREFIX, 2, visit_load, &c, err);
   if (!rc && c.rc) rc = nomem(err);
   if (!rc) rc = rewrite(s, l, &olds, &c, err);
   if (!rc && c.n_bad) {

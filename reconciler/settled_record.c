@@ -2,7 +2,6 @@
 #include "reconciler/settled_record.h"
 #include "altar/grow.h"
 
-#include "reconciler/ledger_aux.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -174,7 +173,7 @@ static int visit_old(void *ctx, const void *key, size_t klen, const void *val, s
 
 int altar__settled_olds_read(altar_ledger_t *l, altar__settled_olds_t *out, altar_error_t *err) {
   olds_ctx_t c = {.o = out};
-  int rc = altar__ledger_aux_scan(l, ALTAR__SETTLED_OLD_PREFIX, 2, visit_old, &c, err);
+  int rc = altar_ledger_aux_scan(l, ALTAR__SETTLED_OLD_PREFIX, 2, visit_old, &c, err);
   if (!rc && c.rc) rc = altar_error_set(err, c.rc, "settled tasks: out of memory");
   return rc;
 }

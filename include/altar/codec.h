@@ -16,6 +16,43 @@ ALTAR_API_BEGIN
 
 #define ALTAR_SCHEMA_VERSION 1
 
+/* Bytes only the codec makes, so that whoever holds one holds what the
+ * codec vouches for rather than what a caller says. The member is the
+ * codec's: read it through the accessors. Zeroed means empty.
+ *
+ * altar_spec_enc_t: a valid spec's canonical encoding (altar_encode_spec's
+ * bytes), made by altar_spec_enc_make, or by a status decoder keeping an
+ * event's spec bytes. The ledger takes one as a record's spec without
+ * decoding it again (altar_record_meta_t.spec_enc). */
+typedef struct altar_spec_enc {
+  altar_buf_t codec_bytes_;
+} altar_spec_enc_t;
+
+/* altar_record_fixed_t: the "handle" and "kind" entries of a ledger record's
+ * map, checked and written as altar_encode_record writes them, made by
+ * altar_record_fixed_make, or by altar_decode_status_canonical from the
+ * same entries of a status event (they are byte for byte the record's). A
+ * ledger keeps them and writes only a record's changing fields around them
+ * (altar_encode_record_around). */
+typedef struct altar_record_fixed {
+  altar_buf_t codec_bytes_;
+} altar_record_fixed_t;
+
+/* Make one, replacing what *pout held (empty, or made by a _make or a
+ * decoder other than the arena fast path, whose memory is reused); its
+ * bytes are malloc'd. 0, or the encoder's error (ALTAR_EINVAL naming the
+ * field, ALTAR_ETOOBIG, ALTAR_ENOMEM) with *pout empty. */
+int altar_spec_enc_make(const altar_spec_t *spec, altar_spec_enc_t *pout, altar_error_t *err);
+int altar_record_fixed_make(const altar_handle_t *h, const char *kind, altar_record_fixed_t *pout,
+                            altar_error_t *err);
+/* Frees what a _make or a decoder (not the arena fast path) put there, and empties it. */
+void altar_spec_enc_clear(altar_spec_enc_t *e);
+void altar_record_fixed_clear(altar_record_fixed_t *f);
+static inline const void *altar_spec_enc_data(const altar_spec_enc_t *e) { return e->codec_bytes_.data; }
+static inline size_t altar_spec_enc_len(const altar_spec_enc_t *e) { return e->codec_bytes_.len; }
+static inline const void *altar_record_fixed_data(const altar_record_fixed_t *f) { return f->codec_bytes_.data; }
+static inline size_t altar_record_fixed_len(const altar_record_fixed_t *f) { return f->codec_bytes_.len; }
+
 /* jobs topic: one task to run. spec.avoid_hosts travels as the message's
  * top-level "avoid_hosts", not inside "spec". */
 typedef struct altar_job_msg {
@@ -61,12 +98,12 @@ typedef struct altar_status_event {
    * event is for the ledger (altar_apply_events, whose record() takes
    * meta.spec_enc as the spec); the encoders, altar_status_event_equal and
    * the JSON form see only the struct, i.e. no spec. */
-  altar_buf_t spec_enc;
+  altar_spec_enc_t spec_enc;
   /* Not on the wire either: the message's own bytes of its "handle" and
    * "kind" entries (adjacent in both maps), which are byte for byte those
    * entries of a ledger record for this handle and kind. Set by
    * altar_decode_status_canonical, so the ledger need not encode them. */
-  altar_buf_t record_fixed;
+  altar_record_fixed_t record_fixed;
   /* Not on the wire: where the reconciler read it (its status partition, of
    * how many), and, for a "cancel" control message read from the status
    * topic in order with the events, that message (owned; the event's other
@@ -196,6 +233,14 @@ int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a
 int altar_encode_group(const altar_group_event_t *e, altar_buf_t *out, altar_error_t *err);
 int altar_decode_group(const void *data, size_t len, altar_group_event_t *pout, altar_error_t *err);
 int altar_encode_record(const altar_record_t *r, altar_buf_t *out, altar_error_t *err);
+/* Appends altar_encode_record's bytes for rec with its spec left out (nil),
+ * writing only the changing fields and copying the fixed part: fixed_data
+ * and fixed_len are the bytes of an altar_record_fixed_t of rec's handle
+ * and kind (a ledger keeps a copy of them per record). For a record without
+ * a failure only: ALTAR_EINVAL for one with a failure or an unknown state
+ * (altar_encode_record checks those), ALTAR_ENOMEM. */
+int altar_encode_record_around(const altar_record_t *rec, const void *fixed_data, size_t fixed_len,
+                               altar_buf_t *out);
 int altar_decode_record(const void *data, size_t len, altar_record_t *pout, altar_error_t *err);
 int altar_encode_control(const altar_control_msg_t *m, altar_buf_t *out, altar_error_t *err);
 int altar_decode_control(const void *data, size_t len, altar_control_msg_t *pout, altar_error_t *err);

@@ -16,6 +16,8 @@
 #include "altar/export.h"
 ALTAR_API_BEGIN
 
+#include "altar/buf.h"
+#include "altar/codec.h"
 #include "altar/error.h"
 #include "altar/task.h"
 
@@ -28,15 +30,14 @@ typedef struct altar_record_meta {
   const char *task_key;  /* spec identity hash; NULL if unknown */
   const char *group_key; /* group this shard belongs to; NULL = not grouped */
   int64_t restart_count; /* starting restart count of a fresh record (normally 0) */
-  /* optional: altar_encode_spec(spec), when the caller has it. Given
-   * (spec_len > 0) with spec == NULL, the bytes ARE the record's spec (a
-   * status event's spec kept as bytes only); the caller vouches that they
-   * are a canonical encoding of a valid spec. */
-  const void *spec_enc;
-  size_t spec_len;
-  const void *fixed_enc; /* optional: the record's "handle" and "kind" map entries in the
-                            codec's bytes (a status event's record_fixed) */
-  size_t fixed_len;
+  /* optional: the spec's encoding, when the caller has it (a status event's
+   * spec_enc). Given (non-empty) with spec == NULL, it IS the record's spec
+   * (a status event's spec kept as bytes only): the codec made it from a
+   * valid spec, so the ledger stores it without decoding it. */
+  const altar_spec_enc_t *spec_enc;
+  /* optional: the record's "handle" and "kind" entries as the codec wrote
+   * them (a status event's record_fixed), for this handle and kind. */
+  const altar_record_fixed_t *fixed;
 } altar_record_meta_t;
 
 /* A record plus its metadata. */
@@ -51,6 +52,10 @@ void altar_ledger_entry_clear(altar_ledger_entry_t *e);
 /* Called once per record, in (backend, external_id) order. The entry is
  * borrowed for the call. A non-zero return stops the walk and is returned. */
 typedef int (*altar_ledger_visit_fn)(void *ctx, const altar_ledger_entry_t *e);
+
+/* Called once per side key (see aux_put), in key order; key and value are
+ * borrowed for the call. A non-zero return stops the scan and is returned. */
+typedef int (*altar_ledger_aux_visit_fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen);
 
 typedef struct altar_ledger_ops {
   const char *name;
@@ -96,9 +101,9 @@ typedef struct altar_ledger_ops {
    * the group's size. *pmembers is NULL when n is 0. */
   int (*group_members)(void *impl, const char *kind, const char *group_key,
                        const altar_ledger_entry_t *const **pmembers, size_t *pn, altar_error_t *err);
-  /* Optional (NULL: callers use group_members): how many open members of the
-   * group succeeded and failed, in constant time, so deciding a group after
-   * each event does not cost the group's size. */
+  /* How many open members of the group succeeded and failed, in constant
+   * time, so deciding a group after each event does not cost the group's
+   * size. */
   int (*group_counts)(void *impl, const char *kind, const char *group_key, size_t *psucceeded, size_t *pfailed,
                       altar_error_t *err);
   /* Every record, consumed or not, in (backend, external_id) order, with
@@ -107,19 +112,46 @@ typedef struct altar_ledger_ops {
 
   /* Batching: between begin and commit every change goes into one atomic
    * write (RocksDB: one WriteBatch), readable by later calls in the same batch.
-   * Outside a batch each call is its own atomic write. abort drops a durable
-   * ledger's pending changes (the in-memory ledger cannot undo and says so). */
+   * Outside a batch each call is its own atomic write. abort drops every
+   * change of the batch, records and side keys alike. */
   int (*begin)(void *impl, altar_error_t *err);
   int (*commit)(void *impl, altar_error_t *err);
   int (*abort)(void *impl, altar_error_t *err);
 
+  /* The side keyspace: keys the ledger's users keep beside the records (the
+   * reconciler's outbox, input offsets, settled groups, retry times), so
+   * that they commit in the same atomic write as the records they go with.
+   * Keys and values are opaque bytes; checksums, foreach and stats ignore
+   * them. Inside a batch put and del join it and get reads them back; scan
+   * visits what is committed, in bytewise key order. Optional, all four or
+   * none: a ledger without them answers ALTAR_ENOTSUP (and cannot run the
+   * daemon). */
+  int (*aux_put)(void *impl, const void *key, size_t klen, const void *val, size_t vlen, altar_error_t *err);
+  int (*aux_del)(void *impl, const void *key, size_t klen, altar_error_t *err);
+  /* Appends the value to out; ALTAR_ENOTFOUND (err untouched) when absent. */
+  int (*aux_get)(void *impl, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err);
+  /* Visits every key starting with prefix. */
+  int (*aux_scan)(void *impl, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
+                  altar_error_t *err);
+
   void (*close)(void *impl);
 } altar_ledger_ops_t;
 
+/* A ledger. ops points at the handle's own copy of the implementation's
+ * table, with every optional operation filled in, so callers never test for
+ * NULL. */
 typedef struct altar_ledger {
   const altar_ledger_ops_t *ops;
   void *impl;
+  altar_ledger_ops_t ops_; /* what ops points at; set by altar_ledger_wrap */
 } altar_ledger_t;
+
+/* A ledger handle for an implementation: checks that ops has every required
+ * operation (all but the aux ones), copies it with the optional ones
+ * defaulted, and takes impl. NULL with err set (ALTAR_EINVAL
+ * naming the missing operation, or ALTAR_ENOMEM), in which case ops->close
+ * has been called on impl. Free with altar_ledger_close. */
+altar_ledger_t *altar_ledger_wrap(const altar_ledger_ops_t *ops, void *impl, altar_error_t *err);
 
 /* The in-process reference. NULL on allocation failure. Free with altar_ledger_close. */
 altar_ledger_t *altar_ledger_memory_new(void);
@@ -205,6 +237,21 @@ static inline int altar_ledger_commit(altar_ledger_t *l, altar_error_t *err) {
 }
 static inline int altar_ledger_abort(altar_ledger_t *l, altar_error_t *err) {
   return l->ops->abort(l->impl, err);
+}
+static inline int altar_ledger_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val,
+                                       size_t vlen, altar_error_t *err) {
+  return l->ops->aux_put(l->impl, key, klen, val, vlen, err);
+}
+static inline int altar_ledger_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar_error_t *err) {
+  return l->ops->aux_del(l->impl, key, klen, err);
+}
+static inline int altar_ledger_aux_get(altar_ledger_t *l, const void *key, size_t klen, altar_buf_t *out,
+                                       altar_error_t *err) {
+  return l->ops->aux_get(l->impl, key, klen, out, err);
+}
+static inline int altar_ledger_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen,
+                                        altar_ledger_aux_visit_fn fn, void *ctx, altar_error_t *err) {
+  return l->ops->aux_scan(l->impl, prefix, plen, fn, ctx, err);
 }
 
 /* Digest of the ledger's logical content: SHA-256 over every record (with

@@ -76,12 +76,12 @@ static inline int fuzz_decode_one(altar_msg_type_t t, const uint8_t *data, size_
      * a canonical message (our own encoding, e1) always has them kept. */
     const altar_status_event_t *sa = &a.status, *sb = &b.status;
     altar_buf_t se = {0};
-    if (sa->spec_enc.len &&
-        (!sa->spec || altar_encode_spec(sa->spec, &se, &err) || se.len != sa->spec_enc.len ||
-         memcmp(se.data, sa->spec_enc.data, se.len)))
+    if (altar_spec_enc_len(&sa->spec_enc) &&
+        (!sa->spec || altar_encode_spec(sa->spec, &se, &err) || se.len != altar_spec_enc_len(&sa->spec_enc) ||
+         memcmp(se.data, altar_spec_enc_data(&sa->spec_enc), se.len)))
       abort();
-    if (sb->spec && !sb->spec_enc.len) abort();
-    if (sa->spec && size == e1.len && !memcmp(data, e1.data, size) && !sa->spec_enc.len) abort();
+    if (sb->spec && !altar_spec_enc_len(&sb->spec_enc)) abort();
+    if (sa->spec && size == e1.len && !memcmp(data, e1.data, size) && !altar_spec_enc_len(&sa->spec_enc)) abort();
     altar_buf_free(&se);
   }
   char *json = altar_codec_msgpack_to_json(t, e1.data, e1.len, &err);

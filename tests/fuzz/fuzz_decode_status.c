@@ -9,8 +9,15 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static bool same_bytes(const altar_buf_t *x, const altar_buf_t *y) {
-  return x->len == y->len && (!x->len || !memcmp(x->data, y->data, x->len));
+static bool same_bytes(const void *x, size_t xlen, const void *y, size_t ylen) {
+  return xlen == ylen && (!xlen || !memcmp(x, y, xlen));
+}
+static bool same_enc(const altar_spec_enc_t *x, const altar_spec_enc_t *y) {
+  return same_bytes(altar_spec_enc_data(x), altar_spec_enc_len(x), altar_spec_enc_data(y), altar_spec_enc_len(y));
+}
+static bool same_fixed(const altar_record_fixed_t *x, const altar_record_fixed_t *y) {
+  return same_bytes(altar_record_fixed_data(x), altar_record_fixed_len(x), altar_record_fixed_data(y),
+                    altar_record_fixed_len(y));
 }
 
 /* The spec kept as bytes only, against f (the event without the flag). */
@@ -22,8 +29,8 @@ static void spec_bytes_agrees(const uint8_t *data, size_t size, bool fast, const
   if (dry) {
     altar_status_event_t with = d;
     with.spec = f->spec;
-    if (!same_bytes(&d.spec_enc, &f->spec_enc) || !same_bytes(&d.record_fixed, &f->record_fixed) ||
-        (f->spec != NULL) != (d.spec_enc.len > 0) || !altar_status_event_equal(&with, f))
+    if (!same_enc(&d.spec_enc, &f->spec_enc) || !same_fixed(&d.record_fixed, &f->record_fixed) ||
+        (f->spec != NULL) != (altar_spec_enc_len(&d.spec_enc) > 0) || !altar_status_event_equal(&with, f))
       abort();
   }
   altar_arena_free(&a);
@@ -40,15 +47,13 @@ static void fast_path_agrees(const uint8_t *data, size_t size) {
   bool own = full && altar_encode_status(&s, &enc, &err) == 0 && enc.len == size && !memcmp(enc.data, data, size);
   if (fast != own) abort();
   if (fast) {
-    if (!altar_status_event_equal(&f, &s) || f.spec_enc.len != s.spec_enc.len ||
-        (f.spec_enc.len && memcmp(f.spec_enc.data, s.spec_enc.data, f.spec_enc.len)))
-      abort();
+    if (!altar_status_event_equal(&f, &s) || !same_enc(&f.spec_enc, &s.spec_enc)) abort();
     altar_buf_reset(&enc);
     if (altar_encode_status(&f, &enc, &err) || enc.len != size || memcmp(enc.data, data, size)) abort();
     altar_record_t rec = {.handle = f.handle, .kind = f.kind}; /* its handle and kind: a record's fixed part */
     altar_buf_reset(&enc);
-    if (altar__encode_record_fixed(&rec, &enc, &err) || enc.len != f.record_fixed.len ||
-        memcmp(enc.data, f.record_fixed.data, enc.len))
+    if (altar__encode_record_fixed(&rec, &enc, &err) || enc.len != altar_record_fixed_len(&f.record_fixed) ||
+        memcmp(enc.data, altar_record_fixed_data(&f.record_fixed), enc.len))
       abort();
   }
   altar_buf_free(&enc);

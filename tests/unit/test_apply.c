@@ -572,8 +572,8 @@ static void test_spec_as_bytes_only(void) {
   CU_ASSERT_EQUAL(apply(a, &s, 0, nev, &r), 0);
   altar_spec_t *orig = evs[0].spec;
   evs[0].spec = NULL;
-  CU_ASSERT_FATAL(altar_encode_spec(orig, &evs[0].spec_enc, &err) == 0);
-  CU_ASSERT_FATAL(altar_encode_spec(orig, &evs[2].spec_enc, &err) == 0); /* stale bytes */
+  CU_ASSERT_FATAL(altar_spec_enc_make(orig, &evs[0].spec_enc, &err) == 0);
+  CU_ASSERT_FATAL(altar_spec_enc_make(orig, &evs[2].spec_enc, &err) == 0); /* stale bytes */
   CU_ASSERT_EQUAL(apply(b, &s, 0, nev, &r), 0);
   CU_ASSERT_EQUAL(apply(c, &s, 0, nev, &r), 0);
   char ca[ALTAR_LEDGER_CHECKSUM_LEN + 1], cb[ALTAR_LEDGER_CHECKSUM_LEN + 1], cc[ALTAR_LEDGER_CHECKSUM_LEN + 1];
@@ -604,73 +604,89 @@ static void test_spec_as_bytes_only(void) {
   ev_reset();
 }
 
-static void test_predicate_error_aborts_batch(void) {
-  ev_reset();
-  altar_group_specs_t s;
-  load_specs(&s, "t:\n  group_by: [job_id]\n  ready_when: {all_expected_folds: {count_label: missing}}\n");
-  char *dir = altar_test_tmpdir("apply-err");
+/* On both ledgers: the in-memory one gives a batch up as the durable one does. */
+static altar_ledger_t *open_either(bool memory, const char *tag, char **pdir) {
+  *pdir = NULL;
+  if (memory) return altar_ledger_memory_new();
+  *pdir = altar_test_tmpdir(tag);
   altar_error_t err = {0};
-  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
-  CU_ASSERT_FATAL(l != NULL);
-  sub("t", "a", "j", 0, 1);
-  st("t", "a", "j", 0, 1, ALTAR_STATE_SUCCEEDED);
-  altar_apply_result_t r = {0};
-  CU_ASSERT_EQUAL(altar_apply_events_atomic(l, &s, evs, nev, 0, &r, &err), ALTAR_EPREDICATE);
-  CU_ASSERT(strstr(err.msg, "event[1]") != NULL);
-  CU_ASSERT(strstr(err.msg, "t:j") != NULL);
-  altar_ledger_entry_t e;
-  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "a", &e, &err), ALTAR_ENOTFOUND); /* nothing half-applied */
-  CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(l, NULL, &err), 0);
-  altar_apply_result_clear(&r);
+  return altar_ledger_rocksdb_open(*pdir, NULL, &err);
+}
+
+static void close_either(altar_ledger_t *l, char *dir) {
+  altar_error_t err = {0};
+  if (dir) CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(l, NULL, &err), 0);
   altar_ledger_close(l);
-  altar_test_rmtree(dir);
+  if (dir) altar_test_rmtree(dir);
   free(dir);
-  altar_group_specs_clear(&s);
+}
+
+static void test_predicate_error_aborts_batch(void) {
+  for (int memory = 0; memory < 2; memory++) {
+    ev_reset();
+    altar_group_specs_t s;
+    load_specs(&s, "t:\n  group_by: [job_id]\n  ready_when: {all_expected_folds: {count_label: missing}}\n");
+    char *dir;
+    altar_error_t err = {0};
+    altar_ledger_t *l = open_either(memory, "apply-err", &dir);
+    CU_ASSERT_FATAL(l != NULL);
+    sub("t", "a", "j", 0, 1);
+    st("t", "a", "j", 0, 1, ALTAR_STATE_SUCCEEDED);
+    altar_apply_result_t r = {0};
+    CU_ASSERT_EQUAL(altar_apply_events_atomic(l, &s, evs, nev, 0, &r, &err), ALTAR_EPREDICATE);
+    CU_ASSERT(strstr(err.msg, "event[1]") != NULL);
+    CU_ASSERT(strstr(err.msg, "t:j") != NULL);
+    altar_ledger_entry_t e;
+    CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "a", &e, &err), ALTAR_ENOTFOUND); /* nothing half-applied */
+    altar_apply_result_clear(&r);
+    close_either(l, dir);
+    altar_group_specs_clear(&s);
+  }
 }
 
 /* A group whose event could not be published (more shards than one event
  * lists) is refused before anything changes, as a predicate failure: the
  * daemon sets the event aside in the DLQ and keeps going. */
 static void test_unpublishable_group_refused(void) {
-  ev_reset();
-  altar_group_specs_t s;
-  load_specs(&s, "wide:\n  group_by: [job_id]\n  ready_when: {all_label_values: {label: fold, values: ['0', '1']}}\n");
-  char *dir = altar_test_tmpdir("apply-wide");
-  altar_error_t err = {0};
-  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
-  CU_ASSERT_FATAL(l != NULL);
-  /* ALTAR_MAX_ARRAY succeeded shards of fold 1, put straight into the ledger. */
-  CU_ASSERT_EQUAL_FATAL(altar_ledger_begin(l, &err), 0);
-  for (unsigned i = 0; i < ALTAR_MAX_ARRAY; i++) {
-    char eid[32];
-    snprintf(eid, sizeof eid, "w%u", i);
-    altar_handle_t h;
-    altar_handle_init(&h, "process", eid);
-    altar_strmap_set(&h.labels, "job_id", "j");
-    altar_strmap_set(&h.labels, "fold", "1");
-    altar_record_meta_t meta = {.task_key = eid, .group_key = "j"};
-    CU_ASSERT_EQUAL_FATAL(altar_ledger_record_meta(l, &h, "wide", NULL, &meta, &err), 0);
-    CU_ASSERT_EQUAL_FATAL(altar_ledger_set_state(l, &h, ALTAR_STATE_SUCCEEDED, NULL, &err), 0);
-    altar_handle_clear(&h);
+  for (int memory = 0; memory < 2; memory++) {
+    ev_reset();
+    altar_group_specs_t s;
+    load_specs(&s, "wide:\n  group_by: [job_id]\n  ready_when: {all_label_values: {label: fold, values: ['0', '1']}}\n");
+    char *dir;
+    altar_error_t err = {0};
+    altar_ledger_t *l = open_either(memory, "apply-wide", &dir);
+    CU_ASSERT_FATAL(l != NULL);
+    /* ALTAR_MAX_ARRAY succeeded shards of fold 1, put straight into the ledger. */
+    CU_ASSERT_EQUAL_FATAL(altar_ledger_begin(l, &err), 0);
+    for (unsigned i = 0; i < ALTAR_MAX_ARRAY; i++) {
+      char eid[32];
+      snprintf(eid, sizeof eid, "w%u", i);
+      altar_handle_t h;
+      altar_handle_init(&h, "process", eid);
+      altar_strmap_set(&h.labels, "job_id", "j");
+      altar_strmap_set(&h.labels, "fold", "1");
+      altar_record_meta_t meta = {.task_key = eid, .group_key = "j"};
+      CU_ASSERT_EQUAL_FATAL(altar_ledger_record_meta(l, &h, "wide", NULL, &meta, &err), 0);
+      CU_ASSERT_EQUAL_FATAL(altar_ledger_set_state(l, &h, ALTAR_STATE_SUCCEEDED, NULL, &err), 0);
+      altar_handle_clear(&h);
+    }
+    CU_ASSERT_EQUAL_FATAL(altar_ledger_commit(l, &err), 0);
+    /* Fold 0 makes the group ready with one shard too many for its event. */
+    sub("wide", "z", "j", 0, 1);
+    st("wide", "z", "j", 0, 1, ALTAR_STATE_SUCCEEDED);
+    altar_apply_result_t r = {0};
+    CU_ASSERT_EQUAL(altar_apply_events_atomic(l, &s, evs, nev, 0, &r, &err), ALTAR_EPREDICATE);
+    CU_ASSERT(strstr(err.msg, "4097 shards") != NULL);
+    CU_ASSERT_EQUAL(r.n_events, 0);
+    altar_ledger_entry_t e;
+    CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "z", &e, &err), ALTAR_ENOTFOUND); /* nothing half-applied */
+    CU_ASSERT_EQUAL_FATAL(altar_ledger_get(l, "process", "w0", &e, &err), 0);
+    CU_ASSERT(!e.rec.consumed);
+    altar_ledger_entry_clear(&e);
+    altar_apply_result_clear(&r);
+    close_either(l, dir);
+    altar_group_specs_clear(&s);
   }
-  CU_ASSERT_EQUAL_FATAL(altar_ledger_commit(l, &err), 0);
-  /* Fold 0 makes the group ready with one shard too many for its event. */
-  sub("wide", "z", "j", 0, 1);
-  st("wide", "z", "j", 0, 1, ALTAR_STATE_SUCCEEDED);
-  altar_apply_result_t r = {0};
-  CU_ASSERT_EQUAL(altar_apply_events_atomic(l, &s, evs, nev, 0, &r, &err), ALTAR_EPREDICATE);
-  CU_ASSERT(strstr(err.msg, "4097 shards") != NULL);
-  CU_ASSERT_EQUAL(r.n_events, 0);
-  altar_ledger_entry_t e;
-  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "z", &e, &err), ALTAR_ENOTFOUND); /* nothing half-applied */
-  CU_ASSERT_EQUAL_FATAL(altar_ledger_get(l, "process", "w0", &e, &err), 0);
-  CU_ASSERT(!e.rec.consumed);
-  altar_ledger_entry_clear(&e);
-  altar_apply_result_clear(&r);
-  altar_ledger_close(l);
-  altar_test_rmtree(dir);
-  free(dir);
-  altar_group_specs_clear(&s);
 }
 
 static void test_bad_events(void) {

@@ -7,6 +7,7 @@
 #include "reconciler/cancel.h"
 #include "reconciler/ledger_rocksdb.h"
 #include "reconciler/settled.h"
+#include "ledger_suite.h"
 #include "testutil.h"
 
 #include <stdio.h>
@@ -125,7 +126,7 @@ static void test_cancel_settles_per_partition_and_replays_alike(void) {
 
   char *d1 = altar_test_tmpdir("cancel-a"), *d2 = altar_test_tmpdir("cancel-b");
   altar_error_t err = {0};
-  altar_ledger_t *a = altar_ledger_rocksdb_open(d1, NULL, &err), *b = altar_ledger_rocksdb_open(d2, NULL, &err);
+  altar_ledger_t *a = altar_test_ledger_open(d1), *b = altar_test_ledger_open(d2);
   CU_ASSERT_FATAL(a && b);
   char ea[4096], eb[4096];
   run(a, &g, 1, ea, sizeof ea);
@@ -144,8 +145,8 @@ static void test_cancel_settles_per_partition_and_replays_alike(void) {
   CU_ASSERT(e.rec.consumed && e.rec.state == ALTAR_STATE_FAILED && e.rec.failure &&
             !strcmp(e.rec.failure->reason, ALTAR_REASON_CANCELLED));
   altar_ledger_entry_clear(&e);
-  altar_ledger_close(a);
-  altar_ledger_close(b);
+  altar_test_ledger_close(a);
+  altar_test_ledger_close(b);
   altar_test_rmtree(d1);
   altar_test_rmtree(d2);
   free(d1);
@@ -169,14 +170,13 @@ static void test_copy_settles_only_its_partition_and_group(void) {
   cancel_on(p0, "J", NULL, 200);    /* only this partition's copy arrived */
   cancel_on(p0, "J", "J:0", 201);   /* a group cancel of a group settled already: nothing */
   char *d = altar_test_tmpdir("cancel-p");
-  altar_error_t err = {0};
-  altar_ledger_t *l = altar_ledger_rocksdb_open(d, NULL, &err);
+  altar_ledger_t *l = altar_test_ledger_open(d);
   CU_ASSERT_FATAL(l != NULL);
   char out[4096];
   run(l, &g, 2, out, sizeof out);
   CU_ASSERT_EQUAL(count(out, "2 work:J:"), on_p0);
   CU_ASSERT(on_p0 < 8); /* the others wait for their own partition's copy */
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
   altar_test_rmtree(d);
   free(d);
   altar_group_specs_clear(&g);
@@ -212,11 +212,23 @@ static int cleanup(void) {
   return 0;
 }
 
+static int cleanup_ledgers(void) { return cleanup() || altar_test_ledger_cleanup(); }
+static int init_rocksdb(void) { return altar_test_ledger_init_rocksdb(); }
+static int init_memory(void) { return altar_test_ledger_init_memory(); }
+
+/* The ledger-backed tests run on both ledgers. */
 static void add(void) {
-  ALTAR_SUITE("cancel", NULL, cleanup);
-  ALTAR_TEST(test_cancel_settles_per_partition_and_replays_alike);
-  ALTAR_TEST(test_copy_settles_only_its_partition_and_group);
-  ALTAR_TEST(test_status_topic_decoding);
+  {
+    ALTAR_SUITE("cancel.rocksdb", init_rocksdb, cleanup_ledgers);
+    ALTAR_TEST(test_cancel_settles_per_partition_and_replays_alike);
+    ALTAR_TEST(test_copy_settles_only_its_partition_and_group);
+    ALTAR_TEST(test_status_topic_decoding);
+  }
+  {
+    ALTAR_SUITE("cancel.memory", init_memory, cleanup_ledgers);
+    ALTAR_TEST(test_cancel_settles_per_partition_and_replays_alike);
+    ALTAR_TEST(test_copy_settles_only_its_partition_and_group);
+  }
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

@@ -2,7 +2,6 @@
  * RocksDB ledger, plus what only the durable ledger can show. */
 #include "altar/ledger.h"
 #include "ledger_suite.h"
-#include "reconciler/ledger_aux.h"
 #include "reconciler/ledger_rocksdb.h"
 #include "testutil.h"
 
@@ -111,59 +110,54 @@ static void put_rec(altar_ledger_t *l, const char *eid, const char *gk) {
   altar_handle_clear(&h);
 }
 
-static void test_abort_drops_batch(void) {
-  altar_ledger_t *l = rdb_open();
-  altar_error_t err = {0};
-  put_rec(l, "kept", "g");
-  CU_ASSERT_EQUAL(altar_ledger_begin(l, &err), 0);
-  put_rec(l, "dropped", "g");
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "dropped") != NULL);
-  CU_ASSERT_EQUAL(altar__ledger_aux_put(l, "o/1", 3, "v", 1, &err), 0);
-  CU_ASSERT_EQUAL(altar_ledger_abort(l, &err), 0);
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "dropped") == NULL);
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "kept") != NULL);
-  altar_buf_t b = {0};
-  CU_ASSERT_EQUAL(altar__ledger_aux_get(l, "o/1", 3, &b, &err), ALTAR_ENOTFOUND);
-  l = rdb_reopen(l);
-  altar_ledger_entry_t e;
-  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "dropped", &e, &err), ALTAR_ENOTFOUND);
-  altar_buf_free(&b);
-  rdb_destroy(l);
+/* altar_ledger_wrap: a table without side keys gets the ENOTSUP ones, a
+ * table missing a required operation is refused (and its impl closed). */
+static int closed;
+static void counting_close(void *impl) {
+  closed++;
+  altar_ledger_t *inner = impl;
+  altar_ledger_close(inner);
 }
 
-static int count_aux(void *ctx, const void *k, size_t kl, const void *v, size_t vl) {
-  (void)k;
-  (void)kl;
-  (void)v;
-  (void)vl;
-  (*(int *)ctx)++;
-  return 0;
-}
-
-static void test_aux_keys_share_the_write(void) {
-  altar_ledger_t *l = rdb_open();
+static void test_wrap_defaults_and_checks(void) {
   altar_error_t err = {0};
-  char before[ALTAR_LEDGER_CHECKSUM_LEN + 1], after[ALTAR_LEDGER_CHECKSUM_LEN + 1];
-  put_rec(l, "a", "g");
-  CU_ASSERT_EQUAL(altar_ledger_checksum(l, before, &err), 0);
-  CU_ASSERT_EQUAL(altar_ledger_begin(l, &err), 0);
-  CU_ASSERT_EQUAL(altar__ledger_aux_put(l, "out/1", 5, "hello", 5, &err), 0);
-  CU_ASSERT_EQUAL(altar__ledger_aux_put(l, "out/2", 5, "world", 5, &err), 0);
+  altar_ledger_t *inner = altar_ledger_memory_new();
+  CU_ASSERT_FATAL(inner != NULL);
+  altar_ledger_ops_t ops = *inner->ops;
+  ops.name = "bare";
+  ops.close = counting_close;
+  ops.aux_put = NULL;
+  ops.aux_del = NULL;
+  ops.aux_get = NULL;
+  ops.aux_scan = NULL;
+  /* The inner handle's impl is the memory ledger: the copied operations
+   * take it, and close frees the inner handle. */
+  altar_ledger_t *l = altar_ledger_wrap(&ops, inner->impl, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  CU_ASSERT(l->ops->aux_put && l->ops->aux_del && l->ops->aux_get && l->ops->aux_scan);
+  CU_ASSERT_EQUAL(altar_ledger_aux_put(l, "k", 1, "v", 1, &err), ALTAR_ENOTSUP);
+  CU_ASSERT(strstr(err.msg, "no side keys") != NULL);
   altar_buf_t b = {0};
-  CU_ASSERT_EQUAL(altar__ledger_aux_get(l, "out/1", 5, &b, &err), 0); /* reads its own batch */
-  CU_ASSERT(b.len == 5 && !memcmp(b.data, "hello", 5));
-  CU_ASSERT_EQUAL(altar_ledger_commit(l, &err), 0);
-  CU_ASSERT_EQUAL(altar__ledger_aux_del(l, "out/2", 5, &err), 0);
-  int n = 0;
-  CU_ASSERT_EQUAL(altar__ledger_aux_scan(l, "out/", 4, count_aux, &n, &err), 0);
-  CU_ASSERT_EQUAL(n, 1);
-  CU_ASSERT_EQUAL(altar_ledger_checksum(l, after, &err), 0);
-  CU_ASSERT_STRING_EQUAL(before, after); /* aux keys are not ledger content */
-  altar_buf_free(&b);
-  rdb_destroy(l);
-  altar_ledger_t *m = altar_ledger_memory_new();
-  CU_ASSERT_EQUAL(altar__ledger_aux_put(m, "k", 1, "v", 1, &err), ALTAR_ENOTSUP);
-  altar_ledger_close(m);
+  CU_ASSERT_EQUAL(altar_ledger_aux_get(l, "k", 1, &b, &err), ALTAR_ENOTSUP);
+  put_rec(l, "a", "g"); /* the records still work */
+  CU_ASSERT(l->ops->peek_open(l->impl, "process", "a") != NULL);
+  l->ops_.close = inner->ops->close; /* the impl is closed once, by its own close */
+  altar_ledger_close(l);
+  free(inner); /* its impl went with l */
+  /* A missing required operation, or half a side keyspace. */
+  for (int i = 0; i < 2; i++) {
+    inner = altar_ledger_memory_new();
+    ops = *inner->ops;
+    ops.name = "broken";
+    ops.close = counting_close;
+    if (i == 0) ops.consume = NULL;
+    else ops.aux_scan = NULL;
+    closed = 0;
+    CU_ASSERT(altar_ledger_wrap(&ops, inner, &err) == NULL);
+    CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
+    CU_ASSERT(strstr(err.msg, i == 0 ? "consume" : "aux_scan") != NULL);
+    CU_ASSERT_EQUAL(closed, 1);
+  }
 }
 
 static void test_check_finds_damage(void) {
@@ -248,13 +242,13 @@ static void test_failed_write_rolls_back(void) {
   CU_ASSERT_EQUAL(altar_ledger_begin(l, &err), 0);
   put_rec(l, "b", "g");
   CU_ASSERT_EQUAL(altar_ledger_consume(l, &h, 1, &err), 0);
-  CU_ASSERT_EQUAL(altar__ledger_aux_put(l, "k", 1, "v", 1, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_aux_put(l, "k", 1, "v", 1, &err), 0);
   altar__ledger_rocksdb_fail_writes(l, 1);
   CU_ASSERT_EQUAL(altar_ledger_commit(l, &err), ALTAR_ELEDGER);
   CU_ASSERT(l->ops->peek_open(l->impl, "process", "b") == NULL);
   CU_ASSERT(l->ops->peek_open(l->impl, "process", "a") != NULL);
   altar_buf_t b = {0};
-  CU_ASSERT_EQUAL(altar__ledger_aux_get(l, "k", 1, &b, &err), ALTAR_ENOTFOUND);
+  CU_ASSERT_EQUAL(altar_ledger_aux_get(l, "k", 1, &b, &err), ALTAR_ENOTFOUND);
   altar_buf_free(&b);
   check(l);
   /* And the ledger keeps working afterwards. */
@@ -427,8 +421,7 @@ static void add_suites(void) {
   altar_ledger_suite_register(&rdb_factory);
   altar_ledger_suite_register(&behind_factory);
   ALTAR_SUITE("ledger.rocksdb_only", NULL, NULL);
-  ALTAR_TEST(test_abort_drops_batch);
-  ALTAR_TEST(test_aux_keys_share_the_write);
+  ALTAR_TEST(test_wrap_defaults_and_checks);
   ALTAR_TEST(test_check_finds_damage);
   ALTAR_TEST(test_read_only_and_errors);
   ALTAR_TEST(test_failed_write_rolls_back);

@@ -4,7 +4,6 @@
  * after each kill reopens the ledger and checks it: every record decodes,
  * indexes agree with records, and no batch is half-applied. */
 #include "altar/ledger.h"
-#include "reconciler/ledger_aux.h"
 #include "reconciler/ledger_rocksdb.h"
 #include "testutil.h"
 
@@ -81,7 +80,7 @@ static void batch_op(altar_ledger_t *l, unsigned round, unsigned n) {
   }
   char key[48];
   int kl = snprintf(key, sizeof key, "batch/%u-%u", round, n);
-  altar__ledger_aux_put(l, key, (size_t)kl, "5", 1, &err);
+  altar_ledger_aux_put(l, key, (size_t)kl, "5", 1, &err);
   altar_ledger_commit(l, &err);
 }
 
@@ -145,7 +144,7 @@ static int visit_record(void *ctx, const altar_ledger_entry_t *e) {
   int kl = snprintf(key, sizeof key, "batch/%s", name);
   altar_buf_t v = {0};
   altar_error_t err = {0};
-  if (altar__ledger_aux_get(b->l, key, (size_t)kl, &v, &err)) b->records_without_aux++;
+  if (altar_ledger_aux_get(b->l, key, (size_t)kl, &v, &err)) b->records_without_aux++;
   altar_buf_free(&v);
   return 0;
 }
@@ -190,7 +189,7 @@ static void test_kill_at_random_points(void) {
     CU_ASSERT(records >= last_records); /* records are never deleted */
     last_records = records;
     batches_t b = {.l = l};
-    CU_ASSERT_EQUAL(altar__ledger_aux_scan(l, "batch/", 6, visit_batch, &b, &err), 0);
+    CU_ASSERT_EQUAL(altar_ledger_aux_scan(l, "batch/", 6, visit_batch, &b, &err), 0);
     CU_ASSERT_EQUAL(altar_ledger_foreach(l, visit_record, &b, &err), 0);
     CU_ASSERT_EQUAL(b.aux_without_records, 0);
     CU_ASSERT_EQUAL(b.records_without_aux, 0);

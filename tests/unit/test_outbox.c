@@ -1,17 +1,18 @@
 /* The reconciler's durable outbox (stage inside the ledger batch, publish
  * after commit, delete on acknowledgement, publish again after a restart
  * with the same bytes), the outbox carried across --rebuild, and the
- * daemon and the rebuild agreeing on the bytes of one group event. Uses a
- * RocksDB ledger in a temporary directory and the local transport. */
+ * daemon and the rebuild agreeing on the bytes of one group event. Runs on
+ * a RocksDB ledger in a temporary directory and on the in-memory ledger
+ * (but for what needs a second process), with the local transport. */
 #include "altar/codec.h"
 #include "altar/fleet.h"
 #include "altar/ledger.h"
 #include "altar/transport.h"
 #include "reconciler/daemon.h"
-#include "reconciler/ledger_aux.h"
 #include "reconciler/settled.h"
 #include "reconciler/settled_record.h"
 #include "reconciler/outbox.h"
+#include "ledger_suite.h"
 #include "testutil.h"
 
 #include <fcntl.h>
@@ -35,13 +36,8 @@ static altar_transport_t *open_local(const char *dir, const altar_transport_opts
   return t;
 }
 
-static altar_ledger_t *open_ledger(const char *dir) {
-  altar_error_t err = {0};
-  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
-  if (!l) fprintf(stderr, "open ledger: %s\n", err.msg);
-  CU_ASSERT_FATAL(l != NULL);
-  return l;
-}
+/* The suite's ledger (RocksDB or in-memory) of dir. */
+static altar_ledger_t *open_ledger(const char *dir) { return altar_test_ledger_open(dir); }
 
 static void create_topic(altar_transport_t *t, const char *topic, int32_t parts) {
   altar_error_t err = {0};
@@ -150,13 +146,13 @@ static void test_stage_then_abort_drops_it(void) {
   CU_ASSERT(altar__outbox_publish_from(&ob, 0, &err) == 0);
   CU_ASSERT_EQUAL(ob.in_flight, 0);
   altar_transport_close(t);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
   /* After a restart neither the record nor its sequence number exists. */
   l = open_ledger(ldir);
   CU_ASSERT_FATAL(altar__outbox_open(&ob, l, NULL, &err) == 0);
   CU_ASSERT_EQUAL(ob.next_seq, 0);
   CU_ASSERT_EQUAL(outbox_count(&ob), 0);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
   recs_t r;
   read_topic(root, "out", &r);
   CU_ASSERT_EQUAL(r.n, 0);
@@ -209,7 +205,7 @@ static void test_publish_after_commit_delete_on_ack(void) {
   CU_ASSERT(altar__outbox_publish_from(&ob, 0, &err) == 0);
   CU_ASSERT_EQUAL(ob.in_flight, 0);
   altar_transport_close(t);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
   altar_test_rmtree(root);
   free(root);
 }
@@ -255,7 +251,7 @@ static void test_republish_on_restart_same_bytes(void) {
   CU_ASSERT(altar_transport_flush(t, 10000, &err) == 0);
   CU_ASSERT_EQUAL(outbox_count(&ob), 0);
   altar_transport_close(t);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
 
   recs_t r;
   read_topic(root, "out", &r);
@@ -295,7 +291,7 @@ static void test_carry_into_new_ledger(void) {
   size_t n = 0;
   CU_ASSERT_FATAL(altar__outbox_carry(a, b, &n, &err) == 0);
   CU_ASSERT_EQUAL(n, 2);
-  altar_ledger_close(a);
+  altar_test_ledger_close(a);
 
   altar_transport_t *t = open_for_outbox(root, &ob);
   create_topic(t, "jobs", 2);
@@ -307,7 +303,7 @@ static void test_carry_into_new_ledger(void) {
   CU_ASSERT_EQUAL(ob.published, 2);
   CU_ASSERT_EQUAL(outbox_count(&ob), 0);
   altar_transport_close(t);
-  altar_ledger_close(b);
+  altar_test_ledger_close(b);
   recs_t r;
   read_topic(root, "jobs", &r);
   CU_ASSERT(r.n == 1 && r.v[0].value.len == 9 && !memcmp(r.v[0].value.data, "retry-job", 9));
@@ -417,7 +413,7 @@ static void test_daemon_and_rebuild_agree_on_bytes(void) {
   altar_transport_close(t);
   char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
 
   /* A rebuild told of another ready topic publishes every group there. */
   altar_strmap_t props = {0};
@@ -446,7 +442,7 @@ static void test_daemon_and_rebuild_agree_on_bytes(void) {
     altar_spec_free(want);
     altar_ledger_entry_clear(&got);
   }
-  altar_ledger_close(l2);
+  altar_test_ledger_close(l2);
   altar_strmap_clear(&props);
 
   recs_t a, b;
@@ -525,7 +521,7 @@ static void test_rebuild_resumes_where_it_read(void) {
   CU_ASSERT(hook_fired);
   CU_ASSERT_EQUAL(st.events, 2);
   altar_buf_t v = {0};
-  CU_ASSERT_FATAL(altar__ledger_aux_get(l, "s/st/0", 6, &v, &err) == 0);
+  CU_ASSERT_FATAL(altar_ledger_aux_get(l, "s/st/0", 6, &v, &err) == 0);
   /* The late event sits at offset 2: the daemon must start there. */
   CU_ASSERT_STRING_EQUAL((const char *)v.data, "2");
   altar_buf_free(&v);
@@ -538,7 +534,7 @@ static void test_rebuild_resumes_where_it_read(void) {
   CU_ASSERT(rc == 0);
   CU_ASSERT_EQUAL(st.events, 1);
   altar_transport_close(t);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
   altar_strmap_clear(&props);
   altar_group_specs_clear(&groups);
   altar_test_rmtree(root);
@@ -620,7 +616,7 @@ static void test_revoke_mid_batch_applies_once(void) {
   CU_ASSERT_EQUAL(st.events, 3);
   CU_ASSERT_EQUAL(st.retried, 1);
   altar_transport_close(t);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
   recs_t r;
   read_topic(root, "jobs", &r);
   CU_ASSERT_EQUAL(r.n, 1); /* one retry, not two */
@@ -672,7 +668,7 @@ static void test_daemon_survives_odd_events(void) {
     CU_ASSERT(rc == 0);
     CU_ASSERT_EQUAL(st.events + st.poison, 12);
     altar_transport_close(t);
-    altar_ledger_close(l);
+    altar_test_ledger_close(l);
     recs_t r;
     read_topic(root, topics.ready, &r);
     size_t ok_fired = 0;
@@ -734,7 +730,7 @@ static void test_rebuild_skips_what_the_daemon_set_aside(void) {
   altar_transport_close(t);
   char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
   recs_t r;
   read_topic(root, "dlq", &r);
   CU_ASSERT(r.n == 1 && r.v[0].reason && strstr(r.v[0].reason, "predicate"));
@@ -760,7 +756,7 @@ static void test_rebuild_skips_what_the_daemon_set_aside(void) {
   char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
-  altar_ledger_close(l2);
+  altar_test_ledger_close(l2);
   altar_strmap_clear(&props);
   recs_t a, b;
   read_topic(root, "ready", &a);
@@ -811,7 +807,7 @@ static void test_late_shards_recorded_not_refired(void) {
   CU_ASSERT_EQUAL(ls.open, 0); /* nothing left open */
   char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
   recs_t r;
   read_topic(root, "ready", &r);
   CU_ASSERT_EQUAL(r.n, 1);
@@ -829,7 +825,7 @@ static void test_late_shards_recorded_not_refired(void) {
   CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
   CU_ASSERT_EQUAL(missing, 1);
-  altar_ledger_close(l2);
+  altar_test_ledger_close(l2);
   altar_strmap_clear(&props);
   read_topic(root, "ready2", &r);
   CU_ASSERT_EQUAL(r.n, 1);
@@ -922,7 +918,7 @@ static uint64_t replay_checksum(const char *root, const char *l2dir, const altar
   uint64_t missing = 0;
   CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, groups, topics, true, &st, &missing, &err) == 0);
   CU_ASSERT(altar_ledger_checksum(l2, sum, &err) == 0);
-  altar_ledger_close(l2);
+  altar_test_ledger_close(l2);
   altar_strmap_clear(&props);
   return missing;
 }
@@ -991,7 +987,7 @@ static void test_rebuild_reads_past_a_damaged_record(void) {
   CU_ASSERT_EQUAL(st.fired, 9); /* the group that lost an event stays open */
   char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1], sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
   CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics2, sum2), 9);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
   altar_group_specs_clear(&groups);
@@ -1042,7 +1038,7 @@ static void test_rebuild_many_batches_mixed_forms(void) {
   CU_ASSERT_EQUAL(st.fired, JOBS);
   char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1], sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
   CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics2, sum2), JOBS);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
   altar_group_specs_clear(&groups);
@@ -1066,7 +1062,7 @@ static void test_rerun_after_settle_is_ignored(void) {
   altar_ledger_t *l = run_daemon(root, ldir, &groups, &topics, &st);
   CU_ASSERT_EQUAL(st.fired, 1);
   CU_ASSERT_EQUAL(count_open(l), 0);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
 
   /* And fold 0 runs again after a daemon restart. */
   status_run(p, ALTAR_EV_SUBMITTED, "j1", 0, "r3", ALTAR_STATE_PENDING, 7.0);
@@ -1080,7 +1076,7 @@ static void test_rerun_after_settle_is_ignored(void) {
   CU_ASSERT_EQUAL(count_open(l), 0);
   char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
 
   recs_t r;
   read_topic(root, "ready", &r);
@@ -1105,7 +1101,7 @@ static int count_aux(void *ctx, const void *k, size_t kl, const void *v, size_t 
 static size_t settled_keys(altar_ledger_t *l) {
   size_t n = 0;
   altar_error_t err = {0};
-  CU_ASSERT(altar__ledger_aux_scan(l, ALTAR__SETTLED_PREFIX, 2, count_aux, &n, &err) == 0);
+  CU_ASSERT(altar_ledger_aux_scan(l, ALTAR__SETTLED_PREFIX, 2, count_aux, &n, &err) == 0);
   return n;
 }
 
@@ -1130,7 +1126,7 @@ static void test_settlement_expires_then_is_pruned(void) {
   CU_ASSERT_EQUAL(st.fired, 1);
   CU_ASSERT_EQUAL(count_open(l), 1); /* r3 only */
   CU_ASSERT_EQUAL(settled_keys(l), 1); /* one record holds the group's two members */
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
 
   /* Twice the horizon later, the next event prunes both settlements. */
   status_run(p, ALTAR_EV_SUBMITTED, "j2", 0, "r1", ALTAR_STATE_PENDING, 4.0 + 2 * H + 10);
@@ -1140,7 +1136,7 @@ static void test_settlement_expires_then_is_pruned(void) {
   CU_ASSERT_EQUAL(count_open(l), 2);
   char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
 
   char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics, sum2), 0);
@@ -1155,11 +1151,10 @@ static int setup(void) {
   return rc == 0 || rc == ALTAR_EEXIST ? 0 : -1;
 }
 
-static void add(void) {
-  ALTAR_SUITE("outbox", setup, NULL);
+static void add_tests(CU_pSuite suite__, bool memory) {
   ALTAR_TEST(test_stage_then_abort_drops_it);
   ALTAR_TEST(test_publish_after_commit_delete_on_ack);
-  ALTAR_TEST(test_republish_on_restart_same_bytes);
+  if (!memory) ALTAR_TEST(test_republish_on_restart_same_bytes); /* its first life is another process */
   ALTAR_TEST(test_carry_into_new_ledger);
   ALTAR_TEST(test_daemon_and_rebuild_agree_on_bytes);
   ALTAR_TEST(test_rebuild_reads_past_a_damaged_record);
@@ -1171,6 +1166,17 @@ static void add(void) {
   ALTAR_TEST(test_rerun_after_settle_is_ignored);
   ALTAR_TEST(test_late_shards_recorded_not_refired);
   ALTAR_TEST(test_settlement_expires_then_is_pruned);
+}
+
+static int setup_rocksdb(void) { return setup() || altar_test_ledger_init_rocksdb(); }
+static int setup_memory(void) { return setup() || altar_test_ledger_init_memory(); }
+
+static void add(void) {
+  CU_pSuite rocksdb = CU_add_suite("outbox.rocksdb", setup_rocksdb, altar_test_ledger_cleanup);
+  CU_pSuite memory = CU_add_suite("outbox.memory", setup_memory, altar_test_ledger_cleanup);
+  if (!rocksdb || !memory) return;
+  add_tests(rocksdb, false);
+  add_tests(memory, true);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

@@ -3,9 +3,8 @@
  * a replay in other batch sizes), and retries held back until due. */
 #include "altar/codec.h"
 #include "altar/reconcile.h"
-#include "reconciler/ledger_aux.h"
-#include "reconciler/ledger_rocksdb.h"
 #include "reconciler/retry_backoff.h"
+#include "ledger_suite.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -173,7 +172,7 @@ static void test_due_times_recorded_and_replayed(void) {
   const altar_retry_backoff_t *b = &altar_group_specs_find(&s, "k")->retry_backoff;
   three_runs();
   char *d1 = altar_test_tmpdir("backoff-live"), *d2 = altar_test_tmpdir("backoff-replay");
-  altar_ledger_t *live = altar_ledger_rocksdb_open(d1, NULL, &err), *replay = altar_ledger_rocksdb_open(d2, NULL, &err);
+  altar_ledger_t *live = altar_test_ledger_open(d1), *replay = altar_test_ledger_open(d2);
   CU_ASSERT_FATAL(live && replay);
   size_t r1 = 0, r2 = 0;
   apply_in(live, &s, 1, &r1);
@@ -193,8 +192,8 @@ static void test_due_times_recorded_and_replayed(void) {
   CU_ASSERT_STRING_EQUAL(a, want);
   free(a);
   free(c);
-  altar_ledger_close(live);
-  altar_ledger_close(replay);
+  altar_test_ledger_close(live);
+  altar_test_ledger_close(replay);
   altar_test_rmtree(d1);
   altar_test_rmtree(d2);
   free(d1);
@@ -213,14 +212,14 @@ static int count_visit(void *ctx, const void *k, size_t kl, const void *v, size_
 static size_t count_prefix(altar_ledger_t *l, const char *prefix) {
   size_t n = 0;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar__ledger_aux_scan(l, prefix, strlen(prefix), count_visit, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_aux_scan(l, prefix, strlen(prefix), count_visit, &n, &err), 0);
   return n;
 }
 
 static void test_wait_releases_only_when_due(void) {
   char *dir = altar_test_tmpdir("backoff-wait"), *logdir = altar_test_tmpdir("backoff-log");
   altar_error_t err = {0};
-  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  altar_ledger_t *l = altar_test_ledger_open(dir);
   CU_ASSERT_FATAL(l != NULL);
   altar_strmap_t props = {0};
   altar_strmap_set(&props, "dir", logdir);
@@ -264,7 +263,7 @@ static void test_wait_releases_only_when_due(void) {
   altar_transport_set_delivery(t, NULL, NULL, NULL, NULL);
   altar_transport_close(t);
   altar_strmap_clear(&props);
-  altar_ledger_close(l);
+  altar_test_ledger_close(l);
   altar_test_rmtree(dir);
   altar_test_rmtree(logdir);
   free(dir);
@@ -277,13 +276,27 @@ static int cleanup(void) {
   return 0;
 }
 
+static int cleanup_rocksdb(void) { return cleanup() || altar_test_ledger_cleanup(); }
+static int cleanup_memory(void) { return cleanup() || altar_test_ledger_cleanup(); }
+
+/* The ledger-backed tests run on both ledgers. */
 static void add(void) {
-  ALTAR_SUITE("retry_backoff", NULL, cleanup);
-  ALTAR_TEST(test_delay_grows_and_caps);
-  ALTAR_TEST(test_jitter_is_deterministic_and_bounded);
-  ALTAR_TEST(test_settings_are_validated);
-  ALTAR_TEST(test_due_times_recorded_and_replayed);
-  ALTAR_TEST(test_wait_releases_only_when_due);
+  {
+    ALTAR_SUITE("retry_backoff", NULL, cleanup);
+    ALTAR_TEST(test_delay_grows_and_caps);
+    ALTAR_TEST(test_jitter_is_deterministic_and_bounded);
+    ALTAR_TEST(test_settings_are_validated);
+  }
+  {
+    ALTAR_SUITE("retry_backoff.rocksdb", altar_test_ledger_init_rocksdb, cleanup_rocksdb);
+    ALTAR_TEST(test_due_times_recorded_and_replayed);
+    ALTAR_TEST(test_wait_releases_only_when_due);
+  }
+  {
+    ALTAR_SUITE("retry_backoff.memory", altar_test_ledger_init_memory, cleanup_memory);
+    ALTAR_TEST(test_due_times_recorded_and_replayed);
+    ALTAR_TEST(test_wait_releases_only_when_due);
+  }
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

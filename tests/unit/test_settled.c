@@ -1,12 +1,13 @@
 /* Settled groups as stored: one record per settled group, reloaded in
  * write order to the same set (and so the same decisions), pruned by
  * record, ledgers of the older per-member layout carried over, and damaged
- * records skipped and reported. Drives altar__settled_* over a RocksDB
- * ledger in a temporary directory, one batch at a time as the daemon does. */
+ * records skipped and reported. Drives altar__settled_* one batch at a
+ * time as the daemon does, over a RocksDB ledger in a temporary directory
+ * and over the in-memory ledger. */
 #include "altar/ledger.h"
-#include "reconciler/ledger_aux.h"
 #include "reconciler/settled.h"
 #include "reconciler/settled_record.h"
+#include "ledger_suite.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -29,11 +30,7 @@ typedef struct fixture {
 static altar_ledger_t *open_ledger(const char *root) {
   char dir[512];
   snprintf(dir, sizeof dir, "%s/ledger", root);
-  altar_error_t err = {0};
-  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
-  if (!l) fprintf(stderr, "open ledger: %s\n", err.msg);
-  CU_ASSERT_FATAL(l != NULL);
-  return l;
+  return altar_test_ledger_open(dir); /* the suite's ledger, RocksDB or in-memory */
 }
 
 /* Loads the settled set of f's ledger into f->s. */
@@ -56,14 +53,14 @@ static void fx_open(fixture_t *f, const char *tag) {
 /* A daemon restart: the set is loaded anew from the reopened ledger. */
 static void fx_restart(fixture_t *f) {
   altar__settled_free(&f->s);
-  altar_ledger_close(f->l);
+  altar_test_ledger_close(f->l);
   f->l = open_ledger(f->root);
   load(f);
 }
 
 static void fx_close(fixture_t *f) {
   altar__settled_free(&f->s);
-  altar_ledger_close(f->l);
+  altar_test_ledger_close(f->l);
   altar_group_specs_clear(&f->groups);
   altar_test_rmtree(f->root);
   free(f->root);
@@ -150,7 +147,7 @@ static int count_aux(void *ctx, const void *k, size_t kl, const void *v, size_t 
 static size_t keys_under(altar_ledger_t *l, const char *prefix) {
   size_t n = 0;
   altar_error_t err = {0};
-  CU_ASSERT(altar__ledger_aux_scan(l, prefix, strlen(prefix), count_aux, &n, &err) == 0);
+  CU_ASSERT(altar_ledger_aux_scan(l, prefix, strlen(prefix), count_aux, &n, &err) == 0);
   return n;
 }
 
@@ -255,7 +252,7 @@ static bool has_key(altar_ledger_t *l, uint64_t seq) {
   altar__settled_key(seq, k);
   altar_buf_t b = {0};
   altar_error_t err = {0};
-  int rc = altar__ledger_aux_get(l, k, ALTAR__SETTLED_KEY_LEN, &b, &err);
+  int rc = altar_ledger_aux_get(l, k, ALTAR__SETTLED_KEY_LEN, &b, &err);
   altar_buf_free(&b);
   return rc == ALTAR_OK;
 }
@@ -306,7 +303,7 @@ static void test_prune_survives_an_aborted_batch(void) {
 
 static void put_raw(altar_ledger_t *l, const char *key, const void *val, size_t vlen) {
   altar_error_t err = {0};
-  CU_ASSERT_FATAL(altar__ledger_aux_put(l, key, strlen(key), val, vlen, &err) == 0);
+  CU_ASSERT_FATAL(altar_ledger_aux_put(l, key, strlen(key), val, vlen, &err) == 0);
 }
 
 /* A string literal's bytes, without the terminating NUL the compiler adds. */
@@ -414,8 +411,8 @@ static void test_member_reader_bounds(void) {
   CU_ASSERT_FALSE(altar__settled_key_seq("g/0000000000000ab", 17, &seq));
 }
 
-static void add(void) {
-  ALTAR_SUITE("settled", NULL, NULL);
+static void add_tests(CU_pSuite suite__, bool memory) {
+  (void)memory;
   ALTAR_TEST(test_group_writes_one_key);
   ALTAR_TEST(test_reload_keeps_write_order);
   ALTAR_TEST(test_prune_deletes_records);
@@ -423,6 +420,15 @@ static void add(void) {
   ALTAR_TEST(test_old_layout_is_carried_over);
   ALTAR_TEST(test_damaged_records_are_skipped);
   ALTAR_TEST(test_member_reader_bounds);
+}
+
+/* Every test on both ledgers. */
+static void add(void) {
+  CU_pSuite rocksdb = CU_add_suite("settled.rocksdb", altar_test_ledger_init_rocksdb, altar_test_ledger_cleanup);
+  CU_pSuite memory = CU_add_suite("settled.memory", altar_test_ledger_init_memory, altar_test_ledger_cleanup);
+  if (!rocksdb || !memory) return;
+  add_tests(rocksdb, false);
+  add_tests(memory, true);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

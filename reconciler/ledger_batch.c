@@ -1,0 +1,256 @@
+/* The RocksDB ledger's batch: changes are staged in an in-memory overlay
+ * (so later reads in the same batch see them) and written as one RocksDB
+ * WriteBatch on commit; a key written several times in a batch is written
+ * once, and an open record created and consumed within one batch never
+ * writes its o: key. Every change goes into one write batch, so a kill at
+ * any point leaves either all of it or none. */
+#include "reconciler/ledger_rocksdb_int.h"
+#include "reconciler/ledger_value.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int altar__rl_key(altar_buf_t *b, char prefix, const char *rk, size_t rklen) {
+  altar_buf_reset(b);
+  char p[2] = {prefix, ':'};
+  return altar_buf_append(b, p, 2) || altar_buf_append(b, rk, rklen) ? ALTAR_ENOMEM : ALTAR_OK;
+}
+
+/* Waits for writes handed to the write-behind thread, so a read sees
+ * them. After a failed write every read fails too: what is on disk lacks a
+ * batch the caller was told had been committed. */
+int altar__rl_settle(rl_t *r, altar_error_t *err) {
+  char *werr = r->writer ? altar__lwriter_drain(r->writer) : NULL;
+  if (!werr) return ALTAR_OK;
+  int rc = altar_error_set(err, ALTAR_ELEDGER, "ledger %s: an earlier write failed: %s", r->dir, werr);
+  free(werr);
+  return rc;
+}
+
+typedef struct altar__rl_change {
+  char *key;
+  size_t klen;
+  char *val; /* NULL for a delete or a deferred value */
+  size_t vlen;
+  /* An open record whose value is encoded only when the batch is written
+   * (or read back): a record changed several times in one batch, or
+   * consumed before it ends, is then encoded once or never. */
+  const struct altar__lent *lazy;
+  bool del;
+  bool fresh;   /* the key did not exist before this batch */
+  bool dropped; /* created and removed within the batch: nothing to write */
+} pchange_t;
+
+void altar__rl_pend_clear(rl_t *r) {
+  r->n_pv = 0;
+  altar__hmap_clear(&r->pend);
+  altar_arena_reset(&r->arena);
+}
+
+/* Stages a put (val != NULL) or delete of key. `fresh` says the caller knows
+ * the key is absent on disk (a new open record). 0 or ALTAR_ENOMEM. */
+static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen, bool del, bool fresh,
+                    const altar__lent_t *lazy) {
+  uint64_t hash = altar__hash(k->data, k->len); /* once for the lookup, the insert or the drop */
+  pchange_t *c = altar__hmap_get_h(&r->pend, (const char *)k->data, k->len, hash);
+  char *v = NULL;
+  if (!del && !lazy && !(v = altar_arena_alloc(&r->arena, vlen ? vlen : 1))) return ALTAR_ENOMEM;
+  if (!del && !lazy && vlen) memcpy(v, val, vlen);
+  if (c) {
+    c->val = v; /* the old value stays in the arena until the batch ends */
+    c->vlen = vlen;
+    c->lazy = lazy;
+    c->del = del;
+    if (del && c->fresh) {
+      /* Created in this batch and gone again: the disk never sees it. */
+      c->dropped = true;
+      altar__hmap_del_h(&r->pend, c->key, c->klen, hash);
+    }
+    return ALTAR_OK;
+  }
+  if (r->n_pv == r->cap_pv) {
+    size_t cap = r->cap_pv ? r->cap_pv * 2 : 256;
+    pchange_t **pv = realloc(r->pv, cap * sizeof *pv);
+    if (!pv) return ALTAR_ENOMEM;
+    r->pv = pv;
+    r->cap_pv = cap;
+  }
+  if (!(c = altar_arena_alloc(&r->arena, sizeof *c)) || !(c->key = altar_arena_alloc(&r->arena, k->len ? k->len : 1)))
+    return ALTAR_ENOMEM;
+  memcpy(c->key, k->data, k->len);
+  c->klen = k->len;
+  c->val = v;
+  c->vlen = vlen;
+  c->lazy = lazy;
+  c->del = del;
+  c->fresh = fresh && !del;
+  c->dropped = false;
+  if (altar__hmap_put_h(&r->pend, c->key, c->klen, hash, c, NULL)) return ALTAR_ENOMEM;
+  r->pv[r->n_pv++] = c;
+  return ALTAR_OK;
+}
+
+/* Reads key as the batch would leave it: the overlay first, then the disk.
+ * *pval is malloc'd (free with rocksdb_free or free). */
+int altar__rl_get_raw(rl_t *r, const altar_buf_t *key, char **pval, size_t *plen, altar_error_t *err) {
+  pchange_t *c = altar__hmap_get(&r->pend, (const char *)key->data, key->len);
+  if (c) {
+    if (c->del) {
+      *pval = NULL;
+      return ALTAR_ENOTFOUND;
+    }
+    if (c->lazy) {
+      altar_buf_t b = {0};
+      int rc = altar__lvalue_encode(&b, c->lazy, err);
+      if (rc) {
+        altar_buf_free(&b);
+        return rc;
+      }
+      *plen = b.len;
+      if (!(*pval = altar_buf_detach(&b))) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+      return ALTAR_OK;
+    }
+    if (!(*pval = malloc(c->vlen ? c->vlen : 1))) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+    memcpy(*pval, c->val, c->vlen);
+    *plen = c->vlen;
+    return ALTAR_OK;
+  }
+  char *dberr = NULL;
+  int rc = altar__rl_settle(r, err);
+  if (rc) return rc;
+  *pval = rocksdb_get(r->db, r->ropts, (const char *)key->data, key->len, plen, &dberr);
+  if (dberr) {
+    rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: read failed: %s", dberr);
+    rocksdb_free(dberr);
+    return rc;
+  }
+  return *pval ? ALTAR_OK : ALTAR_ENOTFOUND;
+}
+
+int altar__rl_stage_put(rl_t *r, const altar_buf_t *k, const void *v, size_t vlen) {
+  return pend_set(r, k, v, vlen, false, false, NULL);
+}
+
+int altar__rl_stage_del(rl_t *r, const altar_buf_t *k) { return pend_set(r, k, NULL, 0, true, false, NULL); }
+
+/* Stages x's value under o: (open; `fresh` when the caller knows the key is
+ * not on disk) or r: (consumed). */
+int altar__rl_stage_record(rl_t *r, const altar__lent_t *x, char prefix, bool fresh, altar_error_t *err) {
+  int rc = altar__lvalue_encode(&r->vb, x, err);
+  if (rc) return rc;
+  if (altar__rl_key(&r->kb, prefix, x->rkey, x->rkey_len) || pend_set(r, &r->kb, r->vb.data, r->vb.len, false, fresh, NULL))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  return ALTAR_OK;
+}
+
+/* Stages the o: key of cache entry x, whose value follows x until the batch
+ * is written; values that need the codec's checks are encoded now. */
+int altar__rl_stage_open(rl_t *r, const altar__lent_t *x, bool fresh, altar_error_t *err) {
+  if (!altar__lvalue_fast(x)) return altar__rl_stage_record(r, x, 'o', fresh, err);
+  if (altar__rl_key(&r->kb, 'o', x->rkey, x->rkey_len) || pend_set(r, &r->kb, NULL, 0, false, fresh, x))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  return ALTAR_OK;
+}
+
+/* Drops the pending batch and rebuilds the cache from what is on disk. */
+void altar__rl_rollback(rl_t *r) {
+  altar__rl_pend_clear(r);
+  altar_error_t ignored = {0};
+  altar__rl_load_cache(r, &ignored);
+}
+
+static int pchange_cmp(const void *pa, const void *pb) {
+  const pchange_t *a = *(pchange_t *const *)pa, *b = *(pchange_t *const *)pb;
+  int c = memcmp(a->key, b->key, a->klen < b->klen ? a->klen : b->klen);
+  return c ? c : (a->klen > b->klen) - (a->klen < b->klen);
+}
+
+int altar__rl_flush(rl_t *r, altar_error_t *err) {
+  if (r->n_pv == 0) return ALTAR_OK;
+  /* Only what is written is sorted: a replay drops about half of its
+   * changes (records opened and consumed in the same batch). */
+  size_t n = 0;
+  for (size_t i = 0; i < r->n_pv; i++)
+    if (!r->pv[i]->dropped) r->pv[n++] = r->pv[i];
+  /* In key order, each memtable insert starts next to the previous one. */
+  qsort(r->pv, n, sizeof *r->pv, pchange_cmp);
+  rocksdb_writebatch_clear(r->wb);
+  for (size_t i = 0; i < n; i++) {
+    pchange_t *c = r->pv[i];
+    if (c->del) {
+      rocksdb_writebatch_delete(r->wb, c->key, c->klen);
+    } else if (c->lazy) {
+      int rc = altar__lvalue_encode(&r->vb, c->lazy, err); /* the batch copies the bytes */
+      if (rc) {
+        rocksdb_writebatch_clear(r->wb);
+        altar__rl_rollback(r);
+        return rc;
+      }
+      rocksdb_writebatch_put(r->wb, c->key, c->klen, (const char *)r->vb.data, r->vb.len);
+    } else {
+      rocksdb_writebatch_put(r->wb, c->key, c->klen, c->val, c->vlen);
+    }
+  }
+  char *dberr = NULL;
+  bool writes = rocksdb_writebatch_count(r->wb) > 0;
+  if (r->fail_writes > 0 && !r->writer) {
+    r->fail_writes--;
+    dberr = strdup("injected write failure");
+  } else if (r->fail_writes > 0 && writes) {
+    r->fail_writes--;
+    altar__lwriter_fail_next(r->writer); /* fails behind: a later commit says so */
+  }
+  if (!dberr && writes) {
+    if (r->writer) dberr = altar__lwriter_submit(r->writer, &r->wb); /* an earlier batch's failure */
+    else rocksdb_write(r->db, r->wopts, r->wb, &dberr);
+  }
+  rocksdb_writebatch_clear(r->wb);
+  if (dberr) {
+    /* A write that failed behind sticks: trying again cannot help. */
+    int rc = r->writer ? altar_error_set(err, ALTAR_ELEDGER, "ledger: write failed: %s", dberr)
+                       : altar_error_set_retriable(err, ALTAR_ELEDGER, "ledger: write failed: %s", dberr);
+    rocksdb_free(dberr);
+    altar__rl_rollback(r);
+    return rc;
+  }
+  altar__rl_pend_clear(r);
+  return ALTAR_OK;
+}
+
+/* Ends one operation: outside a batch it is written at once; a failed
+ * operation outside a batch leaves nothing behind. */
+int altar__rl_op_end(rl_t *r, int rc, altar_error_t *err) {
+  if (rc) {
+    if (!r->in_batch) altar__rl_rollback(r);
+    return rc;
+  }
+  return r->in_batch ? ALTAR_OK : altar__rl_flush(r, err);
+}
+
+int altar__rl_writable(rl_t *r, const char *op, altar_error_t *err) {
+  if (r->read_only) return altar_error_set(err, ALTAR_ENOTSUP, "ledger.%s: ledger is open read-only", op);
+  return ALTAR_OK;
+}
+
+int altar__rl_scan(rl_t *r, const char *pfx, size_t plen, altar__rl_visit_fn fn, void *ctx, altar_error_t *err) {
+  int rc = altar__rl_settle(r, err);
+  if (rc) return rc;
+  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
+  for (rocksdb_iter_seek(it, pfx, plen); !rc && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+    size_t klen, vlen;
+    const char *k = rocksdb_iter_key(it, &klen);
+    if (klen < plen || memcmp(k, pfx, plen)) break;
+    const char *v = rocksdb_iter_value(it, &vlen);
+    rc = fn(ctx, k, klen, v, vlen);
+  }
+  if (!rc) {
+    char *dberr = NULL;
+    rocksdb_iter_get_error(it, &dberr);
+    if (dberr) {
+      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: scan failed: %s", dberr);
+      rocksdb_free(dberr);
+    }
+  }
+  rocksdb_iter_destroy(it);
+  return rc;
+}

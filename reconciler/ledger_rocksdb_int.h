@@ -1,0 +1,102 @@
+/* The RocksDB ledger's internals, shared by its files (one concern each):
+ *   ledger_rocksdb.c      the operations, open and close
+ *   ledger_value.c        the value format of a record (ledger_value.h)
+ *   ledger_batch.c        the overlay of a batch's changes and its write
+ *   ledger_cache.c        the in-memory cache of open records
+ *   ledger_rocksdb_aux.c  the side keyspace under x:
+ *   ledger_check.c        the consistency check
+ * Internal to those files. */
+#ifndef ALTAR_RECONCILER_LEDGER_ROCKSDB_INT_H
+#define ALTAR_RECONCILER_LEDGER_ROCKSDB_INT_H
+
+#include "altar/arena.h"
+#include "altar/buf.h"
+#include "altar/codec.h"
+#include "reconciler/ledger_int.h"
+#include "reconciler/ledger_rocksdb.h"
+#include "reconciler/ledger_writer.h"
+
+#include <rocksdb/c.h>
+
+struct altar__rl_change;
+
+typedef struct rl {
+  rocksdb_t *db;
+  rocksdb_options_t *opts;
+  rocksdb_block_based_table_options_t *topts;
+  rocksdb_cache_t *cache;
+  rocksdb_writeoptions_t *wopts;
+  rocksdb_readoptions_t *ropts;
+  rocksdb_writebatch_t *wb;
+  altar__hmap_t pend;    /* key → pending change of the open batch */
+  altar_arena_t arena;   /* memory of the pending changes, reset per batch */
+  struct altar__rl_change **pv;   /* the same changes, for writing them out */
+  size_t n_pv, cap_pv;
+  bool in_batch;
+  bool read_only;
+  bool no_wal;
+  altar__lwriter_t *writer; /* write-behind: commits handed to a thread */
+  int fail_writes; /* test hook: fail this many upcoming writes */
+  altar__lindex_t ix;
+  altar_buf_t kb, vb, kb2; /* scratch */
+  altar_record_fixed_t fixed; /* scratch: a record's fixed part */
+  char *dir;
+} rl_t;
+
+/* ---- keys (ledger_batch.c) ---- */
+
+/* b = prefix ':' rk. 0 or ALTAR_ENOMEM. */
+int altar__rl_key(altar_buf_t *b, char prefix, const char *rk, size_t rklen);
+
+/* ---- the batch (ledger_batch.c) ---- */
+
+/* Waits for writes handed to the write-behind thread, so a read sees them;
+ * ALTAR_ELEDGER after a failed one. */
+int altar__rl_settle(rl_t *r, altar_error_t *err);
+/* ALTAR_ENOTSUP naming op on a read-only ledger. */
+int altar__rl_writable(rl_t *r, const char *op, altar_error_t *err);
+/* Stage a put or delete of a key in the batch. 0 or ALTAR_ENOMEM. */
+int altar__rl_stage_put(rl_t *r, const altar_buf_t *k, const void *v, size_t vlen);
+int altar__rl_stage_del(rl_t *r, const altar_buf_t *k);
+/* Stages x's value under o: (open; `fresh` when the caller knows the key is
+ * not on disk) or r: (consumed), encoded now. */
+int altar__rl_stage_record(rl_t *r, const altar__lent_t *x, char prefix, bool fresh, altar_error_t *err);
+/* Stages the o: key of cache entry x, whose value follows x until the batch
+ * is written; values that need the codec's checks are encoded now. */
+int altar__rl_stage_open(rl_t *r, const altar__lent_t *x, bool fresh, altar_error_t *err);
+/* Reads key as the batch would leave it: the overlay first, then the disk.
+ * *pval is malloc'd (free with rocksdb_free or free); ALTAR_ENOTFOUND. */
+int altar__rl_get_raw(rl_t *r, const altar_buf_t *key, char **pval, size_t *plen, altar_error_t *err);
+/* Writes the batch as one WriteBatch; a failure drops it (altar__rl_rollback). */
+int altar__rl_flush(rl_t *r, altar_error_t *err);
+/* Ends one operation: outside a batch it is written at once; a failed
+ * operation outside a batch leaves nothing behind. */
+int altar__rl_op_end(rl_t *r, int rc, altar_error_t *err);
+/* Drops the pending batch and rebuilds the cache from what is on disk. */
+void altar__rl_rollback(rl_t *r);
+/* Forgets the pending changes. */
+void altar__rl_pend_clear(rl_t *r);
+/* Iterates committed keys under a prefix. */
+typedef int (*altar__rl_visit_fn)(void *ctx, const char *k, size_t klen, const char *v, size_t vlen);
+int altar__rl_scan(rl_t *r, const char *pfx, size_t plen, altar__rl_visit_fn fn, void *ctx, altar_error_t *err);
+
+/* ---- the cache of open records (ledger_cache.c) ---- */
+
+/* Rebuilds the cache of open records from o: (consumed records are not read). */
+int altar__rl_load_cache(rl_t *r, altar_error_t *err);
+/* The fixed part of a record (its handle and kind entries) into r->fixed. */
+int altar__rl_encode_fixed(rl_t *r, const altar_handle_t *h, const char *kind, altar_error_t *err);
+/* Whether the handle of e is the one the record key rk names. */
+bool altar__rl_key_matches(const char *rk, size_t rklen, const altar_ledger_entry_t *e);
+/* A printable copy of key k (NUL shown as '|'), cut to cap - 1 bytes. */
+void altar__rl_show_key(char *out, size_t cap, const char *k, size_t klen);
+
+/* ---- the side keyspace (ledger_rocksdb_aux.c): the aux_* operations ---- */
+
+int altar__rl_aux_put(void *impl, const void *key, size_t klen, const void *val, size_t vlen, altar_error_t *err);
+int altar__rl_aux_del(void *impl, const void *key, size_t klen, altar_error_t *err);
+int altar__rl_aux_get(void *impl, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err);
+int altar__rl_aux_scan(void *impl, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
+                       altar_error_t *err);
+
+#endif
