@@ -243,11 +243,15 @@ int altar__rl_scan(rl_t *r, const char *pfx, size_t plen, altar__rl_visit_fn fn,
     const char *v = rocksdb_iter_value(it, &vlen);
     rc = fn(ctx, k, klen, v, vlen);
   }
+  return altar__rl_iter_end(it, rc, "ledger", err);
+}
+
+int altar__rl_iter_end(rocksdb_iterator_t *it, int rc, const char *what, altar_error_t *err) {
   if (!rc) {
     char *dberr = NULL;
     rocksdb_iter_get_error(it, &dberr);
     if (dberr) {
-      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: scan failed: %s", dberr);
+      rc = altar_error_set(err, ALTAR_ELEDGER, "%s: scan failed: %s", what, dberr);
       rocksdb_free(dberr);
     }
   }

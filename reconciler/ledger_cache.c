@@ -102,14 +102,5 @@ int altar__rl_load_cache(rl_t *r, altar_error_t *err) {
       break;
     }
   }
-  if (!rc) {
-    char *dberr = NULL;
-    rocksdb_iter_get_error(it, &dberr);
-    if (dberr) {
-      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: scan failed: %s", dberr);
-      rocksdb_free(dberr);
-    }
-  }
-  rocksdb_iter_destroy(it);
-  return rc;
+  return altar__rl_iter_end(it, rc, "ledger", err);
 }

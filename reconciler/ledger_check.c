@@ -85,15 +85,7 @@ int altar__ledger_rocksdb_check(altar_ledger_t *l, uint64_t *precords, altar_err
     }
     if (!rc) rocksdb_iter_next(it);
   }
-  if (!rc) {
-    char *dberr = NULL;
-    rocksdb_iter_get_error(it, &dberr);
-    if (dberr) {
-      rc = altar_error_set(err, ALTAR_ELEDGER, "check: scan failed: %s", dberr);
-      rocksdb_free(dberr);
-    }
-  }
-  rocksdb_iter_destroy(it);
+  rc = altar__rl_iter_end(it, rc, "check", err);
   if (!rc && open != r->ix.n_active)
     rc = altar_error_set(err, ALTAR_ELEDGER, "check: %llu open records on disk, %zu in the cache",
                          (unsigned long long)open, r->ix.n_active);

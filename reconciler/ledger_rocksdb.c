@@ -363,17 +363,8 @@ static int rl_foreach(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_err
     if (c <= 0) rocksdb_iter_next(io);
     if (c >= 0) rocksdb_iter_next(ir);
   }
-  for (int i = 0; i < 2 && !rc; i++) {
-    char *dberr = NULL;
-    rocksdb_iter_get_error(i ? ir : io, &dberr);
-    if (dberr) {
-      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: scan failed: %s", dberr);
-      rocksdb_free(dberr);
-    }
-  }
-  rocksdb_iter_destroy(io);
-  rocksdb_iter_destroy(ir);
-  return rc;
+  rc = altar__rl_iter_end(io, rc, "ledger", err);
+  return altar__rl_iter_end(ir, rc, "ledger", err);
 }
 
 static int rl_begin(void *impl, altar_error_t *err) {

@@ -77,6 +77,9 @@ void altar__rl_rollback(rl_t *r);
 /* Forgets the pending changes. */
 void altar__rl_pend_clear(rl_t *r);
 /* Iterates committed keys under a prefix. */
+/* Ends a scan: when rc is 0, an error the iterator hit becomes rc ("<what>:
+ * scan failed: ..."); the iterator is destroyed either way. */
+int altar__rl_iter_end(rocksdb_iterator_t *it, int rc, const char *what, altar_error_t *err);
 typedef int (*altar__rl_visit_fn)(void *ctx, const char *k, size_t klen, const char *v, size_t vlen);
 int altar__rl_scan(rl_t *r, const char *pfx, size_t plen, altar__rl_visit_fn fn, void *ctx, altar_error_t *err);
 
