@@ -30,7 +30,7 @@ void altar_apply_result_clear(altar_apply_result_t *r) {
   if (!r) return;
   altar_apply_result_reset(r);
   free(r->events);
-  free(r->shard_task_keys);
+  free(r->settled);
   free(r->retries);
   altar_arena_free(&r->mem);
   memset(r, 0, sizeof *r);
@@ -43,7 +43,7 @@ void altar_apply_result_clear(altar_apply_result_t *r) {
 typedef struct picked {
   altar_handle_t *hs;
   const char **keys; /* what the event id is made of: the task key, or "backend:external_id" */
-  char **tkeys;      /* the record's task key, or NULL: the event's shard_task_keys */
+  char **tkeys;      /* the record's task key, or NULL: what the settled set notes */
   size_t n;
 } picked_t;
 
@@ -143,29 +143,46 @@ static int check_publishable(const char *k, const char *gk, const picked_t *p, a
   return ALTAR_OK;
 }
 
-/* Appends the event of p's shards; gk lies in res->mem already. */
-static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, const char *k,
-                      char *gk, const picked_t *p, double ts, altar_error_t *err) {
+/* Appends the event of p's shards, noting also (may be NULL) as settled
+ * with them; gk lies in res->mem already. */
+static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, const char *k, char *gk,
+                      const picked_t *p, const picked_t *also, double ts, altar_error_t *err) {
   if (res->n_events == res->cap_events) {
     size_t cap = res->cap_events ? res->cap_events * 2 : 8;
     altar_group_event_t *v = realloc(res->events, cap * sizeof *v);
     if (!v) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
     res->events = v;
-    char ***tk = realloc(res->shard_task_keys, cap * sizeof *tk);
-    if (!tk) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-    res->shard_task_keys = tk;
+    altar_settled_members_t *sm = realloc(res->settled, cap * sizeof *sm);
+    if (!sm) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    res->settled = sm;
     res->cap_events = cap;
   }
   char id[ALTAR_TASK_KEY_LEN + 1];
   int rc = altar_group_event_id(k, gk, p->keys, p->n, id);
   if (rc) return altar_error_set(err, rc, "apply: group %s:%s: cannot compute event id", k, gk);
+  altar_settled_members_t set = {.shards = p->hs, .task_keys = p->tkeys, .n = p->n};
+  if (also && also->n) {
+    size_t n = p->n + also->n;
+    set.shards = altar_arena_alloc(&res->mem, n * (sizeof *set.shards + sizeof *set.task_keys));
+    if (!set.shards) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    set.task_keys = (char **)(void *)(set.shards + n);
+    for (size_t i = 0; i < p->n; i++) {
+      set.shards[i] = p->hs[i];
+      set.task_keys[i] = p->tkeys[i];
+    }
+    for (size_t i = 0; i < also->n; i++) {
+      set.shards[p->n + i] = also->hs[i];
+      set.task_keys[p->n + i] = also->tkeys[i];
+    }
+    set.n = n;
+  }
   altar_group_event_t *ev = &res->events[res->n_events];
   *ev = (altar_group_event_t){.v = ALTAR_SCHEMA_VERSION, .event = kind, .ts = ts, .group_key = gk,
                               .shards = p->hs, .n_shards = p->n};
   if (!(ev->event_id = altar_arena_strndup(&res->mem, id, ALTAR_TASK_KEY_LEN)) ||
       !(ev->kind = altar_arena_strndup(&res->mem, k, strlen(k))))
     return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-  res->shard_task_keys[res->n_events++] = p->tkeys;
+  res->settled[res->n_events++] = set;
   return ALTAR_OK;
 }
 
@@ -288,7 +305,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
      * failed shards are settled with it. */
     rc = check_publishable(gs->kind, own, &s, err); /* before anything changes */
     if (!rc) rc = consume_both(l, &s, &f, err);
-    if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, own, &s, ts, err);
+    if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, own, &s, &f, ts, err);
     return rc;
   }
   if (!f.n) { /* still fanning in */
@@ -319,7 +336,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   if (pick_failures(&res->mem, m, n, &why, &n_why)) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
   rc = check_publishable(gs->kind, own, &f, err);
   if (!rc) rc = consume_both(l, &f, &s, err);
-  if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, own, &f, ts, err);
+  if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, own, &f, &s, ts, err);
   if (!rc) {
     res->events[res->n_events - 1].failures = why;
     res->events[res->n_events - 1].n_failures = n_why;
@@ -362,7 +379,7 @@ int altar__apply_cancel_group(altar_ledger_t *l, const altar_group_spec_t *gs, c
     rc = check_publishable(gs->kind, own, &all, err);
   }
   if (!rc && all.n) rc = altar_ledger_consume(l, all.hs, all.n, err);
-  if (!rc) rc = push_event(res, ALTAR_GROUP_CANCELLED, gs->kind, own, &all, ts, err);
+  if (!rc) rc = push_event(res, ALTAR_GROUP_CANCELLED, gs->kind, own, &all, NULL, ts, err);
   return rc;
 }
 

@@ -137,15 +137,19 @@ static bool late_for_settled(const altar__settled_t *s, altar_ledger_t *l, const
   return true;
 }
 
-/* Notes every member of a settled group, in memory and, as one record, in
- * the open batch; task_keys are the apply result's, aligned with g's shards. */
-static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_event_t *g, char *const *task_keys,
-                      altar_error_t *err) {
-  if (!task_keys) return ALTAR_OK;
+/* Notes every member of a settled group (members: what its decision
+ * consumed, listed in g or not), in memory and, as one record, in the open
+ * batch. Another run of any of them is then skipped, not a second outcome. */
+static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_event_t *g,
+                      const altar_settled_members_t *members, altar_error_t *err) {
+  if (!members->n) return ALTAR_OK;
   /* The room commit needs too, so that it cannot fail. */
   if (recs_reserve(&s->pend_recs, s->pend_recs.n + 1) || recs_reserve(&s->recs, s->recs.n + s->pend_recs.n + 1))
     return nomem(err);
-  altar__settled_rec_t *r = with_marker(altar__settled_rec_of_group(s->next_seq, g, task_keys), g);
+  altar_group_event_t all = *g;
+  all.shards = members->shards;
+  all.n_shards = members->n;
+  altar__settled_rec_t *r = with_marker(altar__settled_rec_of_group(s->next_seq, &all, members->task_keys), g);
   if (!r) return nomem(err);
   if (r->len == ALTAR__SETTLED_TS_LEN) { /* no member to note */
     free(r);
@@ -223,7 +227,7 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
       size_t before = pres->n_events;
       rc = altar__cancel_apply(l, groups, &s->cancelled_jobs, &events[i], pres, err);
       for (size_t k = before; !rc && k < pres->n_events; k++)
-        rc = note_group(s, l, &pres->events[k], pres->shard_task_keys[k], err);
+        rc = note_group(s, l, &pres->events[k], &pres->settled[k], err);
       if (!rc) pres->applied++;
       continue;
     }
@@ -244,7 +248,7 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
       rc = altar_apply_events(l, groups, &events[i], 1, -1, pres, err);
     }
     for (size_t k = before; !rc && k < pres->n_events; k++)
-      rc = note_group(s, l, &pres->events[k], pres->shard_task_keys[k], err);
+      rc = note_group(s, l, &pres->events[k], &pres->settled[k], err);
   }
   if (pskipped) *pskipped = skipped;
   return rc;

@@ -93,16 +93,25 @@ typedef struct altar_retry_request {
   double due_ts;    /* not to be republished before: failed_ts + the kind's backoff */
 } altar_retry_request_t;
 
+/* The members one group decision consumed (altar_apply_result_t.settled). */
+typedef struct altar_settled_members {
+  altar_handle_t *shards;
+  char **task_keys;
+  size_t n;
+} altar_settled_members_t;
+
 typedef struct altar_apply_result {
   /* Fired / dead_lettered, in decision order. Their strings and shards lie
    * in `mem`: read them, never clear them; they last until the result is
    * reset or cleared. */
   altar_group_event_t *events;
   size_t n_events, cap_events;
-  /* Per event, the task key of each shard (aligned with its shards; NULL
-   * where a record has none): what settled a task, without a ledger read.
-   * In `mem` too. */
-  char ***shard_task_keys;
+  /* Per event, every member its decision consumed: the listed shards
+   * first, then those settled with them but not listed (a fired group's
+   * failed shards, a dead-lettered group's succeeded ones), each with its
+   * task key (NULL where a record has none). What settled a task, without a
+   * ledger read. In `mem` too. */
+  altar_settled_members_t *settled;
   altar_retry_request_t *retries;
   size_t n_retries, cap_retries;
   altar_strlist_t deferred_groups; /* "kind:group_key", once per decision */

@@ -181,13 +181,13 @@ static void test_long_group_key_and_reset(void) {
   CU_ASSERT_EQUAL_FATAL(apply(l, &s, 0, 2, &r), 0);
   CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
   CU_ASSERT_STRING_EQUAL(r.events[0].group_key, job);
-  CU_ASSERT_STRING_EQUAL(r.shard_task_keys[0][0], "tk-b1");
+  CU_ASSERT_STRING_EQUAL(r.settled[0].task_keys[0], "tk-b1");
   altar_apply_result_reset(&r);
   CU_ASSERT_EQUAL_FATAL(apply(l, &s, 2, 4, &r), 0);
   CU_ASSERT_EQUAL_FATAL(r.n_events, 1);
   CU_ASSERT_STRING_EQUAL(r.events[0].group_key, "short");
   CU_ASSERT_STRING_EQUAL(r.events[0].shards[0].external_id, "b2");
-  CU_ASSERT_STRING_EQUAL(r.shard_task_keys[0][0], "tk-b2");
+  CU_ASSERT_STRING_EQUAL(r.settled[0].task_keys[0], "tk-b2");
   altar_apply_result_clear(&r);
   altar_ledger_close(l);
   altar_group_specs_clear(&s);

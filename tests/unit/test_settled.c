@@ -18,7 +18,9 @@
 static const double H = ALTAR_SETTLED_HORIZON_S;
 
 static const char *specs_yaml = "pair:\n  group_by: [job_id]\n  ready_when: {count_at_least: 2}\n"
-                                "wide:\n  group_by: [job_id]\n  ready_when: {count_at_least: 40}\n";
+                                "wide:\n  group_by: [job_id]\n  ready_when: {count_at_least: 40}\n"
+                                "dead:\n  group_by: [job_id]\n  ready_when: {count_at_least: 2}\n"
+                                "  on_failed: dead_letter\n";
 
 typedef struct fixture {
   char *root;
@@ -390,6 +392,42 @@ static void test_damaged_records_are_skipped(void) {
 }
 
 /* The member reader stays inside the value whatever its bytes. */
+static int count_record(void *ctx, const altar_ledger_entry_t *e) {
+  (void)e;
+  (*(size_t *)ctx)++;
+  return 0;
+}
+
+/* Every member a group's decision consumed is settled, listed in its event
+ * or not: a dead-lettered group's succeeded shard run again later (its
+ * first worker was killed) is set aside, not a second outcome of the task. */
+static void test_unlisted_members_are_settled(void) {
+  fixture_t f;
+  fx_open(&f, "settled-unlisted");
+  altar_status_event_t evs[4];
+  ev_fill(&evs[0], "dead", true, "d1", 0, "r1", 10.0);
+  ev_fill(&evs[1], "dead", false, "d1", 0, "r1", 10.0);
+  ev_fill(&evs[2], "dead", true, "d1", 1, "r1", 10.0);
+  ev_fill(&evs[3], "dead", false, "d1", 1, "r1", 10.0);
+  evs[3].state = ALTAR_STATE_FAILED;
+  evs[3].failure = altar_failure_new("exit_3", "command exited with code 3", true);
+  size_t groups = 0;
+  CU_ASSERT_EQUAL(batch(&f, evs, 4, false, &groups), 0);
+  CU_ASSERT_EQUAL(groups, 1); /* dead-lettered, listing only fold 1 */
+  for (int restart = 0; restart < 2; restart++) {
+    ev_fill(&evs[0], "dead", true, "d1", 0, "r2", 12.0);
+    ev_fill(&evs[1], "dead", false, "d1", 0, "r2", 12.0);
+    CU_ASSERT_EQUAL(batch(&f, evs, 2, false, &groups), 2);
+    CU_ASSERT_EQUAL(groups, 0);
+    fx_restart(&f); /* and the same after a reload */
+  }
+  size_t records = 0;
+  altar_error_t err = {0};
+  CU_ASSERT(altar_ledger_foreach(f.l, count_record, &records, &err) == 0);
+  CU_ASSERT_EQUAL(records, 2);
+  fx_close(&f);
+}
+
 static void test_member_reader_bounds(void) {
   const char v[] = "\x40\x24\0\0\0\0\0\0" "a\0b\x1f" "c\0" "d";
   altar__settled_member_t m;
@@ -419,6 +457,7 @@ static void add_tests(CU_pSuite suite__, bool memory) {
   ALTAR_TEST(test_prune_survives_an_aborted_batch);
   ALTAR_TEST(test_old_layout_is_carried_over);
   ALTAR_TEST(test_damaged_records_are_skipped);
+  ALTAR_TEST(test_unlisted_members_are_settled);
   ALTAR_TEST(test_member_reader_bounds);
 }
 
