@@ -2,6 +2,7 @@
  * the entry point, and registration through the host so every name a
  * plug-in brings lands in this process's registries. */
 #include "altar/plugin.h"
+#include "altar/plugin/host.h"
 
 #include "altar/registry.h"
 #include "altar/version.h"

@@ -16,7 +16,7 @@
 #include <altar/backend.h>
 #include <altar/codec.h>
 #include <altar/digest.h>
-#include <altar/plugin.h>
+#include <altar/plugin/host.h>
 #include <altar/storage.h>
 
 #include <errno.h>

@@ -18,8 +18,8 @@ cmake --install "$BUILD_DIR" --prefix "$prefix" >"$tmp/install.log" || { cat "$t
 altar=$prefix/bin/altar
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 cc=${CC:-cc}
-abi=$(sed -n 's/^#define ALTAR_PLUGIN_ABI \([0-9]*\)u$/\1/p' "$prefix/include/altar/plugin.h")
-[ -n "$abi" ] || fail "no ALTAR_PLUGIN_ABI in the installed altar/plugin.h"
+abi=$(sed -n 's/^#define ALTAR_PLUGIN_ABI \([0-9]*\)u$/\1/p' "$prefix/include/altar/plugin/host.h")
+[ -n "$abi" ] || fail "no ALTAR_PLUGIN_ABI in the installed altar/plugin/host.h"
 
 # Out of tree: a copy of the example, its own Makefile, only the installed
 # headers and library (the source tree is not on any path it sees).
@@ -97,7 +97,7 @@ mkdir "$tmp/bad"
 # both load from one ALTAR_PLUGIN_PATH directory, and an input's scheme finds
 # the plug-in's adapter in altar's storage registry.
 build echostore plugins <<'EOF'
-#include <altar/plugin.h>
+#include <altar/plugin/host.h>
 #include <string.h>
 ALTAR_PLUGIN_DECLARE_ABI();
 /* echostore://TEXT reads as TEXT. */
@@ -131,7 +131,7 @@ echo "altar run: input staged through the echostore plug-in, verified, read by t
 # checked against the ones it declares, as for a built-in (a typo is refused
 # with its line, not left to a default). Its operations are never called here.
 build keyed_transport plugins <<'EOF'
-#include <altar/plugin.h>
+#include <altar/plugin/host.h>
 ALTAR_PLUGIN_DECLARE_ABI();
 static int never(void) { return ALTAR_ENOTSUP; }
 static size_t keys(const char **names, size_t max) {
@@ -164,17 +164,17 @@ echo "config with a plug-in transport: its keys checked ($(cat "$tmp/run.err"))"
 
 # Refusals.
 build other_abi <<EOF
-#include <altar/plugin.h>
+#include <altar/plugin/host.h>
 ALTAR_API const unsigned altar_plugin_abi = $((abi + 1));
 int altar_plugin_init(const altar_plugin_host_t *host, altar_error_t *err) { (void)host; (void)err; return 0; }
 EOF
 build no_entry <<'EOF'
-#include <altar/plugin.h>
+#include <altar/plugin/host.h>
 ALTAR_PLUGIN_DECLARE_ABI();
 int not_the_entry_point(void) { return 0; }
 EOF
 build takes_process <<'EOF'
-#include <altar/plugin.h>
+#include <altar/plugin/host.h>
 ALTAR_PLUGIN_DECLARE_ABI();
 static void *create(const altar_strmap_t *c, char *e, size_t n) { (void)c; (void)e; (void)n; return NULL; }
 static void destroy(altar_backend_t *be) { (void)be; }
@@ -188,7 +188,7 @@ int altar_plugin_init(const altar_plugin_host_t *host, altar_error_t *err) {
   return host->register_backend(host, &ops, err); }
 EOF
 build half_transport <<'EOF'
-#include <altar/plugin.h>
+#include <altar/plugin/host.h>
 ALTAR_PLUGIN_DECLARE_ABI();
 static const altar_transport_ops_t ops = {.name = "half"};
 int altar_plugin_init(const altar_plugin_host_t *host, altar_error_t *err) {
