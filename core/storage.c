@@ -1,6 +1,7 @@
-/* Storage: lifecycle, the one place optional operations get their defaults,
- * the text reader/writer, and registration of the built-in adapters. */
-#include "altar/storage.h"
+/* Storage: lifecycle, the one place optional operations get their defaults
+ * (filled once into the handle at open), the operations every caller goes
+ * through, and the text reader/writer. */
+#include "altar/plugin/storage.h"
 #include "altar/registry.h"
 #include "storage/storage_int.h"
 
@@ -17,14 +18,14 @@
 #define DEFAULT_MAX_LOCAL_READ (1024u * 1024u * 1024u)
 
 static int not_supported(const altar_storage_t *s, const char *op, const char *path, altar_error_t *err) {
-  return altar_error_set(err, ALTAR_ENOTSUP, "storage '%s': %s is not supported (%.200s)", s->ops->name, op,
+  return altar_error_set(err, ALTAR_ENOTSUP, "storage '%s': %s is not supported (%.200s)", s->ops.name, op,
                          path ? path : "");
 }
 
 /* ---- defaults ---------------------------------------------------------------- */
 
-int altar__storage_def_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen,
-                                 altar_error_t *err) {
+static int def_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen,
+                         altar_error_t *err) {
   altar_buf_t b = {0};
   *ptext = NULL;
   int rc = altar_storage_read_bytes(s, path, &b, err);
@@ -44,19 +45,18 @@ int altar__storage_def_read_text(altar_storage_t *s, const char *path, char **pt
   return ALTAR_OK;
 }
 
-int altar__storage_def_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len,
-                                   altar_error_t *err) {
+static int def_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len,
+                           altar_error_t *err) {
   (void)data;
   (void)len;
   return not_supported(s, "write_bytes", path, err);
 }
 
-int altar__storage_def_write_text(altar_storage_t *s, const char *path, const char *text,
-                                  altar_error_t *err) {
+static int def_write_text(altar_storage_t *s, const char *path, const char *text, altar_error_t *err) {
   return altar_storage_write_bytes(s, path, text, strlen(text), err);
 }
 
-int altar__storage_def_mkdirs(altar_storage_t *s, const char *path, altar_error_t *err) {
+static int def_mkdirs(altar_storage_t *s, const char *path, altar_error_t *err) {
   return not_supported(s, "mkdirs", path, err);
 }
 
@@ -90,19 +90,23 @@ static int read_local(const char *path, altar_buf_t *out, altar_error_t *err) {
 }
 
 /* Without a streaming upload, an adapter that can write takes the file in
- * one piece; one that cannot write says so. */
-int altar__storage_def_upload(altar_storage_t *s, const char *local_path, const char *dest_path,
-                              altar_error_t *err) {
-  if (!s->ops->write_bytes) return not_supported(s, "upload", dest_path, err);
+ * one piece; one that cannot write says so (chosen at open: def_upload_none). */
+static int def_upload(altar_storage_t *s, const char *local_path, const char *dest_path, altar_error_t *err) {
   altar_buf_t b = {0};
   int rc = read_local(local_path, &b, err);
-  if (!rc) rc = s->ops->write_bytes(s, dest_path, b.data ? (const void *)b.data : "", b.len, err);
+  if (!rc) rc = s->ops.write_bytes(s, dest_path, b.data ? (const void *)b.data : "", b.len, err);
   altar_buf_free(&b);
   return rc;
 }
 
-int altar__storage_def_copy_from_local(altar_storage_t *s, const char *local_path,
-                                       const char *dest_path, altar_error_t *err) {
+static int def_upload_none(altar_storage_t *s, const char *local_path, const char *dest_path,
+                           altar_error_t *err) {
+  (void)local_path;
+  return not_supported(s, "upload", dest_path, err);
+}
+
+static int def_copy_from_local(altar_storage_t *s, const char *local_path, const char *dest_path,
+                               altar_error_t *err) {
   return altar_storage_upload(s, local_path, dest_path, err);
 }
 
@@ -148,8 +152,8 @@ int altar__storage_mktemp(const char *path, altar_local_file_t *out, int *pfd, a
   return ALTAR_OK;
 }
 
-int altar__storage_def_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out,
-                                     altar_error_t *err) {
+static int def_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out,
+                             altar_error_t *err) {
   out->path = NULL;
   out->release = NULL;
   altar_buf_t b = {0};
@@ -178,9 +182,8 @@ int altar__storage_def_as_local_file(altar_storage_t *s, const char *path, altar
   return rc;
 }
 
-int altar__storage_def_read_csv(altar_storage_t *s, const char *path, char delim,
-                                const char *const *fieldnames, size_t n_fieldnames, altar_csv_t *out,
-                                altar_error_t *err) {
+static int def_read_csv(altar_storage_t *s, const char *path, char delim, const char *const *fieldnames,
+                        size_t n_fieldnames, altar_csv_t *out, altar_error_t *err) {
   char *text = NULL;
   size_t len = 0;
   int rc = altar_storage_read_text(s, path, &text, &len, err);
@@ -192,9 +195,8 @@ int altar__storage_def_read_csv(altar_storage_t *s, const char *path, char delim
   return rc;
 }
 
-int altar__storage_def_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows,
-                                 size_t n_rows, char delim, const char *const *fieldnames,
-                                 size_t n_fieldnames, altar_error_t *err) {
+static int def_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows,
+                         char delim, const char *const *fieldnames, size_t n_fieldnames, altar_error_t *err) {
   altar_buf_t b = {0};
   int rc = altar_csv_format(rows, n_rows, delim, fieldnames, n_fieldnames, &b, err);
   if (!rc) {
@@ -207,14 +209,48 @@ int altar__storage_def_write_csv(altar_storage_t *s, const char *path, const alt
   return rc;
 }
 
-int altar__storage_def_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
-                            altar_error_t *err) {
+static int def_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
+                    altar_error_t *err) {
   (void)fn;
   (void)ud;
   return not_supported(s, "list", prefix, err);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
+
+/* Without an open the adapter keeps no state (impl NULL) and takes its
+ * options as it always has: unread. */
+static int def_open(altar_storage_t *s, const altar_strmap_t *cfg, altar_error_t *err) {
+  (void)s;
+  (void)cfg;
+  (void)err;
+  return ALTAR_OK;
+}
+
+static void def_close(altar_storage_t *s) {
+  (void)s;
+}
+
+/* The first required operation ops lacks, or NULL. */
+static const char *ops_missing(const altar_storage_ops_t *ops) {
+  return !ops->name ? "name" : !ops->read_bytes ? "read_bytes" : !ops->exists ? "exists" : NULL;
+}
+
+/* The one place optional operations get their defaults. */
+static void fill_defaults(altar_storage_ops_t *o) {
+  if (!o->open) o->open = def_open;
+  if (!o->close) o->close = def_close;
+  if (!o->read_text) o->read_text = def_read_text;
+  if (!o->upload) o->upload = o->write_bytes ? def_upload : def_upload_none;
+  if (!o->write_bytes) o->write_bytes = def_write_bytes;
+  if (!o->write_text) o->write_text = def_write_text;
+  if (!o->mkdirs) o->mkdirs = def_mkdirs;
+  if (!o->copy_from_local) o->copy_from_local = def_copy_from_local;
+  if (!o->as_local_file) o->as_local_file = def_as_local_file;
+  if (!o->read_csv) o->read_csv = def_read_csv;
+  if (!o->write_csv) o->write_csv = def_write_csv;
+  if (!o->list) o->list = def_list;
+}
 
 int altar_storage_open(const char *name, const altar_strmap_t *options, altar_storage_t **ps,
                        altar_error_t *err) {
@@ -223,10 +259,15 @@ int altar_storage_open(const char *name, const altar_strmap_t *options, altar_st
   int rc = altar_registry_get(ALTAR_REGISTRY_STORAGE, name, &p, err);
   if (rc) return rc;
   const altar_storage_ops_t *ops = p;
+  const char *missing = ops_missing(ops);
+  if (missing)
+    return altar_error_set(err, ALTAR_EINVAL, "storage '%s' lacks the required operation '%s'", name, missing);
   altar_storage_t *s = calloc(1, sizeof *s);
   if (!s) return altar_error_set(err, ALTAR_ENOMEM, "storage '%s': out of memory", name);
-  s->ops = ops;
-  if (ops->open && (rc = ops->open(options, &s->impl, err))) {
+  s->table = ops;
+  s->ops = *ops;
+  fill_defaults(&s->ops);
+  if ((rc = s->ops.open(s, options, err))) {
     free(s);
     return altar_error_prefix(err, "storage '%s'", name);
   }
@@ -258,8 +299,75 @@ int altar_storage_open_for_uri(const char *uri, const altar_strmap_t *options, a
 
 void altar_storage_close(altar_storage_t *s) {
   if (!s) return;
-  if (s->ops->close) s->ops->close(s->impl);
+  s->ops.close(s);
   free(s);
+}
+
+/* ---- operations ------------------------------------------------------------------- */
+
+const char *altar_storage_name(const altar_storage_t *s) {
+  return s->ops.name;
+}
+
+unsigned altar_storage_caps(const altar_storage_t *s) {
+  return s->ops.caps;
+}
+
+int altar_storage_read_bytes(altar_storage_t *s, const char *path, altar_buf_t *out, altar_error_t *err) {
+  return s->ops.read_bytes(s, path, out, err);
+}
+
+int altar_storage_exists(altar_storage_t *s, const char *path, bool *pexists, altar_error_t *err) {
+  return s->ops.exists(s, path, pexists, err);
+}
+
+int altar_storage_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen,
+                            altar_error_t *err) {
+  return s->ops.read_text(s, path, ptext, plen, err);
+}
+
+int altar_storage_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len,
+                              altar_error_t *err) {
+  return s->ops.write_bytes(s, path, data, len, err);
+}
+
+int altar_storage_write_text(altar_storage_t *s, const char *path, const char *text, altar_error_t *err) {
+  return s->ops.write_text(s, path, text, err);
+}
+
+int altar_storage_mkdirs(altar_storage_t *s, const char *path, altar_error_t *err) {
+  return s->ops.mkdirs(s, path, err);
+}
+
+int altar_storage_upload(altar_storage_t *s, const char *local_path, const char *dest_path,
+                         altar_error_t *err) {
+  return s->ops.upload(s, local_path, dest_path, err);
+}
+
+int altar_storage_copy_from_local(altar_storage_t *s, const char *local_path, const char *dest_path,
+                                  altar_error_t *err) {
+  return s->ops.copy_from_local(s, local_path, dest_path, err);
+}
+
+int altar_storage_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out,
+                                altar_error_t *err) {
+  return s->ops.as_local_file(s, path, out, err);
+}
+
+int altar_storage_read_csv(altar_storage_t *s, const char *path, char delim, const char *const *fieldnames,
+                           size_t n_fieldnames, altar_csv_t *out, altar_error_t *err) {
+  return s->ops.read_csv(s, path, delim, fieldnames, n_fieldnames, out, err);
+}
+
+int altar_storage_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows,
+                            char delim, const char *const *fieldnames, size_t n_fieldnames,
+                            altar_error_t *err) {
+  return s->ops.write_csv(s, path, rows, n_rows, delim, fieldnames, n_fieldnames, err);
+}
+
+int altar_storage_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
+                       altar_error_t *err) {
+  return s->ops.list(s, prefix, fn, ud, err);
 }
 
 /* ---- text reader ------------------------------------------------------------------ */

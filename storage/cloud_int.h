@@ -7,7 +7,7 @@
 
 #include "altar/buf.h"
 #include "altar/error.h"
-#include "altar/storage.h"
+#include "altar/plugin/storage.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -177,7 +177,7 @@ typedef struct altar_cloud_base {
 /* timeout_s, connect_timeout_s and max_bytes (both adapters' bounds) into b. */
 int altar__cloud_base_options(const altar_strmap_t *options, altar_cloud_base_t *b, altar_error_t *err);
 
-/* Storage operations for s->impl starting with an altar_cloud_base_t. */
+/* Storage operations for an impl (altar_storage_impl) starting with an altar_cloud_base_t. */
 int altar__cloud_read_bytes(altar_storage_t *s, const char *uri, altar_buf_t *out, altar_error_t *err);
 int altar__cloud_as_local_file(altar_storage_t *s, const char *uri, altar_local_file_t *out, altar_error_t *err);
 int altar__cloud_write_bytes(altar_storage_t *s, const char *uri, const void *data, size_t len, altar_error_t *err);

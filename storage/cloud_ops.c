@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 static const altar_cloud_kind_t *kind_of(altar_storage_t *s) {
-  return ((const altar_cloud_base_t *)s->impl)->kind;
+  return ((const altar_cloud_base_t *)altar_storage_impl(s))->kind;
 }
 
 /* Parses uri only to check it, before anything is created or opened. */

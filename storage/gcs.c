@@ -36,8 +36,7 @@ static const char *const option_keys[] = {
     "checksum",   "timeout_s", "connect_timeout_s", "max_bytes",   "resumable_threshold", "chunk_size",
     "page_size",  NULL};
 
-static void gcs_close(void *impl) {
-  gcs_t *g = impl;
+static void gcs_free(gcs_t *g) {
   if (!g) return;
   altar__cloud_http_free(&g->base.http);
   altar__gcs_auth_free(g->auth);
@@ -55,7 +54,7 @@ static int check_endpoint(const char *what, const char *v, altar_error_t *err) {
 
 static const altar_cloud_kind_t gcs_kind;
 
-static int gcs_open(const altar_strmap_t *options, void **pimpl, altar_error_t *err) {
+static int gcs_open(altar_storage_t *s, const altar_strmap_t *options, altar_error_t *err) {
   int rc = altar__cloud_options_check(options, option_keys, err);
   if (rc) return rc;
   gcs_t *g = calloc(1, sizeof *g);
@@ -105,11 +104,15 @@ static int gcs_open(const altar_strmap_t *options, void **pimpl, altar_error_t *
   if (!rc) rc = altar__gcs_auth_open(options, emulator, &g->auth, err);
   if (!rc) rc = altar__cloud_http_init(&g->base.http, err);
   if (rc) {
-    gcs_close(g);
+    gcs_free(g);
     return rc;
   }
-  *pimpl = g;
+  altar_storage_set_impl(s, g);
   return ALTAR_OK;
+}
+
+static void gcs_close(altar_storage_t *s) {
+  gcs_free(altar_storage_impl(s));
 }
 
 /* ---- requests ---------------------------------------------------------------------- */
@@ -215,7 +218,7 @@ static int compare_sums(const char *uri, const char *dir, altar_cloud_sum_t *k, 
 /* GET ?alt=media into fd (to_fd) or buf, checked against X-Goog-Hash. */
 static int download(altar_storage_t *s, const char *uri, bool to_fd, int fd, altar_buf_t *buf,
                     altar_error_t *err) {
-  gcs_t *g = s->impl;
+  gcs_t *g = altar_storage_impl(s);
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(uri, "gs", true, &u, err);
   if (rc) return rc;
@@ -253,7 +256,7 @@ static int download(altar_storage_t *s, const char *uri, bool to_fd, int fd, alt
 }
 
 static int gcs_exists(altar_storage_t *s, const char *uri, bool *pexists, altar_error_t *err) {
-  gcs_t *g = s->impl;
+  gcs_t *g = altar_storage_impl(s);
   *pexists = false;
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(uri, "gs", true, &u, err);
@@ -458,7 +461,7 @@ static int resumable_upload(gcs_t *g, const altar_cloud_uri_t *u, const char *ur
 }
 
 static int put_source(altar_storage_t *s, const char *uri, const altar_cloud_source_t *src, altar_error_t *err) {
-  gcs_t *g = s->impl;
+  gcs_t *g = altar_storage_impl(s);
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(uri, "gs", true, &u, err);
   if (rc) return rc;
@@ -474,7 +477,7 @@ static int put_source(altar_storage_t *s, const char *uri, const altar_cloud_sou
 
 static int gcs_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
                     altar_error_t *err) {
-  gcs_t *g = s->impl;
+  gcs_t *g = altar_storage_impl(s);
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(prefix, "gs", false, &u, err);
   if (rc) return rc;

@@ -4,7 +4,6 @@
  *
  * Options (all optional): timeout_s (whole request, default 300),
  * connect_timeout_s (default 10), max_bytes (largest body, default 1 GiB). */
-#include "altar/storage.h"
 #include "storage_int.h"
 
 #include <curl/curl.h>
@@ -42,7 +41,7 @@ static int parse_long(const char *key, const char *v, long min, long long max, l
   return ALTAR_OK;
 }
 
-static int http_open(const altar_strmap_t *options, void **pimpl, altar_error_t *err) {
+static int http_open(altar_storage_t *s, const altar_strmap_t *options, altar_error_t *err) {
   pthread_once(&curl_once, curl_init);
   if (curl_init_rc != CURLE_OK)
     return altar_error_set(err, ALTAR_ESTORAGE, "libcurl: %s", curl_easy_strerror(curl_init_rc));
@@ -68,12 +67,12 @@ static int http_open(const altar_strmap_t *options, void **pimpl, altar_error_t 
       return rc;
     }
   }
-  *pimpl = h;
+  altar_storage_set_impl(s, h);
   return ALTAR_OK;
 }
 
-static void http_close(void *impl) {
-  free(impl);
+static void http_close(altar_storage_t *s) {
+  free(altar_storage_impl(s));
 }
 
 /* Where a response body goes: a buffer or a file descriptor, with a bound. */
@@ -113,7 +112,8 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud) {
 }
 
 static const http_impl_t *impl_of(altar_storage_t *s) {
-  return s->impl ? s->impl : &defaults;
+  const http_impl_t *h = altar_storage_impl(s);
+  return h ? h : &defaults;
 }
 
 static bool is_http_url(const char *url) {

@@ -1,7 +1,7 @@
 /* The "local" storage adapter (also registered as "file"): plain paths and
  * file:// URIs on the local filesystem. Writes go to a temp file in the same
  * directory and are renamed into place, so readers never see half a file. */
-#include "altar/storage.h"
+#include "altar/plugin/storage.h"
 
 #include <errno.h>
 #include <fcntl.h>

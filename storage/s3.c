@@ -49,8 +49,7 @@ static const char *const option_keys[] = {"endpoint",      "region",       "addr
                                           "multipart_threshold", "part_size", "page_size",       "time_offset_s",
                                           NULL};
 
-static void s3_close(void *impl) {
-  s3_t *b = impl;
+static void s3_free(s3_t *b) {
   if (!b) return;
   altar__cloud_http_free(&b->base.http);
   altar__s3_creds_clear(&b->creds);
@@ -84,7 +83,7 @@ static int split_endpoint(s3_t *b, const char *what, const char *v, altar_error_
 
 static const altar_cloud_kind_t s3_kind;
 
-static int s3_open(const altar_strmap_t *options, void **pimpl, altar_error_t *err) {
+static int s3_open(altar_storage_t *s, const altar_strmap_t *options, altar_error_t *err) {
   int rc = altar__cloud_options_check(options, option_keys, err);
   if (rc) return rc;
   s3_t *b = calloc(1, sizeof *b);
@@ -144,11 +143,15 @@ static int s3_open(const altar_strmap_t *options, void **pimpl, altar_error_t *e
   if (!rc) rc = altar__s3_creds_load(options, &b->creds, err);
   if (!rc) rc = altar__cloud_http_init(&b->base.http, err);
   if (rc) {
-    s3_close(b);
+    s3_free(b);
     return rc;
   }
-  *pimpl = b;
+  altar_storage_set_impl(s, b);
   return ALTAR_OK;
+}
+
+static void s3_close(altar_storage_t *s) {
+  s3_free(altar_storage_impl(s));
 }
 
 /* ---- requests ------------------------------------------------------------------------- */
@@ -283,7 +286,7 @@ static bool etag_md5(const char *etag, char out[33]) {
 }
 
 static int download(altar_storage_t *s, const char *uri, bool to_fd, int fd, altar_buf_t *buf, altar_error_t *err) {
-  s3_t *b = s->impl;
+  s3_t *b = altar_storage_impl(s);
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(uri, "s3", true, &u, err);
   if (rc) return rc;
@@ -316,7 +319,7 @@ static int download(altar_storage_t *s, const char *uri, bool to_fd, int fd, alt
 }
 
 static int s3_exists(altar_storage_t *s, const char *uri, bool *pexists, altar_error_t *err) {
-  s3_t *b = s->impl;
+  s3_t *b = altar_storage_impl(s);
   *pexists = false;
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(uri, "s3", true, &u, err);
@@ -519,7 +522,7 @@ static int put_multipart(s3_t *b, const altar_cloud_uri_t *u, const char *uri, c
 }
 
 static int put_source(altar_storage_t *s, const char *uri, const altar_cloud_source_t *src, altar_error_t *err) {
-  s3_t *b = s->impl;
+  s3_t *b = altar_storage_impl(s);
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(uri, "s3", true, &u, err);
   if (rc) return rc;
@@ -531,7 +534,7 @@ static int put_source(altar_storage_t *s, const char *uri, const altar_cloud_sou
 /* ---- listing ------------------------------------------------------------------------------------- */
 
 static int s3_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud, altar_error_t *err) {
-  s3_t *b = s->impl;
+  s3_t *b = altar_storage_impl(s);
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(prefix, "s3", false, &u, err);
   if (rc) return rc;

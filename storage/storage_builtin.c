@@ -1,7 +1,7 @@
 /* The storage adapters this folder implements, registered under their URI
  * schemes (the plumbing they plug into lives in core/storage.c). */
+#include "altar/plugin/storage.h"
 #include "altar/registry.h"
-#include "altar/storage.h"
 
 #include <stdio.h>
 

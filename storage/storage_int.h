@@ -2,7 +2,7 @@
 #ifndef ALTAR_STORAGE_INT_H
 #define ALTAR_STORAGE_INT_H
 
-#include "altar/storage.h"
+#include "altar/plugin/storage.h"
 
 /* Creates a temp file under $TMPDIR (or /tmp) keeping path's extension;
  * out->path/out->release are set so altar_local_file_release deletes it.

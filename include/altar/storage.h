@@ -1,12 +1,10 @@
 /* altar — Storage: reading and writing files on platform storage, whatever it
- * is (local disk, http(s), gs://, s3://), through one vtable.
+ * is (local disk, http(s), gs://, s3://), through one interface.
  *
- * An adapter is a const altar_storage_ops_t registered by name in the storage
- * registry (altar/registry.h). Required operations: read_bytes and exists.
- * Every other operation is optional: a NULL slot gets its default in
- * core/storage.c (text and CSV over bytes, copy_from_local over upload, a
- * write on a read-only adapter fails with ALTAR_ENOTSUP naming the adapter).
- * Callers use the altar_storage_* wrappers below, never the slots.
+ * A storage is opened by adapter name (or for a URI's scheme) and used through
+ * the altar_storage_* operations below. Adapters are registered by name in the
+ * storage registry (altar/registry.h); implementing one is
+ * altar/plugin/storage.h.
  *
  * Paths are whatever the adapter understands: plain paths or file:// URIs for
  * "local", http(s):// URLs for "http", gs://BUCKET/KEY for "gs" and
@@ -56,78 +54,6 @@ typedef struct altar_storage_entry {
 /* Called once per file; a non-zero return stops the listing and is returned. */
 typedef int (*altar_storage_list_fn)(const altar_storage_entry_t *e, void *ud);
 
-typedef struct altar_storage_ops {
-  const char *name; /* registry key ("local", "http", ...) */
-  unsigned caps;    /* ALTAR_STORAGE_CAP_* */
-
-  /* Builds the adapter's private state from options (may be NULL; unknown
-   * keys are errors). Optional: without it impl is NULL. */
-  int (*open)(const altar_strmap_t *options, void **pimpl, altar_error_t *err);
-  void (*close)(void *impl); /* optional */
-
-  /* Required. Appends the whole file to out. ALTAR_ENOTFOUND when missing,
-   * ALTAR_ETOOBIG past the adapter's size bound. */
-  int (*read_bytes)(altar_storage_t *s, const char *path, altar_buf_t *out, altar_error_t *err);
-  /* Required. *pexists true for a file that exists. */
-  int (*exists)(altar_storage_t *s, const char *path, bool *pexists, altar_error_t *err);
-
-  /* Optional (default: read_bytes, NUL-terminated; a NUL inside is an error). */
-  int (*read_text)(altar_storage_t *s, const char *path, char **ptext, size_t *plen, altar_error_t *err);
-  /* Optional (default: ALTAR_ENOTSUP). Creates or replaces the file. */
-  int (*write_bytes)(altar_storage_t *s, const char *path, const void *data, size_t len,
-                     altar_error_t *err);
-  /* Optional (default: write_bytes). */
-  int (*write_text)(altar_storage_t *s, const char *path, const char *text, altar_error_t *err);
-  /* Optional (default: ALTAR_ENOTSUP). Creates a directory and its parents. */
-  int (*mkdirs)(altar_storage_t *s, const char *path, altar_error_t *err);
-  /* Optional (default: ALTAR_ENOTSUP). Streams a local file into storage
-   * without holding it in memory. */
-  int (*upload)(altar_storage_t *s, const char *local_path, const char *dest_path, altar_error_t *err);
-  /* Optional (default: upload). Copies a local file into storage; a copy onto
-   * the same file does nothing. */
-  int (*copy_from_local)(altar_storage_t *s, const char *local_path, const char *dest_path,
-                         altar_error_t *err);
-  /* Optional (default: read_bytes into a temp file removed on release). */
-  int (*as_local_file)(altar_storage_t *s, const char *path, altar_local_file_t *out, altar_error_t *err);
-  /* Optional (default: read_text + altar_csv_parse). */
-  int (*read_csv)(altar_storage_t *s, const char *path, char delim, const char *const *fieldnames,
-                  size_t n_fieldnames, altar_csv_t *out, altar_error_t *err);
-  /* Optional (default: altar_csv_format + write_text). */
-  int (*write_csv)(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows,
-                   char delim, const char *const *fieldnames, size_t n_fieldnames, altar_error_t *err);
-  /* Optional (default: ALTAR_ENOTSUP). Calls fn for every stored file whose
-   * path starts with prefix, page after page, in the store's order. */
-  int (*list)(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud, altar_error_t *err);
-} altar_storage_ops_t;
-
-struct altar_storage {
-  const altar_storage_ops_t *ops;
-  void *impl;
-};
-
-/* The defaults the wrappers fall back on (core/storage.c). */
-int altar__storage_def_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen,
-                                 altar_error_t *err);
-int altar__storage_def_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len,
-                                   altar_error_t *err);
-int altar__storage_def_write_text(altar_storage_t *s, const char *path, const char *text,
-                                  altar_error_t *err);
-int altar__storage_def_mkdirs(altar_storage_t *s, const char *path, altar_error_t *err);
-int altar__storage_def_upload(altar_storage_t *s, const char *local_path, const char *dest_path,
-                              altar_error_t *err);
-int altar__storage_def_copy_from_local(altar_storage_t *s, const char *local_path,
-                                       const char *dest_path, altar_error_t *err);
-int altar__storage_def_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out,
-                                     altar_error_t *err);
-int altar__storage_def_read_csv(altar_storage_t *s, const char *path, char delim,
-                                const char *const *fieldnames, size_t n_fieldnames, altar_csv_t *out,
-                                altar_error_t *err);
-int altar__storage_def_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows,
-                                 size_t n_rows, char delim, const char *const *fieldnames,
-                                 size_t n_fieldnames, altar_error_t *err);
-int altar__storage_def_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
-                            altar_error_t *err);
-
 /* ---- lifecycle ------------------------------------------------------------ */
 
 /* Opens the adapter registered as name with options (may be NULL).
@@ -145,78 +71,49 @@ void altar_storage_close(altar_storage_t *s); /* NULL is fine */
  * Idempotent; cli/plugins.c calls it. 0 or the registry's error. */
 int altar_storage_register_builtin(void);
 
-/* The adapters themselves (storage/local.c, http.c, gcs.c, s3.c). */
-extern const altar_storage_ops_t altar_storage_local_ops;
-extern const altar_storage_ops_t altar_storage_http_ops;
-extern const altar_storage_ops_t altar_storage_gcs_ops;
-extern const altar_storage_ops_t altar_storage_s3_ops;
+/* ---- operations: every caller goes through these (core/storage.c) ------------ */
 
-/* ---- operations: every caller goes through these ---------------------------- */
-
-static inline const char *altar_storage_name(const altar_storage_t *s) {
-  return s->ops->name;
-}
-static inline int altar_storage_read_bytes(altar_storage_t *s, const char *path, altar_buf_t *out,
-                                           altar_error_t *err) {
-  return s->ops->read_bytes(s, path, out, err);
-}
-static inline int altar_storage_exists(altar_storage_t *s, const char *path, bool *pexists,
-                                       altar_error_t *err) {
-  return s->ops->exists(s, path, pexists, err);
-}
-/* *ptext is NUL-terminated; caller frees. plen may be NULL. */
-static inline int altar_storage_read_text(altar_storage_t *s, const char *path, char **ptext,
-                                          size_t *plen, altar_error_t *err) {
-  return (s->ops->read_text ? s->ops->read_text : altar__storage_def_read_text)(s, path, ptext, plen, err);
-}
-static inline int altar_storage_write_bytes(altar_storage_t *s, const char *path, const void *data,
-                                            size_t len, altar_error_t *err) {
-  return (s->ops->write_bytes ? s->ops->write_bytes : altar__storage_def_write_bytes)(s, path, data, len,
-                                                                                       err);
-}
-static inline int altar_storage_write_text(altar_storage_t *s, const char *path, const char *text,
-                                           altar_error_t *err) {
-  return (s->ops->write_text ? s->ops->write_text : altar__storage_def_write_text)(s, path, text, err);
-}
-static inline int altar_storage_mkdirs(altar_storage_t *s, const char *path, altar_error_t *err) {
-  return (s->ops->mkdirs ? s->ops->mkdirs : altar__storage_def_mkdirs)(s, path, err);
-}
-static inline int altar_storage_upload(altar_storage_t *s, const char *local_path, const char *dest_path,
-                                       altar_error_t *err) {
-  return (s->ops->upload ? s->ops->upload : altar__storage_def_upload)(s, local_path, dest_path, err);
-}
-static inline int altar_storage_copy_from_local(altar_storage_t *s, const char *local_path,
-                                                const char *dest_path, altar_error_t *err) {
-  return (s->ops->copy_from_local ? s->ops->copy_from_local : altar__storage_def_copy_from_local)(
-      s, local_path, dest_path, err);
-}
+/* The adapter's name ("local", "http", "gs", "s3" or a plug-in's). */
+const char *altar_storage_name(const altar_storage_t *s);
+/* What the adapter declares it can do: ALTAR_STORAGE_CAP_*. */
+unsigned altar_storage_caps(const altar_storage_t *s);
+/* Appends the whole file to out. ALTAR_ENOTFOUND when missing, ALTAR_ETOOBIG
+ * past the adapter's size bound. */
+int altar_storage_read_bytes(altar_storage_t *s, const char *path, altar_buf_t *out, altar_error_t *err);
+/* *pexists true for a file that exists. */
+int altar_storage_exists(altar_storage_t *s, const char *path, bool *pexists, altar_error_t *err);
+/* *ptext is NUL-terminated; caller frees. plen may be NULL. A NUL inside the
+ * file is an error. */
+int altar_storage_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen,
+                            altar_error_t *err);
+/* Creates or replaces the file. ALTAR_ENOTSUP on a read-only adapter. */
+int altar_storage_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len,
+                              altar_error_t *err);
+int altar_storage_write_text(altar_storage_t *s, const char *path, const char *text, altar_error_t *err);
+/* Creates a directory and its parents. */
+int altar_storage_mkdirs(altar_storage_t *s, const char *path, altar_error_t *err);
+/* Puts a local file into storage, streamed where the adapter can. */
+int altar_storage_upload(altar_storage_t *s, const char *local_path, const char *dest_path,
+                         altar_error_t *err);
+/* Copies a local file into storage; a copy onto the same file does nothing. */
+int altar_storage_copy_from_local(altar_storage_t *s, const char *local_path, const char *dest_path,
+                                  altar_error_t *err);
 /* On success out->path is readable until altar_local_file_release(out). */
-static inline int altar_storage_as_local_file(altar_storage_t *s, const char *path,
-                                              altar_local_file_t *out, altar_error_t *err) {
-  return (s->ops->as_local_file ? s->ops->as_local_file : altar__storage_def_as_local_file)(s, path, out,
-                                                                                           err);
-}
+int altar_storage_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out,
+                                altar_error_t *err);
 /* fieldnames NULL: the first row is the header. out is cleared with
  * altar_csv_clear. */
-static inline int altar_storage_read_csv(altar_storage_t *s, const char *path, char delim,
-                                         const char *const *fieldnames, size_t n_fieldnames,
-                                         altar_csv_t *out, altar_error_t *err) {
-  return (s->ops->read_csv ? s->ops->read_csv : altar__storage_def_read_csv)(s, path, delim, fieldnames,
-                                                                             n_fieldnames, out, err);
-}
+int altar_storage_read_csv(altar_storage_t *s, const char *path, char delim, const char *const *fieldnames,
+                           size_t n_fieldnames, altar_csv_t *out, altar_error_t *err);
 /* fieldnames NULL: the keys of the first row, sorted. Writes a header row. */
-static inline int altar_storage_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows,
-                                          size_t n_rows, char delim, const char *const *fieldnames,
-                                          size_t n_fieldnames, altar_error_t *err) {
-  return (s->ops->write_csv ? s->ops->write_csv : altar__storage_def_write_csv)(
-      s, path, rows, n_rows, delim, fieldnames, n_fieldnames, err);
-}
-
-/* Lists stored files under prefix (see the list slot). */
-static inline int altar_storage_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
-                                     altar_error_t *err) {
-  return (s->ops->list ? s->ops->list : altar__storage_def_list)(s, prefix, fn, ud, err);
-}
+int altar_storage_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows,
+                            char delim, const char *const *fieldnames, size_t n_fieldnames,
+                            altar_error_t *err);
+/* Calls fn for every stored file whose path starts with prefix, page after
+ * page, in the store's order (ALTAR_ENOTSUP without ALTAR_STORAGE_CAP_LIST).
+ * A non-zero return from fn stops the listing and is returned. */
+int altar_storage_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
+                       altar_error_t *err);
 
 /* Releases a local file from as_local_file: a temp copy is deleted. Safe on a
  * zeroed struct and twice. */

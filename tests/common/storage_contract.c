@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 static bool writable(const altar_storage_fixture_t *fx) {
-  return (fx->s->ops->caps & ALTAR_STORAGE_CAP_WRITE) != 0;
+  return (altar_storage_caps(fx->s) & ALTAR_STORAGE_CAP_WRITE) != 0;
 }
 
 static void uri_of(const altar_storage_fixture_t *fx, const char *key, char *out, size_t cap) {
@@ -181,7 +181,7 @@ void altar_storage_contract_roundtrip(const altar_storage_fixture_t *fx) {
     char *keep = strdup(lf.path);
     altar_local_file_release(&lf);
     struct stat st;
-    if (fx->s->ops->caps & ALTAR_STORAGE_CAP_LOCAL) {
+    if (altar_storage_caps(fx->s) & ALTAR_STORAGE_CAP_LOCAL) {
       CU_ASSERT_EQUAL(stat(keep, &st), 0); /* the file itself, never deleted */
     } else {
       CU_ASSERT_NOT_EQUAL(stat(keep, &st), 0); /* the temp copy is gone */
@@ -200,7 +200,7 @@ void altar_storage_contract_roundtrip(const altar_storage_fixture_t *fx) {
   /* listing, page after page */
   listing_t l = {0};
   uri_of(fx, "l/", u, sizeof u);
-  if (fx->s->ops->caps & ALTAR_STORAGE_CAP_LIST) {
+  if (altar_storage_caps(fx->s) & ALTAR_STORAGE_CAP_LIST) {
     const char *names[] = {"l/a", "l/b/c", "l/d", "l/e", "l/f"};
     for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(put(fx, names[i], "12345", (size_t)i), 0);
     CU_ASSERT_EQUAL(put(fx, "lx", "not under l/", 12), 0);

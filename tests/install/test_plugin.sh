@@ -98,18 +98,30 @@ mkdir "$tmp/bad"
 # the plug-in's adapter in altar's storage registry.
 build echostore plugins <<'EOF'
 #include <altar/plugin/host.h>
+#include <stdlib.h>
 #include <string.h>
 ALTAR_PLUGIN_DECLARE_ABI();
-/* echostore://TEXT reads as TEXT. */
+/* echostore://TEXT reads as TEXT. Its state, kept in the handle, is the
+ * prefix it answers to. */
+static int open_(altar_storage_t *s, const altar_strmap_t *cfg, altar_error_t *err) {
+  if (cfg && cfg->n) return altar_error_set(err, ALTAR_EINVAL, "option '%s': unknown", cfg->keys[0]);
+  char *prefix = strdup("echostore://");
+  if (!prefix) return altar_error_set(err, ALTAR_ENOMEM, "echostore: out of memory");
+  altar_storage_set_impl(s, prefix);
+  return 0;
+}
+static void close_(altar_storage_t *s) { free(altar_storage_impl(s)); }
 static int read_bytes(altar_storage_t *s, const char *path, altar_buf_t *out, altar_error_t *err) {
-  (void)s;
-  if (strncmp(path, "echostore://", 12)) return altar_error_set(err, ALTAR_EINVAL, "not echostore: %s", path);
-  return altar_buf_append(out, path + 12, strlen(path + 12));
+  const char *prefix = altar_storage_impl(s);
+  size_t n = strlen(prefix);
+  if (strncmp(path, prefix, n)) return altar_error_set(err, ALTAR_EINVAL, "not echostore: %s", path);
+  return altar_buf_append(out, path + n, strlen(path + n));
 }
 static int exists(altar_storage_t *s, const char *path, bool *pexists, altar_error_t *err) {
   (void)s; (void)path; (void)err; *pexists = true; return 0;
 }
 static const altar_storage_ops_t ops = {.name = "echostore", .caps = ALTAR_STORAGE_CAP_READ,
+                                        .open = open_, .close = close_,
                                         .read_bytes = read_bytes, .exists = exists};
 int altar_plugin_init(const altar_plugin_host_t *host, altar_error_t *err) {
   return host->register_storage(host, &ops, err);

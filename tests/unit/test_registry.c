@@ -1,6 +1,6 @@
 /* Registries by name for backends, storage adapters and transports. */
 #include "altar/registry.h"
-#include "altar/storage.h"
+#include "altar/plugin/storage.h"
 #include "testutil.h"
 
 #include <pthread.h>
