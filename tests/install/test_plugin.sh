@@ -105,7 +105,8 @@ ALTAR_PLUGIN_DECLARE_ABI();
  * prefix it answers to. */
 static int open_(altar_storage_t *s, const altar_strmap_t *cfg, altar_error_t *err) {
   if (cfg && cfg->n) return altar_error_set(err, ALTAR_EINVAL, "option '%s': unknown", cfg->keys[0]);
-  char *prefix = strdup("echostore://");
+  char *prefix = malloc(sizeof "echostore://");
+  if (prefix) memcpy(prefix, "echostore://", sizeof "echostore://");
   if (!prefix) return altar_error_set(err, ALTAR_ENOMEM, "echostore: out of memory");
   altar_storage_set_impl(s, prefix);
   return 0;
