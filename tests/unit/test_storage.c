@@ -1,7 +1,8 @@
-/* Storage: the local adapter (every method), CSV, the text reader/writer, and
- * the http adapter against a real HTTP server on 127.0.0.1. */
+/* Storage: the local adapter (every method), CSV, the text reader/writer, the
+ * defaults a minimal adapter gets at open, and the http adapter against a
+ * real HTTP server on 127.0.0.1. */
 #include "altar/registry.h"
-#include "altar/storage.h"
+#include "altar/plugin/storage.h"
 #include "httpd.h"
 #include "storage_contract.h"
 #include "testutil.h"
@@ -647,6 +648,131 @@ static void test_http_contract(void) {
   altar_storage_close(http_faulty);
 }
 
+/* ---- an adapter with only what is required, and write_bytes: the defaults ---- */
+
+/* One file in memory, kept as the adapter's state through the handle. */
+typedef struct mem {
+  altar_buf_t data;
+  bool has;
+} mem_t;
+static int mem_opens, mem_closes;
+
+static int mem_open(altar_storage_t *s, const altar_strmap_t *cfg, altar_error_t *err) {
+  if (cfg && cfg->n) return altar_error_set(err, ALTAR_EINVAL, "option '%s': unknown", cfg->keys[0]);
+  mem_t *m = calloc(1, sizeof *m);
+  if (!m) return altar_error_set(err, ALTAR_ENOMEM, "mem: out of memory");
+  altar_storage_set_impl(s, m);
+  mem_opens++;
+  return ALTAR_OK;
+}
+static void mem_close(altar_storage_t *s) {
+  mem_t *m = altar_storage_impl(s);
+  altar_buf_free(&m->data);
+  free(m);
+  mem_closes++;
+}
+static int mem_read_bytes(altar_storage_t *s, const char *path, altar_buf_t *out, altar_error_t *err) {
+  mem_t *m = altar_storage_impl(s);
+  if (!m->has) return altar_error_set(err, ALTAR_ENOTFOUND, "%s: not found", path);
+  return altar_buf_append(out, m->data.data ? (const void *)m->data.data : "", m->data.len);
+}
+static int mem_exists(altar_storage_t *s, const char *path, bool *pexists, altar_error_t *err) {
+  (void)path;
+  (void)err;
+  *pexists = ((mem_t *)altar_storage_impl(s))->has;
+  return ALTAR_OK;
+}
+static int mem_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len,
+                           altar_error_t *err) {
+  (void)path;
+  (void)err;
+  mem_t *m = altar_storage_impl(s);
+  m->data.len = 0;
+  m->has = true;
+  return altar_buf_append(&m->data, data, len);
+}
+static const altar_storage_ops_t mem_ops = {.name = "mem",
+                                            .caps = ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE,
+                                            .open = mem_open,
+                                            .close = mem_close,
+                                            .read_bytes = mem_read_bytes,
+                                            .exists = mem_exists,
+                                            .write_bytes = mem_write_bytes};
+static const altar_storage_ops_t no_exists_ops = {.name = "no-exists", .read_bytes = mem_read_bytes};
+
+static void test_defaults_once_at_open(void) {
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_registry_register(ALTAR_REGISTRY_STORAGE, "mem", &mem_ops, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar_registry_register(ALTAR_REGISTRY_STORAGE, "no-exists", &no_exists_ops, &err), 0);
+  altar_storage_t *s = NULL;
+  /* A table lacking a required operation is refused at open, naming it. */
+  CU_ASSERT_EQUAL(altar_storage_open("no-exists", NULL, &s, &err), ALTAR_EINVAL);
+  CU_ASSERT_PTR_NULL(s);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "'exists'"));
+  /* The adapter's open refuses a key; nothing is left to close. */
+  altar_strmap_t opts = {0};
+  altar_strmap_set(&opts, "bogus", "1");
+  CU_ASSERT_EQUAL(altar_storage_open("mem", &opts, &s, &err), ALTAR_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bogus"));
+  altar_strmap_clear(&opts);
+  CU_ASSERT_EQUAL_FATAL(altar_storage_open("mem", NULL, &s, &err), 0);
+  CU_ASSERT_EQUAL(mem_opens, 1);
+  CU_ASSERT_STRING_EQUAL(altar_storage_name(s), "mem");
+  CU_ASSERT_EQUAL(altar_storage_caps(s), ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE);
+  /* write_text over write_bytes, read_text over read_bytes. */
+  CU_ASSERT_EQUAL(altar_storage_write_text(s, "f", "hello", &err), 0);
+  char *text = NULL;
+  size_t len = 0;
+  CU_ASSERT_EQUAL(altar_storage_read_text(s, "f", &text, &len, &err), 0);
+  CU_ASSERT_STRING_EQUAL(text, "hello");
+  CU_ASSERT_EQUAL(len, 5);
+  free(text);
+  /* upload and copy_from_local over write_bytes, the file read whole. */
+  char *src = pathf("mem-src.txt");
+  FILE *f = fopen(src, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("from disk", f);
+  fclose(f);
+  CU_ASSERT_EQUAL(altar_storage_upload(s, src, "g", &err), 0);
+  CU_ASSERT_EQUAL(altar_storage_read_text(s, "g", &text, NULL, &err), 0);
+  CU_ASSERT_STRING_EQUAL(text, "from disk");
+  free(text);
+  CU_ASSERT_EQUAL(altar_storage_write_text(s, "f", "x", &err), 0);
+  CU_ASSERT_EQUAL(altar_storage_copy_from_local(s, src, "g", &err), 0);
+  CU_ASSERT_EQUAL(altar_storage_read_text(s, "g", &text, NULL, &err), 0);
+  CU_ASSERT_STRING_EQUAL(text, "from disk");
+  free(text);
+  /* as_local_file: a temp copy removed on release. */
+  altar_local_file_t lf = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_storage_as_local_file(s, "g.txt", &lf, &err), 0);
+  char *copy = altar_test_read_file(lf.path, NULL);
+  CU_ASSERT_STRING_EQUAL(copy, "from disk");
+  free(copy);
+  char *tmp = strdup(lf.path);
+  altar_local_file_release(&lf);
+  CU_ASSERT_NOT_EQUAL(access(tmp, F_OK), 0);
+  free(tmp);
+  /* CSV over text. */
+  altar_strmap_t row = {0};
+  altar_strmap_set(&row, "a", "1");
+  CU_ASSERT_EQUAL(altar_storage_write_csv(s, "c", &row, 1, ',', NULL, 0, &err), 0);
+  altar_strmap_clear(&row);
+  altar_csv_t csv = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_storage_read_csv(s, "c", ',', NULL, 0, &csv, &err), 0);
+  CU_ASSERT_EQUAL(csv.n_rows, 1);
+  CU_ASSERT_STRING_EQUAL(altar_strmap_get(&csv.rows[0], "a"), "1");
+  altar_csv_clear(&csv);
+  /* What has no default behaviour says so, naming the adapter. */
+  CU_ASSERT_EQUAL(altar_storage_mkdirs(s, "d", &err), ALTAR_ENOTSUP);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "storage 'mem'"));
+  CU_ASSERT_EQUAL(altar_storage_list(s, "", NULL, NULL, &err), ALTAR_ENOTSUP);
+  altar_storage_close(s);
+  CU_ASSERT_EQUAL(mem_closes, 1);
+  free(src);
+  altar_registry_unregister(ALTAR_REGISTRY_STORAGE, "mem");
+  altar_registry_unregister(ALTAR_REGISTRY_STORAGE, "no-exists");
+}
+
 static void add(void) {
   {
     ALTAR_SUITE("storage_local", setup, NULL);
@@ -658,6 +784,7 @@ static void add(void) {
     ALTAR_TEST(test_csv_parse_cases);
     ALTAR_TEST(test_text_reader_writer);
     ALTAR_TEST(test_open_for_uri);
+    ALTAR_TEST(test_defaults_once_at_open);
   }
   {
     ALTAR_SUITE("storage_http", http_setup, http_teardown);
