@@ -57,7 +57,8 @@ typedef int (*altar_storage_list_fn)(const altar_storage_entry_t *e, void *ud);
 /* ---- lifecycle ------------------------------------------------------------ */
 
 /* Opens the adapter registered as name with options (may be NULL).
- * *ps is freed with altar_storage_close. ALTAR_ENOTFOUND for an unknown name. */
+ * *ps is freed with altar_storage_close. ALTAR_ENOTFOUND for an unknown name,
+ * ALTAR_EINVAL for an adapter lacking a required operation (named). */
 int altar_storage_open(const char *name, const altar_strmap_t *options, altar_storage_t **ps,
                        altar_error_t *err);
 /* Opens the adapter for a URI's scheme: "http"/"https" for those, "file" for
