@@ -4,7 +4,7 @@
  * call returns) on the local transport. */
 #include "altar/codec.h"
 #include "altar/task.h"
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 #include "producer/job_queue.h"
 #include "testutil.h"
 
@@ -20,7 +20,7 @@ static altar_transport_t *open_local(const char *dir, const altar_transport_opts
   altar_strmap_t m = {0};
   altar_strmap_set(&m, "dir", dir);
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, opts, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, opts, &err);
   if (!t) fprintf(stderr, "open local: %s\n", err.msg);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(t != NULL);

@@ -1,7 +1,7 @@
 /* The local transport: the shared conformance suite, plus what only the
  * embedded log has (the partitioner's vectors, several producer processes
  * on one partition, takeover after a member is killed, retention, config). */
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 #include "testutil.h"
 #include "transport_conformance.h"
 
@@ -22,7 +22,7 @@ static altar_transport_t *open_local(const char *dir, const char *k1, const char
   altar_strmap_set(&m, "rebalance.check.ms", "20");
   if (k1) altar_strmap_set(&m, k1, v1);
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, NULL, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, NULL, &err);
   if (!t) fprintf(stderr, "open local: %s\n", err.msg);
   altar_strmap_clear(&m);
   return t;
@@ -46,18 +46,18 @@ static void test_murmur2_vectors(void) {
 static void test_config_errors(void) {
   altar_error_t err = {0};
   altar_strmap_t m = {0};
-  CU_ASSERT(altar_transport_new("local", &m, NULL, &err) == NULL);
+  CU_ASSERT(altar_transport_open("local", &m, NULL, &err) == NULL);
   CU_ASSERT(strstr(err.msg, "dir") != NULL);
   altar_strmap_set(&m, "dir", root);
   altar_strmap_set(&m, "fsync", "sometimes");
-  CU_ASSERT(altar_transport_new("local", &m, NULL, &err) == NULL);
+  CU_ASSERT(altar_transport_open("local", &m, NULL, &err) == NULL);
   CU_ASSERT(strstr(err.msg, "fsync") != NULL);
   altar_strmap_set(&m, "fsync", "never");
   altar_strmap_set(&m, "segment.bytes", "12abc");
-  CU_ASSERT(altar_transport_new("local", &m, NULL, &err) == NULL);
+  CU_ASSERT(altar_transport_open("local", &m, NULL, &err) == NULL);
   CU_ASSERT(strstr(err.msg, "segment.bytes") != NULL);
   altar_strmap_clear(&m);
-  CU_ASSERT(altar_transport_new("no-such-transport", NULL, NULL, &err) == NULL);
+  CU_ASSERT(altar_transport_open("no-such-transport", NULL, NULL, &err) == NULL);
   CU_ASSERT(strstr(err.msg, "local") != NULL); /* lists the known ones */
 }
 
@@ -217,7 +217,7 @@ static void test_retention_by_size(void) {
   altar_strmap_set(&m, "segment.bytes", "4096");
   altar_strmap_set(&m, "retention.bytes", "10000");
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, NULL, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, NULL, &err);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(t != NULL);
   CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "ret", 1, &err), 0);
@@ -261,8 +261,8 @@ static void test_tail_follows_rolls(void) {
   altar_strmap_set(&m, "segment.bytes", "2048");
   altar_strmap_set(&m, "group.commit.ms", "0");
   altar_error_t err = {0};
-  altar_transport_t *prod = altar_transport_new("local", &m, NULL, &err);
-  altar_transport_t *cons = altar_transport_new("local", &m, NULL, &err);
+  altar_transport_t *prod = altar_transport_open("local", &m, NULL, &err);
+  altar_transport_t *cons = altar_transport_open("local", &m, NULL, &err);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(prod && cons);
   CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(prod, "tail", 1, &err), 0);
@@ -370,7 +370,7 @@ static void test_retention_by_age(void) {
   altar_strmap_set(&m, "segment.bytes", "4096");
   altar_strmap_set(&m, "retention.ms", "3600000");
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, NULL, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, NULL, &err);
   CU_ASSERT_FATAL(t != NULL);
   CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "ret", 1, &err), 0);
   char val[500];
@@ -389,7 +389,7 @@ static void test_retention_by_age(void) {
   char cmd[4300];
   snprintf(cmd, sizeof cmd, "touch -d '2 hours ago' %s/topics/ret/0/*.log", dir);
   CU_ASSERT_FATAL(system(cmd) == 0);
-  t = altar_transport_new("local", &m, NULL, &err);
+  t = altar_transport_open("local", &m, NULL, &err);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(t != NULL);
   CU_ASSERT_EQUAL(count_segments(dir), before);
