@@ -180,7 +180,11 @@ static void test_submit_stamps_keys_and_waits(void) {
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT(strlen(run_id) > 2);
   CU_ASSERT_EQUAL(caller_reports, 0); /* the reports were submit's */
-  CU_ASSERT(t->opts.on_delivery == caller_dr);
+  altar_delivery_cb now_cb = NULL;
+  void *now_ctx = NULL;
+  altar_transport_set_delivery(t, NULL, NULL, &now_cb, &now_ctx); /* read it back ... */
+  altar_transport_set_delivery(t, now_cb, now_ctx, NULL, NULL);   /* ... and put it back */
+  CU_ASSERT(now_cb == caller_dr);
   /* Acknowledged before the call returned: a fresh reader sees all of them
    * while the producing handle is still open. */
   jrec_t got[16];

@@ -61,6 +61,62 @@ static void test_config_errors(void) {
   CU_ASSERT(strstr(err.msg, "local") != NULL); /* lists the known ones */
 }
 
+/* A table without its optional operations gets their defaults once, at
+ * open: ENOTSUP naming the transport (out-params still cleared first), lag
+ * built from list_topics and committed. A table lacking a required one is
+ * refused, by name, at open and at registration. */
+static void test_defaults_and_required_ops(void) {
+  static altar_transport_ops_t bare;
+  bare = altar_transport_local_ops;
+  bare.name = "bare";
+  bare.leave = NULL, bare.assign = NULL, bare.assignment = NULL, bare.caught_up = NULL;
+  bare.topic_members = NULL, bare.lag = NULL;
+  char *dir = altar_test_tmpdir("local-bare");
+  altar_strmap_t m = {0};
+  altar_strmap_set(&m, "dir", dir);
+  altar_error_t err = {0};
+  altar_transport_t *t = altar_transport_open_ops(&bare, &m, NULL, &err);
+  CU_ASSERT_FATAL(t != NULL);
+  CU_ASSERT_STRING_EQUAL(altar_transport_name(t), "bare");
+  CU_ASSERT(t->table == &bare);
+  altar_tp_t tp = {.topic = "d", .partition = 0, .offset = ALTAR_OFFSET_BEGINNING};
+  CU_ASSERT_EQUAL(altar_transport_assign(t, &tp, 1, &err), ALTAR_ENOTSUP);
+  CU_ASSERT_STRING_EQUAL(err.msg, "bare: assign not supported");
+  altar_tp_t *parts = &tp;
+  size_t n = 7;
+  CU_ASSERT_EQUAL(altar_transport_assignment(t, &parts, &n, &err), ALTAR_ENOTSUP);
+  CU_ASSERT(parts == NULL && n == 0);
+  bool done = true;
+  CU_ASSERT_EQUAL(altar_transport_caught_up(t, &done, &err), ALTAR_ENOTSUP);
+  CU_ASSERT(!done);
+  n = 7;
+  CU_ASSERT_EQUAL(altar_transport_topic_members(t, "g", "d", 0, &n, &err), ALTAR_ENOTSUP);
+  CU_ASSERT(n == 0);
+  CU_ASSERT_STRING_EQUAL(err.msg, "bare: topic_members not supported");
+  CU_ASSERT_EQUAL(altar_transport_leave(t, &err), ALTAR_ENOTSUP);
+  CU_ASSERT(strstr(err.msg, "leave not supported") != NULL);
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "d", 2, &err), 0);
+  altar_lag_list_t *lag = NULL;
+  CU_ASSERT_EQUAL_FATAL(altar_transport_lag(t, "g", "d", 0, &lag, &err), 0);
+  CU_ASSERT_FATAL(lag != NULL);
+  CU_ASSERT_EQUAL(lag->n, 2);
+  CU_ASSERT_EQUAL(lag->entries[0].committed, ALTAR_OFFSET_INVALID);
+  altar_lag_list_free(lag);
+  altar_transport_close(t);
+
+  altar_transport_ops_t half = altar_transport_local_ops;
+  half.name = "half";
+  half.seek = NULL;
+  CU_ASSERT(altar_transport_open_ops(&half, &m, NULL, &err) == NULL);
+  CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "'seek'") != NULL);
+  CU_ASSERT_EQUAL(altar_transport_register(&half), ALTAR_EINVAL);
+  CU_ASSERT(altar_transport_lookup("half") == NULL);
+  altar_strmap_clear(&m);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 /* Several processes append to one partition at once: every record lands
  * once, offsets are dense, each producer's records stay in its order. */
 static void test_concurrent_producer_processes(void) {
@@ -419,6 +475,7 @@ static void add(void) {
     ALTAR_SUITE("local transport", NULL, NULL);
     ALTAR_TEST(test_murmur2_vectors);
     ALTAR_TEST(test_config_errors);
+    ALTAR_TEST(test_defaults_and_required_ops);
     ALTAR_TEST(test_headers_and_null_fields);
     ALTAR_TEST(test_concurrent_producer_processes);
     ALTAR_TEST(test_takeover_after_kill);
