@@ -5,7 +5,7 @@
  *
  * Starts nothing: the broker is ALTAR_KAFKA_BROKERS (scripts/services/kafka.sh
  * start gives one on 127.0.0.1:19092). Usage: bench_kafka [records] [rounds] */
-#include "altar/transport_kafka.h"
+#include "altar/plugin/transport_kafka.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,7 +44,7 @@ static altar_transport_t *open_t(const char *brokers, counts_t *c, altar_error_t
   altar_strmap_t m = {0};
   altar_strmap_set(&m, "bootstrap.servers", brokers);
   altar_transport_opts_t opts = {.on_delivery = on_delivery, .delivery_ctx = c};
-  altar_transport_t *t = altar_transport_new_ops(&altar_transport_kafka_ops, &m, &opts, err);
+  altar_transport_t *t = altar_transport_open_ops(&altar_transport_kafka_ops, &m, &opts, err);
   altar_strmap_clear(&m);
   return t;
 }

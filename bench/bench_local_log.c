@@ -3,7 +3,7 @@
  * a baseline measured in the same run on the same disk: raw write() of the
  * same bytes to one file with one fdatasync per batch of group.commit.bytes.
  * Usage: bench_local_log [records] [dir] */
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
   altar_strmap_set(&m, "segment.bytes", "67108864");
   altar_transport_opts_t opts = {.on_delivery = on_dr};
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, &opts, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, &opts, &err);
   altar_strmap_clear(&m);
   if (!t) {
     fprintf(stderr, "open: %s\n", err.msg);

@@ -7,7 +7,7 @@
 #include "altar/codec.h"
 #include "altar/groups.h"
 #include "altar/ledger.h"
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 #include "reconciler/daemon.h"
 
 #include <inttypes.h>
@@ -37,7 +37,7 @@ static void die(const char *what, const altar_error_t *e) {
 
 static int read_all(const altar_strmap_t *props, const char *topic, size_t *pn) {
   altar_error_t e = {0};
-  altar_transport_t *t = altar_transport_new("local", props, NULL, &e);
+  altar_transport_t *t = altar_transport_open("local", props, NULL, &e);
   altar_topic_list_t *tl = NULL;
   if (!t || altar_transport_list_topics(t, topic, 10000, &tl, &e)) die("list", &e);
   size_t np = tl->topics[0].n_partitions, left = 0;
@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
   altar_strmap_set(&props, "fsync", "never");
   altar_error_t e = {0};
   altar_transport_register(&altar_transport_local_ops);
-  altar_transport_t *t = altar_transport_new("local", &props, NULL, &e);
+  altar_transport_t *t = altar_transport_open("local", &props, NULL, &e);
   if (!t || altar_transport_create_topic(t, "st", 4, &e)) die("create", &e);
   /* Two events per shard: submitted (with a ~300-byte spec) and succeeded. */
   altar_spec_t *spec = altar_spec_new("bench", "img:1");

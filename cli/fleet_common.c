@@ -177,7 +177,7 @@ int altar_cli_parse_int(const char *cmd, const char *flag, const char *s, long l
 
 altar_transport_t *altar_cli_open_transport(const altar_config_t *cfg, const altar_transport_opts_t *opts) {
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new(cfg->transport_name, &cfg->transport_props, opts, &err);
+  altar_transport_t *t = altar_transport_open(cfg->transport_name, &cfg->transport_props, opts, &err);
   if (!t) fprintf(stderr, "altar: transport %s: %s\n", cfg->transport_name, err.msg);
   return t;
 }

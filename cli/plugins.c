@@ -7,7 +7,7 @@
 #include "altar/kubernetes.h"
 #include "altar/modal.h"
 #include "backends/docker.h"
-#include "altar/transport_kafka.h"
+#include "altar/plugin/transport_kafka.h"
 #include "altar/plugin.h"
 #include "altar/storage.h"
 

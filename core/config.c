@@ -4,7 +4,7 @@
 #include "altar/backend.h"
 #include "altar/registry.h"
 #include "altar/suggest.h"
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 
 #include <errno.h>
 #include <limits.h>

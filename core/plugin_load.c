@@ -6,6 +6,7 @@
 
 #include "altar/registry.h"
 #include "altar/version.h"
+#include "core/transport_int.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -111,27 +112,9 @@ static int reg_storage(const altar_plugin_host_t *host, const altar_storage_ops_
   return host_register(host, ALTAR_REGISTRY_STORAGE, ops ? ops->name : NULL, ops, missing, err);
 }
 
-static const char *transport_missing(const altar_transport_ops_t *ops) {
-  if (!ops) return "(the vtable)";
-  const struct {
-    const char *name;
-    bool set;
-  } required[] = {
-      {"name", ops->name},           {"open", ops->open},           {"close", ops->close},
-      {"produce", ops->produce},     {"poll", ops->poll},           {"flush", ops->flush},
-      {"create_topic", ops->create_topic}, {"list_topics", ops->list_topics},
-      {"subscribe", ops->subscribe}, {"consume", ops->consume},     {"pause", ops->pause},
-      {"resume", ops->resume},       {"seek", ops->seek},           {"commit", ops->commit},
-      {"committed", ops->committed},
-  };
-  for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
-    if (!required[i].set) return required[i].name;
-  return NULL;
-}
-
 static int reg_transport(const altar_plugin_host_t *host, const altar_transport_ops_t *ops,
                          altar_error_t *err) {
-  return host_register(host, ALTAR_REGISTRY_TRANSPORT, ops ? ops->name : NULL, ops, transport_missing(ops), err);
+  return host_register(host, ALTAR_REGISTRY_TRANSPORT, ops ? ops->name : NULL, ops, altar__transport_missing(ops), err);
 }
 
 /* Undoes what a failed plug-in registered, so nothing points into it. */

@@ -1,9 +1,11 @@
-/* Transport plumbing shared by every transport: the registry, creation and
- * close, the defaults of optional operations, the key partitioner, name
- * checks, logging, and the list/message frees. */
-#include "altar/transport.h"
+/* Transport plumbing shared by every transport: the registry, opening (where
+ * the optional operations get their defaults) and closing, the operations
+ * callers call, the key partitioner, name checks, logging, and the
+ * list/message frees. */
+#include "altar/plugin/transport.h"
 
 #include "altar/registry.h"
+#include "core/transport_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,8 +14,27 @@
 
 /* ---- registry (the shared one in core/registry.c) ----------------------- */
 
+/* The first required operation ops lacks ("name" first), or NULL. */
+const char *altar__transport_missing(const altar_transport_ops_t *ops) {
+  if (!ops) return "(the vtable)";
+  const struct {
+    const char *name;
+    bool set;
+  } required[] = {
+      {"name", ops->name},           {"open", ops->open},           {"close", ops->close},
+      {"produce", ops->produce},     {"poll", ops->poll},           {"flush", ops->flush},
+      {"create_topic", ops->create_topic}, {"list_topics", ops->list_topics},
+      {"subscribe", ops->subscribe}, {"consume", ops->consume},     {"pause", ops->pause},
+      {"resume", ops->resume},       {"seek", ops->seek},           {"commit", ops->commit},
+      {"committed", ops->committed},
+  };
+  for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+    if (!required[i].set) return required[i].name;
+  return NULL;
+}
+
 int altar_transport_register(const altar_transport_ops_t *ops) {
-  if (!ops || !ops->name) return ALTAR_EINVAL;
+  if (altar__transport_missing(ops)) return ALTAR_EINVAL;
   return altar_registry_register(ALTAR_REGISTRY_TRANSPORT, ops->name, ops, NULL);
 }
 
@@ -22,16 +43,46 @@ const altar_transport_ops_t *altar_transport_lookup(const char *name) {
   return altar_registry_lookup(ALTAR_REGISTRY_TRANSPORT, name);
 }
 
+/* ---- defaults of the optional operations (filled in once, at open) ----- */
+
+static int default_leave(altar_transport_t *t, altar_error_t *err) {
+  return altar_error_set(err, ALTAR_ENOTSUP, "%s: leave not supported (close the transport to leave)",
+                         t->ops.name);
+}
+
+static int default_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
+  (void)parts, (void)n;
+  return altar_error_set(err, ALTAR_ENOTSUP, "%s: assign not supported", t->ops.name);
+}
+
+static int default_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err) {
+  (void)pparts, (void)pn;
+  return altar_error_set(err, ALTAR_ENOTSUP, "%s: assignment not supported", t->ops.name);
+}
+
+static int default_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err) {
+  (void)pdone;
+  return altar_error_set(err, ALTAR_ENOTSUP, "%s: caught_up not supported", t->ops.name);
+}
+
+static int default_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
+                                 size_t *pn, altar_error_t *err) {
+  (void)group, (void)topic, (void)timeout_ms, (void)pn;
+  return altar_error_set(err, ALTAR_ENOTSUP, "%s: topic_members not supported", t->ops.name);
+}
+
+static int default_lag(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
+                       altar_lag_list_t **plist, altar_error_t *err);
+
 /* ---- lifecycle ---------------------------------------------------------- */
 
-altar_transport_t *altar_transport_new_ops(const altar_transport_ops_t *ops,
-                                           const altar_strmap_t *config,
-                                           const altar_transport_opts_t *opts, altar_error_t *err) {
-  if (!ops || !ops->open || !ops->close || !ops->produce || !ops->poll || !ops->flush ||
-      !ops->create_topic || !ops->list_topics || !ops->subscribe || !ops->consume ||
-      !ops->pause || !ops->resume || !ops->seek || !ops->commit || !ops->committed) {
-    altar_error_set(err, ALTAR_EINVAL, "transport %s: lacks a required operation",
-                    ops && ops->name ? ops->name : "(null)");
+altar_transport_t *altar_transport_open_ops(const altar_transport_ops_t *ops,
+                                            const altar_strmap_t *config,
+                                            const altar_transport_opts_t *opts, altar_error_t *err) {
+  const char *missing = altar__transport_missing(ops);
+  if (missing) {
+    altar_error_set(err, ALTAR_EINVAL, "transport %s: lacks the required operation '%s'",
+                    ops && ops->name ? ops->name : "(null)", missing);
     return NULL;
   }
   altar_transport_t *t = calloc(1, sizeof *t);
@@ -39,28 +90,35 @@ altar_transport_t *altar_transport_new_ops(const altar_transport_ops_t *ops,
     altar_error_set(err, ALTAR_ENOMEM, "transport %s: out of memory", ops->name);
     return NULL;
   }
-  t->ops = ops;
+  t->table = ops;
+  t->ops = *ops;
+  if (!t->ops.leave) t->ops.leave = default_leave;
+  if (!t->ops.assign) t->ops.assign = default_assign;
+  if (!t->ops.assignment) t->ops.assignment = default_assignment;
+  if (!t->ops.caught_up) t->ops.caught_up = default_caught_up;
+  if (!t->ops.topic_members) t->ops.topic_members = default_topic_members;
+  if (!t->ops.lag) t->ops.lag = default_lag;
   if (opts) t->opts = *opts;
-  if (ops->open(t, config, err) != 0) {
+  if (t->ops.open(t, config, err) != 0) {
     free(t);
     return NULL;
   }
   return t;
 }
 
-altar_transport_t *altar_transport_new(const char *name, const altar_strmap_t *config,
-                                       const altar_transport_opts_t *opts, altar_error_t *err) {
+altar_transport_t *altar_transport_open(const char *name, const altar_strmap_t *config,
+                                        const altar_transport_opts_t *opts, altar_error_t *err) {
   const void *ops = NULL;
   if (altar_registry_get(ALTAR_REGISTRY_TRANSPORT, name ? name : "(null)", &ops, err) != 0) {
     altar_error_prefix(err, "transport.name");
     return NULL;
   }
-  return altar_transport_new_ops(ops, config, opts, err);
+  return altar_transport_open_ops(ops, config, opts, err);
 }
 
 void altar_transport_close(altar_transport_t *t) {
   if (!t) return;
-  t->ops->close(t);
+  t->ops.close(t);
   free(t);
 }
 
@@ -169,7 +227,7 @@ void altar_transport_log(altar_transport_t *t, int level, const char *fmt, ...) 
   if (t && t->opts.on_log) {
     t->opts.on_log(t, level, line, t->opts.log_ctx);
   } else if (level <= 4) {
-    fprintf(stderr, "altar %s: %s: %s\n", t ? t->ops->name : "transport",
+    fprintf(stderr, "altar %s: %s: %s\n", t ? t->ops.name : "transport",
             level <= 3 ? "error" : "warning", line);
   }
 }
@@ -200,15 +258,15 @@ void altar_transport_deliver(altar_transport_t *t, const altar_delivery_t *dr) {
   if (t->opts.on_delivery) t->opts.on_delivery(t, dr, t->opts.delivery_ctx);
 }
 
-/* ---- default lag -------------------------------------------------------- */
+/* ---- default lag: from list_topics and committed ------------------------ */
 
-int altar_transport_default_lag(altar_transport_t *t, const char *group, const char *topic,
-                                int timeout_ms, altar_lag_list_t **plist, altar_error_t *err) {
+static int default_lag(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
+                       altar_lag_list_t **plist, altar_error_t *err) {
   *plist = NULL;
   int rc = altar_transport_check_name("group", group, err);
   if (rc) return rc;
   altar_topic_list_t *tl = NULL;
-  rc = t->ops->list_topics(t, topic, timeout_ms, &tl, err);
+  rc = t->ops.list_topics(t, topic, timeout_ms, &tl, err);
   if (rc) return rc;
   altar_lag_list_t *out = calloc(1, sizeof *out);
   size_t total = 0;
@@ -224,7 +282,7 @@ int altar_transport_default_lag(altar_transport_t *t, const char *group, const c
       altar_lag_entry_t *e = &out->entries[out->n];
       int64_t off = ALTAR_OFFSET_INVALID;
       char *md = NULL;
-      rc = t->ops->committed(t, group, ti->name, ti->partitions[j].partition, timeout_ms, &off,
+      rc = t->ops.committed(t, group, ti->name, ti->partitions[j].partition, timeout_ms, &off,
                              &md, err);
       if (rc) break;
       e->topic = strdup(ti->name);
@@ -273,9 +331,98 @@ int altar_transport_default_lag(altar_transport_t *t, const char *group, const c
   return 0;
 }
 
-/* ---- default leave ------------------------------------------------------ */
+/* ---- operations (altar/transport.h): no NULL tests, open filled them ---- */
 
-int altar_transport_default_leave(altar_transport_t *t, altar_error_t *err) {
-  return altar_error_set(err, ALTAR_ENOTSUP, "%s: leave not supported (close the transport to leave)",
-                         t->ops->name);
+const char *altar_transport_name(const altar_transport_t *t) { return t->ops.name; }
+
+int altar_transport_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_error_t *err) {
+  return t->ops.produce(t, rec, err);
+}
+
+int altar_transport_poll(altar_transport_t *t, int timeout_ms) { return t->ops.poll(t, timeout_ms); }
+
+int altar_transport_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err) {
+  return t->ops.flush(t, timeout_ms, err);
+}
+
+int altar_transport_create_topic(altar_transport_t *t, const char *topic, int32_t partitions,
+                                 altar_error_t *err) {
+  return t->ops.create_topic(t, topic, partitions, err);
+}
+
+int altar_transport_list_topics(altar_transport_t *t, const char *topic, int timeout_ms,
+                                altar_topic_list_t **plist, altar_error_t *err) {
+  return t->ops.list_topics(t, topic, timeout_ms, plist, err);
+}
+
+int altar_transport_subscribe(altar_transport_t *t, const char *group, const char *const *topics,
+                              size_t n_topics, altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err) {
+  /* Set before the call (an assignment may come within it); a refused
+   * subscribe (e.g. a second one) keeps the callback already there. */
+  altar_rebalance_cb was_cb = t->rebalance_cb;
+  void *was_ctx = t->rebalance_ctx;
+  t->rebalance_cb = cb;
+  t->rebalance_ctx = cb_ctx;
+  int rc = t->ops.subscribe(t, group, topics, n_topics, cb ? altar__transport_rebalance : NULL, NULL, err);
+  if (rc) t->rebalance_cb = was_cb, t->rebalance_ctx = was_ctx;
+  return rc;
+}
+
+int altar_transport_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
+  return t->ops.assign(t, parts, n, err);
+}
+
+int altar_transport_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err) {
+  *pmsg = NULL;
+  return t->ops.consume(t, timeout_ms, pmsg, err);
+}
+
+int altar_transport_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
+  return t->ops.pause(t, parts, n, err);
+}
+
+int altar_transport_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
+  return t->ops.resume(t, parts, n, err);
+}
+
+int altar_transport_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
+                         altar_error_t *err) {
+  return t->ops.seek(t, topic, partition, offset, err);
+}
+
+int altar_transport_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
+                           const char *metadata, altar_error_t *err) {
+  return t->ops.commit(t, topic, partition, offset, metadata, err);
+}
+
+int altar_transport_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
+                              int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err) {
+  *poffset = ALTAR_OFFSET_INVALID;
+  *pmetadata = NULL;
+  return t->ops.committed(t, group, topic, partition, timeout_ms, poffset, pmetadata, err);
+}
+
+int altar_transport_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err) {
+  *pparts = NULL;
+  *pn = 0;
+  return t->ops.assignment(t, pparts, pn, err);
+}
+
+int altar_transport_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err) {
+  *pdone = false;
+  return t->ops.caught_up(t, pdone, err);
+}
+
+int altar_transport_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
+                                  size_t *pn, altar_error_t *err) {
+  *pn = 0;
+  return t->ops.topic_members(t, group, topic, timeout_ms, pn, err);
+}
+
+int altar_transport_leave(altar_transport_t *t, altar_error_t *err) { return t->ops.leave(t, err); }
+
+int altar_transport_lag(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
+                        altar_lag_list_t **plist, altar_error_t *err) {
+  *plist = NULL;
+  return t->ops.lag(t, group, topic, timeout_ms, plist, err);
 }

@@ -141,7 +141,7 @@ altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_
     altar_error_set(err, ALTAR_ENOMEM, "fleet view: out of memory");
     return NULL;
   }
-  v->admin = altar_transport_new(v->transport_name, &v->props, NULL, err);
+  v->admin = altar_transport_open(v->transport_name, &v->props, NULL, err);
   if (!v->admin) {
     altar_fleet_view_free(v);
     return NULL;
@@ -262,7 +262,7 @@ static void read_topic(altar_fleet_view_t *v, int which) {
     }
     size_t np = tl->topics[0].n_partitions;
     altar_tp_t *tps = calloc(np ? np : 1, sizeof *tps);
-    if (!r->t) r->t = altar_transport_new(v->transport_name, &v->props, NULL, &e);
+    if (!r->t) r->t = altar_transport_open(v->transport_name, &v->props, NULL, &e);
     for (size_t i = 0; tps && i < np; i++)
       tps[i] = (altar_tp_t){r->topic, tl->topics[0].partitions[i].partition, ALTAR_OFFSET_BEGINNING};
     r->assigned = tps && r->t && altar_transport_assign(r->t, tps, np, &e) == ALTAR_OK;

@@ -77,7 +77,7 @@ typedef int (*record_fn)(void *ctx, altar_msg_t *m, altar_error_t *err);
 static int read_topic(const char *tname, const altar_strmap_t *props, const char *topic, record_fn fn, void *ctx,
                       altar_topic_list_t **pends, int32_t *pnparts, altar_error_t *err) {
   if (pends) *pends = NULL;
-  altar_transport_t *t = altar_transport_new(tname, props, NULL, err);
+  altar_transport_t *t = altar_transport_open(tname, props, NULL, err);
   if (!t) return err ? err->code : ALTAR_ETRANSPORT;
   altar_topic_list_t *tl = NULL;
   int rc = altar_transport_list_topics(t, topic, 10000, &tl, err);
@@ -530,7 +530,7 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
     altar_transport_t *t = NULL;
     for (size_t i = 0; !rc && i < r.due.n; i++) {
       const due_t *d = &r.due.v[i];
-      if (!t && !(t = altar_transport_new(tname, props, &to, err))) {
+      if (!t && !(t = altar_transport_open(tname, props, &to, err))) {
         rc = err ? err->code : ALTAR_ETRANSPORT;
         break;
       }

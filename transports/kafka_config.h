@@ -30,7 +30,7 @@ typedef struct altar__kafka_secrets {
 bool altar__kafka_key_is_secret(const char *key);
 
 /* True for keys the kafka transport reads itself and never hands to
- * librdkafka: "altar.*" (see transport_kafka.h), and the local transport's
+ * librdkafka: "altar.*" (see altar/plugin/transport_kafka.h), and the local transport's
  * own settings ("dir", "fsync", "segment.bytes", ..., "local.*"). */
 bool altar__kafka_key_is_ours(const char *key);
 

@@ -2,8 +2,7 @@
 #ifndef ALTAR_TRANSPORTS_KAFKA_INT_H
 #define ALTAR_TRANSPORTS_KAFKA_INT_H
 
-#include "altar/transport.h"
-#include "altar/transport_kafka.h"
+#include "altar/plugin/transport_kafka.h"
 #include "transports/kafka_config.h"
 
 #include <librdkafka/rdkafka.h>
@@ -60,7 +59,7 @@ typedef struct altar__kafka {
   char last_error[512];       /* last broker-level error, scrubbed; "" if none */
 } altar__kafka_t;
 
-static inline altar__kafka_t *altar__kafka(altar_transport_t *t) { return t->impl; }
+static inline altar__kafka_t *altar__kafka(altar_transport_t *t) { return altar_transport_impl(t); }
 
 /* Sets err from a librdkafka error code: maps it to an ALTAR_E… code (an
  * unknown topic is ENOTFOUND, a timeout ETIMEOUT, a full queue EAGAIN, a

@@ -238,7 +238,7 @@ static int kafka_open(altar_transport_t *t, const altar_strmap_t *config, altar_
     return ALTAR_ECONFIG;
   }
   altar__kafka_handle_wire(k, k->prod);
-  t->impl = k;
+  altar_transport_set_impl(t, k);
   return ALTAR_OK;
 }
 
@@ -249,7 +249,7 @@ static void kafka_close(altar_transport_t *t) {
   altar__kafka_consumer_close(k);
   altar__kafka_producer_close(k);
   kafka_free(k);
-  t->impl = NULL;
+  altar_transport_set_impl(t, NULL);
 }
 
 const altar_transport_ops_t altar_transport_kafka_ops = {

@@ -27,7 +27,7 @@ static lreader_t *find_reader(local_t *l, const char *topic, int32_t partition) 
 
 int local_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n,
                     altar_rebalance_cb cb, void *ctx, altar_error_t *err) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   if (l->cons.group || l->cons.n_assigned || l->cons.left)
     return altar_error_set(err, ALTAR_ESTATE, "subscribe: this handle already consumes");
   l->cons.forced_check = false;
@@ -35,7 +35,7 @@ int local_subscribe(altar_transport_t *t, const char *group, const char *const *
 }
 
 int local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
   if (c->group || c->n_assigned)
     return altar_error_set(err, ALTAR_ESTATE, "assign: this handle already consumes");
@@ -71,7 +71,7 @@ int local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_
 }
 
 int local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
   *pmsg = NULL;
   if (c->left) {
@@ -110,7 +110,7 @@ int local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, alta
 
 static int set_paused(altar_transport_t *t, const altar_tp_t *parts, size_t n, bool paused,
                       altar_error_t *err) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   for (size_t i = 0; i < n; i++) {
     lreader_t *r = find_reader(l, parts[i].topic, parts[i].partition);
     if (!r)
@@ -131,7 +131,7 @@ int local_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_
 
 int local_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
                altar_error_t *err) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   lreader_t *r = topic ? find_reader(l, topic, partition) : NULL;
   if (!r)
     return altar_error_set(err, ALTAR_ESTATE, "seek: %s/%d is not assigned to this consumer",
@@ -141,7 +141,7 @@ int local_seek(altar_transport_t *t, const char *topic, int32_t partition, int64
 
 int local_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
                  const char *metadata, altar_error_t *err) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   if (!l->cons.group) return altar_error_set(err, ALTAR_ESTATE, "commit: not a group member");
   bool owned = false;
   for (size_t i = 0; topic && i < l->cons.group->n_owned && !owned; i++)
@@ -155,7 +155,7 @@ int local_commit(altar_transport_t *t, const char *topic, int32_t partition, int
 int local_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
                     int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err) {
   (void)timeout_ms;
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   int rc = altar_transport_check_name("group", group, err);
   if (!rc) rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
@@ -164,7 +164,7 @@ int local_committed(altar_transport_t *t, const char *group, const char *topic, 
 }
 
 int local_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
   size_t n = c->group ? c->group->n_owned : c->n_assigned;
   *pparts = NULL;
@@ -182,7 +182,7 @@ int local_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, alta
 }
 
 int local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
   *pdone = false;
   size_t n = c->group ? c->group->n_owned : c->n_assigned;
@@ -202,7 +202,7 @@ int local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err) {
 
 int local_leave(altar_transport_t *t, altar_error_t *err) {
   (void)err;
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
   if (!c->group) return 0; /* never subscribed, or left already */
   /* Revokes through the callback, then drops the member file: the others
@@ -214,7 +214,7 @@ int local_leave(altar_transport_t *t, altar_error_t *err) {
 }
 
 void local_consumer_close(altar_transport_t *t) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
   lgroup_leave(t, c->group);
   c->group = NULL;

@@ -22,7 +22,7 @@
 #include <sys/types.h>
 
 #include "altar/buf.h"
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 
 #define LOCAL_FSYNC_ALWAYS 0
 #define LOCAL_FSYNC_GROUP 1

@@ -34,7 +34,7 @@ int altar__local_topic_members(altar_transport_t *t, const char *group, const ch
   int rc = altar_transport_check_name("group", group, err);
   if (!rc) rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   char *md = local_pathf("%s/groups/%s/members", l->cfg.dir, group);
   if (!md) return altar_error_set(err, ALTAR_ENOMEM, "topic_members: out of memory");
   DIR *d = opendir(md);

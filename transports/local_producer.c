@@ -136,7 +136,7 @@ out:
 
 static void *flusher_main(void *arg) {
   altar_transport_t *t = arg;
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   local_producer_t *p = &l->prod;
   pthread_mutex_lock(&p->mu);
   for (;;) {
@@ -288,7 +288,7 @@ static int recover_partition(altar_transport_t *t, local_t *l, const char *topic
 }
 
 void local_producer_forget_topic(altar_transport_t *t, const char *topic) {
-  local_producer_t *p = &((local_t *)t->impl)->prod;
+  local_producer_t *p = &((local_t *)altar_transport_impl(t))->prod;
   pthread_mutex_lock(&p->mu);
   struct lptopic *e = find_topic(p, topic);
   if (e) {
@@ -300,7 +300,7 @@ void local_producer_forget_topic(altar_transport_t *t, const char *topic) {
 }
 
 int local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_error_t *err) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   local_producer_t *p = &l->prod;
   if (!rec) return altar_error_set(err, ALTAR_EINVAL, "produce: no record");
   int rc = altar_transport_check_name("topic", rec->topic, err);
@@ -354,7 +354,7 @@ int local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_er
 /* ---- poll / flush ------------------------------------------------------- */
 
 int local_poll(altar_transport_t *t, int timeout_ms) {
-  local_producer_t *p = &((local_t *)t->impl)->prod;
+  local_producer_t *p = &((local_t *)altar_transport_impl(t))->prod;
   pthread_mutex_lock(&p->mu);
   /* Like rd_kafka_poll: wait for a report up to timeout_ms even when none
    * is due, so a poll loop never spins. */
@@ -385,7 +385,7 @@ int local_poll(altar_transport_t *t, int timeout_ms) {
 }
 
 int local_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err) {
-  local_producer_t *p = &((local_t *)t->impl)->prod;
+  local_producer_t *p = &((local_t *)altar_transport_impl(t))->prod;
   int64_t deadline = timeout_ms < 0 ? INT64_MAX : local_mono_ms() + timeout_ms;
   pthread_mutex_lock(&p->mu);
   p->flushing++;
@@ -413,7 +413,7 @@ int local_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err) {
 }
 
 void local_producer_shutdown(altar_transport_t *t) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   local_producer_t *p = &l->prod;
   altar_error_t e = {0};
   if (p->started && local_flush(t, 30000, &e) != 0) altar_transport_log(t, 3, "close: %s", e.msg);

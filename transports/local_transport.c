@@ -59,30 +59,30 @@ static int local_open(altar_transport_t *t, const altar_strmap_t *config, altar_
     free(l);
     return rc;
   }
-  t->impl = l;
+  altar_transport_set_impl(t, l);
   rc = local_report_strays(t, l, err);
   if (rc) {
     local_producer_shutdown(t);
     local_cfg_clear(&l->cfg);
     free(l);
-    t->impl = NULL;
+    altar_transport_set_impl(t, NULL);
   }
   return rc;
 }
 
 static void local_close(altar_transport_t *t) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   if (!l) return;
   local_consumer_close(t);
   local_producer_shutdown(t);
   local_cfg_clear(&l->cfg);
   free(l);
-  t->impl = NULL;
+  altar_transport_set_impl(t, NULL);
 }
 
 static int local_create_topic_op(altar_transport_t *t, const char *topic, int32_t partitions,
                                  altar_error_t *err) {
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   int rc = local_topic_create(t, &l->cfg, topic, partitions, err);
   if (rc == 0) local_producer_forget_topic(t, topic);
   return rc;
@@ -91,7 +91,7 @@ static int local_create_topic_op(altar_transport_t *t, const char *topic, int32_
 static int local_list_topics_op(altar_transport_t *t, const char *topic, int timeout_ms,
                                 altar_topic_list_t **plist, altar_error_t *err) {
   (void)timeout_ms;
-  local_t *l = t->impl;
+  local_t *l = altar_transport_impl(t);
   return local_list_topics(t, &l->cfg, topic, plist, err);
 }
 

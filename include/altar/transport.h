@@ -1,11 +1,11 @@
 /* altar — log transports: the small log interface the fleet moves every
  * message over (jobs, status events, group events, the DLQ).
  *
- * A transport is one const vtable (altar_transport_ops_t, registered by name)
- * plus an opaque impl. Built-ins: "kafka" (librdkafka) and "local" (an
- * embedded file log for one machine). Optional operations get their default
- * in core/transport.c; callers go through the static inline wrappers
- * at the end of this header, never through ops directly.
+ * A transport is an opaque handle made from one const vtable registered by
+ * name (altar/plugin/transport.h says how to write one). Built-ins: "kafka"
+ * (librdkafka) and "local" (an embedded file log for one machine). Callers
+ * go through the functions at the end of this header; optional operations
+ * a transport lacks answer with their default (see each).
  *
  * Threading: a transport handle is used by one thread at a time, except
  * that altar_transport_produce, _poll and _flush may run on one thread while
@@ -186,161 +186,37 @@ typedef struct altar_lag_list {
 } altar_lag_list_t;
 void altar_lag_list_free(altar_lag_list_t *l); /* NULL is fine */
 
-/* Declared capabilities (ops->caps). */
-#define ALTAR_TRANSPORT_CAP_MULTI_HOST 0x1u    /* members may sit on several machines */
-#define ALTAR_TRANSPORT_CAP_MULTI_PROCESS 0x2u /* several processes may share it */
-
-/* A transport instance. Made by altar_transport_new; freed by
- * altar_transport_close. Implementers read opts; callers change its delivery
- * callback only through altar_transport_set_delivery.
- * The subscriber's rebalance callback sits here, reached through the
- * wrappers (implementers get altar__transport_rebalance instead), so that
- * altar_transport_detach can drop it. */
-struct altar_transport {
-  const altar_transport_ops_t *ops;
-  void *impl;
-  altar_transport_opts_t opts;
-  altar_rebalance_cb rebalance_cb;
-  void *rebalance_ctx;
-};
-
-struct altar_transport_ops {
-  const char *name; /* registry key: "kafka", "local" */
-  unsigned caps;
-  /* Optional: copies up to max names of the keys this transport reads
-   * directly under `transport:` in altar.yaml into names and returns how
-   * many it has, so the config reader can refuse a typo with the file, the
-   * line and a suggestion. NULL = the transport's keys are not checked there. */
-  size_t (*config_keys)(const char **names, size_t max);
-
-  /* Builds t->impl from config (NULL = no keys; for kafka every librdkafka
-   * property passes through; local reports keys it does not know through
-   * the log and ignores them, since the config file keeps both transports'
-   * keys in one map; the config reader refuses typos there through
-   * config_keys). 0 or a negative code with err set. Required. */
-  int (*open)(altar_transport_t *t, const altar_strmap_t *config, altar_error_t *err);
-  /* Leaves the group (REVOKE callback for what is owned), waits up to a
-   * short bounded time for outstanding deliveries (firing their reports),
-   * frees impl. Required. */
-  void (*close)(altar_transport_t *t);
-  /* Leaves the subscribed group now, keeping the handle open: within the
-   * call every owned partition is revoked through the rebalance callback
-   * (commits still work there), then the group is told this member is
-   * gone, so the other members take the partitions over at once rather
-   * than after a session timeout. Afterwards produce, poll and flush work
-   * as before; consume returns no records (0, *pmsg NULL, after waiting
-   * its timeout); commit, seek, pause and resume are ALTAR_ESTATE; a
-   * second leave is a no-op. A handle that never subscribed: no-op.
-   * Optional (default ALTAR_ENOTSUP: close the handle to leave). */
-  int (*leave)(altar_transport_t *t, altar_error_t *err);
-
-  /* --- producing ------------------------------------------------------- */
-  /* Enqueues rec (copied) and returns; its delivery report comes later from
-   * poll or flush. Returns 0, ALTAR_EAGAIN (queue full: poll, then retry),
-   * or an error with no report to follow (e.g. ALTAR_ENOTFOUND for an
-   * unknown topic/partition, ALTAR_ETOOBIG). Required. */
-  int (*produce)(altar_transport_t *t, const altar_produce_rec_t *rec, altar_error_t *err);
-  /* Serves delivery reports, waiting up to timeout_ms (0 = don't wait) for
-   * one. Returns the number of reports served (>= 0). Required. */
-  int (*poll)(altar_transport_t *t, int timeout_ms);
-  /* Waits until every produced record has its report (served here), at
-   * most timeout_ms (-1 = no limit). 0 or ALTAR_ETIMEOUT. Required. */
-  int (*flush)(altar_transport_t *t, int timeout_ms, altar_error_t *err);
-
-  /* --- topics ---------------------------------------------------------- */
-  /* Creates topic with partitions (>= 1) and returns once it can be
-   * produced to and listed. ALTAR_EEXIST when it exists (callers that only
-   * need it to exist treat that as success). Required. */
-  int (*create_topic)(altar_transport_t *t, const char *topic, int32_t partitions,
-                      altar_error_t *err);
-  /* Lists every topic (topic NULL) or just one (ALTAR_ENOTFOUND if absent)
-   * with beginning and end offsets per partition. *plist is malloc'd; the
-   * caller frees it with altar_topic_list_free. Required. */
-  int (*list_topics)(altar_transport_t *t, const char *topic, int timeout_ms,
-                     altar_topic_list_t **plist, altar_error_t *err);
-
-  /* --- consuming ------------------------------------------------------- */
-  /* Joins group for topics; assignments arrive through cb during consume.
-   * One subscription per handle (a second call is ALTAR_ESTATE). Members
-   * of one group may subscribe different topics: each topic's partitions
-   * are shared among the members that subscribe it. Required. */
-  int (*subscribe)(altar_transport_t *t, const char *group, const char *const *topics,
-                   size_t n_topics, altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err);
-  /* Reads the given partitions without a group (no commits, no rebalance):
-   * each from parts[i].offset (an offset, ALTAR_OFFSET_BEGINNING or _END).
-   * Exclusive with subscribe. Optional (default ALTAR_ENOTSUP). */
-  int (*assign)(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
-  /* Waits up to timeout_ms for the next record of the assignment. 0 with
-   * *pmsg set (caller frees with altar_msg_free) or NULL when none came;
-   * else an error (e.g. ALTAR_EINTEGRITY for a corrupt record, which is
-   * then skipped; the next call goes on). Serves rebalance callbacks.
-   * Records of one partition come in offset order. Required. */
-  int (*consume)(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err);
-  /* Stop / restart fetching from owned partitions; position is kept.
-   * Required. */
-  int (*pause)(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
-  int (*resume)(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
-  /* Moves an owned partition's position to offset (or BEGINNING/END); the
-   * next record consumed from it is at that offset. Required. */
-  int (*seek)(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
-              altar_error_t *err);
-  /* Commits offset (next to consume) and metadata (NULL = empty, at most
-   * ALTAR_COMMIT_METADATA_MAX bytes) for an owned partition of the
-   * subscribed group; returns once durable. ALTAR_ESTATE if the partition
-   * is not owned (anymore). Required. */
-  int (*commit)(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
-                const char *metadata, altar_error_t *err);
-  /* Committed offset and metadata of any group (not only the subscribed
-   * one): *poffset ALTAR_OFFSET_INVALID and *pmetadata NULL when none; else
-   * *pmetadata is malloc'd (caller frees). Required. */
-  int (*committed)(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
-                   int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err);
-  /* The current assignment: *pparts malloc'd array (topic strings point into
-   * the transport, valid until the next consume/close; free only the array),
-   * offset = current position. Optional (default ALTAR_ENOTSUP). */
-  int (*assignment)(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err);
-  /* *pdone = true when there is an assignment and every assigned partition
-   * has been consumed up to its end offset as of now (for `--exit`).
-   * Optional (default ALTAR_ENOTSUP). */
-  int (*caught_up)(altar_transport_t *t, bool *pdone, altar_error_t *err);
-  /* Per-partition end, committed and lag of group on topic (NULL = every
-   * topic the group has committed on, or every topic). Optional: the
-   * default builds it from list_topics and committed. */
-  int (*lag)(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
-             altar_lag_list_t **plist, altar_error_t *err);
-  /* *pn = the live members of group that consume topic (local: that
-   * subscribe to it; kafka: that hold one of its partitions), for telling
-   * a job that waits for a pool nobody serves. Optional (default
-   * ALTAR_ENOTSUP: unknown). */
-  int (*topic_members)(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,
-                       altar_error_t *err);
-};
-
 /* ---- lifecycle ---------------------------------------------------------- */
 
-/* Creates the transport registered as name from config (NULL = none) and
+/* Opens the transport registered as name from config (NULL = none) and
  * opts (NULL = none; copied). NULL with err set on failure (an unknown name
  * lists the registered ones). Free with altar_transport_close. */
-altar_transport_t *altar_transport_new(const char *name, const altar_strmap_t *config,
-                                       const altar_transport_opts_t *opts, altar_error_t *err);
-/* Same from an ops table (not necessarily registered). */
-altar_transport_t *altar_transport_new_ops(const altar_transport_ops_t *ops,
-                                           const altar_strmap_t *config,
-                                           const altar_transport_opts_t *opts, altar_error_t *err);
-/* ops->close, then frees t. NULL is fine. */
+altar_transport_t *altar_transport_open(const char *name, const altar_strmap_t *config,
+                                        const altar_transport_opts_t *opts, altar_error_t *err);
+/* Same from an ops table (not necessarily registered; one lacking a
+ * required operation is ALTAR_EINVAL naming it). */
+altar_transport_t *altar_transport_open_ops(const altar_transport_ops_t *ops,
+                                            const altar_strmap_t *config,
+                                            const altar_transport_opts_t *opts, altar_error_t *err);
+/* Leaves the group (REVOKE callback for what is owned), waits a short
+ * bounded time for outstanding deliveries (firing their reports), then
+ * frees t. NULL is fine. */
 void altar_transport_close(altar_transport_t *t);
-/* Leaves the consumer group, keeping the producer side (see ops->leave). */
-static inline int altar_transport_leave(altar_transport_t *t, altar_error_t *err);
 
-/* ---- registry (cli/plugins.c registers the built-ins) ------------------- */
+/* Sets who hears t's delivery reports (cb NULL: nobody) and returns the
+ * previous callback and context through pprev / pprev_ctx (either may be
+ * NULL), so a caller that borrows a handle can put them back. The only way
+ * to change them after open. */
+void altar_transport_set_delivery(altar_transport_t *t, altar_delivery_cb cb, void *ctx, altar_delivery_cb *pprev,
+                                  void **pprev_ctx);
 
-/* Registers ops under ops->name. The same ops again is a no-op; other ops
- * under a taken name is ALTAR_EEXIST. Not thread-safe: call at start-up. */
-int altar_transport_register(const altar_transport_ops_t *ops);
-const altar_transport_ops_t *altar_transport_lookup(const char *name); /* or NULL */
-
-/* The built-in local transport's ops (transports/local_*.c). */
-extern const altar_transport_ops_t altar_transport_local_ops;
+/* After it returns no rebalance callback (the one given to subscribe) and no
+ * delivery report callback fires for t: not from consume, poll, flush, leave
+ * or close. The handle stays usable otherwise; the log sink is kept (it
+ * belongs to whoever opened the handle). For a caller whose callbacks point
+ * into a frame that is about to go (a daemon's run) while t lives on. Call
+ * it from the thread that drives t; NULL is fine. */
+void altar_transport_detach(altar_transport_t *t);
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -352,140 +228,89 @@ int32_t altar_partition_for_key(const void *key, size_t len, int32_t n_partition
 /* 0 when name is a legal topic name (1..249 chars of [A-Za-z0-9._-], not
  * "." or ".."), else ALTAR_EINVAL with err naming `what` (e.g. "topic"). */
 int altar_transport_check_name(const char *what, const char *name, altar_error_t *err);
-/* Logs through t->opts.on_log, or to stderr for level <= 4. */
-void altar_transport_log(altar_transport_t *t, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* Fires t->opts.on_delivery (if set) with dr. For implementers. */
-void altar_transport_deliver(altar_transport_t *t, const altar_delivery_t *dr);
 
-/* Sets who hears t's delivery reports (cb NULL: nobody) and returns the
- * previous callback and context through pprev / pprev_ctx (either may be
- * NULL), so a caller that borrows a handle can put them back. The only way
- * to change them: nobody writes t->opts' callback fields. */
-void altar_transport_set_delivery(altar_transport_t *t, altar_delivery_cb cb, void *ctx, altar_delivery_cb *pprev,
-                                  void **pprev_ctx);
+/* ---- operations --------------------------------------------------------- */
 
-/* After it returns no rebalance callback (the one given to subscribe) and no
- * delivery report callback fires for t: not from consume, poll, flush, leave
- * or close. The handle stays usable otherwise; the log sink is kept (it
- * belongs to whoever opened the handle). For a caller whose callbacks point
- * into a frame that is about to go (a daemon's run) while t lives on. Call
- * it from the thread that drives t; NULL is fine. */
-void altar_transport_detach(altar_transport_t *t);
-/* What the wrappers hand implementers as the rebalance callback (ctx
- * unused): calls t->rebalance_cb unless detached. */
-void altar__transport_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts,
-                                size_t n, void *ctx);
+/* The name t's transport is registered under ("kafka", "local"). */
+const char *altar_transport_name(const altar_transport_t *t);
 
-/* Defaults of the optional operations (for the wrappers). */
-int altar_transport_default_lag(altar_transport_t *t, const char *group, const char *topic,
-                                int timeout_ms, altar_lag_list_t **plist, altar_error_t *err);
-int altar_transport_default_leave(altar_transport_t *t, altar_error_t *err);
+/* --- producing --- */
+/* Enqueues rec (copied) and returns; its delivery report comes later from
+ * poll or flush. Returns 0, ALTAR_EAGAIN (queue full: poll, then retry),
+ * or an error with no report to follow (e.g. ALTAR_ENOTFOUND for an
+ * unknown topic/partition, ALTAR_ETOOBIG). */
+int altar_transport_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_error_t *err);
+/* Serves delivery reports, waiting up to timeout_ms (0 = don't wait) for
+ * one. Returns the number of reports served (>= 0). */
+int altar_transport_poll(altar_transport_t *t, int timeout_ms);
+/* Waits until every produced record has its report (served here), at most
+ * timeout_ms (-1 = no limit). 0 or ALTAR_ETIMEOUT. */
+int altar_transport_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err);
 
-/* ---- calls (use these, not ops) ---------------------------------------- */
+/* --- topics --- */
+/* Creates topic with partitions (>= 1) and returns once it can be produced
+ * to and listed. ALTAR_EEXIST when it exists. */
+int altar_transport_create_topic(altar_transport_t *t, const char *topic, int32_t partitions,
+                                 altar_error_t *err);
+/* Lists every topic (topic NULL) or just one (ALTAR_ENOTFOUND if absent)
+ * with beginning and end offsets per partition. *plist is malloc'd; free it
+ * with altar_topic_list_free. */
+int altar_transport_list_topics(altar_transport_t *t, const char *topic, int timeout_ms,
+                                altar_topic_list_t **plist, altar_error_t *err);
 
-static inline const char *altar_transport_name(const altar_transport_t *t) { return t->ops->name; }
-
-static inline int altar_transport_produce(altar_transport_t *t, const altar_produce_rec_t *rec,
-                                          altar_error_t *err) {
-  return t->ops->produce(t, rec, err);
-}
-static inline int altar_transport_poll(altar_transport_t *t, int timeout_ms) {
-  return t->ops->poll(t, timeout_ms);
-}
-static inline int altar_transport_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err) {
-  return t->ops->flush(t, timeout_ms, err);
-}
-static inline int altar_transport_create_topic(altar_transport_t *t, const char *topic,
-                                               int32_t partitions, altar_error_t *err) {
-  return t->ops->create_topic(t, topic, partitions, err);
-}
-static inline int altar_transport_list_topics(altar_transport_t *t, const char *topic,
-                                              int timeout_ms, altar_topic_list_t **plist,
-                                              altar_error_t *err) {
-  return t->ops->list_topics(t, topic, timeout_ms, plist, err);
-}
-static inline int altar_transport_subscribe(altar_transport_t *t, const char *group,
-                                            const char *const *topics, size_t n_topics,
-                                            altar_rebalance_cb cb, void *cb_ctx,
-                                            altar_error_t *err) {
-  /* Set before the call (an assignment may come within it); a refused
-   * subscribe (e.g. a second one) keeps the callback already there. */
-  altar_rebalance_cb was_cb = t->rebalance_cb;
-  void *was_ctx = t->rebalance_ctx;
-  t->rebalance_cb = cb;
-  t->rebalance_ctx = cb_ctx;
-  int rc = t->ops->subscribe(t, group, topics, n_topics, cb ? altar__transport_rebalance : NULL, NULL, err);
-  if (rc) t->rebalance_cb = was_cb, t->rebalance_ctx = was_ctx;
-  return rc;
-}
-static inline int altar_transport_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n,
-                                         altar_error_t *err) {
-  return t->ops->assign ? t->ops->assign(t, parts, n, err)
-                        : altar_error_set(err, ALTAR_ENOTSUP, "%s: assign not supported",
-                                          t->ops->name);
-}
-static inline int altar_transport_consume(altar_transport_t *t, int timeout_ms,
-                                          altar_msg_t **pmsg, altar_error_t *err) {
-  *pmsg = NULL;
-  return t->ops->consume(t, timeout_ms, pmsg, err);
-}
-static inline int altar_transport_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n,
-                                        altar_error_t *err) {
-  return t->ops->pause(t, parts, n, err);
-}
-static inline int altar_transport_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n,
-                                         altar_error_t *err) {
-  return t->ops->resume(t, parts, n, err);
-}
-static inline int altar_transport_seek(altar_transport_t *t, const char *topic, int32_t partition,
-                                       int64_t offset, altar_error_t *err) {
-  return t->ops->seek(t, topic, partition, offset, err);
-}
-static inline int altar_transport_commit(altar_transport_t *t, const char *topic,
-                                         int32_t partition, int64_t offset, const char *metadata,
-                                         altar_error_t *err) {
-  return t->ops->commit(t, topic, partition, offset, metadata, err);
-}
-static inline int altar_transport_committed(altar_transport_t *t, const char *group,
-                                            const char *topic, int32_t partition, int timeout_ms,
-                                            int64_t *poffset, char **pmetadata,
-                                            altar_error_t *err) {
-  *poffset = ALTAR_OFFSET_INVALID;
-  *pmetadata = NULL;
-  return t->ops->committed(t, group, topic, partition, timeout_ms, poffset, pmetadata, err);
-}
-static inline int altar_transport_assignment(altar_transport_t *t, altar_tp_t **pparts,
-                                             size_t *pn, altar_error_t *err) {
-  *pparts = NULL;
-  *pn = 0;
-  return t->ops->assignment ? t->ops->assignment(t, pparts, pn, err)
-                            : altar_error_set(err, ALTAR_ENOTSUP,
-                                              "%s: assignment not supported", t->ops->name);
-}
-static inline int altar_transport_caught_up(altar_transport_t *t, bool *pdone,
-                                            altar_error_t *err) {
-  *pdone = false;
-  return t->ops->caught_up ? t->ops->caught_up(t, pdone, err)
-                           : altar_error_set(err, ALTAR_ENOTSUP, "%s: caught_up not supported",
-                                             t->ops->name);
-}
-static inline int altar_transport_topic_members(altar_transport_t *t, const char *group, const char *topic,
-                                                int timeout_ms, size_t *pn, altar_error_t *err) {
-  *pn = 0;
-  if (!t->ops->topic_members) return altar_error_set(err, ALTAR_ENOTSUP, "%s: topic_members not supported", t->ops->name);
-  return t->ops->topic_members(t, group, topic, timeout_ms, pn, err);
-}
-static inline int altar_transport_leave(altar_transport_t *t, altar_error_t *err) {
-  return t->ops->leave ? t->ops->leave(t, err) : altar_transport_default_leave(t, err);
-}
-static inline int altar_transport_lag(altar_transport_t *t, const char *group, const char *topic,
-                                      int timeout_ms, altar_lag_list_t **plist,
-                                      altar_error_t *err) {
-  *plist = NULL;
-  return t->ops->lag ? t->ops->lag(t, group, topic, timeout_ms, plist, err)
-                     : altar_transport_default_lag(t, group, topic, timeout_ms, plist, err);
-}
+/* --- consuming --- */
+/* Joins group for topics; assignments arrive through cb (NULL = none)
+ * during consume, leave or close. One subscription per handle (a second
+ * call is ALTAR_ESTATE and keeps the callback already there). */
+int altar_transport_subscribe(altar_transport_t *t, const char *group, const char *const *topics,
+                              size_t n_topics, altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err);
+/* Reads the given partitions without a group (no commits, no rebalance),
+ * each from parts[i].offset. Exclusive with subscribe. ALTAR_ENOTSUP when
+ * the transport cannot. */
+int altar_transport_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
+/* Waits up to timeout_ms for the next record: 0 with *pmsg set (free with
+ * altar_msg_free) or NULL when none came; else an error (e.g.
+ * ALTAR_EINTEGRITY for a corrupt record, which is then skipped). *pmsg is
+ * NULL unless a record is returned. Serves rebalance callbacks. */
+int altar_transport_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err);
+/* Stop / restart fetching from owned partitions; position is kept. */
+int altar_transport_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
+int altar_transport_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
+/* Moves an owned partition's position to offset (or BEGINNING/END). */
+int altar_transport_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
+                         altar_error_t *err);
+/* Commits offset (next to consume) and metadata (NULL = empty, at most
+ * ALTAR_COMMIT_METADATA_MAX bytes) for an owned partition of the subscribed
+ * group; returns once durable. ALTAR_ESTATE if the partition is not owned. */
+int altar_transport_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
+                           const char *metadata, altar_error_t *err);
+/* Committed offset and metadata of any group: *poffset ALTAR_OFFSET_INVALID
+ * and *pmetadata NULL when none (set so before the call); else *pmetadata
+ * is malloc'd (caller frees). */
+int altar_transport_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
+                              int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err);
+/* The current assignment: *pparts a malloc'd array (topic strings point
+ * into the transport, valid until the next consume/close; free only the
+ * array), offset = current position. *pparts NULL, *pn 0 first.
+ * ALTAR_ENOTSUP when the transport cannot tell. */
+int altar_transport_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err);
+/* *pdone (false first) = true when there is an assignment and every
+ * assigned partition has been consumed up to its end offset as of now.
+ * ALTAR_ENOTSUP when the transport cannot tell. */
+int altar_transport_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
+/* *pn (0 first) = the live members of group that consume topic.
+ * ALTAR_ENOTSUP when the transport cannot tell. */
+int altar_transport_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
+                                  size_t *pn, altar_error_t *err);
+/* Leaves the consumer group now, keeping the producer side: owned
+ * partitions are revoked through the rebalance callback within the call.
+ * ALTAR_ENOTSUP when the transport cannot (close the handle to leave). */
+int altar_transport_leave(altar_transport_t *t, altar_error_t *err);
+/* Per-partition end, committed and lag of group on topic (NULL = every
+ * topic the group has committed on). *plist (NULL first) is malloc'd; free
+ * it with altar_lag_list_free. */
+int altar_transport_lag(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
+                        altar_lag_list_t **plist, altar_error_t *err);
 
 ALTAR_API_END
 

@@ -70,7 +70,7 @@ static altar_transport_t *open_transport_with(drs_t *d, const altar_strmap_t *ov
       altar_strmap_set(made, overrides->keys[i], overrides->vals[i]);
   }
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new(conf->transport, made ? made : conf->config, &opts, &err);
+  altar_transport_t *t = altar_transport_open(conf->transport, made ? made : conf->config, &opts, &err);
   altar_strmap_free(made);
   if (!t) fprintf(stderr, "conformance: cannot open transport %s: %s\n", conf->transport, err.msg);
   return t;

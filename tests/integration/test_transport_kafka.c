@@ -1,7 +1,7 @@
 /* The kafka transport against a real Apache Kafka broker (KRaft, started by
  * scripts/services/kafka.sh; address in ALTAR_KAFKA_BROKERS). A missing or
  * unreachable broker fails every test here: it is never a skip. */
-#include "altar/transport_kafka.h"
+#include "altar/plugin/transport_kafka.h"
 #include "testutil.h"
 #include "transport_conformance.h"
 
@@ -71,7 +71,7 @@ static altar_transport_t *open_kafka(dr_cap_t *cap, altar_error_t *err) {
   altar_strmap_set(&m, "heartbeat.interval.ms", "500");
   altar_transport_opts_t opts = {.on_delivery = on_delivery, .delivery_ctx = cap};
   if (dbg && *dbg) opts.on_log = print_log;
-  altar_transport_t *t = altar_transport_new("kafka", &m, &opts, err);
+  altar_transport_t *t = altar_transport_open("kafka", &m, &opts, err);
   altar_strmap_clear(&m);
   return t;
 }
@@ -440,7 +440,7 @@ static void restart_body(const char *dir) {
   memset(restart_acked, 0, sizeof restart_acked);
   altar_transport_opts_t opts = {.on_delivery = on_restart_delivery, .delivery_ctx = &cap};
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("kafka", &m, &opts, &err);
+  altar_transport_t *t = altar_transport_open("kafka", &m, &opts, &err);
   const char *topic = "restart.test";
   if (!t || altar_transport_create_topic(t, topic, 3, &err) != 0) {
     fprintf(stderr, "restart: %s\n", err.msg);
@@ -477,7 +477,7 @@ static void restart_body(const char *dir) {
   /* Read it all back: each acknowledged record once, nothing twice. */
   restart_cap_t cap2 = {0};
   opts.delivery_ctx = &cap2;
-  t = altar_transport_new("kafka", &m, &opts, &err);
+  t = altar_transport_open("kafka", &m, &opts, &err);
   altar_tp_t parts[3];
   for (int p = 0; p < 3; p++) parts[p] = (altar_tp_t){topic, p, ALTAR_OFFSET_BEGINNING};
   if (!t || altar_transport_assign(t, parts, 3, &err) != 0) {

@@ -1,6 +1,6 @@
 /* altar.yaml: defaults, reading, overrides, errors naming file and line. */
 #include "altar/config.h"
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 #include "testutil.h"
 
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * call returns) on the local transport. */
 #include "altar/codec.h"
 #include "altar/task.h"
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 #include "producer/job_queue.h"
 #include "testutil.h"
 
@@ -20,7 +20,7 @@ static altar_transport_t *open_local(const char *dir, const altar_transport_opts
   altar_strmap_t m = {0};
   altar_strmap_set(&m, "dir", dir);
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, opts, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, opts, &err);
   if (!t) fprintf(stderr, "open local: %s\n", err.msg);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(t != NULL);
@@ -180,7 +180,11 @@ static void test_submit_stamps_keys_and_waits(void) {
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT(strlen(run_id) > 2);
   CU_ASSERT_EQUAL(caller_reports, 0); /* the reports were submit's */
-  CU_ASSERT(t->opts.on_delivery == caller_dr);
+  altar_delivery_cb now_cb = NULL;
+  void *now_ctx = NULL;
+  altar_transport_set_delivery(t, NULL, NULL, &now_cb, &now_ctx); /* read it back ... */
+  altar_transport_set_delivery(t, now_cb, now_ctx, NULL, NULL);   /* ... and put it back */
+  CU_ASSERT(now_cb == caller_dr);
   /* Acknowledged before the call returned: a fresh reader sees all of them
    * while the producing handle is still open. */
   jrec_t got[16];

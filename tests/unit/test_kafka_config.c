@@ -1,7 +1,7 @@
 /* kafka transport configuration: every librdkafka property passes through,
  * altar's required settings hold, contradictions are refused by name, and
  * secret values never show in errors, config dumps or log lines. */
-#include "altar/transport_kafka.h"
+#include "altar/plugin/transport_kafka.h"
 #include "testutil.h"
 #include "transports/kafka_config.h"
 
@@ -269,7 +269,7 @@ static void test_transport_logs_redacted(void) {
   logcap_t cap = {0};
   altar_transport_opts_t opts = {.on_log = on_log, .log_ctx = &cap, .on_delivery = on_delivery, .delivery_ctx = &cap};
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new_ops(&altar_transport_kafka_ops, &m, &opts, &err);
+  altar_transport_t *t = altar_transport_open_ops(&altar_transport_kafka_ops, &m, &opts, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   altar_produce_rec_t rec = {.topic = "nowhere", .partition = ALTAR_PARTITION_ANY, .value = "v", .value_len = 1};
   CU_ASSERT_EQUAL(altar_transport_produce(t, &rec, &err), 0);
@@ -289,21 +289,21 @@ static void test_transport_logs_redacted(void) {
 
 static void test_open_errors(void) {
   altar_error_t err = {0};
-  CU_ASSERT_PTR_NULL(altar_transport_new_ops(&altar_transport_kafka_ops, NULL, NULL, &err));
+  CU_ASSERT_PTR_NULL(altar_transport_open_ops(&altar_transport_kafka_ops, NULL, NULL, &err));
   CU_ASSERT_EQUAL(err.code, ALTAR_ECONFIG);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bootstrap.servers"));
   altar_strmap_t m = {0};
   altar_strmap_set(&m, "bootstrap.servers", "127.0.0.1:1");
   altar_strmap_set(&m, "altar.timeout.ms", "soon");
-  CU_ASSERT_PTR_NULL(altar_transport_new_ops(&altar_transport_kafka_ops, &m, NULL, &err));
+  CU_ASSERT_PTR_NULL(altar_transport_open_ops(&altar_transport_kafka_ops, &m, NULL, &err));
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "transport.kafka.altar.timeout.ms"));
   altar_strmap_remove(&m, "altar.timeout.ms");
   altar_strmap_set(&m, "altar.tiemout.ms", "5");
-  CU_ASSERT_PTR_NULL(altar_transport_new_ops(&altar_transport_kafka_ops, &m, NULL, &err));
+  CU_ASSERT_PTR_NULL(altar_transport_open_ops(&altar_transport_kafka_ops, &m, NULL, &err));
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "altar.tiemout.ms"));
   altar_strmap_remove(&m, "altar.tiemout.ms");
   altar_strmap_set(&m, "acks", "1");
-  CU_ASSERT_PTR_NULL(altar_transport_new_ops(&altar_transport_kafka_ops, &m, NULL, &err));
+  CU_ASSERT_PTR_NULL(altar_transport_open_ops(&altar_transport_kafka_ops, &m, NULL, &err));
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "transport.kafka.acks"));
   altar_strmap_clear(&m);
 }

@@ -3,7 +3,7 @@
  * goes down, a leader and a group coordinator that move. What must hold:
  * every record whose delivery was acknowledged is in the log exactly once
  * and in order, retries say why, and what fails for good fails clearly. */
-#include "altar/transport_kafka.h"
+#include "altar/plugin/transport_kafka.h"
 #include "testutil.h"
 
 #include <librdkafka/rdkafka.h>
@@ -102,7 +102,7 @@ static altar_transport_t *open_on(const fixture_t *f, cap_t *c, const char *msg_
   altar_strmap_set(&m, "heartbeat.interval.ms", "300");
   altar_transport_opts_t opts = {.on_delivery = on_delivery, .delivery_ctx = c, .on_log = on_log, .log_ctx = c};
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new_ops(&altar_transport_kafka_ops, &m, &opts, &err);
+  altar_transport_t *t = altar_transport_open_ops(&altar_transport_kafka_ops, &m, &opts, &err);
   if (!t) fprintf(stderr, "open: %s\n", err.msg);
   altar_strmap_clear(&m);
   return t;

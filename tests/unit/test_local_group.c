@@ -4,7 +4,7 @@
  * Assertions are on recorded facts (which partitions each member was
  * given or had taken, in how many rebalance callbacks); the latencies are
  * printed for the record, not asserted. */
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 #include "testutil.h"
 
 #include <signal.h>
@@ -80,7 +80,7 @@ static altar_transport_t *open_member(const char *dir) {
   altar_strmap_t m = {0};
   altar_strmap_set(&m, "dir", dir);
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, NULL, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, NULL, &err);
   if (!t) fprintf(stderr, "open local: %s\n", err.msg);
   altar_strmap_clear(&m);
   return t;

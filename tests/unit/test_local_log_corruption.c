@@ -4,7 +4,7 @@
  * cut (by the first produce to the partition, or by a reader meeting a
  * corrupt tail no appender holds), a damaged record in a sealed segment
  * costs only itself, the damage is reported, and nothing crashes. */
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 #include "testutil.h"
 
 #include <fcntl.h>
@@ -21,7 +21,7 @@ static altar_transport_t *open_log(const char *dir, altar_test_logs_t *logs, con
   altar_transport_opts_t opts = {.on_log = altar_test_capture_log, .log_ctx = logs};
   altar_error_t err = {0};
   if (logs) memset(logs, 0, sizeof *logs);
-  altar_transport_t *t = altar_transport_new("local", &m, logs ? &opts : NULL, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, logs ? &opts : NULL, &err);
   if (!t) fprintf(stderr, "open: %s\n", err.msg);
   altar_strmap_clear(&m);
   return t;

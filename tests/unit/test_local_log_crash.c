@@ -2,7 +2,7 @@
  * at a time on the same partitions): on reopen every record whose delivery
  * report fired is in the log, at the reported offset, in produce order,
  * exactly once. */
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -44,7 +44,7 @@ static altar_transport_t *open_log(const char *dir, altar_transport_opts_t *opts
   altar_strmap_set(&m, "group.commit.ms", "1");
   altar_strmap_set(&m, "segment.bytes", "262144"); /* roll often */
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, opts, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, opts, &err);
   if (!t) fprintf(stderr, "open: %s\n", err.msg);
   altar_strmap_clear(&m);
   return t;

@@ -5,7 +5,7 @@
  * once another process appends (its recovery cuts the tail first) the same
  * reader goes on with the new records. Opening to read, and listing, change
  * no file. */
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 #include "testutil.h"
 
 #include <fcntl.h>
@@ -35,7 +35,7 @@ static altar_transport_t *open_log(const char *dir, altar_test_logs_t *logs, con
   memset(logs, 0, sizeof *logs);
   altar_transport_opts_t opts = {.on_log = altar_test_capture_log, .log_ctx = logs, .on_delivery = on_dr};
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, &opts, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, &opts, &err);
   if (!t) fprintf(stderr, "open: %s\n", err.msg);
   altar_strmap_clear(&m);
   return t;

@@ -7,7 +7,7 @@
 #include "altar/codec.h"
 #include "altar/fleet.h"
 #include "altar/ledger.h"
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 #include "reconciler/daemon.h"
 #include "reconciler/settled.h"
 #include "reconciler/settled_record.h"
@@ -29,7 +29,7 @@ static altar_transport_t *open_local(const char *dir, const altar_transport_opts
   altar_strmap_set(&m, "dir", dir);
   altar_strmap_set(&m, "rebalance.check.ms", "20");
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, opts, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, opts, &err);
   if (!t) fprintf(stderr, "open local: %s\n", err.msg);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(t != NULL);
@@ -601,7 +601,7 @@ static void test_revoke_mid_batch_applies_once(void) {
   altar_strmap_t m = {0};
   altar_strmap_set(&m, "dir", root);
   altar_strmap_set(&m, "rebalance.check.ms", "20");
-  altar_transport_t *t = altar_transport_new("local-revoke", &m, NULL, &err);
+  altar_transport_t *t = altar_transport_open("local-revoke", &m, NULL, &err);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(t != NULL);
   altar_ledger_t *l = open_ledger(ldir);
@@ -935,7 +935,7 @@ static altar_transport_t *pair_setup(const char *root, const char *key, const ch
   altar_strmap_t m = {0};
   altar_strmap_set(&m, "dir", root);
   if (key) altar_strmap_set(&m, key, val);
-  altar_transport_t *p = altar_transport_new("local", &m, NULL, &err);
+  altar_transport_t *p = altar_transport_open("local", &m, NULL, &err);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(p != NULL);
   make_topics(p);

@@ -2,6 +2,7 @@
  * settings' validation, the due facts the applier records (the same after
  * a replay in other batch sizes), and retries held back until due. */
 #include "altar/codec.h"
+#include "altar/plugin/transport.h"
 #include "altar/reconcile.h"
 #include "reconciler/retry_backoff.h"
 #include "ledger_suite.h"
@@ -223,7 +224,7 @@ static void test_wait_releases_only_when_due(void) {
   CU_ASSERT_FATAL(l != NULL);
   altar_strmap_t props = {0};
   altar_strmap_set(&props, "dir", logdir);
-  altar_transport_t *t = altar_transport_new_ops(&altar_transport_local_ops, &props, NULL, &err);
+  altar_transport_t *t = altar_transport_open_ops(&altar_transport_local_ops, &props, NULL, &err);
   CU_ASSERT_FATAL(t != NULL);
   CU_ASSERT_EQUAL(altar_transport_create_topic(t, "jobs", 1, &err), 0);
   altar__outbox_t ob;

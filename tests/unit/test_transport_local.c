@@ -1,7 +1,7 @@
 /* The local transport: the shared conformance suite, plus what only the
  * embedded log has (the partitioner's vectors, several producer processes
  * on one partition, takeover after a member is killed, retention, config). */
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 #include "testutil.h"
 #include "transport_conformance.h"
 
@@ -22,7 +22,7 @@ static altar_transport_t *open_local(const char *dir, const char *k1, const char
   altar_strmap_set(&m, "rebalance.check.ms", "20");
   if (k1) altar_strmap_set(&m, k1, v1);
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, NULL, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, NULL, &err);
   if (!t) fprintf(stderr, "open local: %s\n", err.msg);
   altar_strmap_clear(&m);
   return t;
@@ -46,19 +46,75 @@ static void test_murmur2_vectors(void) {
 static void test_config_errors(void) {
   altar_error_t err = {0};
   altar_strmap_t m = {0};
-  CU_ASSERT(altar_transport_new("local", &m, NULL, &err) == NULL);
+  CU_ASSERT(altar_transport_open("local", &m, NULL, &err) == NULL);
   CU_ASSERT(strstr(err.msg, "dir") != NULL);
   altar_strmap_set(&m, "dir", root);
   altar_strmap_set(&m, "fsync", "sometimes");
-  CU_ASSERT(altar_transport_new("local", &m, NULL, &err) == NULL);
+  CU_ASSERT(altar_transport_open("local", &m, NULL, &err) == NULL);
   CU_ASSERT(strstr(err.msg, "fsync") != NULL);
   altar_strmap_set(&m, "fsync", "never");
   altar_strmap_set(&m, "segment.bytes", "12abc");
-  CU_ASSERT(altar_transport_new("local", &m, NULL, &err) == NULL);
+  CU_ASSERT(altar_transport_open("local", &m, NULL, &err) == NULL);
   CU_ASSERT(strstr(err.msg, "segment.bytes") != NULL);
   altar_strmap_clear(&m);
-  CU_ASSERT(altar_transport_new("no-such-transport", NULL, NULL, &err) == NULL);
+  CU_ASSERT(altar_transport_open("no-such-transport", NULL, NULL, &err) == NULL);
   CU_ASSERT(strstr(err.msg, "local") != NULL); /* lists the known ones */
+}
+
+/* A table without its optional operations gets their defaults once, at
+ * open: ENOTSUP naming the transport (out-params still cleared first), lag
+ * built from list_topics and committed. A table lacking a required one is
+ * refused, by name, at open and at registration. */
+static void test_defaults_and_required_ops(void) {
+  static altar_transport_ops_t bare;
+  bare = altar_transport_local_ops;
+  bare.name = "bare";
+  bare.leave = NULL, bare.assign = NULL, bare.assignment = NULL, bare.caught_up = NULL;
+  bare.topic_members = NULL, bare.lag = NULL;
+  char *dir = altar_test_tmpdir("local-bare");
+  altar_strmap_t m = {0};
+  altar_strmap_set(&m, "dir", dir);
+  altar_error_t err = {0};
+  altar_transport_t *t = altar_transport_open_ops(&bare, &m, NULL, &err);
+  CU_ASSERT_FATAL(t != NULL);
+  CU_ASSERT_STRING_EQUAL(altar_transport_name(t), "bare");
+  CU_ASSERT(t->table == &bare);
+  altar_tp_t tp = {.topic = "d", .partition = 0, .offset = ALTAR_OFFSET_BEGINNING};
+  CU_ASSERT_EQUAL(altar_transport_assign(t, &tp, 1, &err), ALTAR_ENOTSUP);
+  CU_ASSERT_STRING_EQUAL(err.msg, "bare: assign not supported");
+  altar_tp_t *parts = &tp;
+  size_t n = 7;
+  CU_ASSERT_EQUAL(altar_transport_assignment(t, &parts, &n, &err), ALTAR_ENOTSUP);
+  CU_ASSERT(parts == NULL && n == 0);
+  bool done = true;
+  CU_ASSERT_EQUAL(altar_transport_caught_up(t, &done, &err), ALTAR_ENOTSUP);
+  CU_ASSERT(!done);
+  n = 7;
+  CU_ASSERT_EQUAL(altar_transport_topic_members(t, "g", "d", 0, &n, &err), ALTAR_ENOTSUP);
+  CU_ASSERT(n == 0);
+  CU_ASSERT_STRING_EQUAL(err.msg, "bare: topic_members not supported");
+  CU_ASSERT_EQUAL(altar_transport_leave(t, &err), ALTAR_ENOTSUP);
+  CU_ASSERT(strstr(err.msg, "leave not supported") != NULL);
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "d", 2, &err), 0);
+  altar_lag_list_t *lag = NULL;
+  CU_ASSERT_EQUAL_FATAL(altar_transport_lag(t, "g", "d", 0, &lag, &err), 0);
+  CU_ASSERT_FATAL(lag != NULL);
+  CU_ASSERT_EQUAL(lag->n, 2);
+  CU_ASSERT_EQUAL(lag->entries[0].committed, ALTAR_OFFSET_INVALID);
+  altar_lag_list_free(lag);
+  altar_transport_close(t);
+
+  altar_transport_ops_t half = altar_transport_local_ops;
+  half.name = "half";
+  half.seek = NULL;
+  CU_ASSERT(altar_transport_open_ops(&half, &m, NULL, &err) == NULL);
+  CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "'seek'") != NULL);
+  CU_ASSERT_EQUAL(altar_transport_register(&half), ALTAR_EINVAL);
+  CU_ASSERT(altar_transport_lookup("half") == NULL);
+  altar_strmap_clear(&m);
+  altar_test_rmtree(dir);
+  free(dir);
 }
 
 /* Several processes append to one partition at once: every record lands
@@ -217,7 +273,7 @@ static void test_retention_by_size(void) {
   altar_strmap_set(&m, "segment.bytes", "4096");
   altar_strmap_set(&m, "retention.bytes", "10000");
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, NULL, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, NULL, &err);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(t != NULL);
   CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "ret", 1, &err), 0);
@@ -261,8 +317,8 @@ static void test_tail_follows_rolls(void) {
   altar_strmap_set(&m, "segment.bytes", "2048");
   altar_strmap_set(&m, "group.commit.ms", "0");
   altar_error_t err = {0};
-  altar_transport_t *prod = altar_transport_new("local", &m, NULL, &err);
-  altar_transport_t *cons = altar_transport_new("local", &m, NULL, &err);
+  altar_transport_t *prod = altar_transport_open("local", &m, NULL, &err);
+  altar_transport_t *cons = altar_transport_open("local", &m, NULL, &err);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(prod && cons);
   CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(prod, "tail", 1, &err), 0);
@@ -370,7 +426,7 @@ static void test_retention_by_age(void) {
   altar_strmap_set(&m, "segment.bytes", "4096");
   altar_strmap_set(&m, "retention.ms", "3600000");
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new("local", &m, NULL, &err);
+  altar_transport_t *t = altar_transport_open("local", &m, NULL, &err);
   CU_ASSERT_FATAL(t != NULL);
   CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "ret", 1, &err), 0);
   char val[500];
@@ -389,7 +445,7 @@ static void test_retention_by_age(void) {
   char cmd[4300];
   snprintf(cmd, sizeof cmd, "touch -d '2 hours ago' %s/topics/ret/0/*.log", dir);
   CU_ASSERT_FATAL(system(cmd) == 0);
-  t = altar_transport_new("local", &m, NULL, &err);
+  t = altar_transport_open("local", &m, NULL, &err);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(t != NULL);
   CU_ASSERT_EQUAL(count_segments(dir), before);
@@ -419,6 +475,7 @@ static void add(void) {
     ALTAR_SUITE("local transport", NULL, NULL);
     ALTAR_TEST(test_murmur2_vectors);
     ALTAR_TEST(test_config_errors);
+    ALTAR_TEST(test_defaults_and_required_ops);
     ALTAR_TEST(test_headers_and_null_fields);
     ALTAR_TEST(test_concurrent_producer_processes);
     ALTAR_TEST(test_takeover_after_kill);

@@ -6,7 +6,7 @@
 #include "altar/backend.h"
 #include "altar/codec.h"
 #include "altar/fleet.h"
-#include "altar/transport.h"
+#include "altar/plugin/transport.h"
 #include "producer/job_queue.h"
 #include "testutil.h"
 #include "worker/worker.h"
@@ -145,7 +145,7 @@ static altar_transport_t *open_named(const char *name, const char *dir) {
   altar_strmap_set(&m, "dir", dir);
   altar_strmap_set(&m, "rebalance.check.ms", "20");
   altar_error_t err = {0};
-  altar_transport_t *t = altar_transport_new(name, &m, NULL, &err);
+  altar_transport_t *t = altar_transport_open(name, &m, NULL, &err);
   if (!t) fprintf(stderr, "open %s: %s\n", name, err.msg);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(t != NULL);
