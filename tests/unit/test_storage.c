@@ -397,6 +397,9 @@ static void test_open_for_uri(void) {
                                   "access_key_id, secret_access_key, session_token, profile, credentials_file, "
                                   "checksum, timeout_s, connect_timeout_s, max_bytes, multipart_threshold, "
                                   "part_size, page_size, time_offset_s)");
+  /* An adapter that reads no option refuses any. */
+  CU_ASSERT_EQUAL(altar_storage_open("local", &opts, &s, &err), ALTAR_EINVAL);
+  CU_ASSERT_STRING_EQUAL(err.msg, "storage 'local': option 'colour': unknown (it takes none)");
   altar_strmap_clear(&opts);
 }
 
