@@ -329,7 +329,8 @@ static int mem_commit(altar_ledger_t *l, altar_error_t *err) {
 
 /* ---- side keys ---- */
 
-static int mem_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen, altar_error_t *err) {
+static int mem_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen,
+                       altar_error_t *err) {
   mem_ledger_t *m = altar_ledger_impl(l);
   if (altar__maux_put(&m->aux, m->in_batch, key, klen, val, vlen))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.aux_put: out of memory");

@@ -9,7 +9,8 @@ static int aux_key(altar_buf_t *b, const void *key, size_t klen) {
   return altar_buf_append(b, "x:", 2) || altar_buf_append(b, key, klen) ? ALTAR_ENOMEM : ALTAR_OK;
 }
 
-int altar__rl_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen, altar_error_t *err) {
+int altar__rl_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen,
+                      altar_error_t *err) {
   rl_t *r = altar_ledger_impl(l);
   int rc;
   if ((rc = altar__rl_writable(r, "aux_put", err))) return rc;
