@@ -261,7 +261,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   /* Most events of a wide group find it still fanning in: tell that from
    * the counts, without walking (and sorting) every member. */
   size_t cs, cf;
-  if ((rc = l->ops->group_counts(l->impl, gs->kind, gk, &cs, &cf, err))) return rc;
+  if ((rc = altar_ledger_group_counts(l, gs->kind, gk, &cs, &cf, err))) return rc;
   if (cs < min_succeeded) {
     if (!cf) return ALTAR_OK;
     /* Cannot be ready and keeps a failure it leaves alone: the decision
@@ -272,7 +272,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   }
   const altar_ledger_entry_t *const *m;
   size_t n;
-  rc = l->ops->group_members(l->impl, gs->kind, gk, &m, &n, err);
+  rc = altar_ledger_group_members(l, gs->kind, gk, &m, &n, err);
   if (rc) return rc;
   /* Decide on borrowed views first; copy members only when acting. */
   size_t ns = 0, nf = 0;
@@ -348,7 +348,7 @@ int altar__apply_cancel_group(altar_ledger_t *l, const altar_group_spec_t *gs, c
                               altar_apply_result_t *res, altar_error_t *err) {
   const altar_ledger_entry_t *const *m;
   size_t n;
-  int rc = l->ops->group_members(l->impl, gs->kind, gk, &m, &n, err);
+  int rc = altar_ledger_group_members(l, gs->kind, gk, &m, &n, err);
   if (rc || !n) return rc;
   /* Copies first: the borrowed views die with the first change. */
   char *own = altar_arena_strndup(&res->mem, gk, strlen(gk));
@@ -391,7 +391,7 @@ int altar__apply_cancel_group(altar_ledger_t *l, const altar_group_spec_t *gs, c
  * its state: a newer run of the task is the shard's record. */
 static int settle_run(altar_ledger_t *l, const altar_handle_t *h, const char *reason, bool even_terminal,
                       altar_error_t *err) {
-  const altar_ledger_entry_t *cur = l->ops->peek_open(l->impl, h->backend, h->external_id);
+  const altar_ledger_entry_t *cur = altar_ledger_peek_open(l, h->backend, h->external_id);
   if (cur && (even_terminal || !altar_state_terminal(cur->rec.state))) {
     char detail[96];
     snprintf(detail, sizeof detail, "%s; it was %s",
@@ -409,7 +409,7 @@ static int settle_run(altar_ledger_t *l, const altar_handle_t *h, const char *re
 static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_status_event_t *ev,
                            altar_apply_result_t *res, altar_error_t *err) {
   const altar_handle_t *h = &ev->handle;
-  const altar_ledger_entry_t *cur = l->ops->peek_open(l->impl, h->backend, h->external_id);
+  const altar_ledger_entry_t *cur = altar_ledger_peek_open(l, h->backend, h->external_id);
   if (cur) {
     /* The same task submitted again after it failed is a new run of it. */
     if (cur->rec.state == ALTAR_STATE_FAILED) return altar_ledger_restart(l, h, err);
@@ -420,7 +420,7 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
   if (ev->task_key) {
     /* A newer run of the same task supersedes the older open record, so the
      * ledger never keeps an orphan open. */
-    const altar_ledger_entry_t *old = l->ops->peek_task(l->impl, ev->task_key);
+    const altar_ledger_entry_t *old = altar_ledger_peek_task(l, ev->task_key);
     if (old) {
       restarts = old->rec.restart_count + (old->rec.state == ALTAR_STATE_FAILED);
       altar_handle_t oh;
@@ -448,7 +448,7 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
 static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_status_event_t *ev,
                        double ts, altar_apply_result_t *res, altar_error_t *err) {
   const altar_handle_t *h = &ev->handle;
-  const altar_ledger_entry_t *cur = l->ops->peek_open(l->impl, h->backend, h->external_id);
+  const altar_ledger_entry_t *cur = altar_ledger_peek_open(l, h->backend, h->external_id);
   if (!cur) {
     altar_error_t e2 = {0};
     int rc = altar_ledger_set_state(l, h, ev->state, ev->failure, &e2);
@@ -471,7 +471,7 @@ static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const al
   int rc = altar_ledger_set_state(l, h, ev->state, ev->failure, err);
   if (rc) return rc;
   if (ts < 0) ts = ev->ts; /* deterministic: a replay produces the same bytes */
-  cur = l->ops->peek_open(l->impl, h->backend, h->external_id);
+  cur = altar_ledger_peek_open(l, h->backend, h->external_id);
   if (!gs || !cur || !cur->group_key || !altar_state_terminal(ev->state)) return ALTAR_OK;
   /* The bound may use this record's labels only when it is a succeeded
    * member of the very group decided (an event may name another kind). */

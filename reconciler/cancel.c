@@ -122,7 +122,7 @@ int altar__cancel_apply(altar_ledger_t *l, const altar_group_specs_t *groups, al
   for (size_t i = 0; !rc && i < n; i++) {
     const char *job = altar_strmap_get(&hs[i].labels, JOB_LABEL);
     if (!job || strcmp(job, c->job_id)) continue;
-    const altar_ledger_entry_t *e = l->ops->peek_open(l->impl, hs[i].backend, hs[i].external_id);
+    const altar_ledger_entry_t *e = altar_ledger_peek_open(l, hs[i].backend, hs[i].external_id);
     if (!e || !e->group_key || !e->rec.kind) continue;
     if ((c->group_key && strcmp(c->group_key, e->group_key)) || !on_partition(e->group_key, ev)) continue;
     const altar_group_spec_t *gs = altar_group_specs_find(groups, e->rec.kind);

@@ -1,7 +1,9 @@
 /* The ledger handle every implementation is reached through: the check of
  * its table, the defaults of its optional operations (filled in once here,
- * so callers never test for NULL), and close. */
-#include "altar/ledger.h"
+ * so callers never test for NULL), close, and the operations themselves:
+ * one call each through the handle's copy of the table (the reconciler's
+ * hot path, so nothing more). */
+#include "altar/plugin/ledger.h"
 
 #include <stdlib.h>
 
@@ -9,26 +11,29 @@
 static int no_aux(const char *op, altar_error_t *err) {
   return altar_error_set(err, ALTAR_ENOTSUP, "ledger.%s: this ledger keeps no side keys", op);
 }
-static int def_aux_put(void *impl, const void *key, size_t klen, const void *val, size_t vlen, altar_error_t *err) {
-  (void)impl, (void)key, (void)klen, (void)val, (void)vlen;
+static int def_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen,
+                       altar_error_t *err) {
+  (void)l, (void)key, (void)klen, (void)val, (void)vlen;
   return no_aux("aux_put", err);
 }
-static int def_aux_del(void *impl, const void *key, size_t klen, altar_error_t *err) {
-  (void)impl, (void)key, (void)klen;
+static int def_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar_error_t *err) {
+  (void)l, (void)key, (void)klen;
   return no_aux("aux_del", err);
 }
-static int def_aux_get(void *impl, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err) {
-  (void)impl, (void)key, (void)klen, (void)out;
+static int def_aux_get(altar_ledger_t *l, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err) {
+  (void)l, (void)key, (void)klen, (void)out;
   return no_aux("aux_get", err);
 }
-static int def_aux_scan(void *impl, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
+static int def_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
                         altar_error_t *err) {
-  (void)impl, (void)prefix, (void)plen, (void)fn, (void)ctx;
+  (void)l, (void)prefix, (void)plen, (void)fn, (void)ctx;
   return no_aux("aux_scan", err);
 }
 
 static const char *missing_op(const altar_ledger_ops_t *o) {
   if (!o->name) return "name";
+  if (!o->open) return "open";
+  if (!o->close) return "close";
   if (!o->record) return "record";
   if (!o->open_handles) return "open_handles";
   if (!o->set_state) return "set_state";
@@ -45,7 +50,6 @@ static const char *missing_op(const altar_ledger_ops_t *o) {
   if (!o->begin) return "begin";
   if (!o->commit) return "commit";
   if (!o->abort) return "abort";
-  if (!o->close) return "close";
   /* Half a side keyspace would break the atomicity its users count on. */
   bool some = o->aux_put || o->aux_del || o->aux_get || o->aux_scan;
   if (some && !o->aux_put) return "aux_put";
@@ -55,34 +59,101 @@ static const char *missing_op(const altar_ledger_ops_t *o) {
   return NULL;
 }
 
-altar_ledger_t *altar_ledger_wrap(const altar_ledger_ops_t *ops, void *impl, altar_error_t *err) {
+altar_ledger_t *altar_ledger_open(const altar_ledger_ops_t *ops, const altar_strmap_t *cfg, altar_error_t *err) {
   const char *miss = ops ? missing_op(ops) : "table";
   if (miss) {
-    if (ops && ops->close) ops->close(impl);
     altar_error_set(err, ALTAR_EINVAL, "ledger %s: lacks the required operation %s",
                     ops && ops->name ? ops->name : "(unnamed)", miss);
     return NULL;
   }
   altar_ledger_t *l = calloc(1, sizeof *l);
   if (!l) {
-    ops->close(impl);
     altar_error_set(err, ALTAR_ENOMEM, "ledger %s: out of memory", ops->name);
     return NULL;
   }
-  l->ops_ = *ops;
+  l->ops = *ops;
+  l->table = ops;
   if (!ops->aux_put) {
-    l->ops_.aux_put = def_aux_put;
-    l->ops_.aux_del = def_aux_del;
-    l->ops_.aux_get = def_aux_get;
-    l->ops_.aux_scan = def_aux_scan;
+    l->ops.aux_put = def_aux_put;
+    l->ops.aux_del = def_aux_del;
+    l->ops.aux_get = def_aux_get;
+    l->ops.aux_scan = def_aux_scan;
   }
-  l->ops = &l->ops_;
-  l->impl = impl;
+  if (l->ops.open(l, cfg, err)) {
+    free(l);
+    return NULL;
+  }
   return l;
 }
 
 void altar_ledger_close(altar_ledger_t *l) {
   if (!l) return;
-  l->ops->close(l->impl);
+  l->ops.close(l);
   free(l);
+}
+
+int altar_ledger_record(altar_ledger_t *l, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
+                        altar_error_t *err) {
+  return l->ops.record(l, h, kind, spec, NULL, err);
+}
+int altar_ledger_record_meta(altar_ledger_t *l, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
+                             const altar_record_meta_t *meta, altar_error_t *err) {
+  return l->ops.record(l, h, kind, spec, meta, err);
+}
+int altar_ledger_open_handles(altar_ledger_t *l, altar_handle_t **phs, size_t *pn, altar_error_t *err) {
+  return l->ops.open_handles(l, phs, pn, err);
+}
+int altar_ledger_set_state(altar_ledger_t *l, const altar_handle_t *h, altar_state_t state,
+                           const altar_failure_t *failure, altar_error_t *err) {
+  return l->ops.set_state(l, h, state, failure, err);
+}
+int altar_ledger_active_succeeded(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err) {
+  return l->ops.active_succeeded(l, precs, pn, err);
+}
+int altar_ledger_active_failed(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err) {
+  return l->ops.active_failed(l, precs, pn, err);
+}
+int altar_ledger_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, altar_error_t *err) {
+  return l->ops.consume(l, hs, n, err);
+}
+int altar_ledger_restart(altar_ledger_t *l, const altar_handle_t *h, altar_error_t *err) {
+  return l->ops.restart(l, h, err);
+}
+int altar_ledger_get(altar_ledger_t *l, const char *backend, const char *external_id, altar_ledger_entry_t *pout,
+                     altar_error_t *err) {
+  return l->ops.get(l, backend, external_id, pout, err);
+}
+const altar_ledger_entry_t *altar_ledger_peek_open(altar_ledger_t *l, const char *backend, const char *external_id) {
+  return l->ops.peek_open(l, backend, external_id);
+}
+const altar_ledger_entry_t *altar_ledger_peek_task(altar_ledger_t *l, const char *task_key) {
+  return l->ops.peek_task(l, task_key);
+}
+int altar_ledger_group_members(altar_ledger_t *l, const char *kind, const char *group_key,
+                               const altar_ledger_entry_t *const **pmembers, size_t *pn, altar_error_t *err) {
+  return l->ops.group_members(l, kind, group_key, pmembers, pn, err);
+}
+int altar_ledger_group_counts(altar_ledger_t *l, const char *kind, const char *group_key, size_t *psucceeded,
+                              size_t *pfailed, altar_error_t *err) {
+  return l->ops.group_counts(l, kind, group_key, psucceeded, pfailed, err);
+}
+int altar_ledger_foreach(altar_ledger_t *l, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err) {
+  return l->ops.foreach(l, fn, ctx, err);
+}
+int altar_ledger_begin(altar_ledger_t *l, altar_error_t *err) { return l->ops.begin(l, err); }
+int altar_ledger_commit(altar_ledger_t *l, altar_error_t *err) { return l->ops.commit(l, err); }
+int altar_ledger_abort(altar_ledger_t *l, altar_error_t *err) { return l->ops.abort(l, err); }
+int altar_ledger_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen,
+                         altar_error_t *err) {
+  return l->ops.aux_put(l, key, klen, val, vlen, err);
+}
+int altar_ledger_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar_error_t *err) {
+  return l->ops.aux_del(l, key, klen, err);
+}
+int altar_ledger_aux_get(altar_ledger_t *l, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err) {
+  return l->ops.aux_get(l, key, klen, out, err);
+}
+int altar_ledger_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn,
+                          void *ctx, altar_error_t *err) {
+  return l->ops.aux_scan(l, prefix, plen, fn, ctx, err);
 }

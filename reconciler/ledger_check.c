@@ -60,7 +60,7 @@ static int chk_one(rl_t *r, const char *k, size_t klen, const char *v, size_t vl
 
 int altar__ledger_rocksdb_check(altar_ledger_t *l, uint64_t *precords, altar_error_t *err) {
   if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "check: not a RocksDB ledger");
-  rl_t *r = l->impl;
+  rl_t *r = altar_ledger_impl(l);
   if (r->in_batch) return altar_error_set(err, ALTAR_ESTATE, "check: a batch is open");
   uint64_t records = 0, open = 0;
   int rc = altar__rl_settle(r, err);

@@ -4,7 +4,7 @@
 #ifndef ALTAR_RECONCILER_LEDGER_INT_H
 #define ALTAR_RECONCILER_LEDGER_INT_H
 
-#include "altar/ledger.h"
+#include "altar/plugin/ledger.h"
 #include "reconciler/hmap.h"
 
 #include <stdint.h>

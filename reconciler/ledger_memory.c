@@ -93,10 +93,10 @@ static int undo_end(mem_ledger_t *m, bool restore, altar_error_t *err) {
   return rc;
 }
 
-static int mem_record(void *impl, const altar_handle_t *h, const char *kind,
+static int mem_record(altar_ledger_t *l, const altar_handle_t *h, const char *kind,
                       const altar_spec_t *spec, const altar_record_meta_t *meta,
                       altar_error_t *err) {
-  mem_ledger_t *m = impl;
+  mem_ledger_t *m = altar_ledger_impl(l);
   if (!h || !h->backend || !h->external_id || !kind)
     return altar_error_set(err, ALTAR_EINVAL, "ledger.record: handle and kind are required");
   altar__lent_t *old = altar__lindex_find(&m->ix, h->backend, h->external_id);
@@ -133,8 +133,8 @@ static int mem_record(void *impl, const altar_handle_t *h, const char *kind,
   return ALTAR_OK;
 }
 
-static int mem_open_handles(void *impl, altar_handle_t **phs, size_t *pn, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+static int mem_open_handles(altar_ledger_t *l, altar_handle_t **phs, size_t *pn, altar_error_t *err) {
+  mem_ledger_t *m = altar_ledger_impl(l);
   altar__lent_t **v;
   size_t n;
   if (altar__lindex_open_sorted(&m->ix, (1u << ALTAR_STATE_PENDING) | (1u << ALTAR_STATE_RUNNING),
@@ -147,9 +147,9 @@ static int mem_open_handles(void *impl, altar_handle_t **phs, size_t *pn, altar_
   return ALTAR_OK;
 }
 
-static int mem_set_state(void *impl, const altar_handle_t *h, altar_state_t state,
+static int mem_set_state(altar_ledger_t *l, const altar_handle_t *h, altar_state_t state,
                          const altar_failure_t *failure, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+  mem_ledger_t *m = altar_ledger_impl(l);
   if ((unsigned)state > ALTAR_STATE_FAILED)
     return altar_error_set(err, ALTAR_EINVAL, "ledger.set_state: state %d is not a task state", (int)state);
   altar__lent_t *x = altar__lindex_find(&m->ix, h->backend, h->external_id);
@@ -190,16 +190,16 @@ oom:
   return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
 }
 
-static int mem_active_succeeded(void *impl, altar_record_t **precs, size_t *pn, altar_error_t *err) {
-  return records_of(impl, ALTAR_STATE_SUCCEEDED, precs, pn, err);
+static int mem_active_succeeded(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err) {
+  return records_of(altar_ledger_impl(l), ALTAR_STATE_SUCCEEDED, precs, pn, err);
 }
 
-static int mem_active_failed(void *impl, altar_record_t **precs, size_t *pn, altar_error_t *err) {
-  return records_of(impl, ALTAR_STATE_FAILED, precs, pn, err);
+static int mem_active_failed(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err) {
+  return records_of(altar_ledger_impl(l), ALTAR_STATE_FAILED, precs, pn, err);
 }
 
-static int mem_consume(void *impl, const altar_handle_t *hs, size_t n, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+static int mem_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, altar_error_t *err) {
+  mem_ledger_t *m = altar_ledger_impl(l);
   /* Keep them all first: all or nothing. */
   for (size_t i = 0; i < n; i++) {
     altar__lent_t *x = altar__lindex_find(&m->ix, hs[i].backend, hs[i].external_id);
@@ -215,8 +215,8 @@ static int mem_consume(void *impl, const altar_handle_t *hs, size_t n, altar_err
   return ALTAR_OK;
 }
 
-static int mem_restart(void *impl, const altar_handle_t *h, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+static int mem_restart(altar_ledger_t *l, const altar_handle_t *h, altar_error_t *err) {
+  mem_ledger_t *m = altar_ledger_impl(l);
   altar__lent_t *x = altar__lindex_find(&m->ix, h->backend, h->external_id);
   if (!x)
     return altar_error_set(err, ALTAR_ENOTFOUND, "ledger.restart: no record for %s:%s", h->backend,
@@ -242,9 +242,9 @@ static int entry_copy(altar_ledger_entry_t *dst, const altar_ledger_entry_t *src
   return ALTAR_OK;
 }
 
-static int mem_get(void *impl, const char *backend, const char *external_id,
+static int mem_get(altar_ledger_t *l, const char *backend, const char *external_id,
                    altar_ledger_entry_t *pout, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+  mem_ledger_t *m = altar_ledger_impl(l);
   altar__lent_t *x = altar__lindex_find(&m->ix, backend, external_id);
   memset(pout, 0, sizeof *pout);
   if (!x) return altar_error_set(err, ALTAR_ENOTFOUND, "ledger: no record for %s:%s", backend, external_id);
@@ -252,29 +252,29 @@ static int mem_get(void *impl, const char *backend, const char *external_id,
   return ALTAR_OK;
 }
 
-static const altar_ledger_entry_t *mem_peek_open(void *impl, const char *backend,
+static const altar_ledger_entry_t *mem_peek_open(altar_ledger_t *l, const char *backend,
                                                  const char *external_id) {
-  mem_ledger_t *m = impl;
+  mem_ledger_t *m = altar_ledger_impl(l);
   altar__lent_t *x = altar__lindex_find(&m->ix, backend, external_id);
   return x && !x->e.rec.consumed ? &x->e : NULL;
 }
 
-static const altar_ledger_entry_t *mem_peek_task(void *impl, const char *task_key) {
-  mem_ledger_t *m = impl;
+static const altar_ledger_entry_t *mem_peek_task(altar_ledger_t *l, const char *task_key) {
+  mem_ledger_t *m = altar_ledger_impl(l);
   altar__lent_t *x = altar__lindex_task(&m->ix, task_key);
   return x ? &x->e : NULL;
 }
 
-static int mem_group_counts(void *impl, const char *kind, const char *group_key, size_t *psucceeded,
+static int mem_group_counts(altar_ledger_t *l, const char *kind, const char *group_key, size_t *psucceeded,
                             size_t *pfailed, altar_error_t *err) {
   (void)err;
-  altar__lindex_group_counts(&((mem_ledger_t *)impl)->ix, kind, group_key, psucceeded, pfailed);
+  altar__lindex_group_counts(&((mem_ledger_t *)altar_ledger_impl(l))->ix, kind, group_key, psucceeded, pfailed);
   return ALTAR_OK;
 }
 
-static int mem_group_members(void *impl, const char *kind, const char *group_key,
+static int mem_group_members(altar_ledger_t *l, const char *kind, const char *group_key,
                              const altar_ledger_entry_t *const **pm, size_t *pn, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+  mem_ledger_t *m = altar_ledger_impl(l);
   if (altar__lindex_group(&m->ix, kind, group_key, pm, pn))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.group_members: out of memory");
   return ALTAR_OK;
@@ -285,8 +285,8 @@ static int ent_cmp(const void *pa, const void *pb) {
   return altar__rkey_cmp(a->rkey, a->rkey_len, b->rkey, b->rkey_len);
 }
 
-static int mem_foreach(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+static int mem_foreach(altar_ledger_t *l, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err) {
+  mem_ledger_t *m = altar_ledger_impl(l);
   altar__lent_t **v = malloc((m->ix.recs.n ? m->ix.recs.n : 1) * sizeof *v);
   if (!v) return altar_error_set(err, ALTAR_ENOMEM, "ledger.foreach: out of memory");
   size_t n = 0;
@@ -301,25 +301,25 @@ static int mem_foreach(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_er
   return rc;
 }
 
-static int mem_begin(void *impl, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+static int mem_begin(altar_ledger_t *l, altar_error_t *err) {
+  mem_ledger_t *m = altar_ledger_impl(l);
   if (m->in_batch) return altar_error_set(err, ALTAR_ESTATE, "ledger.begin: a batch is already open");
   m->in_batch = true;
   return ALTAR_OK;
 }
 
-static int mem_abort(void *impl, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+static int mem_abort(altar_ledger_t *l, altar_error_t *err) {
+  mem_ledger_t *m = altar_ledger_impl(l);
   m->in_batch = false;
   altar__maux_abort(&m->aux);
   return undo_end(m, true, err);
 }
 
-static int mem_commit(void *impl, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+static int mem_commit(altar_ledger_t *l, altar_error_t *err) {
+  mem_ledger_t *m = altar_ledger_impl(l);
   if (!m->in_batch) return altar_error_set(err, ALTAR_ESTATE, "ledger.commit: no batch is open");
   if (altar__maux_prepare(&m->aux)) {
-    mem_abort(m, err);
+    mem_abort(l, err);
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.commit: out of memory (the batch was dropped)");
   }
   m->in_batch = false;
@@ -329,22 +329,23 @@ static int mem_commit(void *impl, altar_error_t *err) {
 
 /* ---- side keys ---- */
 
-static int mem_aux_put(void *impl, const void *key, size_t klen, const void *val, size_t vlen, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+static int mem_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen,
+                       altar_error_t *err) {
+  mem_ledger_t *m = altar_ledger_impl(l);
   if (altar__maux_put(&m->aux, m->in_batch, key, klen, val, vlen))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.aux_put: out of memory");
   return ALTAR_OK;
 }
 
-static int mem_aux_del(void *impl, const void *key, size_t klen, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+static int mem_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar_error_t *err) {
+  mem_ledger_t *m = altar_ledger_impl(l);
   if (altar__maux_del(&m->aux, m->in_batch, key, klen))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.aux_del: out of memory");
   return ALTAR_OK;
 }
 
-static int mem_aux_get(void *impl, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err) {
-  mem_ledger_t *m = impl;
+static int mem_aux_get(altar_ledger_t *l, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err) {
+  mem_ledger_t *m = altar_ledger_impl(l);
   size_t vlen;
   const void *v = altar__maux_get(&m->aux, key, klen, &vlen);
   if (!v) return ALTAR_ENOTFOUND;
@@ -352,16 +353,16 @@ static int mem_aux_get(void *impl, const void *key, size_t klen, altar_buf_t *ou
   return ALTAR_OK;
 }
 
-static int mem_aux_scan(void *impl, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
+static int mem_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
                         altar_error_t *err) {
-  mem_ledger_t *m = impl;
+  mem_ledger_t *m = altar_ledger_impl(l);
   bool oom;
   int rc = altar__maux_scan(&m->aux, prefix, plen, fn, ctx, &oom);
   return oom ? altar_error_set(err, ALTAR_ENOMEM, "ledger.aux_scan: out of memory") : rc;
 }
 
-static void mem_close(void *impl) {
-  mem_ledger_t *m = impl;
+static void mem_close(altar_ledger_t *l) {
+  mem_ledger_t *m = altar_ledger_impl(l);
   altar_error_t ignored = {0};
   undo_end(m, false, &ignored);
   free(m->undo);
@@ -371,9 +372,21 @@ static void mem_close(void *impl) {
   free(m);
 }
 
-static const altar_ledger_ops_t mem_ops = {
+static int mem_open(altar_ledger_t *l, const altar_strmap_t *cfg, altar_error_t *err) {
+  if (cfg && cfg->n)
+    return altar_error_set(err, ALTAR_EINVAL, "ledger.%.64s: unknown key for the memory ledger (it takes none)",
+                           cfg->keys[0]);
+  mem_ledger_t *m = calloc(1, sizeof *m);
+  if (!m) return altar_error_set(err, ALTAR_ENOMEM, "ledger memory: out of memory");
+  altar_ledger_set_impl(l, m);
+  return ALTAR_OK;
+}
+
+const altar_ledger_ops_t altar_ledger_memory_ops = {
     .name = "memory",
     .durable = false,
+    .open = mem_open,
+    .close = mem_close,
     .record = mem_record,
     .open_handles = mem_open_handles,
     .set_state = mem_set_state,
@@ -394,12 +407,8 @@ static const altar_ledger_ops_t mem_ops = {
     .aux_del = mem_aux_del,
     .aux_get = mem_aux_get,
     .aux_scan = mem_aux_scan,
-    .close = mem_close,
 };
 
-altar_ledger_t *altar_ledger_memory_new(void) {
-  mem_ledger_t *m = calloc(1, sizeof *m);
-  if (!m) return NULL;
-  altar_error_t ignored = {0};
-  return altar_ledger_wrap(&mem_ops, m, &ignored);
+altar_ledger_t *altar_ledger_memory_open(altar_error_t *err) {
+  return altar_ledger_open(&altar_ledger_memory_ops, NULL, err);
 }

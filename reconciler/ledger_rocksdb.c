@@ -29,17 +29,19 @@
 #include "reconciler/ledger_open.h"
 #include "reconciler/ledger_value.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define LAYOUT_VERSION "2"
 
-static void rl_close(void *impl);
+static void rl_free(rl_t *r);
 
-static int rl_record(void *impl, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
+static int rl_record(altar_ledger_t *l, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
                      const altar_record_meta_t *meta, altar_error_t *err) {
-  rl_t *r = impl;
+  rl_t *r = altar_ledger_impl(l);
   int rc;
   if ((rc = altar__rl_writable(r, "record", err))) return rc;
   if (!h || !h->backend || !h->external_id || !kind)
@@ -93,8 +95,8 @@ static int rl_record(void *impl, const altar_handle_t *h, const char *kind, cons
   return altar__rl_op_end(r, ALTAR_OK, err);
 }
 
-static int rl_open_handles(void *impl, altar_handle_t **phs, size_t *pn, altar_error_t *err) {
-  rl_t *r = impl;
+static int rl_open_handles(altar_ledger_t *l, altar_handle_t **phs, size_t *pn, altar_error_t *err) {
+  rl_t *r = altar_ledger_impl(l);
   altar__lent_t **v;
   size_t n;
   if (altar__lindex_open_sorted(&r->ix, (1u << ALTAR_STATE_PENDING) | (1u << ALTAR_STATE_RUNNING), &v, &n) ||
@@ -137,9 +139,9 @@ static int load_entry(rl_t *r, const char *backend, const char *external_id, alt
   return rc;
 }
 
-static int rl_set_state(void *impl, const altar_handle_t *h, altar_state_t state,
+static int rl_set_state(altar_ledger_t *l, const altar_handle_t *h, altar_state_t state,
                         const altar_failure_t *failure, altar_error_t *err) {
-  rl_t *r = impl;
+  rl_t *r = altar_ledger_impl(l);
   int rc;
   if ((rc = altar__rl_writable(r, "set_state", err))) return rc;
   if ((unsigned)state > ALTAR_STATE_FAILED)
@@ -244,16 +246,16 @@ static int records_of(rl_t *r, altar_state_t st, altar_record_t **precs, size_t 
   return ALTAR_OK;
 }
 
-static int rl_active_succeeded(void *impl, altar_record_t **precs, size_t *pn, altar_error_t *err) {
-  return records_of(impl, ALTAR_STATE_SUCCEEDED, precs, pn, err);
+static int rl_active_succeeded(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err) {
+  return records_of(altar_ledger_impl(l), ALTAR_STATE_SUCCEEDED, precs, pn, err);
 }
 
-static int rl_active_failed(void *impl, altar_record_t **precs, size_t *pn, altar_error_t *err) {
-  return records_of(impl, ALTAR_STATE_FAILED, precs, pn, err);
+static int rl_active_failed(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err) {
+  return records_of(altar_ledger_impl(l), ALTAR_STATE_FAILED, precs, pn, err);
 }
 
-static int rl_consume(void *impl, const altar_handle_t *hs, size_t n, altar_error_t *err) {
-  rl_t *r = impl;
+static int rl_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, altar_error_t *err) {
+  rl_t *r = altar_ledger_impl(l);
   int rc;
   if ((rc = altar__rl_writable(r, "consume", err))) return rc;
   /* Queue every change first; the cache follows only when all are queued. */
@@ -274,8 +276,8 @@ static int rl_consume(void *impl, const altar_handle_t *hs, size_t n, altar_erro
   return altar__rl_op_end(r, ALTAR_OK, err);
 }
 
-static int rl_restart(void *impl, const altar_handle_t *h, altar_error_t *err) {
-  rl_t *r = impl;
+static int rl_restart(altar_ledger_t *l, const altar_handle_t *h, altar_error_t *err) {
+  rl_t *r = altar_ledger_impl(l);
   int rc;
   if ((rc = altar__rl_writable(r, "restart", err))) return rc;
   altar__lent_t *x = altar__lindex_find(&r->ix, h->backend, h->external_id);
@@ -297,45 +299,45 @@ static int rl_restart(void *impl, const altar_handle_t *h, altar_error_t *err) {
   return altar__rl_op_end(r, altar__rl_stage_open(r, x, false, err), err);
 }
 
-static int rl_get(void *impl, const char *backend, const char *external_id, altar_ledger_entry_t *pout,
+static int rl_get(altar_ledger_t *l, const char *backend, const char *external_id, altar_ledger_entry_t *pout,
                   altar_error_t *err) {
-  rl_t *r = impl;
+  rl_t *r = altar_ledger_impl(l);
   int rc = load_entry(r, backend, external_id, pout, true, err);
   if (rc) altar_ledger_entry_clear(pout);
   return rc;
 }
 
-static const altar_ledger_entry_t *rl_peek_open(void *impl, const char *backend, const char *external_id) {
-  rl_t *r = impl;
+static const altar_ledger_entry_t *rl_peek_open(altar_ledger_t *l, const char *backend, const char *external_id) {
+  rl_t *r = altar_ledger_impl(l);
   altar__lent_t *x = altar__lindex_find(&r->ix, backend, external_id);
   return x ? &x->e : NULL;
 }
 
-static const altar_ledger_entry_t *rl_peek_task(void *impl, const char *task_key) {
-  rl_t *r = impl;
+static const altar_ledger_entry_t *rl_peek_task(altar_ledger_t *l, const char *task_key) {
+  rl_t *r = altar_ledger_impl(l);
   altar__lent_t *x = altar__lindex_task(&r->ix, task_key);
   return x ? &x->e : NULL;
 }
 
-static int rl_group_members(void *impl, const char *kind, const char *group_key,
+static int rl_group_members(altar_ledger_t *l, const char *kind, const char *group_key,
                             const altar_ledger_entry_t *const **pm, size_t *pn, altar_error_t *err) {
-  rl_t *r = impl;
+  rl_t *r = altar_ledger_impl(l);
   if (altar__lindex_group(&r->ix, kind, group_key, pm, pn))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.group_members: out of memory");
   return ALTAR_OK;
 }
 
-static int rl_group_counts(void *impl, const char *kind, const char *group_key, size_t *psucceeded,
+static int rl_group_counts(altar_ledger_t *l, const char *kind, const char *group_key, size_t *psucceeded,
                            size_t *pfailed, altar_error_t *err) {
   (void)err;
-  altar__lindex_group_counts(&((rl_t *)impl)->ix, kind, group_key, psucceeded, pfailed);
+  altar__lindex_group_counts(&((rl_t *)altar_ledger_impl(l))->ix, kind, group_key, psucceeded, pfailed);
   return ALTAR_OK;
 }
 
 /* Visits every record in rkey order: o: and r: merged, o: winning over a
  * stale r: copy of a re-opened record. Committed state only. */
-static int rl_foreach(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err) {
-  rl_t *r = impl;
+static int rl_foreach(altar_ledger_t *l, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err) {
+  rl_t *r = altar_ledger_impl(l);
   int rc = altar__rl_settle(r, err);
   if (rc) return rc;
   rocksdb_iterator_t *io = rocksdb_create_iterator(r->db, r->ropts);
@@ -367,8 +369,8 @@ static int rl_foreach(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_err
   return altar__rl_iter_end(ir, rc, "ledger", err);
 }
 
-static int rl_begin(void *impl, altar_error_t *err) {
-  rl_t *r = impl;
+static int rl_begin(altar_ledger_t *l, altar_error_t *err) {
+  rl_t *r = altar_ledger_impl(l);
   int rc;
   if ((rc = altar__rl_writable(r, "begin", err))) return rc;
   if (r->in_batch) return altar_error_set(err, ALTAR_ESTATE, "ledger.begin: a batch is already open");
@@ -376,15 +378,15 @@ static int rl_begin(void *impl, altar_error_t *err) {
   return ALTAR_OK;
 }
 
-static int rl_commit(void *impl, altar_error_t *err) {
-  rl_t *r = impl;
+static int rl_commit(altar_ledger_t *l, altar_error_t *err) {
+  rl_t *r = altar_ledger_impl(l);
   if (!r->in_batch) return altar_error_set(err, ALTAR_ESTATE, "ledger.commit: no batch is open");
   r->in_batch = false;
   return altar__rl_flush(r, err);
 }
 
-static int rl_abort(void *impl, altar_error_t *err) {
-  rl_t *r = impl;
+static int rl_abort(altar_ledger_t *l, altar_error_t *err) {
+  rl_t *r = altar_ledger_impl(l);
   (void)err;
   r->in_batch = false;
   altar__rl_rollback(r);
@@ -425,13 +427,12 @@ static int persist(rl_t *r, bool compact, altar_error_t *err) {
 
 int altar_ledger_rocksdb_persist(altar_ledger_t *l, altar_error_t *err) {
   if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger: not a RocksDB ledger");
-  rl_t *r = l->impl;
+  rl_t *r = altar_ledger_impl(l);
   if (r->read_only) return ALTAR_OK;
   return persist(r, true, err);
 }
 
-static void rl_close(void *impl) {
-  rl_t *r = impl;
+static void rl_free(rl_t *r) {
   if (!r) return;
   if (r->db && r->no_wal) {
     /* Nothing else holds these writes; callers that must know persist first. */
@@ -459,9 +460,15 @@ static void rl_close(void *impl) {
   free(r);
 }
 
-static const altar_ledger_ops_t rl_ops = {
+static void rl_close(altar_ledger_t *l) { rl_free(altar_ledger_impl(l)); }
+
+static int rl_open(altar_ledger_t *l, const altar_strmap_t *cfg, altar_error_t *err);
+
+const altar_ledger_ops_t altar_ledger_rocksdb_ops = {
     .name = "rocksdb",
     .durable = true,
+    .open = rl_open,
+    .close = rl_close,
     .record = rl_record,
     .open_handles = rl_open_handles,
     .set_state = rl_set_state,
@@ -482,21 +489,16 @@ static const altar_ledger_ops_t rl_ops = {
     .aux_del = altar__rl_aux_del,
     .aux_get = altar__rl_aux_get,
     .aux_scan = altar__rl_aux_scan,
-    .close = rl_close,
 };
 
-altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_rocksdb_opts_t *opts,
-                                          altar_error_t *err) {
-  altar_ledger_rocksdb_opts_t o = opts ? *opts : (altar_ledger_rocksdb_opts_t){0};
-  if (!dir || !*dir) {
-    altar_error_set(err, ALTAR_EINVAL, "ledger: directory must not be empty");
-    return NULL;
-  }
+/* Opens the database in dir into a new rl_t: 0 with *pr set, or an error. */
+static int open_dir(const char *dir, const altar_ledger_rocksdb_opts_t *opts, rl_t **pr, altar_error_t *err) {
+  altar_ledger_rocksdb_opts_t o = *opts;
+  if (!dir || !*dir) return altar_error_set(err, ALTAR_EINVAL, "ledger: directory must not be empty");
   rl_t *r = calloc(1, sizeof *r);
   if (!r || !(r->dir = strdup(dir))) {
-    rl_close(r);
-    altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-    return NULL;
+    rl_free(r);
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   }
   r->read_only = o.read_only;
   r->opts = rocksdb_options_create();
@@ -580,20 +582,80 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
     altar_error_set(err, ALTAR_ENOMEM, "ledger %s: cannot start the writing thread", dir);
     goto fail;
   }
-  return altar_ledger_wrap(&rl_ops, r, err);
+  *pr = r;
+  return ALTAR_OK;
 fail:
-  rl_close(r);
-  return NULL;
+  rl_free(r);
+  return err && err->code ? err->code : ALTAR_ELEDGER;
+}
+
+/* The configuration keys: "dir" and the fields of altar_ledger_rocksdb_opts_t
+ * by their names. */
+static const char *const rl_bool_keys[] = {"sync", "read_only", "no_create", "no_wal", "write_behind"};
+
+static bool *rl_bool_field(altar_ledger_rocksdb_opts_t *o, size_t i) {
+  bool *f[] = {&o->sync, &o->read_only, &o->no_create, &o->no_wal, &o->write_behind};
+  return f[i];
+}
+
+static int rl_open(altar_ledger_t *l, const altar_strmap_t *cfg, altar_error_t *err) {
+  altar_ledger_rocksdb_opts_t o = {0};
+  const char *dir = NULL;
+  for (size_t k = 0; cfg && k < cfg->n; k++) {
+    const char *key = cfg->keys[k], *val = cfg->vals[k];
+    if (!strcmp(key, "dir")) {
+      dir = val;
+      continue;
+    }
+    if (!strcmp(key, "write_buffer_mb")) {
+      char *end;
+      errno = 0;
+      unsigned long long mb = strtoull(val, &end, 10);
+      if (!*val || *end || errno || *val == '-' || mb > SIZE_MAX >> 20)
+        return altar_error_set(err, ALTAR_EINVAL, "ledger.write_buffer_mb: '%.64s' is not a size in MiB", val);
+      o.write_buffer_mb = (size_t)mb;
+      continue;
+    }
+    size_t i = 0, nb = sizeof rl_bool_keys / sizeof *rl_bool_keys;
+    while (i < nb && strcmp(key, rl_bool_keys[i])) i++;
+    if (i == nb) return altar_error_set(err, ALTAR_EINVAL, "ledger.%.64s: unknown key for the rocksdb ledger", key);
+    if (!strcmp(val, "true")) *rl_bool_field(&o, i) = true;
+    else if (!strcmp(val, "false")) *rl_bool_field(&o, i) = false;
+    else return altar_error_set(err, ALTAR_EINVAL, "ledger.%s: '%.64s' is not true or false", key, val);
+  }
+  rl_t *r = NULL;
+  int rc = open_dir(dir, &o, &r, err);
+  if (rc) return rc;
+  altar_ledger_set_impl(l, r);
+  return ALTAR_OK;
+}
+
+altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_rocksdb_opts_t *opts,
+                                          altar_error_t *err) {
+  altar_ledger_rocksdb_opts_t o = opts ? *opts : (altar_ledger_rocksdb_opts_t){0};
+  altar_strmap_t cfg;
+  altar_strmap_init(&cfg);
+  char mb[32];
+  snprintf(mb, sizeof mb, "%zu", o.write_buffer_mb);
+  int rc = altar_strmap_set(&cfg, "dir", dir ? dir : "");
+  for (size_t i = 0; !rc && i < sizeof rl_bool_keys / sizeof *rl_bool_keys; i++)
+    if (*rl_bool_field(&o, i)) rc = altar_strmap_set(&cfg, rl_bool_keys[i], "true");
+  if (!rc && o.write_buffer_mb) rc = altar_strmap_set(&cfg, "write_buffer_mb", mb);
+  altar_ledger_t *l = NULL;
+  if (rc) altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  else l = altar_ledger_open(&altar_ledger_rocksdb_ops, &cfg, err);
+  altar_strmap_clear(&cfg);
+  return l;
 }
 
 /* ---- internal accessors ---- */
 
-bool altar__ledger_is_rocksdb(const altar_ledger_t *l) { return l && l->ops->close == rl_close; }
+bool altar__ledger_is_rocksdb(const altar_ledger_t *l) { return l && l->table == &altar_ledger_rocksdb_ops; }
 
 void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n) {
-  if (altar__ledger_is_rocksdb(l)) ((rl_t *)l->impl)->fail_writes = n;
+  if (altar__ledger_is_rocksdb(l)) ((rl_t *)altar_ledger_impl(l))->fail_writes = n;
 }
 
 rocksdb_t *altar__ledger_rocksdb_db(altar_ledger_t *l) {
-  return altar__ledger_is_rocksdb(l) ? ((rl_t *)l->impl)->db : NULL;
+  return altar__ledger_is_rocksdb(l) ? ((rl_t *)altar_ledger_impl(l))->db : NULL;
 }

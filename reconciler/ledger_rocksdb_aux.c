@@ -9,8 +9,9 @@ static int aux_key(altar_buf_t *b, const void *key, size_t klen) {
   return altar_buf_append(b, "x:", 2) || altar_buf_append(b, key, klen) ? ALTAR_ENOMEM : ALTAR_OK;
 }
 
-int altar__rl_aux_put(void *impl, const void *key, size_t klen, const void *val, size_t vlen, altar_error_t *err) {
-  rl_t *r = impl;
+int altar__rl_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen,
+                      altar_error_t *err) {
+  rl_t *r = altar_ledger_impl(l);
   int rc;
   if ((rc = altar__rl_writable(r, "aux_put", err))) return rc;
   if (aux_key(&r->kb, key, klen) || altar__rl_stage_put(r, &r->kb, val, vlen))
@@ -18,8 +19,8 @@ int altar__rl_aux_put(void *impl, const void *key, size_t klen, const void *val,
   return r->in_batch ? ALTAR_OK : altar__rl_flush(r, err);
 }
 
-int altar__rl_aux_del(void *impl, const void *key, size_t klen, altar_error_t *err) {
-  rl_t *r = impl;
+int altar__rl_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar_error_t *err) {
+  rl_t *r = altar_ledger_impl(l);
   int rc;
   if ((rc = altar__rl_writable(r, "aux_del", err))) return rc;
   if (aux_key(&r->kb, key, klen) || altar__rl_stage_del(r, &r->kb))
@@ -27,8 +28,8 @@ int altar__rl_aux_del(void *impl, const void *key, size_t klen, altar_error_t *e
   return r->in_batch ? ALTAR_OK : altar__rl_flush(r, err);
 }
 
-int altar__rl_aux_get(void *impl, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err) {
-  rl_t *r = impl;
+int altar__rl_aux_get(altar_ledger_t *l, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err) {
+  rl_t *r = altar_ledger_impl(l);
   if (aux_key(&r->kb, key, klen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   char *val;
   size_t vlen;
@@ -50,9 +51,9 @@ static int aux_visit(void *vctx, const char *k, size_t klen, const char *v, size
   return c->fn(c->ctx, k + 2, klen - 2, v, vlen);
 }
 
-int altar__rl_aux_scan(void *impl, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
+int altar__rl_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
                        altar_error_t *err) {
-  rl_t *r = impl;
+  rl_t *r = altar_ledger_impl(l);
   altar_buf_t pk = {0};
   if (aux_key(&pk, prefix, plen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   aux_ctx_t c = {fn, ctx};

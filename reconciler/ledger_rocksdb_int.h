@@ -96,10 +96,11 @@ void altar__rl_show_key(char *out, size_t cap, const char *k, size_t klen);
 
 /* ---- the side keyspace (ledger_rocksdb_aux.c): the aux_* operations ---- */
 
-int altar__rl_aux_put(void *impl, const void *key, size_t klen, const void *val, size_t vlen, altar_error_t *err);
-int altar__rl_aux_del(void *impl, const void *key, size_t klen, altar_error_t *err);
-int altar__rl_aux_get(void *impl, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err);
-int altar__rl_aux_scan(void *impl, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
+int altar__rl_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen,
+                      altar_error_t *err);
+int altar__rl_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar_error_t *err);
+int altar__rl_aux_get(altar_ledger_t *l, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err);
+int altar__rl_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
                        altar_error_t *err);
 
 #endif

@@ -121,7 +121,7 @@ static bool late_for_settled(const altar__settled_t *s, altar_ledger_t *l, const
       !ev->handle.backend || !ev->handle.external_id)
     return false;
   const altar_group_spec_t *gs = altar_group_specs_find(groups, ev->kind);
-  if (!gs || !l->ops->peek_open || !l->ops->peek_open(l->impl, ev->handle.backend, ev->handle.external_id))
+  if (!gs || !altar_ledger_peek_open(l, ev->handle.backend, ev->handle.external_id))
     return false;
   char gk[1024];
   size_t gl = altar_group_by_key_into(&gs->group_by, &ev->handle, gk, sizeof gk);

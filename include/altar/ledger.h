@@ -1,7 +1,8 @@
 /* altar — TaskLedger: the durable record of every submitted task and its
  * latest state. reconcile_once and the status-event applier read and write
  * only through this vtable, so the same code runs over the in-memory
- * reference (tests) and the RocksDB ledger (production).
+ * reference (tests) and the RocksDB ledger (production). Implementing a
+ * ledger: altar/plugin/ledger.h.
  *
  * Records are keyed by (backend, external_id). Besides the contract's
  * record, each row keeps two pieces of metadata: the task key (spec identity,
@@ -19,6 +20,7 @@ ALTAR_API_BEGIN
 #include "altar/buf.h"
 #include "altar/codec.h"
 #include "altar/error.h"
+#include "altar/strmap.h"
 #include "altar/task.h"
 
 #include <stdbool.h>
@@ -57,104 +59,24 @@ typedef int (*altar_ledger_visit_fn)(void *ctx, const altar_ledger_entry_t *e);
  * borrowed for the call. A non-zero return stops the scan and is returned. */
 typedef int (*altar_ledger_aux_visit_fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen);
 
-typedef struct altar_ledger_ops {
-  const char *name;
-  bool durable; /* survives a process kill */
 
-  /* The contract's six operations. Arrays returned through p* out-params are
-   * malloc'd, sorted by (backend, external_id), and freed by the caller with
-   * altar_handles_free / altar_records_free. */
 
-  /* Persist a freshly submitted task. A no-op while a record with this
-   * (backend, external_id) is open (not consumed); re-opens a consumed one,
-   * resetting state, restart count, failure, spec and metadata. meta may be NULL. */
-  int (*record)(void *impl, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
-                const altar_record_meta_t *meta, altar_error_t *err);
-  /* Pending or running, not consumed: the handles to poll. */
-  int (*open_handles)(void *impl, altar_handle_t **phs, size_t *pn, altar_error_t *err);
-  /* Latest observed state, and the failure when FAILED (copied; ignored
-   * otherwise). ALTAR_ENOTFOUND when no record has this handle. */
-  int (*set_state)(void *impl, const altar_handle_t *h, altar_state_t state,
-                   const altar_failure_t *failure, altar_error_t *err);
-  /* Succeeded / failed records that are not consumed (with their specs). */
-  int (*active_succeeded)(void *impl, altar_record_t **precs, size_t *pn, altar_error_t *err);
-  int (*active_failed)(void *impl, altar_record_t **precs, size_t *pn, altar_error_t *err);
-  /* Marks handles consumed. Unknown handles are skipped; all-or-nothing. */
-  int (*consume)(void *impl, const altar_handle_t *hs, size_t n, altar_error_t *err);
-
-  /* Extensions. */
-
-  /* Puts a failed, open record back to PENDING for another run: failure
-   * cleared, restart_count + 1. ALTAR_ESTATE unless it is open and FAILED. */
-  int (*restart)(void *impl, const altar_handle_t *h, altar_error_t *err);
-  /* Copies one record (consumed or not) into *pout (caller clears with
-   * altar_ledger_entry_clear). ALTAR_ENOTFOUND if absent. */
-  int (*get)(void *impl, const char *backend, const char *external_id, altar_ledger_entry_t *pout,
-             altar_error_t *err);
-  /* Borrowed view of an open record, or NULL; valid until the next change.
-   * rec.spec may be NULL in this view even when a spec is stored. */
-  const altar_ledger_entry_t *(*peek_open)(void *impl, const char *backend, const char *external_id);
-  /* Borrowed view of the open record filed under task_key, or NULL. */
-  const altar_ledger_entry_t *(*peek_task)(void *impl, const char *task_key);
-  /* Borrowed open members of group (kind, group_key), in (backend,
-   * external_id) order; valid until the next change. Work is proportional to
-   * the group's size. *pmembers is NULL when n is 0. */
-  int (*group_members)(void *impl, const char *kind, const char *group_key,
-                       const altar_ledger_entry_t *const **pmembers, size_t *pn, altar_error_t *err);
-  /* How many open members of the group succeeded and failed, in constant
-   * time, so deciding a group after each event does not cost the group's
-   * size. */
-  int (*group_counts)(void *impl, const char *kind, const char *group_key, size_t *psucceeded, size_t *pfailed,
-                      altar_error_t *err);
-  /* Every record, consumed or not, in (backend, external_id) order, with
-   * specs. The RocksDB ledger walks what is committed, not an open batch. */
-  int (*foreach)(void *impl, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err);
-
-  /* Batching: between begin and commit every change goes into one atomic
-   * write (RocksDB: one WriteBatch), readable by later calls in the same batch.
-   * Outside a batch each call is its own atomic write. abort drops every
-   * change of the batch, records and side keys alike. */
-  int (*begin)(void *impl, altar_error_t *err);
-  int (*commit)(void *impl, altar_error_t *err);
-  int (*abort)(void *impl, altar_error_t *err);
-
-  /* The side keyspace: keys the ledger's users keep beside the records (the
-   * reconciler's outbox, input offsets, settled groups, retry times), so
-   * that they commit in the same atomic write as the records they go with.
-   * Keys and values are opaque bytes; checksums, foreach and stats ignore
-   * them. Inside a batch put and del join it and get reads them back; scan
-   * visits what is committed, in bytewise key order. Optional, all four or
-   * none: a ledger without them answers ALTAR_ENOTSUP (and cannot run the
-   * daemon). */
-  int (*aux_put)(void *impl, const void *key, size_t klen, const void *val, size_t vlen, altar_error_t *err);
-  int (*aux_del)(void *impl, const void *key, size_t klen, altar_error_t *err);
-  /* Appends the value to out; ALTAR_ENOTFOUND (err untouched) when absent. */
-  int (*aux_get)(void *impl, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err);
-  /* Visits every key starting with prefix. */
-  int (*aux_scan)(void *impl, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
-                  altar_error_t *err);
-
-  void (*close)(void *impl);
-} altar_ledger_ops_t;
-
-/* A ledger. ops points at the handle's own copy of the implementation's
- * table, with every optional operation filled in, so callers never test for
- * NULL. */
-typedef struct altar_ledger {
-  const altar_ledger_ops_t *ops;
-  void *impl;
-  altar_ledger_ops_t ops_; /* what ops points at; set by altar_ledger_wrap */
-} altar_ledger_t;
+/* A ledger: opaque to its users; implementations see it through
+ * altar/plugin/ledger.h. */
+typedef struct altar_ledger altar_ledger_t;
+/* An implementation's table of operations (altar/plugin/ledger.h). */
+typedef struct altar_ledger_ops altar_ledger_ops_t;
 
 /* A ledger handle for an implementation: checks that ops has every required
- * operation (all but the aux ones), copies it with the optional ones
- * defaulted, and takes impl. NULL with err set (ALTAR_EINVAL
- * naming the missing operation, or ALTAR_ENOMEM), in which case ops->close
- * has been called on impl. Free with altar_ledger_close. */
-altar_ledger_t *altar_ledger_wrap(const altar_ledger_ops_t *ops, void *impl, altar_error_t *err);
+ * operation (all but the aux ones; ALTAR_EINVAL naming the missing one, and
+ * ops->open is not called), copies it with the optional ones defaulted, and
+ * calls ops->open with cfg (NULL = no keys; an unknown key is an error
+ * naming it). NULL with err set. Free with altar_ledger_close. */
+altar_ledger_t *altar_ledger_open(const altar_ledger_ops_t *ops, const altar_strmap_t *cfg, altar_error_t *err);
 
-/* The in-process reference. NULL on allocation failure. Free with altar_ledger_close. */
-altar_ledger_t *altar_ledger_memory_new(void);
+/* The in-process reference (it takes no configuration keys). NULL with err
+ * set (err may be NULL) on allocation failure. Free with altar_ledger_close. */
+altar_ledger_t *altar_ledger_memory_open(altar_error_t *err);
 
 /* RocksDB ledger options; a zeroed struct takes the defaults. */
 typedef struct altar_ledger_rocksdb_opts {
@@ -175,7 +97,11 @@ typedef struct altar_ledger_rocksdb_opts {
 } altar_ledger_rocksdb_opts_t;
 
 /* Opens (creating unless no_create) the RocksDB ledger in dir. opts may be
- * NULL. Returns NULL with err set. Free with altar_ledger_close. */
+ * NULL. Returns NULL with err set. Free with altar_ledger_close. The same as
+ * altar_ledger_open(&altar_ledger_rocksdb_ops, cfg, err) with cfg holding
+ * "dir" and the options by their field names ("sync", "read_only",
+ * "no_create", "no_wal", "write_behind": "true"/"false"; "write_buffer_mb":
+ * a number). */
 altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_rocksdb_opts_t *opts,
                                           altar_error_t *err);
 
@@ -186,73 +112,45 @@ int altar_ledger_rocksdb_persist(altar_ledger_t *l, altar_error_t *err);
 /* Closes the ledger and frees it; NULL is a no-op. */
 void altar_ledger_close(altar_ledger_t *l);
 
-/* Thin wrappers, so callers read like the contract. */
-static inline int altar_ledger_record(altar_ledger_t *l, const altar_handle_t *h, const char *kind,
-                                      const altar_spec_t *spec, altar_error_t *err) {
-  return l->ops->record(l->impl, h, kind, spec, NULL, err);
-}
-static inline int altar_ledger_record_meta(altar_ledger_t *l, const altar_handle_t *h,
-                                           const char *kind, const altar_spec_t *spec,
-                                           const altar_record_meta_t *meta, altar_error_t *err) {
-  return l->ops->record(l->impl, h, kind, spec, meta, err);
-}
-static inline int altar_ledger_open_handles(altar_ledger_t *l, altar_handle_t **phs, size_t *pn,
-                                            altar_error_t *err) {
-  return l->ops->open_handles(l->impl, phs, pn, err);
-}
-static inline int altar_ledger_set_state(altar_ledger_t *l, const altar_handle_t *h,
-                                         altar_state_t state, const altar_failure_t *failure,
-                                         altar_error_t *err) {
-  return l->ops->set_state(l->impl, h, state, failure, err);
-}
-static inline int altar_ledger_active_succeeded(altar_ledger_t *l, altar_record_t **precs,
-                                                size_t *pn, altar_error_t *err) {
-  return l->ops->active_succeeded(l->impl, precs, pn, err);
-}
-static inline int altar_ledger_active_failed(altar_ledger_t *l, altar_record_t **precs, size_t *pn,
-                                             altar_error_t *err) {
-  return l->ops->active_failed(l->impl, precs, pn, err);
-}
-static inline int altar_ledger_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n,
-                                       altar_error_t *err) {
-  return l->ops->consume(l->impl, hs, n, err);
-}
-static inline int altar_ledger_restart(altar_ledger_t *l, const altar_handle_t *h,
-                                       altar_error_t *err) {
-  return l->ops->restart(l->impl, h, err);
-}
-static inline int altar_ledger_get(altar_ledger_t *l, const char *backend, const char *external_id,
-                                   altar_ledger_entry_t *pout, altar_error_t *err) {
-  return l->ops->get(l->impl, backend, external_id, pout, err);
-}
-static inline int altar_ledger_foreach(altar_ledger_t *l, altar_ledger_visit_fn fn, void *ctx,
-                                       altar_error_t *err) {
-  return l->ops->foreach(l->impl, fn, ctx, err);
-}
-static inline int altar_ledger_begin(altar_ledger_t *l, altar_error_t *err) {
-  return l->ops->begin(l->impl, err);
-}
-static inline int altar_ledger_commit(altar_ledger_t *l, altar_error_t *err) {
-  return l->ops->commit(l->impl, err);
-}
-static inline int altar_ledger_abort(altar_ledger_t *l, altar_error_t *err) {
-  return l->ops->abort(l->impl, err);
-}
-static inline int altar_ledger_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val,
-                                       size_t vlen, altar_error_t *err) {
-  return l->ops->aux_put(l->impl, key, klen, val, vlen, err);
-}
-static inline int altar_ledger_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar_error_t *err) {
-  return l->ops->aux_del(l->impl, key, klen, err);
-}
-static inline int altar_ledger_aux_get(altar_ledger_t *l, const void *key, size_t klen, altar_buf_t *out,
-                                       altar_error_t *err) {
-  return l->ops->aux_get(l->impl, key, klen, out, err);
-}
-static inline int altar_ledger_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen,
-                                        altar_ledger_aux_visit_fn fn, void *ctx, altar_error_t *err) {
-  return l->ops->aux_scan(l->impl, prefix, plen, fn, ctx, err);
-}
+/* The operations (see altar/plugin/ledger.h for what each does): one call
+ * through the handle's table. */
+int altar_ledger_record(altar_ledger_t *l, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
+                        altar_error_t *err);
+int altar_ledger_record_meta(altar_ledger_t *l, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
+                             const altar_record_meta_t *meta, altar_error_t *err);
+int altar_ledger_open_handles(altar_ledger_t *l, altar_handle_t **phs, size_t *pn, altar_error_t *err);
+int altar_ledger_set_state(altar_ledger_t *l, const altar_handle_t *h, altar_state_t state,
+                           const altar_failure_t *failure, altar_error_t *err);
+int altar_ledger_active_succeeded(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err);
+int altar_ledger_active_failed(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err);
+int altar_ledger_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, altar_error_t *err);
+int altar_ledger_restart(altar_ledger_t *l, const altar_handle_t *h, altar_error_t *err);
+int altar_ledger_get(altar_ledger_t *l, const char *backend, const char *external_id, altar_ledger_entry_t *pout,
+                     altar_error_t *err);
+/* Borrowed view of an open record, or NULL; valid until the next change.
+ * rec.spec may be NULL in this view even when a spec is stored. */
+const altar_ledger_entry_t *altar_ledger_peek_open(altar_ledger_t *l, const char *backend, const char *external_id);
+/* Borrowed view of the open record filed under task_key, or NULL. */
+const altar_ledger_entry_t *altar_ledger_peek_task(altar_ledger_t *l, const char *task_key);
+/* Borrowed open members of group (kind, group_key), in (backend,
+ * external_id) order; valid until the next change. *pmembers is NULL when
+ * n is 0. */
+int altar_ledger_group_members(altar_ledger_t *l, const char *kind, const char *group_key,
+                               const altar_ledger_entry_t *const **pmembers, size_t *pn, altar_error_t *err);
+/* How many open members of the group succeeded and failed, in constant time. */
+int altar_ledger_group_counts(altar_ledger_t *l, const char *kind, const char *group_key, size_t *psucceeded,
+                              size_t *pfailed, altar_error_t *err);
+int altar_ledger_foreach(altar_ledger_t *l, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err);
+int altar_ledger_begin(altar_ledger_t *l, altar_error_t *err);
+int altar_ledger_commit(altar_ledger_t *l, altar_error_t *err);
+int altar_ledger_abort(altar_ledger_t *l, altar_error_t *err);
+int altar_ledger_aux_put(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen,
+                         altar_error_t *err);
+int altar_ledger_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar_error_t *err);
+/* Appends the value to out; ALTAR_ENOTFOUND (err untouched) when absent. */
+int altar_ledger_aux_get(altar_ledger_t *l, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err);
+int altar_ledger_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn,
+                          void *ctx, altar_error_t *err);
 
 /* Digest of the ledger's logical content: SHA-256 over every record (with
  * spec and metadata) in key order, as "sha256:<64 hex>". Equal ledgers give

@@ -226,9 +226,9 @@ static void test_reopen_consumed_record(void) {
   CU_ASSERT_EQUAL(n_open(l), 1);
   const altar_ledger_entry_t *const *m;
   size_t n;
-  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "train", "new-group", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_group_members(l, "train", "new-group", &m, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 1);
-  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "train", "old-group", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_group_members(l, "train", "old-group", &m, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 0);
   altar_spec_free(s2);
   altar_handle_clear(&h);
@@ -272,24 +272,24 @@ static void test_group_index(void) {
   const altar_ledger_entry_t *const *m;
   size_t n;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "train", "j1", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_group_members(l, "train", "j1", &m, &n, &err), 0);
   CU_ASSERT_EQUAL_FATAL(n, 3);
   CU_ASSERT_STRING_EQUAL(m[0]->rec.handle.external_id, "a");
   CU_ASSERT_STRING_EQUAL(m[1]->rec.handle.external_id, "b");
   CU_ASSERT_STRING_EQUAL(m[2]->rec.handle.external_id, "c");
-  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "other", "j1", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_group_members(l, "other", "j1", &m, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 0);
   set(l, "b", ALTAR_STATE_SUCCEEDED);
   consume1(l, "a");
-  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "train", "j1", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_group_members(l, "train", "j1", &m, &n, &err), 0);
   CU_ASSERT_EQUAL_FATAL(n, 2);
   CU_ASSERT_STRING_EQUAL(m[0]->rec.handle.external_id, "b");
   CU_ASSERT_EQUAL(m[0]->rec.state, ALTAR_STATE_SUCCEEDED);
-  const altar_ledger_entry_t *p = l->ops->peek_task(l->impl, "x");
+  const altar_ledger_entry_t *p = altar_ledger_peek_task(l, "x");
   CU_ASSERT(p && !strcmp(p->rec.handle.external_id, "x"));
-  CU_ASSERT(l->ops->peek_task(l->impl, "a") == NULL); /* consumed: not open */
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "a") == NULL);
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "c") != NULL);
+  CU_ASSERT(altar_ledger_peek_task(l, "a") == NULL); /* consumed: not open */
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "a") == NULL);
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "c") != NULL);
   cur->destroy(l);
 }
 
@@ -298,12 +298,12 @@ static void counts_match(altar_ledger_t *l, const char *gk) {
   const altar_ledger_entry_t *const *m;
   size_t n, ws = 0, wf = 0, cs = 99, cf = 99;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL_FATAL(l->ops->group_members(l->impl, "train", gk, &m, &n, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_group_members(l, "train", gk, &m, &n, &err), 0);
   for (size_t i = 0; i < n; i++) {
     ws += m[i]->rec.state == ALTAR_STATE_SUCCEEDED;
     wf += m[i]->rec.state == ALTAR_STATE_FAILED;
   }
-  CU_ASSERT_EQUAL(l->ops->group_counts(l->impl, "train", gk, &cs, &cf, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_group_counts(l, "train", gk, &cs, &cf, &err), 0);
   CU_ASSERT_EQUAL(cs, ws);
   CU_ASSERT_EQUAL(cf, wf);
 }
@@ -421,10 +421,10 @@ static void test_batch_reads_own_writes(void) {
   CU_ASSERT_EQUAL(altar_ledger_begin(l, &err), 0);
   add(l, "a", "0", "g");
   set(l, "a", ALTAR_STATE_SUCCEEDED);
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "a") != NULL);
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "a") != NULL);
   const altar_ledger_entry_t *const *m;
   size_t n;
-  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "train", "g", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_group_members(l, "train", "g", &m, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 1);
   CU_ASSERT_EQUAL(altar_ledger_commit(l, &err), 0);
   l = cur->reopen(l);
@@ -449,9 +449,9 @@ static void test_survives_reopen(void) {
   const altar_ledger_entry_t *const *m;
   size_t n;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(l->ops->group_members(l->impl, "train", "g", &m, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_group_members(l, "train", "g", &m, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 2);
-  CU_ASSERT(l->ops->peek_task(l->impl, "b") != NULL);
+  CU_ASSERT(altar_ledger_peek_task(l, "b") != NULL);
   altar_record_t *rs;
   CU_ASSERT_EQUAL(altar_ledger_active_failed(l, &rs, &n, &err), 0);
   CU_ASSERT_EQUAL_FATAL(n, 1);
@@ -594,7 +594,7 @@ static void test_aux_joins_the_batch(void) {
   CU_ASSERT_EQUAL_FATAL(a.n, 1);
   CU_ASSERT_STRING_EQUAL(a.keys[0], "s/new");
   CU_ASSERT_STRING_EQUAL(a.vals[0], "z");
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "a") != NULL);
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "a") != NULL);
   altar_buf_free(&b);
   cur->destroy(l);
 }
@@ -616,14 +616,14 @@ static void test_abort_drops_records_and_aux(void) {
   consume1(l, "done");
   aux_put(l, "k/1", "during");
   aux_put(l, "k/2", "during");
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "dropped") != NULL);
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "dropped") != NULL);
   CU_ASSERT_EQUAL(altar_ledger_abort(l, &err), 0);
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "dropped") == NULL);
-  const altar_ledger_entry_t *e = l->ops->peek_open(l->impl, "process", "kept");
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "dropped") == NULL);
+  const altar_ledger_entry_t *e = altar_ledger_peek_open(l, "process", "kept");
   CU_ASSERT_FATAL(e != NULL);
   CU_ASSERT_EQUAL(e->rec.state, ALTAR_STATE_PENDING);
   CU_ASSERT(e->rec.failure == NULL);
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "done") != NULL);
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "done") != NULL);
   CU_ASSERT_EQUAL(n_open(l), 1); /* kept; done is open but succeeded */
   counts_match(l, "g");
   aux_seen_t a = aux_all(l, "k/");
@@ -642,7 +642,7 @@ static void test_abort_drops_records_and_aux(void) {
   consume1(l, "done");
   aux_put(l, "k/2", "after");
   CU_ASSERT_EQUAL(altar_ledger_commit(l, &err), 0);
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "done") == NULL);
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "done") == NULL);
   CU_ASSERT_EQUAL(aux_all(l, "k/").n, 2);
   cur->destroy(l);
 }
@@ -728,7 +728,7 @@ altar_ledger_t *altar_test_ledger_open(const char *dir) {
       return kept[i].l;
     }
   CU_ASSERT_FATAL(n_kept < MAX_KEPT);
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   CU_ASSERT_FATAL(l != NULL);
   kept[n_kept].dir = strdup(dir);
   kept[n_kept].l = l;

@@ -91,7 +91,7 @@ static void test_five_fold_fires_once_with_id(void) {
   ev_reset();
   altar_group_specs_t s;
   load_specs(&s, specs_yaml);
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   for (int f = 0; f < 5; f++) {
     char eid[8];
     snprintf(eid, sizeof eid, "f%d", f);
@@ -169,7 +169,7 @@ static void test_long_group_key_and_reset(void) {
   ev_reset();
   altar_group_specs_t s;
   load_specs(&s, specs_yaml);
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   char job[301];
   memset(job, 'j', 300);
   job[300] = '\0';
@@ -201,7 +201,7 @@ static void test_batch_size_never_changes_groups(void) {
   size_t splits[][3] = {{100, 0, 0}, {1, 0, 0}, {2, 0, 0}, {5, 0, 0}, {7, 0, 0}};
   for (size_t t = 0; t < sizeof splits / sizeof splits[0]; t++) {
     mixed_stream();
-    altar_ledger_t *l = altar_ledger_memory_new();
+    altar_ledger_t *l = altar_ledger_memory_open(NULL);
     altar_apply_result_t r = {0};
     size_t step = splits[t][0];
     for (size_t i = 0; i < nev; i += step) CU_ASSERT_EQUAL(apply(l, &s, i, i + step < nev ? i + step : nev, &r), 0);
@@ -238,7 +238,7 @@ static void test_same_on_rocksdb(void) {
   mixed_stream();
   char *dir = altar_test_tmpdir("apply");
   altar_error_t err = {0};
-  altar_ledger_t *m = altar_ledger_memory_new();
+  altar_ledger_t *m = altar_ledger_memory_open(NULL);
   altar_ledger_t *r = altar_ledger_rocksdb_open(dir, NULL, &err);
   CU_ASSERT_FATAL(r != NULL);
   altar_apply_result_t rm = {0}, rr = {0};
@@ -265,7 +265,7 @@ static void test_defer_and_stall(void) {
   ev_reset();
   altar_group_specs_t s;
   load_specs(&s, specs_yaml);
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   sub("pair", "p1", "jp", 0, 1);
   sub("pair", "p2", "jp", 1, 1);
   st("pair", "p1", "jp", 0, 1, ALTAR_STATE_FAILED);
@@ -293,7 +293,7 @@ static void test_retry_then_dead_letter(void) {
   ev_reset();
   altar_group_specs_t s;
   load_specs(&s, specs_yaml);
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   sub("retry", "r0", "jr", 0, 2);
   sub("retry", "r1", "jr", 1, 2);
   st("retry", "r0", "jr", 0, 2, ALTAR_STATE_SUCCEEDED);
@@ -357,7 +357,7 @@ static void test_retry_same_handle_then_fire(void) {
   ev_reset();
   altar_group_specs_t s;
   load_specs(&s, specs_yaml);
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   sub("retry", "r0", "jr", 0, 2);
   sub("retry", "r1", "jr", 1, 2);
   st_transient("retry", "r1", "jr", 1, 2);
@@ -412,7 +412,7 @@ static void retry_gives_up(altar_ledger_t *l) {
 }
 
 static void test_retry_gives_up_when_hopeless(void) {
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   retry_gives_up(l);
   altar_ledger_close(l);
   char *dir = altar_test_tmpdir("apply-retry-hopeless");
@@ -429,7 +429,7 @@ static void test_retry_gives_up_when_hopeless(void) {
  * the detail cut to ALTAR_GROUP_FAILURE_DETAIL bytes on a character
  * boundary (an odd prefix puts byte 512 inside a two-byte "é"). */
 static void test_dead_letter_carries_reasons(void) {
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   ev_reset();
   altar_group_specs_t s;
   load_specs(&s, specs_yaml);
@@ -475,7 +475,7 @@ static void test_dead_workers_run_is_settled(void) {
   ev_reset();
   altar_group_specs_t s;
   load_specs(&s, specs_yaml);
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   sub("bare", "k-old", "jk", 0, 1);
   st("bare", "k-old", "jk", 0, 1, ALTAR_STATE_RUNNING); /* then its worker dies */
   altar_status_event_t *x = ev_new(ALTAR_EV_SUBMITTED, "bare", "k-new", "jk", 0, 1);
@@ -529,7 +529,7 @@ static void test_released_and_unknown(void) {
   ev_reset();
   altar_group_specs_t s;
   load_specs(&s, specs_yaml);
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   sub("pair", "p1", "jp", 0, 1);
   st("pair", "p1", "jp", 0, 1, ALTAR_STATE_SUCCEEDED);
   rel("pair", "p1", "jp"); /* released: settled without firing */
@@ -564,7 +564,7 @@ static void test_spec_as_bytes_only(void) {
   sub("pair", "p1", "jp", 0, 2);
   st("pair", "p1", "jp", 0, 2, ALTAR_STATE_RUNNING);
   st("pair", "p9", "jp", 1, 2, ALTAR_STATE_RUNNING); /* its submitted never arrived */
-  altar_ledger_t *a = altar_ledger_memory_new(), *b = altar_ledger_memory_new();
+  altar_ledger_t *a = altar_ledger_memory_open(NULL), *b = altar_ledger_memory_open(NULL);
   char *dir = altar_test_tmpdir("apply-bytes");
   altar_ledger_t *c = altar_ledger_rocksdb_open(dir, NULL, &err);
   CU_ASSERT_FATAL(a && b && c);
@@ -607,7 +607,7 @@ static void test_spec_as_bytes_only(void) {
 /* On both ledgers: the in-memory one gives a batch up as the durable one does. */
 static altar_ledger_t *open_either(bool memory, const char *tag, char **pdir) {
   *pdir = NULL;
-  if (memory) return altar_ledger_memory_new();
+  if (memory) return altar_ledger_memory_open(NULL);
   *pdir = altar_test_tmpdir(tag);
   altar_error_t err = {0};
   return altar_ledger_rocksdb_open(*pdir, NULL, &err);
@@ -692,7 +692,7 @@ static void test_unpublishable_group_refused(void) {
 static void test_bad_events(void) {
   ev_reset();
   altar_group_specs_t s = {0};
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   altar_status_event_t *e = ev_new(ALTAR_EV_STATE, "k", "a", "j", 0, 1);
   e->state = (altar_state_t)9;
   altar_apply_result_t r = {0};

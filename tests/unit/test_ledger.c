@@ -1,6 +1,6 @@
 /* The shared TaskLedger suite against the in-memory reference and the
  * RocksDB ledger, plus what only the durable ledger can show. */
-#include "altar/ledger.h"
+#include "altar/plugin/ledger.h"
 #include "ledger_suite.h"
 #include "reconciler/ledger_rocksdb.h"
 #include "testutil.h"
@@ -11,7 +11,7 @@
 /* ---- factories ---- */
 
 static altar_ledger_t *mem_open(void) {
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   CU_ASSERT_FATAL(l != NULL);
   return l;
 }
@@ -110,54 +110,83 @@ static void put_rec(altar_ledger_t *l, const char *eid, const char *gk) {
   altar_handle_clear(&h);
 }
 
-/* altar_ledger_wrap: a table without side keys gets the ENOTSUP ones, a
- * table missing a required operation is refused (and its impl closed). */
-static int closed;
-static void counting_close(void *impl) {
-  closed++;
-  altar_ledger_t *inner = impl;
-  altar_ledger_close(inner);
+/* altar_ledger_open: a table without side keys gets the ENOTSUP ones, a
+ * table missing a required operation is refused (and its open not called),
+ * and configuration keys an implementation does not take are refused by
+ * name. */
+static int opened;
+static int counting_open(altar_ledger_t *l, const altar_strmap_t *cfg, altar_error_t *err) {
+  opened++;
+  return altar_ledger_memory_ops.open(l, cfg, err);
 }
 
-static void test_wrap_defaults_and_checks(void) {
+static void test_open_defaults_and_checks(void) {
   altar_error_t err = {0};
-  altar_ledger_t *inner = altar_ledger_memory_new();
-  CU_ASSERT_FATAL(inner != NULL);
-  altar_ledger_ops_t ops = *inner->ops;
+  altar_ledger_ops_t ops = altar_ledger_memory_ops;
   ops.name = "bare";
-  ops.close = counting_close;
+  ops.open = counting_open;
   ops.aux_put = NULL;
   ops.aux_del = NULL;
   ops.aux_get = NULL;
   ops.aux_scan = NULL;
-  /* The inner handle's impl is the memory ledger: the copied operations
-   * take it, and close frees the inner handle. */
-  altar_ledger_t *l = altar_ledger_wrap(&ops, inner->impl, &err);
+  opened = 0;
+  altar_ledger_t *l = altar_ledger_open(&ops, NULL, &err);
   CU_ASSERT_FATAL(l != NULL);
-  CU_ASSERT(l->ops->aux_put && l->ops->aux_del && l->ops->aux_get && l->ops->aux_scan);
+  CU_ASSERT_EQUAL(opened, 1);
+  CU_ASSERT(l->table == &ops);
+  CU_ASSERT(l->ops.aux_put && l->ops.aux_del && l->ops.aux_get && l->ops.aux_scan);
   CU_ASSERT_EQUAL(altar_ledger_aux_put(l, "k", 1, "v", 1, &err), ALTAR_ENOTSUP);
   CU_ASSERT(strstr(err.msg, "no side keys") != NULL);
   altar_buf_t b = {0};
   CU_ASSERT_EQUAL(altar_ledger_aux_get(l, "k", 1, &b, &err), ALTAR_ENOTSUP);
   put_rec(l, "a", "g"); /* the records still work */
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "a") != NULL);
-  l->ops_.close = inner->ops->close; /* the impl is closed once, by its own close */
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "a") != NULL);
   altar_ledger_close(l);
-  free(inner); /* its impl went with l */
   /* A missing required operation, or half a side keyspace. */
   for (int i = 0; i < 2; i++) {
-    inner = altar_ledger_memory_new();
-    ops = *inner->ops;
+    ops = altar_ledger_memory_ops;
     ops.name = "broken";
-    ops.close = counting_close;
+    ops.open = counting_open;
     if (i == 0) ops.consume = NULL;
     else ops.aux_scan = NULL;
-    closed = 0;
-    CU_ASSERT(altar_ledger_wrap(&ops, inner, &err) == NULL);
+    opened = 0;
+    CU_ASSERT(altar_ledger_open(&ops, NULL, &err) == NULL);
     CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
     CU_ASSERT(strstr(err.msg, i == 0 ? "consume" : "aux_scan") != NULL);
-    CU_ASSERT_EQUAL(closed, 1);
+    CU_ASSERT_EQUAL(opened, 0);
   }
+  CU_ASSERT(altar_ledger_open(NULL, NULL, &err) == NULL);
+  CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
+  /* The memory ledger takes no keys; the RocksDB one takes dir and its options. */
+  altar_strmap_t cfg = {0};
+  altar_strmap_set(&cfg, "dir", "/nonexistent");
+  CU_ASSERT(altar_ledger_open(&altar_ledger_memory_ops, &cfg, &err) == NULL);
+  CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "dir") != NULL);
+  altar_strmap_clear(&cfg);
+  char *dir = altar_test_tmpdir("ledger-cfg");
+  altar_strmap_set(&cfg, "dir", dir);
+  altar_strmap_set(&cfg, "sync", "true");
+  altar_strmap_set(&cfg, "write_buffer_mb", "8");
+  altar_strmap_set(&cfg, "colour", "blue");
+  CU_ASSERT(altar_ledger_open(&altar_ledger_rocksdb_ops, &cfg, &err) == NULL);
+  CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "colour") != NULL);
+  altar_strmap_remove(&cfg, "colour");
+  altar_strmap_set(&cfg, "no_wal", "maybe");
+  CU_ASSERT(altar_ledger_open(&altar_ledger_rocksdb_ops, &cfg, &err) == NULL);
+  CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "no_wal") != NULL);
+  altar_strmap_set(&cfg, "no_wal", "false");
+  l = altar_ledger_open(&altar_ledger_rocksdb_ops, &cfg, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  CU_ASSERT(altar__ledger_is_rocksdb(l));
+  put_rec(l, "a", "g");
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "a") != NULL);
+  altar_ledger_close(l);
+  altar_strmap_clear(&cfg);
+  altar_test_rmtree(dir);
+  free(dir);
 }
 
 static void test_check_finds_damage(void) {
@@ -211,7 +240,7 @@ static void test_read_only_and_errors(void) {
   o = (altar_ledger_rocksdb_opts_t){.read_only = true};
   l = altar_ledger_rocksdb_open(dir, &o, &err);
   CU_ASSERT_FATAL(l != NULL);
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "a") != NULL);
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "a") != NULL);
   altar_handle_t h;
   altar_handle_init(&h, "process", "a");
   CU_ASSERT_EQUAL(altar_ledger_set_state(l, &h, ALTAR_STATE_RUNNING, NULL, &err), ALTAR_ENOTSUP);
@@ -234,7 +263,7 @@ static void test_failed_write_rolls_back(void) {
   CU_ASSERT_EQUAL(altar_ledger_set_state(l, &h, ALTAR_STATE_SUCCEEDED, NULL, &err), ALTAR_ELEDGER);
   CU_ASSERT(err.retriable);
   CU_ASSERT(strstr(err.msg, "injected") != NULL);
-  const altar_ledger_entry_t *e = l->ops->peek_open(l->impl, "process", "a");
+  const altar_ledger_entry_t *e = altar_ledger_peek_open(l, "process", "a");
   CU_ASSERT_FATAL(e != NULL);
   CU_ASSERT_EQUAL(e->rec.state, ALTAR_STATE_PENDING); /* the cache was rolled back too */
   check(l);
@@ -245,8 +274,8 @@ static void test_failed_write_rolls_back(void) {
   CU_ASSERT_EQUAL(altar_ledger_aux_put(l, "k", 1, "v", 1, &err), 0);
   altar__ledger_rocksdb_fail_writes(l, 1);
   CU_ASSERT_EQUAL(altar_ledger_commit(l, &err), ALTAR_ELEDGER);
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "b") == NULL);
-  CU_ASSERT(l->ops->peek_open(l->impl, "process", "a") != NULL);
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "b") == NULL);
+  CU_ASSERT(altar_ledger_peek_open(l, "process", "a") != NULL);
   altar_buf_t b = {0};
   CU_ASSERT_EQUAL(altar_ledger_aux_get(l, "k", 1, &b, &err), ALTAR_ENOTFOUND);
   altar_buf_free(&b);
@@ -284,7 +313,7 @@ static void shadow_history(altar_ledger_t *l, const altar_spec_t *s1, const alta
 
 static void test_reopened_record_shadows_consumed_copy(void) {
   altar_spec_t *s1 = altar_spec_new("train", "img:1"), *s2 = altar_spec_new("train", "img:2");
-  altar_ledger_t *l = rdb_open(), *m = altar_ledger_memory_new();
+  altar_ledger_t *l = rdb_open(), *m = altar_ledger_memory_open(NULL);
   shadow_history(l, s1, s2);
   shadow_history(m, s1, s2);
   l = rdb_reopen(l);
@@ -421,7 +450,7 @@ static void add_suites(void) {
   altar_ledger_suite_register(&rdb_factory);
   altar_ledger_suite_register(&behind_factory);
   ALTAR_SUITE("ledger.rocksdb_only", NULL, NULL);
-  ALTAR_TEST(test_wrap_defaults_and_checks);
+  ALTAR_TEST(test_open_defaults_and_checks);
   ALTAR_TEST(test_check_finds_damage);
   ALTAR_TEST(test_read_only_and_errors);
   ALTAR_TEST(test_failed_write_rolls_back);

@@ -158,7 +158,7 @@ static size_t count_state(altar_ledger_t *l, bool succeeded) {
 
 static void test_fires_once_and_consumes(void) {
   reset();
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   altar_group_specs_t specs = {0};
   altar_predicate_t p;
   altar_error_t err = {0};
@@ -198,7 +198,7 @@ static void test_fires_once_and_consumes(void) {
 
 static void test_predicate_error_fires_nothing(void) {
   reset();
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   altar_group_specs_t specs = {0};
   altar_predicate_t p;
   altar_error_t err = {0};
@@ -242,7 +242,7 @@ static void test_predicate_error_fires_nothing(void) {
 
 static void test_blocked_groups(void) {
   reset();
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   altar_group_specs_t specs = {0};
   altar_predicate_t p;
   altar_error_t err = {0};
@@ -299,7 +299,7 @@ static void test_blocked_groups(void) {
 
 static void test_ready_beats_failed_sibling(void) {
   reset();
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   altar_group_specs_t specs = {0};
   altar_predicate_t p;
   altar_error_t err = {0};
@@ -324,7 +324,7 @@ static void test_ready_beats_failed_sibling(void) {
 
 static void test_on_ready_error_keeps_group(void) {
   reset();
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   altar_group_specs_t specs = {0};
   altar_predicate_t p;
   altar_error_t err = {0};
@@ -348,7 +348,7 @@ static void test_on_ready_error_keeps_group(void) {
 
 static void test_bounded_concurrency(void) {
   reset();
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   altar_group_specs_t specs = {0};
   altar_predicate_t p;
   altar_error_t err = {0};
@@ -376,7 +376,7 @@ static void test_bounded_concurrency(void) {
 
 static void test_loop_idle_and_max_ticks(void) {
   reset();
-  altar_ledger_t *l = altar_ledger_memory_new();
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
   altar_group_specs_t specs = {0};
   altar_predicate_t p;
   altar_error_t err = {0};
