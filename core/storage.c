@@ -222,9 +222,9 @@ static int def_list(altar_storage_t *s, const char *prefix, altar_storage_list_f
  * options as it always has: unread. */
 /* An adapter without open keeps no state and reads no key: any key is a typo. */
 static int def_open(altar_storage_t *s, const altar_strmap_t *cfg, altar_error_t *err) {
+  (void)s;
   if (cfg && cfg->n)
-    return altar_error_set(err, ALTAR_EINVAL, "storage '%s': option '%s': unknown (it takes none)", s->ops.name,
-                           cfg->keys[0]);
+    return altar_error_set(err, ALTAR_EINVAL, "option '%s': unknown (it takes none)", cfg->keys[0]);
   return ALTAR_OK;
 }
 
