@@ -31,7 +31,7 @@
 #ifndef ALTAR_PROCESS_INT_H
 #define ALTAR_PROCESS_INT_H
 
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/paths.h"
 #include "backends/log_retention.h"
 
