@@ -25,11 +25,11 @@
 
 static const char *backend_name;
 
-static altar_backend_t *make(void *ctx, const char *data_root, altar_error_t *berr) {
+static altar_backend_t *make(void *ctx, const char *data_root, altar_error_t *err) {
   (void)ctx;
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data_root);
-  altar_backend_t *be = altar_backend_open_by_name(backend_name, &cfg, berr);
+  altar_backend_t *be = altar_backend_open_by_name(backend_name, &cfg, err);
   altar_strmap_clear(&cfg);
   return be;
 }

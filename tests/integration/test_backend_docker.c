@@ -61,21 +61,21 @@ static void remove_containers_of(const char *data_root) {
   free(out);
 }
 
-static altar_backend_t *new_backend(const char *data_root, altar_error_t *berr) {
+static altar_backend_t *new_backend(const char *data_root, altar_error_t *err) {
   altar_storage_register_builtin();
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data_root);
   altar_strmap_set(&cfg, "slots", "2");
-  altar_backend_t *be = altar_backend_open(&altar_backend_docker, &cfg, berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_docker, &cfg, err);
   altar_strmap_clear(&cfg);
   return be;
 }
 
 /* ---- contract fixture ------------------------------------------------------- */
 
-static altar_backend_t *fx_make(void *ctx, const char *data_root, altar_error_t *berr) {
+static altar_backend_t *fx_make(void *ctx, const char *data_root, altar_error_t *err) {
   (void)ctx;
-  return new_backend(data_root, berr);
+  return new_backend(data_root, err);
 }
 
 static int set_cmd(altar_spec_t *spec, const char *const *words) {

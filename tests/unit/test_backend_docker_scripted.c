@@ -969,12 +969,12 @@ static void test_collect_outputs(void) {
 
 /* ---- the contract suite against the fake ------------------------------------ */
 
-static altar_backend_t *fx_make(void *ctx, const char *data_root, altar_error_t *berr) {
+static altar_backend_t *fx_make(void *ctx, const char *data_root, altar_error_t *err) {
   (void)ctx;
   altar_storage_register_builtin();
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data_root);
-  altar_backend_t *be = altar_docker_backend_open(&cfg, &fake_runner, berr);
+  altar_backend_t *be = altar_docker_backend_open(&cfg, &fake_runner, err);
   altar_strmap_clear(&cfg);
   return be;
 }

@@ -1289,7 +1289,7 @@ static void test_vtable_create(void) {
   altar_strmap_set(&props, "run_as_user", "1000");
   altar_error_t berr = {0};
   altar_backend_t *be = altar_backend_open_by_name("kubernetes", &props, &berr);
-  if (!be) fprintf(stderr, "create: %s\n", berr.msg);
+  if (!be) fprintf(stderr, "open: %s\n", berr.msg);
   CU_ASSERT_FATAL(be != NULL);
   CU_ASSERT_STRING_EQUAL(altar_k8s_namespace(altar_backend_impl(be)), "team-a");
   CU_ASSERT_STRING_EQUAL(altar_backend_mount_root(be), "/mnt/volume");

@@ -559,7 +559,7 @@ static void test_registered_create(void) {
   snprintf(bridge, sizeof bridge, "%s/tools/modal_bridge.py", altar_test_source_dir());
   altar_strmap_set(&props, "bridge", bridge);
   altar_backend_t *be = altar_backend_open_by_name("modal", &props, &berr);
-  if (!be) fprintf(stderr, "create: %s\n", berr.msg);
+  if (!be) fprintf(stderr, "open: %s\n", berr.msg);
   CU_ASSERT_FATAL(be != NULL);
   altar_resources_t l4 = {.gpu = "gpu", .count = 1}, a100 = {.gpu = "a100", .count = 1};
   CU_ASSERT_EQUAL(altar_backend_check_resources(be, &l4, NULL), 0);

@@ -22,13 +22,13 @@
 
 /* ---- the fixture -------------------------------------------------------- */
 
-static altar_backend_t *make_process(void *ctx, const char *data_root, altar_error_t *berr) {
+static altar_backend_t *make_process(void *ctx, const char *data_root, altar_error_t *err) {
   const char *memory = ctx;
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data_root);
   altar_strmap_set(&cfg, "slots", "4");
   if (memory) altar_strmap_set(&cfg, "memory", memory);
-  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, err);
   altar_strmap_clear(&cfg);
   return be;
 }

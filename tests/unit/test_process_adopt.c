@@ -23,7 +23,7 @@ static altar_backend_t *open_backend(const char *root, const char *memory) {
   if (memory) altar_strmap_set(&cfg, "memory", memory);
   altar_error_t berr = {0};
   altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
-  if (!be) fprintf(stderr, "create: %s\n", berr.msg);
+  if (!be) fprintf(stderr, "open: %s\n", berr.msg);
   altar_strmap_clear(&cfg);
   return be;
 }
