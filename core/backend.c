@@ -225,7 +225,7 @@ altar_backend_t *altar_backend_wrap(const altar_backend_ops_t *ops, void *impl, 
     }
     return NULL;
   }
-  be->impl = impl;
+  altar_backend_set_impl(be, impl);
   return be;
 }
 
