@@ -19,7 +19,11 @@ static int dummy_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_erro
   altar_backend_set_impl(be, &dummy_impl_token);
   return 0;
 }
-static void dummy_close(altar_backend_t *be) { altar_backend_set_impl(be, NULL); }
+static int closes; /* how many times dummy_close ran */
+static void dummy_close(altar_backend_t *be) {
+  closes++;
+  altar_backend_set_impl(be, NULL);
+}
 static int dummy_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph,
                         altar_error_t *err) {
   if (!strcmp(spec->kind, "refuse")) {
@@ -168,6 +172,25 @@ static void test_open_errors(void) {
   altar_backend_close(NULL);
 }
 
+/* wrap fills the same defaults as open, never calls open, and hands the impl
+ * to close when it refuses the table. */
+static void test_wrap(void) {
+  altar_error_t err = {0};
+  static int token;
+  closes = 0;
+  altar_backend_t *be = altar_backend_wrap(&dummy_task, &token, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+  CU_ASSERT_PTR_EQUAL(altar_backend_impl(be), &token);
+  CU_ASSERT_STRING_EQUAL(altar_backend_mount_root(be), "");
+  CU_ASSERT_EQUAL(altar_backend_wait_change(be, 0), ALTAR_ENOTSUP);
+  altar_backend_close(be);
+  CU_ASSERT_EQUAL(closes, 1);
+  CU_ASSERT_PTR_NULL(altar_backend_wrap(&dummy_no_poll, &token, &err));
+  CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "'poll'"));
+  CU_ASSERT_EQUAL(closes, 2); /* the impl was not leaked */
+}
+
 static void test_registry(void) {
   CU_ASSERT_EQUAL(altar_backend_register(&dummy_task), 0);
   CU_ASSERT_EQUAL(altar_backend_register(&dummy_task), 0); /* idempotent */
@@ -222,6 +245,7 @@ static void add(void) {
   ALTAR_TEST(test_defaults);
   ALTAR_TEST(test_wrappers_clean_up_on_error);
   ALTAR_TEST(test_open_errors);
+  ALTAR_TEST(test_wrap);
   ALTAR_TEST(test_registry);
   ALTAR_TEST(test_reason_table);
 }
