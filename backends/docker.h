@@ -17,7 +17,7 @@
 #ifndef ALTAR_BACKENDS_DOCKER_H
 #define ALTAR_BACKENDS_DOCKER_H
 
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/command_runner.h"
 
 /* The container-side root of the logical layout. */
@@ -34,9 +34,8 @@ extern const altar_backend_ops_t altar_backend_docker;
 
 /* A docker backend that runs every docker CLI call through runner (borrowed:
  * it must outlive the backend; NULL = the real posix_spawn runner). NULL on
- * failure with errstr filled. Free with altar_backend_destroy. */
-altar_backend_t *altar_docker_backend_new(const altar_strmap_t *cfg,
-                                          const altar_command_runner_t *runner, char *errstr,
-                                          size_t errstr_size);
+ * failure with err filled. Free with altar_backend_close. */
+altar_backend_t *altar_docker_backend_open(const altar_strmap_t *cfg, const altar_command_runner_t *runner,
+                                           altar_error_t *err);
 
 #endif

@@ -233,23 +233,29 @@ fail:
   return NULL;
 }
 
-static void *docker_create(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
-  return docker_new(cfg, NULL, errstr, errstr_size);
+/* ops.open: the impl from docker_new, its message as the error. */
+static int docker_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
+  char errstr[ALTAR_ERRMSG_MAX] = "";
+  void *impl = docker_new(cfg, NULL, errstr, sizeof errstr);
+  if (!impl) return altar_error_set(err, ALTAR_ECONFIG, "%s", errstr);
+  altar_backend_set_impl(be, impl);
+  return 0;
 }
 
-static void docker_destroy(altar_backend_t *be) {
-  docker_free(be->impl);
-  be->impl = NULL;
+static void docker_close(altar_backend_t *be) {
+  docker_free(altar_backend_impl(be));
+  altar_backend_set_impl(be, NULL);
 }
 
-altar_backend_t *altar_docker_backend_new(const altar_strmap_t *cfg,
-                                          const altar_command_runner_t *runner, char *errstr,
-                                          size_t errstr_size) {
-  altar_docker_t *dk = docker_new(cfg, runner, errstr, errstr_size);
-  if (!dk) return NULL;
-  altar_backend_t *be = altar_backend_wrap(&altar_backend_docker, dk);
-  if (!be) snprintf(errstr, errstr_size, "backend 'local' (docker): out of memory");
-  return be;
+altar_backend_t *altar_docker_backend_open(const altar_strmap_t *cfg, const altar_command_runner_t *runner,
+                                           altar_error_t *err) {
+  char errstr[ALTAR_ERRMSG_MAX] = "";
+  altar_docker_t *dk = docker_new(cfg, runner, errstr, sizeof errstr);
+  if (!dk) {
+    altar_error_set(err, ALTAR_ECONFIG, "%s", errstr);
+    return NULL;
+  }
+  return altar_backend_wrap(&altar_backend_docker, dk, err);
 }
 
 /* ---- small operations --------------------------------------------------- */
@@ -284,9 +290,9 @@ static const char *docker_mount_root(altar_backend_t *be) {
 const altar_backend_ops_t altar_backend_docker = {
     .name = "local",
     .input_digest_verification = ALTAR_VERIFY_STAGING,
-    .create = docker_create,
     .config_keys = known_keys,
-    .destroy = docker_destroy,
+    .open = docker_open,
+    .close = docker_close,
     .capacity = docker_capacity,
     .check_resources = docker_check_resources,
     .stage_inputs = altar__docker_stage_inputs,

@@ -24,7 +24,7 @@ typedef struct altar_docker {
   const altar_command_runner_t *runner; /* borrowed */
 } altar_docker_t;
 
-static inline altar_docker_t *altar__docker(altar_backend_t *be) { return be->impl; }
+static inline altar_docker_t *altar__docker(altar_backend_t *be) { return altar_backend_impl(be); }
 
 /* Runs `docker ARGS...` (args NULL-terminated, without the program) through
  * the runner. Returns 0 when docker ran (check pres->exit_code) or an error

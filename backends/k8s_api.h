@@ -13,7 +13,7 @@
 #ifndef ALTAR_BACKENDS_K8S_API_H
 #define ALTAR_BACKENDS_K8S_API_H
 
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/kubernetes.h"
 #include "altar/error.h"
 #include "altar/task.h"
@@ -413,7 +413,7 @@ int altar_k8s_collect_outputs(altar_k8s_t *k, const altar_transfer_t *outputs, s
  * data_root and slots are accepted and ignored (the volume is the cluster's;
  * max_slots bounds pools). Unknown keys are an error naming the key. */
 /* An ExecutionBackend around k (e.g. one built over a fake runtime); takes
- * ownership of k, also when it returns NULL. Destroy with altar_backend_destroy. */
+ * ownership of k, also when it returns NULL. Free with altar_backend_close. */
 altar_backend_t *altar_k8s_backend_wrap(altar_k8s_t *k);
 
 

@@ -174,9 +174,9 @@ void altar__k8s_sleep(const altar_k8s_t *k, double seconds) {
 
 /* ---- as an ExecutionBackend ---- */
 
-static altar_k8s_t *K(altar_backend_t *be) { return be->impl; }
+static altar_k8s_t *K(altar_backend_t *be) { return altar_backend_impl(be); }
 
-static void kb_destroy(altar_backend_t *be) { altar_k8s_free(K(be)); }
+static void kb_close(altar_backend_t *be) { altar_k8s_free(K(be)); }
 
 static int kb_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
   return altar_k8s_capacity(K(be), pcap, err);
@@ -307,7 +307,7 @@ static int parse_pool_map(const char *key, const char *text, altar_k8s_pool_t **
   return rc;
 }
 
-/* The keys kb_create reads (the config reader refuses others). data_root
+/* The keys kb_open reads (the config reader refuses others). data_root
  * and slots are accepted and ignored: the cluster has the capacity. */
 static const char *const kb_keys[] = {"namespace", "mount_root", "pvc_name", "image_pull_policy",
                                       "digest_verifier_image", "staging_root", "kubeconfig", "context",
@@ -316,7 +316,7 @@ static const char *const kb_keys[] = {"namespace", "mount_root", "pvc_name", "im
                                       "settle_timeout_s", "request_timeout_ms", "max_retries",
                                       "pool_node_selectors", "max_slots", "gpu_resources", NULL};
 
-static void *kb_create(const altar_strmap_t *props, char *errstr, size_t sz) {
+static altar_k8s_t *kb_new(const altar_strmap_t *props, char *errstr, size_t sz) {
   altar_k8s_config_t cfg;
   altar_k8s_config_init(&cfg);
   altar_k8s_pool_t *pools = NULL;
@@ -386,12 +386,21 @@ static void *kb_create(const altar_strmap_t *props, char *errstr, size_t sz) {
   return k;
 }
 
+/* ops.open: the impl from kb_new, its message as the error. */
+static int kb_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
+  char errstr[ALTAR_ERRMSG_MAX] = "";
+  void *impl = kb_new(cfg, errstr, sizeof errstr);
+  if (!impl) return altar_error_set(err, ALTAR_ECONFIG, "%s", errstr);
+  altar_backend_set_impl(be, impl);
+  return 0;
+}
+
 const altar_backend_ops_t altar_backend_kubernetes = {
     .name = "kubernetes",
     .input_digest_verification = ALTAR_VERIFY_TASK,
-    .create = kb_create,
     .config_keys = kb_keys,
-    .destroy = kb_destroy,
+    .open = kb_open,
+    .close = kb_close,
     .capacity = kb_capacity,
     .check_resources = kb_check_resources,
     .stage_inputs = kb_stage,
@@ -404,5 +413,5 @@ const altar_backend_ops_t altar_backend_kubernetes = {
 
 altar_backend_t *altar_k8s_backend_wrap(altar_k8s_t *k) {
   if (!k) return NULL;
-  return altar_backend_wrap(&altar_backend_kubernetes, k);
+  return altar_backend_wrap(&altar_backend_kubernetes, k, NULL);
 }

@@ -1,7 +1,7 @@
 /* poll, capacity and cancel: all built on one list call per namespace. */
 #include "k8s_int.h"
 
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -83,9 +83,9 @@ altar_modal_t *altar_modal_new(const altar_modal_config_t *cfg, altar_modal_runt
 
 /* ---- as an ExecutionBackend ---- */
 
-static altar_modal_t *M(altar_backend_t *be) { return be->impl; }
+static altar_modal_t *M(altar_backend_t *be) { return altar_backend_impl(be); }
 
-static void mb_destroy(altar_backend_t *be) { altar_modal_free(M(be)); }
+static void mb_close(altar_backend_t *be) { altar_modal_free(M(be)); }
 
 /* No capacity slot: Modal autoscales, so the default empty report stands. */
 
@@ -125,13 +125,13 @@ static bool parse_ms(const char *key, const char *v, long *pms, char *errstr, si
   return true;
 }
 
-/* The keys mb_create reads (the config reader refuses others). data_root
+/* The keys mb_open reads (the config reader refuses others). data_root
  * and slots are accepted and ignored: Modal autoscales. */
 static const char *const mb_keys[] = {"app_name", "volume_name",      "mount_root",     "python",
                                       "bridge",   "reply_timeout_ms", "run_timeout_ms", "pool_accelerators",
                                       "data_root", "slots",           NULL};
 
-static void *mb_create(const altar_strmap_t *props, char *errstr, size_t sz) {
+static altar_modal_t *mb_new(const altar_strmap_t *props, char *errstr, size_t sz) {
   altar_modal_config_t cfg = {0};
   altar_modal_bridge_config_t bcfg = {0};
   altar_strmap_t accs = {0};
@@ -184,12 +184,21 @@ static void *mb_create(const altar_strmap_t *props, char *errstr, size_t sz) {
   return m;
 }
 
+/* ops.open: the impl from mb_new, its message as the error. */
+static int mb_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
+  char errstr[ALTAR_ERRMSG_MAX] = "";
+  void *impl = mb_new(cfg, errstr, sizeof errstr);
+  if (!impl) return altar_error_set(err, ALTAR_ECONFIG, "%s", errstr);
+  altar_backend_set_impl(be, impl);
+  return 0;
+}
+
 const altar_backend_ops_t altar_backend_modal = {
     .name = "modal",
     .input_digest_verification = ALTAR_VERIFY_TASK,
-    .create = mb_create,
     .config_keys = mb_keys,
-    .destroy = mb_destroy,
+    .open = mb_open,
+    .close = mb_close,
     .check_resources = mb_check_resources,
     .stage_inputs = mb_stage,
     .collect_outputs = mb_collect,
@@ -201,5 +210,5 @@ const altar_backend_ops_t altar_backend_modal = {
 
 altar_backend_t *altar_modal_backend_wrap(altar_modal_t *m) {
   if (!m) return NULL;
-  return altar_backend_wrap(&altar_backend_modal, m);
+  return altar_backend_wrap(&altar_backend_modal, m, NULL);
 }

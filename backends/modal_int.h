@@ -3,6 +3,7 @@
 #define ALTAR_MODAL_INT_H
 
 #include "altar/modal.h"
+#include "altar/plugin/backend.h"
 
 struct altar_modal {
   altar_modal_runtime_t *rt;

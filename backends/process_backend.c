@@ -143,7 +143,7 @@ void altar__proc_child_add(altar_process_t *p, pid_t pid) {
 /* Waits for one of our supervisors to exit. Tasks adopted from an earlier
  * worker are not our children: a poller still finds them on its clock. */
 int altar__proc_wait_change(altar_backend_t *be, int timeout_ms) {
-  altar_process_t *p = be->impl;
+  altar_process_t *p = altar_backend_impl(be);
   /* Exited ones are reaped here, so none is reported twice. */
   if (altar__proc_reap(p)) return 1;
   size_t n = p->n_children;
@@ -290,8 +290,7 @@ static bool serves_pool(const altar_process_t *p, const char *pool) {
   return false;
 }
 
-static void process_destroy(altar_backend_t *be) {
-  altar_process_t *p = be->impl;
+static void process_free(altar_process_t *p) {
   if (!p) return;
   for (size_t i = 0; i < p->n_pools; i++) free(p->pools[i]);
   free(p->pools);
@@ -309,15 +308,19 @@ static void process_destroy(altar_backend_t *be) {
   if (p->sup_fd >= 0) close(p->sup_fd);
   altar__proc_keys_close(p);
   free(p);
-  be->impl = NULL;
 }
 
-/* The keys process_create reads (the config reader refuses others). */
+static void process_close(altar_backend_t *be) {
+  process_free(altar_backend_impl(be));
+  altar_backend_set_impl(be, NULL);
+}
+
+/* The keys process_open reads (the config reader refuses others). */
 static const char *const process_keys[] = {"data_root", "slots",     "storage",        "log_cap",
                                            "memory",    "pools",     "logs_keep",      "logs_keep_days",
                                            NULL};
 
-static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
+static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
   const char *data_root = "./var/data", *slots_s = NULL, *storage = "auto", *cap_s = NULL,
              *mem = "auto";
   for (size_t i = 0; cfg && i < cfg->n; i++) {
@@ -385,19 +388,16 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
   if (ok) ok = mkdir((made = p->logs_dir), 0755) == 0 || errno == EEXIST;
   if (!ok) {
     snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s': %s", made, strerror(errno));
-    altar_backend_t tmp = {.impl = p};
-    process_destroy(&tmp);
+    process_free(p);
     return NULL;
   }
   if (altar__proc_keys_open(p) < 0) {
     snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s/keys': %s", p->data_root, strerror(errno));
-    altar_backend_t tmp = {.impl = p};
-    process_destroy(&tmp);
+    process_free(p);
     return NULL;
   }
   if (parse_pools(p, cfg ? altar_strmap_get(cfg, "pools") : NULL, errstr, errstr_size)) {
-    altar_backend_t tmp = {.impl = p};
-    process_destroy(&tmp);
+    process_free(p);
     return NULL;
   }
   choose_cgroup(p, mem);
@@ -408,17 +408,23 @@ static void *process_create(const altar_strmap_t *cfg, char *errstr, size_t errs
   return p;
 nomem:
   snprintf(errstr, errstr_size, "backend 'process': out of memory");
-  if (p) {
-    altar_backend_t tmp = {.impl = p};
-    process_destroy(&tmp);
-  }
+  process_free(p);
   return NULL;
+}
+
+/* ops.open: the impl from process_new, its message as the error. */
+static int process_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
+  char errstr[ALTAR_ERRMSG_MAX] = "";
+  void *impl = process_new(cfg, errstr, sizeof errstr);
+  if (!impl) return altar_error_set(err, ALTAR_ECONFIG, "%s", errstr);
+  altar_backend_set_impl(be, impl);
+  return 0;
 }
 
 /* ---- capacity, resources, paths ----------------------------------------- */
 
 static int process_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
-  altar_process_t *p = be->impl;
+  altar_process_t *p = altar_backend_impl(be);
   altar__proc_reap(p);
   /* Refresh the live set: finished (or vanished) tasks free their slot. */
   for (size_t i = p->n_live; i-- > 0;) {
@@ -442,7 +448,7 @@ static int process_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_e
 
 static int process_check_resources(altar_backend_t *be, const altar_resources_t *r,
                                    altar_error_t *err) {
-  altar_process_t *p = be->impl;
+  altar_process_t *p = altar_backend_impl(be);
   const char *pool = r->gpu ? r->gpu : ALTAR_POOL_CPU;
   if (!serves_pool(p, pool)) {
     char list[512] = "";
@@ -461,16 +467,16 @@ static int process_check_resources(altar_backend_t *be, const altar_resources_t 
 }
 
 static const char *process_mount_root(altar_backend_t *be) {
-  altar_process_t *p = be->impl;
+  altar_process_t *p = altar_backend_impl(be);
   return p->data_root;
 }
 
 const altar_backend_ops_t altar_backend_process = {
     .name = "process",
     .input_digest_verification = ALTAR_VERIFY_STAGING,
-    .create = process_create,
     .config_keys = process_keys,
-    .destroy = process_destroy,
+    .open = process_open,
+    .close = process_close,
     .capacity = process_capacity,
     .check_resources = process_check_resources,
     .stage_inputs = altar__proc_stage_inputs,

@@ -43,7 +43,7 @@ static bool supervisor_alive(const char *dir) {
 }
 
 int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
-  altar_process_t *p = be->impl;
+  altar_process_t *p = altar_backend_impl(be);
   if (!h->external_id || !altar__proc_id_valid(h->external_id)) return 0; /* never ours: gone */
   char dir[ALTAR_PATH_BUF], path[ALTAR_PATH_BUF + 16];
   int rc = altar__proc_task_dir(p, h->external_id, dir, sizeof dir, err);

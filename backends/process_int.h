@@ -31,7 +31,7 @@
 #ifndef ALTAR_PROCESS_INT_H
 #define ALTAR_PROCESS_INT_H
 
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/paths.h"
 #include "backends/log_retention.h"
 
@@ -80,7 +80,7 @@ typedef struct altar_process {
   uint64_t spare_seq;
   /* keys/.lock (process_keys.c), -1 when it could not be opened (no adoption). */
   int keys_fd;
-  /* Memory enforcement chosen at create: cgroup dir to nest under, or "". */
+  /* Memory enforcement chosen at open: cgroup dir to nest under, or "". */
   char cgroup_parent[512];
   int cgroup_version; /* 0 none (RSS watchdog), 1 or 2 */
 } altar_process_t;
@@ -129,7 +129,7 @@ char *altar__proc_detail_with_logs(const char *base, const char *dir);
  * read, when the environment holds none). */
 void altar__proc_redact_logs(const char *dir);
 /* Prunes kept output by p->retention (log_retention.h), never a task whose
- * supervisor is alive; at create, then from poll at most once per
+ * supervisor is alive; at open, then from poll at most once per
  * ALTAR_LOGS_PRUNE_INTERVAL_S. pfacts may be NULL. */
 void altar__proc_logs_prune(altar_process_t *p, altar_logs_prune_facts_t *pfacts);
 /* altar__proc_logs_prune when one is due at monotonic time now. */
@@ -140,7 +140,7 @@ void altar__proc_logs_prune_if_due(altar_process_t *p, double now);
 int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *pstate,
                       altar_failure_t **pfailure, altar_error_t *err);
 
-/* Adoption by task key (process_keys.c). open: at create (-1 with errno);
+/* Adoption by task key (process_keys.c). open: at backend open (-1 with errno);
  * lock/unlock: around a submit's lookup and link; find_live: the id of the
  * key's task when its supervisor is alive; set: points the key at id;
  * forget: at reclaim, removes the link of the task in task_dir if it

@@ -149,7 +149,7 @@ int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *p
 
 int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
                      altar_error_t *err) {
-  altar_process_t *p = be->impl;
+  altar_process_t *p = altar_backend_impl(be);
   altar__proc_reap(p);
   /* A clock read per poll; the walk of the kept output once a minute. */
   struct timespec mono;

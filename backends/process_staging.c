@@ -93,7 +93,7 @@ static void remove_bad_copy(const char *path) {
 }
 
 static int stage_one(altar_backend_t *be, const altar_transfer_t *t, size_t i, altar_error_t *err) {
-  altar_process_t *p = be->impl;
+  altar_process_t *p = altar_backend_impl(be);
   char what[160];
   snprintf(what, sizeof what, "inputs[%zu] (%.120s)", i, t->logical_path ? t->logical_path : "");
   if (!t->uri || !t->logical_path)
@@ -154,7 +154,7 @@ int altar__proc_stage_inputs(altar_backend_t *be, const altar_transfer_t *ts, si
 
 int altar__proc_collect_outputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n,
                                 altar_error_t *err) {
-  altar_process_t *p = be->impl;
+  altar_process_t *p = altar_backend_impl(be);
   for (size_t i = 0; i < n; i++) {
     const altar_transfer_t *t = &ts[i];
     char what[160];

@@ -166,7 +166,7 @@ static int lock_task_file(const char *path) {
 
 int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph,
                        altar_error_t *err) {
-  altar_process_t *p = be->impl;
+  altar_process_t *p = altar_backend_impl(be);
   if (!spec->command || spec->n_command == 0 || !spec->command[0] || !spec->command[0][0])
     return altar_error_set(err, ALTAR_EINVAL, "command: must name a program to run");
   int rc = altar_backend_check_resources(be, &spec->resources, err);

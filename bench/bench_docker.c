@@ -121,11 +121,11 @@ int main(int argc, char **argv) {
 
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", root);
-  char errstr[256];
-  altar_backend_t *be = altar_backend_create(&altar_backend_docker, &cfg, errstr, sizeof errstr);
+  altar_error_t berr = {0};
+  altar_backend_t *be = altar_backend_open(&altar_backend_docker, &cfg, &berr);
   altar_strmap_clear(&cfg);
   if (!be) {
-    fprintf(stderr, "bench_docker: %s\n", errstr);
+    fprintf(stderr, "bench_docker: %s\n", berr.msg);
     return 1;
   }
   altar_spec_t *spec = altar_spec_new("bench", image);
@@ -209,7 +209,7 @@ int main(int argc, char **argv) {
   if (fails) printf("  (%d operations failed)\n", fails);
 
   altar_spec_free(spec);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   rmdir(root);
   return fails ? 1 : 0;
 }

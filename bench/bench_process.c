@@ -6,7 +6,7 @@
  *   bench_process [N [ROUNDS]]   N tasks per contender (default 2000), run
  *                                in ROUNDS turns (default 5)
  */
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -41,11 +41,11 @@ static double bench_backend(int n, const char *root) {
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", root);
   altar_strmap_set(&cfg, "slots", "4");
-  char errstr[256];
-  altar_backend_t *be = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
+  altar_error_t berr = {0};
+  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
   altar_strmap_clear(&cfg);
   if (!be) {
-    fprintf(stderr, "bench_process: %s\n", errstr);
+    fprintf(stderr, "bench_process: %s\n", berr.msg);
     exit(1);
   }
   altar_spec_t *spec = altar_spec_new("bench", "none");
@@ -93,7 +93,7 @@ static double bench_backend(int n, const char *root) {
   double dt = now_s() - t0;
   if (failed) fprintf(stderr, "bench_process: %d of %d tasks failed\n", failed, n);
   altar_spec_free(spec);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   return n / dt;
 }
 

@@ -182,10 +182,9 @@ int altar_cmd_run(int argc, char **argv) {
     fprintf(stderr, "altar run: %s: %s\n", file, err.msg);
     goto out;
   }
-  char errstr[512];
-  be = altar_backend_create_by_name(name, &props, errstr, sizeof errstr);
+  be = altar_backend_open_by_name(name, &props, &err);
   if (!be) {
-    fprintf(stderr, "altar run: %s\n", errstr);
+    fprintf(stderr, "altar run: %s\n", err.msg);
     goto out;
   }
   if (altar_backend_check_resources(be, &spec.resources, &err) < 0) {
@@ -248,7 +247,7 @@ out:
   altar_status_clear(&st);
   altar_handle_clear(&h);
   altar_spec_clear(&spec);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_strmap_clear(&props);
   return code;
 }

@@ -139,7 +139,7 @@ int altar_cmd_worker(int argc, char **argv) {
               (unsigned long long)st.waited, (unsigned long long)st.handed_done, (unsigned long long)st.taken_over);
   }
   altar_cli_metrics_stop(metrics, msrv);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_transport_close(t);
   altar_group_specs_clear(&groups);
   altar_config_clear(&cfg);

@@ -1,6 +1,7 @@
 #include "fleet_common.h"
 #include "cli.h"
 
+#include "altar/plugin/backend.h"
 #include "altar/registry.h"
 
 #include <stdio.h>
@@ -183,15 +184,15 @@ altar_transport_t *altar_cli_open_transport(const altar_config_t *cfg, const alt
 }
 
 altar_backend_t *altar_cli_open_backend(const altar_config_t *cfg) {
-  char errstr[512] = "";
+  altar_error_t err = {0};
   altar_strmap_t props;
   if (altar_strmap_copy(&props, &cfg->backend_props)) return NULL;
   /* slots is the worker's intake bound; backends that size pools read it too. */
   const altar_backend_ops_t *ops = altar_backend_lookup(cfg->backend_name);
   if (ops && (!strcmp(ops->name, "kubernetes") || !strcmp(ops->name, "modal"))) altar_strmap_remove(&props, "slots");
-  altar_backend_t *be = altar_backend_create_by_name(cfg->backend_name, &props, errstr, sizeof errstr);
+  altar_backend_t *be = altar_backend_open_by_name(cfg->backend_name, &props, &err);
   altar_strmap_clear(&props);
-  if (!be) fprintf(stderr, "altar: backend %s: %s\n", cfg->backend_name, errstr);
+  if (!be) fprintf(stderr, "altar: backend %s: %s\n", cfg->backend_name, err.msg);
   return be;
 }
 

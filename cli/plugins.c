@@ -3,7 +3,7 @@
  * plug-ins come after them, from ALTAR_PLUGIN_PATH and the config. */
 #include "cli/cli.h"
 
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/kubernetes.h"
 #include "altar/modal.h"
 #include "backends/docker.h"

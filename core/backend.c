@@ -1,6 +1,6 @@
 /* ExecutionBackend: the contract's defaults in one place, construction, the
  * name registry, and the reason → deterministic table every backend shares. */
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/paths.h"
 #include "altar/registry.h"
 #include "altar/suggest.h"
@@ -18,25 +18,23 @@ const char *altar_verification_name(altar_verification_t v) {
   return "?";
 }
 
-/* ---- defaults ----------------------------------------------------------- */
+/* ---- defaults (filled into the handle's table once, at open or wrap) ---- */
 
-int altar__backend_def_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
+static int def_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
   (void)be;
   (void)pcap; /* already empty: no fixed slots to report */
   (void)err;
   return 0;
 }
 
-int altar__backend_def_check_resources(altar_backend_t *be, const altar_resources_t *r,
-                                       altar_error_t *err) {
+static int def_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {
   (void)be;
   (void)r;
   (void)err;
   return 0;
 }
 
-int altar__backend_def_transfers(altar_backend_t *be, const altar_transfer_t *ts, size_t n,
-                                 altar_error_t *err) {
+static int def_transfers(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err) {
   /* Managed backends move files through submit (arguments, mounts). */
   (void)be;
   (void)ts;
@@ -45,43 +43,42 @@ int altar__backend_def_transfers(altar_backend_t *be, const altar_transfer_t *ts
   return 0;
 }
 
-const char *altar__backend_def_mount_root(altar_backend_t *be) {
+static const char *def_mount_root(altar_backend_t *be) {
   (void)be;
   return "";
 }
 
-int altar__backend_def_resolve_path(altar_backend_t *be, const char *logical, char **pphysical,
-                                    altar_error_t *err) {
+static int def_resolve_path(altar_backend_t *be, const char *logical, char **pphysical,
+                            altar_error_t *err) {
   *pphysical = NULL;
   return altar_path_resolve(altar_backend_mount_root(be), logical, pphysical, err);
 }
 
-int altar__backend_def_await(altar_backend_t *be, const altar_handle_t *handles, size_t n,
-                             altar_status_t *pstatuses, altar_error_t *err) {
+static int def_await(altar_backend_t *be, const altar_handle_t *handles, size_t n,
+                     altar_status_t *pstatuses, altar_error_t *err) {
   (void)handles;
   (void)n;
   (void)pstatuses;
   return altar_error_set(err, ALTAR_ENOTSUP,
-                         "backend '%s': await_completion is not supported; poll instead",
-                         be->ops->name);
+                         "backend '%s': await_completion is not supported; poll instead", be->ops.name);
 }
 
-int altar__backend_def_wait_change(altar_backend_t *be, int timeout_ms) {
+static int def_wait_change(altar_backend_t *be, int timeout_ms) {
   (void)be;
   (void)timeout_ms;
   return ALTAR_ENOTSUP;
 }
 
-int altar__backend_def_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err) {
+static int def_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err) {
   (void)be;
   (void)handle;
   (void)err;
   return 0;
 }
 
-int altar__backend_def_recover(altar_backend_t *be, const altar_status_t *failures, size_t n,
-                               const char *const *banned, size_t n_banned,
-                               altar_handle_t **phandles, size_t *pn, altar_error_t *err) {
+static int def_recover(altar_backend_t *be, const altar_status_t *failures, size_t n,
+                       const char *const *banned, size_t n_banned, altar_handle_t **phandles,
+                       size_t *pn, altar_error_t *err) {
   (void)be;
   (void)failures;
   (void)n;
@@ -93,49 +90,142 @@ int altar__backend_def_recover(altar_backend_t *be, const altar_status_t *failur
   return 0;
 }
 
-/* ---- the two required calls, with output hygiene ------------------------ */
+static void fill_defaults(altar_backend_ops_t *o) {
+  if (!o->capacity) o->capacity = def_capacity;
+  if (!o->check_resources) o->check_resources = def_check_resources;
+  if (!o->stage_inputs) o->stage_inputs = def_transfers;
+  if (!o->collect_outputs) o->collect_outputs = def_transfers;
+  if (!o->mount_root) o->mount_root = def_mount_root;
+  if (!o->resolve_path) o->resolve_path = def_resolve_path;
+  if (!o->await_completion) o->await_completion = def_await;
+  if (!o->wait_change) o->wait_change = def_wait_change;
+  if (!o->cancel) o->cancel = def_cancel;
+  if (!o->recover) o->recover = def_recover;
+}
 
-int altar__backend_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
-                          altar_error_t *err) {
+/* ---- operations ----------------------------------------------------------- */
+
+const char *altar_backend_name(const altar_backend_t *be) { return be->ops.name; }
+
+altar_verification_t altar_backend_verification(const altar_backend_t *be) {
+  return be->ops.input_digest_verification;
+}
+
+int altar_backend_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
+  altar_capacity_init(pcap);
+  return be->ops.capacity(be, pcap, err);
+}
+
+int altar_backend_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {
+  return be->ops.check_resources(be, r, err);
+}
+
+int altar_backend_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n,
+                               altar_error_t *err) {
+  return be->ops.stage_inputs(be, inputs, n, err);
+}
+
+int altar_backend_collect_outputs(altar_backend_t *be, const altar_transfer_t *outputs, size_t n,
+                                  altar_error_t *err) {
+  return be->ops.collect_outputs(be, outputs, n, err);
+}
+
+const char *altar_backend_mount_root(altar_backend_t *be) {
+  const char *r = be->ops.mount_root(be);
+  return r ? r : "";
+}
+
+int altar_backend_resolve_path(altar_backend_t *be, const char *logical, char **pphysical,
+                               altar_error_t *err) {
+  *pphysical = NULL;
+  return be->ops.resolve_path(be, logical, pphysical, err);
+}
+
+/* The two calls with output hygiene: zero outputs first, clear them on error. */
+int altar_backend_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
+                         altar_error_t *err) {
   memset(phandle, 0, sizeof *phandle);
-  int rc = be->ops->submit(be, spec, phandle, err);
+  int rc = be->ops.submit(be, spec, phandle, err);
   if (rc < 0) altar_handle_clear(phandle);
   return rc;
 }
 
-int altar__backend_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n,
-                        altar_status_t *pstatuses, bool await, altar_error_t *err) {
+static int poll_or_await(altar_backend_t *be, const altar_handle_t *handles, size_t n,
+                         altar_status_t *pstatuses, bool await, altar_error_t *err) {
   if (n && pstatuses) memset(pstatuses, 0, n * sizeof *pstatuses);
-  int rc;
-  if (await)
-    rc = be->ops->await_completion ? be->ops->await_completion(be, handles, n, pstatuses, err)
-                                   : altar__backend_def_await(be, handles, n, pstatuses, err);
-  else
-    rc = be->ops->poll(be, handles, n, pstatuses, err);
+  int rc = await ? be->ops.await_completion(be, handles, n, pstatuses, err)
+                 : be->ops.poll(be, handles, n, pstatuses, err);
   if (rc < 0)
     for (size_t i = 0; i < n; i++) altar_status_clear(&pstatuses[i]);
   return rc;
+}
+
+int altar_backend_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n,
+                       altar_status_t *pstatuses, altar_error_t *err) {
+  return poll_or_await(be, handles, n, pstatuses, false, err);
+}
+
+int altar_backend_await_completion(altar_backend_t *be, const altar_handle_t *handles, size_t n,
+                                   altar_status_t *pstatuses, altar_error_t *err) {
+  return poll_or_await(be, handles, n, pstatuses, true, err);
+}
+
+int altar_backend_wait_change(altar_backend_t *be, int timeout_ms) {
+  return be->ops.wait_change(be, timeout_ms);
+}
+
+int altar_backend_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err) {
+  return be->ops.cancel(be, handle, err);
+}
+
+int altar_backend_recover(altar_backend_t *be, const altar_status_t *failures, size_t n,
+                          const char *const *banned, size_t n_banned, altar_handle_t **phandles,
+                          size_t *pn, altar_error_t *err) {
+  *phandles = NULL;
+  *pn = 0;
+  return be->ops.recover(be, failures, n, banned, n_banned, phandles, pn, err);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
 static const char *missing_member(const altar_backend_ops_t *ops) {
   if (!ops->name || !ops->name[0]) return "name";
-  if (!ops->create) return "create";
-  if (!ops->destroy) return "destroy";
+  if (!ops->open) return "open";
+  if (!ops->close) return "close";
   if (!ops->submit) return "submit";
   if (!ops->poll) return "poll";
   return NULL;
 }
 
-altar_backend_t *altar_backend_wrap(const altar_backend_ops_t *ops, void *impl) {
+static int refuse_incomplete(const altar_backend_ops_t *ops, altar_error_t *err) {
+  const char *miss = missing_member(ops);
+  if (!miss) return 0;
+  return altar_error_set(err, ALTAR_EINVAL, "backend '%s': vtable lacks required member '%s'",
+                         ops->name ? ops->name : "?", miss);
+}
+
+/* A handle for ops with the defaults filled in, or NULL for lack of memory. */
+static altar_backend_t *new_handle(const altar_backend_ops_t *ops) {
   altar_backend_t *be = calloc(1, sizeof *be);
-  altar_backend_t tmp = {.ops = ops, .impl = impl};
+  if (!be) return NULL;
+  be->ops = *ops;
+  be->table = ops;
+  fill_defaults(&be->ops);
+  return be;
+}
+
+altar_backend_t *altar_backend_wrap(const altar_backend_ops_t *ops, void *impl, altar_error_t *err) {
+  altar_backend_t *be = NULL;
+  if (!refuse_incomplete(ops, err) && !(be = new_handle(ops)))
+    altar_error_set(err, ALTAR_ENOMEM, "backend '%s': out of memory", ops->name);
   if (!be) {
-    if (impl && ops->destroy) ops->destroy(&tmp);
+    if (impl && ops->close) {
+      altar_backend_t tmp = {.ops = *ops, .table = ops, .impl = impl};
+      ops->close(&tmp);
+    }
     return NULL;
   }
-  *be = tmp;
+  altar_backend_set_impl(be, impl);
   return be;
 }
 
@@ -148,41 +238,43 @@ bool altar_backend_knows_key(const altar_backend_ops_t *ops, const char *key, ch
   return false;
 }
 
-/* altar_backend_create, naming the backend as the caller asked for it
+/* altar_backend_open, naming the backend as the caller asked for it
  * ("docker" rather than its registry name "local"). */
-static altar_backend_t *create_named(const altar_backend_ops_t *ops, const char *shown, const altar_strmap_t *cfg,
-                                     char *errstr, size_t errstr_size) {
-  const char *miss = missing_member(ops);
-  if (miss) {
-    snprintf(errstr, errstr_size, "backend '%s': vtable lacks required member '%s'",
-             ops->name ? ops->name : "?", miss);
-    return NULL;
-  }
+static altar_backend_t *open_named(const altar_backend_ops_t *ops, const char *shown, const altar_strmap_t *cfg,
+                                   altar_error_t *err) {
+  altar_error_t local = {0};
+  if (!err) err = &local;
+  if (refuse_incomplete(ops, err)) return NULL;
   for (size_t i = 0; cfg && i < cfg->n; i++) {
     char hint[160];
     if (altar_backend_knows_key(ops, cfg->keys[i], hint, sizeof hint)) continue;
-    snprintf(errstr, errstr_size, "backend.%.64s: unknown key for the %s backend%s", cfg->keys[i], shown, hint);
+    altar_error_set(err, ALTAR_ECONFIG, "backend.%.64s: unknown key for the %s backend%s", cfg->keys[i], shown,
+                    hint);
     return NULL;
   }
-  if (errstr_size) errstr[0] = '\0';
-  void *impl = ops->create(cfg, errstr, errstr_size);
-  if (!impl) {
-    if (errstr_size && !errstr[0]) snprintf(errstr, errstr_size, "backend '%s': create failed", ops->name);
+  altar_backend_t *be = new_handle(ops);
+  if (!be) {
+    altar_error_set(err, ALTAR_ENOMEM, "backend '%s': out of memory", ops->name);
     return NULL;
   }
-  altar_backend_t *be = altar_backend_wrap(ops, impl);
-  if (!be) snprintf(errstr, errstr_size, "backend '%s': out of memory", ops->name);
+  altar_error_clear(err);
+  int rc = ops->open(be, cfg, err);
+  if (rc) {
+    if (!err->msg[0]) altar_error_set(err, rc < 0 ? rc : ALTAR_EBACKEND, "backend '%s': open failed", ops->name);
+    free(be);
+    return NULL;
+  }
   return be;
 }
 
-altar_backend_t *altar_backend_create(const altar_backend_ops_t *ops, const altar_strmap_t *cfg,
-                                      char *errstr, size_t errstr_size) {
-  return create_named(ops, ops->name, cfg, errstr, errstr_size);
+altar_backend_t *altar_backend_open(const altar_backend_ops_t *ops, const altar_strmap_t *cfg,
+                                    altar_error_t *err) {
+  return open_named(ops, ops->name, cfg, err);
 }
 
-void altar_backend_destroy(altar_backend_t *be) {
+void altar_backend_close(altar_backend_t *be) {
   if (!be) return;
-  if (be->ops && be->ops->destroy) be->ops->destroy(be);
+  be->ops.close(be);
   free(be);
 }
 
@@ -207,15 +299,15 @@ size_t altar_backend_names(const char **names, size_t max) {
   return altar_registry_names(ALTAR_REGISTRY_BACKEND, names, max);
 }
 
-altar_backend_t *altar_backend_create_by_name(const char *name, const altar_strmap_t *cfg,
-                                              char *errstr, size_t errstr_size) {
+altar_backend_t *altar_backend_open_by_name(const char *name, const altar_strmap_t *cfg, altar_error_t *err) {
   const void *ops = NULL;
   altar_error_t e = {0};
-  if (altar_registry_get(ALTAR_REGISTRY_BACKEND, name ? name : "", &ops, &e) < 0) {
-    snprintf(errstr, errstr_size, "backend.name: %s", e.msg);
+  int rc = altar_registry_get(ALTAR_REGISTRY_BACKEND, name ? name : "", &ops, &e);
+  if (rc < 0) {
+    altar_error_set(err, rc, "backend.name: %s", e.msg);
     return NULL;
   }
-  return create_named(ops, name, cfg, errstr, errstr_size);
+  return open_named(ops, name, cfg, err);
 }
 
 /* ---- reasons ------------------------------------------------------------ */

@@ -90,8 +90,8 @@ static const char *backend_missing(const altar_backend_ops_t *ops) {
   if (ops->input_digest_verification != ALTAR_VERIFY_STAGING &&
       ops->input_digest_verification != ALTAR_VERIFY_TASK)
     return "input_digest_verification (staging or task)";
-  if (!ops->create) return "create";
-  if (!ops->destroy) return "destroy";
+  if (!ops->open) return "open";
+  if (!ops->close) return "close";
   if (!ops->submit) return "submit";
   if (!ops->poll) return "poll";
   return NULL;

@@ -79,7 +79,7 @@ altar__heartbeat_t *altar__heartbeat_start(const altar_worker_opts_t *o, const c
   hb->transport = o->transport;
   hb->topic = o->topics->fleet;
   hb->worker_id = strdup(worker_id);
-  hb->backend = o->backend->ops->name ? o->backend->ops->name : "";
+  hb->backend = altar_backend_name(o->backend) ? altar_backend_name(o->backend) : "";
   hb->slots = o->slots;
   hb->pools = json_object();
   if (!hb->worker_id || !hb->pools) {

@@ -13,9 +13,9 @@
  * their digests verified before submit ("staging"). No GPU pools.
  *
  * Build: see the Makefile beside this file (pkg-config altar). */
-#include <altar/backend.h>
 #include <altar/codec.h>
 #include <altar/digest.h>
+#include <altar/plugin/backend.h>
 #include <altar/plugin/host.h>
 #include <altar/storage.h>
 
@@ -56,38 +56,37 @@ static int mkdirs(const char *path) {
   return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
-static void *sp_create(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
+static int sp_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
   const char *root = "./var/data";
   for (size_t i = 0; cfg && i < cfg->n; i++) {
     if (!strcmp(cfg->keys[i], "data_root")) {
       root = cfg->vals[i];
     } else {
-      snprintf(errstr, errstr_size, "subprocess: backend.%s: unknown key (known: data_root)", cfg->keys[i]);
-      return NULL;
+      return altar_error_set(err, ALTAR_ECONFIG, "subprocess: backend.%s: unknown key (known: data_root)",
+                             cfg->keys[i]);
     }
   }
   char tasks[PATH_MAX], real[PATH_MAX];
   if (snprintf(tasks, sizeof tasks, "%s/tasks", root) >= (int)sizeof tasks || mkdirs(tasks) < 0 ||
       !realpath(root, real)) {
-    snprintf(errstr, errstr_size, "subprocess: backend.data_root '%s': %s", root, strerror(errno));
-    return NULL;
+    return altar_error_set(err, ALTAR_ECONFIG, "subprocess: backend.data_root '%s': %s", root, strerror(errno));
   }
   subproc_t *sp = calloc(1, sizeof *sp);
   if (!sp || !(sp->data_root = strdup(real))) {
     free(sp);
-    snprintf(errstr, errstr_size, "subprocess: out of memory");
-    return NULL;
+    return altar_error_set(err, ALTAR_ENOMEM, "subprocess: out of memory");
   }
-  return sp;
+  altar_backend_set_impl(be, sp);
+  return 0;
 }
 
-static void sp_destroy(altar_backend_t *be) {
-  subproc_t *sp = be->impl;
+static void sp_close(altar_backend_t *be) {
+  subproc_t *sp = altar_backend_impl(be);
   free(sp->data_root);
   free(sp);
 }
 
-static const char *sp_mount_root(altar_backend_t *be) { return ((subproc_t *)be->impl)->data_root; }
+static const char *sp_mount_root(altar_backend_t *be) { return ((subproc_t *)altar_backend_impl(be))->data_root; }
 
 static int sp_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {
   (void)be;
@@ -290,7 +289,7 @@ static long long start_time(pid_t pid) {
 }
 
 static int sp_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle, altar_error_t *err) {
-  subproc_t *sp = be->impl;
+  subproc_t *sp = altar_backend_impl(be);
   if (!spec->n_command) return altar_error_set(err, ALTAR_EINVAL, "command: subprocess needs a command");
   char key[ALTAR_TASK_KEY_LEN + 1];
   int rc = altar_spec_identity(spec, key, err);
@@ -438,7 +437,7 @@ static int status_of(subproc_t *sp, const altar_handle_t *h, altar_status_t *pst
 static int sp_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *psts,
                    altar_error_t *err) {
   for (size_t i = 0; i < n; i++) {
-    int rc = status_of(be->impl, &hs[i], &psts[i]);
+    int rc = status_of(altar_backend_impl(be), &hs[i], &psts[i]);
     if (rc < 0) return altar_error_set(err, rc, "subprocess: poll: out of memory");
   }
   return 0;
@@ -447,7 +446,7 @@ static int sp_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, alta
 static int sp_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
   (void)err;
   char dir[PATH_MAX];
-  if (!task_dir(be->impl, h->external_id, dir, sizeof dir)) return 0; /* never ours: gone */
+  if (!task_dir(altar_backend_impl(be), h->external_id, dir, sizeof dir)) return 0; /* never ours: gone */
   pid_t sup = live_supervisor(dir);
   if (sup > 0) kill(sup, SIGTERM); /* it kills the command and records "cancelled" */
   return 0;
@@ -456,8 +455,8 @@ static int sp_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t
 static const altar_backend_ops_t subprocess_ops = {
     .name = "subprocess",
     .input_digest_verification = ALTAR_VERIFY_STAGING,
-    .create = sp_create,
-    .destroy = sp_destroy,
+    .open = sp_open,
+    .close = sp_close,
     .check_resources = sp_check_resources,
     .stage_inputs = sp_stage_inputs,
     .mount_root = sp_mount_root,

@@ -31,15 +31,15 @@ static bool world_open(world_t *w) {
   memset(w, 0, sizeof *w);
   w->data_root = altar_test_tmpdir("contract-data");
   w->store = altar_test_tmpdir("contract-store");
-  char errstr[512] = "";
-  w->be = fx->make_backend(fx->ctx, w->data_root, errstr, sizeof errstr);
-  if (!w->be) fprintf(stderr, "contract[%s]: make_backend: %s\n", fx->name, errstr);
+  altar_error_t berr = {0};
+  w->be = fx->make_backend(fx->ctx, w->data_root, &berr);
+  if (!w->be) fprintf(stderr, "contract[%s]: make_backend: %s\n", fx->name, berr.msg);
   CU_ASSERT_PTR_NOT_NULL(w->be);
   return w->be != NULL;
 }
 
 static void world_close(world_t *w) {
-  altar_backend_destroy(w->be);
+  altar_backend_close(w->be);
   if (fx->cleanup) fx->cleanup(fx->ctx, w->data_root);
   altar_test_rmtree(w->data_root);
   altar_test_rmtree(w->store);
@@ -91,20 +91,21 @@ void altar_contract_sha256(const void *data, size_t len, char out[72]) {
 }
 
 int altar_contract_check_declarations(const altar_backend_t *be, char *why, size_t why_size) {
-  if (!be || !be->ops) {
+  if (!be) {
     snprintf(why, why_size, "no backend");
     return -1;
   }
-  if (!be->ops->name || !be->ops->name[0]) {
+  const char *name = altar_backend_name(be);
+  if (!name || !name[0]) {
     snprintf(why, why_size, "backend has no name");
     return -1;
   }
-  altar_verification_t v = be->ops->input_digest_verification;
+  altar_verification_t v = altar_backend_verification(be);
   if (v != ALTAR_VERIFY_STAGING && v != ALTAR_VERIFY_TASK) {
     snprintf(why, why_size,
              "backend '%s' declares input_digest_verification '%s': content-addressed inputs must "
              "be verified on every backend (staging or task)",
-             be->ops->name, altar_verification_name(v));
+             name, altar_verification_name(v));
     return -1;
   }
   return 0;

@@ -23,9 +23,8 @@ typedef struct altar_contract_fixture {
   int wait_s;        /* how long to wait for a terminal state (default 60) */
 
   /* A fresh backend whose data lives under data_root (a fresh empty
-   * directory the suite made and removes). NULL with errstr on failure. */
-  altar_backend_t *(*make_backend)(void *ctx, const char *data_root, char *errstr,
-                                   size_t errstr_size);
+   * directory the suite made and removes). NULL with err filled on failure. */
+  altar_backend_t *(*make_backend)(void *ctx, const char *data_root, altar_error_t *err);
 
   /* Set spec's command (and anything else it needs) so that the task: */
   int (*set_exit)(void *ctx, altar_spec_t *spec, int code); /* exits with code */

@@ -1,7 +1,7 @@
 /* See storage_contract.h. */
 #include "storage_contract.h"
 
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/digest.h"
 #include "testutil.h"
 
@@ -361,8 +361,8 @@ void altar_storage_contract_staging(const altar_storage_fixture_t *fx) {
   char *root = altar_test_tmpdir("contract-stage");
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", root);
-  char errstr[512] = "";
-  altar_backend_t *be = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
+  altar_error_t berr = {0};
+  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
   altar_strmap_clear(&cfg);
   CU_ASSERT_PTR_NOT_NULL_FATAL(be);
   altar_error_t err = {0};
@@ -427,7 +427,7 @@ void altar_storage_contract_staging(const altar_storage_fixture_t *fx) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "outputs[0]"));
   }
   free(data);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_test_rmtree(root);
   free(root);
 }

@@ -8,7 +8,7 @@
 #ifndef ALTAR_FUZZ_INTAKE_BODY_H
 #define ALTAR_FUZZ_INTAKE_BODY_H
 
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/codec.h"
 #include "altar/fleet.h"
 #include "altar/groups.h"
@@ -34,16 +34,16 @@ static int fz_check(altar_backend_t *be, const altar_resources_t *r, altar_error
   if (r->gpu && strcmp(r->gpu, "a100")) return altar_error_set(err, ALTAR_EINVAL, "resources.gpu: no pool '%.64s'", r->gpu);
   return ALTAR_OK;
 }
-static void *fz_create(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
+static int fz_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
+  (void)be;
   (void)cfg;
-  snprintf(errstr, errstr_size, "use altar_backend_wrap");
-  return NULL;
+  return altar_error_set(err, ALTAR_ENOTSUP, "use altar_backend_wrap");
 }
-static void fz_destroy(altar_backend_t *be) { (void)be; }
+static void fz_close(altar_backend_t *be) { (void)be; }
 static const altar_backend_ops_t fz_ops = {.name = "fuzz",
                                            .input_digest_verification = ALTAR_VERIFY_STAGING,
-                                           .create = fz_create,
-                                           .destroy = fz_destroy,
+                                           .open = fz_open,
+                                           .close = fz_close,
                                            .submit = fz_submit,
                                            .poll = fz_poll,
                                            .check_resources = fz_check};
@@ -54,7 +54,7 @@ static altar_group_specs_t fz_groups;
 static void fz_init(void) {
   if (fz_be) return;
   static char impl;
-  fz_be = altar_backend_wrap(&fz_ops, &impl);
+  fz_be = altar_backend_wrap(&fz_ops, &impl, NULL);
   static const char yaml[] = "groups:\n  shard: {group_by: [job_id, fold], ready_when: single}\n";
   altar_error_t err = {0};
   if (!fz_be || altar_group_specs_load_string(yaml, sizeof yaml - 1, "fuzz.yaml", &fz_groups, &err)) abort();

@@ -11,7 +11,7 @@
  *
  * The fixture knows the layout of examples/subprocess_backend (a task's
  * supervisor pid in <data_root>/tasks/<id>/pid), for `vanish`. */
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/config.h"
 #include "altar/plugin.h"
 #include "altar/storage.h"
@@ -25,11 +25,11 @@
 
 static const char *backend_name;
 
-static altar_backend_t *make(void *ctx, const char *data_root, char *errstr, size_t n) {
+static altar_backend_t *make(void *ctx, const char *data_root, altar_error_t *err) {
   (void)ctx;
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data_root);
-  altar_backend_t *be = altar_backend_create_by_name(backend_name, &cfg, errstr, n);
+  altar_backend_t *be = altar_backend_open_by_name(backend_name, &cfg, err);
   altar_strmap_clear(&cfg);
   return be;
 }

@@ -189,14 +189,14 @@ EOF
 build takes_process <<'EOF'
 #include <altar/plugin/host.h>
 ALTAR_PLUGIN_DECLARE_ABI();
-static void *create(const altar_strmap_t *c, char *e, size_t n) { (void)c; (void)e; (void)n; return NULL; }
-static void destroy(altar_backend_t *be) { (void)be; }
+static int open_(altar_backend_t *be, const altar_strmap_t *c, altar_error_t *e) { (void)be; (void)c; (void)e; return 0; }
+static void close_(altar_backend_t *be) { (void)be; }
 static int submit(altar_backend_t *be, const altar_spec_t *s, altar_handle_t *h, altar_error_t *e) {
   (void)be; (void)s; (void)h; (void)e; return 0; }
 static int poll(altar_backend_t *be, const altar_handle_t *h, size_t n, altar_status_t *st, altar_error_t *e) {
   (void)be; (void)h; (void)n; (void)st; (void)e; return 0; }
 static const altar_backend_ops_t ops = {.name = "process", .input_digest_verification = ALTAR_VERIFY_TASK,
-  .create = create, .destroy = destroy, .submit = submit, .poll = poll};
+  .open = open_, .close = close_, .submit = submit, .poll = poll};
 int altar_plugin_init(const altar_plugin_host_t *host, altar_error_t *err) {
   return host->register_backend(host, &ops, err); }
 EOF

@@ -61,21 +61,21 @@ static void remove_containers_of(const char *data_root) {
   free(out);
 }
 
-static altar_backend_t *new_backend(const char *data_root, char *errstr, size_t cap) {
+static altar_backend_t *new_backend(const char *data_root, altar_error_t *err) {
   altar_storage_register_builtin();
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data_root);
   altar_strmap_set(&cfg, "slots", "2");
-  altar_backend_t *be = altar_backend_create(&altar_backend_docker, &cfg, errstr, cap);
+  altar_backend_t *be = altar_backend_open(&altar_backend_docker, &cfg, err);
   altar_strmap_clear(&cfg);
   return be;
 }
 
 /* ---- contract fixture ------------------------------------------------------- */
 
-static altar_backend_t *fx_make(void *ctx, const char *data_root, char *errstr, size_t cap) {
+static altar_backend_t *fx_make(void *ctx, const char *data_root, altar_error_t *err) {
   (void)ctx;
-  return new_backend(data_root, errstr, cap);
+  return new_backend(data_root, err);
 }
 
 static int set_cmd(altar_spec_t *spec, const char *const *words) {
@@ -152,13 +152,13 @@ static altar_backend_t *be;
 
 static void each_setup(void) {
   root_dir = altar_test_tmpdir("docker-engine");
-  char errstr[256] = "";
-  be = new_backend(root_dir, errstr, sizeof errstr);
-  if (!be) fprintf(stderr, "backend: %s\n", errstr);
+  altar_error_t berr = {0};
+  be = new_backend(root_dir, &berr);
+  if (!be) fprintf(stderr, "backend: %s\n", berr.msg);
 }
 
 static void each_teardown(void) {
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   be = NULL;
   remove_containers_of(root_dir);
   altar_test_rmtree(root_dir);
@@ -227,9 +227,9 @@ static void test_submit_adopts_running_container(void) {
   altar_handle_t a, b, c;
   altar_error_t err = {0};
   CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &a, &err), 0);
-  altar_backend_destroy(be); /* as a killed worker would */
-  char errstr[256];
-  be = new_backend(root_dir, errstr, sizeof errstr);
+  altar_backend_close(be); /* as a killed worker would */
+  altar_error_t berr = {0};
+  be = new_backend(root_dir, &berr);
   CU_ASSERT_FATAL(be != NULL);
   CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &b, &err), 0);
   CU_ASSERT_STRING_EQUAL(b.external_id, a.external_id);
@@ -253,9 +253,9 @@ static void test_deadline_enforced_by_another_backend_object(void) {
   altar_handle_t h;
   altar_error_t err = {0};
   CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
-  altar_backend_destroy(be);
-  char errstr[256];
-  be = new_backend(root_dir, errstr, sizeof errstr);
+  altar_backend_close(be);
+  altar_error_t berr = {0};
+  be = new_backend(root_dir, &berr);
   CU_ASSERT_FATAL(be != NULL);
   altar_status_t st;
   CU_ASSERT_EQUAL_FATAL(altar_contract_wait_terminal(be, &h, 90, &st), 0);

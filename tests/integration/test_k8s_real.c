@@ -193,7 +193,7 @@ static altar_k8s_t *make_k8s(const kopts_t *o) {
 
 /* ---- the contract fixture ---- */
 
-static altar_backend_t *fx_make(void *ctx, const char *data_root, char *errstr, size_t sz) {
+static altar_backend_t *fx_make(void *ctx, const char *data_root, altar_error_t *err) {
   (void)ctx;
   /* Slot ceilings so capacity answers from the server's Jobs. */
   altar_k8s_pool_t pools[1];
@@ -203,7 +203,7 @@ static altar_backend_t *fx_make(void *ctx, const char *data_root, char *errstr, 
   kopts_t o = {.staging_root = data_root, .pools = pools, .n_pools = 1};
   altar_k8s_t *k = make_k8s(&o);
   if (!k) {
-    snprintf(errstr, sz, "could not build the kubernetes backend");
+    altar_error_set(err, ALTAR_EBACKEND, "could not build the kubernetes backend");
     return NULL;
   }
   return altar_k8s_backend_wrap(k);
@@ -228,7 +228,7 @@ static int fx_set_oom(void *ctx, altar_spec_t *spec) {
 static int fx_vanish(void *ctx, altar_backend_t *be, const altar_handle_t *h) {
   (void)ctx;
   altar_error_t err = {0};
-  return altar_k8s_runtime_delete_job(altar_k8s_runtime(be->impl), h->external_id, NS, NULL, &err);
+  return altar_k8s_runtime_delete_job(altar_k8s_runtime(altar_backend_impl(be)), h->external_id, NS, NULL, &err);
 }
 
 static altar_contract_fixture_t fixture = {

@@ -1,7 +1,7 @@
 /* ExecutionBackend: the contract's defaults, construction, the registry, the
  * reason table, and the contract suite's own rejection of a backend that
  * declares no digest verification. */
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/registry.h"
 #include "backend_contract.h"
 #include "testutil.h"
@@ -14,22 +14,24 @@
 static int dummy_impl_token;
 static bool poll_should_fail;
 
-static void *dummy_create(const altar_strmap_t *cfg, char *errstr, size_t n) {
-  if (cfg && altar_strmap_get(cfg, "fail")) {
-    snprintf(errstr, n, "backend.fail: asked to fail");
-    return NULL;
-  }
-  return &dummy_impl_token;
+static int dummy_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
+  if (cfg && altar_strmap_get(cfg, "fail")) return altar_error_set(err, ALTAR_ECONFIG, "backend.fail: asked to fail");
+  altar_backend_set_impl(be, &dummy_impl_token);
+  return 0;
 }
-static void dummy_destroy(altar_backend_t *be) { be->impl = NULL; }
+static int closes; /* how many times dummy_close ran */
+static void dummy_close(altar_backend_t *be) {
+  closes++;
+  altar_backend_set_impl(be, NULL);
+}
 static int dummy_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph,
                         altar_error_t *err) {
   if (!strcmp(spec->kind, "refuse")) {
     /* Fill something, then fail: the wrapper must clear it. */
-    altar_handle_init(ph, be->ops->name, "half-made");
+    altar_handle_init(ph, altar_backend_name(be), "half-made");
     return altar_error_set(err, ALTAR_EBACKEND, "refused");
   }
-  return altar_handle_init_for_spec(ph, be->ops->name, "t1", spec);
+  return altar_handle_init_for_spec(ph, altar_backend_name(be), "t1", spec);
 }
 static int dummy_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
                       altar_error_t *err) {
@@ -42,30 +44,30 @@ static int dummy_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, a
 static const altar_backend_ops_t dummy_none = {
     .name = "dummy-none",
     .input_digest_verification = ALTAR_VERIFY_NONE,
-    .create = dummy_create,
-    .destroy = dummy_destroy,
+    .open = dummy_open,
+    .close = dummy_close,
     .submit = dummy_submit,
     .poll = dummy_poll,
 };
 static const altar_backend_ops_t dummy_task = {
     .name = "dummy-task",
     .input_digest_verification = ALTAR_VERIFY_TASK,
-    .create = dummy_create,
-    .destroy = dummy_destroy,
+    .open = dummy_open,
+    .close = dummy_close,
     .submit = dummy_submit,
     .poll = dummy_poll,
 };
 static const altar_backend_ops_t dummy_no_poll = {
     .name = "dummy-no-poll",
     .input_digest_verification = ALTAR_VERIFY_TASK,
-    .create = dummy_create,
-    .destroy = dummy_destroy,
+    .open = dummy_open,
+    .close = dummy_close,
     .submit = dummy_submit,
 };
 
 static altar_backend_t *make(const altar_backend_ops_t *ops) {
-  char errstr[256];
-  altar_backend_t *be = altar_backend_create(ops, NULL, errstr, sizeof errstr);
+  altar_error_t err = {0};
+  altar_backend_t *be = altar_backend_open(ops, NULL, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(be);
   return be;
 }
@@ -75,10 +77,10 @@ static void test_suite_rejects_no_verification(void) {
   char why[256] = "";
   CU_ASSERT_EQUAL(altar_contract_check_declarations(be, why, sizeof why), -1);
   CU_ASSERT_PTR_NOT_NULL(strstr(why, "'none'"));
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   be = make(&dummy_task);
   CU_ASSERT_EQUAL(altar_contract_check_declarations(be, why, sizeof why), 0);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   CU_ASSERT_EQUAL(altar_contract_check_declarations(NULL, why, sizeof why), -1);
 }
 
@@ -121,7 +123,7 @@ static void test_defaults(void) {
   CU_ASSERT_STRING_EQUAL(altar_verification_name(ALTAR_VERIFY_STAGING), "staging");
   CU_ASSERT_STRING_EQUAL(altar_verification_name(ALTAR_VERIFY_NONE), "none");
   altar_handle_clear(&h);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 static void test_wrappers_clean_up_on_error(void) {
@@ -154,19 +156,39 @@ static void test_wrappers_clean_up_on_error(void) {
   altar_handle_clear(&hs[1]);
   altar_handle_clear(&h);
   altar_spec_free(s);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
-static void test_create_errors(void) {
-  char errstr[256];
-  CU_ASSERT_PTR_NULL(altar_backend_create(&dummy_no_poll, NULL, errstr, sizeof errstr));
-  CU_ASSERT_PTR_NOT_NULL(strstr(errstr, "'poll'"));
+static void test_open_errors(void) {
+  altar_error_t err = {0};
+  CU_ASSERT_PTR_NULL(altar_backend_open(&dummy_no_poll, NULL, &err));
+  CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "'poll'"));
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "fail", "1");
-  CU_ASSERT_PTR_NULL(altar_backend_create(&dummy_task, &cfg, errstr, sizeof errstr));
-  CU_ASSERT_PTR_NOT_NULL(strstr(errstr, "backend.fail"));
+  CU_ASSERT_PTR_NULL(altar_backend_open(&dummy_task, &cfg, &err));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "backend.fail"));
   altar_strmap_clear(&cfg);
-  altar_backend_destroy(NULL);
+  altar_backend_close(NULL);
+}
+
+/* wrap fills the same defaults as open, never calls open, and hands the impl
+ * to close when it refuses the table. */
+static void test_wrap(void) {
+  altar_error_t err = {0};
+  static int token;
+  closes = 0;
+  altar_backend_t *be = altar_backend_wrap(&dummy_task, &token, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+  CU_ASSERT_PTR_EQUAL(altar_backend_impl(be), &token);
+  CU_ASSERT_STRING_EQUAL(altar_backend_mount_root(be), "");
+  CU_ASSERT_EQUAL(altar_backend_wait_change(be, 0), ALTAR_ENOTSUP);
+  altar_backend_close(be);
+  CU_ASSERT_EQUAL(closes, 1);
+  CU_ASSERT_PTR_NULL(altar_backend_wrap(&dummy_no_poll, &token, &err));
+  CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "'poll'"));
+  CU_ASSERT_EQUAL(closes, 2); /* the impl was not leaked */
 }
 
 static void test_registry(void) {
@@ -181,14 +203,14 @@ static void test_registry(void) {
   const char *names[8];
   size_t n = altar_backend_names(names, 8);
   CU_ASSERT(n >= 2);
-  char errstr[256];
-  altar_backend_t *be = altar_backend_create_by_name("dummy-alias", NULL, errstr, sizeof errstr);
+  altar_error_t err = {0};
+  altar_backend_t *be = altar_backend_open_by_name("dummy-alias", NULL, &err);
   CU_ASSERT_PTR_NOT_NULL(be);
   if (be) CU_ASSERT_STRING_EQUAL(altar_backend_name(be), "dummy-task");
-  altar_backend_destroy(be);
-  CU_ASSERT_PTR_NULL(altar_backend_create_by_name("nope", NULL, errstr, sizeof errstr));
-  CU_ASSERT_PTR_NOT_NULL(strstr(errstr, "nope"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(errstr, "dummy-task")); /* lists what exists */
+  altar_backend_close(be);
+  CU_ASSERT_PTR_NULL(altar_backend_open_by_name("nope", NULL, &err));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "nope"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "dummy-task")); /* lists what exists */
   altar_registry_unregister(ALTAR_REGISTRY_BACKEND, "dummy-task");
   altar_registry_unregister(ALTAR_REGISTRY_BACKEND, "dummy-alias");
 }
@@ -222,7 +244,8 @@ static void add(void) {
   ALTAR_TEST(test_suite_rejects_no_verification);
   ALTAR_TEST(test_defaults);
   ALTAR_TEST(test_wrappers_clean_up_on_error);
-  ALTAR_TEST(test_create_errors);
+  ALTAR_TEST(test_open_errors);
+  ALTAR_TEST(test_wrap);
   ALTAR_TEST(test_registry);
   ALTAR_TEST(test_reason_table);
 }

@@ -404,10 +404,10 @@ static altar_backend_t *make(const char *user) {
   altar_strmap_set(&cfg, "data_root", root_dir);
   altar_strmap_set(&cfg, "slots", "3");
   if (user) altar_strmap_set(&cfg, "user", user);
-  char errstr[256] = "";
-  altar_backend_t *be = altar_docker_backend_new(&cfg, &fake_runner, errstr, sizeof errstr);
+  altar_error_t berr = {0};
+  altar_backend_t *be = altar_docker_backend_open(&cfg, &fake_runner, &berr);
   altar_strmap_clear(&cfg);
-  if (!be) fprintf(stderr, "make: %s\n", errstr);
+  if (!be) fprintf(stderr, "make: %s\n", berr.msg);
   CU_ASSERT_FATAL(be != NULL);
   return be;
 }
@@ -494,7 +494,7 @@ static void test_submit_argv_exact(void) {
   CU_ASSERT_TRUE(altar_strmap_equal(&h.labels, &s->labels));
   altar_handle_clear(&h);
   altar_spec_free(s);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 static void test_submit_argv_minimal(void) {
@@ -513,7 +513,7 @@ static void test_submit_argv_minimal(void) {
   CU_ASSERT_EQUAL(strlen(h.external_id), 64);
   altar_handle_clear(&h);
   altar_spec_free(s);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 static void test_submit_rejects_before_running(void) {
@@ -545,7 +545,7 @@ static void test_submit_rejects_before_running(void) {
   altar_spec_free(s);
 
   CU_ASSERT_EQUAL(fake.ncalls, 0); /* nothing reached docker */
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 static void test_submit_docker_error(void) {
@@ -575,7 +575,7 @@ static void test_submit_docker_error(void) {
   CU_ASSERT_EQUAL(altar_backend_submit(be, s, &h, &err), ALTAR_EBACKEND);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "not a container id"));
   altar_spec_free(s);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 /* A running container labelled with the spec's task key is adopted, not
@@ -600,7 +600,7 @@ static void test_submit_adopts_running_task(void) {
   altar_handle_clear(&b);
   altar_handle_clear(&c);
   altar_spec_free(s);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 /* ---- poll ------------------------------------------------------------------- */
@@ -645,7 +645,7 @@ static void test_poll_uses_one_inspect(void) {
   for (int i = 0; i < 4; i++) CU_ASSERT_TRUE(altar_handle_equal(&st[i].handle, &hs[i]));
   for (int i = 0; i < 4; i++) altar_status_clear(&st[i]);
   for (int i = 0; i < 4; i++) altar_handle_clear(&hs[i]);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 static void test_inspect_parsing(void) {
@@ -736,7 +736,7 @@ static void test_inspect_parsing(void) {
   CU_ASSERT_EQUAL(fake.ncalls, before);
   altar_status_clear(&st);
   altar_handle_clear(&h);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 static void test_kill_past_deadline_on_first_poll(void) {
@@ -777,7 +777,7 @@ static void test_kill_past_deadline_on_first_poll(void) {
     altar_status_clear(&st[i]);
     altar_handle_clear(&hs[i]);
   }
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 static void test_time_parsing(void) {
@@ -823,7 +823,7 @@ static void test_cancel(void) {
   altar_handle_clear(&bad);
   altar_handle_clear(&h);
   altar_spec_free(s);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 /* ---- capacity, resolver, config --------------------------------------------- */
@@ -849,26 +849,26 @@ static void test_capacity_resolver_config(void) {
   CU_ASSERT_EQUAL(altar_backend_resolve_path(be, "../etc/passwd", &p, &err), ALTAR_EPATH);
   CU_ASSERT_EQUAL(altar_backend_resolve_path(be, "/etc/passwd", &p, &err), ALTAR_EPATH);
   CU_ASSERT_PTR_NULL(p);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 
-  char errstr[256];
+  altar_error_t berr = {0};
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", root_dir);
   altar_strmap_set(&cfg, "slotz", "3");
-  CU_ASSERT_PTR_NULL(altar_docker_backend_new(&cfg, &fake_runner, errstr, sizeof errstr));
-  CU_ASSERT_PTR_NOT_NULL(strstr(errstr, "slotz"));
+  CU_ASSERT_PTR_NULL(altar_docker_backend_open(&cfg, &fake_runner, &berr));
+  CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "slotz"));
   altar_strmap_remove(&cfg, "slotz");
   altar_strmap_set(&cfg, "slots", "-1");
-  CU_ASSERT_PTR_NULL(altar_docker_backend_new(&cfg, &fake_runner, errstr, sizeof errstr));
-  CU_ASSERT_PTR_NOT_NULL(strstr(errstr, "slots"));
+  CU_ASSERT_PTR_NULL(altar_docker_backend_open(&cfg, &fake_runner, &berr));
+  CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "slots"));
   altar_strmap_remove(&cfg, "slots");
   altar_strmap_set(&cfg, "user", "--privileged");
-  CU_ASSERT_PTR_NULL(altar_docker_backend_new(&cfg, &fake_runner, errstr, sizeof errstr));
-  CU_ASSERT_PTR_NOT_NULL(strstr(errstr, "user"));
+  CU_ASSERT_PTR_NULL(altar_docker_backend_open(&cfg, &fake_runner, &berr));
+  CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "user"));
   altar_strmap_remove(&cfg, "user");
   altar_strmap_set(&cfg, "data_root", "/tmp/a:b");
-  CU_ASSERT_PTR_NULL(altar_docker_backend_new(&cfg, &fake_runner, errstr, sizeof errstr));
-  CU_ASSERT_PTR_NOT_NULL(strstr(errstr, "data_root"));
+  CU_ASSERT_PTR_NULL(altar_docker_backend_open(&cfg, &fake_runner, &berr));
+  CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "data_root"));
   altar_strmap_clear(&cfg);
 }
 
@@ -884,8 +884,8 @@ static void test_missing_client_is_a_clear_error(void) {
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", root_dir);
   altar_strmap_set(&cfg, "docker", "/nonexistent/docker");
-  char errstr[256];
-  altar_backend_t *be = altar_backend_create(&altar_backend_docker, &cfg, errstr, sizeof errstr);
+  altar_error_t berr = {0};
+  altar_backend_t *be = altar_backend_open(&altar_backend_docker, &cfg, &berr);
   altar_strmap_clear(&cfg);
   CU_ASSERT_FATAL(be != NULL);
   altar_spec_t *s = spec_with("true", NULL);
@@ -894,7 +894,7 @@ static void test_missing_client_is_a_clear_error(void) {
   CU_ASSERT_EQUAL(altar_backend_submit(be, s, &h, &err), ALTAR_EBACKEND);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "/nonexistent/docker"));
   altar_spec_free(s);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 /* ---- staging ---------------------------------------------------------------- */
@@ -940,7 +940,7 @@ static void test_staging_verifies_records_and_skips(void) {
   CU_ASSERT_EQUAL(altar_backend_stage_inputs(be, &mal, 1, &err), ALTAR_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "inputs[0].digest"));
   CU_ASSERT_EQUAL(fake.ncalls, 0); /* staging runs no docker command */
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 static void test_collect_outputs(void) {
@@ -964,17 +964,17 @@ static void test_collect_outputs(void) {
   altar_transfer_t missing = {.uri = uri, .logical_path = "jobs/j1/none.txt"};
   CU_ASSERT_EQUAL(altar_backend_collect_outputs(be, &missing, 1, &err), ALTAR_ENOTFOUND);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "outputs[0]"));
-  altar_backend_destroy(be);
+  altar_backend_close(be);
 }
 
 /* ---- the contract suite against the fake ------------------------------------ */
 
-static altar_backend_t *fx_make(void *ctx, const char *data_root, char *errstr, size_t cap) {
+static altar_backend_t *fx_make(void *ctx, const char *data_root, altar_error_t *err) {
   (void)ctx;
   altar_storage_register_builtin();
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data_root);
-  altar_backend_t *be = altar_docker_backend_new(&cfg, &fake_runner, errstr, cap);
+  altar_backend_t *be = altar_docker_backend_open(&cfg, &fake_runner, err);
   altar_strmap_clear(&cfg);
   return be;
 }

@@ -1203,7 +1203,7 @@ static void kubelet_tick(fake_t *f) {
   }
 }
 
-static altar_backend_t *contract_make(void *ctx, const char *data_root, char *errstr, size_t sz) {
+static altar_backend_t *contract_make(void *ctx, const char *data_root, altar_error_t *err) {
   (void)ctx;
   fake_t *f = calloc(1, sizeof *f);
   f->kubelet = true;
@@ -1216,9 +1216,7 @@ static altar_backend_t *contract_make(void *ctx, const char *data_root, char *er
   cfg.clock = fake_clock;
   cfg.sleep = fake_sleep;
   cfg.clock_ctx = f;
-  altar_error_t err = {0};
-  altar_k8s_t *k = altar_k8s_new(&cfg, altar_k8s_runtime_new(&fake_ops, f), &err);
-  if (!k) snprintf(errstr, sz, "%s", err.msg);
+  altar_k8s_t *k = altar_k8s_new(&cfg, altar_k8s_runtime_new(&fake_ops, f), err);
   return altar_k8s_backend_wrap(k);
 }
 
@@ -1253,7 +1251,7 @@ static int contract_read(void *ctx, altar_spec_t *s, const char *path) {
 }
 static int contract_vanish(void *ctx, altar_backend_t *be, const altar_handle_t *h) {
   (void)ctx;
-  fake_t *f = altar_k8s_runtime(be->impl)->impl;
+  fake_t *f = altar_k8s_runtime(altar_backend_impl(be))->impl;
   fake_job_t *j = fake_find(f, h->external_id);
   if (!j) return -1;
   fake_remove(f, j); /* deleted behind the backend's back */
@@ -1289,11 +1287,11 @@ static void test_vtable_create(void) {
   altar_strmap_set(&props, "max_slots", "{\"gpu\": 4, \"normal\": 10}");
   altar_strmap_set(&props, "pool_node_selectors", "{\"gpu\": {\"pool\": \"l4\"}}");
   altar_strmap_set(&props, "run_as_user", "1000");
-  char errstr[512] = "";
-  altar_backend_t *be = altar_backend_create_by_name("kubernetes", &props, errstr, sizeof errstr);
-  if (!be) fprintf(stderr, "create: %s\n", errstr);
+  altar_error_t berr = {0};
+  altar_backend_t *be = altar_backend_open_by_name("kubernetes", &props, &berr);
+  if (!be) fprintf(stderr, "open: %s\n", berr.msg);
   CU_ASSERT_FATAL(be != NULL);
-  CU_ASSERT_STRING_EQUAL(altar_k8s_namespace(be->impl), "team-a");
+  CU_ASSERT_STRING_EQUAL(altar_k8s_namespace(altar_backend_impl(be)), "team-a");
   CU_ASSERT_STRING_EQUAL(altar_backend_mount_root(be), "/mnt/volume");
   CU_ASSERT_EQUAL(altar_backend_verification(be), ALTAR_VERIFY_TASK);
   altar_resources_t h100 = {.gpu = "h100", .count = 1}, gpu = {.gpu = "gpu", .count = 1};
@@ -1301,14 +1299,14 @@ static void test_vtable_create(void) {
   CU_ASSERT_EQUAL(altar_backend_check_resources(be, &h100, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "resources.gpu") != NULL);
   CU_ASSERT_EQUAL(altar_backend_check_resources(be, &gpu, &err), 0);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_strmap_set(&props, "max_slots", "{\"gpu\": -1}");
-  CU_ASSERT(altar_backend_create_by_name("kubernetes", &props, errstr, sizeof errstr) == NULL);
-  CU_ASSERT(strstr(errstr, "max_slots.gpu") != NULL);
+  CU_ASSERT(altar_backend_open_by_name("kubernetes", &props, &berr) == NULL);
+  CU_ASSERT(strstr(berr.msg, "max_slots.gpu") != NULL);
   altar_strmap_remove(&props, "max_slots");
   altar_strmap_set(&props, "nmespace", "x");
-  CU_ASSERT(altar_backend_create_by_name("kubernetes", &props, errstr, sizeof errstr) == NULL);
-  CU_ASSERT(strstr(errstr, "nmespace") != NULL);
+  CU_ASSERT(altar_backend_open_by_name("kubernetes", &props, &berr) == NULL);
+  CU_ASSERT(strstr(berr.msg, "nmespace") != NULL);
   altar_strmap_clear(&props);
   altar_test_rmtree(dir);
   free(dir);

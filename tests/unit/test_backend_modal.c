@@ -4,6 +4,7 @@
  * for real with sh), staging and collection through Storage. */
 #include "altar/digest.h"
 #include "altar/modal.h"
+#include "altar/plugin/backend.h"
 #include "altar/storage.h"
 #include "backend_contract.h"
 #include "testutil.h"
@@ -228,10 +229,9 @@ static altar_modal_t *make_modal(const char *dir, mfake_t **pf, const altar_moda
 
 /* ---- the contract suite ---- */
 
-static altar_backend_t *contract_make(void *ctx, const char *data_root, char *errstr, size_t sz) {
+static altar_backend_t *contract_make(void *ctx, const char *data_root, altar_error_t *err) {
   (void)ctx;
-  (void)errstr;
-  (void)sz;
+  (void)err;
   mfake_t *f;
   return altar_modal_backend_wrap(make_modal(data_root, &f, NULL));
 }
@@ -266,7 +266,7 @@ static int c_read(void *ctx, altar_spec_t *s, const char *path) {
 }
 static int c_vanish(void *ctx, altar_backend_t *be, const altar_handle_t *h) {
   (void)ctx;
-  mfake_t *f = altar_modal_runtime(be->impl)->impl;
+  mfake_t *f = altar_modal_runtime(altar_backend_impl(be))->impl;
   fsb_t *s = find_sb(f, h->external_id);
   if (!s) return -1;
   snprintf(s->id, sizeof s->id, "gone"); /* Modal no longer knows it */
@@ -448,7 +448,7 @@ static void test_poll_mapping(void) {
   CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, NULL), 0);
   CU_ASSERT_EQUAL(f->n_terminate, 1);
   CU_ASSERT_EQUAL(altar_backend_cancel(be, &hs[1], NULL), 0); /* missing is fine */
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_handle_clear(&hs[0]);
   altar_handle_clear(&hs[1]);
   altar_handle_clear(&h);
@@ -550,7 +550,7 @@ static void test_staging(void) {
 static void test_registered_create(void) {
   altar_backend_register(&altar_backend_modal);
   CU_ASSERT(altar_backend_lookup("modal") == &altar_backend_modal);
-  char errstr[512] = "";
+  altar_error_t berr = {0};
   altar_strmap_t props = {0};
   altar_strmap_set(&props, "app_name", "a");
   altar_strmap_set(&props, "pool_accelerators", "{\"gpu\": \"L4\"}");
@@ -558,33 +558,33 @@ static void test_registered_create(void) {
   char bridge[1024];
   snprintf(bridge, sizeof bridge, "%s/tools/modal_bridge.py", altar_test_source_dir());
   altar_strmap_set(&props, "bridge", bridge);
-  altar_backend_t *be = altar_backend_create_by_name("modal", &props, errstr, sizeof errstr);
-  if (!be) fprintf(stderr, "create: %s\n", errstr);
+  altar_backend_t *be = altar_backend_open_by_name("modal", &props, &berr);
+  if (!be) fprintf(stderr, "open: %s\n", berr.msg);
   CU_ASSERT_FATAL(be != NULL);
   altar_resources_t l4 = {.gpu = "gpu", .count = 1}, a100 = {.gpu = "a100", .count = 1};
   CU_ASSERT_EQUAL(altar_backend_check_resources(be, &l4, NULL), 0);
   CU_ASSERT_EQUAL(altar_backend_check_resources(be, &a100, NULL), ALTAR_EINVAL);
   CU_ASSERT_STRING_EQUAL(altar_backend_mount_root(be), "/mnt/volume");
-  altar_backend_destroy(be); /* the bridge never started: nothing to stop */
+  altar_backend_close(be); /* the bridge never started: nothing to stop */
   /* The deadlines and the mount root are keys too; bad values name the key. */
   altar_strmap_set(&props, "mount_root", "/data/vol");
   altar_strmap_set(&props, "run_timeout_ms", "5000");
   altar_strmap_set(&props, "reply_timeout_ms", "1000");
-  be = altar_backend_create_by_name("modal", &props, errstr, sizeof errstr);
+  be = altar_backend_open_by_name("modal", &props, &berr);
   CU_ASSERT_FATAL(be != NULL);
   CU_ASSERT_STRING_EQUAL(altar_backend_mount_root(be), "/data/vol");
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_strmap_set(&props, "run_timeout_ms", "soon");
-  CU_ASSERT(altar_backend_create_by_name("modal", &props, errstr, sizeof errstr) == NULL);
-  CU_ASSERT(strstr(errstr, "run_timeout_ms") != NULL);
+  CU_ASSERT(altar_backend_open_by_name("modal", &props, &berr) == NULL);
+  CU_ASSERT(strstr(berr.msg, "run_timeout_ms") != NULL);
   altar_strmap_set(&props, "run_timeout_ms", "5000");
   altar_strmap_set(&props, "bridge", "/no/such/bridge.py");
-  CU_ASSERT(altar_backend_create_by_name("modal", &props, errstr, sizeof errstr) == NULL);
-  CU_ASSERT(strstr(errstr, "/no/such/bridge.py") != NULL);
+  CU_ASSERT(altar_backend_open_by_name("modal", &props, &berr) == NULL);
+  CU_ASSERT(strstr(berr.msg, "/no/such/bridge.py") != NULL);
   altar_strmap_set(&props, "bridge", bridge);
   altar_strmap_set(&props, "volume", "x");
-  CU_ASSERT(altar_backend_create_by_name("modal", &props, errstr, sizeof errstr) == NULL);
-  CU_ASSERT(strstr(errstr, "volume") != NULL);
+  CU_ASSERT(altar_backend_open_by_name("modal", &props, &berr) == NULL);
+  CU_ASSERT(strstr(berr.msg, "volume") != NULL);
   altar_strmap_clear(&props);
 }
 

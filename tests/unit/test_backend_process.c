@@ -1,7 +1,7 @@
 /* The ExecutionBackend contract suite on `process`, plus what is particular
  * to it: cwd and environment of a task, bounded logs, exec failure, GPU
  * requests refused, capacity counting its slots. */
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/digest.h"
 #include "altar/pools.h"
 #include "altar/codec.h"
@@ -22,13 +22,13 @@
 
 /* ---- the fixture -------------------------------------------------------- */
 
-static altar_backend_t *make_process(void *ctx, const char *data_root, char *errstr, size_t n) {
+static altar_backend_t *make_process(void *ctx, const char *data_root, altar_error_t *err) {
   const char *memory = ctx;
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data_root);
   altar_strmap_set(&cfg, "slots", "4");
   if (memory) altar_strmap_set(&cfg, "memory", memory);
-  altar_backend_t *be = altar_backend_create(&altar_backend_process, &cfg, errstr, n);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, err);
   altar_strmap_clear(&cfg);
   return be;
 }
@@ -137,13 +137,13 @@ static altar_backend_t *be;
 
 static int setup(void) {
   root = altar_test_tmpdir("process");
-  char errstr[256];
-  be = make_process(NULL, root, errstr, sizeof errstr);
+  altar_error_t berr = {0};
+  be = make_process(NULL, root, &berr);
   return be ? 0 : 1;
 }
 
 static int teardown(void) {
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_test_rmtree(root);
   free(root);
   return 0;
@@ -207,8 +207,8 @@ static void test_logs_bounded(void) {
   char *r2 = altar_test_tmpdir("process-logs");
   altar_strmap_set(&cfg, "data_root", r2);
   altar_strmap_set(&cfg, "log_cap", "1000");
-  char errstr[256];
-  altar_backend_t *b2 = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
+  altar_error_t berr = {0};
+  altar_backend_t *b2 = altar_backend_open(&altar_backend_process, &cfg, &berr);
   altar_strmap_clear(&cfg);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b2);
   altar_spec_t *s = altar_spec_new("k", "i");
@@ -237,7 +237,7 @@ static void test_logs_bounded(void) {
   }
   altar_handle_clear(&h);
   altar_spec_free(s);
-  altar_backend_destroy(b2);
+  altar_backend_close(b2);
   altar_test_rmtree(r2);
   free(r2);
 }
@@ -307,15 +307,15 @@ static void test_old_logs_swept(void) {
   CU_ASSERT_EQUAL(utimensat(AT_FDCWD, other, ts, 0), 0);
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", r);
-  char errstr[256];
-  altar_backend_t *b = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
+  altar_error_t berr = {0};
+  altar_backend_t *b = altar_backend_open(&altar_backend_process, &cfg, &berr);
   altar_strmap_clear(&cfg);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b);
   struct stat st;
   CU_ASSERT_NOT_EQUAL(stat(old_dir, &st), 0);
   CU_ASSERT_EQUAL(stat(new_dir, &st), 0);
   CU_ASSERT_EQUAL(stat(other, &st), 0);
-  altar_backend_destroy(b);
+  altar_backend_close(b);
   altar_test_rmtree(r);
   free(r);
 }
@@ -447,15 +447,15 @@ static void test_dead_workers_spares_swept(void) {
   snprintf(path, sizeof path, "mkdir -p %s/tasks/.spare/%ld-0 %s/tasks/.spare/%ld-0 && touch %s/tasks/.spare/%ld-0/task",
            r2, (long)dead, r2, (long)getppid(), r2, (long)dead);
   CU_ASSERT_EQUAL_FATAL(system(path), 0);
-  char errstr[256];
-  altar_backend_t *b2 = make_process(NULL, r2, errstr, sizeof errstr);
+  altar_error_t berr = {0};
+  altar_backend_t *b2 = make_process(NULL, r2, &berr);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b2);
   struct stat st;
   snprintf(path, sizeof path, "%s/tasks/.spare/%ld-0", r2, (long)dead);
   CU_ASSERT_NOT_EQUAL(stat(path, &st), 0);
   snprintf(path, sizeof path, "%s/tasks/.spare/%ld-0", r2, (long)getppid());
   CU_ASSERT_EQUAL(stat(path, &st), 0);
-  altar_backend_destroy(b2);
+  altar_backend_close(b2);
   altar_test_rmtree(r2);
   free(r2);
 }
@@ -631,14 +631,14 @@ static void test_staging_skips_recorded_copy(void) {
 
 static void test_bad_config(void) {
   altar_strmap_t cfg = {0};
-  char errstr[256];
+  altar_error_t berr = {0};
   altar_strmap_set(&cfg, "slots", "many");
-  CU_ASSERT_PTR_NULL(altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr));
-  CU_ASSERT_PTR_NOT_NULL(strstr(errstr, "backend.slots"));
+  CU_ASSERT_PTR_NULL(altar_backend_open(&altar_backend_process, &cfg, &berr));
+  CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "backend.slots"));
   altar_strmap_clear(&cfg);
   altar_strmap_set(&cfg, "dta_root", "/tmp");
-  CU_ASSERT_PTR_NULL(altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr));
-  CU_ASSERT_PTR_NOT_NULL(strstr(errstr, "backend.dta_root"));
+  CU_ASSERT_PTR_NULL(altar_backend_open(&altar_backend_process, &cfg, &berr));
+  CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "backend.dta_root"));
   altar_strmap_clear(&cfg);
 }
 

@@ -1,9 +1,9 @@
 /* Retention of kept task output (backends/log_retention.c): the size bound
  * and the age bound, oldest first, never a running task's, only our
  * directories; the settings and the prune interval; and the process backend
- * pruning at create with a live supervisor's output kept. Ages are set with
+ * pruning at open with a live supervisor's output kept. Ages are set with
  * utimensat and the clock is passed in: no test waits. */
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/codec.h"
 #include "backends/log_retention.h"
 #include "testutil.h"
@@ -157,7 +157,7 @@ static void test_settings_and_interval(void) {
   CU_ASSERT(altar__log_retention_due(&r, 100.0 + ALTAR_LOGS_PRUNE_INTERVAL_S));
 }
 
-/* The process backend prunes its data root's logs at create by its
+/* The process backend prunes its data root's logs at open by its
  * settings; logs_keep and logs_keep_days are its keys. */
 static void test_process_backend_prunes_at_create(void) {
   char data[4096], logs[4200];
@@ -170,16 +170,16 @@ static void test_process_backend_prunes_at_create(void) {
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data);
   altar_strmap_set(&cfg, "logs_keep", "2MiB");
-  char errstr[512] = "";
-  altar_backend_t *be = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
-  if (!be) fprintf(stderr, "create: %s\n", errstr);
+  altar_error_t berr = {0};
+  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  if (!be) fprintf(stderr, "open: %s\n", berr.msg);
   CU_ASSERT_FATAL(be != NULL);
   CU_ASSERT(!kept(logs, 20) && !kept(logs, 21));
   CU_ASSERT(kept(logs, 22) && kept(logs, 23));
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_strmap_set(&cfg, "logs_keep", "tiny");
-  CU_ASSERT(altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr) == NULL);
-  CU_ASSERT(strstr(errstr, "backend.logs_keep:") != NULL);
+  CU_ASSERT(altar_backend_open(&altar_backend_process, &cfg, &berr) == NULL);
+  CU_ASSERT(strstr(berr.msg, "backend.logs_keep:") != NULL);
   altar_strmap_clear(&cfg);
 }
 
@@ -193,8 +193,8 @@ static void test_process_keeps_running_task_output(void) {
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data);
   altar_strmap_set(&cfg, "logs_keep", "1MiB");
-  char errstr[512] = "";
-  altar_backend_t *be = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
+  altar_error_t berr = {0};
+  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
   CU_ASSERT_FATAL(be != NULL);
   altar_spec_t *s = altar_spec_new("retention", "img");
   altar_spec_add_arg(s, "sh");
@@ -217,18 +217,18 @@ static void test_process_keeps_running_task_output(void) {
   struct timespec old[2] = {{(time_t)(now - 30 * 86400.0), 0}, {(time_t)(now - 30 * 86400.0), 0}};
   CU_ASSERT(utimensat(AT_FDCWD, file, old, 0) == 0 && utimensat(AT_FDCWD, live, old, 0) == 0);
   for (int i = 30; i < 33; i++) make_kept(logs, i, 1u << 20, now - (33 - i) * 60.0);
-  /* A second backend on the data root prunes at create. */
-  altar_backend_t *be2 = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
+  /* A second backend on the data root prunes at open. */
+  altar_backend_t *be2 = altar_backend_open(&altar_backend_process, &cfg, &berr);
   CU_ASSERT_FATAL(be2 != NULL);
   CU_ASSERT(access(file, F_OK) == 0);
   /* 3 MiB of finished output and the running task's few bytes: over 1 MiB
    * until all the finished output is gone; the running one stays. */
   CU_ASSERT(!kept(logs, 30) && !kept(logs, 31) && !kept(logs, 32));
-  altar_backend_destroy(be2);
+  altar_backend_close(be2);
   CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0);
   altar_handle_clear(&h);
   altar_spec_free(s);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_strmap_clear(&cfg);
 }
 

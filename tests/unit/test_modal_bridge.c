@@ -875,19 +875,17 @@ static void test_installed_altar_finds_bridge(void) {
 
 /* ---- the backend contract suite, through the SDK and the fake ---- */
 
-static altar_backend_t *contract_make(void *ctx, const char *data_root, char *errstr, size_t sz) {
+static altar_backend_t *contract_make(void *ctx, const char *data_root, altar_error_t *err) {
   (void)ctx;
   (void)data_root; /* the volume lives where the fake keeps it */
   if (world_start()) {
-    snprintf(errstr, sz, "no Modal SDK environment or fake server");
+    altar_error_set(err, ALTAR_ENOTSUP, "no Modal SDK environment or fake server");
     return NULL;
   }
-  altar_error_t err = {0};
   altar_modal_bridge_config_t bcfg = {.python = python, .bridge = bridge, .reply_timeout_ms = 60000};
-  altar_modal_runtime_t *rt = altar_modal_bridge_runtime_new(&bcfg, &err);
+  altar_modal_runtime_t *rt = altar_modal_bridge_runtime_new(&bcfg, err);
   altar_modal_config_t cfg = {.mount_root = vol};
-  altar_modal_t *m = rt ? altar_modal_new(&cfg, rt, &err) : NULL;
-  if (!m) snprintf(errstr, sz, "%s", err.msg);
+  altar_modal_t *m = rt ? altar_modal_new(&cfg, rt, err) : NULL;
   return altar_modal_backend_wrap(m);
 }
 

@@ -3,7 +3,7 @@
  * root polls the handles, finds the tasks and their exit statuses, counts the
  * running one in its capacity and can cancel it. Also: a task whose directory
  * is removed, and the memory watchdog used where no cgroup can be made. */
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/codec.h"
 #include "backend_contract.h"
 #include "testutil.h"
@@ -21,9 +21,9 @@ static altar_backend_t *open_backend(const char *root, const char *memory) {
   altar_strmap_set(&cfg, "data_root", root);
   altar_strmap_set(&cfg, "slots", "4");
   if (memory) altar_strmap_set(&cfg, "memory", memory);
-  char errstr[256];
-  altar_backend_t *be = altar_backend_create(&altar_backend_process, &cfg, errstr, sizeof errstr);
-  if (!be) fprintf(stderr, "create: %s\n", errstr);
+  altar_error_t berr = {0};
+  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  if (!be) fprintf(stderr, "open: %s\n", berr.msg);
   altar_strmap_clear(&cfg);
   return be;
 }
@@ -125,7 +125,7 @@ static void test_new_process_adopts_tasks(void) {
   if (st.failure) CU_ASSERT_STRING_EQUAL(st.failure->reason, ALTAR_REASON_CONTAINER_MISSING);
   altar_status_clear(&st);
   for (int i = 0; i < 3; i++) altar_handle_clear(&h[i]);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_test_rmtree(root);
   free(root);
 }
@@ -189,7 +189,7 @@ static void test_submit_adopts_live_run_by_task_key(void) {
   altar_handle_clear(&done_h);
   altar_spec_free(live);
   altar_spec_free(fin);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_test_rmtree(root);
   free(root);
 }
@@ -218,7 +218,7 @@ static void test_removed_task_dir_is_missing(void) {
   altar_status_clear(&st);
   altar_handle_clear(&h);
   altar_spec_free(s);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_test_rmtree(root);
   free(root);
 }
@@ -257,7 +257,7 @@ static void test_watchdog_reports_oom(void) {
   altar_handle_clear(&h2);
   altar_spec_free(s);
   altar_spec_free(ok);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   altar_test_rmtree(root);
   free(root);
 }

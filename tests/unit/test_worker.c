@@ -3,7 +3,7 @@
  * slots gating intake, commit metadata letting a second worker skip
  * finished jobs, drain and release on stop, and commits retried after a
  * failed one. */
-#include "altar/backend.h"
+#include "altar/plugin/backend.h"
 #include "altar/codec.h"
 #include "altar/fleet.h"
 #include "altar/plugin/transport.h"
@@ -51,12 +51,12 @@ static ftask_t *ffind(fake_t *f, const char *id) {
   return NULL;
 }
 
-static void *fake_create(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
+static int fake_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
+  (void)be;
   (void)cfg;
-  snprintf(errstr, errstr_size, "use altar_backend_wrap");
-  return NULL;
+  return altar_error_set(err, ALTAR_ENOTSUP, "use altar_backend_wrap");
 }
-static void fake_destroy(altar_backend_t *be) { (void)be; /* the test owns the fake */ }
+static void fake_close(altar_backend_t *be) { (void)be; /* the test owns the fake */ }
 
 /* Staging fails by outcome: "escape" as a path leaving its root, "flaky"
  * as a transient error, "corrupt" as a digest mismatch. */
@@ -73,7 +73,7 @@ static int fake_stage(altar_backend_t *be, const altar_transfer_t *in, size_t n,
 }
 
 static int fake_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
-  fake_t *f = be->impl;
+  fake_t *f = altar_backend_impl(be);
   if (f->n == 512) return altar_error_set(err, ALTAR_ENOMEM, "fake: full");
   ftask_t *t = &f->t[f->n++];
   memset(t, 0, sizeof *t);
@@ -87,7 +87,7 @@ static int fake_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
 
 static int fake_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *st, altar_error_t *err) {
   (void)err;
-  fake_t *f = be->impl;
+  fake_t *f = altar_backend_impl(be);
   if (f->stop && f->stop2_after_polls && ++f->polls_total == f->stop2_after_polls) *f->stop = 2;
   if (f->kill_after_polls && ++f->polls_total == f->kill_after_polls) raise(SIGKILL);
   for (size_t i = 0; i < n; i++) {
@@ -115,7 +115,7 @@ static int fake_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, al
 
 static int fake_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
   (void)err;
-  fake_t *f = be->impl;
+  fake_t *f = altar_backend_impl(be);
   ftask_t *t = ffind(f, h->external_id);
   if (t && !t->done && !t->cancelled) {
     t->cancelled = true;
@@ -128,8 +128,8 @@ static int fake_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error
 static const altar_backend_ops_t fake_ops = {
     .name = "fake",
     .input_digest_verification = ALTAR_VERIFY_STAGING,
-    .create = fake_create,
-    .destroy = fake_destroy,
+    .open = fake_open,
+    .close = fake_close,
     .stage_inputs = fake_stage,
     .submit = fake_submit,
     .poll = fake_poll,
@@ -212,7 +212,7 @@ static int lease_timeout_ms; /* 0: the worker's default */
 
 static int run_worker(altar_transport_t *t, fake_t *f, int64_t slots, int64_t max_jobs, int drain_ms,
                       volatile sig_atomic_t *stop, altar_worker_stats_t *st) {
-  altar_backend_t *be = altar_backend_wrap(&fake_ops, f);
+  altar_backend_t *be = altar_backend_wrap(&fake_ops, f, NULL);
   CU_ASSERT_FATAL(be != NULL);
   altar_worker_opts_t o = {
       .transport = t,
@@ -231,7 +231,7 @@ static int run_worker(altar_transport_t *t, fake_t *f, int64_t slots, int64_t ma
   altar_error_t err = {0};
   int rc = altar_worker_run(&o, st, &err);
   if (rc) fprintf(stderr, "worker: %s\n", err.msg);
-  altar_backend_destroy(be);
+  altar_backend_close(be);
   return rc;
 }
 

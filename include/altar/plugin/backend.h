@@ -1,5 +1,12 @@
 /* altar — implementing an execution backend: what a plug-in needs beyond the user's
- * altar/backend.h. */
+ * altar/backend.h. One const ops table per backend (designated initializers), its
+ * private state stored in the handle with altar_backend_set_impl, and the
+ * contract's defaults for every optional operation filled in once, by core, when
+ * the handle is made (altar_backend_open / altar_backend_wrap).
+ *
+ * Required: name, input_digest_verification (staging or task), open, close,
+ * submit, poll. Everything else may be NULL (see altar/backend.h for the
+ * defaults). */
 #ifndef ALTAR_PLUGIN_BACKEND_H
 #define ALTAR_PLUGIN_BACKEND_H
 
@@ -7,6 +14,130 @@
 ALTAR_API_BEGIN
 
 #include "altar/backend.h"
+
+struct altar_backend_ops {
+  /* Registry key and TaskHandle.backend value ("process", "local", …). */
+  const char *name;
+  /* Declared, never probed: where input digests are verified. */
+  altar_verification_t input_digest_verification;
+  /* The keys open reads, NULL-terminated ("name" is always allowed).
+   * altar_backend_open and the config reader refuse any other key with a
+   * suggestion (the reader with its file and line), so a typo never falls
+   * back to a default. NULL: keys are left to open. */
+  const char *const *config_keys;
+
+  /* Builds the private state from configuration keys (cfg may be NULL = no
+   * keys; unknown keys are an error naming the key) and stores it with
+   * altar_backend_set_impl(be, impl). 0, or a negative ALTAR_E… code with err
+   * filled (having freed what it built: close is not called then). */
+  int (*open)(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err);
+  /* Frees altar_backend_impl(be) and everything the backend owns (not be
+   * itself). Tasks that already run keep running where the platform allows. */
+  void (*close)(altar_backend_t *be);
+
+  /* Free slots per pool into *pcap (initialised empty by core; the caller
+   * clears it with altar_capacity_clear). Optional. */
+  int (*capacity)(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err);
+  /* Whether this backend can serve r at all (e.g. a GPU pool it has). Returns
+   * 0, or ALTAR_EINVAL with err naming "resources.gpu" etc. Optional. */
+  int (*check_resources)(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err);
+
+  /* Make each input readable at its logical path before the task runs. A
+   * "staging" backend verifies digests here: a mismatch deletes the bad copy
+   * and returns ALTAR_EINTEGRITY with err naming the input
+   * ("inputs[i] (<logical_path>): …"). Optional. */
+  int (*stage_inputs)(altar_backend_t *be, const altar_transfer_t *inputs, size_t n,
+                      altar_error_t *err);
+  /* Save each output's logical path to its uri after the task succeeded. Optional. */
+  int (*collect_outputs)(altar_backend_t *be, const altar_transfer_t *outputs, size_t n,
+                         altar_error_t *err);
+
+  /* PathResolver: the root under which the task sees the logical layout
+   * ("/mnt/volume", a data root; "" = identity). The string is owned by the
+   * backend and lives as long as it. Optional (NULL returned counts as ""). */
+  const char *(*mount_root)(altar_backend_t *be);
+  /* Override only when the mapping is not a prefix: *pphysical gets a
+   * malloc'd path (caller frees); an escaping logical path is ALTAR_EPATH.
+   * Optional. */
+  int (*resolve_path)(altar_backend_t *be, const char *logical, char **pphysical,
+                      altar_error_t *err);
+
+  /* Launch spec; return once the platform accepted it (not when it ends).
+   * *phandle is zeroed by core and filled on success with
+   * backend = ops->name, the external id, and copies of spec's labels and
+   * plugin identity (altar_handle_init_for_spec); the caller clears it.
+   * Submitting a spec again must not fail for being a resubmission.
+   * Required. */
+  int (*submit)(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
+                altar_error_t *err);
+  /* Probe n handles without blocking: pstatuses[i] (n zeroed entries, caller
+   * allocated) gets handles[i]'s status, in order. A task the backend can no
+   * longer find is FAILED "container_missing", not an error. An error return
+   * means the probe itself failed (platform unreachable); core then clears
+   * every entry. Required. */
+  int (*poll)(altar_backend_t *be, const altar_handle_t *handles, size_t n,
+              altar_status_t *pstatuses, altar_error_t *err);
+  /* Block until every handle is terminal, then as poll. Optional
+   * (default ALTAR_ENOTSUP: how often to poll is a driver's choice). */
+  int (*await_completion)(altar_backend_t *be, const altar_handle_t *handles, size_t n,
+                          altar_status_t *pstatuses, altar_error_t *err);
+  /* Block up to timeout_ms until a task submitted through this object may
+   * have changed state; a hint that a poll now would find news, so a poller
+   * need not wait out its interval. 1: something changed, 0: timed out.
+   * Optional (default ALTAR_ENOTSUP at once: the backend cannot tell). */
+  int (*wait_change)(altar_backend_t *be, int timeout_ms);
+  /* Best-effort stop and reap the task, by external id. Idempotent: a task
+   * that is already gone is success. Optional. */
+  int (*cancel)(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err);
+  /* Restart transient failures (off banned hosts) and return new handles in
+   * *phandles (malloc'd array of *pn, caller frees with altar_handles_free).
+   * Optional (default: none restarted, *phandles NULL, *pn 0). */
+  int (*recover)(altar_backend_t *be, const altar_status_t *failures, size_t n,
+                 const char *const *banned, size_t n_banned, altar_handle_t **phandles,
+                 size_t *pn, altar_error_t *err);
+};
+
+/* A backend instance. Made by altar_backend_open / altar_backend_open_by_name /
+ * altar_backend_wrap; freed by altar_backend_close. */
+struct altar_backend {
+  altar_backend_ops_t ops;        /* the implementation's table with every optional
+                                     operation filled with its default, once, at open */
+  const altar_backend_ops_t *table; /* the table as given (identity, registry) */
+  void *impl;
+};
+
+/* The private state open (or the wrapped constructor) stored. */
+static inline void *altar_backend_impl(const altar_backend_t *be) { return be->impl; }
+static inline void altar_backend_set_impl(altar_backend_t *be, void *impl) { be->impl = impl; }
+
+/* Wraps an impl built by a backend-specific constructor (e.g. one taking an
+ * injected command runner): the same filling of defaults as open, open not
+ * called. Takes ownership of impl (freed through ops->close, also when this
+ * returns NULL with err filled: a table lacking a required member, no memory). */
+altar_backend_t *altar_backend_wrap(const altar_backend_ops_t *ops, void *impl, altar_error_t *err);
+
+/* ---- registry (filled by cli/plugins.c; the BACKEND kind of registry.h) -- */
+
+/* Registers ops under ops->name, or under alias (e.g. "docker" for "local").
+ * Re-registering the same ops under the same name is a no-op; another ops
+ * under a taken name is ALTAR_EEXIST; a table lacking a required member is
+ * ALTAR_EINVAL. Not thread-safe: call at start-up. */
+int altar_backend_register(const altar_backend_ops_t *ops);
+int altar_backend_register_alias(const char *alias, const altar_backend_ops_t *ops);
+/* The ops registered under name or alias, or NULL. */
+const altar_backend_ops_t *altar_backend_lookup(const char *name);
+
+/* ---- the built-in `process` backend ------------------------------------- */
+
+/* `process`: runs argv directly under <data_root>/tasks/<id>/, supervised so
+ * tasks outlive the worker; verification "staging"; mount root = data_root.
+ * Config keys: data_root (default ./var/data), slots (default 4), storage
+ * ("auto" = the adapter for each uri's scheme, or an adapter name), log_cap
+ * (bytes kept per stream, default 1 MiB), logs_keep and logs_keep_days (the
+ * retention of kept output: total size, default 1 GiB; age, default 14),
+ * memory ("auto": a memory cgroup when one can be made, else the RSS
+ * watchdog; "watchdog"). See docs/backends.md. */
+extern const altar_backend_ops_t altar_backend_process;
 
 ALTAR_API_END
 
