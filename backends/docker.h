@@ -30,8 +30,6 @@
 #define ALTAR_DOCKER_LABEL_TASK_KEY "altar.task_key"
 #define ALTAR_DOCKER_LABEL_DATA_ROOT "altar.data_root"
 
-extern const altar_backend_ops_t altar_backend_docker;
-
 /* A docker backend that runs every docker CLI call through runner (borrowed:
  * it must outlive the backend; NULL = the real posix_spawn runner). NULL on
  * failure with err filled. Free with altar_backend_close. */

@@ -1,5 +1,5 @@
 /* The `kubernetes` execution backend's internals (the public side is
- * include/altar/kubernetes.h): each task a batch/v1 Job. Shared by
+ * altar_backend_kubernetes in altar/plugin/backend.h): each task a batch/v1 Job. Shared by
  * backends/k8s_*.c and their tests; not installed, not exported.
  *
  * Two layers. The KubernetesRuntime is the small part of the Kubernetes API
@@ -14,7 +14,7 @@
 #define ALTAR_BACKENDS_K8S_API_H
 
 #include "altar/plugin/backend.h"
-#include "altar/kubernetes.h"
+#include "altar/plugin/backend.h"
 #include "altar/error.h"
 #include "altar/task.h"
 

@@ -4,7 +4,6 @@
 #include "cli/cli.h"
 
 #include "altar/plugin/backend.h"
-#include "altar/kubernetes.h"
 #include "altar/modal.h"
 #include "backends/docker.h"
 #include "altar/plugin/transport_kafka.h"

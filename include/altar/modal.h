@@ -155,11 +155,11 @@ int altar_modal_cancel(altar_modal_t *m, const altar_handle_t *h, altar_error_t 
 int altar_modal_stage_inputs(altar_modal_t *m, const altar_transfer_t *inputs, size_t n, altar_error_t *err);
 int altar_modal_collect_outputs(altar_modal_t *m, const altar_transfer_t *outputs, size_t n, altar_error_t *err);
 
-/* "modal": input_digest_verification "task" (the wrapper above). Its open reads these
+/* The "modal" backend (altar_backend_modal, altar/plugin/backend.h):
+ * input_digest_verification "task" (the wrapper above). Its open reads these
  * keys (strings, optional): app_name, volume_name, mount_root, pool_accelerators (JSON
  * {"pool": "accelerator"}), python, bridge, reply_timeout_ms, run_timeout_ms. data_root and
  * slots are accepted and ignored (Modal autoscales: no fixed capacity). */
-extern const altar_backend_ops_t altar_backend_modal;
 /* An ExecutionBackend around m; takes ownership (also on NULL return). */
 altar_backend_t *altar_modal_backend_wrap(altar_modal_t *m);
 

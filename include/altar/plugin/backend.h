@@ -127,7 +127,7 @@ int altar_backend_register_alias(const char *alias, const altar_backend_ops_t *o
 /* The ops registered under name or alias, or NULL. */
 const altar_backend_ops_t *altar_backend_lookup(const char *name);
 
-/* ---- the built-in `process` backend ------------------------------------- */
+/* ---- the built-in backends --------------------------------------------- */
 
 /* `process`: runs argv directly under <data_root>/tasks/<id>/, supervised so
  * tasks outlive the worker; verification "staging"; mount root = data_root.
@@ -138,6 +138,14 @@ const altar_backend_ops_t *altar_backend_lookup(const char *name);
  * memory ("auto": a memory cgroup when one can be made, else the RSS
  * watchdog; "watchdog"). See docs/backends.md. */
 extern const altar_backend_ops_t altar_backend_process;
+
+/* The other built-ins, registered by cli/plugins.c: "local" (docker, also
+ * registered as "docker"; docs/docker.md), "kubernetes" (each task a batch/v1
+ * Job; README, "Kubernetes") and "modal" (a Modal sandbox per task through the
+ * SDK's bridge; altar/modal.h lists its keys). */
+extern const altar_backend_ops_t altar_backend_docker;
+extern const altar_backend_ops_t altar_backend_kubernetes;
+extern const altar_backend_ops_t altar_backend_modal;
 
 ALTAR_API_END
 
