@@ -445,11 +445,28 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
   return rc;
 }
 
+/* True when h's record was settled as a run that no longer counts
+ * (superseded by a newer run, or released): a late state event of that run
+ * must not turn it back into the shard's outcome. */
+static bool replaced_run(altar_ledger_t *l, const altar_handle_t *h) {
+  altar_ledger_entry_t e = {0};
+  altar_error_t err = {0};
+  if (altar_ledger_get(l, h->backend, h->external_id, &e, &err)) return false;
+  const char *why = e.rec.state == ALTAR_STATE_FAILED && e.rec.failure ? e.rec.failure->reason : NULL;
+  bool replaced = why && (!strcmp(why, ALTAR_REASON_SUPERSEDED) || !strcmp(why, ALTAR_REASON_RELEASED));
+  altar_ledger_entry_clear(&e);
+  return replaced;
+}
+
 static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_status_event_t *ev,
                        double ts, altar_apply_result_t *res, altar_error_t *err) {
   const altar_handle_t *h = &ev->handle;
   const altar_ledger_entry_t *cur = altar_ledger_peek_open(l, h->backend, h->external_id);
   if (!cur) {
+    if (replaced_run(l, h)) {
+      res->ignored++; /* its run no longer counts: it stays marked so */
+      return ALTAR_OK;
+    }
     altar_error_t e2 = {0};
     int rc = altar_ledger_set_state(l, h, ev->state, ev->failure, &e2);
     if (rc != ALTAR_ENOTFOUND) {

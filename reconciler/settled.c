@@ -137,11 +137,12 @@ static bool late_for_settled(const altar__settled_t *s, altar_ledger_t *l, const
   return true;
 }
 
-/* Notes every member of a settled group (members: what its decision
- * consumed, listed in g or not), in memory and, as one record, in the open
- * batch. Another run of any of them is then skipped, not a second outcome. */
-static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_event_t *g,
-                      const altar_settled_members_t *members, altar_error_t *err) {
+/* Notes members as settled at g's ts, in memory and, as one record, in the
+ * open batch, with g's own entry when marker is set (a group that settled;
+ * not for one late shard). Another run of any of them is then skipped, not
+ * a second outcome. */
+static int note_members(altar__settled_t *s, altar_ledger_t *l, const altar_group_event_t *g,
+                        const altar_settled_members_t *members, bool marker, altar_error_t *err) {
   if (!members->n) return ALTAR_OK;
   /* The room commit needs too, so that it cannot fail. */
   if (recs_reserve(&s->pend_recs, s->pend_recs.n + 1) || recs_reserve(&s->recs, s->recs.n + s->pend_recs.n + 1))
@@ -149,7 +150,8 @@ static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_
   altar_group_event_t all = *g;
   all.shards = members->shards;
   all.n_shards = members->n;
-  altar__settled_rec_t *r = with_marker(altar__settled_rec_of_group(s->next_seq, &all, members->task_keys), g);
+  altar__settled_rec_t *r = altar__settled_rec_of_group(s->next_seq, &all, members->task_keys);
+  if (marker) r = with_marker(r, g);
   if (!r) return nomem(err);
   if (r->len == ALTAR__SETTLED_TS_LEN) { /* no member to note */
     free(r);
@@ -162,6 +164,24 @@ static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_
   altar__settled_key(r->seq, key);
   int rc = altar_ledger_aux_put(l, key, ALTAR__SETTLED_KEY_LEN, r->data, r->len, err);
   return rc == ALTAR_ENOTSUP ? ALTAR_OK : rc;
+}
+
+/* Notes every member of a settled group: what its decision consumed,
+ * listed in g or not. */
+static int note_group(altar__settled_t *s, altar_ledger_t *l, const altar_group_event_t *g,
+                      const altar_settled_members_t *members, altar_error_t *err) {
+  return note_members(s, l, g, members, true, err);
+}
+
+/* Notes a late shard's run once it is recorded: a later run of the same
+ * task (its first worker was killed after the task ended) is then skipped
+ * too, rather than recorded as a second outcome. */
+static int note_late(altar__settled_t *s, altar_ledger_t *l, const altar_status_event_t *ev, altar_error_t *err) {
+  altar_handle_t h = ev->handle; /* borrowed for the call: the record copies */
+  char *tk = ev->task_key;
+  altar_group_event_t g = {.ts = ev->ts};
+  altar_settled_members_t one = {.shards = &h, .task_keys = &tk, .n = 1};
+  return note_members(s, l, &g, &one, false, err);
 }
 
 /* Drops from memory the entries r still holds (not those a newer record
@@ -238,6 +258,7 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
     char name[1200];
     if (late_for_settled(s, l, groups, &events[i], name, sizeof name)) {
       rc = altar__apply_late(l, &events[i], name, pres, err);
+      if (!rc) rc = note_late(s, l, &events[i], err);
       continue;
     }
     size_t before = pres->n_events;

@@ -428,6 +428,53 @@ static void test_unlisted_members_are_settled(void) {
   fx_close(&f);
 }
 
+/* A late shard (terminal after its group settled) is recorded once; a
+ * later run of the same task is set aside, not a second outcome. */
+static void test_late_shard_rerun_is_set_aside(void) {
+  fixture_t f;
+  fx_open(&f, "settled-late-rerun");
+  altar_status_event_t evs[3];
+  ev_fill(&evs[0], "dead", true, "d2", 0, "r1", 10.0); /* still running when its group dies */
+  ev_fill(&evs[1], "dead", true, "d2", 1, "r1", 10.0);
+  ev_fill(&evs[2], "dead", false, "d2", 1, "r1", 10.0);
+  evs[2].state = ALTAR_STATE_FAILED;
+  evs[2].failure = altar_failure_new("exit_3", "command exited with code 3", true);
+  size_t groups = 0;
+  CU_ASSERT_EQUAL(batch(&f, evs, 3, false, &groups), 0);
+  CU_ASSERT_EQUAL(groups, 1);
+  ev_fill(&evs[0], "dead", false, "d2", 0, "r1", 11.0); /* late: recorded */
+  CU_ASSERT_EQUAL(batch(&f, evs, 1, false, &groups), 0);
+  CU_ASSERT_EQUAL(groups, 0);
+  fx_restart(&f);
+  ev_fill(&evs[0], "dead", true, "d2", 0, "r2", 12.0); /* a rerun after a kill */
+  ev_fill(&evs[1], "dead", false, "d2", 0, "r2", 12.0);
+  CU_ASSERT_EQUAL(batch(&f, evs, 2, false, &groups), 2);
+  size_t records = 0;
+  altar_error_t err = {0};
+  CU_ASSERT(altar_ledger_foreach(f.l, count_record, &records, &err) == 0);
+  CU_ASSERT_EQUAL(records, 2);
+  fx_close(&f);
+}
+
+/* A run a newer run superseded stays marked so when its own end arrives
+ * later: the shard's outcome is the newer run's. */
+static void test_superseded_run_stays_superseded(void) {
+  fixture_t f;
+  fx_open(&f, "settled-superseded-end");
+  altar_status_event_t evs[3];
+  ev_fill(&evs[0], "pair", true, "p1", 0, "r1", 10.0);
+  ev_fill(&evs[1], "pair", true, "p1", 0, "r2", 11.0); /* supersedes r1 */
+  ev_fill(&evs[2], "pair", false, "p1", 0, "r1", 12.0); /* r1 ends after all */
+  CU_ASSERT_EQUAL(batch(&f, evs, 3, false, NULL), 0);
+  altar_ledger_entry_t e = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_ledger_get(f.l, "process", "p1-0-r1", &e, &err) == 0);
+  CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_FAILED);
+  CU_ASSERT(e.rec.failure && !strcmp(e.rec.failure->reason, ALTAR_REASON_SUPERSEDED));
+  altar_ledger_entry_clear(&e);
+  fx_close(&f);
+}
+
 static void test_member_reader_bounds(void) {
   const char v[] = "\x40\x24\0\0\0\0\0\0" "a\0b\x1f" "c\0" "d";
   altar__settled_member_t m;
@@ -458,6 +505,8 @@ static void add_tests(CU_pSuite suite__, bool memory) {
   ALTAR_TEST(test_old_layout_is_carried_over);
   ALTAR_TEST(test_damaged_records_are_skipped);
   ALTAR_TEST(test_unlisted_members_are_settled);
+  ALTAR_TEST(test_late_shard_rerun_is_set_aside);
+  ALTAR_TEST(test_superseded_run_stays_superseded);
   ALTAR_TEST(test_member_reader_bounds);
 }
 
