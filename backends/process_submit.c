@@ -137,14 +137,12 @@ static void remove_task_dir(const char *task_dir) {
   rmdir(task_dir);
 }
 
-/* The task's output goes to logs/<key>/, emptied of an earlier run's; when
- * that cannot be made, to the task directory (where reuse loses it). */
+/* The task's output goes to logs/<key>/, emptied here of an earlier run's.
+ * The supervisor makes the directory at the task's first byte of output: a
+ * task that writes nothing costs no directory (an inode each, which for
+ * short tasks cost more than the rest of the launch). */
 static void set_log_dir(const altar_process_t *p, const char *key, altar_proc_launch_t *l) {
   altar__proc_log_dir(p, key, l->log_dir, sizeof l->log_dir);
-  if (mkdir(l->log_dir, 0755) < 0 && errno != EEXIST) {
-    l->log_dir[0] = '\0';
-    return;
-  }
   char path[ALTAR_PATH_BUF + 16];
   snprintf(path, sizeof path, "%s/stdout", l->log_dir);
   unlink(path);

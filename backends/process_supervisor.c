@@ -34,7 +34,9 @@
 #define WATCHDOG_MS 50
 
 typedef struct sink {
-  const char *name; /* file in the task directory, opened at the first byte */
+  const char *name; /* the file, opened at the first byte */
+  const char *dir;  /* its directory, made then too (NULL: the task directory) */
+  const char *fallback; /* where it goes when dir cannot be made */
   bool failed;
   int fd;
   size_t head_left; /* bytes still written straight to the file */
@@ -55,7 +57,9 @@ static void write_all(int fd, const char *p, size_t n) {
 
 static void sink_put(sink_t *s, const char *p, size_t n) {
   if (s->fd < 0 && !s->failed) {
-    s->fd = open(s->name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const char *path = s->name;
+    if (s->dir && mkdir(s->dir, 0755) < 0 && errno != EEXIST) path = s->fallback;
+    s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (s->fd < 0) s->failed = true;
   }
   if (s->fd < 0) return;
@@ -308,7 +312,8 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
   size_t head = l->log_cap / 2;
   for (int i = 0; i < 2; i++) {
     snprintf(paths[i], sizeof paths[i], "%s/%s", l->log_dir[0] ? l->log_dir : ".", names[i]);
-    sinks[i] = (sink_t){.name = paths[i], .fd = -1, .head_left = head, .ring_cap = l->log_cap - head};
+    sinks[i] = (sink_t){.name = paths[i], .dir = l->log_dir[0] ? l->log_dir : NULL, .fallback = names[i],
+                        .fd = -1, .head_left = head, .ring_cap = l->log_cap - head};
   }
   int out[2], errp[2];
   if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) _exit(1);

@@ -3,22 +3,64 @@
 # shards/s from submit to the last group fired, against `xargs -P 4` running
 # the same commands in the same run; and the added latency from a shard's exit
 # to its group event (p50, p99).
+#
 # usage: bench/bench_fleet.sh [BUILD_DIR] [SHARDS]
+# environment:
+#   ALTAR_BENCH_WIDTH N        shards per group (default 1: one-shard groups;
+#                              N > 1: {all_folds: N} groups, SHARDS rounded down)
+#   ALTAR_BENCH_TRANSPORT T    local (default) or kafka (the broker at
+#                              ALTAR_KAFKA_BROKERS; fresh topics and groups per run)
+#   ALTAR_BENCH_PARTITIONS N   topics.partitions (default: the fleet's default)
+#   ALTAR_BENCH_LAT N          shards in the latency pass (default 200)
+# The last line is machine-readable (bench/ab.sh reads it):
+#   result rate=<shards/s> xargs=<commands/s> ratio=<rate/xargs> p50_ms=<> p99_ms=<>
 set -eu
 B="${1:-build}"
 N="${2:-3000}"
+W="${ALTAR_BENCH_WIDTH:-1}"
+T="${ALTAR_BENCH_TRANSPORT:-local}"
+M="${ALTAR_BENCH_LAT:-200}"
+N=$((N / W * W))
 ALTAR="$(cd "$B" && pwd)/altar"
 dir="$(mktemp -d "${TMPDIR:-/tmp}/altar-bench-fleet-XXXXXX")"
 pids=""
 trap 'for p in $pids; do kill -9 $p 2>/dev/null || true; done; rm -rf "$dir"' EXIT
 
+case "$T" in
+  local) transport="{name: local, dir: $dir/log}" ;;
+  kafka)
+    : "${ALTAR_KAFKA_BROKERS:?kafka needs ALTAR_KAFKA_BROKERS (scripts/services/kafka.sh start)}"
+    transport="{name: kafka, kafka: {bootstrap.servers: \"$ALTAR_KAFKA_BROKERS\"}}" ;;
+  *) echo "bench_fleet: ALTAR_BENCH_TRANSPORT must be local or kafka, not '$T'" >&2; exit 2 ;;
+esac
+# The local log is fresh per run; on Kafka, fresh topic and group names per
+# run keep an earlier run's records and members away. (Only the keys needed
+# are written, so older builds read the same file: bench/ab.sh.)
+p=altar
+topics=""
+groups=""
+if [ "$T" = kafka ]; then
+  p="bf$(date +%s)$$"
+  topics="jobs: $p.jobs, status: $p.status, ready: $p.ready, dead: $p.dead, dlq: $p.dlq, fleet: $p.fleet"
+fi
+if [ -n "${ALTAR_BENCH_PARTITIONS:-}" ]; then
+  topics="${topics:+$topics, }partitions: $ALTAR_BENCH_PARTITIONS"
+fi
+if [ "$W" -gt 1 ]; then
+  rule="{all_folds: $W}"
+else
+  rule="single"
+fi
+topics_line=""
+[ -n "$topics" ] && topics_line="topics: {$topics}"
 cat > "$dir/altar.yaml" <<YAML
-transport: {name: local, dir: $dir/log}
+transport: $transport
+$topics_line
 backend: {name: process, data_root: $dir/data, slots: 4}
 ledger: {path: $dir/ledger}
 groups:
-  one: {group_by: [job_id, shard], ready_when: single, on_failed: dead_letter}
-  lat: {group_by: [job_id, shard], ready_when: single, on_failed: dead_letter}
+  one: {group_by: [job_id, g], ready_when: $rule, on_failed: dead_letter}
+  lat: {group_by: [job_id, g], ready_when: single, on_failed: dead_letter}
 YAML
 cfg="--config $dir/altar.yaml"
 
@@ -32,41 +74,61 @@ xargs_rate=$(python3 -c "print($N/($t1-$t0))")
 python3 -c "
 import json
 for i in range($N):
-    print(json.dumps({'kind':'one','image':'none','command':['/bin/true'],'labels':{'shard':str(i)}}))
+    print(json.dumps({'kind':'one','image':'none','command':['/bin/true'],
+                      'labels':{'g':str(i // $W),'fold':str(i % $W)}}))
 " > "$dir/specs.jsonl"
-"$ALTAR" reconciler $cfg --quiet >"$dir/rec.log" 2>&1 & pids="$pids $!"
-"$ALTAR" worker $cfg --quiet --poll-ms 5 >"$dir/w.log" 2>&1 & pids="$pids $!"
-sleep 1
+[ "$T" = kafka ] && groups=1
+"$ALTAR" reconciler $cfg ${groups:+--group $p.rec} --quiet >"$dir/rec.log" 2>&1 & rpid=$!
+"$ALTAR" worker $cfg ${groups:+--group $p.w} --quiet --poll-ms 5 >"$dir/w.log" 2>&1 & wpid=$!
+pids="$rpid $wpid"
+# CPU time (user + system, clock ticks) a daemon has used so far: the cost
+# per shard, which a loaded machine changes far less than the rate.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Started means: both have their partitions (a warm-up group fired end to end).
+echo '{"kind":"lat","image":"none","command":["/bin/true"],"labels":{"g":"warm"}}' > "$dir/warm.jsonl"
+"$ALTAR" submit $cfg --wait "$dir/warm.jsonl" >/dev/null 2>"$dir/warm.log" || {
+  echo "bench_fleet: the warm-up job did not finish" >&2; cat "$dir/warm.log" "$dir/rec.log" "$dir/w.log" >&2; exit 1; }
+w0=$(ticks $wpid) r0=$(ticks $rpid)
 t0=$(date +%s.%N)
 "$ALTAR" submit $cfg --wait "$dir/specs.jsonl" >/dev/null 2>"$dir/submit.log"
 t1=$(date +%s.%N)
+w1=$(ticks $wpid) r1=$(ticks $rpid)
+hz=$(getconf CLK_TCK)
 fleet_rate=$(python3 -c "print($N/($t1-$t0))")
+cpu=$(python3 -c "print('%.4f %.4f' % (($w1-$w0)*1000/$hz/$N, ($r1-$r0)*1000/$hz/$N))")
 
 # Latency: shards that record their exit time; group event ts minus that.
-M=200
 python3 -c "
 import json
 for i in range($M):
-    print(json.dumps({'kind':'lat','image':'none','command':['/bin/sh','-c','date +%s.%N > \"\$0\"', '$dir/exit-%d' % i],'labels':{'shard':str(i)}}))
+    print(json.dumps({'kind':'lat','image':'none','command':['/bin/sh','-c','date +%s.%N > \"\$0\"', '$dir/exit-%d' % i],'labels':{'g':str(i)}}))
 " > "$dir/lat.jsonl"
 "$ALTAR" submit $cfg --wait "$dir/lat.jsonl" >"$dir/lat.job" 2>/dev/null
-"$ALTAR" log consume $cfg --topic altar.ready --from-beginning --exit > "$dir/ready.jsonl" 2>/dev/null
-python3 - "$dir" "$M" "$N" "$fleet_rate" "$xargs_rate" <<'PY'
-import json, sys
-d, m, n, fleet, xargs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+"$ALTAR" log consume $cfg --topic "$p.ready" --from-beginning --exit > "$dir/ready.jsonl" 2>/dev/null
+python3 - "$dir" "$M" "$N" "$fleet_rate" "$xargs_rate" "$W" "$T" $cpu <<'PY'
+import json, os, sys
+d, m, n, fleet, xargs, w, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+wcpu, rcpu = float(sys.argv[8]), float(sys.argv[9])
 lat = []
 for line in open(f"{d}/ready.jsonl"):
     e = json.loads(line)
     if e.get("kind") != "lat":
         continue
-    shard = e["shards"][0]["labels"]["shard"]
+    shard = e["shards"][0]["labels"]["g"]
+    if not os.path.exists(f"{d}/exit-{shard}"):
+        continue
     with open(f"{d}/exit-{shard}") as f:
         lat.append(e["ts"] - float(f.read()))
+if len(lat) != m:
+    sys.exit(f"bench_fleet: {len(lat)} of {m} latency groups fired")
 lat.sort()
 p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000
-print(f"shards: {n}, /bin/true, 4 slots")
+print(f"shards: {n} in groups of {w}, /bin/true, 4 slots, {t} log")
 print(f"xargs -P 4:           {xargs:8.1f} commands/s")
 print(f"altar submit->fired:  {fleet:8.1f} shards/s")
 print(f"ratio altar/xargs:    {fleet / xargs:8.2f}")
 print(f"exit -> group event latency over {len(lat)} shards: p50 {p(0.5):.1f} ms, p99 {p(0.99):.1f} ms")
+print(f"CPU per shard:        worker {wcpu:.3f} ms, reconciler {rcpu:.3f} ms")
+print(f"result rate={fleet:.1f} xargs={xargs:.1f} ratio={fleet / xargs:.3f} p50_ms={p(0.5):.2f} p99_ms={p(0.99):.2f}"
+      f" worker_cpu_ms={wcpu:.4f} rec_cpu_ms={rcpu:.4f}")
 PY

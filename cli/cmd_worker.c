@@ -23,6 +23,8 @@ static void usage(FILE *out) {
           "  --id ID              worker id in status events (default host:pid)\n"
           "  --group NAME         consumer group (default %s)\n"
           "  --poll-ms N          backend poll interval (default 200)\n"
+          "  --commit-ms N        periodic offset commit interval (default 1000; revokes and\n"
+          "                       stops commit at once)\n"
           "  --drain S            drain time in seconds (default 30)\n"
           "  --lease S            renewal interval of the lease on handed-over tasks (default 3)\n"
           "  --lease-timeout S    a handed-over task's holder counts as dead after S seconds\n"
@@ -67,6 +69,9 @@ int altar_cmd_worker(int argc, char **argv) {
     else if (!strcmp(a, "--poll-ms") && has) {
       if (parse_int(a, argv[++i], 1, 600000, &v)) goto bad;
       o.poll_interval_ms = (int)v;
+    } else if (!strcmp(a, "--commit-ms") && has) {
+      if (parse_int(a, argv[++i], 1, 600000, &v)) goto bad;
+      o.commit_interval_ms = (int)v;
     } else if (!strcmp(a, "--drain") && has) {
       if (parse_int(a, argv[++i], 0, 86400, &v)) goto bad;
       o.drain_ms = (int)(v * 1000);

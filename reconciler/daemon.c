@@ -22,7 +22,10 @@
 typedef struct in_part {
   char *topic;
   int32_t partition;
-  int64_t next; /* next offset to apply (stored in the ledger) */
+  int64_t next;   /* next offset to apply */
+  int64_t stored; /* the one the ledger holds: a batch writes only the offsets it moved
+                     (writing all 32 partitions' offsets in every batch cost more than
+                     the events) */
 } in_part_t;
 
 typedef struct daemon {
@@ -120,7 +123,7 @@ static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, cons
     }
     char *topic = strdup(parts[i].topic);
     if (!topic) goto nomem;
-    d->parts[d->n_parts++] = (in_part_t){topic, parts[i].partition, next};
+    d->parts[d->n_parts++] = (in_part_t){topic, parts[i].partition, next, next};
   }
   return;
 nomem:
@@ -260,13 +263,15 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
     if (p && msgs[i]->offset + 1 > p->next) p->next = msgs[i]->offset + 1;
   }
   for (size_t i = 0; i < d->n_parts && !rc; i++) {
+    if (d->parts[i].next < 0 || d->parts[i].next == d->parts[i].stored) continue;
     char k[320], v[32];
     size_t kl = offset_key(d->parts[i].topic, d->parts[i].partition, k, sizeof k);
     int vl = snprintf(v, sizeof v, "%" PRId64, d->parts[i].next);
-    if (d->parts[i].next >= 0) rc = altar_ledger_aux_put(d->o->ledger, k, kl, v, (size_t)vl, err);
+    rc = altar_ledger_aux_put(d->o->ledger, k, kl, v, (size_t)vl, err);
   }
   if (!rc) {
     rc = altar_ledger_commit(d->o->ledger, err);
+    for (size_t i = 0; i < d->n_parts && !rc; i++) d->parts[i].stored = d->parts[i].next;
   } else {
     altar_error_t ae = {0};
     altar_ledger_abort(d->o->ledger, &ae);

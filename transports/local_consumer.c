@@ -90,21 +90,36 @@ int local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, alta
       if (rc) return rc;
     }
     size_t n = c->group ? c->group->n_owned : c->n_assigned;
-    for (size_t k = 0; k < n; k++) {
+    lreader_t *stack[64];
+    lreader_t **rs = n <= 64 ? stack : malloc(n * sizeof *rs);
+    if (!rs) return altar_error_set(err, ALTAR_ENOMEM, "consume: out of memory");
+    for (size_t k = 0; k < n; k++) rs[k] = c->group ? c->group->owned[k].reader : c->assigned[k];
+    lwatch_collect(c, rs, n);
+    /* Round robin over the partitions written to since their last empty
+     * read; one that yields a record stays marked, there may be more. */
+    int rc = 0;
+    for (size_t k = 0; k < n && !rc; k++) {
       size_t idx = (c->rr + k) % n;
-      lreader_t *r = c->group ? c->group->owned[idx].reader : c->assigned[idx];
-      if (r->paused) continue;
-      int rc = lreader_next(t, &l->cfg, r, pmsg, err);
+      lreader_t *r = rs[idx];
+      if (!r || r->paused || !r->changed) continue;
+      r->changed = false;
+      rc = lreader_next(t, &l->cfg, r, pmsg, err);
       if (rc != 0) {
+        r->changed = true;
         c->rr = idx + 1;
-        return rc < 0 ? rc : 0;
       }
     }
+    if (rs != stack) free(rs);
+    if (rc != 0) return rc < 0 ? rc : 0;
     int64_t now = local_mono_ms();
     if (now >= deadline) return 0;
     int64_t left = deadline - now;
-    sleep_ms(left < nap ? left : nap);
-    if (nap < 20) nap *= 2;
+    if (lwatch_active(c)) {
+      lwatch_wait(c, left);
+    } else {
+      sleep_ms(left < nap ? left : nap);
+      if (nap < 20) nap *= 2;
+    }
   }
 }
 
@@ -117,7 +132,11 @@ static int set_paused(altar_transport_t *t, const altar_tp_t *parts, size_t n, b
       return altar_error_set(err, ALTAR_ESTATE, "%s: %s/%d is not assigned to this consumer",
                              paused ? "pause" : "resume", parts[i].topic, (int)parts[i].partition);
   }
-  for (size_t i = 0; i < n; i++) find_reader(l, parts[i].topic, parts[i].partition)->paused = paused;
+  for (size_t i = 0; i < n; i++) {
+    lreader_t *r = find_reader(l, parts[i].topic, parts[i].partition);
+    r->paused = paused;
+    r->changed = true; /* resumed: read it on the next pass */
+  }
   return 0;
 }
 
@@ -218,6 +237,7 @@ void local_consumer_close(altar_transport_t *t) {
   local_consumer_t *c = &l->cons;
   lgroup_leave(t, c->group);
   c->group = NULL;
+  lwatch_close(c);
   for (size_t i = 0; i < c->n_assigned; i++) lreader_free(c->assigned[i]);
   free(c->assigned);
   c->assigned = NULL;

@@ -160,6 +160,8 @@ typedef struct lreader {
   off_t pos;           /* file position of the record with next_offset */
   int64_t next_offset; /* the position: next offset to return */
   bool paused;
+  int watch;    /* inotify watch of dir (local_watch.c), -1 when none */
+  bool changed; /* written to (or not watched) since the last empty read */
   uint8_t *buf;
   size_t buf_cap;
 } lreader_t;
@@ -276,6 +278,9 @@ typedef struct local_consumer {
   size_t rr;
   bool forced_check;
   bool left; /* left the group (leave): consume returns nothing */
+  bool watch_open;       /* inotify tried (local_watch.c) */
+  int watch_fd;          /* its descriptor, -1 when unavailable */
+  int64_t next_sweep_ms; /* when every reader counts as changed again */
 } local_consumer_t;
 
 typedef struct local {
@@ -307,6 +312,12 @@ int local_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, alta
 int local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
 int local_leave(altar_transport_t *t, altar_error_t *err);
 void local_consumer_close(altar_transport_t *t);
+
+/* ---- local_watch.c: which partitions changed, and waiting for a change ---- */
+void lwatch_collect(local_consumer_t *c, lreader_t *const *rs, size_t n);
+bool lwatch_active(const local_consumer_t *c);
+void lwatch_wait(local_consumer_t *c, int64_t ms);
+void lwatch_close(local_consumer_t *c);
 
 /* transport op topic_members (local_members.c). */
 int altar__local_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,

@@ -66,6 +66,8 @@ lreader_t *lreader_new(const char *root, const char *topic, int32_t partition) {
   r->partition = partition;
   r->fd = -1;
   r->seg_base = -1;
+  r->watch = -1;
+  r->changed = true;
   return r;
 }
 
@@ -218,6 +220,7 @@ static int open_at(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, a
 
 int lreader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int64_t offset,
                  altar_error_t *err) {
+  r->changed = true;
   int64_t b = 0, e = 0;
   int rc = ALTAR_EAGAIN;
   for (int tries = 0; tries < 5 && rc == ALTAR_EAGAIN; tries++)

@@ -1327,7 +1327,11 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     return rc;
   }
   int interval = o->poll_interval_ms > 0 ? o->poll_interval_ms : 200;
-  int64_t next_poll = mono_ms(), next_commit = mono_ms(), idle_since = mono_ms();
+  /* Each commit of the local log is two fsyncs, and one of Kafka's a round
+   * trip, per partition: at 100 ms with 32 busy partitions they cost more
+   * than the tasks. A later commit only means a rerun after a crash. */
+  int commit_every = o->commit_interval_ms > 0 ? o->commit_interval_ms : 1000;
+  int64_t next_poll = mono_ms(), next_commit = mono_ms(), next_metrics = mono_ms(), idle_since = mono_ms();
   bool warned_idle = false;
   bool draining = false, got_job = false;
   altar__heartbeat_t *hb = altar__heartbeat_start(o, w.worker_id);
@@ -1379,10 +1383,13 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     reap_acked(&w);
     /* Commits are batched: a late commit only means a rerun after a crash,
      * and the finished offsets above it ride in the metadata anyway. */
-    if (mono_ms() >= next_commit) {
+    if (mono_ms() >= next_metrics) {
       altar__worker_metrics_update(&w.metrics, &w.stats, in_flight(&w), w.paused);
+      next_metrics = mono_ms() + 100;
+    }
+    if (mono_ms() >= next_commit) {
       commit_all(&w);
-      next_commit = mono_ms() + 100;
+      next_commit = mono_ms() + commit_every;
     }
     if (o->exit_when_idle && !m && w.n_tasks == 0 && w.n_waits == 0 && w.outstanding == 0 && w.n_parts > 0 &&
         !w.ahead.records) {

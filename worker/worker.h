@@ -58,6 +58,8 @@ typedef struct altar_worker_opts {
   int64_t slots;                /* jobs in flight at most (>= 1) */
   int topic_partitions;         /* partitions of a pool's jobs topic it creates (0 = the default) */
   int poll_interval_ms;         /* backend poll cadence; 0 = 200 */
+  int commit_interval_ms;       /* periodic offset commits; <= 0 = 1000 (a revoke, a stop and a
+                                   drain commit at once, whatever this says) */
   int drain_ms;                 /* drain time on stop; < 0 = 30000 */
   int lease_interval_ms;        /* held tasks' lease renewal; <= 0 = 3000 */
   int lease_timeout_ms;         /* a waited job's holder is dead after this long without news;
