@@ -126,14 +126,22 @@ size_t altar__proc_reap(altar_process_t *p) {
       p->n_children--;
       p->children[i] = p->children[p->n_children];
       p->child_fds[i] = p->child_fds[p->n_children];
+      p->child_tasks[i] = p->child_tasks[p->n_children];
       reaped++;
     }
   }
   return reaped;
 }
 
-void altar__proc_child_add(altar_process_t *p, pid_t pid) {
+bool altar__proc_child_running(const altar_process_t *p, const char *id) {
+  for (size_t i = 0; i < p->n_children; i++)
+    if (!strcmp(p->child_tasks[i].id, id)) return true;
+  return false;
+}
+
+void altar__proc_child_add(altar_process_t *p, pid_t pid, const char *id) {
   p->children[p->n_children] = pid;
+  snprintf(p->child_tasks[p->n_children].id, sizeof p->child_tasks[0].id, "%s", id);
   /* Readable once the supervisor has exited, which is when its status is
    * final (its exit drops the task file's lock). */
   p->child_fds[p->n_children] = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -304,6 +312,7 @@ static void process_free(altar_process_t *p) {
     if (p->child_fds[i] >= 0) close(p->child_fds[i]);
   free(p->children);
   free(p->child_fds);
+  free(p->child_tasks);
   free(p->live);
   if (p->sup_fd >= 0) close(p->sup_fd);
   altar__proc_keys_close(p);
@@ -432,6 +441,7 @@ static int process_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_e
     altar_failure_t *f = NULL;
     char id[ALTAR_PROC_ID_MAX + 1];
     snprintf(id, sizeof id, "%s", p->live[i].id);
+    if (altar__proc_child_running(p, id)) continue;
     if (altar__proc_probe(p, id, &st, &f, NULL) < 0 || altar_state_terminal(st))
       altar__proc_live_remove(p, id);
     altar_failure_free(f);

@@ -71,6 +71,7 @@ typedef struct altar_process {
    * until they exit or we do; reaped without blocking in poll/capacity). */
   pid_t *children;
   int *child_fds; /* a pidfd per child (-1: none), for wait_change */
+  altar_proc_task_t *child_tasks; /* the task each one supervises */
   size_t n_children, cap_children;
   /* The supervisor program in a sealed memfd; -1: supervisors are forked. */
   int sup_fd;
@@ -156,7 +157,10 @@ void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const cha
 /* Reaps exited supervisors without blocking; returns how many. */
 size_t altar__proc_reap(altar_process_t *p);
 /* Records a supervisor just started (room made by submit beforehand). */
-void altar__proc_child_add(altar_process_t *p, pid_t pid);
+void altar__proc_child_add(altar_process_t *p, pid_t pid, const char *id);
+/* Whether id's supervisor is our child not yet reaped: alive as of the last
+ * reap, so running, known without touching its task file. */
+bool altar__proc_child_running(const altar_process_t *p, const char *id);
 
 /* Keeps a reclaimed task's directory (its supervisor gone) for reuse:
  * emptied but for its truncated task file. False: not kept, delete it. */

@@ -1,5 +1,9 @@
-/* `process` adoption by task key: <data_root>/keys/<task key> is a symlink
- * to the id of the task last started for that key. A submit whose key
+/* `process` adoption by task key: <data_root>/keys/<task key> is a hard
+ * link to the task file of the run last started for that key (whose first
+ * lines name the key and the task id). A link costs no inode: a symlink per
+ * task did, and on a file system without a journal allocating inodes next
+ * to recently freed ones was a tenth of a short task's cost. Data roots of
+ * earlier versions hold symlinks to the id; those are still read. A submit whose key
  * names a task whose supervisor is alive returns that task's handle instead
  * of starting a second run, so a worker taking over a dead worker's job on
  * the same data root adopts the run in progress. A finished run is not
@@ -54,11 +58,40 @@ void altar__proc_keys_unlock(altar_process_t *p) {
   if (p->keys_fd >= 0) flock(p->keys_fd, LOCK_UN);
 }
 
+/* The id of the run keys/<key> names, read from the linked task file's
+ * second line; false when that file is another key's (a stale link to a
+ * recycled task file) or unreadable. */
+static bool linked_id(int fd, const char *key, char id[ALTAR_PROC_ID_MAX + 1]) {
+  char head[sizeof KEY_LINE + ALTAR_TASK_KEY_LEN + sizeof "\ntask_id=" + ALTAR_PROC_ID_MAX + 2];
+  ssize_t n = pread(fd, head, sizeof head - 1, 0);
+  size_t kl = sizeof KEY_LINE - 1;
+  if (n < (ssize_t)(kl + ALTAR_TASK_KEY_LEN) || memcmp(head, KEY_LINE, kl) ||
+      memcmp(head + kl, key, ALTAR_TASK_KEY_LEN))
+    return false;
+  head[n] = '\0';
+  const char *p = head + kl + ALTAR_TASK_KEY_LEN;
+  if (strncmp(p, "\ntask_id=", 9)) return false;
+  p += 9;
+  size_t il = strcspn(p, "\n");
+  if (il == 0 || il > ALTAR_PROC_ID_MAX || p[il] != '\n') return false;
+  memcpy(id, p, il);
+  id[il] = '\0';
+  return altar__proc_id_valid(id);
+}
+
 bool altar__proc_keys_find_live(altar_process_t *p, const char *key, char id[ALTAR_PROC_ID_MAX + 1]) {
   if (!key_valid(key)) return false;
   char path[ALTAR_PATH_BUF + 80];
   snprintf(path, sizeof path, "%s/" KEYS_DIR "/%s", p->data_root, key);
-  ssize_t n = readlink(path, id, ALTAR_PROC_ID_MAX);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0) {
+    /* The supervisor holds the task file's lock while it lives. */
+    bool live = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK && linked_id(fd, key, id);
+    close(fd);
+    return live;
+  }
+  if (errno != ELOOP) return false;
+  ssize_t n = readlink(path, id, ALTAR_PROC_ID_MAX); /* an earlier version's symlink */
   if (n <= 0) return false;
   id[n] = '\0';
   if (!altar__proc_id_valid(id)) return false;
@@ -71,12 +104,14 @@ bool altar__proc_keys_find_live(altar_process_t *p, const char *key, char id[ALT
 
 void altar__proc_keys_set(altar_process_t *p, const char *key, const char *id) {
   if (!key_valid(key)) return;
-  char path[ALTAR_PATH_BUF + 80], tmp[ALTAR_PATH_BUF + 100];
+  char path[ALTAR_PATH_BUF + 80], dir[ALTAR_PATH_BUF], task[ALTAR_PATH_BUF + 16];
+  if (altar__proc_task_dir(p, id, dir, sizeof dir, NULL) < 0) return;
   snprintf(path, sizeof path, "%s/" KEYS_DIR "/%s", p->data_root, key);
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  unlink(tmp);
-  /* Replaced in one step: a reader sees the old run or the new one. */
-  if (symlink(id, tmp) == 0 && rename(tmp, path) < 0) unlink(tmp);
+  snprintf(task, sizeof task, "%s/task", dir);
+  /* Under keys/.lock, which every reader of the link takes too: nobody
+   * sees the moment between the two calls. */
+  unlink(path);
+  (void)link(task, path);
 }
 
 void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const char *id) {
@@ -86,6 +121,8 @@ void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const cha
   if (fd < 0) return;
   char line[sizeof KEY_LINE + ALTAR_TASK_KEY_LEN + 1];
   ssize_t n = pread(fd, line, sizeof line - 1, 0);
+  struct stat own;
+  bool have_own = fstat(fd, &own) == 0;
   close(fd);
   if (n < (ssize_t)(sizeof line - 1) || memcmp(line, KEY_LINE, sizeof KEY_LINE - 1)) return;
   line[n] = '\0';
@@ -93,12 +130,19 @@ void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const cha
   line[sizeof KEY_LINE - 1 + ALTAR_TASK_KEY_LEN] = '\0';
   if (!key_valid(key)) return;
   snprintf(path, sizeof path, "%s/" KEYS_DIR "/%s", p->data_root, key);
-  char cur[ALTAR_PROC_ID_MAX + 1];
   altar__proc_keys_lock(p);
-  ssize_t k = readlink(path, cur, ALTAR_PROC_ID_MAX);
-  if (k > 0) {
-    cur[k] = '\0';
-    if (!strcmp(cur, id)) unlink(path); /* still ours, not a newer run's */
+  struct stat ln;
+  if (lstat(path, &ln) == 0) {
+    if (S_ISLNK(ln.st_mode)) { /* an earlier version's symlink to the id */
+      char cur[ALTAR_PROC_ID_MAX + 1];
+      ssize_t k = readlink(path, cur, ALTAR_PROC_ID_MAX);
+      if (k > 0) {
+        cur[k] = '\0';
+        if (!strcmp(cur, id)) unlink(path);
+      }
+    } else if (have_own && ln.st_ino == own.st_ino && ln.st_dev == own.st_dev) {
+      unlink(path); /* still this run's, not a newer one's */
+    }
   }
   altar__proc_keys_unlock(p);
 }

@@ -156,9 +156,12 @@ int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, al
   clock_gettime(CLOCK_MONOTONIC, &mono);
   altar__proc_logs_prune_if_due(p, (double)mono.tv_sec + mono.tv_nsec / 1e9);
   for (size_t i = 0; i < n; i++) {
-    altar_state_t state;
+    altar_state_t state = ALTAR_STATE_RUNNING;
     altar_failure_t *f = NULL;
-    int rc = altar__proc_probe(p, hs[i].external_id, &state, &f, err);
+    /* Our own supervisor, not reaped above, is alive: no file to read (a
+     * short task was probed several times before it ended). */
+    bool ours = hs[i].external_id && altar__proc_child_running(p, hs[i].external_id);
+    int rc = ours ? 0 : altar__proc_probe(p, hs[i].external_id, &state, &f, err);
     if (rc < 0) return rc;
     rc = altar_status_init(&pst[i], &hs[i], state, f);
     if (rc < 0) return altar_error_set(err, rc, "process: poll: out of memory"); /* f freed */

@@ -94,13 +94,17 @@ static void append_escaped(altar_buf_t *b, const char *s) {
   }
 }
 
-static void write_meta(int fd, const altar_spec_t *spec, const altar_proc_launch_t *l, const char *key) {
+static void write_meta(int fd, const altar_spec_t *spec, const altar_proc_launch_t *l, const char *key,
+                       const char *id) {
   altar_buf_t b;
   altar_buf_init(&b);
   char line[128];
   /* first, at a fixed place: reclaiming the task finds its key link by it */
   altar_buf_append_str(&b, "task_key=");
   altar_buf_append_str(&b, key);
+  /* second, for a lookup by key through keys/<key> (process_keys.c) */
+  altar_buf_append_str(&b, "\ntask_id=");
+  altar_buf_append_str(&b, id);
   altar_buf_append_str(&b, "\nimage=");
   append_escaped(&b, spec->image);
   altar_buf_append_str(&b, "\nkind=");
@@ -237,7 +241,7 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
                                    strerror(errno));
     goto fail_dir;
   }
-  write_meta(l->lock_fd, spec, l, key);
+  write_meta(l->lock_fd, spec, l, key, id);
 
   /* One child: the supervisor is ours until it exits (poll reaps it
    * without blocking) or until we exit (it is re-parented and goes on). A
@@ -248,11 +252,13 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
     pid_t *nc = realloc(p->children, cap * sizeof *nc);
     if (nc) p->children = nc;
     int *nf = nc ? realloc(p->child_fds, cap * sizeof *nf) : NULL;
-    if (!nf) {
+    if (nf) p->child_fds = nf;
+    altar_proc_task_t *nt = nf ? realloc(p->child_tasks, cap * sizeof *nt) : NULL;
+    if (!nt) {
       rc = altar_error_set(err, ALTAR_ENOMEM, "process: submit: out of memory");
       goto fail_dir;
     }
-    p->child_fds = nf;
+    p->child_tasks = nt;
     p->cap_children = cap;
   }
   pid_t sup = altar__proc_spawn_supervisor(p, l);
@@ -260,7 +266,7 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
     rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: starting the supervisor: %s", strerror(errno));
     goto fail_dir;
   }
-  altar__proc_child_add(p, sup);
+  altar__proc_child_add(p, sup, id);
   close(l->lock_fd);
   l->lock_fd = -1;
   rc = altar_handle_init_for_spec(ph, altar_backend_process.name, id, spec);

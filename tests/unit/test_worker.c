@@ -221,6 +221,7 @@ static int run_worker(altar_transport_t *t, fake_t *f, int64_t slots, int64_t ma
       .worker_id = "host-a:1",
       .slots = slots,
       .poll_interval_ms = 5,
+      .commit_interval_ms = 100, /* what a kill mid-run leaves committed is asserted below */
       .drain_ms = drain_ms,
       .max_jobs = max_jobs,
       .exit_when_idle = true,
