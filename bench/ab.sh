@@ -84,7 +84,7 @@ run() {
   esac || { echo "ab: $what on side $side failed; its output:" >&2; tail -20 "$log" >&2; exit 1; }
   case "$what" in
     fleet*)
-      sed -n 's/^result //p' "$log" | tr ' ' '\n' | sed -n 's/^\(rate\|ratio\|p50_ms\|p99_ms\|worker_cpu_ms\|rec_cpu_ms\)=/\1 /p' |
+      sed -n 's/^result //p' "$log" | tr ' ' '\n' | sed -n 's/^\(rate\|ratio\|p50_ms\|p99_ms\|worker_cpu_ms\|rec_cpu_ms\|idle_cpu_pct\)=/\1 /p' |
         while read -r k v; do echo "$side $what $k $v"; done >>"$results" ;;
     ledger)
       awk -v s="$side" '/^ledger apply with grouping/ {print s, "ledger", "events_s", $5}
@@ -129,7 +129,7 @@ for bench, metric in order:
     if not a or not b:
         continue
     ma, mb = statistics.median(a), statistics.median(b)
-    lower = metric.endswith("_ms")  # latencies and CPU per shard
+    lower = metric.endswith("_ms") or metric.endswith("_pct")  # latencies and CPU
     ratio = mb / ma if ma else float("nan")
     spread = lambda xs: f"{min(xs):.4g}-{max(xs):.4g}"
     print(f"{bench:<12} {metric:<14} {ma:12.4g} {mb:12.4g} {ratio:7.3f}{' (lower is better)' if lower else ''}  {spread(a)} / {spread(b)}")

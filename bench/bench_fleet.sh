@@ -105,10 +105,16 @@ for i in range($M):
 " > "$dir/lat.jsonl"
 "$ALTAR" submit $cfg --wait "$dir/lat.jsonl" >"$dir/lat.job" 2>/dev/null
 "$ALTAR" log consume $cfg --topic "$p.ready" --from-beginning --exit > "$dir/ready.jsonl" 2>/dev/null
+# Idle cost: CPU of both daemons over 5 s with nothing to do (many idle
+# partitions must cost nothing).
+iw0=$(ticks $wpid) ir0=$(ticks $rpid)
+sleep 5
+iw1=$(ticks $wpid) ir1=$(ticks $rpid)
+cpu="$cpu $(python3 -c "print('%.3f' % ((($iw1-$iw0)+($ir1-$ir0))*100/$hz/5))")"
 python3 - "$dir" "$M" "$N" "$fleet_rate" "$xargs_rate" "$W" "$T" $cpu <<'PY'
 import json, os, sys
 d, m, n, fleet, xargs, w, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
-wcpu, rcpu = float(sys.argv[8]), float(sys.argv[9])
+wcpu, rcpu, idle = float(sys.argv[8]), float(sys.argv[9]), float(sys.argv[10])
 lat = []
 for line in open(f"{d}/ready.jsonl"):
     e = json.loads(line)
@@ -129,6 +135,7 @@ print(f"altar submit->fired:  {fleet:8.1f} shards/s")
 print(f"ratio altar/xargs:    {fleet / xargs:8.2f}")
 print(f"exit -> group event latency over {len(lat)} shards: p50 {p(0.5):.1f} ms, p99 {p(0.99):.1f} ms")
 print(f"CPU per shard:        worker {wcpu:.3f} ms, reconciler {rcpu:.3f} ms")
+print(f"CPU when idle:        {idle:.2f}% of a core (worker + reconciler)")
 print(f"result rate={fleet:.1f} xargs={xargs:.1f} ratio={fleet / xargs:.3f} p50_ms={p(0.5):.2f} p99_ms={p(0.99):.2f}"
-      f" worker_cpu_ms={wcpu:.4f} rec_cpu_ms={rcpu:.4f}")
+      f" worker_cpu_ms={wcpu:.4f} rec_cpu_ms={rcpu:.4f} idle_cpu_pct={idle:.3f}")
 PY
