@@ -138,12 +138,16 @@ static void *flusher_main(void *arg) {
   altar_transport_t *t = arg;
   local_t *l = altar_transport_impl(t);
   local_producer_t *p = &l->prod;
+  size_t last_batch = 0;
   pthread_mutex_lock(&p->mu);
   for (;;) {
     while (!p->head && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
     if (!p->head && p->stop) break;
-    if (l->cfg.fsync_policy == LOCAL_FSYNC_GROUP && l->cfg.group_commit_ms > 0) {
-      /* Linger so one fsync covers more records. */
+    /* Linger so one fsync covers more records, but only while records come
+     * faster than fsyncs (the last batch held more than one): a lone record
+     * is written at once, and a quiet fleet's every hop (status event, group
+     * event) is not held for the linger. */
+    if (l->cfg.fsync_policy == LOCAL_FSYNC_GROUP && l->cfg.group_commit_ms > 0 && last_batch > 1) {
       struct timespec until = abs_after_ms(l->cfg.group_commit_ms);
       while (p->queued_bytes < l->cfg.group_commit_bytes && !p->flushing && !p->stop) {
         if (pthread_cond_timedwait(&p->cv, &p->mu, &until) == ETIMEDOUT) break;
@@ -151,6 +155,7 @@ static void *flusher_main(void *arg) {
     }
     lprec_t *list = p->head;
     size_t n = p->queued_records;
+    last_batch = n;
     p->head = p->tail = NULL;
     p->queued_records = 0;
     p->queued_bytes = 0;
