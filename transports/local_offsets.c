@@ -28,14 +28,20 @@ int local_offset_write(const local_cfg_t *cfg, const char *group, const char *to
   if (offset < 0) return altar_error_set(err, ALTAR_EINVAL, "commit offset: %lld is negative", (long long)offset);
   char *dir = offsets_dir(cfg, group);
   if (!dir) return altar_error_set(err, ALTAR_ENOMEM, "commit: out of memory");
-  int rc = local_mkdirs(dir, err);
+  int rc = 0;
   char *final = local_pathf("%s/%s.%d", dir, topic, (int)partition);
   char *tmp = local_pathf("%s/.%s.%d.tmp.%ld", dir, topic, (int)partition, (long)getpid());
-  if (!rc && (!final || !tmp)) rc = altar_error_set(err, ALTAR_ENOMEM, "commit: out of memory");
+  if (!final || !tmp) rc = altar_error_set(err, ALTAR_ENOMEM, "commit: out of memory");
+  int fd = -1;
+  if (!rc) {
+    /* The directory is made by the first commit only, not six mkdirs each time. */
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ENOENT && (rc = local_mkdirs(dir, err)) == 0)
+      fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
   if (!rc) {
     char head[96];
     int hl = snprintf(head, sizeof head, OFFSET_MAGIC "%lld\n%zu\n", (long long)offset, ml);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || local_write_all(fd, head, (size_t)hl) != 0 ||
         local_write_all(fd, metadata, ml) != 0 || fsync(fd) != 0) {
       rc = altar_error_set_retriable(err, ALTAR_EIO, "commit %s/%s/%d: %s", group, topic,
