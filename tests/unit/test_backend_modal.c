@@ -149,6 +149,10 @@ static int f_poll(void *impl, const char *id, bool *pdone, int *pcode, altar_err
 static int copy_file(const char *src, const char *dst) {
   char *data;
   size_t len = 0;
+  /* The fake's volume is a host directory a test may also use as storage;
+   * a real upload never touches the host file, so neither does this. */
+  struct stat a, b;
+  if (stat(src, &a) == 0 && stat(dst, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return 0;
   if (!(data = altar_test_read_file(src, &len))) return ALTAR_ENOTFOUND;
   /* mkdir -p of dst's directory */
   char *dir = strdup(dst);
