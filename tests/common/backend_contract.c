@@ -406,6 +406,9 @@ static void test_digest_mismatch_where_declared(void) {
     int rc = altar_backend_stage_inputs(w.be, &bad, 1, &err);
     CU_ASSERT_EQUAL(rc, ALTAR_EINTEGRITY);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, logical)); /* names the input */
+    /* Reported as the task-side check reports it: one reason, one row of
+     * the table for `deterministic`. */
+    CU_ASSERT_STRING_EQUAL(altar_reason_for_start_error(rc), ALTAR_REASON_INPUT_DIGEST_MISMATCH);
     char *hp = host_path(&w, logical);
     CU_ASSERT_FALSE(file_exists(hp)); /* the bad copy is deleted */
     free(hp);
