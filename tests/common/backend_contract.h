@@ -42,6 +42,11 @@ typedef struct altar_contract_fixture {
    * path. NULL hook → "<data_root>/<logical>". */
   char *(*host_path)(void *ctx, altar_backend_t *be, const char *data_root, const char *logical);
 
+  /* True when the backend's volume can never be the directory its storage
+   * reads from (a remote volume whose test double only happens to live on
+   * this host): test_staging_in_place does not apply. */
+  bool volume_is_remote;
+
   /* Called after each test, after the backend is destroyed. Optional. */
   void (*cleanup)(void *ctx, const char *data_root);
 } altar_contract_fixture_t;
