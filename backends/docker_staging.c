@@ -87,6 +87,13 @@ static int stage_one(altar_docker_t *dk, const altar_transfer_t *t, size_t i, co
   altar_local_file_t lf = {0};
   int rc = open_storage(dk, t->uri, &src, err);
   if (!rc) rc = altar_storage_as_local_file(src, t->uri, &lf, err);
+  /* A digest covers one file: a directory, as the source or where the copy
+   * would go, fails as a mismatch does, and is left as it is. */
+  if (!rc && t->digest &&
+      ((rc = altar_digest_refuse_directory(lf.path, err)) < 0 || (rc = altar_digest_refuse_directory(dest, err)) < 0)) {
+    altar_error_prefix(err, "inputs[%zu] (%.200s)", i, lp);
+    goto out;
+  }
   /* Storage and the data root may be one directory: a source that already
    * is the destination is the caller's file, not a copy of ours, so it is
    * neither copied over, deleted, nor given a record beside it. */

@@ -97,6 +97,11 @@ int altar_k8s_stage_inputs(altar_k8s_t *k, const altar_transfer_t *inputs, size_
     rc = mkparents(dst, err);
     if (!rc) rc = altar_storage_open_for_uri(t->uri, NULL, &s, err);
     if (!rc) rc = altar_storage_as_local_file(s, t->uri, &lf, err);
+    /* A digest covers one file: a directory, as the source or where the
+     * copy would go, fails as a mismatch does (input_digest_mismatch, as
+     * the pod's verifier reports one), and is left as it is. */
+    if (!rc && t->digest && !(rc = altar_digest_refuse_directory(lf.path, err)))
+      rc = altar_digest_refuse_directory(dst, err);
     /* Storage and the staging root may be one directory: a source that
      * already is the destination is the caller's file, left as it is, with
      * no record written beside it. */

@@ -110,6 +110,10 @@ static int stage_one(altar_backend_t *be, const altar_transfer_t *t, size_t i, a
   char tmp[PATH_MAX];
   rc = altar_storage_open_for_uri(t->uri, NULL, &s, err);
   if (rc == 0) rc = altar_storage_as_local_file(s, t->uri, &lf, err);
+  /* A digest covers one file: a directory source or destination fails as a
+   * mismatch does, and is left alone. */
+  if (rc == 0 && t->digest && (rc = altar_digest_refuse_directory(lf.path, err)) == 0)
+    rc = altar_digest_refuse_directory(dst, err);
   if (rc < 0) {
     altar_error_prefix(err, "%s", what);
     goto out;

@@ -565,6 +565,71 @@ static void test_staging_in_place(void) {
   world_close(&w);
 }
 
+/* A digest covers one regular file: an input that is a directory fails as a
+ * mismatch does (ALTAR_EINTEGRITY at staging, input_digest_mismatch from the
+ * task), with a detail that says it is a directory, on every backend. Both
+ * places a directory can be: the source, and the input's logical path. */
+static void test_digest_input_directory(void) {
+  world_t w;
+  if (!world_open(&w)) return;
+  char dir[1024], inner[1100], uri[1100], digest[72];
+  snprintf(dir, sizeof dir, "%s/a-model-dir", w.store);
+  mkdir(dir, 0755);
+  snprintf(inner, sizeof inner, "%s/part.bin", dir);
+  altar_test_write_file(inner, "part", 4);
+  snprintf(uri, sizeof uri, "file://%s", dir);
+  altar_contract_sha256("part", 4, digest);
+  const char *logical = "models/dir-source/weights.bin";
+  altar_transfer_t t = {.uri = uri, .logical_path = (char *)logical, .digest = digest};
+  altar_error_t err = {0};
+  int rc = altar_backend_stage_inputs(w.be, &t, 1, &err);
+  if (rc != ALTAR_EINTEGRITY) report("stage_inputs (directory source)", rc, &err);
+  CU_ASSERT_EQUAL(rc, ALTAR_EINTEGRITY);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "directory"));
+  CU_ASSERT_STRING_EQUAL(altar_reason_for_start_error(rc), ALTAR_REASON_INPUT_DIGEST_MISMATCH);
+  CU_ASSERT_TRUE(file_exists(inner)); /* the caller's directory is left alone */
+
+  /* The logical path is a directory where the task would read the file. */
+  logical = "models/dir-dest/weights.bin";
+  char *hp = host_path(&w, logical);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(hp);
+  make_parents(hp);
+  mkdir(hp, 0755);
+  char kept[4200];
+  snprintf(kept, sizeof kept, "%s/kept.bin", hp);
+  altar_test_write_file(kept, "kept", 4);
+  altar_transfer_t good;
+  make_input(&w, "good bytes", "good bytes", &good, logical);
+  if (altar_backend_verification(w.be) == ALTAR_VERIFY_STAGING) {
+    rc = altar_backend_stage_inputs(w.be, &good, 1, &err);
+    if (rc != ALTAR_EINTEGRITY) report("stage_inputs (directory at the logical path)", rc, &err);
+    CU_ASSERT_EQUAL(rc, ALTAR_EINTEGRITY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "directory"));
+  } else {
+    /* "task": the input is already on the volume; the task's check finds it. */
+    altar_spec_t *s = new_spec("contract-digest-dir");
+    altar_spec_add_input(s, good.uri, good.logical_path, NULL, good.digest);
+    char *phys = NULL;
+    CU_ASSERT_EQUAL(altar_backend_resolve_path(w.be, logical, &phys, &err), 0);
+    int frc = fx->set_read_input ? fx->set_read_input(fx->ctx, s, phys ? phys : logical)
+                                 : fx->set_exit(fx->ctx, s, 0);
+    CU_ASSERT_EQUAL(frc, 0);
+    free(phys);
+    altar_status_t st;
+    if (run_to_end(&w, s, &st) == 0) {
+      check_failure(&st, ALTAR_REASON_INPUT_DIGEST_MISMATCH, -1);
+      if (!fx->task_check_simulated)
+        CU_ASSERT(st.failure && st.failure->detail && strstr(st.failure->detail, "directory"));
+      altar_status_clear(&st);
+    }
+    altar_spec_free(s);
+  }
+  CU_ASSERT_TRUE(file_exists(kept)); /* not altar's to delete */
+  altar_transfer_clear(&good);
+  free(hp);
+  world_close(&w);
+}
+
 static void test_path_resolver(void) {
   world_t w;
   if (!world_open(&w)) return;
@@ -634,6 +699,7 @@ void altar_contract_add_suite(const altar_contract_fixture_t *fixture) {
   ALTAR_TEST(test_digest_mismatch_where_declared);
   ALTAR_TEST(test_digest_match_runs);
   ALTAR_TEST(test_staging_in_place);
+  ALTAR_TEST(test_digest_input_directory);
   ALTAR_TEST(test_path_resolver);
   ALTAR_TEST(test_capacity_and_defaults);
 }
