@@ -9,6 +9,7 @@
 #include "altar/storage.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,28 +44,23 @@ static int make_parent(const char *path, altar_error_t *err) {
   return 0;
 }
 
-/* Copies uri into dest: the bytes land in a temp file beside dest, renamed
- * into place so no task ever reads a half-written input. */
-static int copy_in(altar_docker_t *dk, const char *uri, const char *dest, altar_error_t *err) {
-  altar_storage_t *src = NULL, *dst = NULL;
-  altar_local_file_t lf = {0};
+/* Copies the local file src into dest: the bytes land in a temp file beside
+ * dest, renamed into place so no task ever reads a half-written input. */
+static int copy_in(const char *src, const char *dest, altar_error_t *err) {
+  altar_storage_t *dst = NULL;
   char tmp[PATH_MAX];
   int rc;
   if (snprintf(tmp, sizeof tmp, "%s.altar-staging.%ld", dest, (long)getpid()) >= (int)sizeof tmp)
     return altar_error_set(err, ALTAR_ETOOBIG, "%.64s...: path too long", dest);
   if ((rc = make_parent(dest, err)) < 0) return rc;
-  if ((rc = open_storage(dk, uri, &src, err)) < 0) goto out;
-  if ((rc = altar_storage_as_local_file(src, uri, &lf, err)) < 0) goto out;
   if ((rc = altar_storage_open("local", NULL, &dst, err)) < 0) goto out;
-  if ((rc = altar_storage_copy_from_local(dst, lf.path, tmp, err)) < 0) goto out;
+  if ((rc = altar_storage_copy_from_local(dst, src, tmp, err)) < 0) goto out;
   if (rename(tmp, dest) != 0) {
     rc = altar_error_set(err, ALTAR_EIO, "rename into %s: %s", dest, strerror(errno));
     goto out;
   }
 out:
   if (rc < 0) unlink(tmp);
-  altar_local_file_release(&lf);
-  altar_storage_close(src);
   altar_storage_close(dst);
   return rc;
 }
@@ -76,6 +72,51 @@ static void remove_copy(const char *dest) {
   char *rec = altar_verification_record_path(dest);
   if (rec) unlink(rec);
   free(rec);
+}
+
+/* Whether a and b name one file (symlinks followed). */
+static bool same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static int stage_one(altar_docker_t *dk, const altar_transfer_t *t, size_t i, const char *dest,
+                     altar_error_t *err) {
+  const char *lp = t->logical_path ? t->logical_path : "";
+  altar_storage_t *src = NULL;
+  altar_local_file_t lf = {0};
+  int rc = open_storage(dk, t->uri, &src, err);
+  if (!rc) rc = altar_storage_as_local_file(src, t->uri, &lf, err);
+  /* A digest covers one file: a directory, as the source or where the copy
+   * would go, fails as a mismatch does, and is left as it is. */
+  if (!rc && t->digest &&
+      ((rc = altar_digest_refuse_directory(lf.path, err)) < 0 || (rc = altar_digest_refuse_directory(dest, err)) < 0)) {
+    altar_error_prefix(err, "inputs[%zu] (%.200s)", i, lp);
+    goto out;
+  }
+  /* Storage and the data root may be one directory: a source that already
+   * is the destination is the caller's file, not a copy of ours, so it is
+   * neither copied over, deleted, nor given a record beside it. */
+  bool same = !rc && same_file(lf.path, dest);
+  if (!rc && !same) rc = copy_in(lf.path, dest, err);
+  if (rc < 0) {
+    altar_error_prefix(err, "inputs[%zu] (%.200s): staging %.200s", i, lp, t->uri);
+    goto out;
+  }
+  if (t->digest) {
+    rc = altar_verify_transfer_digest(t, dest, !same, err);
+    if (rc < 0 && !same) remove_copy(dest);
+    if (rc == ALTAR_EINTEGRITY)
+      altar_error_prefix(err, same ? "inputs[%zu] (%.200s): the source itself (left as it is)"
+                                   : "inputs[%zu] (%.200s): staged copy deleted",
+                         i, lp);
+    else if (rc < 0)
+      altar_error_prefix(err, "inputs[%zu] (%.200s)", i, lp);
+  }
+out:
+  altar_local_file_release(&lf);
+  altar_storage_close(src);
+  return rc;
 }
 
 int altar__docker_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n,
@@ -99,21 +140,9 @@ int altar__docker_stage_inputs(altar_backend_t *be, const altar_transfer_t *inpu
       free(dest);
       continue;
     }
-    if ((rc = copy_in(dk, t->uri, dest, err)) < 0) {
-      free(dest);
-      return altar_error_prefix(err, "inputs[%zu] (%.200s): staging %.200s", i, lp, t->uri);
-    }
-    if (t->digest) {
-      rc = altar_verify_transfer_digest(t, dest, true, err);
-      if (rc < 0) {
-        remove_copy(dest);
-        free(dest);
-        if (rc == ALTAR_EINTEGRITY)
-          return altar_error_prefix(err, "inputs[%zu] (%.200s): staged copy deleted", i, lp);
-        return altar_error_prefix(err, "inputs[%zu] (%.200s)", i, lp);
-      }
-    }
+    rc = stage_one(dk, t, i, dest, err);
     free(dest);
+    if (rc < 0) return rc;
   }
   return 0;
 }

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,12 @@ int altar__k8s_copy_file(const char *src, const char *dst, altar_error_t *err) {
   return rc;
 }
 
+/* Whether a and b name one file (symlinks followed). */
+static bool same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 int altar_k8s_stage_inputs(altar_k8s_t *k, const altar_transfer_t *inputs, size_t n, altar_error_t *err) {
   if (!k->staging_root) return ALTAR_OK;
   for (size_t i = 0; i < n; i++) {
@@ -90,10 +97,19 @@ int altar_k8s_stage_inputs(altar_k8s_t *k, const altar_transfer_t *inputs, size_
     rc = mkparents(dst, err);
     if (!rc) rc = altar_storage_open_for_uri(t->uri, NULL, &s, err);
     if (!rc) rc = altar_storage_as_local_file(s, t->uri, &lf, err);
-    if (!rc) rc = altar__k8s_copy_file(lf.path, dst, err);
+    /* A digest covers one file: a directory, as the source or where the
+     * copy would go, fails as a mismatch does (input_digest_mismatch, as
+     * the pod's verifier reports one), and is left as it is. */
+    if (!rc && t->digest && !(rc = altar_digest_refuse_directory(lf.path, err)))
+      rc = altar_digest_refuse_directory(dst, err);
+    /* Storage and the staging root may be one directory: a source that
+     * already is the destination is the caller's file, left as it is, with
+     * no record written beside it. */
+    bool same = !rc && same_file(lf.path, dst);
+    if (!rc && !same) rc = altar__k8s_copy_file(lf.path, dst, err);
     altar_local_file_release(&lf);
     altar_storage_close(s);
-    if (!rc && t->digest) {
+    if (!rc && !same && t->digest) {
       /* Hash once here; a mismatch is left for the pod to report as
        * input_digest_mismatch, where this backend declares it is caught. */
       altar_error_t verr = {0};

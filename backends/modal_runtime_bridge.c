@@ -268,6 +268,18 @@ static int b_poll(void *impl, const char *id, bool *pdone, int *pcode, altar_err
   return ALTAR_OK;
 }
 
+static int b_oom(void *impl, const char *id, bool *poom, altar_error_t *err) {
+  bridge_t *b = impl;
+  json_t *reply = NULL;
+  *poom = false;
+  int rc = call(b, json_pack("{s:s, s:s}", "op", "sandbox_oom_killed", "sandbox_id", id), "sandbox_oom_killed",
+                b->reply_ms, &reply, err);
+  if (rc) return rc;
+  *poom = json_is_true(json_object_get(reply, "oom_killed"));
+  json_decref(reply);
+  return ALTAR_OK;
+}
+
 static int b_upload(void *impl, const char *vol, const char *local, const char *remote, altar_error_t *err) {
   bridge_t *b = impl;
   json_t *reply = NULL;
@@ -350,6 +362,7 @@ static const altar_modal_runtime_ops_t bridge_ops = {
     .download = b_download,
     .terminate_sandbox = b_terminate,
     .read_output = b_output,
+    .oom_killed = b_oom,
     .destroy = b_destroy,
 };
 

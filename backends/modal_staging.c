@@ -3,6 +3,7 @@
  * file and handed to Storage. One transfer at a time. */
 #include "modal_int.h"
 
+#include "altar/digest.h"
 #include "altar/paths.h"
 
 #include <stdio.h>
@@ -38,6 +39,9 @@ int altar_modal_stage_inputs(altar_modal_t *m, const altar_transfer_t *inputs, s
     int rc = remote_path(t, "inputs", i, &remote, err);
     if (!rc) rc = open_storage(m, t->uri, &s, err);
     if (!rc) rc = altar_storage_as_local_file(s, t->uri, &lf, err);
+    /* A digest covers one file: a directory source fails as a mismatch does
+     * (input_digest_mismatch, as the sandbox's verifier reports one). */
+    if (!rc && t->digest) rc = altar_digest_refuse_directory(lf.path, err);
     if (!rc) rc = m->rt->ops->upload(m->rt->impl, m->volume_name, lf.path, remote, err);
     altar_local_file_release(&lf);
     close_storage(m, s);

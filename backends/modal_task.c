@@ -4,8 +4,10 @@
  * uploads into a remote Volume, and the bytes a sandbox reads are only
  * reachable from inside it — a check on the host copy would not cover the
  * copy the task opens. So the sandbox command is wrapped: the sh verifier
- * runs over the mounted inputs first and a mismatch exits with a code poll
- * maps to input_digest_mismatch before the task's command ever starts. */
+ * runs over the mounted inputs first and a mismatch ends the sandbox, before
+ * the task's command ever starts, with a code and a last stderr line that
+ * poll reads together as input_digest_mismatch. An exit code alone never
+ * says which process chose it: the task's own 86 or 137 is its own. */
 #include "modal_int.h"
 #include "altar/grow.h"
 
@@ -36,7 +38,7 @@ static const char wrapper[] =
     "old_ifs=$IFS\n"
     "IFS='\n'\n"
     "set -f\n"
-    "sh -c \"$prog\" verify $lines || exit " STR(ALTAR_MODAL_DIGEST_EXIT_CODE) "\n"
+    "sh -c \"$prog\" verify $lines || { echo '" ALTAR_MODAL_DIGEST_MARK "' >&2; exit " STR(ALTAR_MODAL_DIGEST_EXIT_CODE) "; }\n"
     "set +f\n"
     "IFS=$old_ifs\n"
     "exec \"$@\"\n";
@@ -172,39 +174,62 @@ int altar_modal_submit(altar_modal_t *m, const altar_spec_t *spec, altar_handle_
   return rc;
 }
 
-/* What an exit code means, with the shared deterministic table. */
-static altar_failure_t *failure_for_exit(int code) {
-  char detail[96];
-  switch (code) {
-  case ALTAR_MODAL_TIMEOUT_EXIT_CODE:
-    return altar_failure_for_reason(ALTAR_REASON_TIMEOUT, "the sandbox outlived its timeout");
-  case ALTAR_MODAL_DIGEST_EXIT_CODE:
-    return altar_failure_for_reason(ALTAR_REASON_INPUT_DIGEST_MISMATCH,
-                                    "an input failed its digest check inside the sandbox");
-  case ALTAR_MODAL_KILLED_EXIT_CODE:
-    /* Modal reports a SIGKILLed sandbox as 137: memory is the usual cause,
-     * a terminate the other; both are worth a retry. */
-    return altar_failure_for_reason(ALTAR_REASON_OOM_KILLED, "killed (137): out of memory, or terminated");
-  default:
-    snprintf(detail, sizeof detail, "the command exited with %d", code);
-    return altar_failure_for_exit(code, detail);
-  }
+/* Whether stderr's last line is the verifying wrapper's mark: the one sign
+ * that an exit of 86 came from the verifier and not from the command. */
+static bool verifier_failed(const char *er, size_t en) {
+  while (en && (er[en - 1] == '\n' || er[en - 1] == '\r')) en--;
+  size_t mn = strlen(ALTAR_MODAL_DIGEST_MARK);
+  if (en < mn || memcmp(er + en - mn, ALTAR_MODAL_DIGEST_MARK, mn)) return false;
+  return en == mn || er[en - mn - 1] == '\n';
 }
 
-/* f's detail followed by the tails of the sandbox's stderr and stdout, as
+/* Whether the runtime says the sandbox ran out of memory. */
+static bool oom_reported(altar_modal_t *m, const char *id) {
+  bool oom = false;
+  altar_error_t ignored = {0};
+  if (!m->rt->ops->oom_killed || m->rt->ops->oom_killed(m->rt->impl, id, &oom, &ignored)) return false;
+  return oom;
+}
+
+/* What an ended sandbox's exit code means, given what else the platform
+ * tells: er (en bytes) is the tail of its stderr, NULL when unread. */
+static altar_failure_t *failure_for_exit(altar_modal_t *m, const char *id, int code, const char *er,
+                                         size_t en) {
+  char detail[96];
+  if (code == ALTAR_MODAL_TIMEOUT_EXIT_CODE)
+    return altar_failure_for_reason(ALTAR_REASON_TIMEOUT, "the sandbox outlived its timeout");
+  if (code == ALTAR_MODAL_DIGEST_EXIT_CODE && er && verifier_failed(er, en))
+    return altar_failure_for_reason(ALTAR_REASON_INPUT_DIGEST_MISMATCH,
+                                    "an input failed its digest check inside the sandbox");
+  if (code == ALTAR_MODAL_KILLED_EXIT_CODE) {
+    if (oom_reported(m, id))
+      return altar_failure_for_reason(ALTAR_REASON_OOM_KILLED, "Modal killed the sandbox for exceeding its memory");
+    /* A SIGKILL with no word on why: memory, a terminate, or the command
+     * itself. The evidence is ambiguous, so not deterministic (a retry). */
+    return altar_failure_exit(code, "killed (137) by SIGKILL; Modal gave no cause", false);
+  }
+  snprintf(detail, sizeof detail, "the command exited with %d", code);
+  return altar_failure_for_exit(code, detail);
+}
+
+/* The failure of a sandbox that ended with code: classified with its
+ * stderr, then f's detail followed by the tails of its stderr and stdout, as
  * the other backends build it. Output that cannot be read leaves the detail
  * as it was: the exit code still tells the failure. */
-static void add_output(altar_modal_t *m, const char *id, altar_failure_t *f) {
-  if (!m->rt->ops->read_output) return;
+static altar_failure_t *ended_failure(altar_modal_t *m, const char *id, int code) {
   char *er = NULL, *out = NULL;
   size_t en = 0, on = 0;
   altar_error_t ignored = {0};
-  if (m->rt->ops->read_output(m->rt->impl, id, OUTPUT_WINDOW, &er, &en, &out, &on, &ignored) == ALTAR_OK) {
-    /* The runtime's bound is trusted no further than the window. */
-    const char *e = er ? er + (en > OUTPUT_WINDOW ? en - OUTPUT_WINDOW : 0) : NULL;
-    const char *o = out ? out + (on > OUTPUT_WINDOW ? on - OUTPUT_WINDOW : 0) : NULL;
-    char *d = altar_detail_with_output(f->detail, e, en > OUTPUT_WINDOW ? OUTPUT_WINDOW : en, o,
-                                       on > OUTPUT_WINDOW ? OUTPUT_WINDOW : on, (const char *const *)environ,
+  bool have = m->rt->ops->read_output &&
+              m->rt->ops->read_output(m->rt->impl, id, OUTPUT_WINDOW, &er, &en, &out, &on, &ignored) == ALTAR_OK;
+  /* The runtime's bound is trusted no further than the window. */
+  const char *e = have && er ? er + (en > OUTPUT_WINDOW ? en - OUTPUT_WINDOW : 0) : NULL;
+  const char *o = have && out ? out + (on > OUTPUT_WINDOW ? on - OUTPUT_WINDOW : 0) : NULL;
+  en = en > OUTPUT_WINDOW ? OUTPUT_WINDOW : en;
+  on = on > OUTPUT_WINDOW ? OUTPUT_WINDOW : on;
+  altar_failure_t *f = failure_for_exit(m, id, code, e, e ? en : 0);
+  if (f && have) {
+    char *d = altar_detail_with_output(f->detail, e, e ? en : 0, o, o ? on : 0, (const char *const *)environ,
                                        ALTAR_BOUND_DETAIL);
     if (d) {
       free(f->detail);
@@ -213,6 +238,7 @@ static void add_output(altar_modal_t *m, const char *id, altar_failure_t *f) {
   }
   free(er);
   free(out);
+  return f;
 }
 
 int altar_modal_poll(altar_modal_t *m, const altar_handle_t *hs, size_t n, altar_status_t *st, altar_error_t *err) {
@@ -236,8 +262,7 @@ int altar_modal_poll(altar_modal_t *m, const altar_handle_t *hs, size_t n, altar
       state = ALTAR_STATE_SUCCEEDED;
     } else if (finished) {
       state = ALTAR_STATE_FAILED;
-      f = failure_for_exit(code);
-      if (f) add_output(m, hs[i].external_id, f);
+      f = ended_failure(m, hs[i].external_id, code);
     }
     /* altar_status_init takes f, also when it fails. */
     if ((state == ALTAR_STATE_FAILED && !f) || altar_status_init(&st[i], &hs[i], state, f))

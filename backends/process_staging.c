@@ -123,6 +123,13 @@ static int stage_one(altar_backend_t *be, const altar_transfer_t *t, size_t i, a
                          strerror(errno));
     goto out;
   }
+  /* A digest covers one file: a directory, as the source or where the copy
+   * would go, fails as a mismatch does, and is left as it is. */
+  if (t->digest && ((rc = altar_digest_refuse_directory(lf.path, err)) < 0 ||
+                    (rc = altar_digest_refuse_directory(dst, err)) < 0)) {
+    altar_error_prefix(err, "%s", what);
+    goto out;
+  }
   struct stat a, b;
   bool same = stat(lf.path, &a) == 0 && stat(dst, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
   if (!same) {

@@ -325,9 +325,19 @@ static bool is_exit_reason(const char *reason, int64_t *pcode) {
 }
 
 bool altar_reason_deterministic(const char *reason) {
-  /* Only the command's own exit code is evidence of an application error;
-   * every other reason may pass on another host or another try. */
-  return reason && is_exit_reason(reason, NULL);
+  /* Only the command's own exit code is evidence of an application error,
+   * and a spec refused as invalid is refused again; every other reason may
+   * pass on another host or another try. */
+  return reason && (is_exit_reason(reason, NULL) || !strcmp(reason, ALTAR_REASON_INVALID_SPEC));
+}
+
+const char *altar_reason_for_start_error(int rc) {
+  switch (rc) {
+  case ALTAR_EINTEGRITY: return ALTAR_REASON_INPUT_DIGEST_MISMATCH;
+  case ALTAR_EINVAL:
+  case ALTAR_EPATH: return ALTAR_REASON_INVALID_SPEC;
+  default: return ALTAR_REASON_SUBMIT_FAILED;
+  }
 }
 
 altar_failure_t *altar_failure_for_exit(int64_t code, const char *detail) {

@@ -67,6 +67,17 @@ int altar_sha256_bytes(const void *data, size_t len, char out[ALTAR_DIGEST_BUFSZ
   return ALTAR_OK;
 }
 
+static int directory_error(const char *path, altar_error_t *err) {
+  return altar_error_set(err, ALTAR_EINTEGRITY, "%s: is a directory, not a regular file (a digest covers one file)",
+                         path);
+}
+
+int altar_digest_refuse_directory(const char *path, altar_error_t *err) {
+  struct stat st;
+  if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return directory_error(path, err);
+  return ALTAR_OK;
+}
+
 /* Opens path for hashing: must be a regular file after following symlinks.
  * O_NONBLOCK keeps a FIFO swapped in after the stat from blocking the open. */
 static int open_regular(const char *path, int *pfd, struct stat *pst, altar_error_t *err) {
@@ -76,9 +87,7 @@ static int open_regular(const char *path, int *pfd, struct stat *pst, altar_erro
       return altar_error_set(err, ALTAR_EINTEGRITY, "%s: missing (no such file)", path);
     return altar_error_set(err, ALTAR_EIO, "%s: cannot stat: %s", path, strerror(errno));
   }
-  if (S_ISDIR(st.st_mode))
-    return altar_error_set(err, ALTAR_EINTEGRITY,
-                           "%s: is a directory, not a regular file (a digest covers one file)", path);
+  if (S_ISDIR(st.st_mode)) return directory_error(path, err);
   if (!S_ISREG(st.st_mode))
     return altar_error_set(err, ALTAR_EINTEGRITY, "%s: not a regular file", path);
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);

@@ -17,6 +17,9 @@ Requests ("op" names the call) and their successful replies:
      "command": [argv], "gpu": str|null, "memory_mb": int|null,
      "timeout_s": int, "tags": {str: str}}         -> {"ok": true, "sandbox_id": "sb-..."}
     {"op": "poll_sandbox", "sandbox_id"}           -> {"ok": true, "exit_code": int|null}  (null: running)
+    {"op": "sandbox_oom_killed", "sandbox_id"}     -> {"ok": true, "oom_killed": bool}
+       (true only when Modal ended the sandbox with its kernel-OOM status;
+       poll's exit code folds that into 137 with every other SIGKILL)
     {"op": "terminate_sandbox", "sandbox_id"}      -> {"ok": true}
     {"op": "sandbox_output", "sandbox_id", "max_bytes": int}
         -> {"ok": true, "stdout": str, "stderr": str, "stdout_cut": bool, "stderr_cut": bool}
@@ -156,6 +159,21 @@ class Bridge:
         # from_id already asks for the result without waiting (timeout 0).
         sb = self.sandbox(need(req, "sandbox_id", str))
         return {"exit_code": sb.returncode}
+
+    def op_sandbox_oom_killed(self, req):
+        sb = self.sandbox(need(req, "sandbox_id", str))
+        # The SDK keeps the sandbox's GenericResult but exposes only the
+        # exit code. Its status is private SDK state (pinned in
+        # tests/modal/requirements.txt), read defensively: anything missing
+        # is no evidence, and no evidence is never taken for an OOM kill.
+        try:
+            from modal._utils.async_utils import synchronizer
+            from modal_proto import api_pb2
+            result = synchronizer._translate_in(sb)._impl.result
+            oom = result is not None and result.status == api_pb2.GenericResult.GENERIC_STATUS_KERNEL_OOM_KILL
+        except (ImportError, AttributeError):
+            oom = False
+        return {"oom_killed": bool(oom)}
 
     def op_terminate_sandbox(self, req):
         try:

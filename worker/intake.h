@@ -13,8 +13,8 @@
 #include "altar/groups.h"
 #include "altar/transport.h"
 
-/* Reason codes of a refused job (failure.reason; deterministic). */
-#define ALTAR_REASON_INVALID_SPEC "invalid_spec"
+/* Reason codes of a refused job (failure.reason; deterministic), beside
+ * ALTAR_REASON_INVALID_SPEC (altar/task.h). */
 #define ALTAR_REASON_NO_GROUP "no_group"
 #define ALTAR_REASON_UNSERVABLE_POOL "unservable_pool"
 #define ALTAR_REASON_SPEC_TOO_LARGE "spec_too_large"

@@ -745,11 +745,10 @@ static void start_job(worker_t *w, const altar_msg_t *m) {
       set_fatal(w, ALTAR_ENOMEM, "accepting a job", NULL);
       return;
     }
-    bool integrity = rc == ALTAR_EINTEGRITY;
-    /* A path that escapes its root fails the same way every time: retrying it is pointless. */
-    bool invalid = rc == ALTAR_EINVAL || rc == ALTAR_EPATH;
-    fail_before_run(w, t, integrity ? ALTAR_REASON_INPUT_DIGEST_MISMATCH : (invalid ? "invalid_spec" : "submit_failed"),
-                    e.msg, integrity || invalid);
+    /* `deterministic` from the shared table, so a mismatch found here
+     * reads the same as one the task finds. */
+    const char *reason = altar_reason_for_start_error(rc);
+    fail_before_run(w, t, reason, e.msg, altar_reason_deterministic(reason));
     /* The handle was never a backend task: nothing to reap. */
     free(t->handle.external_id);
     t->handle.external_id = strdup("");

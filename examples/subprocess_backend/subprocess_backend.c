@@ -105,10 +105,29 @@ static int stage_one(altar_backend_t *be, const altar_transfer_t *t, size_t i, a
   int rc = altar_backend_resolve_path(be, t->logical_path, &dst, err);
   if (rc < 0) return altar_error_prefix(err, "%s", what), rc;
   altar_storage_t *s = NULL;
+  altar_local_file_t lf = {0};
   altar_buf_t bytes = {0};
   char tmp[PATH_MAX];
   rc = altar_storage_open_for_uri(t->uri, NULL, &s, err);
-  if (rc == 0) rc = altar_storage_read_bytes(s, t->uri, &bytes, err);
+  if (rc == 0) rc = altar_storage_as_local_file(s, t->uri, &lf, err);
+  /* A digest covers one file: a directory source or destination fails as a
+   * mismatch does, and is left alone. */
+  if (rc == 0 && t->digest && (rc = altar_digest_refuse_directory(lf.path, err)) == 0)
+    rc = altar_digest_refuse_directory(dst, err);
+  if (rc < 0) {
+    altar_error_prefix(err, "%s", what);
+    goto out;
+  }
+  /* Storage and the data root may be one directory: a source that already
+   * is the destination is the caller's file. It is checked, never replaced,
+   * deleted or given a record. */
+  struct stat a, b;
+  if (stat(lf.path, &a) == 0 && stat(dst, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+    rc = altar_verify_transfer_digest(t, dst, false, err);
+    if (rc < 0) altar_error_prefix(err, "%s", what);
+    goto out;
+  }
+  rc = altar_storage_read_bytes(s, t->uri, &bytes, err);
   if (rc < 0) {
     altar_error_prefix(err, "%s", what);
     goto out;
@@ -140,6 +159,7 @@ static int stage_one(altar_backend_t *be, const altar_transfer_t *t, size_t i, a
   }
 out:
   altar_buf_free(&bytes);
+  altar_local_file_release(&lf);
   altar_storage_close(s);
   free(dst);
   return rc;

@@ -69,10 +69,19 @@ size_t altar_backend_names(const char **names, size_t max);
 /* ---- failures: one table for every backend ------------------------------ */
 
 /* The contract's `deterministic` for a reason code: "exit_<n>" → true (the
- * command's own error fails again); "timeout", "oom_killed",
- * "input_digest_mismatch", "container_missing", "job_failed" and anything
- * unknown → false (ambiguous or transient: a retry is the safe answer). */
+ * command's own error fails again), and "invalid_spec" (a spec altar
+ * refuses fails the same way on every try); "timeout", "oom_killed",
+ * "input_digest_mismatch", "container_missing", "job_failed",
+ * "submit_failed" and anything unknown → false (ambiguous or transient: a
+ * retry is the safe answer). Every place that detects a failure takes
+ * `deterministic` from here, so one failure carries one value wherever it
+ * was found. */
 bool altar_reason_deterministic(const char *reason);
+/* The reason of a task that never started because staging or submit
+ * returned rc: ALTAR_EINTEGRITY → "input_digest_mismatch" (the same failure
+ * a task-side check reports), ALTAR_EINVAL and ALTAR_EPATH → "invalid_spec",
+ * anything else → "submit_failed". A static string. */
+const char *altar_reason_for_start_error(int rc);
 /* A failure for reason with deterministic from the table above; NULL on
  * allocation failure. exit_code is set for "exit_<n>". Caller frees. */
 altar_failure_t *altar_failure_for_reason(const char *reason, const char *detail);

@@ -41,6 +41,14 @@ int altar_sha256_bytes(const void *data, size_t len, char out[ALTAR_DIGEST_BUFSZ
  * Reads the file in fixed-size chunks, never all at once. */
 int altar_sha256_file(const char *path, char out[ALTAR_DIGEST_BUFSZ], altar_error_t *err);
 
+/* For a digest-bearing input at path (symlinks followed): ALTAR_EINTEGRITY
+ * when it is a directory, the failure a mismatch is, since a digest covers
+ * one regular file ("<path>: is a directory, ..."); 0 otherwise, a path
+ * that does not exist included. Staging calls it on a source and on a
+ * destination before it copies, so a directory is reported the same way
+ * wherever it is found. */
+int altar_digest_refuse_directory(const char *path, altar_error_t *err);
+
 /* ---- verification records --------------------------------------------------
  * A record is a one-line file beside the target, `<dir>/.<name>.altar-verified`,
  * saying that the bytes matched a digest when the file had a given size,

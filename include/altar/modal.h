@@ -25,10 +25,16 @@ ALTAR_API_BEGIN
 #define ALTAR_MODAL_MAX_SANDBOX_TIMEOUT_S 86400
 /* What a sandbox that outlived its timeout reports (as Modal's SDK does). */
 #define ALTAR_MODAL_TIMEOUT_EXIT_CODE 124
-/* A sandbox killed with SIGKILL: out of memory (or terminated). */
+/* A sandbox killed with SIGKILL (out of memory, terminated, or its own
+ * doing): reported as oom_killed only when the runtime says it was memory
+ * (ops->oom_killed), else as exit_137. */
 #define ALTAR_MODAL_KILLED_EXIT_CODE 137
-/* What the input-verification wrapper exits with when a digest fails. */
+/* What the input-verification wrapper exits with when a digest fails, after
+ * writing ALTAR_MODAL_DIGEST_MARK as the last line of its stderr. poll
+ * reports input_digest_mismatch only for an 86 that ends with that line; any
+ * other 86 is the command's own (exit_86). */
 #define ALTAR_MODAL_DIGEST_EXIT_CODE 86
+#define ALTAR_MODAL_DIGEST_MARK "altar-verify-inputs: an input failed its digest check; the command did not run"
 #define ALTAR_MODAL_DEFAULT_APP "altar"
 #define ALTAR_MODAL_DEFAULT_VOLUME "altar-data"
 #define ALTAR_MODAL_MOUNT_ROOT "/mnt/volume"
@@ -51,8 +57,10 @@ typedef struct altar_modal_sandbox_req {
 
 /* Required: run_sandbox, poll_sandbox, upload, download. Optional:
  * terminate_sandbox (default: nothing, the sandbox runs out its timeout),
- * read_output (default: a failure's detail is its exit code alone),
- * destroy. Calls return 0 or a negative ALTAR_E… code with err filled. */
+ * read_output (default: a failure's detail is its exit code alone, and an
+ * exit of 86 cannot be told to be the verifier's), oom_killed (default: no
+ * sandbox is known to have run out of memory), destroy. Calls return 0 or a
+ * negative ALTAR_E… code with err filled. */
 typedef struct altar_modal_runtime_ops {
   const char *name;
   /* Starts a detached sandbox; *psandbox_id (malloc'd) is its opaque id. */
@@ -73,6 +81,10 @@ typedef struct altar_modal_runtime_ops {
    * which may hold NULs), both NULL on error. */
   int (*read_output)(void *impl, const char *sandbox_id, size_t max_bytes, char **perr, size_t *perr_len,
                      char **pout, size_t *pout_len, altar_error_t *err);
+  /* *poom: whether the platform says the ended sandbox was killed for
+   * exceeding its memory limit. Only the platform's own word counts; an
+   * exit code of 137 alone is no evidence. */
+  int (*oom_killed)(void *impl, const char *sandbox_id, bool *poom, altar_error_t *err);
   void (*destroy)(void *impl);
 } altar_modal_runtime_ops_t;
 

@@ -46,6 +46,11 @@ static inline bool altar_state_terminal(altar_state_t s) {
 #define ALTAR_REASON_RELEASED "released"
 /* `altar cancel` stopped it (or refused it after the cancel). */
 #define ALTAR_REASON_CANCELLED "cancelled"
+/* A worker's own codes for a job that never started: a spec it refuses
+ * (escaping path, malformed digest, ...), or a submit (or staging) that
+ * failed for another reason. */
+#define ALTAR_REASON_INVALID_SPEC "invalid_spec"
+#define ALTAR_REASON_SUBMIT_FAILED "submit_failed"
 
 typedef struct altar_failure {
   char *reason;             /* short stable code to branch on */

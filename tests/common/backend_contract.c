@@ -4,6 +4,7 @@
 #include "altar/digest.h"
 #include "testutil.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,6 +406,9 @@ static void test_digest_mismatch_where_declared(void) {
     int rc = altar_backend_stage_inputs(w.be, &bad, 1, &err);
     CU_ASSERT_EQUAL(rc, ALTAR_EINTEGRITY);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, logical)); /* names the input */
+    /* Reported as the task-side check reports it: one reason, one row of
+     * the table for `deterministic`. */
+    CU_ASSERT_STRING_EQUAL(altar_reason_for_start_error(rc), ALTAR_REASON_INPUT_DIGEST_MISMATCH);
     char *hp = host_path(&w, logical);
     CU_ASSERT_FALSE(file_exists(hp)); /* the bad copy is deleted */
     free(hp);
@@ -472,6 +476,157 @@ static void test_digest_match_runs(void) {
   }
   altar_spec_free(s);
   altar_transfer_clear(&good);
+  world_close(&w);
+}
+
+/* mkdir -p of path's parent directory. */
+static void make_parents(const char *path) {
+  char *dir = strdup(path);
+  for (char *p = dir + 1; *p; p++)
+    if (*p == '/') {
+      *p = '\0';
+      mkdir(dir, 0755);
+      *p = '/';
+    }
+  free(dir);
+}
+
+static bool same_meta(const struct stat *a, const struct stat *b) {
+  return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
+         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Entries of path's directory, "." and ".." aside. */
+static int siblings(const char *path) {
+  char *dir = strdup(path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = '\0';
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+  if (d) closedir(d);
+  free(dir);
+  return n;
+}
+
+/* path is still the caller's file: same inode, bytes and mtime, and nothing
+ * written beside it (no verification record, no temp file: it is alone in
+ * its directory). */
+static void check_untouched(const char *path, const struct stat *before, const char *content) {
+  struct stat now;
+  CU_ASSERT_EQUAL_FATAL(stat(path, &now), 0);
+  CU_ASSERT_TRUE(same_meta(&now, before));
+  size_t len = 0;
+  char *got = altar_test_read_file(path, &len);
+  CU_ASSERT(got && len == strlen(content) && !memcmp(got, content, len));
+  free(got);
+  char *rec = altar_verification_record_path(path);
+  CU_ASSERT_FALSE(file_exists(rec));
+  free(rec);
+  CU_ASSERT_EQUAL(siblings(path), 1);
+}
+
+/* Storage and the data root may be one directory, so an input's source can
+ * already be the file at its logical path. That file is the caller's:
+ * staging may neither replace nor delete it, nor write a record beside it,
+ * whether its bytes match the digest or not. */
+static void test_staging_in_place(void) {
+  if (fx->volume_is_remote) return;
+  world_t w;
+  if (!world_open(&w)) return;
+  const char *logical = "models/in-place/weights.bin";
+  const char *content = "the caller's own bytes";
+  char *hp = host_path(&w, logical);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(hp);
+  make_parents(hp);
+  altar_test_write_file(hp, content, strlen(content));
+  struct stat before;
+  CU_ASSERT_EQUAL_FATAL(stat(hp, &before), 0);
+  char uri[4200], digest[72];
+  snprintf(uri, sizeof uri, "file://%s", hp);
+  altar_contract_sha256("other bytes", 11, digest);
+  altar_transfer_t t = {.uri = uri, .logical_path = (char *)logical, .digest = digest};
+  altar_error_t err = {0};
+  int rc = altar_backend_stage_inputs(w.be, &t, 1, &err);
+  if (altar_backend_verification(w.be) == ALTAR_VERIFY_STAGING) {
+    CU_ASSERT_EQUAL(rc, ALTAR_EINTEGRITY);
+  } else {
+    CU_ASSERT(rc == 0 || rc == ALTAR_EINTEGRITY);
+  }
+  check_untouched(hp, &before, content);
+  /* A match: still nothing written beside it, and the file kept as it is. */
+  altar_contract_sha256(content, strlen(content), digest);
+  rc = altar_backend_stage_inputs(w.be, &t, 1, &err);
+  report("stage_inputs (in place, matching)", rc, &err);
+  CU_ASSERT_EQUAL(rc, 0);
+  check_untouched(hp, &before, content);
+  free(hp);
+  world_close(&w);
+}
+
+/* A digest covers one regular file: an input that is a directory fails as a
+ * mismatch does (ALTAR_EINTEGRITY at staging, input_digest_mismatch from the
+ * task), with a detail that says it is a directory, on every backend. Both
+ * places a directory can be: the source, and the input's logical path. */
+static void test_digest_input_directory(void) {
+  world_t w;
+  if (!world_open(&w)) return;
+  char dir[1024], inner[1100], uri[1100], digest[72];
+  snprintf(dir, sizeof dir, "%s/a-model-dir", w.store);
+  mkdir(dir, 0755);
+  snprintf(inner, sizeof inner, "%s/part.bin", dir);
+  altar_test_write_file(inner, "part", 4);
+  snprintf(uri, sizeof uri, "file://%s", dir);
+  altar_contract_sha256("part", 4, digest);
+  const char *logical = "models/dir-source/weights.bin";
+  altar_transfer_t t = {.uri = uri, .logical_path = (char *)logical, .digest = digest};
+  altar_error_t err = {0};
+  int rc = altar_backend_stage_inputs(w.be, &t, 1, &err);
+  if (rc != ALTAR_EINTEGRITY) report("stage_inputs (directory source)", rc, &err);
+  CU_ASSERT_EQUAL(rc, ALTAR_EINTEGRITY);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "directory"));
+  CU_ASSERT_STRING_EQUAL(altar_reason_for_start_error(rc), ALTAR_REASON_INPUT_DIGEST_MISMATCH);
+  CU_ASSERT_TRUE(file_exists(inner)); /* the caller's directory is left alone */
+
+  /* The logical path is a directory where the task would read the file. */
+  logical = "models/dir-dest/weights.bin";
+  char *hp = host_path(&w, logical);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(hp);
+  make_parents(hp);
+  mkdir(hp, 0755);
+  char kept[4200];
+  snprintf(kept, sizeof kept, "%s/kept.bin", hp);
+  altar_test_write_file(kept, "kept", 4);
+  altar_transfer_t good;
+  make_input(&w, "good bytes", "good bytes", &good, logical);
+  if (altar_backend_verification(w.be) == ALTAR_VERIFY_STAGING) {
+    rc = altar_backend_stage_inputs(w.be, &good, 1, &err);
+    if (rc != ALTAR_EINTEGRITY) report("stage_inputs (directory at the logical path)", rc, &err);
+    CU_ASSERT_EQUAL(rc, ALTAR_EINTEGRITY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "directory"));
+  } else {
+    /* "task": the input is already on the volume; the task's check finds it. */
+    altar_spec_t *s = new_spec("contract-digest-dir");
+    altar_spec_add_input(s, good.uri, good.logical_path, NULL, good.digest);
+    char *phys = NULL;
+    CU_ASSERT_EQUAL(altar_backend_resolve_path(w.be, logical, &phys, &err), 0);
+    int frc = fx->set_read_input ? fx->set_read_input(fx->ctx, s, phys ? phys : logical)
+                                 : fx->set_exit(fx->ctx, s, 0);
+    CU_ASSERT_EQUAL(frc, 0);
+    free(phys);
+    altar_status_t st;
+    if (run_to_end(&w, s, &st) == 0) {
+      check_failure(&st, ALTAR_REASON_INPUT_DIGEST_MISMATCH, -1);
+      if (!fx->task_check_simulated)
+        CU_ASSERT(st.failure && st.failure->detail && strstr(st.failure->detail, "directory"));
+      altar_status_clear(&st);
+    }
+    altar_spec_free(s);
+  }
+  CU_ASSERT_TRUE(file_exists(kept)); /* not altar's to delete */
+  altar_transfer_clear(&good);
+  free(hp);
   world_close(&w);
 }
 
@@ -543,6 +698,8 @@ void altar_contract_add_suite(const altar_contract_fixture_t *fixture) {
   ALTAR_TEST(test_cancel_twice);
   ALTAR_TEST(test_digest_mismatch_where_declared);
   ALTAR_TEST(test_digest_match_runs);
+  ALTAR_TEST(test_staging_in_place);
+  ALTAR_TEST(test_digest_input_directory);
   ALTAR_TEST(test_path_resolver);
   ALTAR_TEST(test_capacity_and_defaults);
 }

@@ -42,6 +42,15 @@ typedef struct altar_contract_fixture {
    * path. NULL hook → "<data_root>/<logical>". */
   char *(*host_path)(void *ctx, altar_backend_t *be, const char *data_root, const char *logical);
 
+  /* True when the backend's volume can never be the directory its storage
+   * reads from (a remote volume whose test double only happens to live on
+   * this host): test_staging_in_place does not apply. */
+  bool volume_is_remote;
+  /* True when no verifier runs in the task and the fixture plays its verdict
+   * (kwok runs no container): a task-side mismatch's detail then cannot
+   * carry the verifier's words, so only its reason is checked. */
+  bool task_check_simulated;
+
   /* Called after each test, after the backend is destroyed. Optional. */
   void (*cleanup)(void *ctx, const char *data_root);
 } altar_contract_fixture_t;

@@ -240,6 +240,7 @@ static altar_contract_fixture_t fixture = {
     .set_sleep = fx_set_sleep,
     .set_oom = fx_set_oom,
     .vanish = fx_vanish,
+    .task_check_simulated = true, /* fx_extend plays the verifier */
 };
 
 /* ---- beyond the contract ---- */

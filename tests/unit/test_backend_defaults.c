@@ -237,6 +237,20 @@ static void test_reason_table(void) {
   CU_ASSERT_FALSE(f->deterministic);
   CU_ASSERT_FALSE(f->exit_code.set);
   altar_failure_free(f);
+  /* A worker's own codes for a job that never started. */
+  CU_ASSERT_TRUE(altar_reason_deterministic(ALTAR_REASON_INVALID_SPEC));
+  CU_ASSERT_FALSE(altar_reason_deterministic(ALTAR_REASON_SUBMIT_FAILED));
+}
+
+/* A staging or submit error names the same reason a task-side check would,
+ * so both read one row of the table. */
+static void test_reason_for_start_error(void) {
+  CU_ASSERT_STRING_EQUAL(altar_reason_for_start_error(ALTAR_EINTEGRITY), ALTAR_REASON_INPUT_DIGEST_MISMATCH);
+  CU_ASSERT_STRING_EQUAL(altar_reason_for_start_error(ALTAR_EINVAL), ALTAR_REASON_INVALID_SPEC);
+  CU_ASSERT_STRING_EQUAL(altar_reason_for_start_error(ALTAR_EPATH), ALTAR_REASON_INVALID_SPEC);
+  CU_ASSERT_STRING_EQUAL(altar_reason_for_start_error(ALTAR_EIO), ALTAR_REASON_SUBMIT_FAILED);
+  CU_ASSERT_STRING_EQUAL(altar_reason_for_start_error(ALTAR_ESTORAGE), ALTAR_REASON_SUBMIT_FAILED);
+  CU_ASSERT_STRING_EQUAL(altar_reason_for_start_error(ALTAR_EBACKEND), ALTAR_REASON_SUBMIT_FAILED);
 }
 
 static void add(void) {
@@ -248,6 +262,7 @@ static void add(void) {
   ALTAR_TEST(test_wrap);
   ALTAR_TEST(test_registry);
   ALTAR_TEST(test_reason_table);
+  ALTAR_TEST(test_reason_for_start_error);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

@@ -1125,23 +1125,30 @@ static void test_explain_failure(void) {
 /* ---- kubelet mode: the contract suite against the fake ---- */
 
 /* Runs the verify-inputs init container's argv for real (sh + the verifier
- * program over files under the data root, which is the mount root here). */
-static int run_init(const json_t *init) {
+ * program over files under the data root, which is the mount root here).
+ * What it printed goes to *plog (malloc'd), as the container's log. */
+static int run_init(const json_t *init, char **plog) {
   const json_t *cmd = json_object_get(init, "command");
   size_t n = json_array_size(cmd);
   char **argv = calloc(n + 1, sizeof *argv);
   for (size_t i = 0; i < n; i++) argv[i] = (char *)json_string_value(json_array_get(cmd, i));
+  FILE *log = tmpfile();
   pid_t pid = fork();
   if (pid == 0) {
-    int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, 1);
-    dup2(devnull, 2);
+    dup2(fileno(log), 1);
+    dup2(fileno(log), 2);
     execvp(argv[0], argv);
     _exit(127);
   }
   free(argv);
   int st = 0;
   waitpid(pid, &st, 0);
+  rewind(log);
+  char buf[2048];
+  size_t got = fread(buf, 1, sizeof buf - 1, log);
+  buf[got] = '\0';
+  fclose(log);
+  *plog = strdup(buf);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
@@ -1172,10 +1179,18 @@ static void kubelet_tick(fake_t *f) {
     const json_t *spec = json_object_get(j->manifest, "spec");
     const json_t *pod = json_object_get(json_object_get(spec, "template"), "spec");
     const json_t *init = json_array_get(json_object_get(pod, "initContainers"), 0);
-    if (init && run_init(init) != 0) {
-      set_failed(j, "BackoffLimitExceeded", terminated("initContainerStatuses", ALTAR_K8S_VERIFY_CONTAINER, 1, "Error"));
+    char *log = NULL;
+    if (init && run_init(init, &log) != 0) {
+      /* FallbackToLogsOnError: the failed container's log is its message. */
+      json_t *st = terminated("initContainerStatuses", ALTAR_K8S_VERIFY_CONTAINER, 1, "Error");
+      json_object_set_new(json_object_get(json_array_get(json_object_get(st, "initContainerStatuses"), 0), "state"),
+                          "terminated",
+                          json_pack("{s:i, s:s, s:s}", "exitCode", 1, "reason", "Error", "message", log));
+      set_failed(j, "BackoffLimitExceeded", st);
+      free(log);
       continue;
     }
+    free(log);
     const json_t *c = json_array_get(json_object_get(pod, "containers"), 0);
     const json_t *cmd = json_object_get(c, "command");
     const char *op = json_string_value(json_array_get(cmd, 1));

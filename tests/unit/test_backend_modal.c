@@ -30,6 +30,8 @@ typedef struct fsb {
   int polls;
   bool done;
   int code;
+  bool oom;        /* killed for its memory, as Modal would say */
+  char *out, *err; /* what the verifying wrapper printed (NULL: nothing ran) */
 } fsb_t;
 
 typedef struct mfake {
@@ -55,6 +57,8 @@ static void sb_clear(fsb_t *s) {
   free(s->app);
   free(s->volume);
   free(s->mount_root);
+  free(s->out);
+  free(s->err);
   altar_strmap_clear(&s->tags);
 }
 
@@ -81,20 +85,39 @@ static int f_run(void *impl, const altar_modal_sandbox_req_t *r, char **pid, alt
   return 0;
 }
 
-/* Runs argv (with a NULL terminator) and returns its exit status. */
-static int run_argv(char **argv) {
+/* Reads what f holds from its start (NUL-terminated, malloc'd). */
+static char *slurp(FILE *f) {
+  rewind(f);
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  for (size_t n; (n = fread(buf + len, 1, cap - len - 1, f)) > 0;) {
+    len += n;
+    if (cap - len < 2) buf = realloc(buf, cap *= 2);
+  }
+  buf[len] = '\0';
+  return buf;
+}
+
+/* Runs argv (with a NULL terminator) and returns its exit status; its
+ * stdout and stderr go to *pout and *perr when given (malloc'd), else away. */
+static int run_argv_output(char **argv, char **pout, char **perr) {
+  FILE *o = pout ? tmpfile() : NULL, *e = perr ? tmpfile() : NULL;
   pid_t pid = fork();
   if (pid == 0) {
     int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, 1);
-    dup2(devnull, 2);
+    dup2(o ? fileno(o) : devnull, 1);
+    dup2(e ? fileno(e) : devnull, 2);
     execvp(argv[0], argv);
     _exit(127);
   }
   int st = 0;
   waitpid(pid, &st, 0);
+  if (o) *pout = slurp(o), fclose(o);
+  if (e) *perr = slurp(e), fclose(e);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
+
+static int run_argv(char **argv) { return run_argv_output(argv, NULL, NULL); }
 
 /* The sandbox's outcome: the verifying wrapper runs for real (with `true`
  * as the command), then the fake command ["altar-fake", op, arg] decides. */
@@ -102,7 +125,7 @@ static void sb_finish(fsb_t *s) {
   size_t cmd = 0;
   if (s->argc > 6 && !strcmp(s->argv[0], "sh") && !strcmp(s->argv[3], "altar-verify-inputs")) {
     char *argv[8] = {s->argv[0], s->argv[1], s->argv[2], s->argv[3], s->argv[4], s->argv[5], "true", NULL};
-    int rc = run_argv(argv);
+    int rc = run_argv_output(argv, &s->out, &s->err);
     if (rc != 0) {
       s->done = true;
       s->code = rc;
@@ -127,6 +150,7 @@ static void sb_finish(fsb_t *s) {
   } else if (!strcmp(op, "oom")) {
     s->done = true;
     s->code = s->mem.set ? ALTAR_MODAL_KILLED_EXIT_CODE : 0;
+    s->oom = s->mem.set;
   } else if (!strcmp(op, "read")) {
     struct stat sb;
     s->done = true;
@@ -146,9 +170,34 @@ static int f_poll(void *impl, const char *id, bool *pdone, int *pcode, altar_err
   return 0;
 }
 
+/* The sandbox's output, as Modal keeps it: here, what the wrapper printed. */
+static int f_output(void *impl, const char *id, size_t max, char **perr, size_t *perr_len, char **pout,
+                    size_t *pout_len, altar_error_t *err) {
+  mfake_t *f = impl;
+  (void)max;
+  fsb_t *s = find_sb(f, id);
+  if (!s) return altar_error_set(err, ALTAR_ENOTFOUND, "fake: no sandbox %s", id);
+  *perr = strdup(s->err ? s->err : "");
+  *pout = strdup(s->out ? s->out : "");
+  *perr_len = strlen(*perr);
+  *pout_len = strlen(*pout);
+  return 0;
+}
+
+static int f_oom(void *impl, const char *id, bool *poom, altar_error_t *err) {
+  fsb_t *s = find_sb(impl, id);
+  if (!s) return altar_error_set(err, ALTAR_ENOTFOUND, "fake: no sandbox %s", id);
+  *poom = s->oom;
+  return 0;
+}
+
 static int copy_file(const char *src, const char *dst) {
   char *data;
   size_t len = 0;
+  /* The fake's volume is a host directory a test may also use as storage;
+   * a real upload never touches the host file, so neither does this. */
+  struct stat a, b;
+  if (stat(src, &a) == 0 && stat(dst, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return 0;
   if (!(data = altar_test_read_file(src, &len))) return ALTAR_ENOTFOUND;
   /* mkdir -p of dst's directory */
   char *dir = strdup(dst);
@@ -210,6 +259,8 @@ static const altar_modal_runtime_ops_t fake_ops = {
     .upload = f_upload,
     .download = f_download,
     .terminate_sandbox = f_terminate,
+    .read_output = f_output,
+    .oom_killed = f_oom,
     .destroy = f_destroy,
 };
 
@@ -391,11 +442,16 @@ static void test_accelerators_and_tags(void) {
   CU_ASSERT(strstr(err.msg, "app_name") != NULL);
 }
 
-static void poll_case(mfake_t *f, altar_modal_t *m, int code, const char *reason) {
-  f->sbs[0].done = true;
-  f->sbs[0].code = code;
+/* Polls sandbox id, ended with code: the reason, exit_code (-1: unset) and
+ * deterministic it reports. */
+static void poll_case_id(mfake_t *f, altar_modal_t *m, const char *id, int code, const char *reason,
+                         int exit_code, bool deterministic) {
+  fsb_t *s = find_sb(f, id);
+  CU_ASSERT_FATAL(s != NULL);
+  s->done = true;
+  s->code = code;
   altar_handle_t h;
-  altar_handle_init(&h, "modal", "sb-1");
+  altar_handle_init(&h, "modal", id);
   altar_status_t st;
   memset(&st, 0, sizeof st);
   CU_ASSERT_EQUAL_FATAL(altar_modal_poll(m, &h, 1, &st, NULL), 0);
@@ -403,11 +459,22 @@ static void poll_case(mfake_t *f, altar_modal_t *m, int code, const char *reason
     CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
   } else {
     CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(st.failure);
+    if (strcmp(st.failure->reason, reason))
+      fprintf(stderr, "modal: exit %d: want %s, got %s\n", code, reason, st.failure->reason);
     CU_ASSERT_STRING_EQUAL(st.failure->reason, reason);
-    CU_ASSERT_EQUAL(st.failure->deterministic, altar_reason_deterministic(reason));
+    CU_ASSERT_EQUAL(st.failure->deterministic, deterministic);
+    CU_ASSERT_EQUAL(st.failure->exit_code.set, exit_code >= 0);
+    if (exit_code >= 0) CU_ASSERT_EQUAL(st.failure->exit_code.v, exit_code);
   }
   altar_status_clear(&st);
   altar_handle_clear(&h);
+}
+
+/* The sandbox of a spec with no digest-bearing input. */
+static void poll_case(mfake_t *f, altar_modal_t *m, int code, const char *reason) {
+  int exit_code = reason && !strncmp(reason, "exit_", 5) ? code : -1;
+  poll_case_id(f, m, "sb-1", code, reason, exit_code, altar_reason_deterministic(reason));
 }
 
 static void test_poll_mapping(void) {
@@ -429,9 +496,16 @@ static void test_poll_mapping(void) {
   altar_status_clear(&st[1]);
   poll_case(f, m, 0, NULL);
   poll_case(f, m, ALTAR_MODAL_TIMEOUT_EXIT_CODE, ALTAR_REASON_TIMEOUT);
-  poll_case(f, m, ALTAR_MODAL_DIGEST_EXIT_CODE, ALTAR_REASON_INPUT_DIGEST_MISMATCH);
-  poll_case(f, m, ALTAR_MODAL_KILLED_EXIT_CODE, ALTAR_REASON_OOM_KILLED);
   poll_case(f, m, 3, "exit_3");
+  /* A task with no digest-bearing input ran no verifier: its 86 is its own. */
+  poll_case(f, m, ALTAR_MODAL_DIGEST_EXIT_CODE, "exit_86");
+  /* 137 with nothing from Modal saying memory: a kill of unknown cause (or
+   * the task's own exit 137), reported as the code, and worth a retry. */
+  poll_case_id(f, m, "sb-1", ALTAR_MODAL_KILLED_EXIT_CODE, "exit_137", 137, false);
+  /* The same 137 where Modal says it was memory. */
+  find_sb(f, "sb-1")->oom = true;
+  poll_case(f, m, ALTAR_MODAL_KILLED_EXIT_CODE, ALTAR_REASON_OOM_KILLED);
+  find_sb(f, "sb-1")->oom = false;
   /* A probe that fails (Modal unreachable) is an error, not a status. */
   f->poll_error = ALTAR_EBACKEND;
   altar_error_t err = {0};
@@ -453,6 +527,63 @@ static void test_poll_mapping(void) {
   altar_handle_clear(&hs[1]);
   altar_handle_clear(&h);
   altar_spec_free(s);
+}
+
+/* Polls h until its sandbox ended (the fake ends one on its second poll). */
+static int poll_until_done(altar_modal_t *m, const altar_handle_t *h, altar_status_t *pst) {
+  for (int i = 0; i < 10; i++) {
+    memset(pst, 0, sizeof *pst);
+    if (altar_modal_poll(m, h, 1, pst, NULL)) return -1;
+    if (altar_state_terminal(pst->state)) return 0;
+    altar_status_clear(pst);
+  }
+  return -1;
+}
+
+/* 86 is input_digest_mismatch only when the verifier itself failed: a task
+ * with checked inputs whose own command exits 86 reports exit_86. */
+static void test_exit_86_needs_the_verifier(void) {
+  mfake_t *f;
+  char *root = altar_test_tmpdir("modal-86");
+  altar_modal_t *m = make_modal(root, &f, NULL);
+  char path[1024], digest[72];
+  snprintf(path, sizeof path, "%s/m.bin", root);
+  altar_test_write_file(path, "weights", 7);
+  altar_contract_sha256("weights", 7, digest);
+  altar_spec_t *s = spec_new();
+  altar_spec_add_input(s, "file:///x", "m.bin", NULL, digest);
+  for (size_t i = 0; i < s->n_command; i++) free(s->command[i]);
+  s->n_command = 0;
+  altar_spec_add_arg(s, "altar-fake");
+  altar_spec_add_arg(s, "exit");
+  altar_spec_add_arg(s, "86");
+  altar_handle_t h;
+  altar_status_t st;
+  CU_ASSERT_EQUAL_FATAL(altar_modal_submit(m, s, &h, NULL), 0);
+  /* The input matches: the verifier passes, then the command exits 86. */
+  CU_ASSERT_EQUAL_FATAL(poll_until_done(m, &h, &st), 0);
+  CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st.failure);
+  CU_ASSERT_STRING_EQUAL(st.failure->reason, "exit_86");
+  CU_ASSERT(st.failure->exit_code.set && st.failure->exit_code.v == 86);
+  CU_ASSERT_TRUE(st.failure->deterministic);
+  altar_status_clear(&st);
+  altar_handle_clear(&h);
+  /* The input does not match: the verifier stops the sandbox with 86. */
+  altar_test_write_file(path, "tampered", 8);
+  CU_ASSERT_EQUAL_FATAL(altar_modal_submit(m, s, &h, NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(poll_until_done(m, &h, &st), 0);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st.failure);
+  CU_ASSERT_STRING_EQUAL(st.failure->reason, ALTAR_REASON_INPUT_DIGEST_MISMATCH);
+  CU_ASSERT_FALSE(st.failure->exit_code.set);
+  CU_ASSERT_EQUAL(st.failure->deterministic, altar_reason_deterministic(ALTAR_REASON_INPUT_DIGEST_MISMATCH));
+  CU_ASSERT(st.failure->detail && strstr(st.failure->detail, "mismatch"));
+  altar_status_clear(&st);
+  altar_handle_clear(&h);
+  altar_spec_free(s);
+  altar_modal_free(m);
+  altar_test_rmtree(root);
+  free(root);
 }
 
 /* The wrapper really verifies: run it with sh over a good and a bad file. */
@@ -596,6 +727,7 @@ static void add(void) {
   ALTAR_TEST(test_accelerators_and_tags);
   ALTAR_TEST(test_poll_mapping);
   ALTAR_TEST(test_verify_wrapper);
+  ALTAR_TEST(test_exit_86_needs_the_verifier);
   ALTAR_TEST(test_staging);
   ALTAR_TEST(test_registered_create);
 }

@@ -94,6 +94,24 @@ static void test_sha256_not_a_file(void) {
   free(m);
 }
 
+/* A directory fails as a mismatch does, with the same words as the hash;
+ * a file, a missing path and a symlink to a file pass. */
+static void test_refuse_directory(void) {
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_digest_refuse_directory(dir, &err), ALTAR_EINTEGRITY);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "is a directory"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, dir));
+  char *f = pathf("refuse-file"), *m = pathf("refuse-missing"), *l = pathf("refuse-link");
+  write_hello(f);
+  CU_ASSERT_EQUAL(altar_digest_refuse_directory(f, &err), 0);
+  CU_ASSERT_EQUAL(altar_digest_refuse_directory(m, &err), 0);
+  CU_ASSERT_EQUAL(symlink(dir, l), 0); /* followed: a link to a directory is one */
+  CU_ASSERT_EQUAL(altar_digest_refuse_directory(l, &err), ALTAR_EINTEGRITY);
+  free(f);
+  free(m);
+  free(l);
+}
+
 /* ---- C verifier ---------------------------------------------------------------------- */
 
 static void test_verify_match_and_record(void) {
@@ -276,6 +294,7 @@ static void add(void) {
   ALTAR_TEST(test_digest_format);
   ALTAR_TEST(test_sha256_vectors);
   ALTAR_TEST(test_sha256_not_a_file);
+  ALTAR_TEST(test_refuse_directory);
   ALTAR_TEST(test_verify_match_and_record);
   ALTAR_TEST(test_record_path_and_format);
   ALTAR_TEST(test_verify_failures);

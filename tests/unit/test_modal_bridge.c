@@ -344,7 +344,20 @@ static void test_timeout_and_terminate(void) {
   CU_ASSERT(!done);
   CU_ASSERT_EQUAL(rt->ops->terminate_sandbox(rt->impl, id, &err), 0);
   CU_ASSERT_EQUAL(wait_exit(rt, id), ALTAR_MODAL_KILLED_EXIT_CODE);
+  /* The same 137 as an OOM kill, but Modal's status says terminated. */
+  bool oom = true;
+  CU_ASSERT_EQUAL(rt->ops->oom_killed(rt->impl, id, &oom, &err), 0);
+  CU_ASSERT_FALSE(oom);
   CU_ASSERT_EQUAL(rt->ops->terminate_sandbox(rt->impl, id, &err), 0); /* already ended: fine */
+  free(id);
+  /* Past its memory: the kernel-OOM status, which only oom_killed tells. */
+  char *hog[] = {python, "-c", "import time; x = b'a' * (256 << 20); time.sleep(60)"};
+  altar_modal_sandbox_req_t big = base_req(hog, 3);
+  big.memory_mb = (altar_opt_i64_t){true, 32};
+  id = run(rt, &big);
+  CU_ASSERT_EQUAL(wait_exit(rt, id), ALTAR_MODAL_KILLED_EXIT_CODE);
+  CU_ASSERT_EQUAL(rt->ops->oom_killed(rt->impl, id, &oom, &err), 0);
+  CU_ASSERT_TRUE(oom);
   free(id);
   /* Sandboxes the platform does not know. */
   CU_ASSERT_EQUAL(rt->ops->poll_sandbox(rt->impl, "sb-AAAAAAAAAAAAAAAAAAAAAA", &done, &code, &err), ALTAR_ENOTFOUND);
@@ -947,6 +960,9 @@ static const altar_contract_fixture_t contract_fx = {
     .set_read_input = c_read,
     .vanish = c_vanish,
     .host_path = c_host_path,
+    /* The fake's volume is a host directory, but a Modal Volume is remote:
+     * an upload writes there even from the very file it holds. */
+    .volume_is_remote = true,
 };
 
 /* Last: nothing the SDK asked for in this whole run went unanswered. */

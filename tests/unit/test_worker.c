@@ -731,7 +731,9 @@ static void test_waits_for_holder(void) {
 }
 
 /* A job that fails before it runs (staging) still gets a terminal outcome,
- * and only a transient cause is marked retryable. */
+ * and only a transient cause is marked retryable. A digest mismatch found
+ * at staging carries the same `deterministic` as the one a task finds: the
+ * shared table's. */
 static void test_staging_failures_are_terminal(void) {
   char *dir = altar_test_tmpdir("worker-stage");
   make_topics(dir, 1);
@@ -760,6 +762,8 @@ static void test_staging_failures_are_terminal(void) {
       CU_ASSERT(!evs[i].failure->deterministic);
     } else {
       CU_ASSERT_STRING_EQUAL(evs[i].failure->reason, ALTAR_REASON_INPUT_DIGEST_MISMATCH);
+      CU_ASSERT_EQUAL(evs[i].failure->deterministic, altar_reason_deterministic(ALTAR_REASON_INPUT_DIGEST_MISMATCH));
+      CU_ASSERT_FALSE(evs[i].failure->deterministic);
     }
     seen++;
   }
