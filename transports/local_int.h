@@ -172,6 +172,8 @@ void lreader_free(lreader_t *r);
  * partition's range with a warning. */
 int lreader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int64_t offset,
                  altar_error_t *err);
+/* Marks r as written to since its last empty read (local_watch.c). */
+void lreader_changed(lreader_t *r);
 /* 1 with *pmsg, 0 when nothing is available yet, or an error (a corrupt
  * record, skipped afterwards). */
 int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_msg_t **pmsg,

@@ -52,6 +52,13 @@ static bool newer_segment_possible(lreader_t *r) {
   return exists;
 }
 
+void lreader_changed(lreader_t *r) {
+  r->changed = true;
+  /* Written to since: the next look for a roll must really look, even
+   * within the millisecond of the last one (the roll may be what changed). */
+  ((struct lreader_priv *)(r + 1))->checked_ms = INT64_MIN;
+}
+
 static void mark_listed(lreader_t *r) { ((struct lreader_priv *)(r + 1))->listed_ms = local_mono_ms(); }
 
 lreader_t *lreader_new(const char *root, const char *topic, int32_t partition) {

@@ -24,7 +24,7 @@
 
 static void mark_all(lreader_t *const *rs, size_t n) {
   for (size_t i = 0; i < n; i++)
-    if (rs[i]) rs[i]->changed = true;
+    if (rs[i]) lreader_changed(rs[i]);
 }
 
 void lwatch_close(local_consumer_t *c) {
@@ -77,7 +77,7 @@ void lwatch_collect(local_consumer_t *c, lreader_t *const *rs, size_t n) {
       for (size_t i = 0; i < n; i++) {
         if (!rs[i] || rs[i]->watch != ev->wd) continue;
         mine = true;
-        rs[i]->changed = true;
+        lreader_changed(rs[i]);
         /* The directory is gone (or moved): watch it anew when it is back. */
         if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) rs[i]->watch = -1;
       }
