@@ -474,10 +474,23 @@ static void test_manifest_shape(void) {
                          "1111111111111111111111111111111111111111111111111111111111111111  /mnt/volume/models/m.tar");
   CU_ASSERT(json_equal(json_object_get(init, "volumeMounts"), json_object_get(c, "volumeMounts")));
 
-  /* The digest covers everything else and is reproducible. */
+  /* The digest covers everything but avoid_hosts (placement, not identity)
+   * and is reproducible: it is that of the same spec rendered without it. */
   char d[72];
   CU_ASSERT_EQUAL(altar_k8s_manifest_digest(m, d, NULL), 0);
+  CU_ASSERT_STRING_NOT_EQUAL(d, digest_of(m));
+  altar_spec_t *bare = altar_spec_dup(s);
+  CU_ASSERT_FATAL(bare != NULL);
+  for (size_t i = 0; i < bare->n_avoid_hosts; i++) free(bare->avoid_hosts[i]);
+  free(bare->avoid_hosts);
+  bare->avoid_hosts = NULL;
+  bare->n_avoid_hosts = 0;
+  json_t *mb = render(k, bare);
+  CU_ASSERT_EQUAL(altar_k8s_manifest_digest(mb, d, NULL), 0);
   CU_ASSERT_STRING_EQUAL(d, digest_of(m));
+  CU_ASSERT_STRING_EQUAL(digest_of(mb), digest_of(m));
+  json_decref(mb);
+  altar_spec_free(bare);
   json_t *m2 = render(k, s);
   CU_ASSERT(json_equal(m, m2));
   json_decref(m2);
@@ -636,6 +649,44 @@ static void test_submit_adopts_pending(void) { adopt_case(ALTAR_STATE_PENDING, t
 static void test_submit_adopts_running(void) { adopt_case(ALTAR_STATE_RUNNING, true, 0); }
 static void test_submit_refuses_pending_other(void) { adopt_case(ALTAR_STATE_PENDING, false, ALTAR_EJOBEXISTS); }
 static void test_submit_refuses_running_other(void) { adopt_case(ALTAR_STATE_RUNNING, false, ALTAR_EJOBEXISTS); }
+
+/* avoid_hosts is placement, not identity (#27): the digest ignores it, and a
+ * retry placed away from a host meets the still-active Job of the same task
+ * and adopts it instead of failing with EJOBEXISTS. */
+static void test_submit_avoid_hosts_adopts(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  altar_spec_t *s = sample_spec();
+  json_t *plain = render(k, s);
+  altar_handle_t h1, h2;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_k8s_submit(k, s, &h1, &err), 0);
+  f->jobs[0].info.state = ALTAR_STATE_RUNNING;
+
+  CU_ASSERT_EQUAL_FATAL(altar_spec_add_avoid_host(s, "node-7"), 0);
+  json_t *placed = render(k, s);
+  CU_ASSERT_STRING_EQUAL(digest_of(placed), digest_of(plain));
+  /* The anti-affinity is still in the Job that would be created. */
+  json_t *aff = json_object_get(json_object_get(json_object_get(json_object_get(placed, "spec"), "template"), "spec"),
+                                "affinity");
+  CU_ASSERT(aff != NULL);
+
+  int rc = altar_k8s_submit(k, s, &h2, &err);
+  if (rc) fprintf(stderr, "submit with avoid_hosts: %s\n", err.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+  if (rc == 0) {
+    CU_ASSERT_STRING_EQUAL(h2.external_id, h1.external_id);
+    altar_handle_clear(&h2);
+  }
+  CU_ASSERT_EQUAL(f->n, 1);
+  CU_ASSERT_EQUAL(f->n_delete, 0);
+  CU_ASSERT_STRING_EQUAL(f->jobs[0].info.uid, "uid-1");
+  altar_handle_clear(&h1);
+  json_decref(plain);
+  json_decref(placed);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
 
 static void replace_case(altar_state_t state, bool async_delete) {
   fake_t *f;
@@ -1342,6 +1393,7 @@ static void add(void) {
   ALTAR_TEST(test_submit_adopts_running);
   ALTAR_TEST(test_submit_refuses_pending_other);
   ALTAR_TEST(test_submit_refuses_running_other);
+  ALTAR_TEST(test_submit_avoid_hosts_adopts);
   ALTAR_TEST(test_submit_replaces_succeeded);
   ALTAR_TEST(test_submit_replaces_failed);
   ALTAR_TEST(test_submit_waits_out_deletion);
