@@ -902,6 +902,42 @@ static void test_poll_default_describe(void) {
   altar_k8s_free(k);
 }
 
+/* The configured pools are servable whether or not a node of theirs exists
+ * now (a pool at zero nodes still gets the job that scales it up), and the
+ * CPU pool always is (#27). */
+static void test_pools_servable(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_nodes_ops, &f, NULL);
+  altar_backend_t *be = altar_k8s_backend_wrap(k);
+  CU_ASSERT_FATAL(be != NULL);
+  const char *names[8];
+  CU_ASSERT_EQUAL_FATAL(altar_backend_pools(be, names, 8), 1); /* no pool mapping: CPU only */
+  CU_ASSERT_STRING_EQUAL(names[0], ALTAR_POOL_CPU);
+  altar_backend_close(be);
+
+  altar_k8s_pool_t pools[2] = {{.name = "gpu", .max_slots = -1}, {.name = "a100", .max_slots = 4}};
+  altar_strmap_set(&pools[1].node_selector, "cloud.google.com/gke-accelerator", "nvidia-tesla-a100");
+  altar_k8s_config_t cfg;
+  altar_k8s_config_init(&cfg);
+  cfg.pools = pools;
+  cfg.n_pools = 2;
+  k = make_backend(&fake_nodes_ops, &f, &cfg);
+  altar_strmap_clear(&pools[1].node_selector);
+  f->nodes_json = "[]"; /* scaled to zero */
+  be = altar_k8s_backend_wrap(k);
+  CU_ASSERT_FATAL(be != NULL);
+  CU_ASSERT_EQUAL_FATAL(altar_backend_pools(be, names, 8), 3);
+  CU_ASSERT_STRING_EQUAL(names[0], ALTAR_POOL_CPU);
+  CU_ASSERT_STRING_EQUAL(names[1], "gpu");
+  CU_ASSERT_STRING_EQUAL(names[2], "a100");
+  altar_capacity_t cap;
+  CU_ASSERT_EQUAL(altar_backend_capacity(be, &cap, NULL), 0);
+  altar_resources_t a100 = {.gpu = "a100", .count = 1};
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &a100), 0); /* no free slot now, yet servable */
+  altar_capacity_clear(&cap);
+  altar_backend_close(be);
+}
+
 static void test_capacity(void) {
   fake_t *f;
   altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
@@ -1405,6 +1441,7 @@ static void add(void) {
   ALTAR_TEST(test_poll_bulk);
   ALTAR_TEST(test_poll_default_describe);
   ALTAR_TEST(test_capacity);
+  ALTAR_TEST(test_pools_servable);
   ALTAR_TEST(test_quantity_count);
   ALTAR_TEST(test_capacity_from_nodes);
   ALTAR_TEST(test_cancel);

@@ -678,6 +678,41 @@ static void test_staging(void) {
   free(vol);
 }
 
+/* What Modal can serve is its accelerator map (plus CPU), never free slots:
+ * it autoscales, so its capacity stays empty and no pool is gated (#27). */
+static void test_pools_servable(void) {
+  mfake_t *f;
+  altar_backend_t *be = altar_modal_backend_wrap(make_modal(tmp, &f, NULL));
+  CU_ASSERT_FATAL(be != NULL);
+  const char *names[8];
+  CU_ASSERT_EQUAL_FATAL(altar_backend_pools(be, names, 8), 3);
+  CU_ASSERT_STRING_EQUAL(names[0], ALTAR_POOL_CPU);
+  bool gpu = false, a100 = false; /* the map's order */
+  for (size_t i = 1; i < 3; i++) {
+    gpu |= !strcmp(names[i], ALTAR_GPU_POOL_NORMAL);
+    a100 |= !strcmp(names[i], ALTAR_GPU_POOL_A100);
+  }
+  CU_ASSERT(gpu && a100);
+  CU_ASSERT_EQUAL(altar_backend_pools(be, names, 1), 3); /* the count, even past max */
+  altar_capacity_t cap;
+  CU_ASSERT_EQUAL(altar_backend_capacity(be, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(cap.n, 0);
+  altar_capacity_clear(&cap);
+  altar_backend_close(be);
+
+  /* A configured map replaces the known pools. */
+  altar_strmap_t accs = {0};
+  altar_strmap_set(&accs, "h100", "H100");
+  altar_modal_config_t cfg = {.pool_accelerators = &accs};
+  be = altar_modal_backend_wrap(make_modal(tmp, &f, &cfg));
+  CU_ASSERT_FATAL(be != NULL);
+  CU_ASSERT_EQUAL_FATAL(altar_backend_pools(be, names, 8), 2);
+  CU_ASSERT_STRING_EQUAL(names[0], ALTAR_POOL_CPU);
+  CU_ASSERT_STRING_EQUAL(names[1], "h100");
+  altar_strmap_clear(&accs);
+  altar_backend_close(be);
+}
+
 static void test_registered_create(void) {
   altar_backend_register(&altar_backend_modal);
   CU_ASSERT(altar_backend_lookup("modal") == &altar_backend_modal);
@@ -730,6 +765,7 @@ static void add(void) {
   ALTAR_TEST(test_exit_86_needs_the_verifier);
   ALTAR_TEST(test_staging);
   ALTAR_TEST(test_registered_create);
+  ALTAR_TEST(test_pools_servable);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
