@@ -367,7 +367,9 @@ int altar_k8s_add_verify_container(altar_k8s_t *k, const altar_spec_t *spec, jso
 int altar_k8s_manifest_digest(const json_t *manifest, char out[72], altar_error_t *err);
 /* Stamps the digest annotation; must be the last change to the manifest. */
 int altar_k8s_stamp_digest(json_t *manifest, altar_error_t *err);
-/* build_manifest + verify container + digest: exactly what submit creates. */
+/* build_manifest + verify container + digest: exactly what submit creates.
+ * The digest is that of the spec rendered without avoid_hosts (placement,
+ * not identity), so a retry's Job matches its task's active one. */
 int altar_k8s_render(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest, altar_error_t *err);
 
 /* Creates spec's Job, or adopts/replaces one of the same name: an active Job

@@ -182,6 +182,23 @@ static int kb_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_
   return altar_k8s_capacity(K(be), pcap, err);
 }
 
+/* The CPU pool (any cluster runs CPU tasks) and every configured pool,
+ * whether or not a node of it exists now: a pool that autoscales from zero
+ * needs the job that makes it grow. */
+static int kb_pools(altar_backend_t *be, const char **pnames, size_t max) {
+  altar_k8s_t *k = K(be);
+  size_t n = 0;
+  if (!altar__k8s_pool(k, ALTAR_POOL_CPU)) {
+    if (n < max) pnames[n] = ALTAR_POOL_CPU;
+    n++;
+  }
+  for (size_t i = 0; i < k->n_pools; i++) {
+    if (n < max) pnames[n] = k->pools[i].name;
+    n++;
+  }
+  return (int)n;
+}
+
 /* A GPU pool the backend was not told about is refused when pools are
  * configured; with none configured any pool name goes to the default GPU
  * resource (the cluster decides). */
@@ -402,6 +419,7 @@ const altar_backend_ops_t altar_backend_kubernetes = {
     .open = kb_open,
     .close = kb_close,
     .capacity = kb_capacity,
+    .pools = kb_pools,
     .check_resources = kb_check_resources,
     .stage_inputs = kb_stage,
     .collect_outputs = kb_collect,

@@ -370,10 +370,7 @@ int altar_k8s_manifest_digest(const json_t *manifest, char out[72], altar_error_
   return rc;
 }
 
-int altar_k8s_stamp_digest(json_t *manifest, altar_error_t *err) {
-  char digest[72];
-  int rc = altar_k8s_manifest_digest(manifest, digest, err);
-  if (rc) return rc;
+static int stamp(json_t *manifest, const char *digest, altar_error_t *err) {
   json_t *meta = json_object_get(manifest, "metadata");
   if (!json_is_object(meta)) return altar_error_set(err, ALTAR_EINVAL, "manifest: metadata missing");
   mb_t b = {false};
@@ -382,11 +379,41 @@ int altar_k8s_stamp_digest(json_t *manifest, altar_error_t *err) {
   return b.oom ? altar_error_set(err, ALTAR_ENOMEM, "manifest: out of memory") : ALTAR_OK;
 }
 
+int altar_k8s_stamp_digest(json_t *manifest, altar_error_t *err) {
+  char digest[72];
+  int rc = altar_k8s_manifest_digest(manifest, digest, err);
+  return rc ? rc : stamp(manifest, digest, err);
+}
+
+/* The digest of the manifest spec would render to without avoid_hosts. It is
+ * rendered again, not edited, so that whatever extend_manifest derives from
+ * the hosts is left out too. */
+static int placement_free_digest(altar_k8s_t *k, const altar_spec_t *spec, char out[72], altar_error_t *err) {
+  altar_spec_t bare = *spec; /* shallow: borrowed, never freed */
+  bare.avoid_hosts = NULL;
+  bare.n_avoid_hosts = 0;
+  json_t *m = NULL;
+  int rc = altar_k8s_build_manifest(k, &bare, &m, err);
+  if (!rc) rc = altar_k8s_add_verify_container(k, &bare, m, err);
+  if (!rc) rc = altar_k8s_manifest_digest(m, out, err);
+  json_decref(m);
+  return rc;
+}
+
 int altar_k8s_render(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest, altar_error_t *err) {
   json_t *m = NULL;
   int rc = altar_k8s_build_manifest(k, spec, &m, err);
   if (!rc) rc = altar_k8s_add_verify_container(k, spec, m, err);
-  if (!rc) rc = altar_k8s_stamp_digest(m, err);
+  /* avoid_hosts is placement, not identity: a retry sent away from a host
+   * must meet the still-active Job of its task with the same digest, or
+   * submit would refuse it as different work. */
+  if (!rc && spec->n_avoid_hosts) {
+    char digest[72];
+    rc = placement_free_digest(k, spec, digest, err);
+    if (!rc) rc = stamp(m, digest, err);
+  } else if (!rc) {
+    rc = altar_k8s_stamp_digest(m, err);
+  }
   if (rc) {
     json_decref(m);
     m = NULL;

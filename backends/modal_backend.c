@@ -89,6 +89,21 @@ static void mb_close(altar_backend_t *be) { altar_modal_free(M(be)); }
 
 /* No capacity slot: Modal autoscales, so the default empty report stands. */
 
+/* CPU tasks, and every pool with an accelerator mapped (configured, or the
+ * known defaults): Modal starts any of them on demand. */
+static int mb_pools(altar_backend_t *be, const char **pnames, size_t max) {
+  const altar_strmap_t *accs = &M(be)->accelerators;
+  size_t n = 0;
+  if (n < max) pnames[n] = ALTAR_POOL_CPU;
+  n++;
+  for (size_t i = 0; i < accs->n; i++) {
+    if (!strcmp(accs->keys[i], ALTAR_POOL_CPU)) continue;
+    if (n < max) pnames[n] = accs->keys[i];
+    n++;
+  }
+  return (int)n;
+}
+
 static int mb_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {
   char *gpu = NULL;
   int rc = altar_modal_accelerator(M(be), r, &gpu, err);
@@ -199,6 +214,7 @@ const altar_backend_ops_t altar_backend_modal = {
     .config_keys = mb_keys,
     .open = mb_open,
     .close = mb_close,
+    .pools = mb_pools,
     .check_resources = mb_check_resources,
     .stage_inputs = mb_stage,
     .collect_outputs = mb_collect,

@@ -27,6 +27,13 @@ static int def_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error
   return 0;
 }
 
+static int def_pools(altar_backend_t *be, const char **pnames, size_t max) {
+  (void)be;
+  (void)pnames;
+  (void)max;
+  return 0; /* no mapping declared: the pools capacity reports stand */
+}
+
 static int def_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {
   (void)be;
   (void)r;
@@ -92,6 +99,7 @@ static int def_recover(altar_backend_t *be, const altar_status_t *failures, size
 
 static void fill_defaults(altar_backend_ops_t *o) {
   if (!o->capacity) o->capacity = def_capacity;
+  if (!o->pools) o->pools = def_pools;
   if (!o->check_resources) o->check_resources = def_check_resources;
   if (!o->stage_inputs) o->stage_inputs = def_transfers;
   if (!o->collect_outputs) o->collect_outputs = def_transfers;
@@ -114,6 +122,10 @@ altar_verification_t altar_backend_verification(const altar_backend_t *be) {
 int altar_backend_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
   altar_capacity_init(pcap);
   return be->ops.capacity(be, pcap, err);
+}
+
+int altar_backend_pools(altar_backend_t *be, const char **pnames, size_t max) {
+  return be->ops.pools(be, pnames, max);
 }
 
 int altar_backend_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {

@@ -472,6 +472,9 @@ static void fail_before_run(worker_t *w, wtask_t *t, const char *reason, const c
 
 /* ---- pools and slot gating --------------------------------------------- */
 
+/* The most pools a backend may declare (a pool is a topic subscribed). */
+#define WORKER_POOLS_MAX 64
+
 /* Pauses or resumes the owned partitions of one topic. */
 static bool set_topic_paused(worker_t *w, const char *topic, bool paused) {
   altar_tp_t *tps = calloc(w->n_parts ? w->n_parts : 1, sizeof *tps);
@@ -489,8 +492,14 @@ static bool set_topic_paused(worker_t *w, const char *topic, bool paused) {
   return rc == ALTAR_OK;
 }
 
+/* Free slots of pool, or INT64_MAX when it is not rationed. Only a pool the
+ * backend reports has fixed capacity; one it can serve but leaves out of the
+ * report autoscales (an empty report: all of them), so the worker's own
+ * slots alone bound it. */
 static int64_t pool_free(const worker_t *w, const char *pool) {
-  if (!w->cap.n) return INT64_MAX; /* a backend without a report: slots alone gate */
+  bool fixed = false;
+  for (size_t i = 0; i < w->cap.n && !fixed; i++) fixed = !strcmp(w->cap.pools[i], pool);
+  if (!fixed) return INT64_MAX;
   altar_resources_t r = {.gpu = strcmp(pool, ALTAR_POOL_CPU) ? (char *)pool : NULL, .count = 1};
   return altar_capacity_free_for(&w->cap, &r);
 }
@@ -551,15 +560,41 @@ static void pools_free(worker_t *w) {
   altar_capacity_clear(&w->cap);
 }
 
-/* The pools the backend serves (its capacity report; none reported: the
- * CPU pool) and their jobs topics, created when missing. */
+/* The pools the backend can serve: those it declares (its pool mapping)
+ * and those its capacity reports, or the CPU pool when there are neither.
+ * Free slots never decide this, or a job for a pool at zero would never
+ * reach the backend that scales it up. Names are borrowed into names. */
+static size_t servable_pools(worker_t *w, const char **names, size_t max) {
+  const char *declared[WORKER_POOLS_MAX];
+  int nd = altar_backend_pools(w->o->backend, declared, WORKER_POOLS_MAX);
+  if (nd < 0) {
+    wlog(w, "the backend's pools: %s; serving what its capacity reports", altar_strerror(nd));
+    nd = 0;
+  } else if ((size_t)nd > WORKER_POOLS_MAX) {
+    wlog(w, "the backend serves %d pools; reading the first %d", nd, WORKER_POOLS_MAX);
+    nd = WORKER_POOLS_MAX;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < (size_t)nd + w->cap.n; i++) {
+    const char *name = i < (size_t)nd ? declared[i] : w->cap.pools[i - (size_t)nd];
+    bool seen = !name;
+    for (size_t j = 0; j < n && !seen; j++) seen = !strcmp(names[j], name);
+    if (!seen && n < max) names[n++] = name;
+  }
+  if (!n) names[n++] = ALTAR_POOL_CPU;
+  return n;
+}
+
+/* The pools the backend can serve and their jobs topics, created when
+ * missing. */
 static int pools_setup(worker_t *w, altar_error_t *err) {
   refresh_capacity(w);
-  size_t n = w->cap.n ? w->cap.n : 1;
+  const char *names[2 * WORKER_POOLS_MAX];
+  size_t n = servable_pools(w, names, sizeof names / sizeof names[0]);
   w->pools = calloc(n, sizeof *w->pools);
   if (!w->pools) return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
   for (size_t i = 0; i < n; i++) {
-    const char *name = w->cap.n ? w->cap.pools[i] : ALTAR_POOL_CPU;
+    const char *name = names[i];
     char topic[512];
     altar_error_t e = {0};
     if (altar_pool_topic(w->o->topics->jobs, name, topic, sizeof topic, &e) != ALTAR_OK) {

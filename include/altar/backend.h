@@ -6,6 +6,7 @@
  *
  * Operations a backend leaves out behave as the contract's default:
  *   capacity         → empty report (no fixed slots)
+ *   pools            → none declared beyond the pools capacity reports
  *   check_resources  → accept anything
  *   stage_inputs     → nothing to do
  *   collect_outputs  → nothing to do
@@ -98,6 +99,13 @@ altar_verification_t altar_backend_verification(const altar_backend_t *be);
 /* Free slots per pool into *pcap (initialised empty here; the caller clears
  * it with altar_capacity_clear). Default: empty report (no fixed slots). */
 int altar_backend_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err);
+/* The pools the backend can serve whatever is free now (its pool mapping),
+ * as opposed to capacity's free slots: up to max names into pnames,
+ * borrowed from be and valid until it is closed. Returns the number it has
+ * (possibly more than max), or a negative ALTAR_E… code. Default: 0 (a
+ * backend without a mapping serves the pools its capacity reports, else
+ * the CPU pool). */
+int altar_backend_pools(altar_backend_t *be, const char **pnames, size_t max);
 /* Whether this backend can serve r at all; 0, or ALTAR_EINVAL with err
  * naming "resources.gpu" etc. Default: accept anything. */
 int altar_backend_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err);

@@ -93,6 +93,8 @@ static void test_defaults(void) {
   altar_resources_t cpu = {.count = 1};
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), 0);
   altar_capacity_clear(&cap);
+  const char *names[4];
+  CU_ASSERT_EQUAL(altar_backend_pools(be, names, 4), 0); /* no mapping: capacity's pools stand */
   altar_resources_t gpu = {.gpu = "a100", .count = 2};
   CU_ASSERT_EQUAL(altar_backend_check_resources(be, &gpu, &err), 0);
   altar_transfer_t t = {.uri = "file:///nowhere", .logical_path = "jobs/x"};

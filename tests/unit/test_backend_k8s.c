@@ -474,10 +474,23 @@ static void test_manifest_shape(void) {
                          "1111111111111111111111111111111111111111111111111111111111111111  /mnt/volume/models/m.tar");
   CU_ASSERT(json_equal(json_object_get(init, "volumeMounts"), json_object_get(c, "volumeMounts")));
 
-  /* The digest covers everything else and is reproducible. */
+  /* The digest covers everything but avoid_hosts (placement, not identity)
+   * and is reproducible: it is that of the same spec rendered without it. */
   char d[72];
   CU_ASSERT_EQUAL(altar_k8s_manifest_digest(m, d, NULL), 0);
+  CU_ASSERT_STRING_NOT_EQUAL(d, digest_of(m));
+  altar_spec_t *bare = altar_spec_dup(s);
+  CU_ASSERT_FATAL(bare != NULL);
+  for (size_t i = 0; i < bare->n_avoid_hosts; i++) free(bare->avoid_hosts[i]);
+  free(bare->avoid_hosts);
+  bare->avoid_hosts = NULL;
+  bare->n_avoid_hosts = 0;
+  json_t *mb = render(k, bare);
+  CU_ASSERT_EQUAL(altar_k8s_manifest_digest(mb, d, NULL), 0);
   CU_ASSERT_STRING_EQUAL(d, digest_of(m));
+  CU_ASSERT_STRING_EQUAL(digest_of(mb), digest_of(m));
+  json_decref(mb);
+  altar_spec_free(bare);
   json_t *m2 = render(k, s);
   CU_ASSERT(json_equal(m, m2));
   json_decref(m2);
@@ -636,6 +649,44 @@ static void test_submit_adopts_pending(void) { adopt_case(ALTAR_STATE_PENDING, t
 static void test_submit_adopts_running(void) { adopt_case(ALTAR_STATE_RUNNING, true, 0); }
 static void test_submit_refuses_pending_other(void) { adopt_case(ALTAR_STATE_PENDING, false, ALTAR_EJOBEXISTS); }
 static void test_submit_refuses_running_other(void) { adopt_case(ALTAR_STATE_RUNNING, false, ALTAR_EJOBEXISTS); }
+
+/* avoid_hosts is placement, not identity (#27): the digest ignores it, and a
+ * retry placed away from a host meets the still-active Job of the same task
+ * and adopts it instead of failing with EJOBEXISTS. */
+static void test_submit_avoid_hosts_adopts(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
+  altar_spec_t *s = sample_spec();
+  json_t *plain = render(k, s);
+  altar_handle_t h1, h2;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_k8s_submit(k, s, &h1, &err), 0);
+  f->jobs[0].info.state = ALTAR_STATE_RUNNING;
+
+  CU_ASSERT_EQUAL_FATAL(altar_spec_add_avoid_host(s, "node-7"), 0);
+  json_t *placed = render(k, s);
+  CU_ASSERT_STRING_EQUAL(digest_of(placed), digest_of(plain));
+  /* The anti-affinity is still in the Job that would be created. */
+  json_t *aff = json_object_get(json_object_get(json_object_get(json_object_get(placed, "spec"), "template"), "spec"),
+                                "affinity");
+  CU_ASSERT(aff != NULL);
+
+  int rc = altar_k8s_submit(k, s, &h2, &err);
+  if (rc) fprintf(stderr, "submit with avoid_hosts: %s\n", err.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+  if (rc == 0) {
+    CU_ASSERT_STRING_EQUAL(h2.external_id, h1.external_id);
+    altar_handle_clear(&h2);
+  }
+  CU_ASSERT_EQUAL(f->n, 1);
+  CU_ASSERT_EQUAL(f->n_delete, 0);
+  CU_ASSERT_STRING_EQUAL(f->jobs[0].info.uid, "uid-1");
+  altar_handle_clear(&h1);
+  json_decref(plain);
+  json_decref(placed);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
 
 static void replace_case(altar_state_t state, bool async_delete) {
   fake_t *f;
@@ -849,6 +900,42 @@ static void test_poll_default_describe(void) {
   for (int si = 0; si < 1; si++) altar_status_clear(&st[si]);
   altar_handle_clear(&h);
   altar_k8s_free(k);
+}
+
+/* The configured pools are servable whether or not a node of theirs exists
+ * now (a pool at zero nodes still gets the job that scales it up), and the
+ * CPU pool always is (#27). */
+static void test_pools_servable(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_nodes_ops, &f, NULL);
+  altar_backend_t *be = altar_k8s_backend_wrap(k);
+  CU_ASSERT_FATAL(be != NULL);
+  const char *names[8];
+  CU_ASSERT_EQUAL_FATAL(altar_backend_pools(be, names, 8), 1); /* no pool mapping: CPU only */
+  CU_ASSERT_STRING_EQUAL(names[0], ALTAR_POOL_CPU);
+  altar_backend_close(be);
+
+  altar_k8s_pool_t pools[2] = {{.name = "gpu", .max_slots = -1}, {.name = "a100", .max_slots = 4}};
+  altar_strmap_set(&pools[1].node_selector, "cloud.google.com/gke-accelerator", "nvidia-tesla-a100");
+  altar_k8s_config_t cfg;
+  altar_k8s_config_init(&cfg);
+  cfg.pools = pools;
+  cfg.n_pools = 2;
+  k = make_backend(&fake_nodes_ops, &f, &cfg);
+  altar_strmap_clear(&pools[1].node_selector);
+  f->nodes_json = "[]"; /* scaled to zero */
+  be = altar_k8s_backend_wrap(k);
+  CU_ASSERT_FATAL(be != NULL);
+  CU_ASSERT_EQUAL_FATAL(altar_backend_pools(be, names, 8), 3);
+  CU_ASSERT_STRING_EQUAL(names[0], ALTAR_POOL_CPU);
+  CU_ASSERT_STRING_EQUAL(names[1], "gpu");
+  CU_ASSERT_STRING_EQUAL(names[2], "a100");
+  altar_capacity_t cap;
+  CU_ASSERT_EQUAL(altar_backend_capacity(be, &cap, NULL), 0);
+  altar_resources_t a100 = {.gpu = "a100", .count = 1};
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &a100), 0); /* no free slot now, yet servable */
+  altar_capacity_clear(&cap);
+  altar_backend_close(be);
 }
 
 static void test_capacity(void) {
@@ -1342,6 +1429,7 @@ static void add(void) {
   ALTAR_TEST(test_submit_adopts_running);
   ALTAR_TEST(test_submit_refuses_pending_other);
   ALTAR_TEST(test_submit_refuses_running_other);
+  ALTAR_TEST(test_submit_avoid_hosts_adopts);
   ALTAR_TEST(test_submit_replaces_succeeded);
   ALTAR_TEST(test_submit_replaces_failed);
   ALTAR_TEST(test_submit_waits_out_deletion);
@@ -1353,6 +1441,7 @@ static void add(void) {
   ALTAR_TEST(test_poll_bulk);
   ALTAR_TEST(test_poll_default_describe);
   ALTAR_TEST(test_capacity);
+  ALTAR_TEST(test_pools_servable);
   ALTAR_TEST(test_quantity_count);
   ALTAR_TEST(test_capacity_from_nodes);
   ALTAR_TEST(test_cancel);

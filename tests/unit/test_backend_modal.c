@@ -4,7 +4,11 @@
  * for real with sh), staging and collection through Storage. */
 #include "altar/digest.h"
 #include "altar/modal.h"
+#include "altar/fleet.h"
 #include "altar/plugin/backend.h"
+#include "altar/plugin/transport.h"
+#include "producer/job_queue.h"
+#include "worker/worker.h"
 #include "altar/storage.h"
 #include "backend_contract.h"
 #include "testutil.h"
@@ -678,6 +682,108 @@ static void test_staging(void) {
   free(vol);
 }
 
+/* What Modal can serve is its accelerator map (plus CPU), never free slots:
+ * it autoscales, so its capacity stays empty and no pool is gated (#27). */
+static void test_pools_servable(void) {
+  mfake_t *f;
+  altar_backend_t *be = altar_modal_backend_wrap(make_modal(tmp, &f, NULL));
+  CU_ASSERT_FATAL(be != NULL);
+  const char *names[8];
+  CU_ASSERT_EQUAL_FATAL(altar_backend_pools(be, names, 8), 3);
+  CU_ASSERT_STRING_EQUAL(names[0], ALTAR_POOL_CPU);
+  bool gpu = false, a100 = false; /* the map's order */
+  for (size_t i = 1; i < 3; i++) {
+    gpu |= !strcmp(names[i], ALTAR_GPU_POOL_NORMAL);
+    a100 |= !strcmp(names[i], ALTAR_GPU_POOL_A100);
+  }
+  CU_ASSERT(gpu && a100);
+  CU_ASSERT_EQUAL(altar_backend_pools(be, names, 1), 3); /* the count, even past max */
+  altar_capacity_t cap;
+  CU_ASSERT_EQUAL(altar_backend_capacity(be, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(cap.n, 0);
+  altar_capacity_clear(&cap);
+  altar_backend_close(be);
+
+  /* A configured map replaces the known pools. */
+  altar_strmap_t accs = {0};
+  altar_strmap_set(&accs, "h100", "H100");
+  altar_modal_config_t cfg = {.pool_accelerators = &accs};
+  be = altar_modal_backend_wrap(make_modal(tmp, &f, &cfg));
+  CU_ASSERT_FATAL(be != NULL);
+  CU_ASSERT_EQUAL_FATAL(altar_backend_pools(be, names, 8), 2);
+  CU_ASSERT_STRING_EQUAL(names[0], ALTAR_POOL_CPU);
+  CU_ASSERT_STRING_EQUAL(names[1], "h100");
+  altar_strmap_clear(&accs);
+  altar_backend_close(be);
+}
+
+/* Through a worker: a gpu job reaches a Modal worker and runs on the pool's
+ * accelerator. Modal reports no capacity, so only its pool mapping can
+ * route the job there (#27). */
+static void test_worker_serves_gpu(void) {
+  int rc = altar_transport_register(&altar_transport_local_ops);
+  CU_ASSERT_FATAL(rc == 0 || rc == ALTAR_EEXIST);
+  char *dir = altar_test_tmpdir("modal-worker");
+  altar_strmap_t props = {0};
+  altar_strmap_set(&props, "dir", dir);
+  altar_strmap_set(&props, "rebalance.check.ms", "20");
+  altar_error_t err = {0};
+  altar_transport_t *t = altar_transport_open("local", &props, NULL, &err);
+  altar_strmap_clear(&props);
+  CU_ASSERT_FATAL(t != NULL);
+  altar_topics_t topics = {"jobs", "status", "ready", "dead", "dlq"};
+  CU_ASSERT_FATAL(altar_transport_create_topic(t, "jobs", 1, &err) == 0);
+  CU_ASSERT_FATAL(altar_transport_create_topic(t, "status", 1, &err) == 0);
+  CU_ASSERT_FATAL(altar_transport_create_topic(t, "dlq", 1, &err) == 0);
+
+  altar_spec_t *s = altar_spec_new("shard", "python:3.11-slim");
+  altar_spec_add_arg(s, "altar-fake");
+  altar_spec_add_arg(s, "exit");
+  altar_spec_add_arg(s, "0");
+  altar_spec_set_label(s, "fold", "0");
+  altar_spec_set_gpu(s, ALTAR_GPU_POOL_NORMAL, 1);
+  altar_job_queue_t q = {.transport = t, .topics = &topics};
+  char run_id[ALTAR_RUN_ID_MAX + 1];
+  rc = altar_job_queue_submit(&q, "shard", s, 1, run_id, &err);
+  if (rc) fprintf(stderr, "submit: %s\n", err.msg);
+  CU_ASSERT_FATAL(rc == 0);
+  altar_spec_free(s);
+  altar_transport_close(t);
+
+  mfake_t *f;
+  altar_backend_t *be = altar_modal_backend_wrap(make_modal(tmp, &f, NULL));
+  CU_ASSERT_FATAL(be != NULL);
+  props = (altar_strmap_t){0};
+  altar_strmap_set(&props, "dir", dir);
+  altar_strmap_set(&props, "rebalance.check.ms", "20");
+  t = altar_transport_open("local", &props, NULL, &err);
+  altar_strmap_clear(&props);
+  CU_ASSERT_FATAL(t != NULL);
+  altar_worker_opts_t o = {
+      .transport = t,
+      .backend = be,
+      .topics = &topics,
+      .worker_id = "host-m:1",
+      .slots = 2,
+      .poll_interval_ms = 5,
+      .commit_interval_ms = 100,
+      .drain_ms = 5000,
+      .exit_when_idle = true,
+      .quiet = true,
+  };
+  altar_worker_stats_t st = {0};
+  rc = altar_worker_run(&o, &st, &err);
+  if (rc) fprintf(stderr, "worker: %s\n", err.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(st.succeeded, 1);
+  CU_ASSERT_EQUAL_FATAL(f->n, 1);
+  CU_ASSERT(f->sbs[0].gpu && !strcmp(f->sbs[0].gpu, "A10G"));
+  altar_backend_close(be);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static void test_registered_create(void) {
   altar_backend_register(&altar_backend_modal);
   CU_ASSERT(altar_backend_lookup("modal") == &altar_backend_modal);
@@ -730,6 +836,8 @@ static void add(void) {
   ALTAR_TEST(test_exit_86_needs_the_verifier);
   ALTAR_TEST(test_staging);
   ALTAR_TEST(test_registered_create);
+  ALTAR_TEST(test_pools_servable);
+  ALTAR_TEST(test_worker_serves_gpu);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

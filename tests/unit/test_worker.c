@@ -27,6 +27,7 @@
 typedef struct ftask {
   char id[32];
   char outcome[16];
+  char pool[16]; /* resources.gpu, or "normal" */
   int polls;
   bool done, cancelled;
 } ftask_t;
@@ -43,6 +44,20 @@ typedef struct fake {
   int polls_total, stop2_after_polls; /* with stop: a second signal after this many polls */
   int kill_after_polls; /* SIGKILL ourselves at this many polls (in a forked child) */
   size_t cancelled_live; /* cancels of tasks still running */
+  /* With fake_pool_ops: the pools it declares, and the pools it reports
+   * with fixed free slots (none: an empty, autoscaling report). */
+  const char *serves[4];
+  size_t n_serves;
+  const char *fixed_pool[4];
+  int64_t fixed_free[4];
+  size_t n_fixed;
+  /* with stop: request a stop once stop_after_started tasks started and
+   * finished and a few more capacity reports went by, or at the latest
+   * after stop_at_cap_calls reports (so a test of a job that never comes
+   * ends too) */
+  size_t stop_after_started;
+  int cap_calls, quiet_calls, stop_at_cap_calls;
+  const altar_backend_ops_t *ops; /* NULL: fake_ops */
 } fake_t;
 
 static ftask_t *ffind(fake_t *f, const char *id) {
@@ -80,6 +95,7 @@ static int fake_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
   snprintf(t->id, sizeof t->id, "fake-%zu", f->n);
   const char *o = altar_strmap_get(&spec->labels, "outcome");
   snprintf(t->outcome, sizeof t->outcome, "%s", o ? o : "ok");
+  snprintf(t->pool, sizeof t->pool, "%s", spec->resources.gpu ? spec->resources.gpu : ALTAR_POOL_CPU);
   if (++f->running > f->max_running) f->max_running = f->running;
   if (f->stop && f->stop_after_submits == f->n) *f->stop = f->stop_value;
   return altar_handle_init_for_spec(ph, "fake", t->id, spec);
@@ -136,6 +152,37 @@ static const altar_backend_ops_t fake_ops = {
     .cancel = fake_cancel,
 };
 
+static int fake_pools(altar_backend_t *be, const char **pnames, size_t max) {
+  fake_t *f = altar_backend_impl(be);
+  for (size_t i = 0; i < f->n_serves && i < max; i++) pnames[i] = f->serves[i];
+  return (int)f->n_serves;
+}
+
+static int fake_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
+  (void)err;
+  fake_t *f = altar_backend_impl(be);
+  for (size_t i = 0; i < f->n_fixed; i++) altar_capacity_set(pcap, f->fixed_pool[i], f->fixed_free[i]);
+  f->cap_calls++;
+  if (f->stop && f->n >= f->stop_after_started && f->running == 0) f->quiet_calls++;
+  if (f->stop && (f->quiet_calls > 10 || (f->stop_at_cap_calls && f->cap_calls >= f->stop_at_cap_calls)))
+    *f->stop = 1;
+  return ALTAR_OK;
+}
+
+/* The scripted backend with a pool mapping and a capacity report. */
+static const altar_backend_ops_t fake_pool_ops = {
+    .name = "fake",
+    .input_digest_verification = ALTAR_VERIFY_STAGING,
+    .open = fake_open,
+    .close = fake_close,
+    .capacity = fake_capacity,
+    .pools = fake_pools,
+    .stage_inputs = fake_stage,
+    .submit = fake_submit,
+    .poll = fake_poll,
+    .cancel = fake_cancel,
+};
+
 /* ---- fixtures -------------------------------------------------------------- */
 
 static altar_topics_t topics = {"jobs", "status", "ready", "dead", "dlq"};
@@ -165,6 +212,7 @@ static void make_topics(const char *dir, int32_t job_parts) {
 
 static char last_job_id[ALTAR_RUN_ID_MAX + 1]; /* of the last submit */
 static const char *submit_job_id;              /* the job id the next submit uses; NULL: minted */
+static const char *const *submit_gpus;         /* job i's resources.gpu (NULL entries: CPU); NULL: all CPU */
 
 /* Submits one job per outcome, in order; fold i gets outcomes[i]. */
 static void submit(const char *dir, const char *const *outcomes, size_t n) {
@@ -179,6 +227,7 @@ static void submit(const char *dir, const char *const *outcomes, size_t n) {
     altar_spec_set_label(s, "fold", fold);
     altar_spec_set_label(s, "outcome", outcomes[i]);
     if (submit_job_id) altar_spec_set_label(s, ALTAR_JOB_ID_LABEL, submit_job_id);
+    if (submit_gpus && submit_gpus[i]) altar_spec_set_gpu(s, submit_gpus[i], 1);
     if (!strncmp(outcomes[i], "stage-", 6)) {
       char uri[64];
       snprintf(uri, sizeof uri, "fake://%s", outcomes[i] + 6);
@@ -212,7 +261,7 @@ static int lease_timeout_ms; /* 0: the worker's default */
 
 static int run_worker(altar_transport_t *t, fake_t *f, int64_t slots, int64_t max_jobs, int drain_ms,
                       volatile sig_atomic_t *stop, altar_worker_stats_t *st) {
-  altar_backend_t *be = altar_backend_wrap(&fake_ops, f, NULL);
+  altar_backend_t *be = altar_backend_wrap(f->ops ? f->ops : &fake_ops, f, NULL);
   CU_ASSERT_FATAL(be != NULL);
   altar_worker_opts_t o = {
       .transport = t,
@@ -885,6 +934,99 @@ static void test_cancel_behind_queued_jobs(void) {
   free(dir);
 }
 
+/* How many of f's tasks ran in pool. */
+static size_t ran_in(const fake_t *f, const char *pool) {
+  size_t n = 0;
+  for (size_t i = 0; i < f->n; i++) n += !strcmp(f->t[i].pool, pool);
+  return n;
+}
+
+/* An autoscaling backend (empty capacity) that can serve "gpu" gets the gpu
+ * job and runs it: what it can serve decides the topics, and an empty
+ * report gates nothing (#27). */
+static void test_autoscaling_pool_served(void) {
+  char *dir = altar_test_tmpdir("worker-autoscale");
+  make_topics(dir, 2);
+  const char *outcomes[] = {"ok", "ok"};
+  const char *gpus[] = {ALTAR_GPU_POOL_NORMAL, NULL};
+  submit_gpus = gpus;
+  submit(dir, outcomes, 2);
+  submit_gpus = NULL;
+  static fake_t f;
+  memset(&f, 0, sizeof f);
+  f.ops = &fake_pool_ops;
+  f.serves[f.n_serves++] = ALTAR_POOL_CPU;
+  f.serves[f.n_serves++] = ALTAR_GPU_POOL_NORMAL;
+  f.polls_to_finish = 2;
+  altar_transport_t *t = open_local(dir);
+  altar_worker_stats_t st = {0};
+  CU_ASSERT_FATAL(run_worker(t, &f, 2, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(st.succeeded, 2);
+  CU_ASSERT_EQUAL(ran_in(&f, ALTAR_GPU_POOL_NORMAL), 1);
+  CU_ASSERT_EQUAL(ran_in(&f, ALTAR_POOL_CPU), 1);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+/* A declared pool reported with 0 fixed free slots is still read: its job
+ * waits (not run, not committed, not dead-lettered) while the pools left
+ * out of the report (autoscaling) run theirs, and it runs once a slot
+ * frees. */
+static void test_fixed_zero_pool_waits(void) {
+  char *dir = altar_test_tmpdir("worker-zero-pool");
+  make_topics(dir, 2);
+  const char *outcomes[] = {"ok", "ok", "ok"};
+  const char *gpus[] = {NULL, ALTAR_GPU_POOL_NORMAL, ALTAR_GPU_POOL_A100};
+  submit_gpus = gpus;
+  submit(dir, outcomes, 3);
+  submit_gpus = NULL;
+  static fake_t f;
+  memset(&f, 0, sizeof f);
+  f.ops = &fake_pool_ops;
+  f.serves[f.n_serves++] = ALTAR_POOL_CPU;
+  f.serves[f.n_serves++] = ALTAR_GPU_POOL_NORMAL;
+  f.serves[f.n_serves++] = ALTAR_GPU_POOL_A100;
+  f.fixed_pool[0] = ALTAR_GPU_POOL_A100;
+  f.fixed_free[0] = 0;
+  f.n_fixed = 1;
+  f.polls_to_finish = 2;
+  volatile sig_atomic_t stop = 0;
+  f.stop = &stop;
+  f.stop_after_started = 2;
+  f.stop_at_cap_calls = 2000; /* ~10 s at the 5 ms poll: a test that fails still ends */
+  altar_transport_t *t = open_local(dir);
+  altar_worker_stats_t st = {0};
+  CU_ASSERT_FATAL(run_worker(t, &f, 2, 0, 5000, &stop, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(f.n, 2);
+  CU_ASSERT_EQUAL(ran_in(&f, ALTAR_POOL_CPU), 1);
+  CU_ASSERT_EQUAL(ran_in(&f, ALTAR_GPU_POOL_NORMAL), 1);
+  CU_ASSERT_EQUAL(ran_in(&f, ALTAR_GPU_POOL_A100), 0);
+  CU_ASSERT_EQUAL(st.dead_lettered, 0);
+  CU_ASSERT_EQUAL(st.refused, 0);
+
+  /* A slot of a100 frees: the job that waited runs. */
+  static fake_t f2;
+  memset(&f2, 0, sizeof f2);
+  f2.ops = &fake_pool_ops;
+  f2.serves[f2.n_serves++] = ALTAR_POOL_CPU;
+  f2.serves[f2.n_serves++] = ALTAR_GPU_POOL_NORMAL;
+  f2.serves[f2.n_serves++] = ALTAR_GPU_POOL_A100;
+  f2.fixed_pool[0] = ALTAR_GPU_POOL_A100;
+  f2.fixed_free[0] = 1;
+  f2.n_fixed = 1;
+  f2.polls_to_finish = 2;
+  t = open_local(dir);
+  memset(&st, 0, sizeof st);
+  CU_ASSERT_FATAL(run_worker(t, &f2, 2, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(ran_in(&f2, ALTAR_GPU_POOL_A100), 1);
+  CU_ASSERT_EQUAL(f2.n, 1); /* the other two finished in the first run */
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static int setup(void) {
   int rc = altar_transport_register(&altar_transport_local_ops);
   return rc == 0 || rc == ALTAR_EEXIST ? 0 : -1;
@@ -901,6 +1043,8 @@ static void add(void) {
   ALTAR_TEST(test_staging_failures_are_terminal);
   ALTAR_TEST(test_commit_retried_after_failure);
   ALTAR_TEST(test_cancel_behind_queued_jobs);
+  ALTAR_TEST(test_autoscaling_pool_served);
+  ALTAR_TEST(test_fixed_zero_pool_waits);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

@@ -38,6 +38,13 @@ struct altar_backend_ops {
   /* Free slots per pool into *pcap (initialised empty by core; the caller
    * clears it with altar_capacity_clear). Optional. */
   int (*capacity)(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err);
+  /* The pools this backend can serve at all, free or not (its pool mapping:
+   * Kubernetes node pools, Modal GPU types): up to max names into pnames,
+   * borrowed from the backend and valid while it is open. Returns how many
+   * it has (which may be more than max), or a negative ALTAR_E… code. A
+   * worker reads every such pool's jobs topic; capacity only rations the
+   * pools it reports. Optional (default 0: none beyond capacity's pools). */
+  int (*pools)(altar_backend_t *be, const char **pnames, size_t max);
   /* Whether this backend can serve r at all (e.g. a GPU pool it has). Returns
    * 0, or ALTAR_EINVAL with err naming "resources.gpu" etc. Optional. */
   int (*check_resources)(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err);
