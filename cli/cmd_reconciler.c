@@ -185,12 +185,15 @@ int altar_cmd_reconciler(int argc, char **argv) {
       altar_reconciler_stats_t st = {0};
       rc = altar_reconciler_run(&o, &st, &err) ? 1 : 0;
       if (rc) fprintf(stderr, "altar reconciler: %s\n", err.msg);
+      char held[64] = "";
+      if (st.held) snprintf(held, sizeof held, "; %llu group(s) held", (unsigned long long)st.held);
       if (!o.quiet)
         fprintf(stderr,
                 "altar reconciler: applied %llu events in %llu batches; %llu fired, %llu dead-lettered, %llu retried, "
-                "%llu poison\n",
+                "%llu poison%s\n",
                 (unsigned long long)st.events, (unsigned long long)st.batches, (unsigned long long)st.fired,
-                (unsigned long long)st.dead_lettered, (unsigned long long)st.retried, (unsigned long long)st.poison);
+                (unsigned long long)st.dead_lettered, (unsigned long long)st.retried, (unsigned long long)st.poison,
+                held);
     }
     altar_cli_metrics_stop(metrics == dash.metrics ? NULL : metrics, msrv);
     altar_cli_dashboard_stop(&dash);

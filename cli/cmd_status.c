@@ -2,6 +2,7 @@
  * group events from the ready and dead topics. */
 #include "altar/codec.h"
 #include "altar/ledger.h"
+#include "altar/reconcile.h"
 #include "cli.h"
 #include "dashboard_cli.h"
 #include "failed_shards.h"
@@ -61,6 +62,40 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
     if (altar_pool_topic(t->jobs_topic, pool, topic, sizeof topic, NULL)) snprintf(topic, sizeof topic, "%s", t->jobs_topic);
     if (altar_cli_expect_add_shard(t->x, e->task_key, e->rec.kind, e->group_key, topic, pool)) t->oom = 1;
   }
+  return 0;
+}
+
+/* The job's held groups (the reconciler's ALTAR_HELD_PREFIX side keys whose
+ * group one of the job's shards is in): "kind:group_key" → the rule's error. */
+typedef struct held_scan {
+  const expect_t *x;
+  json_t *list; /* [{group, reason}] */
+  int oom;
+} held_scan_t;
+
+static int visit_held(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  held_scan_t *h = ctx;
+  size_t pl = strlen(ALTAR_HELD_PREFIX);
+  const char *k = (const char *)key + pl, *nul = memchr(k, 0, klen - pl);
+  if (!nul) return 0;
+  size_t kind_len = (size_t)(nul - k), gk_len = klen - pl - kind_len - 1;
+  bool ours = false;
+  for (size_t i = 0; i < h->x->n_shards && !ours; i++) {
+    const char *g = h->x->shards[i].group; /* "kind\x1fgroup_key" */
+    ours = g && strlen(g) == kind_len + 1 + gk_len && !memcmp(g, k, kind_len) && g[kind_len] == '\x1f' &&
+           !memcmp(g + kind_len + 1, nul + 1, gk_len);
+  }
+  if (!ours) return 0;
+  const char *why = memchr(val, '\n', vlen);
+  size_t why_len = why ? vlen - (size_t)(why + 1 - (const char *)val) : 0;
+  char *name = malloc(klen - pl + 1);
+  if (!name) return h->oom = 1;
+  memcpy(name, k, klen - pl);
+  name[kind_len] = ':';
+  name[klen - pl] = 0;
+  json_t *o = json_pack("{s:s, s:s%}", "group", name, "reason", why ? why + 1 : "", why_len);
+  free(name);
+  if (!o || json_array_append_new(h->list, o)) return h->oom = 1;
   return 0;
 }
 
@@ -222,6 +257,11 @@ int altar_cmd_status(int argc, char **argv) {
   altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
   altar_ledger_t *l = altar_ledger_rocksdb_open(cfg.ledger_path, &ro, &err);
   bool have_ledger = l && altar_ledger_foreach(l, visit, &t, &err) == ALTAR_OK;
+  held_scan_t held = {.x = &x, .list = json_array()};
+  if (have_ledger && !t.oom && held.list) {
+    altar_error_t he = {0};
+    altar_ledger_aux_scan(l, ALTAR_HELD_PREFIX, strlen(ALTAR_HELD_PREFIX), visit_held, &held, &he);
+  }
   altar_ledger_close(l);
   waiting_t *wv = NULL;
   size_t nw = 0;
@@ -237,6 +277,7 @@ int altar_cmd_status(int argc, char **argv) {
   if (!rc && !xrc && !t.total && !x.n_shards && !fired && !dead && !nw) {
     fprintf(stderr, "altar status: job %s not found: no shard of it on %s, in the ledger %s or in a group event\n", job,
             cfg.topics.jobs, cfg.ledger_path);
+    json_decref(held.list);
     altar_cli_expect_clear(&x);
     altar_config_clear(&cfg);
     return STATUS_EXIT_NOT_FOUND;
@@ -264,6 +305,7 @@ int altar_cmd_status(int argc, char **argv) {
       json_object_set_new(o, "failed", altar_cli_failed_json(&t.failed));
       json_object_set_new(o, "waiting", wj);
       json_object_set_new(o, "late", lj);
+      json_object_set(o, "held", held.list ? held.list : json_array());
     }
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (text) printf("%s\n", text);
@@ -282,6 +324,12 @@ int altar_cmd_status(int argc, char **argv) {
     printf("  groups: %llu fired (%llu shards), %llu dead-lettered (%llu shards)\n", (unsigned long long)fired,
            (unsigned long long)fired_shards, (unsigned long long)dead, (unsigned long long)dead_shards);
     altar_cli_failed_print(&t.failed, 20);
+    for (size_t i = 0; held.list && i < json_array_size(held.list); i++) {
+      json_t *h = json_array_get(held.list, i);
+      printf("  held: group %s neither fired nor consumed: %s (fix the kind's group config and restart the "
+             "reconciler)\n",
+             json_string_value(json_object_get(h, "group")), json_string_value(json_object_get(h, "reason")));
+    }
     for (size_t i = 0; i < nw; i++) {
       const char *s = wv[i].shards == 1 ? "" : "s";
       if (wv[i].members_known && !wv[i].members)
@@ -307,6 +355,7 @@ int altar_cmd_status(int argc, char **argv) {
   }
   free(wv);
   altar_cli_failed_clear(&t.failed);
+  json_decref(held.list);
   altar_cli_expect_clear(&x);
   altar_config_clear(&cfg);
   return rc || xrc ? 1 : 0;

@@ -176,6 +176,38 @@ static bool parse_count(const char *s, int64_t *pv) {
   return true;
 }
 
+int altar_predicate_check_labels(const altar_predicate_t *p, const altar_strmap_t *labels, altar_error_t *err) {
+  int64_t c;
+  switch (p->rule) {
+  case ALTAR_READY_ALL_FOLDS: {
+    const char *l = p->label ? p->label : "fold";
+    if (!altar_strmap_get(labels, l))
+      return altar_error_set(err, ALTAR_EINVAL,
+                             "labels.%s: missing; all_folds(%" PRId64 ") reads each shard's fold from it", l, p->n);
+    return ALTAR_OK;
+  }
+  case ALTAR_READY_ALL_LABEL_VALUES:
+    if (!altar_strmap_get(labels, p->label))
+      return altar_error_set(err, ALTAR_EINVAL, "labels.%s: missing; all_label_values reads it from each shard",
+                             p->label);
+    return ALTAR_OK;
+  case ALTAR_READY_ALL_EXPECTED_FOLDS:
+    if (!altar_strmap_get(labels, p->label))
+      return altar_error_set(err, ALTAR_EINVAL,
+                             "labels.%s: missing; all_expected_folds reads each shard's fold from it", p->label);
+    if (p->default_count.set && !altar_strmap_get(labels, p->count_label)) return ALTAR_OK;
+    if (!parse_count(altar_strmap_get(labels, p->count_label), &c))
+      return altar_error_set(err, ALTAR_EINVAL,
+                             "labels.%s: %s; all_expected_folds reads the fold count from it (a whole number in "
+                             "1..%" PRId64 ")%s",
+                             p->count_label, altar_strmap_get(labels, p->count_label) ? "not a fold count" : "missing",
+                             (int64_t)MAX_COUNT, p->default_count.set ? "" : " and the kind sets no default");
+    return ALTAR_OK;
+  default:
+    return ALTAR_OK;
+  }
+}
+
 size_t altar_predicate_min_succeeded(const altar_predicate_t *p, const altar_handle_t *member) {
   switch (p->rule) {
   case ALTAR_READY_COUNT_AT_LEAST:

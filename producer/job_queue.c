@@ -252,6 +252,11 @@ int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t 
                              "(configured kinds: %s)",
                              i, specs[i].kind, kinds);
     }
+    /* A shard without the labels its kind's readiness rule reads would hold
+     * its group in the reconciler: refused here, where it is cheap. */
+    const altar_group_spec_t *gs = q->groups ? altar_group_specs_find(q->groups, specs[i].kind) : NULL;
+    if (gs && (rc = altar_predicate_check_labels(&gs->ready_when, &specs[i].labels, err)))
+      return altar_error_prefix(err, "specs[%zu] (kind '%.200s')", i, specs[i].kind);
     char topic[512];
     if ((rc = altar_pool_topic(q->topics->jobs, specs[i].resources.gpu, topic, sizeof topic, err)))
       return altar_error_prefix(err, "specs[%zu]", i);
@@ -308,6 +313,11 @@ int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t 
     altar_buf_reset(&b);
     rc = altar_encode_job(&job, &b, err);
     if (rc) break;
+    /* A shard without the labels its kind's readiness rule reads would hold
+     * its group in the reconciler: refused here, where it is cheap. */
+    const altar_group_spec_t *gs = q->groups ? altar_group_specs_find(q->groups, specs[i].kind) : NULL;
+    if (gs && (rc = altar_predicate_check_labels(&gs->ready_when, &specs[i].labels, err)))
+      return altar_error_prefix(err, "specs[%zu] (kind '%.200s')", i, specs[i].kind);
     char topic[512];
     if ((rc = altar_pool_topic(q->topics->jobs, specs[i].resources.gpu, topic, sizeof topic, err))) break;
     altar_produce_rec_t rec = {.topic = topic, .partition = ALTAR_PARTITION_ANY, .key = key,

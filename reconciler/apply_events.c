@@ -22,6 +22,8 @@ void altar_apply_result_reset(altar_apply_result_t *r) {
   altar_strlist_clear(&r->deferred_groups);
   altar_strlist_clear(&r->stalled_groups);
   altar_strlist_clear(&r->late_shards);
+  altar_strlist_clear(&r->held_groups);
+  altar_strlist_clear(&r->held_reasons);
   altar_arena_reset(&r->mem); /* the events' strings, shards and task keys */
   r->n_events = r->n_retries = r->applied = r->ignored = 0;
 }
@@ -253,6 +255,69 @@ static int retry_all(altar_ledger_t *l, const altar_group_spec_t *gs, const pick
   return rc;
 }
 
+/* The side key of held group (kind, gk) into out; its length. */
+static size_t held_key(const char *kind, const char *gk, char *out, size_t outsz) {
+  size_t p = strlen(ALTAR_HELD_PREFIX), kl = strlen(kind), gl = strlen(gk);
+  size_t n = p + kl + 1 + gl;
+  if (n <= outsz) {
+    memcpy(out, ALTAR_HELD_PREFIX, p);
+    memcpy(out + p, kind, kl);
+    out[p + kl] = 0;
+    memcpy(out + p + kl + 1, gk, gl);
+  }
+  return n;
+}
+
+/* Marks (kind, gk) held with why: noted in res and in the ledger, in the
+ * open batch. Nothing of the group changes. A ledger without side keys
+ * only reports it. */
+static int hold(altar_ledger_t *l, const char *kind, const char *gk, double ts, const char *why,
+                altar_apply_result_t *res, altar_error_t *err) {
+  char stack[512], *k = stack;
+  size_t kl = held_key(kind, gk, stack, sizeof stack);
+  if (kl > sizeof stack) {
+    if (!(k = malloc(kl))) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    held_key(kind, gk, k, kl);
+  }
+  size_t vl = strlen(why) + 40;
+  char *v = malloc(vl);
+  int rc = v ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  if (!rc) {
+    int n = snprintf(v, vl, "%.17g\n%s", ts, why);
+    altar_error_t e = {0};
+    rc = altar_ledger_aux_put(l, k, kl, v, (size_t)n, &e);
+    if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
+    else if (rc && err) *err = e;
+  }
+  free(v);
+  if (k != stack) free(k);
+  if (!rc) rc = push_name(&res->held_groups, kind, gk, err);
+  if (!rc && altar_strlist_push(&res->held_reasons, why))
+    rc = altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  return rc;
+}
+
+/* Forgets that (kind, gk) was held, if it was: its decision was made. */
+static int unhold(altar_ledger_t *l, const char *kind, const char *gk, altar_error_t *err) {
+  char stack[512], *k = stack;
+  size_t kl = held_key(kind, gk, stack, sizeof stack);
+  if (kl > sizeof stack) {
+    if (!(k = malloc(kl))) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    held_key(kind, gk, k, kl);
+  }
+  altar_buf_t b = {0};
+  altar_error_t e = {0};
+  /* Looked up first: most groups were never held, and a delete of a missing
+   * key would still cost a tombstone. */
+  int rc = altar_ledger_aux_get(l, k, kl, &b, &e);
+  if (rc == ALTAR_OK) rc = altar_ledger_aux_del(l, k, kl, &e);
+  if (rc == ALTAR_ENOTFOUND || rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
+  if (rc && err) *err = e;
+  altar_buf_free(&b);
+  if (k != stack) free(k);
+  return rc;
+}
+
 /* Decides one group right after an event touched it; min_succeeded is
  * what the readiness rule needs at the least (altar_predicate_min_succeeded). */
 static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char *gk, size_t min_succeeded, double ts,
@@ -263,6 +328,8 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   size_t cs, cf;
   if ((rc = altar_ledger_group_counts(l, gs->kind, gk, &cs, &cf, err))) return rc;
   if (cs < min_succeeded) {
+    /* A bound above one came from a member's valid count: the rule decides. */
+    if (min_succeeded > 1 && res->check_held && (rc = unhold(l, gs->kind, gk, err))) return rc;
     if (!cf) return ALTAR_OK;
     /* Cannot be ready and keeps a failure it leaves alone: the decision
      * is only to report it, as the walk below would. */
@@ -290,7 +357,19 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   bool ready = false;
   if (ns) rc = altar_predicate_eval(&gs->ready_when, ps, ns, &ready, err);
   if (ps != stack) free(ps);
+  if (rc == ALTAR_EPREDICATE) {
+    /* A rule that cannot decide (a misconfigured kind) holds the group: the
+     * event stays applied, nothing fires or is consumed, and the group is
+     * decided again once its configuration is fixed. */
+    altar_error_prefix(err, "group %s:%s: ready_when", gs->kind, gk);
+    char why[ALTAR_ERRMSG_MAX];
+    snprintf(why, sizeof why, "%s", err ? err->msg : "readiness predicate failed");
+    if (err) memset(err, 0, sizeof *err);
+    return hold(l, gs->kind, gk, ts, why, res, err);
+  }
   if (rc) return altar_error_prefix(err, "group %s:%s: ready_when", gs->kind, gk);
+  /* The rule decides again (a shard with the label came): held no more. */
+  if (ns && res->check_held && (rc = unhold(l, gs->kind, gk, err))) return rc;
   if (!ready && !nf) return ALTAR_OK; /* still fanning in */
   /* gk may be the record's own (apply_state's), which the first change frees.
    * Copies for a decision that makes no event are given back (mark): a
@@ -304,6 +383,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
     /* Fire with exactly the shards that succeeded so far; the group's
      * failed shards are settled with it. */
     rc = check_publishable(gs->kind, own, &s, err); /* before anything changes */
+    if (!rc) rc = unhold(l, gs->kind, own, err);
     if (!rc) rc = consume_both(l, &s, &f, err);
     if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, own, &s, &f, ts, err);
     return rc;
@@ -335,12 +415,100 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   size_t n_why = 0;
   if (pick_failures(&res->mem, m, n, &why, &n_why)) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
   rc = check_publishable(gs->kind, own, &f, err);
+  if (!rc) rc = unhold(l, gs->kind, own, err);
   if (!rc) rc = consume_both(l, &f, &s, err);
   if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, own, &f, &s, ts, err);
   if (!rc) {
     res->events[res->n_events - 1].failures = why;
     res->events[res->n_events - 1].n_failures = n_why;
   }
+  return rc;
+}
+
+typedef struct held_list {
+  char **kinds, **gks; /* the key's two halves, malloc'd */
+  double *ts;
+  size_t n, cap;
+  int rc;
+} held_list_t;
+
+static int visit_held(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  held_list_t *h = ctx;
+  size_t pl = strlen(ALTAR_HELD_PREFIX);
+  const char *k = (const char *)key + pl, *nul = memchr(k, 0, klen - pl);
+  if (!nul) return 0; /* not ours: left alone */
+  if (h->n == h->cap) {
+    size_t cap = h->cap ? h->cap * 2 : 8;
+    char **a = realloc(h->kinds, cap * sizeof *a), **b = a ? realloc(h->gks, cap * sizeof *b) : NULL;
+    if (a) h->kinds = a;
+    if (b) h->gks = b;
+    double *t = b ? realloc(h->ts, cap * sizeof *t) : NULL;
+    if (!t) return h->rc = ALTAR_ENOMEM;
+    h->ts = t;
+    h->cap = cap;
+  }
+  char tsbuf[48];
+  size_t tl = 0;
+  while (tl < vlen && tl < sizeof tsbuf - 1 && ((const char *)val)[tl] != '\n') tl++;
+  memcpy(tsbuf, val, tl);
+  tsbuf[tl] = 0;
+  h->kinds[h->n] = strndup(k, (size_t)(nul - k));
+  h->gks[h->n] = strndup(nul + 1, klen - pl - (size_t)(nul - k) - 1);
+  h->ts[h->n] = strtod(tsbuf, NULL);
+  if (!h->kinds[h->n] || !h->gks[h->n]) {
+    free(h->kinds[h->n]);
+    free(h->gks[h->n]);
+    return h->rc = ALTAR_ENOMEM;
+  }
+  h->n++;
+  return 0;
+}
+
+static void held_list_free(held_list_t *h) {
+  for (size_t i = 0; i < h->n; i++) {
+    free(h->kinds[i]);
+    free(h->gks[i]);
+  }
+  free(h->kinds);
+  free(h->gks);
+  free(h->ts);
+}
+
+/* The held groups the ledger notes, copied out (a decision changes the side
+ * keys a scan walks). */
+static int held_load(altar_ledger_t *l, held_list_t *h, altar_error_t *err) {
+  memset(h, 0, sizeof *h);
+  int rc = altar_ledger_aux_scan(l, ALTAR_HELD_PREFIX, strlen(ALTAR_HELD_PREFIX), visit_held, h, err);
+  if (rc == ALTAR_ENOTSUP) {
+    if (err) memset(err, 0, sizeof *err);
+    return ALTAR_OK;
+  }
+  if (h->rc) rc = altar_error_set(err, h->rc, "held groups: out of memory");
+  return rc;
+}
+
+int altar__held_count(altar_ledger_t *l, size_t *pn, altar_error_t *err) {
+  held_list_t h;
+  int rc = held_load(l, &h, err);
+  *pn = rc ? 0 : h.n;
+  held_list_free(&h);
+  return rc;
+}
+
+int altar__apply_recheck_held(altar_ledger_t *l, const altar_group_specs_t *specs, altar_apply_result_t *res,
+                              altar_error_t *err) {
+  held_list_t h;
+  int rc = held_load(l, &h, err);
+  for (size_t i = 0; !rc && i < h.n; i++) {
+    const altar_group_spec_t *gs = altar_group_specs_find(specs, h.kinds[i]);
+    if (!gs) continue; /* its kind has no group now: nothing can decide it */
+    size_t held_before = res->held_groups.n;
+    rc = evaluate(l, gs, h.gks[i], 0, h.ts[i], res, err);
+    /* Decided without an event (not ready yet, retried, stalled): no
+     * longer held either way; a fired or dead-lettered one was un-held. */
+    if (!rc && res->held_groups.n == held_before) rc = unhold(l, gs->kind, h.gks[i], err);
+  }
+  held_list_free(&h);
   return rc;
 }
 
@@ -378,6 +546,7 @@ int altar__apply_cancel_group(altar_ledger_t *l, const altar_group_spec_t *gs, c
       }
     rc = check_publishable(gs->kind, own, &all, err);
   }
+  if (!rc) rc = unhold(l, gs->kind, own, err);
   if (!rc && all.n) rc = altar_ledger_consume(l, all.hs, all.n, err);
   if (!rc) rc = push_event(res, ALTAR_GROUP_CANCELLED, gs->kind, own, &all, NULL, ts, err);
   return rc;

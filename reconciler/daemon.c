@@ -201,6 +201,65 @@ static int stage_dlq_copy(daemon_t *d, const altar_msg_t *m, const char *reason,
   return rc;
 }
 
+/* Stages the group events res made due, in decision order. */
+static int stage_group_events(daemon_t *d, const altar_apply_result_t *res, altar_error_t *err) {
+  int rc = ALTAR_OK;
+  for (size_t i = 0; i < res->n_events && !rc; i++) {
+    const altar_group_event_t *g = &res->events[i];
+    altar_buf_t b = {0};
+    char key[1024];
+    snprintf(key, sizeof key, "%s:%s", g->kind, g->group_key);
+    rc = altar_encode_group(g, &b, err);
+    if (!rc) rc = altar__outbox_stage(&d->ob, group_topic(d, g), key, b.data, b.len, NULL, NULL, NULL, err);
+    altar_buf_free(&b);
+    if (g->event == ALTAR_GROUP_FIRED) d->stats.fired++;
+    else d->stats.dead_lettered++;
+  }
+  return rc;
+}
+
+/* Says which groups res held and why, and brings the held count up to date
+ * when it may have changed (after the batch is committed) or recount is set. */
+static void note_held(daemon_t *d, const altar_apply_result_t *res, bool recount) {
+  for (size_t i = 0; i < res->held_groups.n; i++)
+    dlog(d, "group %s held, neither fired nor consumed (fix its kind's group config and restart): %s",
+         res->held_groups.v[i], res->held_reasons.v[i]);
+  if (!recount && !res->held_groups.n && !res->check_held) return;
+  size_t n = 0;
+  altar_error_t e = {0};
+  if (altar__held_count(d->o->ledger, &n, &e) == ALTAR_OK) d->stats.held = n;
+  else dlog(d, "counting held groups: %s", e.msg);
+}
+
+/* Decides the held groups again with the groups this run was given, in
+ * one write: a group whose configuration was fixed fires (or settles) now,
+ * exactly once; one still failing stays held. */
+static int recheck_held(daemon_t *d, altar_error_t *err) {
+  altar_apply_result_t res = {0};
+  uint64_t first_seq = d->ob.next_seq;
+  int rc = altar_ledger_begin(d->o->ledger, err);
+  if (rc) return rc;
+  rc = altar__settled_recheck_held(&d->settled, d->o->ledger, d->o->groups, &res, err);
+  if (!rc) rc = stage_group_events(d, &res, err);
+  for (size_t i = 0; i < res.n_retries && !rc; i++) rc = stage_retry(d, &res.retries[i], NULL, 0, err);
+  if (!rc) rc = altar_ledger_commit(d->o->ledger, err);
+  else {
+    altar_error_t ae = {0};
+    altar_ledger_abort(d->o->ledger, &ae);
+  }
+  if (!rc) altar__settled_commit(&d->settled);
+  else altar__settled_abort(&d->settled);
+  if (!rc) {
+    for (size_t i = 0; i < res.n_events; i++)
+      dlog(d, "held group %s:%s decided again: %s", res.events[i].kind, res.events[i].group_key,
+           res.events[i].event == ALTAR_GROUP_FIRED ? "fired" : "settled");
+    note_held(d, &res, true);
+    rc = altar__outbox_publish_from(&d->ob, first_seq, err);
+  }
+  altar_apply_result_clear(&res);
+  return rc;
+}
+
 /* Applies one batch of messages as one atomic write. With poison_reason set
  * (n is 1), the message is not applied but set aside in the DLQ with that
  * reason, in the same write as its offset. */
@@ -239,18 +298,9 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
   /* ts < 0: each group event carries the ts of the status event that made it
    * due, so a rebuild (other batch sizes, another clock) yields the same bytes
    * for the same event_id. */
+  res.check_held = d->stats.held > 0;
   if (!rc) rc = altar__settled_apply(&d->settled, d->o->ledger, d->o->groups, evs, n_ev, &res, NULL, err);
-  for (size_t i = 0; i < res.n_events && !rc; i++) {
-    const altar_group_event_t *g = &res.events[i];
-    altar_buf_t b = {0};
-    char key[1024];
-    snprintf(key, sizeof key, "%s:%s", g->kind, g->group_key);
-    rc = altar_encode_group(g, &b, err);
-    if (!rc) rc = altar__outbox_stage(&d->ob, group_topic(d, g), key, b.data, b.len, NULL, NULL, NULL, err);
-    altar_buf_free(&b);
-    if (g->event == ALTAR_GROUP_FIRED) d->stats.fired++;
-    else d->stats.dead_lettered++;
-  }
+  if (!rc) rc = stage_group_events(d, &res, err);
   /* Late shards are recorded and consumed, never a second group event: say so. */
   for (size_t i = 0; i < res.late_shards.n && !rc; i++) {
     dlog(d, "late shard after its group settled: %s", res.late_shards.v[i]);
@@ -278,6 +328,7 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
   }
   if (!rc) altar__settled_commit(&d->settled);
   else altar__settled_abort(&d->settled);
+  if (!rc) note_held(d, &res, false);
   if (!rc) {
     d->stats.events += n_ev;
     d->stats.batches++;
@@ -289,13 +340,16 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
   return rc;
 }
 
-/* A batch whose predicate fails (a misconfigured kind, e.g. shards without
- * their fold-count label) is retried one event at a time; the event that
- * still fails goes to the DLQ with the reason, and the daemon keeps going. */
+/* A readiness rule that fails (a misconfigured kind, e.g. shards without
+ * their fold-count label) holds its group inside apply: the event is
+ * applied, nothing fires. What still fails a batch is an event whose group
+ * event could not be published (too many shards): the batch is retried one
+ * event at a time, and the event that still fails goes to the DLQ with the
+ * reason, and the daemon keeps going. */
 static int apply_msgs(daemon_t *d, altar_msg_t **msgs, size_t n, altar_error_t *err) {
   int rc = apply_batch(d, msgs, n, NULL, err);
   if (rc != ALTAR_EPREDICATE) return rc;
-  dlog(d, "a readiness predicate failed (%s); applying the batch event by event", err->msg);
+  dlog(d, "a group decision failed (%s); applying the batch event by event", err->msg);
   for (size_t i = 0; i < n; i++) {
     rc = apply_batch(d, &msgs[i], 1, NULL, err);
     if (rc == ALTAR_EPREDICATE) {
@@ -328,6 +382,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   altar_transport_set_delivery(o->transport, altar__outbox_on_delivery, &d.ob, NULL, NULL);
   /* Whatever a previous life staged but did not see acknowledged goes out again. */
   rc = altar__outbox_publish_from(&d.ob, 0, err);
+  if (!rc) rc = recheck_held(&d, err);
   const char *topics[] = {o->topics->status};
   if (!rc) {
     altar_topic_list_t *tl = NULL;

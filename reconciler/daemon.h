@@ -49,6 +49,7 @@ typedef struct altar_reconciler_stats {
   uint64_t poison;        /* undecodable status events sent to the DLQ */
   uint64_t published;     /* outbox entries acknowledged */
   uint64_t late;          /* shards terminal after their group settled (recorded, consumed, no event) */
+  uint64_t held;          /* groups held now: their readiness rule failed (a misconfigured kind) */
   /* A rebuild's CPU seconds on its reading (and decoding) thread and on its
    * applying thread: which of the two bounds a replay. */
   double read_cpu_s, apply_cpu_s;

@@ -17,6 +17,8 @@ int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metric
       C(poison, "altar_reconciler_poison_total", "Undecodable or unappliable status events sent to the DLQ."),
       C(published, "altar_reconciler_outbox_published_total", "Outbox entries acknowledged by the log."),
 #undef C
+      {offsetof(altar__reconciler_metrics_t, held), ALTAR_METRIC_GAUGE, "altar_reconciler_groups_held",
+       "Groups held: their readiness rule failed (a misconfigured kind); none fired, consumed or dead-lettered."},
   };
   return altar_metrics_register_table(reg, defs, sizeof defs / sizeof defs[0], rm, err);
 }
@@ -30,4 +32,5 @@ void altar__reconciler_metrics_update(altar__reconciler_metrics_t *rm, const alt
   altar_metric_add_since(rm->retried, st->retried, &rm->last.retried);
   altar_metric_add_since(rm->poison, st->poison, &rm->last.poison);
   altar_metric_add_since(rm->published, st->published, &rm->last.published);
+  altar_metric_set(rm->held, (double)st->held);
 }

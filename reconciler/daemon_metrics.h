@@ -8,7 +8,7 @@
 #include "reconciler/daemon.h"
 
 typedef struct altar__reconciler_metrics {
-  altar_metric_t *events, *batches, *fired, *dead_lettered, *retried, *poison, *published;
+  altar_metric_t *events, *batches, *fired, *dead_lettered, *retried, *poison, *published, *held;
   altar_reconciler_stats_t last; /* what the counters already hold */
 } altar__reconciler_metrics_t;
 

@@ -275,6 +275,15 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
   return rc;
 }
 
+int altar__settled_recheck_held(altar__settled_t *s, altar_ledger_t *l, const altar_group_specs_t *groups,
+                                altar_apply_result_t *pres, altar_error_t *err) {
+  size_t before = pres->n_events;
+  int rc = altar__apply_recheck_held(l, groups, pres, err);
+  for (size_t k = before; !rc && k < pres->n_events; k++)
+    rc = note_group(s, l, &pres->events[k], &pres->settled[k], err);
+  return rc;
+}
+
 /* ---- loading ---- */
 
 typedef struct key_copy {

@@ -67,6 +67,11 @@ void altar__settled_free(altar__settled_t *s);
 int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_group_specs_t *groups,
                          const altar_status_event_t *events, size_t n, altar_apply_result_t *pres,
                          size_t *pskipped, altar_error_t *err);
+/* Evaluates the ledger's held groups again (altar__apply_recheck_held)
+ * inside the caller's open batch, noting the members of every group that
+ * now settles; commit or abort as after altar__settled_apply. */
+int altar__settled_recheck_held(altar__settled_t *s, altar_ledger_t *l, const altar_group_specs_t *groups,
+                                altar_apply_result_t *pres, altar_error_t *err);
 void altar__settled_commit(altar__settled_t *s);
 void altar__settled_abort(altar__settled_t *s);
 

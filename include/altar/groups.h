@@ -56,6 +56,13 @@ int altar_predicate_custom(altar_predicate_t *p, altar_ready_fn fn, void *ctx);
 void altar_predicate_clear(altar_predicate_t *p);
 int altar_predicate_copy(altar_predicate_t *dst, const altar_predicate_t *src);
 
+/* Checks that a shard with labels gives p what it reads: the fold label of
+ * all_folds and all_expected_folds, the latter's count label (a count in
+ * 1..max) unless a default is set, all_label_values' label. 0, or
+ * ALTAR_EINVAL with err naming the label ("labels.<name>: ...") and the
+ * rule; single, count_at_least and custom rules need no label. */
+int altar_predicate_check_labels(const altar_predicate_t *p, const altar_strmap_t *labels, altar_error_t *err);
+
 /* Evaluates p over a group's succeeded shards. 0 with *pready set, or
  * ALTAR_EPREDICATE naming the rule and the group's problem (e.g. no shard
  * carries the count label and there is no default). */

@@ -123,6 +123,16 @@ typedef struct altar_apply_result {
    * settled set knows the group). Recorded and consumed, never a second
    * group event: "kind:group_key task_key state[ reason]" each. */
   altar_strlist_t late_shards;
+  /* Groups whose readiness rule failed (a misconfigured kind): held, not
+   * fired, consumed nor dead-lettered, with the rule's error beside each
+   * ("kind:group_key" in held_groups, the text at the same index in
+   * held_reasons). The ledger notes them (ALTAR_HELD_PREFIX) until they
+   * settle or a re-check finds the rule working (altar__apply_recheck_held). */
+  altar_strlist_t held_groups, held_reasons;
+  /* Set by the caller when the ledger may note held groups: a group whose
+   * rule decides again (not ready yet) is then no longer held, at the cost
+   * of a side-key lookup per decision. Kept by reset. */
+  bool check_held;
   altar_arena_t mem; /* the events' memory: one reset per batch, not a free per string */
 } altar_apply_result_t;
 void altar_apply_result_clear(altar_apply_result_t *r);
@@ -137,6 +147,18 @@ int altar__apply_late(altar_ledger_t *ledger, const altar_status_event_t *ev, co
  * open member makes none. Internal to the reconciler (reconciler/cancel.c). */
 int altar__apply_cancel_group(altar_ledger_t *ledger, const altar_group_spec_t *gs, const char *gk, double ts,
                               altar_apply_result_t *pres, altar_error_t *err);
+/* Side keys of held groups: prefix, kind, a NUL, the group key; the value is
+ * "<ts>\n<reason>" with the ts of the event that last touched the group. */
+#define ALTAR_HELD_PREFIX "held/"
+/* Evaluates every held group again with specs, in key order: one whose rule
+ * now works fires (with the ts stored when it was held), is dead-lettered
+ * or, not ready yet, is no longer held; one whose rule still fails stays
+ * held (noted in pres again); one whose kind has no GroupSpec stays held.
+ * Call inside an open ledger batch. Internal to the reconciler (daemon start). */
+int altar__apply_recheck_held(altar_ledger_t *ledger, const altar_group_specs_t *specs, altar_apply_result_t *pres,
+                              altar_error_t *err);
+/* Counts the held groups the ledger notes (0 for a ledger without side keys). */
+int altar__held_count(altar_ledger_t *ledger, size_t *pn, altar_error_t *err);
 /* Empties r for reuse, keeping its arrays' capacity. */
 void altar_apply_result_reset(altar_apply_result_t *r);
 

@@ -106,6 +106,52 @@ printf 'transport: {name: local, dir: %s/log}\ngroups:\n  score:\n    group_by: 
 refused "altar.yaml: a groups typo" "groups.yaml:6: groups.score: unknown key 'on_faild' (did you mean \"on_failed\"?)" \
   "$ALTAR" submit --config groups.yaml typo-free.jsonl
 
+# ---- labels a kind's readiness rule reads ----------------------------------
+# A shard without them would hold its group in the reconciler: submit refuses
+# the spec, naming the label and the kind, and publishes nothing.
+cat >folds.yaml <<YAML
+transport: {name: local, dir: $T/flog}
+groups:
+  train:
+    group_by: [job_id]
+    ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}
+  train_dflt:
+    group_by: [job_id]
+    ready_when: {all_expected_folds: {label: fold, count_label: num_folds, default: 1}}
+  pair:
+    group_by: [job_id]
+    ready_when: {all_folds: 2}
+  allele:
+    group_by: [job_id]
+    ready_when: {all_label_values: {label: allele, values: [ref, alt]}}
+YAML
+printf '%s\n' '{"kind":"train","image":"none","command":["/bin/true"],"labels":{"fold":"0"}}' >nocount.json
+refused "submit: all_expected_folds without its count label" \
+  "specs[0] (kind 'train'): labels.num_folds: missing; all_expected_folds reads the fold count" \
+  "$ALTAR" submit --config folds.yaml nocount.json
+printf '%s\n' '{"kind":"train","image":"none","command":["/bin/true"],"labels":{"num_folds":"2"}}' >nofold.json
+refused "submit: all_expected_folds without its fold label" \
+  "specs[0] (kind 'train'): labels.fold: missing; all_expected_folds" "$ALTAR" submit --config folds.yaml nofold.json
+printf '%s\n' '{"kind":"train","image":"none","command":["/bin/true"],"labels":{"fold":"0","num_folds":"two"}}' >badcount.json
+refused "submit: all_expected_folds with a count that is not one" \
+  "specs[0] (kind 'train'): labels.num_folds: not a fold count" "$ALTAR" submit --config folds.yaml badcount.json
+printf '%s\n' '{"kind":"pair","image":"none","command":["/bin/true"],"labels":{"fold":"0"}}' \
+  '{"kind":"pair","image":"none","command":["/bin/true"]}' >pair.jsonl
+refused "submit: all_folds without fold (the second spec)" "specs[1] (kind 'pair'): labels.fold: missing; all_folds(2)" \
+  "$ALTAR" submit --config folds.yaml pair.jsonl
+printf '%s\n' '{"kind":"allele","image":"none","command":["/bin/true"]}' >allele.json
+refused "submit: all_label_values without its label" "specs[0] (kind 'allele'): labels.allele: missing; all_label_values" \
+  "$ALTAR" submit --config folds.yaml allele.json
+[ -z "$(find "$T/flog" -path '*altar.jobs*' -type f -size +0c -name '*.log' 2>/dev/null)" ] &&
+  ok "refused label checks published nothing" || fail "a refused submit left job records in $T/flog"
+# A default count stands in for the label; a full spec goes through.
+printf '%s\n' '{"kind":"train_dflt","image":"none","command":["/bin/true"],"labels":{"fold":"0"}}' >dflt.json
+"$ALTAR" submit --config folds.yaml dflt.json >/dev/null 2>"$T/err" && ok "submit: a default count needs no label" ||
+  fail "submit with a default count: $(cat "$T/err")"
+printf '%s\n' '{"kind":"train","image":"none","command":["/bin/true"],"labels":{"fold":"0","num_folds":"1"}}' >full.json
+"$ALTAR" submit --config folds.yaml full.json >/dev/null 2>"$T/err" && ok "submit: a labelled fold goes through" ||
+  fail "submit of a labelled fold: $(cat "$T/err")"
+
 # ---- no config: refused, nothing invented ------------------------------------
 mkdir empty && cd empty || exit 1
 good='{"kind":"score","image":"none","command":["/bin/true"]}'

@@ -106,6 +106,7 @@ for name in altar_reconciler_events_applied_total altar_reconciler_batches_total
   altar_reconciler_outbox_published_total; do
   if grep -qx "# TYPE $name counter" "$T/r1" && grep -q "^# HELP $name " "$T/r1"; then ok; else fail "reconciler: $name missing"; fi
 done
+if grep -qx "# TYPE altar_reconciler_groups_held gauge" "$T/r1" && grep -qx "altar_reconciler_groups_held 0" "$T/r1"; then ok; else fail "reconciler: altar_reconciler_groups_held missing"; fi
 # Every status event the worker had acknowledged gets applied: the worker's
 # count only grows to its final value, so wait until the two agree (the
 # submitted and terminal events of the 3 jobs at least).

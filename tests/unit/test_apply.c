@@ -621,26 +621,95 @@ static void close_either(altar_ledger_t *l, char *dir) {
   free(dir);
 }
 
-static void test_predicate_error_aborts_batch(void) {
+/* A held group whose rule decides again while the daemon runs (a shard
+ * with the count label came) is held no more, though not ready yet. */
+static void test_held_group_released_when_rule_decides(void) {
   for (int memory = 0; memory < 2; memory++) {
     ev_reset();
     altar_group_specs_t s;
     load_specs(&s, "t:\n  group_by: [job_id]\n  ready_when: {all_expected_folds: {count_label: missing}}\n");
     char *dir;
     altar_error_t err = {0};
-    altar_ledger_t *l = open_either(memory, "apply-err", &dir);
+    altar_ledger_t *l = open_either(memory, "apply-unhold", &dir);
     CU_ASSERT_FATAL(l != NULL);
     sub("t", "a", "j", 0, 1);
     st("t", "a", "j", 0, 1, ALTAR_STATE_SUCCEEDED);
     altar_apply_result_t r = {0};
-    CU_ASSERT_EQUAL(altar_apply_events_atomic(l, &s, evs, nev, 0, &r, &err), ALTAR_EPREDICATE);
-    CU_ASSERT(strstr(err.msg, "event[1]") != NULL);
-    CU_ASSERT(strstr(err.msg, "t:j") != NULL);
-    altar_ledger_entry_t e;
-    CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "a", &e, &err), ALTAR_ENOTFOUND); /* nothing half-applied */
+    CU_ASSERT_EQUAL(altar_apply_events_atomic(l, &s, evs, nev, -1, &r, &err), ALTAR_OK);
+    CU_ASSERT_EQUAL(r.held_groups.n, 1);
+    size_t held = 0;
+    CU_ASSERT(altar__held_count(l, &held, &err) == ALTAR_OK && held == 1);
+    ev_reset();
+    sub("t", "b", "j", 1, 1);
+    st("t", "b", "j", 1, 1, ALTAR_STATE_SUCCEEDED);
+    for (int k = 0; k < 2; k++) altar_strmap_set(&evs[k].handle.labels, "missing", "3"); /* folds 0..2: not ready */
+    altar_apply_result_reset(&r);
+    r.check_held = true;
+    CU_ASSERT_EQUAL(altar_apply_events_atomic(l, &s, evs, nev, -1, &r, &err), ALTAR_OK);
+    CU_ASSERT_EQUAL(r.held_groups.n, 0);
+    CU_ASSERT_EQUAL(r.n_events, 0);
+    CU_ASSERT(altar__held_count(l, &held, &err) == ALTAR_OK && held == 0);
     altar_apply_result_clear(&r);
     close_either(l, dir);
     altar_group_specs_clear(&s);
+  }
+}
+
+/* A readiness rule that cannot decide holds its group: the events are
+ * applied, nothing fires or is consumed, and the ledger notes the group
+ * with the rule's error until it is decided again. */
+static void test_predicate_error_holds_group(void) {
+  for (int memory = 0; memory < 2; memory++) {
+    ev_reset();
+    altar_group_specs_t s, fixed;
+    load_specs(&s, "t:\n  group_by: [job_id]\n  ready_when: {all_expected_folds: {count_label: missing}}\n");
+    load_specs(&fixed, "t:\n  group_by: [job_id]\n  ready_when: single\n");
+    char *dir;
+    altar_error_t err = {0};
+    altar_ledger_t *l = open_either(memory, "apply-err", &dir);
+    CU_ASSERT_FATAL(l != NULL);
+    sub("t", "a", "j", 0, 1);
+    st("t", "a", "j", 0, 1, ALTAR_STATE_SUCCEEDED);
+    evs[1].ts = 42.5;
+    altar_apply_result_t r = {0};
+    CU_ASSERT_EQUAL(altar_apply_events_atomic(l, &s, evs, nev, -1, &r, &err), ALTAR_OK);
+    CU_ASSERT_EQUAL(r.n_events, 0);
+    CU_ASSERT_FATAL(r.held_groups.n == 1 && r.held_reasons.n == 1);
+    CU_ASSERT_STRING_EQUAL(r.held_groups.v[0], "t:j");
+    CU_ASSERT(strstr(r.held_reasons.v[0], "missing") != NULL);
+    altar_ledger_entry_t e;
+    CU_ASSERT_FATAL(altar_ledger_get(l, "process", "a", &e, &err) == ALTAR_OK); /* applied */
+    CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_SUCCEEDED);
+    CU_ASSERT(!e.rec.consumed);
+    altar_ledger_entry_clear(&e);
+    size_t held = 0;
+    CU_ASSERT(altar__held_count(l, &held, &err) == ALTAR_OK && held == 1);
+    /* Checked again under the same rule: still held, nothing fires. */
+    altar_apply_result_reset(&r);
+    CU_ASSERT(altar_ledger_begin(l, &err) == ALTAR_OK);
+    CU_ASSERT_EQUAL(altar__apply_recheck_held(l, &s, &r, &err), ALTAR_OK);
+    CU_ASSERT(altar_ledger_commit(l, &err) == ALTAR_OK);
+    CU_ASSERT(r.n_events == 0 && r.held_groups.n == 1);
+    /* Under a working rule: fires once and is held no more. */
+    altar_apply_result_reset(&r);
+    CU_ASSERT(altar_ledger_begin(l, &err) == ALTAR_OK);
+    CU_ASSERT_EQUAL(altar__apply_recheck_held(l, &fixed, &r, &err), ALTAR_OK);
+    CU_ASSERT(altar_ledger_commit(l, &err) == ALTAR_OK);
+    CU_ASSERT(r.n_events == 1 && r.held_groups.n == 0);
+    if (r.n_events == 1) {
+      CU_ASSERT_EQUAL(r.events[0].event, ALTAR_GROUP_FIRED);
+      CU_ASSERT_EQUAL(r.events[0].ts, 42.5); /* the ts of the event that held it */
+    }
+    CU_ASSERT(altar__held_count(l, &held, &err) == ALTAR_OK && held == 0);
+    altar_apply_result_reset(&r);
+    CU_ASSERT(altar_ledger_begin(l, &err) == ALTAR_OK);
+    CU_ASSERT_EQUAL(altar__apply_recheck_held(l, &fixed, &r, &err), ALTAR_OK);
+    CU_ASSERT(altar_ledger_commit(l, &err) == ALTAR_OK);
+    CU_ASSERT_EQUAL(r.n_events, 0);
+    altar_apply_result_clear(&r);
+    close_either(l, dir);
+    altar_group_specs_clear(&s);
+    altar_group_specs_clear(&fixed);
   }
 }
 
@@ -727,7 +796,8 @@ static void add(void) {
   ALTAR_TEST(test_released_and_unknown);
   ALTAR_TEST(test_dead_workers_run_is_settled);
   ALTAR_TEST(test_spec_as_bytes_only);
-  ALTAR_TEST(test_predicate_error_aborts_batch);
+  ALTAR_TEST(test_predicate_error_holds_group);
+  ALTAR_TEST(test_held_group_released_when_rule_decides);
   ALTAR_TEST(test_unpublishable_group_refused);
   ALTAR_TEST(test_bad_events);
 }

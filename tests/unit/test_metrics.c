@@ -372,14 +372,14 @@ static void test_worker_adapter(void) {
   altar__reconciler_metrics_t rm;
   CU_ASSERT_FATAL(altar__reconciler_metrics_init(&rm, reg, &e) == ALTAR_OK);
   altar_reconciler_stats_t rs = {.events = 10, .batches = 2, .fired = 3, .dead_lettered = 1, .retried = 4,
-                                 .poison = 5, .published = 8};
+                                 .poison = 5, .published = 8, .held = 2};
   altar__reconciler_metrics_update(&rm, &rs);
   s = render(reg);
   const char *rwant[] = {"\naltar_reconciler_events_applied_total 10\n", "\naltar_reconciler_batches_total 2\n",
                          "\naltar_reconciler_groups_fired_total 3\n",
                          "\naltar_reconciler_groups_dead_lettered_total 1\n",
                          "\naltar_reconciler_jobs_retried_total 4\n", "\naltar_reconciler_poison_total 5\n",
-                         "\naltar_reconciler_outbox_published_total 8\n"};
+                         "\naltar_reconciler_outbox_published_total 8\n", "\naltar_reconciler_groups_held 2\n"};
   for (size_t i = 0; i < sizeof rwant / sizeof rwant[0]; i++) CU_ASSERT(strstr(s, rwant[i]) != NULL);
   free(s);
   altar_metrics_free(reg);
