@@ -98,7 +98,8 @@ void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const cha
   ssize_t k = readlink(path, cur, ALTAR_PROC_ID_MAX);
   if (k > 0) {
     cur[k] = '\0';
-    if (!strcmp(cur, id)) unlink(path); /* still ours, not a newer run's */
+    /* Still ours, not a newer run's: this run's output is the key's last. */
+    if (!strcmp(cur, id) && unlink(path) == 0) altar__proc_logs_kept(p, key);
   }
   altar__proc_keys_unlock(p);
 }
