@@ -19,9 +19,10 @@
  *   cancel    present when cancel was asked for
  * and the command's output, bounded (head + rolling tail), in
  * <data_root>/logs/<task key>/stdout and stderr: created at the first byte,
- * absent when there was none, kept after the task directory is reused (a
- * rerun of the same task key replaces them), so `altar logs` and the
- * failure's detail read them there.
+ * absent when there was none (and the directory removed at reclaim then),
+ * kept after the task directory is reused (a rerun of the same task key
+ * replaces them), so `altar logs` and the failure's detail read them there;
+ * bounded by backends/log_retention.c.
  * At the end of the task file, the terminal status: a "[status]" line
  * and key=value lines, appended by the supervisor in one write before it
  * exits. A reader trusts it only once the flock is free (the writer is gone).
