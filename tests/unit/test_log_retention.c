@@ -439,6 +439,13 @@ static void test_process_reclaim_keeps_only_output(void) {
     snprintf(dir, sizeof dir, "%s/logs/%s/stdout", data, keys[i]);
     CU_ASSERT(access(dir, F_OK) == 0);
   }
+  /* Reclaimed runs hold no slot: the backend's live set is empty again. */
+  altar_capacity_t cap = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_backend_capacity(be, &cap, &err), 0);
+  altar_resources_t cpu = {.count = 1};
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), 4);
+  altar_capacity_clear(&cap);
   altar_backend_close(be);
   altar_strmap_clear(&cfg);
 }
