@@ -16,9 +16,9 @@
 #define DOCKER_DEFAULT_CMD_TIMEOUT_S 120.0
 #define DOCKER_MAX_SLOTS 100000
 
-static const char *const known_keys[] = {"data_root",     "slots",     "user",          "docker",
-                                         "storage",       "command_timeout_s", "trust_records", "logs_keep",
-                                         "logs_keep_days", NULL};
+static const char *const known_keys[] = {"data_root",      "slots",           "user",          "docker",
+                                         "storage",        "command_timeout_s", "trust_records", "logs_keep",
+                                         "logs_keep_count", "logs_keep_days",    NULL};
 
 bool altar__docker_valid_id(const char *s) {
   if (!s) return false;
@@ -141,6 +141,7 @@ static int mkdir_p(const char *path) {
 
 static void docker_free(altar_docker_t *dk) {
   if (!dk) return;
+  altar__log_retention_clear(&dk->retention);
   free(dk->data_root);
   free(dk->user);
   free(dk->docker_bin);

@@ -18,8 +18,9 @@ typedef struct altar_docker {
   char *storage_name; /* Storage adapter for transfers; NULL = by uri scheme */
   double command_timeout_s;
   bool trust_records;
-  /* Of <data_root>/logs (backend.logs_keep, logs_keep_days): only ended
-   * containers' output is kept there, so none of it is a running task's. */
+  /* Of <data_root>/logs (backend.logs_keep, logs_keep_count,
+   * logs_keep_days): only ended containers' output is kept there, so none
+   * of it is a running task's. */
   altar_log_retention_t retention;
   const altar_command_runner_t *runner; /* borrowed */
 } altar_docker_t;

@@ -57,6 +57,13 @@ void altar__docker_add_logs(altar_docker_t *dk, const char *id, const char *task
       if (re && ren) keep(dir, "stderr", re, ren);
       free(ro);
       free(re);
+      /* A container that printed nothing keeps nothing; other output is
+       * the newest retention knows. */
+      if (rmdir(dir) < 0 && errno != ENOENT) {
+        char logs[PATH_MAX + 80];
+        snprintf(logs, sizeof logs, "%s/logs", dk->data_root);
+        altar__logs_keep(logs, &dk->retention, task_key, (double)time(NULL), NULL, NULL, NULL);
+      }
     }
   }
   char *d = altar_detail_with_output(f->detail, er, en, out, on, (const char *const *)environ,
@@ -71,8 +78,9 @@ void altar__docker_add_logs(altar_docker_t *dk, const char *id, const char *task
 void altar__docker_logs_prune_if_due(altar_docker_t *dk) {
   struct timespec mono;
   clock_gettime(CLOCK_MONOTONIC, &mono);
-  if (!altar__log_retention_due(&dk->retention, (double)mono.tv_sec + mono.tv_nsec / 1e9)) return;
+  double now = (double)mono.tv_sec + mono.tv_nsec / 1e9;
+  if (!altar__log_retention_due(&dk->retention, now)) return;
   char dir[PATH_MAX + 80];
   snprintf(dir, sizeof dir, "%s/logs", dk->data_root);
-  altar__logs_prune(dir, &dk->retention, (double)time(NULL), NULL, NULL, NULL);
+  altar__logs_prune(dir, &dk->retention, now, (double)time(NULL), NULL, NULL, NULL);
 }

@@ -306,6 +306,7 @@ static void process_free(altar_process_t *p) {
   free(p->data_root);
   free(p->tasks_dir);
   free(p->logs_dir);
+  altar__log_retention_clear(&p->retention);
   free(p->storage);
   altar__proc_reap(p); /* supervisors still running stay unreaped until we exit */
   for (size_t i = 0; i < p->n_children; i++)
@@ -325,9 +326,9 @@ static void process_close(altar_backend_t *be) {
 }
 
 /* The keys process_open reads (the config reader refuses others). */
-static const char *const process_keys[] = {"data_root", "slots",     "storage",        "log_cap",
-                                           "memory",    "pools",     "logs_keep",      "logs_keep_days",
-                                           NULL};
+static const char *const process_keys[] = {"data_root", "slots",     "storage",         "log_cap",
+                                           "memory",    "pools",     "logs_keep",       "logs_keep_count",
+                                           "logs_keep_days", NULL};
 
 static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
   const char *data_root = "./var/data", *slots_s = NULL, *storage = "auto", *cap_s = NULL,
@@ -413,6 +414,7 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, siz
   altar__proc_spare_sweep(p);
   struct timespec mono;
   clock_gettime(CLOCK_MONOTONIC, &mono);
+  /* The first prune scans: what earlier lives left is indexed, and pruned now. */
   altar__proc_logs_prune_if_due(p, (double)mono.tv_sec + mono.tv_nsec / 1e9);
   return p;
 nomem:

@@ -19,9 +19,10 @@
  *   cancel    present when cancel was asked for
  * and the command's output, bounded (head + rolling tail), in
  * <data_root>/logs/<task key>/stdout and stderr: created at the first byte,
- * absent when there was none, kept after the task directory is reused (a
- * rerun of the same task key replaces them), so `altar logs` and the
- * failure's detail read them there.
+ * absent when there was none (and the directory removed at reclaim then),
+ * kept after the task directory is reused (a rerun of the same task key
+ * replaces them), so `altar logs` and the failure's detail read them there;
+ * bounded by backends/log_retention.c.
  * At the end of the task file, the terminal status: a "[status]" line
  * and key=value lines, appended by the supervisor in one write before it
  * exits. A reader trusts it only once the flock is free (the writer is gone).
@@ -130,11 +131,18 @@ char *altar__proc_detail_with_logs(const char *base, const char *dir);
  * read, when the environment holds none). */
 void altar__proc_redact_logs(const char *dir);
 /* Prunes kept output by p->retention (log_retention.h), never a task whose
- * supervisor is alive; at open, then from poll at most once per
- * ALTAR_LOGS_PRUNE_INTERVAL_S. pfacts may be NULL. */
-void altar__proc_logs_prune(altar_process_t *p, altar_logs_prune_facts_t *pfacts);
+ * supervisor is alive: at open (with the first scan of the logs directory),
+ * then from poll at most once per ALTAR_LOGS_PRUNE_INTERVAL_S; mono is the
+ * monotonic time (a scan when one is due). Takes the keys lock. pfacts may
+ * be NULL. */
+void altar__proc_logs_prune(altar_process_t *p, double mono, altar_logs_prune_facts_t *pfacts);
 /* altar__proc_logs_prune when one is due at monotonic time now. */
 void altar__proc_logs_prune_if_due(altar_process_t *p, double now);
+/* The output of key's run is final (the run is reclaimed and was the key's
+ * last): an empty directory is removed, so a run that wrote nothing keeps
+ * nothing; other output is handed to retention as the newest. Called with
+ * the keys lock held. */
+void altar__proc_logs_kept(altar_process_t *p, const char *key);
 
 /* Reads the task's state: terminal statuses come with *pfailure (caller
  * frees). Never blocks. */
@@ -145,7 +153,8 @@ int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *p
  * lock/unlock: around a submit's lookup and link; find_live: the id of the
  * key's task when its supervisor is alive; set: points the key at id;
  * forget: at reclaim, removes the link of the task in task_dir if it
- * still points at id. */
+ * still points at id, and then hands the run's output to retention
+ * (altar__proc_logs_kept). */
 int altar__proc_keys_open(altar_process_t *p);
 void altar__proc_keys_close(altar_process_t *p);
 void altar__proc_keys_lock(altar_process_t *p);

@@ -132,17 +132,20 @@ void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const cha
   snprintf(path, sizeof path, "%s/" KEYS_DIR "/%s", p->data_root, key);
   altar__proc_keys_lock(p);
   struct stat ln;
+  bool forgot = false;
   if (lstat(path, &ln) == 0) {
     if (S_ISLNK(ln.st_mode)) { /* an earlier version's symlink to the id */
       char cur[ALTAR_PROC_ID_MAX + 1];
       ssize_t k = readlink(path, cur, ALTAR_PROC_ID_MAX);
       if (k > 0) {
         cur[k] = '\0';
-        if (!strcmp(cur, id)) unlink(path);
+        forgot = !strcmp(cur, id) && unlink(path) == 0;
       }
     } else if (have_own && ln.st_ino == own.st_ino && ln.st_dev == own.st_dev) {
-      unlink(path); /* still this run's, not a newer one's */
+      forgot = unlink(path) == 0; /* still this run's, not a newer one's */
     }
   }
+  /* This run's output is the key's last: the kept-output index learns of it. */
+  if (forgot) altar__proc_logs_kept(p, key);
   altar__proc_keys_unlock(p);
 }

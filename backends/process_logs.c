@@ -105,12 +105,21 @@ static bool key_running(const char *key, void *ctx) {
   return altar__proc_keys_find_live(ctx, key, id);
 }
 
-void altar__proc_logs_prune(altar_process_t *p, altar_logs_prune_facts_t *pfacts) {
+void altar__proc_logs_prune(altar_process_t *p, double mono, altar_logs_prune_facts_t *pfacts) {
   altar__proc_keys_lock(p);
-  altar__logs_prune(p->logs_dir, &p->retention, (double)time(NULL), key_running, p, pfacts);
+  altar__logs_prune(p->logs_dir, &p->retention, mono, (double)time(NULL), key_running, p, pfacts);
   altar__proc_keys_unlock(p);
 }
 
 void altar__proc_logs_prune_if_due(altar_process_t *p, double now) {
-  if (altar__log_retention_due(&p->retention, now)) altar__proc_logs_prune(p, NULL);
+  if (altar__log_retention_due(&p->retention, now)) altar__proc_logs_prune(p, now, NULL);
+}
+
+void altar__proc_logs_kept(altar_process_t *p, const char *key) {
+  char dir[ALTAR_PATH_BUF];
+  altar__proc_log_dir(p, key, dir, sizeof dir);
+  /* The supervisor makes it at the run's first byte of output: a run that
+   * wrote nothing has none (or, from an earlier version, an empty one). */
+  if (rmdir(dir) == 0 || errno == ENOENT) return;
+  altar__logs_keep(p->logs_dir, &p->retention, key, (double)time(NULL), key_running, p, NULL);
 }

@@ -1,5 +1,5 @@
 /* The cancels a worker has read (cancel_set.h). A linear list: cancels are
- * rare and few. */
+ * rare, and the bound keeps them few. */
 #include "worker/cancel_set.h"
 
 #include "altar/error.h"
@@ -8,6 +8,19 @@
 #include <string.h>
 
 static bool same(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
+static size_t entry_bytes(const char *job_id, const char *group_key) {
+  return strlen(job_id) + 1 + (group_key ? strlen(group_key) + 1 : 0);
+}
+
+static void forget_oldest(altar__cancel_set_t *s) {
+  s->bytes -= entry_bytes(s->job_ids[0], s->group_keys[0]);
+  free(s->job_ids[0]);
+  free(s->group_keys[0]);
+  s->n--;
+  memmove(s->job_ids, s->job_ids + 1, s->n * sizeof *s->job_ids);
+  memmove(s->group_keys, s->group_keys + 1, s->n * sizeof *s->group_keys);
+}
 
 int altar__cancel_set_add(altar__cancel_set_t *s, const char *job_id, const char *group_key, bool *padded) {
   *padded = false;
@@ -31,6 +44,8 @@ int altar__cancel_set_add(altar__cancel_set_t *s, const char *job_id, const char
   }
   s->job_ids[s->n] = j;
   s->group_keys[s->n++] = g;
+  s->bytes += entry_bytes(j, g);
+  while (s->n > 1 && (s->n > ALTAR_CANCEL_SET_MAX || s->bytes > ALTAR_CANCEL_SET_MAX_BYTES)) forget_oldest(s);
   *padded = true;
   return ALTAR_OK;
 }

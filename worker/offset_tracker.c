@@ -6,8 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A stretch of a partition's seen offsets above the commit point: one
+ * unfinished offset (lo == hi, !done), or finished offsets lo..hi with no
+ * unfinished one seen between them (offsets in between that were never
+ * seen are no jobs: a gap). No two finished stretches are neighbours, so a
+ * partition holds at most two per unfinished job, however many finished
+ * above the lowest unfinished one. */
 typedef struct entry {
-  int64_t offset;
+  int64_t lo, hi;
   bool done;
 } entry_t;
 
@@ -19,7 +25,7 @@ typedef struct part {
   char *topic;
   int32_t partition;
   int64_t next;    /* one past the highest offset seen (or the committed offset) */
-  entry_t *ents;   /* offsets seen and not yet below the commit point, ascending */
+  entry_t *ents;   /* stretches of offsets seen and not yet below the commit point, ascending */
   size_t head, n, cap;
   range_t *prior;  /* finished in an earlier life, from the metadata; ascending */
   size_t n_prior;
@@ -184,8 +190,7 @@ bool altar_offset_tracker_held(const altar_offset_tracker_t *t, const char *topi
 int altar_offset_tracker_seen(altar_offset_tracker_t *t, const char *topic, int32_t partition, int64_t offset) {
   part_t *p = find(t, topic, partition);
   if (!p) return ALTAR_ENOTFOUND;
-  if (offset < 0 || (p->n > p->head && offset <= p->ents[p->n - 1].offset) ||
-      (p->next >= 0 && offset < p->next))
+  if (offset < 0 || (p->n > p->head && offset <= p->ents[p->n - 1].hi) || (p->next >= 0 && offset < p->next))
     return ALTAR_EINVAL;
   if (p->head > 0 && p->head == p->n) p->head = p->n = 0; /* all popped: reuse the array */
   if (p->n == p->cap) {
@@ -202,28 +207,58 @@ int altar_offset_tracker_seen(altar_offset_tracker_t *t, const char *topic, int3
       p->cap = cap;
     }
   }
-  p->ents[p->n++] = (entry_t){offset, false};
+  p->ents[p->n++] = (entry_t){offset, offset, false};
   p->next = offset + 1;
   return ALTAR_OK;
+}
+
+/* Removes ents[i] (not the head's: a middle one merged into its neighbour). */
+static void ents_remove(part_t *p, size_t i) {
+  memmove(&p->ents[i], &p->ents[i + 1], (p->n - i - 1) * sizeof *p->ents);
+  p->n--;
+}
+
+/* Gives back what a burst of unfinished jobs made the array grow to. */
+static void ents_shrink(part_t *p) {
+  if (p->head == p->n) p->head = p->n = 0;
+  if (p->cap <= 64 || (p->n - p->head) * 8 > p->cap) return;
+  memmove(p->ents, p->ents + p->head, (p->n - p->head) * sizeof *p->ents);
+  p->n -= p->head;
+  p->head = 0;
+  entry_t *ne = realloc(p->ents, p->cap / 2 * sizeof *ne);
+  if (!ne) return; /* the larger array serves as well */
+  p->ents = ne;
+  p->cap /= 2;
 }
 
 int altar_offset_tracker_finished(altar_offset_tracker_t *t, const char *topic, int32_t partition,
                                   int64_t offset) {
   part_t *p = find(t, topic, partition);
   if (!p) return ALTAR_ENOTFOUND;
+  /* The first stretch ending at or above offset. */
   size_t lo = p->head, hi = p->n;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (p->ents[mid].offset < offset) lo = mid + 1;
+    if (p->ents[mid].hi < offset) lo = mid + 1;
     else hi = mid;
   }
-  if (lo < p->n && p->ents[lo].offset == offset) {
+  if (lo < p->n && p->ents[lo].lo == offset && !p->ents[lo].done) {
     p->ents[lo].done = true;
+    /* Joined to finished neighbours, so finished stretches stay apart. */
+    if (lo + 1 < p->n && p->ents[lo + 1].done) {
+      p->ents[lo].hi = p->ents[lo + 1].hi;
+      ents_remove(p, lo + 1);
+    }
+    if (lo > p->head && p->ents[lo - 1].done) {
+      p->ents[lo - 1].hi = p->ents[lo].hi;
+      ents_remove(p, lo);
+    }
   } else if (offset >= p->next) {
     return ALTAR_EINVAL; /* never seen */
   }
-  /* else: already below the commit point, finished before. */
+  /* else: finished before (in a finished stretch, in a gap, or below the commit point). */
   while (p->head < p->n && p->ents[p->head].done) p->head++;
+  ents_shrink(p);
   return ALTAR_OK;
 }
 
@@ -254,7 +289,7 @@ int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *top
   part_t *p = find(t, topic, partition);
   if (!p) return ALTAR_ENOTFOUND;
   if (metasz > ALTAR_OFFSET_META_MAX + 1) metasz = ALTAR_OFFSET_META_MAX + 1;
-  int64_t base = p->head < p->n ? p->ents[p->head].offset : p->next;
+  int64_t base = p->head < p->n ? p->ents[p->head].lo : p->next;
   /* Prior-life ranges entirely below the commit point are settled for good. */
   size_t drop = 0;
   while (drop < p->n_prior && base >= 0 && p->prior[drop].hi < base) drop++;
@@ -283,10 +318,9 @@ int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *top
       while (i < p->n && !p->ents[i].done) i++;
       bool have_e = i < p->n, have_p = j < p->n_prior;
       if (!have_e && !have_p) break;
-      if (have_e && (!have_p || p->ents[i].offset < p->prior[j].lo)) {
-        lo = hi = p->ents[i].offset;
-        /* extend across consecutive done entries (offsets may have gaps: a gap is no job) */
-        while (i + 1 < p->n && p->ents[i + 1].done) hi = p->ents[++i].offset;
+      if (have_e && (!have_p || p->ents[i].lo < p->prior[j].lo)) {
+        lo = p->ents[i].lo;
+        hi = p->ents[i].hi;
         i++;
       } else {
         lo = p->prior[j].lo;
@@ -326,4 +360,14 @@ int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *top
 void altar_offset_tracker_commit_failed(altar_offset_tracker_t *t, const char *topic, int32_t partition) {
   part_t *p = find(t, topic, partition);
   if (p) p->last_offset = -2; /* never returned: the next commit point counts as changed */
+}
+
+size_t altar_offset_tracker_footprint(const altar_offset_tracker_t *t) {
+  size_t b = sizeof *t + t->cap * sizeof *t->parts;
+  for (size_t i = 0; i < t->n; i++) {
+    const part_t *p = &t->parts[i];
+    b += p->cap * sizeof *p->ents + p->n_prior * sizeof *p->prior;
+    b += (p->topic ? strlen(p->topic) + 1 : 0) + (p->last_meta ? strlen(p->last_meta) + 1 : 0);
+  }
+  return b;
 }

@@ -82,6 +82,12 @@ size_t altar_offset_tracker_in_flight(const altar_offset_tracker_t *t, const cha
 int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *topic, int32_t partition,
                                       int64_t *poffset, char *meta, size_t metasz, bool *pchanged);
 
+/* Bytes the tracker holds: what is in flight (two stretches at most per
+ * unfinished job, whatever finished above it), what the commit metadata
+ * read at assign lists, and the last metadata returned. For tests of that
+ * bound. */
+size_t altar_offset_tracker_footprint(const altar_offset_tracker_t *t);
+
 /* Tells the tracker the last commit point it returned was not committed
  * (the commit failed), so the next altar_offset_tracker_commit_point reports
  * a change and the caller tries again. */

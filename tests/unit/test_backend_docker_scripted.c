@@ -644,6 +644,24 @@ static void test_poll_uses_one_inspect(void) {
   CU_ASSERT_STRING_EQUAL(st[3].failure->reason, "exit_7");
   for (int i = 0; i < 4; i++) CU_ASSERT_TRUE(altar_handle_equal(&st[i].handle, &hs[i]));
   for (int i = 0; i < 4; i++) altar_status_clear(&st[i]);
+  /* The quoted output is kept by task key; a failed container that printed
+   * nothing keeps no directory. */
+  char key[ALTAR_TASK_KEY_LEN + 1], path[4400];
+  altar_spec_t *s3 = spec_with("exit", "3");
+  CU_ASSERT_FATAL(altar_spec_identity(s3, key, &err) == 0);
+  altar_spec_free(s3);
+  snprintf(path, sizeof path, "%s/logs/%s/stderr", root_dir, key);
+  CU_ASSERT(access(path, F_OK) == 0);
+  fake_program(&fake, "logs", 0, "", "");
+  altar_status_t again;
+  CU_ASSERT_EQUAL_FATAL(altar_backend_poll(be, &hs[3], 1, &again, &err), 0);
+  CU_ASSERT_EQUAL(again.state, ALTAR_STATE_FAILED);
+  altar_status_clear(&again);
+  altar_spec_t *s7 = spec_with("exit", "7");
+  CU_ASSERT_FATAL(altar_spec_identity(s7, key, &err) == 0);
+  altar_spec_free(s7);
+  snprintf(path, sizeof path, "%s/logs/%s", root_dir, key);
+  CU_ASSERT(access(path, F_OK) != 0);
   for (int i = 0; i < 4; i++) altar_handle_clear(&hs[i]);
   altar_backend_close(be);
 }

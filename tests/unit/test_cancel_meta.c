@@ -7,6 +7,7 @@
 #include "worker/cancel_meta.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void add(altar__cancel_set_t *s, const char *job, const char *group) {
@@ -80,11 +81,46 @@ static void test_malformed_entries_skipped(void) {
   altar__cancel_set_free(&got);
 }
 
+/* The set itself is bounded: after 20000 cancels it holds the newest
+ * ALTAR_CANCEL_SET_MAX, and long ids bound it by bytes too. */
+static void test_set_bounded(void) {
+  altar__cancel_set_t s = {0};
+  char id[32];
+  size_t most = 0;
+  for (int i = 0; i < 20000; i++) {
+    snprintf(id, sizeof id, "j-%012d", i);
+    add(&s, id, i % 2 ? "g" : NULL);
+    if (s.cap > most) most = s.cap;
+  }
+  CU_ASSERT_EQUAL(s.n, ALTAR_CANCEL_SET_MAX);
+  CU_ASSERT(most <= 2 * ALTAR_CANCEL_SET_MAX);
+  CU_ASSERT(altar__cancel_set_matches(&s, "j-000000019998", NULL)); /* the newest */
+  CU_ASSERT(altar__cancel_set_matches(&s, "j-000000019999", "g"));
+  CU_ASSERT(!altar__cancel_set_matches(&s, "j-000000019999", "h"));
+  CU_ASSERT(!altar__cancel_set_matches(&s, "j-000000000000", NULL)); /* forgotten */
+  bool fresh = false;
+  CU_ASSERT(altar__cancel_set_add(&s, "j-000000019998", NULL, &fresh) == 0 && !fresh); /* known: not again */
+  altar__cancel_set_free(&s);
+  char *big = malloc(64 << 10);
+  CU_ASSERT_FATAL(big != NULL);
+  memset(big, 'j', (64 << 10) - 8);
+  for (int i = 0; i < 100; i++) {
+    snprintf(big + (64 << 10) - 8, 8, "%d", i);
+    add(&s, big, NULL);
+  }
+  CU_ASSERT(s.bytes <= ALTAR_CANCEL_SET_MAX_BYTES);
+  CU_ASSERT(s.n < 100 && s.n >= 10);
+  CU_ASSERT(altar__cancel_set_matches(&s, big, NULL));
+  altar__cancel_set_free(&s);
+  free(big);
+}
+
 static void suite(void) {
   ALTAR_SUITE("cancel_meta", NULL, NULL);
   ALTAR_TEST(test_round_trip);
   ALTAR_TEST(test_newest_kept_within_bound);
   ALTAR_TEST(test_malformed_entries_skipped);
+  ALTAR_TEST(test_set_bounded);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, suite); }

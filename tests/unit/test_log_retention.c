@@ -8,6 +8,7 @@
 #include "backends/log_retention.h"
 #include "testutil.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,37 +68,70 @@ static char *fresh_logs(const char *tag) {
   return strdup(p);
 }
 
-/* Five tasks of 1 MiB each, last written 5..1 hours ago; keep 3 MiB: the two
- * oldest go, unless one runs, in which case the next oldest goes instead. */
+/* Allocated bytes of logs/<key i> and what is in it, as the prune counts them. */
+static uint64_t usage(const char *logs, int i) {
+  char key[65], dir[4096], file[4200];
+  key_of(i, key);
+  snprintf(dir, sizeof dir, "%s/%s", logs, key);
+  struct stat st;
+  if (lstat(dir, &st) < 0) return 0;
+  uint64_t b = (uint64_t)st.st_blocks * 512;
+  static const char *const names[] = {"stdout", "stderr", "notes.txt"};
+  for (size_t k = 0; k < 3; k++) {
+    snprintf(file, sizeof file, "%s/%s", dir, names[k]);
+    if (lstat(file, &st) == 0) b += (uint64_t)st.st_blocks * 512;
+  }
+  return b;
+}
+
+static altar_log_retention_t settings(uint64_t keep_bytes, size_t keep_count, double max_age_s) {
+  return (altar_log_retention_t){.keep_bytes = keep_bytes, .keep_count = keep_count, .max_age_s = max_age_s,
+                                 .last_prune = -1, .last_scan = -1};
+}
+
+/* Five tasks of 1 MiB each, last written 5..1 hours ago; keep what three of
+ * them take: the two oldest go, unless one runs, in which case the next
+ * oldest goes instead (the running one's blocks still count). */
 static void test_size_bound_oldest_first(void) {
   char *logs = fresh_logs("size");
   for (int i = 0; i < 5; i++) make_kept(logs, i, 1u << 20, NOW - (5 - i) * 3600.0);
   char other[4096];
   snprintf(other, sizeof other, "%s/not-a-task-key", logs); /* not ours: left alone */
   mkdir(other, 0755);
-  altar_log_retention_t r = {.keep_bytes = 3u << 20, .max_age_s = 0, .last_prune = -1};
+  uint64_t each = usage(logs, 0);
+  CU_ASSERT(each >= 1u << 20);
+  altar_log_retention_t r = settings(3 * each, 1000, 0);
   running_key = 0;
   running_asked = 0;
   altar_logs_prune_facts_t f;
-  altar__logs_prune(logs, &r, NOW, is_running, NULL, &f);
+  altar__logs_prune(logs, &r, 0, NOW, is_running, NULL, &f);
+  CU_ASSERT_EQUAL(f.dirs_scanned, 5);
   CU_ASSERT_EQUAL(f.dirs_seen, 5);
-  CU_ASSERT_EQUAL(f.bytes_seen, 5u << 20);
+  CU_ASSERT_EQUAL(f.bytes_seen, 5 * each);
   CU_ASSERT_EQUAL(f.dirs_running, 1);
   CU_ASSERT_EQUAL(f.dirs_removed, 2);
   CU_ASSERT_EQUAL(f.removed_for_size, 2);
-  CU_ASSERT_EQUAL(f.bytes_removed, 2u << 20);
+  CU_ASSERT_EQUAL(f.bytes_removed, 2 * each);
   CU_ASSERT(kept(logs, 0)); /* the oldest, but running */
   CU_ASSERT(!kept(logs, 1));
   CU_ASSERT(!kept(logs, 2));
   CU_ASSERT(kept(logs, 3) && kept(logs, 4));
   CU_ASSERT(access(other, F_OK) == 0);
   CU_ASSERT_EQUAL(running_asked, 3); /* only about directories it was going to remove */
-  /* Within the bound now: a second prune removes nothing and asks nothing. */
+  /* Within the bound now: a second prune (no scan: the index is fresh)
+   * removes nothing, measures nothing and asks nothing. */
   running_asked = 0;
-  altar__logs_prune(logs, &r, NOW, is_running, NULL, &f);
+  altar__logs_prune(logs, &r, 1, NOW, is_running, NULL, &f);
+  CU_ASSERT_EQUAL(f.dirs_scanned, 0);
+  CU_ASSERT_EQUAL(f.dirs_measured, 0);
   CU_ASSERT_EQUAL(f.dirs_seen, 3);
   CU_ASSERT_EQUAL(f.dirs_removed, 0);
   CU_ASSERT_EQUAL(running_asked, 0);
+  /* The rescan interval passed: the directory is read again, same result. */
+  altar__logs_prune(logs, &r, 1 + ALTAR_LOGS_RESCAN_INTERVAL_S, NOW, is_running, NULL, &f);
+  CU_ASSERT_EQUAL(f.dirs_scanned, 3);
+  CU_ASSERT_EQUAL(f.dirs_removed, 0);
+  altar__log_retention_clear(&r);
   free(logs);
 }
 
@@ -108,10 +142,10 @@ static void test_age_bound(void) {
   make_kept(logs, 10, 100, NOW - 20 * 86400.0);
   make_kept(logs, 11, 100, NOW - 15 * 86400.0);
   make_kept(logs, 12, 100, NOW - 13 * 86400.0);
-  altar_log_retention_t r = {.keep_bytes = 1u << 30, .max_age_s = 14 * 86400.0, .last_prune = -1};
+  altar_log_retention_t r = settings(1u << 30, 1000, 14 * 86400.0);
   running_key = 11;
   altar_logs_prune_facts_t f;
-  altar__logs_prune(logs, &r, NOW, is_running, NULL, &f);
+  altar__logs_prune(logs, &r, 0, NOW, is_running, NULL, &f);
   CU_ASSERT_EQUAL(f.dirs_removed, 1);
   CU_ASSERT_EQUAL(f.removed_for_age, 1);
   CU_ASSERT_EQUAL(f.dirs_running, 1);
@@ -120,8 +154,159 @@ static void test_age_bound(void) {
   /* No age bound: nothing goes for its age. */
   r.max_age_s = 0;
   running_key = -1;
-  altar__logs_prune(logs, &r, NOW + 1000 * 86400.0, is_running, NULL, &f);
+  altar__logs_prune(logs, &r, 1, NOW + 1000 * 86400.0, is_running, NULL, &f);
   CU_ASSERT_EQUAL(f.dirs_removed, 0);
+  altar__log_retention_clear(&r);
+  free(logs);
+}
+
+/* Count: twenty small outputs, keep five: the fifteen oldest go. Then each
+ * task kept afterwards pushes the oldest out, looking at no more than the
+ * one kept and the one removed; a key kept again replaces its entry (the
+ * count stays exact, nothing else goes). */
+static void test_count_bound(void) {
+  char *logs = fresh_logs("count");
+  for (int i = 0; i < 20; i++) make_kept(logs, 100 + i, 10, NOW - (40 - i) * 60.0);
+  altar_log_retention_t r = settings(1u << 30, 5, 0);
+  running_key = -1;
+  altar_logs_prune_facts_t f;
+  altar__logs_prune(logs, &r, 0, NOW, is_running, NULL, &f);
+  CU_ASSERT_EQUAL(f.dirs_seen, 20);
+  CU_ASSERT_EQUAL(f.dirs_removed, 15);
+  CU_ASSERT_EQUAL(f.removed_for_count, 15);
+  for (int i = 0; i < 15; i++) CU_ASSERT(!kept(logs, 100 + i));
+  for (int i = 15; i < 20; i++) CU_ASSERT(kept(logs, 100 + i));
+  for (int i = 20; i < 23; i++) {
+    char key[65];
+    key_of(100 + i, key);
+    make_kept(logs, 100 + i, 10, NOW - (40 - i) * 60.0);
+    altar__logs_keep(logs, &r, key, NOW, is_running, NULL, &f);
+    CU_ASSERT_EQUAL(f.dirs_seen, 6);
+    CU_ASSERT_EQUAL(f.dirs_removed, 1);
+    CU_ASSERT_EQUAL(f.removed_for_count, 1);
+    CU_ASSERT_EQUAL(f.dirs_measured, 2);
+    CU_ASSERT(!kept(logs, 100 + i - 5));
+  }
+  /* 118 is kept again (a rerun's output): one entry, nothing pushed out. */
+  char key[65];
+  key_of(118, key);
+  make_kept(logs, 118, 20, NOW - 60.0);
+  altar__logs_keep(logs, &r, key, NOW, is_running, NULL, &f);
+  CU_ASSERT_EQUAL(f.dirs_seen, 5);
+  CU_ASSERT_EQUAL(f.dirs_removed, 0);
+  for (int i = 18; i < 23; i++) CU_ASSERT(kept(logs, 100 + i));
+  altar__log_retention_clear(&r);
+  free(logs);
+}
+
+/* Real disk use: directories with nothing in them take blocks too, and the
+ * size bound counts them (an output-bytes bound never saw them). */
+static void test_size_counts_empty_dirs(void) {
+  char *logs = fresh_logs("empty");
+  for (int i = 0; i < 12; i++) {
+    char key[65], dir[4096];
+    key_of(200 + i, key);
+    snprintf(dir, sizeof dir, "%s/%s", logs, key);
+    CU_ASSERT_FATAL(mkdir(dir, 0755) == 0);
+    struct timespec ts[2] = {{(time_t)(NOW - (20 - i) * 60.0), 0}, {(time_t)(NOW - (20 - i) * 60.0), 0}};
+    CU_ASSERT(utimensat(AT_FDCWD, dir, ts, 0) == 0);
+  }
+  uint64_t each = usage(logs, 200);
+  altar_log_retention_t r = settings(5 * each + each / 2, 1000, 0);
+  altar_logs_prune_facts_t f;
+  altar__logs_prune(logs, &r, 0, NOW, NULL, NULL, &f);
+  CU_ASSERT_EQUAL(f.bytes_seen, 12 * each);
+  if (each == 0) {
+    /* A filesystem that reports no blocks for a directory (tmpfs): nothing
+     * to bound by size, and nothing may go for it. */
+    fprintf(stderr, "(directories here take no blocks: size bound not exercised) ");
+    CU_ASSERT_EQUAL(f.dirs_removed, 0);
+  } else {
+    CU_ASSERT_EQUAL(f.dirs_removed, 7);
+    CU_ASSERT_EQUAL(f.removed_for_size, 7);
+    CU_ASSERT_EQUAL(f.bytes_removed, 7 * each);
+    for (int i = 0; i < 7; i++) CU_ASSERT(!kept(logs, 200 + i));
+    for (int i = 7; i < 12; i++) CU_ASSERT(kept(logs, 200 + i));
+  }
+  altar__log_retention_clear(&r);
+  free(logs);
+}
+
+/* Only what the backends write goes: a task directory holding a file of
+ * someone else's loses our streams and stays with that file. */
+static void test_only_our_files(void) {
+  char *logs = fresh_logs("ours");
+  make_kept(logs, 300, 10, NOW - 7200.0);
+  make_kept(logs, 301, 10, NOW - 3600.0);
+  char key[65], notes[4200];
+  key_of(300, key);
+  snprintf(notes, sizeof notes, "%s/%s/notes.txt", logs, key);
+  altar_test_write_file(notes, "mine", 4);
+  altar_log_retention_t r = settings(1u << 30, 1, 0);
+  altar_logs_prune_facts_t f;
+  altar__logs_prune(logs, &r, 0, NOW, NULL, NULL, &f);
+  CU_ASSERT_EQUAL(f.dirs_removed, 0);
+  CU_ASSERT(access(notes, F_OK) == 0);
+  char err[4200];
+  snprintf(err, sizeof err, "%s/%s/stderr", logs, key);
+  CU_ASSERT(access(err, F_OK) != 0);
+  CU_ASSERT(kept(logs, 301));
+  /* No longer indexed: a later keep does not try it again. */
+  CU_ASSERT_EQUAL(f.dirs_seen, 2);
+  altar__logs_prune(logs, &r, 1, NOW, NULL, NULL, &f);
+  CU_ASSERT_EQUAL(f.dirs_seen, 1);
+  altar__log_retention_clear(&r);
+  free(logs);
+}
+
+/* Output written again after it was indexed (a rerun of the key) is not
+ * removed for its old place: it moves to the new end. */
+static void test_rewritten_moves_to_new_end(void) {
+  char *logs = fresh_logs("rerun");
+  make_kept(logs, 400, 10, NOW - 3 * 3600.0);
+  make_kept(logs, 401, 10, NOW - 2 * 3600.0);
+  make_kept(logs, 402, 10, NOW - 1 * 3600.0);
+  altar_log_retention_t r = settings(1u << 30, 3, 0);
+  altar_logs_prune_facts_t f;
+  altar__logs_prune(logs, &r, 0, NOW, NULL, NULL, &f);
+  CU_ASSERT_EQUAL(f.dirs_removed, 0);
+  make_kept(logs, 400, 10, NOW - 60.0); /* 400 ran again */
+  make_kept(logs, 403, 10, NOW - 30.0);
+  char key[65];
+  key_of(403, key);
+  altar__logs_keep(logs, &r, key, NOW, NULL, NULL, &f);
+  CU_ASSERT_EQUAL(f.dirs_changed, 1);
+  CU_ASSERT_EQUAL(f.dirs_removed, 1);
+  CU_ASSERT(kept(logs, 400) && !kept(logs, 401) && kept(logs, 402) && kept(logs, 403));
+  altar__log_retention_clear(&r);
+  free(logs);
+}
+
+/* The index is bounded by keep_count however many tasks were kept, and
+ * each keep looks at no more than two directories. */
+static void test_index_bounded(void) {
+  char *logs = fresh_logs("many");
+  altar_log_retention_t r = settings(1u << 30, 100, 0);
+  size_t most = 0, most_measured = 0;
+  for (int i = 0; i < 5000; i++) {
+    char key[65], dir[4096];
+    snprintf(key, sizeof key, "%064x", i);
+    snprintf(dir, sizeof dir, "%s/%s", logs, key);
+    CU_ASSERT_FATAL(mkdir(dir, 0755) == 0);
+    altar_logs_prune_facts_t f;
+    altar__logs_keep(logs, &r, key, NOW, NULL, NULL, &f);
+    if (altar__logs_index_footprint(&r) > most) most = altar__logs_index_footprint(&r);
+    if (f.dirs_measured > most_measured) most_measured = f.dirs_measured;
+  }
+  CU_ASSERT(most <= 16384); /* 100 entries: a ring of 128 and its table */
+  CU_ASSERT_EQUAL(most_measured, 2);
+  size_t n = 0;
+  DIR *d = opendir(logs);
+  for (struct dirent *de; d && (de = readdir(d));) n += de->d_name[0] != '.';
+  if (d) closedir(d);
+  CU_ASSERT_EQUAL(n, 100);
+  altar__log_retention_clear(&r);
+  CU_ASSERT_EQUAL(altar__logs_index_footprint(&r), 0);
   free(logs);
 }
 
@@ -149,6 +334,17 @@ static void test_settings_and_interval(void) {
   altar_strmap_set(&m, "logs_keep_days", "x");
   CU_ASSERT_FALSE(altar__log_retention_parse(&m, &r, e, sizeof e));
   CU_ASSERT(strstr(e, "backend.logs_keep_days:") != NULL);
+  altar_strmap_set(&m, "logs_keep_days", "14");
+  CU_ASSERT(altar__log_retention_parse(&m, &r, e, sizeof e) && r.keep_count == ALTAR_LOGS_KEEP_COUNT_DEFAULT);
+  CU_ASSERT_EQUAL(ALTAR_LOGS_KEEP_COUNT_DEFAULT, 10000);
+  altar_strmap_set(&m, "logs_keep_count", "500");
+  CU_ASSERT(altar__log_retention_parse(&m, &r, e, sizeof e) && r.keep_count == 500);
+  const char *bad_count[] = {"0", "-1", "x", "", "1000001", "10k"};
+  for (size_t i = 0; i < sizeof bad_count / sizeof bad_count[0]; i++) {
+    altar_strmap_set(&m, "logs_keep_count", bad_count[i]);
+    CU_ASSERT_FALSE(altar__log_retention_parse(&m, &r, e, sizeof e));
+    CU_ASSERT(strstr(e, "backend.logs_keep_count:") != NULL);
+  }
   altar_strmap_clear(&m);
   /* Due at once, then not again before the interval. */
   r.last_prune = -1;
@@ -158,7 +354,8 @@ static void test_settings_and_interval(void) {
 }
 
 /* The process backend prunes its data root's logs at open by its
- * settings; logs_keep and logs_keep_days are its keys. */
+ * settings; logs_keep, logs_keep_count and logs_keep_days are its keys,
+ * and a misspelt one is refused by name. */
 static void test_process_backend_prunes_at_create(void) {
   char data[4096], logs[4200];
   snprintf(data, sizeof data, "%s/data", root);
@@ -169,7 +366,7 @@ static void test_process_backend_prunes_at_create(void) {
   for (int i = 20; i < 24; i++) make_kept(logs, i, 1u << 20, now - (24 - i) * 60.0);
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data);
-  altar_strmap_set(&cfg, "logs_keep", "2MiB");
+  altar_strmap_set(&cfg, "logs_keep_count", "2");
   altar_error_t berr = {0};
   altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
   if (!be) fprintf(stderr, "open: %s\n", berr.msg);
@@ -180,6 +377,76 @@ static void test_process_backend_prunes_at_create(void) {
   altar_strmap_set(&cfg, "logs_keep", "tiny");
   CU_ASSERT(altar_backend_open(&altar_backend_process, &cfg, &berr) == NULL);
   CU_ASSERT(strstr(berr.msg, "backend.logs_keep:") != NULL);
+  altar_strmap_clear(&cfg);
+  altar_strmap_set(&cfg, "data_root", data);
+  altar_strmap_set(&cfg, "logs_keep_cnt", "5");
+  CU_ASSERT(altar_backend_open(&altar_backend_process, &cfg, &berr) == NULL);
+  CU_ASSERT(strstr(berr.msg, "backend.logs_keep_cnt: unknown key for the process backend (did you mean "
+                             "\"logs_keep_count\"?)") != NULL);
+  altar_strmap_clear(&cfg);
+}
+
+/* Runs argv on be until it ends, then reclaims it (what a worker does
+ * once the task's end is acknowledged); its key into key. */
+static void run_and_reclaim(altar_backend_t *be, const char *script, char key[ALTAR_TASK_KEY_LEN + 1]) {
+  altar_spec_t *s = altar_spec_new("retention", "img");
+  altar_spec_add_arg(s, "sh");
+  altar_spec_add_arg(s, "-c");
+  altar_spec_add_arg(s, script);
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_spec_identity(s, key, &err) == 0);
+  altar_handle_t h;
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
+  altar_status_t st = {0};
+  for (int i = 0; i < 4000; i++) {
+    altar_status_clear(&st);
+    CU_ASSERT_EQUAL_FATAL(altar_backend_poll(be, &h, 1, &st, &err), 0);
+    if (altar_state_terminal(st.state)) break;
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  CU_ASSERT(st.state == ALTAR_STATE_SUCCEEDED);
+  altar_status_clear(&st);
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0);
+  altar_handle_clear(&h);
+  altar_spec_free(s);
+}
+
+/* A run that wrote nothing keeps nothing once reclaimed (no empty directory
+ * per task); one that wrote keeps its output, within logs_keep_count. */
+static void test_process_reclaim_keeps_only_output(void) {
+  char data[4096], dir[4400];
+  snprintf(data, sizeof data, "%s/reclaim", root);
+  altar_strmap_t cfg = {0};
+  altar_strmap_set(&cfg, "data_root", data);
+  altar_strmap_set(&cfg, "logs_keep_count", "2");
+  altar_error_t berr = {0};
+  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  CU_ASSERT_FATAL(be != NULL);
+  char key[ALTAR_TASK_KEY_LEN + 1], keys[3][ALTAR_TASK_KEY_LEN + 1];
+  run_and_reclaim(be, "true", key);
+  snprintf(dir, sizeof dir, "%s/logs/%s", data, key);
+  CU_ASSERT(access(dir, F_OK) != 0);
+  for (int i = 0; i < 3; i++) {
+    char script[64];
+    snprintf(script, sizeof script, "echo output %d", i);
+    run_and_reclaim(be, script, keys[i]);
+  }
+  /* Two kept: the oldest went when the third was kept. */
+  snprintf(dir, sizeof dir, "%s/logs/%s/stdout", data, keys[0]);
+  CU_ASSERT(access(dir, F_OK) != 0);
+  for (int i = 1; i < 3; i++) {
+    snprintf(dir, sizeof dir, "%s/logs/%s/stdout", data, keys[i]);
+    CU_ASSERT(access(dir, F_OK) == 0);
+  }
+  /* Reclaimed runs hold no slot: the backend's live set is empty again. */
+  altar_capacity_t cap = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_backend_capacity(be, &cap, &err), 0);
+  altar_resources_t cpu = {.count = 1};
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), 4);
+  altar_capacity_clear(&cap);
+  altar_backend_close(be);
   altar_strmap_clear(&cfg);
 }
 
@@ -247,9 +514,15 @@ static void add(void) {
   ALTAR_SUITE("log_retention", suite_init, suite_clean);
   ALTAR_TEST(test_size_bound_oldest_first);
   ALTAR_TEST(test_age_bound);
+  ALTAR_TEST(test_count_bound);
+  ALTAR_TEST(test_size_counts_empty_dirs);
+  ALTAR_TEST(test_only_our_files);
+  ALTAR_TEST(test_rewritten_moves_to_new_end);
+  ALTAR_TEST(test_index_bounded);
   ALTAR_TEST(test_settings_and_interval);
   ALTAR_TEST(test_process_backend_prunes_at_create);
   ALTAR_TEST(test_process_keeps_running_task_output);
+  ALTAR_TEST(test_process_reclaim_keeps_only_output);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

@@ -204,6 +204,102 @@ static void test_held_carried_on(void) {
   altar_offset_tracker_free(t);
 }
 
+/* The same with gaps between the offsets seen (offsets that are no jobs):
+ * finished stretches join across them, and a restart still never skips an
+ * unfinished job nor reruns a finished one. */
+static void test_random_model_gaps(void) {
+  unsigned seed = 777;
+  for (int round = 0; round < 200; round++) {
+    altar_offset_tracker_t *t = altar_offset_tracker_new();
+    altar_offset_tracker_assign(t, "jobs", 3, 0, NULL, NULL);
+    bool seen[900] = {0}, done[900] = {0};
+    int n = 50 + (int)(rand_r(&seed) % 250), top = 0;
+    for (int k = 0; k < n; k++) {
+      top += 1 + (int)(rand_r(&seed) % 3);
+      seen[top] = true;
+      CU_ASSERT_EQUAL(altar_offset_tracker_seen(t, "jobs", 3, top), 0);
+    }
+    for (int k = 0; k < n; k++) {
+      int o = 1 + (int)(rand_r(&seed) % (unsigned)top);
+      if (!seen[o]) continue;
+      done[o] = true;
+      CU_ASSERT_EQUAL(altar_offset_tracker_finished(t, "jobs", 3, o), 0);
+    }
+    size_t unfinished = 0;
+    for (int o = 0; o <= top; o++) unfinished += seen[o] && !done[o];
+    CU_ASSERT_EQUAL(altar_offset_tracker_in_flight(t, "jobs", 3), unfinished);
+    char meta[ALTAR_OFFSET_META_MAX + 1];
+    int64_t off;
+    altar_offset_tracker_commit_point(t, "jobs", 3, &off, meta, sizeof meta, NULL);
+    altar_offset_tracker_t *r = altar_offset_tracker_new();
+    altar_offset_tracker_assign(r, "jobs", 3, off, meta, NULL);
+    for (int o = 0; o <= top; o++) {
+      if (!seen[o]) continue;
+      if (o < off) CU_ASSERT(done[o]);
+      if (o >= off) CU_ASSERT_EQUAL(altar_offset_tracker_already_done(r, "jobs", 3, o), done[o]);
+    }
+    altar_offset_tracker_free(r);
+    altar_offset_tracker_free(t);
+  }
+}
+
+/* Memory follows what is in flight, never what finished: one job held at
+ * offset 0 while 10^5 finish above it; a window of 32 in flight finishing
+ * out of order across 10^5 offsets with gaps; a burst of 10^4 in flight,
+ * given back once they finish. */
+static void test_memory_bounded_by_in_flight(void) {
+  altar_offset_tracker_t *t = altar_offset_tracker_new();
+  CU_ASSERT_EQUAL(altar_offset_tracker_assign(t, "jobs", 0, 0, NULL, NULL), 0);
+  CU_ASSERT_EQUAL(altar_offset_tracker_seen(t, "jobs", 0, 0), 0);
+  size_t most = 0;
+  for (int64_t o = 1; o <= 100000; o++) {
+    CU_ASSERT_EQUAL(altar_offset_tracker_seen(t, "jobs", 0, o), 0);
+    CU_ASSERT_EQUAL(altar_offset_tracker_finished(t, "jobs", 0, o), 0);
+    if (altar_offset_tracker_footprint(t) > most) most = altar_offset_tracker_footprint(t);
+  }
+  CU_ASSERT(most <= 2048);
+  CU_ASSERT_EQUAL(altar_offset_tracker_in_flight(t, "jobs", 0), 1);
+  int64_t off;
+  char meta[256];
+  bool ch;
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT_EQUAL(off, 0);
+  CU_ASSERT_STRING_EQUAL(meta, "o2:1-100000/100001");
+  altar_offset_tracker_finished(t, "jobs", 0, 0);
+  commit_point(t, &off, meta, &ch);
+  CU_ASSERT_EQUAL(off, 100001);
+  CU_ASSERT_STRING_EQUAL(meta, "");
+
+  /* A sliding window: 32 in flight, the oldest not always first to end. */
+  unsigned seed = 99;
+  int64_t window[32], o = 200000;
+  CU_ASSERT_EQUAL(altar_offset_tracker_assign(t, "jobs", 1, o, NULL, NULL), 0);
+  for (int i = 0; i < 32; i++, o += 1 + (o % 7 == 0)) {
+    window[i] = o;
+    altar_offset_tracker_seen(t, "jobs", 1, o);
+  }
+  most = 0;
+  for (int k = 0; k < 100000; k++, o += 1 + (o % 7 == 0)) {
+    int i = (int)(rand_r(&seed) % 32);
+    CU_ASSERT_EQUAL(altar_offset_tracker_finished(t, "jobs", 1, window[i]), 0);
+    window[i] = o;
+    CU_ASSERT_EQUAL(altar_offset_tracker_seen(t, "jobs", 1, o), 0);
+    if (altar_offset_tracker_footprint(t) > most) most = altar_offset_tracker_footprint(t);
+  }
+  CU_ASSERT_EQUAL(altar_offset_tracker_in_flight(t, "jobs", 1), 32);
+  CU_ASSERT(most <= 8192);
+
+  /* A burst: 10^4 in flight at once, then all finished. */
+  for (int i = 0; i < 32; i++) altar_offset_tracker_finished(t, "jobs", 1, window[i]);
+  int64_t first = o;
+  for (int k = 0; k < 10000; k++) altar_offset_tracker_seen(t, "jobs", 1, o++);
+  CU_ASSERT(altar_offset_tracker_footprint(t) > 10000 * 16);
+  for (int64_t x = first; x < o; x++) altar_offset_tracker_finished(t, "jobs", 1, x);
+  CU_ASSERT(altar_offset_tracker_footprint(t) <= 8192);
+  CU_ASSERT_EQUAL(altar_offset_tracker_in_flight(t, "jobs", 1), 0);
+  altar_offset_tracker_free(t);
+}
+
 static void add(void) {
   ALTAR_SUITE("offset_tracker", NULL, NULL);
   ALTAR_TEST(test_commit_lowest_unfinished);
@@ -213,6 +309,8 @@ static void add(void) {
   ALTAR_TEST(test_metadata_bounded);
   ALTAR_TEST(test_random_model);
   ALTAR_TEST(test_held_carried_on);
+  ALTAR_TEST(test_random_model_gaps);
+  ALTAR_TEST(test_memory_bounded_by_in_flight);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

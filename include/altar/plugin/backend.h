@@ -140,8 +140,9 @@ const altar_backend_ops_t *altar_backend_lookup(const char *name);
  * tasks outlive the worker; verification "staging"; mount root = data_root.
  * Config keys: data_root (default ./var/data), slots (default 4), storage
  * ("auto" = the adapter for each uri's scheme, or an adapter name), log_cap
- * (bytes kept per stream, default 1 MiB), logs_keep and logs_keep_days (the
- * retention of kept output: total size, default 1 GiB; age, default 14),
+ * (bytes kept per stream, default 1 MiB), logs_keep, logs_keep_count and
+ * logs_keep_days (the retention of kept output: allocated size, default
+ * 1 GiB; task directories, default 10000; age in days, default 14),
  * memory ("auto": a memory cgroup when one can be made, else the RSS
  * watchdog; "watchdog"). See docs/backends.md. */
 extern const altar_backend_ops_t altar_backend_process;

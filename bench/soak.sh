@@ -1,0 +1,120 @@
+#!/bin/sh
+# Soak: N /bin/true shards through one worker and one reconciler on the
+# defaults (embedded log, process backend, 4 slots), submitted in batches.
+# Every INTERVAL seconds it samples the RSS of both daemons and the disk
+# use of the worker's data root (allocated blocks, directories included),
+# of the log and of the ledger; at the end it prints the growth of each per
+# 10^5 shards after warm-up (a least-squares slope over the samples taken
+# after WARMUP shards). Not run in CI: 10^6 shards take most of an hour.
+# usage: bench/soak.sh [BUILD_DIR] [SHARDS] [BATCH] [INTERVAL_S] [WARMUP]
+#   environment: SOAK_KEEP=1 keeps the temporary directory; SOAK_DIR=DIR
+#   runs in DIR (created) instead of a fresh one under $TMPDIR;
+#   SOAK_SAMPLES=FILE also writes the samples there (TSV).
+set -eu
+B="${1:-build}"
+N="${2:-1000000}"
+BATCH="${3:-10000}"
+INTERVAL="${4:-10}"
+WARMUP="${5:-}"
+[ -n "$WARMUP" ] || WARMUP=$((N / 10 < 20000 ? N / 10 : 20000))
+ALTAR="$(cd "$B" && pwd)/altar"
+if [ -n "${SOAK_DIR:-}" ]; then
+  dir="$SOAK_DIR"
+  mkdir -p "$dir"
+else
+  dir="$(mktemp -d "${TMPDIR:-/tmp}/altar-soak-XXXXXX")"
+fi
+pids=""
+cleanup() {
+  for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
+  if [ -z "${SOAK_KEEP:-}" ] && [ -z "${SOAK_DIR:-}" ]; then rm -rf "$dir"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wport=$(port)
+
+# The defaults but for where things live: no retention, slot or interval setting.
+cat >"$dir/altar.yaml" <<YAML
+transport: {name: local, dir: $dir/log}
+backend: {name: process, data_root: $dir/data}
+ledger: {path: $dir/ledger}
+groups:
+  soak: {group_by: [job_id, shard], ready_when: single, on_failed: dead_letter}
+YAML
+cfg="--config $dir/altar.yaml"
+
+"$ALTAR" reconciler $cfg --quiet --no-dashboard >"$dir/rec.log" 2>&1 &
+rpid=$!
+pids="$pids $rpid"
+"$ALTAR" worker $cfg --quiet --metrics "127.0.0.1:$wport" >"$dir/w.log" 2>&1 &
+wpid=$!
+pids="$pids $wpid"
+sleep 1
+
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+du_kb() { du -sk "$1" 2>/dev/null | awk '{print $1}' || echo 0; }
+done_shards() {
+  curl -s "http://127.0.0.1:$wport/metrics" 2>/dev/null |
+    awk '/^altar_worker_tasks_succeeded_total / {v=$2} /^altar_worker_tasks_failed_total / {v+=$2} END {printf "%d\n", v}'
+}
+
+samples="$dir/samples.tsv"
+printf 't_s\tshards\tworker_rss_kb\treconciler_rss_kb\tdata_root_kb\tlog_kb\tledger_kb\n' >"$samples"
+printf 't_s\tshards\tworker_rss_kb\treconciler_rss_kb\tdata_root_kb\tlog_kb\tledger_kb\n' >&2
+t0=$(date +%s)
+(
+  while kill -0 "$wpid" 2>/dev/null; do
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(($(date +%s) - t0))" "$(done_shards)" "$(rss_kb "$wpid")" \
+      "$(rss_kb "$rpid")" "$(du_kb "$dir/data")" "$(du_kb "$dir/log")" "$(du_kb "$dir/ledger")" >>"$samples"
+    tail -n 1 "$samples" >&2
+    sleep "$INTERVAL"
+  done
+) &
+spid=$!
+pids="$pids $spid"
+
+sent=0
+b=0
+while [ "$sent" -lt "$N" ]; do
+  k=$((N - sent < BATCH ? N - sent : BATCH))
+  python3 -c "
+import json, sys
+b, k = int(sys.argv[1]), int(sys.argv[2])
+for i in range(k):
+    print(json.dumps({'kind': 'soak', 'image': 'none', 'command': ['/bin/true'], 'labels': {'shard': '%d-%d' % (b, i)}}))
+" "$b" "$k" >"$dir/batch.jsonl"
+  if ! "$ALTAR" submit $cfg --wait "$dir/batch.jsonl" >/dev/null 2>"$dir/submit.log"; then
+    echo "soak: batch $b did not settle (see $dir/submit.log)" >&2
+    exit 1
+  fi
+  sent=$((sent + k))
+  b=$((b + 1))
+done
+sleep "$INTERVAL" # one sample after the last batch
+kill "$spid" 2>/dev/null || true
+wait "$spid" 2>/dev/null || true
+[ -z "${SOAK_SAMPLES:-}" ] || cp "$samples" "$SOAK_SAMPLES"
+
+python3 - "$samples" "$N" "$WARMUP" <<'PY'
+import sys
+path, n, warm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rows = [l.rstrip("\n").split("\t") for l in open(path)][1:]
+rows = [[float(x) for x in r] for r in rows if len(r) == 7 and all(x.strip() for x in r)]
+cols = ["worker RSS", "reconciler RSS", "data root", "log", "ledger"]
+after = [r for r in rows if r[1] >= warm]
+print(f"soak: {n} shards of /bin/true, {len(rows)} samples, warm-up {warm} shards, "
+      f"{rows[-1][0]:.0f} s ({rows[-1][1] / max(rows[-1][0], 1):.0f} shards/s)" if rows else "soak: no samples")
+def slope(xs, ys):
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
+print(f"{'figure':16} {'at warm-up':>12} {'at end':>12} {'max':>12} {'per 1e5 shards':>16}")
+for c, name in enumerate(cols):
+    ys = [r[c + 2] for r in after]
+    if len(after) < 2:
+        break
+    s = slope([r[1] for r in after], ys) * 1e5
+    print(f"{name:16} {ys[0] / 1024:9.1f} MiB {ys[-1] / 1024:9.1f} MiB {max(ys) / 1024:9.1f} MiB {s / 1024:+12.2f} MiB")
+PY
