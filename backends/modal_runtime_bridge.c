@@ -240,11 +240,12 @@ static int b_run(void *impl, const altar_modal_sandbox_req_t *r, char **pid, alt
   for (size_t i = 0; cmd && i < r->n_command; i++) json_array_append_new(cmd, json_string(r->command[i]));
   for (size_t i = 0; tags && r->tags && i < r->tags->n; i++)
     json_object_set_new(tags, r->tags->keys[i], json_string(r->tags->vals[i]));
-  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:o}", "op", "run_sandbox", "app_name",
+  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:o, s:o}", "op", "run_sandbox", "app_name",
                           r->app_name, "volume_name", r->volume_name, "mount_root", r->mount_root, "image", r->image,
                           "command", cmd, "gpu", r->gpu ? json_string(r->gpu) : json_null(), "memory_mb",
                           r->memory_mb.set ? json_integer(r->memory_mb.v) : json_null(), "timeout_s",
-                          (json_int_t)r->timeout_s, "tags", tags);
+                          (json_int_t)r->timeout_s, "tags", tags, "task_key",
+                          r->task_key ? json_string(r->task_key) : json_null());
   json_t *reply = NULL;
   bridge_t *b = impl;
   int rc = call(b, req, "run_sandbox", b->run_ms, &reply, err);

@@ -14,6 +14,7 @@
 #include "altar/digest.h"
 #include "altar/log_tail.h"
 #include "altar/paths.h"
+#include "altar/codec.h"
 #include "altar/pools.h"
 
 #include <stdio.h>
@@ -146,7 +147,9 @@ int altar_modal_submit(altar_modal_t *m, const altar_spec_t *spec, altar_handle_
   }
   char *gpu = NULL, **argv = NULL, *id = NULL;
   size_t argc = 0;
-  rc = altar_modal_accelerator(m, &spec->resources, &gpu, err);
+  char key[ALTAR_TASK_KEY_LEN + 1];
+  rc = altar_spec_identity(spec, key, err);
+  if (!rc) rc = altar_modal_accelerator(m, &spec->resources, &gpu, err);
   if (!rc) rc = altar_modal_build_command(m, spec, &argv, &argc, err);
   if (!rc) {
     altar_modal_sandbox_req_t req = {
@@ -160,6 +163,7 @@ int altar_modal_submit(altar_modal_t *m, const altar_spec_t *spec, altar_handle_
         .memory_mb = spec->resources.memory_mb,
         .timeout_s = timeout,
         .tags = &spec->labels,
+        .task_key = key, /* adopt-or-run: a dead worker's sandbox is taken over */
     };
     rc = m->rt->ops->run_sandbox(m->rt->impl, &req, &id, err);
     if (!rc && (!id || !*id)) rc = altar_error_set(err, ALTAR_EBACKEND, "modal run_sandbox: no sandbox id");

@@ -15,7 +15,12 @@ Requests ("op" names the call) and their successful replies:
     {"op": "ping"}                                 -> {"ok": true, "modal_version": ...}
     {"op": "run_sandbox", "app_name", "volume_name", "mount_root", "image",
      "command": [argv], "gpu": str|null, "memory_mb": int|null,
-     "timeout_s": int, "tags": {str: str}}         -> {"ok": true, "sandbox_id": "sb-..."}
+     "timeout_s": int, "tags": {str: str},
+     "task_key": str|null}                        -> {"ok": true, "sandbox_id": "sb-...", "adopted": bool}
+       (with a task_key the sandbox is tagged TASK_KEY_TAG=<task_key>, and a
+       sandbox of the app that holds that tag and still runs is returned
+       instead of creating one: "adopted": true. A finished one is never
+       adopted, so a retry after a failure really runs.)
     {"op": "poll_sandbox", "sandbox_id"}           -> {"ok": true, "exit_code": int|null}  (null: running)
     {"op": "sandbox_oom_killed", "sandbox_id"}     -> {"ok": true, "oom_killed": bool}
        (true only when Modal ended the sandbox with its kernel-OOM status;
@@ -49,6 +54,9 @@ import signal
 import sys
 
 SDK_MISSING_EXIT = 3
+# The sandbox tag that carries the spec's task key (its identity hash): the
+# same key as docker's container label, kubernetes' and process' keys.
+TASK_KEY_TAG = "altar.task_key"
 # Bounds on what sandbox_output keeps of one stream.
 MAX_OUTPUT_BYTES = 1 << 20
 
@@ -139,8 +147,19 @@ class Bridge:
         tags = req.get("tags") or {}
         if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
             raise ValueError("tags: want an object of strings")
+        task_key = req.get("task_key")
+        if task_key is not None:
+            if not isinstance(task_key, str) or not task_key:
+                raise ValueError("task_key: want a non-empty string or null")
+            tags = dict(tags)
+            tags[TASK_KEY_TAG] = task_key  # ours wins over a label of that name
+        app = self.app(need(req, "app_name", str))
+        if task_key is not None:
+            running = self.running_with_key(app, task_key)
+            if running is not None:
+                return {"sandbox_id": running, "adopted": True}
         kwargs = {
-            "app": self.app(need(req, "app_name", str)),
+            "app": app,
             "image": self.image(need(req, "image", str)),
             "volumes": {need(req, "mount_root", str): self.volume(need(req, "volume_name", str))},
             "timeout": need(req, "timeout_s", int),
@@ -153,7 +172,17 @@ class Bridge:
         # With a GPU the SDK waits here until the sandbox is scheduled (up
         # to 21 minutes); SIGINT cancels the wait and the SDK terminates it.
         sb = self.modal.Sandbox.create(*command, **kwargs)
-        return {"sandbox_id": sb.object_id}
+        return {"sandbox_id": sb.object_id, "adopted": False}
+
+    def running_with_key(self, app, task_key):
+        """The id of the newest sandbox of app tagged with task_key that has
+        not ended, or None. Sandbox.list asks only for unfinished ones; the
+        result it carries is checked too, so one that ended since is not
+        taken."""
+        for sb in self.modal.Sandbox.list(app_id=app.app_id, tags={TASK_KEY_TAG: task_key}):
+            if sb.returncode is None:
+                return sb.object_id
+        return None
 
     def op_poll_sandbox(self, req):
         # from_id already asks for the result without waiting (timeout 0).

@@ -53,6 +53,11 @@ typedef struct altar_modal_sandbox_req {
   altar_opt_i64_t memory_mb;
   int64_t timeout_s;      /* always set: the backend maps "none" to the maximum */
   const altar_strmap_t *tags; /* the spec's labels */
+  /* The spec's task key (identity hash), or NULL. When set the sandbox is
+   * tagged with it, and a sandbox of the app with that key that still runs
+   * is adopted: its id is returned and none is started (a dead worker's run
+   * of the same task). A finished one is not adopted. */
+  const char *task_key;
 } altar_modal_sandbox_req_t;
 
 /* Required: run_sandbox, poll_sandbox, upload, download. Optional:

@@ -97,6 +97,8 @@ class Sandbox:
         self.definition = definition
         self.tags = tags
         self.schedulable = schedulable
+        # Creation times are distinct and increasing: SandboxList pages by them.
+        self.created_at = time.time()
         self.task_id = ""
         self.proc = None
         self.result = None  # api_pb2.GenericResult once finished
@@ -422,6 +424,37 @@ class FakeModal(api_grpc.ModalClientBase):
         req = await self.begin(stream, name, need_jwt)
         self.sandbox(req.sandbox_id).tags = {t.tag_name: t.tag_value for t in req.tags}
         await stream.send_message(empty_pb2.Empty())
+
+    async def list_sandboxes(self, stream, name, need_jwt):
+        """SandboxList(V2): newest first, filtered as the real control plane
+        does (app, tags the sandbox holds at least, unfinished unless
+        include_finished), paged by before_timestamp (0: from the newest)."""
+        req = await self.begin(stream, name, need_jwt)
+        want = {t.tag_name: t.tag_value for t in req.tags}
+        infos = []
+        for sb in sorted(self.sandboxes.values(), key=lambda s: s.created_at, reverse=True):
+            if req.app_id and sb.app_id != req.app_id:
+                continue
+            if req.before_timestamp and sb.created_at >= req.before_timestamp:
+                continue
+            if not req.include_finished and sb.result is not None:
+                continue
+            if any(sb.tags.get(k) != v for k, v in want.items()):
+                continue
+            task = api_pb2.TaskInfo(id=sb.task_id, sandbox_id=sb.id, result=sb.result)
+            infos.append(api_pb2.SandboxInfo(
+                id=sb.id, created_at=sb.created_at, app_id=sb.app_id, task_info=task,
+                tags=[api_pb2.SandboxTag(tag_name=k, tag_value=v) for k, v in sb.tags.items()],
+                metadata=api_pb2.SandboxHandleMetadata(app_id=sb.app_id)))
+            if len(infos) == 100:
+                break
+        await stream.send_message(api_pb2.SandboxListResponse(sandboxes=infos))
+
+    async def SandboxList(self, stream):
+        await self.list_sandboxes(stream, "SandboxList", False)
+
+    async def SandboxListV2(self, stream):
+        await self.list_sandboxes(stream, "SandboxListV2", True)
 
     async def SandboxTagsSet(self, stream):
         await self.tags_set(stream, "SandboxTagsSet", False)

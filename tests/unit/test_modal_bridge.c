@@ -13,6 +13,7 @@
  * end, and an installed altar finding its bridge without the source tree.
  * The backend contract suite runs here too, through the SDK and the fake. */
 #include "altar/buf.h"
+#include "altar/codec.h"
 #include "altar/digest.h"
 #include "altar/modal.h"
 #include "altar/storage.h"
@@ -628,6 +629,7 @@ static void test_backend_through_bridge(void) {
   altar_modal_free(m);
 }
 
+
 /* Polls the backend until h ends (bounded); st holds its last status. */
 static void poll_until_done(altar_modal_t *m, const altar_handle_t *h, altar_status_t *st) {
   altar_error_t err = {0};
@@ -640,6 +642,53 @@ static void poll_until_done(altar_modal_t *m, const altar_handle_t *h, altar_sta
     nanosleep(&ts, NULL);
   }
   CU_FAIL("sandbox did not end within the wait bound");
+}
+
+/* Issue #27 item 8: a worker dies with its sandbox running and another
+ * takes the job over. The new backend (its own bridge, as in a new worker
+ * process) submits the same spec and adopts the running sandbox by its task
+ * key instead of starting a second; once it has ended, a submit runs anew. */
+static void test_submit_adopts_running_sandbox(void) {
+  altar_modal_config_t cfg = {.mount_root = vol};
+  altar_spec_t *s = altar_spec_new("adopt", "python:3.11-slim");
+  altar_spec_add_arg(s, "sh");
+  altar_spec_add_arg(s, "-c");
+  altar_spec_add_arg(s, "sleep 3; echo adopted-run-done");
+  altar_error_t err = {0};
+  long created0 = calls_now("SandboxCreateV2") + calls_now("SandboxCreate");
+
+  altar_modal_t *dead = altar_modal_new(&cfg, new_rt(), NULL);
+  CU_ASSERT_FATAL(dead != NULL);
+  altar_handle_t h1, h2, h3;
+  CU_ASSERT_EQUAL_FATAL(altar_modal_submit(dead, s, &h1, &err), 0);
+  altar_modal_free(dead); /* the worker dies; its sandbox runs on */
+
+  altar_modal_t *m = altar_modal_new(&cfg, new_rt(), NULL);
+  CU_ASSERT_FATAL(m != NULL);
+  CU_ASSERT_EQUAL_FATAL(altar_modal_submit(m, s, &h2, &err), 0);
+  CU_ASSERT_STRING_EQUAL(h2.external_id, h1.external_id);
+  CU_ASSERT_EQUAL(calls_now("SandboxCreateV2") + calls_now("SandboxCreate") - created0, 1);
+  json_t *rec = sandbox_record(h1.external_id);
+  char key[ALTAR_TASK_KEY_LEN + 1];
+  CU_ASSERT_EQUAL_FATAL(altar_spec_identity(s, key, &err), 0);
+  const char *tagged = rec_str(json_object_get(rec, "tags"), "altar.task_key");
+  CU_ASSERT(tagged && !strcmp(tagged, key));
+  json_decref(rec);
+  altar_status_t st;
+  poll_until_done(m, &h2, &st);
+  CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
+  altar_status_clear(&st);
+
+  /* Ended: not adopted, a new run. */
+  CU_ASSERT_EQUAL_FATAL(altar_modal_submit(m, s, &h3, &err), 0);
+  CU_ASSERT(strcmp(h3.external_id, h1.external_id) != 0);
+  CU_ASSERT_EQUAL(calls_now("SandboxCreateV2") + calls_now("SandboxCreate") - created0, 2);
+  CU_ASSERT_EQUAL(altar_modal_cancel(m, &h3, &err), 0);
+  altar_handle_clear(&h1);
+  altar_handle_clear(&h2);
+  altar_handle_clear(&h3);
+  altar_spec_free(s);
+  altar_modal_free(m);
 }
 
 #define SECRET_VALUE "tok-9f2c41d7e05b"
@@ -990,6 +1039,7 @@ static void add(void) {
   ALTAR_TEST(test_protocol_lines);
   ALTAR_TEST(test_backend_through_bridge);
   ALTAR_TEST(test_failure_detail_has_output);
+  ALTAR_TEST(test_submit_adopts_running_sandbox);
   ALTAR_TEST(test_altar_run_cli);
   ALTAR_TEST(test_altar_run_ctrl_c);
   ALTAR_TEST(test_installed_altar_finds_bridge);
