@@ -2,6 +2,7 @@
  * "runs" sandboxes: the contract suite, timeouts and the 24 h cap,
  * accelerators, tags, exit-code mapping, the digest-verifying wrapper (run
  * for real with sh), staging and collection through Storage. */
+#include "altar/codec.h"
 #include "altar/digest.h"
 #include "altar/modal.h"
 #include "altar/fleet.h"
@@ -31,6 +32,7 @@ typedef struct fsb {
   int64_t timeout;
   altar_opt_i64_t mem;
   altar_strmap_t tags;
+  char task_key[80]; /* what submit asked to adopt by ("": none) */
   int polls;
   bool done;
   int code;
@@ -85,6 +87,7 @@ static int f_run(void *impl, const altar_modal_sandbox_req_t *r, char **pid, alt
   s->timeout = r->timeout_s;
   s->mem = r->memory_mb;
   altar_strmap_copy(&s->tags, r->tags);
+  snprintf(s->task_key, sizeof s->task_key, "%s", r->task_key ? r->task_key : "");
   *pid = strdup(s->id);
   return 0;
 }
@@ -401,6 +404,9 @@ static void test_accelerators_and_tags(void) {
   CU_ASSERT_STRING_EQUAL(h.external_id, "sb-1");
   CU_ASSERT_STRING_EQUAL(h.backend, "modal");
   CU_ASSERT(altar_strmap_equal(&f->sbs[0].tags, &s->labels)); /* labels → tags */
+  char key[ALTAR_TASK_KEY_LEN + 1];
+  CU_ASSERT_EQUAL_FATAL(altar_spec_identity(s, key, &err), 0);
+  CU_ASSERT_STRING_EQUAL(f->sbs[0].task_key, key); /* adopt-or-run by task key */
   CU_ASSERT(altar_strmap_equal(&h.labels, &s->labels));
   CU_ASSERT_STRING_EQUAL(f->sbs[0].app, ALTAR_MODAL_DEFAULT_APP);
   CU_ASSERT_STRING_EQUAL(f->sbs[0].volume, ALTAR_MODAL_DEFAULT_VOLUME);
