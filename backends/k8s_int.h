@@ -39,7 +39,8 @@ double altar__k8s_now(const altar_k8s_t *k);
 /* How many tasks of pool p the schedulable nodes matching its selector can
  * take: their allocatable GPUs for a GPU pool, their allocatable pods for
  * the CPU pool (k8s_nodes.c). */
-int64_t altar__k8s_pool_node_slots(const altar_k8s_pool_t *p, const altar_k8s_node_info_t *nodes, size_t n);
+int64_t altar__k8s_pool_node_slots(const altar_k8s_pool_t *p, const altar_k8s_node_info_t *nodes, size_t n,
+                                   size_t *pnodes);
 void altar__k8s_sleep(const altar_k8s_t *k, double seconds);
 
 /* Runs cfg's exec credential plugin when it has given nothing yet, when

@@ -102,16 +102,20 @@ static bool selector_matches(const altar_strmap_t *selector, const altar_strmap_
   return true;
 }
 
-int64_t altar__k8s_pool_node_slots(const altar_k8s_pool_t *p, const altar_k8s_node_info_t *nodes, size_t n) {
+int64_t altar__k8s_pool_node_slots(const altar_k8s_pool_t *p, const altar_k8s_node_info_t *nodes, size_t n,
+                                   size_t *pnodes) {
   bool gpu = strcmp(p->name, ALTAR_POOL_CPU) != 0;
   const char *resource = gpu ? (p->gpu_resource ? p->gpu_resource : "nvidia.com/gpu") : "pods";
   int64_t total = 0;
+  size_t offering = 0;
   for (size_t i = 0; i < n; i++) {
     int64_t c;
-    if (!nodes[i].schedulable || !selector_matches(&p->node_selector, &nodes[i].labels) ||
-        !altar_k8s_quantity_count(altar_strmap_get(&nodes[i].allocatable, resource), &c))
+    if (!selector_matches(&p->node_selector, &nodes[i].labels) ||
+        !altar_k8s_quantity_count(altar_strmap_get(&nodes[i].allocatable, resource), &c) || c <= 0)
       continue;
-    total = c > INT64_MAX - total ? INT64_MAX : total + c;
+    offering++;
+    if (nodes[i].schedulable) total = c > INT64_MAX - total ? INT64_MAX : total + c;
   }
+  if (pnodes) *pnodes = offering;
   return total;
 }

@@ -145,8 +145,13 @@ int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err
     const altar_k8s_pool_t *p = &k->pools[i];
     bound[i] = p->max_slots >= 0 ? p->max_slots : INT64_MAX;
     if (have_nodes && wants_nodes(p)) {
-      int64_t on_nodes = altar__k8s_pool_node_slots(p, nodes, nnodes);
-      if (on_nodes < bound[i]) bound[i] = on_nodes;
+      size_t offering = 0;
+      int64_t on_nodes = altar__k8s_pool_node_slots(p, nodes, nnodes, &offering);
+      /* No node offers the pool's resource at all: it scales from zero (an
+       * autoscaler adds nodes for pending pods), so its job must be
+       * submitted to make that happen, not held for slots no node has.
+       * Nodes that offer it but are cordoned or not Ready do bound it. */
+      if (offering > 0 && on_nodes < bound[i]) bound[i] = on_nodes;
     }
     any |= bound[i] != INT64_MAX;
   }

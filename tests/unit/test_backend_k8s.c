@@ -933,7 +933,9 @@ static void test_pools_servable(void) {
   altar_capacity_t cap;
   CU_ASSERT_EQUAL(altar_backend_capacity(be, &cap, NULL), 0);
   altar_resources_t a100 = {.gpu = "a100", .count = 1};
-  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &a100), 0); /* no free slot now, yet servable */
+  /* Servable, and at zero nodes bound only by its ceiling: the job that
+   * makes an autoscaler add a node is submitted, not held. */
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &a100), 4);
   altar_capacity_clear(&cap);
   altar_backend_close(be);
 }
@@ -1014,17 +1016,20 @@ static const char NODES[] =
     "  \"status\":{\"allocatable\":{\"pods\":\"2\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}]";
 
 static void test_capacity_from_nodes(void) {
-  altar_k8s_pool_t pools[3];
+  altar_k8s_pool_t pools[4];
   memset(pools, 0, sizeof pools);
   pools[0] = (altar_k8s_pool_t){.name = "normal", .max_slots = -1};
   altar_strmap_set(&pools[0].node_selector, "pool", "cpu");
   pools[1] = (altar_k8s_pool_t){.name = "gpu", .max_slots = -1};
   altar_strmap_set(&pools[1].node_selector, "pool", "gpu");
   pools[2] = (altar_k8s_pool_t){.name = "amd", .max_slots = 1, .gpu_resource = "amd.com/gpu"};
+  /* A node pool scaled to zero: no node offers its GPUs yet. */
+  pools[3] = (altar_k8s_pool_t){.name = "a100", .max_slots = -1};
+  altar_strmap_set(&pools[3].node_selector, "pool", "a100");
   altar_k8s_config_t cfg;
   altar_k8s_config_init(&cfg);
   cfg.pools = pools;
-  cfg.n_pools = 3;
+  cfg.n_pools = 4;
   fake_t *f;
   altar_k8s_t *k = make_backend(&fake_nodes_ops, &f, &cfg);
   f->nodes_json = NODES;
@@ -1037,13 +1042,18 @@ static void test_capacity_from_nodes(void) {
   altar_capacity_init(&cap);
   CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
   CU_ASSERT_EQUAL(f->n_nodes, 1);
-  altar_resources_t cpu = {.count = 1}, gpu = {.gpu = "gpu", .count = 1}, amd = {.gpu = "amd", .count = 1};
+  altar_resources_t cpu = {.count = 1}, gpu = {.gpu = "gpu", .count = 1}, amd = {.gpu = "amd", .count = 1},
+                    a100 = {.gpu = "a100", .count = 1};
   /* CPU: 3 + 2 allocatable pods less the active Job. GPU: only g1 takes
    * pods (g2 is cordoned, g3 not Ready). amd: its ceiling (1) is below the
    * 2 GPUs of g1 (its selector is empty: every node counts). */
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), 4);
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &gpu), 4);
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &amd), 1);
+  /* Scaling from zero is not gated: its job must reach the cluster for an
+   * autoscaler to add a node (cordoned or not-Ready nodes, as gpu's g2 and
+   * g3, do bound their pool). */
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &a100), INT64_MAX);
   altar_capacity_clear(&cap);
 
   /* A refused node list keeps the ceilings and is not asked again at once. */
@@ -1064,7 +1074,7 @@ static void test_capacity_from_nodes(void) {
   altar_capacity_clear(&cap);
   altar_spec_free(s);
   altar_k8s_free(k);
-  for (int i = 0; i < 3; i++) altar_strmap_clear(&pools[i].node_selector);
+  for (int i = 0; i < 4; i++) altar_strmap_clear(&pools[i].node_selector);
 }
 
 static void test_cancel(void) {
