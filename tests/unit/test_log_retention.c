@@ -56,9 +56,10 @@ static int running_asked;
 static bool is_running(const char *key, void *ctx) {
   (void)ctx;
   running_asked++;
+  if (running_key < 0) return false;
   char want[65];
   key_of(running_key, want);
-  return running_key >= 0 && !strcmp(key, want);
+  return !strcmp(key, want);
 }
 
 static char *fresh_logs(const char *tag) {
