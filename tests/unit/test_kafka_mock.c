@@ -306,8 +306,13 @@ static void test_coordinator_moves(void) {
   CU_ASSERT_EQUAL_FATAL(altar_transport_flush(t, 20000, &err), 0);
   const char *topics[] = {topic};
   CU_ASSERT_EQUAL_FATAL(altar_transport_subscribe(t, group, topics, 1, on_rebalance, &c, &err), 0);
+  /* The group's first join on the mock cluster can take many seconds on a
+   * loaded machine (CI runs two tests at once): wait up to a minute of
+   * consume time, not a count of turns that may each return at once. */
   int got = 0;
-  for (int i = 0; i < 400 && got < 20; i++) {
+  struct timespec t0, tn;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (tn = t0; got < 20 && tn.tv_sec - t0.tv_sec < 60; clock_gettime(CLOCK_MONOTONIC, &tn)) {
     altar_msg_t *m = NULL;
     altar_transport_consume(t, 50, &m, &err);
     if (m) got++;
