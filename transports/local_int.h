@@ -283,6 +283,8 @@ typedef struct local_consumer {
   bool watch_open;       /* inotify tried (local_watch.c) */
   int watch_fd;          /* its descriptor, -1 when unavailable */
   int64_t next_sweep_ms; /* when every reader counts as changed again */
+  int64_t collected_ms;  /* when news was last collected (local_consumer.c) */
+  bool pass_empty;       /* the last pass over the readers found nothing */
 } local_consumer_t;
 
 typedef struct local {
