@@ -39,7 +39,8 @@ bridge keeps serving after a failed request and exits when stdin closes.
 
 SIGINT cancels the request in flight: the SDK's coroutine is cancelled and
 its own clean-up runs (a sandbox that `Sandbox.create` made but that was not
-yet scheduled is terminated), then the request is answered "cancelled" and
+yet scheduled is terminated; one already scheduled is found by its task key
+and terminated too), then the request is answered "cancelled" and
 the bridge goes on serving. SIGINT between requests is ignored, so a Ctrl-C
 meant for the worker leaves the bridge able to terminate what it started.
 
@@ -171,8 +172,23 @@ class Bridge:
             kwargs["memory"] = need(req, "memory_mb", int)
         # With a GPU the SDK waits here until the sandbox is scheduled (up
         # to 21 minutes); SIGINT cancels the wait and the SDK terminates it.
-        sb = self.modal.Sandbox.create(*command, **kwargs)
+        try:
+            sb = self.modal.Sandbox.create(*command, **kwargs)
+        except KeyboardInterrupt:
+            # The SDK cleans up only a sandbox it had not yet seen scheduled;
+            # one scheduled just before the SIGINT would run on with nobody
+            # holding its id. "cancelled" must mean nothing runs.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if task_key is not None:
+                self.terminate_with_key(app, task_key)
+            raise
         return {"sandbox_id": sb.object_id, "adopted": False}
+
+    def terminate_with_key(self, app, task_key):
+        """Terminates every unfinished sandbox of app tagged with task_key."""
+        for sb in self.modal.Sandbox.list(app_id=app.app_id, tags={TASK_KEY_TAG: task_key}):
+            if sb.returncode is None:
+                sb.terminate()
 
     def running_with_key(self, app, task_key):
         """The id of the newest sandbox of app tagged with task_key that has
