@@ -37,13 +37,16 @@ static void usage(FILE *out) {
           "  topics    [--topic T] [--json]: partitions with beginning and end offsets\n"
           "  offsets   --group G [--topic T] [--json]: end, committed offset and lag per partition\n"
           "            (for altar.reconcilers: the status topic, offsets from the ledger, --ledger DIR)\n"
-          "  create-topic --topic T [--partitions N]\n\n"
+          "  create-topic --topic T [--partitions N]\n"
+          "  delete-records --topic T --before OFFSET|end [--partition N]: deletes the records\n"
+          "            before OFFSET (end: every record so far) of one partition or all, as\n"
+          "            retention would (Kafka: DeleteRecords; local: whole segments below it)\n\n"
           "transport options (also --dir DIR for --log-dir DIR):\n%s",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_PARTITIONS | ALTAR_CLI_FLAGS_LEDGER));
 }
 
 typedef struct opts {
-  const char *topic, *group, *key_delim, *encode;
+  const char *topic, *group, *key_delim, *encode, *before;
   int32_t partition, partitions;
   bool from_beginning, exit_at_end, json, headers;
   bool dlq; /* the topic is the config's DLQ: headers always shown */
@@ -78,14 +81,17 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
     else if (!strcmp(a, "--headers")) o->headers = true;
     else if (!strcmp(a, "--topic") || !strcmp(a, "--group") || !strcmp(a, "--key-delimiter") ||
              !strcmp(a, "--partition") || !strcmp(a, "--partitions") || !strcmp(a, "--max") ||
-             !strcmp(a, "--encode")) {
+             !strcmp(a, "--encode") || !strcmp(a, "--before")) {
       if (!v) {
         fprintf(stderr, "altar log: %s needs a value\n", a);
         return -1;
       }
       i++;
       if (!strcmp(a, "--topic")) o->topic = v;
-      else if (!strcmp(a, "--encode")) {
+      else if (!strcmp(a, "--before")) {
+        if (strcmp(v, "end") && parse_i64(a, v, 0, INT64_MAX, &x)) return -1;
+        o->before = v;
+      } else if (!strcmp(a, "--encode")) {
         altar_msg_type_t mt;
         if (altar_msg_type_parse(v, &mt) != 0) {
           fprintf(stderr, "altar log: --encode: unknown message type '%s'\n", v);
@@ -580,6 +586,27 @@ static int cmd_create_topic(altar_config_t *cfg, const opts_t *o) {
   return rc ? 1 : 0;
 }
 
+static int cmd_delete_records(altar_config_t *cfg, const opts_t *o) {
+  if (need("--topic", o->topic) || need("--before", o->before)) return 2;
+  altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
+  if (!t) return 1;
+  altar_error_t err = {0};
+  altar_topic_list_t *tl = NULL;
+  int rc = altar_transport_list_topics(t, o->topic, 10000, &tl, &err);
+  for (size_t i = 0; !rc && i < tl->topics[0].n_partitions; i++) {
+    const altar_partition_info_t *pi = &tl->topics[0].partitions[i];
+    if (o->partition != ALTAR_PARTITION_ANY && pi->partition != o->partition) continue;
+    int64_t before = !strcmp(o->before, "end") ? pi->end : strtoll(o->before, NULL, 10), beginning = -1;
+    rc = altar_transport_delete_records(t, o->topic, pi->partition, before, &beginning, &err);
+    if (!rc) printf("%s %d: beginning %lld (was %lld), end %lld\n", o->topic, (int)pi->partition, (long long)beginning,
+                    (long long)pi->beginning, (long long)pi->end);
+  }
+  if (rc) fprintf(stderr, "altar log delete-records: %s\n", err.msg);
+  altar_topic_list_free(tl);
+  altar_transport_close(t);
+  return rc ? 1 : 0;
+}
+
 int altar_cmd_log(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
@@ -590,7 +617,7 @@ int altar_cmd_log(int argc, char **argv) {
       usage(stdout);
       return 0;
     }
-  static const char *const cmds[] = {"produce", "consume", "topics", "offsets", "create-topic"};
+  static const char *const cmds[] = {"produce", "consume", "topics", "offsets", "create-topic", "delete-records"};
   bool known = false;
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) known |= !strcmp(argv[1], cmds[i]);
   if (!known) {
@@ -616,6 +643,7 @@ int altar_cmd_log(int argc, char **argv) {
     else if (!strcmp(c, "consume")) rc = cmd_consume(&cfg, &o);
     else if (!strcmp(c, "topics")) rc = cmd_topics(&cfg, &o);
     else if (!strcmp(c, "offsets")) rc = cmd_offsets(&cfg, &o);
+    else if (!strcmp(c, "delete-records")) rc = cmd_delete_records(&cfg, &o);
     else rc = cmd_create_topic(&cfg, &o);
   }
   altar_config_clear(&cfg);

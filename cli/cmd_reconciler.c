@@ -3,6 +3,7 @@
 #include "fleet_common.h"
 #include "dashboard_cli.h"
 #include "metrics_cli.h"
+#include "reconciler/checkpoint.h"
 #include "reconciler/daemon.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
@@ -21,11 +22,19 @@ static void usage(FILE *out) {
           "       altar reconciler --rebuild [--config FILE] [options]\n\n"
           "Consumes the status topic, applies events to the RocksDB ledger in atomic\n"
           "batches and publishes group events to the ready and dead topics.\n"
-          "--rebuild builds a fresh ledger from the beginning of the status topic,\n"
-          "publishes only group events missing from the ready/dead topics, swaps it\n"
-          "in, prints its checksum (and the replaced ledger's) and exits.\n\n"
+          "--rebuild builds a fresh ledger from the beginning of the status topic (or,\n"
+          "with ledger.checkpoints, from the newest checkpoint and the status events\n"
+          "after it), publishes only group events missing from the ready/dead topics,\n"
+          "swaps it in, prints its checksum (and the replaced ledger's) and exits. It\n"
+          "refuses, naming the offsets, when events it needs are no longer on the log.\n"
+          "With ledger.checkpoints, a reconciler whose ledger directory does not exist\n"
+          "starts from the newest checkpoint, and checkpoints its ledger every\n"
+          "ledger.checkpoint_interval_s seconds (docs/state.md).\n\n"
           "options:\n%s"
           "  --batch N            events per atomic write (default 1000)\n"
+          "  --checkpoints URI    where ledger checkpoints live: a directory, file://, gs:// or\n"
+          "                       s3:// (ledger.checkpoints; default none)\n"
+          "  --checkpoint-interval S  seconds between checkpoints (ledger.checkpoint_interval_s, 60)\n"
           "  --exit-when-idle     stop once the status topic is drained\n"
           "  --group NAME         consumer group on the status topic (default " ALTAR_RECONCILER_GROUP ")\n"
           "  --metrics HOST:PORT  serve Prometheus metrics on GET /metrics (metrics.addr)\n"
@@ -59,6 +68,22 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
       return 1;
     }
   }
+  /* From the newest checkpoint when there is one: the status topic's
+   * beginning may be gone (retention), its events since are not. */
+  altar_checkpoint_t cp = {0};
+  bool from_cp = false;
+  if (cfg->ledger_checkpoints) {
+    int crc = altar_checkpoint_restore(cfg->ledger_checkpoints, tmp, &cp, &err);
+    if (crc && crc != ALTAR_ENOTFOUND) {
+      fprintf(stderr, "altar reconciler --rebuild: %s (the current ledger is untouched)\n", err.msg);
+      altar_ledger_close(ol);
+      return 1;
+    }
+    from_cp = crc == ALTAR_OK;
+    if (!quiet)
+      fprintf(stderr, "altar reconciler: rebuild: %s\n",
+              from_cp ? "starting from the newest checkpoint" : "no checkpoint yet: replaying from the beginning");
+  }
   /* The new ledger is swapped in only once complete and persisted, so its
    * writes need no write-ahead log: a crash leaves a directory to discard. */
   altar_ledger_rocksdb_opts_t no = {.no_wal = true, .write_behind = true};
@@ -70,8 +95,8 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   }
   altar_reconciler_stats_t stats = {0};
   uint64_t missing = 0;
-  int rc = altar_reconciler_rebuild(cfg->transport_name, &cfg->transport_props, nl, groups, &cfg->topics, quiet, &stats,
-                                    &missing, &err);
+  int rc = altar_reconciler_rebuild(cfg->transport_name, &cfg->transport_props, nl, groups, &cfg->topics,
+                                    from_cp ? &cp : NULL, quiet, &stats, &missing, &err);
   /* Retried jobs and DLQ copies the old daemon staged but never saw
    * acknowledged exist only in its outbox: the replay cannot tell whether
    * they went out, so they go out (again, same bytes) from the new ledger.
@@ -94,16 +119,24 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   altar_ledger_close(nl);
   if (rc) {
     fprintf(stderr, "altar reconciler --rebuild: %s (the current ledger is untouched)\n", err.msg);
+    altar_checkpoint_clear(&cp);
     return 1;
   }
   if ((had_old && rename(cfg->ledger_path, old) != 0) || rename(tmp, cfg->ledger_path) != 0) {
     fprintf(stderr, "altar reconciler --rebuild: swapping the ledger in: %s\n", strerror(errno));
     return 1;
   }
-  printf("rebuilt %s from %llu status events: %llu group(s) fired, %llu dead-lettered, %llu missing event(s) "
+  if (from_cp) {
+    printf("restored checkpoint %s (%zu file(s)) covering status offsets", cp.id, cp.files);
+    for (size_t i = 0; i < cp.n_offsets; i++)
+      printf("%s %d:%lld", i ? "," : "", (int)cp.offsets[i].partition, (long long)cp.offsets[i].next);
+    printf("%s\n", cp.n_offsets ? "" : " (none)");
+  }
+  altar_checkpoint_clear(&cp);
+  printf("rebuilt %s from %s%llu status events: %llu group(s) fired, %llu dead-lettered, %llu missing event(s) "
          "published\n",
-         cfg->ledger_path, (unsigned long long)stats.events, (unsigned long long)stats.fired,
-         (unsigned long long)stats.dead_lettered, (unsigned long long)missing);
+         cfg->ledger_path, from_cp ? "the checkpoint and " : "", (unsigned long long)stats.events,
+         (unsigned long long)stats.fired, (unsigned long long)stats.dead_lettered, (unsigned long long)missing);
   printf("checksum %s\n", new_sum);
   if (had_old) {
     printf("replaced %s (kept at %s)\n", old_sum, old);
@@ -112,6 +145,31 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
       return 1;
     }
   }
+  return 0;
+}
+
+/* A reconciler with no ledger yet starts from the newest checkpoint, if
+ * any: the status topic may no longer hold the history before it. */
+static int restore_if_new(const altar_config_t *cfg, bool quiet) {
+  struct stat st;
+  if (!cfg->ledger_checkpoints || stat(cfg->ledger_path, &st) == 0) return 0;
+  altar_checkpoint_t cp = {0};
+  altar_error_t err = {0};
+  int rc = altar_checkpoint_restore(cfg->ledger_checkpoints, cfg->ledger_path, &cp, &err);
+  if (rc == ALTAR_ENOTFOUND) {
+    if (!quiet) fprintf(stderr, "altar reconciler: no checkpoint at %s yet: starting an empty ledger\n",
+                        cfg->ledger_checkpoints);
+    return 0;
+  }
+  if (rc) {
+    /* Starting empty instead would replay only what retention left. */
+    fprintf(stderr, "altar reconciler: %s\n", err.msg);
+    return 1;
+  }
+  if (!quiet)
+    fprintf(stderr, "altar reconciler: restored %s from checkpoint %s (%zu file(s), %zu partition offset(s))\n",
+            cfg->ledger_path, cp.id, cp.files, cp.n_offsets);
+  altar_checkpoint_clear(&cp);
   return 0;
 }
 
@@ -135,6 +193,15 @@ int altar_cmd_reconciler(int argc, char **argv) {
     else if (!strcmp(a, "--metrics") && i + 1 < argc) metrics_addr = argv[++i];
     else if (!strcmp(a, "--token-file") && i + 1 < argc) token_file = argv[++i];
     else if (!strcmp(a, "--no-dashboard")) dashboard = false;
+    else if ((!strcmp(a, "--checkpoints") || !strcmp(a, "--checkpoint-interval")) && i + 1 < argc) {
+      altar_error_t se = {0};
+      const char *key = !strcmp(a, "--checkpoints") ? "ledger.checkpoints" : "ledger.checkpoint_interval_s";
+      if (altar_config_set(&cfg, key, argv[++i], &se)) {
+        fprintf(stderr, "altar reconciler: %s: %s\n", a, se.msg);
+        altar_config_clear(&cfg);
+        return 2;
+      }
+    }
     else if (!strcmp(a, "--batch") && i + 1 < argc) {
       long long v;
       if (altar_cli_parse_int("reconciler", a, argv[++i], 1, 1000000, &v)) {
@@ -172,9 +239,13 @@ int altar_cmd_reconciler(int argc, char **argv) {
       return 2;
     }
     o.metrics = metrics;
-    altar_ledger_t *l = altar_ledger_rocksdb_open(cfg.ledger_path, NULL, &err);
+    o.checkpoint_uri = cfg.ledger_checkpoints;
+    o.checkpoint_interval_s = cfg.ledger_checkpoint_interval_s;
+    rc = restore_if_new(&cfg, o.quiet);
+    altar_ledger_t *l = rc ? NULL : altar_ledger_rocksdb_open(cfg.ledger_path, NULL, &err);
+    if (rc) err.msg[0] = 0;
     altar_transport_t *t = l ? altar_cli_open_transport(&cfg, NULL) : NULL;
-    if (!l) fprintf(stderr, "altar reconciler: %s\n", err.msg);
+    if (!l && err.msg[0]) fprintf(stderr, "altar reconciler: %s\n", err.msg);
     rc = 1;
     if (t && !altar_cli_ensure_topics(t, &cfg)) {
       o.transport = t;

@@ -24,6 +24,7 @@ static int set_str(char **dst, const char *val) {
 static int config_defaults(altar_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->topic_partitions = ALTAR_DEFAULT_TOPIC_PARTITIONS;
+  cfg->ledger_checkpoint_interval_s = 60;
   if (set_str(&cfg->transport_name, "local") || set_str(&cfg->backend_name, "process") ||
       set_str(&cfg->ledger_path, "./var/ledger") || set_str(&cfg->topics.jobs, "altar.jobs") ||
       set_str(&cfg->topics.status, "altar.status") || set_str(&cfg->topics.ready, "altar.ready") ||
@@ -49,6 +50,7 @@ void altar_config_clear(altar_config_t *cfg) {
   free(cfg->backend_name);
   altar_strmap_clear(&cfg->backend_props);
   free(cfg->ledger_path);
+  free(cfg->ledger_checkpoints);
   free(cfg->metrics_addr);
   for (size_t i = 0; i < cfg->n_plugins; i++) free(cfg->plugins[i]);
   free(cfg->plugins);
@@ -70,6 +72,7 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       {"topics.fleet", offsetof(altar_config_t, topics.fleet)},
       {"backend.name", offsetof(altar_config_t, backend_name)},
       {"ledger.path", offsetof(altar_config_t, ledger_path)},
+      {"ledger.checkpoints", offsetof(altar_config_t, ledger_checkpoints)},
       {"metrics.addr", offsetof(altar_config_t, metrics_addr)},
   };
   if (strlen(value) > 4096) return altar_error_set(err, ALTAR_EINVAL, "%s: value too long", key);
@@ -81,6 +84,16 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [1, %d], got \"%s\"", key,
                              ALTAR_MAX_TOPIC_PARTITIONS, value);
     cfg->topic_partitions = (int)n;
+    return ALTAR_OK;
+  }
+  if (!strcmp(key, "ledger.checkpoint_interval_s")) {
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(value, &end, 10);
+    if (errno || end == value || *end || n < 1 || n > 86400)
+      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [1, 86400] (seconds), got \"%s\"", key,
+                             value);
+    cfg->ledger_checkpoint_interval_s = (int)n;
     return ALTAR_OK;
   }
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
@@ -202,7 +215,7 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
   if (!strcmp(section, "backend") && strcmp(key, "name") && r->n_bkeys < READER_MAX_SECTION_KEYS)
     r->bkeys[r->n_bkeys++] = (key_at_t){key, k->start_mark.line + 1};
   static const char *const topics_keys[] = {"jobs", "status", "ready", "dead", "dlq", "partitions", "fleet", NULL};
-  static const char *const ledger_keys[] = {"path", NULL};
+  static const char *const ledger_keys[] = {"path", "checkpoints", "checkpoint_interval_s", NULL};
   static const char *const metrics_keys[] = {"addr", NULL};
   const char *const *known = !strcmp(section, "topics")   ? topics_keys
                              : !strcmp(section, "ledger") ? ledger_keys

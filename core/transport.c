@@ -65,6 +65,12 @@ static int default_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *e
   return altar_error_set(err, ALTAR_ENOTSUP, "%s: caught_up not supported", t->ops.name);
 }
 
+static int default_delete_records(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
+                                  int64_t *pbeginning, altar_error_t *err) {
+  (void)topic, (void)partition, (void)before, (void)pbeginning;
+  return altar_error_set(err, ALTAR_ENOTSUP, "%s: delete_records not supported", t->ops.name);
+}
+
 static int default_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
                                  size_t *pn, altar_error_t *err) {
   (void)group, (void)topic, (void)timeout_ms, (void)pn;
@@ -97,6 +103,7 @@ altar_transport_t *altar_transport_open_ops(const altar_transport_ops_t *ops,
   if (!t->ops.assignment) t->ops.assignment = default_assignment;
   if (!t->ops.caught_up) t->ops.caught_up = default_caught_up;
   if (!t->ops.topic_members) t->ops.topic_members = default_topic_members;
+  if (!t->ops.delete_records) t->ops.delete_records = default_delete_records;
   if (!t->ops.lag) t->ops.lag = default_lag;
   if (opts) t->opts = *opts;
   if (t->ops.open(t, config, err) != 0) {
@@ -420,6 +427,16 @@ int altar_transport_topic_members(altar_transport_t *t, const char *group, const
 }
 
 int altar_transport_leave(altar_transport_t *t, altar_error_t *err) { return t->ops.leave(t, err); }
+
+int altar_transport_delete_records(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
+                                   int64_t *pbeginning, altar_error_t *err) {
+  int64_t ignored;
+  if (!pbeginning) pbeginning = &ignored;
+  *pbeginning = -1;
+  if (before < 0) return altar_error_set(err, ALTAR_EINVAL, "delete records of %s/%d: offset %lld is not valid",
+                                         topic, (int)partition, (long long)before);
+  return t->ops.delete_records(t, topic, partition, before, pbeginning, err);
+}
 
 int altar_transport_lag(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
                         altar_lag_list_t **plist, altar_error_t *err) {

@@ -8,6 +8,7 @@
 #include "altar/fleet.h"
 #include "altar/reconcile.h"
 #include "reconciler/cancel.h"
+#include "reconciler/checkpoint_runner.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
 #include "reconciler/settled.h"
@@ -23,6 +24,8 @@ typedef struct in_part {
   char *topic;
   int32_t partition;
   int64_t next;   /* next offset to apply */
+  int64_t read;   /* the next offset the consumer should hand over (a batch being collected
+                     is ahead of next) */
   int64_t stored; /* the one the ledger holds: a batch writes only the offsets it moved
                      (writing all 32 partitions' offsets in every batch cost more than
                      the events) */
@@ -39,6 +42,8 @@ typedef struct daemon {
   size_t n_parts, cap_parts;
   altar_reconciler_stats_t stats;
   altar__reconciler_metrics_t metrics;
+  altar__cp_runner_t cp;
+  bool check_starts; /* partitions were assigned: compare where they begin with the ledger */
   int fatal;
   altar_error_t fatal_err;
   /* The batch being collected: a revoke drops its messages of the revoked
@@ -123,7 +128,8 @@ static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, cons
     }
     char *topic = strdup(parts[i].topic);
     if (!topic) goto nomem;
-    d->parts[d->n_parts++] = (in_part_t){topic, parts[i].partition, next, next};
+    d->parts[d->n_parts++] = (in_part_t){topic, parts[i].partition, next, next, next};
+    d->check_starts = true;
   }
   return;
 nomem:
@@ -363,6 +369,53 @@ static int apply_msgs(daemon_t *d, altar_msg_t **msgs, size_t n, altar_error_t *
   return ALTAR_OK;
 }
 
+/* Says what a checkpoint turn did and counts it. */
+static void note_checkpoint(daemon_t *d, int done, const altar_error_t *e) {
+  if (done > 0) {
+    d->stats.checkpoints++;
+    d->stats.checkpoint_last_ok = d->cp.last_ok_at;
+    dlog(d, "checkpoint %s shipped (%zu of %zu files uploaded, %llu bytes)", d->cp.cp.id, d->cp.cp.files_uploaded,
+         d->cp.cp.files, (unsigned long long)d->cp.cp.bytes);
+  } else if (done < 0) {
+    d->stats.checkpoint_failures++;
+    dlog(d, "checkpoint failed, applying goes on and the next interval tries again: %s", e->msg);
+  }
+}
+
+/* A partition's next record lies beyond where the ledger stands: the
+ * records between were deleted (retention) before this ledger applied them.
+ * Nothing can bring them back here; say so where operators look. */
+static void note_gap(daemon_t *d, const char *topic, int32_t partition, int64_t next, int64_t found) {
+  d->stats.history_gaps++;
+  dlog(d,
+       "%s/%" PRId32 ": offsets %" PRId64 "..%" PRId64 " are no longer on the log (retention) and were never applied "
+       "to this ledger: its groups there may never fire; restore the ledger from a checkpoint covering them "
+       "(ledger.checkpoints) or keep the status topic longer",
+       topic, partition, next < 0 ? (int64_t)0 : next, found - 1);
+}
+
+/* After an assignment: a partition whose log begins beyond the ledger's
+ * offset lost records before this ledger applied them (retention), even
+ * when nothing is left to read from it. */
+static void check_starts(daemon_t *d) {
+  d->check_starts = false;
+  altar_topic_list_t *tl = NULL;
+  altar_error_t e = {0};
+  if (altar_transport_list_topics(d->o->transport, d->o->topics->status, 10000, &tl, &e) != ALTAR_OK) {
+    dlog(d, "listing %s to compare its beginnings with the ledger: %s", d->o->topics->status, e.msg);
+    return;
+  }
+  for (size_t i = 0; tl->n_topics && i < tl->topics[0].n_partitions; i++) {
+    const altar_partition_info_t *pi = &tl->topics[0].partitions[i];
+    in_part_t *p = find_part(d, d->o->topics->status, pi->partition);
+    if (p && (p->read >= 0 ? p->read : 0) < pi->beginning) {
+      note_gap(d, p->topic, p->partition, p->read, pi->beginning);
+      p->read = pi->beginning;
+    }
+  }
+  altar_topic_list_free(tl);
+}
+
 int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stats_t *pstats, altar_error_t *err) {
   if (!o || !o->transport || !o->ledger || !o->groups || !o->topics)
     return altar_error_set(err, ALTAR_EINVAL, "reconciler: transport, ledger, groups and topics are required");
@@ -377,6 +430,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   if (d.settled.damaged) dlog(&d, "%s", d.settled.damage.msg);
   altar_error_t me = {0};
   if (altar__reconciler_metrics_init(&d.metrics, o->metrics, &me)) dlog(&d, "metrics off: %s", me.msg);
+  altar__cp_runner_init(&d.cp, o->checkpoint_uri, o->checkpoint_interval_s, now_s());
   d.ob.on_published = o->on_published;
   d.ob.on_published_ctx = o->on_published_ctx;
   altar_transport_set_delivery(o->transport, altar__outbox_on_delivery, &d.ob, NULL, NULL);
@@ -414,13 +468,22 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
         altar_msg_free(m);
         continue;
       }
+      if (p && m->offset > (p->read >= 0 ? p->read : 0)) note_gap(&d, m->topic, m->partition, p->read, m->offset);
+      if (p) p->read = m->offset + 1;
       msgs[n++] = m;
     }
+    if (d.check_starts) check_starts(&d); /* assignments arrive inside consume */
     if (n) rc = apply_msgs(&d, msgs, n, err);
     for (size_t i = 0; i < n; i++) altar_msg_free(msgs[i]);
     size_t released = 0;
     if (!rc) rc = altar__retry_wait_release(&d.waits, &d.ob, now_s(), &released, err);
     if (released) dlog(&d, "%zu retried shard(s) due: republished", released);
+    if (!rc) {
+      int cdone = 0;
+      altar_error_t ce = {0};
+      altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, d.stats.batches, now_s(), &cdone, &ce);
+      note_checkpoint(&d, cdone, &ce);
+    }
     altar_transport_poll(o->transport, 0);
     d.stats.published = d.ob.published;
     altar__reconciler_metrics_update(&d.metrics, &d.stats);
@@ -435,6 +498,22 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   d.msgs = NULL;
   d.pn_msgs = NULL;
   free(msgs);
+  {
+    /* The upload in flight, then (a clean stop) one more of what changed
+     * since, so whoever takes over replays little. */
+    int cdone = 0;
+    altar_error_t ce = {0};
+    altar__cp_runner_finish(&d.cp, &cdone, &ce);
+    note_checkpoint(&d, cdone, &ce);
+    if (!rc && !d.fatal && d.cp.uri) {
+      d.cp.next_due = 0;
+      altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, d.stats.batches, now_s(), &cdone, &ce);
+      note_checkpoint(&d, cdone, &ce);
+      altar__cp_runner_finish(&d.cp, &cdone, &ce);
+      note_checkpoint(&d, cdone, &ce);
+    }
+    altar__cp_runner_free(&d.cp);
+  }
   altar_error_t fe = {0};
   if (altar_transport_flush(o->transport, 30000, &fe) != ALTAR_OK) dlog(&d, "flush: %s", fe.msg);
   /* No callback of ours fires after this (the caller's close revokes what

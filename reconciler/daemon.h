@@ -38,6 +38,11 @@ typedef struct altar_reconciler_opts {
   /* Borrowed, may be NULL: the run registers the altar_reconciler_* metrics
    * here and keeps them current (docs/metrics.md). */
   altar_metrics_t *metrics;
+  /* Checkpoints of the ledger in the fleet's storage (reconciler/checkpoint.h):
+   * NULL = none. Taken every checkpoint_interval_s (0 = 60) while the ledger
+   * changes, and once more at a clean stop. */
+  const char *checkpoint_uri;
+  double checkpoint_interval_s;
 } altar_reconciler_opts_t;
 
 typedef struct altar_reconciler_stats {
@@ -50,21 +55,29 @@ typedef struct altar_reconciler_stats {
   uint64_t published;     /* outbox entries acknowledged */
   uint64_t late;          /* shards terminal after their group settled (recorded, consumed, no event) */
   uint64_t held;          /* groups held now: their readiness rule failed (a misconfigured kind) */
+  uint64_t checkpoints;         /* checkpoints shipped */
+  uint64_t checkpoint_failures; /* checkpoints that could not be taken or shipped */
+  double checkpoint_last_ok;    /* unix time the newest shipped checkpoint was taken; 0 = none */
+  uint64_t history_gaps;  /* times a status partition's next event lay beyond the ledger's offset
+                             (the events between were deleted by retention before being applied) */
   /* A rebuild's CPU seconds on its reading (and decoding) thread and on its
    * applying thread: which of the two bounds a replay. */
   double read_cpu_s, apply_cpu_s;
 } altar_reconciler_stats_t;
 
+struct altar_checkpoint;
+
 int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stats_t *pstats, altar_error_t *err);
 
 /* Rebuilds a ledger from the beginning of the status topic into new_ledger
- * (fresh, durable), learning from the ready and dead topics which event ids
+ * (fresh, durable) — or, with `from`, from the offsets that checkpoint covers
+ * into new_ledger restored from it — learning from the ready and dead topics which event ids
  * were already published and publishing only the missing ones. Reads each
  * partition up to its end offset as of the start. Opens its own transport
  * handles (transport_name + props) for reading and publishing. */
 int altar_reconciler_rebuild(const char *transport_name, const altar_strmap_t *transport_props,
                              altar_ledger_t *new_ledger, const altar_group_specs_t *groups,
-                             const altar_topics_t *topics, bool quiet, altar_reconciler_stats_t *pstats,
-                             uint64_t *ppublished_missing, altar_error_t *err);
+                             const altar_topics_t *topics, const struct altar_checkpoint *from, bool quiet,
+                             altar_reconciler_stats_t *pstats, uint64_t *ppublished_missing, altar_error_t *err);
 
 #endif

@@ -16,7 +16,16 @@ int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metric
       C(retried, "altar_reconciler_jobs_retried_total", "Jobs republished for another attempt."),
       C(poison, "altar_reconciler_poison_total", "Undecodable or unappliable status events sent to the DLQ."),
       C(published, "altar_reconciler_outbox_published_total", "Outbox entries acknowledged by the log."),
+      C(checkpoints, "altar_reconciler_checkpoints_total", "Ledger checkpoints shipped to the fleet's storage."),
+      C(checkpoint_failures, "altar_reconciler_checkpoint_failures_total",
+        "Ledger checkpoints that could not be taken or shipped (the daemon keeps applying)."),
+      C(history_gaps, "altar_reconciler_history_gaps_total",
+        "Status partitions found to continue beyond the ledger's offset: events deleted by retention were never "
+        "applied."),
 #undef C
+      {offsetof(altar__reconciler_metrics_t, checkpoint_last_ok), ALTAR_METRIC_GAUGE,
+       "altar_reconciler_checkpoint_last_success_timestamp_seconds",
+       "When the newest shipped checkpoint was taken (unix seconds; 0 = none yet)."},
       {offsetof(altar__reconciler_metrics_t, held), ALTAR_METRIC_GAUGE, "altar_reconciler_groups_held",
        "Groups held: their readiness rule failed (a misconfigured kind); none fired, consumed or dead-lettered."},
   };
@@ -33,4 +42,8 @@ void altar__reconciler_metrics_update(altar__reconciler_metrics_t *rm, const alt
   altar_metric_add_since(rm->poison, st->poison, &rm->last.poison);
   altar_metric_add_since(rm->published, st->published, &rm->last.published);
   altar_metric_set(rm->held, (double)st->held);
+  altar_metric_add_since(rm->checkpoints, st->checkpoints, &rm->last.checkpoints);
+  altar_metric_add_since(rm->checkpoint_failures, st->checkpoint_failures, &rm->last.checkpoint_failures);
+  altar_metric_add_since(rm->history_gaps, st->history_gaps, &rm->last.history_gaps);
+  altar_metric_set(rm->checkpoint_last_ok, st->checkpoint_last_ok);
 }

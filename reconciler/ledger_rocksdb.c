@@ -659,3 +659,7 @@ void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n) {
 rocksdb_t *altar__ledger_rocksdb_db(altar_ledger_t *l) {
   return altar__ledger_is_rocksdb(l) ? ((rl_t *)altar_ledger_impl(l))->db : NULL;
 }
+
+const char *altar__ledger_rocksdb_dir(altar_ledger_t *l) {
+  return altar__ledger_is_rocksdb(l) ? ((rl_t *)altar_ledger_impl(l))->dir : NULL;
+}

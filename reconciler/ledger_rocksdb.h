@@ -15,6 +15,8 @@
 bool altar__ledger_is_rocksdb(const altar_ledger_t *l);
 /* The open database (borrowed), or NULL for another kind of ledger. */
 rocksdb_t *altar__ledger_rocksdb_db(altar_ledger_t *l);
+/* The directory the database lives in (borrowed), or NULL. */
+const char *altar__ledger_rocksdb_dir(altar_ledger_t *l);
 /* Test hook (fault injection): the next n writes fail as a RocksDB write
  * error would, so callers' rollback paths can be exercised. */
 void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n);

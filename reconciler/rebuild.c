@@ -6,6 +6,7 @@
 #include "altar/codec.h"
 #include "altar/reconcile.h"
 #include "reconciler/cancel.h"
+#include "reconciler/checkpoint.h"
 #include "reconciler/settled.h"
 
 #include <inttypes.h>
@@ -74,8 +75,24 @@ static void settle_ends(altar_transport_t *t, const char *topic, altar_topic_inf
  * topic does not exist). */
 typedef int (*record_fn)(void *ctx, altar_msg_t *m, altar_error_t *err);
 
+/* Where a read starts: each partition at a checkpoint's covered offset (else
+ * at its beginning), and which offsets it needed that the log no longer has. */
+typedef struct read_from {
+  const altar_checkpoint_t *cp; /* NULL: every partition from its beginning */
+  size_t n_gaps;
+  char gaps[1024];              /* "P: A..B, ..." (cut when long) */
+} read_from_t;
+
+static void note_read_gap(read_from_t *rf, int32_t p, int64_t from, int64_t beginning) {
+  size_t at = strlen(rf->gaps);
+  if (at < sizeof rf->gaps - 64)
+    snprintf(rf->gaps + at, sizeof rf->gaps - at, "%spartition %" PRId32 " offsets %" PRId64 "..%" PRId64,
+             rf->n_gaps ? ", " : "", p, from, beginning - 1);
+  rf->n_gaps++;
+}
+
 static int read_topic(const char *tname, const altar_strmap_t *props, const char *topic, record_fn fn, void *ctx,
-                      altar_topic_list_t **pends, int32_t *pnparts, altar_error_t *err) {
+                      altar_topic_list_t **pends, int32_t *pnparts, read_from_t *rf, altar_error_t *err) {
   if (pends) *pends = NULL;
   altar_transport_t *t = altar_transport_open(tname, props, NULL, err);
   if (!t) return err ? err->code : ALTAR_ETRANSPORT;
@@ -97,8 +114,12 @@ static int read_topic(const char *tname, const altar_strmap_t *props, const char
   size_t remaining = 0;
   if (!tps || !done) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   for (size_t i = 0; !rc && i < np; i++) {
-    tps[i] = (altar_tp_t){topic, ti->partitions[i].partition, ALTAR_OFFSET_BEGINNING};
-    done[i] = ti->partitions[i].end <= ti->partitions[i].beginning;
+    const altar_partition_info_t *pi = &ti->partitions[i];
+    int64_t from = rf && rf->cp ? altar_checkpoint_offset(rf->cp, pi->partition) : -1;
+    int64_t start = from >= 0 ? from : 0;
+    if (rf && start < pi->beginning) note_read_gap(rf, pi->partition, start, pi->beginning);
+    tps[i] = (altar_tp_t){topic, pi->partition, from >= 0 ? from : ALTAR_OFFSET_BEGINNING};
+    done[i] = pi->end <= (from > pi->beginning ? from : pi->beginning);
     remaining += !done[i];
   }
   if (!rc && remaining) rc = altar_transport_assign(t, tps, np, err);
@@ -281,6 +302,7 @@ typedef struct feeder {
   altar_error_t err;
   altar_topic_list_t *ends;
   double cpu_s; /* the thread's CPU time, when done */
+  read_from_t *from;
 } feeder_t;
 
 static double thread_cpu_s(void) {
@@ -379,7 +401,7 @@ static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
 static void *feeder_main(void *arg) {
   feeder_t *f = arg;
   pthread_setname_np(pthread_self(), "altar-replay-rd");
-  int rc = read_topic(f->tname, f->props, f->topic, on_status, f, &f->ends, &f->n_parts, &f->err);
+  int rc = read_topic(f->tname, f->props, f->topic, on_status, f, &f->ends, &f->n_parts, f->from, &f->err);
   if (!rc && f->cur.n) rc = feed_push(f, &f->err);
   fbatch_free(&f->cur);
   f->cpu_s = thread_cpu_s();
@@ -427,17 +449,18 @@ static int on_group(void *ctx, altar_msg_t *m, altar_error_t *err) {
  * ready and dead topics, and it is stopped): their ids. */
 static int read_published(const char *tname, const altar_strmap_t *props, const altar_topics_t *topics,
                           seen_ids_t *seen, altar_error_t *err) {
-  int rc = read_topic(tname, props, topics->ready, on_group, seen, NULL, NULL, err);
-  if (!rc && strcmp(topics->ready, topics->dead)) rc = read_topic(tname, props, topics->dead, on_group, seen, NULL, NULL, err);
+  int rc = read_topic(tname, props, topics->ready, on_group, seen, NULL, NULL, NULL, err);
+  if (!rc && strcmp(topics->ready, topics->dead))
+    rc = read_topic(tname, props, topics->dead, on_group, seen, NULL, NULL, NULL, err);
   return rc;
 }
 
 /* Replays the status topic into r's ledger, learning first (while the
  * reading thread fills its first batches) which group events are out
  * already, into r->seen; *pends as read_topic gives it. */
-static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *props, altar_topic_list_t **pends,
-                         altar_error_t *err) {
-  feeder_t f = {.tname = tname, .props = props, .topic = r->topics->status, .depth = FEED_DEPTH_START};
+static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *props, read_from_t *from,
+                         altar_topic_list_t **pends, altar_error_t *err) {
+  feeder_t f = {.tname = tname, .props = props, .topic = r->topics->status, .depth = FEED_DEPTH_START, .from = from};
   pthread_mutex_init(&f.mu, NULL);
   pthread_cond_init(&f.cv, NULL);
   pthread_t th;
@@ -513,15 +536,25 @@ static void on_dr(altar_transport_t *t, const altar_delivery_t *dr, void *ctx) {
 }
 
 int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, altar_ledger_t *new_ledger,
-                             const altar_group_specs_t *groups, const altar_topics_t *topics, bool quiet,
-                             altar_reconciler_stats_t *pstats, uint64_t *ppublished, altar_error_t *err) {
+                             const altar_group_specs_t *groups, const altar_topics_t *topics,
+                             const altar_checkpoint_t *from, bool quiet, altar_reconciler_stats_t *pstats,
+                             uint64_t *ppublished, altar_error_t *err) {
   seen_ids_t seen = {0};
   replay_t r = {.ledger = new_ledger, .groups = groups, .topics = topics, .seen = &seen};
   uint64_t published = 0;
   /* The replay keeps only the group events still missing from the ready
    * and dead topics. */
   altar_topic_list_t *status_ends = NULL;
-  int rc = replay_status(&r, tname, props, &status_ends, err);
+  read_from_t rf = {.cp = from};
+  int rc = replay_status(&r, tname, props, &rf, &status_ends, err);
+  /* A ledger missing events is not the ledger the log describes: never
+   * swapped in as if it were. */
+  if (!rc && rf.n_gaps)
+    rc = altar_error_set(err, ALTAR_EINTEGRITY,
+                         "the status topic no longer holds events this rebuild needs (%s%s): they were deleted "
+                         "(retention) %s; the ledger cannot be rebuilt exactly",
+                         rf.gaps, rf.n_gaps > 8 ? ", ..." : "",
+                         from ? "after the checkpoint was taken" : "and no checkpoint (ledger.checkpoints) covers them");
   if (!rc) rc = store_offsets(status_ends, new_ledger, topics->status, err);
   altar_topic_list_free(status_ends);
   if (!rc) {

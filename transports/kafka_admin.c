@@ -117,6 +117,49 @@ int altar__kafka_create_topic(altar_transport_t *t, const char *topic, int32_t p
   return rc;
 }
 
+/* ---- delete records ------------------------------------------------------ */
+
+int altar__kafka_delete_records(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
+                                int64_t *pbeginning, altar_error_t *err) {
+  altar__kafka_t *k = altar__kafka(t);
+  int rc = altar_transport_check_name("topic", topic, err);
+  if (rc) return rc;
+  rd_kafka_topic_partition_list_t *tpl = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(tpl, topic, partition)->offset = before;
+  rd_kafka_DeleteRecords_t *del = rd_kafka_DeleteRecords_new(tpl);
+  rd_kafka_topic_partition_list_destroy(tpl);
+  char errstr[256];
+  rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(k->prod, RD_KAFKA_ADMIN_OP_DELETERECORDS);
+  rd_kafka_AdminOptions_set_request_timeout(opts, k->timeout_ms, errstr, sizeof errstr);
+  rd_kafka_AdminOptions_set_operation_timeout(opts, k->timeout_ms, errstr, sizeof errstr);
+  rd_kafka_queue_t *q = rd_kafka_queue_new(k->prod);
+  rd_kafka_DeleteRecords(k->prod, &del, 1, opts, q);
+  rd_kafka_event_t *ev = await_event(q, k->timeout_ms + 2000);
+  if (!ev) {
+    rc = altar__kafka_err(k, err, RD_KAFKA_RESP_ERR__TIMED_OUT, "delete records of %s/%d", topic, (int)partition);
+  } else if (rd_kafka_event_error(ev)) {
+    rc = altar__kafka_err(k, err, rd_kafka_event_error(ev), "delete records of %s/%d: %s", topic, (int)partition,
+                          rd_kafka_event_error_string(ev));
+  } else {
+    const rd_kafka_topic_partition_list_t *res =
+        rd_kafka_DeleteRecords_result_offsets(rd_kafka_event_DeleteRecords_result(ev));
+    if (!res || res->cnt < 1) {
+      rc = altar__kafka_err(k, err, RD_KAFKA_RESP_ERR__FAIL, "delete records of %s/%d: no result", topic,
+                            (int)partition);
+    } else if (res->elems[0].err) {
+      rc = altar__kafka_err(k, err, res->elems[0].err, "delete records of %s/%d before %lld", topic, (int)partition,
+                            (long long)before);
+    } else {
+      *pbeginning = res->elems[0].offset;
+    }
+  }
+  if (ev) rd_kafka_event_destroy(ev);
+  rd_kafka_queue_destroy(q);
+  rd_kafka_AdminOptions_destroy(opts);
+  rd_kafka_DeleteRecords_destroy(del);
+  return rc;
+}
+
 /* ---- list -------------------------------------------------------------- */
 
 static int cmp_topic(const void *a, const void *b) {

@@ -261,6 +261,7 @@ const altar_transport_ops_t altar_transport_kafka_ops = {
     .poll = altar__kafka_poll,
     .flush = altar__kafka_flush,
     .create_topic = altar__kafka_create_topic,
+    .delete_records = altar__kafka_delete_records,
     .list_topics = altar__kafka_list_topics,
     .subscribe = altar__kafka_subscribe,
     .assign = altar__kafka_assign,

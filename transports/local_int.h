@@ -147,6 +147,10 @@ int lpart_recover(altar_transport_t *t, const local_cfg_t *cfg, const char *topi
                   int32_t partition);
 
 /* Beginning and end offsets of a partition (readers' view, no repair). */
+/* Deletes the partition's whole segments holding only records before
+ * `before` (the newest segment stays); *pbeginning = the oldest offset left. */
+int lpart_delete_records(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t partition,
+                         int64_t before, int64_t *pbeginning, altar_error_t *err);
 int lpart_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
                   int64_t *pbegin, int64_t *pend, altar_error_t *err);
 

@@ -434,3 +434,39 @@ int lpart_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
   *pend = s.next_offset;
   return 0;
 }
+
+int lpart_delete_records(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t partition,
+                         int64_t before, int64_t *pbeginning, altar_error_t *err) {
+  int32_t np = 0;
+  int rc = local_topic_partitions(t, cfg, topic, &np, err);
+  if (rc) return rc;
+  if (partition < 0 || partition >= np)
+    return altar_error_set(err, ALTAR_ENOTFOUND, "delete records: %s has no partition %d", topic, (int)partition);
+  lappender_t *a = lappender_new(cfg->dir, topic, partition);
+  if (!a) return altar_error_set(err, ALTAR_ENOMEM, "delete records: out of memory");
+  /* Under the append lock, so no segment rolls meanwhile. */
+  rc = lappender_lock(t, cfg, a, err);
+  int64_t *bases = NULL;
+  size_t n = 0;
+  if (!rc) rc = lpart_segments(t, a->dir, false, &bases, &n, err);
+  /* A segment goes when every record in it lies before `before`: when the
+   * next segment starts at or below it. The newest one always stays. */
+  for (size_t i = 0; !rc && i + 1 < n && bases[i + 1] <= before; i++) {
+    char nm[LSEG_NAME_LEN + 1];
+    lseg_name(nm, bases[i]);
+    char *p = local_path(a->dir, nm);
+    if (!p) rc = altar_error_set(err, ALTAR_ENOMEM, "delete records: out of memory");
+    else if (unlink(p) != 0 && errno != ENOENT)
+      rc = altar_error_set(err, ALTAR_EIO, "delete records: %s: %s", p, strerror(errno));
+    else altar_transport_log(t, 6, "%s/%d: deleted segment %s (records before %lld)", topic, (int)partition, nm,
+                             (long long)before);
+    free(p);
+  }
+  free(bases);
+  int64_t b = 0, e = 0;
+  if (!rc) rc = lpart_offsets(t, cfg, a->dir, &b, &e, err);
+  if (!rc) *pbeginning = b;
+  lappender_unlock(a);
+  lappender_free(a);
+  return rc;
+}

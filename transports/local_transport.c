@@ -95,6 +95,12 @@ static int local_list_topics_op(altar_transport_t *t, const char *topic, int tim
   return local_list_topics(t, &l->cfg, topic, plist, err);
 }
 
+static int local_delete_records_op(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
+                                   int64_t *pbeginning, altar_error_t *err) {
+  local_t *l = altar_transport_impl(t);
+  return lpart_delete_records(t, &l->cfg, topic, partition, before, pbeginning, err);
+}
+
 const altar_transport_ops_t altar_transport_local_ops = {
     .name = "local",
     .caps = ALTAR_TRANSPORT_CAP_MULTI_PROCESS,
@@ -106,6 +112,7 @@ const altar_transport_ops_t altar_transport_local_ops = {
     .flush = local_flush,
     .create_topic = local_create_topic_op,
     .list_topics = local_list_topics_op,
+    .delete_records = local_delete_records_op,
     .subscribe = local_subscribe,
     .assign = local_assign,
     .consume = local_consume,

@@ -32,6 +32,8 @@ typedef struct altar_config {
   char *backend_name;            /* "process" by default */
   altar_strmap_t backend_props;  /* as given: data_root, slots, … (strings); no defaults added */
   char *ledger_path;             /* "./var/ledger" by default */
+  char *ledger_checkpoints;      /* ledger.checkpoints: URI of the ledger's checkpoints, NULL = none */
+  int ledger_checkpoint_interval_s; /* ledger.checkpoint_interval_s: 60 by default */
   char *metrics_addr;            /* "host:port" for Prometheus metrics, NULL = off */
   int topic_partitions;          /* topics.partitions: partitions of the topics the fleet creates */
   /* plugins: the plug-in files to load (altar/plugin.h), each resolved
@@ -57,7 +59,7 @@ typedef struct altar_config {
 int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err);
 /* Overrides one key, as a flag does: "transport.name", "transport.dir",
  * "transport.kafka.<prop>", "topics.jobs", "topics.partitions", "backend.name", "backend.<prop>",
- * "ledger.path", "metrics.addr". ALTAR_EINVAL for an unknown key. */
+ * "ledger.path", "ledger.checkpoints", "ledger.checkpoint_interval_s", "metrics.addr". ALTAR_EINVAL for an unknown key. */
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err);
 void altar_config_clear(altar_config_t *cfg);
 

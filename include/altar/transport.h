@@ -257,6 +257,9 @@ int altar_transport_create_topic(altar_transport_t *t, const char *topic, int32_
  * with altar_topic_list_free. */
 int altar_transport_list_topics(altar_transport_t *t, const char *topic, int timeout_ms,
                                 altar_topic_list_t **plist, altar_error_t *err);
+/* Deletes a partition's records before offset `before` (see the ops' delete_records). */
+int altar_transport_delete_records(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
+                                   int64_t *pbeginning, altar_error_t *err);
 
 /* --- consuming --- */
 /* Joins group for topics; assignments arrive through cb (NULL = none)

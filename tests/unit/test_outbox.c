@@ -425,7 +425,7 @@ static void test_daemon_and_rebuild_agree_on_bytes(void) {
   altar_ledger_t *l2 = open_ledger(l2dir);
   altar_topics_t topics2 = topics_named("ready2");
   uint64_t missing = 0;
-  rc = altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, true, &st, &missing, &err);
+  rc = altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, true, &st, &missing, &err);
   if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT_EQUAL(missing, 2);
@@ -519,7 +519,7 @@ static void test_rebuild_resumes_where_it_read(void) {
   altar_topics_t topics = topics_named("ready");
   altar_reconciler_stats_t st = {0};
   uint64_t missing = 0;
-  int rc = altar_reconciler_rebuild("local-hook", &props, l, &groups, &topics, true, &st, &missing, &err);
+  int rc = altar_reconciler_rebuild("local-hook", &props, l, &groups, &topics, NULL, true, &st, &missing, &err);
   if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT(hook_fired);
@@ -736,7 +736,7 @@ static uint64_t rebuild_into(const char *root, const char *dir, const altar_grou
   altar_topics_t topics = topics_named(ready);
   altar_reconciler_stats_t st = {0};
   uint64_t missing = 0;
-  int rc = altar_reconciler_rebuild("local", &props, l, groups, &topics, true, &st, &missing, &err);
+  int rc = altar_reconciler_rebuild("local", &props, l, groups, &topics, NULL, true, &st, &missing, &err);
   if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT(altar_ledger_checksum(l, sum, &err) == 0);
@@ -886,7 +886,7 @@ static void test_late_shards_recorded_not_refired(void) {
   altar_ledger_t *l2 = open_ledger(l2dir);
   altar_topics_t topics2 = topics_named("ready2");
   uint64_t missing = 0;
-  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, true, &st, &missing, &err) == 0);
+  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, true, &st, &missing, &err) == 0);
   char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
@@ -982,7 +982,7 @@ static uint64_t replay_checksum(const char *root, const char *l2dir, const altar
   altar_reconciler_stats_t st = {0};
   altar_error_t err = {0};
   uint64_t missing = 0;
-  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, groups, topics, true, &st, &missing, &err) == 0);
+  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, groups, topics, NULL, true, &st, &missing, &err) == 0);
   CU_ASSERT(altar_ledger_checksum(l2, sum, &err) == 0);
   altar_test_ledger_close(l2);
   altar_strmap_clear(&props);

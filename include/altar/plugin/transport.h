@@ -133,6 +133,12 @@ struct altar_transport_ops {
    * ALTAR_ENOTSUP: unknown). */
   int (*topic_members)(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,
                        altar_error_t *err);
+  /* Deletes topic/partition's records before offset `before`, as retention
+   * would (kafka: DeleteRecords; local: the whole segments below it, the
+   * newest segment always kept). *pbeginning = the oldest offset kept
+   * afterwards. Optional (default ALTAR_ENOTSUP). */
+  int (*delete_records)(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
+                        int64_t *pbeginning, altar_error_t *err);
 };
 
 /* A transport instance. Made by altar_transport_open (or _open_ops); freed

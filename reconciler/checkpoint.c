@@ -1,0 +1,577 @@
+/* Checkpoints of the RocksDB ledger in the fleet's storage (checkpoint.h). */
+#include "reconciler/checkpoint.h"
+#include "reconciler/input_offsets.h"
+#include "reconciler/ledger_rocksdb.h"
+
+#include "altar/digest.h"
+#include "altar/storage.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <rocksdb/c.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Bounds on what a manifest read back from storage may hold. */
+#define CP_MAX_MANIFEST (4u << 20)
+#define CP_MAX_FILES 100000
+#define CP_MAX_OFFSETS 100000
+
+void altar_checkpoint_clear(altar_checkpoint_t *c) {
+  if (!c) return;
+  free(c->local_dir);
+  free(c->topic);
+  free(c->offsets);
+  memset(c, 0, sizeof *c);
+}
+
+int64_t altar_checkpoint_offset(const altar_checkpoint_t *c, int32_t p) {
+  for (size_t i = 0; i < c->n_offsets; i++)
+    if (c->offsets[i].partition == p) return c->offsets[i].next;
+  return -1;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Removes a flat directory of files (a checkpoint's local copy). */
+static void remove_flat_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    char p[4096];
+    while ((e = readdir(d)))
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+      }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+/* ---- step 1: take ---- */
+
+typedef struct scan_ctx {
+  altar_checkpoint_t *c;
+  size_t prefix_len;
+  int rc;
+} scan_ctx_t;
+
+static int on_offset(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  scan_ctx_t *s = ctx;
+  char part[16], v[32];
+  size_t pl = klen - s->prefix_len, n = vlen < sizeof v - 1 ? vlen : sizeof v - 1;
+  if (pl == 0 || pl >= sizeof part) return 0; /* another topic sharing the prefix */
+  memcpy(part, (const char *)key + s->prefix_len, pl);
+  part[pl] = 0;
+  memcpy(v, val, n);
+  v[n] = 0;
+  char *end;
+  long p = strtol(part, &end, 10);
+  if (*end || p < 0 || p > INT32_MAX) return 0;
+  altar_checkpoint_t *c = s->c;
+  if (c->n_offsets >= CP_MAX_OFFSETS) return 0;
+  altar_cp_offset_t *no = realloc(c->offsets, (c->n_offsets + 1) * sizeof *no);
+  if (!no) return s->rc = ALTAR_ENOMEM;
+  c->offsets = no;
+  c->offsets[c->n_offsets++] = (altar_cp_offset_t){(int32_t)p, strtoll(v, NULL, 10)};
+  return 0;
+}
+
+int altar_checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_checkpoint_t *out, altar_error_t *err) {
+  memset(out, 0, sizeof *out);
+  rocksdb_t *db = altar__ledger_rocksdb_db(l);
+  const char *ldir = altar__ledger_rocksdb_dir(l);
+  if (!db || !ldir) return altar_error_set(err, ALTAR_ENOTSUP, "checkpoint: only a RocksDB ledger can be checkpointed");
+  /* What the write-behind thread holds is written first. */
+  int rc = altar_ledger_rocksdb_persist(l, err);
+  if (rc) return rc;
+  uint64_t rnd = 0;
+  if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) rnd = (uint64_t)getpid() * 2654435761u ^ (uint64_t)clock();
+  out->taken_at = now_s();
+  snprintf(out->id, sizeof out->id, "%013" PRIu64 "-%016" PRIx64, (uint64_t)(out->taken_at * 1000), rnd);
+  size_t n = strlen(ldir) + sizeof out->id + 16;
+  out->local_dir = malloc(n);
+  out->topic = strdup(status_topic);
+  if (!out->local_dir || !out->topic) {
+    altar_checkpoint_clear(out);
+    return altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+  }
+  snprintf(out->local_dir, n, "%s.cp-%s", ldir, out->id);
+  char *dberr = NULL;
+  rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(db, &dberr);
+  if (cp) rocksdb_checkpoint_create(cp, out->local_dir, 0, &dberr);
+  if (cp) rocksdb_checkpoint_object_destroy(cp);
+  if (dberr) {
+    rc = altar_error_set(err, ALTAR_ELEDGER, "checkpoint of %s: %s", ldir, dberr);
+    rocksdb_free(dberr);
+    remove_flat_dir(out->local_dir);
+    altar_checkpoint_clear(out);
+    return rc;
+  }
+  /* The offsets as of the copy: nothing writes between the two. */
+  char prefix[320];
+  size_t pl = altar__reconciler_offset_key(status_topic, 0, prefix, sizeof prefix) - 1; /* "s/<topic>/" */
+  scan_ctx_t sc = {out, pl, 0};
+  rc = altar_ledger_aux_scan(l, prefix, pl, on_offset, &sc, err);
+  if (!rc && sc.rc) rc = altar_error_set(err, sc.rc, "checkpoint: out of memory");
+  if (rc) {
+    remove_flat_dir(out->local_dir);
+    altar_checkpoint_clear(out);
+  }
+  return rc;
+}
+
+/* ---- step 2: ship ---- */
+
+/* Digests of table files known to be stored: a sorted array of hex strings. */
+struct altar_cp_shipped {
+  char **v;
+  size_t n, cap;
+};
+
+altar_cp_shipped_t *altar_cp_shipped_new(void) { return calloc(1, sizeof(altar_cp_shipped_t)); }
+
+void altar_cp_shipped_free(altar_cp_shipped_t *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->n; i++) free(s->v[i]);
+  free(s->v);
+  free(s);
+}
+
+static size_t shipped_pos(const altar_cp_shipped_t *s, const char *hex, bool *found) {
+  size_t lo = 0, hi = s->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    int c = strcmp(s->v[mid], hex);
+    if (c == 0) {
+      *found = true;
+      return mid;
+    }
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  *found = false;
+  return lo;
+}
+
+static bool shipped_has(const altar_cp_shipped_t *s, const char *hex) {
+  bool f = false;
+  if (s) shipped_pos(s, hex, &f);
+  return f;
+}
+
+static void shipped_add(altar_cp_shipped_t *s, const char *hex) {
+  bool f;
+  if (!s) return;
+  size_t at = shipped_pos(s, hex, &f);
+  if (f) return;
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    char **nv = realloc(s->v, cap * sizeof *nv);
+    if (!nv) return; /* a cache: missing an entry costs an exists() later */
+    s->v = nv;
+    s->cap = cap;
+  }
+  char *d = strdup(hex);
+  if (!d) return;
+  memmove(s->v + at + 1, s->v + at, (s->n - at) * sizeof *s->v);
+  s->v[at] = d;
+  s->n++;
+}
+
+static bool is_table_file(const char *name) {
+  size_t n = strlen(name);
+  return (n > 4 && !strcmp(name + n - 4, ".sst")) || (n > 5 && !strcmp(name + n - 5, ".blob"));
+}
+
+/* uri without its trailing slashes, then "/" rest. */
+static char *join(const char *uri, const char *rest) {
+  size_t n = strlen(uri);
+  while (n > 1 && uri[n - 1] == '/') n--;
+  size_t sz = n + 1 + strlen(rest) + 1;
+  char *p = malloc(sz);
+  if (p) snprintf(p, sz, "%.*s/%s", (int)n, uri, rest);
+  return p;
+}
+
+static int upload_to(altar_storage_t *s, const char *uri, const char *rest, const char *local, altar_error_t *err) {
+  char *dest = join(uri, rest);
+  if (!dest) return altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+  int rc = altar_storage_upload(s, local, dest, err);
+  free(dest);
+  return rc;
+}
+
+static int put_text(altar_storage_t *s, const char *uri, const char *rest, const char *text, altar_error_t *err) {
+  char *dest = join(uri, rest);
+  if (!dest) return altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+  int rc = altar_storage_write_text(s, dest, text, err);
+  free(dest);
+  return rc;
+}
+
+static int mkdirs(altar_storage_t *s, const char *uri, const char *rest, altar_error_t *err) {
+  char *dest = join(uri, rest);
+  if (!dest) return altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+  int rc = altar_storage_mkdirs(s, dest, err);
+  free(dest);
+  return rc == ALTAR_ENOTSUP ? ALTAR_OK : rc;
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The file names of a flat directory, sorted (a manifest lists them in order). */
+static int list_dir(const char *dir, char ***pnames, size_t *pn, altar_error_t *err) {
+  *pnames = NULL;
+  *pn = 0;
+  DIR *d = opendir(dir);
+  if (!d) return altar_error_set(err, ALTAR_EIO, "checkpoint: %s: %s", dir, strerror(errno));
+  char **v = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  int rc = ALTAR_OK;
+  while (!rc && (e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 32;
+      char **nv = realloc(v, cap * sizeof *nv);
+      if (!nv) {
+        rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+        break;
+      }
+      v = nv;
+    }
+    if (!(v[n] = strdup(e->d_name))) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+    else n++;
+  }
+  closedir(d);
+  if (n) qsort(v, n, sizeof *v, cmp_names);
+  *pnames = v;
+  *pn = n;
+  return rc;
+}
+
+static void free_names(char **v, size_t n) {
+  for (size_t i = 0; i < n; i++) free(v[i]);
+  free(v);
+}
+
+static json_t *offsets_json(const altar_checkpoint_t *c) {
+  json_t *a = json_array();
+  for (size_t i = 0; a && i < c->n_offsets; i++)
+    json_array_append_new(a, json_pack("{s:i,s:I}", "partition", (int)c->offsets[i].partition, "next",
+                                       (json_int_t)c->offsets[i].next));
+  return a;
+}
+
+int altar_checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipped_t *shipped, altar_error_t *err) {
+  altar_storage_t *s = NULL;
+  char **names = NULL;
+  size_t n = 0;
+  json_t *files = json_array();
+  int rc = files ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+  if (!rc) rc = altar_storage_open_for_uri(uri, NULL, &s, err);
+  if (!rc) rc = list_dir(c->local_dir, &names, &n, err);
+  char cpdir[128];
+  snprintf(cpdir, sizeof cpdir, "cp/%s", c->id);
+  if (!rc) rc = mkdirs(s, uri, "sst", err);
+  if (!rc) rc = mkdirs(s, uri, cpdir, err);
+  c->bytes = 0;
+  c->files = n;
+  c->files_uploaded = 0;
+  for (size_t i = 0; i < n && !rc; i++) {
+    char local[4096];
+    snprintf(local, sizeof local, "%s/%s", c->local_dir, names[i]);
+    struct stat st;
+    if (stat(local, &st) != 0) {
+      rc = altar_error_set(err, ALTAR_EIO, "checkpoint: %s: %s", local, strerror(errno));
+      break;
+    }
+    json_t *f = json_pack("{s:s,s:I}", "name", names[i], "size", (json_int_t)st.st_size);
+    if (!f || json_array_append_new(files, f)) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+      break;
+    }
+    if (is_table_file(names[i])) {
+      char dg[ALTAR_DIGEST_BUFSZ];
+      if ((rc = altar_sha256_file(local, dg, err))) break;
+      const char *hex = strchr(dg, ':') ? strchr(dg, ':') + 1 : dg;
+      json_object_set_new(f, "sst", json_string(hex));
+      if (shipped_has(shipped, hex)) continue;
+      char rest[128];
+      snprintf(rest, sizeof rest, "sst/%s", hex);
+      char *dest = join(uri, rest);
+      bool there = false;
+      if (!dest) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+      else if (altar_storage_exists(s, dest, &there, err) != ALTAR_OK) there = false;
+      free(dest);
+      if (!rc && !there) {
+        rc = upload_to(s, uri, rest, local, err);
+        if (!rc) {
+          c->bytes += (uint64_t)st.st_size;
+          c->files_uploaded++;
+        }
+      }
+      if (!rc) shipped_add(shipped, hex);
+    } else {
+      char rest[512];
+      snprintf(rest, sizeof rest, "%s/%s", cpdir, names[i]);
+      rc = upload_to(s, uri, rest, local, err);
+      if (!rc) {
+        c->bytes += (uint64_t)st.st_size;
+        c->files_uploaded++;
+      }
+    }
+  }
+  char *text = NULL;
+  if (!rc) {
+    json_t *m = json_pack("{s:i,s:s,s:f,s:s,s:o,s:O}", "format", 1, "id", c->id, "taken_at", c->taken_at, "topic",
+                          c->topic, "offsets", offsets_json(c), "files", files);
+    text = m ? json_dumps(m, JSON_COMPACT) : NULL;
+    json_decref(m);
+    if (!text) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+  }
+  /* The checkpoint's own manifest, then the pointer to it: written last. */
+  char mname[128];
+  snprintf(mname, sizeof mname, "%s.json", cpdir);
+  if (!rc) rc = put_text(s, uri, mname, text, err);
+  if (!rc) rc = put_text(s, uri, "latest.json", text, err);
+  if (rc) altar_error_prefix(err, "checkpoint %s to %s", c->id, uri);
+  free(text);
+  json_decref(files);
+  free_names(names, n);
+  altar_storage_close(s);
+  remove_flat_dir(c->local_dir);
+  return rc;
+}
+
+/* ---- restore ---- */
+
+/* A manifest's file name: a plain name RocksDB would write, nothing that
+ * could leave the directory. */
+static bool plain_name(const char *s) {
+  if (!*s || strlen(s) > 255 || !strcmp(s, ".") || !strcmp(s, "..")) return false;
+  for (const char *p = s; *p; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+          *p == '_' || *p == '.'))
+      return false;
+  return true;
+}
+
+static bool hex64(const char *s) {
+  if (strlen(s) != 64) return false;
+  for (const char *p = s; *p; p++)
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return false;
+  return true;
+}
+
+/* Parses and checks a manifest; *pfiles (borrowed from *proot) lists its files. */
+static int parse_manifest(const char *text, size_t len, const char *where, altar_checkpoint_t *out, json_t **proot,
+                          json_t **pfiles, altar_error_t *err) {
+  json_error_t je;
+  json_t *m = json_loadb(text, len, 0, &je);
+  if (!m) return altar_error_set(err, ALTAR_EDECODE, "%s:%d: not JSON: %s", where, je.line, je.text);
+  json_t *id = json_object_get(m, "id"), *topic = json_object_get(m, "topic"), *offs = json_object_get(m, "offsets");
+  json_t *files = json_object_get(m, "files");
+  const char *bad = json_integer_value(json_object_get(m, "format")) != 1 ? "format"
+                    : !json_is_string(id) || strlen(json_string_value(id)) >= sizeof out->id ? "id"
+                    : !json_is_string(topic)                                                 ? "topic"
+                    : !json_is_array(offs) || json_array_size(offs) > CP_MAX_OFFSETS        ? "offsets"
+                    : !json_is_array(files) || json_array_size(files) > CP_MAX_FILES        ? "files"
+                                                                                             : NULL;
+  if (!bad && !plain_name(json_string_value(id))) bad = "id";
+  size_t i;
+  json_t *e;
+  json_array_foreach(files, i, e) {
+    if (bad) break;
+    json_t *nm = json_object_get(e, "name"), *sst = json_object_get(e, "sst");
+    if (!json_is_string(nm) || !plain_name(json_string_value(nm)) || !json_is_integer(json_object_get(e, "size")) ||
+        (sst && (!json_is_string(sst) || !hex64(json_string_value(sst)))))
+      bad = "files";
+  }
+  json_array_foreach(offs, i, e) {
+    if (bad) break;
+    json_int_t p = json_integer_value(json_object_get(e, "partition"));
+    if (!json_is_integer(json_object_get(e, "partition")) || !json_is_integer(json_object_get(e, "next")) || p < 0 ||
+        p > INT32_MAX)
+      bad = "offsets";
+  }
+  if (bad) {
+    json_decref(m);
+    return altar_error_set(err, ALTAR_EDECODE, "%s: field '%s' is missing or not valid", where, bad);
+  }
+  memset(out, 0, sizeof *out);
+  snprintf(out->id, sizeof out->id, "%s", json_string_value(id));
+  out->topic = strdup(json_string_value(topic));
+  out->taken_at = json_number_value(json_object_get(m, "taken_at"));
+  out->n_offsets = json_array_size(offs);
+  out->offsets = calloc(out->n_offsets ? out->n_offsets : 1, sizeof *out->offsets);
+  out->files = json_array_size(files);
+  if (!out->topic || !out->offsets) {
+    json_decref(m);
+    altar_checkpoint_clear(out);
+    return altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+  }
+  json_array_foreach(offs, i, e) {
+    out->offsets[i].partition = (int32_t)json_integer_value(json_object_get(e, "partition"));
+    out->offsets[i].next = json_integer_value(json_object_get(e, "next"));
+  }
+  *proot = m;
+  *pfiles = files;
+  return ALTAR_OK;
+}
+
+static int read_latest(altar_storage_t *s, const char *uri, altar_checkpoint_t *out, json_t **proot, json_t **pfiles,
+                       altar_error_t *err) {
+  char *path = join(uri, "latest.json");
+  if (!path) return altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+  bool there = false;
+  int rc = altar_storage_exists(s, path, &there, err);
+  if (!rc && !there) rc = altar_error_set(err, ALTAR_ENOTFOUND, "no checkpoint at %s", uri);
+  altar_buf_t b = {0};
+  if (!rc) rc = altar_storage_read_bytes(s, path, &b, err);
+  if (!rc && b.len > CP_MAX_MANIFEST) rc = altar_error_set(err, ALTAR_EDECODE, "%s: larger than 4 MiB", path);
+  if (!rc) rc = parse_manifest((const char *)b.data, b.len, path, out, proot, pfiles, err);
+  altar_buf_free(&b);
+  free(path);
+  return rc;
+}
+
+int altar_checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_error_t *err) {
+  memset(out, 0, sizeof *out);
+  altar_storage_t *s = NULL;
+  int rc = altar_storage_open_for_uri(uri, NULL, &s, err);
+  json_t *root = NULL, *files = NULL;
+  if (!rc) rc = read_latest(s, uri, out, &root, &files, err);
+  json_decref(root);
+  altar_storage_close(s);
+  return rc;
+}
+
+/* Copies src to dst (new), then fsyncs it. */
+static int copy_file(const char *src, const char *dst, altar_error_t *err) {
+  int in = open(src, O_RDONLY | O_CLOEXEC);
+  if (in < 0) return altar_error_set(err, ALTAR_EIO, "%s: %s", src, strerror(errno));
+  int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (out < 0) {
+    close(in);
+    return altar_error_set(err, ALTAR_EIO, "%s: %s", dst, strerror(errno));
+  }
+  char buf[1 << 16];
+  int rc = ALTAR_OK;
+  for (;;) {
+    ssize_t r = read(in, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      rc = altar_error_set(err, ALTAR_EIO, "%s: %s", src, strerror(errno));
+      break;
+    }
+    if (r == 0) break;
+    for (ssize_t w = 0; w < r;) {
+      ssize_t k = write(out, buf + w, (size_t)(r - w));
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) {
+        rc = altar_error_set(err, ALTAR_EIO, "%s: %s", dst, strerror(errno));
+        break;
+      }
+      w += k;
+    }
+    if (rc) break;
+  }
+  if (!rc && fsync(out) != 0) rc = altar_error_set(err, ALTAR_EIO, "%s: fsync: %s", dst, strerror(errno));
+  close(in);
+  close(out);
+  return rc;
+}
+
+static int fetch_file(altar_storage_t *s, const char *uri, const altar_checkpoint_t *c, json_t *f, const char *tmp,
+                      altar_error_t *err) {
+  const char *name = json_string_value(json_object_get(f, "name"));
+  const char *sst = json_string_value(json_object_get(f, "sst"));
+  char rest[512], dst[4096];
+  if (sst) snprintf(rest, sizeof rest, "sst/%s", sst);
+  else snprintf(rest, sizeof rest, "cp/%s/%s", c->id, name);
+  snprintf(dst, sizeof dst, "%s/%s", tmp, name);
+  char *src = join(uri, rest);
+  if (!src) return altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+  altar_local_file_t lf = {0};
+  int rc = altar_storage_as_local_file(s, src, &lf, err);
+  if (!rc) {
+    rc = copy_file(lf.path, dst, err);
+    altar_local_file_release(&lf);
+  }
+  struct stat st;
+  if (!rc && (stat(dst, &st) != 0 || st.st_size != json_integer_value(json_object_get(f, "size"))))
+    rc = altar_error_set(err, ALTAR_EDECODE, "%s: size differs from the manifest's", src);
+  if (!rc && sst) { /* stored by content: the content must match */
+    char dg[ALTAR_DIGEST_BUFSZ];
+    rc = altar_sha256_file(dst, dg, err);
+    const char *hex = strchr(dg, ':') ? strchr(dg, ':') + 1 : dg;
+    if (!rc && strcmp(hex, sst)) rc = altar_error_set(err, ALTAR_EDECODE, "%s: content does not match its digest", src);
+  }
+  free(src);
+  return rc;
+}
+
+/* Makes the directories above path (as mkdir -p of its parent). */
+static void make_parents(const char *path) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s", path);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = 0;
+      mkdir(p, 0755);
+      *s = '/';
+    }
+}
+
+int altar_checkpoint_restore(const char *uri, const char *dir, altar_checkpoint_t *out, altar_error_t *err) {
+  memset(out, 0, sizeof *out);
+  struct stat st;
+  if (stat(dir, &st) == 0) return altar_error_set(err, ALTAR_EEXIST, "restore into %s: it exists", dir);
+  altar_storage_t *s = NULL;
+  int rc = altar_storage_open_for_uri(uri, NULL, &s, err);
+  json_t *root = NULL, *files = NULL;
+  if (!rc) rc = read_latest(s, uri, out, &root, &files, err);
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.restore-%ld", dir, (long)getpid());
+  if (!rc) {
+    make_parents(tmp);
+    remove_flat_dir(tmp); /* a previous attempt of this pid */
+    if (mkdir(tmp, 0755) != 0) rc = altar_error_set(err, ALTAR_EIO, "%s: %s", tmp, strerror(errno));
+  }
+  size_t i;
+  json_t *f;
+  json_array_foreach(files, i, f) {
+    if (rc) break;
+    rc = fetch_file(s, uri, out, f, tmp, err);
+  }
+  if (!rc) {
+    int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      fsync(dfd);
+      close(dfd);
+    }
+    if (rename(tmp, dir) != 0) rc = altar_error_set(err, ALTAR_EIO, "%s: %s", dir, strerror(errno));
+  }
+  if (rc) {
+    remove_flat_dir(tmp);
+    if (rc != ALTAR_ENOTFOUND) altar_error_prefix(err, "restoring %s from %s", dir, uri);
+  }
+  json_decref(root);
+  altar_storage_close(s);
+  return rc;
+}

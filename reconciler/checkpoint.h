@@ -1,0 +1,72 @@
+/* Checkpoints of the RocksDB ledger in the fleet's storage (file://, gs://,
+ * s3://), so the ledger's state outlives the status topic's retention.
+ *
+ * A checkpoint is taken in two steps: `take` (on the thread that writes the
+ * ledger, so no write falls between them) makes a RocksDB checkpoint of hard
+ * links beside the ledger and reads the input offsets it covers; `ship`
+ * (any thread) uploads it and removes the local copy. Table files are
+ * immutable and stored by content (sst/<sha256>), so each is uploaded once
+ * however many checkpoints list it; the small files that change (MANIFEST,
+ * CURRENT, OPTIONS) go with each checkpoint. A checkpoint becomes visible
+ * only when its manifest is written, last, as `latest.json`: a crash at any
+ * point leaves the previous one whole.
+ *
+ * Layout under the URI:
+ *   sst/<hex sha256>            table files, by content
+ *   cp/<id>/<file>              a checkpoint's other files
+ *   cp/<id>.json                its manifest (format in docs/state.md)
+ *   latest.json                 a copy of the newest manifest */
+#ifndef ALTAR_RECONCILER_CHECKPOINT_H
+#define ALTAR_RECONCILER_CHECKPOINT_H
+
+#include "altar/error.h"
+#include "altar/ledger.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The input offsets a checkpoint covers: the next offset of each status
+ * partition, as stored in the ledger when it was taken. */
+typedef struct altar_cp_offset {
+  int32_t partition;
+  int64_t next;
+} altar_cp_offset_t;
+
+typedef struct altar_checkpoint {
+  char id[64];         /* <unix ms>-<random hex>: sorts by time */
+  char *local_dir;     /* the hard-linked copy until shipped */
+  char *topic;         /* the status topic */
+  altar_cp_offset_t *offsets;
+  size_t n_offsets;
+  double taken_at;     /* unix seconds */
+  uint64_t bytes;      /* uploaded by ship (table files already stored excluded) */
+  size_t files, files_uploaded;
+} altar_checkpoint_t;
+
+void altar_checkpoint_clear(altar_checkpoint_t *c);
+
+/* Step 1, on the ledger's writing thread: a consistent copy of l (a RocksDB
+ * ledger) beside it, with the offsets of status_topic it covers. */
+int altar_checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_checkpoint_t *out, altar_error_t *err);
+
+/* Step 2, any thread: uploads c to uri and makes it the newest; removes the
+ * local copy either way. `shipped` (may be NULL) is a cache of table-file
+ * digests known to be stored, kept by the caller between calls. */
+typedef struct altar_cp_shipped altar_cp_shipped_t;
+altar_cp_shipped_t *altar_cp_shipped_new(void);
+void altar_cp_shipped_free(altar_cp_shipped_t *s);
+int altar_checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipped_t *shipped, altar_error_t *err);
+
+/* Restores the newest checkpoint at uri into dir, which must not exist (it
+ * is filled under a temporary name and renamed into place). Fills *out
+ * (local_dir NULL) with what it restored. ALTAR_ENOTFOUND when uri holds no
+ * checkpoint. */
+int altar_checkpoint_restore(const char *uri, const char *dir, altar_checkpoint_t *out, altar_error_t *err);
+
+/* Reads the newest checkpoint's manifest without restoring it. */
+int altar_checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_error_t *err);
+
+/* The covered next offset of partition p, -1 when the checkpoint has none. */
+int64_t altar_checkpoint_offset(const altar_checkpoint_t *c, int32_t p);
+
+#endif

@@ -1,0 +1,143 @@
+# Shared body of the retention tests (sourced; needs TRANSPORT=local|kafka).
+# The ledger outlives the status topic's history (docs/state.md):
+#   8 models x 5 folds, grouped by model, ready when all 5 folds succeeded.
+#   - folds 0-3 run; reconciler A (checkpoints every second) applies them and
+#     its checkpoint covers every status event; then A is killed -9;
+#   - every status record so far is deleted (`altar log delete-records`:
+#     Kafka's DeleteRecords, the local log's segment deletion: what a week
+#     of retention does), and the test checks that history is really gone;
+#   - a control reconciler with an empty ledger and no checkpoints reports
+#     the gap and fires none of the 8 (the bug this guards against);
+#   - reconciler B with an empty ledger restores A's checkpoint; the fifth
+#     folds run; exactly 8 group events reach the ready topic, each once;
+#   - B's ledger has the checksum of a reference reconciler that read the
+#     whole history live (its own group, ledger and output topics);
+#   - `--rebuild` restores from the checkpoint, says so, matches, and
+#     republishes nothing; without a checkpoint it refuses, naming offsets.
+set -u
+: "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin "retention-$TRANSPORT" python3
+prefix="ret-$(date +%s)-$$"
+cp_dir="$T/checkpoints"
+write_config() { # FILE LEDGER READY DEAD CHECKPOINTS
+  {
+    altar_test_fleet_config "$prefix" "{name: process, data_root: $T/data, slots: 4}" "partitions: 4"
+    echo "groups:"
+    echo "  fold: {group_by: [model], ready_when: {all_folds: 5}, on_failed: dead_letter}"
+  } | sed -e "s#ledger: {path: $T/ledger}#ledger: {path: $2${5:+, checkpoints: $5, checkpoint_interval_s: 1}}#" \
+          -e "s#ready: $prefix.ready, dead: $prefix.dead#ready: $3, dead: $4#" >"$1"
+  # Small segments on the local log: deleting records drops whole segments.
+  if [ "$TRANSPORT" = local ]; then sed -i "s#^  dir: $T/log\$#  dir: $T/log\n  segment.bytes: 1024#" "$1"; fi
+}
+write_config "$T/a.yaml" "$T/ledgerA" "$prefix.ready" "$prefix.dead" "$cp_dir"
+write_config "$T/b.yaml" "$T/ledgerB" "$prefix.ready" "$prefix.dead" "$cp_dir"
+write_config "$T/ref.yaml" "$T/ledgerRef" "$prefix.ready-ref" "$prefix.dead-ref" ""
+write_config "$T/ctl.yaml" "$T/ledgerCtl" "$prefix.ready-ctl" "$prefix.dead-ctl" ""
+mkdir -p "$T/data"
+for m in 0 1 2 3 4 5 6 7; do
+  for f in 0 1 2 3; do
+    printf '{"kind":"fold","image":"x","command":["true","%s-%s"],"labels":{"model":"%s-m%s","fold":"%s"}}\n' \
+      "$m" "$f" "$prefix" "$m" "$f"
+  done
+done >"$T/first.jsonl"
+for m in 0 1 2 3 4 5 6 7; do
+  printf '{"kind":"fold","image":"x","command":["true","%s-4"],"labels":{"model":"%s-m%s","fold":"4"}}\n' "$m" "$prefix" "$m"
+done >"$T/last.jsonl"
+
+bg() { # LOG CMD...: runs CMD in the background; its pid in $last
+  log="$1"
+  shift
+  "$@" >>"$log" 2>&1 &
+  last=$!
+  pids="$pids $last"
+}
+die() { fail "$*"; for f in "$T"/*.log; do echo "--- $f" >&2; tail -25 "$f" >&2; done; altar_test_end "retention-$TRANSPORT"; exit 1; }
+status_ends() { # sum of the status topic's end offsets, and of its beginnings
+  "$ALTAR_BIN" log topics --config "$T/a.yaml" --topic "$prefix.status" --json 2>/dev/null |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); ps=[p for t in (d if isinstance(d,list) else d.get("topics",[])) for p in t["partitions"]]; print(sum(p["end"] for p in ps), sum(p["beginning"] for p in ps))'
+}
+covered() { python3 -c 'import json,sys; print(sum(o["next"] for o in json.load(open(sys.argv[1]))["offsets"]))' "$cp_dir/latest.json" 2>/dev/null || echo 0; }
+count_ready() { # TOPIC: group events on it, and distinct event ids
+  "$ALTAR_BIN" log consume --config "$T/a.yaml" --topic "$1" --from-beginning --exit 2>/dev/null |
+    python3 -c 'import json,sys; ids=[json.loads(l)["event_id"] for l in sys.stdin if l.strip()]; print(len(ids), len(set(ids)))'
+}
+
+bg "$T/worker.log" "$ALTAR_BIN" worker --config "$T/a.yaml" --id w1 --poll-ms 50
+bg "$T/ref.log" "$ALTAR_BIN" reconciler --config "$T/ref.yaml" --group "$prefix.ref" --no-dashboard
+recRef=$last
+bg "$T/recA.log" "$ALTAR_BIN" reconciler --config "$T/a.yaml" --no-dashboard
+recA=$last
+"$ALTAR_BIN" submit --config "$T/a.yaml" "$T/first.jsonl" >"$T/submit1.log" 2>&1 || die "submit of the first folds"
+
+# Every first fold's events (submitted + succeeded) on the log, and A's
+# checkpoint covering all of them.
+ends=0
+for _ in $(seq 1 600); do
+  set -- $(status_ends)
+  ends="${1:-0}"
+  [ "$ends" -ge 64 ] && [ "$(covered)" -eq "$ends" ] && break
+  sleep 0.1
+done
+[ "$ends" -ge 64 ] || die "the first folds' status events never reached the log ($ends)"
+[ "$(covered)" -eq "$ends" ] || die "A's checkpoint never covered the $ends status events (covers $(covered))"
+ok "A's checkpoint covers all $ends status events"
+kill -9 "$recA"
+
+# A week of retention.
+"$ALTAR_BIN" log delete-records --config "$T/a.yaml" --topic "$prefix.status" --before end >"$T/delete.log" 2>&1 ||
+  die "delete-records: $(cat "$T/delete.log")"
+set -- $(status_ends)
+gone="${2:-0}"
+[ "$gone" -ge $((ends / 2)) ] || die "delete-records left too much history (beginnings sum to $gone of $ends)"
+ok "history deleted: $gone of $ends status records gone"
+
+# Control: an empty ledger and no checkpoint cannot see the first folds.
+"$ALTAR_BIN" reconciler --config "$T/ctl.yaml" --group "$prefix.ctl" --no-dashboard --exit-when-idle >"$T/ctl.log" 2>&1 ||
+  die "the control reconciler failed"
+grep -q "no longer on the log" "$T/ctl.log" || fail "the control reconciler did not report the gap in its history"
+grep -q "altar reconciler: applied .* 0 fired" "$T/ctl.log" || fail "the control reconciler fired groups without their history"
+
+# Takeover: B starts from the checkpoint, then the fifth folds run.
+bg "$T/recB.log" "$ALTAR_BIN" reconciler --config "$T/b.yaml" --no-dashboard
+recB=$last
+"$ALTAR_BIN" submit --config "$T/a.yaml" "$T/last.jsonl" >"$T/submit2.log" 2>&1 || die "submit of the fifth folds"
+n=0
+for _ in $(seq 1 600); do
+  set -- $(count_ready "$prefix.ready")
+  n="${1:-0}"
+  [ "$n" -ge 8 ] && break
+  sleep 0.1
+done
+grep -q "restored $T/ledgerB from checkpoint" "$T/recB.log" || fail "B did not say it restored from the checkpoint"
+grep -q "no longer on the log" "$T/recB.log" && fail "B reported a gap although its checkpoint covers the deleted records"
+grep -q "no longer on the log" "$T/ref.log" && fail "the reference reported a gap although it read every record"
+[ "$n" -eq 8 ] || die "expected 8 group events on the ready topic after the takeover, saw $n"
+set -- $(count_ready "$prefix.ready-ref")
+[ "${1:-0}" -eq 8 ] || fail "the reference reconciler fired ${1:-0} groups, expected 8"
+# Settle: the worker's last commits and both reconcilers stopped cleanly.
+kill -TERM "$recB"
+wait "$recB" 2>/dev/null
+set -- $(count_ready "$prefix.ready")
+[ "$1" -eq 8 ] && [ "$2" -eq 8 ] || fail "ready topic: $1 group events, $2 distinct (expected 8 and 8)"
+ok "every group fired exactly once after retention and a takeover"
+kill -TERM "$recRef"
+wait "$recRef" 2>/dev/null
+bsum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerB" 2>&1)"
+refsum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerRef" 2>&1)"
+[ -n "$bsum" ] && [ "$bsum" = "$refsum" ] || fail "B's ledger ($bsum) differs from the reference's ($refsum)"
+ok "checksum equal to the reference that read the whole history"
+
+# Rebuild: from the checkpoint (it exists: B shipped one at its stop).
+"$ALTAR_BIN" reconciler --config "$T/b.yaml" --rebuild >"$T/rebuild.log" 2>&1 || die "--rebuild from the checkpoint"
+grep -q "^restored checkpoint" "$T/rebuild.log" || fail "--rebuild did not say what it restored"
+grep -q " 0 missing event(s) published" "$T/rebuild.log" || fail "--rebuild republished group events"
+grep -q "^replaced $bsum" "$T/rebuild.log" && grep -q "^checksum $bsum" "$T/rebuild.log" ||
+  fail "--rebuild changed the checksum: $(cat "$T/rebuild.log")"
+# Without checkpoints the same rebuild refuses, naming the lost offsets.
+if "$ALTAR_BIN" reconciler --config "$T/ctl.yaml" --rebuild >"$T/rebuild-ctl.log" 2>&1; then
+  fail "--rebuild without a checkpoint succeeded on a log missing its beginning"
+fi
+grep -q "no longer holds events this rebuild needs (partition" "$T/rebuild-ctl.log" ||
+  fail "--rebuild without a checkpoint did not name the missing offsets: $(cat "$T/rebuild-ctl.log")"
+altar_test_end "retention-$TRANSPORT"
