@@ -25,6 +25,8 @@
 #define CP_MAX_FILES 100000
 #define CP_MAX_OFFSETS 100000
 
+void (*altar__checkpoint_after_upload)(size_t uploaded);
+
 void altar_checkpoint_clear(altar_checkpoint_t *c) {
   if (!c) return;
   free(c->local_dir);
@@ -326,6 +328,7 @@ int altar_checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipp
         }
       }
       if (!rc) shipped_add(shipped, hex);
+      if (!rc && !there && altar__checkpoint_after_upload) altar__checkpoint_after_upload(c->files_uploaded);
     } else {
       char rest[512];
       snprintf(rest, sizeof rest, "%s/%s", cpdir, names[i]);
@@ -333,6 +336,7 @@ int altar_checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipp
       if (!rc) {
         c->bytes += (uint64_t)st.st_size;
         c->files_uploaded++;
+        if (altar__checkpoint_after_upload) altar__checkpoint_after_upload(c->files_uploaded);
       }
     }
   }
@@ -348,6 +352,7 @@ int altar_checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipp
   char mname[128];
   snprintf(mname, sizeof mname, "%s.json", cpdir);
   if (!rc) rc = put_text(s, uri, mname, text, err);
+  if (!rc && altar__checkpoint_after_upload) altar__checkpoint_after_upload(c->files_uploaded + 1);
   if (!rc) rc = put_text(s, uri, "latest.json", text, err);
   if (rc) altar_error_prefix(err, "checkpoint %s to %s", c->id, uri);
   free(text);

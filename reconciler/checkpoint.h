@@ -66,6 +66,11 @@ int altar_checkpoint_restore(const char *uri, const char *dir, altar_checkpoint_
 /* Reads the newest checkpoint's manifest without restoring it. */
 int altar_checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_error_t *err);
 
+/* Test hook (fault injection): called by ship after each file it stored,
+ * with how many it stored so far; a test makes it _exit() to stand for a
+ * kill -9 mid-upload. NULL in production. */
+extern void (*altar__checkpoint_after_upload)(size_t uploaded);
+
 /* The covered next offset of partition p, -1 when the checkpoint has none. */
 int64_t altar_checkpoint_offset(const altar_checkpoint_t *c, int32_t p);
 
