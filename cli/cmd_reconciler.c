@@ -148,6 +148,40 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   return 0;
 }
 
+/* What recovery needs of the status topic (docs/state.md): with checkpoints,
+ * the events since the newest one, kept with room for a few missed
+ * intervals; without, every event ever written. */
+static int check_status_retention(altar_transport_t *t, const altar_config_t *cfg) {
+  int64_t have = -1;
+  altar_error_t err = {0};
+  int rc = altar_transport_topic_retention_ms(t, cfg->topics.status, &have, &err);
+  if (rc == ALTAR_ENOTSUP) return 0; /* the transport cannot tell */
+  if (rc) {
+    fprintf(stderr, "altar reconciler: reading the retention of %s: %s\n", cfg->topics.status, err.msg);
+    return 1;
+  }
+  if (have < 0) return 0;
+  const char *where = !strcmp(cfg->transport_name, "local") ? "transport.retention.ms" : "the topic's retention.ms";
+  if (!cfg->ledger_checkpoints) {
+    fprintf(stderr,
+            "altar reconciler: the status topic %s keeps records for %lld ms (%s), but without ledger checkpoints a "
+            "reconciler that takes a partition over replays it from its first record: keep it forever (-1; "
+            "topics.status_retention_ms for topics the fleet creates) or set ledger.checkpoints\n",
+            cfg->topics.status, (long long)have, where);
+    return 2;
+  }
+  int64_t need = ((int64_t)cfg->ledger_checkpoint_interval_s * 3 + 60) * 1000;
+  if (have < need) {
+    fprintf(stderr,
+            "altar reconciler: the status topic %s keeps records for %lld ms (%s), less than recovery from a "
+            "checkpoint needs: %lld ms (3 x ledger.checkpoint_interval_s + 60 s); keep it longer or checkpoint more "
+            "often\n",
+            cfg->topics.status, (long long)have, where, (long long)need);
+    return 2;
+  }
+  return 0;
+}
+
 /* A reconciler with no ledger yet starts from the newest checkpoint, if
  * any: the status topic may no longer hold the history before it. */
 static int restore_if_new(const altar_config_t *cfg, bool quiet) {
@@ -247,7 +281,9 @@ int altar_cmd_reconciler(int argc, char **argv) {
     altar_transport_t *t = l ? altar_cli_open_transport(&cfg, NULL) : NULL;
     if (!l && err.msg[0]) fprintf(stderr, "altar reconciler: %s\n", err.msg);
     rc = 1;
-    if (t && !altar_cli_ensure_topics(t, &cfg)) {
+    int refused = t && !altar_cli_ensure_topics(t, &cfg) ? check_status_retention(t, &cfg) : 1;
+    if (refused == 2) rc = 2;
+    if (!refused) {
       o.transport = t;
       o.ledger = l;
       o.groups = &groups;

@@ -213,7 +213,14 @@ int altar_cli_ensure_topics(altar_transport_t *t, const altar_config_t *cfg) {
                           cfg->topics.dlq, cfg->topics.fleet};
   for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
     altar_error_t err = {0};
-    int rc = altar_transport_create_topic(t, topics[i], partitions, &err);
+    /* Explicit lifetimes, never the broker's default (docs/state.md). */
+    char ms[32];
+    snprintf(ms, sizeof ms, "%lld", (long long)(i == 1 ? cfg->status_retention_ms : cfg->topics_retention_ms));
+    altar_strmap_t conf = {0};
+    int rc = altar_strmap_set(&conf, "retention.ms", ms) || altar_strmap_set(&conf, "cleanup.policy", "delete")
+                 ? altar_error_set(&err, ALTAR_ENOMEM, "out of memory")
+                 : altar_transport_create_topic_config(t, topics[i], partitions, &conf, &err);
+    altar_strmap_clear(&conf);
     if (rc && rc != ALTAR_EEXIST) {
       fprintf(stderr, "altar: creating topic %s: %s\n", topics[i], err.msg);
       return -1;

@@ -25,6 +25,8 @@ static int config_defaults(altar_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->topic_partitions = ALTAR_DEFAULT_TOPIC_PARTITIONS;
   cfg->ledger_checkpoint_interval_s = 60;
+  cfg->topics_retention_ms = ALTAR_DEFAULT_TOPIC_RETENTION_MS;
+  cfg->status_retention_ms = -1;
   if (set_str(&cfg->transport_name, "local") || set_str(&cfg->backend_name, "process") ||
       set_str(&cfg->ledger_path, "./var/ledger") || set_str(&cfg->topics.jobs, "altar.jobs") ||
       set_str(&cfg->topics.status, "altar.status") || set_str(&cfg->topics.ready, "altar.ready") ||
@@ -84,6 +86,16 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [1, %d], got \"%s\"", key,
                              ALTAR_MAX_TOPIC_PARTITIONS, value);
     cfg->topic_partitions = (int)n;
+    return ALTAR_OK;
+  }
+  if (!strcmp(key, "topics.retention_ms") || !strcmp(key, "topics.status_retention_ms")) {
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(value, &end, 10);
+    if (errno || end == value || *end || n < -1 || n == 0)
+      return altar_error_set(err, ALTAR_EINVAL, "%s: must be -1 (keep forever) or a positive number of milliseconds, "
+                             "got \"%s\"", key, value);
+    *(!strcmp(key, "topics.retention_ms") ? &cfg->topics_retention_ms : &cfg->status_retention_ms) = n;
     return ALTAR_OK;
   }
   if (!strcmp(key, "ledger.checkpoint_interval_s")) {
@@ -214,7 +226,9 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
     r->tkeys[r->n_tkeys++] = (key_at_t){key, k->start_mark.line + 1};
   if (!strcmp(section, "backend") && strcmp(key, "name") && r->n_bkeys < READER_MAX_SECTION_KEYS)
     r->bkeys[r->n_bkeys++] = (key_at_t){key, k->start_mark.line + 1};
-  static const char *const topics_keys[] = {"jobs", "status", "ready", "dead", "dlq", "partitions", "fleet", NULL};
+  static const char *const topics_keys[] = {"jobs",  "status", "ready",        "dead",
+                                             "dlq",   "partitions", "fleet", "retention_ms",
+                                             "status_retention_ms", NULL};
   static const char *const ledger_keys[] = {"path", "checkpoints", "checkpoint_interval_s", NULL};
   static const char *const metrics_keys[] = {"addr", NULL};
   const char *const *known = !strcmp(section, "topics")   ? topics_keys

@@ -71,6 +71,11 @@ static int default_delete_records(altar_transport_t *t, const char *topic, int32
   return altar_error_set(err, ALTAR_ENOTSUP, "%s: delete_records not supported", t->ops.name);
 }
 
+static int default_topic_retention_ms(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err) {
+  (void)topic, (void)pms;
+  return altar_error_set(err, ALTAR_ENOTSUP, "%s: topic retention not known", t->ops.name);
+}
+
 static int default_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
                                  size_t *pn, altar_error_t *err) {
   (void)group, (void)topic, (void)timeout_ms, (void)pn;
@@ -104,6 +109,7 @@ altar_transport_t *altar_transport_open_ops(const altar_transport_ops_t *ops,
   if (!t->ops.caught_up) t->ops.caught_up = default_caught_up;
   if (!t->ops.topic_members) t->ops.topic_members = default_topic_members;
   if (!t->ops.delete_records) t->ops.delete_records = default_delete_records;
+  if (!t->ops.topic_retention_ms) t->ops.topic_retention_ms = default_topic_retention_ms;
   if (!t->ops.lag) t->ops.lag = default_lag;
   if (opts) t->opts = *opts;
   if (t->ops.open(t, config, err) != 0) {
@@ -427,6 +433,17 @@ int altar_transport_topic_members(altar_transport_t *t, const char *group, const
 }
 
 int altar_transport_leave(altar_transport_t *t, altar_error_t *err) { return t->ops.leave(t, err); }
+
+int altar_transport_create_topic_config(altar_transport_t *t, const char *topic, int32_t partitions,
+                                        const altar_strmap_t *config, altar_error_t *err) {
+  if (!t->ops.create_topic_config || !config || !config->n) return t->ops.create_topic(t, topic, partitions, err);
+  return t->ops.create_topic_config(t, topic, partitions, config, err);
+}
+
+int altar_transport_topic_retention_ms(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err) {
+  *pms = -1;
+  return t->ops.topic_retention_ms(t, topic, pms, err);
+}
 
 int altar_transport_delete_records(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
                                    int64_t *pbeginning, altar_error_t *err) {

@@ -34,12 +34,17 @@ static rd_kafka_event_t *await_event(rd_kafka_queue_t *q, int timeout_ms) {
 
 /* ---- create ---------------------------------------------------------------- */
 
-static int create_once(altar__kafka_t *k, const char *topic, int32_t partitions, int timeout_ms,
-                       altar_error_t *err) {
+static int create_once(altar__kafka_t *k, const char *topic, int32_t partitions, const altar_strmap_t *config,
+                       int timeout_ms, altar_error_t *err) {
   char errstr[256];
   rd_kafka_NewTopic_t *nt =
       rd_kafka_NewTopic_new(topic, partitions, k->replication_factor, errstr, sizeof errstr);
   if (!nt) return altar_error_set(err, ALTAR_EINVAL, "create topic %s: %s", topic, errstr);
+  for (size_t i = 0; config && i < config->n; i++)
+    if (rd_kafka_NewTopic_set_config(nt, config->keys[i], config->vals[i])) {
+      rd_kafka_NewTopic_destroy(nt);
+      return altar_error_set(err, ALTAR_EINVAL, "create topic %s: setting %s: out of memory", topic, config->keys[i]);
+    }
   rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(k->prod, RD_KAFKA_ADMIN_OP_CREATETOPICS);
   rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, errstr, sizeof errstr);
   rd_kafka_AdminOptions_set_operation_timeout(opts, timeout_ms, errstr, sizeof errstr);
@@ -100,6 +105,11 @@ static int await_visible(altar__kafka_t *k, const char *topic, int32_t partition
 
 int altar__kafka_create_topic(altar_transport_t *t, const char *topic, int32_t partitions,
                               altar_error_t *err) {
+  return altar__kafka_create_topic_config(t, topic, partitions, NULL, err);
+}
+
+int altar__kafka_create_topic_config(altar_transport_t *t, const char *topic, int32_t partitions,
+                                     const altar_strmap_t *config, altar_error_t *err) {
   altar__kafka_t *k = altar__kafka(t);
   int rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
@@ -109,11 +119,55 @@ int altar__kafka_create_topic(altar_transport_t *t, const char *topic, int32_t p
   int64_t deadline = now_ms() + k->timeout_ms;
   altar_error_t e = {0};
   for (int attempt = 1;; attempt++) {
-    rc = create_once(k, topic, partitions, remaining(deadline) > 1000 ? remaining(deadline) : 1000, &e);
+    rc = create_once(k, topic, partitions, config, remaining(deadline) > 1000 ? remaining(deadline) : 1000, &e);
     if (rc == ALTAR_OK || !retry_after(k, deadline, attempt, &e)) break;
   }
   if (rc == ALTAR_OK) rc = await_visible(k, topic, partitions, deadline, &e);
   if (rc && err) *err = e;
+  return rc;
+}
+
+/* ---- topic settings ------------------------------------------------------ */
+
+int altar__kafka_topic_retention_ms(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err) {
+  altar__kafka_t *k = altar__kafka(t);
+  int rc = altar_transport_check_name("topic", topic, err);
+  if (rc) return rc;
+  rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+  char errstr[256];
+  rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(k->prod, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+  rd_kafka_AdminOptions_set_request_timeout(opts, k->timeout_ms, errstr, sizeof errstr);
+  rd_kafka_queue_t *q = rd_kafka_queue_new(k->prod);
+  rd_kafka_DescribeConfigs(k->prod, &res, 1, opts, q);
+  rd_kafka_event_t *ev = await_event(q, k->timeout_ms + 2000);
+  rc = ALTAR_ENOTFOUND;
+  if (!ev) {
+    rc = altar__kafka_err(k, err, RD_KAFKA_RESP_ERR__TIMED_OUT, "describe topic %s", topic);
+  } else if (rd_kafka_event_error(ev)) {
+    rc = altar__kafka_err(k, err, rd_kafka_event_error(ev), "describe topic %s: %s", topic,
+                          rd_kafka_event_error_string(ev));
+  } else {
+    size_t nres = 0, nent = 0;
+    const rd_kafka_ConfigResource_t **rs =
+        rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(ev), &nres);
+    if (nres && rd_kafka_ConfigResource_error(rs[0])) {
+      rc = altar__kafka_err(k, err, rd_kafka_ConfigResource_error(rs[0]), "describe topic %s: %s", topic,
+                            rd_kafka_ConfigResource_error_string(rs[0]) ? rd_kafka_ConfigResource_error_string(rs[0])
+                                                                        : "");
+    } else {
+      const rd_kafka_ConfigEntry_t **es = nres ? rd_kafka_ConfigResource_configs(rs[0], &nent) : NULL;
+      for (size_t i = 0; i < nent; i++)
+        if (!strcmp(rd_kafka_ConfigEntry_name(es[i]), "retention.ms") && rd_kafka_ConfigEntry_value(es[i])) {
+          *pms = strtoll(rd_kafka_ConfigEntry_value(es[i]), NULL, 10);
+          rc = ALTAR_OK;
+        }
+      if (rc) altar_error_set(err, rc, "describe topic %s: no retention.ms in its settings", topic);
+    }
+  }
+  if (ev) rd_kafka_event_destroy(ev);
+  rd_kafka_queue_destroy(q);
+  rd_kafka_AdminOptions_destroy(opts);
+  rd_kafka_ConfigResource_destroy(res);
   return rc;
 }
 

@@ -113,6 +113,9 @@ int altar__kafka_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err)
 
 int altar__kafka_create_topic(altar_transport_t *t, const char *topic, int32_t partitions,
                               altar_error_t *err);
+int altar__kafka_create_topic_config(altar_transport_t *t, const char *topic, int32_t partitions,
+                                     const altar_strmap_t *config, altar_error_t *err);
+int altar__kafka_topic_retention_ms(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err);
 int altar__kafka_delete_records(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
                                 int64_t *pbeginning, altar_error_t *err);
 int altar__kafka_list_topics(altar_transport_t *t, const char *topic, int timeout_ms,

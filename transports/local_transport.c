@@ -101,6 +101,14 @@ static int local_delete_records_op(altar_transport_t *t, const char *topic, int3
   return lpart_delete_records(t, &l->cfg, topic, partition, before, pbeginning, err);
 }
 
+/* The local log's retention is one setting for every topic. */
+static int local_topic_retention_ms_op(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err) {
+  (void)topic, (void)err;
+  local_t *l = altar_transport_impl(t);
+  *pms = l->cfg.retention_ms;
+  return ALTAR_OK;
+}
+
 const altar_transport_ops_t altar_transport_local_ops = {
     .name = "local",
     .caps = ALTAR_TRANSPORT_CAP_MULTI_PROCESS,
@@ -113,6 +121,7 @@ const altar_transport_ops_t altar_transport_local_ops = {
     .create_topic = local_create_topic_op,
     .list_topics = local_list_topics_op,
     .delete_records = local_delete_records_op,
+    .topic_retention_ms = local_topic_retention_ms_op,
     .subscribe = local_subscribe,
     .assign = local_assign,
     .consume = local_consume,

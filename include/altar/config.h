@@ -19,6 +19,8 @@ ALTAR_API_BEGIN
 #include "altar/error.h"
 #include "altar/strmap.h"
 
+#include <stdint.h>
+
 typedef struct altar_topics {
   char *jobs, *status, *ready, *dead, *dlq;
   char *fleet; /* worker heartbeats and goodbyes (JSON, keyed by worker id) */
@@ -36,6 +38,12 @@ typedef struct altar_config {
   int ledger_checkpoint_interval_s; /* ledger.checkpoint_interval_s: 60 by default */
   char *metrics_addr;            /* "host:port" for Prometheus metrics, NULL = off */
   int topic_partitions;          /* topics.partitions: partitions of the topics the fleet creates */
+  /* How long the topics the fleet creates keep records (Kafka's retention.ms;
+   * -1 = forever): topics.retention_ms for jobs, ready, dead, dlq and fleet
+   * (7 days by default), topics.status_retention_ms for the status topic
+   * (forever by default: without ledger checkpoints a reconciler taking a
+   * partition over replays it whole). */
+  int64_t topics_retention_ms, status_retention_ms;
   /* plugins: the plug-in files to load (altar/plugin.h), each resolved
    * against the config file's directory, with its line in that file. */
   char **plugins;
@@ -50,6 +58,8 @@ typedef struct altar_config {
  * jobs topic (a partition is the unit of work a worker owns). */
 #define ALTAR_DEFAULT_TOPIC_PARTITIONS 32
 #define ALTAR_MAX_TOPIC_PARTITIONS 10000
+/* Default of topics.retention_ms: a week, Kafka's own default. */
+#define ALTAR_DEFAULT_TOPIC_RETENTION_MS 604800000LL
 
 #define ALTAR_DEFAULT_CONFIG_FILE "altar.yaml"
 

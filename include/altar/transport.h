@@ -257,6 +257,12 @@ int altar_transport_create_topic(altar_transport_t *t, const char *topic, int32_
  * with altar_topic_list_free. */
 int altar_transport_list_topics(altar_transport_t *t, const char *topic, int timeout_ms,
                                 altar_topic_list_t **plist, altar_error_t *err);
+/* create_topic with per-topic settings (see the ops' create_topic_config);
+ * a transport without them creates the topic with its own. */
+int altar_transport_create_topic_config(altar_transport_t *t, const char *topic, int32_t partitions,
+                                        const altar_strmap_t *config, altar_error_t *err);
+/* How long topic keeps records, -1 = forever (ALTAR_ENOTSUP: not known). */
+int altar_transport_topic_retention_ms(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err);
 /* Deletes a partition's records before offset `before` (see the ops' delete_records). */
 int altar_transport_delete_records(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
                                    int64_t *pbeginning, altar_error_t *err);

@@ -140,4 +140,18 @@ if "$ALTAR_BIN" reconciler --config "$T/ctl.yaml" --rebuild >"$T/rebuild-ctl.log
 fi
 grep -q "no longer holds events this rebuild needs (partition" "$T/rebuild-ctl.log" ||
   fail "--rebuild without a checkpoint did not name the missing offsets: $(cat "$T/rebuild-ctl.log")"
+# Topic lifetimes on the broker: the fleet creates its status topic with the
+# retention it is told, and a reconciler without checkpoints refuses a status
+# topic that does not keep everything (the broker reports its retention.ms).
+if [ "$TRANSPORT" = kafka ]; then
+  p2="$prefix-life"
+  altar_test_fleet_config "$p2" "{name: process, data_root: $T/data}" "status_retention_ms: 3600000" >"$T/life.yaml"
+  "$ALTAR_BIN" reconciler --config "$T/life.yaml" --exit-when-idle >"$T/life1.log" 2>&1
+  rc=$?
+  [ "$rc" -eq 2 ] && grep -q "keeps records for 3600000 ms (the topic's retention.ms)" "$T/life1.log" ||
+    fail "an hour-long status topic without checkpoints: exit $rc: $(cat "$T/life1.log")"
+  "$ALTAR_BIN" reconciler --config "$T/life.yaml" --checkpoints "$T/cp-life" --exit-when-idle --quiet >"$T/life2.log" 2>&1 ||
+    fail "an hour-long status topic with 60 s checkpoints was refused: $(cat "$T/life2.log")"
+  ok "the broker keeps the status topic as configured; recovery's needs are checked against it"
+fi
 altar_test_end "retention-$TRANSPORT"

@@ -139,6 +139,14 @@ struct altar_transport_ops {
    * afterwards. Optional (default ALTAR_ENOTSUP). */
   int (*delete_records)(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
                         int64_t *pbeginning, altar_error_t *err);
+  /* create_topic with topic settings (e.g. retention.ms, cleanup.policy).
+   * Optional: without it the settings are not per topic (the local log's
+   * retention.* apply to every topic) and create_topic is called. */
+  int (*create_topic_config)(altar_transport_t *t, const char *topic, int32_t partitions,
+                             const altar_strmap_t *config, altar_error_t *err);
+  /* *pms = how long topic keeps records (-1 = forever). Optional (default
+   * ALTAR_ENOTSUP). */
+  int (*topic_retention_ms)(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err);
 };
 
 /* A transport instance. Made by altar_transport_open (or _open_ops); freed
