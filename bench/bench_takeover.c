@@ -1,0 +1,184 @@
+/* Takeover after retention: how long a reconciler with no ledger of its own
+ * takes, once started, to fire the first group whose events came after the
+ * history, restoring the newest checkpoint first (ledger.checkpoints) or
+ * replaying the whole status topic (no checkpoints); and what checkpoints
+ * cost the applying reconciler, as a ratio to applying without them, in
+ * the same run.
+ * usage: bench_takeover [GROUPS...]   (default 10000 100000; groups of 5
+ *        shards: 10 status events each; the local log, as `make run`)
+ * The owner's last checkpoint is followed by TAIL groups (ALTAR_BENCH_TAIL,
+ * default 6000 = 60,000 events: a minute, the default checkpoint interval,
+ * at 1,000 events/s) that the new owner reads from the log before the group
+ * it waits for: what a kill -9 just before the next checkpoint leaves. */
+#include "altar/codec.h"
+#include "altar/groups.h"
+#include "altar/ledger.h"
+#include "altar/plugin/transport.h"
+#include "altar/storage.h"
+#include "reconciler/checkpoint.h"
+#include "reconciler/daemon.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WIDTH 5
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what, const altar_error_t *e) {
+  fprintf(stderr, "bench_takeover: %s: %s\n", what, e ? e->msg : "");
+  exit(1);
+}
+
+/* Appends the events of groups [from, to) (submitted + succeeded per shard). */
+static void write_groups(const altar_strmap_t *props, long from, long to) {
+  altar_error_t e = {0};
+  altar_transport_t *t = altar_transport_open("local", props, NULL, &e);
+  if (!t) die("open", &e);
+  altar_spec_t *spec = altar_spec_new("bench", "img:1");
+  altar_spec_add_arg(spec, "/bin/true");
+  altar_buf_t b = {0};
+  for (long gi = from; gi < to; gi++) {
+    for (long f = 0; f < WIDTH; f++) {
+      char g[32], fs[24], id[48], nf[24];
+      snprintf(g, sizeof g, "g%ld", gi);
+      snprintf(fs, sizeof fs, "%ld", f);
+      snprintf(nf, sizeof nf, "%d", WIDTH);
+      snprintf(id, sizeof id, "t%ld-%ld", gi, f);
+      altar_spec_set_label(spec, "job_id", "bench");
+      altar_spec_set_label(spec, "group", g);
+      altar_spec_set_label(spec, "fold", fs);
+      altar_spec_set_label(spec, "num_folds", nf);
+      altar_status_event_t ev = {.v = 1, .event = ALTAR_EV_SUBMITTED, .task_key = id, .kind = "bench",
+                                 .state = ALTAR_STATE_PENDING, .spec = spec, .worker = "w", .ts = 1.0};
+      altar_handle_init_for_spec(&ev.handle, "process", id, spec);
+      for (int k = 0; k < 2; k++) {
+        altar_buf_reset(&b);
+        if (altar_encode_status(&ev, &b, &e)) die("encode", &e);
+        altar_produce_rec_t rec = {.topic = "st", .partition = ALTAR_PARTITION_ANY, .key = g, .key_len = strlen(g),
+                                   .value = b.data, .value_len = b.len};
+        while (altar_transport_produce(t, &rec, &e) == ALTAR_EAGAIN) altar_transport_poll(t, 10);
+        ev.event = ALTAR_EV_STATE;
+        ev.state = ALTAR_STATE_SUCCEEDED;
+        ev.spec = NULL;
+      }
+      altar_handle_clear(&ev.handle);
+    }
+  }
+  if (altar_transport_flush(t, -1, &e)) die("flush", &e);
+  altar_transport_close(t);
+  altar_spec_free(spec);
+  altar_buf_free(&b);
+}
+
+typedef struct run {
+  volatile sig_atomic_t stop;
+  const char *want;   /* stop once a group event naming this group is published */
+  double first_at;
+} run_t;
+
+static void on_published(void *ctx, const char *topic, const void *value, size_t len) {
+  run_t *r = ctx;
+  (void)topic;
+  if (r->want && !r->first_at && memmem(value, len, r->want, strlen(r->want))) {
+    r->first_at = now_s();
+    r->stop = 1;
+  }
+}
+
+/* Runs a reconciler on ledger dir until idle (want NULL) or until want's
+ * group event is published; returns its wall time. */
+static double reconcile(const altar_strmap_t *props, const char *dir, const altar_group_specs_t *groups,
+                        const char *cp_uri, const char *want, altar_reconciler_stats_t *st) {
+  altar_error_t e = {0};
+  altar_topics_t topics = {"jobs", "st", "ready", "dead", "dlq", "fleet"};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &e);
+  altar_transport_t *t = l ? altar_transport_open("local", props, NULL, &e) : NULL;
+  if (!t) die("reconciler open", &e);
+  run_t r = {.want = want};
+  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = groups, .topics = &topics,
+                               .group = "bench.rec", .stop = &r.stop, .exit_when_idle = !want, .quiet = true,
+                               .on_published = on_published, .on_published_ctx = &r, .checkpoint_uri = cp_uri,
+                               .checkpoint_interval_s = 1};
+  double t0 = now_s();
+  if (altar_reconciler_run(&o, st, &e)) die("reconciler", &e);
+  double took = (want ? r.first_at : now_s()) - t0;
+  altar_transport_close(t);
+  altar_ledger_close(l);
+  return took;
+}
+
+int main(int argc, char **argv) {
+  long sizes[8] = {10000, 100000};
+  int n_sizes = 2;
+  if (argc > 1) {
+    n_sizes = 0;
+    for (int i = 1; i < argc && n_sizes < 8; i++) sizes[n_sizes++] = atol(argv[i]);
+  }
+  const char *te = getenv("ALTAR_BENCH_TAIL");
+  long tail = te ? atol(te) : 6000;
+  if (tail < 0) tail = 0;
+  altar_transport_register(&altar_transport_local_ops);
+  altar_storage_register_builtin();
+  altar_group_specs_t groups = {0};
+  altar_error_t e = {0};
+  const char *yaml = "bench:\n  group_by: [job_id, group]\n  ready_when: {all_expected_folds: {label: fold, "
+                     "count_label: num_folds}}\n  on_failed: dead_letter\n";
+  if (altar_group_specs_load_string(yaml, strlen(yaml), "bench", &groups, &e)) die("groups", &e);
+  printf("%10s %12s %14s %10s %12s %12s %12s %10s\n", "groups", "events", "apply ev/s", "with cp", "restore s",
+         "takeover s", "replay s", "ratio");
+  for (int si = 0; si < n_sizes; si++) {
+    long H = sizes[si];
+    char dir[] = "/tmp/altar-bench-takeover-XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    char logdir[128], p[160], cp[160], want[48];
+    snprintf(logdir, sizeof logdir, "%s/log", dir);
+    snprintf(cp, sizeof cp, "%s/checkpoints", dir);
+    altar_strmap_t props = {0};
+    altar_strmap_set(&props, "dir", logdir);
+    altar_strmap_set(&props, "fsync", "never");
+    write_groups(&props, 0, H);
+    /* The history applied twice: without checkpoints and with one a second. */
+    altar_reconciler_stats_t st0 = {0}, st1 = {0}, st2 = {0}, st3 = {0};
+    snprintf(p, sizeof p, "%s/ledger-plain", dir);
+    double t_plain = reconcile(&props, p, &groups, NULL, NULL, &st0);
+    snprintf(p, sizeof p, "%s/ledger-cp", dir);
+    double t_cp = reconcile(&props, p, &groups, cp, NULL, &st1);
+    /* The owner is gone; one more group's events arrive after its last
+     * checkpoint. A fresh reconciler takes over. */
+    write_groups(&props, H, H + tail + 1);
+    snprintf(want, sizeof want, "g%ld", H + tail);
+    snprintf(p, sizeof p, "%s/ledger-restored", dir);
+    double r0 = now_s();
+    altar_checkpoint_t c = {0};
+    if (altar_checkpoint_restore(cp, p, &c, &e)) die("restore", &e);
+    double t_restore = now_s() - r0;
+    double t_tail = reconcile(&props, p, &groups, NULL, want, &st2);
+    altar_checkpoint_clear(&c);
+    snprintf(p, sizeof p, "%s/ledger-replayed", dir);
+    double t_replay = reconcile(&props, p, &groups, NULL, want, &st3);
+    double took = t_restore + t_tail;
+    printf("%10ld %12llu %14.0f %10.2f %12.3f %12.3f %12.3f %10.3f\n", H, (unsigned long long)st0.events,
+           (double)st0.events / t_plain, ((double)st1.events / t_cp) / ((double)st0.events / t_plain), t_restore,
+           took, t_replay, took / t_replay);
+    fflush(stdout);
+    altar_strmap_clear(&props);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) return 1;
+  }
+  printf("apply ev/s: the history applied without checkpoints; with cp: apply rate with a checkpoint every second, "
+         "as a ratio to that; takeover s: restore + the %ld groups after the checkpoint until the last fired; "
+         "replay s: the same from an empty ledger replaying every event; ratio: takeover / replay\n", tail);
+  altar_group_specs_clear(&groups);
+  return 0;
+}
