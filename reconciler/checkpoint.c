@@ -63,6 +63,27 @@ static void remove_flat_dir(const char *dir) {
   rmdir(dir);
 }
 
+/* Removes local copies a crash left beside ledger dir ("<dir>.cp-*"): the
+ * database's lock, held by the caller, means no other process ships them. A
+ * directory listing per checkpoint. */
+static void remove_stale_copies(const char *ldir) {
+  char parent[4096], prefix[512];
+  const char *slash = strrchr(ldir, '/');
+  snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - ldir) : 1, slash ? ldir : ".");
+  if (slash && slash == ldir) snprintf(parent, sizeof parent, "/");
+  snprintf(prefix, sizeof prefix, "%s.cp-", slash ? slash + 1 : ldir);
+  DIR *d = opendir(parent);
+  if (!d) return;
+  struct dirent *e;
+  char p[4096 + 512];
+  while ((e = readdir(d)))
+    if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+      snprintf(p, sizeof p, "%s/%s", parent, e->d_name);
+      remove_flat_dir(p);
+    }
+  closedir(d);
+}
+
 /* ---- step 1: take ---- */
 
 typedef struct scan_ctx {
@@ -97,6 +118,9 @@ int altar_checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_che
   rocksdb_t *db = altar__ledger_rocksdb_db(l);
   const char *ldir = altar__ledger_rocksdb_dir(l);
   if (!db || !ldir) return altar_error_set(err, ALTAR_ENOTSUP, "checkpoint: only a RocksDB ledger can be checkpointed");
+  /* No ship of l is in flight when a take is asked for (the runner waits
+   * for it): any copy beside l is a crash's leftover. */
+  remove_stale_copies(ldir);
   /* What the write-behind thread holds is written first. */
   int rc = altar_ledger_rocksdb_persist(l, err);
   if (rc) return rc;

@@ -46,7 +46,8 @@ typedef struct altar_checkpoint {
 void altar_checkpoint_clear(altar_checkpoint_t *c);
 
 /* Step 1, on the ledger's writing thread: a consistent copy of l (a RocksDB
- * ledger) beside it, with the offsets of status_topic it covers. */
+ * ledger) beside it, with the offsets of status_topic it covers. Never while
+ * a copy of l is being shipped: copies a crash left beside l are removed. */
 int altar_checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_checkpoint_t *out, altar_error_t *err);
 
 /* Step 2, any thread: uploads c to uri and makes it the newest; removes the
