@@ -30,6 +30,7 @@ static void usage(FILE *out) {
           "names (namespace NS, default altar-demo); inputs are staged under DIR/data\n"
           "for the verify-inputs init container, and no output is collected, so it\n"
           "also runs against a control plane whose pods kwok finishes.\n");
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 /* The command every shard runs: args are input, output, fold, flaky marker. */

@@ -21,6 +21,7 @@ static void usage_jobs(FILE *out) {
           "ledger, read-only), groups fired / dead-lettered / open, and the outputs of\n"
           "its fired groups. --json prints the dashboard's /api/jobs.\n\noptions:\n%s",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 static void usage_workers(FILE *out) {
@@ -31,6 +32,7 @@ static void usage_workers(FILE *out) {
           "stopped is marked silent; one that said goodbye is gone (shown with --all).\n"
           "--json prints the dashboard's /api/workers.\n\noptions:\n%s",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 static void usage_dashboard(FILE *out) {
@@ -42,6 +44,7 @@ static void usage_dashboard(FILE *out) {
           "needs a token (--token-file or ALTAR_DASHBOARD_TOKEN): /api/ then asks for\n"
           "'Authorization: Bearer TOKEN'; open the page as http://HOST:PORT/#token=TOKEN.\n\noptions:\n%s",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 /* Parses --json, --offset, --limit, --all (and, for the dashboard, --addr
@@ -115,6 +118,10 @@ int altar_cmd_jobs(int argc, char **argv) {
   int code;
   argc = altar_cli_fleet_begin(argc, argv, usage_jobs, &cfg, &code);
   if (argc < 0) return code;
+  if ((code = altar_cli_require_existing_log(&cfg, "jobs"))) {
+    altar_config_clear(&cfg);
+    return code;
+  }
   args_t a = {0};
   json_t *o = NULL;
   int rc = parse_args("jobs", argc, argv, false, &a) ? 2 : render_once("jobs", &cfg, "jobs", &a.q, &o);
@@ -149,6 +156,10 @@ int altar_cmd_workers(int argc, char **argv) {
   int code;
   argc = altar_cli_fleet_begin(argc, argv, usage_workers, &cfg, &code);
   if (argc < 0) return code;
+  if ((code = altar_cli_require_existing_log(&cfg, "workers"))) {
+    altar_config_clear(&cfg);
+    return code;
+  }
   args_t a = {0};
   json_t *o = NULL;
   int rc = parse_args("workers", argc, argv, false, &a) ? 2 : render_once("workers", &cfg, "workers", &a.q, &o);

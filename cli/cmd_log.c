@@ -40,6 +40,7 @@ static void usage(FILE *out) {
           "  create-topic --topic T [--partitions N]\n\n"
           "transport options (also --dir DIR for --log-dir DIR):\n%s",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_PARTITIONS | ALTAR_CLI_FLAGS_LEDGER));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 typedef struct opts {
@@ -612,7 +613,11 @@ int altar_cmd_log(int argc, char **argv) {
     /* --partitions is a fleet flag (topics.partitions): it reached cfg. */
     if (!o.partitions) o.partitions = cfg.topic_partitions;
     o.dlq = o.topic && cfg.topics.dlq && !strcmp(o.topic, cfg.topics.dlq);
-    if (!strcmp(c, "produce")) rc = cmd_produce(&cfg, &o);
+    /* Reading commands create nothing: not even the local log's directories. */
+    bool reads = strcmp(c, "produce") && strcmp(c, "create-topic");
+    if (reads && (rc = altar_cli_require_existing_log(&cfg, "log"))) {
+      /* rc is the exit code */
+    } else if (!strcmp(c, "produce")) rc = cmd_produce(&cfg, &o);
     else if (!strcmp(c, "consume")) rc = cmd_consume(&cfg, &o);
     else if (!strcmp(c, "topics")) rc = cmd_topics(&cfg, &o);
     else if (!strcmp(c, "offsets")) rc = cmd_offsets(&cfg, &o);

@@ -35,6 +35,7 @@ static void usage(FILE *out) {
           "  --no-dashboard       serve /metrics only\n"
           "  --quiet              no progress lines\n",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER | ALTAR_CLI_FLAGS_PARTITIONS));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet) {

@@ -29,6 +29,7 @@ static void usage(FILE *out) {
           "Exit status: 0 shown, 1 a topic or the ledger could not be read, 2 bad usage,\n"
           "4 no trace of the job (not on the jobs topic, in the ledger or in a group event).\n\noptions:\n%s",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 typedef struct tally {
@@ -245,6 +246,11 @@ int altar_cmd_status(int argc, char **argv) {
     if (argc >= 0) usage(stderr);
     altar_config_clear(&cfg);
     return 2;
+  }
+  int lrc = altar_cli_require_existing_log(&cfg, "status");
+  if (lrc) {
+    altar_config_clear(&cfg);
+    return lrc;
   }
   if (outputs) {
     int orc = altar_cli_print_outputs(&cfg, job, json);

@@ -31,6 +31,7 @@ static void usage(FILE *out) {
           "                       says when shards wait for a pool no worker serves\n"
           "  --timeout S          give up waiting after S seconds (exit 3)\n",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_PARTITIONS));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 int altar_cmd_submit(int argc, char **argv) {

@@ -37,6 +37,7 @@ static void usage(FILE *out) {
           "  -q, --quiet          no progress lines (on a terminal: one line per task start and end)\n"
           "  --task-lines         those task lines also when stderr is not a terminal\n",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_BACKEND | ALTAR_CLI_FLAGS_PARTITIONS), ALTAR_WORKER_GROUP);
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 static int parse_int(const char *flag, const char *s, long long min, long long max, long long *pv) {

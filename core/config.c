@@ -197,6 +197,9 @@ static int on_kafka(reader_t *r, const char *section, const char *key, yaml_node
 
 static int on_section_key(reader_t *r, const char *section, const char *key, yaml_node_t *k, yaml_node_t *v) {
   if (!strcmp(section, "transport") && !strcmp(key, "kafka")) return each_pair(r, v, "transport.kafka", on_kafka);
+  if (!strcmp(key, "name") && (!strcmp(section, "transport") || !strcmp(section, "backend")))
+    *(!strcmp(section, "transport") ? &r->cfg->transport_name_line : &r->cfg->backend_name_line) =
+        (v ? v : k)->start_mark.line + 1;
   if (!strcmp(section, "transport") && strcmp(key, "name") && r->n_tkeys < READER_MAX_SECTION_KEYS)
     r->tkeys[r->n_tkeys++] = (key_at_t){key, k->start_mark.line + 1};
   if (!strcmp(section, "backend") && strcmp(key, "name") && r->n_bkeys < READER_MAX_SECTION_KEYS)

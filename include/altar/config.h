@@ -34,6 +34,10 @@ typedef struct altar_config {
   char *ledger_path;             /* "./var/ledger" by default */
   char *metrics_addr;            /* "host:port" for Prometheus metrics, NULL = off */
   int topic_partitions;          /* topics.partitions: partitions of the topics the fleet creates */
+  /* Lines of path that set transport.name and backend.name (0: not from the
+   * file), so a caller that checks the names against the registries once
+   * every plug-in is loaded can say FILE:LINE. */
+  size_t transport_name_line, backend_name_line;
   /* plugins: the plug-in files to load (altar/plugin.h), each resolved
    * against the config file's directory, with its line in that file. */
   char **plugins;
