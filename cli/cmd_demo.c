@@ -312,7 +312,8 @@ int altar_cmd_demo(int argc, char **argv) {
         printf("model-%-4ld %-6ld %-8s %ld/%ld in %s/results/%s/model-%ld\n", m, folds, state, have, folds, abs,
                job_id, m);
     }
-    printf("\n%zu group(s) fired, %zu dead-lettered, %zu shards, %.0f s; ledger %s\n", dc.fired, dc.dead, n,
+    printf("\n%zu group%s fired, %zu dead-lettered, %zu shard%s, %.0f s; ledger %s\n", dc.fired,
+           ALTAR_CLI_PLURAL(dc.fired), dc.dead, n, ALTAR_CLI_PLURAL(n),
            (double)time(NULL) - t0, cfg.ledger_path);
     /* The daemons' own closing lines: retries and releases show up there. */
     const char *logs[] = {"reconciler", "worker-1", "worker-2"};

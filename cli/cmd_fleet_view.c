@@ -144,7 +144,8 @@ int altar_cmd_jobs(int argc, char **argv) {
              json_array_size(outs) ? json_string_value(json_array_get(outs, 0)) : "-",
              geti(j, "outputs_total", NULL) > 1 ? " (+more)" : "");
     }
-    printf("%lld job(s)\n", (long long)geti(o, "total", NULL));
+    long long total = (long long)geti(o, "total", NULL);
+    printf("%lld job%s\n", total, ALTAR_CLI_PLURAL(total));
   }
   json_decref(o);
   altar_config_clear(&cfg);

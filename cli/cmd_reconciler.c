@@ -80,14 +80,15 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   size_t carried = 0;
   if (!rc && ol) rc = altar__outbox_carry(ol, nl, &carried, &err);
   if (!rc && carried && !quiet)
-    fprintf(stderr, "altar reconciler: %zu unpublished outbox record(s) carried into the new ledger\n", carried);
+    fprintf(stderr, "altar reconciler: %zu unpublished outbox record%s carried into the new ledger\n", carried,
+            ALTAR_CLI_PLURAL(carried));
   /* Retries waiting for their due time (retry_backoff) are not in the
    * status topic either: they come along the same way. */
   size_t waiting = 0;
   if (!rc && ol) rc = altar__retry_wait_carry(ol, nl, &waiting, &err);
   if (!rc && waiting && !quiet)
-    fprintf(stderr, "altar reconciler: %zu retry job(s) waiting for their due time carried into the new ledger\n",
-            waiting);
+    fprintf(stderr, "altar reconciler: %zu retry job%s waiting for its due time carried into the new ledger\n",
+            waiting, ALTAR_CLI_PLURAL(waiting));
   altar_ledger_close(ol);
   char new_sum[ALTAR_LEDGER_CHECKSUM_LEN + 1] = "";
   if (!rc) rc = altar_ledger_rocksdb_persist(nl, &err);
@@ -101,10 +102,11 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
     fprintf(stderr, "altar reconciler --rebuild: swapping the ledger in: %s\n", strerror(errno));
     return 1;
   }
-  printf("rebuilt %s from %llu status events: %llu group(s) fired, %llu dead-lettered, %llu missing event(s) "
+  printf("rebuilt %s from %llu status event%s: %llu group%s fired, %llu dead-lettered, %llu missing event%s "
          "published\n",
-         cfg->ledger_path, (unsigned long long)stats.events, (unsigned long long)stats.fired,
-         (unsigned long long)stats.dead_lettered, (unsigned long long)missing);
+         cfg->ledger_path, (unsigned long long)stats.events, ALTAR_CLI_PLURAL(stats.events),
+         (unsigned long long)stats.fired, ALTAR_CLI_PLURAL(stats.fired), (unsigned long long)stats.dead_lettered,
+         (unsigned long long)missing, ALTAR_CLI_PLURAL(missing));
   printf("checksum %s\n", new_sum);
   if (had_old) {
     printf("replaced %s (kept at %s)\n", old_sum, old);
@@ -187,7 +189,8 @@ int altar_cmd_reconciler(int argc, char **argv) {
       rc = altar_reconciler_run(&o, &st, &err) ? 1 : 0;
       if (rc) fprintf(stderr, "altar reconciler: %s\n", err.msg);
       char held[64] = "";
-      if (st.held) snprintf(held, sizeof held, "; %llu group(s) held", (unsigned long long)st.held);
+      if (st.held)
+        snprintf(held, sizeof held, "; %llu group%s held", (unsigned long long)st.held, ALTAR_CLI_PLURAL(st.held));
       if (!o.quiet)
         fprintf(stderr,
                 "altar reconciler: applied %llu events in %llu batches; %llu fired, %llu dead-lettered, %llu retried, "

@@ -321,14 +321,15 @@ int altar_cmd_status(int argc, char **argv) {
     printf("job %s\n", job);
     if (have_ledger)
       printf("  shards: %llu recorded; %llu pending, %llu running, %llu succeeded, %llu failed; %llu consumed"
-             "; %llu earlier run(s) replaced\n",
+             "; %llu earlier run%s replaced\n",
              (unsigned long long)t.total, (unsigned long long)t.by_state[0], (unsigned long long)t.by_state[1],
              (unsigned long long)t.by_state[2], (unsigned long long)t.by_state[3], (unsigned long long)t.consumed,
-             (unsigned long long)t.replaced);
+             (unsigned long long)t.replaced, ALTAR_CLI_PLURAL(t.replaced));
     else
       printf("  shards: ledger %s not readable here (%s)\n", cfg.ledger_path, err.msg);
-    printf("  groups: %llu fired (%llu shards), %llu dead-lettered (%llu shards)\n", (unsigned long long)fired,
-           (unsigned long long)fired_shards, (unsigned long long)dead, (unsigned long long)dead_shards);
+    printf("  groups: %llu fired (%llu shard%s), %llu dead-lettered (%llu shard%s)\n", (unsigned long long)fired,
+           (unsigned long long)fired_shards, ALTAR_CLI_PLURAL(fired_shards), (unsigned long long)dead,
+           (unsigned long long)dead_shards, ALTAR_CLI_PLURAL(dead_shards));
     altar_cli_failed_print(&t.failed, 20);
     for (size_t i = 0; held.list && i < json_array_size(held.list); i++) {
       json_t *h = json_array_get(held.list, i);

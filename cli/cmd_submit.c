@@ -110,7 +110,7 @@ int altar_cmd_submit(int argc, char **argv) {
   }
   printf("%s\n", run_id);
   fflush(stdout);
-  fprintf(stderr, "altar submit: %zu task(s) published as job %s\n", n, run_id);
+  fprintf(stderr, "altar submit: %zu task%s published as job %s\n", n, ALTAR_CLI_PLURAL(n), run_id);
   if (wait) {
     /* Built only now: group keys include the job id label the queue just stamped. */
     if (altar_cli_expect_build(&x, &groups, cfg.topics.jobs, specs, n)) {

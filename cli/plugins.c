@@ -43,8 +43,9 @@ int altar_cli_check_name(altar_registry_kind_t kind, const char *key, const char
   size_t n = altar_registry_names(kind, names, ALTAR_REGISTRY_MAX);
   if (n > ALTAR_REGISTRY_MAX) n = ALTAR_REGISTRY_MAX;
   names[n] = NULL;
-  char hint[160], known[512];
-  altar_suggest_hint(name, names, hint, sizeof hint);
+  char hint[160] = "", known[512];
+  const char *s = altar_suggest(name, names);
+  if (s) snprintf(hint, sizeof hint, "did you mean \"%s\"? ", s);
   size_t at = 0;
   known[0] = 0;
   for (size_t i = 0; i < n && at < sizeof known; i++) {
@@ -52,7 +53,7 @@ int altar_cli_check_name(altar_registry_kind_t kind, const char *key, const char
     if (k < 0) break;
     at += (size_t)k;
   }
-  return altar_error_set(err, ALTAR_ECONFIG, "%s: %s: unknown %s \"%.64s\"%s; known: %s", where, key,
+  return altar_error_set(err, ALTAR_ECONFIG, "%s: %s: unknown %s \"%.64s\" (%sknown: %s)", where, key,
                          altar_registry_kind_name(kind), name, hint, n ? known : "none");
 }
 
