@@ -50,6 +50,7 @@ void altar_config_clear(altar_config_t *cfg) {
   altar_strmap_clear(&cfg->backend_props);
   free(cfg->ledger_path);
   free(cfg->metrics_addr);
+  free(cfg->metrics_worker_addr);
   for (size_t i = 0; i < cfg->n_plugins; i++) free(cfg->plugins[i]);
   free(cfg->plugins);
   free(cfg->plugin_lines);
@@ -71,6 +72,7 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       {"backend.name", offsetof(altar_config_t, backend_name)},
       {"ledger.path", offsetof(altar_config_t, ledger_path)},
       {"metrics.addr", offsetof(altar_config_t, metrics_addr)},
+      {"metrics.worker_addr", offsetof(altar_config_t, metrics_worker_addr)},
   };
   if (strlen(value) > 4096) return altar_error_set(err, ALTAR_EINVAL, "%s: value too long", key);
   if (!strcmp(key, "topics.partitions")) {
@@ -206,7 +208,7 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
     r->bkeys[r->n_bkeys++] = (key_at_t){key, k->start_mark.line + 1};
   static const char *const topics_keys[] = {"jobs", "status", "ready", "dead", "dlq", "partitions", "fleet", NULL};
   static const char *const ledger_keys[] = {"path", NULL};
-  static const char *const metrics_keys[] = {"addr", NULL};
+  static const char *const metrics_keys[] = {"addr", "worker_addr", NULL};
   const char *const *known = !strcmp(section, "topics")   ? topics_keys
                              : !strcmp(section, "ledger") ? ledger_keys
                              : !strcmp(section, "metrics") ? metrics_keys

@@ -32,7 +32,8 @@ typedef struct altar_config {
   char *backend_name;            /* "process" by default */
   altar_strmap_t backend_props;  /* as given: data_root, slots, … (strings); no defaults added */
   char *ledger_path;             /* "./var/ledger" by default */
-  char *metrics_addr;            /* "host:port" for Prometheus metrics, NULL = off */
+  char *metrics_addr;            /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
+  char *metrics_worker_addr;     /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
   int topic_partitions;          /* topics.partitions: partitions of the topics the fleet creates */
   /* Lines of path that set transport.name and backend.name (0: not from the
    * file), so a caller that checks the names against the registries once
@@ -61,7 +62,7 @@ typedef struct altar_config {
 int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err);
 /* Overrides one key, as a flag does: "transport.name", "transport.dir",
  * "transport.kafka.<prop>", "topics.jobs", "topics.partitions", "backend.name", "backend.<prop>",
- * "ledger.path", "metrics.addr". ALTAR_EINVAL for an unknown key. */
+ * "ledger.path", "metrics.addr", "metrics.worker_addr". ALTAR_EINVAL for an unknown key. */
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err);
 void altar_config_clear(altar_config_t *cfg);
 

@@ -90,7 +90,7 @@ try "log" log topics $L
 printf '{"kind":"k","imgae":"x"}\n' >"$T/typo.json"
 try submit submit $L "$T/typo.json"
 # daemons: a bogus metrics address stops them after the options were read.
-try worker worker $L --data-root "$T/d" --set metrics.addr=bogus
+try worker worker $L --data-root "$T/d" --set metrics.worker_addr=bogus
 try reconciler reconciler $L --ledger "$T/led" --set metrics.addr=bogus
 try dashboard dashboard $L --ledger "$T/led" --addr bogus
 cd "$T" || exit 1
