@@ -158,18 +158,27 @@ int altar_cmd_cancel(int argc, char **argv) {
   int rc = altar_transport_list_topics(t, NULL, 10000, &tl, &err);
   size_t topics = 0, sent = 0;
   bool status_seen = false;
-  for (size_t i = 0; !rc && i < tl->n_topics; i++) {
-    const altar_topic_info_t *ti = &tl->topics[i];
-    if (!wanted(&cfg, ti->name)) continue;
-    status_seen |= !strcmp(ti->name, cfg.topics.status);
-    topics++;
-    for (size_t p = 0; !rc && p < ti->n_partitions; p++, sent++)
-      rc = send_cancel(t, ti->name, ti->partitions[p].partition, job, group, who, &err);
+  /* The status topic first, acknowledged before any worker can read the
+   * cancel: the failed events of the tasks the workers stop then come after
+   * it in every partition, so the reconciler settles the groups as
+   * cancelled, never dead-lettered by those failures. */
+  for (int pass = 0; pass < 2 && !rc; pass++) {
+    for (size_t i = 0; !rc && i < tl->n_topics; i++) {
+      const altar_topic_info_t *ti = &tl->topics[i];
+      bool status = !strcmp(ti->name, cfg.topics.status);
+      if (status != (pass == 0) || !wanted(&cfg, ti->name)) continue;
+      status_seen |= status;
+      topics++;
+      for (size_t p = 0; !rc && p < ti->n_partitions; p++, sent++)
+        rc = send_cancel(t, ti->name, ti->partitions[p].partition, job, group, who, &err);
+    }
+    if (!rc && pass == 0 && !status_seen)
+      rc = altar_error_set(&err, ALTAR_ENOTFOUND, "no status topic %s here: is this the fleet's config?",
+                           cfg.topics.status);
+    if (!rc) rc = altar_transport_flush(t, 30000, &err);
+    if (!rc && acks.failed) rc = altar_error_set(&err, ALTAR_EIO, "%s", acks.why);
   }
   altar_topic_list_free(tl);
-  if (!rc && !status_seen)
-    rc = altar_error_set(&err, ALTAR_ENOTFOUND, "no status topic %s here: is this the fleet's config?", cfg.topics.status);
-  if (!rc) rc = altar_transport_flush(t, 30000, &err);
   altar_transport_close(t);
   altar_config_clear(&cfg);
   if (rc || acks.failed) {

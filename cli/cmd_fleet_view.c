@@ -128,19 +128,20 @@ int altar_cmd_jobs(int argc, char **argv) {
   if (!rc && a.json) {
     print_json(o);
   } else if (!rc) {
-    printf("%-24s %-20s %7s %7s %7s %7s %7s %6s %6s %6s  %s\n", "JOB", "SUBMITTED", "SHARDS", "PENDING", "RUNNING",
-           "DONE", "FAILED", "FIRED", "DEAD", "OPEN", "OUTPUTS");
+    printf("%-24s %-20s %7s %7s %7s %7s %7s %7s %6s %6s %9s %6s  %s\n", "JOB", "SUBMITTED", "SHARDS", "WAITING",
+           "PENDING", "RUNNING", "DONE", "FAILED", "FIRED", "DEAD", "CANCELLED", "OPEN", "OUTPUTS");
     size_t i;
     json_t *j;
     json_array_foreach(json_object_get(o, "jobs"), i, j) {
       char when[32];
       fmt_time(json_number_value(json_object_get(j, "submitted_at")), when, sizeof when);
       json_t *outs = json_object_get(j, "outputs");
-      printf("%-24s %-20s %7lld %7lld %7lld %7lld %7lld %6lld %6lld %6lld  %s%s\n", gets(j, "job_id"), when,
-             (long long)geti(j, "shards", "total"), (long long)geti(j, "shards", "pending"),
-             (long long)geti(j, "shards", "running"), (long long)geti(j, "shards", "succeeded"),
-             (long long)geti(j, "shards", "failed"), (long long)geti(j, "groups", "fired"),
-             (long long)geti(j, "groups", "dead_lettered"), (long long)geti(j, "groups", "open"),
+      printf("%-24s %-20s %7lld %7lld %7lld %7lld %7lld %7lld %6lld %6lld %9lld %6lld  %s%s\n", gets(j, "job_id"),
+             when, (long long)geti(j, "shards", "total"), (long long)geti(j, "waiting", NULL),
+             (long long)geti(j, "shards", "pending"), (long long)geti(j, "shards", "running"),
+             (long long)geti(j, "shards", "succeeded"), (long long)geti(j, "shards", "failed"),
+             (long long)geti(j, "groups", "fired"), (long long)geti(j, "groups", "dead_lettered"),
+             (long long)geti(j, "groups", "cancelled"), (long long)geti(j, "groups", "open"),
              json_array_size(outs) ? json_string_value(json_array_get(outs, 0)) : "-",
              geti(j, "outputs_total", NULL) > 1 ? " (+more)" : "");
     }

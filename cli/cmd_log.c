@@ -5,6 +5,7 @@
 #include "altar/ledger.h"
 #include "altar/transport.h"
 #include "cli.h"
+#include "dashboard/fleet_view.h"
 #include "fleet_common.h"
 #include "reconciler/input_offsets.h"
 
@@ -497,28 +498,15 @@ static int cmd_topics(altar_config_t *cfg, const opts_t *o) {
  * fine. */
 static int reconciler_offsets(const altar_config_t *cfg, altar_lag_list_t *l) {
   altar_error_t err = {0};
-  altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
-  altar_ledger_t *led = altar_ledger_rocksdb_open(cfg->ledger_path, &ro, &err);
-  if (!led) {
+  /* One implementation with the dashboard's lag, so the two always agree. */
+  if (altar__fleet_reconciler_offsets(cfg->ledger_path, l, &err)) {
     fprintf(stderr, "altar log offsets: group %s keeps its offsets in its ledger; %s: %s (--ledger DIR)\n",
             ALTAR_RECONCILER_GROUP, cfg->ledger_path, err.msg);
     return -1;
   }
-  int rc = 0;
-  for (size_t i = 0; i < l->n && !rc; i++) {
-    altar_lag_entry_t *e = &l->entries[i];
-    int64_t next = -1;
-    rc = altar_reconciler_input_offset(led, e->topic, e->partition, &next, &err);
-    if (rc || next < 0 || (e->committed != ALTAR_OFFSET_INVALID && e->committed >= next)) continue;
-    e->committed = next;
-    e->lag = e->end > next ? e->end - next : 0;
-  }
-  altar_ledger_close(led);
-  if (rc) fprintf(stderr, "altar log offsets: ledger %s: %s\n", cfg->ledger_path, err.msg);
-  else
-    fprintf(stderr, "altar log offsets: %s: offsets as stored in the ledger %s\n", ALTAR_RECONCILER_GROUP,
-            cfg->ledger_path);
-  return rc ? -1 : 0;
+  fprintf(stderr, "altar log offsets: %s: offsets as stored in the ledger %s\n", ALTAR_RECONCILER_GROUP,
+          cfg->ledger_path);
+  return 0;
 }
 
 static int cmd_offsets(altar_config_t *cfg, const opts_t *o) {
