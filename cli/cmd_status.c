@@ -290,6 +290,8 @@ int altar_cmd_status(int argc, char **argv) {
   if (!rc && !xrc && !t.total && !x.n_shards && !fired && !dead && !cancelled && !nw) {
     fprintf(stderr, "altar status: job %s not found: no shard of it on %s, in the ledger %s or in a group event\n", job,
             cfg.topics.jobs, cfg.ledger_path);
+    free(wv); /* nw is 0: no entry to free */
+    altar_cli_failed_clear(&t.failed);
     json_decref(held.list);
     altar_cli_expect_clear(&x);
     altar_config_clear(&cfg);

@@ -74,14 +74,14 @@ static void shard_names_free(follow_shard_t *s) {
  * shards sorted by task, a task listed twice (the same spec submitted
  * twice, or recorded under several runs) counted once. */
 static void sort_unique(expect_t *x) {
-  qsort(x->keys, x->n, sizeof *x->keys, cmp_key);
+  if (x->n) qsort(x->keys, x->n, sizeof *x->keys, cmp_key); /* keys is NULL for a job with no shard */
   size_t u = 0;
   for (size_t i = 0; i < x->n; i++) {
     if (u && !strcmp(x->keys[u - 1], x->keys[i])) free(x->keys[i]);
     else x->keys[u++] = x->keys[i];
   }
   x->n = u;
-  qsort(x->shards, x->n_shards, sizeof *x->shards, cmp_shard);
+  if (x->n_shards) qsort(x->shards, x->n_shards, sizeof *x->shards, cmp_shard);
   u = 0;
   for (size_t i = 0; i < x->n_shards; i++) {
     if (u && !strcmp(x->shards[u - 1].task_key, x->shards[i].task_key)) shard_names_free(&x->shards[i]);

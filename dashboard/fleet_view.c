@@ -577,7 +577,7 @@ static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
     j->submitted_at = json_real_value(ts);
   }
   /* job ids are keys of objects that outlive js; the sort moves only the structs */
-  qsort(js->v, js->n, sizeof *js->v, by_submit_desc);
+  if (js->n) qsort(js->v, js->n, sizeof *js->v, by_submit_desc);
   return ALTAR_OK;
 }
 
