@@ -75,8 +75,8 @@ static void on_group(void *ctx, const char *event, const char *kind, const char 
   demo_ctx_t *d = ctx;
   if (!strcmp(event, "fired")) d->fired++;
   else d->dead++;
-  fprintf(stderr, "%s  group %-13s %s:%s  (%zu shards, event %.12s)\n", isatty(2) ? "\r\033[K" : "", event, kind,
-          group_key, n_shards, event_id);
+  fprintf(stderr, "%s  group %-13s %s:%s  (%zu shard%s, event %.12s)\n", isatty(2) ? "\r\033[K" : "", event, kind,
+          group_key, n_shards, ALTAR_CLI_PLURAL(n_shards), event_id);
 }
 
 int altar_cmd_demo(int argc, char **argv) {

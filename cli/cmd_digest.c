@@ -113,7 +113,7 @@ static int cmd_verify(int argc, char **argv) {
     fprintf(stderr, "altar digest verify: %s\n", err.msg);
     return 2;
   }
-  fprintf(stderr, "FAILED %s\n", err.msg);
+  fprintf(stderr, "altar digest verify: FAILED %s\n", err.msg);
   return 1;
 }
 

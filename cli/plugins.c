@@ -30,7 +30,7 @@ void altar_cli_register_plugins(void) {
 int altar_cli_load_env_plugins(void) {
   altar_error_t err = {0};
   if (altar_plugin_load_path(getenv(ALTAR_PLUGIN_PATH_ENV), ALTAR_PLUGIN_PATH_ENV, &err) < 0) {
-    fprintf(stderr, "altar: %s\n", err.msg);
+    fprintf(stderr, "altar %s: %s\n", altar__cli_cmd, err.msg);
     return -1;
   }
   return 0;
