@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define JOB_KNOWN_POLL_MS 1000    /* one consume's wait */
+#define JOB_KNOWN_IDLE_POLLS 5    /* empty consumes in a row that end a topic's scan */
+#define JOB_KNOWN_ERRORS_MAX 100  /* unreadable records in a row before giving up */
+
 typedef struct scan {
   const char *job;
   bool found;
@@ -49,10 +53,23 @@ static int scan_topic(const altar_config_t *cfg, const altar_topic_info_t *ti, c
   altar_transport_t *r = left ? altar_cli_open_transport(cfg, NULL) : NULL;
   if (left && !r) rc = altar_error_set(err, ALTAR_EIO, "cannot open the log");
   else if (left && (rc = altar_transport_assign(r, tps, ntp, err))) left = 0;
+  int idle = 0, errors = 0;
   while (left && !*pfound) {
     altar_msg_t *m = NULL;
-    if ((rc = altar_transport_consume(r, 1000, &m, err))) break;
-    if (!m) continue;
+    altar_error_t ce = {0};
+    int crc = altar_transport_consume(r, JOB_KNOWN_POLL_MS, &m, &ce);
+    if (crc) { /* a corrupt record is skipped; many in a row are an error */
+      if (++errors <= JOB_KNOWN_ERRORS_MAX) continue;
+      rc = crc;
+      *err = ce;
+      break;
+    }
+    /* An end never reached (its last record skipped) must not hang a cancel. */
+    if (!m) {
+      if (++idle >= JOB_KNOWN_IDLE_POLLS) break;
+      continue;
+    }
+    idle = errors = 0;
     /* The id's bytes must be in the message before it is worth decoding. */
     if (m->value && m->value_len >= jl && memmem(m->value, m->value_len, job, jl)) {
       altar_job_msg_t jm = {0};

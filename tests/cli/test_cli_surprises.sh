@@ -142,7 +142,15 @@ check '[ $rc = 0 ] && grep -q "cancel of job j-doesnotexist sent to" "$T/o"' "ca
 check '[ "$(ends)" -gt "$before" ]' "cancel --force sent nothing to the status topic"
 "$A" cancel --config "$T/good.yaml" "$job1" >"$T/o" 2>"$T/e"
 rc=$?
-check '[ $rc = 0 ]' "cancel of known job $job1: exit $rc: $(cat "$T/e")"
+check '[ $rc = 0 ]' "cancel of known job $job1 (in the ledger): exit $rc: $(cat "$T/e")"
+# A job only on a pool's jobs topic (no worker serves h100, so no record): known too.
+printf '{"kind":"k","image":"none","command":["/bin/true"],"labels":{"fold":"9"},"resources":{"gpu":"h100","count":1}}\n' >"$T/h100.jsonl"
+hjob="$("$A" submit --config "$T/good.yaml" "$T/h100.jsonl" 2>/dev/null)"
+"$A" ledger list --config "$T/good.yaml" --label job_id="$hjob" >"$T/o" 2>&1
+check '[ ! -s "$T/o" ] || ! grep -q "$hjob" "$T/o"' "the h100 job has a ledger record: $(cat "$T/o")"
+"$A" cancel --config "$T/good.yaml" "$hjob" >"$T/o" 2>"$T/e"
+rc=$?
+check '[ $rc = 0 ]' "cancel of job $hjob (only on altar.jobs.h100): exit $rc: $(cat "$T/e")"
 
 # ---- read-only against the fleet's own log and ledger ------------------------
 kill "$wpid" "$rpid" 2>/dev/null
