@@ -298,7 +298,8 @@ int altar_cmd_status(int argc, char **argv) {
     return STATUS_EXIT_NOT_FOUND;
   }
   if (json) {
-    json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}}", "job_id", job, "ledger",
+    json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}}", "job_id", job,
+                          "ledger",
                           have_ledger, "shards", "total", (json_int_t)t.total, "replaced_runs", (json_int_t)t.replaced,
                           "pending", (json_int_t)t.by_state[0],
                           "running", (json_int_t)t.by_state[1], "succeeded", (json_int_t)t.by_state[2], "failed",

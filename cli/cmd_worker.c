@@ -108,8 +108,8 @@ int altar_cmd_worker(int argc, char **argv) {
   if (altar_cli_load_groups(&cfg, &groups)) goto bad;
   altar_metrics_t *metrics = NULL;
   altar_metrics_server_t *msrv = NULL;
-  if (altar_cli_metrics_start_as("altar worker", "metrics.worker_addr", metrics_addr && *metrics_addr ? metrics_addr : NULL, o.quiet, &metrics,
-                              &msrv)) {
+  if (altar_cli_metrics_start_as("altar worker", "metrics.worker_addr",
+                                 metrics_addr && *metrics_addr ? metrics_addr : NULL, o.quiet, &metrics, &msrv)) {
     altar_group_specs_clear(&groups);
     goto bad;
   }

@@ -167,8 +167,9 @@ int altar_cli_require_existing_log(const altar_config_t *cfg, const char *cmd) {
             cmd, dir);
     return 2;
   }
-  fprintf(stderr, "altar %s: no local log at %s (%s does not exist; nothing was created): is transport.dir%s%s right?\n",
-          cmd, dir, topics, cfg->path ? " in " : "", cfg->path ? cfg->path : "");
+  fprintf(stderr,
+          "altar %s: no local log at %s (%s does not exist; nothing was created): is transport.dir%s%s right?\n", cmd,
+          dir, topics, cfg->path ? " in " : "", cfg->path ? cfg->path : "");
   return 1;
 }
 

@@ -31,8 +31,10 @@ static bool port_range(const char *addr, size_t *phostlen, long *plow, long *phi
 
 static void print_error(const char *who, const char *key, const char *msg) {
   /* The server names metrics.addr; say the setting that was really read. */
-  if (strcmp(key, "metrics.addr") && !strncmp(msg, "metrics.addr", 12)) fprintf(stderr, "%s: %s%s\n", who, key, msg + 12);
-  else fprintf(stderr, "%s: %s\n", who, msg);
+  if (strcmp(key, "metrics.addr") && !strncmp(msg, "metrics.addr", 12))
+    fprintf(stderr, "%s: %s%s\n", who, key, msg + 12);
+  else
+    fprintf(stderr, "%s: %s\n", who, msg);
 }
 
 int altar_cli_metrics_start_as(const char *who, const char *key, const char *addr, bool quiet, altar_metrics_t **preg,
@@ -42,7 +44,8 @@ int altar_cli_metrics_start_as(const char *who, const char *key, const char *add
   if (!addr) return 0;
   size_t hostlen;
   long lo, hi;
-  if (!port_range(addr, &hostlen, &lo, &hi)) return altar_cli_metrics_start_with_key(who, key, addr, quiet, NULL, NULL, preg, psrv);
+  if (!port_range(addr, &hostlen, &lo, &hi))
+    return altar_cli_metrics_start_with_key(who, key, addr, quiet, NULL, NULL, preg, psrv);
   if (lo < 1 || hi > 65535 || lo > hi || hi - lo >= CLI_METRICS_RANGE_MAX) {
     fprintf(stderr, "%s: %s '%s': a port range is LOW-HIGH within [1, 65535], at most %d ports\n", who, key, addr,
             CLI_METRICS_RANGE_MAX);

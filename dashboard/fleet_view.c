@@ -808,7 +808,8 @@ static json_t *render_overview(altar_fleet_view_t *v) {
   return json_pack("{s:f, s:I, s:o, s:{s:I, s:I, s:I}, s:{s:o, s:o, s:o, s:f}, s:{s:o, s:o}, s:{s:I, s:I}, s:I, "
                    "s:{s:s, s:o, s:f}}",
                    "now", now, "jobs", (json_int_t)n_jobs, "shards", tally_json(&t), "groups", "fired",
-                   (json_int_t)fired, "dead_lettered", (json_int_t)dead, "cancelled", (json_int_t)cancelled, "rates", "shards_per_s",
+                   (json_int_t)fired, "dead_lettered", (json_int_t)dead, "cancelled", (json_int_t)cancelled, "rates",
+                   "shards_per_s",
                    dt > 0 ? json_real((double)(cur.done - base->done) / dt) : json_null(), "fired_per_min",
                    dt > 0 ? json_real((double)(cur.fired - base->fired) * 60.0 / dt) : json_null(), "dead_per_min",
                    dt > 0 ? json_real((double)(cur.dead - base->dead) * 60.0 / dt) : json_null(), "window_s", dt,
