@@ -234,6 +234,18 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
       *eq = 0;
       int rc = altar_config_set(cfg, kv, eq + 1, &err);
       if (!rc && names_log_location(kv)) log_location_given = true;
+      if (rc == ALTAR_EINVAL && strstr(err.msg, ": unknown setting")) {
+        /* The keys altar_config_set knows outside backend. and transport. */
+        static const char *const known[] = {"transport.name", "transport.dir", "topics.jobs", "topics.status",
+                                            "topics.ready", "topics.dead", "topics.dlq", "topics.fleet",
+                                            "topics.partitions", "backend.name", "ledger.path", "metrics.addr",
+                                            "metrics.worker_addr", NULL};
+        char hint[160];
+        altar_suggest_hint(kv, known, hint, sizeof hint);
+        fprintf(stderr, "altar %s: --set %s: unknown setting%s\n", argv[0], kv, hint);
+        free(kv);
+        goto fail;
+      }
       if (rc) {
         fprintf(stderr, "altar %s: --set %s: %s\n", argv[0], kv, err.msg);
         free(kv);

@@ -90,6 +90,10 @@ int main(int argc, char **argv) {
       fprintf(stderr, "altar help: one command at a time (altar help <command> [subcommand])\n");
       return 2;
     }
+    if (!strcmp(argv[2], "help")) {
+      usage(stdout);
+      return 0;
+    }
     int i = find_command(argv[2]);
     if (i < 0) return unknown_command(argv[2]);
     char *args[4] = {argv[2], argc > 3 ? argv[3] : "--help", argc > 3 ? "--help" : NULL, NULL};

@@ -72,6 +72,8 @@ expect_bad "--backend procss" '--backend: backend.name: unknown backend "procss"
 expect_bad "--set transport.dri" '--set transport.dri: unknown key for the local transport (did you mean "dir"?)' \
   status --config "$T/good.yaml" --set transport.dri=x j-1
 expect_bad "--slots x" 'backend.slots' worker --config "$T/good.yaml" --slots x
+expect_bad "--set ledger.pth" '--set ledger.pth: unknown setting (did you mean "ledger.path"?)' \
+  jobs --config "$T/good.yaml" --set ledger.pth=x
 expect_bad "submit --bogus" "unknown option '--bogus'" submit --config "$T/good.yaml" --bogus
 for cmd in codec spec digest ledger log run submit cancel worker reconciler status logs jobs workers dashboard demo; do
   "$A" help $cmd >"$T/o" 2>&1 || fail "altar help $cmd failed"
