@@ -4,8 +4,23 @@
 #define ALTAR_CLI_H
 
 #include "altar/config.h"
+#include "altar/registry.h"
 
 typedef int (*altar_cmd_fn)(int argc, char **argv);
+
+/* The subcommand running ("status"), for error prefixes "altar status: ..."
+ * in helpers shared by several commands. Set once by main. */
+extern const char *altar__cli_cmd;
+
+/* The exit-code rule every command follows, printed at the end of each
+ * --help. A command's own codes (3, 4, ...) are listed in its help above it. */
+#define ALTAR_CLI_EXIT_HELP                                                                                            \
+  "\nexit status: 0 done; 1 failed while running (a log, ledger, backend or task failed);\n"                          \
+  "  2 bad input, wherever it comes from: usage, a flag or --set, the config file, a spec\n"                           \
+  "  (the error names the field, and FILE:LINE when it comes from a file).\n"
+
+/* "1 shard", "2 shards": the noun with an s unless n is 1. */
+#define ALTAR_CLI_PLURAL(n) ((n) == 1 ? "" : "s")
 
 /* argv[0] is the subcommand name. */
 int altar_cmd_codec(int argc, char **argv);
@@ -40,5 +55,11 @@ int altar_cli_load_env_plugins(void);
  * config's backend, transport and storage names can be theirs. Errors name
  * FILE:LINE; the caller clears *cfg either way. */
 int altar_cli_config_load(const char *path, altar_config_t *cfg, altar_error_t *err);
+
+/* ALTAR_OK when name is registered as a kind; else ALTAR_ECONFIG with
+ * "WHERE: KEY: unknown transport \"lcoal\" (did you mean \"local\"?); known: ..."
+ * in err. WHERE is FILE:LINE or the flag that gave the name. */
+int altar_cli_check_name(altar_registry_kind_t kind, const char *key, const char *name, const char *where,
+                         altar_error_t *err);
 
 #endif

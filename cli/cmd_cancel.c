@@ -7,6 +7,7 @@
 #include "altar/pools.h"
 #include "cli.h"
 #include "fleet_common.h"
+#include "job_known.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,18 +15,27 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Exit code of a cancel of a job id nothing knows (as `altar status`'s). */
+#define CANCEL_EXIT_UNKNOWN 4
+
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: altar cancel [--config FILE] [options] JOB_ID [--group KEY]\n\n"
+          "usage: altar cancel [--config FILE] [options] JOB_ID [--group KEY] [--force]\n\n"
           "Stops a job: workers cancel its running and queued tasks through their\n"
           "backend (each ends failed, reason cancelled) and refuse its shards from\n"
           "then on; the reconciler settles its open groups as cancelled (an event\n"
           "\"cancelled\" on the dead topic) and refuses new shards of it, across\n"
           "restarts and rebuilds. With --group only that group of the job (its group\n"
           "key as `altar status` prints it after the kind, e.g. j-1:m2). Sending it\n"
-          "again changes nothing. `submit --wait` on the job exits 4.\n\noptions:\n%s"
-          "  --group KEY          cancel only this group of the job\n",
+          "again changes nothing. `submit --wait` on the job exits 4.\n"
+          "A job id the fleet does not know (no record in the ledger, no job message\n"
+          "on the jobs topics) is refused with exit 4 unless --force is given.\n\noptions:\n%s"
+          "  --group KEY          cancel only this group of the job\n"
+          "  --force              send the cancel even for a job id the fleet does not know\n"
+          "                       (e.g. one whose messages are still on their way)\n"
+          "\nexit status: 4 unknown job (without --force).\n",
           altar_cli_fleet_flags_help);
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 /* The topics a job's shards and status events can be on: the jobs topic,
@@ -78,8 +88,11 @@ int altar_cmd_cancel(int argc, char **argv) {
   argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &code);
   if (argc < 0) return code;
   const char *job = NULL, *group = NULL;
+  bool force = false;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--group")) {
+    if (!strcmp(argv[i], "--force")) {
+      force = true;
+    } else if (!strcmp(argv[i], "--group")) {
       if (i + 1 >= argc || !*argv[i + 1]) {
         fprintf(stderr, "altar cancel: --group needs a group key\n");
         altar_config_clear(&cfg);
@@ -108,6 +121,28 @@ int altar_cmd_cancel(int argc, char **argv) {
     altar_config_clear(&cfg);
     return 2;
   }
+  if ((code = altar_cli_require_existing_log(&cfg, "cancel"))) {
+    altar_config_clear(&cfg);
+    return code;
+  }
+  if (!force) {
+    bool known = false;
+    altar_error_t kerr = {0};
+    if (altar_cli_job_known(&cfg, job, &known, &kerr)) {
+      fprintf(stderr, "altar cancel: cannot tell whether job %s exists: %s (--force sends the cancel anyway)\n", job,
+              kerr.msg);
+      altar_config_clear(&cfg);
+      return 1;
+    }
+    if (!known) {
+      fprintf(stderr,
+              "altar cancel: unknown job %s: no record of it in the ledger %s and no job message of it on %s "
+              "(nothing was sent; --force sends the cancel anyway)\n",
+              job, cfg.ledger_path, cfg.topics.jobs);
+      altar_config_clear(&cfg);
+      return CANCEL_EXIT_UNKNOWN;
+    }
+  }
   acks_t acks = {0};
   altar_transport_opts_t opts = {.on_delivery = on_delivery, .delivery_ctx = &acks};
   altar_transport_t *t = altar_cli_open_transport(&cfg, &opts);
@@ -123,25 +158,34 @@ int altar_cmd_cancel(int argc, char **argv) {
   int rc = altar_transport_list_topics(t, NULL, 10000, &tl, &err);
   size_t topics = 0, sent = 0;
   bool status_seen = false;
-  for (size_t i = 0; !rc && i < tl->n_topics; i++) {
-    const altar_topic_info_t *ti = &tl->topics[i];
-    if (!wanted(&cfg, ti->name)) continue;
-    status_seen |= !strcmp(ti->name, cfg.topics.status);
-    topics++;
-    for (size_t p = 0; !rc && p < ti->n_partitions; p++, sent++)
-      rc = send_cancel(t, ti->name, ti->partitions[p].partition, job, group, who, &err);
+  /* The status topic first, acknowledged before any worker can read the
+   * cancel: the failed events of the tasks the workers stop then come after
+   * it in every partition, so the reconciler settles the groups as
+   * cancelled, never dead-lettered by those failures. */
+  for (int pass = 0; pass < 2 && !rc; pass++) {
+    for (size_t i = 0; !rc && i < tl->n_topics; i++) {
+      const altar_topic_info_t *ti = &tl->topics[i];
+      bool status = !strcmp(ti->name, cfg.topics.status);
+      if (status != (pass == 0) || !wanted(&cfg, ti->name)) continue;
+      status_seen |= status;
+      topics++;
+      for (size_t p = 0; !rc && p < ti->n_partitions; p++, sent++)
+        rc = send_cancel(t, ti->name, ti->partitions[p].partition, job, group, who, &err);
+    }
+    if (!rc && pass == 0 && !status_seen)
+      rc = altar_error_set(&err, ALTAR_ENOTFOUND, "no status topic %s here: is this the fleet's config?",
+                           cfg.topics.status);
+    if (!rc) rc = altar_transport_flush(t, 30000, &err);
+    if (!rc && acks.failed) rc = altar_error_set(&err, ALTAR_EIO, "%s", acks.why);
   }
   altar_topic_list_free(tl);
-  if (!rc && !status_seen)
-    rc = altar_error_set(&err, ALTAR_ENOTFOUND, "no status topic %s here: is this the fleet's config?", cfg.topics.status);
-  if (!rc) rc = altar_transport_flush(t, 30000, &err);
   altar_transport_close(t);
   altar_config_clear(&cfg);
   if (rc || acks.failed) {
     fprintf(stderr, "altar cancel: %s\n", rc ? err.msg : acks.why);
     return 1;
   }
-  printf("cancel of job %s%s%s sent to %zu partition(s) of %zu topic(s)\n", job, group ? " group " : "",
-         group ? group : "", sent, topics);
+  printf("cancel of job %s%s%s sent to %zu partition%s of %zu topic%s\n", job, group ? " group " : "",
+         group ? group : "", sent, ALTAR_CLI_PLURAL(sent), topics, ALTAR_CLI_PLURAL(topics));
   return 0;
 }

@@ -17,6 +17,7 @@ static void codec_usage(FILE *out) {
           "TYPE is one of: spec, job, status, group, record, control.\n"
           "The wire schema and every field are described in schemas/README.md.\n"
           "Exit status: 0 ok, 1 invalid input (the message names the field), 2 bad usage.\n");
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 

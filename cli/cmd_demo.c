@@ -30,6 +30,7 @@ static void usage(FILE *out) {
           "names (namespace NS, default altar-demo); inputs are staged under DIR/data\n"
           "for the verify-inputs init container, and no output is collected, so it\n"
           "also runs against a control plane whose pods kwok finishes.\n");
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 /* The command every shard runs: args are input, output, fold, flaky marker. */
@@ -74,8 +75,8 @@ static void on_group(void *ctx, const char *event, const char *kind, const char 
   demo_ctx_t *d = ctx;
   if (!strcmp(event, "fired")) d->fired++;
   else d->dead++;
-  fprintf(stderr, "%s  group %-13s %s:%s  (%zu shards, event %.12s)\n", isatty(2) ? "\r\033[K" : "", event, kind,
-          group_key, n_shards, event_id);
+  fprintf(stderr, "%s  group %-13s %s:%s  (%zu shard%s, event %.12s)\n", isatty(2) ? "\r\033[K" : "", event, kind,
+          group_key, n_shards, ALTAR_CLI_PLURAL(n_shards), event_id);
 }
 
 int altar_cmd_demo(int argc, char **argv) {
@@ -311,7 +312,8 @@ int altar_cmd_demo(int argc, char **argv) {
         printf("model-%-4ld %-6ld %-8s %ld/%ld in %s/results/%s/model-%ld\n", m, folds, state, have, folds, abs,
                job_id, m);
     }
-    printf("\n%zu group(s) fired, %zu dead-lettered, %zu shards, %.0f s; ledger %s\n", dc.fired, dc.dead, n,
+    printf("\n%zu group%s fired, %zu dead-lettered, %zu shard%s, %.0f s; ledger %s\n", dc.fired,
+           ALTAR_CLI_PLURAL(dc.fired), dc.dead, n, ALTAR_CLI_PLURAL(n),
            (double)time(NULL) - t0, cfg.ledger_path);
     /* The daemons' own closing lines: retries and releases show up there. */
     const char *logs[] = {"reconciler", "worker-1", "worker-2"};

@@ -16,7 +16,7 @@ static const char usage_top[] =
     "                                 check FILE against DIGEST\n"
     "  program [--no-trust-records]   print the POSIX sh verifier program\n"
     "\n"
-    "Run 'altar digest <sub> --help' for details.\n";
+    "Run 'altar digest <sub> --help' for details.\n" ALTAR_CLI_EXIT_HELP;
 
 static const char usage_sha256[] =
     "usage: altar digest sha256 FILE\n"
@@ -46,7 +46,7 @@ static const char usage_program[] =
     "Prints the POSIX sh program init containers run to verify staged inputs:\n"
     "  sh -c \"$PROGRAM\" verify \"<64 hex>  <path>\" ...\n"
     "With --no-trust-records the program hashes every file even when a\n"
-    "current verification record exists.\n";
+    "current verification record exists.\n" ALTAR_CLI_EXIT_HELP;
 
 static bool is_help(const char *a) {
   return !strcmp(a, "--help") || !strcmp(a, "-h");
@@ -113,7 +113,7 @@ static int cmd_verify(int argc, char **argv) {
     fprintf(stderr, "altar digest verify: %s\n", err.msg);
     return 2;
   }
-  fprintf(stderr, "FAILED %s\n", err.msg);
+  fprintf(stderr, "altar digest verify: FAILED %s\n", err.msg);
   return 1;
 }
 

@@ -21,6 +21,7 @@ static void usage_jobs(FILE *out) {
           "ledger, read-only), groups fired / dead-lettered / open, and the outputs of\n"
           "its fired groups. --json prints the dashboard's /api/jobs.\n\noptions:\n%s",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 static void usage_workers(FILE *out) {
@@ -31,6 +32,7 @@ static void usage_workers(FILE *out) {
           "stopped is marked silent; one that said goodbye is gone (shown with --all).\n"
           "--json prints the dashboard's /api/workers.\n\noptions:\n%s",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 static void usage_dashboard(FILE *out) {
@@ -42,6 +44,7 @@ static void usage_dashboard(FILE *out) {
           "needs a token (--token-file or ALTAR_DASHBOARD_TOKEN): /api/ then asks for\n"
           "'Authorization: Bearer TOKEN'; open the page as http://HOST:PORT/#token=TOKEN.\n\noptions:\n%s",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 /* Parses --json, --offset, --limit, --all (and, for the dashboard, --addr
@@ -115,29 +118,35 @@ int altar_cmd_jobs(int argc, char **argv) {
   int code;
   argc = altar_cli_fleet_begin(argc, argv, usage_jobs, &cfg, &code);
   if (argc < 0) return code;
+  if ((code = altar_cli_require_existing_log(&cfg, "jobs"))) {
+    altar_config_clear(&cfg);
+    return code;
+  }
   args_t a = {0};
   json_t *o = NULL;
   int rc = parse_args("jobs", argc, argv, false, &a) ? 2 : render_once("jobs", &cfg, "jobs", &a.q, &o);
   if (!rc && a.json) {
     print_json(o);
   } else if (!rc) {
-    printf("%-24s %-20s %7s %7s %7s %7s %7s %6s %6s %6s  %s\n", "JOB", "SUBMITTED", "SHARDS", "PENDING", "RUNNING",
-           "DONE", "FAILED", "FIRED", "DEAD", "OPEN", "OUTPUTS");
+    printf("%-24s %-20s %7s %7s %7s %7s %7s %7s %6s %6s %9s %6s  %s\n", "JOB", "SUBMITTED", "SHARDS", "WAITING",
+           "PENDING", "RUNNING", "DONE", "FAILED", "FIRED", "DEAD", "CANCELLED", "OPEN", "OUTPUTS");
     size_t i;
     json_t *j;
     json_array_foreach(json_object_get(o, "jobs"), i, j) {
       char when[32];
       fmt_time(json_number_value(json_object_get(j, "submitted_at")), when, sizeof when);
       json_t *outs = json_object_get(j, "outputs");
-      printf("%-24s %-20s %7lld %7lld %7lld %7lld %7lld %6lld %6lld %6lld  %s%s\n", gets(j, "job_id"), when,
-             (long long)geti(j, "shards", "total"), (long long)geti(j, "shards", "pending"),
-             (long long)geti(j, "shards", "running"), (long long)geti(j, "shards", "succeeded"),
-             (long long)geti(j, "shards", "failed"), (long long)geti(j, "groups", "fired"),
-             (long long)geti(j, "groups", "dead_lettered"), (long long)geti(j, "groups", "open"),
+      printf("%-24s %-20s %7lld %7lld %7lld %7lld %7lld %7lld %6lld %6lld %9lld %6lld  %s%s\n", gets(j, "job_id"),
+             when, (long long)geti(j, "shards", "total"), (long long)geti(j, "waiting", NULL),
+             (long long)geti(j, "shards", "pending"), (long long)geti(j, "shards", "running"),
+             (long long)geti(j, "shards", "succeeded"), (long long)geti(j, "shards", "failed"),
+             (long long)geti(j, "groups", "fired"), (long long)geti(j, "groups", "dead_lettered"),
+             (long long)geti(j, "groups", "cancelled"), (long long)geti(j, "groups", "open"),
              json_array_size(outs) ? json_string_value(json_array_get(outs, 0)) : "-",
              geti(j, "outputs_total", NULL) > 1 ? " (+more)" : "");
     }
-    printf("%lld job(s)\n", (long long)geti(o, "total", NULL));
+    long long total = (long long)geti(o, "total", NULL);
+    printf("%lld job%s\n", total, ALTAR_CLI_PLURAL(total));
   }
   json_decref(o);
   altar_config_clear(&cfg);
@@ -149,6 +158,10 @@ int altar_cmd_workers(int argc, char **argv) {
   int code;
   argc = altar_cli_fleet_begin(argc, argv, usage_workers, &cfg, &code);
   if (argc < 0) return code;
+  if ((code = altar_cli_require_existing_log(&cfg, "workers"))) {
+    altar_config_clear(&cfg);
+    return code;
+  }
   args_t a = {0};
   json_t *o = NULL;
   int rc = parse_args("workers", argc, argv, false, &a) ? 2 : render_once("workers", &cfg, "workers", &a.q, &o);

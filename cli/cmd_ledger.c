@@ -33,7 +33,10 @@ static const char usage_text[] =
     "  --ledger DIR     the RocksDB ledger (default: ledger.path from the config)\n"
     "  --config FILE    fleet config (default ./altar.yaml when present); its\n"
     "                   groups: key is the default for --groups\n"
-    "  -h, --help       this help\n";
+    "  -h, --help       this help\n"
+    "\nexit status: 0 done; 1 the ledger could not be read or written, or has no such record;\n"
+    "  2 bad input, wherever it comes from: usage, a flag, the config file, an event line\n"
+    "  (the error names the field, and FILE:LINE when it comes from a file).\n";
 
 typedef struct opts {
   const char *ledger, *config, *groups, *input, *state, *kind, *target;
@@ -107,7 +110,7 @@ static int resolve(const opts_t *o, altar_config_t *cfg, char **pdir) {
   altar_error_t err = {0};
   if (altar_cli_config_load(o->config, cfg, &err)) {
     fprintf(stderr, "altar ledger: %s\n", err.msg);
-    return 1;
+    return 2; /* the config file is bad input like a flag */
   }
   *pdir = strdup(o->ledger ? o->ledger : cfg->ledger_path);
   if (!*pdir) return 1;

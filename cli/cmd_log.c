@@ -5,6 +5,7 @@
 #include "altar/ledger.h"
 #include "altar/transport.h"
 #include "cli.h"
+#include "dashboard/fleet_view.h"
 #include "fleet_common.h"
 #include "reconciler/input_offsets.h"
 
@@ -43,6 +44,7 @@ static void usage(FILE *out) {
           "            retention would (Kafka: DeleteRecords; local: whole segments below it)\n\n"
           "transport options (also --dir DIR for --log-dir DIR):\n%s",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_PARTITIONS | ALTAR_CLI_FLAGS_LEDGER));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 typedef struct opts {
@@ -502,28 +504,15 @@ static int cmd_topics(altar_config_t *cfg, const opts_t *o) {
  * fine. */
 static int reconciler_offsets(const altar_config_t *cfg, altar_lag_list_t *l) {
   altar_error_t err = {0};
-  altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
-  altar_ledger_t *led = altar_ledger_rocksdb_open(cfg->ledger_path, &ro, &err);
-  if (!led) {
+  /* One implementation with the dashboard's lag, so the two always agree. */
+  if (altar__fleet_reconciler_offsets(cfg->ledger_path, l, &err)) {
     fprintf(stderr, "altar log offsets: group %s keeps its offsets in its ledger; %s: %s (--ledger DIR)\n",
             ALTAR_RECONCILER_GROUP, cfg->ledger_path, err.msg);
     return -1;
   }
-  int rc = 0;
-  for (size_t i = 0; i < l->n && !rc; i++) {
-    altar_lag_entry_t *e = &l->entries[i];
-    int64_t next = -1;
-    rc = altar_reconciler_input_offset(led, e->topic, e->partition, &next, &err);
-    if (rc || next < 0 || (e->committed != ALTAR_OFFSET_INVALID && e->committed >= next)) continue;
-    e->committed = next;
-    e->lag = e->end > next ? e->end - next : 0;
-  }
-  altar_ledger_close(led);
-  if (rc) fprintf(stderr, "altar log offsets: ledger %s: %s\n", cfg->ledger_path, err.msg);
-  else
-    fprintf(stderr, "altar log offsets: %s: offsets as stored in the ledger %s\n", ALTAR_RECONCILER_GROUP,
-            cfg->ledger_path);
-  return rc ? -1 : 0;
+  fprintf(stderr, "altar log offsets: %s: offsets as stored in the ledger %s\n", ALTAR_RECONCILER_GROUP,
+          cfg->ledger_path);
+  return 0;
 }
 
 static int cmd_offsets(altar_config_t *cfg, const opts_t *o) {
@@ -639,7 +628,11 @@ int altar_cmd_log(int argc, char **argv) {
     /* --partitions is a fleet flag (topics.partitions): it reached cfg. */
     if (!o.partitions) o.partitions = cfg.topic_partitions;
     o.dlq = o.topic && cfg.topics.dlq && !strcmp(o.topic, cfg.topics.dlq);
-    if (!strcmp(c, "produce")) rc = cmd_produce(&cfg, &o);
+    /* Reading commands create nothing: not even the local log's directories. */
+    bool reads = strcmp(c, "produce") && strcmp(c, "create-topic");
+    if (reads && (rc = altar_cli_require_existing_log(&cfg, "log"))) {
+      /* rc is the exit code */
+    } else if (!strcmp(c, "produce")) rc = cmd_produce(&cfg, &o);
     else if (!strcmp(c, "consume")) rc = cmd_consume(&cfg, &o);
     else if (!strcmp(c, "topics")) rc = cmd_topics(&cfg, &o);
     else if (!strcmp(c, "offsets")) rc = cmd_offsets(&cfg, &o);

@@ -18,6 +18,8 @@
 extern char **environ;
 
 #define LOGS_READ_MAX (64u << 20) /* bytes of one stream printed at most */
+/* The common flags logs takes: it reads the ledger and the data root, no log. */
+#define LOGS_FLAGS (ALTAR_CLI_FLAGS_NO_LOG | ALTAR_CLI_FLAGS_DATA_ROOT | ALTAR_CLI_FLAGS_LEDGER)
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -34,7 +36,8 @@ static void usage(FILE *out) {
           "options:\n"
           "  --stdout, --stderr  only that stream, as written (no headers)\n"
           "  --failed            the argument is a job id: every failed shard of it\n%s",
-          altar_cli_fleet_flags_help);
+          altar_cli_fleet_flags(LOGS_FLAGS));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 /* Reads a whole stream (bounded); NULL when absent. */
@@ -151,6 +154,7 @@ static int print_task(const char *data_root, const char *key, const char *only, 
 int altar_cmd_logs(int argc, char **argv) {
   int exit_code = 0;
   altar_config_t cfg;
+  altar_cli_fleet_only(LOGS_FLAGS);
   argc = altar_cli_fleet_begin(argc, argv, usage, &cfg, &exit_code);
   if (argc < 0) return exit_code;
   const char *arg = NULL, *only = NULL;

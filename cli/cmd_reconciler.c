@@ -44,6 +44,7 @@ static void usage(FILE *out) {
           "  --no-dashboard       serve /metrics only\n"
           "  --quiet              no progress lines\n",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER | ALTAR_CLI_FLAGS_PARTITIONS));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet) {
@@ -104,14 +105,15 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   size_t carried = 0;
   if (!rc && ol) rc = altar__outbox_carry(ol, nl, &carried, &err);
   if (!rc && carried && !quiet)
-    fprintf(stderr, "altar reconciler: %zu unpublished outbox record(s) carried into the new ledger\n", carried);
+    fprintf(stderr, "altar reconciler: %zu unpublished outbox record%s carried into the new ledger\n", carried,
+            ALTAR_CLI_PLURAL(carried));
   /* Retries waiting for their due time (retry_backoff) are not in the
    * status topic either: they come along the same way. */
   size_t waiting = 0;
   if (!rc && ol) rc = altar__retry_wait_carry(ol, nl, &waiting, &err);
   if (!rc && waiting && !quiet)
-    fprintf(stderr, "altar reconciler: %zu retry job(s) waiting for their due time carried into the new ledger\n",
-            waiting);
+    fprintf(stderr, "altar reconciler: %zu retry job%s waiting for its due time carried into the new ledger\n",
+            waiting, ALTAR_CLI_PLURAL(waiting));
   altar_ledger_close(ol);
   char new_sum[ALTAR_LEDGER_CHECKSUM_LEN + 1] = "";
   if (!rc) rc = altar_ledger_rocksdb_persist(nl, &err);
@@ -127,16 +129,17 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
     return 1;
   }
   if (from_cp) {
-    printf("restored checkpoint %s (%zu file(s)) covering status offsets", cp.id, cp.files);
+    printf("restored checkpoint %s (%zu file%s) covering status offsets", cp.id, cp.files, ALTAR_CLI_PLURAL(cp.files));
     for (size_t i = 0; i < cp.n_offsets; i++)
       printf("%s %d:%lld", i ? "," : "", (int)cp.offsets[i].partition, (long long)cp.offsets[i].next);
     printf("%s\n", cp.n_offsets ? "" : " (none)");
   }
   altar_checkpoint_clear(&cp);
-  printf("rebuilt %s from %s%llu status events: %llu group(s) fired, %llu dead-lettered, %llu missing event(s) "
+  printf("rebuilt %s from %s%llu status event%s: %llu group%s fired, %llu dead-lettered, %llu missing event%s "
          "published\n",
          cfg->ledger_path, from_cp ? "the checkpoint and " : "", (unsigned long long)stats.events,
-         (unsigned long long)stats.fired, (unsigned long long)stats.dead_lettered, (unsigned long long)missing);
+         ALTAR_CLI_PLURAL(stats.events), (unsigned long long)stats.fired, ALTAR_CLI_PLURAL(stats.fired),
+         (unsigned long long)stats.dead_lettered, (unsigned long long)missing, ALTAR_CLI_PLURAL(missing));
   printf("checksum %s\n", new_sum);
   if (had_old) {
     printf("replaced %s (kept at %s)\n", old_sum, old);
@@ -201,8 +204,8 @@ static int restore_if_new(const altar_config_t *cfg, bool quiet) {
     return 1;
   }
   if (!quiet)
-    fprintf(stderr, "altar reconciler: restored %s from checkpoint %s (%zu file(s), %zu partition offset(s))\n",
-            cfg->ledger_path, cp.id, cp.files, cp.n_offsets);
+    fprintf(stderr, "altar reconciler: restored %s from checkpoint %s (%zu file%s, %zu partition offset%s)\n",
+            cfg->ledger_path, cp.id, cp.files, ALTAR_CLI_PLURAL(cp.files), cp.n_offsets, ALTAR_CLI_PLURAL(cp.n_offsets));
   altar_checkpoint_clear(&cp);
   return 0;
 }
@@ -293,7 +296,8 @@ int altar_cmd_reconciler(int argc, char **argv) {
       rc = altar_reconciler_run(&o, &st, &err) ? 1 : 0;
       if (rc) fprintf(stderr, "altar reconciler: %s\n", err.msg);
       char held[64] = "";
-      if (st.held) snprintf(held, sizeof held, "; %llu group(s) held", (unsigned long long)st.held);
+      if (st.held)
+        snprintf(held, sizeof held, "; %llu group%s held", (unsigned long long)st.held, ALTAR_CLI_PLURAL(st.held));
       if (!o.quiet)
         fprintf(stderr,
                 "altar reconciler: applied %llu events in %llu batches; %llu fired, %llu dead-lettered, %llu retried, "

@@ -47,6 +47,7 @@ static void run_usage(FILE *out) {
           "2 bad input (the message names the field), 130 interrupted: Ctrl-C cancels\n"
           "the task first.\n",
           backends);
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 

@@ -19,6 +19,7 @@ static void spec_usage(FILE *out) {
           "or as one JSON object {\"job_name\": ..., \"task_key\": ...} with --json.\n"
           "FILE may be '-' for stdin. See schemas/README.md for the derivations.\n"
           "Exit status: 0 ok, 1 invalid spec (the message names the field), 2 bad usage.\n");
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 

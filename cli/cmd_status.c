@@ -29,6 +29,7 @@ static void usage(FILE *out) {
           "Exit status: 0 shown, 1 a topic or the ledger could not be read, 2 bad usage,\n"
           "4 no trace of the job (not on the jobs topic, in the ledger or in a group event).\n\noptions:\n%s",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_LEDGER));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 typedef struct tally {
@@ -176,9 +177,13 @@ static int scan_waiting(altar_config_t *cfg, const char *job, const expect_t *x,
   return rc ? -1 : 0;
 }
 
+/* The job's group events on topic: *pgroups and *pshards count them, except
+ * those of `altar cancel` (on the dead topic), which *pcancelled and
+ * *pcancelled_shards count when given. */
 static int count_groups(altar_config_t *cfg, const char *topic, const char *job, uint64_t *pgroups,
-                        uint64_t *pshards) {
+                        uint64_t *pshards, uint64_t *pcancelled, uint64_t *pcancelled_shards) {
   *pgroups = *pshards = 0;
+  if (pcancelled) *pcancelled = *pcancelled_shards = 0;
   altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
   if (!t) return -1;
   altar_topic_list_t *tl = NULL;
@@ -205,7 +210,10 @@ static int count_groups(altar_config_t *cfg, const char *topic, const char *job,
     altar_error_t de = {0};
     if (m->value && !altar_decode_group(m->value, m->value_len, &g, &de) && g.n_shards) {
       const char *jid = altar_strmap_get(&g.shards[0].labels, ALTAR_JOB_ID_LABEL);
-      if (jid && !strcmp(jid, job)) {
+      if (jid && !strcmp(jid, job) && pcancelled && g.event == ALTAR_GROUP_CANCELLED) {
+        (*pcancelled)++;
+        *pcancelled_shards += g.n_shards;
+      } else if (jid && !strcmp(jid, job)) {
         (*pgroups)++;
         *pshards += g.n_shards;
       }
@@ -246,6 +254,11 @@ int altar_cmd_status(int argc, char **argv) {
     altar_config_clear(&cfg);
     return 2;
   }
+  int lrc = altar_cli_require_existing_log(&cfg, "status");
+  if (lrc) {
+    altar_config_clear(&cfg);
+    return lrc;
+  }
   if (outputs) {
     int orc = altar_cli_print_outputs(&cfg, job, json);
     altar_config_clear(&cfg);
@@ -269,26 +282,29 @@ int altar_cmd_status(int argc, char **argv) {
             scan_waiting(&cfg, job, &x, &wv, &nw);
   size_t late = 0;
   for (size_t i = 0; i < x.n_shards; i++) late += x.shards[i].late;
-  uint64_t fired = 0, fired_shards = 0, dead = 0, dead_shards = 0;
-  int rc = count_groups(&cfg, cfg.topics.ready, job, &fired, &fired_shards) |
-           count_groups(&cfg, cfg.topics.dead, job, &dead, &dead_shards);
+  uint64_t fired = 0, fired_shards = 0, dead = 0, dead_shards = 0, cancelled = 0, cancelled_shards = 0;
+  int rc = count_groups(&cfg, cfg.topics.ready, job, &fired, &fired_shards, NULL, NULL) |
+           count_groups(&cfg, cfg.topics.dead, job, &dead, &dead_shards, &cancelled, &cancelled_shards);
   /* A job id nothing knows (a typo, another fleet's log) is an error, not a
    * row of zeros. */
-  if (!rc && !xrc && !t.total && !x.n_shards && !fired && !dead && !nw) {
+  if (!rc && !xrc && !t.total && !x.n_shards && !fired && !dead && !cancelled && !nw) {
     fprintf(stderr, "altar status: job %s not found: no shard of it on %s, in the ledger %s or in a group event\n", job,
             cfg.topics.jobs, cfg.ledger_path);
+    free(wv); /* nw is 0: no entry to free */
+    altar_cli_failed_clear(&t.failed);
     json_decref(held.list);
     altar_cli_expect_clear(&x);
     altar_config_clear(&cfg);
     return STATUS_EXIT_NOT_FOUND;
   }
   if (json) {
-    json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}}", "job_id", job, "ledger",
+    json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}}", "job_id", job,
+                          "ledger",
                           have_ledger, "shards", "total", (json_int_t)t.total, "replaced_runs", (json_int_t)t.replaced,
                           "pending", (json_int_t)t.by_state[0],
                           "running", (json_int_t)t.by_state[1], "succeeded", (json_int_t)t.by_state[2], "failed",
                           (json_int_t)t.by_state[3], "consumed", (json_int_t)t.consumed, "groups", "fired",
-                          (json_int_t)fired, "dead_lettered", (json_int_t)dead);
+                          (json_int_t)fired, "dead_lettered", (json_int_t)dead, "cancelled", (json_int_t)cancelled);
     json_t *wj = json_array(), *lj = json_array();
     for (size_t i = 0; i < nw; i++)
       json_array_append_new(wj, json_pack("{s:s, s:s, s:I, s:o}", "pool", wv[i].pool, "topic", wv[i].topic, "shards",
@@ -315,14 +331,19 @@ int altar_cmd_status(int argc, char **argv) {
     printf("job %s\n", job);
     if (have_ledger)
       printf("  shards: %llu recorded; %llu pending, %llu running, %llu succeeded, %llu failed; %llu consumed"
-             "; %llu earlier run(s) replaced\n",
+             "; %llu earlier run%s replaced\n",
              (unsigned long long)t.total, (unsigned long long)t.by_state[0], (unsigned long long)t.by_state[1],
              (unsigned long long)t.by_state[2], (unsigned long long)t.by_state[3], (unsigned long long)t.consumed,
-             (unsigned long long)t.replaced);
+             (unsigned long long)t.replaced, ALTAR_CLI_PLURAL(t.replaced));
     else
       printf("  shards: ledger %s not readable here (%s)\n", cfg.ledger_path, err.msg);
-    printf("  groups: %llu fired (%llu shards), %llu dead-lettered (%llu shards)\n", (unsigned long long)fired,
-           (unsigned long long)fired_shards, (unsigned long long)dead, (unsigned long long)dead_shards);
+    printf("  groups: %llu fired (%llu shard%s), %llu dead-lettered (%llu shard%s)", (unsigned long long)fired,
+           (unsigned long long)fired_shards, ALTAR_CLI_PLURAL(fired_shards), (unsigned long long)dead,
+           (unsigned long long)dead_shards, ALTAR_CLI_PLURAL(dead_shards));
+    if (cancelled)
+      printf(", %llu cancelled (%llu shard%s)", (unsigned long long)cancelled, (unsigned long long)cancelled_shards,
+             ALTAR_CLI_PLURAL(cancelled_shards));
+    printf("\n");
     altar_cli_failed_print(&t.failed, 20);
     for (size_t i = 0; held.list && i < json_array_size(held.list); i++) {
       json_t *h = json_array_get(held.list, i);

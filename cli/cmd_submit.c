@@ -31,6 +31,7 @@ static void usage(FILE *out) {
           "                       says when shards wait for a pool no worker serves\n"
           "  --timeout S          give up waiting after S seconds (exit 3)\n",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_PARTITIONS));
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 int altar_cmd_submit(int argc, char **argv) {
@@ -109,7 +110,7 @@ int altar_cmd_submit(int argc, char **argv) {
   }
   printf("%s\n", run_id);
   fflush(stdout);
-  fprintf(stderr, "altar submit: %zu task(s) published as job %s\n", n, run_id);
+  fprintf(stderr, "altar submit: %zu task%s published as job %s\n", n, ALTAR_CLI_PLURAL(n), run_id);
   if (wait) {
     /* Built only now: group keys include the job id label the queue just stamped. */
     if (altar_cli_expect_build(&x, &groups, cfg.topics.jobs, specs, n)) {

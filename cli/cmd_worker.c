@@ -31,12 +31,15 @@ static void usage(FILE *out) {
           "                       without news, and the task starts here (default max(3 x lease, 10))\n"
           "  --max-jobs N         stop after N jobs finished\n"
           "  --exit-when-idle     stop once the jobs topic is drained\n"
-          "  --metrics HOST:PORT  serve Prometheus metrics on GET /metrics (metrics.addr)\n"
+          "  --metrics HOST:PORT  serve Prometheus metrics on GET /metrics (metrics.worker_addr;\n"
+          "                       HOST:LOW-HIGH takes the first free port, for several workers\n"
+          "                       on one host; metrics.addr is the reconciler's)\n"
           "  --pools P,Q          pools the process backend advertises (backend.pools;\n"
           "                       'normal' is the CPU pool, the default)\n"
           "  -q, --quiet          no progress lines (on a terminal: one line per task start and end)\n"
           "  --task-lines         those task lines also when stderr is not a terminal\n",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_BACKEND | ALTAR_CLI_FLAGS_PARTITIONS), ALTAR_WORKER_GROUP);
+  fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
 static int parse_int(const char *flag, const char *s, long long min, long long max, long long *pv) {
@@ -51,7 +54,9 @@ int altar_cmd_worker(int argc, char **argv) {
   static volatile sig_atomic_t stop;
   altar_worker_opts_t o = {.drain_ms = -1, .stop = &stop};
   long long v;
-  const char *metrics_addr = cfg.metrics_addr;
+  /* metrics.worker_addr, not metrics.addr (the reconciler's): a worker and a
+   * reconciler started from one file must not both bind one address. */
+  const char *metrics_addr = cfg.metrics_worker_addr;
   bool task_lines = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -103,8 +108,8 @@ int altar_cmd_worker(int argc, char **argv) {
   if (altar_cli_load_groups(&cfg, &groups)) goto bad;
   altar_metrics_t *metrics = NULL;
   altar_metrics_server_t *msrv = NULL;
-  if (altar_cli_metrics_start("altar worker", metrics_addr && *metrics_addr ? metrics_addr : NULL, o.quiet, &metrics,
-                              &msrv)) {
+  if (altar_cli_metrics_start_as("altar worker", "metrics.worker_addr",
+                                 metrics_addr && *metrics_addr ? metrics_addr : NULL, o.quiet, &metrics, &msrv)) {
     altar_group_specs_clear(&groups);
     goto bad;
   }

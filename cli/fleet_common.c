@@ -2,11 +2,14 @@
 #include "cli.h"
 
 #include "altar/plugin/backend.h"
+#include "altar/plugin/transport.h"
+#include "altar/suggest.h"
 #include "altar/registry.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* "a | b | c": the names registered for kind, for help texts. */
 void altar_cli_registry_names(altar_registry_kind_t kind, char *out, size_t size) {
@@ -34,13 +37,17 @@ const char *altar_cli_fleet_flags(unsigned which) {
     if (k_ > 0) at = (size_t)k_ < sizeof text - at ? at + (size_t)k_ : sizeof text - 1;                                \
   } while (0)
   ADD("  --config FILE        fleet settings (default ./altar.yaml when present)\n");
-  ADD("  --transport NAME     %s\n", transports);
-  ADD("  --brokers HOST:PORT  Kafka bootstrap servers (implies --transport kafka)\n");
-  ADD("  --log-dir DIR        directory of the local log\n");
+  if (!(which & ALTAR_CLI_FLAGS_NO_LOG)) {
+    ADD("  --transport NAME     %s\n", transports);
+    ADD("  --brokers HOST:PORT  Kafka bootstrap servers (implies --transport kafka)\n");
+    ADD("  --log-dir DIR        directory of the local log\n");
+  }
   if (which & ALTAR_CLI_FLAGS_BACKEND) {
     ADD("  --backend NAME       %s\n", backends);
     ADD("  --data-root DIR      backend data root\n");
     ADD("  --slots N            tasks in flight at most\n");
+  } else if (which & ALTAR_CLI_FLAGS_DATA_ROOT) {
+    ADD("  --data-root DIR      backend data root (backend.data_root)\n");
   }
   if (which & ALTAR_CLI_FLAGS_LEDGER) ADD("  --ledger DIR         RocksDB ledger directory\n");
   if (which & ALTAR_CLI_FLAGS_PARTITIONS)
@@ -69,8 +76,106 @@ int altar_cli_require_log_location(const altar_config_t *cfg, const char *cmd) {
   return -1;
 }
 
+/* The common flags the running command takes (altar_cli_fleet_only); all
+ * of them unless it said otherwise. */
+static unsigned accepted = ALTAR_CLI_FLAGS_ALL | ALTAR_CLI_FLAGS_DATA_ROOT;
+
+void altar_cli_fleet_only(unsigned which) {
+  accepted = which;
+}
+
+/* Whether the running command takes a mapped flag (the --help it prints
+ * lists exactly these). */
+static bool flag_accepted(const char *flag) {
+  if (!strcmp(flag, "--transport") || !strcmp(flag, "--brokers") || !strcmp(flag, "--log-dir"))
+    return !(accepted & ALTAR_CLI_FLAGS_NO_LOG);
+  if (!strcmp(flag, "--backend") || !strcmp(flag, "--slots")) return accepted & ALTAR_CLI_FLAGS_BACKEND;
+  if (!strcmp(flag, "--data-root")) return accepted & (ALTAR_CLI_FLAGS_BACKEND | ALTAR_CLI_FLAGS_DATA_ROOT);
+  if (!strcmp(flag, "--ledger")) return accepted & ALTAR_CLI_FLAGS_LEDGER;
+  if (!strcmp(flag, "--partitions")) return accepted & ALTAR_CLI_FLAGS_PARTITIONS;
+  return true;
+}
+
+/* What a flag or --set gave, checked once every flag is read (the backend's
+ * name may come after its keys): the plug-in names, and keys under
+ * backend. and transport. against the named plug-in's own keys, so that
+ * --set backend.slotz=2 is refused (exit 2) as the same typo in the file is. */
+#define FLEET_SET_KEYS_MAX 64
+typedef struct flag_sets {
+  const char *transport_flag, *backend_flag; /* the flag that named the plug-in, NULL when none */
+  const char *keys[FLEET_SET_KEYS_MAX];      /* KEY of each --set KEY=VALUE under backend./transport. */
+  char *owned[FLEET_SET_KEYS_MAX];
+  size_t n;
+} flag_sets_t;
+
+static void flag_sets_clear(flag_sets_t *fs) {
+  for (size_t i = 0; i < fs->n; i++) free(fs->owned[i]);
+  fs->n = 0;
+}
+
+static int check_flag_sets(const char *cmd, const altar_config_t *cfg, const flag_sets_t *fs) {
+  altar_error_t err = {0};
+  if (fs->transport_flag &&
+      altar_cli_check_name(ALTAR_REGISTRY_TRANSPORT, "transport.name", cfg->transport_name, fs->transport_flag, &err))
+    goto bad;
+  if (fs->backend_flag &&
+      altar_cli_check_name(ALTAR_REGISTRY_BACKEND, "backend.name", cfg->backend_name, fs->backend_flag, &err))
+    goto bad;
+  for (size_t i = 0; i < fs->n; i++) {
+    const char *key = fs->keys[i];
+    char hint[160] = "";
+    if (!strncmp(key, "backend.", 8)) {
+      const altar_backend_ops_t *ops = altar_registry_lookup(ALTAR_REGISTRY_BACKEND, cfg->backend_name);
+      if (!ops || altar_backend_knows_key(ops, key + 8, hint, sizeof hint)) continue;
+      fprintf(stderr, "altar %s: --set %s: unknown key for the %s backend%s\n", cmd, key, cfg->backend_name, hint);
+      return -1;
+    }
+    if (!strncmp(key, "transport.", 10) && strncmp(key, "transport.kafka.", 16)) {
+      const altar_transport_ops_t *ops = altar_registry_lookup(ALTAR_REGISTRY_TRANSPORT, cfg->transport_name);
+      if (!ops || !ops->config_keys) continue;
+      const char *names[129];
+      size_t n = ops->config_keys(names, 126);
+      if (n > 126) n = 126;
+      names[n++] = "name";
+      names[n] = NULL;
+      bool known = false;
+      for (size_t j = 0; j < n && !known; j++) known = !strcmp(names[j], key + 10);
+      if (known) continue;
+      altar_suggest_hint(key + 10, names, hint, sizeof hint);
+      fprintf(stderr, "altar %s: --set %s: unknown key for the %s transport%s\n", cmd, key, ops->name, hint);
+      return -1;
+    }
+  }
+  return 0;
+bad:
+  fprintf(stderr, "altar %s: %s\n", cmd, err.msg);
+  return -1;
+}
+
+int altar_cli_require_existing_log(const altar_config_t *cfg, const char *cmd) {
+  if (strcmp(cfg->transport_name, "local")) return 0;
+  const char *dir = altar_strmap_get(&cfg->transport_props, "dir");
+  if (!dir || !*dir) dir = "./var/log";
+  char topics[4200];
+  snprintf(topics, sizeof topics, "%s/topics", dir);
+  struct stat st;
+  if (stat(topics, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+  if (!cfg->path && !log_location_given) {
+    fprintf(stderr,
+            "altar %s: no configuration: give --config FILE (or put altar.yaml in this directory) or --log-dir DIR; "
+            "there is no log at the built-in default %s, and a command that only reads creates none\n",
+            cmd, dir);
+    return 2;
+  }
+  fprintf(stderr,
+          "altar %s: no local log at %s (%s does not exist; nothing was created): is transport.dir%s%s right?\n", cmd,
+          dir, topics, cfg->path ? " in " : "", cfg->path ? cfg->path : "");
+  return 1;
+}
+
 int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
   const char *path = NULL;
+  flag_sets_t fs = {0};
   log_location_given = false;
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], "--config")) path = argv[i + 1];
@@ -97,43 +202,74 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
     }
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
       if (strcmp(a, map[k].flag)) continue;
+      if (!flag_accepted(a)) {
+        fprintf(stderr, "altar %s: unknown option '%s' (see altar %s --help)\n", argv[0], a, argv[0]);
+        goto fail;
+      }
       if (i + 1 >= argc) {
         fprintf(stderr, "altar %s: %s needs a value\n", argv[0], a);
-        return -1;
+        goto fail;
       }
       if (altar_config_set(cfg, map[k].key, argv[++i], &err)) {
         fprintf(stderr, "altar %s: %s: %s\n", argv[0], a, err.msg);
-        return -1;
+        goto fail;
       }
       if (!strcmp(a, "--brokers")) altar_config_set(cfg, "transport.name", "kafka", &err);
+      if (!strcmp(map[k].key, "transport.name") || !strcmp(a, "--brokers")) fs.transport_flag = a;
+      if (!strcmp(map[k].key, "backend.name")) fs.backend_flag = a;
       if (names_log_location(map[k].key)) log_location_given = true;
       used = true;
     }
     if (!used && !strcmp(a, "--set")) {
       if (i + 1 >= argc || !strchr(argv[i + 1], '=')) {
         fprintf(stderr, "altar %s: --set needs KEY=VALUE\n", argv[0]);
-        return -1;
+        goto fail;
       }
       char *kv = strdup(argv[++i]);
       char *eq = kv ? strchr(kv, '=') : NULL;
       if (!eq) {
         free(kv);
-        return -1;
+        goto fail;
       }
       *eq = 0;
       int rc = altar_config_set(cfg, kv, eq + 1, &err);
       if (!rc && names_log_location(kv)) log_location_given = true;
-      free(kv);
-      if (rc) {
-        fprintf(stderr, "altar %s: --set: %s\n", argv[0], err.msg);
-        return -1;
+      if (rc == ALTAR_EINVAL && strstr(err.msg, ": unknown setting")) {
+        /* The keys altar_config_set knows outside backend. and transport. */
+        static const char *const known[] = {"transport.name", "transport.dir", "topics.jobs", "topics.status",
+                                            "topics.ready", "topics.dead", "topics.dlq", "topics.fleet",
+                                            "topics.partitions", "backend.name", "ledger.path", "metrics.addr",
+                                            "metrics.worker_addr", NULL};
+        char hint[160];
+        altar_suggest_hint(kv, known, hint, sizeof hint);
+        fprintf(stderr, "altar %s: --set %s: unknown setting%s\n", argv[0], kv, hint);
+        free(kv);
+        goto fail;
       }
+      if (rc) {
+        fprintf(stderr, "altar %s: --set %s: %s\n", argv[0], kv, err.msg);
+        free(kv);
+        goto fail;
+      }
+      if (!strcmp(kv, "transport.name")) fs.transport_flag = "--set transport.name";
+      else if (!strcmp(kv, "backend.name")) fs.backend_flag = "--set backend.name";
+      else if ((!strncmp(kv, "backend.", 8) || !strncmp(kv, "transport.", 10)) && fs.n < FLEET_SET_KEYS_MAX) {
+        fs.keys[fs.n] = fs.owned[fs.n] = kv;
+        fs.n++;
+        kv = NULL;
+      }
+      free(kv);
       used = true;
     }
     if (!used) argv[out++] = argv[i];
   }
   argv[out] = NULL;
+  if (check_flag_sets(argv[0], cfg, &fs)) goto fail;
+  flag_sets_clear(&fs);
   return out;
+fail:
+  flag_sets_clear(&fs);
+  return -1;
 }
 
 int altar_cli_fleet_begin(int argc, char **argv, void (*usage)(FILE *), altar_config_t *cfg, int *pexit) {
@@ -179,7 +315,7 @@ int altar_cli_parse_int(const char *cmd, const char *flag, const char *s, long l
 altar_transport_t *altar_cli_open_transport(const altar_config_t *cfg, const altar_transport_opts_t *opts) {
   altar_error_t err = {0};
   altar_transport_t *t = altar_transport_open(cfg->transport_name, &cfg->transport_props, opts, &err);
-  if (!t) fprintf(stderr, "altar: transport %s: %s\n", cfg->transport_name, err.msg);
+  if (!t) fprintf(stderr, "altar %s: transport %s: %s\n", altar__cli_cmd, cfg->transport_name, err.msg);
   return t;
 }
 
@@ -192,7 +328,7 @@ altar_backend_t *altar_cli_open_backend(const altar_config_t *cfg) {
   if (ops && (!strcmp(ops->name, "kubernetes") || !strcmp(ops->name, "modal"))) altar_strmap_remove(&props, "slots");
   altar_backend_t *be = altar_backend_open_by_name(cfg->backend_name, &props, &err);
   altar_strmap_clear(&props);
-  if (!be) fprintf(stderr, "altar: backend %s: %s\n", cfg->backend_name, err.msg);
+  if (!be) fprintf(stderr, "altar %s: backend %s: %s\n", altar__cli_cmd, cfg->backend_name, err.msg);
   return be;
 }
 
@@ -201,7 +337,7 @@ int altar_cli_load_groups(const altar_config_t *cfg, altar_group_specs_t *groups
   if (!cfg->path) return 0;
   altar_error_t err = {0};
   if (altar_group_specs_load_file(cfg->path, groups, &err)) {
-    fprintf(stderr, "altar: %s\n", err.msg);
+    fprintf(stderr, "altar %s: %s\n", altar__cli_cmd, err.msg);
     return -1;
   }
   return 0;
@@ -222,7 +358,7 @@ int altar_cli_ensure_topics(altar_transport_t *t, const altar_config_t *cfg) {
                  : altar_transport_create_topic_config(t, topics[i], partitions, &conf, &err);
     altar_strmap_clear(&conf);
     if (rc && rc != ALTAR_EEXIST) {
-      fprintf(stderr, "altar: creating topic %s: %s\n", topics[i], err.msg);
+      fprintf(stderr, "altar %s: creating topic %s: %s\n", altar__cli_cmd, topics[i], err.msg);
       return -1;
     }
   }

@@ -28,6 +28,13 @@ int altar_cli_fleet_begin(int argc, char **argv, void (*usage)(FILE *), altar_co
  * call this after the flags: without a config file, --log-dir, --brokers or
  * --set naming the log's location it prints why and returns -1 (exit 2). */
 int altar_cli_require_log_location(const altar_config_t *cfg, const char *cmd);
+/* Commands that only read the log (status, jobs, workers, log topics, ...)
+ * call this before opening it: opening the local log creates its
+ * directories, and a command that reads must create nothing. 0 when the
+ * log is not local or its directory holds a log; otherwise prints why and
+ * returns the exit code: 2 when nothing named the log's location (no
+ * config file, no flag), 1 when the named directory holds no log. */
+int altar_cli_require_existing_log(const altar_config_t *cfg, const char *cmd);
 /* altar_cli_fleet_begin then altar_cli_require_log_location: the start of
  * the commands that publish to or serve the log (submit, the daemons, the
  * dashboard). Returns the new argc, or -1 with *pexit set and cfg cleared. */
@@ -43,6 +50,12 @@ int altar_cli_parse_int(const char *cmd, const char *flag, const char *s, long l
 #define ALTAR_CLI_FLAGS_LEDGER 2u     /* --ledger */
 #define ALTAR_CLI_FLAGS_PARTITIONS 4u /* --partitions */
 #define ALTAR_CLI_FLAGS_ALL 7u
+#define ALTAR_CLI_FLAGS_NO_LOG 8u     /* not --transport, --brokers, --log-dir (reads no log) */
+#define ALTAR_CLI_FLAGS_DATA_ROOT 16u /* --data-root alone (reads the backend's files, runs none) */
+/* Call before altar_cli_fleet_begin: the common flags outside which (the
+ * ALTAR_CLI_FLAGS_* bits its --help was printed with) are refused as
+ * unknown options, exit 2. Without it every common flag is taken. */
+void altar_cli_fleet_only(unsigned which);
 const char *altar_cli_fleet_flags(unsigned which);
 /* Every common flag (for commands that have not said which they honour). */
 #define altar_cli_fleet_flags_help altar_cli_fleet_flags(ALTAR_CLI_FLAGS_ALL)

@@ -2,6 +2,7 @@
  * and dead topics; progress, shards waiting for a pool, late shards. */
 #include "follow.h"
 #include "progress_bar.h"
+#include "cli.h"
 #include "altar/grow.h"
 
 #include "failed_shards.h"
@@ -73,14 +74,14 @@ static void shard_names_free(follow_shard_t *s) {
  * shards sorted by task, a task listed twice (the same spec submitted
  * twice, or recorded under several runs) counted once. */
 static void sort_unique(expect_t *x) {
-  qsort(x->keys, x->n, sizeof *x->keys, cmp_key);
+  if (x->n) qsort(x->keys, x->n, sizeof *x->keys, cmp_key); /* keys is NULL for a job with no shard */
   size_t u = 0;
   for (size_t i = 0; i < x->n; i++) {
     if (u && !strcmp(x->keys[u - 1], x->keys[i])) free(x->keys[i]);
     else x->keys[u++] = x->keys[i];
   }
   x->n = u;
-  qsort(x->shards, x->n_shards, sizeof *x->shards, cmp_shard);
+  if (x->n_shards) qsort(x->shards, x->n_shards, sizeof *x->shards, cmp_shard);
   u = 0;
   for (size_t i = 0; i < x->n_shards; i++) {
     if (u && !strcmp(x->shards[u - 1].task_key, x->shards[i].task_key)) shard_names_free(&x->shards[i]);
@@ -193,6 +194,21 @@ static void progress(const expect_t *x, double t0, bool tty, bool final) {
                             x->shards_failed, x->shards_total, x->fired + x->dead, x->n, x->dead, (int)el);
     fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
   }
+}
+
+/* The line a wait ends on, after the bar, on a terminal or not: what the job
+ * came to, in the words a person reads first. */
+static void summary(const char *run_id, const expect_t *x, double t0, int rc, size_t cancelled) {
+  int el = (int)((double)time(NULL) - t0);
+  if (el < 0) el = 0;
+  size_t fin = x->shards_done + x->shards_failed, settled = x->fired + x->dead;
+  const char *how = rc == 0 ? "done" : rc == 3 ? "still running (timed out)" : rc == 4 ? "cancelled" : "failed";
+  fprintf(stderr,
+          "altar submit --wait: job %s %s: %zu of %zu shard%s finished (%zu succeeded, %zu failed); "
+          "%zu of %zu group%s fired, %zu dead-lettered, %zu cancelled, %zu open; %02d:%02d\n",
+          run_id, how, fin, x->shards_total, ALTAR_CLI_PLURAL(x->shards_total), x->shards_done, x->shards_failed,
+          x->fired, x->n, ALTAR_CLI_PLURAL(x->n), x->dead > cancelled ? x->dead - cancelled : 0, cancelled,
+          x->n > settled ? x->n - settled : 0, el / 60, el % 60);
 }
 
 static void on_status(expect_t *x, const altar_status_event_t *ev) {
@@ -332,8 +348,8 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
     }
     if (timeout_s > 0 && (double)time(NULL) - t0 > (double)timeout_s) {
       progress(x, t0, tty, true);
-      fprintf(stderr, "altar submit --wait: timed out with %zu of %zu group(s) settled and %zu of %zu shard(s) open\n",
-              settled, x->n, open, x->n_shards);
+      fprintf(stderr, "altar submit --wait: timed out with %zu of %zu group%s settled and %zu of %zu shard%s open\n",
+              settled, x->n, ALTAR_CLI_PLURAL(x->n), open, x->n_shards, ALTAR_CLI_PLURAL(x->n_shards));
       rc = 3;
       break;
     }
@@ -354,9 +370,9 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
       else if (!tty || g.event != ALTAR_GROUP_FIRED)
         /* On a terminal the bar's line is cleared first; a group that did
          * not fire is named there as it happens, a fired one only counted. */
-        fprintf(stderr, "%sgroup %s %s:%s (%zu shards) [%zu/%zu groups]\n", tty ? "\r\033[K" : "",
+        fprintf(stderr, "%sgroup %s %s:%s (%zu shard%s) [%zu/%zu groups]\n", tty ? "\r\033[K" : "",
                 g.event == ALTAR_GROUP_DEAD_LETTERED ? "dead-lettered" : what, g.kind, g.group_key, g.n_shards,
-                settled, x->n);
+                ALTAR_CLI_PLURAL(g.n_shards), settled, x->n);
     }
     altar_group_event_clear(&g);
     altar_msg_free(m);
@@ -396,9 +412,11 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
   altar_transport_close(t);
   /* A job stopped by `altar cancel` has an exit code of its own. */
   if (cancelled && rc != 3 && rc != 2) {
-    fprintf(stderr, "altar submit --wait: job cancelled (%zu group(s) settled as cancelled)\n", cancelled);
+    fprintf(stderr, "altar submit --wait: job cancelled (%zu group%s settled as cancelled)\n", cancelled,
+            ALTAR_CLI_PLURAL(cancelled));
     rc = 4;
   }
+  if (rc != 2) summary(run_id, x, t0, rc, cancelled);
   return rc;
 }
 

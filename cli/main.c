@@ -1,10 +1,13 @@
 /* altar — entry point: dispatches to a subcommand. */
 #include "cli.h"
 
+#include "altar/suggest.h"
 #include "altar/version.h"
 
 #include <stdio.h>
 #include <string.h>
+
+const char *altar__cli_cmd = "altar";
 
 static const struct {
   const char *name;
@@ -29,12 +32,43 @@ static const struct {
     {"demo", altar_cmd_demo, "run a reconciler, two workers and a job on one machine"},
 };
 
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
 static void usage(FILE *out) {
-  fprintf(out, "usage: altar <command> [options]\n\n"
+  fprintf(out, "usage: altar <command> [options]\n"
+               "       altar help <command>\n\n"
                "altar is a worker fleet for container tasks.\n\ncommands:\n");
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+  for (size_t i = 0; i < N_COMMANDS; i++)
     fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\nRun 'altar <command> --help' for a command's options.\n");
+  fprintf(out, "\nRun 'altar <command> --help' (or 'altar help <command>') for a command's options.\n"
+               "%s", ALTAR_CLI_EXIT_HELP);
+}
+
+static int find_command(const char *name) {
+  for (size_t i = 0; i < N_COMMANDS; i++)
+    if (!strcmp(name, commands[i].name)) return (int)i;
+  return -1;
+}
+
+/* "altar: unknown command 'submti' (did you mean 'submit'?)": one line and a
+ * pointer to the list, not the whole usage. Exit 2, bad input. */
+static int unknown_command(const char *name) {
+  const char *known[N_COMMANDS + 2];
+  for (size_t i = 0; i < N_COMMANDS; i++) known[i] = commands[i].name;
+  known[N_COMMANDS] = "help";
+  known[N_COMMANDS + 1] = NULL;
+  const char *s = altar_suggest(name, known);
+  if (s) fprintf(stderr, "altar: unknown command '%s' (did you mean '%s'?)\n", name, s);
+  else fprintf(stderr, "altar: unknown command '%s'\n", name);
+  fprintf(stderr, "Run 'altar help' for the list of commands.\n");
+  return 2;
+}
+
+static int run_command(int i, int argc, char **argv) {
+  altar__cli_cmd = commands[i].name;
+  altar_cli_register_plugins();
+  if (altar_cli_load_env_plugins() < 0) return 2;
+  return commands[i].fn(argc, argv);
 }
 
 int main(int argc, char **argv) {
@@ -42,7 +76,7 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
-  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || (!strcmp(argv[1], "help") && argc == 2)) {
     usage(stdout);
     return 0;
   }
@@ -50,14 +84,22 @@ int main(int argc, char **argv) {
     printf("altar %s\n", ALTAR_VERSION);
     return 0;
   }
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-    if (!strcmp(argv[1], commands[i].name)) {
-      altar_cli_register_plugins();
-      if (altar_cli_load_env_plugins() < 0) return 2;
-      return commands[i].fn(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "help")) {
+    /* altar help CMD [SUB]: the same text as altar CMD [SUB] --help. */
+    if (argc > 4) {
+      fprintf(stderr, "altar help: one command at a time (altar help <command> [subcommand])\n");
+      return 2;
     }
+    if (!strcmp(argv[2], "help")) {
+      usage(stdout);
+      return 0;
+    }
+    int i = find_command(argv[2]);
+    if (i < 0) return unknown_command(argv[2]);
+    char *args[4] = {argv[2], argc > 3 ? argv[3] : "--help", argc > 3 ? "--help" : NULL, NULL};
+    return run_command(i, argc > 3 ? 3 : 2, args);
   }
-  fprintf(stderr, "altar: unknown command '%s'\n", argv[1]);
-  usage(stderr);
-  return 2;
+  int i = find_command(argv[1]);
+  if (i < 0) return unknown_command(argv[1]);
+  return run_command(i, argc - 1, argv + 1);
 }

@@ -54,6 +54,7 @@ void altar_config_clear(altar_config_t *cfg) {
   free(cfg->ledger_path);
   free(cfg->ledger_checkpoints);
   free(cfg->metrics_addr);
+  free(cfg->metrics_worker_addr);
   for (size_t i = 0; i < cfg->n_plugins; i++) free(cfg->plugins[i]);
   free(cfg->plugins);
   free(cfg->plugin_lines);
@@ -76,6 +77,7 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       {"ledger.path", offsetof(altar_config_t, ledger_path)},
       {"ledger.checkpoints", offsetof(altar_config_t, ledger_checkpoints)},
       {"metrics.addr", offsetof(altar_config_t, metrics_addr)},
+      {"metrics.worker_addr", offsetof(altar_config_t, metrics_worker_addr)},
   };
   if (strlen(value) > 4096) return altar_error_set(err, ALTAR_EINVAL, "%s: value too long", key);
   if (!strcmp(key, "topics.partitions")) {
@@ -222,6 +224,9 @@ static int on_kafka(reader_t *r, const char *section, const char *key, yaml_node
 
 static int on_section_key(reader_t *r, const char *section, const char *key, yaml_node_t *k, yaml_node_t *v) {
   if (!strcmp(section, "transport") && !strcmp(key, "kafka")) return each_pair(r, v, "transport.kafka", on_kafka);
+  if (!strcmp(key, "name") && (!strcmp(section, "transport") || !strcmp(section, "backend")))
+    *(!strcmp(section, "transport") ? &r->cfg->transport_name_line : &r->cfg->backend_name_line) =
+        (v ? v : k)->start_mark.line + 1;
   if (!strcmp(section, "transport") && strcmp(key, "name") && r->n_tkeys < READER_MAX_SECTION_KEYS)
     r->tkeys[r->n_tkeys++] = (key_at_t){key, k->start_mark.line + 1};
   if (!strcmp(section, "backend") && strcmp(key, "name") && r->n_bkeys < READER_MAX_SECTION_KEYS)
@@ -230,7 +235,7 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
                                              "dlq",   "partitions", "fleet", "retention_ms",
                                              "status_retention_ms", NULL};
   static const char *const ledger_keys[] = {"path", "checkpoints", "checkpoint_interval_s", NULL};
-  static const char *const metrics_keys[] = {"addr", NULL};
+  static const char *const metrics_keys[] = {"addr", "worker_addr", NULL};
   const char *const *known = !strcmp(section, "topics")   ? topics_keys
                              : !strcmp(section, "ledger") ? ledger_keys
                              : !strcmp(section, "metrics") ? metrics_keys

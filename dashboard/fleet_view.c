@@ -8,6 +8,10 @@
 #include "altar/fleet.h"
 #include "altar/ledger.h"
 #include "altar/transport.h"
+#include "altar/spec.h"
+#include "altar/task.h"
+#include "altar/pools.h"
+#include "reconciler/input_offsets.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +27,8 @@
 #define SAMPLES 64             /* overview samples kept for the rates */
 #define RATE_WINDOW_S 60.0
 #define STALE_S 10.0           /* ALTAR_HEARTBEAT_STALE_S, the worker's side */
+#define POOL_TOPICS_MAX 64     /* pools' jobs topics read at most */
+#define POOL_SCAN_EVERY_MS 2000 /* how often new pools' jobs topics are looked for */
 
 enum { R_JOBS, R_READY, R_DEAD, R_DLQ, R_FLEET, R_STATUS, R_COUNT };
 
@@ -35,6 +41,7 @@ typedef struct reader {
 /* One ledger record, as much of it as the pages show. */
 typedef struct rec {
   char *backend, *external_id, *kind, *job_id, *group_key, *reason, *detail;
+  char task_key[ALTAR_TASK_KEY_LEN + 1];
   int state;
   int64_t restarts;
   bool consumed;
@@ -53,8 +60,15 @@ struct altar_fleet_view {
   char *topic[R_COUNT];
   char *ledger_path;
   reader_t rd[R_COUNT];
+  /* The pools' jobs topics (`<jobs>.<pool>`), read like the jobs topic: a job
+   * for a pool no worker serves waits there and must still be listed. */
+  reader_t pool_rd[POOL_TOPICS_MAX];
+  char *pool_topic[POOL_TOPICS_MAX];
+  size_t n_pools;
+  int64_t pools_scanned_ms;
   altar_transport_t *admin; /* lag queries */
   json_t *submitted; /* job_id → submitted_at (the earliest job message) */
+  json_t *queued;    /* job_id → {task_key: pool} of its job messages */
   json_t *groups;    /* kind "\n" group_key → {event, ts, kind, group_key, job_id, shards} */
   json_t *hosts;     /* backend "/" external_id → worker id of its latest status event */
   json_t *workers;   /* worker id → its latest heartbeat or goodbye */
@@ -132,11 +146,12 @@ altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_
     v->rd[i].topic = v->topic[i];
   }
   v->submitted = json_object();
+  v->queued = json_object();
   v->groups = json_object();
   v->hosts = json_object();
   v->workers = json_object();
   v->dlq = json_array();
-  if (!ok || !v->submitted || !v->groups || !v->hosts || !v->workers || !v->dlq) {
+  if (!ok || !v->submitted || !v->queued || !v->groups || !v->hosts || !v->workers || !v->dlq) {
     altar_fleet_view_free(v);
     altar_error_set(err, ALTAR_ENOMEM, "fleet view: out of memory");
     return NULL;
@@ -155,10 +170,15 @@ void altar_fleet_view_free(altar_fleet_view_t *v) {
     altar_transport_close(v->rd[i].t);
     free(v->topic[i]);
   }
+  for (size_t i = 0; i < v->n_pools; i++) {
+    altar_transport_close(v->pool_rd[i].t);
+    free(v->pool_topic[i]);
+  }
   altar_transport_close(v->admin);
   recs_clear(v);
   free(v->recs);
   json_decref(v->submitted);
+  json_decref(v->queued);
   json_decref(v->groups);
   json_decref(v->hosts);
   json_decref(v->workers);
@@ -182,6 +202,12 @@ static void on_job(altar_fleet_view_t *v, const altar_msg_t *m) {
     if (jid) {
       json_t *cur = json_object_get(v->submitted, jid);
       if (!cur || json_real_value(cur) > j.submitted_at) json_object_set_new(v->submitted, jid, json_real(j.submitted_at));
+      /* Its shard by task key, with its pool: one with no record yet waits. */
+      char tk[ALTAR_TASK_KEY_LEN + 1];
+      json_t *q = json_object_get(v->queued, jid);
+      if (!q && (q = json_object()) && json_object_set_new(v->queued, jid, q)) q = NULL;
+      if (q && altar_spec_identity(&j.spec, tk, &e) == ALTAR_OK)
+        json_object_set_new(q, tk, jstr(j.spec.resources.gpu ? j.spec.resources.gpu : ALTAR_POOL_CPU));
     }
   }
   altar_job_msg_clear(&j);
@@ -198,7 +224,10 @@ static void on_group(altar_fleet_view_t *v, const altar_msg_t *m) {
       json_array_append_new(shards, json_pack("{s:o, s:o}", "backend", jstr(g.shards[i].backend), "external_id",
                                               jstr(g.shards[i].external_id)));
     json_t *o = json_pack("{s:s, s:f, s:o, s:o, s:o, s:o, s:I, s:o}", "event",
-                          g.event == ALTAR_GROUP_FIRED ? "fired" : "dead_lettered", "ts", g.ts, "kind", jstr(g.kind),
+                          g.event == ALTAR_GROUP_FIRED       ? "fired"
+                          : g.event == ALTAR_GROUP_CANCELLED ? "cancelled"
+                                                             : "dead_lettered",
+                          "ts", g.ts, "kind", jstr(g.kind),
                           "group_key", jstr(g.group_key), "event_id", jstr(g.event_id), "job_id",
                           jstr(g.n_shards ? job_of(&g.shards[0]) : NULL), "n_shards", (json_int_t)g.n_shards,
                           "shards", shards ? shards : json_array());
@@ -250,8 +279,7 @@ static void on_status(altar_fleet_view_t *v, const altar_msg_t *m) {
   altar_status_event_clear(&ev);
 }
 
-static void read_topic(altar_fleet_view_t *v, int which) {
-  reader_t *r = &v->rd[which];
+static void read_reader(altar_fleet_view_t *v, reader_t *r, int which) {
   if (!*r->topic) return;
   altar_error_t e = {0};
   if (!r->assigned) {
@@ -301,6 +329,7 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
   const char *jid = job_of(&x->handle);
   if (!jid && x->spec) jid = altar_strmap_get(&x->spec->labels, JOB_ID_LABEL);
   r->job_id = bounded_dup(jid ? jid : "", 512);
+  snprintf(r->task_key, sizeof r->task_key, "%s", e->task_key ? e->task_key : "");
   r->group_key = bounded_dup(e->group_key, 1024);
   if (x->failure) {
     r->reason = bounded_dup(x->failure->reason, 256);
@@ -335,8 +364,37 @@ static void read_ledger(altar_fleet_view_t *v) {
   v->ledger_read_at = now_s();
 }
 
+/* Looks for pools' jobs topics not read yet (at most every
+ * POOL_SCAN_EVERY_MS: listing every topic is a metadata call on Kafka). */
+static void scan_pool_topics(altar_fleet_view_t *v) {
+  int64_t now = mono_ms();
+  if (v->pools_scanned_ms && now - v->pools_scanned_ms < POOL_SCAN_EVERY_MS) return;
+  v->pools_scanned_ms = now;
+  altar_topic_list_t *tl = NULL;
+  altar_error_t e = {0};
+  if (!*v->topic[R_JOBS] || altar_transport_list_topics(v->admin, NULL, 5000, &tl, &e) != ALTAR_OK) {
+    altar_topic_list_free(tl);
+    return;
+  }
+  for (size_t i = 0; i < tl->n_topics && v->n_pools < POOL_TOPICS_MAX; i++) {
+    const char *pool = NULL;
+    if (!altar_pool_of_topic(v->topic[R_JOBS], tl->topics[i].name, &pool) || !pool) continue;
+    bool have = false;
+    for (size_t k = 0; k < v->n_pools && !have; k++) have = !strcmp(v->pool_topic[k], tl->topics[i].name);
+    if (have) continue;
+    char *name = strdup(tl->topics[i].name);
+    if (!name) break;
+    v->pool_topic[v->n_pools] = name;
+    v->pool_rd[v->n_pools] = (reader_t){.topic = name};
+    v->n_pools++;
+  }
+  altar_topic_list_free(tl);
+}
+
 static void refresh(altar_fleet_view_t *v) {
-  for (int i = 0; i < R_COUNT; i++) read_topic(v, i);
+  for (int i = 0; i < R_COUNT; i++) read_reader(v, &v->rd[i], i);
+  scan_pool_topics(v);
+  for (size_t i = 0; i < v->n_pools; i++) read_reader(v, &v->pool_rd[i], R_JOBS);
   read_ledger(v);
 }
 
@@ -347,21 +405,31 @@ static const char *state_name(int s) {
   return s >= 0 && s < 4 ? names[s] : "unknown";
 }
 
+/* A shard's state as the pages show it: one failed by `altar cancel` is
+ * "cancelled", not a failure. */
+static const char *shard_state(const rec_t *r) {
+  if (r->state == ALTAR_STATE_FAILED && r->reason && !strcmp(r->reason, ALTAR_REASON_CANCELLED)) return "cancelled";
+  return state_name(r->state);
+}
+
 typedef struct tally {
-  uint64_t by_state[4], total, consumed;
+  uint64_t by_state[4], total, consumed, cancelled;
 } tally_t;
 
 static void tally_add(tally_t *t, const rec_t *r) {
   t->total++;
   if (r->consumed) t->consumed++;
   if (r->state >= 0 && r->state < 4) t->by_state[r->state]++;
+  /* Failed by `altar cancel`: counted among the failed and on its own, so
+   * a page can show a cancelled shard as neither done nor a failure. */
+  if (r->state == ALTAR_STATE_FAILED && r->reason && !strcmp(r->reason, ALTAR_REASON_CANCELLED)) t->cancelled++;
 }
 
 static json_t *tally_json(const tally_t *t) {
-  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "total", (json_int_t)t->total, "pending",
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "total", (json_int_t)t->total, "pending",
                    (json_int_t)t->by_state[0], "running", (json_int_t)t->by_state[1], "succeeded",
                    (json_int_t)t->by_state[2], "failed", (json_int_t)t->by_state[3], "consumed",
-                   (json_int_t)t->consumed);
+                   (json_int_t)t->consumed, "cancelled", (json_int_t)t->cancelled);
 }
 
 static const json_t *group_event(const altar_fleet_view_t *v, const char *kind, const char *group_key) {
@@ -391,7 +459,7 @@ static json_t *shard_json(const altar_fleet_view_t *v, const rec_t *r) {
   json_t *failure = r->reason ? json_pack("{s:o, s:o}", "reason", jstr(r->reason), "detail", jstr(r->detail))
                               : json_null();
   return json_pack("{s:o, s:o, s:s, s:I, s:b, s:o, s:o, s:o, s:O}", "backend", jstr(r->backend), "external_id",
-                   jstr(r->external_id), "state", state_name(r->state), "attempts", (json_int_t)(r->restarts + 1),
+                   jstr(r->external_id), "state", shard_state(r), "attempts", (json_int_t)(r->restarts + 1),
                    "consumed", r->consumed, "worker", jstr(worker), "host", *host ? jstr(host) : json_null(), "failure",
                    failure ? failure : json_null(), "outputs", r->outputs);
 }
@@ -402,7 +470,9 @@ typedef struct job {
   const char *id;
   double submitted_at; /* < 0: unknown */
   tally_t t;
-  uint64_t fired, dead, open;
+  uint64_t fired, dead, cancelled, open;
+  uint64_t waiting;   /* shards on a jobs topic with no record yet */
+  json_t *waiting_pools; /* pool → such shards */
   json_t *outputs; /* of shards in fired groups */
   size_t outputs_total;
   json_t *seen_groups; /* kind\ngroup_key → true */
@@ -421,7 +491,8 @@ static job_t *job_get(jobs_t *js, const char *id) {
   if (!n) return NULL;
   js->v = n;
   job_t *j = &js->v[js->n];
-  *j = (job_t){.id = id, .submitted_at = -1, .outputs = json_array(), .seen_groups = json_object()};
+  *j = (job_t){.id = id, .submitted_at = -1, .outputs = json_array(), .seen_groups = json_object(),
+               .waiting_pools = json_object()};
   json_object_set_new(js->index, id, json_integer((json_int_t)js->n));
   js->n++;
   return j;
@@ -431,6 +502,7 @@ static void jobs_free(jobs_t *js) {
   for (size_t i = 0; i < js->n; i++) {
     json_decref(js->v[i].outputs);
     json_decref(js->v[i].seen_groups);
+    json_decref(js->v[i].waiting_pools);
   }
   free(js->v);
   json_decref(js->index);
@@ -470,9 +542,34 @@ static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
     job_t *j = job_get(js, jid ? jid : "");
     if (!j) return ALTAR_ENOMEM;
     if (!strcmp(event_name(g), "fired")) j->fired++;
+    else if (!strcmp(event_name(g), "cancelled")) j->cancelled++;
     else j->dead++;
   }
+  /* Shards on a jobs topic that no worker has recorded yet: waiting (for a
+   * worker of their pool, or a free slot). */
+  json_t *recorded = json_object();
+  if (!recorded) return ALTAR_ENOMEM;
+  for (size_t i = 0; i < v->n_recs; i++)
+    if (v->recs[i].task_key[0]) json_object_set_new(recorded, v->recs[i].task_key, json_true());
   const char *jid;
+  json_t *q;
+  json_object_foreach(v->queued, jid, q) {
+    job_t *j = job_get(js, jid);
+    if (!j) {
+      json_decref(recorded);
+      return ALTAR_ENOMEM;
+    }
+    const char *tk;
+    json_t *pool;
+    json_object_foreach(q, tk, pool) {
+      if (json_object_get(recorded, tk)) continue;
+      j->waiting++;
+      const char *p = json_string_value(pool);
+      json_int_t n = json_integer_value(json_object_get(j->waiting_pools, p));
+      json_object_set_new(j->waiting_pools, p, json_integer(n + 1));
+    }
+  }
+  json_decref(recorded);
   json_t *ts;
   json_object_foreach(v->submitted, jid, ts) {
     job_t *j = job_get(js, jid);
@@ -480,15 +577,17 @@ static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
     j->submitted_at = json_real_value(ts);
   }
   /* job ids are keys of objects that outlive js; the sort moves only the structs */
-  qsort(js->v, js->n, sizeof *js->v, by_submit_desc);
+  if (js->n) qsort(js->v, js->n, sizeof *js->v, by_submit_desc);
   return ALTAR_OK;
 }
 
 static json_t *job_row(const job_t *j) {
-  return json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:I}, s:O, s:I}", "job_id", jstr(j->id), "submitted_at",
-                   j->submitted_at >= 0 ? json_real(j->submitted_at) : json_null(), "shards", tally_json(&j->t),
-                   "groups", "fired", (json_int_t)j->fired, "dead_lettered", (json_int_t)j->dead, "open",
-                   (json_int_t)j->open, "outputs", j->outputs, "outputs_total", (json_int_t)j->outputs_total);
+  return json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:O, s:I, s:I, s:O}", "job_id", jstr(j->id),
+                   "submitted_at", j->submitted_at >= 0 ? json_real(j->submitted_at) : json_null(), "shards",
+                   tally_json(&j->t), "groups", "fired", (json_int_t)j->fired, "dead_lettered", (json_int_t)j->dead,
+                   "cancelled", (json_int_t)j->cancelled, "open", (json_int_t)j->open, "outputs", j->outputs,
+                   "outputs_total", (json_int_t)j->outputs_total, "waiting", (json_int_t)j->waiting, "waiting_pools",
+                   j->waiting_pools);
 }
 
 static json_t *render_jobs(const altar_fleet_view_t *v, const altar_fleet_query_t *q) {
@@ -641,10 +740,32 @@ static json_t *render_dead(const altar_fleet_view_t *v, const altar_fleet_query_
                    "dead_groups_total", (json_int_t)total, "dead_groups", groups ? groups : json_array());
 }
 
+int altar__fleet_reconciler_offsets(const char *ledger_path, altar_lag_list_t *l, altar_error_t *err) {
+  altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
+  altar_ledger_t *led = altar_ledger_rocksdb_open(ledger_path, &ro, err);
+  if (!led) return err->code ? err->code : ALTAR_EIO;
+  int rc = ALTAR_OK;
+  for (size_t i = 0; i < l->n && !rc; i++) {
+    altar_lag_entry_t *e = &l->entries[i];
+    int64_t next = -1;
+    rc = altar_reconciler_input_offset(led, e->topic, e->partition, &next, err);
+    /* A commit on the log newer than the ledger's offset (none is, but a
+     * reconciler of another ledger may have committed) is kept. */
+    if (rc || next < 0 || (e->committed != ALTAR_OFFSET_INVALID && e->committed >= next)) continue;
+    e->committed = next;
+    e->lag = e->end > next ? e->end - next : 0;
+  }
+  altar_ledger_close(led);
+  return rc;
+}
+
 static json_t *lag_json(altar_fleet_view_t *v, const char *group, const char *topic) {
   altar_lag_list_t *ll = NULL;
   altar_error_t e = {0};
-  if (!*topic || altar_transport_lag(v->admin, group, topic, 2000, &ll, &e) != ALTAR_OK) {
+  /* The reconciler's position is in its ledger, not in the log's commits
+   * (written only on revoke and at shutdown). */
+  if (!*topic || altar_transport_lag(v->admin, group, topic, 2000, &ll, &e) != ALTAR_OK ||
+      (!strcmp(group, ALTAR_RECONCILER_GROUP) && altar__fleet_reconciler_offsets(v->ledger_path, ll, &e))) {
     altar_lag_list_free(ll);
     return json_pack("{s:s, s:s, s:n, s:o}", "group", group, "topic", topic, "lag", "error", jstr(e.msg));
   }
@@ -657,11 +778,12 @@ static json_t *lag_json(altar_fleet_view_t *v, const char *group, const char *to
 static json_t *render_overview(altar_fleet_view_t *v) {
   tally_t t = {0};
   for (size_t i = 0; i < v->n_recs; i++) tally_add(&t, &v->recs[i]);
-  uint64_t fired = 0, dead = 0;
+  uint64_t fired = 0, dead = 0, cancelled = 0;
   const char *gk;
   json_t *g;
   json_object_foreach(v->groups, gk, g) {
     if (!strcmp(event_name(g), "fired")) fired++;
+    else if (!strcmp(event_name(g), "cancelled")) cancelled++;
     else dead++;
   }
   /* Rates against the oldest sample inside the window. */
@@ -683,10 +805,11 @@ static json_t *render_overview(altar_fleet_view_t *v) {
   jobs_t js;
   size_t n_jobs = build_jobs(v, &js) == ALTAR_OK ? js.n : 0;
   jobs_free(&js);
-  return json_pack("{s:f, s:I, s:o, s:{s:I, s:I}, s:{s:o, s:o, s:o, s:f}, s:{s:o, s:o}, s:{s:I, s:I}, s:I, "
+  return json_pack("{s:f, s:I, s:o, s:{s:I, s:I, s:I}, s:{s:o, s:o, s:o, s:f}, s:{s:o, s:o}, s:{s:I, s:I}, s:I, "
                    "s:{s:s, s:o, s:f}}",
                    "now", now, "jobs", (json_int_t)n_jobs, "shards", tally_json(&t), "groups", "fired",
-                   (json_int_t)fired, "dead_lettered", (json_int_t)dead, "rates", "shards_per_s",
+                   (json_int_t)fired, "dead_lettered", (json_int_t)dead, "cancelled", (json_int_t)cancelled, "rates",
+                   "shards_per_s",
                    dt > 0 ? json_real((double)(cur.done - base->done) / dt) : json_null(), "fired_per_min",
                    dt > 0 ? json_real((double)(cur.fired - base->fired) * 60.0 / dt) : json_null(), "dead_per_min",
                    dt > 0 ? json_real((double)(cur.dead - base->dead) * 60.0 / dt) : json_null(), "window_s", dt,

@@ -19,6 +19,7 @@
 
 #include "altar/config.h"
 #include "altar/error.h"
+#include "altar/transport.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -48,5 +49,12 @@ void altar_fleet_view_free(altar_fleet_view_t *v); /* NULL is fine */
  * an unknown page or job, ALTAR_EINVAL for a bad query. Any thread. */
 int altar_fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
                             altar_error_t *err);
+
+/* The reconciler group's offsets in l (from altar_transport_lag on the status
+ * topic) replaced by the input offsets its ledger at ledger_path stores, and
+ * each lag recomputed as the log's end minus that offset: what `altar log
+ * offsets --group altar.reconcilers` prints and the dashboard shows. Opens
+ * the ledger read-only. 0 or a negative code with err set. Any thread. */
+int altar__fleet_reconciler_offsets(const char *ledger_path, altar_lag_list_t *l, altar_error_t *err);
 
 #endif

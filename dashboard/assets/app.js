@@ -84,11 +84,25 @@ function pager(total, offset, base) {
     offset + PAGE < total ? el("button", { onclick: go(offset + PAGE) }, "older →") : null);
 }
 
-function progress(sh) {
-  const done = sh.succeeded + sh.failed;
-  const pct = sh.total ? (100 * done) / sh.total : 0;
-  return el("span", {}, el("span", { class: "bar" }, el("span", { style: `width:${pct.toFixed(0)}%` })),
-    ` ${done}/${sh.total}`);
+// Succeeded green, failed red, cancelled grey: a job whose shards were all
+// cancelled must not look done. Waiting shards (on a jobs topic, no record
+// yet) count in the total.
+function progress(sh, waiting) {
+  const total = sh.total + (waiting || 0);
+  const cancelled = sh.cancelled || 0;
+  const seg = (n, cls) => (n > 0 ? el("span", { class: cls, style: `width:${((100 * n) / total).toFixed(1)}%` }) : null);
+  const notes = [cancelled ? `${cancelled} cancelled` : "", waiting ? `${waiting} waiting` : ""].filter((x) => x);
+  return el("span", {}, el("span", { class: "bar" }, seg(sh.succeeded, "ok"), seg(sh.failed - cancelled, "bad"),
+    seg(cancelled, "cancelled")), ` ${sh.succeeded + sh.failed}/${total}` + (notes.length ? ` (${notes.join(", ")})` : ""));
+}
+
+// A job's state in one word, for its badge.
+function jobState(j) {
+  if (j.groups.cancelled && !j.groups.open && !j.groups.dead_lettered) return "cancelled";
+  if (j.groups.dead_lettered) return "dead_lettered";
+  if (j.waiting) return "waiting";
+  if (j.groups.open || j.shards.pending || j.shards.running) return "running";
+  return j.groups.fired ? "fired" : "pending";
 }
 
 const pages = {
@@ -105,6 +119,7 @@ const pages = {
         card(o.shards.total, "shards recorded", "shards"),
         card(o.groups.fired, "groups fired", "fired"),
         card(o.groups.dead_lettered, "groups dead-lettered", "dead"),
+        card(o.groups.cancelled, "groups cancelled", "cancelled"),
         card(`${o.workers.live} / ${o.workers.total}`, "workers live / known", "workers"),
         card(lag(o.lag.workers), "worker lag (jobs)", "worker_lag"),
         card(lag(o.lag.reconciler), "reconciler lag (status events)", "reconciler_lag"),
@@ -120,17 +135,19 @@ const pages = {
     const o = await api(`jobs?offset=${r.offset}&limit=${PAGE}`);
     const rows = o.jobs.map((j) => el("tr", { "data-job": j.job_id },
       el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.job_id) }, j.job_id || "(no job id)")),
+      el("td", {}, state(jobState(j))),
       el("td", {}, when(j.submitted_at)),
-      el("td", {}, progress(j.shards)),
+      el("td", {}, progress(j.shards, j.waiting)),
+      el("td", { class: "num" }, j.waiting, j.waiting ? el("div", { class: "muted" }, Object.entries(j.waiting_pools).map(([p, n]) => `${p}: ${n}`).join(", ")) : null),
       el("td", { class: "num" }, j.shards.pending), el("td", { class: "num" }, j.shards.running),
       el("td", { class: "num" }, j.shards.succeeded), el("td", { class: "num" }, j.shards.failed),
       el("td", { class: "num" }, j.groups.fired), el("td", { class: "num" }, j.groups.dead_lettered),
-      el("td", { class: "num" }, j.groups.open),
+      el("td", { class: "num" }, j.groups.cancelled), el("td", { class: "num" }, j.groups.open),
       el("td", {}, j.outputs.length ? j.outputs.map((u) => el("div", {}, el("code", {}, u))) : "—",
         j.outputs_total > j.outputs.length ? el("div", { class: "muted" }, `+${j.outputs_total - j.outputs.length} more`) : null)));
     return [
       el("h2", {}, `Jobs (${o.total})`),
-      table(["job", "submitted", "progress", "pending", "running", "succeeded", "failed", "fired", "dead", "open", "outputs"], rows, "jobs"),
+      table(["job", "state", "submitted", "progress", "waiting", "pending", "running", "succeeded", "failed", "fired", "dead", "cancelled", "open", "outputs"], rows, "jobs"),
       pager(o.total, o.offset, "#/jobs"),
     ];
   },
@@ -149,11 +166,14 @@ const pages = {
       table(heads, shardRows(g.members)),
       g.members_total > g.members.length ? el("p", { class: "muted" }, `${g.members_total - g.members.length} more shards not shown`) : null));
     return [
-      el("h2", {}, `Job ${o.job_id}`),
+      el("h2", {}, `Job ${o.job_id} · `, state(jobState(o))),
       el("div", { class: "cards" },
-        card(when(o.submitted_at), "submitted"), card(o.shards.total, "shards"), card(o.shards.succeeded, "succeeded"),
-        card(o.shards.failed, "failed"), card(o.groups.fired, "groups fired"), card(o.groups.dead_lettered, "groups dead"),
+        card(when(o.submitted_at), "submitted"), card(o.shards.total, "shards"), card(o.waiting, "waiting", "waiting"),
+        card(o.shards.succeeded, "succeeded"), card(o.shards.failed - (o.shards.cancelled || 0), "failed"),
+        card(o.shards.cancelled || 0, "cancelled", "cancelled"), card(o.groups.fired, "groups fired"),
+        card(o.groups.dead_lettered, "groups dead"), card(o.groups.cancelled, "groups cancelled"),
         card(o.groups.open, "groups open")),
+      o.waiting ? el("p", {}, "Waiting for a worker: ", Object.entries(o.waiting_pools).map(([p, n]) => `${n} for pool ${p}`).join(", ")) : null,
       groups,
       pager(o.groups_total, o.offset, "#/job/" + encodeURIComponent(id)),
       o.ungrouped.length ? [el("h2", {}, "Shards in no group"), table(heads, shardRows(o.ungrouped))] : null,

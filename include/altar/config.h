@@ -36,7 +36,8 @@ typedef struct altar_config {
   char *ledger_path;             /* "./var/ledger" by default */
   char *ledger_checkpoints;      /* ledger.checkpoints: URI of the ledger's checkpoints, NULL = none */
   int ledger_checkpoint_interval_s; /* ledger.checkpoint_interval_s: 60 by default */
-  char *metrics_addr;            /* "host:port" for Prometheus metrics, NULL = off */
+  char *metrics_addr;            /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
+  char *metrics_worker_addr;     /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
   int topic_partitions;          /* topics.partitions: partitions of the topics the fleet creates */
   /* How long the topics the fleet creates keep records (Kafka's retention.ms;
    * -1 = forever): topics.retention_ms for jobs, ready, dead, dlq and fleet
@@ -44,6 +45,10 @@ typedef struct altar_config {
    * (forever by default: without ledger checkpoints a reconciler taking a
    * partition over replays it whole). */
   int64_t topics_retention_ms, status_retention_ms;
+  /* Lines of path that set transport.name and backend.name (0: not from the
+   * file), so a caller that checks the names against the registries once
+   * every plug-in is loaded can say FILE:LINE. */
+  size_t transport_name_line, backend_name_line;
   /* plugins: the plug-in files to load (altar/plugin.h), each resolved
    * against the config file's directory, with its line in that file. */
   char **plugins;
@@ -69,7 +74,8 @@ typedef struct altar_config {
 int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err);
 /* Overrides one key, as a flag does: "transport.name", "transport.dir",
  * "transport.kafka.<prop>", "topics.jobs", "topics.partitions", "backend.name", "backend.<prop>",
- * "ledger.path", "ledger.checkpoints", "ledger.checkpoint_interval_s", "metrics.addr". ALTAR_EINVAL for an unknown key. */
+ * "ledger.path", "ledger.checkpoints", "ledger.checkpoint_interval_s", "metrics.addr", "metrics.worker_addr".
+ * ALTAR_EINVAL for an unknown key. */
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err);
 void altar_config_clear(altar_config_t *cfg);
 

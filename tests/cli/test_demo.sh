@@ -7,7 +7,7 @@ trap 'rm -rf "$dir"' EXIT
 "$ALTAR_BIN" demo --dir "$dir" --models 2 --folds 2 > "$dir/out.txt" 2> "$dir/err.txt" || {
   cat "$dir/out.txt" "$dir/err.txt"; echo "FAIL: demo exited non-zero"; exit 1; }
 cat "$dir/out.txt"
-grep -q "^2 group(s) fired, 0 dead-lettered, 4 shards" "$dir/out.txt" || { echo "FAIL: not every group fired"; exit 1; }
+grep -q "^2 groups fired, 0 dead-lettered, 4 shards" "$dir/out.txt" || { echo "FAIL: not every group fired"; exit 1; }
 grep -Eq " [1-9][0-9]* retried" "$dir/out.txt" || { echo "FAIL: the flaky shard was not retried"; cat "$dir"/*.log; exit 1; }
 [ "$(grep -c ' 2/2 in ' "$dir/out.txt")" = 2 ] || { echo "FAIL: outputs missing"; exit 1; }
 for f in "$dir"/results/*/model-*/fold-*.txt; do

@@ -142,7 +142,7 @@ if docker info >/dev/null 2>&1 && docker image inspect altar-test/busybox:1 >/de
   "$ALTAR_BIN" run "$T/dfail.json" --backend docker --data-root "$T/ddata" >"$T/dfail.out" 2>"$T/dfail.err" || rc=$?
   check "[ $rc -eq 1 ] && grep -q 'CUDA out of memory' '$T/dfail.out'" "docker failure detail lacks stderr: $(cat "$T/dfail.out" "$T/dfail.err")"
   DKEY="$("$ALTAR_BIN" spec id "$T/dfail.json" 2>/dev/null | head -1)"
-  "$ALTAR_BIN" logs --backend docker --data-root "$T/ddata" "$DKEY" >"$T/dlogs.txt" 2>&1
+  "$ALTAR_BIN" logs --data-root "$T/ddata" "$DKEY" >"$T/dlogs.txt" 2>&1
   check "grep -q '^CUDA out of memory' '$T/dlogs.txt' && grep -q '^from-stdout' '$T/dlogs.txt'" \
     "altar logs of a docker task: $(cat "$T/dlogs.txt")"
 elif [ "${CI:-}" = true ]; then

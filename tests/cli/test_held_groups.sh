@@ -33,7 +33,7 @@ job="$("$BIN" submit --config "$T/fixed.yaml" "$T/spec.json" 2>"$T/submit.log")"
 "$BIN" worker --config "$T/fixed.yaml" --exit-when-idle --quiet >"$T/worker.log" 2>&1 || fail "worker"
 
 "$BIN" reconciler --config "$T/broken.yaml" --exit-when-idle >"$T/rec1.log" 2>&1 || fail "reconciler (broken config) stopped"
-grep -q "group train:$job held" "$T/rec1.log" && grep -q "num_folds" "$T/rec1.log" && grep -q "; 1 group(s) held" "$T/rec1.log" && ok "the hold is logged with the rule's error" ||
+grep -q "group train:$job held" "$T/rec1.log" && grep -q "num_folds" "$T/rec1.log" && grep -q "; 1 group held" "$T/rec1.log" && ok "the hold is logged with the rule's error" ||
   fail "no hold logged"
 "$BIN" status --config "$T/broken.yaml" "$job" --json >"$T/status.json" 2>"$T/status.log" || true
 python3 - "$T/status.json" "$job" <<'PY' && ok "altar status lists the held group" || fail "status: $(cat "$T/status.json")"

@@ -90,12 +90,14 @@ try "log" log topics $L
 printf '{"kind":"k","imgae":"x"}\n' >"$T/typo.json"
 try submit submit $L "$T/typo.json"
 # daemons: a bogus metrics address stops them after the options were read.
-try worker worker $L --data-root "$T/d" --set metrics.addr=bogus
+try worker worker $L --data-root "$T/d" --set metrics.worker_addr=bogus
 try reconciler reconciler $L --ledger "$T/led" --set metrics.addr=bogus
 try dashboard dashboard $L --ledger "$T/led" --addr bogus
 cd "$T" || exit 1
 
 # ---- status of an unknown job -------------------------------------------------
+# On a log that exists (status reads only: it creates no log to look in).
+"$ALTAR" log create-topic $L --topic altar.jobs >/dev/null 2>&1 || fail "log create-topic failed"
 "$ALTAR" status $L --ledger "$T/led" j-doesnotexist >"$T/s.out" 2>"$T/s.err"
 rc=$?
 [ "$rc" = 4 ] && grep -q "job j-doesnotexist not found" "$T/s.err" && ok "status of an unknown job exits 4" ||

@@ -126,7 +126,7 @@ curl -sf --noproxy '*' "$rurl" | grep -qx "altar_reconciler_batches_total [1-9][
 if "$ALTAR_BIN" worker $cfg --id mw2 --metrics "127.0.0.1:$port" >"$T/busy.log" 2>&1; then
   fail "a second worker on a taken metrics port started"
 else
-  grep -q "metrics.addr" "$T/busy.log" && ok || fail "taken port: error does not name metrics.addr: $(cat "$T/busy.log")"
+  grep -q "metrics.worker_addr" "$T/busy.log" && ok || fail "taken port: error does not name metrics.worker_addr: $(cat "$T/busy.log")"
 fi
 
 # SIGTERM: the worker drains and exits 0, and the endpoint goes away.
@@ -148,13 +148,13 @@ for bad in nonsense 127.0.0.1 127.0.0.1:70000 :9464 127.0.0.1:abc; do
   if "$ALTAR_BIN" worker $cfg --metrics "$bad" >"$T/bad.log" 2>&1; then
     fail "worker accepted --metrics '$bad'"
   else
-    grep -q "metrics.addr" "$T/bad.log" && ok || fail "--metrics '$bad': error does not name metrics.addr: $(cat "$T/bad.log")"
+    grep -q "metrics.worker_addr" "$T/bad.log" && ok || fail "--metrics '$bad': error does not name metrics.worker_addr: $(cat "$T/bad.log")"
   fi
 done
-if "$ALTAR_BIN" worker $cfg --set metrics.addr=bogus >"$T/bad.log" 2>&1; then
-  fail "worker accepted --set metrics.addr=bogus"
+if "$ALTAR_BIN" worker $cfg --set metrics.worker_addr=bogus >"$T/bad.log" 2>&1; then
+  fail "worker accepted --set metrics.worker_addr=bogus"
 else
-  grep -q "metrics.addr" "$T/bad.log" && ok || fail "--set metrics.addr=bogus: $(cat "$T/bad.log")"
+  grep -q "metrics.worker_addr" "$T/bad.log" && ok || fail "--set metrics.worker_addr=bogus: $(cat "$T/bad.log")"
 fi
 
 kill -TERM "$rpid"

@@ -116,6 +116,8 @@ def text_of(selector):
 
 def main():
     url, job, shots, submit = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3], sys.argv[4:]
+    cancelled_job, waiting_job = os.environ["CANCELLED_JOB"], os.environ["WAITING_JOB"]
+    expected_lag = os.environ["RECONCILER_LAG"]
     os.makedirs(shots, exist_ok=True)
     profile = tempfile.mkdtemp(prefix="altar-chromium-")
     b = Browser(profile)
@@ -125,13 +127,31 @@ def main():
         row = f'document.querySelector(\'tr[data-job="{job}"]\')'
         if b.wait_for(f"{row} !== null", "the job's row on the jobs page"):
             cells = b.js(f"Array.from({row}.cells).map(c => c.innerText)")
-            # job, submitted, progress, pending, running, succeeded, failed, fired, dead, open, outputs
+            # job, state, submitted, progress, waiting, pending, running, succeeded, failed, fired, dead,
+            # cancelled, open, outputs
             check(cells[0] == job, f"the row names job {job}: {cells[0]!r}")
-            check(cells[2].strip().endswith("4/4"), f"progress shows 4/4 shards done: {cells[2]!r}")
-            check(cells[5:10] == ["3", "1", "1", "1", "0"],
-                  f"succeeded 3, failed 1, fired 1, dead 1, open 0: {cells[5:10]}")
-            check("alpha-0.txt" in cells[10] and "alpha-1.txt" in cells[10],
-                  f"the fired group's outputs are listed: {cells[10]!r}")
+            check(cells[1] == "dead_lettered", f"the job's badge says dead_lettered: {cells[1]!r}")
+            check(cells[3].strip().endswith("4/4"), f"progress shows 4/4 shards done: {cells[3]!r}")
+            check(cells[7:13] == ["3", "1", "1", "1", "0", "0"],
+                  f"succeeded 3, failed 1, fired 1, dead 1, cancelled 0, open 0: {cells[7:13]}")
+            check("alpha-0.txt" in cells[13] and "alpha-1.txt" in cells[13],
+                  f"the fired group's outputs are listed: {cells[13]!r}")
+        # A job cancelled while running: its own badge and grey, not a green full bar.
+        crow = f'document.querySelector(\'tr[data-job="{cancelled_job}"]\')'
+        if b.wait_for(f"{crow} !== null", "the cancelled job's row"):
+            cells = b.js(f"Array.from({crow}.cells).map(c => c.innerText)")
+            check(cells[1] == "cancelled", f"the cancelled job's badge says cancelled: {cells[1]!r}")
+            check("(2 cancelled)" in cells[3], f"its progress names 2 cancelled shards: {cells[3]!r}")
+            check(b.js(f"{crow}.querySelectorAll('.bar .ok').length") == 0 and
+                  b.js(f"{crow}.querySelectorAll('.bar .cancelled').length") == 1,
+                  "its bar has a cancelled segment and no succeeded one")
+            check(cells[10:12] == ["0", "1"], f"dead 0, cancelled 1: {cells[10:12]}")
+        # A job whose one shard waits for a pool no worker serves is listed.
+        wrow = f'document.querySelector(\'tr[data-job="{waiting_job}"]\')'
+        if b.wait_for(f"{wrow} !== null", "the waiting job's row"):
+            cells = b.js(f"Array.from({wrow}.cells).map(c => c.innerText)")
+            check(cells[1] == "waiting", f"the waiting job's badge says waiting: {cells[1]!r}")
+            check(cells[4].split("\n")[0] == "1" and "h100: 1" in cells[4], f"1 shard waits for pool h100: {cells[4]!r}")
         b.shot(os.path.join(shots, "jobs.png"))
 
         # An update arrives without a reload: a marker set in the page survives
@@ -147,7 +167,8 @@ def main():
 
         # The job's drill-down: both groups, shard states, the failure's text.
         b.goto(url + "/#/job/" + job)
-        if b.wait_for(f"{text_of('main')}.includes('dead_lettered') && {text_of('main')}.includes('fired')",
+        if b.wait_for(f"{text_of('main')}.includes('Job {job}') && {text_of('main')}.includes('dead_lettered') && "
+                      f"{text_of('main')}.includes('fired')",
                       "the job page with its fired and dead-lettered groups"):
             main_text = b.js(text_of("main"))
             check("exit_3" in main_text, "the failure's reason exit_3 is shown")
@@ -155,6 +176,12 @@ def main():
             check("FileNotFoundError: weights.h5" in main_text, "the failed shard's log tail (its stderr) is shown")
             check(main_text.count("succeeded") >= 3, "the succeeded shards are listed")
         b.shot(os.path.join(shots, "job.png"))
+        b.goto(url + "/#/job/" + cancelled_job)
+        if b.wait_for(f"document.querySelector('main h2 .state-cancelled') !== null", "the cancelled job's badge on its page"):
+            main_text = b.js(text_of("main"))
+            check("dead_lettered" not in main_text, "the cancelled job's page shows nothing dead-lettered")
+            check(b.js("document.querySelectorAll('tr[data-shard] .state-cancelled').length") == 2,
+                  "both of its shards are shown cancelled")
 
         # Workers: both listed, live, with their backend.
         b.goto(url + "/#/workers")
@@ -179,6 +206,9 @@ def main():
         b.goto(url + "/#/overview")
         b.wait_for("document.querySelector('[data-card=\"workers\"]') !== null", "the overview cards")
         check(b.js(text_of('[data-card="workers"] .v')) == "2 / 2", "the overview counts 2 live workers")
+        lag = b.js(text_of('[data-card="reconciler_lag"] .v'))
+        check(lag == expected_lag, f"reconciler lag {lag!r} is altar log offsets' {expected_lag!r}")
+        check(b.js(text_of('[data-card="cancelled"] .v')) == "1", "the overview counts 1 cancelled group")
         b.shot(os.path.join(shots, "overview.png"))
     finally:
         b.close()

@@ -78,6 +78,55 @@ rc=$?
 grep -q "group fired" "$T/submit.log" || fail "no group fired: $(cat "$T/submit.log")"
 printf 'garbage \001\002 not msgpack\n' | "$ALTAR_BIN" log produce $cfg --topic altar.jobs
 
+# A job cancelled while its two shards run, and a job for a pool no worker serves.
+printf '{"kind":"shard","image":"none","command":["sleep","120"],"labels":{"group":"c","fold":"%s","num_folds":"2"}}\n' 0 1 >"$T/cancel.jsonl"
+cjob="$("$ALTAR_BIN" submit $cfg "$T/cancel.jsonl" 2>/dev/null)"
+i=0
+until "$ALTAR_BIN" status $cfg "$cjob" --json 2>/dev/null | python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)["shards"]["running"] != 2)'; do
+  i=$((i + 1)); [ $i -lt 600 ] || { fail "the shards to cancel never both ran"; break; }; sleep 0.1
+done
+"$ALTAR_BIN" cancel $cfg "$cjob" >/dev/null || fail "cancel $cjob failed"
+i=0
+until "$ALTAR_BIN" status $cfg "$cjob" --json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+sys.exit(not (d["groups"]["cancelled"] == 1 and d["shards"]["failed"] == 2))'; do
+  i=$((i + 1)); [ $i -lt 600 ] || { fail "job $cjob never settled as cancelled"; break; }; sleep 0.1
+done
+"$ALTAR_BIN" status $cfg "$cjob" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["groups"] == {"fired": 0, "dead_lettered": 0, "cancelled": 1}, d' || fail "status counts the cancelled group as dead-lettered"
+"$ALTAR_BIN" status $cfg "$cjob" | grep -q "0 dead-lettered (0 shards), 1 cancelled (2 shards)" ||
+  fail "status text: $("$ALTAR_BIN" status $cfg "$cjob")"
+printf '{"kind":"shard","image":"none","command":["/bin/true"],"labels":{"group":"w","fold":"0","num_folds":"1"},"resources":{"gpu":"h100","count":1}}\n' >"$T/waiting.jsonl"
+wjob="$("$ALTAR_BIN" submit $cfg "$T/waiting.jsonl" 2>/dev/null)"
+# The waiting job in `altar jobs --json` and /api/job (no 404).
+i=0
+until "$ALTAR_BIN" jobs $cfg --json | python3 -c '
+import json, sys
+j = [x for x in json.load(sys.stdin)["jobs"] if x["job_id"] == sys.argv[1]]
+sys.exit(not (j and j[0]["waiting"] == 1 and j[0]["waiting_pools"] == {"h100": 1}))' "$wjob"; do
+  i=$((i + 1)); [ $i -lt 300 ] || { fail "altar jobs does not list $wjob waiting for h100"; break; }; sleep 0.1
+done
+code="$(curl -s --noproxy '*' -o "$T/wjob.json" -w '%{http_code}' "http://127.0.0.1:$port/api/job?id=$wjob")"
+[ "$code" = 200 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(d["waiting"] != 1)' "$T/wjob.json" ||
+  fail "/api/job?id=$wjob: $code $(cat "$T/wjob.json")"
+# The reconciler's lag as `altar log offsets` reads it (the fleet is at rest:
+# nothing runs, the waiting shard is on no worker's topic), while it has
+# committed nothing to the log yet (it does at shutdown only).
+lag_cli() {
+  "$ALTAR_BIN" log offsets $cfg --group altar.reconcilers --json 2>/dev/null | python3 -c '
+import json, sys
+print(sum(e["lag"] for e in json.load(sys.stdin)))'
+}
+RECONCILER_LAG="$(lag_cli)"
+ends="$("$ALTAR_BIN" log topics $cfg --topic altar.status --json | python3 -c '
+import json, sys
+print(sum(p["end"] for t in json.load(sys.stdin) for p in t["partitions"]))')"
+[ -n "$RECONCILER_LAG" ] && [ "$ends" -gt 0 ] || fail "no reconciler lag from altar log offsets ($RECONCILER_LAG) or no status events ($ends)"
+export CANCELLED_JOB="$cjob" WAITING_JOB="$wjob" RECONCILER_LAG
+
 cat >"$T/submit2.sh" <<SH
 #!/bin/sh
 exec "$ALTAR_BIN" submit $cfg "$T/specs2.jsonl"
@@ -87,6 +136,7 @@ SH
 for f in jobs job workers dead overview; do
   [ -s "$shots/$f.png" ] || fail "no screenshot $shots/$f.png"
 done
+[ "$(lag_cli)" = "$RECONCILER_LAG" ] || fail "the reconciler's lag moved during the browser checks ($RECONCILER_LAG -> $(lag_cli))"
 
 # The CLI shares the pages' JSON.
 "$ALTAR_BIN" jobs $cfg --json >"$T/jobs.json" || fail "altar jobs --json failed"
@@ -97,9 +147,9 @@ j = [x for x in d["jobs"] if x["job_id"] == sys.argv[2]]
 assert j, d
 j = j[0]
 assert j["shards"]["succeeded"] == 3 and j["shards"]["failed"] == 1, j
-assert j["groups"] == {"fired": 1, "dead_lettered": 1, "open": 0}, j
+assert j["groups"] == {"fired": 1, "dead_lettered": 1, "cancelled": 0, "open": 0}, j
 assert j["submitted_at"] > 0, j
-assert d["total"] == 2, d
+assert d["total"] == 4, d
 PY
 "$ALTAR_BIN" jobs $cfg | grep -q "^$job " || fail "altar jobs: no row for $job"
 "$ALTAR_BIN" workers $cfg >"$T/workers.txt" || fail "altar workers failed"

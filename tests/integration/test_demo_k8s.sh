@@ -27,7 +27,7 @@ echo "ok: altar run --backend kubernetes ended exit_3 on the control plane"
 "$BIN" demo --backend kubernetes --kubeconfig "$K8S/admin.kubeconfig" --dir "$dir" --models 2 --folds 3 \
   >"$dir/out.txt" 2>"$dir/err.txt" || { cat "$dir/err.txt" "$dir/out.txt" >&2; exit 1; }
 cat "$dir/out.txt"
-grep -q '^2 group(s) fired, 0 dead-lettered, 6 shards' "$dir/out.txt" || { echo "FAIL: not every group fired" >&2; exit 1; }
+grep -q '^2 groups fired, 0 dead-lettered, 6 shards' "$dir/out.txt" || { echo "FAIL: not every group fired" >&2; exit 1; }
 # Every shard ran as a Job and succeeded (the workers' own counts)…
 sub="$(sed -n 's/^worker-[12] *consumed [0-9]*, submitted \([0-9]*\), succeeded \([0-9]*\).*/\1 \2/p' "$dir/out.txt" |
   awk '{s += $1; t += $2} END {print s, t}')"

@@ -171,6 +171,39 @@ static void test_plugins_list(void) {
   }
 }
 
+/* The lines of the plug-in names (checked by the CLI once plug-ins are
+ * loaded) and the two metrics keys, one per kind of daemon. */
+static void test_name_lines_and_metrics_keys(void) {
+  char *path = write_tmp("ledger: {path: /l}\n"
+                         "backend:\n  slots: 2\n  name: process\n"
+                         "transport: {name: lcoal, dir: /x}\n"
+                         "metrics: {addr: \"127.0.0.1:9464\", worker_addr: \"127.0.0.1:9470-9479\"}\n");
+  altar_config_t c;
+  altar_error_t err = {0};
+  /* An unregistered transport name reads (the CLI refuses it, naming this line). */
+  CU_ASSERT_EQUAL_FATAL(altar_config_load(path, &c, &err), 0);
+  CU_ASSERT_STRING_EQUAL(c.transport_name, "lcoal");
+  CU_ASSERT_EQUAL(c.transport_name_line, 5);
+  CU_ASSERT_EQUAL(c.backend_name_line, 4);
+  CU_ASSERT_STRING_EQUAL(c.metrics_addr, "127.0.0.1:9464");
+  CU_ASSERT_STRING_EQUAL(c.metrics_worker_addr, "127.0.0.1:9470-9479");
+  CU_ASSERT_EQUAL(altar_config_set(&c, "metrics.worker_addr", "127.0.0.1:9500", &err), 0);
+  CU_ASSERT_STRING_EQUAL(c.metrics_worker_addr, "127.0.0.1:9500");
+  altar_config_clear(&c);
+  free(path);
+  /* Without a file, or without the keys, no line. */
+  CU_ASSERT_EQUAL(altar_config_load(NULL, &c, &err), 0);
+  CU_ASSERT_EQUAL(c.transport_name_line, 0);
+  CU_ASSERT_EQUAL(c.backend_name_line, 0);
+  CU_ASSERT_PTR_NULL(c.metrics_worker_addr);
+  altar_config_clear(&c);
+  path = write_tmp("metrics: {worker_adr: x}\n");
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
+  CU_ASSERT(strstr(err.msg, ":1: metrics.worker_adr: unknown key (did you mean \"worker_addr\"?)") != NULL);
+  altar_config_clear(&c);
+  free(path);
+}
+
 static void add(void) {
   ALTAR_SUITE("config", NULL, NULL);
   ALTAR_TEST(test_plugins_list);
@@ -179,6 +212,7 @@ static void add(void) {
   ALTAR_TEST(test_errors_name_line);
   ALTAR_TEST(test_topic_partitions);
   ALTAR_TEST(test_transport_key_typo);
+  ALTAR_TEST(test_name_lines_and_metrics_keys);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
