@@ -485,6 +485,7 @@ int altar_checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_erro
   int rc = altar_storage_open_for_uri(uri, NULL, &s, err);
   json_t *root = NULL, *files = NULL;
   if (!rc) rc = read_latest(s, uri, out, &root, &files, err);
+  if (rc) altar_checkpoint_clear(out);
   json_decref(root);
   altar_storage_close(s);
   return rc;
@@ -598,6 +599,7 @@ int altar_checkpoint_restore(const char *uri, const char *dir, altar_checkpoint_
   }
   if (rc) {
     remove_flat_dir(tmp);
+    altar_checkpoint_clear(out);
     if (rc != ALTAR_ENOTFOUND) altar_error_prefix(err, "restoring %s from %s", dir, uri);
   }
   json_decref(root);
