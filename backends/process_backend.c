@@ -175,7 +175,8 @@ static bool own_cgroup(int version, char *out, size_t size) {
   char *text = altar__proc_read_small("/proc/self/cgroup", 16384, NULL);
   if (!text) return false;
   bool found = false;
-  for (char *line = strtok(text, "\n"); line && !found; line = strtok(NULL, "\n")) {
+  char *save = NULL;
+  for (char *line = strtok_r(text, "\n", &save); line && !found; line = strtok_r(NULL, "\n", &save)) {
     char *c1 = strchr(line, ':');
     char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
     if (!c2) continue;

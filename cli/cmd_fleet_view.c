@@ -97,7 +97,7 @@ static json_int_t geti(const json_t *o, const char *a, const char *b) {
   return json_integer_value(b ? json_object_get(x, b) : x);
 }
 
-static const char *gets(const json_t *o, const char *k) {
+static const char *str_field(const json_t *o, const char *k) {
   const char *s = json_string_value(json_object_get(o, k));
   return s ? s : "-";
 }
@@ -136,7 +136,7 @@ int altar_cmd_jobs(int argc, char **argv) {
       char when[32];
       fmt_time(json_number_value(json_object_get(j, "submitted_at")), when, sizeof when);
       json_t *outs = json_object_get(j, "outputs");
-      printf("%-24s %-20s %7lld %7lld %7lld %7lld %7lld %7lld %6lld %6lld %9lld %6lld  %s%s\n", gets(j, "job_id"),
+      printf("%-24s %-20s %7lld %7lld %7lld %7lld %7lld %7lld %6lld %6lld %9lld %6lld  %s%s\n", str_field(j, "job_id"),
              when, (long long)geti(j, "shards", "total"), (long long)geti(j, "waiting", NULL),
              (long long)geti(j, "shards", "pending"), (long long)geti(j, "shards", "running"),
              (long long)geti(j, "shards", "succeeded"), (long long)geti(j, "shards", "failed"),
@@ -173,10 +173,10 @@ int altar_cmd_workers(int argc, char **argv) {
     size_t i;
     json_t *w;
     json_array_foreach(json_object_get(o, "workers"), i, w) {
-      if (!a.all && !strcmp(gets(w, "state"), "gone")) continue;
+      if (!a.all && !strcmp(str_field(w, "state"), "gone")) continue;
       json_t *running = json_object_get(w, "running");
-      printf("%-28s %-7s %-16s %-10s %5lld %7lld %8.0fs %10.0fs ago  ", gets(w, "worker"), gets(w, "state"),
-             gets(w, "host"), gets(w, "backend"), (long long)geti(w, "slots", NULL),
+      printf("%-28s %-7s %-16s %-10s %5lld %7lld %8.0fs %10.0fs ago  ", str_field(w, "worker"), str_field(w, "state"),
+             str_field(w, "host"), str_field(w, "backend"), (long long)geti(w, "slots", NULL),
              (long long)geti(w, "running_total", NULL), json_number_value(json_object_get(w, "up_s")),
              json_number_value(json_object_get(w, "age_s")));
       size_t k;
@@ -205,7 +205,7 @@ int altar_cli_print_outputs(const altar_config_t *cfg, const char *job, bool jso
   size_t i;
   json_t *g;
   json_array_foreach(json_object_get(o, "group_list"), i, g) {
-    if (strcmp(gets(g, "state"), "fired")) continue;
+    if (strcmp(str_field(g, "state"), "fired")) continue;
     json_t *uris = json_array();
     size_t k;
     json_t *m;
@@ -220,7 +220,7 @@ int altar_cli_print_outputs(const altar_config_t *cfg, const char *job, bool jso
     json_decref(out);
   } else {
     json_array_foreach(groups, i, g) {
-      printf("group %s %s\n", gets(g, "kind"), gets(g, "group_key"));
+      printf("group %s %s\n", str_field(g, "kind"), str_field(g, "group_key"));
       size_t k;
       json_t *u;
       json_array_foreach(json_object_get(g, "outputs"), k, u) printf("  %s\n", json_string_value(u));

@@ -399,7 +399,7 @@ static int rl_abort(altar_ledger_t *l, altar_error_t *err) {
 
 static int level0_files(rl_t *r) {
   char *v = rocksdb_property_value(r->db, "rocksdb.num-files-at-level0");
-  int n = v ? atoi(v) : 0;
+  int n = v ? (int)strtol(v, NULL, 10) : 0;
   rocksdb_free(v);
   return n;
 }
