@@ -101,7 +101,9 @@ static double reconcile(const altar_strmap_t *props, const char *dir, const alta
                         const char *cp_uri, const char *want, altar_reconciler_stats_t *st) {
   altar_error_t e = {0};
   altar_topics_t topics = {"jobs", "st", "ready", "dead", "dlq", "fleet"};
+  double o0 = now_s();
   altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &e);
+  if (getenv("ALTAR_BENCH_VERBOSE")) fprintf(stderr, "ledger open: %.3f s\n", now_s() - o0);
   altar_transport_t *t = l ? altar_transport_open("local", props, NULL, &e) : NULL;
   if (!t) die("reconciler open", &e);
   run_t r = {.want = want};

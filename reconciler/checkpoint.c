@@ -162,7 +162,10 @@ int altar_checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_che
 
 /* ---- step 2: ship ---- */
 
-/* Digests of table files known to be stored: a sorted array of hex strings. */
+/* Table files known to be stored, by name: RocksDB never gives two table
+ * files of one database the same number, and never changes one, so a name
+ * seen before needs neither hashing (the cost of a checkpoint would grow
+ * with the whole database) nor uploading. A sorted array of "name\0hex". */
 struct altar_cp_shipped {
   char **v;
   size_t n, cap;
@@ -177,11 +180,11 @@ void altar_cp_shipped_free(altar_cp_shipped_t *s) {
   free(s);
 }
 
-static size_t shipped_pos(const altar_cp_shipped_t *s, const char *hex, bool *found) {
+static size_t shipped_pos(const altar_cp_shipped_t *s, const char *name, bool *found) {
   size_t lo = 0, hi = s->n;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    int c = strcmp(s->v[mid], hex);
+    int c = strcmp(s->v[mid], name);
     if (c == 0) {
       *found = true;
       return mid;
@@ -193,26 +196,31 @@ static size_t shipped_pos(const altar_cp_shipped_t *s, const char *hex, bool *fo
   return lo;
 }
 
-static bool shipped_has(const altar_cp_shipped_t *s, const char *hex) {
+/* The digest (hex) of table file name when already stored, else NULL. */
+static const char *shipped_hex(const altar_cp_shipped_t *s, const char *name) {
   bool f = false;
-  if (s) shipped_pos(s, hex, &f);
-  return f;
+  if (!s) return NULL;
+  size_t at = shipped_pos(s, name, &f);
+  return f ? s->v[at] + strlen(s->v[at]) + 1 : NULL;
 }
 
-static void shipped_add(altar_cp_shipped_t *s, const char *hex) {
+static void shipped_add(altar_cp_shipped_t *s, const char *name, const char *hex) {
   bool f;
   if (!s) return;
-  size_t at = shipped_pos(s, hex, &f);
+  size_t at = shipped_pos(s, name, &f);
   if (f) return;
   if (s->n == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 64;
     char **nv = realloc(s->v, cap * sizeof *nv);
-    if (!nv) return; /* a cache: missing an entry costs an exists() later */
+    if (!nv) return; /* a cache: a missing entry costs a hash and an exists() later */
     s->v = nv;
     s->cap = cap;
   }
-  char *d = strdup(hex);
+  size_t nl = strlen(name), hl = strlen(hex);
+  char *d = malloc(nl + 1 + hl + 1);
   if (!d) return;
+  memcpy(d, name, nl + 1);
+  memcpy(d + nl + 1, hex, hl + 1);
   memmove(s->v + at + 1, s->v + at, (s->n - at) * sizeof *s->v);
   s->v[at] = d;
   s->n++;
@@ -332,11 +340,15 @@ int altar_checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipp
       break;
     }
     if (is_table_file(names[i])) {
+      const char *known = shipped_hex(shipped, names[i]);
+      if (known) {
+        json_object_set_new(f, "sst", json_string(known));
+        continue;
+      }
       char dg[ALTAR_DIGEST_BUFSZ];
       if ((rc = altar_sha256_file(local, dg, err))) break;
       const char *hex = strchr(dg, ':') ? strchr(dg, ':') + 1 : dg;
       json_object_set_new(f, "sst", json_string(hex));
-      if (shipped_has(shipped, hex)) continue;
       char rest[128];
       snprintf(rest, sizeof rest, "sst/%s", hex);
       char *dest = join(uri, rest);
@@ -351,7 +363,7 @@ int altar_checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipp
           c->files_uploaded++;
         }
       }
-      if (!rc) shipped_add(shipped, hex);
+      if (!rc) shipped_add(shipped, names[i], hex);
       if (!rc && !there && altar__checkpoint_after_upload) altar__checkpoint_after_upload(c->files_uploaded);
     } else {
       char rest[512];
