@@ -1,0 +1,201 @@
+"""The binding to libaltar: cffi in ABI mode, declaring only what this package calls.
+
+The library is found, in order, at the path in ALTAR_LIBRARY, beside this
+package (a copy installed with it), then by the dynamic linker's own search
+("libaltar.so.0", as `cmake --install` leaves it). Nothing is compiled.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import cffi
+
+CDEF = r"""
+typedef struct altar_error { int code; _Bool retriable; char msg[512]; } altar_error_t;
+const char *altar_err_name(int code);
+const char *altar_strerror(int code);
+
+typedef struct altar_strmap { size_t n; size_t cap; char **keys; char **vals; } altar_strmap_t;
+int altar_strmap_set(altar_strmap_t *m, const char *key, const char *val);
+altar_strmap_t *altar_strmap_new(void);
+void altar_strmap_clear(altar_strmap_t *m);
+
+typedef struct altar_opt_i64 { _Bool set; int64_t v; } altar_opt_i64_t;
+typedef struct altar_resources { char *gpu; int64_t count; altar_opt_i64_t memory_mb; } altar_resources_t;
+
+typedef struct altar_spec altar_spec_t;
+altar_spec_t *altar_spec_new(const char *kind, const char *image);
+void altar_spec_free(altar_spec_t *spec);
+void altar_spec_clear(altar_spec_t *spec);
+int altar_spec_add_avoid_host(altar_spec_t *spec, const char *host);
+int altar_spec_validate(const altar_spec_t *spec, altar_error_t *err);
+int altar_spec_from_json(const char *text, size_t len, altar_spec_t *pout, altar_error_t *err);
+char *altar_spec_to_json(const altar_spec_t *spec, altar_error_t *err);
+int altar_spec_identity(const altar_spec_t *spec, char out[65], altar_error_t *err);
+int altar_spec_job_name(const altar_spec_t *spec, char out[64], altar_error_t *err);
+int altar_group_event_id(const char *kind, const char *group_key, const char *const *task_keys,
+                         size_t n, char out[65]);
+
+typedef struct altar_buf { uint8_t *data; size_t len; size_t cap; } altar_buf_t;
+void altar_buf_free(altar_buf_t *b);
+int altar_encode_spec(const altar_spec_t *spec, altar_buf_t *out, altar_error_t *err);
+int altar_decode_spec(const void *data, size_t len, altar_spec_t *pout, altar_error_t *err);
+
+typedef struct altar_handle {
+  char *backend; char *external_id; altar_strmap_t labels; altar_strmap_t *plugin_identity; void *block;
+} altar_handle_t;
+int altar_handle_init(altar_handle_t *h, const char *backend, const char *external_id);
+void altar_handle_clear(altar_handle_t *h);
+void altar_handles_free(altar_handle_t *hs, size_t n);
+
+typedef struct altar_failure {
+  char *reason; char *detail; _Bool deterministic; altar_opt_i64_t exit_code;
+} altar_failure_t;
+altar_failure_t *altar_failure_new(const char *reason, const char *detail, _Bool deterministic);
+void altar_failure_free(altar_failure_t *f);
+
+typedef struct altar_status { altar_handle_t handle; int state; altar_failure_t *failure; } altar_status_t;
+int altar_status_init(altar_status_t *st, const altar_handle_t *h, int state, altar_failure_t *failure);
+void altar_status_clear(altar_status_t *st);
+
+typedef struct altar_capacity { size_t n; char **pools; int64_t *free_slots; } altar_capacity_t;
+void altar_capacity_init(altar_capacity_t *c);
+void altar_capacity_clear(altar_capacity_t *c);
+int altar_capacity_set(altar_capacity_t *c, const char *pool, int64_t free_slots);
+int64_t altar_capacity_free_for(const altar_capacity_t *c, const altar_resources_t *r);
+
+typedef struct altar_transfer { char *uri; char *logical_path; char *locality_key; char *digest; } altar_transfer_t;
+int altar_verify_transfer_digest(const altar_transfer_t *transfer, const char *path, _Bool record, altar_error_t *err);
+_Bool altar_digest_is_valid(const char *digest);
+int altar_digest_check(const char *field, const char *digest, altar_error_t *err);
+int altar_sha256_file(const char *path, char out[72], altar_error_t *err);
+_Bool altar_has_verification_record(const char *path, const char *digest);
+int altar_verify_file_digest(const char *path, const char *digest, _Bool trust_record, _Bool record,
+                             _Bool *phashed, altar_error_t *err);
+const char *altar_digest_verifier_program(_Bool trust_records);
+char *altar_verification_record_path(const char *path);
+
+int altar_path_resolve(const char *root, const char *logical, char **pout, altar_error_t *err);
+int altar_logical_path_check(const char *logical, altar_error_t *err);
+
+typedef struct altar_backend_ops altar_backend_ops_t;
+typedef struct altar_backend altar_backend_t;
+extern altar_backend_ops_t altar_backend_process;
+extern altar_backend_ops_t altar_backend_docker;
+extern altar_backend_ops_t altar_backend_kubernetes;
+extern altar_backend_ops_t altar_backend_modal;
+int altar_backend_register(const altar_backend_ops_t *ops);
+int altar_backend_register_alias(const char *alias, const altar_backend_ops_t *ops);
+size_t altar_backend_names(const char **names, size_t max);
+altar_backend_t *altar_backend_open_by_name(const char *name, const altar_strmap_t *cfg, altar_error_t *err);
+void altar_backend_close(altar_backend_t *be);
+const char *altar_backend_name(const altar_backend_t *be);
+int altar_backend_verification(const altar_backend_t *be);
+int altar_backend_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err);
+int altar_backend_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n, altar_error_t *err);
+int altar_backend_collect_outputs(altar_backend_t *be, const altar_transfer_t *outputs, size_t n, altar_error_t *err);
+const char *altar_backend_mount_root(altar_backend_t *be);
+int altar_backend_resolve_path(altar_backend_t *be, const char *logical, char **pphysical, altar_error_t *err);
+int altar_backend_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle, altar_error_t *err);
+int altar_backend_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n, altar_status_t *pstatuses,
+                       altar_error_t *err);
+int altar_backend_await_completion(altar_backend_t *be, const altar_handle_t *handles, size_t n,
+                                   altar_status_t *pstatuses, altar_error_t *err);
+int altar_backend_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err);
+int altar_backend_recover(altar_backend_t *be, const altar_status_t *failures, size_t n,
+                          const char *const *banned, size_t n_banned, altar_handle_t **phandles,
+                          size_t *pn, altar_error_t *err);
+
+typedef struct altar_transport_ops altar_transport_ops_t;
+extern altar_transport_ops_t altar_transport_local_ops;
+extern altar_transport_ops_t altar_transport_kafka_ops;
+int altar_transport_register(const altar_transport_ops_t *ops);
+int altar_storage_register_builtin(void);
+size_t altar_registry_names(int kind, const char **names, size_t max);
+
+void free(void *ptr);
+"""
+
+ffi = cffi.FFI()
+ffi.cdef(CDEF)
+
+_lock = threading.Lock()
+_lib: Any = None
+
+
+def _candidates() -> list[str]:
+    env = os.environ.get("ALTAR_LIBRARY")
+    if env:
+        return [env]
+    here = Path(__file__).resolve().parent
+    out = [str(here / "libaltar.so")]
+    out.append("libaltar.so.0")
+    return out
+
+
+def lib() -> Any:
+    """The loaded library, with altar's built-in plug-ins registered (once per process)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        errors = []
+        loaded = None
+        for path in _candidates():
+            if "/" in path and not os.path.exists(path):
+                errors.append(f"{path}: no such file")
+                continue
+            try:
+                loaded = ffi.dlopen(path)
+                break
+            except OSError as e:
+                errors.append(str(e))
+        if loaded is None:
+            raise ImportError(
+                "altar: cannot load libaltar (set ALTAR_LIBRARY to the path of libaltar.so): "
+                + "; ".join(errors)
+            )
+        _register_builtins(loaded)
+        _lib = loaded
+        return _lib
+
+
+def _register_builtins(L: Any) -> None:
+    # What cli/plugins.c does for the altar binary: the same names, the same tables.
+    for name in ("altar_backend_process", "altar_backend_docker", "altar_backend_kubernetes",
+                 "altar_backend_modal"):
+        L.altar_backend_register(ffi.addressof(L, name))
+    L.altar_backend_register_alias(b"docker", ffi.addressof(L, "altar_backend_docker"))
+    L.altar_transport_register(ffi.addressof(L, "altar_transport_kafka_ops"))
+    L.altar_transport_register(ffi.addressof(L, "altar_transport_local_ops"))
+    L.altar_storage_register_builtin()
+
+
+def s(p: Any) -> str | None:
+    """A C string as str (NULL → None)."""
+    if p == ffi.NULL:
+        return None
+    return str(ffi.string(p).decode("utf-8"))
+
+
+def b(text: str | None) -> Any:
+    """str → bytes for a const char * argument (None → NULL)."""
+    if text is None:
+        return ffi.NULL
+    return text.encode("utf-8")
+
+
+def take_string(p: Any) -> str | None:
+    """A malloc'd C string as str, freeing it."""
+    if p == ffi.NULL:
+        return None
+    try:
+        return s(p)
+    finally:
+        lib().free(p)
