@@ -16,6 +16,7 @@ from ._backends import (
     PluginRegistry,
     ProcessExecutionBackend,
     get_execution_backend_registry,
+    native_backend_names,
 )
 from ._digests import (
     digest_verifier_program,
@@ -73,6 +74,6 @@ __all__ = [
     "ReconcileStalled", "ResourceRequest", "TaskFailure", "TaskHandle", "TaskRecord", "TaskState", "TaskStatus",
     "Transfer", "TransferIntegrityError", "TransportError", "check_logical_path", "decode_spec",
     "digest_verifier_program", "encode_spec", "file_digest", "get_execution_backend_registry", "group_event_id",
-    "has_verification_record", "is_valid_digest", "job_name", "spec_from_dict", "spec_to_dict", "task_key",
+    "has_verification_record", "is_valid_digest", "job_name", "native_backend_names", "spec_from_dict", "spec_to_dict", "task_key",
     "validate_spec", "verification_record_path", "verify_file_digest", "verify_transfer_digest",
 ]
