@@ -53,6 +53,14 @@ from ._model import (
     Transfer,
 )
 from ._paths import PathResolver, check_logical_path
+from ._queue import (
+    FleetJobQueue,
+    GroupEvent,
+    JobQueue,
+    KafkaJobQueue,
+    LocalJobQueue,
+    get_job_queue_registry,
+)
 from ._specs import (
     decode_spec,
     encode_spec,
@@ -67,7 +75,7 @@ from ._specs import (
 __provisional__ = ["JobQueue", "get_job_queue_registry"]
 
 __all__ = [
-    "AltarError", "BackendError", "CapabilityNotSupported", "Capacity", "ConfigError", "ContainerTaskSpec",
+    "AltarError", "FleetJobQueue", "GroupEvent", "JobQueue", "KafkaJobQueue", "LocalJobQueue", "get_job_queue_registry", "BackendError", "CapabilityNotSupported", "Capacity", "ConfigError", "ContainerTaskSpec",
     "DigestMismatchError", "ExecutionBackend", "GpuPool", "InvalidArgument", "KubernetesExecutionBackend",
     "LocalDockerExecutionBackend", "ModalExecutionBackend", "NativeExecutionBackend", "NotFound",
     "PathEscapeError", "PathResolver", "PluginRegistry", "PluginRunIdentity", "ProcessExecutionBackend",

@@ -117,6 +117,18 @@ int altar_transport_register(const altar_transport_ops_t *ops);
 int altar_storage_register_builtin(void);
 size_t altar_registry_names(int kind, const char **names, size_t max);
 
+typedef struct altar_fleet_client altar_fleet_client_t;
+typedef struct altar_group_reader altar_group_reader_t;
+altar_fleet_client_t *altar_fleet_client_open(const char *config_path, const char *const *overrides, size_t n,
+                                              altar_error_t *err);
+void altar_fleet_client_close(altar_fleet_client_t *c);
+int altar_fleet_client_submit_json(altar_fleet_client_t *c, const char *kind, const char *text, size_t len,
+                                   char job_id[65], altar_error_t *err);
+int altar_fleet_client_cancel(altar_fleet_client_t *c, const char *job_id, const char *group_key, altar_error_t *err);
+altar_group_reader_t *altar_group_reader_open(altar_fleet_client_t *c, const char *job_id, altar_error_t *err);
+void altar_group_reader_close(altar_group_reader_t *r);
+int altar_group_reader_next(altar_group_reader_t *r, int timeout_ms, char **pjson, altar_error_t *err);
+
 void free(void *ptr);
 """
 
