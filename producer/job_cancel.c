@@ -52,14 +52,20 @@ int altar_job_cancel_send(altar_transport_t *t, const altar_topics_t *topics, co
   altar_topic_list_t *tl = NULL;
   int rc = altar_transport_list_topics(t, NULL, 10000, &tl, err);
   bool status_seen = false;
-  for (size_t i = 0; !rc && i < tl->n_topics; i++) {
-    const altar_topic_info_t *ti = &tl->topics[i];
-    if (!wanted(topics, ti->name)) continue;
-    status_seen |= !strcmp(ti->name, topics->status);
-    n_topics++;
-    for (size_t p = 0; !rc && p < ti->n_partitions; p++, sent++)
-      rc = send_one(t, ti->name, ti->partitions[p].partition, job_id, group_key, who, err);
-  }
+  /* The status topic first: a worker that reads the cancel on a jobs topic
+   * answers with a failed "cancelled" event on the status topic, and the
+   * reconciler must meet the cancel there before that event, or it would
+   * take the failure for an ordinary one (and dead-letter the group). */
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; !rc && i < tl->n_topics; i++) {
+      const altar_topic_info_t *ti = &tl->topics[i];
+      bool is_status = !strcmp(ti->name, topics->status);
+      if (is_status != (pass == 0) || !wanted(topics, ti->name)) continue;
+      status_seen |= is_status;
+      n_topics++;
+      for (size_t p = 0; !rc && p < ti->n_partitions; p++, sent++)
+        rc = send_one(t, ti->name, ti->partitions[p].partition, job_id, group_key, who, err);
+    }
   altar_topic_list_free(tl);
   if (!rc && !status_seen)
     rc = altar_error_set(err, ALTAR_ENOTFOUND, "no status topic %s here: is this the fleet's config?", topics->status);

@@ -1,0 +1,151 @@
+"""End to end: a Python program drives a running fleet (a reconciler and a
+`process` worker, the real altar binary) on the embedded log through
+LocalJobQueue: a 3 x 5 job yields exactly 3 group events, a cancelled job
+settles as cancelled, and refusals raise naming the spec and field."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import altar.execution as ax
+from altar.execution import ContainerTaskSpec, GroupEvent, LocalJobQueue
+
+# Bounds on waiting for a running fleet; generous, never asserted as durations.
+EVENT_TIMEOUT_S = 240.0
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, altar_bin: str) -> Iterator[Path]:
+    """A reconciler and a worker on the local log under tmp_path; yields the config file."""
+    cfg = tmp_path / "altar.yaml"
+    cfg.write_text(
+        f"transport: {{name: local, dir: {tmp_path}/log}}\n"
+        "topics: {partitions: 4}\n"
+        f"backend: {{name: process, data_root: {tmp_path}/data, slots: 4}}\n"
+        f"ledger: {{path: {tmp_path}/ledger}}\n"
+        "groups:\n"
+        "  train: {group_by: [job_id, model], ready_when: {all_folds: 5}, on_failed: dead_letter}\n"
+        "  slow: {group_by: [job_id], ready_when: single, on_failed: dead_letter}\n"
+    )
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = []
+    for args, name in (([altar_bin, "reconciler", "--config", str(cfg)], "reconciler"),
+                       ([altar_bin, "worker", "--config", str(cfg), "--id", "w1", "--poll-ms", "50", "--drain", "1"],
+                        "worker")):
+        log = open(tmp_path / f"{name}.log", "wb")
+        logs.append(log)
+        procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path))
+    try:
+        yield cfg
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for log in logs:
+            log.close()
+
+
+def shard(model: str, fold: int, command: list[str] | None = None) -> ContainerTaskSpec:
+    return ContainerTaskSpec(kind="train", image="none",
+                             command=["sh", "-c", f"echo model {model} fold {fold}"] if command is None else command,
+                             labels={"model": model, "fold": str(fold)})
+
+
+async def collect(queue: LocalJobQueue, job_id: str, n: int) -> list[GroupEvent]:
+    out: list[GroupEvent] = []
+    async for ev in queue.group_events(job_id, timeout_s=EVENT_TIMEOUT_S):
+        out.append(ev)
+        if len(out) == n:
+            break
+    return out
+
+
+def test_a_3x5_job_fires_exactly_3_groups(fleet: Path, altar_bin: str) -> None:
+    async def go() -> tuple[str, list[GroupEvent], list[GroupEvent]]:
+        async with LocalJobQueue(fleet) as queue:
+            specs = [shard(m, f) for m in ("m1", "m2", "m3") for f in range(5)]
+            job_id = await queue.submit("train", {"specs": specs})
+            events = await collect(queue, job_id, 3)
+            # Read again from the beginning once the fleet says the job is settled:
+            # still exactly these 3, nothing more.
+            status = json.loads(subprocess.run([altar_bin, "status", "--config", str(fleet), job_id, "--json"],
+                                               capture_output=True, text=True, check=True).stdout)
+            again: list[GroupEvent] = []
+            with pytest.raises(TimeoutError):
+                async for ev in queue.group_events(job_id, timeout_s=3):
+                    again.append(ev)
+            assert status["groups"]["fired"] == 3, status
+            return job_id, events, again
+
+    job_id, events, again = asyncio.run(go())
+    assert len(events) == 3
+    assert all(ev.event == "fired" and ev.fired for ev in events)
+    assert sorted(ev.group_key for ev in events) == [f"{job_id}:m1", f"{job_id}:m2", f"{job_id}:m3"]
+    for ev in events:
+        assert ev.kind == "train"
+        assert len(ev.shards) == 5
+        assert sorted(h.labels["fold"] for h in ev.shards) == ["0", "1", "2", "3", "4"]
+        assert all(h.labels["job_id"] == job_id and h.backend == "process" for h in ev.shards)
+        assert len(ev.event_id) == 64
+    assert sorted(e.event_id for e in again) == sorted(e.event_id for e in events)
+
+
+def test_cancel_from_python_settles_the_job(fleet: Path) -> None:
+    async def go() -> list[GroupEvent]:
+        async with LocalJobQueue(fleet) as queue:
+            spec = ContainerTaskSpec(kind="slow", image="none", command=["sleep", "300"])
+            job_id = await queue.submit_specs([spec], kind="slow")
+            # Cancel once the task runs or before: either way the group settles as cancelled.
+            await queue.cancel(job_id)
+            await queue.cancel(job_id)  # again: changes nothing
+            return await collect(queue, job_id, 1)
+
+    (ev,) = asyncio.run(go())
+    assert ev.event == "cancelled" and not ev.fired
+
+
+def test_refusals_name_the_spec_and_field_and_publish_nothing(fleet: Path, tmp_path: Path) -> None:
+    async def go() -> None:
+        async with LocalJobQueue(fleet) as queue:
+            with pytest.raises(ax.InvalidArgument) as e:
+                await queue.submit("train", {"specs": [shard("m1", 0), shard("m1", 1, command=[])]})
+            assert "command" in str(e.value)
+            with pytest.raises(ax.InvalidArgument) as e:
+                await queue.submit("train", {"specs": [ContainerTaskSpec("nokind", "none", ["true"])]})
+            assert "nokind" in str(e.value)
+            with pytest.raises(ax.InvalidArgument):
+                await queue.submit("train", {"specs": []})
+            with pytest.raises(ax.InvalidArgument) as e:
+                await queue.submit("train", {"specs": [{"kind": "train", "image": "none", "command": ["a", 1]}]})
+            assert "command[1]" in str(e.value)
+    asyncio.run(go())
+    with pytest.raises(ax.AltarError) as e:
+        LocalJobQueue(fleet, overrides={"nonsense.key": "1"})
+    assert "nonsense" in str(e.value)
+    bad = tmp_path / "typo.yaml"
+    bad.write_text(f"transport: {{name: local, dir: {tmp_path}/log}}\ngroups:\n  t: {{group_by: [a], ready_wen: single}}\n")
+    with pytest.raises(ax.AltarError) as e:
+        LocalJobQueue(bad)
+    assert "typo.yaml:3" in str(e.value)
+    assert os.path.exists(fleet)
+
+
+def test_the_job_queue_registry() -> None:
+    reg = ax.get_job_queue_registry()
+    assert reg["local"] is LocalJobQueue and reg["kafka"] is ax.KafkaJobQueue
+    assert issubclass(reg["kafka"], ax.JobQueue)
+    assert "JobQueue" in ax.__provisional__ and "get_job_queue_registry" in ax.__provisional__
