@@ -36,10 +36,12 @@ from ._errors import (
     InvalidArgument,
     NotFound,
     PathEscapeError,
+    PredicateError,
     ReconcileStalled,
     TransferIntegrityError,
     TransportError,
 )
+from ._ledger import InMemoryTaskLedger, NativeTaskLedger, RocksDBTaskLedger, TaskLedger
 from ._model import (
     ContainerTaskSpec,
     GpuPool,
@@ -61,6 +63,20 @@ from ._queue import (
     LocalJobQueue,
     get_job_queue_registry,
 )
+from ._reconcile import (
+    GroupBy,
+    GroupSpec,
+    ReadyPredicate,
+    ReconcileResult,
+    all_expected_folds,
+    all_folds,
+    all_label_values,
+    count_at_least,
+    group_by,
+    reconcile_once,
+    run_reconcile_loop,
+    single,
+)
 from ._specs import (
     decode_spec,
     encode_spec,
@@ -75,7 +91,7 @@ from ._specs import (
 __provisional__ = ["JobQueue", "get_job_queue_registry"]
 
 __all__ = [
-    "AltarError", "FleetJobQueue", "GroupEvent", "JobQueue", "KafkaJobQueue", "LocalJobQueue", "get_job_queue_registry", "BackendError", "CapabilityNotSupported", "Capacity", "ConfigError", "ContainerTaskSpec",
+    "AltarError", "GroupBy", "GroupSpec", "InMemoryTaskLedger", "NativeTaskLedger", "PredicateError", "ReadyPredicate", "ReconcileResult", "RocksDBTaskLedger", "TaskLedger", "all_expected_folds", "all_folds", "all_label_values", "count_at_least", "group_by", "reconcile_once", "run_reconcile_loop", "single", "FleetJobQueue", "GroupEvent", "JobQueue", "KafkaJobQueue", "LocalJobQueue", "get_job_queue_registry", "BackendError", "CapabilityNotSupported", "Capacity", "ConfigError", "ContainerTaskSpec",
     "DigestMismatchError", "ExecutionBackend", "GpuPool", "InvalidArgument", "KubernetesExecutionBackend",
     "LocalDockerExecutionBackend", "ModalExecutionBackend", "NativeExecutionBackend", "NotFound",
     "PathEscapeError", "PathResolver", "PluginRegistry", "PluginRunIdentity", "ProcessExecutionBackend",

@@ -60,6 +60,10 @@ class TransportError(AltarError, RuntimeError):
     """The log failed (ETRANSPORT)."""
 
 
+class PredicateError(AltarError, ValueError):
+    """A readiness rule cannot decide, e.g. all_expected_folds with no count label and no default (EPREDICATE)."""
+
+
 class ReconcileStalled(AltarError, RuntimeError):
     """A group is blocked by a terminally failed shard and nothing handles it.
 
@@ -82,6 +86,7 @@ _BY_NAME: dict[str, type[AltarError]] = {
     "ENOTFOUND": NotFound,
     "EBACKEND": BackendError,
     "ETRANSPORT": TransportError,
+    "EPREDICATE": PredicateError,
 }
 
 

@@ -129,6 +129,89 @@ altar_group_reader_t *altar_group_reader_open(altar_fleet_client_t *c, const cha
 void altar_group_reader_close(altar_group_reader_t *r);
 int altar_group_reader_next(altar_group_reader_t *r, int timeout_ms, char **pjson, altar_error_t *err);
 
+typedef struct altar_record {
+  altar_handle_t handle; char *kind; int state; int64_t restart_count; altar_spec_t *spec; _Bool consumed;
+  altar_failure_t *failure;
+} altar_record_t;
+void altar_records_free(altar_record_t *recs, size_t n);
+void altar_statuses_free(altar_status_t *sts, size_t n);
+
+typedef struct altar_ledger altar_ledger_t;
+altar_ledger_t *altar_ledger_memory_open(altar_error_t *err);
+altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const void *opts, altar_error_t *err);
+void altar_ledger_close(altar_ledger_t *l);
+int altar_ledger_record(altar_ledger_t *l, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
+                        altar_error_t *err);
+int altar_ledger_open_handles(altar_ledger_t *l, altar_handle_t **phs, size_t *pn, altar_error_t *err);
+int altar_ledger_set_state(altar_ledger_t *l, const altar_handle_t *h, int state, const altar_failure_t *failure,
+                           altar_error_t *err);
+int altar_ledger_active_succeeded(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err);
+int altar_ledger_active_failed(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err);
+int altar_ledger_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, altar_error_t *err);
+int altar_ledger_checksum(altar_ledger_t *l, char out[72], altar_error_t *err);
+
+typedef int (*altar_ready_fn)(void *ctx, const altar_handle_t *const *shards, size_t n, _Bool *pready,
+                              altar_error_t *err);
+typedef struct altar_predicate {
+  int rule; int64_t n; char *label; char **values; size_t n_values; char *count_label;
+  altar_opt_i64_t default_count; altar_ready_fn fn; void *fn_ctx;
+} altar_predicate_t;
+int altar_predicate_single(altar_predicate_t *p);
+int altar_predicate_count_at_least(altar_predicate_t *p, int64_t n, altar_error_t *err);
+int altar_predicate_all_folds(altar_predicate_t *p, int64_t n, altar_error_t *err);
+int altar_predicate_all_label_values(altar_predicate_t *p, const char *label, const char *const *values, size_t n,
+                                     altar_error_t *err);
+int altar_predicate_all_expected_folds(altar_predicate_t *p, const char *label, const char *count_label,
+                                       const int64_t *default_count, altar_error_t *err);
+int altar_predicate_custom(altar_predicate_t *p, altar_ready_fn fn, void *ctx);
+void altar_predicate_clear(altar_predicate_t *p);
+int altar_predicate_eval(const altar_predicate_t *p, const altar_handle_t *const *shards, size_t n, _Bool *pready,
+                         altar_error_t *err);
+
+typedef struct altar_group_by { char **labels; size_t n; } altar_group_by_t;
+int altar_group_by_init(altar_group_by_t *g, const char *const *labels, size_t n);
+void altar_group_by_clear(altar_group_by_t *g);
+char *altar_group_by_key(const altar_group_by_t *g, const altar_handle_t *h);
+
+typedef int (*altar_on_ready_fn)(void *ctx, const char *kind, const char *group_key, const altar_handle_t *shards,
+                                 size_t n, altar_error_t *err);
+typedef int (*altar_on_failed_fn)(void *ctx, const char *kind, const char *group_key, const altar_handle_t *failed,
+                                  size_t n, _Bool *pdead_lettered, altar_error_t *err);
+typedef struct altar_retry_backoff { double initial_s; double factor; double max_s; double jitter; } altar_retry_backoff_t;
+typedef struct altar_group_spec {
+  char *kind; altar_group_by_t group_by; altar_predicate_t ready_when;
+  altar_on_ready_fn on_ready; void *on_ready_ctx; altar_on_failed_fn on_failed; void *on_failed_ctx;
+  int failed_policy; int64_t max_restarts; altar_retry_backoff_t retry_backoff;
+  char *ready_topic; char *dead_topic; int config_line;
+} altar_group_spec_t;
+typedef struct altar_group_specs { altar_group_spec_t *v; size_t n; } altar_group_specs_t;
+int altar_group_specs_add(altar_group_specs_t *s, altar_group_spec_t *g, altar_error_t *err);
+void altar_group_specs_clear(altar_group_specs_t *s);
+
+typedef struct altar_strlist { char **v; size_t n, cap; } altar_strlist_t;
+void altar_strlist_clear(altar_strlist_t *l);
+typedef int (*altar_poll_fn)(void *ctx, const altar_handle_t *hs, size_t n, altar_status_t **pout, size_t *pn,
+                             altar_error_t *err);
+typedef struct altar_poller { altar_poll_fn poll; void *ctx; } altar_poller_t;
+typedef struct altar_reconcile_result {
+  size_t polled; size_t succeeded; size_t failed;
+  altar_strlist_t fired_groups; altar_strlist_t dead_lettered_groups; altar_strlist_t deferred_groups;
+  altar_strlist_t stalled_groups;
+} altar_reconcile_result_t;
+void altar_reconcile_result_clear(altar_reconcile_result_t *r);
+typedef struct altar_reconcile_opts { size_t max_concurrent_callbacks; } altar_reconcile_opts_t;
+int altar_reconcile_once(const altar_poller_t *poller, altar_ledger_t *ledger, const altar_group_specs_t *specs,
+                         const altar_reconcile_opts_t *opts, altar_reconcile_result_t *pres, altar_error_t *err);
+typedef struct altar_reconcile_loop_opts {
+  double interval_s; uint64_t max_ticks; _Bool stop_when_idle; size_t max_concurrent_callbacks;
+} altar_reconcile_loop_opts_t;
+int altar_run_reconcile_loop(const altar_poller_t *poller, altar_ledger_t *ledger, const altar_group_specs_t *specs,
+                             const altar_reconcile_loop_opts_t *opts, altar_reconcile_result_t **presults,
+                             size_t *pn, altar_strlist_t *pstalled, altar_error_t *err);
+void altar_reconcile_results_free(altar_reconcile_result_t *rs, size_t n);
+
+void *calloc(size_t n, size_t size);
+char *strdup(const char *s);
 void free(void *ptr);
 """
 
