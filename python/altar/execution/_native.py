@@ -210,6 +210,29 @@ int altar_run_reconcile_loop(const altar_poller_t *poller, altar_ledger_t *ledge
                              size_t *pn, altar_strlist_t *pstalled, altar_error_t *err);
 void altar_reconcile_results_free(altar_reconcile_result_t *rs, size_t n);
 
+typedef struct altar_storage altar_storage_t;
+typedef struct altar_local_file { char *path; void (*release)(struct altar_local_file *lf); } altar_local_file_t;
+typedef struct altar_csv { char **fields; size_t n_fields; altar_strmap_t *rows; size_t n_rows; } altar_csv_t;
+void altar_csv_clear(altar_csv_t *c);
+int altar_storage_open(const char *name, const altar_strmap_t *options, altar_storage_t **ps, altar_error_t *err);
+void altar_storage_close(altar_storage_t *s);
+const char *altar_storage_name(const altar_storage_t *s);
+int altar_storage_read_bytes(altar_storage_t *s, const char *path, altar_buf_t *out, altar_error_t *err);
+int altar_storage_exists(altar_storage_t *s, const char *path, _Bool *pexists, altar_error_t *err);
+int altar_storage_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen, altar_error_t *err);
+int altar_storage_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len, altar_error_t *err);
+int altar_storage_write_text(altar_storage_t *s, const char *path, const char *text, altar_error_t *err);
+int altar_storage_mkdirs(altar_storage_t *s, const char *path, altar_error_t *err);
+int altar_storage_upload(altar_storage_t *s, const char *local_path, const char *dest_path, altar_error_t *err);
+int altar_storage_copy_from_local(altar_storage_t *s, const char *local_path, const char *dest_path,
+                                  altar_error_t *err);
+int altar_storage_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out, altar_error_t *err);
+void altar_local_file_release(altar_local_file_t *lf);
+int altar_storage_read_csv(altar_storage_t *s, const char *path, char delim, const char *const *fieldnames,
+                           size_t n_fieldnames, altar_csv_t *out, altar_error_t *err);
+int altar_storage_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows,
+                            char delim, const char *const *fieldnames, size_t n_fieldnames, altar_error_t *err);
+
 void *calloc(size_t n, size_t size);
 char *strdup(const char *s);
 void free(void *ptr);
