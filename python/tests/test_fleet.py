@@ -149,3 +149,59 @@ def test_the_job_queue_registry() -> None:
     assert reg["local"] is LocalJobQueue and reg["kafka"] is ax.KafkaJobQueue
     assert issubclass(reg["kafka"], ax.JobQueue)
     assert "JobQueue" in ax.__provisional__ and "get_job_queue_registry" in ax.__provisional__
+
+
+def doc_blocks(lang: str) -> list[str]:
+    """The ```lang blocks of docs/python.md, in order."""
+    from conftest import source_dir
+    text = (source_dir() / "docs" / "python.md").read_text()
+    out, inside, cur = [], False, []
+    for line in text.splitlines():
+        if not inside and line.strip() == f"```{lang}":
+            inside, cur = True, []
+        elif inside and line.strip() == "```":
+            inside = False
+            out.append("\n".join(cur) + "\n")
+        elif inside:
+            cur.append(line)
+    return out
+
+
+def test_the_docs_pipeline_runs_as_written(tmp_path: Path, altar_bin: str) -> None:
+    import sys
+    (yaml,) = doc_blocks("yaml")
+    programs = doc_blocks("python")
+    pipeline = next(p for p in programs if "LocalJobQueue(config)" in p)
+    (tmp_path / "altar.yaml").write_text(yaml)
+    (tmp_path / "pipeline.py").write_text(pipeline)
+    procs = [subprocess.Popen([altar_bin, cmd, "--config", "altar.yaml"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for cmd in ("reconciler", "worker")]
+    try:
+        r = subprocess.run([sys.executable, "pipeline.py", "altar.yaml"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=900)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("submitted job ") and lines[0].endswith(" with 15 shards")
+    fired = [x for x in lines if x.startswith("fired ")]
+    assert len(fired) == 3 and all(x.endswith("with 5 shards") for x in fired)
+    assert sorted(x for x in lines if x.startswith("score ")) == ["score fired m1", "score fired m2",
+                                                                   "score fired m3"]
+
+
+def test_the_docs_in_process_loop_runs_as_written(tmp_path: Path) -> None:
+    import sys
+    program = next(p for p in doc_blocks("python") if "run_reconcile_loop(backend" in p)
+    (tmp_path / "loop.py").write_text(program)
+    r = subprocess.run([sys.executable, "loop.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["group j1 fired with 5 shards"]
