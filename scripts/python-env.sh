@@ -21,6 +21,9 @@ mkdir -p "$BASE"
 # One builder at a time (ctest may start two Python tests at once).
 exec 9>"$BASE/.lock"
 flock 9
+# Environments of package versions unused for a week are removed (each use touches its directory).
+find "$(dirname "$BASE")" -maxdepth 1 -name 'py-*' -type d -mtime +7 ! -path "$BASE" -exec rm -rf {} + 2>/dev/null || true
+touch "$BASE"
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ]; then
   echo "$VENV/bin/python"
   exit 0

@@ -33,7 +33,7 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     out = ffi.new("char[72]")
     err = _errors.new_err()
     _errors.check(_native.lib().altar_sha256_file(_path(path), out, err), err)
-    return ffi.string(out).decode()
+    return str(ffi.string(out).decode())
 
 
 def has_verification_record(path: str | os.PathLike[str], digest: str) -> bool:

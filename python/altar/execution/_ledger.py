@@ -191,7 +191,7 @@ class NativeTaskLedger(TaskLedger):
             out = ffi.new("char[72]")
             err = _errors.new_err()
             _errors.check(_native.lib().altar_ledger_checksum(l, out, err), err)
-            return ffi.string(out).decode()
+            return str(ffi.string(out).decode())
         return await self._call(run)
 
 

@@ -238,7 +238,8 @@ char *strdup(const char *s);
 void free(void *ptr);
 """
 
-ffi = cffi.FFI()
+# Typed as Any: cdata fields follow CDEF, which a type checker cannot read.
+ffi: Any = cffi.FFI()
 ffi.cdef(CDEF)
 
 _lock = threading.Lock()

@@ -155,7 +155,7 @@ class FleetJobQueue(JobQueue):
             with self._lock:
                 _errors.check(_native.lib().altar_fleet_client_submit_json(
                     self._client(), _native.b(kind), text, len(text), out, err), err)
-            return ffi.string(out).decode()
+            return str(ffi.string(out).decode())
         return await asyncio.to_thread(run)
 
     async def cancel(self, job_id: str, group_key: str | None = None) -> None:

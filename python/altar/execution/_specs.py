@@ -41,7 +41,7 @@ def task_key(spec: ContainerTaskSpec) -> str:
     err = _errors.new_err()
     with c_spec(spec) as p:
         _errors.check(_native.lib().altar_spec_identity(p, out, err), err)
-    return ffi.string(out).decode()
+    return str(ffi.string(out).decode())
 
 
 def job_name(spec: ContainerTaskSpec) -> str:
@@ -50,7 +50,7 @@ def job_name(spec: ContainerTaskSpec) -> str:
     err = _errors.new_err()
     with c_spec(spec) as p:
         _errors.check(_native.lib().altar_spec_job_name(p, out, err), err)
-    return ffi.string(out).decode()
+    return str(ffi.string(out).decode())
 
 
 def encode_spec(spec: ContainerTaskSpec) -> bytes:
@@ -98,6 +98,6 @@ def group_event_id(kind: str, group_key: str, task_keys: list[str]) -> str:
     arr = ffi.new("const char *[]", keep) if keep else ffi.NULL
     out = ffi.new("char[65]")
     _errors.check(_native.lib().altar_group_event_id(_native.b(kind), _native.b(group_key), arr, len(keep), out))
-    return ffi.string(out).decode()
+    return str(ffi.string(out).decode())
 
 
