@@ -1,7 +1,10 @@
 """End to end: a Python program drives a running fleet (a reconciler and a
-`process` worker, the real altar binary) on the embedded log through
-LocalJobQueue: a 3 x 5 job yields exactly 3 group events, a cancelled job
-settles as cancelled, and refusals raise naming the spec and field."""
+`process` worker, the real altar binary) through altar's JobQueue, on the
+embedded log and on Kafka (the broker at ALTAR_KAFKA_BROKERS, which
+scripts/services/kafka.sh starts; missing, the Kafka cases fail): a 3 x 5
+job yields exactly 3 group events, a cancelled job settles as cancelled,
+refusals raise naming the spec and field, and docs/python.md's programs run
+as written."""
 
 from __future__ import annotations
 
@@ -10,25 +13,42 @@ import json
 import os
 import signal
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import altar.execution as ax
-from altar.execution import ContainerTaskSpec, GroupEvent, LocalJobQueue
+from altar.execution import ContainerTaskSpec, FleetJobQueue, GroupEvent, KafkaJobQueue, LocalJobQueue
 
 # Bounds on waiting for a running fleet; generous, never asserted as durations.
 EVENT_TIMEOUT_S = 240.0
 
 
-@pytest.fixture
-def fleet(tmp_path: Path, altar_bin: str) -> Iterator[Path]:
-    """A reconciler and a worker on the local log under tmp_path; yields the config file."""
+def transport_yaml(transport: str, tmp_path: Path) -> str:
+    if transport == "local":
+        return f"transport: {{name: local, dir: {tmp_path}/log}}\ntopics: {{partitions: 4}}\n"
+    brokers = os.environ.get("ALTAR_KAFKA_BROKERS")
+    if not brokers:
+        raise RuntimeError("ALTAR_KAFKA_BROKERS is not set: start the broker with scripts/services/kafka.sh start")
+    p = f"py-{uuid.uuid4().hex[:12]}"  # topics of this test alone on a shared broker
+    return (f"transport: {{name: kafka, kafka: {{bootstrap.servers: \"{brokers}\"}}}}\n"
+            f"topics: {{jobs: {p}.jobs, status: {p}.status, ready: {p}.ready, dead: {p}.dead, dlq: {p}.dlq,"
+            " partitions: 4}\n")
+
+
+def queue_for(transport: str, cfg: Path) -> FleetJobQueue:
+    return LocalJobQueue(cfg) if transport == "local" else KafkaJobQueue(cfg)
+
+
+@pytest.fixture(params=["local", "kafka"])
+def fleet(request: pytest.FixtureRequest, tmp_path: Path, altar_bin: str) -> Iterator[tuple[str, Path]]:
+    """A reconciler and a worker on the given transport; yields (transport, config file)."""
+    transport = str(request.param)
     cfg = tmp_path / "altar.yaml"
     cfg.write_text(
-        f"transport: {{name: local, dir: {tmp_path}/log}}\n"
-        "topics: {partitions: 4}\n"
+        transport_yaml(transport, tmp_path) +
         f"backend: {{name: process, data_root: {tmp_path}/data, slots: 4}}\n"
         f"ledger: {{path: {tmp_path}/ledger}}\n"
         "groups:\n"
@@ -44,7 +64,7 @@ def fleet(tmp_path: Path, altar_bin: str) -> Iterator[Path]:
         logs.append(log)
         procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path))
     try:
-        yield cfg
+        yield transport, cfg
     finally:
         for p in procs:
             if p.poll() is None:
@@ -65,7 +85,7 @@ def shard(model: str, fold: int, command: list[str] | None = None) -> ContainerT
                              labels={"model": model, "fold": str(fold)})
 
 
-async def collect(queue: LocalJobQueue, job_id: str, n: int) -> list[GroupEvent]:
+async def collect(queue: FleetJobQueue, job_id: str, n: int) -> list[GroupEvent]:
     out: list[GroupEvent] = []
     async for ev in queue.group_events(job_id, timeout_s=EVENT_TIMEOUT_S):
         out.append(ev)
@@ -74,15 +94,17 @@ async def collect(queue: LocalJobQueue, job_id: str, n: int) -> list[GroupEvent]
     return out
 
 
-def test_a_3x5_job_fires_exactly_3_groups(fleet: Path, altar_bin: str) -> None:
+def test_a_3x5_job_fires_exactly_3_groups(fleet: tuple[str, Path], altar_bin: str) -> None:
+    transport, cfg = fleet
+
     async def go() -> tuple[str, list[GroupEvent], list[GroupEvent]]:
-        async with LocalJobQueue(fleet) as queue:
+        async with queue_for(transport, cfg) as queue:
             specs = [shard(m, f) for m in ("m1", "m2", "m3") for f in range(5)]
             job_id = await queue.submit("train", {"specs": specs})
             events = await collect(queue, job_id, 3)
             # Read again from the beginning once the fleet says the job is settled:
             # still exactly these 3, nothing more.
-            status = json.loads(subprocess.run([altar_bin, "status", "--config", str(fleet), job_id, "--json"],
+            status = json.loads(subprocess.run([altar_bin, "status", "--config", str(cfg), job_id, "--json"],
                                                capture_output=True, text=True, check=True).stdout)
             again: list[GroupEvent] = []
             with pytest.raises(TimeoutError):
@@ -104,9 +126,11 @@ def test_a_3x5_job_fires_exactly_3_groups(fleet: Path, altar_bin: str) -> None:
     assert sorted(e.event_id for e in again) == sorted(e.event_id for e in events)
 
 
-def test_cancel_from_python_settles_the_job(fleet: Path) -> None:
+def test_cancel_from_python_settles_the_job(fleet: tuple[str, Path]) -> None:
+    transport, cfg = fleet
+
     async def go() -> list[GroupEvent]:
-        async with LocalJobQueue(fleet) as queue:
+        async with queue_for(transport, cfg) as queue:
             spec = ContainerTaskSpec(kind="slow", image="none", command=["sleep", "300"])
             job_id = await queue.submit_specs([spec], kind="slow")
             # Cancel once the task runs or before: either way the group settles as cancelled.
@@ -118,9 +142,12 @@ def test_cancel_from_python_settles_the_job(fleet: Path) -> None:
     assert ev.event == "cancelled" and not ev.fired
 
 
-def test_refusals_name_the_spec_and_field_and_publish_nothing(fleet: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("fleet", ["local"], indirect=True)
+def test_refusals_name_the_spec_and_field_and_publish_nothing(fleet: tuple[str, Path], tmp_path: Path) -> None:
+    _, cfg = fleet
+
     async def go() -> None:
-        async with LocalJobQueue(fleet) as queue:
+        async with LocalJobQueue(cfg) as queue:
             with pytest.raises(ax.InvalidArgument) as e:
                 await queue.submit("train", {"specs": [shard("m1", 0), shard("m1", 1, command=[])]})
             assert "command" in str(e.value)
@@ -134,14 +161,14 @@ def test_refusals_name_the_spec_and_field_and_publish_nothing(fleet: Path, tmp_p
             assert "command[1]" in str(e.value)
     asyncio.run(go())
     with pytest.raises(ax.AltarError) as e:
-        LocalJobQueue(fleet, overrides={"nonsense.key": "1"})
+        LocalJobQueue(cfg, overrides={"nonsense.key": "1"})
     assert "nonsense" in str(e.value)
     bad = tmp_path / "typo.yaml"
     bad.write_text(f"transport: {{name: local, dir: {tmp_path}/log}}\ngroups:\n  t: {{group_by: [a], ready_wen: single}}\n")
     with pytest.raises(ax.AltarError) as e:
         LocalJobQueue(bad)
     assert "typo.yaml:3" in str(e.value)
-    assert os.path.exists(fleet)
+    assert os.path.exists(cfg)
 
 
 def test_the_job_queue_registry() -> None:
