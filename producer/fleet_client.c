@@ -127,6 +127,8 @@ int altar_fleet_client_cancel(altar_fleet_client_t *c, const char *job_id, const
   return rc;
 }
 
+const char *altar_fleet_client_ledger_path(const altar_fleet_client_t *c) { return c->cfg.ledger_path; }
+
 /* Every partition of the ready and dead topics, from their beginning. */
 static int assign_group_topics(altar_transport_t *t, const altar_config_t *cfg, altar_error_t *err) {
   const char *topics[] = {cfg->topics.ready, cfg->topics.dead};
@@ -202,4 +204,9 @@ int altar_group_reader_next(altar_group_reader_t *r, int timeout_ms, char **pjso
     altar_msg_free(m);
     if (found) return found;
   }
+}
+
+int altar_group_reader_caught_up(altar_group_reader_t *r, bool *pdone, altar_error_t *err) {
+  *pdone = false;
+  return altar_transport_caught_up(r->t, pdone, err);
 }

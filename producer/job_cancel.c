@@ -56,7 +56,10 @@ int altar_job_cancel_send(altar_transport_t *t, const altar_topics_t *topics, co
    * answers with a failed "cancelled" event on the status topic, and the
    * reconciler must meet the cancel there before that event, or it would
    * take the failure for an ordinary one (and dead-letter the group). */
-  for (int pass = 0; pass < 2; pass++)
+  for (int pass = 0; pass < 2; pass++) {
+    /* ... acknowledged there before any jobs topic gets it: a log keeps no
+     * order across partitions of its own accord. */
+    if (pass == 1 && !rc) rc = altar_transport_flush(t, 30000, err);
     for (size_t i = 0; !rc && i < tl->n_topics; i++) {
       const altar_topic_info_t *ti = &tl->topics[i];
       bool is_status = !strcmp(ti->name, topics->status);
@@ -66,6 +69,7 @@ int altar_job_cancel_send(altar_transport_t *t, const altar_topics_t *topics, co
       for (size_t p = 0; !rc && p < ti->n_partitions; p++, sent++)
         rc = send_one(t, ti->name, ti->partitions[p].partition, job_id, group_key, who, err);
     }
+  }
   altar_topic_list_free(tl);
   if (!rc && !status_seen)
     rc = altar_error_set(err, ALTAR_ENOTFOUND, "no status topic %s here: is this the fleet's config?", topics->status);

@@ -13,6 +13,7 @@ ALTAR_API_BEGIN
 
 #include "altar/error.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Room for a job id (the run handle id) and its NUL. */
@@ -49,6 +50,10 @@ int altar_fleet_client_submit_json(altar_fleet_client_t *c, const char *kind, co
  * ALTAR_ENOTFOUND when the log has no status topic, or the transport's error. */
 int altar_fleet_client_cancel(altar_fleet_client_t *c, const char *job_id, const char *group_key, altar_error_t *err);
 
+/* The fleet's ledger directory (ledger.path, relative paths as given), owned
+ * by c: what `altar status` opens read-only to show a job's records. */
+const char *altar_fleet_client_ledger_path(const altar_fleet_client_t *c);
+
 /* A reader of the group events (fired, dead-lettered, cancelled) of one job
  * (job_id NULL: of every job) on the fleet's ready and dead topics, from
  * their beginning. It has its own connection to the log. NULL with err
@@ -61,6 +66,12 @@ void altar_group_reader_close(altar_group_reader_t *r); /* NULL is fine */
  * when none came in time, or a negative code. Undecodable records are
  * skipped (the reconciler never writes them). */
 int altar_group_reader_next(altar_group_reader_t *r, int timeout_ms, char **pjson, altar_error_t *err);
+
+/* *pdone = true once the reader has read every group event the log held
+ * when this was called (each assigned partition consumed to its end), so
+ * "the events so far" are all in. 0, or the transport's error (ALTAR_ENOTSUP
+ * when it cannot tell). */
+int altar_group_reader_caught_up(altar_group_reader_t *r, bool *pdone, altar_error_t *err);
 
 ALTAR_API_END
 

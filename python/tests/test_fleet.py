@@ -79,10 +79,14 @@ def fleet(request: pytest.FixtureRequest, tmp_path: Path, altar_bin: str) -> Ite
             log.close()
 
 
-def shard(model: str, fold: int, command: list[str] | None = None) -> ContainerTaskSpec:
+def shard(model: str, fold: int, command: list[str] | None = None, out: Path | None = None) -> ContainerTaskSpec:
+    """A train shard; with out, it writes jobs/<model>/<fold>.txt under its data root, an output saved to out."""
+    outputs = []
+    if out is not None:
+        outputs = [ax.Transfer((out / f"{model}-{fold}.txt").as_uri(), f"jobs/{model}/{fold}.txt")]
     return ContainerTaskSpec(kind="train", image="none",
                              command=["sh", "-c", f"echo model {model} fold {fold}"] if command is None else command,
-                             labels={"model": model, "fold": str(fold)})
+                             labels={"model": model, "fold": str(fold)}, outputs=outputs)
 
 
 async def collect(queue: FleetJobQueue, job_id: str, n: int) -> list[GroupEvent]:
@@ -96,10 +100,14 @@ async def collect(queue: FleetJobQueue, job_id: str, n: int) -> list[GroupEvent]
 
 def test_a_3x5_job_fires_exactly_3_groups(fleet: tuple[str, Path], altar_bin: str) -> None:
     transport, cfg = fleet
+    data, out = cfg.parent / "data", cfg.parent / "out"
+
+    def write(m: str, f: int) -> list[str]:
+        return ["sh", "-c", f"mkdir -p {data}/jobs/{m} && echo result {m} {f} > {data}/jobs/{m}/{f}.txt"]
 
     async def go() -> tuple[str, list[GroupEvent], list[GroupEvent]]:
         async with queue_for(transport, cfg) as queue:
-            specs = [shard(m, f) for m in ("m1", "m2", "m3") for f in range(5)]
+            specs = [shard(m, f, write(m, f), out) for m in ("m1", "m2", "m3") for f in range(5)]
             job_id = await queue.submit("train", {"specs": specs})
             events = await collect(queue, job_id, 3)
             # Read again from the beginning once the fleet says the job is settled:
@@ -111,6 +119,15 @@ def test_a_3x5_job_fires_exactly_3_groups(fleet: tuple[str, Path], altar_bin: st
                 async for ev in queue.group_events(job_id, timeout_s=3):
                     again.append(ev)
             assert status["groups"]["fired"] == 3, status
+            # The same from Python: 15 succeeded shards, 3 fired groups, 15 outputs saved.
+            st = await queue.status(job_id)
+            assert st.by_state[ax.TaskState.SUCCEEDED] == 15 and len(st.shards) == 15
+            assert sorted(g.event_id for g in st.groups) == sorted(e.event_id for e in events)
+            assert len(st.outputs) == 15
+            for t in st.outputs:
+                m, f = Path(t.logical_path).parent.name, Path(t.logical_path).stem
+                assert (out / f"{m}-{f}.txt").read_text() == f"result {m} {f}\n"
+            assert (await queue.status("no-such-job")).records == []
             return job_id, events, again
 
     job_id, events, again = asyncio.run(go())

@@ -164,10 +164,16 @@ static void test_reader_yields_one_jobs_group_events(void) {
   char *json = NULL;
   CU_ASSERT_EQUAL(altar_group_reader_next(r, 200, &json, &err), 0);
   CU_ASSERT(json == NULL);
+  bool done = false;
+  CU_ASSERT_EQUAL(altar_group_reader_caught_up(r, &done, &err), 0);
+  CU_ASSERT(done);
   altar_group_reader_close(r);
-  /* Every job's events without a filter. */
+  /* Every job's events without a filter; not caught up before reading them. */
   r = altar_group_reader_open(c, NULL, &err);
   CU_ASSERT_FATAL(r != NULL);
+  done = true;
+  CU_ASSERT_EQUAL(altar_group_reader_caught_up(r, &done, &err), 0);
+  CU_ASSERT(!done);
   int n = 0;
   while (altar_group_reader_next(r, 200, &json, &err) == 1) {
     n++;
@@ -184,6 +190,7 @@ static void test_cancel_reaches_every_jobs_and_status_partition(void) {
   fixture_open(&f);
   altar_fleet_client_t *c = client(&f);
   altar_error_t err = {0};
+  CU_ASSERT_STRING_EQUAL(altar_fleet_client_ledger_path(c), "./var/ledger");
   CU_ASSERT_EQUAL(altar_fleet_client_cancel(c, "", NULL, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "job_id") != NULL);
   CU_ASSERT_EQUAL(altar_fleet_client_cancel(c, "j1", NULL, &err), 0);

@@ -59,6 +59,7 @@ from ._queue import (
     FleetJobQueue,
     GroupEvent,
     JobQueue,
+    JobStatus,
     KafkaJobQueue,
     LocalJobQueue,
     get_job_queue_registry,
@@ -103,7 +104,7 @@ from ._specs import (
 __provisional__ = ["JobQueue", "get_job_queue_registry"]
 
 __all__ = [
-    "AltarError", "FileStorage", "GcsStorage", "HttpStorage", "HttpsStorage", "LocalStorage", "NativeStorage", "S3Storage", "Storage", "TextWriter", "get_storage_registry", "GroupBy", "GroupSpec", "InMemoryTaskLedger", "NativeTaskLedger", "PredicateError", "ReadyPredicate", "ReconcileResult", "RocksDBTaskLedger", "TaskLedger", "all_expected_folds", "all_folds", "all_label_values", "count_at_least", "group_by", "reconcile_once", "run_reconcile_loop", "single", "FleetJobQueue", "GroupEvent", "JobQueue", "KafkaJobQueue", "LocalJobQueue", "get_job_queue_registry", "BackendError", "CapabilityNotSupported", "Capacity", "ConfigError", "ContainerTaskSpec",
+    "AltarError", "JobStatus", "FileStorage", "GcsStorage", "HttpStorage", "HttpsStorage", "LocalStorage", "NativeStorage", "S3Storage", "Storage", "TextWriter", "get_storage_registry", "GroupBy", "GroupSpec", "InMemoryTaskLedger", "NativeTaskLedger", "PredicateError", "ReadyPredicate", "ReconcileResult", "RocksDBTaskLedger", "TaskLedger", "all_expected_folds", "all_folds", "all_label_values", "count_at_least", "group_by", "reconcile_once", "run_reconcile_loop", "single", "FleetJobQueue", "GroupEvent", "JobQueue", "KafkaJobQueue", "LocalJobQueue", "get_job_queue_registry", "BackendError", "CapabilityNotSupported", "Capacity", "ConfigError", "ContainerTaskSpec",
     "DigestMismatchError", "ExecutionBackend", "GpuPool", "InvalidArgument", "KubernetesExecutionBackend",
     "LocalDockerExecutionBackend", "ModalExecutionBackend", "NativeExecutionBackend", "NotFound",
     "PathEscapeError", "PathResolver", "PluginRegistry", "PluginRunIdentity", "ProcessExecutionBackend",

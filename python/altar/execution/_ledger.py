@@ -207,11 +207,43 @@ class InMemoryTaskLedger(NativeTaskLedger):
 
 
 class RocksDBTaskLedger(NativeTaskLedger):
-    """altar's RocksDB ledger in directory path (created when missing), the one the reconciler keeps."""
+    """altar's RocksDB ledger in directory path, the one the reconciler keeps.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    Created when missing, unless read_only: then it is opened for reading
+    alone (beside a reconciler that writes it) and must exist.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         err = _errors.new_err()
-        l = _native.lib().altar_ledger_rocksdb_open(os.fsencode(path), ffi.NULL, err)
+        opts = ffi.new("altar_ledger_rocksdb_opts_t *", {"read_only": read_only, "no_create": read_only})
+        l = _native.lib().altar_ledger_rocksdb_open(os.fsencode(path), opts, err)
         if l == ffi.NULL:
             raise _errors.from_code(err.code or -19, err)
         super().__init__(l)
+
+
+def records_where(ledger: NativeTaskLedger, keep: Callable[[TaskRecord], bool]) -> list[TaskRecord]:
+    """Every record of the ledger that keep accepts, in (backend, external_id) order."""
+    out: list[TaskRecord] = []
+    failure: list[BaseException] = []
+
+    def visit(ctx: Any, e: Any) -> int:
+        try:
+            rec = record_from_c(e.rec)
+            if keep(rec):
+                out.append(rec)
+            return 0
+        except BaseException as exc:
+            failure.append(exc)
+            return -1
+
+    cb = ffi.callback("altar_ledger_visit_fn", visit)
+
+    def run(l: Any) -> None:
+        err = _errors.new_err()
+        rc = _native.lib().altar_ledger_foreach(l, cb, ffi.NULL, err)
+        if failure:
+            raise failure[0]
+        _errors.check(rc, err)
+    ledger.with_ledger(run)
+    return out

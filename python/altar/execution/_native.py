@@ -128,6 +128,8 @@ int altar_fleet_client_cancel(altar_fleet_client_t *c, const char *job_id, const
 altar_group_reader_t *altar_group_reader_open(altar_fleet_client_t *c, const char *job_id, altar_error_t *err);
 void altar_group_reader_close(altar_group_reader_t *r);
 int altar_group_reader_next(altar_group_reader_t *r, int timeout_ms, char **pjson, altar_error_t *err);
+int altar_group_reader_caught_up(altar_group_reader_t *r, _Bool *pdone, altar_error_t *err);
+const char *altar_fleet_client_ledger_path(const altar_fleet_client_t *c);
 
 typedef struct altar_record {
   altar_handle_t handle; char *kind; int state; int64_t restart_count; altar_spec_t *spec; _Bool consumed;
@@ -138,7 +140,13 @@ void altar_statuses_free(altar_status_t *sts, size_t n);
 
 typedef struct altar_ledger altar_ledger_t;
 altar_ledger_t *altar_ledger_memory_open(altar_error_t *err);
-altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const void *opts, altar_error_t *err);
+typedef struct altar_ledger_rocksdb_opts {
+  _Bool sync; _Bool read_only; _Bool no_create; size_t write_buffer_mb; _Bool no_wal; _Bool write_behind;
+} altar_ledger_rocksdb_opts_t;
+altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_rocksdb_opts_t *opts, altar_error_t *err);
+typedef struct altar_ledger_entry { altar_record_t rec; char *task_key; char *group_key; } altar_ledger_entry_t;
+typedef int (*altar_ledger_visit_fn)(void *ctx, const altar_ledger_entry_t *e);
+int altar_ledger_foreach(altar_ledger_t *l, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err);
 void altar_ledger_close(altar_ledger_t *l);
 int altar_ledger_record(altar_ledger_t *l, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
                         altar_error_t *err);

@@ -19,8 +19,9 @@ from typing import Any, ClassVar
 
 from . import _errors, _native
 from ._backends import PluginRegistry
-from ._codec import _raw
-from ._model import ContainerTaskSpec, PluginRunIdentity, TaskFailure, TaskHandle
+from ._codec import _raw, _transfer_from
+from ._ledger import RocksDBTaskLedger, records_where
+from ._model import ContainerTaskSpec, PluginRunIdentity, TaskFailure, TaskHandle, TaskRecord, TaskState, Transfer
 
 ffi = _native.ffi
 
@@ -56,6 +57,47 @@ class GroupEvent:
     @property
     def fired(self) -> bool:
         return self.event == "fired"
+
+
+# Ledger-made outcomes of runs another record of the same task replaced.
+REPLACED_REASONS = ("superseded", "released")
+
+
+@dataclass
+class JobStatus:
+    """Where a job stands: its ledger records and its group events so far."""
+
+    job_id: str
+    records: list[TaskRecord] = field(default_factory=list)
+    groups: list[GroupEvent] = field(default_factory=list)
+
+    @property
+    def shards(self) -> list[TaskRecord]:
+        """One record per shard: runs that a newer run of the same task replaced are left out."""
+        return [r for r in self.records
+                if not (r.consumed and r.state == TaskState.FAILED and r.failure is not None
+                        and r.failure.reason in REPLACED_REASONS)]
+
+    @property
+    def by_state(self) -> dict[TaskState, int]:
+        out = {s: 0 for s in TaskState}
+        for r in self.shards:
+            out[r.state] += 1
+        return out
+
+    @property
+    def outputs(self) -> list[Transfer]:
+        """The output transfers of every shard of the job's fired groups."""
+        runs = {(r.handle.backend, r.handle.external_id): r for r in self.records}
+        out: list[Transfer] = []
+        for g in self.groups:
+            if not g.fired:
+                continue
+            for h in g.shards:
+                rec = runs.get((h.backend, h.external_id))
+                if rec is not None and rec.spec is not None:
+                    out.extend(_transfer_from(t) for t in rec.spec.get("outputs") or [])
+        return out
 
 
 def _handle(d: Mapping[str, Any]) -> TaskHandle:
@@ -202,6 +244,47 @@ class FleetJobQueue(JobQueue):
                 yield group_event_from_json(text)
         finally:
             L.altar_group_reader_close(r)
+
+
+    async def status(self, job_id: str) -> JobStatus:
+        """The job's records, from the fleet's ledger opened read-only (as `altar status` does), and
+        every group event of it the log holds now. NotFound when no ledger is at ledger.path yet."""
+        L = _native.lib()
+        with self._lock:
+            path = _native.s(L.altar_fleet_client_ledger_path(self._client())) or ""
+
+        def read_records() -> list[TaskRecord]:
+            led = RocksDBTaskLedger(path, read_only=True)
+            try:
+                return records_where(led, lambda r: r.handle.labels.get("job_id") == job_id)
+            finally:
+                led.close()
+
+        def read_groups() -> list[GroupEvent]:
+            err = _errors.new_err()
+            with self._lock:
+                r = L.altar_group_reader_open(self._client(), _native.b(job_id), err)
+            if r == ffi.NULL:
+                raise _errors.from_code(err.code or -1, err)
+            try:
+                out: list[GroupEvent] = []
+                done = ffi.new("_Bool *")
+                while True:
+                    pjson = ffi.new("char **")
+                    e = _errors.new_err()
+                    rc = _errors.check(L.altar_group_reader_next(r, 200, pjson, e), e)
+                    if rc == 1:
+                        out.append(group_event_from_json(_native.take_string(pjson[0]) or "{}"))
+                        continue
+                    _errors.check(L.altar_group_reader_caught_up(r, done, e), e)
+                    if done[0]:
+                        return out
+            finally:
+                L.altar_group_reader_close(r)
+
+        records = await asyncio.to_thread(read_records)
+        groups = await asyncio.to_thread(read_groups)
+        return JobStatus(job_id=job_id, records=records, groups=groups)
 
 
 class LocalJobQueue(FleetJobQueue):
