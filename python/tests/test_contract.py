@@ -309,3 +309,14 @@ def test_errors_carry_altars_names_and_messages() -> None:
     else:
         raise AssertionError("no error")
     assert os.environ["ALTAR_LIBRARY"]
+
+
+def test_every_native_backend_is_libaltars_and_checks_its_keys() -> None:
+    # Each wrapper opens the C backend of its name: the C backend's own key check answers.
+    for cls, name in ((ax.LocalDockerExecutionBackend, "local"), (ax.KubernetesExecutionBackend, "kubernetes"),
+                      (ax.ModalExecutionBackend, "modal"), (ax.ProcessExecutionBackend, "process")):
+        with pytest.raises(ax.ConfigError) as e:
+            cls(nonsense_key="1")
+        assert e.value.message == f"backend.nonsense_key: unknown key for the {name} backend"
+    with pytest.raises(TypeError):
+        ax.ProcessExecutionBackend(slots=[1, 2])
