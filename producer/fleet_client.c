@@ -110,7 +110,7 @@ static void on_cancel_delivery(altar_transport_t *t, const altar_delivery_t *dr,
   cancel_acks_t *a = ctx;
   if (!dr->err) return;
   a->failed++;
-  strncpy(a->why, dr->errstr ? dr->errstr : "delivery failed", sizeof a->why - 1);
+  snprintf(a->why, sizeof a->why, "%s", dr->errstr ? dr->errstr : "delivery failed");
 }
 
 int altar_fleet_client_cancel(altar_fleet_client_t *c, const char *job_id, const char *group_key, altar_error_t *err) {
