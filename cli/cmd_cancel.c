@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "fleet_common.h"
 #include "job_known.h"
+#include "producer/job_queue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,34 +37,6 @@ static void usage(FILE *out) {
           "\nexit status: 4 unknown job (without --force).\n",
           altar_cli_fleet_flags_help);
   fputs(ALTAR_CLI_EXIT_HELP, out);
-}
-
-/* The topics a job's shards and status events can be on: the jobs topic,
- * every `<jobs>.<pool>` topic that exists, and the status topic. */
-static bool wanted(const altar_config_t *cfg, const char *topic) {
-  if (!strcmp(topic, cfg->topics.jobs) || !strcmp(topic, cfg->topics.status)) return true;
-  size_t jl = strlen(cfg->topics.jobs);
-  return !strncmp(topic, cfg->topics.jobs, jl) && topic[jl] == '.' &&
-         altar_pool_check("pool", topic + jl + 1, NULL) == ALTAR_OK;
-}
-
-static int send_cancel(altar_transport_t *t, const char *topic, int32_t partition, const char *job, const char *group,
-                       const char *who, altar_error_t *err) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  altar_control_msg_t c = {.v = ALTAR_SCHEMA_VERSION, .event = ALTAR_CTL_CANCEL, .partition = partition,
-                           .job_id = (char *)job, .group_key = (char *)group, .worker = (char *)who,
-                           .ts = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9};
-  altar_buf_t b = {0};
-  int rc = altar_encode_control(&c, &b, err);
-  altar_produce_rec_t rec = {.topic = topic, .partition = partition, .value = b.data, .value_len = b.len};
-  for (int tries = 0; !rc; tries++) {
-    rc = altar_transport_produce(t, &rec, err);
-    if (rc != ALTAR_EAGAIN || tries > 1000) break;
-    altar_transport_poll(t, 10);
-  }
-  altar_buf_free(&b);
-  return rc;
 }
 
 typedef struct acks {
@@ -116,8 +89,9 @@ int altar_cmd_cancel(int argc, char **argv) {
     altar_config_clear(&cfg);
     return 2;
   }
-  if (strlen(job) > 1024 || (group && strlen(group) > 4096)) {
-    fprintf(stderr, "altar cancel: job id (at most 1024 bytes) or group key (at most 4096) too long\n");
+  if (strlen(job) > ALTAR_CANCEL_JOB_ID_MAX || (group && strlen(group) > ALTAR_CANCEL_GROUP_KEY_MAX)) {
+    fprintf(stderr, "altar cancel: job id (at most %d bytes) or group key (at most %d) too long\n",
+            ALTAR_CANCEL_JOB_ID_MAX, ALTAR_CANCEL_GROUP_KEY_MAX);
     altar_config_clear(&cfg);
     return 2;
   }
@@ -153,32 +127,9 @@ int altar_cmd_cancel(int argc, char **argv) {
   char who[300], host[128] = "localhost";
   gethostname(host, sizeof host - 1);
   snprintf(who, sizeof who, "altar-cancel@%s", host);
-  altar_topic_list_t *tl = NULL;
   altar_error_t err = {0};
-  int rc = altar_transport_list_topics(t, NULL, 10000, &tl, &err);
   size_t topics = 0, sent = 0;
-  bool status_seen = false;
-  /* The status topic first, acknowledged before any worker can read the
-   * cancel: the failed events of the tasks the workers stop then come after
-   * it in every partition, so the reconciler settles the groups as
-   * cancelled, never dead-lettered by those failures. */
-  for (int pass = 0; pass < 2 && !rc; pass++) {
-    for (size_t i = 0; !rc && i < tl->n_topics; i++) {
-      const altar_topic_info_t *ti = &tl->topics[i];
-      bool status = !strcmp(ti->name, cfg.topics.status);
-      if (status != (pass == 0) || !wanted(&cfg, ti->name)) continue;
-      status_seen |= status;
-      topics++;
-      for (size_t p = 0; !rc && p < ti->n_partitions; p++, sent++)
-        rc = send_cancel(t, ti->name, ti->partitions[p].partition, job, group, who, &err);
-    }
-    if (!rc && pass == 0 && !status_seen)
-      rc = altar_error_set(&err, ALTAR_ENOTFOUND, "no status topic %s here: is this the fleet's config?",
-                           cfg.topics.status);
-    if (!rc) rc = altar_transport_flush(t, 30000, &err);
-    if (!rc && acks.failed) rc = altar_error_set(&err, ALTAR_EIO, "%s", acks.why);
-  }
-  altar_topic_list_free(tl);
+  int rc = altar_job_cancel_send(t, &cfg.topics, job, group, who, &sent, &topics, &err);
   altar_transport_close(t);
   altar_config_clear(&cfg);
   if (rc || acks.failed) {

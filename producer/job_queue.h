@@ -39,4 +39,19 @@ int altar_specs_parse(const char *text, size_t len, const char *source, altar_sp
 int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t *specs, size_t n,
                            char run_id[ALTAR_RUN_ID_MAX + 1], altar_error_t *err);
 
+/* Longest job id and group key a cancel names. */
+#define ALTAR_CANCEL_JOB_ID_MAX 1024
+#define ALTAR_CANCEL_GROUP_KEY_MAX 4096
+
+/* Sends a "cancel" control message for job_id (group_key NULL: the whole
+ * job) to every partition of the jobs topic, of each `<jobs>.<pool>` topic
+ * the log has and of the status topic, then flushes (delivery reports go to
+ * t's delivery callback, which the caller set). who names the sender.
+ * *psent and *ptopics (may be NULL) get the partitions and topics sent to.
+ * ALTAR_EINVAL for an empty or overlong id or key, ALTAR_ENOTFOUND when the
+ * log has no status topic, or the transport's error. */
+int altar_job_cancel_send(altar_transport_t *t, const altar_topics_t *topics, const char *job_id,
+                          const char *group_key, const char *who, size_t *psent, size_t *ptopics,
+                          altar_error_t *err);
+
 #endif

@@ -1,0 +1,1 @@
+"""altar: a worker fleet for container tasks. Python programs use altar.execution."""
