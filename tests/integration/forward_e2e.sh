@@ -1,0 +1,237 @@
+# Shared body of the forwarding tests (sourced; needs TRANSPORT=local|kafka).
+# Issue #34's scenario: worker w1 (4 slots) runs 4 long tasks; w2 and w3
+# (4 slots each, idle) join and take their share of the partitions; then 8
+# quick shards are submitted, at least 3 of them (chosen so, from their task
+# keys and the partitions w1 announces) on partitions w1 owns. Checks, from
+# recorded facts only:
+# - every shard ran exactly once (each run appends a start and an end line);
+# - every quick shard started within the bound after its job's
+#   submitted_at (the time the shard itself wrote): 1 s on the local log,
+#   1 s plus one Kafka rebalance (3 s, heartbeat.interval.ms) on Kafka;
+# - w1 was full all that time (every quick start lies before the first long
+#   end), the quick shards of w1's partitions were forwarded (w1's count,
+#   the copies on the jobs topic with their header, w2's and w3's count of
+#   jobs received, all equal), and none ran on w1;
+# - the ledger ends with one terminal record per shard and nothing open.
+set -eu
+: "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
+LONG_S="${FORWARD_LONG_S:-20}"
+QUICK_N=8
+ON_W1_MIN=3
+if [ "$TRANSPORT" = kafka ]; then BOUND_S=4.0; else BOUND_S=1.0; fi
+
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin "forward-$TRANSPORT" python3
+mkdir -p "$T/data"
+prefix="fwd-$(date +%s)-$$"
+{
+  altar_test_fleet_config "$prefix" "{name: process, data_root: $T/data, slots: 4}" "fleet: $prefix.fleet"
+  echo "groups:"
+  echo "  shard:"
+  echo "    group_by: [job_id, name]"
+  echo "    ready_when: single"
+  echo "    on_failed: dead_letter"
+} > "$T/altar.yaml"
+cfg="--config $T/altar.yaml"
+
+start_worker() { "$ALTAR_BIN" worker $cfg --id "w$1" --drain 120 >>"$T/worker$1.log" 2>&1 & eval "w$1=\$!"; pids="$pids $!"; }
+# A shard appends "start <name> <worker data dir> <unix time>" when it starts
+# and "end <name> <unix time>" when it ends.
+spec() { # spec NAME SECONDS [SALT]
+  python3 - "$T/data" "$1" "$2" "${3:-}" <<'PY'
+import json, sys
+d, name, secs, salt = sys.argv[1:5]
+script = 'echo "start $0 $(date +%s.%N)" >> "$1/runs.log"; sleep "$2"; echo "end $0 $(date +%s.%N)" >> "$1/runs.log"'
+labels = {"name": name}
+if salt:
+    labels["salt"] = salt
+print(json.dumps({"kind": "shard", "image": "none", "command": ["/bin/sh", "-c", script, name, d, secs],
+                  "labels": labels, "timeout_s": 600}))
+PY
+}
+started() { if [ -f "$T/data/runs.log" ]; then grep -c "^start " "$T/data/runs.log" || true; else echo 0; fi; }
+ended() { if [ -f "$T/data/runs.log" ]; then grep -c "^end " "$T/data/runs.log" || true; else echo 0; fi; }
+wait_for() { # wait_for WHAT N SECONDS: until WHAT prints >= N
+  deadline=$(( $(date +%s) + $3 ))
+  until [ "$($1)" -ge "$2" ]; do
+    [ "$(date +%s)" -lt "$deadline" ] || { echo "timed out waiting for $1 >= $2"; tail -5 "$T"/*.log; exit 1; }
+    sleep 0.2
+  done
+}
+# The partitions each worker announced last (its latest heartbeat's "owns"), as JSON.
+owns() {
+  "$ALTAR_BIN" log consume $cfg --topic "$prefix.fleet" --from-beginning --exit 2>/dev/null | python3 -c '
+import json, sys
+last = {}
+for l in sys.stdin:
+    try:
+        h = json.loads(l)
+    except ValueError:
+        continue
+    if h.get("type") == "worker" and h.get("event") == "heartbeat" and "owns" in h:
+        last[h["worker"]] = sorted(p for ps in h["owns"].values() for p in ps)
+print(json.dumps(last))'
+}
+# 1 when w1, w2 and w3 each announce partitions of the jobs topic and together all 32.
+settled() {
+  owns | python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+ws = [o.get(w, []) for w in ("w1", "w2", "w3")]
+print(1 if all(ws) and sorted(p for w in ws for p in w) == list(range(32)) else 0)'
+}
+
+"$ALTAR_BIN" reconciler $cfg >>"$T/reconciler.log" 2>&1 & rec=$!; pids="$pids $rec"
+start_worker 1
+for i in 1 2 3 4; do spec "long$i" "$LONG_S"; done > "$T/long.jsonl"
+"$ALTAR_BIN" submit $cfg "$T/long.jsonl" >/dev/null 2>>"$T/submit.log"
+wait_for started 4 60
+echo "4 long shards running on w1 (all its slots); w2 and w3 join"
+start_worker 2
+start_worker 3
+wait_for settled 1 60
+owns > "$T/owns.json"
+echo "partitions settled: $(cat "$T/owns.json")"
+
+# Quick shards, published as `altar submit` does (one job id, keyed by task
+# key, submitted_at stamped just before publishing) but with a job id chosen
+# so that at least ON_W1_MIN of them hash to w1's partitions.
+python3 - "$T" "$ALTAR_BIN" "$QUICK_N" "$ON_W1_MIN" "$prefix.jobs" <<'PY'
+import json, subprocess, sys, time
+d, altar, n, want, topic = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+w1 = set(json.load(open(f"{d}/owns.json"))["w1"])
+
+def murmur2(data):  # Kafka's, as altar_partition_for_key
+    m, length = 0x5bd1e995, len(data)
+    h = (0x9747b28c ^ length) & 0xffffffff
+    for i in range(length // 4):
+        k = int.from_bytes(data[4 * i:4 * i + 4], "little")
+        k = (k * m) & 0xffffffff
+        k ^= k >> 24
+        k = (k * m) & 0xffffffff
+        h = ((h * m) & 0xffffffff) ^ k
+    rest, tail = length % 4, length & ~3
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & 0xffffffff
+    h ^= h >> 13
+    h = (h * m) & 0xffffffff
+    h ^= h >> 15
+    return h
+
+script = 'echo "start $0 $(date +%s.%N)" >> "$1/runs.log"; sleep "$2"; echo "end $0 $(date +%s.%N)" >> "$1/runs.log"'
+for salt in range(200):
+    job_id = f"j-f{salt:011x}"
+    jobs, on_w1 = [], []
+    for i in range(1, n + 1):
+        s = {"kind": "shard", "image": "none", "command": ["/bin/sh", "-c", script, f"quick{i}", f"{d}/data", "0.2"],
+             "labels": {"job_id": job_id, "name": f"quick{i}"}, "timeout_s": 600}
+        key = subprocess.run([altar, "spec", "id", "-"], input=json.dumps(s), capture_output=True, text=True,
+                             check=True).stdout.split()[0]
+        jobs.append((key, s))
+        if (murmur2(key.encode()) & 0x7fffffff) % 32 in w1:
+            on_w1.append(f"quick{i}")
+    if len(on_w1) >= want:
+        break
+else:
+    sys.exit("no job id put enough quick shards on w1's partitions")
+json.dump(on_w1, open(f"{d}/on_w1.json", "w"))
+print(f"{len(on_w1)} of {n} quick shards on w1's partitions: {' '.join(on_w1)}")
+now = time.time()
+lines = "".join(key + "|" + json.dumps({"v": 1, "type": "job", "job_id": job_id, "spec": s, "avoid_hosts": [],
+                                        "attempt": 0, "submitted_at": now}) + "\n" for key, s in jobs)
+subprocess.run([altar, "log", "produce", "--config", f"{d}/altar.yaml", "--topic", topic, "--key-delimiter", "|",
+                "--encode", "job"], input=lines, text=True, check=True, stdout=subprocess.DEVNULL)
+PY
+wait_for ended $((4 + QUICK_N)) $((LONG_S * 3 + 60))
+count() { "$ALTAR_BIN" log consume $cfg --topic "$1" --from-beginning --exit 2>/dev/null | grep -c '"event_id"' || true; }
+ready_n() { count "$prefix.ready"; }
+wait_for ready_n $((4 + QUICK_N)) 60
+kill -TERM "$w1" "$w2" "$w3" "$rec" 2>/dev/null || true
+wait "$w1" "$w2" "$w3" "$rec" 2>/dev/null || true
+
+"$ALTAR_BIN" log consume $cfg --topic "$prefix.status" --from-beginning --exit > "$T/status.jsonl"
+"$ALTAR_BIN" log consume $cfg --topic "$prefix.jobs" --from-beginning --exit --headers > "$T/jobs.txt"
+"$ALTAR_BIN" ledger dump $cfg > "$T/ledger.jsonl"
+grep -h "altar worker [^ ]*: consumed" "$T"/worker*.log | sed 's/^/  /'
+python3 - "$T" "$TRANSPORT" "$QUICK_N" "$BOUND_S" <<'PY'
+import collections, json, re, sys
+d, transport, quick_n, bound = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+problems = []
+names = [f"long{i}" for i in range(1, 5)] + [f"quick{i}" for i in range(1, quick_n + 1)]
+starts, ends = collections.defaultdict(list), collections.defaultdict(list)
+for line in open(f"{d}/data/runs.log"):
+    f = line.split()
+    (starts if f[0] == "start" else ends)[f[1]].append(float(f[2]))
+for n in names:
+    if len(starts[n]) != 1 or len(ends[n]) != 1:
+        problems.append(f"{n} started {len(starts[n])} and ended {len(ends[n])} times (want 1, 1)")
+on_w1 = json.load(open(f"{d}/on_w1.json"))
+# Submission times, and the forwarded copies (records with the header).
+sub, copies = {}, 0
+for l in open(f"{d}/jobs.txt"):
+    hdr, tab, body = l.rstrip("\n").partition("\t")
+    try:
+        j = json.loads(body) if tab else json.loads(hdr)
+        h = json.loads(hdr) if tab else {}
+    except ValueError:
+        continue
+    if j.get("type") != "job":
+        continue
+    name = j["spec"]["labels"]["name"]
+    if "altar.forwarded.from" in h:
+        copies += 1
+        if not h["altar.forwarded.from"].startswith("w1/"):
+            problems.append(f"{name} forwarded by {h['altar.forwarded.from']} (only w1 was full)")
+    else:
+        sub[name] = j["submitted_at"]
+quick = [n for n in names if n.startswith("quick")]
+lat = sorted((starts[n][0] - sub[n], n) for n in quick if starts[n] and n in sub)
+if len(lat) != quick_n:
+    problems.append(f"start latency known for {len(lat)} of {quick_n} quick shards")
+late = [f"{n} after {x:.2f} s" for x, n in lat if x > bound]
+if late:
+    problems.append(f"quick shards started later than {bound} s after submission: {', '.join(late)}")
+first_long_end = min((ends[n][0] for n in names if n.startswith("long") and ends[n]), default=0)
+if any(starts[n] and starts[n][0] >= first_long_end for n in quick):
+    problems.append("a quick shard started only after a long one ended: w1 was not full the whole time")
+# Who ran what: w1's data dir is shared, so the workers' own counts tell.
+def stat(w, what):
+    m = re.search(rf"altar worker {w}: consumed.*{what} (\d+)", open(f"{d}/worker{w[1]}.log").read())
+    return int(m.group(1)) if m else -1
+fw1 = stat("w1", "forwarded")
+fin = stat("w2", "forwarded here") + stat("w3", "forwarded here")
+sub1 = stat("w1", "submitted")
+if not (fw1 == len(on_w1) == copies == fin):
+    problems.append(f"forwards: {len(on_w1)} quick shards on w1's partitions, w1 forwarded {fw1}, "
+                    f"{copies} copies on the jobs topic, w2+w3 received {fin} (want all equal)")
+if sub1 != 4:
+    problems.append(f"w1 started {sub1} tasks (want its 4 long ones only)")
+# Ledger: nothing open, one terminal record per shard.
+recs = collections.Counter()
+for l in open(f"{d}/ledger.jsonl"):
+    if not l.strip():
+        continue
+    r = json.loads(l)
+    rec = r.get("record", r)
+    st, fail = rec.get("state"), rec.get("failure") or {}
+    if st in ("pending", "running"):
+        problems.append(f"record {rec['handle']['external_id']} left {st}")
+    if fail.get("reason") in ("superseded", "released"):
+        continue
+    recs[rec["handle"]["labels"].get("name")] += 1
+for n in names:
+    if recs[n] != 1:
+        problems.append(f"{n} has {recs[n]} terminal record(s) in the ledger")
+if lat:
+    print(f"quick shards: start after submission min {lat[0][0]:.3f} s, median {lat[len(lat)//2][0]:.3f} s, "
+          f"max {lat[-1][0]:.3f} s (bound {bound} s); {fw1} forwarded by w1, {fin} received by w2+w3")
+for p in problems:
+    print("FAIL:", p)
+sys.exit(1 if problems else 0)
+PY
+echo "forward e2e on $TRANSPORT: ok"
