@@ -1465,6 +1465,23 @@ static void restore_cancels(worker_t *w, const char *topic, int32_t partition, c
   altar__cancel_set_free(&got);
 }
 
+/* "T:0,2,4 U:1" for a log line, cut (with "...") at its size. */
+static const char *parts_text(const altar_tp_t *parts, size_t n, char *buf, size_t size) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (size_t i = 0; i < n && at < size; i++) {
+    bool same = i && !strcmp(parts[i].topic, parts[i - 1].topic);
+    int k = same ? snprintf(buf + at, size - at, ",%" PRId32, parts[i].partition)
+                 : snprintf(buf + at, size - at, "%s%s:%" PRId32, i ? " " : "", parts[i].topic, parts[i].partition);
+    if (k < 0 || (size_t)k >= size - at) {
+      if (size >= 4) snprintf(buf + size - 4, 4, "...");
+      break;
+    }
+    at += (size_t)k;
+  }
+  return buf;
+}
+
 static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
                          void *ctx) {
   worker_t *w = ctx; /* run detaches before its frame goes */
@@ -1498,7 +1515,8 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
     }
     gate_assigned(w, parts, n);
     w->parts_changed = true;
-    wlog(w, "assigned %zu partition(s)", n);
+    char list[1024];
+    wlog(w, "assigned %zu partition(s): %s", n, parts_text(parts, n, list, sizeof list));
     return;
   }
   /* Handover, not drain: nothing waits and nothing is cancelled. The
@@ -1530,7 +1548,9 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
   w->stats.held += held;
   w->parts_changed = true;
   if (held) w->next_lease = mono_ms(); /* the first lease goes out now */
-  wlog(w, "revoked %zu partition(s); %zu running task(s) handed over, still running here", n, held);
+  char list[1024];
+  wlog(w, "revoked %zu partition(s); %zu running task(s) handed over, still running here: %s", n, held,
+       parts_text(parts, n, list, sizeof list));
 }
 
 /* A member with no partition runs nothing: say why, once per idle spell. */
@@ -1582,11 +1602,14 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   w.intake = (altar__intake_ctx_t){.backend = o->backend, .groups = o->groups, .jobs_topic = o->topics->jobs};
   int rc = pools_setup(&w, err);
   w.forward_after_ms = o->forward_after_ms ? o->forward_after_ms : ALTAR_FORWARD_AFTER_MS_DEFAULT;
-  if (!rc && o->fleet_transport && o->topics->fleet && *o->topics->fleet) {
-    w.peers = altar__peers_new(w.worker_id);
+  /* Heartbeats announce the load whenever there is a fleet topic; peers
+   * are read only with a handle to read them on. */
+  if (!rc && o->topics->fleet && *o->topics->fleet) {
+    w.peers = o->fleet_transport && w.forward_after_ms >= 0 ? altar__peers_new(w.worker_id) : NULL;
     w.load_pools = calloc(w.n_pools, sizeof *w.load_pools);
     w.load_free = calloc(w.n_pools, sizeof *w.load_free);
-    if (!w.peers || !w.load_pools || !w.load_free) rc = altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+    if ((o->fleet_transport && w.forward_after_ms >= 0 && !w.peers) || !w.load_pools || !w.load_free)
+      rc = altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
     for (size_t i = 0; !rc && i < w.n_pools; i++) w.load_pools[i] = w.pools[i].name;
   }
   const char **topics = rc ? NULL : calloc(w.n_pools, sizeof *topics);

@@ -54,25 +54,38 @@ ended() { if [ -f "$T/data/runs.log" ]; then grep -c "^end " "$T/data/runs.log" 
 wait_for() { # wait_for WHAT N SECONDS: until WHAT prints >= N
   deadline=$(( $(date +%s) + $3 ))
   until [ "$($1)" -ge "$2" ]; do
-    [ "$(date +%s)" -lt "$deadline" ] || { echo "timed out waiting for $1 >= $2"; tail -5 "$T"/*.log; exit 1; }
+    [ "$(date +%s)" -lt "$deadline" ] || { echo "timed out waiting for $1 >= $2"; tail -n 5 "$T"/*.log; exit 1; }
     sleep 0.2
   done
 }
-# The partitions each worker announced last (its latest heartbeat's "owns"), as JSON.
+# The jobs partitions each worker owns now, from its own "assigned ... :
+# T:p,p" and "revoked ... : T:p,p" lines, as JSON.
 owns() {
-  "$ALTAR_BIN" log consume $cfg --topic "$prefix.fleet" --from-beginning --exit 2>/dev/null | python3 -c '
-import json, sys
-last = {}
-for l in sys.stdin:
+  python3 - "$T" "$prefix.jobs" <<'PY'
+import json, re, sys
+d, topic = sys.argv[1], sys.argv[2]
+out = {}
+for w in ("w1", "w2", "w3"):
+    have = set()
     try:
-        h = json.loads(l)
-    except ValueError:
-        continue
-    if h.get("type") == "worker" and h.get("event") == "heartbeat" and "owns" in h:
-        last[h["worker"]] = sorted(p for ps in h["owns"].values() for p in ps)
-print(json.dumps(last))'
+        lines = open(f"{d}/worker{w[1]}.log").read().splitlines()
+    except OSError:
+        lines = []
+    for l in lines:
+        m = re.match(rf"altar worker {w}: (assigned|revoked) \d+ partition\(s\).*?: (\S+:.*)$", l)
+        if not m:
+            continue
+        for group in m.group(2).split():
+            t, _, ps = group.rpartition(":")
+            if t != topic:
+                continue
+            for p in ps.split(","):
+                (have.add if m.group(1) == "assigned" else have.discard)(int(p))
+    out[w] = sorted(have)
+print(json.dumps(out))
+PY
 }
-# 1 when w1, w2 and w3 each announce partitions of the jobs topic and together all 32.
+# 1 when w1, w2 and w3 each own partitions of the jobs topic and together all 32.
 settled() {
   owns | python3 -c '
 import json, sys
