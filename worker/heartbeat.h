@@ -22,7 +22,7 @@
 /* A change of free slots or owned partitions is announced at once, but
  * never sooner than this after the previous beat (a busy worker's slots
  * change many times a second). */
-#define ALTAR_HEARTBEAT_MIN_GAP_MS 100
+#define ALTAR_HEARTBEAT_MIN_GAP_MS 200
 /* At most this many owned partitions go into one heartbeat. */
 #define ALTAR_HEARTBEAT_PARTS_MAX 1024
 

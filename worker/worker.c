@@ -1197,7 +1197,7 @@ static void forward_one(worker_t *w, const char *topic, int32_t partition, const
 /* Forwards jobs that waited in the look-ahead for forward_after_ms or
  * more, oldest first, while a live peer of their pool reports a free slot. */
 static void forward_waiting(worker_t *w, int64_t now) {
-  if (!w->peers || w->forward_after_ms < 0 || !w->ahead.records) return;
+  if (!w->peers || w->forward_after_ms < 0 || !w->ahead.records || !altar__peers_live(w->peers, now)) return;
   const char *no_peer[WORKER_POOLS_MAX];
   size_t n_no_peer = 0;
   for (int sent = 0; sent < FORWARD_BATCH_MAX && !w->fatal; sent++) {
