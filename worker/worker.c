@@ -117,6 +117,10 @@ typedef struct worker {
   const char **load_pools; /* w->pools[i].name */
   int64_t *load_free;
   bool parts_changed, commit_soon;
+  /* Fault injection for tests (ALTAR_TEST_CRASH_AFTER_FORWARD set): die at
+   * the first forward's acknowledgement, before its commit — the crash
+   * window docs/forwarding.md describes. */
+  bool crash_after_forward;
   int fatal;
   altar_error_t fatal_err;
   /* The last consume error logged, when, and how often it came since: a
@@ -301,6 +305,11 @@ static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *
   if (p->is_status) w->stats.status_events++;
   if (p->task) p->task->acked = true;
   if (p->forward) {
+    if (w->crash_after_forward) {
+      fprintf(stderr, "altar worker %s: ALTAR_TEST_CRASH_AFTER_FORWARD: dying after a forward, before its commit\n",
+              w->worker_id);
+      _exit(137);
+    }
     w->stats.forwarded++;
     w->commit_soon = true; /* until the commit, a crash runs the original again too */
   }
@@ -1602,6 +1611,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   w.intake = (altar__intake_ctx_t){.backend = o->backend, .groups = o->groups, .jobs_topic = o->topics->jobs};
   int rc = pools_setup(&w, err);
   w.forward_after_ms = o->forward_after_ms ? o->forward_after_ms : ALTAR_FORWARD_AFTER_MS_DEFAULT;
+  w.crash_after_forward = getenv("ALTAR_TEST_CRASH_AFTER_FORWARD") != NULL;
   /* Heartbeats announce the load whenever there is a fleet topic; peers
    * are read only with a handle to read them on. */
   if (!rc && o->topics->fleet && *o->topics->fleet) {

@@ -14,15 +14,28 @@
 #   that forwarded it, each forwarded shard started once from a copy, and
 #   w1 started nothing but its long tasks;
 # - the ledger ends with one terminal record per shard and nothing open.
+# With FORWARD_MODE=crash, w1 dies (fault injection:
+# ALTAR_TEST_CRASH_AFTER_FORWARD) at its first forward's acknowledgement,
+# before its commit, and the quick shards run 8 s (30 s on Kafka, longer
+# than finding the dead member): the original of the forwarded job is then
+# taken in again under the same task key while its copy runs, and so are
+# w1's long tasks after their lease timeout. Checks: w1 died there, every
+# shard still ran exactly once (the process backend, one data root, adopts
+# the live run), every group fired once, the ledger is as above.
 set -eu
+MODE="${FORWARD_MODE:-scenario}"
 : "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
 LONG_S="${FORWARD_LONG_S:-20}"
 QUICK_N=8
 ON_W1_MIN=3
 if [ "$TRANSPORT" = kafka ]; then BOUND_S=4.0; else BOUND_S=1.0; fi
+QUICK_S=0.2
+if [ "$MODE" = crash ]; then
+  if [ "$TRANSPORT" = kafka ]; then QUICK_S=30; else QUICK_S=8; fi
+fi
 
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
-altar_test_begin "forward-$TRANSPORT" python3
+altar_test_begin "forward-$MODE-$TRANSPORT" python3
 mkdir -p "$T/data"
 prefix="fwd-$(date +%s)-$$"
 {
@@ -35,7 +48,7 @@ prefix="fwd-$(date +%s)-$$"
 } > "$T/altar.yaml"
 cfg="--config $T/altar.yaml"
 
-start_worker() { "$ALTAR_BIN" worker $cfg --id "w$1" --drain 120 >>"$T/worker$1.log" 2>&1 & eval "w$1=\$!"; pids="$pids $!"; }
+start_worker() { $W_ENV "$ALTAR_BIN" worker $cfg --id "w$1" --drain 120 >>"$T/worker$1.log" 2>&1 & eval "w$1=\$!"; pids="$pids $!"; }
 # A shard appends "start <name> <worker data dir> <unix time>" when it starts
 # and "end <name> <unix time>" when it ends.
 spec() { # spec NAME SECONDS [SALT]
@@ -96,7 +109,9 @@ print(1 if all(ws) and sorted(p for w in ws for p in w) == list(range(32)) else 
 }
 
 "$ALTAR_BIN" reconciler $cfg >>"$T/reconciler.log" 2>&1 & rec=$!; pids="$pids $rec"
+if [ "$MODE" = crash ]; then W_ENV="env ALTAR_TEST_CRASH_AFTER_FORWARD=1"; else W_ENV=""; fi
 start_worker 1
+W_ENV=""
 for i in 1 2 3 4; do spec "long$i" "$LONG_S"; done > "$T/long.jsonl"
 "$ALTAR_BIN" submit $cfg "$T/long.jsonl" >/dev/null 2>>"$T/submit.log"
 wait_for started 4 60
@@ -110,9 +125,9 @@ echo "partitions settled: $(cat "$T/owns.json")"
 # Quick shards, published as `altar submit` does (one job id, keyed by task
 # key, submitted_at stamped just before publishing) but with a job id chosen
 # so that at least ON_W1_MIN of them hash to w1's partitions.
-python3 - "$T" "$ALTAR_BIN" "$QUICK_N" "$ON_W1_MIN" "$prefix.jobs" <<'PY'
+python3 - "$T" "$ALTAR_BIN" "$QUICK_N" "$ON_W1_MIN" "$prefix.jobs" "$QUICK_S" <<'PY'
 import json, subprocess, sys, time
-d, altar, n, want, topic = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+d, altar, n, want, topic, secs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 w1 = set(json.load(open(f"{d}/owns.json"))["w1"])
 
 def murmur2(data):  # Kafka's, as altar_partition_for_key
@@ -142,7 +157,7 @@ for salt in range(200):
     job_id = f"j-f{salt:011x}"
     jobs, on_w1 = [], []
     for i in range(1, n + 1):
-        s = {"kind": "shard", "image": "none", "command": ["/bin/sh", "-c", script, f"quick{i}", f"{d}/data", "0.2"],
+        s = {"kind": "shard", "image": "none", "command": ["/bin/sh", "-c", script, f"quick{i}", f"{d}/data", secs],
              "labels": {"job_id": job_id, "name": f"quick{i}"}, "timeout_s": 600}
         key = subprocess.run([altar, "spec", "id", "-"], input=json.dumps(s), capture_output=True, text=True,
                              check=True).stdout.split()[0]
@@ -165,6 +180,10 @@ wait_for ended $((4 + QUICK_N)) $((LONG_S * 3 + 60))
 count() { "$ALTAR_BIN" log consume $cfg --topic "$1" --from-beginning --exit 2>/dev/null | grep -c '"event_id"' || true; }
 ready_n() { count "$prefix.ready"; }
 wait_for ready_n $((4 + QUICK_N)) 60
+if [ "$MODE" = crash ]; then
+  grep -q "ALTAR_TEST_CRASH_AFTER_FORWARD: dying" "$T/worker1.log" || { echo "FAIL: w1 did not die after a forward"; exit 1; }
+  "$ALTAR_BIN" log consume $cfg --topic "$prefix.ready" --from-beginning --exit 2>/dev/null > "$T/ready.jsonl"
+fi
 kill -TERM "$w1" "$w2" "$w3" "$rec" 2>/dev/null || true
 wait "$w1" "$w2" "$w3" "$rec" 2>/dev/null || true
 
@@ -172,9 +191,9 @@ wait "$w1" "$w2" "$w3" "$rec" 2>/dev/null || true
 "$ALTAR_BIN" log consume $cfg --topic "$prefix.jobs" --from-beginning --exit --headers > "$T/jobs.txt"
 "$ALTAR_BIN" ledger dump $cfg > "$T/ledger.jsonl"
 grep -h "altar worker [^ ]*: consumed" "$T"/worker*.log | sed 's/^/  /'
-python3 - "$T" "$TRANSPORT" "$QUICK_N" "$BOUND_S" <<'PY'
+python3 - "$T" "$TRANSPORT" "$QUICK_N" "$BOUND_S" "$MODE" <<'PY'
 import collections, json, re, sys
-d, transport, quick_n, bound = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+d, transport, quick_n, bound, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
 problems = []
 names = [f"long{i}" for i in range(1, 5)] + [f"quick{i}" for i in range(1, quick_n + 1)]
 starts, ends = collections.defaultdict(list), collections.defaultdict(list)
@@ -203,14 +222,26 @@ for l in open(f"{d}/jobs.txt"):
     else:
         sub[name] = j["submitted_at"]
 quick = [n for n in names if n.startswith("quick")]
+if mode == "crash":
+    ids = collections.Counter()
+    for l in open(f"{d}/ready.jsonl"):
+        try:
+            g = json.loads(l)
+        except ValueError:
+            continue
+        if "event_id" in g:
+            ids[g["group_key"]] += 1
+    twice = [k for k, c in ids.items() if c != 1]
+    if len(ids) != len(names) or twice:
+        problems.append(f"{len(ids)} groups fired for {len(names)} shards; fired more than once: {twice}")
 lat = sorted((starts[n][0] - sub[n], n) for n in quick if starts[n] and n in sub)
 if len(lat) != quick_n:
     problems.append(f"start latency known for {len(lat)} of {quick_n} quick shards")
 late = [f"{n} after {x:.2f} s" for x, n in lat if x > bound]
-if late:
+if late and mode != "crash":
     problems.append(f"quick shards started later than {bound} s after submission: {', '.join(late)}")
 first_long_end = min((ends[n][0] for n in names if n.startswith("long") and ends[n]), default=0)
-if any(starts[n] and starts[n][0] >= first_long_end for n in quick):
+if mode != "crash" and any(starts[n] and starts[n][0] >= first_long_end for n in quick):
     problems.append("a quick shard started only after a long one ended: w1 was not full the whole time")
 # Who ran what: w1's data dir is shared, so the workers' own counts tell.
 def stat(w, what):
@@ -223,10 +254,13 @@ fw1 = stat("w1", "forwarded")
 fw = fw1 + stat("w2", "forwarded") + stat("w3", "forwarded")
 fin = stat("w2", "forwarded here") + stat("w3", "forwarded here")
 sub1 = stat("w1", "submitted")
-if not (fw1 == len(on_w1) and copies == fw and fin == len(copied) and set(on_w1) <= copied):
+if mode == "crash":
+    if copies < 1:
+        problems.append("no forwarded copy on the jobs topic")
+elif not (fw1 == len(on_w1) and copies == fw and fin == len(copied) and set(on_w1) <= copied):
     problems.append(f"forwards: {len(on_w1)} quick shards on w1's partitions, w1 forwarded {fw1}, all {fw}; "
                     f"{copies} copies of {len(copied)} shards on the jobs topic; started from a copy {fin}")
-if sub1 != 4:
+if sub1 != 4 and mode != "crash":
     problems.append(f"w1 started {sub1} tasks (want its 4 long ones only)")
 # Ledger: nothing open, one terminal record per shard.
 recs = collections.Counter()
@@ -252,4 +286,4 @@ for p in problems:
     print("FAIL:", p)
 sys.exit(1 if problems else 0)
 PY
-echo "forward e2e on $TRANSPORT: ok"
+echo "forward e2e ($MODE) on $TRANSPORT: ok"
