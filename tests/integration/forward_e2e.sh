@@ -22,6 +22,10 @@
 # w1's long tasks after their lease timeout. Checks: w1 died there, every
 # shard still ran exactly once (the process backend, one data root, adopts
 # the live run), every group fired once, the ledger is as above.
+# With FORWARD_MODE=cancel, the quick shards run 120 s; once all run (those
+# of w1's partitions on w2/w3, forwarded), `altar cancel` stops the job.
+# Checks: every quick shard started once and never ended (its run was
+# stopped), its record is failed "cancelled", and the long ones ran as usual.
 set -eu
 MODE="${FORWARD_MODE:-scenario}"
 : "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
@@ -32,6 +36,8 @@ if [ "$TRANSPORT" = kafka ]; then BOUND_S=4.0; else BOUND_S=1.0; fi
 QUICK_S=0.2
 if [ "$MODE" = crash ]; then
   if [ "$TRANSPORT" = kafka ]; then QUICK_S=30; else QUICK_S=8; fi
+elif [ "$MODE" = cancel ]; then
+  QUICK_S=120
 fi
 
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
@@ -169,6 +175,7 @@ for salt in range(200):
 else:
     sys.exit("no job id put enough quick shards on w1's partitions")
 json.dump(on_w1, open(f"{d}/on_w1.json", "w"))
+open(f"{d}/job_id", "w").write(job_id)
 print(f"{len(on_w1)} of {n} quick shards on w1's partitions: {' '.join(on_w1)}")
 now = time.time()
 lines = "".join(key + "|" + json.dumps({"v": 1, "type": "job", "job_id": job_id, "spec": s, "avoid_hosts": [],
@@ -176,10 +183,21 @@ lines = "".join(key + "|" + json.dumps({"v": 1, "type": "job", "job_id": job_id,
 subprocess.run([altar, "log", "produce", "--config", f"{d}/altar.yaml", "--topic", topic, "--key-delimiter", "|",
                 "--encode", "job"], input=lines, text=True, check=True, stdout=subprocess.DEVNULL)
 PY
-wait_for ended $((4 + QUICK_N)) $((LONG_S * 3 + 60))
 count() { "$ALTAR_BIN" log consume $cfg --topic "$1" --from-beginning --exit 2>/dev/null | grep -c '"event_id"' || true; }
 ready_n() { count "$prefix.ready"; }
-wait_for ready_n $((4 + QUICK_N)) 60
+if [ "$MODE" = cancel ]; then
+  forwards() { grep -c "no free slot here; forwarded" "$T/worker1.log" || true; }
+  wait_for started $((4 + QUICK_N)) 60
+  wait_for forwards "$(python3 -c "import json; print(len(json.load(open('$T/on_w1.json'))))")" 30
+  "$ALTAR_BIN" cancel $cfg "$(cat "$T/job_id")" >>"$T/cancel.log" 2>&1
+  dead_n() { count "$prefix.dead"; }
+  wait_for dead_n "$QUICK_N" 60
+  wait_for ended 4 $((LONG_S * 3 + 60))
+  wait_for ready_n 4 60
+else
+  wait_for ended $((4 + QUICK_N)) $((LONG_S * 3 + 60))
+  wait_for ready_n $((4 + QUICK_N)) 60
+fi
 if [ "$MODE" = crash ]; then
   grep -q "ALTAR_TEST_CRASH_AFTER_FORWARD: dying" "$T/worker1.log" || { echo "FAIL: w1 did not die after a forward"; exit 1; }
   "$ALTAR_BIN" log consume $cfg --topic "$prefix.ready" --from-beginning --exit 2>/dev/null > "$T/ready.jsonl"
@@ -201,8 +219,9 @@ for line in open(f"{d}/data/runs.log"):
     f = line.split()
     (starts if f[0] == "start" else ends)[f[1]].append(float(f[2]))
 for n in names:
-    if len(starts[n]) != 1 or len(ends[n]) != 1:
-        problems.append(f"{n} started {len(starts[n])} and ended {len(ends[n])} times (want 1, 1)")
+    want_end = 0 if mode == "cancel" and n.startswith("quick") else 1
+    if len(starts[n]) != 1 or len(ends[n]) != want_end:
+        problems.append(f"{n} started {len(starts[n])} and ended {len(ends[n])} times (want 1, {want_end})")
 on_w1 = json.load(open(f"{d}/on_w1.json"))
 # Submission times, and the forwarded copies (records with the header).
 sub, copies, copied = {}, 0, set()
@@ -238,10 +257,10 @@ lat = sorted((starts[n][0] - sub[n], n) for n in quick if starts[n] and n in sub
 if len(lat) != quick_n:
     problems.append(f"start latency known for {len(lat)} of {quick_n} quick shards")
 late = [f"{n} after {x:.2f} s" for x, n in lat if x > bound]
-if late and mode != "crash":
+if late and mode == "scenario":
     problems.append(f"quick shards started later than {bound} s after submission: {', '.join(late)}")
 first_long_end = min((ends[n][0] for n in names if n.startswith("long") and ends[n]), default=0)
-if mode != "crash" and any(starts[n] and starts[n][0] >= first_long_end for n in quick):
+if mode == "scenario" and any(starts[n] and starts[n][0] >= first_long_end for n in quick):
     problems.append("a quick shard started only after a long one ended: w1 was not full the whole time")
 # Who ran what: w1's data dir is shared, so the workers' own counts tell.
 def stat(w, what):
@@ -254,13 +273,14 @@ fw1 = stat("w1", "forwarded")
 fw = fw1 + stat("w2", "forwarded") + stat("w3", "forwarded")
 fin = stat("w2", "forwarded here") + stat("w3", "forwarded here")
 sub1 = stat("w1", "submitted")
-if mode == "crash":
-    if copies < 1:
-        problems.append("no forwarded copy on the jobs topic")
+if mode in ("crash", "cancel"):
+    want_copies = len(on_w1) if mode == "cancel" else 1
+    if copies < want_copies:
+        problems.append(f"{copies} forwarded copies on the jobs topic (want at least {want_copies})")
 elif not (fw1 == len(on_w1) and copies == fw and fin == len(copied) and set(on_w1) <= copied):
     problems.append(f"forwards: {len(on_w1)} quick shards on w1's partitions, w1 forwarded {fw1}, all {fw}; "
                     f"{copies} copies of {len(copied)} shards on the jobs topic; started from a copy {fin}")
-if sub1 != 4 and mode != "crash":
+if sub1 != 4 and mode == "scenario":
     problems.append(f"w1 started {sub1} tasks (want its 4 long ones only)")
 # Ledger: nothing open, one terminal record per shard.
 recs = collections.Counter()
@@ -274,7 +294,10 @@ for l in open(f"{d}/ledger.jsonl"):
         problems.append(f"record {rec['handle']['external_id']} left {st}")
     if fail.get("reason") in ("superseded", "released"):
         continue
-    recs[rec["handle"]["labels"].get("name")] += 1
+    name = rec["handle"]["labels"].get("name")
+    recs[name] += 1
+    if mode == "cancel" and name.startswith("quick") and (st != "failed" or fail.get("reason") != "cancelled"):
+        problems.append(f"{name}: {st} {fail.get('reason')} (want failed, cancelled)")
 for n in names:
     if recs[n] != 1:
         problems.append(f"{n} has {recs[n]} terminal record(s) in the ledger")
