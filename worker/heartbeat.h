@@ -1,7 +1,9 @@
 /* Worker heartbeats: every few seconds a worker tells the fleet topic who it
  * is and what it runs (id, host, backend, pools, slots, running task keys,
- * version, start time), and says goodbye when it stops, so `altar workers`
- * and the dashboard can list live workers and spot one that went silent.
+ * version, start time, and its load: free slots per pool and the jobs
+ * partitions it owns), and says goodbye when it stops, so `altar workers`
+ * and the dashboard can list live workers and spot one that went silent,
+ * and peers can forward waiting jobs to free slots (peers.h).
  *
  * A heartbeat is fire-and-forget: produced with no opaque (the worker's
  * delivery callback ignores it), never retried, never a reason to stop.
