@@ -29,6 +29,8 @@ static void usage(FILE *out) {
           "  --lease S            renewal interval of the lease on handed-over tasks (default 3)\n"
           "  --lease-timeout S    a handed-over task's holder counts as dead after S seconds\n"
           "                       without news, and the task starts here (default max(3 x lease, 10))\n"
+          "  --forward-ms N       a job waiting here for a slot N ms while a peer of its pool has a\n"
+          "                       free one is forwarded to that peer (default 200; 0 = never)\n"
           "  --max-jobs N         stop after N jobs finished\n"
           "  --exit-when-idle     stop once the jobs topic is drained\n"
           "  --metrics HOST:PORT  serve Prometheus metrics on GET /metrics (metrics.worker_addr;\n"
@@ -86,6 +88,9 @@ int altar_cmd_worker(int argc, char **argv) {
     } else if (!strcmp(a, "--lease-timeout") && has) {
       if (parse_int(a, argv[++i], 1, 86400, &v)) goto bad;
       o.lease_timeout_ms = (int)(v * 1000);
+    } else if (!strcmp(a, "--forward-ms") && has) {
+      if (parse_int(a, argv[++i], 0, 3600000, &v)) goto bad;
+      o.forward_after_ms = v ? (int)v : -1;
     } else if (!strcmp(a, "--max-jobs") && has) {
       if (parse_int(a, argv[++i], 1, INT64_MAX, &v)) goto bad;
       o.max_jobs = v;
@@ -116,9 +121,13 @@ int altar_cmd_worker(int argc, char **argv) {
   o.metrics = metrics;
   altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
   altar_backend_t *be = t ? altar_cli_open_backend(&cfg) : NULL;
+  /* A second handle reads the fleet topic (peers' free slots): subscribe
+   * and assign are exclusive on one handle. Without it, no forwarding. */
+  altar_transport_t *ft = be && o.forward_after_ms >= 0 ? altar_cli_open_transport(&cfg, NULL) : NULL;
   int rc = 1;
   if (t && be && !altar_cli_ensure_topics(t, &cfg)) {
     o.transport = t;
+    o.fleet_transport = ft;
     o.backend = be;
     o.groups = &groups;
     o.topics = &cfg.topics;
@@ -142,14 +151,16 @@ int altar_cmd_worker(int argc, char **argv) {
       fprintf(stderr,
               "altar worker %s: consumed %llu, submitted %llu, succeeded %llu, failed %llu, released %llu, "
               "skipped %llu, dead-lettered %llu; handed over %llu, re-attached %llu, waited %llu, "
-              "done elsewhere %llu, taken over %llu\n",
+              "done elsewhere %llu, taken over %llu, forwarded %llu, forwarded here %llu\n",
               o.worker_id, (unsigned long long)st.consumed, (unsigned long long)st.submitted, (unsigned long long)st.succeeded,
               (unsigned long long)st.failed, (unsigned long long)st.released, (unsigned long long)st.skipped,
               (unsigned long long)st.dead_lettered, (unsigned long long)st.held, (unsigned long long)st.reattached,
-              (unsigned long long)st.waited, (unsigned long long)st.handed_done, (unsigned long long)st.taken_over);
+              (unsigned long long)st.waited, (unsigned long long)st.handed_done, (unsigned long long)st.taken_over,
+              (unsigned long long)st.forwarded, (unsigned long long)st.forwarded_in);
   }
   altar_cli_metrics_stop(metrics, msrv);
   altar_backend_close(be);
+  altar_transport_close(ft);
   altar_transport_close(t);
   altar_group_specs_clear(&groups);
   altar_config_clear(&cfg);

@@ -24,7 +24,8 @@ struct altar__heartbeat {
   int64_t slots;
   json_t *pools; /* the backend's pools, read once at start */
   double started_at;
-  int64_t next_ms;
+  int64_t next_ms, last_ms;
+  bool dirty; /* the load changed since the last beat */
 };
 
 static double now_s(void) {
@@ -39,8 +40,31 @@ static int64_t mono_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* "free" and "owns" of a beat (heartbeat.h); NULL when out of memory. */
+static json_t *load_json(const altar__heartbeat_load_t *load, json_t **powns) {
+  json_t *free_ = json_object(), *owns = json_object();
+  for (size_t i = 0; free_ && i < load->n_pools; i++)
+    json_object_set_new(free_, load->pools[i], json_integer(load->free[i] > 0 ? load->free[i] : 0));
+  for (size_t i = 0; owns && i < load->n_parts && i < ALTAR_HEARTBEAT_PARTS_MAX; i++) {
+    const char *topic = NULL;
+    int32_t part = -1;
+    load->part(load->ctx, i, &topic, &part);
+    if (!topic || part < 0) continue;
+    json_t *a = json_object_get(owns, topic);
+    if (!a) json_object_set_new(owns, topic, a = json_array());
+    if (a) json_array_append_new(a, json_integer(part));
+  }
+  if (!free_ || !owns) {
+    json_decref(free_);
+    json_decref(owns);
+    return NULL;
+  }
+  *powns = owns;
+  return free_;
+}
+
 static void send_event(altar__heartbeat_t *hb, const char *event, size_t n, altar__heartbeat_key_fn key,
-                       void *ctx) {
+                       void *ctx, const altar__heartbeat_load_t *load) {
   json_t *running = json_array();
   for (size_t i = 0; running && i < n && i < HEARTBEAT_KEYS_MAX; i++) {
     const char *k = key(ctx, i);
@@ -51,6 +75,11 @@ static void send_event(altar__heartbeat_t *hb, const char *event, size_t n, alta
                         (json_int_t)getpid(), "backend", hb->backend, "pools", hb->pools, "slots",
                         (json_int_t)hb->slots, "running", running ? running : json_array(), "running_total",
                         (json_int_t)n, "version", ALTAR_VERSION, "started_at", hb->started_at, "ts", now_s());
+  json_t *owns = NULL, *free_ = o && load ? load_json(load, &owns) : NULL;
+  if (free_) {
+    json_object_set_new(o, "free", free_);
+    json_object_set_new(o, "owns", owns);
+  }
   char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
   if (text) {
     altar_produce_rec_t rec = {.topic = hb->topic,
@@ -95,20 +124,27 @@ altar__heartbeat_t *altar__heartbeat_start(const altar_worker_opts_t *o, const c
                           cap.free_slots[i] == INT64_MAX ? json_null() : json_integer(cap.free_slots[i]));
   altar_capacity_clear(&cap);
   hb->started_at = now_s();
-  send_event(hb, "heartbeat", 0, no_key, NULL);
-  hb->next_ms = mono_ms() + ALTAR_HEARTBEAT_INTERVAL_S * 1000;
+  send_event(hb, "heartbeat", 0, no_key, NULL, NULL);
+  hb->last_ms = mono_ms();
+  hb->next_ms = hb->last_ms + ALTAR_HEARTBEAT_INTERVAL_S * 1000;
+  hb->dirty = true; /* the first load goes out at the first tick */
   return hb;
 }
 
-void altar__heartbeat_tick(altar__heartbeat_t *hb, size_t n, altar__heartbeat_key_fn key, void *ctx) {
-  if (!hb || mono_ms() < hb->next_ms) return;
-  send_event(hb, "heartbeat", n, key, ctx);
-  hb->next_ms = mono_ms() + ALTAR_HEARTBEAT_INTERVAL_S * 1000;
+void altar__heartbeat_tick(altar__heartbeat_t *hb, int64_t now_ms, size_t n, altar__heartbeat_key_fn key, void *ctx,
+                           const altar__heartbeat_load_t *load, bool changed) {
+  if (!hb) return;
+  hb->dirty |= changed;
+  if (now_ms < hb->next_ms && !(hb->dirty && now_ms - hb->last_ms >= ALTAR_HEARTBEAT_MIN_GAP_MS)) return;
+  send_event(hb, "heartbeat", n, key, ctx, load);
+  hb->dirty = false;
+  hb->last_ms = now_ms;
+  hb->next_ms = now_ms + ALTAR_HEARTBEAT_INTERVAL_S * 1000;
 }
 
 void altar__heartbeat_stop(altar__heartbeat_t *hb) {
   if (!hb) return;
-  if (hb->worker_id && hb->pools) send_event(hb, "goodbye", 0, no_key, NULL);
+  if (hb->worker_id && hb->pools) send_event(hb, "goodbye", 0, no_key, NULL, NULL);
   json_decref(hb->pools);
   free(hb->worker_id);
   free(hb);

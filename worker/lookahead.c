@@ -16,7 +16,7 @@ static altar__lookahead_queue_t *find(const altar__lookahead_t *la, const char *
 
 static size_t cost(const altar_msg_t *m) { return m->value_len + m->key_len + sizeof *m; }
 
-int altar__lookahead_push(altar__lookahead_t *la, altar_msg_t *m) {
+int altar__lookahead_push(altar__lookahead_t *la, altar_msg_t *m, int64_t now_ms) {
   altar__lookahead_queue_t *q = find(la, m->topic, m->partition);
   if (!q) {
     if (ALTAR_GROW(la->queues, la->cap_queues, la->n_queues + 1)) return ALTAR_ENOMEM;
@@ -27,10 +27,12 @@ int altar__lookahead_push(altar__lookahead_t *la, altar_msg_t *m) {
   }
   if (q->head > 0 && q->n == q->cap) { /* reuse the popped front before growing */
     memmove(q->msgs, q->msgs + q->head, (q->n - q->head) * sizeof *q->msgs);
+    memmove(q->since_ms, q->since_ms + q->head, (q->n - q->head) * sizeof *q->since_ms);
     q->n -= q->head;
     q->head = 0;
   }
-  if (ALTAR_GROW(q->msgs, q->cap, q->n + 1)) return ALTAR_ENOMEM;
+  if (ALTAR_GROW(q->msgs, q->cap, q->n + 1) || ALTAR_GROW(q->since_ms, q->cap_since, q->n + 1)) return ALTAR_ENOMEM;
+  q->since_ms[q->n] = now_ms;
   q->msgs[q->n++] = m;
   la->records++;
   la->bytes += cost(m);
@@ -40,6 +42,11 @@ int altar__lookahead_push(altar__lookahead_t *la, altar_msg_t *m) {
 const altar_msg_t *altar__lookahead_head(const altar__lookahead_t *la, const char *topic, int32_t partition) {
   const altar__lookahead_queue_t *q = find(la, topic, partition);
   return q && q->head < q->n ? q->msgs[q->head] : NULL;
+}
+
+int64_t altar__lookahead_head_since(const altar__lookahead_t *la, const char *topic, int32_t partition) {
+  const altar__lookahead_queue_t *q = find(la, topic, partition);
+  return q && q->head < q->n ? q->since_ms[q->head] : -1;
 }
 
 altar_msg_t *altar__lookahead_pop(altar__lookahead_t *la, const char *topic, int32_t partition) {
@@ -68,6 +75,7 @@ static void queue_free(altar__lookahead_t *la, altar__lookahead_queue_t *q) {
     altar_msg_free(q->msgs[i]);
   }
   free(q->msgs);
+  free(q->since_ms);
   free(q->topic);
 }
 

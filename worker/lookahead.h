@@ -24,7 +24,8 @@ typedef struct altar__lookahead_queue {
   char *topic;
   int32_t partition;
   altar_msg_t **msgs; /* msgs[head..n) are queued */
-  size_t head, n, cap;
+  int64_t *since_ms;  /* since_ms[i]: when msgs[i] was queued (the caller's monotonic clock) */
+  size_t head, n, cap, cap_since;
 } altar__lookahead_queue_t;
 
 typedef struct altar__lookahead {
@@ -33,12 +34,14 @@ typedef struct altar__lookahead {
   size_t records, bytes; /* totals over every queue */
 } altar__lookahead_t;
 
-/* Appends m to its partition's queue and takes it. 0 or ALTAR_ENOMEM (m
- * then stays the caller's). */
-int altar__lookahead_push(altar__lookahead_t *la, altar_msg_t *m);
+/* Appends m to its partition's queue and takes it, noting now_ms as the
+ * time it was queued. 0 or ALTAR_ENOMEM (m then stays the caller's). */
+int altar__lookahead_push(altar__lookahead_t *la, altar_msg_t *m, int64_t now_ms);
 /* The oldest record queued for topic/partition, or NULL; pop removes it
  * and hands it to the caller. */
 const altar_msg_t *altar__lookahead_head(const altar__lookahead_t *la, const char *topic, int32_t partition);
+/* When the oldest record of topic/partition was queued, or -1 when none is. */
+int64_t altar__lookahead_head_since(const altar__lookahead_t *la, const char *topic, int32_t partition);
 altar_msg_t *altar__lookahead_pop(altar__lookahead_t *la, const char *topic, int32_t partition);
 size_t altar__lookahead_len(const altar__lookahead_t *la, const char *topic, int32_t partition);
 bool altar__lookahead_full(const altar__lookahead_t *la);

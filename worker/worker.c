@@ -12,6 +12,7 @@
 #include "worker/cancel_set.h"
 #include "worker/intake.h"
 #include "worker/lookahead.h"
+#include "worker/peers.h"
 #include "worker_metrics.h"
 
 #include <errno.h>
@@ -66,6 +67,7 @@ typedef struct pending {
   int64_t src_offset;
   wtask_t *task;
   bool is_status;
+  bool forward; /* a forwarded copy: its ack hands the job to a peer */
 } pending_t;
 
 typedef struct assigned {
@@ -79,6 +81,7 @@ typedef struct wpool {
   char *topic;
   bool full;   /* no free slot for it */
   bool paused; /* full and the look-ahead too: its partitions are not read */
+  int32_t n_partitions; /* of its topic, 0 when unknown (no forwarding to it) */
 } wpool_t;
 
 typedef struct worker {
@@ -105,6 +108,19 @@ typedef struct worker {
   altar__worker_metrics_t metrics;
   altar__cancel_set_t cancels; /* jobs (or groups) `altar cancel` stopped */
   altar__lookahead_t ahead; /* read, not yet taken in (lookahead.h) */
+  /* Forwarding (docs/forwarding.md): peers from the fleet topic, the load
+   * the heartbeats announce, and a commit owed after a forward. */
+  altar__peers_t *peers;
+  bool fleet_assigned;
+  int64_t fleet_next_ms;
+  int forward_after_ms;
+  const char **load_pools; /* w->pools[i].name */
+  int64_t *load_free;
+  bool parts_changed, commit_soon;
+  /* Fault injection for tests (ALTAR_TEST_CRASH_AFTER_FORWARD set): die at
+   * the first forward's acknowledgement, before its commit — the crash
+   * window docs/forwarding.md describes. */
+  bool crash_after_forward;
   int fatal;
   altar_error_t fatal_err;
   /* The last consume error logged, when, and how often it came since: a
@@ -288,12 +304,21 @@ static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *
   }
   if (p->is_status) w->stats.status_events++;
   if (p->task) p->task->acked = true;
+  if (p->forward) {
+    if (w->crash_after_forward) {
+      fprintf(stderr, "altar worker %s: ALTAR_TEST_CRASH_AFTER_FORWARD: dying after a forward, before its commit\n",
+              w->worker_id);
+      _exit(137);
+    }
+    w->stats.forwarded++;
+    w->commit_soon = true; /* until the commit, a crash runs the original again too */
+  }
   if (p->finishes) {
     /* Not ours to finish (the partition moved on): tell its owner, who
      * waits for this job instead of running it. */
     if (altar_offset_tracker_finished(w->tracker, p->src_topic, p->src_partition, p->src_offset) != ALTAR_OK)
       send_control(w, p->src_topic, p->src_partition, ALTAR_CTL_DONE, &p->src_offset, 1);
-    w->finished_jobs++;
+    if (!p->forward) w->finished_jobs++;
   }
   pending_free(p);
 }
@@ -610,6 +635,11 @@ static int pools_setup(worker_t *w, altar_error_t *err) {
     int rc = altar_transport_create_topic(w->o->transport, topic,
                                           w->o->topic_partitions > 0 ? w->o->topic_partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS, &e);
     if (rc && rc != ALTAR_EEXIST) return altar_error_set(err, rc, "worker: creating %s: %s", topic, e.msg);
+    /* Its partition count bounds where a forward may go (a peer's report is untrusted). */
+    altar_topic_list_t *tl = NULL;
+    if (altar_transport_list_topics(w->o->transport, topic, 5000, &tl, &e) == ALTAR_OK && tl->n_topics)
+      p->n_partitions = (int32_t)tl->topics[0].n_partitions;
+    altar_topic_list_free(tl);
   }
   if (!w->n_pools) return altar_error_set(err, ALTAR_EINVAL, "worker: the backend serves no pool with a valid name");
   return ALTAR_OK;
@@ -757,6 +787,16 @@ static void start_job(worker_t *w, const altar_msg_t *m) {
     return;
   }
   altar__intake_clear(&in);
+  const void *from;
+  size_t from_len;
+  if (altar_msg_header(m, ALTAR_FORWARD_FROM_HEADER, &from, &from_len) == ALTAR_OK) {
+    /* Anyone may set the header: logged only when it is short and printable. */
+    bool printable = from_len <= 512;
+    for (size_t i = 0; printable && i < from_len; i++) printable = ((const char *)from)[i] >= 0x20 && ((const char *)from)[i] < 0x7f;
+    w->stats.forwarded_in++;
+    wlog(w, "%s/%" PRId32 "/%" PRId64 ": forwarded here from %.*s", m->topic, m->partition, m->offset,
+         printable ? (int)from_len : 3, printable ? (const char *)from : "(?)");
+  }
   altar_error_t e = {0};
   t->partition = m->partition;
   t->offset = m->offset;
@@ -915,6 +955,23 @@ static wtask_t *task_find(worker_t *w, const char *topic, int32_t partition, int
   return NULL;
 }
 
+/* Keeps m in the waits until deadline_ms (0: start it when a slot frees).
+ * false when out of memory (m stays the caller's). */
+static bool wait_add(worker_t *w, altar_msg_t *m, int64_t deadline_ms) {
+  if (w->n_waits == w->cap_waits) {
+    size_t cap = w->cap_waits ? w->cap_waits * 2 : 16;
+    waiting_t *nw = realloc(w->waits, cap * sizeof *nw);
+    if (!nw) {
+      set_fatal(w, ALTAR_ENOMEM, "waiting for a held job", NULL);
+      return false;
+    }
+    w->waits = nw;
+    w->cap_waits = cap;
+  }
+  w->waits[w->n_waits++] = (waiting_t){m, deadline_ms};
+  return true;
+}
+
 /* One consumed record. Returns true when it keeps m (a waited job). */
 static bool handle_job(worker_t *w, altar_msg_t *m) {
   w->stats.consumed++;
@@ -938,17 +995,7 @@ static bool handle_job(worker_t *w, altar_msg_t *m) {
       if (own->acked) altar_offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset);
       return false;
     }
-    if (w->n_waits == w->cap_waits) {
-      size_t cap = w->cap_waits ? w->cap_waits * 2 : 16;
-      waiting_t *nw = realloc(w->waits, cap * sizeof *nw);
-      if (!nw) {
-        set_fatal(w, ALTAR_ENOMEM, "waiting for a held job", NULL);
-        return false;
-      }
-      w->waits = nw;
-      w->cap_waits = cap;
-    }
-    w->waits[w->n_waits++] = (waiting_t){m, lease_deadline(w, 0)};
+    if (!wait_add(w, m, lease_deadline(w, 0))) return false;
     w->stats.waited++;
     return true;
   }
@@ -997,7 +1044,7 @@ static void take_record(worker_t *w, altar_msg_t *m) {
     return;
   }
   obey_early(w, m);
-  if (altar__lookahead_push(&w->ahead, m) != ALTAR_OK) {
+  if (altar__lookahead_push(&w->ahead, m, mono_ms()) != ALTAR_OK) {
     altar_msg_free(m);
     set_fatal(w, ALTAR_ENOMEM, "looking ahead", NULL);
   }
@@ -1020,6 +1067,203 @@ static void lookahead_feed(worker_t *w) {
       moved = true;
     }
   }
+}
+
+/* ---- forwarding to peers with free slots (docs/forwarding.md) ------------ */
+
+/* Fleet-topic records read per turn at most, and how often it is read. */
+#define FLEET_READ_MAX 256
+#define FLEET_READ_INTERVAL_MS 20
+/* A new worker starts reading the fleet topic this many records before
+ * each partition's end, so it knows its live peers at once rather than
+ * after their next beat. */
+#define FLEET_BOOTSTRAP_RECORDS 16
+/* Forwards started per turn at most. */
+#define FORWARD_BATCH_MAX 64
+
+static bool part_mine(void *ctx, const char *topic, int32_t partition) {
+  const worker_t *w = ctx;
+  for (size_t i = 0; i < w->n_parts; i++)
+    if (w->parts[i].partition == partition && !strcmp(w->parts[i].topic, topic)) return true;
+  /* A partition the topic does not have is no target either. */
+  for (size_t i = 0; i < w->n_pools; i++)
+    if (!strcmp(w->pools[i].topic, topic)) return partition >= w->pools[i].n_partitions;
+  return true;
+}
+
+/* Assigns the fleet handle (once it can) and reads what peers announced. */
+static void fleet_read(worker_t *w, int64_t now) {
+  altar_transport_t *ft = w->o->fleet_transport;
+  if (!ft || !w->peers || now < w->fleet_next_ms) return;
+  w->fleet_next_ms = now + FLEET_READ_INTERVAL_MS;
+  altar_error_t e = {0};
+  if (!w->fleet_assigned) {
+    w->fleet_next_ms = now + 1000; /* the topic may not exist yet: try again */
+    altar_topic_list_t *tl = NULL;
+    if (altar_transport_list_topics(ft, w->o->topics->fleet, 5000, &tl, &e) == ALTAR_OK && tl->n_topics) {
+      const altar_topic_info_t *ti = &tl->topics[0];
+      altar_tp_t *tps = calloc(ti->n_partitions ? ti->n_partitions : 1, sizeof *tps);
+      for (size_t i = 0; tps && i < ti->n_partitions; i++) {
+        const altar_partition_info_t *pi = &ti->partitions[i];
+        int64_t from = pi->end - FLEET_BOOTSTRAP_RECORDS;
+        tps[i] = (altar_tp_t){ti->name, pi->partition, from > pi->beginning ? from : pi->beginning};
+      }
+      if (tps && altar_transport_assign(ft, tps, ti->n_partitions, &e) == ALTAR_OK) {
+        w->fleet_assigned = true;
+        w->fleet_next_ms = now;
+      } else {
+        wlog(w, "reading the fleet topic %s: %s (no forwarding until it works)", w->o->topics->fleet, e.msg);
+      }
+      free(tps);
+    }
+    altar_topic_list_free(tl);
+    if (!w->fleet_assigned) return;
+  }
+  double wall = now_s();
+  for (int i = 0; i < FLEET_READ_MAX; i++) {
+    altar_msg_t *m = NULL;
+    if (altar_transport_consume(ft, 0, &m, &e) != ALTAR_OK || !m) break;
+    altar_error_t pe = {0};
+    if (m->value && altar__peers_apply(w->peers, m->value, m->value_len, now, wall, &pe) == ALTAR_ENOMEM)
+      set_fatal(w, ALTAR_ENOMEM, "reading peers", &pe);
+    altar_msg_free(m);
+  }
+}
+
+static int forward_hops(const altar_msg_t *m) {
+  const void *v;
+  size_t n;
+  if (altar_msg_header(m, ALTAR_FORWARD_HOPS_HEADER, &v, &n) != ALTAR_OK) return 0;
+  int hops = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = ((const char *)v)[i];
+    if (c < '0' || c > '9' || i >= 3) return ALTAR_FORWARD_HOPS_MAX; /* not ours to trust: never again */
+    hops = hops * 10 + (c - '0');
+  }
+  return hops;
+}
+
+static const char *pool_of_topic(const worker_t *w, const char *topic) {
+  for (size_t i = 0; i < w->n_pools; i++)
+    if (!strcmp(w->pools[i].topic, topic)) return w->pools[i].name;
+  return NULL;
+}
+
+/* Whether the look-ahead head h may be forwarded: a job waiting for a slot
+ * of its pool, with a key a copy can carry, forwarded fewer than
+ * ALTAR_FORWARD_HOPS_MAX times. */
+static bool forwardable(const worker_t *w, const altar_msg_t *h) {
+  return h->value && h->value_len && h->value_len <= ALTAR_MAX_MESSAGE && takes_slot(w, h) &&
+         !slot_free(w, h->topic) && (!h->key || (h->key_len && h->key_len < 1024 && !memchr(h->key, 0, h->key_len))) &&
+         forward_hops(h) < ALTAR_FORWARD_HOPS_MAX;
+}
+
+/* Forwards the head of topic/partition's look-ahead queue to peer's
+ * partition to_part: the same key and bytes, produced there; the
+ * original's offset is finished when the copy is acknowledged. */
+static void forward_one(worker_t *w, const char *topic, int32_t partition, const char *peer, int32_t to_part) {
+  const altar_msg_t *h = altar__lookahead_head(&w->ahead, topic, partition);
+  pending_t *p = pending_new(w, topic, NULL);
+  char from[768], hops[16];
+  if (!p || !h || (h->key && !(p->key = strndup(h->key, h->key_len))) ||
+      altar_buf_append(&p->value, h->value, h->value_len)) {
+    pending_free(p);
+    set_fatal(w, ALTAR_ENOMEM, "forwarding a job", NULL);
+    return;
+  }
+  snprintf(from, sizeof from, "%s/%s/%" PRId32 "/%" PRId64, w->worker_id, h->topic, h->partition, h->offset);
+  snprintf(hops, sizeof hops, "%d", forward_hops(h) + 1);
+  if (pending_add_header(p, ALTAR_FORWARD_FROM_HEADER, from) || pending_add_header(p, ALTAR_FORWARD_HOPS_HEADER, hops) ||
+      !(p->src_topic = strdup(h->topic))) {
+    pending_free(p);
+    set_fatal(w, ALTAR_ENOMEM, "forwarding a job", NULL);
+    return;
+  }
+  p->partition = to_part;
+  p->forward = true;
+  p->finishes = true;
+  p->src_partition = h->partition;
+  p->src_offset = h->offset;
+  altar_msg_t *m = altar__lookahead_pop(&w->ahead, topic, partition);
+  w->stats.consumed++;
+  if (altar_offset_tracker_seen(w->tracker, m->topic, m->partition, m->offset) != ALTAR_OK) {
+    pending_free(p);
+    altar_msg_free(m);
+    return;
+  }
+  if (pending_send(w, p) != ALTAR_OK) {
+    /* Not forwarded after all: it starts here at the first free slot. */
+    pending_free(p);
+    wlog(w, "forwarding %s/%" PRId32 "/%" PRId64 " to %s failed; it runs here", m->topic, m->partition, m->offset, peer);
+    if (!wait_add(w, m, 0)) altar_msg_free(m);
+    return;
+  }
+  wlog(w, "%s/%" PRId32 "/%" PRId64 ": no free slot here; forwarded to %s (partition %" PRId32 ")", m->topic,
+       m->partition, m->offset, peer, to_part);
+  altar_msg_free(m);
+}
+
+/* Forwards jobs that waited in the look-ahead for forward_after_ms or
+ * more, oldest first, while a live peer of their pool reports a free slot. */
+static void forward_waiting(worker_t *w, int64_t now) {
+  if (!w->peers || w->forward_after_ms < 0 || !w->ahead.records || !altar__peers_live(w->peers, now)) return;
+  const char *no_peer[WORKER_POOLS_MAX];
+  size_t n_no_peer = 0;
+  for (int sent = 0; sent < FORWARD_BATCH_MAX && !w->fatal; sent++) {
+    const altar_msg_t *best = NULL;
+    int64_t best_since = 0;
+    for (size_t i = 0; i < w->ahead.n_queues; i++) {
+      const altar__lookahead_queue_t *q = &w->ahead.queues[i];
+      if (q->head == q->n || now - q->since_ms[q->head] < w->forward_after_ms) continue;
+      if (best && q->since_ms[q->head] >= best_since) continue;
+      const altar_msg_t *h = q->msgs[q->head];
+      bool skip = false;
+      for (size_t k = 0; k < n_no_peer && !skip; k++) skip = !strcmp(no_peer[k], h->topic);
+      if (skip || !forwardable(w, h)) continue;
+      best = h;
+      best_since = q->since_ms[q->head];
+    }
+    if (!best) return;
+    const char *pool = pool_of_topic(w, best->topic);
+    int32_t to = -1;
+    const char *peer = pool ? altar__peers_pick(w->peers, pool, best->topic, now, part_mine, w, &to) : NULL;
+    if (!peer) {
+      if (n_no_peer < WORKER_POOLS_MAX) no_peer[n_no_peer++] = best->topic;
+      else return;
+      continue;
+    }
+    char topic[ALTAR_TOPIC_NAME_MAX + 1];
+    snprintf(topic, sizeof topic, "%s", best->topic);
+    forward_one(w, topic, best->partition, peer, to);
+  }
+}
+
+/* The free slots of each pool that the heartbeats announce: the worker's
+ * own free slots, bounded by the pool's, less what waits in the look-ahead
+ * for it. true when they changed (or the partitions did) since the last
+ * call. */
+static bool load_update(worker_t *w) {
+  bool changed = w->parts_changed;
+  w->parts_changed = false;
+  if (!w->load_free) return changed;
+  int64_t busy = (int64_t)in_flight(w);
+  for (size_t i = 0; i < w->n_pools; i++) {
+    int64_t f = w->o->slots - busy, pf = pool_free(w, w->pools[i].name);
+    if (pf < f) f = pf;
+    for (size_t k = 0; k < w->ahead.n_queues && f > 0; k++)
+      if (!strcmp(w->ahead.queues[k].topic, w->pools[i].topic))
+        f -= (int64_t)(w->ahead.queues[k].n - w->ahead.queues[k].head);
+    if (f < 0) f = 0;
+    changed |= f != w->load_free[i];
+    w->load_free[i] = f;
+  }
+  return changed;
+}
+
+static void load_part(void *ctx, size_t i, const char **ptopic, int32_t *ppartition) {
+  const worker_t *w = ctx;
+  *ptopic = w->parts[i].topic;
+  *ppartition = w->parts[i].partition;
 }
 
 /* Probes every task still running, in one bulk call, and emits what changed. */
@@ -1230,6 +1474,23 @@ static void restore_cancels(worker_t *w, const char *topic, int32_t partition, c
   altar__cancel_set_free(&got);
 }
 
+/* "T:0,2,4 U:1" for a log line, cut (with "...") at its size. */
+static const char *parts_text(const altar_tp_t *parts, size_t n, char *buf, size_t size) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (size_t i = 0; i < n && at < size; i++) {
+    bool same = i && !strcmp(parts[i].topic, parts[i - 1].topic);
+    int k = same ? snprintf(buf + at, size - at, ",%" PRId32, parts[i].partition)
+                 : snprintf(buf + at, size - at, "%s%s:%" PRId32, i ? " " : "", parts[i].topic, parts[i].partition);
+    if (k < 0 || (size_t)k >= size - at) {
+      if (size >= 4) snprintf(buf + size - 4, 4, "...");
+      break;
+    }
+    at += (size_t)k;
+  }
+  return buf;
+}
+
 static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
                          void *ctx) {
   worker_t *w = ctx; /* run detaches before its frame goes */
@@ -1262,7 +1523,9 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
       w->n_parts++;
     }
     gate_assigned(w, parts, n);
-    wlog(w, "assigned %zu partition(s)", n);
+    w->parts_changed = true;
+    char list[1024];
+    wlog(w, "assigned %zu partition(s): %s", n, parts_text(parts, n, list, sizeof list));
     return;
   }
   /* Handover, not drain: nothing waits and nothing is cancelled. The
@@ -1292,8 +1555,11 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
     }
   }
   w->stats.held += held;
+  w->parts_changed = true;
   if (held) w->next_lease = mono_ms(); /* the first lease goes out now */
-  wlog(w, "revoked %zu partition(s); %zu running task(s) handed over, still running here", n, held);
+  char list[1024];
+  wlog(w, "revoked %zu partition(s); %zu running task(s) handed over, still running here: %s", n, held,
+       parts_text(parts, n, list, sizeof list));
 }
 
 /* A member with no partition runs nothing: say why, once per idle spell. */
@@ -1344,6 +1610,18 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   altar_transport_set_delivery(o->transport, on_delivery, &w, NULL, NULL);
   w.intake = (altar__intake_ctx_t){.backend = o->backend, .groups = o->groups, .jobs_topic = o->topics->jobs};
   int rc = pools_setup(&w, err);
+  w.forward_after_ms = o->forward_after_ms ? o->forward_after_ms : ALTAR_FORWARD_AFTER_MS_DEFAULT;
+  w.crash_after_forward = getenv("ALTAR_TEST_CRASH_AFTER_FORWARD") != NULL;
+  /* Heartbeats announce the load whenever there is a fleet topic; peers
+   * are read only with a handle to read them on. */
+  if (!rc && o->topics->fleet && *o->topics->fleet) {
+    w.peers = o->fleet_transport && w.forward_after_ms >= 0 ? altar__peers_new(w.worker_id) : NULL;
+    w.load_pools = calloc(w.n_pools, sizeof *w.load_pools);
+    w.load_free = calloc(w.n_pools, sizeof *w.load_free);
+    if ((o->fleet_transport && w.forward_after_ms >= 0 && !w.peers) || !w.load_pools || !w.load_free)
+      rc = altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+    for (size_t i = 0; !rc && i < w.n_pools; i++) w.load_pools[i] = w.pools[i].name;
+  }
   const char **topics = rc ? NULL : calloc(w.n_pools, sizeof *topics);
   if (!rc && !topics) rc = altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
   for (size_t i = 0; !rc && i < w.n_pools; i++) topics[i] = w.pools[i].topic;
@@ -1355,6 +1633,9 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   }
   free(topics);
   if (rc) {
+    altar__peers_free(w.peers);
+    free(w.load_pools);
+    free(w.load_free);
     pools_free(&w);
     altar_transport_detach(o->transport);
     altar_offset_tracker_free(w.tracker);
@@ -1370,7 +1651,11 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   bool draining = false, got_job = false;
   altar__heartbeat_t *hb = altar__heartbeat_start(o, w.worker_id);
   while (!w.fatal) {
-    altar__heartbeat_tick(hb, w.n_tasks, running_key, &w);
+    int64_t turn = mono_ms();
+    fleet_read(&w, turn);
+    altar__heartbeat_load_t load = {w.n_pools, w.load_pools, w.load_free, w.n_parts, load_part, &w};
+    bool load_changed = load_update(&w);
+    altar__heartbeat_tick(hb, turn, w.n_tasks, running_key, &w, w.load_free ? &load : NULL, load_changed);
     if (o->stop && *o->stop >= 2) break;
     if ((o->stop && *o->stop == 1) || (o->max_jobs > 0 && w.finished_jobs >= (uint64_t)o->max_jobs)) {
       draining = true;
@@ -1378,6 +1663,7 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     }
     update_gates(&w);
     lookahead_feed(&w);
+    forward_waiting(&w, mono_ms());
     altar_msg_t *m = NULL;
     altar_error_t e = {0};
     /* Wait for the log no longer than until the next backend poll; right
@@ -1421,7 +1707,8 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
       altar__worker_metrics_update(&w.metrics, &w.stats, in_flight(&w), w.paused);
       next_metrics = mono_ms() + 100;
     }
-    if (mono_ms() >= next_commit) {
+    if (mono_ms() >= next_commit || w.commit_soon) {
+      w.commit_soon = false;
       commit_all(&w);
       next_commit = mono_ms() + commit_every;
     }
@@ -1468,6 +1755,9 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
   for (size_t i = 0; i < w.n_waits; i++) altar_msg_free(w.waits[i].msg);
   free(w.waits);
   altar__lookahead_free(&w.ahead);
+  altar__peers_free(w.peers);
+  free(w.load_pools);
+  free(w.load_free);
   altar__cancel_set_free(&w.cancels);
   altar_offset_tracker_free(w.tracker);
   if (w.fatal) {

@@ -34,6 +34,14 @@
  *   cancels the rest and emits `released` plus a "release" control message
  *   for each, so the waiting owner starts them at once.
  *
+ * - A job that waits here for a slot longer than forward_after_ms while a
+ *   live peer of its pool reports a free slot (the fleet topic's
+ *   heartbeats, peers.h) is forwarded: the same key and bytes are produced
+ *   to a jobs partition that peer owns, with ALTAR_FORWARD_FROM_HEADER and
+ *   ALTAR_FORWARD_HOPS_HEADER, and only once the log acknowledges the copy
+ *   is the original's offset finished (and committed promptly). The copy
+ *   is an ordinary job where it lands (docs/forwarding.md).
+ *
  * Single-threaded: everything runs on the caller's thread. */
 #ifndef ALTAR_WORKER_H
 #define ALTAR_WORKER_H
@@ -47,6 +55,15 @@
 
 #include <signal.h>
 #include <stdint.h>
+
+/* Headers of a forwarded job: "<worker>/<topic>/<partition>/<offset>" of
+ * the original, and how many times it was forwarded (a job forwarded
+ * ALTAR_FORWARD_HOPS_MAX times waits where it is). */
+#define ALTAR_FORWARD_FROM_HEADER "altar.forwarded.from"
+#define ALTAR_FORWARD_HOPS_HEADER "altar.forwarded.hops"
+#define ALTAR_FORWARD_HOPS_MAX 4
+/* forward_after_ms when 0. */
+#define ALTAR_FORWARD_AFTER_MS_DEFAULT 200
 
 typedef struct altar_worker_opts {
   altar_transport_t *transport; /* borrowed; the worker subscribes it */
@@ -74,6 +91,12 @@ typedef struct altar_worker_opts {
   /* Borrowed, may be NULL: the run registers the altar_worker_* metrics here
    * and keeps them current (docs/metrics.md). */
   altar_metrics_t *metrics;
+  /* Borrowed, may be NULL (no forwarding): a second handle on the same log
+   * that the worker assigns to the fleet topic (no group), from a few
+   * records before its end, to learn its peers' free slots and partitions. */
+  altar_transport_t *fleet_transport;
+  int forward_after_ms;         /* a job waiting for a slot this long is forwarded to a peer with a
+                                   free one; 0 = ALTAR_FORWARD_AFTER_MS_DEFAULT, < 0 = never */
 } altar_worker_opts_t;
 
 typedef struct altar_worker_stats {
@@ -93,6 +116,8 @@ typedef struct altar_worker_stats {
   uint64_t handed_done;  /* waited jobs finished by their holder ("done") */
   uint64_t taken_over;   /* waited jobs started here (released, or lease timed out) */
   uint64_t controls;     /* control messages read */
+  uint64_t forwarded;    /* waiting jobs forwarded to a peer (copy acknowledged) */
+  uint64_t forwarded_in; /* jobs read here that a peer had forwarded */
 } altar_worker_stats_t;
 
 /* Runs until a stop request, max_jobs or idleness (exit_when_idle). Returns

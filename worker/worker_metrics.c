@@ -17,6 +17,8 @@ int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg
       C(skipped, "altar_worker_jobs_skipped_total", "Jobs skipped because an earlier life already finished them."),
       C(dead_lettered, "altar_worker_dead_lettered_total", "Poison job messages copied to the dead-letter topic."),
       C(status_events, "altar_worker_status_events_total", "Status events acknowledged by the log."),
+      C(forwarded, "altar_worker_jobs_forwarded_total", "Jobs that waited for a slot here, forwarded to a peer with a free one."),
+      C(forwarded_in, "altar_worker_jobs_forwarded_in_total", "Jobs started here that a peer had forwarded."),
       G(in_flight, "altar_worker_in_flight", "Tasks running whose terminal status is not yet sent."),
       G(slots, "altar_worker_slots", "Tasks this worker runs at most at once."),
       G(paused, "altar_worker_paused", "1 while every slot is busy (no new job is started), else 0."),
@@ -40,6 +42,8 @@ void altar__worker_metrics_update(altar__worker_metrics_t *wm, const altar_worke
   altar_metric_add_since(wm->skipped, st->skipped, &wm->last.skipped);
   altar_metric_add_since(wm->dead_lettered, st->dead_lettered, &wm->last.dead_lettered);
   altar_metric_add_since(wm->status_events, st->status_events, &wm->last.status_events);
+  altar_metric_add_since(wm->forwarded, st->forwarded, &wm->last.forwarded);
+  altar_metric_add_since(wm->forwarded_in, st->forwarded_in, &wm->last.forwarded_in);
   altar_metric_set(wm->in_flight, (double)in_flight);
   altar_metric_set(wm->paused, paused ? 1 : 0);
 }

@@ -12,6 +12,7 @@
 
 typedef struct altar__worker_metrics {
   altar_metric_t *consumed, *submitted, *succeeded, *failed, *released, *skipped, *dead_lettered, *status_events;
+  altar_metric_t *forwarded, *forwarded_in;
   altar_metric_t *in_flight, *slots, *paused;
   altar_worker_stats_t last; /* what the counters already hold */
 } altar__worker_metrics_t;

@@ -22,7 +22,9 @@ ALTAR_API_BEGIN
 #define ALTAR_DLQ_SIZE_HEADER "altar.dlq.original_size"
 /* Fleet topic (JSON): {"v":1,"type":"worker","event":"heartbeat"|"goodbye",
  * "worker","host","pid","backend","pools","slots","running","version",
- * "started_at","ts"}, keyed by worker id (schemas/README.md). */
+ * "started_at","ts","free","owns"}, keyed by worker id (schemas/README.md);
+ * workers read "free" (free slots per pool) and "owns" (jobs partitions)
+ * to forward jobs waiting for a slot (docs/forwarding.md). */
 #define ALTAR_DLQ_MAX_VALUE (256u * 1024u)
 
 ALTAR_API_END
