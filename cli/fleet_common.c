@@ -1,6 +1,7 @@
 #include "fleet_common.h"
 #include "cli.h"
 
+#include "altar/fleet_topics.h"
 #include "altar/plugin/backend.h"
 #include "altar/plugin/transport.h"
 #include "altar/suggest.h"
@@ -344,25 +345,10 @@ int altar_cli_load_groups(const altar_config_t *cfg, altar_group_specs_t *groups
 }
 
 int altar_cli_ensure_topics(altar_transport_t *t, const altar_config_t *cfg) {
-  int partitions = cfg->topic_partitions > 0 ? cfg->topic_partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS;
-  const char *topics[] = {cfg->topics.jobs, cfg->topics.status, cfg->topics.ready, cfg->topics.dead,
-                          cfg->topics.dlq, cfg->topics.fleet};
-  for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
-    altar_error_t err = {0};
-    /* Explicit lifetimes, never the broker's default (docs/state.md). */
-    char ms[32];
-    snprintf(ms, sizeof ms, "%lld", (long long)(i == 1 ? cfg->status_retention_ms : cfg->topics_retention_ms));
-    altar_strmap_t conf = {0};
-    int rc = altar_strmap_set(&conf, "retention.ms", ms) || altar_strmap_set(&conf, "cleanup.policy", "delete")
-                 ? altar_error_set(&err, ALTAR_ENOMEM, "out of memory")
-                 : altar_transport_create_topic_config(t, topics[i], partitions, &conf, &err);
-    altar_strmap_clear(&conf);
-    if (rc && rc != ALTAR_EEXIST) {
-      fprintf(stderr, "altar %s: creating topic %s: %s\n", altar__cli_cmd, topics[i], err.msg);
-      return -1;
-    }
-  }
-  return 0;
+  altar_error_t err = {0};
+  if (!altar_fleet_topics_ensure(t, cfg, &err)) return 0;
+  fprintf(stderr, "altar %s: %s\n", altar__cli_cmd, err.msg);
+  return -1;
 }
 
 static volatile sig_atomic_t *stop_flag;

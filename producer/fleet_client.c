@@ -5,6 +5,7 @@
 #include "altar/codec.h"
 #include "altar/config.h"
 #include "altar/fleet.h"
+#include "altar/fleet_topics.h"
 #include "altar/groups.h"
 #include "altar/transport.h"
 #include "producer/job_queue.h"
@@ -43,18 +44,6 @@ static int apply_override(altar_config_t *cfg, const char *kv, altar_error_t *er
   return rc;
 }
 
-static int ensure_topics(altar_transport_t *t, const altar_config_t *cfg, altar_error_t *err) {
-  int partitions = cfg->topic_partitions > 0 ? cfg->topic_partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS;
-  const char *topics[] = {cfg->topics.jobs, cfg->topics.status, cfg->topics.ready, cfg->topics.dead,
-                          cfg->topics.dlq, cfg->topics.fleet};
-  for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
-    int rc = altar_transport_create_topic(t, topics[i], partitions, err);
-    if (rc && rc != ALTAR_EEXIST) return altar_error_prefix(err, "creating topic %s", topics[i]);
-  }
-  altar_error_clear(err);
-  return 0;
-}
-
 altar_fleet_client_t *altar_fleet_client_open(const char *config_path, const char *const *overrides, size_t n,
                                               altar_error_t *err) {
   altar_fleet_client_t *c = calloc(1, sizeof *c);
@@ -69,7 +58,7 @@ altar_fleet_client_t *altar_fleet_client_open(const char *config_path, const cha
     c->t = altar_transport_open(c->cfg.transport_name, &c->cfg.transport_props, NULL, err);
     if (!c->t) rc = altar_error_prefix(err, "transport %s", c->cfg.transport_name);
   }
-  if (!rc) rc = ensure_topics(c->t, &c->cfg, err);
+  if (!rc) rc = altar_fleet_topics_ensure(c->t, &c->cfg, err);
   if (rc) {
     altar_fleet_client_close(c);
     return NULL;

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,6 +67,11 @@ def fleet(request: pytest.FixtureRequest, tmp_path: Path, altar_bin: str) -> Ite
     try:
         yield transport, cfg
     finally:
+        # A fleet process that ended by itself is the likely cause of a failure: show its log.
+        for p, name in zip(procs, ("reconciler", "worker")):
+            if p.poll() is not None:
+                print(f"{name} exited with {p.returncode} during the test:\n"
+                      f"{(tmp_path / f'{name}.log').read_text(errors='replace')}", file=sys.stderr)
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
