@@ -9,6 +9,7 @@
 #include "altar/ledger.h"
 #include "altar/plugin/transport.h"
 #include "reconciler/daemon.h"
+#include "util/bench_util.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,23 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* CPU seconds of the whole process: steadier than wall time on a shared machine. */
-static double cpu_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void die(const char *what, const altar_error_t *e) {
-  fprintf(stderr, "bench_rebuild: %s: %s\n", what, e ? e->msg : "");
-  exit(1);
-}
+static void die(const char *what, const altar_error_t *e) { bench_die("bench_rebuild", what, e); }
 
 static int read_all(const altar_strmap_t *props, const char *topic, size_t *pn) {
   altar_error_t e = {0};
@@ -97,40 +82,21 @@ int main(int argc, char **argv) {
   altar_spec_add_input(spec, "file:///data/models/model.tar", "models/model.tar", NULL,
                        "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
   altar_buf_t b = {0};
-  double t0 = now_s();
+  double t0 = bench_now_s();
   for (long i = 0; i < shards; i++) {
-    char g[32], f[24], id[32], nf[24];
+    char g[32], id[32];
     snprintf(g, sizeof g, "g%ld", i / width);
-    snprintf(f, sizeof f, "%ld", i % width);
-    snprintf(nf, sizeof nf, "%ld", width);
     snprintf(id, sizeof id, "t%ld", i);
-    altar_spec_set_label(spec, "job_id", "bench");
-    altar_spec_set_label(spec, "group", g);
-    altar_spec_set_label(spec, "fold", f);
-    altar_spec_set_label(spec, "num_folds", nf);
-    altar_status_event_t ev = {.v = 1, .event = ALTAR_EV_SUBMITTED, .task_key = id, .kind = "bench", .state = ALTAR_STATE_PENDING,
-                               .spec = spec, .worker = "w", .ts = 1.0};
-    altar_handle_init_for_spec(&ev.handle, "process", id, spec);
-    for (int k = 0; k < 2; k++) {
-      altar_buf_reset(&b);
-      if (altar_encode_status(&ev, &b, &e)) die("encode", &e);
-      altar_produce_rec_t rec = {.topic = "st", .partition = ALTAR_PARTITION_ANY, .key = g, .key_len = strlen(g),
-                                 .value = b.data, .value_len = b.len};
-      while (altar_transport_produce(t, &rec, &e) == ALTAR_EAGAIN) altar_transport_poll(t, 10);
-      ev.event = ALTAR_EV_STATE;
-      ev.state = ALTAR_STATE_SUCCEEDED;
-      ev.spec = NULL;
-    }
-    altar_handle_clear(&ev.handle);
+    bench_write_succeeded_shard(t, "st", spec, &b, g, i % width, width, id);
   }
   if (altar_transport_flush(t, -1, &e)) die("flush", &e);
   altar_transport_close(t);
-  double t_write = now_s() - t0;
+  double t_write = bench_now_s() - t0;
   size_t n_events = 0;
-  t0 = now_s();
-  double c0 = cpu_s();
+  t0 = bench_now_s();
+  double c0 = bench_cpu_s();
   read_all(&props, "st", &n_events);
-  double t_read = now_s() - t0, c_read = cpu_s() - c0;
+  double t_read = bench_now_s() - t0, c_read = bench_cpu_s() - c0;
 
   altar_group_specs_t groups = {0};
   const char *yaml = "bench:\n  group_by: [job_id, group]\n  ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}\n  on_failed: dead_letter\n";
@@ -152,11 +118,11 @@ int main(int argc, char **argv) {
   altar_ledger_rocksdb_opts_t no = {.no_wal = true, .write_behind = true};
   l = altar_ledger_rocksdb_open(ledger, &no, &e);
   if (!l) die("ledger", &e);
-  t0 = now_s();
-  c0 = cpu_s();
+  t0 = bench_now_s();
+  c0 = bench_cpu_s();
   if (altar_reconciler_rebuild("local", &props, l, &groups, &topics, NULL, true, &st, &published, &e)) die("rebuild", &e);
   if (altar_ledger_rocksdb_persist(l, &e)) die("persist", &e);
-  double t_rebuild = now_s() - t0, c_rebuild = cpu_s() - c0;
+  double t_rebuild = bench_now_s() - t0, c_rebuild = bench_cpu_s() - c0;
   char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   altar_ledger_checksum(l, sum, &e);
   altar_ledger_close(l);

@@ -17,6 +17,7 @@
 #include "altar/storage.h"
 #include "reconciler/checkpoint.h"
 #include "reconciler/daemon.h"
+#include "util/bench_util.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,16 +29,7 @@
 
 #define WIDTH 5
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void die(const char *what, const altar_error_t *e) {
-  fprintf(stderr, "bench_takeover: %s: %s\n", what, e ? e->msg : "");
-  exit(1);
-}
+static void die(const char *what, const altar_error_t *e) { bench_die("bench_takeover", what, e); }
 
 /* Appends the events of groups [from, to) (submitted + succeeded per shard). */
 static void write_groups(const altar_strmap_t *props, long from, long to) {
@@ -48,30 +40,12 @@ static void write_groups(const altar_strmap_t *props, long from, long to) {
   altar_spec_add_arg(spec, "/bin/true");
   altar_buf_t b = {0};
   for (long gi = from; gi < to; gi++) {
+    char g[32];
+    snprintf(g, sizeof g, "g%ld", gi);
     for (long f = 0; f < WIDTH; f++) {
-      char g[32], fs[24], id[48], nf[24];
-      snprintf(g, sizeof g, "g%ld", gi);
-      snprintf(fs, sizeof fs, "%ld", f);
-      snprintf(nf, sizeof nf, "%d", WIDTH);
+      char id[48];
       snprintf(id, sizeof id, "t%ld-%ld", gi, f);
-      altar_spec_set_label(spec, "job_id", "bench");
-      altar_spec_set_label(spec, "group", g);
-      altar_spec_set_label(spec, "fold", fs);
-      altar_spec_set_label(spec, "num_folds", nf);
-      altar_status_event_t ev = {.v = 1, .event = ALTAR_EV_SUBMITTED, .task_key = id, .kind = "bench",
-                                 .state = ALTAR_STATE_PENDING, .spec = spec, .worker = "w", .ts = 1.0};
-      altar_handle_init_for_spec(&ev.handle, "process", id, spec);
-      for (int k = 0; k < 2; k++) {
-        altar_buf_reset(&b);
-        if (altar_encode_status(&ev, &b, &e)) die("encode", &e);
-        altar_produce_rec_t rec = {.topic = "st", .partition = ALTAR_PARTITION_ANY, .key = g, .key_len = strlen(g),
-                                   .value = b.data, .value_len = b.len};
-        while (altar_transport_produce(t, &rec, &e) == ALTAR_EAGAIN) altar_transport_poll(t, 10);
-        ev.event = ALTAR_EV_STATE;
-        ev.state = ALTAR_STATE_SUCCEEDED;
-        ev.spec = NULL;
-      }
-      altar_handle_clear(&ev.handle);
+      bench_write_succeeded_shard(t, "st", spec, &b, g, f, WIDTH, id);
     }
   }
   if (altar_transport_flush(t, -1, &e)) die("flush", &e);
@@ -90,7 +64,7 @@ static void on_published(void *ctx, const char *topic, const void *value, size_t
   run_t *r = ctx;
   (void)topic;
   if (r->want && !r->first_at && memmem(value, len, r->want, strlen(r->want))) {
-    r->first_at = now_s();
+    r->first_at = bench_now_s();
     r->stop = 1;
   }
 }
@@ -101,9 +75,9 @@ static double reconcile(const altar_strmap_t *props, const char *dir, const alta
                         const char *cp_uri, const char *want, altar_reconciler_stats_t *st) {
   altar_error_t e = {0};
   altar_topics_t topics = {"jobs", "st", "ready", "dead", "dlq", "fleet"};
-  double o0 = now_s();
+  double o0 = bench_now_s();
   altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &e);
-  if (getenv("ALTAR_BENCH_VERBOSE")) fprintf(stderr, "ledger open: %.3f s\n", now_s() - o0);
+  if (getenv("ALTAR_BENCH_VERBOSE")) fprintf(stderr, "ledger open: %.3f s\n", bench_now_s() - o0);
   altar_transport_t *t = l ? altar_transport_open("local", props, NULL, &e) : NULL;
   if (!t) die("reconciler open", &e);
   run_t r = {.want = want};
@@ -111,9 +85,9 @@ static double reconcile(const altar_strmap_t *props, const char *dir, const alta
                                .group = "bench.rec", .stop = &r.stop, .exit_when_idle = !want, .quiet = true,
                                .on_published = on_published, .on_published_ctx = &r, .checkpoint_uri = cp_uri,
                                .checkpoint_interval_s = 1};
-  double t0 = now_s();
+  double t0 = bench_now_s();
   if (altar_reconciler_run(&o, st, &e)) die("reconciler", &e);
-  double took = (want ? r.first_at : now_s()) - t0;
+  double took = (want ? r.first_at : bench_now_s()) - t0;
   altar_transport_close(t);
   altar_ledger_close(l);
   return took;
@@ -160,10 +134,10 @@ int main(int argc, char **argv) {
     write_groups(&props, H, H + tail + 1);
     snprintf(want, sizeof want, "g%ld", H + tail);
     snprintf(p, sizeof p, "%s/ledger-restored", dir);
-    double r0 = now_s();
+    double r0 = bench_now_s();
     altar_checkpoint_t c = {0};
     if (altar_checkpoint_restore(cp, p, &c, &e)) die("restore", &e);
-    double t_restore = now_s() - r0;
+    double t_restore = bench_now_s() - r0;
     double t_tail = reconcile(&props, p, &groups, NULL, want, &st2);
     altar_checkpoint_clear(&c);
     snprintf(p, sizeof p, "%s/ledger-replayed", dir);
