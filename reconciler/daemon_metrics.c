@@ -29,7 +29,8 @@ int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metric
       {offsetof(altar__reconciler_metrics_t, held), ALTAR_METRIC_GAUGE, "altar_reconciler_groups_held",
        "Groups held: their readiness rule failed (a misconfigured kind); none fired, consumed or dead-lettered."},
   };
-  return altar_metrics_register_table(reg, defs, sizeof defs / sizeof defs[0], rm, err);
+  int rc = altar_metrics_register_table(reg, defs, sizeof defs / sizeof defs[0], rm, err);
+  return rc ? rc : altar_metrics_build_info(reg, "reconciler", err);
 }
 
 void altar__reconciler_metrics_update(altar__reconciler_metrics_t *rm, const altar_reconciler_stats_t *st) {

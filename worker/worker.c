@@ -38,6 +38,7 @@ typedef struct wtask {
   bool acked;         /* terminal event acknowledged: the job is done */
   bool released;      /* handed back at a stop's deadline (already cancelled) */
   bool held;          /* its partition was revoked: runs on here for handover */
+  int64_t started_ms; /* mono_ms() when the backend took it; 0: it never ran here */
 } wtask_t;
 
 /* A job another worker holds (the partition's metadata says so): kept,
@@ -385,6 +386,10 @@ static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kin
   if (rc) {
     pending_free(p);
     set_fatal(w, rc, "producing a status event", NULL);
+  } else if (terminal) {
+    double run_s = task->started_ms ? (double)(mono_ms() - task->started_ms) / 1000.0 : -1;
+    altar__worker_metrics_task_ended(&w->metrics, task->spec->kind, state == ALTAR_STATE_FAILED ? ev.failure : NULL,
+                                     run_s);
   }
   return rc;
 }
@@ -834,6 +839,7 @@ static void start_job(worker_t *w, const altar_msg_t *m) {
     return;
   }
   w->stats.submitted++;
+  t->started_ms = mono_ms();
   task_line(w, t, "started", NULL);
   capacity_took(w, &t->spec->resources);
   emit_status(w, t, ALTAR_EV_SUBMITTED, ALTAR_STATE_PENDING, NULL, true, false);

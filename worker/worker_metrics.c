@@ -1,11 +1,19 @@
 /* The worker's metrics, kept apart from the loop so it only calls update. */
 #include "worker/worker_metrics.h"
 
+#include "altar/fleet.h"
+
+#include <stdio.h>
 #include <string.h>
+
+/* Bucket bounds of the task-duration histogram, in seconds: from a short
+ * command to a day-long training run. */
+static const double duration_bounds[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400};
 
 int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg, int64_t slots, altar_error_t *err) {
   memset(wm, 0, sizeof *wm);
   if (!reg) return ALTAR_OK;
+  wm->reg = reg;
   static const altar_metric_def_t defs[] = {
 #define C(f, n, h) {offsetof(altar__worker_metrics_t, f), ALTAR_METRIC_COUNTER, n, h}
 #define G(f, n, h) {offsetof(altar__worker_metrics_t, f), ALTAR_METRIC_GAUGE, n, h}
@@ -28,7 +36,52 @@ int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg
   int rc = altar_metrics_register_table(reg, defs, sizeof defs / sizeof defs[0], wm, err);
   if (rc) return rc;
   altar_metric_set(wm->slots, (double)slots);
-  return ALTAR_OK;
+  return altar_metrics_build_info(reg, "worker", err);
+}
+
+static altar_metric_t *duration_of(altar__worker_metrics_t *wm, const char *kind) {
+  if (!kind || strlen(kind) > ALTAR_METRIC_LABEL_VALUE_MAX) kind = "other";
+  for (size_t i = 0; i < wm->n_kinds; i++)
+    if (!strcmp(wm->kinds[i].kind, kind)) return wm->kinds[i].duration;
+  if (wm->n_kinds >= ALTAR_WORKER_METRIC_KINDS_MAX && strcmp(kind, "other")) return duration_of(wm, "other");
+  if (wm->n_kinds > ALTAR_WORKER_METRIC_KINDS_MAX) return NULL; /* not reached: "other" has the last place */
+  altar_metric_label_t l = {"kind", kind};
+  altar_error_t e = {0};
+  altar_metric_t *m = altar_metrics_histogram(wm->reg, "altar_worker_task_duration_seconds",
+                                              "Run time of tasks that ended here, from submission to the backend to "
+                                              "their terminal state.",
+                                              &l, 1, duration_bounds,
+                                              sizeof duration_bounds / sizeof duration_bounds[0], &e);
+  snprintf(wm->kinds[wm->n_kinds].kind, sizeof wm->kinds[0].kind, "%s", kind);
+  wm->kinds[wm->n_kinds++].duration = m;
+  return m;
+}
+
+/* The failure reasons a metric label may carry: altar's own. */
+static const char *reason_label(const char *reason) {
+  static const char *const known[] = {
+      ALTAR_REASON_TIMEOUT,    ALTAR_REASON_OOM_KILLED, ALTAR_REASON_INPUT_DIGEST_MISMATCH,
+      ALTAR_REASON_CONTAINER_MISSING, ALTAR_REASON_JOB_FAILED, ALTAR_REASON_SUPERSEDED,
+      ALTAR_REASON_RELEASED,   ALTAR_REASON_CANCELLED, ALTAR_REASON_INVALID_SPEC,
+      ALTAR_REASON_SUBMIT_FAILED, "output_collection_failed"};
+  if (!reason) return "other";
+  if (!strncmp(reason, "exit_", 5)) return "exit_code";
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (!strcmp(reason, known[i])) return known[i];
+  return "other";
+}
+
+void altar__worker_metrics_task_ended(altar__worker_metrics_t *wm, const char *kind, const altar_failure_t *failure,
+                                      double run_s) {
+  if (!wm->reg) return;
+  if (run_s >= 0) altar_metric_observe(duration_of(wm, kind), run_s);
+  if (!failure) return;
+  altar_metric_label_t l = {"reason", reason_label(failure->reason)};
+  altar_error_t e = {0};
+  /* Registering an existing series finds it: a short lock, once per failure. */
+  altar_metric_inc(altar_metrics_register(wm->reg, ALTAR_METRIC_COUNTER, "altar_worker_task_failures_total",
+                                          "Tasks that failed here, by reason (exit codes as exit_code).", &l, 1,
+                                          &e));
 }
 
 void altar__worker_metrics_update(altar__worker_metrics_t *wm, const altar_worker_stats_t *st, size_t in_flight,

@@ -1,4 +1,4 @@
-/* altar — a small registry of Prometheus counters and gauges, rendered in the
+/* altar — a small registry of Prometheus counters, gauges and histograms, rendered in the
  * text exposition format (0.0.4) and served over HTTP on GET /metrics.
  *
  * Registration takes the registry's lock; updating a metric is one atomic
@@ -23,6 +23,7 @@ typedef struct altar_metrics_server altar_metrics_server_t; /* an HTTP endpoint 
 typedef enum altar_metric_type {
   ALTAR_METRIC_COUNTER,
   ALTAR_METRIC_GAUGE,
+  ALTAR_METRIC_HISTOGRAM, /* registered with altar_metrics_histogram only */
 } altar_metric_type_t;
 
 /* A fixed label of a series, e.g. {"transport", "local"}. */
@@ -37,6 +38,7 @@ typedef struct altar_metric_label {
 #define ALTAR_METRIC_HELP_MAX 1024
 #define ALTAR_METRIC_LABELS_MAX 8
 #define ALTAR_METRIC_LABEL_VALUE_MAX 256
+#define ALTAR_METRIC_BUCKETS_MAX 32
 
 /* A new empty registry; NULL when out of memory. Free with altar_metrics_free
  * (after stopping every server that serves it). */
@@ -57,6 +59,18 @@ altar_metric_t *altar_metrics_register(altar_metrics_t *reg, altar_metric_type_t
 /* Shorthands for register without labels. */
 altar_metric_t *altar_metrics_counter(altar_metrics_t *reg, const char *name, const char *help, altar_error_t *err);
 altar_metric_t *altar_metrics_gauge(altar_metrics_t *reg, const char *name, const char *help, altar_error_t *err);
+
+/* Registers a histogram series: n_bounds upper bucket bounds, strictly
+ * increasing and finite (+Inf is implied), 1..ALTAR_METRIC_BUCKETS_MAX;
+ * labels as for altar_metrics_register ("le" is the histogram's own).
+ * Series of one name must share their bounds. NULL on error. */
+altar_metric_t *altar_metrics_histogram(altar_metrics_t *reg, const char *name, const char *help,
+                                        const altar_metric_label_t *labels, size_t n_labels, const double *bounds,
+                                        size_t n_bounds, altar_error_t *err);
+
+/* Registers altar_build_info{component, version} = 1: which program and
+ * release a scrape came from. */
+int altar_metrics_build_info(altar_metrics_t *reg, const char *component, altar_error_t *err);
 
 /* A table of label-less series registered at once, each stored as an
  * altar_metric_t * at byte offset `off` of the caller's struct `base`. On
@@ -79,7 +93,8 @@ void altar_metric_inc(altar_metric_t *m);                 /* counter += 1 */
 void altar_metric_add(altar_metric_t *m, uint64_t n);     /* counter += n */
 void altar_metric_set(altar_metric_t *m, double v);       /* gauge = v */
 void altar_metric_gauge_add(altar_metric_t *m, double d); /* gauge += d */
-/* Current values (0 for NULL or the other type). */
+void altar_metric_observe(altar_metric_t *m, double v);   /* histogram: one observation (NaN ignored) */
+/* Current values (0 for NULL or the other type); a histogram's count. */
 uint64_t altar_metric_counter_value(const altar_metric_t *m);
 double altar_metric_gauge_value(const altar_metric_t *m);
 

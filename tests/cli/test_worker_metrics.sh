@@ -92,6 +92,19 @@ wait_line "$url" "altar_worker_tasks_succeeded_total 3" && ok || fail "worker: t
 wait_line "$url" "altar_worker_in_flight 0" && ok || fail "worker: in_flight did not return to 0"
 wait_line "$url" "altar_worker_paused 0" && ok || fail "worker: did not resume intake"
 
+# Per-task series: three runs of kind probe timed (two slept 4 s each), a
+# failing one counted under its folded reason, and the build info.
+echo '{"kind": "probe", "image": "none", "command": ["/bin/sh", "-c", "exit 3"], "labels": {"n": "3"}}' >"$T/fail.json"
+"$ALTAR_BIN" submit $cfg "$T/fail.json" >/dev/null 2>"$T/submit.err" || fail "submit failing: $(cat "$T/submit.err")"
+wait_line "$url" 'altar_worker_task_failures_total{reason="exit_code"} 1' && ok || fail "worker: the exit 3 is not counted by reason: $(curl -s "$url" | grep failures)"
+curl -s --noproxy '*' "$url" >"$T/m3"
+grep -qx "# TYPE altar_worker_task_duration_seconds histogram" "$T/m3" && ok || fail "worker: no duration histogram"
+grep -qx 'altar_worker_task_duration_seconds_count{kind="probe"} 4' "$T/m3" && ok || fail "worker: not 4 runs of probe timed: $(grep duration "$T/m3")"
+grep -qx 'altar_worker_task_duration_seconds_bucket{kind="probe",le="+Inf"} 4' "$T/m3" && ok || fail "worker: +Inf bucket is not the count"
+sum="$(sed -n 's/^altar_worker_task_duration_seconds_sum{kind="probe"} //p' "$T/m3")"
+python3 -c "import sys; sys.exit(0 if float('$sum') >= 8 else 1)" && ok || fail "worker: durations sum to $sum s, less than the two 4 s sleeps"
+grep -qx "altar_build_info{component=\"worker\",version=\"$("$ALTAR_BIN" --version | awk '{print $NF}')\"} 1" "$T/m3" && ok || fail "worker: build info: $(grep build_info "$T/m3")"
+
 # ---- the reconciler, with metrics.addr from the config file ----
 rport="$(free_port)"
 rurl="http://127.0.0.1:$rport/metrics"
@@ -106,6 +119,7 @@ for name in altar_reconciler_events_applied_total altar_reconciler_batches_total
   altar_reconciler_outbox_published_total; do
   if grep -qx "# TYPE $name counter" "$T/r1" && grep -q "^# HELP $name " "$T/r1"; then ok; else fail "reconciler: $name missing"; fi
 done
+grep -q '^altar_build_info{component="reconciler",' "$T/r1" && ok || fail "reconciler: no build info"
 if grep -qx "# TYPE altar_reconciler_groups_held gauge" "$T/r1" && grep -qx "altar_reconciler_groups_held 0" "$T/r1"; then ok; else fail "reconciler: altar_reconciler_groups_held missing"; fi
 # Every status event the worker had acknowledged gets applied: the worker's
 # count only grows to its final value, so wait until the two agree (the

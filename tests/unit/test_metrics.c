@@ -1,6 +1,7 @@
 /* Metrics: the registry, the exposition text (exactly), escaping, atomic
  * updates from many threads, the HTTP endpoint on 127.0.0.1 and the worker
  * and reconciler adapters. */
+#include "altar/fleet.h"
 #include "altar/metrics.h"
 #include "reconciler/daemon_metrics.h"
 #include "testutil.h"
@@ -385,6 +386,102 @@ static void test_worker_adapter(void) {
   altar_metrics_free(reg);
 }
 
+
+/* Histograms: cumulative buckets with le beside the series' labels, _sum and
+ * _count, exactly; bounds validated; one family shares its bounds. */
+static void test_histogram(void) {
+  altar_metrics_t *reg = altar_metrics_new();
+  CU_ASSERT_FATAL(reg != NULL);
+  altar_error_t e = {0};
+  const double b[] = {0.5, 1, 10};
+  altar_metric_label_t l = {"kind", "train"};
+  altar_metric_t *h = altar_metrics_histogram(reg, "altar_run_seconds", "Runs.", &l, 1, b, 3, &e);
+  altar_metric_t *bare = altar_metrics_histogram(reg, "altar_wait_seconds", NULL, NULL, 0, b, 1, &e);
+  CU_ASSERT_FATAL(h && bare);
+  altar_metric_observe(h, 0.25);
+  altar_metric_observe(h, 0.5); /* on a bound: in that bucket (le is <=) */
+  altar_metric_observe(h, 3);
+  altar_metric_observe(h, 100);
+  altar_metric_observe(h, NAN); /* ignored */
+  altar_metric_observe(bare, 2);
+  char *s = render(reg);
+  const char *want = "# HELP altar_run_seconds Runs.\n"
+                     "# TYPE altar_run_seconds histogram\n"
+                     "altar_run_seconds_bucket{kind=\"train\",le=\"0.5\"} 2\n"
+                     "altar_run_seconds_bucket{kind=\"train\",le=\"1\"} 2\n"
+                     "altar_run_seconds_bucket{kind=\"train\",le=\"10\"} 3\n"
+                     "altar_run_seconds_bucket{kind=\"train\",le=\"+Inf\"} 4\n"
+                     "altar_run_seconds_sum{kind=\"train\"} 103.75\n"
+                     "altar_run_seconds_count{kind=\"train\"} 4\n"
+                     "# TYPE altar_wait_seconds histogram\n"
+                     "altar_wait_seconds_bucket{le=\"0.5\"} 0\n"
+                     "altar_wait_seconds_bucket{le=\"+Inf\"} 1\n"
+                     "altar_wait_seconds_sum 2\n"
+                     "altar_wait_seconds_count 1\n";
+  CU_ASSERT_STRING_EQUAL(s, want);
+  free(s);
+  CU_ASSERT(altar_metric_counter_value(h) == 4);
+  /* The same series again is the same; other bounds, a counter update, bad bounds and "le" are refused. */
+  CU_ASSERT(altar_metrics_histogram(reg, "altar_run_seconds", NULL, &l, 1, b, 3, &e) == h);
+  CU_ASSERT(altar_metrics_histogram(reg, "altar_run_seconds", NULL, NULL, 0, b, 2, &e) == NULL);
+  CU_ASSERT(altar_metrics_counter(reg, "altar_run_seconds", NULL, &e) == NULL);
+  altar_metric_inc(h); /* the wrong update: ignored */
+  CU_ASSERT(altar_metric_counter_value(h) == 4);
+  const double unsorted[] = {1, 0.5}, inf[] = {INFINITY};
+  CU_ASSERT(altar_metrics_histogram(reg, "altar_x", NULL, NULL, 0, unsorted, 2, &e) == NULL);
+  CU_ASSERT(altar_metrics_histogram(reg, "altar_x", NULL, NULL, 0, inf, 1, &e) == NULL);
+  CU_ASSERT(altar_metrics_histogram(reg, "altar_x", NULL, NULL, 0, b, 0, &e) == NULL);
+  altar_metric_label_t le = {"le", "1"};
+  CU_ASSERT(altar_metrics_histogram(reg, "altar_x", NULL, &le, 1, b, 3, &e) == NULL);
+  CU_ASSERT(altar_metrics_register(reg, ALTAR_METRIC_HISTOGRAM, "altar_x", NULL, NULL, 0, &e) == NULL);
+  altar_metrics_free(reg);
+}
+
+/* The worker's per-task series: durations by kind (bounded: the 33rd kind
+ * and later are "other"), failures by reason (exit codes folded, unknown
+ * reasons "other"), and its build info. */
+static void test_worker_task_series(void) {
+  altar_metrics_t *reg = altar_metrics_new();
+  altar_error_t e = {0};
+  altar__worker_metrics_t *wm = malloc(sizeof *wm);
+  CU_ASSERT_FATAL(wm && altar__worker_metrics_init(wm, reg, 4, &e) == ALTAR_OK);
+  altar__worker_metrics_task_ended(wm, "train", NULL, 0.2);
+  altar_failure_t *f3 = altar_failure_exit(3, "x", true), *f4 = altar_failure_exit(4, NULL, true);
+  altar_failure_t *odd = altar_failure_new("made_up_by_a_plugin", NULL, false);
+  altar_failure_t *to = altar_failure_new(ALTAR_REASON_TIMEOUT, NULL, false);
+  altar__worker_metrics_task_ended(wm, "train", f3, 30);
+  altar__worker_metrics_task_ended(wm, "score", f4, 0.001);
+  altar__worker_metrics_task_ended(wm, "score", odd, -1); /* never ran: no duration */
+  altar__worker_metrics_task_ended(wm, "score", to, 7);
+  for (int i = 0; i < 40; i++) {
+    char k[16];
+    snprintf(k, sizeof k, "k%d", i);
+    altar__worker_metrics_task_ended(wm, k, NULL, 1);
+  }
+  char *s = render(reg);
+  const char *want[] = {"\naltar_worker_task_duration_seconds_count{kind=\"train\"} 2\n",
+                        "\naltar_worker_task_duration_seconds_bucket{kind=\"train\",le=\"0.25\"} 1\n",
+                        "\naltar_worker_task_duration_seconds_count{kind=\"score\"} 2\n",
+                        "\naltar_worker_task_duration_seconds_count{kind=\"k29\"} 1\n",
+                        "\naltar_worker_task_duration_seconds_count{kind=\"other\"} 10\n",
+                        "\naltar_worker_task_failures_total{reason=\"exit_code\"} 2\n",
+                        "\naltar_worker_task_failures_total{reason=\"other\"} 1\n",
+                        "\naltar_worker_task_failures_total{reason=\"timeout\"} 1\n",
+                        "\naltar_build_info{component=\"worker\",version=\"" ALTAR_VERSION "\"} 1\n"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    if (!strstr(s, want[i])) fprintf(stderr, "missing %s", want[i]);
+    CU_ASSERT(strstr(s, want[i]) != NULL);
+  }
+  CU_ASSERT(strstr(s, "kind=\"k30\"") == NULL);
+  free(s);
+  altar_failure_free(f3);
+  altar_failure_free(f4);
+  altar_failure_free(odd);
+  altar_failure_free(to);
+  free(wm);
+  altar_metrics_free(reg);
+}
+
 static void add(void) {
   ALTAR_SUITE("metrics", NULL, NULL);
   ALTAR_TEST(test_render_exact);
@@ -395,6 +492,8 @@ static void add(void) {
   ALTAR_TEST(test_http_server);
   ALTAR_TEST(test_bad_addr);
   ALTAR_TEST(test_worker_adapter);
+  ALTAR_TEST(test_histogram);
+  ALTAR_TEST(test_worker_task_series);
 }
 
 int main(int argc, char **argv) {
