@@ -161,11 +161,14 @@ class SubprocessBackend(ExecutionBackend):
             del self._children[h.external_id]  # reaped
         if task_dir is None or not os.path.isdir(task_dir):
             return TaskStatus(h, TaskState.FAILED, TaskFailure("container_missing", f"no task {h.external_id}"))
+        # Alive first, result second: a supervisor writes its result before it
+        # exits, so one found gone has left a result unless it was killed.
+        alive = self._supervisor_alive(task_dir) is not None
         try:
             with open(os.path.join(task_dir, "result.json")) as f:
                 result: dict[str, Any] = json.load(f)
         except FileNotFoundError:
-            if self._supervisor_alive(task_dir) is not None:
+            if alive:
                 return TaskStatus(h, TaskState.RUNNING)
             # Its supervisor ended without a word (killed): nobody can say how it went.
             return TaskStatus(h, TaskState.FAILED,

@@ -64,6 +64,8 @@ def main(task_dir: str) -> int:
     except OSError as exc:
         _write_result(task_dir, {"exit_code": 127, "detail": f"cannot start {task['command'][0]!r}: {exc}"})
         return 0
+    with open(os.path.join(task_dir, "child"), "w") as f:
+        f.write(str(child.pid))  # for an operator (or a test) who needs the command itself
     deadline = time.monotonic() + task["timeout_s"] if task.get("timeout_s") else None
     memory_mb = task.get("memory_mb")
     reason = None
