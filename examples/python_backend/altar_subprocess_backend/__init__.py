@@ -156,14 +156,18 @@ class SubprocessBackend(ExecutionBackend):
 
     def _status(self, h: TaskHandle) -> TaskStatus:
         task_dir = self._task_dir(h.external_id)
-        proc = self._children.get(h.external_id)
-        if proc is not None and proc.poll() is not None:
-            del self._children[h.external_id]  # reaped
         if task_dir is None or not os.path.isdir(task_dir):
             return TaskStatus(h, TaskState.FAILED, TaskFailure("container_missing", f"no task {h.external_id}"))
         # Alive first, result second: a supervisor writes its result before it
-        # exits, so one found gone has left a result unless it was killed.
-        alive = self._supervisor_alive(task_dir) is not None
+        # exits, so one found gone has left a result unless it was killed. A
+        # child of this instance is asked directly (it may not have exec'd yet).
+        proc = self._children.get(h.external_id)
+        if proc is not None:
+            alive = proc.poll() is None
+            if not alive:
+                del self._children[h.external_id]  # reaped
+        else:
+            alive = self._supervisor_alive(task_dir) is not None
         try:
             with open(os.path.join(task_dir, "result.json")) as f:
                 result: dict[str, Any] = json.load(f)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import signal
 import socket
 import stat
@@ -263,7 +264,13 @@ def _writer(fd: int) -> Any:
             data = (json.dumps(_failure_reply("invalid", exc)) + "\n").encode()
         view = memoryview(data)
         while view:
-            n = os.write(fd, view)
+            try:
+                n = os.write(fd, view)
+            except BlockingIOError:
+                # The descriptor shares its non-blocking flag with the reading
+                # side asyncio owns: wait until the peer has read some.
+                select.select([], [fd], [])
+                continue
             view = view[n:]
     return write
 
