@@ -14,7 +14,7 @@ altar_test_begin "fleet-python" python3 ps
 mkdir -p "$T/data"
 prefix="pyfleet-$(date +%s)-$$"
 {
-  altar_test_fleet_config "$prefix" "{name: python, adapter: subprocess, python: $ALTAR_TEST_PYTHON, options: '{\"data_root\": \"$T/data\"}', restart_backoff_ms: 100, slots: 16}"
+  altar_test_fleet_config "$prefix" "{name: python, adapter: subprocess, python: $ALTAR_TEST_PYTHON, options: {data_root: \"$T/data\", slots: null}, restart_backoff_ms: 100, slots: 16}"
   echo "groups:"
   echo "  train:"
   echo "    group_by: [job_id, model]"

@@ -37,7 +37,6 @@ import select
 import signal
 import socket
 import stat
-import sys
 import traceback
 from collections.abc import Mapping
 from typing import Any
@@ -244,7 +243,7 @@ class Host:
         except (ValueError, Invalid) as exc:
             return _failure_reply("invalid", exc)
         try:
-            result = await fn(req)
+            result: dict[str, Any] = await fn(req)
         except Invalid as exc:
             return _failure_reply("invalid", exc)
         except asyncio.CancelledError:
@@ -338,4 +337,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
