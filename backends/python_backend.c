@@ -255,8 +255,11 @@ static int pb_recover(altar_backend_t *be, const altar_status_t *fs, size_t n, c
 
 /* ---- keys ---- */
 
-static const char *const pb_keys[] = {"adapter",          "python",          "options",        "bridge",
-                                      "reply_timeout_ms", "start_timeout_ms", "cancel_grace_ms", "restart_backoff_ms",
+/* slots is the worker's intake bound, read by the worker; data_root is
+ * accepted for configs moved from another backend (the adapter's own
+ * directories are its options). */
+static const char *const pb_keys[] = {"adapter",          "python",           "options",         "reply_timeout_ms",
+                                      "start_timeout_ms", "cancel_grace_ms",  "restart_backoff_ms",
                                       "restart_backoff_max_ms", "max_reply_bytes", "data_root", "slots", NULL};
 
 static int parse_positive(const char *key, const char *v, long *pout, altar_error_t *err) {
@@ -285,7 +288,6 @@ altar_py_t *altar__py_new(const altar_strmap_t *cfg, altar_error_t *err) {
     const char *key = cfg->keys[i], *v = cfg->vals[i];
     char **s = !strcmp(key, "adapter") ? &py->adapter
                : !strcmp(key, "python") ? &py->python
-               : !strcmp(key, "bridge") ? &py->bridge
                : !strcmp(key, "options") ? &py->options_json
                                          : NULL;
     long *ms = !strcmp(key, "reply_timeout_ms")         ? &py->reply_ms

@@ -150,9 +150,8 @@ static const char *verification_text(altar_verification_t v) { return altar_veri
 
 /* Spawns the host, reads its greeting and opens the adapter. */
 static int start(altar_py_t *py, altar_error_t *err) {
-  char *argv_mod[] = {py->python, "-u", "-m", "altar.execution.bridge", NULL};
-  char *argv_script[] = {py->python, "-u", py->bridge, NULL};
-  int rc = altar__pipe_spawn(&py->pipe, py->bridge ? argv_script : argv_mod, NULL, err);
+  char *argv[] = {py->python, "-u", "-m", "altar.execution.bridge", NULL};
+  int rc = altar__pipe_spawn(&py->pipe, argv, NULL, err);
   if (rc) return rc;
   py->starts++;
   json_t *hello = NULL;
@@ -234,7 +233,6 @@ void altar__py_free(altar_py_t *py) {
   if (!py) return;
   altar__pipe_free(&py->pipe);
   free(py->python);
-  free(py->bridge);
   free(py->adapter);
   free(py->options_json);
   free(py->mount_root);

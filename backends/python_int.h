@@ -26,7 +26,6 @@
 
 typedef struct altar_py {
   char *python;       /* interpreter */
-  char *bridge;       /* a host script to run instead of the module (tests); NULL */
   char *adapter;      /* entry-point name */
   char *options_json; /* keyword arguments of the adapter's constructor, a JSON object */
   long reply_ms, start_ms, grace_ms, backoff_min_ms, backoff_max_ms;

@@ -40,6 +40,7 @@ from altar.execution import (
     verify_transfer_digest,
 )
 
+SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervise.py")
 # How much of a failed task's stderr its failure's detail carries.
 DETAIL_BYTES = 2000
 
@@ -133,7 +134,9 @@ class SubprocessBackend(ExecutionBackend):
                 "memory_mb": spec.resources.memory_mb}
         with open(os.path.join(task_dir, "task.json"), "w") as f:
             json.dump(task, f)
-        proc = subprocess.Popen([sys.executable, "-m", "altar_subprocess_backend.supervise", task_dir],
+        # Run by path, not with -m: importing this package (and altar) would
+        # cost every task a second interpreter start's worth of imports.
+        proc = subprocess.Popen([sys.executable, "-I", SUPERVISOR, task_dir],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=open(os.path.join(task_dir, "supervisor.log"), "wb"),
                                 start_new_session=True)
