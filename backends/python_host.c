@@ -10,10 +10,14 @@
 
 #include "altar/log_tail.h"
 
+#include <dlfcn.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 extern char **environ;
 
@@ -148,10 +152,65 @@ static int exchange(altar_py_t *py, const char *op, json_t *req, long limit_ms, 
 
 static const char *verification_text(altar_verification_t v) { return altar_verification_name(v); }
 
+/* The libaltar the host's `import altar` should load: this one. From the
+ * shared object this code runs in, else beside the binary (a build tree)
+ * or in ../lib (an install). Empty when none is found: the package then
+ * asks the dynamic linker. */
+static void own_library(char *out, size_t sz) {
+  out[0] = '\0';
+  Dl_info info;
+  char path[PATH_MAX], exe[PATH_MAX];
+  bool have_exe = realpath("/proc/self/exe", exe) != NULL;
+  if (dladdr((void *)own_library, &info) && info.dli_fname && realpath(info.dli_fname, path) &&
+      (!have_exe || strcmp(path, exe))) {
+    snprintf(out, sz, "%s", path);
+    return;
+  }
+  if (!have_exe) return;
+  static const char *const rel[] = {"libaltar.so.0", "libaltar.so", "../lib/libaltar.so.0",
+                                    "../lib64/libaltar.so.0", "../lib/x86_64-linux-gnu/libaltar.so.0"};
+  char *dir = dirname(exe);
+  for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+    char cand[PATH_MAX + 64];
+    snprintf(cand, sizeof cand, "%s/%s", dir, rel[i]);
+    if (access(cand, R_OK) == 0 && realpath(cand, path)) {
+      snprintf(out, sz, "%s", path);
+      return;
+    }
+  }
+}
+
+/* This environment, plus ALTAR_LIBRARY when it is unset and a library was
+ * found; *pvar holds the added entry (free both with free()). */
+static char **host_environ(char **pvar) {
+  *pvar = NULL;
+  char lib[PATH_MAX];
+  if (getenv("ALTAR_LIBRARY") || (own_library(lib, sizeof lib), !lib[0])) return NULL;
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **env = calloc(n + 2, sizeof *env);
+  size_t len = strlen("ALTAR_LIBRARY=") + strlen(lib) + 1;
+  char *var = malloc(len);
+  if (!env || !var) {
+    free(env);
+    free(var);
+    return NULL;
+  }
+  snprintf(var, len, "ALTAR_LIBRARY=%s", lib);
+  memcpy(env, environ, n * sizeof *env);
+  env[n] = var;
+  *pvar = var;
+  return env;
+}
+
 /* Spawns the host, reads its greeting and opens the adapter. */
 static int start(altar_py_t *py, altar_error_t *err) {
   char *argv[] = {py->python, "-u", "-m", "altar.execution.bridge", NULL};
-  int rc = altar__pipe_spawn(&py->pipe, argv, NULL, err);
+  char *var;
+  char **env = host_environ(&var);
+  int rc = altar__pipe_spawn(&py->pipe, argv, env, err);
+  free(env);
+  free(var);
   if (rc) return rc;
   py->starts++;
   json_t *hello = NULL;

@@ -180,7 +180,9 @@ class SubprocessBackend(ExecutionBackend):
             # Its supervisor ended without a word (killed): nobody can say how it went.
             return TaskStatus(h, TaskState.FAILED,
                               TaskFailure("container_missing", f"task {h.external_id}: its supervisor is gone"))
-        stderr = _tail(os.path.join(task_dir, "stderr"), DETAIL_BYTES)
+        # The evidence: the end of stderr, or of stdout when stderr is empty.
+        stderr = _tail(os.path.join(task_dir, "stderr"), DETAIL_BYTES) or _tail(os.path.join(task_dir, "stdout"),
+                                                                                 DETAIL_BYTES)
         reason = result.get("reason")
         if reason:
             return TaskStatus(h, TaskState.FAILED, TaskFailure(reason, stderr or None, deterministic=False))
