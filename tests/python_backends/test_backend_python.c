@@ -6,6 +6,7 @@
  * (with-venv.sh) and ALTAR_LIBRARY (ctest). */
 #include "altar/plugin/backend.h"
 #include "backend_contract.h"
+#include "contract_argv.h"
 #include "testutil.h"
 
 #include <signal.h>
@@ -44,46 +45,6 @@ static altar_backend_t *make_example(void *ctx, const char *data_root, altar_err
   return open_py("subprocess", options, NULL, err);
 }
 
-static int set_argv(altar_spec_t *s, const char *const *argv) {
-  for (size_t i = 0; i < s->n_command; i++) free(s->command[i]);
-  free(s->command);
-  s->command = NULL;
-  s->n_command = 0;
-  for (size_t i = 0; argv[i]; i++)
-    if (altar_spec_add_arg(s, argv[i]) < 0) return -1;
-  return 0;
-}
-
-static int set_exit(void *ctx, altar_spec_t *s, int code) {
-  (void)ctx;
-  char script[32];
-  snprintf(script, sizeof script, "exit %d", code);
-  const char *argv[] = {"sh", "-c", script, NULL};
-  return set_argv(s, argv);
-}
-
-static int set_sleep(void *ctx, altar_spec_t *s, int seconds) {
-  (void)ctx;
-  char secs[16];
-  snprintf(secs, sizeof secs, "%d", seconds);
-  const char *argv[] = {"sleep", secs, NULL};
-  return set_argv(s, argv);
-}
-
-static int set_oom(void *ctx, altar_spec_t *s) {
-  (void)ctx;
-  /* Grows without end, so it can only stop by being killed. */
-  const char *argv[] = {"perl", "-e", "my @a; while (1) { push @a, 'x' x 1048576 }", NULL};
-  s->resources.memory_mb = (altar_opt_i64_t){true, 64};
-  return set_argv(s, argv);
-}
-
-static int set_read_input(void *ctx, altar_spec_t *s, const char *path) {
-  (void)ctx;
-  const char *argv[] = {"cat", path, NULL};
-  return set_argv(s, argv);
-}
-
 /* A pid the example's supervisor wrote into the task's directory; waits a
  * little for it, since the supervisor writes "child" once it started it. */
 static long task_pid(altar_backend_t *be, const char *id, const char *file) {
@@ -116,10 +77,10 @@ static const altar_contract_fixture_t example_fixture = {
     .image = "none (the example runs argv directly)",
     .wait_s = 60,
     .make_backend = make_example,
-    .set_exit = set_exit,
-    .set_sleep = set_sleep,
-    .set_oom = set_oom,
-    .set_read_input = set_read_input,
+    .set_exit = altar_contract_argv_exit,
+    .set_sleep = altar_contract_argv_sleep,
+    .set_oom = altar_contract_argv_oom,
+    .set_read_input = altar_contract_argv_read_input,
     .vanish = vanish,
 };
 
