@@ -45,12 +45,13 @@ static altar_backend_t *make_example(void *ctx, const char *data_root, altar_err
   return open_py("subprocess", options, NULL, err);
 }
 
-/* A pid the example's supervisor wrote into the task's directory; waits a
- * little for it, since the supervisor writes "child" once it started it. */
+/* A pid the example's supervisor wrote into the task's directory; waits for
+ * it (bounded, 60 s: a loaded machine may take a while to start the
+ * supervisor's interpreter), since "child" is written once the command runs. */
 static long task_pid(altar_backend_t *be, const char *id, const char *file) {
   char path[4200];
   snprintf(path, sizeof path, "%s/tasks/%s/%s", altar_backend_mount_root(be), id, file);
-  for (int i = 0; i < 500; i++) {
+  for (int i = 0; i < 6000; i++) {
     size_t len = 0;
     char *text = altar_test_read_file(path, &len);
     long v = text ? strtol(text, NULL, 10) : 0;

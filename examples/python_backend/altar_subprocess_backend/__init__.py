@@ -199,7 +199,13 @@ class SubprocessBackend(ExecutionBackend):
 
     async def cancel(self, handle: TaskHandle) -> None:
         task_dir = self._task_dir(handle.external_id)
-        pid = self._supervisor_alive(task_dir) if task_dir and os.path.isdir(task_dir) else None
+        # A child of this instance is signalled directly: just after submit it
+        # may not have exec'd yet, and its command line would not say whose it is.
+        proc = self._children.get(handle.external_id)
+        if proc is not None:
+            pid = proc.pid if proc.poll() is None else None
+        else:
+            pid = self._supervisor_alive(task_dir) if task_dir and os.path.isdir(task_dir) else None
         if pid is not None:
             try:
                 os.kill(pid, signal.SIGTERM)  # the supervisor stops the command and records "cancelled"
