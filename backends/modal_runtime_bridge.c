@@ -7,23 +7,17 @@
  * cancels the SDK call in flight so the SDK's own clean-up runs (a sandbox
  * created but not yet scheduled is terminated, not orphaned); only a bridge
  * that then stays silent is killed. */
-#include "altar/buf.h"
 #include "altar/modal.h"
+#include "bridge_pipe.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 /* Set by CMakeLists.txt for this file: the bridge relative to the installed
@@ -37,8 +31,6 @@
 #define ALTAR_BRIDGE_FROM_LIBDIR ALTAR_BRIDGE_FROM_BINDIR
 #endif
 
-extern char **environ;
-
 #define MAX_REPLY (16u << 20)
 #define DEFAULT_REPLY_MS 600000L
 /* How long a bridge sent SIGINT has to answer "cancelled" (the SDK makes a
@@ -49,68 +41,10 @@ typedef struct bridge {
   char *python;
   char *script;
   long reply_ms, run_ms;
-  pid_t pid;
-  int fd; /* our end of the socketpair; -1 when not running */
-  altar_buf_t in; /* bytes read past the last reply */
+  altar__pipe_t pipe;
 } bridge_t;
 
-static void bridge_stop(bridge_t *b) {
-  if (b->fd >= 0) close(b->fd); /* EOF on its stdin: the bridge exits */
-  b->fd = -1;
-  if (b->pid > 0) {
-    for (int i = 0; i < 50; i++) {
-      if (waitpid(b->pid, NULL, WNOHANG) == b->pid) {
-        b->pid = 0;
-        break;
-      }
-      struct timespec ts = {0, 20000000};
-      nanosleep(&ts, NULL);
-    }
-    if (b->pid > 0) {
-      kill(b->pid, SIGKILL);
-      waitpid(b->pid, NULL, 0);
-    }
-  }
-  b->pid = 0;
-  altar_buf_reset(&b->in);
-}
-
-/* One line from the bridge within limit_ms; *pline malloc'd. */
-static int read_line(bridge_t *b, long limit_ms, char **pline, altar_error_t *err) {
-  struct timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  for (;;) {
-    void *nl = b->in.len ? memchr(b->in.data, '\n', b->in.len) : NULL;
-    if (nl) {
-      size_t len = (size_t)((uint8_t *)nl - b->in.data);
-      char *line = malloc(len + 1);
-      if (!line) return altar_error_set(err, ALTAR_ENOMEM, "modal bridge: out of memory");
-      memcpy(line, b->in.data, len);
-      line[len] = '\0';
-      memmove(b->in.data, b->in.data + len + 1, b->in.len - len - 1);
-      b->in.len -= len + 1;
-      *pline = line;
-      return ALTAR_OK;
-    }
-    if (b->in.len > MAX_REPLY)
-      return altar_error_set(err, ALTAR_ETOOBIG, "modal bridge: reply longer than %u bytes", MAX_REPLY);
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-    if (waited >= limit_ms)
-      return altar_error_set_retriable(err, ALTAR_ETIMEOUT, "modal bridge: no reply within %ld ms", limit_ms);
-    struct pollfd pfd = {b->fd, POLLIN, 0};
-    long left = limit_ms - waited;
-    int pr = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr <= 0) continue;
-    char buf[65536];
-    ssize_t n = recv(b->fd, buf, sizeof buf, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      return altar_error_set_retriable(err, ALTAR_EBACKEND, "modal bridge: exited (see its message on stderr)");
-    if (altar_buf_append(&b->in, buf, (size_t)n)) return altar_error_set(err, ALTAR_ENOMEM, "modal bridge: out of memory");
-  }
-}
+static void bridge_stop(bridge_t *b) { altar__pipe_stop(&b->pipe); }
 
 /* The error a failed reply stands for. */
 static int reply_error(const json_t *reply, const char *op, altar_error_t *err) {
@@ -124,27 +58,12 @@ static int reply_error(const json_t *reply, const char *op, altar_error_t *err) 
 }
 
 static int bridge_start(bridge_t *b, altar_error_t *err) {
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    return altar_error_set(err, ALTAR_EIO, "modal bridge: socketpair: %s", strerror(errno));
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
-  posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
   char *argv[] = {b->python, "-u", b->script, NULL};
-  pid_t pid;
-  int rc = posix_spawnp(&pid, b->python, &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  close(sv[1]);
-  if (rc != 0) {
-    close(sv[0]);
-    return altar_error_set(err, ALTAR_ECONFIG, "modal bridge: cannot run %s: %s", b->python, strerror(rc));
-  }
-  b->pid = pid;
-  b->fd = sv[0];
+  int rc = altar__pipe_spawn(&b->pipe, argv, NULL, err);
+  if (rc) return rc;
   /* The bridge says hello once the SDK imported, or why it could not. */
   char *line = NULL;
-  rc = read_line(b, b->reply_ms, &line, err);
+  rc = altar__pipe_read_line(&b->pipe, b->reply_ms, &line, err);
   if (rc == ALTAR_EBACKEND)
     rc = altar_error_set(err, ALTAR_ECONFIG, "modal bridge: %s %s exited before it was ready (see stderr)",
                          b->python, b->script);
@@ -161,13 +80,7 @@ static int bridge_start(bridge_t *b, altar_error_t *err) {
 /* After a missed deadline: SIGINT cancels the bridge's SDK call; its
  * answer (normally "cancelled") keeps the bridge in step. A bridge that
  * stays silent is killed. Returns the line or NULL. */
-static char *cancel_in_flight(bridge_t *b) {
-  kill(b->pid, SIGINT);
-  char *line = NULL;
-  altar_error_t ignored = {0};
-  if (read_line(b, CANCEL_GRACE_MS, &line, &ignored) != ALTAR_OK) bridge_stop(b);
-  return line;
-}
+static char *cancel_in_flight(bridge_t *b) { return altar__pipe_interrupt(&b->pipe, CANCEL_GRACE_MS); }
 
 /* Sends req (consumed) and returns the successful reply in *preply; the
  * reply is awaited for limit_ms. */
@@ -175,29 +88,15 @@ static int call(bridge_t *b, json_t *req, const char *op, long limit_ms, json_t 
   *preply = NULL;
   int rc = ALTAR_OK;
   if (!req) return altar_error_set(err, ALTAR_ENOMEM, "modal %s: out of memory", op);
-  if (b->fd < 0) rc = bridge_start(b, err);
+  if (!altar__pipe_running(&b->pipe)) rc = bridge_start(b, err);
   char *text = rc ? NULL : json_dumps(req, JSON_COMPACT);
   json_decref(req);
   if (rc) return rc;
   if (!text) return altar_error_set(err, ALTAR_ENOMEM, "modal %s: out of memory", op);
-  size_t len = strlen(text), off = 0;
-  char *msg = malloc(len + 1);
-  if (!msg) {
-    free(text);
-    return altar_error_set(err, ALTAR_ENOMEM, "modal %s: out of memory", op);
-  }
-  memcpy(msg, text, len);
-  msg[len++] = '\n'; /* one request per line */
-  while (!rc && off < len) {
-    ssize_t w = send(b->fd, msg + off, len - off, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "modal %s: bridge gone: %s", op, strerror(errno));
-    else off += (size_t)w;
-  }
-  free(msg);
+  rc = altar__pipe_send(&b->pipe, text, err);
   free(text);
   char *line = NULL;
-  if (!rc) rc = read_line(b, limit_ms, &line, err);
+  if (!rc) rc = altar__pipe_read_line(&b->pipe, limit_ms, &line, err);
   if (rc == ALTAR_ETIMEOUT) {
     char *late = cancel_in_flight(b);
     json_t *r = late ? json_loads(late, 0, NULL) : NULL;
@@ -348,8 +247,7 @@ static int b_output(void *impl, const char *id, size_t max_bytes, char **perr, s
 static void b_destroy(void *impl) {
   bridge_t *b = impl;
   if (!b) return;
-  bridge_stop(b);
-  altar_buf_free(&b->in);
+  altar__pipe_free(&b->pipe);
   free(b->python);
   free(b->script);
   free(b);
@@ -438,7 +336,7 @@ altar_modal_runtime_t *altar_modal_bridge_runtime_new(const altar_modal_bridge_c
   if (altar_modal_bridge_find(cfg->bridge, script, sizeof script, err)) return NULL;
   bridge_t *b = calloc(1, sizeof *b);
   if (b) {
-    b->fd = -1;
+    altar__pipe_init(&b->pipe, "modal bridge", MAX_REPLY);
     b->reply_ms = cfg->reply_timeout_ms > 0 ? cfg->reply_timeout_ms : DEFAULT_REPLY_MS;
     b->run_ms = cfg->run_timeout_ms > 0 ? cfg->run_timeout_ms : b->reply_ms + ALTAR_MODAL_SCHEDULE_WAIT_MS;
     b->python = strdup(cfg->python && *cfg->python ? cfg->python : "python3");

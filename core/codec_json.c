@@ -277,6 +277,67 @@ char *altar_status_result_to_json(const altar_status_t *st, altar_error_t *err) 
   return part_to_json(wr_status_result, st, "status", err);
 }
 
+/* A part read from JSON with the same bounds and types as a message part:
+ * JSON → msgpack (bounded), then the part's typed reader. */
+typedef int (*rd_part_fn)(altar__rd_t *r, const msgpack_object *o, void *part);
+
+static int part_from_json(rd_part_fn fn, const char *text, size_t len, void *part, const char *root,
+                          altar_error_t *err) {
+  altar_buf_t b = {0};
+  int rc = json_text_to_mp(text, len, root, &b, err);
+  altar__mp_doc_t u;
+  if (!rc) rc = altar__mp_parse(b.data, b.len, root, &u, err);
+  if (!rc) {
+    altar__rd_t r = {.err = err, .doc = &u};
+    altar__path_init(&r.path, root);
+    rc = fn(&r, &u.root, part);
+    altar__mp_doc_free(&u);
+  }
+  altar_buf_free(&b);
+  return rc;
+}
+
+static int rd_handle_part(altar__rd_t *r, const msgpack_object *o, void *p) { return altar__rd_handle(r, o, p); }
+
+enum { SR_FAILURE, SR_HANDLE, SR_STATE };
+static const char *const status_result_keys[] = {"failure", "handle", "state", NULL};
+
+static int rd_status_result_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
+  altar_status_t *st = ctx;
+  switch (idx) {
+  case SR_FAILURE: altar_failure_free(st->failure); return altar__rd_failure(r, v, &st->failure);
+  case SR_HANDLE: altar_handle_clear(&st->handle); return altar__rd_handle(r, v, &st->handle);
+  case SR_STATE: return altar__rd_state(r, v, &st->state);
+  }
+  return ALTAR_OK;
+}
+
+static int rd_status_result(altar__rd_t *r, const msgpack_object *o, void *p) {
+  altar_status_t *st = p;
+  int rc = altar__rd_struct(r, o, status_result_keys, (1u << SR_HANDLE) | (1u << SR_STATE), rd_status_result_field, st);
+  if (!rc && st->state == ALTAR_STATE_FAILED && !st->failure && !(st->failure = altar_failure_new("job_failed", NULL, false)))
+    rc = altar_error_set(r->err, ALTAR_ENOMEM, "status: out of memory");
+  if (!rc && st->state != ALTAR_STATE_FAILED) {
+    altar_failure_free(st->failure); /* failure is set only when FAILED */
+    st->failure = NULL;
+  }
+  return rc;
+}
+
+int altar_handle_from_json(const char *text, size_t len, altar_handle_t *pout, altar_error_t *err) {
+  memset(pout, 0, sizeof *pout);
+  int rc = part_from_json(rd_handle_part, text, len, pout, "handle", err);
+  if (rc) altar_handle_clear(pout);
+  return rc;
+}
+
+int altar_status_result_from_json(const char *text, size_t len, altar_status_t *pout, altar_error_t *err) {
+  memset(pout, 0, sizeof *pout);
+  int rc = part_from_json(rd_status_result, text, len, pout, "status", err);
+  if (rc) altar_status_clear(pout);
+  return rc;
+}
+
 /* ---- generic bridges for `altar codec` ---- */
 
 static const enc_fn encoders[] = {enc_spec, enc_job, enc_status, enc_group, enc_record, enc_control};

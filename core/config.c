@@ -5,6 +5,7 @@
 #include "altar/registry.h"
 #include "altar/suggest.h"
 #include "altar/plugin/transport.h"
+#include "core/yaml_json.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -214,6 +215,19 @@ static int set_list(reader_t *r, const char *fullkey, yaml_node_t *v) {
   return ALTAR_OK;
 }
 
+/* A mapping under backend: (e.g. options: {...}) reaches the backend as
+ * JSON text, with YAML's plain scalars typed. */
+static int set_json(reader_t *r, const char *fullkey, yaml_node_t *v) {
+  json_t *j = altar__yaml_to_json(&r->doc, v);
+  char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(j);
+  if (!text) return yaml_fail(r, v, fullkey, "expected a mapping of plain values (scalar keys, each once, at most 16 deep)");
+  altar_error_t e = {0};
+  int rc = altar_config_set(r->cfg, fullkey, text, &e);
+  free(text);
+  return rc ? yaml_fail(r, v, fullkey, e.msg) : ALTAR_OK;
+}
+
 static int on_kafka(reader_t *r, const char *section, const char *key, yaml_node_t *k, yaml_node_t *v) {
   (void)section;
   (void)k;
@@ -251,6 +265,7 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
   snprintf(full, sizeof full, "%s.%s", section, key);
   /* A backend list (e.g. pools: [a100, gpu]) is kept comma separated. */
   if (!strcmp(section, "backend") && v && v->type == YAML_SEQUENCE_NODE) return set_list(r, full, v);
+  if (!strcmp(section, "backend") && v && v->type == YAML_MAPPING_NODE) return set_json(r, full, v);
   return set_scalar(r, full, v);
 }
 

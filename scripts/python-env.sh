@@ -5,14 +5,19 @@
 # package, so a changed source gets a fresh environment and two worktrees
 # with different sources never share one. The package is installed the way
 # a user installs it: `pip install ./python` (a copy, not an editable link).
+# The example Python backend and the python backend's test adapters are
+# installed the same way, so the fleet's `python` backend finds them.
 # Needs Debian's python3-venv (scripts/install-deps.sh) and PyPI.
 set -eu
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
 REQ="$SRC/python/tests/requirements.txt"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
-HASH="$(cd "$SRC/python" && find . -path ./build -prune -o -name '*.egg-info' -prune -o -name __pycache__ -prune \
-  -o -type f ! -path './tests/*' -print | LC_ALL=C sort | xargs sha256sum | cat - "$REQ" | sha256sum | cut -c1-16)"
+EXTRA="examples/python_backend tests/python_backends/adapters"
+HASH="$(cd "$SRC" && { (cd python && find . -path ./build -prune -o -name '*.egg-info' -prune -o -name __pycache__ -prune \
+  -o -type f ! -path './tests/*' -print | LC_ALL=C sort | xargs sha256sum)
+  for d in $EXTRA; do find "$d" -name __pycache__ -prune -o -name '*.egg-info' -prune -o -name build -prune \
+    -o -type f -print | LC_ALL=C sort | xargs sha256sum; done; } | cat - "$REQ" | sha256sum | cut -c1-16)"
 BASE="${ALTAR_CACHE:-$HOME/.cache/altar}/py-$HASH"
 VENV="$BASE/venv"
 STAMP="$VENV/.altar-ready"
@@ -37,6 +42,10 @@ TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 cp -R "$SRC/python" "$TMP/python"
 "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir --no-deps "$TMP/python" >&2
+for d in $EXTRA; do
+  mkdir -p "$TMP/extra/$d" && cp -R "$SRC/$d/." "$TMP/extra/$d/"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir --no-deps "$TMP/extra/$d" >&2
+done
 "$VENV/bin/python" -c "import cffi, pytest" >&2
 touch "$STAMP"
 echo "$VENV/bin/python"

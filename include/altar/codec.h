@@ -272,6 +272,13 @@ int altar_control_from_json(const char *text, size_t len, altar_control_msg_t *p
 char *altar_failure_to_json(const altar_failure_t *f, altar_error_t *err);
 char *altar_handle_to_json(const altar_handle_t *h, altar_error_t *err);
 char *altar_status_result_to_json(const altar_status_t *st, altar_error_t *err); /* TaskStatus */
+/* The reverse of the two above, with a message's bounds and types (a
+ * missing backend or external_id reads as ""; a FAILED status without a
+ * failure gets "job_failed"; a failure on any other state is dropped). 0,
+ * or ALTAR_EDECODE / ALTAR_ETOOBIG naming the field; *pout is zeroed first
+ * and cleared on error; the caller clears it. */
+int altar_handle_from_json(const char *text, size_t len, altar_handle_t *pout, altar_error_t *err);
+int altar_status_result_from_json(const char *text, size_t len, altar_status_t *pout, altar_error_t *err);
 
 /* Generic bridges used by `altar codec`: JSON text of type t → msgpack, and back. */
 int altar_codec_json_to_msgpack(altar_msg_type_t t, const char *json, size_t len, altar_buf_t *out,

@@ -154,6 +154,10 @@ extern const altar_backend_ops_t altar_backend_process;
 extern const altar_backend_ops_t altar_backend_docker;
 extern const altar_backend_ops_t altar_backend_kubernetes;
 extern const altar_backend_ops_t altar_backend_modal;
+/* "python": an ExecutionBackend written in Python, found under the
+ * altar.execution_backends entry points of the interpreter named by the
+ * key python, run through one bridge process (docs/python-backends.md). */
+extern const altar_backend_ops_t altar_backend_python;
 
 ALTAR_API_END
 
