@@ -278,6 +278,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
     o.metrics = metrics;
     o.checkpoint_uri = cfg.ledger_checkpoints;
     o.checkpoint_interval_s = cfg.ledger_checkpoint_interval_s;
+    o.consumed_keep_s = cfg.ledger_consumed_keep_days * 86400.0;
     rc = restore_if_new(&cfg, o.quiet);
     altar_ledger_t *l = rc ? NULL : altar_ledger_rocksdb_open(cfg.ledger_path, NULL, &err);
     if (rc) err.msg[0] = 0;

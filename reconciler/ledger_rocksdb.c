@@ -3,6 +3,7 @@
  * Layout (all in the default column family; rkey = backend '\0' external_id):
  *   o:<rkey>     an open (not consumed) record
  *   r:<rkey>     a consumed record
+ *   c:<ms><rkey> when it was consumed (ledger_prune.c)
  *   m:version    layout version
  *   x:…          keys of callers sharing the write (daemon outbox, offsets)
  * A value is: metadata header (task key, group key), the msgpack record
@@ -259,6 +260,7 @@ static int rl_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, alt
   int rc;
   if ((rc = altar__rl_writable(r, "consume", err))) return rc;
   /* Queue every change first; the cache follows only when all are queued. */
+  int64_t at_ms = altar__rl_wall_ms();
   for (size_t i = 0; i < n; i++) {
     altar__lent_t *x = altar__lindex_find(&r->ix, hs[i].backend, hs[i].external_id);
     if (!x) continue; /* unknown or already consumed */
@@ -266,7 +268,8 @@ static int rl_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, alt
     rc = altar__rl_stage_record(r, x, 'r', false, err);
     x->e.rec.consumed = false;
     if (rc) return altar__rl_op_end(r, rc, err);
-    if (altar__rl_key(&r->kb, 'o', x->rkey, x->rkey_len) || altar__rl_stage_del(r, &r->kb))
+    if (altar__rl_key(&r->kb, 'o', x->rkey, x->rkey_len) || altar__rl_stage_del(r, &r->kb) ||
+        altar__rl_stage_consumed_at(r, x->rkey, x->rkey_len, at_ms))
       return altar__rl_op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.consume: out of memory"), err);
   }
   for (size_t i = 0; i < n; i++) {

@@ -5,6 +5,7 @@
  *   ledger_cache.c        the in-memory cache of open records
  *   ledger_rocksdb_aux.c  the side keyspace under x:
  *   ledger_check.c        the consistency check
+ *   ledger_prune.c        when records were consumed (c:), and pruning the oldest
  * Internal to those files. */
 #ifndef ALTAR_RECONCILER_LEDGER_ROCKSDB_INT_H
 #define ALTAR_RECONCILER_LEDGER_ROCKSDB_INT_H
@@ -93,6 +94,13 @@ int altar__rl_encode_fixed(rl_t *r, const altar_handle_t *h, const char *kind, a
 bool altar__rl_key_matches(const char *rk, size_t rklen, const altar_ledger_entry_t *e);
 /* A printable copy of key k (NUL shown as '|'), cut to cap - 1 bytes. */
 void altar__rl_show_key(char *out, size_t cap, const char *k, size_t klen);
+
+/* ---- consumed records' lifetime (ledger_prune.c) ---- */
+
+/* Now, Unix ms: the time a consumption is indexed under. */
+int64_t altar__rl_wall_ms(void);
+/* Stages the index entry c:<ms><rk> of a record consumed at ms. */
+int altar__rl_stage_consumed_at(rl_t *r, const char *rk, size_t rklen, int64_t ms);
 
 /* ---- the side keyspace (ledger_rocksdb_aux.c): the aux_* operations ---- */
 
