@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "fleet_common.h"
 #include "dashboard_cli.h"
+#include "footprint_cli.h"
 #include "metrics_cli.h"
 #include "reconciler/checkpoint.h"
 #include "reconciler/daemon.h"
@@ -276,6 +277,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
       return 2;
     }
     o.metrics = metrics;
+    altar_footprint_sampler_t *fp = altar_cli_footprint_start("altar reconciler", metrics, &cfg, false);
     o.checkpoint_uri = cfg.ledger_checkpoints;
     o.checkpoint_interval_s = cfg.ledger_checkpoint_interval_s;
     o.consumed_keep_s = cfg.ledger_consumed_keep_days * 86400.0;
@@ -307,6 +309,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
                 (unsigned long long)st.dead_lettered, (unsigned long long)st.retried, (unsigned long long)st.poison,
                 held);
     }
+    altar_footprint_sampler_stop(fp);
     altar_cli_metrics_stop(metrics == dash.metrics ? NULL : metrics, msrv);
     altar_cli_dashboard_stop(&dash);
     altar_transport_close(t);
