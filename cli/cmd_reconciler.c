@@ -277,7 +277,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
       return 2;
     }
     o.metrics = metrics;
-    altar_footprint_sampler_t *fp = altar_cli_footprint_start("altar reconciler", metrics, &cfg, false);
+    altar_footprint_sampler_t *fp = NULL;
     o.checkpoint_uri = cfg.ledger_checkpoints;
     o.checkpoint_interval_s = cfg.ledger_checkpoint_interval_s;
     o.consumed_keep_s = cfg.ledger_consumed_keep_days * 86400.0;
@@ -296,6 +296,8 @@ int altar_cmd_reconciler(int argc, char **argv) {
       o.topics = &cfg.topics;
       altar_cli_install_stop_signals(&stop);
       altar_reconciler_stats_t st = {0};
+      /* Once the ledger and the log exist, so the first sample sees them. */
+      fp = altar_cli_footprint_start("altar reconciler", metrics, &cfg, false);
       rc = altar_reconciler_run(&o, &st, &err) ? 1 : 0;
       if (rc) fprintf(stderr, "altar reconciler: %s\n", err.msg);
       char held[64] = "";

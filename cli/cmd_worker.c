@@ -120,7 +120,7 @@ int altar_cmd_worker(int argc, char **argv) {
     goto bad;
   }
   o.metrics = metrics;
-  altar_footprint_sampler_t *fp = altar_cli_footprint_start("altar worker", metrics, &cfg, true);
+  altar_footprint_sampler_t *fp = NULL;
   altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
   altar_backend_t *be = t ? altar_cli_open_backend(&cfg) : NULL;
   /* A second handle reads the fleet topic (peers' free slots): subscribe
@@ -147,6 +147,8 @@ int altar_cmd_worker(int argc, char **argv) {
       o.worker_id = default_id;
     }
     altar_worker_stats_t st = {0};
+    /* Once the data root and the log exist, so the first sample sees them. */
+    fp = altar_cli_footprint_start("altar worker", metrics, &cfg, true);
     rc = altar_worker_run(&o, &st, &err) ? 1 : 0;
     if (rc) fprintf(stderr, "altar worker: %s\n", err.msg);
     if (!o.quiet)

@@ -2,6 +2,7 @@
  * of the dashboard's pages (see fleet_view.h for why this is safe beside a
  * running reconciler). */
 #include "dashboard/fleet_view.h"
+#include "dashboard/bounded_map.h"
 #include "altar/grow.h"
 
 #include "altar/codec.h"
@@ -201,11 +202,12 @@ static void on_job(altar_fleet_view_t *v, const altar_msg_t *m) {
     const char *jid = j.job_id && *j.job_id ? j.job_id : altar_strmap_get(&j.spec.labels, JOB_ID_LABEL);
     if (jid) {
       json_t *cur = json_object_get(v->submitted, jid);
-      if (!cur || json_real_value(cur) > j.submitted_at) json_object_set_new(v->submitted, jid, json_real(j.submitted_at));
+      if (!cur || json_real_value(cur) > j.submitted_at)
+        altar__bounded_set_new(v->submitted, jid, json_real(j.submitted_at), ALTAR_FLEET_VIEW_JOBS_KEEP);
       /* Its shard by task key, with its pool: one with no record yet waits. */
       char tk[ALTAR_TASK_KEY_LEN + 1];
       json_t *q = json_object_get(v->queued, jid);
-      if (!q && (q = json_object()) && json_object_set_new(v->queued, jid, q)) q = NULL;
+      if (!q && (q = json_object()) && altar__bounded_set_new(v->queued, jid, q, ALTAR_FLEET_VIEW_JOBS_KEEP)) q = NULL;
       if (q && altar_spec_identity(&j.spec, tk, &e) == ALTAR_OK)
         json_object_set_new(q, tk, jstr(j.spec.resources.gpu ? j.spec.resources.gpu : ALTAR_POOL_CPU));
     }
@@ -231,7 +233,7 @@ static void on_group(altar_fleet_view_t *v, const altar_msg_t *m) {
                           "group_key", jstr(g.group_key), "event_id", jstr(g.event_id), "job_id",
                           jstr(g.n_shards ? job_of(&g.shards[0]) : NULL), "n_shards", (json_int_t)g.n_shards,
                           "shards", shards ? shards : json_array());
-    if (o) json_object_set_new(v->groups, key, o);
+    if (o) altar__bounded_set_new(v->groups, key, o, ALTAR_FLEET_VIEW_GROUPS_KEEP);
   }
   altar_group_event_clear(&g);
 }
@@ -274,7 +276,7 @@ static void on_status(altar_fleet_view_t *v, const altar_msg_t *m) {
       ev.handle.backend && ev.handle.external_id) {
     char key[2048];
     snprintf(key, sizeof key, "%s/%s", ev.handle.backend, ev.handle.external_id);
-    json_object_set_new(v->hosts, key, jstr(ev.worker));
+    altar__bounded_set_new(v->hosts, key, jstr(ev.worker), ALTAR_FLEET_VIEW_HOSTS_KEEP);
   }
   altar_status_event_clear(&ev);
 }
