@@ -165,7 +165,9 @@ static int check_status_retention(altar_transport_t *t, const altar_config_t *cf
     return 1;
   }
   if (have < 0) return 0;
-  const char *where = !strcmp(cfg->transport_name, "local") ? "transport.retention.ms" : "the topic's retention.ms";
+  const char *where = !strcmp(cfg->transport_name, "local")
+                          ? "the topic's retention.ms, else transport.retention.ms"
+                          : "the topic's retention.ms";
   if (!cfg->ledger_checkpoints) {
     fprintf(stderr,
             "altar reconciler: the status topic %s keeps records for %lld ms (%s), but without ledger checkpoints a "

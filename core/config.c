@@ -62,6 +62,11 @@ void altar_config_clear(altar_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
 }
 
+int64_t altar_config_status_retention_ms(const altar_config_t *cfg) {
+  if (cfg->status_retention_set) return cfg->status_retention_ms;
+  return cfg->ledger_checkpoints && *cfg->ledger_checkpoints ? cfg->topics_retention_ms : -1;
+}
+
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err) {
   static const struct {
     const char *key;
@@ -99,6 +104,7 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       return altar_error_set(err, ALTAR_EINVAL, "%s: must be -1 (keep forever) or a positive number of milliseconds, "
                              "got \"%s\"", key, value);
     *(!strcmp(key, "topics.retention_ms") ? &cfg->topics_retention_ms : &cfg->status_retention_ms) = n;
+    if (strcmp(key, "topics.retention_ms")) cfg->status_retention_set = true;
     return ALTAR_OK;
   }
   if (!strcmp(key, "ledger.consumed_keep_days")) {

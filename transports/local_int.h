@@ -191,13 +191,13 @@ typedef struct local_topic_conf {
   int64_t retention_bytes; /* per partition; -1 = unlimited */
 } local_topic_conf_t;
 /* Reads create_topic_config's settings (retention.ms, retention.bytes,
- * cleanup.policy=delete) over the transport's; ALTAR_ECONFIG naming the
- * setting for anything else. */
-int local_topic_conf_parse(const local_cfg_t *cfg, const altar_strmap_t *conf, local_topic_conf_t *pc,
-                           altar_error_t *err);
+ * cleanup.policy=delete; absent: -1); ALTAR_ECONFIG naming the setting for
+ * anything else. */
+int local_topic_conf_parse(const altar_strmap_t *conf, local_topic_conf_t *pc, altar_error_t *err);
 /* Writes c into topic_dir/topic.conf (new file; fsync'd when sync). */
 int local_topic_conf_write(const char *topic_dir, const local_topic_conf_t *c, bool sync, altar_error_t *err);
-/* The settings topic was created with, else the transport's. Never fails. */
+/* What applies to topic: the shorter of its own settings and the
+ * transport's (-1: none). Never fails. */
 void local_topic_conf_read(const local_cfg_t *cfg, const char *topic, local_topic_conf_t *pc);
 
 /* ---- local_topics.c ---- */

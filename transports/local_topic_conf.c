@@ -1,8 +1,10 @@
 /* Per-topic settings of the local log (local_int.h): what create_topic_config
  * was given, kept beside the partitions as topics/<topic>/topic.conf so every
- * process appending to the topic applies the same retention. A topic without
- * the file (created before it existed, or by create_topic) follows the
- * transport's retention.ms / retention.bytes. */
+ * process appending to the topic applies the same retention. The
+ * transport's retention.ms / retention.bytes bound every topic (an operator's
+ * cap on the whole log); a topic's own settings may only make it shorter. A
+ * topic without the file (created before it existed, or by create_topic)
+ * follows the transport's. */
 #include "transports/local_int.h"
 
 #include "altar/file_read.h"
@@ -29,9 +31,8 @@ static int parse_limit(const char *key, const char *v, int64_t *pv, altar_error_
   return 0;
 }
 
-int local_topic_conf_parse(const local_cfg_t *cfg, const altar_strmap_t *conf, local_topic_conf_t *pc,
-                           altar_error_t *err) {
-  *pc = (local_topic_conf_t){.retention_ms = cfg->retention_ms, .retention_bytes = cfg->retention_bytes};
+int local_topic_conf_parse(const altar_strmap_t *conf, local_topic_conf_t *pc, altar_error_t *err) {
+  *pc = (local_topic_conf_t){.retention_ms = -1, .retention_bytes = -1};
   for (size_t i = 0; conf && i < conf->n; i++) {
     const char *k = conf->keys[i], *v = conf->vals[i];
     int rc = 0;
@@ -66,8 +67,11 @@ int local_topic_conf_write(const char *topic_dir, const local_topic_conf_t *c, b
   return rc;
 }
 
+/* The shorter of two limits, -1 being none. */
+static int64_t tighter(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
+
 void local_topic_conf_read(const local_cfg_t *cfg, const char *topic, local_topic_conf_t *pc) {
-  *pc = (local_topic_conf_t){.retention_ms = cfg->retention_ms, .retention_bytes = cfg->retention_bytes};
+  local_topic_conf_t own = {.retention_ms = -1, .retention_bytes = -1};
   char *p = local_pathf("%s/topics/%s/%s", cfg->dir, topic, LOCAL_TOPIC_CONF);
   size_t n = 0;
   char *text = p ? altar_file_read(p, p, CONF_MAX_BYTES, &n, NULL) : NULL;
@@ -80,10 +84,13 @@ void local_topic_conf_read(const local_cfg_t *cfg, const char *topic, local_topi
       if (!eq) continue;
       *eq = '\0';
       int64_t v;
-      if (!strcmp(line, "retention.ms") && !parse_limit(line, eq + 1, &v, NULL)) pc->retention_ms = v;
-      else if (!strcmp(line, "retention.bytes") && !parse_limit(line, eq + 1, &v, NULL)) pc->retention_bytes = v;
+      if (!strcmp(line, "retention.ms") && !parse_limit(line, eq + 1, &v, NULL)) own.retention_ms = v;
+      else if (!strcmp(line, "retention.bytes") && !parse_limit(line, eq + 1, &v, NULL)) own.retention_bytes = v;
     }
   }
   free(text);
   free(p);
+  /* The transport's settings bound every topic; a topic's own may only be shorter. */
+  pc->retention_ms = tighter(own.retention_ms, cfg->retention_ms);
+  pc->retention_bytes = tighter(own.retention_bytes, cfg->retention_bytes);
 }

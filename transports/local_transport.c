@@ -93,7 +93,7 @@ static int local_create_topic_config_op(altar_transport_t *t, const char *topic,
                                         const altar_strmap_t *conf, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   local_topic_conf_t c;
-  int rc = local_topic_conf_parse(&l->cfg, conf, &c, err);
+  int rc = local_topic_conf_parse(conf, &c, err);
   if (rc) return altar_error_prefix(err, "topic %s", topic);
   rc = local_topic_create(t, &l->cfg, topic, partitions, &c, err);
   if (rc == 0) local_producer_forget_topic(t, topic);
@@ -113,7 +113,7 @@ static int local_delete_records_op(altar_transport_t *t, const char *topic, int3
   return lpart_delete_records(t, &l->cfg, topic, partition, before, pbeginning, err);
 }
 
-/* What the topic was created with, else the transport's retention.ms. */
+/* The shorter of the topic's own retention.ms and the transport's. */
 static int local_topic_retention_ms_op(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   int rc = altar_transport_check_name("topic", topic, err);

@@ -44,8 +44,10 @@ typedef struct altar_config {
    * -1 = forever): topics.retention_ms for jobs, ready, dead, dlq and fleet
    * (7 days by default), topics.status_retention_ms for the status topic
    * (forever by default: without ledger checkpoints a reconciler taking a
-   * partition over replays it whole). */
+   * partition over replays it whole; with them, topics.retention_ms; read
+   * it through altar_config_status_retention_ms). */
   int64_t topics_retention_ms, status_retention_ms;
+  bool status_retention_set; /* topics.status_retention_ms was given (else see altar_config_status_retention_ms) */
   /* Lines of path that set transport.name and backend.name (0: not from the
    * file), so a caller that checks the names against the registries once
    * every plug-in is loaded can say FILE:LINE. */
@@ -86,6 +88,11 @@ int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err)
  * ALTAR_EINVAL for an unknown key. */
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err);
 void altar_config_clear(altar_config_t *cfg);
+/* The status topic's lifetime for topics the fleet creates: as set, else
+ * topics.retention_ms when ledger.checkpoints is set (a reconciler then
+ * recovers from a checkpoint and the events after it), else -1 (forever:
+ * without checkpoints a takeover or rebuild replays it whole). */
+int64_t altar_config_status_retention_ms(const altar_config_t *cfg);
 
 /* Integer property of the backend (e.g. "slots"), with a default when absent;
  * ALTAR_EINVAL naming the key when present but not an integer in [min, max]. */

@@ -122,6 +122,32 @@ static void test_topic_retention_bytes(void) {
   free(dir);
 }
 
+/* The transport's retention bounds every topic (an operator's cap on the
+ * whole log); a topic's own setting can only make it shorter. */
+static void test_transport_caps_every_topic(void) {
+  char *dir = altar_test_tmpdir("local-topic-ret-cap");
+  altar_strmap_t m = {0};
+  altar_strmap_set(&m, "dir", dir);
+  altar_strmap_set(&m, "retention.ms", "3600000");
+  altar_error_t err = {0};
+  altar_transport_t *t = altar_transport_open("local", &m, NULL, &err);
+  altar_strmap_clear(&m);
+  CU_ASSERT_FATAL(t != NULL);
+  CU_ASSERT_EQUAL_FATAL(create_with(t, "forever", "retention.ms", "-1", &err), 0);
+  CU_ASSERT_EQUAL_FATAL(create_with(t, "minute", "retention.ms", "60000", &err), 0);
+  CU_ASSERT_EQUAL_FATAL(create_with(t, "day", "retention.ms", "86400000", &err), 0);
+  int64_t ms = 0;
+  CU_ASSERT_EQUAL(altar_transport_topic_retention_ms(t, "forever", &ms, &err), 0);
+  CU_ASSERT_EQUAL(ms, 3600000);
+  CU_ASSERT_EQUAL(altar_transport_topic_retention_ms(t, "minute", &ms, &err), 0);
+  CU_ASSERT_EQUAL(ms, 60000);
+  CU_ASSERT_EQUAL(altar_transport_topic_retention_ms(t, "day", &ms, &err), 0);
+  CU_ASSERT_EQUAL(ms, 3600000);
+  altar_transport_close(t);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 /* Settings the embedded log cannot honour are refused by name, and nothing
  * is created. */
 static void test_bad_topic_settings(void) {
@@ -178,13 +204,53 @@ static void test_fleet_topics_lifetimes(void) {
   free(dir);
 }
 
+/* With ledger checkpoints the status topic's default lifetime is the
+ * other topics' (recovery needs only what follows a checkpoint); a value
+ * set for it wins either way. */
+static void test_status_lifetime_with_checkpoints(void) {
+  static const struct {
+    const char *extra;
+    int64_t want;
+  } cases[] = {{"ledger: {checkpoints: /tmp/cp}\n", ALTAR_DEFAULT_TOPIC_RETENTION_MS},
+               {"ledger: {checkpoints: /tmp/cp}\ntopics: {status_retention_ms: 3600000}\n", 3600000},
+               {"ledger: {checkpoints: /tmp/cp}\ntopics: {status_retention_ms: -1}\n", -1},
+               {"topics: {retention_ms: 86400000}\n", -1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *dir = altar_test_tmpdir("local-topic-ret-cp");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/altar.yaml", dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fprintf(f, "transport: {name: local, dir: %s/log}\n%s", dir, cases[i].extra);
+    fclose(f);
+    altar_config_t cfg;
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(altar_config_load(path, &cfg, &err), 0);
+    CU_ASSERT_EQUAL(altar_config_status_retention_ms(&cfg), cases[i].want);
+    char logdir[4200];
+    snprintf(logdir, sizeof logdir, "%s/log", dir);
+    altar_transport_t *t = open_log(logdir);
+    CU_ASSERT_FATAL(t != NULL);
+    CU_ASSERT_EQUAL(altar_fleet_topics_ensure(t, &cfg, &err), 0);
+    int64_t ms = 0;
+    CU_ASSERT_EQUAL(altar_transport_topic_retention_ms(t, cfg.topics.status, &ms, &err), 0);
+    CU_ASSERT_EQUAL(ms, cases[i].want);
+    altar_transport_close(t);
+    altar_config_clear(&cfg);
+    altar_test_rmtree(dir);
+    free(dir);
+  }
+}
+
 static void add(void) {
   altar_transport_register(&altar_transport_local_ops);
   ALTAR_SUITE("local topic retention", NULL, NULL);
   ALTAR_TEST(test_topic_retention_ms);
   ALTAR_TEST(test_topic_retention_bytes);
+  ALTAR_TEST(test_transport_caps_every_topic);
   ALTAR_TEST(test_bad_topic_settings);
   ALTAR_TEST(test_fleet_topics_lifetimes);
+  ALTAR_TEST(test_status_lifetime_with_checkpoints);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
