@@ -159,10 +159,15 @@ static int read_record(lreader_t *r, const local_cfg_t *cfg, lrec_view_t *v, con
       r->buf = malloc(READ_CHUNK_MIN);
       if (!r->buf) return altar_error_set(err, ALTAR_ENOMEM, "reader: out of memory");
       r->buf_cap = READ_CHUNK_MIN;
-    } else if (b->len == r->buf_cap && r->buf_cap < READ_CHUNK) {
+    } else if ((b->len == r->buf_cap && r->buf_cap < READ_CHUNK) ||
+               (b->len < r->buf_cap / 4 && r->buf_cap > READ_CHUNK_MIN && r->buf_cap <= READ_CHUNK)) {
       /* The last read filled the buffer: this reader is behind, so it reads
-       * in larger chunks; one that follows the tail stays small. */
-      size_t cap = r->buf_cap * 2 < READ_CHUNK ? r->buf_cap * 2 : READ_CHUNK;
+       * in larger chunks. One that used a quarter follows the tail again and
+       * gives memory back, so a worker's buffers follow what it has to read,
+       * not the most it ever had to. */
+      size_t cap = b->len == r->buf_cap ? r->buf_cap * 2 : r->buf_cap / 2;
+      if (cap > READ_CHUNK) cap = READ_CHUNK;
+      if (cap < READ_CHUNK_MIN) cap = READ_CHUNK_MIN;
       uint8_t *nb = realloc(r->buf, cap);
       if (!nb) return altar_error_set(err, ALTAR_ENOMEM, "reader: out of memory");
       r->buf = nb;
