@@ -7,6 +7,7 @@
 
 #include "altar/codec.h"
 #include "altar/fleet.h"
+#include "altar/footprint.h"
 #include "altar/ledger.h"
 #include "altar/transport.h"
 #include "altar/spec.h"
@@ -807,8 +808,12 @@ static json_t *render_overview(altar_fleet_view_t *v) {
   jobs_t js;
   size_t n_jobs = build_jobs(v, &js) == ALTAR_OK ? js.n : 0;
   jobs_free(&js);
+  /* What the serving process (the reconciler, or `altar dashboard`) costs,
+   * and the ledger's disk. */
+  altar_du_t du = {0};
+  if (altar_footprint_du(v->ledger_path, ALTAR_FOOTPRINT_DU_MAX_ENTRIES, &du, NULL)) du = (altar_du_t){0};
   return json_pack("{s:f, s:I, s:o, s:{s:I, s:I, s:I}, s:{s:o, s:o, s:o, s:f}, s:{s:o, s:o}, s:{s:I, s:I}, s:I, "
-                   "s:{s:s, s:o, s:f}}",
+                   "s:{s:s, s:o, s:f, s:I, s:I}, s:{s:I}}",
                    "now", now, "jobs", (json_int_t)n_jobs, "shards", tally_json(&t), "groups", "fired",
                    (json_int_t)fired, "dead_lettered", (json_int_t)dead, "cancelled", (json_int_t)cancelled, "rates",
                    "shards_per_s",
@@ -818,7 +823,9 @@ static json_t *render_overview(altar_fleet_view_t *v) {
                    "lag", "workers", lag_json(v, ALTAR_WORKER_GROUP, v->topic[R_JOBS]), "reconciler",
                    lag_json(v, ALTAR_RECONCILER_GROUP, v->topic[R_STATUS]), "workers", "live", live, "total", wtotal,
                    "dlq_records", (json_int_t)v->dlq_total, "ledger", "path", v->ledger_path, "error",
-                   *v->ledger_err ? jstr(v->ledger_err) : json_null(), "read_at", v->ledger_read_at);
+                   *v->ledger_err ? jstr(v->ledger_err) : json_null(), "read_at", v->ledger_read_at, "disk_bytes",
+                   (json_int_t)du.bytes, "disk_entries", (json_int_t)du.entries, "server", "rss_bytes",
+                   (json_int_t)altar_footprint_rss_bytes());
 }
 
 int altar_fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
