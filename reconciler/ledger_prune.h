@@ -11,15 +11,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Records one prune removes at most (one write batch); the daemon prunes
- * again at its next interval, so a backlog drains at a bounded cost. */
+/* Records one prune removes (one write batch, give or take one consume's
+ * records); the daemon prunes again at once while a backlog lasts. */
 #define ALTAR_CONSUMED_PRUNE_MAX 10000
 /* How often the daemon prunes. */
 #define ALTAR_CONSUMED_PRUNE_INTERVAL_S 60.0
 
 /* Removes consumed records (and their index entries) consumed before
- * before_ms (Unix ms, wall clock), oldest first, at most max of them, in
- * one atomic write; *ppruned gets how many. Call outside a batch, on the
+ * before_ms (Unix ms, wall clock), oldest first, in one atomic write,
+ * stopping once max are removed (a whole index entry at a time: one
+ * consume's records go together, so a wide group may take it past max);
+ * *ppruned gets how many. Call outside a batch, on the
  * thread that writes the ledger. ALTAR_ENOTSUP for a ledger that is not
  * RocksDB. */
 int altar_ledger_rocksdb_prune_consumed(altar_ledger_t *l, int64_t before_ms, size_t max, size_t *ppruned,

@@ -1,8 +1,8 @@
 /* altar — RocksDB ledger internals for the reconciler daemon and tests:
  * the database handle and the consistency check.
  * Internal to reconciler/ (and its tests). Keys the ledger owns start with
- * "o:" (open records), "r:" (consumed records), "c:" (when they were
- * consumed) and "m:"; callers that share
+ * "o:" (open records), "r:" (consumed records), "c:" (which were consumed
+ * when) and "m:"; callers that share
  * the database put theirs under "x:" (the aux_* operations of altar_ledger_ops_t). */
 #ifndef ALTAR_RECONCILER_LEDGER_ROCKSDB_H
 #define ALTAR_RECONCILER_LEDGER_ROCKSDB_H

@@ -40,6 +40,8 @@ typedef struct rl {
   int fail_writes; /* test hook: fail this many upcoming writes */
   altar__lindex_t ix;
   altar_buf_t kb, vb, kb2; /* scratch */
+  altar_buf_t cl;          /* scratch: the record keys one consume lists in its index entry */
+  int64_t last_stamp_us;   /* the newest index stamp handed out (ledger_prune.c) */
   altar_record_fixed_t fixed; /* scratch: a record's fixed part */
   char *dir;
 } rl_t;
@@ -97,10 +99,14 @@ void altar__rl_show_key(char *out, size_t cap, const char *k, size_t klen);
 
 /* ---- consumed records' lifetime (ledger_prune.c) ---- */
 
-/* Now, Unix ms: the time a consumption is indexed under. */
-int64_t altar__rl_wall_ms(void);
-/* Stages the index entry c:<ms><rk> of a record consumed at ms. */
-int altar__rl_stage_consumed_at(rl_t *r, const char *rk, size_t rklen, int64_t ms);
+/* Now, Unix microseconds, strictly increasing within r: the stamp of an
+ * index entry. */
+int64_t altar__rl_stamp_us(rl_t *r);
+/* Appends record key rk to list, the value of an index entry. */
+int altar__rl_index_add(altar_buf_t *list, const char *rk, size_t rklen);
+/* Stages the index entry c:<stamp> listing the records of one consume
+ * (nothing when list is empty). */
+int altar__rl_stage_consumed(rl_t *r, const altar_buf_t *list, int64_t stamp_us);
 
 /* ---- the side keyspace (ledger_rocksdb_aux.c): the aux_* operations ---- */
 

@@ -103,6 +103,41 @@ static void test_prune_by_age(void) {
   free(dir);
 }
 
+/* One consume of a whole group is one index entry: its records go
+ * together, even past the prune's bound. */
+static void test_group_goes_together(void) {
+  char *dir = altar_test_tmpdir("ledger-prune-group");
+  altar_error_t err = {0};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  altar_handle_t hs[5];
+  char eid[32];
+  for (int i = 0; i < 5; i++) {
+    snprintf(eid, sizeof eid, "g%d", i);
+    settle(l, eid, false);
+    altar_handle_init(&hs[i], "process", eid);
+  }
+  settle(l, "alone", true); /* consumed before the group */
+  CU_ASSERT_EQUAL(altar_ledger_consume(l, hs, 5, &err), 0);
+  for (int i = 0; i < 5; i++) altar_handle_clear(&hs[i]);
+  size_t n = 0;
+  int64_t later = wall_ms() + HOUR_MS;
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, later, 1, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 1); /* the older entry: "alone" */
+  CU_ASSERT_FALSE(present(l, "alone"));
+  CU_ASSERT(present(l, "g0"));
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, later, 1, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 5);
+  for (int i = 0; i < 5; i++) {
+    snprintf(eid, sizeof eid, "g%d", i);
+    CU_ASSERT_FALSE(present(l, eid));
+  }
+  check_consistent(l);
+  altar_ledger_close(l);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 /* A consumed record opened again (a rerun under the same handle) stays
  * open when its old consumption is pruned. */
 static void test_reopened_record_stays(void) {
@@ -201,6 +236,7 @@ static void test_config_key(void) {
 static void add(void) {
   ALTAR_SUITE("ledger: consumed records' lifetime", NULL, NULL);
   ALTAR_TEST(test_prune_by_age);
+  ALTAR_TEST(test_group_goes_together);
   ALTAR_TEST(test_reopened_record_stays);
   ALTAR_TEST(test_daemon_turns);
   ALTAR_TEST(test_config_key);
