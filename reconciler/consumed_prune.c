@@ -12,6 +12,6 @@ int altar__consumed_prune_tick(altar__consumed_pruner_t *p, altar_ledger_t *l, d
   int rc = altar_ledger_rocksdb_prune_consumed(l, before_ms, ALTAR_CONSUMED_PRUNE_MAX, ppruned, err);
   if (rc == ALTAR_ENOTSUP) p->off = true;
   /* A full turn means more is due: the next one comes at the next tick. */
-  if (!rc && *ppruned == ALTAR_CONSUMED_PRUNE_MAX) p->next_due = now;
+  if (!rc && *ppruned >= ALTAR_CONSUMED_PRUNE_MAX) p->next_due = now;
   return rc;
 }
