@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "fleet_common.h"
 #include "dashboard_cli.h"
+#include "footprint_cli.h"
 #include "metrics_cli.h"
 #include "reconciler/checkpoint.h"
 #include "reconciler/daemon.h"
@@ -164,7 +165,9 @@ static int check_status_retention(altar_transport_t *t, const altar_config_t *cf
     return 1;
   }
   if (have < 0) return 0;
-  const char *where = !strcmp(cfg->transport_name, "local") ? "transport.retention.ms" : "the topic's retention.ms";
+  const char *where = !strcmp(cfg->transport_name, "local")
+                          ? "the topic's retention.ms, else transport.retention.ms"
+                          : "the topic's retention.ms";
   if (!cfg->ledger_checkpoints) {
     fprintf(stderr,
             "altar reconciler: the status topic %s keeps records for %lld ms (%s), but without ledger checkpoints a "
@@ -276,8 +279,10 @@ int altar_cmd_reconciler(int argc, char **argv) {
       return 2;
     }
     o.metrics = metrics;
+    altar_footprint_sampler_t *fp = NULL;
     o.checkpoint_uri = cfg.ledger_checkpoints;
     o.checkpoint_interval_s = cfg.ledger_checkpoint_interval_s;
+    o.consumed_keep_s = cfg.ledger_consumed_keep_days * 86400.0;
     rc = restore_if_new(&cfg, o.quiet);
     altar_ledger_t *l = rc ? NULL : altar_ledger_rocksdb_open(cfg.ledger_path, NULL, &err);
     if (rc) err.msg[0] = 0;
@@ -293,6 +298,8 @@ int altar_cmd_reconciler(int argc, char **argv) {
       o.topics = &cfg.topics;
       altar_cli_install_stop_signals(&stop);
       altar_reconciler_stats_t st = {0};
+      /* Once the ledger and the log exist, so the first sample sees them. */
+      fp = altar_cli_footprint_start("altar reconciler", metrics, &cfg, false);
       rc = altar_reconciler_run(&o, &st, &err) ? 1 : 0;
       if (rc) fprintf(stderr, "altar reconciler: %s\n", err.msg);
       char held[64] = "";
@@ -306,6 +313,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
                 (unsigned long long)st.dead_lettered, (unsigned long long)st.retried, (unsigned long long)st.poison,
                 held);
     }
+    altar_footprint_sampler_stop(fp);
     altar_cli_metrics_stop(metrics == dash.metrics ? NULL : metrics, msrv);
     altar_cli_dashboard_stop(&dash);
     altar_transport_close(t);

@@ -1,6 +1,7 @@
 /* altar worker: consume jobs, drive a backend, emit status events. */
 #include "cli.h"
 #include "fleet_common.h"
+#include "footprint_cli.h"
 #include "metrics_cli.h"
 #include "worker/worker.h"
 
@@ -119,6 +120,7 @@ int altar_cmd_worker(int argc, char **argv) {
     goto bad;
   }
   o.metrics = metrics;
+  altar_footprint_sampler_t *fp = NULL;
   altar_transport_t *t = altar_cli_open_transport(&cfg, NULL);
   altar_backend_t *be = t ? altar_cli_open_backend(&cfg) : NULL;
   /* A second handle reads the fleet topic (peers' free slots): subscribe
@@ -145,6 +147,8 @@ int altar_cmd_worker(int argc, char **argv) {
       o.worker_id = default_id;
     }
     altar_worker_stats_t st = {0};
+    /* Once the data root and the log exist, so the first sample sees them. */
+    fp = altar_cli_footprint_start("altar worker", metrics, &cfg, true);
     rc = altar_worker_run(&o, &st, &err) ? 1 : 0;
     if (rc) fprintf(stderr, "altar worker: %s\n", err.msg);
     if (!o.quiet)
@@ -158,6 +162,7 @@ int altar_cmd_worker(int argc, char **argv) {
               (unsigned long long)st.waited, (unsigned long long)st.handed_done, (unsigned long long)st.taken_over,
               (unsigned long long)st.forwarded, (unsigned long long)st.forwarded_in);
   }
+  altar_footprint_sampler_stop(fp);
   altar_cli_metrics_stop(metrics, msrv);
   altar_backend_close(be);
   altar_transport_close(ft);

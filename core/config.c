@@ -26,6 +26,7 @@ static int config_defaults(altar_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->topic_partitions = ALTAR_DEFAULT_TOPIC_PARTITIONS;
   cfg->ledger_checkpoint_interval_s = 60;
+  cfg->ledger_consumed_keep_days = ALTAR_DEFAULT_CONSUMED_KEEP_DAYS;
   cfg->topics_retention_ms = ALTAR_DEFAULT_TOPIC_RETENTION_MS;
   cfg->status_retention_ms = -1;
   if (set_str(&cfg->transport_name, "local") || set_str(&cfg->backend_name, "process") ||
@@ -60,6 +61,11 @@ void altar_config_clear(altar_config_t *cfg) {
   free(cfg->plugins);
   free(cfg->plugin_lines);
   memset(cfg, 0, sizeof *cfg);
+}
+
+int64_t altar_config_status_retention_ms(const altar_config_t *cfg) {
+  if (cfg->status_retention_set) return cfg->status_retention_ms;
+  return cfg->ledger_checkpoints && *cfg->ledger_checkpoints ? cfg->topics_retention_ms : -1;
 }
 
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err) {
@@ -99,6 +105,17 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       return altar_error_set(err, ALTAR_EINVAL, "%s: must be -1 (keep forever) or a positive number of milliseconds, "
                              "got \"%s\"", key, value);
     *(!strcmp(key, "topics.retention_ms") ? &cfg->topics_retention_ms : &cfg->status_retention_ms) = n;
+    if (strcmp(key, "topics.retention_ms")) cfg->status_retention_set = true;
+    return ALTAR_OK;
+  }
+  if (!strcmp(key, "ledger.consumed_keep_days")) {
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(value, &end, 10);
+    if (errno || end == value || *end || n < 0 || n > ALTAR_MAX_CONSUMED_KEEP_DAYS)
+      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [0, %d] (days; 0: keep forever), got \"%s\"",
+                             key, ALTAR_MAX_CONSUMED_KEEP_DAYS, value);
+    cfg->ledger_consumed_keep_days = (int)n;
     return ALTAR_OK;
   }
   if (!strcmp(key, "ledger.checkpoint_interval_s")) {
@@ -248,7 +265,8 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
   static const char *const topics_keys[] = {"jobs",  "status", "ready",        "dead",
                                              "dlq",   "partitions", "fleet", "retention_ms",
                                              "status_retention_ms", NULL};
-  static const char *const ledger_keys[] = {"path", "checkpoints", "checkpoint_interval_s", NULL};
+  static const char *const ledger_keys[] = {"path", "checkpoints", "checkpoint_interval_s", "consumed_keep_days",
+                                            NULL};
   static const char *const metrics_keys[] = {"addr", "worker_addr", NULL};
   const char *const *known = !strcmp(section, "topics")   ? topics_keys
                              : !strcmp(section, "ledger") ? ledger_keys

@@ -13,7 +13,7 @@ int altar_fleet_topics_ensure(altar_transport_t *t, const altar_config_t *cfg, a
     /* Explicit lifetimes, never the broker's default (docs/state.md). */
     bool is_status = topics[i] == cfg->topics.status;
     char ms[32];
-    snprintf(ms, sizeof ms, "%lld", (long long)(is_status ? cfg->status_retention_ms : cfg->topics_retention_ms));
+    snprintf(ms, sizeof ms, "%lld", (long long)(is_status ? altar_config_status_retention_ms(cfg) : cfg->topics_retention_ms));
     altar_strmap_t conf = {0};
     int rc = altar_strmap_set(&conf, "retention.ms", ms) || altar_strmap_set(&conf, "cleanup.policy", "delete")
                  ? altar_error_set(err, ALTAR_ENOMEM, "out of memory")

@@ -2,10 +2,12 @@
  * of the dashboard's pages (see fleet_view.h for why this is safe beside a
  * running reconciler). */
 #include "dashboard/fleet_view.h"
+#include "dashboard/bounded_map.h"
 #include "altar/grow.h"
 
 #include "altar/codec.h"
 #include "altar/fleet.h"
+#include "altar/footprint.h"
 #include "altar/ledger.h"
 #include "altar/transport.h"
 #include "altar/spec.h"
@@ -201,11 +203,12 @@ static void on_job(altar_fleet_view_t *v, const altar_msg_t *m) {
     const char *jid = j.job_id && *j.job_id ? j.job_id : altar_strmap_get(&j.spec.labels, JOB_ID_LABEL);
     if (jid) {
       json_t *cur = json_object_get(v->submitted, jid);
-      if (!cur || json_real_value(cur) > j.submitted_at) json_object_set_new(v->submitted, jid, json_real(j.submitted_at));
+      if (!cur || json_real_value(cur) > j.submitted_at)
+        altar__bounded_set_new(v->submitted, jid, json_real(j.submitted_at), ALTAR_FLEET_VIEW_JOBS_KEEP);
       /* Its shard by task key, with its pool: one with no record yet waits. */
       char tk[ALTAR_TASK_KEY_LEN + 1];
       json_t *q = json_object_get(v->queued, jid);
-      if (!q && (q = json_object()) && json_object_set_new(v->queued, jid, q)) q = NULL;
+      if (!q && (q = json_object()) && altar__bounded_set_new(v->queued, jid, q, ALTAR_FLEET_VIEW_JOBS_KEEP)) q = NULL;
       if (q && altar_spec_identity(&j.spec, tk, &e) == ALTAR_OK)
         json_object_set_new(q, tk, jstr(j.spec.resources.gpu ? j.spec.resources.gpu : ALTAR_POOL_CPU));
     }
@@ -231,7 +234,7 @@ static void on_group(altar_fleet_view_t *v, const altar_msg_t *m) {
                           "group_key", jstr(g.group_key), "event_id", jstr(g.event_id), "job_id",
                           jstr(g.n_shards ? job_of(&g.shards[0]) : NULL), "n_shards", (json_int_t)g.n_shards,
                           "shards", shards ? shards : json_array());
-    if (o) json_object_set_new(v->groups, key, o);
+    if (o) altar__bounded_set_new(v->groups, key, o, ALTAR_FLEET_VIEW_GROUPS_KEEP);
   }
   altar_group_event_clear(&g);
 }
@@ -274,7 +277,7 @@ static void on_status(altar_fleet_view_t *v, const altar_msg_t *m) {
       ev.handle.backend && ev.handle.external_id) {
     char key[2048];
     snprintf(key, sizeof key, "%s/%s", ev.handle.backend, ev.handle.external_id);
-    json_object_set_new(v->hosts, key, jstr(ev.worker));
+    altar__bounded_set_new(v->hosts, key, jstr(ev.worker), ALTAR_FLEET_VIEW_HOSTS_KEEP);
   }
   altar_status_event_clear(&ev);
 }
@@ -805,8 +808,12 @@ static json_t *render_overview(altar_fleet_view_t *v) {
   jobs_t js;
   size_t n_jobs = build_jobs(v, &js) == ALTAR_OK ? js.n : 0;
   jobs_free(&js);
+  /* What the serving process (the reconciler, or `altar dashboard`) costs,
+   * and the ledger's disk. */
+  altar_du_t du = {0};
+  if (altar_footprint_du(v->ledger_path, ALTAR_FOOTPRINT_DU_MAX_ENTRIES, &du, NULL)) du = (altar_du_t){0};
   return json_pack("{s:f, s:I, s:o, s:{s:I, s:I, s:I}, s:{s:o, s:o, s:o, s:f}, s:{s:o, s:o}, s:{s:I, s:I}, s:I, "
-                   "s:{s:s, s:o, s:f}}",
+                   "s:{s:s, s:o, s:f, s:I, s:I}, s:{s:I}}",
                    "now", now, "jobs", (json_int_t)n_jobs, "shards", tally_json(&t), "groups", "fired",
                    (json_int_t)fired, "dead_lettered", (json_int_t)dead, "cancelled", (json_int_t)cancelled, "rates",
                    "shards_per_s",
@@ -816,7 +823,9 @@ static json_t *render_overview(altar_fleet_view_t *v) {
                    "lag", "workers", lag_json(v, ALTAR_WORKER_GROUP, v->topic[R_JOBS]), "reconciler",
                    lag_json(v, ALTAR_RECONCILER_GROUP, v->topic[R_STATUS]), "workers", "live", live, "total", wtotal,
                    "dlq_records", (json_int_t)v->dlq_total, "ledger", "path", v->ledger_path, "error",
-                   *v->ledger_err ? jstr(v->ledger_err) : json_null(), "read_at", v->ledger_read_at);
+                   *v->ledger_err ? jstr(v->ledger_err) : json_null(), "read_at", v->ledger_read_at, "disk_bytes",
+                   (json_int_t)du.bytes, "disk_entries", (json_int_t)du.entries, "server", "rss_bytes",
+                   (json_int_t)altar_footprint_rss_bytes());
 }
 
 int altar_fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,

@@ -29,6 +29,13 @@
 #define ALTAR_FLEET_VIEW_LIMIT_DEFAULT 50
 #define ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS 1000
 #define ALTAR_FLEET_VIEW_DLQ_KEEP 1000   /* newest DLQ records kept */
+/* What the view remembers of the topics it reads, newest kept: jobs (their
+ * submit time and queued shards), group events, and the worker of each
+ * task's latest status event. The pages show the newest; the ledger
+ * snapshot (bounded by the ledger's own lifetimes) is read afresh. */
+#define ALTAR_FLEET_VIEW_JOBS_KEEP 10000
+#define ALTAR_FLEET_VIEW_GROUPS_KEEP 50000
+#define ALTAR_FLEET_VIEW_HOSTS_KEEP 100000
 #define ALTAR_FLEET_VIEW_DETAIL_MAX 2048 /* bytes of a failure's detail kept */
 
 typedef struct altar_fleet_view altar_fleet_view_t;

@@ -9,6 +9,7 @@
 #include "altar/reconcile.h"
 #include "reconciler/cancel.h"
 #include "reconciler/checkpoint_runner.h"
+#include "reconciler/consumed_prune.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
 #include "reconciler/settled.h"
@@ -43,6 +44,7 @@ typedef struct daemon {
   altar_reconciler_stats_t stats;
   altar__reconciler_metrics_t metrics;
   altar__cp_runner_t cp;
+  altar__consumed_pruner_t pruner;
   bool check_starts; /* partitions were assigned: compare where they begin with the ledger */
   int fatal;
   altar_error_t fatal_err;
@@ -369,6 +371,15 @@ static int apply_msgs(daemon_t *d, altar_msg_t **msgs, size_t n, altar_error_t *
   return ALTAR_OK;
 }
 
+/* Consumed records past their age go; a failure is said and retried. */
+static void prune_consumed(daemon_t *d) {
+  size_t pruned = 0;
+  altar_error_t e = {0};
+  if (altar__consumed_prune_tick(&d->pruner, d->o->ledger, now_s(), &pruned, &e))
+    dlog(d, "pruning consumed records failed, the next turn tries again: %s", e.msg);
+  d->stats.consumed_pruned += pruned;
+}
+
 /* Says what a checkpoint turn did and counts it. */
 static void note_checkpoint(daemon_t *d, int done, const altar_error_t *e) {
   if (done > 0) {
@@ -431,6 +442,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   altar_error_t me = {0};
   if (altar__reconciler_metrics_init(&d.metrics, o->metrics, &me)) dlog(&d, "metrics off: %s", me.msg);
   altar__cp_runner_init(&d.cp, o->checkpoint_uri, o->checkpoint_interval_s, now_s());
+  d.pruner.keep_s = o->consumed_keep_s;
   d.ob.on_published = o->on_published;
   d.ob.on_published_ctx = o->on_published_ctx;
   altar_transport_set_delivery(o->transport, altar__outbox_on_delivery, &d.ob, NULL, NULL);
@@ -484,6 +496,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
       altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, d.stats.batches, now_s(), &cdone, &ce);
       note_checkpoint(&d, cdone, &ce);
     }
+    if (!rc) prune_consumed(&d);
     altar_transport_poll(o->transport, 0);
     d.stats.published = d.ob.published;
     altar__reconciler_metrics_update(&d.metrics, &d.stats);

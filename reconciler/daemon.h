@@ -43,6 +43,9 @@ typedef struct altar_reconciler_opts {
    * changes, and once more at a clean stop. */
   const char *checkpoint_uri;
   double checkpoint_interval_s;
+  /* Consumed records older than this go (ledger.consumed_keep_days); 0 =
+   * kept forever. */
+  double consumed_keep_s;
 } altar_reconciler_opts_t;
 
 typedef struct altar_reconciler_stats {
@@ -58,6 +61,7 @@ typedef struct altar_reconciler_stats {
   uint64_t checkpoints;         /* checkpoints shipped */
   uint64_t checkpoint_failures; /* checkpoints that could not be taken or shipped */
   double checkpoint_last_ok;    /* unix time the newest shipped checkpoint was taken; 0 = none */
+  uint64_t consumed_pruned; /* consumed records removed past ledger.consumed_keep_days */
   uint64_t history_gaps;  /* times a status partition's next event lay beyond the ledger's offset
                              (the events between were deleted by retention before being applied) */
   /* A rebuild's CPU seconds on its reading (and decoding) thread and on its

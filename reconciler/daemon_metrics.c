@@ -19,6 +19,8 @@ int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metric
       C(checkpoints, "altar_reconciler_checkpoints_total", "Ledger checkpoints shipped to the fleet's storage."),
       C(checkpoint_failures, "altar_reconciler_checkpoint_failures_total",
         "Ledger checkpoints that could not be taken or shipped (the daemon keeps applying)."),
+      C(consumed_pruned, "altar_reconciler_consumed_pruned_total",
+        "Consumed ledger records removed past their age (ledger.consumed_keep_days)."),
       C(history_gaps, "altar_reconciler_history_gaps_total",
         "Status partitions found to continue beyond the ledger's offset: events deleted by retention were never "
         "applied."),
@@ -46,5 +48,6 @@ void altar__reconciler_metrics_update(altar__reconciler_metrics_t *rm, const alt
   altar_metric_add_since(rm->checkpoints, st->checkpoints, &rm->last.checkpoints);
   altar_metric_add_since(rm->checkpoint_failures, st->checkpoint_failures, &rm->last.checkpoint_failures);
   altar_metric_add_since(rm->history_gaps, st->history_gaps, &rm->last.history_gaps);
+  altar_metric_add_since(rm->consumed_pruned, st->consumed_pruned, &rm->last.consumed_pruned);
   altar_metric_set(rm->checkpoint_last_ok, st->checkpoint_last_ok);
 }

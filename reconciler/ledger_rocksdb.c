@@ -3,6 +3,7 @@
  * Layout (all in the default column family; rkey = backend '\0' external_id):
  *   o:<rkey>     an open (not consumed) record
  *   r:<rkey>     a consumed record
+ *   c:<stamp>    the records one consume call consumed, and when (ledger_prune.c)
  *   m:version    layout version
  *   x:…          keys of callers sharing the write (daemon outbox, offsets)
  * A value is: metadata header (task key, group key), the msgpack record
@@ -259,6 +260,7 @@ static int rl_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, alt
   int rc;
   if ((rc = altar__rl_writable(r, "consume", err))) return rc;
   /* Queue every change first; the cache follows only when all are queued. */
+  altar_buf_reset(&r->cl);
   for (size_t i = 0; i < n; i++) {
     altar__lent_t *x = altar__lindex_find(&r->ix, hs[i].backend, hs[i].external_id);
     if (!x) continue; /* unknown or already consumed */
@@ -266,9 +268,12 @@ static int rl_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, alt
     rc = altar__rl_stage_record(r, x, 'r', false, err);
     x->e.rec.consumed = false;
     if (rc) return altar__rl_op_end(r, rc, err);
-    if (altar__rl_key(&r->kb, 'o', x->rkey, x->rkey_len) || altar__rl_stage_del(r, &r->kb))
+    if (altar__rl_key(&r->kb, 'o', x->rkey, x->rkey_len) || altar__rl_stage_del(r, &r->kb) ||
+        altar__rl_index_add(&r->cl, x->rkey, x->rkey_len))
       return altar__rl_op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.consume: out of memory"), err);
   }
+  if (altar__rl_stage_consumed(r, &r->cl, altar__rl_stamp_us(r)))
+    return altar__rl_op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.consume: out of memory"), err);
   for (size_t i = 0; i < n; i++) {
     altar__lent_t *x = altar__lindex_find(&r->ix, hs[i].backend, hs[i].external_id);
     if (x) altar__lindex_remove(&r->ix, x);
@@ -454,6 +459,7 @@ static void rl_free(rl_t *r) {
   altar__lindex_free(&r->ix);
   altar_buf_free(&r->kb);
   altar_buf_free(&r->kb2);
+  altar_buf_free(&r->cl);
   altar_record_fixed_clear(&r->fixed);
   altar_buf_free(&r->vb);
   free(r->dir);

@@ -1,7 +1,8 @@
 /* altar — RocksDB ledger internals for the reconciler daemon and tests:
  * the database handle and the consistency check.
  * Internal to reconciler/ (and its tests). Keys the ledger owns start with
- * "o:" (open records), "r:" (consumed records) and "m:"; callers that share
+ * "o:" (open records), "r:" (consumed records), "c:" (which were consumed
+ * when) and "m:"; callers that share
  * the database put theirs under "x:" (the aux_* operations of altar_ledger_ops_t). */
 #ifndef ALTAR_RECONCILER_LEDGER_ROCKSDB_H
 #define ALTAR_RECONCILER_LEDGER_ROCKSDB_H
@@ -23,7 +24,7 @@ void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n);
 
 /* Checks the stored ledger against itself: every record (o: and r:) decodes
  * with its spec and sits under its own handle's key; o: holds only open
- * records and r: only consumed ones; no other key outside m:version and x:
+ * records and r: only consumed ones; no other key outside m:version, c: and x:
  * exists. Also checks the in-memory cache against the o: records, one to
  * one. 0, or ALTAR_ELEDGER naming the first inconsistency. *precords (may
  * be NULL) gets the number of records (an r: copy shadowed by a re-opened

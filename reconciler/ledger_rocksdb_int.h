@@ -5,6 +5,7 @@
  *   ledger_cache.c        the in-memory cache of open records
  *   ledger_rocksdb_aux.c  the side keyspace under x:
  *   ledger_check.c        the consistency check
+ *   ledger_prune.c        when records were consumed (c:), and pruning the oldest
  * Internal to those files. */
 #ifndef ALTAR_RECONCILER_LEDGER_ROCKSDB_INT_H
 #define ALTAR_RECONCILER_LEDGER_ROCKSDB_INT_H
@@ -39,6 +40,8 @@ typedef struct rl {
   int fail_writes; /* test hook: fail this many upcoming writes */
   altar__lindex_t ix;
   altar_buf_t kb, vb, kb2; /* scratch */
+  altar_buf_t cl;          /* scratch: the record keys one consume lists in its index entry */
+  int64_t last_stamp_us;   /* the newest index stamp handed out (ledger_prune.c) */
   altar_record_fixed_t fixed; /* scratch: a record's fixed part */
   char *dir;
 } rl_t;
@@ -93,6 +96,17 @@ int altar__rl_encode_fixed(rl_t *r, const altar_handle_t *h, const char *kind, a
 bool altar__rl_key_matches(const char *rk, size_t rklen, const altar_ledger_entry_t *e);
 /* A printable copy of key k (NUL shown as '|'), cut to cap - 1 bytes. */
 void altar__rl_show_key(char *out, size_t cap, const char *k, size_t klen);
+
+/* ---- consumed records' lifetime (ledger_prune.c) ---- */
+
+/* Now, Unix microseconds, strictly increasing within r: the stamp of an
+ * index entry. */
+int64_t altar__rl_stamp_us(rl_t *r);
+/* Appends record key rk to list, the value of an index entry. */
+int altar__rl_index_add(altar_buf_t *list, const char *rk, size_t rklen);
+/* Stages the index entry c:<stamp> listing the records of one consume
+ * (nothing when list is empty). */
+int altar__rl_stage_consumed(rl_t *r, const altar_buf_t *list, int64_t stamp_us);
 
 /* ---- the side keyspace (ledger_rocksdb_aux.c): the aux_* operations ---- */
 

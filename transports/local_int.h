@@ -3,6 +3,7 @@
  * On disk, under the configured dir:
  *   topics/<topic>/<partition>/<base offset, 20 digits>.log   segments
  *   topics/<topic>/<partition>/append.lock                    appenders' flock
+ *   topics/<topic>/topic.conf                                 settings it was created with (retention)
  *   groups/<group>/members/<member id>.member                 held (flock) by a live member
  *   groups/<group>/owners/<topic>.<partition>.lock            held (flock) by the partition's owner, naming it
  *   groups/<group>/offsets/<topic>.<partition>                committed offset + metadata
@@ -183,11 +184,29 @@ void lreader_changed(lreader_t *r);
 int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_msg_t **pmsg,
                  altar_error_t *err);
 
+/* ---- local_topic_conf.c: per-topic settings ---- */
+#define LOCAL_TOPIC_CONF "topic.conf"
+typedef struct local_topic_conf {
+  int64_t retention_ms;    /* -1 = unlimited */
+  int64_t retention_bytes; /* per partition; -1 = unlimited */
+} local_topic_conf_t;
+/* Reads create_topic_config's settings (retention.ms, retention.bytes,
+ * cleanup.policy=delete; absent: -1); ALTAR_ECONFIG naming the setting for
+ * anything else. */
+int local_topic_conf_parse(const altar_strmap_t *conf, local_topic_conf_t *pc, altar_error_t *err);
+/* Writes c into topic_dir/topic.conf (new file; fsync'd when sync). */
+int local_topic_conf_write(const char *topic_dir, const local_topic_conf_t *c, bool sync, altar_error_t *err);
+/* What applies to topic: the shorter of its own settings and the
+ * transport's (-1: none). Never fails. */
+void local_topic_conf_read(const local_cfg_t *cfg, const char *topic, local_topic_conf_t *pc);
+
 /* ---- local_topics.c ---- */
 int local_dirs_init(const local_cfg_t *cfg, altar_error_t *err);
 char *local_part_dir(const char *root, const char *topic, int32_t partition);
+/* Creates topic whole (partitions and, when conf is not NULL, its
+ * settings file) or not at all; ALTAR_EEXIST when it exists. */
 int local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
-                       int32_t partitions, altar_error_t *err);
+                       int32_t partitions, const struct local_topic_conf *conf, altar_error_t *err);
 /* Partition count of topic, ALTAR_ENOTFOUND when absent. */
 int local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
                            int32_t *pn, altar_error_t *err);

@@ -341,7 +341,9 @@ int lappender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a
 }
 
 void lappender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a) {
-  if (cfg->retention_bytes < 0 && cfg->retention_ms < 0) return;
+  local_topic_conf_t tc;
+  local_topic_conf_read(cfg, a->topic, &tc);
+  if (tc.retention_bytes < 0 && tc.retention_ms < 0) return;
   int64_t *bases = NULL;
   size_t n = 0;
   altar_error_t e = {0};
@@ -366,8 +368,8 @@ void lappender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t 
   }
   int64_t now = local_now_ms();
   for (size_t i = 0; sizes && mtimes && i + 1 < n; i++) {
-    bool by_size = cfg->retention_bytes >= 0 && total > cfg->retention_bytes;
-    bool by_age = cfg->retention_ms >= 0 && mtimes[i] < now - cfg->retention_ms;
+    bool by_size = tc.retention_bytes >= 0 && total > tc.retention_bytes;
+    bool by_age = tc.retention_ms >= 0 && mtimes[i] < now - tc.retention_ms;
     if (!by_size && !by_age) break; /* keep the log contiguous: oldest first only */
     char nm[LSEG_NAME_LEN + 1];
     lseg_name(nm, bases[i]);

@@ -205,7 +205,7 @@ static int load_topic(altar_transport_t *t, local_t *l, const char *topic, int32
   local_producer_t *p = &l->prod;
   int rc = local_topic_partitions(t, &l->cfg, topic, pn, err);
   if (rc == ALTAR_ENOTFOUND && l->cfg.auto_create) {
-    rc = local_topic_create(t, &l->cfg, topic, l->cfg.num_partitions, err);
+    rc = local_topic_create(t, &l->cfg, topic, l->cfg.num_partitions, NULL, err);
     if (rc == 0 || rc == ALTAR_EEXIST) rc = local_topic_partitions(t, &l->cfg, topic, pn, err);
   }
   if (rc) return rc;

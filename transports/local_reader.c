@@ -13,6 +13,11 @@
 #include <unistd.h>
 
 #define READ_CHUNK (256u * 1024u)
+/* A reader starts with this much and doubles up to READ_CHUNK while its
+ * reads come back full: a worker tails dozens of partitions, and a buffer
+ * of READ_CHUNK each would be its largest cost (its pages are touched as the
+ * partitions grow, so RSS would creep up to partitions x 256 KiB). */
+#define READ_CHUNK_MIN (16u * 1024u)
 
 /* Where the read buffer sits in the file; allocated right after the reader. */
 struct lreader_priv {
@@ -151,9 +156,22 @@ static int read_record(lreader_t *r, const local_cfg_t *cfg, lrec_view_t *v, con
       return LREC_INCOMPLETE;
     }
     if (!r->buf) {
-      r->buf = malloc(READ_CHUNK);
+      r->buf = malloc(READ_CHUNK_MIN);
       if (!r->buf) return altar_error_set(err, ALTAR_ENOMEM, "reader: out of memory");
-      r->buf_cap = READ_CHUNK;
+      r->buf_cap = READ_CHUNK_MIN;
+    } else if ((b->len == r->buf_cap && r->buf_cap < READ_CHUNK) ||
+               (b->len < r->buf_cap / 4 && r->buf_cap > READ_CHUNK_MIN && r->buf_cap <= READ_CHUNK)) {
+      /* The last read filled the buffer: this reader is behind, so it reads
+       * in larger chunks. One that used a quarter follows the tail again and
+       * gives memory back, so a worker's buffers follow what it has to read,
+       * not the most it ever had to. */
+      size_t cap = b->len == r->buf_cap ? r->buf_cap * 2 : r->buf_cap / 2;
+      if (cap > READ_CHUNK) cap = READ_CHUNK;
+      if (cap < READ_CHUNK_MIN) cap = READ_CHUNK_MIN;
+      uint8_t *nb = realloc(r->buf, cap);
+      if (!nb) return altar_error_set(err, ALTAR_ENOMEM, "reader: out of memory");
+      r->buf = nb;
+      r->buf_cap = cap;
     }
     ssize_t got = local_pread_full(r->fd, r->buf, r->buf_cap, r->pos);
     if (got < 0)

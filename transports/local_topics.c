@@ -70,7 +70,7 @@ static void rm_tree(const char *path) {
 }
 
 int local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
-                       int32_t partitions, altar_error_t *err) {
+                       int32_t partitions, const local_topic_conf_t *conf, altar_error_t *err) {
   (void)t;
   int rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
@@ -109,6 +109,7 @@ int local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char 
     free(seg);
     free(pd);
   }
+  if (!rc && conf) rc = local_topic_conf_write(stage, conf, cfg->fsync_policy != LOCAL_FSYNC_NEVER, err);
   if (!rc && cfg->fsync_policy != LOCAL_FSYNC_NEVER) local_fsync_dir(stage);
   if (!rc && rename(stage, final) != 0) {
     if (errno == EEXIST || errno == ENOTEMPTY)
@@ -154,7 +155,7 @@ int local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, const c
   int32_t max = -1, count = 0;
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
-    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !strcmp(de->d_name, LOCAL_TOPIC_CONF)) continue;
     int32_t p;
     if (!parse_partition(de->d_name, &p)) {
       altar_transport_log(t, 7, "topic dir %s: stray entry '%s' ignored", td, de->d_name);

@@ -83,7 +83,19 @@ static void local_close(altar_transport_t *t) {
 static int local_create_topic_op(altar_transport_t *t, const char *topic, int32_t partitions,
                                  altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
-  int rc = local_topic_create(t, &l->cfg, topic, partitions, err);
+  int rc = local_topic_create(t, &l->cfg, topic, partitions, NULL, err);
+  if (rc == 0) local_producer_forget_topic(t, topic);
+  return rc;
+}
+
+/* Settings the local log cannot honour are refused before anything is made. */
+static int local_create_topic_config_op(altar_transport_t *t, const char *topic, int32_t partitions,
+                                        const altar_strmap_t *conf, altar_error_t *err) {
+  local_t *l = altar_transport_impl(t);
+  local_topic_conf_t c;
+  int rc = local_topic_conf_parse(conf, &c, err);
+  if (rc) return altar_error_prefix(err, "topic %s", topic);
+  rc = local_topic_create(t, &l->cfg, topic, partitions, &c, err);
   if (rc == 0) local_producer_forget_topic(t, topic);
   return rc;
 }
@@ -101,11 +113,14 @@ static int local_delete_records_op(altar_transport_t *t, const char *topic, int3
   return lpart_delete_records(t, &l->cfg, topic, partition, before, pbeginning, err);
 }
 
-/* The local log's retention is one setting for every topic. */
+/* The shorter of the topic's own retention.ms and the transport's. */
 static int local_topic_retention_ms_op(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err) {
-  (void)topic, (void)err;
   local_t *l = altar_transport_impl(t);
-  *pms = l->cfg.retention_ms;
+  int rc = altar_transport_check_name("topic", topic, err);
+  if (rc) return rc;
+  local_topic_conf_t c;
+  local_topic_conf_read(&l->cfg, topic, &c);
+  *pms = c.retention_ms;
   return ALTAR_OK;
 }
 
@@ -119,6 +134,7 @@ const altar_transport_ops_t altar_transport_local_ops = {
     .poll = local_poll,
     .flush = local_flush,
     .create_topic = local_create_topic_op,
+    .create_topic_config = local_create_topic_config_op,
     .list_topics = local_list_topics_op,
     .delete_records = local_delete_records_op,
     .topic_retention_ms = local_topic_retention_ms_op,

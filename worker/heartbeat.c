@@ -2,6 +2,7 @@
 #include "heartbeat.h"
 
 #include "altar/fleet.h"
+#include "altar/footprint.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -75,6 +76,8 @@ static void send_event(altar__heartbeat_t *hb, const char *event, size_t n, alta
                         (json_int_t)getpid(), "backend", hb->backend, "pools", hb->pools, "slots",
                         (json_int_t)hb->slots, "running", running ? running : json_array(), "running_total",
                         (json_int_t)n, "version", ALTAR_VERSION, "started_at", hb->started_at, "ts", now_s());
+  /* What the worker costs, for the dashboard's workers page. */
+  if (o) json_object_set_new(o, "rss_bytes", json_integer((json_int_t)altar_footprint_rss_bytes()));
   json_t *owns = NULL, *free_ = o && load ? load_json(load, &owns) : NULL;
   if (free_) {
     json_object_set_new(o, "free", free_);

@@ -105,6 +105,9 @@ function jobState(j) {
   return j.groups.fired ? "fired" : "pending";
 }
 
+// Bytes as MiB for a card or a cell; "—" when not reported.
+const mib = (b) => (typeof b === "number" ? (b / 1048576).toFixed(1) + " MiB" : "—");
+
 const pages = {
   async overview() {
     const o = await api("overview");
@@ -123,7 +126,9 @@ const pages = {
         card(`${o.workers.live} / ${o.workers.total}`, "workers live / known", "workers"),
         card(lag(o.lag.workers), "worker lag (jobs)", "worker_lag"),
         card(lag(o.lag.reconciler), "reconciler lag (status events)", "reconciler_lag"),
-        card(o.dlq_records, "DLQ records", "dlq")),
+        card(o.dlq_records, "DLQ records", "dlq"),
+        card(mib(o.server.rss_bytes), "memory of this server (RSS)", "server_rss"),
+        card(mib(o.ledger.disk_bytes), "ledger on disk", "ledger_disk")),
       el("h2", {}, "Shards by state"),
       el("div", { class: "cards" }, ["pending", "running", "succeeded", "failed"].map((s) => card(o.shards[s], s, s))),
       el("p", { class: "muted" }, `Rates over the last ${num(o.rates.window_s)} s. Ledger ${o.ledger.path} read ${when(o.ledger.read_at)}`,
@@ -186,11 +191,12 @@ const pages = {
       el("td", {}, el("code", {}, w.worker)), el("td", {}, state(w.state)), el("td", {}, w.host), el("td", {}, w.backend),
       el("td", {}, Object.entries(w.pools || {}).map(([p, n]) => `${p}: ${n === null ? "unbounded" : n}`).join(", ") || "—"),
       el("td", { class: "num" }, w.slots), el("td", { class: "num" }, w.running_total),
+      el("td", { class: "num" }, mib(w.rss_bytes)),
       el("td", {}, (w.running || []).slice(0, 5).map((k) => el("div", {}, el("code", {}, k.slice(0, 16) + "…")))),
       el("td", {}, dur(w.up_s)), el("td", {}, dur(w.age_s) + " ago"), el("td", {}, w.version)));
     return [
       el("h2", {}, `Workers (${o.live} live of ${o.total})`),
-      table(["worker", "state", "host", "backend", "pools", "slots", "running", "tasks", "up", "last heartbeat", "version"], rows, "workers"),
+      table(["worker", "state", "host", "backend", "pools", "slots", "running", "memory", "tasks", "up", "last heartbeat", "version"], rows, "workers"),
       el("p", { class: "muted" }, `A worker is silent after ${o.stale_after_s} s without a heartbeat, gone after its goodbye.`),
       pager(o.total, o.offset, "#/workers"),
     ];

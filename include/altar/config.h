@@ -36,6 +36,7 @@ typedef struct altar_config {
   char *ledger_path;             /* "./var/ledger" by default */
   char *ledger_checkpoints;      /* ledger.checkpoints: URI of the ledger's checkpoints, NULL = none */
   int ledger_checkpoint_interval_s; /* ledger.checkpoint_interval_s: 60 by default */
+  int ledger_consumed_keep_days; /* ledger.consumed_keep_days: consumed records older go (0: kept forever) */
   char *metrics_addr;            /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
   char *metrics_worker_addr;     /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
   int topic_partitions;          /* topics.partitions: partitions of the topics the fleet creates */
@@ -43,8 +44,10 @@ typedef struct altar_config {
    * -1 = forever): topics.retention_ms for jobs, ready, dead, dlq and fleet
    * (7 days by default), topics.status_retention_ms for the status topic
    * (forever by default: without ledger checkpoints a reconciler taking a
-   * partition over replays it whole). */
+   * partition over replays it whole; with them, topics.retention_ms; read
+   * it through altar_config_status_retention_ms). */
   int64_t topics_retention_ms, status_retention_ms;
+  bool status_retention_set; /* topics.status_retention_ms was given (else see altar_config_status_retention_ms) */
   /* Lines of path that set transport.name and backend.name (0: not from the
    * file), so a caller that checks the names against the registries once
    * every plug-in is loaded can say FILE:LINE. */
@@ -66,6 +69,12 @@ typedef struct altar_config {
 /* Default of topics.retention_ms: a week, Kafka's own default. */
 #define ALTAR_DEFAULT_TOPIC_RETENTION_MS 604800000LL
 
+/* Default of ledger.consumed_keep_days: twice the horizon over which the
+ * reconciler recognises late reruns of a settled group (7 days), so a
+ * consumed record outlives every event that can still be about it. */
+#define ALTAR_DEFAULT_CONSUMED_KEEP_DAYS 14
+#define ALTAR_MAX_CONSUMED_KEEP_DAYS 36500
+
 #define ALTAR_DEFAULT_CONFIG_FILE "altar.yaml"
 
 /* Fills *cfg with defaults, then reads path (when path is NULL, reads
@@ -74,10 +83,16 @@ typedef struct altar_config {
 int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err);
 /* Overrides one key, as a flag does: "transport.name", "transport.dir",
  * "transport.kafka.<prop>", "topics.jobs", "topics.partitions", "backend.name", "backend.<prop>",
- * "ledger.path", "ledger.checkpoints", "ledger.checkpoint_interval_s", "metrics.addr", "metrics.worker_addr".
+ * "ledger.path", "ledger.checkpoints", "ledger.checkpoint_interval_s", "ledger.consumed_keep_days", "metrics.addr",
+ * "metrics.worker_addr".
  * ALTAR_EINVAL for an unknown key. */
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err);
 void altar_config_clear(altar_config_t *cfg);
+/* The status topic's lifetime for topics the fleet creates: as set, else
+ * topics.retention_ms when ledger.checkpoints is set (a reconciler then
+ * recovers from a checkpoint and the events after it), else -1 (forever:
+ * without checkpoints a takeover or rebuild replays it whole). */
+int64_t altar_config_status_retention_ms(const altar_config_t *cfg);
 
 /* Integer property of the backend (e.g. "slots"), with a default when absent;
  * ALTAR_EINVAL naming the key when present but not an integer in [min, max]. */

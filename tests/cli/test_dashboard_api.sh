@@ -39,6 +39,10 @@ for p in overview jobs workers dead; do
     fail "GET /api/$p: not 200 JSON: $(cat "$T/body")"
 done
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["limit"]==500, d' "$T/body" 2>/dev/null
+# The overview says what the serving process and the ledger cost (no ledger yet: 0 on disk).
+[ "$(code "$base/api/overview")" = 200 ] &&
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["server"]["rss_bytes"] > 0 and d["ledger"]["disk_bytes"] >= 0, d' "$T/body" ||
+  fail "overview without server.rss_bytes or ledger.disk_bytes: $(cat "$T/body")"
 [ "$(code "$base/api/jobs?limit=100000")" = 200 ] &&
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["limit"]==500, d' "$T/body" ||
   fail "limit is not capped at 500: $(cat "$T/body")"

@@ -64,6 +64,12 @@ for name in altar_worker_in_flight altar_worker_slots altar_worker_paused; do
 done
 grep -qx "altar_worker_slots 2" "$T/m1" && ok || fail "worker: altar_worker_slots is not the configured 2: $(grep slots "$T/m1")"
 grep -qx "altar_worker_paused 0" "$T/m1" && ok || fail "worker: paused while idle"
+# What the worker costs: its RSS (non-zero) and its data root's and log's disk.
+grep -Eqx "altar_process_resident_memory_bytes [1-9][0-9]*" "$T/m1" && ok || fail "worker: no RSS gauge"
+for d in data_root log; do
+  grep -Eq "^altar_disk_usage_bytes\{dir=\"$d\"\} [0-9]+" "$T/m1" &&
+    grep -Eq "^altar_disk_usage_entries\{dir=\"$d\"\} [1-9][0-9]*" "$T/m1" && ok || fail "worker: no disk gauges for $d"
+done
 ct="$(curl -s --noproxy '*' -o /dev/null -w '%{content_type}' "$url")"
 case "$ct" in text/plain\;*version=0.0.4*) ok ;; *) fail "worker: content type '$ct'" ;; esac
 code="$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/")"
@@ -121,6 +127,11 @@ for name in altar_reconciler_events_applied_total altar_reconciler_batches_total
 done
 grep -q '^altar_build_info{component="reconciler",' "$T/r1" && ok || fail "reconciler: no build info"
 if grep -qx "# TYPE altar_reconciler_groups_held gauge" "$T/r1" && grep -qx "altar_reconciler_groups_held 0" "$T/r1"; then ok; else fail "reconciler: altar_reconciler_groups_held missing"; fi
+grep -qx "# TYPE altar_reconciler_consumed_pruned_total counter" "$T/r1" && ok || fail "reconciler: altar_reconciler_consumed_pruned_total missing"
+grep -Eqx "altar_process_resident_memory_bytes [1-9][0-9]*" "$T/r1" && ok || fail "reconciler: no RSS gauge"
+for d in ledger log; do
+  grep -Eq "^altar_disk_usage_bytes\{dir=\"$d\"\} [1-9][0-9]*" "$T/r1" && ok || fail "reconciler: no disk gauge for $d"
+done
 # Every status event the worker had acknowledged gets applied: the worker's
 # count only grows to its final value, so wait until the two agree (the
 # submitted and terminal events of the 3 jobs at least).

@@ -140,8 +140,9 @@ struct altar_transport_ops {
   int (*delete_records)(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
                         int64_t *pbeginning, altar_error_t *err);
   /* create_topic with topic settings (e.g. retention.ms, cleanup.policy).
-   * Optional: without it the settings are not per topic (the local log's
-   * retention.* apply to every topic) and create_topic is called. */
+   * Optional: without it the settings are not per topic and create_topic
+   * is called. The local log keeps retention.ms and retention.bytes per
+   * topic (over its transport-wide ones) and refuses anything else. */
   int (*create_topic_config)(altar_transport_t *t, const char *topic, int32_t partitions,
                              const altar_strmap_t *config, altar_error_t *err);
   /* *pms = how long topic keeps records (-1 = forever). Optional (default

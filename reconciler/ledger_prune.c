@@ -1,0 +1,103 @@
+/* The lifetime of consumed records in the RocksDB ledger (ledger_prune.h).
+ *
+ * Each consume call also writes one index key, c:<u64 big-endian stamp>,
+ * whose value lists the record keys it consumed (u16 length, then the key,
+ * each). The stamp is the wall clock in microseconds, made strictly
+ * increasing within the process, so keys never collide and sort in the
+ * order of consumption: a prune reads only the old end of the index,
+ * however many records are kept, and its cost per record stays the same at
+ * any ledger size. One key per call rather than per record keeps what a
+ * group's consumption writes nearly as it was.
+ *
+ * Records consumed before the index existed have no entry and are kept. A
+ * record consumed twice (re-opened in between) is listed twice; the older
+ * entry removes it at the older age, which only ever frees it early. */
+#include "reconciler/ledger_prune.h"
+
+#include "reconciler/ledger_rocksdb_int.h"
+
+#include <string.h>
+#include <time.h>
+
+#define IDX_KEY_LEN 10 /* "c:" + 8 bytes of stamp */
+#define RKEY_LEN_MAX 0xffffu
+
+int64_t altar__rl_stamp_us(rl_t *r) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+  if (us <= r->last_stamp_us) us = r->last_stamp_us + 1;
+  r->last_stamp_us = us;
+  return us;
+}
+
+static void put_be64(uint8_t out[8], uint64_t u) {
+  for (int i = 7; i >= 0; i--, u >>= 8) out[i] = (uint8_t)(u & 0xff);
+}
+
+static int64_t get_be64(const char *p) {
+  uint64_t u = 0;
+  for (int i = 0; i < 8; i++) u = u << 8 | (uint8_t)p[i];
+  return (int64_t)u;
+}
+
+int altar__rl_index_add(altar_buf_t *list, const char *rk, size_t rklen) {
+  if (rklen > RKEY_LEN_MAX) return ALTAR_OK; /* not indexed: kept for ever rather than misread */
+  uint8_t len[2] = {(uint8_t)(rklen >> 8), (uint8_t)(rklen & 0xff)};
+  return altar_buf_append(list, len, 2) || altar_buf_append(list, rk, rklen) ? ALTAR_ENOMEM : ALTAR_OK;
+}
+
+int altar__rl_stage_consumed(rl_t *r, const altar_buf_t *list, int64_t stamp_us) {
+  if (!list->len) return ALTAR_OK;
+  uint8_t t[8];
+  put_be64(t, stamp_us < 0 ? 0 : (uint64_t)stamp_us);
+  altar_buf_reset(&r->kb2);
+  if (altar_buf_append(&r->kb2, "c:", 2) || altar_buf_append(&r->kb2, t, 8)) return ALTAR_ENOMEM;
+  return altar__rl_stage_put(r, &r->kb2, list->data, list->len);
+}
+
+/* Stages the removal of every record v lists; *pn counts them. */
+static int stage_entry(rl_t *r, const char *v, size_t vlen, size_t *pn) {
+  for (size_t at = 0; at + 2 <= vlen;) {
+    size_t l = (size_t)(uint8_t)v[at] << 8 | (uint8_t)v[at + 1];
+    if (at + 2 + l > vlen) break; /* a torn list: what it names fully is removed */
+    if (altar__rl_key(&r->kb, 'r', v + at + 2, l) || altar__rl_stage_del(r, &r->kb)) return ALTAR_ENOMEM;
+    (*pn)++;
+    at += 2 + l;
+  }
+  return ALTAR_OK;
+}
+
+int altar_ledger_rocksdb_prune_consumed(altar_ledger_t *l, int64_t before_ms, size_t max, size_t *ppruned,
+                                        altar_error_t *err) {
+  *ppruned = 0;
+  if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger: not a RocksDB ledger");
+  rl_t *r = altar_ledger_impl(l);
+  if (r->in_batch) return altar_error_set(err, ALTAR_ESTATE, "ledger prune: a batch is open");
+  int rc = altar__rl_writable(r, "prune", err);
+  if (!rc) rc = altar__rl_settle(r, err); /* the iterator must see every committed consumption */
+  if (rc) return rc;
+  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
+  size_t n = 0;
+  int64_t before_us = before_ms > INT64_MAX / 1000 ? INT64_MAX : before_ms * 1000;
+  for (rocksdb_iter_seek(it, "c:", 2); !rc && n < max && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+    size_t klen, vlen;
+    const char *k = rocksdb_iter_key(it, &klen);
+    if (klen != IDX_KEY_LEN || memcmp(k, "c:", 2) || get_be64(k + 2) >= before_us) break;
+    const char *v = rocksdb_iter_value(it, &vlen);
+    /* A record open again under its key is no longer the consumed one: its
+     * stale r: copy goes, the open record stays. */
+    rc = stage_entry(r, v, vlen, &n);
+    altar_buf_reset(&r->kb2);
+    if (!rc && (altar_buf_append(&r->kb2, k, klen) || altar__rl_stage_del(r, &r->kb2))) rc = ALTAR_ENOMEM;
+    if (rc) rc = altar_error_set(err, ALTAR_ENOMEM, "ledger prune: out of memory");
+  }
+  rc = altar__rl_iter_end(it, rc, "ledger prune", err);
+  if (rc) {
+    altar__rl_pend_clear(r);
+    return rc;
+  }
+  rc = altar__rl_op_end(r, ALTAR_OK, err);
+  if (!rc) *ppruned = n;
+  return rc;
+}
