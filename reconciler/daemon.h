@@ -43,6 +43,11 @@ typedef struct altar_reconciler_opts {
    * changes, and once more at a clean stop. */
   const char *checkpoint_uri;
   double checkpoint_interval_s;
+  /* The transport's name and settings, for the reconciler's own readers
+   * (at start, whether follow-ups left in the outbox are out already).
+   * NULL: such follow-ups are published again. */
+  const char *transport_name;
+  const altar_strmap_t *transport_props;
 } altar_reconciler_opts_t;
 
 typedef struct altar_reconciler_stats {
@@ -63,6 +68,9 @@ typedef struct altar_reconciler_stats {
   /* A rebuild's CPU seconds on its reading (and decoding) thread and on its
    * applying thread: which of the two bounds a replay. */
   double read_cpu_s, apply_cpu_s;
+  uint64_t followups;        /* next-stage tasks submitted (then / then_dead) */
+  uint64_t followups_failed; /* of those, templates that could not be made: recorded as failed tasks */
+  uint64_t followups_skipped; /* left in the outbox, found on the jobs topic already: not sent again */
 } altar_reconciler_stats_t;
 
 struct altar_checkpoint;
