@@ -3,6 +3,7 @@
  * the dashboard's /api/ pages answer is what --json prints. */
 #include "cli.h"
 #include "dashboard_cli.h"
+#include "stages.h"
 #include "fleet_common.h"
 #include "metrics_cli.h"
 
@@ -197,7 +198,7 @@ int altar_cmd_workers(int argc, char **argv) {
   return rc;
 }
 
-int altar_cli_print_outputs(const altar_config_t *cfg, const char *job, bool json) {
+int altar_cli_print_outputs(const altar_config_t *cfg, const altar_group_specs_t *stages, const char *job, bool json) {
   altar_fleet_query_t q = {.job = job, .limit = ALTAR_FLEET_VIEW_LIMIT_MAX};
   json_t *o = NULL;
   if (render_once("status", cfg, "job", &q, &o)) return 1;
@@ -210,21 +211,28 @@ int altar_cli_print_outputs(const altar_config_t *cfg, const char *job, bool jso
     size_t k;
     json_t *m;
     json_array_foreach(json_object_get(g, "members"), k, m) json_array_extend(uris, json_object_get(m, "outputs"));
-    json_array_append_new(groups, json_pack("{s:O, s:O, s:O, s:o}", "kind", json_object_get(g, "kind"), "group_key",
-                                            json_object_get(g, "group_key"), "ts", json_object_get(g, "ts"),
-                                            "outputs", uris));
+    int stage = altar_cli_stage_of(stages, str_field(g, "kind"));
+    json_array_append_new(groups, json_pack("{s:O, s:O, s:O, s:i, s:o}", "kind", json_object_get(g, "kind"),
+                                            "group_key", json_object_get(g, "group_key"), "ts", json_object_get(g, "ts"),
+                                            "stage", stage, "outputs", uris));
   }
   if (json) {
     json_t *out = json_pack("{s:s, s:o}", "job_id", job, "fired_groups", groups);
     print_json(out);
     json_decref(out);
   } else {
-    json_array_foreach(groups, i, g) {
-      printf("group %s %s\n", str_field(g, "kind"), str_field(g, "group_key"));
-      size_t k;
-      json_t *u;
-      json_array_foreach(json_object_get(g, "outputs"), k, u) printf("  %s\n", json_string_value(u));
-    }
+    /* Stage by stage, each stage's groups in the order they fired. */
+    json_int_t last = 0;
+    for (json_int_t st = 1; st <= last + 1 && st < 64; st++)
+      json_array_foreach(groups, i, g) {
+        json_int_t gs = json_integer_value(json_object_get(g, "stage"));
+        if (gs > last) last = gs;
+        if (gs != st) continue;
+        printf("stage %d group %s %s\n", (int)st, str_field(g, "kind"), str_field(g, "group_key"));
+        size_t k;
+        json_t *u;
+        json_array_foreach(json_object_get(g, "outputs"), k, u) printf("  %s\n", json_string_value(u));
+      }
     if (!json_array_size(groups)) printf("no fired group yet\n");
     json_decref(groups);
   }
