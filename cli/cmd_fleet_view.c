@@ -4,6 +4,9 @@
 #include "cli.h"
 #include "dashboard_cli.h"
 #include "stages.h"
+
+/* How long status --outputs waits for the view to catch up with the topics. */
+#define OUTPUTS_WAIT_S 10
 #include "fleet_common.h"
 #include "metrics_cli.h"
 
@@ -198,10 +201,36 @@ int altar_cmd_workers(int argc, char **argv) {
   return rc;
 }
 
-int altar_cli_print_outputs(const altar_config_t *cfg, const altar_group_specs_t *stages, const char *job, bool json) {
+/* Fired groups of the view's job. */
+static size_t fired_in(json_t *o) {
+  size_t n = 0, i;
+  json_t *g;
+  json_array_foreach(json_object_get(o, "group_list"), i, g) n += !strcmp(str_field(g, "state"), "fired");
+  return n;
+}
+
+int altar_cli_print_outputs(const altar_config_t *cfg, const altar_group_specs_t *stages, const char *job,
+                            size_t min_fired, bool json) {
   altar_fleet_query_t q = {.job = job, .limit = ALTAR_FLEET_VIEW_LIMIT_MAX};
   json_t *o = NULL;
-  if (render_once("status", cfg, "job", &q, &o)) return 1;
+  altar_error_t err = {0};
+  altar_fleet_view_t *v = altar_fleet_view_new(cfg, &err);
+  int rc = v ? altar_fleet_view_render(v, "job", &q, &o, &err) : err.code;
+  /* The view reads the log a slice per render; a fresh one may not have
+   * reached the events the topics hold (a Kafka fetch takes a while): render
+   * again until it has the fired groups counted on the topics. */
+  time_t until = time(NULL) + OUTPUTS_WAIT_S;
+  while (!rc && fired_in(o) < min_fired && time(NULL) < until) {
+    json_decref(o);
+    o = NULL;
+    usleep(100 * 1000);
+    rc = altar_fleet_view_render(v, "job", &q, &o, &err);
+  }
+  altar_fleet_view_free(v);
+  if (rc) {
+    fprintf(stderr, "altar status: %s\n", err.msg);
+    return 1;
+  }
   json_t *groups = json_array();
   size_t i;
   json_t *g;

@@ -270,7 +270,9 @@ int altar_cmd_status(int argc, char **argv) {
   if (outputs) {
     altar_group_specs_t og = {0};
     bool have = !altar_cli_load_groups(&cfg, &og);
-    int orc = altar_cli_print_outputs(&cfg, have ? &og : NULL, job, json);
+    uint64_t nf = 0, nfs = 0;
+    if (count_groups(&cfg, cfg.topics.ready, job, &nf, &nfs, NULL, NULL, NULL, NULL)) nf = 0;
+    int orc = altar_cli_print_outputs(&cfg, have ? &og : NULL, job, (size_t)nf, json);
     altar_group_specs_clear(&og);
     altar_config_clear(&cfg);
     return orc;
