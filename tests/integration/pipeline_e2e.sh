@@ -43,6 +43,18 @@ groups:
   report:
     group_by: [job_id]
     ready_when: single
+  odd:
+    group_by: [job_id, part]
+    ready_when: single
+    then:
+      kind: odd_next
+      image: none
+      command: ['true']
+      outputs: [{uri: "$T/results/odd", logical_path: "out/{{part}}/x"}]
+  odd_next:
+    group_by: [job_id, part]
+    ready_when: single
+    on_failed: dead_letter
 YAML
 } >"$T/a.yaml"
 for m in 1 2 3; do for f in 0 1 2 3 4; do
@@ -78,11 +90,23 @@ for e in train:
 PY
 job_a="$(head -1 "$T/a.out")"
 "$ALTAR_BIN" status --config "$T/a.yaml" "$job_a" >"$T/a-status.out" 2>&1 || true
-check 'grep -q "stage 1: train: 3 fired" "$T/a-status.out" && grep -q "stage 2: ensemble: 1 fired" "$T/a-status.out" && grep -q "stage 3: report: 1 fired" "$T/a-status.out"' \
+check 'grep -q "stage 1: train odd: 3 fired" "$T/a-status.out" && grep -q "stage 2: ensemble odd_next: 1 fired" "$T/a-status.out" && grep -q "stage 3: report: 1 fired" "$T/a-status.out"' \
   "altar status shows no stages: $(cat "$T/a-status.out")"
 "$ALTAR_BIN" status --config "$T/a.yaml" --outputs "$job_a" >"$T/a-outputs.out" 2>&1 || true
 check 'grep -q "^stage 3 group report" "$T/a-outputs.out" && grep -q "results/report.txt" "$T/a-outputs.out"' \
   "altar status --outputs shows no stages or outputs: $(cat "$T/a-outputs.out")"
+# Bad input is normal input: a label that makes the follow-up's output path
+# climb out of its root fails that follow-up visibly (followup_invalid, its
+# stage's group dead-lettered with the reason); the reconciler goes on.
+echo '{"kind":"odd","image":"none","command":["true"],"labels":{"part":"../../../../up"}}' >"$T/odd.jsonl"
+rc=0
+"$ALTAR_BIN" submit --config "$T/a.yaml" --wait --timeout 300 "$T/odd.jsonl" >"$T/odd.out" 2>"$T/odd.err" || rc=$?
+check '[ $rc = 1 ]' "submit --wait of a job whose follow-up cannot be made exited $rc, want 1: $(tail -3 "$T/odd.err")"
+check 'grep -q "followup_invalid" "$T/a-reconciler.log"' "the reconciler did not say the follow-up failed: $(tail -3 "$T/a-reconciler.log")"
+"$ALTAR_BIN" log consume --config "$T/a.yaml" --topic "$prefix-a.dead" --from-beginning --exit >"$T/a-dead.jsonl" 2>/dev/null
+check 'grep -q "\"kind\":\"odd_next\"" "$T/a-dead.jsonl" && grep -q "followup_invalid" "$T/a-dead.jsonl"' \
+  "no dead-lettered odd_next group with the reason: $(cat "$T/a-dead.jsonl")"
+check 'kill -0 "$rec"' "the reconciler stopped on a follow-up it could not make"
 kill -TERM "$rec" "$wa" 2>/dev/null || true
 wait "$rec" "$wa" 2>/dev/null || true
 
