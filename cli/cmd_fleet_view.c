@@ -3,6 +3,10 @@
  * the dashboard's /api/ pages answer is what --json prints. */
 #include "cli.h"
 #include "dashboard_cli.h"
+#include "stages.h"
+
+/* How long status --outputs waits for the view to catch up with the topics. */
+#define OUTPUTS_WAIT_S 10
 #include "fleet_common.h"
 #include "metrics_cli.h"
 
@@ -197,10 +201,36 @@ int altar_cmd_workers(int argc, char **argv) {
   return rc;
 }
 
-int altar_cli_print_outputs(const altar_config_t *cfg, const char *job, bool json) {
+/* Fired groups of the view's job. */
+static size_t fired_in(json_t *o) {
+  size_t n = 0, i;
+  json_t *g;
+  json_array_foreach(json_object_get(o, "group_list"), i, g) n += !strcmp(str_field(g, "state"), "fired");
+  return n;
+}
+
+int altar_cli_print_outputs(const altar_config_t *cfg, const altar_group_specs_t *stages, const char *job,
+                            size_t min_fired, bool json) {
   altar_fleet_query_t q = {.job = job, .limit = ALTAR_FLEET_VIEW_LIMIT_MAX};
   json_t *o = NULL;
-  if (render_once("status", cfg, "job", &q, &o)) return 1;
+  altar_error_t err = {0};
+  altar_fleet_view_t *v = altar_fleet_view_new(cfg, &err);
+  int rc = v ? altar_fleet_view_render(v, "job", &q, &o, &err) : err.code;
+  /* The view reads the log a slice per render; a fresh one may not have
+   * reached the events the topics hold (a Kafka fetch takes a while): render
+   * again until it has the fired groups counted on the topics. */
+  time_t until = time(NULL) + OUTPUTS_WAIT_S;
+  while (!rc && fired_in(o) < min_fired && time(NULL) < until) {
+    json_decref(o);
+    o = NULL;
+    usleep(100 * 1000);
+    rc = altar_fleet_view_render(v, "job", &q, &o, &err);
+  }
+  altar_fleet_view_free(v);
+  if (rc) {
+    fprintf(stderr, "altar status: %s\n", err.msg);
+    return 1;
+  }
   json_t *groups = json_array();
   size_t i;
   json_t *g;
@@ -210,21 +240,28 @@ int altar_cli_print_outputs(const altar_config_t *cfg, const char *job, bool jso
     size_t k;
     json_t *m;
     json_array_foreach(json_object_get(g, "members"), k, m) json_array_extend(uris, json_object_get(m, "outputs"));
-    json_array_append_new(groups, json_pack("{s:O, s:O, s:O, s:o}", "kind", json_object_get(g, "kind"), "group_key",
-                                            json_object_get(g, "group_key"), "ts", json_object_get(g, "ts"),
-                                            "outputs", uris));
+    int stage = altar_cli_stage_of(stages, str_field(g, "kind"));
+    json_array_append_new(groups, json_pack("{s:O, s:O, s:O, s:i, s:o}", "kind", json_object_get(g, "kind"),
+                                            "group_key", json_object_get(g, "group_key"), "ts", json_object_get(g, "ts"),
+                                            "stage", stage, "outputs", uris));
   }
   if (json) {
     json_t *out = json_pack("{s:s, s:o}", "job_id", job, "fired_groups", groups);
     print_json(out);
     json_decref(out);
   } else {
-    json_array_foreach(groups, i, g) {
-      printf("group %s %s\n", str_field(g, "kind"), str_field(g, "group_key"));
-      size_t k;
-      json_t *u;
-      json_array_foreach(json_object_get(g, "outputs"), k, u) printf("  %s\n", json_string_value(u));
-    }
+    /* Stage by stage, each stage's groups in the order they fired. */
+    json_int_t last = 0;
+    for (json_int_t st = 1; st <= last + 1 && st < 64; st++)
+      json_array_foreach(groups, i, g) {
+        json_int_t gs = json_integer_value(json_object_get(g, "stage"));
+        if (gs > last) last = gs;
+        if (gs != st) continue;
+        printf("stage %d group %s %s\n", (int)st, str_field(g, "kind"), str_field(g, "group_key"));
+        size_t k;
+        json_t *u;
+        json_array_foreach(json_object_get(g, "outputs"), k, u) printf("  %s\n", json_string_value(u));
+      }
     if (!json_array_size(groups)) printf("no fired group yet\n");
     json_decref(groups);
   }

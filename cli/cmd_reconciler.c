@@ -296,15 +296,21 @@ int altar_cmd_reconciler(int argc, char **argv) {
       o.ledger = l;
       o.groups = &groups;
       o.topics = &cfg.topics;
+      o.transport_name = cfg.transport_name;
+      o.transport_props = &cfg.transport_props;
       altar_cli_install_stop_signals(&stop);
       altar_reconciler_stats_t st = {0};
       /* Once the ledger and the log exist, so the first sample sees them. */
       fp = altar_cli_footprint_start("altar reconciler", metrics, &cfg, false);
       rc = altar_reconciler_run(&o, &st, &err) ? 1 : 0;
       if (rc) fprintf(stderr, "altar reconciler: %s\n", err.msg);
-      char held[64] = "";
+      char held[160] = "";
       if (st.held)
         snprintf(held, sizeof held, "; %llu group%s held", (unsigned long long)st.held, ALTAR_CLI_PLURAL(st.held));
+      if (st.followups)
+        snprintf(held + strlen(held), sizeof held - strlen(held), "; %llu follow-up%s submitted (%llu failed)",
+                 (unsigned long long)st.followups, ALTAR_CLI_PLURAL(st.followups),
+                 (unsigned long long)st.followups_failed);
       if (!o.quiet)
         fprintf(stderr,
                 "altar reconciler: applied %llu events in %llu batches; %llu fired, %llu dead-lettered, %llu retried, "

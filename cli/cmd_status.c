@@ -8,6 +8,7 @@
 #include "failed_shards.h"
 #include "fleet_common.h"
 #include "follow.h"
+#include "stages.h"
 #include "altar/pools.h"
 #include "producer/job_queue.h"
 
@@ -180,8 +181,13 @@ static int scan_waiting(altar_config_t *cfg, const char *job, const expect_t *x,
 /* The job's group events on topic: *pgroups and *pshards count them, except
  * those of `altar cancel` (on the dead topic), which *pcancelled and
  * *pcancelled_shards count when given. */
+#define STATUS_MAX_STAGES 16
+
+/* Counts the job's group events on topic; per stage too when stages is set
+ * (by_stage[stage], STATUS_MAX_STAGES of them). */
 static int count_groups(altar_config_t *cfg, const char *topic, const char *job, uint64_t *pgroups,
-                        uint64_t *pshards, uint64_t *pcancelled, uint64_t *pcancelled_shards) {
+                        uint64_t *pshards, uint64_t *pcancelled, uint64_t *pcancelled_shards,
+                        const altar_group_specs_t *stages, uint64_t *by_stage) {
   *pgroups = *pshards = 0;
   if (pcancelled) *pcancelled = *pcancelled_shards = 0;
   altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
@@ -216,6 +222,8 @@ static int count_groups(altar_config_t *cfg, const char *topic, const char *job,
       } else if (jid && !strcmp(jid, job)) {
         (*pgroups)++;
         *pshards += g.n_shards;
+        int st = stages ? altar_cli_stage_of(stages, g.kind) : 0;
+        if (by_stage && st > 0 && st < STATUS_MAX_STAGES) by_stage[st]++;
       }
     }
     altar_group_event_clear(&g);
@@ -260,7 +268,12 @@ int altar_cmd_status(int argc, char **argv) {
     return lrc;
   }
   if (outputs) {
-    int orc = altar_cli_print_outputs(&cfg, job, json);
+    altar_group_specs_t og = {0};
+    bool have = !altar_cli_load_groups(&cfg, &og);
+    uint64_t nf = 0, nfs = 0;
+    if (count_groups(&cfg, cfg.topics.ready, job, &nf, &nfs, NULL, NULL, NULL, NULL)) nf = 0;
+    int orc = altar_cli_print_outputs(&cfg, have ? &og : NULL, job, (size_t)nf, json);
+    altar_group_specs_clear(&og);
     altar_config_clear(&cfg);
     return orc;
   }
@@ -283,8 +296,16 @@ int altar_cmd_status(int argc, char **argv) {
   size_t late = 0;
   for (size_t i = 0; i < x.n_shards; i++) late += x.shards[i].late;
   uint64_t fired = 0, fired_shards = 0, dead = 0, dead_shards = 0, cancelled = 0, cancelled_shards = 0;
-  int rc = count_groups(&cfg, cfg.topics.ready, job, &fired, &fired_shards, NULL, NULL) |
-           count_groups(&cfg, cfg.topics.dead, job, &dead, &dead_shards, &cancelled, &cancelled_shards);
+  /* A pipeline's groups per stage (then/then_dead in the config). */
+  altar_group_specs_t groups = {0};
+  bool staged = false;
+  if (!altar_cli_load_groups(&cfg, &groups))
+    for (size_t i = 0; i < groups.n && !staged; i++) staged = groups.v[i].then || groups.v[i].then_dead;
+  uint64_t fired_by[STATUS_MAX_STAGES] = {0}, dead_by[STATUS_MAX_STAGES] = {0};
+  int rc = count_groups(&cfg, cfg.topics.ready, job, &fired, &fired_shards, NULL, NULL, staged ? &groups : NULL,
+                        fired_by) |
+           count_groups(&cfg, cfg.topics.dead, job, &dead, &dead_shards, &cancelled, &cancelled_shards,
+                        staged ? &groups : NULL, dead_by);
   /* A job id nothing knows (a typo, another fleet's log) is an error, not a
    * row of zeros. */
   if (!rc && !xrc && !t.total && !x.n_shards && !fired && !dead && !cancelled && !nw) {
@@ -294,6 +315,7 @@ int altar_cmd_status(int argc, char **argv) {
     altar_cli_failed_clear(&t.failed);
     json_decref(held.list);
     altar_cli_expect_clear(&x);
+    altar_group_specs_clear(&groups);
     altar_config_clear(&cfg);
     return STATUS_EXIT_NOT_FOUND;
   }
@@ -344,6 +366,13 @@ int altar_cmd_status(int argc, char **argv) {
       printf(", %llu cancelled (%llu shard%s)", (unsigned long long)cancelled, (unsigned long long)cancelled_shards,
              ALTAR_CLI_PLURAL(cancelled_shards));
     printf("\n");
+    for (int st = 1; staged && st < STATUS_MAX_STAGES; st++) {
+      if (!fired_by[st] && !dead_by[st]) continue;
+      printf("  stage %d:", st);
+      for (size_t i = 0; i < groups.n; i++)
+        if (altar_cli_stage_of(&groups, groups.v[i].kind) == st) printf(" %s", groups.v[i].kind);
+      printf(": %llu fired, %llu dead-lettered\n", (unsigned long long)fired_by[st], (unsigned long long)dead_by[st]);
+    }
     altar_cli_failed_print(&t.failed, 20);
     for (size_t i = 0; held.list && i < json_array_size(held.list); i++) {
       json_t *h = json_array_get(held.list, i);
@@ -378,6 +407,7 @@ int altar_cmd_status(int argc, char **argv) {
   altar_cli_failed_clear(&t.failed);
   json_decref(held.list);
   altar_cli_expect_clear(&x);
+  altar_group_specs_clear(&groups);
   altar_config_clear(&cfg);
   return rc || xrc ? 1 : 0;
 }

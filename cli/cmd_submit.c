@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "fleet_common.h"
 #include "follow.h"
+#include "follow_stages.h"
 #include "producer/job_queue.h"
 
 #include <errno.h>
@@ -28,7 +29,9 @@ static void usage(FILE *out) {
           "                       group settled: exit 0 when all fired, 1 when one was\n"
           "                       dead-lettered or a shard failed after its group settled,\n"
           "                       4 when the job was cancelled (altar cancel);\n"
-          "                       says when shards wait for a pool no worker serves\n"
+          "                       says when shards wait for a pool no worker serves;\n"
+          "                       a pipeline (groups with then:) is followed stage by\n"
+          "                       stage to its last, one summary line per stage\n"
           "  --timeout S          give up waiting after S seconds (exit 3)\n",
           altar_cli_fleet_flags(ALTAR_CLI_FLAGS_PARTITIONS));
   fputs(ALTAR_CLI_EXIT_HELP, out);
@@ -117,7 +120,7 @@ int altar_cmd_submit(int argc, char **argv) {
       out = 2;
       goto done;
     }
-    out = altar_cli_follow(&cfg, run_id, &x, timeout_s, NULL, NULL);
+    out = altar_cli_follow_stages(&cfg, &groups, run_id, &x, timeout_s);
   }
 done:
   altar_cli_expect_clear(&x);

@@ -4,6 +4,7 @@
 #define ALTAR_CLI_DASHBOARD_CLI_H
 
 #include "altar/config.h"
+#include "altar/groups.h"
 #include "altar/metrics.h"
 #include "dashboard/dashboard_http.h"
 
@@ -26,6 +27,7 @@ int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const 
 void altar_cli_dashboard_stop(altar_cli_dashboard_t *d);
 
 /* `altar status JOB --outputs`: each fired group's output URIs. */
-int altar_cli_print_outputs(const altar_config_t *cfg, const char *job, bool json);
+int altar_cli_print_outputs(const altar_config_t *cfg, const altar_group_specs_t *groups, const char *job,
+                            size_t min_fired, bool json);
 
 #endif

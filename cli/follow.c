@@ -153,6 +153,8 @@ void altar_cli_expect_clear(expect_t *x) {
   free(x->shards);
   free(x->status_from);
   free(x->status_parts);
+  for (size_t i = 0; i < x->n_events; i++) altar_group_event_clear(&x->events[i]);
+  free(x->events);
   memset(x, 0, sizeof *x);
 }
 
@@ -373,6 +375,10 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
         fprintf(stderr, "%sgroup %s %s:%s (%zu shard%s) [%zu/%zu groups]\n", tty ? "\r\033[K" : "",
                 g.event == ALTAR_GROUP_DEAD_LETTERED ? "dead-lettered" : what, g.kind, g.group_key, g.n_shards,
                 ALTAR_CLI_PLURAL(g.n_shards), settled, x->n);
+      if (x->keep_events && !ALTAR_GROW(x->events, x->cap_events, x->n_events + 1)) {
+        x->events[x->n_events++] = g; /* kept: x clears it */
+        memset(&g, 0, sizeof g);
+      }
     }
     altar_group_event_clear(&g);
     altar_msg_free(m);

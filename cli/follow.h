@@ -44,6 +44,11 @@ typedef struct expect {
   int64_t *status_from;   /* status topic offsets to read from (altar_cli_follow_mark), per partition */
   int32_t *status_parts;
   size_t n_status_parts;
+  /* Set before following to keep each settling group event (decoded, in
+   * arrival order): the next stage of a pipeline is made from them. */
+  bool keep_events;
+  altar_group_event_t *events;
+  size_t n_events, cap_events;
 } expect_t;
 
 /* Called for each of the job's group events as it arrives (may be NULL). */

@@ -194,6 +194,7 @@ int altar__wr_opt_strmap(altar__wr_t *w, const altar_strmap_t *m);
 
 int altar__wr_spec(altar__wr_t *w, const altar_spec_t *spec);
 int altar__wr_handle(altar__wr_t *w, const altar_handle_t *h);
+int altar__wr_transfers(altar__wr_t *w, const altar_transfer_t *t, size_t n);
 /* The "handle" and "kind" entries of a record's map, checked as a full
  * encoding checks them: the ledger packs them once per record and writes
  * the changing fields around them. */
@@ -202,6 +203,7 @@ int altar__wr_failure(altar__wr_t *w, const altar_failure_t *f); /* NULL → nil
 /* Decoders fill a zeroed target; on error the caller clears it. */
 int altar__rd_spec(altar__rd_t *r, const msgpack_object *o, altar_spec_t *spec);
 int altar__rd_handle(altar__rd_t *r, const msgpack_object *o, altar_handle_t *h);
+int altar__rd_transfers(altar__rd_t *r, const msgpack_object *o, altar_transfer_t **pv, size_t *pn);
 int altar__rd_failure(altar__rd_t *r, const msgpack_object *o, altar_failure_t **pf); /* nil → NULL */
 int altar__rd_state(altar__rd_t *r, const msgpack_object *o, altar_state_t *ps);
 

@@ -404,6 +404,8 @@ void altar_group_event_clear(altar_group_event_t *e) {
     altar_failure_free(e->failures[i].failure);
   }
   free(e->failures);
+  for (size_t i = 0; e->outputs && i < e->n_outputs; i++) altar_transfer_clear(&e->outputs[i]);
+  free(e->outputs);
   memset(e, 0, sizeof *e);
 }
 
@@ -429,12 +431,13 @@ static int wr_shards(altar__wr_t *w, const altar_handle_t *hs, size_t n) {
 static int wr_group(altar__wr_t *w, const void *msg) {
   const altar_group_event_t *e = msg;
   if ((unsigned)e->event > ALTAR_GROUP_CANCELLED) return altar__wr_fail(w, ALTAR_EINVAL, "event: unknown kind");
-  altar__wr_map(w, e->n_failures ? 9 : 8);
+  altar__wr_map(w, 8 + (e->n_failures ? 1 : 0) + (e->n_outputs ? 1 : 0));
   ALTAR__WR_FIELD(w, "event", altar__wr_str(w, group_event_names[e->event]));
   ALTAR__WR_FIELD(w, "event_id", altar__wr_str(w, e->event_id));
   if (e->n_failures) ALTAR__WR_FIELD(w, "failures", wr_group_failures(w, e->failures, e->n_failures));
   ALTAR__WR_FIELD(w, "group_key", altar__wr_str(w, e->group_key));
   ALTAR__WR_FIELD(w, "kind", altar__wr_str(w, e->kind));
+  if (e->n_outputs) ALTAR__WR_FIELD(w, "outputs", altar__wr_transfers(w, e->outputs, e->n_outputs));
   ALTAR__WR_FIELD(w, "shards", wr_shards(w, e->shards, e->n_shards));
   ALTAR__WR_FIELD(w, "ts", altar__wr_f64(w, e->ts));
   ALTAR__WR_FIELD(w, "type", altar__wr_str(w, "group"));
@@ -495,9 +498,9 @@ static int rd_group_failures(altar__rd_t *r, const msgpack_object *o, altar_grou
   return ALTAR_OK;
 }
 
-enum { G_EVENT, G_EVENT_ID, G_FAILURES, G_GROUP_KEY, G_KIND, G_SHARDS, G_TS, G_TYPE, G_V };
-static const char *const group_keys[] = {"event", "event_id", "failures", "group_key", "kind", "shards", "ts", "type",
-                                         "v", NULL};
+enum { G_EVENT, G_EVENT_ID, G_FAILURES, G_GROUP_KEY, G_KIND, G_OUTPUTS, G_SHARDS, G_TS, G_TYPE, G_V };
+static const char *const group_keys[] = {"event", "event_id", "failures", "group_key", "kind", "outputs", "shards",
+                                         "ts", "type", "v", NULL};
 
 static int rd_group_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
   altar_group_event_t *e = ctx;
@@ -511,6 +514,7 @@ static int rd_group_field(altar__rd_t *r, void *ctx, int idx, const msgpack_obje
   case G_FAILURES: return rd_group_failures(r, v, &e->failures, &e->n_failures);
   case G_GROUP_KEY: return altar__rd_str(r, v, &e->group_key);
   case G_KIND: return altar__rd_str(r, v, &e->kind);
+  case G_OUTPUTS: return altar__rd_transfers(r, v, &e->outputs, &e->n_outputs);
   case G_SHARDS: return rd_shards(r, v, &e->shards, &e->n_shards);
   case G_TS: return altar__rd_f64(r, v, &e->ts);
   case G_TYPE: return rd_type(r, v, "group");
@@ -681,6 +685,9 @@ bool altar_group_event_equal(const altar_group_event_t *a, const altar_group_eve
     if (!str_eq(a->failures[i].external_id, b->failures[i].external_id) ||
         !altar_failure_equal(a->failures[i].failure, b->failures[i].failure))
       return false;
+  if (a->n_outputs != b->n_outputs) return false;
+  for (size_t i = 0; i < a->n_outputs; i++)
+    if (!altar_transfer_equal(&a->outputs[i], &b->outputs[i])) return false;
   return true;
 }
 

@@ -19,7 +19,7 @@ static int wr_transfer(altar__wr_t *w, const altar_transfer_t *t) {
   return ALTAR_OK;
 }
 
-static int wr_transfers(altar__wr_t *w, const altar_transfer_t *t, size_t n) {
+int altar__wr_transfers(altar__wr_t *w, const altar_transfer_t *t, size_t n) {
   int rc = altar__wr_array(w, n);
   for (size_t i = 0; !rc && i < n; i++) rc = altar__wr_at_index(w, i, wr_transfer(w, &t[i]));
   return rc;
@@ -39,7 +39,7 @@ static int rd_transfer_field(altar__rd_t *r, void *ctx, int idx, const msgpack_o
   return ALTAR_OK;
 }
 
-static int rd_transfers(altar__rd_t *r, const msgpack_object *o, altar_transfer_t **pv, size_t *pn) {
+int altar__rd_transfers(altar__rd_t *r, const msgpack_object *o, altar_transfer_t **pv, size_t *pn) {
   if (o->type != MSGPACK_OBJECT_ARRAY) return altar__rd_fail(r, ALTAR_EDECODE, "expected array of transfers");
   size_t n = o->via.array.size;
   if (n > ALTAR_MAX_ARRAY) return altar__rd_fail_size(r, "array", n, ALTAR_MAX_ARRAY);
@@ -88,10 +88,10 @@ int altar__wr_spec(altar__wr_t *w, const altar_spec_t *s) {
   altar__wr_map(w, 9);
   ALTAR__WR_FIELD(w, "command", altar__wr_strv(w, s->command, s->n_command));
   ALTAR__WR_FIELD(w, "image", altar__wr_str(w, s->image));
-  ALTAR__WR_FIELD(w, "inputs", wr_transfers(w, s->inputs, s->n_inputs));
+  ALTAR__WR_FIELD(w, "inputs", altar__wr_transfers(w, s->inputs, s->n_inputs));
   ALTAR__WR_FIELD(w, "kind", altar__wr_str(w, s->kind));
   ALTAR__WR_FIELD(w, "labels", altar__wr_strmap(w, &s->labels));
-  ALTAR__WR_FIELD(w, "outputs", wr_transfers(w, s->outputs, s->n_outputs));
+  ALTAR__WR_FIELD(w, "outputs", altar__wr_transfers(w, s->outputs, s->n_outputs));
   ALTAR__WR_FIELD(w, "plugin_identity", altar__wr_opt_strmap(w, s->plugin_identity));
   ALTAR__WR_FIELD(w, "resources", wr_resources(w, &s->resources));
   ALTAR__WR_FIELD(w, "timeout_s", W_VOID(altar__wr_opt_i64(w, s->timeout_s)));
@@ -108,10 +108,10 @@ static int rd_spec_field(altar__rd_t *r, void *ctx, int idx, const msgpack_objec
   switch (idx) {
   case SP_COMMAND: return altar__rd_strv(r, v, &s->command, &s->n_command);
   case SP_IMAGE: return altar__rd_str(r, v, &s->image);
-  case SP_INPUTS: return rd_transfers(r, v, &s->inputs, &s->n_inputs);
+  case SP_INPUTS: return altar__rd_transfers(r, v, &s->inputs, &s->n_inputs);
   case SP_KIND: return altar__rd_str(r, v, &s->kind);
   case SP_LABELS: return altar__rd_strmap(r, v, &s->labels);
-  case SP_OUTPUTS: return rd_transfers(r, v, &s->outputs, &s->n_outputs);
+  case SP_OUTPUTS: return altar__rd_transfers(r, v, &s->outputs, &s->n_outputs);
   case SP_PLUGIN_IDENTITY: return altar__rd_opt_strmap(r, v, &s->plugin_identity);
   case SP_RESOURCES:
     /* nil means "defaults", as a missing key does (written as a map) */

@@ -3,6 +3,7 @@
  * unknown rule 'al_folds'". */
 #include "altar/file_read.h"
 #include "altar/groups.h"
+#include "core/followup_int.h"
 #include "altar/suggest.h"
 
 #include <errno.h>
@@ -284,7 +285,8 @@ static int parse_backoff(gc_t *c, const yaml_node_t *n, const char *path, altar_
 }
 
 static int parse_kind(gc_t *c, const char *kind, const yaml_node_t *n, const char *prefix, altar_group_spec_t *g) {
-  static const char *const keys[] = {"group_by", "ready_when", "on_ready", "on_failed", "max_restarts", "retry_backoff", NULL};
+  static const char *const keys[] = {"group_by", "ready_when", "on_ready", "on_failed", "max_restarts", "retry_backoff",
+                                     "then", "then_dead", "event_outputs", NULL};
   char path[256], kp[300];
   snprintf(path, sizeof path, "%s%s", prefix, kind);
   memset(g, 0, sizeof *g);
@@ -331,6 +333,20 @@ static int parse_kind(gc_t *c, const char *kind, const yaml_node_t *n, const cha
     return fail(c, rb, kp, "only applies with on_failed: retry (this kind has on_failed: %s)",
                 altar_failed_policy_name(g->failed_policy));
   if (rb && (rc = parse_backoff(c, rb, kp, &g->retry_backoff))) return rc;
+  yaml_node_t *eo = lookup(c, n, "event_outputs");
+  snprintf(kp, sizeof kp, "%s.event_outputs", path);
+  if (eo) {
+    const char *b = scalar(eo);
+    if (b && !strcmp(b, "true")) g->event_outputs = true;
+    else if (!b || strcmp(b, "false")) return fail(c, eo, kp, "expected true or false");
+  }
+  /* The next stage: a task template per outcome. */
+  yaml_node_t *tn = lookup(c, n, "then");
+  snprintf(kp, sizeof kp, "%s.then", path);
+  if (tn && (rc = altar__followup_parse(c->doc, c->file, tn, kp, &g->group_by, &g->then, c->err))) return rc;
+  tn = lookup(c, n, "then_dead");
+  snprintf(kp, sizeof kp, "%s.then_dead", path);
+  if (tn && (rc = altar__followup_parse(c->doc, c->file, tn, kp, &g->group_by, &g->then_dead, c->err))) return rc;
   return ALTAR_OK;
 }
 
@@ -391,6 +407,7 @@ int altar_group_specs_load_string(const char *text, size_t len, const char *name
     }
     altar_group_spec_clear(&spec);
   }
+  if (!rc) rc = altar_followup_check_chain(pout, name, err);
 out:
   yaml_document_delete(&doc);
   return rc;

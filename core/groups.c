@@ -1,5 +1,6 @@
 /* GroupSpec, group_by and the per-kind set of specs. */
 #include "altar/groups.h"
+#include "altar/followup.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,8 @@ void altar_group_spec_clear(altar_group_spec_t *g) {
   altar_predicate_clear(&g->ready_when);
   free(g->ready_topic);
   free(g->dead_topic);
+  altar_followup_free(g->then);
+  altar_followup_free(g->then_dead);
   memset(g, 0, sizeof *g);
 }
 

@@ -2,6 +2,7 @@
  * deciding after each one the group it touched (fleet invariant 3: batch
  * sizes never change which shards a group fires with). */
 #include "altar/reconcile.h"
+#include "reconciler/group_outputs.h"
 #include "reconciler/retry_backoff.h"
 
 #include <stdio.h>
@@ -383,9 +384,17 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
     /* Fire with exactly the shards that succeeded so far; the group's
      * failed shards are settled with it. */
     rc = check_publishable(gs->kind, own, &s, err); /* before anything changes */
+    altar_transfer_t *outs = NULL;
+    size_t n_outs = 0;
+    if (!rc && altar__group_outputs_wanted(gs))
+      rc = altar__group_outputs(l, gs->kind, own, s.hs, s.n, &res->mem, &outs, &n_outs, err);
     if (!rc) rc = unhold(l, gs->kind, own, err);
     if (!rc) rc = consume_both(l, &s, &f, err);
     if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, own, &s, &f, ts, err);
+    if (!rc) {
+      res->events[res->n_events - 1].outputs = outs;
+      res->events[res->n_events - 1].n_outputs = n_outs;
+    }
     return rc;
   }
   if (!f.n) { /* still fanning in */

@@ -10,6 +10,7 @@
 #include "reconciler/cancel.h"
 #include "reconciler/checkpoint_runner.h"
 #include "reconciler/consumed_prune.h"
+#include "reconciler/followup_run.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
 #include "reconciler/settled.h"
@@ -220,6 +221,8 @@ static int stage_group_events(daemon_t *d, const altar_apply_result_t *res, alta
     rc = altar_encode_group(g, &b, err);
     if (!rc) rc = altar__outbox_stage(&d->ob, group_topic(d, g), key, b.data, b.len, NULL, NULL, NULL, err);
     altar_buf_free(&b);
+    /* The next stage goes out in this same write, right behind its event. */
+    if (!rc) rc = altar__followup_stage(&d->ob, d->o, g, &d->stats, err);
     if (g->event == ALTAR_GROUP_FIRED) d->stats.fired++;
     else d->stats.dead_lettered++;
   }
@@ -446,8 +449,15 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   d.ob.on_published = o->on_published;
   d.ob.on_published_ctx = o->on_published_ctx;
   altar_transport_set_delivery(o->transport, altar__outbox_on_delivery, &d.ob, NULL, NULL);
-  /* Whatever a previous life staged but did not see acknowledged goes out again. */
+  /* Whatever a previous life staged but did not see acknowledged goes out
+   * again, but a follow-up the log holds already does not. */
+  altar__followup_guard_t guard;
+  altar__followup_guard_begin(&guard, &d.ob, o);
   rc = altar__outbox_publish_from(&d.ob, 0, err);
+  altar__followup_guard_end(&guard, &d.ob, &d.stats);
+  if (d.stats.followups_skipped)
+    dlog(&d, "%llu follow-up(s) left in the outbox were on the jobs topic already: not sent again",
+         (unsigned long long)d.stats.followups_skipped);
   if (!rc) rc = recheck_held(&d, err);
   const char *topics[] = {o->topics->status};
   if (!rc) {

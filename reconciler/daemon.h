@@ -46,6 +46,11 @@ typedef struct altar_reconciler_opts {
   /* Consumed records older than this go (ledger.consumed_keep_days); 0 =
    * kept forever. */
   double consumed_keep_s;
+  /* The transport's name and settings, for the reconciler's own readers
+   * (at start, whether follow-ups left in the outbox are out already).
+   * NULL: such follow-ups are published again. */
+  const char *transport_name;
+  const altar_strmap_t *transport_props;
 } altar_reconciler_opts_t;
 
 typedef struct altar_reconciler_stats {
@@ -67,6 +72,9 @@ typedef struct altar_reconciler_stats {
   /* A rebuild's CPU seconds on its reading (and decoding) thread and on its
    * applying thread: which of the two bounds a replay. */
   double read_cpu_s, apply_cpu_s;
+  uint64_t followups;        /* next-stage tasks submitted (then / then_dead) */
+  uint64_t followups_failed; /* of those, templates that could not be made: recorded as failed tasks */
+  uint64_t followups_skipped; /* left in the outbox, found on the jobs topic already: not sent again */
 } altar_reconciler_stats_t;
 
 struct altar_checkpoint;

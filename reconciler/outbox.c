@@ -171,6 +171,19 @@ static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *e
     h[nh] = (altar_header_t){hn[nh], hv[nh], strlen(hv[nh])};
     nh++;
   }
+  if (ob->skip && po->topic) {
+    bool skip = false;
+    rc = ob->skip(ob->skip_ctx, po->topic, key, h, nh, &skip, err);
+    if (!rc && skip) {
+      char k[24];
+      seq_key(po->seq, k);
+      rc = altar_ledger_aux_del(ob->ledger, k, strlen(k), err);
+      if (!rc) ob->skipped++;
+      opaque_free(po);
+      po = NULL;
+    }
+    if (rc || skip) goto out;
+  }
   altar_buf_reset(&po->value);
   if (!po->topic || altar_buf_append(&po->value, a[2].via.bin.ptr, a[2].via.bin.size)) {
     rc = altar_error_set(err, ALTAR_ENOMEM, "outbox: out of memory");
@@ -203,7 +216,7 @@ out:
     free(hv[i]);
   }
   msgpack_unpacked_destroy(&up);
-  if (rc) opaque_free(po);
+  if (rc && po) opaque_free(po);
   return rc;
 }
 

@@ -20,6 +20,12 @@ typedef struct altar__outbox {
   altar_error_t fatal_err;
   void (*on_published)(void *ctx, const char *topic, const void *value, size_t len);
   void *on_published_ctx;
+  /* May be set around a publish: an entry it says is out already (*pskip)
+   * is deleted instead of produced again. */
+  int (*skip)(void *ctx, const char *topic, const char *key, const altar_header_t *h, size_t nh, bool *pskip,
+              altar_error_t *err);
+  void *skip_ctx;
+  uint64_t skipped; /* entries skip deleted */
 } altar__outbox_t;
 
 /* Loads next_seq from the ledger. */

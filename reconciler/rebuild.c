@@ -7,6 +7,8 @@
 #include "altar/reconcile.h"
 #include "reconciler/cancel.h"
 #include "reconciler/checkpoint.h"
+#include "reconciler/followup_seen.h"
+#include "reconciler/followup_stage.h"
 #include "reconciler/settled.h"
 
 #include <inttypes.h>
@@ -27,6 +29,31 @@ typedef struct dues {
   due_t *v;
   size_t n, cap;
 } dues_t;
+
+/* A follow-up the replay made due: sent only if the log does not hold it. */
+typedef struct fdue {
+  char task_key[65];
+  bool failed; /* recs are status events: known only by the replay */
+  altar__followup_rec_t recs[2];
+  size_t n;
+  char event_id[65];
+} fdue_t;
+
+typedef struct fdues {
+  fdue_t *v;
+  size_t n, cap;
+} fdues_t;
+
+static void fdues_clear(fdues_t *d) {
+  for (size_t i = 0; i < d->n; i++)
+    for (size_t k = 0; k < d->v[i].n; k++) {
+      free(d->v[i].recs[k].topic);
+      free(d->v[i].recs[k].key);
+      altar_buf_free(&d->v[i].recs[k].value);
+    }
+  free(d->v);
+  memset(d, 0, sizeof *d);
+}
 
 static void dues_clear(dues_t *d) {
   for (size_t i = 0; i < d->n; i++) {
@@ -177,11 +204,37 @@ typedef struct replay {
   altar_status_event_t *batch; /* the batch being applied (the feeder's) */
   size_t n;
   dues_t due;
+  fdues_t fdue; /* follow-ups of every decided group, to check against the log */
   seen_ids_t *seen; /* event ids the ready and dead topics hold (read first) */
   altar__settled_t settled; /* the daemon's rule: reruns of settled tasks are skipped */
   altar_apply_result_t res; /* one batch's, emptied for the next */
   altar_reconciler_stats_t stats;
 } replay_t;
+
+/* Queues g's follow-up, whether or not g is out: a follow-up may have
+ * been lost with the outbox of a ledger rebuilt from nothing. */
+static int collect_followup(replay_t *r, const altar_group_event_t *g, altar_error_t *err) {
+  const altar_group_spec_t *gs = altar_group_specs_find(r->groups, g->kind);
+  if (!gs || (!gs->then && !gs->then_dead)) return ALTAR_OK;
+  altar__followup_out_t f;
+  int rc = altar__followup_make(r->groups, r->topics, g, &f, err);
+  if (!rc && f.n) {
+    if (ALTAR_GROW(r->fdue.v, r->fdue.cap, r->fdue.n + 1)) {
+      altar__followup_out_clear(&f);
+      return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    }
+    fdue_t *d = &r->fdue.v[r->fdue.n++];
+    memset(d, 0, sizeof *d);
+    memcpy(d->task_key, f.task_key, sizeof d->task_key);
+    snprintf(d->event_id, sizeof d->event_id, "%s", g->event_id);
+    d->failed = f.failed;
+    d->n = f.n;
+    memcpy(d->recs, f.recs, sizeof d->recs);
+    memset(f.recs, 0, sizeof f.recs); /* d owns them now */
+  }
+  altar__followup_out_clear(&f);
+  return rc;
+}
 
 /* Queues the group events one application made due and not yet published. */
 static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error_t *err) {
@@ -190,6 +243,7 @@ static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error
     const altar_group_event_t *g = &res->events[i];
     if (g->event == ALTAR_GROUP_FIRED) r->stats.fired++;
     else r->stats.dead_lettered++;
+    if ((rc = collect_followup(r, g, err))) return rc;
     if (r->seen->n && altar__hmap_get(r->seen, g->event_id, strlen(g->event_id))) continue;
     if (ALTAR_GROW(r->due.v, r->due.cap, r->due.n + 1)) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
     due_t *d = &r->due.v[r->due.n];
@@ -535,6 +589,45 @@ static void on_dr(altar_transport_t *t, const altar_delivery_t *dr, void *ctx) {
   if (dr->err) (*failed)++;
 }
 
+/* Sends the follow-ups neither the replay nor the jobs topics know: those
+ * whose job never reached the log. */
+static int publish_followups(replay_t *r, const char *tname, const altar_strmap_t *props, altar_transport_t **pt,
+                             const altar_transport_opts_t *to, bool quiet, uint64_t *ppublished, altar_error_t *err) {
+  altar__keys_seen_t seen = {0};
+  char topics[16][512];
+  const char *names[16];
+  size_t nt = altar__followup_topics(r->groups, r->topics, topics, 16);
+  for (size_t i = 0; i < nt; i++) names[i] = topics[i];
+  int rc = altar__keys_seen_read(&seen, tname, props, names, nt, err);
+  for (size_t i = 0; !rc && i < r->fdue.n; i++) {
+    const fdue_t *d = &r->fdue.v[i];
+    size_t kl = strlen(d->task_key);
+    bool known = altar_ledger_peek_task(r->ledger, d->task_key) ||
+                 altar__hmap_get(&r->settled.done, d->task_key, kl) || (!d->failed && altar__keys_seen_has(&seen, d->task_key));
+    if (known) continue;
+    if (!*pt && !(*pt = altar_transport_open(tname, props, to, err))) {
+      rc = err ? err->code : ALTAR_ETRANSPORT;
+      break;
+    }
+    for (size_t k = 0; !rc && k < d->n; k++) {
+      altar_header_t h = {ALTAR_FOLLOWUP_HEADER, d->event_id, strlen(d->event_id)};
+      altar_produce_rec_t rec = {.topic = d->recs[k].topic, .partition = ALTAR_PARTITION_ANY, .key = d->recs[k].key,
+                                 .key_len = strlen(d->recs[k].key), .value = d->recs[k].value.data,
+                                 .value_len = d->recs[k].value.len, .headers = d->failed ? NULL : &h,
+                                 .n_headers = d->failed ? 0 : 1};
+      rc = altar_transport_produce(*pt, &rec, err);
+    }
+    if (!rc) {
+      (*ppublished)++;
+      r->stats.followups++;
+      if (!quiet) fprintf(stderr, "altar reconciler: submitting missing follow-up %s of group event %s\n", d->task_key,
+                          d->event_id);
+    }
+  }
+  altar__keys_seen_free(&seen);
+  return rc;
+}
+
 int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, altar_ledger_t *new_ledger,
                              const altar_group_specs_t *groups, const altar_topics_t *topics,
                              const altar_checkpoint_t *from, bool quiet, altar_reconciler_stats_t *pstats,
@@ -573,6 +666,7 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
       if (!rc) published++;
       if (!quiet && !rc) fprintf(stderr, "altar reconciler: republishing missing group event %s\n", d->event_id);
     }
+    if (!rc && r.fdue.n) rc = publish_followups(&r, tname, props, &t, &to, quiet, &published, err);
     if (t) {
       if (!rc) rc = altar_transport_flush(t, 60000, err);
       if (!rc && failed) rc = altar_error_set(err, ALTAR_ETRANSPORT, "rebuild: %d group event(s) not acknowledged", failed);
@@ -582,6 +676,7 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
   altar__settled_free(&r.settled);
   altar_apply_result_clear(&r.res);
   dues_clear(&r.due);
+  fdues_clear(&r.fdue);
   seen_free(&seen);
   if (pstats) *pstats = r.stats;
   if (ppublished) *ppublished = published;

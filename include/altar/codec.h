@@ -145,6 +145,10 @@ typedef struct altar_group_event {
    * so the other events keep their bytes). */
   altar_group_failure_t *failures;
   size_t n_failures;
+  /* fired: the listed members' outputs, de-duplicated by uri in member
+   * order (written only when some, so other events keep their bytes). */
+  altar_transfer_t *outputs;
+  size_t n_outputs;
 } altar_group_event_t;
 
 /* jobs topic, beside the jobs: a control message about jobs of the same

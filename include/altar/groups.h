@@ -139,6 +139,11 @@ typedef struct altar_group_spec {
   char *ready_topic; /* NULL = the fleet's default ready topic */
   char *dead_topic;  /* NULL = the fleet's default dead topic */
   int config_line;   /* line of the kind's entry in its file, 0 if not from a file */
+  /* The next stage (altar/followup.h): submitted when a group fires
+   * (then) or is dead-lettered (then_dead); NULL = none. Owned. */
+  struct altar_followup *then;
+  struct altar_followup *then_dead;
+  bool event_outputs; /* fired events list the members' outputs (always with a then/then_dead) */
 } altar_group_spec_t;
 
 void altar_group_spec_clear(altar_group_spec_t *g);

@@ -9,7 +9,10 @@
 #     exit after the block's kill;
 #   - spec: the spec example is a valid spec (`altar spec id`);
 #   - reference-config: a reconciler and two workers start from the reference
-#     altar.yaml and serve metrics side by side.
+#     altar.yaml and serve metrics side by side;
+#   - pipeline-config and pipeline-run: the 3-stage pipeline (folds ->
+#     ensembles -> report) runs as written: --wait follows all three stages,
+#     status shows them, and the report holds the 15 fold lines.
 # The only edit: the metrics ports (9464, 9470-9479) become ports the kernel
 # just gave us, since other runs share this machine; paths stay relative.
 set -u
@@ -103,5 +106,26 @@ check 'kill -0 $rpid && kill -0 $w1 && kill -0 $w2' "reference config: a daemon 
 kill "$rpid" "$w1" "$w2" 2>/dev/null
 wait "$rpid" "$w1" "$w2" 2>/dev/null
 cd "$T" || exit 1
+
+# ---- the pipeline example, as written -------------------------------------------
+mkdir -p "$T/pipe"
+block pipeline-config >"$T/pipe/altar.yaml" || fail "README: no pipeline-config block"
+block pipeline-run >"$T/pipe/run.sh" || fail "README: no pipeline-run block"
+(cd "$T/pipe" && PATH="$BIN_DIR:$PATH" exec setsid sh -e run.sh >"$T/pipe.out" 2>"$T/pipe.err") &
+group=$!
+i=0
+while kill -0 "$group" 2>/dev/null && [ $i -lt 3000 ]; do i=$((i + 1)); sleep 0.1; done
+if kill -0 "$group" 2>/dev/null; then
+  fail "the pipeline example did not finish in 300 s: $(tail -5 "$T/pipe.err")"
+else
+  wait "$group"
+  rc=$?
+  check '[ $rc = 0 ]' "the pipeline example exited $rc: $(tail -8 "$T/pipe.err")"
+fi
+group=""
+check 'grep -q "stage 3: 1 follow-up task of kind report" "$T/pipe.err"' "--wait did not reach the report: $(grep submit "$T/pipe.err" | tail -4)"
+check 'grep -q "stage 1: fold: 3 fired" "$T/pipe.out" && grep -q "stage 3: report: 1 fired" "$T/pipe.out"' \
+  "status shows no stages: $(cat "$T/pipe.out")"
+check '[ "$(grep -c "^model-[123] fold [0-4]$" "$T/pipe.out")" = 15 ]' "the report does not hold the 15 fold lines: $(tail -15 "$T/pipe.out")"
 
 altar_test_end readme

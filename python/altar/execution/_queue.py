@@ -53,6 +53,8 @@ class GroupEvent:
     shards: list[TaskHandle] = field(default_factory=list)
     ts: float = 0.0
     failures: list[tuple[str, TaskFailure]] = field(default_factory=list)
+    # fired, of a kind with a next stage (or event_outputs: true): what the members wrote
+    outputs: list[Transfer] = field(default_factory=list)
 
     @property
     def fired(self) -> bool:
@@ -115,7 +117,8 @@ def group_event_from_json(text: str) -> GroupEvent:
     d = json.loads(text)
     return GroupEvent(event=d["event"], event_id=d["event_id"], kind=d["kind"], group_key=d["group_key"],
                       shards=[_handle(h) for h in d.get("shards") or []], ts=float(d.get("ts") or 0.0),
-                      failures=[(f["external_id"], _failure(f["failure"])) for f in d.get("failures") or []])
+                      failures=[(f["external_id"], _failure(f["failure"])) for f in d.get("failures") or []],
+                      outputs=[_transfer_from(t) for t in d.get("outputs") or []])
 
 
 def _spec_json(item: ContainerTaskSpec | Mapping[str, Any]) -> str:
