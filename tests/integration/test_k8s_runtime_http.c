@@ -291,6 +291,71 @@ static void test_retries(void) {
   altar_k8s_runtime_free(rt);
 }
 
+/* Reaps until n creates have finished (bounded by the retries and their
+ * capped backoff, never by a sleep the test chose). */
+static size_t reap_all(altar_k8s_runtime_t *rt, altar_k8s_create_done_t *done, size_t n) {
+  size_t got = 0;
+  for (int round = 0; got < n && round < 1000; round++) {
+    int k = altar_k8s_runtime_create_reap(rt, 200, done + got, n - got);
+    CU_ASSERT(k >= 0);
+    if (k > 0) got += (size_t)k;
+  }
+  return got;
+}
+
+/* Creates in flight (the multi interface): 429 with Retry-After and 5xx are
+ * retried per create, a conflict is ALTAR_EJOBEXISTS, a rejection EINVAL,
+ * and more failures than retries a retriable error — each for its own id. */
+static void test_multi_creates(void) {
+  ctl0("reset", NULL);
+  altar_k8s_runtime_t *rt = runtime_for(AUTH_TOKEN, 3, 0);
+  altar_error_t err = {0};
+  ctl0("fail", json_pack("{s:i, s:i, s:i}", "count", 1, "code", 429, "retry_after", 1));
+  ctl0("fail", json_pack("{s:i, s:i}", "count", 1, "code", 503));
+  const char *names[] = {"m-1", "m-2", "m-3"};
+  for (uint64_t i = 0; i < 3; i++) {
+    json_t *m = job_manifest(names[i], "x");
+    CU_ASSERT_EQUAL(altar_k8s_runtime_create_start(rt, m, "default", 10 + i, &err), 0);
+    json_decref(m);
+  }
+  altar_k8s_create_done_t done[4];
+  CU_ASSERT_EQUAL_FATAL(reap_all(rt, done, 3), 3);
+  bool seen[3] = {false};
+  for (size_t i = 0; i < 3; i++) {
+    CU_ASSERT_EQUAL(done[i].rc, 0);
+    CU_ASSERT(done[i].id >= 10 && done[i].id < 13);
+    if (done[i].id >= 10 && done[i].id < 13) {
+      seen[done[i].id - 10] = true;
+      CU_ASSERT_STRING_EQUAL(done[i].name, names[done[i].id - 10]);
+    }
+    CU_ASSERT_EQUAL(strlen(done[i].uid), 36);
+    free(done[i].name);
+  }
+  CU_ASSERT(seen[0] && seen[1] && seen[2]);
+  CU_ASSERT_EQUAL(count_requests("POST", "/jobs"), 5); /* 3 + the two retried */
+  /* A conflict, a rejected manifest and an outlasting 502, side by side. */
+  json_t *again = job_manifest("m-1", "x");
+  json_t *bad = json_pack("{s:s, s:s, s:{}}", "apiVersion", "batch/v1", "kind", "Job", "metadata");
+  CU_ASSERT_EQUAL(altar_k8s_runtime_create_start(rt, again, "default", 1, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(reap_all(rt, done, 1), 1);
+  CU_ASSERT_EQUAL(done[0].rc, ALTAR_EJOBEXISTS);
+  CU_ASSERT_EQUAL(altar_k8s_runtime_create_start(rt, bad, "default", 2, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(reap_all(rt, done, 1), 1);
+  CU_ASSERT_EQUAL(done[0].rc, ALTAR_EINVAL);
+  ctl0("fail", json_pack("{s:i, s:i}", "count", 10, "code", 502));
+  json_t *m4 = job_manifest("m-4", "x");
+  CU_ASSERT_EQUAL(altar_k8s_runtime_create_start(rt, m4, "default", 3, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(reap_all(rt, done, 1), 1);
+  CU_ASSERT_EQUAL(done[0].rc, ALTAR_EBACKEND);
+  CU_ASSERT(done[0].err.retriable);
+  CU_ASSERT(strstr(done[0].err.msg, "502") != NULL);
+  json_decref(again);
+  json_decref(bad);
+  json_decref(m4);
+  ctl0("reset", NULL);
+  altar_k8s_runtime_free(rt);
+}
+
 static void test_timeout(void) {
   ctl0("reset", NULL);
   altar_k8s_runtime_t *rt = runtime_for(AUTH_TOKEN, 0, 300);
@@ -360,6 +425,7 @@ static void add(void) {
   ALTAR_SUITE("k8s_runtime_http", suite_init, suite_clean);
   ALTAR_TEST(test_tls_verified);
   ALTAR_TEST(test_retries);
+  ALTAR_TEST(test_multi_creates);
   ALTAR_TEST(test_timeout);
   ALTAR_TEST(test_kubeconfig_errors);
 }
