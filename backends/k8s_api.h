@@ -173,6 +173,12 @@ void altar_k8s_watch_stats(altar_k8s_watch_t *w, altar_k8s_watch_stats_t *pstats
  * and drop the current connection now. */
 void altar_k8s_watch_test_resume_from(altar_k8s_watch_t *w, const char *rv);
 
+/* Tests and fuzzing: a watch with no thread and no server, synced, and
+ * the stream's bytes fed to it as the server would send them; -1 when the
+ * stream would be cut (an oversized line, an ERROR event). */
+altar_k8s_watch_t *altar__k8s_watch_test_new(void);
+int altar__k8s_watch_test_feed(altar_k8s_watch_t *w, const char *p, size_t n, bool *pexpired);
+
 /* A Job's state read from its status the way altar_k8s_job_info_from_json
  * reads it. */
 altar_state_t altar_k8s_job_state_from_json(const json_t *job);

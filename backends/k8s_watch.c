@@ -460,6 +460,23 @@ void altar_k8s_watch_stats(altar_k8s_watch_t *w, altar_k8s_watch_stats_t *pstats
   pthread_mutex_unlock(&w->mu);
 }
 
+altar_k8s_watch_t *altar__k8s_watch_test_new(void) {
+  altar_k8s_watch_t *w = calloc(1, sizeof *w);
+  if (!w) return NULL;
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->cv, NULL);
+  atomic_init(&w->stop, false);
+  atomic_init(&w->drop, false);
+  w->synced = true;
+  return w;
+}
+
+int altar__k8s_watch_test_feed(altar_k8s_watch_t *w, const char *p, size_t n, bool *pexpired) {
+  size_t took = on_stream((char *)p, 1, n, w);
+  *pexpired = w->expired;
+  return took == n ? 0 : -1;
+}
+
 void altar_k8s_watch_test_resume_from(altar_k8s_watch_t *w, const char *rv) {
   pthread_mutex_lock(&w->mu);
   if (rv_ok(rv)) snprintf(w->forced_rv, sizeof w->forced_rv, "%s", rv);
