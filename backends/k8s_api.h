@@ -195,9 +195,10 @@ altar_state_t altar_k8s_job_state_from_json(const json_t *job);
 typedef struct altar_k8s_runtime_ops {
   const char *name;
   /* Creates the Job `manifest` describes in ns and returns its server-side
-   * name in *pname (malloc'd). The Job keeps metadata.annotations.
+   * name in *pname and its uid in *puid (both malloc'd; *puid stays NULL
+   * when the answer has none). The Job keeps metadata.annotations.
    * ALTAR_EJOBEXISTS when a Job of that name already exists. */
-  int (*create_job)(void *impl, const json_t *manifest, const char *ns, char **pname,
+  int (*create_job)(void *impl, const json_t *manifest, const char *ns, char **pname, char **puid,
                     altar_error_t *err);
   /* Every Job in ns matching label_selector (NULL = all), without blocking.
    * *pjobs is an array of *pn infos (NULL when none); free with
@@ -257,8 +258,9 @@ altar_k8s_runtime_t *altar_k8s_runtime_new(const altar_k8s_runtime_ops_t *ops, v
 void altar_k8s_runtime_free(altar_k8s_runtime_t *rt);
 
 /* Callers go through these; they apply the defaults named above. */
+/* puid may be NULL (the uid is not wanted). */
 int altar_k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns,
-                                 char **pname, altar_error_t *err);
+                                 char **pname, char **puid, altar_error_t *err);
 int altar_k8s_runtime_list_jobs(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
                                 altar_k8s_job_info_t **pjobs, size_t *pn, altar_error_t *err);
 int altar_k8s_runtime_read_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,

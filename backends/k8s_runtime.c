@@ -76,9 +76,13 @@ void altar_k8s_runtime_free(altar_k8s_runtime_t *rt) {
 }
 
 int altar_k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns,
-                                 char **pname, altar_error_t *err) {
+                                 char **pname, char **puid, altar_error_t *err) {
   *pname = NULL;
-  return rt->ops->create_job(rt->impl, manifest, ns, pname, err);
+  char *uid = NULL;
+  int rc = rt->ops->create_job(rt->impl, manifest, ns, pname, &uid, err);
+  if (puid) *puid = uid;
+  else free(uid);
+  return rc;
 }
 
 int altar_k8s_runtime_list_jobs(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,

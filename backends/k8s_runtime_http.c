@@ -260,7 +260,8 @@ static json_t *parse_body(const resp_t *r, const char *what, altar_error_t *err)
   return v;
 }
 
-static int h_create(void *impl, const json_t *manifest, const char *ns, char **pname, altar_error_t *err) {
+static int h_create(void *impl, const json_t *manifest, const char *ns, char **pname, char **puid,
+                    altar_error_t *err) {
   http_rt_t *rt = impl;
   int rc = check_name("namespace", ns, err);
   if (rc) return rc;
@@ -280,8 +281,9 @@ static int h_create(void *impl, const json_t *manifest, const char *ns, char **p
     } else if (status == 200 || status == 201 || status == 202) {
       json_t *job = parse_body(&r, what, err);
       const char *got = json_string_value(json_object_get(json_object_get(job, "metadata"), "name"));
+      const char *uid = json_string_value(json_object_get(json_object_get(job, "metadata"), "uid"));
       if (!job) rc = ALTAR_EDECODE;
-      else if (!(*pname = strdup(got ? got : (name ? name : ""))))
+      else if (!(*pname = strdup(got ? got : (name ? name : ""))) || (uid && !(*puid = strdup(uid))))
         rc = altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
       json_decref(job);
     } else {

@@ -57,11 +57,13 @@ static int create_settled(altar_k8s_t *k, const json_t *manifest, const char *na
       delay = delay * 2 < SETTLE_DELAY_MAX_S ? delay * 2 : SETTLE_DELAY_MAX_S;
     }
     if (round > 0 || create_first) {
-      char *created = NULL;
+      char *created = NULL, *uid = NULL;
       altar_error_t cerr = {0};
-      rc = altar_k8s_runtime_create_job(k->rt, manifest, k->ns, &created, &cerr);
+      rc = altar_k8s_runtime_create_job(k->rt, manifest, k->ns, &created, &uid, &cerr);
       if (rc == ALTAR_OK) {
         *pname = created ? created : strdup(name);
+        if (uid && strlen(uid) < 40) memcpy(puid, uid, strlen(uid) + 1);
+        free(uid);
         if (!*pname) rc = altar_error_set(err, ALTAR_ENOMEM, "job %s: out of memory", name);
         break;
       }

@@ -278,7 +278,7 @@ static void test_retries(void) {
   ctl0("fail", json_pack("{s:i, s:i}", "count", 1, "code", 500));
   json_t *m = job_manifest("r-1", "x");
   char *name = NULL;
-  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, &err), 0);
+  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
   free(name);
   json_decref(m);
   /* Bounded: more failures than retries is an error, marked retriable. */

@@ -87,7 +87,8 @@ static fake_job_t *fake_add(fake_t *f, const char *name, altar_state_t state, co
   return j;
 }
 
-static int f_create(void *impl, const json_t *manifest, const char *ns, char **pname, altar_error_t *err) {
+static int f_create(void *impl, const json_t *manifest, const char *ns, char **pname, char **puid,
+                    altar_error_t *err) {
   fake_t *f = impl;
   (void)ns;
   const json_t *meta = json_object_get(manifest, "metadata");
@@ -105,6 +106,7 @@ static int f_create(void *impl, const json_t *manifest, const char *ns, char **p
       altar_strmap_set(&j->info.annotations, k, json_string_value(v));
   j->manifest = json_deep_copy(manifest);
   *pname = strdup(name);
+  *puid = strdup(j->info.uid);
   return 0;
 }
 
