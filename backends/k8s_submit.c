@@ -2,7 +2,9 @@
  * its name. The name comes from the spec, so a Job of that name is the same
  * work: adopted while active with the same manifest, replaced once finished
  * (its inputs may have changed since), refused when active with another
- * manifest. */
+ * manifest. submit_start does the same with creates in flight: the create
+ * is queued and its answer read later (a conflict is then settled in turn,
+ * the same way, by the call that reads it). */
 #include "k8s_int.h"
 
 #include "altar/grow.h"
