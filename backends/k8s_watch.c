@@ -37,6 +37,7 @@ struct altar_k8s_watch {
   char forced_rv[RV_MAX]; /* test hook: resume from this version */
   atomic_bool stop, drop;
   /* Stream state: the watch thread's alone. */
+  CURL *cur; /* the watch request in progress (NULL when fed by a test) */
   char rv[RV_MAX];
   altar_buf_t line;
   bool expired, ended, bad_stream;
@@ -192,6 +193,9 @@ static void on_line(altar_k8s_watch_t *w, const char *p, size_t n) {
 static size_t on_stream(char *p, size_t size, size_t nmemb, void *ud) {
   altar_k8s_watch_t *w = ud;
   size_t len = size * nmemb;
+  long code = 200;
+  if (w->cur) curl_easy_getinfo(w->cur, CURLINFO_RESPONSE_CODE, &code);
+  if (code != 200) return len; /* an error's Status body is no event stream */
   if (w->line.len + len > WATCH_LINE_MAX) {
     w->bad_stream = true;
     return 0;
@@ -256,7 +260,9 @@ static int watch_once(altar_k8s_watch_t *w, altar_error_t *err) {
   curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 20L);
   curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 5L);
   altar__k8s_http_tls(w->rt, c, 0);
+  w->cur = c;
   CURLcode cc = curl_easy_perform(c);
+  w->cur = NULL;
   long status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   int rc = ALTAR_OK;
