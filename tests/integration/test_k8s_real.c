@@ -23,7 +23,6 @@
 #include "testutil.h"
 
 #include <curl/curl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1011,17 +1010,10 @@ static void test_watch_survives_apiserver_restart(void) {
   while (altar_k8s_submits_in_flight(k)) altar_k8s_submit_drive(k, 200);
   altar_k8s_watch_stats_t before;
   altar_k8s_watch_stats(altar_k8s_watch(k), &before);
-  char pidfile[1100];
-  pathof(pidfile, sizeof pidfile, "run/kube-apiserver.pid");
-  FILE *f = fopen(pidfile, "r");
-  long pid = 0;
-  CU_ASSERT_FATAL(f && fscanf(f, "%ld", &pid) == 1 && pid > 1);
-  fclose(f);
-  CU_ASSERT_EQUAL_FATAL(kill((pid_t)pid, SIGTERM), 0);
-  for (int i = 0; i < 600 && kill((pid_t)pid, 0) == 0; i++) sleep_ms(100);
-  CU_ASSERT_FATAL(kill((pid_t)pid, 0) != 0);
+  /* The script stops the API server by its pid and starts it over the same
+   * etcd; the Jobs go on meanwhile only as far as the controllers can. */
   char cmd[2400];
-  snprintf(cmd, sizeof cmd, "ALTAR_K8S_DIR='%s' bash '%s/scripts/services/k8s.sh' start >&2", kdir, src);
+  snprintf(cmd, sizeof cmd, "ALTAR_K8S_DIR='%s' bash '%s/scripts/services/k8s.sh' restart-apiserver >&2", kdir, src);
   CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
   expect_all_succeeded(k, hs, N);
   altar_k8s_watch_stats_t after;
