@@ -430,7 +430,7 @@ typedef struct altar_k8s_config {
 } altar_k8s_config_t;
 
 /* The creates in flight by default: measured on the control plane of
- * scripts/services/k8s.sh (README, "Kubernetes at scale"). */
+ * scripts/services/k8s.sh (README, "Performance"). */
 #define ALTAR_K8S_DEFAULT_SUBMIT_WINDOW 16
 #define ALTAR_K8S_MAX_SUBMIT_WINDOW 256
 #define ALTAR_K8S_DEFAULT_POD_WAIT_INTERVAL_MS 2000
