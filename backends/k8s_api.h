@@ -14,7 +14,6 @@
 #define ALTAR_BACKENDS_K8S_API_H
 
 #include "altar/plugin/backend.h"
-#include "altar/plugin/backend.h"
 #include "altar/error.h"
 #include "altar/task.h"
 
@@ -105,6 +104,85 @@ int altar_k8s_node_info_from_json(const json_t *node, altar_k8s_node_info_t *inf
  * rounded down; false when q is not a quantity. */
 bool altar_k8s_quantity_count(const char *q, int64_t *pcount);
 
+/* ---- creates in flight and the Job watch (optional runtime parts) ---- */
+
+/* One create that finished: the id it was started under, create_job's
+ * return code and error, and the server-side name on success (malloc'd;
+ * the receiver frees it), with its uid. */
+typedef struct altar_k8s_create_done {
+  uint64_t id;
+  int rc;
+  char *name;
+  char uid[40]; /* the new Job's uid ("" when the answer had none) */
+  altar_error_t err;
+} altar_k8s_create_done_t;
+
+/* What a watch knows of one Job name. */
+typedef enum altar_k8s_seen {
+  ALTAR_K8S_SEEN_UNKNOWN = 0, /* never listed nor watched */
+  ALTAR_K8S_SEEN_LIVE = 1,
+  ALTAR_K8S_SEEN_DELETED = 2, /* reported deleted, or absent from a relist */
+} altar_k8s_seen_t;
+
+typedef struct altar_k8s_watch_view {
+  altar_k8s_seen_t seen;
+  altar_state_t state;
+} altar_k8s_watch_view_t;
+
+/* Counters a test or benchmark reads (altar_k8s_watch_stats). */
+typedef struct altar_k8s_watch_stats {
+  uint64_t lists;      /* full lists, the first included */
+  uint64_t expired;    /* relists forced by 410 Gone / an expired version */
+  uint64_t reconnects; /* watch requests after the first of a list */
+  uint64_t events;     /* ADDED, MODIFIED and DELETED applied */
+  uint64_t deleted;    /* DELETED events applied */
+  uint64_t bookmarks;
+  uint64_t bad_events; /* lines that were not a well-formed event: skipped */
+} altar_k8s_watch_stats_t;
+
+/* A Job watch: one thread lists the namespace's Jobs matching the selector
+ * once, then watches from that list's resourceVersion (bookmarks on),
+ * resumes from the last version it saw after a dropped connection, and
+ * lists again only when the server says the version has expired. It keeps
+ * a map name → state that the calls below read; every call is thread-safe. */
+typedef struct altar_k8s_watch altar_k8s_watch_t;
+
+/* Stops the thread (within about a second) and frees everything. NULL is fine. */
+void altar_k8s_watch_close(altar_k8s_watch_t *w);
+/* Whether the first list has been read (before that the map knows nothing). */
+bool altar_k8s_watch_synced(altar_k8s_watch_t *w);
+/* What the map holds for each of n names, into pviews (n entries): one
+ * hash lookup per name under one lock. */
+void altar_k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size_t n,
+                            altar_k8s_watch_view_t *pviews);
+/* Records a Job this process created or adopted (from the server's answer),
+ * so a poll right after submit finds it before its watch event. An entry
+ * the watch already holds for the same uid is left alone; events for other
+ * uids are ignored until the watch reports this one (a lagging event of an
+ * older Job of the same name must not stand for the new one). */
+int altar_k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid, altar_state_t state);
+/* Blocks up to timeout_ms until the map changed after generation *pgen;
+ * *pgen is updated. 1 changed, 0 timed out. */
+int altar_k8s_watch_wait(altar_k8s_watch_t *w, uint64_t *pgen, int timeout_ms);
+/* The change generation now. */
+uint64_t altar_k8s_watch_generation(altar_k8s_watch_t *w);
+/* Active (pending or running) Jobs whose altar.dev/pool label is pool_label. */
+int64_t altar_k8s_watch_active(altar_k8s_watch_t *w, const char *pool_label);
+void altar_k8s_watch_stats(altar_k8s_watch_t *w, altar_k8s_watch_stats_t *pstats);
+/* Tests: resume the next watch from version rv (e.g. one long compacted)
+ * and drop the current connection now. */
+void altar_k8s_watch_test_resume_from(altar_k8s_watch_t *w, const char *rv);
+
+/* Tests and fuzzing: a watch with no thread and no server, synced, and
+ * the stream's bytes fed to it as the server would send them; -1 when the
+ * stream would be cut (an oversized line, an ERROR event). */
+altar_k8s_watch_t *altar__k8s_watch_test_new(void);
+int altar__k8s_watch_test_feed(altar_k8s_watch_t *w, const char *p, size_t n, bool *pexpired);
+
+/* A Job's state read from its status the way altar_k8s_job_info_from_json
+ * reads it. */
+altar_state_t altar_k8s_job_state_from_json(const json_t *job);
+
 /* ---- KubernetesRuntime ---- */
 
 /* The vtable. `impl` is the runtime's own state. Required: create_job,
@@ -117,9 +195,10 @@ bool altar_k8s_quantity_count(const char *q, int64_t *pcount);
 typedef struct altar_k8s_runtime_ops {
   const char *name;
   /* Creates the Job `manifest` describes in ns and returns its server-side
-   * name in *pname (malloc'd). The Job keeps metadata.annotations.
+   * name in *pname and its uid in *puid (both malloc'd; *puid stays NULL
+   * when the answer has none). The Job keeps metadata.annotations.
    * ALTAR_EJOBEXISTS when a Job of that name already exists. */
-  int (*create_job)(void *impl, const json_t *manifest, const char *ns, char **pname,
+  int (*create_job)(void *impl, const json_t *manifest, const char *ns, char **pname, char **puid,
                     altar_error_t *err);
   /* Every Job in ns matching label_selector (NULL = all), without blocking.
    * *pjobs is an array of *pn infos (NULL when none); free with
@@ -152,6 +231,16 @@ typedef struct altar_k8s_runtime_ops {
    * node of the cluster; *pnodes (free with altar_k8s_node_infos_free) may
    * be NULL with *pn 0. Needs list permission on nodes (a ClusterRole). */
   int (*list_nodes)(void *impl, altar_k8s_node_info_t **pnodes, size_t *pn, altar_error_t *err);
+  /* Optional pair (NULL: creates go through create_job, one at a time).
+   * create_start queues the create of manifest under id and returns once
+   * the request is on its way; create_reap drives the creates in flight
+   * for up to timeout_ms and moves up to max finished ones into pdone,
+   * returning how many (each with create_job's code: ALTAR_EJOBEXISTS on a
+   * name conflict). 429/5xx are retried inside with backoff. */
+  int (*create_start)(void *impl, const json_t *manifest, const char *ns, uint64_t id, altar_error_t *err);
+  int (*create_reap)(void *impl, int timeout_ms, altar_k8s_create_done_t *pdone, size_t max);
+  /* Optional (NULL: poll lists). Starts a Job watch on ns and selector. */
+  int (*watch_open)(void *impl, const char *ns, const char *selector, altar_k8s_watch_t **pw, altar_error_t *err);
   /* The namespace the runtime's credentials point at (kubeconfig context or
    * the service account's), or NULL. Owned by the runtime. */
   const char *(*default_namespace)(void *impl);
@@ -169,8 +258,9 @@ altar_k8s_runtime_t *altar_k8s_runtime_new(const altar_k8s_runtime_ops_t *ops, v
 void altar_k8s_runtime_free(altar_k8s_runtime_t *rt);
 
 /* Callers go through these; they apply the defaults named above. */
+/* puid may be NULL (the uid is not wanted). */
 int altar_k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns,
-                                 char **pname, altar_error_t *err);
+                                 char **pname, char **puid, altar_error_t *err);
 int altar_k8s_runtime_list_jobs(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
                                 altar_k8s_job_info_t **pjobs, size_t *pn, altar_error_t *err);
 int altar_k8s_runtime_read_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
@@ -185,6 +275,14 @@ const char *altar_k8s_runtime_default_namespace(altar_k8s_runtime_t *rt);
 /* list_pod_waits, or none when the runtime does not report them. */
 int altar_k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
                                      altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err);
+/* create_start / create_reap / watch_open: ALTAR_ENOTSUP (reap: 0) when the
+ * runtime lacks them. */
+int altar_k8s_runtime_create_start(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns, uint64_t id,
+                                   altar_error_t *err);
+int altar_k8s_runtime_create_reap(altar_k8s_runtime_t *rt, int timeout_ms, altar_k8s_create_done_t *pdone,
+                                  size_t max);
+int altar_k8s_runtime_watch_open(altar_k8s_runtime_t *rt, const char *ns, const char *selector,
+                                 altar_k8s_watch_t **pw, altar_error_t *err);
 /* list_nodes, or ALTAR_ENOTSUP when the runtime cannot list nodes. */
 int altar_k8s_runtime_list_nodes(altar_k8s_runtime_t *rt, altar_k8s_node_info_t **pnodes, size_t *pn,
                                  altar_error_t *err);
@@ -321,7 +419,21 @@ typedef struct altar_k8s_config {
   altar_k8s_clock_fn clock; /* NULL: CLOCK_MONOTONIC */
   altar_k8s_sleep_fn sleep; /* NULL: nanosleep */
   void *clock_ctx;
+  /* Creates in flight on one connection when the runtime can (submit_start;
+   * altar_k8s_config_init: ALTAR_K8S_DEFAULT_SUBMIT_WINDOW; 1..ALTAR_K8S_MAX_SUBMIT_WINDOW). */
+  int submit_window;
+  /* Observe Jobs with a watch when the runtime can (init: true). */
+  bool watch;
+  /* While a polled Job is pending, how often poll lists the pending pods
+   * for a wait reason (ms; init: ALTAR_K8S_DEFAULT_POD_WAIT_INTERVAL_MS). */
+  int64_t pod_wait_interval_ms;
 } altar_k8s_config_t;
+
+/* The creates in flight by default: measured on the control plane of
+ * scripts/services/k8s.sh (README, "Performance"). */
+#define ALTAR_K8S_DEFAULT_SUBMIT_WINDOW 16
+#define ALTAR_K8S_MAX_SUBMIT_WINDOW 256
+#define ALTAR_K8S_DEFAULT_POD_WAIT_INTERVAL_MS 2000
 
 /* Defaults as documented on each field. */
 void altar_k8s_config_init(altar_k8s_config_t *cfg);
@@ -379,7 +491,25 @@ int altar_k8s_render(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifes
  * ALTAR_EJOBEXISTS. Fills *ph (caller clears) with the Job name as
  * external_id and the spec's labels. */
 int altar_k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err);
-/* One list call for all handles; a Job absent from it is container_missing.
+/* Pipelined submit: renders and checks spec, waits while submit_window
+ * creates are in flight, queues the create and returns with *ph filled
+ * (the Job name is the spec's). What the server answers arrives through
+ * poll: a refused create is FAILED with the reason altar_reason_for_start_error
+ * gives for submit's error, after the same adopt / refuse / replace rules
+ * as altar_k8s_submit. Without a runtime that can keep creates in flight
+ * this is altar_k8s_submit. */
+int altar_k8s_submit_start(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err);
+/* Drives creates in flight for up to timeout_ms; 1 when one finished. */
+int altar_k8s_submit_drive(altar_k8s_t *k, int timeout_ms);
+/* How many creates are in flight. */
+size_t altar_k8s_submits_in_flight(const altar_k8s_t *k);
+/* The backend's watch, or NULL (none, or not started yet). */
+altar_k8s_watch_t *altar_k8s_watch(altar_k8s_t *k);
+/* Blocks up to timeout_ms for news a poll would find: 1 yes, 0 timed out. */
+int altar_k8s_wait_change(altar_k8s_t *k, int timeout_ms);
+/* With a watch: the watch's map for each handle (a Job absent from it gets
+ * one GET, and is container_missing when the server has no such Job).
+ * Without one: one list call for all handles; a Job absent from it is container_missing.
  * pst: n zeroed statuses the caller allocated and clears; on an error none
  * is left filled. */
 int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *pst,
@@ -411,7 +541,9 @@ int altar_k8s_collect_outputs(altar_k8s_t *k, const altar_transfer_t *outputs, s
  *   max_slots            JSON {"pool": n, …}
  *   gpu_resources        JSON {"pool": "vendor.com/gpu", …}
  *   settle_timeout_s, kubeconfig (path), context, in_cluster (auto|true|false),
- *   request_timeout_ms, max_retries
+ *   request_timeout_ms, max_retries,
+ *   submit_window (creates in flight, 1..256), watch (true|false),
+ *   pod_wait_interval_ms
  * data_root and slots are accepted and ignored (the volume is the cluster's;
  * max_slots bounds pools). Unknown keys are an error naming the key. */
 /* An ExecutionBackend around k (e.g. one built over a fake runtime); takes

@@ -11,6 +11,9 @@ void altar_k8s_config_init(altar_k8s_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->trust_verification_records = true;
   cfg->settle_timeout_s = ALTAR_K8S_SETTLE_TIMEOUT_S;
+  cfg->submit_window = ALTAR_K8S_DEFAULT_SUBMIT_WINDOW;
+  cfg->watch = true;
+  cfg->pod_wait_interval_ms = ALTAR_K8S_DEFAULT_POD_WAIT_INTERVAL_MS;
 }
 
 static void pool_clear(altar_k8s_pool_t *p) {
@@ -21,6 +24,10 @@ static void pool_clear(altar_k8s_pool_t *p) {
 
 void altar_k8s_free(altar_k8s_t *k) {
   if (!k) return;
+  /* The watch's thread uses the runtime: it goes first. */
+  altar_k8s_watch_close(k->watch);
+  altar__k8s_inflight_clear(k);
+  altar_strmap_clear(&k->outcome);
   altar_k8s_runtime_free(k->rt);
   free(k->ns);
   free(k->mount_root);
@@ -105,6 +112,18 @@ altar_k8s_t *altar_k8s_new(const altar_k8s_config_t *cfg, altar_k8s_runtime_t *r
     altar_error_set(err, ALTAR_EINVAL, "settle_timeout_s: must be >= 0");
     goto fail;
   }
+  if (cfg->submit_window < 1 || cfg->submit_window > ALTAR_K8S_MAX_SUBMIT_WINDOW) {
+    altar_error_set(err, ALTAR_EINVAL, "submit_window: want 1..%d creates in flight (got %d)",
+                    ALTAR_K8S_MAX_SUBMIT_WINDOW, cfg->submit_window);
+    goto fail;
+  }
+  if (cfg->pod_wait_interval_ms < 0) {
+    altar_error_set(err, ALTAR_EINVAL, "pod_wait_interval_ms: must be >= 0");
+    goto fail;
+  }
+  k->submit_window = cfg->submit_window;
+  k->watch_on = cfg->watch;
+  k->pod_wait_interval_ms = cfg->pod_wait_interval_ms;
   k->backoff_limit = cfg->backoff_limit;
   k->run_as_user = cfg->run_as_user;
   k->run_as_group = cfg->run_as_group;
@@ -220,6 +239,10 @@ static const char *kb_mount_root(altar_backend_t *be) { return K(be)->mount_root
 static int kb_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
   return altar_k8s_submit(K(be), spec, ph, err);
 }
+static int kb_submit_start(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
+  return altar_k8s_submit_start(K(be), spec, ph, err);
+}
+static int kb_wait_change(altar_backend_t *be, int timeout_ms) { return altar_k8s_wait_change(K(be), timeout_ms); }
 static int kb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
                    altar_error_t *err) {
   return altar_k8s_poll(K(be), hs, n, pst, err);
@@ -331,7 +354,8 @@ static const char *const kb_keys[] = {"namespace", "mount_root", "pvc_name", "im
                                       "in_cluster", "data_root", "slots", "backoff_limit", "run_as_user",
                                       "run_as_group", "fs_group", "trust_verification_records",
                                       "settle_timeout_s", "request_timeout_ms", "max_retries",
-                                      "pool_node_selectors", "max_slots", "gpu_resources", NULL};
+                                      "pool_node_selectors", "max_slots", "gpu_resources", "submit_window",
+                                      "watch", "pod_wait_interval_ms", NULL};
 
 static altar_k8s_t *kb_new(const altar_strmap_t *props, char *errstr, size_t sz) {
   altar_k8s_config_t cfg;
@@ -367,6 +391,15 @@ static altar_k8s_t *kb_new(const altar_strmap_t *props, char *errstr, size_t sz)
       cfg.settle_timeout_s = (double)iv;
     } else if (!strcmp(key, "request_timeout_ms")) rc = parse_i64(key, v, 1, &req_timeout, errstr, sz);
     else if (!strcmp(key, "max_retries")) rc = parse_i64(key, v, 0, &retries, errstr, sz);
+    else if (!strcmp(key, "submit_window")) {
+      rc = parse_i64(key, v, 1, &iv, errstr, sz);
+      if (!rc && iv > ALTAR_K8S_MAX_SUBMIT_WINDOW) {
+        snprintf(errstr, sz, "submit_window: want 1..%d creates in flight (got %s)", ALTAR_K8S_MAX_SUBMIT_WINDOW, v);
+        rc = ALTAR_EINVAL;
+      }
+      cfg.submit_window = (int)iv;
+    } else if (!strcmp(key, "watch")) rc = parse_bool(key, v, &cfg.watch, errstr, sz);
+    else if (!strcmp(key, "pod_wait_interval_ms")) rc = parse_i64(key, v, 0, &cfg.pod_wait_interval_ms, errstr, sz);
     else if (!strcmp(key, "pool_node_selectors") || !strcmp(key, "max_slots") || !strcmp(key, "gpu_resources"))
       rc = parse_pool_map(key, v, &pools, &n_pools, errstr, sz);
     else {
@@ -425,7 +458,9 @@ const altar_backend_ops_t altar_backend_kubernetes = {
     .collect_outputs = kb_collect,
     .mount_root = kb_mount_root,
     .submit = kb_submit,
+    .submit_start = kb_submit_start,
     .poll = kb_poll,
+    .wait_change = kb_wait_change,
     .cancel = kb_cancel,
 };
 

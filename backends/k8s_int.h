@@ -29,7 +29,27 @@ struct altar_k8s {
   altar_strmap_t wait_reason, wait_detail;
   /* When capacity may next ask for the nodes after a failed list (0: now). */
   double nodes_retry_at;
+  /* The watch (started on first use; none when the runtime cannot), and
+   * the generation poll last answered from, for wait_change. */
+  bool watch_on, watch_unavailable;
+  altar_k8s_watch_t *watch;
+  uint64_t polled_gen;
+  int64_t pod_wait_interval_ms;
+  double pod_waits_next; /* monotonic s */
+  /* Creates in flight (submit_start) and their outcome by Job name until a
+   * poll reports it: "" in flight, else "<rc> <message>" refused. */
+  int submit_window;
+  bool multi_unavailable;
+  struct altar__k8s_inflight *inflight;
+  size_t n_inflight, cap_inflight;
+  uint64_t next_id;
+  altar_strmap_t outcome;
 };
+
+/* The watch, started when the backend may and can have one (k8s_poll.c). */
+altar_k8s_watch_t *altar__k8s_watch_get(altar_k8s_t *k);
+/* Frees the creates in flight (k8s_submit.c). */
+void altar__k8s_inflight_clear(altar_k8s_t *k);
 
 /* The configured pool called name, or NULL. */
 const altar_k8s_pool_t *altar__k8s_pool(const altar_k8s_t *k, const char *name);

@@ -1,4 +1,5 @@
-/* poll, capacity and cancel: all built on one list call per namespace. */
+/* poll, capacity and cancel: answered from the Job watch when there is
+ * one, else from one list call per namespace. */
 #include "k8s_int.h"
 
 #include "altar/plugin/backend.h"
@@ -14,16 +15,27 @@ static const altar_k8s_job_info_t *find_job(const altar_k8s_job_info_t *jobs, si
   return NULL;
 }
 
-/* Refreshes what poll remembers of pending Jobs' waiting pods: one pod list
- * while any polled Job is pending. A failed list only loses the detail. */
-static void note_waits(altar_k8s_t *k, const altar_handle_t *hs, size_t n, const altar_k8s_job_info_t *jobs,
-                       size_t njobs) {
-  bool any_pending = false;
-  for (size_t i = 0; i < n && !any_pending; i++) {
-    const altar_k8s_job_info_t *job = find_job(jobs, njobs, hs[i].external_id);
-    any_pending = job && job->state == ALTAR_STATE_PENDING;
+altar_k8s_watch_t *altar__k8s_watch_get(altar_k8s_t *k) {
+  if (k->watch || !k->watch_on || k->watch_unavailable) return k->watch;
+  altar_error_t e = {0};
+  /* Not there (a runtime without watches, no thread): poll lists instead. */
+  if (altar_k8s_runtime_watch_open(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &k->watch, &e)) {
+    k->watch = NULL;
+    k->watch_unavailable = true;
   }
+  return k->watch;
+}
+
+altar_k8s_watch_t *altar_k8s_watch(altar_k8s_t *k) { return k->watch; }
+
+/* Refreshes what poll remembers of pending Jobs' waiting pods: one list of
+ * the pending pods, at most every pod_wait_interval_ms while a polled Job
+ * is pending. A failed list only loses the detail. */
+static void note_waits(altar_k8s_t *k, bool any_pending) {
   if (!any_pending) return;
+  double now = altar__k8s_now(k);
+  if (now < k->pod_waits_next) return;
+  k->pod_waits_next = now + (double)k->pod_wait_interval_ms / 1000.0;
   altar_k8s_pod_wait_t *waits = NULL;
   size_t nw = 0;
   altar_error_t werr = {0};
@@ -56,50 +68,137 @@ static altar_failure_t *with_remembered_wait(altar_k8s_t *k, const char *name, a
   return w;
 }
 
-int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *st,
-                   altar_error_t *err) {
-  if (!n) return ALTAR_OK;
+/* st from what is known of the Job `name`: found (in state), or gone. Pods
+ * are read only for a failed Job, to say why. */
+static int status_of(altar_k8s_t *k, const altar_handle_t *h, bool found, altar_state_t state, altar_status_t *st) {
+  const char *name = h->external_id;
+  altar_failure_t *f = NULL;
+  if (!found) {
+    /* A created Job is listed (or watched) at once, so an absent one was
+     * deleted and can never finish. */
+    state = ALTAR_STATE_FAILED;
+    forget_wait(k, name);
+    f = altar_failure_for_reason(ALTAR_REASON_CONTAINER_MISSING, "the job is no longer in the namespace");
+  } else if (state == ALTAR_STATE_FAILED) {
+    altar_error_t derr = {0};
+    if (altar_k8s_runtime_describe_failure(k->rt, name, k->ns, &f, &derr) || !f) {
+      /* The Job did fail; not knowing why is no reason to fail the probe. */
+      altar_failure_free(f);
+      f = altar_failure_for_reason(ALTAR_REASON_JOB_FAILED, derr.msg[0] ? derr.msg : NULL);
+    }
+    f = with_remembered_wait(k, name, f);
+    forget_wait(k, name);
+  } else if (state != ALTAR_STATE_PENDING) {
+    forget_wait(k, name);
+  }
+  /* altar_status_init takes f, also when it fails. */
+  if ((state == ALTAR_STATE_FAILED && !f) || altar_status_init(st, h, state, f)) return ALTAR_ENOMEM;
+  return ALTAR_OK;
+}
+
+/* A create still on its way (pending) or refused (failed with the reason
+ * submit would have returned); 0 when the name has no such outcome. */
+static int outcome_of(altar_k8s_t *k, const altar_handle_t *h, altar_status_t *st, bool *phad) {
+  const char *o = altar_strmap_get(&k->outcome, h->external_id);
+  *phad = o != NULL;
+  if (!o) return ALTAR_OK;
+  if (!*o) return altar_status_init(st, h, ALTAR_STATE_PENDING, NULL) ? ALTAR_ENOMEM : ALTAR_OK;
+  char *end;
+  long code = strtol(o, &end, 10);
+  const char *reason = altar_reason_for_start_error((int)code);
+  altar_failure_t *f = altar_failure_for_reason(reason, *end == ' ' ? end + 1 : end);
+  int rc = !f || altar_status_init(st, h, ALTAR_STATE_FAILED, f) ? ALTAR_ENOMEM : ALTAR_OK;
+  if (!rc) altar_strmap_remove(&k->outcome, h->external_id);
+  return rc;
+}
+
+/* Answers from the watch's map: one lookup per handle; a name the map has
+ * never seen costs one GET. */
+static int poll_watched(altar_k8s_t *k, altar_k8s_watch_t *w, const altar_handle_t *hs, size_t n,
+                        altar_status_t *st, size_t *pdone, altar_error_t *err) {
+  const char **names = calloc(n, sizeof *names);
+  altar_k8s_watch_view_t *views = calloc(n, sizeof *views);
+  int rc = names && views ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "poll: out of memory");
+  for (size_t i = 0; !rc && i < n; i++) names[i] = hs[i].external_id ? hs[i].external_id : "";
+  if (!rc) {
+    k->polled_gen = altar_k8s_watch_generation(w);
+    altar_k8s_watch_lookup(w, names, n, views);
+  }
+  bool any_pending = false;
+  for (size_t i = 0; !rc && i < n; i++) {
+    bool had = false;
+    rc = outcome_of(k, &hs[i], &st[i], &had);
+    if (rc || had) {
+      if (!rc) *pdone = i + 1;
+      continue;
+    }
+    bool found = views[i].seen == ALTAR_K8S_SEEN_LIVE;
+    altar_state_t state = views[i].state;
+    if (views[i].seen == ALTAR_K8S_SEEN_UNKNOWN) {
+      altar_k8s_job_info_t *job = NULL;
+      rc = altar_k8s_runtime_read_job(k->rt, names[i], k->ns, &job, err);
+      if (rc) break;
+      found = job != NULL;
+      if (job) state = job->state;
+      altar_k8s_job_info_free(job);
+    }
+    any_pending |= found && state == ALTAR_STATE_PENDING;
+    rc = status_of(k, &hs[i], found, state, &st[i]);
+    if (rc) rc = altar_error_set(err, ALTAR_ENOMEM, "poll: out of memory");
+    else *pdone = i + 1;
+  }
+  free(names);
+  free(views);
+  if (!rc) note_waits(k, any_pending);
+  return rc;
+}
+
+/* One list of every Job (no watch, or before its first list). */
+static int poll_listed(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *st, size_t *pdone,
+                       altar_error_t *err) {
   altar_k8s_job_info_t *jobs = NULL;
   size_t njobs = 0;
   int rc = altar_k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
   if (rc) return rc;
-  note_waits(k, hs, n, jobs, njobs);
-  size_t done = 0;
-  for (size_t i = 0; i < n && !rc; i++) {
+  bool any_pending = false;
+  for (size_t i = 0; i < n && !any_pending; i++) {
     const altar_k8s_job_info_t *job = find_job(jobs, njobs, hs[i].external_id);
-    altar_failure_t *f = NULL;
-    altar_state_t state;
-    if (!job) {
-      /* A created Job is listed at once, so an absent one was deleted and
-       * can never finish. */
-      state = ALTAR_STATE_FAILED;
-      forget_wait(k, hs[i].external_id);
-      f = altar_failure_for_reason(ALTAR_REASON_CONTAINER_MISSING, "the job is no longer in the namespace");
-    } else if (job->state == ALTAR_STATE_FAILED) {
-      state = ALTAR_STATE_FAILED;
-      altar_error_t derr = {0};
-      if (altar_k8s_runtime_describe_failure(k->rt, job->name, k->ns, &f, &derr) || !f) {
-        /* The Job did fail; not knowing why is no reason to fail the probe. */
-        altar_failure_free(f);
-        f = altar_failure_for_reason(ALTAR_REASON_JOB_FAILED, derr.msg[0] ? derr.msg : NULL);
-      }
-      f = with_remembered_wait(k, job->name, f);
-      forget_wait(k, job->name);
-    } else {
-      state = job->state;
-      if (state != ALTAR_STATE_PENDING) forget_wait(k, job->name);
+    any_pending = job && job->state == ALTAR_STATE_PENDING;
+  }
+  note_waits(k, any_pending);
+  for (size_t i = 0; i < n && !rc; i++) {
+    bool had = false;
+    rc = outcome_of(k, &hs[i], &st[i], &had);
+    if (!rc && !had) {
+      const altar_k8s_job_info_t *job = find_job(jobs, njobs, hs[i].external_id);
+      rc = status_of(k, &hs[i], job != NULL, job ? job->state : ALTAR_STATE_PENDING, &st[i]);
     }
-    /* altar_status_init takes f, also when it fails. */
-    if ((state == ALTAR_STATE_FAILED && !f) || altar_status_init(&st[i], &hs[i], state, f)) {
-      rc = altar_error_set(err, ALTAR_ENOMEM, "poll: out of memory");
-    } else {
-      done = i + 1;
-    }
+    if (rc) rc = altar_error_set(err, ALTAR_ENOMEM, "poll: out of memory");
+    else *pdone = i + 1;
   }
   altar_k8s_job_infos_free(jobs, njobs);
+  return rc;
+}
+
+int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *st,
+                   altar_error_t *err) {
+  if (!n) return ALTAR_OK;
+  altar_k8s_submit_drive(k, 0);
+  altar_k8s_watch_t *w = altar__k8s_watch_get(k);
+  size_t done = 0;
+  int rc = w && altar_k8s_watch_synced(w) ? poll_watched(k, w, hs, n, st, &done, err)
+                                          : poll_listed(k, hs, n, st, &done, err);
   if (rc)
     for (size_t i = 0; i < done; i++) altar_status_clear(&st[i]);
   return rc;
+}
+
+int altar_k8s_wait_change(altar_k8s_t *k, int timeout_ms) {
+  if (k->n_inflight) return altar_k8s_submit_drive(k, timeout_ms);
+  altar_k8s_watch_t *w = altar__k8s_watch_get(k);
+  if (!w) return ALTAR_ENOTSUP;
+  uint64_t gen = k->polled_gen;
+  return altar_k8s_watch_wait(w, &gen, timeout_ms);
 }
 
 /* The pools whose nodes bound them: a node selector, or a GPU pool. */
@@ -162,7 +261,9 @@ int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err
   }
   altar_k8s_job_info_t *jobs = NULL;
   size_t njobs = 0;
-  rc = altar_k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
+  altar_k8s_watch_t *w = altar__k8s_watch_get(k);
+  if (w && !altar_k8s_watch_synced(w)) w = NULL;
+  if (!w) rc = altar_k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
   for (size_t i = 0; i < k->n_pools && !rc; i++) {
     const altar_k8s_pool_t *p = &k->pools[i];
     int64_t free_slots = bound[i];
@@ -172,7 +273,7 @@ int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err
         rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
         break;
       }
-      int64_t active = 0;
+      int64_t active = w ? altar_k8s_watch_active(w, want) : 0;
       for (size_t j = 0; j < njobs; j++) {
         const char *pool = altar_strmap_get(&jobs[j].labels, ALTAR_K8S_POOL_LABEL);
         if (pool && !strcmp(pool, want) &&

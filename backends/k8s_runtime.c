@@ -76,9 +76,13 @@ void altar_k8s_runtime_free(altar_k8s_runtime_t *rt) {
 }
 
 int altar_k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns,
-                                 char **pname, altar_error_t *err) {
+                                 char **pname, char **puid, altar_error_t *err) {
   *pname = NULL;
-  return rt->ops->create_job(rt->impl, manifest, ns, pname, err);
+  char *uid = NULL;
+  int rc = rt->ops->create_job(rt->impl, manifest, ns, pname, &uid, err);
+  if (puid) *puid = uid;
+  else free(uid);
+  return rc;
 }
 
 int altar_k8s_runtime_list_jobs(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
@@ -161,6 +165,26 @@ int altar_k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, co
   return rt->ops->list_pod_waits(rt->impl, ns, label_selector, pwaits, pn, err);
 }
 
+int altar_k8s_runtime_create_start(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns, uint64_t id,
+                                   altar_error_t *err) {
+  if (!rt->ops->create_start || !rt->ops->create_reap)
+    return altar_error_set(err, ALTAR_ENOTSUP, "the %s runtime keeps no creates in flight", rt->ops->name);
+  return rt->ops->create_start(rt->impl, manifest, ns, id, err);
+}
+
+int altar_k8s_runtime_create_reap(altar_k8s_runtime_t *rt, int timeout_ms, altar_k8s_create_done_t *pdone,
+                                  size_t max) {
+  if (!rt->ops->create_reap) return 0;
+  return rt->ops->create_reap(rt->impl, timeout_ms, pdone, max);
+}
+
+int altar_k8s_runtime_watch_open(altar_k8s_runtime_t *rt, const char *ns, const char *selector,
+                                 altar_k8s_watch_t **pw, altar_error_t *err) {
+  *pw = NULL;
+  if (!rt->ops->watch_open) return altar_error_set(err, ALTAR_ENOTSUP, "the %s runtime cannot watch", rt->ops->name);
+  return rt->ops->watch_open(rt->impl, ns, selector, pw, err);
+}
+
 int altar_k8s_runtime_list_nodes(altar_k8s_runtime_t *rt, altar_k8s_node_info_t **pnodes, size_t *pn,
                                  altar_error_t *err) {
   *pnodes = NULL;
@@ -201,26 +225,28 @@ static bool has_condition(const json_t *conds, const char *type, const char **pr
   return false;
 }
 
+altar_state_t altar_k8s_job_state_from_json(const json_t *job) {
+  const json_t *status = json_object_get(job, "status");
+  const json_t *conds = json_object_get(status, "conditions");
+  if (has_condition(conds, "Complete", NULL, NULL) || has_condition(conds, "SuccessCriteriaMet", NULL, NULL))
+    return ALTAR_STATE_SUCCEEDED;
+  if (has_condition(conds, "Failed", NULL, NULL) || has_condition(conds, "FailureTarget", NULL, NULL))
+    return ALTAR_STATE_FAILED;
+  if (json_integer_value(json_object_get(status, "active")) > 0) {
+    /* "active" also counts pods still being scheduled or pulling; "ready"
+     * (when the server reports it) says which have started. */
+    json_t *ready = json_object_get(status, "ready");
+    return !json_is_integer(ready) || json_integer_value(ready) > 0 ? ALTAR_STATE_RUNNING : ALTAR_STATE_PENDING;
+  }
+  return ALTAR_STATE_PENDING;
+}
+
 int altar_k8s_job_info_from_json(const json_t *job, altar_k8s_job_info_t *info, altar_error_t *err) {
   memset(info, 0, sizeof *info);
   const json_t *meta = json_object_get(job, "metadata");
   const char *name = jstr(meta, "name");
   if (!name) return altar_error_set(err, ALTAR_EDECODE, "job.metadata.name: missing");
-  const json_t *status = json_object_get(job, "status");
-  const json_t *conds = json_object_get(status, "conditions");
-  if (has_condition(conds, "Complete", NULL, NULL) ||
-      has_condition(conds, "SuccessCriteriaMet", NULL, NULL))
-    info->state = ALTAR_STATE_SUCCEEDED;
-  else if (has_condition(conds, "Failed", NULL, NULL) || has_condition(conds, "FailureTarget", NULL, NULL))
-    info->state = ALTAR_STATE_FAILED;
-  else if (json_integer_value(json_object_get(status, "active")) > 0) {
-    /* "active" also counts pods still being scheduled or pulling; "ready"
-     * (when the server reports it) says which have started. */
-    json_t *ready = json_object_get(status, "ready");
-    info->state = !json_is_integer(ready) || json_integer_value(ready) > 0 ? ALTAR_STATE_RUNNING : ALTAR_STATE_PENDING;
-  } else {
-    info->state = ALTAR_STATE_PENDING;
-  }
+  info->state = altar_k8s_job_state_from_json(job);
   info->name = strdup(name);
   const char *uid = jstr(meta, "uid");
   info->uid = uid ? strdup(uid) : NULL;

@@ -2,47 +2,33 @@
  * over HTTPS with libcurl (OpenSSL underneath). Bearer token or client
  * certificate; 429 and 5xx retried with capped exponential backoff; HTTP
  * statuses mapped to altar errors. Tokens never enter an error message. */
-#include "altar/buf.h"
 #include "altar/file_read.h"
-#include "k8s_int.h"
 #include "altar/grow.h"
+#include "k8s_http_int.h"
 
-#include <curl/curl.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* Largest response body accepted (a list of many Jobs is big, not unbounded). */
-#define MAX_RESPONSE (64u << 20)
 #define MAX_TOKEN (64u << 10)
 #define MAX_PAGES 10000
 
-typedef struct http_rt {
-  altar_k8s_http_config_t cfg;
-  CURL *curl;
-  pthread_mutex_t mu;
-} http_rt_t;
+typedef altar__k8s_http_t http_rt_t;
+typedef altar__k8s_resp_t resp_t;
 
-typedef struct resp {
-  altar_buf_t body;
-  bool too_big;
-  long retry_after_s; /* -1 when absent */
-} resp_t;
-
-static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+size_t altar__k8s_http_on_body(char *p, size_t size, size_t n, void *ud) {
   resp_t *r = ud;
-  size_t len = size * n;
-  if (r->body.len + len > MAX_RESPONSE) {
+  size_t len = size * n, max = r->max ? r->max : ALTAR_K8S_MAX_RESPONSE;
+  if (r->body.len + len > max) {
     r->too_big = true;
     return 0;
   }
   return altar_buf_append(&r->body, p, len) ? 0 : len;
 }
 
-static size_t on_header(char *p, size_t size, size_t n, void *ud) {
+size_t altar__k8s_http_on_header(char *p, size_t size, size_t n, void *ud) {
   resp_t *r = ud;
   size_t len = size * n;
   static const char name[] = "retry-after:";
@@ -54,7 +40,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     tmp[vlen] = '\0';
     char *end;
     long v = strtol(tmp, &end, 10);
-    if (end != tmp && v >= 0) r->retry_after_s = v;
+    /* Only delay-seconds; an HTTP-date falls back to our own backoff. */
+    if (end != tmp && v >= 0 && v < 86400) r->retry_after_s = v;
   }
   return len;
 }
@@ -84,31 +71,19 @@ static char *current_token(http_rt_t *rt, altar_error_t *err) {
   return buf;
 }
 
-/* The Status object's message, bounded, for error text. */
-static void status_message(const resp_t *r, char *out, size_t outsz) {
-  out[0] = '\0';
-  json_t *st = r->body.len ? json_loadb((const char *)r->body.data, r->body.len, 0, NULL) : NULL;
-  const char *msg = json_string_value(json_object_get(st, "message"));
-  if (msg) snprintf(out, outsz, "%s", msg);
-  json_decref(st);
-}
-
-static bool idempotent(const char *method) { return !strcmp(method, "GET"); }
-
-/* One API call with retries. *pstatus gets the final HTTP status; r the
- * body. Transport failures after the retries are errors; HTTP statuses are
- * left to the caller except 429/5xx that outlast the retries. */
-static int request(http_rt_t *rt, const char *method, const char *path, const char *body, long *pstatus,
-                   resp_t *r, altar_error_t *err) {
-  char url[2048];
-  if ((size_t)snprintf(url, sizeof url, "%s%s", rt->cfg.server, path) >= sizeof url)
-    return altar_error_set(err, ALTAR_EINVAL, "kubernetes API: request path too long");
+struct curl_slist *altar__k8s_http_headers(http_rt_t *rt, bool with_body, bool *pfailed, altar_error_t *err) {
+  *pfailed = false;
+  pthread_mutex_lock(&rt->cred_mu);
   char *token = current_token(rt, err);
-  if ((rt->cfg.token_file || rt->cfg.exec_argv) && !token && !rt->cfg.client_cert_pem)
-    return err && err->code ? err->code : ALTAR_ECONFIG;
+  bool need = (rt->cfg.token_file || rt->cfg.exec_argv) && !token && !rt->cfg.client_cert_pem;
+  pthread_mutex_unlock(&rt->cred_mu);
+  if (need) {
+    *pfailed = true;
+    return NULL;
+  }
   struct curl_slist *hdrs = NULL;
   hdrs = curl_slist_append(hdrs, "Accept: application/json");
-  if (body) hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+  if (with_body) hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
   if (token) {
     size_t len = strlen(token) + 32;
     char *auth = malloc(len);
@@ -121,6 +96,62 @@ static int request(http_rt_t *rt, const char *method, const char *path, const ch
     memset(token, 0, strlen(token));
     free(token);
   }
+  if (!hdrs) {
+    *pfailed = true;
+    altar_error_set(err, ALTAR_ENOMEM, "kubernetes API: out of memory");
+  }
+  return hdrs;
+}
+
+void altar__k8s_http_tls(http_rt_t *rt, CURL *c, long timeout_ms) {
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  if (timeout_ms > 0) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, rt->cfg.connect_timeout_ms);
+  if (rt->cfg.insecure_skip_tls_verify) {
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  pthread_mutex_lock(&rt->cred_mu);
+  if (rt->cfg.ca_pem) {
+    struct curl_blob b = {rt->cfg.ca_pem, rt->cfg.ca_pem_len, CURL_BLOB_COPY};
+    curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &b);
+  }
+  if (rt->cfg.client_cert_pem) {
+    struct curl_blob cb = {rt->cfg.client_cert_pem, rt->cfg.client_cert_len, CURL_BLOB_COPY};
+    curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cb);
+    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+    if (rt->cfg.client_key_pem) {
+      struct curl_blob kb = {rt->cfg.client_key_pem, rt->cfg.client_key_len, CURL_BLOB_COPY};
+      curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &kb);
+      curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+  }
+  pthread_mutex_unlock(&rt->cred_mu);
+}
+
+void altar__k8s_http_status_message(const resp_t *r, char *out, size_t outsz) {
+  out[0] = '\0';
+  json_t *st = r->body.len ? json_loadb((const char *)r->body.data, r->body.len, 0, NULL) : NULL;
+  const char *msg = json_string_value(json_object_get(st, "message"));
+  if (msg) snprintf(out, outsz, "%s", msg);
+  json_decref(st);
+}
+#define status_message altar__k8s_http_status_message
+
+static bool idempotent(const char *method) { return !strcmp(method, "GET"); }
+
+/* One API call with retries. *pstatus gets the final HTTP status; r the
+ * body. Transport failures after the retries are errors; HTTP statuses are
+ * left to the caller except 429/5xx that outlast the retries. */
+static int request(http_rt_t *rt, const char *method, const char *path, const char *body, long *pstatus,
+                   resp_t *r, altar_error_t *err) {
+  char url[2048];
+  if ((size_t)snprintf(url, sizeof url, "%s%s", rt->cfg.server, path) >= sizeof url)
+    return altar_error_set(err, ALTAR_EINVAL, "kubernetes API: request path too long");
+  bool failed = false;
+  struct curl_slist *hdrs = altar__k8s_http_headers(rt, body != NULL, &failed, err);
+  if (failed) return err && err->code ? err->code : ALTAR_ECONFIG;
   int rc = ALTAR_OK;
   long delay = rt->cfg.backoff_initial_ms;
   pthread_mutex_lock(&rt->mu);
@@ -131,8 +162,6 @@ static int request(http_rt_t *rt, const char *method, const char *path, const ch
     r->retry_after_s = -1;
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     if (body) {
@@ -141,30 +170,11 @@ static int request(http_rt_t *rt, const char *method, const char *path, const ch
     } else if (!strcmp(method, "GET")) {
       curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
     }
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, altar__k8s_http_on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, altar__k8s_http_on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, rt->cfg.timeout_ms);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, rt->cfg.connect_timeout_ms);
-    if (rt->cfg.insecure_skip_tls_verify) {
-      curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-      curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    if (rt->cfg.ca_pem) {
-      struct curl_blob b = {rt->cfg.ca_pem, rt->cfg.ca_pem_len, CURL_BLOB_COPY};
-      curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &b);
-    }
-    if (rt->cfg.client_cert_pem) {
-      struct curl_blob cb = {rt->cfg.client_cert_pem, rt->cfg.client_cert_len, CURL_BLOB_COPY};
-      curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cb);
-      curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
-      if (rt->cfg.client_key_pem) {
-        struct curl_blob kb = {rt->cfg.client_key_pem, rt->cfg.client_key_len, CURL_BLOB_COPY};
-        curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &kb);
-        curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
-      }
-    }
+    altar__k8s_http_tls(rt, c, rt->cfg.timeout_ms);
     CURLcode cc = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -172,7 +182,7 @@ static int request(http_rt_t *rt, const char *method, const char *path, const ch
     if (cc != CURLE_OK) {
       if (r->too_big) {
         rc = altar_error_set(err, ALTAR_ETOOBIG, "kubernetes API %s %s: response larger than %u bytes", method,
-                             path, MAX_RESPONSE);
+                             path, ALTAR_K8S_MAX_RESPONSE);
         break;
       }
       /* A request that never reached the server is safe to repeat; one that
@@ -206,8 +216,7 @@ static int request(http_rt_t *rt, const char *method, const char *path, const ch
   return rc;
 }
 
-/* The error for an unexpected status. */
-static int status_error(long status, const resp_t *r, const char *what, altar_error_t *err) {
+int altar__k8s_http_status_error(long status, const resp_t *r, const char *what, altar_error_t *err) {
   char msg[256];
   status_message(r, msg, sizeof msg);
   const char *sep = msg[0] ? ": " : "";
@@ -230,6 +239,8 @@ static int status_error(long status, const resp_t *r, const char *what, altar_er
   }
 }
 
+#define status_error altar__k8s_http_status_error
+
 /* Names and namespaces go into URL paths: only DNS-1123 characters. */
 static int check_name(const char *field, const char *s, altar_error_t *err) {
   size_t n = s ? strlen(s) : 0;
@@ -249,7 +260,8 @@ static json_t *parse_body(const resp_t *r, const char *what, altar_error_t *err)
   return v;
 }
 
-static int h_create(void *impl, const json_t *manifest, const char *ns, char **pname, altar_error_t *err) {
+static int h_create(void *impl, const json_t *manifest, const char *ns, char **pname, char **puid,
+                    altar_error_t *err) {
   http_rt_t *rt = impl;
   int rc = check_name("namespace", ns, err);
   if (rc) return rc;
@@ -269,8 +281,9 @@ static int h_create(void *impl, const json_t *manifest, const char *ns, char **p
     } else if (status == 200 || status == 201 || status == 202) {
       json_t *job = parse_body(&r, what, err);
       const char *got = json_string_value(json_object_get(json_object_get(job, "metadata"), "name"));
+      const char *uid = json_string_value(json_object_get(json_object_get(job, "metadata"), "uid"));
       if (!job) rc = ALTAR_EDECODE;
-      else if (!(*pname = strdup(got ? got : (name ? name : ""))))
+      else if (!(*pname = strdup(got ? got : (name ? name : ""))) || (uid && !(*puid = strdup(uid))))
         rc = altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
       json_decref(job);
     } else {
@@ -281,13 +294,8 @@ static int h_create(void *impl, const json_t *manifest, const char *ns, char **p
   return rc;
 }
 
-/* Called with each page of a paged list; 0 to go on. */
-typedef int (*page_fn)(void *ctx, const json_t *list, altar_error_t *err);
-
-/* GET collection?limit=…&labelSelector=…[&fieldSelector=…], following
- * continue tokens to the end; page() sees each page's object. */
-static int list_paged(http_rt_t *rt, const char *collection, const char *sel, const char *fsel, const char *what,
-                      page_fn page, void *ctx, altar_error_t *err) {
+int altar__k8s_http_list_paged(http_rt_t *rt, const char *collection, const char *sel, const char *fsel,
+                               const char *what, altar__k8s_page_fn page, void *ctx, altar_error_t *err) {
   char *esel = sel ? curl_easy_escape(rt->curl, sel, 0) : NULL;
   char *efsel = fsel ? curl_easy_escape(rt->curl, fsel, 0) : NULL;
   char *cont = NULL;
@@ -365,7 +373,7 @@ static int h_list(void *impl, const char *ns, const char *sel, altar_k8s_job_inf
   snprintf(what, sizeof what, "list jobs in namespace %s", ns);
   snprintf(coll, sizeof coll, "/apis/batch/v1/namespaces/%s/jobs", ns);
   job_acc_t a = {0};
-  rc = list_paged(rt, coll, sel, NULL, what, append_jobs, &a, err);
+  rc = altar__k8s_http_list_paged(rt, coll, sel, NULL, what, append_jobs, &a, err);
   if (rc) {
     altar_k8s_job_infos_free(a.jobs, a.n);
     return rc;
@@ -415,7 +423,7 @@ static int h_pod_waits(void *impl, const char *ns, const char *sel, altar_k8s_po
   snprintf(what, sizeof what, "list pending pods in namespace %s", ns);
   snprintf(coll, sizeof coll, "/api/v1/namespaces/%s/pods", ns);
   wait_acc_t a = {0};
-  rc = list_paged(rt, coll, sel, "status.phase=Pending", what, append_waits, &a, err);
+  rc = altar__k8s_http_list_paged(rt, coll, sel, "status.phase=Pending", what, append_waits, &a, err);
   if (rc) {
     altar_k8s_pod_waits_free(a.waits, a.n);
     return rc;
@@ -446,7 +454,7 @@ static int append_nodes(void *ctx, const json_t *list, altar_error_t *err) {
 static int h_nodes(void *impl, altar_k8s_node_info_t **pnodes, size_t *pn, altar_error_t *err) {
   http_rt_t *rt = impl;
   node_acc_t a = {0};
-  int rc = list_paged(rt, "/api/v1/nodes", NULL, NULL, "list nodes", append_nodes, &a, err);
+  int rc = altar__k8s_http_list_paged(rt, "/api/v1/nodes", NULL, NULL, "list nodes", append_nodes, &a, err);
   if (rc) {
     altar_k8s_node_infos_free(a.nodes, a.n);
     return rc;
@@ -548,13 +556,30 @@ static int h_describe(void *impl, const char *name, const char *ns, altar_failur
   return rc;
 }
 
+static int h_create_start(void *impl, const json_t *manifest, const char *ns, uint64_t id, altar_error_t *err) {
+  int rc = check_name("namespace", ns, err);
+  return rc ? rc : altar__k8s_multi_create_start(impl, manifest, ns, id, err);
+}
+
+static int h_create_reap(void *impl, int timeout_ms, altar_k8s_create_done_t *pdone, size_t max) {
+  return altar__k8s_multi_create_reap(impl, timeout_ms, pdone, max);
+}
+
+static int h_watch_open(void *impl, const char *ns, const char *selector, altar_k8s_watch_t **pw,
+                        altar_error_t *err) {
+  int rc = check_name("namespace", ns, err);
+  return rc ? rc : altar__k8s_watch_open(impl, ns, selector, pw, err);
+}
+
 static const char *h_namespace(void *impl) { return ((http_rt_t *)impl)->cfg.namespace_; }
 
 static void h_destroy(void *impl) {
   http_rt_t *rt = impl;
   if (!rt) return;
+  altar__k8s_multi_free(rt->multi);
   if (rt->curl) curl_easy_cleanup(rt->curl);
   pthread_mutex_destroy(&rt->mu);
+  pthread_mutex_destroy(&rt->cred_mu);
   altar_k8s_http_config_clear(&rt->cfg);
   free(rt);
 }
@@ -568,6 +593,9 @@ static const altar_k8s_runtime_ops_t http_ops = {
     .describe_failure = h_describe,
     .list_pod_waits = h_pod_waits,
     .list_nodes = h_nodes,
+    .create_start = h_create_start,
+    .create_reap = h_create_reap,
+    .watch_open = h_watch_open,
     .default_namespace = h_namespace,
     .destroy = h_destroy,
 };
@@ -593,6 +621,7 @@ altar_k8s_runtime_t *altar_k8s_http_runtime_new(altar_k8s_http_config_t *cfg, al
     return NULL;
   }
   pthread_mutex_init(&rt->mu, NULL);
+  pthread_mutex_init(&rt->cred_mu, NULL);
   rt->cfg = *cfg;
   altar_k8s_http_config_init(cfg);
   size_t n = strlen(rt->cfg.server);

@@ -2,9 +2,14 @@
  * its name. The name comes from the spec, so a Job of that name is the same
  * work: adopted while active with the same manifest, replaced once finished
  * (its inputs may have changed since), refused when active with another
- * manifest. */
+ * manifest. submit_start does the same with creates in flight: the create
+ * is queued and its answer read later (a conflict is then settled in turn,
+ * the same way, by the call that reads it). */
 #include "k8s_int.h"
 
+#include "altar/grow.h"
+
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,23 +24,28 @@ static int handle_for(const altar_spec_t *spec, const char *name, altar_handle_t
   return ALTAR_OK;
 }
 
-int altar_k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
-  memset(ph, 0, sizeof *ph);
-  int rc = altar_spec_validate(spec, err);
-  if (rc) return rc;
-  json_t *manifest = NULL;
-  rc = altar_k8s_render(k, spec, &manifest, err);
-  if (rc) return rc;
-  const char *name = json_string_value(json_object_get(json_object_get(manifest, "metadata"), "name"));
-  const char *digest = json_string_value(json_object_get(
-      json_object_get(json_object_get(manifest, "metadata"), "annotations"), ALTAR_K8S_MANIFEST_DIGEST_ANNOTATION));
-  if (!name || !digest) {
-    json_decref(manifest);
+/* The name and digest submit works with; NULL when extend_manifest removed them. */
+static int name_digest(const json_t *manifest, const char **pname, const char **pdigest, altar_error_t *err) {
+  const json_t *meta = json_object_get(manifest, "metadata");
+  *pname = json_string_value(json_object_get(meta, "name"));
+  *pdigest = json_string_value(json_object_get(json_object_get(meta, "annotations"), ALTAR_K8S_MANIFEST_DIGEST_ANNOTATION));
+  if (!*pname || !*pdigest)
     return altar_error_set(err, ALTAR_EINVAL, "manifest: metadata.name or the digest annotation was removed");
-  }
+  return ALTAR_OK;
+}
 
+/* Creates manifest's Job, settling a conflict over its name: an active Job
+ * of the same digest is adopted, one of another digest refused, a finished
+ * one deleted (uid precondition) and created again. create_first false: a
+ * create already met the conflict, so start by reading the Job. *pname gets
+ * the Job's name (malloc'd), puid its uid when known ("" otherwise). */
+static int create_settled(altar_k8s_t *k, const json_t *manifest, const char *name, const char *digest,
+                          bool create_first, char **pname, char puid[40], altar_error_t *err) {
+  *pname = NULL;
+  puid[0] = '\0';
   double deadline = altar__k8s_now(k) + k->settle_timeout_s, delay = SETTLE_DELAY_FIRST_S;
   const char *last = "no answer yet";
+  int rc = ALTAR_OK;
   for (int round = 0;; round++) {
     if (round > 0) {
       double now = altar__k8s_now(k);
@@ -48,18 +58,22 @@ int altar_k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *p
       altar__k8s_sleep(k, delay < deadline - now ? delay : deadline - now);
       delay = delay * 2 < SETTLE_DELAY_MAX_S ? delay * 2 : SETTLE_DELAY_MAX_S;
     }
-    char *created = NULL;
-    altar_error_t cerr = {0};
-    rc = altar_k8s_runtime_create_job(k->rt, manifest, k->ns, &created, &cerr);
-    if (rc == ALTAR_OK) {
-      rc = handle_for(spec, created ? created : name, ph, err);
+    if (round > 0 || create_first) {
+      char *created = NULL, *uid = NULL;
+      altar_error_t cerr = {0};
+      rc = altar_k8s_runtime_create_job(k->rt, manifest, k->ns, &created, &uid, &cerr);
+      if (rc == ALTAR_OK) {
+        *pname = created ? created : strdup(name);
+        if (uid && strlen(uid) < 40) memcpy(puid, uid, strlen(uid) + 1);
+        free(uid);
+        if (!*pname) rc = altar_error_set(err, ALTAR_ENOMEM, "job %s: out of memory", name);
+        break;
+      }
       free(created);
-      break;
-    }
-    free(created);
-    if (rc != ALTAR_EJOBEXISTS) {
-      if (err) *err = cerr;
-      break;
+      if (rc != ALTAR_EJOBEXISTS) {
+        if (err) *err = cerr;
+        break;
+      }
     }
     altar_k8s_job_info_t *job = NULL;
     rc = altar_k8s_runtime_read_job(k->rt, name, k->ns, &job, err);
@@ -72,7 +86,10 @@ int altar_k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *p
     if (job->state == ALTAR_STATE_PENDING || job->state == ALTAR_STATE_RUNNING) {
       const char *theirs = altar_strmap_get(&job->annotations, ALTAR_K8S_MANIFEST_DIGEST_ANNOTATION);
       if (theirs && !strcmp(theirs, digest)) {
-        rc = handle_for(spec, job->name, ph, err); /* adopt: the same work is already running */
+        /* adopt: the same work is already running */
+        if (job->uid && strlen(job->uid) < 40) memcpy(puid, job->uid, strlen(job->uid) + 1);
+        *pname = strdup(job->name);
+        if (!*pname) rc = altar_error_set(err, ALTAR_ENOMEM, "job %s: out of memory", name);
       } else {
         rc = altar_error_set(err, ALTAR_EJOBEXISTS,
                              "job %s in namespace %s: an active job of that name was rendered from a "
@@ -89,7 +106,156 @@ int altar_k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *p
     if (rc) break;
     last = "replacing a finished job";
   }
+  return rc;
+}
+
+/* Tells the watch about a Job this process made or adopted. */
+static void note(altar_k8s_t *k, const char *name, const char *uid) {
+  if (k->watch && uid && *uid) altar_k8s_watch_note(k->watch, name, uid, ALTAR_STATE_PENDING);
+}
+
+int altar_k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
+  memset(ph, 0, sizeof *ph);
+  int rc = altar_spec_validate(spec, err);
+  if (rc) return rc;
+  json_t *manifest = NULL;
+  rc = altar_k8s_render(k, spec, &manifest, err);
+  if (rc) return rc;
+  const char *name, *digest;
+  char *got = NULL, uid[40];
+  rc = name_digest(manifest, &name, &digest, err);
+  if (!rc) rc = create_settled(k, manifest, name, digest, true, &got, uid, err);
+  if (!rc) {
+    note(k, got, uid);
+    rc = handle_for(spec, got, ph, err);
+  }
+  free(got);
   json_decref(manifest);
+  if (rc) altar_handle_clear(ph);
+  return rc;
+}
+
+/* ---- creates in flight ---- */
+
+struct altar__k8s_inflight {
+  uint64_t id;
+  json_t *manifest;
+  char *name;
+  char digest[72];
+};
+
+void altar__k8s_inflight_clear(altar_k8s_t *k) {
+  for (size_t i = 0; i < k->n_inflight; i++) {
+    json_decref(k->inflight[i].manifest);
+    free(k->inflight[i].name);
+  }
+  free(k->inflight);
+  k->inflight = NULL;
+  k->n_inflight = k->cap_inflight = 0;
+}
+
+size_t altar_k8s_submits_in_flight(const altar_k8s_t *k) { return k->n_inflight; }
+
+/* Remembers a refused create for poll to report. */
+static void refused(altar_k8s_t *k, const char *name, int rc, const char *msg) {
+  char text[ALTAR_ERRMSG_MAX + 16];
+  snprintf(text, sizeof text, "%d %s", rc, msg ? msg : "");
+  altar_strmap_set(&k->outcome, name, text);
+}
+
+/* One finished create: done, or a conflict to settle, or refused. */
+static void absorb(altar_k8s_t *k, altar_k8s_create_done_t *d) {
+  size_t i = 0;
+  while (i < k->n_inflight && k->inflight[i].id != d->id) i++;
+  if (i == k->n_inflight) {
+    free(d->name);
+    return;
+  }
+  struct altar__k8s_inflight *f = &k->inflight[i];
+  if (d->rc == ALTAR_OK) {
+    note(k, d->name, d->uid);
+    altar_strmap_remove(&k->outcome, f->name);
+  } else if (d->rc == ALTAR_EJOBEXISTS) {
+    char *got = NULL, uid[40];
+    altar_error_t e = {0};
+    int rc = create_settled(k, f->manifest, f->name, f->digest, false, &got, uid, &e);
+    if (rc) refused(k, f->name, rc, e.msg);
+    else {
+      note(k, got, uid);
+      altar_strmap_remove(&k->outcome, f->name);
+    }
+    free(got);
+  } else {
+    refused(k, f->name, d->rc, d->err.msg);
+  }
+  free(d->name);
+  json_decref(f->manifest);
+  free(f->name);
+  k->inflight[i] = k->inflight[--k->n_inflight];
+}
+
+int altar_k8s_submit_drive(altar_k8s_t *k, int timeout_ms) {
+  if (!k->n_inflight) return 0;
+  altar_k8s_create_done_t done[64];
+  int n = altar_k8s_runtime_create_reap(k->rt, timeout_ms, done, sizeof done / sizeof *done);
+  for (int i = 0; i < n; i++) absorb(k, &done[i]);
+  return n > 0;
+}
+
+int altar_k8s_submit_start(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
+  if (k->submit_window <= 1 || k->multi_unavailable) return altar_k8s_submit(k, spec, ph, err);
+  memset(ph, 0, sizeof *ph);
+  int rc = altar_spec_validate(spec, err);
+  if (rc) return rc;
+  json_t *manifest = NULL;
+  rc = altar_k8s_render(k, spec, &manifest, err);
+  if (rc) return rc;
+  const char *name, *digest;
+  rc = name_digest(manifest, &name, &digest, err);
+  if (rc) {
+    json_decref(manifest);
+    return rc;
+  }
+  altar__k8s_watch_get(k); /* listing while we create */
+  const char *was = altar_strmap_get(&k->outcome, name);
+  if (was && !*was) { /* the same Job's create is on its way already */
+    rc = handle_for(spec, name, ph, err);
+    json_decref(manifest);
+    return rc;
+  }
+  while (k->n_inflight >= (size_t)k->submit_window) altar_k8s_submit_drive(k, 100);
+  if (ALTAR_GROW(k->inflight, k->cap_inflight, k->n_inflight + 1) || altar_strmap_set(&k->outcome, name, "")) {
+    json_decref(manifest);
+    return altar_error_set(err, ALTAR_ENOMEM, "job %s: out of memory", name);
+  }
+  uint64_t id = ++k->next_id;
+  rc = altar_k8s_runtime_create_start(k->rt, manifest, k->ns, id, err);
+  if (rc == ALTAR_ENOTSUP) {
+    k->multi_unavailable = true;
+    altar_strmap_remove(&k->outcome, name);
+    json_decref(manifest);
+    return altar_k8s_submit(k, spec, ph, err);
+  }
+  if (rc) {
+    altar_strmap_remove(&k->outcome, name);
+    json_decref(manifest);
+    return rc;
+  }
+  struct altar__k8s_inflight *f = &k->inflight[k->n_inflight];
+  memset(f, 0, sizeof *f);
+  f->id = id;
+  f->manifest = manifest;
+  snprintf(f->digest, sizeof f->digest, "%s", digest);
+  f->name = strdup(name);
+  if (!f->name) {
+    /* The create is on its way; without its entry its answer is dropped
+     * and the watch reports the Job. */
+    json_decref(manifest);
+    altar_strmap_remove(&k->outcome, name);
+    return handle_for(spec, name, ph, err);
+  }
+  k->n_inflight++;
+  rc = handle_for(spec, name, ph, err);
   if (rc) altar_handle_clear(ph);
   return rc;
 }

@@ -1,24 +1,26 @@
 /* The kubernetes backend at scale against the real control plane
  * (scripts/services/k8s.sh: etcd, kube-apiserver, the Job controller, the
- * scheduler, kwok finishing the pods), at several Job counts in one run.
- * The smallest count is the baseline the larger ones are compared with.
+ * scheduler, kwok finishing the pods), at several Job counts in one run,
+ * each beside a curl baseline measured in the same run.
  *
- * Per count N:
- *   submit   N Jobs through altar_k8s_submit (one libcurl handle, in turn):
- *            Jobs per second
- *   tick     one altar_k8s_poll of every handle submitted so far, between
- *            one-second batches of submits (as a worker interleaves them)
- *            and on until every Job is finished: ms per tick with all N
- *            submitted, one tick once all are finished, and the API
- *            requests a tick makes
- *            (LIST calls counted by the API server's own
- *            apiserver_request_total, read before and after)
- *   delay    Jobs grouped by 5 (a model's folds): from the last completion
- *            of a group (the Jobs' status.completionTime, which the server
- *            keeps to the second) to the poll tick that sees the whole group
- *            succeeded, which is when a worker would emit the last status
- *            event the reconciler fires the group on
- * Usage: bench_k8s [N…]   (default 1000 2000 4000)
+ * Per count N, two rows:
+ *   altar   N Jobs through altar_k8s_submit_start with `--window W` creates
+ *           in flight on one HTTP/2 connection, polled every 200 ms as a
+ *           worker does (poll answers from the Job watch)
+ *   curl    the same N manifests (rendered by altar) POSTed by the curl
+ *           program, one connection, --parallel-max W; completions seen by
+ *           a bare watch (altar's watch object, woken on every event)
+ * and for each:
+ *   submit/s   N / (first POST → last create answered)
+ *   e2e/s      N / (first POST → all N seen finished)
+ *   tick ms    one poll of every handle with all N submitted (altar only)
+ *   delay      Jobs grouped by 5 (a model's folds): from the last completion
+ *              of a group (the Jobs' status.completionTime, which the server
+ *              keeps to the second, so ~0.5 s of it is rounding) to when the
+ *              whole group was seen finished: median and p95
+ *   starved    "watcher close due to unresponsiveness" lines the API server
+ *              logged during the row (it drops a controller's watch then)
+ * Usage: bench_k8s [--window W] [--no-curl] [N…]   (default W 16; N 1000 4000)
  * Needs ALTAR_K8S_DIR (default ${TMPDIR:-/tmp}/altar-k8s-16443). */
 #include "altar/buf.h"
 #include "backends/k8s_api.h"
@@ -29,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define NS "altar-bench"
@@ -94,20 +98,6 @@ static char *kube(const char *method, const char *path, const char *body, long *
   return (char *)b.data;
 }
 
-/* LIST requests the API server has served for jobs and pods (its own counter). */
-static double list_requests(void) {
-  char *m = kube("GET", "/metrics", NULL, NULL);
-  double sum = 0;
-  for (char *line = m ? strtok(m, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-    if (strncmp(line, "apiserver_request_total{", 24) || !strstr(line, "verb=\"LIST\"")) continue;
-    if (!strstr(line, "resource=\"jobs\"") && !strstr(line, "resource=\"pods\"")) continue;
-    char *sp = strrchr(line, ' ');
-    if (sp) sum += strtod(sp + 1, NULL);
-  }
-  free(m);
-  return sum;
-}
-
 /* Deletes every Job (and, through the garbage collector, pod) in NS and
  * waits until both are gone, so one count does not load the next. */
 static int clear_namespace(void) {
@@ -161,14 +151,31 @@ static int completion_times(altar_handle_t *hs, size_t n, double *pdone) {
 
 typedef struct result {
   size_t n;
-  double submit_per_s;
-  double tick_ms_median, tick_ms_final;
-  double lists_per_tick;
+  double submit_per_s, e2e_per_s;
+  double tick_ms_median;
   double delay_median, delay_p95;
   size_t succeeded;
+  long starved;
 } result_t;
 
-static altar_k8s_t *make_backend(void) {
+static int window = 16;
+static bool with_curl = true;
+
+/* Lines of the API server's log that say it dropped a slow watcher. */
+static long starved_lines(void) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/log/kube-apiserver.log", kdir);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long n = 0;
+  char line[8192];
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, "watcher close due to unresponsiveness")) n++;
+  fclose(f);
+  return n;
+}
+
+static altar_k8s_t *make_backend(int win) {
   char path[1100];
   snprintf(path, sizeof path, "%s/admin.kubeconfig", kdir);
   altar_k8s_http_config_t http;
@@ -187,63 +194,109 @@ static altar_k8s_t *make_backend(void) {
   altar_k8s_config_t cfg;
   altar_k8s_config_init(&cfg);
   cfg.namespace_ = NS;
+  cfg.submit_window = win;
   altar_k8s_t *k = altar_k8s_new(&cfg, rt, &err);
   if (!k) fprintf(stderr, "bench_k8s: %s\n", err.msg);
   return k;
 }
 
-static int run_count(size_t n, result_t *res) {
+static altar_spec_t *bench_spec(const char *run, size_t i) {
+  altar_spec_t *s = altar_spec_new("bench", "busybox:1.36");
+  char fold[32], model[32];
+  snprintf(fold, sizeof fold, "%zu", i % GROUP);
+  snprintf(model, sizeof model, "m%zu", i / GROUP);
+  altar_spec_set_label(s, "job_id", run);
+  altar_spec_set_label(s, "model_id", model);
+  altar_spec_set_label(s, "fold", fold);
+  altar_spec_add_arg(s, "true");
+  return s;
+}
+
+/* Waits (bounded) until k's watch has listed. */
+static int wait_synced(altar_k8s_t *k) {
+  for (int i = 0; i < 600; i++) {
+    altar_handle_t none = {.external_id = "bench-no-such-job"};
+    altar_status_t st;
+    altar_error_t err = {0};
+    if (altar_k8s_poll(k, &none, 1, &st, &err) == 0) altar_status_clear(&st);
+    if (altar_k8s_watch(k) && altar_k8s_watch_synced(altar_k8s_watch(k))) return 0;
+    usleep(100000);
+  }
+  return -1;
+}
+
+/* Delay per group of GROUP from completionTime to seen. */
+static void delays(const char *const *names, size_t n, const double *seen, result_t *res) {
+  altar_handle_t *hs = calloc(n, sizeof *hs);
+  double *done = calloc(n, sizeof *done);
+  for (size_t i = 0; hs && i < n; i++) hs[i].external_id = (char *)names[i];
+  if (hs && done && completion_times(hs, n, done) == 0) {
+    size_t ng = (n + GROUP - 1) / GROUP, m = 0;
+    double *d = calloc(ng, sizeof *d);
+    for (size_t g = 0; d && g < ng; g++) {
+      double last_done = -INFINITY, last_seen = -INFINITY;
+      bool ok = true;
+      for (size_t i = g * GROUP; i < n && i < (g + 1) * GROUP; i++) {
+        if (isnan(done[i]) || isnan(seen[i])) ok = false;
+        else {
+          if (done[i] > last_done) last_done = done[i];
+          if (seen[i] > last_seen) last_seen = seen[i];
+        }
+      }
+      if (ok) d[m++] = last_seen - last_done;
+    }
+    res->delay_median = pct(d, m, 0.5);
+    res->delay_p95 = pct(d, m, 0.95);
+    free(d);
+  }
+  free(hs);
+  free(done);
+}
+
+/* altar: pipelined submits, a poll every 200 ms as a worker's loop. */
+static int run_altar(size_t n, result_t *res) {
   memset(res, 0, sizeof *res);
   res->n = n;
-  if (clear_namespace()) {
-    fprintf(stderr, "bench_k8s: namespace " NS " did not empty\n");
+  if (clear_namespace()) return -1;
+  altar_k8s_t *k = make_backend(window);
+  if (!k || wait_synced(k)) {
+    altar_k8s_free(k);
     return -1;
   }
-  altar_k8s_t *k = make_backend();
-  if (!k) return -1;
+  long starved0 = starved_lines();
   altar_handle_t *hs = calloc(n, sizeof *hs);
   altar_status_t *st = calloc(n, sizeof *st);
-  double *seen = calloc(n, sizeof *seen), *done = calloc(n, sizeof *done);
-  double *ticks = calloc(100000, sizeof *ticks);
-  int rc = hs && st && seen && done && ticks ? 0 : -1;
+  double *seen = calloc(n, sizeof *seen), *full = calloc(100000, sizeof *full);
+  const char **names = calloc(n, sizeof *names);
+  int rc = hs && st && seen && full && names ? 0 : -1;
   char run[64];
   snprintf(run, sizeof run, "bench-%zu-%ld", n, (long)time(NULL));
   for (size_t i = 0; i < n; i++) seen[i] = NAN;
-  /* Submitting and polling interleave as in a worker: up to a second of
-   * submits, then one tick over every handle submitted so far, so a Job
-   * that finishes early is seen early. The submit rate counts only the
-   * time inside submit. */
-  size_t submitted = 0, nticks = 0, nfull = 0, finished = 0;
-  double submit_s = 0, *full = calloc(100000, sizeof *full);
-  double lists0 = list_requests(), give_up = now_mono() + 1800;
-  if (!full) rc = -1;
-  while (!rc && (submitted < n || finished < n) && nticks < 100000) {
-    double batch_end = now_mono() + 1.0;
-    while (!rc && submitted < n && now_mono() < batch_end) {
-      size_t i = submitted;
-      altar_spec_t *s = altar_spec_new("bench", "busybox:1.36");
-      char fold[32], model[32];
-      snprintf(fold, sizeof fold, "%zu", i % GROUP);
-      snprintf(model, sizeof model, "m%zu", i / GROUP);
-      altar_spec_set_label(s, "job_id", run);
-      altar_spec_set_label(s, "model_id", model);
-      altar_spec_set_label(s, "fold", fold);
-      altar_spec_add_arg(s, "true");
+  size_t submitted = 0, finished = 0, nfull = 0;
+  double t0 = now_mono(), submit_end = NAN, next_poll = t0 + 0.2, give_up = t0 + 1800;
+  while (!rc && finished < n) {
+    while (!rc && submitted < n && now_mono() < next_poll) {
+      altar_spec_t *s = bench_spec(run, submitted);
       altar_error_t err = {0};
-      double a = now_mono();
-      rc = altar_k8s_submit(k, s, &hs[i], &err);
-      submit_s += now_mono() - a;
-      if (rc) fprintf(stderr, "bench_k8s: submit %zu: %s\n", i, err.msg);
-      else submitted++;
+      rc = altar_k8s_submit_start(k, s, &hs[submitted], &err);
       altar_spec_free(s);
+      if (rc) fprintf(stderr, "bench_k8s: submit %zu: %s\n", submitted, err.msg);
+      else submitted++;
     }
+    if (submitted < n) altar_k8s_submit_drive(k, 0);
+    else if (isnan(submit_end)) {
+      while (altar_k8s_submits_in_flight(k)) altar_k8s_submit_drive(k, 50);
+      submit_end = now_mono();
+    }
+    double now = now_mono();
+    if (now < next_poll) usleep((useconds_t)((next_poll - now) * 1e6));
+    next_poll = now_mono() + 0.2;
     if (rc || !submitted) break;
     double a = now_mono();
     altar_error_t err = {0};
     rc = altar_k8s_poll(k, hs, submitted, st, &err);
     double wall = now_wall(), ms = (now_mono() - a) * 1000.0;
-    ticks[nticks++] = ms;
-    if (submitted == n) full[nfull++] = ms;
+    if (submitted == n && nfull < 100000) full[nfull++] = ms;
     if (rc) {
       fprintf(stderr, "bench_k8s: poll: %s\n", err.msg);
       break;
@@ -264,48 +317,137 @@ static int run_count(size_t n, result_t *res) {
       rc = -1;
     }
   }
-  res->submit_per_s = submit_s > 0 ? (double)submitted / submit_s : NAN;
-  double lists1 = list_requests();
-  /* One more tick with everything finished: the steady cost. */
-  if (!rc) {
-    altar_error_t err = {0};
-    double a = now_mono();
-    rc = altar_k8s_poll(k, hs, n, st, &err);
-    res->tick_ms_final = (now_mono() - a) * 1000.0;
-    for (size_t i = 0; !rc && i < n; i++) altar_status_clear(&st[i]);
-  }
+  double t_end = now_mono();
+  res->submit_per_s = (double)n / (submit_end - t0);
+  res->e2e_per_s = (double)n / (t_end - t0);
   res->tick_ms_median = pct(full, nfull, 0.5);
-  free(full);
-  /* The two metric reads are LISTs of neither jobs nor pods, so the delta
-   * counts only the ticks' own requests. */
-  res->lists_per_tick = nticks ? (lists1 - lists0) / (double)nticks : NAN;
-  if (!rc && completion_times(hs, n, done) == 0) {
-    size_t ng = (n + GROUP - 1) / GROUP, m = 0;
-    double *delays = calloc(ng, sizeof *delays);
-    for (size_t g = 0; delays && g < ng; g++) {
-      double last_done = -INFINITY, last_seen = -INFINITY;
-      bool ok = true;
-      for (size_t i = g * GROUP; i < n && i < (g + 1) * GROUP; i++) {
-        if (isnan(done[i]) || isnan(seen[i])) ok = false;
-        else {
-          if (done[i] > last_done) last_done = done[i];
-          if (seen[i] > last_seen) last_seen = seen[i];
-        }
-      }
-      if (ok) delays[m++] = last_seen - last_done;
-    }
-    res->delay_median = pct(delays, m, 0.5);
-    res->delay_p95 = pct(delays, m, 0.95);
-    free(delays);
-  }
+  res->starved = starved_lines() - starved0;
+  for (size_t i = 0; i < n; i++) names[i] = hs[i].external_id;
+  if (!rc) delays(names, n, seen, res);
   for (size_t i = 0; hs && i < n; i++) altar_handle_clear(&hs[i]);
   free(hs);
   free(st);
   free(seen);
-  free(done);
-  free(ticks);
+  free(full);
+  free(names);
   altar_k8s_free(k);
   return rc;
+}
+
+/* curl: the same manifests POSTed by the curl program with `window` in
+ * flight on one connection; a bare watch sees them finish. */
+static int run_curl(size_t n, result_t *res) {
+  memset(res, 0, sizeof *res);
+  res->n = n;
+  res->tick_ms_median = NAN;
+  if (clear_namespace()) return -1;
+  altar_k8s_t *k = make_backend(1); /* renders, and owns the watch */
+  if (!k || wait_synced(k)) {
+    altar_k8s_free(k);
+    return -1;
+  }
+  char dir[1200], cfgpath[1300];
+  snprintf(dir, sizeof dir, "%s/bench-curl", kdir);
+  mkdir(dir, 0700);
+  snprintf(cfgpath, sizeof cfgpath, "%s/curl.cfg", dir);
+  FILE *cfg = fopen(cfgpath, "w");
+  char **names = calloc(n, sizeof *names);
+  double *seen = calloc(n, sizeof *seen);
+  int rc = cfg && names && seen ? 0 : -1;
+  char run[64];
+  snprintf(run, sizeof run, "curl-%zu-%ld", n, (long)time(NULL));
+  for (size_t i = 0; !rc && i < n; i++) {
+    altar_spec_t *s = bench_spec(run, i);
+    json_t *m = NULL;
+    altar_error_t err = {0};
+    rc = altar_k8s_render(k, s, &m, &err);
+    altar_spec_free(s);
+    if (rc) break;
+    names[i] = strdup(json_string_value(json_object_get(json_object_get(m, "metadata"), "name")));
+    char f[1400];
+    snprintf(f, sizeof f, "%s/%zu.json", dir, i);
+    if (json_dump_file(m, f, JSON_COMPACT)) rc = -1;
+    json_decref(m);
+    /* `next` between requests: options (a body above all) would otherwise
+     * accumulate over the URLs. */
+    fprintf(cfg,
+            "%surl = \"https://127.0.0.1:%s/apis/batch/v1/namespaces/" NS "/jobs\"\ndata-binary = \"@%s\"\n"
+            "output = \"/dev/null\"\ncacert = \"%s/pki/ca.crt\"\ncert = \"%s/pki/admin.crt\"\n"
+            "key = \"%s/pki/admin.key\"\nheader = \"Content-Type: application/json\"\nsilent\nshow-error\nfail\n",
+            i ? "next\n" : "", port, f, kdir, kdir, kdir);
+    seen[i] = NAN;
+  }
+  if (cfg) fclose(cfg);
+  long starved0 = starved_lines();
+  double t0 = now_mono(), submit_end = NAN;
+  pid_t pid = -1;
+  if (!rc) {
+    char par[16], ca[1100], cert[1100], key[1100];
+    snprintf(par, sizeof par, "%d", window);
+    snprintf(ca, sizeof ca, "%s/pki/ca.crt", kdir);
+    snprintf(cert, sizeof cert, "%s/pki/admin.crt", kdir);
+    snprintf(key, sizeof key, "%s/pki/admin.key", kdir);
+    pid = fork();
+    if (pid == 0) {
+      (void)ca, (void)cert, (void)key;
+      execlp("curl", "curl", "--no-progress-meter", "--http2", "--parallel", "--parallel-max", par, "-K", cfgpath,
+             (char *)NULL);
+      _exit(127);
+    }
+    if (pid < 0) rc = -1;
+  }
+  altar_k8s_watch_t *w = altar_k8s_watch(k);
+  uint64_t gen = 0;
+  altar_k8s_watch_view_t *views = calloc(n, sizeof *views);
+  size_t finished = 0;
+  double give_up = t0 + 1800;
+  while (!rc && views && finished < n) {
+    if (isnan(submit_end)) {
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        submit_end = now_mono();
+        if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+          fprintf(stderr, "bench_k8s: curl failed\n");
+          rc = -1;
+        }
+      }
+    }
+    altar_k8s_watch_wait(w, &gen, 20);
+    altar_k8s_watch_lookup(w, (const char *const *)names, n, views);
+    double wall = now_wall();
+    finished = 0;
+    for (size_t i = 0; i < n; i++) {
+      bool end = views[i].seen == ALTAR_K8S_SEEN_LIVE && altar_state_terminal(views[i].state);
+      if (end && isnan(seen[i])) {
+        seen[i] = wall;
+        if (views[i].state == ALTAR_STATE_SUCCEEDED) res->succeeded++;
+      }
+      finished += end;
+    }
+    if (now_mono() > give_up) rc = -1;
+  }
+  if (isnan(submit_end) && pid > 0) {
+    waitpid(pid, NULL, 0);
+    submit_end = now_mono();
+  }
+  double t_end = now_mono();
+  res->submit_per_s = (double)n / (submit_end - t0);
+  res->e2e_per_s = (double)n / (t_end - t0);
+  res->starved = starved_lines() - starved0;
+  if (!rc) delays((const char *const *)names, n, seen, res);
+  for (size_t i = 0; names && i < n; i++) free(names[i]);
+  free(names);
+  free(seen);
+  free(views);
+  altar_k8s_free(k);
+  return rc;
+}
+
+static void print_row(const char *who, const result_t *r, double secs) {
+  printf("%7zu %-6s %6d %10.1f %9.1f %9.1f %10.2f %10.2f %9zu %8ld   (%.0f s)\n", r->n, who, window,
+         r->submit_per_s, r->e2e_per_s, r->tick_ms_median, r->delay_median, r->delay_p95, r->succeeded, r->starved,
+         secs);
+  fflush(stdout);
 }
 
 int main(int argc, char **argv) {
@@ -313,17 +455,29 @@ int main(int argc, char **argv) {
   if (getenv("ALTAR_K8S_PORT")) snprintf(port, sizeof port, "%s", getenv("ALTAR_K8S_PORT"));
   if (d && *d) snprintf(kdir, sizeof kdir, "%s", d);
   else snprintf(kdir, sizeof kdir, "%s/altar-k8s-%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", port);
-  size_t counts[16] = {1000, 2000, 4000}, nc = 3;
-  if (argc > 1) {
-    nc = 0;
-    for (int i = 1; i < argc && nc < 16; i++) {
-      long v = strtol(argv[i], NULL, 10);
-      if (v < GROUP || v > 100000) {
-        fprintf(stderr, "usage: bench_k8s [N…]  (each %d..100000)\n", GROUP);
+  size_t counts[16] = {1000, 4000}, nc = 2;
+  bool any = false;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--window") && i + 1 < argc) {
+      window = (int)strtol(argv[++i], NULL, 10);
+      if (window < 1 || window > ALTAR_K8S_MAX_SUBMIT_WINDOW) {
+        fprintf(stderr, "bench_k8s: --window wants 1..%d\n", ALTAR_K8S_MAX_SUBMIT_WINDOW);
         return 2;
       }
-      counts[nc++] = (size_t)v;
+      continue;
     }
+    if (!strcmp(argv[i], "--no-curl")) {
+      with_curl = false;
+      continue;
+    }
+    long v = strtol(argv[i], NULL, 10);
+    if (v < GROUP || v > 100000) {
+      fprintf(stderr, "usage: bench_k8s [--window W] [--no-curl] [N…]  (each %d..100000)\n", GROUP);
+      return 2;
+    }
+    if (!any) nc = 0;
+    any = true;
+    if (nc < 16) counts[nc++] = (size_t)v;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
   long status = 0;
@@ -332,24 +486,26 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_k8s: no control plane at %s (scripts/services/k8s.sh start)\n", kdir);
     return 1;
   }
-  result_t r[16];
   printf("kubernetes backend against kube-apiserver + Job controller + scheduler + kwok, namespace " NS "\n");
-  printf("%7s %10s %9s %11s %11s %12s %12s %9s\n", "jobs", "submit/s", "tick ms", "final tick", "LISTs/tick",
-         "delay med s", "delay p95 s", "succeeded");
-  for (size_t c = 0; c < nc; c++) {
+  printf("%7s %-6s %6s %10s %9s %9s %10s %10s %9s %8s\n", "jobs", "who", "window", "submit/s", "e2e/s", "tick ms",
+         "delay med", "delay p95", "succeeded", "starved");
+  result_t a[16], c[16];
+  for (size_t i = 0; i < nc; i++) {
     double t = now_mono();
-    if (run_count(counts[c], &r[c])) return 1;
-    printf("%7zu %10.1f %9.1f %11.1f %11.2f %12.2f %12.2f %9zu   (%.0f s)\n", r[c].n, r[c].submit_per_s,
-           r[c].tick_ms_median, r[c].tick_ms_final, r[c].lists_per_tick, r[c].delay_median, r[c].delay_p95,
-           r[c].succeeded, now_mono() - t);
-    fflush(stdout);
+    if (run_altar(counts[i], &a[i])) return 1;
+    print_row("altar", &a[i], now_mono() - t);
+    if (with_curl) {
+      t = now_mono();
+      if (run_curl(counts[i], &c[i])) return 1;
+      print_row("curl", &c[i], now_mono() - t);
+    }
   }
   clear_namespace();
-  printf("\nagainst the %zu-Job baseline (same run):\n", r[0].n);
-  printf("%7s %14s %18s %14s\n", "jobs", "submit rate", "final tick / job", "delay median");
-  for (size_t c = 0; c < nc; c++)
-    printf("%7zu %13.2fx %17.2fx %13.2fx\n", r[c].n, r[c].submit_per_s / r[0].submit_per_s,
-           (r[c].tick_ms_final / (double)r[c].n) / (r[0].tick_ms_final / (double)r[0].n),
-           r[c].delay_median / r[0].delay_median);
+  if (with_curl) {
+    printf("\naltar / curl (same run, same window):\n%7s %10s %10s %12s\n", "jobs", "submit", "e2e", "delay med");
+    for (size_t i = 0; i < nc; i++)
+      printf("%7zu %9.2fx %9.2fx %11.2fx\n", a[i].n, a[i].submit_per_s / c[i].submit_per_s,
+             a[i].e2e_per_s / c[i].e2e_per_s, a[i].delay_median / c[i].delay_median);
+  }
   return 0;
 }

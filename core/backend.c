@@ -109,6 +109,7 @@ static void fill_defaults(altar_backend_ops_t *o) {
   if (!o->wait_change) o->wait_change = def_wait_change;
   if (!o->cancel) o->cancel = def_cancel;
   if (!o->recover) o->recover = def_recover;
+  if (!o->submit_start) o->submit_start = o->submit;
 }
 
 /* ---- operations ----------------------------------------------------------- */
@@ -158,6 +159,14 @@ int altar_backend_submit(altar_backend_t *be, const altar_spec_t *spec, altar_ha
                          altar_error_t *err) {
   memset(phandle, 0, sizeof *phandle);
   int rc = be->ops.submit(be, spec, phandle, err);
+  if (rc < 0) altar_handle_clear(phandle);
+  return rc;
+}
+
+int altar_backend_submit_start(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
+                               altar_error_t *err) {
+  memset(phandle, 0, sizeof *phandle);
+  int rc = be->ops.submit_start(be, spec, phandle, err);
   if (rc < 0) altar_handle_clear(phandle);
   return rc;
 }

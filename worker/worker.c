@@ -814,7 +814,9 @@ static void start_job(worker_t *w, const altar_msg_t *m) {
   if (refuse_cancelled(w, t)) return;
   altar_backend_t *be = w->o->backend;
   rc = altar_backend_stage_inputs(be, t->spec->inputs, t->spec->n_inputs, &e);
-  if (rc == ALTAR_OK) rc = altar_backend_submit(be, t->spec, &t->handle, &e);
+  /* Pipelined: a backend that can keeps several launches in flight and
+   * reports a refused one through poll. */
+  if (rc == ALTAR_OK) rc = altar_backend_submit_start(be, t->spec, &t->handle, &e);
   if (rc != ALTAR_OK) {
     /* A handle of our own, so the failure lands in the ledger like any other. */
     char ext[ALTAR_TASK_KEY_LEN + 16];

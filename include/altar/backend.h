@@ -16,6 +16,7 @@
  *   wait_change      → ALTAR_ENOTSUP (the caller polls on its own clock)
  *   cancel           → no-op (a missing task counts as cancelled)
  *   recover          → no-op returning no handles
+ *   submit_start     → submit
  *
  * Threads: a backend object is used by one thread at a time unless its own
  * documentation says more. Calls never block for a task's completion, except
@@ -127,6 +128,11 @@ int altar_backend_resolve_path(altar_backend_t *be, const char *logical, char **
  * error; the caller clears it. */
 int altar_backend_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
                          altar_error_t *err);
+/* Pipelined submit: as altar_backend_submit, but the backend may return
+ * once the launch is on its way, reporting a refusal through poll (FAILED,
+ * reason as altar_reason_for_start_error). Default: submit. */
+int altar_backend_submit_start(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
+                               altar_error_t *err);
 /* Probe n handles without blocking: pstatuses (n entries, caller allocated)
  * are zeroed first and cleared on error. */
 int altar_backend_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n,

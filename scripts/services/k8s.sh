@@ -517,12 +517,15 @@ start() {
     write_env
     exit 0
   fi
-  if ! running_pid kube-apiserver >/dev/null; then
-    local p
-    for p in "$PORT" "$ETCD_PORT" "$ETCD_PEER_PORT" "$KCM_PORT" "$SCHED_PORT" "$KWOK_PORT"; do
-      port_open "$p" && ! all_running && die "port $p on 127.0.0.1 is taken by another process; set ALTAR_K8S_PORT (and the other ALTAR_K8S_*_PORT)"
-    done
-  fi
+  # A port is someone else's only when the component that should hold it is
+  # not running (restart-apiserver leaves the others up).
+  local pair c p
+  for pair in "kube-apiserver:$PORT" "etcd:$ETCD_PORT" "etcd:$ETCD_PEER_PORT" "kube-controller-manager:$KCM_PORT" \
+              "kube-scheduler:$SCHED_PORT" "kwok:$KWOK_PORT"; do
+    c="${pair%%:*}"; p="${pair#*:}"
+    running_pid "$c" >/dev/null && continue
+    port_open "$p" && die "port $p on 127.0.0.1 is taken by another process; set ALTAR_K8S_PORT (and the other ALTAR_K8S_*_PORT)"
+  done
   local bin
   bin="$("$HERE/scripts/k8s-build.sh")" || die "could not build the control plane (see above)"
   make_pki
@@ -563,10 +566,20 @@ status() {
   all_running && api_ready 2>/dev/null
 }
 
+# Stops kube-apiserver (by its pid) and starts it again over the same etcd,
+# for tests of clients that must ride out an API server restart.
+restart_apiserver() {
+  local pid
+  if pid="$(running_pid kube-apiserver)"; then stop_pid "$pid"; fi
+  rm -f "$(pidfile kube-apiserver)"
+  start
+}
+
 case "${1:-}" in
   start) start ;;
+  restart-apiserver) restart_apiserver ;;
   stop) [ -d "$DIR" ] && stop; exit 0 ;;
   status) status ;;
   clean) [ -d "$DIR" ] && stop; rm -rf "$DIR" ;;
-  *) echo "usage: $0 start|stop|status|clean" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|status|clean|restart-apiserver" >&2; exit 2 ;;
 esac

@@ -4,6 +4,8 @@
 Serves, over TLS on 127.0.0.1, the endpoints altar's libcurl runtime uses:
   POST   /apis/batch/v1/namespaces/NS/jobs          create (201; 409 AlreadyExists)
   GET    /apis/batch/v1/namespaces/NS/jobs          list (labelSelector, limit/continue)
+  GET    …/jobs?watch=1&resourceVersion=RV          watch: one JSON event per line from RV on
+                                                    (ERROR 410 when RV was compacted away)
   GET    /apis/batch/v1/namespaces/NS/jobs/NAME     read (404 NotFound)
   DELETE /apis/batch/v1/namespaces/NS/jobs/NAME     delete (preconditions.uid → 409 Conflict)
   GET    /api/v1/namespaces/NS/pods                 list pods (labelSelector)
@@ -14,7 +16,10 @@ Test control (no auth) under /_test/: reset, fail (next N requests answer a
 status, optionally with Retry-After), delay (next N requests sleep), jobs
 (insert a Job as-is), job_status (replace a Job's status), pods (add a pod),
 linger (the next delete leaves the Job "being deleted" for N reads),
-page_size (cap list pages), log (every API request seen).
+page_size (cap list pages), log (every API request seen); for watches:
+inject (raw bytes sent on the open watches), hold (open watches send
+nothing until the next hangup), hangup (open watches end at once), compact (versions up to now expire), gone_status (expired versions
+answer HTTP 410 instead of an ERROR event).
 
 Standard library only (http.server + ssl). Writes the bound port to
 --port-file once it listens.
@@ -36,7 +41,16 @@ STATE = {}
 
 def reset():
     STATE.clear()
-    STATE.update(jobs={}, pods={}, fail=[], delay=[], linger=0, page_size=None, log=[])
+    STATE.update(jobs={}, pods={}, fail=[], delay=[], linger=0, page_size=None, log=[], rv=1, events=[],
+                 compacted=0, inject=[], hangup=0, gone_status=False, hold=False)
+
+
+def record(kind, job):
+    """Appends a watch event for job (under LOCK), stamping a new version."""
+    STATE["rv"] += 1
+    job["metadata"]["resourceVersion"] = str(STATE["rv"])
+    obj = json.loads(json.dumps({k: v for k, v in job.items() if not k.startswith("_")}))
+    STATE["events"].append((STATE["rv"], job["metadata"].get("namespace"), kind, obj))
 
 
 reset()
@@ -163,9 +177,64 @@ class Handler(BaseHTTPRequestHandler):
                         creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
             job["status"] = {}
             STATE["jobs"][(ns, name)] = job
+            record("ADDED", job)
         return self.send_json(201, job)
 
+    def watch_jobs(self, ns, query):
+        rv = int(query.get("resourceVersion", ["0"])[0] or 0)
+        timeout = float(query.get("timeoutSeconds", ["30"])[0] or 30)
+        with LOCK:
+            expired = rv < STATE["compacted"]
+            as_status = STATE["gone_status"]
+            hangups = STATE["hangup"]
+            sent = len(STATE["inject"])  # injections from now on reach this watch
+        gone = status_body(410, "Expired", "too old resource version: %d (%d)" % (rv, STATE["compacted"]))
+        if expired and as_status:
+            return self.send_json(410, gone)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            if expired:
+                self.wfile.write((json.dumps({"type": "ERROR", "object": gone}) + "\n").encode())
+                return None
+            end = time.time() + timeout
+            while time.time() < end:
+                with LOCK:
+                    if STATE["hangup"] != hangups:
+                        return None
+                    if STATE["hold"]:
+                        out, raw = [], []
+                        hang = False
+                        continue_later = True
+                    else:
+                        continue_later = False
+                if continue_later:
+                    time.sleep(0.02)
+                    continue
+                with LOCK:
+                    out = [(r, k, o) for (r, n, k, o) in STATE["events"] if r > rv and n == ns]
+                    raw = STATE["inject"][sent:]
+                    sent = len(STATE["inject"])
+                    hang = STATE["hangup"] != hangups
+                for chunk in raw:  # injected before what was recorded after it
+                    self.wfile.write(chunk.encode())
+                for r, k, o in out:
+                    self.wfile.write((json.dumps({"type": k, "object": o}) + "\n").encode())
+                    rv = r
+                self.wfile.flush()
+                if hang:
+                    return None
+                time.sleep(0.02)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            pass
+        return None
+
     def list_jobs(self, ns, query):
+        if query.get("watch", ["0"])[0] in ("1", "true"):
+            return self.watch_jobs(ns, query)
         sel = query.get("labelSelector", [""])[0]
         limit = int(query.get("limit", ["0"])[0] or 0)
         start = int(query.get("continue", ["0"])[0] or 0)
@@ -175,7 +244,7 @@ class Handler(BaseHTTPRequestHandler):
             items = [j for (n, _), j in sorted(STATE["jobs"].items())
                      if n == ns and selector_matches(sel, j["metadata"].get("labels", {}))]
         page = items[start:start + limit] if limit else items[start:]
-        meta = {}
+        meta = {"resourceVersion": str(STATE["rv"])}
         if limit and start + limit < len(items):
             meta["continue"] = str(start + limit)
         return self.send_json(200, {"kind": "JobList", "apiVersion": "batch/v1", "metadata": meta, "items": page})
@@ -206,8 +275,10 @@ class Handler(BaseHTTPRequestHandler):
                 job["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 job["_linger"] = STATE["linger"]
                 STATE["linger"] = 0
+                record("MODIFIED", job)
             else:
                 del STATE["jobs"][(ns, name)]
+                record("DELETED", job)
         return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
 
     def control(self, method, what, body):
@@ -221,6 +292,17 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["delay"] += [body.get("seconds", 1.0)] * body.get("count", 1)
             elif what == "linger":
                 STATE["linger"] = body.get("count", 1)
+            elif what == "inject":
+                STATE["inject"].append(body.get("text", ""))
+            elif what == "hangup":
+                STATE["hangup"] += 1
+                STATE["hold"] = False
+            elif what == "hold":
+                STATE["hold"] = True
+            elif what == "compact":
+                STATE["compacted"] = STATE["rv"]
+            elif what == "gone_status":
+                STATE["gone_status"] = bool(body.get("on", True))
             elif what == "page_size":
                 STATE["page_size"] = body.get("size")
             elif what == "jobs":
@@ -234,6 +316,7 @@ class Handler(BaseHTTPRequestHandler):
                 if not job:
                     return self.send_json(404, {"error": "no such job"})
                 job["status"] = body["status"]
+                record("MODIFIED", job)
             elif what == "pods":
                 STATE["pods"].setdefault(body["namespace"], []).append(body["pod"])
             elif what == "log":

@@ -169,6 +169,7 @@ static int fx_extend(void *ctx, const altar_spec_t *spec, json_t *manifest, alta
 typedef struct kopts {
   const char *staging_root;
   int64_t backoff_limit;
+  int submit_window; /* 0: the default */
   const altar_k8s_pool_t *pools;
   size_t n_pools;
 } kopts_t;
@@ -181,6 +182,7 @@ static altar_k8s_t *make_k8s(const kopts_t *o) {
   cfg.backoff_limit = o ? o->backoff_limit : 0;
   cfg.pools = o ? o->pools : NULL;
   cfg.n_pools = o ? o->n_pools : 0;
+  if (o && o->submit_window) cfg.submit_window = o->submit_window;
   cfg.extend_manifest = fx_extend;
   cfg.extend_ctx = (void *)cfg.staging_root;
   altar_error_t err = {0};
@@ -801,6 +803,328 @@ static void test_auth_forms(void) {
   altar_k8s_runtime_free(rt);
 }
 
+/* ---- many creates in flight, and the watch ---- */
+
+/* Polls hs until every one is terminal (bounded), recording each handle's
+ * first terminal status into final (cleared by the caller) and counting
+ * terminal reports that changed after the first (there must be none). */
+static int poll_until_done(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *final,
+                           int *pchanged, int limit_s) {
+  altar_status_t *st = calloc(n, sizeof *st);
+  size_t left = n;
+  for (int tick = 0; tick < limit_s * 10 && left; tick++) {
+    altar_error_t err = {0};
+    int rc = altar_k8s_poll(k, hs, n, st, &err);
+    if (rc) fprintf(stderr, "poll (tick %d): %s\n", tick, err.msg);
+    for (size_t i = 0; !rc && i < n; i++) {
+      if (altar_state_terminal(st[i].state)) {
+        if (final[i].state == ALTAR_STATE_PENDING && !final[i].handle.external_id) {
+          final[i] = st[i];
+          memset(&st[i], 0, sizeof st[i]);
+          left--;
+          continue;
+        }
+        if (st[i].state != final[i].state) (*pchanged)++;
+      }
+      altar_status_clear(&st[i]);
+    }
+    if (left) sleep_ms(100);
+  }
+  free(st);
+  return left ? -1 : 0;
+}
+
+static const char *uid_of(const char *name, char *out, size_t sz) {
+  json_t *job = get_job(name);
+  const char *u = json_string_value(json_object_get(json_object_get(job, "metadata"), "uid"));
+  snprintf(out, sz, "%s", u ? u : "");
+  json_decref(job);
+  return out;
+}
+
+/* With a window of 32 creates in flight: adopt, refuse, replace (the uid
+ * precondition) and every failure reason come out as they do one at a time. */
+static void test_many_in_flight(void) {
+  kopts_t wide = {.submit_window = 32}, other = {.backoff_limit = 3, .submit_window = 32};
+  altar_k8s_t *k = make_k8s(&wide), *k2 = make_k8s(&other);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(k2);
+  /* Before the burst: one held Job to adopt, one held Job of another
+   * manifest to be refused, one finished Job to be replaced. */
+  altar_spec_t *held = spec_named("k8s-flight", "adopt");
+  altar_spec_set_label(held, L_HOLD, "true");
+  altar_spec_t *theirs = spec_named("k8s-flight", "refuse");
+  altar_spec_set_label(theirs, L_HOLD, "true");
+  altar_spec_t *finished = spec_named("k8s-flight", "replace");
+  altar_handle_t hh, ht, hf;
+  CU_ASSERT_EQUAL_FATAL(submit(k, held, &hh), 0);
+  CU_ASSERT_EQUAL_FATAL(submit(k2, theirs, &ht), 0);
+  CU_ASSERT_EQUAL_FATAL(submit(k, finished, &hf), 0);
+  altar_status_t st;
+  if (wait_end(k, &hf, &st) == 0) altar_status_clear(&st);
+  char uid_held[64], uid_fin[64], uid_now[64];
+  uid_of(hh.external_id, uid_held, sizeof uid_held);
+  uid_of(hf.external_id, uid_fin, sizeof uid_fin);
+  CU_ASSERT(uid_held[0] && uid_fin[0]);
+
+  /* The burst: 60 new Jobs (succeeding, exit 3, OOM) around the three. */
+  enum { NEW = 60, N = NEW + 3 };
+  altar_spec_t *specs[N];
+  const char *want[N];
+  for (int i = 0; i < NEW; i++) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "burst-%d", i);
+    specs[i] = spec_named("k8s-flight", tag);
+    want[i] = NULL;
+    if (i % 3 == 1) {
+      altar_spec_set_label(specs[i], L_EXIT, "3");
+      want[i] = "exit_3";
+    } else if (i % 3 == 2) {
+      altar_spec_set_label(specs[i], L_EXIT, "137");
+      specs[i]->resources.memory_mb = (altar_opt_i64_t){true, 64};
+      want[i] = ALTAR_REASON_OOM_KILLED;
+    }
+  }
+  specs[NEW] = held;
+  specs[NEW + 1] = theirs;
+  specs[NEW + 2] = finished;
+  altar_handle_t hs[N];
+  memset(hs, 0, sizeof hs);
+  size_t max_flight = 0;
+  for (int i = 0; i < N; i++) {
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL(altar_k8s_submit_start(k, specs[i], &hs[i], &err), 0);
+    if (altar_k8s_submits_in_flight(k) > max_flight) max_flight = altar_k8s_submits_in_flight(k);
+  }
+  fprintf(stderr, "  up to %zu creates in flight\n", max_flight);
+  CU_ASSERT(max_flight > 1); /* they did overlap */
+  CU_ASSERT(max_flight <= 32);
+  /* The held one is adopted: same Job, still running, polled as running. */
+  CU_ASSERT_EQUAL(wait_state(k, &hs[NEW], ALTAR_STATE_RUNNING), 0);
+  CU_ASSERT_STRING_EQUAL(uid_of(hh.external_id, uid_now, sizeof uid_now), uid_held);
+  altar_status_t *final = calloc(N, sizeof *final);
+  int changed = 0;
+  /* Every one but the adopted, held Job ends. */
+  altar_handle_t ends[N - 1];
+  altar_status_t *fin2 = calloc(N - 1, sizeof *fin2);
+  for (int i = 0, j = 0; i < N; i++)
+    if (i != NEW) ends[j++] = hs[i];
+  CU_ASSERT_EQUAL(poll_until_done(k, ends, N - 1, fin2, &changed, 120), 0);
+  CU_ASSERT_EQUAL(changed, 0);
+  for (int i = 0, j = 0; i < N; i++) {
+    if (i == NEW) continue;
+    altar_status_t *f = &fin2[j++];
+    if (i < NEW) {
+      CU_ASSERT_EQUAL(f->state, want[i] ? ALTAR_STATE_FAILED : ALTAR_STATE_SUCCEEDED);
+      if (want[i] && f->failure) CU_ASSERT_STRING_EQUAL(f->failure->reason, want[i]);
+    } else if (i == NEW + 1) {
+      /* Another manifest under the name: refused, reported through poll. */
+      CU_ASSERT_EQUAL(f->state, ALTAR_STATE_FAILED);
+      CU_ASSERT_PTR_NOT_NULL(f->failure);
+      if (f->failure) {
+        CU_ASSERT_STRING_EQUAL(f->failure->reason, "submit_failed");
+        CU_ASSERT(f->failure->detail && strstr(f->failure->detail, "different manifest"));
+      }
+    } else {
+      /* The finished Job was replaced by a new one (new uid) that succeeded. */
+      CU_ASSERT_EQUAL(f->state, ALTAR_STATE_SUCCEEDED);
+      uid_of(hf.external_id, uid_now, sizeof uid_now);
+      CU_ASSERT(uid_now[0] && strcmp(uid_now, uid_fin) != 0);
+    }
+    altar_status_clear(f);
+  }
+  /* The refused one's own Job is untouched. */
+  json_t *job = get_job(ht.external_id);
+  CU_ASSERT_PTR_NOT_NULL(job);
+  json_decref(job);
+  altar_error_t err = {0};
+  altar_k8s_cancel(k, &hh, &err);
+  altar_k8s_cancel(k, &ht, &err);
+  for (int i = 0; i < N; i++) {
+    altar_handle_clear(&hs[i]);
+    if (i < NEW) altar_spec_free(specs[i]);
+  }
+  free(final);
+  free(fin2);
+  altar_handle_clear(&hh);
+  altar_handle_clear(&ht);
+  altar_handle_clear(&hf);
+  altar_spec_free(held);
+  altar_spec_free(theirs);
+  altar_spec_free(finished);
+  altar_k8s_free(k);
+  altar_k8s_free(k2);
+}
+
+/* Submits n Jobs (through the window) tagged tag; the handles into hs. */
+static void submit_batch(altar_k8s_t *k, const char *tag, altar_handle_t *hs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    char t[64];
+    snprintf(t, sizeof t, "%s-%zu", tag, i);
+    altar_spec_t *s = spec_named("k8s-watch", t);
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL(altar_k8s_submit_start(k, s, &hs[i], &err), 0);
+    altar_spec_free(s);
+  }
+}
+
+static void expect_all_succeeded(altar_k8s_t *k, altar_handle_t *hs, size_t n) {
+  altar_status_t *final = calloc(n, sizeof *final);
+  int changed = 0;
+  CU_ASSERT_EQUAL(poll_until_done(k, hs, n, final, &changed, 180), 0);
+  CU_ASSERT_EQUAL(changed, 0);
+  size_t ok = 0;
+  for (size_t i = 0; i < n; i++) {
+    ok += final[i].state == ALTAR_STATE_SUCCEEDED;
+    if (final[i].state == ALTAR_STATE_FAILED && final[i].failure)
+      fprintf(stderr, "  %s: %s\n", hs[i].external_id, final[i].failure->reason);
+    altar_status_clear(&final[i]);
+  }
+  CU_ASSERT_EQUAL(ok, n); /* no completion missed, none reported missing */
+  free(final);
+}
+
+static void wait_synced(altar_k8s_t *k) {
+  for (int i = 0; i < 300 && !(altar_k8s_watch(k) && altar_k8s_watch_synced(altar_k8s_watch(k))); i++) {
+    altar_status_t st;
+    altar_handle_t none = {.external_id = "altar-no-such-job"};
+    altar_error_t err = {0};
+    if (altar_k8s_poll(k, &none, 1, &st, &err) == 0) altar_status_clear(&st);
+    sleep_ms(100);
+  }
+  CU_ASSERT_FATAL(altar_k8s_watch(k) && altar_k8s_watch_synced(altar_k8s_watch(k)));
+}
+
+/* The API server is killed and started again while Jobs run: the watch
+ * resumes and every completion is seen, none taken for a deleted Job. */
+static void test_watch_survives_apiserver_restart(void) {
+  const char *src = getenv("ALTAR_SOURCE_DIR");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+  altar_k8s_t *k = make_k8s(NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+  wait_synced(k);
+  enum { N = 40 };
+  altar_handle_t hs[N];
+  memset(hs, 0, sizeof hs);
+  submit_batch(k, "restart", hs, N);
+  while (altar_k8s_submits_in_flight(k)) altar_k8s_submit_drive(k, 200);
+  altar_k8s_watch_stats_t before;
+  altar_k8s_watch_stats(altar_k8s_watch(k), &before);
+  /* The script stops the API server by its pid and starts it over the same
+   * etcd; the Jobs go on meanwhile only as far as the controllers can. */
+  char cmd[2400];
+  snprintf(cmd, sizeof cmd, "ALTAR_K8S_DIR='%s' bash '%s/scripts/services/k8s.sh' restart-apiserver >&2", kdir, src);
+  CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+  expect_all_succeeded(k, hs, N);
+  altar_k8s_watch_stats_t after;
+  altar_k8s_watch_stats(altar_k8s_watch(k), &after);
+  fprintf(stderr, "  watch: %llu reconnects, %llu lists, %llu events\n",
+          (unsigned long long)(after.reconnects - before.reconnects), (unsigned long long)after.lists,
+          (unsigned long long)after.events);
+  CU_ASSERT(after.reconnects > before.reconnects); /* it did lose the connection */
+  CU_ASSERT(after.events > before.events);
+  for (int i = 0; i < N; i++) altar_handle_clear(&hs[i]);
+  altar_k8s_free(k);
+}
+
+/* Compacts etcd's history up to its current revision (its JSON gateway on
+ * loopback), as the API server does every five minutes: versions before
+ * it are gone, and a watch from one gets 410. */
+static int compact_etcd(void) {
+  char base[128], body[128];
+  const char *port = getenv("ALTAR_K8S_ETCD_PORT") ? getenv("ALTAR_K8S_ETCD_PORT") : "16379";
+  altar_buf_t b = {0};
+  long rev = 0;
+  for (int step = 0; step < 2; step++) {
+    snprintf(base, sizeof base, "http://127.0.0.1:%s/v3/kv/%s", port, step ? "compaction" : "range");
+    if (step) snprintf(body, sizeof body, "{\"revision\":\"%ld\",\"physical\":true}", rev);
+    else snprintf(body, sizeof body, "{\"key\":\"AA==\"}");
+    CURL *c = curl_easy_init();
+    altar_buf_reset(&b);
+    curl_easy_setopt(c, CURLOPT_URL, base);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    if (status != 200) {
+      altar_buf_free(&b);
+      return -1;
+    }
+    json_t *r = json_loadb((const char *)b.data, b.len, 0, NULL);
+    const char *v = json_string_value(json_object_get(json_object_get(r, "header"), "revision"));
+    if (!step) rev = v ? strtol(v, NULL, 10) : 0;
+    json_decref(r);
+    if (rev <= 0) {
+      altar_buf_free(&b);
+      return -1;
+    }
+  }
+  altar_buf_free(&b);
+  return 0;
+}
+
+/* A resourceVersion the server no longer keeps: 410, one list, and every
+ * completion still seen. */
+static void test_watch_expired_version(void) {
+  altar_k8s_t *k = make_k8s(NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+  wait_synced(k);
+  enum { N = 30 };
+  altar_handle_t hs[N];
+  memset(hs, 0, sizeof hs);
+  altar_k8s_watch_stats_t before;
+  altar_k8s_watch_stats(altar_k8s_watch(k), &before);
+  CU_ASSERT_EQUAL_FATAL(compact_etcd(), 0);
+  altar_k8s_watch_test_resume_from(altar_k8s_watch(k), "1");
+  submit_batch(k, "expired", hs, N);
+  expect_all_succeeded(k, hs, N);
+  altar_k8s_watch_stats_t after;
+  altar_k8s_watch_stats(altar_k8s_watch(k), &after);
+  fprintf(stderr, "  watch: %llu expired, %llu lists\n", (unsigned long long)(after.expired - before.expired),
+          (unsigned long long)(after.lists - before.lists));
+  CU_ASSERT(after.expired > before.expired);
+  CU_ASSERT(after.lists > before.lists);
+  for (int i = 0; i < N; i++) altar_handle_clear(&hs[i]);
+  altar_k8s_free(k);
+}
+
+/* Someone else deletes a running Job: the watch's DELETED makes it
+ * container_missing. */
+static void test_watch_deleted_by_other(void) {
+  altar_k8s_t *k = make_k8s(NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+  wait_synced(k);
+  altar_spec_t *s = spec_named("k8s-watch", "deleted");
+  altar_spec_set_label(s, L_HOLD, "true");
+  altar_handle_t h;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_k8s_submit_start(k, s, &h, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(wait_state(k, &h, ALTAR_STATE_RUNNING), 0);
+  altar_k8s_watch_stats_t before;
+  altar_k8s_watch_stats(altar_k8s_watch(k), &before);
+  char path[512];
+  snprintf(path, sizeof path, "/apis/batch/v1/namespaces/" NS "/jobs/%s", h.external_id);
+  long status = 0;
+  json_decref(kube("DELETE", path, "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\",\"propagationPolicy\":\"Background\"}",
+                   &status));
+  CU_ASSERT(status == 200 || status == 202);
+  altar_status_t st;
+  CU_ASSERT_EQUAL(wait_end(k, &h, &st), 0);
+  CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
+  CU_ASSERT_PTR_NOT_NULL(st.failure);
+  if (st.failure) CU_ASSERT_STRING_EQUAL(st.failure->reason, ALTAR_REASON_CONTAINER_MISSING);
+  altar_status_clear(&st);
+  altar_k8s_watch_stats_t after;
+  altar_k8s_watch_stats(altar_k8s_watch(k), &after);
+  CU_ASSERT(after.deleted > before.deleted); /* the watch told us */
+  altar_handle_clear(&h);
+  altar_spec_free(s);
+  altar_k8s_free(k);
+}
+
 /* ---- main ---- */
 
 static int clean_namespace(void) {
@@ -809,6 +1133,14 @@ static int clean_namespace(void) {
                    "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\",\"propagationPolicy\":\"Background\"}", &st);
   json_decref(r);
   return st == 200 ? 0 : -1;
+}
+
+static void add_watch_suite(void) {
+  ALTAR_SUITE("k8s-watch", NULL, NULL);
+  ALTAR_TEST(test_many_in_flight);
+  ALTAR_TEST(test_watch_deleted_by_other);
+  ALTAR_TEST(test_watch_expired_version);
+  ALTAR_TEST(test_watch_survives_apiserver_restart);
 }
 
 static void add_suites(void) {
@@ -822,6 +1154,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_list_pages);
   ALTAR_TEST(test_waiting_reasons);
   ALTAR_TEST(test_avoid_hosts);
+  add_watch_suite();
 }
 
 int main(int argc, char **argv) {

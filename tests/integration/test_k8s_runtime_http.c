@@ -278,7 +278,7 @@ static void test_retries(void) {
   ctl0("fail", json_pack("{s:i, s:i}", "count", 1, "code", 500));
   json_t *m = job_manifest("r-1", "x");
   char *name = NULL;
-  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, &err), 0);
+  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
   free(name);
   json_decref(m);
   /* Bounded: more failures than retries is an error, marked retriable. */
@@ -287,6 +287,194 @@ static void test_retries(void) {
   CU_ASSERT_EQUAL(altar_k8s_runtime_list_jobs(rt, "default", NULL, &jobs, &n, &err), ALTAR_EBACKEND);
   CU_ASSERT(err.retriable);
   CU_ASSERT(strstr(err.msg, "502") != NULL);
+  ctl0("reset", NULL);
+  altar_k8s_runtime_free(rt);
+}
+
+/* Reaps until n creates have finished (bounded by the retries and their
+ * capped backoff, never by a sleep the test chose). */
+static size_t reap_all(altar_k8s_runtime_t *rt, altar_k8s_create_done_t *done, size_t n) {
+  size_t got = 0;
+  for (int round = 0; got < n && round < 1000; round++) {
+    int k = altar_k8s_runtime_create_reap(rt, 200, done + got, n - got);
+    CU_ASSERT(k >= 0);
+    if (k > 0) got += (size_t)k;
+  }
+  return got;
+}
+
+/* Creates in flight (the multi interface): 429 with Retry-After and 5xx are
+ * retried per create, a conflict is ALTAR_EJOBEXISTS, a rejection EINVAL,
+ * and more failures than retries a retriable error — each for its own id. */
+static void test_multi_creates(void) {
+  ctl0("reset", NULL);
+  altar_k8s_runtime_t *rt = runtime_for(AUTH_TOKEN, 3, 0);
+  altar_error_t err = {0};
+  ctl0("fail", json_pack("{s:i, s:i, s:i}", "count", 1, "code", 429, "retry_after", 1));
+  ctl0("fail", json_pack("{s:i, s:i}", "count", 1, "code", 503));
+  const char *names[] = {"m-1", "m-2", "m-3"};
+  for (uint64_t i = 0; i < 3; i++) {
+    json_t *m = job_manifest(names[i], "x");
+    CU_ASSERT_EQUAL(altar_k8s_runtime_create_start(rt, m, "default", 10 + i, &err), 0);
+    json_decref(m);
+  }
+  altar_k8s_create_done_t done[4];
+  CU_ASSERT_EQUAL_FATAL(reap_all(rt, done, 3), 3);
+  bool seen[3] = {false};
+  for (size_t i = 0; i < 3; i++) {
+    CU_ASSERT_EQUAL(done[i].rc, 0);
+    CU_ASSERT(done[i].id >= 10 && done[i].id < 13);
+    if (done[i].id >= 10 && done[i].id < 13) {
+      seen[done[i].id - 10] = true;
+      CU_ASSERT_STRING_EQUAL(done[i].name, names[done[i].id - 10]);
+    }
+    CU_ASSERT_EQUAL(strlen(done[i].uid), 36);
+    free(done[i].name);
+  }
+  CU_ASSERT(seen[0] && seen[1] && seen[2]);
+  CU_ASSERT_EQUAL(count_requests("POST", "/jobs"), 5); /* 3 + the two retried */
+  /* A conflict, a rejected manifest and an outlasting 502, side by side. */
+  json_t *again = job_manifest("m-1", "x");
+  json_t *bad = json_pack("{s:s, s:s, s:{}}", "apiVersion", "batch/v1", "kind", "Job", "metadata");
+  CU_ASSERT_EQUAL(altar_k8s_runtime_create_start(rt, again, "default", 1, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(reap_all(rt, done, 1), 1);
+  CU_ASSERT_EQUAL(done[0].rc, ALTAR_EJOBEXISTS);
+  CU_ASSERT_EQUAL(altar_k8s_runtime_create_start(rt, bad, "default", 2, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(reap_all(rt, done, 1), 1);
+  CU_ASSERT_EQUAL(done[0].rc, ALTAR_EINVAL);
+  ctl0("fail", json_pack("{s:i, s:i}", "count", 10, "code", 502));
+  json_t *m4 = job_manifest("m-4", "x");
+  CU_ASSERT_EQUAL(altar_k8s_runtime_create_start(rt, m4, "default", 3, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(reap_all(rt, done, 1), 1);
+  CU_ASSERT_EQUAL(done[0].rc, ALTAR_EBACKEND);
+  CU_ASSERT(done[0].err.retriable);
+  CU_ASSERT(strstr(done[0].err.msg, "502") != NULL);
+  json_decref(again);
+  json_decref(bad);
+  json_decref(m4);
+  ctl0("reset", NULL);
+  altar_k8s_runtime_free(rt);
+}
+
+/* Waits (bounded by a count of change notifications, not a sleep) until
+ * name is seen as want by the watch. */
+static bool watch_until(altar_k8s_watch_t *w, const char *name, altar_k8s_seen_t seen, altar_state_t state) {
+  uint64_t gen = 0;
+  for (int i = 0; i < 300; i++) {
+    altar_k8s_watch_view_t v;
+    altar_k8s_watch_lookup(w, &name, 1, &v);
+    if (v.seen == seen && (seen != ALTAR_K8S_SEEN_LIVE || v.state == state)) return true;
+    altar_k8s_watch_wait(w, &gen, 100);
+  }
+  return false;
+}
+
+static void set_status(const char *name, const char *status_json) {
+  ctl0("job_status", json_pack("{s:s, s:s, s:o}", "namespace", "default", "name", name, "status",
+                               json_loads(status_json, 0, NULL)));
+}
+
+/* The watch thread against the stand-in: list then watch, malformed and
+ * oversized input mid-stream, a server that hangs up, an expired version
+ * (as an ERROR event and as HTTP 410), and a Job deleted while nobody
+ * watched. */
+static void test_watch_thread(void) {
+  ctl0("reset", NULL);
+  altar_k8s_runtime_t *rt = runtime_for(AUTH_TOKEN, 3, 0);
+  altar_error_t err = {0};
+  json_t *m = job_manifest("w-1", "x");
+  char *name = NULL;
+  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
+  free(name);
+  json_decref(m);
+  altar_k8s_watch_t *w = NULL;
+  CU_ASSERT_EQUAL_FATAL(altar_k8s_runtime_watch_open(rt, "default", "altar.dev/managed=true", &w, &err), 0);
+  /* Listed first. */
+  for (int i = 0; i < 300 && !altar_k8s_watch_synced(w); i++) {
+    uint64_t gen = altar_k8s_watch_generation(w);
+    altar_k8s_watch_wait(w, &gen, 100);
+  }
+  CU_ASSERT_TRUE_FATAL(altar_k8s_watch_synced(w));
+  CU_ASSERT_TRUE(watch_until(w, "w-1", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_PENDING));
+  /* Then watched: a new Job and a change of state. */
+  m = job_manifest("w-2", "x");
+  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
+  free(name);
+  json_decref(m);
+  CU_ASSERT_TRUE(watch_until(w, "w-2", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_PENDING));
+  /* Garbage between events is skipped; the stream goes on. */
+  ctl0("inject", json_pack("{s:s}", "text", "this is not json\n{\"type\":\"ADDED\",\"object\":[]}\n"));
+  set_status("w-1", "{\"active\":1,\"ready\":1}");
+  CU_ASSERT_TRUE(watch_until(w, "w-1", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_RUNNING));
+  altar_k8s_watch_stats_t st;
+  altar_k8s_watch_stats(w, &st);
+  if (st.bad_events != 2) fprintf(stderr, "bad events: %llu\n", (unsigned long long)st.bad_events);
+  CU_ASSERT_EQUAL(st.bad_events, 2);
+  CU_ASSERT_EQUAL(st.lists, 1);
+  /* The server hangs up: resumed from the last version, no list. */
+  ctl0("hangup", NULL);
+  for (int i = 0; i < 300; i++) {
+    altar_k8s_watch_stats(w, &st);
+    if (st.reconnects >= 1) break;
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  set_status("w-2", "{\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]}");
+  CU_ASSERT_TRUE(watch_until(w, "w-2", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_SUCCEEDED));
+  altar_k8s_watch_stats(w, &st);
+  CU_ASSERT(st.reconnects >= 1);
+  CU_ASSERT_EQUAL(st.lists, 1);
+  CU_ASSERT_EQUAL(st.expired, 0);
+  /* An expired version (ERROR 410): the watch is held, a Job deleted, the
+   * history compacted, the connection dropped: one list, and the Job is
+   * known deleted from its absence (no DELETED event ever reached us). */
+  uint64_t deleted = st.deleted;
+  ctl0("hold", NULL);
+  CU_ASSERT_EQUAL(altar_k8s_runtime_delete_job(rt, "w-1", "default", NULL, &err), 0);
+  ctl0("compact", NULL);
+  ctl0("hangup", NULL);
+  CU_ASSERT_TRUE(watch_until(w, "w-1", ALTAR_K8S_SEEN_DELETED, ALTAR_STATE_PENDING));
+  altar_k8s_watch_stats(w, &st);
+  CU_ASSERT(st.expired >= 1);
+  CU_ASSERT(st.lists >= 2);
+  CU_ASSERT_EQUAL(st.deleted, deleted);
+  /* The same as HTTP 410. */
+  uint64_t expired = st.expired;
+  ctl0("gone_status", NULL);
+  ctl0("compact", NULL);
+  altar_k8s_watch_test_resume_from(w, "1");
+  set_status("w-2", "{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"}]}");
+  CU_ASSERT_TRUE(watch_until(w, "w-2", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_FAILED));
+  for (int i = 0; i < 300; i++) {
+    altar_k8s_watch_stats(w, &st);
+    if (st.expired > expired) break;
+    uint64_t gen = altar_k8s_watch_generation(w);
+    altar_k8s_watch_wait(w, &gen, 100);
+  }
+  CU_ASSERT(st.expired > expired);
+  /* A line that never ends is cut at its bound and followed by a list. */
+  uint64_t lists = st.lists;
+  char *big = malloc((5u << 20) + 1);
+  memset(big, 'x', 5u << 20);
+  big[5u << 20] = '\0';
+  ctl0("inject", json_pack("{s:s}", "text", big));
+  free(big);
+  m = job_manifest("w-3", "x");
+  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
+  free(name);
+  json_decref(m);
+  CU_ASSERT_TRUE(watch_until(w, "w-3", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_PENDING));
+  for (int i = 0; i < 300; i++) {
+    altar_k8s_watch_stats(w, &st);
+    if (st.lists > lists) break;
+    uint64_t gen = altar_k8s_watch_generation(w);
+    altar_k8s_watch_wait(w, &gen, 100);
+  }
+  if (st.lists <= lists)
+    fprintf(stderr, "watch: lists %llu expired %llu reconnects %llu bad %llu\n", (unsigned long long)st.lists,
+            (unsigned long long)st.expired, (unsigned long long)st.reconnects, (unsigned long long)st.bad_events);
+  CU_ASSERT(st.lists > lists);
+  altar_k8s_watch_close(w);
   ctl0("reset", NULL);
   altar_k8s_runtime_free(rt);
 }
@@ -360,6 +548,8 @@ static void add(void) {
   ALTAR_SUITE("k8s_runtime_http", suite_init, suite_clean);
   ALTAR_TEST(test_tls_verified);
   ALTAR_TEST(test_retries);
+  ALTAR_TEST(test_multi_creates);
+  ALTAR_TEST(test_watch_thread);
   ALTAR_TEST(test_timeout);
   ALTAR_TEST(test_kubeconfig_errors);
 }

@@ -87,7 +87,8 @@ static fake_job_t *fake_add(fake_t *f, const char *name, altar_state_t state, co
   return j;
 }
 
-static int f_create(void *impl, const json_t *manifest, const char *ns, char **pname, altar_error_t *err) {
+static int f_create(void *impl, const json_t *manifest, const char *ns, char **pname, char **puid,
+                    altar_error_t *err) {
   fake_t *f = impl;
   (void)ns;
   const json_t *meta = json_object_get(manifest, "metadata");
@@ -105,6 +106,7 @@ static int f_create(void *impl, const json_t *manifest, const char *ns, char **p
       altar_strmap_set(&j->info.annotations, k, json_string_value(v));
   j->manifest = json_deep_copy(manifest);
   *pname = strdup(name);
+  *puid = strdup(j->info.uid);
   return 0;
 }
 
@@ -886,6 +888,90 @@ static void test_poll_bulk(void) {
   altar_k8s_free(k);
 }
 
+/* A runtime with a watch: the test feeds the watch what a server would send. */
+static altar_k8s_watch_t *fed_watch;
+static int f_watch_open(void *impl, const char *ns, const char *sel, altar_k8s_watch_t **pw, altar_error_t *err) {
+  (void)impl;
+  (void)ns;
+  (void)sel;
+  (void)err;
+  *pw = fed_watch = altar__k8s_watch_test_new();
+  return *pw ? 0 : ALTAR_ENOMEM;
+}
+static const altar_k8s_runtime_ops_t fake_watch_ops = {
+    .name = "fake-watch",
+    .create_job = f_create,
+    .list_jobs = f_list,
+    .read_job = f_read,
+    .delete_job = f_delete,
+    .describe_failure = f_describe,
+    .watch_open = f_watch_open,
+    .destroy = f_destroy,
+};
+
+static void watch_event(const char *type, const char *name, const char *status) {
+  char line[1024];
+  snprintf(line, sizeof line,
+           "{\"type\":\"%s\",\"object\":{\"metadata\":{\"name\":\"%s\",\"uid\":\"u-%s\","
+           "\"resourceVersion\":\"7\"},\"status\":{%s}}}\n",
+           type, name, name, status);
+  bool expired = false;
+  CU_ASSERT_EQUAL(altar__k8s_watch_test_feed(fed_watch, line, strlen(line), &expired), 0);
+}
+
+/* With a watch, poll lists nothing: each handle is one lookup; a name the
+ * watch never saw costs one read; a Job it saw deleted is container_missing. */
+static void test_poll_from_watch(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_watch_ops, &f, NULL);
+  altar_handle_t first;
+  altar_handle_init(&first, "kubernetes", "j-first");
+  altar_status_t st[6];
+  memset(st, 0, sizeof st);
+  altar_error_t err = {0};
+  /* The first poll opens the watch (already synced here). */
+  CU_ASSERT_EQUAL_FATAL(altar_k8s_poll(k, &first, 1, st, &err), 0);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fed_watch);
+  CU_ASSERT_PTR_EQUAL(altar_k8s_watch(k), fed_watch);
+  altar_status_clear(&st[0]);
+  altar_handle_clear(&first);
+  int lists = f->n_list;
+  watch_event("ADDED", "j-run", "\"active\":1,\"ready\":1");
+  watch_event("MODIFIED", "j-ok", "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
+  watch_event("ADDED", "j-del", "\"active\":1");
+  watch_event("DELETED", "j-del", "\"active\":1");
+  watch_event("MODIFIED", "j-bad", "\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"}]");
+  fake_job_t *bad = fake_add(f, "j-bad", ALTAR_STATE_FAILED, NULL);
+  bad->failure = altar_failure_exit(3, "exit 3", true);
+  fake_add(f, "j-late", ALTAR_STATE_RUNNING, NULL); /* created, not yet watched */
+  const char *names[] = {"j-run", "j-ok", "j-del", "j-bad", "j-late", "j-absent"};
+  altar_handle_t hs[6];
+  for (int i = 0; i < 6; i++) altar_handle_init(&hs[i], "kubernetes", names[i]);
+  int reads = f->n_read;
+  CU_ASSERT_EQUAL_FATAL(altar_k8s_poll(k, hs, 6, st, &err), 0);
+  CU_ASSERT_EQUAL(f->n_list, lists); /* no list */
+  CU_ASSERT_EQUAL(f->n_read - reads, 2); /* j-late and j-absent only */
+  CU_ASSERT_EQUAL(st[0].state, ALTAR_STATE_RUNNING);
+  CU_ASSERT_EQUAL(st[1].state, ALTAR_STATE_SUCCEEDED);
+  CU_ASSERT_EQUAL(st[2].state, ALTAR_STATE_FAILED);
+  CU_ASSERT(st[2].failure && !strcmp(st[2].failure->reason, ALTAR_REASON_CONTAINER_MISSING));
+  CU_ASSERT_EQUAL(st[3].state, ALTAR_STATE_FAILED);
+  CU_ASSERT(st[3].failure && !strcmp(st[3].failure->reason, "exit_3"));
+  CU_ASSERT_EQUAL(st[4].state, ALTAR_STATE_RUNNING);
+  CU_ASSERT_EQUAL(st[5].state, ALTAR_STATE_FAILED);
+  CU_ASSERT(st[5].failure && !strcmp(st[5].failure->reason, ALTAR_REASON_CONTAINER_MISSING));
+  /* A change since the last poll wakes a waiter at once. */
+  CU_ASSERT_EQUAL(altar_k8s_wait_change(k, 0), 0);
+  watch_event("MODIFIED", "j-run", "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
+  CU_ASSERT_EQUAL(altar_k8s_wait_change(k, 0), 1);
+  for (int i = 0; i < 6; i++) {
+    altar_status_clear(&st[i]);
+    altar_handle_clear(&hs[i]);
+  }
+  altar_k8s_free(k);
+  fed_watch = NULL;
+}
+
 static void test_poll_default_describe(void) {
   fake_t *f;
   altar_k8s_t *k = make_backend(&fake_min_ops, &f, NULL);
@@ -1449,6 +1535,7 @@ static void add(void) {
   ALTAR_TEST(test_submit_other_errors);
   ALTAR_TEST(test_default_read_job);
   ALTAR_TEST(test_poll_bulk);
+  ALTAR_TEST(test_poll_from_watch);
   ALTAR_TEST(test_poll_default_describe);
   ALTAR_TEST(test_capacity);
   ALTAR_TEST(test_pools_servable);

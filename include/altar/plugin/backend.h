@@ -102,6 +102,15 @@ struct altar_backend_ops {
   int (*recover)(altar_backend_t *be, const altar_status_t *failures, size_t n,
                  const char *const *banned, size_t n_banned, altar_handle_t **phandles,
                  size_t *pn, altar_error_t *err);
+  /* Pipelined submit, for a caller that submits many tasks in a row: as
+   * submit, but it may return once the launch is on its way rather than
+   * accepted, so the next one can start; the platform's answer then comes
+   * through poll, where a launch the platform refused is FAILED with the
+   * reason altar_reason_for_start_error gives for the error submit would
+   * have returned. Local checks (an invalid spec) still fail here.
+   * Optional (default: submit). */
+  int (*submit_start)(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
+                      altar_error_t *err);
 };
 
 /* A backend instance. Made by altar_backend_open / altar_backend_open_by_name /

@@ -1,0 +1,57 @@
+/* Open addressing with linear probing; entries are never removed (a deleted
+ * Job stays as a tombstone poll reports container_missing from). */
+#include "k8s_jobmap.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t hash(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static size_t slot_of(const altar__k8s_jobent_t *slots, size_t cap, const char *name) {
+  size_t i = (size_t)hash(name) & (cap - 1);
+  while (slots[i].name && strcmp(slots[i].name, name)) i = (i + 1) & (cap - 1);
+  return i;
+}
+
+altar__k8s_jobent_t *altar__k8s_jobmap_get(const altar__k8s_jobmap_t *m, const char *name) {
+  if (!m->cap || !name) return NULL;
+  size_t i = slot_of(m->slots, m->cap, name);
+  return m->slots[i].name ? &m->slots[i] : NULL;
+}
+
+/* Doubles the table (a power of two, at most 70% full). */
+static int grow(altar__k8s_jobmap_t *m) {
+  size_t cap = m->cap ? m->cap * 2 : 64;
+  if (cap < m->cap || cap > SIZE_MAX / sizeof *m->slots) return -1;
+  altar__k8s_jobent_t *slots = calloc(cap, sizeof *slots);
+  if (!slots) return -1;
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->slots[i].name) slots[slot_of(slots, cap, m->slots[i].name)] = m->slots[i];
+  free(m->slots);
+  m->slots = slots;
+  m->cap = cap;
+  return 0;
+}
+
+altar__k8s_jobent_t *altar__k8s_jobmap_put(altar__k8s_jobmap_t *m, const char *name) {
+  altar__k8s_jobent_t *e = altar__k8s_jobmap_get(m, name);
+  if (e) return e;
+  if ((m->n + 1) * 10 > m->cap * 7 && grow(m)) return NULL;
+  size_t i = slot_of(m->slots, m->cap, name);
+  e = &m->slots[i];
+  memset(e, 0, sizeof *e);
+  if (!(e->name = strdup(name))) return NULL;
+  m->n++;
+  return e;
+}
+
+void altar__k8s_jobmap_clear(altar__k8s_jobmap_t *m) {
+  for (size_t i = 0; i < m->cap; i++) free(m->slots[i].name);
+  free(m->slots);
+  memset(m, 0, sizeof *m);
+}
