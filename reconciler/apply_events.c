@@ -129,7 +129,9 @@ static size_t strmap_bytes(const altar_strmap_t *m) {
  * daemon and in a replay, leaves the triggering event to the DLQ instead
  * and the group open and visible. The size is an upper bound of the
  * encoding: headers counted at their widest. */
-static int check_publishable(const char *k, const char *gk, const picked_t *p, altar_error_t *err) {
+/* *pbytes (may be NULL): what the event may take at most without outputs;
+ * the rest of the message bound is all its outputs may have. */
+static int check_publishable(const char *k, const char *gk, const picked_t *p, size_t *pbytes, altar_error_t *err) {
   if (p->n > ALTAR_MAX_ARRAY)
     return altar_error_set(err, ALTAR_EPREDICATE, "group %s:%s: its event would list %zu shards, more than %u", k, gk,
                            p->n, ALTAR_MAX_ARRAY);
@@ -143,6 +145,7 @@ static int check_publishable(const char *k, const char *gk, const picked_t *p, a
   if (bytes > ALTAR_MAX_MESSAGE)
     return altar_error_set(err, ALTAR_EPREDICATE, "group %s:%s: its event of %zu shards could take %zu bytes, more than %u",
                            k, gk, p->n, bytes, ALTAR_MAX_MESSAGE);
+  if (pbytes) *pbytes = bytes;
   return ALTAR_OK;
 }
 
@@ -383,11 +386,13 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   if (ready) {
     /* Fire with exactly the shards that succeeded so far; the group's
      * failed shards are settled with it. */
-    rc = check_publishable(gs->kind, own, &s, err); /* before anything changes */
+    size_t used = 0;
+    rc = check_publishable(gs->kind, own, &s, &used, err); /* before anything changes */
     altar_transfer_t *outs = NULL;
     size_t n_outs = 0;
     if (!rc && altar__group_outputs_wanted(gs))
-      rc = altar__group_outputs(l, gs->kind, own, s.hs, s.n, &res->mem, &outs, &n_outs, err);
+      rc = altar__group_outputs(l, gs->kind, own, s.hs, s.n, ALTAR_MAX_MESSAGE - used, &res->mem, &outs, &n_outs,
+                                err);
     if (!rc) rc = unhold(l, gs->kind, own, err);
     if (!rc) rc = consume_both(l, &s, &f, err);
     if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, own, &s, &f, ts, err);
@@ -423,7 +428,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   altar_group_failure_t *why = NULL;
   size_t n_why = 0;
   if (pick_failures(&res->mem, m, n, &why, &n_why)) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-  rc = check_publishable(gs->kind, own, &f, err);
+  rc = check_publishable(gs->kind, own, &f, NULL, err);
   if (!rc) rc = unhold(l, gs->kind, own, err);
   if (!rc) rc = consume_both(l, &f, &s, err);
   if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, own, &f, &s, ts, err);
@@ -553,7 +558,7 @@ int altar__apply_cancel_group(altar_ledger_t *l, const altar_group_spec_t *gs, c
         all.keys[all.n] = parts[k]->keys[i];
         all.tkeys[all.n++] = parts[k]->tkeys[i];
       }
-    rc = check_publishable(gs->kind, own, &all, err);
+    rc = check_publishable(gs->kind, own, &all, NULL, err);
   }
   if (!rc) rc = unhold(l, gs->kind, own, err);
   if (!rc && all.n) rc = altar_ledger_consume(l, all.hs, all.n, err);

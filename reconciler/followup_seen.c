@@ -11,8 +11,14 @@
 #define SEEN_POLL_MS 500
 
 static int add_key(altar__keys_seen_t *s, const void *key, size_t len) {
-  if (!key || !len || altar__hmap_get(&s->keys, key, len)) return ALTAR_OK;
-  char *k = strndup(key, len);
+  /* A key with a NUL byte is no follow-up's (task keys are hex), and a
+   * copy of it would be shorter than len. */
+  if (!key || !len || memchr(key, 0, len) || altar__hmap_get(&s->keys, key, len)) return ALTAR_OK;
+  char *k = malloc(len + 1);
+  if (k) {
+    memcpy(k, key, len);
+    k[len] = 0;
+  }
   if (!k || altar__hmap_put(&s->keys, k, len, k)) {
     free(k);
     return ALTAR_ENOMEM;

@@ -22,7 +22,8 @@ static char *dup_or_null(altar_arena_t *a, const char *s, bool *bad) {
 }
 
 int altar__group_outputs(altar_ledger_t *l, const char *kind, const char *gk, const altar_handle_t *hs, size_t n,
-                         altar_arena_t *a, altar_transfer_t **pv, size_t *pn, altar_error_t *err) {
+                         size_t room, altar_arena_t *a, altar_transfer_t **pv, size_t *pn, altar_error_t *err) {
+  if (room > OUTPUTS_MAX_BYTES) room = OUTPUTS_MAX_BYTES;
   *pv = NULL;
   *pn = 0;
   altar__hmap_t seen = {0};
@@ -42,7 +43,7 @@ int altar__group_outputs(altar_ledger_t *l, const char *kind, const char *gk, co
       if (altar__hmap_get(&seen, o->uri, ul)) continue;
       bytes += ul + strlen(o->logical_path) + (o->digest ? strlen(o->digest) : 0) +
                (o->locality_key ? strlen(o->locality_key) : 0) + 64;
-      if (cnt == ALTAR_MAX_ARRAY || bytes > OUTPUTS_MAX_BYTES) {
+      if (cnt == ALTAR_MAX_ARRAY || bytes > room) {
         rc = altar_error_set(err, ALTAR_EPREDICATE,
                              "group %s:%s: its members' outputs (more than %zu, %zu bytes) would not fit its event", kind,
                              gk, cnt, bytes);

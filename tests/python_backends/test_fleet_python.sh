@@ -29,7 +29,7 @@ cfg="--config $T/altar.yaml"
 python3 - "$T" > "$T/specs.jsonl" <<'PY'
 import json, sys
 d = sys.argv[1]
-script = 'i=0; while [ ! -e "$1/go" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo "$0" >> "$1/runs.log"'
+script = 'i=0; while [ ! -e "$1/go" ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i+1)); done; echo "$0" >> "$1/runs.log"'
 for m in ("m1", "m2", "m3"):
     for f in range(5):
         print(json.dumps({"kind": "train", "image": "none",

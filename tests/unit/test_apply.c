@@ -758,6 +758,58 @@ static void test_unpublishable_group_refused(void) {
   }
 }
 
+/* A fired group's outputs get only the room its shards leave in the event:
+ * shards that take most of the message bound, plus outputs within their own
+ * quarter of it but past what is left, are refused before anything changes,
+ * like an over-wide group (the daemon sets the event aside in the DLQ),
+ * instead of failing to encode later and stopping every batch after it. */
+static void test_outputs_beyond_the_room_refused(void) {
+  ev_reset();
+  altar_group_specs_t s;
+  load_specs(&s, "big:\n  group_by: [job_id]\n  ready_when: {all_label_values: {label: fold, values: ['0', '1']}}\n"
+                 "  event_outputs: true\n");
+  altar_error_t err = {0};
+  altar_ledger_t *l = altar_ledger_memory_open(NULL);
+  CU_ASSERT_FATAL(l != NULL);
+  size_t big_len = (size_t)7 << 19; /* 3.5 MiB of labels on one shard */
+  char *big = malloc(big_len + 1);
+  CU_ASSERT_FATAL(big != NULL);
+  memset(big, 'x', big_len);
+  big[big_len] = 0;
+  altar_spec_t *spec = altar_spec_new("big", "img:1");
+  altar_spec_add_arg(spec, "run");
+  for (int i = 0; i < 3000; i++) { /* about 730 KB of outputs: under a quarter of the bound, over what is left */
+    char uri[256], path[32];
+    snprintf(uri, sizeof uri, "file:///out/%04d/%0160d", i, 0);
+    snprintf(path, sizeof path, "o/%d", i);
+    CU_ASSERT_EQUAL_FATAL(altar_spec_add_output(spec, uri, path), 0);
+  }
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_begin(l, &err), 0);
+  altar_handle_t h;
+  altar_handle_init(&h, "process", "w0");
+  altar_strmap_set(&h.labels, "job_id", "j");
+  altar_strmap_set(&h.labels, "fold", "1");
+  altar_strmap_set(&h.labels, "blob", big);
+  altar_record_meta_t meta = {.task_key = "w0", .group_key = "j"};
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_record_meta(l, &h, "big", spec, &meta, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_set_state(l, &h, ALTAR_STATE_SUCCEEDED, NULL, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar_ledger_commit(l, &err), 0);
+  altar_handle_clear(&h);
+  sub("big", "z", "j", 0, 1);
+  st("big", "z", "j", 0, 1, ALTAR_STATE_SUCCEEDED);
+  altar_apply_result_t r = {0};
+  CU_ASSERT_EQUAL(altar_apply_events_atomic(l, &s, evs, nev, 0, &r, &err), ALTAR_EPREDICATE);
+  CU_ASSERT(strstr(err.msg, "outputs") != NULL);
+  CU_ASSERT_EQUAL(r.n_events, 0);
+  altar_ledger_entry_t e;
+  CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "z", &e, &err), ALTAR_ENOTFOUND); /* nothing half-applied */
+  altar_apply_result_clear(&r);
+  altar_spec_free(spec);
+  free(big);
+  altar_ledger_close(l);
+  altar_group_specs_clear(&s);
+}
+
 static void test_bad_events(void) {
   ev_reset();
   altar_group_specs_t s = {0};
@@ -799,6 +851,7 @@ static void add(void) {
   ALTAR_TEST(test_predicate_error_holds_group);
   ALTAR_TEST(test_held_group_released_when_rule_decides);
   ALTAR_TEST(test_unpublishable_group_refused);
+  ALTAR_TEST(test_outputs_beyond_the_room_refused);
   ALTAR_TEST(test_bad_events);
 }
 
