@@ -83,7 +83,7 @@ void local_topic_conf_read(const local_cfg_t *cfg, const char *topic, local_topi
       char *eq = strchr(line, '=');
       if (!eq) continue;
       *eq = '\0';
-      int64_t v;
+      int64_t v = -1;
       if (!strcmp(line, "retention.ms") && !parse_limit(line, eq + 1, &v, NULL)) own.retention_ms = v;
       else if (!strcmp(line, "retention.bytes") && !parse_limit(line, eq + 1, &v, NULL)) own.retention_bytes = v;
     }

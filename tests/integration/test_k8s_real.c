@@ -1027,69 +1027,11 @@ static void test_watch_survives_apiserver_restart(void) {
   altar_k8s_free(k);
 }
 
-/* Compacts etcd's history up to its current revision (its JSON gateway on
- * loopback), as the API server does every five minutes: versions before
- * it are gone, and a watch from one gets 410. */
-static int compact_etcd(void) {
-  char base[128], body[128];
-  const char *port = getenv("ALTAR_K8S_ETCD_PORT") ? getenv("ALTAR_K8S_ETCD_PORT") : "16379";
-  altar_buf_t b = {0};
-  long rev = 0;
-  for (int step = 0; step < 2; step++) {
-    snprintf(base, sizeof base, "http://127.0.0.1:%s/v3/kv/%s", port, step ? "compaction" : "range");
-    if (step) snprintf(body, sizeof body, "{\"revision\":\"%ld\",\"physical\":true}", rev);
-    else snprintf(body, sizeof body, "{\"key\":\"AA==\"}");
-    CURL *c = curl_easy_init();
-    altar_buf_reset(&b);
-    curl_easy_setopt(c, CURLOPT_URL, base);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-    long status = 0;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(c);
-    if (status != 200) {
-      altar_buf_free(&b);
-      return -1;
-    }
-    json_t *r = json_loadb((const char *)b.data, b.len, 0, NULL);
-    const char *v = json_string_value(json_object_get(json_object_get(r, "header"), "revision"));
-    if (!step) rev = v ? strtol(v, NULL, 10) : 0;
-    json_decref(r);
-    if (rev <= 0) {
-      altar_buf_free(&b);
-      return -1;
-    }
-  }
-  altar_buf_free(&b);
-  return 0;
-}
-
-/* A resourceVersion the server no longer keeps: 410, one list, and every
- * completion still seen. */
-static void test_watch_expired_version(void) {
-  altar_k8s_t *k = make_k8s(NULL);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(k);
-  wait_synced(k);
-  enum { N = 30 };
-  altar_handle_t hs[N];
-  memset(hs, 0, sizeof hs);
-  altar_k8s_watch_stats_t before;
-  altar_k8s_watch_stats(altar_k8s_watch(k), &before);
-  CU_ASSERT_EQUAL_FATAL(compact_etcd(), 0);
-  altar_k8s_watch_test_resume_from(altar_k8s_watch(k), "1");
-  submit_batch(k, "expired", hs, N);
-  expect_all_succeeded(k, hs, N);
-  altar_k8s_watch_stats_t after;
-  altar_k8s_watch_stats(altar_k8s_watch(k), &after);
-  fprintf(stderr, "  watch: %llu expired, %llu lists\n", (unsigned long long)(after.expired - before.expired),
-          (unsigned long long)(after.lists - before.lists));
-  CU_ASSERT(after.expired > before.expired);
-  CU_ASSERT(after.lists > before.lists);
-  for (int i = 0; i < N; i++) altar_handle_clear(&hs[i]);
-  altar_k8s_free(k);
-}
+/* An expired resourceVersion (410, then one list) is tested against the
+ * stand-in server (test_k8s_runtime_http, unit.test_k8s_watch): a real API
+ * server answers a watch from an old version out of its watch cache, and
+ * whether that version has left the cache depends on the cluster's history,
+ * so a test of it here passed or failed by timing. */
 
 /* Someone else deletes a running Job: the watch's DELETED makes it
  * container_missing. */
@@ -1139,7 +1081,6 @@ static void add_watch_suite(void) {
   ALTAR_SUITE("k8s-watch", NULL, NULL);
   ALTAR_TEST(test_many_in_flight);
   ALTAR_TEST(test_watch_deleted_by_other);
-  ALTAR_TEST(test_watch_expired_version);
   ALTAR_TEST(test_watch_survives_apiserver_restart);
 }
 
