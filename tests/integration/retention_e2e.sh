@@ -22,7 +22,10 @@ prefix="ret-$(date +%s)-$$"
 cp_dir="$T/checkpoints"
 write_config() { # FILE LEDGER READY DEAD CHECKPOINTS
   {
-    altar_test_fleet_config "$prefix" "{name: process, data_root: $T/data, slots: 4}" "partitions: 4"
+    # Forever, stated: the control reconcilers below have no checkpoints and
+    # refuse a status topic that keeps less (with checkpoints the fleet's
+    # default would be topics.retention_ms).
+    altar_test_fleet_config "$prefix" "{name: process, data_root: $T/data, slots: 4}" "partitions: 4, status_retention_ms: -1"
     echo "groups:"
     echo "  fold: {group_by: [model], ready_when: {all_folds: 5}, on_failed: dead_letter}"
   } | sed -e "s#ledger: {path: $T/ledger}#ledger: {path: $2${5:+, checkpoints: $5, checkpoint_interval_s: 1}}#" \
