@@ -1,6 +1,7 @@
 /* altar status: where a job stands — shards by state from the ledger and its
  * group events from the ready and dead topics. */
 #include "altar/codec.h"
+#include "altar/forward_origin.h"
 #include "altar/ledger.h"
 #include "altar/reconcile.h"
 #include "cli.h"
@@ -106,6 +107,8 @@ static int visit_held(void *ctx, const void *key, size_t klen, const void *val, 
 typedef struct waiting {
   char *topic, *pool;
   uint64_t shards;
+  uint64_t forwarded;         /* of them, copies a busy worker forwarded */
+  char forwarded_from[256];   /* the first such worker */
   size_t members;
   bool members_known;
 } waiting_t;
@@ -154,8 +157,11 @@ static int scan_waiting(altar_config_t *cfg, const char *job, const expect_t *x,
       char tk[ALTAR_TASK_KEY_LEN + 1];
       if (m->value && altar_decode_job(m->value, m->value_len, &jm, &de) == ALTAR_OK) {
         const char *jid = altar_strmap_get(&jm.spec.labels, ALTAR_JOB_ID_LABEL);
-        if (jid && !strcmp(jid, job) && altar_spec_identity(&jm.spec, tk, &de) == ALTAR_OK && !known_task(x, tk))
+        if (jid && !strcmp(jid, job) && altar_spec_identity(&jm.spec, tk, &de) == ALTAR_OK && !known_task(x, tk)) {
           wt->shards++;
+          char by[sizeof wt->forwarded_from];
+          if (altar_forward_origin(m, by, sizeof by) && !wt->forwarded++) memcpy(wt->forwarded_from, by, sizeof by);
+        }
       }
       altar_job_msg_clear(&jm);
       for (size_t k = 0; k < ntp; k++)
@@ -329,9 +335,11 @@ int altar_cmd_status(int argc, char **argv) {
                           (json_int_t)fired, "dead_lettered", (json_int_t)dead, "cancelled", (json_int_t)cancelled);
     json_t *wj = json_array(), *lj = json_array();
     for (size_t i = 0; i < nw; i++)
-      json_array_append_new(wj, json_pack("{s:s, s:s, s:I, s:o}", "pool", wv[i].pool, "topic", wv[i].topic, "shards",
-                                          (json_int_t)wv[i].shards, "workers",
-                                          wv[i].members_known ? json_integer((json_int_t)wv[i].members) : json_null()));
+      json_array_append_new(wj, json_pack("{s:s, s:s, s:I, s:o, s:I, s:o}", "pool", wv[i].pool, "topic", wv[i].topic,
+                                          "shards", (json_int_t)wv[i].shards, "workers",
+                                          wv[i].members_known ? json_integer((json_int_t)wv[i].members) : json_null(),
+                                          "forwarded", (json_int_t)wv[i].forwarded, "forwarded_from",
+                                          wv[i].forwarded ? json_string(wv[i].forwarded_from) : json_null()));
     for (size_t i = 0; i < x.n_shards; i++) {
       const follow_shard_t *sh = &x.shards[i];
       if (!sh->late) continue;
@@ -385,6 +393,11 @@ int altar_cmd_status(int argc, char **argv) {
       if (wv[i].members_known && !wv[i].members)
         printf("  waiting: %llu shard%s waiting for pool %s; no worker serves it\n", (unsigned long long)wv[i].shards,
                s, wv[i].pool);
+      else if (wv[i].forwarded)
+        printf("  waiting: %llu shard%s queued for pool %s; %llu forwarded by %s (no free slot there) to a worker "
+               "with one\n",
+               (unsigned long long)wv[i].shards, s, wv[i].pool, (unsigned long long)wv[i].forwarded,
+               wv[i].forwarded_from);
       else
         printf("  waiting: %llu shard%s queued for pool %s\n", (unsigned long long)wv[i].shards, s, wv[i].pool);
     }

@@ -8,6 +8,7 @@
 #include "altar/codec.h"
 #include "altar/fleet.h"
 #include "altar/footprint.h"
+#include "altar/forward_origin.h"
 #include "altar/ledger.h"
 #include "altar/transport.h"
 #include "altar/spec.h"
@@ -71,6 +72,7 @@ struct altar_fleet_view {
   altar_transport_t *admin; /* lag queries */
   json_t *submitted; /* job_id → submitted_at (the earliest job message) */
   json_t *queued;    /* job_id → {task_key: pool} of its job messages */
+  json_t *forwarded; /* task_key → the worker that forwarded its job (a copy's header) */
   json_t *groups;    /* kind "\n" group_key → {event, ts, kind, group_key, job_id, shards} */
   json_t *hosts;     /* backend "/" external_id → worker id of its latest status event */
   json_t *workers;   /* worker id → its latest heartbeat or goodbye */
@@ -149,11 +151,12 @@ altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_
   }
   v->submitted = json_object();
   v->queued = json_object();
+  v->forwarded = json_object();
   v->groups = json_object();
   v->hosts = json_object();
   v->workers = json_object();
   v->dlq = json_array();
-  if (!ok || !v->submitted || !v->queued || !v->groups || !v->hosts || !v->workers || !v->dlq) {
+  if (!ok || !v->submitted || !v->queued || !v->forwarded || !v->groups || !v->hosts || !v->workers || !v->dlq) {
     altar_fleet_view_free(v);
     altar_error_set(err, ALTAR_ENOMEM, "fleet view: out of memory");
     return NULL;
@@ -181,6 +184,7 @@ void altar_fleet_view_free(altar_fleet_view_t *v) {
   free(v->recs);
   json_decref(v->submitted);
   json_decref(v->queued);
+  json_decref(v->forwarded);
   json_decref(v->groups);
   json_decref(v->hosts);
   json_decref(v->workers);
@@ -209,8 +213,12 @@ static void on_job(altar_fleet_view_t *v, const altar_msg_t *m) {
       char tk[ALTAR_TASK_KEY_LEN + 1];
       json_t *q = json_object_get(v->queued, jid);
       if (!q && (q = json_object()) && altar__bounded_set_new(v->queued, jid, q, ALTAR_FLEET_VIEW_JOBS_KEEP)) q = NULL;
-      if (q && altar_spec_identity(&j.spec, tk, &e) == ALTAR_OK)
+      if (q && altar_spec_identity(&j.spec, tk, &e) == ALTAR_OK) {
         json_object_set_new(q, tk, jstr(j.spec.resources.gpu ? j.spec.resources.gpu : ALTAR_POOL_CPU));
+        char by[256];
+        if (altar_forward_origin(m, by, sizeof by))
+          altar__bounded_set_new(v->forwarded, tk, jstr(by), ALTAR_FLEET_VIEW_HOSTS_KEEP);
+      }
     }
   }
   altar_job_msg_clear(&j);
@@ -461,10 +469,11 @@ static json_t *shard_json(const altar_fleet_view_t *v, const rec_t *r) {
   else if (worker) snprintf(host, sizeof host, "%.*s", (int)strcspn(worker, ":"), worker);
   json_t *failure = r->reason ? json_pack("{s:o, s:o}", "reason", jstr(r->reason), "detail", jstr(r->detail))
                               : json_null();
-  return json_pack("{s:o, s:o, s:s, s:I, s:b, s:o, s:o, s:o, s:O}", "backend", jstr(r->backend), "external_id",
+  json_t *by = r->task_key[0] ? json_object_get(v->forwarded, r->task_key) : NULL;
+  return json_pack("{s:o, s:o, s:s, s:I, s:b, s:o, s:o, s:o, s:O, s:O}", "backend", jstr(r->backend), "external_id",
                    jstr(r->external_id), "state", shard_state(r), "attempts", (json_int_t)(r->restarts + 1),
                    "consumed", r->consumed, "worker", jstr(worker), "host", *host ? jstr(host) : json_null(), "failure",
-                   failure ? failure : json_null(), "outputs", r->outputs);
+                   failure ? failure : json_null(), "outputs", r->outputs, "forwarded_from", by ? by : json_null());
 }
 
 /* Per job: the tallies, group counts and outputs of the records, plus jobs

@@ -103,6 +103,20 @@ static int await_visible(altar__kafka_t *k, const char *topic, int32_t partition
   return rc;
 }
 
+/* A topic that already exists is usually produced to next (a submit creates
+ * its topics, then sends). Without its metadata cached, librdkafka holds the
+ * first record until its once-a-second timer asks for it: a second added to
+ * every short-lived producer's first send. One metadata request now (a
+ * round trip) spares that; a failure only means the slow path. */
+static void warm_metadata(altar__kafka_t *k, const char *topic, int64_t deadline) {
+  rd_kafka_topic_t *rkt = rd_kafka_topic_new(k->prod, topic, NULL);
+  if (!rkt) return;
+  const struct rd_kafka_metadata *md = NULL;
+  int wait = remaining(deadline) > 0 ? (int)remaining(deadline) : 1;
+  if (!rd_kafka_metadata(k->prod, 0, rkt, &md, wait) && md) rd_kafka_metadata_destroy(md);
+  rd_kafka_topic_destroy(rkt);
+}
+
 int altar__kafka_create_topic(altar_transport_t *t, const char *topic, int32_t partitions,
                               altar_error_t *err) {
   return altar__kafka_create_topic_config(t, topic, partitions, NULL, err);
@@ -123,6 +137,7 @@ int altar__kafka_create_topic_config(altar_transport_t *t, const char *topic, in
     if (rc == ALTAR_OK || !retry_after(k, deadline, attempt, &e)) break;
   }
   if (rc == ALTAR_OK) rc = await_visible(k, topic, partitions, deadline, &e);
+  if (rc == ALTAR_EEXIST) warm_metadata(k, topic, deadline);
   if (rc && err) *err = e;
   return rc;
 }

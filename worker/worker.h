@@ -59,8 +59,6 @@
 /* Headers of a forwarded job: "<worker>/<topic>/<partition>/<offset>" of
  * the original, and how many times it was forwarded (a job forwarded
  * ALTAR_FORWARD_HOPS_MAX times waits where it is). */
-#define ALTAR_FORWARD_FROM_HEADER "altar.forwarded.from"
-#define ALTAR_FORWARD_HOPS_HEADER "altar.forwarded.hops"
 #define ALTAR_FORWARD_HOPS_MAX 4
 /* forward_after_ms when 0. */
 #define ALTAR_FORWARD_AFTER_MS_DEFAULT 200

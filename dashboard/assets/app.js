@@ -162,7 +162,7 @@ const pages = {
     const o = await api(`job?id=${encodeURIComponent(id)}&offset=${r.offset}&limit=${PAGE}`);
     const shardRows = (ms) => ms.map((s) => el("tr", { "data-shard": s.external_id },
       el("td", {}, el("code", {}, s.external_id)), el("td", {}, state(s.state)), el("td", { class: "num" }, s.attempts),
-      el("td", {}, s.host || "—"),
+      el("td", {}, s.host || "—", s.forwarded_from ? el("div", { class: "muted", "data-forwarded": s.forwarded_from }, `forwarded from ${s.forwarded_from}`) : null),
       el("td", {}, s.failure ? [el("b", {}, s.failure.reason), s.failure.detail ? el("div", { class: "detail" }, s.failure.detail) : null] : "—"),
       el("td", {}, s.outputs.map((u) => el("div", {}, el("code", {}, u))))));
     const heads = ["shard", "state", "attempts", "host", "failure and log tail", "outputs"];

@@ -20,6 +20,10 @@ ALTAR_API_BEGIN
 #define ALTAR_DLQ_REASON_HEADER "altar.dlq.reason"
 #define ALTAR_DLQ_SOURCE_HEADER "altar.dlq.source" /* "topic/partition/offset" */
 #define ALTAR_DLQ_SIZE_HEADER "altar.dlq.original_size"
+/* On a job a worker forwarded to a peer with a free slot (docs/forwarding.md):
+ * "worker/topic/partition/offset" of the original, and the number of forwards. */
+#define ALTAR_FORWARD_FROM_HEADER "altar.forwarded.from"
+#define ALTAR_FORWARD_HOPS_HEADER "altar.forwarded.hops"
 /* Fleet topic (JSON): {"v":1,"type":"worker","event":"heartbeat"|"goodbye",
  * "worker","host","pid","backend","pools","slots","running","version",
  * "started_at","ts","free","owns"}, keyed by worker id (schemas/README.md);

@@ -25,6 +25,12 @@
 # Kafka finds the dead member later, and full peers wait — runs again, and
 # every run starts after the previous one ended), every group fired once,
 # the ledger is as above.
+# With FORWARD_MODE=kill_receiver, the quick shards run 30 s; once all run,
+# the worker that started more forwarded copies (w2 or w3) and the
+# reconciler are killed -9 and the reconciler restarted: the dead worker's
+# partitions, copies included, go to the others, who adopt the live runs by
+# task key. Checks as for crash: no shard ran twice at once, every group
+# fired once, the ledger as above.
 # With FORWARD_MODE=cancel, the quick shards run 120 s; once all run (those
 # of w1's partitions on w2/w3, forwarded), `altar cancel` stops the job.
 # Checks: every quick shard started once and never ended (its run was
@@ -39,6 +45,8 @@ if [ "$TRANSPORT" = kafka ]; then BOUND_S=4.0; else BOUND_S=1.0; fi
 QUICK_S=0.2
 if [ "$MODE" = crash ]; then
   if [ "$TRANSPORT" = kafka ]; then QUICK_S=30; else QUICK_S=8; fi
+elif [ "$MODE" = kill_receiver ]; then
+  QUICK_S=30
 elif [ "$MODE" = cancel ]; then
   QUICK_S=120
 fi
@@ -81,41 +89,12 @@ wait_for() { # wait_for WHAT N SECONDS: until WHAT prints >= N
     sleep 0.2
   done
 }
-# The jobs partitions each worker owns now, from its own "assigned ... :
-# T:p,p" and "revoked ... : T:p,p" lines, as JSON.
-owns() {
-  python3 - "$T" "$prefix.jobs" <<'PY'
-import json, re, sys
-d, topic = sys.argv[1], sys.argv[2]
-out = {}
-for w in ("w1", "w2", "w3"):
-    have = set()
-    try:
-        lines = open(f"{d}/worker{w[1]}.log").read().splitlines()
-    except OSError:
-        lines = []
-    for l in lines:
-        m = re.match(rf"altar worker {w}: (assigned|revoked) \d+ partition\(s\).*?: (\S+:.*)$", l)
-        if not m:
-            continue
-        for group in m.group(2).split():
-            t, _, ps = group.rpartition(":")
-            if t != topic:
-                continue
-            for p in ps.split(","):
-                (have.add if m.group(1) == "assigned" else have.discard)(int(p))
-    out[w] = sorted(have)
-print(json.dumps(out))
-PY
-}
-# 1 when w1, w2 and w3 each own partitions of the jobs topic and together all 32.
-settled() {
-  owns | python3 -c '
-import json, sys
-o = json.load(sys.stdin)
-ws = [o.get(w, []) for w in ("w1", "w2", "w3")]
-print(1 if all(ws) and sorted(p for w in ws for p in w) == list(range(32)) else 0)'
-}
+# The jobs partitions each worker owns now, from its own "assigned" and
+# "revoked" lines, as JSON; settled: 1 when w1, w2 and w3 each own some and
+# together all 32.
+owned_py="$ALTAR_SOURCE_DIR/bench/util/owned_partitions.py"
+owns() { python3 "$owned_py" --log-name-digit "$T" "$prefix.jobs" w1 w2 w3; }
+settled() { python3 "$owned_py" --settled 32 --log-name-digit "$T" "$prefix.jobs" w1 w2 w3; }
 
 "$ALTAR_BIN" reconciler $cfg >>"$T/reconciler.log" 2>&1 & rec=$!; pids="$pids $rec"
 if [ "$MODE" = crash ]; then W_ENV="env ALTAR_TEST_CRASH_AFTER_FORWARD=1"; else W_ENV=""; fi
@@ -188,6 +167,20 @@ subprocess.run([altar, "log", "produce", "--config", f"{d}/altar.yaml", "--topic
 PY
 count() { "$ALTAR_BIN" log consume $cfg --topic "$1" --from-beginning --exit 2>/dev/null | grep -c '"event_id"' || true; }
 ready_n() { count "$prefix.ready"; }
+if [ "$MODE" = kill_receiver ]; then
+  # Once every shard runs, the forwarded ones on w2/w3: kill -9 the worker
+  # that started more copies, and the reconciler, then restart the reconciler.
+  here() { grep -c "forwarded here from" "$T/worker$1.log" || true; }
+  here_all() { echo $(( $(here 2) + $(here 3) )); }
+  wait_for started $((4 + QUICK_N)) 60
+  wait_for here_all 1 30
+  if [ "$(here 2)" -ge "$(here 3)" ]; then victim=2; else victim=3; fi
+  eval "vpid=\$w$victim"
+  kill -9 "$vpid" "$rec"
+  echo "killed -9 w$victim (started $(here $victim) forwarded copies) and the reconciler"
+  echo "w$victim" > "$T/victim"
+  "$ALTAR_BIN" reconciler $cfg >>"$T/reconciler.log" 2>&1 & rec=$!; pids="$pids $rec"
+fi
 if [ "$MODE" = cancel ]; then
   forwards() { grep -c "no free slot here; forwarded" "$T/worker1.log" || true; }
   wait_for started $((4 + QUICK_N)) 60
@@ -203,6 +196,8 @@ else
 fi
 if [ "$MODE" = crash ]; then
   grep -q "ALTAR_TEST_CRASH_AFTER_FORWARD: dying" "$T/worker1.log" || { echo "FAIL: w1 did not die after a forward"; exit 1; }
+fi
+if [ "$MODE" = crash ] || [ "$MODE" = kill_receiver ]; then
   "$ALTAR_BIN" log consume $cfg --topic "$prefix.ready" --from-beginning --exit 2>/dev/null > "$T/ready.jsonl"
 fi
 kill -TERM "$w1" "$w2" "$w3" "$rec" 2>/dev/null || true
@@ -211,6 +206,23 @@ wait "$w1" "$w2" "$w3" "$rec" 2>/dev/null || true
 "$ALTAR_BIN" log consume $cfg --topic "$prefix.status" --from-beginning --exit > "$T/status.jsonl"
 "$ALTAR_BIN" log consume $cfg --topic "$prefix.jobs" --from-beginning --exit --headers > "$T/jobs.txt"
 "$ALTAR_BIN" ledger dump $cfg > "$T/ledger.jsonl"
+# Where each shard ran, as an operator sees it: the dashboard's job page
+# (/api/job) names the worker that forwarded each forwarded shard.
+if [ "$MODE" = scenario ]; then
+  port="$(free_port)"
+  "$ALTAR_BIN" dashboard $cfg --addr "127.0.0.1:$port" >>"$T/dashboard.log" 2>&1 & dash=$!; pids="$pids $dash"
+  api_forwarded() {
+    curl -s --noproxy '*' "http://127.0.0.1:$port/api/job?id=$(cat "$T/job_id")" > "$T/api_job.json" 2>/dev/null || true
+    python3 -c 'import json, sys
+try:
+    o = json.load(open(sys.argv[1]))
+except ValueError:
+    print(0); sys.exit()
+print(sum(1 for g in o.get("group_list", []) for m in g.get("members", []) if m.get("forwarded_from")))' "$T/api_job.json"
+  }
+  wait_for api_forwarded "$(python3 -c "import json; print(len(json.load(open('$T/on_w1.json'))))")" 30
+  kill "$dash" 2>/dev/null || true
+fi
 grep -h "altar worker [^ ]*: consumed" "$T"/worker*.log | sed 's/^/  /'
 python3 - "$T" "$TRANSPORT" "$QUICK_N" "$BOUND_S" "$MODE" <<'PY'
 import collections, json, re, sys
@@ -224,7 +236,7 @@ for line in open(f"{d}/data/runs.log"):
 reruns = 0
 for n in names:
     want_end = 0 if mode == "cancel" and n.startswith("quick") else 1
-    if mode == "crash" and len(starts[n]) > 1 and len(starts[n]) == len(ends[n]):
+    if mode in ("crash", "kill_receiver") and len(starts[n]) > 1 and len(starts[n]) == len(ends[n]):
         # The crash window may run a job again (docs/forwarding.md), never
         # twice at once: each run starts after the one before it ended.
         s, e = sorted(starts[n]), sorted(ends[n])
@@ -253,7 +265,7 @@ for l in open(f"{d}/jobs.txt"):
     else:
         sub[name] = j["submitted_at"]
 quick = [n for n in names if n.startswith("quick")]
-if mode == "crash":
+if mode in ("crash", "kill_receiver"):
     ids = collections.Counter()
     for l in open(f"{d}/ready.jsonl"):
         try:
@@ -283,10 +295,10 @@ def stat(w, what):
 # each forwarded shard started once from its last copy.
 fw1 = stat("w1", "forwarded")
 fw = fw1 + stat("w2", "forwarded") + stat("w3", "forwarded")
-fin = stat("w2", "forwarded here") + stat("w3", "forwarded here")
+fin = max(0, stat("w2", "forwarded here")) + max(0, stat("w3", "forwarded here"))  # a killed worker has no summary
 sub1 = stat("w1", "submitted")
-if mode in ("crash", "cancel"):
-    want_copies = len(on_w1) if mode == "cancel" else 1
+if mode in ("crash", "cancel", "kill_receiver"):
+    want_copies = len(on_w1) if mode in ("cancel", "kill_receiver") else 1
     if copies < want_copies:
         problems.append(f"{copies} forwarded copies on the jobs topic (want at least {want_copies})")
 elif not (fw1 == len(on_w1) and copies == fw and fin == len(copied) and set(on_w1) <= copied):
@@ -310,11 +322,16 @@ for l in open(f"{d}/ledger.jsonl"):
     recs[name] += 1
     if mode == "cancel" and name.startswith("quick") and (st != "failed" or fail.get("reason") != "cancelled"):
         problems.append(f"{name}: {st} {fail.get('reason')} (want failed, cancelled)")
+if mode == "scenario":
+    page = json.load(open(f"{d}/api_job.json"))
+    shown = [m["forwarded_from"] for g in page["group_list"] for m in g["members"] if m.get("forwarded_from")]
+    if len(shown) != len(copied) or not set(shown) <= {"w1", "w2", "w3"} or "w1" not in shown:
+        problems.append(f"/api/job shows {len(shown)} forwarded shards ({shown}); {len(copied)} were forwarded")
 for n in names:
     if recs[n] != 1:
         problems.append(f"{n} has {recs[n]} terminal record(s) in the ledger")
-if mode == "crash":
-    print(f"crash window: {reruns} run(s) again after the first had ended, none at once")
+if mode in ("crash", "kill_receiver"):
+    print(f"{mode}: {reruns} run(s) again after the first had ended, none at once")
 if lat:
     print(f"quick shards: start after submission min {lat[0][0]:.3f} s, median {lat[len(lat)//2][0]:.3f} s, "
           f"max {lat[-1][0]:.3f} s (bound {bound} s); {fw1} forwarded by w1, {fw - fw1} by w2+w3, "
