@@ -74,6 +74,30 @@ typedef struct altar_ledger_ops altar_ledger_ops_t;
  * naming it). NULL with err set. Free with altar_ledger_close. */
 altar_ledger_t *altar_ledger_open(const altar_ledger_ops_t *ops, const altar_strmap_t *cfg, altar_error_t *err);
 
+/* A ledger made of the contract's six operations and nothing more: what an
+ * embedder (the Python package's TaskLedger subclasses) implements. Each
+ * operation is called with ctx and the same arguments and ownership rules
+ * as altar/plugin/ledger.h's (arrays returned are malloc'd and freed by the
+ * caller with altar_handles_free / altar_records_free). Enough for
+ * altar_reconcile_once; the fleet's extras (lookups, groups, transactions)
+ * answer ALTAR_ENOTSUP, except begin/commit/abort, which do nothing: each
+ * operation is the implementation's own unit of durability. */
+typedef struct altar_contract_ledger {
+  void *ctx;
+  int (*record)(void *ctx, const altar_handle_t *h, const char *kind, const altar_spec_t *spec, altar_error_t *err);
+  int (*open_handles)(void *ctx, altar_handle_t **phs, size_t *pn, altar_error_t *err);
+  int (*set_state)(void *ctx, const altar_handle_t *h, altar_state_t state, const altar_failure_t *failure,
+                   altar_error_t *err);
+  int (*active_succeeded)(void *ctx, altar_record_t **precs, size_t *pn, altar_error_t *err);
+  int (*active_failed)(void *ctx, altar_record_t **precs, size_t *pn, altar_error_t *err);
+  int (*consume)(void *ctx, const altar_handle_t *hs, size_t n, altar_error_t *err);
+} altar_contract_ledger_t;
+
+/* A ledger handle over c (copied; every operation required, ALTAR_EINVAL
+ * naming a missing one). NULL with err set. Free with altar_ledger_close,
+ * which does not touch c->ctx. */
+altar_ledger_t *altar_ledger_contract_open(const altar_contract_ledger_t *c, altar_error_t *err);
+
 /* The in-process reference (it takes no configuration keys). NULL with err
  * set (err may be NULL) on allocation failure. Free with altar_ledger_close. */
 altar_ledger_t *altar_ledger_memory_open(altar_error_t *err);

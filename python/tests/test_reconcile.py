@@ -4,6 +4,7 @@ ledgers and reconcile tick, and the contract's own loop on the process backend."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from altar.execution import (
     RocksDBTaskLedger,
     TaskFailure,
     TaskHandle,
+    TaskLedger,
+    TaskRecord,
     TaskState,
     TaskStatus,
     all_expected_folds,
@@ -39,9 +42,60 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-@pytest.fixture(params=["memory", "rocksdb"])
-def ledger(request: Any, tmp_path: Path) -> Iterator[NativeTaskLedger]:
-    led: NativeTaskLedger = InMemoryTaskLedger() if request.param == "memory" else RocksDBTaskLedger(tmp_path / "l")
+class DictTaskLedger(TaskLedger):
+    """A user's own ledger, written from the contract's text alone: reconcile_once
+    reaches it through libaltar's bridge (every call back on the event loop)."""
+
+    def __init__(self) -> None:
+        self.recs: dict[tuple[str, str], TaskRecord] = {}
+        self.calls: list[str] = []
+
+    async def record(self, handle: TaskHandle, kind: str, spec: dict[str, Any] | None = None) -> None:
+        self.calls.append("record")
+        key = (handle.backend, handle.external_id)
+        old = self.recs.get(key)
+        if old is not None and not old.consumed:
+            return
+        self.recs[key] = TaskRecord(handle, kind, TaskState.PENDING, 0, spec, False, None)
+
+    async def open_handles(self) -> list[TaskHandle]:
+        self.calls.append("open_handles")
+        return [r.handle for r in self.recs.values() if not r.consumed and not r.state.terminal]
+
+    async def set_state(self, handle: TaskHandle, state: TaskState, failure: TaskFailure | None = None) -> None:
+        self.calls.append("set_state")
+        key = (handle.backend, handle.external_id)
+        r = self.recs[key]
+        self.recs[key] = dataclasses.replace(r, state=state, failure=failure if state == TaskState.FAILED else None)
+
+    async def active_succeeded(self) -> list[TaskRecord]:
+        self.calls.append("active_succeeded")
+        return [r for r in self.recs.values() if not r.consumed and r.state == TaskState.SUCCEEDED]
+
+    async def active_failed(self) -> list[TaskRecord]:
+        self.calls.append("active_failed")
+        return [r for r in self.recs.values() if not r.consumed and r.state == TaskState.FAILED]
+
+    async def consume(self, handles: list[TaskHandle]) -> None:
+        self.calls.append("consume")
+        for h in handles:
+            key = (h.backend, h.external_id)
+            if key in self.recs:
+                self.recs[key] = dataclasses.replace(self.recs[key], consumed=True)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(params=["memory", "rocksdb", "python"])
+def ledger(request: Any, tmp_path: Path) -> Iterator[Any]:
+    led: Any
+    if request.param == "memory":
+        led = InMemoryTaskLedger()
+    elif request.param == "rocksdb":
+        led = RocksDBTaskLedger(tmp_path / "l")
+    else:
+        led = DictTaskLedger()
     yield led
     led.close()
 
@@ -77,7 +131,7 @@ class FakeBackend(ExecutionBackend):
 # ---- the ledger ---------------------------------------------------------------------
 
 
-def test_ledger_record_is_idempotent_while_open_and_reopens_consumed(ledger: NativeTaskLedger) -> None:
+def test_ledger_record_is_idempotent_while_open_and_reopens_consumed(ledger: TaskLedger) -> None:
     async def go() -> None:
         a = h(1, fold="0")
         await ledger.record(a, "train", spec(1, fold="0"))
@@ -169,7 +223,7 @@ def test_group_by() -> None:
 # ---- reconcile_once --------------------------------------------------------------------------
 
 
-def test_a_ready_group_fires_once_and_is_consumed(ledger: NativeTaskLedger) -> None:
+def test_a_ready_group_fires_once_and_is_consumed(ledger: TaskLedger) -> None:
     async def go() -> None:
         be = FakeBackend()
         fired: list[tuple[str, list[str]]] = []
@@ -198,7 +252,7 @@ def test_a_ready_group_fires_once_and_is_consumed(ledger: NativeTaskLedger) -> N
     run(go())
 
 
-def test_blocked_groups_dead_lettered_deferred_or_stalled(ledger: NativeTaskLedger) -> None:
+def test_blocked_groups_dead_lettered_deferred_or_stalled(ledger: TaskLedger) -> None:
     async def go() -> None:
         be = FakeBackend()
         decisions = {"dl": True, "df": False}
@@ -233,7 +287,7 @@ def test_blocked_groups_dead_lettered_deferred_or_stalled(ledger: NativeTaskLedg
     run(go())
 
 
-def test_predicates_are_evaluated_before_any_callback(ledger: NativeTaskLedger) -> None:
+def test_predicates_are_evaluated_before_any_callback(ledger: TaskLedger) -> None:
     async def go() -> None:
         be = FakeBackend()
         called: list[str] = []
@@ -261,7 +315,7 @@ def test_predicates_are_evaluated_before_any_callback(ledger: NativeTaskLedger) 
     run(go())
 
 
-def test_a_python_predicate_and_a_raising_on_ready(ledger: NativeTaskLedger) -> None:
+def test_a_python_predicate_and_a_raising_on_ready(ledger: TaskLedger) -> None:
     async def go() -> None:
         be = FakeBackend()
         fail = [True]
@@ -311,3 +365,39 @@ def test_the_contracts_loop_on_the_process_backend_and_rocksdb(tmp_path: Path) -
             backend.close()
             ledger.close()
     assert run(go()) == ["j1"]
+
+
+def test_a_users_ledger_that_raises_or_answers_garbage() -> None:
+    """Whatever a TaskLedger subclass does wrong comes back to the caller as its own
+    exception (or a TypeError naming the method), and no group fires."""
+    class Broken(DictTaskLedger):
+        mode = "raise"
+
+        async def active_succeeded(self) -> list[TaskRecord]:
+            if self.mode == "raise":
+                raise ConnectionError("ledger database unreachable")
+            return "not a list"  # type: ignore[return-value]
+
+    async def go() -> None:
+        be = FakeBackend()
+        fired: list[str] = []
+
+        async def on_ready(gk: str, shards: list[TaskHandle]) -> None:
+            fired.append(gk)
+
+        led = Broken()
+        x = h(1, job_id="j")
+        await led.record(x, "train", spec(1, job_id="j"))
+        be.set(x, TaskState.SUCCEEDED)
+        specs = [GroupSpec("train", group_by("job_id"), single(), on_ready)]
+        with pytest.raises(ConnectionError, match="unreachable"):
+            await reconcile_once(be, led, specs)
+        led.mode = "garbage"
+        with pytest.raises(TypeError, match="active_succeeded must return a list"):
+            await reconcile_once(be, led, specs)
+        assert fired == [] and led.recs[("fake", "t1")].state == TaskState.SUCCEEDED
+        led.mode = "fixed"
+        Broken.active_succeeded = DictTaskLedger.active_succeeded  # type: ignore[method-assign]
+        r = await reconcile_once(be, led, specs)
+        assert r.fired_groups == ["train:j"] and fired == ["j"]
+    run(go())

@@ -148,6 +148,17 @@ typedef struct altar_ledger_entry { altar_record_t rec; char *task_key; char *gr
 typedef int (*altar_ledger_visit_fn)(void *ctx, const altar_ledger_entry_t *e);
 int altar_ledger_foreach(altar_ledger_t *l, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err);
 void altar_ledger_close(altar_ledger_t *l);
+typedef struct altar_contract_ledger {
+  void *ctx;
+  int (*record)(void *ctx, const altar_handle_t *h, const char *kind, const altar_spec_t *spec, altar_error_t *err);
+  int (*open_handles)(void *ctx, altar_handle_t **phs, size_t *pn, altar_error_t *err);
+  int (*set_state)(void *ctx, const altar_handle_t *h, int state, const altar_failure_t *failure, altar_error_t *err);
+  int (*active_succeeded)(void *ctx, altar_record_t **precs, size_t *pn, altar_error_t *err);
+  int (*active_failed)(void *ctx, altar_record_t **precs, size_t *pn, altar_error_t *err);
+  int (*consume)(void *ctx, const altar_handle_t *hs, size_t n, altar_error_t *err);
+} altar_contract_ledger_t;
+altar_ledger_t *altar_ledger_contract_open(const altar_contract_ledger_t *c, altar_error_t *err);
+int altar_record_init(altar_record_t *rec, const altar_handle_t *h, const char *kind, const altar_spec_t *spec);
 int altar_ledger_record(altar_ledger_t *l, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
                         altar_error_t *err);
 int altar_ledger_open_handles(altar_ledger_t *l, altar_handle_t **phs, size_t *pn, altar_error_t *err);

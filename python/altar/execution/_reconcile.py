@@ -15,12 +15,13 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 from . import _errors, _native
 from ._backends import ExecutionBackend
 from ._codec import c_failure, fill_handle, handle_from_c
 from ._ledger import RECONCILING, NativeTaskLedger, TaskLedger
+from ._ledger_bridge import LedgerBridge
 from ._model import STATE_CODES, TaskHandle
 
 ffi = _native.ffi
@@ -336,10 +337,30 @@ def _specs_list(group_specs: dict[str, GroupSpec] | list[GroupSpec]) -> list[Gro
     return list(group_specs.values()) if isinstance(group_specs, dict) else list(group_specs)
 
 
-def _native_ledger(ledger: TaskLedger) -> NativeTaskLedger:
-    if not isinstance(ledger, NativeTaskLedger):
-        raise TypeError("reconcile_once runs in libaltar: the ledger must be InMemoryTaskLedger or RocksDBTaskLedger")
-    return ledger
+R = TypeVar("R")
+
+
+def _check_ledger(ledger: TaskLedger) -> None:
+    if not isinstance(ledger, TaskLedger):
+        raise TypeError(f"expected a TaskLedger, got {type(ledger).__name__}")
+
+
+def _with_c_ledger(ledger: TaskLedger, tick: _Tick, fn: Callable[[Any], R]) -> R:
+    """Runs fn with this call's C ledger, on the tick's thread: altar's own ledgers
+    under their lock, any other TaskLedger through a LedgerBridge."""
+    if isinstance(ledger, NativeTaskLedger):
+        native = ledger
+
+        def holding(l: Any) -> R:
+            # Set once the tick holds the ledger: from here its callbacks may use it.
+            RECONCILING.set(native)
+            return fn(l)
+        return native.with_ledger(holding)
+    bridge = LedgerBridge(ledger, tick)
+    try:
+        return fn(bridge.l)
+    finally:
+        bridge.close()
 
 
 async def reconcile_once(backend: ExecutionBackend, ledger: TaskLedger,
@@ -351,7 +372,7 @@ async def reconcile_once(backend: ExecutionBackend, ledger: TaskLedger,
     and before any group fires or is consumed; so does an exception from
     poll or a callback (a failing on_ready leaves its group to fire again).
     """
-    led = _native_ledger(ledger)
+    _check_ledger(ledger)
     tick = _Tick(backend, _specs_list(group_specs), asyncio.get_running_loop())
     L = _native.lib()
 
@@ -368,15 +389,8 @@ async def reconcile_once(backend: ExecutionBackend, ledger: TaskLedger,
         finally:
             L.altar_reconcile_result_clear(res)
 
-    def in_thread() -> ReconcileResult:
-        def holding(l: Any) -> ReconcileResult:
-            # Set once the tick holds the ledger: from here its callbacks may use it.
-            RECONCILING.set(led)
-            return run(l)
-        return led.with_ledger(holding)
-
     try:
-        return await asyncio.to_thread(in_thread)
+        return await asyncio.to_thread(_with_c_ledger, ledger, tick, run)
     finally:
         tick.close()
 
@@ -387,7 +401,7 @@ async def run_reconcile_loop(backend: ExecutionBackend, ledger: TaskLedger,
     """Call reconcile_once every interval_s until idle (no open handle and nothing fired, with
     stop_when_idle) or max_ticks; returns every tick's result. Raises ReconcileStalled when a
     tick reports a group blocked by a failed shard that no on_failed handles."""
-    led = _native_ledger(ledger)
+    _check_ledger(ledger)
     tick = _Tick(backend, _specs_list(group_specs), asyncio.get_running_loop())
     L = _native.lib()
 
@@ -413,14 +427,7 @@ async def run_reconcile_loop(backend: ExecutionBackend, ledger: TaskLedger,
                 L.altar_reconcile_results_free(pres[0], pn[0])
             L.altar_strlist_clear(stalled)
 
-    def in_thread() -> list[ReconcileResult]:
-        def holding(l: Any) -> list[ReconcileResult]:
-            # Set once the tick holds the ledger: from here its callbacks may use it.
-            RECONCILING.set(led)
-            return run(l)
-        return led.with_ledger(holding)
-
     try:
-        return await asyncio.to_thread(in_thread)
+        return await asyncio.to_thread(_with_c_ledger, ledger, tick, run)
     finally:
         tick.close()
