@@ -14,6 +14,8 @@
 #   ALTAR_BENCH_LAT N          shards in the latency pass (default 200)
 # The last line is machine-readable (bench/ab.sh reads it):
 #   result rate=<shards/s> xargs=<commands/s> ratio=<rate/xargs> p50_ms=<> p99_ms=<>
+#          worker_cpu_ms= rec_cpu_ms= idle_cpu_pct= fleet_cpu_ms=<all of the fleet's
+#          CPU per shard, tasks included> cpu_bound=<xargs's CPU per command / fleet_cpu_ms>
 set -eu
 B="${1:-build}"
 N="${2:-3000}"
@@ -64,9 +66,10 @@ groups:
 YAML
 cfg="--config $dir/altar.yaml"
 
-# Baseline: xargs -P 4 running /bin/true N times.
+# Baseline: xargs -P 4 running /bin/true N times; its CPU (xargs and every
+# command it ran) per command too.
 t0=$(date +%s.%N)
-seq "$N" | xargs -P 4 -n 1 sh -c 'exec /bin/true' >/dev/null
+/usr/bin/time -o "$dir/xargs.cpu" -f "%U %S" sh -c "seq $N | xargs -P 4 -n 1 sh -c 'exec /bin/true'" >/dev/null
 t1=$(date +%s.%N)
 xargs_rate=$(python3 -c "print($N/($t1-$t0))")
 
@@ -84,18 +87,29 @@ pids="$rpid $wpid"
 # CPU time (user + system, clock ticks) a daemon has used so far: the cost
 # per shard, which a loaded machine changes far less than the rate.
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# The same with its reaped children: for the worker, every task's supervisor
+# and, reaped by it, the task itself.
+ticks_all() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat"; }
 # Started means: both have their partitions (a warm-up group fired end to end).
 echo '{"kind":"lat","image":"none","command":["/bin/true"],"labels":{"g":"warm"}}' > "$dir/warm.jsonl"
 "$ALTAR" submit $cfg --wait "$dir/warm.jsonl" >/dev/null 2>"$dir/warm.log" || {
   echo "bench_fleet: the warm-up job did not finish" >&2; cat "$dir/warm.log" "$dir/rec.log" "$dir/w.log" >&2; exit 1; }
-w0=$(ticks $wpid) r0=$(ticks $rpid)
+w0=$(ticks $wpid) r0=$(ticks $rpid) a0=$(ticks_all $wpid)
 t0=$(date +%s.%N)
-"$ALTAR" submit $cfg --wait "$dir/specs.jsonl" >/dev/null 2>"$dir/submit.log"
+/usr/bin/time -o "$dir/submit.cpu" -f "%U %S" "$ALTAR" submit $cfg --wait "$dir/specs.jsonl" >/dev/null 2>"$dir/submit.log"
 t1=$(date +%s.%N)
-w1=$(ticks $wpid) r1=$(ticks $rpid)
+w1=$(ticks $wpid) r1=$(ticks $rpid) a1=$(ticks_all $wpid)
 hz=$(getconf CLK_TCK)
 fleet_rate=$(python3 -c "print($N/($t1-$t0))")
 cpu=$(python3 -c "print('%.4f %.4f' % (($w1-$w0)*1000/$hz/$N, ($r1-$r0)*1000/$hz/$N))")
+# Whole-fleet CPU per shard (worker with its tasks, reconciler, the submit
+# client) against xargs's per command: on a machine whose cores are all
+# busy, their ratio bounds the rate ratio.
+cpu_all=$(python3 -c "
+su, ss = open('$dir/submit.cpu').read().split()[-2:]
+xu, xs = open('$dir/xargs.cpu').read().split()[-2:]
+print('%.4f %.4f' % ((($a1-$a0) + ($r1-$r0)) * 1000 / $hz / $N + (float(su) + float(ss)) * 1000 / $N,
+                     (float(xu) + float(xs)) * 1000 / $N))")
 
 # Latency: shards that record their exit time; group event ts minus that.
 python3 -c "
@@ -111,10 +125,11 @@ iw0=$(ticks $wpid) ir0=$(ticks $rpid)
 sleep 5
 iw1=$(ticks $wpid) ir1=$(ticks $rpid)
 cpu="$cpu $(python3 -c "print('%.3f' % ((($iw1-$iw0)+($ir1-$ir0))*100/$hz/5))")"
-python3 - "$dir" "$M" "$N" "$fleet_rate" "$xargs_rate" "$W" "$T" $cpu <<'PY'
+python3 - "$dir" "$M" "$N" "$fleet_rate" "$xargs_rate" "$W" "$T" $cpu $cpu_all <<'PY'
 import json, os, sys
 d, m, n, fleet, xargs, w, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
 wcpu, rcpu, idle = float(sys.argv[8]), float(sys.argv[9]), float(sys.argv[10])
+all_cpu, xargs_cpu = float(sys.argv[11]), float(sys.argv[12])
 lat = []
 for line in open(f"{d}/ready.jsonl"):
     e = json.loads(line)
@@ -136,6 +151,9 @@ print(f"ratio altar/xargs:    {fleet / xargs:8.2f}")
 print(f"exit -> group event latency over {len(lat)} shards: p50 {p(0.5):.1f} ms, p99 {p(0.99):.1f} ms")
 print(f"CPU per shard:        worker {wcpu:.3f} ms, reconciler {rcpu:.3f} ms")
 print(f"CPU when idle:        {idle:.2f}% of a core (worker + reconciler)")
+print(f"CPU per shard, all:   {all_cpu:.3f} ms (worker and its tasks, reconciler, submit) vs xargs {xargs_cpu:.3f} ms"
+      f" per command: the rate ratio is at most {xargs_cpu / all_cpu:.2f} on busy cores")
 print(f"result rate={fleet:.1f} xargs={xargs:.1f} ratio={fleet / xargs:.3f} p50_ms={p(0.5):.2f} p99_ms={p(0.99):.2f}"
-      f" worker_cpu_ms={wcpu:.4f} rec_cpu_ms={rcpu:.4f} idle_cpu_pct={idle:.3f}")
+      f" worker_cpu_ms={wcpu:.4f} rec_cpu_ms={rcpu:.4f} idle_cpu_pct={idle:.3f}"
+      f" fleet_cpu_ms={all_cpu:.4f} cpu_bound={xargs_cpu / all_cpu:.3f}")
 PY
