@@ -10,7 +10,6 @@ BIN="$ALTAR_BIN"
 rec=""
 on_cleanup() { [ -n "$rec" ] && kill -9 "$rec" 2>/dev/null || true; }
 # Here the first failure ends the test, with the daemons' logs.
-fail() { echo "FAIL: $*" >&2; for f in "$T"/*.log; do [ -f "$f" ] && sed 's/^/  | /' "$f" >&2; done; exit 1; }
 
 mkdir -p "$T/data"
 cat >"$T/altar.yaml" <<YAML
@@ -30,10 +29,10 @@ for g in a b c; do
     echo "{\"kind\":\"shard\",\"image\":\"none\",\"command\":[\"/bin/true\",\"$g$f\"],\"labels\":{\"group\":\"$g\",\"fold\":\"$f\"}}"
   done
 done >"$T/specs.jsonl"
-"$BIN" submit $cfg "$T/specs.jsonl" >"$T/submit.log" 2>&1 || fail "submit"
-"$BIN" worker $cfg --exit-when-idle --quiet >"$T/worker.log" 2>&1 || fail "worker"
-"$BIN" reconciler $cfg --exit-when-idle >"$T/reconciler1.log" 2>&1 || fail "reconciler"
-grep -q "3 fired" "$T/reconciler1.log" || fail "expected 3 groups fired"
+"$BIN" submit $cfg "$T/specs.jsonl" >"$T/submit.log" 2>&1 || fatal "submit"
+"$BIN" worker $cfg --exit-when-idle --quiet >"$T/worker.log" 2>&1 || fatal "worker"
+"$BIN" reconciler $cfg --exit-when-idle >"$T/reconciler1.log" 2>&1 || fatal "reconciler"
+grep -q "3 fired" "$T/reconciler1.log" || fatal "expected 3 groups fired"
 
 # A reconciler running on the ledger: wait until it holds the database's LOCK.
 "$BIN" reconciler $cfg >"$T/reconciler2.log" 2>&1 &
@@ -41,23 +40,23 @@ rec=$!
 i=0
 until ls -l "/proc/$rec/fd" 2>/dev/null | grep -q "ledger/LOCK"; do
   i=$((i + 1))
-  [ "$i" -lt 300 ] || fail "the reconciler never opened its ledger"
-  kill -0 "$rec" 2>/dev/null || fail "the reconciler exited"
+  [ "$i" -lt 300 ] || fatal "the reconciler never opened its ledger"
+  kill -0 "$rec" 2>/dev/null || fatal "the reconciler exited"
   sleep 0.1
 done
 if "$BIN" reconciler $cfg --rebuild >"$T/rebuild1.log" 2>&1; then
-  fail "--rebuild succeeded while a reconciler was running on the ledger"
+  fatal "--rebuild succeeded while a reconciler was running on the ledger"
 fi
-grep -q "still running" "$T/rebuild1.log" || fail "--rebuild did not say why it refused"
-ls "$T" | grep -q "ledger.replaced" && fail "--rebuild swapped the live ledger away"
-kill -0 "$rec" 2>/dev/null || fail "the running reconciler died"
+grep -q "still running" "$T/rebuild1.log" || fatal "--rebuild did not say why it refused"
+ls "$T" | grep -q "ledger.replaced" && fatal "--rebuild swapped the live ledger away"
+kill -0 "$rec" 2>/dev/null || fatal "the running reconciler died"
 
 kill -TERM "$rec"
-wait "$rec" || fail "the reconciler did not stop cleanly on SIGTERM"
+wait "$rec" || fatal "the reconciler did not stop cleanly on SIGTERM"
 rec=""
-"$BIN" reconciler $cfg --rebuild >"$T/rebuild2.log" 2>&1 || fail "--rebuild after the stop"
-grep -q " 0 missing events published" "$T/rebuild2.log" || fail "--rebuild republished group events"
+"$BIN" reconciler $cfg --rebuild >"$T/rebuild2.log" 2>&1 || fatal "--rebuild after the stop"
+grep -q " 0 missing events published" "$T/rebuild2.log" || fatal "--rebuild republished group events"
 new="$(sed -n 's/^checksum //p' "$T/rebuild2.log")"
 old="$(sed -n 's/^replaced \([^ ]*\) .*/\1/p' "$T/rebuild2.log")"
-[ -n "$new" ] && [ "$new" = "$old" ] || fail "checksums differ: new '$new', replaced '$old'"
+[ -n "$new" ] && [ "$new" = "$old" ] || fatal "checksums differ: new '$new', replaced '$old'"
 echo "ok: rebuild refuses a live ledger, then matches ($new)"

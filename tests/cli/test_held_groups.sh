@@ -9,7 +9,6 @@ set -eu
 altar_test_begin held-groups
 BIN="$ALTAR_BIN"
 # Here the first failure ends the test, with the daemons' logs.
-fail() { echo "FAIL: $*" >&2; for f in "$T"/*.log; do [ -f "$f" ] && sed 's/^/  | /' "$f" >&2; done; exit 1; }
 
 mkdir -p "$T/data"
 # The configuration the shards were submitted under had a default count; the
@@ -29,14 +28,14 @@ groups:
 YAML
 done
 echo '{"kind":"train","image":"none","command":["/bin/true"],"labels":{"fold":"0"}}' >"$T/spec.json"
-job="$("$BIN" submit --config "$T/fixed.yaml" "$T/spec.json" 2>"$T/submit.log")" || fail "submit"
-"$BIN" worker --config "$T/fixed.yaml" --exit-when-idle --quiet >"$T/worker.log" 2>&1 || fail "worker"
+job="$("$BIN" submit --config "$T/fixed.yaml" "$T/spec.json" 2>"$T/submit.log")" || fatal "submit"
+"$BIN" worker --config "$T/fixed.yaml" --exit-when-idle --quiet >"$T/worker.log" 2>&1 || fatal "worker"
 
-"$BIN" reconciler --config "$T/broken.yaml" --exit-when-idle >"$T/rec1.log" 2>&1 || fail "reconciler (broken config) stopped"
+"$BIN" reconciler --config "$T/broken.yaml" --exit-when-idle >"$T/rec1.log" 2>&1 || fatal "reconciler (broken config) stopped"
 grep -q "group train:$job held" "$T/rec1.log" && grep -q "num_folds" "$T/rec1.log" && grep -q "; 1 group held" "$T/rec1.log" && ok "the hold is logged with the rule's error" ||
-  fail "no hold logged"
+  fatal "no hold logged"
 "$BIN" status --config "$T/broken.yaml" "$job" --json >"$T/status.json" 2>"$T/status.log" || true
-python3 - "$T/status.json" "$job" <<'PY' && ok "altar status lists the held group" || fail "status: $(cat "$T/status.json")"
+python3 - "$T/status.json" "$job" <<'PY' && ok "altar status lists the held group" || fatal "status: $(cat "$T/status.json")"
 import json, sys
 s = json.load(open(sys.argv[1]))
 held = s["held"]
@@ -46,14 +45,14 @@ assert s["groups"]["fired"] == 0 and s["groups"]["dead_lettered"] == 0, s["group
 assert s["shards"]["succeeded"] == 1 and s["shards"]["consumed"] == 0, s["shards"]
 PY
 "$BIN" log consume --config "$T/broken.yaml" --topic altar.dlq --from-beginning --exit >"$T/dlq.out" 2>/dev/null || true
-[ ! -s "$T/dlq.out" ] && ok "nothing went to the DLQ" || fail "DLQ: $(cat "$T/dlq.out")"
+[ ! -s "$T/dlq.out" ] && ok "nothing went to the DLQ" || fatal "DLQ: $(cat "$T/dlq.out")"
 
-"$BIN" reconciler --config "$T/fixed.yaml" --exit-when-idle >"$T/rec2.log" 2>&1 || fail "reconciler (fixed config)"
+"$BIN" reconciler --config "$T/fixed.yaml" --exit-when-idle >"$T/rec2.log" 2>&1 || fatal "reconciler (fixed config)"
 grep -q "held group train:$job decided again: fired" "$T/rec2.log" && ok "the fixed kind fires the held group" ||
-  fail "held group not fired"
-"$BIN" reconciler --config "$T/fixed.yaml" --exit-when-idle >"$T/rec3.log" 2>&1 || fail "reconciler (again)"
+  fatal "held group not fired"
+"$BIN" reconciler --config "$T/fixed.yaml" --exit-when-idle >"$T/rec3.log" 2>&1 || fatal "reconciler (again)"
 "$BIN" status --config "$T/fixed.yaml" "$job" --json >"$T/status2.json" 2>"$T/status.log" || true
-python3 - "$T/status2.json" <<'PY' && ok "fired once, held no more" || fail "status: $(cat "$T/status2.json")"
+python3 - "$T/status2.json" <<'PY' && ok "fired once, held no more" || fatal "status: $(cat "$T/status2.json")"
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["held"] == [], s["held"]

@@ -4,24 +4,20 @@
 # exits 1 with reason exit_3; a wrong digest fails at staging, deletes the
 # copy and starts no container. A missing engine is a failure, not a skip.
 set -eu
-: "${ALTAR_BIN:?ALTAR_BIN must name the altar binary}"
 IMAGE="${ALTAR_DOCKER_TEST_IMAGE:-altar-test/busybox:1}"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-docker info >/dev/null 2>&1 \
-  || fail "no Docker engine answers 'docker info'; start one with scripts/services/dockerd.sh start"
-docker image inspect "$IMAGE" >/dev/null 2>&1 \
-  || fail "test image $IMAGE is missing; build it with scripts/docker-test-image.sh"
-
-T="$(mktemp -d "${TMPDIR:-/tmp}/altar-run-docker.XXXXXX")"
-cleanup() {
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin run-docker docker
+# The containers this test's tasks left (they mount its data root).
+on_cleanup() {
   for id in $(docker ps -aq --no-trunc --filter "volume=$T/data" 2>/dev/null); do
     docker rm --force "$id" >/dev/null 2>&1 || true
   done
-  rm -rf "$T"
 }
-trap cleanup EXIT INT TERM
+
+docker info >/dev/null 2>&1 \
+  || fatal "no Docker engine answers 'docker info'; start one with scripts/services/dockerd.sh start"
+docker image inspect "$IMAGE" >/dev/null 2>&1 \
+  || fatal "test image $IMAGE is missing; build it with scripts/docker-test-image.sh"
 mkdir -p "$T/data"
 
 printf 'model weights\n' >"$T/weights.bin"
@@ -38,13 +34,13 @@ JSON
 
 rc=0
 "$ALTAR_BIN" run "$T/ok.json" --backend docker --data-root "$T/data" --quiet >"$T/ok.out" 2>"$T/ok.err" || rc=$?
-[ "$rc" = 0 ] || { cat "$T/ok.err" >&2; fail "run of a good spec exited $rc"; }
-grep -q '"succeeded"' "$T/ok.out" || fail "status is not succeeded: $(cat "$T/ok.out")"
-grep -q '"local"' "$T/ok.out" || fail "handle backend is not 'local': $(cat "$T/ok.out")"
-grep -q '"job_id"' "$T/ok.out" || fail "handle lacks the spec's labels: $(cat "$T/ok.out")"
-[ -f "$T/out/sum.txt" ] || fail "output was not collected to $T/out/sum.txt"
-[ "$(cat "$T/out/sum.txt")" = "$HEX" ] || fail "collected output '$(cat "$T/out/sum.txt")' is not the input's digest"
-[ -f "$T/data/models/m1/w.bin" ] || fail "input was not staged into the data root"
+[ "$rc" = 0 ] || { cat "$T/ok.err" >&2; fatal "run of a good spec exited $rc"; }
+grep -q '"succeeded"' "$T/ok.out" || fatal "status is not succeeded: $(cat "$T/ok.out")"
+grep -q '"local"' "$T/ok.out" || fatal "handle backend is not 'local': $(cat "$T/ok.out")"
+grep -q '"job_id"' "$T/ok.out" || fatal "handle lacks the spec's labels: $(cat "$T/ok.out")"
+[ -f "$T/out/sum.txt" ] || fatal "output was not collected to $T/out/sum.txt"
+[ "$(cat "$T/out/sum.txt")" = "$HEX" ] || fatal "collected output '$(cat "$T/out/sum.txt")' is not the input's digest"
+[ -f "$T/data/models/m1/w.bin" ] || fatal "input was not staged into the data root"
 
 # A failing command: exit 1, reason exit_3.
 cat >"$T/exit3.json" <<JSON
@@ -52,8 +48,8 @@ cat >"$T/exit3.json" <<JSON
 JSON
 rc=0
 "$ALTAR_BIN" run "$T/exit3.json" --backend docker --data-root "$T/data" --quiet >"$T/e3.out" 2>"$T/e3.err" || rc=$?
-[ "$rc" = 1 ] || { cat "$T/e3.err" >&2; fail "a task exiting 3 made altar run exit $rc, want 1"; }
-grep -q '"exit_3"' "$T/e3.out" || fail "reason is not exit_3: $(cat "$T/e3.out")"
+[ "$rc" = 1 ] || { cat "$T/e3.err" >&2; fatal "a task exiting 3 made altar run exit $rc, want 1"; }
+grep -q '"exit_3"' "$T/e3.out" || fatal "reason is not exit_3: $(cat "$T/e3.out")"
 
 # A digest that does not match: staging fails, the copy is gone, nothing ran.
 BAD="0000000000000000000000000000000000000000000000000000000000000000"
@@ -64,11 +60,11 @@ JSON
 before="$(docker ps -aq --filter "volume=$T/data" | wc -l)"
 rc=0
 "$ALTAR_BIN" run "$T/bad.json" --backend docker --data-root "$T/data" --quiet >"$T/bad.out" 2>"$T/bad.err" || rc=$?
-[ "$rc" != 0 ] || fail "a digest mismatch did not fail altar run"
-grep -q "models/m2/w.bin" "$T/bad.err" || fail "the error does not name the input: $(cat "$T/bad.err")"
-[ ! -e "$T/data/models/m2/w.bin" ] || fail "the mismatching copy was not deleted"
+[ "$rc" != 0 ] || fatal "a digest mismatch did not fatal altar run"
+grep -q "models/m2/w.bin" "$T/bad.err" || fatal "the error does not name the input: $(cat "$T/bad.err")"
+[ ! -e "$T/data/models/m2/w.bin" ] || fatal "the mismatching copy was not deleted"
 after="$(docker ps -aq --filter "volume=$T/data" | wc -l)"
-[ "$before" = "$after" ] || fail "a container was started despite the digest mismatch"
+[ "$before" = "$after" ] || fatal "a container was started despite the digest mismatch"
 
 # An unknown GPU pool is refused before anything runs, naming the field.
 cat >"$T/gpu.json" <<JSON
@@ -76,7 +72,7 @@ cat >"$T/gpu.json" <<JSON
 JSON
 rc=0
 "$ALTAR_BIN" run "$T/gpu.json" --backend docker --data-root "$T/data" --quiet >"$T/gpu.out" 2>"$T/gpu.err" || rc=$?
-[ "$rc" = 2 ] || fail "a GPU request on docker exited $rc, want 2"
-grep -q "resources.gpu" "$T/gpu.err" || fail "the error does not name resources.gpu: $(cat "$T/gpu.err")"
+[ "$rc" = 2 ] || fatal "a GPU request on docker exited $rc, want 2"
+grep -q "resources.gpu" "$T/gpu.err" || fatal "the error does not name resources.gpu: $(cat "$T/gpu.err")"
 
 echo "ok: altar run --backend docker"

@@ -6,7 +6,8 @@
 # kills -9 every pid in $pids, runs the test's on_cleanup when it defines one,
 # and removes $T (kept with KEEP=1). SIGINT/SIGTERM exit 1.
 # fail MESSAGE counts a failure, ok [MESSAGE] a passed check (printing
-# MESSAGE when given), check CONDITION MESSAGE either; altar_test_end NAME
+# MESSAGE when given), check CONDITION MESSAGE either; fatal MESSAGE prints
+# the logs under $T and exits at once; altar_test_end NAME
 # prints the counts and returns non-zero when anything failed; free_port
 # prints a port on 127.0.0.1 the kernel just chose.
 
@@ -40,6 +41,13 @@ ok() {
   if [ $# -gt 0 ]; then echo "ok: $*"; fi
 }
 check() { if eval "$1"; then ok; else fail "$2"; fi; }
+# fatal MESSAGE: for a failure the rest of the test cannot survive: prints it
+# with every log under $T (indented) and exits 1 (the cleanup still runs).
+fatal() {
+  echo "FAIL: $*" >&2
+  for _log in "$T"/*.log; do [ -f "$_log" ] && sed 's/^/  | /' "$_log" >&2; done
+  exit 1
+}
 
 # A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick).
 free_port() {
