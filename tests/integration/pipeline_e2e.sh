@@ -2,7 +2,8 @@
 # Part 1, the README's shape: 3 models x 5 folds -> one ensemble per model
 # -> one report, followed by `submit --wait`: each ensemble reads exactly its
 # model's 5 fold outputs, the report the 3 ensembles, and the fired train
-# events list their members' outputs.
+# events list their members' outputs; a follow-up that cannot be made is
+# dead-lettered visibly, and a dead-lettered group's then_dead runs once.
 # Part 2, exactly once: PIPE_GROUPS groups of 2 folds, each firing a merge
 # follow-up whose group fires a final follow-up; the reconciler is killed -9
 # at random moments, once also rebuilt mid-run (--rebuild) and again at the
@@ -55,6 +56,17 @@ groups:
     group_by: [job_id, part]
     ready_when: single
     on_failed: dead_letter
+  fragile:
+    group_by: [job_id, part]
+    ready_when: single
+    on_failed: dead_letter
+    then_dead:
+      kind: cleanup
+      image: none
+      command: [sh, -c, 'echo "cleanup {{kind}} {{part}} {{event_id}}" >> "$T/results/cleanup.txt"']
+  cleanup:
+    group_by: [job_id, part]
+    ready_when: single
 YAML
 } >"$T/a.yaml"
 for m in 1 2 3; do for f in 0 1 2 3 4; do
@@ -90,7 +102,7 @@ for e in train:
 PY
 job_a="$(head -1 "$T/a.out")"
 "$ALTAR_BIN" status --config "$T/a.yaml" "$job_a" >"$T/a-status.out" 2>&1 || true
-check 'grep -q "stage 1: train odd: 3 fired" "$T/a-status.out" && grep -q "stage 2: ensemble odd_next: 1 fired" "$T/a-status.out" && grep -q "stage 3: report: 1 fired" "$T/a-status.out"' \
+check 'grep -q "stage 1: train odd fragile: 3 fired" "$T/a-status.out" && grep -q "stage 2: ensemble odd_next cleanup: 1 fired" "$T/a-status.out" && grep -q "stage 3: report: 1 fired" "$T/a-status.out"' \
   "altar status shows no stages: $(cat "$T/a-status.out")"
 "$ALTAR_BIN" status --config "$T/a.yaml" --outputs "$job_a" >"$T/a-outputs.out" 2>&1 || true
 check 'grep -q "^stage 3 group report" "$T/a-outputs.out" && grep -q "results/report.txt" "$T/a-outputs.out"' \
@@ -106,6 +118,29 @@ check 'grep -q "followup_invalid" "$T/a-reconciler.log"' "the reconciler did not
 "$ALTAR_BIN" log consume --config "$T/a.yaml" --topic "$prefix-a.dead" --from-beginning --exit >"$T/a-dead.jsonl" 2>/dev/null
 check 'grep -q "\"kind\":\"odd_next\"" "$T/a-dead.jsonl" && grep -q "followup_invalid" "$T/a-dead.jsonl"' \
   "no dead-lettered odd_next group with the reason: $(cat "$T/a-dead.jsonl")"
+# then_dead: a group dead-lettered by a failed shard starts its cleanup
+# follow-up, once, carrying the dead group's event id.
+echo '{"kind":"fragile","image":"none","command":["sh","-c","exit 3"],"labels":{"part":"p1"}}' >"$T/fragile.jsonl"
+rc=0
+"$ALTAR_BIN" submit --config "$T/a.yaml" --wait --timeout 300 "$T/fragile.jsonl" >"$T/fragile.out" 2>"$T/fragile.err" || rc=$?
+check '[ $rc = 1 ]' "submit --wait of a failing job with then_dead exited $rc, want 1: $(tail -3 "$T/fragile.err")"
+"$ALTAR_BIN" log consume --config "$T/a.yaml" --topic "$prefix-a.dead" --from-beginning --exit >"$T/a-dead.jsonl" 2>/dev/null
+python3 - "$T" <<'PY' || fail "then_dead: the cleanup follow-up did not run once for the dead fragile group"
+import json, sys, time
+d = sys.argv[1]
+dead = [e for e in map(json.loads, filter(str.strip, open(f"{d}/a-dead.jsonl"))) if e.get("kind") == "fragile"]
+assert len(dead) == 1, dead
+lines = []
+for _ in range(600):  # submit --wait follows the cleanup's stage; allow a slow run
+    try:
+        lines = open(f"{d}/results/cleanup.txt").read().splitlines()
+    except OSError:
+        lines = []
+    if lines:
+        break
+    time.sleep(0.1)
+assert lines == [f"cleanup fragile p1 {dead[0]['event_id']}"], lines
+PY
 check 'kill -0 "$rec"' "the reconciler stopped on a follow-up it could not make"
 kill -TERM "$rec" "$wa" 2>/dev/null || true
 wait "$rec" "$wa" 2>/dev/null || true
