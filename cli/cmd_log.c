@@ -431,6 +431,9 @@ static int cmd_consume(altar_config_t *cfg, const opts_t *o) {
     if (m) {
       idle = 0;
       print_msg(o, m);
+      /* Following, each record goes out as it comes: a pipe would otherwise
+       * hold it until the buffer fills or the log falls quiet. */
+      if (!o->exit_at_end) fflush(stdout);
       printed++;
       int64_t *nx = slot(s, m->partition);
       if (nx) *nx = m->offset + 1;
