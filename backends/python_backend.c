@@ -59,7 +59,7 @@ static json_t *handles_json(const altar_handle_t *hs, size_t n, altar_error_t *e
 /* ---- replies ---- */
 
 static int bad_reply(altar_py_t *py, const char *op, const char *what, altar_error_t *err) {
-  return altar_error_set_retriable(err, ALTAR_EDECODE, "python %s (adapter %s): bad reply: %s", op, py->adapter, what);
+  return altar_error_set_retriable(err, ALTAR_EDECODE, "python %s (%s): bad reply: %s", op, py->tag, what);
 }
 
 static int handle_from(altar_py_t *py, const char *op, const json_t *v, altar_handle_t *ph, altar_error_t *err) {
@@ -68,7 +68,7 @@ static int handle_from(altar_py_t *py, const char *op, const json_t *v, altar_ha
   int rc = altar_handle_from_json(text, strlen(text), ph, err);
   free(text);
   if (rc) {
-    altar_error_prefix(err, "python %s (adapter %s): bad reply", op, py->adapter);
+    altar_error_prefix(err, "python %s (%s): bad reply", op, py->tag);
     err->retriable = true;
   }
   return rc;
@@ -187,7 +187,7 @@ static int pb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, alta
               : altar_error_set(err, ALTAR_ENOMEM, "python poll: out of memory");
     free(text);
     if (rc) {
-      altar_error_prefix(err, "python poll (adapter %s): bad reply: statuses[%zu]", py->adapter, i);
+      altar_error_prefix(err, "python poll (%s): bad reply: statuses[%zu]", py->tag, i);
       err->retriable = true;
       break;
     }
@@ -271,18 +271,54 @@ static int parse_positive(const char *key, const char *v, long *pout, altar_erro
   return ALTAR_OK;
 }
 
+/* The backend's step of every bridge start: build the adapter and learn
+ * what it declares (its verification may not change across restarts). */
+static int backend_on_start(altar_py_t *py, altar_error_t *err) {
+  json_error_t je;
+  json_t *opts = json_loads(py->options_json ? py->options_json : "{}", JSON_REJECT_DUPLICATES, &je);
+  json_t *req = json_pack("{s:s, s:s, s:O}", "op", "open", "adapter", py->adapter, "options", opts);
+  json_t *opened = NULL;
+  int rc = req ? altar__py_exchange(py, "open", req, py->start_ms, &opened, err)
+               : altar_error_set(err, ALTAR_ENOMEM, "python bridge: out of memory");
+  json_decref(req);
+  json_decref(opts);
+  if (rc) return rc;
+  const char *v = json_string_value(json_object_get(opened, "verification"));
+  const char *root = json_string_value(json_object_get(opened, "mount_root"));
+  altar_verification_t want = v && !strcmp(v, "staging") ? ALTAR_VERIFY_STAGING
+                              : v && !strcmp(v, "task")  ? ALTAR_VERIFY_TASK
+                                                         : ALTAR_VERIFY_NONE;
+  char *copy = strdup(root ? root : "");
+  if (!copy) {
+    rc = altar_error_set(err, ALTAR_ENOMEM, "python bridge: out of memory");
+  } else if (want == ALTAR_VERIFY_NONE) {
+    free(copy);
+    rc = altar_error_set(err, ALTAR_ECONFIG,
+                         "python adapter %s: input_digest_verification is %s; altar needs \"staging\" or \"task\"",
+                         py->adapter, v ? v : "None");
+  } else if (py->verification != ALTAR_VERIFY_NONE && want != py->verification) {
+    free(copy);
+    rc = altar_error_set(err, ALTAR_ECONFIG, "python adapter %s: input_digest_verification changed from %s to %s",
+                         py->adapter, altar_verification_name(py->verification), v);
+  } else {
+    free(py->mount_root);
+    py->mount_root = copy;
+    py->verification = want;
+    py->custom_resolve = json_is_true(json_object_get(opened, "custom_resolve"));
+  }
+  json_decref(opened);
+  return rc;
+}
+
 altar_py_t *altar__py_new(const altar_strmap_t *cfg, altar_error_t *err) {
-  altar_py_t *py = calloc(1, sizeof *py);
+  const char *python = cfg ? altar_strmap_get(cfg, "python") : NULL;
+  altar_py_t *py = altar__py_alloc(python, ALTAR_PY_MAX_REPLY_BYTES);
   if (!py) {
     altar_error_set(err, ALTAR_ENOMEM, "python backend: out of memory");
     return NULL;
   }
+  py->on_start = backend_on_start;
   long max_reply = ALTAR_PY_MAX_REPLY_BYTES;
-  py->reply_ms = ALTAR_PY_REPLY_TIMEOUT_MS;
-  py->start_ms = ALTAR_PY_START_TIMEOUT_MS;
-  py->grace_ms = ALTAR_PY_CANCEL_GRACE_MS;
-  py->backoff_min_ms = ALTAR_PY_BACKOFF_MIN_MS;
-  py->backoff_max_ms = ALTAR_PY_BACKOFF_MAX_MS;
   int rc = ALTAR_OK;
   for (size_t i = 0; !rc && cfg && i < cfg->n; i++) {
     const char *key = cfg->keys[i], *v = cfg->vals[i];
@@ -306,8 +342,6 @@ altar_py_t *altar__py_new(const altar_strmap_t *cfg, altar_error_t *err) {
   }
   if (!rc && (!py->adapter || !*py->adapter))
     rc = altar_error_set(err, ALTAR_ECONFIG, "backend.adapter: name the adapter's entry point (altar.execution_backends)");
-  if (!rc && !py->python && !(py->python = strdup("python3")))
-    rc = altar_error_set(err, ALTAR_ENOMEM, "python backend: out of memory");
   if (!rc && py->options_json) {
     json_error_t je;
     json_t *o = json_loads(py->options_json, JSON_REJECT_DUPLICATES, &je);
@@ -319,7 +353,8 @@ altar_py_t *altar__py_new(const altar_strmap_t *cfg, altar_error_t *err) {
     altar__py_free(py);
     return NULL;
   }
-  altar__pipe_init(&py->pipe, "python bridge", (size_t)max_reply);
+  py->pipe.max_reply = (size_t)max_reply;
+  snprintf(py->tag, sizeof py->tag, "adapter %s", py->adapter);
   if ((rc = altar__py_start(py, err))) {
     altar__py_free(py);
     return NULL;
