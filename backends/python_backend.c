@@ -166,40 +166,57 @@ static int pb_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle
   return rc;
 }
 
-static int pb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err) {
+/* poll, or await_completion within its own deadline: one status per handle asked about. */
+static int statuses_call(altar_backend_t *be, const char *op, long limit_ms, const altar_handle_t *hs, size_t n,
+                         altar_status_t *pst, altar_error_t *err) {
   altar_py_t *py = P(be);
   if (!n) return ALTAR_OK;
   json_t *list = handles_json(hs, n, err);
-  if (!list) return err && err->code ? err->code : altar_error_set(err, ALTAR_ENOMEM, "python poll: out of memory");
+  if (!list) return err && err->code ? err->code : altar_error_set(err, ALTAR_ENOMEM, "python %s: out of memory", op);
   json_t *reply = NULL;
-  int rc = altar__py_call(py, "poll", json_pack("{s:s, s:o}", "op", "poll", "handles", list), &reply, err);
+  int rc = altar__py_call_within(py, op, json_pack("{s:s, s:o}", "op", op, "handles", list), limit_ms, &reply, err);
   if (rc) return rc;
   json_t *sts = json_object_get(reply, "statuses");
   if (!json_is_array(sts) || json_array_size(sts) != n) {
     char what[96];
     snprintf(what, sizeof what, "%zu statuses for %zu handles", json_is_array(sts) ? json_array_size(sts) : 0, n);
-    rc = bad_reply(py, "poll", what, err);
+    rc = bad_reply(py, op, what, err);
   }
   for (size_t i = 0; !rc && i < n; i++) {
     char *text = json_dumps(json_array_get(sts, i), JSON_COMPACT);
     altar_status_t st;
     rc = text ? altar_status_result_from_json(text, strlen(text), &st, err)
-              : altar_error_set(err, ALTAR_ENOMEM, "python poll: out of memory");
+              : altar_error_set(err, ALTAR_ENOMEM, "python %s: out of memory", op);
     free(text);
     if (rc) {
-      altar_error_prefix(err, "python poll (%s): bad reply: statuses[%zu]", py->tag, i);
+      altar_error_prefix(err, "python %s (%s): bad reply: statuses[%zu]", op, py->tag, i);
       err->retriable = true;
       break;
     }
     /* The status is for the handle asked about, whatever handle came back. */
     if (redact_failure(st.failure) || altar_status_init(&pst[i], &hs[i], st.state, st.failure))
-      rc = altar_error_set(err, ALTAR_ENOMEM, "python poll: out of memory");
+      rc = altar_error_set(err, ALTAR_ENOMEM, "python %s: out of memory", op);
     else
       st.failure = NULL;
     altar_status_clear(&st);
   }
   json_decref(reply);
   return rc;
+}
+
+static int pb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err) {
+  return statuses_call(be, "poll", P(be)->reply_ms, hs, n, pst, err);
+}
+
+/* Forwarded only to an adapter that overrides it; its deadline is
+ * await_timeout_ms, past which the wait is cancelled (retriable). */
+static int pb_await(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
+                    altar_error_t *err) {
+  altar_py_t *py = P(be);
+  if (!py->has_await)
+    return altar_error_set(err, ALTAR_ENOTSUP, "backend '%s': await_completion is not supported by adapter %s; poll "
+                           "instead", altar_backend_name(be), py->adapter);
+  return statuses_call(be, "await_completion", py->await_ms, hs, n, pst, err);
 }
 
 static int pb_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
@@ -260,7 +277,7 @@ static int pb_recover(altar_backend_t *be, const altar_status_t *fs, size_t n, c
  * directories are its options). */
 static const char *const pb_keys[] = {"adapter",          "python",           "options",         "reply_timeout_ms",
                                       "start_timeout_ms", "cancel_grace_ms",  "restart_backoff_ms",
-                                      "restart_backoff_max_ms", "max_reply_bytes", "data_root", "slots", NULL};
+                                      "restart_backoff_max_ms", "max_reply_bytes", "await_timeout_ms", "data_root", "slots", NULL};
 
 static int parse_positive(const char *key, const char *v, long *pout, altar_error_t *err) {
   char *end;
@@ -305,6 +322,7 @@ static int backend_on_start(altar_py_t *py, altar_error_t *err) {
     py->mount_root = copy;
     py->verification = want;
     py->custom_resolve = json_is_true(json_object_get(opened, "custom_resolve"));
+    py->has_await = json_is_true(json_object_get(opened, "await_completion"));
   }
   json_decref(opened);
   return rc;
@@ -332,6 +350,7 @@ altar_py_t *altar__py_new(const altar_strmap_t *cfg, altar_error_t *err) {
                : !strcmp(key, "restart_backoff_ms")     ? &py->backoff_min_ms
                : !strcmp(key, "restart_backoff_max_ms") ? &py->backoff_max_ms
                : !strcmp(key, "max_reply_bytes")        ? &max_reply
+               : !strcmp(key, "await_timeout_ms")       ? &py->await_ms
                                                         : NULL;
     if (s) {
       free(*s);
@@ -385,6 +404,7 @@ const altar_backend_ops_t altar_backend_python = {
     .resolve_path = pb_resolve,
     .submit = pb_submit,
     .poll = pb_poll,
+    .await_completion = pb_await,
     .cancel = pb_cancel,
     .recover = pb_recover,
 };

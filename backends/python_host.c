@@ -232,6 +232,11 @@ static int start(altar_py_t *py, altar_error_t *err) {
 }
 
 int altar__py_call(altar_py_t *py, const char *op, json_t *req, json_t **preply, altar_error_t *err) {
+  return altar__py_call_within(py, op, req, py->reply_ms, preply, err);
+}
+
+int altar__py_call_within(altar_py_t *py, const char *op, json_t *req, long limit_ms, json_t **preply,
+                          altar_error_t *err) {
   *preply = NULL;
   if (!req) return altar_error_set(err, ALTAR_ENOMEM, "python %s: out of memory", op);
   int rc = ALTAR_OK;
@@ -246,7 +251,7 @@ int altar__py_call(altar_py_t *py, const char *op, json_t *req, json_t **preply,
       if (altar__py_now_ms() >= py->next_start_ms) note_death(py, err); /* not yet counted */
     }
   }
-  if (!rc) rc = exchange(py, op, req, py->reply_ms, preply, err);
+  if (!rc) rc = exchange(py, op, req, limit_ms, preply, err);
   json_decref(req);
   return rc;
 }
@@ -272,6 +277,7 @@ altar_py_t *altar__py_alloc(const char *python, size_t max_reply) {
   altar_py_t *py = calloc(1, sizeof *py);
   if (!py) return NULL;
   py->reply_ms = ALTAR_PY_REPLY_TIMEOUT_MS;
+  py->await_ms = ALTAR_PY_AWAIT_TIMEOUT_MS;
   py->start_ms = ALTAR_PY_START_TIMEOUT_MS;
   py->grace_ms = ALTAR_PY_CANCEL_GRACE_MS;
   py->backoff_min_ms = ALTAR_PY_BACKOFF_MIN_MS;

@@ -21,6 +21,7 @@
 
 /* Defaults of the keys (docs/python-backends.md lists them). */
 #define ALTAR_PY_REPLY_TIMEOUT_MS 60000L
+#define ALTAR_PY_AWAIT_TIMEOUT_MS 3600000L
 #define ALTAR_PY_START_TIMEOUT_MS 60000L
 #define ALTAR_PY_CANCEL_GRACE_MS 5000L
 #define ALTAR_PY_BACKOFF_MIN_MS 200L
@@ -43,11 +44,13 @@ struct altar_py {
   void *owner; /* on_start's state */
   char *options_json; /* keyword arguments of the adapter's constructor, a JSON object */
   long reply_ms, start_ms, grace_ms, backoff_min_ms, backoff_max_ms;
+  long await_ms; /* deadline of one await_completion call */
   altar__pipe_t pipe;
   /* What the adapter declared when it was opened. */
   altar_verification_t verification;
   char *mount_root;    /* its PathResolver's root; "" = identity */
   bool custom_resolve; /* its resolver overrides resolve(): ask it */
+  bool has_await;      /* it overrides await_completion: forward it */
   /* Restarts: after a death the next start waits backoff_ms. */
   unsigned failures;
   int64_t next_start_ms; /* monotonic; 0 = at once */
@@ -66,6 +69,10 @@ void altar__py_free(altar_py_t *py);
  * a dead bridge: an error naming the operation, retriable unless the adapter
  * raised one of altar's deterministic errors (EINVAL, EPATH, EINTEGRITY). */
 int altar__py_call(altar_py_t *py, const char *op, json_t *req, json_t **preply, altar_error_t *err);
+
+/* altar__py_call with its own deadline (await_completion's). */
+int altar__py_call_within(altar_py_t *py, const char *op, json_t *req, long limit_ms, json_t **preply,
+                          altar_error_t *err);
 
 /* Starts the bridge and opens the adapter now (open's eager first start). */
 int altar__py_start(altar_py_t *py, altar_error_t *err);

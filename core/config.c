@@ -330,9 +330,11 @@ static int on_plugins(reader_t *r, yaml_node_t *v) {
 /* storage: {python: {python, schemes: {SCHEME: ADAPTER | {adapter, options}}, <deadlines>}}
  * checked here, where every node still has its line, and kept as JSON text
  * (with each scheme's line) for altar_storage_python_configure. */
-static const char *const storage_py_ms_keys[] = {"reply_timeout_ms", "start_timeout_ms", "cancel_grace_ms",
-                                                 "restart_backoff_ms", "restart_backoff_max_ms", "max_reply_bytes",
-                                                 NULL};
+/* The keys of storage.python: the two named ones, then the positive integers
+ * (docs/python-backends.md lists them with their defaults). */
+static const char *const storage_py_keys[] = {"python",          "schemes",          "reply_timeout_ms",
+                                              "start_timeout_ms", "cancel_grace_ms", "restart_backoff_ms",
+                                              "restart_backoff_max_ms", "max_reply_bytes", NULL};
 
 /* A URI scheme a storage adapter may take: [a-z][a-z0-9.-]*, under 32 bytes
  * (what altar_storage_open_for_uri reads and the registry keeps). */
@@ -438,13 +440,8 @@ static int on_storage_python(reader_t *r, yaml_node_t *v, json_t *out) {
       continue;
     }
     bool ms = false;
-    for (size_t i = 0; storage_py_ms_keys[i] && !ms; i++) ms = !strcmp(key, storage_py_ms_keys[i]);
-    if (!ms) {
-      static const char *const known[] = {"python", "schemes", "reply_timeout_ms", "start_timeout_ms",
-                                          "cancel_grace_ms", "restart_backoff_ms", "restart_backoff_max_ms",
-                                          "max_reply_bytes", NULL};
-      return unknown_key(r, k, full, key, known);
-    }
+    for (size_t i = 2; storage_py_keys[i] && !ms; i++) ms = !strcmp(key, storage_py_keys[i]);
+    if (!ms) return unknown_key(r, k, full, key, storage_py_keys);
     const char *sv = scalar(val);
     char *end = NULL;
     errno = 0;

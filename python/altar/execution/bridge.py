@@ -9,11 +9,12 @@ starts reads) cannot touch the protocol: prints land on stderr.
 
 Greeting: {"ok": true, "ready": true, "protocol": 1}.
 Requests ("op") and their replies:
-    open      {adapter, options}  -> {name, verification, mount_root, custom_resolve}
+    open      {adapter, options}  -> {name, verification, mount_root, custom_resolve, await_completion}
               (the adapter is looked up in the altar.execution_backends
               registry and built as cls(**options))
     submit    {spec}              -> {handle}
     poll      {handles}           -> {statuses: [{handle, state, failure}]}
+    await_completion {handles}    -> {statuses}  (sent only when open said the adapter overrides it)
     cancel    {handle}            -> {}
     capacity  {}                  -> {pools: {pool: free}}
     stage_inputs / collect_outputs {transfers} -> {}
@@ -212,7 +213,8 @@ class Host:
         v = getattr(backend, "input_digest_verification", None)
         return {"name": self.name, "verification": v if v in ("staging", "task") else None,
                 "mount_root": str(resolver.mount_root or ""),
-                "custom_resolve": type(resolver).resolve is not PathResolver.resolve}
+                "custom_resolve": type(resolver).resolve is not PathResolver.resolve,
+                "await_completion": type(backend).await_completion is not ExecutionBackend.await_completion}
 
     async def op_ping(self, req: Mapping[str, Any]) -> dict[str, Any]:
         return {}
@@ -226,6 +228,13 @@ class Host:
         statuses = await self.adapter().poll(handles)
         if not isinstance(statuses, list):
             raise Invalid(f"poll returned {type(statuses).__name__}, not a list")
+        return {"statuses": [_status_out(s) for s in statuses]}
+
+    async def op_await_completion(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        handles = [_handle_in(h, self.name) for h in _need(req, "handles", list)]
+        statuses = await self.adapter().await_completion(handles)
+        if not isinstance(statuses, list):
+            raise Invalid(f"await_completion returned {type(statuses).__name__}, not a list")
         return {"statuses": [_status_out(s) for s in statuses]}
 
     async def op_cancel(self, req: Mapping[str, Any]) -> dict[str, Any]:

@@ -87,6 +87,16 @@ class FaultyBackend(NoopBackend):
         return Capacity({"normal": 7})
 
 
+class HangingAwaitBackend(NoopBackend):
+    """Offers await_completion, and never returns from it."""
+
+    name = "await-hang"
+
+    async def await_completion(self, handles: list[TaskHandle]) -> list[TaskStatus]:
+        await asyncio.sleep(3600)
+        return []
+
+
 class UnverifiedBackend(NoopBackend):
     """Declares no digest verification: altar refuses it at open."""
 
