@@ -309,7 +309,7 @@ static const altar_storage_ops_t ps_template = {
 static void teardown(void) {
   for (size_t i = 0; i < G.n; i++) {
     ps_scheme_t *sc = &G.schemes[i];
-    altar_registry_unregister(ALTAR_REGISTRY_STORAGE, sc->scheme);
+    if (sc->ops.name) altar_registry_unregister(ALTAR_REGISTRY_STORAGE, sc->ops.name); /* set once registered */
     free(sc->scheme);
     free(sc->adapter);
     free(sc->options_json);
