@@ -59,7 +59,7 @@ static json_t *handles_json(const altar_handle_t *hs, size_t n, altar_error_t *e
 /* ---- replies ---- */
 
 static int bad_reply(altar_py_t *py, const char *op, const char *what, altar_error_t *err) {
-  return altar_error_set_retriable(err, ALTAR_EDECODE, "python %s (adapter %s): bad reply: %s", op, py->adapter, what);
+  return altar_error_set_retriable(err, ALTAR_EDECODE, "python %s (%s): bad reply: %s", op, py->tag, what);
 }
 
 static int handle_from(altar_py_t *py, const char *op, const json_t *v, altar_handle_t *ph, altar_error_t *err) {
@@ -68,7 +68,7 @@ static int handle_from(altar_py_t *py, const char *op, const json_t *v, altar_ha
   int rc = altar_handle_from_json(text, strlen(text), ph, err);
   free(text);
   if (rc) {
-    altar_error_prefix(err, "python %s (adapter %s): bad reply", op, py->adapter);
+    altar_error_prefix(err, "python %s (%s): bad reply", op, py->tag);
     err->retriable = true;
   }
   return rc;
@@ -166,40 +166,57 @@ static int pb_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle
   return rc;
 }
 
-static int pb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err) {
+/* poll, or await_completion within its own deadline: one status per handle asked about. */
+static int statuses_call(altar_backend_t *be, const char *op, long limit_ms, const altar_handle_t *hs, size_t n,
+                         altar_status_t *pst, altar_error_t *err) {
   altar_py_t *py = P(be);
   if (!n) return ALTAR_OK;
   json_t *list = handles_json(hs, n, err);
-  if (!list) return err && err->code ? err->code : altar_error_set(err, ALTAR_ENOMEM, "python poll: out of memory");
+  if (!list) return err && err->code ? err->code : altar_error_set(err, ALTAR_ENOMEM, "python %s: out of memory", op);
   json_t *reply = NULL;
-  int rc = altar__py_call(py, "poll", json_pack("{s:s, s:o}", "op", "poll", "handles", list), &reply, err);
+  int rc = altar__py_call_within(py, op, json_pack("{s:s, s:o}", "op", op, "handles", list), limit_ms, &reply, err);
   if (rc) return rc;
   json_t *sts = json_object_get(reply, "statuses");
   if (!json_is_array(sts) || json_array_size(sts) != n) {
     char what[96];
     snprintf(what, sizeof what, "%zu statuses for %zu handles", json_is_array(sts) ? json_array_size(sts) : 0, n);
-    rc = bad_reply(py, "poll", what, err);
+    rc = bad_reply(py, op, what, err);
   }
   for (size_t i = 0; !rc && i < n; i++) {
     char *text = json_dumps(json_array_get(sts, i), JSON_COMPACT);
     altar_status_t st;
     rc = text ? altar_status_result_from_json(text, strlen(text), &st, err)
-              : altar_error_set(err, ALTAR_ENOMEM, "python poll: out of memory");
+              : altar_error_set(err, ALTAR_ENOMEM, "python %s: out of memory", op);
     free(text);
     if (rc) {
-      altar_error_prefix(err, "python poll (adapter %s): bad reply: statuses[%zu]", py->adapter, i);
+      altar_error_prefix(err, "python %s (%s): bad reply: statuses[%zu]", op, py->tag, i);
       err->retriable = true;
       break;
     }
     /* The status is for the handle asked about, whatever handle came back. */
     if (redact_failure(st.failure) || altar_status_init(&pst[i], &hs[i], st.state, st.failure))
-      rc = altar_error_set(err, ALTAR_ENOMEM, "python poll: out of memory");
+      rc = altar_error_set(err, ALTAR_ENOMEM, "python %s: out of memory", op);
     else
       st.failure = NULL;
     altar_status_clear(&st);
   }
   json_decref(reply);
   return rc;
+}
+
+static int pb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err) {
+  return statuses_call(be, "poll", P(be)->reply_ms, hs, n, pst, err);
+}
+
+/* Forwarded only to an adapter that overrides it; its deadline is
+ * await_timeout_ms, past which the wait is cancelled (retriable). */
+static int pb_await(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
+                    altar_error_t *err) {
+  altar_py_t *py = P(be);
+  if (!py->has_await)
+    return altar_error_set(err, ALTAR_ENOTSUP, "backend '%s': await_completion is not supported by adapter %s; poll "
+                           "instead", altar_backend_name(be), py->adapter);
+  return statuses_call(be, "await_completion", py->await_ms, hs, n, pst, err);
 }
 
 static int pb_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
@@ -260,7 +277,7 @@ static int pb_recover(altar_backend_t *be, const altar_status_t *fs, size_t n, c
  * directories are its options). */
 static const char *const pb_keys[] = {"adapter",          "python",           "options",         "reply_timeout_ms",
                                       "start_timeout_ms", "cancel_grace_ms",  "restart_backoff_ms",
-                                      "restart_backoff_max_ms", "max_reply_bytes", "data_root", "slots", NULL};
+                                      "restart_backoff_max_ms", "max_reply_bytes", "await_timeout_ms", "data_root", "slots", NULL};
 
 static int parse_positive(const char *key, const char *v, long *pout, altar_error_t *err) {
   char *end;
@@ -271,18 +288,55 @@ static int parse_positive(const char *key, const char *v, long *pout, altar_erro
   return ALTAR_OK;
 }
 
+/* The backend's step of every bridge start: build the adapter and learn
+ * what it declares (its verification may not change across restarts). */
+static int backend_on_start(altar_py_t *py, altar_error_t *err) {
+  json_error_t je;
+  json_t *opts = json_loads(py->options_json ? py->options_json : "{}", JSON_REJECT_DUPLICATES, &je);
+  json_t *req = json_pack("{s:s, s:s, s:O}", "op", "open", "adapter", py->adapter, "options", opts);
+  json_t *opened = NULL;
+  int rc = req ? altar__py_exchange(py, "open", req, py->start_ms, &opened, err)
+               : altar_error_set(err, ALTAR_ENOMEM, "python bridge: out of memory");
+  json_decref(req);
+  json_decref(opts);
+  if (rc) return rc;
+  const char *v = json_string_value(json_object_get(opened, "verification"));
+  const char *root = json_string_value(json_object_get(opened, "mount_root"));
+  altar_verification_t want = v && !strcmp(v, "staging") ? ALTAR_VERIFY_STAGING
+                              : v && !strcmp(v, "task")  ? ALTAR_VERIFY_TASK
+                                                         : ALTAR_VERIFY_NONE;
+  char *copy = strdup(root ? root : "");
+  if (!copy) {
+    rc = altar_error_set(err, ALTAR_ENOMEM, "python bridge: out of memory");
+  } else if (want == ALTAR_VERIFY_NONE) {
+    free(copy);
+    rc = altar_error_set(err, ALTAR_ECONFIG,
+                         "python adapter %s: input_digest_verification is %s; altar needs \"staging\" or \"task\"",
+                         py->adapter, v ? v : "None");
+  } else if (py->verification != ALTAR_VERIFY_NONE && want != py->verification) {
+    free(copy);
+    rc = altar_error_set(err, ALTAR_ECONFIG, "python adapter %s: input_digest_verification changed from %s to %s",
+                         py->adapter, altar_verification_name(py->verification), v);
+  } else {
+    free(py->mount_root);
+    py->mount_root = copy;
+    py->verification = want;
+    py->custom_resolve = json_is_true(json_object_get(opened, "custom_resolve"));
+    py->has_await = json_is_true(json_object_get(opened, "await_completion"));
+  }
+  json_decref(opened);
+  return rc;
+}
+
 altar_py_t *altar__py_new(const altar_strmap_t *cfg, altar_error_t *err) {
-  altar_py_t *py = calloc(1, sizeof *py);
+  const char *python = cfg ? altar_strmap_get(cfg, "python") : NULL;
+  altar_py_t *py = altar__py_alloc(python, ALTAR_PY_MAX_REPLY_BYTES);
   if (!py) {
     altar_error_set(err, ALTAR_ENOMEM, "python backend: out of memory");
     return NULL;
   }
+  py->on_start = backend_on_start;
   long max_reply = ALTAR_PY_MAX_REPLY_BYTES;
-  py->reply_ms = ALTAR_PY_REPLY_TIMEOUT_MS;
-  py->start_ms = ALTAR_PY_START_TIMEOUT_MS;
-  py->grace_ms = ALTAR_PY_CANCEL_GRACE_MS;
-  py->backoff_min_ms = ALTAR_PY_BACKOFF_MIN_MS;
-  py->backoff_max_ms = ALTAR_PY_BACKOFF_MAX_MS;
   int rc = ALTAR_OK;
   for (size_t i = 0; !rc && cfg && i < cfg->n; i++) {
     const char *key = cfg->keys[i], *v = cfg->vals[i];
@@ -296,6 +350,7 @@ altar_py_t *altar__py_new(const altar_strmap_t *cfg, altar_error_t *err) {
                : !strcmp(key, "restart_backoff_ms")     ? &py->backoff_min_ms
                : !strcmp(key, "restart_backoff_max_ms") ? &py->backoff_max_ms
                : !strcmp(key, "max_reply_bytes")        ? &max_reply
+               : !strcmp(key, "await_timeout_ms")       ? &py->await_ms
                                                         : NULL;
     if (s) {
       free(*s);
@@ -306,8 +361,6 @@ altar_py_t *altar__py_new(const altar_strmap_t *cfg, altar_error_t *err) {
   }
   if (!rc && (!py->adapter || !*py->adapter))
     rc = altar_error_set(err, ALTAR_ECONFIG, "backend.adapter: name the adapter's entry point (altar.execution_backends)");
-  if (!rc && !py->python && !(py->python = strdup("python3")))
-    rc = altar_error_set(err, ALTAR_ENOMEM, "python backend: out of memory");
   if (!rc && py->options_json) {
     json_error_t je;
     json_t *o = json_loads(py->options_json, JSON_REJECT_DUPLICATES, &je);
@@ -319,7 +372,8 @@ altar_py_t *altar__py_new(const altar_strmap_t *cfg, altar_error_t *err) {
     altar__py_free(py);
     return NULL;
   }
-  altar__pipe_init(&py->pipe, "python bridge", (size_t)max_reply);
+  py->pipe.max_reply = (size_t)max_reply;
+  snprintf(py->tag, sizeof py->tag, "adapter %s", py->adapter);
   if ((rc = altar__py_start(py, err))) {
     altar__py_free(py);
     return NULL;
@@ -350,6 +404,7 @@ const altar_backend_ops_t altar_backend_python = {
     .resolve_path = pb_resolve,
     .submit = pb_submit,
     .poll = pb_poll,
+    .await_completion = pb_await,
     .cancel = pb_cancel,
     .recover = pb_recover,
 };

@@ -63,7 +63,7 @@ static int reply_error(altar_py_t *py, const json_t *reply, const char *op, alta
              : kind && !strcmp(kind, "raised")    ? code_for(json_string_value(json_object_get(reply, "code")))
                                                   : ALTAR_EBACKEND;
   char text[ALTAR_ERRMSG_MAX];
-  snprintf(text, sizeof text, "python %s (adapter %s): %s%s%s%s%s", op, py->adapter, type ? type : "",
+  snprintf(text, sizeof text, "python %s (%s): %s%s%s%s%s", op, py->tag, type ? type : "",
            type ? ": " : "", msg ? msg : "no message", trace && *trace ? "\n" : "", trace ? trace : "");
   bool deterministic = code == ALTAR_EINVAL || code == ALTAR_EPATH || code == ALTAR_EINTEGRITY || code == ALTAR_ECONFIG;
   set_redacted(err, code, !deterministic, text);
@@ -97,17 +97,17 @@ static int read_reply(altar_py_t *py, const char *op, long limit_ms, json_t **pr
     }
     json_decref(r);
     if (!altar__pipe_running(&py->pipe)) {
-      altar_error_set_retriable(err, ALTAR_ETIMEOUT, "python %s (adapter %s): no reply within %ld ms; bridge killed", op,
-                                py->adapter, limit_ms);
+      altar_error_set_retriable(err, ALTAR_ETIMEOUT, "python %s (%s): no reply within %ld ms; bridge killed", op,
+                                py->tag, limit_ms);
       note_death(py, err);
     } else {
-      altar_error_set_retriable(err, ALTAR_ETIMEOUT, "python %s (adapter %s): no reply within %ld ms; cancelled", op,
-                                py->adapter, limit_ms);
+      altar_error_set_retriable(err, ALTAR_ETIMEOUT, "python %s (%s): no reply within %ld ms; cancelled", op,
+                                py->tag, limit_ms);
     }
     return ALTAR_ETIMEOUT;
   }
   if (rc) {
-    altar_error_prefix(err, "python %s (adapter %s)", op, py->adapter);
+    altar_error_prefix(err, "python %s (%s)", op, py->tag);
     err->retriable = true;
     note_death(py, err);
     return rc;
@@ -117,8 +117,8 @@ static int read_reply(altar_py_t *py, const char *op, long limit_ms, json_t **pr
   free(line);
   if (!json_is_object(reply) || !json_is_boolean(json_object_get(reply, "ok"))) {
     json_decref(reply);
-    altar_error_set_retriable(err, ALTAR_EDECODE, "python %s (adapter %s): the bridge wrote a line that is not a reply%s%s",
-                              op, py->adapter, reply ? "" : ": ", reply ? "" : je.text);
+    altar_error_set_retriable(err, ALTAR_EDECODE, "python %s (%s): the bridge wrote a line that is not a reply%s%s",
+                              op, py->tag, reply ? "" : ": ", reply ? "" : je.text);
     note_death(py, err);
     return ALTAR_EDECODE;
   }
@@ -134,7 +134,7 @@ static int exchange(altar_py_t *py, const char *op, json_t *req, long limit_ms, 
   int rc = altar__pipe_send(&py->pipe, text, err);
   free(text);
   if (rc) {
-    altar_error_prefix(err, "python %s (adapter %s)", op, py->adapter);
+    altar_error_prefix(err, "python %s (%s)", op, py->tag);
     note_death(py, err);
     return rc;
   }
@@ -149,8 +149,6 @@ static int exchange(altar_py_t *py, const char *op, json_t *req, long limit_ms, 
   *preply = reply;
   return ALTAR_OK;
 }
-
-static const char *verification_text(altar_verification_t v) { return altar_verification_name(v); }
 
 /* The libaltar the host's `import altar` should load: this one. From the
  * shared object this code runs in, else beside the binary (a build tree)
@@ -203,7 +201,7 @@ static char **host_environ(char **pvar) {
   return env;
 }
 
-/* Spawns the host, reads its greeting and opens the adapter. */
+/* Spawns the host, reads its greeting and opens what it hosts (on_start). */
 static int start(altar_py_t *py, altar_error_t *err) {
   char *argv[] = {py->python, "-u", "-m", "altar.execution.bridge", NULL};
   char *var;
@@ -228,47 +226,17 @@ static int start(altar_py_t *py, altar_error_t *err) {
                            "package of this version into %s)", (long long)proto, ALTAR_PY_PROTOCOL, py->python);
   }
   json_decref(hello);
-  json_t *opts = NULL, *opened = NULL;
-  if (!rc) {
-    json_error_t je;
-    opts = json_loads(py->options_json ? py->options_json : "{}", JSON_REJECT_DUPLICATES, &je);
-    json_t *req = json_pack("{s:s, s:s, s:O}", "op", "open", "adapter", py->adapter, "options", opts);
-    rc = req ? exchange(py, "open", req, py->start_ms, &opened, err)
-             : altar_error_set(err, ALTAR_ENOMEM, "python bridge: out of memory");
-    json_decref(req);
-  }
-  json_decref(opts);
-  if (!rc) {
-    const char *v = json_string_value(json_object_get(opened, "verification"));
-    const char *root = json_string_value(json_object_get(opened, "mount_root"));
-    altar_verification_t want = v && !strcmp(v, "staging") ? ALTAR_VERIFY_STAGING
-                                : v && !strcmp(v, "task")  ? ALTAR_VERIFY_TASK
-                                                           : ALTAR_VERIFY_NONE;
-    char *copy = strdup(root ? root : "");
-    if (!copy) {
-      rc = altar_error_set(err, ALTAR_ENOMEM, "python bridge: out of memory");
-    } else if (want == ALTAR_VERIFY_NONE) {
-      free(copy);
-      rc = altar_error_set(err, ALTAR_ECONFIG,
-                           "python adapter %s: input_digest_verification is %s; altar needs \"staging\" or \"task\"",
-                           py->adapter, v ? v : "None");
-    } else if (py->verification != ALTAR_VERIFY_NONE && want != py->verification) {
-      free(copy);
-      rc = altar_error_set(err, ALTAR_ECONFIG, "python adapter %s: input_digest_verification changed from %s to %s",
-                           py->adapter, verification_text(py->verification), v);
-    } else {
-      free(py->mount_root);
-      py->mount_root = copy;
-      py->verification = want;
-      py->custom_resolve = json_is_true(json_object_get(opened, "custom_resolve"));
-    }
-  }
-  json_decref(opened);
+  if (!rc && py->on_start) rc = py->on_start(py, err);
   if (rc) altar__pipe_stop(&py->pipe);
   return rc;
 }
 
 int altar__py_call(altar_py_t *py, const char *op, json_t *req, json_t **preply, altar_error_t *err) {
+  return altar__py_call_within(py, op, req, py->reply_ms, preply, err);
+}
+
+int altar__py_call_within(altar_py_t *py, const char *op, json_t *req, long limit_ms, json_t **preply,
+                          altar_error_t *err) {
   *preply = NULL;
   if (!req) return altar_error_set(err, ALTAR_ENOMEM, "python %s: out of memory", op);
   int rc = ALTAR_OK;
@@ -276,14 +244,14 @@ int altar__py_call(altar_py_t *py, const char *op, json_t *req, json_t **preply,
     int64_t now = altar__py_now_ms();
     if (now < py->next_start_ms) {
       rc = altar_error_set_retriable(err, ALTAR_EBACKEND,
-                                     "python %s (adapter %s): bridge restarting in %lld ms after: %.100s", op,
-                                     py->adapter, (long long)(py->next_start_ms - now), py->last_death);
+                                     "python %s (%s): bridge restarting in %lld ms after: %.100s", op,
+                                     py->tag, (long long)(py->next_start_ms - now), py->last_death);
     } else if ((rc = start(py, err))) {
       err->retriable = true; /* it may come back: the worker keeps running */
       if (altar__py_now_ms() >= py->next_start_ms) note_death(py, err); /* not yet counted */
     }
   }
-  if (!rc) rc = exchange(py, op, req, py->reply_ms, preply, err);
+  if (!rc) rc = exchange(py, op, req, limit_ms, preply, err);
   json_decref(req);
   return rc;
 }
@@ -299,3 +267,26 @@ void altar__py_free(altar_py_t *py) {
 }
 
 int altar__py_start(altar_py_t *py, altar_error_t *err) { return start(py, err); }
+
+int altar__py_exchange(altar_py_t *py, const char *op, json_t *req, long limit_ms, json_t **preply,
+                       altar_error_t *err) {
+  return exchange(py, op, req, limit_ms, preply, err);
+}
+
+altar_py_t *altar__py_alloc(const char *python, size_t max_reply) {
+  altar_py_t *py = calloc(1, sizeof *py);
+  if (!py) return NULL;
+  py->reply_ms = ALTAR_PY_REPLY_TIMEOUT_MS;
+  py->await_ms = ALTAR_PY_AWAIT_TIMEOUT_MS;
+  py->start_ms = ALTAR_PY_START_TIMEOUT_MS;
+  py->grace_ms = ALTAR_PY_CANCEL_GRACE_MS;
+  py->backoff_min_ms = ALTAR_PY_BACKOFF_MIN_MS;
+  py->backoff_max_ms = ALTAR_PY_BACKOFF_MAX_MS;
+  snprintf(py->tag, sizeof py->tag, "python");
+  if (!(py->python = strdup(python ? python : "python3"))) {
+    free(py);
+    return NULL;
+  }
+  altar__pipe_init(&py->pipe, "python bridge", max_reply ? max_reply : ALTAR_PY_MAX_REPLY_BYTES);
+  return py;
+}

@@ -9,6 +9,7 @@
 #include "fleet_common.h"
 #include "altar/config.h"
 #include "altar/file_read.h"
+#include "altar/storage.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -181,6 +182,10 @@ int altar_cmd_run(int argc, char **argv) {
   if (rc == 0) rc = altar_spec_validate(&spec, &err);
   if (rc < 0) {
     fprintf(stderr, "altar run: %s: %s\n", file, err.msg);
+    goto out;
+  }
+  if (altar_storage_python_start(&err)) {
+    fprintf(stderr, "altar run: %s\n", err.msg);
     goto out;
   }
   be = altar_backend_open_by_name(name, &props, &err);

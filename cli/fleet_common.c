@@ -6,6 +6,7 @@
 #include "altar/plugin/transport.h"
 #include "altar/suggest.h"
 #include "altar/registry.h"
+#include "altar/storage.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,6 +323,12 @@ altar_transport_t *altar_cli_open_transport(const altar_config_t *cfg, const alt
 
 altar_backend_t *altar_cli_open_backend(const altar_config_t *cfg) {
   altar_error_t err = {0};
+  /* The Python storage adapters the backend stages through start now, so a
+   * wrong interpreter or adapter name stops the worker before any job. */
+  if (altar_storage_python_start(&err)) {
+    fprintf(stderr, "altar %s: %s\n", altar__cli_cmd, err.msg);
+    return NULL;
+  }
   altar_strmap_t props;
   if (altar_strmap_copy(&props, &cfg->backend_props)) return NULL;
   /* slots is the worker's intake bound; backends that size pools read it too. */

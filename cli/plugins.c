@@ -75,10 +75,19 @@ static int check_file_names(const altar_config_t *cfg, altar_error_t *err) {
   return ALTAR_OK;
 }
 
+/* The Python storage adapters the file names, registered by scheme once
+ * every other adapter is (a scheme already taken names its line). */
+static int configure_storage(const altar_config_t *cfg, altar_error_t *err) {
+  return altar_storage_python_configure(cfg->storage_python, cfg->path, err);
+}
+
 int altar_cli_config_load(const char *path, altar_config_t *cfg, altar_error_t *err) {
   int rc = altar_config_load(path, cfg, err);
   if (rc < 0) return rc;
-  if (!cfg->n_plugins) return check_file_names(cfg, err);
+  if (!cfg->n_plugins) {
+    rc = check_file_names(cfg, err);
+    return rc < 0 ? rc : configure_storage(cfg, err);
+  }
   rc = altar_plugin_load_config(cfg, err);
   if (rc < 0) return rc;
   /* Read once more with the plug-ins registered, so keys under transport:
@@ -89,5 +98,7 @@ int altar_cli_config_load(const char *path, altar_config_t *cfg, altar_error_t *
   if (!file) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   rc = altar_config_load(file, cfg, err);
   free(file);
-  return rc < 0 ? rc : check_file_names(cfg, err);
+  if (rc < 0) return rc;
+  rc = check_file_names(cfg, err);
+  return rc < 0 ? rc : configure_storage(cfg, err);
 }

@@ -60,6 +60,7 @@ void altar_config_clear(altar_config_t *cfg) {
   for (size_t i = 0; i < cfg->n_plugins; i++) free(cfg->plugins[i]);
   free(cfg->plugins);
   free(cfg->plugin_lines);
+  free(cfg->storage_python);
   memset(cfg, 0, sizeof *cfg);
 }
 
@@ -326,14 +327,175 @@ static int on_plugins(reader_t *r, yaml_node_t *v) {
   return ALTAR_OK;
 }
 
+/* storage: {python: {python, schemes: {SCHEME: ADAPTER | {adapter, options}}, <deadlines>}}
+ * checked here, where every node still has its line, and kept as JSON text
+ * (with each scheme's line) for altar_storage_python_configure. */
+/* The keys of storage.python: the two named ones, then the positive integers
+ * (docs/python-backends.md lists them with their defaults). */
+static const char *const storage_py_keys[] = {"python",          "schemes",          "reply_timeout_ms",
+                                              "start_timeout_ms", "cancel_grace_ms", "restart_backoff_ms",
+                                              "restart_backoff_max_ms", "max_reply_bytes", NULL};
+
+/* A URI scheme a storage adapter may take: [a-z][a-z0-9.-]*, under 32 bytes
+ * (what altar_storage_open_for_uri reads and the registry keeps). */
+static bool storage_scheme_ok(const char *s) {
+  size_t n = strlen(s);
+  if (!n || n >= 32 || !(s[0] >= 'a' && s[0] <= 'z')) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '-')) return false;
+  return true;
+}
+
+static bool adapter_name_ok(const char *s) {
+  size_t n = strlen(s);
+  if (!n || n > 200) return false;
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)s[i] <= ' ' || s[i] == '=' || s[i] == '[' || s[i] == ']') return false;
+  return true;
+}
+
+static int storage_scheme(reader_t *r, json_t *list, yaml_node_t *k, yaml_node_t *v) {
+  const char *scheme = scalar(k);
+  char full[300];
+  snprintf(full, sizeof full, "storage.python.schemes.%.200s", scheme);
+  if (!storage_scheme_ok(scheme))
+    return yaml_fail(r, k, full, "a URI scheme is a lowercase letter, then letters, digits, '.' or '-' (at most 31)");
+  for (size_t i = 0; i < json_array_size(list); i++)
+    if (!strcmp(json_string_value(json_object_get(json_array_get(list, i), "scheme")), scheme))
+      return yaml_fail(r, k, full, "given twice");
+  const char *adapter = scalar(v);
+  json_t *options = NULL;
+  yaml_node_t *at = v;
+  if (!adapter) {
+    if (!v || v->type != YAML_MAPPING_NODE)
+      return yaml_fail(r, v, full, "expected an adapter's name (its altar.storage entry point) or {adapter: NAME, options: {...}}");
+    for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+      yaml_node_t *kk = yaml_document_get_node(&r->doc, p->key);
+      yaml_node_t *vv = yaml_document_get_node(&r->doc, p->value);
+      const char *ks = scalar(kk);
+      char sub[360];
+      snprintf(sub, sizeof sub, "%s.%s", full, ks ? ks : "?");
+      if (ks && !strcmp(ks, "adapter")) {
+        if (!(adapter = scalar(vv))) return yaml_fail(r, vv, sub, "expected the adapter's name");
+        at = vv;
+      } else if (ks && !strcmp(ks, "options")) {
+        json_decref(options);
+        options = vv && vv->type == YAML_MAPPING_NODE ? altar__yaml_to_json(&r->doc, vv) : NULL;
+        if (!options)
+          return yaml_fail(r, vv, sub, "expected a mapping of the adapter's keyword arguments (scalar keys, each once)");
+      } else {
+        static const char *const known[] = {"adapter", "options", NULL};
+        json_decref(options);
+        return unknown_key(r, kk, sub, ks ? ks : "?", known);
+      }
+    }
+    if (!adapter) {
+      json_decref(options);
+      return yaml_fail(r, v, full, "adapter: required (the name under the altar.storage entry points)");
+    }
+  }
+  if (!adapter_name_ok(adapter)) {
+    json_decref(options);
+    return yaml_fail(r, at, full, "not an entry-point name");
+  }
+  json_t *e = json_pack("{s:s, s:s, s:o, s:I}", "scheme", scheme, "adapter", adapter, "options",
+                        options ? options : json_object(), "line", (json_int_t)(k->start_mark.line + 1));
+  if (!e || json_array_append_new(list, e)) return altar_error_set(r->err, ALTAR_ENOMEM, "out of memory");
+  return ALTAR_OK;
+}
+
+static int on_storage_python(reader_t *r, yaml_node_t *v, json_t *out) {
+  if (!v || v->type != YAML_MAPPING_NODE)
+    return yaml_fail(r, v, "storage.python", "expected a mapping (python:, schemes:, ...)");
+  json_t *list = json_array();
+  if (!list || json_object_set_new(out, "schemes", list)) return altar_error_set(r->err, ALTAR_ENOMEM, "out of memory");
+  bool have_schemes = false;
+  for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(&r->doc, p->key);
+    yaml_node_t *val = yaml_document_get_node(&r->doc, p->value);
+    const char *key = scalar(k);
+    if (!key) return yaml_fail(r, k, "storage.python", "keys must be plain strings");
+    char full[300];
+    snprintf(full, sizeof full, "storage.python.%.200s", key);
+    if (!strcmp(key, "python")) {
+      const char *py = scalar(val);
+      if (!py || !*py) return yaml_fail(r, val, full, "expected the interpreter of the adapters' environment");
+      if (json_object_set_new(out, "python", json_string(py)))
+        return yaml_fail(r, val, full, "expected UTF-8 text");
+      if (json_object_set_new(out, "python_line", json_integer((json_int_t)(val->start_mark.line + 1))))
+        return altar_error_set(r->err, ALTAR_ENOMEM, "out of memory");
+      continue;
+    }
+    if (!strcmp(key, "schemes")) {
+      if (!val || val->type != YAML_MAPPING_NODE)
+        return yaml_fail(r, val, full, "expected a mapping of URI scheme to adapter name");
+      for (yaml_node_pair_t *q = val->data.mapping.pairs.start; q < val->data.mapping.pairs.top; q++) {
+        yaml_node_t *sk = yaml_document_get_node(&r->doc, q->key);
+        if (!scalar(sk)) return yaml_fail(r, sk, full, "keys must be plain strings");
+        if (json_array_size(list) >= 32) return yaml_fail(r, sk, full, "too many schemes (at most 32)");
+        int rc = storage_scheme(r, list, sk, yaml_document_get_node(&r->doc, q->value));
+        if (rc) return rc;
+      }
+      have_schemes = true;
+      continue;
+    }
+    bool ms = false;
+    for (size_t i = 2; storage_py_keys[i] && !ms; i++) ms = !strcmp(key, storage_py_keys[i]);
+    if (!ms) return unknown_key(r, k, full, key, storage_py_keys);
+    const char *sv = scalar(val);
+    char *end = NULL;
+    errno = 0;
+    long long n = sv ? strtoll(sv, &end, 10) : 0;
+    if (!sv || !*sv || *end || errno || n <= 0 || n > 86400000LL * 7)
+      return yaml_fail(r, val, full, "expected a positive integer");
+    if (json_object_set_new(out, key, json_integer((json_int_t)n)))
+      return altar_error_set(r->err, ALTAR_ENOMEM, "out of memory");
+  }
+  if (!have_schemes || !json_array_size(list))
+    return yaml_fail(r, v, "storage.python", "schemes: required (which URI schemes the Python adapters serve)");
+  if (!json_object_get(out, "python") && json_object_set_new(out, "python", json_string("python3")))
+    return altar_error_set(r->err, ALTAR_ENOMEM, "out of memory");
+  if (json_object_set_new(out, "line", json_integer((json_int_t)(v->start_mark.line + 1))))
+    return altar_error_set(r->err, ALTAR_ENOMEM, "out of memory");
+  return ALTAR_OK;
+}
+
+static int on_storage(reader_t *r, yaml_node_t *v) {
+  if (!v || v->type != YAML_MAPPING_NODE) return yaml_fail(r, v, "storage", "expected a mapping (python: {...})");
+  if (r->cfg->storage_python) return yaml_fail(r, v, "storage", "given twice");
+  for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(&r->doc, p->key);
+    const char *key = scalar(k);
+    if (!key) return yaml_fail(r, k, "storage", "keys must be plain strings");
+    if (strcmp(key, "python")) {
+      static const char *const known[] = {"python", NULL};
+      char full[300];
+      snprintf(full, sizeof full, "storage.%.200s", key);
+      return unknown_key(r, k, full, key, known);
+    }
+    json_t *out = json_object();
+    if (!out) return altar_error_set(r->err, ALTAR_ENOMEM, "out of memory");
+    int rc = on_storage_python(r, yaml_document_get_node(&r->doc, p->value), out);
+    char *text = rc ? NULL : json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(out);
+    if (rc) return rc;
+    if (!text) return altar_error_set(r->err, ALTAR_ENOMEM, "out of memory");
+    free(r->cfg->storage_python);
+    r->cfg->storage_python = text;
+  }
+  return ALTAR_OK;
+}
+
 static int on_top(reader_t *r, const char *section, const char *key, yaml_node_t *k, yaml_node_t *v) {
   (void)section;
   if (!strcmp(key, "groups")) return ALTAR_OK; /* reconciler/group_config reads it */
   if (!strcmp(key, "plugins")) return on_plugins(r, v);
+  if (!strcmp(key, "storage")) return on_storage(r, v);
   if (!strcmp(key, "transport") || !strcmp(key, "topics") || !strcmp(key, "backend") ||
       !strcmp(key, "ledger") || !strcmp(key, "metrics"))
     return each_pair(r, v, key, on_section_key);
-  static const char *const top_keys[] = {"transport", "topics", "backend", "ledger", "metrics", "groups", "plugins", NULL};
+  static const char *const top_keys[] = {"transport", "topics", "backend", "ledger",  "metrics",
+                                         "groups",    "plugins", "storage", NULL};
   return unknown_key(r, k, key, key, top_keys);
 }
 

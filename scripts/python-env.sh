@@ -5,15 +5,16 @@
 # package, so a changed source gets a fresh environment and two worktrees
 # with different sources never share one. The package is installed the way
 # a user installs it: `pip install ./python` (a copy, not an editable link).
-# The example Python backend and the python backend's test adapters are
-# installed the same way, so the fleet's `python` backend finds them.
+# The example Python backend, the example storage adapter and the test
+# adapters (backends and storage) are installed the same way, so the fleet's
+# `python` backend and storage.python schemes find them.
 # Needs Debian's python3-venv (scripts/install-deps.sh) and PyPI.
 set -eu
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
 REQ="$SRC/python/tests/requirements.txt"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
-EXTRA="examples/python_backend tests/python_backends/adapters"
+EXTRA="examples/python_backend examples/python_storage tests/python_backends/adapters"
 HASH="$(cd "$SRC" && { (cd python && find . -path ./build -prune -o -name '*.egg-info' -prune -o -name __pycache__ -prune \
   -o -type f ! -path './tests/*' -print | LC_ALL=C sort | xargs sha256sum)
   for d in $EXTRA; do find "$d" -name __pycache__ -prune -o -name '*.egg-info' -prune -o -name build -prune \

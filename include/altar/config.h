@@ -7,6 +7,8 @@
  *   ledger:    {path: ./var/ledger}
  *   groups:    … (read by reconciler/group_config from the same file)
  *   plugins:   [./plugins/mine.so, …]  (plug-in files, relative to this file's directory)
+ *   storage:   {python: {python: /venv/bin/python, schemes: {mem: memstore, …}, …}}
+ *              (Python storage adapters by URI scheme: altar_storage_python_configure)
  *
  * Unknown top-level keys are an error naming the file and line, so a typo
  * never silently falls back to a default. */
@@ -57,6 +59,9 @@ typedef struct altar_config {
   char **plugins;
   size_t *plugin_lines;
   size_t n_plugins;
+  /* storage.python, checked, as JSON text for altar_storage_python_configure
+   * (each scheme with its line in path); NULL when the file has none. */
+  char *storage_python;
 } altar_config_t;
 
 /* Entries of plugins: at most. */

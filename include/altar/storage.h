@@ -72,6 +72,22 @@ void altar_storage_close(altar_storage_t *s); /* NULL is fine */
  * Idempotent; cli/plugins.c calls it. 0 or the registry's error. */
 int altar_storage_register_builtin(void);
 
+/* Python storage adapters (backends/python_storage.c, docs/python-backends.md):
+ * registers one storage adapter per scheme of config_json, the text
+ * altar_config_t.storage_python holds (file names the config file in
+ * errors, NULL for none), each served by the altar.storage adapter the
+ * scheme names through one bridge process started at first use. NULL
+ * removes them. A scheme already registered is ALTAR_ECONFIG naming its
+ * FILE:LINE. Configuring the same text again is a no-op; another while a
+ * handle on one of them is open is ALTAR_ESTATE. Call after every other
+ * adapter is registered. */
+int altar_storage_python_configure(const char *config_json, const char *file, altar_error_t *err);
+/* Starts the bridge and opens every adapter now, so a wrong interpreter, an
+ * unknown adapter name or a constructor that raises fails at start-up
+ * (ALTAR_ECONFIG, naming the scheme's FILE:LINE) rather than at a task's
+ * staging. ALTAR_OK when none is configured or it is running. */
+int altar_storage_python_start(altar_error_t *err);
+
 /* ---- operations: every caller goes through these (core/storage.c) ------------ */
 
 /* The adapter's name ("local", "http", "gs", "s3" or a plug-in's). */

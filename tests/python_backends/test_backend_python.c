@@ -254,6 +254,52 @@ static void open_refused(const char *adapter, const char *options, const char *c
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, want));
 }
 
+/* await_completion reaches an adapter that offers it; one that does not is
+ * ENOTSUP without a round trip; a wait past await_timeout_ms is cancelled. */
+static void test_await_completion_forwarded(void) {
+  char *root = altar_test_tmpdir("pyawait");
+  altar_backend_t *be = make_example(NULL, root, &(altar_error_t){0});
+  CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+  altar_spec_t *s = one_spec();
+  altar_handle_t h;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
+  altar_status_t st;
+  int rc = altar_backend_await_completion(be, &h, 1, &st, &err);
+  if (rc) fprintf(stderr, "await: %s\n", err.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+  if (!rc) {
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
+    CU_ASSERT_STRING_EQUAL(st.handle.external_id, h.external_id);
+    altar_status_clear(&st);
+  }
+  altar_handle_clear(&h);
+  altar_backend_close(be);
+
+  be = open_py("noop", NULL, NULL, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
+  CU_ASSERT_EQUAL(altar_backend_await_completion(be, &h, 1, &st, &err), ALTAR_ENOTSUP);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "await_completion is not supported by adapter noop"));
+  altar_handle_clear(&h);
+  altar_backend_close(be);
+
+  const char *short_await[] = {"await_timeout_ms", "500", "cancel_grace_ms", "2000", NULL};
+  be = open_py("await-hang", NULL, short_await, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
+  CU_ASSERT_EQUAL(altar_backend_await_completion(be, &h, 1, &st, &err), ALTAR_ETIMEOUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "python await_completion (adapter await-hang): no reply within 500 ms; cancelled"));
+  CU_ASSERT_TRUE(err.retriable);
+  /* poll keeps its own deadline and the same bridge. */
+  CU_ASSERT_EQUAL(altar_backend_poll(be, &h, 1, &st, &err), 0);
+  altar_status_clear(&st);
+  altar_handle_clear(&h);
+  altar_backend_close(be);
+  altar_spec_free(s);
+  free(root);
+}
+
 static void test_open_refusals(void) {
   open_refused("no-such-adapter", NULL, NULL, "'no-such-adapter' is not registered (known: ");
   open_refused("no-verification", NULL, NULL, "input_digest_verification is None");
@@ -285,6 +331,7 @@ static void add(void) {
   ALTAR_TEST(test_wrong_type_is_refused);
   ALTAR_TEST(test_dying_bridge_is_restarted);
   ALTAR_TEST(test_stdout_chatter_is_harmless);
+  ALTAR_TEST(test_await_completion_forwarded);
   ALTAR_TEST(test_open_refusals);
 }
 

@@ -87,6 +87,67 @@ static void test_topic_partitions(void) {
   free(path);
 }
 
+/* storage.python: both forms of a scheme, typed options, each scheme's line
+ * kept for the errors that come later, and mistakes refused with their line. */
+static void storage_refused(const char *yaml, const char *want) {
+  char *path = write_tmp(yaml);
+  altar_config_t c;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
+  if (!strstr(err.msg, want)) fprintf(stderr, "\n  wanted \"%s\" in: %s\n", want, err.msg);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, want));
+  altar_config_clear(&c);
+  free(path);
+}
+
+static void test_storage_python(void) {
+  char *path = write_tmp("backend: {name: process}\n"
+                         "storage:\n"
+                         "  python:\n"
+                         "    python: /venv/bin/python\n"
+                         "    reply_timeout_ms: 9000\n"
+                         "    schemes:\n"
+                         "      vault: dirstore\n"
+                         "      box: {adapter: dirstore, options: {root: /srv/box, depth: 2, cache: null}}\n");
+  altar_config_t c;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_config_load(path, &c, &err), 0);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c.storage_python);
+  CU_ASSERT_STRING_EQUAL(c.storage_python,
+                         "{\"line\":4,\"python\":\"/venv/bin/python\",\"python_line\":4,\"reply_timeout_ms\":9000,"
+                         "\"schemes\":[{\"adapter\":\"dirstore\",\"line\":7,\"options\":{},\"scheme\":\"vault\"},"
+                         "{\"adapter\":\"dirstore\",\"line\":8,\"options\":{\"cache\":null,\"depth\":2,\"root\":"
+                         "\"/srv/box\"},\"scheme\":\"box\"}]}");
+  altar_config_clear(&c);
+  free(path);
+  path = write_tmp("backend: {name: process}\n");
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), 0);
+  CU_ASSERT_PTR_NULL(c.storage_python);
+  altar_config_clear(&c);
+  free(path);
+
+  storage_refused("storage:\n  pyton: {}\n", ":2: storage.pyton: unknown key (did you mean \"python\"?)");
+  storage_refused("storage: [python]\n", ":1: storage: expected a mapping");
+  storage_refused("storage:\n  python:\n    python: p\n", ":3: storage.python: schemes: required");
+  storage_refused("storage:\n  python:\n    schemes: {}\n", "storage.python: schemes: required");
+  storage_refused("storage:\n  python:\n    schemes: {Vault: a}\n", ":3: storage.python.schemes.Vault: a URI scheme is");
+  storage_refused("storage:\n  python:\n    schemes: {v_x: a}\n", "storage.python.schemes.v_x: a URI scheme is");
+  storage_refused("storage:\n  python:\n    schemes:\n      vault: [a]\n",
+                  ":4: storage.python.schemes.vault: expected an adapter's name");
+  storage_refused("storage:\n  python:\n    schemes:\n      vault: {options: {}}\n",
+                  ":4: storage.python.schemes.vault: adapter: required");
+  storage_refused("storage:\n  python:\n    schemes:\n      vault: {adapter: a, option: {}}\n",
+                  ":4: storage.python.schemes.vault.option: unknown key (did you mean \"options\"?)");
+  storage_refused("storage:\n  python:\n    schemes:\n      vault: {adapter: a, options: [1]}\n",
+                  ":4: storage.python.schemes.vault.options: expected a mapping");
+  storage_refused("storage:\n  python:\n    schemes:\n      vault: a\n      vault: b\n",
+                  ":5: storage.python.schemes.vault: given twice");
+  storage_refused("storage:\n  python:\n    schemes: {vault: a}\n    cancel_grace_ms: soon\n",
+                  ":4: storage.python.cancel_grace_ms: expected a positive integer");
+  storage_refused("storage:\n  python:\n    schemes: {vault: a}\n    reply_timeout: 5\n",
+                  ":4: storage.python.reply_timeout: unknown key (did you mean \"reply_timeout_ms\"?)");
+}
+
 static void test_errors_name_line(void) {
   char *path = write_tmp("transport: {name: local}\ntopics:\n  jobs: a\n  jbos: b\n");
   altar_config_t c;
@@ -210,6 +271,7 @@ static void add(void) {
   ALTAR_TEST(test_defaults);
   ALTAR_TEST(test_read_and_override);
   ALTAR_TEST(test_errors_name_line);
+  ALTAR_TEST(test_storage_python);
   ALTAR_TEST(test_topic_partitions);
   ALTAR_TEST(test_transport_key_typo);
   ALTAR_TEST(test_name_lines_and_metrics_keys);

@@ -16,6 +16,7 @@ backend reports no capacity and is never gated).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -41,6 +42,8 @@ from altar.execution import (
 )
 
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervise.py")
+# How often await_completion looks again.
+AWAIT_INTERVAL_S = 0.2
 # How much of a failed task's stderr its failure's detail carries.
 DETAIL_BYTES = 2000
 
@@ -196,6 +199,17 @@ class SubprocessBackend(ExecutionBackend):
 
     async def poll(self, handles: list[TaskHandle]) -> list[TaskStatus]:
         return [self._status(h) for h in handles]
+
+    async def await_completion(self, handles: list[TaskHandle]) -> list[TaskStatus]:
+        # Optional: a driver that wants to block until its tasks end calls it
+        # (the fleet's workers poll on their own clock and never do). Polling
+        # here is as good as the platform offers; a scheduler with a wait
+        # call would use that instead.
+        while True:
+            statuses = [self._status(h) for h in handles]
+            if all(s.state.terminal for s in statuses):
+                return statuses
+            await asyncio.sleep(AWAIT_INTERVAL_S)
 
     async def cancel(self, handle: TaskHandle) -> None:
         task_dir = self._task_dir(handle.external_id)

@@ -9,17 +9,30 @@ starts reads) cannot touch the protocol: prints land on stderr.
 
 Greeting: {"ok": true, "ready": true, "protocol": 1}.
 Requests ("op") and their replies:
-    open      {adapter, options}  -> {name, verification, mount_root, custom_resolve}
+    open      {adapter, options}  -> {name, verification, mount_root, custom_resolve, await_completion}
               (the adapter is looked up in the altar.execution_backends
               registry and built as cls(**options))
     submit    {spec}              -> {handle}
     poll      {handles}           -> {statuses: [{handle, state, failure}]}
+    await_completion {handles}    -> {statuses}  (sent only when open said the adapter overrides it)
     cancel    {handle}            -> {}
     capacity  {}                  -> {pools: {pool: free}}
     stage_inputs / collect_outputs {transfers} -> {}
     resolve   {logical_path}      -> {physical_path}
     recover   {failures, banned}  -> {handles}
     ping      {}                  -> {}
+Storage adapters (the fleet's storage.python.schemes, backends/python_storage.c):
+    st_open   {scheme, adapter, options} -> {name}
+              (looked up in the altar.storage registry, built as cls(**options);
+              one bridge may hold an adapter per scheme besides a backend)
+    st_exists {scheme, path}      -> {exists}
+    st_read   {scheme, path, dest} -> {size}   read_bytes, written to the local file dest
+    st_fetch  {scheme, path, dest} -> {size}   as_local_file, copied to dest
+    st_write  {scheme, path, src} -> {}       write_bytes with the local file src's bytes
+    st_upload {scheme, path, src} -> {}       upload(src, path)
+    st_mkdirs {scheme, path}      -> {}
+  Bytes never travel on the protocol: dest and src are files the caller made.
+  A FileNotFoundError from the adapter is reported with code ENOTFOUND.
 Failures: {"ok": false, "kind": K, "error": text, "type": exception class,
 "code": altar error name or null, "trace": the traceback's last lines}, K
 one of "raised" (the adapter raised), "config" (open failed), "invalid" (a
@@ -34,6 +47,7 @@ import asyncio
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import stat
@@ -42,10 +56,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._backends import Capacity, ExecutionBackend, get_execution_backend_registry
-from ._errors import AltarError
+from ._errors import AltarError, NotFound
 from ._model import PluginRunIdentity, TaskFailure, TaskHandle, TaskState, TaskStatus, Transfer
 from ._paths import PathResolver
 from ._specs import spec_from_dict
+from ._storage import Storage, get_storage_registry
 
 PROTOCOL = 1
 # A request line may hold many handles; bounded all the same.
@@ -147,10 +162,30 @@ def _failure_reply(kind: str, exc: BaseException) -> dict[str, Any]:
             "code": exc.name if isinstance(exc, AltarError) else None, "trace": _trace(exc)}
 
 
+def _copy_into(src: str, dest: str) -> int:
+    """Copies the file src over the existing file dest (the kernel's copy
+    where it can: dest keeps its inode and mode); its size."""
+    shutil.copyfile(src, dest)
+    return os.stat(dest).st_size
+
+
+def _write_into(data: bytes, dest: str) -> int:
+    with open(dest, "r+b") as fout:
+        fout.truncate(0)
+        fout.write(data)
+        return fout.tell()
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 class Host:
     def __init__(self) -> None:
         self.backend: ExecutionBackend | None = None
         self.name = ""
+        self.storages: dict[str, Storage] = {}
 
     def adapter(self) -> ExecutionBackend:
         if self.backend is None:
@@ -177,7 +212,8 @@ class Host:
         v = getattr(backend, "input_digest_verification", None)
         return {"name": self.name, "verification": v if v in ("staging", "task") else None,
                 "mount_root": str(resolver.mount_root or ""),
-                "custom_resolve": type(resolver).resolve is not PathResolver.resolve}
+                "custom_resolve": type(resolver).resolve is not PathResolver.resolve,
+                "await_completion": type(backend).await_completion is not ExecutionBackend.await_completion}
 
     async def op_ping(self, req: Mapping[str, Any]) -> dict[str, Any]:
         return {}
@@ -191,6 +227,13 @@ class Host:
         statuses = await self.adapter().poll(handles)
         if not isinstance(statuses, list):
             raise Invalid(f"poll returned {type(statuses).__name__}, not a list")
+        return {"statuses": [_status_out(s) for s in statuses]}
+
+    async def op_await_completion(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        handles = [_handle_in(h, self.name) for h in _need(req, "handles", list)]
+        statuses = await self.adapter().await_completion(handles)
+        if not isinstance(statuses, list):
+            raise Invalid(f"await_completion returned {type(statuses).__name__}, not a list")
         return {"statuses": [_status_out(s) for s in statuses]}
 
     async def op_cancel(self, req: Mapping[str, Any]) -> dict[str, Any]:
@@ -231,6 +274,84 @@ class Host:
         if not isinstance(handles, list):
             raise Invalid(f"recover returned {type(handles).__name__}, not a list")
         return {"handles": [_handle_out(h, "recover") for h in handles]}
+
+    # ---- storage adapters, by scheme ----
+
+    async def op_st_open(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        scheme = _need(req, "scheme", str)
+        name = _need(req, "adapter", str)
+        options = req.get("options") or {}
+        if not isinstance(options, Mapping):
+            raise Invalid("options: want an object")
+        try:
+            cls = get_storage_registry()[name]
+            if not (isinstance(cls, type) and issubclass(cls, Storage)):
+                raise TypeError(f"{name!r} is registered as {cls!r}, not a Storage subclass")
+            self.storages[scheme] = cls(**options)
+        except Exception as exc:  # the adapter's own failure to start: a configuration error
+            return _failure_reply("config", exc)
+        return {"name": name}
+
+    def _storage(self, req: Mapping[str, Any]) -> tuple[Storage, str]:
+        scheme = _need(req, "scheme", str)
+        st = self.storages.get(scheme)
+        if st is None:
+            raise Invalid(f"no storage adapter open for scheme {scheme!r} (send st_open first)")
+        return st, _need(req, "path", str)
+
+    async def _storage_call(self, what: str, coro: Any) -> Any:
+        """Awaits one of the adapter's coroutines: a missing file is altar's ENOTFOUND."""
+        if not asyncio.iscoroutine(coro) and not isinstance(coro, asyncio.Future):
+            raise Invalid(f"{what} is not a coroutine function (Storage methods are async)")
+        try:
+            return await coro
+        except FileNotFoundError as exc:
+            raise NotFound(-4, "ENOTFOUND", f"{what}: {exc}") from exc
+
+    async def op_st_exists(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        st, path = self._storage(req)
+        v = await self._storage_call("exists", st.exists(path))
+        if not isinstance(v, bool):
+            raise Invalid(f"exists() returned {type(v).__name__}, not a bool")
+        return {"exists": v}
+
+    async def op_st_read(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        st, path = self._storage(req)
+        dest = _need(req, "dest", str)
+        data = await self._storage_call("read_bytes", st.read_bytes(path))
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise Invalid(f"read_bytes() returned {type(data).__name__}, not bytes")
+        return {"size": await asyncio.to_thread(_write_into, bytes(data), dest)}
+
+    async def op_st_fetch(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        st, path = self._storage(req)
+        dest = _need(req, "dest", str)
+        cm = st.as_local_file(path)
+        if not (hasattr(cm, "__aenter__") and hasattr(cm, "__aexit__")):
+            raise Invalid(f"as_local_file() returned {type(cm).__name__}, not an async context manager")
+        try:
+            async with cm as local:
+                if not isinstance(local, (str, os.PathLike)):
+                    raise Invalid(f"as_local_file() yielded {type(local).__name__}, not a path")
+                return {"size": await asyncio.to_thread(_copy_into, os.fspath(local), dest)}
+        except FileNotFoundError as exc:
+            raise NotFound(-4, "ENOTFOUND", f"as_local_file: {exc}") from exc
+
+    async def op_st_write(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        st, path = self._storage(req)
+        data = await asyncio.to_thread(_read_file, _need(req, "src", str))
+        await self._storage_call("write_bytes", st.write_bytes(path, data))
+        return {}
+
+    async def op_st_upload(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        st, path = self._storage(req)
+        await self._storage_call("upload", st.upload(_need(req, "src", str), path))
+        return {}
+
+    async def op_st_mkdirs(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        st, path = self._storage(req)
+        await self._storage_call("mkdirs", st.mkdirs(path))
+        return {}
 
     async def serve_one(self, line: bytes) -> dict[str, Any]:
         try:

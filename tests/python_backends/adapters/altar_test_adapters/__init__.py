@@ -1,6 +1,7 @@
 """Adapters for the python backend's tests: one that completes every task at
 once (the benchmark's no-op), and one that misbehaves in submit as its
-`mode` option says, while its other operations behave."""
+`mode` option says, while its other operations behave. And a storage
+adapter that misbehaves in every operation as its `mode` says."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import os
 import stat
 import time
 
-from altar.execution import (Capacity, ContainerTaskSpec, ExecutionBackend, TaskHandle, TaskState,
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from altar.execution import (Capacity, ContainerTaskSpec, ExecutionBackend, Storage, TaskHandle, TaskState,
                              TaskStatus)
 
 
@@ -82,6 +87,16 @@ class FaultyBackend(NoopBackend):
         return Capacity({"normal": 7})
 
 
+class HangingAwaitBackend(NoopBackend):
+    """Offers await_completion, and never returns from it."""
+
+    name = "await-hang"
+
+    async def await_completion(self, handles: list[TaskHandle]) -> list[TaskStatus]:
+        await asyncio.sleep(3600)
+        return []
+
+
 class UnverifiedBackend(NoopBackend):
     """Declares no digest verification: altar refuses it at open."""
 
@@ -96,3 +111,65 @@ class BrokenInitBackend(NoopBackend):
 
     def __init__(self, **options: object) -> None:
         raise ValueError(f"unexpected options {sorted(options)}")
+
+
+class FaultyStorage(Storage):
+    """Every operation misbehaves by mode: raise (with a secret in the
+    message), hang (async), block (sync), garbage (bytes on the protocol),
+    wrongtype (returns what the contract does not allow), exit."""
+
+    name = "faulty-storage"
+
+    def __init__(self, mode: str = "raise") -> None:
+        self.mode = mode
+
+    async def _misbehave(self, path: str) -> Any:
+        mode = self.mode
+        if mode == "raise":
+            secret = os.environ.get("ALTAR_TEST_API_KEY", "")
+            raise RuntimeError(f"the object store refused {path} (key {secret})")
+        if mode == "hang":
+            await asyncio.sleep(3600)
+        if mode == "block":
+            time.sleep(3600)
+        if mode == "garbage":
+            for fd in _protocol_fds():
+                os.write(fd, b"\x00\xffnot json at all\n")
+            await asyncio.sleep(3600)
+        if mode == "exit":
+            os._exit(3)
+        return 42  # wrongtype: neither bytes, nor a bool, nor a path
+
+    async def read_bytes(self, path: str) -> bytes:
+        return await self._misbehave(path)  # type: ignore[no-any-return]
+
+    async def read_text(self, path: str) -> str:
+        return await self._misbehave(path)  # type: ignore[no-any-return]
+
+    async def write_bytes(self, path: str, data: bytes) -> None:
+        await self._misbehave(path)
+
+    async def write_text(self, path: str, text: str) -> None:
+        await self._misbehave(path)
+
+    async def exists(self, path: str) -> bool:
+        return await self._misbehave(path)  # type: ignore[no-any-return]
+
+    async def mkdirs(self, path: str) -> None:
+        await self._misbehave(path)
+
+    async def upload(self, local_path: str, dest_path: str) -> None:
+        await self._misbehave(dest_path)
+
+    @asynccontextmanager
+    async def as_local_file(self, path: str) -> AsyncIterator[str]:
+        yield await self._misbehave(path)
+
+
+class BrokenInitStorage(FaultyStorage):
+    """Its constructor raises: a configuration error when the bridge starts."""
+
+    name = "broken-storage"
+
+    def __init__(self, **options: object) -> None:
+        raise ValueError(f"cannot reach the object store with {sorted(options)}")
