@@ -640,6 +640,14 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
                               .spec_enc = &ev->spec_enc, .fixed = &ev->record_fixed};
   int rc = altar_ledger_record_meta(l, h, ev->kind, ev->spec, &meta, err);
   if (gk != kbuf) free(gk);
+  /* A retried shard's run is kept from its start: the backend took it then
+   * (a later running event, when one comes, says when it started). */
+  if (!rc && restarts > 0 && ev->event == ALTAR_EV_SUBMITTED) {
+    altar__run_note_t note = {.task_key = ev->task_key, .handle = h, .restart_count = restarts,
+                              .state = ALTAR_STATE_PENDING, .worker = ev->worker, .started_at = ev->ts,
+                              .ended_at = -1};
+    rc = altar__attempt_note(l, gs ? gs->attempts_keep : 0, &note, err);
+  }
   return rc;
 }
 

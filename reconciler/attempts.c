@@ -284,3 +284,56 @@ int altar_attempts_of(altar_ledger_t *l, const altar_ledger_entry_t *e, altar_at
   }
   return ALTAR_OK;
 }
+
+typedef struct keys_ctx {
+  char **v;
+  size_t n, cap;
+  int rc;
+} keys_ctx_t;
+
+static int visit_key(void *vctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  (void)val;
+  (void)vlen;
+  keys_ctx_t *c = vctx;
+  size_t pl = strlen(ALTAR_ATTEMPTS_PREFIX);
+  if (klen <= pl || memchr((const char *)key + pl, '/', klen - pl)) return 0; /* an attempt, not an index */
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? c->cap * 2 : 64;
+    char **v = realloc(c->v, cap * sizeof *v);
+    if (!v) return c->rc = ALTAR_ENOMEM;
+    c->v = v;
+    c->cap = cap;
+  }
+  if (!(c->v[c->n] = strndup((const char *)key + pl, klen - pl))) return c->rc = ALTAR_ENOMEM;
+  c->n++;
+  return 0;
+}
+
+int altar_attempts_keys(altar_ledger_t *l, char ***pkeys, size_t *pn, altar_error_t *err) {
+  keys_ctx_t c = {0};
+  altar_error_t e = {0};
+  int rc = altar_ledger_aux_scan(l, ALTAR_ATTEMPTS_PREFIX, strlen(ALTAR_ATTEMPTS_PREFIX), visit_key, &c, &e);
+  if (c.rc) rc = altar_error_set(err, c.rc, "attempts: out of memory");
+  else if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
+  else if (rc && err) *err = e;
+  if (rc) {
+    altar_attempts_keys_free(c.v, c.n);
+    c.v = NULL;
+    c.n = 0;
+  }
+  /* Index keys come in key order, and "a/<k>" sorts as <k> does. */
+  *pkeys = c.v;
+  *pn = c.n;
+  return rc;
+}
+
+static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+bool altar_attempts_keys_has(char *const *keys, size_t n, const char *key) {
+  return key && n && bsearch(&key, keys, n, sizeof *keys, str_cmp) != NULL;
+}
+
+void altar_attempts_keys_free(char **keys, size_t n) {
+  for (size_t i = 0; i < n; i++) free(keys[i]);
+  free(keys);
+}

@@ -59,6 +59,15 @@ typedef struct altar_attempts {
 int altar_attempts_of(altar_ledger_t *l, const altar_ledger_entry_t *e, altar_attempts_t *out, altar_error_t *err);
 void altar_attempts_clear(altar_attempts_t *a);
 
+/* The task keys that have filed attempts, sorted bytewise, into a malloc'd
+ * array of malloc'd strings (free with altar_attempts_keys_free): one scan
+ * of the index keys, so a reader of many shards looks up only those that
+ * ran more than once. None for a ledger without side keys. */
+int altar_attempts_keys(altar_ledger_t *l, char ***pkeys, size_t *pn, altar_error_t *err);
+/* Whether key is in keys[0..n) (as altar_attempts_keys gave them). */
+bool altar_attempts_keys_has(char *const *keys, size_t n, const char *key);
+void altar_attempts_keys_free(char **keys, size_t n);
+
 ALTAR_API_END
 
 #endif
