@@ -270,6 +270,25 @@ static void test_superseded_running_run(void) {
   ev_reset();
 }
 
+/* attempts_keep is a bounded whole number, refused naming the field. */
+static void test_attempts_keep_config(void) {
+  const char *bad[] = {"0", "1001", "two", "-1"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char y[256];
+    snprintf(y, sizeof y, "train:\n  group_by: [job_id]\n  ready_when: single\n  attempts_keep: %s\n", bad[i]);
+    altar_group_specs_t s = {0};
+    altar_error_t err = {0};
+    CU_ASSERT_NOT_EQUAL(altar_group_specs_load_string(y, strlen(y), "t.yaml", &s, &err), 0);
+    CU_ASSERT(strstr(err.msg, "groups.train.attempts_keep") != NULL || strstr(err.msg, "train.attempts_keep") != NULL);
+    altar_group_specs_clear(&s);
+  }
+  altar_group_specs_t s = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_group_specs_load_string(specs_yaml, strlen(specs_yaml), "t", &s, &err), 0);
+  CU_ASSERT_EQUAL(altar_group_specs_find(&s, "train")->attempts_keep, 3);
+  altar_group_specs_clear(&s);
+}
+
 static int cleanup(void) {
   ev_reset();
   return 0;
@@ -281,6 +300,7 @@ static void add(void) {
   ALTAR_TEST(test_checksum_covers_attempts);
   ALTAR_TEST(test_attempts_bounded);
   ALTAR_TEST(test_superseded_running_run);
+  ALTAR_TEST(test_attempts_keep_config);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
