@@ -6,6 +6,7 @@
 #include "altar/attempts.h"
 #include "altar/codec.h"
 #include "altar/reconcile.h"
+#include "reconciler/ledger_prune.h"
 #include "reconciler/ledger_rocksdb.h"
 #include "testutil.h"
 
@@ -270,6 +271,35 @@ static void test_superseded_running_run(void) {
   ev_reset();
 }
 
+/* Attempts go with their task's records when consumed records are pruned
+ * (ledger.consumed_keep_days), so they never outlive them. */
+static void test_pruned_with_records(void) {
+  altar_group_specs_t s = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_group_specs_load_string(specs_yaml, strlen(specs_yaml), "t", &s, &err), 0);
+  retried_shard();
+  char *dir;
+  altar_ledger_t *l = open_kind(1, &dir);
+  CU_ASSERT_FATAL(l != NULL);
+  CU_ASSERT_EQUAL(apply_all(l, &s, 4), 1);
+  char **keys = NULL;
+  size_t nk = 0;
+  CU_ASSERT_EQUAL(altar_attempts_keys(l, &keys, &nk, &err), 0);
+  CU_ASSERT_EQUAL(nk, 1);
+  CU_ASSERT(altar_attempts_keys_has(keys, nk, "feed0001"));
+  altar_attempts_keys_free(keys, nk);
+  size_t pruned = 0;
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, INT64_MAX / 2000, 100, &pruned, &err), 0);
+  CU_ASSERT_EQUAL(pruned, 3);
+  CU_ASSERT_EQUAL(altar_attempts_keys(l, &keys, &nk, &err), 0);
+  CU_ASSERT_EQUAL(nk, 0);
+  altar_attempts_keys_free(keys, nk);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(l, NULL, &err), 0);
+  close_kind(l, dir);
+  altar_group_specs_clear(&s);
+  ev_reset();
+}
+
 /* attempts_keep is a bounded whole number, refused naming the field. */
 static void test_attempts_keep_config(void) {
   const char *bad[] = {"0", "1001", "two", "-1"};
@@ -301,6 +331,7 @@ static void add(void) {
   ALTAR_TEST(test_attempts_bounded);
   ALTAR_TEST(test_superseded_running_run);
   ALTAR_TEST(test_attempts_keep_config);
+  ALTAR_TEST(test_pruned_with_records);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
