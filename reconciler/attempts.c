@@ -22,7 +22,7 @@ static bool key_safe(const char *tk) {
 }
 
 static size_t index_key(const char *tk, char *out, size_t cap) {
-  return (size_t)snprintf(out, cap, ALTAR_ATTEMPTS_PREFIX "%s", tk);
+  return (size_t)snprintf(out, cap, ALTAR_ATTEMPTS_INDEX_PREFIX "%s", tk);
 }
 
 static size_t attempt_key(const char *tk, int64_t n, char *out, size_t cap) {
@@ -244,7 +244,8 @@ int altar_attempts_of(altar_ledger_t *l, const altar_ledger_entry_t *e, altar_at
     else if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
     else if (rc && err) *err = e2;
     if (!rc) {
-      json_t *ix = get_json(l, k, kl - 1, &rc, err);
+      char ik[ALTAR_TASK_KEY_LEN + 16];
+      json_t *ix = get_json(l, ik, index_key(e->task_key, ik, sizeof ik), &rc, err);
       if (rc == ALTAR_ENOTFOUND || rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
       if (ix) out->dropped = json_integer_value(json_object_get(ix, "first")) - 1;
       json_decref(ix);
@@ -295,8 +296,8 @@ static int visit_key(void *vctx, const void *key, size_t klen, const void *val, 
   (void)val;
   (void)vlen;
   keys_ctx_t *c = vctx;
-  size_t pl = strlen(ALTAR_ATTEMPTS_PREFIX);
-  if (klen <= pl || memchr((const char *)key + pl, '/', klen - pl)) return 0; /* an attempt, not an index */
+  size_t pl = strlen(ALTAR_ATTEMPTS_INDEX_PREFIX);
+  if (klen <= pl) return 0;
   if (c->n == c->cap) {
     size_t cap = c->cap ? c->cap * 2 : 64;
     char **v = realloc(c->v, cap * sizeof *v);
@@ -312,7 +313,7 @@ static int visit_key(void *vctx, const void *key, size_t klen, const void *val, 
 int altar_attempts_keys(altar_ledger_t *l, char ***pkeys, size_t *pn, altar_error_t *err) {
   keys_ctx_t c = {0};
   altar_error_t e = {0};
-  int rc = altar_ledger_aux_scan(l, ALTAR_ATTEMPTS_PREFIX, strlen(ALTAR_ATTEMPTS_PREFIX), visit_key, &c, &e);
+  int rc = altar_ledger_aux_scan(l, ALTAR_ATTEMPTS_INDEX_PREFIX, strlen(ALTAR_ATTEMPTS_INDEX_PREFIX), visit_key, &c, &e);
   if (c.rc) rc = altar_error_set(err, c.rc, "attempts: out of memory");
   else if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
   else if (rc && err) *err = e;
@@ -321,7 +322,7 @@ int altar_attempts_keys(altar_ledger_t *l, char ***pkeys, size_t *pn, altar_erro
     c.v = NULL;
     c.n = 0;
   }
-  /* Index keys come in key order, and "a/<k>" sorts as <k> does. */
+  /* Index keys come in key order, and "ai/<k>" sorts as <k> does. */
   *pkeys = c.v;
   *pn = c.n;
   return rc;

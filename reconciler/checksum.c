@@ -60,6 +60,9 @@ int altar_ledger_checksum(altar_ledger_t *l, char out[ALTAR_LEDGER_CHECKSUM_LEN 
      * the digest they had before attempts were kept. */
     altar_error_t e = {0};
     rc = altar_ledger_aux_scan(l, ALTAR_ATTEMPTS_PREFIX, strlen(ALTAR_ATTEMPTS_PREFIX), sum_attempt, &c, &e);
+    if (!rc)
+      rc = altar_ledger_aux_scan(l, ALTAR_ATTEMPTS_INDEX_PREFIX, strlen(ALTAR_ATTEMPTS_INDEX_PREFIX), sum_attempt, &c,
+                                 &e);
     if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
     else if (rc && err) *err = e;
   }

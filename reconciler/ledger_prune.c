@@ -91,7 +91,7 @@ static int stage_attempts(rl_t *r, const char *rk, size_t rklen) {
   memcpy(task, tk, kl);
   task[kl] = 0;
   if (altar__lindex_task(&r->ix, task)) goto done; /* run again since: its attempts still count */
-  int n = snprintf(key, sizeof key, "x:" ALTAR_ATTEMPTS_PREFIX "%s", task);
+  int n = snprintf(key, sizeof key, "x:" ALTAR_ATTEMPTS_INDEX_PREFIX "%s", task);
   altar_buf_reset(&r->kb2);
   if (altar_buf_append(&r->kb2, key, (size_t)n)) {
     rc = ALTAR_ENOMEM;

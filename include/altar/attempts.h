@@ -5,8 +5,10 @@
  *
  * The status-event applier files them as ledger side keys beside the
  * records, in the same write as the change that ended the run:
- *   "a/<task key>"            the index: {"first","last_run","next"}
+ *   "ai/<task key>"               the index: {"first","last_run","next"}
  *   "a/<task key>/<n, 6 digits>"  attempt n (from 1) as compact JSON
+ * (the indexes apart, so finding the shards that ran again reads no
+ * attempt's detail).
  * A run is filed when it stops being the shard's outcome or says something
  * a later run would overwrite: when it fails, when a newer run supersedes
  * it, when its worker releases it, and every run of a retried shard
@@ -29,6 +31,7 @@ ALTAR_API_BEGIN
 #include <stdint.h>
 
 #define ALTAR_ATTEMPTS_PREFIX "a/"
+#define ALTAR_ATTEMPTS_INDEX_PREFIX "ai/"
 /* Default and bounds of a kind's `attempts_keep`. */
 #define ALTAR_ATTEMPTS_KEEP_DEFAULT 10
 #define ALTAR_ATTEMPTS_KEEP_MAX 1000
