@@ -71,7 +71,12 @@ static int put_json(altar_ledger_t *l, const char *k, size_t kl, json_t *j, alta
   return rc;
 }
 
-static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+/* A string the codec let through is UTF-8; anything else (a caller of the C
+ * API) is kept as null rather than failing the event's write. */
+static json_t *str_or_null(const char *s) {
+  json_t *j = s ? json_string(s) : NULL;
+  return j ? j : json_null();
+}
 static json_t *time_or_null(double t) { return t >= 0 ? json_real(t) : json_null(); }
 
 int altar__attempt_note(altar_ledger_t *l, int64_t keep, const altar__run_note_t *r, altar_error_t *err) {
@@ -113,8 +118,8 @@ int altar__attempt_note(altar_ledger_t *l, int64_t keep, const altar__run_note_t
     if (!a && !rc) {
       a = json_object();
       if (!a || json_object_set_new(a, "attempt", json_integer(n)) ||
-          json_object_set_new(a, "backend", json_string(h->backend)) ||
-          json_object_set_new(a, "external_id", json_string(h->external_id)) ||
+          json_object_set_new(a, "backend", str_or_null(h->backend)) ||
+          json_object_set_new(a, "external_id", str_or_null(h->external_id)) ||
           json_object_set_new(a, "restart_count", json_integer(r->restart_count)) ||
           json_object_set_new(a, "worker", json_null()) || json_object_set_new(a, "started_at", json_null()) ||
           json_object_set_new(a, "ended_at", json_null()))
@@ -128,7 +133,7 @@ int altar__attempt_note(altar_ledger_t *l, int64_t keep, const altar__run_note_t
                 json_object_set_new(a, "deterministic", json_boolean(f && f->deterministic)) ||
                 json_object_set_new(a, "exit_code", f && f->exit_code.set ? json_integer(f->exit_code.v)
                                                                               : json_null()) ||
-                (r->worker && json_object_set_new(a, "worker", json_string(r->worker))) ||
+                (r->worker && json_object_set_new(a, "worker", str_or_null(r->worker))) ||
                 (r->started_at >= 0 && json_object_set_new(a, "started_at", time_or_null(r->started_at))) ||
                 (r->ended_at >= 0 && json_object_set_new(a, "ended_at", time_or_null(r->ended_at)))))
       rc = altar_error_set(err, ALTAR_ENOMEM, "attempts: out of memory");
@@ -141,7 +146,8 @@ int altar__attempt_note(altar_ledger_t *l, int64_t keep, const altar__run_note_t
       rc = altar_ledger_aux_del(l, ak, dkl, err);
     }
     if (!rc) {
-      json_t *nix = json_pack("{sIsIss}", "first", (json_int_t)first, "next", (json_int_t)next, "last_run", id);
+      json_t *nix = json_pack("{sIsIso}", "first", (json_int_t)first, "next", (json_int_t)next, "last_run",
+                              str_or_null(id));
       rc = nix ? put_json(l, ik, ikl, nix, err) : altar_error_set(err, ALTAR_ENOMEM, "attempts: out of memory");
       json_decref(nix);
     }

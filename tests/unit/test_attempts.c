@@ -300,6 +300,28 @@ static void test_pruned_with_records(void) {
   ev_reset();
 }
 
+/* Bytes that are not UTF-8 (a caller of the C API; the codec refuses them)
+ * never fail the event's write: that field of the attempt is null. */
+static void test_bad_utf8_kept_as_null(void) {
+  altar_group_specs_t s = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_group_specs_load_string(specs_yaml, strlen(specs_yaml), "t", &s, &err), 0);
+  ev_reset();
+  ev(ALTAR_EV_SUBMITTED, "u1", 1, "w1");
+  timeout("u1", 1, "w\xff\xfe");
+  altar_ledger_t *l = altar_ledger_memory_open(&err);
+  apply_all(l, &s, 100);
+  altar_attempts_t at;
+  load(l, "u1", &at);
+  CU_ASSERT_EQUAL_FATAL(at.n, 2); /* the failed run, and its record put back for the retry */
+  CU_ASSERT(at.v[0].worker == NULL);
+  CU_ASSERT(at.v[0].failure && !strcmp(at.v[0].failure->reason, "timeout"));
+  altar_attempts_clear(&at);
+  altar_ledger_close(l);
+  altar_group_specs_clear(&s);
+  ev_reset();
+}
+
 /* attempts_keep is a bounded whole number, refused naming the field. */
 static void test_attempts_keep_config(void) {
   const char *bad[] = {"0", "1001", "two", "-1"};
@@ -332,6 +354,7 @@ static void add(void) {
   ALTAR_TEST(test_superseded_running_run);
   ALTAR_TEST(test_attempts_keep_config);
   ALTAR_TEST(test_pruned_with_records);
+  ALTAR_TEST(test_bad_utf8_kept_as_null);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
