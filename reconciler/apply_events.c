@@ -657,12 +657,13 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
  * succeeds files nothing: its record is its one attempt. Called right
  * after ev's state was set, before its group is decided (a retry changes
  * the record). */
-static int note_run(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_status_event_t *ev,
-                    altar_error_t *err) {
-  const altar_ledger_entry_t *cur = altar_ledger_peek_open(l, ev->handle.backend, ev->handle.external_id);
-  if (!cur || !cur->task_key) return ALTAR_OK;
-  bool failed = cur->rec.state == ALTAR_STATE_FAILED;
-  if (!failed && (cur->rec.restart_count == 0 || cur->rec.state == ALTAR_STATE_PENDING)) return ALTAR_OK;
+static bool worth_noting(const altar_ledger_entry_t *cur) {
+  if (!cur || !cur->task_key) return false;
+  return cur->rec.state == ALTAR_STATE_FAILED || (cur->rec.restart_count > 0 && cur->rec.state != ALTAR_STATE_PENDING);
+}
+
+static int note_run(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_ledger_entry_t *cur,
+                    const altar_status_event_t *ev, altar_error_t *err) {
   altar__run_note_t note = {.task_key = cur->task_key, .handle = &cur->rec.handle,
                             .restart_count = cur->rec.restart_count, .state = cur->rec.state,
                             .failure = cur->rec.failure, .worker = ev->worker,
@@ -712,10 +713,13 @@ static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const al
     return ALTAR_OK; /* nothing changes */
   }
   int rc = altar_ledger_set_state(l, h, ev->state, ev->failure, err);
-  if (!rc) rc = note_run(l, gs, ev, err);
   if (rc) return rc;
   if (ts < 0) ts = ev->ts; /* deterministic: a replay produces the same bytes */
   cur = altar_ledger_peek_open(l, h->backend, h->external_id);
+  if (worth_noting(cur)) {
+    if ((rc = note_run(l, gs, cur, ev, err))) return rc;
+    cur = altar_ledger_peek_open(l, h->backend, h->external_id); /* a view does not outlive a write */
+  }
   if (!gs || !cur || !cur->group_key || !altar_state_terminal(ev->state)) return ALTAR_OK;
   /* The bound may use this record's labels only when it is a succeeded
    * member of the very group decided (an event may name another kind). */
