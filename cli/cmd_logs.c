@@ -137,7 +137,7 @@ static bool key_like(const char *s) {
  * output's tail is in the failure's detail: a rerun replaced the streams
  * kept under the data root); then the header of the last one. */
 static void print_attempts(const char *key, const altar_attempts_t *at) {
-  printf("== task %s: %zu attempt%s%s ==\n", key, at->n, at->n == 1 ? "" : "s", "");
+  printf("== task %s: %zu attempt%s ==\n", key, at->n, at->n == 1 ? "" : "s");
   if (at->dropped)
     printf("(%lld older attempt%s dropped: attempts_keep)\n", (long long)at->dropped, at->dropped == 1 ? "" : "s");
   for (size_t i = 0; i < at->n; i++) {
