@@ -2,7 +2,9 @@
 #include "altar/codec.h"
 #include "altar/config.h"
 #include "altar/groups.h"
+#include "altar/attempts.h"
 #include "altar/ledger.h"
+#include "reconciler/attempts_json.h"
 #include "altar/reconcile.h"
 #include "cli.h"
 
@@ -24,7 +26,8 @@ static const char usage_text[] =
     "            that becomes due as a JSON line\n"
     "  list [--state S] [--kind K] [--label K=V]... [--json]\n"
     "            records, optionally filtered (S: pending|running|succeeded|failed|consumed|open)\n"
-    "  show BACKEND:EXTERNAL_ID   one record as JSON\n"
+    "  show BACKEND:EXTERNAL_ID   one record as JSON, with \"attempts\": every run of its\n"
+    "                             shard in order (state, reason, detail, worker, times)\n"
     "  stats [--json]             counts by state\n"
     "  dump                       every record as a JSON line (with task_key, group_key)\n"
     "  checksum                   digest of the ledger's logical content\n"
@@ -340,9 +343,22 @@ static int cmd_show(const opts_t *o, altar_ledger_t *l) {
     return 1;
   }
   char *js = entry_json(&e, &err);
+  /* Every run of its shard, in order, each with what ended it. */
+  altar_attempts_t at = {0};
+  int rc = js ? altar_attempts_of(l, &e, &at, &err) : ALTAR_EINVAL;
   altar_ledger_entry_clear(&e);
+  json_t *obj = rc ? NULL : json_loads(js, 0, NULL), *arr = obj ? altar__attempts_json(&at) : NULL;
+  free(js);
+  js = NULL;
+  if (arr) {
+    json_object_set_new(obj, "attempts", arr);
+    json_object_set_new(obj, "attempts_dropped", json_integer(at.dropped));
+    js = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS);
+  }
+  json_decref(obj);
+  altar_attempts_clear(&at);
   if (!js) {
-    fprintf(stderr, "altar ledger show: %s\n", err.msg);
+    fprintf(stderr, "altar ledger show: %s\n", err.code ? err.msg : "out of memory");
     return 1;
   }
   printf("%s\n", js);

@@ -3,12 +3,14 @@
  * backends), or, where only the platform keeps it, the failure's detail from
  * the ledger. `altar logs JOB_ID --failed` does this for every failed shard. */
 #include "altar/codec.h"
+#include "altar/attempts.h"
 #include "altar/ledger.h"
 #include "altar/log_tail.h"
 #include "cli.h"
 #include "failed_shards.h"
 #include "fleet_common.h"
 #include "producer/job_queue.h"
+#include "reconciler/attempts_json.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -84,8 +86,15 @@ typedef struct lookup {
   const char *job; /* --failed */
   size_t matches;
   char *key, *reason, *detail;
+  char *backend, *eid; /* the record that speaks for the task */
+  int rank;            /* of that record: 0 a replaced run, 1 consumed, 2 open */
   failed_shards_t failed;
 } lookup_t;
+
+static bool run_replaced(const altar_record_t *rec) {
+  const char *why = rec->state == ALTAR_STATE_FAILED && rec->failure ? rec->failure->reason : NULL;
+  return why && (!strcmp(why, ALTAR_REASON_SUPERSEDED) || !strcmp(why, ALTAR_REASON_RELEASED));
+}
 
 static int visit(void *ctx, const altar_ledger_entry_t *e) {
   lookup_t *lk = ctx;
@@ -95,16 +104,24 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
     return 0;
   }
   if (!e->task_key || strncmp(e->task_key, lk->prefix, strlen(lk->prefix))) return 0;
-  /* Several records may share a key (reruns); the open one, else the last, speaks for it. */
-  if (!lk->key || strcmp(lk->key, e->task_key)) lk->matches++;
-  if (lk->key && !strcmp(lk->key, e->task_key) && e->rec.consumed) return 0;
+  /* Several records may share a key (reruns): the shard's own record (not
+   * a replaced run) speaks for it, the open one first, else the last. */
+  bool same = lk->key && !strcmp(lk->key, e->task_key);
+  int rank = run_replaced(&e->rec) ? 0 : e->rec.consumed ? 1 : 2;
+  if (!same) lk->matches++;
+  if (same && rank < lk->rank) return 0;
   free(lk->key);
   free(lk->reason);
   free(lk->detail);
+  free(lk->backend);
+  free(lk->eid);
   lk->key = strdup(e->task_key);
   const altar_failure_t *f = e->rec.failure;
   lk->reason = f && f->reason ? strdup(f->reason) : NULL;
   lk->detail = f && f->detail ? strdup(f->detail) : NULL;
+  lk->backend = strdup(e->rec.handle.backend);
+  lk->eid = strdup(e->rec.handle.external_id);
+  lk->rank = rank;
   return 0;
 }
 
@@ -116,20 +133,43 @@ static bool key_like(const char *s) {
   return true;
 }
 
-/* Prints one task's logs; 0 when something was printed. */
+/* Prints every earlier attempt of a retried shard with what ended it (its
+ * output's tail is in the failure's detail: a rerun replaced the streams
+ * kept under the data root); then the header of the last one. */
+static void print_attempts(const char *key, const altar_attempts_t *at) {
+  printf("== task %s: %zu attempt%s ==\n", key, at->n, at->n == 1 ? "" : "s");
+  if (at->dropped)
+    printf("(%lld older attempt%s dropped: attempts_keep)\n", (long long)at->dropped, at->dropped == 1 ? "" : "s");
+  for (size_t i = 0; i < at->n; i++) {
+    char line[512];
+    altar__attempt_summary(&at->v[i], line, sizeof line);
+    printf("-- attempt %lld: %s --\n", (long long)at->v[i].n, line);
+    const altar_failure_t *f = at->v[i].failure;
+    if (i + 1 < at->n && f && f->detail) print_redacted(f->detail, strlen(f->detail), true);
+  }
+}
+
+/* Prints one task's logs; 0 when something was printed. at (may be NULL):
+ * its attempts, shown when there were several. */
 static int print_task(const char *data_root, const char *key, const char *only, const char *reason,
-                      const char *detail, bool have_record) {
+                      const char *detail, bool have_record, const altar_attempts_t *at) {
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/logs/%s", data_root, key);
   size_t ol = 0, el = 0;
   char *out = read_stream(dir, "stdout", &ol), *err = read_stream(dir, "stderr", &el);
+  bool several = at && (at->n > 1 || at->dropped);
   int rc = 0;
   if (only) {
     char *s = !strcmp(only, "stdout") ? out : err;
     if (s) print_redacted(s, !strcmp(only, "stdout") ? ol : el, false);
     else rc = 1;
   } else if (out || err) {
-    printf("== task %s%s%s ==\n", key, reason ? " failed: " : "", reason ? reason : "");
+    if (several) {
+      print_attempts(key, at);
+      printf("-- output of attempt %lld (the last run; kept under %s) --\n", (long long)at->v[at->n - 1].n, dir);
+    } else {
+      printf("== task %s%s%s ==\n", key, reason ? " failed: " : "", reason ? reason : "");
+    }
     if (out) {
       printf("-- stdout (%zu bytes) --\n", ol);
       print_redacted(out, ol, true);
@@ -139,7 +179,8 @@ static int print_task(const char *data_root, const char *key, const char *only, 
       print_redacted(err, el, true);
     }
   } else if (have_record) {
-    printf("== task %s%s%s ==\n", key, reason ? " failed: " : "", reason ? reason : "");
+    if (several) print_attempts(key, at);
+    else printf("== task %s%s%s ==\n", key, reason ? " failed: " : "", reason ? reason : "");
     printf("(no output kept under %s; this is the failure's detail from the ledger)\n", dir);
     if (detail) print_redacted(detail, strlen(detail), true);
     else printf("(no detail recorded)\n");
@@ -189,6 +230,25 @@ int altar_cmd_logs(int argc, char **argv) {
   altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
   altar_ledger_t *l = altar_ledger_rocksdb_open(cfg.ledger_path, &ro, &err);
   bool have_ledger = l && altar_ledger_foreach(l, visit, &lk, &err) == ALTAR_OK;
+  /* The shard's attempts, while the ledger is open. */
+  altar_attempts_t at = {0};
+  bool have_attempts = false;
+  if (have_ledger && lk.backend && lk.eid && lk.matches == 1) {
+    altar_ledger_entry_t e;
+    altar_error_t e2 = {0};
+    if (!altar_ledger_get(l, lk.backend, lk.eid, &e, &e2)) {
+      have_attempts = !altar_attempts_of(l, &e, &at, &e2);
+      /* The shard's outcome is its last attempt's, not a replaced run's. */
+      if (have_attempts && at.n) {
+        const altar_failure_t *f = at.v[at.n - 1].failure;
+        free(lk.reason);
+        free(lk.detail);
+        lk.reason = f && f->reason ? strdup(f->reason) : NULL;
+        lk.detail = f && f->detail ? strdup(f->detail) : NULL;
+      }
+      altar_ledger_entry_clear(&e);
+    }
+  }
   altar_ledger_close(l);
   int rc = 0;
   if (failed) {
@@ -202,7 +262,7 @@ int altar_cmd_logs(int argc, char **argv) {
     for (size_t i = 0; i < lk.failed.n; i++) {
       const failed_shard_t *s = &lk.failed.v[i];
       if (i) printf("\n");
-      print_task(data_root, s->task_key, NULL, s->reason, s->detail, true);
+      print_task(data_root, s->task_key, NULL, s->reason, s->detail, true, NULL);
     }
   } else if (lk.matches > 1) {
     fprintf(stderr, "altar logs: task key prefix '%s' matches %zu tasks; give more of it\n", arg, lk.matches);
@@ -213,15 +273,18 @@ int altar_cmd_logs(int argc, char **argv) {
       fprintf(stderr, "altar logs: no task with key prefix '%s' in ledger %s%s%s\n", arg, cfg.ledger_path,
               have_ledger ? "" : ": ", have_ledger ? "" : err.msg);
       rc = 1;
-    } else if (print_task(data_root, key, only, lk.reason, lk.detail, lk.key != NULL)) {
+    } else if (print_task(data_root, key, only, lk.reason, lk.detail, lk.key != NULL, have_attempts ? &at : NULL)) {
       fprintf(stderr, "altar logs: no %s kept for task %s under %s/logs%s%s\n", only ? only : "output", key,
               data_root, lk.key ? "" : ", and no record of it in ledger ", lk.key ? "" : cfg.ledger_path);
       rc = 1;
     }
   }
+  altar_attempts_clear(&at);
   free(lk.key);
   free(lk.reason);
   free(lk.detail);
+  free(lk.backend);
+  free(lk.eid);
   altar_cli_failed_clear(&lk.failed);
   altar_config_clear(&cfg);
   return rc;

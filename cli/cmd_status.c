@@ -1,5 +1,6 @@
 /* altar status: where a job stands — shards by state from the ledger and its
  * group events from the ready and dead topics. */
+#include "altar/attempts.h"
 #include "altar/codec.h"
 #include "altar/forward_origin.h"
 #include "altar/ledger.h"
@@ -12,6 +13,7 @@
 #include "stages.h"
 #include "altar/pools.h"
 #include "producer/job_queue.h"
+#include "reconciler/attempts_json.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -26,7 +28,9 @@ static void usage(FILE *out) {
           "usage: altar status [--config FILE] [options] JOB_ID [--json] [--outputs]\n\n"
           "Shows a job's shards by state (read from the ledger, read-only) and its\n"
           "group events so far (read from the ready and dead topics), and each failed\n"
-          "shard with its reason and the first line of its detail. --outputs lists\n"
+          "shard with its reason and the first line of its detail, and each shard that\n"
+          "ran more than once with every attempt in order (\"retried\" in --json: state,\n"
+          "reason, detail, worker, times of each run). --outputs lists\n"
           "each fired group's output URIs instead.\n"
           "Exit status: 0 shown, 1 a topic or the ledger could not be read, 2 bad usage,\n"
           "4 no trace of the job (not on the jobs topic, in the ledger or in a group event).\n\noptions:\n%s",
@@ -41,6 +45,10 @@ typedef struct tally {
   uint64_t consumed, total;
   uint64_t replaced; /* runs settled as superseded or released: not shards */
   expect_t *x; /* the job's shards, for the late and waiting ones */
+  altar_ledger_t *l;
+  char **ran_again; /* task keys with filed attempts (altar_attempts_keys) */
+  size_t n_ran_again;
+  json_t *retried;           /* [{task_key, labels, attempts, attempts_dropped}] of shards that ran more than once */
   failed_shards_t failed;
   int oom;
 } tally_t;
@@ -57,6 +65,19 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
   }
   t->total++;
   altar_cli_failed_add(&t->failed, e);
+  if (t->retried && altar_attempts_keys_has(t->ran_again, t->n_ran_again, e->task_key)) {
+    altar_attempts_t at;
+    altar_error_t ae = {0};
+    if (!altar_attempts_of(t->l, e, &at, &ae) && (at.n > 1 || at.dropped)) {
+      json_t *labels = json_object();
+      for (size_t i = 0; labels && i < e->rec.handle.labels.n; i++)
+        json_object_set_new(labels, e->rec.handle.labels.keys[i], json_string(e->rec.handle.labels.vals[i]));
+      json_t *o = json_pack("{s:s, s:o, s:o, s:I}", "task_key", e->task_key, "labels", labels ? labels : json_object(),
+                            "attempts", altar__attempts_json(&at), "attempts_dropped", (json_int_t)at.dropped);
+      if (!o || json_array_append_new(t->retried, o)) t->oom = 1;
+    }
+    altar_attempts_clear(&at);
+  }
   if (e->rec.consumed) t->consumed++;
   if ((unsigned)e->rec.state < 4) t->by_state[e->rec.state]++;
   if (e->task_key && e->rec.kind) {
@@ -244,6 +265,43 @@ static int count_groups(altar_config_t *cfg, const char *topic, const char *job,
   return rc ? -1 : 0;
 }
 
+/* "  retried: KEY (labels): attempt 1 failed timeout (worker w1): ERROR: ...;
+ * attempt 2 succeeded (worker w2)", one line per shard that ran more than once. */
+static void print_retried(json_t *retried, size_t max) {
+  size_t n = json_array_size(retried);
+  for (size_t i = 0; i < n && i < max; i++) {
+    json_t *r = json_array_get(retried, i), *labels = json_object_get(r, "labels"), *at = json_object_get(r, "attempts");
+    printf("  retried: %.12s (", json_string_value(json_object_get(r, "task_key")));
+    const char *k;
+    json_t *v;
+    bool first = true;
+    json_object_foreach(labels, k, v) {
+      if (!strcmp(k, ALTAR_JOB_ID_LABEL)) continue;
+      printf("%s%s=%s", first ? "" : " ", k, json_string_value(v));
+      first = false;
+    }
+    printf(")");
+    json_int_t dropped = json_integer_value(json_object_get(r, "attempts_dropped"));
+    if (dropped) printf(" %lld older attempt%s dropped;", (long long)dropped, dropped == 1 ? "" : "s");
+    for (size_t a = 0; a < json_array_size(at); a++) {
+      json_t *x = json_array_get(at, a);
+      const char *reason = json_string_value(json_object_get(x, "reason"));
+      const char *worker = json_string_value(json_object_get(x, "worker"));
+      const char *detail = json_string_value(json_object_get(x, "detail"));
+      printf("%s attempt %lld %s%s%s (worker %s)", a ? ";" : ":", (long long)json_integer_value(json_object_get(x, "attempt")),
+             json_string_value(json_object_get(x, "state")), reason ? " " : "", reason ? reason : "",
+             worker ? worker : "unknown");
+      if (detail) {
+        char why[256];
+        altar_cli_failure_summary(detail, why, sizeof why);
+        printf(": %s", why);
+      }
+    }
+    printf("\n");
+  }
+  if (n > max) printf("  retried: ... and %zu more shard%s that ran more than once\n", n - max, n - max == 1 ? "" : "s");
+}
+
 int altar_cmd_status(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -288,7 +346,11 @@ int altar_cmd_status(int argc, char **argv) {
   altar_error_t err = {0};
   altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
   altar_ledger_t *l = altar_ledger_rocksdb_open(cfg.ledger_path, &ro, &err);
-  bool have_ledger = l && altar_ledger_foreach(l, visit, &t, &err) == ALTAR_OK;
+  t.l = l;
+  t.retried = json_array();
+  bool have_ledger = l && altar_attempts_keys(l, &t.ran_again, &t.n_ran_again, &err) == ALTAR_OK &&
+                     altar_ledger_foreach(l, visit, &t, &err) == ALTAR_OK;
+  altar_attempts_keys_free(t.ran_again, t.n_ran_again);
   held_scan_t held = {.x = &x, .list = json_array()};
   if (have_ledger && !t.oom && held.list) {
     altar_error_t he = {0};
@@ -320,6 +382,7 @@ int altar_cmd_status(int argc, char **argv) {
     free(wv); /* nw is 0: no entry to free */
     altar_cli_failed_clear(&t.failed);
     json_decref(held.list);
+    json_decref(t.retried);
     altar_cli_expect_clear(&x);
     altar_group_specs_clear(&groups);
     altar_config_clear(&cfg);
@@ -352,6 +415,7 @@ int altar_cmd_status(int argc, char **argv) {
       json_object_set_new(o, "waiting", wj);
       json_object_set_new(o, "late", lj);
       json_object_set(o, "held", held.list ? held.list : json_array());
+      json_object_set(o, "retried", t.retried ? t.retried : json_array());
     }
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (text) printf("%s\n", text);
@@ -361,7 +425,7 @@ int altar_cmd_status(int argc, char **argv) {
     printf("job %s\n", job);
     if (have_ledger)
       printf("  shards: %llu recorded; %llu pending, %llu running, %llu succeeded, %llu failed; %llu consumed"
-             "; %llu earlier run%s replaced\n",
+             "; %llu earlier run%s kept as attempts\n",
              (unsigned long long)t.total, (unsigned long long)t.by_state[0], (unsigned long long)t.by_state[1],
              (unsigned long long)t.by_state[2], (unsigned long long)t.by_state[3], (unsigned long long)t.consumed,
              (unsigned long long)t.replaced, ALTAR_CLI_PLURAL(t.replaced));
@@ -382,6 +446,7 @@ int altar_cmd_status(int argc, char **argv) {
       printf(": %llu fired, %llu dead-lettered\n", (unsigned long long)fired_by[st], (unsigned long long)dead_by[st]);
     }
     altar_cli_failed_print(&t.failed, 20);
+    print_retried(t.retried, 20);
     for (size_t i = 0; held.list && i < json_array_size(held.list); i++) {
       json_t *h = json_array_get(held.list, i);
       printf("  held: group %s neither fired nor consumed: %s (fix the kind's group config and restart the "
@@ -419,6 +484,7 @@ int altar_cmd_status(int argc, char **argv) {
   free(wv);
   altar_cli_failed_clear(&t.failed);
   json_decref(held.list);
+  json_decref(t.retried);
   altar_cli_expect_clear(&x);
   altar_group_specs_clear(&groups);
   altar_config_clear(&cfg);

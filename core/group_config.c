@@ -1,6 +1,7 @@
 /* Group specs from YAML (libyaml document API). Every error names the file,
  * the line and the key path, e.g. "altar.yaml:12: groups.score.ready_when:
  * unknown rule 'al_folds'". */
+#include "altar/attempts.h"
 #include "altar/file_read.h"
 #include "altar/groups.h"
 #include "core/followup_int.h"
@@ -286,7 +287,7 @@ static int parse_backoff(gc_t *c, const yaml_node_t *n, const char *path, altar_
 
 static int parse_kind(gc_t *c, const char *kind, const yaml_node_t *n, const char *prefix, altar_group_spec_t *g) {
   static const char *const keys[] = {"group_by", "ready_when", "on_ready", "on_failed", "max_restarts", "retry_backoff",
-                                     "then", "then_dead", "event_outputs", NULL};
+                                     "then", "then_dead", "event_outputs", "attempts_keep", NULL};
   char path[256], kp[300];
   snprintf(path, sizeof path, "%s%s", prefix, kind);
   memset(g, 0, sizeof *g);
@@ -333,6 +334,9 @@ static int parse_kind(gc_t *c, const char *kind, const yaml_node_t *n, const cha
     return fail(c, rb, kp, "only applies with on_failed: retry (this kind has on_failed: %s)",
                 altar_failed_policy_name(g->failed_policy));
   if (rb && (rc = parse_backoff(c, rb, kp, &g->retry_backoff))) return rc;
+  yaml_node_t *ak = lookup(c, n, "attempts_keep");
+  snprintf(kp, sizeof kp, "%s.attempts_keep", path);
+  if (ak && (rc = get_int(c, ak, kp, 1, ALTAR_ATTEMPTS_KEEP_MAX, &g->attempts_keep))) return rc;
   yaml_node_t *eo = lookup(c, n, "event_outputs");
   snprintf(kp, sizeof kp, "%s.event_outputs", path);
   if (eo) {

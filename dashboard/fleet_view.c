@@ -5,6 +5,7 @@
 #include "dashboard/bounded_map.h"
 #include "altar/grow.h"
 
+#include "altar/attempts.h"
 #include "altar/codec.h"
 #include "altar/fleet.h"
 #include "altar/footprint.h"
@@ -14,6 +15,7 @@
 #include "altar/spec.h"
 #include "altar/task.h"
 #include "altar/pools.h"
+#include "reconciler/attempts_json.h"
 #include "reconciler/input_offsets.h"
 
 #include <pthread.h>
@@ -49,6 +51,8 @@ typedef struct rec {
   int64_t restarts;
   bool consumed;
   json_t *outputs; /* array of URIs */
+  json_t *attempts; /* every run of a shard that ran more than once (attempts_json.h), else NULL */
+  int64_t attempts_dropped;
 } rec_t;
 
 typedef struct sample {
@@ -80,6 +84,11 @@ struct altar_fleet_view {
   uint64_t dlq_total;
   rec_t *recs;
   size_t n_recs, cap_recs;
+  /* While the ledger is read: its handle, and the task keys with filed
+   * attempts (only those shards are looked up again). */
+  altar_ledger_t *reading;
+  char **ran_again;
+  size_t n_ran_again;
   double ledger_read_at;
   int64_t ledger_read_ms;
   char ledger_err[ALTAR_ERRMSG_MAX];
@@ -126,6 +135,7 @@ static void rec_clear(rec_t *r) {
   free(r->reason);
   free(r->detail);
   json_decref(r->outputs);
+  json_decref(r->attempts);
   memset(r, 0, sizeof *r);
 }
 
@@ -328,8 +338,16 @@ static void read_reader(altar_fleet_view_t *v, reader_t *r, int which) {
 
 /* ---- the ledger snapshot ------------------------------------------------- */
 
+static bool run_replaced(const altar_record_t *x) {
+  const char *why = x->state == ALTAR_STATE_FAILED && x->failure ? x->failure->reason : NULL;
+  return why && (!strcmp(why, ALTAR_REASON_SUPERSEDED) || !strcmp(why, ALTAR_REASON_RELEASED));
+}
+
 static int visit(void *ctx, const altar_ledger_entry_t *e) {
   altar_fleet_view_t *v = ctx;
+  bool ran_again = altar_attempts_keys_has(v->ran_again, v->n_ran_again, e->task_key);
+  /* A replaced run is one of its shard's attempts, shown there, not a shard. */
+  if (ran_again && run_replaced(&e->rec)) return 0;
   if (ALTAR_GROW(v->recs, v->cap_recs, v->n_recs + 1)) return ALTAR_ENOMEM;
   rec_t *r = &v->recs[v->n_recs];
   memset(r, 0, sizeof *r);
@@ -353,6 +371,17 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
   for (size_t i = 0; x->spec && r->outputs && i < x->spec->n_outputs && i < OUTPUTS_PER_SHARD; i++)
     json_array_append_new(r->outputs, jstr(x->spec->outputs[i].uri));
   v->n_recs++;
+  if (ran_again) {
+    altar_attempts_t at;
+    altar_error_t ae = {0};
+    if (altar_attempts_of(v->reading, e, &at, &ae) == ALTAR_OK) {
+      if (at.n > 1 || at.dropped) {
+        r->attempts = altar__attempts_json(&at);
+        r->attempts_dropped = at.dropped;
+      }
+      altar_attempts_clear(&at);
+    }
+  }
   if (!r->backend || !r->external_id || !r->kind || !r->job_id || !r->outputs) return ALTAR_ENOMEM;
   return 0;
 }
@@ -368,9 +397,15 @@ static void read_ledger(altar_fleet_view_t *v) {
     return; /* the last snapshot stays */
   }
   recs_clear(v);
-  if (altar_ledger_foreach(l, visit, v, &e) != ALTAR_OK)
+  v->reading = l;
+  if (altar_attempts_keys(l, &v->ran_again, &v->n_ran_again, &e) != ALTAR_OK ||
+      altar_ledger_foreach(l, visit, v, &e) != ALTAR_OK)
     snprintf(v->ledger_err, sizeof v->ledger_err, "%s", *e.msg ? e.msg : "reading the ledger failed");
   else v->ledger_err[0] = 0;
+  altar_attempts_keys_free(v->ran_again, v->n_ran_again);
+  v->ran_again = NULL;
+  v->n_ran_again = 0;
+  v->reading = NULL;
   altar_ledger_close(l);
   v->ledger_read_at = now_s();
 }
@@ -469,10 +504,22 @@ static json_t *shard_json(const altar_fleet_view_t *v, const rec_t *r) {
   else if (worker) snprintf(host, sizeof host, "%.*s", (int)strcspn(worker, ":"), worker);
   json_t *failure = r->reason ? json_pack("{s:o, s:o}", "reason", jstr(r->reason), "detail", jstr(r->detail))
                               : json_null();
+  /* Every run in order with what ended it; one that ran once is its record. */
+  json_t *runs = r->attempts ? json_deep_copy(r->attempts) : json_array();
+  if (runs && !r->attempts)
+    json_array_append_new(runs, json_pack("{s:I, s:o, s:o, s:o, s:I, s:s, s:o, s:o, s:o, s:b, s:o, s:o}", "attempt",
+                                          (json_int_t)(r->restarts + 1), "backend", jstr(r->backend), "external_id",
+                                          jstr(r->external_id), "worker", jstr(worker), "restart_count",
+                                          (json_int_t)r->restarts, "state", shard_state(r), "reason",
+                                          jstr(r->reason), "detail", jstr(r->detail), "exit_code", json_null(),
+                                          "deterministic", 0, "started_at", json_null(), "ended_at", json_null()));
+  json_int_t n_runs = r->attempts ? (json_int_t)json_array_size(r->attempts) + r->attempts_dropped
+                                  : (json_int_t)(r->restarts + 1);
   json_t *by = r->task_key[0] ? json_object_get(v->forwarded, r->task_key) : NULL;
-  return json_pack("{s:o, s:o, s:s, s:I, s:b, s:o, s:o, s:o, s:O, s:O}", "backend", jstr(r->backend), "external_id",
-                   jstr(r->external_id), "state", shard_state(r), "attempts", (json_int_t)(r->restarts + 1),
-                   "consumed", r->consumed, "worker", jstr(worker), "host", *host ? jstr(host) : json_null(), "failure",
+  return json_pack("{s:o, s:o, s:s, s:I, s:o, s:I, s:b, s:o, s:o, s:o, s:O, s:O}", "backend", jstr(r->backend),
+                   "external_id", jstr(r->external_id), "state", shard_state(r), "attempts", n_runs, "attempt_list",
+                   runs ? runs : json_array(), "attempts_dropped", (json_int_t)r->attempts_dropped, "consumed",
+                   r->consumed, "worker", jstr(worker), "host", *host ? jstr(host) : json_null(), "failure",
                    failure ? failure : json_null(), "outputs", r->outputs, "forwarded_from", by ? by : json_null());
 }
 

@@ -2,6 +2,7 @@
  * deciding after each one the group it touched (fleet invariant 3: batch
  * sizes never change which shards a group fires with). */
 #include "altar/reconcile.h"
+#include "reconciler/attempts_note.h"
 #include "reconciler/group_outputs.h"
 #include "reconciler/retry_backoff.h"
 
@@ -572,17 +573,31 @@ int altar__apply_cancel_group(altar_ledger_t *l, const altar_group_spec_t *gs, c
  * the one not so marked. A released run that had ended keeps its state (the
  * shard's outcome is then that record); a superseded one is marked whatever
  * its state: a newer run of the task is the shard's record. */
-static int settle_run(altar_ledger_t *l, const altar_handle_t *h, const char *reason, bool even_terminal,
-                      altar_error_t *err) {
+static int settle_run(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_handle_t *h, const char *reason,
+                      bool even_terminal, const altar_status_event_t *by, altar_error_t *err) {
   const altar_ledger_entry_t *cur = altar_ledger_peek_open(l, h->backend, h->external_id);
   if (cur && (even_terminal || !altar_state_terminal(cur->rec.state))) {
-    char detail[96];
-    snprintf(detail, sizeof detail, "%s; it was %s",
-             even_terminal ? "a newer run of the same task took its place" : "its worker gave it back at shutdown",
-             altar_state_name(cur->rec.state));
+    char detail[128];
+    if (even_terminal && cur->rec.state == ALTAR_STATE_PENDING && cur->rec.restart_count > 0)
+      snprintf(detail, sizeof detail, "its retry ran as a newer record of the same task; see the shard's attempts");
+    else
+      snprintf(detail, sizeof detail, "%s; it was %s",
+               even_terminal ? "a newer run of the same task took its place" : "its worker gave it back at shutdown",
+               altar_state_name(cur->rec.state));
     altar_failure_t *f = altar_failure_new(reason, detail, false);
     if (!f) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-    int rc = altar_ledger_set_state(l, h, ALTAR_STATE_FAILED, f, err);
+    /* Its run is kept as an attempt with what ended it; a failed run was
+     * filed with its own reason when it failed. */
+    int rc = ALTAR_OK;
+    if (cur->rec.state != ALTAR_STATE_FAILED) {
+      bool released = !even_terminal;
+      altar__run_note_t note = {.task_key = cur->task_key, .handle = &cur->rec.handle,
+                                .restart_count = cur->rec.restart_count, .state = ALTAR_STATE_FAILED, .failure = f,
+                                .worker = released ? by->worker : NULL, .started_at = -1, .ended_at = by->ts,
+                                .unless_restart_placeholder = cur->rec.state == ALTAR_STATE_PENDING};
+      rc = altar__attempt_note(l, gs ? gs->attempts_keep : 0, &note, err);
+    }
+    if (!rc) rc = altar_ledger_set_state(l, h, ALTAR_STATE_FAILED, f, err);
     altar_failure_free(f);
     if (rc) return rc;
   }
@@ -608,7 +623,7 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
       restarts = old->rec.restart_count + (old->rec.state == ALTAR_STATE_FAILED);
       altar_handle_t oh;
       if (altar_handle_copy(&oh, &old->rec.handle)) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-      int rc = settle_run(l, &oh, ALTAR_REASON_SUPERSEDED, true, err);
+      int rc = settle_run(l, gs, &oh, ALTAR_REASON_SUPERSEDED, true, ev, err);
       altar_handle_clear(&oh);
       if (rc) return rc;
     }
@@ -625,7 +640,36 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
                               .spec_enc = &ev->spec_enc, .fixed = &ev->record_fixed};
   int rc = altar_ledger_record_meta(l, h, ev->kind, ev->spec, &meta, err);
   if (gk != kbuf) free(gk);
+  /* A retried shard's run is kept from its start: the backend took it then
+   * (a later running event, when one comes, says when it started). */
+  if (!rc && restarts > 0 && ev->event == ALTAR_EV_SUBMITTED) {
+    altar__run_note_t note = {.task_key = ev->task_key, .handle = h, .restart_count = restarts,
+                              .state = ALTAR_STATE_PENDING, .worker = ev->worker, .started_at = ev->ts,
+                              .ended_at = -1};
+    rc = altar__attempt_note(l, gs ? gs->attempts_keep : 0, &note, err);
+  }
   return rc;
+}
+
+/* Keeps the run ev reported as an attempt when a later run could hide it:
+ * it failed (a retry would reset the record), or it is a retried shard's
+ * run (restart count above 0), whose start is kept too. A first run that
+ * succeeds files nothing: its record is its one attempt. Called right
+ * after ev's state was set, before its group is decided (a retry changes
+ * the record). */
+static bool worth_noting(const altar_ledger_entry_t *cur) {
+  if (!cur || !cur->task_key) return false;
+  return cur->rec.state == ALTAR_STATE_FAILED || (cur->rec.restart_count > 0 && cur->rec.state != ALTAR_STATE_PENDING);
+}
+
+static int note_run(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_ledger_entry_t *cur,
+                    const altar_status_event_t *ev, altar_error_t *err) {
+  altar__run_note_t note = {.task_key = cur->task_key, .handle = &cur->rec.handle,
+                            .restart_count = cur->rec.restart_count, .state = cur->rec.state,
+                            .failure = cur->rec.failure, .worker = ev->worker,
+                            .started_at = cur->rec.state == ALTAR_STATE_RUNNING ? ev->ts : -1,
+                            .ended_at = altar_state_terminal(cur->rec.state) ? ev->ts : -1};
+  return altar__attempt_note(l, gs ? gs->attempts_keep : 0, &note, err);
 }
 
 /* True when h's record was settled as a run that no longer counts
@@ -672,6 +716,10 @@ static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const al
   if (rc) return rc;
   if (ts < 0) ts = ev->ts; /* deterministic: a replay produces the same bytes */
   cur = altar_ledger_peek_open(l, h->backend, h->external_id);
+  if (worth_noting(cur)) {
+    if ((rc = note_run(l, gs, cur, ev, err))) return rc;
+    cur = altar_ledger_peek_open(l, h->backend, h->external_id); /* a view does not outlive a write */
+  }
   if (!gs || !cur || !cur->group_key || !altar_state_terminal(ev->state)) return ALTAR_OK;
   /* The bound may use this record's labels only when it is a succeeded
    * member of the very group decided (an event may name another kind). */
@@ -720,7 +768,7 @@ int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs,
       break;
     case ALTAR_EV_RELEASED:
       /* Handed back by a draining worker: settled without firing. */
-      rc = settle_run(ledger, &ev->handle, ALTAR_REASON_RELEASED, false, err);
+      rc = settle_run(ledger, gs, &ev->handle, ALTAR_REASON_RELEASED, false, ev, err);
       break;
     default:
       return altar_error_set(err, ALTAR_EINVAL, "event[%zu].event: unknown event %d", i, (int)ev->event);

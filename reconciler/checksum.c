@@ -1,6 +1,7 @@
 /* The ledger checksum: SHA-256 over the logical content (every record in
  * key order, with spec and metadata), never over storage files, so equal
  * ledgers agree whatever their write or compaction history. */
+#include "altar/attempts.h"
 #include "altar/codec.h"
 #include "altar/ledger.h"
 
@@ -36,6 +37,15 @@ static int sum_visit(void *vctx, const altar_ledger_entry_t *e) {
   return ALTAR_OK;
 }
 
+/* A shard's attempts are part of what the ledger says happened (a rebuild
+ * must reproduce them), unlike the other side keys (outbox, offsets). */
+static int sum_attempt(void *vctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  sum_ctx_t *c = vctx;
+  put_field(c->md, key, klen, true);
+  put_field(c->md, val, vlen, true);
+  return ALTAR_OK;
+}
+
 int altar_ledger_checksum(altar_ledger_t *l, char out[ALTAR_LEDGER_CHECKSUM_LEN + 1],
                           altar_error_t *err) {
   sum_ctx_t c = {.md = EVP_MD_CTX_new(), .err = err};
@@ -45,6 +55,17 @@ int altar_ledger_checksum(altar_ledger_t *l, char out[ALTAR_LEDGER_CHECKSUM_LEN 
   }
   put_field(c.md, "altar-ledger-v1", 15, true);
   int rc = altar_ledger_foreach(l, sum_visit, &c, err);
+  if (!rc) {
+    /* Nothing is added when no attempt was filed, so such ledgers keep
+     * the digest they had before attempts were kept. */
+    altar_error_t e = {0};
+    rc = altar_ledger_aux_scan(l, ALTAR_ATTEMPTS_PREFIX, strlen(ALTAR_ATTEMPTS_PREFIX), sum_attempt, &c, &e);
+    if (!rc)
+      rc = altar_ledger_aux_scan(l, ALTAR_ATTEMPTS_INDEX_PREFIX, strlen(ALTAR_ATTEMPTS_INDEX_PREFIX), sum_attempt, &c,
+                                 &e);
+    if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
+    else if (rc && err) *err = e;
+  }
   unsigned char dig[32];
   unsigned int dl = 0;
   if (!rc && EVP_DigestFinal_ex(c.md, dig, &dl) != 1)

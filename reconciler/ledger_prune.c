@@ -15,7 +15,13 @@
 #include "reconciler/ledger_prune.h"
 
 #include "reconciler/ledger_rocksdb_int.h"
+#include "reconciler/ledger_value.h"
 
+#include "altar/attempts.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -56,11 +62,66 @@ int altar__rl_stage_consumed(rl_t *r, const altar_buf_t *list, int64_t stamp_us)
   return altar__rl_stage_put(r, &r->kb2, list->data, list->len);
 }
 
-/* Stages the removal of every record v lists; *pn counts them. */
+/* Reads the integer after "\"name\":" in a small JSON object; -1 if absent. */
+static int64_t json_int(const char *v, size_t vlen, const char *name) {
+  char pat[32], buf[256];
+  size_t n = vlen < sizeof buf - 1 ? vlen : sizeof buf - 1;
+  memcpy(buf, v, n);
+  buf[n] = 0;
+  snprintf(pat, sizeof pat, "\"%s\":", name);
+  const char *p = strstr(buf, pat);
+  return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* The attempts of the task whose record r:rk goes (altar/attempts.h) go
+ * with it, unless a run of that task is open again: its index key and
+ * every attempt the index says is kept (at most attempts_keep). A record
+ * without task key or attempts costs one read. */
+static int stage_attempts(rl_t *r, const char *rk, size_t rklen) {
+  char *val = NULL, *iv = NULL;
+  size_t vlen, ilen, kl;
+  const char *tk;
+  altar_error_t ignored = {0};
+  if (altar__rl_key(&r->kb, 'r', rk, rklen)) return ALTAR_ENOMEM;
+  int rc = altar__rl_get_raw(r, &r->kb, &val, &vlen, &ignored);
+  if (rc) return rc == ALTAR_ENOMEM ? rc : ALTAR_OK; /* gone already: nothing of it to follow */
+  char key[ALTAR_TASK_KEY_LEN + 32];
+  if (!altar__lvalue_task_key(val, vlen, &tk, &kl) || kl > ALTAR_TASK_KEY_LEN || !kl) goto done;
+  char task[ALTAR_TASK_KEY_LEN + 1];
+  memcpy(task, tk, kl);
+  task[kl] = 0;
+  if (altar__lindex_task(&r->ix, task)) goto done; /* run again since: its attempts still count */
+  int n = snprintf(key, sizeof key, "x:" ALTAR_ATTEMPTS_INDEX_PREFIX "%s", task);
+  altar_buf_reset(&r->kb2);
+  if (altar_buf_append(&r->kb2, key, (size_t)n)) {
+    rc = ALTAR_ENOMEM;
+    goto done;
+  }
+  rc = altar__rl_get_raw(r, &r->kb2, &iv, &ilen, &ignored);
+  if (rc) {
+    rc = rc == ALTAR_ENOMEM ? rc : ALTAR_OK;
+    goto done;
+  }
+  int64_t first = json_int(iv, ilen, "first"), next = json_int(iv, ilen, "next");
+  if (altar__rl_stage_del(r, &r->kb2)) rc = ALTAR_ENOMEM;
+  for (int64_t a = first < 1 ? 1 : first; !rc && a < next && a - first < ALTAR_ATTEMPTS_KEEP_MAX; a++) {
+    n = snprintf(key, sizeof key, "x:" ALTAR_ATTEMPTS_PREFIX "%s/%06" PRId64, task, a);
+    altar_buf_reset(&r->kb2);
+    if (altar_buf_append(&r->kb2, key, (size_t)n) || altar__rl_stage_del(r, &r->kb2)) rc = ALTAR_ENOMEM;
+  }
+done:
+  free(iv);
+  free(val);
+  return rc;
+}
+
+/* Stages the removal of every record v lists, with its attempts; *pn
+ * counts them. */
 static int stage_entry(rl_t *r, const char *v, size_t vlen, size_t *pn) {
   for (size_t at = 0; at + 2 <= vlen;) {
     size_t l = (size_t)(uint8_t)v[at] << 8 | (uint8_t)v[at + 1];
     if (at + 2 + l > vlen) break; /* a torn list: what it names fully is removed */
+    if (stage_attempts(r, v + at + 2, l)) return ALTAR_ENOMEM;
     if (altar__rl_key(&r->kb, 'r', v + at + 2, l) || altar__rl_stage_del(r, &r->kb)) return ALTAR_ENOMEM;
     (*pn)++;
     at += 2 + l;

@@ -110,6 +110,16 @@ int altar__lvalue_decode(const char *data, size_t len, altar_ledger_entry_t *e, 
   return ALTAR_OK;
 }
 
+bool altar__lvalue_task_key(const char *data, size_t len, const char **pkey, size_t *plen) {
+  const unsigned char *v = (const unsigned char *)data;
+  if (len < 6 || v[0] != VALUE_MAGIC) return false;
+  uint32_t n = get_u32(v + 2);
+  if (n == 0xffffffffu || n > len - 6) return false;
+  *pkey = data + 6;
+  *plen = n;
+  return true;
+}
+
 void altar__lvalue_record_span(const char *data, size_t *pat, size_t *plen) {
   const unsigned char *v = (const unsigned char *)data;
   size_t at = 2;

@@ -23,6 +23,9 @@ int altar__lvalue_encode(altar_buf_t *b, const altar__lent_t *x, altar_error_t *
  * want_spec the spec is decoded into e->rec.spec as well. */
 int altar__lvalue_decode(const char *data, size_t len, altar_ledger_entry_t *e, const char **pspec,
                          size_t *pspec_len, bool want_spec, altar_error_t *err);
+/* The task key of a stored value, borrowed from data (*plen bytes, not
+ * NUL-terminated); false when it has none or the header is not readable. */
+bool altar__lvalue_task_key(const char *data, size_t len, const char **pkey, size_t *plen);
 /* Where the record map lies in a value altar__lvalue_decode accepted. */
 void altar__lvalue_record_span(const char *data, size_t *pat, size_t *plen);
 

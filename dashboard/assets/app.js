@@ -160,8 +160,17 @@ const pages = {
   async job(r) {
     const id = decodeURIComponent(r.arg);
     const o = await api(`job?id=${encodeURIComponent(id)}&offset=${r.offset}&limit=${PAGE}`);
+    // Every run of a shard that ran more than once, in order, each with what ended it.
+    const runs = (s) => (s.attempt_list || []).length > 1 || s.attempts_dropped ? el("ol", { class: "attempts" },
+      s.attempts_dropped ? el("li", { class: "muted" }, `${s.attempts_dropped} older attempt(s) dropped`) : null,
+      s.attempt_list.map((a) => el("li", { "data-attempt": a.attempt, "data-state": a.state, "data-reason": a.reason || "" },
+        `#${a.attempt} `, state(a.state), a.reason ? el("b", {}, " " + a.reason) : "",
+        el("span", { class: "muted" }, ` · ${a.worker || "worker unknown"}`,
+          a.started_at && a.ended_at ? ` · ran ${(a.ended_at - a.started_at).toFixed(1)} s` : "",
+          a.ended_at ? ` · ended ${when(a.ended_at)}` : ""),
+        a.detail ? el("div", { class: "detail" }, a.detail) : null))) : null;
     const shardRows = (ms) => ms.map((s) => el("tr", { "data-shard": s.external_id },
-      el("td", {}, el("code", {}, s.external_id)), el("td", {}, state(s.state)), el("td", { class: "num" }, s.attempts),
+      el("td", {}, el("code", {}, s.external_id)), el("td", {}, state(s.state)), el("td", { class: "num" }, s.attempts, runs(s)),
       el("td", {}, s.host || "—", s.forwarded_from ? el("div", { class: "muted", "data-forwarded": s.forwarded_from }, `forwarded from ${s.forwarded_from}`) : null),
       el("td", {}, s.failure ? [el("b", {}, s.failure.reason), s.failure.detail ? el("div", { class: "detail" }, s.failure.detail) : null] : "—"),
       el("td", {}, s.outputs.map((u) => el("div", {}, el("code", {}, u))))));

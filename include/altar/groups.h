@@ -144,6 +144,8 @@ typedef struct altar_group_spec {
   struct altar_followup *then;
   struct altar_followup *then_dead;
   bool event_outputs; /* fired events list the members' outputs (always with a then/then_dead) */
+  /* Runs of one shard kept as attempts (altar/attempts.h); 0 = the default. */
+  int64_t attempts_keep;
 } altar_group_spec_t;
 
 void altar_group_spec_clear(altar_group_spec_t *g);

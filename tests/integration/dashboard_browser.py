@@ -3,11 +3,17 @@
 a running altar dashboard and checks what a person would see.
 
 usage: dashboard_browser.py URL JOB_ID SHOTS_DIR SUBMIT_CMD...
+       dashboard_browser.py --attempts URL JOB_ID SHOTS_DIR
 
 URL is the dashboard's root; JOB_ID the job with one fired and one
 dead-lettered group; SUBMIT_CMD a command that submits a second job and
 prints its id (run while the jobs page is open, to see it arrive without a
 reload). Screenshots go to SHOTS_DIR. Exit 0 when every check passed.
+
+With --attempts, JOB_ID is a job one of whose shards timed out (stderr
+"ERROR: ... GPU worker stalled") and succeeded on its retry: its page must show
+that shard's two attempts in order, each with its own reason, and no
+"superseded" row (tests/integration/test_attempts_local.sh).
 
 Only the standard library and python3-websocket (Debian) are used."""
 
@@ -217,5 +223,36 @@ def main():
     return 1 if failures else 0
 
 
+def attempts_main():
+    url, job, shots = sys.argv[2].rstrip("/"), sys.argv[3], sys.argv[4]
+    os.makedirs(shots, exist_ok=True)
+    profile = tempfile.mkdtemp(prefix="altar-chromium-")
+    b = Browser(profile)
+    try:
+        b.goto(url + "/#/job/" + job)
+        first = "document.querySelector('li[data-attempt=\"1\"]')"
+        second = "document.querySelector('li[data-attempt=\"2\"]')"
+        if b.wait_for(f"{first} !== null && {second} !== null", "the retried shard's two attempts on the job page"):
+            row = f"{first}.closest('tr')"
+            items = b.js(f"Array.from({row}.querySelectorAll('li[data-attempt]')).map(li => [li.dataset.attempt, li.dataset.state, li.dataset.reason, li.innerText])")
+            check([i[0] for i in items] == ["1", "2"], f"the attempts are listed in order: {[i[0] for i in items]}")
+            check(items[0][1] == "failed" and items[0][2] == "timeout", f"attempt 1 failed with reason timeout: {items[0][:3]}")
+            check("GPU worker stalled" in items[0][3], f"attempt 1 shows its stderr tail: {items[0][3]!r}")
+            check(items[1][1] == "succeeded" and items[1][2] == "", f"attempt 2 succeeded: {items[1][:3]}")
+            check(b.js(f"{row}.cells[1].innerText") == "succeeded", "the shard itself is shown succeeded")
+            check(b.js(f"{row}.cells[2].innerText").split("\n")[0] == "2", "the shard counts 2 attempts")
+            main_text = b.js(text_of("main"))
+            check("superseded" not in main_text, "no superseded row or reason on the job page")
+            check(b.js("document.querySelectorAll('tr[data-shard] .state-failed').length") ==
+                  b.js("document.querySelectorAll('li[data-attempt] .state-failed').length"),
+                  "no shard row is shown failed: the only failure is the first attempt's")
+        b.shot(os.path.join(shots, "attempts.png"))
+    finally:
+        b.close()
+        shutil.rmtree(profile, ignore_errors=True)
+    print(f"{len(failures)} failure(s); screenshot in {shots}")
+    return 1 if failures else 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(attempts_main() if sys.argv[1:2] == ["--attempts"] else main())
