@@ -10,6 +10,7 @@
  * validated, and a bad one skipped. */
 #include "k8s_http_int.h"
 #include "k8s_jobmap.h"
+#include "k8s_json_trim.h"
 
 #include "altar/grow.h"
 
@@ -252,8 +253,9 @@ static int list_all(altar_k8s_watch_t *w, altar_error_t *err) {
 /* ---- the stream ---- */
 
 /* One line of the stream: {"type": …, "object": …}. */
-static void on_line(altar_k8s_watch_t *w, const char *p, size_t n) {
+static void on_line(altar_k8s_watch_t *w, char *p, size_t n) {
   w->got_line = true;
+  n = altar__k8s_json_drop_member(p, n, "managedFields"); /* never read; skipped as text */
   json_t *ev = json_loadb(p, n, 0, NULL);
   const char *type = json_string_value(json_object_get(ev, "type"));
   const json_t *obj = json_object_get(ev, "object");

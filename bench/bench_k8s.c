@@ -26,6 +26,7 @@
  * Needs ALTAR_K8S_DIR (default ${TMPDIR:-/tmp}/altar-k8s-16443). */
 #include "altar/buf.h"
 #include "backends/k8s_api.h"
+#include "backends/k8s_json_trim.h"
 
 #include <curl/curl.h>
 #include <math.h>
@@ -153,6 +154,31 @@ static int completion_times(altar_handle_t *hs, size_t n, double *pdone) {
   return 0;
 }
 
+/* The pages of a list of every Job in NS, as the server sends them. */
+static size_t fetch_pages(char **pages, size_t max) {
+  char cont[4096] = "";
+  size_t n = 0;
+  while (n < max) {
+    char path[4400];
+    snprintf(path, sizeof path, "/apis/batch/v1/namespaces/" NS "/jobs?limit=500%s%s", cont[0] ? "&continue=" : "",
+             cont);
+    char *body = kube("GET", path, NULL, NULL);
+    json_t *list = body ? json_loads(body, 0, NULL) : NULL;
+    if (!list) {
+      free(body);
+      break;
+    }
+    pages[n++] = body;
+    const char *next = json_string_value(json_object_get(json_object_get(list, "metadata"), "continue"));
+    char *e = next && *next ? curl_easy_escape(NULL, next, 0) : NULL;
+    snprintf(cont, sizeof cont, "%s", e ? e : "");
+    curl_free(e);
+    json_decref(list);
+    if (!cont[0]) break;
+  }
+  return n;
+}
+
 typedef struct result {
   size_t n;
   double submit_per_s, e2e_per_s;
@@ -161,6 +187,11 @@ typedef struct result {
   size_t succeeded;
   long starved;
   size_t polls, woken; /* altar: polls, and those wait_change asked for */
+  /* A list of all N Jobs as the server sends it, decoded whole and with
+   * managedFields skipped as text first (as the backend does): bytes and
+   * ms for every page, median of a few decodes. */
+  size_t list_bytes, list_trimmed_bytes;
+  double decode_ms, decode_trim_ms;
 } result_t;
 
 static int window = 16;
@@ -258,6 +289,10 @@ static void delays(const char *const *names, size_t n, const double *seen, resul
   free(done);
 }
 
+/* Decoding a list of every Job, whole and trimmed (the same copy work in
+ * both, so the difference is the parse alone). */
+static void decode_cost(struct result *res);
+
 /* altar: pipelined submits and the worker's loop: turns of TURN_S (its
  * wait for a record), each asking wait_change without blocking; a poll when
  * it says something changed, else every 200 ms. */
@@ -338,6 +373,7 @@ static int run_altar(size_t n, result_t *res) {
   res->starved = starved_lines() - starved0;
   for (size_t i = 0; i < n; i++) names[i] = hs[i].external_id;
   if (!rc) delays(names, n, seen, res);
+  if (!rc) decode_cost(res);
   for (size_t i = 0; hs && i < n; i++) altar_handle_clear(&hs[i]);
   free(hs);
   free(st);
@@ -457,6 +493,45 @@ static int run_curl(size_t n, result_t *res) {
   return rc;
 }
 
+static void decode_cost(result_t *res) {
+  char *pages[400];
+  size_t np = fetch_pages(pages, sizeof pages / sizeof *pages);
+  size_t biggest = 0;
+  for (size_t i = 0; i < np; i++) {
+    size_t l = strlen(pages[i]);
+    res->list_bytes += l;
+    if (l > biggest) biggest = l;
+  }
+  char *copy = malloc(biggest + 1);
+  double whole[5], trim[5];
+  for (int rep = 0; copy && rep < 5; rep++) {
+    for (int mode = 0; mode < 2; mode++) {
+      double t = now_mono();
+      size_t bytes = 0;
+      for (size_t i = 0; i < np; i++) {
+        size_t l = strlen(pages[i]);
+        memcpy(copy, pages[i], l);
+        if (mode) l = altar__k8s_json_drop_member(copy, l, "managedFields");
+        bytes += l;
+        json_t *v = json_loadb(copy, l, 0, NULL);
+        if (!v) bytes = 0;
+        json_decref(v);
+      }
+      double ms = (now_mono() - t) * 1000.0;
+      if (mode) {
+        trim[rep] = ms;
+        res->list_trimmed_bytes = bytes;
+      } else {
+        whole[rep] = ms;
+      }
+    }
+  }
+  res->decode_ms = copy ? pct(whole, 5, 0.5) : NAN;
+  res->decode_trim_ms = copy ? pct(trim, 5, 0.5) : NAN;
+  free(copy);
+  for (size_t i = 0; i < np; i++) free(pages[i]);
+}
+
 static void print_row(const char *who, const result_t *r, double secs) {
   printf("%7zu %-6s %6d %10.1f %9.1f %9.1f %10.2f %10.2f %9zu %8ld   (%.0f s", r->n, who, window, r->submit_per_s,
          r->e2e_per_s, r->tick_ms_median, r->delay_median, r->delay_p95, r->succeeded, r->starved, secs);
@@ -516,6 +591,11 @@ int main(int argc, char **argv) {
     }
   }
   clear_namespace();
+  printf("\nlisting every Job (pages of 500, as served): decode whole / managedFields skipped first\n%7s %12s %12s %10s %10s\n",
+         "jobs", "bytes", "trimmed", "ms whole", "ms trim");
+  for (size_t i = 0; i < nc; i++)
+    printf("%7zu %12zu %12zu %10.1f %10.1f\n", a[i].n, a[i].list_bytes, a[i].list_trimmed_bytes, a[i].decode_ms,
+           a[i].decode_trim_ms);
   if (with_curl) {
     printf("\naltar / curl (same run, same window):\n%7s %10s %10s %12s\n", "jobs", "submit", "e2e", "delay med");
     for (size_t i = 0; i < nc; i++)
