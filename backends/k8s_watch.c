@@ -71,7 +71,8 @@ struct altar_k8s_watch {
   CURL *cur; /* the watch request in progress (NULL when fed by a test) */
   char rv[RV_MAX];
   altar_buf_t line;
-  bool expired, ended, bad_stream, got_line;
+  bool expired, ended, bad_stream;
+  bool got_line; /* the request delivered an event or a bookmark */
 };
 
 static bool rv_ok(const char *s) {
@@ -254,7 +255,6 @@ static int list_all(altar_k8s_watch_t *w, altar_error_t *err) {
 
 /* One line of the stream: {"type": …, "object": …}. */
 static void on_line(altar_k8s_watch_t *w, char *p, size_t n) {
-  w->got_line = true;
   n = altar__k8s_json_drop_member(p, n, "managedFields"); /* never read; skipped as text */
   json_t *ev = json_loadb(p, n, 0, NULL);
   const char *type = json_string_value(json_object_get(ev, "type"));
@@ -273,6 +273,7 @@ static void on_line(altar_k8s_watch_t *w, char *p, size_t n) {
     if (!bookmark && !deleted && strcmp(type, "ADDED") && strcmp(type, "MODIFIED")) ok = false;
     else if (!bookmark) ok = apply(w, obj, deleted, false);
     if (ok && rv_ok(rv)) memcpy(w->rv, rv, strlen(rv) + 1);
+    if (ok) w->got_line = true; /* a working stream (an ERROR line is no sign of one) */
     if (ok && bookmark) {
       pthread_mutex_lock(&w->mu);
       w->stats.bookmarks++;
