@@ -6,9 +6,9 @@
  * Per count N, two rows:
  *   altar   N Jobs through altar_k8s_submit_start with `--window W` creates
  *           in flight on one HTTP/2 connection, polled as the worker's
- *           loop does: every 200 ms, and at once on a turn (50 ms) when
- *           wait_change says the watch saw a change (poll answers from the
- *           Job watch)
+ *           loop does: every 200 ms, and, once all are submitted, at once
+ *           on a turn (50 ms) when wait_change says the watch saw a change
+ *           (poll answers from the Job watch)
  *   curl    the same N manifests (rendered by altar) POSTed by the curl
  *           program, one connection, --parallel-max W; completions seen by
  *           a bare watch (altar's watch object, woken on every event)
@@ -294,8 +294,9 @@ static void delays(const char *const *names, size_t n, const double *seen, resul
 static void decode_cost(struct result *res);
 
 /* altar: pipelined submits and the worker's loop: turns of TURN_S (its
- * wait for a record), each asking wait_change without blocking; a poll when
- * it says something changed, else every 200 ms. */
+ * wait for a record); once every Job is submitted (no record left to read)
+ * each turn asks wait_change without blocking and polls when it says
+ * something changed; otherwise a poll every 200 ms. */
 static int run_altar(size_t n, result_t *res) {
   memset(res, 0, sizeof *res);
   res->n = n;
@@ -334,9 +335,10 @@ static int run_altar(size_t n, result_t *res) {
     if (now < next_turn) usleep((useconds_t)((next_turn - now) * 1e6));
     next_turn = now_mono() + TURN_S;
     if (rc || !submitted) break;
-    /* The worker's quiet turn: poll at once when the backend says something
-     * changed, else at the interval. */
-    bool woke = altar_k8s_wait_change(k, 0) == 1;
+    /* The worker asks only on a turn that read no record: while Jobs are
+     * still being submitted it polls at the interval, as the worker does
+     * while records keep coming; after, at once when something changed. */
+    bool woke = submitted == n && altar_k8s_wait_change(k, 0) == 1;
     if (!woke && now_mono() < next_poll) continue;
     if (woke) res->woken++;
     next_poll = now_mono() + 0.2;
