@@ -138,6 +138,7 @@ typedef struct altar_k8s_watch_stats {
   uint64_t deleted;    /* DELETED events applied */
   uint64_t bookmarks;
   uint64_t bad_events; /* lines that were not a well-formed event: skipped */
+  uint64_t failure_lists; /* relists after watch requests kept failing without a 410 */
 } altar_k8s_watch_stats_t;
 
 /* A Job watch: one thread lists the namespace's Jobs matching the selector
@@ -159,15 +160,22 @@ void altar_k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size
  * so a poll right after submit finds it before its watch event. An entry
  * the watch already holds for the same uid is left alone; events for other
  * uids are ignored until the watch reports this one (a lagging event of an
- * older Job of the same name must not stand for the new one). */
-int altar_k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid, altar_state_t state);
+ * older Job of the same name must not stand for the new one). pool is the
+ * Job's altar.dev/pool label (NULL: none), so it counts in its pool's
+ * active Jobs at once. */
+int altar_k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid, const char *pool,
+                         altar_state_t state);
 /* Blocks up to timeout_ms until the map changed after generation *pgen;
  * *pgen is updated. 1 changed, 0 timed out. */
 int altar_k8s_watch_wait(altar_k8s_watch_t *w, uint64_t *pgen, int timeout_ms);
 /* The change generation now. */
 uint64_t altar_k8s_watch_generation(altar_k8s_watch_t *w);
-/* Active (pending or running) Jobs whose altar.dev/pool label is pool_label. */
+/* Active (pending or running) Jobs whose altar.dev/pool label is pool_label:
+ * a count kept as the map changes, not a scan. */
 int64_t altar_k8s_watch_active(altar_k8s_watch_t *w, const char *pool_label);
+/* Entries in the map: live Jobs, notes, and tombstones younger than their
+ * TTL (a deleted Job's entry leaves after it). */
+size_t altar_k8s_watch_size(altar_k8s_watch_t *w);
 void altar_k8s_watch_stats(altar_k8s_watch_t *w, altar_k8s_watch_stats_t *pstats);
 /* Tests: resume the next watch from version rv (e.g. one long compacted)
  * and drop the current connection now. */
@@ -177,6 +185,8 @@ void altar_k8s_watch_test_resume_from(altar_k8s_watch_t *w, const char *rv);
  * the stream's bytes fed to it as the server would send them; -1 when the
  * stream would be cut (an oversized line, an ERROR event). */
 altar_k8s_watch_t *altar__k8s_watch_test_new(void);
+/* Tests: how long a deleted Job's entry stays (seconds), pruning now. */
+void altar__k8s_watch_test_tombstone_ttl(altar_k8s_watch_t *w, double seconds);
 int altar__k8s_watch_test_feed(altar_k8s_watch_t *w, const char *p, size_t n, bool *pexpired);
 
 /* A Job's state read from its status the way altar_k8s_job_info_from_json

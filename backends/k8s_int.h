@@ -50,6 +50,10 @@ struct altar_k8s {
 altar_k8s_watch_t *altar__k8s_watch_get(altar_k8s_t *k);
 /* Frees the creates in flight (k8s_submit.c). */
 void altar__k8s_inflight_clear(altar_k8s_t *k);
+/* Creates in flight whose Job carries altar.dev/pool label pool and that
+ * the watch w (NULL: none) does not report active yet: they take a slot
+ * before the server has answered (at most submit_window of them). */
+int64_t altar__k8s_inflight_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool);
 
 /* The configured pool called name, or NULL. */
 const altar_k8s_pool_t *altar__k8s_pool(const altar_k8s_t *k, const char *name);

@@ -1,5 +1,6 @@
-/* Open addressing with linear probing; entries are never removed (a deleted
- * Job stays as a tombstone poll reports container_missing from). */
+/* Open addressing with linear probing. Removal shifts the entries of the
+ * probe run after the hole back (backward-shift deletion), so no tombstone
+ * slots accumulate and a lookup never walks past a removed key. */
 #include "k8s_jobmap.h"
 
 #include <stdint.h>
@@ -48,6 +49,25 @@ altar__k8s_jobent_t *altar__k8s_jobmap_put(altar__k8s_jobmap_t *m, const char *n
   if (!(e->name = strdup(name))) return NULL;
   m->n++;
   return e;
+}
+
+bool altar__k8s_jobmap_remove(altar__k8s_jobmap_t *m, const char *name) {
+  altar__k8s_jobent_t *e = altar__k8s_jobmap_get(m, name);
+  if (!e) return false;
+  size_t mask = m->cap - 1, hole = (size_t)(e - m->slots);
+  free(e->name);
+  /* Walk the run after the hole; an entry whose home slot is not cyclically
+   * within (hole, j] would be unreachable past the hole, so it moves in. */
+  for (size_t j = (hole + 1) & mask; m->slots[j].name; j = (j + 1) & mask) {
+    size_t home = (size_t)hash(m->slots[j].name) & mask;
+    bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (stays) continue;
+    m->slots[hole] = m->slots[j];
+    hole = j;
+  }
+  memset(&m->slots[hole], 0, sizeof m->slots[hole]);
+  m->n--;
+  return true;
 }
 
 void altar__k8s_jobmap_clear(altar__k8s_jobmap_t *m) {

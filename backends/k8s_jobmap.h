@@ -1,5 +1,6 @@
 /* A hash map from Job name to what a watch knows of it: one lookup per
- * handle a poll asks about, whatever the number of Jobs. Not thread-safe
+ * handle a poll asks about, whatever the number of Jobs; removal keeps it
+ * the size of what the watch still knows. Not thread-safe
  * (the watch holds its lock around every call). Not public. */
 #ifndef ALTAR_K8S_JOBMAP_H
 #define ALTAR_K8S_JOBMAP_H
@@ -17,7 +18,8 @@ typedef struct altar__k8s_jobent {
   altar_state_t state;
   altar_k8s_seen_t seen;
   bool confirmed; /* the watch (or a list) reported this uid */
-  bool listed;    /* seen by the relist in progress */
+  uint32_t listed; /* the list epoch that last saw this Job */
+  double deleted_at; /* monotonic s this Job was reported deleted (a tombstone's age) */
 } altar__k8s_jobent_t;
 
 typedef struct altar__k8s_jobmap {
@@ -28,8 +30,10 @@ typedef struct altar__k8s_jobmap {
 /* The entry for name, or NULL. */
 altar__k8s_jobent_t *altar__k8s_jobmap_get(const altar__k8s_jobmap_t *m, const char *name);
 /* The entry for name, made (zeroed, seen UNKNOWN) when absent; NULL when out
- * of memory. Pointers stay valid until the next put. */
+ * of memory. Pointers stay valid until the next put or remove. */
 altar__k8s_jobent_t *altar__k8s_jobmap_put(altar__k8s_jobmap_t *m, const char *name);
+/* Drops name's entry; false when there was none. Moves other entries. */
+bool altar__k8s_jobmap_remove(altar__k8s_jobmap_t *m, const char *name);
 void altar__k8s_jobmap_clear(altar__k8s_jobmap_t *m);
 
 #endif

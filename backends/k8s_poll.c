@@ -9,10 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int by_name(const void *a, const void *b) {
+  const altar_k8s_job_info_t *x = a, *y = b;
+  return strcmp(x->name ? x->name : "", y->name ? y->name : "");
+}
+
+/* jobs sorted by_name: a binary search, not a scan per handle. */
 static const altar_k8s_job_info_t *find_job(const altar_k8s_job_info_t *jobs, size_t n, const char *name) {
-  for (size_t i = 0; name && i < n; i++)
-    if (jobs[i].name && !strcmp(jobs[i].name, name)) return &jobs[i];
-  return NULL;
+  if (!name || !n) return NULL;
+  altar_k8s_job_info_t key = {.name = (char *)name};
+  const altar_k8s_job_info_t *j = bsearch(&key, jobs, n, sizeof *jobs, by_name);
+  return j && j->name ? j : NULL;
 }
 
 altar_k8s_watch_t *altar__k8s_watch_get(altar_k8s_t *k) {
@@ -160,6 +167,7 @@ static int poll_listed(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar
   size_t njobs = 0;
   int rc = altar_k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
   if (rc) return rc;
+  if (njobs) qsort(jobs, njobs, sizeof *jobs, by_name);
   bool any_pending = false;
   for (size_t i = 0; i < n && !any_pending; i++) {
     const altar_k8s_job_info_t *job = find_job(jobs, njobs, hs[i].external_id);
@@ -273,7 +281,8 @@ int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err
         rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
         break;
       }
-      int64_t active = w ? altar_k8s_watch_active(w, want) : 0;
+      /* A create on its way counts before the watch reports its Job. */
+      int64_t active = (w ? altar_k8s_watch_active(w, want) : 0) + altar__k8s_inflight_in_pool(k, w, want);
       for (size_t j = 0; j < njobs; j++) {
         const char *pool = altar_strmap_get(&jobs[j].labels, ALTAR_K8S_POOL_LABEL);
         if (pool && !strcmp(pool, want) &&

@@ -109,9 +109,15 @@ static int create_settled(altar_k8s_t *k, const json_t *manifest, const char *na
   return rc;
 }
 
+/* The altar.dev/pool label of a rendered manifest, or NULL. */
+static const char *pool_label(const json_t *manifest) {
+  return json_string_value(json_object_get(json_object_get(json_object_get(manifest, "metadata"), "labels"),
+                                           ALTAR_K8S_POOL_LABEL));
+}
+
 /* Tells the watch about a Job this process made or adopted. */
-static void note(altar_k8s_t *k, const char *name, const char *uid) {
-  if (k->watch && uid && *uid) altar_k8s_watch_note(k->watch, name, uid, ALTAR_STATE_PENDING);
+static void note(altar_k8s_t *k, const char *name, const char *uid, const json_t *manifest) {
+  if (k->watch && uid && *uid) altar_k8s_watch_note(k->watch, name, uid, pool_label(manifest), ALTAR_STATE_PENDING);
 }
 
 int altar_k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
@@ -126,7 +132,7 @@ int altar_k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *p
   rc = name_digest(manifest, &name, &digest, err);
   if (!rc) rc = create_settled(k, manifest, name, digest, true, &got, uid, err);
   if (!rc) {
-    note(k, got, uid);
+    note(k, got, uid, manifest);
     rc = handle_for(spec, got, ph, err);
   }
   free(got);
@@ -156,6 +162,20 @@ void altar__k8s_inflight_clear(altar_k8s_t *k) {
 
 size_t altar_k8s_submits_in_flight(const altar_k8s_t *k) { return k->n_inflight; }
 
+int64_t altar__k8s_inflight_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool) {
+  int64_t n = 0;
+  for (size_t i = 0; i < k->n_inflight; i++) {
+    const char *p = pool_label(k->inflight[i].manifest);
+    if (!p || strcmp(p, pool)) continue;
+    /* Its watch event may come before its answer: then the watch counts it. */
+    altar_k8s_watch_view_t v = {0};
+    const char *name = k->inflight[i].name;
+    if (w) altar_k8s_watch_lookup(w, &name, 1, &v);
+    n += !(v.seen == ALTAR_K8S_SEEN_LIVE && (v.state == ALTAR_STATE_PENDING || v.state == ALTAR_STATE_RUNNING));
+  }
+  return n;
+}
+
 /* Remembers a refused create for poll to report. */
 static void refused(altar_k8s_t *k, const char *name, int rc, const char *msg) {
   char text[ALTAR_ERRMSG_MAX + 16];
@@ -173,7 +193,7 @@ static void absorb(altar_k8s_t *k, altar_k8s_create_done_t *d) {
   }
   struct altar__k8s_inflight *f = &k->inflight[i];
   if (d->rc == ALTAR_OK) {
-    note(k, d->name, d->uid);
+    note(k, d->name, d->uid, f->manifest);
     altar_strmap_remove(&k->outcome, f->name);
   } else if (d->rc == ALTAR_EJOBEXISTS) {
     char *got = NULL, uid[40];
@@ -181,7 +201,7 @@ static void absorb(altar_k8s_t *k, altar_k8s_create_done_t *d) {
     int rc = create_settled(k, f->manifest, f->name, f->digest, false, &got, uid, &e);
     if (rc) refused(k, f->name, rc, e.msg);
     else {
-      note(k, got, uid);
+      note(k, got, uid, f->manifest);
       altar_strmap_remove(&k->outcome, f->name);
     }
     free(got);

@@ -1,11 +1,18 @@
 /* The Job watch: list once, then watch from the list's resourceVersion on a
  * thread of its own, so the API server never finds altar a slow reader and
  * poll answers from memory. A dropped connection resumes from the last
- * version seen (bookmarks keep it fresh while nothing changes); only an
- * expired version (410 Gone) costs a new list. Every byte of the stream is
- * untrusted: lines are bounded, events validated, and a bad one skipped. */
+ * version seen (bookmarks keep it fresh while nothing changes); an expired
+ * version (410 Gone) costs a new list, and so do repeated failures of any
+ * other kind, since a server that keeps refusing may have lost what we
+ * would resume from. A deleted Job stays in the map as a tombstone for
+ * TOMBSTONE_TTL_S (poll reports it container_missing), then leaves it.
+ * Every byte of the stream is untrusted: lines are bounded, events
+ * validated, and a bad one skipped. */
 #include "k8s_http_int.h"
 #include "k8s_jobmap.h"
+#include "k8s_json_trim.h"
+
+#include "altar/grow.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -22,6 +29,24 @@
 #define WATCH_BACKOFF_FIRST_MS 200
 #define WATCH_BACKOFF_MAX_MS 5000
 #define RV_MAX 64
+/* Failed watch requests in a row (refused, reset, 5xx: anything but a
+ * clean end or 410) after which the watch lists again. */
+#define WATCH_FAILS_BEFORE_RELIST 3
+/* How long a deleted Job's entry stays: long past any poll of it; after
+ * that a poll of the name costs one GET, which also says it is gone. */
+#define TOMBSTONE_TTL_S 300.0
+
+/* Active (pending or running) Jobs of one altar.dev/pool label. */
+typedef struct pool_count {
+  char label[ALTAR_K8S_LABEL_MAX];
+  int64_t n;
+} pool_count_t;
+
+/* A deleted Job's name and when, oldest first. */
+typedef struct tombstone {
+  char *name;
+  double at;
+} tombstone_t;
 
 struct altar_k8s_watch {
   altar__k8s_http_t *rt;
@@ -31,6 +56,12 @@ struct altar_k8s_watch {
   pthread_mutex_t mu; /* everything below but the stream state */
   pthread_cond_t cv;  /* map changes, stop */
   altar__k8s_jobmap_t map;
+  uint32_t list_epoch;
+  pool_count_t *pools; /* a handful: one per pool label seen */
+  size_t npools, cap_pools;
+  tombstone_t *tombs; /* a queue: [tomb_head, ntombs) */
+  size_t tomb_head, ntombs, cap_tombs;
+  double tombstone_ttl_s;
   bool synced;
   uint64_t gen;
   altar_k8s_watch_stats_t stats;
@@ -41,6 +72,7 @@ struct altar_k8s_watch {
   char rv[RV_MAX];
   altar_buf_t line;
   bool expired, ended, bad_stream;
+  bool got_line; /* the request delivered an event or a bookmark */
 };
 
 static bool rv_ok(const char *s) {
@@ -69,6 +101,63 @@ static void changed_locked(altar_k8s_watch_t *w) {
   pthread_cond_broadcast(&w->cv);
 }
 
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static bool active(const altar__k8s_jobent_t *e) {
+  return e->seen == ALTAR_K8S_SEEN_LIVE && (e->state == ALTAR_STATE_PENDING || e->state == ALTAR_STATE_RUNNING);
+}
+
+/* Adds delta to e's pool's active count when e is active: called with -1
+ * before an entry changes and +1 after, so capacity reads a count rather
+ * than scanning every Job. A new label that cannot be stored (out of
+ * memory) is not counted. */
+static void count(altar_k8s_watch_t *w, const altar__k8s_jobent_t *e, int delta) {
+  if (!e || !active(e)) return;
+  size_t i = 0;
+  while (i < w->npools && strcmp(w->pools[i].label, e->pool)) i++;
+  if (i == w->npools) {
+    if (delta < 0 || ALTAR_GROW(w->pools, w->cap_pools, w->npools + 1)) return;
+    memset(&w->pools[i], 0, sizeof w->pools[i]);
+    memcpy(w->pools[i].label, e->pool, sizeof w->pools[i].label);
+    w->npools++;
+  }
+  w->pools[i].n += delta;
+}
+
+/* Marks e deleted now and queues its tombstone. */
+static void bury(altar_k8s_watch_t *w, altar__k8s_jobent_t *e) {
+  e->seen = ALTAR_K8S_SEEN_DELETED;
+  e->deleted_at = mono_s();
+  if (w->tomb_head > 0 && w->tomb_head + w->ntombs == w->cap_tombs) {
+    memmove(w->tombs, w->tombs + w->tomb_head, w->ntombs * sizeof *w->tombs);
+    w->tomb_head = 0;
+  }
+  char *name = strdup(e->name);
+  if (!name || ALTAR_GROW(w->tombs, w->cap_tombs, w->tomb_head + w->ntombs + 1)) {
+    free(name); /* out of memory: the entry stays, as it did before removal existed */
+    return;
+  }
+  w->tombs[w->tomb_head + w->ntombs++] = (tombstone_t){name, e->deleted_at};
+}
+
+/* Drops the entries of Jobs deleted more than the TTL ago. A name made
+ * live again since keeps its entry (its deleted_at no longer matches). */
+static void prune_locked(altar_k8s_watch_t *w, double now) {
+  while (w->ntombs && w->tombs[w->tomb_head].at <= now - w->tombstone_ttl_s) {
+    tombstone_t *t = &w->tombs[w->tomb_head];
+    altar__k8s_jobent_t *e = altar__k8s_jobmap_get(&w->map, t->name);
+    if (e && e->seen == ALTAR_K8S_SEEN_DELETED && e->deleted_at == t->at) altar__k8s_jobmap_remove(&w->map, t->name);
+    free(t->name);
+    w->tomb_head++;
+    w->ntombs--;
+  }
+  if (!w->ntombs) w->tomb_head = 0;
+}
+
 /* Applies one Job object (from a list page or an event). false when the
  * object is malformed. */
 static bool apply(altar_k8s_watch_t *w, const json_t *job, bool deleted, bool listing) {
@@ -90,18 +179,22 @@ static bool apply(altar_k8s_watch_t *w, const json_t *job, bool deleted, bool li
   if (!e) e = altar__k8s_jobmap_put(&w->map, name);
   if (e) {
     bool differs = e->seen != seen || e->state != state || strcmp(e->uid, uid);
+    count(w, e, -1);
     memcpy(e->uid, uid, strlen(uid) + 1);
     snprintf(e->pool, sizeof e->pool, "%s", pool ? pool : "");
     e->state = state;
+    if (deleted && e->seen != ALTAR_K8S_SEEN_DELETED) bury(w, e);
     e->seen = seen;
     e->confirmed = true;
-    if (listing) e->listed = true;
+    count(w, e, +1);
+    if (listing) e->listed = w->list_epoch;
     if (!listing) {
       w->stats.events++;
       if (deleted) w->stats.deleted++;
     }
     if (differs) changed_locked(w);
   }
+  prune_locked(w, mono_s());
   pthread_mutex_unlock(&w->mu);
   return e != NULL;
 }
@@ -132,7 +225,7 @@ static int on_page(void *ctx, const json_t *list, altar_error_t *err) {
 
 static int list_all(altar_k8s_watch_t *w, altar_error_t *err) {
   pthread_mutex_lock(&w->mu);
-  for (size_t i = 0; i < w->map.cap; i++) w->map.slots[i].listed = false;
+  if (++w->list_epoch == 0) w->list_epoch = 1; /* 0 is "never listed" */
   pthread_mutex_unlock(&w->mu);
   char coll[400], what[300];
   snprintf(coll, sizeof coll, "/apis/batch/v1/namespaces/%s/jobs", w->ns);
@@ -145,7 +238,10 @@ static int list_all(altar_k8s_watch_t *w, altar_error_t *err) {
   /* A Job the consistent list lacks was deleted while nobody watched. */
   for (size_t i = 0; i < w->map.cap; i++) {
     altar__k8s_jobent_t *e = &w->map.slots[i];
-    if (e->name && e->confirmed && !e->listed && e->seen == ALTAR_K8S_SEEN_LIVE) e->seen = ALTAR_K8S_SEEN_DELETED;
+    if (e->name && e->confirmed && e->listed != w->list_epoch && e->seen == ALTAR_K8S_SEEN_LIVE) {
+      count(w, e, -1);
+      bury(w, e);
+    }
   }
   w->stats.lists++;
   w->synced = true;
@@ -158,7 +254,8 @@ static int list_all(altar_k8s_watch_t *w, altar_error_t *err) {
 /* ---- the stream ---- */
 
 /* One line of the stream: {"type": …, "object": …}. */
-static void on_line(altar_k8s_watch_t *w, const char *p, size_t n) {
+static void on_line(altar_k8s_watch_t *w, char *p, size_t n) {
+  n = altar__k8s_json_drop_member(p, n, "managedFields"); /* never read; skipped as text */
   json_t *ev = json_loadb(p, n, 0, NULL);
   const char *type = json_string_value(json_object_get(ev, "type"));
   const json_t *obj = json_object_get(ev, "object");
@@ -176,6 +273,7 @@ static void on_line(altar_k8s_watch_t *w, const char *p, size_t n) {
     if (!bookmark && !deleted && strcmp(type, "ADDED") && strcmp(type, "MODIFIED")) ok = false;
     else if (!bookmark) ok = apply(w, obj, deleted, false);
     if (ok && rv_ok(rv)) memcpy(w->rv, rv, strlen(rv) + 1);
+    if (ok) w->got_line = true; /* a working stream (an ERROR line is no sign of one) */
     if (ok && bookmark) {
       pthread_mutex_lock(&w->mu);
       w->stats.bookmarks++;
@@ -243,7 +341,7 @@ static int watch_once(altar_k8s_watch_t *w, altar_error_t *err) {
            w->rt->cfg.server, w->ns, w->rv, WATCH_TIMEOUT_S, esel ? "&labelSelector=" : "", esel ? esel : "");
   curl_free(esel);
   altar_buf_reset(&w->line);
-  w->expired = w->ended = w->bad_stream = false;
+  w->expired = w->ended = w->bad_stream = w->got_line = false;
   altar__k8s_resp_t r = {.retry_after_s = -1, .max = 64u << 10};
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
@@ -308,6 +406,7 @@ static void *run(void *ud) {
   altar_k8s_watch_t *w = ud;
   bool need_list = true;
   long backoff = WATCH_BACKOFF_FIRST_MS;
+  int fails = 0; /* failed watch requests in a row */
   while (!atomic_load(&w->stop)) {
     altar_error_t err = {0};
     if (need_list) {
@@ -317,6 +416,7 @@ static void *run(void *ud) {
         continue;
       }
       need_list = false;
+      fails = 0;
     } else {
       pthread_mutex_lock(&w->mu);
       w->stats.reconnects++;
@@ -331,12 +431,20 @@ static void *run(void *ud) {
     }
     if (w->expired) w->stats.expired++;
     pthread_mutex_unlock(&w->mu);
+    /* A request that delivered events was a working watch, whatever ended it. */
+    fails = rc && !w->got_line ? fails + 1 : 0;
     if (w->expired) {
       need_list = true;
       backoff = WATCH_BACKOFF_FIRST_MS;
     } else if (rc) {
       pause_ms(w, backoff);
       backoff = backoff * 2 < WATCH_BACKOFF_MAX_MS ? backoff * 2 : WATCH_BACKOFF_MAX_MS;
+      if (fails >= WATCH_FAILS_BEFORE_RELIST) {
+        need_list = true;
+        pthread_mutex_lock(&w->mu);
+        w->stats.failure_lists++;
+        pthread_mutex_unlock(&w->mu);
+      }
     } else {
       backoff = WATCH_BACKOFF_FIRST_MS;
     }
@@ -354,6 +462,7 @@ int altar__k8s_watch_open(altar__k8s_http_t *rt, const char *ns, const char *sel
     return altar_error_set(err, ALTAR_ENOMEM, "watch jobs: out of memory");
   }
   w->rt = rt;
+  w->tombstone_ttl_s = TOMBSTONE_TTL_S;
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   atomic_init(&w->stop, false);
@@ -375,6 +484,9 @@ void altar_k8s_watch_close(altar_k8s_watch_t *w) {
   pthread_mutex_unlock(&w->mu);
   if (w->started) pthread_join(w->thread, NULL);
   altar__k8s_jobmap_clear(&w->map);
+  for (size_t i = 0; i < w->ntombs; i++) free(w->tombs[w->tomb_head + i].name);
+  free(w->tombs);
+  free(w->pools);
   altar_buf_free(&w->line);
   pthread_cond_destroy(&w->cv);
   pthread_mutex_destroy(&w->mu);
@@ -400,8 +512,10 @@ void altar_k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size
   pthread_mutex_unlock(&w->mu);
 }
 
-int altar_k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid, altar_state_t state) {
+int altar_k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid, const char *pool,
+                         altar_state_t state) {
   if (!name_ok(name) || !uid || !*uid || strlen(uid) >= ALTAR_K8S_UID_MAX) return ALTAR_EINVAL;
+  if (pool && strlen(pool) >= ALTAR_K8S_LABEL_MAX) pool = NULL;
   pthread_mutex_lock(&w->mu);
   altar__k8s_jobent_t *e = altar__k8s_jobmap_get(&w->map, name);
   int rc = ALTAR_OK;
@@ -409,11 +523,13 @@ int altar_k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid
     if (!e) e = altar__k8s_jobmap_put(&w->map, name);
     if (!e) rc = ALTAR_ENOMEM;
     else {
+      count(w, e, -1);
       memcpy(e->uid, uid, strlen(uid) + 1);
       e->state = state;
       e->seen = ALTAR_K8S_SEEN_LIVE;
       e->confirmed = false;
-      e->pool[0] = '\0';
+      snprintf(e->pool, sizeof e->pool, "%s", pool ? pool : "");
+      count(w, e, +1);
       changed_locked(w);
     }
   }
@@ -450,12 +566,15 @@ int altar_k8s_watch_wait(altar_k8s_watch_t *w, uint64_t *pgen, int timeout_ms) {
 int64_t altar_k8s_watch_active(altar_k8s_watch_t *w, const char *pool_label) {
   int64_t n = 0;
   pthread_mutex_lock(&w->mu);
-  for (size_t i = 0; i < w->map.cap; i++) {
-    const altar__k8s_jobent_t *e = &w->map.slots[i];
-    if (e->name && e->seen == ALTAR_K8S_SEEN_LIVE && !strcmp(e->pool, pool_label) &&
-        (e->state == ALTAR_STATE_PENDING || e->state == ALTAR_STATE_RUNNING))
-      n++;
-  }
+  for (size_t i = 0; i < w->npools; i++)
+    if (!strcmp(w->pools[i].label, pool_label)) n = w->pools[i].n;
+  pthread_mutex_unlock(&w->mu);
+  return n;
+}
+
+size_t altar_k8s_watch_size(altar_k8s_watch_t *w) {
+  pthread_mutex_lock(&w->mu);
+  size_t n = w->map.n;
   pthread_mutex_unlock(&w->mu);
   return n;
 }
@@ -474,7 +593,15 @@ altar_k8s_watch_t *altar__k8s_watch_test_new(void) {
   atomic_init(&w->stop, false);
   atomic_init(&w->drop, false);
   w->synced = true;
+  w->tombstone_ttl_s = TOMBSTONE_TTL_S;
   return w;
+}
+
+void altar__k8s_watch_test_tombstone_ttl(altar_k8s_watch_t *w, double seconds) {
+  pthread_mutex_lock(&w->mu);
+  w->tombstone_ttl_s = seconds;
+  prune_locked(w, mono_s());
+  pthread_mutex_unlock(&w->mu);
 }
 
 int altar__k8s_watch_test_feed(altar_k8s_watch_t *w, const char *p, size_t n, bool *pexpired) {

@@ -5,8 +5,10 @@
  *
  * Per count N, two rows:
  *   altar   N Jobs through altar_k8s_submit_start with `--window W` creates
- *           in flight on one HTTP/2 connection, polled every 200 ms as a
- *           worker does (poll answers from the Job watch)
+ *           in flight on one HTTP/2 connection, polled as the worker's
+ *           loop does: every 200 ms, and, once all are submitted, at once
+ *           on a turn (50 ms) when wait_change says the watch saw a change
+ *           (poll answers from the Job watch)
  *   curl    the same N manifests (rendered by altar) POSTed by the curl
  *           program, one connection, --parallel-max W; completions seen by
  *           a bare watch (altar's watch object, woken on every event)
@@ -24,6 +26,7 @@
  * Needs ALTAR_K8S_DIR (default ${TMPDIR:-/tmp}/altar-k8s-16443). */
 #include "altar/buf.h"
 #include "backends/k8s_api.h"
+#include "backends/k8s_json_trim.h"
 
 #include <curl/curl.h>
 #include <math.h>
@@ -37,6 +40,8 @@
 
 #define NS "altar-bench"
 #define GROUP 5
+/* The worker's longest wait for a record in one turn (worker/worker.c). */
+#define TURN_S 0.05
 
 static char kdir[1024];
 static char port[16] = "16443";
@@ -149,6 +154,31 @@ static int completion_times(altar_handle_t *hs, size_t n, double *pdone) {
   return 0;
 }
 
+/* The pages of a list of every Job in NS, as the server sends them. */
+static size_t fetch_pages(char **pages, size_t max) {
+  char cont[4096] = "";
+  size_t n = 0;
+  while (n < max) {
+    char path[4400];
+    snprintf(path, sizeof path, "/apis/batch/v1/namespaces/" NS "/jobs?limit=500%s%s", cont[0] ? "&continue=" : "",
+             cont);
+    char *body = kube("GET", path, NULL, NULL);
+    json_t *list = body ? json_loads(body, 0, NULL) : NULL;
+    if (!list) {
+      free(body);
+      break;
+    }
+    pages[n++] = body;
+    const char *next = json_string_value(json_object_get(json_object_get(list, "metadata"), "continue"));
+    char *e = next && *next ? curl_easy_escape(NULL, next, 0) : NULL;
+    snprintf(cont, sizeof cont, "%s", e ? e : "");
+    curl_free(e);
+    json_decref(list);
+    if (!cont[0]) break;
+  }
+  return n;
+}
+
 typedef struct result {
   size_t n;
   double submit_per_s, e2e_per_s;
@@ -156,6 +186,12 @@ typedef struct result {
   double delay_median, delay_p95;
   size_t succeeded;
   long starved;
+  size_t polls, woken; /* altar: polls, and those wait_change asked for */
+  /* A list of all N Jobs as the server sends it, decoded whole and with
+   * managedFields skipped as text first (as the backend does): bytes and
+   * ms for every page, median of a few decodes. */
+  size_t list_bytes, list_trimmed_bytes;
+  double decode_ms, decode_trim_ms;
 } result_t;
 
 static int window = 16;
@@ -253,7 +289,14 @@ static void delays(const char *const *names, size_t n, const double *seen, resul
   free(done);
 }
 
-/* altar: pipelined submits, a poll every 200 ms as a worker's loop. */
+/* Decoding a list of every Job, whole and trimmed (the same copy work in
+ * both, so the difference is the parse alone). */
+static void decode_cost(struct result *res);
+
+/* altar: pipelined submits and the worker's loop: turns of TURN_S (its
+ * wait for a record); once every Job is submitted (no record left to read)
+ * each turn asks wait_change without blocking and polls when it says
+ * something changed; otherwise a poll every 200 ms. */
 static int run_altar(size_t n, result_t *res) {
   memset(res, 0, sizeof *res);
   res->n = n;
@@ -273,9 +316,9 @@ static int run_altar(size_t n, result_t *res) {
   snprintf(run, sizeof run, "bench-%zu-%ld", n, (long)time(NULL));
   for (size_t i = 0; i < n; i++) seen[i] = NAN;
   size_t submitted = 0, finished = 0, nfull = 0;
-  double t0 = now_mono(), submit_end = NAN, next_poll = t0 + 0.2, give_up = t0 + 1800;
+  double t0 = now_mono(), submit_end = NAN, next_poll = t0 + 0.2, next_turn = t0 + TURN_S, give_up = t0 + 1800;
   while (!rc && finished < n) {
-    while (!rc && submitted < n && now_mono() < next_poll) {
+    while (!rc && submitted < n && now_mono() < next_turn) {
       altar_spec_t *s = bench_spec(run, submitted);
       altar_error_t err = {0};
       rc = altar_k8s_submit_start(k, s, &hs[submitted], &err);
@@ -289,9 +332,17 @@ static int run_altar(size_t n, result_t *res) {
       submit_end = now_mono();
     }
     double now = now_mono();
-    if (now < next_poll) usleep((useconds_t)((next_poll - now) * 1e6));
-    next_poll = now_mono() + 0.2;
+    if (now < next_turn) usleep((useconds_t)((next_turn - now) * 1e6));
+    next_turn = now_mono() + TURN_S;
     if (rc || !submitted) break;
+    /* The worker asks only on a turn that read no record: while Jobs are
+     * still being submitted it polls at the interval, as the worker does
+     * while records keep coming; after, at once when something changed. */
+    bool woke = submitted == n && altar_k8s_wait_change(k, 0) == 1;
+    if (!woke && now_mono() < next_poll) continue;
+    if (woke) res->woken++;
+    next_poll = now_mono() + 0.2;
+    res->polls++;
     double a = now_mono();
     altar_error_t err = {0};
     rc = altar_k8s_poll(k, hs, submitted, st, &err);
@@ -324,6 +375,7 @@ static int run_altar(size_t n, result_t *res) {
   res->starved = starved_lines() - starved0;
   for (size_t i = 0; i < n; i++) names[i] = hs[i].external_id;
   if (!rc) delays(names, n, seen, res);
+  if (!rc) decode_cost(res);
   for (size_t i = 0; hs && i < n; i++) altar_handle_clear(&hs[i]);
   free(hs);
   free(st);
@@ -443,10 +495,50 @@ static int run_curl(size_t n, result_t *res) {
   return rc;
 }
 
+static void decode_cost(result_t *res) {
+  char *pages[400];
+  size_t np = fetch_pages(pages, sizeof pages / sizeof *pages);
+  size_t biggest = 0;
+  for (size_t i = 0; i < np; i++) {
+    size_t l = strlen(pages[i]);
+    res->list_bytes += l;
+    if (l > biggest) biggest = l;
+  }
+  char *copy = malloc(biggest + 1);
+  double whole[5], trim[5];
+  for (int rep = 0; copy && rep < 5; rep++) {
+    for (int mode = 0; mode < 2; mode++) {
+      double t = now_mono();
+      size_t bytes = 0;
+      for (size_t i = 0; i < np; i++) {
+        size_t l = strlen(pages[i]);
+        memcpy(copy, pages[i], l);
+        if (mode) l = altar__k8s_json_drop_member(copy, l, "managedFields");
+        bytes += l;
+        json_t *v = json_loadb(copy, l, 0, NULL);
+        if (!v) bytes = 0;
+        json_decref(v);
+      }
+      double ms = (now_mono() - t) * 1000.0;
+      if (mode) {
+        trim[rep] = ms;
+        res->list_trimmed_bytes = bytes;
+      } else {
+        whole[rep] = ms;
+      }
+    }
+  }
+  res->decode_ms = copy ? pct(whole, 5, 0.5) : NAN;
+  res->decode_trim_ms = copy ? pct(trim, 5, 0.5) : NAN;
+  free(copy);
+  for (size_t i = 0; i < np; i++) free(pages[i]);
+}
+
 static void print_row(const char *who, const result_t *r, double secs) {
-  printf("%7zu %-6s %6d %10.1f %9.1f %9.1f %10.2f %10.2f %9zu %8ld   (%.0f s)\n", r->n, who, window,
-         r->submit_per_s, r->e2e_per_s, r->tick_ms_median, r->delay_median, r->delay_p95, r->succeeded, r->starved,
-         secs);
+  printf("%7zu %-6s %6d %10.1f %9.1f %9.1f %10.2f %10.2f %9zu %8ld   (%.0f s", r->n, who, window, r->submit_per_s,
+         r->e2e_per_s, r->tick_ms_median, r->delay_median, r->delay_p95, r->succeeded, r->starved, secs);
+  if (r->polls) printf("; %zu polls, %zu on a change", r->polls, r->woken);
+  printf(")\n");
   fflush(stdout);
 }
 
@@ -501,6 +593,11 @@ int main(int argc, char **argv) {
     }
   }
   clear_namespace();
+  printf("\nlisting every Job (pages of 500, as served): decode whole / managedFields skipped first\n%7s %12s %12s %10s %10s\n",
+         "jobs", "bytes", "trimmed", "ms whole", "ms trim");
+  for (size_t i = 0; i < nc; i++)
+    printf("%7zu %12zu %12zu %10.1f %10.1f\n", a[i].n, a[i].list_bytes, a[i].list_trimmed_bytes, a[i].decode_ms,
+           a[i].decode_trim_ms);
   if (with_curl) {
     printf("\naltar / curl (same run, same window):\n%7s %10s %10s %12s\n", "jobs", "submit", "e2e", "delay med");
     for (size_t i = 0; i < nc; i++)

@@ -1693,6 +1693,10 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
     } else if (rc != ALTAR_OK) {
       consume_failed(&w, &e);
     }
+    /* A quiet turn with tasks out: ask (without blocking) whether one
+     * changed, so a completion is polled within this turn's wait rather
+     * than the rest of the interval (a watch-fed backend knows at once). */
+    if (!got_job && !w.paused && w.n_tasks && altar_backend_wait_change(o->backend, 0) == 1) next_poll = mono_ms();
     if (mono_ms() >= next_poll) {
       poll_tasks(&w, -1, NULL);
       refresh_capacity(&w);

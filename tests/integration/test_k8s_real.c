@@ -1067,6 +1067,70 @@ static void test_watch_deleted_by_other(void) {
   altar_k8s_free(k);
 }
 
+/* Free slots of pool normal (ceiling 1000) as capacity reports them. */
+static int64_t free_normal(altar_k8s_t *k) {
+  altar_capacity_t cap;
+  altar_capacity_init(&cap);
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, &err), 0);
+  altar_resources_t cpu = {0};
+  int64_t n = altar_capacity_free_for(&cap, &cpu);
+  altar_capacity_clear(&cap);
+  return n;
+}
+
+/* A create in flight takes its slot at once: after each submit_start the
+ * free slots are one fewer, whether the create is still on its way, has
+ * been answered, or its Job is already watched (never counted twice). */
+static void test_capacity_counts_in_flight(void) {
+  altar_k8s_pool_t pools[1];
+  memset(pools, 0, sizeof pools);
+  pools[0].name = "normal";
+  pools[0].max_slots = 1000;
+  kopts_t o = {.pools = pools, .n_pools = 1, .submit_window = 16};
+  altar_k8s_t *k = make_k8s(&o);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+  wait_synced(k);
+  int64_t base = free_normal(k); /* Jobs of earlier tests may still hold slots */
+  enum { N = 40 };
+  altar_handle_t hs[N];
+  memset(hs, 0, sizeof hs);
+  size_t max_flight = 0, mismatches = 0;
+  for (int i = 0; i < N; i++) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "cap-%d", i);
+    altar_spec_t *s = spec_named("k8s-capacity", tag);
+    altar_spec_set_label(s, L_HOLD, "true"); /* runs until deleted: keeps its slot */
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL(altar_k8s_submit_start(k, s, &hs[i], &err), 0);
+    altar_spec_free(s);
+    if (altar_k8s_submits_in_flight(k) > max_flight) max_flight = altar_k8s_submits_in_flight(k);
+    int64_t f = free_normal(k);
+    if (f != base - (i + 1)) {
+      fprintf(stderr, "  after %d submits: %lld free, want %lld (%zu in flight)\n", i + 1, (long long)f,
+              (long long)(base - (i + 1)), altar_k8s_submits_in_flight(k));
+      mismatches++;
+    }
+  }
+  fprintf(stderr, "  up to %zu creates in flight\n", max_flight);
+  CU_ASSERT(max_flight > 1); /* some were counted while on their way */
+  CU_ASSERT_EQUAL(mismatches, 0);
+  /* Every create answered and every Job watched: still N taken. */
+  while (altar_k8s_submits_in_flight(k)) altar_k8s_submit_drive(k, 200);
+  CU_ASSERT_EQUAL(wait_state(k, &hs[N - 1], ALTAR_STATE_RUNNING), 0);
+  CU_ASSERT_EQUAL(free_normal(k), base - N);
+  /* Cancelled: the slots come back as the watch reports the deletions. */
+  for (int i = 0; i < N; i++) {
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL(altar_k8s_cancel(k, &hs[i], &err), 0);
+  }
+  int64_t f = 0;
+  for (int i = 0; i < 600 && (f = free_normal(k)) != base; i++) sleep_ms(100);
+  CU_ASSERT_EQUAL(f, base);
+  for (int i = 0; i < N; i++) altar_handle_clear(&hs[i]);
+  altar_k8s_free(k);
+}
+
 /* ---- main ---- */
 
 static int clean_namespace(void) {
@@ -1079,6 +1143,7 @@ static int clean_namespace(void) {
 
 static void add_watch_suite(void) {
   ALTAR_SUITE("k8s-watch", NULL, NULL);
+  ALTAR_TEST(test_capacity_counts_in_flight);
   ALTAR_TEST(test_many_in_flight);
   ALTAR_TEST(test_watch_deleted_by_other);
   ALTAR_TEST(test_watch_survives_apiserver_restart);

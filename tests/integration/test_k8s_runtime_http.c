@@ -543,6 +543,49 @@ static void test_kubeconfig_errors(void) {
   free(path);
 }
 
+/* A watch that keeps failing without a 410 (503 on every reconnect) lists
+ * again after a few tries, and so learns of a change no event ever told
+ * (the stand-in's "jobs" control rewrites a Job without recording one, as
+ * a server that lost its history would). */
+static void test_watch_relists_after_failures(void) {
+  ctl0("reset", NULL);
+  altar_k8s_runtime_t *rt = runtime_for(AUTH_TOKEN, 3, 0);
+  altar_error_t err = {0};
+  json_t *m = job_manifest("wf-1", "x");
+  char *name = NULL;
+  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
+  free(name);
+  json_decref(m);
+  altar_k8s_watch_t *w = NULL;
+  CU_ASSERT_EQUAL_FATAL(altar_k8s_runtime_watch_open(rt, "default", "altar.dev/managed=true", &w, &err), 0);
+  CU_ASSERT_TRUE(watch_until(w, "wf-1", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_PENDING));
+  altar_k8s_watch_stats_t before, st;
+  altar_k8s_watch_stats(w, &before);
+  CU_ASSERT_EQUAL(before.failure_lists, 0);
+  /* The open watch goes quiet; the Job finishes where no event says so. */
+  ctl0("hold", NULL);
+  json_t *job = ctl("job", json_pack("{s:s, s:s}", "namespace", "default", "name", "wf-1"));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(json_object_get(job, "metadata"));
+  json_object_set_new(job, "status", json_loads("{\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]}", 0, NULL));
+  ctl0("jobs", json_pack("{s:s, s:O}", "namespace", "default", "job", job));
+  json_decref(job);
+  /* Every reconnect from now on is refused with a 503, three times. */
+  ctl0("fail", json_pack("{s:i, s:i}", "code", 503, "count", 3));
+  ctl0("hangup", NULL);
+  CU_ASSERT_TRUE(watch_until(w, "wf-1", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_SUCCEEDED));
+  altar_k8s_watch_stats(w, &st);
+  fprintf(stderr, "  watch: lists %llu (before %llu), failure lists %llu, expired %llu, reconnects %llu\n",
+          (unsigned long long)st.lists, (unsigned long long)before.lists, (unsigned long long)st.failure_lists,
+          (unsigned long long)st.expired, (unsigned long long)st.reconnects);
+  CU_ASSERT_EQUAL(st.failure_lists, 1);
+  CU_ASSERT_EQUAL(st.lists, before.lists + 1);
+  CU_ASSERT_EQUAL(st.expired, before.expired); /* no 410 was ever sent */
+  CU_ASSERT(st.reconnects >= before.reconnects + 3);
+  altar_k8s_watch_close(w);
+  ctl0("reset", NULL);
+  altar_k8s_runtime_free(rt);
+}
+
 
 static void add(void) {
   ALTAR_SUITE("k8s_runtime_http", suite_init, suite_clean);
@@ -550,6 +593,7 @@ static void add(void) {
   ALTAR_TEST(test_retries);
   ALTAR_TEST(test_multi_creates);
   ALTAR_TEST(test_watch_thread);
+  ALTAR_TEST(test_watch_relists_after_failures);
   ALTAR_TEST(test_timeout);
   ALTAR_TEST(test_kubeconfig_errors);
 }

@@ -130,7 +130,7 @@ static void test_note_beats_late_events(void) {
   CU_ASSERT_EQUAL(feed(w, old_done, &expired), 0);
   CU_ASSERT_EQUAL(view(w, "job-c").state, ALTAR_STATE_SUCCEEDED);
   /* Replaced: our new Job B of the same name. */
-  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "job-c", UID_B, ALTAR_STATE_PENDING), 0);
+  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "job-c", UID_B, "normal", ALTAR_STATE_PENDING), 0);
   CU_ASSERT_EQUAL(view(w, "job-c").state, ALTAR_STATE_PENDING);
   char *old_again = event("MODIFIED", "job-c", UID_A, "31",
                           "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
@@ -144,9 +144,9 @@ static void test_note_beats_late_events(void) {
   CU_ASSERT_EQUAL(feed(w, new_run, &expired), 0);
   CU_ASSERT_EQUAL(view(w, "job-c").state, ALTAR_STATE_RUNNING);
   /* A note for the uid the watch already has changes nothing. */
-  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "job-c", UID_B, ALTAR_STATE_PENDING), 0);
+  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "job-c", UID_B, "normal", ALTAR_STATE_PENDING), 0);
   CU_ASSERT_EQUAL(view(w, "job-c").state, ALTAR_STATE_RUNNING);
-  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "Not A Name", UID_B, ALTAR_STATE_PENDING), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "Not A Name", UID_B, "normal", ALTAR_STATE_PENDING), ALTAR_EINVAL);
   free(old_done);
   free(old_again);
   free(old_del);
@@ -180,6 +180,91 @@ static void test_many_jobs(void) {
   altar_k8s_watch_close(w);
 }
 
+/* A deleted Job stays a tombstone (poll says container_missing) until its
+ * TTL, then leaves the map; the name can come back as a new Job. */
+static void test_deleted_entries_leave(void) {
+  altar_k8s_watch_t *w = altar__k8s_watch_test_new();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+  bool expired = false;
+  enum { N = 3000 };
+  for (int i = 0; i < N; i++) {
+    char name[32], uid[48], rv[16];
+    snprintf(name, sizeof name, "gone-%d", i);
+    snprintf(uid, sizeof uid, "%08d-0000-0000-0000-000000000000", i);
+    snprintf(rv, sizeof rv, "%d", 100 + i);
+    char *a = event("ADDED", name, uid, rv, "");
+    CU_ASSERT_EQUAL(feed(w, a, &expired), 0);
+    free(a);
+  }
+  CU_ASSERT_EQUAL(altar_k8s_watch_size(w), N);
+  for (int i = 0; i < N; i += 2) { /* every other one deleted */
+    char name[32], uid[48], rv[16];
+    snprintf(name, sizeof name, "gone-%d", i);
+    snprintf(uid, sizeof uid, "%08d-0000-0000-0000-000000000000", i);
+    snprintf(rv, sizeof rv, "%d", 10000 + i);
+    char *d = event("DELETED", name, uid, rv, "");
+    CU_ASSERT_EQUAL(feed(w, d, &expired), 0);
+    free(d);
+  }
+  /* Within the TTL: still known deleted. */
+  CU_ASSERT_EQUAL(view(w, "gone-0").seen, ALTAR_K8S_SEEN_DELETED);
+  CU_ASSERT_EQUAL(altar_k8s_watch_size(w), N);
+  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), N / 2);
+  /* gone-2 comes back as a new Job of ours before its tombstone expires. */
+  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "gone-2", UID_B, "normal", ALTAR_STATE_PENDING), 0);
+  altar__k8s_watch_test_tombstone_ttl(w, 0);
+  /* Past it: the deleted ones are gone from the map; every other name,
+   * live ones and the one made again, is still found. */
+  CU_ASSERT_EQUAL(altar_k8s_watch_size(w), N / 2 + 1);
+  bool all = true;
+  for (int i = 0; i < N; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "gone-%d", i);
+    altar_k8s_seen_t want = i % 2 || i == 2 ? ALTAR_K8S_SEEN_LIVE : ALTAR_K8S_SEEN_UNKNOWN;
+    if (view(w, name).seen != want) all = false;
+  }
+  CU_ASSERT_TRUE(all);
+  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), N / 2 + 1);
+  /* A name that left can be watched again. */
+  char *again = event("ADDED", "gone-0", UID_A, "20000", "\"active\":1");
+  CU_ASSERT_EQUAL(feed(w, again, &expired), 0);
+  CU_ASSERT_EQUAL(view(w, "gone-0").seen, ALTAR_K8S_SEEN_LIVE);
+  CU_ASSERT_EQUAL(view(w, "gone-0").state, ALTAR_STATE_RUNNING);
+  free(again);
+  altar_k8s_watch_close(w);
+}
+
+/* The per-pool active count follows every change: state, pool label,
+ * deletion, and a create's note before its first event. */
+static void test_active_counts_follow_changes(void) {
+  altar_k8s_watch_t *w = altar__k8s_watch_test_new();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+  bool expired = false;
+  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "job-n", UID_A, "gpu", ALTAR_STATE_PENDING), 0);
+  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "gpu"), 1);
+  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), 0);
+  /* Its first event says pool normal (the label the server holds wins). */
+  char *e1 = event("ADDED", "job-n", UID_A, "40", "\"active\":1");
+  CU_ASSERT_EQUAL(feed(w, e1, &expired), 0);
+  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "gpu"), 0);
+  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), 1);
+  char *e2 = event("MODIFIED", "job-n", UID_A, "41", "\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"}]");
+  CU_ASSERT_EQUAL(feed(w, e2, &expired), 0);
+  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), 0);
+  char *e3 = event("ADDED", "job-m", UID_B, "42", "");
+  char *e4 = event("DELETED", "job-m", UID_B, "43", "");
+  CU_ASSERT_EQUAL(feed(w, e3, &expired), 0);
+  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), 1);
+  CU_ASSERT_EQUAL(feed(w, e4, &expired), 0);
+  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), 0);
+  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "never-seen"), 0);
+  free(e1);
+  free(e2);
+  free(e3);
+  free(e4);
+  altar_k8s_watch_close(w);
+}
+
 static void add_suites(void) {
   ALTAR_SUITE("k8s-watch", NULL, NULL);
   ALTAR_TEST(test_events_and_chunks);
@@ -187,6 +272,8 @@ static void add_suites(void) {
   ALTAR_TEST(test_gone_means_relist);
   ALTAR_TEST(test_note_beats_late_events);
   ALTAR_TEST(test_many_jobs);
+  ALTAR_TEST(test_deleted_entries_leave);
+  ALTAR_TEST(test_active_counts_follow_changes);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add_suites); }

@@ -58,6 +58,7 @@ typedef struct fake {
   size_t stop_after_started;
   int cap_calls, quiet_calls, stop_at_cap_calls;
   const altar_backend_ops_t *ops; /* NULL: fake_ops */
+  int quick_waits; /* with fake_wake_ops: wait_change calls that did not block */
 } fake_t;
 
 static ftask_t *ffind(fake_t *f, const char *id) {
@@ -150,6 +151,26 @@ static const altar_backend_ops_t fake_ops = {
     .submit = fake_submit,
     .poll = fake_poll,
     .cancel = fake_cancel,
+};
+
+/* Says a task may have changed whenever one runs, as a backend fed by a
+ * watch does when its events arrive. */
+static int fake_wait_change(altar_backend_t *be, int timeout_ms) {
+  fake_t *f = altar_backend_impl(be);
+  if (timeout_ms == 0) f->quick_waits++;
+  return f->running > 0 ? 1 : 0;
+}
+
+static const altar_backend_ops_t fake_wake_ops = {
+    .name = "fake",
+    .input_digest_verification = ALTAR_VERIFY_STAGING,
+    .open = fake_open,
+    .close = fake_close,
+    .stage_inputs = fake_stage,
+    .submit = fake_submit,
+    .poll = fake_poll,
+    .cancel = fake_cancel,
+    .wait_change = fake_wait_change,
 };
 
 static int fake_pools(altar_backend_t *be, const char **pnames, size_t max) {
@@ -258,6 +279,7 @@ static void produce_raw(const char *dir, const void *value, size_t len) {
 }
 
 static int lease_timeout_ms; /* 0: the worker's default */
+static int poll_interval_ms = 5;
 
 static int run_worker(altar_transport_t *t, fake_t *f, int64_t slots, int64_t max_jobs, int drain_ms,
                       volatile sig_atomic_t *stop, altar_worker_stats_t *st) {
@@ -269,7 +291,7 @@ static int run_worker(altar_transport_t *t, fake_t *f, int64_t slots, int64_t ma
       .topics = &topics,
       .worker_id = "host-a:1",
       .slots = slots,
-      .poll_interval_ms = 5,
+      .poll_interval_ms = poll_interval_ms,
       .commit_interval_ms = 100, /* what a kill mid-run leaves committed is asserted below */
       .drain_ms = drain_ms,
       .max_jobs = max_jobs,
@@ -1032,6 +1054,42 @@ static int setup(void) {
   return rc == 0 || rc == ALTAR_EEXIST ? 0 : -1;
 }
 
+/* Slots to spare (never paused) and an hour between polls: the jobs are
+ * still seen finished, because a turn without a new record asks the backend
+ * (without blocking) whether a task changed and polls when it says so. The
+ * child's alarm ends a worker that would wait out the hour instead. */
+static void test_polls_on_change_when_not_paused(void) {
+  char *dir = altar_test_tmpdir("worker-wake");
+  make_topics(dir, 1);
+  const char *outcomes[2] = {"ok", "ok"};
+  submit(dir, outcomes, 2);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    alarm(300);
+    static fake_t k;
+    memset(&k, 0, sizeof k);
+    k.polls_to_finish = 3;
+    k.ops = &fake_wake_ops;
+    poll_interval_ms = 3600 * 1000;
+    altar_transport_t *t = open_local(dir);
+    altar_worker_stats_t st = {0};
+    int rc = run_worker(t, &k, 8, 2, 1000, NULL, &st);
+    altar_transport_close(t);
+    if (rc || st.succeeded != 2 || k.quick_waits == 0) {
+      fprintf(stderr, "worker: rc %d, %llu succeeded, %d quick waits\n", rc, (unsigned long long)st.succeeded,
+              k.quick_waits);
+      _exit(1);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static void add(void) {
   ALTAR_SUITE("worker", setup, NULL);
   ALTAR_TEST(test_status_events_in_order);
@@ -1045,6 +1103,7 @@ static void add(void) {
   ALTAR_TEST(test_cancel_behind_queued_jobs);
   ALTAR_TEST(test_autoscaling_pool_served);
   ALTAR_TEST(test_fixed_zero_pool_waits);
+  ALTAR_TEST(test_polls_on_change_when_not_paused);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
