@@ -435,7 +435,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     return altar_error_set(err, ALTAR_EINVAL, "reconciler: transport, ledger, groups and topics are required");
   daemon_t d = {.o = o, .group = o->group ? o->group : ALTAR_RECONCILER_GROUP};
   int rc = altar__outbox_open(&d.ob, o->ledger, o->transport, err);
-  if (!rc) rc = altar__settled_load(&d.settled, o->ledger, err);
+  if (!rc) rc = altar__settled_load(&d.settled, o->ledger, o->settled_cache_entries, err);
   if (!rc) rc = altar__retry_wait_open(&d.waits, o->ledger, err);
   if (rc) {
     altar__settled_free(&d.settled);

@@ -46,6 +46,9 @@ typedef struct altar_reconciler_opts {
   /* Consumed records older than this go (ledger.consumed_keep_days); 0 =
    * kept forever. */
   double consumed_keep_s;
+  /* Settled entries kept in memory (ledger.settled_cache_entries); 0 = the
+   * default. The rest are read from the ledger when an event asks. */
+  size_t settled_cache_entries;
   /* The transport's name and settings, for the reconciler's own readers
    * (at start, whether follow-ups left in the outbox are out already).
    * NULL: such follow-ups are published again. */
