@@ -430,6 +430,12 @@ static void check_starts(daemon_t *d) {
   altar_topic_list_free(tl);
 }
 
+/* What the settled set holds in memory and what it had to read. */
+static void settled_stats(daemon_t *d) {
+  d->stats.settled_cached = altar__settled_cache_size(&d->settled.cache);
+  d->stats.settled_ledger_reads = d->settled.ledger_reads;
+}
+
 int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stats_t *pstats, altar_error_t *err) {
   if (!o || !o->transport || !o->ledger || !o->groups || !o->topics)
     return altar_error_set(err, ALTAR_EINVAL, "reconciler: transport, ledger, groups and topics are required");
@@ -509,6 +515,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     if (!rc) prune_consumed(&d);
     altar_transport_poll(o->transport, 0);
     d.stats.published = d.ob.published;
+    settled_stats(&d);
     altar__reconciler_metrics_update(&d.metrics, &d.stats);
     if (!rc && o->exit_when_idle && !n && d.ob.in_flight == 0 && d.n_parts && d.waits.next_due == 0) {
       bool done = false;
@@ -550,6 +557,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   }
   free(d.parts);
   d.parts = NULL;
+  settled_stats(&d);
   altar__settled_free(&d.settled);
   d.n_parts = 0;
   d.stats.published = d.ob.published;
