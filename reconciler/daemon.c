@@ -381,6 +381,7 @@ static void prune_consumed(daemon_t *d) {
   if (altar__consumed_prune_tick(&d->pruner, d->o->ledger, now_s(), &pruned, &e))
     dlog(d, "pruning consumed records failed, the next turn tries again: %s", e.msg);
   d->stats.consumed_pruned += pruned;
+  d->stats.consumed_prune_next = d->pruner.next_frees;
 }
 
 /* Says what a checkpoint turn did and counts it. */

@@ -79,6 +79,7 @@ typedef struct altar_reconciler_stats {
   uint64_t followups_failed; /* of those, templates that could not be made: recorded as failed tasks */
   uint64_t followups_skipped; /* left in the outbox, found on the jobs topic already: not sent again */
   uint64_t settled_cached;       /* settled entries held in memory now (ledger.settled_cache_entries) */
+  uint64_t consumed_prune_next;  /* consumed records the next prune turn will remove (as of the last turn) */
   uint64_t settled_ledger_reads; /* settled-entry look-ups the memory could not answer: read from the ledger */
 } altar_reconciler_stats_t;
 

@@ -36,6 +36,10 @@ int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metric
        "altar_reconciler_settled_cached_entries",
        "Settled entries (shards and groups of settled groups) held in memory; bounded by "
        "ledger.settled_cache_entries."},
+      {offsetof(altar__reconciler_metrics_t, consumed_prune_next), ALTAR_METRIC_GAUGE,
+       "altar_reconciler_consumed_prune_next_records",
+       "Consumed ledger records the next pruning turn will remove (ledger.consumed_keep_days; as of the last turn, "
+       "at most a turn's 10000)."},
   };
   int rc = altar_metrics_register_table(reg, defs, sizeof defs / sizeof defs[0], rm, err);
   return rc ? rc : altar_metrics_build_info(reg, "reconciler", err);
@@ -57,5 +61,6 @@ void altar__reconciler_metrics_update(altar__reconciler_metrics_t *rm, const alt
   altar_metric_add_since(rm->consumed_pruned, st->consumed_pruned, &rm->last.consumed_pruned);
   altar_metric_set(rm->checkpoint_last_ok, st->checkpoint_last_ok);
   altar_metric_set(rm->settled_cached, (double)st->settled_cached);
+  altar_metric_set(rm->consumed_prune_next, (double)st->consumed_prune_next);
   altar_metric_add_since(rm->settled_ledger_reads, st->settled_ledger_reads, &rm->last.settled_ledger_reads);
 }

@@ -130,6 +130,7 @@ if grep -qx "# TYPE altar_reconciler_groups_held gauge" "$T/r1" && grep -qx "alt
 grep -qx "# TYPE altar_reconciler_consumed_pruned_total counter" "$T/r1" && ok || fail "reconciler: altar_reconciler_consumed_pruned_total missing"
 grep -qx "# TYPE altar_reconciler_settled_cached_entries gauge" "$T/r1" && ok || fail "reconciler: altar_reconciler_settled_cached_entries missing"
 grep -qx "# TYPE altar_reconciler_settled_ledger_reads_total counter" "$T/r1" && ok || fail "reconciler: altar_reconciler_settled_ledger_reads_total missing"
+grep -qx "# TYPE altar_reconciler_consumed_prune_next_records gauge" "$T/r1" && ok || fail "reconciler: altar_reconciler_consumed_prune_next_records missing"
 grep -Eqx "altar_process_resident_memory_bytes [1-9][0-9]*" "$T/r1" && ok || fail "reconciler: no RSS gauge"
 for d in ledger log; do
   grep -Eq "^altar_disk_usage_bytes\{dir=\"$d\"\} [1-9][0-9]*" "$T/r1" && ok || fail "reconciler: no disk gauge for $d"
