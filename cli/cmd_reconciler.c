@@ -283,6 +283,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
     o.checkpoint_uri = cfg.ledger_checkpoints;
     o.checkpoint_interval_s = cfg.ledger_checkpoint_interval_s;
     o.consumed_keep_s = cfg.ledger_consumed_keep_days * 86400.0;
+    o.settled_cache_entries = cfg.ledger_settled_cache_entries;
     rc = restore_if_new(&cfg, o.quiet);
     altar_ledger_t *l = rc ? NULL : altar_ledger_rocksdb_open(cfg.ledger_path, NULL, &err);
     if (rc) err.msg[0] = 0;

@@ -381,6 +381,7 @@ static void prune_consumed(daemon_t *d) {
   if (altar__consumed_prune_tick(&d->pruner, d->o->ledger, now_s(), &pruned, &e))
     dlog(d, "pruning consumed records failed, the next turn tries again: %s", e.msg);
   d->stats.consumed_pruned += pruned;
+  d->stats.consumed_prune_next = d->pruner.next_frees;
 }
 
 /* Says what a checkpoint turn did and counts it. */
@@ -430,12 +431,18 @@ static void check_starts(daemon_t *d) {
   altar_topic_list_free(tl);
 }
 
+/* What the settled set holds in memory and what it had to read. */
+static void settled_stats(daemon_t *d) {
+  d->stats.settled_cached = altar__settled_cache_size(&d->settled.cache);
+  d->stats.settled_ledger_reads = d->settled.ledger_reads;
+}
+
 int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stats_t *pstats, altar_error_t *err) {
   if (!o || !o->transport || !o->ledger || !o->groups || !o->topics)
     return altar_error_set(err, ALTAR_EINVAL, "reconciler: transport, ledger, groups and topics are required");
   daemon_t d = {.o = o, .group = o->group ? o->group : ALTAR_RECONCILER_GROUP};
   int rc = altar__outbox_open(&d.ob, o->ledger, o->transport, err);
-  if (!rc) rc = altar__settled_load(&d.settled, o->ledger, err);
+  if (!rc) rc = altar__settled_load(&d.settled, o->ledger, o->settled_cache_entries, err);
   if (!rc) rc = altar__retry_wait_open(&d.waits, o->ledger, err);
   if (rc) {
     altar__settled_free(&d.settled);
@@ -509,6 +516,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     if (!rc) prune_consumed(&d);
     altar_transport_poll(o->transport, 0);
     d.stats.published = d.ob.published;
+    settled_stats(&d);
     altar__reconciler_metrics_update(&d.metrics, &d.stats);
     if (!rc && o->exit_when_idle && !n && d.ob.in_flight == 0 && d.n_parts && d.waits.next_due == 0) {
       bool done = false;
@@ -550,6 +558,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   }
   free(d.parts);
   d.parts = NULL;
+  settled_stats(&d);
   altar__settled_free(&d.settled);
   d.n_parts = 0;
   d.stats.published = d.ob.published;

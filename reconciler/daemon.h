@@ -46,6 +46,9 @@ typedef struct altar_reconciler_opts {
   /* Consumed records older than this go (ledger.consumed_keep_days); 0 =
    * kept forever. */
   double consumed_keep_s;
+  /* Settled entries kept in memory (ledger.settled_cache_entries); 0 = the
+   * default. The rest are read from the ledger when an event asks. */
+  size_t settled_cache_entries;
   /* The transport's name and settings, for the reconciler's own readers
    * (at start, whether follow-ups left in the outbox are out already).
    * NULL: such follow-ups are published again. */
@@ -75,6 +78,9 @@ typedef struct altar_reconciler_stats {
   uint64_t followups;        /* next-stage tasks submitted (then / then_dead) */
   uint64_t followups_failed; /* of those, templates that could not be made: recorded as failed tasks */
   uint64_t followups_skipped; /* left in the outbox, found on the jobs topic already: not sent again */
+  uint64_t settled_cached;       /* settled entries held in memory now (ledger.settled_cache_entries) */
+  uint64_t consumed_prune_next;  /* consumed records the next prune turn will remove (as of the last turn) */
+  uint64_t settled_ledger_reads; /* settled-entry look-ups the memory could not answer: read from the ledger */
 } altar_reconciler_stats_t;
 
 struct altar_checkpoint;

@@ -24,12 +24,22 @@ int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metric
       C(history_gaps, "altar_reconciler_history_gaps_total",
         "Status partitions found to continue beyond the ledger's offset: events deleted by retention were never "
         "applied."),
+      C(settled_ledger_reads, "altar_reconciler_settled_ledger_reads_total",
+        "Look-ups of settled groups' entries that memory could not answer, read from the ledger."),
 #undef C
       {offsetof(altar__reconciler_metrics_t, checkpoint_last_ok), ALTAR_METRIC_GAUGE,
        "altar_reconciler_checkpoint_last_success_timestamp_seconds",
        "When the newest shipped checkpoint was taken (unix seconds; 0 = none yet)."},
       {offsetof(altar__reconciler_metrics_t, held), ALTAR_METRIC_GAUGE, "altar_reconciler_groups_held",
        "Groups held: their readiness rule failed (a misconfigured kind); none fired, consumed or dead-lettered."},
+      {offsetof(altar__reconciler_metrics_t, settled_cached), ALTAR_METRIC_GAUGE,
+       "altar_reconciler_settled_cached_entries",
+       "Settled entries (shards and groups of settled groups) held in memory; bounded by "
+       "ledger.settled_cache_entries."},
+      {offsetof(altar__reconciler_metrics_t, consumed_prune_next), ALTAR_METRIC_GAUGE,
+       "altar_reconciler_consumed_prune_next_records",
+       "Consumed ledger records the next pruning turn will remove (ledger.consumed_keep_days; as of the last turn, "
+       "at most a turn's 10000)."},
   };
   int rc = altar_metrics_register_table(reg, defs, sizeof defs / sizeof defs[0], rm, err);
   return rc ? rc : altar_metrics_build_info(reg, "reconciler", err);
@@ -50,4 +60,7 @@ void altar__reconciler_metrics_update(altar__reconciler_metrics_t *rm, const alt
   altar_metric_add_since(rm->history_gaps, st->history_gaps, &rm->last.history_gaps);
   altar_metric_add_since(rm->consumed_pruned, st->consumed_pruned, &rm->last.consumed_pruned);
   altar_metric_set(rm->checkpoint_last_ok, st->checkpoint_last_ok);
+  altar_metric_set(rm->settled_cached, (double)st->settled_cached);
+  altar_metric_set(rm->consumed_prune_next, (double)st->consumed_prune_next);
+  altar_metric_add_since(rm->settled_ledger_reads, st->settled_ledger_reads, &rm->last.settled_ledger_reads);
 }

@@ -162,3 +162,36 @@ int altar_ledger_rocksdb_prune_consumed(altar_ledger_t *l, int64_t before_ms, si
   if (!rc) *ppruned = n;
   return rc;
 }
+
+/* Records an index value lists, as stage_entry would remove them. */
+static size_t count_entry(const char *v, size_t vlen) {
+  size_t n = 0;
+  for (size_t at = 0; at + 2 <= vlen; n++) {
+    size_t l = (size_t)(uint8_t)v[at] << 8 | (uint8_t)v[at + 1];
+    if (at + 2 + l > vlen) break;
+    at += 2 + l;
+  }
+  return n;
+}
+
+int altar_ledger_rocksdb_consumed_due(altar_ledger_t *l, int64_t before_ms, size_t max, size_t *pdue,
+                                      altar_error_t *err) {
+  *pdue = 0;
+  if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger: not a RocksDB ledger");
+  rl_t *r = altar_ledger_impl(l);
+  int rc = altar__rl_settle(r, err);
+  if (rc) return rc;
+  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
+  size_t n = 0;
+  int64_t before_us = before_ms > INT64_MAX / 1000 ? INT64_MAX : before_ms * 1000;
+  for (rocksdb_iter_seek(it, "c:", 2); n < max && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+    size_t klen, vlen;
+    const char *k = rocksdb_iter_key(it, &klen);
+    if (klen != IDX_KEY_LEN || memcmp(k, "c:", 2) || get_be64(k + 2) >= before_us) break;
+    const char *v = rocksdb_iter_value(it, &vlen);
+    n += count_entry(v, vlen);
+  }
+  rc = altar__rl_iter_end(it, ALTAR_OK, "ledger prune", err);
+  if (!rc) *pdue = n;
+  return rc;
+}

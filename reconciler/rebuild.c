@@ -601,9 +601,15 @@ static int publish_followups(replay_t *r, const char *tname, const altar_strmap_
   int rc = altar__keys_seen_read(&seen, tname, props, names, nt, err);
   for (size_t i = 0; !rc && i < r->fdue.n; i++) {
     const fdue_t *d = &r->fdue.v[i];
-    size_t kl = strlen(d->task_key);
-    bool known = altar_ledger_peek_task(r->ledger, d->task_key) ||
-                 altar__hmap_get(&r->settled.done, d->task_key, kl) || (!d->failed && altar__keys_seen_has(&seen, d->task_key));
+    bool known = altar_ledger_peek_task(r->ledger, d->task_key) != NULL;
+    if (!known) {
+      int settled = altar__settled_has_task(&r->settled, r->ledger, d->task_key, err);
+      if (settled < 0) {
+        rc = settled;
+        break;
+      }
+      known = settled || (!d->failed && altar__keys_seen_has(&seen, d->task_key));
+    }
     if (known) continue;
     if (!*pt && !(*pt = altar_transport_open(tname, props, to, err))) {
       rc = err ? err->code : ALTAR_ETRANSPORT;
@@ -639,7 +645,10 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
    * and dead topics. */
   altar_topic_list_t *status_ends = NULL;
   read_from_t rf = {.cp = from};
-  int rc = replay_status(&r, tname, props, &rf, &status_ends, err);
+  /* A checkpoint's settled groups are read from its ledger as the daemon
+   * reads them, and records written after it follow its own. */
+  int rc = altar__settled_load(&r.settled, new_ledger, 0, err);
+  if (!rc) rc = replay_status(&r, tname, props, &rf, &status_ends, err);
   /* A ledger missing events is not the ledger the log describes: never
    * swapped in as if it were. */
   if (!rc && rf.n_gaps)

@@ -1,6 +1,7 @@
 /* Settled task keys: skip late reruns of tasks whose group already settled. */
 #include "reconciler/settled.h"
 #include "reconciler/cancel.h"
+#include "altar/config.h"
 #include "altar/grow.h"
 
 #include "reconciler/settled_record.h"
@@ -12,19 +13,6 @@
 
 static int nomem(altar_error_t *err) { return altar_error_set(err, ALTAR_ENOMEM, "settled tasks: out of memory"); }
 
-static int recs_reserve(altar__settled_recs_t *v, size_t n) { return ALTAR_GROW(v->v, v->cap, n); }
-
-static void recs_clear(altar__settled_recs_t *v) {
-  for (size_t i = 0; i < v->n; i++) free(v->v[i]);
-  v->n = 0;
-}
-
-static void recs_free(altar__settled_recs_t *v) {
-  recs_clear(v);
-  free(v->v);
-  memset(v, 0, sizeof *v);
-}
-
 /* True when an event at ev_ts no longer sees a settlement made at ts. An
  * expiry that counted from "now" would let the daemon and a replay decide
  * differently; this depends on the two events' own times only. */
@@ -32,56 +20,82 @@ static bool expired(double settled_ts, double ev_ts) {
   return isfinite(settled_ts) && ev_ts - settled_ts > ALTAR_SETTLED_HORIZON_S;
 }
 
-/* Files every member of r under its task key in m; an entry a member
- * replaces stays in its own record. The older loader dropped an empty task
- * key (its key had nothing after the prefix), so a load still does. */
-static int file_members(altar__hmap_t *m, altar__settled_rec_t *r, bool skip_empty) {
-  size_t pos = 0;
-  altar__settled_member_t mb;
-  while (altar__settled_rec_next(r, &pos, &mb)) {
-    if (skip_empty && !mb.klen) continue;
-    if (altar__hmap_put_h(m, mb.task_key, mb.klen, altar__hash(mb.task_key, mb.klen), r, NULL)) return ALTAR_ENOMEM;
-  }
-  return ALTAR_OK;
+static void pend_clear(altar__settled_t *s) {
+  for (size_t i = 0; i < s->pend.cap; i++)
+    if (s->pend.slots[i].key) free(s->pend.slots[i].val);
+  altar__hmap_clear(&s->pend);
 }
 
 void altar__settled_free(altar__settled_t *s) {
-  altar__hmap_free(&s->done);
+  pend_clear(s);
   altar__hmap_free(&s->pend);
-  recs_free(&s->recs);
-  recs_free(&s->pend_recs);
-  recs_free(&s->gone);
+  altar__settled_cache_free(&s->cache);
+  altar_buf_free(&s->kb);
+  altar_buf_free(&s->vb);
   altar_strlist_clear(&s->cancelled_jobs);
 }
 
 void altar__settled_commit(altar__settled_t *s) {
-  for (size_t i = 0; i < s->pend.cap; i++) {
-    altar__hslot_t *sl = &s->pend.slots[i];
-    /* out of memory: forget it (a rerun may then apply) */
-    if (sl->key) (void)altar__hmap_put_h(&s->done, sl->key, sl->len, sl->hash, sl->val, NULL);
-  }
+  for (size_t i = 0; i < s->pend.cap; i++)
+    if (s->pend.slots[i].key) altar__settled_cache_put(&s->cache, s->pend.slots[i].val);
   altar__hmap_clear(&s->pend);
-  /* room reserved by note_group */
-  if (s->pend_recs.n) memcpy(s->recs.v + s->recs.n, s->pend_recs.v, s->pend_recs.n * sizeof *s->recs.v);
-  s->recs.n += s->pend_recs.n;
-  s->pend_recs.n = 0;
-  recs_clear(&s->gone); /* their keys are deleted now */
 }
 
 void altar__settled_abort(altar__settled_t *s) {
-  altar__hmap_clear(&s->pend);
-  recs_clear(&s->pend_recs);
+  pend_clear(s);
+  /* The batch's deletes of pruned records are gone with it: prune again. */
+  s->next_prune = -INFINITY;
 }
 
-/* True when ev belongs to another run of a task whose group settled. */
-static bool superseded(const altar__settled_t *s, const altar_status_event_t *ev) {
-  if (!ev->task_key || !ev->handle.backend || !ev->handle.external_id) return false;
-  size_t klen = strlen(ev->task_key);
-  uint64_t h = altar__hash(ev->task_key, klen);
-  const altar__hslot_t *sl = s->pend.n ? altar__hmap_slot_h(&s->pend, ev->task_key, klen, h) : NULL;
-  if (!sl) sl = altar__hmap_slot_h(&s->done, ev->task_key, klen, h);
-  if (!sl || expired(((const altar__settled_rec_t *)sl->val)->ts, ev->ts)) return false;
-  const char *run = sl->key + sl->len + 1; /* the member's run follows its task key */
+/* The entry of key: from the open batch, the cache, or the ledger's index
+ * (then cached). 1 with *pe set (valid until the next change of the set),
+ * 0 when key is not settled, or a negative code. */
+static int lookup(altar__settled_t *s, altar_ledger_t *l, const char *key, size_t klen,
+                  const altar__settled_entry_t **pe, altar_error_t *err) {
+  uint64_t h = altar__hash(key, klen);
+  const altar__settled_entry_t *e = s->pend.n ? altar__hmap_get_h(&s->pend, key, klen, h) : NULL;
+  if (!e) e = altar__settled_cache_get(&s->cache, key, klen, h);
+  if (e) {
+    *pe = e;
+    return 1;
+  }
+  if (s->no_store || (!s->pre_existing && !altar__settled_cache_maybe_evicted(&s->cache, h))) return 0;
+  s->ledger_reads++;
+  if (altar__settled_index_key(&s->kb, key, klen)) return nomem(err);
+  altar_buf_reset(&s->vb);
+  int rc = altar_ledger_aux_get(l, s->kb.data, s->kb.len, &s->vb, err);
+  if (rc == ALTAR_ENOTFOUND) return 0;
+  if (rc) return rc;
+  uint64_t seq;
+  double ts;
+  const char *run;
+  size_t rlen;
+  if (!altar__settled_index_parse(s->vb.data, s->vb.len, &seq, &ts, &run, &rlen)) {
+    s->damaged++; /* an entry that says nothing settles nothing */
+    return 0;
+  }
+  altar__settled_entry_t *ne = altar__settled_entry_new(key, klen, run, rlen, seq, ts);
+  if (!ne) return nomem(err);
+  altar__settled_cache_put(&s->cache, ne);
+  /* put may have failed (and freed ne): ask the cache, not ne */
+  if (!(e = altar__settled_cache_get(&s->cache, key, klen, h))) return nomem(err);
+  *pe = e;
+  return 1;
+}
+
+int altar__settled_has_task(altar__settled_t *s, altar_ledger_t *l, const char *task_key, altar_error_t *err) {
+  const altar__settled_entry_t *e;
+  return lookup(s, l, task_key, strlen(task_key), &e, err);
+}
+
+/* 1 when ev belongs to another run of a task whose group settled, 0 when
+ * not, or a negative code. */
+static int superseded(altar__settled_t *s, altar_ledger_t *l, const altar_status_event_t *ev, altar_error_t *err) {
+  if (!ev->task_key || !ev->handle.backend || !ev->handle.external_id) return 0;
+  const altar__settled_entry_t *e;
+  int rc = lookup(s, l, ev->task_key, strlen(ev->task_key), &e, err);
+  if (rc <= 0 || expired(e->ts, ev->ts)) return rc < 0 ? rc : 0;
+  const char *run = altar__settled_entry_run(e);
   size_t bl = strlen(ev->handle.backend);
   return strncmp(run, ev->handle.backend, bl) != 0 || run[bl] != '\x1f' ||
          strcmp(run + bl + 1, ev->handle.external_id) != 0;
@@ -112,29 +126,59 @@ static altar__settled_rec_t *with_marker(altar__settled_rec_t *r, const altar_gr
   return nr;
 }
 
-/* The settled group a terminal event's open record belongs to, when its
- * group settled (and has not expired for this event): its name
- * "kind:group_key" into name. */
-static bool late_for_settled(const altar__settled_t *s, altar_ledger_t *l, const altar_group_specs_t *groups,
-                             const altar_status_event_t *ev, char *name, size_t size) {
+/* 1 when a terminal event's open record belongs to a group that settled
+ * (and has not expired for this event), its name "kind:group_key" then in
+ * name; 0 when not, or a negative code. */
+static int late_for_settled(altar__settled_t *s, altar_ledger_t *l, const altar_group_specs_t *groups,
+                            const altar_status_event_t *ev, char *name, size_t size, altar_error_t *err) {
   if (ev->event != ALTAR_EV_STATE || !altar_state_terminal(ev->state) || !ev->kind || !ev->task_key ||
       !ev->handle.backend || !ev->handle.external_id)
-    return false;
+    return 0;
   const altar_group_spec_t *gs = altar_group_specs_find(groups, ev->kind);
-  if (!gs || !altar_ledger_peek_open(l, ev->handle.backend, ev->handle.external_id))
-    return false;
+  if (!gs || !altar_ledger_peek_open(l, ev->handle.backend, ev->handle.external_id)) return 0;
   char gk[1024];
   size_t gl = altar_group_by_key_into(&gs->group_by, &ev->handle, gk, sizeof gk);
-  if (gl >= sizeof gk) return false; /* a key this long is not worth a late check */
+  if (gl >= sizeof gk) return 0; /* a key this long is not worth a late check */
   char key[1100];
   int kl = snprintf(key, sizeof key, "#%s\x1f%s", ev->kind, gk);
-  if (kl < 0 || (size_t)kl >= sizeof key) return false;
-  uint64_t h = altar__hash(key, (size_t)kl);
-  const altar__hslot_t *sl = s->pend.n ? altar__hmap_slot_h(&s->pend, key, (size_t)kl, h) : NULL;
-  if (!sl) sl = altar__hmap_slot_h(&s->done, key, (size_t)kl, h);
-  if (!sl || expired(((const altar__settled_rec_t *)sl->val)->ts, ev->ts)) return false;
+  if (kl < 0 || (size_t)kl >= sizeof key) return 0;
+  const altar__settled_entry_t *e;
+  int rc = lookup(s, l, key, (size_t)kl, &e, err);
+  if (rc <= 0 || expired(e->ts, ev->ts)) return rc < 0 ? rc : 0;
   snprintf(name, size, "%s:%s", ev->kind, gk);
-  return true;
+  return 1;
+}
+
+/* Stores record r and an index key per member in the open batch, and notes
+ * the members in memory until the batch ends. */
+static int store_record(altar__settled_t *s, altar_ledger_t *l, const altar__settled_rec_t *r, bool skip_empty,
+                        altar_error_t *err) {
+  char key[ALTAR__SETTLED_KEY_LEN + 1];
+  altar__settled_key(r->seq, key);
+  int rc = altar_ledger_aux_put(l, key, ALTAR__SETTLED_KEY_LEN, r->data, r->len, err);
+  bool stored = rc == ALTAR_OK;
+  if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK; /* memory is all there is */
+  size_t pos = 0;
+  altar__settled_member_t m;
+  while (!rc && altar__settled_rec_next(r, &pos, &m)) {
+    if (skip_empty && !m.klen) continue;
+    altar__settled_entry_t *e = altar__settled_entry_new(m.task_key, m.klen, m.run, m.rlen, r->seq, r->ts);
+    void *old = NULL;
+    if (!e || altar__hmap_put_h(&s->pend, e->data, e->klen, e->hash, e, &old)) {
+      free(e);
+      return nomem(err);
+    }
+    free(old);
+    if (!stored) continue;
+    if (altar__settled_index_key(&s->kb, m.task_key, m.klen) ||
+        altar__settled_index_value(&s->vb, r->seq, r->ts, m.run, m.rlen))
+      return nomem(err);
+    rc = altar_ledger_aux_put(l, s->kb.data, s->kb.len, s->vb.data, s->vb.len, err);
+  }
+  if (rc || !stored) return rc;
+  char next[8];
+  altar__settled_u64_put(next, r->seq + 1);
+  return altar_ledger_aux_put(l, ALTAR__SETTLED_NEXT_KEY, strlen(ALTAR__SETTLED_NEXT_KEY), next, sizeof next, err);
 }
 
 /* Notes members as settled at g's ts, in memory and, as one record, in the
@@ -144,26 +188,19 @@ static bool late_for_settled(const altar__settled_t *s, altar_ledger_t *l, const
 static int note_members(altar__settled_t *s, altar_ledger_t *l, const altar_group_event_t *g,
                         const altar_settled_members_t *members, bool marker, altar_error_t *err) {
   if (!members->n) return ALTAR_OK;
-  /* The room commit needs too, so that it cannot fail. */
-  if (recs_reserve(&s->pend_recs, s->pend_recs.n + 1) || recs_reserve(&s->recs, s->recs.n + s->pend_recs.n + 1))
-    return nomem(err);
   altar_group_event_t all = *g;
   all.shards = members->shards;
   all.n_shards = members->n;
   altar__settled_rec_t *r = altar__settled_rec_of_group(s->next_seq, &all, members->task_keys);
   if (marker) r = with_marker(r, g);
   if (!r) return nomem(err);
-  if (r->len == ALTAR__SETTLED_TS_LEN) { /* no member to note */
-    free(r);
-    return ALTAR_OK;
+  int rc = ALTAR_OK;
+  if (r->len > ALTAR__SETTLED_TS_LEN) { /* a member to note */
+    s->next_seq++; /* not taken back on abort: a gap keeps the order */
+    rc = store_record(s, l, r, false, err);
   }
-  s->pend_recs.v[s->pend_recs.n++] = r;
-  s->next_seq++; /* not taken back on abort: a gap keeps the order */
-  if (file_members(&s->pend, r, false)) return nomem(err);
-  char key[ALTAR__SETTLED_KEY_LEN + 1];
-  altar__settled_key(r->seq, key);
-  int rc = altar_ledger_aux_put(l, key, ALTAR__SETTLED_KEY_LEN, r->data, r->len, err);
-  return rc == ALTAR_ENOTSUP ? ALTAR_OK : rc;
+  free(r);
+  return rc;
 }
 
 /* Notes every member of a settled group: what its decision consumed,
@@ -184,64 +221,131 @@ static int note_late(altar__settled_t *s, altar_ledger_t *l, const altar_status_
   return note_members(s, l, &g, &one, false, err);
 }
 
-/* Drops from memory the entries r still holds (not those a newer record
- * took over). */
-static void drop_entries(altar__settled_t *s, const altar__settled_rec_t *r) {
+/* ---- pruning ---- */
+
+/* Records one pruning pass takes at most; a pass that reaches it leaves
+ * the rest to the next batch. Bounds the pass's memory and time. */
+#define PRUNE_PER_PASS 4096
+
+typedef struct prune_scan {
+  double cut;
+  altar__settled_rec_t **v; /* records to drop */
+  uint64_t *bad;            /* seqs of damaged records, to delete */
+  size_t n, cap, n_bad, cap_bad;
+  bool full; /* stopped at PRUNE_PER_PASS */
+  int rc;
+} prune_scan_t;
+
+/* Visits records oldest first and stops at the first one not due: records
+ * are written in event order, so what follows is (nearly always) newer. A
+ * record out of order goes with a later pass. */
+static int visit_prune(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  prune_scan_t *p = ctx;
+  uint64_t seq;
+  if (!altar__settled_key_seq(key, klen, &seq)) return 0; /* not ours to judge here */
+  if (p->n + p->n_bad >= PRUNE_PER_PASS) {
+    p->full = true;
+    return 1;
+  }
+  const char *why = NULL;
+  altar__settled_rec_t *r = altar__settled_rec_parse(seq, val, vlen, &why);
+  if (!r && !why) {
+    p->rc = ALTAR_ENOMEM;
+    return 1;
+  }
+  if (!r) {
+    if (ALTAR_GROW(p->bad, p->cap_bad, p->n_bad + 1)) {
+      p->rc = ALTAR_ENOMEM;
+      return 1;
+    }
+    p->bad[p->n_bad++] = seq;
+    return 0;
+  }
+  if (!isfinite(r->ts)) { /* never expires */
+    free(r);
+    return 0;
+  }
+  if (r->ts >= p->cut) {
+    free(r);
+    return 1;
+  }
+  if (ALTAR_GROW(p->v, p->cap, p->n + 1)) {
+    free(r);
+    p->rc = ALTAR_ENOMEM;
+    return 1;
+  }
+  p->v[p->n++] = r;
+  return 0;
+}
+
+/* Deletes record r and the index keys it still holds (not those a newer
+ * record took over), in the open batch; drops them from the cache. */
+static int drop_record(altar__settled_t *s, altar_ledger_t *l, const altar__settled_rec_t *r, altar_error_t *err) {
   size_t pos = 0;
   altar__settled_member_t m;
-  while (altar__settled_rec_next(r, &pos, &m)) {
-    const altar__hslot_t *sl = altar__hmap_slot_h(&s->done, m.task_key, m.klen, altar__hash(m.task_key, m.klen));
-    if (sl && sl->val == r) {
-      altar__hmap_del(&s->done, m.task_key, m.klen);
+  int rc = ALTAR_OK;
+  while (!rc && altar__settled_rec_next(r, &pos, &m)) {
+    if (altar__settled_index_key(&s->kb, m.task_key, m.klen)) return nomem(err);
+    altar_buf_reset(&s->vb);
+    rc = altar_ledger_aux_get(l, s->kb.data, s->kb.len, &s->vb, err);
+    if (rc == ALTAR_ENOTFOUND) {
+      rc = ALTAR_OK;
+      continue;
+    }
+    uint64_t seq;
+    double ts;
+    const char *run;
+    size_t rlen;
+    if (rc || !altar__settled_index_parse(s->vb.data, s->vb.len, &seq, &ts, &run, &rlen) || seq != r->seq) continue;
+    rc = altar_ledger_aux_del(l, s->kb.data, s->kb.len, err);
+    if (!rc) {
+      altar__settled_cache_drop(&s->cache, m.task_key, m.klen, altar__hash(m.task_key, m.klen), r->seq);
       s->pruned++;
     }
   }
+  char key[ALTAR__SETTLED_KEY_LEN + 1];
+  altar__settled_key(r->seq, key);
+  return rc ? rc : altar_ledger_aux_del(l, key, ALTAR__SETTLED_KEY_LEN, err);
 }
 
-/* Forgets settlements far past the horizon, in memory and (with the open
- * batch) on disk, once per horizon of event time. Only records older than
- * twice the horizon go, so a partition lagging less than a horizon behind
- * the newest event still sees every settlement it would have seen. A record
- * goes by its own ts, whether or not newer records took its tasks over. */
-static int prune(altar__settled_t *s, const altar_status_event_t *events, size_t n, altar_error_t *err) {
+/* Forgets settlements far past the horizon, in the ledger (with the open
+ * batch) and the cache, once per horizon of event time. Only records older
+ * than twice the horizon go, so a partition lagging less than a horizon
+ * behind the newest event still sees every settlement it would have seen.
+ * A record goes by its own ts, whether or not newer records took its tasks
+ * over. Reads the oldest records only: nothing of the set is kept for it. */
+static int prune(altar__settled_t *s, altar_ledger_t *l, const altar_status_event_t *events, size_t n,
+                 altar_error_t *err) {
   for (size_t i = 0; i < n; i++)
     if (isfinite(events[i].ts) && events[i].ts > s->max_ts) s->max_ts = events[i].ts;
-  if (!isfinite(s->max_ts) || s->max_ts < s->next_prune) return ALTAR_OK;
-  double cut = s->max_ts - 2 * ALTAR_SETTLED_HORIZON_S;
-  s->next_prune = s->max_ts + ALTAR_SETTLED_HORIZON_S;
-  if (recs_reserve(&s->gone, s->gone.n + s->recs.n)) return nomem(err);
-  size_t keep = 0;
-  for (size_t i = 0; i < s->recs.n; i++) {
-    altar__settled_rec_t *r = s->recs.v[i];
-    if (!isfinite(r->ts) || r->ts >= cut) {
-      s->recs.v[keep++] = r;
-      continue;
-    }
-    drop_entries(s, r);
-    s->gone.v[s->gone.n++] = r;
+  if (s->no_store || !isfinite(s->max_ts) || s->max_ts < s->next_prune) return ALTAR_OK;
+  if (!s->pre_existing && !s->next_seq) { /* nothing stored yet */
+    s->next_prune = s->max_ts + ALTAR_SETTLED_HORIZON_S;
+    return ALTAR_OK;
   }
-  s->recs.n = keep;
-  return ALTAR_OK;
-}
-
-/* Deletes the keys of pruned records in the open batch. */
-static int delete_gone(altar__settled_t *s, altar_ledger_t *l, altar_error_t *err) {
-  for (size_t i = 0; i < s->gone.n; i++) {
+  prune_scan_t p = {.cut = s->max_ts - 2 * ALTAR_SETTLED_HORIZON_S};
+  int rc = altar_ledger_aux_scan(l, ALTAR__SETTLED_PREFIX, 2, visit_prune, &p, err);
+  if (rc > 0) rc = ALTAR_OK; /* the visitor stopped it */
+  if (!rc && p.rc) rc = nomem(err);
+  for (size_t i = 0; !rc && i < p.n; i++) rc = drop_record(s, l, p.v[i], err);
+  for (size_t i = 0; !rc && i < p.n_bad; i++) {
     char key[ALTAR__SETTLED_KEY_LEN + 1];
-    altar__settled_key(s->gone.v[i]->seq, key);
-    int rc = altar_ledger_aux_del(l, key, ALTAR__SETTLED_KEY_LEN, err);
-    if (rc == ALTAR_ENOTSUP) return ALTAR_OK; /* nothing was stored */
-    if (rc) return rc;
+    altar__settled_key(p.bad[i], key);
+    rc = altar_ledger_aux_del(l, key, ALTAR__SETTLED_KEY_LEN, err);
+    if (!rc) s->damaged++;
   }
-  return ALTAR_OK;
+  if (!rc) s->next_prune = p.full ? s->max_ts : s->max_ts + ALTAR_SETTLED_HORIZON_S;
+  for (size_t i = 0; i < p.n; i++) free(p.v[i]);
+  free(p.v);
+  free(p.bad);
+  return rc;
 }
 
 int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_group_specs_t *groups,
                          const altar_status_event_t *events, size_t n, altar_apply_result_t *pres,
                          size_t *pskipped, altar_error_t *err) {
   size_t skipped = 0;
-  int rc = prune(s, events, n, err);
-  if (!rc) rc = delete_gone(s, l, err);
+  int rc = prune(s, l, events, n, err);
   for (size_t i = 0; !rc && i < n; i++) {
     if (events[i].cancel) { /* `altar cancel`, in this partition's order */
       size_t before = pres->n_events;
@@ -251,12 +355,16 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
       if (!rc) pres->applied++;
       continue;
     }
-    if (superseded(s, &events[i])) {
-      skipped++;
+    if ((rc = superseded(s, l, &events[i], err)) != 0) {
+      if (rc > 0) {
+        rc = ALTAR_OK;
+        skipped++;
+      }
       continue;
     }
     char name[1200];
-    if (late_for_settled(s, l, groups, &events[i], name, sizeof name)) {
+    if ((rc = late_for_settled(s, l, groups, &events[i], name, sizeof name, err)) != 0) {
+      if (rc < 0) continue;
       rc = altar__apply_late(l, &events[i], name, pres, err);
       if (!rc) rc = note_late(s, l, &events[i], err);
       continue;
@@ -286,13 +394,47 @@ int altar__settled_recheck_held(altar__settled_t *s, altar_ledger_t *l, const al
 
 /* ---- loading ---- */
 
+/* A ledger written before the index: its records (and keys of the older
+ * per-member layout) read whole, once, to write the index. */
+typedef struct legacy {
+  altar__hmap_t done; /* task key → the record that settled it last */
+  altar__settled_rec_t **recs;
+  size_t n_recs, cap_recs;
+  uint64_t next_seq;
+} legacy_t;
+
+static void legacy_free(legacy_t *g) {
+  altar__hmap_free(&g->done);
+  for (size_t i = 0; i < g->n_recs; i++) free(g->recs[i]);
+  free(g->recs);
+}
+
+/* Files every member of r under its task key; an entry a member replaces
+ * stays in its own record. The older loader dropped an empty task key (its
+ * key had nothing after the prefix), so this does too. */
+static int legacy_add(legacy_t *g, altar__settled_rec_t *r) {
+  if (ALTAR_GROW(g->recs, g->cap_recs, g->n_recs + 1)) {
+    free(r);
+    return ALTAR_ENOMEM;
+  }
+  g->recs[g->n_recs++] = r;
+  size_t pos = 0;
+  altar__settled_member_t mb;
+  while (altar__settled_rec_next(r, &pos, &mb)) {
+    if (!mb.klen) continue;
+    if (altar__hmap_put_h(&g->done, mb.task_key, mb.klen, altar__hash(mb.task_key, mb.klen), r, NULL))
+      return ALTAR_ENOMEM;
+  }
+  return ALTAR_OK;
+}
+
 typedef struct key_copy {
   char *k;
   size_t len;
 } key_copy_t;
 
 typedef struct load_ctx {
-  altar__settled_t *s;
+  legacy_t *g;
   key_copy_t *bad; /* keys of damaged records, to delete */
   size_t n_bad, cap_bad;
   char first_bad[48]; /* the first one's key, printable */
@@ -323,7 +465,6 @@ static int note_damage(load_ctx_t *c, const char *key, size_t klen, const char *
 
 static int visit_load(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
   load_ctx_t *c = ctx;
-  altar__settled_t *s = c->s;
   uint64_t seq;
   const char *why = "not a record key";
   altar__settled_rec_t *r = NULL;
@@ -332,14 +473,8 @@ static int visit_load(void *ctx, const void *key, size_t klen, const void *val, 
     else if (!(r = altar__settled_rec_parse(seq, val, vlen, &why)) && !why) return stop_nomem(c);
   }
   if (!r) return note_damage(c, key, klen, why);
-  if (recs_reserve(&s->recs, s->recs.n + 1)) {
-    free(r);
-    return stop_nomem(c);
-  }
-  s->recs.v[s->recs.n++] = r;
-  if (seq >= s->next_seq) s->next_seq = seq + 1;
-  if (file_members(&s->done, r, true)) return stop_nomem(c);
-  return 0;
+  if (seq >= c->g->next_seq) c->g->next_seq = seq + 1;
+  return legacy_add(c->g, r) ? stop_nomem(c) : 0;
 }
 
 static int cmp_old_ts(const void *a, const void *b) {
@@ -353,33 +488,26 @@ static int cmp_old_ts(const void *a, const void *b) {
 #define OLD_PER_RECORD 1024
 
 /* Stores the old entries that no record took over (the older layout is
- * older than any record) as records of their ts, in memory and in the open
- * batch. */
-static int carry_olds(altar__settled_t *s, altar_ledger_t *l, const altar__settled_olds_t *olds, altar_error_t *err) {
+ * older than any record) as records of their ts, in the open batch. */
+static int carry_olds(legacy_t *g, altar_ledger_t *l, const altar__settled_olds_t *olds, altar_error_t *err) {
   altar__settled_old_t **live = malloc((olds->n ? olds->n : 1) * sizeof *live);
   if (!live) return nomem(err);
   size_t n = 0, kl;
   for (size_t i = 0; i < olds->n; i++) {
     const char *tk = altar__settled_old_task_key(&olds->v[i], &kl);
-    if (kl && !altar__hmap_get(&s->done, tk, kl)) live[n++] = &olds->v[i];
+    if (kl && !altar__hmap_get(&g->done, tk, kl)) live[n++] = &olds->v[i];
   }
   qsort(live, n, sizeof *live, cmp_old_ts);
   int rc = ALTAR_OK;
   for (size_t i = 0, j; !rc && i < n; i = j) {
     for (j = i + 1; j < n && j - i < OLD_PER_RECORD && live[j]->ts == live[i]->ts; j++) {
     }
-    altar__settled_rec_t *r = NULL;
-    if (recs_reserve(&s->recs, s->recs.n + 1) ||
-        !(r = altar__settled_rec_of_olds(s->next_seq, live[i]->ts, live + i, j - i))) {
+    altar__settled_rec_t *r = altar__settled_rec_of_olds(g->next_seq, live[i]->ts, live + i, j - i);
+    if (!r || legacy_add(g, r)) {
       rc = nomem(err);
       break;
     }
-    s->recs.v[s->recs.n++] = r;
-    s->next_seq++;
-    if (file_members(&s->done, r, true)) {
-      rc = nomem(err);
-      break;
-    }
+    g->next_seq++;
     char key[ALTAR__SETTLED_KEY_LEN + 1];
     altar__settled_key(r->seq, key);
     rc = altar_ledger_aux_put(l, key, ALTAR__SETTLED_KEY_LEN, r->data, r->len, err);
@@ -388,46 +516,88 @@ static int carry_olds(altar__settled_t *s, altar_ledger_t *l, const altar__settl
   return rc;
 }
 
-/* One write: the older layout's keys become records, and they and damaged
- * records are deleted. */
-static int rewrite(altar__settled_t *s, altar_ledger_t *l, const altar__settled_olds_t *olds, const load_ctx_t *c,
-                   altar_error_t *err) {
-  if (!olds->n && !c->n_bad) return ALTAR_OK;
+/* The index of every entry, and the next seq, in the open batch. */
+static int write_index(altar__settled_t *s, altar_ledger_t *l, const legacy_t *g, altar_error_t *err) {
+  int rc = ALTAR_OK;
+  for (size_t i = 0; !rc && i < g->done.cap; i++) {
+    const altar__hslot_t *sl = &g->done.slots[i];
+    if (!sl->key) continue;
+    const altar__settled_rec_t *r = sl->val;
+    const char *run = sl->key + sl->len + 1; /* the member's run follows its task key */
+    if (altar__settled_index_key(&s->kb, sl->key, sl->len) ||
+        altar__settled_index_value(&s->vb, r->seq, r->ts, run, strlen(run)))
+      return nomem(err);
+    rc = altar_ledger_aux_put(l, s->kb.data, s->kb.len, s->vb.data, s->vb.len, err);
+  }
+  char next[8];
+  altar__settled_u64_put(next, g->next_seq);
+  return rc ? rc : altar_ledger_aux_put(l, ALTAR__SETTLED_NEXT_KEY, strlen(ALTAR__SETTLED_NEXT_KEY), next, sizeof next, err);
+}
+
+/* One write: the older layout's keys become records, they and damaged
+ * records are deleted, and every entry is indexed. */
+static int rewrite(altar__settled_t *s, altar_ledger_t *l, legacy_t *g, const altar__settled_olds_t *olds,
+                   const load_ctx_t *c, altar_error_t *err) {
   int rc = altar_ledger_begin(l, err);
   if (rc) return rc;
-  rc = carry_olds(s, l, olds, err);
+  rc = carry_olds(g, l, olds, err);
   for (size_t i = 0; !rc && i < olds->n; i++) rc = altar_ledger_aux_del(l, olds->v[i].key, olds->v[i].klen, err);
   for (size_t i = 0; !rc && i < c->n_bad; i++) rc = altar_ledger_aux_del(l, c->bad[i].k, c->bad[i].len, err);
+  if (!rc) rc = write_index(s, l, g, err);
   if (!rc) return altar_ledger_commit(l, err);
   altar_error_t ignored = {0};
   altar_ledger_abort(l, &ignored);
   return rc;
 }
 
-int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, altar_error_t *err) {
-  memset(s, 0, sizeof *s);
+/* Indexes a ledger written before the index, once. */
+static int index_legacy(altar__settled_t *s, altar_ledger_t *l, altar_error_t *err) {
   altar__settled_olds_t olds = {0};
-  load_ctx_t c = {.s = s};
+  legacy_t g = {0};
+  load_ctx_t c = {.g = &g};
   int rc = altar__settled_olds_read(l, &olds, err);
-  if (rc == ALTAR_ENOTSUP) return ALTAR_OK; /* no aux storage: nothing was kept */
-  if (!rc) rc = altar__cancel_jobs_load(l, &s->cancelled_jobs, err);
   if (!rc) rc = altar_ledger_aux_scan(l, ALTAR__SETTLED_PREFIX, 2, visit_load, &c, err);
+  if (rc > 0) rc = ALTAR_OK; /* stopped out of memory: c.rc says */
   if (!rc && c.rc) rc = nomem(err);
-  if (!rc) rc = rewrite(s, l, &olds, &c, err);
+  if (!rc && (olds.n || g.n_recs || c.n_bad)) {
+    rc = rewrite(s, l, &g, &olds, &c, err);
+    if (!rc) {
+      s->pre_existing = true;
+      s->next_seq = g.next_seq;
+    }
+  }
   if (!rc && c.n_bad) {
     s->damaged = c.n_bad;
     altar_error_set(&s->damage, ALTAR_ELEDGER,
                     "settled tasks: %zu damaged record(s) skipped and deleted, the first %s: %s", c.n_bad,
                     c.first_bad, c.first_why);
   }
-  /* The newest event time the entries show, as the older loader found it. */
-  for (size_t i = 0; !rc && i < s->done.cap; i++)
-    if (s->done.slots[i].key) {
-      double ts = ((const altar__settled_rec_t *)s->done.slots[i].val)->ts;
-      if (ts > s->max_ts) s->max_ts = ts;
-    }
   for (size_t i = 0; i < c.n_bad; i++) free(c.bad[i].k);
   free(c.bad);
+  legacy_free(&g);
   altar__settled_olds_free(&olds);
+  return rc;
+}
+
+int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, size_t cache_entries, altar_error_t *err) {
+  memset(s, 0, sizeof *s);
+  s->cache.cap = cache_entries ? cache_entries : ALTAR_DEFAULT_SETTLED_CACHE_ENTRIES;
+  altar_buf_t b = {0};
+  int rc = altar_ledger_aux_get(l, ALTAR__SETTLED_NEXT_KEY, strlen(ALTAR__SETTLED_NEXT_KEY), &b, err);
+  if (rc == ALTAR_ENOTSUP) { /* no aux storage: memory is all there is, so it keeps all */
+    s->no_store = true;
+    s->cache.cap = 0;
+    return ALTAR_OK;
+  }
+  if (rc == ALTAR_OK && b.len == 8) {
+    s->pre_existing = true;
+    s->next_seq = altar__settled_u64_get(b.data);
+  } else if (rc == ALTAR_OK || rc == ALTAR_ENOTFOUND) {
+    rc = index_legacy(s, l, err); /* or a fresh ledger: then nothing to do */
+  }
+  altar_buf_free(&b);
+  if (!rc) rc = altar__cancel_jobs_load(l, &s->cancelled_jobs, err);
+  /* With nothing stored before, a key never evicted was never settled. */
+  s->cache.track_evicted = !s->pre_existing;
   return rc;
 }

@@ -13,50 +13,54 @@
 #include "altar/ledger.h"
 #include "altar/reconcile.h"
 #include "reconciler/hmap.h"
+#include "reconciler/settled_cache.h"
 
 /* A settlement stops counting for events more than this many seconds (of
  * event time) after it: reruns come within minutes of the first run, and
- * the set must not grow forever. Entries are dropped from memory and disk
- * at twice this age. */
+ * the set must not grow forever. Entries are dropped from the ledger at
+ * twice this age. */
 #define ALTAR_SETTLED_HORIZON_S (7.0 * 24 * 3600)
 
-typedef struct altar__settled_rec altar__settled_rec_t; /* reconciler/settled_record.h */
-
-typedef struct altar__settled_recs {
-  altar__settled_rec_t **v;
-  size_t n, cap;
-} altar__settled_recs_t;
-
 typedef struct altar__settled {
-  /* task key → the record that settled it last; the key points into that
-   * record, which holds the run ("backend\x1fexternal_id") after it, and
-   * the ts */
-  altar__hmap_t done;
-  altar__hmap_t pend;              /* the same, noted in the open batch */
-  altar__settled_recs_t recs;      /* stored records, oldest first */
-  altar__settled_recs_t pend_recs; /* written in the open batch */
-  /* Pruned from memory; their keys are deleted with every batch until one
-   * commits (an aborted batch dropped the deletes). */
-  altar__settled_recs_t gone;
+  /* The entries last used, bounded (ledger.settled_cache_entries); a miss
+   * reads the ledger's index, so what it holds never changes a decision. */
+  altar__settled_cache_t cache;
+  /* key → altar__settled_entry_t noted in the open batch (owned): moved
+   * into the cache on commit, freed on abort */
+  altar__hmap_t pend;
+  /* The ledger held settled entries before this load: a key the cache does
+   * not hold is read from the ledger. Without them, only keys the cache
+   * evicted are (its bloom filter tells). */
+  bool pre_existing;
+  /* No aux storage: nothing is stored, so the cache is never bounded. */
+  bool no_store;
   uint64_t next_seq;    /* of the next record */
   double max_ts;        /* newest event time seen */
   double next_prune;    /* event time of the next pruning pass */
   uint64_t pruned;      /* entries dropped so far */
-  uint64_t damaged;     /* records skipped at load as unreadable (and deleted) */
-  altar_error_t damage; /* what they were, when damaged > 0 */
+  uint64_t damaged;     /* records (or index values) found unreadable */
+  altar_error_t damage; /* what they were, when damaged > 0 at load */
+  uint64_t ledger_reads; /* look-ups the cache could not answer */
+  altar_buf_t kb, vb;   /* scratch for keys and values */
   /* Job ids some cancel fact names (reconciler/cancel.h): only their events
    * are looked up against the facts. May hold extra ids after an aborted
    * batch, which only costs a look-up. */
   altar_strlist_t cancelled_jobs;
 } altar__settled_t;
 
-/* Loads what earlier lives stored (a ledger without aux storage starts
- * empty). Keys of the older per-member layout are carried into records,
- * and damaged records deleted, in one write. A damaged record does not
- * fail the load: it counts in damaged, described in damage. Free with
- * altar__settled_free. */
-int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, altar_error_t *err);
+/* Opens the settled set of a ledger without reading its entries: they are
+ * read one by one when an event asks (a ledger without aux storage starts
+ * empty and keeps everything in memory). cache_entries bounds the memory
+ * (0: ALTAR_DEFAULT_SETTLED_CACHE_ENTRIES). A ledger written before the
+ * index existed is indexed once, here: keys of the older per-member layout
+ * carried into records, damaged records deleted, in one write; a damaged
+ * record does not fail the load: it counts in damaged, described in damage.
+ * Free with altar__settled_free. */
+int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, size_t cache_entries, altar_error_t *err);
 void altar__settled_free(altar__settled_t *s);
+/* 1 when task_key was settled (by any run, expired or not), 0 when not,
+ * or a negative code (a failed ledger read) with err set. */
+int altar__settled_has_task(altar__settled_t *s, altar_ledger_t *l, const char *task_key, altar_error_t *err);
 
 /* Applies events one at a time inside the caller's open batch, as
  * altar_apply_events does, skipping an event whose task key was settled by

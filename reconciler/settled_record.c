@@ -206,3 +206,41 @@ altar__settled_rec_t *altar__settled_rec_of_olds(uint64_t seq, double ts, altar_
   }
   return r;
 }
+
+void altar__settled_u64_put(char out[8], uint64_t v) {
+  for (int i = 7; i >= 0; i--, v >>= 8) out[i] = (char)(v & 0xff);
+}
+
+uint64_t altar__settled_u64_get(const void *p) {
+  const unsigned char *b = p;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = v << 8 | b[i];
+  return v;
+}
+
+int altar__settled_index_key(altar_buf_t *b, const char *key, size_t klen) {
+  altar_buf_reset(b);
+  return altar_buf_append(b, ALTAR__SETTLED_INDEX_PREFIX, ALTAR__SETTLED_INDEX_PREFIX_LEN) ||
+                 altar_buf_append(b, key, klen)
+             ? ALTAR_ENOMEM
+             : ALTAR_OK;
+}
+
+int altar__settled_index_value(altar_buf_t *b, uint64_t seq, double ts, const char *run, size_t rlen) {
+  char head[ALTAR__SETTLED_INDEX_HEAD];
+  altar__settled_u64_put(head, seq);
+  ts_put(head + 8, ts);
+  altar_buf_reset(b);
+  return altar_buf_append(b, head, sizeof head) || altar_buf_append(b, run, rlen) ? ALTAR_ENOMEM : ALTAR_OK;
+}
+
+bool altar__settled_index_parse(const void *v, size_t vlen, uint64_t *pseq, double *pts, const char **prun,
+                                size_t *prlen) {
+  if (vlen < ALTAR__SETTLED_INDEX_HEAD) return false;
+  const char *p = v;
+  *pseq = altar__settled_u64_get(p);
+  *pts = ts_get(p + 8);
+  *prun = p + ALTAR__SETTLED_INDEX_HEAD;
+  *prlen = vlen - ALTAR__SETTLED_INDEX_HEAD;
+  return true;
+}

@@ -54,6 +54,29 @@ altar__settled_rec_t *altar__settled_rec_of_group(uint64_t seq, const altar_grou
 /* A record of stored bytes, checked member by member: NULL with *pwhy set
  * when they are not one, NULL with *pwhy NULL when out of memory. */
 altar__settled_rec_t *altar__settled_rec_parse(uint64_t seq, const void *val, size_t vlen, const char **pwhy);
+/* ---- the index: key "gt/<task key or group marker>" per member, value
+ * the seq of the record that settled it last (8 bytes, big-endian), that
+ * record's ts (as in a record), then the member's run. Written with the
+ * record, in the same batch, so a look-up needs no record in memory; the
+ * record stays the unit of pruning (its members say which index keys to
+ * drop). "gn" holds the next record's seq (8 bytes, big-endian): a ledger
+ * with it has its index; one without it but with records predates the
+ * index and is indexed once, at load. ---- */
+#define ALTAR__SETTLED_INDEX_PREFIX "gt/"
+#define ALTAR__SETTLED_INDEX_PREFIX_LEN 3
+#define ALTAR__SETTLED_NEXT_KEY "gn"
+#define ALTAR__SETTLED_INDEX_HEAD 16 /* seq and ts */
+
+/* Key "gt/<key>" into b (reset first); 0 or ALTAR_ENOMEM. */
+int altar__settled_index_key(altar_buf_t *b, const char *key, size_t klen);
+/* The index value of a member into b (reset first); 0 or ALTAR_ENOMEM. */
+int altar__settled_index_value(altar_buf_t *b, uint64_t seq, double ts, const char *run, size_t rlen);
+/* False when v is too short to be an index value (read from disk). */
+bool altar__settled_index_parse(const void *v, size_t vlen, uint64_t *pseq, double *pts, const char **prun,
+                                size_t *prlen);
+void altar__settled_u64_put(char out[8], uint64_t v);
+uint64_t altar__settled_u64_get(const void *p);
+
 /* ---- the older layout: key "t/<task key>" per member, value "<run>\0<ts
  * as %.17g text>"; a value without the NUL (written before settlements
  * expired) never expires. ---- */

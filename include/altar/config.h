@@ -39,6 +39,7 @@ typedef struct altar_config {
   char *ledger_checkpoints;      /* ledger.checkpoints: URI of the ledger's checkpoints, NULL = none */
   int ledger_checkpoint_interval_s; /* ledger.checkpoint_interval_s: 60 by default */
   int ledger_consumed_keep_days; /* ledger.consumed_keep_days: consumed records older go (0: kept forever) */
+  size_t ledger_settled_cache_entries; /* ledger.settled_cache_entries: settled entries kept in memory */
   char *metrics_addr;            /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
   char *metrics_worker_addr;     /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
   int topic_partitions;          /* topics.partitions: partitions of the topics the fleet creates */
@@ -80,6 +81,12 @@ typedef struct altar_config {
 #define ALTAR_DEFAULT_CONSUMED_KEEP_DAYS 14
 #define ALTAR_MAX_CONSUMED_KEEP_DAYS 36500
 
+/* Default of ledger.settled_cache_entries: how many settled entries (a
+ * shard's task key, or a group) the reconciler keeps in memory; the rest
+ * are read from the ledger when an event asks. About 200 bytes each. */
+#define ALTAR_DEFAULT_SETTLED_CACHE_ENTRIES 100000
+#define ALTAR_MAX_SETTLED_CACHE_ENTRIES 100000000
+
 #define ALTAR_DEFAULT_CONFIG_FILE "altar.yaml"
 
 /* Fills *cfg with defaults, then reads path (when path is NULL, reads
@@ -88,7 +95,8 @@ typedef struct altar_config {
 int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err);
 /* Overrides one key, as a flag does: "transport.name", "transport.dir",
  * "transport.kafka.<prop>", "topics.jobs", "topics.partitions", "backend.name", "backend.<prop>",
- * "ledger.path", "ledger.checkpoints", "ledger.checkpoint_interval_s", "ledger.consumed_keep_days", "metrics.addr",
+ * "ledger.path", "ledger.checkpoints", "ledger.checkpoint_interval_s", "ledger.consumed_keep_days",
+ * "ledger.settled_cache_entries", "metrics.addr",
  * "metrics.worker_addr".
  * ALTAR_EINVAL for an unknown key. */
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err);

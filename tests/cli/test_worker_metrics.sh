@@ -128,6 +128,9 @@ done
 grep -q '^altar_build_info{component="reconciler",' "$T/r1" && ok || fail "reconciler: no build info"
 if grep -qx "# TYPE altar_reconciler_groups_held gauge" "$T/r1" && grep -qx "altar_reconciler_groups_held 0" "$T/r1"; then ok; else fail "reconciler: altar_reconciler_groups_held missing"; fi
 grep -qx "# TYPE altar_reconciler_consumed_pruned_total counter" "$T/r1" && ok || fail "reconciler: altar_reconciler_consumed_pruned_total missing"
+grep -qx "# TYPE altar_reconciler_settled_cached_entries gauge" "$T/r1" && ok || fail "reconciler: altar_reconciler_settled_cached_entries missing"
+grep -qx "# TYPE altar_reconciler_settled_ledger_reads_total counter" "$T/r1" && ok || fail "reconciler: altar_reconciler_settled_ledger_reads_total missing"
+grep -qx "# TYPE altar_reconciler_consumed_prune_next_records gauge" "$T/r1" && ok || fail "reconciler: altar_reconciler_consumed_prune_next_records missing"
 grep -Eqx "altar_process_resident_memory_bytes [1-9][0-9]*" "$T/r1" && ok || fail "reconciler: no RSS gauge"
 for d in ledger log; do
   grep -Eq "^altar_disk_usage_bytes\{dir=\"$d\"\} [1-9][0-9]*" "$T/r1" && ok || fail "reconciler: no disk gauge for $d"

@@ -74,7 +74,7 @@ static void reset(void) {
 static void run(altar_ledger_t *l, const altar_group_specs_t *g, size_t step, char *out, size_t outsz) {
   altar__settled_t s;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL_FATAL(altar__settled_load(&s, l, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__settled_load(&s, l, 0, &err), 0);
   out[0] = 0;
   for (size_t i = 0; i < nev; i += step) {
     altar_apply_result_t r = {0};

@@ -148,6 +148,28 @@ static void test_storage_python(void) {
                   ":4: storage.python.reply_timeout: unknown key (did you mean \"reply_timeout_ms\"?)");
 }
 
+/* ledger.settled_cache_entries: a default, a file's value, bounds named. */
+static void test_settled_cache_entries(void) {
+  char *path = write_tmp("ledger: {settled_cache_entries: 5000}\n");
+  altar_config_t c;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_config_load(NULL, &c, &err), 0);
+  CU_ASSERT_EQUAL(c.ledger_settled_cache_entries, ALTAR_DEFAULT_SETTLED_CACHE_ENTRIES);
+  altar_config_clear(&c);
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), 0);
+  CU_ASSERT_EQUAL(c.ledger_settled_cache_entries, 5000);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "ledger.settled_cache_entries", "0", &err), ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "ledger.settled_cache_entries") != NULL);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "ledger.settled_cache_entries", "-3", &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "ledger.settled_cache_entries", "1e5", &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "ledger.settled_cache_entries", "100000001", &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(c.ledger_settled_cache_entries, 5000);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "ledger.settled_cache_entries", "1", &err), 0);
+  CU_ASSERT_EQUAL(c.ledger_settled_cache_entries, 1);
+  altar_config_clear(&c);
+  free(path);
+}
+
 static void test_errors_name_line(void) {
   char *path = write_tmp("transport: {name: local}\ntopics:\n  jobs: a\n  jbos: b\n");
   altar_config_t c;
@@ -273,6 +295,7 @@ static void add(void) {
   ALTAR_TEST(test_errors_name_line);
   ALTAR_TEST(test_storage_python);
   ALTAR_TEST(test_topic_partitions);
+  ALTAR_TEST(test_settled_cache_entries);
   ALTAR_TEST(test_transport_key_typo);
   ALTAR_TEST(test_name_lines_and_metrics_keys);
 }

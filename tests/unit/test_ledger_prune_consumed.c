@@ -200,6 +200,62 @@ static void test_daemon_turns(void) {
   free(dir);
 }
 
+/* What the next prune frees is counted as the prune would take it: whole
+ * index entries, up to the bound, only those past the age; the daemon's
+ * turn keeps the figure for the next turn. */
+static void test_next_prune_counted(void) {
+  char *dir = altar_test_tmpdir("ledger-prune-due");
+  altar_error_t err = {0};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  altar_handle_t hs[3];
+  char eid[32];
+  for (int i = 0; i < 3; i++) {
+    snprintf(eid, sizeof eid, "w%d", i);
+    settle(l, eid, false);
+    altar_handle_init(&hs[i], "process", eid);
+  }
+  settle(l, "a", true);
+  CU_ASSERT_EQUAL(altar_ledger_consume(l, hs, 3, &err), 0); /* one entry of three */
+  for (int i = 0; i < 3; i++) altar_handle_clear(&hs[i]);
+  settle(l, "open", false);
+  size_t due = 99, n = 0;
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_consumed_due(l, wall_ms() - HOUR_MS, 100, &due, &err), 0);
+  CU_ASSERT_EQUAL(due, 0);
+  int64_t later = wall_ms() + HOUR_MS;
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_consumed_due(l, later, 100, &due, &err), 0);
+  CU_ASSERT_EQUAL(due, 4);
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_consumed_due(l, later, 2, &due, &err), 0);
+  CU_ASSERT_EQUAL(due, 4); /* the group's entry goes whole, as in the prune */
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_consumed_due(l, later, 1, &due, &err), 0);
+  CU_ASSERT_EQUAL(due, 1);
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, later, 1, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 1); /* what was counted */
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_consumed_due(l, later, 100, &due, &err), 0);
+  CU_ASSERT_EQUAL(due, 3);
+  /* The daemon's turn: nothing due an hour before the age, then the figure
+   * for the turn after, taken with that turn's cut. */
+  double now = (double)wall_ms() / 1000.0;
+  altar__consumed_pruner_t p = {.keep_s = 3600};
+  CU_ASSERT_EQUAL(altar__consumed_prune_tick(&p, l, now, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 0);
+  CU_ASSERT_EQUAL(p.next_frees, 0);
+  CU_ASSERT_EQUAL(altar__consumed_prune_tick(&p, l, now + 3600 - ALTAR_CONSUMED_PRUNE_INTERVAL_S + 5, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 0);
+  CU_ASSERT_EQUAL(p.next_frees, 3); /* the next turn comes after the age */
+  CU_ASSERT_EQUAL(altar__consumed_prune_tick(&p, l, p.next_due, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 3);
+  CU_ASSERT_EQUAL(p.next_frees, 0);
+  CU_ASSERT(present(l, "open"));
+  altar_ledger_close(l);
+  altar_ledger_t *m = altar_ledger_memory_open(&err);
+  CU_ASSERT_FATAL(m != NULL);
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_consumed_due(m, later, 100, &due, &err), ALTAR_ENOTSUP);
+  altar_ledger_close(m);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 /* ledger.consumed_keep_days: a whole number of days in [0, 36500], named
  * when it is not. */
 static void test_config_key(void) {
@@ -239,6 +295,7 @@ static void add(void) {
   ALTAR_TEST(test_group_goes_together);
   ALTAR_TEST(test_reopened_record_stays);
   ALTAR_TEST(test_daemon_turns);
+  ALTAR_TEST(test_next_prune_counted);
   ALTAR_TEST(test_config_key);
 }
 

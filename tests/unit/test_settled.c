@@ -1,7 +1,7 @@
-/* Settled groups as stored: one record per settled group, reloaded in
- * write order to the same set (and so the same decisions), pruned by
- * record, ledgers of the older per-member layout carried over, and damaged
- * records skipped and reported. Drives altar__settled_* one batch at a
+/* Settled groups as stored: one record per settled group and an index key
+ * per member, read back lazily through a bounded cache to the same set
+ * (and so the same decisions), pruned by record, ledgers of the older
+ * layouts carried over, and damaged records skipped and reported. Drives altar__settled_* one batch at a
  * time as the daemon does, over a RocksDB ledger in a temporary directory
  * and over the in-memory ledger. */
 #include "altar/ledger.h"
@@ -20,13 +20,15 @@ static const double H = ALTAR_SETTLED_HORIZON_S;
 static const char *specs_yaml = "pair:\n  group_by: [job_id]\n  ready_when: {count_at_least: 2}\n"
                                 "wide:\n  group_by: [job_id]\n  ready_when: {count_at_least: 40}\n"
                                 "dead:\n  group_by: [job_id]\n  ready_when: {count_at_least: 2}\n"
-                                "  on_failed: dead_letter\n";
+                                "  on_failed: dead_letter\n"
+                                "one:\n  group_by: [job_id]\n  ready_when: {count_at_least: 1}\n";
 
 typedef struct fixture {
   char *root;
   altar_ledger_t *l;
   altar_group_specs_t groups;
   altar__settled_t s;
+  size_t cache; /* entries the set keeps in memory; 0: the default */
 } fixture_t;
 
 static altar_ledger_t *open_ledger(const char *root) {
@@ -38,7 +40,7 @@ static altar_ledger_t *open_ledger(const char *root) {
 /* Loads the settled set of f's ledger into f->s. */
 static void load(fixture_t *f) {
   altar_error_t err = {0};
-  int rc = altar__settled_load(&f->s, f->l, &err);
+  int rc = altar__settled_load(&f->s, f->l, f->cache, &err);
   if (rc) fprintf(stderr, "load: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
 }
@@ -161,18 +163,37 @@ typedef struct dump {
 
 static int cmp_line(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static void dump(const altar__settled_t *s, dump_t *d) {
+static int dump_visit(void *ctx, const void *k, size_t kl, const void *v, size_t vl) {
+  dump_t *d = ctx;
+  uint64_t seq;
+  double ts;
+  const char *run;
+  size_t rl;
+  CU_ASSERT_FATAL(altar__settled_index_parse(v, vl, &seq, &ts, &run, &rl));
+  CU_ASSERT_FATAL(d->n < 512);
+  char line[512];
+  snprintf(line, sizeof line, "%.*s=%.*s@%.17g", (int)(kl - ALTAR__SETTLED_INDEX_PREFIX_LEN),
+           (const char *)k + ALTAR__SETTLED_INDEX_PREFIX_LEN, (int)rl, run, ts);
+  d->v[d->n++] = strdup(line);
+  return 0;
+}
+
+/* The settled set as the ledger's index holds it. */
+static void dump(altar_ledger_t *l, dump_t *d) {
   d->n = 0;
-  for (size_t i = 0; i < s->done.cap; i++) {
-    const altar__hslot_t *sl = &s->done.slots[i];
-    if (!sl->key) continue;
-    CU_ASSERT_FATAL(d->n < 512);
-    char line[512];
-    snprintf(line, sizeof line, "%.*s=%s@%.17g", (int)sl->len, sl->key, sl->key + sl->len + 1,
-             ((const altar__settled_rec_t *)sl->val)->ts);
-    d->v[d->n++] = strdup(line);
-  }
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_ledger_aux_scan(l, ALTAR__SETTLED_INDEX_PREFIX, ALTAR__SETTLED_INDEX_PREFIX_LEN, dump_visit,
+                                        d, &err) == 0);
   qsort(d->v, d->n, sizeof *d->v, cmp_line);
+}
+
+/* Entries in the index. */
+static size_t entries(altar_ledger_t *l) { return keys_under(l, ALTAR__SETTLED_INDEX_PREFIX); }
+
+/* A ledger written before the index existed: it has no next-seq key. */
+static void drop_index_mark(altar_ledger_t *l) {
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_ledger_aux_del(l, ALTAR__SETTLED_NEXT_KEY, strlen(ALTAR__SETTLED_NEXT_KEY), &err) == 0);
 }
 
 static void dump_free(dump_t *d) {
@@ -194,17 +215,18 @@ static void assert_same(const dump_t *a, const dump_t *b) {
   }
 }
 
-/* A settled group of 40 shards is one key holding its 40 members, and the
- * group's own entry ("#kind\x1fgroup_key", which tells late shards). */
+/* A settled group of 40 shards is one record holding its 40 members, and
+ * the group's own entry ("#kind\x1fgroup_key", which tells late shards),
+ * and one index key per entry. */
 static void test_group_writes_one_key(void) {
   fixture_t f;
   fx_open(&f, "settled-one-key");
   CU_ASSERT_EQUAL(settle(&f, "wide", "w1", 40, "r1", 10.0, false), 1);
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 1);
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_OLD_PREFIX), 0);
-  CU_ASSERT_EQUAL(f.s.done.n, 41);
+  CU_ASSERT_EQUAL(entries(f.l), 41);
   fx_restart(&f);
-  CU_ASSERT_EQUAL(f.s.done.n, 41);
+  CU_ASSERT_EQUAL(entries(f.l), 41);
   CU_ASSERT_FALSE(applies(&f, "w1", 39, "r2", 11.0)); /* a rerun of the last member is set aside */
   fx_close(&f);
 }
@@ -223,25 +245,23 @@ static void test_reload_keeps_write_order(void) {
   CU_ASSERT_EQUAL(settle(&f, "pair", "j1", 2, "r3", 10.0 + H + 5, false), 1);
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 3);
   dump_t before, after;
-  dump(&f.s, &before);
+  dump(f.l, &before);
   CU_ASSERT(dump_has(&before, "tk-j1-0=process\x1fj1-0-r3@604815"));
   CU_ASSERT(!dump_has(&before, "tk-j3-0=process\x1fj3-0-r1@25"));
-  double max_ts = f.s.max_ts;
 
   fx_restart(&f);
-  dump(&f.s, &after);
+  dump(f.l, &after);
   assert_same(&before, &after);
-  CU_ASSERT_EQUAL(f.s.max_ts, max_ts);
   /* The run that settled last stands; the first run of j1 is now a rerun. */
   CU_ASSERT_FALSE(applies(&f, "j1", 0, "r1", 10.0 + H + 6));
   CU_ASSERT_TRUE(applies(&f, "j3", 0, "r2", 26.0));
   /* Records written after the reload follow the loaded ones. */
   CU_ASSERT_EQUAL(settle(&f, "pair", "j2", 2, "r4", 20.0 + H + 7, false), 1);
   dump_free(&before);
-  dump(&f.s, &before);
+  dump(f.l, &before);
   fx_restart(&f);
   dump_free(&after);
-  dump(&f.s, &after);
+  dump(f.l, &after);
   assert_same(&before, &after);
   CU_ASSERT(dump_has(&after, "tk-j2-1=process\x1fj2-1-r4@604827"));
   dump_free(&before);
@@ -273,17 +293,17 @@ static void test_prune_deletes_records(void) {
   CU_ASSERT_TRUE(applies(&f, "j9", 0, "r1", 10.0 + 2 * H + 5));
   CU_ASSERT(!has_key(f.l, 0) && has_key(f.l, 1) && has_key(f.l, 2));
   CU_ASSERT_EQUAL(f.s.pruned, 0); /* record 0 held no entry any more (its group's either) */
-  CU_ASSERT_EQUAL(f.s.done.n, 6);  /* two members and the group, of records 1 and 2 */
+  CU_ASSERT_EQUAL(entries(f.l), 6);  /* two members and the group, of records 1 and 2 */
   CU_ASSERT_FALSE(applies(&f, "j1", 0, "r1", 10.0 + 2 * H + 5)); /* r2 still settles it */
   fx_restart(&f);
-  CU_ASSERT_EQUAL(f.s.done.n, 6);
+  CU_ASSERT_EQUAL(entries(f.l), 6);
   /* A horizon later the pass comes again, twice the horizon after 1 and 2. */
   CU_ASSERT_TRUE(applies(&f, "j9", 1, "r1", 10.0 + 3 * H + 200));
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 0);
-  CU_ASSERT_EQUAL(f.s.done.n, 0);
+  CU_ASSERT_EQUAL(entries(f.l), 0);
   CU_ASSERT_EQUAL(f.s.pruned, 6);
   fx_restart(&f);
-  CU_ASSERT_EQUAL(f.s.done.n, 0);
+  CU_ASSERT_EQUAL(entries(f.l), 0);
   fx_close(&f);
 }
 
@@ -296,7 +316,7 @@ static void test_prune_survives_an_aborted_batch(void) {
   altar_status_event_t e;
   ev_fill(&e, "pair", true, "j9", 0, "r1", 10.0 + 2 * H + 100);
   batch(&f, &e, 1, true, NULL); /* prunes record 0, then aborts */
-  CU_ASSERT_EQUAL(f.s.done.n, 0);
+  CU_ASSERT_EQUAL(entries(f.l), 3);
   CU_ASSERT_TRUE(has_key(f.l, 0));
   CU_ASSERT_TRUE(applies(&f, "j9", 1, "r1", 10.0 + 2 * H + 101));
   CU_ASSERT_FALSE(has_key(f.l, 0));
@@ -320,6 +340,7 @@ static void test_old_layout_is_carried_over(void) {
   fx_open(&f, "settled-old");
   CU_ASSERT_EQUAL(settle(&f, "pair", "jb", 2, "r2", 50.0, false), 1); /* tk-jb-0, tk-jb-1 */
   altar__settled_free(&f.s);
+  drop_index_mark(f.l); /* as a ledger written before the index */
   PUT_LIT(f.l, "t/tk-ja-0", "process\x1fja-0-r1\0" "100");
   PUT_LIT(f.l, "t/tk-ja-1", "process\x1fja-1-r1\0" "100");
   PUT_LIT(f.l, "t/tk-jb-0", "process\x1fjb-0-r1\0" "40"); /* older than the record */
@@ -328,18 +349,17 @@ static void test_old_layout_is_carried_over(void) {
   PUT_LIT(f.l, "t/", "process\x1fx\0" "1"); /* no task key: ignored, as before */
   load(&f);
   dump_t d, again;
-  dump(&f.s, &d);
+  dump(f.l, &d);
   CU_ASSERT_EQUAL(d.n, 7); /* and jb's group entry */
   CU_ASSERT(dump_has(&d, "tk-ja-0=process\x1fja-0-r1@100"));
   CU_ASSERT(dump_has(&d, "tk-ja-1=process\x1fja-1-r1@100"));
   CU_ASSERT(dump_has(&d, "tk-jb-0=process\x1fjb-0-r2@50"));
   CU_ASSERT(dump_has(&d, "tk-jc-0=process\x1fjc-0-r1@-inf"));
   CU_ASSERT(dump_has(&d, "tk-jd-0=process\x1fjd-0-r1@5000"));
-  CU_ASSERT_EQUAL(f.s.max_ts, 5000.0);
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_OLD_PREFIX), 0);
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 4); /* jb's, and one per ts: -inf, 100, 5000 */
   fx_restart(&f);
-  dump(&f.s, &again);
+  dump(f.l, &again);
   assert_same(&d, &again);
   dump_free(&again);
   CU_ASSERT_FALSE(applies(&f, "ja", 0, "r2", 150.0));
@@ -347,7 +367,7 @@ static void test_old_layout_is_carried_over(void) {
    * (5000) and jc's (no ts) stay. */
   CU_ASSERT_TRUE(applies(&f, "j9", 0, "r1", 100.0 + 2 * H + 10));
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 2);
-  dump(&f.s, &again);
+  dump(f.l, &again);
   CU_ASSERT_EQUAL(again.n, 2);
   CU_ASSERT(dump_has(&again, "tk-jc-0=process\x1fjc-0-r1@-inf"));
   CU_ASSERT(dump_has(&again, "tk-jd-0=process\x1fjd-0-r1@5000"));
@@ -376,18 +396,19 @@ static void test_damaged_records_are_skipped(void) {
   put_raw(f.l, "g/00000000000000fZ", v, whole);      /* not a record key */
   put_raw(f.l, "g/ffffffffffffffff", v, whole);      /* no sequence number after it */
   put_raw(f.l, "g/00000000000000f4", v, whole);      /* intact */
+  drop_index_mark(f.l); /* the whole check runs when a ledger is indexed */
   fx_restart(&f);
   CU_ASSERT_EQUAL(f.s.damaged, 6);
   CU_ASSERT_EQUAL(f.s.damage.code, ALTAR_ELEDGER);
   CU_ASSERT_PTR_NOT_NULL(strstr(f.s.damage.msg, "6 damaged record(s)"));
   CU_ASSERT_PTR_NOT_NULL(strstr(f.s.damage.msg, "g/00000000000000f0: too short"));
-  CU_ASSERT_EQUAL(f.s.done.n, 4); /* tk-j1-0, tk-j1-1, j1's group, tk-x */
+  CU_ASSERT_EQUAL(entries(f.l), 4); /* tk-j1-0, tk-j1-1, j1's group, tk-x */
   CU_ASSERT_EQUAL(f.s.next_seq, 0xf5);
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 2);
   CU_ASSERT_FALSE(applies(&f, "j1", 0, "r2", 11.0));
   fx_restart(&f);
   CU_ASSERT_EQUAL(f.s.damaged, 0);
-  CU_ASSERT_EQUAL(f.s.done.n, 4);
+  CU_ASSERT_EQUAL(entries(f.l), 4);
   fx_close(&f);
 }
 
@@ -496,6 +517,137 @@ static void test_member_reader_bounds(void) {
   CU_ASSERT_FALSE(altar__settled_key_seq("g/0000000000000ab", 17, &seq));
 }
 
+
+/* Runs fold `fold` of a "one" group (ready with one success) to its end. */
+static size_t one_ends(fixture_t *f, const char *job, int fold, double ts) {
+  altar_status_event_t e;
+  ev_fill(&e, "one", false, job, fold, "r1", ts);
+  size_t fired = 0;
+  batch(f, &e, 1, false, &fired);
+  return fired;
+}
+
+/* Submits folds 0 and 1 of a "one" group and ends fold 0: the group fires
+ * with it while fold 1 still runs. */
+static void one_fires(fixture_t *f, const char *job, double ts) {
+  altar_status_event_t evs[2];
+  ev_fill(&evs[0], "one", true, job, 0, "r1", ts);
+  ev_fill(&evs[1], "one", true, job, 1, "r1", ts);
+  batch(f, evs, 2, false, NULL);
+  CU_ASSERT_EQUAL(one_ends(f, job, 0, ts), 1);
+}
+
+/* The cache holds at most its capacity; what it evicted is answered from
+ * the ledger: a rerun of an evicted member is set aside, the fresh set's
+ * bloom filter of evicted keys sending the look-up there. */
+static void test_cache_evicts_and_misses_read_the_ledger(void) {
+  fixture_t g;
+  fx_open(&g, "settled-cache-evicts");
+  g.cache = 2;
+  altar__settled_free(&g.s);
+  load(&g);
+  for (int i = 0; i < 6; i++) {
+    char job[16];
+    snprintf(job, sizeof job, "c%d", i);
+    CU_ASSERT_EQUAL(settle(&g, "pair", job, 2, "r1", 10.0 + i, false), 1);
+    CU_ASSERT(altar__settled_cache_size(&g.s.cache) <= 2);
+  }
+  CU_ASSERT(g.s.cache.evicted >= 16); /* 18 entries through a cache of 2 */
+  CU_ASSERT_EQUAL(entries(g.l), 18);
+  CU_ASSERT_FALSE(g.s.pre_existing);
+  uint64_t reads = g.s.ledger_reads;
+  CU_ASSERT_FALSE(applies(&g, "c0", 0, "r2", 20.0)); /* evicted long ago: read from the ledger */
+  CU_ASSERT(g.s.ledger_reads > reads);
+  CU_ASSERT_TRUE(applies(&g, "n0", 0, "r1", 20.0)); /* never settled */
+  CU_ASSERT(altar__settled_cache_size(&g.s.cache) <= 2);
+  fx_close(&g);
+}
+
+/* Starting reads no settled entry: the cache is empty after a load however
+ * many groups settled, and fills only as events ask. */
+static void test_start_reads_no_entry(void) {
+  fixture_t f;
+  fx_open(&f, "settled-lazy-start");
+  for (int i = 0; i < 20; i++) {
+    char job[16];
+    snprintf(job, sizeof job, "s%d", i);
+    CU_ASSERT_EQUAL(settle(&f, "pair", job, 2, "r1", 10.0 + i, false), 1);
+  }
+  fx_restart(&f);
+  CU_ASSERT_EQUAL(altar__settled_cache_size(&f.s.cache), 0);
+  CU_ASSERT_EQUAL(f.s.ledger_reads, 0);
+  CU_ASSERT_TRUE(f.s.pre_existing);
+  CU_ASSERT_EQUAL(f.s.next_seq, 20);
+  CU_ASSERT_FALSE(applies(&f, "s7", 1, "r2", 40.0));
+  CU_ASSERT_EQUAL(altar__settled_cache_size(&f.s.cache), 1);
+  /* a record written now follows the stored ones */
+  CU_ASSERT_EQUAL(settle(&f, "pair", "s20", 2, "r1", 41.0, false), 1);
+  CU_ASSERT_TRUE(has_key(f.l, 20));
+  fx_close(&f);
+}
+
+/* A late event for a group that fired and whose entry the cache no longer
+ * holds does not fire it again: fold 1 of a group ready with one success
+ * ends after fold 0 fired it, once with the group's entry evicted from a
+ * fresh set and once after a restart (the entry only in the ledger). */
+static void test_late_event_of_evicted_group_does_not_fire(void) {
+  fixture_t f;
+  memset(&f, 0, sizeof f);
+  f.root = altar_test_tmpdir("settled-late-evicted");
+  f.l = open_ledger(f.root);
+  f.cache = 2;
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_group_specs_load_string(specs_yaml, strlen(specs_yaml), "t", &f.groups, &err) == 0);
+  load(&f);
+  one_fires(&f, "o1", 10.0);
+  one_fires(&f, "o2", 10.0);
+  for (int i = 0; i < 4; i++) { /* push o1's and o2's entries out */
+    char job[16];
+    snprintf(job, sizeof job, "x%d", i);
+    CU_ASSERT_EQUAL(settle(&f, "pair", job, 2, "r1", 11.0, false), 1);
+  }
+  CU_ASSERT(f.s.cache.evicted > 0);
+  uint64_t reads = f.s.ledger_reads;
+  CU_ASSERT_EQUAL(one_ends(&f, "o1", 1, 12.0), 0); /* late: recorded, no second event */
+  CU_ASSERT(f.s.ledger_reads > reads);
+  fx_restart(&f);
+  CU_ASSERT_EQUAL(one_ends(&f, "o2", 1, 12.0), 0);
+  /* the late shards are recorded and consumed, nothing of them open */
+  altar_ledger_entry_t e = {0};
+  CU_ASSERT_FATAL(altar_ledger_get(f.l, "process", "o1-1-r1", &e, &err) == 0);
+  CU_ASSERT_TRUE(e.rec.consumed);
+  altar_ledger_entry_clear(&e);
+  CU_ASSERT_FATAL(altar_ledger_get(f.l, "process", "o2-1-r1", &e, &err) == 0);
+  CU_ASSERT_TRUE(e.rec.consumed);
+  altar_ledger_entry_clear(&e);
+  fx_close(&f);
+}
+
+/* The cache itself: least recently used entries go first, a put replaces
+ * the entry of its key, pruning drops an entry only for its own record. */
+static void test_cache_order(void) {
+  altar__settled_cache_t c = {.cap = 2, .track_evicted = true};
+  altar__settled_cache_put(&c, altar__settled_entry_new("a", 1, "r", 1, 1, 1.0));
+  altar__settled_cache_put(&c, altar__settled_entry_new("b", 1, "r", 1, 2, 1.0));
+  CU_ASSERT_PTR_NOT_NULL(altar__settled_cache_get(&c, "a", 1, altar__hash("a", 1))); /* a is now newest */
+  altar__settled_cache_put(&c, altar__settled_entry_new("c", 1, "r", 1, 3, 1.0));  /* evicts b */
+  CU_ASSERT_PTR_NULL(altar__settled_cache_get(&c, "b", 1, altar__hash("b", 1)));
+  CU_ASSERT_TRUE(altar__settled_cache_maybe_evicted(&c, altar__hash("b", 1)));
+  CU_ASSERT_FALSE(altar__settled_cache_maybe_evicted(&c, altar__hash("a", 1)));
+  altar__settled_cache_put(&c, altar__settled_entry_new("a", 1, "r2", 2, 4, 2.0)); /* replaces */
+  const altar__settled_entry_t *e = altar__settled_cache_get(&c, "a", 1, altar__hash("a", 1));
+  CU_ASSERT_FATAL(e != NULL);
+  CU_ASSERT_EQUAL(e->seq, 4);
+  CU_ASSERT_STRING_EQUAL(altar__settled_entry_run(e), "r2");
+  CU_ASSERT_EQUAL(altar__settled_cache_size(&c), 2);
+  altar__settled_cache_drop(&c, "a", 1, altar__hash("a", 1), 1); /* not its record any more */
+  CU_ASSERT_EQUAL(altar__settled_cache_size(&c), 2);
+  altar__settled_cache_drop(&c, "a", 1, altar__hash("a", 1), 4);
+  CU_ASSERT_EQUAL(altar__settled_cache_size(&c), 1);
+  CU_ASSERT_EQUAL(c.evicted, 1);
+  altar__settled_cache_free(&c);
+}
+
 static void add_tests(CU_pSuite suite__, bool memory) {
   (void)memory;
   ALTAR_TEST(test_group_writes_one_key);
@@ -508,6 +660,10 @@ static void add_tests(CU_pSuite suite__, bool memory) {
   ALTAR_TEST(test_late_shard_rerun_is_set_aside);
   ALTAR_TEST(test_superseded_run_stays_superseded);
   ALTAR_TEST(test_member_reader_bounds);
+  ALTAR_TEST(test_cache_evicts_and_misses_read_the_ledger);
+  ALTAR_TEST(test_start_reads_no_entry);
+  ALTAR_TEST(test_late_event_of_evicted_group_does_not_fire);
+  ALTAR_TEST(test_cache_order);
 }
 
 /* Every test on both ledgers. */
