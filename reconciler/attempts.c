@@ -272,10 +272,12 @@ int altar_attempts_of(altar_ledger_t *l, const altar_ledger_entry_t *e, altar_at
     last->failure = rec->state == ALTAR_STATE_FAILED ? altar_failure_dup(rec->failure) : NULL;
     if (rec->state == ALTAR_STATE_FAILED && rec->failure && !last->failure) rc = ALTAR_ENOMEM;
   } else {
+    /* Numbered before push: growing the array moves what last points at. */
+    int64_t n = last ? last->n + 1 : out->dropped + 1;
     altar_attempt_t *a = push(out);
     if (!a) rc = ALTAR_ENOMEM;
     else {
-      a->n = last ? last->n + 1 : out->dropped + 1;
+      a->n = n;
       a->backend = strdup(rec->handle.backend);
       a->external_id = strdup(rec->handle.external_id);
       a->restart_count = rec->restart_count;
