@@ -85,6 +85,18 @@ done
 [ "$ends" -ge 64 ] || die "the first folds' status events never reached the log ($ends)"
 [ "$(covered)" -eq "$ends" ] || die "A's checkpoint never covered the $ends status events (covers $(covered))"
 ok "A's checkpoint covers all $ends status events"
+# The reference must have read every record before they go (on Kafka it
+# joins its group a few seconds late): its ledger's offsets, read-only.
+ref_read() {
+  "$ALTAR_BIN" log offsets --config "$T/ref.yaml" --group altar.reconcilers --ledger "$T/ledgerRef" \
+    --topic "$prefix.status" --json 2>/dev/null |
+    python3 -c 'import json,sys; print(sum(e["committed"] or 0 for e in json.load(sys.stdin)))' 2>/dev/null || echo 0
+}
+for _ in $(seq 1 600); do
+  [ "$(ref_read)" -ge "$ends" ] && break
+  sleep 0.1
+done
+[ "$(ref_read)" -ge "$ends" ] || die "the reference never read the $ends status events (read $(ref_read))"
 kill -9 "$recA"
 
 # A week of retention.
