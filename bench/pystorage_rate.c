@@ -13,6 +13,8 @@
  *   pystorage_rate [M [S]]   (default 2000 calls, 64 MiB) */
 #include "altar/storage.h"
 
+#include "util/bench_util.h"
+
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -20,12 +22,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
   (void)st;
@@ -35,19 +31,16 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
   return 0;
 }
 
-static void die(const char *what, const altar_error_t *err) {
-  fprintf(stderr, "pystorage_rate: %s: %s\n", what, err->msg);
-  exit(1);
-}
+static void die(const char *what, const altar_error_t *err) { bench_die("pystorage_rate", what, err); }
 
 static double per_call_us(altar_storage_t *s, const char *uri, int m) {
   altar_error_t err = {0};
-  double t0 = now_s();
+  double t0 = bench_now_s();
   for (int i = 0; i < m; i++) {
     bool ex = false;
     if (altar_storage_exists(s, uri, &ex, &err) || !ex) die("exists", &err);
   }
-  return (now_s() - t0) * 1e6 / m;
+  return (bench_now_s() - t0) * 1e6 / m;
 }
 
 static int cmp(const void *a, const void *b) {
@@ -62,7 +55,7 @@ static double mibs(altar_storage_t *s, const char *uri, const char *local, int m
   char buf[1 << 16];
   for (int k = 0; k < 3; k++) {
     altar_error_t err = {0};
-    double t0 = now_s();
+    double t0 = bench_now_s();
     if (up) {
       if (altar_storage_upload(s, local, uri, &err)) die("upload", &err);
     } else {
@@ -74,7 +67,7 @@ static double mibs(altar_storage_t *s, const char *uri, const char *local, int m
       if (fd >= 0) close(fd);
       altar_local_file_release(&lf);
     }
-    r[k] = mib / (now_s() - t0);
+    r[k] = mib / (bench_now_s() - t0);
   }
   qsort(r, 3, sizeof r[0], cmp);
   return r[1];
