@@ -27,13 +27,25 @@ prefix="fleet-$(date +%s)-$$"
 cfg="--config $T/altar.yaml"
 
 start_reconciler() { "$ALTAR_BIN" reconciler $cfg >>"$T/reconciler.log" 2>&1 & rec=$!; pids="$pids $rec"; }
-start_worker() { "$ALTAR_BIN" worker $cfg --id "w$1-$2" --drain 2 >>"$T/worker$1.log" 2>&1 & eval "w$1=\$!"; pids="$pids $!"; }
+# FLEET_WORKER reaches each task's environment, so runs.log says which
+# worker life ran it; kills.log records each kill -9 (fleet_check.py).
+start_worker() {
+  FLEET_WORKER="w$1-$2" "$ALTAR_BIN" worker $cfg --id "w$1-$2" --drain 2 >>"$T/worker$1.log" 2>&1 &
+  eval "w$1=\$! life$1=w$1-$2"
+  pids="$pids $!"
+}
+kill_worker() {
+  eval "pid=\$w$1 life=\$life$1"
+  echo "$life $(date +%s.%N)" >> "$T/kills.log"
+  kill -9 "$pid" 2>/dev/null || true
+  KILLS=$((KILLS + 1))
+}
 
 # The specs: GROUPS_N groups of FOLDS shards; one shard of DEAD_GROUP fails deterministically.
 python3 - "$T" "$GROUPS_N" "$FOLDS" "$DEAD_GROUP" > "$T/specs.jsonl" <<'PY'
 import json, sys
 d, n, folds, dead = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-script = 'sleep 0.05; if [ "$2" = fail ]; then exit 3; fi; echo "$0" >> "$1/runs.log"'
+script = 'sleep 0.05; if [ "$2" = fail ]; then exit 3; fi; echo "$0 $FLEET_WORKER $(date +%s.%N)" >> "$1/runs.log"'
 for g in range(n):
     for f in range(folds):
         name = f"g{g:03d}"
@@ -70,11 +82,11 @@ count() {
 # Kill -9 workers and the reconciler mid-run, then bring them back.
 for round in 1 2 3; do
   sleep 2
-  kill -9 "$w1" 2>/dev/null || true; KILLS=$((KILLS + 1)); start_worker 1 "$round"
+  kill_worker 1; start_worker 1 "$round"
   sleep 1
   kill -9 "$rec" 2>/dev/null || true; start_reconciler
   sleep 1
-  kill -9 "$w2" 2>/dev/null || true; KILLS=$((KILLS + 1)); start_worker 2 "$round"
+  kill_worker 2; start_worker 2 "$round"
 done
 
 want=$((GROUPS_N + 1)) # and the refused poison job's group
@@ -96,7 +108,7 @@ wait "$w1" "$w2" "$rec" 2>/dev/null || true
 # one terminal record per shard) against what `altar status` counts.
 "$ALTAR_BIN" ledger dump $cfg > "$T/ledger.jsonl"
 "$ALTAR_BIN" status $cfg "$job" --json > "$T/status.json"
-python3 "$ALTAR_SOURCE_DIR/tests/integration/fleet_check.py" "$T" "$GROUPS_N" "$FOLDS" "$DEAD_GROUP" "$KILLS" "$SLOTS"
+python3 "$ALTAR_SOURCE_DIR/tests/integration/fleet_check.py" "$T" "$GROUPS_N" "$FOLDS" "$DEAD_GROUP" "$KILLS"
 
 # Poison landed in the DLQ with reasons, and the fleet kept going.
 dlq=$("$ALTAR_BIN" log consume $cfg --topic "$prefix.dlq" --from-beginning --exit | wc -l)
