@@ -1,8 +1,10 @@
 /* The progress line of `submit --wait` fits the terminal: never longer than
  * columns - 1 (a 50-column terminal must not wrap it), the bar shrinking
  * first, then the text, and the counts always there when room allows.
- * cli/ is not a library, so its one file is compiled in here. */
-#include "../../cli/progress_bar.c"
+ * cli/ is not a library: tests/CMakeLists.txt compiles its file in. */
+#include <string.h>
+
+#include "../../cli/progress_bar.h"
 #include "testutil.h"
 
 static void test_fits_every_width(void) {
