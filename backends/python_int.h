@@ -89,4 +89,8 @@ altar_py_t *altar__py_alloc(const char *python, size_t max_reply);
 /* Monotonic milliseconds (the one clock of this backend). */
 int64_t altar__py_now_ms(void);
 
+/* How many times the storage bridge has been started (python_storage.c);
+ * tests read it to tell a restart from a bridge that served on. */
+long long altar__storage_python_starts(void);
+
 #endif

@@ -1,6 +1,7 @@
 /* Fuzz target: what the object-storage adapters take from outside before
  * any request: gs:// and s3:// URIs (bucket and key rules, percent-encoding)
  * and the shared credentials file (INI profiles). The first byte picks. */
+#include "fuzz_target.h"
 #include "storage/cloud_int.h"
 #include "storage/s3_int.h"
 

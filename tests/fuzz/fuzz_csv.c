@@ -1,5 +1,6 @@
 /* libFuzzer: the CSV decoder on arbitrary bytes, with both delimiters; what
  * parses must format and parse back to the same rows. */
+#include "fuzz_target.h"
 #include "altar/storage.h"
 
 #include <stdint.h>

@@ -2,6 +2,7 @@
  * the message type; the rest is the JSON. Whatever decodes must encode to
  * msgpack that the msgpack decoder accepts and that converts back to the
  * same bytes (see fuzz_decode_common.h). */
+#include "fuzz_target.h"
 #include "fuzz_decode_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

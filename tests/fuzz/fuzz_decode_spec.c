@@ -1,4 +1,5 @@
 /* libFuzzer target: altar_decode_spec on arbitrary bytes (see fuzz_decode_common.h). */
+#include "fuzz_target.h"
 #include "fuzz_decode_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

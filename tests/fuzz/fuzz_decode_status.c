@@ -4,6 +4,7 @@
  * then gives the same event and spec bytes; with ALTAR_DECODE_SPEC_BYTES it
  * accepts the same messages and gives the same event without the spec
  * struct (same spec and fixed bytes). */
+#include "fuzz_target.h"
 #include "fuzz_decode_common.h"
 #include "core/codec_int.h"
 

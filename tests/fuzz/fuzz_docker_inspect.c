@@ -1,6 +1,7 @@
 /* libFuzzer target: the docker backend's `docker inspect` JSON reader and its
  * RFC 3339 time parser on arbitrary bytes (output of another program, so
  * untrusted). Neither may crash, leak, or accept what it then misreports. */
+#include "fuzz_target.h"
 #include "backends/docker_int.h"
 
 #include <stdint.h>

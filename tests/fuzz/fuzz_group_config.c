@@ -1,6 +1,7 @@
 /* libFuzzer: the YAML group config reader on arbitrary bytes. A load either
  * fails with ECONFIG (or ENOMEM) and a message naming the file, or yields
  * specs whose every field is usable. */
+#include "fuzz_target.h"
 #include "altar/groups.h"
 
 #include <stdint.h>

@@ -1,6 +1,7 @@
 /* libFuzzer: dropping managedFields from arbitrary bytes. It must stay
  * inside the text, never grow it, and, when the text is JSON, give the
  * same document with the member removed. */
+#include "fuzz_target.h"
 #include "backends/k8s_json_trim.h"
 
 #include <jansson.h>

@@ -1,5 +1,6 @@
 /* libFuzzer: the Job watch's stream reader on arbitrary bytes, fed in two
  * chunks split where the input says; it must never crash or leak. */
+#include "fuzz_target.h"
 #include "backends/k8s_api.h"
 
 #include <stdint.h>

@@ -1,6 +1,7 @@
 /* libFuzzer: the local log's record parser over untrusted segment bytes.
  * Parses records one after another as a scan does and turns each valid one
  * into a message; ASan catches any read past the input. */
+#include "fuzz_target.h"
 #include "transports/local_int.h"
 
 #include <stdint.h>

@@ -1,5 +1,6 @@
 /* libFuzzer: the path resolver on arbitrary bytes. A resolved path must lie
  * under the root and hold no "." or ".." segment; anything else must fail. */
+#include "fuzz_target.h"
 #include "altar/paths.h"
 
 #include <stdint.h>

@@ -1,6 +1,7 @@
 /* libFuzzer: the strict key check of hand-written specs and the JSON error
  * position on arbitrary bytes. Either the text passes or the error names the
  * source and an unknown key; a position stays inside the text. */
+#include "fuzz_target.h"
 #include "altar/json_pos.h"
 #include "altar/spec_keys.h"
 

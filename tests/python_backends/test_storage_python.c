@@ -7,6 +7,7 @@
  * type or dies, each contained with a clear reason while the good scheme in
  * the same bridge goes on working; and configurations that cannot start.
  * Needs ALTAR_TEST_PYTHON (with-venv.sh) and ALTAR_LIBRARY (ctest). */
+#include "backends/python_int.h"
 #include "altar/plugin/storage.h"
 #include "altar/registry.h"
 #include "storage_contract.h"
@@ -20,8 +21,6 @@
 #include <string.h>
 
 #define SECRET_VALUE "s3cr3t-storage-key-value"
-
-long long altar__storage_python_starts(void); /* backends/python_storage.c, for tests */
 
 static char *dir;       /* the store's root */
 static char config[8192];
