@@ -83,13 +83,13 @@ static int parse_key(const kdef_t *k, const char *v, int64_t *pi, altar_error_t 
   return 0;
 }
 
-size_t local_cfg_keys(const char **names, size_t max) {
+size_t altar__local_cfg_keys(const char **names, size_t max) {
   size_t n = sizeof keys / sizeof keys[0];
   for (size_t k = 0; k < n && k < max; k++) names[k] = keys[k].name;
   return n;
 }
 
-int local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config,
+int altar__local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config,
                     altar_error_t *err) {
   memset(cfg, 0, sizeof *cfg);
   if (config) {
@@ -109,19 +109,19 @@ int local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t
     const char *v = config ? altar_strmap_get(config, d->name) : NULL;
     if (!v) v = d->dflt;
     if (!v) {
-      local_cfg_clear(cfg);
+      altar__local_cfg_clear(cfg);
       return altar_error_set(err, ALTAR_ECONFIG, "transport.%s: required for local", d->name);
     }
     int64_t x = 0;
     int rc = parse_key(d, v, &x, err);
     if (rc) {
-      local_cfg_clear(cfg);
+      altar__local_cfg_clear(cfg);
       return rc;
     }
     const char *n = d->name;
     if (!strcmp(n, "dir")) {
       if (!*v || strlen(v) > 3000) {
-        local_cfg_clear(cfg);
+        altar__local_cfg_clear(cfg);
         return altar_error_set(err, ALTAR_ECONFIG, "transport.dir: empty or too long");
       }
       cfg->dir = strdup(v);
@@ -142,7 +142,7 @@ int local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t
   return 0;
 }
 
-void local_cfg_clear(local_cfg_t *cfg) {
+void altar__local_cfg_clear(local_cfg_t *cfg) {
   free(cfg->dir);
   cfg->dir = NULL;
 }

@@ -25,16 +25,16 @@ static lreader_t *find_reader(local_t *l, const char *topic, int32_t partition) 
   return NULL;
 }
 
-int local_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n,
+int altar__local_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n,
                     altar_rebalance_cb cb, void *ctx, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   if (l->cons.group || l->cons.n_assigned || l->cons.left)
     return altar_error_set(err, ALTAR_ESTATE, "subscribe: this handle already consumes");
   l->cons.forced_check = false;
-  return lgroup_join(t, &l->cfg, group, topics, n, cb, ctx, &l->cons.group, err);
+  return altar__local_group_join(t, &l->cfg, group, topics, n, cb, ctx, &l->cons.group, err);
 }
 
-int local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
+int altar__local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
   if (c->group || c->n_assigned)
@@ -45,24 +45,24 @@ int local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_
   int rc = 0;
   for (size_t i = 0; i < n && !rc; i++) {
     int32_t np;
-    rc = local_topic_partitions(t, &l->cfg, parts[i].topic, &np, err);
+    rc = altar__local_topic_partitions(t, &l->cfg, parts[i].topic, &np, err);
     if (rc) break;
     if (parts[i].partition < 0 || parts[i].partition >= np) {
       rc = altar_error_set(err, ALTAR_ENOTFOUND, "assign: topic %s has no partition %d",
                            parts[i].topic, (int)parts[i].partition);
       break;
     }
-    lreader_t *r = lreader_new(l->cfg.dir, parts[i].topic, parts[i].partition);
+    lreader_t *r = altar__local_reader_new(l->cfg.dir, parts[i].topic, parts[i].partition);
     if (!r) {
       rc = altar_error_set(err, ALTAR_ENOMEM, "assign: out of memory");
       break;
     }
     c->assigned[c->n_assigned++] = r;
     int64_t off = parts[i].offset == ALTAR_OFFSET_INVALID ? ALTAR_OFFSET_BEGINNING : parts[i].offset;
-    rc = lreader_seek(t, &l->cfg, r, off, err);
+    rc = altar__local_reader_seek(t, &l->cfg, r, off, err);
   }
   if (rc) {
-    for (size_t i = 0; i < c->n_assigned; i++) lreader_free(c->assigned[i]);
+    for (size_t i = 0; i < c->n_assigned; i++) altar__local_reader_free(c->assigned[i]);
     free(c->assigned);
     c->assigned = NULL;
     c->n_assigned = 0;
@@ -70,7 +70,7 @@ int local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_
   return rc;
 }
 
-int local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err) {
+int altar__local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
   *pmsg = NULL;
@@ -81,11 +81,11 @@ int local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, alta
   }
   if (!c->group && !c->n_assigned)
     return altar_error_set(err, ALTAR_ESTATE, "consume: neither subscribed nor assigned");
-  int64_t deadline = local_mono_ms() + (timeout_ms < 0 ? INT64_MAX / 4 : timeout_ms);
+  int64_t deadline = altar__local_mono_ms() + (timeout_ms < 0 ? INT64_MAX / 4 : timeout_ms);
   int64_t nap = 1;
   for (;;) {
     if (c->group) {
-      int rc = lgroup_check(t, &l->cfg, c->group, !c->forced_check, err);
+      int rc = altar__local_group_check(t, &l->cfg, c->group, !c->forced_check, err);
       c->forced_check = true;
       if (rc) return rc;
     }
@@ -98,9 +98,9 @@ int local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, alta
      * most once a millisecond: once per record cost a bulk reader (the
      * rebuild) a quarter of its rate, and the bound keeps a busy partition
      * from hiding the others' news. */
-    int64_t now_ms = local_mono_ms();
+    int64_t now_ms = altar__local_mono_ms();
     if (c->pass_empty || now_ms != c->collected_ms) {
-      lwatch_collect(c, rs, n);
+      altar__local_watch_collect(c, rs, n);
       c->collected_ms = now_ms;
     }
     /* Round robin over the partitions written to since their last empty
@@ -111,7 +111,7 @@ int local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, alta
       lreader_t *r = rs[idx];
       if (!r || r->paused || !r->changed) continue;
       r->changed = false;
-      rc = lreader_next(t, &l->cfg, r, pmsg, err);
+      rc = altar__local_reader_next(t, &l->cfg, r, pmsg, err);
       if (rc != 0) {
         r->changed = true;
         c->rr = idx + 1;
@@ -120,11 +120,11 @@ int local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, alta
     if (rs != stack) free(rs);
     c->pass_empty = rc == 0;
     if (rc != 0) return rc < 0 ? rc : 0;
-    int64_t now = local_mono_ms();
+    int64_t now = altar__local_mono_ms();
     if (now >= deadline) return 0;
     int64_t left = deadline - now;
-    if (lwatch_active(c)) {
-      lwatch_wait(c, left);
+    if (altar__local_watch_active(c)) {
+      altar__local_watch_wait(c, left);
     } else {
       sleep_ms(left < nap ? left : nap);
       if (nap < 20) nap *= 2;
@@ -149,25 +149,25 @@ static int set_paused(altar_transport_t *t, const altar_tp_t *parts, size_t n, b
   return 0;
 }
 
-int local_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
+int altar__local_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
   return set_paused(t, parts, n, true, err);
 }
 
-int local_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
+int altar__local_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
   return set_paused(t, parts, n, false, err);
 }
 
-int local_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
+int altar__local_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
                altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   lreader_t *r = topic ? find_reader(l, topic, partition) : NULL;
   if (!r)
     return altar_error_set(err, ALTAR_ESTATE, "seek: %s/%d is not assigned to this consumer",
                            topic ? topic : "(null)", (int)partition);
-  return lreader_seek(t, &l->cfg, r, offset, err);
+  return altar__local_reader_seek(t, &l->cfg, r, offset, err);
 }
 
-int local_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
+int altar__local_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
                  const char *metadata, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   if (!l->cons.group) return altar_error_set(err, ALTAR_ESTATE, "commit: not a group member");
@@ -177,10 +177,10 @@ int local_commit(altar_transport_t *t, const char *topic, int32_t partition, int
   if (!owned)
     return altar_error_set(err, ALTAR_ESTATE, "commit: %s/%d is not owned by this member of group %s",
                            topic ? topic : "(null)", (int)partition, l->cons.group->group);
-  return local_offset_write(&l->cfg, l->cons.group->group, topic, partition, offset, metadata, err);
+  return altar__local_offset_write(&l->cfg, l->cons.group->group, topic, partition, offset, metadata, err);
 }
 
-int local_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
+int altar__local_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
                     int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err) {
   (void)timeout_ms;
   local_t *l = altar_transport_impl(t);
@@ -188,10 +188,10 @@ int local_committed(altar_transport_t *t, const char *group, const char *topic, 
   if (!rc) rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
   if (partition < 0) return altar_error_set(err, ALTAR_EINVAL, "partition: %d is negative", (int)partition);
-  return local_offset_read(&l->cfg, group, topic, partition, poffset, pmetadata, err);
+  return altar__local_offset_read(&l->cfg, group, topic, partition, poffset, pmetadata, err);
 }
 
-int local_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err) {
+int altar__local_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
   size_t n = c->group ? c->group->n_owned : c->n_assigned;
@@ -209,7 +209,7 @@ int local_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, alta
   return 0;
 }
 
-int local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err) {
+int altar__local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
   *pdone = false;
@@ -220,7 +220,7 @@ int local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err) {
     int64_t b, e;
     int rc = ALTAR_EAGAIN;
     for (int tries = 0; tries < 5 && rc == ALTAR_EAGAIN; tries++)
-      rc = lpart_offsets(t, &l->cfg, r->dir, &b, &e, err);
+      rc = altar__local_part_offsets(t, &l->cfg, r->dir, &b, &e, err);
     if (rc) return rc;
     if (r->next_offset < e) return 0;
   }
@@ -228,26 +228,26 @@ int local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err) {
   return 0;
 }
 
-int local_leave(altar_transport_t *t, altar_error_t *err) {
+int altar__local_leave(altar_transport_t *t, altar_error_t *err) {
   (void)err;
   local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
   if (!c->group) return 0; /* never subscribed, or left already */
   /* Revokes through the callback, then drops the member file: the others
    * see the change on their next membership check. */
-  lgroup_leave(t, c->group);
+  altar__local_group_leave(t, c->group);
   c->group = NULL;
   c->left = true;
   return 0;
 }
 
-void local_consumer_close(altar_transport_t *t) {
+void altar__local_consumer_close(altar_transport_t *t) {
   local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
-  lgroup_leave(t, c->group);
+  altar__local_group_leave(t, c->group);
   c->group = NULL;
-  lwatch_close(c);
-  for (size_t i = 0; i < c->n_assigned; i++) lreader_free(c->assigned[i]);
+  altar__local_watch_close(c);
+  for (size_t i = 0; i < c->n_assigned; i++) altar__local_reader_free(c->assigned[i]);
   free(c->assigned);
   c->assigned = NULL;
   c->n_assigned = 0;

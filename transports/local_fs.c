@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-int local_mkdirs(const char *path, altar_error_t *err) {
+int altar__local_mkdirs(const char *path, altar_error_t *err) {
   char buf[4096];
   size_t n = strlen(path);
   if (n == 0 || n >= sizeof buf) return altar_error_set(err, ALTAR_EINVAL, "dir: bad path length");
@@ -31,7 +31,7 @@ int local_mkdirs(const char *path, altar_error_t *err) {
   return 0;
 }
 
-int local_fsync_dir(const char *path) {
+int altar__local_fsync_dir(const char *path) {
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -1;
   int rc = fsync(fd);
@@ -39,7 +39,7 @@ int local_fsync_dir(const char *path) {
   return rc;
 }
 
-char *local_pathf(const char *fmt, ...) {
+char *altar__local_pathf(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(NULL, 0, fmt, ap);
@@ -53,21 +53,21 @@ char *local_pathf(const char *fmt, ...) {
   return s;
 }
 
-char *local_path(const char *a, const char *b) { return local_pathf("%s/%s", a, b); }
+char *altar__local_path(const char *a, const char *b) { return altar__local_pathf("%s/%s", a, b); }
 
-int64_t local_now_ms(void) {
+int64_t altar__local_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t local_mono_ms(void) {
+int64_t altar__local_mono_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int local_write_all(int fd, const void *p, size_t n) {
+int altar__local_write_all(int fd, const void *p, size_t n) {
   const uint8_t *c = p;
   while (n > 0) {
     ssize_t w = write(fd, c, n);
@@ -81,7 +81,7 @@ int local_write_all(int fd, const void *p, size_t n) {
   return 0;
 }
 
-ssize_t local_pread_full(int fd, void *p, size_t n, off_t at) {
+ssize_t altar__local_pread_full(int fd, void *p, size_t n, off_t at) {
   size_t got = 0;
   while (got < n) {
     ssize_t r = pread(fd, (uint8_t *)p + got, n - got, at + (off_t)got);

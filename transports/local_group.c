@@ -39,7 +39,7 @@ typedef struct member {
 
 static void member_clear(member_t *m) {
   free(m->id);
-  local_names_free(m->topics, m->n_topics);
+  altar__local_names_free(m->topics, m->n_topics);
 }
 
 static int split_lines(const char *s, char ***pout, size_t *pn) {
@@ -73,7 +73,7 @@ static int split_lines(const char *s, char ***pout, size_t *pn) {
   return 0;
 }
 
-int lgroup_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
+int altar__local_group_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
                 const char *const *topics, size_t n, altar_rebalance_cb cb, void *ctx,
                 lgroup_t **pg, altar_error_t *err) {
   (void)t;
@@ -89,12 +89,12 @@ int lgroup_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
   g->cb = cb;
   g->cb_ctx = ctx;
   g->group = strdup(group);
-  g->dir = local_pathf("%s/groups/%s", cfg->dir, group);
+  g->dir = altar__local_pathf("%s/groups/%s", cfg->dir, group);
   g->topics = calloc(n, sizeof *g->topics);
   static unsigned counter;
   /* Start time first, so ids sort oldest first (the oldest members take a
    * topic's remainder, and a joiner takes its share from the others). */
-  g->member_id = local_pathf("%013lld-%010ld-%u", (long long)local_mono_ms(), (long)getpid(), ++counter);
+  g->member_id = altar__local_pathf("%013lld-%010ld-%u", (long long)altar__local_mono_ms(), (long)getpid(), ++counter);
   if (!g->group || !g->dir || !g->topics || !g->member_id) goto nomem;
   for (size_t i = 0; i < n; i++) {
     if (!(g->topics[i] = strdup(topics[i]))) goto nomem;
@@ -102,15 +102,15 @@ int lgroup_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
   }
   static const char *const subs[] = {"members", "owners", "offsets"};
   for (size_t i = 0; i < 3; i++) {
-    char *p = local_path(g->dir, subs[i]);
+    char *p = altar__local_path(g->dir, subs[i]);
     if (!p) goto nomem;
-    rc = local_mkdirs(p, err);
+    rc = altar__local_mkdirs(p, err);
     free(p);
     if (rc) goto fail;
   }
   /* Staged outside members/, so no one sees it before it is locked. */
-  char *tmp = local_pathf("%s/tmp/member-%s-%s.tmp", cfg->dir, group, g->member_id);
-  char *fin = local_pathf("%s/members/%s.member", g->dir, g->member_id);
+  char *tmp = altar__local_pathf("%s/tmp/member-%s-%s.tmp", cfg->dir, group, g->member_id);
+  char *fin = altar__local_pathf("%s/members/%s.member", g->dir, g->member_id);
   if (!tmp || !fin) {
     free(tmp);
     free(fin);
@@ -122,7 +122,7 @@ int lgroup_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
     rc = altar_error_set(err, ALTAR_EIO, "group %s: member file: %s", group, strerror(errno));
   } else {
     for (size_t i = 0; i < n && !rc; i++)
-      if (local_write_all(fd, topics[i], strlen(topics[i])) != 0 || local_write_all(fd, "\n", 1) != 0)
+      if (altar__local_write_all(fd, topics[i], strlen(topics[i])) != 0 || altar__local_write_all(fd, "\n", 1) != 0)
         rc = altar_error_set(err, ALTAR_EIO, "group %s: member file: %s", group, strerror(errno));
     if (!rc && rename(tmp, fin) != 0)
       rc = altar_error_set(err, ALTAR_EIO, "group %s: member file: %s", group, strerror(errno));
@@ -142,7 +142,7 @@ nomem:
   rc = altar_error_set(err, ALTAR_ENOMEM, "subscribe: out of memory");
 fail:
   g->member_fd = -1;
-  lgroup_leave(NULL, g);
+  altar__local_group_leave(NULL, g);
   return rc;
 }
 
@@ -155,7 +155,7 @@ static int live_members(altar_transport_t *t, lgroup_t *g, member_t **pm, size_t
                         altar_error_t *err) {
   *pm = NULL;
   *pn = 0;
-  char *md = local_path(g->dir, "members");
+  char *md = altar__local_path(g->dir, "members");
   if (!md) return altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
   DIR *d = opendir(md);
   if (!d) {
@@ -173,7 +173,7 @@ static int live_members(altar_transport_t *t, lgroup_t *g, member_t **pm, size_t
     const char *nm = de->d_name;
     size_t l = strlen(nm);
     if (l <= 7 || strcmp(nm + l - 7, ".member") != 0) continue;
-    char *p = local_path(md, nm);
+    char *p = altar__local_path(md, nm);
     if (!p) {
       rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
       break;
@@ -194,7 +194,7 @@ static int live_members(altar_transport_t *t, lgroup_t *g, member_t **pm, size_t
         free(p);
         continue;
       }
-      ssize_t got = local_pread_full(fd, buf, MEMBER_FILE_MAX, 0);
+      ssize_t got = altar__local_pread_full(fd, buf, MEMBER_FILE_MAX, 0);
       close(fd);
       buf[got > 0 ? got : 0] = '\0';
       if (split_lines(buf, &m.topics, &m.n_topics) != 0)
@@ -257,7 +257,7 @@ typedef struct want {
 #define OWNER_RECORD_MAX 128
 
 static char *owner_path(const lgroup_t *g, const char *topic, int32_t partition) {
-  return local_pathf("%s/owners/%s.%d.lock", g->dir, topic, (int)partition);
+  return altar__local_pathf("%s/owners/%s.%d.lock", g->dir, topic, (int)partition);
 }
 
 /* The member named in a partition's owner file ("" when none or unreadable). */
@@ -267,7 +267,7 @@ static void recorded_owner(const lgroup_t *g, const char *topic, int32_t partiti
   int fd = lp ? open(lp, O_RDONLY | O_CLOEXEC) : -1;
   free(lp);
   if (fd < 0) return;
-  ssize_t got = local_pread_full(fd, out, OWNER_RECORD_MAX - 1, 0);
+  ssize_t got = altar__local_pread_full(fd, out, OWNER_RECORD_MAX - 1, 0);
   close(fd);
   if (got <= 0) {
     out[0] = '\0';
@@ -306,7 +306,7 @@ static int desired(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, me
     if (dup) continue;
     int32_t np = 0;
     altar_error_t e = {0};
-    if (local_topic_partitions(t, cfg, topic, &np, &e) != 0 || np <= 0) continue; /* not created yet */
+    if (altar__local_topic_partitions(t, cfg, topic, &np, &e) != 0 || np <= 0) continue; /* not created yet */
     size_t ne = 0, me = SIZE_MAX;
     for (size_t m = 0; m < nm; m++) {
       if (!has_topic(&ms[m], topic)) continue;
@@ -378,7 +378,7 @@ static void release(lowned_t *o) {
     if (ftruncate(o->lock_fd, 0) != 0) errno = 0;
     close(o->lock_fd);
   }
-  lreader_free(o->reader);
+  altar__local_reader_free(o->reader);
   free(o->topic);
   memset(o, 0, sizeof *o);
   o->lock_fd = -1;
@@ -405,9 +405,9 @@ static void revoke_where(altar_transport_t *t, lgroup_t *g, const bool *drop) {
   g->n_owned = w;
 }
 
-int lgroup_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool force,
+int altar__local_group_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool force,
                  altar_error_t *err) {
-  int64_t now = local_mono_ms();
+  int64_t now = altar__local_mono_ms();
   if (!force && now < g->next_check_ms) return 0;
   g->next_check_ms = now + cfg->rebalance_check_ms;
   member_t *ms = NULL;
@@ -467,7 +467,7 @@ int lgroup_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool
     o->lock_fd = fd;
     o->partition = w[j].partition;
     o->topic = strdup(w[j].topic);
-    o->reader = o->topic ? lreader_new(cfg->dir, o->topic, o->partition) : NULL;
+    o->reader = o->topic ? altar__local_reader_new(cfg->dir, o->topic, o->partition) : NULL;
     if (!o->reader) {
       release(o);
       rc = altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
@@ -478,13 +478,13 @@ int lgroup_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool
     int64_t off;
     char *md = NULL;
     altar_error_t e = {0};
-    if (local_offset_read(cfg, g->group, o->topic, o->partition, &off, &md, &e) != 0) {
+    if (altar__local_offset_read(cfg, g->group, o->topic, o->partition, &off, &md, &e) != 0) {
       altar_transport_log(t, 4, "group %s: %s; starting from auto.offset.reset", g->group, e.msg);
       off = ALTAR_OFFSET_INVALID;
     }
     free(md);
     if (off == ALTAR_OFFSET_INVALID) off = cfg->reset_earliest ? ALTAR_OFFSET_BEGINNING : ALTAR_OFFSET_END;
-    if (lreader_seek(t, cfg, o->reader, off, &e) != 0)
+    if (altar__local_reader_seek(t, cfg, o->reader, off, &e) != 0)
       altar_transport_log(t, 4, "group %s: %s", g->group, e.msg);
   }
   if (g->n_owned > first_new) {
@@ -505,7 +505,7 @@ out:
   return rc;
 }
 
-void lgroup_leave(altar_transport_t *t, lgroup_t *g) {
+void altar__local_group_leave(altar_transport_t *t, lgroup_t *g) {
   if (!g) return;
   if (g->n_owned) {
     bool *drop = calloc(g->n_owned, sizeof *drop);
@@ -518,12 +518,12 @@ void lgroup_leave(altar_transport_t *t, lgroup_t *g) {
   }
   free(g->owned);
   if (g->member_fd >= 0) {
-    char *fin = local_pathf("%s/members/%s.member", g->dir, g->member_id);
+    char *fin = altar__local_pathf("%s/members/%s.member", g->dir, g->member_id);
     if (fin) unlink(fin);
     free(fin);
     close(g->member_fd);
   }
-  local_names_free(g->topics, g->n_topics);
+  altar__local_names_free(g->topics, g->n_topics);
   free(g->member_id);
   free(g->dir);
   free(g->group);

@@ -51,11 +51,11 @@ typedef struct local_cfg {
 } local_cfg_t;
 
 /* ---- local_config.c ---- */
-int local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config,
+int altar__local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config,
                     altar_error_t *err);
-void local_cfg_clear(local_cfg_t *cfg);
+void altar__local_cfg_clear(local_cfg_t *cfg);
 /* The names of the local transport's keys (transport_ops.config_keys). */
-size_t local_cfg_keys(const char **names, size_t max);
+size_t altar__local_cfg_keys(const char **names, size_t max);
 
 /* ---- local_segment.c: record format ---- */
 typedef struct lrec_view {
@@ -74,27 +74,27 @@ typedef struct lrec_view {
 enum { LREC_OK = 0, LREC_INCOMPLETE = 1, LREC_CORRUPT = 2 };
 
 /* Encoded size of rec, or 0 when a field is out of bounds (err set). */
-size_t lrec_size(const altar_produce_rec_t *rec, size_t max_record, altar_error_t *err);
+size_t altar__local_rec_size(const altar_produce_rec_t *rec, size_t max_record, altar_error_t *err);
 /* Appends rec framed with offset 0 and no crc (patched at append time by
- * lrec_seal). */
-int lrec_encode(altar_buf_t *out, const altar_produce_rec_t *rec, int64_t ts);
+ * altar__local_rec_seal). */
+int altar__local_rec_encode(altar_buf_t *out, const altar_produce_rec_t *rec, int64_t ts);
 /* Writes offset into the encoded record at p and computes its crc. */
-void lrec_seal(uint8_t *p, int64_t offset);
+void altar__local_rec_seal(uint8_t *p, int64_t offset);
 /* Parses one record at p (avail bytes). LREC_OK fills v; LREC_INCOMPLETE
  * when more bytes are needed; LREC_CORRUPT with a reason in why. */
-int lrec_parse(const uint8_t *p, size_t avail, size_t max_record, lrec_view_t *v,
+int altar__local_rec_parse(const uint8_t *p, size_t avail, size_t max_record, lrec_view_t *v,
                const char **why);
 /* A heap altar_msg_t holding copies of everything in v. NULL on ENOMEM. */
-altar_msg_t *lrec_to_msg(const lrec_view_t *v, const char *topic, int32_t partition);
+altar_msg_t *altar__local_rec_to_msg(const lrec_view_t *v, const char *topic, int32_t partition);
 
 /* Segment file name for base. */
-void lseg_name(char out[LSEG_NAME_LEN + 1], int64_t base);
+void altar__local_seg_name(char out[LSEG_NAME_LEN + 1], int64_t base);
 
 /* ---- local_partition.c: segments of one partition ---- */
 
 /* Sorted segment base offsets of the partition at dir. Stray entries are
  * logged once per call when warn is set. *pbases malloc'd (caller frees). */
-int lpart_segments(altar_transport_t *t, const char *dir, bool warn, int64_t **pbases,
+int altar__local_part_segments(altar_transport_t *t, const char *dir, bool warn, int64_t **pbases,
                    size_t *pn, altar_error_t *err);
 
 /* Where a scan of a segment stopped. */
@@ -108,11 +108,11 @@ typedef struct lscan {
 
 /* Scans fd from `from` (a record boundary whose record has offset
  * expect). */
-int lseg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps,
+int altar__local_seg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps,
               altar_error_t *err);
 
 /* The appender of one partition (used by the flusher thread, and by
- * lpart_recover on a producer's first record to the partition). */
+ * altar__local_part_recover on a producer's first record to the partition). */
 typedef struct lappender {
   char *topic;
   int32_t partition;
@@ -124,35 +124,35 @@ typedef struct lappender {
   int64_t next_offset;
 } lappender_t;
 
-lappender_t *lappender_new(const char *root, const char *topic, int32_t partition);
-void lappender_free(lappender_t *a);
+lappender_t *altar__local_appender_new(const char *root, const char *topic, int32_t partition);
+void altar__local_appender_free(lappender_t *a);
 /* Takes the partition's append lock and learns the true end (truncating a
  * torn or corrupt tail, reported through the log). */
-int lappender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a,
+int altar__local_appender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a,
                    altar_error_t *err);
-void lappender_unlock(lappender_t *a);
+void altar__local_appender_unlock(lappender_t *a);
 /* Appends n encoded records laid end to end in data (lens[i] bytes each),
  * sealing each with its offset; fills poffsets (callers preset -1: records
  * left at -1 were not written). Call locked. Rolls segments, fsyncs per
  * policy. */
-int lappender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, uint8_t *data,
+int altar__local_appender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, uint8_t *data,
                     const size_t *lens, size_t n, int64_t *poffsets, bool *prolled,
                     altar_error_t *err);
 /* Deletes whole old segments beyond retention. Call locked. */
-void lappender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a);
+void altar__local_appender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a);
 /* Recovery of one partition, run by a producer on the caller's thread before
  * its first append there: takes the append lock (finding the true end, a
  * torn or corrupt tail truncated and reported through t's log), applies
  * retention, lets go. Failures are logged; ALTAR_ENOMEM is returned. */
-int lpart_recover(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+int altar__local_part_recover(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
                   int32_t partition);
 
 /* Beginning and end offsets of a partition (readers' view, no repair). */
 /* Deletes the partition's whole segments holding only records before
  * `before` (the newest segment stays); *pbeginning = the oldest offset left. */
-int lpart_delete_records(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t partition,
+int altar__local_part_delete_records(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t partition,
                          int64_t before, int64_t *pbeginning, altar_error_t *err);
-int lpart_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
+int altar__local_part_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
                   int64_t *pbegin, int64_t *pend, altar_error_t *err);
 
 /* ---- local_reader.c ---- */
@@ -171,17 +171,17 @@ typedef struct lreader {
   size_t buf_cap;
 } lreader_t;
 
-lreader_t *lreader_new(const char *root, const char *topic, int32_t partition);
-void lreader_free(lreader_t *r);
+lreader_t *altar__local_reader_new(const char *root, const char *topic, int32_t partition);
+void altar__local_reader_free(lreader_t *r);
 /* Positions r at offset (or ALTAR_OFFSET_BEGINNING / _END), clamping to the
  * partition's range with a warning. */
-int lreader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int64_t offset,
+int altar__local_reader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int64_t offset,
                  altar_error_t *err);
 /* Marks r as written to since its last empty read (local_watch.c). */
-void lreader_changed(lreader_t *r);
+void altar__local_reader_changed(lreader_t *r);
 /* 1 with *pmsg, 0 when nothing is available yet, or an error (a corrupt
  * record, skipped afterwards). */
-int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_msg_t **pmsg,
+int altar__local_reader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_msg_t **pmsg,
                  altar_error_t *err);
 
 /* ---- local_topic_conf.c: per-topic settings ---- */
@@ -193,46 +193,46 @@ typedef struct local_topic_conf {
 /* Reads create_topic_config's settings (retention.ms, retention.bytes,
  * cleanup.policy=delete; absent: -1); ALTAR_ECONFIG naming the setting for
  * anything else. */
-int local_topic_conf_parse(const altar_strmap_t *conf, local_topic_conf_t *pc, altar_error_t *err);
+int altar__local_topic_conf_parse(const altar_strmap_t *conf, local_topic_conf_t *pc, altar_error_t *err);
 /* Writes c into topic_dir/topic.conf (new file; fsync'd when sync). */
-int local_topic_conf_write(const char *topic_dir, const local_topic_conf_t *c, bool sync, altar_error_t *err);
+int altar__local_topic_conf_write(const char *topic_dir, const local_topic_conf_t *c, bool sync, altar_error_t *err);
 /* What applies to topic: the shorter of its own settings and the
  * transport's (-1: none). Never fails. */
-void local_topic_conf_read(const local_cfg_t *cfg, const char *topic, local_topic_conf_t *pc);
+void altar__local_topic_conf_read(const local_cfg_t *cfg, const char *topic, local_topic_conf_t *pc);
 
 /* ---- local_topics.c ---- */
-int local_dirs_init(const local_cfg_t *cfg, altar_error_t *err);
-char *local_part_dir(const char *root, const char *topic, int32_t partition);
+int altar__local_dirs_init(const local_cfg_t *cfg, altar_error_t *err);
+char *altar__local_part_dir(const char *root, const char *topic, int32_t partition);
 /* Creates topic whole (partitions and, when conf is not NULL, its
  * settings file) or not at all; ALTAR_EEXIST when it exists. */
-int local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+int altar__local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
                        int32_t partitions, const struct local_topic_conf *conf, altar_error_t *err);
 /* Partition count of topic, ALTAR_ENOTFOUND when absent. */
-int local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+int altar__local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
                            int32_t *pn, altar_error_t *err);
 /* Sorted topic names (malloc'd array of malloc'd strings). */
-int local_topic_names(altar_transport_t *t, const local_cfg_t *cfg, char ***pnames, size_t *pn,
+int altar__local_topic_names(altar_transport_t *t, const local_cfg_t *cfg, char ***pnames, size_t *pn,
                       altar_error_t *err);
-void local_names_free(char **names, size_t n);
-int local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+void altar__local_names_free(char **names, size_t n);
+int altar__local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
                       altar_topic_list_t **plist, altar_error_t *err);
 
 /* ---- local_offsets.c ---- */
-int local_offset_write(const local_cfg_t *cfg, const char *group, const char *topic,
+int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const char *topic,
                        int32_t partition, int64_t offset, const char *metadata,
                        altar_error_t *err);
-int local_offset_read(const local_cfg_t *cfg, const char *group, const char *topic,
+int altar__local_offset_read(const local_cfg_t *cfg, const char *group, const char *topic,
                       int32_t partition, int64_t *poffset, char **pmetadata, altar_error_t *err);
 
 /* ---- local_fs.c: small file helpers ---- */
-int local_mkdirs(const char *path, altar_error_t *err);
-int local_fsync_dir(const char *path);
-char *local_path(const char *a, const char *b); /* a/b, malloc'd */
-char *local_pathf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-int64_t local_now_ms(void);
-int64_t local_mono_ms(void);
-int local_write_all(int fd, const void *p, size_t n);
-ssize_t local_pread_full(int fd, void *p, size_t n, off_t at);
+int altar__local_mkdirs(const char *path, altar_error_t *err);
+int altar__local_fsync_dir(const char *path);
+char *altar__local_path(const char *a, const char *b); /* a/b, malloc'd */
+char *altar__local_pathf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int64_t altar__local_now_ms(void);
+int64_t altar__local_mono_ms(void);
+int altar__local_write_all(int fd, const void *p, size_t n);
+ssize_t altar__local_pread_full(int fd, void *p, size_t n, off_t at);
 
 /* ---- local_group.c: membership and partition ownership ---- */
 typedef struct lowned {
@@ -256,14 +256,14 @@ typedef struct lgroup {
   void *cb_ctx;
 } lgroup_t;
 
-int lgroup_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
+int altar__local_group_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
                 const char *const *topics, size_t n, altar_rebalance_cb cb, void *ctx,
                 lgroup_t **pg, altar_error_t *err);
 /* Rebalances when due (or always when force). */
-int lgroup_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool force,
+int altar__local_group_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool force,
                  altar_error_t *err);
 /* Revokes everything and leaves; frees g. */
-void lgroup_leave(altar_transport_t *t, lgroup_t *g);
+void altar__local_group_leave(altar_transport_t *t, lgroup_t *g);
 
 /* ---- the transport instance (local_transport.c, local_producer.c,
  * local_consumer.c) ---- */
@@ -287,7 +287,7 @@ typedef struct local_producer {
   size_t queued_records, queued_bytes;
   size_t outstanding; /* produced, report not yet served */
   /* topic -> partition count cache, with the partitions this transport
-   * has recovered (lpart_recover) before producing to them */
+   * has recovered (altar__local_part_recover) before producing to them */
   struct lptopic *topics;
   size_t n_topics;
   uint64_t rng;
@@ -316,35 +316,35 @@ typedef struct local {
   local_consumer_t cons;
 } local_t;
 
-int local_producer_init(local_producer_t *p);
-void local_producer_shutdown(altar_transport_t *t);
-int local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_error_t *err);
-int local_poll(altar_transport_t *t, int timeout_ms);
-int local_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err);
-void local_producer_forget_topic(altar_transport_t *t, const char *topic);
+int altar__local_producer_init(local_producer_t *p);
+void altar__local_producer_shutdown(altar_transport_t *t);
+int altar__local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_error_t *err);
+int altar__local_poll(altar_transport_t *t, int timeout_ms);
+int altar__local_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err);
+void altar__local_producer_forget_topic(altar_transport_t *t, const char *topic);
 
-int local_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n,
+int altar__local_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n,
                     altar_rebalance_cb cb, void *ctx, altar_error_t *err);
-int local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
-int local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err);
-int local_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
-int local_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
-int local_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
+int altar__local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
+int altar__local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err);
+int altar__local_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
+int altar__local_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
+int altar__local_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
                altar_error_t *err);
-int local_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
+int altar__local_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
                  const char *metadata, altar_error_t *err);
-int local_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
+int altar__local_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
                     int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err);
-int local_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err);
-int local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
-int local_leave(altar_transport_t *t, altar_error_t *err);
-void local_consumer_close(altar_transport_t *t);
+int altar__local_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err);
+int altar__local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
+int altar__local_leave(altar_transport_t *t, altar_error_t *err);
+void altar__local_consumer_close(altar_transport_t *t);
 
 /* ---- local_watch.c: which partitions changed, and waiting for a change ---- */
-void lwatch_collect(local_consumer_t *c, lreader_t *const *rs, size_t n);
-bool lwatch_active(const local_consumer_t *c);
-void lwatch_wait(local_consumer_t *c, int64_t ms);
-void lwatch_close(local_consumer_t *c);
+void altar__local_watch_collect(local_consumer_t *c, lreader_t *const *rs, size_t n);
+bool altar__local_watch_active(const local_consumer_t *c);
+void altar__local_watch_wait(local_consumer_t *c, int64_t ms);
+void altar__local_watch_close(local_consumer_t *c);
 
 /* transport op topic_members (local_members.c). */
 int altar__local_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,

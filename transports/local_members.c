@@ -35,7 +35,7 @@ int altar__local_topic_members(altar_transport_t *t, const char *group, const ch
   if (!rc) rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
   local_t *l = altar_transport_impl(t);
-  char *md = local_pathf("%s/groups/%s/members", l->cfg.dir, group);
+  char *md = altar__local_pathf("%s/groups/%s/members", l->cfg.dir, group);
   if (!md) return altar_error_set(err, ALTAR_ENOMEM, "topic_members: out of memory");
   DIR *d = opendir(md);
   if (!d) {
@@ -50,7 +50,7 @@ int altar__local_topic_members(altar_transport_t *t, const char *group, const ch
   while (!rc && (de = readdir(d)) != NULL) {
     size_t n = strlen(de->d_name);
     if (n <= 7 || strcmp(de->d_name + n - 7, ".member")) continue;
-    char *p = local_path(md, de->d_name);
+    char *p = altar__local_path(md, de->d_name);
     int fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
     free(p);
     if (fd < 0) continue;
@@ -59,7 +59,7 @@ int altar__local_topic_members(altar_transport_t *t, const char *group, const ch
     bool live = flock(fd, LOCK_SH | LOCK_NB) != 0;
     if (!live) flock(fd, LOCK_UN);
     if (live) {
-      ssize_t got = local_pread_full(fd, buf, MEMBER_FILE_MAX, 0);
+      ssize_t got = altar__local_pread_full(fd, buf, MEMBER_FILE_MAX, 0);
       buf[got > 0 ? got : 0] = '\0';
       if (lists_topic(buf, topic)) (*pn)++;
     }

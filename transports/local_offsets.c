@@ -14,10 +14,10 @@
 #define OFFSET_FILE_MAX (ALTAR_COMMIT_METADATA_MAX + 128)
 
 static char *offsets_dir(const local_cfg_t *cfg, const char *group) {
-  return local_pathf("%s/groups/%s/offsets", cfg->dir, group);
+  return altar__local_pathf("%s/groups/%s/offsets", cfg->dir, group);
 }
 
-int local_offset_write(const local_cfg_t *cfg, const char *group, const char *topic,
+int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const char *topic,
                        int32_t partition, int64_t offset, const char *metadata,
                        altar_error_t *err) {
   if (!metadata) metadata = "";
@@ -29,28 +29,28 @@ int local_offset_write(const local_cfg_t *cfg, const char *group, const char *to
   char *dir = offsets_dir(cfg, group);
   if (!dir) return altar_error_set(err, ALTAR_ENOMEM, "commit: out of memory");
   int rc = 0;
-  char *final = local_pathf("%s/%s.%d", dir, topic, (int)partition);
-  char *tmp = local_pathf("%s/.%s.%d.tmp.%ld", dir, topic, (int)partition, (long)getpid());
+  char *final = altar__local_pathf("%s/%s.%d", dir, topic, (int)partition);
+  char *tmp = altar__local_pathf("%s/.%s.%d.tmp.%ld", dir, topic, (int)partition, (long)getpid());
   if (!final || !tmp) rc = altar_error_set(err, ALTAR_ENOMEM, "commit: out of memory");
   int fd = -1;
   if (!rc) {
     /* The directory is made by the first commit only, not six mkdirs each time. */
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == ENOENT && (rc = local_mkdirs(dir, err)) == 0)
+    if (fd < 0 && errno == ENOENT && (rc = altar__local_mkdirs(dir, err)) == 0)
       fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   }
   if (!rc) {
     char head[96];
     int hl = snprintf(head, sizeof head, OFFSET_MAGIC "%lld\n%zu\n", (long long)offset, ml);
-    if (fd < 0 || local_write_all(fd, head, (size_t)hl) != 0 ||
-        local_write_all(fd, metadata, ml) != 0 || fsync(fd) != 0) {
+    if (fd < 0 || altar__local_write_all(fd, head, (size_t)hl) != 0 ||
+        altar__local_write_all(fd, metadata, ml) != 0 || fsync(fd) != 0) {
       rc = altar_error_set_retriable(err, ALTAR_EIO, "commit %s/%s/%d: %s", group, topic,
                                      (int)partition, strerror(errno));
       if (fd >= 0) close(fd);
       unlink(tmp);
     } else {
       close(fd);
-      if (rename(tmp, final) != 0 || local_fsync_dir(dir) != 0) {
+      if (rename(tmp, final) != 0 || altar__local_fsync_dir(dir) != 0) {
         rc = altar_error_set_retriable(err, ALTAR_EIO, "commit %s/%s/%d: rename: %s", group,
                                        topic, (int)partition, strerror(errno));
         unlink(tmp);
@@ -63,11 +63,11 @@ int local_offset_write(const local_cfg_t *cfg, const char *group, const char *to
   return rc;
 }
 
-int local_offset_read(const local_cfg_t *cfg, const char *group, const char *topic,
+int altar__local_offset_read(const local_cfg_t *cfg, const char *group, const char *topic,
                       int32_t partition, int64_t *poffset, char **pmetadata, altar_error_t *err) {
   *poffset = ALTAR_OFFSET_INVALID;
   *pmetadata = NULL;
-  char *path = local_pathf("%s/groups/%s/offsets/%s.%d", cfg->dir, group, topic, (int)partition);
+  char *path = altar__local_pathf("%s/groups/%s/offsets/%s.%d", cfg->dir, group, topic, (int)partition);
   if (!path) return altar_error_set(err, ALTAR_ENOMEM, "committed: out of memory");
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -78,7 +78,7 @@ int local_offset_read(const local_cfg_t *cfg, const char *group, const char *top
                            strerror(e));
   }
   char *buf = malloc(OFFSET_FILE_MAX + 1);
-  ssize_t n = buf ? local_pread_full(fd, buf, OFFSET_FILE_MAX + 1, 0) : -1;
+  ssize_t n = buf ? altar__local_pread_full(fd, buf, OFFSET_FILE_MAX + 1, 0) : -1;
   close(fd);
   int rc = 0;
   if (n < 0) {

@@ -33,7 +33,7 @@ static bool parse_seg_name(const char *name, int64_t *pbase) {
   return true;
 }
 
-int lpart_segments(altar_transport_t *t, const char *dir, bool warn, int64_t **pbases,
+int altar__local_part_segments(altar_transport_t *t, const char *dir, bool warn, int64_t **pbases,
                    size_t *pn, altar_error_t *err) {
   *pbases = NULL;
   *pn = 0;
@@ -71,7 +71,7 @@ int lpart_segments(altar_transport_t *t, const char *dir, bool warn, int64_t **p
   return 0;
 }
 
-int lseg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps,
+int altar__local_seg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps,
               altar_error_t *err) {
   struct stat st;
   memset(ps, 0, sizeof *ps);
@@ -86,7 +86,7 @@ int lseg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps
   off_t pos = from;
   while (pos < st.st_size) {
     size_t want = (size_t)(st.st_size - pos) < cap ? (size_t)(st.st_size - pos) : cap;
-    ssize_t got = local_pread_full(fd, buf, want, pos);
+    ssize_t got = altar__local_pread_full(fd, buf, want, pos);
     if (got < 0) {
       free(buf);
       return altar_error_set(err, ALTAR_EIO, "segment: read: %s", strerror(errno));
@@ -97,7 +97,7 @@ int lseg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps
     while (off < (size_t)got) {
       lrec_view_t v;
       const char *why;
-      int r = lrec_parse(buf + off, (size_t)got - off, max_record, &v, &why);
+      int r = altar__local_rec_parse(buf + off, (size_t)got - off, max_record, &v, &why);
       if (r == LREC_OK) {
         if (v.offset != ps->next_offset) {
           ps->status = LREC_CORRUPT;
@@ -145,13 +145,13 @@ done:
   return 0;
 }
 
-lappender_t *lappender_new(const char *root, const char *topic, int32_t partition) {
+lappender_t *altar__local_appender_new(const char *root, const char *topic, int32_t partition) {
   lappender_t *a = calloc(1, sizeof *a);
   if (!a) return NULL;
   a->topic = strdup(topic);
-  a->dir = local_part_dir(root, topic, partition);
+  a->dir = altar__local_part_dir(root, topic, partition);
   if (!a->topic || !a->dir) {
-    lappender_free(a);
+    altar__local_appender_free(a);
     return NULL;
   }
   a->partition = partition;
@@ -161,7 +161,7 @@ lappender_t *lappender_new(const char *root, const char *topic, int32_t partitio
   return a;
 }
 
-void lappender_free(lappender_t *a) {
+void altar__local_appender_free(lappender_t *a) {
   if (!a) return;
   if (a->lock_fd >= 0) close(a->lock_fd);
   if (a->seg_fd >= 0) close(a->seg_fd);
@@ -173,8 +173,8 @@ void lappender_free(lappender_t *a) {
 static int open_segment(lappender_t *a, int64_t base, bool create, const local_cfg_t *cfg,
                         altar_error_t *err) {
   char nm[LSEG_NAME_LEN + 1];
-  lseg_name(nm, base);
-  char *p = local_path(a->dir, nm);
+  altar__local_seg_name(nm, base);
+  char *p = altar__local_path(a->dir, nm);
   if (!p) return altar_error_set(err, ALTAR_ENOMEM, "segment: out of memory");
   int fd = open(p, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
   int e = errno;
@@ -182,7 +182,7 @@ static int open_segment(lappender_t *a, int64_t base, bool create, const local_c
   if (fd < 0)
     return altar_error_set(err, ALTAR_EIO, "%s/%d: segment %s: %s", a->topic, a->partition, nm,
                            strerror(e));
-  if (create && cfg->fsync_policy != LOCAL_FSYNC_NEVER && local_fsync_dir(a->dir) != 0) {
+  if (create && cfg->fsync_policy != LOCAL_FSYNC_NEVER && altar__local_fsync_dir(a->dir) != 0) {
     close(fd);
     return altar_error_set(err, ALTAR_EIO, "%s/%d: fsync of dir: %s", a->topic, a->partition,
                            strerror(errno));
@@ -195,10 +195,10 @@ static int open_segment(lappender_t *a, int64_t base, bool create, const local_c
   return 0;
 }
 
-int lappender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a,
+int altar__local_appender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a,
                    altar_error_t *err) {
   if (a->lock_fd < 0) {
-    char *p = local_path(a->dir, "append.lock");
+    char *p = altar__local_path(a->dir, "append.lock");
     if (!p) return altar_error_set(err, ALTAR_ENOMEM, "append lock: out of memory");
     a->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     int e = errno;
@@ -214,7 +214,7 @@ int lappender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a,
   }
   int64_t *bases = NULL;
   size_t n = 0;
-  int rc = lpart_segments(t, a->dir, false, &bases, &n, err);
+  int rc = altar__local_part_segments(t, a->dir, false, &bases, &n, err);
   if (rc) goto fail;
   off_t from = 0;
   int64_t expect;
@@ -246,7 +246,7 @@ int lappender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a,
     }
   }
   lscan_t s;
-  rc = lseg_scan(a->seg_fd, from, expect, cfg->max_record_bytes, &s, err);
+  rc = altar__local_seg_scan(a->seg_fd, from, expect, cfg->max_record_bytes, &s, err);
   if (rc) goto fail;
   if (s.status != LREC_OK) {
     altar_transport_log(t, 4,
@@ -270,7 +270,7 @@ fail:
   return rc;
 }
 
-void lappender_unlock(lappender_t *a) {
+void altar__local_appender_unlock(lappender_t *a) {
   if (a->lock_fd >= 0) flock(a->lock_fd, LOCK_UN);
 }
 
@@ -306,7 +306,7 @@ static int write_run(const local_cfg_t *cfg, lappender_t *a, const uint8_t *p, s
   return 0;
 }
 
-int lappender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, uint8_t *data,
+int altar__local_appender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, uint8_t *data,
                     const size_t *lens, size_t n, int64_t *poffsets, bool *prolled,
                     altar_error_t *err) {
   (void)t;
@@ -324,7 +324,7 @@ int lappender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a
     size_t room = cfg->segment_bytes > (size_t)a->seg_size ? cfg->segment_bytes - (size_t)a->seg_size : 0;
     int64_t off = a->next_offset;
     do {
-      lrec_seal(p + run, off);
+      altar__local_rec_seal(p + run, off);
       poffsets[j] = off++;
       run += lens[j++];
     } while (j < n && cfg->fsync_policy != LOCAL_FSYNC_ALWAYS && run + lens[j] <= room);
@@ -340,14 +340,14 @@ int lappender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a
   return 0;
 }
 
-void lappender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a) {
+void altar__local_appender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a) {
   local_topic_conf_t tc;
-  local_topic_conf_read(cfg, a->topic, &tc);
+  altar__local_topic_conf_read(cfg, a->topic, &tc);
   if (tc.retention_bytes < 0 && tc.retention_ms < 0) return;
   int64_t *bases = NULL;
   size_t n = 0;
   altar_error_t e = {0};
-  if (lpart_segments(t, a->dir, false, &bases, &n, &e) != 0 || n < 2) {
+  if (altar__local_part_segments(t, a->dir, false, &bases, &n, &e) != 0 || n < 2) {
     free(bases);
     return;
   }
@@ -356,8 +356,8 @@ void lappender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t 
   off_t total = 0;
   for (size_t i = 0; sizes && mtimes && i < n; i++) {
     char nm[LSEG_NAME_LEN + 1];
-    lseg_name(nm, bases[i]);
-    char *p = local_path(a->dir, nm);
+    altar__local_seg_name(nm, bases[i]);
+    char *p = altar__local_path(a->dir, nm);
     struct stat st;
     if (p && stat(p, &st) == 0) {
       sizes[i] = st.st_size;
@@ -366,14 +366,14 @@ void lappender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t 
     }
     free(p);
   }
-  int64_t now = local_now_ms();
+  int64_t now = altar__local_now_ms();
   for (size_t i = 0; sizes && mtimes && i + 1 < n; i++) {
     bool by_size = tc.retention_bytes >= 0 && total > tc.retention_bytes;
     bool by_age = tc.retention_ms >= 0 && mtimes[i] < now - tc.retention_ms;
     if (!by_size && !by_age) break; /* keep the log contiguous: oldest first only */
     char nm[LSEG_NAME_LEN + 1];
-    lseg_name(nm, bases[i]);
-    char *p = local_path(a->dir, nm);
+    altar__local_seg_name(nm, bases[i]);
+    char *p = altar__local_path(a->dir, nm);
     if (p && unlink(p) == 0) {
       altar_transport_log(t, 6, "%s/%d: retention deleted segment %s (%s)", a->topic,
                           a->partition, nm, by_size ? "retention.bytes" : "retention.ms");
@@ -386,30 +386,30 @@ void lappender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t 
   free(bases);
 }
 
-int lpart_recover(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+int altar__local_part_recover(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
                   int32_t partition) {
-  lappender_t *a = lappender_new(cfg->dir, topic, partition);
+  lappender_t *a = altar__local_appender_new(cfg->dir, topic, partition);
   if (!a) {
     altar_transport_log(t, 3, "recovery of %s/%d: out of memory", topic, (int)partition);
     return ALTAR_ENOMEM;
   }
   altar_error_t e = {0};
-  if (lappender_lock(t, cfg, a, &e) == 0) {
-    lappender_retain(t, cfg, a);
-    lappender_unlock(a);
+  if (altar__local_appender_lock(t, cfg, a, &e) == 0) {
+    altar__local_appender_retain(t, cfg, a);
+    altar__local_appender_unlock(a);
   } else {
     /* The flusher's own lock meets the same error and fails the records. */
     altar_transport_log(t, 3, "recovery of %s/%d: %s", topic, (int)partition, e.msg);
   }
-  lappender_free(a);
+  altar__local_appender_free(a);
   return 0;
 }
 
-int lpart_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
+int altar__local_part_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
                   int64_t *pbegin, int64_t *pend, altar_error_t *err) {
   int64_t *bases = NULL;
   size_t n = 0;
-  int rc = lpart_segments(t, dir, false, &bases, &n, err);
+  int rc = altar__local_part_segments(t, dir, false, &bases, &n, err);
   if (rc) return rc;
   if (n == 0) {
     free(bases);
@@ -419,8 +419,8 @@ int lpart_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
   int64_t first = bases[0], last = bases[n - 1];
   free(bases);
   char nm[LSEG_NAME_LEN + 1];
-  lseg_name(nm, last);
-  char *p = local_path(dir, nm);
+  altar__local_seg_name(nm, last);
+  char *p = altar__local_path(dir, nm);
   if (!p) return altar_error_set(err, ALTAR_ENOMEM, "partition offsets: out of memory");
   int fd = open(p, O_RDONLY | O_CLOEXEC);
   free(p);
@@ -429,7 +429,7 @@ int lpart_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
     return altar_error_set_retriable(err, ALTAR_EAGAIN, "partition %s: segment %s vanished", dir, nm);
   }
   lscan_t s;
-  rc = lseg_scan(fd, 0, last, cfg->max_record_bytes, &s, err);
+  rc = altar__local_seg_scan(fd, 0, last, cfg->max_record_bytes, &s, err);
   close(fd);
   if (rc) return rc;
   *pbegin = first;
@@ -437,26 +437,26 @@ int lpart_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
   return 0;
 }
 
-int lpart_delete_records(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t partition,
+int altar__local_part_delete_records(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t partition,
                          int64_t before, int64_t *pbeginning, altar_error_t *err) {
   int32_t np = 0;
-  int rc = local_topic_partitions(t, cfg, topic, &np, err);
+  int rc = altar__local_topic_partitions(t, cfg, topic, &np, err);
   if (rc) return rc;
   if (partition < 0 || partition >= np)
     return altar_error_set(err, ALTAR_ENOTFOUND, "delete records: %s has no partition %d", topic, (int)partition);
-  lappender_t *a = lappender_new(cfg->dir, topic, partition);
+  lappender_t *a = altar__local_appender_new(cfg->dir, topic, partition);
   if (!a) return altar_error_set(err, ALTAR_ENOMEM, "delete records: out of memory");
   /* Under the append lock, so no segment rolls meanwhile. */
-  rc = lappender_lock(t, cfg, a, err);
+  rc = altar__local_appender_lock(t, cfg, a, err);
   int64_t *bases = NULL;
   size_t n = 0;
-  if (!rc) rc = lpart_segments(t, a->dir, false, &bases, &n, err);
+  if (!rc) rc = altar__local_part_segments(t, a->dir, false, &bases, &n, err);
   /* A segment goes when every record in it lies before `before`: when the
    * next segment starts at or below it. The newest one always stays. */
   for (size_t i = 0; !rc && i + 1 < n && bases[i + 1] <= before; i++) {
     char nm[LSEG_NAME_LEN + 1];
-    lseg_name(nm, bases[i]);
-    char *p = local_path(a->dir, nm);
+    altar__local_seg_name(nm, bases[i]);
+    char *p = altar__local_path(a->dir, nm);
     if (!p) rc = altar_error_set(err, ALTAR_ENOMEM, "delete records: out of memory");
     else if (unlink(p) != 0 && errno != ENOENT)
       rc = altar_error_set(err, ALTAR_EIO, "delete records: %s: %s", p, strerror(errno));
@@ -466,9 +466,9 @@ int lpart_delete_records(altar_transport_t *t, const local_cfg_t *cfg, const cha
   }
   free(bases);
   int64_t b = 0, e = 0;
-  if (!rc) rc = lpart_offsets(t, cfg, a->dir, &b, &e, err);
+  if (!rc) rc = altar__local_part_offsets(t, cfg, a->dir, &b, &e, err);
   if (!rc) *pbeginning = b;
-  lappender_unlock(a);
-  lappender_free(a);
+  altar__local_appender_unlock(a);
+  altar__local_appender_free(a);
   return rc;
 }

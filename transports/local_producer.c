@@ -32,7 +32,7 @@ static void prec_free(lprec_t *r) {
   free(r);
 }
 
-int local_producer_init(local_producer_t *p) {
+int altar__local_producer_init(local_producer_t *p) {
   memset(p, 0, sizeof *p);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -43,7 +43,7 @@ int local_producer_init(local_producer_t *p) {
     return ALTAR_ENOMEM;
   }
   pthread_condattr_destroy(&ca);
-  p->rng = (uint64_t)local_mono_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+  p->rng = (uint64_t)altar__local_mono_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
   if (!p->rng) p->rng = 1;
   return 0;
 }
@@ -69,7 +69,7 @@ static lappender_t *appender_for(local_t *l, const char *topic, int32_t partitio
   lappender_t **na = realloc(p->apps, (p->n_apps + 1) * sizeof *na);
   if (!na) return NULL;
   p->apps = na;
-  lappender_t *a = lappender_new(l->cfg.dir, topic, partition);
+  lappender_t *a = altar__local_appender_new(l->cfg.dir, topic, partition);
   if (a) p->apps[p->n_apps++] = a;
   return a;
 }
@@ -117,11 +117,11 @@ static void write_partition(local_t *l, lprec_t **batch, size_t n, size_t first,
   lappender_t *a = appender_for(l, topic, part);
   if (!a) {
     altar_error_set(&e, ALTAR_ENOMEM, "%s/%d: out of memory", topic, (int)part);
-  } else if (lappender_lock(NULL, &l->cfg, a, &e) == 0) {
+  } else if (altar__local_appender_lock(NULL, &l->cfg, a, &e) == 0) {
     bool rolled = false;
-    lappender_write(NULL, &l->cfg, a, data, lens, cnt, offs, &rolled, &e);
-    if (rolled) lappender_retain(NULL, &l->cfg, a);
-    lappender_unlock(a);
+    altar__local_appender_write(NULL, &l->cfg, a, data, lens, cnt, offs, &rolled, &e);
+    if (rolled) altar__local_appender_retain(NULL, &l->cfg, a);
+    altar__local_appender_unlock(a);
   }
   for (size_t i = 0; i < cnt; i++) {
     if (offs[i] >= 0) mine[i]->offset = offs[i];
@@ -203,10 +203,10 @@ static struct lptopic *find_topic(local_producer_t *p, const char *topic) {
 static int load_topic(altar_transport_t *t, local_t *l, const char *topic, int32_t *pn,
                       altar_error_t *err) {
   local_producer_t *p = &l->prod;
-  int rc = local_topic_partitions(t, &l->cfg, topic, pn, err);
+  int rc = altar__local_topic_partitions(t, &l->cfg, topic, pn, err);
   if (rc == ALTAR_ENOTFOUND && l->cfg.auto_create) {
-    rc = local_topic_create(t, &l->cfg, topic, l->cfg.num_partitions, NULL, err);
-    if (rc == 0 || rc == ALTAR_EEXIST) rc = local_topic_partitions(t, &l->cfg, topic, pn, err);
+    rc = altar__local_topic_create(t, &l->cfg, topic, l->cfg.num_partitions, NULL, err);
+    if (rc == 0 || rc == ALTAR_EEXIST) rc = altar__local_topic_partitions(t, &l->cfg, topic, pn, err);
   }
   if (rc) return rc;
   pthread_mutex_lock(&p->mu);
@@ -274,7 +274,7 @@ static int route(altar_transport_t *t, local_t *l, const altar_produce_rec_t *re
 /* Opening the transport does not recover the log (a reader never needs it:
  * it checks each record's length, CRC and offset and stops at the first bad
  * one of the active segment). Appending never depended on that either:
- * lappender_lock finds the true end itself, truncating a torn or corrupt
+ * altar__local_appender_lock finds the true end itself, truncating a torn or corrupt
  * tail, on the flusher's first lock of a partition and whenever the segment
  * changed behind it. What open's recovery added is done here, on the first
  * record this transport produces to a partition, before that record is
@@ -283,7 +283,7 @@ static int route(altar_transport_t *t, local_t *l, const altar_produce_rec_t *re
 static int recover_partition(altar_transport_t *t, local_t *l, const char *topic, int32_t part,
                              altar_error_t *err) {
   local_producer_t *p = &l->prod;
-  if (lpart_recover(t, &l->cfg, topic, part) != 0)
+  if (altar__local_part_recover(t, &l->cfg, topic, part) != 0)
     return altar_error_set(err, ALTAR_ENOMEM, "produce: out of memory");
   pthread_mutex_lock(&p->mu);
   struct lptopic *e = find_topic(p, topic);
@@ -292,7 +292,7 @@ static int recover_partition(altar_transport_t *t, local_t *l, const char *topic
   return 0;
 }
 
-void local_producer_forget_topic(altar_transport_t *t, const char *topic) {
+void altar__local_producer_forget_topic(altar_transport_t *t, const char *topic) {
   local_producer_t *p = &((local_t *)altar_transport_impl(t))->prod;
   pthread_mutex_lock(&p->mu);
   struct lptopic *e = find_topic(p, topic);
@@ -304,13 +304,13 @@ void local_producer_forget_topic(altar_transport_t *t, const char *topic) {
   pthread_mutex_unlock(&p->mu);
 }
 
-int local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_error_t *err) {
+int altar__local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   local_producer_t *p = &l->prod;
   if (!rec) return altar_error_set(err, ALTAR_EINVAL, "produce: no record");
   int rc = altar_transport_check_name("topic", rec->topic, err);
   if (rc) return rc;
-  if (lrec_size(rec, l->cfg.max_record_bytes, err) == 0) return err && err->code ? err->code : ALTAR_EINVAL;
+  if (altar__local_rec_size(rec, l->cfg.max_record_bytes, err) == 0) return err && err->code ? err->code : ALTAR_EINVAL;
   int32_t part = 0;
   bool recover = false;
   rc = route(t, l, rec, &part, &recover, err);
@@ -324,7 +324,7 @@ int local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_er
   r->partition = part;
   r->opaque = rec->opaque;
   r->offset = -1;
-  if (lrec_encode(&r->data, rec, rec->timestamp_ms ? rec->timestamp_ms : local_now_ms()) != 0) {
+  if (altar__local_rec_encode(&r->data, rec, rec->timestamp_ms ? rec->timestamp_ms : altar__local_now_ms()) != 0) {
     prec_free(r);
     return altar_error_set(err, ALTAR_ENOMEM, "produce: out of memory");
   }
@@ -344,7 +344,7 @@ int local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_er
     }
     p->started = true;
   }
-  r->enq_ms = local_mono_ms();
+  r->enq_ms = altar__local_mono_ms();
   if (p->tail) p->tail->next = r;
   else p->head = r;
   p->tail = r;
@@ -358,7 +358,7 @@ int local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, altar_er
 
 /* ---- poll / flush ------------------------------------------------------- */
 
-int local_poll(altar_transport_t *t, int timeout_ms) {
+int altar__local_poll(altar_transport_t *t, int timeout_ms) {
   local_producer_t *p = &((local_t *)altar_transport_impl(t))->prod;
   pthread_mutex_lock(&p->mu);
   /* Like rd_kafka_poll: wait for a report up to timeout_ms even when none
@@ -389,27 +389,27 @@ int local_poll(altar_transport_t *t, int timeout_ms) {
   return n;
 }
 
-int local_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err) {
+int altar__local_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err) {
   local_producer_t *p = &((local_t *)altar_transport_impl(t))->prod;
-  int64_t deadline = timeout_ms < 0 ? INT64_MAX : local_mono_ms() + timeout_ms;
+  int64_t deadline = timeout_ms < 0 ? INT64_MAX : altar__local_mono_ms() + timeout_ms;
   pthread_mutex_lock(&p->mu);
   p->flushing++;
   pthread_cond_signal(&p->cv);
   pthread_mutex_unlock(&p->mu);
   int rc = 0;
   for (;;) {
-    local_poll(t, 0);
+    altar__local_poll(t, 0);
     pthread_mutex_lock(&p->mu);
     size_t left = p->outstanding;
     pthread_mutex_unlock(&p->mu);
     if (left == 0) break;
-    int64_t now = local_mono_ms();
+    int64_t now = altar__local_mono_ms();
     if (now >= deadline) {
       rc = altar_error_set_retriable(err, ALTAR_ETIMEOUT, "flush: %zu records still await their report", left);
       break;
     }
     int64_t wait = deadline - now;
-    local_poll(t, (int)(wait > 100 ? 100 : wait));
+    altar__local_poll(t, (int)(wait > 100 ? 100 : wait));
   }
   pthread_mutex_lock(&p->mu);
   p->flushing--;
@@ -417,23 +417,23 @@ int local_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err) {
   return rc;
 }
 
-void local_producer_shutdown(altar_transport_t *t) {
+void altar__local_producer_shutdown(altar_transport_t *t) {
   local_t *l = altar_transport_impl(t);
   local_producer_t *p = &l->prod;
   altar_error_t e = {0};
-  if (p->started && local_flush(t, 30000, &e) != 0) altar_transport_log(t, 3, "close: %s", e.msg);
+  if (p->started && altar__local_flush(t, 30000, &e) != 0) altar_transport_log(t, 3, "close: %s", e.msg);
   pthread_mutex_lock(&p->mu);
   p->stop = true;
   pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
   if (p->started) pthread_join(p->thread, NULL);
-  local_poll(t, 0);
+  altar__local_poll(t, 0);
   for (lprec_t *r = p->head; r;) {
     lprec_t *nx = r->next;
     prec_free(r);
     r = nx;
   }
-  for (size_t i = 0; i < p->n_apps; i++) lappender_free(p->apps[i]);
+  for (size_t i = 0; i < p->n_apps; i++) altar__local_appender_free(p->apps[i]);
   free(p->apps);
   for (size_t i = 0; i < p->n_topics; i++) {
     free(p->topics[i].name);

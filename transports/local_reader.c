@@ -43,13 +43,13 @@ struct lreader_priv {
 
 static bool newer_segment_possible(lreader_t *r) {
   struct lreader_priv *b = (struct lreader_priv *)(r + 1);
-  int64_t now = local_mono_ms();
+  int64_t now = altar__local_mono_ms();
   if (now - b->listed_ms >= RELIST_MS) return true;
   if (now == b->checked_ms) return false;
   b->checked_ms = now;
   char nm[LSEG_NAME_LEN + 1];
-  lseg_name(nm, r->next_offset);
-  char *p = local_path(r->dir, nm);
+  altar__local_seg_name(nm, r->next_offset);
+  char *p = altar__local_path(r->dir, nm);
   if (!p) return true;
   struct stat st;
   bool exists = stat(p, &st) == 0 || errno != ENOENT;
@@ -57,22 +57,22 @@ static bool newer_segment_possible(lreader_t *r) {
   return exists;
 }
 
-void lreader_changed(lreader_t *r) {
+void altar__local_reader_changed(lreader_t *r) {
   r->changed = true;
   /* Written to since: the next look for a roll must really look, even
    * within the millisecond of the last one (the roll may be what changed). */
   ((struct lreader_priv *)(r + 1))->checked_ms = INT64_MIN;
 }
 
-static void mark_listed(lreader_t *r) { ((struct lreader_priv *)(r + 1))->listed_ms = local_mono_ms(); }
+static void mark_listed(lreader_t *r) { ((struct lreader_priv *)(r + 1))->listed_ms = altar__local_mono_ms(); }
 
-lreader_t *lreader_new(const char *root, const char *topic, int32_t partition) {
+lreader_t *altar__local_reader_new(const char *root, const char *topic, int32_t partition) {
   lreader_t *r = calloc(1, sizeof *r + sizeof(struct lreader_priv));
   if (!r) return NULL;
   r->topic = strdup(topic);
-  r->dir = local_part_dir(root, topic, partition);
+  r->dir = altar__local_part_dir(root, topic, partition);
   if (!r->topic || !r->dir) {
-    lreader_free(r);
+    altar__local_reader_free(r);
     return NULL;
   }
   r->partition = partition;
@@ -85,7 +85,7 @@ lreader_t *lreader_new(const char *root, const char *topic, int32_t partition) {
 
 static struct lreader_priv *priv(lreader_t *r) { return (struct lreader_priv *)(r + 1); }
 
-void lreader_free(lreader_t *r) {
+void altar__local_reader_free(lreader_t *r) {
   if (!r) return;
   if (r->fd >= 0) close(r->fd);
   free(r->buf);
@@ -105,8 +105,8 @@ static void drop_segment(lreader_t *r) {
 
 static int open_base(lreader_t *r, int64_t base, altar_error_t *err) {
   char nm[LSEG_NAME_LEN + 1];
-  lseg_name(nm, base);
-  char *p = local_path(r->dir, nm);
+  altar__local_seg_name(nm, base);
+  char *p = altar__local_path(r->dir, nm);
   if (!p) return altar_error_set(err, ALTAR_ENOMEM, "reader: out of memory");
   int fd = open(p, O_RDONLY | O_CLOEXEC);
   free(p);
@@ -131,7 +131,7 @@ static int read_record(lreader_t *r, const local_cfg_t *cfg, lrec_view_t *v, con
   for (;;) {
     if (r->pos >= b->start && r->pos < b->start + (off_t)b->len) {
       size_t off = (size_t)(r->pos - b->start);
-      int rc = lrec_parse(r->buf + off, b->len - off, cfg->max_record_bytes, v, why);
+      int rc = altar__local_rec_parse(r->buf + off, b->len - off, cfg->max_record_bytes, v, why);
       if (rc == LREC_OK || (rc == LREC_CORRUPT && refilled)) return rc;
       /* Corrupt in an older buffer: judge fresh bytes (an appender may have
        * cut a torn tail and written over it since). */
@@ -173,7 +173,7 @@ static int read_record(lreader_t *r, const local_cfg_t *cfg, lrec_view_t *v, con
       r->buf = nb;
       r->buf_cap = cap;
     }
-    ssize_t got = local_pread_full(r->fd, r->buf, r->buf_cap, r->pos);
+    ssize_t got = altar__local_pread_full(r->fd, r->buf, r->buf_cap, r->pos);
     if (got < 0)
       return altar_error_set(err, ALTAR_EIO, "%s/%d: read: %s", r->topic, r->partition,
                              strerror(errno));
@@ -190,7 +190,7 @@ static int next_segment(altar_transport_t *t, lreader_t *r, int64_t *pnext, bool
   int64_t *bases = NULL;
   size_t n = 0;
   *pnext = -1;
-  int rc = lpart_segments(t, r->dir, false, &bases, &n, err);
+  int rc = altar__local_part_segments(t, r->dir, false, &bases, &n, err);
   if (rc) return rc;
   mark_listed(r);
   for (size_t i = 0; i < n; i++)
@@ -208,7 +208,7 @@ static int open_at(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, a
   for (int tries = 0; tries < 5; tries++) {
     int64_t *bases = NULL;
     size_t n = 0;
-    int rc = lpart_segments(t, r->dir, false, &bases, &n, err);
+    int rc = altar__local_part_segments(t, r->dir, false, &bases, &n, err);
     if (rc) return rc;
     mark_listed(r);
     if (n == 0) {
@@ -243,13 +243,13 @@ static int open_at(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, a
   return 0;
 }
 
-int lreader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int64_t offset,
+int altar__local_reader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int64_t offset,
                  altar_error_t *err) {
   r->changed = true;
   int64_t b = 0, e = 0;
   int rc = ALTAR_EAGAIN;
   for (int tries = 0; tries < 5 && rc == ALTAR_EAGAIN; tries++)
-    rc = lpart_offsets(t, cfg, r->dir, &b, &e, err);
+    rc = altar__local_part_offsets(t, cfg, r->dir, &b, &e, err);
   if (rc) return rc;
   int64_t target = offset;
   if (offset == ALTAR_OFFSET_BEGINNING) target = b;
@@ -297,7 +297,7 @@ static int resync(lreader_t *r, const local_cfg_t *cfg, int64_t want, int64_t li
     for (size_t i = 0; i < tries; i++) {
       lrec_view_t v;
       const char *why;
-      if (lrec_parse(buf + i, (size_t)got - i, cfg->max_record_bytes, &v, &why) != LREC_OK) continue;
+      if (altar__local_rec_parse(buf + i, (size_t)got - i, cfg->max_record_bytes, &v, &why) != LREC_OK) continue;
       if (v.offset < want || v.offset >= limit) continue;
       *ppos = base + (off_t)i;
       *poffset = v.offset;
@@ -313,7 +313,7 @@ static int resync(lreader_t *r, const local_cfg_t *cfg, int64_t want, int64_t li
  * is a dead writer's tail: cut it, as an appender would. */
 static void repair_tail(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r,
                         const char *why) {
-  char *lp = local_path(r->dir, "append.lock");
+  char *lp = altar__local_path(r->dir, "append.lock");
   int fd = lp ? open(lp, O_RDWR | O_CLOEXEC) : -1;
   free(lp);
   if (fd < 0) return;
@@ -327,8 +327,8 @@ static void repair_tail(altar_transport_t *t, const local_cfg_t *cfg, lreader_t 
     if (next_segment(t, r, &nx, &last, &e) == 0 && last &&
         read_record(r, cfg, &v, &why2, &e) == LREC_CORRUPT) {
       char nm[LSEG_NAME_LEN + 1];
-      lseg_name(nm, r->seg_base);
-      char *sp = local_path(r->dir, nm);
+      altar__local_seg_name(nm, r->seg_base);
+      char *sp = altar__local_path(r->dir, nm);
       int wfd = sp ? open(sp, O_WRONLY | O_CLOEXEC) : -1;
       if (wfd >= 0 && ftruncate(wfd, r->pos) == 0) {
         if (cfg->fsync_policy != LOCAL_FSYNC_NEVER) fdatasync(wfd);
@@ -344,7 +344,7 @@ static void repair_tail(altar_transport_t *t, const local_cfg_t *cfg, lreader_t 
   close(fd);
 }
 
-int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_msg_t **pmsg,
+int altar__local_reader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_msg_t **pmsg,
                  altar_error_t *err) {
   *pmsg = NULL;
   bool reread = false;
@@ -374,7 +374,7 @@ int lreader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, alt
         pr = LREC_CORRUPT;
         why = "record offset out of sequence";
       } else {
-        altar_msg_t *m = lrec_to_msg(&v, r->topic, r->partition);
+        altar_msg_t *m = altar__local_rec_to_msg(&v, r->topic, r->partition);
         if (!m) return altar_error_set(err, ALTAR_ENOMEM, "consume: out of memory");
         r->pos += (off_t)v.total_len;
         r->next_offset = v.offset + 1;

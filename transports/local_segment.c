@@ -124,11 +124,11 @@ static uint32_t crc_of(const uint8_t *p, size_t n) {
   return (uint32_t)c;
 }
 
-void lseg_name(char out[LSEG_NAME_LEN + 1], int64_t base) {
+void altar__local_seg_name(char out[LSEG_NAME_LEN + 1], int64_t base) {
   snprintf(out, LSEG_NAME_LEN + 1, "%020lld.log", (long long)base);
 }
 
-size_t lrec_size(const altar_produce_rec_t *rec, size_t max_record, altar_error_t *err) {
+size_t altar__local_rec_size(const altar_produce_rec_t *rec, size_t max_record, altar_error_t *err) {
   if (rec->n_headers > ALTAR_HEADERS_MAX) {
     altar_error_set(err, ALTAR_ETOOBIG, "headers: more than %d", ALTAR_HEADERS_MAX);
     return 0;
@@ -164,7 +164,7 @@ too_big:
   return 0;
 }
 
-int lrec_encode(altar_buf_t *out, const altar_produce_rec_t *rec, int64_t ts) {
+int altar__local_rec_encode(altar_buf_t *out, const altar_produce_rec_t *rec, int64_t ts) {
   size_t klen = rec->key_len, vlen = rec->value_len;
   size_t body = LREC_BODY_MIN + klen + vlen;
   for (size_t i = 0; i < rec->n_headers; i++)
@@ -204,7 +204,7 @@ int lrec_encode(altar_buf_t *out, const altar_produce_rec_t *rec, int64_t ts) {
   return 0;
 }
 
-void lrec_seal(uint8_t *p, int64_t offset) {
+void altar__local_rec_seal(uint8_t *p, int64_t offset) {
   uint32_t body = get32(p);
   put64(p + LREC_FRAME + 2, (uint64_t)offset);
   put32(p + 4, crc_of(p + LREC_FRAME, body));
@@ -227,7 +227,7 @@ static bool take_len(const uint8_t **pp, const uint8_t *end, const uint8_t **pda
   return true;
 }
 
-int lrec_parse(const uint8_t *p, size_t avail, size_t max_record, lrec_view_t *v,
+int altar__local_rec_parse(const uint8_t *p, size_t avail, size_t max_record, lrec_view_t *v,
                const char **why) {
   *why = NULL;
   if (avail < LREC_FRAME) return LREC_INCOMPLETE;
@@ -282,7 +282,7 @@ bad:
 
 static void msg_destroy(altar_msg_t *m) { free(m); }
 
-altar_msg_t *lrec_to_msg(const lrec_view_t *v, const char *topic, int32_t partition) {
+altar_msg_t *altar__local_rec_to_msg(const lrec_view_t *v, const char *topic, int32_t partition) {
   /* One block: the struct, the header array, then every byte it points to. */
   size_t tl = strlen(topic);
   size_t need = sizeof(altar_msg_t) + v->n_headers * sizeof(altar_header_t) + tl + 1 +

@@ -31,7 +31,7 @@ static int parse_limit(const char *key, const char *v, int64_t *pv, altar_error_
   return 0;
 }
 
-int local_topic_conf_parse(const altar_strmap_t *conf, local_topic_conf_t *pc, altar_error_t *err) {
+int altar__local_topic_conf_parse(const altar_strmap_t *conf, local_topic_conf_t *pc, altar_error_t *err) {
   *pc = (local_topic_conf_t){.retention_ms = -1, .retention_bytes = -1};
   for (size_t i = 0; conf && i < conf->n; i++) {
     const char *k = conf->keys[i], *v = conf->vals[i];
@@ -52,8 +52,8 @@ int local_topic_conf_parse(const altar_strmap_t *conf, local_topic_conf_t *pc, a
   return 0;
 }
 
-int local_topic_conf_write(const char *topic_dir, const local_topic_conf_t *c, bool sync, altar_error_t *err) {
-  char *p = local_path(topic_dir, LOCAL_TOPIC_CONF);
+int altar__local_topic_conf_write(const char *topic_dir, const local_topic_conf_t *c, bool sync, altar_error_t *err) {
+  char *p = altar__local_path(topic_dir, LOCAL_TOPIC_CONF);
   if (!p) return altar_error_set(err, ALTAR_ENOMEM, "topic settings: out of memory");
   char text[128];
   int len = snprintf(text, sizeof text, "retention.ms=%lld\nretention.bytes=%lld\n", (long long)c->retention_ms,
@@ -70,9 +70,9 @@ int local_topic_conf_write(const char *topic_dir, const local_topic_conf_t *c, b
 /* The shorter of two limits, -1 being none. */
 static int64_t tighter(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
 
-void local_topic_conf_read(const local_cfg_t *cfg, const char *topic, local_topic_conf_t *pc) {
+void altar__local_topic_conf_read(const local_cfg_t *cfg, const char *topic, local_topic_conf_t *pc) {
   local_topic_conf_t own = {.retention_ms = -1, .retention_bytes = -1};
-  char *p = local_pathf("%s/topics/%s/%s", cfg->dir, topic, LOCAL_TOPIC_CONF);
+  char *p = altar__local_pathf("%s/topics/%s/%s", cfg->dir, topic, LOCAL_TOPIC_CONF);
   size_t n = 0;
   char *text = p ? altar_file_read(p, p, CONF_MAX_BYTES, &n, NULL) : NULL;
   if (text) {

@@ -19,11 +19,11 @@ static void rm_tree(const char *path);
 static void sweep_tmp(const char *tmp) {
   DIR *d = opendir(tmp);
   if (!d) return;
-  int64_t cutoff = local_now_ms() - 3600 * 1000;
+  int64_t cutoff = altar__local_now_ms() - 3600 * 1000;
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-    char *p = local_path(tmp, de->d_name);
+    char *p = altar__local_path(tmp, de->d_name);
     struct stat st;
     if (p && lstat(p, &st) == 0 && (int64_t)st.st_mtime * 1000 < cutoff) {
       if (S_ISDIR(st.st_mode)) rm_tree(p);
@@ -34,21 +34,21 @@ static void sweep_tmp(const char *tmp) {
   closedir(d);
 }
 
-int local_dirs_init(const local_cfg_t *cfg, altar_error_t *err) {
+int altar__local_dirs_init(const local_cfg_t *cfg, altar_error_t *err) {
   static const char *const subs[] = {"topics", "groups", "tmp"};
-  int rc = local_mkdirs(cfg->dir, err);
+  int rc = altar__local_mkdirs(cfg->dir, err);
   for (size_t i = 0; !rc && i < sizeof subs / sizeof subs[0]; i++) {
-    char *p = local_path(cfg->dir, subs[i]);
+    char *p = altar__local_path(cfg->dir, subs[i]);
     if (!p) return altar_error_set(err, ALTAR_ENOMEM, "dir: out of memory");
-    rc = local_mkdirs(p, err);
+    rc = altar__local_mkdirs(p, err);
     if (!rc && i == 2) sweep_tmp(p);
     free(p);
   }
   return rc;
 }
 
-char *local_part_dir(const char *root, const char *topic, int32_t partition) {
-  return local_pathf("%s/topics/%s/%d", root, topic, (int)partition);
+char *altar__local_part_dir(const char *root, const char *topic, int32_t partition) {
+  return altar__local_pathf("%s/topics/%s/%d", root, topic, (int)partition);
 }
 
 static void rm_tree(const char *path) {
@@ -57,7 +57,7 @@ static void rm_tree(const char *path) {
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
       if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-      char *p = local_path(path, de->d_name);
+      char *p = altar__local_path(path, de->d_name);
       if (!p) continue;
       struct stat st;
       if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) rm_tree(p);
@@ -69,17 +69,17 @@ static void rm_tree(const char *path) {
   rmdir(path);
 }
 
-int local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+int altar__local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
                        int32_t partitions, const local_topic_conf_t *conf, altar_error_t *err) {
   (void)t;
   int rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
   if (partitions < 1 || partitions > 10000)
     return altar_error_set(err, ALTAR_EINVAL, "partitions: %d outside [1, 10000]", (int)partitions);
-  char *final = local_pathf("%s/topics/%s", cfg->dir, topic);
-  char *stage = local_pathf("%s/tmp/%s.%ld.%lld", cfg->dir, topic, (long)getpid(),
-                            (long long)local_mono_ms());
-  char *topics = local_path(cfg->dir, "topics");
+  char *final = altar__local_pathf("%s/topics/%s", cfg->dir, topic);
+  char *stage = altar__local_pathf("%s/tmp/%s.%ld.%lld", cfg->dir, topic, (long)getpid(),
+                            (long long)altar__local_mono_ms());
+  char *topics = altar__local_path(cfg->dir, "topics");
   if (!final || !stage || !topics) {
     rc = altar_error_set(err, ALTAR_ENOMEM, "topic %s: out of memory", topic);
     goto out;
@@ -93,10 +93,10 @@ int local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char 
     goto out;
   }
   for (int32_t p = 0; p < partitions && !rc; p++) {
-    char *pd = local_pathf("%s/%d", stage, (int)p);
+    char *pd = altar__local_pathf("%s/%d", stage, (int)p);
     char nm[LSEG_NAME_LEN + 1];
-    lseg_name(nm, 0);
-    char *seg = pd ? local_path(pd, nm) : NULL;
+    altar__local_seg_name(nm, 0);
+    char *seg = pd ? altar__local_path(pd, nm) : NULL;
     if (!pd || !seg) rc = altar_error_set(err, ALTAR_ENOMEM, "topic %s: out of memory", topic);
     else if (mkdir(pd, 0755) != 0)
       rc = altar_error_set(err, ALTAR_EIO, "topic %s: partition dir: %s", topic, strerror(errno));
@@ -104,13 +104,13 @@ int local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char 
       int fd = open(seg, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
       if (fd < 0) rc = altar_error_set(err, ALTAR_EIO, "topic %s: segment: %s", topic, strerror(errno));
       else close(fd);
-      if (!rc && cfg->fsync_policy != LOCAL_FSYNC_NEVER) local_fsync_dir(pd);
+      if (!rc && cfg->fsync_policy != LOCAL_FSYNC_NEVER) altar__local_fsync_dir(pd);
     }
     free(seg);
     free(pd);
   }
-  if (!rc && conf) rc = local_topic_conf_write(stage, conf, cfg->fsync_policy != LOCAL_FSYNC_NEVER, err);
-  if (!rc && cfg->fsync_policy != LOCAL_FSYNC_NEVER) local_fsync_dir(stage);
+  if (!rc && conf) rc = altar__local_topic_conf_write(stage, conf, cfg->fsync_policy != LOCAL_FSYNC_NEVER, err);
+  if (!rc && cfg->fsync_policy != LOCAL_FSYNC_NEVER) altar__local_fsync_dir(stage);
   if (!rc && rename(stage, final) != 0) {
     if (errno == EEXIST || errno == ENOTEMPTY)
       rc = altar_error_set(err, ALTAR_EEXIST, "topic %s: already exists", topic);
@@ -118,7 +118,7 @@ int local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char 
       rc = altar_error_set(err, ALTAR_EIO, "topic %s: rename: %s", topic, strerror(errno));
   }
   if (rc) rm_tree(stage);
-  else if (cfg->fsync_policy != LOCAL_FSYNC_NEVER) local_fsync_dir(topics);
+  else if (cfg->fsync_policy != LOCAL_FSYNC_NEVER) altar__local_fsync_dir(topics);
 out:
   free(final);
   free(stage);
@@ -138,12 +138,12 @@ static bool parse_partition(const char *s, int32_t *pp) {
   return true;
 }
 
-int local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+int altar__local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
                            int32_t *pn, altar_error_t *err) {
   *pn = 0;
   int rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
-  char *td = local_pathf("%s/topics/%s", cfg->dir, topic);
+  char *td = altar__local_pathf("%s/topics/%s", cfg->dir, topic);
   if (!td) return altar_error_set(err, ALTAR_ENOMEM, "topic %s: out of memory", topic);
   DIR *d = opendir(td);
   if (!d) {
@@ -176,7 +176,7 @@ int local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, const c
   return 0;
 }
 
-void local_names_free(char **names, size_t n) {
+void altar__local_names_free(char **names, size_t n) {
   for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
 }
@@ -185,11 +185,11 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int local_topic_names(altar_transport_t *t, const local_cfg_t *cfg, char ***pnames, size_t *pn,
+int altar__local_topic_names(altar_transport_t *t, const local_cfg_t *cfg, char ***pnames, size_t *pn,
                       altar_error_t *err) {
   *pnames = NULL;
   *pn = 0;
-  char *td = local_path(cfg->dir, "topics");
+  char *td = altar__local_path(cfg->dir, "topics");
   if (!td) return altar_error_set(err, ALTAR_ENOMEM, "topics: out of memory");
   DIR *d = opendir(td);
   if (!d) {
@@ -220,7 +220,7 @@ int local_topic_names(altar_transport_t *t, const local_cfg_t *cfg, char ***pnam
   closedir(d);
   free(td);
   if (rc) {
-    local_names_free(names, n);
+    altar__local_names_free(names, n);
     return altar_error_set(err, rc, "topics: out of memory");
   }
   if (n) qsort(names, n, sizeof *names, cmp_str);
@@ -229,7 +229,7 @@ int local_topic_names(altar_transport_t *t, const local_cfg_t *cfg, char ***pnam
   return 0;
 }
 
-int local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
+int altar__local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
                       altar_topic_list_t **plist, altar_error_t *err) {
   *plist = NULL;
   char **names = NULL;
@@ -237,7 +237,7 @@ int local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const char *
   int rc;
   if (topic) {
     int32_t np;
-    rc = local_topic_partitions(t, cfg, topic, &np, err);
+    rc = altar__local_topic_partitions(t, cfg, topic, &np, err);
     if (rc) return rc;
     names = malloc(sizeof *names);
     if (!names || !(names[0] = strdup(topic))) {
@@ -246,18 +246,18 @@ int local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const char *
     }
     n = 1;
   } else {
-    rc = local_topic_names(t, cfg, &names, &n, err);
+    rc = altar__local_topic_names(t, cfg, &names, &n, err);
     if (rc) return rc;
   }
   altar_topic_list_t *l = calloc(1, sizeof *l);
   if (!l || (n && !(l->topics = calloc(n, sizeof *l->topics)))) {
     free(l);
-    local_names_free(names, n);
+    altar__local_names_free(names, n);
     return altar_error_set(err, ALTAR_ENOMEM, "topics: out of memory");
   }
   for (size_t i = 0; i < n && !rc; i++) {
     int32_t np = 0;
-    rc = local_topic_partitions(t, cfg, names[i], &np, err);
+    rc = altar__local_topic_partitions(t, cfg, names[i], &np, err);
     if (rc == ALTAR_ENOTFOUND && !topic) { /* deleted meanwhile */
       rc = 0;
       continue;
@@ -273,14 +273,14 @@ int local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const char *
       break;
     }
     for (int32_t p = 0; p < np && !rc; p++) {
-      char *pd = local_part_dir(cfg->dir, ti->name, p);
+      char *pd = altar__local_part_dir(cfg->dir, ti->name, p);
       if (!pd) {
         rc = altar_error_set(err, ALTAR_ENOMEM, "topics: out of memory");
         break;
       }
       int64_t b = 0, e = 0;
       for (int tries = 0; tries < 5; tries++) {
-        rc = lpart_offsets(t, cfg, pd, &b, &e, err);
+        rc = altar__local_part_offsets(t, cfg, pd, &b, &e, err);
         if (rc != ALTAR_EAGAIN) break;
       }
       free(pd);
@@ -288,7 +288,7 @@ int local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const char *
       ti->n_partitions++;
     }
   }
-  local_names_free(names, n);
+  altar__local_names_free(names, n);
   if (rc) {
     altar_topic_list_free(l);
     return rc;

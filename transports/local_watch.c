@@ -24,30 +24,30 @@
 
 static void mark_all(lreader_t *const *rs, size_t n) {
   for (size_t i = 0; i < n; i++)
-    if (rs[i]) lreader_changed(rs[i]);
+    if (rs[i]) altar__local_reader_changed(rs[i]);
 }
 
-void lwatch_close(local_consumer_t *c) {
+void altar__local_watch_close(local_consumer_t *c) {
   if (c->watch_open && c->watch_fd >= 0) close(c->watch_fd);
   c->watch_open = false;
   c->watch_fd = -1;
 }
 
-bool lwatch_active(const local_consumer_t *c) { return c->watch_open && c->watch_fd >= 0; }
+bool altar__local_watch_active(const local_consumer_t *c) { return c->watch_open && c->watch_fd >= 0; }
 
 /* Marks the readers named by pending events; watches readers not watched yet
  * (each starts out changed). rs may hold NULL entries. */
-void lwatch_collect(local_consumer_t *c, lreader_t *const *rs, size_t n) {
+void altar__local_watch_collect(local_consumer_t *c, lreader_t *const *rs, size_t n) {
   if (!c->watch_open) {
     c->watch_open = true;
     c->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    c->next_sweep_ms = local_mono_ms() + LWATCH_SWEEP_MS;
+    c->next_sweep_ms = altar__local_mono_ms() + LWATCH_SWEEP_MS;
   }
   if (c->watch_fd < 0) {
     mark_all(rs, n);
     return;
   }
-  int64_t now = local_mono_ms();
+  int64_t now = altar__local_mono_ms();
   if (now >= c->next_sweep_ms) {
     mark_all(rs, n);
     c->next_sweep_ms = now + LWATCH_SWEEP_MS;
@@ -77,7 +77,7 @@ void lwatch_collect(local_consumer_t *c, lreader_t *const *rs, size_t n) {
       for (size_t i = 0; i < n; i++) {
         if (!rs[i] || rs[i]->watch != ev->wd) continue;
         mine = true;
-        lreader_changed(rs[i]);
+        altar__local_reader_changed(rs[i]);
         /* The directory is gone (or moved): watch it anew when it is back. */
         if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) rs[i]->watch = -1;
       }
@@ -89,8 +89,8 @@ void lwatch_collect(local_consumer_t *c, lreader_t *const *rs, size_t n) {
 
 /* Sleeps until an event or ms pass, whichever is first (never past the
  * next sweep). */
-void lwatch_wait(local_consumer_t *c, int64_t ms) {
-  int64_t to_sweep = c->next_sweep_ms - local_mono_ms();
+void altar__local_watch_wait(local_consumer_t *c, int64_t ms) {
+  int64_t to_sweep = c->next_sweep_ms - altar__local_mono_ms();
   if (to_sweep < ms) ms = to_sweep < 0 ? 0 : to_sweep;
   struct pollfd pfd = {.fd = c->watch_fd, .events = POLLIN};
   (void)poll(&pfd, 1, (int)ms);

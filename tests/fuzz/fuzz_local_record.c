@@ -37,13 +37,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     lrec_view_t v;
     const char *why = NULL;
-    int r = lrec_parse(buf + off, size - off, 1u << 20, &v, &why);
+    int r = altar__local_rec_parse(buf + off, size - off, 1u << 20, &v, &why);
     if (r != LREC_OK) {
       if (r == LREC_CORRUPT && !why) abort(); /* corrupt always says why */
       break;
     }
     if (v.total_len < LREC_FRAME + LREC_BODY_MIN || v.total_len > size - off) abort();
-    altar_msg_t *m = lrec_to_msg(&v, "fuzz", 0);
+    altar_msg_t *m = altar__local_rec_to_msg(&v, "fuzz", 0);
     if (m) {
       if (m->key_len != v.key_len || m->value_len != v.value_len || m->n_headers != v.n_headers) abort();
       for (size_t i = 0; i < m->n_headers; i++)

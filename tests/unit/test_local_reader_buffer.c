@@ -29,7 +29,7 @@ static int drain(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, siz
   altar_error_t err = {0};
   for (;;) {
     altar_msg_t *m = NULL;
-    int rc = lreader_next(t, cfg, r, &m, &err);
+    int rc = altar__local_reader_next(t, cfg, r, &m, &err);
     if (r->buf_cap > *pmax) *pmax = r->buf_cap;
     if (rc != 1) break;
     altar_msg_free(m);
@@ -46,25 +46,25 @@ static void test_buffer_follows_the_backlog(void) {
   altar_transport_t *t = altar_transport_open("local", &m, NULL, &err);
   CU_ASSERT_FATAL(t != NULL);
   local_cfg_t cfg = {0};
-  CU_ASSERT_EQUAL_FATAL(local_cfg_parse(t, &cfg, &m, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__local_cfg_parse(t, &cfg, &m, &err), 0);
   altar_strmap_clear(&m);
   CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "buf", 1, &err), 0);
   produce(t, 4000); /* about 2 MiB behind */
-  lreader_t *r = lreader_new(dir, "buf", 0);
+  lreader_t *r = altar__local_reader_new(dir, "buf", 0);
   CU_ASSERT_FATAL(r != NULL);
-  CU_ASSERT_EQUAL_FATAL(lreader_seek(t, &cfg, r, ALTAR_OFFSET_BEGINNING, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__local_reader_seek(t, &cfg, r, ALTAR_OFFSET_BEGINNING, &err), 0);
   size_t max = 0;
   CU_ASSERT_EQUAL(drain(t, &cfg, r, &max), 4000);
   CU_ASSERT_EQUAL(max, 256 * KIB); /* grew while behind, never past the chunk */
   /* Following the tail, a record at a time: the buffer halves back. */
   for (int i = 0; i < 8; i++) {
     produce(t, 1);
-    lreader_changed(r);
+    altar__local_reader_changed(r);
     CU_ASSERT_EQUAL(drain(t, &cfg, r, &max), 1);
   }
   CU_ASSERT_EQUAL(r->buf_cap, 16 * KIB);
-  lreader_free(r);
-  local_cfg_clear(&cfg);
+  altar__local_reader_free(r);
+  altar__local_cfg_clear(&cfg);
   altar_transport_close(t);
   altar_test_rmtree(dir);
   free(dir);
