@@ -9,7 +9,7 @@
  * the real runtime (libcurl + OpenSSL, runtime_http) stays behind it.
  * The backend names a Job by its spec (altar_spec_job_name), so a
  * resubmitted spec meets the Job of its first submission and adopts or
- * replaces it (see altar_k8s_submit). */
+ * replaces it (see altar__k8s_submit). */
 #ifndef ALTAR_BACKENDS_K8S_API_H
 #define ALTAR_BACKENDS_K8S_API_H
 
@@ -68,12 +68,12 @@ typedef struct altar_k8s_job_info {
 } altar_k8s_job_info_t;
 
 /* Heap info with a copy of name (uid may be NULL); free with _free. */
-altar_k8s_job_info_t *altar_k8s_job_info_new(const char *name, altar_state_t state, const char *uid);
-void altar_k8s_job_info_clear(altar_k8s_job_info_t *info);
-void altar_k8s_job_info_free(altar_k8s_job_info_t *info);
+altar_k8s_job_info_t *altar__k8s_job_info_new(const char *name, altar_state_t state, const char *uid);
+void altar__k8s_job_info_clear(altar_k8s_job_info_t *info);
+void altar__k8s_job_info_free(altar_k8s_job_info_t *info);
 /* Frees n infos stored in one array, and the array. */
-void altar_k8s_job_infos_free(altar_k8s_job_info_t *infos, size_t n);
-int altar_k8s_job_info_copy(altar_k8s_job_info_t *dst, const altar_k8s_job_info_t *src);
+void altar__k8s_job_infos_free(altar_k8s_job_info_t *infos, size_t n);
+int altar__k8s_job_info_copy(altar_k8s_job_info_t *dst, const altar_k8s_job_info_t *src);
 
 /* Why a pod of a Job has not started: the Job's name, one of the two reason
  * codes above, and the platform's message ("ImagePullBackOff: Back-off
@@ -84,7 +84,7 @@ typedef struct altar_k8s_pod_wait {
   char *detail;
 } altar_k8s_pod_wait_t;
 
-void altar_k8s_pod_waits_free(altar_k8s_pod_wait_t *waits, size_t n);
+void altar__k8s_pod_waits_free(altar_k8s_pod_wait_t *waits, size_t n);
 
 /* What capacity needs of one node: its labels, its allocatable resources as
  * the API serves them ("pods": "110", "nvidia.com/gpu": "4", "cpu": "3500m"),
@@ -96,13 +96,13 @@ typedef struct altar_k8s_node_info {
   bool schedulable;
 } altar_k8s_node_info_t;
 
-void altar_k8s_node_infos_free(altar_k8s_node_info_t *nodes, size_t n);
+void altar__k8s_node_infos_free(altar_k8s_node_info_t *nodes, size_t n);
 /* Reads a Node object into info (zeroed first). 0, ALTAR_EDECODE naming the
  * missing field, or ALTAR_ENOMEM. */
-int altar_k8s_node_info_from_json(const json_t *node, altar_k8s_node_info_t *info, altar_error_t *err);
+int altar__k8s_node_info_from_json(const json_t *node, altar_k8s_node_info_t *info, altar_error_t *err);
 /* A resource quantity ("4", "110", "3500m", "2k", "1Gi") as a whole count,
  * rounded down; false when q is not a quantity. */
-bool altar_k8s_quantity_count(const char *q, int64_t *pcount);
+bool altar__k8s_quantity_count(const char *q, int64_t *pcount);
 
 /* ---- creates in flight and the Job watch (optional runtime parts) ---- */
 
@@ -129,8 +129,8 @@ typedef struct altar_k8s_watch_view {
   altar_state_t state;
 } altar_k8s_watch_view_t;
 
-/* Counters a test or benchmark reads (altar_k8s_watch_stats). */
-typedef struct altar_k8s_watch_stats {
+/* Counters a test or benchmark reads (altar__k8s_watch_stats). */
+typedef struct altar__k8s_watch_stats {
   uint64_t lists;      /* full lists, the first included */
   uint64_t expired;    /* relists forced by 410 Gone / an expired version */
   uint64_t reconnects; /* watch requests after the first of a list */
@@ -146,15 +146,15 @@ typedef struct altar_k8s_watch_stats {
  * resumes from the last version it saw after a dropped connection, and
  * lists again only when the server says the version has expired. It keeps
  * a map name → state that the calls below read; every call is thread-safe. */
-typedef struct altar_k8s_watch altar_k8s_watch_t;
+typedef struct altar__k8s_watch altar_k8s_watch_t;
 
 /* Stops the thread (within about a second) and frees everything. NULL is fine. */
-void altar_k8s_watch_close(altar_k8s_watch_t *w);
+void altar__k8s_watch_close(altar_k8s_watch_t *w);
 /* Whether the first list has been read (before that the map knows nothing). */
-bool altar_k8s_watch_synced(altar_k8s_watch_t *w);
+bool altar__k8s_watch_synced(altar_k8s_watch_t *w);
 /* What the map holds for each of n names, into pviews (n entries): one
  * hash lookup per name under one lock. */
-void altar_k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size_t n,
+void altar__k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size_t n,
                             altar_k8s_watch_view_t *pviews);
 /* Records a Job this process created or adopted (from the server's answer),
  * so a poll right after submit finds it before its watch event. An entry
@@ -163,23 +163,23 @@ void altar_k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size
  * older Job of the same name must not stand for the new one). pool is the
  * Job's altar.dev/pool label (NULL: none), so it counts in its pool's
  * active Jobs at once. */
-int altar_k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid, const char *pool,
+int altar__k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid, const char *pool,
                          altar_state_t state);
 /* Blocks up to timeout_ms until the map changed after generation *pgen;
  * *pgen is updated. 1 changed, 0 timed out. */
-int altar_k8s_watch_wait(altar_k8s_watch_t *w, uint64_t *pgen, int timeout_ms);
+int altar__k8s_watch_wait(altar_k8s_watch_t *w, uint64_t *pgen, int timeout_ms);
 /* The change generation now. */
-uint64_t altar_k8s_watch_generation(altar_k8s_watch_t *w);
+uint64_t altar__k8s_watch_generation(altar_k8s_watch_t *w);
 /* Active (pending or running) Jobs whose altar.dev/pool label is pool_label:
  * a count kept as the map changes, not a scan. */
-int64_t altar_k8s_watch_active(altar_k8s_watch_t *w, const char *pool_label);
+int64_t altar__k8s_watch_active(altar_k8s_watch_t *w, const char *pool_label);
 /* Entries in the map: live Jobs, notes, and tombstones younger than their
  * TTL (a deleted Job's entry leaves after it). */
-size_t altar_k8s_watch_size(altar_k8s_watch_t *w);
-void altar_k8s_watch_stats(altar_k8s_watch_t *w, altar_k8s_watch_stats_t *pstats);
+size_t altar__k8s_watch_size(altar_k8s_watch_t *w);
+void altar__k8s_watch_stats(altar_k8s_watch_t *w, altar_k8s_watch_stats_t *pstats);
 /* Tests: resume the next watch from version rv (e.g. one long compacted)
  * and drop the current connection now. */
-void altar_k8s_watch_test_resume_from(altar_k8s_watch_t *w, const char *rv);
+void altar__k8s_watch_test_resume_from(altar_k8s_watch_t *w, const char *rv);
 
 /* Tests and fuzzing: a watch with no thread and no server, synced, and
  * the stream's bytes fed to it as the server would send them; -1 when the
@@ -189,9 +189,9 @@ altar_k8s_watch_t *altar__k8s_watch_test_new(void);
 void altar__k8s_watch_test_tombstone_ttl(altar_k8s_watch_t *w, double seconds);
 int altar__k8s_watch_test_feed(altar_k8s_watch_t *w, const char *p, size_t n, bool *pexpired);
 
-/* A Job's state read from its status the way altar_k8s_job_info_from_json
+/* A Job's state read from its status the way altar__k8s_job_info_from_json
  * reads it. */
-altar_state_t altar_k8s_job_state_from_json(const json_t *job);
+altar_state_t altar__k8s_job_state_from_json(const json_t *job);
 
 /* ---- KubernetesRuntime ---- */
 
@@ -212,7 +212,7 @@ typedef struct altar_k8s_runtime_ops {
                     altar_error_t *err);
   /* Every Job in ns matching label_selector (NULL = all), without blocking.
    * *pjobs is an array of *pn infos (NULL when none); free with
-   * altar_k8s_job_infos_free. */
+   * altar__k8s_job_infos_free. */
   int (*list_jobs)(void *impl, const char *ns, const char *label_selector,
                    altar_k8s_job_info_t **pjobs, size_t *pn, altar_error_t *err);
   /* The Job `name`, or *pjob = NULL when it does not exist or is being
@@ -234,11 +234,11 @@ typedef struct altar_k8s_runtime_ops {
    * label_selector that wait for an image or for a node; poll calls it only
    * while some Job is pending, and remembers the answer, because the Job
    * controller deletes those pods when the Job's deadline fails it. *pwaits
-   * (caller frees with altar_k8s_pod_waits_free) may be NULL with *pn 0. */
+   * (caller frees with altar__k8s_pod_waits_free) may be NULL with *pn 0. */
   int (*list_pod_waits)(void *impl, const char *ns, const char *label_selector,
                         altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err);
   /* Optional (NULL: capacity uses the configured ceilings alone). Every
-   * node of the cluster; *pnodes (free with altar_k8s_node_infos_free) may
+   * node of the cluster; *pnodes (free with altar__k8s_node_infos_free) may
    * be NULL with *pn 0. Needs list permission on nodes (a ClusterRole). */
   int (*list_nodes)(void *impl, altar_k8s_node_info_t **pnodes, size_t *pn, altar_error_t *err);
   /* Optional pair (NULL: creates go through create_job, one at a time).
@@ -257,44 +257,44 @@ typedef struct altar_k8s_runtime_ops {
   void (*destroy)(void *impl);
 } altar_k8s_runtime_ops_t;
 
-typedef struct altar_k8s_runtime {
+typedef struct altar__k8s_runtime {
   const altar_k8s_runtime_ops_t *ops;
   void *impl;
 } altar_k8s_runtime_t;
 
 /* A heap runtime around ops/impl; NULL on allocation failure. Free with
- * altar_k8s_runtime_free, which calls ops->destroy(impl). */
-altar_k8s_runtime_t *altar_k8s_runtime_new(const altar_k8s_runtime_ops_t *ops, void *impl);
-void altar_k8s_runtime_free(altar_k8s_runtime_t *rt);
+ * altar__k8s_runtime_free, which calls ops->destroy(impl). */
+altar_k8s_runtime_t *altar__k8s_runtime_new(const altar_k8s_runtime_ops_t *ops, void *impl);
+void altar__k8s_runtime_free(altar_k8s_runtime_t *rt);
 
 /* Callers go through these; they apply the defaults named above. */
 /* puid may be NULL (the uid is not wanted). */
-int altar_k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns,
+int altar__k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns,
                                  char **pname, char **puid, altar_error_t *err);
-int altar_k8s_runtime_list_jobs(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
+int altar__k8s_runtime_list_jobs(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
                                 altar_k8s_job_info_t **pjobs, size_t *pn, altar_error_t *err);
-int altar_k8s_runtime_read_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
+int altar__k8s_runtime_read_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
                                altar_k8s_job_info_t **pjob, altar_error_t *err);
-int altar_k8s_runtime_delete_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
+int altar__k8s_runtime_delete_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
                                  const char *uid, altar_error_t *err);
-int altar_k8s_runtime_describe_failure(altar_k8s_runtime_t *rt, const char *name, const char *ns,
+int altar__k8s_runtime_describe_failure(altar_k8s_runtime_t *rt, const char *name, const char *ns,
                                        altar_failure_t **pf, altar_error_t *err);
-int altar_k8s_runtime_diagnose(altar_k8s_runtime_t *rt, const char *name, const char *ns,
+int altar__k8s_runtime_diagnose(altar_k8s_runtime_t *rt, const char *name, const char *ns,
                                bool *pdeterministic, char **pmessage, altar_error_t *err);
-const char *altar_k8s_runtime_default_namespace(altar_k8s_runtime_t *rt);
+const char *altar__k8s_runtime_default_namespace(altar_k8s_runtime_t *rt);
 /* list_pod_waits, or none when the runtime does not report them. */
-int altar_k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
+int altar__k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
                                      altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err);
 /* create_start / create_reap / watch_open: ALTAR_ENOTSUP (reap: 0) when the
  * runtime lacks them. */
-int altar_k8s_runtime_create_start(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns, uint64_t id,
+int altar__k8s_runtime_create_start(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns, uint64_t id,
                                    altar_error_t *err);
-int altar_k8s_runtime_create_reap(altar_k8s_runtime_t *rt, int timeout_ms, altar_k8s_create_done_t *pdone,
+int altar__k8s_runtime_create_reap(altar_k8s_runtime_t *rt, int timeout_ms, altar_k8s_create_done_t *pdone,
                                   size_t max);
-int altar_k8s_runtime_watch_open(altar_k8s_runtime_t *rt, const char *ns, const char *selector,
+int altar__k8s_runtime_watch_open(altar_k8s_runtime_t *rt, const char *ns, const char *selector,
                                  altar_k8s_watch_t **pw, altar_error_t *err);
 /* list_nodes, or ALTAR_ENOTSUP when the runtime cannot list nodes. */
-int altar_k8s_runtime_list_nodes(altar_k8s_runtime_t *rt, altar_k8s_node_info_t **pnodes, size_t *pn,
+int altar__k8s_runtime_list_nodes(altar_k8s_runtime_t *rt, altar_k8s_node_info_t **pnodes, size_t *pn,
                                  altar_error_t *err);
 
 /* Normalizes a Job object (metadata + status, as the API serves it) into
@@ -302,14 +302,14 @@ int altar_k8s_runtime_list_nodes(altar_k8s_runtime_t *rt, altar_k8s_node_info_t 
  * failed, active pods of which some are ready (or no "ready" count) →
  * running, else pending. Used by the real runtime and
  * by tests. 0, or ALTAR_EDECODE naming the missing field. */
-int altar_k8s_job_info_from_json(const json_t *job, altar_k8s_job_info_t *info, altar_error_t *err);
+int altar__k8s_job_info_from_json(const json_t *job, altar_k8s_job_info_t *info, altar_error_t *err);
 
 /* Why one pod has not started, if it waits for an image (waiting reasons
  * ErrImagePull, ImagePullBackOff, InvalidImageName, ErrImageNeverPull,
  * RegistryUnavailable, ImageInspectError on any container) or for a node
  * (condition PodScheduled False, reason Unschedulable): the reason code
  * (static) and the platform's message in detail; NULL when it does not. */
-const char *altar_k8s_pod_waiting(const json_t *pod, char *detail, size_t detail_size);
+const char *altar__k8s_pod_waiting(const json_t *pod, char *detail, size_t detail_size);
 
 /* Explains a failed Job from its object and its pods (a PodList's items):
  * a pod still waiting for its image or a node → "image_pull" or
@@ -319,7 +319,7 @@ const char *altar_k8s_pod_waiting(const json_t *pod, char *detail, size_t detail
  * "oom_killed"; eviction or preemption → "job_failed" (transient); the task
  * container's exit code n → "exit_<n>"; else "job_failed". NULL on
  * allocation failure; caller frees with altar_failure_free. */
-altar_failure_t *altar_k8s_explain_failure(const json_t *job, const json_t *pods);
+altar_failure_t *altar__k8s_explain_failure(const json_t *job, const json_t *pods);
 
 /* ---- the real runtime: the Kubernetes API over HTTPS (libcurl) ---- */
 
@@ -354,9 +354,9 @@ typedef struct altar_k8s_http_config {
 } altar_k8s_http_config_t;
 
 /* Zeroes cfg and sets the numeric defaults. */
-void altar_k8s_http_config_init(altar_k8s_http_config_t *cfg);
+void altar__k8s_http_config_init(altar_k8s_http_config_t *cfg);
 /* Frees the strings (and wipes the token and key bytes). */
-void altar_k8s_http_config_clear(altar_k8s_http_config_t *cfg);
+void altar__k8s_http_config_clear(altar_k8s_http_config_t *cfg);
 
 /* Reads a kubeconfig: `path` (NULL: $KUBECONFIG's first entry, else
  * ~/.kube/config), the named context (NULL: current-context), its cluster
@@ -367,22 +367,22 @@ void altar_k8s_http_config_clear(altar_k8s_http_config_t *cfg);
  * Relative file paths, and an exec command with a "/" in it, are taken
  * relative to the kubeconfig's directory. ALTAR_ECONFIG
  * naming the field on anything malformed. cfg must be initialised. */
-int altar_k8s_kubeconfig_load(const char *path, const char *context, altar_k8s_http_config_t *cfg,
+int altar__k8s_kubeconfig_load(const char *path, const char *context, altar_k8s_http_config_t *cfg,
                               altar_error_t *err);
 
 /* In-cluster: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT with
  * the service account's token, ca.crt and namespace under sa_dir (NULL:
  * /var/run/secrets/kubernetes.io/serviceaccount). ALTAR_ECONFIG when not
  * running in a cluster. */
-int altar_k8s_in_cluster_load(const char *sa_dir, altar_k8s_http_config_t *cfg, altar_error_t *err);
+int altar__k8s_in_cluster_load(const char *sa_dir, altar_k8s_http_config_t *cfg, altar_error_t *err);
 
 /* In-cluster when KUBERNETES_SERVICE_HOST is set, else the kubeconfig. */
-int altar_k8s_http_config_auto(altar_k8s_http_config_t *cfg, altar_error_t *err);
+int altar__k8s_http_config_auto(altar_k8s_http_config_t *cfg, altar_error_t *err);
 
 /* The real runtime. Takes ownership of cfg's contents (cfg is left
  * initialised and empty). NULL with err set on failure. Free with
- * altar_k8s_runtime_free. Tokens never appear in errors or logs. */
-altar_k8s_runtime_t *altar_k8s_http_runtime_new(altar_k8s_http_config_t *cfg, altar_error_t *err);
+ * altar__k8s_runtime_free. Tokens never appear in errors or logs. */
+altar_k8s_runtime_t *altar__k8s_http_runtime_new(altar_k8s_http_config_t *cfg, altar_error_t *err);
 
 /* ---- the backend ---- */
 
@@ -402,7 +402,7 @@ typedef int (*altar_k8s_extend_fn)(void *ctx, const altar_spec_t *spec, json_t *
 typedef double (*altar_k8s_clock_fn)(void *ctx);          /* monotonic seconds */
 typedef void (*altar_k8s_sleep_fn)(void *ctx, double seconds);
 
-/* Backend parameters. Strings are borrowed for the call to altar_k8s_new,
+/* Backend parameters. Strings are borrowed for the call to altar__k8s_new,
  * which copies what it keeps. */
 typedef struct altar_k8s_config {
   const char *namespace_;        /* NULL: the runtime's namespace, else "default" */
@@ -421,16 +421,16 @@ typedef struct altar_k8s_config {
    * re-hashing), and collect_outputs copies outputs back. When NULL both
    * do nothing: inputs must already be on the volume. */
   const char *staging_root;
-  bool trust_verification_records;   /* altar_k8s_config_init sets true */
+  bool trust_verification_records;   /* altar__k8s_config_init sets true */
   altar_k8s_extend_fn extend_manifest; /* optional */
   void *extend_ctx;
   /* Conflict settling in submit; tests inject a fake clock and sleep. */
-  double settle_timeout_s; /* altar_k8s_config_init: 60 */
+  double settle_timeout_s; /* altar__k8s_config_init: 60 */
   altar_k8s_clock_fn clock; /* NULL: CLOCK_MONOTONIC */
   altar_k8s_sleep_fn sleep; /* NULL: nanosleep */
   void *clock_ctx;
   /* Creates in flight on one connection when the runtime can (submit_start;
-   * altar_k8s_config_init: ALTAR_K8S_DEFAULT_SUBMIT_WINDOW; 1..ALTAR_K8S_MAX_SUBMIT_WINDOW). */
+   * altar__k8s_config_init: ALTAR_K8S_DEFAULT_SUBMIT_WINDOW; 1..ALTAR_K8S_MAX_SUBMIT_WINDOW). */
   int submit_window;
   /* Observe Jobs with a watch when the runtime can (init: true). */
   bool watch;
@@ -446,53 +446,53 @@ typedef struct altar_k8s_config {
 #define ALTAR_K8S_DEFAULT_POD_WAIT_INTERVAL_MS 2000
 
 /* Defaults as documented on each field. */
-void altar_k8s_config_init(altar_k8s_config_t *cfg);
+void altar__k8s_config_init(altar_k8s_config_t *cfg);
 
 typedef struct altar_k8s altar_k8s_t;
 
 /* A backend over `rt`, which it takes ownership of (also on failure).
  * NULL with err set (ALTAR_EINVAL naming the parameter) on bad parameters.
- * Free with altar_k8s_free. One thread at a time. */
-altar_k8s_t *altar_k8s_new(const altar_k8s_config_t *cfg, altar_k8s_runtime_t *rt, altar_error_t *err);
-void altar_k8s_free(altar_k8s_t *k);
+ * Free with altar__k8s_free. One thread at a time. */
+altar_k8s_t *altar__k8s_new(const altar_k8s_config_t *cfg, altar_k8s_runtime_t *rt, altar_error_t *err);
+void altar__k8s_free(altar_k8s_t *k);
 
-const char *altar_k8s_namespace(const altar_k8s_t *k);
-const char *altar_k8s_mount_root(const altar_k8s_t *k);
-altar_k8s_runtime_t *altar_k8s_runtime(altar_k8s_t *k);
+const char *altar__k8s_namespace(const altar_k8s_t *k);
+const char *altar__k8s_mount_root(const altar_k8s_t *k);
+altar_k8s_runtime_t *altar__k8s_runtime(altar_k8s_t *k);
 
 /* Makes a string a valid label value (≤ 63 chars of [A-Za-z0-9-_.], starting
  * and ending alphanumeric, or empty). A value that had to change gets a short
  * hash of the original appended so distinct originals stay distinct.
  * Returns malloc'd text (caller frees) or NULL on allocation failure. */
-char *altar_k8s_label_safe(const char *s);
+char *altar__k8s_label_safe(const char *s);
 /* A label key: one Kubernetes accepts (an optional DNS-subdomain prefix and
  * "/", then a name part as above) is returned unchanged; any other becomes a
  * valid name part (never empty) with the hash appended. */
-char *altar_k8s_label_key_safe(const char *s);
+char *altar__k8s_label_key_safe(const char *s);
 /* Whether Kubernetes accepts s as a label key / a label value as it is. */
-bool altar_k8s_label_key_ok(const char *s);
-bool altar_k8s_label_value_ok(const char *s);
+bool altar__k8s_label_key_ok(const char *s);
+bool altar__k8s_label_value_ok(const char *s);
 
 /* The base batch/v1 Job for spec (image, argv, resources, label-safe labels
  * with the originals in annotations, deadline, volume, node selector,
  * avoid_hosts anti-affinity, security context), then extend_manifest.
  * No init container and no digest yet (submit adds them). *pmanifest is a
  * new reference the caller json_decref's. */
-int altar_k8s_build_manifest(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest,
+int altar__k8s_build_manifest(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest,
                              altar_error_t *err);
 /* Adds the verify-inputs init container for spec's digest-bearing inputs
  * (none → no container), mounting every volume the pod's containers mount. */
-int altar_k8s_add_verify_container(altar_k8s_t *k, const altar_spec_t *spec, json_t *manifest,
+int altar__k8s_add_verify_container(altar_k8s_t *k, const altar_spec_t *spec, json_t *manifest,
                                    altar_error_t *err);
 /* "sha256:<hex>" of the canonical JSON (sorted keys, compact) of manifest
  * with the digest annotation left out. */
-int altar_k8s_manifest_digest(const json_t *manifest, char out[72], altar_error_t *err);
+int altar__k8s_manifest_digest(const json_t *manifest, char out[72], altar_error_t *err);
 /* Stamps the digest annotation; must be the last change to the manifest. */
-int altar_k8s_stamp_digest(json_t *manifest, altar_error_t *err);
+int altar__k8s_stamp_digest(json_t *manifest, altar_error_t *err);
 /* build_manifest + verify container + digest: exactly what submit creates.
  * The digest is that of the spec rendered without avoid_hosts (placement,
  * not identity), so a retry's Job matches its task's active one. */
-int altar_k8s_render(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest, altar_error_t *err);
+int altar__k8s_render(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest, altar_error_t *err);
 
 /* Creates spec's Job, or adopts/replaces one of the same name: an active Job
  * with the same manifest digest is adopted; an active one with another digest
@@ -500,29 +500,29 @@ int altar_k8s_render(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifes
  * created again; a conflict that does not settle within settle_timeout_s is
  * ALTAR_EJOBEXISTS. Fills *ph (caller clears) with the Job name as
  * external_id and the spec's labels. */
-int altar_k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err);
+int altar__k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err);
 /* Pipelined submit: renders and checks spec, waits while submit_window
  * creates are in flight, queues the create and returns with *ph filled
  * (the Job name is the spec's). What the server answers arrives through
  * poll: a refused create is FAILED with the reason altar_reason_for_start_error
  * gives for submit's error, after the same adopt / refuse / replace rules
- * as altar_k8s_submit. Without a runtime that can keep creates in flight
- * this is altar_k8s_submit. */
-int altar_k8s_submit_start(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err);
+ * as altar__k8s_submit. Without a runtime that can keep creates in flight
+ * this is altar__k8s_submit. */
+int altar__k8s_submit_start(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err);
 /* Drives creates in flight for up to timeout_ms; 1 when one finished. */
-int altar_k8s_submit_drive(altar_k8s_t *k, int timeout_ms);
+int altar__k8s_submit_drive(altar_k8s_t *k, int timeout_ms);
 /* How many creates are in flight. */
-size_t altar_k8s_submits_in_flight(const altar_k8s_t *k);
+size_t altar__k8s_submits_in_flight(const altar_k8s_t *k);
 /* The backend's watch, or NULL (none, or not started yet). */
-altar_k8s_watch_t *altar_k8s_watch(altar_k8s_t *k);
+altar_k8s_watch_t *altar__k8s_watch(altar_k8s_t *k);
 /* Blocks up to timeout_ms for news a poll would find: 1 yes, 0 timed out. */
-int altar_k8s_wait_change(altar_k8s_t *k, int timeout_ms);
+int altar__k8s_wait_change(altar_k8s_t *k, int timeout_ms);
 /* With a watch: the watch's map for each handle (a Job absent from it gets
  * one GET, and is container_missing when the server has no such Job).
  * Without one: one list call for all handles; a Job absent from it is container_missing.
  * pst: n zeroed statuses the caller allocated and clears; on an error none
  * is left filled. */
-int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *pst,
+int altar__k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *pst,
                    altar_error_t *err);
 /* Free slots per pool: the pool's bound less its active Jobs. A pool's
  * bound is the smaller of its max_slots and what its nodes can take — the
@@ -533,12 +533,12 @@ int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_sta
  * allocatable is read only for pools with a node selector or a GPU
  * resource, and only when the runtime can list nodes; a failed list leaves
  * the ceilings alone and is retried after a minute. */
-int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err);
+int altar__k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err);
 /* Deletes the Job (background propagation); a missing Job is fine. */
-int altar_k8s_cancel(altar_k8s_t *k, const altar_handle_t *h, altar_error_t *err);
+int altar__k8s_cancel(altar_k8s_t *k, const altar_handle_t *h, altar_error_t *err);
 /* Staging through staging_root (see altar_k8s_config_t); no-ops without it. */
-int altar_k8s_stage_inputs(altar_k8s_t *k, const altar_transfer_t *inputs, size_t n, altar_error_t *err);
-int altar_k8s_collect_outputs(altar_k8s_t *k, const altar_transfer_t *outputs, size_t n, altar_error_t *err);
+int altar__k8s_stage_inputs(altar_k8s_t *k, const altar_transfer_t *inputs, size_t n, altar_error_t *err);
+int altar__k8s_collect_outputs(altar_k8s_t *k, const altar_transfer_t *outputs, size_t n, altar_error_t *err);
 
 /* ---- as an ExecutionBackend ---- */
 
@@ -558,7 +558,7 @@ int altar_k8s_collect_outputs(altar_k8s_t *k, const altar_transfer_t *outputs, s
  * max_slots bounds pools). Unknown keys are an error naming the key. */
 /* An ExecutionBackend around k (e.g. one built over a fake runtime); takes
  * ownership of k, also when it returns NULL. Free with altar_backend_close. */
-altar_backend_t *altar_k8s_backend_wrap(altar_k8s_t *k);
+altar_backend_t *altar__k8s_backend_wrap(altar_k8s_t *k);
 
 
 #endif

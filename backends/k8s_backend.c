@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-void altar_k8s_config_init(altar_k8s_config_t *cfg) {
+void altar__k8s_config_init(altar_k8s_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->trust_verification_records = true;
   cfg->settle_timeout_s = ALTAR_K8S_SETTLE_TIMEOUT_S;
@@ -22,13 +22,13 @@ static void pool_clear(altar_k8s_pool_t *p) {
   altar_strmap_clear(&p->node_selector);
 }
 
-void altar_k8s_free(altar_k8s_t *k) {
+void altar__k8s_free(altar_k8s_t *k) {
   if (!k) return;
   /* The watch's thread uses the runtime: it goes first. */
-  altar_k8s_watch_close(k->watch);
+  altar__k8s_watch_close(k->watch);
   altar__k8s_inflight_clear(k);
   altar_strmap_clear(&k->outcome);
-  altar_k8s_runtime_free(k->rt);
+  altar__k8s_runtime_free(k->rt);
   free(k->ns);
   free(k->mount_root);
   free(k->pvc_name);
@@ -60,25 +60,25 @@ static bool dns_label_ok(const char *s) {
   return true;
 }
 
-altar_k8s_t *altar_k8s_new(const altar_k8s_config_t *cfg, altar_k8s_runtime_t *rt, altar_error_t *err) {
+altar_k8s_t *altar__k8s_new(const altar_k8s_config_t *cfg, altar_k8s_runtime_t *rt, altar_error_t *err) {
   altar_k8s_config_t defaults;
   if (!cfg) {
-    altar_k8s_config_init(&defaults);
+    altar__k8s_config_init(&defaults);
     cfg = &defaults;
   }
   if (!rt || !rt->ops || !rt->ops->create_job || !rt->ops->list_jobs || !rt->ops->delete_job) {
-    altar_k8s_runtime_free(rt);
+    altar__k8s_runtime_free(rt);
     altar_error_set(err, ALTAR_EINVAL, "runtime: create_job, list_jobs and delete_job are required");
     return NULL;
   }
   altar_k8s_t *k = calloc(1, sizeof *k);
   if (!k) {
-    altar_k8s_runtime_free(rt);
+    altar__k8s_runtime_free(rt);
     altar_error_set(err, ALTAR_ENOMEM, "kubernetes backend: out of memory");
     return NULL;
   }
   k->rt = rt;
-  const char *ns = cfg->namespace_ ? cfg->namespace_ : altar_k8s_runtime_default_namespace(rt);
+  const char *ns = cfg->namespace_ ? cfg->namespace_ : altar__k8s_runtime_default_namespace(rt);
   if (dup_or(&k->ns, ns, ALTAR_K8S_DEFAULT_NAMESPACE) ||
       dup_or(&k->mount_root, cfg->mount_root, ALTAR_K8S_DEFAULT_MOUNT_ROOT) ||
       dup_or(&k->pvc_name, cfg->pvc_name, NULL) ||
@@ -155,13 +155,13 @@ altar_k8s_t *altar_k8s_new(const altar_k8s_config_t *cfg, altar_k8s_runtime_t *r
 oom:
   altar_error_set(err, ALTAR_ENOMEM, "kubernetes backend: out of memory");
 fail:
-  altar_k8s_free(k);
+  altar__k8s_free(k);
   return NULL;
 }
 
-const char *altar_k8s_namespace(const altar_k8s_t *k) { return k->ns; }
-const char *altar_k8s_mount_root(const altar_k8s_t *k) { return k->mount_root; }
-altar_k8s_runtime_t *altar_k8s_runtime(altar_k8s_t *k) { return k->rt; }
+const char *altar__k8s_namespace(const altar_k8s_t *k) { return k->ns; }
+const char *altar__k8s_mount_root(const altar_k8s_t *k) { return k->mount_root; }
+altar_k8s_runtime_t *altar__k8s_runtime(altar_k8s_t *k) { return k->rt; }
 
 const altar_k8s_pool_t *altar__k8s_pool(const altar_k8s_t *k, const char *name) {
   for (size_t i = 0; name && i < k->n_pools; i++)
@@ -195,10 +195,10 @@ void altar__k8s_sleep(const altar_k8s_t *k, double seconds) {
 
 static altar_k8s_t *K(altar_backend_t *be) { return altar_backend_impl(be); }
 
-static void kb_close(altar_backend_t *be) { altar_k8s_free(K(be)); }
+static void kb_close(altar_backend_t *be) { altar__k8s_free(K(be)); }
 
 static int kb_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
-  return altar_k8s_capacity(K(be), pcap, err);
+  return altar__k8s_capacity(K(be), pcap, err);
 }
 
 /* The CPU pool (any cluster runs CPU tasks) and every configured pool,
@@ -230,25 +230,25 @@ static int kb_check_resources(altar_backend_t *be, const altar_resources_t *r, a
 }
 
 static int kb_stage(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err) {
-  return altar_k8s_stage_inputs(K(be), ts, n, err);
+  return altar__k8s_stage_inputs(K(be), ts, n, err);
 }
 static int kb_collect(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err) {
-  return altar_k8s_collect_outputs(K(be), ts, n, err);
+  return altar__k8s_collect_outputs(K(be), ts, n, err);
 }
 static const char *kb_mount_root(altar_backend_t *be) { return K(be)->mount_root; }
 static int kb_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
-  return altar_k8s_submit(K(be), spec, ph, err);
+  return altar__k8s_submit(K(be), spec, ph, err);
 }
 static int kb_submit_start(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
-  return altar_k8s_submit_start(K(be), spec, ph, err);
+  return altar__k8s_submit_start(K(be), spec, ph, err);
 }
-static int kb_wait_change(altar_backend_t *be, int timeout_ms) { return altar_k8s_wait_change(K(be), timeout_ms); }
+static int kb_wait_change(altar_backend_t *be, int timeout_ms) { return altar__k8s_wait_change(K(be), timeout_ms); }
 static int kb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
                    altar_error_t *err) {
-  return altar_k8s_poll(K(be), hs, n, pst, err);
+  return altar__k8s_poll(K(be), hs, n, pst, err);
 }
 static int kb_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
-  return altar_k8s_cancel(K(be), h, err);
+  return altar__k8s_cancel(K(be), h, err);
 }
 
 /* ---- create() from configuration keys ---- */
@@ -359,7 +359,7 @@ static const char *const kb_keys[] = {"namespace", "mount_root", "pvc_name", "im
 
 static altar_k8s_t *kb_new(const altar_strmap_t *props, char *errstr, size_t sz) {
   altar_k8s_config_t cfg;
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   altar_k8s_pool_t *pools = NULL;
   size_t n_pools = 0;
   const char *kubeconfig = NULL, *context = NULL, *in_cluster = "auto";
@@ -412,23 +412,23 @@ static altar_k8s_t *kb_new(const altar_strmap_t *props, char *errstr, size_t sz)
   altar_k8s_t *k = NULL;
   if (!rc) {
     altar_k8s_http_config_t http;
-    altar_k8s_http_config_init(&http);
+    altar__k8s_http_config_init(&http);
     altar_error_t err = {0};
     bool cluster = !strcmp(in_cluster, "true") ||
                    (!strcmp(in_cluster, "auto") && !kubeconfig && getenv("KUBERNETES_SERVICE_HOST"));
     if (strcmp(in_cluster, "true") && strcmp(in_cluster, "false") && strcmp(in_cluster, "auto"))
       rc = altar_error_set(&err, ALTAR_EINVAL, "in_cluster: want auto, true or false (got '%s')", in_cluster);
     else if (cluster)
-      rc = altar_k8s_in_cluster_load(NULL, &http, &err);
+      rc = altar__k8s_in_cluster_load(NULL, &http, &err);
     else
-      rc = altar_k8s_kubeconfig_load(kubeconfig, context, &http, &err);
+      rc = altar__k8s_kubeconfig_load(kubeconfig, context, &http, &err);
     if (req_timeout > 0) http.timeout_ms = (long)req_timeout;
     if (retries >= 0) http.max_retries = (int)(retries > 100 ? 100 : retries);
-    altar_k8s_runtime_t *rt = rc ? NULL : altar_k8s_http_runtime_new(&http, &err);
-    altar_k8s_http_config_clear(&http);
+    altar_k8s_runtime_t *rt = rc ? NULL : altar__k8s_http_runtime_new(&http, &err);
+    altar__k8s_http_config_clear(&http);
     cfg.pools = pools;
     cfg.n_pools = n_pools;
-    if (rt) k = altar_k8s_new(&cfg, rt, &err);
+    if (rt) k = altar__k8s_new(&cfg, rt, &err);
     if (!k) snprintf(errstr, sz, "%s", err.msg);
   }
   for (size_t i = 0; i < n_pools; i++) pool_clear(&pools[i]);
@@ -464,7 +464,7 @@ const altar_backend_ops_t altar_backend_kubernetes = {
     .cancel = kb_cancel,
 };
 
-altar_backend_t *altar_k8s_backend_wrap(altar_k8s_t *k) {
+altar_backend_t *altar__k8s_backend_wrap(altar_k8s_t *k) {
   if (!k) return NULL;
   return altar_backend_wrap(&altar_backend_kubernetes, k, NULL);
 }

@@ -16,7 +16,7 @@
 #define MAX_PEM (1u << 20)
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
-void altar_k8s_http_config_init(altar_k8s_http_config_t *cfg) {
+void altar__k8s_http_config_init(altar_k8s_http_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->timeout_ms = 30000;
   cfg->connect_timeout_ms = 10000;
@@ -32,7 +32,7 @@ static void wipe_free(char *s, size_t len) {
   free(s);
 }
 
-void altar_k8s_http_config_clear(altar_k8s_http_config_t *cfg) {
+void altar__k8s_http_config_clear(altar_k8s_http_config_t *cfg) {
   free(cfg->server);
   wipe_free(cfg->token, 0);
   free(cfg->token_file);
@@ -41,7 +41,7 @@ void altar_k8s_http_config_clear(altar_k8s_http_config_t *cfg) {
   wipe_free(cfg->client_key_pem, cfg->client_key_len);
   free(cfg->namespace_);
   altar__k8s_exec_clear(cfg);
-  altar_k8s_http_config_init(cfg);
+  altar__k8s_http_config_init(cfg);
 }
 
 /* A whole small file named by config field `field`; NULL with err. Caller frees. */
@@ -267,7 +267,7 @@ static int kc_apply(kc_t *k, const char *context, altar_k8s_http_config_t *cfg) 
   return rc;
 }
 
-int altar_k8s_kubeconfig_load(const char *path, const char *context, altar_k8s_http_config_t *cfg,
+int altar__k8s_kubeconfig_load(const char *path, const char *context, altar_k8s_http_config_t *cfg,
                               altar_error_t *err) {
   char chosen[4096];
   if (!path) {
@@ -318,7 +318,7 @@ int altar_k8s_kubeconfig_load(const char *path, const char *context, altar_k8s_h
   return rc;
 }
 
-int altar_k8s_in_cluster_load(const char *sa_dir, altar_k8s_http_config_t *cfg, altar_error_t *err) {
+int altar__k8s_in_cluster_load(const char *sa_dir, altar_k8s_http_config_t *cfg, altar_error_t *err) {
   const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
   if (!host || !*host)
     return altar_error_set(err, ALTAR_ECONFIG, "in-cluster: KUBERNETES_SERVICE_HOST is not set (not in a pod?)");
@@ -349,8 +349,8 @@ int altar_k8s_in_cluster_load(const char *sa_dir, altar_k8s_http_config_t *cfg, 
   return ALTAR_OK;
 }
 
-int altar_k8s_http_config_auto(altar_k8s_http_config_t *cfg, altar_error_t *err) {
+int altar__k8s_http_config_auto(altar_k8s_http_config_t *cfg, altar_error_t *err) {
   const char *host = getenv("KUBERNETES_SERVICE_HOST");
-  if (host && *host) return altar_k8s_in_cluster_load(NULL, cfg, err);
-  return altar_k8s_kubeconfig_load(NULL, NULL, cfg, err);
+  if (host && *host) return altar__k8s_in_cluster_load(NULL, cfg, err);
+  return altar__k8s_kubeconfig_load(NULL, NULL, cfg, err);
 }

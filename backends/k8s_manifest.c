@@ -69,20 +69,20 @@ static bool dns_subdomain_ok(const char *s, size_t n) {
   return true;
 }
 
-bool altar_k8s_label_key_ok(const char *s) {
+bool altar__k8s_label_key_ok(const char *s) {
   if (!s) return false;
   const char *slash = strchr(s, '/');
   if (!slash) return label_ok(s, false);
   return dns_subdomain_ok(s, (size_t)(slash - s)) && label_ok(slash + 1, false);
 }
 
-bool altar_k8s_label_value_ok(const char *s) { return s && label_ok(s, true); }
+bool altar__k8s_label_value_ok(const char *s) { return s && label_ok(s, true); }
 
-char *altar_k8s_label_safe(const char *s) { return label_fix(s ? s : "", true); }
+char *altar__k8s_label_safe(const char *s) { return label_fix(s ? s : "", true); }
 /* A key Kubernetes accepts (with or without a prefix) passes unchanged;
  * anything else becomes one safe name part. */
-char *altar_k8s_label_key_safe(const char *s) {
-  if (altar_k8s_label_key_ok(s)) return strdup(s);
+char *altar__k8s_label_key_safe(const char *s) {
+  if (altar__k8s_label_key_ok(s)) return strdup(s);
   return label_fix(s ? s : "", false);
 }
 
@@ -124,7 +124,7 @@ static json_t *json_text(mb_t *b, json_t *v) {
 
 /* own_key: one of our "altar.dev/…" keys, already valid with its prefix. */
 static int label_set(mb_t *b, json_t *labels, const char *key, const char *val, bool own_key) {
-  char *k = own_key ? strdup(key) : altar_k8s_label_key_safe(key), *v = altar_k8s_label_safe(val);
+  char *k = own_key ? strdup(key) : altar__k8s_label_key_safe(key), *v = altar__k8s_label_safe(val);
   if (!k || !v) b->oom = true;
   else set(b, labels, k, json_string(v));
   free(k);
@@ -158,7 +158,7 @@ static int resources_json(altar_k8s_t *k, mb_t *b, const altar_spec_t *spec, jso
   return ALTAR_OK;
 }
 
-int altar_k8s_build_manifest(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest,
+int altar__k8s_build_manifest(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest,
                              altar_error_t *err) {
   *pmanifest = NULL;
   char name[ALTAR_JOB_NAME_MAX + 1], key[ALTAR_TASK_KEY_LEN + 1];
@@ -298,7 +298,7 @@ static json_t *all_mounts(mb_t *b, json_t *pod) {
   return out;
 }
 
-int altar_k8s_add_verify_container(altar_k8s_t *k, const altar_spec_t *spec, json_t *manifest,
+int altar__k8s_add_verify_container(altar_k8s_t *k, const altar_spec_t *spec, json_t *manifest,
                                    altar_error_t *err) {
   size_t n = 0;
   for (size_t i = 0; i < spec->n_inputs; i++)
@@ -357,7 +357,7 @@ int altar_k8s_add_verify_container(altar_k8s_t *k, const altar_spec_t *spec, jso
   return ALTAR_OK;
 }
 
-int altar_k8s_manifest_digest(const json_t *manifest, char out[72], altar_error_t *err) {
+int altar__k8s_manifest_digest(const json_t *manifest, char out[72], altar_error_t *err) {
   json_t *copy = json_deep_copy(manifest);
   if (!copy) return altar_error_set(err, ALTAR_ENOMEM, "manifest digest: out of memory");
   json_t *ann = json_object_get(json_object_get(copy, "metadata"), "annotations");
@@ -379,9 +379,9 @@ static int stamp(json_t *manifest, const char *digest, altar_error_t *err) {
   return b.oom ? altar_error_set(err, ALTAR_ENOMEM, "manifest: out of memory") : ALTAR_OK;
 }
 
-int altar_k8s_stamp_digest(json_t *manifest, altar_error_t *err) {
+int altar__k8s_stamp_digest(json_t *manifest, altar_error_t *err) {
   char digest[72];
-  int rc = altar_k8s_manifest_digest(manifest, digest, err);
+  int rc = altar__k8s_manifest_digest(manifest, digest, err);
   return rc ? rc : stamp(manifest, digest, err);
 }
 
@@ -393,17 +393,17 @@ static int placement_free_digest(altar_k8s_t *k, const altar_spec_t *spec, char 
   bare.avoid_hosts = NULL;
   bare.n_avoid_hosts = 0;
   json_t *m = NULL;
-  int rc = altar_k8s_build_manifest(k, &bare, &m, err);
-  if (!rc) rc = altar_k8s_add_verify_container(k, &bare, m, err);
-  if (!rc) rc = altar_k8s_manifest_digest(m, out, err);
+  int rc = altar__k8s_build_manifest(k, &bare, &m, err);
+  if (!rc) rc = altar__k8s_add_verify_container(k, &bare, m, err);
+  if (!rc) rc = altar__k8s_manifest_digest(m, out, err);
   json_decref(m);
   return rc;
 }
 
-int altar_k8s_render(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest, altar_error_t *err) {
+int altar__k8s_render(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest, altar_error_t *err) {
   json_t *m = NULL;
-  int rc = altar_k8s_build_manifest(k, spec, &m, err);
-  if (!rc) rc = altar_k8s_add_verify_container(k, spec, m, err);
+  int rc = altar__k8s_build_manifest(k, spec, &m, err);
+  if (!rc) rc = altar__k8s_add_verify_container(k, spec, m, err);
   /* avoid_hosts is placement, not identity: a retry sent away from a host
    * must meet the still-active Job of its task with the same digest, or
    * submit would refuse it as different work. */
@@ -412,7 +412,7 @@ int altar_k8s_render(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifes
     rc = placement_free_digest(k, spec, digest, err);
     if (!rc) rc = stamp(m, digest, err);
   } else if (!rc) {
-    rc = altar_k8s_stamp_digest(m, err);
+    rc = altar__k8s_stamp_digest(m, err);
   }
   if (rc) {
     json_decref(m);

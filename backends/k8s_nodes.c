@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void altar_k8s_node_infos_free(altar_k8s_node_info_t *nodes, size_t n) {
+void altar__k8s_node_infos_free(altar_k8s_node_info_t *nodes, size_t n) {
   for (size_t i = 0; nodes && i < n; i++) {
     free(nodes[i].name);
     altar_strmap_clear(&nodes[i].labels);
@@ -39,7 +39,7 @@ static bool condition_ready(const json_t *status) {
   return false;
 }
 
-int altar_k8s_node_info_from_json(const json_t *node, altar_k8s_node_info_t *info, altar_error_t *err) {
+int altar__k8s_node_info_from_json(const json_t *node, altar_k8s_node_info_t *info, altar_error_t *err) {
   memset(info, 0, sizeof *info);
   const json_t *meta = json_object_get(node, "metadata");
   const char *name = json_string_value(json_object_get(meta, "name"));
@@ -76,7 +76,7 @@ static const struct {
     {"Ti", 1LL << 40},
 };
 
-bool altar_k8s_quantity_count(const char *q, int64_t *pcount) {
+bool altar__k8s_quantity_count(const char *q, int64_t *pcount) {
   if (!q || *q < '0' || *q > '9') return false;
   errno = 0;
   char *end;
@@ -111,7 +111,7 @@ int64_t altar__k8s_pool_node_slots(const altar_k8s_pool_t *p, const altar_k8s_no
   for (size_t i = 0; i < n; i++) {
     int64_t c;
     if (!selector_matches(&p->node_selector, &nodes[i].labels) ||
-        !altar_k8s_quantity_count(altar_strmap_get(&nodes[i].allocatable, resource), &c) || c <= 0)
+        !altar__k8s_quantity_count(altar_strmap_get(&nodes[i].allocatable, resource), &c) || c <= 0)
       continue;
     offering++;
     if (nodes[i].schedulable) total = c > INT64_MAX - total ? INT64_MAX : total + c;

@@ -26,14 +26,14 @@ altar_k8s_watch_t *altar__k8s_watch_get(altar_k8s_t *k) {
   if (k->watch || !k->watch_on || k->watch_unavailable) return k->watch;
   altar_error_t e = {0};
   /* Not there (a runtime without watches, no thread): poll lists instead. */
-  if (altar_k8s_runtime_watch_open(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &k->watch, &e)) {
+  if (altar__k8s_runtime_watch_open(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &k->watch, &e)) {
     k->watch = NULL;
     k->watch_unavailable = true;
   }
   return k->watch;
 }
 
-altar_k8s_watch_t *altar_k8s_watch(altar_k8s_t *k) { return k->watch; }
+altar_k8s_watch_t *altar__k8s_watch(altar_k8s_t *k) { return k->watch; }
 
 /* Refreshes what poll remembers of pending Jobs' waiting pods: one list of
  * the pending pods, at most every pod_wait_interval_ms while a polled Job
@@ -46,13 +46,13 @@ static void note_waits(altar_k8s_t *k, bool any_pending) {
   altar_k8s_pod_wait_t *waits = NULL;
   size_t nw = 0;
   altar_error_t werr = {0};
-  if (altar_k8s_runtime_list_pod_waits(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &waits, &nw, &werr)) return;
+  if (altar__k8s_runtime_list_pod_waits(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &waits, &nw, &werr)) return;
   for (size_t i = 0; i < nw; i++) {
     if (!waits[i].job_name || !waits[i].reason) continue;
     altar_strmap_set(&k->wait_reason, waits[i].job_name, waits[i].reason);
     altar_strmap_set(&k->wait_detail, waits[i].job_name, waits[i].detail ? waits[i].detail : "");
   }
-  altar_k8s_pod_waits_free(waits, nw);
+  altar__k8s_pod_waits_free(waits, nw);
 }
 
 static void forget_wait(altar_k8s_t *k, const char *name) {
@@ -88,7 +88,7 @@ static int status_of(altar_k8s_t *k, const altar_handle_t *h, bool found, altar_
     f = altar_failure_for_reason(ALTAR_REASON_CONTAINER_MISSING, "the job is no longer in the namespace");
   } else if (state == ALTAR_STATE_FAILED) {
     altar_error_t derr = {0};
-    if (altar_k8s_runtime_describe_failure(k->rt, name, k->ns, &f, &derr) || !f) {
+    if (altar__k8s_runtime_describe_failure(k->rt, name, k->ns, &f, &derr) || !f) {
       /* The Job did fail; not knowing why is no reason to fail the probe. */
       altar_failure_free(f);
       f = altar_failure_for_reason(ALTAR_REASON_JOB_FAILED, derr.msg[0] ? derr.msg : NULL);
@@ -128,8 +128,8 @@ static int poll_watched(altar_k8s_t *k, altar_k8s_watch_t *w, const altar_handle
   int rc = names && views ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "poll: out of memory");
   for (size_t i = 0; !rc && i < n; i++) names[i] = hs[i].external_id ? hs[i].external_id : "";
   if (!rc) {
-    k->polled_gen = altar_k8s_watch_generation(w);
-    altar_k8s_watch_lookup(w, names, n, views);
+    k->polled_gen = altar__k8s_watch_generation(w);
+    altar__k8s_watch_lookup(w, names, n, views);
   }
   bool any_pending = false;
   for (size_t i = 0; !rc && i < n; i++) {
@@ -143,11 +143,11 @@ static int poll_watched(altar_k8s_t *k, altar_k8s_watch_t *w, const altar_handle
     altar_state_t state = views[i].state;
     if (views[i].seen == ALTAR_K8S_SEEN_UNKNOWN) {
       altar_k8s_job_info_t *job = NULL;
-      rc = altar_k8s_runtime_read_job(k->rt, names[i], k->ns, &job, err);
+      rc = altar__k8s_runtime_read_job(k->rt, names[i], k->ns, &job, err);
       if (rc) break;
       found = job != NULL;
       if (job) state = job->state;
-      altar_k8s_job_info_free(job);
+      altar__k8s_job_info_free(job);
     }
     any_pending |= found && state == ALTAR_STATE_PENDING;
     rc = status_of(k, &hs[i], found, state, &st[i]);
@@ -165,7 +165,7 @@ static int poll_listed(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar
                        altar_error_t *err) {
   altar_k8s_job_info_t *jobs = NULL;
   size_t njobs = 0;
-  int rc = altar_k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
+  int rc = altar__k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
   if (rc) return rc;
   if (njobs) qsort(jobs, njobs, sizeof *jobs, by_name);
   bool any_pending = false;
@@ -184,29 +184,29 @@ static int poll_listed(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar
     if (rc) rc = altar_error_set(err, ALTAR_ENOMEM, "poll: out of memory");
     else *pdone = i + 1;
   }
-  altar_k8s_job_infos_free(jobs, njobs);
+  altar__k8s_job_infos_free(jobs, njobs);
   return rc;
 }
 
-int altar_k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *st,
+int altar__k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *st,
                    altar_error_t *err) {
   if (!n) return ALTAR_OK;
-  altar_k8s_submit_drive(k, 0);
+  altar__k8s_submit_drive(k, 0);
   altar_k8s_watch_t *w = altar__k8s_watch_get(k);
   size_t done = 0;
-  int rc = w && altar_k8s_watch_synced(w) ? poll_watched(k, w, hs, n, st, &done, err)
+  int rc = w && altar__k8s_watch_synced(w) ? poll_watched(k, w, hs, n, st, &done, err)
                                           : poll_listed(k, hs, n, st, &done, err);
   if (rc)
     for (size_t i = 0; i < done; i++) altar_status_clear(&st[i]);
   return rc;
 }
 
-int altar_k8s_wait_change(altar_k8s_t *k, int timeout_ms) {
-  if (k->n_inflight) return altar_k8s_submit_drive(k, timeout_ms);
+int altar__k8s_wait_change(altar_k8s_t *k, int timeout_ms) {
+  if (k->n_inflight) return altar__k8s_submit_drive(k, timeout_ms);
   altar_k8s_watch_t *w = altar__k8s_watch_get(k);
   if (!w) return ALTAR_ENOTSUP;
   uint64_t gen = k->polled_gen;
-  return altar_k8s_watch_wait(w, &gen, timeout_ms);
+  return altar__k8s_watch_wait(w, &gen, timeout_ms);
 }
 
 /* The pools whose nodes bound them: a node selector, or a GPU pool. */
@@ -224,7 +224,7 @@ static int list_nodes_if_wanted(altar_k8s_t *k, altar_k8s_node_info_t **pnodes, 
   for (size_t i = 0; i < k->n_pools; i++) want |= wants_nodes(&k->pools[i]);
   if (!want || altar__k8s_now(k) < k->nodes_retry_at) return ALTAR_OK;
   altar_error_t e = {0};
-  int rc = altar_k8s_runtime_list_nodes(k->rt, pnodes, pn, &e);
+  int rc = altar__k8s_runtime_list_nodes(k->rt, pnodes, pn, &e);
   if (rc == ALTAR_ENOMEM) return rc;
   if (rc) {
     /* No permission on nodes, or a runtime without them: the ceilings
@@ -236,7 +236,7 @@ static int list_nodes_if_wanted(altar_k8s_t *k, altar_k8s_node_info_t **pnodes, 
   return ALTAR_OK;
 }
 
-int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err) {
+int altar__k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err) {
   altar_k8s_node_info_t *nodes = NULL;
   size_t nnodes = 0;
   bool have_nodes;
@@ -244,7 +244,7 @@ int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err
   if (rc) return altar_error_set(err, rc, "capacity: out of memory");
   int64_t *bound = calloc(k->n_pools ? k->n_pools : 1, sizeof *bound);
   if (!bound) {
-    altar_k8s_node_infos_free(nodes, nnodes);
+    altar__k8s_node_infos_free(nodes, nnodes);
     return altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
   }
   bool any = false;
@@ -262,7 +262,7 @@ int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err
     }
     any |= bound[i] != INT64_MAX;
   }
-  altar_k8s_node_infos_free(nodes, nnodes);
+  altar__k8s_node_infos_free(nodes, nnodes);
   if (!any) { /* nothing bounds any pool: no fixed capacity */
     free(bound);
     return ALTAR_OK;
@@ -270,19 +270,19 @@ int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err
   altar_k8s_job_info_t *jobs = NULL;
   size_t njobs = 0;
   altar_k8s_watch_t *w = altar__k8s_watch_get(k);
-  if (w && !altar_k8s_watch_synced(w)) w = NULL;
-  if (!w) rc = altar_k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
+  if (w && !altar__k8s_watch_synced(w)) w = NULL;
+  if (!w) rc = altar__k8s_runtime_list_jobs(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &jobs, &njobs, err);
   for (size_t i = 0; i < k->n_pools && !rc; i++) {
     const altar_k8s_pool_t *p = &k->pools[i];
     int64_t free_slots = bound[i];
     if (free_slots != INT64_MAX) {
-      char *want = altar_k8s_label_safe(p->name);
+      char *want = altar__k8s_label_safe(p->name);
       if (!want) {
         rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
         break;
       }
       /* A create on its way counts before the watch reports its Job. */
-      int64_t active = (w ? altar_k8s_watch_active(w, want) : 0) + altar__k8s_inflight_in_pool(k, w, want);
+      int64_t active = (w ? altar__k8s_watch_active(w, want) : 0) + altar__k8s_inflight_in_pool(k, w, want);
       for (size_t j = 0; j < njobs; j++) {
         const char *pool = altar_strmap_get(&jobs[j].labels, ALTAR_K8S_POOL_LABEL);
         if (pool && !strcmp(pool, want) &&
@@ -298,14 +298,14 @@ int altar_k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *err
    * configuration names only GPU pools. */
   if (!rc && !altar__k8s_pool(k, ALTAR_POOL_CPU) && altar_capacity_set(cap, ALTAR_POOL_CPU, INT64_MAX))
     rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
-  altar_k8s_job_infos_free(jobs, njobs);
+  altar__k8s_job_infos_free(jobs, njobs);
   free(bound);
   return rc;
 }
 
-int altar_k8s_cancel(altar_k8s_t *k, const altar_handle_t *h, altar_error_t *err) {
+int altar__k8s_cancel(altar_k8s_t *k, const altar_handle_t *h, altar_error_t *err) {
   if (!h || !h->external_id || !*h->external_id)
     return altar_error_set(err, ALTAR_EINVAL, "handle.external_id: must name a job");
-  int rc = altar_k8s_runtime_delete_job(k->rt, h->external_id, k->ns, NULL, err);
+  int rc = altar__k8s_runtime_delete_job(k->rt, h->external_id, k->ns, NULL, err);
   return rc == ALTAR_ENOTFOUND ? ALTAR_OK : rc;
 }

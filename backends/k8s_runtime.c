@@ -14,20 +14,20 @@ extern char **environ;
 
 /* ---- K8sJobInfo ---- */
 
-altar_k8s_job_info_t *altar_k8s_job_info_new(const char *name, altar_state_t state, const char *uid) {
+altar_k8s_job_info_t *altar__k8s_job_info_new(const char *name, altar_state_t state, const char *uid) {
   altar_k8s_job_info_t *info = calloc(1, sizeof *info);
   if (!info) return NULL;
   info->name = strdup(name ? name : "");
   info->uid = uid ? strdup(uid) : NULL;
   info->state = state;
   if (!info->name || (uid && !info->uid)) {
-    altar_k8s_job_info_free(info);
+    altar__k8s_job_info_free(info);
     return NULL;
   }
   return info;
 }
 
-void altar_k8s_job_info_clear(altar_k8s_job_info_t *info) {
+void altar__k8s_job_info_clear(altar_k8s_job_info_t *info) {
   if (!info) return;
   free(info->name);
   free(info->uid);
@@ -36,24 +36,24 @@ void altar_k8s_job_info_clear(altar_k8s_job_info_t *info) {
   memset(info, 0, sizeof *info);
 }
 
-void altar_k8s_job_info_free(altar_k8s_job_info_t *info) {
-  altar_k8s_job_info_clear(info);
+void altar__k8s_job_info_free(altar_k8s_job_info_t *info) {
+  altar__k8s_job_info_clear(info);
   free(info);
 }
 
-void altar_k8s_job_infos_free(altar_k8s_job_info_t *infos, size_t n) {
-  for (size_t i = 0; infos && i < n; i++) altar_k8s_job_info_clear(&infos[i]);
+void altar__k8s_job_infos_free(altar_k8s_job_info_t *infos, size_t n) {
+  for (size_t i = 0; infos && i < n; i++) altar__k8s_job_info_clear(&infos[i]);
   free(infos);
 }
 
-int altar_k8s_job_info_copy(altar_k8s_job_info_t *dst, const altar_k8s_job_info_t *src) {
+int altar__k8s_job_info_copy(altar_k8s_job_info_t *dst, const altar_k8s_job_info_t *src) {
   memset(dst, 0, sizeof *dst);
   dst->state = src->state;
   dst->name = strdup(src->name ? src->name : "");
   dst->uid = src->uid ? strdup(src->uid) : NULL;
   if (!dst->name || (src->uid && !dst->uid) || altar_strmap_copy(&dst->labels, &src->labels) ||
       altar_strmap_copy(&dst->annotations, &src->annotations)) {
-    altar_k8s_job_info_clear(dst);
+    altar__k8s_job_info_clear(dst);
     return ALTAR_ENOMEM;
   }
   return ALTAR_OK;
@@ -61,7 +61,7 @@ int altar_k8s_job_info_copy(altar_k8s_job_info_t *dst, const altar_k8s_job_info_
 
 /* ---- the runtime object and its wrappers ---- */
 
-altar_k8s_runtime_t *altar_k8s_runtime_new(const altar_k8s_runtime_ops_t *ops, void *impl) {
+altar_k8s_runtime_t *altar__k8s_runtime_new(const altar_k8s_runtime_ops_t *ops, void *impl) {
   altar_k8s_runtime_t *rt = calloc(1, sizeof *rt);
   if (!rt) return NULL;
   rt->ops = ops;
@@ -69,13 +69,13 @@ altar_k8s_runtime_t *altar_k8s_runtime_new(const altar_k8s_runtime_ops_t *ops, v
   return rt;
 }
 
-void altar_k8s_runtime_free(altar_k8s_runtime_t *rt) {
+void altar__k8s_runtime_free(altar_k8s_runtime_t *rt) {
   if (!rt) return;
   if (rt->ops && rt->ops->destroy) rt->ops->destroy(rt->impl);
   free(rt);
 }
 
-int altar_k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns,
+int altar__k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns,
                                  char **pname, char **puid, altar_error_t *err) {
   *pname = NULL;
   char *uid = NULL;
@@ -85,7 +85,7 @@ int altar_k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest
   return rc;
 }
 
-int altar_k8s_runtime_list_jobs(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
+int altar__k8s_runtime_list_jobs(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
                                 altar_k8s_job_info_t **pjobs, size_t *pn, altar_error_t *err) {
   *pjobs = NULL;
   *pn = 0;
@@ -94,18 +94,18 @@ int altar_k8s_runtime_list_jobs(altar_k8s_runtime_t *rt, const char *ns, const c
 
 /* Default read_job: the Job as list_jobs reports it, so a runtime with only
  * the required calls still supports submit's conflict handling. */
-int altar_k8s_runtime_read_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
+int altar__k8s_runtime_read_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
                                altar_k8s_job_info_t **pjob, altar_error_t *err) {
   *pjob = NULL;
   if (rt->ops->read_job) return rt->ops->read_job(rt->impl, name, ns, pjob, err);
   altar_k8s_job_info_t *jobs = NULL;
   size_t n = 0;
-  int rc = altar_k8s_runtime_list_jobs(rt, ns, NULL, &jobs, &n, err);
+  int rc = altar__k8s_runtime_list_jobs(rt, ns, NULL, &jobs, &n, err);
   if (rc) return rc;
   for (size_t i = 0; i < n && !rc; i++) {
     if (jobs[i].name && !strcmp(jobs[i].name, name)) {
       *pjob = calloc(1, sizeof **pjob);
-      if (!*pjob || altar_k8s_job_info_copy(*pjob, &jobs[i])) {
+      if (!*pjob || altar__k8s_job_info_copy(*pjob, &jobs[i])) {
         free(*pjob);
         *pjob = NULL;
         rc = altar_error_set(err, ALTAR_ENOMEM, "read_job %s: out of memory", name);
@@ -113,17 +113,17 @@ int altar_k8s_runtime_read_job(altar_k8s_runtime_t *rt, const char *name, const 
       break;
     }
   }
-  altar_k8s_job_infos_free(jobs, n);
+  altar__k8s_job_infos_free(jobs, n);
   return rc;
 }
 
-int altar_k8s_runtime_delete_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
+int altar__k8s_runtime_delete_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
                                  const char *uid, altar_error_t *err) {
   return rt->ops->delete_job(rt->impl, name, ns, uid, err);
 }
 
 /* Default diagnose: every failure is taken as deterministic, without a message. */
-int altar_k8s_runtime_diagnose(altar_k8s_runtime_t *rt, const char *name, const char *ns,
+int altar__k8s_runtime_diagnose(altar_k8s_runtime_t *rt, const char *name, const char *ns,
                                bool *pdeterministic, char **pmessage, altar_error_t *err) {
   *pdeterministic = true;
   *pmessage = NULL;
@@ -132,24 +132,24 @@ int altar_k8s_runtime_diagnose(altar_k8s_runtime_t *rt, const char *name, const 
 }
 
 /* Default describe_failure: diagnose's coarse answer under reason job_failed. */
-int altar_k8s_runtime_describe_failure(altar_k8s_runtime_t *rt, const char *name, const char *ns,
+int altar__k8s_runtime_describe_failure(altar_k8s_runtime_t *rt, const char *name, const char *ns,
                                        altar_failure_t **pf, altar_error_t *err) {
   *pf = NULL;
   if (rt->ops->describe_failure) return rt->ops->describe_failure(rt->impl, name, ns, pf, err);
   bool det = true;
   char *msg = NULL;
-  int rc = altar_k8s_runtime_diagnose(rt, name, ns, &det, &msg, err);
+  int rc = altar__k8s_runtime_diagnose(rt, name, ns, &det, &msg, err);
   if (rc) return rc;
   *pf = altar_failure_new(ALTAR_REASON_JOB_FAILED, msg, det);
   free(msg);
   return *pf ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "describe_failure %s: out of memory", name);
 }
 
-const char *altar_k8s_runtime_default_namespace(altar_k8s_runtime_t *rt) {
+const char *altar__k8s_runtime_default_namespace(altar_k8s_runtime_t *rt) {
   return rt->ops->default_namespace ? rt->ops->default_namespace(rt->impl) : NULL;
 }
 
-void altar_k8s_pod_waits_free(altar_k8s_pod_wait_t *waits, size_t n) {
+void altar__k8s_pod_waits_free(altar_k8s_pod_wait_t *waits, size_t n) {
   for (size_t i = 0; waits && i < n; i++) {
     free(waits[i].job_name);
     free(waits[i].detail);
@@ -157,7 +157,7 @@ void altar_k8s_pod_waits_free(altar_k8s_pod_wait_t *waits, size_t n) {
   free(waits);
 }
 
-int altar_k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
+int altar__k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
                                      altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err) {
   *pwaits = NULL;
   *pn = 0;
@@ -165,27 +165,27 @@ int altar_k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, co
   return rt->ops->list_pod_waits(rt->impl, ns, label_selector, pwaits, pn, err);
 }
 
-int altar_k8s_runtime_create_start(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns, uint64_t id,
+int altar__k8s_runtime_create_start(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns, uint64_t id,
                                    altar_error_t *err) {
   if (!rt->ops->create_start || !rt->ops->create_reap)
     return altar_error_set(err, ALTAR_ENOTSUP, "the %s runtime keeps no creates in flight", rt->ops->name);
   return rt->ops->create_start(rt->impl, manifest, ns, id, err);
 }
 
-int altar_k8s_runtime_create_reap(altar_k8s_runtime_t *rt, int timeout_ms, altar_k8s_create_done_t *pdone,
+int altar__k8s_runtime_create_reap(altar_k8s_runtime_t *rt, int timeout_ms, altar_k8s_create_done_t *pdone,
                                   size_t max) {
   if (!rt->ops->create_reap) return 0;
   return rt->ops->create_reap(rt->impl, timeout_ms, pdone, max);
 }
 
-int altar_k8s_runtime_watch_open(altar_k8s_runtime_t *rt, const char *ns, const char *selector,
+int altar__k8s_runtime_watch_open(altar_k8s_runtime_t *rt, const char *ns, const char *selector,
                                  altar_k8s_watch_t **pw, altar_error_t *err) {
   *pw = NULL;
   if (!rt->ops->watch_open) return altar_error_set(err, ALTAR_ENOTSUP, "the %s runtime cannot watch", rt->ops->name);
   return rt->ops->watch_open(rt->impl, ns, selector, pw, err);
 }
 
-int altar_k8s_runtime_list_nodes(altar_k8s_runtime_t *rt, altar_k8s_node_info_t **pnodes, size_t *pn,
+int altar__k8s_runtime_list_nodes(altar_k8s_runtime_t *rt, altar_k8s_node_info_t **pnodes, size_t *pn,
                                  altar_error_t *err) {
   *pnodes = NULL;
   *pn = 0;
@@ -225,7 +225,7 @@ static bool has_condition(const json_t *conds, const char *type, const char **pr
   return false;
 }
 
-altar_state_t altar_k8s_job_state_from_json(const json_t *job) {
+altar_state_t altar__k8s_job_state_from_json(const json_t *job) {
   const json_t *status = json_object_get(job, "status");
   const json_t *conds = json_object_get(status, "conditions");
   if (has_condition(conds, "Complete", NULL, NULL) || has_condition(conds, "SuccessCriteriaMet", NULL, NULL))
@@ -241,18 +241,18 @@ altar_state_t altar_k8s_job_state_from_json(const json_t *job) {
   return ALTAR_STATE_PENDING;
 }
 
-int altar_k8s_job_info_from_json(const json_t *job, altar_k8s_job_info_t *info, altar_error_t *err) {
+int altar__k8s_job_info_from_json(const json_t *job, altar_k8s_job_info_t *info, altar_error_t *err) {
   memset(info, 0, sizeof *info);
   const json_t *meta = json_object_get(job, "metadata");
   const char *name = jstr(meta, "name");
   if (!name) return altar_error_set(err, ALTAR_EDECODE, "job.metadata.name: missing");
-  info->state = altar_k8s_job_state_from_json(job);
+  info->state = altar__k8s_job_state_from_json(job);
   info->name = strdup(name);
   const char *uid = jstr(meta, "uid");
   info->uid = uid ? strdup(uid) : NULL;
   if (!info->name || (uid && !info->uid) || read_strmap(json_object_get(meta, "labels"), &info->labels) ||
       read_strmap(json_object_get(meta, "annotations"), &info->annotations)) {
-    altar_k8s_job_info_clear(info);
+    altar__k8s_job_info_clear(info);
     return altar_error_set(err, ALTAR_ENOMEM, "job %s: out of memory", name);
   }
   return ALTAR_OK;
@@ -302,7 +302,7 @@ static const char *image_wait_in(const json_t *statuses, char *detail, size_t sz
   return NULL;
 }
 
-const char *altar_k8s_pod_waiting(const json_t *pod, char *detail, size_t sz) {
+const char *altar__k8s_pod_waiting(const json_t *pod, char *detail, size_t sz) {
   const json_t *st = json_object_get(pod, "status");
   const char *reason = NULL, *message = NULL;
   size_t i;
@@ -322,7 +322,7 @@ const char *altar_k8s_pod_waiting(const json_t *pod, char *detail, size_t sz) {
   return r ? r : image_wait_in(json_object_get(st, "containerStatuses"), detail, sz);
 }
 
-altar_failure_t *altar_k8s_explain_failure(const json_t *job, const json_t *pods) {
+altar_failure_t *altar__k8s_explain_failure(const json_t *job, const json_t *pods) {
   const json_t *conds = json_object_get(json_object_get(job, "status"), "conditions");
   const char *reason = NULL, *message = NULL;
   bool failed = has_condition(conds, "Failed", &reason, &message) ||
@@ -332,7 +332,7 @@ altar_failure_t *altar_k8s_explain_failure(const json_t *job, const json_t *pods
   json_t *wpod;
   json_array_foreach(json_object_get(pods, "items"), wi, wpod) {
     char wait[512];
-    const char *code = altar_k8s_pod_waiting(wpod, wait, sizeof wait);
+    const char *code = altar__k8s_pod_waiting(wpod, wait, sizeof wait);
     if (!code) continue;
     char detail[800];
     snprintf(detail, sizeof detail, "%s (job: %s%s%s)", wait, reason ? reason : "Failed", message ? ": " : "",

@@ -360,7 +360,7 @@ static int append_jobs(void *ctx, const json_t *list, altar_error_t *err) {
   json_t *item;
   json_array_foreach(json_object_get(list, "items"), i, item) {
     if (ALTAR_GROW(a->jobs, a->cap, a->n + 1)) return altar_error_set(err, ALTAR_ENOMEM, "list jobs: out of memory");
-    int rc = altar_k8s_job_info_from_json(item, &a->jobs[a->n], err);
+    int rc = altar__k8s_job_info_from_json(item, &a->jobs[a->n], err);
     if (rc) return rc;
     a->n++;
   }
@@ -378,7 +378,7 @@ static int h_list(void *impl, const char *ns, const char *sel, altar_k8s_job_inf
   job_acc_t a = {0};
   rc = altar__k8s_http_list_paged(rt, coll, sel, NULL, what, append_jobs, &a, err);
   if (rc) {
-    altar_k8s_job_infos_free(a.jobs, a.n);
+    altar__k8s_job_infos_free(a.jobs, a.n);
     return rc;
   }
   *pjobs = a.jobs;
@@ -397,7 +397,7 @@ static int append_waits(void *ctx, const json_t *list, altar_error_t *err) {
   json_t *pod;
   json_array_foreach(json_object_get(list, "items"), i, pod) {
     char detail[512];
-    const char *code = altar_k8s_pod_waiting(pod, detail, sizeof detail);
+    const char *code = altar__k8s_pod_waiting(pod, detail, sizeof detail);
     const json_t *labels = json_object_get(json_object_get(pod, "metadata"), "labels");
     const char *job = json_string_value(json_object_get(labels, "batch.kubernetes.io/job-name"));
     if (!job) job = json_string_value(json_object_get(labels, "job-name"));
@@ -428,7 +428,7 @@ static int h_pod_waits(void *impl, const char *ns, const char *sel, altar_k8s_po
   wait_acc_t a = {0};
   rc = altar__k8s_http_list_paged(rt, coll, sel, "status.phase=Pending", what, append_waits, &a, err);
   if (rc) {
-    altar_k8s_pod_waits_free(a.waits, a.n);
+    altar__k8s_pod_waits_free(a.waits, a.n);
     return rc;
   }
   *pwaits = a.waits;
@@ -447,7 +447,7 @@ static int append_nodes(void *ctx, const json_t *list, altar_error_t *err) {
   json_t *node;
   json_array_foreach(json_object_get(list, "items"), i, node) {
     if (ALTAR_GROW(a->nodes, a->cap, a->n + 1)) return altar_error_set(err, ALTAR_ENOMEM, "list nodes: out of memory");
-    int rc = altar_k8s_node_info_from_json(node, &a->nodes[a->n], err);
+    int rc = altar__k8s_node_info_from_json(node, &a->nodes[a->n], err);
     if (rc == ALTAR_ENOMEM) return rc;
     if (!rc) a->n++; /* a node without a name cannot take pods */
   }
@@ -459,7 +459,7 @@ static int h_nodes(void *impl, altar_k8s_node_info_t **pnodes, size_t *pn, altar
   node_acc_t a = {0};
   int rc = altar__k8s_http_list_paged(rt, "/api/v1/nodes", NULL, NULL, "list nodes", append_nodes, &a, err);
   if (rc) {
-    altar_k8s_node_infos_free(a.nodes, a.n);
+    altar__k8s_node_infos_free(a.nodes, a.n);
     return rc;
   }
   *pnodes = a.nodes;
@@ -498,7 +498,7 @@ static int h_read(void *impl, const char *name, const char *ns, altar_k8s_job_in
   if (!rc && job && (dts == NULL || json_is_null(dts))) {
     *pjob = calloc(1, sizeof **pjob);
     if (!*pjob) rc = altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
-    else if ((rc = altar_k8s_job_info_from_json(job, *pjob, err))) {
+    else if ((rc = altar__k8s_job_info_from_json(job, *pjob, err))) {
       free(*pjob);
       *pjob = NULL;
     }
@@ -551,7 +551,7 @@ static int h_describe(void *impl, const char *name, const char *ns, altar_failur
     rc = get_object(rt, path, what, &pods, err);
   }
   if (!rc) {
-    *pf = altar_k8s_explain_failure(job, pods);
+    *pf = altar__k8s_explain_failure(job, pods);
     if (!*pf) rc = altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
   }
   json_decref(job);
@@ -583,7 +583,7 @@ static void h_destroy(void *impl) {
   if (rt->curl) curl_easy_cleanup(rt->curl);
   pthread_mutex_destroy(&rt->mu);
   pthread_mutex_destroy(&rt->cred_mu);
-  altar_k8s_http_config_clear(&rt->cfg);
+  altar__k8s_http_config_clear(&rt->cfg);
   free(rt);
 }
 
@@ -606,7 +606,7 @@ static const altar_k8s_runtime_ops_t http_ops = {
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-altar_k8s_runtime_t *altar_k8s_http_runtime_new(altar_k8s_http_config_t *cfg, altar_error_t *err) {
+altar_k8s_runtime_t *altar__k8s_http_runtime_new(altar_k8s_http_config_t *cfg, altar_error_t *err) {
   if (!cfg->server || (strncmp(cfg->server, "https://", 8) && strncmp(cfg->server, "http://", 7))) {
     altar_error_set(err, ALTAR_ECONFIG, "kubernetes server: want an https:// URL (got '%s')",
                     cfg->server ? cfg->server : "");
@@ -626,10 +626,10 @@ altar_k8s_runtime_t *altar_k8s_http_runtime_new(altar_k8s_http_config_t *cfg, al
   pthread_mutex_init(&rt->mu, NULL);
   pthread_mutex_init(&rt->cred_mu, NULL);
   rt->cfg = *cfg;
-  altar_k8s_http_config_init(cfg);
+  altar__k8s_http_config_init(cfg);
   size_t n = strlen(rt->cfg.server);
   while (n > 8 && rt->cfg.server[n - 1] == '/') rt->cfg.server[--n] = '\0';
-  altar_k8s_runtime_t *r = altar_k8s_runtime_new(&http_ops, rt);
+  altar_k8s_runtime_t *r = altar__k8s_runtime_new(&http_ops, rt);
   if (!r) {
     h_destroy(rt);
     altar_error_set(err, ALTAR_ENOMEM, "kubernetes runtime: out of memory");

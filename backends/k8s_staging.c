@@ -80,7 +80,7 @@ static bool same_file(const char *a, const char *b) {
   return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-int altar_k8s_stage_inputs(altar_k8s_t *k, const altar_transfer_t *inputs, size_t n, altar_error_t *err) {
+int altar__k8s_stage_inputs(altar_k8s_t *k, const altar_transfer_t *inputs, size_t n, altar_error_t *err) {
   if (!k->staging_root) return ALTAR_OK;
   for (size_t i = 0; i < n; i++) {
     const altar_transfer_t *t = &inputs[i];
@@ -121,7 +121,7 @@ int altar_k8s_stage_inputs(altar_k8s_t *k, const altar_transfer_t *inputs, size_
   return ALTAR_OK;
 }
 
-int altar_k8s_collect_outputs(altar_k8s_t *k, const altar_transfer_t *outputs, size_t n, altar_error_t *err) {
+int altar__k8s_collect_outputs(altar_k8s_t *k, const altar_transfer_t *outputs, size_t n, altar_error_t *err) {
   if (!k->staging_root) return ALTAR_OK;
   for (size_t i = 0; i < n; i++) {
     const altar_transfer_t *t = &outputs[i];

@@ -61,7 +61,7 @@ static int create_settled(altar_k8s_t *k, const json_t *manifest, const char *na
     if (round > 0 || create_first) {
       char *created = NULL, *uid = NULL;
       altar_error_t cerr = {0};
-      rc = altar_k8s_runtime_create_job(k->rt, manifest, k->ns, &created, &uid, &cerr);
+      rc = altar__k8s_runtime_create_job(k->rt, manifest, k->ns, &created, &uid, &cerr);
       if (rc == ALTAR_OK) {
         *pname = created ? created : strdup(name);
         if (uid && strlen(uid) < 40) memcpy(puid, uid, strlen(uid) + 1);
@@ -76,7 +76,7 @@ static int create_settled(altar_k8s_t *k, const json_t *manifest, const char *na
       }
     }
     altar_k8s_job_info_t *job = NULL;
-    rc = altar_k8s_runtime_read_job(k->rt, name, k->ns, &job, err);
+    rc = altar__k8s_runtime_read_job(k->rt, name, k->ns, &job, err);
     if (rc) break;
     if (!job) {
       /* Being deleted (or gone between the two calls): create again. */
@@ -96,13 +96,13 @@ static int create_settled(altar_k8s_t *k, const json_t *manifest, const char *na
                              "different manifest (%s, want %s)",
                              name, k->ns, theirs ? theirs : "no digest annotation", digest);
       }
-      altar_k8s_job_info_free(job);
+      altar__k8s_job_info_free(job);
       break;
     }
     /* Finished, succeeded or failed: never taken as this run's result. The
      * uid precondition keeps a newer Job of the same name safe. */
-    rc = altar_k8s_runtime_delete_job(k->rt, name, k->ns, job->uid, err);
-    altar_k8s_job_info_free(job);
+    rc = altar__k8s_runtime_delete_job(k->rt, name, k->ns, job->uid, err);
+    altar__k8s_job_info_free(job);
     if (rc) break;
     last = "replacing a finished job";
   }
@@ -117,15 +117,15 @@ static const char *pool_label(const json_t *manifest) {
 
 /* Tells the watch about a Job this process made or adopted. */
 static void note(altar_k8s_t *k, const char *name, const char *uid, const json_t *manifest) {
-  if (k->watch && uid && *uid) altar_k8s_watch_note(k->watch, name, uid, pool_label(manifest), ALTAR_STATE_PENDING);
+  if (k->watch && uid && *uid) altar__k8s_watch_note(k->watch, name, uid, pool_label(manifest), ALTAR_STATE_PENDING);
 }
 
-int altar_k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
+int altar__k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
   memset(ph, 0, sizeof *ph);
   int rc = altar_spec_validate(spec, err);
   if (rc) return rc;
   json_t *manifest = NULL;
-  rc = altar_k8s_render(k, spec, &manifest, err);
+  rc = altar__k8s_render(k, spec, &manifest, err);
   if (rc) return rc;
   const char *name, *digest;
   char *got = NULL, uid[40];
@@ -160,7 +160,7 @@ void altar__k8s_inflight_clear(altar_k8s_t *k) {
   k->n_inflight = k->cap_inflight = 0;
 }
 
-size_t altar_k8s_submits_in_flight(const altar_k8s_t *k) { return k->n_inflight; }
+size_t altar__k8s_submits_in_flight(const altar_k8s_t *k) { return k->n_inflight; }
 
 int64_t altar__k8s_inflight_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool) {
   int64_t n = 0;
@@ -170,7 +170,7 @@ int64_t altar__k8s_inflight_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const 
     /* Its watch event may come before its answer: then the watch counts it. */
     altar_k8s_watch_view_t v = {0};
     const char *name = k->inflight[i].name;
-    if (w) altar_k8s_watch_lookup(w, &name, 1, &v);
+    if (w) altar__k8s_watch_lookup(w, &name, 1, &v);
     n += !(v.seen == ALTAR_K8S_SEEN_LIVE && (v.state == ALTAR_STATE_PENDING || v.state == ALTAR_STATE_RUNNING));
   }
   return n;
@@ -214,21 +214,21 @@ static void absorb(altar_k8s_t *k, altar_k8s_create_done_t *d) {
   k->inflight[i] = k->inflight[--k->n_inflight];
 }
 
-int altar_k8s_submit_drive(altar_k8s_t *k, int timeout_ms) {
+int altar__k8s_submit_drive(altar_k8s_t *k, int timeout_ms) {
   if (!k->n_inflight) return 0;
   altar_k8s_create_done_t done[64];
-  int n = altar_k8s_runtime_create_reap(k->rt, timeout_ms, done, sizeof done / sizeof *done);
+  int n = altar__k8s_runtime_create_reap(k->rt, timeout_ms, done, sizeof done / sizeof *done);
   for (int i = 0; i < n; i++) absorb(k, &done[i]);
   return n > 0;
 }
 
-int altar_k8s_submit_start(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
-  if (k->submit_window <= 1 || k->multi_unavailable) return altar_k8s_submit(k, spec, ph, err);
+int altar__k8s_submit_start(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
+  if (k->submit_window <= 1 || k->multi_unavailable) return altar__k8s_submit(k, spec, ph, err);
   memset(ph, 0, sizeof *ph);
   int rc = altar_spec_validate(spec, err);
   if (rc) return rc;
   json_t *manifest = NULL;
-  rc = altar_k8s_render(k, spec, &manifest, err);
+  rc = altar__k8s_render(k, spec, &manifest, err);
   if (rc) return rc;
   const char *name, *digest;
   rc = name_digest(manifest, &name, &digest, err);
@@ -243,18 +243,18 @@ int altar_k8s_submit_start(altar_k8s_t *k, const altar_spec_t *spec, altar_handl
     json_decref(manifest);
     return rc;
   }
-  while (k->n_inflight >= (size_t)k->submit_window) altar_k8s_submit_drive(k, 100);
+  while (k->n_inflight >= (size_t)k->submit_window) altar__k8s_submit_drive(k, 100);
   if (ALTAR_GROW(k->inflight, k->cap_inflight, k->n_inflight + 1) || altar_strmap_set(&k->outcome, name, "")) {
     json_decref(manifest);
     return altar_error_set(err, ALTAR_ENOMEM, "job %s: out of memory", name);
   }
   uint64_t id = ++k->next_id;
-  rc = altar_k8s_runtime_create_start(k->rt, manifest, k->ns, id, err);
+  rc = altar__k8s_runtime_create_start(k->rt, manifest, k->ns, id, err);
   if (rc == ALTAR_ENOTSUP) {
     k->multi_unavailable = true;
     altar_strmap_remove(&k->outcome, name);
     json_decref(manifest);
-    return altar_k8s_submit(k, spec, ph, err);
+    return altar__k8s_submit(k, spec, ph, err);
   }
   if (rc) {
     altar_strmap_remove(&k->outcome, name);

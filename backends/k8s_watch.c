@@ -48,7 +48,7 @@ typedef struct tombstone {
   double at;
 } tombstone_t;
 
-struct altar_k8s_watch {
+struct altar__k8s_watch {
   altar__k8s_http_t *rt;
   char *ns, *selector;
   pthread_t thread;
@@ -167,7 +167,7 @@ static bool apply(altar_k8s_watch_t *w, const json_t *job, bool deleted, bool li
   const char *pool = json_string_value(json_object_get(json_object_get(meta, "labels"), ALTAR_K8S_POOL_LABEL));
   if (!name_ok(name) || !uid || strlen(uid) >= ALTAR_K8S_UID_MAX) return false;
   if (pool && strlen(pool) >= ALTAR_K8S_LABEL_MAX) pool = NULL;
-  altar_state_t state = altar_k8s_job_state_from_json(job);
+  altar_state_t state = altar__k8s_job_state_from_json(job);
   altar_k8s_seen_t seen = deleted ? ALTAR_K8S_SEEN_DELETED : ALTAR_K8S_SEEN_LIVE;
   pthread_mutex_lock(&w->mu);
   altar__k8s_jobent_t *e = altar__k8s_jobmap_get(&w->map, name);
@@ -468,7 +468,7 @@ int altar__k8s_watch_open(altar__k8s_http_t *rt, const char *ns, const char *sel
   atomic_init(&w->stop, false);
   atomic_init(&w->drop, false);
   if (pthread_create(&w->thread, NULL, run, w)) {
-    altar_k8s_watch_close(w);
+    altar__k8s_watch_close(w);
     return altar_error_set(err, ALTAR_EBACKEND, "watch jobs: cannot start a thread");
   }
   w->started = true;
@@ -476,7 +476,7 @@ int altar__k8s_watch_open(altar__k8s_http_t *rt, const char *ns, const char *sel
   return ALTAR_OK;
 }
 
-void altar_k8s_watch_close(altar_k8s_watch_t *w) {
+void altar__k8s_watch_close(altar_k8s_watch_t *w) {
   if (!w) return;
   atomic_store(&w->stop, true);
   pthread_mutex_lock(&w->mu);
@@ -495,14 +495,14 @@ void altar_k8s_watch_close(altar_k8s_watch_t *w) {
   free(w);
 }
 
-bool altar_k8s_watch_synced(altar_k8s_watch_t *w) {
+bool altar__k8s_watch_synced(altar_k8s_watch_t *w) {
   pthread_mutex_lock(&w->mu);
   bool s = w->synced;
   pthread_mutex_unlock(&w->mu);
   return s;
 }
 
-void altar_k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size_t n, altar_k8s_watch_view_t *views) {
+void altar__k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size_t n, altar_k8s_watch_view_t *views) {
   pthread_mutex_lock(&w->mu);
   for (size_t i = 0; i < n; i++) {
     const altar__k8s_jobent_t *e = altar__k8s_jobmap_get(&w->map, names[i]);
@@ -512,7 +512,7 @@ void altar_k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size
   pthread_mutex_unlock(&w->mu);
 }
 
-int altar_k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid, const char *pool,
+int altar__k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid, const char *pool,
                          altar_state_t state) {
   if (!name_ok(name) || !uid || !*uid || strlen(uid) >= ALTAR_K8S_UID_MAX) return ALTAR_EINVAL;
   if (pool && strlen(pool) >= ALTAR_K8S_LABEL_MAX) pool = NULL;
@@ -537,14 +537,14 @@ int altar_k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid
   return rc;
 }
 
-uint64_t altar_k8s_watch_generation(altar_k8s_watch_t *w) {
+uint64_t altar__k8s_watch_generation(altar_k8s_watch_t *w) {
   pthread_mutex_lock(&w->mu);
   uint64_t g = w->gen;
   pthread_mutex_unlock(&w->mu);
   return g;
 }
 
-int altar_k8s_watch_wait(altar_k8s_watch_t *w, uint64_t *pgen, int timeout_ms) {
+int altar__k8s_watch_wait(altar_k8s_watch_t *w, uint64_t *pgen, int timeout_ms) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   long ms = timeout_ms > 0 ? timeout_ms : 0;
@@ -563,7 +563,7 @@ int altar_k8s_watch_wait(altar_k8s_watch_t *w, uint64_t *pgen, int timeout_ms) {
   return changed;
 }
 
-int64_t altar_k8s_watch_active(altar_k8s_watch_t *w, const char *pool_label) {
+int64_t altar__k8s_watch_active(altar_k8s_watch_t *w, const char *pool_label) {
   int64_t n = 0;
   pthread_mutex_lock(&w->mu);
   for (size_t i = 0; i < w->npools; i++)
@@ -572,14 +572,14 @@ int64_t altar_k8s_watch_active(altar_k8s_watch_t *w, const char *pool_label) {
   return n;
 }
 
-size_t altar_k8s_watch_size(altar_k8s_watch_t *w) {
+size_t altar__k8s_watch_size(altar_k8s_watch_t *w) {
   pthread_mutex_lock(&w->mu);
   size_t n = w->map.n;
   pthread_mutex_unlock(&w->mu);
   return n;
 }
 
-void altar_k8s_watch_stats(altar_k8s_watch_t *w, altar_k8s_watch_stats_t *pstats) {
+void altar__k8s_watch_stats(altar_k8s_watch_t *w, altar_k8s_watch_stats_t *pstats) {
   pthread_mutex_lock(&w->mu);
   *pstats = w->stats;
   pthread_mutex_unlock(&w->mu);
@@ -610,7 +610,7 @@ int altar__k8s_watch_test_feed(altar_k8s_watch_t *w, const char *p, size_t n, bo
   return took == n ? 0 : -1;
 }
 
-void altar_k8s_watch_test_resume_from(altar_k8s_watch_t *w, const char *rv) {
+void altar__k8s_watch_test_resume_from(altar_k8s_watch_t *w, const char *rv) {
   pthread_mutex_lock(&w->mu);
   if (rv_ok(rv)) snprintf(w->forced_rv, sizeof w->forced_rv, "%s", rv);
   pthread_mutex_unlock(&w->mu);

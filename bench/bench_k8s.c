@@ -4,7 +4,7 @@
  * each beside a curl baseline measured in the same run.
  *
  * Per count N, two rows:
- *   altar   N Jobs through altar_k8s_submit_start with `--window W` creates
+ *   altar   N Jobs through altar__k8s_submit_start with `--window W` creates
  *           in flight on one HTTP/2 connection, polled as the worker's
  *           loop does: every 200 ms, and, once all are submitted, at once
  *           on a turn (50 ms) when wait_change says the watch saw a change
@@ -215,23 +215,23 @@ static altar_k8s_t *make_backend(int win) {
   char path[1100];
   snprintf(path, sizeof path, "%s/admin.kubeconfig", kdir);
   altar_k8s_http_config_t http;
-  altar_k8s_http_config_init(&http);
+  altar__k8s_http_config_init(&http);
   altar_error_t err = {0};
-  if (altar_k8s_kubeconfig_load(path, NULL, &http, &err)) {
+  if (altar__k8s_kubeconfig_load(path, NULL, &http, &err)) {
     fprintf(stderr, "bench_k8s: %s\n", err.msg);
     return NULL;
   }
-  altar_k8s_runtime_t *rt = altar_k8s_http_runtime_new(&http, &err);
-  altar_k8s_http_config_clear(&http);
+  altar_k8s_runtime_t *rt = altar__k8s_http_runtime_new(&http, &err);
+  altar__k8s_http_config_clear(&http);
   if (!rt) {
     fprintf(stderr, "bench_k8s: %s\n", err.msg);
     return NULL;
   }
   altar_k8s_config_t cfg;
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   cfg.namespace_ = NS;
   cfg.submit_window = win;
-  altar_k8s_t *k = altar_k8s_new(&cfg, rt, &err);
+  altar_k8s_t *k = altar__k8s_new(&cfg, rt, &err);
   if (!k) fprintf(stderr, "bench_k8s: %s\n", err.msg);
   return k;
 }
@@ -254,8 +254,8 @@ static int wait_synced(altar_k8s_t *k) {
     altar_handle_t none = {.external_id = "bench-no-such-job"};
     altar_status_t st;
     altar_error_t err = {0};
-    if (altar_k8s_poll(k, &none, 1, &st, &err) == 0) altar_status_clear(&st);
-    if (altar_k8s_watch(k) && altar_k8s_watch_synced(altar_k8s_watch(k))) return 0;
+    if (altar__k8s_poll(k, &none, 1, &st, &err) == 0) altar_status_clear(&st);
+    if (altar__k8s_watch(k) && altar__k8s_watch_synced(altar__k8s_watch(k))) return 0;
     usleep(100000);
   }
   return -1;
@@ -303,7 +303,7 @@ static int run_altar(size_t n, result_t *res) {
   if (clear_namespace()) return -1;
   altar_k8s_t *k = make_backend(window);
   if (!k || wait_synced(k)) {
-    altar_k8s_free(k);
+    altar__k8s_free(k);
     return -1;
   }
   long starved0 = starved_lines();
@@ -321,14 +321,14 @@ static int run_altar(size_t n, result_t *res) {
     while (!rc && submitted < n && now_mono() < next_turn) {
       altar_spec_t *s = bench_spec(run, submitted);
       altar_error_t err = {0};
-      rc = altar_k8s_submit_start(k, s, &hs[submitted], &err);
+      rc = altar__k8s_submit_start(k, s, &hs[submitted], &err);
       altar_spec_free(s);
       if (rc) fprintf(stderr, "bench_k8s: submit %zu: %s\n", submitted, err.msg);
       else submitted++;
     }
-    if (submitted < n) altar_k8s_submit_drive(k, 0);
+    if (submitted < n) altar__k8s_submit_drive(k, 0);
     else if (isnan(submit_end)) {
-      while (altar_k8s_submits_in_flight(k)) altar_k8s_submit_drive(k, 50);
+      while (altar__k8s_submits_in_flight(k)) altar__k8s_submit_drive(k, 50);
       submit_end = now_mono();
     }
     double now = now_mono();
@@ -338,14 +338,14 @@ static int run_altar(size_t n, result_t *res) {
     /* The worker asks only on a turn that read no record: while Jobs are
      * still being submitted it polls at the interval, as the worker does
      * while records keep coming; after, at once when something changed. */
-    bool woke = submitted == n && altar_k8s_wait_change(k, 0) == 1;
+    bool woke = submitted == n && altar__k8s_wait_change(k, 0) == 1;
     if (!woke && now_mono() < next_poll) continue;
     if (woke) res->woken++;
     next_poll = now_mono() + 0.2;
     res->polls++;
     double a = now_mono();
     altar_error_t err = {0};
-    rc = altar_k8s_poll(k, hs, submitted, st, &err);
+    rc = altar__k8s_poll(k, hs, submitted, st, &err);
     double wall = now_wall(), ms = (now_mono() - a) * 1000.0;
     if (submitted == n && nfull < 100000) full[nfull++] = ms;
     if (rc) {
@@ -382,7 +382,7 @@ static int run_altar(size_t n, result_t *res) {
   free(seen);
   free(full);
   free(names);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
   return rc;
 }
 
@@ -395,7 +395,7 @@ static int run_curl(size_t n, result_t *res) {
   if (clear_namespace()) return -1;
   altar_k8s_t *k = make_backend(1); /* renders, and owns the watch */
   if (!k || wait_synced(k)) {
-    altar_k8s_free(k);
+    altar__k8s_free(k);
     return -1;
   }
   char dir[1200], cfgpath[1300];
@@ -412,7 +412,7 @@ static int run_curl(size_t n, result_t *res) {
     altar_spec_t *s = bench_spec(run, i);
     json_t *m = NULL;
     altar_error_t err = {0};
-    rc = altar_k8s_render(k, s, &m, &err);
+    rc = altar__k8s_render(k, s, &m, &err);
     altar_spec_free(s);
     if (rc) break;
     names[i] = strdup(json_string_value(json_object_get(json_object_get(m, "metadata"), "name")));
@@ -448,7 +448,7 @@ static int run_curl(size_t n, result_t *res) {
     }
     if (pid < 0) rc = -1;
   }
-  altar_k8s_watch_t *w = altar_k8s_watch(k);
+  altar_k8s_watch_t *w = altar__k8s_watch(k);
   uint64_t gen = 0;
   altar_k8s_watch_view_t *views = calloc(n, sizeof *views);
   size_t finished = 0;
@@ -464,8 +464,8 @@ static int run_curl(size_t n, result_t *res) {
         }
       }
     }
-    altar_k8s_watch_wait(w, &gen, 20);
-    altar_k8s_watch_lookup(w, (const char *const *)names, n, views);
+    altar__k8s_watch_wait(w, &gen, 20);
+    altar__k8s_watch_lookup(w, (const char *const *)names, n, views);
     double wall = now_wall();
     finished = 0;
     for (size_t i = 0; i < n; i++) {
@@ -491,7 +491,7 @@ static int run_curl(size_t n, result_t *res) {
   free(names);
   free(seen);
   free(views);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
   return rc;
 }
 

@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     altar__k8s_watch_test_feed(w, (const char *)data + cut, size - cut, &expired);
   const char *name = "job-a";
   altar_k8s_watch_view_t v;
-  altar_k8s_watch_lookup(w, &name, 1, &v);
-  altar_k8s_watch_close(w);
+  altar__k8s_watch_lookup(w, &name, 1, &v);
+  altar__k8s_watch_close(w);
   return 0;
 }

@@ -123,9 +123,9 @@ static altar_k8s_http_config_t load_kc(const char *file) {
   char path[1100];
   pathof(path, sizeof path, file);
   altar_k8s_http_config_t cfg;
-  altar_k8s_http_config_init(&cfg);
+  altar__k8s_http_config_init(&cfg);
   altar_error_t err = {0};
-  int rc = altar_k8s_kubeconfig_load(path, NULL, &cfg, &err);
+  int rc = altar__k8s_kubeconfig_load(path, NULL, &cfg, &err);
   if (rc) fprintf(stderr, "kubeconfig %s: %s\n", path, err.msg);
   CU_ASSERT_EQUAL(rc, 0);
   return cfg;
@@ -133,9 +133,9 @@ static altar_k8s_http_config_t load_kc(const char *file) {
 
 static altar_k8s_runtime_t *runtime_from(altar_k8s_http_config_t *cfg) {
   altar_error_t err = {0};
-  altar_k8s_runtime_t *rt = altar_k8s_http_runtime_new(cfg, &err);
+  altar_k8s_runtime_t *rt = altar__k8s_http_runtime_new(cfg, &err);
   if (!rt) fprintf(stderr, "runtime: %s\n", err.msg);
-  altar_k8s_http_config_clear(cfg);
+  altar__k8s_http_config_clear(cfg);
   return rt;
 }
 
@@ -176,7 +176,7 @@ typedef struct kopts {
 
 static altar_k8s_t *make_k8s(const kopts_t *o) {
   altar_k8s_config_t cfg;
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   cfg.namespace_ = NS;
   cfg.staging_root = o ? o->staging_root : NULL;
   cfg.backoff_limit = o ? o->backoff_limit : 0;
@@ -188,8 +188,8 @@ static altar_k8s_t *make_k8s(const kopts_t *o) {
   altar_error_t err = {0};
   altar_k8s_runtime_t *rt = admin_runtime();
   if (!rt) return NULL;
-  altar_k8s_t *k = altar_k8s_new(&cfg, rt, &err);
-  if (!k) fprintf(stderr, "altar_k8s_new: %s\n", err.msg);
+  altar_k8s_t *k = altar__k8s_new(&cfg, rt, &err);
+  if (!k) fprintf(stderr, "altar__k8s_new: %s\n", err.msg);
   return k;
 }
 
@@ -208,7 +208,7 @@ static altar_backend_t *fx_make(void *ctx, const char *data_root, altar_error_t 
     altar_error_set(err, ALTAR_EBACKEND, "could not build the kubernetes backend");
     return NULL;
   }
-  return altar_k8s_backend_wrap(k);
+  return altar__k8s_backend_wrap(k);
 }
 
 static int fx_set_exit(void *ctx, altar_spec_t *spec, int code) {
@@ -230,7 +230,7 @@ static int fx_set_oom(void *ctx, altar_spec_t *spec) {
 static int fx_vanish(void *ctx, altar_backend_t *be, const altar_handle_t *h) {
   (void)ctx;
   altar_error_t err = {0};
-  return altar_k8s_runtime_delete_job(altar_k8s_runtime(altar_backend_impl(be)), h->external_id, NS, NULL, &err);
+  return altar__k8s_runtime_delete_job(altar__k8s_runtime(altar_backend_impl(be)), h->external_id, NS, NULL, &err);
 }
 
 static altar_contract_fixture_t fixture = {
@@ -257,7 +257,7 @@ static altar_spec_t *spec_named(const char *kind, const char *tag) {
 
 static int submit(altar_k8s_t *k, const altar_spec_t *s, altar_handle_t *h) {
   altar_error_t err = {0};
-  int rc = altar_k8s_submit(k, s, h, &err);
+  int rc = altar__k8s_submit(k, s, h, &err);
   if (rc) fprintf(stderr, "submit: %s (%s)\n", err.msg, altar_err_name(rc));
   return rc;
 }
@@ -265,7 +265,7 @@ static int submit(altar_k8s_t *k, const altar_spec_t *s, altar_handle_t *h) {
 static int wait_end(altar_k8s_t *k, const altar_handle_t *h, altar_status_t *st) {
   for (int i = 0; i < 900; i++) {
     altar_error_t err = {0};
-    int rc = altar_k8s_poll(k, h, 1, st, &err);
+    int rc = altar__k8s_poll(k, h, 1, st, &err);
     if (rc) {
       fprintf(stderr, "poll: %s\n", err.msg);
       return rc;
@@ -282,7 +282,7 @@ static int wait_state(altar_k8s_t *k, const altar_handle_t *h, altar_state_t wan
   for (int i = 0; i < 900; i++) {
     altar_status_t st;
     altar_error_t err = {0};
-    if (altar_k8s_poll(k, h, 1, &st, &err)) return -1;
+    if (altar__k8s_poll(k, h, 1, &st, &err)) return -1;
     altar_state_t got = st.state;
     altar_status_clear(&st);
     if (got == want) return 0;
@@ -318,7 +318,7 @@ static void test_submit_renders_on_server(void) {
   snprintf(uri, sizeof uri, "file://%s", src);
   altar_spec_add_input(s, uri, "models/w.bin", NULL, digest);
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_k8s_stage_inputs(k, s->inputs, s->n_inputs, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_stage_inputs(k, s->inputs, s->n_inputs, &err), 0);
   altar_handle_t h;
   CU_ASSERT_EQUAL_FATAL(submit(k, s, &h), 0);
   json_t *job = get_job(h.external_id);
@@ -333,7 +333,7 @@ static void test_submit_renders_on_server(void) {
   json_object_foreach(labels, key, v) {
     if (!strncmp(key, "fold-index-", 11)) {
       safe_fold++;
-      CU_ASSERT(altar_k8s_label_value_ok(json_string_value(v)));
+      CU_ASSERT(altar__k8s_label_value_ok(json_string_value(v)));
     }
   }
   CU_ASSERT_EQUAL(safe_fold, 1);
@@ -370,7 +370,7 @@ static void test_submit_renders_on_server(void) {
    * pool's selector matches; the ceiling is 16) less the pool's active Jobs
    * (none now); the CPU pool, not configured, is served unbounded. */
   altar_capacity_t cap = {0};
-  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_capacity(k, &cap, &err), 0);
   altar_resources_t gpu = {.gpu = "gpu", .count = 1};
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &gpu), 4);
   altar_resources_t cpu = {.count = 1};
@@ -378,7 +378,7 @@ static void test_submit_renders_on_server(void) {
   altar_capacity_clear(&cap);
   altar_handle_clear(&h);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
   altar_test_rmtree(data);
   free(data);
 }
@@ -405,7 +405,7 @@ static void test_adopt_refuse_replace(void) {
   json_decref(job);
   altar_error_t err = {0};
   altar_handle_t hx;
-  CU_ASSERT_EQUAL(altar_k8s_submit(k2, s, &hx, &err), ALTAR_EJOBEXISTS);
+  CU_ASSERT_EQUAL(altar__k8s_submit(k2, s, &hx, &err), ALTAR_EJOBEXISTS);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "different manifest"));
   /* A finished Job of the spec's name is replaced, not taken as the result. */
   altar_spec_t *done = spec_named("k8s-replace", "replace-1");
@@ -426,7 +426,7 @@ static void test_adopt_refuse_replace(void) {
     CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
     altar_status_clear(&st);
   }
-  CU_ASSERT_EQUAL(altar_k8s_cancel(k, &h1, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_cancel(k, &h1, &err), 0);
   free(uid1);
   free(uid3);
   altar_handle_clear(&h1);
@@ -435,8 +435,8 @@ static void test_adopt_refuse_replace(void) {
   altar_handle_clear(&h4);
   altar_spec_free(s);
   altar_spec_free(done);
-  altar_k8s_free(k);
-  altar_k8s_free(k2);
+  altar__k8s_free(k);
+  altar__k8s_free(k2);
 }
 
 /* What the real server does that a stand-in may not: 409 on a stale uid,
@@ -459,7 +459,7 @@ static void test_server_semantics(void) {
   json_decref(r);
   /* The runtime treats that 409 as "the name is someone else's now". */
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_k8s_runtime_delete_job(altar_k8s_runtime(k), h.external_id, NS,
+  CU_ASSERT_EQUAL(altar__k8s_runtime_delete_job(altar__k8s_runtime(k), h.external_id, NS,
                                                "00000000-0000-0000-0000-000000000000", &err),
                   0);
   json_t *job = get_job(h.external_id);
@@ -477,9 +477,9 @@ static void test_server_semantics(void) {
   altar_k8s_job_info_t *info = NULL;
   job = get_job(h.external_id);
   if (job) {
-    CU_ASSERT_EQUAL(altar_k8s_runtime_read_job(altar_k8s_runtime(k), h.external_id, NS, &info, &err), 0);
+    CU_ASSERT_EQUAL(altar__k8s_runtime_read_job(altar__k8s_runtime(k), h.external_id, NS, &info, &err), 0);
     CU_ASSERT_PTR_NULL(info);
-    altar_k8s_job_info_free(info);
+    altar__k8s_job_info_free(info);
     json_decref(job);
   }
   /* …and submit settles once it is gone, creating it afresh. */
@@ -489,11 +489,11 @@ static void test_server_semantics(void) {
   CU_ASSERT_PTR_NOT_NULL(job);
   CU_ASSERT_PTR_NULL(json_object_get(json_object_get(job, "metadata"), "deletionTimestamp"));
   json_decref(job);
-  CU_ASSERT_EQUAL(altar_k8s_cancel(k, &h2, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_cancel(k, &h2, &err), 0);
   altar_handle_clear(&h);
   altar_handle_clear(&h2);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* Cancel removes the Job and, through the garbage collector, its pods. */
@@ -506,8 +506,8 @@ static void test_cancel_deletes_pods(void) {
   CU_ASSERT_EQUAL_FATAL(submit(k, s, &h), 0);
   CU_ASSERT_EQUAL(wait_state(k, &h, ALTAR_STATE_RUNNING), 0);
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_k8s_cancel(k, &h, &err), 0);
-  CU_ASSERT_EQUAL(altar_k8s_cancel(k, &h, &err), 0); /* twice is fine */
+  CU_ASSERT_EQUAL(altar__k8s_cancel(k, &h, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_cancel(k, &h, &err), 0); /* twice is fine */
   size_t left = 1;
   for (int i = 0; i < 600 && left; i++) {
     json_t *pods = pods_of(h.external_id);
@@ -520,13 +520,13 @@ static void test_cancel_deletes_pods(void) {
   CU_ASSERT_PTR_NULL(job);
   json_decref(job);
   altar_status_t st;
-  CU_ASSERT_EQUAL(altar_k8s_poll(k, &h, 1, &st, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_poll(k, &h, 1, &st, &err), 0);
   CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
   if (st.failure) CU_ASSERT_STRING_EQUAL(st.failure->reason, ALTAR_REASON_CONTAINER_MISSING);
   altar_status_clear(&st);
   altar_handle_clear(&h);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* A bulk list pages through limit/continue: 5 Jobs, 2 per page. */
@@ -548,21 +548,21 @@ static void test_list_pages(void) {
   altar_k8s_job_info_t *jobs = NULL;
   size_t n = 0;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_k8s_runtime_list_jobs(rt, NS, "altar.dev/kind=k8s-pages", &jobs, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_list_jobs(rt, NS, "altar.dev/kind=k8s-pages", &jobs, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 5);
   for (int i = 0; i < 5; i++) {
     bool found = false;
     for (size_t j = 0; j < n; j++) found |= !strcmp(jobs[j].name, h[i].external_id);
     CU_ASSERT(found);
   }
-  altar_k8s_job_infos_free(jobs, n);
-  altar_k8s_runtime_free(rt);
+  altar__k8s_job_infos_free(jobs, n);
+  altar__k8s_runtime_free(rt);
   for (int i = 0; i < 5; i++) {
-    altar_k8s_cancel(k, &h[i], &err);
+    altar__k8s_cancel(k, &h[i], &err);
     altar_handle_clear(&h[i]);
     altar_spec_free(s[i]);
   }
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* A pod stuck waiting for its image, and one no node can take, fail with
@@ -595,7 +595,7 @@ static void test_waiting_reasons(void) {
     altar_status_t st[2];
     memset(st, 0, sizeof st);
     altar_error_t err = {0};
-    CU_ASSERT_EQUAL_FATAL(altar_k8s_poll(k, h, 2, st, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, h, 2, st, &err), 0);
     for (int i = 0; i < 2; i++) {
       if (!done[i] && st[i].state == ALTAR_STATE_FAILED) {
         done[i] = true;
@@ -615,7 +615,7 @@ static void test_waiting_reasons(void) {
   for (int i = 0; i < 2; i++) altar_handle_clear(&h[i]);
   altar_spec_free(pull);
   altar_spec_free(nowhere);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* avoid_hosts becomes a node anti-affinity: with two nodes, the pod lands on
@@ -638,7 +638,7 @@ static void test_avoid_hosts(void) {
     if (node) CU_ASSERT_STRING_EQUAL(node, nodes[(round + 1) % 2]);
     free(node);
     altar_error_t err = {0};
-    altar_k8s_cancel(k, &h, &err);
+    altar__k8s_cancel(k, &h, &err);
     altar_handle_clear(&h);
     altar_spec_free(s);
   }
@@ -656,7 +656,7 @@ static void test_avoid_hosts(void) {
   }
   altar_handle_clear(&h);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* ---- auth as users have it ---- */
@@ -665,8 +665,8 @@ static void test_avoid_hosts(void) {
 static int list_with(altar_k8s_runtime_t *rt, const char *ns, altar_error_t *err) {
   altar_k8s_job_info_t *jobs = NULL;
   size_t n = 0;
-  int rc = altar_k8s_runtime_list_jobs(rt, ns, NULL, &jobs, &n, err);
-  altar_k8s_job_infos_free(jobs, n);
+  int rc = altar__k8s_runtime_list_jobs(rt, ns, NULL, &jobs, &n, err);
+  altar__k8s_job_infos_free(jobs, n);
   return rc;
 }
 
@@ -693,20 +693,20 @@ static void test_auth_forms(void) {
     int rc = list_with(rt, NS, &err);
     if (rc) fprintf(stderr, "%s: %s\n", files[i], err.msg);
     CU_ASSERT_EQUAL(rc, 0);
-    altar_k8s_runtime_free(rt);
+    altar__k8s_runtime_free(rt);
   }
   /* No credentials: the real server answers 403 as system:anonymous. */
   char kc[1200];
   snprintf(kc, sizeof kc, "%s/anon.kubeconfig", tmp);
   write_kc(kc, NULL);
   altar_k8s_http_config_t cfg;
-  altar_k8s_http_config_init(&cfg);
-  CU_ASSERT_EQUAL(altar_k8s_kubeconfig_load(kc, NULL, &cfg, &err), 0);
+  altar__k8s_http_config_init(&cfg);
+  CU_ASSERT_EQUAL(altar__k8s_kubeconfig_load(kc, NULL, &cfg, &err), 0);
   altar_k8s_runtime_t *rt = runtime_from(&cfg);
   CU_ASSERT_EQUAL(list_with(rt, NS, &err), ALTAR_EBACKEND);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "403"));
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "system:anonymous"));
-  altar_k8s_runtime_free(rt);
+  altar__k8s_runtime_free(rt);
 
   /* An exec credential plugin giving the token, with an expiry close enough
    * that every request runs it again; it counts its runs. */
@@ -729,14 +729,14 @@ static void test_auth_forms(void) {
            tokfile, count);
   snprintf(kc, sizeof kc, "%s/exec.kubeconfig", tmp);
   write_kc(kc, yaml);
-  altar_k8s_http_config_init(&cfg);
-  int rc = altar_k8s_kubeconfig_load(kc, NULL, &cfg, &err);
+  altar__k8s_http_config_init(&cfg);
+  int rc = altar__k8s_kubeconfig_load(kc, NULL, &cfg, &err);
   if (rc) fprintf(stderr, "exec kubeconfig: %s\n", err.msg);
   CU_ASSERT_EQUAL_FATAL(rc, 0);
   rt = runtime_from(&cfg);
   CU_ASSERT_EQUAL(list_with(rt, NS, &err), 0);
   CU_ASSERT_EQUAL(list_with(rt, NS, &err), 0);
-  altar_k8s_runtime_free(rt);
+  altar__k8s_runtime_free(rt);
   size_t len = 0;
   char *runs = altar_test_read_file(count, &len);
   size_t nruns = 0;
@@ -760,13 +760,13 @@ static void test_auth_forms(void) {
            "      args: [\"%s\", \"%s\"]",
            plugin, crt, key);
   write_kc(kc, yaml);
-  altar_k8s_http_config_init(&cfg);
-  rc = altar_k8s_kubeconfig_load(kc, NULL, &cfg, &err);
+  altar__k8s_http_config_init(&cfg);
+  rc = altar__k8s_kubeconfig_load(kc, NULL, &cfg, &err);
   if (rc) fprintf(stderr, "exec cert kubeconfig: %s\n", err.msg);
   CU_ASSERT_EQUAL_FATAL(rc, 0);
   rt = runtime_from(&cfg);
   CU_ASSERT_EQUAL(list_with(rt, NS, &err), 0);
-  altar_k8s_runtime_free(rt);
+  altar__k8s_runtime_free(rt);
 
   /* In-cluster: the service account's token, CA and namespace from the
    * standard files (here a directory k8s.sh filled from a TokenRequest).
@@ -775,14 +775,14 @@ static void test_auth_forms(void) {
   pathof(sa, sizeof sa, "sa");
   setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
   setenv("KUBERNETES_SERVICE_PORT", getenv("ALTAR_K8S_PORT") ? getenv("ALTAR_K8S_PORT") : "16443", 1);
-  altar_k8s_http_config_init(&cfg);
-  rc = altar_k8s_in_cluster_load(sa, &cfg, &err);
+  altar__k8s_http_config_init(&cfg);
+  rc = altar__k8s_in_cluster_load(sa, &cfg, &err);
   unsetenv("KUBERNETES_SERVICE_HOST");
   unsetenv("KUBERNETES_SERVICE_PORT");
   CU_ASSERT_EQUAL_FATAL(rc, 0);
   CU_ASSERT_STRING_EQUAL(cfg.namespace_, NS);
   rt = runtime_from(&cfg);
-  CU_ASSERT_STRING_EQUAL(altar_k8s_runtime_default_namespace(rt), NS);
+  CU_ASSERT_STRING_EQUAL(altar__k8s_runtime_default_namespace(rt), NS);
   CU_ASSERT_EQUAL(list_with(rt, NS, &err), 0);
   CU_ASSERT_EQUAL(list_with(rt, "altar-bench", &err), ALTAR_EBACKEND);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "403"));
@@ -790,17 +790,17 @@ static void test_auth_forms(void) {
   /* Its ClusterRole lets capacity read the nodes' allocatable. */
   altar_k8s_node_info_t *nodes = NULL;
   size_t nn = 0;
-  CU_ASSERT_EQUAL(altar_k8s_runtime_list_nodes(rt, &nodes, &nn, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_list_nodes(rt, &nodes, &nn, &err), 0);
   CU_ASSERT_EQUAL(nn, 2);
   for (size_t i = 0; i < nn; i++) {
     CU_ASSERT(nodes[i].schedulable);
     /* The API server serves 5000 in its canonical form, "5k". */
     int64_t pods = 0;
-    CU_ASSERT(altar_k8s_quantity_count(altar_strmap_get(&nodes[i].allocatable, "pods"), &pods));
+    CU_ASSERT(altar__k8s_quantity_count(altar_strmap_get(&nodes[i].allocatable, "pods"), &pods));
     CU_ASSERT_EQUAL(pods, 5000);
   }
-  altar_k8s_node_infos_free(nodes, nn);
-  altar_k8s_runtime_free(rt);
+  altar__k8s_node_infos_free(nodes, nn);
+  altar__k8s_runtime_free(rt);
 }
 
 /* ---- many creates in flight, and the watch ---- */
@@ -814,7 +814,7 @@ static int poll_until_done(altar_k8s_t *k, const altar_handle_t *hs, size_t n, a
   size_t left = n;
   for (int tick = 0; tick < limit_s * 10 && left; tick++) {
     altar_error_t err = {0};
-    int rc = altar_k8s_poll(k, hs, n, st, &err);
+    int rc = altar__k8s_poll(k, hs, n, st, &err);
     if (rc) fprintf(stderr, "poll (tick %d): %s\n", tick, err.msg);
     for (size_t i = 0; !rc && i < n; i++) {
       if (altar_state_terminal(st[i].state)) {
@@ -893,8 +893,8 @@ static void test_many_in_flight(void) {
   size_t max_flight = 0;
   for (int i = 0; i < N; i++) {
     altar_error_t err = {0};
-    CU_ASSERT_EQUAL(altar_k8s_submit_start(k, specs[i], &hs[i], &err), 0);
-    if (altar_k8s_submits_in_flight(k) > max_flight) max_flight = altar_k8s_submits_in_flight(k);
+    CU_ASSERT_EQUAL(altar__k8s_submit_start(k, specs[i], &hs[i], &err), 0);
+    if (altar__k8s_submits_in_flight(k) > max_flight) max_flight = altar__k8s_submits_in_flight(k);
   }
   fprintf(stderr, "  up to %zu creates in flight\n", max_flight);
   CU_ASSERT(max_flight > 1); /* they did overlap */
@@ -938,8 +938,8 @@ static void test_many_in_flight(void) {
   CU_ASSERT_PTR_NOT_NULL(job);
   json_decref(job);
   altar_error_t err = {0};
-  altar_k8s_cancel(k, &hh, &err);
-  altar_k8s_cancel(k, &ht, &err);
+  altar__k8s_cancel(k, &hh, &err);
+  altar__k8s_cancel(k, &ht, &err);
   for (int i = 0; i < N; i++) {
     altar_handle_clear(&hs[i]);
     if (i < NEW) altar_spec_free(specs[i]);
@@ -952,8 +952,8 @@ static void test_many_in_flight(void) {
   altar_spec_free(held);
   altar_spec_free(theirs);
   altar_spec_free(finished);
-  altar_k8s_free(k);
-  altar_k8s_free(k2);
+  altar__k8s_free(k);
+  altar__k8s_free(k2);
 }
 
 /* Submits n Jobs (through the window) tagged tag; the handles into hs. */
@@ -963,7 +963,7 @@ static void submit_batch(altar_k8s_t *k, const char *tag, altar_handle_t *hs, si
     snprintf(t, sizeof t, "%s-%zu", tag, i);
     altar_spec_t *s = spec_named("k8s-watch", t);
     altar_error_t err = {0};
-    CU_ASSERT_EQUAL(altar_k8s_submit_start(k, s, &hs[i], &err), 0);
+    CU_ASSERT_EQUAL(altar__k8s_submit_start(k, s, &hs[i], &err), 0);
     altar_spec_free(s);
   }
 }
@@ -985,14 +985,14 @@ static void expect_all_succeeded(altar_k8s_t *k, altar_handle_t *hs, size_t n) {
 }
 
 static void wait_synced(altar_k8s_t *k) {
-  for (int i = 0; i < 300 && !(altar_k8s_watch(k) && altar_k8s_watch_synced(altar_k8s_watch(k))); i++) {
+  for (int i = 0; i < 300 && !(altar__k8s_watch(k) && altar__k8s_watch_synced(altar__k8s_watch(k))); i++) {
     altar_status_t st;
     altar_handle_t none = {.external_id = "altar-no-such-job"};
     altar_error_t err = {0};
-    if (altar_k8s_poll(k, &none, 1, &st, &err) == 0) altar_status_clear(&st);
+    if (altar__k8s_poll(k, &none, 1, &st, &err) == 0) altar_status_clear(&st);
     sleep_ms(100);
   }
-  CU_ASSERT_FATAL(altar_k8s_watch(k) && altar_k8s_watch_synced(altar_k8s_watch(k)));
+  CU_ASSERT_FATAL(altar__k8s_watch(k) && altar__k8s_watch_synced(altar__k8s_watch(k)));
 }
 
 /* The API server is killed and started again while Jobs run: the watch
@@ -1007,9 +1007,9 @@ static void test_watch_survives_apiserver_restart(void) {
   altar_handle_t hs[N];
   memset(hs, 0, sizeof hs);
   submit_batch(k, "restart", hs, N);
-  while (altar_k8s_submits_in_flight(k)) altar_k8s_submit_drive(k, 200);
+  while (altar__k8s_submits_in_flight(k)) altar__k8s_submit_drive(k, 200);
   altar_k8s_watch_stats_t before;
-  altar_k8s_watch_stats(altar_k8s_watch(k), &before);
+  altar__k8s_watch_stats(altar__k8s_watch(k), &before);
   /* The script stops the API server by its pid and starts it over the same
    * etcd; the Jobs go on meanwhile only as far as the controllers can. */
   char cmd[2400];
@@ -1017,14 +1017,14 @@ static void test_watch_survives_apiserver_restart(void) {
   CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
   expect_all_succeeded(k, hs, N);
   altar_k8s_watch_stats_t after;
-  altar_k8s_watch_stats(altar_k8s_watch(k), &after);
+  altar__k8s_watch_stats(altar__k8s_watch(k), &after);
   fprintf(stderr, "  watch: %llu reconnects, %llu lists, %llu events\n",
           (unsigned long long)(after.reconnects - before.reconnects), (unsigned long long)after.lists,
           (unsigned long long)after.events);
   CU_ASSERT(after.reconnects > before.reconnects); /* it did lose the connection */
   CU_ASSERT(after.events > before.events);
   for (int i = 0; i < N; i++) altar_handle_clear(&hs[i]);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* An expired resourceVersion (410, then one list) is tested against the
@@ -1043,10 +1043,10 @@ static void test_watch_deleted_by_other(void) {
   altar_spec_set_label(s, L_HOLD, "true");
   altar_handle_t h;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL_FATAL(altar_k8s_submit_start(k, s, &h, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h, &err), 0);
   CU_ASSERT_EQUAL_FATAL(wait_state(k, &h, ALTAR_STATE_RUNNING), 0);
   altar_k8s_watch_stats_t before;
-  altar_k8s_watch_stats(altar_k8s_watch(k), &before);
+  altar__k8s_watch_stats(altar__k8s_watch(k), &before);
   char path[512];
   snprintf(path, sizeof path, "/apis/batch/v1/namespaces/" NS "/jobs/%s", h.external_id);
   long status = 0;
@@ -1060,11 +1060,11 @@ static void test_watch_deleted_by_other(void) {
   if (st.failure) CU_ASSERT_STRING_EQUAL(st.failure->reason, ALTAR_REASON_CONTAINER_MISSING);
   altar_status_clear(&st);
   altar_k8s_watch_stats_t after;
-  altar_k8s_watch_stats(altar_k8s_watch(k), &after);
+  altar__k8s_watch_stats(altar__k8s_watch(k), &after);
   CU_ASSERT(after.deleted > before.deleted); /* the watch told us */
   altar_handle_clear(&h);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* Free slots of pool normal (ceiling 1000) as capacity reports them. */
@@ -1072,7 +1072,7 @@ static int64_t free_normal(altar_k8s_t *k) {
   altar_capacity_t cap;
   altar_capacity_init(&cap);
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_capacity(k, &cap, &err), 0);
   altar_resources_t cpu = {0};
   int64_t n = altar_capacity_free_for(&cap, &cpu);
   altar_capacity_clear(&cap);
@@ -1102,13 +1102,13 @@ static void test_capacity_counts_in_flight(void) {
     altar_spec_t *s = spec_named("k8s-capacity", tag);
     altar_spec_set_label(s, L_HOLD, "true"); /* runs until deleted: keeps its slot */
     altar_error_t err = {0};
-    CU_ASSERT_EQUAL(altar_k8s_submit_start(k, s, &hs[i], &err), 0);
+    CU_ASSERT_EQUAL(altar__k8s_submit_start(k, s, &hs[i], &err), 0);
     altar_spec_free(s);
-    if (altar_k8s_submits_in_flight(k) > max_flight) max_flight = altar_k8s_submits_in_flight(k);
+    if (altar__k8s_submits_in_flight(k) > max_flight) max_flight = altar__k8s_submits_in_flight(k);
     int64_t f = free_normal(k);
     if (f != base - (i + 1)) {
       fprintf(stderr, "  after %d submits: %lld free, want %lld (%zu in flight)\n", i + 1, (long long)f,
-              (long long)(base - (i + 1)), altar_k8s_submits_in_flight(k));
+              (long long)(base - (i + 1)), altar__k8s_submits_in_flight(k));
       mismatches++;
     }
   }
@@ -1116,19 +1116,19 @@ static void test_capacity_counts_in_flight(void) {
   CU_ASSERT(max_flight > 1); /* some were counted while on their way */
   CU_ASSERT_EQUAL(mismatches, 0);
   /* Every create answered and every Job watched: still N taken. */
-  while (altar_k8s_submits_in_flight(k)) altar_k8s_submit_drive(k, 200);
+  while (altar__k8s_submits_in_flight(k)) altar__k8s_submit_drive(k, 200);
   CU_ASSERT_EQUAL(wait_state(k, &hs[N - 1], ALTAR_STATE_RUNNING), 0);
   CU_ASSERT_EQUAL(free_normal(k), base - N);
   /* Cancelled: the slots come back as the watch reports the deletions. */
   for (int i = 0; i < N; i++) {
     altar_error_t err = {0};
-    CU_ASSERT_EQUAL(altar_k8s_cancel(k, &hs[i], &err), 0);
+    CU_ASSERT_EQUAL(altar__k8s_cancel(k, &hs[i], &err), 0);
   }
   int64_t f = 0;
   for (int i = 0; i < 600 && (f = free_normal(k)) != base; i++) sleep_ms(100);
   CU_ASSERT_EQUAL(f, base);
   for (int i = 0; i < N; i++) altar_handle_clear(&hs[i]);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* ---- main ---- */

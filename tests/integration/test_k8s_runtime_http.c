@@ -225,9 +225,9 @@ static char *write_kubeconfig(auth_t auth) {
 static altar_k8s_runtime_t *runtime_for(auth_t auth, int max_retries, long timeout_ms) {
   char *kc = write_kubeconfig(auth);
   altar_k8s_http_config_t cfg;
-  altar_k8s_http_config_init(&cfg);
+  altar__k8s_http_config_init(&cfg);
   altar_error_t err = {0};
-  int rc = altar_k8s_kubeconfig_load(kc, NULL, &cfg, &err);
+  int rc = altar__k8s_kubeconfig_load(kc, NULL, &cfg, &err);
   if (rc) fprintf(stderr, "kubeconfig: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   free(kc);
@@ -235,7 +235,7 @@ static altar_k8s_runtime_t *runtime_for(auth_t auth, int max_retries, long timeo
   cfg.backoff_initial_ms = 10;
   cfg.backoff_max_ms = 50;
   if (timeout_ms) cfg.timeout_ms = timeout_ms;
-  altar_k8s_runtime_t *rt = altar_k8s_http_runtime_new(&cfg, &err);
+  altar_k8s_runtime_t *rt = altar__k8s_http_runtime_new(&cfg, &err);
   if (!rt) fprintf(stderr, "runtime: %s\n", err.msg);
   CU_ASSERT_FATAL(rt != NULL);
   return rt;
@@ -257,9 +257,9 @@ static void test_tls_verified(void) {
   altar_error_t err = {0};
   altar_k8s_job_info_t *jobs = NULL;
   size_t n = 0;
-  CU_ASSERT_EQUAL(altar_k8s_runtime_list_jobs(rt, "default", NULL, &jobs, &n, &err), ALTAR_EBACKEND);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_list_jobs(rt, "default", NULL, &jobs, &n, &err), ALTAR_EBACKEND);
   CU_ASSERT(strstr(err.msg, "SSL") != NULL || strstr(err.msg, "certificate") != NULL);
-  altar_k8s_runtime_free(rt);
+  altar__k8s_runtime_free(rt);
   CU_ASSERT_EQUAL(count_requests(NULL, NULL), 0); /* nothing reached the API */
 }
 
@@ -272,23 +272,23 @@ static void test_retries(void) {
   /* Two 503s and a 429 with Retry-After, then success. */
   ctl0("fail", json_pack("{s:i, s:i}", "count", 2, "code", 503));
   ctl0("fail", json_pack("{s:i, s:i, s:i}", "count", 1, "code", 429, "retry_after", 0));
-  CU_ASSERT_EQUAL(altar_k8s_runtime_list_jobs(rt, "default", NULL, &jobs, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_list_jobs(rt, "default", NULL, &jobs, &n, &err), 0);
   CU_ASSERT_EQUAL(count_requests("GET", "/jobs"), 4);
   /* Creation is retried too (a 409 afterwards would mean it had landed). */
   ctl0("fail", json_pack("{s:i, s:i}", "count", 1, "code", 500));
   json_t *m = job_manifest("r-1", "x");
   char *name = NULL;
-  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
   free(name);
   json_decref(m);
   /* Bounded: more failures than retries is an error, marked retriable. */
   ctl0("fail", json_pack("{s:i, s:i}", "count", 10, "code", 502));
   memset(&err, 0, sizeof err);
-  CU_ASSERT_EQUAL(altar_k8s_runtime_list_jobs(rt, "default", NULL, &jobs, &n, &err), ALTAR_EBACKEND);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_list_jobs(rt, "default", NULL, &jobs, &n, &err), ALTAR_EBACKEND);
   CU_ASSERT(err.retriable);
   CU_ASSERT(strstr(err.msg, "502") != NULL);
   ctl0("reset", NULL);
-  altar_k8s_runtime_free(rt);
+  altar__k8s_runtime_free(rt);
 }
 
 /* Reaps until n creates have finished (bounded by the retries and their
@@ -296,7 +296,7 @@ static void test_retries(void) {
 static size_t reap_all(altar_k8s_runtime_t *rt, altar_k8s_create_done_t *done, size_t n) {
   size_t got = 0;
   for (int round = 0; got < n && round < 1000; round++) {
-    int k = altar_k8s_runtime_create_reap(rt, 200, done + got, n - got);
+    int k = altar__k8s_runtime_create_reap(rt, 200, done + got, n - got);
     CU_ASSERT(k >= 0);
     if (k > 0) got += (size_t)k;
   }
@@ -315,7 +315,7 @@ static void test_multi_creates(void) {
   const char *names[] = {"m-1", "m-2", "m-3"};
   for (uint64_t i = 0; i < 3; i++) {
     json_t *m = job_manifest(names[i], "x");
-    CU_ASSERT_EQUAL(altar_k8s_runtime_create_start(rt, m, "default", 10 + i, &err), 0);
+    CU_ASSERT_EQUAL(altar__k8s_runtime_create_start(rt, m, "default", 10 + i, &err), 0);
     json_decref(m);
   }
   altar_k8s_create_done_t done[4];
@@ -336,15 +336,15 @@ static void test_multi_creates(void) {
   /* A conflict, a rejected manifest and an outlasting 502, side by side. */
   json_t *again = job_manifest("m-1", "x");
   json_t *bad = json_pack("{s:s, s:s, s:{}}", "apiVersion", "batch/v1", "kind", "Job", "metadata");
-  CU_ASSERT_EQUAL(altar_k8s_runtime_create_start(rt, again, "default", 1, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_create_start(rt, again, "default", 1, &err), 0);
   CU_ASSERT_EQUAL_FATAL(reap_all(rt, done, 1), 1);
   CU_ASSERT_EQUAL(done[0].rc, ALTAR_EJOBEXISTS);
-  CU_ASSERT_EQUAL(altar_k8s_runtime_create_start(rt, bad, "default", 2, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_create_start(rt, bad, "default", 2, &err), 0);
   CU_ASSERT_EQUAL_FATAL(reap_all(rt, done, 1), 1);
   CU_ASSERT_EQUAL(done[0].rc, ALTAR_EINVAL);
   ctl0("fail", json_pack("{s:i, s:i}", "count", 10, "code", 502));
   json_t *m4 = job_manifest("m-4", "x");
-  CU_ASSERT_EQUAL(altar_k8s_runtime_create_start(rt, m4, "default", 3, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_create_start(rt, m4, "default", 3, &err), 0);
   CU_ASSERT_EQUAL_FATAL(reap_all(rt, done, 1), 1);
   CU_ASSERT_EQUAL(done[0].rc, ALTAR_EBACKEND);
   CU_ASSERT(done[0].err.retriable);
@@ -353,7 +353,7 @@ static void test_multi_creates(void) {
   json_decref(bad);
   json_decref(m4);
   ctl0("reset", NULL);
-  altar_k8s_runtime_free(rt);
+  altar__k8s_runtime_free(rt);
 }
 
 /* Waits (bounded by a count of change notifications, not a sleep) until
@@ -362,9 +362,9 @@ static bool watch_until(altar_k8s_watch_t *w, const char *name, altar_k8s_seen_t
   uint64_t gen = 0;
   for (int i = 0; i < 300; i++) {
     altar_k8s_watch_view_t v;
-    altar_k8s_watch_lookup(w, &name, 1, &v);
+    altar__k8s_watch_lookup(w, &name, 1, &v);
     if (v.seen == seen && (seen != ALTAR_K8S_SEEN_LIVE || v.state == state)) return true;
-    altar_k8s_watch_wait(w, &gen, 100);
+    altar__k8s_watch_wait(w, &gen, 100);
   }
   return false;
 }
@@ -384,21 +384,21 @@ static void test_watch_thread(void) {
   altar_error_t err = {0};
   json_t *m = job_manifest("w-1", "x");
   char *name = NULL;
-  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
   free(name);
   json_decref(m);
   altar_k8s_watch_t *w = NULL;
-  CU_ASSERT_EQUAL_FATAL(altar_k8s_runtime_watch_open(rt, "default", "altar.dev/managed=true", &w, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_runtime_watch_open(rt, "default", "altar.dev/managed=true", &w, &err), 0);
   /* Listed first. */
-  for (int i = 0; i < 300 && !altar_k8s_watch_synced(w); i++) {
-    uint64_t gen = altar_k8s_watch_generation(w);
-    altar_k8s_watch_wait(w, &gen, 100);
+  for (int i = 0; i < 300 && !altar__k8s_watch_synced(w); i++) {
+    uint64_t gen = altar__k8s_watch_generation(w);
+    altar__k8s_watch_wait(w, &gen, 100);
   }
-  CU_ASSERT_TRUE_FATAL(altar_k8s_watch_synced(w));
+  CU_ASSERT_TRUE_FATAL(altar__k8s_watch_synced(w));
   CU_ASSERT_TRUE(watch_until(w, "w-1", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_PENDING));
   /* Then watched: a new Job and a change of state. */
   m = job_manifest("w-2", "x");
-  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
   free(name);
   json_decref(m);
   CU_ASSERT_TRUE(watch_until(w, "w-2", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_PENDING));
@@ -407,21 +407,21 @@ static void test_watch_thread(void) {
   set_status("w-1", "{\"active\":1,\"ready\":1}");
   CU_ASSERT_TRUE(watch_until(w, "w-1", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_RUNNING));
   altar_k8s_watch_stats_t st;
-  altar_k8s_watch_stats(w, &st);
+  altar__k8s_watch_stats(w, &st);
   if (st.bad_events != 2) fprintf(stderr, "bad events: %llu\n", (unsigned long long)st.bad_events);
   CU_ASSERT_EQUAL(st.bad_events, 2);
   CU_ASSERT_EQUAL(st.lists, 1);
   /* The server hangs up: resumed from the last version, no list. */
   ctl0("hangup", NULL);
   for (int i = 0; i < 300; i++) {
-    altar_k8s_watch_stats(w, &st);
+    altar__k8s_watch_stats(w, &st);
     if (st.reconnects >= 1) break;
     struct timespec ts = {0, 20 * 1000000L};
     nanosleep(&ts, NULL);
   }
   set_status("w-2", "{\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]}");
   CU_ASSERT_TRUE(watch_until(w, "w-2", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_SUCCEEDED));
-  altar_k8s_watch_stats(w, &st);
+  altar__k8s_watch_stats(w, &st);
   CU_ASSERT(st.reconnects >= 1);
   CU_ASSERT_EQUAL(st.lists, 1);
   CU_ASSERT_EQUAL(st.expired, 0);
@@ -430,11 +430,11 @@ static void test_watch_thread(void) {
    * known deleted from its absence (no DELETED event ever reached us). */
   uint64_t deleted = st.deleted;
   ctl0("hold", NULL);
-  CU_ASSERT_EQUAL(altar_k8s_runtime_delete_job(rt, "w-1", "default", NULL, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_delete_job(rt, "w-1", "default", NULL, &err), 0);
   ctl0("compact", NULL);
   ctl0("hangup", NULL);
   CU_ASSERT_TRUE(watch_until(w, "w-1", ALTAR_K8S_SEEN_DELETED, ALTAR_STATE_PENDING));
-  altar_k8s_watch_stats(w, &st);
+  altar__k8s_watch_stats(w, &st);
   CU_ASSERT(st.expired >= 1);
   CU_ASSERT(st.lists >= 2);
   CU_ASSERT_EQUAL(st.deleted, deleted);
@@ -442,14 +442,14 @@ static void test_watch_thread(void) {
   uint64_t expired = st.expired;
   ctl0("gone_status", NULL);
   ctl0("compact", NULL);
-  altar_k8s_watch_test_resume_from(w, "1");
+  altar__k8s_watch_test_resume_from(w, "1");
   set_status("w-2", "{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"}]}");
   CU_ASSERT_TRUE(watch_until(w, "w-2", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_FAILED));
   for (int i = 0; i < 300; i++) {
-    altar_k8s_watch_stats(w, &st);
+    altar__k8s_watch_stats(w, &st);
     if (st.expired > expired) break;
-    uint64_t gen = altar_k8s_watch_generation(w);
-    altar_k8s_watch_wait(w, &gen, 100);
+    uint64_t gen = altar__k8s_watch_generation(w);
+    altar__k8s_watch_wait(w, &gen, 100);
   }
   CU_ASSERT(st.expired > expired);
   /* A line that never ends is cut at its bound and followed by a list. */
@@ -460,23 +460,23 @@ static void test_watch_thread(void) {
   ctl0("inject", json_pack("{s:s}", "text", big));
   free(big);
   m = job_manifest("w-3", "x");
-  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
   free(name);
   json_decref(m);
   CU_ASSERT_TRUE(watch_until(w, "w-3", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_PENDING));
   for (int i = 0; i < 300; i++) {
-    altar_k8s_watch_stats(w, &st);
+    altar__k8s_watch_stats(w, &st);
     if (st.lists > lists) break;
-    uint64_t gen = altar_k8s_watch_generation(w);
-    altar_k8s_watch_wait(w, &gen, 100);
+    uint64_t gen = altar__k8s_watch_generation(w);
+    altar__k8s_watch_wait(w, &gen, 100);
   }
   if (st.lists <= lists)
     fprintf(stderr, "watch: lists %llu expired %llu reconnects %llu bad %llu\n", (unsigned long long)st.lists,
             (unsigned long long)st.expired, (unsigned long long)st.reconnects, (unsigned long long)st.bad_events);
   CU_ASSERT(st.lists > lists);
-  altar_k8s_watch_close(w);
+  altar__k8s_watch_close(w);
   ctl0("reset", NULL);
-  altar_k8s_runtime_free(rt);
+  altar__k8s_runtime_free(rt);
 }
 
 static void test_timeout(void) {
@@ -485,9 +485,9 @@ static void test_timeout(void) {
   ctl0("delay", json_pack("{s:i, s:f}", "count", 1, "seconds", 2.0));
   altar_error_t err = {0};
   altar_k8s_job_info_t *info = NULL;
-  CU_ASSERT_EQUAL(altar_k8s_runtime_read_job(rt, "x", "default", &info, &err), ALTAR_ETIMEOUT);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_read_job(rt, "x", "default", &info, &err), ALTAR_ETIMEOUT);
   CU_ASSERT(err.retriable);
-  altar_k8s_runtime_free(rt);
+  altar__k8s_runtime_free(rt);
 }
 
 static void test_kubeconfig_errors(void) {
@@ -519,14 +519,14 @@ static void test_kubeconfig_errors(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     altar_test_write_file(path, cases[i].yaml, strlen(cases[i].yaml));
     altar_k8s_http_config_t cfg;
-    altar_k8s_http_config_init(&cfg);
+    altar__k8s_http_config_init(&cfg);
     altar_error_t err = {0};
-    int rc = altar_k8s_kubeconfig_load(path, NULL, &cfg, &err);
+    int rc = altar__k8s_kubeconfig_load(path, NULL, &cfg, &err);
     CU_ASSERT_EQUAL(rc, cases[i].code);
     if (!strstr(err.msg, cases[i].want) && strcmp(cases[i].want, "kubeconfig"))
       fprintf(stderr, "case %zu: %s\n", i, err.msg);
     CU_ASSERT(strstr(err.msg, cases[i].want) != NULL || !strcmp(cases[i].want, "kubeconfig"));
-    altar_k8s_http_config_clear(&cfg);
+    altar__k8s_http_config_clear(&cfg);
   }
   /* $KUBECONFIG: the first readable entry of the list. */
   char *good = write_kubeconfig(AUTH_TOKEN);
@@ -534,10 +534,10 @@ static void test_kubeconfig_errors(void) {
   snprintf(env, sizeof env, "%s/missing:%s", dir, good);
   setenv("KUBECONFIG", env, 1);
   altar_k8s_http_config_t cfg;
-  altar_k8s_http_config_init(&cfg);
-  CU_ASSERT_EQUAL(altar_k8s_http_config_auto(&cfg, NULL), 0);
+  altar__k8s_http_config_init(&cfg);
+  CU_ASSERT_EQUAL(altar__k8s_http_config_auto(&cfg, NULL), 0);
   CU_ASSERT_STRING_EQUAL(cfg.server, server_url);
-  altar_k8s_http_config_clear(&cfg);
+  altar__k8s_http_config_clear(&cfg);
   unsetenv("KUBECONFIG");
   free(good);
   free(path);
@@ -553,14 +553,14 @@ static void test_watch_relists_after_failures(void) {
   altar_error_t err = {0};
   json_t *m = job_manifest("wf-1", "x");
   char *name = NULL;
-  CU_ASSERT_EQUAL(altar_k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_create_job(rt, m, "default", &name, NULL, &err), 0);
   free(name);
   json_decref(m);
   altar_k8s_watch_t *w = NULL;
-  CU_ASSERT_EQUAL_FATAL(altar_k8s_runtime_watch_open(rt, "default", "altar.dev/managed=true", &w, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_runtime_watch_open(rt, "default", "altar.dev/managed=true", &w, &err), 0);
   CU_ASSERT_TRUE(watch_until(w, "wf-1", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_PENDING));
   altar_k8s_watch_stats_t before, st;
-  altar_k8s_watch_stats(w, &before);
+  altar__k8s_watch_stats(w, &before);
   CU_ASSERT_EQUAL(before.failure_lists, 0);
   /* The open watch goes quiet; the Job finishes where no event says so. */
   ctl0("hold", NULL);
@@ -573,7 +573,7 @@ static void test_watch_relists_after_failures(void) {
   ctl0("fail", json_pack("{s:i, s:i}", "code", 503, "count", 3));
   ctl0("hangup", NULL);
   CU_ASSERT_TRUE(watch_until(w, "wf-1", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_SUCCEEDED));
-  altar_k8s_watch_stats(w, &st);
+  altar__k8s_watch_stats(w, &st);
   fprintf(stderr, "  watch: lists %llu (before %llu), failure lists %llu, expired %llu, reconnects %llu\n",
           (unsigned long long)st.lists, (unsigned long long)before.lists, (unsigned long long)st.failure_lists,
           (unsigned long long)st.expired, (unsigned long long)st.reconnects);
@@ -581,9 +581,9 @@ static void test_watch_relists_after_failures(void) {
   CU_ASSERT_EQUAL(st.lists, before.lists + 1);
   CU_ASSERT_EQUAL(st.expired, before.expired); /* no 410 was ever sent */
   CU_ASSERT(st.reconnects >= before.reconnects + 3);
-  altar_k8s_watch_close(w);
+  altar__k8s_watch_close(w);
   ctl0("reset", NULL);
-  altar_k8s_runtime_free(rt);
+  altar__k8s_runtime_free(rt);
 }
 
 

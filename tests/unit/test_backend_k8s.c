@@ -62,7 +62,7 @@ static fake_job_t *fake_find(fake_t *f, const char *name) {
 }
 
 static void fake_remove(fake_t *f, fake_job_t *j) {
-  altar_k8s_job_info_clear(&j->info);
+  altar__k8s_job_info_clear(&j->info);
   json_decref(j->manifest);
   json_decref(j->status);
   json_decref(j->pods);
@@ -133,7 +133,7 @@ static int f_list(void *impl, const char *ns, const char *sel, altar_k8s_job_inf
   f->n_list++;
   *pjobs = calloc(f->n + 1, sizeof **pjobs);
   for (size_t i = 0; i < f->n; i++)
-    if (selector_matches(sel, &f->jobs[i].info.labels)) altar_k8s_job_info_copy(&(*pjobs)[(*pn)++], &f->jobs[i].info);
+    if (selector_matches(sel, &f->jobs[i].info.labels)) altar__k8s_job_info_copy(&(*pjobs)[(*pn)++], &f->jobs[i].info);
   return 0;
 }
 
@@ -150,7 +150,7 @@ static int f_read(void *impl, const char *name, const char *ns, altar_k8s_job_in
     return 0;
   }
   *pjob = calloc(1, sizeof **pjob);
-  altar_k8s_job_info_copy(*pjob, &j->info);
+  altar__k8s_job_info_copy(*pjob, &j->info);
   if (f->after_read) f->after_read(f, name);
   return 0;
 }
@@ -181,7 +181,7 @@ static int f_describe(void *impl, const char *name, const char *ns, altar_failur
   if (j->status) {
     /* Explained from API-shaped objects, as the real runtime does. */
     json_t *job = json_pack("{s:{s:s}, s:O}", "metadata", "name", name, "status", j->status);
-    *pf = altar_k8s_explain_failure(job, j->pods);
+    *pf = altar__k8s_explain_failure(job, j->pods);
     json_decref(job);
     return *pf ? 0 : ALTAR_ENOMEM;
   }
@@ -213,7 +213,7 @@ static int f_nodes(void *impl, altar_k8s_node_info_t **pnodes, size_t *pn, altar
   *pnodes = calloc(n ? n : 1, sizeof **pnodes);
   *pn = 0;
   for (size_t i = 0; i < n; i++)
-    if (altar_k8s_node_info_from_json(json_array_get(arr, i), &(*pnodes)[*pn], err) == 0) (*pn)++;
+    if (altar__k8s_node_info_from_json(json_array_get(arr, i), &(*pnodes)[*pn], err) == 0) (*pn)++;
   json_decref(arr);
   return ALTAR_OK;
 }
@@ -254,13 +254,13 @@ static altar_k8s_t *make_backend(const altar_k8s_runtime_ops_t *ops, fake_t **pf
   if (cfg_in)
     cfg = *cfg_in;
   else
-    altar_k8s_config_init(&cfg);
+    altar__k8s_config_init(&cfg);
   cfg.clock = fake_clock;
   cfg.sleep = fake_sleep;
   cfg.clock_ctx = f;
   altar_error_t err = {0};
-  altar_k8s_t *k = altar_k8s_new(&cfg, altar_k8s_runtime_new(ops, f), &err);
-  if (!k) fprintf(stderr, "altar_k8s_new: %s\n", err.msg);
+  altar_k8s_t *k = altar__k8s_new(&cfg, altar__k8s_runtime_new(ops, f), &err);
+  if (!k) fprintf(stderr, "altar__k8s_new: %s\n", err.msg);
   CU_ASSERT_FATAL(k != NULL);
   *pf = f;
   return k;
@@ -287,7 +287,7 @@ static altar_spec_t *sample_spec(void) {
 static json_t *render(altar_k8s_t *k, const altar_spec_t *s) {
   json_t *m = NULL;
   altar_error_t err = {0};
-  int rc = altar_k8s_render(k, s, &m, &err);
+  int rc = altar__k8s_render(k, s, &m, &err);
   if (rc) fprintf(stderr, "render: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   return m;
@@ -317,38 +317,38 @@ static bool valid_label(const char *s) {
 }
 
 static void test_label_safe(void) {
-  char *a = altar_k8s_label_safe("GM12878.v2_x-1");
+  char *a = altar__k8s_label_safe("GM12878.v2_x-1");
   CU_ASSERT_STRING_EQUAL(a, "GM12878.v2_x-1"); /* already safe: unchanged */
   free(a);
-  a = altar_k8s_label_safe("");
+  a = altar__k8s_label_safe("");
   CU_ASSERT_STRING_EQUAL(a, ""); /* an empty value is a valid value */
   free(a);
   const char *bad[] = {"ENCSR000 (GM12878)", "-lead", "trail-", "a/b", "ünï", "...",
                        "0123456789012345678901234567890123456789012345678901234567890123456789"};
   char *outs[7];
   for (int i = 0; i < 7; i++) {
-    outs[i] = altar_k8s_label_safe(bad[i]);
+    outs[i] = altar__k8s_label_safe(bad[i]);
     CU_ASSERT_FATAL(outs[i] != NULL);
     CU_ASSERT(valid_label(outs[i]));
     CU_ASSERT(strcmp(outs[i], bad[i]) != 0);
   }
   /* Originals that sanitize alike stay apart through the hash. */
-  char *x = altar_k8s_label_safe("a b"), *y = altar_k8s_label_safe("a_b"), *z = altar_k8s_label_safe("a:b");
+  char *x = altar__k8s_label_safe("a b"), *y = altar__k8s_label_safe("a_b"), *z = altar__k8s_label_safe("a:b");
   CU_ASSERT(strcmp(x, z) != 0);
   CU_ASSERT_STRING_EQUAL(y, "a_b");
   free(x);
   free(y);
   free(z);
   for (int i = 0; i < 7; i++) free(outs[i]);
-  char *key = altar_k8s_label_key_safe("");
+  char *key = altar__k8s_label_key_safe("");
   CU_ASSERT(strlen(key) > 0 && valid_label(key));
   free(key);
   /* Keys Kubernetes accepts pass unchanged, prefix and all. */
   const char *good_keys[] = {"kwok.altar.test/exit-code", "example.com/Name_1.x", "app", "a/b",
                              "sub-1.example.org/x-y_z"};
   for (size_t i = 0; i < sizeof good_keys / sizeof *good_keys; i++) {
-    CU_ASSERT(altar_k8s_label_key_ok(good_keys[i]));
-    key = altar_k8s_label_key_safe(good_keys[i]);
+    CU_ASSERT(altar__k8s_label_key_ok(good_keys[i]));
+    key = altar__k8s_label_key_safe(good_keys[i]);
     CU_ASSERT_STRING_EQUAL(key, good_keys[i]);
     free(key);
   }
@@ -356,17 +356,17 @@ static void test_label_safe(void) {
   const char *bad_keys[] = {"Upper.Case/x", "a/b/c", "/x", "x/", "-a.com/b", "a..b/c", "ex ample/x",
                             "x/-lead", "fold index"};
   for (size_t i = 0; i < sizeof bad_keys / sizeof *bad_keys; i++) {
-    CU_ASSERT_FALSE(altar_k8s_label_key_ok(bad_keys[i]));
-    key = altar_k8s_label_key_safe(bad_keys[i]);
+    CU_ASSERT_FALSE(altar__k8s_label_key_ok(bad_keys[i]));
+    key = altar__k8s_label_key_safe(bad_keys[i]);
     CU_ASSERT_FATAL(key != NULL);
     CU_ASSERT(valid_label(key));
-    CU_ASSERT(altar_k8s_label_key_ok(key));
+    CU_ASSERT(altar__k8s_label_key_ok(key));
     CU_ASSERT(strcmp(key, bad_keys[i]) != 0);
     free(key);
   }
-  CU_ASSERT(altar_k8s_label_value_ok("GM12878.v2"));
-  CU_ASSERT(altar_k8s_label_value_ok(""));
-  CU_ASSERT_FALSE(altar_k8s_label_value_ok("a b"));
+  CU_ASSERT(altar__k8s_label_value_ok("GM12878.v2"));
+  CU_ASSERT(altar__k8s_label_value_ok(""));
+  CU_ASSERT_FALSE(altar__k8s_label_value_ok("a b"));
 }
 
 /* ---- the manifest ---- */
@@ -375,7 +375,7 @@ static void test_manifest_shape(void) {
   altar_k8s_pool_t pools[1] = {{.name = "a100", .max_slots = 4, .gpu_resource = NULL}};
   altar_strmap_set(&pools[0].node_selector, "cloud.google.com/gke-accelerator", "nvidia-tesla-a100");
   altar_k8s_config_t cfg;
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   cfg.namespace_ = "altar";
   cfg.pvc_name = "shared";
   cfg.run_as_user = (altar_opt_i64_t){true, 1000};
@@ -404,7 +404,7 @@ static void test_manifest_shape(void) {
   const char *k_;
   json_t *v;
   json_object_foreach(labels, k_, v) {
-    CU_ASSERT(altar_k8s_label_key_ok(k_));
+    CU_ASSERT(altar__k8s_label_key_ok(k_));
     CU_ASSERT(valid_label(json_string_value(v)));
   }
   /* "model/id" is a valid prefixed key: kept; its value had to change. */
@@ -479,7 +479,7 @@ static void test_manifest_shape(void) {
   /* The digest covers everything but avoid_hosts (placement, not identity)
    * and is reproducible: it is that of the same spec rendered without it. */
   char d[72];
-  CU_ASSERT_EQUAL(altar_k8s_manifest_digest(m, d, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_manifest_digest(m, d, NULL), 0);
   CU_ASSERT_STRING_NOT_EQUAL(d, digest_of(m));
   altar_spec_t *bare = altar_spec_dup(s);
   CU_ASSERT_FATAL(bare != NULL);
@@ -488,7 +488,7 @@ static void test_manifest_shape(void) {
   bare->avoid_hosts = NULL;
   bare->n_avoid_hosts = 0;
   json_t *mb = render(k, bare);
-  CU_ASSERT_EQUAL(altar_k8s_manifest_digest(mb, d, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_manifest_digest(mb, d, NULL), 0);
   CU_ASSERT_STRING_EQUAL(d, digest_of(m));
   CU_ASSERT_STRING_EQUAL(digest_of(mb), digest_of(m));
   json_decref(mb);
@@ -503,7 +503,7 @@ static void test_manifest_shape(void) {
 
   json_decref(m);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 static void test_manifest_defaults(void) {
@@ -524,19 +524,19 @@ static void test_manifest_defaults(void) {
   CU_ASSERT_EQUAL(json_object_size(limits), 0);
   json_decref(m);
   /* An unknown pool on a backend with configured pools is refused, naming the field. */
-  altar_k8s_free(k);
+  altar__k8s_free(k);
   altar_k8s_pool_t pools[1] = {{.name = "gpu", .max_slots = 2}};
   altar_k8s_config_t cfg;
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   cfg.pools = pools;
   cfg.n_pools = 1;
   k = make_backend(&fake_ops, &f, &cfg);
   altar_spec_set_gpu(s, "h100", 1);
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_k8s_render(k, s, &m, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__k8s_render(k, s, &m, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "resources.gpu") != NULL);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 static int extend_tolerations(void *ctx, const altar_spec_t *spec, json_t *m, altar_error_t *err) {
@@ -558,7 +558,7 @@ static int extend_tolerations(void *ctx, const altar_spec_t *spec, json_t *m, al
 static void test_manifest_extend_mounts(void) {
   /* A volume added by extend_manifest is mounted by the verifier too. */
   altar_k8s_config_t cfg;
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   cfg.extend_manifest = extend_tolerations;
   cfg.trust_verification_records = false;
   fake_t *f;
@@ -572,26 +572,26 @@ static void test_manifest_extend_mounts(void) {
                          altar_digest_verifier_program(false));
   json_decref(m);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 static void test_bad_params(void) {
   altar_k8s_config_t cfg;
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   cfg.namespace_ = "Not_A_Namespace";
   fake_t *f = calloc(1, sizeof *f);
   altar_error_t err = {0};
-  CU_ASSERT(altar_k8s_new(&cfg, altar_k8s_runtime_new(&fake_ops, f), &err) == NULL);
+  CU_ASSERT(altar__k8s_new(&cfg, altar__k8s_runtime_new(&fake_ops, f), &err) == NULL);
   CU_ASSERT(strstr(err.msg, "namespace") != NULL);
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   cfg.image_pull_policy = "Sometimes";
   f = calloc(1, sizeof *f);
-  CU_ASSERT(altar_k8s_new(&cfg, altar_k8s_runtime_new(&fake_ops, f), &err) == NULL);
+  CU_ASSERT(altar__k8s_new(&cfg, altar__k8s_runtime_new(&fake_ops, f), &err) == NULL);
   CU_ASSERT(strstr(err.msg, "image_pull_policy") != NULL);
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   cfg.mount_root = "relative/root";
   f = calloc(1, sizeof *f);
-  CU_ASSERT(altar_k8s_new(&cfg, altar_k8s_runtime_new(&fake_ops, f), &err) == NULL);
+  CU_ASSERT(altar__k8s_new(&cfg, altar__k8s_runtime_new(&fake_ops, f), &err) == NULL);
   CU_ASSERT(strstr(err.msg, "mount_root") != NULL);
 }
 
@@ -603,7 +603,7 @@ static void test_submit_creates(void) {
   altar_spec_t *s = sample_spec();
   altar_handle_t h;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL_FATAL(altar_k8s_submit(k, s, &h, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_submit(k, s, &h, &err), 0);
   char name[64];
   job_name_of(s, name);
   CU_ASSERT_STRING_EQUAL(h.external_id, name);
@@ -614,7 +614,7 @@ static void test_submit_creates(void) {
   CU_ASSERT_EQUAL(f->n, 1);
   altar_handle_clear(&h);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* A Job of the spec's name in `state`, rendered from the same manifest or not. */
@@ -628,7 +628,7 @@ static void adopt_case(altar_state_t state, bool same_digest, int want_rc) {
   fake_add(f, name, state, same_digest ? digest_of(m) : "sha256:other");
   altar_handle_t h;
   altar_error_t err = {0};
-  int rc = altar_k8s_submit(k, s, &h, &err);
+  int rc = altar__k8s_submit(k, s, &h, &err);
   CU_ASSERT_EQUAL(rc, want_rc);
   if (rc == 0) {
     CU_ASSERT_STRING_EQUAL(h.external_id, name);
@@ -644,7 +644,7 @@ static void adopt_case(altar_state_t state, bool same_digest, int want_rc) {
   CU_ASSERT_STRING_EQUAL(f->jobs[0].info.uid, "uid-1");
   json_decref(m);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 static void test_submit_adopts_pending(void) { adopt_case(ALTAR_STATE_PENDING, true, 0); }
@@ -662,7 +662,7 @@ static void test_submit_avoid_hosts_adopts(void) {
   json_t *plain = render(k, s);
   altar_handle_t h1, h2;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL_FATAL(altar_k8s_submit(k, s, &h1, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_submit(k, s, &h1, &err), 0);
   f->jobs[0].info.state = ALTAR_STATE_RUNNING;
 
   CU_ASSERT_EQUAL_FATAL(altar_spec_add_avoid_host(s, "node-7"), 0);
@@ -673,7 +673,7 @@ static void test_submit_avoid_hosts_adopts(void) {
                                 "affinity");
   CU_ASSERT(aff != NULL);
 
-  int rc = altar_k8s_submit(k, s, &h2, &err);
+  int rc = altar__k8s_submit(k, s, &h2, &err);
   if (rc) fprintf(stderr, "submit with avoid_hosts: %s\n", err.msg);
   CU_ASSERT_EQUAL(rc, 0);
   if (rc == 0) {
@@ -687,7 +687,7 @@ static void test_submit_avoid_hosts_adopts(void) {
   json_decref(plain);
   json_decref(placed);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 static void replace_case(altar_state_t state, bool async_delete) {
@@ -702,7 +702,7 @@ static void replace_case(altar_state_t state, bool async_delete) {
   fake_add(f, name, state, digest_of(m));
   altar_handle_t h;
   altar_error_t err = {0};
-  int rc = altar_k8s_submit(k, s, &h, &err);
+  int rc = altar__k8s_submit(k, s, &h, &err);
   if (rc) fprintf(stderr, "submit: %s\n", err.msg);
   CU_ASSERT_EQUAL_FATAL(rc, 0);
   CU_ASSERT_STRING_EQUAL(h.external_id, name);
@@ -721,7 +721,7 @@ static void replace_case(altar_state_t state, bool async_delete) {
   altar_handle_clear(&h);
   json_decref(m);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 static void test_submit_replaces_succeeded(void) { replace_case(ALTAR_STATE_SUCCEEDED, false); }
@@ -752,7 +752,7 @@ static void test_submit_uid_precondition(void) {
   f->after_read = race_after_read;
   altar_handle_t h;
   altar_error_t err = {0};
-  int rc = altar_k8s_submit(k, s, &h, &err);
+  int rc = altar__k8s_submit(k, s, &h, &err);
   CU_ASSERT_EQUAL_FATAL(rc, 0);
   CU_ASSERT_STRING_EQUAL(h.external_id, name);
   CU_ASSERT_EQUAL(f->n, 1);
@@ -765,7 +765,7 @@ static void test_submit_uid_precondition(void) {
   altar_handle_clear(&h);
   json_decref(m);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* A delete carrying an outdated uid leaves the current Job alone. */
@@ -774,11 +774,11 @@ static void test_delete_precondition_spares_newer(void) {
   altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
   fake_add(f, "job-a", ALTAR_STATE_RUNNING, NULL); /* uid-1 */
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_k8s_runtime_delete_job(altar_k8s_runtime(k), "job-a", "default", "uid-0", &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_delete_job(altar__k8s_runtime(k), "job-a", "default", "uid-0", &err), 0);
   CU_ASSERT_EQUAL(f->n, 1);
-  CU_ASSERT_EQUAL(altar_k8s_runtime_delete_job(altar_k8s_runtime(k), "job-a", "default", "uid-1", &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_delete_job(altar__k8s_runtime(k), "job-a", "default", "uid-1", &err), 0);
   CU_ASSERT_EQUAL(f->n, 0);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 static void test_submit_never_settles(void) {
@@ -791,13 +791,13 @@ static void test_submit_never_settles(void) {
   fake_add(f, name, ALTAR_STATE_RUNNING, NULL);
   altar_handle_t h;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, &err), ALTAR_EJOBEXISTS);
+  CU_ASSERT_EQUAL(altar__k8s_submit(k, s, &h, &err), ALTAR_EJOBEXISTS);
   CU_ASSERT(strstr(err.msg, "did not settle") != NULL);
   CU_ASSERT(f->now >= 60.0 && f->now < 61.0); /* about a minute of (fake) waiting */
   CU_ASSERT(f->n_sleep > 3 && f->n_sleep < 100);
   CU_ASSERT(h.external_id == NULL);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 static void test_submit_other_errors(void) {
@@ -807,18 +807,18 @@ static void test_submit_other_errors(void) {
   altar_spec_t *s = sample_spec();
   altar_handle_t h;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, &err), ALTAR_EBACKEND);
+  CU_ASSERT_EQUAL(altar__k8s_submit(k, s, &h, &err), ALTAR_EBACKEND);
   CU_ASSERT(strstr(err.msg, "create refused") != NULL);
   CU_ASSERT_EQUAL(f->n_read, 0);
   /* Bad input is refused before any API call. */
   f->create_error = 0;
   f->n_create = 0;
   altar_spec_add_input(s, "file:///x", "../escape", NULL, DIG);
-  CU_ASSERT_NOT_EQUAL(altar_k8s_submit(k, s, &h, &err), 0);
+  CU_ASSERT_NOT_EQUAL(altar__k8s_submit(k, s, &h, &err), 0);
   CU_ASSERT(strstr(err.msg, "inputs[2]") != NULL);
   CU_ASSERT_EQUAL(f->n_create, 0);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* Without read_job the default finds the Job through list_jobs. */
@@ -833,16 +833,16 @@ static void test_default_read_job(void) {
   fake_add(f, "other", ALTAR_STATE_RUNNING, NULL);
   altar_handle_t h;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_submit(k, s, &h, &err), 0);
   CU_ASSERT_EQUAL(f->n_list, 1);
   CU_ASSERT_EQUAL(f->n_read, 0);
   altar_handle_clear(&h);
   altar_k8s_job_info_t *info = NULL;
-  CU_ASSERT_EQUAL(altar_k8s_runtime_read_job(altar_k8s_runtime(k), "absent", "default", &info, &err), 0);
+  CU_ASSERT_EQUAL(altar__k8s_runtime_read_job(altar__k8s_runtime(k), "absent", "default", &info, &err), 0);
   CU_ASSERT(info == NULL);
   json_decref(m);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* ---- poll, capacity, cancel ---- */
@@ -866,7 +866,7 @@ static void test_poll_bulk(void) {
   altar_status_t st[8];
   memset(st, 0, sizeof st);
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL_FATAL(altar_k8s_poll(k, hs, 6, st, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, hs, 6, st, &err), 0);
   CU_ASSERT_EQUAL(f->n_list, 1); /* one list for every handle */
   CU_ASSERT(strstr(f->log, "list:" ALTAR_K8S_MANAGED_SELECTOR ";") != NULL);
   CU_ASSERT_EQUAL(st[0].state, ALTAR_STATE_PENDING);
@@ -885,7 +885,7 @@ static void test_poll_bulk(void) {
   CU_ASSERT_STRING_EQUAL(altar_strmap_get(&st[0].handle.labels, "fold"), "1");
   for (int si = 0; si < 6; si++) altar_status_clear(&st[si]);
   for (int i = 0; i < 6; i++) altar_handle_clear(&hs[i]);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* A runtime with a watch: the test feeds the watch what a server would send. */
@@ -930,9 +930,9 @@ static void test_poll_from_watch(void) {
   memset(st, 0, sizeof st);
   altar_error_t err = {0};
   /* The first poll opens the watch (already synced here). */
-  CU_ASSERT_EQUAL_FATAL(altar_k8s_poll(k, &first, 1, st, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, &first, 1, st, &err), 0);
   CU_ASSERT_PTR_NOT_NULL_FATAL(fed_watch);
-  CU_ASSERT_PTR_EQUAL(altar_k8s_watch(k), fed_watch);
+  CU_ASSERT_PTR_EQUAL(altar__k8s_watch(k), fed_watch);
   altar_status_clear(&st[0]);
   altar_handle_clear(&first);
   int lists = f->n_list;
@@ -948,7 +948,7 @@ static void test_poll_from_watch(void) {
   altar_handle_t hs[6];
   for (int i = 0; i < 6; i++) altar_handle_init(&hs[i], "kubernetes", names[i]);
   int reads = f->n_read;
-  CU_ASSERT_EQUAL_FATAL(altar_k8s_poll(k, hs, 6, st, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, hs, 6, st, &err), 0);
   CU_ASSERT_EQUAL(f->n_list, lists); /* no list */
   CU_ASSERT_EQUAL(f->n_read - reads, 2); /* j-late and j-absent only */
   CU_ASSERT_EQUAL(st[0].state, ALTAR_STATE_RUNNING);
@@ -961,14 +961,14 @@ static void test_poll_from_watch(void) {
   CU_ASSERT_EQUAL(st[5].state, ALTAR_STATE_FAILED);
   CU_ASSERT(st[5].failure && !strcmp(st[5].failure->reason, ALTAR_REASON_CONTAINER_MISSING));
   /* A change since the last poll wakes a waiter at once. */
-  CU_ASSERT_EQUAL(altar_k8s_wait_change(k, 0), 0);
+  CU_ASSERT_EQUAL(altar__k8s_wait_change(k, 0), 0);
   watch_event("MODIFIED", "j-run", "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
-  CU_ASSERT_EQUAL(altar_k8s_wait_change(k, 0), 1);
+  CU_ASSERT_EQUAL(altar__k8s_wait_change(k, 0), 1);
   for (int i = 0; i < 6; i++) {
     altar_status_clear(&st[i]);
     altar_handle_clear(&hs[i]);
   }
-  altar_k8s_free(k);
+  altar__k8s_free(k);
   fed_watch = NULL;
 }
 
@@ -980,12 +980,12 @@ static void test_poll_default_describe(void) {
   altar_handle_init(&h, "kubernetes", "j-bad");
   altar_status_t st[8];
   memset(st, 0, sizeof st);
-  CU_ASSERT_EQUAL_FATAL(altar_k8s_poll(k, &h, 1, st, NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, &h, 1, st, NULL), 0);
   CU_ASSERT_STRING_EQUAL(st[0].failure->reason, ALTAR_REASON_JOB_FAILED);
   CU_ASSERT(st[0].failure->deterministic); /* the default diagnose: (true, none) */
   for (int si = 0; si < 1; si++) altar_status_clear(&st[si]);
   altar_handle_clear(&h);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* The configured pools are servable whether or not a node of theirs exists
@@ -994,7 +994,7 @@ static void test_poll_default_describe(void) {
 static void test_pools_servable(void) {
   fake_t *f;
   altar_k8s_t *k = make_backend(&fake_nodes_ops, &f, NULL);
-  altar_backend_t *be = altar_k8s_backend_wrap(k);
+  altar_backend_t *be = altar__k8s_backend_wrap(k);
   CU_ASSERT_FATAL(be != NULL);
   const char *names[8];
   CU_ASSERT_EQUAL_FATAL(altar_backend_pools(be, names, 8), 1); /* no pool mapping: CPU only */
@@ -1004,13 +1004,13 @@ static void test_pools_servable(void) {
   altar_k8s_pool_t pools[2] = {{.name = "gpu", .max_slots = -1}, {.name = "a100", .max_slots = 4}};
   altar_strmap_set(&pools[1].node_selector, "cloud.google.com/gke-accelerator", "nvidia-tesla-a100");
   altar_k8s_config_t cfg;
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   cfg.pools = pools;
   cfg.n_pools = 2;
   k = make_backend(&fake_nodes_ops, &f, &cfg);
   altar_strmap_clear(&pools[1].node_selector);
   f->nodes_json = "[]"; /* scaled to zero */
-  be = altar_k8s_backend_wrap(k);
+  be = altar__k8s_backend_wrap(k);
   CU_ASSERT_FATAL(be != NULL);
   CU_ASSERT_EQUAL_FATAL(altar_backend_pools(be, names, 8), 3);
   CU_ASSERT_STRING_EQUAL(names[0], ALTAR_POOL_CPU);
@@ -1031,34 +1031,34 @@ static void test_capacity(void) {
   altar_k8s_t *k = make_backend(&fake_ops, &f, NULL);
   altar_capacity_t cap;
   altar_capacity_init(&cap);
-  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_capacity(k, &cap, NULL), 0);
   CU_ASSERT_EQUAL(cap.n, 0); /* no max_slots: no fixed capacity */
   CU_ASSERT_EQUAL(f->n_list, 0);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 
   altar_k8s_pool_t pools[3] = {{.name = "normal", .max_slots = 10}, {.name = "gpu", .max_slots = 2},
                                {.name = "a100", .max_slots = -1}};
   altar_k8s_config_t cfg;
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   cfg.pools = pools;
   cfg.n_pools = 3;
   k = make_backend(&fake_ops, &f, &cfg);
   altar_spec_t *s = altar_spec_new("score", "img");
   altar_spec_add_arg(s, "true");
   altar_handle_t h;
-  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_submit(k, s, &h, NULL), 0);
   altar_handle_clear(&h);
   altar_spec_set_gpu(s, "gpu", 1);
-  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_submit(k, s, &h, NULL), 0);
   altar_handle_clear(&h);
   altar_spec_set_label(s, "x", "1");
-  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_submit(k, s, &h, NULL), 0);
   altar_handle_clear(&h);
   altar_spec_set_label(s, "x", "2");
-  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_submit(k, s, &h, NULL), 0);
   altar_handle_clear(&h);
   f->jobs[3].info.state = ALTAR_STATE_SUCCEEDED; /* finished Jobs hold no slot */
-  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_capacity(k, &cap, NULL), 0);
   /* a100 has no ceiling and this runtime lists no nodes: served, unbounded. */
   CU_ASSERT_EQUAL(cap.n, 3);
   altar_resources_t cpu = {.gpu = NULL, .count = 1}, gpu = {.gpu = "gpu", .count = 1},
@@ -1068,21 +1068,21 @@ static void test_capacity(void) {
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &a100), INT64_MAX);
   altar_capacity_clear(&cap);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 static void test_quantity_count(void) {
   int64_t c = -1;
-  CU_ASSERT(altar_k8s_quantity_count("110", &c) && c == 110);
-  CU_ASSERT(altar_k8s_quantity_count("3500m", &c) && c == 3);
-  CU_ASSERT(altar_k8s_quantity_count("2k", &c) && c == 2000);
-  CU_ASSERT(altar_k8s_quantity_count("1Ki", &c) && c == 1024);
-  CU_ASSERT(altar_k8s_quantity_count("0", &c) && c == 0);
-  CU_ASSERT_FALSE(altar_k8s_quantity_count("", &c));
-  CU_ASSERT_FALSE(altar_k8s_quantity_count("-1", &c));
-  CU_ASSERT_FALSE(altar_k8s_quantity_count("1.5", &c));
-  CU_ASSERT_FALSE(altar_k8s_quantity_count("4x", &c));
-  CU_ASSERT_FALSE(altar_k8s_quantity_count(NULL, &c));
+  CU_ASSERT(altar__k8s_quantity_count("110", &c) && c == 110);
+  CU_ASSERT(altar__k8s_quantity_count("3500m", &c) && c == 3);
+  CU_ASSERT(altar__k8s_quantity_count("2k", &c) && c == 2000);
+  CU_ASSERT(altar__k8s_quantity_count("1Ki", &c) && c == 1024);
+  CU_ASSERT(altar__k8s_quantity_count("0", &c) && c == 0);
+  CU_ASSERT_FALSE(altar__k8s_quantity_count("", &c));
+  CU_ASSERT_FALSE(altar__k8s_quantity_count("-1", &c));
+  CU_ASSERT_FALSE(altar__k8s_quantity_count("1.5", &c));
+  CU_ASSERT_FALSE(altar__k8s_quantity_count("4x", &c));
+  CU_ASSERT_FALSE(altar__k8s_quantity_count(NULL, &c));
 }
 
 /* Three GPU nodes (one cordoned, one not Ready) and two CPU nodes. */
@@ -1113,7 +1113,7 @@ static void test_capacity_from_nodes(void) {
   pools[3] = (altar_k8s_pool_t){.name = "a100", .max_slots = -1};
   altar_strmap_set(&pools[3].node_selector, "pool", "a100");
   altar_k8s_config_t cfg;
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   cfg.pools = pools;
   cfg.n_pools = 4;
   fake_t *f;
@@ -1122,11 +1122,11 @@ static void test_capacity_from_nodes(void) {
   altar_spec_t *s = altar_spec_new("score", "img");
   altar_spec_add_arg(s, "true");
   altar_handle_t h;
-  CU_ASSERT_EQUAL(altar_k8s_submit(k, s, &h, NULL), 0); /* one active CPU Job */
+  CU_ASSERT_EQUAL(altar__k8s_submit(k, s, &h, NULL), 0); /* one active CPU Job */
   altar_handle_clear(&h);
   altar_capacity_t cap;
   altar_capacity_init(&cap);
-  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_capacity(k, &cap, NULL), 0);
   CU_ASSERT_EQUAL(f->n_nodes, 1);
   altar_resources_t cpu = {.count = 1}, gpu = {.gpu = "gpu", .count = 1}, amd = {.gpu = "amd", .count = 1},
                     a100 = {.gpu = "a100", .count = 1};
@@ -1145,21 +1145,21 @@ static void test_capacity_from_nodes(void) {
   /* A refused node list keeps the ceilings and is not asked again at once. */
   f->nodes_error = ALTAR_EBACKEND;
   altar_capacity_init(&cap);
-  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_capacity(k, &cap, NULL), 0);
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), INT64_MAX);
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &amd), 1);
   altar_capacity_clear(&cap);
   altar_capacity_init(&cap);
-  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_capacity(k, &cap, NULL), 0);
   CU_ASSERT_EQUAL(f->n_nodes, 2);
   altar_capacity_clear(&cap);
   f->now += 61;
   altar_capacity_init(&cap);
-  CU_ASSERT_EQUAL(altar_k8s_capacity(k, &cap, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_capacity(k, &cap, NULL), 0);
   CU_ASSERT_EQUAL(f->n_nodes, 3);
   altar_capacity_clear(&cap);
   altar_spec_free(s);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
   for (int i = 0; i < 4; i++) altar_strmap_clear(&pools[i].node_selector);
 }
 
@@ -1169,12 +1169,12 @@ static void test_cancel(void) {
   fake_add(f, "j1", ALTAR_STATE_RUNNING, NULL);
   altar_handle_t h;
   altar_handle_init(&h, "kubernetes", "j1");
-  CU_ASSERT_EQUAL(altar_k8s_cancel(k, &h, NULL), 0);
+  CU_ASSERT_EQUAL(altar__k8s_cancel(k, &h, NULL), 0);
   CU_ASSERT_EQUAL(f->n, 0);
-  CU_ASSERT_EQUAL(altar_k8s_cancel(k, &h, NULL), 0); /* already gone: fine */
+  CU_ASSERT_EQUAL(altar__k8s_cancel(k, &h, NULL), 0); /* already gone: fine */
   CU_ASSERT_STRING_EQUAL(f->log, "delete:j1:-;delete:j1:-;");
   altar_handle_clear(&h);
-  altar_k8s_free(k);
+  altar__k8s_free(k);
 }
 
 /* ---- reading API objects ---- */
@@ -1208,7 +1208,7 @@ static void test_job_info_from_json(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     json_t *j = J(cases[i].json);
     altar_k8s_job_info_t info;
-    CU_ASSERT_EQUAL(altar_k8s_job_info_from_json(j, &info, NULL), 0);
+    CU_ASSERT_EQUAL(altar__k8s_job_info_from_json(j, &info, NULL), 0);
     CU_ASSERT_EQUAL(info.state, cases[i].want);
     CU_ASSERT_STRING_EQUAL(info.name, "a");
     if (i == 0) {
@@ -1216,20 +1216,20 @@ static void test_job_info_from_json(void) {
       CU_ASSERT_STRING_EQUAL(altar_strmap_get(&info.labels, "x"), "1");
       CU_ASSERT_STRING_EQUAL(altar_strmap_get(&info.annotations, "y"), "2");
     }
-    altar_k8s_job_info_clear(&info);
+    altar__k8s_job_info_clear(&info);
     json_decref(j);
   }
   json_t *j = J("{\"metadata\":{}}");
   altar_k8s_job_info_t info;
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_k8s_job_info_from_json(j, &info, &err), ALTAR_EDECODE);
+  CU_ASSERT_EQUAL(altar__k8s_job_info_from_json(j, &info, &err), ALTAR_EDECODE);
   CU_ASSERT(strstr(err.msg, "metadata.name") != NULL);
   json_decref(j);
 }
 
 static void explain_case(const char *job, const char *pods, const char *reason, bool det) {
   json_t *j = J(job), *p = J(pods);
-  altar_failure_t *f = altar_k8s_explain_failure(j, p);
+  altar_failure_t *f = altar__k8s_explain_failure(j, p);
   CU_ASSERT_FATAL(f != NULL);
   if (strcmp(f->reason, reason)) fprintf(stderr, "explain: got %s want %s\n", f->reason, reason);
   CU_ASSERT_STRING_EQUAL(f->reason, reason);
@@ -1284,7 +1284,7 @@ static void test_explain_failure(void) {
   json_t *j = J(FAILED_JOB("BackoffLimitExceeded")),
          *p = J("{\"items\":[{\"status\":{\"containerStatuses\":[{\"name\":\"task\",\"state\":{\"terminated\":{"
                 "\"exitCode\":42}}}]}}]}");
-  altar_failure_t *f = altar_k8s_explain_failure(j, p);
+  altar_failure_t *f = altar__k8s_explain_failure(j, p);
   CU_ASSERT(f->exit_code.set && f->exit_code.v == 42);
   altar_failure_free(f);
   json_decref(p);
@@ -1293,7 +1293,7 @@ static void test_explain_failure(void) {
   setenv("ALTAR_TEST_K8S_TOKEN", "tok-9f8e7d6c", 1);
   p = J("{\"items\":[{\"status\":{\"containerStatuses\":[{\"name\":\"task\",\"state\":{\"terminated\":{"
         "\"exitCode\":3,\"message\":\"auth tok-9f8e7d6c\\nFileNotFoundError: weights.h5\\n\"}}}]}}]}");
-  f = altar_k8s_explain_failure(j, p);
+  f = altar__k8s_explain_failure(j, p);
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   CU_ASSERT_PTR_NOT_NULL_FATAL(f->detail);
   CU_ASSERT_PTR_NOT_NULL(strstr(f->detail, "container exited with code 3\n--- stderr ---\nauth [redacted]\nFileNotFoundError"));
@@ -1406,7 +1406,7 @@ static altar_backend_t *contract_make(void *ctx, const char *data_root, altar_er
   fake_t *f = calloc(1, sizeof *f);
   f->kubelet = true;
   altar_k8s_config_t cfg;
-  altar_k8s_config_init(&cfg);
+  altar__k8s_config_init(&cfg);
   /* The pod's mount root is the data root, so the fake kubelet runs the
    * verifier over the very paths the manifest names. */
   cfg.mount_root = data_root;
@@ -1414,8 +1414,8 @@ static altar_backend_t *contract_make(void *ctx, const char *data_root, altar_er
   cfg.clock = fake_clock;
   cfg.sleep = fake_sleep;
   cfg.clock_ctx = f;
-  altar_k8s_t *k = altar_k8s_new(&cfg, altar_k8s_runtime_new(&fake_ops, f), err);
-  return altar_k8s_backend_wrap(k);
+  altar_k8s_t *k = altar__k8s_new(&cfg, altar__k8s_runtime_new(&fake_ops, f), err);
+  return altar__k8s_backend_wrap(k);
 }
 
 static int set_cmd(altar_spec_t *s, const char *op, const char *arg) {
@@ -1449,7 +1449,7 @@ static int contract_read(void *ctx, altar_spec_t *s, const char *path) {
 }
 static int contract_vanish(void *ctx, altar_backend_t *be, const altar_handle_t *h) {
   (void)ctx;
-  fake_t *f = altar_k8s_runtime(altar_backend_impl(be))->impl;
+  fake_t *f = altar__k8s_runtime(altar_backend_impl(be))->impl;
   fake_job_t *j = fake_find(f, h->external_id);
   if (!j) return -1;
   fake_remove(f, j); /* deleted behind the backend's back */
@@ -1489,7 +1489,7 @@ static void test_vtable_create(void) {
   altar_backend_t *be = altar_backend_open_by_name("kubernetes", &props, &berr);
   if (!be) fprintf(stderr, "open: %s\n", berr.msg);
   CU_ASSERT_FATAL(be != NULL);
-  CU_ASSERT_STRING_EQUAL(altar_k8s_namespace(altar_backend_impl(be)), "team-a");
+  CU_ASSERT_STRING_EQUAL(altar__k8s_namespace(altar_backend_impl(be)), "team-a");
   CU_ASSERT_STRING_EQUAL(altar_backend_mount_root(be), "/mnt/volume");
   CU_ASSERT_EQUAL(altar_backend_verification(be), ALTAR_VERIFY_TASK);
   altar_resources_t h100 = {.gpu = "h100", .count = 1}, gpu = {.gpu = "gpu", .count = 1};

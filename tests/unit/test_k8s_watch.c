@@ -29,7 +29,7 @@ static int feed(altar_k8s_watch_t *w, const char *text, bool *pexpired) {
 
 static altar_k8s_watch_view_t view(altar_k8s_watch_t *w, const char *name) {
   altar_k8s_watch_view_t v;
-  altar_k8s_watch_lookup(w, &name, 1, &v);
+  altar__k8s_watch_lookup(w, &name, 1, &v);
   return v;
 }
 
@@ -45,8 +45,8 @@ static void test_events_and_chunks(void) {
   CU_ASSERT_EQUAL(altar__k8s_watch_test_feed(w, a + half, strlen(a) - half, &expired), 0);
   CU_ASSERT_EQUAL(view(w, "job-a").seen, ALTAR_K8S_SEEN_LIVE);
   CU_ASSERT_EQUAL(view(w, "job-a").state, ALTAR_STATE_RUNNING);
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), 1);
-  uint64_t gen = altar_k8s_watch_generation(w);
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "normal"), 1);
+  uint64_t gen = altar__k8s_watch_generation(w);
   char *done = event("MODIFIED", "job-a", UID_A, "11",
                      "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}],\"succeeded\":1");
   char *bm = strdup("{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Job\",\"metadata\":{\"resourceVersion\":\"12\"}}}\n");
@@ -54,13 +54,13 @@ static void test_events_and_chunks(void) {
   snprintf(both, sizeof both, "%s%s", done, bm); /* two events in one chunk */
   CU_ASSERT_EQUAL(feed(w, both, &expired), 0);
   CU_ASSERT_EQUAL(view(w, "job-a").state, ALTAR_STATE_SUCCEEDED);
-  CU_ASSERT_EQUAL(altar_k8s_watch_wait(w, &gen, 0), 1); /* a change wakes a waiter */
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), 0);
+  CU_ASSERT_EQUAL(altar__k8s_watch_wait(w, &gen, 0), 1); /* a change wakes a waiter */
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "normal"), 0);
   char *del = event("DELETED", "job-a", UID_A, "13", "");
   CU_ASSERT_EQUAL(feed(w, del, &expired), 0);
   CU_ASSERT_EQUAL(view(w, "job-a").seen, ALTAR_K8S_SEEN_DELETED);
   altar_k8s_watch_stats_t st;
-  altar_k8s_watch_stats(w, &st);
+  altar__k8s_watch_stats(w, &st);
   CU_ASSERT_EQUAL(st.events, 3);
   CU_ASSERT_EQUAL(st.deleted, 1);
   CU_ASSERT_EQUAL(st.bookmarks, 1);
@@ -70,7 +70,7 @@ static void test_events_and_chunks(void) {
   free(done);
   free(bm);
   free(del);
-  altar_k8s_watch_close(w);
+  altar__k8s_watch_close(w);
 }
 
 static void test_bad_input_is_skipped(void) {
@@ -89,7 +89,7 @@ static void test_bad_input_is_skipped(void) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CU_ASSERT_EQUAL(feed(w, bad[i], &expired), 0);
   altar_k8s_watch_stats_t st;
-  altar_k8s_watch_stats(w, &st);
+  altar__k8s_watch_stats(w, &st);
   CU_ASSERT_EQUAL(st.bad_events, sizeof bad / sizeof *bad);
   CU_ASSERT_EQUAL(view(w, "ok").seen, ALTAR_K8S_SEEN_UNKNOWN);
   /* Blank lines are nothing; a good event after the bad ones still applies. */
@@ -105,7 +105,7 @@ static void test_bad_input_is_skipped(void) {
   CU_ASSERT_EQUAL(altar__k8s_watch_test_feed(w, huge, big, &expired), -1);
   free(huge);
   free(good);
-  altar_k8s_watch_close(w);
+  altar__k8s_watch_close(w);
 }
 
 static void test_gone_means_relist(void) {
@@ -116,7 +116,7 @@ static void test_gone_means_relist(void) {
                      "\"message\":\"too old resource version: 1 (5000)\",\"reason\":\"Expired\",\"code\":410}}\n";
   CU_ASSERT_EQUAL(feed(w, gone, &expired), -1); /* the stream ends there */
   CU_ASSERT_TRUE(expired);
-  altar_k8s_watch_close(w);
+  altar__k8s_watch_close(w);
 }
 
 /* A create's note stands until the watch reports that uid: a late event of
@@ -130,7 +130,7 @@ static void test_note_beats_late_events(void) {
   CU_ASSERT_EQUAL(feed(w, old_done, &expired), 0);
   CU_ASSERT_EQUAL(view(w, "job-c").state, ALTAR_STATE_SUCCEEDED);
   /* Replaced: our new Job B of the same name. */
-  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "job-c", UID_B, "normal", ALTAR_STATE_PENDING), 0);
+  CU_ASSERT_EQUAL(altar__k8s_watch_note(w, "job-c", UID_B, "normal", ALTAR_STATE_PENDING), 0);
   CU_ASSERT_EQUAL(view(w, "job-c").state, ALTAR_STATE_PENDING);
   char *old_again = event("MODIFIED", "job-c", UID_A, "31",
                           "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
@@ -144,14 +144,14 @@ static void test_note_beats_late_events(void) {
   CU_ASSERT_EQUAL(feed(w, new_run, &expired), 0);
   CU_ASSERT_EQUAL(view(w, "job-c").state, ALTAR_STATE_RUNNING);
   /* A note for the uid the watch already has changes nothing. */
-  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "job-c", UID_B, "normal", ALTAR_STATE_PENDING), 0);
+  CU_ASSERT_EQUAL(altar__k8s_watch_note(w, "job-c", UID_B, "normal", ALTAR_STATE_PENDING), 0);
   CU_ASSERT_EQUAL(view(w, "job-c").state, ALTAR_STATE_RUNNING);
-  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "Not A Name", UID_B, "normal", ALTAR_STATE_PENDING), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__k8s_watch_note(w, "Not A Name", UID_B, "normal", ALTAR_STATE_PENDING), ALTAR_EINVAL);
   free(old_done);
   free(old_again);
   free(old_del);
   free(new_run);
-  altar_k8s_watch_close(w);
+  altar__k8s_watch_close(w);
 }
 
 /* Many Jobs: lookups stay one per name (a map, not a scan). */
@@ -171,13 +171,13 @@ static void test_many_jobs(void) {
   }
   const char *names[3] = {"job-0", "job-19999", "job-20000"};
   altar_k8s_watch_view_t v[3];
-  altar_k8s_watch_lookup(w, names, 3, v);
+  altar__k8s_watch_lookup(w, names, 3, v);
   CU_ASSERT_EQUAL(v[0].seen, ALTAR_K8S_SEEN_LIVE);
   CU_ASSERT_EQUAL(v[0].state, ALTAR_STATE_PENDING);
   CU_ASSERT_EQUAL(v[1].state, ALTAR_STATE_RUNNING);
   CU_ASSERT_EQUAL(v[2].seen, ALTAR_K8S_SEEN_UNKNOWN);
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), N);
-  altar_k8s_watch_close(w);
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "normal"), N);
+  altar__k8s_watch_close(w);
 }
 
 /* A deleted Job stays a tombstone (poll says container_missing) until its
@@ -196,7 +196,7 @@ static void test_deleted_entries_leave(void) {
     CU_ASSERT_EQUAL(feed(w, a, &expired), 0);
     free(a);
   }
-  CU_ASSERT_EQUAL(altar_k8s_watch_size(w), N);
+  CU_ASSERT_EQUAL(altar__k8s_watch_size(w), N);
   for (int i = 0; i < N; i += 2) { /* every other one deleted */
     char name[32], uid[48], rv[16];
     snprintf(name, sizeof name, "gone-%d", i);
@@ -208,14 +208,14 @@ static void test_deleted_entries_leave(void) {
   }
   /* Within the TTL: still known deleted. */
   CU_ASSERT_EQUAL(view(w, "gone-0").seen, ALTAR_K8S_SEEN_DELETED);
-  CU_ASSERT_EQUAL(altar_k8s_watch_size(w), N);
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), N / 2);
+  CU_ASSERT_EQUAL(altar__k8s_watch_size(w), N);
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "normal"), N / 2);
   /* gone-2 comes back as a new Job of ours before its tombstone expires. */
-  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "gone-2", UID_B, "normal", ALTAR_STATE_PENDING), 0);
+  CU_ASSERT_EQUAL(altar__k8s_watch_note(w, "gone-2", UID_B, "normal", ALTAR_STATE_PENDING), 0);
   altar__k8s_watch_test_tombstone_ttl(w, 0);
   /* Past it: the deleted ones are gone from the map; every other name,
    * live ones and the one made again, is still found. */
-  CU_ASSERT_EQUAL(altar_k8s_watch_size(w), N / 2 + 1);
+  CU_ASSERT_EQUAL(altar__k8s_watch_size(w), N / 2 + 1);
   bool all = true;
   for (int i = 0; i < N; i++) {
     char name[32];
@@ -224,14 +224,14 @@ static void test_deleted_entries_leave(void) {
     if (view(w, name).seen != want) all = false;
   }
   CU_ASSERT_TRUE(all);
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), N / 2 + 1);
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "normal"), N / 2 + 1);
   /* A name that left can be watched again. */
   char *again = event("ADDED", "gone-0", UID_A, "20000", "\"active\":1");
   CU_ASSERT_EQUAL(feed(w, again, &expired), 0);
   CU_ASSERT_EQUAL(view(w, "gone-0").seen, ALTAR_K8S_SEEN_LIVE);
   CU_ASSERT_EQUAL(view(w, "gone-0").state, ALTAR_STATE_RUNNING);
   free(again);
-  altar_k8s_watch_close(w);
+  altar__k8s_watch_close(w);
 }
 
 /* The per-pool active count follows every change: state, pool label,
@@ -240,29 +240,29 @@ static void test_active_counts_follow_changes(void) {
   altar_k8s_watch_t *w = altar__k8s_watch_test_new();
   CU_ASSERT_PTR_NOT_NULL_FATAL(w);
   bool expired = false;
-  CU_ASSERT_EQUAL(altar_k8s_watch_note(w, "job-n", UID_A, "gpu", ALTAR_STATE_PENDING), 0);
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "gpu"), 1);
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), 0);
+  CU_ASSERT_EQUAL(altar__k8s_watch_note(w, "job-n", UID_A, "gpu", ALTAR_STATE_PENDING), 0);
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "gpu"), 1);
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "normal"), 0);
   /* Its first event says pool normal (the label the server holds wins). */
   char *e1 = event("ADDED", "job-n", UID_A, "40", "\"active\":1");
   CU_ASSERT_EQUAL(feed(w, e1, &expired), 0);
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "gpu"), 0);
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), 1);
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "gpu"), 0);
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "normal"), 1);
   char *e2 = event("MODIFIED", "job-n", UID_A, "41", "\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"}]");
   CU_ASSERT_EQUAL(feed(w, e2, &expired), 0);
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), 0);
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "normal"), 0);
   char *e3 = event("ADDED", "job-m", UID_B, "42", "");
   char *e4 = event("DELETED", "job-m", UID_B, "43", "");
   CU_ASSERT_EQUAL(feed(w, e3, &expired), 0);
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), 1);
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "normal"), 1);
   CU_ASSERT_EQUAL(feed(w, e4, &expired), 0);
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "normal"), 0);
-  CU_ASSERT_EQUAL(altar_k8s_watch_active(w, "never-seen"), 0);
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "normal"), 0);
+  CU_ASSERT_EQUAL(altar__k8s_watch_active(w, "never-seen"), 0);
   free(e1);
   free(e2);
   free(e3);
   free(e4);
-  altar_k8s_watch_close(w);
+  altar__k8s_watch_close(w);
 }
 
 static void add_suites(void) {
