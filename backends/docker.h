@@ -33,7 +33,7 @@
 /* A docker backend that runs every docker CLI call through runner (borrowed:
  * it must outlive the backend; NULL = the real posix_spawn runner). NULL on
  * failure with err filled. Free with altar_backend_close. */
-altar_backend_t *altar_docker_backend_open(const altar_strmap_t *cfg, const altar_command_runner_t *runner,
+altar_backend_t *altar__docker_backend_open(const altar_strmap_t *cfg, const altar_command_runner_t *runner,
                                            altar_error_t *err);
 
 #endif

@@ -248,7 +248,7 @@ static void docker_close(altar_backend_t *be) {
   altar_backend_set_impl(be, NULL);
 }
 
-altar_backend_t *altar_docker_backend_open(const altar_strmap_t *cfg, const altar_command_runner_t *runner,
+altar_backend_t *altar__docker_backend_open(const altar_strmap_t *cfg, const altar_command_runner_t *runner,
                                            altar_error_t *err) {
   char errstr[ALTAR_ERRMSG_MAX] = "";
   altar_docker_t *dk = docker_new(cfg, runner, errstr, sizeof errstr);

@@ -35,7 +35,7 @@ void altar_checkpoint_clear(altar_checkpoint_t *c) {
   memset(c, 0, sizeof *c);
 }
 
-int64_t altar_checkpoint_offset(const altar_checkpoint_t *c, int32_t p) {
+int64_t altar__checkpoint_offset(const altar_checkpoint_t *c, int32_t p) {
   for (size_t i = 0; i < c->n_offsets; i++)
     if (c->offsets[i].partition == p) return c->offsets[i].next;
   return -1;
@@ -113,7 +113,7 @@ static int on_offset(void *ctx, const void *key, size_t klen, const void *val, s
   return 0;
 }
 
-int altar_checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_checkpoint_t *out, altar_error_t *err) {
+int altar__checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_checkpoint_t *out, altar_error_t *err) {
   memset(out, 0, sizeof *out);
   rocksdb_t *db = altar__ledger_rocksdb_db(l);
   const char *ldir = altar__ledger_rocksdb_dir(l);
@@ -171,9 +171,9 @@ struct altar_cp_shipped {
   size_t n, cap;
 };
 
-altar_cp_shipped_t *altar_cp_shipped_new(void) { return calloc(1, sizeof(altar_cp_shipped_t)); }
+altar_cp_shipped_t *altar__cp_shipped_new(void) { return calloc(1, sizeof(altar_cp_shipped_t)); }
 
-void altar_cp_shipped_free(altar_cp_shipped_t *s) {
+void altar__cp_shipped_free(altar_cp_shipped_t *s) {
   if (!s) return;
   for (size_t i = 0; i < s->n; i++) free(s->v[i]);
   free(s->v);
@@ -311,7 +311,7 @@ static json_t *offsets_json(const altar_checkpoint_t *c) {
   return a;
 }
 
-int altar_checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipped_t *shipped, altar_error_t *err) {
+int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipped_t *shipped, altar_error_t *err) {
   altar_storage_t *s = NULL;
   char **names = NULL;
   size_t n = 0;
@@ -491,7 +491,7 @@ static int read_latest(altar_storage_t *s, const char *uri, altar_checkpoint_t *
   return rc;
 }
 
-int altar_checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_error_t *err) {
+int altar__checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_error_t *err) {
   memset(out, 0, sizeof *out);
   altar_storage_t *s = NULL;
   int rc = altar_storage_open_for_uri(uri, NULL, &s, err);

@@ -48,15 +48,15 @@ void altar_checkpoint_clear(altar_checkpoint_t *c);
 /* Step 1, on the ledger's writing thread: a consistent copy of l (a RocksDB
  * ledger) beside it, with the offsets of status_topic it covers. Never while
  * a copy of l is being shipped: copies a crash left beside l are removed. */
-int altar_checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_checkpoint_t *out, altar_error_t *err);
+int altar__checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_checkpoint_t *out, altar_error_t *err);
 
 /* Step 2, any thread: uploads c to uri and makes it the newest; removes the
  * local copy either way. `shipped` (may be NULL) is a cache of table-file
  * digests known to be stored, kept by the caller between calls. */
 typedef struct altar_cp_shipped altar_cp_shipped_t;
-altar_cp_shipped_t *altar_cp_shipped_new(void);
-void altar_cp_shipped_free(altar_cp_shipped_t *s);
-int altar_checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipped_t *shipped, altar_error_t *err);
+altar_cp_shipped_t *altar__cp_shipped_new(void);
+void altar__cp_shipped_free(altar_cp_shipped_t *s);
+int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipped_t *shipped, altar_error_t *err);
 
 /* Restores the newest checkpoint at uri into dir, which must not exist (it
  * is filled under a temporary name and renamed into place). Fills *out
@@ -65,7 +65,7 @@ int altar_checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipp
 int altar_checkpoint_restore(const char *uri, const char *dir, altar_checkpoint_t *out, altar_error_t *err);
 
 /* Reads the newest checkpoint's manifest without restoring it. */
-int altar_checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_error_t *err);
+int altar__checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_error_t *err);
 
 /* Test hook (fault injection): called by ship after each file it stored,
  * with how many it stored so far; a test makes it _exit() to stand for a
@@ -73,6 +73,6 @@ int altar_checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_erro
 extern void (*altar__checkpoint_after_upload)(size_t uploaded);
 
 /* The covered next offset of partition p, -1 when the checkpoint has none. */
-int64_t altar_checkpoint_offset(const altar_checkpoint_t *c, int32_t p);
+int64_t altar__checkpoint_offset(const altar_checkpoint_t *c, int32_t p);
 
 #endif

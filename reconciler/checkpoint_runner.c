@@ -13,7 +13,7 @@ void altar__cp_runner_init(altar__cp_runner_t *r, const char *uri, double interv
 
 static void *ship_main(void *arg) {
   altar__cp_runner_t *r = arg;
-  r->rc = altar_checkpoint_ship(&r->cp, r->uri, r->shipped, &r->err);
+  r->rc = altar__checkpoint_ship(&r->cp, r->uri, r->shipped, &r->err);
   atomic_store(&r->done, true);
   return NULL;
 }
@@ -47,7 +47,7 @@ void altar__cp_runner_tick(altar__cp_runner_t *r, altar_ledger_t *l, const char 
   }
   if (now < r->next_due || batches == r->taken_at_batches) return;
   r->next_due = now + r->interval_s;
-  if (!r->shipped && !(r->shipped = altar_cp_shipped_new())) {
+  if (!r->shipped && !(r->shipped = altar__cp_shipped_new())) {
     altar_error_set(perr, ALTAR_ENOMEM, "checkpoint: out of memory");
     r->failed++;
     *pdone = -1;
@@ -55,7 +55,7 @@ void altar__cp_runner_tick(altar__cp_runner_t *r, altar_ledger_t *l, const char 
   }
   altar_checkpoint_clear(&r->cp);
   memset(&r->err, 0, sizeof r->err);
-  if (altar_checkpoint_take(l, topic, &r->cp, perr) != ALTAR_OK) {
+  if (altar__checkpoint_take(l, topic, &r->cp, perr) != ALTAR_OK) {
     r->failed++;
     *pdone = -1;
     return;
@@ -77,6 +77,6 @@ void altar__cp_runner_finish(altar__cp_runner_t *r, int *pdone, altar_error_t *p
 
 void altar__cp_runner_free(altar__cp_runner_t *r) {
   altar_checkpoint_clear(&r->cp);
-  altar_cp_shipped_free(r->shipped);
+  altar__cp_shipped_free(r->shipped);
   r->shipped = NULL;
 }

@@ -142,7 +142,7 @@ static int read_topic(const char *tname, const altar_strmap_t *props, const char
   if (!tps || !done) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   for (size_t i = 0; !rc && i < np; i++) {
     const altar_partition_info_t *pi = &ti->partitions[i];
-    int64_t from = rf && rf->cp ? altar_checkpoint_offset(rf->cp, pi->partition) : -1;
+    int64_t from = rf && rf->cp ? altar__checkpoint_offset(rf->cp, pi->partition) : -1;
     int64_t start = from >= 0 ? from : 0;
     if (rf && start < pi->beginning) note_read_gap(rf, pi->partition, start, pi->beginning);
     tps[i] = (altar_tp_t){topic, pi->partition, from >= 0 ? from : ALTAR_OFFSET_BEGINNING};

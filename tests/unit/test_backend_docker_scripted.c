@@ -405,7 +405,7 @@ static altar_backend_t *make(const char *user) {
   altar_strmap_set(&cfg, "slots", "3");
   if (user) altar_strmap_set(&cfg, "user", user);
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_docker_backend_open(&cfg, &fake_runner, &berr);
+  altar_backend_t *be = altar__docker_backend_open(&cfg, &fake_runner, &berr);
   altar_strmap_clear(&cfg);
   if (!be) fprintf(stderr, "make: %s\n", berr.msg);
   CU_ASSERT_FATAL(be != NULL);
@@ -873,19 +873,19 @@ static void test_capacity_resolver_config(void) {
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", root_dir);
   altar_strmap_set(&cfg, "slotz", "3");
-  CU_ASSERT_PTR_NULL(altar_docker_backend_open(&cfg, &fake_runner, &berr));
+  CU_ASSERT_PTR_NULL(altar__docker_backend_open(&cfg, &fake_runner, &berr));
   CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "slotz"));
   altar_strmap_remove(&cfg, "slotz");
   altar_strmap_set(&cfg, "slots", "-1");
-  CU_ASSERT_PTR_NULL(altar_docker_backend_open(&cfg, &fake_runner, &berr));
+  CU_ASSERT_PTR_NULL(altar__docker_backend_open(&cfg, &fake_runner, &berr));
   CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "slots"));
   altar_strmap_remove(&cfg, "slots");
   altar_strmap_set(&cfg, "user", "--privileged");
-  CU_ASSERT_PTR_NULL(altar_docker_backend_open(&cfg, &fake_runner, &berr));
+  CU_ASSERT_PTR_NULL(altar__docker_backend_open(&cfg, &fake_runner, &berr));
   CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "user"));
   altar_strmap_remove(&cfg, "user");
   altar_strmap_set(&cfg, "data_root", "/tmp/a:b");
-  CU_ASSERT_PTR_NULL(altar_docker_backend_open(&cfg, &fake_runner, &berr));
+  CU_ASSERT_PTR_NULL(altar__docker_backend_open(&cfg, &fake_runner, &berr));
   CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "data_root"));
   altar_strmap_clear(&cfg);
 }
@@ -992,7 +992,7 @@ static altar_backend_t *fx_make(void *ctx, const char *data_root, altar_error_t 
   altar_storage_register_builtin();
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data_root);
-  altar_backend_t *be = altar_docker_backend_open(&cfg, &fake_runner, err);
+  altar_backend_t *be = altar__docker_backend_open(&cfg, &fake_runner, err);
   altar_strmap_clear(&cfg);
   return be;
 }

@@ -74,8 +74,8 @@ static void checksum_of_dir(const char *dir, char out[ALTAR_LEDGER_CHECKSUM_LEN 
 
 static int take_and_ship(altar_ledger_t *l, const char *uri, altar_cp_shipped_t *shipped, altar_checkpoint_t *cp) {
   altar_error_t err = {0};
-  int rc = altar_checkpoint_take(l, TOPIC, cp, &err);
-  if (!rc) rc = altar_checkpoint_ship(cp, uri, shipped, &err);
+  int rc = altar__checkpoint_take(l, TOPIC, cp, &err);
+  if (!rc) rc = altar__checkpoint_ship(cp, uri, shipped, &err);
   if (rc) fprintf(stderr, "checkpoint: %s\n", err.msg);
   return rc;
 }
@@ -99,16 +99,16 @@ static void test_round_trip(void) {
   snprintf(uri, sizeof uri, "file://%s", cdir);
   altar_error_t err = {0};
   altar_checkpoint_t cp = {0};
-  CU_ASSERT_EQUAL(altar_checkpoint_latest(uri, &cp, &err), ALTAR_ENOTFOUND);
+  CU_ASSERT_EQUAL(altar__checkpoint_latest(uri, &cp, &err), ALTAR_ENOTFOUND);
   altar_ledger_t *l = altar_ledger_rocksdb_open(ldir, NULL, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(l);
   add_records(l, 0, 200, 0, 17);
   add_records(l, 200, 260, 3, 5);
-  altar_cp_shipped_t *shipped = altar_cp_shipped_new();
+  altar_cp_shipped_t *shipped = altar__cp_shipped_new();
   CU_ASSERT_EQUAL_FATAL(take_and_ship(l, uri, shipped, &cp), 0);
-  CU_ASSERT_EQUAL(altar_checkpoint_offset(&cp, 0), 17);
-  CU_ASSERT_EQUAL(altar_checkpoint_offset(&cp, 3), 5);
-  CU_ASSERT_EQUAL(altar_checkpoint_offset(&cp, 1), -1);
+  CU_ASSERT_EQUAL(altar__checkpoint_offset(&cp, 0), 17);
+  CU_ASSERT_EQUAL(altar__checkpoint_offset(&cp, 3), 5);
+  CU_ASSERT_EQUAL(altar__checkpoint_offset(&cp, 1), -1);
   struct stat st;
   CU_ASSERT(stat(cp.local_dir, &st) != 0); /* the local copy is gone once shipped */
   char sst[4096];
@@ -124,9 +124,9 @@ static void test_round_trip(void) {
   altar_checkpoint_clear(&cp);
   CU_ASSERT_EQUAL(altar_ledger_checksum(l, sum, &err), 0);
   altar_ledger_close(l);
-  altar_cp_shipped_free(shipped);
+  altar__cp_shipped_free(shipped);
   CU_ASSERT_EQUAL_FATAL(altar_checkpoint_restore(uri, rdir, &cp, &err), 0);
-  CU_ASSERT_EQUAL(altar_checkpoint_offset(&cp, 0), 18);
+  CU_ASSERT_EQUAL(altar__checkpoint_offset(&cp, 0), 18);
   altar_checkpoint_clear(&cp);
   checksum_of_dir(rdir, rsum);
   CU_ASSERT_STRING_EQUAL(rsum, sum);
@@ -176,7 +176,7 @@ static void test_crash_mid_upload(void) {
       altar_ledger_t *cl = altar_ledger_rocksdb_open(ldir, NULL, &e2);
       altar__checkpoint_after_upload = crash_hook;
       altar_checkpoint_t c2 = {0};
-      if (!cl || altar_checkpoint_take(cl, TOPIC, &c2, &e2) || altar_checkpoint_ship(&c2, uri, NULL, &e2)) _exit(3);
+      if (!cl || altar__checkpoint_take(cl, TOPIC, &c2, &e2) || altar__checkpoint_ship(&c2, uri, NULL, &e2)) _exit(3);
       _exit(0); /* finished before the crash point */
     }
     int ws = 0;
@@ -190,12 +190,12 @@ static void test_crash_mid_upload(void) {
     if (WEXITSTATUS(ws) == 9) {
       crashes++;
       CU_ASSERT_STRING_EQUAL(rsum, sum1); /* the previous one, whole */
-      CU_ASSERT_EQUAL(altar_checkpoint_offset(&got, 1), 9);
+      CU_ASSERT_EQUAL(altar__checkpoint_offset(&got, 1), 9);
       altar_checkpoint_clear(&got);
       continue;
     }
     CU_ASSERT_STRING_EQUAL(rsum, now); /* the upload completed: the new one */
-    CU_ASSERT_EQUAL(altar_checkpoint_offset(&got, 1), 9 + (int64_t)crash_at);
+    CU_ASSERT_EQUAL(altar__checkpoint_offset(&got, 1), 9 + (int64_t)crash_at);
     altar_checkpoint_clear(&got);
     break;
   }
