@@ -2,6 +2,7 @@
  * batches for very long lists); a running container past its deadline is
  * killed on this poll and reported as "timeout". Nothing here waits for a
  * container. */
+#include "altar/clock.h"
 #include "backends/docker_int.h"
 
 #include <inttypes.h>
@@ -12,12 +13,6 @@
 
 /* Ids per inspect call: keeps argv far below ARG_MAX. */
 #define POLL_BATCH 512
-
-static double now_real(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* docker's stderr for ids it does not know (per CLI version). */
 static bool is_missing_line(const char *line, size_t len) {
@@ -229,7 +224,7 @@ int altar__docker_poll(altar_backend_t *be, const altar_handle_t *handles, size_
     size_t cnt = nids - off < POLL_BATCH ? nids - off : POLL_BATCH;
     if ((rc = inspect_batch(dk, ids + off, cnt, &infos, &ninfos, err)) < 0) goto out;
   }
-  double now = now_real();
+  double now = altar_wall_s();
   for (size_t i = 0; i < n; i++) {
     const altar_handle_t *h = &handles[i];
     const altar_docker_info_t *info =

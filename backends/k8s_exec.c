@@ -1,6 +1,7 @@
 /* The exec credential plugin of a kubeconfig user: run the program, read
  * the ExecCredential it prints, keep its token or client certificate until
  * it expires. */
+#include "altar/clock.h"
 #include "k8s_int.h"
 
 #include <errno.h>
@@ -19,18 +20,6 @@ extern char **environ;
 #define MAX_OUTPUT (1u << 20)
 #define MAX_ENV 256
 #define RUN_TIMEOUT_MS 60000
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static long mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* RFC 3339 "2026-12-03T14:00:00Z" (fraction and offset allowed) → Unix s. */
 static int parse_time(const char *s, double *pt) {
@@ -103,9 +92,9 @@ static int run_plugin(const altar_k8s_http_config_t *cfg, char **pout, size_t *p
   char *buf = malloc(MAX_OUTPUT + 1);
   size_t len = 0;
   bool too_big = false, timed_out = false;
-  long deadline = mono_ms() + RUN_TIMEOUT_MS;
+  long deadline = altar_mono_ms() + RUN_TIMEOUT_MS;
   while (buf) {
-    long left = deadline - mono_ms();
+    long left = deadline - altar_mono_ms();
     if (left <= 0) {
       timed_out = true;
       break;
@@ -161,7 +150,7 @@ int altar__k8s_exec_refresh(altar_k8s_http_config_t *cfg, bool force, altar_erro
   if (!cfg->exec_argv || !cfg->exec_argv[0]) return ALTAR_OK;
   bool have = cfg->token || cfg->client_cert_pem;
   /* Renewed a little before the end, so no request goes out on a dying token. */
-  if (have && !force && (cfg->exec_expiry == 0 || now_s() < cfg->exec_expiry - 30)) return ALTAR_OK;
+  if (have && !force && (cfg->exec_expiry == 0 || altar_wall_s() < cfg->exec_expiry - 30)) return ALTAR_OK;
   char *out = NULL;
   size_t len = 0;
   int rc = run_plugin(cfg, &out, &len, err);

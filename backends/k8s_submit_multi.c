@@ -5,6 +5,7 @@
  * backoff that honours Retry-After; a create that may or may not have
  * reached the server is repeated too, because the Job name comes from the
  * spec: a repeat meets its own Job (409), which submit then adopts. */
+#include "altar/clock.h"
 #include "altar/grow.h"
 #include "k8s_http_int.h"
 
@@ -36,12 +37,6 @@ struct altar__k8s_multi {
   altar_k8s_create_done_t *done;
   size_t ndone, capdone;
 };
-
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void xfer_free(altar__k8s_multi_t *m, xfer_t *x) {
   if (!x) return;
@@ -264,9 +259,9 @@ static double relaunch_due(altar__k8s_http_t *rt, altar__k8s_multi_t *m, double 
 int altar__k8s_multi_create_reap(altar__k8s_http_t *rt, int timeout_ms, altar_k8s_create_done_t *done, size_t max) {
   altar__k8s_multi_t *m = rt->multi;
   if (!m) return 0;
-  double deadline = mono_s() + (timeout_ms > 0 ? timeout_ms / 1000.0 : 0);
+  double deadline = altar_mono_s() + (timeout_ms > 0 ? timeout_ms / 1000.0 : 0);
   for (;;) {
-    double now = mono_s();
+    double now = altar_mono_s();
     double next = relaunch_due(rt, m, now);
     int running = 0;
     curl_multi_perform(m->multi, &running);

@@ -12,6 +12,7 @@
 #include "k8s_jobmap.h"
 #include "k8s_json_trim.h"
 
+#include "altar/clock.h"
 #include "altar/grow.h"
 
 #include <errno.h>
@@ -101,12 +102,6 @@ static void changed_locked(altar_k8s_watch_t *w) {
   pthread_cond_broadcast(&w->cv);
 }
 
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static bool active(const altar__k8s_jobent_t *e) {
   return e->seen == ALTAR_K8S_SEEN_LIVE && (e->state == ALTAR_STATE_PENDING || e->state == ALTAR_STATE_RUNNING);
 }
@@ -131,7 +126,7 @@ static void count(altar_k8s_watch_t *w, const altar__k8s_jobent_t *e, int delta)
 /* Marks e deleted now and queues its tombstone. */
 static void bury(altar_k8s_watch_t *w, altar__k8s_jobent_t *e) {
   e->seen = ALTAR_K8S_SEEN_DELETED;
-  e->deleted_at = mono_s();
+  e->deleted_at = altar_mono_s();
   if (w->tomb_head > 0 && w->tomb_head + w->ntombs == w->cap_tombs) {
     memmove(w->tombs, w->tombs + w->tomb_head, w->ntombs * sizeof *w->tombs);
     w->tomb_head = 0;
@@ -194,7 +189,7 @@ static bool apply(altar_k8s_watch_t *w, const json_t *job, bool deleted, bool li
     }
     if (differs) changed_locked(w);
   }
-  prune_locked(w, mono_s());
+  prune_locked(w, altar_mono_s());
   pthread_mutex_unlock(&w->mu);
   return e != NULL;
 }
@@ -600,7 +595,7 @@ altar_k8s_watch_t *altar__k8s_watch_test_new(void) {
 void altar__k8s_watch_test_tombstone_ttl(altar_k8s_watch_t *w, double seconds) {
   pthread_mutex_lock(&w->mu);
   w->tombstone_ttl_s = seconds;
-  prune_locked(w, mono_s());
+  prune_locked(w, altar_mono_s());
   pthread_mutex_unlock(&w->mu);
 }
 

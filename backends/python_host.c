@@ -21,12 +21,6 @@
 
 extern char **environ;
 
-int64_t altar__py_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The adapter's own words, with secret-looking environment values replaced. */
 static void set_redacted(altar_error_t *err, int code, bool retriable, const char *text) {
   char *clean = altar_redact_env(text, (const char *const *)environ);
@@ -76,7 +70,7 @@ static void note_death(altar_py_t *py, const altar_error_t *why) {
   for (unsigned i = 0; i < py->failures && backoff < py->backoff_max_ms; i++) backoff *= 2;
   if (backoff > py->backoff_max_ms) backoff = py->backoff_max_ms;
   py->failures++;
-  py->next_start_ms = altar__py_now_ms() + backoff;
+  py->next_start_ms = altar_mono_ms() + backoff;
   snprintf(py->last_death, sizeof py->last_death, "%s", why && why->msg[0] ? why->msg : "stopped");
 }
 
@@ -241,14 +235,14 @@ int altar__py_call_within(altar_py_t *py, const char *op, json_t *req, long limi
   if (!req) return altar_error_set(err, ALTAR_ENOMEM, "python %s: out of memory", op);
   int rc = ALTAR_OK;
   if (!altar__pipe_running(&py->pipe)) {
-    int64_t now = altar__py_now_ms();
+    int64_t now = altar_mono_ms();
     if (now < py->next_start_ms) {
       rc = altar_error_set_retriable(err, ALTAR_EBACKEND,
                                      "python %s (%s): bridge restarting in %lld ms after: %.100s", op,
                                      py->tag, (long long)(py->next_start_ms - now), py->last_death);
     } else if ((rc = start(py, err))) {
       err->retriable = true; /* it may come back: the worker keeps running */
-      if (altar__py_now_ms() >= py->next_start_ms) note_death(py, err); /* not yet counted */
+      if (altar_mono_ms() >= py->next_start_ms) note_death(py, err); /* not yet counted */
     }
   }
   if (!rc) rc = exchange(py, op, req, limit_ms, preply, err);

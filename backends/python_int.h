@@ -14,6 +14,7 @@
 #define ALTAR_PYTHON_INT_H
 
 #include "altar/backend.h"
+#include "altar/clock.h"
 #include "bridge_pipe.h"
 
 #include <jansson.h>
@@ -85,9 +86,6 @@ int altar__py_exchange(altar_py_t *py, const char *op, json_t *req, long limit_m
 /* A stopped bridge for python with the default deadlines and bound; the
  * caller sets on_start, owner and tag. NULL when out of memory. */
 altar_py_t *altar__py_alloc(const char *python, size_t max_reply);
-
-/* Monotonic milliseconds (the one clock of this backend). */
-int64_t altar__py_now_ms(void);
 
 /* How many times the storage bridge has been started (python_storage.c);
  * tests read it to tell a restart from a bridge that served on. */

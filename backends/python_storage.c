@@ -135,7 +135,7 @@ static int call(const ps_scheme_t *sc, const char *op, json_t *req, json_t **pre
     /* A staging should not fail because the call before it killed the
      * bridge a moment ago: a short backoff is waited out; a long one (a
      * bridge dying again and again) fails the call at once. */
-    int64_t wait = altar__pipe_running(&G.py->pipe) ? 0 : G.py->next_start_ms - altar__py_now_ms();
+    int64_t wait = altar__pipe_running(&G.py->pipe) ? 0 : G.py->next_start_ms - altar_mono_ms();
     if (wait > 0 && wait <= PS_WAIT_BACKOFF_MS) {
       struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
       nanosleep(&ts, NULL);

@@ -4,6 +4,7 @@
  * its staging) failed, 2 bad input, 130 interrupted by Ctrl-C (143 by
  * SIGTERM); the task is cancelled first. */
 #include "altar/backend.h"
+#include "altar/clock.h"
 #include "altar/codec.h"
 #include "altar/spec_keys.h"
 #include "fleet_common.h"
@@ -57,12 +58,6 @@ static void sleep_ms(long ms) {
   nanosleep(&ts, NULL); /* EINTR is fine: the loop looks at `interrupted` */
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int print_status(const altar_status_t *st) {
   altar_error_t err = {0};
   char *json = altar_status_result_to_json(st, &err);
@@ -80,7 +75,7 @@ static int print_status(const altar_status_t *st) {
 static int wait_terminal(altar_backend_t *be, const altar_handle_t *h, bool progress,
                          altar_status_t *pst) {
   long pause = 2; /* ms; grows to 250 so a short task ends fast and a long one costs little */
-  double start = now_s(), last_shown = start;
+  double start = altar_mono_s(), last_shown = start;
   for (;;) {
     if (interrupted) return 1;
     altar_error_t err = {0};
@@ -90,8 +85,8 @@ static int wait_terminal(altar_backend_t *be, const altar_handle_t *h, bool prog
       return -1;
     }
     if (altar_state_terminal(pst->state)) break;
-    if (progress && now_s() - last_shown >= 1.0) {
-      last_shown = now_s();
+    if (progress && altar_mono_s() - last_shown >= 1.0) {
+      last_shown = altar_mono_s();
       fprintf(stderr, "\raltar run: %s %s, %.0f s", h->external_id, altar_state_name(pst->state),
               last_shown - start);
     }

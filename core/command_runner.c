@@ -1,6 +1,7 @@
 /* The real CommandRunner: posix_spawn with stdout/stderr on pipes, drained
  * with poll() under a deadline; a command past its deadline is killed with its
  * whole process group. */
+#include "altar/clock.h"
 #include "altar/command_runner.h"
 
 #include <errno.h>
@@ -99,12 +100,6 @@ static int capture_read(capture_t *c) {
   return 1;
 }
 
-static double now_mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int finish_capture(capture_t *c, char **pdata, size_t *plen, bool *ptrunc) {
   if (!c->data) {
     c->data = malloc(1);
@@ -169,7 +164,7 @@ static int real_run(void *impl, const char *const argv[], const altar_cmd_opts_t
   }
 
   capture_t cap[2] = {{.max = max_out, .fd = outp[0]}, {.max = max_out, .fd = errp[0]}};
-  double deadline = timeout_s > 0 ? now_mono() + timeout_s : 0;
+  double deadline = timeout_s > 0 ? altar_mono_s() + timeout_s : 0;
   double drain_deadline = 0;
   bool killed = false, nomem = false;
   int open_fds = 2;
@@ -187,17 +182,17 @@ static int real_run(void *impl, const char *const argv[], const altar_cmd_opts_t
     int wait_ms = -1;
     if (killed) {
       /* A descendant that left the group could hold a pipe open forever. */
-      double left = drain_deadline - now_mono();
+      double left = drain_deadline - altar_mono_s();
       if (left <= 0) break;
       wait_ms = (int)(left * 1000.0) + 1;
     } else if (deadline > 0) {
-      double left = deadline - now_mono();
+      double left = deadline - altar_mono_s();
       if (left <= 0) {
         /* Past the deadline: kill the group, then keep draining to EOF. */
         kill(-pid, SIGKILL);
         kill(pid, SIGKILL);
         killed = true;
-        drain_deadline = now_mono() + 5.0;
+        drain_deadline = altar_mono_s() + 5.0;
         continue;
       }
       wait_ms = (int)(left * 1000.0) + 1;

@@ -3,6 +3,7 @@
 #include "reconciler/input_offsets.h"
 #include "reconciler/ledger_rocksdb.h"
 
+#include "altar/clock.h"
 #include "altar/digest.h"
 #include "altar/storage.h"
 
@@ -39,12 +40,6 @@ int64_t altar__checkpoint_offset(const altar_checkpoint_t *c, int32_t p) {
   for (size_t i = 0; i < c->n_offsets; i++)
     if (c->offsets[i].partition == p) return c->offsets[i].next;
   return -1;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Removes a flat directory of files (a checkpoint's local copy). */
@@ -126,7 +121,7 @@ int altar__checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_ch
   if (rc) return rc;
   uint64_t rnd = 0;
   if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) rnd = (uint64_t)getpid() * 2654435761u ^ (uint64_t)clock();
-  out->taken_at = now_s();
+  out->taken_at = altar_wall_s();
   snprintf(out->id, sizeof out->id, "%013" PRIu64 "-%016" PRIx64, (uint64_t)(out->taken_at * 1000), rnd);
   size_t n = strlen(ldir) + sizeof out->id + 16;
   out->local_dir = malloc(n);

@@ -1,5 +1,6 @@
 /* kafka transport: topics (create, list with watermarks) and committed
  * offsets of any group, through librdkafka's Admin API and metadata. */
+#include "altar/clock.h"
 #include "transports/kafka_int.h"
 
 #include <stdio.h>
@@ -7,14 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int remaining(int64_t deadline) {
-  int64_t r = deadline - now_ms();
+  int64_t r = deadline - altar_mono_ms();
   return r > 0 ? (int)r : 0;
 }
 
@@ -130,7 +125,7 @@ int altar__kafka_create_topic_config(altar_transport_t *t, const char *topic, in
   if (partitions < 1 || partitions > 100000)
     return altar_error_set(err, ALTAR_EINVAL, "create topic %s: partitions must be in [1, 100000], got %d",
                            topic, (int)partitions);
-  int64_t deadline = now_ms() + k->timeout_ms;
+  int64_t deadline = altar_mono_ms() + k->timeout_ms;
   altar_error_t e = {0};
   for (int attempt = 1;; attempt++) {
     rc = create_once(k, topic, partitions, config, remaining(deadline) > 1000 ? remaining(deadline) : 1000, &e);
@@ -303,7 +298,7 @@ int altar__kafka_list_topics(altar_transport_t *t, const char *topic, int timeou
     int rc = altar_transport_check_name("topic", topic, err);
     if (rc) return rc;
   }
-  int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : k->timeout_ms);
+  int64_t deadline = altar_mono_ms() + (timeout_ms > 0 ? timeout_ms : k->timeout_ms);
   altar_error_t e = {0};
   int rc;
   for (int attempt = 1;; attempt++) {
@@ -504,7 +499,7 @@ int altar__kafka_committed(altar_transport_t *t, const char *group, const char *
   if (rc) return rc;
   if (partition < 0)
     return altar_error_set(err, ALTAR_EINVAL, "committed: partition %d is invalid", (int)partition);
-  int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : k->timeout_ms);
+  int64_t deadline = altar_mono_ms() + (timeout_ms > 0 ? timeout_ms : k->timeout_ms);
   altar_error_t e = {0};
   for (int attempt = 1;; attempt++) {
     int wait = remaining(deadline) > 500 ? remaining(deadline) : 500;

@@ -1,6 +1,7 @@
 /* kafka transport: the consumer: group membership with cooperative-sticky
  * incremental rebalances, manual assignment, consume, pause/resume, seek,
  * commits with metadata and the caught-up check behind `altar log --exit`. */
+#include "altar/clock.h"
 #include "transports/kafka_int.h"
 
 #include <stdio.h>
@@ -441,12 +442,6 @@ int altar__kafka_seek(altar_transport_t *t, const char *topic, int32_t partition
 
 /* ---- commit --------------------------------------------------------------------- */
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int altar__kafka_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
                         const char *metadata, altar_error_t *err) {
   altar__kafka_t *k = altar__kafka(t);
@@ -463,7 +458,7 @@ int altar__kafka_commit(altar_transport_t *t, const char *topic, int32_t partiti
   if (mlen > ALTAR_COMMIT_METADATA_MAX)
     return altar_error_set(err, ALTAR_ETOOBIG, "commit %s [%d]: metadata of %zu bytes exceeds %d", topic,
                            (int)partition, mlen, ALTAR_COMMIT_METADATA_MAX);
-  int64_t deadline = mono_ms() + k->timeout_ms;
+  int64_t deadline = altar_mono_ms() + k->timeout_ms;
   for (int attempt = 1;; attempt++) {
     /* The offsets group fences nothing itself (no generation): only an
      * owner commits, and never once its assignment was lost (the group may
@@ -503,7 +498,7 @@ int altar__kafka_commit(altar_transport_t *t, const char *topic, int32_t partiti
                           (long long)offset, k->group);
     /* A coordinator that moved or a broker that blinked is worth another
      * try; a lost generation is not: the partition may be someone else's. */
-    if (!e.retriable || rc == ALTAR_ESTATE || mono_ms() + 250 > deadline) {
+    if (!e.retriable || rc == ALTAR_ESTATE || altar_mono_ms() + 250 > deadline) {
       if (err) *err = e;
       return rc;
     }
@@ -609,9 +604,9 @@ int altar__kafka_leave(altar_transport_t *t, altar_error_t *err) {
   rd_kafka_resp_err_t code = rd_kafka_unsubscribe(k->cons);
   if (code) return altar__kafka_err(k, err, code, "leave group %s", k->group);
   k->left = true;
-  int64_t deadline = mono_ms() + k->close_timeout_ms;
+  int64_t deadline = altar_mono_ms() + k->close_timeout_ms;
   int n;
-  while ((n = assigned_count(k)) != 0 && mono_ms() < deadline) {
+  while ((n = assigned_count(k)) != 0 && altar_mono_ms() < deadline) {
     rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, 50);
     if (m) rd_kafka_message_destroy(m); /* a record of a partition being given up */
   }

@@ -81,7 +81,7 @@ int altar__local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pms
   }
   if (!c->group && !c->n_assigned)
     return altar_error_set(err, ALTAR_ESTATE, "consume: neither subscribed nor assigned");
-  int64_t deadline = altar__local_mono_ms() + (timeout_ms < 0 ? INT64_MAX / 4 : timeout_ms);
+  int64_t deadline = altar_mono_ms() + (timeout_ms < 0 ? INT64_MAX / 4 : timeout_ms);
   int64_t nap = 1;
   for (;;) {
     if (c->group) {
@@ -98,7 +98,7 @@ int altar__local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pms
      * most once a millisecond: once per record cost a bulk reader (the
      * rebuild) a quarter of its rate, and the bound keeps a busy partition
      * from hiding the others' news. */
-    int64_t now_ms = altar__local_mono_ms();
+    int64_t now_ms = altar_mono_ms();
     if (c->pass_empty || now_ms != c->collected_ms) {
       altar__local_watch_collect(c, rs, n);
       c->collected_ms = now_ms;
@@ -120,7 +120,7 @@ int altar__local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pms
     if (rs != stack) free(rs);
     c->pass_empty = rc == 0;
     if (rc != 0) return rc < 0 ? rc : 0;
-    int64_t now = altar__local_mono_ms();
+    int64_t now = altar_mono_ms();
     if (now >= deadline) return 0;
     int64_t left = deadline - now;
     if (altar__local_watch_active(c)) {

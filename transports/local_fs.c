@@ -55,18 +55,6 @@ char *altar__local_pathf(const char *fmt, ...) {
 
 char *altar__local_path(const char *a, const char *b) { return altar__local_pathf("%s/%s", a, b); }
 
-int64_t altar__local_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t altar__local_mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int altar__local_write_all(int fd, const void *p, size_t n) {
   const uint8_t *c = p;
   while (n > 0) {

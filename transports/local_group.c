@@ -94,7 +94,7 @@ int altar__local_group_join(altar_transport_t *t, const local_cfg_t *cfg, const 
   static unsigned counter;
   /* Start time first, so ids sort oldest first (the oldest members take a
    * topic's remainder, and a joiner takes its share from the others). */
-  g->member_id = altar__local_pathf("%013lld-%010ld-%u", (long long)altar__local_mono_ms(), (long)getpid(), ++counter);
+  g->member_id = altar__local_pathf("%013lld-%010ld-%u", (long long)altar_mono_ms(), (long)getpid(), ++counter);
   if (!g->group || !g->dir || !g->topics || !g->member_id) goto nomem;
   for (size_t i = 0; i < n; i++) {
     if (!(g->topics[i] = strdup(topics[i]))) goto nomem;
@@ -407,7 +407,7 @@ static void revoke_where(altar_transport_t *t, lgroup_t *g, const bool *drop) {
 
 int altar__local_group_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool force,
                  altar_error_t *err) {
-  int64_t now = altar__local_mono_ms();
+  int64_t now = altar_mono_ms();
   if (!force && now < g->next_check_ms) return 0;
   g->next_check_ms = now + cfg->rebalance_check_ms;
   member_t *ms = NULL;

@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include "altar/buf.h"
+#include "altar/clock.h"
 #include "altar/plugin/transport.h"
 
 #define LOCAL_FSYNC_ALWAYS 0
@@ -229,8 +230,6 @@ int altar__local_mkdirs(const char *path, altar_error_t *err);
 int altar__local_fsync_dir(const char *path);
 char *altar__local_path(const char *a, const char *b); /* a/b, malloc'd */
 char *altar__local_pathf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-int64_t altar__local_now_ms(void);
-int64_t altar__local_mono_ms(void);
 int altar__local_write_all(int fd, const void *p, size_t n);
 ssize_t altar__local_pread_full(int fd, void *p, size_t n, off_t at);
 

@@ -366,7 +366,7 @@ void altar__local_appender_retain(altar_transport_t *t, const local_cfg_t *cfg, 
     }
     free(p);
   }
-  int64_t now = altar__local_now_ms();
+  int64_t now = altar_wall_ms();
   for (size_t i = 0; sizes && mtimes && i + 1 < n; i++) {
     bool by_size = tc.retention_bytes >= 0 && total > tc.retention_bytes;
     bool by_age = tc.retention_ms >= 0 && mtimes[i] < now - tc.retention_ms;

@@ -43,7 +43,7 @@ int altar__local_producer_init(local_producer_t *p) {
     return ALTAR_ENOMEM;
   }
   pthread_condattr_destroy(&ca);
-  p->rng = (uint64_t)altar__local_mono_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+  p->rng = (uint64_t)altar_mono_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
   if (!p->rng) p->rng = 1;
   return 0;
 }
@@ -324,7 +324,7 @@ int altar__local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, a
   r->partition = part;
   r->opaque = rec->opaque;
   r->offset = -1;
-  if (altar__local_rec_encode(&r->data, rec, rec->timestamp_ms ? rec->timestamp_ms : altar__local_now_ms()) != 0) {
+  if (altar__local_rec_encode(&r->data, rec, rec->timestamp_ms ? rec->timestamp_ms : altar_wall_ms()) != 0) {
     prec_free(r);
     return altar_error_set(err, ALTAR_ENOMEM, "produce: out of memory");
   }
@@ -344,7 +344,7 @@ int altar__local_produce(altar_transport_t *t, const altar_produce_rec_t *rec, a
     }
     p->started = true;
   }
-  r->enq_ms = altar__local_mono_ms();
+  r->enq_ms = altar_mono_ms();
   if (p->tail) p->tail->next = r;
   else p->head = r;
   p->tail = r;
@@ -391,7 +391,7 @@ int altar__local_poll(altar_transport_t *t, int timeout_ms) {
 
 int altar__local_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err) {
   local_producer_t *p = &((local_t *)altar_transport_impl(t))->prod;
-  int64_t deadline = timeout_ms < 0 ? INT64_MAX : altar__local_mono_ms() + timeout_ms;
+  int64_t deadline = timeout_ms < 0 ? INT64_MAX : altar_mono_ms() + timeout_ms;
   pthread_mutex_lock(&p->mu);
   p->flushing++;
   pthread_cond_signal(&p->cv);
@@ -403,7 +403,7 @@ int altar__local_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err)
     size_t left = p->outstanding;
     pthread_mutex_unlock(&p->mu);
     if (left == 0) break;
-    int64_t now = altar__local_mono_ms();
+    int64_t now = altar_mono_ms();
     if (now >= deadline) {
       rc = altar_error_set_retriable(err, ALTAR_ETIMEOUT, "flush: %zu records still await their report", left);
       break;

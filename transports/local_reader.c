@@ -43,7 +43,7 @@ struct lreader_priv {
 
 static bool newer_segment_possible(lreader_t *r) {
   struct lreader_priv *b = (struct lreader_priv *)(r + 1);
-  int64_t now = altar__local_mono_ms();
+  int64_t now = altar_mono_ms();
   if (now - b->listed_ms >= RELIST_MS) return true;
   if (now == b->checked_ms) return false;
   b->checked_ms = now;
@@ -64,7 +64,7 @@ void altar__local_reader_changed(lreader_t *r) {
   ((struct lreader_priv *)(r + 1))->checked_ms = INT64_MIN;
 }
 
-static void mark_listed(lreader_t *r) { ((struct lreader_priv *)(r + 1))->listed_ms = altar__local_mono_ms(); }
+static void mark_listed(lreader_t *r) { ((struct lreader_priv *)(r + 1))->listed_ms = altar_mono_ms(); }
 
 lreader_t *altar__local_reader_new(const char *root, const char *topic, int32_t partition) {
   lreader_t *r = calloc(1, sizeof *r + sizeof(struct lreader_priv));

@@ -19,7 +19,7 @@ static void rm_tree(const char *path);
 static void sweep_tmp(const char *tmp) {
   DIR *d = opendir(tmp);
   if (!d) return;
-  int64_t cutoff = altar__local_now_ms() - 3600 * 1000;
+  int64_t cutoff = altar_wall_ms() - 3600 * 1000;
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
@@ -78,7 +78,7 @@ int altar__local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, cons
     return altar_error_set(err, ALTAR_EINVAL, "partitions: %d outside [1, 10000]", (int)partitions);
   char *final = altar__local_pathf("%s/topics/%s", cfg->dir, topic);
   char *stage = altar__local_pathf("%s/tmp/%s.%ld.%lld", cfg->dir, topic, (long)getpid(),
-                            (long long)altar__local_mono_ms());
+                            (long long)altar_mono_ms());
   char *topics = altar__local_path(cfg->dir, "topics");
   if (!final || !stage || !topics) {
     rc = altar_error_set(err, ALTAR_ENOMEM, "topic %s: out of memory", topic);

@@ -41,13 +41,13 @@ void altar__local_watch_collect(local_consumer_t *c, lreader_t *const *rs, size_
   if (!c->watch_open) {
     c->watch_open = true;
     c->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    c->next_sweep_ms = altar__local_mono_ms() + LWATCH_SWEEP_MS;
+    c->next_sweep_ms = altar_mono_ms() + LWATCH_SWEEP_MS;
   }
   if (c->watch_fd < 0) {
     mark_all(rs, n);
     return;
   }
-  int64_t now = altar__local_mono_ms();
+  int64_t now = altar_mono_ms();
   if (now >= c->next_sweep_ms) {
     mark_all(rs, n);
     c->next_sweep_ms = now + LWATCH_SWEEP_MS;
@@ -90,7 +90,7 @@ void altar__local_watch_collect(local_consumer_t *c, lreader_t *const *rs, size_
 /* Sleeps until an event or ms pass, whichever is first (never past the
  * next sweep). */
 void altar__local_watch_wait(local_consumer_t *c, int64_t ms) {
-  int64_t to_sweep = c->next_sweep_ms - altar__local_mono_ms();
+  int64_t to_sweep = c->next_sweep_ms - altar_mono_ms();
   if (to_sweep < ms) ms = to_sweep < 0 ? 0 : to_sweep;
   struct pollfd pfd = {.fd = c->watch_fd, .events = POLLIN};
   (void)poll(&pfd, 1, (int)ms);
