@@ -11,7 +11,7 @@
  * object checked like a message from the log. One call at a time (a mutex),
  * so a storage handle may be used from any thread. */
 #include "python_int.h"
-#include "storage/storage_int.h"
+#include "core/storage_int.h"
 
 #include "altar/file_read.h"
 #include "altar/registry.h"

@@ -3,7 +3,7 @@
  * through, and the text reader/writer. */
 #include "altar/plugin/storage.h"
 #include "altar/registry.h"
-#include "storage/storage_int.h"
+#include "core/storage_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -126,7 +126,7 @@ void altar_local_file_release(altar_local_file_t *lf) {
   lf->release = NULL;
 }
 
-/* For adapters (storage_int.h): a temp file under $TMPDIR that
+/* For adapters (core/storage_int.h): a temp file under $TMPDIR that
  * keeps the stored name's extension, so tools that look at it still can. */
 int altar__storage_mktemp(const char *path, altar_local_file_t *out, int *pfd, altar_error_t *err) {
   const char *base = getenv("TMPDIR");

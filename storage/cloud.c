@@ -1,7 +1,7 @@
 /* What the gs:// and s3:// adapters share (see cloud_int.h): URI rules,
  * checksums, options, and the libcurl request runner. */
 #include "cloud_int.h"
-#include "storage_int.h"
+#include "core/storage_int.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -4,7 +4,7 @@
  * both take as options. Each adapter's impl starts with altar_cloud_base_t,
  * whose kind names its scheme, label, download and put. */
 #include "cloud_int.h"
-#include "storage_int.h"
+#include "core/storage_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

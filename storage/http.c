@@ -4,7 +4,7 @@
  *
  * Options (all optional): timeout_s (whole request, default 300),
  * connect_timeout_s (default 10), max_bytes (largest body, default 1 GiB). */
-#include "storage_int.h"
+#include "core/storage_int.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -1,4 +1,5 @@
-/* For storage adapters only; not public API. */
+/* For storage adapters (storage/, the Python bridge in backends/): defined
+ * in core/storage.c; not public API. */
 #ifndef ALTAR_STORAGE_INT_H
 #define ALTAR_STORAGE_INT_H
 
