@@ -14,6 +14,7 @@
 #include "altar/pools.h"
 #include "producer/job_queue.h"
 #include "reconciler/attempts_json.h"
+#include "dashboard/shard_why.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -302,6 +303,38 @@ static void print_retried(json_t *retried, size_t max) {
   if (n > max) printf("  retried: ... and %zu more shard%s that ran more than once\n", n - max, n - max == 1 ? "" : "s");
 }
 
+/* "  why: 2 shards not running: 1 backoff, 1 no_free_slot", then one line
+ * per shard (at most max): "  why: 1a2b3c4d5e6f (waiting) behind: ...". */
+static void print_why(json_t *why, size_t max) {
+  const char *err = json_string_value(json_object_get(why, "error"));
+  if (err) {
+    printf("  why: not known (%s)\n", err);
+    return;
+  }
+  json_int_t total = json_integer_value(json_object_get(why, "total"));
+  if (!total) return;
+  printf("  why: %lld shard%s not running:", (long long)total, ALTAR_CLI_PLURAL(total));
+  const char *k;
+  json_t *n;
+  bool first = true;
+  json_object_foreach(json_object_get(why, "counts"), k, n) {
+    printf("%s %lld %s", first ? "" : ",", (long long)json_integer_value(n), k);
+    first = false;
+  }
+  printf("\n");
+  json_t *shards = json_object_get(why, "shards");
+  for (size_t i = 0; i < json_array_size(shards) && i < max; i++) {
+    json_t *sh = json_array_get(shards, i);
+    char line[512];
+    altar__why_text(json_object_get(sh, "why"), line, sizeof line);
+    printf("  why: %.12s (%s) %s\n", json_string_value(json_object_get(sh, "task_key")),
+           json_string_value(json_object_get(sh, "state")), line);
+  }
+  if ((size_t)total > max && json_array_size(shards) > max)
+    printf("  why: ... and %lld more (--json lists up to %d)\n", (long long)total - (long long)max,
+           ALTAR_FLEET_VIEW_LIMIT_MAX);
+}
+
 int altar_cmd_status(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -388,6 +421,11 @@ int altar_cmd_status(int argc, char **argv) {
     altar_config_clear(&cfg);
     return STATUS_EXIT_NOT_FOUND;
   }
+  /* Why each shard that is not running waits, as the dashboard says it. */
+  json_t *why = NULL;
+  altar_error_t why_err = {0};
+  if (altar_cli_job_why(&cfg, job, &why, &why_err))
+    why = json_pack("{s:s, s:{}, s:I, s:[]}", "error", why_err.msg, "counts", "total", (json_int_t)0, "shards");
   if (json) {
     json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}}", "job_id", job,
                           "ledger",
@@ -416,6 +454,7 @@ int altar_cmd_status(int argc, char **argv) {
       json_object_set_new(o, "late", lj);
       json_object_set(o, "held", held.list ? held.list : json_array());
       json_object_set(o, "retried", t.retried ? t.retried : json_array());
+      json_object_set(o, "why", why ? why : json_object());
     }
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (text) printf("%s\n", text);
@@ -466,6 +505,7 @@ int altar_cmd_status(int argc, char **argv) {
       else
         printf("  waiting: %llu shard%s queued for pool %s\n", (unsigned long long)wv[i].shards, s, wv[i].pool);
     }
+    print_why(why, 20);
     if (late) {
       printf("  late: %zu late shard%s after group settled:", late, late == 1 ? "" : "s");
       for (size_t i = 0; i < x.n_shards; i++) {
@@ -482,6 +522,7 @@ int altar_cmd_status(int argc, char **argv) {
     free(wv[i].pool);
   }
   free(wv);
+  json_decref(why);
   altar_cli_failed_clear(&t.failed);
   json_decref(held.list);
   json_decref(t.retried);
