@@ -31,7 +31,10 @@ static void usage(FILE *out) {
           "group events so far (read from the ready and dead topics), and each failed\n"
           "shard with its reason and the first line of its detail, and each shard that\n"
           "ran more than once with every attempt in order (\"retried\" in --json: state,\n"
-          "reason, detail, worker, times of each run). --outputs lists\n"
+          "reason, detail, worker, times of each run), and why each shard that is not\n"
+          "running waits (\"why\" in --json: one reason of no_worker, behind,\n"
+          "no_free_slot, queued, forwarded, backoff, starting, lease, group_held,\n"
+          "cancelled, with its details; README \"Why a shard waits\"). --outputs lists\n"
           "each fired group's output URIs instead.\n"
           "Exit status: 0 shown, 1 a topic or the ledger could not be read, 2 bad usage,\n"
           "4 no trace of the job (not on the jobs topic, in the ledger or in a group event).\n\noptions:\n%s",
