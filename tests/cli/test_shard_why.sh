@@ -8,7 +8,8 @@
 #                 "until" equals the due time the ledger records;
 #   no_free_slot  the second shard of a job on a worker with one slot;
 #   behind        a later job's shard queued behind it (jobs_ahead 1);
-#   no_worker     a shard for pool h100, which no worker serves;
+#   no_worker     a shard for pool h100, which no worker serves (and
+#                 `submit --wait` says so when it times out);
 #   cancelled     a waiting shard of a cancelled job;
 #   lease         the running shard of a worker killed with -9, once its
 #                 heartbeats stopped (it holds the shard until its lease ends);
@@ -113,6 +114,12 @@ spec long 1 '["true"]' h100 >"$T/j3.json"
 j3="$(submit "$T/j3.json")"
 why "$j3" && reasons no_worker && ok "no_worker" || fail "no_worker: $(cat "$T/s.json" "$T/s.err")"
 cp "$T/s.json" "$T/j3.status"
+# submit --wait that times out says why its shards wait.
+spec long 5 '["true"]' h100 >"$T/j5.json"
+"$ALTAR_BIN" submit $cfg --wait --timeout 1 "$T/j5.json" >"$T/j5.out" 2>"$T/j5.err"
+rc=$?
+[ "$rc" = 3 ] && grep -q "1 shard not running: 1 no_worker" "$T/j5.err" && grep -q "no_worker: no worker serves pool h100" "$T/j5.err" &&
+  ok "submit --wait: the timeout says why" || fail "submit --wait (exit $rc): $(cat "$T/j5.err")"
 
 # cancelled: a waiting shard of a cancelled job.
 spec long 1 '["true"]' h100 | sed 's/"n":"1"/"n":"4"/' >"$T/j4.json"
