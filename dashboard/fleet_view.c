@@ -586,6 +586,15 @@ static void page_bounds(const altar_fleet_query_t *q, size_t *poff, size_t *plim
 
 /* ---- why a shard is not running (shard_why.h) ------------------------------ */
 
+/* A waiting job message: where it is and whose; for the job's own, the
+ * waiting shards of other jobs before it there. */
+typedef struct waiting_msg {
+  const char *topic, *job, *task_key;
+  int32_t partition;
+  int64_t offset;
+  int64_t shards_ahead, jobs_ahead; /* -1: not the job's */
+} waiting_msg_t;
+
 /* What one render knows for the reasons, built once from what the view
  * holds already (heartbeats, the jobs topics read so far, the ledger
  * snapshot): no per-shard read of the log. */
@@ -595,7 +604,8 @@ typedef struct why_ctx {
   json_t *pool_free;    /* pool → free slots over the live workers that announce it */
   json_t *pool_workers; /* pool → workers reading its jobs topic (asked once per render) */
   json_t *recorded;     /* task_key → true */
-  json_t *ahead;        /* task_key → [shards_ahead, jobs_ahead] of the job's waiting shards */
+  waiting_msg_t *waiting; /* every shard with no record, by topic, partition and offset */
+  size_t n_waiting;
 } why_ctx_t;
 
 static void why_ctx_free(why_ctx_t *c) {
@@ -603,7 +613,7 @@ static void why_ctx_free(why_ctx_t *c) {
   json_decref(c->pool_free);
   json_decref(c->pool_workers);
   json_decref(c->recorded);
-  json_decref(c->ahead);
+  free(c->waiting);
   memset(c, 0, sizeof *c);
 }
 
@@ -612,18 +622,12 @@ static bool hb_live(const json_t *hb, double now) {
   return !(event && !strcmp(event, "goodbye")) && now - json_number_value(json_object_get(hb, "ts")) <= STALE_S;
 }
 
-/* A waiting job message: where it is and whose. */
-typedef struct waiting_msg {
-  const char *topic, *job, *task_key;
-  int32_t partition;
-  int64_t offset;
-} waiting_msg_t;
-
+/* Each topic partition's messages together, in offset order. */
 static int by_position(const void *a, const void *b) {
   const waiting_msg_t *x = a, *y = b;
-  int c = strcmp(x->topic, y->topic);
-  if (c) return c;
   if (x->partition != y->partition) return x->partition < y->partition ? -1 : 1;
+  int c = x->topic == y->topic ? 0 : strcmp(x->topic, y->topic);
+  if (c) return c;
   return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
@@ -651,30 +655,32 @@ static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job)
         return ALTAR_ENOMEM;
       }
       w[n++] = (waiting_msg_t){topic, jid, tk, (int32_t)json_integer_value(json_object_get(e, "p")),
-                               (int64_t)json_integer_value(json_object_get(e, "o"))};
+                               (int64_t)json_integer_value(json_object_get(e, "o")), -1, -1};
     }
   }
   if (n) qsort(w, n, sizeof *w, by_position);
   int64_t others = 0, runs = 0;
   const char *last = NULL;
   for (size_t i = 0; i < n; i++) {
-    if (i == 0 || strcmp(w[i].topic, w[i - 1].topic) || w[i].partition != w[i - 1].partition) others = runs = 0, last = NULL;
+    if (i && (w[i].partition != w[i - 1].partition || strcmp(w[i].topic, w[i - 1].topic))) others = runs = 0, last = NULL;
     if (!strcmp(w[i].job, job)) {
-      json_object_set_new(c->ahead, w[i].task_key, json_pack("[I, I]", (json_int_t)others, (json_int_t)runs));
+      w[i].shards_ahead = others;
+      w[i].jobs_ahead = runs;
       continue;
     }
     others++;
     if (!last || strcmp(last, w[i].job)) runs++;
     last = w[i].job;
   }
-  free(w);
+  c->waiting = w;
+  c->n_waiting = n;
   return ALTAR_OK;
 }
 
 static int why_ctx_init(const altar_fleet_view_t *v, const char *job, why_ctx_t *c) {
   *c = (why_ctx_t){.now = now_s(), .run = json_object(), .pool_free = json_object(), .pool_workers = json_object(),
-                   .recorded = json_object(), .ahead = json_object()};
-  if (!c->run || !c->pool_free || !c->pool_workers || !c->recorded || !c->ahead) return ALTAR_ENOMEM;
+                   .recorded = json_object()};
+  if (!c->run || !c->pool_free || !c->pool_workers || !c->recorded) return ALTAR_ENOMEM;
   const char *id;
   json_t *hb;
   json_object_foreach(v->workers, id, hb) {
@@ -723,20 +729,26 @@ static void why_pool_facts(const altar_fleet_view_t *v, why_ctx_t *c, const char
   f->pool_free = fr ? json_integer_value(fr) : -1;
 }
 
-/* The reason of a recorded shard (JSON null when it runs or is done). */
-static json_t *rec_why(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r) {
-  char gkey[2048], gname[2048];
+/* A shard's facts, with the storage the borrowed group name points into. */
+typedef struct shard_facts {
+  altar_why_facts_t f;
+  char gname[2048];
+} shard_facts_t;
+
+/* The facts of a recorded shard. */
+static void rec_facts(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r, shard_facts_t *sf) {
+  char gkey[2048];
   snprintf(gkey, sizeof gkey, "%s\n%s", r->kind, r->group_key ? r->group_key : "");
-  snprintf(gname, sizeof gname, "%s:%s", r->kind, r->group_key ? r->group_key : "");
+  snprintf(sf->gname, sizeof sf->gname, "%s:%s", r->kind, r->group_key ? r->group_key : "");
   const char *ev = r->group_key ? event_name(json_object_get(v->groups, gkey)) : NULL;
   json_t *run = r->task_key[0] ? json_object_get(c->run, r->task_key) : NULL;
-  altar_why_facts_t f = {
+  sf->f = (altar_why_facts_t){
       .now = c->now,
       .state = r->state,
       .consumed = r->consumed,
       .failure_reason = r->reason,
       .group_cancelled = (ev && !strcmp(ev, "cancelled")) || json_object_get(v->cancelled_jobs, r->job_id),
-      .group = gname,
+      .group = sf->gname,
       .held_error = r->group_key ? json_string_value(json_object_get(v->held, gkey)) : NULL,
       .retry_due = r->retry_due,
       .run_worker = json_string_value(json_object_get(run, "worker")),
@@ -746,25 +758,44 @@ static json_t *rec_why(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r
       .jobs_ahead = -1,
   };
   /* Only a shard back on its jobs topic asks about its pool (a log call). */
-  if (r->state == ALTAR_STATE_PENDING && !(f.retry_due > f.now) && !f.run_worker) why_pool_facts(v, c, r->pool, &f);
-  json_t *j = altar__why_json(&f);
+  altar_why_facts_t *f = &sf->f;
+  if (r->state == ALTAR_STATE_PENDING && !(f->retry_due > f->now) && !f->run_worker) why_pool_facts(v, c, r->pool, f);
+}
+
+/* The reason of a recorded shard (JSON null when it runs or is done). */
+static json_t *rec_why(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r) {
+  shard_facts_t sf;
+  rec_facts(v, c, r, &sf);
+  json_t *j = altar__why_json(&sf.f);
   return j ? j : json_null();
 }
 
-/* The reason of a shard known only from its job message. */
-static json_t *queued_why(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk, const json_t *e) {
-  json_t *ahead = json_object_get(c->ahead, tk);
-  altar_why_facts_t f = {
+/* The facts of a shard known only from its job message. */
+static void queued_facts(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk, const json_t *e,
+                         shard_facts_t *sf) {
+  waiting_msg_t key = {.topic = json_string_value(json_object_get(e, "topic")),
+                       .partition = (int32_t)json_integer_value(json_object_get(e, "p")),
+                       .offset = (int64_t)json_integer_value(json_object_get(e, "o"))};
+  const waiting_msg_t *at =
+      key.topic && c->n_waiting ? bsearch(&key, c->waiting, c->n_waiting, sizeof key, by_position) : NULL;
+  sf->gname[0] = 0;
+  sf->f = (altar_why_facts_t){
       .now = c->now,
       .state = -1,
       .group_cancelled = json_object_get(v->cancelled_jobs, job) != NULL,
       .forwarded_by = json_string_value(json_object_get(v->forwarded, tk)),
-      .shards_ahead = ahead ? json_integer_value(json_array_get(ahead, 0)) : -1,
-      .jobs_ahead = ahead ? json_integer_value(json_array_get(ahead, 1)) : -1,
+      .shards_ahead = at ? at->shards_ahead : -1,
+      .jobs_ahead = at ? at->jobs_ahead : -1,
   };
   const char *pool = json_string_value(json_object_get(e, "pool"));
-  why_pool_facts(v, c, pool ? pool : ALTAR_POOL_CPU, &f);
-  json_t *j = altar__why_json(&f);
+  why_pool_facts(v, c, pool ? pool : ALTAR_POOL_CPU, &sf->f);
+}
+
+/* The reason of a shard known only from its job message. */
+static json_t *queued_why(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk, const json_t *e) {
+  shard_facts_t sf;
+  queued_facts(v, c, job, tk, e, &sf);
+  json_t *j = altar__why_json(&sf.f);
   return j ? j : json_null();
 }
 
@@ -970,42 +1001,52 @@ static json_t *members_json(const altar_fleet_view_t *v, why_ctx_t *c, const cha
 
 /* Calls fn for each shard of job that is not running, with its reason:
  * recorded ones in ledger order, then those known only from the jobs topic. */
-typedef int (*why_fn)(void *ctx, const rec_t *r, const char *tk, const json_t *queued, json_t *why);
+/* The facts decide a reason for each shard; JSON is made only for the
+ * shards a page lists (counting 10^5 waiting shards allocates nothing). */
+typedef int (*why_fn)(void *ctx, const rec_t *r, const char *tk, const json_t *queued, const altar_why_facts_t *f,
+                      altar_why_reason_t why);
 
 static int why_each(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, why_fn fn, void *ctx) {
+  shard_facts_t sf;
   for (size_t i = 0; i < v->n_recs; i++) {
     const rec_t *r = &v->recs[i];
     if (strcmp(r->job_id, job)) continue;
-    json_t *w = rec_why(v, c, r);
-    int rc = json_is_null(w) ? 0 : fn(ctx, r, r->task_key, NULL, w);
-    json_decref(w);
+    rec_facts(v, c, r, &sf);
+    altar_why_reason_t why = altar__why_decide(&sf.f);
+    int rc = why == ALTAR_WHY_NONE ? 0 : fn(ctx, r, r->task_key, NULL, &sf.f, why);
     if (rc) return rc;
   }
   const char *tk;
   json_t *e;
   json_object_foreach(json_object_get(v->queued, job), tk, e) {
     if (json_object_get(c->recorded, tk)) continue;
-    json_t *w = queued_why(v, c, job, tk, e);
-    int rc = json_is_null(w) ? 0 : fn(ctx, NULL, tk, e, w);
-    json_decref(w);
+    queued_facts(v, c, job, tk, e, &sf);
+    altar_why_reason_t why = altar__why_decide(&sf.f);
+    int rc = why == ALTAR_WHY_NONE ? 0 : fn(ctx, NULL, tk, e, &sf.f, why);
     if (rc) return rc;
   }
   return 0;
 }
 
-static int count_one(void *ctx, const rec_t *r, const char *tk, const json_t *queued, json_t *why) {
-  (void)r, (void)tk, (void)queued;
-  json_t *counts = ctx;
-  const char *name = json_string_value(json_object_get(why, "reason"));
-  json_object_set_new(counts, name, json_integer(json_integer_value(json_object_get(counts, name)) + 1));
+static int count_one(void *ctx, const rec_t *r, const char *tk, const json_t *queued, const altar_why_facts_t *f,
+                     altar_why_reason_t why) {
+  (void)r, (void)tk, (void)queued, (void)f;
+  ((int64_t *)ctx)[why]++;
   return 0;
+}
+
+static json_t *counts_json(const int64_t *n) {
+  json_t *o = json_object();
+  for (int r = 1; o && r < ALTAR_WHY_COUNT; r++)
+    if (n[r]) json_object_set_new(o, altar__why_name((altar_why_reason_t)r), json_integer(n[r]));
+  return o;
 }
 
 /* reason → how many of job's shards wait for it. */
 static json_t *why_counts(const altar_fleet_view_t *v, why_ctx_t *c, const char *job) {
-  json_t *counts = json_object();
-  if (counts) why_each(v, c, job, count_one, counts);
-  return counts;
+  int64_t n[ALTAR_WHY_COUNT] = {0};
+  why_each(v, c, job, count_one, n);
+  return counts_json(n);
 }
 
 typedef struct why_page {
@@ -1013,13 +1054,17 @@ typedef struct why_page {
   why_ctx_t *c;
   const char *job;
   size_t idx, off, lim;
-  json_t *rows, *counts;
+  json_t *rows;
+  int64_t counts[ALTAR_WHY_COUNT];
 } why_page_t;
 
-static int why_row(void *ctx, const rec_t *r, const char *tk, const json_t *queued, json_t *why) {
+static int why_row(void *ctx, const rec_t *r, const char *tk, const json_t *queued, const altar_why_facts_t *f,
+                   altar_why_reason_t reason) {
   why_page_t *p = ctx;
-  count_one(p->counts, r, tk, queued, why);
+  p->counts[reason]++;
   if (p->idx++ < p->off || json_array_size(p->rows) >= p->lim) return 0;
+  json_t *why = altar__why_json(f);
+  if (!why) return ALTAR_ENOMEM;
   json_t *row = r ? json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "task_key", jstr(tk), "state", shard_state(r),
                               "kind", jstr(r->kind), "group_key", jstr(r->group_key), "backend", jstr(r->backend),
                               "external_id", jstr(r->external_id), "pool", jstr(r->pool))
@@ -1027,6 +1072,7 @@ static int why_row(void *ctx, const rec_t *r, const char *tk, const json_t *queu
                               json_object_get(queued, "pool"), "topic", json_object_get(queued, "topic"), "partition",
                               json_object_get(queued, "p"), "offset", json_object_get(queued, "o"));
   if (row) json_object_set(row, "why", why);
+  json_decref(why);
   return row ? json_array_append_new(p->rows, row) : ALTAR_ENOMEM;
 }
 
@@ -1044,16 +1090,15 @@ static json_t *render_why(const altar_fleet_view_t *v, const altar_fleet_query_t
     return NULL;
   }
   why_ctx_t wc;
-  why_page_t p = {.v = v, .c = &wc, .job = q->job, .rows = json_array(), .counts = json_object()};
+  why_page_t p = {.v = v, .c = &wc, .job = q->job, .rows = json_array()};
   page_bounds(q, &p.off, &p.lim);
-  int rc = why_ctx_init(v, q->job, &wc) || !p.rows || !p.counts ? ALTAR_ENOMEM : why_each(v, &wc, q->job, why_row, &p);
+  int rc = why_ctx_init(v, q->job, &wc) || !p.rows ? ALTAR_ENOMEM : why_each(v, &wc, q->job, why_row, &p);
   why_ctx_free(&wc);
   json_t *o = rc ? NULL
-                 : json_pack("{s:s, s:f, s:I, s:I, s:I, s:O, s:O}", "job_id", q->job, "now", now_s(), "total",
+                 : json_pack("{s:s, s:f, s:I, s:I, s:I, s:o, s:O}", "job_id", q->job, "now", now_s(), "total",
                              (json_int_t)p.idx, "offset", (json_int_t)p.off, "limit", (json_int_t)p.lim, "counts",
-                             p.counts, "shards", p.rows);
+                             counts_json(p.counts), "shards", p.rows);
   json_decref(p.rows);
-  json_decref(p.counts);
   if (!o) altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   return o;
 }
