@@ -1095,7 +1095,7 @@ static json_t *render_why(const altar_fleet_view_t *v, const altar_fleet_query_t
   int rc = why_ctx_init(v, q->job, &wc) || !p.rows ? ALTAR_ENOMEM : why_each(v, &wc, q->job, why_row, &p);
   why_ctx_free(&wc);
   json_t *o = rc ? NULL
-                 : json_pack("{s:s, s:f, s:I, s:I, s:I, s:o, s:O}", "job_id", q->job, "now", now_s(), "total",
+                 : json_pack("{s:s, s:I, s:I, s:I, s:o, s:O}", "job_id", q->job, "total",
                              (json_int_t)p.idx, "offset", (json_int_t)p.off, "limit", (json_int_t)p.lim, "counts",
                              counts_json(p.counts), "shards", p.rows);
   json_decref(p.rows);
