@@ -316,7 +316,8 @@ static void print_why(json_t *why, size_t max) {
   }
   json_int_t total = json_integer_value(json_object_get(why, "total"));
   if (!total) return;
-  printf("  why: %lld shard%s not running:", (long long)total, ALTAR_CLI_PLURAL(total));
+  printf("  why: %lld shard%s not running%s:", (long long)total, ALTAR_CLI_PLURAL(total),
+         json_is_true(json_object_get(why, "partial")) ? " (so far: the log was not read to its end in time)" : "");
   const char *k;
   json_t *n;
   bool first = true;
