@@ -742,6 +742,19 @@ static void rec_facts(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r,
   snprintf(sf->gname, sizeof sf->gname, "%s:%s", r->kind, r->group_key ? r->group_key : "");
   const char *ev = r->group_key ? event_name(json_object_get(v->groups, gkey)) : NULL;
   json_t *run = r->task_key[0] ? json_object_get(c->run, r->task_key) : NULL;
+  const char *worker = json_string_value(json_object_get(run, "worker"));
+  bool live = json_is_true(json_object_get(run, "live"));
+  /* A heartbeat lists at most a few hundred keys: else the worker of the
+   * run's latest status event holds it (a retry put back to pending has
+   * none: its last event was its failure). Without any heartbeat of that
+   * worker nothing says it went silent. */
+  if (!worker && (r->state == ALTAR_STATE_RUNNING || (r->state == ALTAR_STATE_PENDING && r->restarts == 0))) {
+    char hk[2048];
+    snprintf(hk, sizeof hk, "%s/%s", r->backend, r->external_id);
+    worker = json_string_value(json_object_get(v->hosts, hk));
+    json_t *hb = worker ? json_object_get(v->workers, worker) : NULL;
+    live = !hb || hb_live(hb, c->now);
+  }
   sf->f = (altar_why_facts_t){
       .now = c->now,
       .state = r->state,
@@ -751,8 +764,8 @@ static void rec_facts(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r,
       .group = sf->gname,
       .held_error = r->group_key ? json_string_value(json_object_get(v->held, gkey)) : NULL,
       .retry_due = r->retry_due,
-      .run_worker = json_string_value(json_object_get(run, "worker")),
-      .run_worker_live = json_is_true(json_object_get(run, "live")),
+      .run_worker = worker,
+      .run_worker_live = live,
       .forwarded_by = r->task_key[0] ? json_string_value(json_object_get(v->forwarded, r->task_key)) : NULL,
       .shards_ahead = -1,
       .jobs_ahead = -1,
