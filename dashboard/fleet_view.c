@@ -586,14 +586,7 @@ static void page_bounds(const altar_fleet_query_t *q, size_t *poff, size_t *plim
 
 /* ---- why a shard is not running (shard_why.h) ------------------------------ */
 
-/* A waiting job message: where it is and whose; for the job's own, the
- * waiting shards of other jobs before it there. */
-typedef struct waiting_msg {
-  const char *topic, *job, *task_key;
-  int32_t partition;
-  int64_t offset;
-  int64_t shards_ahead, jobs_ahead; /* -1: not the job's */
-} waiting_msg_t;
+typedef altar_why_waiting_t waiting_msg_t;
 
 /* What one render knows for the reasons, built once from what the view
  * holds already (heartbeats, the jobs topics read so far, the ledger
@@ -622,18 +615,8 @@ static bool hb_live(const json_t *hb, double now) {
   return !(event && !strcmp(event, "goodbye")) && now - json_number_value(json_object_get(hb, "ts")) <= STALE_S;
 }
 
-/* Each topic partition's messages together, in offset order. */
-static int by_position(const void *a, const void *b) {
-  const waiting_msg_t *x = a, *y = b;
-  if (x->partition != y->partition) return x->partition < y->partition ? -1 : 1;
-  int c = x->topic == y->topic ? 0 : strcmp(x->topic, y->topic);
-  if (c) return c;
-  return x->offset < y->offset ? -1 : x->offset > y->offset;
-}
-
-/* For each waiting shard of job: the waiting shards of other jobs before it
- * in its partition, and how many jobs those are (runs of one job's
- * consecutive messages, as submit writes them). One sort of what waits. */
+/* Every shard waiting with no record (cancelled jobs' apart), sorted, with
+ * the shards ahead of each of job's (altar__why_ahead). */
 static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job) {
   json_t *mine = json_object_get(v->queued, job);
   bool any = false;
@@ -658,20 +641,7 @@ static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job)
                                (int64_t)json_integer_value(json_object_get(e, "o")), -1, -1};
     }
   }
-  if (n) qsort(w, n, sizeof *w, by_position);
-  int64_t others = 0, runs = 0;
-  const char *last = NULL;
-  for (size_t i = 0; i < n; i++) {
-    if (i && (w[i].partition != w[i - 1].partition || strcmp(w[i].topic, w[i - 1].topic))) others = runs = 0, last = NULL;
-    if (!strcmp(w[i].job, job)) {
-      w[i].shards_ahead = others;
-      w[i].jobs_ahead = runs;
-      continue;
-    }
-    others++;
-    if (!last || strcmp(last, w[i].job)) runs++;
-    last = w[i].job;
-  }
+  altar__why_ahead(w, n, job);
   c->waiting = w;
   c->n_waiting = n;
   return ALTAR_OK;
@@ -786,11 +756,9 @@ static json_t *rec_why(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r
 /* The facts of a shard known only from its job message. */
 static void queued_facts(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk, const json_t *e,
                          shard_facts_t *sf) {
-  waiting_msg_t key = {.topic = json_string_value(json_object_get(e, "topic")),
-                       .partition = (int32_t)json_integer_value(json_object_get(e, "p")),
-                       .offset = (int64_t)json_integer_value(json_object_get(e, "o"))};
-  const waiting_msg_t *at =
-      key.topic && c->n_waiting ? bsearch(&key, c->waiting, c->n_waiting, sizeof key, by_position) : NULL;
+  const waiting_msg_t *at = altar__why_waiting_find(c->waiting, c->n_waiting, json_string_value(json_object_get(e, "topic")),
+                                                   (int32_t)json_integer_value(json_object_get(e, "p")),
+                                                   (int64_t)json_integer_value(json_object_get(e, "o")));
   sf->gname[0] = 0;
   sf->f = (altar_why_facts_t){
       .now = c->now,

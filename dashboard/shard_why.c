@@ -4,6 +4,7 @@
 #include "altar/task.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -115,4 +116,38 @@ void altar__why_text(const json_t *j, char *out, size_t outsz) {
   } else {
     snprintf(out, outsz, "%s: waiting for a worker of pool %s", r, pool ? pool : "?");
   }
+}
+
+/* Each topic partition's messages together, in offset order. */
+static int by_position(const void *a, const void *b) {
+  const altar_why_waiting_t *x = a, *y = b;
+  if (x->partition != y->partition) return x->partition < y->partition ? -1 : 1;
+  int c = x->topic == y->topic ? 0 : strcmp(x->topic, y->topic);
+  if (c) return c;
+  return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+void altar__why_ahead(altar_why_waiting_t *v, size_t n, const char *job) {
+  if (n) qsort(v, n, sizeof *v, by_position);
+  int64_t others = 0, runs = 0;
+  const char *last = NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (i && (v[i].partition != v[i - 1].partition || strcmp(v[i].topic, v[i - 1].topic))) others = runs = 0, last = NULL;
+    if (!strcmp(v[i].job, job)) {
+      v[i].shards_ahead = others;
+      v[i].jobs_ahead = runs;
+      continue;
+    }
+    v[i].shards_ahead = v[i].jobs_ahead = -1;
+    others++;
+    if (!last || strcmp(last, v[i].job)) runs++;
+    last = v[i].job;
+  }
+}
+
+const altar_why_waiting_t *altar__why_waiting_find(const altar_why_waiting_t *v, size_t n, const char *topic,
+                                                   int32_t partition, int64_t offset) {
+  if (!topic || !n) return NULL;
+  altar_why_waiting_t key = {.topic = topic, .partition = partition, .offset = offset};
+  return bsearch(&key, v, n, sizeof key, by_position);
 }

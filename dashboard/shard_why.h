@@ -23,6 +23,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum altar_why_reason {
@@ -70,5 +71,23 @@ json_t *altar__why_json(const altar_why_facts_t *f);
 /* The reason and details of j (altar__why_json's shape) in one line for a
  * person: "backoff: retry due at 2026-12-05 16:03:10 UTC". */
 void altar__why_text(const json_t *j, char *out, size_t outsz);
+
+/* A job message whose shard has no record yet (strings borrowed). */
+typedef struct altar_why_waiting {
+  const char *topic, *job, *task_key;
+  int32_t partition;
+  int64_t offset;
+  int64_t shards_ahead, jobs_ahead; /* set by altar__why_ahead for job's own; -1 for others */
+} altar_why_waiting_t;
+
+/* Sorts v[0..n) by partition, topic and offset, and gives each message of
+ * job the waiting messages of other jobs before it in its topic partition
+ * (shards_ahead) and how many jobs those are (jobs_ahead: runs of one
+ * job's consecutive messages, as submit writes them). O(n log n). */
+void altar__why_ahead(altar_why_waiting_t *v, size_t n, const char *job);
+/* The message at (topic, partition, offset) in v as altar__why_ahead sorted
+ * it, or NULL (topic NULL: NULL). */
+const altar_why_waiting_t *altar__why_waiting_find(const altar_why_waiting_t *v, size_t n, const char *topic,
+                                                   int32_t partition, int64_t offset);
 
 #endif

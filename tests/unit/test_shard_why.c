@@ -137,6 +137,44 @@ static void test_json_details(void) {
   json_decref(j);
 }
 
+/* Two topics' partitions interleaved: each message of job "me" counts the
+ * waiting messages of other jobs before it in its own topic partition only,
+ * and the jobs among them as runs. */
+static void test_ahead_per_partition(void) {
+  altar_why_waiting_t v[] = {
+      {"jobs", "me", "m3", 0, 40, 0, 0},      {"jobs", "a", "a1", 0, 10, 0, 0}, {"jobs.h100", "b", "b1", 0, 5, 0, 0},
+      {"jobs", "b", "b2", 0, 20, 0, 0},       {"jobs", "me", "m1", 0, 5, 0, 0}, {"jobs", "a", "a2", 0, 11, 0, 0},
+      {"jobs.h100", "me", "m4", 0, 9, 0, 0},  {"jobs", "me", "m2", 1, 3, 0, 0}, {"jobs", "c", "c1", 1, 1, 0, 0},
+      {"jobs", "me", "m5", 0, 30, 0, 0},
+  };
+  size_t n = sizeof v / sizeof *v;
+  altar__why_ahead(v, n, "me");
+  struct { const char *tk; int64_t shards, jobs; } want[] = {
+      {"m1", 0, 0}, /* first in jobs/0 */
+      {"m5", 3, 2}, /* a1 a2 (job a), b2 (job b) */
+      {"m3", 3, 2}, /* the same three: its own job's m5 is not counted */
+      {"m4", 1, 1}, /* b1 in jobs.h100/0 */
+      {"m2", 1, 1}, /* c1 in jobs/1 */
+  };
+  for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
+    const altar_why_waiting_t *at = NULL;
+    for (size_t i = 0; i < n; i++)
+      if (!strcmp(v[i].task_key, want[k].tk)) at = &v[i];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    CU_ASSERT_EQUAL(at->shards_ahead, want[k].shards);
+    CU_ASSERT_EQUAL(at->jobs_ahead, want[k].jobs);
+    /* Found again by its position, as the pages look it up. */
+    CU_ASSERT_PTR_EQUAL(altar__why_waiting_find(v, n, at->topic, at->partition, at->offset), at);
+  }
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(v[i].job, "me")) CU_ASSERT_EQUAL(v[i].shards_ahead, -1);
+  CU_ASSERT_PTR_NULL(altar__why_waiting_find(v, n, "jobs", 0, 6));
+  CU_ASSERT_PTR_NULL(altar__why_waiting_find(v, n, "jobs.a100", 0, 5));
+  CU_ASSERT_PTR_NULL(altar__why_waiting_find(v, n, NULL, 0, 5));
+  CU_ASSERT_PTR_NULL(altar__why_waiting_find(v, 0, "jobs", 0, 5));
+  altar__why_ahead(NULL, 0, "me"); /* nothing waits: nothing to do */
+}
+
 static void add(void) {
   ALTAR_SUITE("shard_why", NULL, NULL);
   ALTAR_TEST(test_names_are_stable);
@@ -144,6 +182,7 @@ static void add(void) {
   ALTAR_TEST(test_recorded_reasons);
   ALTAR_TEST(test_finished_cancelled_and_held);
   ALTAR_TEST(test_json_details);
+  ALTAR_TEST(test_ahead_per_partition);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
