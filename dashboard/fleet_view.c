@@ -177,7 +177,8 @@ altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_
   v->hosts = json_object();
   v->workers = json_object();
   v->dlq = json_array();
-  if (!ok || !v->submitted || !v->queued || !v->forwarded || !v->cancelled_jobs || !v->held || !v->groups || !v->hosts || !v->workers || !v->dlq) {
+  if (!ok || !v->submitted || !v->queued || !v->forwarded || !v->cancelled_jobs || !v->held || !v->groups ||
+      !v->hosts || !v->workers || !v->dlq) {
     altar_fleet_view_free(v);
     altar_error_set(err, ALTAR_ENOMEM, "fleet view: out of memory");
     return NULL;
@@ -532,7 +533,8 @@ int altar_fleet_view_sync(altar_fleet_view_t *v, int timeout_ms, altar_error_t *
   v->ledger_read_ms = 0; /* read after the topics: nothing recorded yet looks waiting */
   read_ledger(v);
   pthread_mutex_unlock(&v->mu);
-  return done ? ALTAR_OK : altar_error_set(err, ALTAR_ETIMEOUT, "fleet view: the topics were not read within %d ms", timeout_ms);
+  return done ? ALTAR_OK
+              : altar_error_set(err, ALTAR_ETIMEOUT, "fleet view: the topics were not read within %d ms", timeout_ms);
 }
 
 /* ---- rendering ------------------------------------------------------------ */
@@ -756,9 +758,10 @@ static json_t *rec_why(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r
 /* The facts of a shard known only from its job message. */
 static void queued_facts(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk, const json_t *e,
                          shard_facts_t *sf) {
-  const waiting_msg_t *at = altar__why_waiting_find(c->waiting, c->n_waiting, json_string_value(json_object_get(e, "topic")),
-                                                   (int32_t)json_integer_value(json_object_get(e, "p")),
-                                                   (int64_t)json_integer_value(json_object_get(e, "o")));
+  const waiting_msg_t *at =
+      altar__why_waiting_find(c->waiting, c->n_waiting, json_string_value(json_object_get(e, "topic")),
+                              (int32_t)json_integer_value(json_object_get(e, "p")),
+                              (int64_t)json_integer_value(json_object_get(e, "o")));
   sf->gname[0] = 0;
   sf->f = (altar_why_facts_t){
       .now = c->now,
@@ -781,7 +784,8 @@ static json_t *queued_why(const altar_fleet_view_t *v, why_ctx_t *c, const char 
 }
 
 /* One waiting shard (no record yet) as the job page lists it. */
-static json_t *queued_json(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk, const json_t *e) {
+static json_t *queued_json(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk,
+                           const json_t *e) {
   json_t *by = json_object_get(v->forwarded, tk);
   return json_pack("{s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:o}", "task_key", tk, "state", "waiting", "pool",
                    json_object_get(e, "pool"), "topic", json_object_get(e, "topic"), "partition",

@@ -29,7 +29,8 @@ static altar_why_reason_t queue_reason(const altar_why_facts_t *f) {
 }
 
 altar_why_reason_t altar__why_decide(const altar_why_facts_t *f) {
-  bool cancelled = f->failure_reason && f->state == ALTAR_STATE_FAILED && !strcmp(f->failure_reason, ALTAR_REASON_CANCELLED);
+  bool cancelled =
+      f->failure_reason && f->state == ALTAR_STATE_FAILED && !strcmp(f->failure_reason, ALTAR_REASON_CANCELLED);
   /* A cancelled group's shards that had not finished will not run; one that
    * runs now is being stopped and says so once it has. */
   if (cancelled || (f->group_cancelled && f->state != ALTAR_STATE_SUCCEEDED && f->state != ALTAR_STATE_RUNNING &&
@@ -132,7 +133,8 @@ void altar__why_ahead(altar_why_waiting_t *v, size_t n, const char *job) {
   int64_t others = 0, runs = 0;
   const char *last = NULL;
   for (size_t i = 0; i < n; i++) {
-    if (i && (v[i].partition != v[i - 1].partition || strcmp(v[i].topic, v[i - 1].topic))) others = runs = 0, last = NULL;
+    if (i && (v[i].partition != v[i - 1].partition || strcmp(v[i].topic, v[i - 1].topic)))
+      others = runs = 0, last = NULL; /* the next topic partition */
     if (!strcmp(v[i].job, job)) {
       v[i].shards_ahead = others;
       v[i].jobs_ahead = runs;
