@@ -81,7 +81,7 @@ struct altar_fleet_view {
   int64_t pools_scanned_ms;
   altar_transport_t *admin; /* lag queries */
   json_t *submitted; /* job_id → submitted_at (the earliest job message) */
-  json_t *queued;    /* job_id → {task_key: {pool, topic, p, o}} of its job messages (the latest copy) */
+  json_t *queued;    /* job_id → {task_key: "partition/offset/pool"} of its job messages (place_of) */
   json_t *cancelled_jobs; /* job_id → true: a cancel control message on a jobs topic */
   json_t *held;      /* kind "\n" group_key → the rule's error of each group the reconciler holds */
   json_t *forwarded; /* task_key → the worker that forwarded its job (a copy's header) */
@@ -224,6 +224,28 @@ void altar_fleet_view_free(altar_fleet_view_t *v) {
 
 static const char *job_of(const altar_handle_t *h) { return h ? altar_strmap_get(&h->labels, JOB_ID_LABEL) : NULL; }
 
+/* Where a queued shard waits: its jobs partition and offset, and its pool
+ * (whose jobs topic it is on), kept as one "partition/offset/pool" string
+ * per shard so 10^5 waiting shards stay small. pool points into e. */
+typedef struct place {
+  const char *pool;
+  int32_t partition;
+  int64_t offset;
+} place_t;
+
+static bool place_of(const json_t *e, place_t *p) {
+  const char *s = json_string_value(e);
+  char *end = NULL;
+  *p = (place_t){ALTAR_POOL_CPU, -1, -1};
+  if (!s) return false;
+  long part = strtol(s, &end, 10);
+  if (*end != '/') return false;
+  long long off = strtoll(end + 1, &end, 10);
+  if (*end != '/') return false;
+  *p = (place_t){end + 1, (int32_t)part, (int64_t)off};
+  return true;
+}
+
 static void on_job(altar_fleet_view_t *v, const altar_msg_t *m) {
   altar_job_msg_t j = {0};
   altar_error_t e = {0};
@@ -239,9 +261,10 @@ static void on_job(altar_fleet_view_t *v, const altar_msg_t *m) {
       if (!q && (q = json_object()) && altar__bounded_set_new(v->queued, jid, q, ALTAR_FLEET_VIEW_JOBS_KEEP)) q = NULL;
       if (q && altar_spec_identity(&j.spec, tk, &e) == ALTAR_OK) {
         /* Where it waits: the shards of other jobs before it there are ahead of it. */
-        json_object_set_new(q, tk, json_pack("{s:o, s:s, s:i, s:I}", "pool",
-                                             jstr(j.spec.resources.gpu ? j.spec.resources.gpu : ALTAR_POOL_CPU),
-                                             "topic", m->topic, "p", (int)m->partition, "o", (json_int_t)m->offset));
+        char place[600];
+        snprintf(place, sizeof place, "%d/%lld/%.256s", (int)m->partition, (long long)m->offset,
+                 j.spec.resources.gpu ? j.spec.resources.gpu : ALTAR_POOL_CPU);
+        json_object_set_new(q, tk, jstr(place));
         char by[256];
         if (altar_forward_origin(m, by, sizeof by))
           altar__bounded_set_new(v->forwarded, tk, jstr(by), ALTAR_FLEET_VIEW_HOSTS_KEEP);
@@ -633,14 +656,14 @@ static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job)
   json_object_foreach(v->queued, jid, q) {
     if (json_object_get(v->cancelled_jobs, jid)) continue;
     json_object_foreach(q, tk, e) {
-      const char *topic = json_string_value(json_object_get(e, "topic"));
-      if (!topic || json_object_get(c->recorded, tk)) continue;
+      place_t pl;
+      if (!place_of(e, &pl) || json_object_get(c->recorded, tk)) continue;
       if (ALTAR_GROW(w, cap, n + 1)) {
         free(w);
         return ALTAR_ENOMEM;
       }
-      w[n++] = (waiting_msg_t){topic, jid, tk, (int32_t)json_integer_value(json_object_get(e, "p")),
-                               (int64_t)json_integer_value(json_object_get(e, "o")), -1, -1};
+      /* A pool's jobs topic is the pool's own: its name groups them. */
+      w[n++] = (waiting_msg_t){pl.pool, jid, tk, pl.partition, pl.offset, -1, -1};
     }
   }
   altar__why_ahead(w, n, job);
@@ -758,10 +781,10 @@ static json_t *rec_why(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r
 /* The facts of a shard known only from its job message. */
 static void queued_facts(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk, const json_t *e,
                          shard_facts_t *sf) {
-  const waiting_msg_t *at =
-      altar__why_waiting_find(c->waiting, c->n_waiting, json_string_value(json_object_get(e, "topic")),
-                              (int32_t)json_integer_value(json_object_get(e, "p")),
-                              (int64_t)json_integer_value(json_object_get(e, "o")));
+  place_t pl;
+  const waiting_msg_t *at = place_of(e, &pl) ? altar__why_waiting_find(c->waiting, c->n_waiting, pl.pool,
+                                                                        pl.partition, pl.offset)
+                                             : NULL;
   sf->gname[0] = 0;
   sf->f = (altar_why_facts_t){
       .now = c->now,
@@ -771,8 +794,7 @@ static void queued_facts(const altar_fleet_view_t *v, why_ctx_t *c, const char *
       .shards_ahead = at ? at->shards_ahead : -1,
       .jobs_ahead = at ? at->jobs_ahead : -1,
   };
-  const char *pool = json_string_value(json_object_get(e, "pool"));
-  why_pool_facts(v, c, pool ? pool : ALTAR_POOL_CPU, &sf->f);
+  why_pool_facts(v, c, pl.pool, &sf->f);
 }
 
 /* The reason of a shard known only from its job message. */
@@ -784,13 +806,24 @@ static json_t *queued_why(const altar_fleet_view_t *v, why_ctx_t *c, const char 
 }
 
 /* One waiting shard (no record yet) as the job page lists it. */
+/* A queued shard's place as the pages show it: pool, jobs topic, partition, offset. */
+static json_t *place_json(const altar_fleet_view_t *v, const json_t *e) {
+  place_t pl;
+  place_of(e, &pl);
+  char topic[512];
+  if (altar_pool_topic(v->topic[R_JOBS], pl.pool, topic, sizeof topic, NULL)) snprintf(topic, sizeof topic, "%s", "");
+  return json_pack("{s:o, s:o, s:i, s:I}", "pool", jstr(pl.pool), "topic", *topic ? jstr(topic) : json_null(),
+                   "partition", (int)pl.partition, "offset", (json_int_t)pl.offset);
+}
+
 static json_t *queued_json(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk,
                            const json_t *e) {
   json_t *by = json_object_get(v->forwarded, tk);
-  return json_pack("{s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:o}", "task_key", tk, "state", "waiting", "pool",
-                   json_object_get(e, "pool"), "topic", json_object_get(e, "topic"), "partition",
-                   json_object_get(e, "p"), "offset", json_object_get(e, "o"), "forwarded_from", by ? by : json_null(),
-                   "why", queued_why(v, c, job, tk, e));
+  json_t *o = place_json(v, e);
+  if (o) json_object_update_new(o, json_pack("{s:s, s:s, s:O, s:o}", "task_key", tk, "state", "waiting",
+                                             "forwarded_from", by ? by : json_null(), "why",
+                                             queued_why(v, c, job, tk, e)));
+  return o;
 }
 
 static json_t *shard_json(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r) {
@@ -928,7 +961,9 @@ static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
     json_object_foreach(q, tk, pool) {
       if (json_object_get(recorded, tk)) continue;
       j->waiting++;
-      const char *p = json_string_value(json_object_get(pool, "pool"));
+      place_t pl;
+      place_of(pool, &pl);
+      const char *p = pl.pool;
       json_int_t n = json_integer_value(json_object_get(j->waiting_pools, p));
       json_object_set_new(j->waiting_pools, p, json_integer(n + 1));
     }
@@ -1053,9 +1088,8 @@ static int why_row(void *ctx, const rec_t *r, const char *tk, const json_t *queu
   json_t *row = r ? json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "task_key", jstr(tk), "state", shard_state(r),
                               "kind", jstr(r->kind), "group_key", jstr(r->group_key), "backend", jstr(r->backend),
                               "external_id", jstr(r->external_id), "pool", jstr(r->pool))
-                  : json_pack("{s:s, s:s, s:O, s:O, s:O, s:O}", "task_key", tk, "state", "waiting", "pool",
-                              json_object_get(queued, "pool"), "topic", json_object_get(queued, "topic"), "partition",
-                              json_object_get(queued, "p"), "offset", json_object_get(queued, "o"));
+                  : place_json(p->v, queued);
+  if (row && !r) json_object_update_new(row, json_pack("{s:s, s:s}", "task_key", tk, "state", "waiting"));
   if (row) json_object_set(row, "why", why);
   json_decref(why);
   return row ? json_array_append_new(p->rows, row) : ALTAR_ENOMEM;

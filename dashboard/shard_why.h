@@ -72,7 +72,8 @@ json_t *altar__why_json(const altar_why_facts_t *f);
  * person: "backoff: retry due at 2026-12-05 16:03:10 UTC". */
 void altar__why_text(const json_t *j, char *out, size_t outsz);
 
-/* A job message whose shard has no record yet (strings borrowed). */
+/* A job message whose shard has no record yet (strings borrowed; topic is
+ * any name that stands for its jobs topic, such as its pool's). */
 typedef struct altar_why_waiting {
   const char *topic, *job, *task_key;
   int32_t partition;
