@@ -48,6 +48,7 @@ typedef struct tally {
   uint64_t by_state[4];
   uint64_t consumed, total;
   uint64_t replaced; /* runs settled as superseded or released: not shards */
+  uint64_t cancelled; /* shards failed by `altar cancel` */
   expect_t *x; /* the job's shards, for the late and waiting ones */
   altar_ledger_t *l;
   char **ran_again; /* task keys with filed attempts (altar_attempts_keys) */
@@ -84,6 +85,7 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
   }
   if (e->rec.consumed) t->consumed++;
   if ((unsigned)e->rec.state < 4) t->by_state[e->rec.state]++;
+  if (e->rec.state == ALTAR_STATE_FAILED && f && f->reason && !strcmp(f->reason, ALTAR_REASON_CANCELLED)) t->cancelled++;
   if (e->task_key && e->rec.kind) {
     const char *pool = e->rec.spec && e->rec.spec->resources.gpu ? e->rec.spec->resources.gpu : ALTAR_POOL_CPU;
     char topic[512];
@@ -428,7 +430,15 @@ int altar_cmd_status(int argc, char **argv) {
   /* Why each shard that is not running waits, as the dashboard says it. */
   json_t *why = NULL;
   altar_error_t why_err = {0};
-  if (altar_cli_job_why(&cfg, job, &why, &why_err))
+  /* A job whose every shard finished and was consumed, none cancelled, none
+   * waiting and no group held has nothing to explain: the fleet view (a
+   * read of the topics) is not needed. */
+  bool settled = have_ledger && !t.by_state[ALTAR_STATE_PENDING] && !t.by_state[ALTAR_STATE_RUNNING] &&
+                 t.consumed == t.total && !t.cancelled && !nw && !json_array_size(held.list);
+  if (settled)
+    why = json_pack("{s:s, s:I, s:I, s:I, s:{}, s:[], s:b}", "job_id", job, "total", (json_int_t)0, "offset",
+                    (json_int_t)0, "limit", (json_int_t)ALTAR_FLEET_VIEW_LIMIT_MAX, "counts", "shards", "partial", 0);
+  else if (altar_cli_job_why(&cfg, job, &why, &why_err))
     why = json_pack("{s:s, s:{}, s:I, s:[]}", "error", why_err.msg, "counts", "total", (json_int_t)0, "shards");
   if (json) {
     json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}}", "job_id", job,
