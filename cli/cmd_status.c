@@ -85,7 +85,8 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
   }
   if (e->rec.consumed) t->consumed++;
   if ((unsigned)e->rec.state < 4) t->by_state[e->rec.state]++;
-  if (e->rec.state == ALTAR_STATE_FAILED && f && f->reason && !strcmp(f->reason, ALTAR_REASON_CANCELLED)) t->cancelled++;
+  if (e->rec.state == ALTAR_STATE_FAILED && f && f->reason && !strcmp(f->reason, ALTAR_REASON_CANCELLED))
+    t->cancelled++;
   if (e->task_key && e->rec.kind) {
     const char *pool = e->rec.spec && e->rec.spec->resources.gpu ? e->rec.spec->resources.gpu : ALTAR_POOL_CPU;
     char topic[512];
