@@ -209,6 +209,23 @@ static size_t fired_in(json_t *o) {
   return n;
 }
 
+/* How long status waits for a fresh view to read the topics. */
+#define WHY_SYNC_MS 10000
+
+int altar_cli_job_why(const altar_config_t *cfg, const char *job, json_t **pout, altar_error_t *err) {
+  *pout = NULL;
+  altar_fleet_query_t q = {.job = job, .limit = ALTAR_FLEET_VIEW_LIMIT_MAX};
+  altar_fleet_view_t *v = altar_fleet_view_new(cfg, err);
+  int rc = v ? 0 : -1;
+  /* Not read to the end in time (a slow broker): what was read is still
+   * said, marked partial. */
+  bool partial = v && altar_fleet_view_sync(v, WHY_SYNC_MS, err) != ALTAR_OK;
+  if (!rc) rc = altar_fleet_view_render(v, "why", &q, pout, err);
+  if (!rc) json_object_set_new(*pout, "partial", json_boolean(partial));
+  altar_fleet_view_free(v);
+  return rc ? -1 : 0;
+}
+
 int altar_cli_print_outputs(const altar_config_t *cfg, const altar_group_specs_t *stages, const char *job,
                             size_t min_fired, bool json) {
   altar_fleet_query_t q = {.job = job, .limit = ALTAR_FLEET_VIEW_LIMIT_MAX};

@@ -14,6 +14,7 @@
 #include "altar/pools.h"
 #include "producer/job_queue.h"
 #include "reconciler/attempts_json.h"
+#include "dashboard/shard_why.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -30,7 +31,10 @@ static void usage(FILE *out) {
           "group events so far (read from the ready and dead topics), and each failed\n"
           "shard with its reason and the first line of its detail, and each shard that\n"
           "ran more than once with every attempt in order (\"retried\" in --json: state,\n"
-          "reason, detail, worker, times of each run). --outputs lists\n"
+          "reason, detail, worker, times of each run), and why each shard that is not\n"
+          "running waits (\"why\" in --json: one reason of no_worker, behind,\n"
+          "no_free_slot, queued, forwarded, backoff, starting, lease, group_held,\n"
+          "cancelled, with its details; README \"Why a shard waits\"). --outputs lists\n"
           "each fired group's output URIs instead.\n"
           "Exit status: 0 shown, 1 a topic or the ledger could not be read, 2 bad usage,\n"
           "4 no trace of the job (not on the jobs topic, in the ledger or in a group event).\n\noptions:\n%s",
@@ -44,6 +48,7 @@ typedef struct tally {
   uint64_t by_state[4];
   uint64_t consumed, total;
   uint64_t replaced; /* runs settled as superseded or released: not shards */
+  uint64_t cancelled; /* shards failed by `altar cancel` */
   expect_t *x; /* the job's shards, for the late and waiting ones */
   altar_ledger_t *l;
   char **ran_again; /* task keys with filed attempts (altar_attempts_keys) */
@@ -80,6 +85,8 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
   }
   if (e->rec.consumed) t->consumed++;
   if ((unsigned)e->rec.state < 4) t->by_state[e->rec.state]++;
+  if (e->rec.state == ALTAR_STATE_FAILED && f && f->reason && !strcmp(f->reason, ALTAR_REASON_CANCELLED))
+    t->cancelled++;
   if (e->task_key && e->rec.kind) {
     const char *pool = e->rec.spec && e->rec.spec->resources.gpu ? e->rec.spec->resources.gpu : ALTAR_POOL_CPU;
     char topic[512];
@@ -302,6 +309,39 @@ static void print_retried(json_t *retried, size_t max) {
   if (n > max) printf("  retried: ... and %zu more shard%s that ran more than once\n", n - max, n - max == 1 ? "" : "s");
 }
 
+/* "  why: 2 shards not running: 1 backoff, 1 no_free_slot", then one line
+ * per shard (at most max): "  why: 1a2b3c4d5e6f (waiting) behind: ...". */
+static void print_why(json_t *why, size_t max) {
+  const char *err = json_string_value(json_object_get(why, "error"));
+  if (err) {
+    printf("  why: not known (%s)\n", err);
+    return;
+  }
+  json_int_t total = json_integer_value(json_object_get(why, "total"));
+  if (!total) return;
+  printf("  why: %lld shard%s not running%s:", (long long)total, ALTAR_CLI_PLURAL(total),
+         json_is_true(json_object_get(why, "partial")) ? " (so far: the log was not read to its end in time)" : "");
+  const char *k;
+  json_t *n;
+  bool first = true;
+  json_object_foreach(json_object_get(why, "counts"), k, n) {
+    printf("%s %lld %s", first ? "" : ",", (long long)json_integer_value(n), k);
+    first = false;
+  }
+  printf("\n");
+  json_t *shards = json_object_get(why, "shards");
+  for (size_t i = 0; i < json_array_size(shards) && i < max; i++) {
+    json_t *sh = json_array_get(shards, i);
+    char line[512];
+    altar__why_text(json_object_get(sh, "why"), line, sizeof line);
+    printf("  why: %.12s (%s) %s\n", json_string_value(json_object_get(sh, "task_key")),
+           json_string_value(json_object_get(sh, "state")), line);
+  }
+  if ((size_t)total > max && json_array_size(shards) > max)
+    printf("  why: ... and %lld more (--json lists up to %d)\n", (long long)total - (long long)max,
+           ALTAR_FLEET_VIEW_LIMIT_MAX);
+}
+
 int altar_cmd_status(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -388,6 +428,19 @@ int altar_cmd_status(int argc, char **argv) {
     altar_config_clear(&cfg);
     return STATUS_EXIT_NOT_FOUND;
   }
+  /* Why each shard that is not running waits, as the dashboard says it. */
+  json_t *why = NULL;
+  altar_error_t why_err = {0};
+  /* A job whose every shard finished and was consumed, none cancelled, none
+   * waiting and no group held has nothing to explain: the fleet view (a
+   * read of the topics) is not needed. */
+  bool settled = have_ledger && !t.by_state[ALTAR_STATE_PENDING] && !t.by_state[ALTAR_STATE_RUNNING] &&
+                 t.consumed == t.total && !t.cancelled && !nw && !json_array_size(held.list);
+  if (settled)
+    why = json_pack("{s:s, s:I, s:I, s:I, s:{}, s:[], s:b}", "job_id", job, "total", (json_int_t)0, "offset",
+                    (json_int_t)0, "limit", (json_int_t)ALTAR_FLEET_VIEW_LIMIT_MAX, "counts", "shards", "partial", 0);
+  else if (altar_cli_job_why(&cfg, job, &why, &why_err))
+    why = json_pack("{s:s, s:{}, s:I, s:[]}", "error", why_err.msg, "counts", "total", (json_int_t)0, "shards");
   if (json) {
     json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}}", "job_id", job,
                           "ledger",
@@ -416,6 +469,7 @@ int altar_cmd_status(int argc, char **argv) {
       json_object_set_new(o, "late", lj);
       json_object_set(o, "held", held.list ? held.list : json_array());
       json_object_set(o, "retried", t.retried ? t.retried : json_array());
+      json_object_set(o, "why", why ? why : json_object());
     }
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (text) printf("%s\n", text);
@@ -466,6 +520,7 @@ int altar_cmd_status(int argc, char **argv) {
       else
         printf("  waiting: %llu shard%s queued for pool %s\n", (unsigned long long)wv[i].shards, s, wv[i].pool);
     }
+    print_why(why, 20);
     if (late) {
       printf("  late: %zu late shard%s after group settled:", late, late == 1 ? "" : "s");
       for (size_t i = 0; i < x.n_shards; i++) {
@@ -482,6 +537,7 @@ int altar_cmd_status(int argc, char **argv) {
     free(wv[i].pool);
   }
   free(wv);
+  json_decref(why);
   altar_cli_failed_clear(&t.failed);
   json_decref(held.list);
   json_decref(t.retried);

@@ -30,4 +30,9 @@ void altar_cli_dashboard_stop(altar_cli_dashboard_t *d);
 int altar_cli_print_outputs(const altar_config_t *cfg, const altar_group_specs_t *groups, const char *job,
                             size_t min_fired, bool json);
 
+/* `altar status JOB`: the fleet view's "why" page of job (each shard not
+ * running, with its reason), read once the view has caught up with the
+ * log. 0 with *pout set (caller json_decref's), or -1 with err set. */
+int altar_cli_job_why(const altar_config_t *cfg, const char *job, json_t **pout, altar_error_t *err);
+
 #endif

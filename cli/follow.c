@@ -11,6 +11,10 @@
 #include "altar/fleet.h"
 #include "altar/pools.h"
 #include "fleet_common.h"
+#include "dashboard_cli.h"
+#include "dashboard/shard_why.h"
+
+#include <jansson.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,6 +301,37 @@ static void report_waiting(altar_transport_t *t, expect_t *x, size_t *plast) {
   *plast = total;
 }
 
+/* At a timeout: why the shards still open wait (the fleet view's reasons,
+ * read once), as counts and the first few shards. */
+#define FOLLOW_WHY_SHARDS 5
+static void report_why(altar_config_t *cfg, const char *run_id) {
+  json_t *why = NULL;
+  altar_error_t err = {0};
+  if (altar_cli_job_why(cfg, run_id, &why, &err)) {
+    fprintf(stderr, "altar submit --wait: why they wait is not known: %s\n", err.msg);
+    return;
+  }
+  json_int_t total = json_integer_value(json_object_get(why, "total"));
+  if (total) {
+    fprintf(stderr, "altar submit --wait: %lld shard%s not running:", (long long)total, ALTAR_CLI_PLURAL(total));
+    const char *k;
+    json_t *n;
+    bool first = true;
+    json_object_foreach(json_object_get(why, "counts"), k, n) {
+      fprintf(stderr, "%s %lld %s", first ? "" : ",", (long long)json_integer_value(n), k);
+      first = false;
+    }
+    fprintf(stderr, "\n");
+    json_t *shards = json_object_get(why, "shards");
+    for (size_t i = 0; i < json_array_size(shards) && i < FOLLOW_WHY_SHARDS; i++) {
+      char line[512];
+      altar__why_text(json_object_get(json_array_get(shards, i), "why"), line, sizeof line);
+      fprintf(stderr, "  %.12s %s\n", json_string_value(json_object_get(json_array_get(shards, i), "task_key")), line);
+    }
+  }
+  json_decref(why);
+}
+
 int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long timeout_s, altar_cli_group_cb cb,
                      void *cb_ctx) {
   size_t cancelled = 0; /* groups settled by `altar cancel` */
@@ -352,6 +387,7 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
       progress(x, t0, tty, true);
       fprintf(stderr, "altar submit --wait: timed out with %zu of %zu group%s settled and %zu of %zu shard%s open\n",
               settled, x->n, ALTAR_CLI_PLURAL(x->n), open, x->n_shards, ALTAR_CLI_PLURAL(x->n_shards));
+      report_why(cfg, run_id);
       rc = 3;
       break;
     }

@@ -3,6 +3,7 @@
  * running reconciler). */
 #include "dashboard/fleet_view.h"
 #include "dashboard/bounded_map.h"
+#include "dashboard/shard_why.h"
 #include "altar/grow.h"
 
 #include "altar/attempts.h"
@@ -15,8 +16,10 @@
 #include "altar/spec.h"
 #include "altar/task.h"
 #include "altar/pools.h"
+#include "altar/reconcile.h"
 #include "reconciler/attempts_json.h"
 #include "reconciler/input_offsets.h"
+#include "reconciler/retry_backoff.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -41,12 +44,15 @@ typedef struct reader {
   const char *topic; /* points into the view's topics */
   altar_transport_t *t;
   bool assigned;
+  uint64_t n_read; /* records consumed so far (altar_fleet_view_sync) */
 } reader_t;
 
 /* One ledger record, as much of it as the pages show. */
 typedef struct rec {
   char *backend, *external_id, *kind, *job_id, *group_key, *reason, *detail;
+  char *pool; /* of its spec (ALTAR_POOL_CPU without one) */
   char task_key[ALTAR_TASK_KEY_LEN + 1];
+  double retry_due; /* pending for a retry whose due time is recorded: that time, else 0 */
   int state;
   int64_t restarts;
   bool consumed;
@@ -75,7 +81,9 @@ struct altar_fleet_view {
   int64_t pools_scanned_ms;
   altar_transport_t *admin; /* lag queries */
   json_t *submitted; /* job_id → submitted_at (the earliest job message) */
-  json_t *queued;    /* job_id → {task_key: pool} of its job messages */
+  json_t *queued;    /* job_id → {task_key: "partition/offset/pool"} of its job messages (place_of) */
+  json_t *cancelled_jobs; /* job_id → true: a cancel control message on a jobs topic */
+  json_t *held;      /* kind "\n" group_key → the rule's error of each group the reconciler holds */
   json_t *forwarded; /* task_key → the worker that forwarded its job (a copy's header) */
   json_t *groups;    /* kind "\n" group_key → {event, ts, kind, group_key, job_id, shards} */
   json_t *hosts;     /* backend "/" external_id → worker id of its latest status event */
@@ -134,6 +142,7 @@ static void rec_clear(rec_t *r) {
   free(r->group_key);
   free(r->reason);
   free(r->detail);
+  free(r->pool);
   json_decref(r->outputs);
   json_decref(r->attempts);
   memset(r, 0, sizeof *r);
@@ -162,11 +171,14 @@ altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_
   v->submitted = json_object();
   v->queued = json_object();
   v->forwarded = json_object();
+  v->cancelled_jobs = json_object();
+  v->held = json_object();
   v->groups = json_object();
   v->hosts = json_object();
   v->workers = json_object();
   v->dlq = json_array();
-  if (!ok || !v->submitted || !v->queued || !v->forwarded || !v->groups || !v->hosts || !v->workers || !v->dlq) {
+  if (!ok || !v->submitted || !v->queued || !v->forwarded || !v->cancelled_jobs || !v->held || !v->groups ||
+      !v->hosts || !v->workers || !v->dlq) {
     altar_fleet_view_free(v);
     altar_error_set(err, ALTAR_ENOMEM, "fleet view: out of memory");
     return NULL;
@@ -195,6 +207,8 @@ void altar_fleet_view_free(altar_fleet_view_t *v) {
   json_decref(v->submitted);
   json_decref(v->queued);
   json_decref(v->forwarded);
+  json_decref(v->cancelled_jobs);
+  json_decref(v->held);
   json_decref(v->groups);
   json_decref(v->hosts);
   json_decref(v->workers);
@@ -210,6 +224,28 @@ void altar_fleet_view_free(altar_fleet_view_t *v) {
 
 static const char *job_of(const altar_handle_t *h) { return h ? altar_strmap_get(&h->labels, JOB_ID_LABEL) : NULL; }
 
+/* Where a queued shard waits: its jobs partition and offset, and its pool
+ * (whose jobs topic it is on), kept as one "partition/offset/pool" string
+ * per shard so 10^5 waiting shards stay small. pool points into e. */
+typedef struct place {
+  const char *pool;
+  int32_t partition;
+  int64_t offset;
+} place_t;
+
+static bool place_of(const json_t *e, place_t *p) {
+  const char *s = json_string_value(e);
+  char *end = NULL;
+  *p = (place_t){ALTAR_POOL_CPU, -1, -1};
+  if (!s) return false;
+  long part = strtol(s, &end, 10);
+  if (*end != '/') return false;
+  long long off = strtoll(end + 1, &end, 10);
+  if (*end != '/') return false;
+  *p = (place_t){end + 1, (int32_t)part, (int64_t)off};
+  return true;
+}
+
 static void on_job(altar_fleet_view_t *v, const altar_msg_t *m) {
   altar_job_msg_t j = {0};
   altar_error_t e = {0};
@@ -224,12 +260,24 @@ static void on_job(altar_fleet_view_t *v, const altar_msg_t *m) {
       json_t *q = json_object_get(v->queued, jid);
       if (!q && (q = json_object()) && altar__bounded_set_new(v->queued, jid, q, ALTAR_FLEET_VIEW_JOBS_KEEP)) q = NULL;
       if (q && altar_spec_identity(&j.spec, tk, &e) == ALTAR_OK) {
-        json_object_set_new(q, tk, jstr(j.spec.resources.gpu ? j.spec.resources.gpu : ALTAR_POOL_CPU));
+        /* Where it waits: the shards of other jobs before it there are ahead of it. */
+        char place[600];
+        snprintf(place, sizeof place, "%d/%lld/%.256s", (int)m->partition, (long long)m->offset,
+                 j.spec.resources.gpu ? j.spec.resources.gpu : ALTAR_POOL_CPU);
+        json_object_set_new(q, tk, jstr(place));
         char by[256];
         if (altar_forward_origin(m, by, sizeof by))
           altar__bounded_set_new(v->forwarded, tk, jstr(by), ALTAR_FLEET_VIEW_HOSTS_KEEP);
       }
     }
+  } else if (m->value) {
+    /* `altar cancel` puts a control message on every jobs partition: the
+     * job's shards still waiting there will not run. */
+    altar_control_msg_t c = {0};
+    if (altar_decode_control(m->value, m->value_len, &c, &e) == ALTAR_OK && c.event == ALTAR_CTL_CANCEL && c.job_id &&
+        !c.group_key)
+      altar__bounded_set_new(v->cancelled_jobs, c.job_id, json_true(), ALTAR_FLEET_VIEW_JOBS_KEEP);
+    altar_control_msg_clear(&c);
   }
   altar_job_msg_clear(&j);
 }
@@ -323,6 +371,7 @@ static void read_reader(altar_fleet_view_t *v, reader_t *r, int which) {
     altar_msg_t *m = NULL;
     int rc = altar_transport_consume(r->t, n ? 0 : 20, &m, &e);
     if (rc == ALTAR_OK && !m) break;
+    r->n_read++;
     if (rc != ALTAR_OK) continue; /* a corrupt record is skipped; the next call goes on */
     switch (which) {
     case R_JOBS: on_job(v, m); break;
@@ -366,6 +415,12 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
   }
   r->state = (int)x->state;
   r->restarts = x->restart_count;
+  r->pool = bounded_dup(x->spec && x->spec->resources.gpu ? x->spec->resources.gpu : ALTAR_POOL_CPU, 256);
+  /* A retry put back to pending waits for the due time its backoff recorded. */
+  if (x->state == ALTAR_STATE_PENDING && x->restart_count > 0 && e->task_key) {
+    altar_error_t de = {0};
+    if (altar__retry_due_get(v->reading, e->task_key, x->restart_count, &r->retry_due, &de)) r->retry_due = 0;
+  }
   r->consumed = x->consumed;
   r->outputs = json_array();
   for (size_t i = 0; x->spec && r->outputs && i < x->spec->n_outputs && i < OUTPUTS_PER_SHARD; i++)
@@ -382,8 +437,28 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
       altar_attempts_clear(&at);
     }
   }
-  if (!r->backend || !r->external_id || !r->kind || !r->job_id || !r->outputs) return ALTAR_ENOMEM;
+  if (!r->backend || !r->external_id || !r->kind || !r->job_id || !r->outputs || !r->pool) return ALTAR_ENOMEM;
   return 0;
+}
+
+/* A held group's side key (ALTAR_HELD_PREFIX kind NUL group_key → "...\n"
+ * error) into v->held. */
+static int visit_held(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  altar_fleet_view_t *v = ctx;
+  size_t pl = strlen(ALTAR_HELD_PREFIX);
+  if (klen <= pl || klen - pl > 2048) return 0;
+  char name[2050];
+  memcpy(name, (const char *)key + pl, klen - pl);
+  name[klen - pl] = 0;
+  char *nul = memchr(name, 0, klen - pl);
+  if (!nul) return 0;
+  *nul = '\n';
+  const char *why = memchr(val, '\n', vlen);
+  size_t len = why ? vlen - (size_t)(why + 1 - (const char *)val) : 0;
+  char *err = strndup(why ? why + 1 : "", len < 1024 ? len : 1024);
+  if (err) json_object_set_new(v->held, name, jstr(err));
+  free(err);
+  return json_object_size(v->held) >= ALTAR_FLEET_VIEW_GROUPS_KEEP;
 }
 
 static void read_ledger(altar_fleet_view_t *v) {
@@ -402,6 +477,8 @@ static void read_ledger(altar_fleet_view_t *v) {
       altar_ledger_foreach(l, visit, v, &e) != ALTAR_OK)
     snprintf(v->ledger_err, sizeof v->ledger_err, "%s", *e.msg ? e.msg : "reading the ledger failed");
   else v->ledger_err[0] = 0;
+  json_object_clear(v->held);
+  altar_ledger_aux_scan(l, ALTAR_HELD_PREFIX, strlen(ALTAR_HELD_PREFIX), visit_held, v, &e);
   altar_attempts_keys_free(v->ran_again, v->n_ran_again);
   v->ran_again = NULL;
   v->n_ran_again = 0;
@@ -442,6 +519,45 @@ static void refresh(altar_fleet_view_t *v) {
   scan_pool_topics(v);
   for (size_t i = 0; i < v->n_pools; i++) read_reader(v, &v->pool_rd[i], R_JOBS);
   read_ledger(v);
+}
+
+/* Records topic holds now (its partitions' end less beginning); -1 unknown. */
+static int64_t topic_records(altar_fleet_view_t *v, const char *topic) {
+  altar_topic_list_t *tl = NULL;
+  altar_error_t e = {0};
+  int64_t n = -1;
+  if (*topic && altar_transport_list_topics(v->admin, topic, 5000, &tl, &e) == ALTAR_OK && tl->n_topics) {
+    n = 0;
+    for (size_t i = 0; i < tl->topics[0].n_partitions; i++)
+      n += tl->topics[0].partitions[i].end - tl->topics[0].partitions[i].beginning;
+  }
+  altar_topic_list_free(tl);
+  return n;
+}
+
+int altar_fleet_view_sync(altar_fleet_view_t *v, int timeout_ms, altar_error_t *err) {
+  pthread_mutex_lock(&v->mu);
+  scan_pool_topics(v);
+  size_t nr = R_COUNT + v->n_pools;
+  reader_t *rs[R_COUNT + POOL_TOPICS_MAX];
+  int64_t want[R_COUNT + POOL_TOPICS_MAX];
+  for (size_t i = 0; i < nr; i++) {
+    rs[i] = i < R_COUNT ? &v->rd[i] : &v->pool_rd[i - R_COUNT];
+    want[i] = topic_records(v, rs[i]->topic);
+  }
+  int64_t until = mono_ms() + timeout_ms;
+  bool done = false;
+  while (!done) {
+    refresh(v);
+    done = true;
+    for (size_t i = 0; i < nr; i++) done &= want[i] < 0 || rs[i]->n_read >= (uint64_t)want[i];
+    if (!done && mono_ms() >= until) break;
+  }
+  v->ledger_read_ms = 0; /* read after the topics: nothing recorded yet looks waiting */
+  read_ledger(v);
+  pthread_mutex_unlock(&v->mu);
+  return done ? ALTAR_OK
+              : altar_error_set(err, ALTAR_ETIMEOUT, "fleet view: the topics were not read within %d ms", timeout_ms);
 }
 
 /* ---- rendering ------------------------------------------------------------ */
@@ -493,7 +609,224 @@ static void page_bounds(const altar_fleet_query_t *q, size_t *poff, size_t *plim
   *plim = (size_t)lim;
 }
 
-static json_t *shard_json(const altar_fleet_view_t *v, const rec_t *r) {
+/* ---- why a shard is not running (shard_why.h) ------------------------------ */
+
+typedef altar_why_waiting_t waiting_msg_t;
+
+/* What one render knows for the reasons, built once from what the view
+ * holds already (heartbeats, the jobs topics read so far, the ledger
+ * snapshot): no per-shard read of the log. */
+typedef struct why_ctx {
+  double now;
+  json_t *run;          /* task_key → {worker, live}: the heartbeats' running lists */
+  json_t *pool_free;    /* pool → free slots over the live workers that announce it */
+  json_t *pool_workers; /* pool → workers reading its jobs topic (asked once per render) */
+  json_t *recorded;     /* task_key → true */
+  waiting_msg_t *waiting; /* every shard with no record, by topic, partition and offset */
+  size_t n_waiting;
+} why_ctx_t;
+
+static void why_ctx_free(why_ctx_t *c) {
+  json_decref(c->run);
+  json_decref(c->pool_free);
+  json_decref(c->pool_workers);
+  json_decref(c->recorded);
+  free(c->waiting);
+  memset(c, 0, sizeof *c);
+}
+
+static bool hb_live(const json_t *hb, double now) {
+  const char *event = json_string_value(json_object_get(hb, "event"));
+  return !(event && !strcmp(event, "goodbye")) && now - json_number_value(json_object_get(hb, "ts")) <= STALE_S;
+}
+
+/* Every shard waiting with no record (cancelled jobs' apart), sorted, with
+ * the shards ahead of each of job's (altar__why_ahead). */
+static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job) {
+  json_t *mine = json_object_get(v->queued, job);
+  bool any = false;
+  const char *tk;
+  json_t *e;
+  json_object_foreach(mine, tk, e) any |= !json_object_get(c->recorded, tk);
+  if (!any) return ALTAR_OK;
+  waiting_msg_t *w = NULL;
+  size_t n = 0, cap = 0;
+  const char *jid;
+  json_t *q;
+  json_object_foreach(v->queued, jid, q) {
+    if (json_object_get(v->cancelled_jobs, jid)) continue;
+    json_object_foreach(q, tk, e) {
+      place_t pl;
+      if (!place_of(e, &pl) || json_object_get(c->recorded, tk)) continue;
+      if (ALTAR_GROW(w, cap, n + 1)) {
+        free(w);
+        return ALTAR_ENOMEM;
+      }
+      /* A pool's jobs topic is the pool's own: its name groups them. */
+      w[n++] = (waiting_msg_t){pl.pool, jid, tk, pl.partition, pl.offset, -1, -1};
+    }
+  }
+  altar__why_ahead(w, n, job);
+  c->waiting = w;
+  c->n_waiting = n;
+  return ALTAR_OK;
+}
+
+static int why_ctx_init(const altar_fleet_view_t *v, const char *job, why_ctx_t *c) {
+  *c = (why_ctx_t){.now = now_s(), .run = json_object(), .pool_free = json_object(), .pool_workers = json_object(),
+                   .recorded = json_object()};
+  if (!c->run || !c->pool_free || !c->pool_workers || !c->recorded) return ALTAR_ENOMEM;
+  const char *id;
+  json_t *hb;
+  json_object_foreach(v->workers, id, hb) {
+    bool live = hb_live(hb, c->now);
+    size_t i;
+    json_t *k;
+    json_array_foreach(json_object_get(hb, "running"), i, k) {
+      const char *tk = json_string_value(k);
+      json_t *cur = tk ? json_object_get(c->run, tk) : NULL;
+      if (tk && (!cur || (live && !json_is_true(json_object_get(cur, "live")))))
+        json_object_set_new(c->run, tk, json_pack("{s:s, s:b}", "worker", id, "live", live));
+    }
+    if (!live) continue;
+    const char *pool;
+    json_t *n;
+    json_object_foreach(json_object_get(hb, "free"), pool, n) {
+      json_int_t sum = json_integer_value(json_object_get(c->pool_free, pool)) + json_integer_value(n);
+      json_object_set_new(c->pool_free, pool, json_integer(sum));
+    }
+  }
+  for (size_t i = 0; i < v->n_recs; i++)
+    if (v->recs[i].task_key[0]) json_object_set_new(c->recorded, v->recs[i].task_key, json_true());
+  return job ? why_ahead(v, c, job) : ALTAR_OK;
+}
+
+/* Workers reading pool's jobs topic (the consumer group's members), asked
+ * of the log once per pool per render; -1 when it cannot say. */
+static int64_t pool_workers(const altar_fleet_view_t *v, why_ctx_t *c, const char *pool) {
+  json_t *have = json_object_get(c->pool_workers, pool);
+  if (have) return json_integer_value(have);
+  char topic[512];
+  size_t n = 0;
+  altar_error_t e = {0};
+  int64_t got = -1;
+  if (altar_pool_topic(v->topic[R_JOBS], pool, topic, sizeof topic, NULL) == ALTAR_OK &&
+      altar_transport_topic_members(v->admin, ALTAR_WORKER_GROUP, topic, 2000, &n, &e) == ALTAR_OK)
+    got = (int64_t)n;
+  json_object_set_new(c->pool_workers, pool, json_integer(got));
+  return got;
+}
+
+static void why_pool_facts(const altar_fleet_view_t *v, why_ctx_t *c, const char *pool, altar_why_facts_t *f) {
+  f->pool = pool;
+  f->pool_workers = pool_workers(v, c, pool);
+  json_t *fr = json_object_get(c->pool_free, pool);
+  f->pool_free = fr ? json_integer_value(fr) : -1;
+}
+
+/* A shard's facts, with the storage the borrowed group name points into. */
+typedef struct shard_facts {
+  altar_why_facts_t f;
+  char gname[2048];
+} shard_facts_t;
+
+/* The facts of a recorded shard. */
+static void rec_facts(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r, shard_facts_t *sf) {
+  char gkey[2048];
+  snprintf(gkey, sizeof gkey, "%s\n%s", r->kind, r->group_key ? r->group_key : "");
+  snprintf(sf->gname, sizeof sf->gname, "%s:%s", r->kind, r->group_key ? r->group_key : "");
+  const char *ev = r->group_key ? event_name(json_object_get(v->groups, gkey)) : NULL;
+  json_t *run = r->task_key[0] ? json_object_get(c->run, r->task_key) : NULL;
+  const char *worker = json_string_value(json_object_get(run, "worker"));
+  bool live = json_is_true(json_object_get(run, "live"));
+  /* A heartbeat lists at most a few hundred keys: else the worker of the
+   * run's latest status event holds it (a retry put back to pending has
+   * none: its last event was its failure). Without any heartbeat of that
+   * worker nothing says it went silent. */
+  if (!worker && (r->state == ALTAR_STATE_RUNNING || (r->state == ALTAR_STATE_PENDING && r->restarts == 0))) {
+    char hk[2048];
+    snprintf(hk, sizeof hk, "%s/%s", r->backend, r->external_id);
+    worker = json_string_value(json_object_get(v->hosts, hk));
+    json_t *hb = worker ? json_object_get(v->workers, worker) : NULL;
+    live = !hb || hb_live(hb, c->now);
+  }
+  sf->f = (altar_why_facts_t){
+      .now = c->now,
+      .state = r->state,
+      .consumed = r->consumed,
+      .failure_reason = r->reason,
+      .group_cancelled = (ev && !strcmp(ev, "cancelled")) || json_object_get(v->cancelled_jobs, r->job_id),
+      .group = sf->gname,
+      .held_error = r->group_key ? json_string_value(json_object_get(v->held, gkey)) : NULL,
+      .retry_due = r->retry_due,
+      .run_worker = worker,
+      .run_worker_live = live,
+      .forwarded_by = r->task_key[0] ? json_string_value(json_object_get(v->forwarded, r->task_key)) : NULL,
+      .shards_ahead = -1,
+      .jobs_ahead = -1,
+  };
+  /* Only a shard back on its jobs topic asks about its pool (a log call). */
+  altar_why_facts_t *f = &sf->f;
+  if (r->state == ALTAR_STATE_PENDING && !(f->retry_due > f->now) && !f->run_worker) why_pool_facts(v, c, r->pool, f);
+}
+
+/* The reason of a recorded shard (JSON null when it runs or is done). */
+static json_t *rec_why(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r) {
+  shard_facts_t sf;
+  rec_facts(v, c, r, &sf);
+  json_t *j = altar__why_json(&sf.f);
+  return j ? j : json_null();
+}
+
+/* The facts of a shard known only from its job message. */
+static void queued_facts(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk, const json_t *e,
+                         shard_facts_t *sf) {
+  place_t pl;
+  const waiting_msg_t *at = place_of(e, &pl) ? altar__why_waiting_find(c->waiting, c->n_waiting, pl.pool,
+                                                                        pl.partition, pl.offset)
+                                             : NULL;
+  sf->gname[0] = 0;
+  sf->f = (altar_why_facts_t){
+      .now = c->now,
+      .state = -1,
+      .group_cancelled = json_object_get(v->cancelled_jobs, job) != NULL,
+      .forwarded_by = json_string_value(json_object_get(v->forwarded, tk)),
+      .shards_ahead = at ? at->shards_ahead : -1,
+      .jobs_ahead = at ? at->jobs_ahead : -1,
+  };
+  why_pool_facts(v, c, pl.pool, &sf->f);
+}
+
+/* The reason of a shard known only from its job message. */
+static json_t *queued_why(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk, const json_t *e) {
+  shard_facts_t sf;
+  queued_facts(v, c, job, tk, e, &sf);
+  json_t *j = altar__why_json(&sf.f);
+  return j ? j : json_null();
+}
+
+/* One waiting shard (no record yet) as the job page lists it. */
+/* A queued shard's place as the pages show it: pool, jobs topic, partition, offset. */
+static json_t *place_json(const altar_fleet_view_t *v, const json_t *e) {
+  place_t pl;
+  place_of(e, &pl);
+  char topic[512];
+  if (altar_pool_topic(v->topic[R_JOBS], pl.pool, topic, sizeof topic, NULL)) snprintf(topic, sizeof topic, "%s", "");
+  return json_pack("{s:o, s:o, s:i, s:I}", "pool", jstr(pl.pool), "topic", *topic ? jstr(topic) : json_null(),
+                   "partition", (int)pl.partition, "offset", (json_int_t)pl.offset);
+}
+
+static json_t *queued_json(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk,
+                           const json_t *e) {
+  json_t *by = json_object_get(v->forwarded, tk);
+  json_t *o = place_json(v, e);
+  if (o) json_object_update_new(o, json_pack("{s:s, s:s, s:O, s:o}", "task_key", tk, "state", "waiting",
+                                             "forwarded_from", by ? by : json_null(), "why",
+                                             queued_why(v, c, job, tk, e)));
+  return o;
+}
+
+static json_t *shard_json(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r) {
   char key[2048];
   snprintf(key, sizeof key, "%s/%s", r->backend, r->external_id);
   const char *worker = json_string_value(json_object_get(v->hosts, key));
@@ -516,11 +849,16 @@ static json_t *shard_json(const altar_fleet_view_t *v, const rec_t *r) {
   json_int_t n_runs = r->attempts ? (json_int_t)json_array_size(r->attempts) + r->attempts_dropped
                                   : (json_int_t)(r->restarts + 1);
   json_t *by = r->task_key[0] ? json_object_get(v->forwarded, r->task_key) : NULL;
-  return json_pack("{s:o, s:o, s:s, s:I, s:o, s:I, s:b, s:o, s:o, s:o, s:O, s:O}", "backend", jstr(r->backend),
+  json_t *o = json_pack("{s:o, s:o, s:s, s:I, s:o, s:I, s:b, s:o, s:o, s:o, s:O, s:O}", "backend", jstr(r->backend),
                    "external_id", jstr(r->external_id), "state", shard_state(r), "attempts", n_runs, "attempt_list",
                    runs ? runs : json_array(), "attempts_dropped", (json_int_t)r->attempts_dropped, "consumed",
                    r->consumed, "worker", jstr(worker), "host", *host ? jstr(host) : json_null(), "failure",
                    failure ? failure : json_null(), "outputs", r->outputs, "forwarded_from", by ? by : json_null());
+  if (o && c) {
+    json_object_set_new(o, "task_key", jstr(r->task_key));
+    json_object_set_new(o, "why", rec_why(v, c, r));
+  }
+  return o;
 }
 
 /* Per job: the tallies, group counts and outputs of the records, plus jobs
@@ -623,7 +961,9 @@ static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
     json_object_foreach(q, tk, pool) {
       if (json_object_get(recorded, tk)) continue;
       j->waiting++;
-      const char *p = json_string_value(pool);
+      place_t pl;
+      place_of(pool, &pl);
+      const char *p = pl.pool;
       json_int_t n = json_integer_value(json_object_get(j->waiting_pools, p));
       json_object_set_new(j->waiting_pools, p, json_integer(n + 1));
     }
@@ -666,16 +1006,120 @@ static json_t *render_jobs(const altar_fleet_view_t *v, const altar_fleet_query_
 }
 
 /* The members of group (kind, key) in the snapshot, at most MEMBERS_PER_GROUP. */
-static json_t *members_json(const altar_fleet_view_t *v, const char *kind, const char *key, size_t *ptotal) {
+static json_t *members_json(const altar_fleet_view_t *v, why_ctx_t *c, const char *kind, const char *key,
+                            size_t *ptotal) {
   json_t *a = json_array();
   *ptotal = 0;
   for (size_t i = 0; a && i < v->n_recs; i++) {
     const rec_t *r = &v->recs[i];
     bool same = key ? r->group_key && !strcmp(r->group_key, key) && !strcmp(r->kind, kind) : !r->group_key;
     if (!same) continue;
-    if ((*ptotal)++ < MEMBERS_PER_GROUP) json_array_append_new(a, shard_json(v, r));
+    if ((*ptotal)++ < MEMBERS_PER_GROUP) json_array_append_new(a, shard_json(v, c, r));
   }
   return a;
+}
+
+/* Calls fn for each shard of job that is not running, with its reason:
+ * recorded ones in ledger order, then those known only from the jobs topic. */
+/* The facts decide a reason for each shard; JSON is made only for the
+ * shards a page lists (counting 10^5 waiting shards allocates nothing). */
+typedef int (*why_fn)(void *ctx, const rec_t *r, const char *tk, const json_t *queued, const altar_why_facts_t *f,
+                      altar_why_reason_t why);
+
+static int why_each(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, why_fn fn, void *ctx) {
+  shard_facts_t sf;
+  for (size_t i = 0; i < v->n_recs; i++) {
+    const rec_t *r = &v->recs[i];
+    if (strcmp(r->job_id, job)) continue;
+    rec_facts(v, c, r, &sf);
+    altar_why_reason_t why = altar__why_decide(&sf.f);
+    int rc = why == ALTAR_WHY_NONE ? 0 : fn(ctx, r, r->task_key, NULL, &sf.f, why);
+    if (rc) return rc;
+  }
+  const char *tk;
+  json_t *e;
+  json_object_foreach(json_object_get(v->queued, job), tk, e) {
+    if (json_object_get(c->recorded, tk)) continue;
+    queued_facts(v, c, job, tk, e, &sf);
+    altar_why_reason_t why = altar__why_decide(&sf.f);
+    int rc = why == ALTAR_WHY_NONE ? 0 : fn(ctx, NULL, tk, e, &sf.f, why);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int count_one(void *ctx, const rec_t *r, const char *tk, const json_t *queued, const altar_why_facts_t *f,
+                     altar_why_reason_t why) {
+  (void)r, (void)tk, (void)queued, (void)f;
+  ((int64_t *)ctx)[why]++;
+  return 0;
+}
+
+static json_t *counts_json(const int64_t *n) {
+  json_t *o = json_object();
+  for (int r = 1; o && r < ALTAR_WHY_COUNT; r++)
+    if (n[r]) json_object_set_new(o, altar__why_name((altar_why_reason_t)r), json_integer(n[r]));
+  return o;
+}
+
+/* reason → how many of job's shards wait for it. */
+static json_t *why_counts(const altar_fleet_view_t *v, why_ctx_t *c, const char *job) {
+  int64_t n[ALTAR_WHY_COUNT] = {0};
+  why_each(v, c, job, count_one, n);
+  return counts_json(n);
+}
+
+typedef struct why_page {
+  const altar_fleet_view_t *v;
+  why_ctx_t *c;
+  const char *job;
+  size_t idx, off, lim;
+  json_t *rows;
+  int64_t counts[ALTAR_WHY_COUNT];
+} why_page_t;
+
+static int why_row(void *ctx, const rec_t *r, const char *tk, const json_t *queued, const altar_why_facts_t *f,
+                   altar_why_reason_t reason) {
+  why_page_t *p = ctx;
+  p->counts[reason]++;
+  if (p->idx++ < p->off || json_array_size(p->rows) >= p->lim) return 0;
+  json_t *why = altar__why_json(f);
+  if (!why) return ALTAR_ENOMEM;
+  json_t *row = r ? json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "task_key", jstr(tk), "state", shard_state(r),
+                              "kind", jstr(r->kind), "group_key", jstr(r->group_key), "backend", jstr(r->backend),
+                              "external_id", jstr(r->external_id), "pool", jstr(r->pool))
+                  : place_json(p->v, queued);
+  if (row && !r) json_object_update_new(row, json_pack("{s:s, s:s}", "task_key", tk, "state", "waiting"));
+  if (row) json_object_set(row, "why", why);
+  json_decref(why);
+  return row ? json_array_append_new(p->rows, row) : ALTAR_ENOMEM;
+}
+
+/* Page "why": each of a job's shards that is not running, with its reason
+ * (altar status prints it; /api/why serves it). */
+static json_t *render_why(const altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
+  if (!q || !q->job) {
+    altar_error_set(err, ALTAR_EINVAL, "why: the query needs id=JOB_ID");
+    return NULL;
+  }
+  bool known = json_object_get(v->queued, q->job) || json_object_get(v->cancelled_jobs, q->job);
+  for (size_t i = 0; !known && i < v->n_recs; i++) known = !strcmp(v->recs[i].job_id, q->job);
+  if (!known) {
+    altar_error_set(err, ALTAR_ENOTFOUND, "job '%s' not found", q->job);
+    return NULL;
+  }
+  why_ctx_t wc;
+  why_page_t p = {.v = v, .c = &wc, .job = q->job, .rows = json_array()};
+  page_bounds(q, &p.off, &p.lim);
+  int rc = why_ctx_init(v, q->job, &wc) || !p.rows ? ALTAR_ENOMEM : why_each(v, &wc, q->job, why_row, &p);
+  why_ctx_free(&wc);
+  json_t *o = rc ? NULL
+                 : json_pack("{s:s, s:I, s:I, s:I, s:o, s:O}", "job_id", q->job, "total",
+                             (json_int_t)p.idx, "offset", (json_int_t)p.off, "limit", (json_int_t)p.lim, "counts",
+                             counts_json(p.counts), "shards", p.rows);
+  json_decref(p.rows);
+  if (!o) altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  return o;
 }
 
 static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
@@ -696,6 +1140,13 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   if (!j) {
     jobs_free(&js);
     altar_error_set(err, ALTAR_ENOTFOUND, "job '%s' not found", q->job);
+    return NULL;
+  }
+  why_ctx_t wc;
+  if (why_ctx_init(v, q->job, &wc)) {
+    why_ctx_free(&wc);
+    jobs_free(&js);
+    altar_error_set(err, ALTAR_ENOMEM, "out of memory");
     return NULL;
   }
   /* Its groups: those with a group event and those still open in the ledger. */
@@ -719,7 +1170,7 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
     const char *key = nl ? nl + 1 : "";
     const json_t *ev = group_event(v, kind, key);
     size_t total = 0;
-    json_t *members = members_json(v, kind, key, &total);
+    json_t *members = members_json(v, &wc, kind, key, &total);
     json_array_append_new(groups, json_pack("{s:o, s:o, s:s, s:o, s:o, s:I, s:o}", "kind", jstr(kind), "group_key",
                                             jstr(key), "state", ev ? event_name(ev) : "open", "ts",
                                             ev ? json_deep_copy(json_object_get(ev, "ts")) : json_null(),
@@ -731,14 +1182,26 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   json_t *ungrouped = json_array();
   for (size_t i = 0; ungrouped && i < v->n_recs; i++)
     if (!v->recs[i].group_key && !strcmp(v->recs[i].job_id, q->job) && n_ungrouped++ < MEMBERS_PER_GROUP)
-      json_array_append_new(ungrouped, shard_json(v, &v->recs[i]));
+      json_array_append_new(ungrouped, shard_json(v, &wc, &v->recs[i]));
   json_t *o = job_row(j);
   json_object_set_new(o, "groups_total", json_integer((json_int_t)json_object_size(keys)));
   json_object_set_new(o, "offset", json_integer((json_int_t)off));
   json_object_set_new(o, "limit", json_integer((json_int_t)lim));
   json_object_set_new(o, "group_list", groups);
   json_object_set_new(o, "ungrouped", ungrouped);
+  /* Its shards with no record yet, each with why it waits, and how many of
+   * all its shards wait for each reason. */
+  json_t *waiting = json_array(), *counts = why_counts(v, &wc, q->job);
+  const char *tk;
+  json_t *e;
+  json_object_foreach(json_object_get(v->queued, q->job), tk, e) {
+    if (json_object_get(wc.recorded, tk) || json_array_size(waiting) >= MEMBERS_PER_GROUP) continue;
+    json_array_append_new(waiting, queued_json(v, &wc, q->job, tk, e));
+  }
+  json_object_set_new(o, "waiting_list", waiting ? waiting : json_array());
+  json_object_set_new(o, "why_counts", counts ? counts : json_object());
   json_decref(keys);
+  why_ctx_free(&wc);
   jobs_free(&js);
   return o;
 }
@@ -786,7 +1249,7 @@ static json_t *render_dead(const altar_fleet_view_t *v, const altar_fleet_query_
     total++;
     if (idx++ < off || json_array_size(groups) >= lim) continue;
     size_t mt = 0;
-    json_t *members = members_json(v, json_string_value(json_object_get(g, "kind")),
+    json_t *members = members_json(v, NULL, json_string_value(json_object_get(g, "kind")),
                                    json_string_value(json_object_get(g, "group_key")), &mt);
     json_t *row = json_deep_copy(g);
     json_object_del(row, "shards");
@@ -895,6 +1358,7 @@ int altar_fleet_view_render(altar_fleet_view_t *v, const char *page, const altar
   if (!strcmp(page, "overview")) o = render_overview(v);
   else if (!strcmp(page, "jobs")) o = render_jobs(v, q);
   else if (!strcmp(page, "job")) o = render_job(v, q, err);
+  else if (!strcmp(page, "why")) o = render_why(v, q, err);
   else if (!strcmp(page, "workers")) o = render_workers(v, q);
   else if (!strcmp(page, "dead")) o = render_dead(v, q);
   else altar_error_set(err, ALTAR_ENOTFOUND, "no page '%s'", page);

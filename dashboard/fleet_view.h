@@ -57,6 +57,13 @@ void altar_fleet_view_free(altar_fleet_view_t *v); /* NULL is fine */
 int altar_fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
                             altar_error_t *err);
 
+/* Reads the topics until the view holds every record they held when it was
+ * called, or timeout_ms passed, then the ledger afresh: a one-shot reader
+ * (`altar status`) sees what the log and the ledger hold now. 0, or
+ * ALTAR_ETIMEOUT when the topics were not all read in time (the view keeps
+ * what it read). Any thread. */
+int altar_fleet_view_sync(altar_fleet_view_t *v, int timeout_ms, altar_error_t *err);
+
 /* The reconciler group's offsets in l (from altar_transport_lag on the status
  * topic) replaced by the input offsets its ledger at ledger_path stores, and
  * each lag recomputed as the log's end minus that offset: what `altar log

@@ -65,6 +65,28 @@ static double field(const char *json, const char *name) {
   return p ? strtod(p + strlen(pat), NULL) : 0;
 }
 
+int altar__retry_due_get(altar_ledger_t *l, const char *task_key, int64_t attempt, double *pdue, altar_error_t *err) {
+  *pdue = 0;
+  char k[ALTAR_TASK_KEY_LEN + 256];
+  int kl = task_key ? due_key(task_key, attempt, k, sizeof k) : -1;
+  if (kl < 0 || (size_t)kl >= sizeof k) return ALTAR_OK;
+  altar_buf_t b = {0};
+  altar_error_t e = {0};
+  int rc = altar_ledger_aux_get(l, k, (size_t)kl, &b, &e);
+  if (rc == ALTAR_ENOTFOUND || rc == ALTAR_ENOTSUP) return ALTAR_OK;
+  if (rc) {
+    if (err) *err = e;
+    return rc;
+  }
+  char text[256];
+  size_t n = b.len < sizeof text - 1 ? b.len : sizeof text - 1;
+  memcpy(text, b.data, n);
+  text[n] = 0;
+  altar_buf_free(&b);
+  *pdue = field(text, "due");
+  return ALTAR_OK;
+}
+
 typedef struct dues_ctx {
   altar_retry_due_t *v;
   size_t n, cap;

@@ -28,6 +28,10 @@ double altar__retry_backoff_delay(const altar_retry_backoff_t *b, const char *ta
 int altar__retry_due_record(altar_ledger_t *l, const char *task_key, int64_t attempt, double failed_ts, double delay_s,
                             altar_error_t *err);
 
+/* The due time recorded for attempt `attempt` of task_key into *pdue; 0
+ * when none is recorded (no backoff, or a ledger without aux storage). */
+int altar__retry_due_get(altar_ledger_t *l, const char *task_key, int64_t attempt, double *pdue, altar_error_t *err);
+
 /* One recorded due fact. */
 typedef struct altar_retry_due {
   char *task_key;

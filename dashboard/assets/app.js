@@ -96,6 +96,24 @@ function progress(sh, waiting) {
     seg(cancelled, "cancelled")), ` ${sh.succeeded + sh.failed}/${total}` + (notes.length ? ` (${notes.join(", ")})` : ""));
 }
 
+// Why a shard is not running, in a line (the reasons of README "Why a shard waits").
+function whyText(w) {
+  if (!w) return "—";
+  switch (w.reason) {
+    case "cancelled": return "its job was cancelled";
+    case "group_held": return `group ${w.group} held by its rule's error: ${w.error}`;
+    case "lease": return `held by worker ${w.worker}, which went silent; taken over when its lease ends`;
+    case "starting": return `submitted by worker ${w.worker}, not running yet`;
+    case "backoff": return `retry backing off until ${when(w.until)}`;
+    case "forwarded": return `forwarded by ${w.by} (no free slot there) to a worker with one`;
+    case "no_worker": return `no worker serves pool ${w.pool}`;
+    case "behind": return `behind ${w.jobs_ahead} earlier job(s) (${w.shards_ahead} shard(s)) in its partition`;
+    case "no_free_slot": return `every worker of pool ${w.pool} is busy`;
+    default: return `waiting for a worker of pool ${w.pool}`;
+  }
+}
+const whyCell = (w) => el("td", { class: "why", "data-why": w ? w.reason : "" }, w ? [el("b", {}, w.reason), " ", whyText(w)] : "—");
+
 // A job's state in one word, for its badge.
 function jobState(j) {
   if (j.groups.cancelled && !j.groups.open && !j.groups.dead_lettered) return "cancelled";
@@ -173,8 +191,13 @@ const pages = {
       el("td", {}, el("code", {}, s.external_id)), el("td", {}, state(s.state)), el("td", { class: "num" }, s.attempts, runs(s)),
       el("td", {}, s.host || "—", s.forwarded_from ? el("div", { class: "muted", "data-forwarded": s.forwarded_from }, `forwarded from ${s.forwarded_from}`) : null),
       el("td", {}, s.failure ? [el("b", {}, s.failure.reason), s.failure.detail ? el("div", { class: "detail" }, s.failure.detail) : null] : "—"),
-      el("td", {}, s.outputs.map((u) => el("div", {}, el("code", {}, u))))));
-    const heads = ["shard", "state", "attempts", "host", "failure and log tail", "outputs"];
+      el("td", {}, s.outputs.map((u) => el("div", {}, el("code", {}, u)))), whyCell(s.why)));
+    const heads = ["shard", "state", "attempts", "host", "failure and log tail", "outputs", "why not running"];
+    // Shards with no record yet: on a jobs topic, each with why it waits.
+    const waitingRows = (o.waiting_list || []).map((s) => el("tr", { "data-waiting": s.task_key },
+      el("td", {}, el("code", {}, s.task_key.slice(0, 12))), el("td", {}, state("waiting")), el("td", {}, s.pool),
+      el("td", { class: "num" }, `${s.partition} @ ${s.offset}`), whyCell(s.why)));
+    const counts = Object.entries(o.why_counts || {});
     const groups = o.group_list.map((g) => el("section", { "data-group": g.group_key },
       el("h2", {}, `${g.kind} · ${g.group_key} · `, state(g.state), g.ts ? el("span", { class: "muted" }, " at " + when(g.ts)) : ""),
       table(heads, shardRows(g.members)),
@@ -188,6 +211,9 @@ const pages = {
         card(o.groups.dead_lettered, "groups dead"), card(o.groups.cancelled, "groups cancelled"),
         card(o.groups.open, "groups open")),
       o.waiting ? el("p", {}, "Waiting for a worker: ", Object.entries(o.waiting_pools).map(([p, n]) => `${n} for pool ${p}`).join(", ")) : null,
+      counts.length ? el("p", { "data-why-counts": "" }, "Not running: ", counts.map(([r, n]) => `${n} ${r}`).join(", ")) : null,
+      waitingRows.length ? [el("h2", {}, "Waiting shards (no record yet)"),
+        table(["task", "state", "pool", "partition @ offset", "why not running"], waitingRows)] : null,
       groups,
       pager(o.groups_total, o.offset, "#/job/" + encodeURIComponent(id)),
       o.ungrouped.length ? [el("h2", {}, "Shards in no group"), table(heads, shardRows(o.ungrouped))] : null,

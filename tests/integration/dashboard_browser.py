@@ -189,6 +189,14 @@ def main():
             check(b.js("document.querySelectorAll('tr[data-shard] .state-cancelled').length") == 2,
                   "both of its shards are shown cancelled")
 
+        # The waiting job's page says why its shard waits: no worker serves h100.
+        b.goto(url + "/#/job/" + waiting_job)
+        cell = "document.querySelector('tr[data-waiting] td[data-why]')"
+        if b.wait_for(f"{cell} !== null", "the waiting shard with its reason on its job's page"):
+            check(b.js(f"{cell}.dataset.why") == "no_worker", f"its reason is no_worker: {b.js(cell + '.dataset.why')!r}")
+            check("no worker serves pool h100" in b.js(text_of("main")), "the reason is said in words")
+            check("1 no_worker" in b.js(text_of("[data-why-counts]")), "the job's reasons are counted")
+
         # Workers: both listed, live, with their backend.
         b.goto(url + "/#/workers")
         if b.wait_for("document.querySelectorAll('tr[data-worker]').length >= 2", "two workers on the workers page"):

@@ -191,6 +191,15 @@ static void test_due_times_recorded_and_replayed(void) {
   snprintf(want, sizeof want, "taskA#1 due %.6f after 1001.000000 (%.6f)\ntaskA#2 due %.6f after 1005.500000 (%.6f)\n",
            1001.0 + j1, j1, 1005.5 + j2, j2);
   CU_ASSERT_STRING_EQUAL(a, want);
+  /* One attempt's due time read back by key (what a reason "backoff" shows);
+   * an attempt never retried has none. */
+  double due = -1;
+  CU_ASSERT_EQUAL(altar__retry_due_get(live, "taskA", 2, &due, &err), 0);
+  CU_ASSERT_DOUBLE_EQUAL(due, 1005.5 + j2, 1e-5);
+  CU_ASSERT_EQUAL(altar__retry_due_get(live, "taskA", 3, &due, &err), 0);
+  CU_ASSERT_DOUBLE_EQUAL(due, 0.0, 0);
+  CU_ASSERT_EQUAL(altar__retry_due_get(live, "no-such-task", 1, &due, &err), 0);
+  CU_ASSERT_DOUBLE_EQUAL(due, 0.0, 0);
   free(a);
   free(c);
   altar_test_ledger_close(live);
