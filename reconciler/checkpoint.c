@@ -1,7 +1,7 @@
 /* Checkpoints of the RocksDB ledger in the fleet's storage (checkpoint.h). */
 #include "reconciler/checkpoint.h"
 #include "reconciler/input_offsets.h"
-#include "reconciler/ledger_rocksdb.h"
+#include "ledger/ledger_rocksdb.h"
 
 #include "altar/clock.h"
 #include "altar/digest.h"

@@ -1,7 +1,7 @@
 /* The daemon's turn at pruning consumed records (consumed_prune.h). */
 #include "reconciler/consumed_prune.h"
 
-#include "reconciler/ledger_prune.h"
+#include "ledger/ledger_prune.h"
 
 int altar__consumed_prune_tick(altar__consumed_pruner_t *p, altar_ledger_t *l, double now, size_t *ppruned,
                                altar_error_t *err) {

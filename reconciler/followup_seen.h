@@ -10,7 +10,7 @@
 #include "altar/strmap.h"
 
 #include <stdbool.h>
-#include "reconciler/hmap.h"
+#include "core/hmap.h"
 
 typedef struct altar__keys_seen {
   altar__hmap_t keys; /* key → itself, malloc'd */

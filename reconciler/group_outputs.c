@@ -1,6 +1,6 @@
 /* Collecting a fired group's outputs in member order, each uri once. */
 #include "reconciler/group_outputs.h"
-#include "reconciler/hmap.h"
+#include "core/hmap.h"
 #include "altar/grow.h"
 
 #include <stdlib.h>

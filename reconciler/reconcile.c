@@ -2,7 +2,7 @@
  * order of effects (poll, write back, evaluate every predicate, fire, then
  * handle blocked groups). */
 #include "altar/reconcile.h"
-#include "reconciler/hmap.h"
+#include "core/hmap.h"
 #include "altar/grow.h"
 
 #include <pthread.h>

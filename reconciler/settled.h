@@ -12,7 +12,7 @@
 #include "altar/groups.h"
 #include "altar/ledger.h"
 #include "altar/reconcile.h"
-#include "reconciler/hmap.h"
+#include "core/hmap.h"
 #include "reconciler/settled_cache.h"
 
 /* A settlement stops counting for events more than this many seconds (of

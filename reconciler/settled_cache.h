@@ -9,7 +9,7 @@
 #ifndef ALTAR_RECONCILER_SETTLED_CACHE_H
 #define ALTAR_RECONCILER_SETTLED_CACHE_H
 
-#include "reconciler/hmap.h"
+#include "core/hmap.h"
 
 #include <stdbool.h>
 #include <stddef.h>

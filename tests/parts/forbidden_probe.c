@@ -1,4 +1,4 @@
-/* A stand-in part that calls into the reconciler, which a part reaching only
+/* A stand-in part that calls into the ledger part, which a part reaching only
  * core must not do: the boundary check has to reject its archive
  * (tests/parts/expect_forbidden.sh). Never linked into anything. */
 #include "altar/ledger.h"

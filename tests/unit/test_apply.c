@@ -2,7 +2,7 @@
  * due after each event — the same whatever the batch sizes (invariant 3). */
 #include "altar/codec.h"
 #include "altar/reconcile.h"
-#include "reconciler/ledger_rocksdb.h"
+#include "ledger/ledger_rocksdb.h"
 #include "testutil.h"
 
 #include <stdio.h>

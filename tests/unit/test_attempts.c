@@ -6,8 +6,8 @@
 #include "altar/attempts.h"
 #include "altar/codec.h"
 #include "altar/reconcile.h"
-#include "reconciler/ledger_prune.h"
-#include "reconciler/ledger_rocksdb.h"
+#include "ledger/ledger_prune.h"
+#include "ledger/ledger_rocksdb.h"
 #include "testutil.h"
 
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #include "altar/reconcile.h"
 #include "altar/transport.h"
 #include "reconciler/cancel.h"
-#include "reconciler/ledger_rocksdb.h"
+#include "ledger/ledger_rocksdb.h"
 #include "reconciler/settled.h"
 #include "ledger_suite.h"
 #include "testutil.h"

@@ -9,7 +9,7 @@
 #include "altar/storage.h"
 #include "reconciler/checkpoint.h"
 #include "reconciler/input_offsets.h"
-#include "reconciler/ledger_rocksdb.h"
+#include "ledger/ledger_rocksdb.h"
 
 #include <CUnit/CUnit.h>
 #include <dirent.h>

@@ -1,6 +1,6 @@
 /* The reconciler's hash map: puts, gets and deletes (which shift entries
  * back) against a plain array, including runs that wrap around the table. */
-#include "reconciler/hmap.h"
+#include "core/hmap.h"
 #include "testutil.h"
 
 #include <stdbool.h>

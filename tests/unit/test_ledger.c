@@ -2,7 +2,7 @@
  * RocksDB ledger, plus what only the durable ledger can show. */
 #include "altar/plugin/ledger.h"
 #include "ledger_suite.h"
-#include "reconciler/ledger_rocksdb.h"
+#include "ledger/ledger_rocksdb.h"
 #include "testutil.h"
 
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * after each kill reopens the ledger and checks it: every record decodes,
  * indexes agree with records, and no batch is half-applied. */
 #include "altar/ledger.h"
-#include "reconciler/ledger_rocksdb.h"
+#include "ledger/ledger_rocksdb.h"
 #include "testutil.h"
 
 #include <signal.h>

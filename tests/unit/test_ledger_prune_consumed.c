@@ -1,13 +1,13 @@
 /* The lifetime of consumed records in the RocksDB ledger
- * (reconciler/ledger_prune.c, consumed_prune.c): pruned oldest first past
+ * (ledger/ledger_prune.c, consumed_prune.c): pruned oldest first past
  * their age, bounded per turn, open records never touched, the ledger
  * consistent afterwards; ledger.consumed_keep_days validated. Ages are set
  * by the test: a prune is asked for "as of" a later time, nothing waits. */
 #include "altar/config.h"
 #include "altar/ledger.h"
 #include "reconciler/consumed_prune.h"
-#include "reconciler/ledger_prune.h"
-#include "reconciler/ledger_rocksdb.h"
+#include "ledger/ledger_prune.h"
+#include "ledger/ledger_rocksdb.h"
 #include "testutil.h"
 
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* The RocksDB ledger's consistency check (altar__ledger_rocksdb_check). */
-#include "reconciler/ledger_rocksdb_int.h"
-#include "reconciler/ledger_value.h"
+#include "ledger/ledger_rocksdb_int.h"
+#include "ledger/ledger_value.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,8 +4,8 @@
  * once, and an open record created and consumed within one batch never
  * writes its o: key. Every change goes into one write batch, so a kill at
  * any point leaves either all of it or none. */
-#include "reconciler/ledger_rocksdb_int.h"
-#include "reconciler/ledger_value.h"
+#include "ledger/ledger_rocksdb_int.h"
+#include "ledger/ledger_value.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -12,10 +12,10 @@
  * Records consumed before the index existed have no entry and are kept. A
  * record consumed twice (re-opened in between) is listed twice; the older
  * entry removes it at the older age, which only ever frees it early. */
-#include "reconciler/ledger_prune.h"
+#include "ledger/ledger_prune.h"
 
-#include "reconciler/ledger_rocksdb_int.h"
-#include "reconciler/ledger_value.h"
+#include "ledger/ledger_rocksdb_int.h"
+#include "ledger/ledger_value.h"
 
 #include "altar/attempts.h"
 

@@ -1,5 +1,5 @@
 /* Opening a ledger directory: parents made, a held lock explained. */
-#include "reconciler/ledger_open.h"
+#include "ledger/ledger_open.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 /* The in-memory ledger's side keyspace: a sorted array of entries, and the
  * changes of an open batch in a map beside it (see ledger_memory_aux.h). */
-#include "reconciler/ledger_memory_aux.h"
+#include "ledger/ledger_memory_aux.h"
 
 #include "altar/grow.h"
 

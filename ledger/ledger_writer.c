@@ -1,6 +1,6 @@
-/* The write-behind thread of reconciler/ledger_writer.h: one batch in
+/* The write-behind thread of ledger/ledger_writer.h: one batch in
  * flight at a time, so a batch is never more than one commit behind. */
-#include "reconciler/ledger_writer.h"
+#include "ledger/ledger_writer.h"
 
 #include <pthread.h>
 #include <stdbool.h>

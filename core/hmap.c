@@ -1,6 +1,6 @@
 /* Open-addressing hash map with linear probing; a delete shifts the rest of
  * its run back, so no tombstones build up under steady put/delete traffic. */
-#include "reconciler/hmap.h"
+#include "core/hmap.h"
 
 #include "altar/error.h"
 

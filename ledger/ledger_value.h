@@ -2,11 +2,11 @@
  * r:): magic, has_spec, task key, group key, the u32 length of the codec's
  * record map (spec left out), that map, then the spec's encoding. The
  * format is on disk: keep it byte for byte (tests/unit/test_ledger*.c).
- * Internal to reconciler/ledger_*.c. */
+ * Internal to ledger/ledger_*.c. */
 #ifndef ALTAR_RECONCILER_LEDGER_VALUE_H
 #define ALTAR_RECONCILER_LEDGER_VALUE_H
 
-#include "reconciler/ledger_int.h"
+#include "ledger/ledger_int.h"
 
 #include <stdbool.h>
 #include <stddef.h>

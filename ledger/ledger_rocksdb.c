@@ -24,11 +24,11 @@
  * Changes are staged in an overlay and written as one WriteBatch
  * (ledger_batch.c); the other concerns have files of their own (see
  * ledger_rocksdb_int.h). */
-#include "reconciler/ledger_rocksdb_int.h"
+#include "ledger/ledger_rocksdb_int.h"
 
 #include "altar/codec.h"
-#include "reconciler/ledger_open.h"
-#include "reconciler/ledger_value.h"
+#include "ledger/ledger_open.h"
+#include "ledger/ledger_value.h"
 
 #include <errno.h>
 #include <stdint.h>

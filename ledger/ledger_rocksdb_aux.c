@@ -1,6 +1,6 @@
 /* The RocksDB ledger's side keyspace: the aux_* operations, under x:, in
  * the same batch as the records. */
-#include "reconciler/ledger_rocksdb_int.h"
+#include "ledger/ledger_rocksdb_int.h"
 
 #include <stdlib.h>
 

@@ -1,12 +1,12 @@
 /* The in-memory ledger's side keyspace (altar_ledger_ops_t aux_*): keys in
  * bytewise order, and a batch's changes held apart until commit, so they
  * become visible to a scan, or vanish on abort, together with the batch's
- * records. Internal to reconciler/ledger_memory.c. */
+ * records. Internal to ledger/ledger_memory.c. */
 #ifndef ALTAR_RECONCILER_LEDGER_MEMORY_AUX_H
 #define ALTAR_RECONCILER_LEDGER_MEMORY_AUX_H
 
 #include "altar/ledger.h"
-#include "reconciler/hmap.h"
+#include "core/hmap.h"
 
 #include <stdbool.h>
 

@@ -1,7 +1,7 @@
 /* The in-memory ledger index: records by key, open records by group and by
  * task key. Evaluating a group reads only its members (work proportional to
  * the group), never the whole ledger. */
-#include "reconciler/ledger_int.h"
+#include "ledger/ledger_int.h"
 
 #include <stdlib.h>
 #include <string.h>

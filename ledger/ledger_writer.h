@@ -1,7 +1,7 @@
 /* altar — a thread that writes the RocksDB ledger's batches behind its
  * caller: a commit hands its batch over and goes on with the next one
  * while RocksDB inserts the last into its memtable. Internal to
- * reconciler/ledger_rocksdb.c. */
+ * ledger/ledger_rocksdb.c. */
 #ifndef ALTAR_RECONCILER_LEDGER_WRITER_H
 #define ALTAR_RECONCILER_LEDGER_WRITER_H
 

@@ -2,8 +2,8 @@
  * memory (with its encoded spec and fixed part), rebuilt on open from o:
  * alone, so grouping, polling, the active sets and supersede checks read no
  * disk and never scan the ledger. */
-#include "reconciler/ledger_rocksdb_int.h"
-#include "reconciler/ledger_value.h"
+#include "ledger/ledger_rocksdb_int.h"
+#include "ledger/ledger_value.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,8 +3,8 @@
  * once and keeps a copy of each record as it was before the batch first
  * touched it, so abort puts them back; the batch's side keys wait for
  * commit. Records and side keys thus commit, or vanish, together. */
-#include "reconciler/ledger_int.h"
-#include "reconciler/ledger_memory_aux.h"
+#include "ledger/ledger_int.h"
+#include "ledger/ledger_memory_aux.h"
 
 #include "altar/codec.h"
 #include "altar/grow.h"

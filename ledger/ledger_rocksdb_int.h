@@ -13,9 +13,9 @@
 #include "altar/arena.h"
 #include "altar/buf.h"
 #include "altar/codec.h"
-#include "reconciler/ledger_int.h"
-#include "reconciler/ledger_rocksdb.h"
-#include "reconciler/ledger_writer.h"
+#include "ledger/ledger_int.h"
+#include "ledger/ledger_rocksdb.h"
+#include "ledger/ledger_writer.h"
 
 #include <rocksdb/c.h>
 

@@ -2,7 +2,7 @@
  * the codec's own bytes, so altar_decode_record reads it back: a record
  * without a failure is written around its pre-encoded fixed part
  * (altar_encode_record_around), the rest by altar_encode_record. */
-#include "reconciler/ledger_value.h"
+#include "ledger/ledger_value.h"
 
 #include "altar/codec.h"
 

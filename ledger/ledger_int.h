@@ -5,7 +5,7 @@
 #define ALTAR_RECONCILER_LEDGER_INT_H
 
 #include "altar/plugin/ledger.h"
-#include "reconciler/hmap.h"
+#include "core/hmap.h"
 
 #include <stdint.h>
 
