@@ -4,6 +4,7 @@
  * on stop. */
 #include "worker.h"
 
+#include "altar/clock.h"
 #include "altar/codec.h"
 #include "altar/pools.h"
 #include "heartbeat.h"
@@ -38,7 +39,7 @@ typedef struct wtask {
   bool acked;         /* terminal event acknowledged: the job is done */
   bool released;      /* handed back at a stop's deadline (already cancelled) */
   bool held;          /* its partition was revoked: runs on here for handover */
-  int64_t started_ms; /* mono_ms() when the backend took it; 0: it never ran here */
+  int64_t started_ms; /* altar_mono_ms() when the backend took it; 0: it never ran here */
 } wtask_t;
 
 /* A job another worker holds (the partition's metadata says so): kept,
@@ -132,18 +133,6 @@ typedef struct worker {
   long consume_err_repeats;
 } worker_t;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void wlog(worker_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void wlog(worker_t *w, const char *fmt, ...) {
   if (w->o->quiet) return;
@@ -156,7 +145,7 @@ static void wlog(worker_t *w, const char *fmt, ...) {
 }
 
 static void consume_failed(worker_t *w, const altar_error_t *e) {
-  int64_t now = mono_ms();
+  int64_t now = altar_mono_ms();
   if (!strcmp(e->msg, w->consume_err) && now - w->consume_err_ms < 10000) {
     w->consume_err_repeats++;
     return;
@@ -263,7 +252,7 @@ static int send_control(worker_t *w, const char *topic, int32_t partition, altar
         .n_offsets = k,
         .lease_s = ev == ALTAR_CTL_LEASE ? w->lease_interval_ms / 1000.0 : 0,
         .worker = w->worker_id,
-        .ts = now_s(),
+        .ts = altar_wall_s(),
     };
     pending_t *p = pending_new(w, topic, NULL);
     if (!p) {
@@ -339,7 +328,7 @@ static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kin
       .spec = with_spec ? task->spec : NULL,
       .worker = w->worker_id,
       .source = {true, task->topic, task->partition, task->offset},
-      .ts = now_s(),
+      .ts = altar_wall_s(),
   };
   /* A failure's detail is cut to its bound (pools.h), so the event fits
    * whenever its spec passed intake. */
@@ -387,7 +376,7 @@ static int emit_status(worker_t *w, wtask_t *task, altar_status_event_kind_t kin
     pending_free(p);
     set_fatal(w, rc, "producing a status event", NULL);
   } else if (terminal) {
-    double run_s = task->started_ms ? (double)(mono_ms() - task->started_ms) / 1000.0 : -1;
+    double run_s = task->started_ms ? (double)(altar_mono_ms() - task->started_ms) / 1000.0 : -1;
     altar__worker_metrics_task_ended(&w->metrics, task->spec->kind, state == ALTAR_STATE_FAILED ? ev.failure : NULL,
                                      run_s);
   }
@@ -841,7 +830,7 @@ static void start_job(worker_t *w, const altar_msg_t *m) {
     return;
   }
   w->stats.submitted++;
-  t->started_ms = mono_ms();
+  t->started_ms = altar_mono_ms();
   task_line(w, t, "started", NULL);
   capacity_took(w, &t->spec->resources);
   emit_status(w, t, ALTAR_EV_SUBMITTED, ALTAR_STATE_PENDING, NULL, true, false);
@@ -878,7 +867,7 @@ static int64_t lease_deadline(const worker_t *w, double lease_s) {
   int64_t ms = w->lease_timeout_ms;
   /* A holder that renews more slowly than we expect gets three of its own intervals. */
   if (lease_s > 0 && lease_s < 3600 && (int64_t)(3000 * lease_s) > ms) ms = (int64_t)(3000 * lease_s);
-  return mono_ms() + ms;
+  return altar_mono_ms() + ms;
 }
 
 /* What a control message asks. Safe to do twice: a done or released job
@@ -935,7 +924,7 @@ static bool topic_paused(const worker_t *w, const char *topic) {
 }
 
 static void waits_expire(worker_t *w) {
-  int64_t now = mono_ms();
+  int64_t now = altar_mono_ms();
   for (size_t i = 0; i < w->n_waits;) {
     waiting_t *x = &w->waits[i];
     if (x->deadline_ms && x->deadline_ms < now + w->lease_timeout_ms && topic_paused(w, x->msg->topic)) {
@@ -1052,7 +1041,7 @@ static void take_record(worker_t *w, altar_msg_t *m) {
     return;
   }
   obey_early(w, m);
-  if (altar__lookahead_push(&w->ahead, m, mono_ms()) != ALTAR_OK) {
+  if (altar__lookahead_push(&w->ahead, m, altar_mono_ms()) != ALTAR_OK) {
     altar_msg_free(m);
     set_fatal(w, ALTAR_ENOMEM, "looking ahead", NULL);
   }
@@ -1127,7 +1116,7 @@ static void fleet_read(worker_t *w, int64_t now) {
     altar_topic_list_free(tl);
     if (!w->fleet_assigned) return;
   }
-  double wall = now_s();
+  double wall = altar_wall_s();
   for (int i = 0; i < FLEET_READ_MAX; i++) {
     altar_msg_t *m = NULL;
     if (altar_transport_consume(ft, 0, &m, &e) != ALTAR_OK || !m) break;
@@ -1394,9 +1383,9 @@ static void send_leases(worker_t *w) {
 }
 
 static void leases_if_due(worker_t *w) {
-  if (mono_ms() < w->next_lease) return;
+  if (altar_mono_ms() < w->next_lease) return;
   send_leases(w);
-  w->next_lease = mono_ms() + w->lease_interval_ms;
+  w->next_lease = altar_mono_ms() + w->lease_interval_ms;
 }
 
 /* A stop: the partitions are gone already (left the group); held tasks get
@@ -1407,7 +1396,7 @@ static void drain(worker_t *w, int64_t deadline_ms) {
   for (;;) {
     size_t left = 0;
     for (size_t i = 0; i < w->n_tasks; i++) left += !w->tasks[i]->terminal_sent;
-    if (!left || mono_ms() >= deadline_ms || (w->o->stop && *w->o->stop >= 2) || w->fatal) break;
+    if (!left || altar_mono_ms() >= deadline_ms || (w->o->stop && *w->o->stop >= 2) || w->fatal) break;
     poll_tasks(w, -1, NULL);
     int interval = w->o->poll_interval_ms > 0 && w->o->poll_interval_ms < 100 ? w->o->poll_interval_ms : 100;
     altar_transport_poll(w->o->transport, interval);
@@ -1564,7 +1553,7 @@ static void on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, con
   }
   w->stats.held += held;
   w->parts_changed = true;
-  if (held) w->next_lease = mono_ms(); /* the first lease goes out now */
+  if (held) w->next_lease = altar_mono_ms(); /* the first lease goes out now */
   char list[1024];
   wlog(w, "revoked %zu partition(s); %zu running task(s) handed over, still running here: %s", n, held,
        parts_text(parts, n, list, sizeof list));
@@ -1597,184 +1586,260 @@ static void warn_no_partition(worker_t *w) {
 
 static const char *running_key(void *ctx, size_t i) { return ((worker_t *)ctx)->tasks[i]->task_key; }
 
-int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats, altar_error_t *err) {
-  if (!o || !o->transport || !o->backend || !o->topics || o->slots < 1)
-    return altar_error_set(err, ALTAR_EINVAL, "worker: transport, backend, topics and slots >= 1 are required");
-  worker_t w = {.o = o, .group = o->group ? o->group : ALTAR_WORKER_GROUP};
+/* The loop's fixed cadences (the configurable ones are in worker.h). */
+enum {
+  CONSUME_WAIT_MAX_MS = 50,   /* longest a turn blocks on the log: leases, heartbeats and
+                                 forwards are checked at least this often */
+  METRICS_EVERY_MS = 100,     /* gauges refreshed */
+  IDLE_WARN_AFTER_MS = 5000,  /* no partition this long: say why once */
+  FINAL_COMMIT_TRIES = 5,     /* the last commit's retries at exit ... */
+  FINAL_COMMIT_POLL_MS = 200, /* ... each after serving the log this long */
+  EXIT_FLUSH_MS = 5000,       /* reports still owed at exit get this long */
+};
+
+/* The loop's clocks: when each periodic phase is next due. */
+typedef struct loop_clock {
+  int poll_every, commit_every;
+  int64_t next_poll, next_commit, next_metrics, idle_since;
+  bool warned_idle, got_job;
+} loop_clock_t;
+
+/* Sets up w from o (id, tracker, metrics, leases, pools, heartbeat load,
+ * subscription); on failure everything taken is released. */
+static int worker_open(worker_t *w, const altar_worker_opts_t *o, altar_error_t *err) {
+  *w = (worker_t){.o = o, .group = o->group ? o->group : ALTAR_WORKER_GROUP};
   if (o->worker_id) {
-    snprintf(w.worker_id, sizeof w.worker_id, "%s", o->worker_id);
+    snprintf(w->worker_id, sizeof w->worker_id, "%s", o->worker_id);
   } else {
     char host[128] = "localhost";
     gethostname(host, sizeof host - 1);
-    snprintf(w.worker_id, sizeof w.worker_id, "%s:%ld", host, (long)getpid());
+    snprintf(w->worker_id, sizeof w->worker_id, "%s:%ld", host, (long)getpid());
   }
-  w.tracker = altar_offset_tracker_new();
-  if (!w.tracker) return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
+  w->tracker = altar_offset_tracker_new();
+  if (!w->tracker) return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
   altar_error_t me = {0};
-  if (altar__worker_metrics_init(&w.metrics, o->metrics, o->slots, &me)) wlog(&w, "metrics off: %s", me.msg);
-  w.lease_interval_ms = o->lease_interval_ms > 0 ? o->lease_interval_ms : 3000;
-  w.lease_timeout_ms = o->lease_timeout_ms > 0 ? o->lease_timeout_ms
-                                               : (3 * w.lease_interval_ms > 10000 ? 3 * w.lease_interval_ms : 10000);
-  altar_transport_set_delivery(o->transport, on_delivery, &w, NULL, NULL);
-  w.intake = (altar__intake_ctx_t){.backend = o->backend, .groups = o->groups, .jobs_topic = o->topics->jobs};
-  int rc = pools_setup(&w, err);
-  w.forward_after_ms = o->forward_after_ms ? o->forward_after_ms : ALTAR_FORWARD_AFTER_MS_DEFAULT;
-  w.crash_after_forward = getenv("ALTAR_TEST_CRASH_AFTER_FORWARD") != NULL;
+  if (altar__worker_metrics_init(&w->metrics, o->metrics, o->slots, &me)) wlog(w, "metrics off: %s", me.msg);
+  w->lease_interval_ms = o->lease_interval_ms > 0 ? o->lease_interval_ms : ALTAR_WORKER_LEASE_INTERVAL_MS_DEFAULT;
+  w->lease_timeout_ms = o->lease_timeout_ms > 0 ? o->lease_timeout_ms
+                        : 3 * w->lease_interval_ms > ALTAR_WORKER_LEASE_TIMEOUT_MS_MIN ? 3 * w->lease_interval_ms
+                                                                                       : ALTAR_WORKER_LEASE_TIMEOUT_MS_MIN;
+  altar_transport_set_delivery(o->transport, on_delivery, w, NULL, NULL);
+  w->intake = (altar__intake_ctx_t){.backend = o->backend, .groups = o->groups, .jobs_topic = o->topics->jobs};
+  int rc = pools_setup(w, err);
+  w->forward_after_ms = o->forward_after_ms ? o->forward_after_ms : ALTAR_FORWARD_AFTER_MS_DEFAULT;
+  w->crash_after_forward = getenv("ALTAR_TEST_CRASH_AFTER_FORWARD") != NULL;
   /* Heartbeats announce the load whenever there is a fleet topic; peers
    * are read only with a handle to read them on. */
   if (!rc && o->topics->fleet && *o->topics->fleet) {
-    w.peers = o->fleet_transport && w.forward_after_ms >= 0 ? altar__peers_new(w.worker_id) : NULL;
-    w.load_pools = calloc(w.n_pools, sizeof *w.load_pools);
-    w.load_free = calloc(w.n_pools, sizeof *w.load_free);
-    if ((o->fleet_transport && w.forward_after_ms >= 0 && !w.peers) || !w.load_pools || !w.load_free)
+    w->peers = o->fleet_transport && w->forward_after_ms >= 0 ? altar__peers_new(w->worker_id) : NULL;
+    w->load_pools = calloc(w->n_pools, sizeof *w->load_pools);
+    w->load_free = calloc(w->n_pools, sizeof *w->load_free);
+    if ((o->fleet_transport && w->forward_after_ms >= 0 && !w->peers) || !w->load_pools || !w->load_free)
       rc = altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
-    for (size_t i = 0; !rc && i < w.n_pools; i++) w.load_pools[i] = w.pools[i].name;
+    for (size_t i = 0; !rc && i < w->n_pools; i++) w->load_pools[i] = w->pools[i].name;
   }
-  const char **topics = rc ? NULL : calloc(w.n_pools, sizeof *topics);
+  const char **topics = rc ? NULL : calloc(w->n_pools, sizeof *topics);
   if (!rc && !topics) rc = altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
-  for (size_t i = 0; !rc && i < w.n_pools; i++) topics[i] = w.pools[i].topic;
+  for (size_t i = 0; !rc && i < w->n_pools; i++) topics[i] = w->pools[i].topic;
   if (!rc) {
-    rc = altar_transport_subscribe(o->transport, w.group, topics, w.n_pools, on_rebalance, &w, err);
+    rc = altar_transport_subscribe(o->transport, w->group, topics, w->n_pools, on_rebalance, w, err);
     if (!rc) {
-      for (size_t i = 0; i < w.n_pools; i++) wlog(&w, "serving pool %s from %s", w.pools[i].name, w.pools[i].topic);
+      for (size_t i = 0; i < w->n_pools; i++) wlog(w, "serving pool %s from %s", w->pools[i].name, w->pools[i].topic);
     }
   }
   free(topics);
   if (rc) {
-    altar__peers_free(w.peers);
-    free(w.load_pools);
-    free(w.load_free);
-    pools_free(&w);
+    altar__peers_free(w->peers);
+    free(w->load_pools);
+    free(w->load_free);
+    pools_free(w);
     altar_transport_detach(o->transport);
-    altar_offset_tracker_free(w.tracker);
-    return rc;
+    altar_offset_tracker_free(w->tracker);
   }
-  int interval = o->poll_interval_ms > 0 ? o->poll_interval_ms : 200;
-  /* Each commit of the local log is two fsyncs, and one of Kafka's a round
-   * trip, per partition: at 100 ms with 32 busy partitions they cost more
-   * than the tasks. A later commit only means a rerun after a crash. */
-  int commit_every = o->commit_interval_ms > 0 ? o->commit_interval_ms : 1000;
-  int64_t next_poll = mono_ms(), next_commit = mono_ms(), next_metrics = mono_ms(), idle_since = mono_ms();
-  bool warned_idle = false;
-  bool draining = false, got_job = false;
-  altar__heartbeat_t *hb = altar__heartbeat_start(o, w.worker_id);
-  while (!w.fatal) {
-    int64_t turn = mono_ms();
-    fleet_read(&w, turn);
-    altar__heartbeat_load_t load = {w.n_pools, w.load_pools, w.load_free, w.n_parts, load_part, &w};
-    bool load_changed = load_update(&w);
-    altar__heartbeat_tick(hb, turn, w.n_tasks, running_key, &w, w.load_free ? &load : NULL, load_changed);
-    if (o->stop && *o->stop >= 2) break;
-    if ((o->stop && *o->stop == 1) || (o->max_jobs > 0 && w.finished_jobs >= (uint64_t)o->max_jobs)) {
-      draining = true;
-      break;
-    }
-    update_gates(&w);
-    lookahead_feed(&w);
-    forward_waiting(&w, mono_ms());
-    altar_msg_t *m = NULL;
-    altar_error_t e = {0};
-    /* Wait for the log no longer than until the next backend poll; right
-     * after a job arrived, don't wait at all (there may be more). */
-    int64_t now = mono_ms();
-    int wait = got_job ? 0 : (int)(next_poll > now ? next_poll - now : 0);
-    if (wait > 50) wait = 50;
-    /* With every slot busy no job can be taken: wait for a task to change
-     * instead, and poll the moment one does, not at the next interval. */
-    if (w.paused && wait > 0) {
-      int wc = altar_backend_wait_change(o->backend, wait);
-      if (wc == 1) next_poll = mono_ms();
-      if (wc >= 0) wait = 0;
-    }
-    rc = altar_transport_consume(o->transport, wait, &m, &e);
-    got_job = rc == ALTAR_OK && m;
-    if (got_job) {
-      take_record(&w, m);
-    } else if (rc != ALTAR_OK) {
-      consume_failed(&w, &e);
-    }
-    /* A quiet turn with tasks out: ask (without blocking) whether one
-     * changed, so a completion is polled within this turn's wait rather
-     * than the rest of the interval (a watch-fed backend knows at once). */
-    if (!got_job && !w.paused && w.n_tasks && altar_backend_wait_change(o->backend, 0) == 1) next_poll = mono_ms();
-    if (mono_ms() >= next_poll) {
-      poll_tasks(&w, -1, NULL);
-      refresh_capacity(&w);
-      next_poll = mono_ms() + interval;
-    }
-    altar_transport_poll(o->transport, 0);
-    if (w.n_waits) waits_expire(&w);
-    leases_if_due(&w);
-    if (w.n_parts) {
-      idle_since = mono_ms();
-      warned_idle = false;
-    } else if (!warned_idle && mono_ms() - idle_since > 5000) {
-      warn_no_partition(&w);
-      warned_idle = true;
-    }
-    reap_acked(&w);
-    /* Commits are batched: a late commit only means a rerun after a crash,
-     * and the finished offsets above it ride in the metadata anyway. */
-    if (mono_ms() >= next_metrics) {
-      altar__worker_metrics_update(&w.metrics, &w.stats, in_flight(&w), w.paused);
-      next_metrics = mono_ms() + 100;
-    }
-    if (mono_ms() >= next_commit || w.commit_soon) {
-      w.commit_soon = false;
-      commit_all(&w);
-      next_commit = mono_ms() + commit_every;
-    }
-    if (o->exit_when_idle && !m && w.n_tasks == 0 && w.n_waits == 0 && w.outstanding == 0 && w.n_parts > 0 &&
-        !w.ahead.records) {
-      bool done = false;
-      altar_error_t ce = {0};
-      if (altar_transport_caught_up(o->transport, &done, &ce) == ALTAR_OK && done) {
-        draining = true;
-        break;
-      }
-    }
-  }
-  if (draining && !w.fatal) {
-    /* Leave first: the partitions move to the others now (their commits
-     * carry the held bound), and what runs here finishes as held. */
-    int64_t deadline = mono_ms() + (o->drain_ms < 0 ? 30000 : o->drain_ms);
-    altar_error_t le = {0};
-    int lrc = altar_transport_leave(o->transport, &le);
-    if (lrc != ALTAR_OK && lrc != ALTAR_ENOTSUP) wlog(&w, "leaving the group: %s", le.msg);
-    drain(&w, deadline);
-  }
+  return rc;
+}
 
+/* Phase: what peers announce, and this worker's own heartbeat. */
+static void phase_fleet(worker_t *w, altar__heartbeat_t *hb, int64_t now) {
+  fleet_read(w, now);
+  altar__heartbeat_load_t load = {w->n_pools, w->load_pools, w->load_free, w->n_parts, load_part, w};
+  bool load_changed = load_update(w);
+  altar__heartbeat_tick(hb, now, w->n_tasks, running_key, w, w->load_free ? &load : NULL, load_changed);
+}
+
+/* Phase: 0 to go on, 1 to stop draining, 2 to stop at once. */
+static int phase_stop_asked(const worker_t *w) {
+  const altar_worker_opts_t *o = w->o;
+  if (o->stop && *o->stop >= 2) return 2;
+  if ((o->stop && *o->stop == 1) || (o->max_jobs > 0 && w->finished_jobs >= (uint64_t)o->max_jobs)) return 1;
+  return 0;
+}
+
+/* Phase: take in from the log. Waits no longer than until the next backend
+ * poll (and not at all right after a job: there may be more); with every
+ * slot busy it waits on the backend instead, so a freed slot is seen at
+ * once. The message read, if any, is returned for the idle-exit check. */
+static altar_msg_t *phase_intake(worker_t *w, loop_clock_t *c, int64_t now) {
+  const altar_worker_opts_t *o = w->o;
+  update_gates(w);
+  lookahead_feed(w);
+  forward_waiting(w, now);
+  int wait = c->got_job ? 0 : (int)(c->next_poll > now ? c->next_poll - now : 0);
+  if (wait > CONSUME_WAIT_MAX_MS) wait = CONSUME_WAIT_MAX_MS;
+  if (w->paused && wait > 0) {
+    int wc = altar_backend_wait_change(o->backend, wait);
+    if (wc == 1) c->next_poll = altar_mono_ms();
+    if (wc >= 0) wait = 0;
+  }
+  altar_msg_t *m = NULL;
+  altar_error_t e = {0};
+  int rc = altar_transport_consume(o->transport, wait, &m, &e);
+  c->got_job = rc == ALTAR_OK && m;
+  if (c->got_job) {
+    take_record(w, m);
+  } else if (rc != ALTAR_OK) {
+    consume_failed(w, &e);
+  }
+  return c->got_job ? m : NULL;
+}
+
+/* Phase: the backend's tasks. A quiet turn with tasks out asks (without
+ * blocking) whether one changed, so a completion is polled within this turn
+ * rather than at the next interval (a watch-fed backend knows at once). */
+static void phase_poll_backend(worker_t *w, loop_clock_t *c, int64_t now) {
+  if (!c->got_job && !w->paused && w->n_tasks && altar_backend_wait_change(w->o->backend, 0) == 1)
+    c->next_poll = now;
+  if (now >= c->next_poll) {
+    poll_tasks(w, -1, NULL);
+    refresh_capacity(w);
+    c->next_poll = altar_mono_ms() + c->poll_every;
+  }
+}
+
+/* Phase: the log's callbacks, expired waits, leases, the no-partition
+ * warning, and acknowledged reports. */
+static void phase_housekeeping(worker_t *w, loop_clock_t *c, int64_t now) {
+  altar_transport_poll(w->o->transport, 0);
+  if (w->n_waits) waits_expire(w);
+  leases_if_due(w);
+  if (w->n_parts) {
+    c->idle_since = now;
+    c->warned_idle = false;
+  } else if (!c->warned_idle && now - c->idle_since > IDLE_WARN_AFTER_MS) {
+    warn_no_partition(w);
+    c->warned_idle = true;
+  }
+  reap_acked(w);
+}
+
+/* Phase: gauges, and commits. Commits are batched: a late commit only means
+ * a rerun after a crash, and the finished offsets above it ride in the
+ * metadata anyway. */
+static void phase_metrics_and_commits(worker_t *w, loop_clock_t *c, int64_t now) {
+  if (now >= c->next_metrics) {
+    altar__worker_metrics_update(&w->metrics, &w->stats, in_flight(w), w->paused);
+    c->next_metrics = now + METRICS_EVERY_MS;
+  }
+  if (now >= c->next_commit || w->commit_soon) {
+    w->commit_soon = false;
+    commit_all(w);
+    c->next_commit = altar_mono_ms() + c->commit_every;
+  }
+}
+
+/* Phase: with exit_when_idle, true once nothing is read, in flight or owed
+ * and the log has no more for us. */
+static bool phase_idle_done(worker_t *w, const altar_msg_t *m) {
+  if (!w->o->exit_when_idle || m || w->n_tasks || w->n_waits || w->outstanding || !w->n_parts || w->ahead.records)
+    return false;
+  bool done = false;
+  altar_error_t ce = {0};
+  return altar_transport_caught_up(w->o->transport, &done, &ce) == ALTAR_OK && done;
+}
+
+/* Leaves the group first (the partitions move to the others now, their
+ * commits carrying the held bound), then lets what runs here finish. */
+static void worker_drain(worker_t *w) {
+  int64_t deadline = altar_mono_ms() + (w->o->drain_ms < 0 ? ALTAR_WORKER_DRAIN_MS_DEFAULT : w->o->drain_ms);
+  altar_error_t le = {0};
+  int lrc = altar_transport_leave(w->o->transport, &le);
+  if (lrc != ALTAR_OK && lrc != ALTAR_ENOTSUP) wlog(w, "leaving the group: %s", le.msg);
+  drain(w, deadline);
+}
+
+/* The last commit (skipped on a second stop signal, even one that came
+ * during the drain), the heartbeat's goodbye, owed reports, and everything
+ * worker_open took. */
+static int worker_close(worker_t *w, altar__heartbeat_t *hb, altar_worker_stats_t *pstats, altar_error_t *err) {
+  const altar_worker_opts_t *o = w->o;
   /* The last commit gets a few tries: no later loop would retry it. */
-  if (!w.fatal && !(o->stop && *o->stop >= 2))
-    for (int tries = 0; commit_all(&w) && tries < 5; tries++) altar_transport_poll(o->transport, 200);
+  if (!w->fatal && !(o->stop && *o->stop >= 2))
+    for (int tries = 0; commit_all(w) && tries < FINAL_COMMIT_TRIES; tries++)
+      altar_transport_poll(o->transport, FINAL_COMMIT_POLL_MS);
   altar__heartbeat_stop(hb);
   /* Reports still owed (a hard stop, a fatal error) are served now, while
    * their records and tasks exist, not later inside the caller's close. */
-  if (w.outstanding) {
+  if (w->outstanding) {
     altar_error_t fe = {0};
-    if (altar_transport_flush(o->transport, 5000, &fe) != ALTAR_OK) wlog(&w, "flush: %s", fe.msg);
+    if (altar_transport_flush(o->transport, EXIT_FLUSH_MS, &fe) != ALTAR_OK) wlog(w, "flush: %s", fe.msg);
   }
   /* Unsubscribe by closing is the caller's job; detach our callbacks now
    * (its close revokes what is owned, and nothing here would hear it). */
   altar_transport_detach(o->transport);
-  altar__worker_metrics_update(&w.metrics, &w.stats, in_flight(&w), w.paused);
-  if (pstats) *pstats = w.stats;
-  for (size_t i = 0; i < w.n_tasks; i++) task_free(w.tasks[i]);
-  free(w.tasks);
-  for (size_t i = 0; i < w.n_parts; i++) free(w.parts[i].topic);
-  free(w.parts);
-  pools_free(&w);
-  for (size_t i = 0; i < w.n_waits; i++) altar_msg_free(w.waits[i].msg);
-  free(w.waits);
-  altar__lookahead_free(&w.ahead);
-  altar__peers_free(w.peers);
-  free(w.load_pools);
-  free(w.load_free);
-  altar__cancel_set_free(&w.cancels);
-  altar_offset_tracker_free(w.tracker);
-  if (w.fatal) {
-    if (err) *err = w.fatal_err;
-    return w.fatal;
+  altar__worker_metrics_update(&w->metrics, &w->stats, in_flight(w), w->paused);
+  if (pstats) *pstats = w->stats;
+  for (size_t i = 0; i < w->n_tasks; i++) task_free(w->tasks[i]);
+  free(w->tasks);
+  for (size_t i = 0; i < w->n_parts; i++) free(w->parts[i].topic);
+  free(w->parts);
+  pools_free(w);
+  for (size_t i = 0; i < w->n_waits; i++) altar_msg_free(w->waits[i].msg);
+  free(w->waits);
+  altar__lookahead_free(&w->ahead);
+  altar__peers_free(w->peers);
+  free(w->load_pools);
+  free(w->load_free);
+  altar__cancel_set_free(&w->cancels);
+  altar_offset_tracker_free(w->tracker);
+  if (w->fatal) {
+    if (err) *err = w->fatal_err;
+    return w->fatal;
   }
   return ALTAR_OK;
+}
+
+int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats, altar_error_t *err) {
+  if (!o || !o->transport || !o->backend || !o->topics || o->slots < 1)
+    return altar_error_set(err, ALTAR_EINVAL, "worker: transport, backend, topics and slots >= 1 are required");
+  worker_t w;
+  int rc = worker_open(&w, o, err);
+  if (rc) return rc;
+  int64_t start = altar_mono_ms();
+  loop_clock_t c = {
+      .poll_every = o->poll_interval_ms > 0 ? o->poll_interval_ms : ALTAR_WORKER_POLL_MS_DEFAULT,
+      /* Each commit of the local log is two fsyncs, and one of Kafka's a
+       * round trip, per partition: at 100 ms with 32 busy partitions they
+       * cost more than the tasks. A later commit only means a rerun after a crash. */
+      .commit_every = o->commit_interval_ms > 0 ? o->commit_interval_ms : ALTAR_WORKER_COMMIT_MS_DEFAULT,
+      .next_poll = start, .next_commit = start, .next_metrics = start, .idle_since = start};
+  altar__heartbeat_t *hb = altar__heartbeat_start(o, w.worker_id);
+  int stop = 0;
+  /* One turn: read the clock, then each phase in order; the clock is read
+   * again only after the one phase that may block (intake). */
+  while (!w.fatal) {
+    int64_t now = altar_mono_ms();
+    phase_fleet(&w, hb, now);
+    if ((stop = phase_stop_asked(&w))) break;
+    altar_msg_t *m = phase_intake(&w, &c, now);
+    now = altar_mono_ms();
+    phase_poll_backend(&w, &c, now);
+    phase_housekeeping(&w, &c, now);
+    phase_metrics_and_commits(&w, &c, now);
+    if (phase_idle_done(&w, m)) {
+      stop = 1;
+      break;
+    }
+  }
+  if (stop == 1 && !w.fatal) worker_drain(&w);
+  return worker_close(&w, hb, pstats, err);
 }

@@ -63,6 +63,13 @@
 /* forward_after_ms when 0. */
 #define ALTAR_FORWARD_AFTER_MS_DEFAULT 200
 
+/* The defaults of the options below that say "<= 0 = default". */
+#define ALTAR_WORKER_POLL_MS_DEFAULT 200            /* poll_interval_ms */
+#define ALTAR_WORKER_COMMIT_MS_DEFAULT 1000         /* commit_interval_ms */
+#define ALTAR_WORKER_DRAIN_MS_DEFAULT 30000         /* drain_ms */
+#define ALTAR_WORKER_LEASE_INTERVAL_MS_DEFAULT 3000 /* lease_interval_ms */
+#define ALTAR_WORKER_LEASE_TIMEOUT_MS_MIN 10000     /* lease_timeout_ms: max(3 x interval, this) */
+
 typedef struct altar_worker_opts {
   altar_transport_t *transport; /* borrowed; the worker subscribes it */
   altar_backend_t *backend;     /* borrowed */
@@ -72,7 +79,7 @@ typedef struct altar_worker_opts {
   const char *worker_id;        /* NULL = "<hostname>:<pid>" */
   int64_t slots;                /* jobs in flight at most (>= 1) */
   int topic_partitions;         /* partitions of a pool's jobs topic it creates (0 = the default) */
-  int poll_interval_ms;         /* backend poll cadence; 0 = 200 */
+  int poll_interval_ms;         /* backend poll cadence; 0 = ALTAR_WORKER_POLL_MS_DEFAULT */
   int commit_interval_ms;       /* periodic offset commits; <= 0 = 1000 (a revoke, a stop and a
                                    drain commit at once, whatever this says) */
   int drain_ms;                 /* drain time on stop; < 0 = 30000 */
