@@ -117,21 +117,30 @@ void altar__proc_live_remove(altar_process_t *p, const char *id) {
     }
 }
 
-/* Whether child c has exited: waitpid for ours (which reaps it), the pidfd
- * for the long-lived parent's (which reaps them). */
-static bool child_exited(const altar_proc_child_t *c) {
-  if (c->foreign) {
-    struct pollfd pf = {.fd = c->fd, .events = POLLIN};
-    return c->fd < 0 || poll(&pf, 1, 0) != 0; /* an error: let the task file tell */
-  }
-  pid_t r = waitpid(c->pid, NULL, WNOHANG);
-  return r == c->pid || (r < 0 && errno == ECHILD);
-}
-
 size_t altar__proc_reap(altar_process_t *p) {
-  size_t reaped = 0;
+  /* The long-lived parent's supervisors (it reaps them): one poll of their
+   * pidfds for all; ours: a waitpid each, which reaps. */
+  struct pollfd few[64];
+  size_t nf = 0;
+  for (size_t i = 0; i < p->n_children && nf < 64; i++)
+    if (p->children[i].foreign && p->children[i].fd >= 0)
+      few[nf++] = (struct pollfd){.fd = p->children[i].fd, .events = POLLIN};
+  if (nf && poll(few, (nfds_t)nf, 0) < 0)
+    for (size_t k = 0; k < nf; k++) few[k].revents = POLLERR; /* let the task files tell */
+  size_t reaped = 0, k = 0;
+  for (size_t i = 0; i < p->n_children; i++) {
+    altar_proc_child_t *c = &p->children[i];
+    bool gone;
+    if (c->foreign && c->fd >= 0 && k < nf) gone = few[k++].revents != 0;
+    else if (c->foreign) gone = c->fd < 0; /* beyond the 64 polled: next time */
+    else {
+      pid_t r = waitpid(c->pid, NULL, WNOHANG);
+      gone = r == c->pid || (r < 0 && errno == ECHILD);
+    }
+    c->exited = gone; /* removed below */
+  }
   for (size_t i = p->n_children; i-- > 0;) {
-    if (!child_exited(&p->children[i])) continue;
+    if (!p->children[i].exited) continue;
     if (p->children[i].fd >= 0) close(p->children[i].fd);
     p->children[i] = p->children[--p->n_children];
     reaped++;

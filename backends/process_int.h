@@ -63,6 +63,7 @@ typedef struct altar_proc_child {
   pid_t pid;
   int fd;       /* its pidfd (-1: none), readable once it has exited */
   bool foreign; /* forked by the long-lived parent: not ours to waitpid */
+  bool exited;  /* seen by altar__proc_reap, during its pass */
   altar_proc_task_t task;
 } altar_proc_child_t;
 
@@ -123,6 +124,9 @@ typedef struct altar_proc_launch {
   size_t log_cap;
   char cgroup_dir[ALTAR_PATH_BUF]; /* "" when no cgroup */
   int cgroup_version;
+  /* Every signal's action is the default already (exec'd with them reset,
+   * or forked by the parent, which sets none): no reset needed. */
+  bool signals_default;
 } altar_proc_launch_t;
 
 /* Runs the supervisor in the current (freshly forked or exec'd) process;

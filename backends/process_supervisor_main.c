@@ -55,6 +55,7 @@ int main(int argc, char **argv) {
   snprintf(l.cgroup_dir, sizeof l.cgroup_dir, "%s", argv[7]);
   snprintf(l.log_dir, sizeof l.log_dir, "%s", argv[8]);
   l.argv = &argv[10];
+  l.signals_default = true; /* posix_spawn reset them (process_spawn.c) */
   l.envp = environ;
   altar__proc_supervise(&l);
 }

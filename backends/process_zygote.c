@@ -12,6 +12,7 @@
 #include "process_zygote.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -78,6 +79,7 @@ static int decode(char *buf, size_t len, altar_proc_launch_t *l, char ***pvec) {
   l->memory_mb = rq.memory_mb;
   l->log_cap = (size_t)rq.log_cap;
   l->cgroup_version = rq.cgroup_version;
+  l->signals_default = true; /* we were exec'd with them reset and set none */
   *pvec = vec;
   return 0;
 }
@@ -156,6 +158,15 @@ static void handle(int sock, int sfd, char *buf, size_t len, int lock) {
 
 int altar__proc_zygote_serve(int sock) {
   prctl(PR_SET_NAME, "altar-zygote");
+  /* Hold nothing of the worker's: not its terminal or pipes (a reader
+   * waiting for their end would wait for us), not its directory. */
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    for (int fd = 0; fd < 3; fd++)
+      if (fd != sock) dup2(null, fd);
+    if (null > 2) close(null);
+  }
+  if (chdir("/") < 0) return 1;
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
