@@ -97,7 +97,7 @@ typedef struct altar_process {
   altar_proc_start_t start;
   /* The long-lived parent (process_zygote_link.c): its pid (0: none), our
    * end of its socket, its pidfd, and how many times in a row it failed. */
-  pid_t zyg_pid;
+  pid_t zyg_pid, zyg_owner; /* zyg_owner: the process that started it */
   int zyg_sock, zyg_pidfd;
   unsigned zyg_failures;
   /* Spare task directories we made, by number (process_spare.c). */

@@ -41,36 +41,46 @@ static int start(altar_process_t *p, int prog_fd) {
     return rc;
   }
   p->zyg_pid = pid;
+  p->zyg_owner = getpid();
   p->zyg_sock = sv[0];
   p->zyg_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   return 0;
 }
 
-/* The parent failed us: it goes (killed, reaped) and counts as a failure. */
-static void discard(altar_process_t *p) {
+/* Our handles on the parent, closed and cleared. */
+static void forget(altar_process_t *p) {
   if (p->zyg_sock >= 0) close(p->zyg_sock);
-  if (p->zyg_pid > 0) {
-    kill(p->zyg_pid, SIGKILL);
-    while (waitpid(p->zyg_pid, NULL, 0) < 0 && errno == EINTR) {
-    }
-  }
   if (p->zyg_pidfd >= 0) close(p->zyg_pidfd);
   p->zyg_pid = 0;
   p->zyg_sock = p->zyg_pidfd = -1;
+}
+
+/* Waits for the parent to end (killed first when kill is set); only its
+ * starter may (a fork of it holds a copy of the object, not the child). */
+static void reap_parent(altar_process_t *p, bool kill_it) {
+  if (p->zyg_owner != getpid()) return;
+  if (kill_it) kill(p->zyg_pid, SIGKILL); /* its supervisors do not need it */
+  while (waitpid(p->zyg_pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+}
+
+/* The parent failed us: it goes (killed, reaped) and counts as a failure. */
+static void discard(altar_process_t *p) {
+  if (p->zyg_pid > 0) reap_parent(p, true);
+  forget(p);
   p->zyg_failures++;
 }
 
 void altar__proc_zygote_stop(altar_process_t *p) {
   if (p->zyg_pid <= 0) return;
-  close(p->zyg_sock); /* the end of its socket: it exits */
-  struct pollfd pf = {.fd = p->zyg_pidfd, .events = POLLIN};
-  bool gone = p->zyg_pidfd >= 0 && poll(&pf, 1, ZYG_STOP_WAIT_MS) > 0;
-  if (!gone) kill(p->zyg_pid, SIGKILL); /* hung: its supervisors do not need it */
-  while (waitpid(p->zyg_pid, NULL, 0) < 0 && errno == EINTR) {
+  if (p->zyg_owner == getpid()) {
+    close(p->zyg_sock); /* the end of its socket: it exits */
+    p->zyg_sock = -1;
+    struct pollfd pf = {.fd = p->zyg_pidfd, .events = POLLIN};
+    bool gone = p->zyg_pidfd >= 0 && poll(&pf, 1, ZYG_STOP_WAIT_MS) > 0;
+    reap_parent(p, !gone); /* hung: killed */
   }
-  if (p->zyg_pidfd >= 0) close(p->zyg_pidfd);
-  p->zyg_pid = 0;
-  p->zyg_sock = p->zyg_pidfd = -1;
+  forget(p);
 }
 
 static size_t str_size(const char *s) { return strlen(s) + 1; }
