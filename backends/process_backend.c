@@ -403,6 +403,7 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, siz
   p->start = strcmp(start, "exec") ? ALTAR_PROC_START_PARENT : ALTAR_PROC_START_EXEC;
   p->zyg_sock = p->zyg_pidfd = -1;
   p->keys_fd = -1;
+  p->spare_pid = getpid();
   p->slots = slots;
   p->log_cap = (size_t)cap;
   p->retention = retention;

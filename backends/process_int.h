@@ -104,6 +104,7 @@ typedef struct altar_process {
   uint64_t spares[ALTAR_PROC_SPARE_MAX];
   size_t n_spares;
   uint64_t spare_seq;
+  pid_t spare_pid; /* ours at open, in their names (a syscall saved twice a task) */
   /* keys/.lock (process_keys.c), -1 when it could not be opened (no adoption). */
   int keys_fd;
   /* Memory enforcement chosen at open: cgroup dir to nest under, or "". */

@@ -109,9 +109,12 @@ void altar__proc_keys_set(altar_process_t *p, const char *key, const char *id) {
   snprintf(path, sizeof path, "%s/" KEYS_DIR "/%s", p->data_root, key);
   snprintf(task, sizeof task, "%s/task", dir);
   /* Under keys/.lock, which every reader of the link takes too: nobody
-   * sees the moment between the two calls. */
-  unlink(path);
-  (void)link(task, path);
+   * sees the moment between the calls. A key's first run has no link to
+   * replace: one call then. */
+  if (link(task, path) < 0 && errno == EEXIST) {
+    unlink(path);
+    (void)link(task, path);
+  }
 }
 
 void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const char *id) {

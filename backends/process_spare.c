@@ -31,7 +31,7 @@ static int rm_but_task(const char *path, const struct stat *st, int flag, struct
 }
 
 static void spare_path(const altar_process_t *p, uint64_t seq, char *buf, size_t size) {
-  snprintf(buf, size, "%s/.spare/%ld-%llu", p->tasks_dir, (long)getpid(), (unsigned long long)seq);
+  snprintf(buf, size, "%s/.spare/%ld-%llu", p->tasks_dir, (long)p->spare_pid, (unsigned long long)seq);
 }
 
 bool altar__proc_spare_put(altar_process_t *p, const char *task_dir) {
@@ -98,7 +98,7 @@ void altar__proc_spare_sweep(altar_process_t *p) {
     char *end = NULL;
     long pid = strtol(de->d_name, &end, 10);
     if (pid <= 0 || !end || *end != '-') continue;
-    if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    if (pid == (long)p->spare_pid || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
     char path[ALTAR_PATH_BUF + 320];
     snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
     altar__proc_rmtree(path);

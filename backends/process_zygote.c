@@ -173,14 +173,17 @@ int altar__proc_zygote_serve(int sock) {
   sigprocmask(SIG_SETMASK, &chld, NULL);
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   char *buf = malloc(ALTAR_PROC_ZYG_MSG_MAX);
-  if (sfd < 0 || !buf) return 1;
+  int status = sfd < 0 || !buf ? 1 : -1;
   union {
     struct cmsghdr h;
     char b[CMSG_SPACE(sizeof(int) * 4)];
   } ctl;
-  for (;;) {
+  while (status < 0) {
     struct pollfd pf[2] = {{.fd = sock, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-    if (poll(pf, 2, -1) < 0 && errno != EINTR) return 1;
+    if (poll(pf, 2, -1) < 0 && errno != EINTR) {
+      status = 1;
+      break;
+    }
     if (pf[1].revents & POLLIN) {
       struct signalfd_siginfo si;
       while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
@@ -193,7 +196,10 @@ int altar__proc_zygote_serve(int sock) {
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};
     ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) return 0; /* the backend closed its end, or died */
+    if (n <= 0) {
+      status = 0; /* the backend closed its end, or died */
+      break;
+    }
     int lock = take_fds(&m);
     if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
       if (lock >= 0) close(lock);
@@ -202,4 +208,7 @@ int altar__proc_zygote_serve(int sock) {
     }
     handle(sock, sfd, buf, (size_t)n, lock);
   }
+  free(buf);
+  if (sfd >= 0) close(sfd);
+  return status;
 }
