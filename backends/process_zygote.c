@@ -167,6 +167,10 @@ int altar__proc_zygote_serve(int sock) {
     if (null > 2) close(null);
   }
   if (chdir("/") < 0) return 1;
+  /* Nor any descriptor the worker left open across exec (a lock among
+   * them would outlive the worker's own release of it). */
+  if (sock > 3) close_range(3, (unsigned)sock - 1, 0);
+  close_range((unsigned)sock + 1, ~0U, 0);
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);

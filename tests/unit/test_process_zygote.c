@@ -2,7 +2,8 @@
  * (backends/process_zygote.c). Killed mid-run, the tasks it started finish
  * and are recorded, and the next task runs under a new parent; stopped
  * (hung), the submit is settled by the task file's lock and the task runs
- * exactly once; with its starter dead it leaves, and its tasks go on;
+ * exactly once; with its starter dead it leaves, and its tasks go on; it
+ * keeps no descriptor of the worker's;
  * `supervisor_start: exec` starts no parent; and the parent itself answers
  * malformed requests with an error and goes on serving. */
 #include "altar/codec.h"
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -264,6 +266,36 @@ static void test_parent_leaves_with_its_worker(void) {
   free(root);
 }
 
+/* A lock the worker holds through a descriptor without close-on-exec is
+ * not kept by the parent: once the worker closes it, it is free. */
+static void test_parent_keeps_no_worker_descriptor(void) {
+  char *root = altar_test_tmpdir("zygote-fds");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/held.lock", root);
+  int fd = open(path, O_RDWR | O_CREAT, 0644); /* inherited across exec */
+  CU_ASSERT_FATAL(fd >= 0);
+  CU_ASSERT_EQUAL_FATAL(flock(fd, LOCK_EX | LOCK_NB), 0);
+  altar_backend_t *be = open_backend(root, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+  altar_spec_t *s = sh_spec("echo fds");
+  altar_handle_t h;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
+  expect_succeeded(be, &h);
+  pid_t z[8];
+  CU_ASSERT_EQUAL(zygotes(z), 1); /* the parent lives on */
+  close(fd);
+  int again = open(path, O_RDWR | O_CLOEXEC);
+  CU_ASSERT_FATAL(again >= 0);
+  CU_ASSERT_EQUAL(flock(again, LOCK_EX | LOCK_NB), 0);
+  close(again);
+  altar_handle_clear(&h);
+  altar_spec_free(s);
+  altar_backend_close(be);
+  altar_test_rmtree(root);
+  free(root);
+}
+
 /* supervisor_start: exec runs tasks with no parent; a value not known is
  * refused naming the key. */
 static void test_exec_mode(void) {
@@ -400,6 +432,7 @@ static void add(void) {
   ALTAR_TEST(test_parent_killed_mid_run);
   ALTAR_TEST(test_parent_hung_is_replaced);
   ALTAR_TEST(test_parent_leaves_with_its_worker);
+  ALTAR_TEST(test_parent_keeps_no_worker_descriptor);
   ALTAR_TEST(test_exec_mode);
   ALTAR_TEST(test_parent_refuses_malformed_requests);
 }
