@@ -209,6 +209,8 @@ void altar__proc_keys_unlock(altar_process_t *p);
 bool altar__proc_keys_find_live(altar_process_t *p, const char *key, char id[ALTAR_PROC_ID_MAX + 1]);
 void altar__proc_keys_set(altar_process_t *p, const char *key, const char *id);
 void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const char *id);
+/* The same with the task file open as fd (the caller closes it). */
+void altar__proc_keys_forget_fd(altar_process_t *p, int fd, const char *id);
 
 /* Reaps exited supervisors without blocking; returns how many. */
 size_t altar__proc_reap(altar_process_t *p);
@@ -224,6 +226,9 @@ bool altar__proc_child_running(const altar_process_t *p, const char *id);
 /* Removes a tree without following links (best effort). */
 void altar__proc_rmtree(const char *path);
 bool altar__proc_spare_put(altar_process_t *p, const char *task_dir);
+/* The same with the task file open as fd (writable, opened without
+ * following a link); the caller closes fd. */
+bool altar__proc_spare_put_fd(altar_process_t *p, const char *task_dir, int fd);
 /* Renames a spare into place as task_dir; false when there is none. */
 bool altar__proc_spare_take(altar_process_t *p, const char *task_dir);
 /* Deletes the spares left (destroy). */
