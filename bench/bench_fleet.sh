@@ -94,6 +94,8 @@ ticks_all() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat"; }
 # parent of supervisors (backends/process_zygote.c) reaps them itself, so
 # their CPU reaches the worker only when that parent exits.
 ticks_tree() {
+  [ -r "/proc/$1/task/$1/children" ] ||
+    echo "bench_fleet: no /proc/$1/task/$1/children here: CPU of the worker's unreaped children is not counted" >&2
   t=$(ticks_all "$1")
   for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
     t=$((t + $(ticks_all "$c" 2>/dev/null || echo 0)))
