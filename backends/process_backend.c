@@ -118,38 +118,53 @@ void altar__proc_live_remove(altar_process_t *p, const char *id) {
 }
 
 size_t altar__proc_reap(altar_process_t *p) {
-  size_t reaped = 0;
-  for (size_t i = p->n_children; i-- > 0;) {
-    pid_t r = waitpid(p->children[i], NULL, WNOHANG);
-    if (r == p->children[i] || (r < 0 && errno == ECHILD)) {
-      if (p->child_fds[i] >= 0) close(p->child_fds[i]);
-      p->n_children--;
-      p->children[i] = p->children[p->n_children];
-      p->child_fds[i] = p->child_fds[p->n_children];
-      p->child_tasks[i] = p->child_tasks[p->n_children];
-      reaped++;
+  /* The long-lived parent's supervisors (it reaps them): one poll of their
+   * pidfds for all; ours: a waitpid each, which reaps. */
+  struct pollfd few[64];
+  size_t nf = 0;
+  for (size_t i = 0; i < p->n_children && nf < 64; i++)
+    if (p->children[i].foreign && p->children[i].fd >= 0)
+      few[nf++] = (struct pollfd){.fd = p->children[i].fd, .events = POLLIN};
+  if (nf && poll(few, (nfds_t)nf, 0) < 0)
+    for (size_t k = 0; k < nf; k++) few[k].revents = POLLERR; /* let the task files tell */
+  size_t reaped = 0, k = 0;
+  for (size_t i = 0; i < p->n_children; i++) {
+    altar_proc_child_t *c = &p->children[i];
+    bool gone;
+    if (c->foreign && c->fd >= 0 && k < nf) gone = few[k++].revents != 0;
+    else if (c->foreign) gone = c->fd < 0; /* beyond the 64 polled: next time */
+    else {
+      pid_t r = waitpid(c->pid, NULL, WNOHANG);
+      gone = r == c->pid || (r < 0 && errno == ECHILD);
     }
+    c->exited = gone; /* removed below */
+  }
+  for (size_t i = p->n_children; i-- > 0;) {
+    if (!p->children[i].exited) continue;
+    if (p->children[i].fd >= 0) close(p->children[i].fd);
+    p->children[i] = p->children[--p->n_children];
+    reaped++;
   }
   return reaped;
 }
 
 bool altar__proc_child_running(const altar_process_t *p, const char *id) {
   for (size_t i = 0; i < p->n_children; i++)
-    if (!strcmp(p->child_tasks[i].id, id)) return true;
+    if (!strcmp(p->children[i].task.id, id)) return true;
   return false;
 }
 
-void altar__proc_child_add(altar_process_t *p, pid_t pid, const char *id) {
-  p->children[p->n_children] = pid;
-  snprintf(p->child_tasks[p->n_children].id, sizeof p->child_tasks[0].id, "%s", id);
+void altar__proc_child_add(altar_process_t *p, const altar_proc_child_t *c, const char *id) {
+  altar_proc_child_t *slot = &p->children[p->n_children++];
+  *slot = *c;
+  snprintf(slot->task.id, sizeof slot->task.id, "%s", id);
   /* Readable once the supervisor has exited, which is when its status is
    * final (its exit drops the task file's lock). */
-  p->child_fds[p->n_children] = (int)syscall(SYS_pidfd_open, pid, 0);
-  p->n_children++;
+  if (slot->fd < 0 && !slot->foreign) slot->fd = (int)syscall(SYS_pidfd_open, c->pid, 0);
 }
 
 /* Waits for one of our supervisors to exit. Tasks adopted from an earlier
- * worker are not our children: a poller still finds them on its clock. */
+ * worker are not ours: a poller still finds them on its clock. */
 int altar__proc_wait_change(altar_backend_t *be, int timeout_ms) {
   altar_process_t *p = altar_backend_impl(be);
   /* Exited ones are reaped here, so none is reported twice. */
@@ -159,8 +174,8 @@ int altar__proc_wait_change(altar_backend_t *be, int timeout_ms) {
   if (!pfs) return ALTAR_ENOTSUP;
   int r = 0;
   for (size_t i = 0; i < n && r == 0; i++) {
-    if (p->child_fds[i] < 0) r = ALTAR_ENOTSUP; /* no pidfds here (before Linux 5.3) */
-    pfs[i] = (struct pollfd){.fd = p->child_fds[i], .events = POLLIN};
+    if (p->children[i].fd < 0) r = ALTAR_ENOTSUP; /* no pidfds here (before Linux 5.3) */
+    pfs[i] = (struct pollfd){.fd = p->children[i].fd, .events = POLLIN};
   }
   if (r == 0) r = poll(pfs, (nfds_t)n, timeout_ms) > 0 ? 1 : 0;
   if (pfs != few) free(pfs);
@@ -311,10 +326,9 @@ static void process_free(altar_process_t *p) {
   free(p->storage);
   altar__proc_reap(p); /* supervisors still running stay unreaped until we exit */
   for (size_t i = 0; i < p->n_children; i++)
-    if (p->child_fds[i] >= 0) close(p->child_fds[i]);
+    if (p->children[i].fd >= 0) close(p->children[i].fd);
   free(p->children);
-  free(p->child_fds);
-  free(p->child_tasks);
+  altar__proc_zygote_stop(p); /* its supervisors go on */
   free(p->live);
   if (p->sup_fd >= 0) close(p->sup_fd);
   altar__proc_keys_close(p);
@@ -329,11 +343,11 @@ static void process_close(altar_backend_t *be) {
 /* The keys process_open reads (the config reader refuses others). */
 static const char *const process_keys[] = {"data_root", "slots",     "storage",         "log_cap",
                                            "memory",    "pools",     "logs_keep",       "logs_keep_count",
-                                           "logs_keep_days", NULL};
+                                           "logs_keep_days", "supervisor_start", NULL};
 
 static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
   const char *data_root = "./var/data", *slots_s = NULL, *storage = "auto", *cap_s = NULL,
-             *mem = "auto";
+             *mem = "auto", *start = "parent";
   for (size_t i = 0; cfg && i < cfg->n; i++) {
     char hint[160];
     if (!altar_backend_knows_key(&altar_backend_process, cfg->keys[i], hint, sizeof hint)) {
@@ -347,6 +361,7 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, siz
     if (altar_strmap_get(cfg, "storage")) storage = altar_strmap_get(cfg, "storage");
     cap_s = altar_strmap_get(cfg, "log_cap");
     if (altar_strmap_get(cfg, "memory")) mem = altar_strmap_get(cfg, "memory");
+    if (altar_strmap_get(cfg, "supervisor_start")) start = altar_strmap_get(cfg, "supervisor_start");
   }
   long long slots = ALTAR_PROC_DEFAULT_SLOTS, cap = ALTAR_PROC_DEFAULT_LOG_CAP;
   if (slots_s && !parse_ll(slots_s, 1, 100000, &slots)) {
@@ -362,6 +377,10 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, siz
   if (!altar__log_retention_parse(cfg, &retention, errstr, errstr_size)) return NULL;
   if (strcmp(mem, "auto") && strcmp(mem, "watchdog")) {
     snprintf(errstr, errstr_size, "backend.memory: '%.40s' is neither 'auto' nor 'watchdog'", mem);
+    return NULL;
+  }
+  if (strcmp(start, "parent") && strcmp(start, "exec")) {
+    snprintf(errstr, errstr_size, "backend.supervisor_start: '%.40s' is neither 'parent' nor 'exec'", start);
     return NULL;
   }
   if (!data_root[0] || strlen(data_root) > 3000) {
@@ -381,7 +400,10 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, siz
   altar_process_t *p = calloc(1, sizeof *p);
   if (!p) goto nomem;
   p->sup_fd = ALTAR_PROC_SUP_UNTRIED;
+  p->start = strcmp(start, "exec") ? ALTAR_PROC_START_PARENT : ALTAR_PROC_START_EXEC;
+  p->zyg_sock = p->zyg_pidfd = -1;
   p->keys_fd = -1;
+  p->spare_pid = getpid();
   p->slots = slots;
   p->log_cap = (size_t)cap;
   p->retention = retention;

@@ -48,6 +48,20 @@ int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error
   char dir[ALTAR_PATH_BUF], path[ALTAR_PATH_BUF + 16];
   int rc = altar__proc_task_dir(p, h->external_id, dir, sizeof dir, err);
   if (rc < 0) return rc;
+  /* The usual case, a finished task, through one descriptor of its task
+   * file: the lock free (its supervisor gone), its key link forgotten, the
+   * directory kept as a spare. Anything else goes the long way below. */
+  snprintf(path, sizeof path, "%s/task", dir);
+  int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    altar__proc_keys_forget_fd(p, fd, h->external_id);
+    bool kept = altar__proc_spare_put_fd(p, dir, fd);
+    close(fd);
+    if (!kept) altar__proc_rmtree(dir);
+    altar__proc_live_remove(p, h->external_id);
+    return 0;
+  }
+  if (fd >= 0) close(fd);
   struct stat st;
   if (stat(dir, &st) < 0) {
     altar__proc_live_remove(p, h->external_id);

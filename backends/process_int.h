@@ -1,7 +1,11 @@
 /* The `process` backend's internals, shared by its files:
  *   process_backend.c    vtable, configuration, capacity, resources, paths
  *   process_submit.c     task directory, lock, launch parameters
- *   process_spawn.c      starting the supervisor (exec from memory, or fork)
+ *   process_spawn.c      starting the supervisor (its long-lived parent, exec
+ *                        from memory, or fork)
+ *   process_zygote.c     the long-lived parent that forks supervisors (in the
+ *                        supervisor program, not in the library)
+ *   process_zygote_link.c  the backend's side of it: start, ask, restart
  *   process_supervisor.c the per-task supervisor
  *   process_supervisor_main.c  the supervisor as a program (not in the library)
  *   process_supervisor_blob.c  that program's bytes, carried in the library
@@ -54,6 +58,21 @@ typedef struct altar_proc_task {
   char id[ALTAR_PROC_ID_MAX + 1];
 } altar_proc_task_t;
 
+/* A supervisor we started and have not seen exit. */
+typedef struct altar_proc_child {
+  pid_t pid;
+  int fd;       /* its pidfd (-1: none), readable once it has exited */
+  bool foreign; /* forked by the long-lived parent: not ours to waitpid */
+  bool exited;  /* seen by altar__proc_reap, during its pass */
+  altar_proc_task_t task;
+} altar_proc_child_t;
+
+/* How supervisors are started (backend.supervisor_start). */
+typedef enum {
+  ALTAR_PROC_START_PARENT, /* forked by a long-lived parent; exec when it cannot */
+  ALTAR_PROC_START_EXEC,   /* the supervisor program exec'd per task */
+} altar_proc_start_t;
+
 typedef struct altar_process {
   char *data_root; /* absolute, no trailing slash */
   char *tasks_dir; /* <data_root>/tasks */
@@ -68,18 +87,24 @@ typedef struct altar_process {
    * capacity counts them. */
   altar_proc_task_t *live;
   size_t n_live, cap_live;
-  /* Supervisors we forked and have not reaped yet (they are our children
-   * until they exit or we do; reaped without blocking in poll/capacity). */
-  pid_t *children;
-  int *child_fds; /* a pidfd per child (-1: none), for wait_change */
-  altar_proc_task_t *child_tasks; /* the task each one supervises */
+  /* Supervisors we started and have not seen exit: our children (reaped
+   * without blocking in poll/capacity), or the long-lived parent's (seen
+   * through their pidfds). */
+  altar_proc_child_t *children;
   size_t n_children, cap_children;
   /* The supervisor program in a sealed memfd; -1: supervisors are forked. */
   int sup_fd;
+  altar_proc_start_t start;
+  /* The long-lived parent (process_zygote_link.c): its pid (0: none), our
+   * end of its socket, its pidfd, and how many times in a row it failed. */
+  pid_t zyg_pid, zyg_owner; /* zyg_owner: the process that started it */
+  int zyg_sock, zyg_pidfd;
+  unsigned zyg_failures;
   /* Spare task directories we made, by number (process_spare.c). */
   uint64_t spares[ALTAR_PROC_SPARE_MAX];
   size_t n_spares;
   uint64_t spare_seq;
+  pid_t spare_pid; /* ours at open, in their names (a syscall saved twice a task) */
   /* keys/.lock (process_keys.c), -1 when it could not be opened (no adoption). */
   int keys_fd;
   /* Memory enforcement chosen at open: cgroup dir to nest under, or "". */
@@ -100,15 +125,37 @@ typedef struct altar_proc_launch {
   size_t log_cap;
   char cgroup_dir[ALTAR_PATH_BUF]; /* "" when no cgroup */
   int cgroup_version;
+  /* Every signal's action is the default already (exec'd with them reset,
+   * or forked by the parent, which sets none): no reset needed. */
+  bool signals_default;
 } altar_proc_launch_t;
 
 /* Runs the supervisor in the current (freshly forked or exec'd) process;
  * never returns. */
 void altar__proc_supervise(const altar_proc_launch_t *l) __attribute__((noreturn));
 
-/* Starts the supervisor for l as our child (l->lock_fd is inherited);
- * returns its pid, or -1 with errno. Worker thread only. */
-pid_t altar__proc_spawn_supervisor(altar_process_t *p, const altar_proc_launch_t *l);
+/* Starts the supervisor for l, which inherits l->lock_fd. Returns its pid
+ * with *pchild filled (pid 0 in it: a supervisor runs, but which one is
+ * unknown, see process_zygote_link.c), or -1 with errno. May replace
+ * l->lock_fd by another descriptor holding the same lock. Worker thread only. */
+pid_t altar__proc_spawn_supervisor(altar_process_t *p, altar_proc_launch_t *l, altar_proc_child_t *pchild);
+
+/* posix_spawn of the supervisor program in prog_fd with argv and envp,
+ * keeping keep_fd open in it; 0 with *ppid, or an errno value. */
+int altar__proc_exec_program(int prog_fd, char **argv, char **envp, int keep_fd, pid_t *ppid);
+
+/* The long-lived parent. serve: its loop, in the supervisor program, over
+ * the socket sock; returns its exit status. */
+int altar__proc_zygote_serve(int sock);
+/* ask: has the parent (started or restarted as needed) fork a supervisor
+ * for l. 0: *pchild filled (foreign; pid 0 when the parent died after the
+ * fork and the lock shows a supervisor); ALTAR_PROC_ZYG_UNUSED: none was
+ * started, use another way (l->lock_fd then holds the lock, perhaps through
+ * a new descriptor); any other value: the errno of a failure to report. */
+#define ALTAR_PROC_ZYG_UNUSED (-1)
+int altar__proc_zygote_ask(altar_process_t *p, int prog_fd, altar_proc_launch_t *l, altar_proc_child_t *pchild);
+/* stop: closes our end; the parent exits, and its supervisors go on. */
+void altar__proc_zygote_stop(altar_process_t *p);
 
 /* The supervisor program's bytes (*plen 0: the build carries none). */
 const unsigned char *altar__proc_sup_program(size_t *plen);
@@ -162,11 +209,14 @@ void altar__proc_keys_unlock(altar_process_t *p);
 bool altar__proc_keys_find_live(altar_process_t *p, const char *key, char id[ALTAR_PROC_ID_MAX + 1]);
 void altar__proc_keys_set(altar_process_t *p, const char *key, const char *id);
 void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const char *id);
+/* The same with the task file open as fd (the caller closes it). */
+void altar__proc_keys_forget_fd(altar_process_t *p, int fd, const char *id);
 
 /* Reaps exited supervisors without blocking; returns how many. */
 size_t altar__proc_reap(altar_process_t *p);
-/* Records a supervisor just started (room made by submit beforehand). */
-void altar__proc_child_add(altar_process_t *p, pid_t pid, const char *id);
+/* Records a supervisor just started (room made by submit beforehand); c->fd
+ * < 0 on one of ours: a pidfd is opened here. */
+void altar__proc_child_add(altar_process_t *p, const altar_proc_child_t *c, const char *id);
 /* Whether id's supervisor is our child not yet reaped: alive as of the last
  * reap, so running, known without touching its task file. */
 bool altar__proc_child_running(const altar_process_t *p, const char *id);
@@ -176,6 +226,9 @@ bool altar__proc_child_running(const altar_process_t *p, const char *id);
 /* Removes a tree without following links (best effort). */
 void altar__proc_rmtree(const char *path);
 bool altar__proc_spare_put(altar_process_t *p, const char *task_dir);
+/* The same with the task file open as fd (writable, opened without
+ * following a link); the caller closes fd. */
+bool altar__proc_spare_put_fd(altar_process_t *p, const char *task_dir, int fd);
 /* Renames a spare into place as task_dir; false when there is none. */
 bool altar__proc_spare_take(altar_process_t *p, const char *task_dir);
 /* Deletes the spares left (destroy). */

@@ -109,9 +109,12 @@ void altar__proc_keys_set(altar_process_t *p, const char *key, const char *id) {
   snprintf(path, sizeof path, "%s/" KEYS_DIR "/%s", p->data_root, key);
   snprintf(task, sizeof task, "%s/task", dir);
   /* Under keys/.lock, which every reader of the link takes too: nobody
-   * sees the moment between the two calls. */
-  unlink(path);
-  (void)link(task, path);
+   * sees the moment between the calls. A key's first run has no link to
+   * replace: one call then. */
+  if (link(task, path) < 0 && errno == EEXIST) {
+    unlink(path);
+    (void)link(task, path);
+  }
 }
 
 void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const char *id) {
@@ -119,11 +122,16 @@ void altar__proc_keys_forget(altar_process_t *p, const char *task_dir, const cha
   snprintf(path, sizeof path, "%s/task", task_dir);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
+  altar__proc_keys_forget_fd(p, fd, id);
+  close(fd);
+}
+
+void altar__proc_keys_forget_fd(altar_process_t *p, int fd, const char *id) {
+  char path[ALTAR_PATH_BUF + 80];
   char line[sizeof KEY_LINE + ALTAR_TASK_KEY_LEN + 1];
   ssize_t n = pread(fd, line, sizeof line - 1, 0);
   struct stat own;
   bool have_own = fstat(fd, &own) == 0;
-  close(fd);
   if (n < (ssize_t)(sizeof line - 1) || memcmp(line, KEY_LINE, sizeof KEY_LINE - 1)) return;
   line[n] = '\0';
   const char *key = line + sizeof KEY_LINE - 1;

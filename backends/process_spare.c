@@ -31,22 +31,34 @@ static int rm_but_task(const char *path, const struct stat *st, int flag, struct
 }
 
 static void spare_path(const altar_process_t *p, uint64_t seq, char *buf, size_t size) {
-  snprintf(buf, size, "%s/.spare/%ld-%llu", p->tasks_dir, (long)getpid(), (unsigned long long)seq);
+  snprintf(buf, size, "%s/.spare/%ld-%llu", p->tasks_dir, (long)p->spare_pid, (unsigned long long)seq);
 }
 
 bool altar__proc_spare_put(altar_process_t *p, const char *task_dir) {
-  if (p->n_spares >= ALTAR_PROC_SPARE_MAX) return false;
-  /* Whatever the task did to its directory is undone, or it is not reused. */
-  if (chmod(task_dir, 0755) < 0) return false;
-  rm_failed = false;
-  if (nftw(task_dir, rm_but_task, 16, FTW_DEPTH | FTW_PHYS) != 0 || rm_failed) return false;
   char path[ALTAR_PATH_BUF + 16];
   snprintf(path, sizeof path, "%s/task", task_dir);
   /* Only our own file: not a link the task put there to have us truncate another. */
   int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-  struct stat st;
-  bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && ftruncate(fd, 0) == 0;
-  if (fd >= 0) close(fd);
+  if (fd < 0) return false;
+  bool kept = altar__proc_spare_put_fd(p, task_dir, fd);
+  close(fd);
+  return kept;
+}
+
+bool altar__proc_spare_put_fd(altar_process_t *p, const char *task_dir, int fd) {
+  if (p->n_spares >= ALTAR_PROC_SPARE_MAX) return false;
+  /* Whatever the task did to its directory is undone, or it is not reused
+   * (a link put in place of the task file is removed here too: it is not a
+   * regular file). */
+  if (chmod(task_dir, 0755) < 0) return false;
+  rm_failed = false;
+  if (nftw(task_dir, rm_but_task, 16, FTW_DEPTH | FTW_PHYS) != 0 || rm_failed) return false;
+  struct stat st, at;
+  char path[ALTAR_PATH_BUF + 16];
+  snprintf(path, sizeof path, "%s/task", task_dir);
+  /* fd is still the file at task_dir/task, a regular file linked nowhere else. */
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && lstat(path, &at) == 0 &&
+            at.st_ino == st.st_ino && at.st_dev == st.st_dev && ftruncate(fd, 0) == 0;
   if (!ok) return false;
   char spare[ALTAR_PATH_BUF + 64];
   uint64_t seq = p->spare_seq++;
@@ -98,7 +110,7 @@ void altar__proc_spare_sweep(altar_process_t *p) {
     char *end = NULL;
     long pid = strtol(de->d_name, &end, 10);
     if (pid <= 0 || !end || *end != '-') continue;
-    if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    if (pid == (long)p->spare_pid || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
     char path[ALTAR_PATH_BUF + 320];
     snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
     altar__proc_rmtree(path);

@@ -243,31 +243,29 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
   }
   write_meta(l->lock_fd, spec, l, key, id);
 
-  /* One child: the supervisor is ours until it exits (poll reaps it
-   * without blocking) or until we exit (it is re-parented and goes on). A
-   * middle process would cost a second spawn per task for no gain. */
+  /* One process per task: the supervisor, ours (poll reaps it without
+   * blocking) or the long-lived parent's, until it exits; when we or that
+   * parent exit first, it is re-parented and goes on. */
   altar__proc_reap(p);
   if (p->n_children == p->cap_children) {
     size_t cap = p->cap_children ? p->cap_children * 2 : 16;
-    pid_t *nc = realloc(p->children, cap * sizeof *nc);
-    if (nc) p->children = nc;
-    int *nf = nc ? realloc(p->child_fds, cap * sizeof *nf) : NULL;
-    if (nf) p->child_fds = nf;
-    altar_proc_task_t *nt = nf ? realloc(p->child_tasks, cap * sizeof *nt) : NULL;
-    if (!nt) {
+    altar_proc_child_t *nc = realloc(p->children, cap * sizeof *nc);
+    if (!nc) {
       rc = altar_error_set(err, ALTAR_ENOMEM, "process: submit: out of memory");
       goto fail_dir;
     }
-    p->child_tasks = nt;
+    p->children = nc;
     p->cap_children = cap;
   }
-  pid_t sup = altar__proc_spawn_supervisor(p, l);
+  altar_proc_child_t child;
+  pid_t sup = altar__proc_spawn_supervisor(p, l, &child);
   if (sup < 0) {
     rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: starting the supervisor: %s", strerror(errno));
     goto fail_dir;
   }
-  altar__proc_child_add(p, sup, id);
-  close(l->lock_fd);
+  /* pid 0: one runs, but which is unknown; poll reads its lock instead. */
+  if (sup > 0) altar__proc_child_add(p, &child, id);
+  if (l->lock_fd >= 0) close(l->lock_fd);
   l->lock_fd = -1;
   rc = altar_handle_init_for_spec(ph, altar_backend_process.name, id, spec);
   if (rc < 0) {

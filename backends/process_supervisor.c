@@ -286,7 +286,9 @@ static void sanitize(char *s) {
 void altar__proc_supervise(const altar_proc_launch_t *l) {
   pid_t sup = getpid();
   setsid();
-  for (int sig = 1; sig < NSIG; sig++)
+  /* A forked worker's handlers must not run here (a syscall per signal,
+   * so only when there can be any). */
+  for (int sig = 1; sig < NSIG && !l->signals_default; sig++)
     if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
   sigset_t chld;
   sigemptyset(&chld);

@@ -5,7 +5,8 @@
  *
  * argv: altar-supervisor LOCK_FD TIMEOUT_S MEMORY_MB LOG_CAP CGROUP_VERSION
  *       TASK_DIR CGROUP_DIR|"" LOG_DIR -- COMMAND...
- * The environment is the task's. */
+ * The environment is the task's. Or, as the long-lived parent that forks
+ * supervisors (process_zygote.c): altar-supervisor --zygote SOCKET_FD. */
 #include "process_int.h"
 
 #include <stdio.h>
@@ -24,6 +25,14 @@ static int parse_ll(const char *s, long long *pv) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--zygote")) {
+    long long sock;
+    if (parse_ll(argv[2], &sock) || sock < 0 || sock > 1 << 20) {
+      fprintf(stderr, "altar-supervisor: --zygote: malformed socket descriptor\n");
+      return 2;
+    }
+    return altar__proc_zygote_serve((int)sock);
+  }
   if (argc < 11 || strcmp(argv[9], "--")) {
     fprintf(stderr, "altar-supervisor: started with the wrong arguments (it is run by the process backend)\n");
     return 2;
@@ -46,6 +55,7 @@ int main(int argc, char **argv) {
   snprintf(l.cgroup_dir, sizeof l.cgroup_dir, "%s", argv[7]);
   snprintf(l.log_dir, sizeof l.log_dir, "%s", argv[8]);
   l.argv = &argv[10];
+  l.signals_default = true; /* posix_spawn reset them (process_spawn.c) */
   l.envp = environ;
   altar__proc_supervise(&l);
 }

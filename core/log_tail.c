@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* word: upper case. The first letter is compared before the call: this
+ * runs for every variable of the environment at each finished task. */
 static bool has_word(const char *name, size_t n, const char *word) {
   size_t w = strlen(word);
   for (size_t i = 0; i + w <= n; i++)
-    if (!strncasecmp(name + i, word, w)) return true;
+    if (toupper((unsigned char)name[i]) == word[0] && !strncasecmp(name + i, word, w)) return true;
   return false;
 }
 
