@@ -648,6 +648,7 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
   /* A checkpoint's settled groups are read from its ledger as the daemon
    * reads them, and records written after it follow its own. */
   int rc = altar__settled_load(&r.settled, new_ledger, 0, err);
+  if (!rc) altar__settled_replay(&r.settled);
   if (!rc) rc = replay_status(&r, tname, props, &rf, &status_ends, err);
   /* A ledger missing events is not the ledger the log describes: never
    * swapped in as if it were. */

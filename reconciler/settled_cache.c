@@ -45,8 +45,8 @@ static size_t probe(uint64_t hash, unsigned i) {
   return (size_t)((h1 + i * h2) & (ALTAR__SETTLED_BLOOM_BITS - 1));
 }
 
-static void remember_evicted(altar__settled_cache_t *c, uint64_t hash) {
-  if (!c->track_evicted || c->bloom_lost) return;
+void altar__settled_cache_remember(altar__settled_cache_t *c, uint64_t hash) {
+  if (c->bloom_lost) return;
   if (!c->bloom && !(c->bloom = calloc(ALTAR__SETTLED_BLOOM_BITS / 64, sizeof *c->bloom))) {
     c->bloom_lost = true;
     return;
@@ -92,7 +92,7 @@ void altar__settled_cache_put(altar__settled_cache_t *c, altar__settled_entry_t 
     altar__settled_entry_t *t = c->tail;
     unlink_entry(c, t);
     altar__hmap_del_h(&c->map, t->data, t->klen, t->hash);
-    remember_evicted(c, t->hash);
+    if (c->track_evicted) altar__settled_cache_remember(c, t->hash);
     c->evicted++;
     free(t);
   }
