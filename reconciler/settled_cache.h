@@ -30,7 +30,7 @@ static inline const char *altar__settled_entry_run(const altar__settled_entry_t 
 altar__settled_entry_t *altar__settled_entry_new(const char *key, size_t klen, const char *run, size_t rlen,
                                                  uint64_t seq, double ts);
 
-/* Bits of the bloom filter of evicted keys: 4 MiB, about 8 % false
+/* Bits of the bloom filter of evicted keys: 4 MiB, about 7 % false
  * positives at 6 million evicted keys (more only cost ledger reads). */
 #define ALTAR__SETTLED_BLOOM_BITS ((size_t)1 << 25)
 
