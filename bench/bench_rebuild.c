@@ -18,6 +18,16 @@
 #include <time.h>
 #include <unistd.h>
 
+/* ALTAR_BENCH_PERF_CTL=<fifo>: the measured rebuild alone is profiled
+ * (perf record -D -1 --control fifo:<fifo>). */
+static void perf_ctl(const char *cmd) {
+  const char *p = getenv("ALTAR_BENCH_PERF_CTL");
+  FILE *f = p ? fopen(p, "w") : NULL;
+  if (!f) return;
+  fputs(cmd, f);
+  fclose(f);
+}
+
 static void die(const char *what, const altar_error_t *e) { bench_die("bench_rebuild", what, e); }
 
 static int read_all(const altar_strmap_t *props, const char *topic, size_t *pn) {
@@ -118,11 +128,13 @@ int main(int argc, char **argv) {
   altar_ledger_rocksdb_opts_t no = {.no_wal = true, .write_behind = true};
   l = altar_ledger_rocksdb_open(ledger, &no, &e);
   if (!l) die("ledger", &e);
+  perf_ctl("enable\n");
   t0 = bench_now_s();
   c0 = bench_cpu_s();
   if (altar_reconciler_rebuild("local", &props, l, &groups, &topics, NULL, true, &st, &published, &e)) die("rebuild", &e);
   if (altar_ledger_rocksdb_persist(l, &e)) die("persist", &e);
   double t_rebuild = bench_now_s() - t0, c_rebuild = bench_cpu_s() - c0;
+  perf_ctl("disable\n");
   char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   altar_ledger_checksum(l, sum, &e);
   altar_ledger_close(l);

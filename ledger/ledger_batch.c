@@ -19,12 +19,23 @@ int altar__rl_key(altar_buf_t *b, char prefix, const char *rk, size_t rklen) {
 /* Waits for writes handed to the write-behind thread, so a read sees
  * them. After a failed write every read fails too: what is on disk lacks a
  * batch the caller was told had been committed. */
-int altar__rl_settle(rl_t *r, altar_error_t *err) {
-  char *werr = r->writer ? altar__lwriter_drain(r->writer) : NULL;
-  if (!werr) return ALTAR_OK;
+static void flight_clear(rl_t *r) {
+  altar__hmap_clear(&r->flight);
+  altar_arena_reset(&r->flight_arena);
+}
+
+/* The write-behind thread's sticky error as a read reports it. */
+static int writer_failed(rl_t *r, char *werr, altar_error_t *err) {
   int rc = altar_error_set(err, ALTAR_ELEDGER, "ledger %s: an earlier write failed: %s", r->dir, werr);
   free(werr);
   return rc;
+}
+
+int altar__rl_settle(rl_t *r, altar_error_t *err) {
+  char *werr = r->writer ? altar__lwriter_drain(r->writer) : NULL;
+  if (r->writer) flight_clear(r); /* written now */
+  if (!werr) return ALTAR_OK;
+  return writer_failed(r, werr, err);
 }
 
 typedef struct altar__rl_change {
@@ -90,34 +101,53 @@ static int pend_set(rl_t *r, const altar_buf_t *k, const void *val, size_t vlen,
   return ALTAR_OK;
 }
 
-/* Reads key as the batch would leave it: the overlay first, then the disk.
- * *pval is malloc'd (free with rocksdb_free or free). */
-int altar__rl_get_raw(rl_t *r, const altar_buf_t *key, char **pval, size_t *plen, altar_error_t *err) {
-  pchange_t *c = altar__hmap_get(&r->pend, (const char *)key->data, key->len);
-  if (c) {
-    if (c->del) {
-      *pval = NULL;
-      return ALTAR_ENOTFOUND;
+/* The value a staged change leaves (malloc'd into *pval), or ALTAR_ENOTFOUND
+ * for a delete. */
+static int copy_change(const pchange_t *c, char **pval, size_t *plen, altar_error_t *err) {
+  if (c->del) {
+    *pval = NULL;
+    return ALTAR_ENOTFOUND;
+  }
+  if (c->lazy) {
+    altar_buf_t b = {0};
+    int rc = altar__lvalue_encode(&b, c->lazy, err);
+    if (rc) {
+      altar_buf_free(&b);
+      return rc;
     }
-    if (c->lazy) {
-      altar_buf_t b = {0};
-      int rc = altar__lvalue_encode(&b, c->lazy, err);
-      if (rc) {
-        altar_buf_free(&b);
-        return rc;
-      }
-      *plen = b.len;
-      if (!(*pval = altar_buf_detach(&b))) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-      return ALTAR_OK;
-    }
-    if (!(*pval = malloc(c->vlen ? c->vlen : 1))) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-    memcpy(*pval, c->val, c->vlen);
-    *plen = c->vlen;
+    *plen = b.len;
+    if (!(*pval = altar_buf_detach(&b))) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
     return ALTAR_OK;
   }
+  if (!(*pval = malloc(c->vlen ? c->vlen : 1))) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  memcpy(*pval, c->val, c->vlen);
+  *plen = c->vlen;
+  return ALTAR_OK;
+}
+
+/* Reads key as the batch would leave it: the overlay first, then the batch
+ * the writer has in flight, then the disk. *pval is malloc'd (free with
+ * rocksdb_free or free). */
+int altar__rl_get_raw(rl_t *r, const altar_buf_t *key, char **pval, size_t *plen, altar_error_t *err) {
+  pchange_t *c = altar__hmap_get(&r->pend, (const char *)key->data, key->len);
+  if (c) return copy_change(c, pval, plen, err);
+  int rc;
+  if (r->writer && (c = r->flight.n ? altar__hmap_get(&r->flight, (const char *)key->data, key->len) : NULL) &&
+      !c->lazy) {
+    /* Written by the batch in flight: its value is known here. */
+    char *werr = altar__lwriter_failed(r->writer);
+    if (werr) return writer_failed(r, werr, err);
+    return copy_change(c, pval, plen, err);
+  }
+  if (r->writer && !c) {
+    /* The batch in flight does not touch key: the disk answers the same
+     * before and after its write, so the read need not wait for it. */
+    char *werr = altar__lwriter_failed(r->writer);
+    if (werr) return writer_failed(r, werr, err);
+  } else if ((rc = altar__rl_settle(r, err))) {
+    return rc; /* a value encoded at its commit: read once written */
+  }
   char *dberr = NULL;
-  int rc = altar__rl_settle(r, err);
-  if (rc) return rc;
   *pval = rocksdb_get(r->db, r->ropts, (const char *)key->data, key->len, plen, &dberr);
   if (dberr) {
     rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: read failed: %s", dberr);
@@ -200,8 +230,9 @@ int altar__rl_flush(rl_t *r, altar_error_t *err) {
     r->fail_writes--;
     altar__lwriter_fail_next(r->writer); /* fails behind: a later commit says so */
   }
+  bool handed = false;
   if (!dberr && writes) {
-    if (r->writer) dberr = altar__lwriter_submit(r->writer, &r->wb); /* an earlier batch's failure */
+    if (r->writer) handed = !(dberr = altar__lwriter_submit(r->writer, &r->wb)); /* an earlier batch's failure */
     else rocksdb_write(r->db, r->wopts, r->wb, &dberr);
   }
   rocksdb_writebatch_clear(r->wb);
@@ -212,6 +243,16 @@ int altar__rl_flush(rl_t *r, altar_error_t *err) {
     rocksdb_free(dberr);
     altar__rl_rollback(r);
     return rc;
+  }
+  if (handed) {
+    /* The batch before is written (submit waited for it): this one's
+     * changes take its place as the batch in flight. */
+    altar__hmap_t m = r->flight;
+    altar_arena_t a = r->flight_arena;
+    r->flight = r->pend;
+    r->flight_arena = r->arena;
+    r->pend = m;
+    r->arena = a;
   }
   altar__rl_pend_clear(r);
   return ALTAR_OK;

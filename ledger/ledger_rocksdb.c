@@ -450,6 +450,8 @@ static void rl_free(rl_t *r) {
   altar__rl_pend_clear(r);
   altar_arena_free(&r->arena);
   altar__hmap_free(&r->pend);
+  altar__hmap_free(&r->flight);
+  altar_arena_free(&r->flight_arena);
   free(r->pv);
   if (r->wopts) rocksdb_writeoptions_destroy(r->wopts);
   if (r->ropts) rocksdb_readoptions_destroy(r->ropts);

@@ -37,6 +37,12 @@ typedef struct rl {
   bool read_only;
   bool no_wal;
   altar__lwriter_t *writer; /* write-behind: commits handed to a thread */
+  /* The changes of the batch the writer may still be writing (its overlay
+   * and arena, kept from its commit): a read they answer, or that none of
+   * them touches, need not wait for the write. Empty when nothing is in
+   * flight. */
+  altar__hmap_t flight;
+  altar_arena_t flight_arena;
   int fail_writes; /* test hook: fail this many upcoming writes */
   altar__lindex_t ix;
   altar_buf_t kb, vb, kb2; /* scratch */

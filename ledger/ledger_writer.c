@@ -92,6 +92,13 @@ char *altar__lwriter_drain(altar__lwriter_t *w) {
   return err;
 }
 
+char *altar__lwriter_failed(altar__lwriter_t *w) {
+  pthread_mutex_lock(&w->mu);
+  char *err = w->err ? strdup(w->err) : NULL;
+  pthread_mutex_unlock(&w->mu);
+  return err;
+}
+
 void altar__lwriter_fail_next(altar__lwriter_t *w) {
   pthread_mutex_lock(&w->mu);
   w->fail_next = true;

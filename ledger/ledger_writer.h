@@ -19,6 +19,9 @@ char *altar__lwriter_submit(altar__lwriter_t *w, rocksdb_writebatch_t **pwb);
 /* Waits until every batch handed over is written (so reads see them); the
  * sticky error as above, or NULL. */
 char *altar__lwriter_drain(altar__lwriter_t *w);
+/* The sticky error as drain gives it, without waiting for the batch in
+ * flight (whose failure a later call then reports); NULL when none yet. */
+char *altar__lwriter_failed(altar__lwriter_t *w);
 /* Test hook (fault injection): the next batch handed over fails to write. */
 void altar__lwriter_fail_next(altar__lwriter_t *w);
 /* Drains and stops the thread. */

@@ -323,6 +323,10 @@ static int unhold(altar_ledger_t *l, const char *kind, const char *gk, altar_err
   return rc;
 }
 
+/* Whether (kind, gk) may be noted as held: not when the caller knows the
+ * ledger held no group before this result and the result held none. */
+static bool may_be_held(const altar_apply_result_t *res) { return !res->none_held || res->held_groups.n; }
+
 /* Decides one group right after an event touched it; min_succeeded is
  * what the readiness rule needs at the least (altar_predicate_min_succeeded). */
 static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char *gk, size_t min_succeeded, double ts,
@@ -394,7 +398,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
     if (!rc && altar__group_outputs_wanted(gs))
       rc = altar__group_outputs(l, gs->kind, own, s.hs, s.n, ALTAR_MAX_MESSAGE - used, &res->mem, &outs, &n_outs,
                                 err);
-    if (!rc) rc = unhold(l, gs->kind, own, err);
+    if (!rc && may_be_held(res)) rc = unhold(l, gs->kind, own, err);
     if (!rc) rc = consume_both(l, &s, &f, err);
     if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, own, &s, &f, ts, err);
     if (!rc) {
@@ -430,7 +434,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   size_t n_why = 0;
   if (pick_failures(&res->mem, m, n, &why, &n_why)) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
   rc = check_publishable(gs->kind, own, &f, NULL, err);
-  if (!rc) rc = unhold(l, gs->kind, own, err);
+  if (!rc && may_be_held(res)) rc = unhold(l, gs->kind, own, err);
   if (!rc) rc = consume_both(l, &f, &s, err);
   if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, own, &f, &s, ts, err);
   if (!rc) {
@@ -561,7 +565,7 @@ int altar__apply_cancel_group(altar_ledger_t *l, const altar_group_spec_t *gs, c
       }
     rc = check_publishable(gs->kind, own, &all, NULL, err);
   }
-  if (!rc) rc = unhold(l, gs->kind, own, err);
+  if (!rc && may_be_held(res)) rc = unhold(l, gs->kind, own, err);
   if (!rc && all.n) rc = altar_ledger_consume(l, all.hs, all.n, err);
   if (!rc) rc = push_event(res, ALTAR_GROUP_CANCELLED, gs->kind, own, &all, NULL, ts, err);
   return rc;

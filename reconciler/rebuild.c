@@ -277,6 +277,7 @@ static int apply_atomic(replay_t *r, const altar_status_event_t *evs, size_t n, 
   }
   if (!rc) altar__settled_commit(&r->settled);
   else altar__settled_abort(&r->settled);
+  if (res->held_groups.n) res->none_held = false; /* the ledger may note one now */
   return rc;
 }
 
@@ -648,6 +649,12 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
   /* A checkpoint's settled groups are read from its ledger as the daemon
    * reads them, and records written after it follow its own. */
   int rc = altar__settled_load(&r.settled, new_ledger, 0, err);
+  if (!rc) altar__settled_replay(&r.settled);
+  /* Until it holds a group, a replay into a ledger noting none need not
+   * look up whether each group it decides was held. */
+  size_t held = 0;
+  if (!rc) rc = altar__held_count(new_ledger, &held, err);
+  r.res.none_held = held == 0;
   if (!rc) rc = replay_status(&r, tname, props, &rf, &status_ends, err);
   /* A ledger missing events is not the ledger the log describes: never
    * swapped in as if it were. */

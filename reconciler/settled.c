@@ -35,6 +35,8 @@ void altar__settled_free(altar__settled_t *s) {
   altar_strlist_clear(&s->cancelled_jobs);
 }
 
+void altar__settled_replay(altar__settled_t *s) { s->replay = !s->no_store && !s->pre_existing; }
+
 void altar__settled_commit(altar__settled_t *s) {
   for (size_t i = 0; i < s->pend.cap; i++)
     if (s->pend.slots[i].key) altar__settled_cache_put(&s->cache, s->pend.slots[i].val);
@@ -149,8 +151,21 @@ static int late_for_settled(altar__settled_t *s, altar_ledger_t *l, const altar_
   return 1;
 }
 
+/* Notes member m of r in memory until the batch ends. */
+static int note_pending(altar__settled_t *s, const altar__settled_member_t *m, const altar__settled_rec_t *r,
+                        altar_error_t *err) {
+  altar__settled_entry_t *e = altar__settled_entry_new(m->task_key, m->klen, m->run, m->rlen, r->seq, r->ts);
+  void *old = NULL;
+  if (!e || altar__hmap_put_h(&s->pend, e->data, e->klen, e->hash, e, &old)) {
+    free(e);
+    return nomem(err);
+  }
+  free(old);
+  return ALTAR_OK;
+}
+
 /* Stores record r and an index key per member in the open batch, and notes
- * the members in memory until the batch ends. */
+ * the members in memory until the batch ends (a replay: in the filter). */
 static int store_record(altar__settled_t *s, altar_ledger_t *l, const altar__settled_rec_t *r, bool skip_empty,
                         altar_error_t *err) {
   char key[ALTAR__SETTLED_KEY_LEN + 1];
@@ -162,13 +177,10 @@ static int store_record(altar__settled_t *s, altar_ledger_t *l, const altar__set
   altar__settled_member_t m;
   while (!rc && altar__settled_rec_next(r, &pos, &m)) {
     if (skip_empty && !m.klen) continue;
-    altar__settled_entry_t *e = altar__settled_entry_new(m.task_key, m.klen, m.run, m.rlen, r->seq, r->ts);
-    void *old = NULL;
-    if (!e || altar__hmap_put_h(&s->pend, e->data, e->klen, e->hash, e, &old)) {
-      free(e);
-      return nomem(err);
-    }
-    free(old);
+    if (stored && s->replay) /* its index key, staged below, answers a look-up the filter lets through */
+      altar__settled_cache_remember(&s->cache, altar__hash(m.task_key, m.klen));
+    else if ((rc = note_pending(s, &m, r, err)))
+      return rc;
     if (!stored) continue;
     if (altar__settled_index_key(&s->kb, m.task_key, m.klen) ||
         altar__settled_index_value(&s->vb, r->seq, r->ts, m.run, m.rlen))

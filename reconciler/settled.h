@@ -34,6 +34,10 @@ typedef struct altar__settled {
   bool pre_existing;
   /* No aux storage: nothing is stored, so the cache is never bounded. */
   bool no_store;
+  /* A replay into a ledger without settled entries (altar__settled_replay):
+   * members noted are not kept in memory, only in the cache's filter, and
+   * a look-up the filter cannot rule out reads the ledger. */
+  bool replay;
   uint64_t next_seq;    /* of the next record */
   double max_ts;        /* newest event time seen */
   double next_prune;    /* event time of the next pruning pass */
@@ -58,6 +62,14 @@ typedef struct altar__settled {
  * Free with altar__settled_free. */
 int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, size_t cache_entries, altar_error_t *err);
 void altar__settled_free(altar__settled_t *s);
+/* For a replay (reconciler/rebuild.c), right after load: the members it
+ * notes are remembered by the cache's filter alone, not copied into the
+ * cache one by one; what a look-up the filter passes reads from the ledger
+ * (its open batch included) answers as the entry would have. Decisions and
+ * stored bytes are the same; a replay then costs no allocation per member.
+ * Nothing changes for a ledger that held settled entries, or none at all
+ * (no aux storage). */
+void altar__settled_replay(altar__settled_t *s);
 /* 1 when task_key was settled (by any run, expired or not), 0 when not,
  * or a negative code (a failed ledger read) with err set. */
 int altar__settled_has_task(altar__settled_t *s, altar_ledger_t *l, const char *task_key, altar_error_t *err);

@@ -30,7 +30,7 @@ static inline const char *altar__settled_entry_run(const altar__settled_entry_t 
 altar__settled_entry_t *altar__settled_entry_new(const char *key, size_t klen, const char *run, size_t rlen,
                                                  uint64_t seq, double ts);
 
-/* Bits of the bloom filter of evicted keys: 4 MiB, about 8 % false
+/* Bits of the bloom filter of evicted keys: 4 MiB, about 7 % false
  * positives at 6 million evicted keys (more only cost ledger reads). */
 #define ALTAR__SETTLED_BLOOM_BITS ((size_t)1 << 25)
 
@@ -53,7 +53,10 @@ const altar__settled_entry_t *altar__settled_cache_get(altar__settled_cache_t *c
 void altar__settled_cache_put(altar__settled_cache_t *c, altar__settled_entry_t *e);
 /* Drops key's entry when the record seq settled it (pruning). */
 void altar__settled_cache_drop(altar__settled_cache_t *c, const char *key, size_t klen, uint64_t hash, uint64_t seq);
-/* False when key was certainly never evicted. */
+/* Notes a key as held by the ledger but not by the cache, as an eviction
+ * would (without track_evicted too). */
+void altar__settled_cache_remember(altar__settled_cache_t *c, uint64_t hash);
+/* False when key was certainly never evicted (nor remembered). */
 bool altar__settled_cache_maybe_evicted(const altar__settled_cache_t *c, uint64_t hash);
 size_t altar__settled_cache_size(const altar__settled_cache_t *c);
 void altar__settled_cache_free(altar__settled_cache_t *c);

@@ -133,6 +133,11 @@ typedef struct altar_apply_result {
    * rule decides again (not ready yet) is then no longer held, at the cost
    * of a side-key lookup per decision. Kept by reset. */
   bool check_held;
+  /* Set by the caller when the ledger notes no held group (a replay that
+   * has held none so far): a decision then skips the side-key look-up that
+   * could only find its group not held, unless this result held one. Kept
+   * by reset. */
+  bool none_held;
   altar_arena_t mem; /* the events' memory: one reset per batch, not a free per string */
 } altar_apply_result_t;
 void altar_apply_result_clear(altar_apply_result_t *r);

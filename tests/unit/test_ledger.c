@@ -387,6 +387,51 @@ static void test_write_behind_failure_sticks(void) {
   free(dir);
 }
 
+/* Written behind, a read right after a commit sees that commit, whether
+ * the batch is still being written (its changes answer, or a key it does
+ * not touch is read from the disk without waiting) or is written already:
+ * puts, overwrites and deletes, batch after batch. */
+static void test_write_behind_reads_batch_in_flight(void) {
+  char *dir = altar_test_tmpdir("ledger");
+  altar_error_t err = {0};
+  altar_ledger_rocksdb_opts_t o = {.write_behind = true, .no_wal = true};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, &o, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  enum { ROUNDS = 200 };
+  for (int i = 0; i < ROUNDS; i++) {
+    char k[32], v[32], prev[32];
+    snprintf(k, sizeof k, "k%d", i);
+    snprintf(v, sizeof v, "v%d", i);
+    snprintf(prev, sizeof prev, "k%d", i - 1);
+    CU_ASSERT_EQUAL_FATAL(altar_ledger_begin(l, &err), 0);
+    CU_ASSERT_EQUAL(altar_ledger_aux_put(l, k, strlen(k), v, strlen(v), &err), 0);
+    CU_ASSERT_EQUAL(altar_ledger_aux_put(l, "same", 4, v, strlen(v), &err), 0);
+    if (i) CU_ASSERT_EQUAL(altar_ledger_aux_del(l, prev, strlen(prev), &err), 0);
+    CU_ASSERT_EQUAL_FATAL(altar_ledger_commit(l, &err), 0);
+    altar_buf_t b = {0};
+    CU_ASSERT_EQUAL(altar_ledger_aux_get(l, k, strlen(k), &b, &err), 0);
+    CU_ASSERT(b.len == strlen(v) && !memcmp(b.data, v, b.len));
+    altar_buf_reset(&b);
+    CU_ASSERT_EQUAL(altar_ledger_aux_get(l, "same", 4, &b, &err), 0);
+    CU_ASSERT(b.len == strlen(v) && !memcmp(b.data, v, b.len));
+    altar_buf_reset(&b);
+    if (i) CU_ASSERT_EQUAL(altar_ledger_aux_get(l, prev, strlen(prev), &b, &err), ALTAR_ENOTFOUND);
+    CU_ASSERT_EQUAL(altar_ledger_aux_get(l, "never", 5, &b, &err), ALTAR_ENOTFOUND);
+    altar_buf_free(&b);
+  }
+  /* And the disk holds what the reads said. */
+  altar_ledger_close(l);
+  l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  altar_buf_t b = {0};
+  CU_ASSERT_EQUAL(altar_ledger_aux_get(l, "k199", 4, &b, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_aux_get(l, "k198", 4, &b, &err), ALTAR_ENOTFOUND);
+  altar_buf_free(&b);
+  altar_ledger_close(l);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static int level0_files(altar_ledger_t *l) {
   char *v = rocksdb_property_value(altar__ledger_rocksdb_db(l), "rocksdb.num-files-at-level0");
   int n = v ? atoi(v) : -1;
@@ -455,6 +500,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_read_only_and_errors);
   ALTAR_TEST(test_failed_write_rolls_back);
   ALTAR_TEST(test_write_behind_failure_sticks);
+  ALTAR_TEST(test_write_behind_reads_batch_in_flight);
   ALTAR_TEST(test_persist_compacts_a_crowded_level0);
   ALTAR_TEST(test_reopened_record_shadows_consumed_copy);
 }

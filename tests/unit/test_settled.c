@@ -496,6 +496,74 @@ static void test_superseded_run_stays_superseded(void) {
   fx_close(&f);
 }
 
+/* One run of events through f: reruns in the same batch as their group's
+ * decision and in later ones, an aborted batch, a late shard and its
+ * rerun. What each batch set aside and fired goes into out (10 figures);
+ * in memory after the first group: *pcached entries. */
+static void replay_scenario(fixture_t *f, size_t out[10], size_t *pcached) {
+  altar_status_event_t evs[5];
+  size_t k = 0;
+  ev_fill(&evs[0], "pair", true, "j1", 0, "r1", 10.0);
+  ev_fill(&evs[1], "pair", true, "j1", 1, "r1", 10.0);
+  ev_fill(&evs[2], "pair", false, "j1", 0, "r1", 10.0);
+  ev_fill(&evs[3], "pair", false, "j1", 1, "r1", 10.0);
+  ev_fill(&evs[4], "pair", true, "j1", 0, "r2", 10.5); /* a rerun the same batch settled */
+  out[0] = batch(f, evs, 5, false, &out[1]);
+  k = 2;
+  *pcached = altar__settled_cache_size(&f->s.cache);
+  out[k++] = applies(f, "j1", 1, "r3", 11.0);       /* a later rerun */
+  out[k++] = settle(f, "pair", "j2", 2, "r1", 12.0, true); /* aborted: nothing settled */
+  out[k++] = applies(f, "j2", 0, "r2", 13.0);
+  ev_fill(&evs[0], "dead", true, "d2", 0, "r1", 14.0); /* still running when its group dies */
+  ev_fill(&evs[1], "dead", true, "d2", 1, "r1", 14.0);
+  ev_fill(&evs[2], "dead", false, "d2", 1, "r1", 14.0);
+  evs[2].state = ALTAR_STATE_FAILED;
+  evs[2].failure = altar_failure_new("exit_3", "command exited with code 3", true);
+  out[k++] = batch(f, evs, 3, false, NULL);
+  ev_fill(&evs[0], "dead", false, "d2", 0, "r1", 15.0); /* late: recorded */
+  out[k++] = batch(f, evs, 1, false, NULL);
+  ev_fill(&evs[0], "dead", true, "d2", 0, "r2", 16.0); /* its rerun */
+  ev_fill(&evs[1], "dead", false, "d2", 0, "r2", 16.0);
+  out[7] = batch(f, evs, 2, false, &out[8]);
+  k += 2;
+  out[9] = altar__settled_cache_size(&f->s.cache) > 0; /* entries read back since */
+  CU_ASSERT_EQUAL(k, 9);
+}
+
+/* A replay keeps the members it notes in the cache's filter only, and
+ * decides as the daemon does: the same events set aside, the same groups
+ * fired, the same settled set and ledger checksum. */
+static void test_replay_decides_as_the_daemon(void) {
+  fixture_t a, b;
+  fx_open(&a, "settled-daemon");
+  fx_open(&b, "settled-replay");
+  altar__settled_replay(&b.s);
+  size_t da[10] = {0}, db[10] = {0}, cached_a = 0, cached_b = 0;
+  replay_scenario(&a, da, &cached_a);
+  replay_scenario(&b, db, &cached_b);
+  for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(da[i], db[i]);
+  CU_ASSERT_EQUAL(da[0], 1); /* the rerun in the deciding batch */
+  CU_ASSERT_EQUAL(da[1], 1); /* fired */
+  CU_ASSERT_EQUAL(da[2], 0); /* the later rerun does not apply */
+  CU_ASSERT_EQUAL(da[4], 1); /* after the abort it does */
+  CU_ASSERT_EQUAL(da[7], 2); /* the late shard's rerun is set aside */
+  CU_ASSERT_EQUAL(cached_a, 3); /* two members and the group */
+  CU_ASSERT_EQUAL(cached_b, 1); /* only the member the rerun looked up, read back */
+  dump_t xa, xb;
+  dump(a.l, &xa);
+  dump(b.l, &xb);
+  assert_same(&xa, &xb);
+  dump_free(&xa);
+  dump_free(&xb);
+  char sa[ALTAR_LEDGER_CHECKSUM_LEN + 1], sb[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_ledger_checksum(a.l, sa, &err) == 0);
+  CU_ASSERT_FATAL(altar_ledger_checksum(b.l, sb, &err) == 0);
+  CU_ASSERT_STRING_EQUAL(sa, sb);
+  fx_close(&a);
+  fx_close(&b);
+}
+
 static void test_member_reader_bounds(void) {
   const char v[] = "\x40\x24\0\0\0\0\0\0" "a\0b\x1f" "c\0" "d";
   altar__settled_member_t m;
@@ -659,6 +727,7 @@ static void add_tests(CU_pSuite suite__, bool memory) {
   ALTAR_TEST(test_unlisted_members_are_settled);
   ALTAR_TEST(test_late_shard_rerun_is_set_aside);
   ALTAR_TEST(test_superseded_run_stays_superseded);
+  ALTAR_TEST(test_replay_decides_as_the_daemon);
   ALTAR_TEST(test_member_reader_bounds);
   ALTAR_TEST(test_cache_evicts_and_misses_read_the_ledger);
   ALTAR_TEST(test_start_reads_no_entry);
