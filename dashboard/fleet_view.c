@@ -3,6 +3,7 @@
  * running reconciler). */
 #include "dashboard/fleet_view.h"
 #include "dashboard/bounded_map.h"
+#include "dashboard/shard_filter.h"
 #include "dashboard/shard_why.h"
 #include "altar/grow.h"
 
@@ -29,6 +30,7 @@
 
 #define JOB_ID_LABEL "job_id"
 #define OUTPUTS_PER_SHARD 16   /* output URIs kept per shard */
+#define LABELS_MAX 2048        /* bytes of a shard's labels kept ("k=v" lines) */
 #define OUTPUTS_PER_JOB 20     /* output URIs listed per job in the jobs page */
 #define MEMBERS_PER_GROUP 200  /* shards listed per group */
 #define READ_BUDGET 50000      /* records read per topic per refresh */
@@ -51,6 +53,7 @@ typedef struct reader {
 typedef struct rec {
   char *backend, *external_id, *kind, *job_id, *group_key, *reason, *detail;
   char *pool; /* of its spec (ALTAR_POOL_CPU without one) */
+  char *labels; /* its spec's labels as "KEY=VALUE\n" lines, at most LABELS_MAX bytes */
   char task_key[ALTAR_TASK_KEY_LEN + 1];
   double retry_due; /* pending for a retry whose due time is recorded: that time, else 0 */
   int state;
@@ -98,7 +101,8 @@ struct altar_fleet_view {
   char **ran_again;
   size_t n_ran_again;
   double ledger_read_at;
-  int64_t ledger_read_ms;
+  int64_t ledger_read_ms;      /* when the last read of the ledger ended (monotonic) */
+  int64_t ledger_read_cost_ms; /* how long it took */
   char ledger_err[ALTAR_ERRMSG_MAX];
   sample_t samples[SAMPLES];
   size_t n_samples, next_sample;
@@ -143,6 +147,7 @@ static void rec_clear(rec_t *r) {
   free(r->reason);
   free(r->detail);
   free(r->pool);
+  free(r->labels);
   json_decref(r->outputs);
   json_decref(r->attempts);
   memset(r, 0, sizeof *r);
@@ -392,6 +397,24 @@ static bool run_replaced(const altar_record_t *x) {
   return why && (!strcmp(why, ALTAR_REASON_SUPERSEDED) || !strcmp(why, ALTAR_REASON_RELEASED));
 }
 
+/* labels as "KEY=VALUE\n" lines (sorted, as the map keeps them), whole
+ * lines only, at most LABELS_MAX bytes: what the label filter and the
+ * shard page read. "" for none; NULL when out of memory. */
+static char *labels_text(const altar_strmap_t *m) {
+  altar_buf_t b = {0};
+  for (size_t i = 0; m && i < m->n; i++) {
+    size_t kl = strlen(m->keys[i]), vl = strlen(m->vals[i]);
+    if (b.len + kl + vl + 2 > LABELS_MAX) break;
+    altar_buf_append(&b, m->keys[i], kl);
+    altar_buf_append(&b, "=", 1);
+    altar_buf_append(&b, m->vals[i], vl);
+    altar_buf_append(&b, "\n", 1);
+  }
+  char *t = strndup(b.data ? (const char *)b.data : "", b.len);
+  altar_buf_free(&b);
+  return t;
+}
+
 static int visit(void *ctx, const altar_ledger_entry_t *e) {
   altar_fleet_view_t *v = ctx;
   bool ran_again = altar_attempts_keys_has(v->ran_again, v->n_ran_again, e->task_key);
@@ -416,6 +439,7 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
   r->state = (int)x->state;
   r->restarts = x->restart_count;
   r->pool = bounded_dup(x->spec && x->spec->resources.gpu ? x->spec->resources.gpu : ALTAR_POOL_CPU, 256);
+  r->labels = labels_text(x->spec ? &x->spec->labels : NULL);
   /* A retry put back to pending waits for the due time its backoff recorded. */
   if (x->state == ALTAR_STATE_PENDING && x->restart_count > 0 && e->task_key) {
     altar_error_t de = {0};
@@ -437,7 +461,8 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
       altar_attempts_clear(&at);
     }
   }
-  if (!r->backend || !r->external_id || !r->kind || !r->job_id || !r->outputs || !r->pool) return ALTAR_ENOMEM;
+  if (!r->backend || !r->external_id || !r->kind || !r->job_id || !r->outputs || !r->pool || !r->labels)
+    return ALTAR_ENOMEM;
   return 0;
 }
 
@@ -462,8 +487,14 @@ static int visit_held(void *ctx, const void *key, size_t klen, const void *val, 
 }
 
 static void read_ledger(altar_fleet_view_t *v) {
-  if (v->ledger_read_ms && mono_ms() - v->ledger_read_ms < ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS) return;
-  v->ledger_read_ms = mono_ms();
+  /* A slow read (10^5 shards take most of a second) is repeated only after
+   * ALTAR_FLEET_VIEW_LEDGER_READ_SPACING times its cost, so most requests
+   * are served from the snapshot instead of each paying for a read. */
+  int64_t start = mono_ms(), age = start - v->ledger_read_ms;
+  if (v->ledger_read_ms && (age < ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS ||
+                            age < v->ledger_read_cost_ms * ALTAR_FLEET_VIEW_LEDGER_READ_SPACING))
+    return;
+  v->ledger_read_ms = start;
   altar_error_t e = {0};
   altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
   altar_ledger_t *l = altar_ledger_rocksdb_open(v->ledger_path, &ro, &e);
@@ -485,6 +516,8 @@ static void read_ledger(altar_fleet_view_t *v) {
   v->reading = NULL;
   altar_ledger_close(l);
   v->ledger_read_at = now_s();
+  v->ledger_read_ms = mono_ms();
+  v->ledger_read_cost_ms = v->ledger_read_ms - start;
 }
 
 /* Looks for pools' jobs topics not read yet (at most every
@@ -826,10 +859,32 @@ static json_t *queued_json(const altar_fleet_view_t *v, why_ctx_t *c, const char
   return o;
 }
 
-static json_t *shard_json(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r) {
+/* The worker of r's latest status event, or NULL. */
+static const char *rec_worker(const altar_fleet_view_t *v, const rec_t *r) {
   char key[2048];
   snprintf(key, sizeof key, "%s/%s", r->backend, r->external_id);
-  const char *worker = json_string_value(json_object_get(v->hosts, key));
+  return json_string_value(json_object_get(v->hosts, key));
+}
+
+/* A shard's labels as a JSON object (from its "KEY=VALUE" lines). */
+static json_t *labels_json(const rec_t *r) {
+  json_t *o = json_object();
+  for (const char *p = r->labels; o && p && *p;) {
+    const char *nl = strchr(p, '\n'), *eq = strchr(p, '=');
+    size_t len = nl ? (size_t)(nl - p) : strlen(p);
+    if (eq && eq < p + len) {
+      char *k = strndup(p, (size_t)(eq - p)), *val = strndup(eq + 1, (size_t)(p + len - eq - 1));
+      if (k && val) json_object_set_new(o, k, jstr(val));
+      free(k);
+      free(val);
+    }
+    p = nl ? nl + 1 : NULL;
+  }
+  return o;
+}
+
+static json_t *shard_json(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r) {
+  const char *worker = rec_worker(v, r);
   /* The host its worker announced, else the worker id up to its ':' (host:pid). */
   char host[300] = "";
   const char *announced = worker ? json_string_value(json_object_get(json_object_get(v->workers, worker), "host")) : NULL;
@@ -980,28 +1035,55 @@ static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
   return ALTAR_OK;
 }
 
+/* A job's state in one word, its badge (the jobs list's state filter). */
+static const char *job_state(const job_t *j) {
+  if (j->cancelled && !j->open && !j->dead) return "cancelled";
+  if (j->dead) return "dead_lettered";
+  if (j->waiting) return "waiting";
+  if (j->open || j->t.by_state[ALTAR_STATE_PENDING] || j->t.by_state[ALTAR_STATE_RUNNING]) return "running";
+  return j->fired ? "fired" : "pending";
+}
+
 static json_t *job_row(const job_t *j) {
-  return json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:O, s:I, s:I, s:O}", "job_id", jstr(j->id),
+  json_t *o = json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:O, s:I, s:I, s:O}", "job_id", jstr(j->id),
                    "submitted_at", j->submitted_at >= 0 ? json_real(j->submitted_at) : json_null(), "shards",
                    tally_json(&j->t), "groups", "fired", (json_int_t)j->fired, "dead_lettered", (json_int_t)j->dead,
                    "cancelled", (json_int_t)j->cancelled, "open", (json_int_t)j->open, "outputs", j->outputs,
                    "outputs_total", (json_int_t)j->outputs_total, "waiting", (json_int_t)j->waiting, "waiting_pools",
                    j->waiting_pools);
+  if (o) json_object_set_new(o, "state", json_string(job_state(j)));
+  return o;
 }
 
-static json_t *render_jobs(const altar_fleet_view_t *v, const altar_fleet_query_t *q) {
+static json_t *render_jobs(const altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
+  altar_shard_filter_t f;
+  if (altar__shard_filter_parse(q, true, &f, err)) return NULL;
   jobs_t js;
-  if (build_jobs(v, &js)) {
+  /* The jobs with a recorded shard that matches kind, label and worker. */
+  json_t *hits = altar__shard_filter_by_shard(&f) ? json_object() : NULL;
+  for (size_t i = 0; hits && i < v->n_recs; i++) {
+    const rec_t *r = &v->recs[i];
+    if (!json_object_get(hits, r->job_id) && altar__shard_filter_match(&f, NULL, r->kind, r->labels, rec_worker(v, r)))
+      json_object_set_new(hits, r->job_id, json_true());
+  }
+  if (build_jobs(v, &js) || (altar__shard_filter_by_shard(&f) && !hits)) {
     jobs_free(&js);
+    json_decref(hits);
+    altar_error_set(err, ALTAR_ENOMEM, "out of memory");
     return NULL;
   }
-  size_t off, lim;
+  size_t off, lim, idx = 0;
   page_bounds(q, &off, &lim);
   json_t *rows = json_array();
-  for (size_t i = off; rows && i < js.n && i < off + lim; i++) json_array_append_new(rows, job_row(&js.v[i]));
-  json_t *o = json_pack("{s:I, s:I, s:I, s:o}", "total", (json_int_t)js.n, "offset", (json_int_t)off, "limit",
-                        (json_int_t)lim, "jobs", rows ? rows : json_array());
+  for (size_t i = 0; rows && i < js.n; i++) {
+    if ((f.state && strcmp(f.state, job_state(&js.v[i]))) || (hits && !json_object_get(hits, js.v[i].id))) continue;
+    if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, job_row(&js.v[i]));
+  }
+  json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:o}", "total", (json_int_t)idx, "total_all", (json_int_t)js.n,
+                        "offset", (json_int_t)off, "limit", (json_int_t)lim, "jobs", rows ? rows : json_array());
   jobs_free(&js);
+  json_decref(hits);
+  if (!o) altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   return o;
 }
 
@@ -1122,11 +1204,57 @@ static json_t *render_why(const altar_fleet_view_t *v, const altar_fleet_query_t
   return o;
 }
 
+/* A shard of a job's filtered list, with what the filters read. */
+static json_t *shard_row(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r) {
+  json_t *o = shard_json(v, c, r);
+  if (o)
+    json_object_update_new(o, json_pack("{s:o, s:o, s:o}", "kind", jstr(r->kind), "group_key", jstr(r->group_key),
+                                        "labels", labels_json(r)));
+  return o;
+}
+
+/* One page of job's shards that match f (recorded ones in ledger order,
+ * then those with no record yet), their number and their states, into o. */
+static int job_matches(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const altar_shard_filter_t *f,
+                       size_t off, size_t lim, json_t *o) {
+  json_t *rows = json_array(), *states = json_object();
+  size_t idx = 0;
+  for (size_t i = 0; rows && states && i < v->n_recs; i++) {
+    const rec_t *r = &v->recs[i];
+    if (strcmp(r->job_id, job)) continue;
+    const char *st = shard_state(r);
+    if (!altar__shard_filter_match(f, st, r->kind, r->labels, f->worker ? rec_worker(v, r) : NULL)) continue;
+    json_object_set_new(states, st, json_integer(json_integer_value(json_object_get(states, st)) + 1));
+    if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, shard_row(v, c, r));
+  }
+  /* A shard with no record has no kind, labels or worker yet. */
+  bool waiting_match = !altar__shard_filter_by_shard(f) && (!f->state || !strcmp(f->state, "waiting"));
+  const char *tk;
+  json_t *e;
+  json_object_foreach(waiting_match ? json_object_get(v->queued, job) : NULL, tk, e) {
+    if (json_object_get(c->recorded, tk) || !rows || !states) continue;
+    json_object_set_new(states, "waiting", json_integer(json_integer_value(json_object_get(states, "waiting")) + 1));
+    if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, queued_json(v, c, job, tk, e));
+  }
+  if (!rows || !states) {
+    json_decref(rows);
+    json_decref(states);
+    return ALTAR_ENOMEM;
+  }
+  json_object_set_new(o, "shards_matched", json_integer((json_int_t)idx));
+  json_object_set_new(o, "matched_states", states);
+  json_object_set_new(o, "shard_list", rows);
+  return ALTAR_OK;
+}
+
 static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
   if (!q || !q->job) {
     altar_error_set(err, ALTAR_EINVAL, "job: the query needs id=JOB_ID");
     return NULL;
   }
+  altar_shard_filter_t f;
+  if (altar__shard_filter_parse(q, false, &f, err)) return NULL;
+  bool filtered = altar__shard_filter_any(&f);
   jobs_t js;
   if (build_jobs(v, &js)) {
     jobs_free(&js);
@@ -1163,7 +1291,8 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   json_t *groups = json_array();
   size_t idx = 0;
   json_t *t;
-  json_object_foreach(keys, gk, t) {
+  /* Filtered, the page lists the matching shards instead of groups. */
+  json_object_foreach(filtered ? NULL : keys, gk, t) {
     if (idx++ < off || json_array_size(groups) >= lim) continue;
     const char *nl = strchr(gk, '\n');
     char *kind = strndup(gk, nl ? (size_t)(nl - gk) : strlen(gk));
@@ -1180,7 +1309,7 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   }
   size_t n_ungrouped = 0;
   json_t *ungrouped = json_array();
-  for (size_t i = 0; ungrouped && i < v->n_recs; i++)
+  for (size_t i = 0; ungrouped && !filtered && i < v->n_recs; i++)
     if (!v->recs[i].group_key && !strcmp(v->recs[i].job_id, q->job) && n_ungrouped++ < MEMBERS_PER_GROUP)
       json_array_append_new(ungrouped, shard_json(v, &wc, &v->recs[i]));
   json_t *o = job_row(j);
@@ -1189,6 +1318,11 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   json_object_set_new(o, "limit", json_integer((json_int_t)lim));
   json_object_set_new(o, "group_list", groups);
   json_object_set_new(o, "ungrouped", ungrouped);
+  json_object_set_new(o, "filtered", json_boolean(filtered));
+  if (filtered && job_matches(v, &wc, q->job, &f, off, lim, o)) {
+    json_decref(o);
+    o = NULL;
+  }
   /* Its shards with no record yet, each with why it waits, and how many of
    * all its shards wait for each reason. */
   json_t *waiting = json_array(), *counts = why_counts(v, &wc, q->job);
@@ -1200,9 +1334,64 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   }
   json_object_set_new(o, "waiting_list", waiting ? waiting : json_array());
   json_object_set_new(o, "why_counts", counts ? counts : json_object());
+  if (!o) altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   json_decref(keys);
   why_ctx_free(&wc);
   jobs_free(&js);
+  return o;
+}
+
+/* A task key as the shard page takes it: what a ledger key may hold. */
+static bool task_key_ok(const char *k) {
+  size_t n = strnlen(k, ALTAR_TASK_KEY_LEN + 1);
+  if (!n || n > ALTAR_TASK_KEY_LEN) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!strchr("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ._-", k[i])) return false;
+  return true;
+}
+
+/* Page "shard": one shard by its task key: its labels, state, why it is not
+ * running, every attempt in order and its outputs; a shard with no record
+ * yet is shown waiting with its place on its jobs topic. */
+static json_t *render_shard(const altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
+  if (!q || !q->key) {
+    altar_error_set(err, ALTAR_EINVAL, "key: the query needs key=TASK_KEY");
+    return NULL;
+  }
+  if (!task_key_ok(q->key)) {
+    altar_error_set(err, ALTAR_EINVAL, "key: expected 1 to %d letters, digits, '.', '_' or '-'", ALTAR_TASK_KEY_LEN);
+    return NULL;
+  }
+  const rec_t *r = NULL;
+  for (size_t i = 0; !r && i < v->n_recs; i++)
+    if (!strcmp(v->recs[i].task_key, q->key)) r = &v->recs[i];
+  const char *job = r ? r->job_id : NULL, *jid;
+  const json_t *queued = NULL, *qs;
+  json_object_foreach(r ? NULL : v->queued, jid, qs) {
+    if ((queued = json_object_get(qs, q->key))) {
+      job = jid;
+      break;
+    }
+  }
+  if (!r && !queued) {
+    altar_error_set(err, ALTAR_ENOTFOUND, "key: no shard with task key '%s'", q->key);
+    return NULL;
+  }
+  why_ctx_t wc;
+  json_t *o = NULL;
+  if (!why_ctx_init(v, job, &wc)) {
+    if (r) {
+      o = shard_row(v, &wc, r);
+      const json_t *ev = r->group_key ? group_event(v, r->kind, r->group_key) : NULL;
+      if (o)
+        json_object_update_new(o, json_pack("{s:o, s:o, s:s}", "job_id", jstr(r->job_id), "pool", jstr(r->pool),
+                                            "group_state", ev ? event_name(ev) : r->group_key ? "open" : "none"));
+    } else if ((o = queued_json(v, &wc, job, q->key, queued))) {
+      json_object_update_new(o, json_pack("{s:s, s:o, s:[]}", "job_id", job, "labels", json_object(), "attempt_list"));
+    }
+  }
+  why_ctx_free(&wc);
+  if (!o) altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   return o;
 }
 
@@ -1356,9 +1545,10 @@ int altar_fleet_view_render(altar_fleet_view_t *v, const char *page, const altar
   refresh(v);
   json_t *o = NULL;
   if (!strcmp(page, "overview")) o = render_overview(v);
-  else if (!strcmp(page, "jobs")) o = render_jobs(v, q);
+  else if (!strcmp(page, "jobs")) o = render_jobs(v, q, err);
   else if (!strcmp(page, "job")) o = render_job(v, q, err);
   else if (!strcmp(page, "why")) o = render_why(v, q, err);
+  else if (!strcmp(page, "shard")) o = render_shard(v, q, err);
   else if (!strcmp(page, "workers")) o = render_workers(v, q);
   else if (!strcmp(page, "dead")) o = render_dead(v, q);
   else altar_error_set(err, ALTAR_ENOTFOUND, "no page '%s'", page);
