@@ -439,7 +439,8 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
   r->state = (int)x->state;
   r->restarts = x->restart_count;
   r->pool = bounded_dup(x->spec && x->spec->resources.gpu ? x->spec->resources.gpu : ALTAR_POOL_CPU, 256);
-  r->labels = labels_text(x->spec ? &x->spec->labels : NULL);
+  /* A retry's record may carry no spec; its handle has the labels too. */
+  r->labels = labels_text(x->spec && x->spec->labels.n ? &x->spec->labels : &x->handle.labels);
   /* A retry put back to pending waits for the due time its backoff recorded. */
   if (x->state == ALTAR_STATE_PENDING && x->restart_count > 0 && e->task_key) {
     altar_error_t de = {0};

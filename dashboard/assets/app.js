@@ -272,7 +272,7 @@ const pages = {
       el("p", {}, "Job ", el("a", { href: "#/job/" + encodeURIComponent(s.job_id) }, s.job_id),
         s.kind ? ` · kind ${s.kind}` : "", s.group_key ? ` · group ${s.group_key} (${s.group_state})` : "",
         s.worker ? ` · worker ${s.worker}` : "", s.forwarded_from ? ` · forwarded from ${s.forwarded_from}` : ""),
-      el("dl", { class: "labels", "data-labels": "" }, Object.entries(s.labels || {}).map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
+      el("dl", { class: "labels", "data-labels": "" }, Object.entries(s.labels || {}).flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
       el("table", { id: "why" }, el("tbody", {}, el("tr", {}, el("th", {}, "why not running"), whyCell(s.why)))),
       el("h2", {}, `Attempts (${s.attempts === undefined ? attempts.length : s.attempts})`),
       s.attempts_dropped ? el("p", { class: "muted" }, `${s.attempts_dropped} older attempt(s) dropped`) : null,
