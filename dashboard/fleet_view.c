@@ -95,6 +95,11 @@ struct altar_fleet_view {
   uint64_t dlq_total;
   rec_t *recs;
   size_t n_recs, cap_recs;
+  /* The records' task keys, sorted (pointing into recs): whether a shard
+   * on a jobs topic has a record is a binary search, not a map of 10^5
+   * keys built per page. */
+  const char **rec_keys;
+  size_t n_rec_keys;
   /* While the ledger is read: its handle, and the task keys with filed
    * attempts (only those shards are looked up again). */
   altar_ledger_t *reading;
@@ -156,6 +161,26 @@ static void rec_clear(rec_t *r) {
 static void recs_clear(altar_fleet_view_t *v) {
   for (size_t i = 0; i < v->n_recs; i++) rec_clear(&v->recs[i]);
   v->n_recs = 0;
+  free(v->rec_keys);
+  v->rec_keys = NULL;
+  v->n_rec_keys = 0;
+}
+
+static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Sorts the records' task keys into v->rec_keys (none when out of memory:
+ * then nothing looks recorded to is_recorded, as with an empty ledger). */
+static void index_rec_keys(altar_fleet_view_t *v) {
+  v->rec_keys = malloc((v->n_recs ? v->n_recs : 1) * sizeof *v->rec_keys);
+  v->n_rec_keys = 0;
+  for (size_t i = 0; v->rec_keys && i < v->n_recs; i++)
+    if (v->recs[i].task_key[0]) v->rec_keys[v->n_rec_keys++] = v->recs[i].task_key;
+  if (v->n_rec_keys) qsort(v->rec_keys, v->n_rec_keys, sizeof *v->rec_keys, cmp_key);
+}
+
+/* Whether the ledger snapshot has a record of task key tk. */
+static bool is_recorded(const altar_fleet_view_t *v, const char *tk) {
+  return v->n_rec_keys && bsearch(&tk, v->rec_keys, v->n_rec_keys, sizeof *v->rec_keys, cmp_key);
 }
 
 altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_t *err) {
@@ -509,6 +534,7 @@ static void read_ledger(altar_fleet_view_t *v) {
       altar_ledger_foreach(l, visit, v, &e) != ALTAR_OK)
     snprintf(v->ledger_err, sizeof v->ledger_err, "%s", *e.msg ? e.msg : "reading the ledger failed");
   else v->ledger_err[0] = 0;
+  index_rec_keys(v);
   json_object_clear(v->held);
   altar_ledger_aux_scan(l, ALTAR_HELD_PREFIX, strlen(ALTAR_HELD_PREFIX), visit_held, v, &e);
   altar_attempts_keys_free(v->ran_again, v->n_ran_again);
@@ -655,7 +681,6 @@ typedef struct why_ctx {
   json_t *run;          /* task_key → {worker, live}: the heartbeats' running lists */
   json_t *pool_free;    /* pool → free slots over the live workers that announce it */
   json_t *pool_workers; /* pool → workers reading its jobs topic (asked once per render) */
-  json_t *recorded;     /* task_key → true */
   waiting_msg_t *waiting; /* every shard with no record, by topic, partition and offset */
   size_t n_waiting;
 } why_ctx_t;
@@ -664,7 +689,6 @@ static void why_ctx_free(why_ctx_t *c) {
   json_decref(c->run);
   json_decref(c->pool_free);
   json_decref(c->pool_workers);
-  json_decref(c->recorded);
   free(c->waiting);
   memset(c, 0, sizeof *c);
 }
@@ -681,7 +705,7 @@ static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job)
   bool any = false;
   const char *tk;
   json_t *e;
-  json_object_foreach(mine, tk, e) any |= !json_object_get(c->recorded, tk);
+  json_object_foreach(mine, tk, e) any |= !is_recorded(v, tk);
   if (!any) return ALTAR_OK;
   waiting_msg_t *w = NULL;
   size_t n = 0, cap = 0;
@@ -691,7 +715,7 @@ static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job)
     if (json_object_get(v->cancelled_jobs, jid)) continue;
     json_object_foreach(q, tk, e) {
       place_t pl;
-      if (!place_of(e, &pl) || json_object_get(c->recorded, tk)) continue;
+      if (!place_of(e, &pl) || is_recorded(v, tk)) continue;
       if (ALTAR_GROW(w, cap, n + 1)) {
         free(w);
         return ALTAR_ENOMEM;
@@ -707,9 +731,8 @@ static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job)
 }
 
 static int why_ctx_init(const altar_fleet_view_t *v, const char *job, why_ctx_t *c) {
-  *c = (why_ctx_t){.now = now_s(), .run = json_object(), .pool_free = json_object(), .pool_workers = json_object(),
-                   .recorded = json_object()};
-  if (!c->run || !c->pool_free || !c->pool_workers || !c->recorded) return ALTAR_ENOMEM;
+  *c = (why_ctx_t){.now = now_s(), .run = json_object(), .pool_free = json_object(), .pool_workers = json_object()};
+  if (!c->run || !c->pool_free || !c->pool_workers) return ALTAR_ENOMEM;
   const char *id;
   json_t *hb;
   json_object_foreach(v->workers, id, hb) {
@@ -730,8 +753,6 @@ static int why_ctx_init(const altar_fleet_view_t *v, const char *job, why_ctx_t 
       json_object_set_new(c->pool_free, pool, json_integer(sum));
     }
   }
-  for (size_t i = 0; i < v->n_recs; i++)
-    if (v->recs[i].task_key[0]) json_object_set_new(c->recorded, v->recs[i].task_key, json_true());
   return job ? why_ahead(v, c, job) : ALTAR_OK;
 }
 
@@ -1000,22 +1021,15 @@ static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
   }
   /* Shards on a jobs topic that no worker has recorded yet: waiting (for a
    * worker of their pool, or a free slot). */
-  json_t *recorded = json_object();
-  if (!recorded) return ALTAR_ENOMEM;
-  for (size_t i = 0; i < v->n_recs; i++)
-    if (v->recs[i].task_key[0]) json_object_set_new(recorded, v->recs[i].task_key, json_true());
   const char *jid;
   json_t *q;
   json_object_foreach(v->queued, jid, q) {
     job_t *j = job_get(js, jid);
-    if (!j) {
-      json_decref(recorded);
-      return ALTAR_ENOMEM;
-    }
+    if (!j) return ALTAR_ENOMEM;
     const char *tk;
     json_t *pool;
     json_object_foreach(q, tk, pool) {
-      if (json_object_get(recorded, tk)) continue;
+      if (is_recorded(v, tk)) continue;
       j->waiting++;
       place_t pl;
       place_of(pool, &pl);
@@ -1024,7 +1038,6 @@ static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
       json_object_set_new(j->waiting_pools, p, json_integer(n + 1));
     }
   }
-  json_decref(recorded);
   json_t *ts;
   json_object_foreach(v->submitted, jid, ts) {
     job_t *j = job_get(js, jid);
@@ -1122,7 +1135,7 @@ static int why_each(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, 
   const char *tk;
   json_t *e;
   json_object_foreach(json_object_get(v->queued, job), tk, e) {
-    if (json_object_get(c->recorded, tk)) continue;
+    if (is_recorded(v, tk)) continue;
     queued_facts(v, c, job, tk, e, &sf);
     altar_why_reason_t why = altar__why_decide(&sf.f);
     int rc = why == ALTAR_WHY_NONE ? 0 : fn(ctx, NULL, tk, e, &sf.f, why);
@@ -1233,7 +1246,7 @@ static int job_matches(const altar_fleet_view_t *v, why_ctx_t *c, const char *jo
   const char *tk;
   json_t *e;
   json_object_foreach(waiting_match ? json_object_get(v->queued, job) : NULL, tk, e) {
-    if (json_object_get(c->recorded, tk) || !rows || !states) continue;
+    if (is_recorded(v, tk) || !rows || !states) continue;
     json_object_set_new(states, "waiting", json_integer(json_integer_value(json_object_get(states, "waiting")) + 1));
     if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, queued_json(v, c, job, tk, e));
   }
@@ -1292,22 +1305,41 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   json_t *groups = json_array();
   size_t idx = 0;
   json_t *t;
-  /* Filtered, the page lists the matching shards instead of groups. */
-  json_object_foreach(filtered ? NULL : keys, gk, t) {
-    if (idx++ < off || json_array_size(groups) >= lim) continue;
+  /* Filtered, the page lists the matching shards instead of groups. The
+   * page's groups first, then their members in one walk of the records
+   * (not one walk per group). */
+  json_t *members = json_object();
+  json_object_foreach(filtered || !members ? NULL : keys, gk, t) {
+    if (idx++ < off || json_object_size(members) >= lim) continue;
+    json_object_set_new(members, gk, json_array());
+  }
+  json_t *totals = json_object();
+  for (size_t i = 0; json_object_size(members) && totals && i < v->n_recs; i++) {
+    const rec_t *r = &v->recs[i];
+    if (!r->group_key) continue;
+    char gkey[2048];
+    snprintf(gkey, sizeof gkey, "%s\n%s", r->kind, r->group_key);
+    json_t *list = json_object_get(members, gkey);
+    if (!list) continue;
+    json_object_set_new(totals, gkey, json_integer(json_integer_value(json_object_get(totals, gkey)) + 1));
+    if (json_array_size(list) < MEMBERS_PER_GROUP) json_array_append_new(list, shard_json(v, &wc, r));
+  }
+  json_t *list;
+  json_object_foreach(members, gk, list) {
     const char *nl = strchr(gk, '\n');
     char *kind = strndup(gk, nl ? (size_t)(nl - gk) : strlen(gk));
     const char *key = nl ? nl + 1 : "";
     const json_t *ev = group_event(v, kind, key);
-    size_t total = 0;
-    json_t *members = members_json(v, &wc, kind, key, &total);
-    json_array_append_new(groups, json_pack("{s:o, s:o, s:s, s:o, s:o, s:I, s:o}", "kind", jstr(kind), "group_key",
+    json_array_append_new(groups, json_pack("{s:o, s:o, s:s, s:o, s:o, s:I, s:O}", "kind", jstr(kind), "group_key",
                                             jstr(key), "state", ev ? event_name(ev) : "open", "ts",
                                             ev ? json_deep_copy(json_object_get(ev, "ts")) : json_null(),
                                             "event_id", ev ? json_deep_copy(json_object_get(ev, "event_id")) : json_null(),
-                                            "members_total", (json_int_t)total, "members", members));
+                                            "members_total", json_integer_value(json_object_get(totals, gk)),
+                                            "members", list));
     free(kind);
   }
+  json_decref(members);
+  json_decref(totals);
   size_t n_ungrouped = 0;
   json_t *ungrouped = json_array();
   for (size_t i = 0; ungrouped && !filtered && i < v->n_recs; i++)
@@ -1330,7 +1362,7 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   const char *tk;
   json_t *e;
   json_object_foreach(json_object_get(v->queued, q->job), tk, e) {
-    if (json_object_get(wc.recorded, tk) || json_array_size(waiting) >= MEMBERS_PER_GROUP) continue;
+    if (is_recorded(v, tk) || json_array_size(waiting) >= MEMBERS_PER_GROUP) continue;
     json_array_append_new(waiting, queued_json(v, &wc, q->job, tk, e));
   }
   json_object_set_new(o, "waiting_list", waiting ? waiting : json_array());
