@@ -429,6 +429,7 @@ static char *labels_text(const altar_strmap_t *m) {
   altar_buf_t b = {0};
   for (size_t i = 0; m && i < m->n; i++) {
     size_t kl = strlen(m->keys[i]), vl = strlen(m->vals[i]);
+    if (strchr(m->keys[i], '\n') || strchr(m->vals[i], '\n')) continue; /* would read as two lines */
     if (b.len + kl + vl + 2 > LABELS_MAX) break;
     altar_buf_append(&b, m->keys[i], kl);
     altar_buf_append(&b, "=", 1);
