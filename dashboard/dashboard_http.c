@@ -66,7 +66,12 @@ void altar_dashboard_handle(void *ctx, const char *path, const altar_http_reques
       return;
     }
   }
-  altar_fleet_query_t q = {.job = altar_http_request_get(rq, false, "id")};
+  altar_fleet_query_t q = {.job = altar_http_request_get(rq, false, "id"),
+                           .key = altar_http_request_get(rq, false, "key"),
+                           .state = altar_http_request_get(rq, false, "state"),
+                           .kind = altar_http_request_get(rq, false, "kind"),
+                           .label = altar_http_request_get(rq, false, "label"),
+                           .worker = altar_http_request_get(rq, false, "worker")};
   if (!int_arg(rq, "offset", &q.offset, out) || !int_arg(rq, "limit", &q.limit, out)) return;
   json_t *o = NULL;
   altar_error_t err = {0};

@@ -3,8 +3,12 @@
  *
  *   GET /                      the page (HTML, CSS and JS shipped in the binary)
  *   GET /api/overview          rates, counts, consumer lag
- *   GET /api/jobs?offset&limit every job, newest first
- *   GET /api/job?id=JOB        one job's groups and shards
+ *   GET /api/jobs?offset&limit every job, newest first (filters: state, kind,
+ *                              label=KEY=VALUE, worker)
+ *   GET /api/job?id=JOB        one job's groups and shards (the same filters
+ *                              give one page of its matching shards)
+ *   GET /api/why?id=JOB        its shards that are not running, and why
+ *   GET /api/shard?key=KEY     one shard: labels, state, why, every attempt
  *   GET /api/workers           workers from their heartbeats
  *   GET /api/dead              DLQ records and dead-lettered groups
  *

@@ -3,6 +3,7 @@
  * running reconciler). */
 #include "dashboard/fleet_view.h"
 #include "dashboard/bounded_map.h"
+#include "dashboard/shard_filter.h"
 #include "dashboard/shard_why.h"
 #include "altar/grow.h"
 
@@ -29,6 +30,7 @@
 
 #define JOB_ID_LABEL "job_id"
 #define OUTPUTS_PER_SHARD 16   /* output URIs kept per shard */
+#define LABELS_MAX 2048        /* bytes of a shard's labels kept ("k=v" lines) */
 #define OUTPUTS_PER_JOB 20     /* output URIs listed per job in the jobs page */
 #define MEMBERS_PER_GROUP 200  /* shards listed per group */
 #define READ_BUDGET 50000      /* records read per topic per refresh */
@@ -51,6 +53,7 @@ typedef struct reader {
 typedef struct rec {
   char *backend, *external_id, *kind, *job_id, *group_key, *reason, *detail;
   char *pool; /* of its spec (ALTAR_POOL_CPU without one) */
+  char *labels; /* its spec's labels as "KEY=VALUE\n" lines, at most LABELS_MAX bytes */
   char task_key[ALTAR_TASK_KEY_LEN + 1];
   double retry_due; /* pending for a retry whose due time is recorded: that time, else 0 */
   int state;
@@ -92,13 +95,19 @@ struct altar_fleet_view {
   uint64_t dlq_total;
   rec_t *recs;
   size_t n_recs, cap_recs;
+  /* The records' task keys, sorted (pointing into recs): whether a shard
+   * on a jobs topic has a record is a binary search, not a map of 10^5
+   * keys built per page. */
+  const char **rec_keys;
+  size_t n_rec_keys;
   /* While the ledger is read: its handle, and the task keys with filed
    * attempts (only those shards are looked up again). */
   altar_ledger_t *reading;
   char **ran_again;
   size_t n_ran_again;
   double ledger_read_at;
-  int64_t ledger_read_ms;
+  int64_t ledger_read_ms;      /* when the last read of the ledger ended (monotonic) */
+  int64_t ledger_read_cost_ms; /* how long it took */
   char ledger_err[ALTAR_ERRMSG_MAX];
   sample_t samples[SAMPLES];
   size_t n_samples, next_sample;
@@ -143,6 +152,7 @@ static void rec_clear(rec_t *r) {
   free(r->reason);
   free(r->detail);
   free(r->pool);
+  free(r->labels);
   json_decref(r->outputs);
   json_decref(r->attempts);
   memset(r, 0, sizeof *r);
@@ -151,6 +161,26 @@ static void rec_clear(rec_t *r) {
 static void recs_clear(altar_fleet_view_t *v) {
   for (size_t i = 0; i < v->n_recs; i++) rec_clear(&v->recs[i]);
   v->n_recs = 0;
+  free(v->rec_keys);
+  v->rec_keys = NULL;
+  v->n_rec_keys = 0;
+}
+
+static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Sorts the records' task keys into v->rec_keys (none when out of memory:
+ * then nothing looks recorded to is_recorded, as with an empty ledger). */
+static void index_rec_keys(altar_fleet_view_t *v) {
+  v->rec_keys = malloc((v->n_recs ? v->n_recs : 1) * sizeof *v->rec_keys);
+  v->n_rec_keys = 0;
+  for (size_t i = 0; v->rec_keys && i < v->n_recs; i++)
+    if (v->recs[i].task_key[0]) v->rec_keys[v->n_rec_keys++] = v->recs[i].task_key;
+  if (v->n_rec_keys) qsort(v->rec_keys, v->n_rec_keys, sizeof *v->rec_keys, cmp_key);
+}
+
+/* Whether the ledger snapshot has a record of task key tk. */
+static bool is_recorded(const altar_fleet_view_t *v, const char *tk) {
+  return v->n_rec_keys && bsearch(&tk, v->rec_keys, v->n_rec_keys, sizeof *v->rec_keys, cmp_key);
 }
 
 altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_t *err) {
@@ -392,6 +422,25 @@ static bool run_replaced(const altar_record_t *x) {
   return why && (!strcmp(why, ALTAR_REASON_SUPERSEDED) || !strcmp(why, ALTAR_REASON_RELEASED));
 }
 
+/* labels as "KEY=VALUE\n" lines (sorted, as the map keeps them), whole
+ * lines only, at most LABELS_MAX bytes: what the label filter and the
+ * shard page read. "" for none; NULL when out of memory. */
+static char *labels_text(const altar_strmap_t *m) {
+  altar_buf_t b = {0};
+  for (size_t i = 0; m && i < m->n; i++) {
+    size_t kl = strlen(m->keys[i]), vl = strlen(m->vals[i]);
+    if (strchr(m->keys[i], '\n') || strchr(m->vals[i], '\n')) continue; /* would read as two lines */
+    if (b.len + kl + vl + 2 > LABELS_MAX) break;
+    altar_buf_append(&b, m->keys[i], kl);
+    altar_buf_append(&b, "=", 1);
+    altar_buf_append(&b, m->vals[i], vl);
+    altar_buf_append(&b, "\n", 1);
+  }
+  char *t = strndup(b.data ? (const char *)b.data : "", b.len);
+  altar_buf_free(&b);
+  return t;
+}
+
 static int visit(void *ctx, const altar_ledger_entry_t *e) {
   altar_fleet_view_t *v = ctx;
   bool ran_again = altar_attempts_keys_has(v->ran_again, v->n_ran_again, e->task_key);
@@ -416,6 +465,8 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
   r->state = (int)x->state;
   r->restarts = x->restart_count;
   r->pool = bounded_dup(x->spec && x->spec->resources.gpu ? x->spec->resources.gpu : ALTAR_POOL_CPU, 256);
+  /* A retry's record may carry no spec; its handle has the labels too. */
+  r->labels = labels_text(x->spec && x->spec->labels.n ? &x->spec->labels : &x->handle.labels);
   /* A retry put back to pending waits for the due time its backoff recorded. */
   if (x->state == ALTAR_STATE_PENDING && x->restart_count > 0 && e->task_key) {
     altar_error_t de = {0};
@@ -437,7 +488,8 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
       altar_attempts_clear(&at);
     }
   }
-  if (!r->backend || !r->external_id || !r->kind || !r->job_id || !r->outputs || !r->pool) return ALTAR_ENOMEM;
+  if (!r->backend || !r->external_id || !r->kind || !r->job_id || !r->outputs || !r->pool || !r->labels)
+    return ALTAR_ENOMEM;
   return 0;
 }
 
@@ -462,8 +514,14 @@ static int visit_held(void *ctx, const void *key, size_t klen, const void *val, 
 }
 
 static void read_ledger(altar_fleet_view_t *v) {
-  if (v->ledger_read_ms && mono_ms() - v->ledger_read_ms < ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS) return;
-  v->ledger_read_ms = mono_ms();
+  /* A slow read (10^5 shards take most of a second) is repeated only after
+   * ALTAR_FLEET_VIEW_LEDGER_READ_SPACING times its cost, so most requests
+   * are served from the snapshot instead of each paying for a read. */
+  int64_t start = mono_ms(), age = start - v->ledger_read_ms;
+  if (v->ledger_read_ms && (age < ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS ||
+                            age < v->ledger_read_cost_ms * ALTAR_FLEET_VIEW_LEDGER_READ_SPACING))
+    return;
+  v->ledger_read_ms = start;
   altar_error_t e = {0};
   altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
   altar_ledger_t *l = altar_ledger_rocksdb_open(v->ledger_path, &ro, &e);
@@ -477,6 +535,7 @@ static void read_ledger(altar_fleet_view_t *v) {
       altar_ledger_foreach(l, visit, v, &e) != ALTAR_OK)
     snprintf(v->ledger_err, sizeof v->ledger_err, "%s", *e.msg ? e.msg : "reading the ledger failed");
   else v->ledger_err[0] = 0;
+  index_rec_keys(v);
   json_object_clear(v->held);
   altar_ledger_aux_scan(l, ALTAR_HELD_PREFIX, strlen(ALTAR_HELD_PREFIX), visit_held, v, &e);
   altar_attempts_keys_free(v->ran_again, v->n_ran_again);
@@ -485,6 +544,8 @@ static void read_ledger(altar_fleet_view_t *v) {
   v->reading = NULL;
   altar_ledger_close(l);
   v->ledger_read_at = now_s();
+  v->ledger_read_ms = mono_ms();
+  v->ledger_read_cost_ms = v->ledger_read_ms - start;
 }
 
 /* Looks for pools' jobs topics not read yet (at most every
@@ -621,7 +682,6 @@ typedef struct why_ctx {
   json_t *run;          /* task_key → {worker, live}: the heartbeats' running lists */
   json_t *pool_free;    /* pool → free slots over the live workers that announce it */
   json_t *pool_workers; /* pool → workers reading its jobs topic (asked once per render) */
-  json_t *recorded;     /* task_key → true */
   waiting_msg_t *waiting; /* every shard with no record, by topic, partition and offset */
   size_t n_waiting;
 } why_ctx_t;
@@ -630,7 +690,6 @@ static void why_ctx_free(why_ctx_t *c) {
   json_decref(c->run);
   json_decref(c->pool_free);
   json_decref(c->pool_workers);
-  json_decref(c->recorded);
   free(c->waiting);
   memset(c, 0, sizeof *c);
 }
@@ -647,7 +706,7 @@ static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job)
   bool any = false;
   const char *tk;
   json_t *e;
-  json_object_foreach(mine, tk, e) any |= !json_object_get(c->recorded, tk);
+  json_object_foreach(mine, tk, e) any |= !is_recorded(v, tk);
   if (!any) return ALTAR_OK;
   waiting_msg_t *w = NULL;
   size_t n = 0, cap = 0;
@@ -657,7 +716,7 @@ static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job)
     if (json_object_get(v->cancelled_jobs, jid)) continue;
     json_object_foreach(q, tk, e) {
       place_t pl;
-      if (!place_of(e, &pl) || json_object_get(c->recorded, tk)) continue;
+      if (!place_of(e, &pl) || is_recorded(v, tk)) continue;
       if (ALTAR_GROW(w, cap, n + 1)) {
         free(w);
         return ALTAR_ENOMEM;
@@ -673,9 +732,8 @@ static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job)
 }
 
 static int why_ctx_init(const altar_fleet_view_t *v, const char *job, why_ctx_t *c) {
-  *c = (why_ctx_t){.now = now_s(), .run = json_object(), .pool_free = json_object(), .pool_workers = json_object(),
-                   .recorded = json_object()};
-  if (!c->run || !c->pool_free || !c->pool_workers || !c->recorded) return ALTAR_ENOMEM;
+  *c = (why_ctx_t){.now = now_s(), .run = json_object(), .pool_free = json_object(), .pool_workers = json_object()};
+  if (!c->run || !c->pool_free || !c->pool_workers) return ALTAR_ENOMEM;
   const char *id;
   json_t *hb;
   json_object_foreach(v->workers, id, hb) {
@@ -696,8 +754,6 @@ static int why_ctx_init(const altar_fleet_view_t *v, const char *job, why_ctx_t 
       json_object_set_new(c->pool_free, pool, json_integer(sum));
     }
   }
-  for (size_t i = 0; i < v->n_recs; i++)
-    if (v->recs[i].task_key[0]) json_object_set_new(c->recorded, v->recs[i].task_key, json_true());
   return job ? why_ahead(v, c, job) : ALTAR_OK;
 }
 
@@ -826,10 +882,32 @@ static json_t *queued_json(const altar_fleet_view_t *v, why_ctx_t *c, const char
   return o;
 }
 
-static json_t *shard_json(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r) {
+/* The worker of r's latest status event, or NULL. */
+static const char *rec_worker(const altar_fleet_view_t *v, const rec_t *r) {
   char key[2048];
   snprintf(key, sizeof key, "%s/%s", r->backend, r->external_id);
-  const char *worker = json_string_value(json_object_get(v->hosts, key));
+  return json_string_value(json_object_get(v->hosts, key));
+}
+
+/* A shard's labels as a JSON object (from its "KEY=VALUE" lines). */
+static json_t *labels_json(const rec_t *r) {
+  json_t *o = json_object();
+  for (const char *p = r->labels; o && p && *p;) {
+    const char *nl = strchr(p, '\n'), *eq = strchr(p, '=');
+    size_t len = nl ? (size_t)(nl - p) : strlen(p);
+    if (eq && eq < p + len) {
+      char *k = strndup(p, (size_t)(eq - p)), *val = strndup(eq + 1, (size_t)(p + len - eq - 1));
+      if (k && val) json_object_set_new(o, k, jstr(val));
+      free(k);
+      free(val);
+    }
+    p = nl ? nl + 1 : NULL;
+  }
+  return o;
+}
+
+static json_t *shard_json(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r) {
+  const char *worker = rec_worker(v, r);
   /* The host its worker announced, else the worker id up to its ':' (host:pid). */
   char host[300] = "";
   const char *announced = worker ? json_string_value(json_object_get(json_object_get(v->workers, worker), "host")) : NULL;
@@ -944,22 +1022,15 @@ static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
   }
   /* Shards on a jobs topic that no worker has recorded yet: waiting (for a
    * worker of their pool, or a free slot). */
-  json_t *recorded = json_object();
-  if (!recorded) return ALTAR_ENOMEM;
-  for (size_t i = 0; i < v->n_recs; i++)
-    if (v->recs[i].task_key[0]) json_object_set_new(recorded, v->recs[i].task_key, json_true());
   const char *jid;
   json_t *q;
   json_object_foreach(v->queued, jid, q) {
     job_t *j = job_get(js, jid);
-    if (!j) {
-      json_decref(recorded);
-      return ALTAR_ENOMEM;
-    }
+    if (!j) return ALTAR_ENOMEM;
     const char *tk;
     json_t *pool;
     json_object_foreach(q, tk, pool) {
-      if (json_object_get(recorded, tk)) continue;
+      if (is_recorded(v, tk)) continue;
       j->waiting++;
       place_t pl;
       place_of(pool, &pl);
@@ -968,7 +1039,6 @@ static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
       json_object_set_new(j->waiting_pools, p, json_integer(n + 1));
     }
   }
-  json_decref(recorded);
   json_t *ts;
   json_object_foreach(v->submitted, jid, ts) {
     job_t *j = job_get(js, jid);
@@ -980,28 +1050,55 @@ static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
   return ALTAR_OK;
 }
 
+/* A job's state in one word, its badge (the jobs list's state filter). */
+static const char *job_state(const job_t *j) {
+  if (j->cancelled && !j->open && !j->dead) return "cancelled";
+  if (j->dead) return "dead_lettered";
+  if (j->waiting) return "waiting";
+  if (j->open || j->t.by_state[ALTAR_STATE_PENDING] || j->t.by_state[ALTAR_STATE_RUNNING]) return "running";
+  return j->fired ? "fired" : "pending";
+}
+
 static json_t *job_row(const job_t *j) {
-  return json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:O, s:I, s:I, s:O}", "job_id", jstr(j->id),
+  json_t *o = json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:O, s:I, s:I, s:O}", "job_id", jstr(j->id),
                    "submitted_at", j->submitted_at >= 0 ? json_real(j->submitted_at) : json_null(), "shards",
                    tally_json(&j->t), "groups", "fired", (json_int_t)j->fired, "dead_lettered", (json_int_t)j->dead,
                    "cancelled", (json_int_t)j->cancelled, "open", (json_int_t)j->open, "outputs", j->outputs,
                    "outputs_total", (json_int_t)j->outputs_total, "waiting", (json_int_t)j->waiting, "waiting_pools",
                    j->waiting_pools);
+  if (o) json_object_set_new(o, "state", json_string(job_state(j)));
+  return o;
 }
 
-static json_t *render_jobs(const altar_fleet_view_t *v, const altar_fleet_query_t *q) {
+static json_t *render_jobs(const altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
+  altar_shard_filter_t f;
+  if (altar__shard_filter_parse(q, true, &f, err)) return NULL;
   jobs_t js;
-  if (build_jobs(v, &js)) {
+  /* The jobs with a recorded shard that matches kind, label and worker. */
+  json_t *hits = altar__shard_filter_by_shard(&f) ? json_object() : NULL;
+  for (size_t i = 0; hits && i < v->n_recs; i++) {
+    const rec_t *r = &v->recs[i];
+    if (!json_object_get(hits, r->job_id) && altar__shard_filter_match(&f, NULL, r->kind, r->labels, rec_worker(v, r)))
+      json_object_set_new(hits, r->job_id, json_true());
+  }
+  if (build_jobs(v, &js) || (altar__shard_filter_by_shard(&f) && !hits)) {
     jobs_free(&js);
+    json_decref(hits);
+    altar_error_set(err, ALTAR_ENOMEM, "out of memory");
     return NULL;
   }
-  size_t off, lim;
+  size_t off, lim, idx = 0;
   page_bounds(q, &off, &lim);
   json_t *rows = json_array();
-  for (size_t i = off; rows && i < js.n && i < off + lim; i++) json_array_append_new(rows, job_row(&js.v[i]));
-  json_t *o = json_pack("{s:I, s:I, s:I, s:o}", "total", (json_int_t)js.n, "offset", (json_int_t)off, "limit",
-                        (json_int_t)lim, "jobs", rows ? rows : json_array());
+  for (size_t i = 0; rows && i < js.n; i++) {
+    if ((f.state && strcmp(f.state, job_state(&js.v[i]))) || (hits && !json_object_get(hits, js.v[i].id))) continue;
+    if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, job_row(&js.v[i]));
+  }
+  json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:o}", "total", (json_int_t)idx, "total_all", (json_int_t)js.n,
+                        "offset", (json_int_t)off, "limit", (json_int_t)lim, "jobs", rows ? rows : json_array());
   jobs_free(&js);
+  json_decref(hits);
+  if (!o) altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   return o;
 }
 
@@ -1039,7 +1136,7 @@ static int why_each(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, 
   const char *tk;
   json_t *e;
   json_object_foreach(json_object_get(v->queued, job), tk, e) {
-    if (json_object_get(c->recorded, tk)) continue;
+    if (is_recorded(v, tk)) continue;
     queued_facts(v, c, job, tk, e, &sf);
     altar_why_reason_t why = altar__why_decide(&sf.f);
     int rc = why == ALTAR_WHY_NONE ? 0 : fn(ctx, NULL, tk, e, &sf.f, why);
@@ -1122,11 +1219,57 @@ static json_t *render_why(const altar_fleet_view_t *v, const altar_fleet_query_t
   return o;
 }
 
+/* A shard of a job's filtered list, with what the filters read. */
+static json_t *shard_row(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r) {
+  json_t *o = shard_json(v, c, r);
+  if (o)
+    json_object_update_new(o, json_pack("{s:o, s:o, s:o}", "kind", jstr(r->kind), "group_key", jstr(r->group_key),
+                                        "labels", labels_json(r)));
+  return o;
+}
+
+/* One page of job's shards that match f (recorded ones in ledger order,
+ * then those with no record yet), their number and their states, into o. */
+static int job_matches(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const altar_shard_filter_t *f,
+                       size_t off, size_t lim, json_t *o) {
+  json_t *rows = json_array(), *states = json_object();
+  size_t idx = 0;
+  for (size_t i = 0; rows && states && i < v->n_recs; i++) {
+    const rec_t *r = &v->recs[i];
+    if (strcmp(r->job_id, job)) continue;
+    const char *st = shard_state(r);
+    if (!altar__shard_filter_match(f, st, r->kind, r->labels, f->worker ? rec_worker(v, r) : NULL)) continue;
+    json_object_set_new(states, st, json_integer(json_integer_value(json_object_get(states, st)) + 1));
+    if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, shard_row(v, c, r));
+  }
+  /* A shard with no record has no kind, labels or worker yet. */
+  bool waiting_match = !altar__shard_filter_by_shard(f) && (!f->state || !strcmp(f->state, "waiting"));
+  const char *tk;
+  json_t *e;
+  json_object_foreach(waiting_match ? json_object_get(v->queued, job) : NULL, tk, e) {
+    if (is_recorded(v, tk) || !rows || !states) continue;
+    json_object_set_new(states, "waiting", json_integer(json_integer_value(json_object_get(states, "waiting")) + 1));
+    if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, queued_json(v, c, job, tk, e));
+  }
+  if (!rows || !states) {
+    json_decref(rows);
+    json_decref(states);
+    return ALTAR_ENOMEM;
+  }
+  json_object_set_new(o, "shards_matched", json_integer((json_int_t)idx));
+  json_object_set_new(o, "matched_states", states);
+  json_object_set_new(o, "shard_list", rows);
+  return ALTAR_OK;
+}
+
 static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
   if (!q || !q->job) {
     altar_error_set(err, ALTAR_EINVAL, "job: the query needs id=JOB_ID");
     return NULL;
   }
+  altar_shard_filter_t f;
+  if (altar__shard_filter_parse(q, false, &f, err)) return NULL;
+  bool filtered = altar__shard_filter_any(&f);
   jobs_t js;
   if (build_jobs(v, &js)) {
     jobs_free(&js);
@@ -1163,24 +1306,44 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   json_t *groups = json_array();
   size_t idx = 0;
   json_t *t;
-  json_object_foreach(keys, gk, t) {
-    if (idx++ < off || json_array_size(groups) >= lim) continue;
+  /* Filtered, the page lists the matching shards instead of groups. The
+   * page's groups first, then their members in one walk of the records
+   * (not one walk per group). */
+  json_t *members = json_object();
+  json_object_foreach(filtered || !members ? NULL : keys, gk, t) {
+    if (idx++ < off || json_object_size(members) >= lim) continue;
+    json_object_set_new(members, gk, json_array());
+  }
+  json_t *totals = json_object();
+  for (size_t i = 0; json_object_size(members) && totals && i < v->n_recs; i++) {
+    const rec_t *r = &v->recs[i];
+    if (!r->group_key) continue;
+    char gkey[2048];
+    snprintf(gkey, sizeof gkey, "%s\n%s", r->kind, r->group_key);
+    json_t *list = json_object_get(members, gkey);
+    if (!list) continue;
+    json_object_set_new(totals, gkey, json_integer(json_integer_value(json_object_get(totals, gkey)) + 1));
+    if (json_array_size(list) < MEMBERS_PER_GROUP) json_array_append_new(list, shard_json(v, &wc, r));
+  }
+  json_t *list;
+  json_object_foreach(members, gk, list) {
     const char *nl = strchr(gk, '\n');
     char *kind = strndup(gk, nl ? (size_t)(nl - gk) : strlen(gk));
     const char *key = nl ? nl + 1 : "";
     const json_t *ev = group_event(v, kind, key);
-    size_t total = 0;
-    json_t *members = members_json(v, &wc, kind, key, &total);
-    json_array_append_new(groups, json_pack("{s:o, s:o, s:s, s:o, s:o, s:I, s:o}", "kind", jstr(kind), "group_key",
+    json_array_append_new(groups, json_pack("{s:o, s:o, s:s, s:o, s:o, s:I, s:O}", "kind", jstr(kind), "group_key",
                                             jstr(key), "state", ev ? event_name(ev) : "open", "ts",
                                             ev ? json_deep_copy(json_object_get(ev, "ts")) : json_null(),
                                             "event_id", ev ? json_deep_copy(json_object_get(ev, "event_id")) : json_null(),
-                                            "members_total", (json_int_t)total, "members", members));
+                                            "members_total", json_integer_value(json_object_get(totals, gk)),
+                                            "members", list));
     free(kind);
   }
+  json_decref(members);
+  json_decref(totals);
   size_t n_ungrouped = 0;
   json_t *ungrouped = json_array();
-  for (size_t i = 0; ungrouped && i < v->n_recs; i++)
+  for (size_t i = 0; ungrouped && !filtered && i < v->n_recs; i++)
     if (!v->recs[i].group_key && !strcmp(v->recs[i].job_id, q->job) && n_ungrouped++ < MEMBERS_PER_GROUP)
       json_array_append_new(ungrouped, shard_json(v, &wc, &v->recs[i]));
   json_t *o = job_row(j);
@@ -1189,20 +1352,80 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   json_object_set_new(o, "limit", json_integer((json_int_t)lim));
   json_object_set_new(o, "group_list", groups);
   json_object_set_new(o, "ungrouped", ungrouped);
+  json_object_set_new(o, "filtered", json_boolean(filtered));
+  if (filtered && job_matches(v, &wc, q->job, &f, off, lim, o)) {
+    json_decref(o);
+    o = NULL;
+  }
   /* Its shards with no record yet, each with why it waits, and how many of
    * all its shards wait for each reason. */
   json_t *waiting = json_array(), *counts = why_counts(v, &wc, q->job);
   const char *tk;
   json_t *e;
   json_object_foreach(json_object_get(v->queued, q->job), tk, e) {
-    if (json_object_get(wc.recorded, tk) || json_array_size(waiting) >= MEMBERS_PER_GROUP) continue;
+    if (is_recorded(v, tk) || json_array_size(waiting) >= MEMBERS_PER_GROUP) continue;
     json_array_append_new(waiting, queued_json(v, &wc, q->job, tk, e));
   }
   json_object_set_new(o, "waiting_list", waiting ? waiting : json_array());
   json_object_set_new(o, "why_counts", counts ? counts : json_object());
+  if (!o) altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   json_decref(keys);
   why_ctx_free(&wc);
   jobs_free(&js);
+  return o;
+}
+
+/* A task key as the shard page takes it: what a ledger key may hold. */
+static bool task_key_ok(const char *k) {
+  size_t n = strnlen(k, ALTAR_TASK_KEY_LEN + 1);
+  if (!n || n > ALTAR_TASK_KEY_LEN) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!strchr("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ._-", k[i])) return false;
+  return true;
+}
+
+/* Page "shard": one shard by its task key: its labels, state, why it is not
+ * running, every attempt in order and its outputs; a shard with no record
+ * yet is shown waiting with its place on its jobs topic. */
+static json_t *render_shard(const altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
+  if (!q || !q->key) {
+    altar_error_set(err, ALTAR_EINVAL, "key: the query needs key=TASK_KEY");
+    return NULL;
+  }
+  if (!task_key_ok(q->key)) {
+    altar_error_set(err, ALTAR_EINVAL, "key: expected 1 to %d letters, digits, '.', '_' or '-'", ALTAR_TASK_KEY_LEN);
+    return NULL;
+  }
+  const rec_t *r = NULL;
+  for (size_t i = 0; !r && i < v->n_recs; i++)
+    if (!strcmp(v->recs[i].task_key, q->key)) r = &v->recs[i];
+  const char *job = r ? r->job_id : NULL, *jid;
+  const json_t *queued = NULL, *qs;
+  json_object_foreach(r ? NULL : v->queued, jid, qs) {
+    if ((queued = json_object_get(qs, q->key))) {
+      job = jid;
+      break;
+    }
+  }
+  if (!r && !queued) {
+    altar_error_set(err, ALTAR_ENOTFOUND, "key: no shard with task key '%s'", q->key);
+    return NULL;
+  }
+  why_ctx_t wc;
+  json_t *o = NULL;
+  if (!why_ctx_init(v, job, &wc)) {
+    if (r) {
+      o = shard_row(v, &wc, r);
+      const json_t *ev = r->group_key ? group_event(v, r->kind, r->group_key) : NULL;
+      if (o)
+        json_object_update_new(o, json_pack("{s:o, s:o, s:s}", "job_id", jstr(r->job_id), "pool", jstr(r->pool),
+                                            "group_state", ev ? event_name(ev) : r->group_key ? "open" : "none"));
+    } else if ((o = queued_json(v, &wc, job, q->key, queued))) {
+      json_object_update_new(o, json_pack("{s:s, s:o, s:[]}", "job_id", job, "labels", json_object(), "attempt_list"));
+    }
+  }
+  why_ctx_free(&wc);
+  if (!o) altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   return o;
 }
 
@@ -1356,9 +1579,10 @@ int altar_fleet_view_render(altar_fleet_view_t *v, const char *page, const altar
   refresh(v);
   json_t *o = NULL;
   if (!strcmp(page, "overview")) o = render_overview(v);
-  else if (!strcmp(page, "jobs")) o = render_jobs(v, q);
+  else if (!strcmp(page, "jobs")) o = render_jobs(v, q, err);
   else if (!strcmp(page, "job")) o = render_job(v, q, err);
   else if (!strcmp(page, "why")) o = render_why(v, q, err);
+  else if (!strcmp(page, "shard")) o = render_shard(v, q, err);
   else if (!strcmp(page, "workers")) o = render_workers(v, q);
   else if (!strcmp(page, "dead")) o = render_dead(v, q);
   else altar_error_set(err, ALTAR_ENOTFOUND, "no page '%s'", page);

@@ -4,7 +4,7 @@
  *
  * Where it reads from, and why that is safe beside a running reconciler:
  * - the ledger through its own read-only RocksDB handle, re-opened at most
- *   every ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS: the reconciler's handle (one
+ *   every ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS (longer when reads are slow): the reconciler's handle (one
  *   thread at a time, see altar/ledger.h) is never touched, so its loop
  *   never waits for a page;
  * - the jobs, ready, dead, dlq, fleet and status topics through groupless
@@ -28,6 +28,10 @@
 #define ALTAR_FLEET_VIEW_LIMIT_MAX 500
 #define ALTAR_FLEET_VIEW_LIMIT_DEFAULT 50
 #define ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS 1000
+/* ... and not before this many times as long as its last read took has
+ * passed since that read ended: on a big ledger most pages come from the
+ * snapshot (a read of 10^5 shards costs ~0.5 s). */
+#define ALTAR_FLEET_VIEW_LEDGER_READ_SPACING 5
 #define ALTAR_FLEET_VIEW_DLQ_KEEP 1000   /* newest DLQ records kept */
 /* What the view remembers of the topics it reads, newest kept: jobs (their
  * submit time and queued shards), group events, and the worker of each
@@ -43,6 +47,9 @@ typedef struct altar_fleet_view altar_fleet_view_t;
 /* What a page asks for. NULL strings = absent. */
 typedef struct altar_fleet_query {
   const char *job;    /* "job" page: the job id */
+  const char *key;    /* "shard" page: the shard's task key */
+  /* Filters of "jobs" and "job" (dashboard/shard_filter.h). */
+  const char *state, *kind, *label, *worker;
   int64_t offset;     /* first item of the page's list */
   int64_t limit;      /* items; 0 = default, capped at the maximum */
 } altar_fleet_query_t;
@@ -52,8 +59,8 @@ altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_
 void altar_fleet_view_free(altar_fleet_view_t *v); /* NULL is fine */
 
 /* Brings the view up to date and renders page "overview", "jobs", "job",
- * "workers" or "dead" into *pout (caller json_decref's). ALTAR_ENOTFOUND for
- * an unknown page or job, ALTAR_EINVAL for a bad query. Any thread. */
+ * "why", "shard", "workers" or "dead" into *pout (caller json_decref's). ALTAR_ENOTFOUND for
+ * an unknown page, job or shard, ALTAR_EINVAL for a bad query. Any thread. */
 int altar_fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
                             altar_error_t *err);
 

@@ -9,6 +9,7 @@ const PAGE = 50;
 let token = sessionStorage.getItem("altar.token") || "";
 let updates = 0;
 let timer = null;
+let shownHash = null; // the address the filter bar was drawn for
 
 if (location.hash.startsWith("#token=")) {
   token = decodeURIComponent(location.hash.slice(7));
@@ -68,16 +69,44 @@ async function api(path) {
   return body;
 }
 
+// The filters a list takes (state, kind, label KEY=VALUE, worker), applied
+// by the server: the page gets one page of matching rows and their total.
+const FILTERS = ["state", "kind", "label", "worker"];
+
 function route() {
   const h = location.hash.replace(/^#\/?/, "") || "overview";
   const [page, ...rest] = h.split("/");
   const params = new URLSearchParams(location.hash.split("?")[1] || "");
-  return { page: page.split("?")[0], arg: rest.join("/").split("?")[0], offset: Number(params.get("offset") || 0) };
+  const filters = {};
+  for (const f of FILTERS) if (params.get(f)) filters[f] = params.get(f);
+  return { page: page.split("?")[0], arg: rest.join("/").split("?")[0], offset: Number(params.get("offset") || 0), filters };
 }
 
-function pager(total, offset, base) {
+// The filters as query parameters ("&state=failed..."), for /api/ and the hash.
+const filterQuery = (f) => Object.entries(f).map(([k, v]) => `&${k}=${encodeURIComponent(v)}`).join("");
+
+// The filter bar of the jobs list or a job page: drawn when the address
+// changes, not at each poll, so what is being typed stays.
+function filterBar(r, base, states) {
+  const input = (name, hint) => el("input", { name, placeholder: hint, value: r.filters[name] || "" });
+  const select = el("select", { name: "state" }, el("option", { value: "" }, "any state"),
+    states.map((s) => { const o = el("option", { value: s }, s); if (r.filters.state === s) o.selected = true; return o; }));
+  const form = el("form", { "data-filter": r.page }, select, input("kind", "kind"), input("label", "label KEY=VALUE"),
+    input("worker", "worker"), el("button", { type: "submit" }, "filter"),
+    Object.keys(r.filters).length ? el("a", { href: base }, "clear") : null);
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const f = {};
+    for (const n of FILTERS) if (form.elements[n].value) f[n] = form.elements[n].value;
+    const q = filterQuery(f);
+    location.hash = base + (q ? "?" + q.slice(1) : "");
+  });
+  return form;
+}
+
+function pager(total, offset, base, filters) {
   if (total <= PAGE) return null;
-  const go = (o) => () => { location.hash = base + "?offset=" + o; };
+  const go = (o) => () => { location.hash = base + "?offset=" + o + filterQuery(filters || {}); };
   return el("div", { class: "pager" },
     offset > 0 ? el("button", { onclick: go(Math.max(0, offset - PAGE)) }, "← newer") : null,
     `${offset + 1}–${Math.min(total, offset + PAGE)} of ${total}`,
@@ -155,10 +184,10 @@ const pages = {
   },
 
   async jobs(r) {
-    const o = await api(`jobs?offset=${r.offset}&limit=${PAGE}`);
+    const o = await api(`jobs?offset=${r.offset}&limit=${PAGE}` + filterQuery(r.filters));
     const rows = o.jobs.map((j) => el("tr", { "data-job": j.job_id },
       el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.job_id) }, j.job_id || "(no job id)")),
-      el("td", {}, state(jobState(j))),
+      el("td", {}, state(j.state || jobState(j))),
       el("td", {}, when(j.submitted_at)),
       el("td", {}, progress(j.shards, j.waiting)),
       el("td", { class: "num" }, j.waiting, j.waiting ? el("div", { class: "muted" }, Object.entries(j.waiting_pools).map(([p, n]) => `${p}: ${n}`).join(", ")) : null),
@@ -169,15 +198,15 @@ const pages = {
       el("td", {}, j.outputs.length ? j.outputs.map((u) => el("div", {}, el("code", {}, u))) : "—",
         j.outputs_total > j.outputs.length ? el("div", { class: "muted" }, `+${j.outputs_total - j.outputs.length} more`) : null)));
     return [
-      el("h2", {}, `Jobs (${o.total})`),
+      el("h2", { "data-total": o.total }, o.total === o.total_all ? `Jobs (${o.total})` : `Jobs (${o.total} of ${o.total_all} match)`),
       table(["job", "state", "submitted", "progress", "waiting", "pending", "running", "succeeded", "failed", "fired", "dead", "cancelled", "open", "outputs"], rows, "jobs"),
-      pager(o.total, o.offset, "#/jobs"),
+      pager(o.total, o.offset, "#/jobs", r.filters),
     ];
   },
 
   async job(r) {
     const id = decodeURIComponent(r.arg);
-    const o = await api(`job?id=${encodeURIComponent(id)}&offset=${r.offset}&limit=${PAGE}`);
+    const o = await api(`job?id=${encodeURIComponent(id)}&offset=${r.offset}&limit=${PAGE}` + filterQuery(r.filters));
     // Every run of a shard that ran more than once, in order, each with what ended it.
     const runs = (s) => (s.attempt_list || []).length > 1 || s.attempts_dropped ? el("ol", { class: "attempts" },
       s.attempts_dropped ? el("li", { class: "muted" }, `${s.attempts_dropped} older attempt(s) dropped`) : null,
@@ -188,15 +217,17 @@ const pages = {
           a.ended_at ? ` · ended ${when(a.ended_at)}` : ""),
         a.detail ? el("div", { class: "detail" }, a.detail) : null))) : null;
     const shardRows = (ms) => ms.map((s) => el("tr", { "data-shard": s.external_id },
-      el("td", {}, el("code", {}, s.external_id)), el("td", {}, state(s.state)), el("td", { class: "num" }, s.attempts, runs(s)),
+      el("td", {}, s.task_key ? el("a", { href: "#/shard/" + encodeURIComponent(s.task_key) }, el("code", {}, s.external_id)) : el("code", {}, s.external_id),
+        s.labels ? el("div", { class: "muted" }, Object.entries(s.labels).map(([k, v]) => `${k}=${v}`).join(" ")) : null), el("td", {}, state(s.state)), el("td", { class: "num" }, s.attempts, runs(s)),
       el("td", {}, s.host || "—", s.forwarded_from ? el("div", { class: "muted", "data-forwarded": s.forwarded_from }, `forwarded from ${s.forwarded_from}`) : null),
       el("td", {}, s.failure ? [el("b", {}, s.failure.reason), s.failure.detail ? el("div", { class: "detail" }, s.failure.detail) : null] : "—"),
       el("td", {}, s.outputs.map((u) => el("div", {}, el("code", {}, u)))), whyCell(s.why)));
     const heads = ["shard", "state", "attempts", "host", "failure and log tail", "outputs", "why not running"];
     // Shards with no record yet: on a jobs topic, each with why it waits.
-    const waitingRows = (o.waiting_list || []).map((s) => el("tr", { "data-waiting": s.task_key },
-      el("td", {}, el("code", {}, s.task_key.slice(0, 12))), el("td", {}, state("waiting")), el("td", {}, s.pool),
-      el("td", { class: "num" }, `${s.partition} @ ${s.offset}`), whyCell(s.why)));
+    const waitingRow = (s) => el("tr", { "data-waiting": s.task_key },
+      el("td", {}, el("a", { href: "#/shard/" + encodeURIComponent(s.task_key) }, el("code", {}, s.task_key.slice(0, 12)))), el("td", {}, state("waiting")), el("td", {}, s.pool),
+      el("td", { class: "num" }, `${s.partition} @ ${s.offset}`), whyCell(s.why));
+    const waitingRows = (o.waiting_list || []).map(waitingRow);
     const counts = Object.entries(o.why_counts || {});
     const groups = o.group_list.map((g) => el("section", { "data-group": g.group_key },
       el("h2", {}, `${g.kind} · ${g.group_key} · `, state(g.state), g.ts ? el("span", { class: "muted" }, " at " + when(g.ts)) : ""),
@@ -212,11 +243,42 @@ const pages = {
         card(o.groups.open, "groups open")),
       o.waiting ? el("p", {}, "Waiting for a worker: ", Object.entries(o.waiting_pools).map(([p, n]) => `${n} for pool ${p}`).join(", ")) : null,
       counts.length ? el("p", { "data-why-counts": "" }, "Not running: ", counts.map(([r, n]) => `${n} ${r}`).join(", ")) : null,
-      waitingRows.length ? [el("h2", {}, "Waiting shards (no record yet)"),
+      waitingRows.length && !o.filtered ? [el("h2", {}, "Waiting shards (no record yet)"),
         table(["task", "state", "pool", "partition @ offset", "why not running"], waitingRows)] : null,
+      o.filtered ? [el("h2", { "data-matched": o.shards_matched }, `${o.shards_matched} shard(s) match`,
+        el("span", { class: "muted" }, " " + Object.entries(o.matched_states).map(([s, n]) => `${n} ${s}`).join(", "))),
+        table(heads, o.shard_list.map((s) => (s.state === "waiting" && !s.external_id ? waitingRow(s) : shardRows([s])[0])), "matches"),
+        pager(o.shards_matched, o.offset, "#/job/" + encodeURIComponent(id), r.filters)] : null,
       groups,
-      pager(o.groups_total, o.offset, "#/job/" + encodeURIComponent(id)),
+      o.filtered ? null : pager(o.groups_total, o.offset, "#/job/" + encodeURIComponent(id)),
       o.ungrouped.length ? [el("h2", {}, "Shards in no group"), table(heads, shardRows(o.ungrouped))] : null,
+    ];
+  },
+
+  // One shard: its labels, state, why it is not running, every attempt in
+  // order (state, reason, exit code, worker, times, the tail of its output)
+  // and its outputs.
+  async shard(r) {
+    const key = decodeURIComponent(r.arg);
+    const s = await api(`shard?key=${encodeURIComponent(key)}`);
+    const attempts = (s.attempt_list || []).map((a) => el("tr", { "data-attempt": a.attempt, "data-state": a.state, "data-reason": a.reason || "" },
+      el("td", { class: "num" }, `#${a.attempt}`), el("td", {}, state(a.state)), el("td", {}, a.reason || "—"),
+      el("td", { class: "num" }, a.exit_code === null || a.exit_code === undefined ? "—" : a.exit_code),
+      el("td", {}, a.deterministic ? "yes" : "no"), el("td", {}, a.worker || "—"),
+      el("td", {}, when(a.started_at)), el("td", {}, when(a.ended_at)),
+      el("td", {}, a.detail ? el("div", { class: "detail" }, a.detail) : "—")));
+    return [
+      el("h2", {}, "Shard ", el("code", {}, s.task_key), " · ", state(s.state)),
+      el("p", {}, "Job ", el("a", { href: "#/job/" + encodeURIComponent(s.job_id) }, s.job_id),
+        s.kind ? ` · kind ${s.kind}` : "", s.group_key ? ` · group ${s.group_key} (${s.group_state})` : "",
+        s.worker ? ` · worker ${s.worker}` : "", s.forwarded_from ? ` · forwarded from ${s.forwarded_from}` : ""),
+      el("dl", { class: "labels", "data-labels": "" }, Object.entries(s.labels || {}).flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
+      el("table", { id: "why" }, el("tbody", {}, el("tr", {}, el("th", {}, "why not running"), whyCell(s.why)))),
+      el("h2", {}, `Attempts (${s.attempts === undefined ? attempts.length : s.attempts})`),
+      s.attempts_dropped ? el("p", { class: "muted" }, `${s.attempts_dropped} older attempt(s) dropped`) : null,
+      table(["#", "state", "reason", "exit code", "deterministic", "worker", "started", "ended", "tail of its output"], attempts, "attempts"),
+      el("h2", {}, "Outputs"),
+      (s.outputs || []).length ? s.outputs.map((u) => el("div", {}, el("code", {}, u))) : el("p", { class: "muted" }, "none"),
     ];
   },
 
@@ -261,7 +323,13 @@ async function render() {
   clearTimeout(timer);
   const r = route();
   const fn = pages[r.page] || pages.overview;
-  document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === (r.page === "job" ? "jobs" : r.page)));
+  document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === (["job", "shard"].includes(r.page) ? "jobs" : r.page)));
+  if (location.hash !== shownHash) {
+    shownHash = location.hash;
+    const bar = r.page === "jobs" ? filterBar(r, "#/jobs", ["running", "waiting", "fired", "dead_lettered", "cancelled", "pending"])
+      : r.page === "job" ? filterBar(r, "#/job/" + r.arg, ["pending", "running", "succeeded", "failed", "cancelled", "waiting"]) : null;
+    document.getElementById("filters").replaceChildren(...(bar ? [bar] : []));
+  }
   const status = document.getElementById("updated");
   try {
     const content = await fn(r);

@@ -3,7 +3,11 @@
 # every /api/ page answers bounded JSON, bad queries are 400 naming the
 # field, unknown pages and jobs 404, writes 405; a token, when set, is
 # required on /api/ (not on /metrics); a non-loopback address without a
-# token is refused.
+# token is refused. Then a small fleet (reconciler, one worker, process
+# backend) runs three shards, one failing: /api/shard?key= gives a shard's
+# labels, state, attempts and outputs (400/404 naming key), and the filters
+# of /api/jobs and /api/job (state, kind, label, worker) with paging give
+# the rows and totals the fleet's facts say, bad values 400 naming them.
 set -u
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
 altar_test_begin dashboard-api curl
@@ -80,6 +84,92 @@ rc=$?
 out="$(ALTAR_DASHBOARD_TOKEN= "$ALTAR_BIN" reconciler $cfg --metrics "0.0.0.0:$(free_port)" 2>&1)"
 rc=$?
 [ "$rc" = 2 ] && echo "$out" | grep -q "token is required" || fail "reconciler on 0.0.0.0 without a token: exit $rc: $out"
+
+# A fleet: group g of kind shard, folds 0 and 1 (fold 1 exits 3, so the
+# group is dead-lettered), and one shard of kind other.
+mkdir -p "$T/data"
+cat >"$T/fleet.yaml" <<CFG
+transport: {name: local, dir: $T/flog}
+backend: {name: process, data_root: $T/data, slots: 2}
+ledger: {path: $T/fledger}
+groups:
+  shard:
+    group_by: [job_id, group]
+    ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}
+    on_failed: dead_letter
+  other:
+    group_by: [job_id, group]
+    ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}
+CFG
+fcfg="--config $T/fleet.yaml"
+python3 - "$T" >"$T/specs.jsonl" <<'PY'
+import json, sys
+root = sys.argv[1]
+for f in range(2):
+    print(json.dumps({"kind": "shard", "image": "none", "command": ["/bin/sh", "-c", f"echo fold {f} > {root}/data/g-{f}.txt; exit {3 * f}"],
+                      "labels": {"group": "g", "fold": str(f), "num_folds": "2"},
+                      "outputs": [{"uri": f"file://{root}/out/g-{f}.txt", "logical_path": f"g-{f}.txt"}]}))
+print(json.dumps({"kind": "other", "image": "none", "command": ["/bin/true"], "labels": {"group": "solo", "fold": "0", "num_folds": "1"}}))
+PY
+port="$(free_port)"
+base="http://127.0.0.1:$port"
+"$ALTAR_BIN" reconciler $fcfg --metrics "127.0.0.1:$port" >"$T/reconciler.log" 2>&1 &
+pids="$pids $!"
+"$ALTAR_BIN" worker $fcfg --id api-w1 >"$T/worker.log" 2>&1 &
+pids="$pids $!"
+wait_up "$base" || fatal "the reconciler's dashboard does not answer on $base"
+job="$("$ALTAR_BIN" submit $fcfg --wait --timeout 120 "$T/specs.jsonl" 2>"$T/submit.log")"
+[ -n "$job" ] || fatal "submit printed no job id: $(cat "$T/submit.log")"
+# The dashboard reads the ledger at most once a second: wait for all three.
+i=0
+until [ "$(code "$base/api/job?id=$job&state=succeeded")" = 200 ] &&
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(d["shards"]["total"] != 3 or d["groups"]["dead_lettered"] != 1)' "$T/body"; do
+  i=$((i + 1)); [ $i -lt 300 ] || fatal "the job's three shards never showed: $(cat "$T/body")"; sleep 0.1
+done
+# jq-less JSON checks: jcheck URL PYTHON-EXPR (d is the body) MESSAGE
+jcheck() {
+  c="$(code "$1")"
+  [ "$c" = 200 ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$T/body" ||
+    fail "$3: $1: $c $(head -c 600 "$T/body")"
+}
+jcheck "$base/api/job?id=$job&state=failed" 'd["filtered"] and d["shards_matched"] == 1 and d["shard_list"][0]["labels"]["fold"] == "1" and d["group_list"] == []' "state=failed: the one failed shard"
+jcheck "$base/api/job?id=$job&state=succeeded" 'd["shards_matched"] == 2 and d["matched_states"] == {"succeeded": 2}' "state=succeeded: two shards"
+jcheck "$base/api/job?id=$job&kind=other" 'd["shards_matched"] == 1 and d["shard_list"][0]["kind"] == "other"' "kind=other"
+jcheck "$base/api/job?id=$job&label=fold=0" 'd["shards_matched"] == 2 and all(s["labels"]["fold"] == "0" for s in d["shard_list"])' "label=fold=0: fold 0 of g and the solo shard"
+jcheck "$base/api/job?id=$job&label=group%3Dg&state=failed" 'd["shards_matched"] == 1' "label and state together"
+jcheck "$base/api/job?id=$job&worker=api-w1" 'd["shards_matched"] == 3 and all(s["worker"] == "api-w1" for s in d["shard_list"])' "worker=api-w1: every shard"
+jcheck "$base/api/job?id=$job&worker=nobody" 'd["shards_matched"] == 0 and d["shard_list"] == []' "worker=nobody: none"
+jcheck "$base/api/job?id=$job&state=cancelled" 'd["shards_matched"] == 0' "state=cancelled: none"
+jcheck "$base/api/job?id=$job&state=waiting" 'd["shards_matched"] == 0' "state=waiting: none"
+jcheck "$base/api/job?id=$job" 'not d["filtered"] and "shard_list" not in d and len(d["group_list"]) == 2' "no filter: the groups"
+# Paging: one row a page, the total stays, the pages differ.
+jcheck "$base/api/job?id=$job&worker=api-w1&limit=1" 'd["shards_matched"] == 3 and len(d["shard_list"]) == 1' "limit=1"
+k0="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["shard_list"][0]["task_key"])' "$T/body")"
+jcheck "$base/api/job?id=$job&worker=api-w1&limit=1&offset=1" "d['shards_matched'] == 3 and len(d['shard_list']) == 1 and d['shard_list'][0]['task_key'] != '$k0'" "offset=1 is the next shard"
+jcheck "$base/api/job?id=$job&worker=api-w1&offset=3" 'd["shards_matched"] == 3 and d["shard_list"] == []' "offset past the end: no rows"
+# The jobs list: by badge state and by a shard's kind, label or worker.
+jcheck "$base/api/jobs?state=dead_lettered" "d['total'] == 1 and d['jobs'][0]['job_id'] == '$job' and d['jobs'][0]['state'] == 'dead_lettered'" "jobs state=dead_lettered"
+jcheck "$base/api/jobs?state=fired" 'd["total"] == 0 and d["total_all"] == 1 and d["jobs"] == []' "jobs state=fired: none"
+jcheck "$base/api/jobs?kind=other" 'd["total"] == 1' "jobs kind=other"
+jcheck "$base/api/jobs?label=fold=7" 'd["total"] == 0' "jobs label=fold=7: none"
+jcheck "$base/api/jobs?worker=api-w1" 'd["total"] == 1' "jobs worker=api-w1"
+# Bad filter values: 400 naming the parameter.
+long="$(python3 -c 'print("k" * 300)')"
+for q in "job?id=$job&state=bogus state" "jobs?state=succeeded state" "job?id=$job&label=nokv label" "job?id=$job&label==v label" \
+  "job?id=$job&kind= kind" "jobs?worker=$long worker"; do
+  url="${q% *}"; name="${q##* }"
+  c="$(code "$base/api/$url")"
+  [ "$c" = 400 ] && grep -q "\"$name:" "$T/body" || fail "/api/$url: $c, want 400 naming $name: $(cat "$T/body")"
+done
+# The shard page: the failed shard's labels, state, attempt, outputs.
+jcheck "$base/api/job?id=$job&state=failed" 'True' "state=failed again"
+kf="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["shard_list"][0]["task_key"])' "$T/body")"
+jcheck "$base/api/shard?key=$kf" "d['task_key'] == '$kf' and d['job_id'] == '$job' and d['state'] == 'failed' and d['labels']['fold'] == '1' and d['kind'] == 'shard' and d['group_state'] == 'dead_lettered' and len(d['attempt_list']) == 1 and d['attempt_list'][0]['state'] == 'failed' and d['outputs'] == ['file://$T/out/g-1.txt'] and d['worker'] == 'api-w1' and d['failure']['reason'] == 'exit_3' and d['why'] is None" "the failed shard's page"
+[ "$(code "$base/api/shard")" = 400 ] && grep -q '"key:' "$T/body" || fail "shard without key: not 400 naming key: $(cat "$T/body")"
+[ "$(code "$base/api/shard?key=a/b")" = 400 ] && grep -q '"key:' "$T/body" || fail "shard key a/b: not 400 naming key: $(cat "$T/body")"
+[ "$(code "$base/api/shard?key=$long")" = 400 ] && grep -q '"key:' "$T/body" || fail "a 300-byte key: not 400 naming key"
+[ "$(code "$base/api/shard?key=0000000000000000000000000000000000000000000000000000000000000000")" = 404 ] &&
+  grep -q '"key:' "$T/body" || fail "an unknown key: not 404 naming key: $(cat "$T/body")"
 
 [ "$fails" -eq 0 ] || exit 1
 echo "dashboard api: ok"

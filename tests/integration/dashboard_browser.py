@@ -123,6 +123,7 @@ def text_of(selector):
 def main():
     url, job, shots, submit = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3], sys.argv[4:]
     cancelled_job, waiting_job = os.environ["CANCELLED_JOB"], os.environ["WAITING_JOB"]
+    retried_job, retried_key = os.environ["RETRIED_JOB"], os.environ["RETRIED_KEY"]
     expected_lag = os.environ["RECONCILER_LAG"]
     os.makedirs(shots, exist_ok=True)
     profile = tempfile.mkdtemp(prefix="altar-chromium-")
@@ -170,6 +171,40 @@ def main():
             check(b.js("window.__altarMarker") == 42, "the page was not reloaded (marker kept)")
             after = int(b.js("document.getElementById('updated').dataset.updates") or 0)
             check(after > before, f"the page re-rendered from polling ({before} -> {after} updates)")
+
+        # A filter, applied by the server: state=cancelled leaves the one
+        # cancelled job of the five listed.
+        rows = "document.querySelectorAll('tr[data-job]').length"
+        before = b.js(rows)
+        check(before == 5, f"the jobs page lists 5 jobs before filtering: {before}")
+        b.js("document.querySelector('form[data-filter] select[name=state]').value = 'cancelled'")
+        b.js("document.querySelector('form[data-filter] button[type=submit]').click()")
+        if b.wait_for(f"{rows} === 1 && document.querySelector('h2[data-total=\"1\"]') !== null",
+                      "one row left after filtering by state cancelled"):
+            check(b.js(f"document.querySelector('tr[data-job]').dataset.job") == cancelled_job,
+                  "the row left is the cancelled job")
+            check("state=cancelled" in b.js("location.hash"), "the filter is in the page's address")
+        b.shot(os.path.join(shots, "jobs-filtered.png"))
+
+        # The retried shard's page, reached from its row on the job page: both
+        # attempts in order, the first failed with its stderr tail.
+        b.goto(url + "/#/job/" + retried_job)
+        link = f"document.querySelector('tr[data-shard] a[href=\"#/shard/{retried_key}\"]')"
+        if b.wait_for(f"{link} !== null", "the retried shard's row links to its page"):
+            b.js(f"{link}.click()")
+        attempts = "document.querySelectorAll('#attempts tr[data-attempt]')"
+        if b.wait_for(f"{attempts}.length === 2", "the shard page lists the retried shard's two attempts"):
+            items = b.js(f"Array.from({attempts}).map(t => [t.dataset.attempt, t.dataset.state, t.dataset.reason, t.innerText])")
+            check([i[0] for i in items] == ["1", "2"], f"attempts in order: {[i[0] for i in items]}")
+            check(items[0][1] == "failed" and items[0][2] == "exit_143", f"attempt 1 failed exit_143 (SIGTERM): {items[0][:3]}")
+            check("ERROR: first try" in items[0][3], f"attempt 1 shows its stderr tail: {items[0][3]!r}")
+            check(items[1][1] == "succeeded", f"attempt 2 succeeded: {items[1][:3]}")
+            main_text = b.js(text_of("main"))
+            check(retried_key in main_text, f"the page names the shard's task key {retried_key}: {main_text[:300]!r}")
+            labels = b.js(text_of("[data-labels]"))
+            check("model" in labels and "m1" in labels, f"the page lists the shard's labels: {labels!r}")
+            check(b.js("document.querySelector('main h2 .state-succeeded') !== null"), "the shard is shown succeeded")
+        b.shot(os.path.join(shots, "shard.png"))
 
         # The job's drill-down: both groups, shard states, the failure's text.
         b.goto(url + "/#/job/" + job)

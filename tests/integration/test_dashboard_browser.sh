@@ -44,6 +44,11 @@ groups:
     group_by: [job_id, group]
     ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}
     on_failed: dead_letter
+  train:
+    group_by: [job_id, model]
+    ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}
+    on_failed: retry
+    max_restarts: 2
 CFG
 cfg="--config $T/altar.yaml"
 
@@ -125,7 +130,29 @@ ends="$("$ALTAR_BIN" log topics $cfg --topic altar.status --json | python3 -c '
 import json, sys
 print(sum(p["end"] for t in json.load(sys.stdin) for p in t["partitions"]))')"
 [ -n "$RECONCILER_LAG" ] && [ "$ends" -gt 0 ] || fail "no reconciler lag from altar log offsets ($RECONCILER_LAG) or no status events ($ends)"
-export CANCELLED_JOB="$cjob" WAITING_JOB="$wjob" RECONCILER_LAG
+# A shard that fails once ("ERROR: first try" on stderr, then killed by
+# SIGTERM: from outside, so worth a retry) and succeeds on its retry: its page must list both attempts.
+python3 - "$T" >"$T/retried.jsonl" <<'PY'
+import json, sys
+flaky = 'if [ ! -e "$1" ]; then touch "$1"; echo "ERROR: first try" >&2; kill -TERM $$; fi; echo "second try"'
+print(json.dumps({"kind": "train", "image": "none", "command": ["/bin/sh", "-c", flaky, "x", sys.argv[1] + "/failed-once"],
+                  "labels": {"model": "m1", "fold": "0", "num_folds": "1"}}))
+PY
+rjob="$("$ALTAR_BIN" submit $cfg --wait --timeout 120 "$T/retried.jsonl" 2>"$T/retried.log")"
+rc=$?
+[ "$rc" = 0 ] || fail "the retried shard's job: exit $rc: $(cat "$T/retried.log")"
+# Its task key from the API's kind filter, once the dashboard holds both runs.
+rkey=""
+i=0
+until [ -n "$rkey" ]; do
+  rkey="$(curl -s --noproxy '*' "http://127.0.0.1:$port/api/job?id=$rjob&kind=train" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+s = d.get("shard_list") or [{}]
+print(s[0]["task_key"] if s[0].get("state") == "succeeded" and len(s[0]["attempt_list"]) == 2 else "")' 2>/dev/null)"
+  i=$((i + 1)); [ $i -lt 300 ] || { fail "the retried shard never showed two attempts in /api/job"; break; }; [ -n "$rkey" ] || sleep 0.1
+done
+export CANCELLED_JOB="$cjob" WAITING_JOB="$wjob" RECONCILER_LAG RETRIED_JOB="$rjob" RETRIED_KEY="$rkey"
 
 cat >"$T/submit2.sh" <<SH
 #!/bin/sh
@@ -133,7 +160,7 @@ exec "$ALTAR_BIN" submit $cfg "$T/specs2.jsonl"
 SH
 "$browser_py" "$ALTAR_SOURCE_DIR/tests/integration/dashboard_browser.py" "http://127.0.0.1:$port" "$job" "$shots" \
   sh "$T/submit2.sh" || fail "the browser checks failed"
-for f in jobs job workers dead overview; do
+for f in jobs job shard workers dead overview; do
   [ -s "$shots/$f.png" ] || fail "no screenshot $shots/$f.png"
 done
 [ "$(lag_cli)" = "$RECONCILER_LAG" ] || fail "the reconciler's lag moved during the browser checks ($RECONCILER_LAG -> $(lag_cli))"
@@ -149,7 +176,7 @@ j = j[0]
 assert j["shards"]["succeeded"] == 3 and j["shards"]["failed"] == 1, j
 assert j["groups"] == {"fired": 1, "dead_lettered": 1, "cancelled": 0, "open": 0}, j
 assert j["submitted_at"] > 0, j
-assert d["total"] == 4, d
+assert d["total"] == 5, d
 PY
 "$ALTAR_BIN" jobs $cfg | grep -q "^$job " || fail "altar jobs: no row for $job"
 "$ALTAR_BIN" workers $cfg >"$T/workers.txt" || fail "altar workers failed"
