@@ -5,6 +5,7 @@
 #include "dashboard/bounded_map.h"
 #include "dashboard/shard_filter.h"
 #include "dashboard/shard_why.h"
+#include "altar/clock.h"
 #include "altar/grow.h"
 
 #include "altar/attempts.h"
@@ -112,18 +113,6 @@ struct altar_fleet_view {
   sample_t samples[SAMPLES];
   size_t n_samples, next_sample;
 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* A copy of s cut to max bytes (at a UTF-8 boundary), NULL for NULL. */
 static char *bounded_dup(const char *s, size_t max) {
@@ -517,7 +506,7 @@ static void read_ledger(altar_fleet_view_t *v) {
   /* A slow read (10^5 shards take most of a second) is repeated only after
    * ALTAR_FLEET_VIEW_LEDGER_READ_SPACING times its cost, so most requests
    * are served from the snapshot instead of each paying for a read. */
-  int64_t start = mono_ms(), age = start - v->ledger_read_ms;
+  int64_t start = altar_mono_ms(), age = start - v->ledger_read_ms;
   if (v->ledger_read_ms && (age < ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS ||
                             age < v->ledger_read_cost_ms * ALTAR_FLEET_VIEW_LEDGER_READ_SPACING))
     return;
@@ -543,15 +532,15 @@ static void read_ledger(altar_fleet_view_t *v) {
   v->n_ran_again = 0;
   v->reading = NULL;
   altar_ledger_close(l);
-  v->ledger_read_at = now_s();
-  v->ledger_read_ms = mono_ms();
+  v->ledger_read_at = altar_wall_s();
+  v->ledger_read_ms = altar_mono_ms();
   v->ledger_read_cost_ms = v->ledger_read_ms - start;
 }
 
 /* Looks for pools' jobs topics not read yet (at most every
  * POOL_SCAN_EVERY_MS: listing every topic is a metadata call on Kafka). */
 static void scan_pool_topics(altar_fleet_view_t *v) {
-  int64_t now = mono_ms();
+  int64_t now = altar_mono_ms();
   if (v->pools_scanned_ms && now - v->pools_scanned_ms < POOL_SCAN_EVERY_MS) return;
   v->pools_scanned_ms = now;
   altar_topic_list_t *tl = NULL;
@@ -606,13 +595,13 @@ int altar_fleet_view_sync(altar_fleet_view_t *v, int timeout_ms, altar_error_t *
     rs[i] = i < R_COUNT ? &v->rd[i] : &v->pool_rd[i - R_COUNT];
     want[i] = topic_records(v, rs[i]->topic);
   }
-  int64_t until = mono_ms() + timeout_ms;
+  int64_t until = altar_mono_ms() + timeout_ms;
   bool done = false;
   while (!done) {
     refresh(v);
     done = true;
     for (size_t i = 0; i < nr; i++) done &= want[i] < 0 || rs[i]->n_read >= (uint64_t)want[i];
-    if (!done && mono_ms() >= until) break;
+    if (!done && altar_mono_ms() >= until) break;
   }
   v->ledger_read_ms = 0; /* read after the topics: nothing recorded yet looks waiting */
   read_ledger(v);
@@ -732,7 +721,7 @@ static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job)
 }
 
 static int why_ctx_init(const altar_fleet_view_t *v, const char *job, why_ctx_t *c) {
-  *c = (why_ctx_t){.now = now_s(), .run = json_object(), .pool_free = json_object(), .pool_workers = json_object()};
+  *c = (why_ctx_t){.now = altar_wall_s(), .run = json_object(), .pool_free = json_object(), .pool_workers = json_object()};
   if (!c->run || !c->pool_free || !c->pool_workers) return ALTAR_ENOMEM;
   const char *id;
   json_t *hb;
@@ -1430,7 +1419,7 @@ static json_t *render_shard(const altar_fleet_view_t *v, const altar_fleet_query
 }
 
 static json_t *render_workers(const altar_fleet_view_t *v, const altar_fleet_query_t *q) {
-  double now = now_s();
+  double now = altar_wall_s();
   size_t off, lim;
   page_bounds(q, &off, &lim);
   json_t *rows = json_array();
@@ -1532,7 +1521,7 @@ static json_t *render_overview(altar_fleet_view_t *v) {
     else dead++;
   }
   /* Rates against the oldest sample inside the window. */
-  double now = now_s();
+  double now = altar_wall_s();
   sample_t cur = {now, t.by_state[2] + t.by_state[3], fired, dead};
   const sample_t *base = NULL;
   for (size_t i = 0; i < v->n_samples; i++) {

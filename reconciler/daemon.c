@@ -4,6 +4,7 @@
 #include "reconciler/daemon_metrics.h"
 #include "reconciler/input_offsets.h"
 
+#include "altar/clock.h"
 #include "altar/codec.h"
 #include "altar/fleet.h"
 #include "altar/reconcile.h"
@@ -64,12 +65,6 @@ static void dlog(const daemon_t *d, const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static size_t offset_key(const char *topic, int32_t partition, char *out, size_t outsz) {
@@ -157,7 +152,7 @@ static int stage_retry(daemon_t *d, const altar_retry_request_t *r, const altar_
     dlog(d, "cannot retry %s: no spec stored", r->handle.external_id);
     return ALTAR_OK;
   }
-  altar_job_msg_t job = {.v = ALTAR_SCHEMA_VERSION, .attempt = r->restart_count, .submitted_at = now_s()};
+  altar_job_msg_t job = {.v = ALTAR_SCHEMA_VERSION, .attempt = r->restart_count, .submitted_at = altar_wall_s()};
   if (altar_spec_copy(&job.spec, r->spec)) return altar_error_set(err, ALTAR_ENOMEM, "retry: out of memory");
   const char *jid = altar_strmap_get(&r->spec->labels, "job_id");
   job.job_id = strdup(jid ? jid : "");
@@ -176,7 +171,7 @@ static int stage_retry(daemon_t *d, const altar_retry_request_t *r, const altar_
   int rc = job.job_id ? altar_encode_job(&job, &b, err) : altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   /* Not before its due time (retry_backoff): it waits in the ledger, in this
    * same write, and the loop releases it then; nothing blocks meanwhile. */
-  if (!rc && r->due_ts > now_s())
+  if (!rc && r->due_ts > altar_wall_s())
     rc = altar__retry_wait_stage(&d->waits, r->due_ts, d->o->topics->jobs, r->task_key, b.data, b.len, err);
   else if (!rc)
     rc = altar__outbox_stage(&d->ob, d->o->topics->jobs, r->task_key, b.data, b.len, NULL, NULL, NULL, err);
@@ -378,7 +373,7 @@ static int apply_msgs(daemon_t *d, altar_msg_t **msgs, size_t n, altar_error_t *
 static void prune_consumed(daemon_t *d) {
   size_t pruned = 0;
   altar_error_t e = {0};
-  if (altar__consumed_prune_tick(&d->pruner, d->o->ledger, now_s(), &pruned, &e))
+  if (altar__consumed_prune_tick(&d->pruner, d->o->ledger, altar_wall_s(), &pruned, &e))
     dlog(d, "pruning consumed records failed, the next turn tries again: %s", e.msg);
   d->stats.consumed_pruned += pruned;
   d->stats.consumed_prune_next = d->pruner.next_frees;
@@ -451,7 +446,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   if (d.settled.damaged) dlog(&d, "%s", d.settled.damage.msg);
   altar_error_t me = {0};
   if (altar__reconciler_metrics_init(&d.metrics, o->metrics, &me)) dlog(&d, "metrics off: %s", me.msg);
-  altar__cp_runner_init(&d.cp, o->checkpoint_uri, o->checkpoint_interval_s, now_s());
+  altar__cp_runner_init(&d.cp, o->checkpoint_uri, o->checkpoint_interval_s, altar_wall_s());
   d.pruner.keep_s = o->consumed_keep_s;
   d.ob.on_published = o->on_published;
   d.ob.on_published_ctx = o->on_published_ctx;
@@ -505,12 +500,12 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     if (n) rc = apply_msgs(&d, msgs, n, err);
     for (size_t i = 0; i < n; i++) altar_msg_free(msgs[i]);
     size_t released = 0;
-    if (!rc) rc = altar__retry_wait_release(&d.waits, &d.ob, now_s(), &released, err);
+    if (!rc) rc = altar__retry_wait_release(&d.waits, &d.ob, altar_wall_s(), &released, err);
     if (released) dlog(&d, "%zu retried shard(s) due: republished", released);
     if (!rc) {
       int cdone = 0;
       altar_error_t ce = {0};
-      altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, d.stats.batches, now_s(), &cdone, &ce);
+      altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, d.stats.batches, altar_wall_s(), &cdone, &ce);
       note_checkpoint(&d, cdone, &ce);
     }
     if (!rc) prune_consumed(&d);
@@ -538,7 +533,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     note_checkpoint(&d, cdone, &ce);
     if (!rc && !d.fatal && d.cp.uri) {
       d.cp.next_due = 0;
-      altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, d.stats.batches, now_s(), &cdone, &ce);
+      altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, d.stats.batches, altar_wall_s(), &cdone, &ce);
       note_checkpoint(&d, cdone, &ce);
       altar__cp_runner_finish(&d.cp, &cdone, &ce);
       note_checkpoint(&d, cdone, &ce);

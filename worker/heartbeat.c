@@ -1,6 +1,7 @@
 /* Worker heartbeats on the fleet topic (JSON, keyed by worker id). */
 #include "heartbeat.h"
 
+#include "altar/clock.h"
 #include "altar/fleet.h"
 #include "altar/footprint.h"
 
@@ -28,18 +29,6 @@ struct altar__heartbeat {
   int64_t next_ms, last_ms;
   bool dirty; /* the load changed since the last beat */
 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* "free" and "owns" of a beat (heartbeat.h); NULL when out of memory. */
 static json_t *load_json(const altar__heartbeat_load_t *load, json_t **powns) {
@@ -75,7 +64,7 @@ static void send_event(altar__heartbeat_t *hb, const char *event, size_t n, alta
                         "worker", "event", event, "worker", hb->worker_id, "host", hb->host, "pid",
                         (json_int_t)getpid(), "backend", hb->backend, "pools", hb->pools, "slots",
                         (json_int_t)hb->slots, "running", running ? running : json_array(), "running_total",
-                        (json_int_t)n, "version", ALTAR_VERSION, "started_at", hb->started_at, "ts", now_s());
+                        (json_int_t)n, "version", ALTAR_VERSION, "started_at", hb->started_at, "ts", altar_wall_s());
   /* What the worker costs, for the dashboard's workers page. */
   if (o) json_object_set_new(o, "rss_bytes", json_integer((json_int_t)altar_footprint_rss_bytes()));
   json_t *owns = NULL, *free_ = o && load ? load_json(load, &owns) : NULL;
@@ -126,9 +115,9 @@ altar__heartbeat_t *altar__heartbeat_start(const altar_worker_opts_t *o, const c
                           /* null: the backend sets no bound on the pool */
                           cap.free_slots[i] == INT64_MAX ? json_null() : json_integer(cap.free_slots[i]));
   altar_capacity_clear(&cap);
-  hb->started_at = now_s();
+  hb->started_at = altar_wall_s();
   send_event(hb, "heartbeat", 0, no_key, NULL, NULL);
-  hb->last_ms = mono_ms();
+  hb->last_ms = altar_mono_ms();
   hb->next_ms = hb->last_ms + ALTAR_HEARTBEAT_INTERVAL_S * 1000;
   hb->dirty = true; /* the first load goes out at the first tick */
   return hb;
