@@ -1684,6 +1684,9 @@ static altar_msg_t *phase_intake(worker_t *w, loop_clock_t *c, int64_t now) {
   update_gates(w);
   lookahead_feed(w);
   forward_waiting(w, now);
+  /* Read again: taking records in may have started tasks (forks), and a
+   * wait measured from the turn's start would overshoot the poll. */
+  now = altar_mono_ms();
   int wait = c->got_job ? 0 : (int)(c->next_poll > now ? c->next_poll - now : 0);
   if (wait > CONSUME_WAIT_MAX_MS) wait = CONSUME_WAIT_MAX_MS;
   if (w->paused && wait > 0) {
@@ -1824,8 +1827,8 @@ int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats,
       .next_poll = start, .next_commit = start, .next_metrics = start, .idle_since = start};
   altar__heartbeat_t *hb = altar__heartbeat_start(o, w.worker_id);
   int stop = 0;
-  /* One turn: read the clock, then each phase in order; the clock is read
-   * again only after the one phase that may block (intake). */
+  /* One turn: read the clock, then each phase in order; intake reads it
+   * again before it waits, and the turn after it (it may block). */
   while (!w.fatal) {
     int64_t now = altar_mono_ms();
     phase_fleet(&w, hb, now);
