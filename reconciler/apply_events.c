@@ -323,14 +323,11 @@ static int unhold(altar_ledger_t *l, const char *kind, const char *gk, altar_err
   return rc;
 }
 
-/* Whether (kind, gk) may be noted as held: not when the caller knows the
- * ledger held no group before this result and the result held none. */
-static bool may_be_held(const altar_apply_result_t *res) { return !res->none_held || res->held_groups.n; }
-/* Whether a group whose rule decides again must be looked up to be
- * released: the caller knows the ledger may note a held group, or this
- * result held one (then an event later in the same batch releases it, as
- * it would in a batch of its own: the outcome does not depend on batching). */
-static bool check_held(const altar_apply_result_t *res) { return res->check_held || res->held_groups.n; }
+/* Whether (kind, gk) may be noted as held, so that deciding or settling it
+ * must look the note up to release it: the caller says the ledger may note
+ * one, or this result held one (an event later in the same batch then
+ * releases it as it would in a batch of its own). */
+static bool may_be_held(const altar_apply_result_t *res) { return res->ledger_may_hold || res->held_groups.n; }
 
 /* Decides one group right after an event touched it; min_succeeded is
  * what the readiness rule needs at the least (altar_predicate_min_succeeded). */
@@ -343,7 +340,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   if ((rc = altar_ledger_group_counts(l, gs->kind, gk, &cs, &cf, err))) return rc;
   if (cs < min_succeeded) {
     /* A bound above one came from a member's valid count: the rule decides. */
-    if (min_succeeded > 1 && check_held(res) && (rc = unhold(l, gs->kind, gk, err))) return rc;
+    if (min_succeeded > 1 && may_be_held(res) && (rc = unhold(l, gs->kind, gk, err))) return rc;
     if (!cf) return ALTAR_OK;
     /* Cannot be ready and keeps a failure it leaves alone: the decision
      * is only to report it, as the walk below would. */
@@ -383,7 +380,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   }
   if (rc) return altar_error_prefix(err, "group %s:%s: ready_when", gs->kind, gk);
   /* The rule decides again (a shard with the label came): held no more. */
-  if (ns && check_held(res) && (rc = unhold(l, gs->kind, gk, err))) return rc;
+  if (ns && may_be_held(res) && (rc = unhold(l, gs->kind, gk, err))) return rc;
   if (!ready && !nf) return ALTAR_OK; /* still fanning in */
   /* gk may be the record's own (apply_state's), which the first change frees.
    * Copies for a decision that makes no event are given back (mark): a
@@ -523,6 +520,7 @@ int altar__apply_recheck_held(altar_ledger_t *l, const altar_group_specs_t *spec
                               altar_error_t *err) {
   held_list_t h;
   int rc = held_load(l, &h, err);
+  res->ledger_may_hold = true; /* it notes the groups decided here */
   for (size_t i = 0; !rc && i < h.n; i++) {
     const altar_group_spec_t *gs = altar_group_specs_find(specs, h.kinds[i]);
     if (!gs) continue; /* its kind has no group now: nothing can decide it */

@@ -44,6 +44,7 @@ typedef struct daemon {
   in_part_t *parts;
   size_t n_parts, cap_parts;
   altar_reconciler_stats_t stats;
+  bool held_counted; /* stats.held is the ledger's count (the last count did not fail) */
   altar__reconciler_metrics_t metrics;
   altar__cp_runner_t cp;
   altar__consumed_pruner_t pruner;
@@ -230,10 +231,11 @@ static void note_held(daemon_t *d, const altar_apply_result_t *res, bool recount
   for (size_t i = 0; i < res->held_groups.n; i++)
     dlog(d, "group %s held, neither fired nor consumed (fix its kind's group config and restart): %s",
          res->held_groups.v[i], res->held_reasons.v[i]);
-  if (!recount && !res->held_groups.n && !res->check_held) return;
+  if (!recount && !res->held_groups.n && !res->ledger_may_hold) return;
   size_t n = 0;
   altar_error_t e = {0};
-  if (altar__held_count(d->o->ledger, &n, &e) == ALTAR_OK) d->stats.held = n;
+  d->held_counted = altar__held_count(d->o->ledger, &n, &e) == ALTAR_OK;
+  if (d->held_counted) d->stats.held = n;
   else dlog(d, "counting held groups: %s", e.msg);
 }
 
@@ -304,7 +306,8 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
   /* ts < 0: each group event carries the ts of the status event that made it
    * due, so a rebuild (other batch sizes, another clock) yields the same bytes
    * for the same event_id. */
-  res.check_held = d->stats.held > 0;
+  /* Without a held group a decision need not look its note up. */
+  res.ledger_may_hold = !d->held_counted || d->stats.held > 0;
   if (!rc) rc = altar__settled_apply(&d->settled, d->o->ledger, d->o->groups, evs, n_ev, &res, NULL, err);
   if (!rc) rc = stage_group_events(d, &res, err);
   /* Late shards are recorded and consumed, never a second group event: say so. */

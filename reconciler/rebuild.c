@@ -278,8 +278,7 @@ static int apply_atomic(replay_t *r, const altar_status_event_t *evs, size_t n, 
   if (!rc) altar__settled_commit(&r->settled);
   else altar__settled_abort(&r->settled);
   if (res->held_groups.n) { /* the ledger may note one now */
-    res->none_held = false;
-    res->check_held = true;
+    res->ledger_may_hold = true;
   }
   return rc;
 }
@@ -657,10 +656,7 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
    * look up whether each group it decides was held. */
   size_t held = 0;
   if (!rc) rc = altar__held_count(new_ledger, &held, err);
-  r.res.none_held = held == 0;
-  /* As the daemon does: a group whose rule decides again is released only
-   * when looked up, which is needed once the ledger may note one held. */
-  r.res.check_held = held > 0;
+  r.res.ledger_may_hold = held > 0;
   if (!rc) rc = replay_status(&r, tname, props, &rf, &status_ends, err);
   /* A ledger missing events is not the ledger the log describes: never
    * swapped in as if it were. */

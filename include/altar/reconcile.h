@@ -129,15 +129,12 @@ typedef struct altar_apply_result {
    * held_reasons). The ledger notes them (ALTAR_HELD_PREFIX) until they
    * settle or a re-check finds the rule working (altar__apply_recheck_held). */
   altar_strlist_t held_groups, held_reasons;
-  /* Set by the caller when the ledger may note held groups: a group whose
-   * rule decides again (not ready yet) is then no longer held, at the cost
-   * of a side-key lookup per decision. Kept by reset. */
-  bool check_held;
-  /* Set by the caller when the ledger notes no held group (a replay that
-   * has held none so far): a decision then skips the side-key look-up that
-   * could only find its group not held, unless this result held one. Kept
-   * by reset. */
-  bool none_held;
+  /* Set by the caller when the ledger may note a held group (the daemon:
+   * its held count is not known to be zero; a replay: once it held one).
+   * Unset, a decision skips the side-key look-ups that could only find its
+   * group not held, except for groups this result held itself, so the
+   * ledger written never depends on how events were batched. Kept by reset. */
+  bool ledger_may_hold;
   altar_arena_t mem; /* the events' memory: one reset per batch, not a free per string */
 } altar_apply_result_t;
 void altar_apply_result_clear(altar_apply_result_t *r);
