@@ -3,7 +3,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build run test unit asan fuzz bench clean
+.PHONY: all deps build run test unit asan fuzz bench format style-check clean
 
 all: build
 
@@ -32,6 +32,15 @@ asan: deps
 
 fuzz: deps
 	@scripts/fuzz.sh
+
+# The one C style (.clang-format): apply it, or check it as make test does.
+format:
+	@scripts/install-deps.sh test
+	@scripts/check-format.sh --fix
+
+style-check:
+	@scripts/install-deps.sh test
+	@scripts/check-format.sh
 
 bench: build
 	@scripts/bench.sh $(BUILD)

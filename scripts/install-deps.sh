@@ -6,7 +6,7 @@ set -eu
 BUILD_PKGS="build-essential cmake pkg-config librdkafka-dev librocksdb-dev libmsgpack-dev \
 libcurl4-openssl-dev libssl-dev libcunit1-dev libjansson-dev libyaml-dev zlib1g-dev \
 libmicrohttpd-dev libxml2-dev ccache"
-TEST_PKGS="clang libclang-rt-14-dev kcat openssl python3 python3-venv maven default-jre-headless \
+TEST_PKGS="clang clang-format libclang-rt-14-dev kcat openssl python3 python3-venv maven default-jre-headless \
 docker.io docker-compose busybox-static procps curl jq \
 chromium fonts-dejavu-core python3-websocket debootstrap"
 
