@@ -14,6 +14,7 @@
 #include "altar/backend.h"
 #include "altar/command_runner.h"
 #include "backends/docker.h"
+#include "util/bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +23,6 @@
 #include <unistd.h>
 
 #define POLL_SLEEP_US 20000
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static double mean(const double *v, int n) {
   double sum = 0;
@@ -143,16 +138,16 @@ int main(int argc, char **argv) {
   if (!tb || !tk || !ta) return 1;
   double t0;
   for (int i = 0; i < tasks; i++) {
-    t0 = now_s();
+    t0 = bench_now_s();
     fails += bare_task(image, volume) != 0;
-    tb[i] = now_s() - t0;
-    t0 = now_s();
+    tb[i] = bench_now_s() - t0;
+    t0 = bench_now_s();
     fails += backend_task(be, spec) != 0;
-    tk[i] = now_s() - t0;
-    t0 = now_s();
+    tk[i] = bench_now_s() - t0;
+    t0 = bench_now_s();
     const char *att[] = {"docker", "run", "--rm", image, "true", NULL};
     fails += run(att, NULL, 0) != 0;
-    ta[i] = now_s() - t0;
+    ta[i] = bench_now_s() - t0;
   }
   double bare = mean(tb, tasks), backend = mean(tk, tasks), attached = mean(ta, tasks);
   double bare_med = median(tb, tasks), backend_med = median(tk, tasks), attached_med = median(ta, tasks);
@@ -178,16 +173,16 @@ int main(int argc, char **argv) {
     if (done == nh) break;
     usleep(50000);
   }
-  t0 = now_s();
+  t0 = bench_now_s();
   if (altar_backend_poll(be, hs, (size_t)nh, sts, &err) != 0) fails++;
-  double bulk = now_s() - t0;
+  double bulk = bench_now_s() - t0;
   for (int i = 0; i < nh; i++) altar_status_clear(&sts[i]);
-  t0 = now_s();
+  t0 = bench_now_s();
   for (int i = 0; i < nh; i++) {
     const char *insp[] = {"docker", "inspect", "--type", "container", hs[i].external_id, NULL};
     fails += run(insp, NULL, 0) != 0;
   }
-  double single = now_s() - t0;
+  double single = bench_now_s() - t0;
   for (int i = 0; i < nh; i++) {
     altar_backend_cancel(be, &hs[i], &err);
     altar_handle_clear(&hs[i]);

@@ -6,6 +6,7 @@
  * Starts nothing: the broker is ALTAR_KAFKA_BROKERS (scripts/services/kafka.sh
  * start gives one on 127.0.0.1:19092). Usage: bench_kafka [records] [rounds] */
 #include "altar/plugin/transport_kafka.h"
+#include "util/bench_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,12 +18,6 @@
 #include <unistd.h>
 
 enum { RECORD = 512, PARTITIONS = 3 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 typedef struct counts {
   long ok, failed;
@@ -64,7 +59,7 @@ static int64_t topic_records(altar_transport_t *t, const char *topic) {
 static double run_altar(const char *brokers, const char *topic, long n, const char *payload) {
   counts_t c = {0};
   altar_error_t err = {0};
-  double t0 = now_s();
+  double t0 = bench_now_s();
   altar_transport_t *t = open_t(brokers, &c, &err);
   if (!t) {
     fprintf(stderr, "bench_kafka: %s\n", err.msg);
@@ -83,7 +78,7 @@ static double run_altar(const char *brokers, const char *topic, long n, const ch
   }
   int rc = altar_transport_flush(t, 120000, &err);
   altar_transport_close(t);
-  double dt = now_s() - t0;
+  double dt = bench_now_s() - t0;
   if (rc || c.ok != n) {
     fprintf(stderr, "bench_kafka: altar delivered %ld of %ld (%ld failed: %s) %s\n", c.ok, n, c.failed, c.last_err,
             rc ? err.msg : "");
@@ -94,7 +89,7 @@ static double run_altar(const char *brokers, const char *topic, long n, const ch
 
 /* Seconds for `kcat -P` to produce the records in file (one per line). */
 static double run_kcat(const char *brokers, const char *topic, const char *file) {
-  double t0 = now_s();
+  double t0 = bench_now_s();
   pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -107,7 +102,7 @@ static double run_kcat(const char *brokers, const char *topic, const char *file)
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
-  double dt = now_s() - t0;
+  double dt = bench_now_s() - t0;
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     fprintf(stderr, "bench_kafka: kcat failed (exit %d)%s\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
             WIFEXITED(st) && WEXITSTATUS(st) == 127 ? ": is kcat installed? (scripts/install-deps.sh test)" : "");

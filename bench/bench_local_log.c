@@ -4,6 +4,7 @@
  * same bytes to one file with one fdatasync per batch of group.commit.bytes.
  * Usage: bench_local_log [records] [dir] */
 #include "altar/plugin/transport.h"
+#include "util/bench_util.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,12 +15,6 @@
 
 #define REC 512
 #define BATCH_BYTES (1u << 20) /* = the default group.commit.bytes */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static long delivered, failed;
 static void on_dr(altar_transport_t *t, const altar_delivery_t *dr, void *ctx) {
@@ -40,7 +35,7 @@ static double baseline(const char *dir, long n) {
   char *buf = malloc(BATCH_BYTES);
   memset(buf, 'b', BATCH_BYTES);
   size_t per = BATCH_BYTES / REC;
-  double t0 = now_s();
+  double t0 = bench_now_s();
   for (long done = 0; done < n;) {
     size_t k = (size_t)(n - done) < per ? (size_t)(n - done) : per;
     if (write(fd, buf, k * REC) != (ssize_t)(k * REC) || fdatasync(fd) != 0) {
@@ -49,7 +44,7 @@ static double baseline(const char *dir, long n) {
     }
     done += (long)k;
   }
-  double el = now_s() - t0;
+  double el = bench_now_s() - t0;
   close(fd);
   unlink(path);
   free(buf);
@@ -87,7 +82,7 @@ int main(int argc, char **argv) {
 
   double base = baseline(dir, n);
 
-  double t0 = now_s();
+  double t0 = bench_now_s();
   for (long i = 0; i < n; i++) {
     altar_produce_rec_t rec = {.topic = "bench", .partition = 0, .value = val, .value_len = REC};
     int rc;
@@ -102,14 +97,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "flush: %s\n", err.msg);
     return 1;
   }
-  double prod = (double)n / (now_s() - t0);
+  double prod = (double)n / (bench_now_s() - t0);
 
   altar_tp_t tp = {"bench", 0, ALTAR_OFFSET_BEGINNING};
   if (altar_transport_assign(t, &tp, 1, &err) != 0) {
     fprintf(stderr, "assign: %s\n", err.msg);
     return 1;
   }
-  t0 = now_s();
+  t0 = bench_now_s();
   long got = 0;
   while (got < n) {
     altar_msg_t *msg = NULL;
@@ -121,7 +116,7 @@ int main(int argc, char **argv) {
     got++;
     altar_msg_free(msg);
   }
-  double cons = (double)got / (now_s() - t0);
+  double cons = (double)got / (bench_now_s() - t0);
   altar_transport_close(t);
 
   printf("local log, %ld records of %d bytes, fsync=group (one partition)\n", n, REC);

@@ -11,6 +11,7 @@
  *   bench_log_retention [K...]
  */
 #include "backends/log_retention.h"
+#include "util/bench_util.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -22,20 +23,6 @@
 #include <unistd.h>
 
 #define KEEPS 2000
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
 
 /* logs/<key of i> with a 100-byte stderr. */
 static void make_dir(const char *logs, long i, char key[65]) {
@@ -81,17 +68,17 @@ int main(int argc, char **argv) {
     altar_log_retention_t r = {.keep_bytes = 1ull << 50, .keep_count = (size_t)ks[j], .max_age_s = 0,
                                .last_prune = -1, .last_scan = -1};
     altar_logs_prune_facts_t f;
-    double t0 = now_s();
+    double t0 = bench_cpu_s();
     altar__logs_prune(logs, &r, 0, (double)time(NULL), NULL, NULL, &f);
-    double scan = now_s() - t0;
+    double scan = bench_cpu_s() - t0;
     if (f.dirs_scanned != (size_t)ks[j]) fprintf(stderr, "scanned %zu of %ld\n", f.dirs_scanned, ks[j]);
     /* Each keep: one new directory made (not timed), kept, the oldest removed. */
     double keep = 0;
     for (long i = 0; i < KEEPS; i++) {
       make_dir(logs, ks[j] + i, key);
-      t0 = now_s();
+      t0 = bench_cpu_s();
       altar__logs_keep(logs, &r, key, (double)time(NULL), NULL, NULL, &f);
-      keep += now_s() - t0;
+      keep += bench_cpu_s() - t0;
       if (f.dirs_removed != 1) fprintf(stderr, "keep %ld removed %zu\n", i, f.dirs_removed);
     }
     keep /= KEEPS;
@@ -99,7 +86,7 @@ int main(int argc, char **argv) {
     printf("%10ld %12.1f %14.1f %8.2f %12.1f\n", ks[j], scan * 1e3, keep * 1e6, keep / base,
            altar__logs_index_footprint(&r) / 1024.0);
     altar__log_retention_clear(&r);
-    nftw(logs, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    bench_rm_tree(logs);
   }
   rmdir(root);
   return 0;

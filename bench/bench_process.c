@@ -7,6 +7,7 @@
  *                                in ROUNDS turns (default 5)
  */
 #include "altar/plugin/backend.h"
+#include "util/bench_util.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -22,20 +23,6 @@
 #define SLOTS 4
 
 extern char **environ;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
 
 static double bench_backend(int n, const char *root) {
   altar_strmap_t cfg = {0};
@@ -55,7 +42,7 @@ static double bench_backend(int n, const char *root) {
   altar_status_t st[SLOTS];
   size_t k = 0;
   int submitted = 0, done = 0, failed = 0;
-  double t0 = now_s();
+  double t0 = bench_now_s();
   while (done < n) {
     while (k < SLOTS && submitted < n) {
       altar_error_t err = {0};
@@ -90,7 +77,7 @@ static double bench_backend(int n, const char *root) {
       nanosleep(&ts, NULL);
     }
   }
-  double dt = now_s() - t0;
+  double dt = bench_now_s() - t0;
   if (failed) fprintf(stderr, "bench_process: %d of %d tasks failed\n", failed, n);
   altar_spec_free(spec);
   altar_backend_close(be);
@@ -100,7 +87,7 @@ static double bench_backend(int n, const char *root) {
 static double bench_spawn(int n) {
   char *argv[] = {"/bin/true", NULL};
   int running = 0, started = 0, done = 0;
-  double t0 = now_s();
+  double t0 = bench_now_s();
   while (done < n) {
     while (running < SLOTS && started < n) {
       pid_t pid;
@@ -117,14 +104,14 @@ static double bench_spawn(int n) {
       done++;
     }
   }
-  return n / (now_s() - t0);
+  return n / (bench_now_s() - t0);
 }
 
 static double bench_xargs(int n) {
   char script[128];
   snprintf(script, sizeof script, "seq 1 %d | xargs -P %d -n 1 /bin/true", n, SLOTS);
   char *argv[] = {"sh", "-c", script, NULL};
-  double t0 = now_s();
+  double t0 = bench_now_s();
   pid_t pid;
   if (posix_spawnp(&pid, "sh", NULL, NULL, argv, environ) != 0) {
     perror("posix_spawn sh");
@@ -132,7 +119,7 @@ static double bench_xargs(int n) {
   }
   int wst;
   waitpid(pid, &wst, 0);
-  double dt = now_s() - t0;
+  double dt = bench_now_s() - t0;
   if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
     fprintf(stderr, "bench_process: xargs failed\n");
     exit(1);
@@ -167,7 +154,7 @@ int main(int argc, char **argv) {
       }
     }
   }
-  nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  bench_rm_tree(root);
   int total = per * rounds;
   double xargs = total / t_xargs, spawn = total / t_spawn, proc = total / t_proc;
   printf("bench_process: %d x /bin/true per contender (%d rounds), %d in flight\n", total, rounds, SLOTS);

@@ -80,12 +80,8 @@ int main(int argc, char **argv) {
   snprintf(logdir, sizeof logdir, "%s/log", dir);
   snprintf(ledger, sizeof ledger, "%s/ledger", dir);
   altar_strmap_t props = {0};
-  altar_strmap_set(&props, "dir", logdir);
-  altar_strmap_set(&props, "fsync", "never");
   altar_error_t e = {0};
-  altar_transport_register(&altar_transport_local_ops);
-  altar_transport_t *t = altar_transport_open("local", &props, NULL, &e);
-  if (!t || altar_transport_create_topic(t, "st", 4, &e)) die("create", &e);
+  altar_transport_t *t = bench_open_local_log("bench_rebuild", logdir, &props, "st", 4);
   /* Two events per shard: submitted (with a ~300-byte spec) and succeeded. */
   altar_spec_t *spec = altar_spec_new("bench", "img:1");
   altar_spec_add_arg(spec, "/bin/true");

@@ -13,6 +13,7 @@
  *                             adapter runs N/4 tasks: each starts a Python
  *                             supervisor) */
 #include "altar/plugin/backend.h"
+#include "util/bench_util.h"
 
 #include <ftw.h>
 #include <stdio.h>
@@ -22,20 +23,6 @@
 #include <unistd.h>
 
 #define SLOTS 4
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
 
 static altar_backend_t *open_or_die(const altar_backend_ops_t *ops, altar_strmap_t *cfg) {
   altar_error_t err = {0};
@@ -57,7 +44,7 @@ static double rate(altar_backend_t *be, int n) {
   altar_status_t st[SLOTS];
   size_t k = 0;
   int submitted = 0, done = 0, failed = 0;
-  double t0 = now_s();
+  double t0 = bench_now_s();
   while (done < n) {
     while (k < SLOTS && submitted < n) {
       altar_error_t err = {0};
@@ -91,7 +78,7 @@ static double rate(altar_backend_t *be, int n) {
       nanosleep(&ts, NULL);
     }
   }
-  double dt = now_s() - t0;
+  double dt = bench_now_s() - t0;
   if (failed) fprintf(stderr, "pybackend_rate: %d of %d tasks failed\n", failed, n);
   altar_spec_free(spec);
   return n / dt;
@@ -99,7 +86,7 @@ static double rate(altar_backend_t *be, int n) {
 
 /* Microseconds per capacity() call. */
 static double per_call_us(altar_backend_t *be, int m) {
-  double t0 = now_s();
+  double t0 = bench_now_s();
   for (int i = 0; i < m; i++) {
     altar_capacity_t cap;
     altar_error_t err = {0};
@@ -109,7 +96,7 @@ static double per_call_us(altar_backend_t *be, int m) {
     }
     altar_capacity_clear(&cap);
   }
-  return (now_s() - t0) * 1e6 / m;
+  return (bench_now_s() - t0) * 1e6 / m;
 }
 
 int main(int argc, char **argv) {
@@ -158,6 +145,6 @@ int main(int argc, char **argv) {
   altar_backend_close(example);
   altar_backend_close(noop);
   altar_backend_close(proc);
-  nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  bench_rm_tree(root);
   return 0;
 }

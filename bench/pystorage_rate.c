@@ -23,14 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
 static void die(const char *what, const altar_error_t *err) { bench_die("pystorage_rate", what, err); }
 
 static double per_call_us(altar_storage_t *s, const char *uri, int m) {
@@ -126,6 +118,6 @@ int main(int argc, char **argv) {
   altar_storage_close(vault);
   altar_storage_close(local);
   altar_storage_python_configure(NULL, NULL, &err);
-  nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  bench_rm_tree(root);
   return 0;
 }

@@ -1,6 +1,9 @@
 /* Shared pieces of the benchmarks (bench_util.h). */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "bench_util.h"
+#include "altar/plugin/transport.h"
 
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,28 @@ double bench_cpu_s(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 void bench_die(const char *prog, const char *what, const altar_error_t *err) {
   fprintf(stderr, "%s: %s: %s\n", prog, what, err ? err->msg : "");
   exit(1);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+void bench_rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+altar_transport_t *bench_open_local_log(const char *prog, const char *dir, altar_strmap_t *props, const char *topic,
+                                        int partitions) {
+  altar_strmap_set(props, "dir", dir);
+  altar_strmap_set(props, "fsync", "never");
+  altar_error_t e = {0};
+  altar_transport_register(&altar_transport_local_ops);
+  altar_transport_t *t = altar_transport_open("local", props, NULL, &e);
+  if (!t) bench_die(prog, "open the embedded log", &e);
+  if (altar_transport_create_topic(t, topic, partitions, &e)) bench_die(prog, "create a topic", &e);
+  return t;
 }
 
 void bench_write_succeeded_shard(altar_transport_t *t, const char *topic, altar_spec_t *spec, altar_buf_t *buf,
