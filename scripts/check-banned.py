@@ -26,7 +26,7 @@ BANNED = {
     "tempnam": "mkstemp",
     "mktemp": "mkstemp or mkdtemp",
 }
-PARTS = ["core", "storage", "transports", "backends", "producer", "worker", "reconciler", "dashboard", "cli",
+PARTS = ["core", "storage", "transports", "backends", "producer", "worker", "ledger", "reconciler", "dashboard", "cli",
          "include"]
 CALL = re.compile(r"(?<![A-Za-z0-9_.>])(" + "|".join(BANNED) + r")\s*\(")
 
