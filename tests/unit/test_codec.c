@@ -40,6 +40,7 @@ static int decode_any(altar_msg_type_t t, const void *data, size_t len, any_msg_
   case ALTAR_MSG_GROUP: return altar_decode_group(data, len, &m->group, err);
   case ALTAR_MSG_RECORD: return altar_decode_record(data, len, &m->record, err);
   case ALTAR_MSG_CONTROL: return altar_decode_control(data, len, &m->control, err);
+  case ALTAR_MSG_GROUP_PAGE: return altar_decode_group_page(data, len, &m->group, err);
   }
   return -1;
 }
@@ -52,6 +53,7 @@ static int encode_any(altar_msg_type_t t, const any_msg_t *m, altar_buf_t *out, 
   case ALTAR_MSG_GROUP: return altar_encode_group(&m->group, out, err);
   case ALTAR_MSG_RECORD: return altar_encode_record(&m->record, out, err);
   case ALTAR_MSG_CONTROL: return altar_encode_control(&m->control, out, err);
+  case ALTAR_MSG_GROUP_PAGE: return altar_encode_group_page(&m->group, out, err);
   }
   return -1;
 }
@@ -65,6 +67,7 @@ static int from_json_any(altar_msg_type_t t, const char *text, any_msg_t *m, alt
   case ALTAR_MSG_GROUP: return altar_group_from_json(text, n, &m->group, err);
   case ALTAR_MSG_RECORD: return altar_record_from_json(text, n, &m->record, err);
   case ALTAR_MSG_CONTROL: return altar_control_from_json(text, n, &m->control, err);
+  case ALTAR_MSG_GROUP_PAGE: break; /* no bridge of its own: altar_codec_json_to_msgpack */
   }
   return -1;
 }
@@ -77,7 +80,8 @@ static bool equal_any(altar_msg_type_t t, const any_msg_t *a, const any_msg_t *b
            a->job.submitted_at == b->job.submitted_at && !strcmp(a->job.job_id, b->job.job_id) &&
            altar_spec_equal(&a->job.spec, &b->job.spec);
   case ALTAR_MSG_STATUS: return altar_status_event_equal(&a->status, &b->status);
-  case ALTAR_MSG_GROUP: return altar_group_event_equal(&a->group, &b->group);
+  case ALTAR_MSG_GROUP:
+  case ALTAR_MSG_GROUP_PAGE: return altar_group_event_equal(&a->group, &b->group);
   case ALTAR_MSG_RECORD: return altar_record_equal(&a->record, &b->record);
   case ALTAR_MSG_CONTROL: {
     const altar_control_msg_t *x = &a->control, *y = &b->control;
@@ -98,7 +102,8 @@ static void clear_any(altar_msg_type_t t, any_msg_t *m) {
   case ALTAR_MSG_SPEC: altar_spec_clear(&m->spec); break;
   case ALTAR_MSG_JOB: altar_job_msg_clear(&m->job); break;
   case ALTAR_MSG_STATUS: altar_status_event_clear(&m->status); break;
-  case ALTAR_MSG_GROUP: altar_group_event_clear(&m->group); break;
+  case ALTAR_MSG_GROUP:
+  case ALTAR_MSG_GROUP_PAGE: altar_group_event_clear(&m->group); break;
   case ALTAR_MSG_RECORD: altar_record_clear(&m->record); break;
   case ALTAR_MSG_CONTROL: altar_control_msg_clear(&m->control); break;
   }
