@@ -34,6 +34,7 @@ int altar_cmd_cancel(int argc, char **argv);
 int altar_cmd_worker(int argc, char **argv);
 int altar_cmd_reconciler(int argc, char **argv);
 int altar_cmd_status(int argc, char **argv);
+int altar_cmd_group(int argc, char **argv);
 int altar_cmd_logs(int argc, char **argv);
 int altar_cmd_demo(int argc, char **argv);
 int altar_cmd_jobs(int argc, char **argv);

@@ -252,10 +252,10 @@ static int count_groups(altar_config_t *cfg, const char *topic, const char *job,
       const char *jid = altar_strmap_get(&g.shards[0].labels, ALTAR_JOB_ID_LABEL);
       if (jid && !strcmp(jid, job) && pcancelled && g.event == ALTAR_GROUP_CANCELLED) {
         (*pcancelled)++;
-        *pcancelled_shards += g.n_shards;
+        *pcancelled_shards += ALTAR_GROUP_MEMBERS(&g);
       } else if (jid && !strcmp(jid, job)) {
         (*pgroups)++;
-        *pshards += g.n_shards;
+        *pshards += ALTAR_GROUP_MEMBERS(&g); /* a wide group's head lists the first of them */
         int st = stages ? altar_cli_stage_of(stages, g.kind) : 0;
         if (by_stage && st > 0 && st < STATUS_MAX_STAGES) by_stage[st]++;
       }

@@ -159,6 +159,8 @@ void altar_cli_expect_clear(expect_t *x) {
   free(x->status_parts);
   for (size_t i = 0; i < x->n_events; i++) altar_group_event_clear(&x->events[i]);
   free(x->events);
+  for (size_t i = 0; i < x->n_pending; i++) altar_group_event_clear(&x->pending[i]);
+  free(x->pending);
   memset(x, 0, sizeof *x);
 }
 
@@ -275,7 +277,33 @@ static bool apply_msg(expect_t *x, const char *status_topic, const altar_msg_t *
     altar_status_event_clear(&ev);
     return false;
   }
-  return altar_decode_group(m->value, m->value_len, g, &de) == ALTAR_OK && on_group(x, g, run_id);
+  if (altar_decode_group(m->value, m->value_len, g, &de) == ALTAR_OK) {
+    if (!g->pages) return on_group(x, g, run_id);
+    /* A wide group's head: kept until its pages complete the member list. */
+    const char *jid = g->n_shards ? altar_strmap_get(&g->shards[0].labels, ALTAR_JOB_ID_LABEL) : NULL;
+    if (!jid || strcmp(jid, run_id) || ALTAR_GROW(x->pending, x->cap_pending, x->n_pending + 1)) return false;
+    for (size_t i = 0; i < x->n_pending; i++)
+      if (!strcmp(x->pending[i].event_id, g->event_id)) return false; /* a copy of one read already */
+    x->pending[x->n_pending++] = *g;
+    memset(g, 0, sizeof *g);
+    return false;
+  }
+  altar_group_event_t p = {0};
+  bool settled = false;
+  if (altar_decode_group_page(m->value, m->value_len, &p, &de) == ALTAR_OK) {
+    for (size_t i = 0; i < x->n_pending; i++) {
+      if (strcmp(x->pending[i].event_id, p.event_id)) continue;
+      if (altar_group_event_take_page(&x->pending[i], &p) == 1 && x->pending[i].page == x->pending[i].pages) {
+        altar_group_event_clear(g);
+        *g = x->pending[i];
+        x->pending[i] = x->pending[--x->n_pending];
+        settled = on_group(x, g, run_id);
+      }
+      break;
+    }
+  }
+  altar_group_event_clear(&p);
+  return settled;
 }
 
 /* Shards with no event yet, per pool topic nobody in the workers' group
@@ -404,7 +432,7 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
       const char *what = g.event == ALTAR_GROUP_FIRED       ? "fired"
                          : g.event == ALTAR_GROUP_CANCELLED ? "cancelled"
                                                             : "dead_lettered";
-      if (cb) cb(cb_ctx, what, g.kind, g.group_key, g.n_shards, g.event_id);
+      if (cb) cb(cb_ctx, what, g.kind, g.group_key, ALTAR_GROUP_MEMBERS(&g), g.event_id);
       else if (!tty || g.event != ALTAR_GROUP_FIRED)
         /* On a terminal the bar's line is cleared first; a group that did
          * not fire is named there as it happens, a fired one only counted. */

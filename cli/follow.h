@@ -49,6 +49,10 @@ typedef struct expect {
   bool keep_events;
   altar_group_event_t *events;
   size_t n_events, cap_events;
+  /* Heads of wide groups' events waiting for their pages: a group settles
+   * once its whole member list is read (altar_group_event_take_page). */
+  altar_group_event_t *pending;
+  size_t n_pending, cap_pending;
 } expect_t;
 
 /* Called for each of the job's group events as it arrives (may be NULL). */

@@ -30,7 +30,10 @@ static int next_specs(altar_config_t *cfg, const altar_group_specs_t *groups, co
     if (!f) continue;
     altar_spec_t *s = NULL;
     altar_error_t e = {0};
-    if (altar_followup_build(f, gs, g, &s, &e)) {
+    altar_followup_manifest_t man = {0}; /* the reconciler writes it; only its digest names the task */
+    int brc = altar_followup_build_manifest(f, gs, g, &s, &man, &e);
+    altar_followup_manifest_clear(&man);
+    if (brc) {
       (*pfailed)++;
       fprintf(stderr, "altar submit --wait: follow-up %s of group %s:%s could not be made: %s\n", f->tmpl->kind,
               g->kind, g->group_key, e.msg);

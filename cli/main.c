@@ -25,6 +25,7 @@ static const struct {
     {"worker", altar_cmd_worker, "consume jobs and drive a backend"},
     {"reconciler", altar_cmd_reconciler, "fold status events into the ledger, publish groups"},
     {"status", altar_cmd_status, "show the progress of a job"},
+    {"group", altar_cmd_group, "the whole member list and outputs of a group event"},
     {"logs", altar_cmd_logs, "print a task's output (or a job's failed shards')"},
     {"jobs", altar_cmd_jobs, "list jobs: shards by state, groups, outputs"},
     {"workers", altar_cmd_workers, "list workers from their heartbeats"},

@@ -340,8 +340,12 @@ int altar_status_result_from_json(const char *text, size_t len, altar_status_t *
 
 /* ---- generic bridges for `altar codec` ---- */
 
-static const enc_fn encoders[] = {enc_spec, enc_job, enc_status, enc_group, enc_record, enc_control};
-static const dec_fn decoders[] = {dec_spec, dec_job, dec_status, dec_group, dec_record, dec_control};
+static int enc_group_page(const void *m, altar_buf_t *o, altar_error_t *e) { return altar_encode_group_page(m, o, e); }
+static int dec_group_page(const void *d, size_t n, void *p, altar_error_t *e) {
+  return altar_decode_group_page(d, n, p, e);
+}
+static const enc_fn encoders[] = {enc_spec, enc_job, enc_status, enc_group, enc_record, enc_control, enc_group_page};
+static const dec_fn decoders[] = {dec_spec, dec_job, dec_status, dec_group, dec_record, dec_control, dec_group_page};
 
 /* Room for any message struct, so the bridges need no per-type code. */
 typedef union any_msg {
@@ -358,7 +362,8 @@ static void clear_any(altar_msg_type_t t, any_msg_t *m) {
   case ALTAR_MSG_SPEC: altar_spec_clear(&m->spec); break;
   case ALTAR_MSG_JOB: altar_job_msg_clear(&m->job); break;
   case ALTAR_MSG_STATUS: altar_status_event_clear(&m->status); break;
-  case ALTAR_MSG_GROUP: altar_group_event_clear(&m->group); break;
+  case ALTAR_MSG_GROUP:
+  case ALTAR_MSG_GROUP_PAGE: altar_group_event_clear(&m->group); break;
   case ALTAR_MSG_RECORD: altar_record_clear(&m->record); break;
   case ALTAR_MSG_CONTROL: altar_control_msg_clear(&m->control); break;
   }
@@ -366,7 +371,7 @@ static void clear_any(altar_msg_type_t t, any_msg_t *m) {
 
 int altar_codec_json_to_msgpack(altar_msg_type_t t, const char *json, size_t len, altar_buf_t *out,
                                 altar_error_t *err) {
-  if ((unsigned)t > ALTAR_MSG_CONTROL) return altar_error_set(err, ALTAR_EINVAL, "codec: unknown message type");
+  if ((unsigned)t > ALTAR_MSG_GROUP_PAGE) return altar_error_set(err, ALTAR_EINVAL, "codec: unknown message type");
   any_msg_t m;
   memset(&m, 0, sizeof m);
   int rc = from_json(decoders[t], json, len, &m, altar_msg_type_name(t), err);
@@ -376,7 +381,7 @@ int altar_codec_json_to_msgpack(altar_msg_type_t t, const char *json, size_t len
 }
 
 char *altar_codec_msgpack_to_json(altar_msg_type_t t, const void *data, size_t len, altar_error_t *err) {
-  if ((unsigned)t > ALTAR_MSG_CONTROL) {
+  if ((unsigned)t > ALTAR_MSG_GROUP_PAGE) {
     altar_error_set(err, ALTAR_EINVAL, "codec: unknown message type");
     return NULL;
   }

@@ -11,10 +11,10 @@
 
 #define W_VOID(call) ((call), 0)
 
-static const char *const msg_type_names[] = {"spec", "job", "status", "group", "record", "control"};
+static const char *const msg_type_names[] = {"spec", "job", "status", "group", "record", "control", "group_page"};
 
 int altar_msg_type_parse(const char *name, altar_msg_type_t *ptype) {
-  for (int i = 0; name && i < 6; i++) {
+  for (int i = 0; name && i < 7; i++) {
     if (!strcmp(name, msg_type_names[i])) {
       *ptype = (altar_msg_type_t)i;
       return ALTAR_OK;
@@ -24,7 +24,7 @@ int altar_msg_type_parse(const char *name, altar_msg_type_t *ptype) {
 }
 
 const char *altar_msg_type_name(altar_msg_type_t t) {
-  return (unsigned)t < 6 ? msg_type_names[t] : "unknown";
+  return (unsigned)t < 7 ? msg_type_names[t] : "unknown";
 }
 
 /* ---- shared decode/encode frame ---- */
@@ -428,16 +428,25 @@ static int wr_shards(altar__wr_t *w, const altar_handle_t *hs, size_t n) {
   return rc;
 }
 
+static int wr_count(altar__wr_t *w, size_t n) {
+  if (n > (size_t)INT64_MAX) return altar__wr_fail(w, ALTAR_EINVAL, "count out of range");
+  altar__wr_i64(w, (int64_t)n);
+  return ALTAR_OK;
+}
+
 static int wr_group(altar__wr_t *w, const void *msg) {
   const altar_group_event_t *e = msg;
   if ((unsigned)e->event > ALTAR_GROUP_CANCELLED) return altar__wr_fail(w, ALTAR_EINVAL, "event: unknown kind");
-  altar__wr_map(w, 8 + (e->n_failures ? 1 : 0) + (e->n_outputs ? 1 : 0));
+  bool head = e->pages > 0; /* a wide group's head: members_total and pages too */
+  altar__wr_map(w, 8 + (e->n_failures ? 1 : 0) + (e->n_outputs ? 1 : 0) + (head ? 2 : 0));
   ALTAR__WR_FIELD(w, "event", altar__wr_str(w, group_event_names[e->event]));
   ALTAR__WR_FIELD(w, "event_id", altar__wr_str(w, e->event_id));
   if (e->n_failures) ALTAR__WR_FIELD(w, "failures", wr_group_failures(w, e->failures, e->n_failures));
   ALTAR__WR_FIELD(w, "group_key", altar__wr_str(w, e->group_key));
   ALTAR__WR_FIELD(w, "kind", altar__wr_str(w, e->kind));
+  if (head) ALTAR__WR_FIELD(w, "members_total", wr_count(w, ALTAR_GROUP_MEMBERS(e)));
   if (e->n_outputs) ALTAR__WR_FIELD(w, "outputs", altar__wr_transfers(w, e->outputs, e->n_outputs));
+  if (head) ALTAR__WR_FIELD(w, "pages", wr_count(w, e->pages));
   ALTAR__WR_FIELD(w, "shards", wr_shards(w, e->shards, e->n_shards));
   ALTAR__WR_FIELD(w, "ts", altar__wr_f64(w, e->ts));
   ALTAR__WR_FIELD(w, "type", altar__wr_str(w, "group"));
@@ -498,9 +507,20 @@ static int rd_group_failures(altar__rd_t *r, const msgpack_object *o, altar_grou
   return ALTAR_OK;
 }
 
-enum { G_EVENT, G_EVENT_ID, G_FAILURES, G_GROUP_KEY, G_KIND, G_OUTPUTS, G_SHARDS, G_TS, G_TYPE, G_V };
-static const char *const group_keys[] = {"event", "event_id", "failures", "group_key", "kind", "outputs", "shards",
-                                         "ts", "type", "v", NULL};
+enum { G_EVENT, G_EVENT_ID, G_FAILURES, G_GROUP_KEY, G_KIND, G_MEMBERS_TOTAL, G_OUTPUTS, G_PAGE, G_PAGES, G_SHARDS,
+       G_TS, G_TYPE, G_V };
+static const char *const group_keys[] = {"event", "event_id", "failures", "group_key", "kind", "members_total",
+                                         "outputs", "page", "pages", "shards", "ts", "type", "v", NULL};
+
+/* A count: an integer 0..INT64_MAX. */
+static int rd_count(altar__rd_t *r, const msgpack_object *v, size_t *pn) {
+  int64_t x = 0;
+  int rc = altar__rd_i64(r, v, &x);
+  if (rc) return rc;
+  if (x < 0 || (uint64_t)x > SIZE_MAX) return altar__rd_fail(r, ALTAR_EDECODE, "expected a count >= 0");
+  *pn = (size_t)x;
+  return ALTAR_OK;
+}
 
 static int rd_group_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
   altar_group_event_t *e = ctx;
@@ -514,7 +534,10 @@ static int rd_group_field(altar__rd_t *r, void *ctx, int idx, const msgpack_obje
   case G_FAILURES: return rd_group_failures(r, v, &e->failures, &e->n_failures);
   case G_GROUP_KEY: return altar__rd_str(r, v, &e->group_key);
   case G_KIND: return altar__rd_str(r, v, &e->kind);
+  case G_MEMBERS_TOTAL: return rd_count(r, v, &e->members_total);
   case G_OUTPUTS: return altar__rd_transfers(r, v, &e->outputs, &e->n_outputs);
+  case G_PAGE: return ALTAR_OK; /* a page's (rd_group_page_field) */
+  case G_PAGES: return rd_count(r, v, &e->pages);
   case G_SHARDS: return rd_shards(r, v, &e->shards, &e->n_shards);
   case G_TS: return altar__rd_f64(r, v, &e->ts);
   case G_TYPE: return rd_type(r, v, "group");
@@ -530,6 +553,9 @@ static int rd_group_top(altar__rd_t *r, const msgpack_object *o, void *target) {
   if (!rc) rc = default_str(r, &e->event_id);
   if (!rc) rc = default_str(r, &e->kind);
   if (!rc) rc = default_str(r, &e->group_key);
+  if (!rc && e->pages && e->members_total < e->n_shards)
+    rc = altar__rd_fail(r, ALTAR_EDECODE, "members_total: fewer than the shards listed");
+  if (!rc && !e->pages) e->members_total = e->n_shards; /* an event that fits lists every member */
   return rc;
 }
 
@@ -537,6 +563,213 @@ int altar_decode_group(const void *data, size_t len, altar_group_event_t *pout, 
   memset(pout, 0, sizeof *pout);
   pout->v = ALTAR_SCHEMA_VERSION;
   return decode_top(data, len, "group", rd_group_top, pout, err);
+}
+
+static int rd_group_page_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
+  altar_group_event_t *e = ctx;
+  switch (idx) {
+  case G_PAGE: return rd_count(r, v, &e->page);
+  case G_TYPE: return rd_type(r, v, "group_page");
+  case G_FAILURES: /* a head's */
+  case G_MEMBERS_TOTAL: return ALTAR_OK;
+  }
+  return rd_group_field(r, ctx, idx, v);
+}
+
+static int rd_group_page_top(altar__rd_t *r, const msgpack_object *o, void *target) {
+  altar_group_event_t *e = target;
+  int rc = rd_type_first(r, o, "group_page");
+  if (!rc)
+    rc = altar__rd_struct(r, o, group_keys, 1u << G_EVENT | 1u << G_EVENT_ID | 1u << G_PAGE | 1u << G_PAGES,
+                          rd_group_page_field, e);
+  if (!rc && (e->page < 1 || e->page > e->pages)) rc = altar__rd_fail(r, ALTAR_EDECODE, "page: expected 1..pages");
+  if (!rc) rc = default_str(r, &e->kind);
+  if (!rc) rc = default_str(r, &e->group_key);
+  return rc;
+}
+
+int altar_decode_group_page(const void *data, size_t len, altar_group_event_t *pout, altar_error_t *err) {
+  memset(pout, 0, sizeof *pout);
+  pout->v = ALTAR_SCHEMA_VERSION;
+  return decode_top(data, len, "group_page", rd_group_page_top, pout, err);
+}
+
+static int wr_group_page(altar__wr_t *w, const void *msg) {
+  const altar_group_event_t *e = msg;
+  if ((unsigned)e->event > ALTAR_GROUP_CANCELLED) return altar__wr_fail(w, ALTAR_EINVAL, "event: unknown kind");
+  if (e->page < 1 || e->page > e->pages) return altar__wr_fail(w, ALTAR_EINVAL, "page: expected 1..pages");
+  altar__wr_map(w, 10 + (e->n_outputs ? 1 : 0));
+  ALTAR__WR_FIELD(w, "event", altar__wr_str(w, group_event_names[e->event]));
+  ALTAR__WR_FIELD(w, "event_id", altar__wr_str(w, e->event_id));
+  ALTAR__WR_FIELD(w, "group_key", altar__wr_str(w, e->group_key));
+  ALTAR__WR_FIELD(w, "kind", altar__wr_str(w, e->kind));
+  if (e->n_outputs) ALTAR__WR_FIELD(w, "outputs", altar__wr_transfers(w, e->outputs, e->n_outputs));
+  ALTAR__WR_FIELD(w, "page", wr_count(w, e->page));
+  ALTAR__WR_FIELD(w, "pages", wr_count(w, e->pages));
+  ALTAR__WR_FIELD(w, "shards", wr_shards(w, e->shards, e->n_shards));
+  ALTAR__WR_FIELD(w, "ts", altar__wr_f64(w, e->ts));
+  ALTAR__WR_FIELD(w, "type", altar__wr_str(w, "group_page"));
+  ALTAR__WR_FIELD(w, "v", wr_version(w, e->v));
+  return ALTAR_OK;
+}
+
+int altar_encode_group_page(const altar_group_event_t *e, altar_buf_t *out, altar_error_t *err) {
+  return encode_top(wr_group_page, e, "group_page", out, err);
+}
+
+/* ---- a group event of any width ---- */
+
+static size_t slen(const char *s) { return s ? strlen(s) : 0; }
+
+static size_t strmap_est(const altar_strmap_t *m) {
+  size_t n = 0;
+  for (size_t i = 0; m && i < m->n; i++) n += strlen(m->keys[i]) + strlen(m->vals[i]) + 10;
+  return n;
+}
+
+/* Upper bounds of one shard's and one output's encoding (headers at their
+ * widest), and of everything of an event but its shards, outputs and
+ * failures; the failures' room is kept whatever the outcome. These are the
+ * bounds the reconciler refused a group event by before wide groups. */
+static size_t shard_est(const altar_handle_t *h) {
+  return 64 + slen(h->backend) + slen(h->external_id) + strmap_est(&h->labels) + strmap_est(h->plugin_identity);
+}
+static size_t output_est(const altar_transfer_t *o) {
+  return slen(o->uri) + slen(o->logical_path) + slen(o->digest) + slen(o->locality_key) + 64;
+}
+#define GROUP_FAILURES_ROOM (ALTAR_GROUP_MAX_FAILURES * (ALTAR_GROUP_FAILURE_DETAIL + 128 + 512 + 64))
+static size_t fixed_est(const altar_group_event_t *e) {
+  return 256 + slen(e->kind) + slen(e->group_key) + ALTAR_TASK_KEY_LEN + GROUP_FAILURES_ROOM;
+}
+/* What one message of a wide group's event may take by those bounds. */
+#define GROUP_PAGE_BUDGET (ALTAR_MAX_MESSAGE / 2)
+#define GROUP_OUTPUTS_MAX_BYTES (ALTAR_MAX_MESSAGE / 4)
+
+bool altar_group_event_fits(const altar_group_event_t *e) {
+  if (e->n_shards > ALTAR_MAX_ARRAY || e->n_outputs > ALTAR_MAX_ARRAY) return false;
+  size_t bytes = fixed_est(e);
+  for (size_t i = 0; i < e->n_shards; i++) bytes += shard_est(&e->shards[i]);
+  if (bytes > ALTAR_MAX_MESSAGE) return false;
+  size_t room = ALTAR_MAX_MESSAGE - bytes, out = 0;
+  if (room > GROUP_OUTPUTS_MAX_BYTES) room = GROUP_OUTPUTS_MAX_BYTES;
+  for (size_t i = 0; i < e->n_outputs; i++) out += output_est(&e->outputs[i]);
+  return out <= room;
+}
+
+typedef struct slice {
+  size_t s0, s1, o0, o1;
+} slice_t;
+
+/* The messages of a wide event: each takes the next members, then (once
+ * the members are all placed) the next outputs, while it holds at most
+ * ALTAR_MAX_ARRAY of each and its bounds stay within GROUP_PAGE_BUDGET;
+ * every message takes at least one item. The head keeps the failures'
+ * room. */
+static int split(const altar_group_event_t *e, slice_t **pv, size_t *pn) {
+  slice_t *v = NULL;
+  size_t n = 0, cap = 0, s = 0, o = 0;
+  size_t base = 256 + slen(e->kind) + slen(e->group_key) + ALTAR_TASK_KEY_LEN;
+  do {
+    if (n == cap) {
+      size_t nc = cap ? cap * 2 : 16;
+      slice_t *nv = realloc(v, nc * sizeof *nv);
+      if (!nv) {
+        free(v);
+        return ALTAR_ENOMEM;
+      }
+      v = nv;
+      cap = nc;
+    }
+    slice_t *sl = &v[n];
+    size_t bytes = base + (n ? 0 : GROUP_FAILURES_ROOM), items = 0;
+    sl->s0 = s;
+    while (s < e->n_shards && s - sl->s0 < ALTAR_MAX_ARRAY) {
+      size_t b = shard_est(&e->shards[s]);
+      if (items && bytes + b > GROUP_PAGE_BUDGET) break;
+      bytes += b;
+      items++;
+      s++;
+    }
+    sl->s1 = s;
+    sl->o0 = o;
+    while (s == e->n_shards && o < e->n_outputs && o - sl->o0 < ALTAR_MAX_ARRAY) {
+      size_t b = output_est(&e->outputs[o]);
+      if (items && bytes + b > GROUP_PAGE_BUDGET) break;
+      bytes += b;
+      items++;
+      o++;
+    }
+    sl->o1 = o;
+    n++;
+  } while (s < e->n_shards || o < e->n_outputs);
+  *pv = v;
+  *pn = n;
+  return ALTAR_OK;
+}
+
+int altar_encode_group_messages(const altar_group_event_t *e, altar_buf_t **pv, size_t *pn, altar_error_t *err) {
+  *pv = NULL;
+  *pn = 0;
+  if (!e) return altar_error_set(err, ALTAR_EINVAL, "group: NULL argument");
+  slice_t one = {0, e->n_shards, 0, e->n_outputs}, *sl = &one;
+  size_t n = 1;
+  bool wide = !altar_group_event_fits(e);
+  if (wide && split(e, &sl, &n)) return altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+  altar_buf_t *bufs = calloc(n, sizeof *bufs);
+  int rc = bufs ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "group: out of memory");
+  for (size_t i = 0; !rc && i < n; i++) {
+    altar_group_event_t m = *e;
+    m.shards = e->shards + sl[i].s0;
+    m.n_shards = sl[i].s1 - sl[i].s0;
+    m.outputs = e->outputs + sl[i].o0;
+    m.n_outputs = sl[i].o1 - sl[i].o0;
+    m.members_total = e->n_shards;
+    m.pages = wide ? n - 1 : 0;
+    m.page = i;
+    if (i) {
+      m.failures = NULL;
+      m.n_failures = 0;
+    }
+    rc = i ? altar_encode_group_page(&m, &bufs[i], err) : altar_encode_group(&m, &bufs[i], err);
+    if (!rc && bufs[i].len > ALTAR_MAX_MESSAGE)
+      rc = altar_error_set(err, ALTAR_ETOOBIG, "group %s:%s: message %zu of its event takes %zu bytes, more than %u",
+                           e->kind, e->group_key, i, bufs[i].len, ALTAR_MAX_MESSAGE);
+  }
+  if (sl != &one) free(sl);
+  if (rc) {
+    for (size_t i = 0; bufs && i < n; i++) altar_buf_free(&bufs[i]);
+    free(bufs);
+    return rc;
+  }
+  *pv = bufs;
+  *pn = n;
+  return ALTAR_OK;
+}
+
+int altar_group_event_take_page(altar_group_event_t *g, altar_group_event_t *p) {
+  if (!g || !p || p->page != g->page + 1 || p->page > g->pages) return 0;
+  if (p->n_shards) {
+    altar_handle_t *hs = realloc(g->shards, (g->n_shards + p->n_shards) * sizeof *hs);
+    if (!hs) return ALTAR_ENOMEM;
+    memcpy(hs + g->n_shards, p->shards, p->n_shards * sizeof *hs);
+    g->shards = hs;
+    g->n_shards += p->n_shards;
+    free(p->shards);
+    p->shards = NULL;
+    p->n_shards = 0;
+  }
+  if (p->n_outputs) {
+    altar_transfer_t *os = realloc(g->outputs, (g->n_outputs + p->n_outputs) * sizeof *os);
+    if (!os) return ALTAR_ENOMEM;
+    memcpy(os + g->n_outputs, p->outputs, p->n_outputs * sizeof *os);
+    g->outputs = os;
+    g->n_outputs += p->n_outputs;
+    free(p->outputs);
+    p->outputs = NULL;
+    p->n_outputs = 0;
+  }
+  g->page++;
+  return 1;
 }
 
 /* ---- ledger record ---- */
@@ -676,7 +909,8 @@ bool altar_group_event_equal(const altar_group_event_t *a, const altar_group_eve
   if (!a || !b) return a == b;
   if (version_or_default(a->v) != version_or_default(b->v) || a->event != b->event ||
       !str_eq(a->event_id, b->event_id) || !str_eq(a->kind, b->kind) || !str_eq(a->group_key, b->group_key) ||
-      a->n_shards != b->n_shards || !f64_eq(a->ts, b->ts))
+      a->n_shards != b->n_shards || !f64_eq(a->ts, b->ts) || ALTAR_GROUP_MEMBERS(a) != ALTAR_GROUP_MEMBERS(b) ||
+      a->pages != b->pages || a->page != b->page)
     return false;
   for (size_t i = 0; i < a->n_shards; i++)
     if (!altar_handle_equal(&a->shards[i], &b->shards[i])) return false;

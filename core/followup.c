@@ -4,6 +4,9 @@
  * outbox entry names the same follow-up). */
 #include "altar/followup.h"
 #include "altar/buf.h"
+#include "altar/digest.h"
+
+#include <jansson.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@ void altar_followup_free(altar_followup_t *f) {
   if (!f) return;
   altar_spec_free(f->tmpl);
   free(f->inputs_dir);
+  free(f->manifest_uri);
   free(f);
 }
 
@@ -83,9 +87,76 @@ static int common_labels(const altar_group_event_t *g, altar_spec_t *s) {
   return ALTAR_OK;
 }
 
+void altar_followup_manifest_clear(altar_followup_manifest_t *m) {
+  if (!m) return;
+  free(m->uri);
+  altar_buf_free(&m->content);
+  memset(m, 0, sizeof *m);
+}
+
+bool altar_followup_needs_manifest(const altar_followup_t *f, const altar_group_event_t *g) {
+  if (!f || !g || !g->n_outputs) return false;
+  if (g->n_outputs + f->tmpl->n_inputs > ALTAR_FOLLOWUP_MAX_INPUTS) return true;
+  size_t bytes = 0;
+  for (size_t i = 0; i < g->n_outputs; i++) {
+    const altar_transfer_t *o = &g->outputs[i];
+    bytes += strlen(o->uri) + strlen(o->logical_path) + (o->digest ? strlen(o->digest) : 0) +
+             (o->locality_key ? strlen(o->locality_key) : 0) + 64;
+  }
+  return bytes > ALTAR_FOLLOWUP_MAX_INPUT_BYTES;
+}
+
+/* The manifest's default place: beside the group's first output. */
+static char *default_manifest_uri(const altar_group_event_t *g, altar_error_t *err) {
+  const char *u = g->outputs[0].uri, *sch = strstr(u, "://");
+  const char *from = sch ? sch + 3 : u, *slash = strrchr(from, '/');
+  if (!slash) {
+    altar_error_set(err, ALTAR_EINVAL,
+                    "its %zu outputs need a manifest and the first, '%.200s', names no directory to put it beside: "
+                    "set manifest_uri", g->n_outputs, u);
+    return NULL;
+  }
+  size_t n = (size_t)(slash - u) + 1 + 64 + 32;
+  char *out = malloc(n);
+  if (!out) {
+    altar_error_set(err, ALTAR_ENOMEM, "follow-up: out of memory");
+    return NULL;
+  }
+  snprintf(out, n, "%.*s/altar-inputs-%.64s.jsonl", (int)(slash - u), u, g->event_id);
+  return out;
+}
+
+/* The manifest's lines into b: the inputs the follow-up would have had. */
+static int manifest_content(const altar_group_event_t *g, const char *inputs, altar_buf_t *b, altar_error_t *err) {
+  for (size_t i = 0; i < g->n_outputs; i++) {
+    const altar_transfer_t *o = &g->outputs[i];
+    size_t n = strlen(inputs) + strlen(o->logical_path) + 32;
+    char *lp = malloc(n);
+    if (!lp) return altar_error_set(err, ALTAR_ENOMEM, "follow-up: out of memory");
+    snprintf(lp, n, "%s/%zu/%s", inputs, i, o->logical_path);
+    json_t *j = json_pack("{s:s?, s:s?, s:s, s:s}", "digest", o->digest, "locality_key", o->locality_key,
+                          "logical_path", lp, "uri", o->uri);
+    free(lp);
+    char *line = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    int rc = !line || altar_buf_append(b, line, strlen(line)) || altar_buf_append(b, "\n", 1);
+    free(line);
+    if (rc) return altar_error_set(err, ALTAR_ENOMEM, "follow-up: out of memory");
+  }
+  return ALTAR_OK;
+}
+
 int altar_followup_build(const altar_followup_t *f, const altar_group_spec_t *gs, const altar_group_event_t *g,
                          altar_spec_t **pout, altar_error_t *err) {
+  return altar_followup_build_manifest(f, gs, g, pout, NULL, err);
+}
+
+int altar_followup_build_manifest(const altar_followup_t *f, const altar_group_spec_t *gs,
+                                  const altar_group_event_t *g, altar_spec_t **pout, altar_followup_manifest_t *pm,
+                                  altar_error_t *err) {
   *pout = NULL;
+  if (pm) memset(pm, 0, sizeof *pm);
+  bool manifest = pm && altar_followup_needs_manifest(f, g);
   const altar_spec_t *t = f->tmpl;
   vars_t v = {.gs = gs, .g = g};
   char *inputs = expand(&v, f->inputs_dir, "inputs_dir", err);
@@ -111,10 +182,26 @@ int altar_followup_build(const altar_followup_t *f, const altar_group_spec_t *gs
     free(a);
   }
   if (!rc && altar_spec_set_label(s, ALTAR_FOLLOWUP_LABEL, g->event_id)) rc = ALTAR_ENOMEM;
-  if (!rc && g->n_outputs + t->n_inputs > ALTAR_MAX_ARRAY)
+  if (!rc && !manifest && g->n_outputs + t->n_inputs > ALTAR_MAX_ARRAY)
     rc = altar_error_set(err, ALTAR_EINVAL, "the group's %zu outputs are more inputs than one task may have (%u)",
                          g->n_outputs, ALTAR_MAX_ARRAY);
-  for (size_t i = 0; !rc && i < g->n_outputs; i++) {
+  if (!rc && manifest) {
+    /* One input, the manifest, in place of the outputs themselves. */
+    pm->uri = f->manifest_uri ? expand(&v, f->manifest_uri, "manifest_uri", err) : default_manifest_uri(g, err);
+    rc = pm->uri ? manifest_content(g, inputs, &pm->content, err) : (err ? err->code : ALTAR_EINVAL);
+    char digest[ALTAR_DIGEST_BUFSZ], *lp = NULL;
+    size_t n = strlen(inputs) + 32;
+    if (!rc && altar_sha256_bytes(pm->content.data, pm->content.len, digest, err)) rc = err ? err->code : ALTAR_EIO;
+    if (!rc && !(lp = malloc(n))) rc = ALTAR_ENOMEM;
+    if (!rc) {
+      snprintf(lp, n, "%s/manifest.jsonl", inputs);
+      if (altar_spec_add_input(s, pm->uri, lp, NULL, digest) ||
+          altar_spec_set_label(s, ALTAR_FOLLOWUP_MANIFEST_LABEL, lp))
+        rc = ALTAR_ENOMEM;
+    }
+    free(lp);
+  }
+  for (size_t i = 0; !rc && !manifest && i < g->n_outputs; i++) {
     const altar_transfer_t *o = &g->outputs[i];
     size_t n = strlen(inputs) + strlen(o->logical_path) + 32;
     char *lp = malloc(n);
@@ -142,8 +229,12 @@ int altar_followup_build(const altar_followup_t *f, const altar_group_spec_t *gs
   if (!rc) rc = altar_spec_validate(s, err);
 out:
   free(inputs);
-  if (rc) altar_spec_free(s);
-  else *pout = s;
+  if (rc) {
+    altar_spec_free(s);
+    altar_followup_manifest_clear(pm);
+  } else {
+    *pout = s;
+  }
   return rc;
 }
 

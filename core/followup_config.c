@@ -165,7 +165,7 @@ static int get_int(fc_t *c, const yaml_node_t *n, const char *path, long long lo
 int altar__followup_parse(yaml_document_t *doc, const char *file, const yaml_node_t *n, const char *path,
                           const altar_group_by_t *gb, altar_followup_t **pout, altar_error_t *err) {
   static const char *const keys[] = {"kind", "image", "command", "labels", "outputs", "timeout_s", "gpu",
-                                     "memory_mb", "inputs_dir", NULL};
+                                     "memory_mb", "inputs_dir", "manifest_uri", NULL};
   fc_t c = {.doc = doc, .file = file, .gb = gb, .err = err};
   *pout = NULL;
   if (n->type != YAML_MAPPING_NODE)
@@ -213,6 +213,12 @@ int altar__followup_parse(yaml_document_t *doc, const char *file, const yaml_nod
     if (!rc) rc = get_str(&c, v, kp, false, &f->inputs_dir);
   } else if (!rc && !(f->inputs_dir = strdup("inputs/{{event_id}}"))) {
     rc = nomem(&c, kp);
+  }
+  snprintf(kp, sizeof kp, "%s.manifest_uri", path);
+  if (!rc && (v = lookup(&c, n, "manifest_uri"))) {
+    const char *s = scalar(v);
+    rc = s ? check_placeholders(&c, v, kp, s, false) : ALTAR_OK;
+    if (!rc) rc = get_str(&c, v, kp, false, &f->manifest_uri);
   }
   if (rc) {
     altar_followup_free(f);

@@ -287,7 +287,7 @@ static int parse_backoff(gc_t *c, const yaml_node_t *n, const char *path, altar_
 
 static int parse_kind(gc_t *c, const char *kind, const yaml_node_t *n, const char *prefix, altar_group_spec_t *g) {
   static const char *const keys[] = {"group_by", "ready_when", "on_ready", "on_failed", "max_restarts", "retry_backoff",
-                                     "then", "then_dead", "event_outputs", "attempts_keep", NULL};
+                                     "then", "then_dead", "event_outputs", "attempts_keep", "max_width", NULL};
   char path[256], kp[300];
   snprintf(path, sizeof path, "%s%s", prefix, kind);
   memset(g, 0, sizeof *g);
@@ -337,6 +337,9 @@ static int parse_kind(gc_t *c, const char *kind, const yaml_node_t *n, const cha
   yaml_node_t *ak = lookup(c, n, "attempts_keep");
   snprintf(kp, sizeof kp, "%s.attempts_keep", path);
   if (ak && (rc = get_int(c, ak, kp, 1, ALTAR_ATTEMPTS_KEEP_MAX, &g->attempts_keep))) return rc;
+  yaml_node_t *mw = lookup(c, n, "max_width");
+  snprintf(kp, sizeof kp, "%s.max_width", path);
+  if (mw && (rc = get_int(c, mw, kp, 1, ALTAR_GROUP_MAX_WIDTH_MAX, &g->max_width))) return rc;
   yaml_node_t *eo = lookup(c, n, "event_outputs");
   snprintf(kp, sizeof kp, "%s.event_outputs", path);
   if (eo) {

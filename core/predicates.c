@@ -8,13 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What a rule may ask for is bounded by what one group event can list: a
- * configured group needing more could never be published. */
-#define MAX_FOLDS ((int64_t)ALTAR_MAX_ARRAY)
-/* A count label from a producer is valid up to here (so a hostile label
- * cannot make a group wait on billions of folds); a group that becomes due
- * wider than MAX_FOLDS is refused when it would be published. */
-#define MAX_COUNT 100000
+/* What a rule may ask for, and a count label may say: a group's event has
+ * no width limit of its own (a wide one goes out in pages), so the bound is
+ * the default most a group may hold (groups.KIND.max_width); it keeps a
+ * hostile count label from making a group wait on billions of folds. */
+#define MAX_COUNT ((int64_t)ALTAR_GROUP_MAX_WIDTH_DEFAULT)
+#define MAX_FOLDS MAX_COUNT
 
 int altar_predicate_single(altar_predicate_t *p) {
   memset(p, 0, sizeof *p);
@@ -151,8 +150,9 @@ static bool fold_index(const char *v, int64_t folds, int64_t *pf) {
 static bool folds_present(const altar_handle_t *const *shards, size_t n, const char *label,
                           int64_t folds) {
   if (folds < 1 || folds > MAX_COUNT || (size_t)folds > n) return false; /* each shard covers at most one fold */
-  unsigned char seen[(MAX_COUNT + 7) / 8];
-  memset(seen, 0, (size_t)(folds + 7) / 8);
+  unsigned char stack[512], *seen = (size_t)(folds + 7) / 8 <= sizeof stack ? stack : calloc((size_t)(folds + 7) / 8, 1);
+  if (!seen) return false; /* out of memory: not ready yet, decided again at its next event */
+  if (seen == stack) memset(seen, 0, (size_t)(folds + 7) / 8);
   int64_t missing = folds;
   for (size_t i = 0; i < n && missing; i++) {
     int64_t f;
@@ -162,6 +162,7 @@ static bool folds_present(const altar_handle_t *const *shards, size_t n, const c
     seen[f >> 3] |= bit;
     missing--;
   }
+  if (seen != stack) free(seen);
   return missing == 0;
 }
 

@@ -317,8 +317,10 @@ static void on_group(altar_fleet_view_t *v, const altar_msg_t *m) {
                                                              : "dead_lettered",
                           "ts", g.ts, "kind", jstr(g.kind),
                           "group_key", jstr(g.group_key), "event_id", jstr(g.event_id), "job_id",
-                          jstr(g.n_shards ? job_of(&g.shards[0]) : NULL), "n_shards", (json_int_t)g.n_shards,
+                          jstr(g.n_shards ? job_of(&g.shards[0]) : NULL), "n_shards", (json_int_t)ALTAR_GROUP_MEMBERS(&g),
                           "shards", shards ? shards : json_array());
+    /* A wide group's head lists its first members; the rest are in its pages. */
+    if (o && g.pages) json_object_set_new(o, "pages", json_integer((json_int_t)g.pages));
     if (o) altar__bounded_set_new(v->groups, key, o, ALTAR_FLEET_VIEW_GROUPS_KEEP);
   }
   altar_group_event_clear(&g);

@@ -119,37 +119,6 @@ static int pick_failures(altar_arena_t *a, const altar_ledger_entry_t *const *m,
   return ALTAR_OK;
 }
 
-static size_t strmap_bytes(const altar_strmap_t *m) {
-  size_t n = 0;
-  for (size_t i = 0; m && i < m->n; i++) n += strlen(m->keys[i]) + strlen(m->vals[i]) + 10;
-  return n;
-}
-
-/* An event that could not be encoded (too many shards, too many bytes)
- * would stop every later batch; refusing it here, the same way in the
- * daemon and in a replay, leaves the triggering event to the DLQ instead
- * and the group open and visible. The size is an upper bound of the
- * encoding: headers counted at their widest. */
-/* *pbytes (may be NULL): what the event may take at most without outputs;
- * the rest of the message bound is all its outputs may have. */
-static int check_publishable(const char *k, const char *gk, const picked_t *p, size_t *pbytes, altar_error_t *err) {
-  if (p->n > ALTAR_MAX_ARRAY)
-    return altar_error_set(err, ALTAR_EPREDICATE, "group %s:%s: its event would list %zu shards, more than %u", k, gk,
-                           p->n, ALTAR_MAX_ARRAY);
-  /* The room a dead-lettered event's failures may take is kept for every
-   * event: the same bound whatever the group's outcome. */
-  size_t bytes = 256 + strlen(k) + strlen(gk) + ALTAR_TASK_KEY_LEN +
-                 ALTAR_GROUP_MAX_FAILURES * (ALTAR_GROUP_FAILURE_DETAIL + 128 + 512 + 64);
-  for (size_t i = 0; i < p->n; i++)
-    bytes += 64 + strlen(p->hs[i].backend) + strlen(p->hs[i].external_id) + strmap_bytes(&p->hs[i].labels) +
-             strmap_bytes(p->hs[i].plugin_identity);
-  if (bytes > ALTAR_MAX_MESSAGE)
-    return altar_error_set(err, ALTAR_EPREDICATE, "group %s:%s: its event of %zu shards could take %zu bytes, more than %u",
-                           k, gk, p->n, bytes, ALTAR_MAX_MESSAGE);
-  if (pbytes) *pbytes = bytes;
-  return ALTAR_OK;
-}
-
 /* Appends the event of p's shards, noting also (may be NULL) as settled
  * with them; gk lies in res->mem already. */
 static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, const char *k, char *gk,
@@ -184,8 +153,10 @@ static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, 
     set.n = n;
   }
   altar_group_event_t *ev = &res->events[res->n_events];
+  /* Every member, however many: the daemon and a rebuild split a wide
+   * group's event into its messages (altar_encode_group_messages). */
   *ev = (altar_group_event_t){.v = ALTAR_SCHEMA_VERSION, .event = kind, .ts = ts, .group_key = gk,
-                              .shards = p->hs, .n_shards = p->n};
+                              .shards = p->hs, .n_shards = p->n, .members_total = p->n};
   if (!(ev->event_id = altar_arena_strndup(&res->mem, id, ALTAR_TASK_KEY_LEN)) ||
       !(ev->kind = altar_arena_strndup(&res->mem, k, strlen(k))))
     return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
@@ -393,13 +364,10 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   if (ready) {
     /* Fire with exactly the shards that succeeded so far; the group's
      * failed shards are settled with it. */
-    size_t used = 0;
-    rc = check_publishable(gs->kind, own, &s, &used, err); /* before anything changes */
     altar_transfer_t *outs = NULL;
     size_t n_outs = 0;
-    if (!rc && altar__group_outputs_wanted(gs))
-      rc = altar__group_outputs(l, gs->kind, own, s.hs, s.n, ALTAR_MAX_MESSAGE - used, &res->mem, &outs, &n_outs,
-                                err);
+    if (altar__group_outputs_wanted(gs)) /* before anything changes */
+      rc = altar__group_outputs(l, s.hs, s.n, &res->mem, &outs, &n_outs, err);
     if (!rc && may_be_held(res)) rc = unhold(l, gs->kind, own, err);
     if (!rc) rc = consume_both(l, &s, &f, err);
     if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, own, &s, &f, ts, err);
@@ -435,8 +403,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   altar_group_failure_t *why = NULL;
   size_t n_why = 0;
   if (pick_failures(&res->mem, m, n, &why, &n_why)) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
-  rc = check_publishable(gs->kind, own, &f, NULL, err);
-  if (!rc && may_be_held(res)) rc = unhold(l, gs->kind, own, err);
+  if (may_be_held(res)) rc = unhold(l, gs->kind, own, err);
   if (!rc) rc = consume_both(l, &f, &s, err);
   if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, own, &f, &s, ts, err);
   if (!rc) {
@@ -566,7 +533,6 @@ int altar__apply_cancel_group(altar_ledger_t *l, const altar_group_spec_t *gs, c
         all.keys[all.n] = parts[k]->keys[i];
         all.tkeys[all.n++] = parts[k]->tkeys[i];
       }
-    rc = check_publishable(gs->kind, own, &all, NULL, err);
   }
   if (!rc && may_be_held(res)) rc = unhold(l, gs->kind, own, err);
   if (!rc && all.n) rc = altar_ledger_consume(l, all.hs, all.n, err);

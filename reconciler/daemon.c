@@ -211,12 +211,17 @@ static int stage_group_events(daemon_t *d, const altar_apply_result_t *res, alta
   int rc = ALTAR_OK;
   for (size_t i = 0; i < res->n_events && !rc; i++) {
     const altar_group_event_t *g = &res->events[i];
-    altar_buf_t b = {0};
+    altar_buf_t *msgs = NULL;
+    size_t nm = 0;
     char key[1024];
     snprintf(key, sizeof key, "%s:%s", g->kind, g->group_key);
-    rc = altar_encode_group(g, &b, err);
-    if (!rc) rc = altar__outbox_stage(&d->ob, group_topic(d, g), key, b.data, b.len, NULL, NULL, NULL, err);
-    altar_buf_free(&b);
+    /* One message, or a wide group's head and its pages: all in this write,
+     * in order, under the group's key (one partition keeps them in order). */
+    rc = altar_encode_group_messages(g, &msgs, &nm, err);
+    for (size_t k = 0; !rc && k < nm; k++)
+      rc = altar__outbox_stage(&d->ob, group_topic(d, g), key, msgs[k].data, msgs[k].len, NULL, NULL, NULL, err);
+    for (size_t k = 0; k < nm; k++) altar_buf_free(&msgs[k]);
+    free(msgs);
     /* The next stage goes out in this same write, right behind its event. */
     if (!rc) rc = altar__followup_stage(&d->ob, d->o, g, &d->stats, err);
     if (g->event == ALTAR_GROUP_FIRED) d->stats.fired++;

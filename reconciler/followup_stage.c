@@ -3,6 +3,7 @@
 #include "altar/fleet.h"
 #include "altar/followup.h"
 #include "altar/pools.h"
+#include "altar/storage.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,25 @@ static int make_failure(const altar_group_specs_t *groups, const altar_topics_t 
   return rc;
 }
 
+/* Writes the manifest's bytes to its uri (its directory made first). */
+static int write_manifest(const altar_followup_manifest_t *m, altar_error_t *err) {
+  altar_storage_t *st = NULL;
+  int rc = altar_storage_open_for_uri(m->uri, NULL, &st, err);
+  const char *slash = strrchr(m->uri, '/');
+  if (!rc && slash && slash > m->uri) {
+    char *dir = strndup(m->uri, (size_t)(slash - m->uri));
+    if (!dir) rc = nomem(err);
+    else {
+      altar_error_t e = {0};
+      (void)altar_storage_mkdirs(st, dir, &e); /* an object store has none; the write says what fails */
+      free(dir);
+    }
+  }
+  if (!rc) rc = altar_storage_write_bytes(st, m->uri, m->content.data ? (const void *)m->content.data : "", m->content.len, err);
+  altar_storage_close(st);
+  return rc;
+}
+
 int altar__followup_make(const altar_group_specs_t *groups, const altar_topics_t *topics, const altar_group_event_t *g,
                          altar__followup_out_t *out, altar_error_t *err) {
   memset(out, 0, sizeof *out);
@@ -95,8 +115,20 @@ int altar__followup_make(const altar_group_specs_t *groups, const altar_topics_t
   const altar_followup_t *f = altar_followup_for(gs, g);
   if (!f) return ALTAR_OK;
   altar_spec_t *spec = NULL;
-  int rc = altar_followup_build(f, gs, g, &spec, &out->why);
+  altar_followup_manifest_t man = {0};
+  int rc = altar_followup_build_manifest(f, gs, g, &spec, &man, &out->why);
   if (rc == ALTAR_ENOMEM) return nomem(err);
+  if (!rc && man.uri) {
+    /* Before the follow-up can be published: written in the same turn as
+     * the decision, the same bytes however often (a replay, a rebuild). */
+    rc = write_manifest(&man, err);
+    altar_followup_manifest_clear(&man);
+    if (rc) {
+      altar_spec_free(spec);
+      return altar_error_prefix(err, "follow-up %s of group %s:%s: its inputs' manifest", f->tmpl->kind, g->kind,
+                                g->group_key);
+    }
+  }
   if (!rc && !(rc = altar_spec_check_carriable(spec, &out->why))) {
     rc = make_job(topics, g, spec, out, err);
     altar_spec_free(spec);

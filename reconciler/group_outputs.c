@@ -6,10 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Room kept for the outputs in one group event: a quarter of the message
- * bound, the shards and failures having the rest. */
-#define OUTPUTS_MAX_BYTES (ALTAR_MAX_MESSAGE / 4)
-
 bool altar__group_outputs_wanted(const altar_group_spec_t *gs) {
   return gs && (gs->then || gs->then_dead || gs->event_outputs);
 }
@@ -21,14 +17,13 @@ static char *dup_or_null(altar_arena_t *a, const char *s, bool *bad) {
   return d;
 }
 
-int altar__group_outputs(altar_ledger_t *l, const char *kind, const char *gk, const altar_handle_t *hs, size_t n,
-                         size_t room, altar_arena_t *a, altar_transfer_t **pv, size_t *pn, altar_error_t *err) {
-  if (room > OUTPUTS_MAX_BYTES) room = OUTPUTS_MAX_BYTES;
+int altar__group_outputs(altar_ledger_t *l, const altar_handle_t *hs, size_t n, altar_arena_t *a,
+                         altar_transfer_t **pv, size_t *pn, altar_error_t *err) {
   *pv = NULL;
   *pn = 0;
   altar__hmap_t seen = {0};
   altar_transfer_t *v = NULL;
-  size_t cnt = 0, cap = 0, bytes = 0;
+  size_t cnt = 0, cap = 0;
   int rc = ALTAR_OK;
   for (size_t i = 0; !rc && i < n; i++) {
     altar_ledger_entry_t e = {0};
@@ -41,14 +36,6 @@ int altar__group_outputs(altar_ledger_t *l, const char *kind, const char *gk, co
       const altar_transfer_t *o = &e.rec.spec->outputs[k];
       size_t ul = strlen(o->uri);
       if (altar__hmap_get(&seen, o->uri, ul)) continue;
-      bytes += ul + strlen(o->logical_path) + (o->digest ? strlen(o->digest) : 0) +
-               (o->locality_key ? strlen(o->locality_key) : 0) + 64;
-      if (cnt == ALTAR_MAX_ARRAY || bytes > room) {
-        rc = altar_error_set(err, ALTAR_EPREDICATE,
-                             "group %s:%s: its members' outputs (more than %zu, %zu bytes) would not fit its event", kind,
-                             gk, cnt, bytes);
-        break;
-      }
       if (ALTAR_GROW(v, cap, cnt + 1)) {
         rc = altar_error_set(err, ALTAR_ENOMEM, "group outputs: out of memory");
         break;

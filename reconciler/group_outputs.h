@@ -14,12 +14,9 @@ bool altar__group_outputs_wanted(const altar_group_spec_t *gs);
 
 /* The outputs of members hs[0..n) (each by its stored spec), de-duplicated
  * by uri and in member order, copied into arena a. A member without a
- * stored spec adds none. room: the bytes the event has left once its
- * shards are counted (at most a quarter of the message bound is used).
- * ALTAR_EPREDICATE (the same as a group with too many shards, so the group
- * goes the dead-letter way instead of failing its batch) when they would
- * not fit; ALTAR_ENOMEM. */
-int altar__group_outputs(altar_ledger_t *l, const char *kind, const char *gk, const altar_handle_t *hs, size_t n,
-                         size_t room, altar_arena_t *a, altar_transfer_t **pv, size_t *pn, altar_error_t *err);
+ * stored spec adds none. However many: an event too wide for one message
+ * carries them in its pages (altar_encode_group_messages). ALTAR_ENOMEM. */
+int altar__group_outputs(altar_ledger_t *l, const altar_handle_t *hs, size_t n, altar_arena_t *a,
+                         altar_transfer_t **pv, size_t *pn, altar_error_t *err);
 
 #endif

@@ -244,21 +244,36 @@ static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error
     if (g->event == ALTAR_GROUP_FIRED) r->stats.fired++;
     else r->stats.dead_lettered++;
     if ((rc = collect_followup(r, g, err))) return rc;
-    if (r->seen->n && altar__hmap_get(r->seen, g->event_id, strlen(g->event_id))) continue;
-    if (ALTAR_GROW(r->due.v, r->due.cap, r->due.n + 1)) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
-    due_t *d = &r->due.v[r->due.n];
-    memset(d, 0, sizeof *d);
-    const altar_group_spec_t *s = altar_group_specs_find(r->groups, g->kind);
-    const char *topic = g->event == ALTAR_GROUP_FIRED ? (s && s->ready_topic ? s->ready_topic : r->topics->ready)
-                                                      : (s && s->dead_topic ? s->dead_topic : r->topics->dead);
-    char key[1024];
-    snprintf(key, sizeof key, "%s:%s", g->kind, g->group_key);
-    d->event_id = strdup(g->event_id);
-    d->topic = strdup(topic);
-    d->key = strdup(key);
-    rc = altar_encode_group(g, &d->value, err);
-    r->due.n++;
-    if (!rc && (!d->event_id || !d->topic || !d->key)) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    /* One message, or a wide group's head and pages: each one the topics do
+     * not hold ("<id>" for the head, "<id>/<page>" for a page) is due. */
+    altar_buf_t *msgs = NULL;
+    size_t nm = 0;
+    if ((rc = altar_encode_group_messages(g, &msgs, &nm, err))) return rc;
+    for (size_t k = 0; !rc && k < nm; k++) {
+      char sid[96];
+      int sl = k ? snprintf(sid, sizeof sid, "%.64s/%zu", g->event_id, k) : snprintf(sid, sizeof sid, "%.64s", g->event_id);
+      if (r->seen->n && altar__hmap_get(r->seen, sid, (size_t)sl)) continue;
+      if (ALTAR_GROW(r->due.v, r->due.cap, r->due.n + 1)) {
+        rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+        break;
+      }
+      due_t *d = &r->due.v[r->due.n];
+      memset(d, 0, sizeof *d);
+      const altar_group_spec_t *s = altar_group_specs_find(r->groups, g->kind);
+      const char *topic = g->event == ALTAR_GROUP_FIRED ? (s && s->ready_topic ? s->ready_topic : r->topics->ready)
+                                                        : (s && s->dead_topic ? s->dead_topic : r->topics->dead);
+      char key[1024];
+      snprintf(key, sizeof key, "%s:%s", g->kind, g->group_key);
+      d->event_id = strdup(sid);
+      d->topic = strdup(topic);
+      d->key = strdup(key);
+      d->value = msgs[k]; /* d owns it now */
+      memset(&msgs[k], 0, sizeof msgs[k]);
+      r->due.n++;
+      if (!d->event_id || !d->topic || !d->key) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    }
+    for (size_t k = 0; k < nm; k++) altar_buf_free(&msgs[k]);
+    free(msgs);
   }
   r->stats.retried += res->n_retries;
   return rc;
@@ -490,6 +505,19 @@ static int on_group(void *ctx, altar_msg_t *m, altar_error_t *err) {
   char *id = NULL;
   /* Only the id matters here: which events are already out. */
   int rc = m->value ? altar_peek_group_event_id(m->value, m->value_len, &id) : ALTAR_EDECODE;
+  if (rc == ALTAR_EDECODE && m->value) {
+    /* A page of a wide group's event: "<id>/<page>" */
+    altar_group_event_t p;
+    if (altar_decode_group_page(m->value, m->value_len, &p, NULL) == ALTAR_OK) {
+      size_t n = strlen(p.event_id) + 32;
+      if (!(id = malloc(n))) rc = ALTAR_ENOMEM;
+      else {
+        snprintf(id, n, "%s/%zu", p.event_id, p.page);
+        rc = ALTAR_OK;
+      }
+    }
+    altar_group_event_clear(&p);
+  }
   if (rc == ALTAR_ENOMEM) return altar_error_set(err, rc, "out of memory");
   if (rc) return ALTAR_OK; /* not a group event: nothing it could stand for */
   size_t n = strlen(id);

@@ -149,7 +149,21 @@ typedef struct altar_group_event {
    * order (written only when some, so other events keep their bytes). */
   altar_transfer_t *outputs;
   size_t n_outputs;
+  /* A group whose event would not fit one message (altar_group_event_fits
+   * false) goes out as a head (type "group": the first members and
+   * outputs, members_total and pages) followed by `pages` page messages
+   * (type "group_page", page = 1..pages) carrying the rest, in order; the
+   * event id covers every member. Written only on a head, so an event that
+   * fits keeps its bytes. Decoded: members_total = n_shards and pages = 0
+   * for an event that fits. An event the reconciler makes holds every
+   * member (members_total = n_shards, pages = 0) until it is split. */
+  size_t members_total;
+  size_t pages;
+  size_t page; /* a page's index (1..pages); 0 on a head or an event that fits */
 } altar_group_event_t;
+
+/* The members a group event stands for: members_total, or n_shards when unset. */
+#define ALTAR_GROUP_MEMBERS(e) ((e)->members_total > (e)->n_shards ? (e)->members_total : (e)->n_shards)
 
 /* jobs topic, beside the jobs: a control message about jobs of the same
  * partition (schemas/README.md, "control"). Workers hand a moved
@@ -194,6 +208,7 @@ typedef enum altar_msg_type {
   ALTAR_MSG_GROUP,
   ALTAR_MSG_RECORD,
   ALTAR_MSG_CONTROL,
+  ALTAR_MSG_GROUP_PAGE, /* a page of a wide group's event (type "group_page") */
 } altar_msg_type_t;
 int altar_msg_type_parse(const char *name, altar_msg_type_t *ptype);
 const char *altar_msg_type_name(altar_msg_type_t t);
@@ -236,6 +251,30 @@ int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a
                                   altar_status_event_t *pout);
 int altar_encode_group(const altar_group_event_t *e, altar_buf_t *out, altar_error_t *err);
 int altar_decode_group(const void *data, size_t len, altar_group_event_t *pout, altar_error_t *err);
+/* Whether group event e (every member in e->shards, every output in
+ * e->outputs) goes out as one message: at most ALTAR_MAX_ARRAY shards and
+ * outputs, the shards within the message bound with room for the
+ * failures, the outputs within a quarter of it (schemas/README.md, "group
+ * events of any width"). Any group event altar published before wide
+ * groups fits. */
+bool altar_group_event_fits(const altar_group_event_t *e);
+/* The messages of group event e, in publishing order, into *pv (*pn of
+ * them; the caller frees each with altar_buf_free and the array with free):
+ * altar_encode_group(e) alone when it fits; else the head and its pages,
+ * each within ALTAR_MAX_MESSAGE and ALTAR_MAX_ARRAY shards and outputs.
+ * Deterministic: the same e gives the same bytes. */
+int altar_encode_group_messages(const altar_group_event_t *e, altar_buf_t **pv, size_t *pn, altar_error_t *err);
+/* One page of a wide group's event (type "group_page"): e's event, event
+ * id, kind, group key, ts, page and pages, and e's shards and outputs as
+ * that page's slice. */
+int altar_encode_group_page(const altar_group_event_t *e, altar_buf_t *out, altar_error_t *err);
+int altar_decode_group_page(const void *data, size_t len, altar_group_event_t *pout, altar_error_t *err);
+/* Adds page p (decoded, same event id) to head g: its shards and outputs
+ * are moved to g's end (p keeps none). Pages are taken in order: 1 when p
+ * was the next one (g->page counts the pages taken), 0 when it was not (a
+ * copy of one taken already, or one out of order: p is left alone),
+ * ALTAR_ENOMEM (negative). The group's list is whole when g->page == g->pages. */
+int altar_group_event_take_page(altar_group_event_t *g, altar_group_event_t *p);
 int altar_encode_record(const altar_record_t *r, altar_buf_t *out, altar_error_t *err);
 /* Appends altar_encode_record's bytes for rec with its spec left out (nil),
  * writing only the changing fields and copying the fixed part: fixed_data

@@ -8,6 +8,7 @@
 #include "altar/export.h"
 ALTAR_API_BEGIN
 
+#include "altar/buf.h"
 #include "altar/codec.h"
 #include "altar/error.h"
 #include "altar/groups.h"
@@ -26,6 +27,10 @@ ALTAR_API_BEGIN
 typedef struct altar_followup {
   altar_spec_t *tmpl;
   char *inputs_dir; /* where the members' outputs land: <inputs_dir>/<k>/<their logical path> */
+  /* Where the manifest of a group whose outputs are more than one task's
+   * inputs may carry is written (a template like inputs_dir); NULL = beside
+   * the group's first output: <its directory>/altar-inputs-<event_id>.jsonl. */
+  char *manifest_uri;
   int config_line;  /* of the template in its file */
 } altar_followup_t;
 
@@ -39,6 +44,38 @@ void altar_followup_free(altar_followup_t *f);
  * ALTAR_EINVAL with err saying why when it cannot be made; ALTAR_ENOMEM. */
 int altar_followup_build(const altar_followup_t *f, const altar_group_spec_t *gs, const altar_group_event_t *g,
                          altar_spec_t **pout, altar_error_t *err);
+
+/* The inputs one follow-up takes from its group's outputs: at most this
+ * many, within this many bytes (by the same bound as a group event's
+ * outputs). Past either, the follow-up gets one input instead: the
+ * manifest listing them all (altar_followup_build_manifest). */
+#define ALTAR_FOLLOWUP_MAX_INPUTS ALTAR_MAX_ARRAY
+#define ALTAR_FOLLOWUP_MAX_INPUT_BYTES (ALTAR_MAX_MESSAGE / 4)
+
+/* A follow-up's manifest: what the reconciler writes to uri before it
+ * submits the follow-up, whose one input from the group it is. content:
+ * one compact JSON object per output, in the event's order, with the keys
+ * the inputs would have had: {"digest", "locality_key", "logical_path"
+ * (<inputs_dir>/<k>/<the member's logical path>), "uri"}. */
+typedef struct altar_followup_manifest {
+  char *uri;
+  altar_buf_t content;
+} altar_followup_manifest_t;
+void altar_followup_manifest_clear(altar_followup_manifest_t *m);
+
+/* Whether g's outputs are more than f's follow-up may take as inputs. */
+bool altar_followup_needs_manifest(const altar_followup_t *f, const altar_group_event_t *g);
+
+/* As altar_followup_build; when altar_followup_needs_manifest, the
+ * follow-up's inputs from the group are one file instead, the manifest
+ * (*pm filled: write pm->content to pm->uri before the follow-up runs): its
+ * input is {uri, logical_path <inputs_dir>/manifest.jsonl, digest of the
+ * content}, and its label altar.inputs_manifest = that logical path. pm
+ * NULL: such a group's follow-up is refused (ALTAR_EINVAL) as before. */
+int altar_followup_build_manifest(const altar_followup_t *f, const altar_group_spec_t *gs,
+                                  const altar_group_event_t *g, altar_spec_t **pout, altar_followup_manifest_t *pm,
+                                  altar_error_t *err);
+#define ALTAR_FOLLOWUP_MANIFEST_LABEL "altar.inputs_manifest"
 
 /* The follow-up of g that gs declares for g's outcome (then / then_dead), or NULL. */
 const altar_followup_t *altar_followup_for(const altar_group_spec_t *gs, const altar_group_event_t *g);

@@ -146,7 +146,15 @@ typedef struct altar_group_spec {
   bool event_outputs; /* fired events list the members' outputs (always with a then/then_dead) */
   /* Runs of one shard kept as attempts (altar/attempts.h); 0 = the default. */
   int64_t attempts_keep;
+  /* Most shards one group of this kind may have (`max_width`); submit
+   * refuses a job with a wider group. 0 = ALTAR_GROUP_MAX_WIDTH_DEFAULT. A
+   * group's event has no width limit of its own (it is paged): this bound
+   * keeps one submit's and one decision's memory in reason. */
+  int64_t max_width;
 } altar_group_spec_t;
+
+#define ALTAR_GROUP_MAX_WIDTH_DEFAULT 1000000
+#define ALTAR_GROUP_MAX_WIDTH_MAX 100000000
 
 void altar_group_spec_clear(altar_group_spec_t *g);
 

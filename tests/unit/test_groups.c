@@ -106,12 +106,15 @@ static void test_all_folds(void) {
   CU_ASSERT(ready(&p));
   altar_predicate_clear(&p);
   CU_ASSERT_EQUAL(altar_predicate_all_folds(&p, 0, &err), ALTAR_EINVAL);
-  /* No rule may need more shards than one group event can list. */
-  CU_ASSERT_EQUAL(altar_predicate_all_folds(&p, ALTAR_MAX_ARRAY, &err), 0);
+  /* A rule may need more shards than one message lists (a wide group's
+   * event is paged), up to the default most a group may hold. */
+  CU_ASSERT_EQUAL(altar_predicate_all_folds(&p, ALTAR_MAX_ARRAY + 1, &err), 0);
   altar_predicate_clear(&p);
-  CU_ASSERT_EQUAL(altar_predicate_all_folds(&p, ALTAR_MAX_ARRAY + 1, &err), ALTAR_EINVAL);
-  CU_ASSERT_EQUAL(altar_predicate_count_at_least(&p, ALTAR_MAX_ARRAY + 1, &err), ALTAR_EINVAL);
-  CU_ASSERT(strstr(err.msg, "4096") != NULL);
+  CU_ASSERT_EQUAL(altar_predicate_all_folds(&p, ALTAR_GROUP_MAX_WIDTH_DEFAULT, &err), 0);
+  altar_predicate_clear(&p);
+  CU_ASSERT_EQUAL(altar_predicate_all_folds(&p, ALTAR_GROUP_MAX_WIDTH_DEFAULT + 1, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar_predicate_count_at_least(&p, ALTAR_GROUP_MAX_WIDTH_DEFAULT + 1, &err), ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "1000000") != NULL);
 }
 
 /* A fold is named only by its plain decimal: "01", "+1", "1 " and "-0" name

@@ -152,31 +152,31 @@ static void test_size_bound_edge(void) {
   altar_spec_free(over);
 }
 
-static void test_group_event_bound(void) {
+static void test_group_width_bound(void) {
   fz_init();
-  /* 80 shards of one group, 60 KB of labels each: every spec fits, their group event would not. */
+  /* 80 shards of one group: a group event of any width goes out (paged), but
+   * a kind's max_width bounds how many shards one group may have. */
   size_t n = 80;
   altar_spec_t *v = calloc(n, sizeof *v);
-  char *big = malloc(60001);
-  memset(big, 'g', 60000);
-  big[60000] = 0;
   for (size_t i = 0; i < n; i++) {
     altar_spec_t *s = spec_of("shard");
     char fold[16];
     snprintf(fold, sizeof fold, "%zu", i);
-    altar_spec_set_label(s, "data", big);
     altar_spec_set_label(s, "n", fold);
     v[i] = *s;
     free(s);
   }
-  free(big);
   /* group_by [job_id, fold]: one group (fold "0") of 80. */
+  altar_group_spec_t *gs = (altar_group_spec_t *)altar_group_specs_find(&fz_groups, "shard");
+  CU_ASSERT_FATAL(gs != NULL);
+  gs->max_width = 79;
   altar_topics_t topics = {"jobs", "status", "ready", "dead", "dlq"};
   altar_job_queue_t q = {.transport = NULL, .topics = &topics, .groups = &fz_groups};
   char run_id[ALTAR_RUN_ID_MAX + 1];
   altar_error_t err = {0};
   CU_ASSERT_EQUAL(altar_job_queue_submit(&q, NULL, v, n, run_id, &err), ALTAR_EINVAL);
-  CU_ASSERT(strstr(err.msg, "its event of 80 shards") != NULL);
+  CU_ASSERT(strstr(err.msg, "80 shards, more than groups.shard.max_width (79)") != NULL);
+  gs->max_width = 0;
   for (size_t i = 0; i < n; i++) altar_spec_clear(&v[i]);
   free(v);
 }
@@ -229,7 +229,7 @@ static void add(void) {
   ALTAR_SUITE("worker_intake", NULL, NULL);
   ALTAR_TEST(test_refusal_reasons);
   ALTAR_TEST(test_size_bound_edge);
-  ALTAR_TEST(test_group_event_bound);
+  ALTAR_TEST(test_group_width_bound);
   ALTAR_TEST(test_kinds_checked_by_queue);
   ALTAR_TEST(test_fuzz_body_stream);
 }
