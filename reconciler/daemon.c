@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct in_part {
   char *topic;
@@ -377,6 +378,33 @@ static int apply_msgs(daemon_t *d, altar_msg_t **msgs, size_t n, altar_error_t *
   return ALTAR_OK;
 }
 
+/* A batch whose group needs a write to the fleet's storage that failed (a
+ * follow-up's inputs manifest) committed nothing: it is applied again after
+ * a pause, the daemon up and saying so (log, storage_retries), its input
+ * offsets unmoved. Given up, as any error, after STORAGE_RETRY_FOR_S: the
+ * consumer must be back in the log well within Kafka's max.poll.interval.ms
+ * (300 s by default), or its partitions move while it waits. A stop asked
+ * meanwhile ends the wait; the batch is read again at the next start. */
+#define STORAGE_RETRY_FIRST_MS 250
+#define STORAGE_RETRY_MAX_MS 8000
+#define STORAGE_RETRY_FOR_S 120
+
+static bool stop_asked(const daemon_t *d) { return d->o->stop && *d->o->stop; }
+
+static int apply_msgs_retrying(daemon_t *d, altar_msg_t **msgs, size_t n, altar_error_t *err) {
+  double give_up = altar_mono_s() + STORAGE_RETRY_FOR_S;
+  for (int pause_ms = STORAGE_RETRY_FIRST_MS;; pause_ms = pause_ms * 2 > STORAGE_RETRY_MAX_MS ? STORAGE_RETRY_MAX_MS
+                                                                                               : pause_ms * 2) {
+    int rc = apply_msgs(d, msgs, n, err);
+    if (rc != ALTAR_ESTORAGE || !err->retriable || altar_mono_s() >= give_up) return rc;
+    d->stats.storage_retries++;
+    altar__reconciler_metrics_update(&d->metrics, &d->stats);
+    dlog(d, "%s; nothing of the batch was committed, applied again in %d ms", err->msg, pause_ms);
+    for (int waited = 0; waited < pause_ms && !stop_asked(d); waited += 50) usleep(50 * 1000);
+    if (stop_asked(d)) return ALTAR_OK;
+  }
+}
+
 /* Consumed records past their age go; a failure is said and retried. */
 static void prune_consumed(daemon_t *d) {
   size_t pruned = 0;
@@ -505,7 +533,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
       msgs[n++] = m;
     }
     if (d.check_starts) check_starts(&d); /* assignments arrive inside consume */
-    if (n) rc = apply_msgs(&d, msgs, n, err);
+    if (n) rc = apply_msgs_retrying(&d, msgs, n, err);
     for (size_t i = 0; i < n; i++) altar_msg_free(msgs[i]);
     size_t released = 0;
     if (!rc) rc = altar__retry_wait_release(&d.waits, &d.ob, altar_wall_s(), &released, err);

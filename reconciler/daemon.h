@@ -81,6 +81,7 @@ typedef struct altar_reconciler_stats {
   uint64_t settled_cached;       /* settled entries held in memory now (ledger.settled_cache_entries) */
   uint64_t consumed_prune_next;  /* consumed records the next prune turn will remove (as of the last turn) */
   uint64_t settled_ledger_reads; /* settled-entry look-ups the memory could not answer: read from the ledger */
+  uint64_t storage_retries;      /* batches applied again because the fleet's storage failed a write they need */
 } altar_reconciler_stats_t;
 
 struct altar_checkpoint;

@@ -26,6 +26,9 @@ int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metric
         "applied."),
       C(settled_ledger_reads, "altar_reconciler_settled_ledger_reads_total",
         "Look-ups of settled groups' entries that memory could not answer, read from the ledger."),
+      C(storage_retries, "altar_reconciler_storage_retries_total",
+        "Batches applied again because the fleet's storage failed a write they need (a follow-up's inputs "
+        "manifest); nothing was committed or skipped."),
 #undef C
       {offsetof(altar__reconciler_metrics_t, checkpoint_last_ok), ALTAR_METRIC_GAUGE,
        "altar_reconciler_checkpoint_last_success_timestamp_seconds",
@@ -63,4 +66,5 @@ void altar__reconciler_metrics_update(altar__reconciler_metrics_t *rm, const alt
   altar_metric_set(rm->settled_cached, (double)st->settled_cached);
   altar_metric_set(rm->consumed_prune_next, (double)st->consumed_prune_next);
   altar_metric_add_since(rm->settled_ledger_reads, st->settled_ledger_reads, &rm->last.settled_ledger_reads);
+  altar_metric_add_since(rm->storage_retries, st->storage_retries, &rm->last.storage_retries);
 }

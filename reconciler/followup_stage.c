@@ -125,8 +125,15 @@ int altar__followup_make(const altar_group_specs_t *groups, const altar_topics_t
     altar_followup_manifest_clear(&man);
     if (rc) {
       altar_spec_free(spec);
-      return altar_error_prefix(err, "follow-up %s of group %s:%s: its inputs' manifest", f->tmpl->kind, g->kind,
-                                g->group_key);
+      /* The storage's outage, not the group's fault: the daemon applies the
+       * batch again later (ALTAR_ESTORAGE, retriable), nothing committed. */
+      altar_error_prefix(err, "follow-up %s of group %s:%s: its inputs' manifest", f->tmpl->kind, g->kind,
+                         g->group_key);
+      if (err) {
+        err->code = ALTAR_ESTORAGE;
+        err->retriable = true;
+      }
+      return ALTAR_ESTORAGE;
     }
   }
   if (!rc && !(rc = altar_spec_check_carriable(spec, &out->why))) {

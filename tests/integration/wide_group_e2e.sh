@@ -8,6 +8,8 @@
 # Part 2: WIDE_SYN (100,000) members as synthetic status events (submitted +
 #   succeeded, each with a spec naming an output) produced through the real
 #   log; the reconciler and a worker (for the follow-up) are the real ones.
+# Part 3: WIDE_BLOCKED (4,100) synthetic members whose manifest the storage
+#   cannot write at first: the reconciler retries, the follow-up runs once.
 # Each part checks: one head for the group (members_total, pages), every
 # message on the ready topic within 4 MiB (re-encoded by the codec), the
 # whole member and output lists through `altar group members`, the
@@ -16,6 +18,7 @@ set -eu
 : "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
 WIDE_REAL="${WIDE_REAL:-5000}"
 WIDE_SYN="${WIDE_SYN:-100000}"
+WIDE_BLOCKED="${WIDE_BLOCKED:-4100}"
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
 altar_test_begin "wide-group-$TRANSPORT" python3
 prefix="wide-$(date +%s)-$$"
@@ -103,24 +106,31 @@ check '[ "$(grep -c "^$job1 " "$T/results/merge.txt")" = 1 ] && grep -q "^$job1 
   "the merge did not run once with a manifest of $WIDE_REAL outputs: $(cat "$T/results/merge.txt" 2>&1)"
 
 # ---- part 2: synthetic members through the real log --------------------------
-job2="syn-$$"
-python3 - "$WIDE_SYN" "$T" "$job2" >"$T/syn.txt" <<'PY'
+# N members of JOB (submitted + succeeded status events, each spec naming an
+# output under OUTDIR), as `log produce` reads them: "KEY<TAB>JSON" lines.
+synthetic_members() {
+  python3 - "$1" "$2" "$3" <<'PY'
 import hashlib, json, sys
-n, t, job = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+n, job, outdir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 out = sys.stdout
 for i in range(n):
     labels = {"job_id": job, "fold": str(i), "num_folds": str(n)}
     h = {"backend": "process", "external_id": f"{job}-{i}", "labels": labels}
     tk = hashlib.sha256(f"{job}-{i}".encode()).hexdigest()
     spec = {"kind": "shard", "image": "none", "command": ["true"], "labels": labels,
-            "outputs": [{"uri": f"{t}/results/syn/{i}.txt", "logical_path": f"o/{i}.txt"}]}
+            "outputs": [{"uri": f"{outdir}/{i}.txt", "logical_path": f"o/{i}.txt"}]}
     base = {"handle": h, "kind": "shard", "task_key": tk, "type": "status", "v": 1, "worker": "synthetic"}
     out.write("shard:" + job + "\t" + json.dumps(dict(base, event="submitted", state="pending", spec=spec, ts=1000.0 + i)) + "\n")
     out.write("shard:" + job + "\t" + json.dumps(dict(base, event="state", state="succeeded", ts=1000.5 + i)) + "\n")
 PY
+}
+produce_status() {
+  "$ALTAR_BIN" log produce --config "$T/a.yaml" --topic "$prefix.status" --encode status --key-delimiter "$(printf '\t')" <"$1"
+}
+job2="syn-$$"
+synthetic_members "$WIDE_SYN" "$job2" "$T/results/syn" >"$T/syn.txt"
 t0=$(date +%s)
-"$ALTAR_BIN" log produce --config "$T/a.yaml" --topic "$prefix.status" --encode status --key-delimiter "$(printf '\t')" <"$T/syn.txt" \
-  || fail "producing $WIDE_SYN synthetic members"
+produce_status "$T/syn.txt" || fail "producing $WIDE_SYN synthetic members"
 t1=$(date +%s)
 deadline=$(( t1 + 900 ))
 while ! grep -q "^$job2 " "$T/results/merge.txt" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 1; done
@@ -148,6 +158,29 @@ body = b"\x83" + s("group_key") + s(job) + s("kind") + s("shard") + s("task_keys
 body += b"".join(s(k) for k in keys)
 assert hashlib.sha256(body).hexdigest() == ev, ev
 PY
+# ---- part 3: the storage fails the follow-up's manifest ---------------------
+# The group's outputs lie under a path that is a file, so the manifest beside
+# them cannot be written: the reconciler keeps running, applies the batch
+# again (nothing committed), and once the path is a directory the follow-up
+# runs once.
+job3="blocked-$$"
+: >"$T/blocker"
+synthetic_members "$WIDE_BLOCKED" "$job3" "$T/blocker" >"$T/blocked.txt"
+produce_status "$T/blocked.txt" || fail "producing $WIDE_BLOCKED synthetic members"
+deadline=$(( $(date +%s) + 300 ))
+while ! grep -q "shard:$job3: its inputs' manifest.*applied again in" "$T/reconciler.log" && [ "$(date +%s)" -lt "$deadline" ]; do
+  sleep 1
+done
+check 'grep -q "shard:$job3: its inputs. manifest.*applied again in" "$T/reconciler.log"' \
+  "the reconciler did not say it applies the batch again: $(tail -3 "$T/reconciler.log")"
+check 'kill -0 "$rec" 2>/dev/null' "the reconciler stopped when the storage failed: $(tail -3 "$T/reconciler.log")"
+check '! grep -q "^$job3 " "$T/results/merge.txt"' "the follow-up ran without its manifest"
+rm "$T/blocker" && mkdir "$T/blocker"
+deadline=$(( $(date +%s) + 300 ))
+while ! grep -q "^$job3 " "$T/results/merge.txt" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 1; done
+check '[ "$(grep -c "^$job3 " "$T/results/merge.txt")" = 1 ] && grep -q "^$job3 $WIDE_BLOCKED 1 $WIDE_BLOCKED\$" "$T/results/merge.txt"' \
+  "after the storage came back, the merge did not run once with a manifest of $WIDE_BLOCKED outputs: $(grep "^$job3 " "$T/results/merge.txt" 2>&1)"
+echo "part 3: $(grep -c "shard:$job3: its inputs. manifest.*applied again in" "$T/reconciler.log") retries logged before the storage came back" >&2
 kill "$rec" "$w1" 2>/dev/null || true
 wait "$rec" 2>/dev/null || true
 grep -q "republish\|cannot" "$T/reconciler.log" && echo "reconciler said: $(grep "republish\|cannot" "$T/reconciler.log" | head -3)" >&2
