@@ -1,7 +1,7 @@
 #!/bin/sh
 # The tests-map check passes a complete map and fails, naming each problem,
-# on a tree with an unmapped file, a row for a file that is gone and a row
-# naming a test that does not exist.
+# on a tree with unmapped files, a row for a file that is gone, a row under
+# another part's heading and a row naming a test that does not exist.
 set -eu
 script="$1"
 d="$(mktemp -d)"
@@ -43,6 +43,8 @@ echo 'int altar_probe_twice(int x) { return 2 * x; }' >"$d/core/twice.c"
 echo 'int main(void) { return altar_probe_twice(21) != 42; }' >"$d/tests/unit/test_twice.c"
 sed -i -e '/answer_half/d' -e 's/`cli\/main.c` | none/`cli\/main.c` | `cli.test_nosuch` |/' "$d/tests/MAP.md"
 echo '| `core/gone.c` | `unit.test_answer` |' >>"$d/tests/MAP.md"
+echo '| `core/twice_misplaced.c` | `unit.test_twice` |' >>"$d/tests/MAP.md"
+echo 'int altar_probe_misplaced(void) { return 0; }' >"$d/core/twice_misplaced.c"
 if python3 "$script" "$d" >"$d/out" 2>&1; then
   echo "FAIL: the check passed a map missing core/answer_half.c"; cat "$d/out"; exit 1
 fi
@@ -55,4 +57,5 @@ expect '| `core/answer_half.c` | `unit.test_answer`, `unit.part_probe` |'
 expect '| `core/twice.c` | `unit.test_twice` |'
 expect 'tests/MAP.md:12: core/gone.c does not exist; remove its row'
 expect 'tests/MAP.md:11: cli/main.c: no test named cli.test_nosuch'
-echo "tests-map check: passes a complete map, fails on unmapped files (with their rows), a gone file and an unknown test: ok"
+expect 'tests/MAP.md:13: core/twice_misplaced.c sits under "### cli/"; move it under "### core/"'
+echo "tests-map check: passes a complete map, fails on unmapped files (with their rows), a gone file, a misplaced row and an unknown test: ok"
