@@ -83,37 +83,44 @@ def read_map(root):
 
 
 def suggestion(root, f, rows, names):
-    """Tests for a file's new row: those whose sources name a function the file
-    defines; failing that, the tests of the mapped file of its part whose name
-    shares the longest start with it (a file split out of another)."""
+    """Tests for a file's new row, and how they were found: the tests whose
+    sources name a function the file defines; failing that, the tests of the
+    mapped files that call it (the map's "through"); failing that, those of
+    the file of its part whose name it extends (worker_emit.c, worker.c).
+    The lead checks them when adding the row."""
     text = open(os.path.join(root, f), encoding="utf-8", errors="replace").read()
     funcs = set(re.findall(r"^(?!static\b)[A-Za-z_][\w \*]*?\b(\w+)\(", text, re.M))
-    funcs = {fn for fn in funcs if len(fn) > 6}
+    named = re.compile(r"\b(" + "|".join(re.escape(fn) for fn in funcs if len(fn) > 6) + r")\b") if funcs else None
+
+    def names_one(path):
+        body = open(os.path.join(root, path), encoding="utf-8", errors="replace").read()
+        return bool(named and named.search(body))
+
     hits = set()
-    for folder, label in (("unit", "unit"), ("integration", "integration")):
+    for folder in ("unit", "integration"):
         d = os.path.join(root, "tests", folder)
         for t in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-            if not t.startswith("test_") or not t.endswith(".c"):
-                continue
-            body = open(os.path.join(d, t), encoding="utf-8", errors="replace").read()
-            if any(re.search(r"\b" + re.escape(fn) + r"\b", body) for fn in funcs):
-                hits.add(f"{label}.{t[:-2]}")
+            if t.startswith("test_") and t.endswith(".c") and names_one(os.path.join("tests", folder, t)):
+                hits.add(f"{folder}.{t[:-2]}")
     hits &= names
     if hits:
-        return sorted(hits), "tests naming its functions"
-    part, stem = f.split("/")[0], os.path.basename(f)[:-2]
-    best, best_key = None, (0, 0)
-    for g, (_, _, tests, _) in rows.items():
-        if g.split("/")[0] != part or not tests:
-            continue
-        # worker/worker_emit.c comes from worker.c: a whole stem first, then the longest shared start
-        gstem = os.path.basename(g)[:-2]
-        key = (stem.startswith(gstem + "_"), len(os.path.commonprefix([stem, gstem])))
-        if key > best_key:
-            best, best_key = g, key
-    if best:
-        return rows[best][2], f"the tests of {best}, the file of its part with the nearest name"
-    return [], "no test found: write none, or name the tests"
+        return ", ".join(f"`{t}`" for t in sorted(hits)), "tests naming its functions"
+    callers = [g for g, (_, _, tests, _) in sorted(rows.items())
+               if tests and g != f and not g.startswith("cli/") and os.path.exists(os.path.join(root, g))
+               and names_one(g)]
+    if callers:
+        tests = []
+        for g in callers:
+            tests += [t for t in rows[g][2] if t not in tests]
+        cell = "through " + ", ".join(f"`{g}`" for g in callers[:3]) + \
+            (f" and {len(callers) - 3} more" if len(callers) > 3 else "") + ": " + \
+            ", ".join(f"`{t}`" for t in tests[:6]) + (f" and {len(tests) - 6} more" if len(tests) > 6 else "")
+        return cell, "the tests of the mapped files calling it"
+    stem = os.path.basename(f)[:-2]
+    for g, (_, _, tests, _) in sorted(rows.items(), key=lambda kv: -len(kv[0])):
+        if g.split("/")[0] == f.split("/")[0] and tests and stem.startswith(os.path.basename(g)[:-2] + "_"):
+            return ", ".join(f"`{t}`" for t in tests), f"the tests of {g}, the file whose name it extends; check them"
+    return "none", "no test found: write none, or name its tests"
 
 
 def main():
@@ -127,8 +134,7 @@ def main():
     for f, p in sorted(wanted.items()):
         if f in rows:
             continue
-        tests, how = suggestion(root, f, rows, names)
-        cell = ", ".join(f"`{t}`" for t in tests) if tests else "none"
+        cell, how = suggestion(root, f, rows, names)
         problems.append(f"{MAP}: no row for {f}; add under \"### {p}/\" ({how}):\n| `{f}` | {cell} |")
     for f, (lineno, part, tests, none) in sorted(rows.items(), key=lambda kv: kv[1][0]):
         if f not in wanted:
