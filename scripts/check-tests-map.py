@@ -87,10 +87,11 @@ def suggestion(root, f, rows, names):
     sources name a function the file defines; failing that, the tests of the
     mapped files that call it (the map's "through"); failing that, those of
     the file of its part whose name it extends (worker_emit.c, worker.c).
-    The lead checks them when adding the row."""
+    Whoever adds the row checks them."""
     text = open(os.path.join(root, f), encoding="utf-8", errors="replace").read()
-    funcs = set(re.findall(r"^(?!static\b)[A-Za-z_][\w \*]*?\b(\w+)\(", text, re.M))
-    named = re.compile(r"\b(" + "|".join(re.escape(fn) for fn in funcs if len(fn) > 6) + r")\b") if funcs else None
+    # names too short to be searched for alone (main, f) are left out
+    funcs = [fn for fn in set(re.findall(r"^(?!static\b)[A-Za-z_][\w \*]*?\b(\w+)\(", text, re.M)) if len(fn) > 6]
+    named = re.compile(r"\b(" + "|".join(re.escape(fn) for fn in sorted(funcs)) + r")\b") if funcs else None
 
     def names_one(path):
         body = open(os.path.join(root, path), encoding="utf-8", errors="replace").read()
