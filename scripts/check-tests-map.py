@@ -152,7 +152,8 @@ def main():
     for p in problems:
         print(p)
     if problems:
-        print(f"{len(problems)} problem(s) in {MAP}", file=sys.stderr)
+        print(f"{len(problems)} problem(s) in {MAP}; rows computed from a build: "
+              "python3 scripts/tests-map-rows.py . build FILE...", file=sys.stderr)
         return 1
     print(f"{MAP}: {len(wanted)} files, each with its row; every test named exists")
     return 0
