@@ -147,10 +147,7 @@ build keyed_transport plugins <<'EOF'
 #include <altar/plugin/host.h>
 ALTAR_PLUGIN_DECLARE_ABI();
 static int never(void) { return ALTAR_ENOTSUP; }
-static size_t keys(const char **names, size_t max) {
-  if (max) names[0] = "path";
-  return 1;
-}
+static const altar_plugin_key_t keys[] = {{"path", "where it writes"}, ALTAR_PLUGIN_KEYS_END};
 #define NEVER(op) .op = (__typeof__(((altar_transport_ops_t *)0)->op))(void (*)(void))never
 static const altar_transport_ops_t ops = {
   .name = "keyed", .config_keys = keys, NEVER(open), NEVER(close), NEVER(produce), NEVER(poll),
