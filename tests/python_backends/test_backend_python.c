@@ -279,14 +279,17 @@ static void test_await_completion_forwarded(void) {
   be = open_py("noop", NULL, NULL, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(be);
   CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
+  /* An adapter without its own await: the handle says so before any call. */
+  CU_ASSERT_FALSE(altar_backend_caps(be) & ALTAR_BACKEND_CAP_AWAIT);
   CU_ASSERT_EQUAL(altar_backend_await_completion(be, &h, 1, &st, &err), ALTAR_ENOTSUP);
-  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "await_completion is not supported by adapter noop"));
+  CU_ASSERT_STRING_EQUAL(err.msg, "backend 'python' cannot await completion (await_completion); poll instead");
   altar_handle_clear(&h);
   altar_backend_close(be);
 
   const char *short_await[] = {"await_timeout_ms", "500", "cancel_grace_ms", "2000", NULL};
   be = open_py("await-hang", NULL, short_await, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+  CU_ASSERT(altar_backend_caps(be) & ALTAR_BACKEND_CAP_AWAIT); /* this adapter overrides it */
   CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
   CU_ASSERT_EQUAL(altar_backend_await_completion(be, &h, 1, &st, &err), ALTAR_ETIMEOUT);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "python await_completion (adapter await-hang): no reply within 500 ms; cancelled"));

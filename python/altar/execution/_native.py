@@ -95,6 +95,9 @@ altar_backend_t *altar_backend_open_by_name(const char *name, const altar_strmap
 void altar_backend_close(altar_backend_t *be);
 const char *altar_backend_name(const altar_backend_t *be);
 int altar_backend_verification(const altar_backend_t *be);
+unsigned altar_backend_caps(const altar_backend_t *be);
+const char *altar_backend_cap_name(unsigned cap);
+int altar_backend_require(const altar_backend_t *be, unsigned caps, const char *needed_for, altar_error_t *err);
 int altar_backend_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err);
 int altar_backend_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n, altar_error_t *err);
 int altar_backend_collect_outputs(altar_backend_t *be, const altar_transfer_t *outputs, size_t n, altar_error_t *err);
