@@ -293,7 +293,7 @@ static unsigned caps_mismatch(const altar_backend_ops_t *ops) {
 
 static bool table_ok(const altar_backend_ops_t *ops) { return !missing_member(ops) && !caps_mismatch(ops); }
 
-static int refuse_incomplete(const altar_backend_ops_t *ops, altar_error_t *err) {
+int altar_backend_check_table(const altar_backend_ops_t *ops, altar_error_t *err) {
   const char *miss = missing_member(ops);
   if (miss)
     return altar_error_set(err, ALTAR_EINVAL, "backend '%s': vtable lacks required member '%s'",
@@ -324,7 +324,7 @@ static altar_backend_t *new_handle(const altar_backend_ops_t *ops) {
 
 altar_backend_t *altar_backend_wrap(const altar_backend_ops_t *ops, void *impl, altar_error_t *err) {
   altar_backend_t *be = NULL;
-  if (!refuse_incomplete(ops, err) && !(be = new_handle(ops)))
+  if (!altar_backend_check_table(ops, err) && !(be = new_handle(ops)))
     altar_error_set(err, ALTAR_ENOMEM, "backend '%s': out of memory", ops->name);
   if (!be) {
     if (impl && ops->close) {
@@ -343,7 +343,7 @@ static altar_backend_t *open_named(const altar_backend_ops_t *ops, const char *s
                                    altar_error_t *err) {
   altar_error_t local = {0};
   if (!err) err = &local;
-  if (refuse_incomplete(ops, err)) return NULL;
+  if (altar_backend_check_table(ops, err)) return NULL;
   if (altar_plugin_keys_check(ops->config_keys, "backend", shown, cfg, err)) return NULL;
   altar_backend_t *be = new_handle(ops);
   if (!be) {

@@ -143,6 +143,12 @@ void altar_backend_drop_caps(altar_backend_t *be, unsigned caps);
  * returns NULL with err filled: a table lacking a required member, no memory). */
 altar_backend_t *altar_backend_wrap(const altar_backend_ops_t *ops, void *impl, altar_error_t *err);
 
+/* 0 when ops can make a handle: its required members are there and its
+ * caps agree with its operations; else ALTAR_EINVAL with err saying what is
+ * wrong ("backend 'x': caps declares cancel but the vtable has no
+ * 'cancel'"). Registration, open, wrap and the plug-in loader all ask. */
+int altar_backend_check_table(const altar_backend_ops_t *ops, altar_error_t *err);
+
 /* ---- registry (filled by cli/plugins.c; the BACKEND kind of registry.h) -- */
 
 /* Registers ops under ops->name, or under alias (e.g. "docker" for "local").
