@@ -60,6 +60,9 @@ static void test_disagreeing_tables_are_refused(void) {
                          "backend 'caps-op': the vtable has 'cancel' but caps does not declare it (its ALTAR_BACKEND_CAP_* bit)");
   CU_ASSERT_PTR_NULL(altar_backend_open(&unknown_bit, NULL, &err));
   CU_ASSERT(strstr(err.msg, "bits altar does not define") != NULL);
+  CU_ASSERT_EQUAL(altar_backend_check_table(&bit_without_op, &err), ALTAR_EINVAL); /* what the plug-in loader asks */
+  CU_ASSERT(strstr(err.msg, "caps declares cancel") != NULL);
+  CU_ASSERT_EQUAL(altar_backend_check_table(&both, &err), ALTAR_OK);
   CU_ASSERT_PTR_NULL(altar_backend_wrap(&op_without_bit, NULL, &err));
   CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
   CU_ASSERT_EQUAL(altar_backend_register(&bit_without_op), ALTAR_EINVAL);
