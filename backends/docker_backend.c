@@ -16,9 +16,20 @@
 #define DOCKER_DEFAULT_CMD_TIMEOUT_S 120.0
 #define DOCKER_MAX_SLOTS 100000
 
-static const char *const known_keys[] = {"data_root",      "slots",           "user",          "docker",
-                                         "storage",        "command_timeout_s", "trust_records", "logs_keep",
-                                         "logs_keep_count", "logs_keep_days",    NULL};
+/* The keys docker_new reads (the config reader refuses others). */
+static const altar_plugin_key_t docker_keys[] = {
+    {"data_root", "host directory bind-mounted as the task's mount root (default ./var/data)"},
+    {"slots", "containers at once (default 4)"},
+    {"user", "docker run --user (name or uid, optionally :group)"},
+    {"docker", "the docker client to run (default docker)"},
+    {"storage", "adapter for inputs and outputs: auto (by uri scheme) or an adapter name"},
+    {"command_timeout_s", "longest one docker command may take, in seconds (default 120)"},
+    {"trust_records", "trust verification records of staged inputs instead of hashing again (default true)"},
+    {"logs_keep", "bytes of kept task output under data_root/logs (default 1 GiB)"},
+    {"logs_keep_count", "task output directories kept (default 10000)"},
+    {"logs_keep_days", "days task output is kept (default 14; 0: no age bound)"},
+    ALTAR_PLUGIN_KEYS_END,
+};
 
 bool altar__docker_valid_id(const char *s) {
   if (!s) return false;
@@ -100,12 +111,12 @@ int altar__docker_cli(altar_docker_t *dk, const char *const *args, altar_cmd_res
 /* ---- configuration ------------------------------------------------------ */
 
 static int parse_i64(const char *key, const char *s, int64_t min, int64_t max, int64_t *pv,
-                     char *errstr, size_t errstr_size) {
+                     altar_error_t *err) {
   char *end = NULL;
   errno = 0;
   long long v = strtoll(s, &end, 10);
   if (errno || end == s || *end || v < min || v > max) {
-    snprintf(errstr, errstr_size, "backend 'local' (docker): %s: want an integer in [%lld, %lld], got '%.64s'",
+    altar_error_set(err, ALTAR_ECONFIG, "backend 'local' (docker): %s: want an integer in [%lld, %lld], got '%.64s'",
              key, (long long)min, (long long)max, s);
     return -1;
   }
@@ -113,11 +124,11 @@ static int parse_i64(const char *key, const char *s, int64_t min, int64_t max, i
   return 0;
 }
 
-static int parse_bool(const char *key, const char *s, bool *pv, char *errstr, size_t errstr_size) {
+static int parse_bool(const char *key, const char *s, bool *pv, altar_error_t *err) {
   if (!strcmp(s, "true") || !strcmp(s, "1") || !strcmp(s, "yes")) *pv = true;
   else if (!strcmp(s, "false") || !strcmp(s, "0") || !strcmp(s, "no")) *pv = false;
   else {
-    snprintf(errstr, errstr_size, "backend 'local' (docker): %s: want true or false, got '%.64s'",
+    altar_error_set(err, ALTAR_ECONFIG, "backend 'local' (docker): %s: want true or false, got '%.64s'",
              key, s);
     return -1;
   }
@@ -150,16 +161,9 @@ static void docker_free(altar_docker_t *dk) {
 }
 
 static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command_runner_t *runner,
-                                  char *errstr, size_t errstr_size) {
-  if (cfg) {
-    for (size_t i = 0; i < cfg->n; i++) {
-      char hint[160];
-      if (!altar_backend_knows_key(&altar_backend_docker, cfg->keys[i], hint, sizeof hint)) {
-        snprintf(errstr, errstr_size, "backend.%.64s: unknown key for the docker backend%s", cfg->keys[i], hint);
-        return NULL;
-      }
-    }
-  }
+                                  altar_error_t *err) {
+  /* Also here: a caller with its own runner comes through wrap, not open. */
+  if (altar_plugin_keys_check(docker_keys, "backend", "docker", cfg, err)) return NULL;
   const char *v;
   altar_docker_t *dk = calloc(1, sizeof *dk);
   if (!dk) goto nomem;
@@ -169,16 +173,16 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
   dk->trust_records = true;
 
   if (cfg && (v = altar_strmap_get(cfg, "slots")) &&
-      parse_i64("slots", v, 0, DOCKER_MAX_SLOTS, &dk->slots, errstr, errstr_size) < 0)
+      parse_i64("slots", v, 0, DOCKER_MAX_SLOTS, &dk->slots, err) < 0)
     goto fail;
   if (cfg && (v = altar_strmap_get(cfg, "command_timeout_s"))) {
     int64_t t = 0;
-    if (parse_i64("command_timeout_s", v, 1, 86400, &t, errstr, errstr_size) < 0) goto fail;
+    if (parse_i64("command_timeout_s", v, 1, 86400, &t, err) < 0) goto fail;
     dk->command_timeout_s = (double)t;
   }
-  if (!altar__log_retention_parse(cfg, &dk->retention, errstr, errstr_size)) goto fail;
+  if (!altar__log_retention_parse(cfg, &dk->retention, err)) goto fail;
   if (cfg && (v = altar_strmap_get(cfg, "trust_records")) &&
-      parse_bool("trust_records", v, &dk->trust_records, errstr, errstr_size) < 0)
+      parse_bool("trust_records", v, &dk->trust_records, err) < 0)
     goto fail;
 
   v = cfg ? altar_strmap_get(cfg, "user") : NULL;
@@ -186,7 +190,7 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
     /* A --user value: name or uid, optionally :group; nothing that could be
      * read as another option. */
     if (v[0] == '-' || strlen(v) > 256 || strpbrk(v, " \t\n=")) {
-      snprintf(errstr, errstr_size, "backend 'local' (docker): user: invalid value '%.64s'", v);
+      altar_error_set(err, ALTAR_ECONFIG, "backend 'local' (docker): user: invalid value '%.64s'", v);
       goto fail;
     }
     if (!(dk->user = strdup(v))) goto nomem;
@@ -200,25 +204,25 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
   v = cfg ? altar_strmap_get(cfg, "data_root") : NULL;
   if (!v || !v[0]) v = DOCKER_DEFAULT_DATA_ROOT;
   if (strlen(v) >= PATH_MAX || strpbrk(v, ":,\n")) {
-    snprintf(errstr, errstr_size,
+    altar_error_set(err, ALTAR_ECONFIG,
              "backend 'local' (docker): data_root: '%.128s' cannot be bind-mounted (no ':' or ',')",
              v);
     goto fail;
   }
   if (mkdir_p(v) != 0) {
-    snprintf(errstr, errstr_size, "backend 'local' (docker): data_root: cannot create '%.128s': %s",
+    altar_error_set(err, ALTAR_ECONFIG, "backend 'local' (docker): data_root: cannot create '%.128s': %s",
              v, strerror(errno));
     goto fail;
   }
   /* docker -v needs an absolute host path. */
   char abs[PATH_MAX];
   if (!realpath(v, abs)) {
-    snprintf(errstr, errstr_size, "backend 'local' (docker): data_root: '%.128s': %s", v,
+    altar_error_set(err, ALTAR_ECONFIG, "backend 'local' (docker): data_root: '%.128s': %s", v,
              strerror(errno));
     goto fail;
   }
   if (strpbrk(abs, ":,\n")) {
-    snprintf(errstr, errstr_size,
+    altar_error_set(err, ALTAR_ECONFIG,
              "backend 'local' (docker): data_root: '%.128s' cannot be bind-mounted (no ':' or ',')",
              abs);
     goto fail;
@@ -228,7 +232,7 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
   return dk;
 
 nomem:
-  snprintf(errstr, errstr_size, "backend 'local' (docker): out of memory");
+  altar_error_set(err, ALTAR_ENOMEM, "backend 'local' (docker): out of memory");
 fail:
   docker_free(dk);
   return NULL;
@@ -236,9 +240,8 @@ fail:
 
 /* ops.open: the impl from docker_new, its message as the error. */
 static int docker_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
-  char errstr[ALTAR_ERRMSG_MAX] = "";
-  void *impl = docker_new(cfg, NULL, errstr, sizeof errstr);
-  if (!impl) return altar_error_set(err, ALTAR_ECONFIG, "%s", errstr);
+  void *impl = docker_new(cfg, NULL, err);
+  if (!impl) return err->code;
   altar_backend_set_impl(be, impl);
   return 0;
 }
@@ -250,13 +253,9 @@ static void docker_close(altar_backend_t *be) {
 
 altar_backend_t *altar__docker_backend_open(const altar_strmap_t *cfg, const altar_command_runner_t *runner,
                                            altar_error_t *err) {
-  char errstr[ALTAR_ERRMSG_MAX] = "";
-  altar_docker_t *dk = docker_new(cfg, runner, errstr, sizeof errstr);
-  if (!dk) {
-    altar_error_set(err, ALTAR_ECONFIG, "%s", errstr);
-    return NULL;
-  }
-  return altar_backend_wrap(&altar_backend_docker, dk, err);
+  altar_docker_t *dk = docker_new(cfg, runner, err);
+  if (!dk) return NULL;
+  return altar_backend_wrap(&altar_backend_docker_ops, dk, err);
 }
 
 /* ---- small operations --------------------------------------------------- */
@@ -288,10 +287,11 @@ static const char *docker_mount_root(altar_backend_t *be) {
   return ALTAR_DOCKER_MOUNT_ROOT;
 }
 
-const altar_backend_ops_t altar_backend_docker = {
+const altar_backend_ops_t altar_backend_docker_ops = {
     .name = "local",
+    .caps = ALTAR_BACKEND_CAP_CAPACITY | ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_ADOPT | ALTAR_BACKEND_CAP_LOGS,
+    .config_keys = docker_keys,
     .input_digest_verification = ALTAR_VERIFY_STAGING,
-    .config_keys = known_keys,
     .open = docker_open,
     .close = docker_close,
     .capacity = docker_capacity,

@@ -253,23 +253,23 @@ static int kb_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t
 
 /* ---- create() from configuration keys ---- */
 
-static int parse_i64(const char *key, const char *s, int64_t min, int64_t *pv, char *errstr, size_t sz) {
+static int parse_i64(const char *key, const char *s, int64_t min, int64_t *pv, altar_error_t *err) {
   char *end;
   errno = 0;
   long long v = s ? strtoll(s, &end, 10) : 0;
   if (!s || !*s || *end || errno || v < min) {
-    snprintf(errstr, sz, "%s: want an integer >= %lld (got '%s')", key, (long long)min, s ? s : "");
+    altar_error_set(err, ALTAR_ECONFIG, "%s: want an integer >= %lld (got '%s')", key, (long long)min, s ? s : "");
     return ALTAR_EINVAL;
   }
   *pv = v;
   return ALTAR_OK;
 }
 
-static int parse_bool(const char *key, const char *s, bool *pv, char *errstr, size_t sz) {
+static int parse_bool(const char *key, const char *s, bool *pv, altar_error_t *err) {
   if (!strcmp(s, "true") || !strcmp(s, "1") || !strcmp(s, "yes")) *pv = true;
   else if (!strcmp(s, "false") || !strcmp(s, "0") || !strcmp(s, "no")) *pv = false;
   else {
-    snprintf(errstr, sz, "%s: want true or false (got '%s')", key, s);
+    altar_error_set(err, ALTAR_ECONFIG, "%s: want true or false (got '%s')", key, s);
     return ALTAR_EINVAL;
   }
   return ALTAR_OK;
@@ -290,12 +290,11 @@ static altar_k8s_pool_t *pool_at(altar_k8s_pool_t **pools, size_t *n, const char
 }
 
 /* One of the JSON-object keys: {"pool": value}. */
-static int parse_pool_map(const char *key, const char *text, altar_k8s_pool_t **pools, size_t *n, char *errstr,
-                          size_t sz) {
+static int parse_pool_map(const char *key, const char *text, altar_k8s_pool_t **pools, size_t *n, altar_error_t *err) {
   json_error_t je;
   json_t *obj = json_loads(text, JSON_REJECT_DUPLICATES, &je);
   if (!json_is_object(obj) || json_object_size(obj) > ALTAR_MAX_MAP) {
-    snprintf(errstr, sz, "%s: want a JSON object of pools (%s)", key, obj ? "not an object" : je.text);
+    altar_error_set(err, ALTAR_ECONFIG, "%s: want a JSON object of pools (%s)", key, obj ? "not an object" : je.text);
     json_decref(obj);
     return ALTAR_EINVAL;
   }
@@ -306,19 +305,19 @@ static int parse_pool_map(const char *key, const char *text, altar_k8s_pool_t **
     altar_k8s_pool_t *p = pool_at(pools, n, pool);
     if (!p) {
       rc = ALTAR_ENOMEM;
-      snprintf(errstr, sz, "%s: out of memory", key);
+      altar_error_set(err, ALTAR_ECONFIG, "%s: out of memory", key);
       break;
     }
     if (!strcmp(key, "max_slots")) {
       if (!json_is_integer(v) || json_integer_value(v) < 0) {
-        snprintf(errstr, sz, "max_slots.%s: want an integer >= 0", pool);
+        altar_error_set(err, ALTAR_ECONFIG, "max_slots.%s: want an integer >= 0", pool);
         rc = ALTAR_EINVAL;
         break;
       }
       p->max_slots = json_integer_value(v);
     } else if (!strcmp(key, "gpu_resources")) {
       if (!json_is_string(v) || !*json_string_value(v)) {
-        snprintf(errstr, sz, "gpu_resources.%s: want a resource name", pool);
+        altar_error_set(err, ALTAR_ECONFIG, "gpu_resources.%s: want a resource name", pool);
         rc = ALTAR_EINVAL;
         break;
       }
@@ -328,13 +327,13 @@ static int parse_pool_map(const char *key, const char *text, altar_k8s_pool_t **
       const char *lk;
       json_t *lv;
       if (!json_is_object(v)) {
-        snprintf(errstr, sz, "pool_node_selectors.%s: want an object of node labels", pool);
+        altar_error_set(err, ALTAR_ECONFIG, "pool_node_selectors.%s: want an object of node labels", pool);
         rc = ALTAR_EINVAL;
         break;
       }
       json_object_foreach(v, lk, lv) {
         if (!json_is_string(lv)) {
-          snprintf(errstr, sz, "pool_node_selectors.%s.%s: want a string", pool, lk);
+          altar_error_set(err, ALTAR_ECONFIG, "pool_node_selectors.%s.%s: want a string", pool, lk);
           rc = ALTAR_EINVAL;
           break;
         }
@@ -349,15 +348,36 @@ static int parse_pool_map(const char *key, const char *text, altar_k8s_pool_t **
 
 /* The keys kb_open reads (the config reader refuses others). data_root
  * and slots are accepted and ignored: the cluster has the capacity. */
-static const char *const kb_keys[] = {"namespace", "mount_root", "pvc_name", "image_pull_policy",
-                                      "digest_verifier_image", "staging_root", "kubeconfig", "context",
-                                      "in_cluster", "data_root", "slots", "backoff_limit", "run_as_user",
-                                      "run_as_group", "fs_group", "trust_verification_records",
-                                      "settle_timeout_s", "request_timeout_ms", "max_retries",
-                                      "pool_node_selectors", "max_slots", "gpu_resources", "submit_window",
-                                      "watch", "pod_wait_interval_ms", NULL};
+static const altar_plugin_key_t kb_keys[] = {
+    {"namespace", "namespace of the Jobs (default: the kubeconfig's, else default)"},
+    {"mount_root", "where the shared volume is mounted in the task's container"},
+    {"pvc_name", "the PersistentVolumeClaim mounted at mount_root"},
+    {"image_pull_policy", "the containers' imagePullPolicy"},
+    {"digest_verifier_image", "image of the verify-inputs init container"},
+    {"staging_root", "a host view of the shared volume, for staging inputs from the worker"},
+    {"kubeconfig", "the kubeconfig file (default: KUBECONFIG, ~/.kube/config)"},
+    {"context", "the kubeconfig context (default: its current-context)"},
+    {"in_cluster", "auto, true or false: use the pod's service account"},
+    {"data_root", "accepted and ignored (configs moved from another backend)"},
+    {"slots", "accepted and ignored: the cluster has the capacity"},
+    {"backoff_limit", "the Jobs' backoffLimit"},
+    {"run_as_user", "the pods' securityContext.runAsUser"},
+    {"run_as_group", "the pods' securityContext.runAsGroup"},
+    {"fs_group", "the pods' securityContext.fsGroup"},
+    {"trust_verification_records", "trust staged inputs' verification records instead of hashing again"},
+    {"settle_timeout_s", "how long a finished Job's pods may take to report"},
+    {"request_timeout_ms", "longest one API request may take"},
+    {"max_retries", "retries of a failed API request (at most 100)"},
+    {"pool_node_selectors", "{pool: {node label: value}}"},
+    {"max_slots", "{pool: most Jobs at once}"},
+    {"gpu_resources", "{pool: the extended resource name of its GPUs}"},
+    {"submit_window", "creates in flight at once"},
+    {"watch", "watch Jobs instead of listing them on every poll"},
+    {"pod_wait_interval_ms", "how often a pending pod's reason is read"},
+    ALTAR_PLUGIN_KEYS_END,
+};
 
-static altar_k8s_t *kb_new(const altar_strmap_t *props, char *errstr, size_t sz) {
+static altar_k8s_t *kb_new(const altar_strmap_t *props, altar_error_t *err) {
   altar_k8s_config_t cfg;
   altar__k8s_config_init(&cfg);
   altar_k8s_pool_t *pools = NULL;
@@ -378,58 +398,54 @@ static altar_k8s_t *kb_new(const altar_strmap_t *props, char *errstr, size_t sz)
     else if (!strcmp(key, "context")) context = v;
     else if (!strcmp(key, "in_cluster")) in_cluster = v;
     else if (!strcmp(key, "data_root") || !strcmp(key, "slots") || !strcmp(key, "name")) continue;
-    else if (!strcmp(key, "backoff_limit")) rc = parse_i64(key, v, 0, &cfg.backoff_limit, errstr, sz);
+    else if (!strcmp(key, "backoff_limit")) rc = parse_i64(key, v, 0, &cfg.backoff_limit, err);
     else if (!strcmp(key, "run_as_user") || !strcmp(key, "run_as_group") || !strcmp(key, "fs_group")) {
-      rc = parse_i64(key, v, 0, &iv, errstr, sz);
+      rc = parse_i64(key, v, 0, &iv, err);
       altar_opt_i64_t *dst = !strcmp(key, "run_as_user") ? &cfg.run_as_user
                              : !strcmp(key, "run_as_group") ? &cfg.run_as_group : &cfg.fs_group;
       *dst = (altar_opt_i64_t){true, iv};
     } else if (!strcmp(key, "trust_verification_records"))
-      rc = parse_bool(key, v, &cfg.trust_verification_records, errstr, sz);
+      rc = parse_bool(key, v, &cfg.trust_verification_records, err);
     else if (!strcmp(key, "settle_timeout_s")) {
-      rc = parse_i64(key, v, 0, &iv, errstr, sz);
+      rc = parse_i64(key, v, 0, &iv, err);
       cfg.settle_timeout_s = (double)iv;
-    } else if (!strcmp(key, "request_timeout_ms")) rc = parse_i64(key, v, 1, &req_timeout, errstr, sz);
-    else if (!strcmp(key, "max_retries")) rc = parse_i64(key, v, 0, &retries, errstr, sz);
+    } else if (!strcmp(key, "request_timeout_ms")) rc = parse_i64(key, v, 1, &req_timeout, err);
+    else if (!strcmp(key, "max_retries")) rc = parse_i64(key, v, 0, &retries, err);
     else if (!strcmp(key, "submit_window")) {
-      rc = parse_i64(key, v, 1, &iv, errstr, sz);
+      rc = parse_i64(key, v, 1, &iv, err);
       if (!rc && iv > ALTAR_K8S_MAX_SUBMIT_WINDOW) {
-        snprintf(errstr, sz, "submit_window: want 1..%d creates in flight (got %s)", ALTAR_K8S_MAX_SUBMIT_WINDOW, v);
+        altar_error_set(err, ALTAR_ECONFIG, "submit_window: want 1..%d creates in flight (got %s)", ALTAR_K8S_MAX_SUBMIT_WINDOW, v);
         rc = ALTAR_EINVAL;
       }
       cfg.submit_window = (int)iv;
-    } else if (!strcmp(key, "watch")) rc = parse_bool(key, v, &cfg.watch, errstr, sz);
-    else if (!strcmp(key, "pod_wait_interval_ms")) rc = parse_i64(key, v, 0, &cfg.pod_wait_interval_ms, errstr, sz);
+    } else if (!strcmp(key, "watch")) rc = parse_bool(key, v, &cfg.watch, err);
+    else if (!strcmp(key, "pod_wait_interval_ms")) rc = parse_i64(key, v, 0, &cfg.pod_wait_interval_ms, err);
     else if (!strcmp(key, "pool_node_selectors") || !strcmp(key, "max_slots") || !strcmp(key, "gpu_resources"))
-      rc = parse_pool_map(key, v, &pools, &n_pools, errstr, sz);
-    else {
-      char hint[160];
-      altar_backend_knows_key(&altar_backend_kubernetes, key, hint, sizeof hint);
-      snprintf(errstr, sz, "backend.%.64s: unknown key for the kubernetes backend%s", key, hint);
-      rc = ALTAR_EINVAL;
-    }
+      rc = parse_pool_map(key, v, &pools, &n_pools, err);
+    else
+      rc = altar_plugin_keys_refuse(kb_keys, NULL, "backend", "kubernetes", key, err);
   }
   altar_k8s_t *k = NULL;
   if (!rc) {
     altar_k8s_http_config_t http;
     altar__k8s_http_config_init(&http);
-    altar_error_t err = {0};
+    altar_error_t e = {0};
     bool cluster = !strcmp(in_cluster, "true") ||
                    (!strcmp(in_cluster, "auto") && !kubeconfig && getenv("KUBERNETES_SERVICE_HOST"));
     if (strcmp(in_cluster, "true") && strcmp(in_cluster, "false") && strcmp(in_cluster, "auto"))
-      rc = altar_error_set(&err, ALTAR_EINVAL, "in_cluster: want auto, true or false (got '%s')", in_cluster);
+      rc = altar_error_set(&e, ALTAR_EINVAL, "in_cluster: want auto, true or false (got '%s')", in_cluster);
     else if (cluster)
-      rc = altar__k8s_in_cluster_load(NULL, &http, &err);
+      rc = altar__k8s_in_cluster_load(NULL, &http, &e);
     else
-      rc = altar__k8s_kubeconfig_load(kubeconfig, context, &http, &err);
+      rc = altar__k8s_kubeconfig_load(kubeconfig, context, &http, &e);
     if (req_timeout > 0) http.timeout_ms = (long)req_timeout;
     if (retries >= 0) http.max_retries = (int)(retries > 100 ? 100 : retries);
-    altar_k8s_runtime_t *rt = rc ? NULL : altar__k8s_http_runtime_new(&http, &err);
+    altar_k8s_runtime_t *rt = rc ? NULL : altar__k8s_http_runtime_new(&http, &e);
     altar__k8s_http_config_clear(&http);
     cfg.pools = pools;
     cfg.n_pools = n_pools;
-    if (rt) k = altar__k8s_new(&cfg, rt, &err);
-    if (!k) snprintf(errstr, sz, "%s", err.msg);
+    if (rt) k = altar__k8s_new(&cfg, rt, &e);
+    if (!k) altar_error_set(err, ALTAR_ECONFIG, "%s", e.msg);
   }
   for (size_t i = 0; i < n_pools; i++) pool_clear(&pools[i]);
   free(pools);
@@ -438,17 +454,18 @@ static altar_k8s_t *kb_new(const altar_strmap_t *props, char *errstr, size_t sz)
 
 /* ops.open: the impl from kb_new, its message as the error. */
 static int kb_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
-  char errstr[ALTAR_ERRMSG_MAX] = "";
-  void *impl = kb_new(cfg, errstr, sizeof errstr);
-  if (!impl) return altar_error_set(err, ALTAR_ECONFIG, "%s", errstr);
+  void *impl = kb_new(cfg, err);
+  if (!impl) return err->code = ALTAR_ECONFIG; /* every refusal of a key's value is one */
   altar_backend_set_impl(be, impl);
   return 0;
 }
 
-const altar_backend_ops_t altar_backend_kubernetes = {
+const altar_backend_ops_t altar_backend_kubernetes_ops = {
     .name = "kubernetes",
-    .input_digest_verification = ALTAR_VERIFY_TASK,
+    .caps = ALTAR_BACKEND_CAP_CAPACITY | ALTAR_BACKEND_CAP_POOLS | ALTAR_BACKEND_CAP_CANCEL |
+            ALTAR_BACKEND_CAP_WAIT_CHANGE | ALTAR_BACKEND_CAP_SUBMIT_START | ALTAR_BACKEND_CAP_ADOPT,
     .config_keys = kb_keys,
+    .input_digest_verification = ALTAR_VERIFY_TASK,
     .open = kb_open,
     .close = kb_close,
     .capacity = kb_capacity,
@@ -466,5 +483,5 @@ const altar_backend_ops_t altar_backend_kubernetes = {
 
 altar_backend_t *altar__k8s_backend_wrap(altar_k8s_t *k) {
   if (!k) return NULL;
-  return altar_backend_wrap(&altar_backend_kubernetes, k, NULL);
+  return altar_backend_wrap(&altar_backend_kubernetes_ops, k, NULL);
 }

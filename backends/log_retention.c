@@ -53,8 +53,7 @@ static bool parse_int(const char *s, long lo, long hi, long *pv) {
   return true;
 }
 
-bool altar__log_retention_parse(const altar_strmap_t *cfg, altar_log_retention_t *pr, char *errstr,
-                                size_t errstr_size) {
+bool altar__log_retention_parse(const altar_strmap_t *cfg, altar_log_retention_t *pr, altar_error_t *err) {
   *pr = (altar_log_retention_t){.keep_bytes = ALTAR_LOGS_KEEP_DEFAULT,
                                 .keep_count = ALTAR_LOGS_KEEP_COUNT_DEFAULT,
                                 .max_age_s = ALTAR_LOGS_KEEP_DAYS_DEFAULT * 86400.0,
@@ -66,7 +65,7 @@ bool altar__log_retention_parse(const altar_strmap_t *cfg, altar_log_retention_t
   if (keep) {
     uint64_t v = 0;
     if (!parse_bytes(keep, &v) || v < ALTAR_LOGS_KEEP_MIN || v > ALTAR_LOGS_KEEP_MAX) {
-      snprintf(errstr, errstr_size,
+      altar_error_set(err, ALTAR_ECONFIG,
                "backend.logs_keep: '%.40s' is not a size from 1MiB to 1024TiB (bytes, or a number with K, M, G, "
                "T, KiB, MiB, GiB, TiB)",
                keep);
@@ -77,7 +76,7 @@ bool altar__log_retention_parse(const altar_strmap_t *cfg, altar_log_retention_t
   long v = 0;
   if (count) {
     if (!parse_int(count, 1, ALTAR_LOGS_KEEP_COUNT_MAX, &v)) {
-      snprintf(errstr, errstr_size, "backend.logs_keep_count: '%.40s' is not an integer in [1, %d]", count,
+      altar_error_set(err, ALTAR_ECONFIG, "backend.logs_keep_count: '%.40s' is not an integer in [1, %d]", count,
                ALTAR_LOGS_KEEP_COUNT_MAX);
       return false;
     }
@@ -85,7 +84,7 @@ bool altar__log_retention_parse(const altar_strmap_t *cfg, altar_log_retention_t
   }
   if (days) {
     if (!parse_int(days, 0, ALTAR_LOGS_KEEP_DAYS_MAX, &v)) {
-      snprintf(errstr, errstr_size, "backend.logs_keep_days: '%.40s' is not an integer in [0, %d] (0: no age bound)",
+      altar_error_set(err, ALTAR_ECONFIG, "backend.logs_keep_days: '%.40s' is not an integer in [0, %d] (0: no age bound)",
                days, ALTAR_LOGS_KEEP_DAYS_MAX);
       return false;
     }

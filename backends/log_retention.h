@@ -18,6 +18,7 @@
 #ifndef ALTAR_BACKENDS_LOG_RETENTION_H
 #define ALTAR_BACKENDS_LOG_RETENTION_H
 
+#include "altar/error.h"
 #include "altar/strmap.h"
 
 #include <stdbool.h>
@@ -66,9 +67,8 @@ typedef struct altar_logs_prune_facts {
  * ALTAR_LOGS_KEEP_MIN..ALTAR_LOGS_KEEP_MAX), backend.logs_keep_count
  * (1..ALTAR_LOGS_KEEP_COUNT_MAX) and backend.logs_keep_days
  * (0..ALTAR_LOGS_KEEP_DAYS_MAX) from cfg (NULL: defaults) into *pr, with
- * no index yet. False with a message naming the key in errstr. */
-bool altar__log_retention_parse(const altar_strmap_t *cfg, altar_log_retention_t *pr, char *errstr,
-                                size_t errstr_size);
+ * no index yet. False with err (ALTAR_ECONFIG) naming the key. */
+bool altar__log_retention_parse(const altar_strmap_t *cfg, altar_log_retention_t *pr, altar_error_t *err);
 /* Frees r's index (r's settings stay). */
 void altar__log_retention_clear(altar_log_retention_t *r);
 

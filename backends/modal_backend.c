@@ -129,12 +129,12 @@ static int mb_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t
 }
 
 /* A positive number of milliseconds in v, for key. */
-static bool parse_ms(const char *key, const char *v, long *pms, char *errstr, size_t sz) {
+static bool parse_ms(const char *key, const char *v, long *pms, altar_error_t *err) {
   char *end;
   errno = 0;
   *pms = strtol(v, &end, 10);
   if (!*v || *end || errno || *pms <= 0) {
-    snprintf(errstr, sz, "%s: want a positive integer (got '%s')", key, v);
+    altar_error_set(err, ALTAR_ECONFIG, "%s: want a positive integer (got '%s')", key, v);
     return false;
   }
   return true;
@@ -142,11 +142,21 @@ static bool parse_ms(const char *key, const char *v, long *pms, char *errstr, si
 
 /* The keys mb_open reads (the config reader refuses others). data_root
  * and slots are accepted and ignored: Modal autoscales. */
-static const char *const mb_keys[] = {"app_name", "volume_name",      "mount_root",     "python",
-                                      "bridge",   "reply_timeout_ms", "run_timeout_ms", "pool_accelerators",
-                                      "data_root", "slots",           NULL};
+static const altar_plugin_key_t mb_keys[] = {
+    {"app_name", "the Modal app the sandboxes run in"},
+    {"volume_name", "the Modal Volume mounted at mount_root"},
+    {"mount_root", "where the Volume is mounted in a sandbox"},
+    {"python", "the interpreter that runs the Modal SDK bridge"},
+    {"bridge", "the bridge script (default: the installed one)"},
+    {"reply_timeout_ms", "longest the bridge may take to answer"},
+    {"run_timeout_ms", "longest the bridge may take to start a sandbox"},
+    {"pool_accelerators", "{pool: Modal GPU type}"},
+    {"data_root", "accepted and ignored (configs moved from another backend)"},
+    {"slots", "accepted and ignored: Modal autoscales"},
+    ALTAR_PLUGIN_KEYS_END,
+};
 
-static altar_modal_t *mb_new(const altar_strmap_t *props, char *errstr, size_t sz) {
+static altar_modal_t *mb_new(const altar_strmap_t *props, altar_error_t *err) {
   altar_modal_config_t cfg = {0};
   altar_modal_bridge_config_t bcfg = {0};
   altar_strmap_t accs = {0};
@@ -161,7 +171,7 @@ static altar_modal_t *mb_new(const altar_strmap_t *props, char *errstr, size_t s
     else if (!strcmp(key, "data_root") || !strcmp(key, "slots") || !strcmp(key, "name")) continue;
     else if (!strcmp(key, "reply_timeout_ms") || !strcmp(key, "run_timeout_ms")) {
       long *pms = !strcmp(key, "reply_timeout_ms") ? &bcfg.reply_timeout_ms : &bcfg.run_timeout_ms;
-      if (!parse_ms(key, v, pms, errstr, sz)) {
+      if (!parse_ms(key, v, pms, err)) {
         altar_strmap_clear(&accs);
         return NULL;
       }
@@ -177,41 +187,39 @@ static altar_modal_t *mb_new(const altar_strmap_t *props, char *errstr, size_t s
       }
       json_decref(obj);
       if (!ok) {
-        snprintf(errstr, sz, "pool_accelerators: want a JSON object of pool → accelerator strings");
+        altar_error_set(err, ALTAR_ECONFIG, "pool_accelerators: want a JSON object of pool → accelerator strings");
         altar_strmap_clear(&accs);
         return NULL;
       }
       have_accs = true;
     } else {
-      char hint[160];
-      altar_backend_knows_key(&altar_backend_modal, key, hint, sizeof hint);
-      snprintf(errstr, sz, "backend.%.64s: unknown key for the modal backend%s", key, hint);
+      altar_plugin_keys_refuse(mb_keys, NULL, "backend", "modal", key, err);
       altar_strmap_clear(&accs);
       return NULL;
     }
   }
   if (have_accs) cfg.pool_accelerators = &accs;
-  altar_error_t err = {0};
-  altar_modal_runtime_t *rt = altar_modal_bridge_runtime_new(&bcfg, &err);
-  altar_modal_t *m = rt ? altar_modal_new(&cfg, rt, &err) : NULL;
-  if (!m) snprintf(errstr, sz, "%s", err.msg);
+  altar_error_t e = {0};
+  altar_modal_runtime_t *rt = altar_modal_bridge_runtime_new(&bcfg, &e);
+  altar_modal_t *m = rt ? altar_modal_new(&cfg, rt, &e) : NULL;
+  if (!m) altar_error_set(err, ALTAR_ECONFIG, "%s", e.msg);
   altar_strmap_clear(&accs);
   return m;
 }
 
 /* ops.open: the impl from mb_new, its message as the error. */
 static int mb_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
-  char errstr[ALTAR_ERRMSG_MAX] = "";
-  void *impl = mb_new(cfg, errstr, sizeof errstr);
-  if (!impl) return altar_error_set(err, ALTAR_ECONFIG, "%s", errstr);
+  void *impl = mb_new(cfg, err);
+  if (!impl) return err->code = ALTAR_ECONFIG;
   altar_backend_set_impl(be, impl);
   return 0;
 }
 
-const altar_backend_ops_t altar_backend_modal = {
+const altar_backend_ops_t altar_backend_modal_ops = {
     .name = "modal",
-    .input_digest_verification = ALTAR_VERIFY_TASK,
+    .caps = ALTAR_BACKEND_CAP_POOLS | ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_ADOPT,
     .config_keys = mb_keys,
+    .input_digest_verification = ALTAR_VERIFY_TASK,
     .open = mb_open,
     .close = mb_close,
     .pools = mb_pools,
@@ -226,5 +234,5 @@ const altar_backend_ops_t altar_backend_modal = {
 
 altar_backend_t *altar_modal_backend_wrap(altar_modal_t *m) {
   if (!m) return NULL;
-  return altar_backend_wrap(&altar_backend_modal, m, NULL);
+  return altar_backend_wrap(&altar_backend_modal_ops, m, NULL);
 }

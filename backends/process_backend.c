@@ -273,7 +273,7 @@ static bool parse_ll(const char *s, long long min, long long max, long long *pv)
  * separated; default the CPU pool alone. The process backend has no devices:
  * a GPU pool here runs its jobs as processes, which is what a test fleet or
  * a host whose tasks find their devices themselves needs. */
-static int parse_pools(altar_process_t *p, const char *list, char *errstr, size_t errstr_size) {
+static int parse_pools(altar_process_t *p, const char *list, altar_error_t *err) {
   if (!list) list = ALTAR_POOL_CPU;
   const char *s = list;
   while (*s) {
@@ -283,17 +283,14 @@ static int parse_pools(altar_process_t *p, const char *list, char *errstr, size_
     while (n && s[n - 1] == ' ') n--;
     char name[ALTAR_POOL_NAME_MAX + 2];
     snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name - 1 ? n : sizeof name - 1), s);
-    altar_error_t err = {0};
-    if (n && strcmp(name, ALTAR_POOL_CPU) && altar_pool_check("backend.pools", name, &err)) {
-      snprintf(errstr, errstr_size, "%s", err.msg);
-      return -1;
-    }
+    altar_error_t bad = {0};
+    if (n && strcmp(name, ALTAR_POOL_CPU) && altar_pool_check("backend.pools", name, &bad))
+      return altar_error_set(err, ALTAR_ECONFIG, "%s", bad.msg);
     if (n) {
       char **np = realloc(p->pools, (p->n_pools + 1) * sizeof *np);
       if (!np || !(np[p->n_pools] = strdup(name))) {
         if (np) p->pools = np;
-        snprintf(errstr, errstr_size, "backend 'process': out of memory");
-        return -1;
+        return altar_error_set(err, ALTAR_ENOMEM, "backend 'process': out of memory");
       }
       p->pools = np;
       p->n_pools++;
@@ -301,10 +298,7 @@ static int parse_pools(altar_process_t *p, const char *list, char *errstr, size_
     if (!e) break;
     s = e + 1;
   }
-  if (!p->n_pools) {
-    snprintf(errstr, errstr_size, "backend.pools: names no pool");
-    return -1;
-  }
+  if (!p->n_pools) return altar_error_set(err, ALTAR_ECONFIG, "backend.pools: names no pool");
   return 0;
 }
 
@@ -341,20 +335,24 @@ static void process_close(altar_backend_t *be) {
 }
 
 /* The keys process_open reads (the config reader refuses others). */
-static const char *const process_keys[] = {"data_root", "slots",     "storage",         "log_cap",
-                                           "memory",    "pools",     "logs_keep",       "logs_keep_count",
-                                           "logs_keep_days", "supervisor_start", NULL};
+static const altar_plugin_key_t process_keys[] = {
+    {"data_root", "directory of task directories, kept output and staged inputs (default ./var/data)"},
+    {"slots", "tasks at once (default 4)"},
+    {"storage", "adapter for inputs and outputs: auto (by uri scheme) or an adapter name"},
+    {"log_cap", "bytes of each stream kept while a task runs (default 1 MiB)"},
+    {"memory", "auto (a memory cgroup when one can be made, else the RSS watchdog) or watchdog"},
+    {"pools", "the pools served, comma separated (default normal)"},
+    {"logs_keep", "bytes of kept task output under data_root/logs (default 1 GiB)"},
+    {"logs_keep_count", "task output directories kept (default 10000)"},
+    {"logs_keep_days", "days task output is kept (default 14; 0: no age bound)"},
+    {"supervisor_start", "parent (forked from a zygote) or exec (a fresh binary per task)"},
+    ALTAR_PLUGIN_KEYS_END,
+};
 
-static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, size_t errstr_size) {
+static altar_process_t *process_new(const altar_strmap_t *cfg, altar_error_t *err) {
   const char *data_root = "./var/data", *slots_s = NULL, *storage = "auto", *cap_s = NULL,
              *mem = "auto", *start = "parent";
-  for (size_t i = 0; cfg && i < cfg->n; i++) {
-    char hint[160];
-    if (!altar_backend_knows_key(&altar_backend_process, cfg->keys[i], hint, sizeof hint)) {
-      snprintf(errstr, errstr_size, "backend.%.64s: unknown key for the process backend%s", cfg->keys[i], hint);
-      return NULL;
-    }
-  }
+  if (altar_plugin_keys_check(process_keys, "backend", "process", cfg, err)) return NULL;
   if (cfg) {
     if (altar_strmap_get(cfg, "data_root")) data_root = altar_strmap_get(cfg, "data_root");
     slots_s = altar_strmap_get(cfg, "slots");
@@ -365,36 +363,36 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, siz
   }
   long long slots = ALTAR_PROC_DEFAULT_SLOTS, cap = ALTAR_PROC_DEFAULT_LOG_CAP;
   if (slots_s && !parse_ll(slots_s, 1, 100000, &slots)) {
-    snprintf(errstr, errstr_size, "backend.slots: '%.40s' is not an integer in [1, 100000]", slots_s);
+    altar_error_set(err, ALTAR_ECONFIG, "backend.slots: '%.40s' is not an integer in [1, 100000]", slots_s);
     return NULL;
   }
   if (cap_s && !parse_ll(cap_s, 64, 1LL << 32, &cap)) {
-    snprintf(errstr, errstr_size, "backend.log_cap: '%.40s' is not a byte count in [64, 4 GiB]",
+    altar_error_set(err, ALTAR_ECONFIG, "backend.log_cap: '%.40s' is not a byte count in [64, 4 GiB]",
              cap_s);
     return NULL;
   }
   altar_log_retention_t retention;
-  if (!altar__log_retention_parse(cfg, &retention, errstr, errstr_size)) return NULL;
+  if (!altar__log_retention_parse(cfg, &retention, err)) return NULL;
   if (strcmp(mem, "auto") && strcmp(mem, "watchdog")) {
-    snprintf(errstr, errstr_size, "backend.memory: '%.40s' is neither 'auto' nor 'watchdog'", mem);
+    altar_error_set(err, ALTAR_ECONFIG, "backend.memory: '%.40s' is neither 'auto' nor 'watchdog'", mem);
     return NULL;
   }
   if (strcmp(start, "parent") && strcmp(start, "exec")) {
-    snprintf(errstr, errstr_size, "backend.supervisor_start: '%.40s' is neither 'parent' nor 'exec'", start);
+    altar_error_set(err, ALTAR_ECONFIG, "backend.supervisor_start: '%.40s' is neither 'parent' nor 'exec'", start);
     return NULL;
   }
   if (!data_root[0] || strlen(data_root) > 3000) {
-    snprintf(errstr, errstr_size, "backend.data_root: must be a path of 1 to 3000 bytes");
+    altar_error_set(err, ALTAR_ECONFIG, "backend.data_root: must be a path of 1 to 3000 bytes");
     return NULL;
   }
   if (mkdir_p(data_root) < 0) {
-    snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s': %s", data_root,
+    altar_error_set(err, ALTAR_ECONFIG, "backend.data_root: cannot create '%s': %s", data_root,
              strerror(errno));
     return NULL;
   }
   char abs[PATH_MAX];
   if (!realpath(data_root, abs)) {
-    snprintf(errstr, errstr_size, "backend.data_root: '%s': %s", data_root, strerror(errno));
+    altar_error_set(err, ALTAR_ECONFIG, "backend.data_root: '%s': %s", data_root, strerror(errno));
     return NULL;
   }
   altar_process_t *p = calloc(1, sizeof *p);
@@ -420,16 +418,16 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, siz
   bool ok = mkdir(made, 0755) == 0 || errno == EEXIST;
   if (ok) ok = mkdir((made = p->logs_dir), 0755) == 0 || errno == EEXIST;
   if (!ok) {
-    snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s': %s", made, strerror(errno));
+    altar_error_set(err, ALTAR_ECONFIG, "backend.data_root: cannot create '%s': %s", made, strerror(errno));
     process_free(p);
     return NULL;
   }
   if (altar__proc_keys_open(p) < 0) {
-    snprintf(errstr, errstr_size, "backend.data_root: cannot create '%s/keys': %s", p->data_root, strerror(errno));
+    altar_error_set(err, ALTAR_ECONFIG, "backend.data_root: cannot create '%s/keys': %s", p->data_root, strerror(errno));
     process_free(p);
     return NULL;
   }
-  if (parse_pools(p, cfg ? altar_strmap_get(cfg, "pools") : NULL, errstr, errstr_size)) {
+  if (parse_pools(p, cfg ? altar_strmap_get(cfg, "pools") : NULL, err)) {
     process_free(p);
     return NULL;
   }
@@ -441,16 +439,15 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, siz
   altar__proc_logs_prune_if_due(p, (double)mono.tv_sec + mono.tv_nsec / 1e9);
   return p;
 nomem:
-  snprintf(errstr, errstr_size, "backend 'process': out of memory");
+  altar_error_set(err, ALTAR_ENOMEM, "backend 'process': out of memory");
   process_free(p);
   return NULL;
 }
 
 /* ops.open: the impl from process_new, its message as the error. */
 static int process_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
-  char errstr[ALTAR_ERRMSG_MAX] = "";
-  void *impl = process_new(cfg, errstr, sizeof errstr);
-  if (!impl) return altar_error_set(err, ALTAR_ECONFIG, "%s", errstr);
+  void *impl = process_new(cfg, err);
+  if (!impl) return err->code;
   altar_backend_set_impl(be, impl);
   return 0;
 }
@@ -506,10 +503,12 @@ static const char *process_mount_root(altar_backend_t *be) {
   return p->data_root;
 }
 
-const altar_backend_ops_t altar_backend_process = {
+const altar_backend_ops_t altar_backend_process_ops = {
     .name = "process",
-    .input_digest_verification = ALTAR_VERIFY_STAGING,
+    .caps = ALTAR_BACKEND_CAP_CAPACITY | ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_WAIT_CHANGE |
+            ALTAR_BACKEND_CAP_ADOPT | ALTAR_BACKEND_CAP_LOGS,
     .config_keys = process_keys,
+    .input_digest_verification = ALTAR_VERIFY_STAGING,
     .open = process_open,
     .close = process_close,
     .capacity = process_capacity,

@@ -275,9 +275,21 @@ static int pb_recover(altar_backend_t *be, const altar_status_t *fs, size_t n, c
 /* slots is the worker's intake bound, read by the worker; data_root is
  * accepted for configs moved from another backend (the adapter's own
  * directories are its options). */
-static const char *const pb_keys[] = {"adapter",          "python",           "options",         "reply_timeout_ms",
-                                      "start_timeout_ms", "cancel_grace_ms",  "restart_backoff_ms",
-                                      "restart_backoff_max_ms", "max_reply_bytes", "await_timeout_ms", "data_root", "slots", NULL};
+static const altar_plugin_key_t pb_keys[] = {
+    {"adapter", "the adapter's name under the altar.execution_backends entry points"},
+    {"python", "the interpreter that runs the bridge (default python3)"},
+    {"options", "a mapping passed to the adapter's constructor"},
+    {"reply_timeout_ms", "longest one call may take"},
+    {"start_timeout_ms", "longest the bridge may take to start and open the adapter"},
+    {"cancel_grace_ms", "how long a call past its deadline gets before the bridge is killed"},
+    {"restart_backoff_ms", "first wait before the bridge is started again"},
+    {"restart_backoff_max_ms", "longest wait before the bridge is started again"},
+    {"max_reply_bytes", "largest reply read from the bridge"},
+    {"await_timeout_ms", "longest await_completion may block"},
+    {"data_root", "accepted (configs moved from another backend)"},
+    {"slots", "the worker's intake bound"},
+    ALTAR_PLUGIN_KEYS_END,
+};
 
 static int parse_positive(const char *key, const char *v, long *pout, altar_error_t *err) {
   char *end;
@@ -387,14 +399,17 @@ static int pb_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t
   altar_backend_set_impl(be, py);
   /* Declared by the adapter, learnt at its first start. */
   be->ops.input_digest_verification = py->verification;
+  if (!py->has_await) altar_backend_drop_caps(be, ALTAR_BACKEND_CAP_AWAIT);
   return ALTAR_OK;
 }
 
-const altar_backend_ops_t altar_backend_python = {
+const altar_backend_ops_t altar_backend_python_ops = {
     .name = "python",
+    /* What the bridge can forward; open drops await without an adapter's own. */
+    .caps = ALTAR_BACKEND_CAP_CAPACITY | ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_AWAIT | ALTAR_BACKEND_CAP_RECOVER,
+    .config_keys = pb_keys,
     /* Replaced at open by what the adapter declares. */
     .input_digest_verification = ALTAR_VERIFY_STAGING,
-    .config_keys = pb_keys,
     .open = pb_open,
     .close = pb_close,
     .capacity = pb_capacity,

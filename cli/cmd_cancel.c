@@ -3,8 +3,10 @@
  * `<jobs>.<pool>` topic), where the workers read it in order with the jobs,
  * and on every partition of the status topic, where the reconciler reads it
  * in order with each group's events (schemas/README.md, "control"). */
+#include "altar/backend.h"
 #include "altar/codec.h"
 #include "altar/pools.h"
+#include "altar/registry.h"
 #include "cli.h"
 #include "fleet_common.h"
 #include "job_known.h"
@@ -131,6 +133,13 @@ int altar_cmd_cancel(int argc, char **argv) {
   size_t topics = 0, sent = 0;
   int rc = altar_job_cancel_send(t, &cfg.topics, job, group, who, &sent, &topics, &err);
   altar_transport_close(t);
+  /* Said before the cancel is relied on: what the fleet's backend cannot stop runs on. */
+  const altar_backend_ops_t *ops = altar_registry_lookup(ALTAR_REGISTRY_BACKEND, cfg.backend_name);
+  if (!rc && !acks.failed && ops && !(altar_backend_ops_caps(ops) & ALTAR_BACKEND_CAP_CANCEL))
+    fprintf(stderr,
+            "altar cancel: note: the %s backend cannot %s: running tasks of job %s are reported cancelled but run "
+            "on (queued ones are refused)\n",
+            cfg.backend_name, altar_backend_cap_name(ALTAR_BACKEND_CAP_CANCEL), job);
   altar_config_clear(&cfg);
   if (rc || acks.failed) {
     fprintf(stderr, "altar cancel: %s\n", rc ? err.msg : acks.why);

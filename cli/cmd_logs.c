@@ -4,7 +4,9 @@
  * the ledger. `altar logs JOB_ID --failed` does this for every failed shard. */
 #include "altar/codec.h"
 #include "altar/attempts.h"
+#include "altar/backend.h"
 #include "altar/ledger.h"
+#include "altar/registry.h"
 #include "altar/log_tail.h"
 #include "cli.h"
 #include "failed_shards.h"
@@ -269,7 +271,24 @@ int altar_cmd_logs(int argc, char **argv) {
     rc = 2;
   } else {
     const char *key = lk.key ? lk.key : arg;
-    if (strlen(key) < ALTAR_TASK_KEY_LEN) {
+    /* A backend that declares it keeps no output: no search of the data
+     * root for what cannot be there, and no promise of a stream. */
+    const altar_backend_ops_t *ran_on = lk.backend ? altar_registry_lookup(ALTAR_REGISTRY_BACKEND, lk.backend) : NULL;
+    bool keeps_output = !ran_on || (altar_backend_ops_caps(ran_on) & ALTAR_BACKEND_CAP_LOGS);
+    if (!keeps_output && only) {
+      fprintf(stderr,
+              "altar logs: task %s ran on the %s backend, which cannot %s: see the platform's own logs "
+              "(without --%s this prints the failure's detail from the ledger)\n",
+              key, lk.backend, altar_backend_cap_name(ALTAR_BACKEND_CAP_LOGS), only);
+      rc = 1;
+    } else if (!keeps_output) {
+      printf("== task %s%s%s ==\n", key, lk.reason ? " failed: " : "", lk.reason ? lk.reason : "");
+      printf("(the %s backend keeps no output here: see the platform's own logs; this is the failure's detail "
+             "from the ledger)\n",
+             lk.backend);
+      if (lk.detail) print_redacted(lk.detail, strlen(lk.detail), true);
+      else printf("(no detail recorded)\n");
+    } else if (strlen(key) < ALTAR_TASK_KEY_LEN) {
       fprintf(stderr, "altar logs: no task with key prefix '%s' in ledger %s%s%s\n", arg, cfg.ledger_path,
               have_ledger ? "" : ": ", have_ledger ? "" : err.msg);
       rc = 1;

@@ -236,7 +236,9 @@ out:
   if (interrupted) {
     if (submitted) {
       altar_error_t cerr = {0};
-      if (altar_backend_cancel(be, &h, &cerr) < 0)
+      if (altar_backend_require(be, ALTAR_BACKEND_CAP_CANCEL, NULL, &cerr) < 0)
+        fprintf(stderr, "altar run: interrupted; task %s runs on: %s\n", h.external_id, cerr.msg);
+      else if (altar_backend_cancel(be, &h, &cerr) < 0)
         fprintf(stderr, "altar run: cancel %s: %s\n", h.external_id, cerr.msg);
       else
         fprintf(stderr, "altar run: interrupted; task %s cancelled\n", h.external_id);

@@ -125,26 +125,19 @@ static int check_flag_sets(const char *cmd, const altar_config_t *cfg, const fla
     goto bad;
   for (size_t i = 0; i < fs->n; i++) {
     const char *key = fs->keys[i];
-    char hint[160] = "";
+    altar_error_t kerr = {0};
     if (!strncmp(key, "backend.", 8)) {
       const altar_backend_ops_t *ops = altar_registry_lookup(ALTAR_REGISTRY_BACKEND, cfg->backend_name);
-      if (!ops || altar_backend_knows_key(ops, key + 8, hint, sizeof hint)) continue;
-      fprintf(stderr, "altar %s: --set %s: unknown key for the %s backend%s\n", cmd, key, cfg->backend_name, hint);
+      if (!ops || altar_plugin_keys_allow(altar_backend_ops_keys(ops), key + 8, NULL, 0)) continue;
+      altar_plugin_keys_refuse(altar_backend_ops_keys(ops), "--set ", "backend", cfg->backend_name, key + 8, &kerr);
+      fprintf(stderr, "altar %s: %s\n", cmd, kerr.msg);
       return -1;
     }
     if (!strncmp(key, "transport.", 10) && strncmp(key, "transport.kafka.", 16)) {
       const altar_transport_ops_t *ops = altar_registry_lookup(ALTAR_REGISTRY_TRANSPORT, cfg->transport_name);
-      if (!ops || !ops->config_keys) continue;
-      const char *names[129];
-      size_t n = ops->config_keys(names, 126);
-      if (n > 126) n = 126;
-      names[n++] = "name";
-      names[n] = NULL;
-      bool known = false;
-      for (size_t j = 0; j < n && !known; j++) known = !strcmp(names[j], key + 10);
-      if (known) continue;
-      altar_suggest_hint(key + 10, names, hint, sizeof hint);
-      fprintf(stderr, "altar %s: --set %s: unknown key for the %s transport%s\n", cmd, key, ops->name, hint);
+      if (!ops || altar_plugin_keys_allow(ops->config_keys, key + 10, NULL, 0)) continue;
+      altar_plugin_keys_refuse(ops->config_keys, "--set ", "transport", ops->name, key + 10, &kerr);
+      fprintf(stderr, "altar %s: %s\n", cmd, kerr.msg);
       return -1;
     }
   }

@@ -3,7 +3,6 @@
 #include "altar/plugin/backend.h"
 #include "altar/paths.h"
 #include "altar/registry.h"
-#include "altar/suggest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,8 +65,7 @@ static int def_await(altar_backend_t *be, const altar_handle_t *handles, size_t 
   (void)handles;
   (void)n;
   (void)pstatuses;
-  return altar_error_set(err, ALTAR_ENOTSUP,
-                         "backend '%s': await_completion is not supported; poll instead", be->ops.name);
+  return altar_backend_require(be, ALTAR_BACKEND_CAP_AWAIT, NULL, err);
 }
 
 static int def_wait_change(altar_backend_t *be, int timeout_ms) {
@@ -97,20 +95,87 @@ static int def_recover(altar_backend_t *be, const altar_status_t *failures, size
   return 0;
 }
 
+/* ---- capabilities ------------------------------------------------------- */
+
+/* Each bit, what it lets a backend do, and the operation it goes with (NULL
+ * member name: a bit of behaviour, no operation of its own). */
+typedef struct cap_def {
+  unsigned bit;
+  const char *does;
+  const char *op;
+} cap_def_t;
+
+static const cap_def_t cap_defs[] = {
+    {ALTAR_BACKEND_CAP_CAPACITY, "report fixed slots per pool (capacity)", "capacity"},
+    {ALTAR_BACKEND_CAP_POOLS, "declare a pool mapping (pools)", "pools"},
+    {ALTAR_BACKEND_CAP_CANCEL, "stop running tasks (cancel)", "cancel"},
+    {ALTAR_BACKEND_CAP_AWAIT, "await completion (await_completion); poll instead", "await_completion"},
+    {ALTAR_BACKEND_CAP_WAIT_CHANGE, "wake a poller when a task changes (wait_change)", "wait_change"},
+    {ALTAR_BACKEND_CAP_RECOVER, "restart failed tasks (recover)", "recover"},
+    {ALTAR_BACKEND_CAP_SUBMIT_START, "overlap launches (submit_start)", "submit_start"},
+    {ALTAR_BACKEND_CAP_ADOPT, "adopt a live run by task key", NULL},
+    {ALTAR_BACKEND_CAP_LOGS, "keep task output under its data root (altar logs)", NULL},
+};
+#define N_CAP_DEFS (sizeof cap_defs / sizeof cap_defs[0])
+
+const char *altar_backend_cap_name(unsigned cap) {
+  for (size_t i = 0; i < N_CAP_DEFS; i++)
+    if (cap_defs[i].bit == cap) return cap_defs[i].does;
+  return "?";
+}
+
+/* Whether ops has the operation that goes with bit. */
+static bool has_op(const altar_backend_ops_t *o, unsigned bit) {
+  switch (bit) {
+  case ALTAR_BACKEND_CAP_CAPACITY: return o->capacity != NULL;
+  case ALTAR_BACKEND_CAP_POOLS: return o->pools != NULL;
+  case ALTAR_BACKEND_CAP_CANCEL: return o->cancel != NULL;
+  case ALTAR_BACKEND_CAP_AWAIT: return o->await_completion != NULL;
+  case ALTAR_BACKEND_CAP_WAIT_CHANGE: return o->wait_change != NULL;
+  case ALTAR_BACKEND_CAP_RECOVER: return o->recover != NULL;
+  case ALTAR_BACKEND_CAP_SUBMIT_START: return o->submit_start != NULL;
+  default: return false;
+  }
+}
+
+/* Puts the default in place of the operation of every operation bit caps
+ * lacks, so a handle never runs what it does not declare. */
+static void default_missing_caps(altar_backend_ops_t *o, unsigned caps) {
+  if (!(caps & ALTAR_BACKEND_CAP_CAPACITY)) o->capacity = def_capacity;
+  if (!(caps & ALTAR_BACKEND_CAP_POOLS)) o->pools = def_pools;
+  if (!(caps & ALTAR_BACKEND_CAP_CANCEL)) o->cancel = def_cancel;
+  if (!(caps & ALTAR_BACKEND_CAP_AWAIT)) o->await_completion = def_await;
+  if (!(caps & ALTAR_BACKEND_CAP_WAIT_CHANGE)) o->wait_change = def_wait_change;
+  if (!(caps & ALTAR_BACKEND_CAP_RECOVER)) o->recover = def_recover;
+  if (!(caps & ALTAR_BACKEND_CAP_SUBMIT_START)) o->submit_start = o->submit;
+}
+
 static void fill_defaults(altar_backend_ops_t *o) {
-  if (!o->capacity) o->capacity = def_capacity;
-  if (!o->pools) o->pools = def_pools;
+  default_missing_caps(o, o->caps);
   if (!o->check_resources) o->check_resources = def_check_resources;
   if (!o->stage_inputs) o->stage_inputs = def_transfers;
   if (!o->collect_outputs) o->collect_outputs = def_transfers;
   if (!o->mount_root) o->mount_root = def_mount_root;
   if (!o->resolve_path) o->resolve_path = def_resolve_path;
-  if (!o->await_completion) o->await_completion = def_await;
-  if (!o->wait_change) o->wait_change = def_wait_change;
-  if (!o->cancel) o->cancel = def_cancel;
-  if (!o->recover) o->recover = def_recover;
-  if (!o->submit_start) o->submit_start = o->submit;
 }
+
+void altar_backend_drop_caps(altar_backend_t *be, unsigned caps) {
+  be->ops.caps &= ~caps;
+  default_missing_caps(&be->ops, be->ops.caps);
+}
+
+unsigned altar_backend_caps(const altar_backend_t *be) { return be->ops.caps; }
+
+int altar_backend_require(const altar_backend_t *be, unsigned caps, const char *needed_for, altar_error_t *err) {
+  unsigned missing = caps & ~be->ops.caps;
+  if (!missing) return ALTAR_OK;
+  unsigned first = missing & -missing;
+  return altar_error_set(err, ALTAR_ENOTSUP, "backend '%s' cannot %s%s%s", be->ops.name, altar_backend_cap_name(first),
+                         needed_for ? ", which " : "", needed_for ? needed_for : "");
+}
+
+const altar_plugin_key_t *altar_backend_ops_keys(const altar_backend_ops_t *ops) { return ops->config_keys; }
+unsigned altar_backend_ops_caps(const altar_backend_ops_t *ops) { return ops->caps; }
 
 /* ---- operations ----------------------------------------------------------- */
 
@@ -218,11 +283,33 @@ static const char *missing_member(const altar_backend_ops_t *ops) {
   return NULL;
 }
 
-static int refuse_incomplete(const altar_backend_ops_t *ops, altar_error_t *err) {
+/* The first bit whose declaration and operation disagree, or 0. */
+static unsigned caps_mismatch(const altar_backend_ops_t *ops) {
+  if (ops->caps & ~ALTAR_BACKEND_CAPS_ALL) return ops->caps & ~ALTAR_BACKEND_CAPS_ALL;
+  for (size_t i = 0; i < N_CAP_DEFS; i++)
+    if (cap_defs[i].op && !(ops->caps & cap_defs[i].bit) != !has_op(ops, cap_defs[i].bit)) return cap_defs[i].bit;
+  return 0;
+}
+
+static bool table_ok(const altar_backend_ops_t *ops) { return !missing_member(ops) && !caps_mismatch(ops); }
+
+int altar_backend_check_table(const altar_backend_ops_t *ops, altar_error_t *err) {
   const char *miss = missing_member(ops);
-  if (!miss) return 0;
-  return altar_error_set(err, ALTAR_EINVAL, "backend '%s': vtable lacks required member '%s'",
-                         ops->name ? ops->name : "?", miss);
+  if (miss)
+    return altar_error_set(err, ALTAR_EINVAL, "backend '%s': vtable lacks required member '%s'",
+                           ops->name ? ops->name : "?", miss);
+  unsigned bad = caps_mismatch(ops);
+  if (!bad) return 0;
+  const char *op = NULL;
+  for (size_t i = 0; i < N_CAP_DEFS; i++)
+    if (cap_defs[i].bit == bad) op = cap_defs[i].op;
+  if (!op) return altar_error_set(err, ALTAR_EINVAL, "backend '%s': caps 0x%x holds bits altar does not define", ops->name, bad);
+  if (ops->caps & bad)
+    return altar_error_set(err, ALTAR_EINVAL, "backend '%s': caps declares %s but the vtable has no '%s'", ops->name,
+                           op, op);
+  return altar_error_set(err, ALTAR_EINVAL,
+                         "backend '%s': the vtable has '%s' but caps does not declare it (its ALTAR_BACKEND_CAP_* bit)",
+                         ops->name, op);
 }
 
 /* A handle for ops with the defaults filled in, or NULL for lack of memory. */
@@ -237,7 +324,7 @@ static altar_backend_t *new_handle(const altar_backend_ops_t *ops) {
 
 altar_backend_t *altar_backend_wrap(const altar_backend_ops_t *ops, void *impl, altar_error_t *err) {
   altar_backend_t *be = NULL;
-  if (!refuse_incomplete(ops, err) && !(be = new_handle(ops)))
+  if (!altar_backend_check_table(ops, err) && !(be = new_handle(ops)))
     altar_error_set(err, ALTAR_ENOMEM, "backend '%s': out of memory", ops->name);
   if (!be) {
     if (impl && ops->close) {
@@ -250,29 +337,14 @@ altar_backend_t *altar_backend_wrap(const altar_backend_ops_t *ops, void *impl, 
   return be;
 }
 
-bool altar_backend_knows_key(const altar_backend_ops_t *ops, const char *key, char *hint, size_t hint_size) {
-  if (hint_size) hint[0] = '\0';
-  if (!ops->config_keys || !strcmp(key, "name")) return true;
-  for (size_t i = 0; ops->config_keys[i]; i++)
-    if (!strcmp(key, ops->config_keys[i])) return true;
-  altar_suggest_hint(key, (const char *const *)ops->config_keys, hint, hint_size);
-  return false;
-}
-
 /* altar_backend_open, naming the backend as the caller asked for it
  * ("docker" rather than its registry name "local"). */
 static altar_backend_t *open_named(const altar_backend_ops_t *ops, const char *shown, const altar_strmap_t *cfg,
                                    altar_error_t *err) {
   altar_error_t local = {0};
   if (!err) err = &local;
-  if (refuse_incomplete(ops, err)) return NULL;
-  for (size_t i = 0; cfg && i < cfg->n; i++) {
-    char hint[160];
-    if (altar_backend_knows_key(ops, cfg->keys[i], hint, sizeof hint)) continue;
-    altar_error_set(err, ALTAR_ECONFIG, "backend.%.64s: unknown key for the %s backend%s", cfg->keys[i], shown,
-                    hint);
-    return NULL;
-  }
+  if (altar_backend_check_table(ops, err)) return NULL;
+  if (altar_plugin_keys_check(ops->config_keys, "backend", shown, cfg, err)) return NULL;
   altar_backend_t *be = new_handle(ops);
   if (!be) {
     altar_error_set(err, ALTAR_ENOMEM, "backend '%s': out of memory", ops->name);
@@ -312,7 +384,7 @@ int altar_backend_register_alias(const char *alias, const altar_backend_ops_t *o
 }
 
 int altar_backend_register(const altar_backend_ops_t *ops) {
-  if (!ops || missing_member(ops)) return ALTAR_EINVAL;
+  if (!ops || !table_ok(ops)) return ALTAR_EINVAL;
   return altar_backend_register_alias(ops->name, ops);
 }
 

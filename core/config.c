@@ -512,24 +512,17 @@ static int on_top(reader_t *r, const char *section, const char *key, yaml_node_t
 
 /* Keys under transport: that the named transport does not read are typos
  * (`dri:` for `dir:` would otherwise send jobs to a default log no worker
- * reads). Checked only for a registered transport that lists its keys. */
+ * reads). Checked only for a registered transport that declares its keys;
+ * kafka: holds the kafka transport's properties whatever transport is named. */
 static int check_transport_keys(reader_t *r) {
   const altar_transport_ops_t *ops = altar_registry_lookup(ALTAR_REGISTRY_TRANSPORT, r->cfg->transport_name);
-  if (!ops || !ops->config_keys) return ALTAR_OK;
-  const char *names[129];
-  size_t n = ops->config_keys(names, 126);
-  if (n > 126) n = 126;
-  names[n++] = "name";
-  names[n++] = "kafka";
-  names[n] = NULL;
+  if (!ops) return ALTAR_OK;
   for (size_t i = 0; i < r->n_tkeys; i++) {
-    bool known = false;
-    for (size_t j = 0; j < n && !known; j++) known = !strcmp(names[j], r->tkeys[i].key);
-    if (known) continue;
-    char hint[160];
-    altar_suggest_hint(r->tkeys[i].key, names, hint, sizeof hint);
-    return altar_error_set(r->err, ALTAR_ECONFIG, "%s:%zu: transport.%s: unknown key for the %s transport%s",
-                           r->file, r->tkeys[i].line, r->tkeys[i].key, ops->name, hint);
+    const char *key = r->tkeys[i].key;
+    if (!strcmp(key, "kafka") || altar_plugin_keys_allow(ops->config_keys, key, NULL, 0)) continue;
+    char where[300];
+    snprintf(where, sizeof where, "%s:%zu: ", r->file, r->tkeys[i].line);
+    return altar_plugin_keys_refuse(ops->config_keys, where, "transport", ops->name, key, r->err);
   }
   return ALTAR_OK;
 }
@@ -540,10 +533,11 @@ static int check_backend_keys(reader_t *r) {
   const altar_backend_ops_t *ops = altar_registry_lookup(ALTAR_REGISTRY_BACKEND, r->cfg->backend_name);
   if (!ops) return ALTAR_OK;
   for (size_t i = 0; i < r->n_bkeys; i++) {
-    char hint[160];
-    if (altar_backend_knows_key(ops, r->bkeys[i].key, hint, sizeof hint)) continue;
-    return altar_error_set(r->err, ALTAR_ECONFIG, "%s:%zu: backend.%s: unknown key for the %s backend%s", r->file,
-                           r->bkeys[i].line, r->bkeys[i].key, r->cfg->backend_name, hint);
+    const char *key = r->bkeys[i].key;
+    if (altar_plugin_keys_allow(altar_backend_ops_keys(ops), key, NULL, 0)) continue;
+    char where[300];
+    snprintf(where, sizeof where, "%s:%zu: ", r->file, r->bkeys[i].line);
+    return altar_plugin_keys_refuse(altar_backend_ops_keys(ops), where, "backend", r->cfg->backend_name, key, r->err);
   }
   return ALTAR_OK;
 }

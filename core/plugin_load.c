@@ -49,6 +49,18 @@ static const char *holder_of(altar_registry_kind_t kind, const char *name) {
   return NULL;
 }
 
+/* A refused registration: kept as the load's first failure, so the load
+ * fails even if the plug-in ignores the return code. */
+static int host_refuse(const altar_plugin_host_t *host, int rc, const altar_error_t *e, altar_error_t *err) {
+  load_state_t *ls = host->loader;
+  if (ls->rc == ALTAR_OK) {
+    ls->rc = rc;
+    ls->err = *e;
+  }
+  if (err) *err = *e;
+  return rc;
+}
+
 /* Registers ptr under name for the plug-in being loaded; the first failure
  * is kept so the load fails even if the plug-in ignores the return code. */
 static int host_register(const altar_plugin_host_t *host, altar_registry_kind_t kind, const char *name,
@@ -76,12 +88,7 @@ static int host_register(const altar_plugin_host_t *host, altar_registry_kind_t 
     n_owned++;
     return ALTAR_OK;
   }
-  if (ls->rc == ALTAR_OK) {
-    ls->rc = rc;
-    ls->err = e;
-  }
-  if (err) *err = e;
-  return rc;
+  return host_refuse(host, rc, &e, err);
 }
 
 static const char *backend_missing(const altar_backend_ops_t *ops) {
@@ -99,7 +106,12 @@ static const char *backend_missing(const altar_backend_ops_t *ops) {
 
 static int reg_backend_alias(const altar_plugin_host_t *host, const char *alias,
                              const altar_backend_ops_t *ops, altar_error_t *err) {
-  return host_register(host, ALTAR_REGISTRY_BACKEND, alias, ops, backend_missing(ops), err);
+  const char *missing = backend_missing(ops);
+  altar_error_t e = {0};
+  /* Capability bits that disagree with the operations: refused at load, not at first open. */
+  int rc = missing ? ALTAR_OK : altar_backend_check_table(ops, &e);
+  if (rc) return host_refuse(host, rc, &e, err);
+  return host_register(host, ALTAR_REGISTRY_BACKEND, alias, ops, missing, err);
 }
 
 static int reg_backend(const altar_plugin_host_t *host, const altar_backend_ops_t *ops, altar_error_t *err) {

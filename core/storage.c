@@ -218,14 +218,10 @@ static int def_list(altar_storage_t *s, const char *prefix, altar_storage_list_f
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
-/* Without an open the adapter keeps no state (impl NULL) and takes its
- * options as it always has: unread. */
 /* An adapter without open keeps no state and reads no key: any key is a typo. */
 static int def_open(altar_storage_t *s, const altar_strmap_t *cfg, altar_error_t *err) {
-  (void)s;
-  if (cfg && cfg->n)
-    return altar_error_set(err, ALTAR_EINVAL, "option '%s': unknown (it takes none)", cfg->keys[0]);
-  return ALTAR_OK;
+  static const altar_plugin_key_t none[] = {ALTAR_PLUGIN_KEYS_END};
+  return altar_plugin_keys_check(none, "storage", s->ops.name, cfg, err);
 }
 
 static void def_close(altar_storage_t *s) {
@@ -268,6 +264,10 @@ int altar_storage_open(const char *name, const altar_strmap_t *options, altar_st
   s->table = ops;
   s->ops = *ops;
   fill_defaults(&s->ops);
+  if ((rc = altar_plugin_keys_check(ops->config_keys, "storage", name, options, err))) {
+    free(s);
+    return rc;
+  }
   if ((rc = s->ops.open(s, options, err))) {
     free(s);
     return altar_error_prefix(err, "storage '%s'", name);

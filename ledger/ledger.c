@@ -56,6 +56,8 @@ static const char *missing_op(const altar_ledger_ops_t *o) {
   if (some && !o->aux_del) return "aux_del";
   if (some && !o->aux_get) return "aux_get";
   if (some && !o->aux_scan) return "aux_scan";
+  if (!some && (o->caps & ALTAR_LEDGER_CAP_SIDE_KEYS)) return "aux_put (caps declares side keys)";
+  if (some && !(o->caps & ALTAR_LEDGER_CAP_SIDE_KEYS)) return "the ALTAR_LEDGER_CAP_SIDE_KEYS bit (it has aux_*)";
   return NULL;
 }
 
@@ -66,6 +68,7 @@ altar_ledger_t *altar_ledger_open(const altar_ledger_ops_t *ops, const altar_str
                     ops && ops->name ? ops->name : "(unnamed)", miss);
     return NULL;
   }
+  if (altar_plugin_keys_check(ops->config_keys, "ledger", ops->name, cfg, err)) return NULL;
   altar_ledger_t *l = calloc(1, sizeof *l);
   if (!l) {
     altar_error_set(err, ALTAR_ENOMEM, "ledger %s: out of memory", ops->name);
@@ -85,6 +88,8 @@ altar_ledger_t *altar_ledger_open(const altar_ledger_ops_t *ops, const altar_str
   }
   return l;
 }
+
+unsigned altar_ledger_caps(const altar_ledger_t *l) { return l->ops.caps; }
 
 void altar_ledger_close(altar_ledger_t *l) {
   if (!l) return;

@@ -83,7 +83,8 @@ static int c_nothing(altar_ledger_t *l, altar_error_t *err) {
 
 static const altar_ledger_ops_t contract_ops = {
     .name = "contract",
-    .durable = false, /* the embedder's to say; nothing here is kept */
+    .caps = 0, /* durability is the embedder's to say; no side keys */
+    .config_keys = NULL, /* the embedder's object is configured where it is made */
     .open = c_open,
     .close = c_close,
     .record = c_record,

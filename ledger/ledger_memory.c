@@ -373,18 +373,19 @@ static void mem_close(altar_ledger_t *l) {
 }
 
 static int mem_open(altar_ledger_t *l, const altar_strmap_t *cfg, altar_error_t *err) {
-  if (cfg && cfg->n)
-    return altar_error_set(err, ALTAR_EINVAL, "ledger.%.64s: unknown key for the memory ledger (it takes none)",
-                           cfg->keys[0]);
+  (void)cfg; /* it takes no key: mem_keys */
   mem_ledger_t *m = calloc(1, sizeof *m);
   if (!m) return altar_error_set(err, ALTAR_ENOMEM, "ledger memory: out of memory");
   altar_ledger_set_impl(l, m);
   return ALTAR_OK;
 }
 
+static const altar_plugin_key_t mem_keys[] = {ALTAR_PLUGIN_KEYS_END};
+
 const altar_ledger_ops_t altar_ledger_memory_ops = {
     .name = "memory",
-    .durable = false,
+    .caps = ALTAR_LEDGER_CAP_SIDE_KEYS,
+    .config_keys = mem_keys,
     .open = mem_open,
     .close = mem_close,
     .record = mem_record,

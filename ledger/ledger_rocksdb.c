@@ -472,9 +472,22 @@ static void rl_close(altar_ledger_t *l) { rl_free(altar_ledger_impl(l)); }
 
 static int rl_open(altar_ledger_t *l, const altar_strmap_t *cfg, altar_error_t *err);
 
+/* The keys rl_open reads: "dir" and the fields of altar_ledger_rocksdb_opts_t. */
+static const altar_plugin_key_t rl_keys[] = {
+    {"dir", "the database directory"},
+    {"sync", "fsync every write batch (true/false)"},
+    {"read_only", "open without writing (true/false)"},
+    {"no_create", "refuse a directory without a ledger (true/false)"},
+    {"no_wal", "write without the write-ahead log (true/false)"},
+    {"write_behind", "commit batches on a writer thread (true/false)"},
+    {"write_buffer_mb", "RocksDB's write buffer, in MiB"},
+    ALTAR_PLUGIN_KEYS_END,
+};
+
 const altar_ledger_ops_t altar_ledger_rocksdb_ops = {
     .name = "rocksdb",
-    .durable = true,
+    .caps = ALTAR_LEDGER_CAP_DURABLE | ALTAR_LEDGER_CAP_SIDE_KEYS,
+    .config_keys = rl_keys,
     .open = rl_open,
     .close = rl_close,
     .record = rl_record,
@@ -626,7 +639,7 @@ static int rl_open(altar_ledger_t *l, const altar_strmap_t *cfg, altar_error_t *
     }
     size_t i = 0, nb = sizeof rl_bool_keys / sizeof *rl_bool_keys;
     while (i < nb && strcmp(key, rl_bool_keys[i])) i++;
-    if (i == nb) return altar_error_set(err, ALTAR_EINVAL, "ledger.%.64s: unknown key for the rocksdb ledger", key);
+    if (i == nb) return altar_plugin_keys_refuse(rl_keys, NULL, "ledger", "rocksdb", key, err);
     if (!strcmp(val, "true")) *rl_bool_field(&o, i) = true;
     else if (!strcmp(val, "false")) *rl_bool_field(&o, i) = false;
     else return altar_error_set(err, ALTAR_EINVAL, "ledger.%s: '%.64s' is not true or false", key, val);

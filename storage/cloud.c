@@ -228,20 +228,6 @@ const char *altar__cloud_setting(const altar_strmap_t *options, const char *key,
   return NULL;
 }
 
-int altar__cloud_options_check(const altar_strmap_t *options, const char *const *keys, altar_error_t *err) {
-  for (size_t i = 0; options && i < options->n; i++) {
-    size_t k = 0;
-    while (keys[k] && strcmp(keys[k], options->keys[i])) k++;
-    if (keys[k]) continue;
-    char known[512] = "";
-    size_t used = 0;
-    for (k = 0; keys[k] && used < sizeof known; k++)
-      used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", k ? ", " : "", keys[k]);
-    return altar_error_set(err, ALTAR_EINVAL, "option '%.64s': unknown (known: %s)", options->keys[i], known);
-  }
-  return ALTAR_OK;
-}
-
 int altar__cloud_option_u64(const altar_strmap_t *options, const char *key, uint64_t min, uint64_t max,
                             uint64_t *pdst, altar_error_t *err) {
   const char *v = options ? altar_strmap_get(options, key) : NULL;

@@ -70,9 +70,6 @@ int altar__cloud_opt_u64(const char *key, const char *v, uint64_t min, uint64_t 
 /* The option key, or when it is unset, the first set environment variable
  * among envs (NULL-terminated), or NULL. */
 const char *altar__cloud_setting(const altar_strmap_t *options, const char *key, const char *const *envs);
-/* ALTAR_EINVAL naming the first option whose key is not in keys
- * (NULL-terminated) and listing the known ones. */
-int altar__cloud_options_check(const altar_strmap_t *options, const char *const *keys, altar_error_t *err);
 /* When options sets key, its value in min..max into *pdst; else *pdst stays. */
 int altar__cloud_option_u64(const altar_strmap_t *options, const char *key, uint64_t min, uint64_t max,
                             uint64_t *pdst, altar_error_t *err);

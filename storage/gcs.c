@@ -31,10 +31,22 @@ typedef struct gcs {
   unsigned sums; /* ALTAR_CLOUD_SUM_* to check */
 } gcs_t;
 
-static const char *const option_keys[] = {
-    "endpoint",   "auth",      "bearer_token", "credentials_file", "metadata_host",     "scope",
-    "checksum",   "timeout_s", "connect_timeout_s", "max_bytes",   "resumable_threshold", "chunk_size",
-    "page_size",  NULL};
+static const altar_plugin_key_t option_keys[] = {
+    {"endpoint", "the service URL (default: the public one, or the emulator's)"},
+    {"auth", "how requests are signed"},
+    {"bearer_token", "a fixed OAuth token"},
+    {"credentials_file", "the credentials file"},
+    {"metadata_host", "the metadata server for instance credentials"},
+    {"scope", "the OAuth scope asked for"},
+    {"checksum", "which checksums uploads and downloads carry"},
+    {"timeout_s", "longest one request may take, in seconds"},
+    {"connect_timeout_s", "longest a connection may take, in seconds"},
+    {"max_bytes", "largest object read into memory"},
+    {"resumable_threshold", "size from which uploads are resumable"},
+    {"chunk_size", "bytes per resumable upload chunk"},
+    {"page_size", "objects per list page"},
+    ALTAR_PLUGIN_KEYS_END,
+};
 
 static void gcs_free(gcs_t *g) {
   if (!g) return;
@@ -55,8 +67,7 @@ static int check_endpoint(const char *what, const char *v, altar_error_t *err) {
 static const altar_cloud_kind_t gcs_kind;
 
 static int gcs_open(altar_storage_t *s, const altar_strmap_t *options, altar_error_t *err) {
-  int rc = altar__cloud_options_check(options, option_keys, err);
-  if (rc) return rc;
+  int rc = ALTAR_OK; /* keys: option_keys, checked by altar_storage_open */
   gcs_t *g = calloc(1, sizeof *g);
   if (!g) return altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
   g->base.kind = &gcs_kind;
@@ -537,6 +548,7 @@ static int gcs_list(altar_storage_t *s, const char *prefix, altar_storage_list_f
 const altar_storage_ops_t altar_storage_gcs_ops = {
     .name = "gs",
     .caps = ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE | ALTAR_STORAGE_CAP_LIST,
+    .config_keys = option_keys,
     .open = gcs_open,
     .close = gcs_close,
     .read_bytes = altar__cloud_read_bytes,

@@ -41,6 +41,13 @@ static int parse_long(const char *key, const char *v, long min, long long max, l
   return ALTAR_OK;
 }
 
+static const altar_plugin_key_t http_keys[] = {
+    {"timeout_s", "longest one request may take, in seconds"},
+    {"connect_timeout_s", "longest a connection may take, in seconds"},
+    {"max_bytes", "largest body read into memory"},
+    ALTAR_PLUGIN_KEYS_END,
+};
+
 static int http_open(altar_storage_t *s, const altar_strmap_t *options, altar_error_t *err) {
   pthread_once(&curl_once, curl_init);
   if (curl_init_rc != CURLE_OK)
@@ -59,8 +66,7 @@ static int http_open(altar_storage_t *s, const altar_strmap_t *options, altar_er
     } else if (!strcmp(k, "max_bytes")) {
       if (!(rc = parse_long(k, v, 1, (long long)(SIZE_MAX / 2), &n, err))) h->max_bytes = (size_t)n;
     } else {
-      rc = altar_error_set(err, ALTAR_EINVAL,
-                           "option '%.64s': unknown (known: timeout_s, connect_timeout_s, max_bytes)", k);
+      rc = altar_plugin_keys_refuse(http_keys, NULL, "storage", s->ops.name, k, err);
     }
     if (rc) {
       free(h);
@@ -240,6 +246,7 @@ static int http_as_local_file(altar_storage_t *s, const char *url, altar_local_f
 const altar_storage_ops_t altar_storage_http_ops = {
     .name = "http",
     .caps = ALTAR_STORAGE_CAP_READ,
+    .config_keys = http_keys,
     .open = http_open,
     .close = http_close,
     .read_bytes = http_read_bytes,

@@ -309,9 +309,12 @@ static int local_as_local_file(altar_storage_t *s, const char *uri, altar_local_
   return ALTAR_OK;
 }
 
+static const altar_plugin_key_t local_keys[] = {ALTAR_PLUGIN_KEYS_END}; /* it takes none */
+
 const altar_storage_ops_t altar_storage_local_ops = {
     .name = "local",
     .caps = ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE | ALTAR_STORAGE_CAP_LOCAL,
+    .config_keys = local_keys,
     .read_bytes = local_read_bytes,
     .exists = local_exists,
     .write_bytes = local_write_bytes,

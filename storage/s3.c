@@ -43,11 +43,25 @@ typedef struct s3 {
   bool check_md5;
 } s3_t;
 
-static const char *const option_keys[] = {"endpoint",      "region",       "addressing_style", "access_key_id",
-                                          "secret_access_key", "session_token", "profile",       "credentials_file",
-                                          "checksum",      "timeout_s",    "connect_timeout_s", "max_bytes",
-                                          "multipart_threshold", "part_size", "page_size",       "time_offset_s",
-                                          NULL};
+static const altar_plugin_key_t option_keys[] = {
+    {"endpoint", "the service URL (default: the public one, or the emulator's)"},
+    {"region", "the bucket's region"},
+    {"addressing_style", "path or virtual-host bucket addressing"},
+    {"access_key_id", "the access key"},
+    {"secret_access_key", "the secret key"},
+    {"session_token", "a session token of temporary credentials"},
+    {"profile", "the credentials file's profile"},
+    {"credentials_file", "the credentials file"},
+    {"checksum", "which checksums uploads and downloads carry"},
+    {"timeout_s", "longest one request may take, in seconds"},
+    {"connect_timeout_s", "longest a connection may take, in seconds"},
+    {"max_bytes", "largest object read into memory"},
+    {"multipart_threshold", "size from which uploads are multipart"},
+    {"part_size", "bytes per multipart part"},
+    {"page_size", "objects per list page"},
+    {"time_offset_s", "seconds added to the clock when signing"},
+    ALTAR_PLUGIN_KEYS_END,
+};
 
 static void s3_free(s3_t *b) {
   if (!b) return;
@@ -84,8 +98,7 @@ static int split_endpoint(s3_t *b, const char *what, const char *v, altar_error_
 static const altar_cloud_kind_t s3_kind;
 
 static int s3_open(altar_storage_t *s, const altar_strmap_t *options, altar_error_t *err) {
-  int rc = altar__cloud_options_check(options, option_keys, err);
-  if (rc) return rc;
+  int rc = ALTAR_OK; /* keys: option_keys, checked by altar_storage_open */
   s3_t *b = calloc(1, sizeof *b);
   if (!b) return altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
   b->base.kind = &s3_kind;
@@ -603,6 +616,7 @@ static int s3_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn
 const altar_storage_ops_t altar_storage_s3_ops = {
     .name = "s3",
     .caps = ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE | ALTAR_STORAGE_CAP_LIST,
+    .config_keys = option_keys,
     .open = s3_open,
     .close = s3_close,
     .read_bytes = altar__cloud_read_bytes,

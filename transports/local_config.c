@@ -8,35 +8,50 @@
 
 typedef enum { K_STR, K_INT, K_BOOL, K_ENUM } ktype_t;
 
+/* The keys as every plug-in declares them (the transport's config_keys). */
+const altar_plugin_key_t altar__local_cfg_keys[] = {
+    {"dir", "directory of the log (required)"},
+    {"fsync", "always: one fsync per record; group: one fsync per batch; never: leave it to the OS"},
+    {"group.commit.ms", "longest a record waits to join a batch"},
+    {"group.commit.bytes", "batch size that ends the wait"},
+    {"retention.bytes", "per partition; whole old segments are deleted beyond it (-1 = unlimited)"},
+    {"retention.ms", "segments last written longer ago are deleted (-1 = unlimited)"},
+    {"num.partitions", "partitions of a topic created on first use"},
+    {"segment.bytes", "size at which a segment rolls"},
+    {"max.record.bytes", "largest record accepted or read"},
+    {"queue.max.records", "records awaiting their delivery report before produce says EAGAIN"},
+    {"auto.create.topics", "create a topic on first produce"},
+    {"auto.offset.reset", "where a group starts on a partition without committed offset"},
+    {"rebalance.check.ms", "how often a member looks for membership changes"},
+    ALTAR_PLUGIN_KEYS_END,
+};
+
+/* How each key above is parsed, in the same order. */
 typedef struct kdef {
   const char *name;
   ktype_t type;
   const char *dflt;
   int64_t min, max;
   const char *choices; /* K_ENUM: "a|b|c" */
-  const char *doc;
 } kdef_t;
 
 static const kdef_t keys[] = {
-    {"dir", K_STR, NULL, 0, 0, NULL, "directory of the log (required)"},
-    {"fsync", K_ENUM, "group", 0, 0, "always|group|never",
-     "always: one fsync per record; group: one fsync per batch; never: leave it to the OS"},
-    {"group.commit.ms", K_INT, "5", 0, 10000, NULL, "longest a record waits to join a batch"},
-    {"group.commit.bytes", K_INT, "1048576", 1, 1073741824, NULL, "batch size that ends the wait"},
-    {"retention.bytes", K_INT, "-1", -1, INT64_MAX, NULL,
-     "per partition; whole old segments are deleted beyond it (-1 = unlimited)"},
-    {"retention.ms", K_INT, "-1", -1, INT64_MAX, NULL,
-     "segments last written longer ago are deleted (-1 = unlimited)"},
-    {"num.partitions", K_INT, "4", 1, 10000, NULL, "partitions of a topic created on first use"},
-    {"segment.bytes", K_INT, "16777216", 1024, 1073741824, NULL, "size at which a segment rolls"},
-    {"max.record.bytes", K_INT, "16777216", 64, 268435456, NULL, "largest record accepted or read"},
-    {"queue.max.records", K_INT, "100000", 1, 100000000, NULL,
-     "records awaiting their delivery report before produce says EAGAIN"},
-    {"auto.create.topics", K_BOOL, "true", 0, 0, NULL, "create a topic on first produce"},
-    {"auto.offset.reset", K_ENUM, "earliest", 0, 0, "earliest|latest",
-     "where a group starts on a partition without committed offset"},
-    {"rebalance.check.ms", K_INT, "100", 1, 60000, NULL, "how often a member looks for membership changes"},
+    {"dir", K_STR, NULL, 0, 0, NULL},
+    {"fsync", K_ENUM, "group", 0, 0, "always|group|never"},
+    {"group.commit.ms", K_INT, "5", 0, 10000, NULL},
+    {"group.commit.bytes", K_INT, "1048576", 1, 1073741824, NULL},
+    {"retention.bytes", K_INT, "-1", -1, INT64_MAX, NULL},
+    {"retention.ms", K_INT, "-1", -1, INT64_MAX, NULL},
+    {"num.partitions", K_INT, "4", 1, 10000, NULL},
+    {"segment.bytes", K_INT, "16777216", 1024, 1073741824, NULL},
+    {"max.record.bytes", K_INT, "16777216", 64, 268435456, NULL},
+    {"queue.max.records", K_INT, "100000", 1, 100000000, NULL},
+    {"auto.create.topics", K_BOOL, "true", 0, 0, NULL},
+    {"auto.offset.reset", K_ENUM, "earliest", 0, 0, "earliest|latest"},
+    {"rebalance.check.ms", K_INT, "100", 1, 60000, NULL},
 };
+_Static_assert(sizeof keys / sizeof keys[0] + 1 == sizeof altar__local_cfg_keys / sizeof altar__local_cfg_keys[0],
+               "one parse rule per declared key");
 
 static int enum_index(const char *choices, const char *v) {
   size_t vl = strlen(v);
@@ -83,23 +98,15 @@ static int parse_key(const kdef_t *k, const char *v, int64_t *pi, altar_error_t 
   return 0;
 }
 
-size_t altar__local_cfg_keys(const char **names, size_t max) {
-  size_t n = sizeof keys / sizeof keys[0];
-  for (size_t k = 0; k < n && k < max; k++) names[k] = keys[k].name;
-  return n;
-}
-
 int altar__local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config,
                     altar_error_t *err) {
   memset(cfg, 0, sizeof *cfg);
   if (config) {
     for (size_t i = 0; i < config->n; i++) {
-      bool known = false;
-      for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
-        if (!strcmp(keys[k].name, config->keys[i])) known = true;
       /* The config file keeps kafka properties in the same map: a key
-       * local does not know is reported, not fatal. */
-      if (!known && strcmp(config->keys[i], "name") != 0)
+       * local does not know is reported, not fatal (the config reader
+       * refuses typos through config_keys). */
+      if (!altar_plugin_keys_allow(altar__local_cfg_keys, config->keys[i], NULL, 0))
         altar_transport_log(t, 4, "transport.%s: not a local transport key; ignored",
                             config->keys[i]);
     }

@@ -55,8 +55,8 @@ typedef struct local_cfg {
 int altar__local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config,
                     altar_error_t *err);
 void altar__local_cfg_clear(local_cfg_t *cfg);
-/* The names of the local transport's keys (transport_ops.config_keys). */
-size_t altar__local_cfg_keys(const char **names, size_t max);
+/* The local transport's keys (transport_ops.config_keys). */
+extern const altar_plugin_key_t altar__local_cfg_keys[];
 
 /* ---- local_segment.c: record format ---- */
 typedef struct lrec_view {

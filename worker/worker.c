@@ -9,6 +9,7 @@
 #include "altar/pools.h"
 #include "heartbeat.h"
 #include "offset_tracker.h"
+#include "worker/backend_caps.h"
 #include "worker/cancel_meta.h"
 #include "worker/cancel_set.h"
 #include "worker/intake.h"
@@ -689,6 +690,8 @@ static void apply_cancel(worker_t *w, const altar_control_msg_t *c) {
     return;
   }
   if (!added) return; /* seen already (another partition's copy): idempotent */
+  char lacks[400];
+  if (!altar__worker_can_stop(w->o->backend, c->job_id, lacks, sizeof lacks)) wlog(w, "%s", lacks);
   size_t stopped = 0;
   for (size_t i = 0; i < w->n_tasks; i++) {
     wtask_t *t = w->tasks[i];
@@ -1645,6 +1648,9 @@ static int worker_open(worker_t *w, const altar_worker_opts_t *o, altar_error_t 
     rc = altar_transport_subscribe(o->transport, w->group, topics, w->n_pools, on_rebalance, w, err);
     if (!rc) {
       for (size_t i = 0; i < w->n_pools; i++) wlog(w, "serving pool %s from %s", w->pools[i].name, w->pools[i].topic);
+      char note[600];
+      altar__worker_caps_note(o->backend, note, sizeof note);
+      if (note[0]) wlog(w, "%s", note);
     }
   }
   free(topics);

@@ -474,6 +474,7 @@ static int sp_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t
 
 static const altar_backend_ops_t subprocess_ops = {
     .name = "subprocess",
+    .caps = ALTAR_BACKEND_CAP_CANCEL, /* declared bit for bit with the operations below */
     .input_digest_verification = ALTAR_VERIFY_STAGING,
     .open = sp_open,
     .close = sp_close,

@@ -17,6 +17,8 @@
  *   cancel           → no-op (a missing task counts as cancelled)
  *   recover          → no-op returning no handles
  *   submit_start     → submit
+ * and an operation whose ALTAR_BACKEND_CAP_* bit the backend does not
+ * declare (or its open dropped) behaves as its default too.
  *
  * Threads: a backend object is used by one thread at a time unless its own
  * documentation says more. Calls never block for a task's completion, except
@@ -28,6 +30,7 @@
 ALTAR_API_BEGIN
 
 #include "altar/error.h"
+#include "altar/plugin_keys.h"
 #include "altar/spec.h"
 #include "altar/strmap.h"
 #include "altar/task.h"
@@ -45,6 +48,30 @@ typedef enum altar_verification {
 /* "none" | "staging" | "task" ("?" for other values). */
 const char *altar_verification_name(altar_verification_t v);
 
+/* What a backend declares it can do (ops->caps), so a caller checks before
+ * it relies on an operation instead of learning from a call. A bit marked
+ * (op) goes with that operation: a table declaring the bit must have the
+ * operation and one having the operation must declare the bit (both are
+ * refused at registration and open), and a handle whose bit is off runs the
+ * operation's default. */
+#define ALTAR_BACKEND_CAP_CAPACITY 0x001u /* (capacity) fixed slots per pool: a worker gates its intake on them */
+#define ALTAR_BACKEND_CAP_POOLS 0x002u    /* (pools) a pool mapping beyond the pools capacity reports */
+#define ALTAR_BACKEND_CAP_CANCEL 0x004u   /* (cancel) stops a running task and reaps what a finished one left */
+#define ALTAR_BACKEND_CAP_AWAIT 0x008u    /* (await_completion) blocks natively until tasks end */
+#define ALTAR_BACKEND_CAP_WAIT_CHANGE 0x010u  /* (wait_change) wakes a poller when a task may have changed */
+#define ALTAR_BACKEND_CAP_RECOVER 0x020u      /* (recover) restarts transient failures off banned hosts */
+#define ALTAR_BACKEND_CAP_SUBMIT_START 0x040u /* (submit_start) overlaps launches, refusals come through poll */
+#define ALTAR_BACKEND_CAP_ADOPT 0x080u /* a submit under the task key of a live run returns that run, from any
+                                          worker that reaches it: a moved partition's tasks are adopted, not
+                                          run twice */
+#define ALTAR_BACKEND_CAP_LOGS 0x100u  /* keeps each task's stdout and stderr under
+                                          <data_root>/logs/<task key>/ (altar logs) */
+#define ALTAR_BACKEND_CAPS_ALL 0x1ffu
+
+/* What a capability bit lets a backend do, as a phrase for messages ("stop
+ * running tasks (cancel)"); "?" for anything but one known bit. */
+const char *altar_backend_cap_name(unsigned cap);
+
 typedef struct altar_backend altar_backend_t;
 typedef struct altar_backend_ops altar_backend_ops_t;
 
@@ -61,9 +88,10 @@ altar_backend_t *altar_backend_open_by_name(const char *name, const altar_strmap
                                             altar_error_t *err);
 /* ops->close, then frees be. NULL is fine. */
 void altar_backend_close(altar_backend_t *be);
-/* Whether ops reads key: "name", one of ops->config_keys, or any key when
- * ops lists none. When not, hint gets " (did you mean \"X\"?)" or "". */
-bool altar_backend_knows_key(const altar_backend_ops_t *ops, const char *key, char *hint, size_t hint_size);
+/* The keys ops declares (altar_plugin_keys_allow checks one), its
+ * capability bits (ALTAR_BACKEND_CAP_*), for a backend known by its table. */
+const altar_plugin_key_t *altar_backend_ops_keys(const altar_backend_ops_t *ops);
+unsigned altar_backend_ops_caps(const altar_backend_ops_t *ops);
 /* Copies up to max registered names (aliases included), sorted, into names;
  * returns how many are registered (altar_registry_names). */
 size_t altar_backend_names(const char **names, size_t max);
@@ -96,6 +124,13 @@ altar_failure_t *altar_failure_for_exit(int64_t code, const char *detail);
 const char *altar_backend_name(const altar_backend_t *be);
 /* Where input digests are verified (declared by the backend). */
 altar_verification_t altar_backend_verification(const altar_backend_t *be);
+/* What this backend can do: ALTAR_BACKEND_CAP_* (its table's bits, less
+ * what its open found the platform lacks). */
+unsigned altar_backend_caps(const altar_backend_t *be);
+/* 0 when be has every bit of caps; else ALTAR_ENOTSUP with err "backend
+ * '<name>' cannot <what the first missing bit does>, which <needed_for>
+ * needs" (needed_for NULL: the sentence ends at the capability). */
+int altar_backend_require(const altar_backend_t *be, unsigned caps, const char *needed_for, altar_error_t *err);
 
 /* Free slots per pool into *pcap (initialised empty here; the caller clears
  * it with altar_capacity_clear). Default: empty report (no fixed slots). */
@@ -137,7 +172,8 @@ int altar_backend_submit_start(altar_backend_t *be, const altar_spec_t *spec, al
  * are zeroed first and cleared on error. */
 int altar_backend_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n,
                        altar_status_t *pstatuses, altar_error_t *err);
-/* Block until every handle is terminal, then as poll. Default ALTAR_ENOTSUP. */
+/* Block until every handle is terminal, then as poll. Without
+ * ALTAR_BACKEND_CAP_AWAIT: ALTAR_ENOTSUP naming the backend, at once. */
 int altar_backend_await_completion(altar_backend_t *be, const altar_handle_t *handles, size_t n,
                                    altar_status_t *pstatuses, altar_error_t *err);
 /* Block up to timeout_ms until a task may have changed state: 1 something

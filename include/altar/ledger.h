@@ -67,12 +67,21 @@ typedef struct altar_ledger altar_ledger_t;
 /* An implementation's table of operations (altar/plugin/ledger.h). */
 typedef struct altar_ledger_ops altar_ledger_ops_t;
 
+/* What a ledger declares it can do (ops->caps). */
+#define ALTAR_LEDGER_CAP_DURABLE 0x1u   /* its records survive a process kill */
+#define ALTAR_LEDGER_CAP_SIDE_KEYS 0x2u /* the aux_* side keyspace, written atomically with the records
+                                           (the reconciler daemon's outbox and offsets need it) */
+
 /* A ledger handle for an implementation: checks that ops has every required
- * operation (all but the aux ones; ALTAR_EINVAL naming the missing one, and
- * ops->open is not called), copies it with the optional ones defaulted, and
- * calls ops->open with cfg (NULL = no keys; an unknown key is an error
- * naming it). NULL with err set. Free with altar_ledger_close. */
+ * operation (all but the aux ones) and that its caps match its operations
+ * (ALTAR_EINVAL naming what is wrong, and ops->open is not called), refuses
+ * a key of cfg that ops does not declare (ALTAR_ECONFIG "ledger.<key>:
+ * unknown key for the <name> ledger", with a suggestion), copies the table
+ * with the optional operations defaulted, and calls ops->open with cfg
+ * (NULL = no keys). NULL with err set. Free with altar_ledger_close. */
 altar_ledger_t *altar_ledger_open(const altar_ledger_ops_t *ops, const altar_strmap_t *cfg, altar_error_t *err);
+/* ALTAR_LEDGER_CAP_* of l. */
+unsigned altar_ledger_caps(const altar_ledger_t *l);
 
 /* A ledger made of the contract's six operations and nothing more: what an
  * embedder (the Python package's TaskLedger subclasses) implements. Each

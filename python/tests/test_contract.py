@@ -241,8 +241,12 @@ def test_process_backend_runs_tasks_and_reports_the_contracts_outcomes(tmp_path:
             f = sts[1].failure
             assert f is not None and f.reason == "exit_7" and f.exit_code == 7 and f.deterministic is True
             assert sts[1].handle == h2
-            with pytest.raises(CapabilityNotSupported):
+            with pytest.raises(CapabilityNotSupported) as e:
                 await be.await_completion([h1])
+            assert e.value.message == "backend 'process' cannot await completion (await_completion); poll instead"
+            with pytest.raises(CapabilityNotSupported):  # declared, so refused before any handle is looked at
+                await be.await_completion([])
+            assert be.capabilities == {"capacity", "cancel", "wait_change", "adopt", "logs"}
             assert await be.recover(sts[1:], banned=set()) == []
     run(go())
 
@@ -317,6 +321,6 @@ def test_every_native_backend_is_libaltars_and_checks_its_keys() -> None:
                       (ax.ModalExecutionBackend, "modal"), (ax.ProcessExecutionBackend, "process")):
         with pytest.raises(ax.ConfigError) as e:
             cls(nonsense_key="1")
-        assert e.value.message == f"backend.nonsense_key: unknown key for the {name} backend"
+        assert e.value.message.startswith(f"backend.nonsense_key: unknown key for the {name} backend (known: ")
     with pytest.raises(TypeError):
         ax.ProcessExecutionBackend(slots=[1, 2])

@@ -38,3 +38,17 @@ def test_every_declared_struct_has_the_c_size(tmp_path: Path) -> None:
     ffi = _native.ffi
     wrong = {n: (ffi.sizeof(n), c_sizes[n]) for n in structs if ffi.sizeof(n) != c_sizes[n]}
     assert not wrong, f"cffi size != C size (declare the new fields in _native.CDEF): {wrong}"
+
+
+def test_capability_bits_are_the_headers() -> None:
+    # The Python names of ALTAR_BACKEND_CAP_* against altar/backend.h's own values.
+    from altar.execution import _backends
+
+    src = (source_dir() / "include" / "altar" / "backend.h").read_text()
+    c_bits = {m.group(1).lower(): int(m.group(2), 16)
+              for m in re.finditer(r"#define ALTAR_BACKEND_CAP_(\w+) (0x[0-9a-f]+)u", src)}
+    c_bits["await_completion"] = c_bits.pop("await")
+    assert _backends.CAPABILITY_BITS == c_bits
+    L = _native.lib()
+    for name, bit in _backends.CAPABILITY_BITS.items():
+        assert _native.s(L.altar_backend_cap_name(bit)) != "?", name

@@ -147,10 +147,7 @@ build keyed_transport plugins <<'EOF'
 #include <altar/plugin/host.h>
 ALTAR_PLUGIN_DECLARE_ABI();
 static int never(void) { return ALTAR_ENOTSUP; }
-static size_t keys(const char **names, size_t max) {
-  if (max) names[0] = "path";
-  return 1;
-}
+static const altar_plugin_key_t keys[] = {{"path", "where it writes"}, ALTAR_PLUGIN_KEYS_END};
 #define NEVER(op) .op = (__typeof__(((altar_transport_ops_t *)0)->op))(void (*)(void))never
 static const altar_transport_ops_t ops = {
   .name = "keyed", .config_keys = keys, NEVER(open), NEVER(close), NEVER(produce), NEVER(poll),
@@ -200,6 +197,22 @@ static const altar_backend_ops_t ops = {.name = "process", .input_digest_verific
 int altar_plugin_init(const altar_plugin_host_t *host, altar_error_t *err) {
   return host->register_backend(host, &ops, err); }
 EOF
+build undeclared_cancel <<'EOF'
+#include <altar/plugin/host.h>
+ALTAR_PLUGIN_DECLARE_ABI();
+static int open_(altar_backend_t *be, const altar_strmap_t *c, altar_error_t *e) { (void)be; (void)c; (void)e; return 0; }
+static void close_(altar_backend_t *be) { (void)be; }
+static int submit(altar_backend_t *be, const altar_spec_t *s, altar_handle_t *h, altar_error_t *e) {
+  (void)be; (void)s; (void)h; (void)e; return 0; }
+static int poll(altar_backend_t *be, const altar_handle_t *h, size_t n, altar_status_t *st, altar_error_t *e) {
+  (void)be; (void)h; (void)n; (void)st; (void)e; return 0; }
+static int cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *e) { (void)be; (void)h; (void)e; return 0; }
+/* cancel without ALTAR_BACKEND_CAP_CANCEL: refused at load, not at the first open. */
+static const altar_backend_ops_t ops = {.name = "undeclared", .input_digest_verification = ALTAR_VERIFY_TASK,
+  .open = open_, .close = close_, .submit = submit, .poll = poll, .cancel = cancel};
+int altar_plugin_init(const altar_plugin_host_t *host, altar_error_t *err) {
+  return host->register_backend(host, &ops, err); }
+EOF
 build half_transport <<'EOF'
 #include <altar/plugin/host.h>
 ALTAR_PLUGIN_DECLARE_ABI();
@@ -229,6 +242,9 @@ refused "not ELF" "$tmp/bad/not_elf.so" "cannot be loaded: " \
   env ALTAR_PLUGIN_PATH="$tmp/bad/not_elf.so" "$altar" run "$tmp/spec.json"
 refused "built-in name" "$tmp/bad/takes_process.so" "backend 'process' is already registered by altar itself" \
   env ALTAR_PLUGIN_PATH="$tmp/bad/takes_process.so" "$altar" run "$tmp/spec.json"
+refused "undeclared capability" "$tmp/bad/undeclared_cancel.so" \
+  "backend 'undeclared': the vtable has 'cancel' but caps does not declare it" \
+  env ALTAR_PLUGIN_PATH="$tmp/bad/undeclared_cancel.so" "$altar" run "$tmp/spec.json"
 refused "half a transport" "$tmp/bad/half_transport.so" "transport 'half' lacks the required operation 'open'" \
   env ALTAR_PLUGIN_PATH="$tmp/bad/half_transport.so" "$altar" run "$tmp/spec.json"
 refused "missing (env)" "$tmp/bad/missing.so" "ALTAR_PLUGIN_PATH: plug-in $tmp/bad/missing.so: No such file" \

@@ -31,7 +31,7 @@ static altar_backend_t *open_py(const char *adapter, const char *options, const 
   altar_strmap_set(&cfg, "python", python());
   if (options) altar_strmap_set(&cfg, "options", options);
   for (size_t i = 0; extra && extra[i]; i += 2) altar_strmap_set(&cfg, extra[i], extra[i + 1]);
-  altar_backend_t *be = altar_backend_open(&altar_backend_python, &cfg, err);
+  altar_backend_t *be = altar_backend_open(&altar_backend_python_ops, &cfg, err);
   altar_strmap_clear(&cfg);
   return be;
 }
@@ -279,14 +279,17 @@ static void test_await_completion_forwarded(void) {
   be = open_py("noop", NULL, NULL, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(be);
   CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
+  /* An adapter without its own await: the handle says so before any call. */
+  CU_ASSERT_FALSE(altar_backend_caps(be) & ALTAR_BACKEND_CAP_AWAIT);
   CU_ASSERT_EQUAL(altar_backend_await_completion(be, &h, 1, &st, &err), ALTAR_ENOTSUP);
-  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "await_completion is not supported by adapter noop"));
+  CU_ASSERT_STRING_EQUAL(err.msg, "backend 'python' cannot await completion (await_completion); poll instead");
   altar_handle_clear(&h);
   altar_backend_close(be);
 
   const char *short_await[] = {"await_timeout_ms", "500", "cancel_grace_ms", "2000", NULL};
   be = open_py("await-hang", NULL, short_await, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+  CU_ASSERT(altar_backend_caps(be) & ALTAR_BACKEND_CAP_AWAIT); /* this adapter overrides it */
   CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
   CU_ASSERT_EQUAL(altar_backend_await_completion(be, &h, 1, &st, &err), ALTAR_ETIMEOUT);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "python await_completion (adapter await-hang): no reply within 500 ms; cancelled"));
@@ -313,7 +316,7 @@ static void test_open_refusals(void) {
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "python", python());
   altar_error_t err = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_python, &cfg, &err);
+  altar_backend_t *be = altar_backend_open(&altar_backend_python_ops, &cfg, &err);
   CU_ASSERT_PTR_NULL(be);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "backend.adapter"));
   altar_strmap_clear(&cfg);

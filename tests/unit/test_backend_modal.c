@@ -791,8 +791,8 @@ static void test_worker_serves_gpu(void) {
 }
 
 static void test_registered_create(void) {
-  altar_backend_register(&altar_backend_modal);
-  CU_ASSERT(altar_backend_lookup("modal") == &altar_backend_modal);
+  altar_backend_register(&altar_backend_modal_ops);
+  CU_ASSERT(altar_backend_lookup("modal") == &altar_backend_modal_ops);
   altar_error_t berr = {0};
   altar_strmap_t props = {0};
   altar_strmap_set(&props, "app_name", "a");

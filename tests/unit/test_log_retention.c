@@ -313,38 +313,39 @@ static void test_index_bounded(void) {
 
 static void test_settings_and_interval(void) {
   altar_log_retention_t r;
-  char e[256];
-  CU_ASSERT(altar__log_retention_parse(NULL, &r, e, sizeof e));
+  altar_error_t e = {0};
+  CU_ASSERT(altar__log_retention_parse(NULL, &r, &e));
   CU_ASSERT_EQUAL(r.keep_bytes, 1ull << 30);
   CU_ASSERT_EQUAL(r.max_age_s, 14 * 86400.0);
   altar_strmap_t m = {0};
   altar_strmap_set(&m, "logs_keep", "512MiB");
   altar_strmap_set(&m, "logs_keep_days", "0");
-  CU_ASSERT(altar__log_retention_parse(&m, &r, e, sizeof e));
+  CU_ASSERT(altar__log_retention_parse(&m, &r, &e));
   CU_ASSERT_EQUAL(r.keep_bytes, 512ull << 20);
   CU_ASSERT_EQUAL(r.max_age_s, 0);
   altar_strmap_set(&m, "logs_keep", "2G");
-  CU_ASSERT(altar__log_retention_parse(&m, &r, e, sizeof e) && r.keep_bytes == 2ull << 30);
+  CU_ASSERT(altar__log_retention_parse(&m, &r, &e) && r.keep_bytes == 2ull << 30);
   const char *bad[] = {"10", "1.5G", "5 GiB", "-1G", "99999999999999999999", "", "2P"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     altar_strmap_set(&m, "logs_keep", bad[i]);
-    CU_ASSERT_FALSE(altar__log_retention_parse(&m, &r, e, sizeof e));
-    CU_ASSERT(strstr(e, "backend.logs_keep:") != NULL);
+    CU_ASSERT_FALSE(altar__log_retention_parse(&m, &r, &e));
+    CU_ASSERT(strstr(e.msg, "backend.logs_keep:") != NULL);
+    CU_ASSERT_EQUAL(e.code, ALTAR_ECONFIG);
   }
   altar_strmap_set(&m, "logs_keep", "1GiB");
   altar_strmap_set(&m, "logs_keep_days", "x");
-  CU_ASSERT_FALSE(altar__log_retention_parse(&m, &r, e, sizeof e));
-  CU_ASSERT(strstr(e, "backend.logs_keep_days:") != NULL);
+  CU_ASSERT_FALSE(altar__log_retention_parse(&m, &r, &e));
+  CU_ASSERT(strstr(e.msg, "backend.logs_keep_days:") != NULL);
   altar_strmap_set(&m, "logs_keep_days", "14");
-  CU_ASSERT(altar__log_retention_parse(&m, &r, e, sizeof e) && r.keep_count == ALTAR_LOGS_KEEP_COUNT_DEFAULT);
+  CU_ASSERT(altar__log_retention_parse(&m, &r, &e) && r.keep_count == ALTAR_LOGS_KEEP_COUNT_DEFAULT);
   CU_ASSERT_EQUAL(ALTAR_LOGS_KEEP_COUNT_DEFAULT, 10000);
   altar_strmap_set(&m, "logs_keep_count", "500");
-  CU_ASSERT(altar__log_retention_parse(&m, &r, e, sizeof e) && r.keep_count == 500);
+  CU_ASSERT(altar__log_retention_parse(&m, &r, &e) && r.keep_count == 500);
   const char *bad_count[] = {"0", "-1", "x", "", "1000001", "10k"};
   for (size_t i = 0; i < sizeof bad_count / sizeof bad_count[0]; i++) {
     altar_strmap_set(&m, "logs_keep_count", bad_count[i]);
-    CU_ASSERT_FALSE(altar__log_retention_parse(&m, &r, e, sizeof e));
-    CU_ASSERT(strstr(e, "backend.logs_keep_count:") != NULL);
+    CU_ASSERT_FALSE(altar__log_retention_parse(&m, &r, &e));
+    CU_ASSERT(strstr(e.msg, "backend.logs_keep_count:") != NULL);
   }
   altar_strmap_clear(&m);
   /* Due at once, then not again before the interval. */
@@ -369,19 +370,19 @@ static void test_process_backend_prunes_at_create(void) {
   altar_strmap_set(&cfg, "data_root", data);
   altar_strmap_set(&cfg, "logs_keep_count", "2");
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   if (!be) fprintf(stderr, "open: %s\n", berr.msg);
   CU_ASSERT_FATAL(be != NULL);
   CU_ASSERT(!kept(logs, 20) && !kept(logs, 21));
   CU_ASSERT(kept(logs, 22) && kept(logs, 23));
   altar_backend_close(be);
   altar_strmap_set(&cfg, "logs_keep", "tiny");
-  CU_ASSERT(altar_backend_open(&altar_backend_process, &cfg, &berr) == NULL);
+  CU_ASSERT(altar_backend_open(&altar_backend_process_ops, &cfg, &berr) == NULL);
   CU_ASSERT(strstr(berr.msg, "backend.logs_keep:") != NULL);
   altar_strmap_clear(&cfg);
   altar_strmap_set(&cfg, "data_root", data);
   altar_strmap_set(&cfg, "logs_keep_cnt", "5");
-  CU_ASSERT(altar_backend_open(&altar_backend_process, &cfg, &berr) == NULL);
+  CU_ASSERT(altar_backend_open(&altar_backend_process_ops, &cfg, &berr) == NULL);
   CU_ASSERT(strstr(berr.msg, "backend.logs_keep_cnt: unknown key for the process backend (did you mean "
                              "\"logs_keep_count\"?)") != NULL);
   altar_strmap_clear(&cfg);
@@ -422,7 +423,7 @@ static void test_process_reclaim_keeps_only_output(void) {
   altar_strmap_set(&cfg, "data_root", data);
   altar_strmap_set(&cfg, "logs_keep_count", "2");
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   CU_ASSERT_FATAL(be != NULL);
   char key[ALTAR_TASK_KEY_LEN + 1], keys[3][ALTAR_TASK_KEY_LEN + 1];
   run_and_reclaim(be, "true", key);
@@ -462,7 +463,7 @@ static void test_process_keeps_running_task_output(void) {
   altar_strmap_set(&cfg, "data_root", data);
   altar_strmap_set(&cfg, "logs_keep", "1MiB");
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   CU_ASSERT_FATAL(be != NULL);
   altar_spec_t *s = altar_spec_new("retention", "img");
   altar_spec_add_arg(s, "sh");
@@ -486,7 +487,7 @@ static void test_process_keeps_running_task_output(void) {
   CU_ASSERT(utimensat(AT_FDCWD, file, old, 0) == 0 && utimensat(AT_FDCWD, live, old, 0) == 0);
   for (int i = 30; i < 33; i++) make_kept(logs, i, 1u << 20, now - (33 - i) * 60.0);
   /* A second backend on the data root prunes at open. */
-  altar_backend_t *be2 = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *be2 = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   CU_ASSERT_FATAL(be2 != NULL);
   CU_ASSERT(access(file, F_OK) == 0);
   /* 3 MiB of finished output and the running task's few bytes: over 1 MiB

@@ -144,6 +144,7 @@ static int fake_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error
 
 static const altar_backend_ops_t fake_ops = {
     .name = "fake",
+    .caps = ALTAR_BACKEND_CAP_CANCEL,
     .input_digest_verification = ALTAR_VERIFY_STAGING,
     .open = fake_open,
     .close = fake_close,
@@ -163,6 +164,7 @@ static int fake_wait_change(altar_backend_t *be, int timeout_ms) {
 
 static const altar_backend_ops_t fake_wake_ops = {
     .name = "fake",
+    .caps = ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_WAIT_CHANGE,
     .input_digest_verification = ALTAR_VERIFY_STAGING,
     .open = fake_open,
     .close = fake_close,
@@ -193,6 +195,7 @@ static int fake_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_erro
 /* The scripted backend with a pool mapping and a capacity report. */
 static const altar_backend_ops_t fake_pool_ops = {
     .name = "fake",
+    .caps = ALTAR_BACKEND_CAP_CAPACITY | ALTAR_BACKEND_CAP_POOLS | ALTAR_BACKEND_CAP_CANCEL,
     .input_digest_verification = ALTAR_VERIFY_STAGING,
     .open = fake_open,
     .close = fake_close,

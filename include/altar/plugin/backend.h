@@ -6,7 +6,9 @@
  *
  * Required: name, input_digest_verification (staging or task), open, close,
  * submit, poll. Everything else may be NULL (see altar/backend.h for the
- * defaults). */
+ * defaults); caps declares, bit for bit, which optional operations it has
+ * and what else it can do (ALTAR_BACKEND_CAP_*). The table starts as every
+ * kind's does: name, caps, config_keys (altar/plugin_keys.h). */
 #ifndef ALTAR_PLUGIN_BACKEND_H
 #define ALTAR_PLUGIN_BACKEND_H
 
@@ -18,13 +20,16 @@ ALTAR_API_BEGIN
 struct altar_backend_ops {
   /* Registry key and TaskHandle.backend value ("process", "local", …). */
   const char *name;
+  /* ALTAR_BACKEND_CAP_*: what it can do, declared, never probed. An
+   * operation bit without its operation (or the reverse) is refused. */
+  unsigned caps;
+  /* The keys open reads, ended by ALTAR_PLUGIN_KEYS_END ("name" is always
+   * allowed). altar_backend_open and the config reader refuse any other key
+   * with a suggestion (the reader with its file and line), so a typo never
+   * falls back to a default. NULL: keys are left to open. */
+  const altar_plugin_key_t *config_keys;
   /* Declared, never probed: where input digests are verified. */
   altar_verification_t input_digest_verification;
-  /* The keys open reads, NULL-terminated ("name" is always allowed).
-   * altar_backend_open and the config reader refuse any other key with a
-   * suggestion (the reader with its file and line), so a typo never falls
-   * back to a default. NULL: keys are left to open. */
-  const char *const *config_keys;
 
   /* Builds the private state from configuration keys (cfg may be NULL = no
    * keys; unknown keys are an error naming the key) and stores it with
@@ -117,7 +122,8 @@ struct altar_backend_ops {
  * altar_backend_wrap; freed by altar_backend_close. */
 struct altar_backend {
   altar_backend_ops_t ops;        /* the implementation's table with every optional
-                                     operation filled with its default, once, at open */
+                                     operation filled with its default, once, at open
+                                     (also each one whose caps bit is off) */
   const altar_backend_ops_t *table; /* the table as given (identity, registry) */
   void *impl;
 };
@@ -125,12 +131,23 @@ struct altar_backend {
 /* The private state open (or the wrapped constructor) stored. */
 static inline void *altar_backend_impl(const altar_backend_t *be) { return be->impl; }
 static inline void altar_backend_set_impl(altar_backend_t *be, void *impl) { be->impl = impl; }
+/* From open, when the platform behind this handle lacks what the table
+ * declares (a Python adapter without await_completion): clears those bits
+ * of be's caps and puts the defaults in place of their operations. Bits
+ * the table does not declare cannot be added. */
+void altar_backend_drop_caps(altar_backend_t *be, unsigned caps);
 
 /* Wraps an impl built by a backend-specific constructor (e.g. one taking an
  * injected command runner): the same filling of defaults as open, open not
  * called. Takes ownership of impl (freed through ops->close, also when this
  * returns NULL with err filled: a table lacking a required member, no memory). */
 altar_backend_t *altar_backend_wrap(const altar_backend_ops_t *ops, void *impl, altar_error_t *err);
+
+/* 0 when ops can make a handle: its required members are there and its
+ * caps agree with its operations; else ALTAR_EINVAL with err saying what is
+ * wrong ("backend 'x': caps declares cancel but the vtable has no
+ * 'cancel'"). Registration, open, wrap and the plug-in loader all ask. */
+int altar_backend_check_table(const altar_backend_ops_t *ops, altar_error_t *err);
 
 /* ---- registry (filled by cli/plugins.c; the BACKEND kind of registry.h) -- */
 
@@ -154,19 +171,19 @@ const altar_backend_ops_t *altar_backend_lookup(const char *name);
  * 1 GiB; task directories, default 10000; age in days, default 14),
  * memory ("auto": a memory cgroup when one can be made, else the RSS
  * watchdog; "watchdog"). See docs/backends.md. */
-extern const altar_backend_ops_t altar_backend_process;
+extern const altar_backend_ops_t altar_backend_process_ops;
 
 /* The other built-ins, registered by cli/plugins.c: "local" (docker, also
  * registered as "docker"; docs/docker.md), "kubernetes" (each task a batch/v1
  * Job; README, "Kubernetes") and "modal" (a Modal sandbox per task through the
  * SDK's bridge; altar/modal.h lists its keys). */
-extern const altar_backend_ops_t altar_backend_docker;
-extern const altar_backend_ops_t altar_backend_kubernetes;
-extern const altar_backend_ops_t altar_backend_modal;
+extern const altar_backend_ops_t altar_backend_docker_ops;
+extern const altar_backend_ops_t altar_backend_kubernetes_ops;
+extern const altar_backend_ops_t altar_backend_modal_ops;
 /* "python": an ExecutionBackend written in Python, found under the
  * altar.execution_backends entry points of the interpreter named by the
  * key python, run through one bridge process (docs/python-backends.md). */
-extern const altar_backend_ops_t altar_backend_python;
+extern const altar_backend_ops_t altar_backend_python_ops;
 
 ALTAR_API_END
 

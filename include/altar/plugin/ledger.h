@@ -8,14 +8,19 @@
 ALTAR_API_BEGIN
 
 #include "altar/ledger.h"
+#include "altar/plugin_keys.h"
 
 struct altar_ledger_ops {
   const char *name;
-  bool durable; /* survives a process kill */
+  unsigned caps; /* ALTAR_LEDGER_CAP_* (altar/ledger.h) */
+  /* The keys open reads, ended by ALTAR_PLUGIN_KEYS_END; altar_ledger_open
+   * refuses any other before open runs (altar/plugin_keys.h). NULL: keys
+   * are left to open. */
+  const altar_plugin_key_t *config_keys;
 
   /* Builds the private state and stores it with altar_ledger_set_impl(l,
-   * impl). cfg NULL = no keys; an unknown key is an error naming it. On
-   * failure it leaves nothing to free (close is not called). */
+   * impl). cfg NULL = no keys. On failure it leaves nothing to free (close
+   * is not called). */
   int (*open)(altar_ledger_t *l, const altar_strmap_t *cfg, altar_error_t *err);
   /* Frees altar_ledger_impl(l). */
   void (*close)(altar_ledger_t *l);
@@ -83,7 +88,8 @@ struct altar_ledger_ops {
    * Keys and values are opaque bytes; checksums, foreach and stats ignore
    * them. Inside a batch put and del join it and get reads them back; scan
    * visits what is committed, in bytewise key order. Optional, all four or
-   * none: a ledger without them answers ALTAR_ENOTSUP (and cannot run the
+   * none, with ALTAR_LEDGER_CAP_SIDE_KEYS declared exactly when they are
+   * there: a ledger without them answers ALTAR_ENOTSUP (and cannot run the
    * daemon). */
   int (*aux_put)(altar_ledger_t *l, const void *key, size_t klen, const void *val, size_t vlen, altar_error_t *err);
   int (*aux_del)(altar_ledger_t *l, const void *key, size_t klen, altar_error_t *err);

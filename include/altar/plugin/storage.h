@@ -16,15 +16,21 @@
 #include "altar/export.h"
 ALTAR_API_BEGIN
 
+#include "altar/plugin_keys.h"
 #include "altar/storage.h"
 
 typedef struct altar_storage_ops {
   const char *name; /* registry key ("local", "http", ...) */
   unsigned caps;    /* ALTAR_STORAGE_CAP_* */
+  /* The option keys open reads, ended by ALTAR_PLUGIN_KEYS_END;
+   * altar_storage_open refuses any other before open runs (with a
+   * suggestion, altar/plugin_keys.h). NULL: keys are left to open (and an
+   * adapter without open takes none). */
+  const altar_plugin_key_t *config_keys;
 
-  /* Optional. Builds the adapter's private state from cfg (NULL = no keys;
-   * unknown keys are an error naming the key) and stores it with
-   * altar_storage_set_impl(s, impl). Without it the impl is NULL. */
+  /* Optional. Builds the adapter's private state from cfg (NULL = no keys)
+   * and stores it with altar_storage_set_impl(s, impl). Without it the
+   * impl is NULL. */
   int (*open)(altar_storage_t *s, const altar_strmap_t *cfg, altar_error_t *err);
   /* Optional. Frees altar_storage_impl(s). */
   void (*close)(altar_storage_t *s);

@@ -16,6 +16,7 @@
 #include "altar/export.h"
 ALTAR_API_BEGIN
 
+#include "altar/plugin_keys.h"
 #include "altar/transport.h"
 
 /* Declared capabilities (ops->caps). */
@@ -24,12 +25,13 @@ ALTAR_API_BEGIN
 
 struct altar_transport_ops {
   const char *name; /* registry key: "kafka", "local" */
-  unsigned caps;
-  /* Optional: copies up to max names of the keys this transport reads
-   * directly under `transport:` in altar.yaml into names and returns how
-   * many it has, so the config reader can refuse a typo with the file, the
-   * line and a suggestion. NULL = the transport's keys are not checked there. */
-  size_t (*config_keys)(const char **names, size_t max);
+  unsigned caps;    /* ALTAR_TRANSPORT_CAP_* */
+  /* The keys this transport reads directly under `transport:` in
+   * altar.yaml, ended by ALTAR_PLUGIN_KEYS_END, so the config reader and
+   * --set refuse a typo with the file, the line and a suggestion
+   * (altar/plugin_keys.h). NULL = not checked (kafka: any librdkafka
+   * property, under transport.kafka). */
+  const altar_plugin_key_t *config_keys;
 
   /* Builds the private state from config and stores it with
    * altar_transport_set_impl(t, impl) (NULL = no keys; for kafka every librdkafka

@@ -107,6 +107,10 @@ class ExecutionBackend(ABC):
 
 _VERIFICATION = {0: None, 1: "staging", 2: "task"}
 
+# altar/backend.h's ALTAR_BACKEND_CAP_* bits by the name of what each lets a backend do.
+CAPABILITY_BITS = {"capacity": 0x001, "pools": 0x002, "cancel": 0x004, "await_completion": 0x008,
+                   "wait_change": 0x010, "recover": 0x020, "submit_start": 0x040, "adopt": 0x080, "logs": 0x100}
+
 
 def _cfg_value(key: str, v: Any) -> bytes:
     if isinstance(v, bool):
@@ -139,6 +143,9 @@ class NativeExecutionBackend(ExecutionBackend):
         finally:
             L.altar_strmap_clear(cfg)
         self.input_digest_verification = _VERIFICATION.get(int(L.altar_backend_verification(self._be)))
+        caps = int(L.altar_backend_caps(self._be))
+        # What the C backend declares it can do (altar/backend.h, ALTAR_BACKEND_CAP_*).
+        self.capabilities = frozenset(name for name, bit in CAPABILITY_BITS.items() if caps & bit)
 
     # -- lifetime
 
@@ -244,6 +251,10 @@ class NativeExecutionBackend(ExecutionBackend):
         return await self._probe(list(handles), wait=False)
 
     async def await_completion(self, handles: list[TaskHandle]) -> list[TaskStatus]:
+        if "await_completion" not in self.capabilities:  # refused up front, even for no handles
+            err = _errors.new_err()
+            rc = _native.lib().altar_backend_require(self._open(), CAPABILITY_BITS["await_completion"], ffi.NULL, err)
+            _errors.check(rc, err)
         return await self._probe(list(handles), wait=True)
 
     async def cancel(self, handle: TaskHandle) -> None:

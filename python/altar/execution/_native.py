@@ -84,10 +84,10 @@ int altar_logical_path_check(const char *logical, altar_error_t *err);
 
 typedef struct altar_backend_ops altar_backend_ops_t;
 typedef struct altar_backend altar_backend_t;
-extern altar_backend_ops_t altar_backend_process;
-extern altar_backend_ops_t altar_backend_docker;
-extern altar_backend_ops_t altar_backend_kubernetes;
-extern altar_backend_ops_t altar_backend_modal;
+extern altar_backend_ops_t altar_backend_process_ops;
+extern altar_backend_ops_t altar_backend_docker_ops;
+extern altar_backend_ops_t altar_backend_kubernetes_ops;
+extern altar_backend_ops_t altar_backend_modal_ops;
 int altar_backend_register(const altar_backend_ops_t *ops);
 int altar_backend_register_alias(const char *alias, const altar_backend_ops_t *ops);
 size_t altar_backend_names(const char **names, size_t max);
@@ -95,6 +95,9 @@ altar_backend_t *altar_backend_open_by_name(const char *name, const altar_strmap
 void altar_backend_close(altar_backend_t *be);
 const char *altar_backend_name(const altar_backend_t *be);
 int altar_backend_verification(const altar_backend_t *be);
+unsigned altar_backend_caps(const altar_backend_t *be);
+const char *altar_backend_cap_name(unsigned cap);
+int altar_backend_require(const altar_backend_t *be, unsigned caps, const char *needed_for, altar_error_t *err);
 int altar_backend_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err);
 int altar_backend_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n, altar_error_t *err);
 int altar_backend_collect_outputs(altar_backend_t *be, const altar_transfer_t *outputs, size_t n, altar_error_t *err);
@@ -308,10 +311,10 @@ def lib() -> Any:
 
 def _register_builtins(L: Any) -> None:
     # What cli/plugins.c does for the altar binary: the same names, the same tables.
-    for name in ("altar_backend_process", "altar_backend_docker", "altar_backend_kubernetes",
-                 "altar_backend_modal"):
+    for name in ("altar_backend_process_ops", "altar_backend_docker_ops", "altar_backend_kubernetes_ops",
+                 "altar_backend_modal_ops"):
         L.altar_backend_register(ffi.addressof(L, name))
-    L.altar_backend_register_alias(b"docker", ffi.addressof(L, "altar_backend_docker"))
+    L.altar_backend_register_alias(b"docker", ffi.addressof(L, "altar_backend_docker_ops"))
     L.altar_transport_register(ffi.addressof(L, "altar_transport_kafka_ops"))
     L.altar_transport_register(ffi.addressof(L, "altar_transport_local_ops"))
     L.altar_storage_register_builtin()
