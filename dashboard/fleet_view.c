@@ -1493,13 +1493,32 @@ int altar__fleet_reconciler_offsets(const char *ledger_path, altar_lag_list_t *l
   return rc;
 }
 
+/* The group's lag on topic; the reconciler's position is in its ledger, not
+ * in the log's commits (written only on revoke and at shutdown). */
+static int group_lag(altar_fleet_view_t *v, const char *group, const char *topic, altar_lag_list_t **pll,
+                     altar_error_t *err) {
+  *pll = NULL;
+  if (!*topic) return altar_error_set(err, ALTAR_ENOTFOUND, "no topic configured");
+  int rc = altar_transport_lag(v->admin, group, topic, 2000, pll, err);
+  if (!rc && !strcmp(group, ALTAR_RECONCILER_GROUP)) rc = altar__fleet_reconciler_offsets(v->ledger_path, *pll, err);
+  if (rc) {
+    altar_lag_list_free(*pll);
+    *pll = NULL;
+  }
+  return rc;
+}
+
+int altar_fleet_view_reconciler_lag(altar_fleet_view_t *v, altar_lag_list_t **pll, altar_error_t *err) {
+  pthread_mutex_lock(&v->mu);
+  int rc = group_lag(v, ALTAR_RECONCILER_GROUP, v->topic[R_STATUS], pll, err);
+  pthread_mutex_unlock(&v->mu);
+  return rc;
+}
+
 static json_t *lag_json(altar_fleet_view_t *v, const char *group, const char *topic) {
   altar_lag_list_t *ll = NULL;
   altar_error_t e = {0};
-  /* The reconciler's position is in its ledger, not in the log's commits
-   * (written only on revoke and at shutdown). */
-  if (!*topic || altar_transport_lag(v->admin, group, topic, 2000, &ll, &e) != ALTAR_OK ||
-      (!strcmp(group, ALTAR_RECONCILER_GROUP) && altar__fleet_reconciler_offsets(v->ledger_path, ll, &e))) {
+  if (group_lag(v, group, topic, &ll, &e)) {
     altar_lag_list_free(ll);
     return json_pack("{s:s, s:s, s:n, s:o}", "group", group, "topic", topic, "lag", "error", jstr(e.msg));
   }

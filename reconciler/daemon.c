@@ -12,6 +12,7 @@
 #include "reconciler/checkpoint_runner.h"
 #include "reconciler/consumed_prune.h"
 #include "reconciler/followup_run.h"
+#include "reconciler/lag_gauge.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
 #include "reconciler/settled.h"
@@ -47,6 +48,7 @@ typedef struct daemon {
   altar__reconciler_metrics_t metrics;
   altar__cp_runner_t cp;
   altar__consumed_pruner_t pruner;
+  altar__lag_gauge_t lag;
   bool check_starts; /* partitions were assigned: compare where they begin with the ledger */
   int fatal;
   altar_error_t fatal_err;
@@ -426,6 +428,25 @@ static void check_starts(daemon_t *d) {
   altar_topic_list_free(tl);
 }
 
+/* The lag gauges, every few seconds and outside the apply path: each owned
+ * status partition's end offset against the offset applied. */
+static void poll_lag(daemon_t *d) {
+  if (!altar__lag_gauge_due(&d->lag, altar_mono_ms())) return;
+  size_t n = d->n_parts;
+  int32_t *parts = calloc(n ? n : 1, sizeof *parts);
+  int64_t *ends = calloc(n ? n : 1, sizeof *ends);
+  altar_error_t e = {0};
+  int rc = parts && ends ? ALTAR_OK : altar_error_set(&e, ALTAR_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n && !rc; i++) parts[i] = d->parts[i].partition;
+  if (!rc && n) rc = altar_transport_end_offsets(d->o->transport, d->o->topics->status, parts, n, 1000, ends, &e);
+  if (rc) dlog(d, "lag gauges: reading the status partitions' end offsets: %s", e.msg);
+  for (size_t i = 0; i < n && !rc; i++) /* reused as the lags */
+    ends[i] = ends[i] < 0 ? 0 : ends[i] - (d->parts[i].next > 0 ? d->parts[i].next : 0);
+  if (!rc) altar__lag_gauge_set(&d->lag, parts, ends, n);
+  free(parts);
+  free(ends);
+}
+
 /* What the settled set holds in memory and what it had to read. */
 static void settled_stats(daemon_t *d) {
   d->stats.settled_cached = altar__settled_cache_size(&d->settled.cache);
@@ -446,6 +467,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   if (d.settled.damaged) dlog(&d, "%s", d.settled.damage.msg);
   altar_error_t me = {0};
   if (altar__reconciler_metrics_init(&d.metrics, o->metrics, &me)) dlog(&d, "metrics off: %s", me.msg);
+  if (altar__lag_gauge_init(&d.lag, o->metrics, &me)) dlog(&d, "lag gauges off: %s", me.msg);
   altar__cp_runner_init(&d.cp, o->checkpoint_uri, o->checkpoint_interval_s, altar_wall_s());
   d.pruner.keep_s = o->consumed_keep_s;
   d.ob.on_published = o->on_published;
@@ -510,6 +532,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     }
     if (!rc) prune_consumed(&d);
     altar_transport_poll(o->transport, 0);
+    if (!rc) poll_lag(&d);
     d.stats.published = d.ob.published;
     settled_stats(&d);
     altar__reconciler_metrics_update(&d.metrics, &d.stats);
@@ -555,6 +578,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   d.parts = NULL;
   settled_stats(&d);
   altar__settled_free(&d.settled);
+  altar__lag_gauge_free(&d.lag);
   d.n_parts = 0;
   d.stats.published = d.ob.published;
   altar__reconciler_metrics_update(&d.metrics, &d.stats);
