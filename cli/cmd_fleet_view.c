@@ -11,6 +11,7 @@
 #include "metrics_cli.h"
 
 #include "altar/clock.h"
+#include "reconciler/history.h"
 #include "reconciler/lag_gauge.h"
 
 #include <stdio.h>
@@ -301,7 +302,7 @@ static void dashboard_lag(altar_cli_dashboard_t *d, altar__lag_gauge_t *lag) {
     parts[i] = ll->entries[i].partition;
     lags[i] = ll->entries[i].lag;
   }
-  if (parts && lags) altar__lag_gauge_set(lag, parts, lags, ll->n);
+  if (parts && lags) altar_history_lag(d->history, altar_wall_s(), altar__lag_gauge_set(lag, parts, lags, ll->n));
   free(parts);
   free(lags);
   altar_lag_list_free(ll);

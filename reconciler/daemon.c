@@ -12,6 +12,7 @@
 #include "reconciler/checkpoint_runner.h"
 #include "reconciler/consumed_prune.h"
 #include "reconciler/followup_run.h"
+#include "reconciler/history.h"
 #include "reconciler/lag_gauge.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
@@ -226,6 +227,23 @@ static int stage_group_events(daemon_t *d, const altar_apply_result_t *res, alta
   return rc;
 }
 
+/* The dashboard's hour (reconciler/history.h): what a committed write applied. */
+static void note_history(daemon_t *d, const altar_status_event_t *evs, size_t n, const altar_apply_result_t *res) {
+  altar_history_t *h = d->o->history;
+  if (!h) return;
+  double now = altar_wall_s();
+  uint64_t finished = 0, fired = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (evs[i].event == ALTAR_EV_RELEASED) continue;
+    if (evs[i].state == ALTAR_STATE_SUCCEEDED) finished++;
+    if (evs[i].state != ALTAR_STATE_FAILED) continue;
+    finished++;
+    altar_history_failure(h, now, evs[i].failure ? evs[i].failure->reason : NULL);
+  }
+  for (size_t i = 0; i < res->n_events; i++) fired += res->events[i].event == ALTAR_GROUP_FIRED;
+  altar_history_add(h, now, finished, fired, res->n_events - fired);
+}
+
 /* Says which groups res held and why, and brings the held count up to date
  * when it may have changed (after the batch is committed) or recount is set. */
 static void note_held(daemon_t *d, const altar_apply_result_t *res, bool recount) {
@@ -262,6 +280,7 @@ static int recheck_held(daemon_t *d, altar_error_t *err) {
       dlog(d, "held group %s:%s decided again: %s", res.events[i].kind, res.events[i].group_key,
            res.events[i].event == ALTAR_GROUP_FIRED ? "fired" : "settled");
     note_held(d, &res, true);
+    note_history(d, NULL, 0, &res);
     rc = altar__outbox_publish_from(&d->ob, first_seq, err);
   }
   altar_apply_result_clear(&res);
@@ -338,6 +357,7 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
   else altar__settled_abort(&d->settled);
   if (!rc) note_held(d, &res, false);
   if (!rc) {
+    note_history(d, evs, n_ev, &res);
     d->stats.events += n_ev;
     d->stats.batches++;
     rc = altar__outbox_publish_from(&d->ob, first_seq, err);
@@ -442,7 +462,7 @@ static void poll_lag(daemon_t *d) {
   if (rc) dlog(d, "lag gauges: reading the status partitions' end offsets: %s", e.msg);
   for (size_t i = 0; i < n && !rc; i++) /* reused as the lags */
     ends[i] = ends[i] < 0 ? 0 : ends[i] - (d->parts[i].next > 0 ? d->parts[i].next : 0);
-  if (!rc) altar__lag_gauge_set(&d->lag, parts, ends, n);
+  if (!rc) altar_history_lag(d->o->history, altar_wall_s(), altar__lag_gauge_set(&d->lag, parts, ends, n));
   free(parts);
   free(ends);
 }

@@ -38,7 +38,7 @@ wait_up "$base" || fail "no answer on $base: $(cat "$T/dash.log")"
 [ "$(code "$base/")" = 200 ] && grep -q '<script src="/app.js">' "$T/body" || fail "GET / is not the page"
 [ "$(code "$base/app.js")" = 200 ] && grep -q "POLL_MS" "$T/body" || fail "GET /app.js"
 [ "$(code "$base/style.css")" = 200 ] || fail "GET /style.css"
-for p in overview jobs workers dead; do
+for p in overview jobs workers dead history; do
   [ "$(code "$base/api/$p")" = 200 ] && python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/body" ||
     fail "GET /api/$p: not 200 JSON: $(cat "$T/body")"
 done
@@ -47,6 +47,14 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["limit"]==
 [ "$(code "$base/api/overview")" = 200 ] &&
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["server"]["rss_bytes"] > 0 and d["ledger"]["disk_bytes"] >= 0, d' "$T/body" ||
   fail "overview without server.rss_bytes or ledger.disk_bytes: $(cat "$T/body")"
+# The last hour: 360 buckets of 10 s each series; on its own the dashboard applies nothing (0 finished).
+[ "$(code "$base/api/history")" = 200 ] && python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["bucket_s"] == 10 and d["buckets"] == 360, d
+assert all(len(d[k]) == 360 for k in ("finished", "fired", "dead_lettered", "lag")), d
+assert d["totals"]["finished"] == 0 and d["failures"] == {}, d["totals"]' "$T/body" ||
+  fail "/api/history: $(head -c 300 "$T/body")"
 [ "$(code "$base/api/jobs?limit=100000")" = 200 ] &&
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["limit"]==500, d' "$T/body" ||
   fail "limit is not capped at 500: $(cat "$T/body")"
