@@ -266,8 +266,9 @@ const pages = {
           a.ended_at ? ` · ended ${when(a.ended_at)}` : ""),
         a.detail ? el("div", { class: "detail" }, a.detail) : null))) : null;
     const shardRows = (ms) => ms.map((s) => el("tr", { "data-shard": s.external_id },
-      el("td", {}, s.task_key ? el("a", { href: "#/shard/" + encodeURIComponent(s.task_key) }, el("code", {}, s.external_id)) : el("code", {}, s.external_id),
-        s.labels ? el("div", { class: "muted" }, Object.entries(s.labels).map(([k, v]) => `${k}=${v}`).join(" ")) : null), el("td", {}, state(s.state)), el("td", { class: "num" }, s.attempts, runs(s)),
+      // Named by its labels (the server sorts by them too); the backend's id below.
+      el("td", { "data-name": s.name || "" }, s.task_key ? el("a", { href: "#/shard/" + encodeURIComponent(s.task_key) }, s.name || el("code", {}, s.external_id)) : (s.name || el("code", {}, s.external_id)),
+        s.name ? el("div", { class: "muted" }, el("code", {}, s.external_id)) : null), el("td", {}, state(s.state)), el("td", { class: "num" }, s.attempts, runs(s)),
       el("td", {}, s.host || "—", s.forwarded_from ? el("div", { class: "muted", "data-forwarded": s.forwarded_from }, `forwarded from ${s.forwarded_from}`) : null),
       el("td", {}, s.failure ? [el("b", {}, s.failure.reason), s.failure.detail ? el("div", { class: "detail" }, s.failure.detail) : null] : "—"),
       el("td", {}, s.outputs.map((u) => el("div", {}, el("code", {}, u)))), whyCell(s.why)));

@@ -150,6 +150,10 @@ jcheck "$base/api/job?id=$job&worker=nobody" 'd["shards_matched"] == 0 and d["sh
 jcheck "$base/api/job?id=$job&state=cancelled" 'd["shards_matched"] == 0' "state=cancelled: none"
 jcheck "$base/api/job?id=$job&state=waiting" 'd["shards_matched"] == 0' "state=waiting: none"
 jcheck "$base/api/job?id=$job" 'not d["filtered"] and "shard_list" not in d and len(d["group_list"]) == 2' "no filter: the groups"
+# Shards named and sorted by their labels: kind, group, then each label (fold
+# 0 before 1), the same between polls; a group's members in that order too.
+jcheck "$base/api/job?id=$job&worker=api-w1" '[s["name"] for s in d["shard_list"]] == ["fold=0 group=solo num_folds=1", "fold=0 group=g num_folds=2", "fold=1 group=g num_folds=2"]' "filtered shards in label order, named by their labels"
+jcheck "$base/api/job?id=$job" '[[m["name"] for m in g["members"]] for g in d["group_list"] if g["kind"] == "shard"] == [["fold=0 group=g num_folds=2", "fold=1 group=g num_folds=2"]]' "a group's members in label order"
 # Paging: one row a page, the total stays, the pages differ.
 jcheck "$base/api/job?id=$job&worker=api-w1&limit=1" 'd["shards_matched"] == 3 and len(d["shard_list"]) == 1' "limit=1"
 k0="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["shard_list"][0]["task_key"])' "$T/body")"
