@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,8 +82,7 @@ static size_t reason_slot(altar_history_t *h, const char *reason, int64_t now_in
     for (size_t k = 0; k < ALTAR_HISTORY_BUCKETS; k++) h->b[k].failures[i] = 0; /* counts of the hour before */
   }
   if (free_slot != OTHER) {
-    strncpy(h->reasons[free_slot], reason, ALTAR_HISTORY_REASON_LEN - 1);
-    h->reasons[free_slot][ALTAR_HISTORY_REASON_LEN - 1] = '\0';
+    snprintf(h->reasons[free_slot], sizeof h->reasons[free_slot], "%s", reason);
   }
   return free_slot;
 }
