@@ -10,6 +10,10 @@
 #include "fleet_common.h"
 #include "metrics_cli.h"
 
+#include "altar/clock.h"
+#include "reconciler/history.h"
+#include "reconciler/lag_gauge.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,6 +290,24 @@ int altar_cli_print_outputs(const altar_config_t *cfg, const altar_group_specs_t
   return 0;
 }
 
+/* The reconciler's lag gauges as the ledger's stored offsets give them: a
+ * reconciler that is stopped or stuck shows here what it has not applied. */
+static void dashboard_lag(altar_cli_dashboard_t *d, altar__lag_gauge_t *lag) {
+  altar_lag_list_t *ll = NULL;
+  altar_error_t e = {0};
+  if (altar_fleet_view_reconciler_lag(d->view, &ll, &e)) return; /* the overview page says why */
+  int32_t *parts = calloc(ll->n ? ll->n : 1, sizeof *parts);
+  int64_t *lags = calloc(ll->n ? ll->n : 1, sizeof *lags);
+  for (size_t i = 0; parts && lags && i < ll->n; i++) {
+    parts[i] = ll->entries[i].partition;
+    lags[i] = ll->entries[i].lag;
+  }
+  if (parts && lags) altar_history_lag(d->history, altar_wall_s(), altar__lag_gauge_set(lag, parts, lags, ll->n));
+  free(parts);
+  free(lags);
+  altar_lag_list_free(ll);
+}
+
 int altar_cmd_dashboard(int argc, char **argv) {
   altar_config_t cfg;
   int code;
@@ -299,8 +321,16 @@ int altar_cmd_dashboard(int argc, char **argv) {
                                  &d)) {
     static volatile sig_atomic_t stop;
     altar_cli_install_stop_signals(&stop);
-    while (!stop) pause();
+    altar__lag_gauge_t lag;
+    altar_error_t le = {0};
+    if (altar__lag_gauge_init(&lag, d.metrics, &le)) fprintf(stderr, "altar dashboard: lag gauges off: %s\n", le.msg);
+    while (!stop) {
+      if (altar__lag_gauge_due(&lag, altar_mono_ms())) dashboard_lag(&d, &lag);
+      struct timespec nap = {0, 200 * 1000 * 1000}; /* a signal ends it early */
+      nanosleep(&nap, NULL);
+    }
     altar_cli_dashboard_stop(&d);
+    altar__lag_gauge_free(&lag);
     rc = 0;
   }
   altar_config_clear(&cfg);

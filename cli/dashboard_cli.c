@@ -3,6 +3,7 @@
 
 #include "altar/file_read.h"
 #include "metrics_cli.h"
+#include "reconciler/history.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +50,13 @@ int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const 
     altar_cli_dashboard_stop(d);
     return -1;
   }
-  d->dash = (altar_dashboard_t){.view = d->view, .token = d->token};
+  d->history = altar_history_new();
+  if (!d->history) {
+    fprintf(stderr, "%s: out of memory\n", who);
+    altar_cli_dashboard_stop(d);
+    return -1;
+  }
+  d->dash = (altar_dashboard_t){.view = d->view, .token = d->token, .history = d->history};
   if (altar_cli_metrics_start_with(who, addr, quiet, altar_dashboard_handle, &d->dash, &d->metrics, &d->server)) {
     altar_cli_dashboard_stop(d);
     return -1;
@@ -60,6 +67,7 @@ int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const 
 void altar_cli_dashboard_stop(altar_cli_dashboard_t *d) {
   altar_cli_metrics_stop(d->metrics, d->server); /* the server first: it calls into the view */
   altar_fleet_view_free(d->view);
+  altar_history_free(d->history);
   free(d->token);
   memset(d, 0, sizeof *d);
 }

@@ -16,6 +16,7 @@ typedef struct altar_cli_dashboard {
   char *token;
   altar_metrics_t *metrics; /* the server's registry: register metrics here */
   altar_metrics_server_t *server;
+  struct altar_history *history; /* the charts' hour: whoever runs here records into it */
 } altar_cli_dashboard_t;
 
 /* Serves /metrics and the dashboard on addr. The token comes from

@@ -85,6 +85,22 @@ static int default_topic_members(altar_transport_t *t, const char *group, const 
 static int default_lag(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
                        altar_lag_list_t **plist, altar_error_t *err);
 
+/* A transport without a cheaper way: the topic's listing. */
+static int default_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n,
+                               int timeout_ms, int64_t *pends, altar_error_t *err) {
+  altar_topic_list_t *tl = NULL;
+  int rc = t->ops.list_topics(t, topic, timeout_ms, &tl, err);
+  if (rc) return rc;
+  const altar_topic_info_t *ti = tl->n_topics ? &tl->topics[0] : NULL;
+  for (size_t i = 0; i < n; i++) {
+    pends[i] = ALTAR_OFFSET_INVALID;
+    for (size_t j = 0; ti && j < ti->n_partitions; j++)
+      if (ti->partitions[j].partition == parts[i]) pends[i] = ti->partitions[j].end;
+  }
+  altar_topic_list_free(tl);
+  return ALTAR_OK;
+}
+
 /* ---- lifecycle ---------------------------------------------------------- */
 
 altar_transport_t *altar_transport_open_ops(const altar_transport_ops_t *ops,
@@ -111,6 +127,7 @@ altar_transport_t *altar_transport_open_ops(const altar_transport_ops_t *ops,
   if (!t->ops.delete_records) t->ops.delete_records = default_delete_records;
   if (!t->ops.topic_retention_ms) t->ops.topic_retention_ms = default_topic_retention_ms;
   if (!t->ops.lag) t->ops.lag = default_lag;
+  if (!t->ops.end_offsets) t->ops.end_offsets = default_end_offsets;
   if (opts) t->opts = *opts;
   if (t->ops.open(t, config, err) != 0) {
     free(t);
@@ -459,4 +476,11 @@ int altar_transport_lag(altar_transport_t *t, const char *group, const char *top
                         altar_lag_list_t **plist, altar_error_t *err) {
   *plist = NULL;
   return t->ops.lag(t, group, topic, timeout_ms, plist, err);
+}
+
+int altar_transport_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n,
+                                int timeout_ms, int64_t *pends, altar_error_t *err) {
+  for (size_t i = 0; i < n; i++) pends[i] = ALTAR_OFFSET_INVALID;
+  int rc = altar_transport_check_name("topic", topic, err);
+  return rc ? rc : t->ops.end_offsets(t, topic, parts, n, timeout_ms, pends, err);
 }

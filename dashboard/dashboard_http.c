@@ -1,6 +1,9 @@
 /* Routes of the dashboard: embedded assets and the /api/ JSON pages. */
 #include "dashboard/dashboard_http.h"
 
+#include "altar/clock.h"
+#include "reconciler/history.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +78,11 @@ void altar_dashboard_handle(void *ctx, const char *path, const altar_http_reques
   if (!int_arg(rq, "offset", &q.offset, out) || !int_arg(rq, "limit", &q.limit, out)) return;
   json_t *o = NULL;
   altar_error_t err = {0};
-  int rc = altar_fleet_view_render(d->view, path + 5, &q, &o, &err);
+  int rc = ALTAR_OK;
+  if (!strcmp(path, "/api/history")) /* memory of its own, not the fleet view's */
+    o = d->history ? altar_history_json(d->history, altar_wall_s()) : NULL;
+  else rc = altar_fleet_view_render(d->view, path + 5, &q, &o, &err);
+  if (!rc && !o) rc = altar_error_set(&err, d->history ? ALTAR_ENOMEM : ALTAR_ENOTFOUND, "no history kept here");
   if (rc) {
       reply_error(out, rc == ALTAR_ENOTFOUND ? 404 : rc == ALTAR_EINVAL ? 400 : 500, err.msg);
       return;

@@ -11,6 +11,9 @@
  *   GET /api/shard?key=KEY     one shard: labels, state, why, every attempt
  *   GET /api/workers           workers from their heartbeats
  *   GET /api/dead              DLQ records and dead-lettered groups
+ *   GET /api/history           the last hour in 10 s buckets: shards finished,
+ *                              groups fired and dead-lettered, failures by
+ *                              reason, the reconciler's lag
  *
  * With a token, every /api/ request needs "Authorization: Bearer TOKEN"
  * (the page sends the one given after '#token=' in its address). */
@@ -23,6 +26,7 @@
 typedef struct altar_dashboard {
   altar_fleet_view_t *view; /* borrowed */
   const char *token;        /* borrowed; NULL or "" = none */
+  struct altar_history *history; /* borrowed; the last hour (reconciler/history.h) */
 } altar_dashboard_t;
 
 /* The handler to give altar_metrics_serve_with, with an altar_dashboard_t as ctx. */

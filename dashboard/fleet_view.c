@@ -4,6 +4,7 @@
 #include "dashboard/fleet_view.h"
 #include "dashboard/bounded_map.h"
 #include "dashboard/shard_filter.h"
+#include "dashboard/shard_order.h"
 #include "dashboard/shard_why.h"
 #include "altar/clock.h"
 #include "altar/grow.h"
@@ -923,6 +924,9 @@ static json_t *shard_json(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t
                    runs ? runs : json_array(), "attempts_dropped", (json_int_t)r->attempts_dropped, "consumed",
                    r->consumed, "worker", jstr(worker), "host", *host ? jstr(host) : json_null(), "failure",
                    failure ? failure : json_null(), "outputs", r->outputs, "forwarded_from", by ? by : json_null());
+  char *name = o ? altar__shard_name(r->labels) : NULL;
+  if (name) json_object_set_new(o, "name", json_string(name));
+  free(name);
   if (o && c) {
     json_object_set_new(o, "task_key", jstr(r->task_key));
     json_object_set_new(o, "why", rec_why(v, c, r));
@@ -1210,6 +1214,14 @@ static json_t *render_why(const altar_fleet_view_t *v, const altar_fleet_query_t
   return o;
 }
 
+/* Records by their labels (dashboard/shard_order.h). */
+static int rec_order(const void *pa, const void *pb) {
+  const rec_t *a = *(const rec_t *const *)pa, *b = *(const rec_t *const *)pb;
+  altar_shard_sort_key_t ka = {a->kind, a->group_key, a->labels, a->task_key};
+  altar_shard_sort_key_t kb = {b->kind, b->group_key, b->labels, b->task_key};
+  return altar__shard_order_cmp(&ka, &kb);
+}
+
 /* A shard of a job's filtered list, with what the filters read. */
 static json_t *shard_row(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r) {
   json_t *o = shard_json(v, c, r);
@@ -1224,15 +1236,25 @@ static json_t *shard_row(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t 
 static int job_matches(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const altar_shard_filter_t *f,
                        size_t off, size_t lim, json_t *o) {
   json_t *rows = json_array(), *states = json_object();
-  size_t idx = 0;
-  for (size_t i = 0; rows && states && i < v->n_recs; i++) {
+  size_t idx = 0, n_hits = 0;
+  const rec_t **hits = malloc((v->n_recs ? v->n_recs : 1) * sizeof *hits);
+  for (size_t i = 0; hits && rows && states && i < v->n_recs; i++) {
     const rec_t *r = &v->recs[i];
     if (strcmp(r->job_id, job)) continue;
     const char *st = shard_state(r);
     if (!altar__shard_filter_match(f, st, r->kind, r->labels, f->worker ? rec_worker(v, r) : NULL)) continue;
     json_object_set_new(states, st, json_integer(json_integer_value(json_object_get(states, st)) + 1));
-    if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, shard_row(v, c, r));
+    hits[n_hits++] = r;
   }
+  /* Paged in label order, so a page holds the same shards between polls. */
+  if (n_hits) qsort(hits, n_hits, sizeof *hits, rec_order);
+  for (size_t i = 0; rows && i < n_hits; i++)
+    if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, shard_row(v, c, hits[i]));
+  if (!hits) {
+    json_decref(rows);
+    rows = NULL;
+  }
+  free(hits);
   /* A shard with no record has no kind, labels or worker yet. */
   bool waiting_match = !altar__shard_filter_by_shard(f) && (!f->state || !strcmp(f->state, "waiting"));
   const char *tk;
@@ -1314,9 +1336,18 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
     json_t *list = json_object_get(members, gkey);
     if (!list) continue;
     json_object_set_new(totals, gkey, json_integer(json_integer_value(json_object_get(totals, gkey)) + 1));
-    if (json_array_size(list) < MEMBERS_PER_GROUP) json_array_append_new(list, shard_json(v, &wc, r));
+    json_array_append_new(list, json_integer((json_int_t)i)); /* rendered below, in label order */
   }
   json_t *list;
+  json_object_foreach(members, gk, list) {
+    size_t n = json_array_size(list);
+    const rec_t **rs = malloc((n ? n : 1) * sizeof *rs);
+    for (size_t k = 0; rs && k < n; k++) rs[k] = &v->recs[json_integer_value(json_array_get(list, k))];
+    if (rs && n) qsort(rs, n, sizeof *rs, rec_order);
+    json_array_clear(list);
+    for (size_t k = 0; rs && k < n && k < MEMBERS_PER_GROUP; k++) json_array_append_new(list, shard_json(v, &wc, rs[k]));
+    free(rs);
+  }
   json_object_foreach(members, gk, list) {
     const char *nl = strchr(gk, '\n');
     char *kind = strndup(gk, nl ? (size_t)(nl - gk) : strlen(gk));
@@ -1495,13 +1526,32 @@ int altar__fleet_reconciler_offsets(const char *ledger_path, altar_lag_list_t *l
   return rc;
 }
 
+/* The group's lag on topic; the reconciler's position is in its ledger, not
+ * in the log's commits (written only on revoke and at shutdown). */
+static int group_lag(altar_fleet_view_t *v, const char *group, const char *topic, altar_lag_list_t **pll,
+                     altar_error_t *err) {
+  *pll = NULL;
+  if (!*topic) return altar_error_set(err, ALTAR_ENOTFOUND, "no topic configured");
+  int rc = altar_transport_lag(v->admin, group, topic, 2000, pll, err);
+  if (!rc && !strcmp(group, ALTAR_RECONCILER_GROUP)) rc = altar__fleet_reconciler_offsets(v->ledger_path, *pll, err);
+  if (rc) {
+    altar_lag_list_free(*pll);
+    *pll = NULL;
+  }
+  return rc;
+}
+
+int altar_fleet_view_reconciler_lag(altar_fleet_view_t *v, altar_lag_list_t **pll, altar_error_t *err) {
+  pthread_mutex_lock(&v->mu);
+  int rc = group_lag(v, ALTAR_RECONCILER_GROUP, v->topic[R_STATUS], pll, err);
+  pthread_mutex_unlock(&v->mu);
+  return rc;
+}
+
 static json_t *lag_json(altar_fleet_view_t *v, const char *group, const char *topic) {
   altar_lag_list_t *ll = NULL;
   altar_error_t e = {0};
-  /* The reconciler's position is in its ledger, not in the log's commits
-   * (written only on revoke and at shutdown). */
-  if (!*topic || altar_transport_lag(v->admin, group, topic, 2000, &ll, &e) != ALTAR_OK ||
-      (!strcmp(group, ALTAR_RECONCILER_GROUP) && altar__fleet_reconciler_offsets(v->ledger_path, ll, &e))) {
+  if (group_lag(v, group, topic, &ll, &e)) {
     altar_lag_list_free(ll);
     return json_pack("{s:s, s:s, s:n, s:o}", "group", group, "topic", topic, "lag", "error", jstr(e.msg));
   }

@@ -78,4 +78,10 @@ int altar_fleet_view_sync(altar_fleet_view_t *v, int timeout_ms, altar_error_t *
  * the ledger read-only. 0 or a negative code with err set. Any thread. */
 int altar__fleet_reconciler_offsets(const char *ledger_path, altar_lag_list_t *l, altar_error_t *err);
 
+/* The reconciler group's lag on the status topic, per partition, as the
+ * overview page and `altar log offsets` read it (the ledger's own input
+ * offsets against the log's ends). *pll malloc'd (altar_lag_list_free).
+ * Any thread. */
+int altar_fleet_view_reconciler_lag(altar_fleet_view_t *v, altar_lag_list_t **pll, altar_error_t *err);
+
 #endif

@@ -12,6 +12,8 @@
 #include "reconciler/checkpoint_runner.h"
 #include "reconciler/consumed_prune.h"
 #include "reconciler/followup_run.h"
+#include "reconciler/history.h"
+#include "reconciler/lag_gauge.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
 #include "reconciler/settled.h"
@@ -49,6 +51,7 @@ typedef struct daemon {
   altar__reconciler_metrics_t metrics;
   altar__cp_runner_t cp;
   altar__consumed_pruner_t pruner;
+  altar__lag_gauge_t lag;
   bool check_starts; /* partitions were assigned: compare where they begin with the ledger */
   int fatal;
   altar_error_t fatal_err;
@@ -231,6 +234,23 @@ static int stage_group_events(daemon_t *d, const altar_apply_result_t *res, alta
   return rc;
 }
 
+/* The dashboard's hour (reconciler/history.h): what a committed write applied. */
+static void note_history(daemon_t *d, const altar_status_event_t *evs, size_t n, const altar_apply_result_t *res) {
+  altar_history_t *h = d->o->history;
+  if (!h) return;
+  double now = altar_wall_s();
+  uint64_t finished = 0, fired = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (evs[i].event == ALTAR_EV_RELEASED) continue;
+    if (evs[i].state == ALTAR_STATE_SUCCEEDED) finished++;
+    if (evs[i].state != ALTAR_STATE_FAILED) continue;
+    finished++;
+    altar_history_failure(h, now, evs[i].failure ? evs[i].failure->reason : NULL);
+  }
+  for (size_t i = 0; i < res->n_events; i++) fired += res->events[i].event == ALTAR_GROUP_FIRED;
+  altar_history_add(h, now, finished, fired, res->n_events - fired);
+}
+
 /* Says which groups res held and why, and brings the held count up to date
  * when it may have changed (after the batch is committed) or recount is set. */
 static void note_held(daemon_t *d, const altar_apply_result_t *res, bool recount) {
@@ -268,6 +288,7 @@ static int recheck_held(daemon_t *d, altar_error_t *err) {
       dlog(d, "held group %s:%s decided again: %s", res.events[i].kind, res.events[i].group_key,
            res.events[i].event == ALTAR_GROUP_FIRED ? "fired" : "settled");
     note_held(d, &res, true);
+    note_history(d, NULL, 0, &res);
     rc = altar__outbox_publish_from(&d->ob, first_seq, err);
   }
   altar_apply_result_clear(&res);
@@ -345,6 +366,7 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
   else altar__settled_abort(&d->settled);
   if (!rc) note_held(d, &res, false);
   if (!rc) {
+    note_history(d, evs, n_ev, &res);
     d->stats.events += n_ev;
     d->stats.batches++;
     rc = altar__outbox_publish_from(&d->ob, first_seq, err);
@@ -462,6 +484,25 @@ static void check_starts(daemon_t *d) {
   altar_topic_list_free(tl);
 }
 
+/* The lag gauges, every few seconds and outside the apply path: each owned
+ * status partition's end offset against the offset applied. */
+static void poll_lag(daemon_t *d) {
+  if (!altar__lag_gauge_due(&d->lag, altar_mono_ms())) return;
+  size_t n = d->n_parts;
+  int32_t *parts = calloc(n ? n : 1, sizeof *parts);
+  int64_t *ends = calloc(n ? n : 1, sizeof *ends);
+  altar_error_t e = {0};
+  int rc = parts && ends ? ALTAR_OK : altar_error_set(&e, ALTAR_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n && !rc; i++) parts[i] = d->parts[i].partition;
+  if (!rc && n) rc = altar_transport_end_offsets(d->o->transport, d->o->topics->status, parts, n, 1000, ends, &e);
+  if (rc) dlog(d, "lag gauges: reading the status partitions' end offsets: %s", e.msg);
+  for (size_t i = 0; i < n && !rc; i++) /* reused as the lags */
+    ends[i] = ends[i] < 0 ? 0 : ends[i] - (d->parts[i].next > 0 ? d->parts[i].next : 0);
+  if (!rc) altar_history_lag(d->o->history, altar_wall_s(), altar__lag_gauge_set(&d->lag, parts, ends, n));
+  free(parts);
+  free(ends);
+}
+
 /* What the settled set holds in memory and what it had to read. */
 static void settled_stats(daemon_t *d) {
   d->stats.settled_cached = altar__settled_cache_size(&d->settled.cache);
@@ -482,6 +523,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   if (d.settled.damaged) dlog(&d, "%s", d.settled.damage.msg);
   altar_error_t me = {0};
   if (altar__reconciler_metrics_init(&d.metrics, o->metrics, &me)) dlog(&d, "metrics off: %s", me.msg);
+  if (altar__lag_gauge_init(&d.lag, o->metrics, &me)) dlog(&d, "lag gauges off: %s", me.msg);
   altar__cp_runner_init(&d.cp, o->checkpoint_uri, o->checkpoint_interval_s, altar_wall_s());
   d.pruner.keep_s = o->consumed_keep_s;
   d.ob.on_published = o->on_published;
@@ -546,6 +588,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     }
     if (!rc) prune_consumed(&d);
     altar_transport_poll(o->transport, 0);
+    if (!rc) poll_lag(&d);
     d.stats.published = d.ob.published;
     settled_stats(&d);
     altar__reconciler_metrics_update(&d.metrics, &d.stats);
@@ -591,6 +634,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   d.parts = NULL;
   settled_stats(&d);
   altar__settled_free(&d.settled);
+  altar__lag_gauge_free(&d.lag);
   d.n_parts = 0;
   d.stats.published = d.ob.published;
   altar__reconciler_metrics_update(&d.metrics, &d.stats);

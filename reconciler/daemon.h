@@ -54,6 +54,9 @@ typedef struct altar_reconciler_opts {
    * NULL: such follow-ups are published again. */
   const char *transport_name;
   const altar_strmap_t *transport_props;
+  /* Borrowed, may be NULL: the last hour for the dashboard's charts
+   * (reconciler/history.h), recorded as batches commit. */
+  struct altar_history *history;
 } altar_reconciler_opts_t;
 
 typedef struct altar_reconciler_stats {

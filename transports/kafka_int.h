@@ -144,6 +144,10 @@ int altar__kafka_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *p
 int altar__kafka_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
 int altar__kafka_leave(altar_transport_t *t, altar_error_t *err);
 
+/* transport op end_offsets (kafka_end_offsets.c). */
+int altar__kafka_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n,
+                             int timeout_ms, int64_t *pends, altar_error_t *err);
+
 /* transport op topic_members (kafka_members.c). */
 int altar__kafka_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,
                                altar_error_t *err);

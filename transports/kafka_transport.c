@@ -277,4 +277,5 @@ const altar_transport_ops_t altar_transport_kafka_ops = {
     .caught_up = altar__kafka_caught_up,
     .topic_members = altar__kafka_topic_members,
     .leave = altar__kafka_leave,
+    .end_offsets = altar__kafka_end_offsets,
 };

@@ -313,6 +313,7 @@ typedef struct local {
   local_cfg_t cfg;
   local_producer_t prod;
   local_consumer_t cons;
+  struct lend_cache *ends; /* where end_offsets' scans stopped (local_end_offsets.c) */
 } local_t;
 
 int altar__local_producer_init(local_producer_t *p);
@@ -344,6 +345,11 @@ void altar__local_watch_collect(local_consumer_t *c, lreader_t *const *rs, size_
 bool altar__local_watch_active(const local_consumer_t *c);
 void altar__local_watch_wait(local_consumer_t *c, int64_t ms);
 void altar__local_watch_close(local_consumer_t *c);
+
+/* transport op end_offsets, and freeing what it remembers (local_end_offsets.c). */
+int altar__local_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n, int timeout_ms,
+                             int64_t *pends, altar_error_t *err);
+void altar__local_end_cache_free(struct lend_cache *c);
 
 /* transport op topic_members (local_members.c). */
 int altar__local_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,

@@ -76,6 +76,7 @@ static void local_close(altar_transport_t *t) {
   altar__local_consumer_close(t);
   altar__local_producer_shutdown(t);
   altar__local_cfg_clear(&l->cfg);
+  altar__local_end_cache_free(l->ends);
   free(l);
   altar_transport_set_impl(t, NULL);
 }
@@ -151,4 +152,5 @@ const altar_transport_ops_t altar_transport_local_ops = {
     .lag = NULL,
     .topic_members = altar__local_topic_members,
     .leave = altar__local_leave,
+    .end_offsets = altar__local_end_offsets,
 };

@@ -152,6 +152,53 @@ function jobState(j) {
   return j.groups.fired ? "fired" : "pending";
 }
 
+// A chart of the last hour (/api/history, 10 s buckets) as inline SVG: one
+// polyline per series over a shared scale; the legend gives each series'
+// total over the hour (lag: its newest value). data-chart / data-series /
+// data-total carry the numbers drawn, for whoever checks the picture.
+const SVG = "http://www.w3.org/2000/svg";
+const COLORS = ["#2f6fdb", "#c0362c", "#1a7f37", "#9a6700", "#7c3aed", "#0e7490", "#be185d", "#4b5563"];
+function svg(tag, attrs) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  return e;
+}
+function chart(id, title, series, lastValue) {
+  const W = 360, H = 80;
+  const vals = series.flatMap((s) => s.values.filter((v) => v !== null));
+  const max = Math.max(1, ...vals);
+  const pic = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W * 1.5, height: H * 1.5, "data-chart": id, role: "img" });
+  pic.append(svg("rect", { x: 0, y: 0, width: W, height: H, fill: "#fff", stroke: "#e2e5ea" }));
+  const legend = el("div", { class: "legend" });
+  series.forEach((s, i) => {
+    const color = COLORS[i % COLORS.length];
+    const pts = s.values.map((v, x) => (v === null ? null : `${x + 0.5},${(H - 2 - (v / max) * (H - 6)).toFixed(1)}`));
+    const known = s.values.filter((v) => v !== null);
+    const total = lastValue ? (known.length ? known[known.length - 1] : 0) : known.reduce((a, b) => a + b, 0);
+    pic.append(svg("polyline", { points: pts.filter((p) => p).join(" "), fill: "none", stroke: color,
+      "stroke-width": 1.2, "data-series": s.name, "data-total": String(total) }));
+    legend.append(el("span", { style: "color:" + color }, `${s.name}: ${total}`));
+  });
+  const note = lastValue ? `now; highest ${max}` : `in the last hour; max ${max} per 10 s`;
+  return el("figure", { class: "chart" }, el("figcaption", {}, `${title} (${note})`), pic, legend);
+}
+
+async function historyCharts() {
+  let h;
+  try {
+    h = await api("history");
+  } catch (e) {
+    return el("p", { class: "muted" }, "No history here (" + e.message + ").");
+  }
+  const reasons = Object.keys(h.failures).sort();
+  return el("div", { class: "charts" },
+    chart("finished", "Shards finished", [{ name: "finished", values: h.finished }]),
+    chart("groups", "Groups", [{ name: "fired", values: h.fired }, { name: "dead_lettered", values: h.dead_lettered }]),
+    chart("failures", "Failures by reason", reasons.length ? reasons.map((r) => ({ name: r, values: h.failures[r] }))
+      : [{ name: "none", values: h.finished.map(() => 0) }]),
+    chart("lag", "Reconciler lag (status events)", [{ name: "lag", values: h.lag }], true));
+}
+
 // Bytes as MiB for a card or a cell; "—" when not reported.
 const mib = (b) => (typeof b === "number" ? (b / 1048576).toFixed(1) + " MiB" : "—");
 
@@ -178,6 +225,8 @@ const pages = {
         card(mib(o.ledger.disk_bytes), "ledger on disk", "ledger_disk")),
       el("h2", {}, "Shards by state"),
       el("div", { class: "cards" }, ["pending", "running", "succeeded", "failed"].map((s) => card(o.shards[s], s, s))),
+      el("h2", {}, "The last hour"),
+      await historyCharts(),
       el("p", { class: "muted" }, `Rates over the last ${num(o.rates.window_s)} s. Ledger ${o.ledger.path} read ${when(o.ledger.read_at)}`,
         o.ledger.error ? el("span", { class: "error" }, " — " + o.ledger.error) : ""),
     ];
@@ -217,8 +266,9 @@ const pages = {
           a.ended_at ? ` · ended ${when(a.ended_at)}` : ""),
         a.detail ? el("div", { class: "detail" }, a.detail) : null))) : null;
     const shardRows = (ms) => ms.map((s) => el("tr", { "data-shard": s.external_id },
-      el("td", {}, s.task_key ? el("a", { href: "#/shard/" + encodeURIComponent(s.task_key) }, el("code", {}, s.external_id)) : el("code", {}, s.external_id),
-        s.labels ? el("div", { class: "muted" }, Object.entries(s.labels).map(([k, v]) => `${k}=${v}`).join(" ")) : null), el("td", {}, state(s.state)), el("td", { class: "num" }, s.attempts, runs(s)),
+      // Named by its labels (the server sorts by them too); the backend's id below.
+      el("td", { "data-name": s.name || "" }, s.task_key ? el("a", { href: "#/shard/" + encodeURIComponent(s.task_key) }, s.name || el("code", {}, s.external_id)) : (s.name || el("code", {}, s.external_id)),
+        s.name ? el("div", { class: "muted" }, el("code", {}, s.external_id)) : null), el("td", {}, state(s.state)), el("td", { class: "num" }, s.attempts, runs(s)),
       el("td", {}, s.host || "—", s.forwarded_from ? el("div", { class: "muted", "data-forwarded": s.forwarded_from }, `forwarded from ${s.forwarded_from}`) : null),
       el("td", {}, s.failure ? [el("b", {}, s.failure.reason), s.failure.detail ? el("div", { class: "detail" }, s.failure.detail) : null] : "—"),
       el("td", {}, s.outputs.map((u) => el("div", {}, el("code", {}, u)))), whyCell(s.why)));

@@ -321,6 +321,14 @@ int altar_transport_leave(altar_transport_t *t, altar_error_t *err);
 int altar_transport_lag(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
                         altar_lag_list_t **plist, altar_error_t *err);
 
+/* pends[i] (n entries, caller's array) = the end offset of topic's partition
+ * parts[i], or ALTAR_OFFSET_INVALID when the topic has no such partition;
+ * cheap enough to poll every few seconds (kafka answers from the last fetch
+ * response of a partition t reads), not meant for every record. 0 or a
+ * negative code (ALTAR_ENOTFOUND: no such topic). */
+int altar_transport_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n,
+                                int timeout_ms, int64_t *pends, altar_error_t *err);
+
 ALTAR_API_END
 
 #endif

@@ -38,7 +38,7 @@ wait_up "$base" || fail "no answer on $base: $(cat "$T/dash.log")"
 [ "$(code "$base/")" = 200 ] && grep -q '<script src="/app.js">' "$T/body" || fail "GET / is not the page"
 [ "$(code "$base/app.js")" = 200 ] && grep -q "POLL_MS" "$T/body" || fail "GET /app.js"
 [ "$(code "$base/style.css")" = 200 ] || fail "GET /style.css"
-for p in overview jobs workers dead; do
+for p in overview jobs workers dead history; do
   [ "$(code "$base/api/$p")" = 200 ] && python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/body" ||
     fail "GET /api/$p: not 200 JSON: $(cat "$T/body")"
 done
@@ -47,6 +47,14 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["limit"]==
 [ "$(code "$base/api/overview")" = 200 ] &&
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["server"]["rss_bytes"] > 0 and d["ledger"]["disk_bytes"] >= 0, d' "$T/body" ||
   fail "overview without server.rss_bytes or ledger.disk_bytes: $(cat "$T/body")"
+# The last hour: 360 buckets of 10 s each series; on its own the dashboard applies nothing (0 finished).
+[ "$(code "$base/api/history")" = 200 ] && python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["bucket_s"] == 10 and d["buckets"] == 360, d
+assert all(len(d[k]) == 360 for k in ("finished", "fired", "dead_lettered", "lag")), d
+assert d["totals"]["finished"] == 0 and d["failures"] == {}, d["totals"]' "$T/body" ||
+  fail "/api/history: $(head -c 300 "$T/body")"
 [ "$(code "$base/api/jobs?limit=100000")" = 200 ] &&
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["limit"]==500, d' "$T/body" ||
   fail "limit is not capped at 500: $(cat "$T/body")"
@@ -142,6 +150,10 @@ jcheck "$base/api/job?id=$job&worker=nobody" 'd["shards_matched"] == 0 and d["sh
 jcheck "$base/api/job?id=$job&state=cancelled" 'd["shards_matched"] == 0' "state=cancelled: none"
 jcheck "$base/api/job?id=$job&state=waiting" 'd["shards_matched"] == 0' "state=waiting: none"
 jcheck "$base/api/job?id=$job" 'not d["filtered"] and "shard_list" not in d and len(d["group_list"]) == 2' "no filter: the groups"
+# Shards named and sorted by their labels: kind, group, then each label (fold
+# 0 before 1), the same between polls; a group's members in that order too.
+jcheck "$base/api/job?id=$job&worker=api-w1" '[s["name"] for s in d["shard_list"]] == ["fold=0 group=solo num_folds=1", "fold=0 group=g num_folds=2", "fold=1 group=g num_folds=2"]' "filtered shards in label order, named by their labels"
+jcheck "$base/api/job?id=$job" '[[m["name"] for m in g["members"]] for g in d["group_list"] if g["kind"] == "shard"] == [["fold=0 group=g num_folds=2", "fold=1 group=g num_folds=2"]]' "a group's members in label order"
 # Paging: one row a page, the total stays, the pages differ.
 jcheck "$base/api/job?id=$job&worker=api-w1&limit=1" 'd["shards_matched"] == 3 and len(d["shard_list"]) == 1' "limit=1"
 k0="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["shard_list"][0]["task_key"])' "$T/body")"

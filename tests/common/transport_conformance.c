@@ -818,6 +818,67 @@ static void test_topic_members(void) {
   altar_transport_close(t);
 }
 
+/* end_offsets: the same ends list_topics reports, from a handle that reads
+ * nothing and from one that consumed the partitions (kafka answers there
+ * from its last fetch), also after more records came; a partition the
+ * topic lacks is ALTAR_OFFSET_INVALID, a missing topic ALTAR_ENOTFOUND. */
+static void expect_ends(altar_transport_t *t, const char *topic, const int64_t want[3]) {
+  const int32_t parts[4] = {0, 1, 2, 7};
+  int64_t ends[4] = {0};
+  altar_error_t err = {0};
+  int rc = altar_transport_end_offsets(t, topic, parts, 4, wait_ms(), ends, &err);
+  if (rc) fprintf(stderr, "conformance: end_offsets: %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  for (int p = 0; p < 3; p++) CU_ASSERT_EQUAL(ends[p], want[p]);
+  CU_ASSERT_EQUAL(ends[3], ALTAR_OFFSET_INVALID);
+}
+
+static void test_end_offsets(void) {
+  altar_transport_t *t = open_transport(NULL), *reader = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL && reader != NULL);
+  char topic[200], group[200];
+  unique(topic, sizeof topic, "ends");
+  unique(group, sizeof group, "ends-g");
+  create_topic(t, topic, 3);
+  const int counts[3] = {2, 3, 0};
+  for (int p = 0; p < 3; p++)
+    for (int i = 0; i < counts[p]; i++) CU_ASSERT_FATAL(produce(t, topic, p, NULL, "v", NULL) == 0);
+  flush_all(t);
+  altar_topic_list_t *l = NULL;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_list_topics(t, topic, wait_ms(), &l, &err), 0);
+  int64_t want[3];
+  for (int p = 0; p < 3; p++) want[p] = l->topics[0].partitions[p].end;
+  altar_topic_list_free(l);
+  expect_ends(t, topic, want);
+  asg_t a = {.topic = topic};
+  subscribe(reader, group, topic, &a);
+  for (int got = 0; got < 5; got++) {
+    altar_msg_t *m = next_msg(reader, wait_ms());
+    CU_ASSERT_FATAL(m != NULL);
+    altar_msg_free(m);
+  }
+  expect_ends(reader, topic, want);
+  for (int i = 0; i < 4; i++) CU_ASSERT_FATAL(produce(t, topic, 1, NULL, "more", NULL) == 0);
+  flush_all(t);
+  want[1] += 4;
+  for (int got = 0; got < 4; got++) {
+    altar_msg_t *m = next_msg(reader, wait_ms());
+    CU_ASSERT_FATAL(m != NULL);
+    altar_msg_free(m);
+  }
+  expect_ends(reader, topic, want);
+  expect_ends(t, topic, want);
+  char missing[200];
+  unique(missing, sizeof missing, "ends-none");
+  const int32_t p0 = 0;
+  int64_t e = 0;
+  CU_ASSERT_EQUAL(altar_transport_end_offsets(t, missing, &p0, 1, wait_ms(), &e, &err), ALTAR_ENOTFOUND);
+  CU_ASSERT(altar_transport_end_offsets(t, "../bad", &p0, 1, wait_ms(), &e, &err) < 0);
+  altar_transport_close(reader);
+  altar_transport_close(t);
+}
+
 static void test_bad_arguments(void) {
   altar_transport_t *t = open_transport(NULL);
   CU_ASSERT_FATAL(t != NULL);
@@ -852,5 +913,6 @@ void altar_transport_conformance_add(const altar_transport_conformance_t *c) {
   ALTAR_TEST(test_detach_silences_callbacks);
   ALTAR_TEST(test_list_topics_and_lag);
   ALTAR_TEST(test_topic_members);
+  ALTAR_TEST(test_end_offsets);
   ALTAR_TEST(test_bad_arguments);
 }

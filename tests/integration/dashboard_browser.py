@@ -258,6 +258,34 @@ def main():
         lag = b.js(text_of('[data-card="reconciler_lag"] .v'))
         check(lag == expected_lag, f"reconciler lag {lag!r} is altar log offsets' {expected_lag!r}")
         check(b.js(text_of('[data-card="cancelled"] .v')) == "1", "the overview counts 1 cancelled group")
+        # The last hour's charts (the reconciler's memory, /api/history), once
+        # the second job settled: every terminal event the reconciler applied
+        # since it started, which is this whole fleet's life. Recorded: job 1
+        # and the second job, 4 shards each (one exits 3) with one group fired
+        # and one dead-lettered each; the cancelled job's 2 shards and its
+        # cancelled group; the retried shard's 2 runs (exit_143, then success)
+        # and its fired group.
+        want = {"finished": {"finished": 12}, "groups": {"fired": 3, "dead_lettered": 3},
+                "failures": {"exit_3": 2, "exit_143": 1, "cancelled": 2}}
+        totals = ("Object.fromEntries(Array.from(document.querySelectorAll('svg[data-chart]')).map(c => [c.dataset.chart, "
+                  "Object.fromEntries(Array.from(c.querySelectorAll('polyline[data-series]')).map(p => "
+                  "[p.dataset.series, Number(p.dataset.total)]))]))")
+        def charted():
+            try:
+                got = b.js(totals) or {}
+            except RuntimeError:
+                return None
+            return {k: {n: got.get(k, {}).get(n) for n in v} for k, v in want.items()}, got
+        deadline = time.monotonic() + WAIT_S
+        seen, got = charted() or ({}, {})
+        while seen != want and time.monotonic() < deadline:  # the page polls; the second job may still run
+            time.sleep(0.5)
+            seen, got = charted() or ({}, {})
+        for chart_id, series in want.items():
+            for name, n in series.items():
+                check(got.get(chart_id, {}).get(name) == n, f"chart {chart_id}: {name} {got.get(chart_id, {}).get(name)} == {n}")
+        check("lag" in got.get("lag", {}), "the reconciler's lag is charted")
+        check(b.js("document.querySelectorAll('svg[data-chart] polyline').length") >= 6, "every series is drawn as a line")
         b.shot(os.path.join(shots, "overview.png"))
     finally:
         b.close()

@@ -8,7 +8,7 @@
  * altar_transport_impl. Optional operations (NULL in the table) get their
  * default once, when the handle is opened (core/transport.c): leave, assign,
  * assignment, caught_up and topic_members answer ALTAR_ENOTSUP, lag is built
- * from list_topics and committed. A table lacking a required operation is
+ * from list_topics and committed, end_offsets from list_topics. A table lacking a required operation is
  * refused at open and at registration (ALTAR_EINVAL naming it). */
 #ifndef ALTAR_PLUGIN_TRANSPORT_H
 #define ALTAR_PLUGIN_TRANSPORT_H
@@ -150,6 +150,15 @@ struct altar_transport_ops {
   /* *pms = how long topic keeps records (-1 = forever). Optional (default
    * ALTAR_ENOTSUP). */
   int (*topic_retention_ms)(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err);
+  /* pends[i] = the end offset of topic's partition parts[i], as cheaply as
+   * the transport knows it (kafka: the high watermark of the last fetch
+   * response for a partition this handle reads, else one broker query;
+   * local: the partition's end, reading only what was appended since the
+   * last call on this handle); ALTAR_OFFSET_INVALID for a partition the
+   * topic lacks. For gauges polled every few seconds, not per record.
+   * Optional: the default reads list_topics. */
+  int (*end_offsets)(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n, int timeout_ms,
+                     int64_t *pends, altar_error_t *err);
 };
 
 /* A transport instance. Made by altar_transport_open (or _open_ops); freed
