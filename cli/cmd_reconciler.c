@@ -25,8 +25,9 @@ static void usage(FILE *out) {
           "batches and publishes group events to the ready and dead topics.\n"
           "--rebuild builds a fresh ledger from the beginning of the status topic (or,\n"
           "with ledger.checkpoints, from the newest checkpoint and the status events\n"
-          "after it), publishes only group events missing from the ready/dead topics,\n"
-          "swaps it in, prints its checksum (and the replaced ledger's) and exits. It\n"
+          "after it), publishes the group events the replaced ledger had not decided\n"
+          "(never guessed from the ready/dead topics, whose records expire), swaps\n"
+          "it in, prints its checksum (and the replaced ledger's) and exits. It\n"
           "refuses, naming the offsets, when events it needs are no longer on the log.\n"
           "With ledger.checkpoints, a reconciler whose ledger directory does not exist\n"
           "starts from the newest checkpoint, and checkpoints its ledger every\n"
@@ -98,7 +99,7 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   altar_reconciler_stats_t stats = {0};
   uint64_t missing = 0;
   int rc = altar_reconciler_rebuild(cfg->transport_name, &cfg->transport_props, nl, groups, &cfg->topics,
-                                    from_cp ? &cp : NULL, quiet, &stats, &missing, &err);
+                                    from_cp ? &cp : NULL, ol, quiet, &stats, &missing, &err);
   /* Retried jobs and DLQ copies the old daemon staged but never saw
    * acknowledged exist only in its outbox: the replay cannot tell whether
    * they went out, so they go out (again, same bytes) from the new ledger.
