@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
   altar_reconciler_stats_t st = {0};
   uint64_t published = 0;
   altar_ledger_t *l = altar_ledger_rocksdb_open(ledger, NULL, &e);
-  if (!l || altar_reconciler_rebuild("local", &props, l, &groups, &topics, NULL, true, &st, &published, &e))
+  if (!l || altar_reconciler_rebuild("local", &props, l, &groups, &topics, NULL, NULL, true, &st, &published, &e))
     die("rebuild", &e);
   /* With BENCH_DASHBOARD_WAL=1 the rebuild's write-ahead log stays, as a live
    * reconciler's does: every read-only open replays it. */

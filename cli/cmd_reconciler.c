@@ -8,6 +8,7 @@
 #include "reconciler/daemon.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
+#include "reconciler/standby.h"
 #include "altar/fleet.h"
 
 #include <errno.h>
@@ -25,8 +26,9 @@ static void usage(FILE *out) {
           "batches and publishes group events to the ready and dead topics.\n"
           "--rebuild builds a fresh ledger from the beginning of the status topic (or,\n"
           "with ledger.checkpoints, from the newest checkpoint and the status events\n"
-          "after it), publishes only group events missing from the ready/dead topics,\n"
-          "swaps it in, prints its checksum (and the replaced ledger's) and exits. It\n"
+          "after it), publishes the group events the replaced ledger had not decided\n"
+          "(never guessed from the ready/dead topics, whose records expire), swaps\n"
+          "it in, prints its checksum (and the replaced ledger's) and exits. It\n"
           "refuses, naming the offsets, when events it needs are no longer on the log.\n"
           "With ledger.checkpoints, a reconciler whose ledger directory does not exist\n"
           "starts from the newest checkpoint, and checkpoints its ledger every\n"
@@ -37,6 +39,9 @@ static void usage(FILE *out) {
           "                       s3:// (ledger.checkpoints; default none)\n"
           "  --checkpoint-interval S  seconds between checkpoints (ledger.checkpoint_interval_s, 60)\n"
           "  --exit-when-idle     stop once the status topic is drained\n"
+          "  --standby            own nothing while another reconciler of the group runs: keep the\n"
+          "                       newest checkpoint restored beside ledger.path (ledger.standby),\n"
+          "                       say when caught up, take over when the group has no member\n"
           "  --group NAME         consumer group on the status topic (default " ALTAR_RECONCILER_GROUP ")\n"
           "  --metrics HOST:PORT  serve Prometheus metrics on GET /metrics (metrics.addr)\n"
           "                       and the read-only web dashboard on / (its JSON on /api/)\n"
@@ -98,7 +103,7 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   altar_reconciler_stats_t stats = {0};
   uint64_t missing = 0;
   int rc = altar_reconciler_rebuild(cfg->transport_name, &cfg->transport_props, nl, groups, &cfg->topics,
-                                    from_cp ? &cp : NULL, quiet, &stats, &missing, &err);
+                                    from_cp ? &cp : NULL, ol, quiet, &stats, &missing, &err);
   /* Retried jobs and DLQ copies the old daemon staged but never saw
    * acknowledged exist only in its outbox: the replay cannot tell whether
    * they went out, so they go out (again, same bytes) from the new ledger.
@@ -188,6 +193,25 @@ static int check_status_retention(altar_transport_t *t, const altar_config_t *cf
   return 0;
 }
 
+/* A standby waits here, a warm copy of the newest checkpoint beside its
+ * ledger path, until no reconciler of its group runs; 0 to go on as the
+ * owner, 1 on failure, 2 for a bad setting, 3 when stopped meanwhile. */
+static int stand_by(const altar_config_t *cfg, const char *group, altar_metrics_t *metrics,
+                    volatile sig_atomic_t *stop, bool quiet) {
+  altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
+  if (!t) return 1;
+  altar__standby_opts_t so = {.checkpoint_uri = cfg->ledger_checkpoints, .ledger_path = cfg->ledger_path,
+                              .transport = t, .group = group ? group : ALTAR_RECONCILER_GROUP,
+                              .status_topic = cfg->topics.status, .poll_ms = cfg->ledger_standby_poll_ms,
+                              .stop = stop, .metrics = metrics, .quiet = quiet};
+  altar_error_t err = {0};
+  int rc = altar__standby_wait(&so, &err);
+  altar_transport_close(t);
+  if (rc == ALTAR_ECANCELED) return 3;
+  if (rc) fprintf(stderr, "altar reconciler: %s\n", err.msg);
+  return !rc ? 0 : rc == ALTAR_EINVAL || rc == ALTAR_EEXIST ? 2 : 1;
+}
+
 /* A reconciler with no ledger yet starts from the newest checkpoint, if
  * any: the status topic may no longer hold the history before it. */
 static int restore_if_new(const altar_config_t *cfg, bool quiet) {
@@ -227,6 +251,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--rebuild")) do_rebuild = true;
+    else if (!strcmp(a, "--standby")) cfg.ledger_standby = true;
     else if (!strcmp(a, "--exit-when-idle")) o.exit_when_idle = true;
     else if (!strcmp(a, "--quiet")) o.quiet = true;
     else if (!strcmp(a, "--group") && i + 1 < argc) o.group = argv[++i];
@@ -285,12 +310,18 @@ int altar_cmd_reconciler(int argc, char **argv) {
     o.checkpoint_interval_s = cfg.ledger_checkpoint_interval_s;
     o.consumed_keep_s = cfg.ledger_consumed_keep_days * 86400.0;
     o.settled_cache_entries = cfg.ledger_settled_cache_entries;
-    rc = restore_if_new(&cfg, o.quiet);
+    rc = 0;
+    if (cfg.ledger_standby) {
+      altar_cli_install_stop_signals(&stop);
+      rc = stand_by(&cfg, o.group, metrics, &stop, o.quiet);
+    }
+    int standby_rc = rc;
+    if (!rc) rc = restore_if_new(&cfg, o.quiet);
     altar_ledger_t *l = rc ? NULL : altar_ledger_rocksdb_open(cfg.ledger_path, NULL, &err);
     if (rc) err.msg[0] = 0;
     altar_transport_t *t = l ? altar_cli_open_transport(&cfg, NULL) : NULL;
     if (!l && err.msg[0]) fprintf(stderr, "altar reconciler: %s\n", err.msg);
-    rc = 1;
+    rc = standby_rc == 3 ? 0 : standby_rc == 2 ? 2 : 1; /* a standby stopped while waiting exits 0 */
     int refused = t && !altar_cli_ensure_topics(t, &cfg) ? check_status_retention(t, &cfg) : 1;
     if (refused == 2) rc = 2;
     if (!refused) {

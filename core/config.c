@@ -26,6 +26,7 @@ static int config_defaults(altar_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->topic_partitions = ALTAR_DEFAULT_TOPIC_PARTITIONS;
   cfg->ledger_checkpoint_interval_s = 60;
+  cfg->ledger_standby_poll_ms = ALTAR_DEFAULT_STANDBY_POLL_MS;
   cfg->ledger_consumed_keep_days = ALTAR_DEFAULT_CONSUMED_KEEP_DAYS;
   cfg->ledger_settled_cache_entries = ALTAR_DEFAULT_SETTLED_CACHE_ENTRIES;
   cfg->topics_retention_ms = ALTAR_DEFAULT_TOPIC_RETENTION_MS;
@@ -128,6 +129,22 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [1, %d] (entries kept in memory), got \"%s\"",
                              key, ALTAR_MAX_SETTLED_CACHE_ENTRIES, value);
     cfg->ledger_settled_cache_entries = (size_t)n;
+    return ALTAR_OK;
+  }
+  if (!strcmp(key, "ledger.standby")) {
+    bool yes = !strcmp(value, "true"), no = !strcmp(value, "false");
+    if (!yes && !no) return altar_error_set(err, ALTAR_EINVAL, "%s: must be true or false, got \"%s\"", key, value);
+    cfg->ledger_standby = yes;
+    return ALTAR_OK;
+  }
+  if (!strcmp(key, "ledger.standby_poll_ms")) {
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(value, &end, 10);
+    if (errno || end == value || *end || n < 10 || n > 60000)
+      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [10, 60000] (milliseconds), got \"%s\"",
+                             key, value);
+    cfg->ledger_standby_poll_ms = (int)n;
     return ALTAR_OK;
   }
   if (!strcmp(key, "ledger.checkpoint_interval_s")) {
@@ -278,7 +295,7 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
                                              "dlq",   "partitions", "fleet", "retention_ms",
                                              "status_retention_ms", NULL};
   static const char *const ledger_keys[] = {"path", "checkpoints", "checkpoint_interval_s", "consumed_keep_days",
-                                            "settled_cache_entries", NULL};
+                                            "settled_cache_entries", "standby", "standby_poll_ms", NULL};
   static const char *const metrics_keys[] = {"addr", "worker_addr", NULL};
   const char *const *known = !strcmp(section, "topics")   ? topics_keys
                              : !strcmp(section, "ledger") ? ledger_keys

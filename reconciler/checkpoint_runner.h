@@ -34,7 +34,8 @@ void altar__cp_runner_init(altar__cp_runner_t *r, const char *uri, double interv
 
 /* One turn of the daemon: collects a finished upload (its outcome in *pdone:
  * 1 shipped, -1 failed with *perr, 0 nothing finished) and starts the next
- * when due and the ledger changed (batches: the daemon's batch count). A
+ * when due and the ledger changed (batches: a count of the daemon's writes,
+ * batches and acknowledged outbox entries). A
  * failure to take is returned in *perr as a failed one. */
 void altar__cp_runner_tick(altar__cp_runner_t *r, altar_ledger_t *l, const char *topic, uint64_t batches, double now,
                            int *pdone, altar_error_t *perr);

@@ -437,6 +437,10 @@ static void prune_consumed(daemon_t *d) {
   d->stats.consumed_prune_next = d->pruner.next_frees;
 }
 
+/* Writes to the ledger so far: batches, and outbox entries deleted once
+ * acknowledged (a checkpoint holding one would have it published again). */
+static uint64_t ledger_changes(const daemon_t *d) { return d->stats.batches + d->ob.published; }
+
 /* Says what a checkpoint turn did and counts it. */
 static void note_checkpoint(daemon_t *d, int done, const altar_error_t *e) {
   if (done > 0) {
@@ -583,7 +587,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     if (!rc) {
       int cdone = 0;
       altar_error_t ce = {0};
-      altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, d.stats.batches, altar_wall_s(), &cdone, &ce);
+      altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, ledger_changes(&d), altar_wall_s(), &cdone, &ce);
       note_checkpoint(&d, cdone, &ce);
     }
     if (!rc) prune_consumed(&d);
@@ -603,6 +607,11 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
   d.msgs = NULL;
   d.pn_msgs = NULL;
   free(msgs);
+  /* Acknowledgements first: each deletes its outbox entry, so the last
+   * checkpoint holds none that is out already (a takeover from it would
+   * publish it again). */
+  altar_error_t fe = {0};
+  if (altar_transport_flush(o->transport, 30000, &fe) != ALTAR_OK) dlog(&d, "flush: %s", fe.msg);
   {
     /* The upload in flight, then (a clean stop) one more of what changed
      * since, so whoever takes over replays little. */
@@ -612,15 +621,13 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
     note_checkpoint(&d, cdone, &ce);
     if (!rc && !d.fatal && d.cp.uri) {
       d.cp.next_due = 0;
-      altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, d.stats.batches, altar_wall_s(), &cdone, &ce);
+      altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, ledger_changes(&d), altar_wall_s(), &cdone, &ce);
       note_checkpoint(&d, cdone, &ce);
       altar__cp_runner_finish(&d.cp, &cdone, &ce);
       note_checkpoint(&d, cdone, &ce);
     }
     altar__cp_runner_free(&d.cp);
   }
-  altar_error_t fe = {0};
-  if (altar_transport_flush(o->transport, 30000, &fe) != ALTAR_OK) dlog(&d, "flush: %s", fe.msg);
   /* No callback of ours fires after this (the caller's close revokes what
    * is owned, after the offsets are committed below). */
   altar_transport_detach(o->transport);

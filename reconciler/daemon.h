@@ -93,13 +93,19 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
 
 /* Rebuilds a ledger from the beginning of the status topic into new_ledger
  * (fresh, durable) — or, with `from`, from the offsets that checkpoint covers
- * into new_ledger restored from it — learning from the ready and dead topics which event ids
- * were already published and publishing only the missing ones. Reads each
- * partition up to its end offset as of the start. Opens its own transport
- * handles (transport_name + props) for reading and publishing. */
+ * into new_ledger restored from it — and publishes the group events no kept
+ * ledger owns: those made due by status events at or beyond the input
+ * offsets of `replaced` (the ledger being replaced, read only; NULL: none,
+ * so every group the replay decides is published), plus those `replaced`
+ * holds undecided. The ready and dead topics are never read: what they
+ * still hold depends on their retention. `replaced`'s outbox is the
+ * caller's to carry over (altar__outbox_carry). Reads each partition up to
+ * its end offset as of the start. Opens its own transport handles
+ * (transport_name + props) for reading and publishing. */
 int altar_reconciler_rebuild(const char *transport_name, const altar_strmap_t *transport_props,
                              altar_ledger_t *new_ledger, const altar_group_specs_t *groups,
-                             const altar_topics_t *topics, const struct altar_checkpoint *from, bool quiet,
-                             altar_reconciler_stats_t *pstats, uint64_t *ppublished_missing, altar_error_t *err);
+                             const altar_topics_t *topics, const struct altar_checkpoint *from,
+                             altar_ledger_t *replaced, bool quiet, altar_reconciler_stats_t *pstats,
+                             uint64_t *ppublished_missing, altar_error_t *err);
 
 #endif

@@ -1,5 +1,5 @@
-/* Replay: a fresh ledger from the beginning of the status topic, then only
- * the group events the ready and dead topics do not already hold. */
+/* Replay: a fresh ledger from the beginning of the status topic (or from a
+ * checkpoint), then only the group events no kept ledger already owns. */
 #include "reconciler/daemon.h"
 #include "altar/grow.h"
 
@@ -9,6 +9,7 @@
 #include "reconciler/checkpoint.h"
 #include "reconciler/followup_seen.h"
 #include "reconciler/followup_stage.h"
+#include "reconciler/input_offsets.h"
 #include "reconciler/settled.h"
 
 #include <inttypes.h>
@@ -108,7 +109,38 @@ typedef struct read_from {
   const altar_checkpoint_t *cp; /* NULL: every partition from its beginning */
   size_t n_gaps;
   char gaps[1024];              /* "P: A..B, ..." (cut when long) */
+  /* The ledger being replaced (NULL: none) and, per partition number, the
+   * next offset it had applied (-1: none): filled once the topic is listed. */
+  altar_ledger_t *replaced;
+  int64_t *covered;
+  size_t n_covered;
 } read_from_t;
+
+/* Where the replaced ledger stands on each listed partition of topic. */
+static int note_covered(read_from_t *rf, const char *topic, const altar_topic_info_t *ti, altar_error_t *err) {
+  if (!rf || !rf->replaced || !ti) return ALTAR_OK;
+  size_t n = 0;
+  for (size_t i = 0; i < ti->n_partitions; i++)
+    if (ti->partitions[i].partition >= 0 && (size_t)ti->partitions[i].partition + 1 > n)
+      n = (size_t)ti->partitions[i].partition + 1;
+  rf->covered = malloc((n ? n : 1) * sizeof *rf->covered);
+  if (!rf->covered) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  rf->n_covered = n;
+  for (size_t p = 0; p < n; p++) rf->covered[p] = -1;
+  int rc = ALTAR_OK;
+  for (size_t i = 0; !rc && i < ti->n_partitions; i++) {
+    int32_t p = ti->partitions[i].partition;
+    if (p >= 0) rc = altar_reconciler_input_offset(rf->replaced, topic, p, &rf->covered[p], err);
+  }
+  return rc;
+}
+
+/* True when the replaced ledger had applied m: group events m makes due
+ * were decided there too, and are out or in its outbox (carried over). */
+static bool is_covered(const read_from_t *rf, const altar_msg_t *m) {
+  return rf && rf->covered && m->partition >= 0 && (size_t)m->partition < rf->n_covered &&
+         m->offset < rf->covered[m->partition];
+}
 
 static void note_read_gap(read_from_t *rf, int32_t p, int64_t from, int64_t beginning) {
   size_t at = strlen(rf->gaps);
@@ -140,6 +172,7 @@ static int read_topic(const char *tname, const altar_strmap_t *props, const char
   bool *done = calloc(np ? np : 1, sizeof *done);
   size_t remaining = 0;
   if (!tps || !done) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  if (!rc) rc = note_covered(rf, topic, ti, err);
   for (size_t i = 0; !rc && i < np; i++) {
     const altar_partition_info_t *pi = &ti->partitions[i];
     int64_t from = rf && rf->cp ? altar__checkpoint_offset(rf->cp, pi->partition) : -1;
@@ -188,15 +221,6 @@ static int read_topic(const char *tname, const altar_strmap_t *props, const char
   return rc;
 }
 
-/* Event ids the ready and dead topics hold: each key is owned by its value. */
-typedef altar__hmap_t seen_ids_t;
-
-static void seen_free(seen_ids_t *s) {
-  for (size_t i = 0; i < s->cap; i++)
-    if (s->ctrl[i]) free(s->slots[i].val);
-  altar__hmap_free(s);
-}
-
 typedef struct replay {
   altar_ledger_t *ledger;
   const altar_group_specs_t *groups;
@@ -205,7 +229,10 @@ typedef struct replay {
   size_t n;
   dues_t due;
   fdues_t fdue; /* follow-ups of every decided group, to check against the log */
-  seen_ids_t *seen; /* event ids the ready and dead topics hold (read first) */
+  /* The batch being applied holds only events the replaced ledger had
+   * applied (the reading thread cuts batches where that changes). */
+  bool covered;
+  altar_ledger_t *replaced; /* NULL: none */
   altar__settled_t settled; /* the daemon's rule: reruns of settled tasks are skipped */
   altar_apply_result_t res; /* one batch's, emptied for the next */
   altar_reconciler_stats_t stats;
@@ -236,7 +263,27 @@ static int collect_followup(replay_t *r, const altar_group_event_t *g, altar_err
   return rc;
 }
 
-/* Queues the group events one application made due and not yet published. */
+/* 1 when the replaced ledger holds g's group undecided (held: its rule
+ * could not decide there), so that ledger never published it; 0 when not. */
+static int held_in_replaced(replay_t *r, const altar_group_event_t *g, altar_error_t *err) {
+  size_t kl = strlen(ALTAR_HELD_PREFIX), nl = strlen(g->kind), gl = strlen(g->group_key);
+  char *k = malloc(kl + nl + 1 + gl);
+  if (!k) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  memcpy(k, ALTAR_HELD_PREFIX, kl);
+  memcpy(k + kl, g->kind, nl + 1);
+  memcpy(k + kl + nl + 1, g->group_key, gl);
+  altar_buf_t v = {0};
+  int rc = altar_ledger_aux_get(r->replaced, k, kl + nl + 1 + gl, &v, err);
+  free(k);
+  altar_buf_free(&v);
+  return rc == ALTAR_OK ? 1 : rc == ALTAR_ENOTFOUND ? 0 : rc;
+}
+
+/* Queues the group events one application made due and not yet published:
+ * those the replaced ledger did not decide. It decided exactly the groups
+ * the events below its input offsets made due (the same rule, in the same
+ * order), in the write that staged them in its outbox: acknowledged since,
+ * or carried over with that outbox (cli/cmd_reconciler.c). */
 static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error_t *err) {
   int rc = ALTAR_OK;
   for (size_t i = 0; !rc && i < res->n_events; i++) {
@@ -244,15 +291,20 @@ static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error
     if (g->event == ALTAR_GROUP_FIRED) r->stats.fired++;
     else r->stats.dead_lettered++;
     if ((rc = collect_followup(r, g, err))) return rc;
-    /* One message, or a wide group's head and pages: each one the topics do
-     * not hold ("<id>" for the head, "<id>/<page>" for a page) is due. */
+    if (r->covered) {
+      int held = held_in_replaced(r, g, err);
+      if (held < 0) return held;
+      if (!held) continue;
+    }
+    /* One message, or a wide group's head and pages ("<id>" for the head,
+     * "<id>/<page>" for a page), each due. */
     altar_buf_t *msgs = NULL;
     size_t nm = 0;
     if ((rc = altar_encode_group_messages(g, &msgs, &nm, err))) return rc;
     for (size_t k = 0; !rc && k < nm; k++) {
       char sid[96];
-      int sl = k ? snprintf(sid, sizeof sid, "%.64s/%zu", g->event_id, k) : snprintf(sid, sizeof sid, "%.64s", g->event_id);
-      if (r->seen->n && altar__hmap_get(r->seen, sid, (size_t)sl)) continue;
+      if (k) snprintf(sid, sizeof sid, "%.64s/%zu", g->event_id, k);
+      else snprintf(sid, sizeof sid, "%.64s", g->event_id);
       if (ALTAR_GROW(r->due.v, r->due.cap, r->due.n + 1)) {
         rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
         break;
@@ -351,6 +403,7 @@ typedef struct fbatch {
   bool *owned;
   altar_arena_t arena;
   size_t n;
+  bool covered; /* every event of it is below the replaced ledger's offsets */
 } fbatch_t;
 
 typedef struct feeder {
@@ -392,6 +445,7 @@ static void fbatch_empty(fbatch_t *b) {
     }
   altar_arena_reset(&b->arena);
   b->n = 0;
+  b->covered = false;
 }
 
 static void fbatch_free(fbatch_t *b) {
@@ -442,14 +496,21 @@ static int feed_take(feeder_t *f, altar_error_t *err) {
 
 static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
   feeder_t *f = ctx;
-  if (!f->cur.ev && feed_take(f, err)) return err ? err->code : ALTAR_ENOMEM;
-  altar_error_t de = {0};
-  size_t i = f->cur.n;
-  altar_status_event_t *e = &f->cur.ev[i];
   if (!m->value) {
     f->poison++;
     return ALTAR_OK;
   }
+  /* A batch is wholly below the replaced ledger's offsets or wholly not:
+   * which decisions it owns is then known per batch (batch size never
+   * changes a decision). */
+  bool covered = is_covered(f->from, m);
+  if (f->cur.ev && f->cur.n && f->cur.covered != covered && feed_push(f, err))
+    return err ? err->code : ALTAR_ECANCELED;
+  if (!f->cur.ev && feed_take(f, err)) return err ? err->code : ALTAR_ENOMEM;
+  if (!f->cur.n) f->cur.covered = covered;
+  altar_error_t de = {0};
+  size_t i = f->cur.n;
+  altar_status_event_t *e = &f->cur.ev[i];
   /* A spec is checked as ever but kept as its bytes only: record() takes
    * them for the spec (the RocksDB ledger stores just the bytes, the memory
    * ledger decodes them), so building it here would be wasted. */
@@ -500,49 +561,7 @@ static bool feed_pop(feeder_t *f, fbatch_t *out) {
   return got;
 }
 
-static int on_group(void *ctx, altar_msg_t *m, altar_error_t *err) {
-  seen_ids_t *s = ctx;
-  char *id = NULL;
-  /* Only the id matters here: which events are already out. */
-  int rc = m->value ? altar_peek_group_event_id(m->value, m->value_len, &id) : ALTAR_EDECODE;
-  if (rc == ALTAR_EDECODE && m->value) {
-    /* A page of a wide group's event: "<id>/<page>" */
-    altar_group_event_t p;
-    if (altar_decode_group_page(m->value, m->value_len, &p, NULL) == ALTAR_OK) {
-      size_t n = strlen(p.event_id) + 32;
-      if (!(id = malloc(n))) rc = ALTAR_ENOMEM;
-      else {
-        snprintf(id, n, "%s/%zu", p.event_id, p.page);
-        rc = ALTAR_OK;
-      }
-    }
-    altar_group_event_clear(&p);
-  }
-  if (rc == ALTAR_ENOMEM) return altar_error_set(err, rc, "out of memory");
-  if (rc) return ALTAR_OK; /* not a group event: nothing it could stand for */
-  size_t n = strlen(id);
-  void *old = NULL;
-  if (altar__hmap_put_h(s, id, n, altar__hash(id, n), id, &old)) {
-    free(id);
-    return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
-  }
-  free(old); /* the same event found twice */
-  return ALTAR_OK;
-}
-
-/* Which group events are out already (only a reconciler publishes to the
- * ready and dead topics, and it is stopped): their ids. */
-static int read_published(const char *tname, const altar_strmap_t *props, const altar_topics_t *topics,
-                          seen_ids_t *seen, altar_error_t *err) {
-  int rc = read_topic(tname, props, topics->ready, on_group, seen, NULL, NULL, NULL, err);
-  if (!rc && strcmp(topics->ready, topics->dead))
-    rc = read_topic(tname, props, topics->dead, on_group, seen, NULL, NULL, NULL, err);
-  return rc;
-}
-
-/* Replays the status topic into r's ledger, learning first (while the
- * reading thread fills its first batches) which group events are out
- * already, into r->seen; *pends as read_topic gives it. */
+/* Replays the status topic into r's ledger; *pends as read_topic gives it. */
 static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *props, read_from_t *from,
                          altar_topic_list_t **pends, altar_error_t *err) {
   feeder_t f = {.tname = tname, .props = props, .topic = r->topics->status, .depth = FEED_DEPTH_START, .from = from};
@@ -554,7 +573,6 @@ static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *p
   if (pthread_create(&th, NULL, feeder_main, &f) != 0) {
     rc = altar_error_set(err, ALTAR_ENOMEM, "rebuild: cannot start the reading thread");
   } else {
-    rc = read_published(tname, props, r->topics, r->seen, err);
     pthread_mutex_lock(&f.mu);
     f.depth = FEED_DEPTH;
     pthread_mutex_unlock(&f.mu);
@@ -563,6 +581,7 @@ static int replay_status(replay_t *r, const char *tname, const altar_strmap_t *p
       if (!rc) {
         r->batch = b.ev;
         r->n = b.n;
+        r->covered = b.covered;
         rc = flush_batch(r, err);
         r->batch = NULL;
         r->n = 0;
@@ -667,15 +686,15 @@ static int publish_followups(replay_t *r, const char *tname, const altar_strmap_
 
 int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, altar_ledger_t *new_ledger,
                              const altar_group_specs_t *groups, const altar_topics_t *topics,
-                             const altar_checkpoint_t *from, bool quiet, altar_reconciler_stats_t *pstats,
-                             uint64_t *ppublished, altar_error_t *err) {
-  seen_ids_t seen = {0};
-  replay_t r = {.ledger = new_ledger, .groups = groups, .topics = topics, .seen = &seen};
+                             const altar_checkpoint_t *from, altar_ledger_t *replaced, bool quiet,
+                             altar_reconciler_stats_t *pstats, uint64_t *ppublished, altar_error_t *err) {
+  replay_t r = {.ledger = new_ledger, .groups = groups, .topics = topics, .replaced = replaced};
   uint64_t published = 0;
-  /* The replay keeps only the group events still missing from the ready
-   * and dead topics. */
+  /* The replay keeps only the group events the replaced ledger did not
+   * decide: never a guess from what the ready and dead topics still hold
+   * (their retention deletes what consumers received long ago). */
   altar_topic_list_t *status_ends = NULL;
-  read_from_t rf = {.cp = from};
+  read_from_t rf = {.cp = from, .replaced = replaced};
   /* A checkpoint's settled groups are read from its ledger as the daemon
    * reads them, and records written after it follow its own. */
   int rc = altar__settled_load(&r.settled, new_ledger, 0, err);
@@ -723,7 +742,7 @@ int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, alt
   altar_apply_result_clear(&r.res);
   dues_clear(&r.due);
   fdues_clear(&r.fdue);
-  seen_free(&seen);
+  free(rf.covered);
   if (pstats) *pstats = r.stats;
   if (ppublished) *ppublished = published;
   return rc;

@@ -40,6 +40,8 @@ typedef struct altar_config {
   int ledger_checkpoint_interval_s; /* ledger.checkpoint_interval_s: 60 by default */
   int ledger_consumed_keep_days; /* ledger.consumed_keep_days: consumed records older go (0: kept forever) */
   size_t ledger_settled_cache_entries; /* ledger.settled_cache_entries: settled entries kept in memory */
+  bool ledger_standby;           /* ledger.standby: keep a checkpoint warm, take over when the owner is gone */
+  int ledger_standby_poll_ms;    /* ledger.standby_poll_ms: 500 by default */
   char *metrics_addr;            /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
   char *metrics_worker_addr;     /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
   int topic_partitions;          /* topics.partitions: partitions of the topics the fleet creates */
@@ -86,6 +88,10 @@ typedef struct altar_config {
  * are read from the ledger when an event asks. About 200 bytes each. */
 #define ALTAR_DEFAULT_SETTLED_CACHE_ENTRIES 100000
 #define ALTAR_MAX_SETTLED_CACHE_ENTRIES 100000000
+
+/* Default of ledger.standby_poll_ms: how often a standby reconciler looks at
+ * its group (is the owner alive?) and for a newer checkpoint. */
+#define ALTAR_DEFAULT_STANDBY_POLL_MS 500
 
 #define ALTAR_DEFAULT_CONFIG_FILE "altar.yaml"
 

@@ -12,8 +12,11 @@
 #     folds run; exactly 8 group events reach the ready topic, each once;
 #   - B's ledger has the checksum of a reference reconciler that read the
 #     whole history live (its own group, ledger and output topics);
-#   - `--rebuild` restores from the checkpoint, says so, matches, and
-#     republishes nothing; without a checkpoint it refuses, naming offsets.
+#   - the ready and dead topics' records are deleted too; `--rebuild`
+#     restores from the checkpoint, says so, matches, and publishes nothing
+#     (published-ness comes from the ledger, not those topics); a takeover
+#     by an empty ledger publishes nothing either; without a checkpoint
+#     `--rebuild` refuses, naming offsets.
 set -u
 : "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
@@ -143,12 +146,34 @@ refsum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerRef" 2>&1)"
 [ -n "$bsum" ] && [ "$bsum" = "$refsum" ] || fail "B's ledger ($bsum) differs from the reference's ($refsum)"
 ok "checksum equal to the reference that read the whole history"
 
+# The ready and dead topics' retention: which group events are out is
+# decided from the ledger, never from what those topics still hold.
+for t in "$prefix.ready" "$prefix.dead"; do
+  "$ALTAR_BIN" log delete-records --config "$T/a.yaml" --topic "$t" --before end >>"$T/delete-out.log" 2>&1 ||
+    die "delete-records on $t: $(cat "$T/delete-out.log")"
+done
+set -- $(count_ready "$prefix.ready")
+left="${1:-0}"
+[ "$left" -lt 8 ] || fail "delete-records left all 8 group events on the ready topic"
+ok "ready topic's retention: $((8 - left)) of 8 group events deleted"
 # Rebuild: from the checkpoint (it exists: B shipped one at its stop).
 "$ALTAR_BIN" reconciler --config "$T/b.yaml" --rebuild >"$T/rebuild.log" 2>&1 || die "--rebuild from the checkpoint"
 grep -q "^restored checkpoint" "$T/rebuild.log" || fail "--rebuild did not say what it restored"
 grep -q " 0 missing events published" "$T/rebuild.log" || fail "--rebuild republished group events"
 grep -q "^replaced $bsum" "$T/rebuild.log" && grep -q "^checksum $bsum" "$T/rebuild.log" ||
   fail "--rebuild changed the checksum: $(cat "$T/rebuild.log")"
+set -- $(count_ready "$prefix.ready")
+[ "${1:-0}" -eq "$left" ] && [ "${2:-0}" -eq "$left" ] || fail "--rebuild published to the ready topic: $1 events, $2 distinct (left: $left)"
+# A takeover with the ready records gone: C, an empty ledger, restores the
+# checkpoint B shipped at its stop and publishes nothing again.
+write_config "$T/c.yaml" "$T/ledgerC" "$prefix.ready" "$prefix.dead" "$cp_dir"
+"$ALTAR_BIN" reconciler --config "$T/c.yaml" --no-dashboard --exit-when-idle >"$T/recC.log" 2>&1 || die "takeover by C"
+grep -q "restored $T/ledgerC from checkpoint" "$T/recC.log" || fail "C did not restore from the checkpoint"
+set -- $(count_ready "$prefix.ready")
+[ "${1:-0}" -eq "$left" ] && [ "${2:-0}" -eq "$left" ] || fail "the takeover published to the ready topic: $1 events, $2 distinct (left: $left)"
+csum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerC" 2>&1)"
+[ "$csum" = "$bsum" ] || fail "C's ledger ($csum) differs from B's ($bsum)"
+ok "after the ready topic's retention, --rebuild and a takeover published no group event again"
 # Without checkpoints the same rebuild refuses, naming the lost offsets.
 if "$ALTAR_BIN" reconciler --config "$T/ctl.yaml" --rebuild >"$T/rebuild-ctl.log" 2>&1; then
   fail "--rebuild without a checkpoint succeeded on a log missing its beginning"

@@ -170,6 +170,33 @@ static void test_settled_cache_entries(void) {
   free(path);
 }
 
+/* ledger.standby and ledger.standby_poll_ms: defaults, a file's values,
+ * bad values refused naming the key. */
+static void test_standby_keys(void) {
+  char *path = write_tmp("ledger: {standby: true, standby_poll_ms: 250}\n");
+  altar_config_t c;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL(altar_config_load(NULL, &c, &err), 0);
+  CU_ASSERT(!c.ledger_standby);
+  CU_ASSERT_EQUAL(c.ledger_standby_poll_ms, ALTAR_DEFAULT_STANDBY_POLL_MS);
+  altar_config_clear(&c);
+  CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), 0);
+  CU_ASSERT(c.ledger_standby);
+  CU_ASSERT_EQUAL(c.ledger_standby_poll_ms, 250);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "ledger.standby", "yes", &err), ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "ledger.standby") != NULL);
+  CU_ASSERT(c.ledger_standby);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "ledger.standby", "false", &err), 0);
+  CU_ASSERT(!c.ledger_standby);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "ledger.standby_poll_ms", "5", &err), ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "ledger.standby_poll_ms") != NULL);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "ledger.standby_poll_ms", "60001", &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar_config_set(&c, "ledger.standby_poll_ms", "1s", &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(c.ledger_standby_poll_ms, 250);
+  altar_config_clear(&c);
+  free(path);
+}
+
 static void test_errors_name_line(void) {
   char *path = write_tmp("transport: {name: local}\ntopics:\n  jobs: a\n  jbos: b\n");
   altar_config_t c;
@@ -296,6 +323,7 @@ static void add(void) {
   ALTAR_TEST(test_storage_python);
   ALTAR_TEST(test_topic_partitions);
   ALTAR_TEST(test_settled_cache_entries);
+  ALTAR_TEST(test_standby_keys);
   ALTAR_TEST(test_transport_key_typo);
   ALTAR_TEST(test_name_lines_and_metrics_keys);
 }

@@ -425,7 +425,7 @@ static void test_daemon_and_rebuild_agree_on_bytes(void) {
   altar_ledger_t *l2 = open_ledger(l2dir);
   altar_topics_t topics2 = topics_named("ready2");
   uint64_t missing = 0;
-  rc = altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, true, &st, &missing, &err);
+  rc = altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, NULL, true, &st, &missing, &err);
   if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT_EQUAL(missing, 2);
@@ -509,9 +509,9 @@ static void test_rebuild_resumes_where_it_read(void) {
   hook_ops.close = hook_close;
   CU_ASSERT_FATAL(altar_transport_register(&hook_ops) == 0);
   hook_dir = root;
-  /* The rebuild reads the ready and dead topics, then the status topic: the
-   * third handle it closes is the status reader, done with its listing. */
-  hook_closes_left = 3;
+  /* The first handle the rebuild closes is the status reader, done with its
+   * listing (it reads neither the ready nor the dead topic). */
+  hook_closes_left = 1;
   hook_fired = false;
   altar_strmap_t props = {0};
   altar_strmap_set(&props, "dir", root);
@@ -519,7 +519,7 @@ static void test_rebuild_resumes_where_it_read(void) {
   altar_topics_t topics = topics_named("ready");
   altar_reconciler_stats_t st = {0};
   uint64_t missing = 0;
-  int rc = altar_reconciler_rebuild("local-hook", &props, l, &groups, &topics, NULL, true, &st, &missing, &err);
+  int rc = altar_reconciler_rebuild("local-hook", &props, l, &groups, &topics, NULL, NULL, true, &st, &missing, &err);
   if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT(hook_fired);
@@ -725,10 +725,11 @@ static void run_until_idle(const char *root, const char *dir, const altar_group_
   altar_test_ledger_close(l);
 }
 
-/* Rebuilds from root's status topic into dir with groups, publishing what
- * is missing on ready; the count published and the checksum. */
+/* Rebuilds from root's status topic into dir with groups, publishing on
+ * ready what the ledger at replaced_dir (NULL: none) did not decide; the
+ * count published and the checksum. */
 static uint64_t rebuild_into(const char *root, const char *dir, const altar_group_specs_t *groups, const char *ready,
-                             char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1]) {
+                             const char *replaced_dir, char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1]) {
   altar_error_t err = {0};
   altar_strmap_t props = {0};
   altar_strmap_set(&props, "dir", root);
@@ -736,10 +737,12 @@ static uint64_t rebuild_into(const char *root, const char *dir, const altar_grou
   altar_topics_t topics = topics_named(ready);
   altar_reconciler_stats_t st = {0};
   uint64_t missing = 0;
-  int rc = altar_reconciler_rebuild("local", &props, l, groups, &topics, NULL, true, &st, &missing, &err);
+  altar_ledger_t *old = replaced_dir ? open_ledger(replaced_dir) : NULL;
+  int rc = altar_reconciler_rebuild("local", &props, l, groups, &topics, NULL, old, true, &st, &missing, &err);
   if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT(altar_ledger_checksum(l, sum, &err) == 0);
+  if (old) altar_test_ledger_close(old);
   altar_test_ledger_close(l);
   altar_strmap_clear(&props);
   return missing;
@@ -754,10 +757,11 @@ static uint64_t rebuild_into(const char *root, const char *dir, const altar_grou
  * fixed configuration makes; a further restart fires nothing more. */
 static void test_misconfigured_group_is_held_then_fires_once(void) {
   char *root = altar_test_tmpdir("outbox-held");
-  char ldir[512], l2dir[512], l3dir[512];
+  char ldir[512], l2dir[512], l3dir[512], l4dir[512];
   snprintf(ldir, sizeof ldir, "%s/ledger", root);
   snprintf(l2dir, sizeof l2dir, "%s/ledger2", root);
   snprintf(l3dir, sizeof l3dir, "%s/ledger3", root);
+  snprintf(l4dir, sizeof l4dir, "%s/ledger4", root);
   static const char *yaml =
       "pair:\n  group_by: [job_id]\n  ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}\n"
       "  on_failed: dead_letter\n";
@@ -808,8 +812,14 @@ static void test_misconfigured_group_is_held_then_fires_once(void) {
   altar_test_ledger_close(l);
 
   /* A replay under the same configuration reaches the same ledger. */
-  CU_ASSERT_EQUAL(rebuild_into(root, l2dir, &groups, "ready2", sum2), 1);
+  CU_ASSERT_EQUAL(rebuild_into(root, l2dir, &groups, "ready2", NULL, sum2), 1);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
+  /* A replay under the fixed configuration while the daemon's ledger still
+   * holds the group: that ledger never published it, so the replay does,
+   * and only it ("good" was decided there, below its offsets). */
+  CU_ASSERT_EQUAL(rebuild_into(root, l4dir, &groups_fixed, "ready4", ldir, sum2), 1);
+  CU_ASSERT_EQUAL(count_group(root, "ready4", "bad"), 1);
+  CU_ASSERT_EQUAL(count_group(root, "ready4", "good"), 0);
 
   /* Restarted with the kind fixed: the held group fires, once. */
   run_until_idle(root, ldir, &groups_fixed, "ready", &st, sum1);
@@ -825,8 +835,9 @@ static void test_misconfigured_group_is_held_then_fires_once(void) {
   recs_clear(&r);
 
   /* A replay under the fixed configuration fires it at its own event, with
-   * the same bytes: nothing is missing, and the ledgers agree. */
-  CU_ASSERT_EQUAL(rebuild_into(root, l3dir, &groups_fixed, "ready", sum2), 0);
+   * the same bytes: the daemon's ledger decided it, so nothing is missing,
+   * and the ledgers agree. */
+  CU_ASSERT_EQUAL(rebuild_into(root, l3dir, &groups_fixed, "ready", ldir, sum2), 0);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
   CU_ASSERT_EQUAL(count_group(root, "ready", "bad"), 1);
 
@@ -886,7 +897,7 @@ static void test_late_shards_recorded_not_refired(void) {
   altar_ledger_t *l2 = open_ledger(l2dir);
   altar_topics_t topics2 = topics_named("ready2");
   uint64_t missing = 0;
-  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, true, &st, &missing, &err) == 0);
+  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, NULL, true, &st, &missing, &err) == 0);
   char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
@@ -973,17 +984,21 @@ static altar_ledger_t *run_daemon(const char *root, const char *ldir, const alta
   return l;
 }
 
-/* Rebuilds a ledger in l2dir from the log in root; its checksum into sum. */
+/* Rebuilds a ledger in l2dir from the log in root, replacing the ledger at
+ * replaced_dir (NULL: none); its checksum into sum. */
 static uint64_t replay_checksum(const char *root, const char *l2dir, const altar_group_specs_t *groups,
-                                const altar_topics_t *topics, char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1]) {
+                                const altar_topics_t *topics, const char *replaced_dir,
+                                char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1]) {
   altar_strmap_t props = {0};
   altar_strmap_set(&props, "dir", root);
   altar_ledger_t *l2 = open_ledger(l2dir);
   altar_reconciler_stats_t st = {0};
   altar_error_t err = {0};
   uint64_t missing = 0;
-  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, groups, topics, NULL, true, &st, &missing, &err) == 0);
+  altar_ledger_t *old = replaced_dir ? open_ledger(replaced_dir) : NULL;
+  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, groups, topics, NULL, old, true, &st, &missing, &err) == 0);
   CU_ASSERT(altar_ledger_checksum(l2, sum, &err) == 0);
+  if (old) altar_test_ledger_close(old);
   altar_test_ledger_close(l2);
   altar_strmap_clear(&props);
   return missing;
@@ -1054,7 +1069,7 @@ static void test_rebuild_reads_past_a_damaged_record(void) {
   char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1], sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
   altar_test_ledger_close(l);
-  CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics2, sum2), 9);
+  CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics2, NULL, sum2), 9);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
   altar_group_specs_clear(&groups);
   altar_test_rmtree(root);
@@ -1105,7 +1120,7 @@ static void test_rebuild_many_batches_mixed_forms(void) {
   char sum1[ALTAR_LEDGER_CHECKSUM_LEN + 1], sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l, sum1, &err) == 0);
   altar_test_ledger_close(l);
-  CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics2, sum2), JOBS);
+  CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics2, NULL, sum2), JOBS);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
   altar_group_specs_clear(&groups);
   altar_test_rmtree(root);
@@ -1151,7 +1166,7 @@ static void test_rerun_after_settle_is_ignored(void) {
 
   char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   altar_topics_t topics2 = topics_named("ready2");
-  CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics2, sum2), 1);
+  CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics2, NULL, sum2), 1);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
   altar_group_specs_clear(&groups);
   altar_test_rmtree(root);
@@ -1205,8 +1220,58 @@ static void test_settlement_expires_then_is_pruned(void) {
   altar_test_ledger_close(l);
 
   char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
-  CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics, sum2), 0);
+  CU_ASSERT_EQUAL(replay_checksum(root, l2dir, &groups, &topics, ldir, sum2), 0);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
+  altar_group_specs_clear(&groups);
+  altar_test_rmtree(root);
+  free(root);
+}
+
+/* Which group events a rebuild publishes is decided by the ledger it
+ * replaces, never by the ready topic: a group that ledger decided (below its
+ * input offsets) is not published again, even to a ready topic that no
+ * longer holds it (retention); a group made due after them is published,
+ * once, even when the ready topic is one the ledger never wrote to. */
+static void test_rebuild_publishes_what_the_replaced_ledger_did_not_decide(void) {
+  char *root = altar_test_tmpdir("outbox-rebuild-owned");
+  char ldir[512], l2dir[512], l3dir[512];
+  altar_group_specs_t groups;
+  altar_transport_t *p = pair_log(root, ldir, l2dir, &groups);
+  snprintf(l3dir, sizeof l3dir, "%s/ledger3", root);
+  status_run(p, ALTAR_EV_STATE, "j1", 1, "r1", ALTAR_STATE_SUCCEEDED, 4.0); /* j1 fires */
+  altar_topics_t topics = topics_named("ready");
+  altar_reconciler_stats_t st;
+  altar_ledger_t *l = run_daemon(root, ldir, &groups, &topics, &st);
+  CU_ASSERT_EQUAL(st.fired, 1);
+  altar_test_ledger_close(l);
+  /* j2 completes while no reconciler runs: its group event was never out. */
+  status_run(p, ALTAR_EV_SUBMITTED, "j2", 0, "r1", ALTAR_STATE_PENDING, 5.0);
+  status_run(p, ALTAR_EV_SUBMITTED, "j2", 1, "r1", ALTAR_STATE_PENDING, 6.0);
+  status_run(p, ALTAR_EV_STATE, "j2", 0, "r1", ALTAR_STATE_SUCCEEDED, 7.0);
+  status_run(p, ALTAR_EV_STATE, "j2", 1, "r1", ALTAR_STATE_SUCCEEDED, 8.0);
+  altar_transport_close(p);
+  recs_t r;
+  char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  /* An empty ready topic ("ready3", as after retention): j1 stays out. */
+  CU_ASSERT_EQUAL(rebuild_into(root, l3dir, &groups, "ready3", ldir, sum), 1);
+  read_topic(root, "ready3", &r);
+  CU_ASSERT_EQUAL(r.n, 1);
+  recs_clear(&r);
+  /* The ready topic the daemon wrote: j2 joins j1, each once. */
+  CU_ASSERT_EQUAL(rebuild_into(root, l2dir, &groups, "ready", ldir, sum), 1);
+  read_topic(root, "ready", &r);
+  CU_ASSERT_EQUAL(r.n, 2);
+  if (r.n == 2) {
+    CU_ASSERT(r.v[0].value.len != r.v[1].value.len || memcmp(r.v[0].value.data, r.v[1].value.data, r.v[0].value.len));
+  }
+  recs_clear(&r);
+  /* The rebuilt ledger's offsets cover both: a daemon on it publishes nothing more. */
+  l = run_daemon(root, l2dir, &groups, &topics, &st);
+  CU_ASSERT_EQUAL(st.fired, 0);
+  altar_test_ledger_close(l);
+  read_topic(root, "ready", &r);
+  CU_ASSERT_EQUAL(r.n, 2);
+  recs_clear(&r);
   altar_group_specs_clear(&groups);
   altar_test_rmtree(root);
   free(root);
@@ -1226,6 +1291,7 @@ static void add_tests(CU_pSuite suite__, bool memory) {
   ALTAR_TEST(test_rebuild_reads_past_a_damaged_record);
   ALTAR_TEST(test_rebuild_many_batches_mixed_forms);
   ALTAR_TEST(test_rebuild_resumes_where_it_read);
+  ALTAR_TEST(test_rebuild_publishes_what_the_replaced_ledger_did_not_decide);
   ALTAR_TEST(test_revoke_mid_batch_applies_once);
   ALTAR_TEST(test_daemon_survives_odd_events);
   ALTAR_TEST(test_misconfigured_group_is_held_then_fires_once);

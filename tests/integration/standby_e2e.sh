@@ -1,0 +1,141 @@
+# Shared body of the standby tests (sourced; needs TRANSPORT=local|kafka).
+# A standby reconciler (docs/state.md, "Standbys"):
+#   8 models x 5 folds, grouped by model, ready when all 5 folds succeeded.
+#   - reconciler A owns the status topic and checkpoints every second;
+#     folds 0-3 run and A's checkpoint covers every status event;
+#   - S starts with --standby: it restores A's checkpoints beside its ledger
+#     path, says it is caught up (log, and altar_reconciler_standby_caught_up
+#     1 on /metrics) and joins no group (A keeps every partition);
+#   - every status record so far is deleted (retention), then A is killed -9;
+#   - S takes over with its warm copy, restoring nothing more, and reports no
+#     gap; the fifth folds run: exactly 8 group events, each once, and S's
+#     ledger has the checksum of a reference that read everything live.
+set -u
+: "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+altar_test_begin "standby-$TRANSPORT" python3 curl
+prefix="sb-$(date +%s)-$$"
+cp_dir="$T/checkpoints"
+write_config() { # FILE LEDGER READY DEAD CHECKPOINTS
+  {
+    altar_test_fleet_config "$prefix" "{name: process, data_root: $T/data, slots: 4}" "partitions: 4, status_retention_ms: -1"
+    echo "groups:"
+    echo "  fold: {group_by: [model], ready_when: {all_folds: 5}, on_failed: dead_letter}"
+  } | sed -e "s#ledger: {path: $T/ledger}#ledger: {path: $2${5:+, checkpoints: $5, checkpoint_interval_s: 1, standby_poll_ms: 100}}#" \
+          -e "s#ready: $prefix.ready, dead: $prefix.dead#ready: $3, dead: $4#" >"$1"
+  if [ "$TRANSPORT" = local ]; then sed -i "s#^  dir: $T/log\$#  dir: $T/log\n  segment.bytes: 1024#" "$1"; fi
+}
+write_config "$T/a.yaml" "$T/ledgerA" "$prefix.ready" "$prefix.dead" "$cp_dir"
+write_config "$T/s.yaml" "$T/ledgerS" "$prefix.ready" "$prefix.dead" "$cp_dir"
+write_config "$T/ref.yaml" "$T/ledgerRef" "$prefix.ready-ref" "$prefix.dead-ref" ""
+mkdir -p "$T/data"
+for m in 0 1 2 3 4 5 6 7; do
+  for f in 0 1 2 3; do
+    printf '{"kind":"fold","image":"x","command":["true","%s-%s"],"labels":{"model":"%s-m%s","fold":"%s"}}\n' \
+      "$m" "$f" "$prefix" "$m" "$f"
+  done
+done >"$T/first.jsonl"
+for m in 0 1 2 3 4 5 6 7; do
+  printf '{"kind":"fold","image":"x","command":["true","%s-4"],"labels":{"model":"%s-m%s","fold":"4"}}\n' "$m" "$prefix" "$m"
+done >"$T/last.jsonl"
+
+bg() { # LOG CMD...: runs CMD in the background; its pid in $last
+  log="$1"
+  shift
+  "$@" >>"$log" 2>&1 &
+  last=$!
+  pids="$pids $last"
+}
+die() { fail "$*"; for f in "$T"/*.log; do echo "--- $f" >&2; tail -25 "$f" >&2; done; altar_test_end "standby-$TRANSPORT"; exit 1; }
+status_ends() { # sum of the status topic's end offsets, and of its beginnings
+  "$ALTAR_BIN" log topics --config "$T/a.yaml" --topic "$prefix.status" --json 2>/dev/null |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); ps=[p for t in (d if isinstance(d,list) else d.get("topics",[])) for p in t["partitions"]]; print(sum(p["end"] for p in ps), sum(p["beginning"] for p in ps))'
+}
+covered() { python3 -c 'import json,sys; print(sum(o["next"] for o in json.load(open(sys.argv[1]))["offsets"]))' "$cp_dir/latest.json" 2>/dev/null || echo 0; }
+count_ready() { # TOPIC: group events on it, and distinct event ids
+  "$ALTAR_BIN" log consume --config "$T/a.yaml" --topic "$1" --from-beginning --exit 2>/dev/null |
+    python3 -c 'import json,sys; ids=[json.loads(l)["event_id"] for l in sys.stdin if l.strip()]; print(len(ids), len(set(ids)))'
+}
+
+bg "$T/worker.log" "$ALTAR_BIN" worker --config "$T/a.yaml" --id w1 --poll-ms 50
+bg "$T/ref.log" "$ALTAR_BIN" reconciler --config "$T/ref.yaml" --group "$prefix.ref" --no-dashboard
+recRef=$last
+bg "$T/recA.log" "$ALTAR_BIN" reconciler --config "$T/a.yaml" --no-dashboard
+recA=$last
+"$ALTAR_BIN" submit --config "$T/a.yaml" "$T/first.jsonl" >"$T/submit1.log" 2>&1 || die "submit of the first folds"
+ends=0
+for _ in $(seq 1 600); do
+  set -- $(status_ends)
+  ends="${1:-0}"
+  [ "$ends" -ge 64 ] && [ "$(covered)" -eq "$ends" ] && break
+  sleep 0.1
+done
+[ "$(covered)" -eq "$ends" ] && [ "$ends" -ge 64 ] || die "A's checkpoint never covered the $ends status events (covers $(covered))"
+ok "A's checkpoint covers all $ends status events"
+
+port="$(free_port)"
+bg "$T/recS.log" "$ALTAR_BIN" reconciler --config "$T/s.yaml" --standby --metrics "127.0.0.1:$port" --no-dashboard
+recS=$last
+for _ in $(seq 1 600); do
+  grep -q "standby: caught up" "$T/recS.log" && break
+  sleep 0.1
+done
+grep -q "standby: caught up" "$T/recS.log" || die "the standby never said it caught up"
+grep -q "standby: restored checkpoint" "$T/recS.log" || fail "the standby did not say what it restored"
+[ -d "$T/ledgerS.standby" ] && [ ! -e "$T/ledgerS" ] || fail "the warm copy is not beside the standby's ledger path"
+metric() { curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null | sed -n "s/^$1 //p"; }
+for _ in $(seq 1 100); do [ "$(metric altar_reconciler_standby_caught_up)" = 1 ] && break; sleep 0.1; done
+[ "$(metric altar_reconciler_standby_caught_up)" = 1 ] || fail "altar_reconciler_standby_caught_up is not 1: $(metric altar_reconciler_standby_caught_up)"
+[ "$(metric altar_reconciler_standby_tail_events)" = 0 ] || fail "a caught-up standby reports $(metric altar_reconciler_standby_tail_events) tail events"
+ok "the standby keeps the newest checkpoint warm and says it is caught up (log and metric)"
+grep -q "altar reconciler: applied" "$T/recS.log" && fail "the standby applied events while A owned the topic"
+
+# A week of retention, then the owner's host dies.
+"$ALTAR_BIN" log delete-records --config "$T/a.yaml" --topic "$prefix.status" --before end >"$T/delete.log" 2>&1 ||
+  die "delete-records: $(cat "$T/delete.log")"
+# The reference must have read every record first (its ledger's offsets).
+ref_read() {
+  "$ALTAR_BIN" log offsets --config "$T/ref.yaml" --group altar.reconcilers --ledger "$T/ledgerRef" \
+    --topic "$prefix.status" --json 2>/dev/null |
+    python3 -c 'import json,sys; print(sum(e["committed"] or 0 for e in json.load(sys.stdin)))' 2>/dev/null || echo 0
+}
+kill -9 "$recA"
+for _ in $(seq 1 900); do
+  grep -q "standby: no reconciler consumes" "$T/recS.log" && break
+  sleep 0.1
+done
+grep -q "taking over with checkpoint .* (caught up)" "$T/recS.log" || die "the standby did not take over caught up"
+"$ALTAR_BIN" submit --config "$T/a.yaml" "$T/last.jsonl" >"$T/submit2.log" 2>&1 || die "submit of the fifth folds"
+n=0
+for _ in $(seq 1 900); do
+  set -- $(count_ready "$prefix.ready")
+  n="${1:-0}"
+  [ "$n" -ge 8 ] && break
+  sleep 0.1
+done
+[ "$n" -eq 8 ] || die "expected 8 group events on the ready topic after the standby's takeover, saw $n"
+grep -q "restored $T/ledgerS from checkpoint" "$T/recS.log" && fail "the standby restored again at takeover instead of only tailing"
+grep -q "no longer on the log" "$T/recS.log" && fail "the standby reported a gap although its warm copy covers the deleted records"
+kill -TERM "$recS"
+wait "$recS" 2>/dev/null
+set -- $(count_ready "$prefix.ready")
+[ "$1" -eq 8 ] && [ "$2" -eq 8 ] || fail "ready topic: $1 group events, $2 distinct (expected 8 and 8)"
+ok "the standby took over with its warm copy: every group fired exactly once"
+for _ in $(seq 1 600); do
+  [ "$(ref_read)" -ge $((ends + 16)) ] && break
+  sleep 0.1
+done
+kill -TERM "$recRef"
+wait "$recRef" 2>/dev/null
+set -- $(count_ready "$prefix.ready-ref")
+[ "${1:-0}" -eq 8 ] || fail "the reference reconciler fired ${1:-0} groups, expected 8"
+ssum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerS" 2>&1)"
+refsum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerRef" 2>&1)"
+[ -n "$ssum" ] && [ "$ssum" = "$refsum" ] || fail "S's ledger ($ssum) differs from the reference's ($refsum)"
+ok "checksum equal to the reference that read the whole history"
+# A standby refuses a ledger of its own, naming the setting.
+"$ALTAR_BIN" reconciler --config "$T/s.yaml" --standby --no-dashboard >"$T/refuse.log" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "ledger.standby: ledger.path .* exists" "$T/refuse.log" ||
+  fail "--standby with an existing ledger: exit $rc: $(cat "$T/refuse.log")"
+altar_test_end "standby-$TRANSPORT"
