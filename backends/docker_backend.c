@@ -154,7 +154,7 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
   if (cfg) {
     for (size_t i = 0; i < cfg->n; i++) {
       char hint[160];
-      if (!altar_backend_knows_key(&altar_backend_docker, cfg->keys[i], hint, sizeof hint)) {
+      if (!altar_backend_knows_key(&altar_backend_docker_ops, cfg->keys[i], hint, sizeof hint)) {
         snprintf(errstr, errstr_size, "backend.%.64s: unknown key for the docker backend%s", cfg->keys[i], hint);
         return NULL;
       }
@@ -256,7 +256,7 @@ altar_backend_t *altar__docker_backend_open(const altar_strmap_t *cfg, const alt
     altar_error_set(err, ALTAR_ECONFIG, "%s", errstr);
     return NULL;
   }
-  return altar_backend_wrap(&altar_backend_docker, dk, err);
+  return altar_backend_wrap(&altar_backend_docker_ops, dk, err);
 }
 
 /* ---- small operations --------------------------------------------------- */
@@ -288,7 +288,7 @@ static const char *docker_mount_root(altar_backend_t *be) {
   return ALTAR_DOCKER_MOUNT_ROOT;
 }
 
-const altar_backend_ops_t altar_backend_docker = {
+const altar_backend_ops_t altar_backend_docker_ops = {
     .name = "local",
     .input_digest_verification = ALTAR_VERIFY_STAGING,
     .config_keys = known_keys,

@@ -116,7 +116,7 @@ int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_ha
   int lock = lock_keys(dk);
   char adopted[65];
   if (find_running(dk, key, adopted)) {
-    rc = altar_handle_init_for_spec(phandle, altar_backend_docker.name, adopted, spec);
+    rc = altar_handle_init_for_spec(phandle, altar_backend_docker_ops.name, adopted, spec);
     if (lock >= 0) close(lock);
     return rc < 0 ? altar_error_set(err, rc, "submit: handle") : 0;
   }
@@ -212,7 +212,7 @@ int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_ha
                          "submit: docker run printed '%.80s', not a container id", line);
     goto out;
   }
-  rc = altar_handle_init_for_spec(phandle, altar_backend_docker.name, line, spec);
+  rc = altar_handle_init_for_spec(phandle, altar_backend_docker_ops.name, line, spec);
   if (rc < 0) rc = altar_error_set(err, rc, "submit: handle");
   goto out;
 

@@ -1,5 +1,5 @@
 /* The `kubernetes` execution backend's internals (the public side is
- * altar_backend_kubernetes in altar/plugin/backend.h): each task a batch/v1 Job. Shared by
+ * altar_backend_kubernetes_ops in altar/plugin/backend.h): each task a batch/v1 Job. Shared by
  * backends/k8s_*.c and their tests; not installed, not exported.
  *
  * Two layers. The KubernetesRuntime is the small part of the Kubernetes API

@@ -350,7 +350,7 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, char *errstr, siz
              *mem = "auto", *start = "parent";
   for (size_t i = 0; cfg && i < cfg->n; i++) {
     char hint[160];
-    if (!altar_backend_knows_key(&altar_backend_process, cfg->keys[i], hint, sizeof hint)) {
+    if (!altar_backend_knows_key(&altar_backend_process_ops, cfg->keys[i], hint, sizeof hint)) {
       snprintf(errstr, errstr_size, "backend.%.64s: unknown key for the process backend%s", cfg->keys[i], hint);
       return NULL;
     }
@@ -506,7 +506,7 @@ static const char *process_mount_root(altar_backend_t *be) {
   return p->data_root;
 }
 
-const altar_backend_ops_t altar_backend_process = {
+const altar_backend_ops_t altar_backend_process_ops = {
     .name = "process",
     .input_digest_verification = ALTAR_VERIFY_STAGING,
     .config_keys = process_keys,

@@ -183,7 +183,7 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
    * is adopted, not started twice. */
   altar__proc_keys_lock(p);
   if (altar__proc_keys_find_live(p, key, id)) {
-    rc = altar_handle_init_for_spec(ph, altar_backend_process.name, id, spec);
+    rc = altar_handle_init_for_spec(ph, altar_backend_process_ops.name, id, spec);
     if (rc == 0) (void)altar__proc_live_add(p, id);
     altar__proc_keys_unlock(p);
     return rc < 0 ? altar_error_set(err, rc, "process: submit: out of memory") : 0;
@@ -267,7 +267,7 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
   if (sup > 0) altar__proc_child_add(p, &child, id);
   if (l->lock_fd >= 0) close(l->lock_fd);
   l->lock_fd = -1;
-  rc = altar_handle_init_for_spec(ph, altar_backend_process.name, id, spec);
+  rc = altar_handle_init_for_spec(ph, altar_backend_process_ops.name, id, spec);
   if (rc < 0) {
     rc = altar_error_set(err, rc, "process: submit: out of memory");
     goto out; /* the task runs; the caller can still find it by listing */

@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", root);
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_docker, &cfg, &berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_docker_ops, &cfg, &berr);
   altar_strmap_clear(&cfg);
   if (!be) {
     fprintf(stderr, "bench_docker: %s\n", berr.msg);

@@ -42,7 +42,7 @@ static double bench_backend(int n, const char *root) {
   altar_strmap_set(&cfg, "data_root", root);
   altar_strmap_set(&cfg, "slots", "4");
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   altar_strmap_clear(&cfg);
   if (!be) {
     fprintf(stderr, "bench_process: %s\n", berr.msg);

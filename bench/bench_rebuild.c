@@ -120,7 +120,7 @@ int main(int argc, char **argv) {
   char warm[160];
   snprintf(warm, sizeof warm, "%s/ledger-first", dir);
   altar_ledger_t *l = altar_ledger_rocksdb_open(warm, NULL, &e);
-  if (!l || altar_reconciler_rebuild("local", &props, l, &groups, &topics, NULL, true, &st, &published, &e))
+  if (!l || altar__reconciler_rebuild("local", &props, l, &groups, &topics, NULL, true, &st, &published, &e))
     die("first rebuild", &e);
   altar_ledger_close(l);
   /* As `altar reconciler --rebuild` opens it: no write-ahead log, persisted
@@ -131,7 +131,8 @@ int main(int argc, char **argv) {
   perf_ctl("enable\n");
   t0 = bench_now_s();
   c0 = bench_cpu_s();
-  if (altar_reconciler_rebuild("local", &props, l, &groups, &topics, NULL, true, &st, &published, &e)) die("rebuild", &e);
+  if (altar__reconciler_rebuild("local", &props, l, &groups, &topics, NULL, true, &st, &published, &e))
+    die("rebuild", &e);
   if (altar_ledger_rocksdb_persist(l, &e)) die("persist", &e);
   double t_rebuild = bench_now_s() - t0, c_rebuild = bench_cpu_s() - c0;
   perf_ctl("disable\n");

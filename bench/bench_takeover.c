@@ -89,7 +89,7 @@ static double reconcile(const altar_strmap_t *props, const char *dir, const alta
                                .on_published = on_published, .on_published_ctx = &r, .checkpoint_uri = cp_uri,
                                .checkpoint_interval_s = 1};
   double t0 = bench_now_s();
-  if (altar_reconciler_run(&o, st, &e)) die("reconciler", &e);
+  if (altar__reconciler_run(&o, st, &e)) die("reconciler", &e);
   double took = (want ? r.first_at : bench_now_s()) - t0;
   altar_transport_close(t);
   altar_ledger_close(l);
@@ -140,10 +140,10 @@ int main(int argc, char **argv) {
     snprintf(p, sizeof p, "%s/ledger-restored", dir);
     double r0 = bench_now_s();
     altar_checkpoint_t c = {0};
-    if (altar_checkpoint_restore(cp, p, &c, &e)) die("restore", &e);
+    if (altar__checkpoint_restore(cp, p, &c, &e)) die("restore", &e);
     double t_restore = bench_now_s() - r0;
     double t_tail = reconcile(&props, p, &groups, NULL, want, &st2);
-    altar_checkpoint_clear(&c);
+    altar__checkpoint_clear(&c);
     snprintf(p, sizeof p, "%s/ledger-replayed", dir);
     double t_replay = only ? 0 : reconcile(&props, p, &groups, NULL, want, &st3);
     double took = t_restore + t_tail;

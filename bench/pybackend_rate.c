@@ -130,14 +130,14 @@ int main(int argc, char **argv) {
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", proc_root);
   altar_strmap_set(&cfg, "slots", "4");
-  altar_backend_t *proc = open_or_die(&altar_backend_process, &cfg);
+  altar_backend_t *proc = open_or_die(&altar_backend_process_ops, &cfg);
   altar_strmap_set(&cfg, "adapter", "noop");
   altar_strmap_set(&cfg, "python", py);
-  altar_backend_t *noop = open_or_die(&altar_backend_python, &cfg);
+  altar_backend_t *noop = open_or_die(&altar_backend_python_ops, &cfg);
   altar_strmap_set(&cfg, "adapter", "subprocess");
   altar_strmap_set(&cfg, "python", py);
   altar_strmap_set(&cfg, "options", ex_opts);
-  altar_backend_t *example = open_or_die(&altar_backend_python, &cfg);
+  altar_backend_t *example = open_or_die(&altar_backend_python_ops, &cfg);
 
   /* Interleaved, so a busy moment on the machine hits every contender. */
   double r_proc = rate(proc, n / 2), r_noop = rate(noop, n / 2);

@@ -129,7 +129,7 @@ int altar_cmd_cancel(int argc, char **argv) {
   snprintf(who, sizeof who, "altar-cancel@%s", host);
   altar_error_t err = {0};
   size_t topics = 0, sent = 0;
-  int rc = altar_job_cancel_send(t, &cfg.topics, job, group, who, &sent, &topics, &err);
+  int rc = altar__job_cancel_send(t, &cfg.topics, job, group, who, &sent, &topics, &err);
   altar_transport_close(t);
   altar_config_clear(&cfg);
   if (rc || acks.failed) {

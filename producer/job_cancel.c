@@ -39,9 +39,8 @@ static int send_one(altar_transport_t *t, const char *topic, int32_t partition, 
   return rc;
 }
 
-int altar_job_cancel_send(altar_transport_t *t, const altar_topics_t *topics, const char *job_id,
-                          const char *group_key, const char *who, size_t *psent, size_t *ptopics,
-                          altar_error_t *err) {
+int altar__job_cancel_send(altar_transport_t *t, const altar_topics_t *topics, const char *job_id,
+                           const char *group_key, const char *who, size_t *psent, size_t *ptopics, altar_error_t *err) {
   size_t sent = 0, n_topics = 0;
   if (psent) *psent = 0;
   if (ptopics) *ptopics = 0;

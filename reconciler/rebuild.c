@@ -638,10 +638,10 @@ static int publish_followups(replay_t *r, const char *tname, const altar_strmap_
   return rc;
 }
 
-int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, altar_ledger_t *new_ledger,
-                             const altar_group_specs_t *groups, const altar_topics_t *topics,
-                             const altar_checkpoint_t *from, bool quiet, altar_reconciler_stats_t *pstats,
-                             uint64_t *ppublished, altar_error_t *err) {
+int altar__reconciler_rebuild(const char *tname, const altar_strmap_t *props, altar_ledger_t *new_ledger,
+                              const altar_group_specs_t *groups, const altar_topics_t *topics,
+                              const altar_checkpoint_t *from, bool quiet, altar_reconciler_stats_t *pstats,
+                              uint64_t *ppublished, altar_error_t *err) {
   seen_ids_t seen = {0};
   replay_t r = {.ledger = new_ledger, .groups = groups, .topics = topics, .seen = &seen};
   uint64_t published = 0;

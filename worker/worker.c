@@ -119,7 +119,7 @@ static int worker_open(worker_t *w, const altar_worker_opts_t *o, altar_error_t 
     gethostname(host, sizeof host - 1);
     snprintf(w->worker_id, sizeof w->worker_id, "%s:%ld", host, (long)getpid());
   }
-  w->tracker = altar_offset_tracker_new();
+  w->tracker = altar__offset_tracker_new();
   if (!w->tracker) return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
   altar_error_t me = {0};
   if (altar__worker_metrics_init(&w->metrics, o->metrics, o->slots, &me))
@@ -160,7 +160,7 @@ static int worker_open(worker_t *w, const altar_worker_opts_t *o, altar_error_t 
     free(w->load_free);
     altar__worker_pools_free(w);
     altar_transport_detach(o->transport);
-    altar_offset_tracker_free(w->tracker);
+    altar__offset_tracker_free(w->tracker);
   }
   return rc;
 }
@@ -309,7 +309,7 @@ static int worker_close(worker_t *w, altar__heartbeat_t *hb, altar_worker_stats_
   free(w->load_pools);
   free(w->load_free);
   altar__cancel_set_free(&w->cancels);
-  altar_offset_tracker_free(w->tracker);
+  altar__offset_tracker_free(w->tracker);
   if (w->fatal) {
     if (err) *err = w->fatal_err;
     return w->fatal;
@@ -317,7 +317,7 @@ static int worker_close(worker_t *w, altar__heartbeat_t *hb, altar_worker_stats_
   return ALTAR_OK;
 }
 
-int altar_worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats, altar_error_t *err) {
+int altar__worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats, altar_error_t *err) {
   if (!o || !o->transport || !o->backend || !o->topics || o->slots < 1)
     return altar_error_set(err, ALTAR_EINVAL, "worker: transport, backend, topics and slots >= 1 are required");
   worker_t w;

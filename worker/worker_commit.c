@@ -18,7 +18,8 @@ static bool commit_partition(worker_t *w, const char *topic, int32_t partition) 
   int64_t off;
   char meta[ALTAR_OFFSET_META_MAX + ALTAR_CANCEL_META_MAX + 1];
   bool changed;
-  if (altar_offset_tracker_commit_point(w->tracker, topic, partition, &off, meta, ALTAR_OFFSET_META_MAX + 1, &changed) ||
+  if (altar__offset_tracker_commit_point(w->tracker, topic, partition, &off, meta, ALTAR_OFFSET_META_MAX + 1,
+                                         &changed) ||
       !changed || off < 0)
     return true;
   /* A commit past a cancel carries it on (cancel_meta.h): the commit point
@@ -27,7 +28,7 @@ static bool commit_partition(worker_t *w, const char *topic, int32_t partition) 
   altar_error_t e = {0};
   if (altar_transport_commit(w->o->transport, topic, partition, off, meta[0] ? meta : NULL, &e) != ALTAR_OK) {
     /* Else the tracker would report no change and the commit never be retried. */
-    altar_offset_tracker_commit_failed(w->tracker, topic, partition);
+    altar__offset_tracker_commit_failed(w->tracker, topic, partition);
     altar__worker_log(w, "commit %s/%" PRId32 " at %" PRId64 " failed (will retry): %s", topic, partition, off, e.msg);
     return false;
   }
@@ -71,7 +72,7 @@ void altar__worker_on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t ki
                           parts[i].partition, e.msg);
       altar_error_t me = {0};
       char *cancels = altar__cancel_meta_split(meta);
-      altar_offset_tracker_assign(w->tracker, parts[i].topic, parts[i].partition, off >= 0 ? off : -1, meta, &me);
+      altar__offset_tracker_assign(w->tracker, parts[i].topic, parts[i].partition, off >= 0 ? off : -1, meta, &me);
       if (me.msg[0]) altar__worker_log(w, "%s", me.msg);
       if (cancels) altar__worker_restore_cancels(w, parts[i].topic, parts[i].partition, cancels);
       free(meta);
@@ -111,7 +112,7 @@ void altar__worker_on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t ki
     }
     altar__worker_waits_drop(w, parts[i].topic, parts[i].partition);
     altar__lookahead_drop(&w->ahead, parts[i].topic, parts[i].partition);
-    altar_offset_tracker_revoke(w->tracker, parts[i].topic, parts[i].partition);
+    altar__offset_tracker_revoke(w->tracker, parts[i].topic, parts[i].partition);
 
     for (size_t j = 0; j < w->n_parts; j++) {
       if (w->parts[j].partition == parts[i].partition && !strcmp(w->parts[j].topic, parts[i].topic)) {

@@ -90,7 +90,7 @@ void altar__worker_obey_control(worker_t *w, const altar_msg_t *m, const altar_c
     if (!x) continue; /* not waited for (ours, finished, or below the commit point) */
     switch (c->event) {
     case ALTAR_CTL_DONE:
-      altar_offset_tracker_finished(w->tracker, m->topic, m->partition, c->offsets[i]);
+      altar__offset_tracker_finished(w->tracker, m->topic, m->partition, c->offsets[i]);
       altar_msg_free(wait_take(w, x));
       w->stats.handed_done++;
       break;
@@ -118,7 +118,7 @@ void altar__worker_handle_control(worker_t *w, const altar_msg_t *m) {
     return;
   }
   w->stats.controls++;
-  altar_offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset); /* its own offset: done at once */
+  altar__offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset); /* its own offset: done at once */
   altar__worker_obey_control(w, m, &c);
   altar_control_msg_clear(&c);
 }

@@ -132,7 +132,7 @@ void altar__worker_on_delivery(altar_transport_t *t, const altar_delivery_t *dr,
   if (p->finishes) {
     /* Not ours to finish (the partition moved on): tell its owner, who
      * waits for this job instead of running it. */
-    if (altar_offset_tracker_finished(w->tracker, p->src_topic, p->src_partition, p->src_offset) != ALTAR_OK)
+    if (altar__offset_tracker_finished(w->tracker, p->src_topic, p->src_partition, p->src_offset) != ALTAR_OK)
       altar__worker_send_control(w, p->src_topic, p->src_partition, ALTAR_CTL_DONE, &p->src_offset, 1);
     if (!p->forward) w->finished_jobs++;
   }

@@ -127,7 +127,7 @@ static void forward_one(worker_t *w, const char *topic, int32_t partition, const
   p->src_offset = h->offset;
   altar_msg_t *m = altar__lookahead_pop(&w->ahead, topic, partition);
   w->stats.consumed++;
-  if (altar_offset_tracker_seen(w->tracker, m->topic, m->partition, m->offset) != ALTAR_OK) {
+  if (altar__offset_tracker_seen(w->tracker, m->topic, m->partition, m->offset) != ALTAR_OK) {
     altar__worker_pending_free(p);
     altar_msg_free(m);
     return;

@@ -83,7 +83,7 @@ typedef struct worker {
   const altar_worker_opts_t *o;
   char worker_id[256];
   const char *group;
-  altar_offset_tracker_t *tracker;
+  altar__offset_tracker_t *tracker;
   wtask_t **tasks;
   size_t n_tasks, cap_tasks;
   assigned_t *parts;

@@ -161,24 +161,24 @@ int altar__worker_pools_setup(worker_t *w, altar_error_t *err) {
 /* One consumed record. Returns true when it keeps m (a waited job). */
 static bool handle_job(worker_t *w, altar_msg_t *m) {
   w->stats.consumed++;
-  int rc = altar_offset_tracker_seen(w->tracker, m->topic, m->partition, m->offset);
+  int rc = altar__offset_tracker_seen(w->tracker, m->topic, m->partition, m->offset);
   if (rc) {
     altar__worker_log(w, "ignoring %s/%" PRId32 "/%" PRId64 ": %s", m->topic, m->partition, m->offset,
                       rc == ALTAR_ENOTFOUND ? "partition not assigned" : "offset out of order");
     return false;
   }
-  if (altar_offset_tracker_already_done(w->tracker, m->topic, m->partition, m->offset)) {
-    altar_offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset);
+  if (altar__offset_tracker_already_done(w->tracker, m->topic, m->partition, m->offset)) {
+    altar__offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset);
     w->stats.skipped++;
     return false;
   }
-  if (altar_offset_tracker_held(w->tracker, m->topic, m->partition, m->offset)) {
+  if (altar__offset_tracker_held(w->tracker, m->topic, m->partition, m->offset)) {
     wtask_t *own = altar__worker_task_find(w, m->topic, m->partition, m->offset);
     if (own && own->held) {
       /* The partition came back: our own run goes on as if never handed over. */
       own->held = false;
       w->stats.reattached++;
-      if (own->acked) altar_offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset);
+      if (own->acked) altar__offset_tracker_finished(w->tracker, m->topic, m->partition, m->offset);
       return false;
     }
     if (!altar__worker_wait_add(w, m, altar__worker_lease_deadline(w, 0))) return false;
@@ -197,8 +197,8 @@ static bool is_control(const altar_msg_t *m) {
 /* Whether m takes a slot when taken in: not a control message, not
  * finished already, not held by another worker. */
 bool altar__worker_takes_slot(const worker_t *w, const altar_msg_t *m) {
-  return !is_control(m) && !altar_offset_tracker_already_done(w->tracker, m->topic, m->partition, m->offset) &&
-         !altar_offset_tracker_held(w->tracker, m->topic, m->partition, m->offset);
+  return !is_control(m) && !altar__offset_tracker_already_done(w->tracker, m->topic, m->partition, m->offset) &&
+         !altar__offset_tracker_held(w->tracker, m->topic, m->partition, m->offset);
 }
 
 bool altar__worker_slot_free(const worker_t *w, const char *topic) {
@@ -222,7 +222,7 @@ static void obey_early(worker_t *w, const altar_msg_t *m) {
 /* One record read from a jobs partition: taken in now when nothing of its
  * partition is queued ahead of it and it can start, else queued. */
 void altar__worker_take_record(worker_t *w, altar_msg_t *m) {
-  bool ours = altar_offset_tracker_assigned(w->tracker, m->topic, m->partition);
+  bool ours = altar__offset_tracker_assigned(w->tracker, m->topic, m->partition);
   if (!ours || (!altar__lookahead_len(&w->ahead, m->topic, m->partition) &&
                 (!altar__worker_takes_slot(w, m) || altar__worker_slot_free(w, m->topic)))) {
     if (!handle_job(w, m)) altar_msg_free(m);

@@ -172,7 +172,7 @@ int altar_modal_cancel(altar_modal_t *m, const altar_handle_t *h, altar_error_t 
 int altar_modal_stage_inputs(altar_modal_t *m, const altar_transfer_t *inputs, size_t n, altar_error_t *err);
 int altar_modal_collect_outputs(altar_modal_t *m, const altar_transfer_t *outputs, size_t n, altar_error_t *err);
 
-/* The "modal" backend (altar_backend_modal, altar/plugin/backend.h):
+/* The "modal" backend (altar_backend_modal_ops, altar/plugin/backend.h):
  * input_digest_verification "task" (the wrapper above). Its open reads these
  * keys (strings, optional): app_name, volume_name, mount_root, pool_accelerators (JSON
  * {"pool": "accelerator"}), python, bridge, reply_timeout_ms, run_timeout_ms. data_root and

@@ -362,7 +362,7 @@ void altar_storage_contract_staging(const altar_storage_fixture_t *fx) {
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", root);
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   altar_strmap_clear(&cfg);
   CU_ASSERT_PTR_NOT_NULL_FATAL(be);
   altar_error_t err = {0};

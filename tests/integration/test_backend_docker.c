@@ -66,7 +66,7 @@ static altar_backend_t *new_backend(const char *data_root, altar_error_t *err) {
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", data_root);
   altar_strmap_set(&cfg, "slots", "2");
-  altar_backend_t *be = altar_backend_open(&altar_backend_docker, &cfg, err);
+  altar_backend_t *be = altar_backend_open(&altar_backend_docker_ops, &cfg, err);
   altar_strmap_clear(&cfg);
   return be;
 }

@@ -31,7 +31,7 @@ static altar_backend_t *open_py(const char *adapter, const char *options, const 
   altar_strmap_set(&cfg, "python", python());
   if (options) altar_strmap_set(&cfg, "options", options);
   for (size_t i = 0; extra && extra[i]; i += 2) altar_strmap_set(&cfg, extra[i], extra[i + 1]);
-  altar_backend_t *be = altar_backend_open(&altar_backend_python, &cfg, err);
+  altar_backend_t *be = altar_backend_open(&altar_backend_python_ops, &cfg, err);
   altar_strmap_clear(&cfg);
   return be;
 }
@@ -313,7 +313,7 @@ static void test_open_refusals(void) {
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "python", python());
   altar_error_t err = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_python, &cfg, &err);
+  altar_backend_t *be = altar_backend_open(&altar_backend_python_ops, &cfg, &err);
   CU_ASSERT_PTR_NULL(be);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "backend.adapter"));
   altar_strmap_clear(&cfg);

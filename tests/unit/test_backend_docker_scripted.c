@@ -892,10 +892,10 @@ static void test_capacity_resolver_config(void) {
 
 static void test_registered_names(void) {
   /* create_by_name through the real runner: "docker" is an alias of "local". */
-  altar_backend_register(&altar_backend_docker);
-  altar_backend_register_alias("docker", &altar_backend_docker);
-  CU_ASSERT_PTR_EQUAL(altar_backend_lookup("docker"), &altar_backend_docker);
-  CU_ASSERT_PTR_EQUAL(altar_backend_lookup("local"), &altar_backend_docker);
+  altar_backend_register(&altar_backend_docker_ops);
+  altar_backend_register_alias("docker", &altar_backend_docker_ops);
+  CU_ASSERT_PTR_EQUAL(altar_backend_lookup("docker"), &altar_backend_docker_ops);
+  CU_ASSERT_PTR_EQUAL(altar_backend_lookup("local"), &altar_backend_docker_ops);
 }
 
 static void test_missing_client_is_a_clear_error(void) {
@@ -903,7 +903,7 @@ static void test_missing_client_is_a_clear_error(void) {
   altar_strmap_set(&cfg, "data_root", root_dir);
   altar_strmap_set(&cfg, "docker", "/nonexistent/docker");
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_docker, &cfg, &berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_docker_ops, &cfg, &berr);
   altar_strmap_clear(&cfg);
   CU_ASSERT_FATAL(be != NULL);
   altar_spec_t *s = spec_with("true", NULL);

@@ -1470,8 +1470,8 @@ static const altar_contract_fixture_t contract_fx = {
 
 /* Registered by name, created from configuration keys. */
 static void test_vtable_create(void) {
-  altar_backend_register(&altar_backend_kubernetes);
-  CU_ASSERT(altar_backend_lookup("kubernetes") == &altar_backend_kubernetes);
+  altar_backend_register(&altar_backend_kubernetes_ops);
+  CU_ASSERT(altar_backend_lookup("kubernetes") == &altar_backend_kubernetes_ops);
   char *dir = altar_test_tmpdir("k8s-kc");
   char path[1024];
   snprintf(path, sizeof path, "%s/kubeconfig", dir);

@@ -28,7 +28,7 @@ static altar_backend_t *make_process(void *ctx, const char *data_root, altar_err
   altar_strmap_set(&cfg, "data_root", data_root);
   altar_strmap_set(&cfg, "slots", "4");
   if (memory) altar_strmap_set(&cfg, "memory", memory);
-  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, err);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process_ops, &cfg, err);
   altar_strmap_clear(&cfg);
   return be;
 }
@@ -208,7 +208,7 @@ static void test_logs_bounded(void) {
   altar_strmap_set(&cfg, "data_root", r2);
   altar_strmap_set(&cfg, "log_cap", "1000");
   altar_error_t berr = {0};
-  altar_backend_t *b2 = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *b2 = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   altar_strmap_clear(&cfg);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b2);
   altar_spec_t *s = altar_spec_new("k", "i");
@@ -308,7 +308,7 @@ static void test_old_logs_swept(void) {
   altar_strmap_t cfg = {0};
   altar_strmap_set(&cfg, "data_root", r);
   altar_error_t berr = {0};
-  altar_backend_t *b = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *b = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   altar_strmap_clear(&cfg);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b);
   struct stat st;
@@ -633,11 +633,11 @@ static void test_bad_config(void) {
   altar_strmap_t cfg = {0};
   altar_error_t berr = {0};
   altar_strmap_set(&cfg, "slots", "many");
-  CU_ASSERT_PTR_NULL(altar_backend_open(&altar_backend_process, &cfg, &berr));
+  CU_ASSERT_PTR_NULL(altar_backend_open(&altar_backend_process_ops, &cfg, &berr));
   CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "backend.slots"));
   altar_strmap_clear(&cfg);
   altar_strmap_set(&cfg, "dta_root", "/tmp");
-  CU_ASSERT_PTR_NULL(altar_backend_open(&altar_backend_process, &cfg, &berr));
+  CU_ASSERT_PTR_NULL(altar_backend_open(&altar_backend_process_ops, &cfg, &berr));
   CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "backend.dta_root"));
   altar_strmap_clear(&cfg);
 }

@@ -56,7 +56,7 @@ static void test_options_that_cannot_be_json(void) {
 }
 
 static int setup(void) {
-  altar_backend_register(&altar_backend_python); /* so the reader knows its keys */
+  altar_backend_register(&altar_backend_python_ops); /* so the reader knows its keys */
   dir = altar_test_tmpdir("config-json");
   return 0;
 }

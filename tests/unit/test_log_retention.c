@@ -369,19 +369,19 @@ static void test_process_backend_prunes_at_create(void) {
   altar_strmap_set(&cfg, "data_root", data);
   altar_strmap_set(&cfg, "logs_keep_count", "2");
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   if (!be) fprintf(stderr, "open: %s\n", berr.msg);
   CU_ASSERT_FATAL(be != NULL);
   CU_ASSERT(!kept(logs, 20) && !kept(logs, 21));
   CU_ASSERT(kept(logs, 22) && kept(logs, 23));
   altar_backend_close(be);
   altar_strmap_set(&cfg, "logs_keep", "tiny");
-  CU_ASSERT(altar_backend_open(&altar_backend_process, &cfg, &berr) == NULL);
+  CU_ASSERT(altar_backend_open(&altar_backend_process_ops, &cfg, &berr) == NULL);
   CU_ASSERT(strstr(berr.msg, "backend.logs_keep:") != NULL);
   altar_strmap_clear(&cfg);
   altar_strmap_set(&cfg, "data_root", data);
   altar_strmap_set(&cfg, "logs_keep_cnt", "5");
-  CU_ASSERT(altar_backend_open(&altar_backend_process, &cfg, &berr) == NULL);
+  CU_ASSERT(altar_backend_open(&altar_backend_process_ops, &cfg, &berr) == NULL);
   CU_ASSERT(strstr(berr.msg, "backend.logs_keep_cnt: unknown key for the process backend (did you mean "
                              "\"logs_keep_count\"?)") != NULL);
   altar_strmap_clear(&cfg);
@@ -422,7 +422,7 @@ static void test_process_reclaim_keeps_only_output(void) {
   altar_strmap_set(&cfg, "data_root", data);
   altar_strmap_set(&cfg, "logs_keep_count", "2");
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   CU_ASSERT_FATAL(be != NULL);
   char key[ALTAR_TASK_KEY_LEN + 1], keys[3][ALTAR_TASK_KEY_LEN + 1];
   run_and_reclaim(be, "true", key);
@@ -462,7 +462,7 @@ static void test_process_keeps_running_task_output(void) {
   altar_strmap_set(&cfg, "data_root", data);
   altar_strmap_set(&cfg, "logs_keep", "1MiB");
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   CU_ASSERT_FATAL(be != NULL);
   altar_spec_t *s = altar_spec_new("retention", "img");
   altar_spec_add_arg(s, "sh");
@@ -486,7 +486,7 @@ static void test_process_keeps_running_task_output(void) {
   CU_ASSERT(utimensat(AT_FDCWD, file, old, 0) == 0 && utimensat(AT_FDCWD, live, old, 0) == 0);
   for (int i = 30; i < 33; i++) make_kept(logs, i, 1u << 20, now - (33 - i) * 60.0);
   /* A second backend on the data root prunes at open. */
-  altar_backend_t *be2 = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *be2 = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   CU_ASSERT_FATAL(be2 != NULL);
   CU_ASSERT(access(file, F_OK) == 0);
   /* 3 MiB of finished output and the running task's few bytes: over 1 MiB

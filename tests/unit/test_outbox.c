@@ -409,7 +409,7 @@ static void test_daemon_and_rebuild_agree_on_bytes(void) {
   altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics, .batch_max = 3,
                                .exit_when_idle = true, .quiet = true};
   altar_reconciler_stats_t st = {0};
-  int rc = altar_reconciler_run(&o, &st, &err);
+  int rc = altar__reconciler_run(&o, &st, &err);
   if (rc) fprintf(stderr, "reconciler: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT_EQUAL(st.events, 9);
@@ -425,7 +425,7 @@ static void test_daemon_and_rebuild_agree_on_bytes(void) {
   altar_ledger_t *l2 = open_ledger(l2dir);
   altar_topics_t topics2 = topics_named("ready2");
   uint64_t missing = 0;
-  rc = altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, true, &st, &missing, &err);
+  rc = altar__reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, true, &st, &missing, &err);
   if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT_EQUAL(missing, 2);
@@ -519,7 +519,7 @@ static void test_rebuild_resumes_where_it_read(void) {
   altar_topics_t topics = topics_named("ready");
   altar_reconciler_stats_t st = {0};
   uint64_t missing = 0;
-  int rc = altar_reconciler_rebuild("local-hook", &props, l, &groups, &topics, NULL, true, &st, &missing, &err);
+  int rc = altar__reconciler_rebuild("local-hook", &props, l, &groups, &topics, NULL, true, &st, &missing, &err);
   if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT(hook_fired);
@@ -534,7 +534,7 @@ static void test_rebuild_resumes_where_it_read(void) {
   altar_transport_t *t = open_local(root, NULL);
   altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
                                .exit_when_idle = true, .quiet = true};
-  rc = altar_reconciler_run(&o, &st, &err);
+  rc = altar__reconciler_run(&o, &st, &err);
   CU_ASSERT(rc == 0);
   CU_ASSERT_EQUAL(st.events, 1);
   altar_transport_close(t);
@@ -613,7 +613,7 @@ static void test_revoke_mid_batch_applies_once(void) {
   altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
                                .exit_when_idle = true, .quiet = true};
   altar_reconciler_stats_t st = {0};
-  rc = altar_reconciler_run(&o, &st, &err);
+  rc = altar__reconciler_run(&o, &st, &err);
   if (rc) fprintf(stderr, "reconciler: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT_EQUAL(revoke_armed, 3);
@@ -667,7 +667,7 @@ static void test_daemon_survives_odd_events(void) {
                                  .batch_max = batch, .group = batch == 1 ? "g1" : "g2", .exit_when_idle = true,
                                  .quiet = true};
     altar_reconciler_stats_t st = {0};
-    int rc = altar_reconciler_run(&o, &st, &err);
+    int rc = altar__reconciler_run(&o, &st, &err);
     if (rc) fprintf(stderr, "reconciler (batch %zu): %s\n", batch, err.msg);
     CU_ASSERT(rc == 0);
     CU_ASSERT_EQUAL(st.events + st.poison, 12);
@@ -717,7 +717,7 @@ static void run_until_idle(const char *root, const char *dir, const altar_group_
   altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = groups, .topics = &topics,
                                .exit_when_idle = true, .quiet = true};
   memset(pst, 0, sizeof *pst);
-  int rc = altar_reconciler_run(&o, pst, &err);
+  int rc = altar__reconciler_run(&o, pst, &err);
   if (rc) fprintf(stderr, "reconciler: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   altar_transport_close(t);
@@ -736,7 +736,7 @@ static uint64_t rebuild_into(const char *root, const char *dir, const altar_grou
   altar_topics_t topics = topics_named(ready);
   altar_reconciler_stats_t st = {0};
   uint64_t missing = 0;
-  int rc = altar_reconciler_rebuild("local", &props, l, groups, &topics, NULL, true, &st, &missing, &err);
+  int rc = altar__reconciler_rebuild("local", &props, l, groups, &topics, NULL, true, &st, &missing, &err);
   if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT(altar_ledger_checksum(l, sum, &err) == 0);
@@ -863,7 +863,7 @@ static void test_late_shards_recorded_not_refired(void) {
   altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
                                .exit_when_idle = true, .quiet = true};
   altar_reconciler_stats_t st = {0};
-  CU_ASSERT_FATAL(altar_reconciler_run(&o, &st, &err) == 0);
+  CU_ASSERT_FATAL(altar__reconciler_run(&o, &st, &err) == 0);
   CU_ASSERT_EQUAL(st.fired, 1);
   CU_ASSERT_EQUAL(st.dead_lettered, 0);
   CU_ASSERT_EQUAL(st.late, 2);
@@ -886,7 +886,8 @@ static void test_late_shards_recorded_not_refired(void) {
   altar_ledger_t *l2 = open_ledger(l2dir);
   altar_topics_t topics2 = topics_named("ready2");
   uint64_t missing = 0;
-  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, true, &st, &missing, &err) == 0);
+  CU_ASSERT_FATAL(altar__reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, true, &st, &missing, &err) ==
+                  0);
   char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
@@ -966,7 +967,7 @@ static altar_ledger_t *run_daemon(const char *root, const char *ldir, const alta
                                .exit_when_idle = true, .quiet = true};
   altar_error_t err = {0};
   memset(st, 0, sizeof *st);
-  int rc = altar_reconciler_run(&o, st, &err);
+  int rc = altar__reconciler_run(&o, st, &err);
   if (rc) fprintf(stderr, "daemon: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   altar_transport_close(t);
@@ -982,7 +983,7 @@ static uint64_t replay_checksum(const char *root, const char *l2dir, const altar
   altar_reconciler_stats_t st = {0};
   altar_error_t err = {0};
   uint64_t missing = 0;
-  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, groups, topics, NULL, true, &st, &missing, &err) == 0);
+  CU_ASSERT_FATAL(altar__reconciler_rebuild("local", &props, l2, groups, topics, NULL, true, &st, &missing, &err) == 0);
   CU_ASSERT(altar_ledger_checksum(l2, sum, &err) == 0);
   altar_test_ledger_close(l2);
   altar_strmap_clear(&props);

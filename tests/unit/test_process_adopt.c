@@ -22,7 +22,7 @@ static altar_backend_t *open_backend(const char *root, const char *memory) {
   altar_strmap_set(&cfg, "slots", "4");
   if (memory) altar_strmap_set(&cfg, "memory", memory);
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   if (!be) fprintf(stderr, "open: %s\n", berr.msg);
   altar_strmap_clear(&cfg);
   return be;

@@ -33,7 +33,7 @@ static altar_backend_t *open_backend(const char *root, const char *start) {
   altar_strmap_set(&cfg, "slots", "4");
   if (start) altar_strmap_set(&cfg, "supervisor_start", start);
   altar_error_t berr = {0};
-  altar_backend_t *be = altar_backend_open(&altar_backend_process, &cfg, &berr);
+  altar_backend_t *be = altar_backend_open(&altar_backend_process_ops, &cfg, &berr);
   if (!be) fprintf(stderr, "open: %s\n", berr.msg);
   altar_strmap_clear(&cfg);
   return be;
@@ -318,7 +318,7 @@ static void test_exec_mode(void) {
   altar_strmap_set(&cfg, "data_root", root);
   altar_strmap_set(&cfg, "supervisor_start", "zygote");
   altar_error_t berr = {0};
-  CU_ASSERT_PTR_NULL(altar_backend_open(&altar_backend_process, &cfg, &berr));
+  CU_ASSERT_PTR_NULL(altar_backend_open(&altar_backend_process_ops, &cfg, &berr));
   CU_ASSERT_PTR_NOT_NULL(strstr(berr.msg, "backend.supervisor_start"));
   altar_strmap_clear(&cfg);
   altar_test_rmtree(root);

@@ -146,7 +146,7 @@ static void test_size_bound_edge(void) {
   altar_topics_t topics = {"jobs", "status", "ready", "dead", "dlq"};
   altar_job_queue_t q = {.transport = NULL, .topics = &topics, .groups = &fz_groups};
   char run_id[ALTAR_RUN_ID_MAX + 1];
-  CU_ASSERT_EQUAL(altar_job_queue_submit(&q, NULL, v, 1, run_id, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__job_queue_submit(&q, NULL, v, 1, run_id, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "specs[0]") && strstr(err.msg, "command"));
   altar_spec_free(under);
   altar_spec_free(over);
@@ -175,7 +175,7 @@ static void test_group_event_bound(void) {
   altar_job_queue_t q = {.transport = NULL, .topics = &topics, .groups = &fz_groups};
   char run_id[ALTAR_RUN_ID_MAX + 1];
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_job_queue_submit(&q, NULL, v, n, run_id, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__job_queue_submit(&q, NULL, v, n, run_id, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "its event of 80 shards") != NULL);
   for (size_t i = 0; i < n; i++) altar_spec_clear(&v[i]);
   free(v);
@@ -188,12 +188,12 @@ static void test_kinds_checked_by_queue(void) {
   altar_job_queue_t q = {.transport = NULL, .topics = &topics, .groups = &fz_groups};
   char run_id[ALTAR_RUN_ID_MAX + 1];
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_job_queue_submit(&q, NULL, s, 1, run_id, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__job_queue_submit(&q, NULL, s, 1, run_id, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "'nokind' has no group config") && strstr(err.msg, "configured kinds: shard"));
   altar_spec_free(s);
   s = spec_of("shard");
   altar_spec_set_gpu(s, "a.b", 1);
-  CU_ASSERT_EQUAL(altar_job_queue_submit(&q, NULL, s, 1, run_id, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__job_queue_submit(&q, NULL, s, 1, run_id, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "resources.gpu") != NULL);
   altar_spec_free(s);
 }

@@ -154,19 +154,19 @@ const altar_backend_ops_t *altar_backend_lookup(const char *name);
  * 1 GiB; task directories, default 10000; age in days, default 14),
  * memory ("auto": a memory cgroup when one can be made, else the RSS
  * watchdog; "watchdog"). See docs/backends.md. */
-extern const altar_backend_ops_t altar_backend_process;
+extern const altar_backend_ops_t altar_backend_process_ops;
 
 /* The other built-ins, registered by cli/plugins.c: "local" (docker, also
  * registered as "docker"; docs/docker.md), "kubernetes" (each task a batch/v1
  * Job; README, "Kubernetes") and "modal" (a Modal sandbox per task through the
  * SDK's bridge; altar/modal.h lists its keys). */
-extern const altar_backend_ops_t altar_backend_docker;
-extern const altar_backend_ops_t altar_backend_kubernetes;
-extern const altar_backend_ops_t altar_backend_modal;
+extern const altar_backend_ops_t altar_backend_docker_ops;
+extern const altar_backend_ops_t altar_backend_kubernetes_ops;
+extern const altar_backend_ops_t altar_backend_modal_ops;
 /* "python": an ExecutionBackend written in Python, found under the
  * altar.execution_backends entry points of the interpreter named by the
  * key python, run through one bridge process (docs/python-backends.md). */
-extern const altar_backend_ops_t altar_backend_python;
+extern const altar_backend_ops_t altar_backend_python_ops;
 
 ALTAR_API_END
 

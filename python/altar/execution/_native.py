@@ -84,10 +84,10 @@ int altar_logical_path_check(const char *logical, altar_error_t *err);
 
 typedef struct altar_backend_ops altar_backend_ops_t;
 typedef struct altar_backend altar_backend_t;
-extern altar_backend_ops_t altar_backend_process;
-extern altar_backend_ops_t altar_backend_docker;
-extern altar_backend_ops_t altar_backend_kubernetes;
-extern altar_backend_ops_t altar_backend_modal;
+extern altar_backend_ops_t altar_backend_process_ops;
+extern altar_backend_ops_t altar_backend_docker_ops;
+extern altar_backend_ops_t altar_backend_kubernetes_ops;
+extern altar_backend_ops_t altar_backend_modal_ops;
 int altar_backend_register(const altar_backend_ops_t *ops);
 int altar_backend_register_alias(const char *alias, const altar_backend_ops_t *ops);
 size_t altar_backend_names(const char **names, size_t max);
@@ -308,10 +308,10 @@ def lib() -> Any:
 
 def _register_builtins(L: Any) -> None:
     # What cli/plugins.c does for the altar binary: the same names, the same tables.
-    for name in ("altar_backend_process", "altar_backend_docker", "altar_backend_kubernetes",
-                 "altar_backend_modal"):
+    for name in ("altar_backend_process_ops", "altar_backend_docker_ops", "altar_backend_kubernetes_ops",
+                 "altar_backend_modal_ops"):
         L.altar_backend_register(ffi.addressof(L, name))
-    L.altar_backend_register_alias(b"docker", ffi.addressof(L, "altar_backend_docker"))
+    L.altar_backend_register_alias(b"docker", ffi.addressof(L, "altar_backend_docker_ops"))
     L.altar_transport_register(ffi.addressof(L, "altar_transport_kafka_ops"))
     L.altar_transport_register(ffi.addressof(L, "altar_transport_local_ops"))
     L.altar_storage_register_builtin()
