@@ -6,6 +6,7 @@
 
 #include "altar/clock.h"
 #include "altar/codec.h"
+#include "core/unconst.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,7 +23,7 @@ int altar__worker_send_control(worker_t *w, const char *topic, int32_t partition
         .v = ALTAR_SCHEMA_VERSION,
         .event = ev,
         .partition = partition,
-        .offsets = (int64_t *)(offs + at),
+        .offsets = ALTAR__UNCONST(offs + at),
         .n_offsets = k,
         .lease_s = ev == ALTAR_CTL_LEASE ? w->lease_interval_ms / 1000.0 : 0,
         .worker = w->worker_id,

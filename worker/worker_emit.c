@@ -5,6 +5,7 @@
 
 #include "altar/clock.h"
 #include "altar/pools.h"
+#include "core/unconst.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -148,7 +149,7 @@ int altar__worker_emit_status(worker_t *w, wtask_t *task, altar_status_event_kin
       .kind = task->spec->kind,
       .handle = task->handle,
       .state = state,
-      .failure = (altar_failure_t *)failure,
+      .failure = ALTAR__UNCONST(failure),
       .spec = with_spec ? task->spec : NULL,
       .worker = w->worker_id,
       .source = {true, task->topic, task->partition, task->offset},

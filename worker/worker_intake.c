@@ -7,6 +7,7 @@
 #include "altar/clock.h"
 #include "altar/codec.h"
 #include "altar/pools.h"
+#include "core/unconst.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,7 +39,7 @@ int64_t altar__worker_pool_free(const worker_t *w, const char *pool) {
   bool fixed = false;
   for (size_t i = 0; i < w->cap.n && !fixed; i++) fixed = !strcmp(w->cap.pools[i], pool);
   if (!fixed) return INT64_MAX;
-  altar_resources_t r = {.gpu = strcmp(pool, ALTAR_POOL_CPU) ? (char *)pool : NULL, .count = 1};
+  altar_resources_t r = {.gpu = strcmp(pool, ALTAR_POOL_CPU) ? ALTAR__UNCONST(pool) : NULL, .count = 1};
   return altar_capacity_free_for(&w->cap, &r);
 }
 

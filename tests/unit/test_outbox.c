@@ -14,6 +14,7 @@
 #include "reconciler/outbox.h"
 #include "ledger_suite.h"
 #include "testutil.h"
+#include "core/unconst.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -364,7 +365,7 @@ static void status_ev(altar_transport_t *t, altar_status_event_kind_t kind, cons
 }
 
 static altar_topics_t topics_named(const char *ready) {
-  return (altar_topics_t){"jobs", "st", (char *)ready, "dead", "dlq"};
+  return (altar_topics_t){"jobs", "st", ALTAR__UNCONST(ready), "dead", "dlq"};
 }
 
 static void make_topics(altar_transport_t *t) {
