@@ -193,19 +193,19 @@ void altar__k8s_sleep(const altar_k8s_t *k, double seconds) {
 
 /* ---- as an ExecutionBackend ---- */
 
-static altar_k8s_t *K(altar_backend_t *be) { return altar_backend_impl(be); }
+static altar_k8s_t *k8s_of(altar_backend_t *be) { return altar_backend_impl(be); }
 
-static void kb_close(altar_backend_t *be) { altar__k8s_free(K(be)); }
+static void kb_close(altar_backend_t *be) { altar__k8s_free(k8s_of(be)); }
 
 static int kb_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
-  return altar__k8s_capacity(K(be), pcap, err);
+  return altar__k8s_capacity(k8s_of(be), pcap, err);
 }
 
 /* The CPU pool (any cluster runs CPU tasks) and every configured pool,
  * whether or not a node of it exists now: a pool that autoscales from zero
  * needs the job that makes it grow. */
 static int kb_pools(altar_backend_t *be, const char **pnames, size_t max) {
-  altar_k8s_t *k = K(be);
+  altar_k8s_t *k = k8s_of(be);
   size_t n = 0;
   if (!altar__k8s_pool(k, ALTAR_POOL_CPU)) {
     if (n < max) pnames[n] = ALTAR_POOL_CPU;
@@ -222,7 +222,7 @@ static int kb_pools(altar_backend_t *be, const char **pnames, size_t max) {
  * configured; with none configured any pool name goes to the default GPU
  * resource (the cluster decides). */
 static int kb_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {
-  altar_k8s_t *k = K(be);
+  altar_k8s_t *k = k8s_of(be);
   if (r->gpu && k->n_pools && !altar__k8s_pool(k, r->gpu))
     return altar_error_set(err, ALTAR_EINVAL, "resources.gpu: pool '%s' is not configured for kubernetes", r->gpu);
   if (r->gpu && r->count < 1) return altar_error_set(err, ALTAR_EINVAL, "resources.count: must be >= 1");
@@ -230,25 +230,27 @@ static int kb_check_resources(altar_backend_t *be, const altar_resources_t *r, a
 }
 
 static int kb_stage(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err) {
-  return altar__k8s_stage_inputs(K(be), ts, n, err);
+  return altar__k8s_stage_inputs(k8s_of(be), ts, n, err);
 }
 static int kb_collect(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err) {
-  return altar__k8s_collect_outputs(K(be), ts, n, err);
+  return altar__k8s_collect_outputs(k8s_of(be), ts, n, err);
 }
-static const char *kb_mount_root(altar_backend_t *be) { return K(be)->mount_root; }
+static const char *kb_mount_root(altar_backend_t *be) { return k8s_of(be)->mount_root; }
 static int kb_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
-  return altar__k8s_submit(K(be), spec, ph, err);
+  return altar__k8s_submit(k8s_of(be), spec, ph, err);
 }
 static int kb_submit_start(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
-  return altar__k8s_submit_start(K(be), spec, ph, err);
+  return altar__k8s_submit_start(k8s_of(be), spec, ph, err);
 }
-static int kb_wait_change(altar_backend_t *be, int timeout_ms) { return altar__k8s_wait_change(K(be), timeout_ms); }
+static int kb_wait_change(altar_backend_t *be, int timeout_ms) {
+  return altar__k8s_wait_change(k8s_of(be), timeout_ms);
+}
 static int kb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
                    altar_error_t *err) {
-  return altar__k8s_poll(K(be), hs, n, pst, err);
+  return altar__k8s_poll(k8s_of(be), hs, n, pst, err);
 }
 static int kb_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
-  return altar__k8s_cancel(K(be), h, err);
+  return altar__k8s_cancel(k8s_of(be), h, err);
 }
 
 /* ---- create() from configuration keys ---- */

@@ -1,6 +1,7 @@
 /* Nodes as capacity sees them: reading Node objects, resource quantities,
  * and how many pods of a pool a set of nodes can still take. */
 #include "k8s_int.h"
+#include "core/unconst.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -20,7 +21,7 @@ void altar__k8s_node_infos_free(altar_k8s_node_info_t *nodes, size_t n) {
 static int strings_into(const json_t *obj, altar_strmap_t *m) {
   const char *key;
   json_t *v;
-  json_object_foreach((json_t *)obj, key, v) {
+  json_object_foreach((json_t *)ALTAR__UNCONST(obj), key, v) {
     if (json_is_string(v) && altar_strmap_set(m, key, json_string_value(v))) return ALTAR_ENOMEM;
   }
   return ALTAR_OK;

@@ -3,6 +3,7 @@
 #include "k8s_int.h"
 
 #include "altar/plugin/backend.h"
+#include "core/unconst.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@ static int by_name(const void *a, const void *b) {
 /* jobs sorted by_name: a binary search, not a scan per handle. */
 static const altar_k8s_job_info_t *find_job(const altar_k8s_job_info_t *jobs, size_t n, const char *name) {
   if (!name || !n) return NULL;
-  altar_k8s_job_info_t key = {.name = (char *)name};
+  altar_k8s_job_info_t key = {.name = ALTAR__UNCONST(name)};
   const altar_k8s_job_info_t *j = bsearch(&key, jobs, n, sizeof *jobs, by_name);
   return j && j->name ? j : NULL;
 }

@@ -5,6 +5,7 @@
 #include "altar/backend.h"
 #include "altar/log_tail.h"
 #include "altar/pools.h"
+#include "core/unconst.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,7 +203,7 @@ static const char *jstr(const json_t *obj, const char *key) {
 static int read_strmap(const json_t *obj, altar_strmap_t *m) {
   const char *key;
   json_t *val;
-  json_object_foreach((json_t *)obj, key, val) {
+  json_object_foreach((json_t *)ALTAR__UNCONST(obj), key, val) {
     if (json_is_string(val) && altar_strmap_set(m, key, json_string_value(val))) return ALTAR_ENOMEM;
   }
   return ALTAR_OK;

@@ -14,6 +14,7 @@
 
 #include "altar/clock.h"
 #include "altar/grow.h"
+#include "core/unconst.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -600,7 +601,7 @@ void altar__k8s_watch_test_tombstone_ttl(altar_k8s_watch_t *w, double seconds) {
 }
 
 int altar__k8s_watch_test_feed(altar_k8s_watch_t *w, const char *p, size_t n, bool *pexpired) {
-  size_t took = on_stream((char *)p, 1, n, w);
+  size_t took = on_stream(ALTAR__UNCONST(p), 1, n, w);
   *pexpired = w->expired;
   return took == n ? 0 : -1;
 }

@@ -83,16 +83,16 @@ altar_modal_t *altar_modal_new(const altar_modal_config_t *cfg, altar_modal_runt
 
 /* ---- as an ExecutionBackend ---- */
 
-static altar_modal_t *M(altar_backend_t *be) { return altar_backend_impl(be); }
+static altar_modal_t *modal_of(altar_backend_t *be) { return altar_backend_impl(be); }
 
-static void mb_close(altar_backend_t *be) { altar_modal_free(M(be)); }
+static void mb_close(altar_backend_t *be) { altar_modal_free(modal_of(be)); }
 
 /* No capacity slot: Modal autoscales, so the default empty report stands. */
 
 /* CPU tasks, and every pool with an accelerator mapped (configured, or the
  * known defaults): Modal starts any of them on demand. */
 static int mb_pools(altar_backend_t *be, const char **pnames, size_t max) {
-  const altar_strmap_t *accs = &M(be)->accelerators;
+  const altar_strmap_t *accs = &modal_of(be)->accelerators;
   size_t n = 0;
   if (n < max) pnames[n] = ALTAR_POOL_CPU;
   n++;
@@ -106,26 +106,26 @@ static int mb_pools(altar_backend_t *be, const char **pnames, size_t max) {
 
 static int mb_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {
   char *gpu = NULL;
-  int rc = altar_modal_accelerator(M(be), r, &gpu, err);
+  int rc = altar_modal_accelerator(modal_of(be), r, &gpu, err);
   free(gpu);
   return rc;
 }
 static int mb_stage(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err) {
-  return altar_modal_stage_inputs(M(be), ts, n, err);
+  return altar_modal_stage_inputs(modal_of(be), ts, n, err);
 }
 static int mb_collect(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err) {
-  return altar_modal_collect_outputs(M(be), ts, n, err);
+  return altar_modal_collect_outputs(modal_of(be), ts, n, err);
 }
-static const char *mb_mount_root(altar_backend_t *be) { return M(be)->mount_root; }
+static const char *mb_mount_root(altar_backend_t *be) { return modal_of(be)->mount_root; }
 static int mb_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
-  return altar_modal_submit(M(be), spec, ph, err);
+  return altar_modal_submit(modal_of(be), spec, ph, err);
 }
 static int mb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
                    altar_error_t *err) {
-  return altar_modal_poll(M(be), hs, n, pst, err);
+  return altar_modal_poll(modal_of(be), hs, n, pst, err);
 }
 static int mb_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
-  return altar_modal_cancel(M(be), h, err);
+  return altar_modal_cancel(modal_of(be), h, err);
 }
 
 /* A positive number of milliseconds in v, for key. */

@@ -10,6 +10,7 @@
  * forked as before. Every way the supervisor holds the inherited lock and
  * behaves the same; only the long-lived parent's are not our children. */
 #include "process_int.h"
+#include "core/unconst.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -95,9 +96,9 @@ static int spawn_program(int prog_fd, const altar_proc_launch_t *l, pid_t *ppid)
   snprintf(nums[4], sizeof nums[4], "%d", l->cgroup_version);
   argv[0] = "altar-supervisor";
   for (int i = 0; i < 5; i++) argv[1 + i] = nums[i];
-  argv[6] = (char *)l->task_dir;
-  argv[7] = (char *)l->cgroup_dir;
-  argv[8] = (char *)l->log_dir;
+  argv[6] = ALTAR__UNCONST(l->task_dir);
+  argv[7] = ALTAR__UNCONST(l->cgroup_dir);
+  argv[8] = ALTAR__UNCONST(l->log_dir);
   argv[9] = "--";
   for (size_t i = 0; i < argc; i++) argv[N_FIXED + i] = l->argv[i];
   int rc = altar__proc_exec_program(prog_fd, argv, l->envp, l->lock_fd, ppid);

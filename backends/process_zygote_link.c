@@ -8,6 +8,7 @@
  * supervisor got it, so the task is not started twice. */
 #include "process_int.h"
 #include "process_zygote.h"
+#include "core/unconst.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -120,7 +121,7 @@ static char *encode(const altar_proc_launch_t *l, size_t *plen) {
 }
 
 static int send_req(int sock, const char *buf, size_t len, int lock_fd) {
-  struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+  struct iovec iov = {.iov_base = ALTAR__UNCONST(buf), .iov_len = len};
   union {
     struct cmsghdr h;
     char b[CMSG_SPACE(sizeof(int))];

@@ -18,7 +18,7 @@
 
 extern char **environ;
 
-static altar_py_t *P(altar_backend_t *be) { return altar_backend_impl(be); }
+static altar_py_t *python_of(altar_backend_t *be) { return altar_backend_impl(be); }
 
 /* ---- requests ---- */
 
@@ -87,10 +87,10 @@ static int redact_failure(altar_failure_t *f) {
 
 /* ---- operations ---- */
 
-static void pb_close(altar_backend_t *be) { altar__py_free(P(be)); }
+static void pb_close(altar_backend_t *be) { altar__py_free(python_of(be)); }
 
 static int pb_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
-  altar_py_t *py = P(be);
+  altar_py_t *py = python_of(be);
   json_t *reply = NULL;
   int rc = altar__py_call(py, "capacity", json_pack("{s:s}", "op", "capacity"), &reply, err);
   if (rc) return rc;
@@ -116,7 +116,7 @@ static int transfer_call(altar_backend_t *be, const char *op, const altar_transf
   json_t *list = transfers_json(ts, n);
   if (!list) return altar_error_set(err, ALTAR_ENOMEM, "python %s: out of memory", op);
   json_t *reply = NULL;
-  int rc = altar__py_call(P(be), op, json_pack("{s:s, s:o}", "op", op, "transfers", list), &reply, err);
+  int rc = altar__py_call(python_of(be), op, json_pack("{s:s, s:o}", "op", op, "transfers", list), &reply, err);
   json_decref(reply);
   return rc;
 }
@@ -128,10 +128,12 @@ static int pb_collect(altar_backend_t *be, const altar_transfer_t *ts, size_t n,
   return transfer_call(be, "collect_outputs", ts, n, err);
 }
 
-static const char *pb_mount_root(altar_backend_t *be) { return P(be)->mount_root ? P(be)->mount_root : ""; }
+static const char *pb_mount_root(altar_backend_t *be) {
+  return python_of(be)->mount_root ? python_of(be)->mount_root : "";
+}
 
 static int pb_resolve(altar_backend_t *be, const char *logical, char **pphysical, altar_error_t *err) {
-  altar_py_t *py = P(be);
+  altar_py_t *py = python_of(be);
   *pphysical = NULL;
   if (!py->custom_resolve) return altar_path_resolve(pb_mount_root(be), logical, pphysical, err);
   json_t *reply = NULL;
@@ -148,7 +150,7 @@ static int pb_resolve(altar_backend_t *be, const char *logical, char **pphysical
 }
 
 static int pb_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
-  altar_py_t *py = P(be);
+  altar_py_t *py = python_of(be);
   json_t *js = from_codec(altar_spec_to_json(spec, err));
   if (!js) return err && err->code ? err->code : altar_error_set(err, ALTAR_ENOMEM, "python submit: out of memory");
   json_t *reply = NULL;
@@ -169,7 +171,7 @@ static int pb_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle
 /* poll, or await_completion within its own deadline: one status per handle asked about. */
 static int statuses_call(altar_backend_t *be, const char *op, long limit_ms, const altar_handle_t *hs, size_t n,
                          altar_status_t *pst, altar_error_t *err) {
-  altar_py_t *py = P(be);
+  altar_py_t *py = python_of(be);
   if (!n) return ALTAR_OK;
   json_t *list = handles_json(hs, n, err);
   if (!list) return err && err->code ? err->code : altar_error_set(err, ALTAR_ENOMEM, "python %s: out of memory", op);
@@ -205,14 +207,14 @@ static int statuses_call(altar_backend_t *be, const char *op, long limit_ms, con
 }
 
 static int pb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err) {
-  return statuses_call(be, "poll", P(be)->reply_ms, hs, n, pst, err);
+  return statuses_call(be, "poll", python_of(be)->reply_ms, hs, n, pst, err);
 }
 
 /* Forwarded only to an adapter that overrides it; its deadline is
  * await_timeout_ms, past which the wait is cancelled (retriable). */
 static int pb_await(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
                     altar_error_t *err) {
-  altar_py_t *py = P(be);
+  altar_py_t *py = python_of(be);
   if (!py->has_await)
     return altar_error_set(err, ALTAR_ENOTSUP, "backend '%s': await_completion is not supported by adapter %s; poll "
                            "instead", altar_backend_name(be), py->adapter);
@@ -223,14 +225,14 @@ static int pb_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t
   json_t *jh = from_codec(altar_handle_to_json(h, err));
   if (!jh) return err && err->code ? err->code : altar_error_set(err, ALTAR_ENOMEM, "python cancel: out of memory");
   json_t *reply = NULL;
-  int rc = altar__py_call(P(be), "cancel", json_pack("{s:s, s:o}", "op", "cancel", "handle", jh), &reply, err);
+  int rc = altar__py_call(python_of(be), "cancel", json_pack("{s:s, s:o}", "op", "cancel", "handle", jh), &reply, err);
   json_decref(reply);
   return rc;
 }
 
 static int pb_recover(altar_backend_t *be, const altar_status_t *fs, size_t n, const char *const *banned,
                       size_t n_banned, altar_handle_t **phs, size_t *pn, altar_error_t *err) {
-  altar_py_t *py = P(be);
+  altar_py_t *py = python_of(be);
   json_t *list = json_array(), *ban = json_array();
   for (size_t i = 0; list && i < n; i++) json_array_append_new(list, from_codec(altar_status_result_to_json(&fs[i], err)));
   for (size_t i = 0; ban && i < n_banned; i++) json_array_append_new(ban, json_string(banned[i]));

@@ -29,13 +29,13 @@ static void time_page(altar_fleet_view_t *v, const char *label, const char *page
   if (fresh) {
     /* A read of the ledger, what the request that finds the snapshot old pays on top. */
     double t0 = bench_now_s(), c0 = bench_cpu_s();
-    if (altar_fleet_view_sync(v, 60000, &e)) bench_die("bench_dashboard", "sync", &e);
+    if (altar__fleet_view_sync(v, 60000, &e)) bench_die("bench_dashboard", "sync", &e);
     printf("%-34s %-8s %8.1f ms wall %8.1f ms CPU\n", "(ledger read)", "", (bench_now_s() - t0) * 1e3,
            (bench_cpu_s() - c0) * 1e3);
   }
   json_t *o = NULL;
   double t0 = bench_now_s(), c0 = bench_cpu_s();
-  int rc = altar_fleet_view_render(v, page, q, &o, &e);
+  int rc = altar__fleet_view_render(v, page, q, &o, &e);
   char *text = rc ? NULL : json_dumps(o, JSON_COMPACT);
   double wall = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
   if (rc) printf("%-34s not served: %s\n", label, e.msg);
@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
   altar_reconciler_stats_t st = {0};
   uint64_t published = 0;
   altar_ledger_t *l = altar_ledger_rocksdb_open(ledger, NULL, &e);
-  if (!l || altar_reconciler_rebuild("local", &props, l, &groups, &topics, NULL, NULL, true, &st, &published, &e))
+  if (!l || altar__reconciler_rebuild("local", &props, l, &groups, &topics, NULL, NULL, true, &st, &published, &e))
     die("rebuild", &e);
   /* With BENCH_DASHBOARD_WAL=1 the rebuild's write-ahead log stays, as a live
    * reconciler's does: every read-only open replays it. */
@@ -96,9 +96,9 @@ int main(int argc, char **argv) {
   fclose(f);
   altar_config_t cfg = {0};
   if (altar_config_load(cfgpath, &cfg, &e)) die("config", &e);
-  altar_fleet_view_t *v = altar_fleet_view_new(&cfg, &e);
+  altar_fleet_view_t *v = altar__fleet_view_new(&cfg, &e);
   if (!v) die("fleet view", &e);
-  if (altar_fleet_view_sync(v, 60000, &e)) die("sync", &e);
+  if (altar__fleet_view_sync(v, 60000, &e)) die("sync", &e);
   printf("one job of %ld shards in %ld groups (%llu fired), ledger at %s\n", shards, shards / width,
          (unsigned long long)st.fired, ledger);
   altar_fleet_query_t job = {.job = "bench"};
@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
   altar_fleet_query_t filtered = {.job = "bench", .label = "fold=3", .state = "succeeded"};
   time_page(v, "/api/job?id=bench&label=fold=3&state=..", "job", &filtered, true);
   time_page(v, "/api/job?id=bench&label=fold=3&state=..", "job", &filtered, false);
-  altar_fleet_view_free(v);
+  altar__fleet_view_free(v);
   altar_config_clear(&cfg);
   altar_group_specs_clear(&groups);
   altar_strmap_clear(&props);

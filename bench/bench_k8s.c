@@ -27,6 +27,7 @@
 #include "altar/buf.h"
 #include "backends/k8s_api.h"
 #include "backends/k8s_json_trim.h"
+#include "core/unconst.h"
 
 #include <curl/curl.h>
 #include <math.h>
@@ -265,7 +266,7 @@ static int wait_synced(altar_k8s_t *k) {
 static void delays(const char *const *names, size_t n, const double *seen, result_t *res) {
   altar_handle_t *hs = calloc(n, sizeof *hs);
   double *done = calloc(n, sizeof *done);
-  for (size_t i = 0; hs && i < n; i++) hs[i].external_id = (char *)names[i];
+  for (size_t i = 0; hs && i < n; i++) hs[i].external_id = ALTAR__UNCONST(names[i]);
   if (hs && done && completion_times(hs, n, done) == 0) {
     size_t ng = (n + GROUP - 1) / GROUP, m = 0;
     double *d = calloc(ng, sizeof *d);

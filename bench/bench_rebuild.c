@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
   snprintf(warm, sizeof warm, "%s/ledger-first", dir);
   altar_ledger_t *first = altar_ledger_rocksdb_open(warm, NULL, &e), *l = NULL;
   if (!first ||
-      altar_reconciler_rebuild("local", &props, first, &groups, &topics, NULL, NULL, true, &st, &published, &e))
+      altar__reconciler_rebuild("local", &props, first, &groups, &topics, NULL, NULL, true, &st, &published, &e))
     die("first rebuild", &e);
   /* As `altar reconciler --rebuild` opens it: no write-ahead log, persisted
    * (memtables written to table files) before it counts as done. */
@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
   perf_ctl("enable\n");
   t0 = bench_now_s();
   c0 = bench_cpu_s();
-  if (altar_reconciler_rebuild("local", &props, l, &groups, &topics, NULL, first, true, &st, &published, &e))
+  if (altar__reconciler_rebuild("local", &props, l, &groups, &topics, NULL, first, true, &st, &published, &e))
     die("rebuild", &e);
   if (altar_ledger_rocksdb_persist(l, &e)) die("persist", &e);
   double t_rebuild = bench_now_s() - t0, c_rebuild = bench_cpu_s() - c0;

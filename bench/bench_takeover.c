@@ -92,7 +92,7 @@ static double reconcile(const altar_strmap_t *props, const char *dir, const alta
                                .on_published = on_published, .on_published_ctx = &r, .checkpoint_uri = cp_uri,
                                .checkpoint_interval_s = 1};
   double t0 = bench_now_s();
-  if (altar_reconciler_run(&o, st, &e)) die("reconciler", &e);
+  if (altar__reconciler_run(&o, st, &e)) die("reconciler", &e);
   double took = (want ? r.first_at : bench_now_s()) - t0;
   altar_transport_close(t);
   altar_ledger_close(l);
@@ -143,16 +143,16 @@ int main(int argc, char **argv) {
     snprintf(p, sizeof p, "%s/ledger-restored", dir);
     double r0 = bench_now_s();
     altar_checkpoint_t c = {0};
-    if (altar_checkpoint_restore(cp, p, &c, &e)) die("restore", &e);
+    if (altar__checkpoint_restore(cp, p, &c, &e)) die("restore", &e);
     double t_restore = bench_now_s() - r0;
     double t_tail = reconcile(&props, p, &groups, NULL, want, &st2);
-    altar_checkpoint_clear(&c);
+    altar__checkpoint_clear(&c);
     /* A standby restored the same checkpoint before the owner died. */
     char warm[176], sb[160];
     snprintf(warm, sizeof warm, "%s/ledger-standby.standby", dir);
     snprintf(sb, sizeof sb, "%s/ledger-standby", dir);
-    if (altar_checkpoint_restore(cp, warm, &c, &e)) die("standby restore", &e);
-    altar_checkpoint_clear(&c);
+    if (altar__checkpoint_restore(cp, warm, &c, &e)) die("standby restore", &e);
+    altar__checkpoint_clear(&c);
     altar_reconciler_stats_t st4 = {0};
     double s0 = bench_now_s();
     if (rename(warm, sb) != 0) return 1;

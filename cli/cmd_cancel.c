@@ -131,7 +131,7 @@ int altar_cmd_cancel(int argc, char **argv) {
   snprintf(who, sizeof who, "altar-cancel@%s", host);
   altar_error_t err = {0};
   size_t topics = 0, sent = 0;
-  int rc = altar_job_cancel_send(t, &cfg.topics, job, group, who, &sent, &topics, &err);
+  int rc = altar__job_cancel_send(t, &cfg.topics, job, group, who, &sent, &topics, &err);
   altar_transport_close(t);
   /* Said before the cancel is relied on: what the fleet's backend cannot stop runs on. */
   const altar_backend_ops_t *ops = altar_registry_lookup(ALTAR_REGISTRY_BACKEND, cfg.backend_name);

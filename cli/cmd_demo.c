@@ -278,7 +278,7 @@ int altar_cmd_demo(int argc, char **argv) {
     altar_job_queue_t q = {.transport = t, .topics = &cfg.topics, .groups = &groups};
     if (t && altar_cli_follow_mark(&cfg, &x)) rc = 1;
     char run_id[ALTAR_RUN_ID_MAX + 1];
-    rc = rc || !t || altar_job_queue_submit(&q, NULL, specs, n, run_id, &err);
+    rc = rc || !t || altar__job_queue_submit(&q, NULL, specs, n, run_id, &err);
     altar_transport_close(t);
     if (rc) {
       fprintf(stderr, "altar demo: submit: %s\n", err.msg);

@@ -114,9 +114,9 @@ static const char *str_field(const json_t *o, const char *k) {
 static int render_once(const char *who, const altar_config_t *cfg, const char *page, const altar_fleet_query_t *q,
                        json_t **pout) {
   altar_error_t err = {0};
-  altar_fleet_view_t *v = altar_fleet_view_new(cfg, &err);
-  int rc = v ? altar_fleet_view_render(v, page, q, pout, &err) : err.code;
-  altar_fleet_view_free(v);
+  altar_fleet_view_t *v = altar__fleet_view_new(cfg, &err);
+  int rc = v ? altar__fleet_view_render(v, page, q, pout, &err) : err.code;
+  altar__fleet_view_free(v);
   if (rc) fprintf(stderr, "altar %s: %s\n", who, err.msg);
   return rc ? 1 : 0;
 }
@@ -219,14 +219,14 @@ static size_t fired_in(json_t *o) {
 int altar_cli_job_why(const altar_config_t *cfg, const char *job, json_t **pout, altar_error_t *err) {
   *pout = NULL;
   altar_fleet_query_t q = {.job = job, .limit = ALTAR_FLEET_VIEW_LIMIT_MAX};
-  altar_fleet_view_t *v = altar_fleet_view_new(cfg, err);
+  altar_fleet_view_t *v = altar__fleet_view_new(cfg, err);
   int rc = v ? 0 : -1;
   /* Not read to the end in time (a slow broker): what was read is still
    * said, marked partial. */
-  bool partial = v && altar_fleet_view_sync(v, WHY_SYNC_MS, err) != ALTAR_OK;
-  if (!rc) rc = altar_fleet_view_render(v, "why", &q, pout, err);
+  bool partial = v && altar__fleet_view_sync(v, WHY_SYNC_MS, err) != ALTAR_OK;
+  if (!rc) rc = altar__fleet_view_render(v, "why", &q, pout, err);
   if (!rc) json_object_set_new(*pout, "partial", json_boolean(partial));
-  altar_fleet_view_free(v);
+  altar__fleet_view_free(v);
   return rc ? -1 : 0;
 }
 
@@ -235,8 +235,8 @@ int altar_cli_print_outputs(const altar_config_t *cfg, const altar_group_specs_t
   altar_fleet_query_t q = {.job = job, .limit = ALTAR_FLEET_VIEW_LIMIT_MAX};
   json_t *o = NULL;
   altar_error_t err = {0};
-  altar_fleet_view_t *v = altar_fleet_view_new(cfg, &err);
-  int rc = v ? altar_fleet_view_render(v, "job", &q, &o, &err) : err.code;
+  altar_fleet_view_t *v = altar__fleet_view_new(cfg, &err);
+  int rc = v ? altar__fleet_view_render(v, "job", &q, &o, &err) : err.code;
   /* The view reads the log a slice per render; a fresh one may not have
    * reached the events the topics hold (a Kafka fetch takes a while): render
    * again until it has the fired groups counted on the topics. */
@@ -245,9 +245,9 @@ int altar_cli_print_outputs(const altar_config_t *cfg, const altar_group_specs_t
     json_decref(o);
     o = NULL;
     usleep(100 * 1000);
-    rc = altar_fleet_view_render(v, "job", &q, &o, &err);
+    rc = altar__fleet_view_render(v, "job", &q, &o, &err);
   }
-  altar_fleet_view_free(v);
+  altar__fleet_view_free(v);
   if (rc) {
     fprintf(stderr, "altar status: %s\n", err.msg);
     return 1;

@@ -80,7 +80,7 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   altar_checkpoint_t cp = {0};
   bool from_cp = false;
   if (cfg->ledger_checkpoints) {
-    int crc = altar_checkpoint_restore(cfg->ledger_checkpoints, tmp, &cp, &err);
+    int crc = altar__checkpoint_restore(cfg->ledger_checkpoints, tmp, &cp, &err);
     if (crc && crc != ALTAR_ENOTFOUND) {
       fprintf(stderr, "altar reconciler --rebuild: %s (the current ledger is untouched)\n", err.msg);
       altar_ledger_close(ol);
@@ -102,7 +102,7 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   }
   altar_reconciler_stats_t stats = {0};
   uint64_t missing = 0;
-  int rc = altar_reconciler_rebuild(cfg->transport_name, &cfg->transport_props, nl, groups, &cfg->topics,
+  int rc = altar__reconciler_rebuild(cfg->transport_name, &cfg->transport_props, nl, groups, &cfg->topics,
                                     from_cp ? &cp : NULL, ol, quiet, &stats, &missing, &err);
   /* Retried jobs and DLQ copies the old daemon staged but never saw
    * acknowledged exist only in its outbox: the replay cannot tell whether
@@ -127,7 +127,7 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   altar_ledger_close(nl);
   if (rc) {
     fprintf(stderr, "altar reconciler --rebuild: %s (the current ledger is untouched)\n", err.msg);
-    altar_checkpoint_clear(&cp);
+    altar__checkpoint_clear(&cp);
     return 1;
   }
   if ((had_old && rename(cfg->ledger_path, old) != 0) || rename(tmp, cfg->ledger_path) != 0) {
@@ -140,7 +140,7 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
       printf("%s %d:%lld", i ? "," : "", (int)cp.offsets[i].partition, (long long)cp.offsets[i].next);
     printf("%s\n", cp.n_offsets ? "" : " (none)");
   }
-  altar_checkpoint_clear(&cp);
+  altar__checkpoint_clear(&cp);
   printf("rebuilt %s from %s%llu status event%s: %llu group%s fired, %llu dead-lettered, %llu missing event%s "
          "published\n",
          cfg->ledger_path, from_cp ? "the checkpoint and " : "", (unsigned long long)stats.events,
@@ -219,7 +219,7 @@ static int restore_if_new(const altar_config_t *cfg, bool quiet) {
   if (!cfg->ledger_checkpoints || stat(cfg->ledger_path, &st) == 0) return 0;
   altar_checkpoint_t cp = {0};
   altar_error_t err = {0};
-  int rc = altar_checkpoint_restore(cfg->ledger_checkpoints, cfg->ledger_path, &cp, &err);
+  int rc = altar__checkpoint_restore(cfg->ledger_checkpoints, cfg->ledger_path, &cp, &err);
   if (rc == ALTAR_ENOTFOUND) {
     if (!quiet) fprintf(stderr, "altar reconciler: no checkpoint at %s yet: starting an empty ledger\n",
                         cfg->ledger_checkpoints);
@@ -233,7 +233,7 @@ static int restore_if_new(const altar_config_t *cfg, bool quiet) {
   if (!quiet)
     fprintf(stderr, "altar reconciler: restored %s from checkpoint %s (%zu file%s, %zu partition offset%s)\n",
             cfg->ledger_path, cp.id, cp.files, ALTAR_CLI_PLURAL(cp.files), cp.n_offsets, ALTAR_CLI_PLURAL(cp.n_offsets));
-  altar_checkpoint_clear(&cp);
+  altar__checkpoint_clear(&cp);
   return 0;
 }
 
@@ -335,7 +335,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
       altar_reconciler_stats_t st = {0};
       /* Once the ledger and the log exist, so the first sample sees them. */
       fp = altar_cli_footprint_start("altar reconciler", metrics, &cfg, false);
-      rc = altar_reconciler_run(&o, &st, &err) ? 1 : 0;
+      rc = altar__reconciler_run(&o, &st, &err) ? 1 : 0;
       if (rc) fprintf(stderr, "altar reconciler: %s\n", err.msg);
       char held[160] = "";
       if (st.held)

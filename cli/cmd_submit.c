@@ -74,7 +74,7 @@ int altar_cmd_submit(int argc, char **argv) {
   }
   altar_spec_t *specs = NULL;
   size_t n = 0;
-  int rc = altar_specs_parse(text, len, strcmp(file, "-") ? file : "stdin", &specs, &n, &err);
+  int rc = altar__specs_parse(text, len, strcmp(file, "-") ? file : "stdin", &specs, &n, &err);
   free(text);
   if (rc) {
     fprintf(stderr, "altar submit: %s (nothing was published)\n", err.msg);
@@ -104,7 +104,7 @@ int altar_cmd_submit(int argc, char **argv) {
   }
   altar_job_queue_t q = {.transport = t, .topics = &cfg.topics, .partitions = cfg.topic_partitions, .groups = &groups};
   char run_id[ALTAR_RUN_ID_MAX + 1];
-  rc = altar_job_queue_submit(&q, kind, specs, n, run_id, &err);
+  rc = altar__job_queue_submit(&q, kind, specs, n, run_id, &err);
   altar_transport_close(t);
   if (rc) {
     fprintf(stderr, "altar submit: %s\n", err.msg);

@@ -39,12 +39,12 @@ int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const 
   altar_error_t err = {0};
   d->token = read_token(who, token_file);
   if (!d->token) return -1;
-  if (altar_dashboard_check_bind(addr, d->token, &err)) {
+  if (altar__dashboard_check_bind(addr, d->token, &err)) {
     fprintf(stderr, "%s: %s\n", who, err.msg);
     altar_cli_dashboard_stop(d);
     return -1;
   }
-  d->view = altar_fleet_view_new(cfg, &err);
+  d->view = altar__fleet_view_new(cfg, &err);
   if (!d->view) {
     fprintf(stderr, "%s: %s\n", who, err.msg);
     altar_cli_dashboard_stop(d);
@@ -57,7 +57,7 @@ int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const 
     return -1;
   }
   d->dash = (altar_dashboard_t){.view = d->view, .token = d->token, .history = d->history};
-  if (altar_cli_metrics_start_with(who, addr, quiet, altar_dashboard_handle, &d->dash, &d->metrics, &d->server)) {
+  if (altar_cli_metrics_start_with(who, addr, quiet, altar__dashboard_handle, &d->dash, &d->metrics, &d->server)) {
     altar_cli_dashboard_stop(d);
     return -1;
   }
@@ -66,7 +66,7 @@ int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const 
 
 void altar_cli_dashboard_stop(altar_cli_dashboard_t *d) {
   altar_cli_metrics_stop(d->metrics, d->server); /* the server first: it calls into the view */
-  altar_fleet_view_free(d->view);
+  altar__fleet_view_free(d->view);
   altar_history_free(d->history);
   free(d->token);
   memset(d, 0, sizeof *d);

@@ -6,6 +6,7 @@
 #include "core/codec_int.h"
 
 #include "altar/json_pos.h"
+#include "core/unconst.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ static int json_to_mp(altar__wr_t *w, const json_t *j, unsigned depth) {
     if (rc) return rc;
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)j, k, v) {
+    json_object_foreach((json_t *)ALTAR__UNCONST(j), k, v) {
       altar__wr_key(w, k);
       rc = json_to_mp(w, v, depth + 1);
       if (rc) return altar__wr_at_key(w, k, strlen(k), rc);

@@ -3,6 +3,7 @@
  * on its own. Each decoder pre-checks the bytes (codec_msgpack_read.c),
  * unpacks them into a zone, then walks the tree by field. */
 #include "core/codec_int.h"
+#include "core/unconst.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -789,7 +790,7 @@ int altar__encode_record_fixed(const altar_record_t *rec, altar_buf_t *out, alta
 int altar_record_fixed_make(const altar_handle_t *h, const char *kind, altar_record_fixed_t *pout,
                             altar_error_t *err) {
   altar_buf_reset(&pout->codec_bytes_); /* its memory is reused */
-  altar_record_t rec = {.handle = *h, .kind = (char *)kind};
+  altar_record_t rec = {.handle = *h, .kind = ALTAR__UNCONST(kind)};
   int rc = altar__encode_record_fixed(&rec, &pout->codec_bytes_, err);
   if (rc) altar_record_fixed_clear(pout);
   return rc;

@@ -3,6 +3,7 @@
  * whole process group. */
 #include "altar/clock.h"
 #include "altar/command_runner.h"
+#include "core/unconst.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -149,7 +150,7 @@ static int real_run(void *impl, const char *const argv[], const altar_cmd_opts_t
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
                                       POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, argv[0], &fa, &attr, (char *const *)argv, environ);
+  int rc = posix_spawnp(&pid, argv[0], &fa, &attr, ALTAR__UNCONST(argv), environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   close(outp[1]);

@@ -51,7 +51,7 @@ static int add_row(altar_csv_t *out, const record_t *r, size_t line, altar_error
   return ALTAR_OK;
 }
 
-static int set_header(altar_csv_t *out, char **names, size_t n, altar_error_t *err) {
+static int set_header(altar_csv_t *out, const char *const *names, size_t n, altar_error_t *err) {
   if (n > ALTAR_MAX_MAP)
     return altar_error_set(err, ALTAR_ETOOBIG, "csv header: %zu columns, more than %u", n, ALTAR_MAX_MAP);
   out->fields = calloc(n ? n : 1, sizeof *out->fields);
@@ -71,7 +71,7 @@ static int end_record(altar_csv_t *out, record_t *r, bool *pneed_header, bool an
   bool blank = r->n == 1 && r->f[0][0] == '\0' && !any_quoted;
   if (!blank) {
     if (*pneed_header) {
-      rc = set_header(out, r->f, r->n, err);
+      rc = set_header(out, (const char *const *)r->f, r->n, err); /* adds const: no -Wcast-qual */
       *pneed_header = false;
     } else {
       rc = add_row(out, r, line, err);
@@ -90,7 +90,7 @@ int altar_csv_parse(const char *text, size_t len, char delim, const char *const 
   altar_buf_t field = {0};
   int rc = ALTAR_OK;
   bool need_header = fieldnames == NULL;
-  if (fieldnames) rc = set_header(out, (char **)fieldnames, n_fieldnames, err);
+  if (fieldnames) rc = set_header(out, fieldnames, n_fieldnames, err);
   size_t line = 1, rec_line = 1;
   bool in_quotes = false, quoted = false, any_quoted = false;
   size_t i = 0;

@@ -80,15 +80,18 @@ int altar_group_specs_add(altar_group_specs_t *s, altar_group_spec_t *g, altar_e
   return ALTAR_OK;
 }
 
-const altar_group_spec_t *altar_group_specs_find(const altar_group_specs_t *s, const char *kind) {
+/* The spec of kind in s (its array is not const even when s is), or NULL. */
+static altar_group_spec_t *specs_find(const altar_group_specs_t *s, const char *kind) {
   for (size_t i = 0; s && kind && i < s->n; i++)
     if (!strcmp(s->v[i].kind, kind)) return &s->v[i];
   return NULL;
 }
 
-altar_group_spec_t *altar_group_specs_find_mut(altar_group_specs_t *s, const char *kind) {
-  return (altar_group_spec_t *)altar_group_specs_find(s, kind);
+const altar_group_spec_t *altar_group_specs_find(const altar_group_specs_t *s, const char *kind) {
+  return specs_find(s, kind);
 }
+
+altar_group_spec_t *altar_group_specs_find_mut(altar_group_specs_t *s, const char *kind) { return specs_find(s, kind); }
 
 void altar_group_specs_clear(altar_group_specs_t *s) {
   if (!s) return;

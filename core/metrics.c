@@ -321,12 +321,12 @@ void altar_metric_observe(altar_metric_t *m, double v) {
 
 uint64_t altar_metric_counter_value(const altar_metric_t *m) {
   if (!m || m->type == ALTAR_METRIC_GAUGE) return 0;
-  return atomic_load_explicit(&((altar_metric_t *)m)->v, memory_order_relaxed);
+  return atomic_load_explicit(&m->v, memory_order_relaxed);
 }
 
 double altar_metric_gauge_value(const altar_metric_t *m) {
   if (!m || m->type != ALTAR_METRIC_GAUGE) return 0;
-  return bitsd(atomic_load_explicit(&((altar_metric_t *)m)->v, memory_order_relaxed));
+  return bitsd(atomic_load_explicit(&m->v, memory_order_relaxed));
 }
 
 /* ---- rendering --------------------------------------------------------------- */
@@ -367,13 +367,13 @@ static int render_histogram(altar_buf_t *out, const char *name, const altar_metr
   int rc = ALTAR_OK;
   char le[64], val[64];
   for (size_t i = 0; i <= m->n_bounds && !rc; i++) {
-    cum += atomic_load_explicit(&((altar_metric_t *)m)->buckets[i], memory_order_relaxed);
+    cum += atomic_load_explicit(&m->buckets[i], memory_order_relaxed);
     if (i < m->n_bounds) snprintf(le, sizeof le, "%g", m->bounds[i]);
     else snprintf(le, sizeof le, "+Inf");
     snprintf(val, sizeof val, "%" PRIu64, cum);
     rc = render_line(out, name, "_bucket", m->labels_text, le, val);
   }
-  format_double(bitsd(atomic_load_explicit(&((altar_metric_t *)m)->sum, memory_order_relaxed)), val, sizeof val);
+  format_double(bitsd(atomic_load_explicit(&m->sum, memory_order_relaxed)), val, sizeof val);
   if (!rc) rc = render_line(out, name, "_sum", m->labels_text, NULL, val);
   snprintf(val, sizeof val, "%" PRIu64, cum);
   if (!rc) rc = render_line(out, name, "_count", m->labels_text, NULL, val);

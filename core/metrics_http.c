@@ -1,5 +1,6 @@
 /* GET /metrics over HTTP, served by libmicrohttpd on its own thread. */
 #include "altar/metrics.h"
+#include "core/unconst.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -103,7 +104,7 @@ static int open_listener(const char *addr, int *pfd, int *pport, bool *pv6, alta
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned int status, const char *ctype, const void *body,
                              size_t len) {
-  struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, ALTAR__UNCONST(body), MHD_RESPMEM_MUST_COPY);
   if (!r) return MHD_NO;
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
   if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");

@@ -1,5 +1,6 @@
 /* ContainerTaskSpec: construction, deep copy, equality, free. */
 #include "altar/spec.h"
+#include "core/unconst.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -230,12 +231,13 @@ int altar_spec_set_label(altar_spec_t *spec, const char *key, const char *val) {
 
 int altar_spec_add_input(altar_spec_t *spec, const char *uri, const char *logical_path,
                          const char *locality_key, const char *digest) {
-  altar_transfer_t t = {(char *)uri, (char *)logical_path, (char *)locality_key, (char *)digest};
+  altar_transfer_t t = {ALTAR__UNCONST(uri), ALTAR__UNCONST(logical_path), ALTAR__UNCONST(locality_key),
+                        ALTAR__UNCONST(digest)};
   return push_transfer(&spec->inputs, &spec->n_inputs, &t);
 }
 
 int altar_spec_add_output(altar_spec_t *spec, const char *uri, const char *logical_path) {
-  altar_transfer_t t = {(char *)uri, (char *)logical_path, NULL, NULL};
+  altar_transfer_t t = {ALTAR__UNCONST(uri), ALTAR__UNCONST(logical_path), NULL, NULL};
   return push_transfer(&spec->outputs, &spec->n_outputs, &t);
 }
 

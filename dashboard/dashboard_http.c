@@ -52,7 +52,7 @@ static bool int_arg(const altar_http_request_t *rq, const char *name, int64_t *p
   return true;
 }
 
-void altar_dashboard_handle(void *ctx, const char *path, const altar_http_request_t *rq, altar_http_reply_t *out) {
+void altar__dashboard_handle(void *ctx, const char *path, const altar_http_request_t *rq, altar_http_reply_t *out) {
   altar_dashboard_t *d = ctx;
   if (strncmp(path, "/api/", 5) != 0) {
     const altar_dashboard_asset_t *a = altar__dashboard_asset(!strcmp(path, "/") ? "/index.html" : path);
@@ -81,7 +81,7 @@ void altar_dashboard_handle(void *ctx, const char *path, const altar_http_reques
   int rc = ALTAR_OK;
   if (!strcmp(path, "/api/history")) /* memory of its own, not the fleet view's */
     o = d->history ? altar_history_json(d->history, altar_wall_s()) : NULL;
-  else rc = altar_fleet_view_render(d->view, path + 5, &q, &o, &err);
+  else rc = altar__fleet_view_render(d->view, path + 5, &q, &o, &err);
   if (!rc && !o) rc = altar_error_set(&err, d->history ? ALTAR_ENOMEM : ALTAR_ENOTFOUND, "no history kept here");
   if (rc) {
       reply_error(out, rc == ALTAR_ENOTFOUND ? 404 : rc == ALTAR_EINVAL ? 400 : 500, err.msg);
@@ -98,7 +98,7 @@ void altar_dashboard_handle(void *ctx, const char *path, const altar_http_reques
   free(text);
 }
 
-int altar_dashboard_check_bind(const char *addr, const char *token, altar_error_t *err) {
+int altar__dashboard_check_bind(const char *addr, const char *token, altar_error_t *err) {
   if (token && *token) return ALTAR_OK;
   static const char *const loopback[] = {"127.", "[::1]:", "localhost:"};
   for (size_t i = 0; addr && i < sizeof loopback / sizeof loopback[0]; i++)

@@ -30,12 +30,12 @@ typedef struct altar_dashboard {
 } altar_dashboard_t;
 
 /* The handler to give altar_metrics_serve_with, with an altar_dashboard_t as ctx. */
-void altar_dashboard_handle(void *ctx, const char *path, const altar_http_request_t *rq, altar_http_reply_t *reply);
+void altar__dashboard_handle(void *ctx, const char *path, const altar_http_request_t *rq, altar_http_reply_t *reply);
 
 /* ALTAR_ECONFIG unless addr's host is a loopback address or a token is set:
  * the dashboard shows specs and failure details, so anything reachable from
  * elsewhere needs a token. */
-int altar_dashboard_check_bind(const char *addr, const char *token, altar_error_t *err);
+int altar__dashboard_check_bind(const char *addr, const char *token, altar_error_t *err);
 
 /* An embedded file: NULL when there is none at path. */
 typedef struct altar_dashboard_asset {

@@ -48,7 +48,7 @@ typedef struct reader {
   const char *topic; /* points into the view's topics */
   altar_transport_t *t;
   bool assigned;
-  uint64_t n_read; /* records consumed so far (altar_fleet_view_sync) */
+  uint64_t n_read; /* records consumed so far (altar__fleet_view_sync) */
 } reader_t;
 
 /* One ledger record, as much of it as the pages show. */
@@ -173,7 +173,7 @@ static bool is_recorded(const altar_fleet_view_t *v, const char *tk) {
   return v->n_rec_keys && bsearch(&tk, v->rec_keys, v->n_rec_keys, sizeof *v->rec_keys, cmp_key);
 }
 
-altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_t *err) {
+altar_fleet_view_t *altar__fleet_view_new(const altar_config_t *cfg, altar_error_t *err) {
   altar_fleet_view_t *v = calloc(1, sizeof *v);
   if (!v) {
     altar_error_set(err, ALTAR_ENOMEM, "fleet view: out of memory");
@@ -199,19 +199,19 @@ altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_
   v->dlq = json_array();
   if (!ok || !v->submitted || !v->queued || !v->forwarded || !v->cancelled_jobs || !v->held || !v->groups ||
       !v->hosts || !v->workers || !v->dlq) {
-    altar_fleet_view_free(v);
+    altar__fleet_view_free(v);
     altar_error_set(err, ALTAR_ENOMEM, "fleet view: out of memory");
     return NULL;
   }
   v->admin = altar_transport_open(v->transport_name, &v->props, NULL, err);
   if (!v->admin) {
-    altar_fleet_view_free(v);
+    altar__fleet_view_free(v);
     return NULL;
   }
   return v;
 }
 
-void altar_fleet_view_free(altar_fleet_view_t *v) {
+void altar__fleet_view_free(altar_fleet_view_t *v) {
   if (!v) return;
   for (int i = 0; i < R_COUNT; i++) {
     altar_transport_close(v->rd[i].t);
@@ -588,7 +588,7 @@ static int64_t topic_records(altar_fleet_view_t *v, const char *topic) {
   return n;
 }
 
-int altar_fleet_view_sync(altar_fleet_view_t *v, int timeout_ms, altar_error_t *err) {
+int altar__fleet_view_sync(altar_fleet_view_t *v, int timeout_ms, altar_error_t *err) {
   pthread_mutex_lock(&v->mu);
   scan_pool_topics(v);
   size_t nr = R_COUNT + v->n_pools;
@@ -1515,7 +1515,7 @@ int altar__fleet_reconciler_offsets(const char *ledger_path, altar_lag_list_t *l
   for (size_t i = 0; i < l->n && !rc; i++) {
     altar_lag_entry_t *e = &l->entries[i];
     int64_t next = -1;
-    rc = altar_reconciler_input_offset(led, e->topic, e->partition, &next, err);
+    rc = altar__reconciler_input_offset(led, e->topic, e->partition, &next, err);
     /* A commit on the log newer than the ledger's offset (none is, but a
      * reconciler of another ledger may have committed) is kept. */
     if (rc || next < 0 || (e->committed != ALTAR_OFFSET_INVALID && e->committed >= next)) continue;
@@ -1611,8 +1611,8 @@ static json_t *render_overview(altar_fleet_view_t *v) {
                    (json_int_t)altar_footprint_rss_bytes());
 }
 
-int altar_fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
-                            altar_error_t *err) {
+int altar__fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
+                             altar_error_t *err) {
   *pout = NULL;
   if (q && (q->offset < 0 || q->limit < 0))
     return altar_error_set(err, ALTAR_EINVAL, "offset and limit must be >= 0");

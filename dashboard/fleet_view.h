@@ -55,21 +55,21 @@ typedef struct altar_fleet_query {
 } altar_fleet_query_t;
 
 /* A view over the fleet cfg describes (copied what it keeps). NULL on error. */
-altar_fleet_view_t *altar_fleet_view_new(const altar_config_t *cfg, altar_error_t *err);
-void altar_fleet_view_free(altar_fleet_view_t *v); /* NULL is fine */
+altar_fleet_view_t *altar__fleet_view_new(const altar_config_t *cfg, altar_error_t *err);
+void altar__fleet_view_free(altar_fleet_view_t *v); /* NULL is fine */
 
 /* Brings the view up to date and renders page "overview", "jobs", "job",
  * "why", "shard", "workers" or "dead" into *pout (caller json_decref's). ALTAR_ENOTFOUND for
  * an unknown page, job or shard, ALTAR_EINVAL for a bad query. Any thread. */
-int altar_fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
-                            altar_error_t *err);
+int altar__fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
+                             altar_error_t *err);
 
 /* Reads the topics until the view holds every record they held when it was
  * called, or timeout_ms passed, then the ledger afresh: a one-shot reader
  * (`altar status`) sees what the log and the ledger hold now. 0, or
  * ALTAR_ETIMEOUT when the topics were not all read in time (the view keeps
  * what it read). Any thread. */
-int altar_fleet_view_sync(altar_fleet_view_t *v, int timeout_ms, altar_error_t *err);
+int altar__fleet_view_sync(altar_fleet_view_t *v, int timeout_ms, altar_error_t *err);
 
 /* The reconciler group's offsets in l (from altar_transport_lag on the status
  * topic) replaced by the input offsets its ledger at ledger_path stores, and

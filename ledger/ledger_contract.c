@@ -7,7 +7,7 @@
 
 #include <stdlib.h>
 
-static altar_contract_ledger_t *C(const altar_ledger_t *l) { return altar_ledger_impl(l); }
+static altar_contract_ledger_t *contract_of(const altar_ledger_t *l) { return altar_ledger_impl(l); }
 
 static int c_open(altar_ledger_t *l, const altar_strmap_t *cfg, altar_error_t *err) {
   if (cfg && cfg->n) return altar_error_set(err, ALTAR_ECONFIG, "ledger contract: takes no settings (got '%s')", cfg->keys[0]);
@@ -16,28 +16,28 @@ static int c_open(altar_ledger_t *l, const altar_strmap_t *cfg, altar_error_t *e
   altar_ledger_set_impl(l, c);
   return ALTAR_OK;
 }
-static void c_close(altar_ledger_t *l) { free(C(l)); }
+static void c_close(altar_ledger_t *l) { free(contract_of(l)); }
 
 static int c_record(altar_ledger_t *l, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
                     const altar_record_meta_t *meta, altar_error_t *err) {
   (void)meta; /* fleet metadata (source offsets) has no place in the contract */
-  return C(l)->record(C(l)->ctx, h, kind, spec, err);
+  return contract_of(l)->record(contract_of(l)->ctx, h, kind, spec, err);
 }
 static int c_open_handles(altar_ledger_t *l, altar_handle_t **phs, size_t *pn, altar_error_t *err) {
-  return C(l)->open_handles(C(l)->ctx, phs, pn, err);
+  return contract_of(l)->open_handles(contract_of(l)->ctx, phs, pn, err);
 }
 static int c_set_state(altar_ledger_t *l, const altar_handle_t *h, altar_state_t state, const altar_failure_t *failure,
                        altar_error_t *err) {
-  return C(l)->set_state(C(l)->ctx, h, state, failure, err);
+  return contract_of(l)->set_state(contract_of(l)->ctx, h, state, failure, err);
 }
 static int c_active_succeeded(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err) {
-  return C(l)->active_succeeded(C(l)->ctx, precs, pn, err);
+  return contract_of(l)->active_succeeded(contract_of(l)->ctx, precs, pn, err);
 }
 static int c_active_failed(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err) {
-  return C(l)->active_failed(C(l)->ctx, precs, pn, err);
+  return contract_of(l)->active_failed(contract_of(l)->ctx, precs, pn, err);
 }
 static int c_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, altar_error_t *err) {
-  return C(l)->consume(C(l)->ctx, hs, n, err);
+  return contract_of(l)->consume(contract_of(l)->ctx, hs, n, err);
 }
 
 /* ---- what the contract does not have ----------------------------------------- */
@@ -119,6 +119,6 @@ altar_ledger_t *altar_ledger_contract_open(const altar_contract_ledger_t *c, alt
     return NULL;
   }
   altar_ledger_t *l = altar_ledger_open(&contract_ops, NULL, err);
-  if (l) *C(l) = *c;
+  if (l) *contract_of(l) = *c;
   return l;
 }

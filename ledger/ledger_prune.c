@@ -129,8 +129,8 @@ static int stage_entry(rl_t *r, const char *v, size_t vlen, size_t *pn) {
   return ALTAR_OK;
 }
 
-int altar_ledger_rocksdb_prune_consumed(altar_ledger_t *l, int64_t before_ms, size_t max, size_t *ppruned,
-                                        altar_error_t *err) {
+int altar__ledger_rocksdb_prune_consumed(altar_ledger_t *l, int64_t before_ms, size_t max, size_t *ppruned,
+                                         altar_error_t *err) {
   *ppruned = 0;
   if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger: not a RocksDB ledger");
   rl_t *r = altar_ledger_impl(l);
@@ -174,8 +174,8 @@ static size_t count_entry(const char *v, size_t vlen) {
   return n;
 }
 
-int altar_ledger_rocksdb_consumed_due(altar_ledger_t *l, int64_t before_ms, size_t max, size_t *pdue,
-                                      altar_error_t *err) {
+int altar__ledger_rocksdb_consumed_due(altar_ledger_t *l, int64_t before_ms, size_t max, size_t *pdue,
+                                       altar_error_t *err) {
   *pdue = 0;
   if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger: not a RocksDB ledger");
   rl_t *r = altar_ledger_impl(l);

@@ -24,14 +24,14 @@
  * *ppruned gets how many. Call outside a batch, on the
  * thread that writes the ledger. ALTAR_ENOTSUP for a ledger that is not
  * RocksDB. */
-int altar_ledger_rocksdb_prune_consumed(altar_ledger_t *l, int64_t before_ms, size_t max, size_t *ppruned,
-                                        altar_error_t *err);
+int altar__ledger_rocksdb_prune_consumed(altar_ledger_t *l, int64_t before_ms, size_t max, size_t *ppruned,
+                                         altar_error_t *err);
 
 /* How many consumed records a prune with the same before_ms and max would
  * remove now (whole index entries, as the prune takes them), into *pdue;
  * nothing is changed. Call on the thread that writes the ledger.
  * ALTAR_ENOTSUP for a ledger that is not RocksDB. */
-int altar_ledger_rocksdb_consumed_due(altar_ledger_t *l, int64_t before_ms, size_t max, size_t *pdue,
-                                      altar_error_t *err);
+int altar__ledger_rocksdb_consumed_due(altar_ledger_t *l, int64_t before_ms, size_t max, size_t *pdue,
+                                       altar_error_t *err);
 
 #endif

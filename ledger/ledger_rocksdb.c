@@ -29,6 +29,7 @@
 #include "altar/codec.h"
 #include "ledger/ledger_open.h"
 #include "ledger/ledger_value.h"
+#include "core/unconst.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -162,7 +163,7 @@ static int rl_set_state(altar_ledger_t *l, const altar_handle_t *h, altar_state_
     if (!rc) rc = altar__lvalue_decode(val, vlen, &tmp.e, &sp, &tmp.spec_len, false, err);
     if (!rc) {
       /* The stored spec bytes go back as they are (borrowed from val). */
-      tmp.spec_enc = (char *)sp;
+      tmp.spec_enc = ALTAR__UNCONST(sp);
       tmp.has_spec = sp != NULL;
       if (altar__set_failure(&tmp.e.rec, state, failure))
         rc = altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory");

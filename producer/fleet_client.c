@@ -79,11 +79,11 @@ int altar_fleet_client_submit_json(altar_fleet_client_t *c, const char *kind, co
   job_id[0] = 0;
   altar_spec_t *specs = NULL;
   size_t n = 0;
-  int rc = altar_specs_parse(text, len, "specs", &specs, &n, err);
+  int rc = altar__specs_parse(text, len, "specs", &specs, &n, err);
   if (rc) return rc;
   altar_job_queue_t q = {.transport = c->t, .topics = &c->cfg.topics, .partitions = c->cfg.topic_partitions,
                          .groups = &c->groups};
-  rc = altar_job_queue_submit(&q, kind, specs, n, job_id, err);
+  rc = altar__job_queue_submit(&q, kind, specs, n, job_id, err);
   for (size_t i = 0; i < n; i++) altar_spec_clear(&specs[i]);
   free(specs);
   return rc;
@@ -110,7 +110,7 @@ int altar_fleet_client_cancel(altar_fleet_client_t *c, const char *job_id, const
   altar_delivery_cb prev = NULL;
   void *prev_ctx = NULL;
   altar_transport_set_delivery(c->t, on_cancel_delivery, &acks, &prev, &prev_ctx);
-  int rc = altar_job_cancel_send(c->t, &c->cfg.topics, job_id, group_key, who, NULL, NULL, err);
+  int rc = altar__job_cancel_send(c->t, &c->cfg.topics, job_id, group_key, who, NULL, NULL, err);
   altar_transport_set_delivery(c->t, prev, prev_ctx, NULL, NULL);
   if (!rc && acks.failed) rc = altar_error_set(err, ALTAR_ETRANSPORT, "cancel not delivered: %s", acks.why);
   return rc;

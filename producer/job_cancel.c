@@ -7,6 +7,7 @@
 
 #include "altar/codec.h"
 #include "altar/pools.h"
+#include "core/unconst.h"
 
 #include <string.h>
 #include <time.h>
@@ -25,7 +26,7 @@ static int send_one(altar_transport_t *t, const char *topic, int32_t partition, 
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   altar_control_msg_t c = {.v = ALTAR_SCHEMA_VERSION, .event = ALTAR_CTL_CANCEL, .partition = partition,
-                           .job_id = (char *)job, .group_key = (char *)group, .worker = (char *)who,
+                           .job_id = ALTAR__UNCONST(job), .group_key = ALTAR__UNCONST(group), .worker = ALTAR__UNCONST(who),
                            .ts = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9};
   altar_buf_t b = {0};
   int rc = altar_encode_control(&c, &b, err);
@@ -39,9 +40,8 @@ static int send_one(altar_transport_t *t, const char *topic, int32_t partition, 
   return rc;
 }
 
-int altar_job_cancel_send(altar_transport_t *t, const altar_topics_t *topics, const char *job_id,
-                          const char *group_key, const char *who, size_t *psent, size_t *ptopics,
-                          altar_error_t *err) {
+int altar__job_cancel_send(altar_transport_t *t, const altar_topics_t *topics, const char *job_id,
+                           const char *group_key, const char *who, size_t *psent, size_t *ptopics, altar_error_t *err) {
   size_t sent = 0, n_topics = 0;
   if (psent) *psent = 0;
   if (ptopics) *ptopics = 0;

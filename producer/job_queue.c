@@ -68,8 +68,8 @@ static int line_is_value(const char *text, size_t len, const char *where, altar_
   return altar_error_set(err, ALTAR_EINVAL, "%s: invalid JSON at column %d: %s", where, je.column, je.text);
 }
 
-int altar_specs_parse(const char *text, size_t len, const char *source, altar_spec_t **pspecs, size_t *pn,
-                      altar_error_t *err) {
+int altar__specs_parse(const char *text, size_t len, const char *source, altar_spec_t **pspecs, size_t *pn,
+                       altar_error_t *err) {
   *pspecs = NULL;
   *pn = 0;
   size_t cap = 0, i = 0;
@@ -227,8 +227,8 @@ static int check_groups(const altar_group_specs_t *groups, const altar_spec_t *s
   return rc;
 }
 
-int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t *specs, size_t n,
-                           char run_id[ALTAR_RUN_ID_MAX + 1], altar_error_t *err) {
+int altar__job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t *specs, size_t n,
+                            char run_id[ALTAR_RUN_ID_MAX + 1], altar_error_t *err) {
   if (!n) return altar_error_set(err, ALTAR_EINVAL, "submit: no spec given");
   for (size_t i = 0; i < n; i++) {
     /* Validate first: it rejects a spec without kind before strcmp reads it. */

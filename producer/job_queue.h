@@ -25,8 +25,8 @@ typedef struct altar_job_queue {
  * Lines. Every spec is validated; the first bad one fails the whole batch
  * with err naming its line (or array index) and field. *pspecs is a malloc'd
  * array of *pn specs (free each with altar_spec_clear, then the array). */
-int altar_specs_parse(const char *text, size_t len, const char *source, altar_spec_t **pspecs, size_t *pn,
-                      altar_error_t *err);
+int altar__specs_parse(const char *text, size_t len, const char *source, altar_spec_t **pspecs, size_t *pn,
+                       altar_error_t *err);
 
 /* Submits n specs of kind (NULL = any kinds) as one job: checks every spec
  * (valid, its kind configured when q->groups is set, small enough that every
@@ -36,8 +36,8 @@ int altar_specs_parse(const char *text, size_t len, const char *source, altar_sp
  * keyed by its task key, and returns once every message is acknowledged by
  * the log. The run handle id (the job id)
  * is written to run_id. Specs are modified only by the label. */
-int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t *specs, size_t n,
-                           char run_id[ALTAR_RUN_ID_MAX + 1], altar_error_t *err);
+int altar__job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t *specs, size_t n,
+                            char run_id[ALTAR_RUN_ID_MAX + 1], altar_error_t *err);
 
 /* Longest job id and group key a cancel names. */
 #define ALTAR_CANCEL_JOB_ID_MAX 1024
@@ -50,8 +50,7 @@ int altar_job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t 
  * *psent and *ptopics (may be NULL) get the partitions and topics sent to.
  * ALTAR_EINVAL for an empty or overlong id or key, ALTAR_ENOTFOUND when the
  * log has no status topic, or the transport's error. */
-int altar_job_cancel_send(altar_transport_t *t, const altar_topics_t *topics, const char *job_id,
-                          const char *group_key, const char *who, size_t *psent, size_t *ptopics,
-                          altar_error_t *err);
+int altar__job_cancel_send(altar_transport_t *t, const altar_topics_t *topics, const char *job_id,
+                           const char *group_key, const char *who, size_t *psent, size_t *ptopics, altar_error_t *err);
 
 #endif

@@ -28,7 +28,7 @@
 
 void (*altar__checkpoint_after_upload)(size_t uploaded);
 
-void altar_checkpoint_clear(altar_checkpoint_t *c) {
+void altar__checkpoint_clear(altar_checkpoint_t *c) {
   if (!c) return;
   free(c->local_dir);
   free(c->topic);
@@ -127,7 +127,7 @@ int altar__checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_ch
   out->local_dir = malloc(n);
   out->topic = strdup(status_topic);
   if (!out->local_dir || !out->topic) {
-    altar_checkpoint_clear(out);
+    altar__checkpoint_clear(out);
     return altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
   }
   snprintf(out->local_dir, n, "%s.cp-%s", ldir, out->id);
@@ -139,7 +139,7 @@ int altar__checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_ch
     rc = altar_error_set(err, ALTAR_ELEDGER, "checkpoint of %s: %s", ldir, dberr);
     rocksdb_free(dberr);
     remove_flat_dir(out->local_dir);
-    altar_checkpoint_clear(out);
+    altar__checkpoint_clear(out);
     return rc;
   }
   /* The offsets as of the copy: nothing writes between the two. */
@@ -150,7 +150,7 @@ int altar__checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_ch
   if (!rc && sc.rc) rc = altar_error_set(err, sc.rc, "checkpoint: out of memory");
   if (rc) {
     remove_flat_dir(out->local_dir);
-    altar_checkpoint_clear(out);
+    altar__checkpoint_clear(out);
   }
   return rc;
 }
@@ -458,7 +458,7 @@ static int parse_manifest(const char *text, size_t len, const char *where, altar
   out->files = json_array_size(files);
   if (!out->topic || !out->offsets) {
     json_decref(m);
-    altar_checkpoint_clear(out);
+    altar__checkpoint_clear(out);
     return altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
   }
   json_array_foreach(offs, i, e) {
@@ -492,7 +492,7 @@ int altar__checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_err
   int rc = altar_storage_open_for_uri(uri, NULL, &s, err);
   json_t *root = NULL, *files = NULL;
   if (!rc) rc = read_latest(s, uri, out, &root, &files, err);
-  if (rc) altar_checkpoint_clear(out);
+  if (rc) altar__checkpoint_clear(out);
   json_decref(root);
   altar_storage_close(s);
   return rc;
@@ -575,7 +575,7 @@ static void make_parents(const char *path) {
     }
 }
 
-int altar_checkpoint_restore(const char *uri, const char *dir, altar_checkpoint_t *out, altar_error_t *err) {
+int altar__checkpoint_restore(const char *uri, const char *dir, altar_checkpoint_t *out, altar_error_t *err) {
   memset(out, 0, sizeof *out);
   struct stat st;
   if (stat(dir, &st) == 0) return altar_error_set(err, ALTAR_EEXIST, "restore into %s: it exists", dir);
@@ -606,7 +606,7 @@ int altar_checkpoint_restore(const char *uri, const char *dir, altar_checkpoint_
   }
   if (rc) {
     remove_flat_dir(tmp);
-    altar_checkpoint_clear(out);
+    altar__checkpoint_clear(out);
     if (rc != ALTAR_ENOTFOUND) altar_error_prefix(err, "restoring %s from %s", dir, uri);
   }
   json_decref(root);

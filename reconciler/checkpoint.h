@@ -43,7 +43,7 @@ typedef struct altar_checkpoint {
   size_t files, files_uploaded;
 } altar_checkpoint_t;
 
-void altar_checkpoint_clear(altar_checkpoint_t *c);
+void altar__checkpoint_clear(altar_checkpoint_t *c);
 
 /* Step 1, on the ledger's writing thread: a consistent copy of l (a RocksDB
  * ledger) beside it, with the offsets of status_topic it covers. Never while
@@ -62,7 +62,7 @@ int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_ship
  * is filled under a temporary name and renamed into place). Fills *out
  * (local_dir NULL) with what it restored. ALTAR_ENOTFOUND when uri holds no
  * checkpoint. */
-int altar_checkpoint_restore(const char *uri, const char *dir, altar_checkpoint_t *out, altar_error_t *err);
+int altar__checkpoint_restore(const char *uri, const char *dir, altar_checkpoint_t *out, altar_error_t *err);
 
 /* Reads the newest checkpoint's manifest without restoring it. */
 int altar__checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_error_t *err);

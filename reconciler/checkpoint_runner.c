@@ -53,7 +53,7 @@ void altar__cp_runner_tick(altar__cp_runner_t *r, altar_ledger_t *l, const char 
     *pdone = -1;
     return;
   }
-  altar_checkpoint_clear(&r->cp);
+  altar__checkpoint_clear(&r->cp);
   memset(&r->err, 0, sizeof r->err);
   if (altar__checkpoint_take(l, topic, &r->cp, perr) != ALTAR_OK) {
     r->failed++;
@@ -76,7 +76,7 @@ void altar__cp_runner_finish(altar__cp_runner_t *r, int *pdone, altar_error_t *p
 }
 
 void altar__cp_runner_free(altar__cp_runner_t *r) {
-  altar_checkpoint_clear(&r->cp);
+  altar__checkpoint_clear(&r->cp);
   altar__cp_shipped_free(r->shipped);
   r->shipped = NULL;
 }

@@ -83,7 +83,7 @@ static in_part_t *find_part(daemon_t *d, const char *topic, int32_t partition) {
 }
 
 static int stored_offset(altar_ledger_t *l, const char *topic, int32_t partition, int64_t *pnext, altar_error_t *err) {
-  return altar_reconciler_input_offset(l, topic, partition, pnext, err);
+  return altar__reconciler_input_offset(l, topic, partition, pnext, err);
 }
 
 static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
@@ -513,7 +513,7 @@ static void settled_stats(daemon_t *d) {
   d->stats.settled_ledger_reads = d->settled.ledger_reads;
 }
 
-int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stats_t *pstats, altar_error_t *err) {
+int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stats_t *pstats, altar_error_t *err) {
   if (!o || !o->transport || !o->ledger || !o->groups || !o->topics)
     return altar_error_set(err, ALTAR_EINVAL, "reconciler: transport, ledger, groups and topics are required");
   daemon_t d = {.o = o, .group = o->group ? o->group : ALTAR_RECONCILER_GROUP};

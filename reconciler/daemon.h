@@ -89,7 +89,7 @@ typedef struct altar_reconciler_stats {
 
 struct altar_checkpoint;
 
-int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stats_t *pstats, altar_error_t *err);
+int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stats_t *pstats, altar_error_t *err);
 
 /* Rebuilds a ledger from the beginning of the status topic into new_ledger
  * (fresh, durable) — or, with `from`, from the offsets that checkpoint covers
@@ -102,7 +102,7 @@ int altar_reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stat
  * caller's to carry over (altar__outbox_carry). Reads each partition up to
  * its end offset as of the start. Opens its own transport handles
  * (transport_name + props) for reading and publishing. */
-int altar_reconciler_rebuild(const char *transport_name, const altar_strmap_t *transport_props,
+int altar__reconciler_rebuild(const char *transport_name, const altar_strmap_t *transport_props,
                              altar_ledger_t *new_ledger, const altar_group_specs_t *groups,
                              const altar_topics_t *topics, const struct altar_checkpoint *from,
                              altar_ledger_t *replaced, bool quiet, altar_reconciler_stats_t *pstats,

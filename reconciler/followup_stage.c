@@ -4,6 +4,7 @@
 #include "altar/followup.h"
 #include "altar/pools.h"
 #include "altar/storage.h"
+#include "core/unconst.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,7 @@ static int make_job(const altar_topics_t *topics, const altar_group_event_t *g, 
   if ((rc = altar_spec_identity(spec, out->task_key, err))) return rc;
   const char *jid = altar_strmap_get(&spec->labels, ALTAR_JOB_ID_LABEL);
   /* submitted_at is the group's decision time, so a replay makes the same bytes. */
-  altar_job_msg_t job = {.v = ALTAR_SCHEMA_VERSION, .job_id = (char *)(jid ? jid : ""), .spec = *spec,
+  altar_job_msg_t job = {.v = ALTAR_SCHEMA_VERSION, .job_id = ALTAR__UNCONST(jid ? jid : ""), .spec = *spec,
                          .submitted_at = g->ts};
   altar__followup_rec_t *r = &out->recs[0];
   if (!(r->topic = strdup(topic)) || !(r->key = strdup(out->task_key))) return nomem(err);

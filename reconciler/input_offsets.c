@@ -12,8 +12,8 @@ size_t altar__reconciler_offset_key(const char *topic, int32_t partition, char *
   return n < 0 ? 0 : (size_t)n < outsz ? (size_t)n : outsz - 1;
 }
 
-int altar_reconciler_input_offset(altar_ledger_t *l, const char *topic, int32_t partition, int64_t *pnext,
-                                  altar_error_t *err) {
+int altar__reconciler_input_offset(altar_ledger_t *l, const char *topic, int32_t partition, int64_t *pnext,
+                                   altar_error_t *err) {
   char k[320];
   size_t kl = altar__reconciler_offset_key(topic, partition, k, sizeof k);
   altar_buf_t b = {0};

@@ -18,7 +18,7 @@ size_t altar__reconciler_offset_key(const char *topic, int32_t partition, char *
 /* *pnext = the next offset of topic/partition the reconciler stored in l,
  * -1 when it stored none. 0 or a negative code (ALTAR_ENOTSUP for a ledger
  * without aux storage). Any thread that may read l. */
-int altar_reconciler_input_offset(altar_ledger_t *l, const char *topic, int32_t partition, int64_t *pnext,
-                                  altar_error_t *err);
+int altar__reconciler_input_offset(altar_ledger_t *l, const char *topic, int32_t partition, int64_t *pnext,
+                                   altar_error_t *err);
 
 #endif

@@ -130,7 +130,7 @@ static int note_covered(read_from_t *rf, const char *topic, const altar_topic_in
   int rc = ALTAR_OK;
   for (size_t i = 0; !rc && i < ti->n_partitions; i++) {
     int32_t p = ti->partitions[i].partition;
-    if (p >= 0) rc = altar_reconciler_input_offset(rf->replaced, topic, p, &rf->covered[p], err);
+    if (p >= 0) rc = altar__reconciler_input_offset(rf->replaced, topic, p, &rf->covered[p], err);
   }
   return rc;
 }
@@ -684,7 +684,7 @@ static int publish_followups(replay_t *r, const char *tname, const altar_strmap_
   return rc;
 }
 
-int altar_reconciler_rebuild(const char *tname, const altar_strmap_t *props, altar_ledger_t *new_ledger,
+int altar__reconciler_rebuild(const char *tname, const altar_strmap_t *props, altar_ledger_t *new_ledger,
                              const altar_group_specs_t *groups, const altar_topics_t *topics,
                              const altar_checkpoint_t *from, altar_ledger_t *replaced, bool quiet,
                              altar_reconciler_stats_t *pstats, uint64_t *ppublished, altar_error_t *err) {

@@ -127,23 +127,23 @@ static int refresh(standby_t *s, altar_error_t *err) {
   if (rc == ALTAR_ENOTFOUND)
     return ALTAR_OK; /* none yet */
   bool newer = !rc && strcmp(latest.id, s->cp.id) > 0;
-  altar_checkpoint_clear(&latest);
+  altar__checkpoint_clear(&latest);
   if (rc || !newer)
     return rc;
   double t0 = altar_mono_s();
   remove_flat_dir(s->next); /* a previous life's, cut short */
   altar_checkpoint_t got = {0};
-  rc = altar_checkpoint_restore(s->o->checkpoint_uri, s->next, &got, err);
+  rc = altar__checkpoint_restore(s->o->checkpoint_uri, s->next, &got, err);
   if (rc)
     return rc;
   /* The copy is replaced only by a whole newer one. */
   remove_flat_dir(s->warm);
   if (rename(s->next, s->warm) != 0) {
-    altar_checkpoint_clear(&got);
+    altar__checkpoint_clear(&got);
     return altar_error_set(err, ALTAR_EIO, "standby: %s: %s", s->warm,
                            strerror(errno));
   }
-  altar_checkpoint_clear(&s->cp);
+  altar__checkpoint_clear(&s->cp);
   s->cp = got;
   char offs[512] = "";
   for (size_t i = 0, at = 0; i < s->cp.n_offsets && at < sizeof offs - 32; i++)
@@ -231,7 +231,7 @@ int altar__standby_wait(const altar__standby_opts_t *o, altar_error_t *err) {
         s.cp.id[0] &&
         altar__checkpoint_latest(o->checkpoint_uri, &latest, &le) == ALTAR_OK &&
         !strcmp(latest.id, s.cp.id);
-    altar_checkpoint_clear(&latest);
+    altar__checkpoint_clear(&latest);
     note_progress(&s, newest);
     if (!mrc && members == 0) {
       /* The owner is gone: one last look for a newer checkpoint (its clean
@@ -263,6 +263,6 @@ int altar__standby_wait(const altar__standby_opts_t *o, altar_error_t *err) {
   }
   if (s.m_caught_up)
     altar_metric_set(s.m_caught_up, 0);
-  altar_checkpoint_clear(&s.cp);
+  altar__checkpoint_clear(&s.cp);
   return rc;
 }

@@ -3,6 +3,7 @@
 #include "transports/kafka_config.h"
 
 #include "altar/buf.h"
+#include "core/unconst.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,7 +224,7 @@ fail:
 char *altar__kafka_conf_describe(const rd_kafka_conf_t *conf) {
   size_t cnt = 0;
   /* rd_kafka_conf_dump does not modify conf; its prototype is not const. */
-  const char **kv = rd_kafka_conf_dump((rd_kafka_conf_t *)conf, &cnt);
+  const char **kv = rd_kafka_conf_dump(ALTAR__UNCONST(conf), &cnt);
   if (!kv) return NULL;
   altar_buf_t b = {0};
   int rc = ALTAR_OK;

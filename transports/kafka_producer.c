@@ -1,5 +1,6 @@
 /* kafka transport: the idempotent producer and its delivery reports. */
 #include "transports/kafka_int.h"
+#include "core/unconst.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -62,9 +63,9 @@ int altar__kafka_produce(altar_transport_t *t, const altar_produce_rec_t *rec, a
   vu[n++] = (rd_kafka_vu_t){.vtype = RD_KAFKA_VTYPE_PARTITION, .u.i32 = rec->partition};
   vu[n++] = (rd_kafka_vu_t){.vtype = RD_KAFKA_VTYPE_MSGFLAGS, .u.i = RD_KAFKA_MSG_F_COPY};
   vu[n++] = (rd_kafka_vu_t){.vtype = RD_KAFKA_VTYPE_VALUE,
-                            .u.mem = {(void *)rec->value, rec->value ? rec->value_len : 0}};
+                            .u.mem = {ALTAR__UNCONST(rec->value), rec->value ? rec->value_len : 0}};
   if (rec->key)
-    vu[n++] = (rd_kafka_vu_t){.vtype = RD_KAFKA_VTYPE_KEY, .u.mem = {(void *)rec->key, rec->key_len}};
+    vu[n++] = (rd_kafka_vu_t){.vtype = RD_KAFKA_VTYPE_KEY, .u.mem = {ALTAR__UNCONST(rec->key), rec->key_len}};
   if (rec->timestamp_ms) vu[n++] = (rd_kafka_vu_t){.vtype = RD_KAFKA_VTYPE_TIMESTAMP, .u.i64 = rec->timestamp_ms};
   vu[n++] = (rd_kafka_vu_t){.vtype = RD_KAFKA_VTYPE_OPAQUE, .u.ptr = rec->opaque};
   if (hdrs) vu[n++] = (rd_kafka_vu_t){.vtype = RD_KAFKA_VTYPE_HEADERS, .u.headers = hdrs};

@@ -40,7 +40,7 @@ struct altar_offset_tracker {
   size_t n, cap;
 };
 
-altar_offset_tracker_t *altar_offset_tracker_new(void) { return calloc(1, sizeof(altar_offset_tracker_t)); }
+altar__offset_tracker_t *altar__offset_tracker_new(void) { return calloc(1, sizeof(altar__offset_tracker_t)); }
 
 static void part_clear(part_t *p) {
   free(p->topic);
@@ -50,20 +50,20 @@ static void part_clear(part_t *p) {
   memset(p, 0, sizeof *p);
 }
 
-void altar_offset_tracker_free(altar_offset_tracker_t *t) {
+void altar__offset_tracker_free(altar__offset_tracker_t *t) {
   if (!t) return;
   for (size_t i = 0; i < t->n; i++) part_clear(&t->parts[i]);
   free(t->parts);
   free(t);
 }
 
-static part_t *find(const altar_offset_tracker_t *t, const char *topic, int32_t partition) {
+static part_t *find(const altar__offset_tracker_t *t, const char *topic, int32_t partition) {
   for (size_t i = 0; i < t->n; i++)
     if (t->parts[i].partition == partition && !strcmp(t->parts[i].topic, topic)) return &t->parts[i];
   return NULL;
 }
 
-bool altar_offset_tracker_assigned(const altar_offset_tracker_t *t, const char *topic, int32_t partition) {
+bool altar__offset_tracker_assigned(const altar__offset_tracker_t *t, const char *topic, int32_t partition) {
   return find(t, topic, partition) != NULL;
 }
 
@@ -131,9 +131,9 @@ bad:
   return false;
 }
 
-int altar_offset_tracker_assign(altar_offset_tracker_t *t, const char *topic, int32_t partition,
-                                int64_t committed, const char *metadata, altar_error_t *err) {
-  altar_offset_tracker_revoke(t, topic, partition);
+int altar__offset_tracker_assign(altar__offset_tracker_t *t, const char *topic, int32_t partition, int64_t committed,
+                                 const char *metadata, altar_error_t *err) {
+  altar__offset_tracker_revoke(t, topic, partition);
   if (t->n == t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 8;
     part_t *np = realloc(t->parts, cap * sizeof *np);
@@ -157,7 +157,7 @@ int altar_offset_tracker_assign(altar_offset_tracker_t *t, const char *topic, in
   return ALTAR_OK;
 }
 
-void altar_offset_tracker_revoke(altar_offset_tracker_t *t, const char *topic, int32_t partition) {
+void altar__offset_tracker_revoke(altar__offset_tracker_t *t, const char *topic, int32_t partition) {
   part_t *p = find(t, topic, partition);
   if (!p) return;
   part_clear(p);
@@ -166,8 +166,8 @@ void altar_offset_tracker_revoke(altar_offset_tracker_t *t, const char *topic, i
   t->n--;
 }
 
-bool altar_offset_tracker_already_done(const altar_offset_tracker_t *t, const char *topic,
-                                       int32_t partition, int64_t offset) {
+bool altar__offset_tracker_already_done(const altar__offset_tracker_t *t, const char *topic, int32_t partition,
+                                        int64_t offset) {
   const part_t *p = find(t, topic, partition);
   if (!p) return false;
   size_t lo = 0, hi = p->n_prior;
@@ -180,14 +180,14 @@ bool altar_offset_tracker_already_done(const altar_offset_tracker_t *t, const ch
   return false;
 }
 
-bool altar_offset_tracker_held(const altar_offset_tracker_t *t, const char *topic, int32_t partition,
-                               int64_t offset) {
+bool altar__offset_tracker_held(const altar__offset_tracker_t *t, const char *topic, int32_t partition,
+                                int64_t offset) {
   const part_t *p = find(t, topic, partition);
   return p && p->prior_base >= 0 && offset >= p->prior_base && offset < p->prior_held_end &&
-         !altar_offset_tracker_already_done(t, topic, partition, offset);
+         !altar__offset_tracker_already_done(t, topic, partition, offset);
 }
 
-int altar_offset_tracker_seen(altar_offset_tracker_t *t, const char *topic, int32_t partition, int64_t offset) {
+int altar__offset_tracker_seen(altar__offset_tracker_t *t, const char *topic, int32_t partition, int64_t offset) {
   part_t *p = find(t, topic, partition);
   if (!p) return ALTAR_ENOTFOUND;
   if (offset < 0 || (p->n > p->head && offset <= p->ents[p->n - 1].hi) || (p->next >= 0 && offset < p->next))
@@ -231,8 +231,7 @@ static void ents_shrink(part_t *p) {
   p->cap /= 2;
 }
 
-int altar_offset_tracker_finished(altar_offset_tracker_t *t, const char *topic, int32_t partition,
-                                  int64_t offset) {
+int altar__offset_tracker_finished(altar__offset_tracker_t *t, const char *topic, int32_t partition, int64_t offset) {
   part_t *p = find(t, topic, partition);
   if (!p) return ALTAR_ENOTFOUND;
   /* The first stretch ending at or above offset. */
@@ -262,7 +261,7 @@ int altar_offset_tracker_finished(altar_offset_tracker_t *t, const char *topic, 
   return ALTAR_OK;
 }
 
-size_t altar_offset_tracker_in_flight(const altar_offset_tracker_t *t, const char *topic, int32_t partition) {
+size_t altar__offset_tracker_in_flight(const altar__offset_tracker_t *t, const char *topic, int32_t partition) {
   const part_t *p = find(t, topic, partition);
   size_t k = 0;
   if (p)
@@ -284,8 +283,8 @@ static bool put_range(char *meta, size_t metasz, size_t *plen, bool *pfirst, int
   return true;
 }
 
-int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *topic, int32_t partition,
-                                      int64_t *poffset, char *meta, size_t metasz, bool *pchanged) {
+int altar__offset_tracker_commit_point(altar__offset_tracker_t *t, const char *topic, int32_t partition,
+                                       int64_t *poffset, char *meta, size_t metasz, bool *pchanged) {
   part_t *p = find(t, topic, partition);
   if (!p) return ALTAR_ENOTFOUND;
   if (metasz > ALTAR_OFFSET_META_MAX + 1) metasz = ALTAR_OFFSET_META_MAX + 1;
@@ -357,12 +356,12 @@ int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *top
   return ALTAR_OK;
 }
 
-void altar_offset_tracker_commit_failed(altar_offset_tracker_t *t, const char *topic, int32_t partition) {
+void altar__offset_tracker_commit_failed(altar__offset_tracker_t *t, const char *topic, int32_t partition) {
   part_t *p = find(t, topic, partition);
   if (p) p->last_offset = -2; /* never returned: the next commit point counts as changed */
 }
 
-size_t altar_offset_tracker_footprint(const altar_offset_tracker_t *t) {
+size_t altar__offset_tracker_footprint(const altar__offset_tracker_t *t) {
   size_t b = sizeof *t + t->cap * sizeof *t->parts;
   for (size_t i = 0; i < t->n; i++) {
     const part_t *p = &t->parts[i];

@@ -35,62 +35,59 @@
 
 #define ALTAR_OFFSET_META_MAX 1024
 
-typedef struct altar_offset_tracker altar_offset_tracker_t;
+typedef struct altar_offset_tracker altar__offset_tracker_t;
 
-/* NULL on allocation failure. Free with altar_offset_tracker_free. */
-altar_offset_tracker_t *altar_offset_tracker_new(void);
-void altar_offset_tracker_free(altar_offset_tracker_t *t);
+/* NULL on allocation failure. Free with altar__offset_tracker_free. */
+altar__offset_tracker_t *altar__offset_tracker_new(void);
+void altar__offset_tracker_free(altar__offset_tracker_t *t);
 
 /* Starts tracking a partition assigned to us. committed is the group's
  * committed offset (-1 when none), metadata its metadata string (NULL or
  * empty when none). Malformed metadata is ignored with a warning in err->msg
  * and ALTAR_OK returned: the cost is re-running those jobs, never losing one. */
-int altar_offset_tracker_assign(altar_offset_tracker_t *t, const char *topic, int32_t partition,
-                                int64_t committed, const char *metadata, altar_error_t *err);
+int altar__offset_tracker_assign(altar__offset_tracker_t *t, const char *topic, int32_t partition, int64_t committed,
+                                 const char *metadata, altar_error_t *err);
 /* Forgets a revoked partition. */
-void altar_offset_tracker_revoke(altar_offset_tracker_t *t, const char *topic, int32_t partition);
-bool altar_offset_tracker_assigned(const altar_offset_tracker_t *t, const char *topic, int32_t partition);
+void altar__offset_tracker_revoke(altar__offset_tracker_t *t, const char *topic, int32_t partition);
+bool altar__offset_tracker_assigned(const altar__offset_tracker_t *t, const char *topic, int32_t partition);
 
 /* True when the job at offset finished in an earlier life (listed in the
  * metadata read at assign). Such a job must not run again; the caller then
- * calls altar_offset_tracker_seen + _finished for it. */
-bool altar_offset_tracker_already_done(const altar_offset_tracker_t *t, const char *topic,
-                                       int32_t partition, int64_t offset);
+ * calls altar__offset_tracker_seen + _finished for it. */
+bool altar__offset_tracker_already_done(const altar__offset_tracker_t *t, const char *topic, int32_t partition,
+                                        int64_t offset);
 /* True when the job at offset was held by an earlier owner according to
  * the metadata read at assign (unfinished below its held bound, see above):
  * the caller must wait for its holder rather than start it. */
-bool altar_offset_tracker_held(const altar_offset_tracker_t *t, const char *topic, int32_t partition,
-                               int64_t offset);
+bool altar__offset_tracker_held(const altar__offset_tracker_t *t, const char *topic, int32_t partition, int64_t offset);
 
 /* Records that the job at offset was consumed. Offsets of one partition must
  * arrive in increasing order (ALTAR_EINVAL otherwise; a rewind needs revoke +
  * assign). ALTAR_ENOTFOUND when the partition is not assigned. */
-int altar_offset_tracker_seen(altar_offset_tracker_t *t, const char *topic, int32_t partition,
-                              int64_t offset);
+int altar__offset_tracker_seen(altar__offset_tracker_t *t, const char *topic, int32_t partition, int64_t offset);
 /* Records that the job at offset is done (its terminal status acknowledged
  * by the log). Finishing an offset twice is harmless. */
-int altar_offset_tracker_finished(altar_offset_tracker_t *t, const char *topic, int32_t partition,
-                                  int64_t offset);
+int altar__offset_tracker_finished(altar__offset_tracker_t *t, const char *topic, int32_t partition, int64_t offset);
 /* Number of seen but unfinished jobs in the partition. */
-size_t altar_offset_tracker_in_flight(const altar_offset_tracker_t *t, const char *topic, int32_t partition);
+size_t altar__offset_tracker_in_flight(const altar__offset_tracker_t *t, const char *topic, int32_t partition);
 
 /* The offset to commit now and its metadata (written NUL-terminated into
  * meta, at most metasz bytes; metasz >= 8). *pchanged says whether either
  * differs from the last value returned, so callers commit only on change.
  * ALTAR_ENOTFOUND when the partition is not assigned; *poffset = -1 when
  * nothing was ever seen or committed. */
-int altar_offset_tracker_commit_point(altar_offset_tracker_t *t, const char *topic, int32_t partition,
-                                      int64_t *poffset, char *meta, size_t metasz, bool *pchanged);
+int altar__offset_tracker_commit_point(altar__offset_tracker_t *t, const char *topic, int32_t partition,
+                                       int64_t *poffset, char *meta, size_t metasz, bool *pchanged);
 
 /* Bytes the tracker holds: what is in flight (two stretches at most per
  * unfinished job, whatever finished above it), what the commit metadata
  * read at assign lists, and the last metadata returned. For tests of that
  * bound. */
-size_t altar_offset_tracker_footprint(const altar_offset_tracker_t *t);
+size_t altar__offset_tracker_footprint(const altar__offset_tracker_t *t);
 
 /* Tells the tracker the last commit point it returned was not committed
- * (the commit failed), so the next altar_offset_tracker_commit_point reports
+ * (the commit failed), so the next altar__offset_tracker_commit_point reports
  * a change and the caller tries again. */
-void altar_offset_tracker_commit_failed(altar_offset_tracker_t *t, const char *topic, int32_t partition);
+void altar__offset_tracker_commit_failed(altar__offset_tracker_t *t, const char *topic, int32_t partition);
 
 #endif

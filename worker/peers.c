@@ -5,6 +5,7 @@
 #include "altar/grow.h"
 #include "altar/transport.h"
 #include "heartbeat.h"
+#include "core/unconst.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -66,7 +67,7 @@ static bool valid_free(const json_t *f) {
   if (!json_is_object(f) || json_object_size(f) > ALTAR_PEER_POOLS_MAX) return false;
   const char *k;
   const json_t *v;
-  json_object_foreach((json_t *)f, k, v) {
+  json_object_foreach((json_t *)ALTAR__UNCONST(f), k, v) {
     size_t kl = strlen(k);
     if (!kl || kl > ALTAR_PEER_POOL_NAME_MAX || !json_is_integer(v)) return false;
     json_int_t n = json_integer_value(v);
@@ -82,7 +83,7 @@ static bool valid_owns(const json_t *o) {
   size_t total = 0;
   const char *k;
   const json_t *v;
-  json_object_foreach((json_t *)o, k, v) {
+  json_object_foreach((json_t *)ALTAR__UNCONST(o), k, v) {
     altar_error_t e = {0};
     if (altar_transport_check_name("topic", k, &e) || !json_is_array(v)) return false;
     total += json_array_size(v);

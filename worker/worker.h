@@ -127,6 +127,6 @@ typedef struct altar_worker_stats {
 
 /* Runs until a stop request, max_jobs or idleness (exit_when_idle). Returns
  * 0, or an error that made it stop (err says which). *pstats may be NULL. */
-int altar_worker_run(const altar_worker_opts_t *opts, altar_worker_stats_t *pstats, altar_error_t *err);
+int altar__worker_run(const altar_worker_opts_t *opts, altar_worker_stats_t *pstats, altar_error_t *err);
 
 #endif

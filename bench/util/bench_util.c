@@ -2,6 +2,7 @@
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "bench_util.h"
 #include "altar/plugin/transport.h"
+#include "core/unconst.h"
 
 #include <ftw.h>
 #include <stdio.h>
@@ -55,7 +56,7 @@ void bench_write_succeeded_shard(altar_transport_t *t, const char *topic, altar_
   altar_spec_set_label(spec, "group", group);
   altar_spec_set_label(spec, "fold", f);
   altar_spec_set_label(spec, "num_folds", nf);
-  altar_status_event_t ev = {.v = 1, .event = ALTAR_EV_SUBMITTED, .task_key = (char *)task_key, .kind = "bench",
+  altar_status_event_t ev = {.v = 1, .event = ALTAR_EV_SUBMITTED, .task_key = ALTAR__UNCONST(task_key), .kind = "bench",
                              .state = ALTAR_STATE_PENDING, .spec = spec, .worker = "w", .ts = 1.0};
   altar_error_t e = {0};
   altar_handle_init_for_spec(&ev.handle, "process", task_key, spec);

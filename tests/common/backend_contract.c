@@ -3,6 +3,7 @@
 
 #include "altar/digest.h"
 #include "testutil.h"
+#include "core/unconst.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -546,7 +547,7 @@ static void test_staging_in_place(void) {
   char uri[4200], digest[72];
   snprintf(uri, sizeof uri, "file://%s", hp);
   altar_contract_sha256("other bytes", 11, digest);
-  altar_transfer_t t = {.uri = uri, .logical_path = (char *)logical, .digest = digest};
+  altar_transfer_t t = {.uri = uri, .logical_path = ALTAR__UNCONST(logical), .digest = digest};
   altar_error_t err = {0};
   int rc = altar_backend_stage_inputs(w.be, &t, 1, &err);
   if (altar_backend_verification(w.be) == ALTAR_VERIFY_STAGING) {
@@ -580,7 +581,7 @@ static void test_digest_input_directory(void) {
   snprintf(uri, sizeof uri, "file://%s", dir);
   altar_contract_sha256("part", 4, digest);
   const char *logical = "models/dir-source/weights.bin";
-  altar_transfer_t t = {.uri = uri, .logical_path = (char *)logical, .digest = digest};
+  altar_transfer_t t = {.uri = uri, .logical_path = ALTAR__UNCONST(logical), .digest = digest};
   altar_error_t err = {0};
   int rc = altar_backend_stage_inputs(w.be, &t, 1, &err);
   if (rc != ALTAR_EINTEGRITY) report("stage_inputs (directory source)", rc, &err);

@@ -14,6 +14,7 @@
 #include "altar/groups.h"
 #include "altar/pools.h"
 #include "worker/intake.h"
+#include "core/unconst.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -101,10 +102,10 @@ static void fz_check_events(const altar__intake_t *in, const char *topic) {
   altar_handle_t h = {0};
   if (altar_handle_init_for_spec(&h, "fuzz", ext, &in->job.spec)) abort();
   altar_failure_t *f = altar_failure_new(in->reason ? in->reason : "exit_1", in->detail, true);
-  altar_status_event_t ev = {.v = ALTAR_SCHEMA_VERSION, .event = ALTAR_EV_SUBMITTED, .task_key = (char *)in->task_key,
+  altar_status_event_t ev = {.v = ALTAR_SCHEMA_VERSION, .event = ALTAR_EV_SUBMITTED, .task_key = ALTAR__UNCONST(in->task_key),
                              .kind = in->job.spec.kind, .handle = h, .state = ALTAR_STATE_PENDING,
-                             .spec = (altar_spec_t *)&in->job.spec, .worker = worker,
-                             .source = {true, (char *)topic, INT32_MAX, INT64_MAX}, .ts = 1};
+                             .spec = ALTAR__UNCONST(&in->job.spec), .worker = worker,
+                             .source = {true, ALTAR__UNCONST(topic), INT32_MAX, INT64_MAX}, .ts = 1};
   altar_buf_t b = {0};
   altar_error_t err = {0};
   bool reduced;
@@ -141,7 +142,7 @@ static inline int fuzz_intake_one(const uint8_t *data, size_t size) {
     len = grown.len;
   }
   const char *topic = size > 1 && (data[size - 1] & 1) ? "jobs.a100" : "jobs";
-  altar_msg_t m = {.topic = (char *)topic, .partition = 0, .offset = 0, .value = (void *)value, .value_len = len};
+  altar_msg_t m = {.topic = ALTAR__UNCONST(topic), .partition = 0, .offset = 0, .value = ALTAR__UNCONST(value), .value_len = len};
   altar__intake_ctx_t c = {.backend = fz_be, .groups = &fz_groups, .jobs_topic = "jobs"};
   altar__intake_t in;
   altar__intake_classify(&c, &m, &in);

@@ -21,6 +21,7 @@
 #include "altar/storage.h"
 #include "backend_contract.h"
 #include "testutil.h"
+#include "core/unconst.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
@@ -184,7 +185,7 @@ static altar_k8s_t *make_k8s(const kopts_t *o) {
   cfg.n_pools = o ? o->n_pools : 0;
   if (o && o->submit_window) cfg.submit_window = o->submit_window;
   cfg.extend_manifest = fx_extend;
-  cfg.extend_ctx = (void *)cfg.staging_root;
+  cfg.extend_ctx = ALTAR__UNCONST(cfg.staging_root);
   altar_error_t err = {0};
   altar_k8s_runtime_t *rt = admin_runtime();
   if (!rt) return NULL;

@@ -289,7 +289,7 @@ static void test_pruned_with_records(void) {
   CU_ASSERT(altar_attempts_keys_has(keys, nk, "feed0001"));
   altar_attempts_keys_free(keys, nk);
   size_t pruned = 0;
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, INT64_MAX / 2000, 100, &pruned, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_prune_consumed(l, INT64_MAX / 2000, 100, &pruned, &err), 0);
   CU_ASSERT_EQUAL(pruned, 3);
   CU_ASSERT_EQUAL(altar_attempts_keys(l, &keys, &nk, &err), 0);
   CU_ASSERT_EQUAL(nk, 0);

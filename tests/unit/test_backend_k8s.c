@@ -8,6 +8,7 @@
 #include "altar/storage.h"
 #include "backend_contract.h"
 #include "testutil.h"
+#include "core/unconst.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -1314,7 +1315,7 @@ static int run_init(const json_t *init, char **plog) {
   const json_t *cmd = json_object_get(init, "command");
   size_t n = json_array_size(cmd);
   char **argv = calloc(n + 1, sizeof *argv);
-  for (size_t i = 0; i < n; i++) argv[i] = (char *)json_string_value(json_array_get(cmd, i));
+  for (size_t i = 0; i < n; i++) argv[i] = ALTAR__UNCONST(json_string_value(json_array_get(cmd, i)));
   FILE *log = tmpfile();
   pid_t pid = fork();
   if (pid == 0) {

@@ -750,7 +750,7 @@ static void test_worker_serves_gpu(void) {
   altar_spec_set_gpu(s, ALTAR_GPU_POOL_NORMAL, 1);
   altar_job_queue_t q = {.transport = t, .topics = &topics};
   char run_id[ALTAR_RUN_ID_MAX + 1];
-  rc = altar_job_queue_submit(&q, "shard", s, 1, run_id, &err);
+  rc = altar__job_queue_submit(&q, "shard", s, 1, run_id, &err);
   if (rc) fprintf(stderr, "submit: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   altar_spec_free(s);
@@ -778,7 +778,7 @@ static void test_worker_serves_gpu(void) {
       .quiet = true,
   };
   altar_worker_stats_t st = {0};
-  rc = altar_worker_run(&o, &st, &err);
+  rc = altar__worker_run(&o, &st, &err);
   if (rc) fprintf(stderr, "worker: %s\n", err.msg);
   CU_ASSERT_EQUAL(rc, 0);
   altar_transport_close(t);

@@ -115,28 +115,28 @@ static void test_round_trip(void) {
   snprintf(sst, sizeof sst, "%s/sst", cdir);
   size_t first_tables = files_in(sst);
   CU_ASSERT(first_tables >= 1);
-  altar_checkpoint_clear(&cp);
+  altar__checkpoint_clear(&cp);
   /* Unchanged table files are not uploaded again. */
   add_records(l, 260, 270, 0, 18);
   CU_ASSERT_EQUAL_FATAL(take_and_ship(l, uri, shipped, &cp), 0);
   CU_ASSERT(cp.files_uploaded < cp.files);
   CU_ASSERT_EQUAL(files_in(sst), first_tables + 1);
-  altar_checkpoint_clear(&cp);
+  altar__checkpoint_clear(&cp);
   CU_ASSERT_EQUAL(altar_ledger_checksum(l, sum, &err), 0);
   altar_ledger_close(l);
   altar__cp_shipped_free(shipped);
-  CU_ASSERT_EQUAL_FATAL(altar_checkpoint_restore(uri, rdir, &cp, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore(uri, rdir, &cp, &err), 0);
   CU_ASSERT_EQUAL(altar__checkpoint_offset(&cp, 0), 18);
-  altar_checkpoint_clear(&cp);
+  altar__checkpoint_clear(&cp);
   checksum_of_dir(rdir, rsum);
   CU_ASSERT_STRING_EQUAL(rsum, sum);
   altar_ledger_t *r = altar_ledger_rocksdb_open(rdir, NULL, &err);
   int64_t next = 0;
-  CU_ASSERT_EQUAL(altar_reconciler_input_offset(r, TOPIC, 3, &next, &err), 0);
+  CU_ASSERT_EQUAL(altar__reconciler_input_offset(r, TOPIC, 3, &next, &err), 0);
   CU_ASSERT_EQUAL(next, 5);
   altar_ledger_close(r);
   /* Never over an existing directory. */
-  CU_ASSERT_EQUAL(altar_checkpoint_restore(uri, rdir, &cp, &err), ALTAR_EEXIST);
+  CU_ASSERT_EQUAL(altar__checkpoint_restore(uri, rdir, &cp, &err), ALTAR_EEXIST);
 }
 
 static size_t crash_at;
@@ -158,7 +158,7 @@ static void test_crash_mid_upload(void) {
   add_records(l, 0, 100, 1, 9);
   altar_checkpoint_t cp = {0};
   CU_ASSERT_EQUAL_FATAL(take_and_ship(l, uri, NULL, &cp), 0);
-  altar_checkpoint_clear(&cp);
+  altar__checkpoint_clear(&cp);
   CU_ASSERT_EQUAL(altar_ledger_checksum(l, sum1, &err), 0);
   altar_ledger_close(l);
   size_t crashes = 0;
@@ -185,18 +185,18 @@ static void test_crash_mid_upload(void) {
     char rdir[4096], rsum[ALTAR_LEDGER_CHECKSUM_LEN + 1];
     snprintf(rdir, sizeof rdir, "%s/crash-restored-%zu", root, crash_at);
     altar_checkpoint_t got = {0};
-    CU_ASSERT_EQUAL_FATAL(altar_checkpoint_restore(uri, rdir, &got, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore(uri, rdir, &got, &err), 0);
     checksum_of_dir(rdir, rsum);
     if (WEXITSTATUS(ws) == 9) {
       crashes++;
       CU_ASSERT_STRING_EQUAL(rsum, sum1); /* the previous one, whole */
       CU_ASSERT_EQUAL(altar__checkpoint_offset(&got, 1), 9);
-      altar_checkpoint_clear(&got);
+      altar__checkpoint_clear(&got);
       continue;
     }
     CU_ASSERT_STRING_EQUAL(rsum, now); /* the upload completed: the new one */
     CU_ASSERT_EQUAL(altar__checkpoint_offset(&got, 1), 9 + (int64_t)crash_at);
-    altar_checkpoint_clear(&got);
+    altar__checkpoint_clear(&got);
     break;
   }
   CU_ASSERT(crashes >= 3); /* the crash points really fell inside uploads */
@@ -226,7 +226,7 @@ static void test_damaged_storage(void) {
   add_records(l, 0, 50, 0, 3);
   altar_checkpoint_t cp = {0};
   CU_ASSERT_EQUAL_FATAL(take_and_ship(l, cdir, NULL, &cp), 0);
-  altar_checkpoint_clear(&cp);
+  altar__checkpoint_clear(&cp);
   altar_ledger_close(l);
   /* A table file whose bytes changed in storage. */
   char sst[4096];
@@ -244,20 +244,20 @@ static void test_damaged_storage(void) {
   fputc('!', f);
   fclose(f);
   path(rdir, sizeof rdir, "dmg-restored");
-  CU_ASSERT_EQUAL(altar_checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
+  CU_ASSERT_EQUAL(altar__checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
   CU_ASSERT(strstr(err.msg, "does not match its digest") != NULL);
   struct stat st;
   CU_ASSERT(stat(rdir, &st) != 0); /* nothing half restored */
   /* A manifest naming a file outside its directory. */
   snprintf(p, sizeof p, "%s/latest.json", cdir);
   write_file(p, "{\"format\":1,\"id\":\"x\",\"topic\":\"st\",\"offsets\":[],\"files\":[{\"name\":\"../evil\",\"size\":1}]}");
-  CU_ASSERT_EQUAL(altar_checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
+  CU_ASSERT_EQUAL(altar__checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
   CU_ASSERT(strstr(err.msg, "'files'") != NULL);
   write_file(p, "{\"format\":1,\"id\":\"x\",\"topic\":\"st\",\"offsets\":[{\"partition\":-1,\"next\":0}],\"files\":[]}");
-  CU_ASSERT_EQUAL(altar_checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
+  CU_ASSERT_EQUAL(altar__checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
   CU_ASSERT(strstr(err.msg, "'offsets'") != NULL);
   write_file(p, "{not json");
-  CU_ASSERT_EQUAL(altar_checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
+  CU_ASSERT_EQUAL(altar__checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
   CU_ASSERT(strstr(err.msg, "latest.json:1") != NULL);
   CU_ASSERT(stat(rdir, &st) != 0);
 }

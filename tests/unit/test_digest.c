@@ -2,6 +2,7 @@
  * its agreement with this code are tested in test_verifier_program.c. */
 #include "altar/digest.h"
 #include "testutil.h"
+#include "core/unconst.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -252,7 +253,7 @@ static void test_transfer_digest(void) {
   CU_ASSERT_EQUAL(altar_verify_transfer_digest(&t, m, true, &err), 0); /* no digest: not even looked at */
   free(m);
 
-  t.digest = (char *)HELLO_DIGEST;
+  t.digest = ALTAR__UNCONST(HELLO_DIGEST);
   CU_ASSERT_EQUAL(altar_verify_transfer_digest(&t, p, false, &err), 0);
   CU_ASSERT_FALSE(altar_has_verification_record(p, HELLO_DIGEST));
   CU_ASSERT_EQUAL(altar_verify_transfer_digest(&t, p, true, &err), 0);
@@ -263,7 +264,7 @@ static void test_transfer_digest(void) {
   bool hashed = true;
   CU_ASSERT_EQUAL(altar_verify_file_digest(p, OTHER_DIGEST, true, false, &hashed, &err), 0);
   CU_ASSERT_FALSE(hashed);
-  t.digest = (char *)OTHER_DIGEST;
+  t.digest = ALTAR__UNCONST(OTHER_DIGEST);
   CU_ASSERT_EQUAL(altar_verify_transfer_digest(&t, p, true, &err), ALTAR_EINTEGRITY);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "file:///src/xfer"));
   CU_ASSERT_EQUAL(altar_verify_transfer_digest(&t, dir, false, &err), ALTAR_EINTEGRITY);

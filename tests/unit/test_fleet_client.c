@@ -7,6 +7,7 @@
 #include "altar/plugin/transport.h"
 #include "altar/transport.h"
 #include "testutil.h"
+#include "core/unconst.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,7 +120,7 @@ static void publish_group(const fixture_t *f, const char *topic, const char *job
   CU_ASSERT_FATAL(altar_handle_init(&h, "process", gk) == 0);
   altar_strmap_set(&h.labels, "job_id", job);
   altar_group_event_t g = {.v = 1, .event = kind, .event_id = (char *)"e", .kind = (char *)"shard",
-                           .group_key = (char *)gk, .shards = &h, .n_shards = 1, .ts = 1.5};
+                           .group_key = ALTAR__UNCONST(gk), .shards = &h, .n_shards = 1, .ts = 1.5};
   altar_buf_t b = {0};
   altar_error_t err = {0};
   CU_ASSERT_FATAL(altar_encode_group(&g, &b, &err) == 0);

@@ -60,12 +60,13 @@ static void test_rss(void) {
   CU_ASSERT(before > 0);
   size_t n = 64u << 20;
   /* volatile: the compiler may not drop stores nobody reads */
-  volatile char *m = malloc(n);
+  char *block = malloc(n);
+  volatile char *m = block;
   CU_ASSERT_FATAL(m != NULL);
   for (size_t i = 0; i < n; i += 4096) m[i] = 1;
   uint64_t after = altar_footprint_rss_bytes();
   CU_ASSERT(after >= before + (n / 2));
-  free((void *)m);
+  free(block);
 }
 
 static void test_sampler_gauges(void) {

@@ -33,7 +33,7 @@ static void free_specs(altar_spec_t *v, size_t n) {
 }
 
 static int parse(const char *text, altar_spec_t **pv, size_t *pn, altar_error_t *err) {
-  return altar_specs_parse(text, strlen(text), "specs.jsonl", pv, pn, err);
+  return altar__specs_parse(text, strlen(text), "specs.jsonl", pv, pn, err);
 }
 
 static void test_parse_single_object(void) {
@@ -175,7 +175,7 @@ static void test_submit_stamps_keys_and_waits(void) {
   altar_error_t err = {0};
   CU_ASSERT_FATAL(parse(SPEC("0") "\n" SPEC("1") "\n" SPEC("2") "\n" SPEC("3") "\n", &v, &n, &err) == 0);
   char run_id[ALTAR_RUN_ID_MAX + 1] = "";
-  int rc = altar_job_queue_submit(&q, "shard", v, n, run_id, &err);
+  int rc = altar__job_queue_submit(&q, "shard", v, n, run_id, &err);
   if (rc) fprintf(stderr, "submit: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT(strlen(run_id) > 2);
@@ -209,7 +209,7 @@ static void test_submit_stamps_keys_and_waits(void) {
   /* Specs that all carry one job id keep it. */
   CU_ASSERT_FATAL(parse(SPEC("7"), &v, &n, &err) == 0);
   altar_spec_set_label(&v[0], ALTAR_JOB_ID_LABEL, "my-job-1");
-  CU_ASSERT_FATAL(altar_job_queue_submit(&q, NULL, v, n, run_id, &err) == 0);
+  CU_ASSERT_FATAL(altar__job_queue_submit(&q, NULL, v, n, run_id, &err) == 0);
   CU_ASSERT_STRING_EQUAL(run_id, "my-job-1");
   free_specs(v, n);
   ng = read_jobs(root, "jobs", got, 16);
@@ -231,19 +231,19 @@ static void test_submit_rejects_before_publishing(void) {
   CU_ASSERT_FATAL(parse(SPEC("0") "\n" SPEC("1") "\n", &v, &n, &err) == 0);
   char run_id[ALTAR_RUN_ID_MAX + 1];
   /* The wrong kind for the job. */
-  CU_ASSERT(altar_job_queue_submit(&q, "other", v, n, run_id, &err) == ALTAR_EINVAL);
+  CU_ASSERT(altar__job_queue_submit(&q, "other", v, n, run_id, &err) == ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "specs[0].kind") != NULL);
   /* The second spec turned invalid: nothing at all is published. */
   free(v[1].image);
   v[1].image = NULL;
-  CU_ASSERT(altar_job_queue_submit(&q, "shard", v, n, run_id, &err) != 0);
+  CU_ASSERT(altar__job_queue_submit(&q, "shard", v, n, run_id, &err) != 0);
   CU_ASSERT(strstr(err.msg, "specs[1]") != NULL);
   /* A spec without kind is rejected, not dereferenced. */
   free(v[0].kind);
   v[0].kind = NULL;
-  CU_ASSERT(altar_job_queue_submit(&q, "shard", v, n, run_id, &err) != 0);
+  CU_ASSERT(altar__job_queue_submit(&q, "shard", v, n, run_id, &err) != 0);
   CU_ASSERT(strstr(err.msg, "kind") != NULL);
-  CU_ASSERT(altar_job_queue_submit(&q, "shard", v, 0, run_id, &err) == ALTAR_EINVAL);
+  CU_ASSERT(altar__job_queue_submit(&q, "shard", v, 0, run_id, &err) == ALTAR_EINVAL);
   jrec_t got[4];
   CU_ASSERT_EQUAL(read_jobs(root, "jobs", got, 4), 0);
   free_specs(v, n);

@@ -65,18 +65,18 @@ static void test_prune_by_age(void) {
   settle(l, "open", false);
   size_t n = 99;
   /* Consumed just now: nothing is an hour old. */
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, wall_ms() - HOUR_MS, 100, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_prune_consumed(l, wall_ms() - HOUR_MS, 100, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 0);
   CU_ASSERT(present(l, "c0"));
   /* Two hours on, with a one-hour lifetime: all six are past it; two per prune. */
   int64_t later = wall_ms() + 2 * HOUR_MS - HOUR_MS;
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, later, 2, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_prune_consumed(l, later, 2, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 2);
   CU_ASSERT_FALSE(present(l, "c0"));
   CU_ASSERT_FALSE(present(l, "c1"));
   CU_ASSERT(present(l, "c2"));
   check_consistent(l);
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, later, 100, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_prune_consumed(l, later, 100, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 4);
   for (int i = 0; i < 6; i++) {
     snprintf(eid, sizeof eid, "c%d", i);
@@ -90,7 +90,7 @@ static void test_prune_by_age(void) {
   CU_ASSERT_EQUAL(st.records, 1);
   check_consistent(l);
   /* Nothing left to prune; and a reopened ledger agrees. */
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, later, 100, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_prune_consumed(l, later, 100, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 0);
   altar_ledger_close(l);
   l = altar_ledger_rocksdb_open(dir, NULL, &err);
@@ -122,11 +122,11 @@ static void test_group_goes_together(void) {
   for (int i = 0; i < 5; i++) altar_handle_clear(&hs[i]);
   size_t n = 0;
   int64_t later = wall_ms() + HOUR_MS;
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, later, 1, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_prune_consumed(l, later, 1, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 1); /* the older entry: "alone" */
   CU_ASSERT_FALSE(present(l, "alone"));
   CU_ASSERT(present(l, "g0"));
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, later, 1, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_prune_consumed(l, later, 1, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 5);
   for (int i = 0; i < 5; i++) {
     snprintf(eid, sizeof eid, "g%d", i);
@@ -152,7 +152,7 @@ static void test_reopened_record_stays(void) {
   CU_ASSERT_EQUAL(altar_ledger_record_meta(l, &h, "train", NULL, &meta, &err), 0);
   altar_handle_clear(&h);
   size_t n = 0;
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, wall_ms() + HOUR_MS, 100, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_prune_consumed(l, wall_ms() + HOUR_MS, 100, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 1);
   const altar_ledger_entry_t *e = altar_ledger_peek_open(l, "process", "again");
   CU_ASSERT(e != NULL && e->rec.state == ALTAR_STATE_PENDING);
@@ -220,18 +220,18 @@ static void test_next_prune_counted(void) {
   for (int i = 0; i < 3; i++) altar_handle_clear(&hs[i]);
   settle(l, "open", false);
   size_t due = 99, n = 0;
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_consumed_due(l, wall_ms() - HOUR_MS, 100, &due, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_consumed_due(l, wall_ms() - HOUR_MS, 100, &due, &err), 0);
   CU_ASSERT_EQUAL(due, 0);
   int64_t later = wall_ms() + HOUR_MS;
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_consumed_due(l, later, 100, &due, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_consumed_due(l, later, 100, &due, &err), 0);
   CU_ASSERT_EQUAL(due, 4);
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_consumed_due(l, later, 2, &due, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_consumed_due(l, later, 2, &due, &err), 0);
   CU_ASSERT_EQUAL(due, 4); /* the group's entry goes whole, as in the prune */
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_consumed_due(l, later, 1, &due, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_consumed_due(l, later, 1, &due, &err), 0);
   CU_ASSERT_EQUAL(due, 1);
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_prune_consumed(l, later, 1, &n, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_prune_consumed(l, later, 1, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 1); /* what was counted */
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_consumed_due(l, later, 100, &due, &err), 0);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_consumed_due(l, later, 100, &due, &err), 0);
   CU_ASSERT_EQUAL(due, 3);
   /* The daemon's turn: nothing due an hour before the age, then the figure
    * for the turn after, taken with that turn's cut. */
@@ -250,7 +250,7 @@ static void test_next_prune_counted(void) {
   altar_ledger_close(l);
   altar_ledger_t *m = altar_ledger_memory_open(&err);
   CU_ASSERT_FATAL(m != NULL);
-  CU_ASSERT_EQUAL(altar_ledger_rocksdb_consumed_due(m, later, 100, &due, &err), ALTAR_ENOTSUP);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_consumed_due(m, later, 100, &due, &err), ALTAR_ENOTSUP);
   altar_ledger_close(m);
   altar_test_rmtree(dir);
   free(dir);

@@ -14,6 +14,7 @@
 #include "reconciler/outbox.h"
 #include "ledger_suite.h"
 #include "testutil.h"
+#include "core/unconst.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -364,7 +365,7 @@ static void status_ev(altar_transport_t *t, altar_status_event_kind_t kind, cons
 }
 
 static altar_topics_t topics_named(const char *ready) {
-  return (altar_topics_t){"jobs", "st", (char *)ready, "dead", "dlq"};
+  return (altar_topics_t){"jobs", "st", ALTAR__UNCONST(ready), "dead", "dlq"};
 }
 
 static void make_topics(altar_transport_t *t) {
@@ -409,7 +410,7 @@ static void test_daemon_and_rebuild_agree_on_bytes(void) {
   altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics, .batch_max = 3,
                                .exit_when_idle = true, .quiet = true};
   altar_reconciler_stats_t st = {0};
-  int rc = altar_reconciler_run(&o, &st, &err);
+  int rc = altar__reconciler_run(&o, &st, &err);
   if (rc) fprintf(stderr, "reconciler: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT_EQUAL(st.events, 9);
@@ -425,7 +426,7 @@ static void test_daemon_and_rebuild_agree_on_bytes(void) {
   altar_ledger_t *l2 = open_ledger(l2dir);
   altar_topics_t topics2 = topics_named("ready2");
   uint64_t missing = 0;
-  rc = altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, NULL, true, &st, &missing, &err);
+  rc = altar__reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, NULL, true, &st, &missing, &err);
   if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT_EQUAL(missing, 2);
@@ -519,7 +520,7 @@ static void test_rebuild_resumes_where_it_read(void) {
   altar_topics_t topics = topics_named("ready");
   altar_reconciler_stats_t st = {0};
   uint64_t missing = 0;
-  int rc = altar_reconciler_rebuild("local-hook", &props, l, &groups, &topics, NULL, NULL, true, &st, &missing, &err);
+  int rc = altar__reconciler_rebuild("local-hook", &props, l, &groups, &topics, NULL, NULL, true, &st, &missing, &err);
   if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT(hook_fired);
@@ -534,7 +535,7 @@ static void test_rebuild_resumes_where_it_read(void) {
   altar_transport_t *t = open_local(root, NULL);
   altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
                                .exit_when_idle = true, .quiet = true};
-  rc = altar_reconciler_run(&o, &st, &err);
+  rc = altar__reconciler_run(&o, &st, &err);
   CU_ASSERT(rc == 0);
   CU_ASSERT_EQUAL(st.events, 1);
   altar_transport_close(t);
@@ -613,7 +614,7 @@ static void test_revoke_mid_batch_applies_once(void) {
   altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
                                .exit_when_idle = true, .quiet = true};
   altar_reconciler_stats_t st = {0};
-  rc = altar_reconciler_run(&o, &st, &err);
+  rc = altar__reconciler_run(&o, &st, &err);
   if (rc) fprintf(stderr, "reconciler: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT_EQUAL(revoke_armed, 3);
@@ -667,7 +668,7 @@ static void test_daemon_survives_odd_events(void) {
                                  .batch_max = batch, .group = batch == 1 ? "g1" : "g2", .exit_when_idle = true,
                                  .quiet = true};
     altar_reconciler_stats_t st = {0};
-    int rc = altar_reconciler_run(&o, &st, &err);
+    int rc = altar__reconciler_run(&o, &st, &err);
     if (rc) fprintf(stderr, "reconciler (batch %zu): %s\n", batch, err.msg);
     CU_ASSERT(rc == 0);
     CU_ASSERT_EQUAL(st.events + st.poison, 12);
@@ -717,7 +718,7 @@ static void run_until_idle(const char *root, const char *dir, const altar_group_
   altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = groups, .topics = &topics,
                                .exit_when_idle = true, .quiet = true};
   memset(pst, 0, sizeof *pst);
-  int rc = altar_reconciler_run(&o, pst, &err);
+  int rc = altar__reconciler_run(&o, pst, &err);
   if (rc) fprintf(stderr, "reconciler: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   altar_transport_close(t);
@@ -738,7 +739,7 @@ static uint64_t rebuild_into(const char *root, const char *dir, const altar_grou
   altar_reconciler_stats_t st = {0};
   uint64_t missing = 0;
   altar_ledger_t *old = replaced_dir ? open_ledger(replaced_dir) : NULL;
-  int rc = altar_reconciler_rebuild("local", &props, l, groups, &topics, NULL, old, true, &st, &missing, &err);
+  int rc = altar__reconciler_rebuild("local", &props, l, groups, &topics, NULL, old, true, &st, &missing, &err);
   if (rc) fprintf(stderr, "rebuild: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   CU_ASSERT(altar_ledger_checksum(l, sum, &err) == 0);
@@ -874,7 +875,7 @@ static void test_late_shards_recorded_not_refired(void) {
   altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
                                .exit_when_idle = true, .quiet = true};
   altar_reconciler_stats_t st = {0};
-  CU_ASSERT_FATAL(altar_reconciler_run(&o, &st, &err) == 0);
+  CU_ASSERT_FATAL(altar__reconciler_run(&o, &st, &err) == 0);
   CU_ASSERT_EQUAL(st.fired, 1);
   CU_ASSERT_EQUAL(st.dead_lettered, 0);
   CU_ASSERT_EQUAL(st.late, 2);
@@ -897,7 +898,7 @@ static void test_late_shards_recorded_not_refired(void) {
   altar_ledger_t *l2 = open_ledger(l2dir);
   altar_topics_t topics2 = topics_named("ready2");
   uint64_t missing = 0;
-  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, NULL, true, &st, &missing, &err) == 0);
+  CU_ASSERT_FATAL(altar__reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, NULL, true, &st, &missing, &err) == 0);
   char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
@@ -977,7 +978,7 @@ static altar_ledger_t *run_daemon(const char *root, const char *ldir, const alta
                                .exit_when_idle = true, .quiet = true};
   altar_error_t err = {0};
   memset(st, 0, sizeof *st);
-  int rc = altar_reconciler_run(&o, st, &err);
+  int rc = altar__reconciler_run(&o, st, &err);
   if (rc) fprintf(stderr, "daemon: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   altar_transport_close(t);
@@ -996,7 +997,7 @@ static uint64_t replay_checksum(const char *root, const char *l2dir, const altar
   altar_error_t err = {0};
   uint64_t missing = 0;
   altar_ledger_t *old = replaced_dir ? open_ledger(replaced_dir) : NULL;
-  CU_ASSERT_FATAL(altar_reconciler_rebuild("local", &props, l2, groups, topics, NULL, old, true, &st, &missing, &err) == 0);
+  CU_ASSERT_FATAL(altar__reconciler_rebuild("local", &props, l2, groups, topics, NULL, old, true, &st, &missing, &err) == 0);
   CU_ASSERT(altar_ledger_checksum(l2, sum, &err) == 0);
   if (old) altar_test_ledger_close(old);
   altar_test_ledger_close(l2);

@@ -11,6 +11,7 @@
 #include "backends/process_zygote.h"
 #include "backend_contract.h"
 #include "testutil.h"
+#include "core/unconst.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -327,7 +328,7 @@ static void test_exec_mode(void) {
 
 /* The request and its reply over a socket, the parent run as the program. */
 static void ask_raw(int sock, const void *req, size_t len, int fd, altar_proc_zyg_rep_t *prep) {
-  struct iovec iov = {.iov_base = (void *)req, .iov_len = len};
+  struct iovec iov = {.iov_base = ALTAR__UNCONST(req), .iov_len = len};
   union {
     struct cmsghdr h;
     char b[CMSG_SPACE(sizeof(int))];

@@ -66,15 +66,15 @@ static void test_parse_reports_real_line(void) {
   size_t n = 0;
   altar_error_t err = {0};
   const char *trailing = "{\n  \"kind\": \"shard\",\n  \"image\": \"none\",\n}\n";
-  CU_ASSERT_EQUAL(altar_specs_parse(trailing, strlen(trailing), "s.json", &v, &n, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__specs_parse(trailing, strlen(trailing), "s.json", &v, &n, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "s.json:3: invalid JSON at line 3 column 18: trailing comma") != NULL);
   const char *typo = "{\"kind\": \"shard\", \"image\": \"none\", \"command\": [\"a\"]}\n"
                      "{\"kind\": \"shard\", \"image\": \"none\", \"command\": [\"b\"], \"output\": []}\n";
-  CU_ASSERT_EQUAL(altar_specs_parse(typo, strlen(typo), "s.jsonl", &v, &n, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__specs_parse(typo, strlen(typo), "s.jsonl", &v, &n, &err), ALTAR_EINVAL);
   CU_ASSERT_STRING_EQUAL(err.msg, "s.jsonl:2: spec: unknown key \"output\" (did you mean \"outputs\"?)");
   CU_ASSERT_EQUAL(n, 0);
   const char *bad_line = "{\"kind\": \"shard\", \"image\": \"none\", \"command\": [\"a\"]}\n{\"kind\": }\n";
-  CU_ASSERT_EQUAL(altar_specs_parse(bad_line, strlen(bad_line), "s.jsonl", &v, &n, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__specs_parse(bad_line, strlen(bad_line), "s.jsonl", &v, &n, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "s.jsonl:2: invalid JSON at column") != NULL);
 }
 

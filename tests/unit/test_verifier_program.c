@@ -3,6 +3,7 @@
  * altar_verify_file_digest on every case, records included. */
 #include "altar/digest.h"
 #include "testutil.h"
+#include "core/unconst.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -87,7 +88,7 @@ static int run_program(shell_t shell, bool trust, const char **lines, size_t n, 
   argv[a++] = "verify";
   for (size_t i = 0; i < n && a < 15; i++) argv[a++] = lines[i];
   argv[a] = NULL;
-  char *envp[] = {(char *)path_env, NULL};
+  char *envp[] = {ALTAR__UNCONST(path_env), NULL};
   int fds[2];
   if (pipe(fds) != 0) return -1;
   posix_spawn_file_actions_t fa;
@@ -96,7 +97,7 @@ static int run_program(shell_t shell, bool trust, const char **lines, size_t n, 
   posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
   pid_t pid;
-  int rc = posix_spawn(&pid, shpath, &fa, NULL, (char *const *)argv, envp);
+  int rc = posix_spawn(&pid, shpath, &fa, NULL, ALTAR__UNCONST(argv), envp);
   posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
   if (rc != 0) {

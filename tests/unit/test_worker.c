@@ -263,7 +263,7 @@ static void submit(const char *dir, const char *const *outcomes, size_t n) {
   altar_job_queue_t q = {.transport = t, .topics = &topics};
   char run_id[ALTAR_RUN_ID_MAX + 1];
   altar_error_t err = {0};
-  int rc = altar_job_queue_submit(&q, "shard", v, n, run_id, &err);
+  int rc = altar__job_queue_submit(&q, "shard", v, n, run_id, &err);
   if (rc) fprintf(stderr, "submit: %s\n", err.msg);
   CU_ASSERT_FATAL(rc == 0);
   memcpy(last_job_id, run_id, sizeof last_job_id);
@@ -304,7 +304,7 @@ static int run_worker(altar_transport_t *t, fake_t *f, int64_t slots, int64_t ma
       .lease_timeout_ms = lease_timeout_ms,
   };
   altar_error_t err = {0};
-  int rc = altar_worker_run(&o, st, &err);
+  int rc = altar__worker_run(&o, st, &err);
   if (rc) fprintf(stderr, "worker: %s\n", err.msg);
   altar_backend_close(be);
   return rc;

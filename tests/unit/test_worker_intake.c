@@ -146,7 +146,7 @@ static void test_size_bound_edge(void) {
   altar_topics_t topics = {"jobs", "status", "ready", "dead", "dlq"};
   altar_job_queue_t q = {.transport = NULL, .topics = &topics, .groups = &fz_groups};
   char run_id[ALTAR_RUN_ID_MAX + 1];
-  CU_ASSERT_EQUAL(altar_job_queue_submit(&q, NULL, v, 1, run_id, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__job_queue_submit(&q, NULL, v, 1, run_id, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "specs[0]") && strstr(err.msg, "command"));
   altar_spec_free(under);
   altar_spec_free(over);
@@ -167,14 +167,14 @@ static void test_group_width_bound(void) {
     free(s);
   }
   /* group_by [job_id, fold]: one group (fold "0") of 80. */
-  altar_group_spec_t *gs = (altar_group_spec_t *)altar_group_specs_find(&fz_groups, "shard");
+  altar_group_spec_t *gs = altar_group_specs_find_mut(&fz_groups, "shard");
   CU_ASSERT_FATAL(gs != NULL);
   gs->max_width = 79;
   altar_topics_t topics = {"jobs", "status", "ready", "dead", "dlq"};
   altar_job_queue_t q = {.transport = NULL, .topics = &topics, .groups = &fz_groups};
   char run_id[ALTAR_RUN_ID_MAX + 1];
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_job_queue_submit(&q, NULL, v, n, run_id, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__job_queue_submit(&q, NULL, v, n, run_id, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "80 shards, more than groups.shard.max_width (79)") != NULL);
   gs->max_width = 0;
   for (size_t i = 0; i < n; i++) altar_spec_clear(&v[i]);
@@ -188,12 +188,12 @@ static void test_kinds_checked_by_queue(void) {
   altar_job_queue_t q = {.transport = NULL, .topics = &topics, .groups = &fz_groups};
   char run_id[ALTAR_RUN_ID_MAX + 1];
   altar_error_t err = {0};
-  CU_ASSERT_EQUAL(altar_job_queue_submit(&q, NULL, s, 1, run_id, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__job_queue_submit(&q, NULL, s, 1, run_id, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "'nokind' has no group config") && strstr(err.msg, "configured kinds: shard"));
   altar_spec_free(s);
   s = spec_of("shard");
   altar_spec_set_gpu(s, "a.b", 1);
-  CU_ASSERT_EQUAL(altar_job_queue_submit(&q, NULL, s, 1, run_id, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__job_queue_submit(&q, NULL, s, 1, run_id, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "resources.gpu") != NULL);
   altar_spec_free(s);
 }
