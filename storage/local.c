@@ -373,20 +373,22 @@ static int walk(const char *dir, const char *rel, const char *want, int depth, f
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
     if (e->d_name[0] == '.' && strstr(e->d_name, ".altar-tmp.")) continue;
     size_t nl = strlen(e->d_name);
-    char *r = malloc(rl + nl + 2), *p = malloc(strlen(dir) + nl + 2);
+    size_t rsz = rl + nl + 2, psz = strlen(dir) + nl + 2;
+    char *r = malloc(rsz), *p = malloc(psz);
     if (!r || !p) {
       free(r);
       free(p);
       rc = altar_error_set(err, ALTAR_ENOMEM, "list: out of memory");
       break;
     }
-    sprintf(r, "%s%s", rel, e->d_name);
-    sprintf(p, "%s/%s", dir, e->d_name);
+    snprintf(r, rsz, "%s%s", rel, e->d_name);
+    snprintf(p, psz, "%s/%s", dir, e->d_name);
     size_t cl = rl + nl < wl ? rl + nl : wl; /* the part both have */
     struct stat st;
     if (strncmp(r, want, cl) == 0 && stat(p, &st) == 0) {
       if (S_ISDIR(st.st_mode) && depth < LIST_MAX_DEPTH) {
-        strcat(r, "/");
+        r[rl + nl] = '/';
+        r[rl + nl + 1] = '\0';
         rc = walk(p, r, want, depth + 1, f, err);
       } else if (S_ISREG(st.st_mode) && rl + nl >= wl) {
         if (found_add(f, r, (unsigned long long)st.st_size)) rc = altar_error_set(err, ALTAR_ENOMEM, "list: out of memory");
