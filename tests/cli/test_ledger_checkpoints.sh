@@ -37,6 +37,14 @@ rc=$?
 check '[ "$rc" -eq 2 ] && grep -q "typo.yaml:1" "$T/r5.log" && grep -q "checkpoint_interval_s" "$T/r5.log"' \
   "a ledger key typo: exit $rc: $(cat "$T/r5.log")"
 
+for bad in 0 -1 10001 three; do
+  printf 'ledger: {path: %s/l3, checkpoints_keep: %s}\n' "$T" "$bad" >"$T/keep.yaml"
+  "$BIN" reconciler --config "$T/keep.yaml" >"$T/r6.log" 2>&1
+  rc=$?
+  check '[ "$rc" -eq 2 ] && grep -q "ledger.checkpoints_keep: must be an integer in \[1, 10000\]" "$T/r6.log"' \
+    "checkpoints_keep: $bad: exit $rc: $(cat "$T/r6.log")"
+done
+
 # Checkpoint storage that cannot be written: nothing acknowledged is lost.
 : >"$T/not-a-dir"
 mkdir -p "$T/data"
