@@ -9,9 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Bounds on what one run reads: a manifest's size, its lists. */
+/* Bounds on what one run reads: a manifest's size, and the files listed
+ * under cp/ and under sst/ (about 100 bytes each in memory; a store
+ * collected from its start holds a few per kept checkpoint, one never
+ * collected for months some 10^5). */
 #define GC_MAX_MANIFEST (4u << 20)
-#define GC_MAX_LIST 100000
+#define GC_MAX_LIST 1000000
 
 double altar__cp_gc_grace_s(double interval_s) {
   double g = 5 * (interval_s > 0 ? interval_s : 60);
