@@ -308,6 +308,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
     altar_footprint_sampler_t *fp = NULL;
     o.checkpoint_uri = cfg.ledger_checkpoints;
     o.checkpoint_interval_s = cfg.ledger_checkpoint_interval_s;
+    o.checkpoints_keep = (size_t)cfg.ledger_checkpoints_keep;
     o.consumed_keep_s = cfg.ledger_consumed_keep_days * 86400.0;
     o.settled_cache_entries = cfg.ledger_settled_cache_entries;
     rc = 0;

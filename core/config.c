@@ -29,6 +29,7 @@ static int config_defaults(altar_config_t *cfg) {
   cfg->ledger_standby_poll_ms = ALTAR_DEFAULT_STANDBY_POLL_MS;
   cfg->ledger_consumed_keep_days = ALTAR_DEFAULT_CONSUMED_KEEP_DAYS;
   cfg->ledger_settled_cache_entries = ALTAR_DEFAULT_SETTLED_CACHE_ENTRIES;
+  cfg->ledger_checkpoints_keep = ALTAR_DEFAULT_CHECKPOINTS_KEEP;
   cfg->topics_retention_ms = ALTAR_DEFAULT_TOPIC_RETENTION_MS;
   cfg->status_retention_ms = -1;
   if (set_str(&cfg->transport_name, "local") || set_str(&cfg->backend_name, "process") ||
@@ -145,6 +146,16 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [10, 60000] (milliseconds), got \"%s\"",
                              key, value);
     cfg->ledger_standby_poll_ms = (int)n;
+    return ALTAR_OK;
+  }
+  if (!strcmp(key, "ledger.checkpoints_keep")) {
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(value, &end, 10);
+    if (errno || end == value || *end || n < 1 || n > ALTAR_MAX_CHECKPOINTS_KEEP)
+      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [1, %d] (checkpoints kept), got \"%s\"", key,
+                             ALTAR_MAX_CHECKPOINTS_KEEP, value);
+    cfg->ledger_checkpoints_keep = (int)n;
     return ALTAR_OK;
   }
   if (!strcmp(key, "ledger.checkpoint_interval_s")) {
@@ -295,7 +306,7 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
                                              "dlq",   "partitions", "fleet", "retention_ms",
                                              "status_retention_ms", NULL};
   static const char *const ledger_keys[] = {"path", "checkpoints", "checkpoint_interval_s", "consumed_keep_days",
-                                            "settled_cache_entries", "standby", "standby_poll_ms", NULL};
+                                            "settled_cache_entries", "standby", "standby_poll_ms", "checkpoints_keep", NULL};
   static const char *const metrics_keys[] = {"addr", "worker_addr", NULL};
   const char *const *known = !strcmp(section, "topics")   ? topics_keys
                              : !strcmp(section, "ledger") ? ledger_keys

@@ -216,6 +216,10 @@ static int def_list(altar_storage_t *s, const char *prefix, altar_storage_list_f
   return not_supported(s, "list", prefix, err);
 }
 
+static int def_delete(altar_storage_t *s, const char *path, altar_error_t *err) {
+  return not_supported(s, "delete", path, err);
+}
+
 /* ---- lifecycle ---------------------------------------------------------------- */
 
 /* An adapter without open keeps no state and reads no key: any key is a typo. */
@@ -247,6 +251,7 @@ static void fill_defaults(altar_storage_ops_t *o) {
   if (!o->read_csv) o->read_csv = def_read_csv;
   if (!o->write_csv) o->write_csv = def_write_csv;
   if (!o->list) o->list = def_list;
+  if (!o->delete_file) o->delete_file = def_delete;
 }
 
 int altar_storage_open(const char *name, const altar_strmap_t *options, altar_storage_t **ps,
@@ -369,6 +374,10 @@ int altar_storage_write_csv(altar_storage_t *s, const char *path, const altar_st
 int altar_storage_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
                        altar_error_t *err) {
   return s->ops.list(s, prefix, fn, ud, err);
+}
+
+int altar_storage_delete(altar_storage_t *s, const char *path, altar_error_t *err) {
+  return s->ops.delete_file(s, path, err);
 }
 
 /* ---- text reader ------------------------------------------------------------------ */

@@ -1,6 +1,8 @@
 /* The daemon's checkpoints (checkpoint_runner.h). */
 #include "reconciler/checkpoint_runner.h"
 
+#include "altar/clock.h"
+
 #include <string.h>
 
 void altar__cp_runner_init(altar__cp_runner_t *r, const char *uri, double interval_s, double now) {
@@ -14,6 +16,12 @@ void altar__cp_runner_init(altar__cp_runner_t *r, const char *uri, double interv
 static void *ship_main(void *arg) {
   altar__cp_runner_t *r = arg;
   r->rc = altar__checkpoint_ship(&r->cp, r->uri, r->shipped, &r->err);
+  /* Collected only once the new manifest is written: it is among the kept. */
+  r->gc_ran = r->rc == ALTAR_OK && r->keep > 0 && (r->gc || (r->gc = altar__cp_gc_new()));
+  memset(&r->gc_err, 0, sizeof r->gc_err);
+  if (r->gc_ran)
+    r->gc_rc = altar__checkpoint_gc(r->uri, r->keep, altar__cp_gc_grace_s(r->interval_s), altar_wall_s(), r->gc,
+                                    &r->gc_res, &r->gc_err);
   atomic_store(&r->done, true);
   return NULL;
 }
@@ -79,4 +87,6 @@ void altar__cp_runner_free(altar__cp_runner_t *r) {
   altar__checkpoint_clear(&r->cp);
   altar__cp_shipped_free(r->shipped);
   r->shipped = NULL;
+  altar__cp_gc_free(r->gc);
+  r->gc = NULL;
 }

@@ -7,6 +7,7 @@
 #define ALTAR_RECONCILER_CHECKPOINT_RUNNER_H
 
 #include "reconciler/checkpoint.h"
+#include "reconciler/checkpoint_gc.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,6 +29,15 @@ typedef struct altar__cp_runner {
   /* Results, read by the daemon. */
   uint64_t ok, failed;
   double last_ok_at;     /* taken_at of the newest shipped checkpoint */
+  /* Garbage collection after each shipped checkpoint, on the same thread
+   * (checkpoint_gc.h): keep 0 = off (set by the daemon after init). Its
+   * outcome is read with the upload's: gc_ran, gc_rc, gc_res, gc_err. */
+  size_t keep;
+  altar_cp_gc_t *gc;
+  bool gc_ran;
+  int gc_rc;
+  altar_cp_gc_result_t gc_res;
+  altar_error_t gc_err;
 } altar__cp_runner_t;
 
 void altar__cp_runner_init(altar__cp_runner_t *r, const char *uri, double interval_s, double now);

@@ -10,6 +10,7 @@
 #include "altar/reconcile.h"
 #include "reconciler/cancel.h"
 #include "reconciler/checkpoint_runner.h"
+#include "altar/config.h"
 #include "reconciler/consumed_prune.h"
 #include "reconciler/followup_run.h"
 #include "reconciler/history.h"
@@ -441,6 +442,26 @@ static void prune_consumed(daemon_t *d) {
  * acknowledged (a checkpoint holding one would have it published again). */
 static uint64_t ledger_changes(const daemon_t *d) { return d->stats.batches + d->ob.published; }
 
+/* Says what the collection after a shipped checkpoint did and counts it. */
+static void note_checkpoint_gc(daemon_t *d) {
+  const altar__cp_runner_t *r = &d->cp;
+  if (!r->gc_ran) return;
+  d->stats.checkpoint_gc_files += r->gc_res.files_deleted;
+  d->stats.checkpoint_gc_bytes += r->gc_res.bytes_deleted;
+  d->stats.checkpoint_gc_failures += r->gc_res.delete_failures + (r->gc_rc != ALTAR_OK);
+  if (r->gc_rc == ALTAR_OK || r->gc_res.checkpoints_kept) {
+    d->stats.checkpoint_stored_bytes = r->gc_res.bytes_stored;
+    d->stats.checkpoints_stored = r->gc_res.checkpoints_kept;
+  }
+  if (r->gc_res.files_deleted)
+    dlog(d, "checkpoint storage: %zu old checkpoints and %zu files (%llu bytes) deleted, %zu checkpoints kept",
+         r->gc_res.checkpoints_dropped, r->gc_res.files_deleted, (unsigned long long)r->gc_res.bytes_deleted,
+         r->gc_res.checkpoints_kept);
+  if (r->gc_rc != ALTAR_OK || r->gc_res.delete_failures)
+    dlog(d, "checkpoint storage: %zu deletes failed, tried again after the next checkpoint: %s",
+         r->gc_res.delete_failures + (r->gc_rc != ALTAR_OK), r->gc_err.msg);
+}
+
 /* Says what a checkpoint turn did and counts it. */
 static void note_checkpoint(daemon_t *d, int done, const altar_error_t *e) {
   if (done > 0) {
@@ -448,6 +469,7 @@ static void note_checkpoint(daemon_t *d, int done, const altar_error_t *e) {
     d->stats.checkpoint_last_ok = d->cp.last_ok_at;
     dlog(d, "checkpoint %s shipped (%zu of %zu files uploaded, %llu bytes)", d->cp.cp.id, d->cp.cp.files_uploaded,
          d->cp.cp.files, (unsigned long long)d->cp.cp.bytes);
+    note_checkpoint_gc(d);
   } else if (done < 0) {
     d->stats.checkpoint_failures++;
     dlog(d, "checkpoint failed, applying goes on and the next interval tries again: %s", e->msg);
@@ -529,6 +551,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
   if (altar__reconciler_metrics_init(&d.metrics, o->metrics, &me)) dlog(&d, "metrics off: %s", me.msg);
   if (altar__lag_gauge_init(&d.lag, o->metrics, &me)) dlog(&d, "lag gauges off: %s", me.msg);
   altar__cp_runner_init(&d.cp, o->checkpoint_uri, o->checkpoint_interval_s, altar_wall_s());
+  d.cp.keep = o->checkpoints_keep ? o->checkpoints_keep : ALTAR_DEFAULT_CHECKPOINTS_KEEP;
   d.pruner.keep_s = o->consumed_keep_s;
   d.ob.on_published = o->on_published;
   d.ob.on_published_ctx = o->on_published_ctx;

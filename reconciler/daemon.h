@@ -43,6 +43,10 @@ typedef struct altar_reconciler_opts {
    * changes, and once more at a clean stop. */
   const char *checkpoint_uri;
   double checkpoint_interval_s;
+  /* Checkpoints kept in storage (ledger.checkpoints_keep); older ones and
+   * the table files only they list are deleted after each new one
+   * (reconciler/checkpoint_gc.h). 0 = the default. */
+  size_t checkpoints_keep;
   /* Consumed records older than this go (ledger.consumed_keep_days); 0 =
    * kept forever. */
   double consumed_keep_s;
@@ -72,6 +76,11 @@ typedef struct altar_reconciler_stats {
   uint64_t checkpoints;         /* checkpoints shipped */
   uint64_t checkpoint_failures; /* checkpoints that could not be taken or shipped */
   double checkpoint_last_ok;    /* unix time the newest shipped checkpoint was taken; 0 = none */
+  uint64_t checkpoint_gc_files;    /* files deleted from checkpoint storage (old checkpoints, unlisted tables) */
+  uint64_t checkpoint_gc_bytes;    /* their bytes */
+  uint64_t checkpoint_gc_failures; /* deletes or collections that failed (tried again after the next checkpoint) */
+  uint64_t checkpoint_stored_bytes; /* checkpoint storage's size after the last collection */
+  uint64_t checkpoints_stored;      /* checkpoints in storage after the last collection */
   uint64_t consumed_pruned; /* consumed records removed past ledger.consumed_keep_days */
   uint64_t history_gaps;  /* times a status partition's next event lay beyond the ledger's offset
                              (the events between were deleted by retention before being applied) */

@@ -19,6 +19,14 @@ int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metric
       C(checkpoints, "altar_reconciler_checkpoints_total", "Ledger checkpoints shipped to the fleet's storage."),
       C(checkpoint_failures, "altar_reconciler_checkpoint_failures_total",
         "Ledger checkpoints that could not be taken or shipped (the daemon keeps applying)."),
+      C(checkpoint_gc_files, "altar_reconciler_checkpoint_gc_deleted_files_total",
+        "Files deleted from checkpoint storage: checkpoints past ledger.checkpoints_keep and table files no kept "
+        "checkpoint lists."),
+      C(checkpoint_gc_bytes, "altar_reconciler_checkpoint_gc_deleted_bytes_total",
+        "Bytes of the files deleted from checkpoint storage."),
+      C(checkpoint_gc_failures, "altar_reconciler_checkpoint_gc_failures_total",
+        "Deletes from checkpoint storage that failed, and collections that stopped early (tried again after the "
+        "next checkpoint)."),
       C(consumed_pruned, "altar_reconciler_consumed_pruned_total",
         "Consumed ledger records removed past their age (ledger.consumed_keep_days)."),
       C(history_gaps, "altar_reconciler_history_gaps_total",
@@ -33,6 +41,12 @@ int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metric
       {offsetof(altar__reconciler_metrics_t, checkpoint_last_ok), ALTAR_METRIC_GAUGE,
        "altar_reconciler_checkpoint_last_success_timestamp_seconds",
        "When the newest shipped checkpoint was taken (unix seconds; 0 = none yet)."},
+      {offsetof(altar__reconciler_metrics_t, checkpoint_stored_bytes), ALTAR_METRIC_GAUGE,
+       "altar_reconciler_checkpoint_storage_bytes",
+       "Bytes in checkpoint storage after the last collection (table files, manifests, checkpoints' own files)."},
+      {offsetof(altar__reconciler_metrics_t, checkpoints_stored), ALTAR_METRIC_GAUGE,
+       "altar_reconciler_checkpoints_stored",
+       "Checkpoints in storage after the last collection (ledger.checkpoints_keep per set of partitions)."},
       {offsetof(altar__reconciler_metrics_t, held), ALTAR_METRIC_GAUGE, "altar_reconciler_groups_held",
        "Groups held: their readiness rule failed (a misconfigured kind); none fired, consumed or dead-lettered."},
       {offsetof(altar__reconciler_metrics_t, settled_cached), ALTAR_METRIC_GAUGE,
@@ -63,6 +77,11 @@ void altar__reconciler_metrics_update(altar__reconciler_metrics_t *rm, const alt
   altar_metric_add_since(rm->history_gaps, st->history_gaps, &rm->last.history_gaps);
   altar_metric_add_since(rm->consumed_pruned, st->consumed_pruned, &rm->last.consumed_pruned);
   altar_metric_set(rm->checkpoint_last_ok, st->checkpoint_last_ok);
+  altar_metric_add_since(rm->checkpoint_gc_files, st->checkpoint_gc_files, &rm->last.checkpoint_gc_files);
+  altar_metric_add_since(rm->checkpoint_gc_bytes, st->checkpoint_gc_bytes, &rm->last.checkpoint_gc_bytes);
+  altar_metric_add_since(rm->checkpoint_gc_failures, st->checkpoint_gc_failures, &rm->last.checkpoint_gc_failures);
+  altar_metric_set(rm->checkpoint_stored_bytes, (double)st->checkpoint_stored_bytes);
+  altar_metric_set(rm->checkpoints_stored, (double)st->checkpoints_stored);
   altar_metric_set(rm->settled_cached, (double)st->settled_cached);
   altar_metric_set(rm->consumed_prune_next, (double)st->consumed_prune_next);
   altar_metric_add_since(rm->settled_ledger_reads, st->settled_ledger_reads, &rm->last.settled_ledger_reads);

@@ -484,6 +484,27 @@ static int put_source(altar_storage_t *s, const char *uri, const altar_cloud_sou
   return rc;
 }
 
+/* ---- deleting ---------------------------------------------------------------------------- */
+
+/* JSON API objects.delete: 204 when removed, 404 when already gone (success:
+ * another cleaner got there first, or a retry after a lost answer). */
+static int gcs_delete(altar_storage_t *s, const char *uri, altar_error_t *err) {
+  gcs_t *g = altar_storage_impl(s);
+  altar_cloud_uri_t u;
+  int rc = altar__cloud_uri_parse(uri, "gs", true, &u, err);
+  if (rc) return rc;
+  altar_buf_t url = {0};
+  if (object_url(g, "/storage/v1", &u, true, &url)) rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
+  if (!rc) rc = url_finish(&url, err);
+  altar_cloud_req_t r = {.method = "DELETE", .url = (const char *)url.data};
+  if (!rc) rc = gcs_call(g, &r, NULL, err);
+  if (!rc && (r.status < 200 || r.status > 299) && r.status != 404) rc = fail_status(&r, uri, err);
+  altar__cloud_req_clear(&r);
+  altar_buf_free(&url);
+  altar__cloud_uri_clear(&u);
+  return rc;
+}
+
 /* ---- listing ---------------------------------------------------------------------------- */
 
 static int gcs_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
@@ -547,7 +568,7 @@ static int gcs_list(altar_storage_t *s, const char *prefix, altar_storage_list_f
 
 const altar_storage_ops_t altar_storage_gcs_ops = {
     .name = "gs",
-    .caps = ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE | ALTAR_STORAGE_CAP_LIST,
+    .caps = ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE | ALTAR_STORAGE_CAP_LIST | ALTAR_STORAGE_CAP_DELETE,
     .config_keys = option_keys,
     .open = gcs_open,
     .close = gcs_close,
@@ -558,6 +579,7 @@ const altar_storage_ops_t altar_storage_gcs_ops = {
     .upload = altar__cloud_upload,
     .as_local_file = altar__cloud_as_local_file,
     .list = gcs_list,
+    .delete_file = gcs_delete,
 };
 
 static const altar_cloud_kind_t gcs_kind = {.scheme = "gs", .label = LABEL, .download = download, .put = put_source};

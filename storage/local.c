@@ -3,6 +3,7 @@
  * directory and are renamed into place, so readers never see half a file. */
 #include "altar/plugin/storage.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -311,9 +312,150 @@ static int local_as_local_file(altar_storage_t *s, const char *uri, altar_local_
 
 static const altar_plugin_key_t local_keys[] = {ALTAR_PLUGIN_KEYS_END}; /* it takes none */
 
+/* A file, or an empty directory (what an object store's last key under a
+ * prefix leaves behind here). Already gone is success. */
+static int local_delete(altar_storage_t *s, const char *uri, altar_error_t *err) {
+  (void)s;
+  char *path;
+  int rc = to_path(uri, &path, err);
+  if (rc) return rc;
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
+  if (unlink(path) != 0 && errno != ENOENT && errno != ENOTDIR) {
+    if ((errno == EISDIR || errno == EPERM) && rmdir(path) == 0) {
+      /* an empty directory */
+    } else if (errno != ENOENT) {
+      rc = altar_error_set(err, ALTAR_EIO, "%.300s: cannot delete: %s", path, strerror(errno));
+    }
+  }
+  free(path);
+  return rc;
+}
+
+/* ---- listing ---- */
+
+/* The files found under a listing's base: path below it, size. */
+typedef struct found_file {
+  char *rel;
+  unsigned long long size;
+} found_file_t;
+typedef struct found {
+  found_file_t *v;
+  size_t n, cap;
+} found_t;
+
+#define LIST_MAX_DEPTH 64
+
+static int found_add(found_t *f, char *rel, unsigned long long size) {
+  if (f->n == f->cap) {
+    size_t cap = f->cap ? f->cap * 2 : 64;
+    found_file_t *nv = realloc(f->v, cap * sizeof *nv);
+    if (!nv) return ALTAR_ENOMEM;
+    f->v = nv;
+    f->cap = cap;
+  }
+  f->v[f->n++] = (found_file_t){rel, size};
+  return ALTAR_OK;
+}
+
+/* Adds every regular file under dir (rel: its path below the base, "" or
+ * ending in '/') whose relative path starts with want (the prefix's part
+ * below the base); directories that cannot lead there are not entered. A
+ * write's temp file (".NAME.altar-tmp.*") is not yet a file and is left out. */
+static int walk(const char *dir, const char *rel, const char *want, int depth, found_t *f, altar_error_t *err) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    if (errno == ENOENT || errno == ENOTDIR) return ALTAR_OK;
+    return altar_error_set(err, ALTAR_EIO, "%.300s: cannot list: %s", dir, strerror(errno));
+  }
+  int rc = ALTAR_OK;
+  struct dirent *e;
+  size_t rl = strlen(rel), wl = strlen(want);
+  while (!rc && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    if (e->d_name[0] == '.' && strstr(e->d_name, ".altar-tmp.")) continue;
+    size_t nl = strlen(e->d_name);
+    size_t rsz = rl + nl + 2, psz = strlen(dir) + nl + 2;
+    char *r = malloc(rsz), *p = malloc(psz);
+    if (!r || !p) {
+      free(r);
+      free(p);
+      rc = altar_error_set(err, ALTAR_ENOMEM, "list: out of memory");
+      break;
+    }
+    snprintf(r, rsz, "%s%s", rel, e->d_name);
+    snprintf(p, psz, "%s/%s", dir, e->d_name);
+    size_t cl = rl + nl < wl ? rl + nl : wl; /* the part both have */
+    struct stat st;
+    if (strncmp(r, want, cl) == 0 && stat(p, &st) == 0) {
+      if (S_ISDIR(st.st_mode) && depth < LIST_MAX_DEPTH) {
+        r[rl + nl] = '/';
+        r[rl + nl + 1] = '\0';
+        rc = walk(p, r, want, depth + 1, f, err);
+      } else if (S_ISREG(st.st_mode) && rl + nl >= wl) {
+        if (found_add(f, r, (unsigned long long)st.st_size)) rc = altar_error_set(err, ALTAR_ENOMEM, "list: out of memory");
+        else r = NULL;
+      }
+    }
+    free(r);
+    free(p);
+  }
+  closedir(d);
+  return rc;
+}
+
+static int cmp_found(const void *a, const void *b) {
+  return strcmp(((const found_file_t *)a)->rel, ((const found_file_t *)b)->rel);
+}
+
+/* Every file whose path starts with prefix, in byte order of their paths
+ * (as an object store lists keys), each named in the form of the prefix:
+ * a plain path, or a file:// URI with the part below it %-escaped. */
+static int local_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud, altar_error_t *err) {
+  (void)s;
+  char *path;
+  int rc = to_path(prefix, &path, err);
+  if (rc) return rc;
+  /* The base: the prefix up to its last '/', in both forms. */
+  const char *ps = strrchr(path, '/'), *us = strrchr(prefix, '/');
+  char *base = ps ? strndup(path, (size_t)(ps - path) + (ps == path)) : strdup(".");
+  const char *want = ps ? ps + 1 : path;
+  size_t ubase = us ? (size_t)(us - prefix) + 1 : 0;
+  bool uri = strncmp(prefix, "file://", 7) == 0;
+  found_t f = {0};
+  if (!base) rc = altar_error_set(err, ALTAR_ENOMEM, "list: out of memory");
+  if (!rc) rc = walk(base, "", want, 0, &f, err);
+  if (!rc && f.n) qsort(f.v, f.n, sizeof *f.v, cmp_found);
+  altar_buf_t name = {0};
+  for (size_t i = 0; !rc && i < f.n; i++) {
+    altar_buf_reset(&name);
+    bool bad = altar_buf_append(&name, prefix, ubase) != 0;
+    for (const char *c = f.v[i].rel; !bad && *c; c++) {
+      bool plain = !uri || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                   *c == '-' || *c == '_' || *c == '.' || *c == '~' || *c == '/';
+      char esc[4];
+      snprintf(esc, sizeof esc, "%%%02X", (unsigned)(unsigned char)*c);
+      bad = plain ? altar_buf_append(&name, c, 1) != 0 : altar_buf_append(&name, esc, 3) != 0;
+    }
+    if (bad || altar_buf_append(&name, "", 1)) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "list: out of memory");
+      break;
+    }
+    altar_storage_entry_t e = {.path = (const char *)name.data, .size = f.v[i].size};
+    rc = fn(&e, ud);
+  }
+  altar_buf_free(&name);
+  for (size_t i = 0; i < f.n; i++) free(f.v[i].rel);
+  free(f.v);
+  free(base);
+  free(path);
+  return rc;
+}
+
 const altar_storage_ops_t altar_storage_local_ops = {
     .name = "local",
-    .caps = ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE | ALTAR_STORAGE_CAP_LOCAL,
+    .caps = ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE | ALTAR_STORAGE_CAP_LOCAL | ALTAR_STORAGE_CAP_LIST |
+            ALTAR_STORAGE_CAP_DELETE,
     .config_keys = local_keys,
     .read_bytes = local_read_bytes,
     .exists = local_exists,
@@ -322,4 +464,6 @@ const altar_storage_ops_t altar_storage_local_ops = {
     .upload = local_upload,
     .copy_from_local = local_upload,
     .as_local_file = local_as_local_file,
+    .list = local_list,
+    .delete_file = local_delete,
 };

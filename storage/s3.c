@@ -544,6 +544,23 @@ static int put_source(altar_storage_t *s, const char *uri, const altar_cloud_sou
   return rc;
 }
 
+/* ---- deleting ------------------------------------------------------------------------------------ */
+
+/* DeleteObject, signed as every other request: 204 whether the key was
+ * there or not; a 404 (NoSuchKey from some servers) is success as well. */
+static int s3_delete(altar_storage_t *s, const char *uri, altar_error_t *err) {
+  s3_t *b = altar_storage_impl(s);
+  altar_cloud_uri_t u;
+  int rc = altar__cloud_uri_parse(uri, "s3", true, &u, err);
+  if (rc) return rc;
+  altar_cloud_req_t r = {.method = "DELETE"};
+  rc = s3_call(b, &r, u.bucket, u.key, "", NULL, NULL, err);
+  if (!rc && (r.status < 200 || r.status > 299) && r.status != 404) rc = fail_status(&r, uri, err);
+  altar__cloud_req_clear(&r);
+  altar__cloud_uri_clear(&u);
+  return rc;
+}
+
 /* ---- listing ------------------------------------------------------------------------------------- */
 
 static int s3_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud, altar_error_t *err) {
@@ -615,7 +632,7 @@ static int s3_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn
 
 const altar_storage_ops_t altar_storage_s3_ops = {
     .name = "s3",
-    .caps = ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE | ALTAR_STORAGE_CAP_LIST,
+    .caps = ALTAR_STORAGE_CAP_READ | ALTAR_STORAGE_CAP_WRITE | ALTAR_STORAGE_CAP_LIST | ALTAR_STORAGE_CAP_DELETE,
     .config_keys = option_keys,
     .open = s3_open,
     .close = s3_close,
@@ -626,6 +643,7 @@ const altar_storage_ops_t altar_storage_s3_ops = {
     .upload = altar__cloud_upload,
     .as_local_file = altar__cloud_as_local_file,
     .list = s3_list,
+    .delete_file = s3_delete,
 };
 
 static const altar_cloud_kind_t s3_kind = {.scheme = "s3", .label = LABEL, .download = download, .put = put_source};

@@ -42,6 +42,7 @@ typedef struct altar_config {
   size_t ledger_settled_cache_entries; /* ledger.settled_cache_entries: settled entries kept in memory */
   bool ledger_standby;           /* ledger.standby: keep a checkpoint warm, take over when the owner is gone */
   int ledger_standby_poll_ms;    /* ledger.standby_poll_ms: 500 by default */
+  int ledger_checkpoints_keep;   /* ledger.checkpoints_keep: checkpoints kept in storage, older ones deleted */
   char *metrics_addr;            /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
   char *metrics_worker_addr;     /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
   int topic_partitions;          /* topics.partitions: partitions of the topics the fleet creates */
@@ -88,6 +89,11 @@ typedef struct altar_config {
  * are read from the ledger when an event asks. About 200 bytes each. */
 #define ALTAR_DEFAULT_SETTLED_CACHE_ENTRIES 100000
 #define ALTAR_MAX_SETTLED_CACHE_ENTRIES 100000000
+/* ledger.checkpoints_keep: the newest checkpoints kept in storage (per set
+ * of status partitions); older ones, and table files no kept one lists, are
+ * deleted after each new checkpoint. */
+#define ALTAR_DEFAULT_CHECKPOINTS_KEEP 3
+#define ALTAR_MAX_CHECKPOINTS_KEEP 10000
 
 /* Default of ledger.standby_poll_ms: how often a standby reconciler looks at
  * its group (is the owner alive?) and for a newer checkpoint. */
@@ -102,7 +108,7 @@ int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err)
 /* Overrides one key, as a flag does: "transport.name", "transport.dir",
  * "transport.kafka.<prop>", "topics.jobs", "topics.partitions", "backend.name", "backend.<prop>",
  * "ledger.path", "ledger.checkpoints", "ledger.checkpoint_interval_s", "ledger.consumed_keep_days",
- * "ledger.settled_cache_entries", "metrics.addr",
+ * "ledger.settled_cache_entries", "ledger.checkpoints_keep", "metrics.addr",
  * "metrics.worker_addr".
  * ALTAR_EINVAL for an unknown key. */
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err);

@@ -30,6 +30,7 @@ typedef struct altar_storage altar_storage_t;
 #define ALTAR_STORAGE_CAP_WRITE 0x2u  /* write_*, mkdirs, upload, copy_from_local */
 #define ALTAR_STORAGE_CAP_LOCAL 0x4u  /* as_local_file is the path itself, no copy */
 #define ALTAR_STORAGE_CAP_LIST 0x8u   /* list */
+#define ALTAR_STORAGE_CAP_DELETE 0x10u /* delete */
 
 /* A local path for a stored file, valid until altar_local_file_release. */
 typedef struct altar_local_file {
@@ -131,6 +132,13 @@ int altar_storage_write_csv(altar_storage_t *s, const char *path, const altar_st
  * A non-zero return from fn stops the listing and is returned. */
 int altar_storage_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
                        altar_error_t *err);
+
+/* Removes the stored file at path (ALTAR_ENOTSUP without
+ * ALTAR_STORAGE_CAP_DELETE). A file already gone is success, not an error:
+ * two cleaners may race for it, and a retry after a lost answer must not
+ * fail. On "local" an empty directory is removed too (object stores have
+ * none). */
+int altar_storage_delete(altar_storage_t *s, const char *path, altar_error_t *err);
 
 /* Releases a local file from as_local_file: a temp copy is deleted. Safe on a
  * zeroed struct and twice. */

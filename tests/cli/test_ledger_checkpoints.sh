@@ -37,6 +37,14 @@ rc=$?
 check '[ "$rc" -eq 2 ] && grep -q "typo.yaml:1" "$T/r5.log" && grep -q "checkpoint_interval_s" "$T/r5.log"' \
   "a ledger key typo: exit $rc: $(cat "$T/r5.log")"
 
+for bad in 0 -1 10001 three; do
+  printf 'ledger: {path: %s/l3, checkpoints_keep: %s}\n' "$T" "$bad" >"$T/keep.yaml"
+  "$BIN" reconciler --config "$T/keep.yaml" >"$T/r6.log" 2>&1
+  rc=$?
+  check '[ "$rc" -eq 2 ] && grep -q "ledger.checkpoints_keep: must be an integer in \[1, 10000\]" "$T/r6.log"' \
+    "checkpoints_keep: $bad: exit $rc: $(cat "$T/r6.log")"
+done
+
 # Checkpoint storage that cannot be written: nothing acknowledged is lost.
 : >"$T/not-a-dir"
 mkdir -p "$T/data"
@@ -61,4 +69,29 @@ check 'grep -q "3 fired" "$T/rec.log"' "groups were lost while checkpoints faile
 check 'grep -q "checkpoint failed, applying goes on" "$T/rec.log"' "the failed checkpoint was not reported"
 n=$("$BIN" log consume --config "$T/fleet.yaml" --topic altar.ready --from-beginning --exit 2>/dev/null | grep -c event_id)
 check '[ "$n" -eq 3 ]' "ready topic: $n group events, expected 3"
+# Old checkpoints are collected: with checkpoints_keep 1, after three runs
+# that each ship at their clean stop, one checkpoint is left in storage,
+# the reconciler says what it deleted and its metrics count it.
+mkdir -p "$T/gdata"
+cat >"$T/gc.yaml" <<YAML
+transport: {name: local, dir: $T/glog}
+backend: {name: process, data_root: $T/gdata, slots: 2}
+ledger: {path: $T/gledger, checkpoints: $T/gcp, checkpoint_interval_s: 1, checkpoints_keep: 1}
+groups:
+  shard: {group_by: [model], ready_when: single, on_failed: dead_letter}
+YAML
+for run in 1 2 3; do
+  echo "{\"kind\":\"shard\",\"image\":\"x\",\"command\":[\"/bin/true\",\"$run\"],\"labels\":{\"model\":\"m$run\"}}" >"$T/g$run.jsonl"
+  "$BIN" submit --config "$T/gc.yaml" "$T/g$run.jsonl" >/dev/null 2>&1 || fail "submit $run"
+  "$BIN" worker --config "$T/gc.yaml" --exit-when-idle --quiet >"$T/gworker$run.log" 2>&1 || fail "worker $run"
+  "$BIN" reconciler --config "$T/gc.yaml" --exit-when-idle >"$T/grec$run.log" 2>&1 || fail "reconciler $run"
+done
+shipped=$(cat "$T"/grec*.log | grep -c "shipped")
+kept=$(ls "$T/gcp/cp" | grep -c '\.json$')
+check '[ "$shipped" -ge 3 ] && [ "$kept" -eq 1 ]' "$shipped checkpoints shipped, $kept manifests left (expected 1)"
+check 'grep -q "checkpoint storage: .* deleted, 1 checkpoints kept" "$T/grec3.log"' \
+  "the last run did not say what it collected: $(grep checkpoint "$T/grec3.log")"
+check 'python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print(m[\"id\"])" "$T/gcp/latest.json" | \
+  xargs -I{} test -f "$T/gcp/cp/{}.json"' "latest.json names a checkpoint that was deleted"
+
 altar_test_end ledger-checkpoints

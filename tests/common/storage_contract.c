@@ -223,6 +223,23 @@ void altar_storage_contract_roundtrip(const altar_storage_fixture_t *fx) {
     CU_ASSERT_EQUAL(altar_storage_list(fx->s, u, on_entry, &l, &err), ALTAR_ENOTSUP);
     CU_ASSERT_EQUAL(l.n, 0);
   }
+
+  /* deleting: gone afterwards, and deleting what is gone is no error */
+  uri_of(fx, "del/one", u, sizeof u);
+  if (altar_storage_caps(fx->s) & ALTAR_STORAGE_CAP_DELETE) {
+    bool there = true;
+    CU_ASSERT_EQUAL(put(fx, "del/one", "bye", 3), 0);
+    CU_ASSERT_EQUAL(put(fx, "del/two", "stay", 4), 0);
+    CU_ASSERT_EQUAL(altar_storage_delete(fx->s, u, &err), 0);
+    CU_ASSERT_EQUAL(altar_storage_exists(fx->s, u, &there, &err), 0);
+    CU_ASSERT_FALSE(there);
+    CU_ASSERT_EQUAL(altar_storage_delete(fx->s, u, &err), 0);
+    uri_of(fx, "del/two", u, sizeof u);
+    CU_ASSERT_EQUAL(altar_storage_exists(fx->s, u, &there, &err), 0);
+    CU_ASSERT_TRUE(there); /* only the file named */
+  } else {
+    CU_ASSERT_EQUAL(altar_storage_delete(fx->s, u, &err), ALTAR_ENOTSUP);
+  }
 }
 
 /* ---- bad input -------------------------------------------------------------------------- */

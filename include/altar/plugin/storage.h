@@ -69,6 +69,9 @@ typedef struct altar_storage_ops {
   /* Optional (default: ALTAR_ENOTSUP). Calls fn for every stored file whose
    * path starts with prefix, page after page, in the store's order. */
   int (*list)(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud, altar_error_t *err);
+  /* Optional (default: ALTAR_ENOTSUP). Removes the file; one already gone
+   * is ALTAR_OK (altar_storage_delete). */
+  int (*delete_file)(altar_storage_t *s, const char *path, altar_error_t *err);
 } altar_storage_ops_t;
 
 /* An open storage: made by altar_storage_open, freed by altar_storage_close. */
