@@ -112,8 +112,10 @@ int altar__pipe_read_line(altar__pipe_t *p, long limit_ms, char **pline, altar_e
     char buf[65536];
     ssize_t n = recv(p->fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return altar_error_set_retriable(err, ALTAR_EBACKEND, "%s: exited (see its message on stderr)", p->label);
-    if (altar_buf_append(&p->in, buf, (size_t)n)) return altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", p->label);
+    if (n <= 0)
+      return altar_error_set_retriable(err, ALTAR_EBACKEND, "%s: exited (see its message on stderr)", p->label);
+    if (altar_buf_append(&p->in, buf, (size_t)n))
+      return altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", p->label);
   }
 }
 

@@ -34,6 +34,6 @@
  * it must outlive the backend; NULL = the real posix_spawn runner). NULL on
  * failure with err filled. Free with altar_backend_close. */
 altar_backend_t *altar__docker_backend_open(const altar_strmap_t *cfg, const altar_command_runner_t *runner,
-                                           altar_error_t *err);
+                                            altar_error_t *err);
 
 #endif

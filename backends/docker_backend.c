@@ -76,8 +76,7 @@ void altar__docker_last_line(const char *text, char *buf, size_t cap) {
 
 #define DOCKER_MAX_ARGS 8192
 
-int altar__docker_cli(altar_docker_t *dk, const char *const *args, altar_cmd_result_t *pres,
-                      altar_error_t *err) {
+int altar__docker_cli(altar_docker_t *dk, const char *const *args, altar_cmd_result_t *pres, altar_error_t *err) {
   size_t n = 0;
   while (args[n]) n++;
   if (n + 2 > DOCKER_MAX_ARGS) {
@@ -110,14 +109,13 @@ int altar__docker_cli(altar_docker_t *dk, const char *const *args, altar_cmd_res
 
 /* ---- configuration ------------------------------------------------------ */
 
-static int parse_i64(const char *key, const char *s, int64_t min, int64_t max, int64_t *pv,
-                     altar_error_t *err) {
+static int parse_i64(const char *key, const char *s, int64_t min, int64_t max, int64_t *pv, altar_error_t *err) {
   char *end = NULL;
   errno = 0;
   long long v = strtoll(s, &end, 10);
   if (errno || end == s || *end || v < min || v > max) {
     altar_error_set(err, ALTAR_ECONFIG, "backend 'local' (docker): %s: want an integer in [%lld, %lld], got '%.64s'",
-             key, (long long)min, (long long)max, s);
+                    key, (long long)min, (long long)max, s);
     return -1;
   }
   *pv = v;
@@ -128,8 +126,7 @@ static int parse_bool(const char *key, const char *s, bool *pv, altar_error_t *e
   if (!strcmp(s, "true") || !strcmp(s, "1") || !strcmp(s, "yes")) *pv = true;
   else if (!strcmp(s, "false") || !strcmp(s, "0") || !strcmp(s, "no")) *pv = false;
   else {
-    altar_error_set(err, ALTAR_ECONFIG, "backend 'local' (docker): %s: want true or false, got '%.64s'",
-             key, s);
+    altar_error_set(err, ALTAR_ECONFIG, "backend 'local' (docker): %s: want true or false, got '%.64s'", key, s);
     return -1;
   }
   return 0;
@@ -160,8 +157,7 @@ static void docker_free(altar_docker_t *dk) {
   free(dk);
 }
 
-static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command_runner_t *runner,
-                                  altar_error_t *err) {
+static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command_runner_t *runner, altar_error_t *err) {
   /* Also here: a caller with its own runner comes through wrap, not open. */
   if (altar_plugin_keys_check(docker_keys, "backend", "docker", cfg, err)) return NULL;
   const char *v;
@@ -172,8 +168,7 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
   dk->command_timeout_s = DOCKER_DEFAULT_CMD_TIMEOUT_S;
   dk->trust_records = true;
 
-  if (cfg && (v = altar_strmap_get(cfg, "slots")) &&
-      parse_i64("slots", v, 0, DOCKER_MAX_SLOTS, &dk->slots, err) < 0)
+  if (cfg && (v = altar_strmap_get(cfg, "slots")) && parse_i64("slots", v, 0, DOCKER_MAX_SLOTS, &dk->slots, err) < 0)
     goto fail;
   if (cfg && (v = altar_strmap_get(cfg, "command_timeout_s"))) {
     int64_t t = 0;
@@ -205,26 +200,23 @@ static altar_docker_t *docker_new(const altar_strmap_t *cfg, const altar_command
   if (!v || !v[0]) v = DOCKER_DEFAULT_DATA_ROOT;
   if (strlen(v) >= PATH_MAX || strpbrk(v, ":,\n")) {
     altar_error_set(err, ALTAR_ECONFIG,
-             "backend 'local' (docker): data_root: '%.128s' cannot be bind-mounted (no ':' or ',')",
-             v);
+                    "backend 'local' (docker): data_root: '%.128s' cannot be bind-mounted (no ':' or ',')", v);
     goto fail;
   }
   if (mkdir_p(v) != 0) {
-    altar_error_set(err, ALTAR_ECONFIG, "backend 'local' (docker): data_root: cannot create '%.128s': %s",
-             v, strerror(errno));
+    altar_error_set(err, ALTAR_ECONFIG, "backend 'local' (docker): data_root: cannot create '%.128s': %s", v,
+                    strerror(errno));
     goto fail;
   }
   /* docker -v needs an absolute host path. */
   char abs[PATH_MAX];
   if (!realpath(v, abs)) {
-    altar_error_set(err, ALTAR_ECONFIG, "backend 'local' (docker): data_root: '%.128s': %s", v,
-             strerror(errno));
+    altar_error_set(err, ALTAR_ECONFIG, "backend 'local' (docker): data_root: '%.128s': %s", v, strerror(errno));
     goto fail;
   }
   if (strpbrk(abs, ":,\n")) {
     altar_error_set(err, ALTAR_ECONFIG,
-             "backend 'local' (docker): data_root: '%.128s' cannot be bind-mounted (no ':' or ',')",
-             abs);
+                    "backend 'local' (docker): data_root: '%.128s' cannot be bind-mounted (no ':' or ',')", abs);
     goto fail;
   }
   if (!(dk->data_root = strdup(abs))) goto nomem;
@@ -252,7 +244,7 @@ static void docker_close(altar_backend_t *be) {
 }
 
 altar_backend_t *altar__docker_backend_open(const altar_strmap_t *cfg, const altar_command_runner_t *runner,
-                                           altar_error_t *err) {
+                                            altar_error_t *err) {
   altar_docker_t *dk = docker_new(cfg, runner, err);
   if (!dk) return NULL;
   return altar_backend_wrap(&altar_backend_docker_ops, dk, err);
@@ -267,8 +259,7 @@ static int docker_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_er
   return 0;
 }
 
-static int docker_check_resources(altar_backend_t *be, const altar_resources_t *r,
-                                  altar_error_t *err) {
+static int docker_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {
   (void)be;
   if (r->gpu)
     return altar_error_set(err, ALTAR_EINVAL,
@@ -276,8 +267,7 @@ static int docker_check_resources(altar_backend_t *be, const altar_resources_t *
                            "runs CPU-only tasks",
                            r->gpu);
   if (r->memory_mb.set && (r->memory_mb.v < 6 || r->memory_mb.v > (int64_t)1 << 30))
-    return altar_error_set(err, ALTAR_EINVAL,
-                           "resources.memory_mb: %lld is outside what docker accepts (6 MiB and up)",
+    return altar_error_set(err, ALTAR_EINVAL, "resources.memory_mb: %lld is outside what docker accepts (6 MiB and up)",
                            (long long)r->memory_mb.v);
   return 0;
 }

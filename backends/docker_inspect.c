@@ -28,9 +28,9 @@ int altar__docker_parse_time(const char *s, double *pt) {
   size_t len = strlen(s);
   if (len < 20 || len > 40) return ALTAR_EDECODE;
   int Y, M, D, h, m, sec;
-  if (digits(s, 4, &Y) || s[4] != '-' || digits(s + 5, 2, &M) || s[7] != '-' ||
-      digits(s + 8, 2, &D) || (s[10] != 'T' && s[10] != 't') || digits(s + 11, 2, &h) ||
-      s[13] != ':' || digits(s + 14, 2, &m) || s[16] != ':' || digits(s + 17, 2, &sec))
+  if (digits(s, 4, &Y) || s[4] != '-' || digits(s + 5, 2, &M) || s[7] != '-' || digits(s + 8, 2, &D) ||
+      (s[10] != 'T' && s[10] != 't') || digits(s + 11, 2, &h) || s[13] != ':' || digits(s + 14, 2, &m) ||
+      s[16] != ':' || digits(s + 17, 2, &sec))
     return ALTAR_EDECODE;
   /* Docker's zero time: never started / not finished. */
   if (Y <= 1) return 0;
@@ -51,8 +51,7 @@ int altar__docker_parse_time(const char *s, double *pt) {
     p++;
   } else if (*p == '+' || *p == '-') {
     int oh, om;
-    if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om) || oh > 23 || om > 59)
-      return ALTAR_EDECODE;
+    if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om) || oh > 23 || om > 59) return ALTAR_EDECODE;
     offset = (oh * 3600L + om * 60L) * (*p == '-' ? -1 : 1);
     p += 6;
   } else {
@@ -81,16 +80,14 @@ static void copy_str(char *dst, size_t cap, const char *src) {
 
 static int parse_one(json_t *c, size_t i, altar_docker_info_t *info, altar_error_t *err) {
   memset(info, 0, sizeof *info);
-  if (!json_is_object(c))
-    return altar_error_set(err, ALTAR_EDECODE, "docker inspect: [%zu]: not an object", i);
+  if (!json_is_object(c)) return altar_error_set(err, ALTAR_EDECODE, "docker inspect: [%zu]: not an object", i);
   const char *id = json_string_value(json_object_get(c, "Id"));
   if (!id || !altar__docker_valid_id(id))
     return altar_error_set(err, ALTAR_EDECODE, "docker inspect: [%zu].Id: missing or not a container id", i);
   copy_str(info->id, sizeof info->id, id);
 
   json_t *st = json_object_get(c, "State");
-  if (!json_is_object(st))
-    return altar_error_set(err, ALTAR_EDECODE, "docker inspect: [%zu].State: missing", i);
+  if (!json_is_object(st)) return altar_error_set(err, ALTAR_EDECODE, "docker inspect: [%zu].State: missing", i);
   const char *status = json_string_value(json_object_get(st, "Status"));
   if (!status || strlen(status) >= sizeof info->status)
     return altar_error_set(err, ALTAR_EDECODE, "docker inspect: [%zu].State.Status: missing or too long", i);
@@ -107,16 +104,19 @@ static int parse_one(json_t *c, size_t i, altar_docker_info_t *info, altar_error
 
   const char *started = json_string_value(json_object_get(st, "StartedAt"));
   if (started && altar__docker_parse_time(started, &info->started_at) < 0)
-    return altar_error_set(err, ALTAR_EDECODE, "docker inspect: [%zu].State.StartedAt: '%.40s' is not a time", i, started);
+    return altar_error_set(err, ALTAR_EDECODE, "docker inspect: [%zu].State.StartedAt: '%.40s' is not a time", i,
+                           started);
   const char *finished = json_string_value(json_object_get(st, "FinishedAt"));
   if (finished && altar__docker_parse_time(finished, &info->finished_at) < 0)
-    return altar_error_set(err, ALTAR_EDECODE, "docker inspect: [%zu].State.FinishedAt: '%.40s' is not a time", i, finished);
+    return altar_error_set(err, ALTAR_EDECODE, "docker inspect: [%zu].State.FinishedAt: '%.40s' is not a time", i,
+                           finished);
   const char *errtxt = json_string_value(json_object_get(st, "Error"));
   if (errtxt) altar__docker_last_line(errtxt, info->error, sizeof info->error);
 
   json_t *labels = json_object_get(json_object_get(c, "Config"), "Labels");
   const char *tk = json_string_value(json_object_get(labels, ALTAR_DOCKER_LABEL_TASK_KEY));
-  if (tk && strlen(tk) == 64 && strspn(tk, "0123456789abcdef") == 64) snprintf(info->task_key, sizeof info->task_key, "%s", tk);
+  if (tk && strlen(tk) == 64 && strspn(tk, "0123456789abcdef") == 64)
+    snprintf(info->task_key, sizeof info->task_key, "%s", tk);
   const char *tv = json_string_value(json_object_get(labels, ALTAR_DOCKER_LABEL_TIMEOUT));
   if (tv) {
     char *end = NULL;
@@ -129,15 +129,15 @@ static int parse_one(json_t *c, size_t i, altar_docker_info_t *info, altar_error
   return 0;
 }
 
-int altar__docker_parse_inspect(const char *json, size_t len, altar_docker_info_t **pinfos,
-                                size_t *pn, altar_error_t *err) {
+int altar__docker_parse_inspect(const char *json, size_t len, altar_docker_info_t **pinfos, size_t *pn,
+                                altar_error_t *err) {
   *pinfos = NULL;
   *pn = 0;
   json_error_t jerr;
   json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
   if (!root)
-    return altar_error_set(err, ALTAR_EDECODE, "docker inspect: output is not JSON: %s (line %d)",
-                           jerr.text, jerr.line);
+    return altar_error_set(err, ALTAR_EDECODE, "docker inspect: output is not JSON: %s (line %d)", jerr.text,
+                           jerr.line);
   int rc = 0;
   if (!json_is_array(root)) {
     rc = altar_error_set(err, ALTAR_EDECODE, "docker inspect: output is not a JSON array");

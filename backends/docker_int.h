@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 typedef struct altar_docker {
-  char *data_root;    /* absolute host path, bind-mounted at /mnt/volume */
+  char *data_root; /* absolute host path, bind-mounted at /mnt/volume */
   int64_t slots;
   char *user;         /* NULL = the image's user */
   char *docker_bin;   /* the client program */
@@ -30,8 +30,7 @@ static inline altar_docker_t *altar__docker(altar_backend_t *be) { return altar_
 /* Runs `docker ARGS...` (args NULL-terminated, without the program) through
  * the runner. Returns 0 when docker ran (check pres->exit_code) or an error
  * naming what. *pres always needs altar_cmd_result_clear. */
-int altar__docker_cli(altar_docker_t *dk, const char *const *args, altar_cmd_result_t *pres,
-                      altar_error_t *err);
+int altar__docker_cli(altar_docker_t *dk, const char *const *args, altar_cmd_result_t *pres, altar_error_t *err);
 
 /* Whether s can be a container id (1..64 lowercase hex). Anything else never
  * reaches the docker argv. */
@@ -46,14 +45,14 @@ void altar__docker_last_line(const char *text, char *buf, size_t cap);
 /* What poll needs of one container, read from `docker inspect` JSON. */
 typedef struct altar_docker_info {
   char id[65];
-  char status[16];       /* created, running, paused, restarting, removing, exited, dead */
+  char status[16]; /* created, running, paused, restarting, removing, exited, dead */
   int64_t exit_code;
   bool oom_killed;
-  double started_at;     /* Unix seconds; 0 if never started */
-  double finished_at;    /* Unix seconds; 0 if not finished */
+  double started_at;         /* Unix seconds; 0 if never started */
+  double finished_at;        /* Unix seconds; 0 if not finished */
   altar_opt_i64_t timeout_s; /* from the altar.timeout_s label */
-  char error[256];       /* State.Error, cut */
-  char task_key[65];     /* the altar.task_key label when it is one, else "" */
+  char error[256];           /* State.Error, cut */
+  char task_key[65];         /* the altar.task_key label when it is one, else "" */
 } altar_docker_info_t;
 
 /* ---- a failed container's output (docker_logs.c) ---- */
@@ -67,8 +66,8 @@ void altar__docker_add_logs(altar_docker_t *dk, const char *id, const char *task
 /* Parses the JSON array `docker inspect` prints (len bytes, untrusted) into a
  * malloc'd array in *pinfos (caller frees) of *pn entries. ALTAR_EDECODE
  * naming the field for malformed input. */
-int altar__docker_parse_inspect(const char *json, size_t len, altar_docker_info_t **pinfos,
-                                size_t *pn, altar_error_t *err);
+int altar__docker_parse_inspect(const char *json, size_t len, altar_docker_info_t **pinfos, size_t *pn,
+                                altar_error_t *err);
 
 /* RFC 3339 time as docker prints it ("2026-12-02T14:19:13.267320236Z", or
  * with an offset) → Unix seconds. Docker's zero time gives 0. ALTAR_EDECODE
@@ -76,19 +75,16 @@ int altar__docker_parse_inspect(const char *json, size_t len, altar_docker_info_
 int altar__docker_parse_time(const char *s, double *pt);
 
 /* ---- staging (docker_staging.c) ---- */
-int altar__docker_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n,
-                               altar_error_t *err);
-int altar__docker_collect_outputs(altar_backend_t *be, const altar_transfer_t *outputs, size_t n,
-                                  altar_error_t *err);
+int altar__docker_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n, altar_error_t *err);
+int altar__docker_collect_outputs(altar_backend_t *be, const altar_transfer_t *outputs, size_t n, altar_error_t *err);
 
 /* ---- submit, poll, cancel ---- */
-int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
-                         altar_error_t *err);
+int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle, altar_error_t *err);
 /* Prunes <data_root>/logs by dk->retention when a prune is due (poll). */
 void altar__docker_logs_prune_if_due(altar_docker_t *dk);
 
-int altar__docker_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n,
-                       altar_status_t *pstatuses, altar_error_t *err);
+int altar__docker_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n, altar_status_t *pstatuses,
+                       altar_error_t *err);
 int altar__docker_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err);
 
 #endif

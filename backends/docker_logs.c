@@ -16,7 +16,6 @@
 
 extern char **environ;
 
-
 static void keep(const char *dir, const char *name, const char *text, size_t n) {
   char path[PATH_MAX + 80], tmp[PATH_MAX + 96];
   snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -66,8 +65,7 @@ void altar__docker_add_logs(altar_docker_t *dk, const char *id, const char *task
       }
     }
   }
-  char *d = altar_detail_with_output(f->detail, er, en, out, on, (const char *const *)environ,
-                                     ALTAR_BOUND_DETAIL);
+  char *d = altar_detail_with_output(f->detail, er, en, out, on, (const char *const *)environ, ALTAR_BOUND_DETAIL);
   if (d) {
     free(f->detail);
     f->detail = d;

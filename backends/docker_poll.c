@@ -16,8 +16,7 @@
 
 /* docker's stderr for ids it does not know (per CLI version). */
 static bool is_missing_line(const char *line, size_t len) {
-  static const char *const pats[] = {"No such object", "No such container", "is not running",
-                                     NULL};
+  static const char *const pats[] = {"No such object", "No such container", "is not running", NULL};
   for (size_t k = 0; pats[k]; k++) {
     size_t pl = strlen(pats[k]);
     for (size_t i = 0; i + pl <= len; i++)
@@ -43,8 +42,8 @@ static bool only_missing_errors(const char *text) {
 }
 
 /* Inspects ids[0..n) and appends what docker knows to *pinfos. */
-static int inspect_batch(altar_docker_t *dk, const char *const *ids, size_t n,
-                         altar_docker_info_t **pinfos, size_t *pn, altar_error_t *err) {
+static int inspect_batch(altar_docker_t *dk, const char *const *ids, size_t n, altar_docker_info_t **pinfos, size_t *pn,
+                         altar_error_t *err) {
   const char **args = calloc(n + 4, sizeof *args);
   if (!args) return altar_error_set(err, ALTAR_ENOMEM, "poll: argv");
   size_t na = 0;
@@ -69,8 +68,8 @@ static int inspect_batch(altar_docker_t *dk, const char *const *ids, size_t n,
   if (res.exit_code != 0 && !only_missing_errors(res.err)) {
     char line[300];
     altar__docker_last_line(res.err, line, sizeof line);
-    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "poll: docker inspect exited %d: %s",
-                                   res.exit_code, line[0] ? line : "(no message)");
+    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "poll: docker inspect exited %d: %s", res.exit_code,
+                                   line[0] ? line : "(no message)");
     altar_cmd_result_clear(&res);
     return rc;
   }
@@ -79,8 +78,7 @@ static int inspect_batch(altar_docker_t *dk, const char *const *ids, size_t n,
   /* Some client versions print nothing at all when no id was found. */
   bool empty = true;
   for (size_t i = 0; i < res.out_len; i++)
-    if (res.out[i] != ' ' && res.out[i] != '\n' && res.out[i] != '\r' && res.out[i] != '\t')
-      empty = false;
+    if (res.out[i] != ' ' && res.out[i] != '\n' && res.out[i] != '\r' && res.out[i] != '\t') empty = false;
   if (!empty) {
     rc = altar__docker_parse_inspect(res.out, res.out_len, &got, &ngot, err);
     if (rc < 0) {
@@ -104,8 +102,7 @@ static int inspect_batch(altar_docker_t *dk, const char *const *ids, size_t n,
   return 0;
 }
 
-static const altar_docker_info_t *find_info(const altar_docker_info_t *infos, size_t n,
-                                            const char *external_id) {
+static const altar_docker_info_t *find_info(const altar_docker_info_t *infos, size_t n, const char *external_id) {
   size_t l = strlen(external_id);
   for (size_t i = 0; i < n; i++)
     if (!strncmp(infos[i].id, external_id, l)) return &infos[i];
@@ -130,8 +127,8 @@ static int kill_expired(altar_docker_t *dk, const char *const *ids, size_t n, al
     char line[300];
     altar__docker_last_line(res.err, line, sizeof line);
     rc = altar_error_set_retriable(err, ALTAR_EBACKEND,
-                                   "poll: docker kill of containers past their timeout exited %d: %s",
-                                   res.exit_code, line[0] ? line : "(no message)");
+                                   "poll: docker kill of containers past their timeout exited %d: %s", res.exit_code,
+                                   line[0] ? line : "(no message)");
   }
   altar_cmd_result_clear(&res);
   return rc;
@@ -139,8 +136,8 @@ static int kill_expired(altar_docker_t *dk, const char *const *ids, size_t n, al
 
 /* The status for one container docker knows. *pkill is set when the
  * container must be killed for its timeout. */
-static int status_for(const altar_handle_t *h, const altar_docker_info_t *info, double now,
-                      altar_status_t *pst, bool *pkill) {
+static int status_for(const altar_handle_t *h, const altar_docker_info_t *info, double now, altar_status_t *pst,
+                      bool *pkill) {
   char detail[400];
   const char *reason = NULL;
   altar_failure_t *f = NULL;
@@ -151,13 +148,12 @@ static int status_for(const altar_handle_t *h, const altar_docker_info_t *info, 
     state = ALTAR_STATE_PENDING;
   } else if (!strcmp(st, "running") || !strcmp(st, "paused") || !strcmp(st, "restarting")) {
     state = ALTAR_STATE_RUNNING;
-    if (info->timeout_s.set && info->started_at > 0 &&
-        now >= info->started_at + (double)info->timeout_s.v) {
+    if (info->timeout_s.set && info->started_at > 0 && now >= info->started_at + (double)info->timeout_s.v) {
       *pkill = true;
       state = ALTAR_STATE_FAILED;
       reason = ALTAR_REASON_TIMEOUT;
-      snprintf(detail, sizeof detail, "container %.12s ran past timeout_s=%" PRId64 "; killed",
-               info->id, info->timeout_s.v);
+      snprintf(detail, sizeof detail, "container %.12s ran past timeout_s=%" PRId64 "; killed", info->id,
+               info->timeout_s.v);
     }
   } else if (!strcmp(st, "exited")) {
     if (info->exit_code == 0) {
@@ -167,19 +163,18 @@ static int status_for(const altar_handle_t *h, const altar_docker_info_t *info, 
       if (info->oom_killed) {
         reason = ALTAR_REASON_OOM_KILLED;
         snprintf(detail, sizeof detail,
-                 "container %.12s was killed for exceeding its memory limit (exit code %" PRId64 ")",
-                 info->id, info->exit_code);
+                 "container %.12s was killed for exceeding its memory limit (exit code %" PRId64 ")", info->id,
+                 info->exit_code);
       } else if (info->timeout_s.set && info->started_at > 0 && info->finished_at > 0 &&
                  info->finished_at - info->started_at >= (double)info->timeout_s.v) {
         /* Ran its whole limit and ended badly: killed for it (by an earlier
          * poll, maybe of another process). */
         reason = ALTAR_REASON_TIMEOUT;
-        snprintf(detail, sizeof detail,
-                 "container %.12s ran past timeout_s=%" PRId64 " (exit code %" PRId64 ")",
+        snprintf(detail, sizeof detail, "container %.12s ran past timeout_s=%" PRId64 " (exit code %" PRId64 ")",
                  info->id, info->timeout_s.v, info->exit_code);
       } else {
-        snprintf(detail, sizeof detail, "container %.12s exited with code %" PRId64 "%s%s",
-                 info->id, info->exit_code, info->error[0] ? ": " : "", info->error);
+        snprintf(detail, sizeof detail, "container %.12s exited with code %" PRId64 "%s%s", info->id, info->exit_code,
+                 info->error[0] ? ": " : "", info->error);
         f = altar_failure_for_exit(info->exit_code, detail);
         if (!f) return ALTAR_ENOMEM;
       }
@@ -204,8 +199,8 @@ static int status_for(const altar_handle_t *h, const altar_docker_info_t *info, 
   return rc;
 }
 
-int altar__docker_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n,
-                       altar_status_t *pstatuses, altar_error_t *err) {
+int altar__docker_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n, altar_status_t *pstatuses,
+                       altar_error_t *err) {
   altar_docker_t *dk = altar__docker(be);
   altar__docker_logs_prune_if_due(dk); /* a clock read; the walk once a minute */
   if (n == 0) return 0;
@@ -231,7 +226,8 @@ int altar__docker_poll(altar_backend_t *be, const altar_handle_t *handles, size_
         altar__docker_valid_id(h->external_id) ? find_info(infos, ninfos, h->external_id) : NULL;
     if (!info) {
       char detail[200];
-      snprintf(detail, sizeof detail, "container %.64s: not known to docker", h->external_id ? h->external_id : "(null)");
+      snprintf(detail, sizeof detail, "container %.64s: not known to docker",
+               h->external_id ? h->external_id : "(null)");
       altar_failure_t *f = altar_failure_for_reason(ALTAR_REASON_CONTAINER_MISSING, detail);
       if (!f || (rc = altar_status_init(&pstatuses[i], h, ALTAR_STATE_FAILED, f)) < 0) {
         altar_failure_free(f);

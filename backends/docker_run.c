@@ -50,7 +50,8 @@ static bool find_running(altar_docker_t *dk, const char *key, char *id) {
   char *root = malloc(rl);
   if (!root) return false;
   snprintf(root, rl, "label=%s=%s", ALTAR_DOCKER_LABEL_DATA_ROOT, dk->data_root);
-  const char *args[] = {"ps", "-q", "--no-trunc", "--filter", filter, "--filter", root, "--filter", "status=running", NULL};
+  const char *args[] = {"ps",       "-q", "--no-trunc", "--filter",       filter,
+                        "--filter", root, "--filter",   "status=running", NULL};
   altar_cmd_result_t res = {0};
   altar_error_t e = {0};
   bool found = false;
@@ -68,8 +69,7 @@ static bool find_running(altar_docker_t *dk, const char *key, char *id) {
 }
 
 static bool is_daemon_down(const char *text) {
-  return text && (strstr(text, "Cannot connect to the Docker daemon") ||
-                  strstr(text, "Is the docker daemon running"));
+  return text && (strstr(text, "Cannot connect to the Docker daemon") || strstr(text, "Is the docker daemon running"));
 }
 
 static char *join_kv(const char *k, const char *v) {
@@ -101,15 +101,13 @@ static int check_labels(const altar_spec_t *spec, altar_error_t *err) {
   return 0;
 }
 
-int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
-                         altar_error_t *err) {
+int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle, altar_error_t *err) {
   altar_docker_t *dk = altar__docker(be);
   int rc = altar_spec_validate(spec, err);
   if (rc < 0) return rc;
   if ((rc = altar_backend_check_resources(be, &spec->resources, err)) < 0) return rc;
   if (spec->image[0] == '-')
-    return altar_error_set(err, ALTAR_EINVAL, "image: '%.64s' would be read as a docker option",
-                           spec->image);
+    return altar_error_set(err, ALTAR_EINVAL, "image: '%.64s' would be read as a docker option", spec->image);
   if ((rc = check_labels(spec, err)) < 0) return rc;
   char key[ALTAR_TASK_KEY_LEN + 1];
   if ((rc = altar_spec_identity(spec, key, err)) < 0) return rc;
@@ -161,8 +159,7 @@ int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_ha
   }
   if (spec->timeout_s.set) {
     /* Kept on the container so any later process can enforce the deadline. */
-    snprintf(timeout_s, sizeof timeout_s, "%s=%" PRId64, ALTAR_DOCKER_LABEL_TIMEOUT,
-             spec->timeout_s.v);
+    snprintf(timeout_s, sizeof timeout_s, "%s=%" PRId64, ALTAR_DOCKER_LABEL_TIMEOUT, spec->timeout_s.v);
     args[na++] = "--label";
     args[na++] = timeout_s;
   }
@@ -171,8 +168,7 @@ int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_ha
     if (!vol) goto nomem;
     owned[no++] = vol;
     memcpy(vol, dk->data_root, strlen(dk->data_root));
-    memcpy(vol + strlen(dk->data_root), ":" ALTAR_DOCKER_MOUNT_ROOT,
-           sizeof(":" ALTAR_DOCKER_MOUNT_ROOT));
+    memcpy(vol + strlen(dk->data_root), ":" ALTAR_DOCKER_MOUNT_ROOT, sizeof(":" ALTAR_DOCKER_MOUNT_ROOT));
     args[na++] = "-v";
     args[na++] = vol;
   }
@@ -208,8 +204,7 @@ int altar__docker_submit(altar_backend_t *be, const altar_spec_t *spec, altar_ha
   }
   altar__docker_last_line(res.out, line, sizeof line);
   if (!altar__docker_valid_id(line)) {
-    rc = altar_error_set(err, ALTAR_EBACKEND,
-                         "submit: docker run printed '%.80s', not a container id", line);
+    rc = altar_error_set(err, ALTAR_EBACKEND, "submit: docker run printed '%.80s', not a container id", line);
     goto out;
   }
   rc = altar_handle_init_for_spec(phandle, altar_backend_docker_ops.name, line, spec);
@@ -243,8 +238,8 @@ int altar__docker_cancel(altar_backend_t *be, const altar_handle_t *handle, alta
   if (res.exit_code != 0 && !strstr(res.err ? res.err : "", "No such container")) {
     char line[300];
     altar__docker_last_line(res.err, line, sizeof line);
-    rc = altar_error_set(err, ALTAR_EBACKEND, "cancel %.12s: docker rm --force exited %d: %s",
-                         handle->external_id, res.exit_code, line[0] ? line : "(no message)");
+    rc = altar_error_set(err, ALTAR_EBACKEND, "cancel %.12s: docker rm --force exited %d: %s", handle->external_id,
+                         res.exit_code, line[0] ? line : "(no message)");
     if (err && is_daemon_down(res.err)) err->retriable = true;
   }
   altar_cmd_result_clear(&res);

@@ -17,8 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int open_storage(altar_docker_t *dk, const char *uri, altar_storage_t **ps,
-                        altar_error_t *err) {
+static int open_storage(altar_docker_t *dk, const char *uri, altar_storage_t **ps, altar_error_t *err) {
   if (dk->storage_name) return altar_storage_open(dk->storage_name, NULL, ps, err);
   return altar_storage_open_for_uri(uri, NULL, ps, err);
 }
@@ -80,8 +79,7 @@ static bool same_file(const char *a, const char *b) {
   return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-static int stage_one(altar_docker_t *dk, const altar_transfer_t *t, size_t i, const char *dest,
-                     altar_error_t *err) {
+static int stage_one(altar_docker_t *dk, const altar_transfer_t *t, size_t i, const char *dest, altar_error_t *err) {
   const char *lp = t->logical_path ? t->logical_path : "";
   altar_storage_t *src = NULL;
   altar_local_file_t lf = {0};
@@ -107,11 +105,11 @@ static int stage_one(altar_docker_t *dk, const altar_transfer_t *t, size_t i, co
     rc = altar_verify_transfer_digest(t, dest, !same, err);
     if (rc < 0 && !same) remove_copy(dest);
     if (rc == ALTAR_EINTEGRITY)
-      altar_error_prefix(err, same ? "inputs[%zu] (%.200s): the source itself (left as it is)"
-                                   : "inputs[%zu] (%.200s): staged copy deleted",
+      altar_error_prefix(err,
+                         same ? "inputs[%zu] (%.200s): the source itself (left as it is)"
+                              : "inputs[%zu] (%.200s): staged copy deleted",
                          i, lp);
-    else if (rc < 0)
-      altar_error_prefix(err, "inputs[%zu] (%.200s)", i, lp);
+    else if (rc < 0) altar_error_prefix(err, "inputs[%zu] (%.200s)", i, lp);
   }
 out:
   altar_local_file_release(&lf);
@@ -119,8 +117,7 @@ out:
   return rc;
 }
 
-int altar__docker_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n,
-                               altar_error_t *err) {
+int altar__docker_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n, altar_error_t *err) {
   altar_docker_t *dk = altar__docker(be);
   for (size_t i = 0; i < n; i++) {
     const altar_transfer_t *t = &inputs[i];
@@ -129,8 +126,7 @@ int altar__docker_stage_inputs(altar_backend_t *be, const altar_transfer_t *inpu
     char field[40];
     snprintf(field, sizeof field, "inputs[%zu].digest", i);
     int rc;
-    if (!t->uri || !t->uri[0])
-      return altar_error_set(err, ALTAR_EINVAL, "inputs[%zu] (%.200s): uri is empty", i, lp);
+    if (!t->uri || !t->uri[0]) return altar_error_set(err, ALTAR_EINVAL, "inputs[%zu] (%.200s): uri is empty", i, lp);
     if (t->digest && (rc = altar_digest_check(field, t->digest, err)) < 0) return rc;
     if ((rc = altar_path_resolve(dk->data_root, lp, &dest, err)) < 0)
       return altar_error_prefix(err, "inputs[%zu].logical_path", i);
@@ -147,23 +143,20 @@ int altar__docker_stage_inputs(altar_backend_t *be, const altar_transfer_t *inpu
   return 0;
 }
 
-int altar__docker_collect_outputs(altar_backend_t *be, const altar_transfer_t *outputs, size_t n,
-                                  altar_error_t *err) {
+int altar__docker_collect_outputs(altar_backend_t *be, const altar_transfer_t *outputs, size_t n, altar_error_t *err) {
   altar_docker_t *dk = altar__docker(be);
   for (size_t i = 0; i < n; i++) {
     const altar_transfer_t *t = &outputs[i];
     const char *lp = t->logical_path ? t->logical_path : "";
     char *src = NULL;
     int rc;
-    if (!t->uri || !t->uri[0])
-      return altar_error_set(err, ALTAR_EINVAL, "outputs[%zu] (%.200s): uri is empty", i, lp);
+    if (!t->uri || !t->uri[0]) return altar_error_set(err, ALTAR_EINVAL, "outputs[%zu] (%.200s): uri is empty", i, lp);
     if ((rc = altar_path_resolve(dk->data_root, lp, &src, err)) < 0)
       return altar_error_prefix(err, "outputs[%zu].logical_path", i);
     struct stat st;
     if (stat(src, &st) != 0 || !S_ISREG(st.st_mode)) {
-      rc = altar_error_set(err, ALTAR_ENOTFOUND,
-                           "outputs[%zu] (%.200s): the task left no regular file at %.200s", i, lp,
-                           src);
+      rc = altar_error_set(err, ALTAR_ENOTFOUND, "outputs[%zu] (%.200s): the task left no regular file at %.200s", i,
+                           lp, src);
       free(src);
       return rc;
     }

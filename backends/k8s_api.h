@@ -137,7 +137,7 @@ typedef struct altar__k8s_watch_stats {
   uint64_t events;     /* ADDED, MODIFIED and DELETED applied */
   uint64_t deleted;    /* DELETED events applied */
   uint64_t bookmarks;
-  uint64_t bad_events; /* lines that were not a well-formed event: skipped */
+  uint64_t bad_events;    /* lines that were not a well-formed event: skipped */
   uint64_t failure_lists; /* relists after watch requests kept failing without a 410 */
 } altar_k8s_watch_stats_t;
 
@@ -154,8 +154,7 @@ void altar__k8s_watch_close(altar_k8s_watch_t *w);
 bool altar__k8s_watch_synced(altar_k8s_watch_t *w);
 /* What the map holds for each of n names, into pviews (n entries): one
  * hash lookup per name under one lock. */
-void altar__k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size_t n,
-                            altar_k8s_watch_view_t *pviews);
+void altar__k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size_t n, altar_k8s_watch_view_t *pviews);
 /* Records a Job this process created or adopted (from the server's answer),
  * so a poll right after submit finds it before its watch event. An entry
  * the watch already holds for the same uid is left alone; events for other
@@ -164,7 +163,7 @@ void altar__k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, siz
  * Job's altar.dev/pool label (NULL: none), so it counts in its pool's
  * active Jobs at once. */
 int altar__k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid, const char *pool,
-                         altar_state_t state);
+                          altar_state_t state);
 /* Blocks up to timeout_ms until the map changed after generation *pgen;
  * *pgen is updated. 1 changed, 0 timed out. */
 int altar__k8s_watch_wait(altar_k8s_watch_t *w, uint64_t *pgen, int timeout_ms);
@@ -208,35 +207,31 @@ typedef struct altar_k8s_runtime_ops {
    * name in *pname and its uid in *puid (both malloc'd; *puid stays NULL
    * when the answer has none). The Job keeps metadata.annotations.
    * ALTAR_EJOBEXISTS when a Job of that name already exists. */
-  int (*create_job)(void *impl, const json_t *manifest, const char *ns, char **pname, char **puid,
-                    altar_error_t *err);
+  int (*create_job)(void *impl, const json_t *manifest, const char *ns, char **pname, char **puid, altar_error_t *err);
   /* Every Job in ns matching label_selector (NULL = all), without blocking.
    * *pjobs is an array of *pn infos (NULL when none); free with
    * altar__k8s_job_infos_free. */
-  int (*list_jobs)(void *impl, const char *ns, const char *label_selector,
-                   altar_k8s_job_info_t **pjobs, size_t *pn, altar_error_t *err);
+  int (*list_jobs)(void *impl, const char *ns, const char *label_selector, altar_k8s_job_info_t **pjobs, size_t *pn,
+                   altar_error_t *err);
   /* The Job `name`, or *pjob = NULL when it does not exist or is being
    * deleted (it can be neither adopted nor replaced yet). */
-  int (*read_job)(void *impl, const char *name, const char *ns, altar_k8s_job_info_t **pjob,
-                  altar_error_t *err);
+  int (*read_job)(void *impl, const char *name, const char *ns, altar_k8s_job_info_t **pjob, altar_error_t *err);
   /* Deletes the Job and its pods (background propagation). A missing Job is
    * not an error. With uid, deletes only while the name still belongs to
    * that object: a newer Job of the same name is left alone (not an error). */
-  int (*delete_job)(void *impl, const char *name, const char *ns, const char *uid,
-                    altar_error_t *err);
+  int (*delete_job)(void *impl, const char *name, const char *ns, const char *uid, altar_error_t *err);
   /* Why the failed Job failed, with the stable reason codes (task.h). */
-  int (*describe_failure)(void *impl, const char *name, const char *ns, altar_failure_t **pf,
-                          altar_error_t *err);
+  int (*describe_failure)(void *impl, const char *name, const char *ns, altar_failure_t **pf, altar_error_t *err);
   /* Coarse classification: *pdeterministic, and *pmessage (malloc'd or NULL). */
-  int (*diagnose)(void *impl, const char *name, const char *ns, bool *pdeterministic,
-                  char **pmessage, altar_error_t *err);
+  int (*diagnose)(void *impl, const char *name, const char *ns, bool *pdeterministic, char **pmessage,
+                  altar_error_t *err);
   /* Optional (NULL: never reported). Pending pods in ns matching
    * label_selector that wait for an image or for a node; poll calls it only
    * while some Job is pending, and remembers the answer, because the Job
    * controller deletes those pods when the Job's deadline fails it. *pwaits
    * (caller frees with altar__k8s_pod_waits_free) may be NULL with *pn 0. */
-  int (*list_pod_waits)(void *impl, const char *ns, const char *label_selector,
-                        altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err);
+  int (*list_pod_waits)(void *impl, const char *ns, const char *label_selector, altar_k8s_pod_wait_t **pwaits,
+                        size_t *pn, altar_error_t *err);
   /* Optional (NULL: capacity uses the configured ceilings alone). Every
    * node of the cluster; *pnodes (free with altar__k8s_node_infos_free) may
    * be NULL with *pn 0. Needs list permission on nodes (a ClusterRole). */
@@ -269,33 +264,32 @@ void altar__k8s_runtime_free(altar_k8s_runtime_t *rt);
 
 /* Callers go through these; they apply the defaults named above. */
 /* puid may be NULL (the uid is not wanted). */
-int altar__k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns,
-                                 char **pname, char **puid, altar_error_t *err);
+int altar__k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns, char **pname,
+                                  char **puid, altar_error_t *err);
 int altar__k8s_runtime_list_jobs(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
-                                altar_k8s_job_info_t **pjobs, size_t *pn, altar_error_t *err);
-int altar__k8s_runtime_read_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
-                               altar_k8s_job_info_t **pjob, altar_error_t *err);
-int altar__k8s_runtime_delete_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
-                                 const char *uid, altar_error_t *err);
-int altar__k8s_runtime_describe_failure(altar_k8s_runtime_t *rt, const char *name, const char *ns,
-                                       altar_failure_t **pf, altar_error_t *err);
-int altar__k8s_runtime_diagnose(altar_k8s_runtime_t *rt, const char *name, const char *ns,
-                               bool *pdeterministic, char **pmessage, altar_error_t *err);
+                                 altar_k8s_job_info_t **pjobs, size_t *pn, altar_error_t *err);
+int altar__k8s_runtime_read_job(altar_k8s_runtime_t *rt, const char *name, const char *ns, altar_k8s_job_info_t **pjob,
+                                altar_error_t *err);
+int altar__k8s_runtime_delete_job(altar_k8s_runtime_t *rt, const char *name, const char *ns, const char *uid,
+                                  altar_error_t *err);
+int altar__k8s_runtime_describe_failure(altar_k8s_runtime_t *rt, const char *name, const char *ns, altar_failure_t **pf,
+                                        altar_error_t *err);
+int altar__k8s_runtime_diagnose(altar_k8s_runtime_t *rt, const char *name, const char *ns, bool *pdeterministic,
+                                char **pmessage, altar_error_t *err);
 const char *altar__k8s_runtime_default_namespace(altar_k8s_runtime_t *rt);
 /* list_pod_waits, or none when the runtime does not report them. */
 int altar__k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
-                                     altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err);
+                                      altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err);
 /* create_start / create_reap / watch_open: ALTAR_ENOTSUP (reap: 0) when the
  * runtime lacks them. */
 int altar__k8s_runtime_create_start(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns, uint64_t id,
-                                   altar_error_t *err);
-int altar__k8s_runtime_create_reap(altar_k8s_runtime_t *rt, int timeout_ms, altar_k8s_create_done_t *pdone,
-                                  size_t max);
-int altar__k8s_runtime_watch_open(altar_k8s_runtime_t *rt, const char *ns, const char *selector,
-                                 altar_k8s_watch_t **pw, altar_error_t *err);
+                                    altar_error_t *err);
+int altar__k8s_runtime_create_reap(altar_k8s_runtime_t *rt, int timeout_ms, altar_k8s_create_done_t *pdone, size_t max);
+int altar__k8s_runtime_watch_open(altar_k8s_runtime_t *rt, const char *ns, const char *selector, altar_k8s_watch_t **pw,
+                                  altar_error_t *err);
 /* list_nodes, or ALTAR_ENOTSUP when the runtime cannot list nodes. */
 int altar__k8s_runtime_list_nodes(altar_k8s_runtime_t *rt, altar_k8s_node_info_t **pnodes, size_t *pn,
-                                 altar_error_t *err);
+                                  altar_error_t *err);
 
 /* Normalizes a Job object (metadata + status, as the API serves it) into
  * info: Complete/SuccessCriteriaMet → succeeded, Failed/FailureTarget →
@@ -326,14 +320,14 @@ altar_failure_t *altar__k8s_explain_failure(const json_t *job, const json_t *pod
 /* Where the API server is and how to authenticate. PEM blobs are the bytes
  * themselves (kubeconfig *-data fields decoded), not paths. */
 typedef struct altar_k8s_http_config {
-  char *server;          /* "https://host:port", no trailing slash */
-  char *token;           /* bearer token, or NULL */
-  char *token_file;      /* re-read before each request when set (rotating tokens) */
-  char *ca_pem;          /* trusted CA bundle, or NULL for the system store */
+  char *server;     /* "https://host:port", no trailing slash */
+  char *token;      /* bearer token, or NULL */
+  char *token_file; /* re-read before each request when set (rotating tokens) */
+  char *ca_pem;     /* trusted CA bundle, or NULL for the system store */
   size_t ca_pem_len;
   char *client_cert_pem; /* client certificate, or NULL */
   size_t client_cert_len;
-  char *client_key_pem;  /* its private key */
+  char *client_key_pem; /* its private key */
   size_t client_key_len;
   bool insecure_skip_tls_verify;
   /* An exec credential plugin (kubeconfig user.exec): the program and its
@@ -342,9 +336,9 @@ typedef struct altar_k8s_http_config {
    * certificate, and again once what it returned has expired. */
   char **exec_argv;
   char **exec_env;
-  char *exec_api_version; /* client.authentication.k8s.io/v1 or v1beta1 */
-  double exec_expiry;     /* Unix seconds the plugin's credential ends; 0: never */
-  char *namespace_;      /* default namespace from the context or service account */
+  char *exec_api_version;  /* client.authentication.k8s.io/v1 or v1beta1 */
+  double exec_expiry;      /* Unix seconds the plugin's credential ends; 0: never */
+  char *namespace_;        /* default namespace from the context or service account */
   long timeout_ms;         /* whole request; default 30000 */
   long connect_timeout_ms; /* default 10000 */
   int max_retries;         /* retries after a 429, a 5xx or a failed GET; default 5 */
@@ -367,8 +361,7 @@ void altar__k8s_http_config_clear(altar_k8s_http_config_t *cfg);
  * Relative file paths, and an exec command with a "/" in it, are taken
  * relative to the kubeconfig's directory. ALTAR_ECONFIG
  * naming the field on anything malformed. cfg must be initialised. */
-int altar__k8s_kubeconfig_load(const char *path, const char *context, altar_k8s_http_config_t *cfg,
-                              altar_error_t *err);
+int altar__k8s_kubeconfig_load(const char *path, const char *context, altar_k8s_http_config_t *cfg, altar_error_t *err);
 
 /* In-cluster: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT with
  * the service account's token, ca.crt and namespace under sa_dir (NULL:
@@ -388,18 +381,17 @@ altar_k8s_runtime_t *altar__k8s_http_runtime_new(altar_k8s_http_config_t *cfg, a
 
 /* One pool: node selector and slot ceiling. */
 typedef struct altar_k8s_pool {
-  char *name;                  /* "normal" (CPU-only), "gpu", "a100", … */
+  char *name;                   /* "normal" (CPU-only), "gpu", "a100", … */
   altar_strmap_t node_selector; /* may be empty */
-  int64_t max_slots;           /* < 0: not reported in capacity */
-  char *gpu_resource;          /* extended resource name; NULL = nvidia.com/gpu */
+  int64_t max_slots;            /* < 0: not reported in capacity */
+  char *gpu_resource;           /* extended resource name; NULL = nvidia.com/gpu */
 } altar_k8s_pool_t;
 
 /* Called after the base manifest is built (the contract's build_manifest
  * override): add tolerations, sidecars, volumes… to `manifest` in place.
  * 0 or a negative ALTAR_E… code. */
-typedef int (*altar_k8s_extend_fn)(void *ctx, const altar_spec_t *spec, json_t *manifest,
-                                   altar_error_t *err);
-typedef double (*altar_k8s_clock_fn)(void *ctx);          /* monotonic seconds */
+typedef int (*altar_k8s_extend_fn)(void *ctx, const altar_spec_t *spec, json_t *manifest, altar_error_t *err);
+typedef double (*altar_k8s_clock_fn)(void *ctx); /* monotonic seconds */
 typedef void (*altar_k8s_sleep_fn)(void *ctx, double seconds);
 
 /* Backend parameters. Strings are borrowed for the call to altar__k8s_new,
@@ -421,11 +413,11 @@ typedef struct altar_k8s_config {
    * re-hashing), and collect_outputs copies outputs back. When NULL both
    * do nothing: inputs must already be on the volume. */
   const char *staging_root;
-  bool trust_verification_records;   /* altar__k8s_config_init sets true */
+  bool trust_verification_records;     /* altar__k8s_config_init sets true */
   altar_k8s_extend_fn extend_manifest; /* optional */
   void *extend_ctx;
   /* Conflict settling in submit; tests inject a fake clock and sleep. */
-  double settle_timeout_s; /* altar__k8s_config_init: 60 */
+  double settle_timeout_s;  /* altar__k8s_config_init: 60 */
   altar_k8s_clock_fn clock; /* NULL: CLOCK_MONOTONIC */
   altar_k8s_sleep_fn sleep; /* NULL: nanosleep */
   void *clock_ctx;
@@ -478,12 +470,10 @@ bool altar__k8s_label_value_ok(const char *s);
  * avoid_hosts anti-affinity, security context), then extend_manifest.
  * No init container and no digest yet (submit adds them). *pmanifest is a
  * new reference the caller json_decref's. */
-int altar__k8s_build_manifest(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest,
-                             altar_error_t *err);
+int altar__k8s_build_manifest(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest, altar_error_t *err);
 /* Adds the verify-inputs init container for spec's digest-bearing inputs
  * (none → no container), mounting every volume the pod's containers mount. */
-int altar__k8s_add_verify_container(altar_k8s_t *k, const altar_spec_t *spec, json_t *manifest,
-                                   altar_error_t *err);
+int altar__k8s_add_verify_container(altar_k8s_t *k, const altar_spec_t *spec, json_t *manifest, altar_error_t *err);
 /* "sha256:<hex>" of the canonical JSON (sorted keys, compact) of manifest
  * with the digest annotation left out. */
 int altar__k8s_manifest_digest(const json_t *manifest, char out[72], altar_error_t *err);
@@ -522,8 +512,7 @@ int altar__k8s_wait_change(altar_k8s_t *k, int timeout_ms);
  * Without one: one list call for all handles; a Job absent from it is container_missing.
  * pst: n zeroed statuses the caller allocated and clears; on an error none
  * is left filled. */
-int altar__k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *pst,
-                   altar_error_t *err);
+int altar__k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err);
 /* Free slots per pool: the pool's bound less its active Jobs. A pool's
  * bound is the smaller of its max_slots and what its nodes can take — the
  * sum, over the schedulable nodes matching its node selector, of the
@@ -559,6 +548,5 @@ int altar__k8s_collect_outputs(altar_k8s_t *k, const altar_transfer_t *outputs, 
 /* An ExecutionBackend around k (e.g. one built over a fake runtime); takes
  * ownership of k, also when it returns NULL. Free with altar_backend_close. */
 altar_backend_t *altar__k8s_backend_wrap(altar_k8s_t *k);
-
 
 #endif

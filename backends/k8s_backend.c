@@ -54,8 +54,7 @@ static bool dns_label_ok(const char *s) {
   if (n == 0 || n > 63) return false;
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c == '-' && i > 0 && i + 1 < n)))
-      return false;
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c == '-' && i > 0 && i + 1 < n))) return false;
   }
   return true;
 }
@@ -90,18 +89,15 @@ altar_k8s_t *altar__k8s_new(const altar_k8s_config_t *cfg, altar_k8s_runtime_t *
   size_t mlen = strlen(k->mount_root);
   while (mlen > 1 && k->mount_root[mlen - 1] == '/') k->mount_root[--mlen] = '\0';
   if (k->mount_root[0] != '/' || strstr(k->mount_root, "/../") || strstr(k->mount_root, "/./")) {
-    altar_error_set(err, ALTAR_EINVAL, "mount_root: must be an absolute, normalized path (got '%s')",
-                    k->mount_root);
+    altar_error_set(err, ALTAR_EINVAL, "mount_root: must be an absolute, normalized path (got '%s')", k->mount_root);
     goto fail;
   }
   if (!dns_label_ok(k->ns)) {
     altar_error_set(err, ALTAR_EINVAL, "namespace: '%s' is not a DNS-1123 label", k->ns);
     goto fail;
   }
-  if (strcmp(k->pull_policy, "IfNotPresent") && strcmp(k->pull_policy, "Always") &&
-      strcmp(k->pull_policy, "Never")) {
-    altar_error_set(err, ALTAR_EINVAL, "image_pull_policy: '%s' is not Always, IfNotPresent or Never",
-                    k->pull_policy);
+  if (strcmp(k->pull_policy, "IfNotPresent") && strcmp(k->pull_policy, "Always") && strcmp(k->pull_policy, "Never")) {
+    altar_error_set(err, ALTAR_EINVAL, "image_pull_policy: '%s' is not Always, IfNotPresent or Never", k->pull_policy);
     goto fail;
   }
   if (cfg->backoff_limit < 0) {
@@ -169,9 +165,7 @@ const altar_k8s_pool_t *altar__k8s_pool(const altar_k8s_t *k, const char *name) 
   return NULL;
 }
 
-const char *altar__k8s_pool_name(const altar_resources_t *r) {
-  return r->gpu ? r->gpu : ALTAR_POOL_CPU;
-}
+const char *altar__k8s_pool_name(const altar_resources_t *r) { return r->gpu ? r->gpu : ALTAR_POOL_CPU; }
 
 double altar__k8s_now(const altar_k8s_t *k) {
   if (k->clock) return k->clock(k->clock_ctx);
@@ -187,8 +181,7 @@ void altar__k8s_sleep(const altar_k8s_t *k, double seconds) {
   }
   if (seconds <= 0) return;
   struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 /* ---- as an ExecutionBackend ---- */
@@ -245,8 +238,7 @@ static int kb_submit_start(altar_backend_t *be, const altar_spec_t *spec, altar_
 static int kb_wait_change(altar_backend_t *be, int timeout_ms) {
   return altar__k8s_wait_change(k8s_of(be), timeout_ms);
 }
-static int kb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
-                   altar_error_t *err) {
+static int kb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err) {
   return altar__k8s_poll(k8s_of(be), hs, n, pst, err);
 }
 static int kb_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {
@@ -403,8 +395,9 @@ static altar_k8s_t *kb_new(const altar_strmap_t *props, altar_error_t *err) {
     else if (!strcmp(key, "backoff_limit")) rc = parse_i64(key, v, 0, &cfg.backoff_limit, err);
     else if (!strcmp(key, "run_as_user") || !strcmp(key, "run_as_group") || !strcmp(key, "fs_group")) {
       rc = parse_i64(key, v, 0, &iv, err);
-      altar_opt_i64_t *dst = !strcmp(key, "run_as_user") ? &cfg.run_as_user
-                             : !strcmp(key, "run_as_group") ? &cfg.run_as_group : &cfg.fs_group;
+      altar_opt_i64_t *dst = !strcmp(key, "run_as_user")    ? &cfg.run_as_user
+                             : !strcmp(key, "run_as_group") ? &cfg.run_as_group
+                                                            : &cfg.fs_group;
       *dst = (altar_opt_i64_t){true, iv};
     } else if (!strcmp(key, "trust_verification_records"))
       rc = parse_bool(key, v, &cfg.trust_verification_records, err);
@@ -416,7 +409,8 @@ static altar_k8s_t *kb_new(const altar_strmap_t *props, altar_error_t *err) {
     else if (!strcmp(key, "submit_window")) {
       rc = parse_i64(key, v, 1, &iv, err);
       if (!rc && iv > ALTAR_K8S_MAX_SUBMIT_WINDOW) {
-        altar_error_set(err, ALTAR_ECONFIG, "submit_window: want 1..%d creates in flight (got %s)", ALTAR_K8S_MAX_SUBMIT_WINDOW, v);
+        altar_error_set(err, ALTAR_ECONFIG, "submit_window: want 1..%d creates in flight (got %s)",
+                        ALTAR_K8S_MAX_SUBMIT_WINDOW, v);
         rc = ALTAR_EINVAL;
       }
       cfg.submit_window = (int)iv;
@@ -424,8 +418,7 @@ static altar_k8s_t *kb_new(const altar_strmap_t *props, altar_error_t *err) {
     else if (!strcmp(key, "pod_wait_interval_ms")) rc = parse_i64(key, v, 0, &cfg.pod_wait_interval_ms, err);
     else if (!strcmp(key, "pool_node_selectors") || !strcmp(key, "max_slots") || !strcmp(key, "gpu_resources"))
       rc = parse_pool_map(key, v, &pools, &n_pools, err);
-    else
-      rc = altar_plugin_keys_refuse(kb_keys, NULL, "backend", "kubernetes", key, err);
+    else rc = altar_plugin_keys_refuse(kb_keys, NULL, "backend", "kubernetes", key, err);
   }
   altar_k8s_t *k = NULL;
   if (!rc) {
@@ -436,10 +429,8 @@ static altar_k8s_t *kb_new(const altar_strmap_t *props, altar_error_t *err) {
                    (!strcmp(in_cluster, "auto") && !kubeconfig && getenv("KUBERNETES_SERVICE_HOST"));
     if (strcmp(in_cluster, "true") && strcmp(in_cluster, "false") && strcmp(in_cluster, "auto"))
       rc = altar_error_set(&e, ALTAR_EINVAL, "in_cluster: want auto, true or false (got '%s')", in_cluster);
-    else if (cluster)
-      rc = altar__k8s_in_cluster_load(NULL, &http, &e);
-    else
-      rc = altar__k8s_kubeconfig_load(kubeconfig, context, &http, &e);
+    else if (cluster) rc = altar__k8s_in_cluster_load(NULL, &http, &e);
+    else rc = altar__k8s_kubeconfig_load(kubeconfig, context, &http, &e);
     if (req_timeout > 0) http.timeout_ms = (long)req_timeout;
     if (retries >= 0) http.max_retries = (int)(retries > 100 ? 100 : retries);
     altar_k8s_runtime_t *rt = rc ? NULL : altar__k8s_http_runtime_new(&http, &e);

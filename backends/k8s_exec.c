@@ -28,8 +28,7 @@ static int parse_time(const char *s, double *pt) {
   const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
   if (!p) return -1;
   if (*p == '.')
-    for (p++; *p >= '0' && *p <= '9'; p++) {
-    }
+    for (p++; *p >= '0' && *p <= '9'; p++) {}
   long off = 0;
   if (*p == '+' || *p == '-') {
     int hh = 0, mm = 0;
@@ -115,14 +114,13 @@ static int run_plugin(const altar_k8s_http_config_t *cfg, char **pout, size_t *p
   close(fds[0]);
   if (timed_out || too_big) kill(pid, SIGKILL);
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
   int rc = ALTAR_OK;
   if (!buf) rc = altar_error_set(err, ALTAR_ENOMEM, "exec credential %s: out of memory", prog);
-  else if (timed_out) rc = altar_error_set(err, ALTAR_ETIMEOUT, "exec credential %s: no answer within %d s", prog,
-                                          RUN_TIMEOUT_MS / 1000);
-  else if (too_big) rc = altar_error_set(err, ALTAR_ETOOBIG, "exec credential %s: output larger than %u bytes",
-                                         prog, MAX_OUTPUT);
+  else if (timed_out)
+    rc = altar_error_set(err, ALTAR_ETIMEOUT, "exec credential %s: no answer within %d s", prog, RUN_TIMEOUT_MS / 1000);
+  else if (too_big)
+    rc = altar_error_set(err, ALTAR_ETOOBIG, "exec credential %s: output larger than %u bytes", prog, MAX_OUTPUT);
   else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
     rc = altar_error_set(err, ALTAR_ECONFIG, "exec credential %s: exited with %s %d", prog,
                          WIFEXITED(st) ? "code" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));

@@ -18,15 +18,15 @@ typedef struct altar__k8s_multi altar__k8s_multi_t;
 
 typedef struct altar__k8s_http {
   altar_k8s_http_config_t cfg;
-  CURL *curl;          /* the one-at-a-time handle, under mu */
+  CURL *curl; /* the one-at-a-time handle, under mu */
   pthread_mutex_t mu;
-  pthread_mutex_t cred_mu; /* the token and exec credential, read by every thread */
+  pthread_mutex_t cred_mu;   /* the token and exec credential, read by every thread */
   altar__k8s_multi_t *multi; /* creates in flight; made on first use */
 } altar__k8s_http_t;
 
 typedef struct altar__k8s_resp {
   altar_buf_t body;
-  size_t max;         /* 0: ALTAR_K8S_MAX_RESPONSE */
+  size_t max; /* 0: ALTAR_K8S_MAX_RESPONSE */
   bool too_big;
   long retry_after_s; /* -1 when absent */
 } altar__k8s_resp_t;
@@ -38,8 +38,7 @@ size_t altar__k8s_http_on_header(char *p, size_t size, size_t n, void *ud);
 /* The request headers: Accept, Content-Type when with_body, and the bearer
  * token when there is one (read under cred_mu). NULL with err filled when
  * the credential cannot be had. Caller frees with curl_slist_free_all. */
-struct curl_slist *altar__k8s_http_headers(altar__k8s_http_t *rt, bool with_body, bool *pfailed,
-                                           altar_error_t *err);
+struct curl_slist *altar__k8s_http_headers(altar__k8s_http_t *rt, bool with_body, bool *pfailed, altar_error_t *err);
 /* TLS, client certificate, timeouts and protocol limits on c (not the URL,
  * method or callbacks). timeout_ms 0: no whole-transfer timeout (a watch). */
 void altar__k8s_http_tls(altar__k8s_http_t *rt, CURL *c, long timeout_ms);

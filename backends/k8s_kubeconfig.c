@@ -124,10 +124,8 @@ static yaml_node_t *named(kc_t *k, const char *section, const char *inner, const
 /* A file a kubeconfig names, relative to the kubeconfig's own directory. */
 static char *read_ref(kc_t *k, const char *file, size_t *plen, const char *field) {
   char path[8192];
-  if (file[0] == '/')
-    snprintf(path, sizeof path, "%s", file);
-  else
-    snprintf(path, sizeof path, "%s/%s", k->dir, file);
+  if (file[0] == '/') snprintf(path, sizeof path, "%s", file);
+  else snprintf(path, sizeof path, "%s/%s", k->dir, file);
   return read_small(path, MAX_PEM, plen, field, k->err);
 }
 
@@ -163,8 +161,7 @@ static int set_str(char **dst, const char *s) {
 static int kc_exec(kc_t *k, yaml_node_t *exec, const char *where, altar_k8s_http_config_t *cfg) {
   altar_error_t *err = k->err;
   const char *command = map_str(k, exec, "command");
-  if (!command || !*command)
-    return altar_error_set(err, ALTAR_ECONFIG, "%s: %s.exec.command: missing", k->path, where);
+  if (!command || !*command) return altar_error_set(err, ALTAR_ECONFIG, "%s: %s.exec.command: missing", k->path, where);
   const char *api = map_str(k, exec, "apiVersion");
   if (!api || (strcmp(api, "client.authentication.k8s.io/v1") && strcmp(api, "client.authentication.k8s.io/v1beta1")))
     return altar_error_set(err, ALTAR_ECONFIG,
@@ -172,9 +169,11 @@ static int kc_exec(kc_t *k, yaml_node_t *exec, const char *where, altar_k8s_http
                            k->path, where, api ? api : "");
   yaml_node_t *args = map_get(k, exec, "args"), *env = map_get(k, exec, "env");
   size_t nargs = args && args->type == YAML_SEQUENCE_NODE
-                     ? (size_t)(args->data.sequence.items.top - args->data.sequence.items.start) : 0;
+                     ? (size_t)(args->data.sequence.items.top - args->data.sequence.items.start)
+                     : 0;
   size_t nenv = env && env->type == YAML_SEQUENCE_NODE
-                    ? (size_t)(env->data.sequence.items.top - env->data.sequence.items.start) : 0;
+                    ? (size_t)(env->data.sequence.items.top - env->data.sequence.items.start)
+                    : 0;
   if (nargs > MAX_EXEC_ARGS || nenv > MAX_EXEC_ARGS)
     return altar_error_set(err, ALTAR_ECONFIG, "%s: %s.exec: more than %d args or env entries", k->path, where,
                            MAX_EXEC_ARGS);
@@ -251,24 +250,21 @@ static int kc_apply(kc_t *k, const char *context, altar_k8s_http_config_t *cfg) 
   const char *tf = map_str(k, user, "tokenFile");
   if (tf) {
     char path[8192];
-    if (tf[0] == '/')
-      snprintf(path, sizeof path, "%s", tf);
-    else
-      snprintf(path, sizeof path, "%s/%s", k->dir, tf);
+    if (tf[0] == '/') snprintf(path, sizeof path, "%s", tf);
+    else snprintf(path, sizeof path, "%s/%s", k->dir, tf);
     if (set_str(&cfg->token_file, path)) return altar_error_set(err, ALTAR_ENOMEM, "kubeconfig: out of memory");
   }
   rc = pem_field(k, user, "client-certificate", where, &cfg->client_cert_pem, &cfg->client_cert_len);
   if (!rc) rc = pem_field(k, user, "client-key", where, &cfg->client_key_pem, &cfg->client_key_len);
   if (!rc && (cfg->client_cert_pem == NULL) != (cfg->client_key_pem == NULL))
-    rc = altar_error_set(err, ALTAR_ECONFIG, "%s: %s: client-certificate and client-key go together", k->path,
-                         where);
+    rc = altar_error_set(err, ALTAR_ECONFIG, "%s: %s: client-certificate and client-key go together", k->path, where);
   if (!rc && map_str(k, user, "username"))
     rc = altar_error_set(err, ALTAR_ENOTSUP, "%s: %s.username: basic auth is not supported", k->path, where);
   return rc;
 }
 
 int altar__k8s_kubeconfig_load(const char *path, const char *context, altar_k8s_http_config_t *cfg,
-                              altar_error_t *err) {
+                               altar_error_t *err) {
   char chosen[4096];
   if (!path) {
     const char *env = getenv("KUBECONFIG");

@@ -14,9 +14,7 @@
 /* Room kept for "-" + 8 hex characters of the original's hash. */
 #define LABEL_HASH_HEX 8
 
-static bool is_alnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
+static bool is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
 static bool label_char_ok(char c) { return is_alnum(c) || c == '-' || c == '_' || c == '.'; }
 
 static bool label_ok(const char *s, bool allow_empty) {
@@ -36,18 +34,15 @@ static char *label_fix(const char *s, bool allow_empty) {
   if (altar_sha256_bytes(s, strlen(s), hex, NULL)) return NULL;
   char body[LABEL_MAX + 1];
   size_t n = 0;
-  for (const char *p = s; *p && n < LABEL_MAX - LABEL_HASH_HEX - 1; p++)
-    body[n++] = label_char_ok(*p) ? *p : '-';
+  for (const char *p = s; *p && n < LABEL_MAX - LABEL_HASH_HEX - 1; p++) body[n++] = label_char_ok(*p) ? *p : '-';
   body[n] = '\0';
   size_t start = 0;
   while (start < n && !is_alnum(body[start])) start++;
   while (n > start && !is_alnum(body[n - 1])) n--;
   body[n] = '\0';
   char out[LABEL_MAX + 1];
-  if (n > start)
-    snprintf(out, sizeof out, "%s-%.*s", body + start, LABEL_HASH_HEX, hex + strlen(ALTAR_DIGEST_PREFIX));
-  else
-    snprintf(out, sizeof out, "%.*s", LABEL_HASH_HEX, hex + strlen(ALTAR_DIGEST_PREFIX));
+  if (n > start) snprintf(out, sizeof out, "%s-%.*s", body + start, LABEL_HASH_HEX, hex + strlen(ALTAR_DIGEST_PREFIX));
+  else snprintf(out, sizeof out, "%.*s", LABEL_HASH_HEX, hex + strlen(ALTAR_DIGEST_PREFIX));
   return strdup(out);
 }
 
@@ -132,16 +127,14 @@ static int label_set(mb_t *b, json_t *labels, const char *key, const char *val, 
   return ALTAR_OK;
 }
 
-static int resources_json(altar_k8s_t *k, mb_t *b, const altar_spec_t *spec, json_t *container,
-                          altar_error_t *err) {
+static int resources_json(altar_k8s_t *k, mb_t *b, const altar_spec_t *spec, json_t *container, altar_error_t *err) {
   const altar_resources_t *r = &spec->resources;
   json_t *res = obj_at(b, container, "resources");
   json_t *limits = obj_at(b, res, "limits");
   if (r->gpu) {
     const altar_k8s_pool_t *pool = altar__k8s_pool(k, r->gpu);
     if (!pool && k->n_pools)
-      return altar_error_set(err, ALTAR_EINVAL, "resources.gpu: pool '%s' is not configured for this backend",
-                             r->gpu);
+      return altar_error_set(err, ALTAR_EINVAL, "resources.gpu: pool '%s' is not configured for this backend", r->gpu);
     if (r->count < 1) return altar_error_set(err, ALTAR_EINVAL, "resources.count: must be >= 1");
     char count[32];
     snprintf(count, sizeof count, "%lld", (long long)r->count);
@@ -158,8 +151,7 @@ static int resources_json(altar_k8s_t *k, mb_t *b, const altar_spec_t *spec, jso
   return ALTAR_OK;
 }
 
-int altar__k8s_build_manifest(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest,
-                             altar_error_t *err) {
+int altar__k8s_build_manifest(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanifest, altar_error_t *err) {
   *pmanifest = NULL;
   char name[ALTAR_JOB_NAME_MAX + 1], key[ALTAR_TASK_KEY_LEN + 1];
   int rc = altar_spec_job_name(spec, name, err);
@@ -254,10 +246,8 @@ int altar__k8s_build_manifest(altar_k8s_t *k, const altar_spec_t *spec, json_t *
   if (!vols || !vol) b.oom = true;
   if (vol) {
     set(&b, vol, "name", json_string(ALTAR_K8S_VOLUME_NAME));
-    if (k->pvc_name)
-      set(&b, obj_at(&b, vol, "persistentVolumeClaim"), "claimName", json_string(k->pvc_name));
-    else
-      set(&b, vol, "emptyDir", json_object());
+    if (k->pvc_name) set(&b, obj_at(&b, vol, "persistentVolumeClaim"), "claimName", json_string(k->pvc_name));
+    else set(&b, vol, "emptyDir", json_object());
   }
   if (vols) push(&b, vols, vol);
   set(&b, pod, "volumes", vols);
@@ -298,8 +288,7 @@ static json_t *all_mounts(mb_t *b, json_t *pod) {
   return out;
 }
 
-int altar__k8s_add_verify_container(altar_k8s_t *k, const altar_spec_t *spec, json_t *manifest,
-                                   altar_error_t *err) {
+int altar__k8s_add_verify_container(altar_k8s_t *k, const altar_spec_t *spec, json_t *manifest, altar_error_t *err) {
   size_t n = 0;
   for (size_t i = 0; i < spec->n_inputs; i++)
     if (spec->inputs[i].digest) n++;

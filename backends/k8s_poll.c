@@ -65,8 +65,7 @@ static void forget_wait(altar_k8s_t *k, const char *name) {
  * deadline or the bare "job_failed" it ended with. f is consumed. */
 static altar_failure_t *with_remembered_wait(altar_k8s_t *k, const char *name, altar_failure_t *f) {
   const char *code = altar_strmap_get(&k->wait_reason, name);
-  if (!code || !f || (strcmp(f->reason, ALTAR_REASON_TIMEOUT) && strcmp(f->reason, ALTAR_REASON_JOB_FAILED)))
-    return f;
+  if (!code || !f || (strcmp(f->reason, ALTAR_REASON_TIMEOUT) && strcmp(f->reason, ALTAR_REASON_JOB_FAILED))) return f;
   char detail[1024];
   snprintf(detail, sizeof detail, "%s (job: %s)", altar_strmap_get(&k->wait_detail, name),
            f->detail ? f->detail : f->reason);
@@ -122,8 +121,8 @@ static int outcome_of(altar_k8s_t *k, const altar_handle_t *h, altar_status_t *s
 
 /* Answers from the watch's map: one lookup per handle; a name the map has
  * never seen costs one GET. */
-static int poll_watched(altar_k8s_t *k, altar_k8s_watch_t *w, const altar_handle_t *hs, size_t n,
-                        altar_status_t *st, size_t *pdone, altar_error_t *err) {
+static int poll_watched(altar_k8s_t *k, altar_k8s_watch_t *w, const altar_handle_t *hs, size_t n, altar_status_t *st,
+                        size_t *pdone, altar_error_t *err) {
   const char **names = calloc(n, sizeof *names);
   altar_k8s_watch_view_t *views = calloc(n, sizeof *views);
   int rc = names && views ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "poll: out of memory");
@@ -189,14 +188,13 @@ static int poll_listed(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar
   return rc;
 }
 
-int altar__k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *st,
-                   altar_error_t *err) {
+int altar__k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *st, altar_error_t *err) {
   if (!n) return ALTAR_OK;
   altar__k8s_submit_drive(k, 0);
   altar_k8s_watch_t *w = altar__k8s_watch_get(k);
   size_t done = 0;
   int rc = w && altar__k8s_watch_synced(w) ? poll_watched(k, w, hs, n, st, &done, err)
-                                          : poll_listed(k, hs, n, st, &done, err);
+                                           : poll_listed(k, hs, n, st, &done, err);
   if (rc)
     for (size_t i = 0; i < done; i++) altar_status_clear(&st[i]);
   return rc;
@@ -293,7 +291,8 @@ int altar__k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *er
       free(want);
       free_slots = free_slots > active ? free_slots - active : 0;
     }
-    if (altar_capacity_set(cap, p->name, free_slots)) rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
+    if (altar_capacity_set(cap, p->name, free_slots))
+      rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
   }
   /* CPU-only tasks run on any cluster: the CPU pool is served even when the
    * configuration names only GPU pools. */

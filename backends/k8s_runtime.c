@@ -76,8 +76,8 @@ void altar__k8s_runtime_free(altar_k8s_runtime_t *rt) {
   free(rt);
 }
 
-int altar__k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns,
-                                 char **pname, char **puid, altar_error_t *err) {
+int altar__k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns, char **pname,
+                                  char **puid, altar_error_t *err) {
   *pname = NULL;
   char *uid = NULL;
   int rc = rt->ops->create_job(rt->impl, manifest, ns, pname, &uid, err);
@@ -87,7 +87,7 @@ int altar__k8s_runtime_create_job(altar_k8s_runtime_t *rt, const json_t *manifes
 }
 
 int altar__k8s_runtime_list_jobs(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
-                                altar_k8s_job_info_t **pjobs, size_t *pn, altar_error_t *err) {
+                                 altar_k8s_job_info_t **pjobs, size_t *pn, altar_error_t *err) {
   *pjobs = NULL;
   *pn = 0;
   return rt->ops->list_jobs(rt->impl, ns, label_selector, pjobs, pn, err);
@@ -95,8 +95,8 @@ int altar__k8s_runtime_list_jobs(altar_k8s_runtime_t *rt, const char *ns, const 
 
 /* Default read_job: the Job as list_jobs reports it, so a runtime with only
  * the required calls still supports submit's conflict handling. */
-int altar__k8s_runtime_read_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
-                               altar_k8s_job_info_t **pjob, altar_error_t *err) {
+int altar__k8s_runtime_read_job(altar_k8s_runtime_t *rt, const char *name, const char *ns, altar_k8s_job_info_t **pjob,
+                                altar_error_t *err) {
   *pjob = NULL;
   if (rt->ops->read_job) return rt->ops->read_job(rt->impl, name, ns, pjob, err);
   altar_k8s_job_info_t *jobs = NULL;
@@ -118,14 +118,14 @@ int altar__k8s_runtime_read_job(altar_k8s_runtime_t *rt, const char *name, const
   return rc;
 }
 
-int altar__k8s_runtime_delete_job(altar_k8s_runtime_t *rt, const char *name, const char *ns,
-                                 const char *uid, altar_error_t *err) {
+int altar__k8s_runtime_delete_job(altar_k8s_runtime_t *rt, const char *name, const char *ns, const char *uid,
+                                  altar_error_t *err) {
   return rt->ops->delete_job(rt->impl, name, ns, uid, err);
 }
 
 /* Default diagnose: every failure is taken as deterministic, without a message. */
-int altar__k8s_runtime_diagnose(altar_k8s_runtime_t *rt, const char *name, const char *ns,
-                               bool *pdeterministic, char **pmessage, altar_error_t *err) {
+int altar__k8s_runtime_diagnose(altar_k8s_runtime_t *rt, const char *name, const char *ns, bool *pdeterministic,
+                                char **pmessage, altar_error_t *err) {
   *pdeterministic = true;
   *pmessage = NULL;
   if (rt->ops->diagnose) return rt->ops->diagnose(rt->impl, name, ns, pdeterministic, pmessage, err);
@@ -133,8 +133,8 @@ int altar__k8s_runtime_diagnose(altar_k8s_runtime_t *rt, const char *name, const
 }
 
 /* Default describe_failure: diagnose's coarse answer under reason job_failed. */
-int altar__k8s_runtime_describe_failure(altar_k8s_runtime_t *rt, const char *name, const char *ns,
-                                       altar_failure_t **pf, altar_error_t *err) {
+int altar__k8s_runtime_describe_failure(altar_k8s_runtime_t *rt, const char *name, const char *ns, altar_failure_t **pf,
+                                        altar_error_t *err) {
   *pf = NULL;
   if (rt->ops->describe_failure) return rt->ops->describe_failure(rt->impl, name, ns, pf, err);
   bool det = true;
@@ -159,7 +159,7 @@ void altar__k8s_pod_waits_free(altar_k8s_pod_wait_t *waits, size_t n) {
 }
 
 int altar__k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, const char *label_selector,
-                                     altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err) {
+                                      altar_k8s_pod_wait_t **pwaits, size_t *pn, altar_error_t *err) {
   *pwaits = NULL;
   *pn = 0;
   if (!rt->ops->list_pod_waits) return ALTAR_OK;
@@ -167,38 +167,37 @@ int altar__k8s_runtime_list_pod_waits(altar_k8s_runtime_t *rt, const char *ns, c
 }
 
 int altar__k8s_runtime_create_start(altar_k8s_runtime_t *rt, const json_t *manifest, const char *ns, uint64_t id,
-                                   altar_error_t *err) {
+                                    altar_error_t *err) {
   if (!rt->ops->create_start || !rt->ops->create_reap)
     return altar_error_set(err, ALTAR_ENOTSUP, "the %s runtime keeps no creates in flight", rt->ops->name);
   return rt->ops->create_start(rt->impl, manifest, ns, id, err);
 }
 
 int altar__k8s_runtime_create_reap(altar_k8s_runtime_t *rt, int timeout_ms, altar_k8s_create_done_t *pdone,
-                                  size_t max) {
+                                   size_t max) {
   if (!rt->ops->create_reap) return 0;
   return rt->ops->create_reap(rt->impl, timeout_ms, pdone, max);
 }
 
-int altar__k8s_runtime_watch_open(altar_k8s_runtime_t *rt, const char *ns, const char *selector,
-                                 altar_k8s_watch_t **pw, altar_error_t *err) {
+int altar__k8s_runtime_watch_open(altar_k8s_runtime_t *rt, const char *ns, const char *selector, altar_k8s_watch_t **pw,
+                                  altar_error_t *err) {
   *pw = NULL;
   if (!rt->ops->watch_open) return altar_error_set(err, ALTAR_ENOTSUP, "the %s runtime cannot watch", rt->ops->name);
   return rt->ops->watch_open(rt->impl, ns, selector, pw, err);
 }
 
 int altar__k8s_runtime_list_nodes(altar_k8s_runtime_t *rt, altar_k8s_node_info_t **pnodes, size_t *pn,
-                                 altar_error_t *err) {
+                                  altar_error_t *err) {
   *pnodes = NULL;
   *pn = 0;
-  if (!rt->ops->list_nodes) return altar_error_set(err, ALTAR_ENOTSUP, "the %s runtime cannot list nodes", rt->ops->name);
+  if (!rt->ops->list_nodes)
+    return altar_error_set(err, ALTAR_ENOTSUP, "the %s runtime cannot list nodes", rt->ops->name);
   return rt->ops->list_nodes(rt->impl, pnodes, pn, err);
 }
 
 /* ---- reading API objects ---- */
 
-static const char *jstr(const json_t *obj, const char *key) {
-  return json_string_value(json_object_get(obj, key));
-}
+static const char *jstr(const json_t *obj, const char *key) { return json_string_value(json_object_get(obj, key)); }
 
 static int read_strmap(const json_t *obj, altar_strmap_t *m) {
   const char *key;
@@ -211,8 +210,7 @@ static int read_strmap(const json_t *obj, altar_strmap_t *m) {
 
 /* True when the list of conditions has `type` with status "True"; *preason
  * gets its reason. */
-static bool has_condition(const json_t *conds, const char *type, const char **preason,
-                          const char **pmessage) {
+static bool has_condition(const json_t *conds, const char *type, const char **preason, const char **pmessage) {
   size_t i;
   json_t *c;
   json_array_foreach(conds, i, c) {
@@ -284,8 +282,12 @@ static altar_failure_t *failure_msg(const char *reason, const char *what, const 
 }
 
 /* Waiting reasons that mean the image could not be had. */
-static const char *const IMAGE_WAITS[] = {"ErrImagePull",        "ImagePullBackOff",  "InvalidImageName",
-                                          "ErrImageNeverPull",   "RegistryUnavailable", "ImageInspectError",
+static const char *const IMAGE_WAITS[] = {"ErrImagePull",
+                                          "ImagePullBackOff",
+                                          "InvalidImageName",
+                                          "ErrImageNeverPull",
+                                          "RegistryUnavailable",
+                                          "ImageInspectError",
                                           NULL};
 
 static const char *image_wait_in(const json_t *statuses, char *detail, size_t sz) {
@@ -326,8 +328,8 @@ const char *altar__k8s_pod_waiting(const json_t *pod, char *detail, size_t sz) {
 altar_failure_t *altar__k8s_explain_failure(const json_t *job, const json_t *pods) {
   const json_t *conds = json_object_get(json_object_get(job, "status"), "conditions");
   const char *reason = NULL, *message = NULL;
-  bool failed = has_condition(conds, "Failed", &reason, &message) ||
-                has_condition(conds, "FailureTarget", &reason, &message);
+  bool failed =
+      has_condition(conds, "Failed", &reason, &message) || has_condition(conds, "FailureTarget", &reason, &message);
   /* A pod that never started says more than the deadline that ended it. */
   size_t wi;
   json_t *wpod;
@@ -356,16 +358,14 @@ altar_failure_t *altar__k8s_explain_failure(const json_t *job, const json_t *pod
     const json_t *st = json_object_get(pod, "status");
     const json_t *t = terminated_of(json_object_get(st, "initContainerStatuses"), ALTAR_K8S_VERIFY_CONTAINER);
     if (t && json_integer_value(json_object_get(t, "exitCode")) != 0)
-      return failure_msg(ALTAR_REASON_INPUT_DIGEST_MISMATCH,
-                         "init container " ALTAR_K8S_VERIFY_CONTAINER " failed",
+      return failure_msg(ALTAR_REASON_INPUT_DIGEST_MISMATCH, "init container " ALTAR_K8S_VERIFY_CONTAINER " failed",
                          jstr(t, "message") ? jstr(t, "message") : jstr(t, "reason"));
   }
   json_array_foreach(items, i, pod) {
     const json_t *st = json_object_get(pod, "status");
     const char *preason = jstr(st, "reason");
-    if (preason && (!strcmp(preason, "Evicted") || !strcmp(preason, "Preempting") ||
-                    !strcmp(preason, "Preempted") || !strcmp(preason, "Shutdown") ||
-                    !strcmp(preason, "NodeLost") || !strcmp(preason, "Terminated")))
+    if (preason && (!strcmp(preason, "Evicted") || !strcmp(preason, "Preempting") || !strcmp(preason, "Preempted") ||
+                    !strcmp(preason, "Shutdown") || !strcmp(preason, "NodeLost") || !strcmp(preason, "Terminated")))
       return failure_msg(ALTAR_REASON_JOB_FAILED, preason, jstr(st, "message"));
     if (has_condition(json_object_get(st, "conditions"), "DisruptionTarget", &reason, &message))
       return failure_msg(ALTAR_REASON_JOB_FAILED, reason ? reason : "DisruptionTarget", message);
@@ -385,14 +385,13 @@ altar_failure_t *altar__k8s_explain_failure(const json_t *job, const json_t *pod
       char base[64];
       snprintf(base, sizeof base, "container exited with code %lld", (long long)json_integer_value(code));
       const char *msg = jstr(t, "message");
-      char *detail = altar_detail_with_output(base, msg, msg ? strlen(msg) : 0, NULL, 0,
-                                              (const char *const *)environ, ALTAR_BOUND_DETAIL);
+      char *detail = altar_detail_with_output(base, msg, msg ? strlen(msg) : 0, NULL, 0, (const char *const *)environ,
+                                              ALTAR_BOUND_DETAIL);
       altar_failure_t *f = altar_failure_for_exit(json_integer_value(code), detail ? detail : base);
       free(detail);
       return f;
     }
   }
   /* Failed without a pod to explain it: the platform's own words, transient. */
-  return failure_msg(ALTAR_REASON_JOB_FAILED, reason ? reason : "Failed",
-                     message ? message : "no pod detail");
+  return failure_msg(ALTAR_REASON_JOB_FAILED, reason ? reason : "Failed", message ? message : "no pod detail");
 }

@@ -49,8 +49,7 @@ size_t altar__k8s_http_on_header(char *p, size_t size, size_t n, void *ud) {
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 /* The bearer token: the token file's current content when set (service
@@ -145,8 +144,8 @@ static bool idempotent(const char *method) { return !strcmp(method, "GET"); }
 /* One API call with retries. *pstatus gets the final HTTP status; r the
  * body. Transport failures after the retries are errors; HTTP statuses are
  * left to the caller except 429/5xx that outlast the retries. */
-static int request(http_rt_t *rt, const char *method, const char *path, const char *body, long *pstatus,
-                   resp_t *r, altar_error_t *err) {
+static int request(http_rt_t *rt, const char *method, const char *path, const char *body, long *pstatus, resp_t *r,
+                   altar_error_t *err) {
   char url[2048];
   if ((size_t)snprintf(url, sizeof url, "%s%s", rt->cfg.server, path) >= sizeof url)
     return altar_error_set(err, ALTAR_EINVAL, "kubernetes API: request path too long");
@@ -182,8 +181,8 @@ static int request(http_rt_t *rt, const char *method, const char *path, const ch
     bool last = attempt >= rt->cfg.max_retries;
     if (cc != CURLE_OK) {
       if (r->too_big) {
-        rc = altar_error_set(err, ALTAR_ETOOBIG, "kubernetes API %s %s: response larger than %u bytes", method,
-                             path, ALTAR_K8S_MAX_RESPONSE);
+        rc = altar_error_set(err, ALTAR_ETOOBIG, "kubernetes API %s %s: response larger than %u bytes", method, path,
+                             ALTAR_K8S_MAX_RESPONSE);
         break;
       }
       /* A request that never reached the server is safe to repeat; one that
@@ -223,20 +222,16 @@ int altar__k8s_http_status_error(long status, const resp_t *r, const char *what,
   const char *sep = msg[0] ? ": " : "";
   switch (status) {
   case 401:
-    return altar_error_set(err, ALTAR_EBACKEND,
-                           "%s: 401 Unauthorized (check the token or client certificate)%s%s", what, sep, msg);
+    return altar_error_set(err, ALTAR_EBACKEND, "%s: 401 Unauthorized (check the token or client certificate)%s%s",
+                           what, sep, msg);
   case 403:
-    return altar_error_set(err, ALTAR_EBACKEND,
-                           "%s: 403 Forbidden (the credentials lack permission; check RBAC)%s%s", what, sep, msg);
-  case 404:
-    return altar_error_set(err, ALTAR_ENOTFOUND, "%s: 404 Not Found%s%s", what, sep, msg);
-  case 409:
-    return altar_error_set(err, ALTAR_ESTATE, "%s: 409 Conflict%s%s", what, sep, msg);
+    return altar_error_set(err, ALTAR_EBACKEND, "%s: 403 Forbidden (the credentials lack permission; check RBAC)%s%s",
+                           what, sep, msg);
+  case 404: return altar_error_set(err, ALTAR_ENOTFOUND, "%s: 404 Not Found%s%s", what, sep, msg);
+  case 409: return altar_error_set(err, ALTAR_ESTATE, "%s: 409 Conflict%s%s", what, sep, msg);
   case 400:
-  case 422:
-    return altar_error_set(err, ALTAR_EINVAL, "%s: %ld rejected by the API server%s%s", what, status, sep, msg);
-  default:
-    return altar_error_set(err, ALTAR_EBACKEND, "%s: unexpected HTTP %ld%s%s", what, status, sep, msg);
+  case 422: return altar_error_set(err, ALTAR_EINVAL, "%s: %ld rejected by the API server%s%s", what, status, sep, msg);
+  default: return altar_error_set(err, ALTAR_EBACKEND, "%s: unexpected HTTP %ld%s%s", what, status, sep, msg);
   }
 }
 
@@ -261,8 +256,7 @@ static json_t *parse_body(const resp_t *r, const char *what, altar_error_t *err)
   return v;
 }
 
-static int h_create(void *impl, const json_t *manifest, const char *ns, char **pname, char **puid,
-                    altar_error_t *err) {
+static int h_create(void *impl, const json_t *manifest, const char *ns, char **pname, char **puid, altar_error_t *err) {
   http_rt_t *rt = impl;
   int rc = check_name("namespace", ns, err);
   if (rc) return rc;
@@ -316,9 +310,9 @@ int altar__k8s_http_list_paged(http_rt_t *rt, const char *collection, const char
       rc = altar_error_set(err, ALTAR_ENOMEM, "%s: out of memory", what);
       break;
     }
-    snprintf(path, plen, "%s?limit=%d%s%s%s%s%s%s", collection, rt->cfg.list_limit > 0 ? rt->cfg.list_limit : 500, esel ? "&labelSelector=" : "",
-             esel ? esel : "", efsel ? "&fieldSelector=" : "", efsel ? efsel : "", econt ? "&continue=" : "",
-             econt ? econt : "");
+    snprintf(path, plen, "%s?limit=%d%s%s%s%s%s%s", collection, rt->cfg.list_limit > 0 ? rt->cfg.list_limit : 500,
+             esel ? "&labelSelector=" : "", esel ? esel : "", efsel ? "&fieldSelector=" : "", efsel ? efsel : "",
+             econt ? "&continue=" : "", econt ? econt : "");
     curl_free(econt);
     long status = 0;
     rc = request(rt, "GET", path, NULL, &status, &r, err);
@@ -516,8 +510,8 @@ static int h_delete(void *impl, const char *name, const char *ns, const char *ui
   snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs/%s", ns, name);
   snprintf(what, sizeof what, "delete job %s in namespace %s", name, ns);
   /* Background propagation removes the Job's pods too. */
-  json_t *opts = json_pack("{s:s, s:s, s:s}", "apiVersion", "v1", "kind", "DeleteOptions", "propagationPolicy",
-                           "Background");
+  json_t *opts =
+      json_pack("{s:s, s:s, s:s}", "apiVersion", "v1", "kind", "DeleteOptions", "propagationPolicy", "Background");
   if (opts && uid) json_object_set_new(opts, "preconditions", json_pack("{s:s}", "uid", uid));
   char *body = opts ? json_dumps(opts, JSON_COMPACT) : NULL;
   json_decref(opts);
@@ -568,8 +562,7 @@ static int h_create_reap(void *impl, int timeout_ms, altar_k8s_create_done_t *pd
   return altar__k8s_multi_create_reap(impl, timeout_ms, pdone, max);
 }
 
-static int h_watch_open(void *impl, const char *ns, const char *selector, altar_k8s_watch_t **pw,
-                        altar_error_t *err) {
+static int h_watch_open(void *impl, const char *ns, const char *selector, altar_k8s_watch_t **pw, altar_error_t *err) {
   int rc = check_name("namespace", ns, err);
   return rc ? rc : altar__k8s_watch_open(impl, ns, selector, pw, err);
 }

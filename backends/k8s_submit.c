@@ -28,7 +28,8 @@ static int handle_for(const altar_spec_t *spec, const char *name, altar_handle_t
 static int name_digest(const json_t *manifest, const char **pname, const char **pdigest, altar_error_t *err) {
   const json_t *meta = json_object_get(manifest, "metadata");
   *pname = json_string_value(json_object_get(meta, "name"));
-  *pdigest = json_string_value(json_object_get(json_object_get(meta, "annotations"), ALTAR_K8S_MANIFEST_DIGEST_ANNOTATION));
+  *pdigest =
+      json_string_value(json_object_get(json_object_get(meta, "annotations"), ALTAR_K8S_MANIFEST_DIGEST_ANNOTATION));
   if (!*pname || !*pdigest)
     return altar_error_set(err, ALTAR_EINVAL, "manifest: metadata.name or the digest annotation was removed");
   return ALTAR_OK;
@@ -51,8 +52,8 @@ static int create_settled(altar_k8s_t *k, const json_t *manifest, const char *na
       double now = altar__k8s_now(k);
       if (now >= deadline) {
         rc = altar_error_set(err, ALTAR_EJOBEXISTS,
-                             "job %s in namespace %s: name conflict did not settle within %.0f s (%s)",
-                             name, k->ns, k->settle_timeout_s, last);
+                             "job %s in namespace %s: name conflict did not settle within %.0f s (%s)", name, k->ns,
+                             k->settle_timeout_s, last);
         break;
       }
       altar__k8s_sleep(k, delay < deadline - now ? delay : deadline - now);
@@ -111,8 +112,8 @@ static int create_settled(altar_k8s_t *k, const json_t *manifest, const char *na
 
 /* The altar.dev/pool label of a rendered manifest, or NULL. */
 static const char *pool_label(const json_t *manifest) {
-  return json_string_value(json_object_get(json_object_get(json_object_get(manifest, "metadata"), "labels"),
-                                           ALTAR_K8S_POOL_LABEL));
+  return json_string_value(
+      json_object_get(json_object_get(json_object_get(manifest, "metadata"), "labels"), ALTAR_K8S_POOL_LABEL));
 }
 
 /* Tells the watch about a Job this process made or adopted. */

@@ -185,8 +185,8 @@ static void on_done(altar__k8s_http_t *rt, altar__k8s_multi_t *m, xfer_t *x, CUR
       altar_error_set(&e, ALTAR_ETOOBIG, "%s: response larger than %u bytes", x->what, CREATE_RESPONSE_MAX);
       finish(m, i, e.code, NULL, NULL, &e);
     } else if (last) {
-      altar_error_set_retriable(&e, cc == CURLE_OPERATION_TIMEDOUT ? ALTAR_ETIMEOUT : ALTAR_EBACKEND, "%s: %s",
-                                x->what, curl_easy_strerror(cc));
+      altar_error_set_retriable(&e, cc == CURLE_OPERATION_TIMEDOUT ? ALTAR_ETIMEOUT : ALTAR_EBACKEND, "%s: %s", x->what,
+                                curl_easy_strerror(cc));
       finish(m, i, e.code, NULL, NULL, &e);
     } else {
       park(rt, x, now);
@@ -221,8 +221,7 @@ static void on_done(altar__k8s_http_t *rt, altar__k8s_multi_t *m, xfer_t *x, CUR
   const char *uid = json_string_value(json_object_get(json_object_get(job, "metadata"), "uid"));
   char *name = got && strlen(got) <= 253 ? strdup(got) : NULL;
   if (!name) {
-    altar_error_set(&e, ALTAR_EDECODE, "%s: the answer names no job%s%s", x->what, job ? "" : ": ",
-                    job ? "" : je.text);
+    altar_error_set(&e, ALTAR_EDECODE, "%s: the answer names no job%s%s", x->what, job ? "" : ": ", job ? "" : je.text);
     json_decref(job);
     finish(m, i, e.code, NULL, NULL, &e);
     return;

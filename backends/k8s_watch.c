@@ -509,7 +509,7 @@ void altar__k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, siz
 }
 
 int altar__k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *uid, const char *pool,
-                         altar_state_t state) {
+                          altar_state_t state) {
   if (!name_ok(name) || !uid || !*uid || strlen(uid) >= ALTAR_K8S_UID_MAX) return ALTAR_EINVAL;
   if (pool && strlen(pool) >= ALTAR_K8S_LABEL_MAX) pool = NULL;
   pthread_mutex_lock(&w->mu);

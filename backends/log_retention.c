@@ -66,9 +66,9 @@ bool altar__log_retention_parse(const altar_strmap_t *cfg, altar_log_retention_t
     uint64_t v = 0;
     if (!parse_bytes(keep, &v) || v < ALTAR_LOGS_KEEP_MIN || v > ALTAR_LOGS_KEEP_MAX) {
       altar_error_set(err, ALTAR_ECONFIG,
-               "backend.logs_keep: '%.40s' is not a size from 1MiB to 1024TiB (bytes, or a number with K, M, G, "
-               "T, KiB, MiB, GiB, TiB)",
-               keep);
+                      "backend.logs_keep: '%.40s' is not a size from 1MiB to 1024TiB (bytes, or a number with K, M, G, "
+                      "T, KiB, MiB, GiB, TiB)",
+                      keep);
       return false;
     }
     pr->keep_bytes = v;
@@ -77,15 +77,16 @@ bool altar__log_retention_parse(const altar_strmap_t *cfg, altar_log_retention_t
   if (count) {
     if (!parse_int(count, 1, ALTAR_LOGS_KEEP_COUNT_MAX, &v)) {
       altar_error_set(err, ALTAR_ECONFIG, "backend.logs_keep_count: '%.40s' is not an integer in [1, %d]", count,
-               ALTAR_LOGS_KEEP_COUNT_MAX);
+                      ALTAR_LOGS_KEEP_COUNT_MAX);
       return false;
     }
     pr->keep_count = (size_t)v;
   }
   if (days) {
     if (!parse_int(days, 0, ALTAR_LOGS_KEEP_DAYS_MAX, &v)) {
-      altar_error_set(err, ALTAR_ECONFIG, "backend.logs_keep_days: '%.40s' is not an integer in [0, %d] (0: no age bound)",
-               days, ALTAR_LOGS_KEEP_DAYS_MAX);
+      altar_error_set(err, ALTAR_ECONFIG,
+                      "backend.logs_keep_days: '%.40s' is not an integer in [0, %d] (0: no age bound)", days,
+                      ALTAR_LOGS_KEEP_DAYS_MAX);
       return false;
     }
     pr->max_age_s = (double)v * 86400.0;
@@ -106,8 +107,8 @@ bool altar__log_retention_due(altar_log_retention_t *r, double now) {
 
 typedef struct kept {
   uint8_t key[KEY_BYTES];
-  double written;  /* newest mtime of the directory and its entries; < 0: dead (replaced) */
-  uint64_t bytes;  /* allocated: st_blocks * 512 of the directory and its entries */
+  double written; /* newest mtime of the directory and its entries; < 0: dead (replaced) */
+  uint64_t bytes; /* allocated: st_blocks * 512 of the directory and its entries */
 } kept_t;
 
 struct altar_logs_index {
@@ -198,8 +199,8 @@ static int rebuild(altar_logs_index_t *x, size_t cap) {
     if (at(x, s)->written >= 0) ring[n++] = *at(x, s);
   free(x->ring);
   free(x->slots);
-  *x = (altar_logs_index_t){.ring = ring, .cap = cap, .head = 0, .tail = n, .live = n, .bytes = x->bytes,
-                            .slots = slots, .n_slots = 2 * cap};
+  *x = (altar_logs_index_t){
+      .ring = ring, .cap = cap, .head = 0, .tail = n, .live = n, .bytes = x->bytes, .slots = slots, .n_slots = 2 * cap};
   for (size_t i = 0; i < n; i++) x->slots[slot_of(x, ring[i].key)] = (uint32_t)i + 1;
   return ALTAR_OK;
 }
@@ -307,8 +308,8 @@ static bool measure(int logs, const char *name, kept_t *k) {
 /* What the backends write in a task's directory: its streams, and their
  * temporary names while redacted (process) or written (docker). */
 static bool ours(const char *name) {
-  static const char *const names[] = {"stdout", "stderr", ".stdout.redacted", ".stderr.redacted",
-                                      ".stdout.tmp", ".stderr.tmp", NULL};
+  static const char *const names[] = {"stdout",      "stderr", ".stdout.redacted", ".stderr.redacted", ".stdout.tmp",
+                                      ".stderr.tmp", NULL};
   for (size_t i = 0; names[i]; i++)
     if (!strcmp(name, names[i])) return true;
   return false;

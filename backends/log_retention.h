@@ -44,21 +44,21 @@
 typedef struct altar_logs_index altar_logs_index_t;
 
 typedef struct altar_log_retention {
-  uint64_t keep_bytes; /* bound on the allocated bytes of what is kept */
-  size_t keep_count;   /* bound on the task directories kept */
-  double max_age_s;    /* 0: no age bound */
-  double last_prune;   /* monotonic seconds of the last prune; < 0: never */
-  double last_scan;    /* monotonic seconds of the last scan; < 0: never (due) */
+  uint64_t keep_bytes;       /* bound on the allocated bytes of what is kept */
+  size_t keep_count;         /* bound on the task directories kept */
+  double max_age_s;          /* 0: no age bound */
+  double last_prune;         /* monotonic seconds of the last prune; < 0: never */
+  double last_scan;          /* monotonic seconds of the last scan; < 0: never (due) */
   altar_logs_index_t *index; /* NULL until the first scan */
 } altar_log_retention_t;
 
 /* What one scan, keep or prune found and did. */
 typedef struct altar_logs_prune_facts {
-  size_t dirs_seen;     /* directories in the index after it (kept) */
-  size_t dirs_scanned;  /* directories a scan read (0: no scan) */
-  size_t dirs_measured; /* directories stat'ed: scanned, kept or looked at before removal */
-  size_t dirs_removed, dirs_running; /* running: left, whatever their age or size */
-  size_t dirs_changed;  /* written again since indexed (a rerun): left for its own entry */
+  size_t dirs_seen;                   /* directories in the index after it (kept) */
+  size_t dirs_scanned;                /* directories a scan read (0: no scan) */
+  size_t dirs_measured;               /* directories stat'ed: scanned, kept or looked at before removal */
+  size_t dirs_removed, dirs_running;  /* running: left, whatever their age or size */
+  size_t dirs_changed;                /* written again since indexed (a rerun): left for its own entry */
   uint64_t bytes_seen, bytes_removed; /* allocated bytes */
   size_t removed_for_age, removed_for_count, removed_for_size;
 } altar_logs_prune_facts_t;

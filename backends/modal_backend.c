@@ -58,8 +58,7 @@ altar_modal_t *altar_modal_new(const altar_modal_config_t *cfg, altar_modal_runt
   m->volume_name = strdup(cfg->volume_name ? cfg->volume_name : ALTAR_MODAL_DEFAULT_VOLUME);
   m->mount_root = strdup(cfg->mount_root ? cfg->mount_root : ALTAR_MODAL_MOUNT_ROOT);
   int rc = !m->app_name || !m->volume_name || !m->mount_root ? ALTAR_ENOMEM : ALTAR_OK;
-  if (!rc && cfg->pool_accelerators)
-    rc = altar_strmap_copy(&m->accelerators, cfg->pool_accelerators);
+  if (!rc && cfg->pool_accelerators) rc = altar_strmap_copy(&m->accelerators, cfg->pool_accelerators);
   for (size_t i = 0; !rc && !cfg->pool_accelerators && i < sizeof default_pools / sizeof default_pools[0]; i++)
     rc = altar_strmap_set(&m->accelerators, default_pools[i][0], default_pools[i][1]);
   if (rc) {
@@ -73,7 +72,8 @@ altar_modal_t *altar_modal_new(const altar_modal_config_t *cfg, altar_modal_runt
   }
   for (size_t i = 0; !rc && i < m->accelerators.n; i++)
     if (!*m->accelerators.vals[i])
-      rc = altar_error_set(err, ALTAR_EINVAL, "pool_accelerators.%s: must name an accelerator", m->accelerators.keys[i]);
+      rc =
+          altar_error_set(err, ALTAR_EINVAL, "pool_accelerators.%s: must name an accelerator", m->accelerators.keys[i]);
   if (rc) {
     altar_modal_free(m);
     return NULL;
@@ -120,8 +120,7 @@ static const char *mb_mount_root(altar_backend_t *be) { return modal_of(be)->mou
 static int mb_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
   return altar_modal_submit(modal_of(be), spec, ph, err);
 }
-static int mb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
-                   altar_error_t *err) {
+static int mb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err) {
   return altar_modal_poll(modal_of(be), hs, n, pst, err);
 }
 static int mb_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err) {

@@ -65,8 +65,8 @@ static int bridge_start(bridge_t *b, altar_error_t *err) {
   char *line = NULL;
   rc = altar__pipe_read_line(&b->pipe, b->reply_ms, &line, err);
   if (rc == ALTAR_EBACKEND)
-    rc = altar_error_set(err, ALTAR_ECONFIG, "modal bridge: %s %s exited before it was ready (see stderr)",
-                         b->python, b->script);
+    rc = altar_error_set(err, ALTAR_ECONFIG, "modal bridge: %s %s exited before it was ready (see stderr)", b->python,
+                         b->script);
   json_t *hello = rc ? NULL : json_loads(line, 0, NULL);
   free(line);
   if (!rc && !json_is_true(json_object_get(hello, "ok")))
@@ -108,8 +108,7 @@ static int call(bridge_t *b, json_t *req, const char *op, long limit_ms, json_t 
     const char *kind = json_string_value(json_object_get(r, "kind"));
     if (kind && !strcmp(kind, "cancelled"))
       altar_error_prefix(err, "modal %s: cancelled in the SDK after its deadline", op);
-    else if (!r)
-      altar_error_prefix(err, "modal %s: bridge killed after its deadline", op);
+    else if (!r) altar_error_prefix(err, "modal %s: bridge killed after its deadline", op);
     json_decref(r);
     return rc;
   }
@@ -139,12 +138,12 @@ static int b_run(void *impl, const altar_modal_sandbox_req_t *r, char **pid, alt
   for (size_t i = 0; cmd && i < r->n_command; i++) json_array_append_new(cmd, json_string(r->command[i]));
   for (size_t i = 0; tags && r->tags && i < r->tags->n; i++)
     json_object_set_new(tags, r->tags->keys[i], json_string(r->tags->vals[i]));
-  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:o, s:o}", "op", "run_sandbox", "app_name",
-                          r->app_name, "volume_name", r->volume_name, "mount_root", r->mount_root, "image", r->image,
-                          "command", cmd, "gpu", r->gpu ? json_string(r->gpu) : json_null(), "memory_mb",
-                          r->memory_mb.set ? json_integer(r->memory_mb.v) : json_null(), "timeout_s",
-                          (json_int_t)r->timeout_s, "tags", tags, "task_key",
-                          r->task_key ? json_string(r->task_key) : json_null());
+  json_t *req =
+      json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:o, s:o}", "op", "run_sandbox", "app_name", r->app_name,
+                "volume_name", r->volume_name, "mount_root", r->mount_root, "image", r->image, "command", cmd, "gpu",
+                r->gpu ? json_string(r->gpu) : json_null(), "memory_mb",
+                r->memory_mb.set ? json_integer(r->memory_mb.v) : json_null(), "timeout_s", (json_int_t)r->timeout_s,
+                "tags", tags, "task_key", r->task_key ? json_string(r->task_key) : json_null());
   json_t *reply = NULL;
   bridge_t *b = impl;
   int rc = call(b, req, "run_sandbox", b->run_ms, &reply, err);
@@ -158,8 +157,8 @@ static int b_run(void *impl, const altar_modal_sandbox_req_t *r, char **pid, alt
 static int b_poll(void *impl, const char *id, bool *pdone, int *pcode, altar_error_t *err) {
   bridge_t *b = impl;
   json_t *reply = NULL;
-  int rc = call(b, json_pack("{s:s, s:s}", "op", "poll_sandbox", "sandbox_id", id), "poll_sandbox", b->reply_ms,
-                &reply, err);
+  int rc = call(b, json_pack("{s:s, s:s}", "op", "poll_sandbox", "sandbox_id", id), "poll_sandbox", b->reply_ms, &reply,
+                err);
   if (rc) return rc;
   json_t *code = json_object_get(reply, "exit_code");
   *pdone = json_is_integer(code);
@@ -183,10 +182,10 @@ static int b_oom(void *impl, const char *id, bool *poom, altar_error_t *err) {
 static int b_upload(void *impl, const char *vol, const char *local, const char *remote, altar_error_t *err) {
   bridge_t *b = impl;
   json_t *reply = NULL;
-  int rc = call(b,
-                json_pack("{s:s, s:s, s:s, s:s}", "op", "upload", "volume_name", vol, "local_path", local,
-                          "remote_path", remote),
-                "upload", b->reply_ms, &reply, err);
+  int rc = call(
+      b,
+      json_pack("{s:s, s:s, s:s, s:s}", "op", "upload", "volume_name", vol, "local_path", local, "remote_path", remote),
+      "upload", b->reply_ms, &reply, err);
   json_decref(reply);
   return rc;
 }
@@ -229,10 +228,9 @@ static int b_output(void *impl, const char *id, size_t max_bytes, char **perr, s
   json_t *reply = NULL;
   *perr = *pout = NULL;
   *perr_len = *pout_len = 0;
-  int rc = call(b,
-                json_pack("{s:s, s:s, s:I}", "op", "sandbox_output", "sandbox_id", id, "max_bytes",
-                          (json_int_t)max_bytes),
-                "sandbox_output", b->reply_ms, &reply, err);
+  int rc = call(
+      b, json_pack("{s:s, s:s, s:I}", "op", "sandbox_output", "sandbox_id", id, "max_bytes", (json_int_t)max_bytes),
+      "sandbox_output", b->reply_ms, &reply, err);
   if (rc) return rc;
   *perr = string_copy(reply, "stderr", perr_len);
   *pout = string_copy(reply, "stdout", pout_len);

@@ -32,17 +32,17 @@ extern char **environ;
  * line reaches the verifier whole. */
 #define STR_(x) #x
 #define STR(x) STR_(x)
-static const char wrapper[] =
-    "prog=$1\n"
-    "lines=$2\n"
-    "shift 2\n"
-    "old_ifs=$IFS\n"
-    "IFS='\n'\n"
-    "set -f\n"
-    "sh -c \"$prog\" verify $lines || { echo '" ALTAR_MODAL_DIGEST_MARK "' >&2; exit " STR(ALTAR_MODAL_DIGEST_EXIT_CODE) "; }\n"
-    "set +f\n"
-    "IFS=$old_ifs\n"
-    "exec \"$@\"\n";
+static const char wrapper[] = "prog=$1\n"
+                              "lines=$2\n"
+                              "shift 2\n"
+                              "old_ifs=$IFS\n"
+                              "IFS='\n'\n"
+                              "set -f\n"
+                              "sh -c \"$prog\" verify $lines || { echo '" ALTAR_MODAL_DIGEST_MARK
+                              "' >&2; exit " STR(ALTAR_MODAL_DIGEST_EXIT_CODE) "; }\n"
+                                                                               "set +f\n"
+                                                                               "IFS=$old_ifs\n"
+                                                                               "exec \"$@\"\n";
 
 typedef struct argv_b {
   char **v;
@@ -120,15 +120,13 @@ int altar_modal_accelerator(altar_modal_t *m, const altar_resources_t *r, char *
       size_t len = strlen(known);
       snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", m->accelerators.keys[i]);
     }
-    return altar_error_set(err, ALTAR_EINVAL, "resources.gpu: pool '%s' has no Modal accelerator (known: %s)",
-                           r->gpu, known);
+    return altar_error_set(err, ALTAR_EINVAL, "resources.gpu: pool '%s' has no Modal accelerator (known: %s)", r->gpu,
+                           known);
   }
   if (r->count < 1) return altar_error_set(err, ALTAR_EINVAL, "resources.count: must be >= 1");
   char buf[160];
-  if (r->count > 1)
-    snprintf(buf, sizeof buf, "%s:%lld", acc, (long long)r->count);
-  else
-    snprintf(buf, sizeof buf, "%s", acc);
+  if (r->count > 1) snprintf(buf, sizeof buf, "%s:%lld", acc, (long long)r->count);
+  else snprintf(buf, sizeof buf, "%s", acc);
   *pgpu = strdup(buf);
   return *pgpu ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "resources.gpu: out of memory");
 }
@@ -141,7 +139,8 @@ int altar_modal_submit(altar_modal_t *m, const altar_spec_t *spec, altar_handle_
   int64_t timeout = ALTAR_MODAL_MAX_SANDBOX_TIMEOUT_S;
   if (spec->timeout_s.set) {
     if (spec->timeout_s.v > ALTAR_MODAL_MAX_SANDBOX_TIMEOUT_S)
-      return altar_error_set(err, ALTAR_EINVAL, "timeout_s: %lld exceeds Modal's maximum sandbox lifetime of %d s (24 h)",
+      return altar_error_set(err, ALTAR_EINVAL,
+                             "timeout_s: %lld exceeds Modal's maximum sandbox lifetime of %d s (24 h)",
                              (long long)spec->timeout_s.v, ALTAR_MODAL_MAX_SANDBOX_TIMEOUT_S);
     timeout = spec->timeout_s.v;
   }
@@ -197,8 +196,7 @@ static bool oom_reported(altar_modal_t *m, const char *id) {
 
 /* What an ended sandbox's exit code means, given what else the platform
  * tells: er (en bytes) is the tail of its stderr, NULL when unread. */
-static altar_failure_t *failure_for_exit(altar_modal_t *m, const char *id, int code, const char *er,
-                                         size_t en) {
+static altar_failure_t *failure_for_exit(altar_modal_t *m, const char *id, int code, const char *er, size_t en) {
   char detail[96];
   if (code == ALTAR_MODAL_TIMEOUT_EXIT_CODE)
     return altar_failure_for_reason(ALTAR_REASON_TIMEOUT, "the sandbox outlived its timeout");
@@ -271,8 +269,7 @@ int altar_modal_poll(altar_modal_t *m, const altar_handle_t *hs, size_t n, altar
     /* altar_status_init takes f, also when it fails. */
     if ((state == ALTAR_STATE_FAILED && !f) || altar_status_init(&st[i], &hs[i], state, f))
       rc = altar_error_set(err, ALTAR_ENOMEM, "poll: out of memory");
-    else
-      done = i + 1;
+    else done = i + 1;
   }
   if (rc)
     for (size_t i = 0; i < done; i++) altar_status_clear(&st[i]);

@@ -25,21 +25,19 @@
 bool altar__proc_id_valid(const char *id) {
   size_t n = 0;
   for (const char *c = id; *c; c++, n++) {
-    bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-              *c == '-' || *c == '_' || *c == '.';
+    bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+              *c == '_' || *c == '.';
     if (!ok || n >= ALTAR_PROC_ID_MAX) return false;
   }
   return n > 0 && strcmp(id, ".") != 0 && strcmp(id, "..") != 0;
 }
 
-int altar__proc_task_dir(const altar_process_t *p, const char *id, char *buf, size_t size,
-                         altar_error_t *err) {
+int altar__proc_task_dir(const altar_process_t *p, const char *id, char *buf, size_t size, altar_error_t *err) {
   if (!id || !altar__proc_id_valid(id))
     return altar_error_set(err, ALTAR_EINVAL, "handle.external_id: '%.80s' is not a process task id",
                            id ? id : "(null)");
   int n = snprintf(buf, size, "%s/%s", p->tasks_dir, id);
-  if (n < 0 || (size_t)n >= size)
-    return altar_error_set(err, ALTAR_ETOOBIG, "process: task directory path too long");
+  if (n < 0 || (size_t)n >= size) return altar_error_set(err, ALTAR_ETOOBIG, "process: task directory path too long");
   return 0;
 }
 
@@ -350,8 +348,8 @@ static const altar_plugin_key_t process_keys[] = {
 };
 
 static altar_process_t *process_new(const altar_strmap_t *cfg, altar_error_t *err) {
-  const char *data_root = "./var/data", *slots_s = NULL, *storage = "auto", *cap_s = NULL,
-             *mem = "auto", *start = "parent";
+  const char *data_root = "./var/data", *slots_s = NULL, *storage = "auto", *cap_s = NULL, *mem = "auto",
+             *start = "parent";
   if (altar_plugin_keys_check(process_keys, "backend", "process", cfg, err)) return NULL;
   if (cfg) {
     if (altar_strmap_get(cfg, "data_root")) data_root = altar_strmap_get(cfg, "data_root");
@@ -367,8 +365,7 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, altar_error_t *er
     return NULL;
   }
   if (cap_s && !parse_ll(cap_s, 64, 1LL << 32, &cap)) {
-    altar_error_set(err, ALTAR_ECONFIG, "backend.log_cap: '%.40s' is not a byte count in [64, 4 GiB]",
-             cap_s);
+    altar_error_set(err, ALTAR_ECONFIG, "backend.log_cap: '%.40s' is not a byte count in [64, 4 GiB]", cap_s);
     return NULL;
   }
   altar_log_retention_t retention;
@@ -386,8 +383,7 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, altar_error_t *er
     return NULL;
   }
   if (mkdir_p(data_root) < 0) {
-    altar_error_set(err, ALTAR_ECONFIG, "backend.data_root: cannot create '%s': %s", data_root,
-             strerror(errno));
+    altar_error_set(err, ALTAR_ECONFIG, "backend.data_root: cannot create '%s': %s", data_root, strerror(errno));
     return NULL;
   }
   char abs[PATH_MAX];
@@ -423,7 +419,8 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, altar_error_t *er
     return NULL;
   }
   if (altar__proc_keys_open(p) < 0) {
-    altar_error_set(err, ALTAR_ECONFIG, "backend.data_root: cannot create '%s/keys': %s", p->data_root, strerror(errno));
+    altar_error_set(err, ALTAR_ECONFIG, "backend.data_root: cannot create '%s/keys': %s", p->data_root,
+                    strerror(errno));
     process_free(p);
     return NULL;
   }
@@ -464,8 +461,7 @@ static int process_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_e
     char id[ALTAR_PROC_ID_MAX + 1];
     snprintf(id, sizeof id, "%s", p->live[i].id);
     if (altar__proc_child_running(p, id)) continue;
-    if (altar__proc_probe(p, id, &st, &f, NULL) < 0 || altar_state_terminal(st))
-      altar__proc_live_remove(p, id);
+    if (altar__proc_probe(p, id, &st, &f, NULL) < 0 || altar_state_terminal(st)) altar__proc_live_remove(p, id);
     altar_failure_free(f);
   }
   int64_t free_slots = p->slots - (int64_t)p->n_live;
@@ -478,8 +474,7 @@ static int process_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_e
   return 0;
 }
 
-static int process_check_resources(altar_backend_t *be, const altar_resources_t *r,
-                                   altar_error_t *err) {
+static int process_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {
   altar_process_t *p = altar_backend_impl(be);
   const char *pool = r->gpu ? r->gpu : ALTAR_POOL_CPU;
   if (!serves_pool(p, pool)) {

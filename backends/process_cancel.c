@@ -72,8 +72,7 @@ int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error
      * publishes the pid file, so one of us always sees the other. */
     snprintf(path, sizeof path, "%s/cancel", dir);
     if (altar__proc_write_file(path, "1\n", 2) < 0)
-      return altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cancel %s: %s",
-                                       h->external_id, strerror(errno));
+      return altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cancel %s: %s", h->external_id, strerror(errno));
     /* The supervisor publishes the pgid right after the spawn; a cancel that
      * comes sooner waits for it (briefly), so the kill is not left to a
      * marker that someone may delete with the directory. */

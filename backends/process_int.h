@@ -50,9 +50,9 @@
 #define ALTAR_PROC_TAIL 8192 /* bytes at the end of the task file we read */
 #define ALTAR_PROC_DEFAULT_LOG_CAP (1u << 20)
 #define ALTAR_PROC_DEFAULT_SLOTS 4
-#define ALTAR_PATH_BUF 4352 /* ALTAR_PATH_MAX plus room for a task suffix */
+#define ALTAR_PATH_BUF 4352         /* ALTAR_PATH_MAX plus room for a task suffix */
 #define ALTAR_PROC_SUP_UNTRIED (-2) /* sup_fd before the first spawn */
-#define ALTAR_PROC_SPARE_MAX 64      /* reclaimed task directories kept */
+#define ALTAR_PROC_SPARE_MAX 64     /* reclaimed task directories kept */
 
 typedef struct altar_proc_task {
   char id[ALTAR_PROC_ID_MAX + 1];
@@ -80,9 +80,9 @@ typedef struct altar_process {
   int64_t slots;
   char **pools; /* advertised pools (backend.pools), sharing the slots */
   size_t n_pools;
-  size_t log_cap;  /* bytes kept per stream */
+  size_t log_cap;                  /* bytes kept per stream */
   altar_log_retention_t retention; /* of <logs_dir> (backend.logs_keep, logs_keep_days) */
-  char *storage;   /* Storage adapter name used for staging */
+  char *storage;                   /* Storage adapter name used for staging */
   /* Tasks this object submitted or adopted and has not yet seen terminal;
    * capacity counts them. */
   altar_proc_task_t *live;
@@ -117,11 +117,11 @@ typedef struct altar_process {
 typedef struct altar_proc_launch {
   char task_dir[ALTAR_PATH_BUF];
   char log_dir[ALTAR_PATH_BUF]; /* where stdout and stderr go */
-  char **argv;       /* NULL-terminated, borrowed */
-  char **envp;       /* NULL-terminated, owned by the caller */
-  int lock_fd;       /* flock'ed, inherited */
-  int64_t timeout_s; /* <= 0: none */
-  int64_t memory_mb; /* <= 0: none */
+  char **argv;                  /* NULL-terminated, borrowed */
+  char **envp;                  /* NULL-terminated, owned by the caller */
+  int lock_fd;                  /* flock'ed, inherited */
+  int64_t timeout_s;            /* <= 0: none */
+  int64_t memory_mb;            /* <= 0: none */
   size_t log_cap;
   char cgroup_dir[ALTAR_PATH_BUF]; /* "" when no cgroup */
   int cgroup_version;
@@ -161,8 +161,7 @@ void altar__proc_zygote_stop(altar_process_t *p);
 const unsigned char *altar__proc_sup_program(size_t *plen);
 
 /* "<tasks_dir>/<id>" into buf; ALTAR_EINVAL for an id that is not ours. */
-int altar__proc_task_dir(const altar_process_t *p, const char *id, char *buf, size_t size,
-                         altar_error_t *err);
+int altar__proc_task_dir(const altar_process_t *p, const char *id, char *buf, size_t size, altar_error_t *err);
 /* An id is [A-Za-z0-9._-]{1,64}, not "." or "..". */
 bool altar__proc_id_valid(const char *id);
 
@@ -193,8 +192,8 @@ void altar__proc_logs_kept(altar_process_t *p, const char *key);
 
 /* Reads the task's state: terminal statuses come with *pfailure (caller
  * frees). Never blocks. */
-int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *pstate,
-                      altar_failure_t **pfailure, altar_error_t *err);
+int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *pstate, altar_failure_t **pfailure,
+                      altar_error_t *err);
 
 /* Adoption by task key (process_keys.c). open: at backend open (-1 with errno);
  * lock/unlock: around a submit's lookup and link; find_live: the id of the
@@ -251,15 +250,11 @@ int altar__proc_write_file(const char *path, const char *data, size_t len);
 char *altar__proc_read_small(const char *path, size_t max, size_t *plen);
 
 /* Backend callbacks implemented across the files. */
-int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph,
-                       altar_error_t *err);
-int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
-                     altar_error_t *err);
+int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err);
+int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err);
 int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err);
 int altar__proc_wait_change(altar_backend_t *be, int timeout_ms);
-int altar__proc_stage_inputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n,
-                             altar_error_t *err);
-int altar__proc_collect_outputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n,
-                                altar_error_t *err);
+int altar__proc_stage_inputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err);
+int altar__proc_collect_outputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err);
 
 #endif

@@ -50,8 +50,7 @@ void altar__proc_keys_close(altar_process_t *p) {
 }
 
 void altar__proc_keys_lock(altar_process_t *p) {
-  while (p->keys_fd >= 0 && flock(p->keys_fd, LOCK_EX) < 0 && errno == EINTR) {
-  }
+  while (p->keys_fd >= 0 && flock(p->keys_fd, LOCK_EX) < 0 && errno == EINTR) {}
 }
 
 void altar__proc_keys_unlock(altar_process_t *p) {

@@ -52,8 +52,7 @@ char *altar__proc_detail_with_logs(const char *base, const char *dir) {
   char *d = NULL;
   if (err && out) {
     size_t en = read_end(dir, "stderr", err), on = read_end(dir, "stdout", out);
-    d = altar_detail_with_output(base, err, en, out, on, (const char *const *)environ,
-                                 ALTAR_BOUND_DETAIL);
+    d = altar_detail_with_output(base, err, en, out, on, (const char *const *)environ, ALTAR_BOUND_DETAIL);
   }
   free(err);
   free(out);

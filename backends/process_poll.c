@@ -20,14 +20,13 @@
 static bool reason_valid(const char *r) {
   size_t n = 0;
   for (; r[n]; n++)
-    if (!((r[n] >= 'a' && r[n] <= 'z') || (r[n] >= '0' && r[n] <= '9') || r[n] == '_') || n >= 64)
-      return false;
+    if (!((r[n] >= 'a' && r[n] <= 'z') || (r[n] >= '0' && r[n] <= '9') || r[n] == '_') || n >= 64) return false;
   return n > 0;
 }
 
 /* Parses a status file (untrusted: any process could have written it). */
-static int parse_status(const char *text, altar_state_t *pstate, altar_failure_t **pfailure,
-                        const char *id, altar_error_t *err) {
+static int parse_status(const char *text, altar_state_t *pstate, altar_failure_t **pfailure, const char *id,
+                        altar_error_t *err) {
   const char *state = NULL, *reason = NULL, *detail = NULL, *code = NULL, *det = NULL;
   char *copy = strdup(text);
   if (!copy) return altar_error_set(err, ALTAR_ENOMEM, "process: poll: out of memory");
@@ -54,8 +53,7 @@ static int parse_status(const char *text, altar_state_t *pstate, altar_failure_t
       char *end = NULL;
       errno = 0;
       long long c = strtoll(code, &end, 10);
-      if (!errno && end && !*end && c >= -1000000 && c <= 1000000)
-        f->exit_code = (altar_opt_i64_t){true, c};
+      if (!errno && end && !*end && c >= -1000000 && c <= 1000000) f->exit_code = (altar_opt_i64_t){true, c};
     }
     if (!f) rc = altar_error_set(err, ALTAR_ENOMEM, "process: poll: out of memory");
     *pfailure = f;
@@ -70,8 +68,7 @@ static int parse_status(const char *text, altar_state_t *pstate, altar_failure_t
   return rc;
 }
 
-static int missing(altar_state_t *pstate, altar_failure_t **pfailure, const char *why,
-                   altar_error_t *err) {
+static int missing(altar_state_t *pstate, altar_failure_t **pfailure, const char *why, altar_error_t *err) {
   *pstate = ALTAR_STATE_FAILED;
   *pfailure = altar_failure_for_reason(ALTAR_REASON_CONTAINER_MISSING, why);
   return *pfailure ? 0 : altar_error_set(err, ALTAR_ENOMEM, "process: poll: out of memory");
@@ -94,13 +91,12 @@ static bool read_key(int fd, char key[ALTAR_TASK_KEY_LEN + 1]) {
   return true;
 }
 
-int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *pstate,
-                      altar_failure_t **pfailure, altar_error_t *err) {
+int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *pstate, altar_failure_t **pfailure,
+                      altar_error_t *err) {
   char dir[ALTAR_PATH_BUF], path[ALTAR_PATH_BUF + 16];
   *pfailure = NULL;
   *pstate = ALTAR_STATE_FAILED;
-  if (!id || !altar__proc_id_valid(id))
-    return missing(pstate, pfailure, "not a task id of the process backend", err);
+  if (!id || !altar__proc_id_valid(id)) return missing(pstate, pfailure, "not a task id of the process backend", err);
   int rc = altar__proc_task_dir(p, id, dir, sizeof dir, err);
   if (rc < 0) return rc;
   snprintf(path, sizeof path, "%s/task", dir);
@@ -147,8 +143,7 @@ int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *p
   return rc;
 }
 
-int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
-                     altar_error_t *err) {
+int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err) {
   altar_process_t *p = altar_backend_impl(be);
   altar__proc_reap(p);
   /* A clock read per poll; the walk of the kept output once a minute. */

@@ -18,8 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int open_storage(const altar_process_t *p, const char *uri, altar_storage_t **ps,
-                        altar_error_t *err) {
+static int open_storage(const altar_process_t *p, const char *uri, altar_storage_t **ps, altar_error_t *err) {
   if (!strcmp(p->storage, "auto")) return altar_storage_open_for_uri(uri, NULL, ps, err);
   return altar_storage_open(p->storage, NULL, ps, err);
 }
@@ -47,8 +46,8 @@ static int copy_file(const char *src, const char *dst, altar_error_t *err, const
   snprintf(tmp, sizeof tmp, "%s.altar-tmp", dst);
   int in = open(src, O_RDONLY | O_CLOEXEC);
   if (in < 0)
-    return altar_error_set(err, errno == ENOENT ? ALTAR_ENOTFOUND : ALTAR_ESTORAGE, "%s: cannot read '%s': %s",
-                           what, src, strerror(errno));
+    return altar_error_set(err, errno == ENOENT ? ALTAR_ENOTFOUND : ALTAR_ESTORAGE, "%s: cannot read '%s': %s", what,
+                           src, strerror(errno));
   int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) {
     int e = errno;
@@ -119,14 +118,13 @@ static int stage_one(altar_backend_t *be, const altar_transfer_t *t, size_t i, a
     goto out;
   }
   if (mkdir_parents(dst) < 0) {
-    rc = altar_error_set(err, ALTAR_ESTORAGE, "%s: cannot create the parent of '%s': %s", what, dst,
-                         strerror(errno));
+    rc = altar_error_set(err, ALTAR_ESTORAGE, "%s: cannot create the parent of '%s': %s", what, dst, strerror(errno));
     goto out;
   }
   /* A digest covers one file: a directory, as the source or where the copy
    * would go, fails as a mismatch does, and is left as it is. */
-  if (t->digest && ((rc = altar_digest_refuse_directory(lf.path, err)) < 0 ||
-                    (rc = altar_digest_refuse_directory(dst, err)) < 0)) {
+  if (t->digest &&
+      ((rc = altar_digest_refuse_directory(lf.path, err)) < 0 || (rc = altar_digest_refuse_directory(dst, err)) < 0)) {
     altar_error_prefix(err, "%s", what);
     goto out;
   }
@@ -150,8 +148,7 @@ out:
   return rc;
 }
 
-int altar__proc_stage_inputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n,
-                             altar_error_t *err) {
+int altar__proc_stage_inputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err) {
   for (size_t i = 0; i < n; i++) {
     int rc = stage_one(be, &ts[i], i, err);
     if (rc < 0) return rc;
@@ -159,8 +156,7 @@ int altar__proc_stage_inputs(altar_backend_t *be, const altar_transfer_t *ts, si
   return 0;
 }
 
-int altar__proc_collect_outputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n,
-                                altar_error_t *err) {
+int altar__proc_collect_outputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err) {
   altar_process_t *p = altar_backend_impl(be);
   for (size_t i = 0; i < n; i++) {
     const altar_transfer_t *t = &ts[i];

@@ -32,8 +32,8 @@ static int new_task_id(char out[ALTAR_PROC_ID_MAX + 1]) {
   }
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  snprintf(out, ALTAR_PROC_ID_MAX + 1, "%lld-%02x%02x%02x%02x%02x%02x%02x%02x",
-           (long long)now.tv_sec, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+  snprintf(out, ALTAR_PROC_ID_MAX + 1, "%lld-%02x%02x%02x%02x%02x%02x%02x%02x", (long long)now.tv_sec, rnd[0], rnd[1],
+           rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
   return 0;
 }
 
@@ -47,8 +47,7 @@ static char **build_env(const altar_process_t *p, const char *id, const char *ta
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     const char *e = environ[i];
-    if (!strncmp(e, "ALTAR_DATA_ROOT=", 16) || !strncmp(e, "ALTAR_TASK_ID=", 14) ||
-        !strncmp(e, "ALTAR_TASK_DIR=", 15))
+    if (!strncmp(e, "ALTAR_DATA_ROOT=", 16) || !strncmp(e, "ALTAR_TASK_ID=", 14) || !strncmp(e, "ALTAR_TASK_DIR=", 15))
       continue;
     env[k++] = environ[i];
   }
@@ -111,7 +110,10 @@ static void write_meta(int fd, const altar_spec_t *spec, const altar_proc_launch
   append_escaped(&b, spec->kind);
   snprintf(line, sizeof line, "\ntimeout_s=%lld\nmemory_mb=%lld\nmemory_enforcement=%s\nargc=%zu\n",
            (long long)l->timeout_s, (long long)l->memory_mb,
-           l->memory_mb <= 0 ? "none" : l->cgroup_dir[0] ? "cgroup" : "watchdog", spec->n_command);
+           l->memory_mb <= 0  ? "none"
+           : l->cgroup_dir[0] ? "cgroup"
+                              : "watchdog",
+           spec->n_command);
   altar_buf_append_str(&b, line);
   for (size_t i = 0; i < spec->n_command; i++) {
     snprintf(line, sizeof line, "arg %zu=", strlen(spec->command[i]));
@@ -166,8 +168,7 @@ static int lock_task_file(const char *path) {
   return fd;
 }
 
-int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph,
-                       altar_error_t *err) {
+int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
   altar_process_t *p = altar_backend_impl(be);
   if (!spec->command || spec->n_command == 0 || !spec->command[0] || !spec->command[0][0])
     return altar_error_set(err, ALTAR_EINVAL, "command: must name a program to run");
@@ -199,8 +200,8 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
   if (rc < 0) goto out;
   bool spare = altar__proc_spare_take(p, l->task_dir);
   if (!spare && mkdir(l->task_dir, 0755) < 0) {
-    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cannot create task directory '%s': %s",
-                                   l->task_dir, strerror(errno));
+    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cannot create task directory '%s': %s", l->task_dir,
+                                   strerror(errno));
     goto out;
   }
   set_log_dir(p, key, l);
@@ -237,8 +238,7 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
     l->lock_fd = mkdir(l->task_dir, 0755) < 0 ? -1 : lock_task_file(lock_path);
   }
   if (l->lock_fd < 0) {
-    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cannot lock '%s': %s", lock_path,
-                                   strerror(errno));
+    rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "process: cannot lock '%s': %s", lock_path, strerror(errno));
     goto fail_dir;
   }
   write_meta(l->lock_fd, spec, l, key, id);

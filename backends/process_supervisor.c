@@ -34,8 +34,8 @@
 #define WATCHDOG_MS 50
 
 typedef struct sink {
-  const char *name; /* the file, opened at the first byte */
-  const char *dir;  /* its directory, made then too (NULL: the task directory) */
+  const char *name;     /* the file, opened at the first byte */
+  const char *dir;      /* its directory, made then too (NULL: the task directory) */
   const char *fallback; /* where it goes when dir cannot be made */
   bool failed;
   int fd;
@@ -153,8 +153,7 @@ static long long group_rss(pid_t pgid) {
 /* The cgroup's oom_kill counter (v1 memory.oom_control, v2 memory.events). */
 static long long cgroup_oom_kills(const altar_proc_launch_t *l) {
   char path[ALTAR_PATH_BUF + 32], buf[2048];
-  snprintf(path, sizeof path, "%s/%s", l->cgroup_dir,
-           l->cgroup_version == 2 ? "memory.events" : "memory.oom_control");
+  snprintf(path, sizeof path, "%s/%s", l->cgroup_dir, l->cgroup_version == 2 ? "memory.events" : "memory.oom_control");
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   ssize_t n = read(fd, buf, sizeof buf - 1);
@@ -244,7 +243,8 @@ static int exec_command(void *arg) {
     if (fd >= 0) {
       char b[24];
       size_t n = fmt_pid(b, (long)getpid());
-      if (write(fd, b, n) < 0) { /* the limit then does not apply; nothing to report it to */ }
+      if (write(fd, b, n) < 0) { /* the limit then does not apply; nothing to report it to */
+      }
       close(fd);
     }
   }
@@ -274,8 +274,8 @@ static pid_t spawn_command(child_args_t *a) {
 
 static bool fatal_signal_is_app(int sig) {
   /* Crashes the program causes itself; anything else came from outside. */
-  return sig == SIGSEGV || sig == SIGABRT || sig == SIGFPE || sig == SIGBUS || sig == SIGILL ||
-         sig == SIGSYS || sig == SIGTRAP;
+  return sig == SIGSEGV || sig == SIGABRT || sig == SIGFPE || sig == SIGBUS || sig == SIGILL || sig == SIGSYS ||
+         sig == SIGTRAP;
 }
 
 static void sanitize(char *s) {
@@ -314,8 +314,12 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
   size_t head = l->log_cap / 2;
   for (int i = 0; i < 2; i++) {
     snprintf(paths[i], sizeof paths[i], "%s/%s", l->log_dir[0] ? l->log_dir : ".", names[i]);
-    sinks[i] = (sink_t){.name = paths[i], .dir = l->log_dir[0] ? l->log_dir : NULL, .fallback = names[i],
-                        .fd = -1, .head_left = head, .ring_cap = l->log_cap - head};
+    sinks[i] = (sink_t){.name = paths[i],
+                        .dir = l->log_dir[0] ? l->log_dir : NULL,
+                        .fallback = names[i],
+                        .fd = -1,
+                        .head_left = head,
+                        .ring_cap = l->log_cap - head};
   }
   int out[2], errp[2];
   if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) _exit(1);
@@ -327,8 +331,7 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
   char procs[ALTAR_PATH_BUF + 32];
   snprintf(procs, sizeof procs, "%s/cgroup.procs", l->cgroup_dir);
 
-  child_args_t ca = {.l = l, .sup = sup, .out_w = out[1], .err_w = errp[1],
-                      .procs_path = use_cg ? procs : NULL};
+  child_args_t ca = {.l = l, .sup = sup, .out_w = out[1], .err_w = errp[1], .procs_path = use_cg ? procs : NULL};
   pid_t cmd = spawn_command(&ca);
   close(out[1]);
   close(errp[1]);
@@ -342,7 +345,7 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
     reaped = true;
   } else {
     exec_errno = ca.exec_errno; /* CLONE_VFORK: the child has exec'd or died by now */
-    setpgid(cmd, cmd); /* also here, so a kill of the group cannot miss it */
+    setpgid(cmd, cmd);          /* also here, so a kill of the group cannot miss it */
     /* One append (O_APPEND) to the task file: readers see both lines or none. */
     int k = snprintf(pidline, sizeof pidline, "supervisor=%ld\npgid=%ld\n", (long)sup, (long)cmd);
     write_all(3, pidline, (size_t)k);
@@ -356,9 +359,8 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
   int64_t deadline = l->timeout_s > 0 ? now_ms() + l->timeout_s * 1000 : -1;
   int64_t next_watch = watchdog ? now_ms() + WATCHDOG_MS : -1;
   long long limit = (long long)l->memory_mb * 1024 * 1024;
-  struct pollfd pf[3] = {{.fd = out[0], .events = POLLIN},
-                         {.fd = errp[0], .events = POLLIN},
-                         {.fd = sfd, .events = POLLIN}};
+  struct pollfd pf[3] = {
+      {.fd = out[0], .events = POLLIN}, {.fd = errp[0], .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
   char buf[65536];
   while (!reaped) {
     int64_t t = now_ms(), wait = -1;
@@ -450,8 +452,7 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
     snprintf(detail, sizeof detail, "canceled by request; process group killed");
   } else if (timed_out) {
     reason = ALTAR_REASON_TIMEOUT;
-    snprintf(detail, sizeof detail, "ran longer than timeout_s=%lld; process group killed",
-             (long long)l->timeout_s);
+    snprintf(detail, sizeof detail, "ran longer than timeout_s=%lld; process group killed", (long long)l->timeout_s);
   } else if (oom) {
     reason = ALTAR_REASON_OOM_KILLED;
     snprintf(detail, sizeof detail,
@@ -480,15 +481,13 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
     reason = reason_buf;
   }
   sanitize(detail);
-  if (!strcmp(state, "succeeded"))
-    snprintf(status, sizeof status, "%sstate=succeeded\n", ALTAR_PROC_STATUS_MARK);
+  if (!strcmp(state, "succeeded")) snprintf(status, sizeof status, "%sstate=succeeded\n", ALTAR_PROC_STATUS_MARK);
   else if (code >= 0)
-    snprintf(status, sizeof status,
-             "%sstate=failed\nreason=%s\nexit_code=%lld\ndeterministic=%d\ndetail=%s\n",
+    snprintf(status, sizeof status, "%sstate=failed\nreason=%s\nexit_code=%lld\ndeterministic=%d\ndetail=%s\n",
              ALTAR_PROC_STATUS_MARK, reason, code, det, detail);
   else
-    snprintf(status, sizeof status, "%sstate=failed\nreason=%s\ndeterministic=%d\ndetail=%s\n",
-             ALTAR_PROC_STATUS_MARK, reason, det, detail);
+    snprintf(status, sizeof status, "%sstate=failed\nreason=%s\ndeterministic=%d\ndetail=%s\n", ALTAR_PROC_STATUS_MARK,
+             reason, det, detail);
   write_all(3, status, strlen(status)); /* O_APPEND, one write */
   _exit(0);
 }

@@ -39,10 +39,9 @@ int main(int argc, char **argv) {
   }
   altar_proc_launch_t l = {0};
   long long fd, timeout, mem, cap, cgv;
-  if (parse_ll(argv[1], &fd) || parse_ll(argv[2], &timeout) || parse_ll(argv[3], &mem) ||
-      parse_ll(argv[4], &cap) || parse_ll(argv[5], &cgv) || fd < 0 || cap < 0 ||
-      strlen(argv[6]) >= sizeof l.task_dir || strlen(argv[7]) >= sizeof l.cgroup_dir ||
-      strlen(argv[8]) >= sizeof l.log_dir) {
+  if (parse_ll(argv[1], &fd) || parse_ll(argv[2], &timeout) || parse_ll(argv[3], &mem) || parse_ll(argv[4], &cap) ||
+      parse_ll(argv[5], &cgv) || fd < 0 || cap < 0 || strlen(argv[6]) >= sizeof l.task_dir ||
+      strlen(argv[7]) >= sizeof l.cgroup_dir || strlen(argv[8]) >= sizeof l.log_dir) {
     fprintf(stderr, "altar-supervisor: malformed arguments\n");
     return 2;
   }

@@ -103,8 +103,7 @@ static void reply(int sock, pid_t pid, int err, int pidfd) {
     memcpy(CMSG_DATA(c), &pidfd, sizeof pidfd);
   }
   /* The backend gone mid-request: the loop sees the end of the socket next. */
-  while (sendmsg(sock, &m, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-  }
+  while (sendmsg(sock, &m, MSG_NOSIGNAL) < 0 && errno == EINTR) {}
 }
 
 /* The received descriptors: the first SCM_RIGHTS one is the lock (-1: none);
@@ -190,11 +189,9 @@ int altar__proc_zygote_serve(int sock) {
     }
     if (pf[1].revents & POLLIN) {
       struct signalfd_siginfo si;
-      while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-      }
+      while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {}
     }
-    while (waitpid(-1, NULL, WNOHANG) > 0) {
-    }
+    while (waitpid(-1, NULL, WNOHANG) > 0) {}
     if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     struct iovec iov = {.iov_base = buf, .iov_len = ALTAR_PROC_ZYG_MSG_MAX};
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};

@@ -61,8 +61,7 @@ static void forget(altar_process_t *p) {
 static void reap_parent(altar_process_t *p, bool kill_it) {
   if (p->zyg_owner != getpid()) return;
   if (kill_it) kill(p->zyg_pid, SIGKILL); /* its supervisors do not need it */
-  while (waitpid(p->zyg_pid, NULL, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(p->zyg_pid, NULL, 0) < 0 && errno == EINTR) {}
 }
 
 /* The parent failed us: it goes (killed, reaped) and counts as a failure. */
@@ -134,8 +133,7 @@ static int send_req(int sock, const char *buf, size_t len, int lock_fd) {
   c->cmsg_len = CMSG_LEN(sizeof(int));
   memcpy(CMSG_DATA(c), &lock_fd, sizeof lock_fd);
   ssize_t n;
-  while ((n = sendmsg(sock, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-  }
+  while ((n = sendmsg(sock, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {}
   return n == (ssize_t)len ? 0 : n < 0 ? errno : EPIPE;
 }
 
@@ -145,8 +143,7 @@ static int recv_rep(int sock, altar_proc_zyg_rep_t *prep, int *pfd) {
   *pfd = -1;
   struct pollfd pf = {.fd = sock, .events = POLLIN};
   int r;
-  while ((r = poll(&pf, 1, ALTAR_PROC_ZYG_REPLY_TIMEOUT_MS)) < 0 && errno == EINTR) {
-  }
+  while ((r = poll(&pf, 1, ALTAR_PROC_ZYG_REPLY_TIMEOUT_MS)) < 0 && errno == EINTR) {}
   if (r == 0) return ETIMEDOUT;
   if (r < 0) return errno;
   union {
@@ -156,8 +153,7 @@ static int recv_rep(int sock, altar_proc_zyg_rep_t *prep, int *pfd) {
   struct iovec iov = {.iov_base = prep, .iov_len = sizeof *prep};
   struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};
   ssize_t n;
-  while ((n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
-  }
+  while ((n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {}
   for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); n > 0 && c; c = CMSG_NXTHDR(&m, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {

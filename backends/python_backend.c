@@ -27,8 +27,8 @@ static json_t *opt_str(const char *s) { return s ? json_string(s) : json_null();
 static json_t *transfers_json(const altar_transfer_t *ts, size_t n) {
   json_t *a = json_array();
   for (size_t i = 0; a && i < n; i++) {
-    json_t *t = json_pack("{s:s, s:s, s:o, s:o}", "uri", ts[i].uri, "logical_path", ts[i].logical_path,
-                          "locality_key", opt_str(ts[i].locality_key), "digest", opt_str(ts[i].digest));
+    json_t *t = json_pack("{s:s, s:s, s:o, s:o}", "uri", ts[i].uri, "logical_path", ts[i].logical_path, "locality_key",
+                          opt_str(ts[i].locality_key), "digest", opt_str(ts[i].digest));
     if (!t || json_array_append_new(a, t)) {
       json_decref(a);
       return NULL;
@@ -137,7 +137,8 @@ static int pb_resolve(altar_backend_t *be, const char *logical, char **pphysical
   *pphysical = NULL;
   if (!py->custom_resolve) return altar_path_resolve(pb_mount_root(be), logical, pphysical, err);
   json_t *reply = NULL;
-  int rc = altar__py_call(py, "resolve", json_pack("{s:s, s:s}", "op", "resolve", "logical_path", logical), &reply, err);
+  int rc =
+      altar__py_call(py, "resolve", json_pack("{s:s, s:s}", "op", "resolve", "logical_path", logical), &reply, err);
   if (rc) return rc;
   const json_t *v = json_object_get(reply, "physical_path");
   if (!json_is_string(v) || json_string_length(v) > ALTAR_MAX_STRING ||
@@ -198,8 +199,7 @@ static int statuses_call(altar_backend_t *be, const char *op, long limit_ms, con
     /* The status is for the handle asked about, whatever handle came back. */
     if (redact_failure(st.failure) || altar_status_init(&pst[i], &hs[i], st.state, st.failure))
       rc = altar_error_set(err, ALTAR_ENOMEM, "python %s: out of memory", op);
-    else
-      st.failure = NULL;
+    else st.failure = NULL;
     altar_status_clear(&st);
   }
   json_decref(reply);
@@ -212,12 +212,13 @@ static int pb_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, alta
 
 /* Forwarded only to an adapter that overrides it; its deadline is
  * await_timeout_ms, past which the wait is cancelled (retriable). */
-static int pb_await(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst,
-                    altar_error_t *err) {
+static int pb_await(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err) {
   altar_py_t *py = python_of(be);
   if (!py->has_await)
-    return altar_error_set(err, ALTAR_ENOTSUP, "backend '%s': await_completion is not supported by adapter %s; poll "
-                           "instead", altar_backend_name(be), py->adapter);
+    return altar_error_set(err, ALTAR_ENOTSUP,
+                           "backend '%s': await_completion is not supported by adapter %s; poll "
+                           "instead",
+                           altar_backend_name(be), py->adapter);
   return statuses_call(be, "await_completion", py->await_ms, hs, n, pst, err);
 }
 
@@ -234,7 +235,8 @@ static int pb_recover(altar_backend_t *be, const altar_status_t *fs, size_t n, c
                       size_t n_banned, altar_handle_t **phs, size_t *pn, altar_error_t *err) {
   altar_py_t *py = python_of(be);
   json_t *list = json_array(), *ban = json_array();
-  for (size_t i = 0; list && i < n; i++) json_array_append_new(list, from_codec(altar_status_result_to_json(&fs[i], err)));
+  for (size_t i = 0; list && i < n; i++)
+    json_array_append_new(list, from_codec(altar_status_result_to_json(&fs[i], err)));
   for (size_t i = 0; ban && i < n_banned; i++) json_array_append_new(ban, json_string(banned[i]));
   if (!list || !ban || json_array_size(list) != n || json_array_size(ban) != n_banned) {
     json_decref(list);
@@ -257,7 +259,8 @@ static int pb_recover(altar_backend_t *be, const altar_status_t *fs, size_t n, c
     /* The backend's name on the handle is this backend's, as for submit. */
     rc = altar_handle_init(&out[k], altar_backend_name(be), h.external_id);
     if (!rc && h.labels.n) rc = altar_strmap_copy(&out[k].labels, &h.labels);
-    if (!rc && h.plugin_identity && !(out[k].plugin_identity = calloc(1, sizeof *out[k].plugin_identity))) rc = ALTAR_ENOMEM;
+    if (!rc && h.plugin_identity && !(out[k].plugin_identity = calloc(1, sizeof *out[k].plugin_identity)))
+      rc = ALTAR_ENOMEM;
     if (!rc && h.plugin_identity) rc = altar_strmap_copy(out[k].plugin_identity, h.plugin_identity);
     if (rc && !err->code) altar_error_set(err, rc, "python recover: out of memory");
     altar_handle_clear(&h);
@@ -297,7 +300,8 @@ static int parse_positive(const char *key, const char *v, long *pout, altar_erro
   char *end;
   errno = 0;
   long x = strtol(v, &end, 10);
-  if (!*v || *end || errno || x <= 0) return altar_error_set(err, ALTAR_ECONFIG, "backend.%s: want a positive integer (got '%s')", key, v);
+  if (!*v || *end || errno || x <= 0)
+    return altar_error_set(err, ALTAR_ECONFIG, "backend.%s: want a positive integer (got '%s')", key, v);
   *pout = x;
   return ALTAR_OK;
 }
@@ -354,8 +358,8 @@ altar_py_t *altar__py_new(const altar_strmap_t *cfg, altar_error_t *err) {
   int rc = ALTAR_OK;
   for (size_t i = 0; !rc && cfg && i < cfg->n; i++) {
     const char *key = cfg->keys[i], *v = cfg->vals[i];
-    char **s = !strcmp(key, "adapter") ? &py->adapter
-               : !strcmp(key, "python") ? &py->python
+    char **s = !strcmp(key, "adapter")   ? &py->adapter
+               : !strcmp(key, "python")  ? &py->python
                : !strcmp(key, "options") ? &py->options_json
                                          : NULL;
     long *ms = !strcmp(key, "reply_timeout_ms")         ? &py->reply_ms
@@ -374,11 +378,14 @@ altar_py_t *altar__py_new(const altar_strmap_t *cfg, altar_error_t *err) {
     }
   }
   if (!rc && (!py->adapter || !*py->adapter))
-    rc = altar_error_set(err, ALTAR_ECONFIG, "backend.adapter: name the adapter's entry point (altar.execution_backends)");
+    rc = altar_error_set(err, ALTAR_ECONFIG,
+                         "backend.adapter: name the adapter's entry point (altar.execution_backends)");
   if (!rc && py->options_json) {
     json_error_t je;
     json_t *o = json_loads(py->options_json, JSON_REJECT_DUPLICATES, &je);
-    if (!json_is_object(o)) rc = altar_error_set(err, ALTAR_ECONFIG, "backend.options: want a mapping (JSON object) of the adapter's keyword arguments");
+    if (!json_is_object(o))
+      rc = altar_error_set(err, ALTAR_ECONFIG,
+                           "backend.options: want a mapping (JSON object) of the adapter's keyword arguments");
     json_decref(o);
   }
   if (!rc && py->backoff_max_ms < py->backoff_min_ms) py->backoff_max_ms = py->backoff_min_ms;

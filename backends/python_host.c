@@ -37,8 +37,8 @@ static int code_for(const char *name) {
   static const struct {
     const char *name;
     int code;
-  } known[] = {{"EINVAL", ALTAR_EINVAL},       {"EPATH", ALTAR_EPATH},       {"EINTEGRITY", ALTAR_EINTEGRITY},
-               {"ENOTSUP", ALTAR_ENOTSUP},     {"ENOTFOUND", ALTAR_ENOTFOUND}, {"ECONFIG", ALTAR_ECONFIG},
+  } known[] = {{"EINVAL", ALTAR_EINVAL},    {"EPATH", ALTAR_EPATH},         {"EINTEGRITY", ALTAR_EINTEGRITY},
+               {"ENOTSUP", ALTAR_ENOTSUP},  {"ENOTFOUND", ALTAR_ENOTFOUND}, {"ECONFIG", ALTAR_ECONFIG},
                {"ETIMEOUT", ALTAR_ETIMEOUT}};
   for (size_t i = 0; name && i < sizeof known / sizeof known[0]; i++)
     if (!strcmp(name, known[i].name)) return known[i].code;
@@ -52,13 +52,13 @@ static int reply_error(altar_py_t *py, const json_t *reply, const char *op, alta
   const char *msg = json_string_value(json_object_get(reply, "error"));
   const char *type = json_string_value(json_object_get(reply, "type"));
   const char *trace = json_string_value(json_object_get(reply, "trace"));
-  int code = kind && !strcmp(kind, "config") ? ALTAR_ECONFIG
+  int code = kind && !strcmp(kind, "config")      ? ALTAR_ECONFIG
              : kind && !strcmp(kind, "cancelled") ? ALTAR_ETIMEOUT
              : kind && !strcmp(kind, "raised")    ? code_for(json_string_value(json_object_get(reply, "code")))
                                                   : ALTAR_EBACKEND;
   char text[ALTAR_ERRMSG_MAX];
-  snprintf(text, sizeof text, "python %s (%s): %s%s%s%s%s", op, py->tag, type ? type : "",
-           type ? ": " : "", msg ? msg : "no message", trace && *trace ? "\n" : "", trace ? trace : "");
+  snprintf(text, sizeof text, "python %s (%s): %s%s%s%s%s", op, py->tag, type ? type : "", type ? ": " : "",
+           msg ? msg : "no message", trace && *trace ? "\n" : "", trace ? trace : "");
   bool deterministic = code == ALTAR_EINVAL || code == ALTAR_EPATH || code == ALTAR_EINTEGRITY || code == ALTAR_ECONFIG;
   set_redacted(err, code, !deterministic, text);
   return code;
@@ -95,8 +95,8 @@ static int read_reply(altar_py_t *py, const char *op, long limit_ms, json_t **pr
                                 py->tag, limit_ms);
       note_death(py, err);
     } else {
-      altar_error_set_retriable(err, ALTAR_ETIMEOUT, "python %s (%s): no reply within %ld ms; cancelled", op,
-                                py->tag, limit_ms);
+      altar_error_set_retriable(err, ALTAR_ETIMEOUT, "python %s (%s): no reply within %ld ms; cancelled", op, py->tag,
+                                limit_ms);
     }
     return ALTAR_ETIMEOUT;
   }
@@ -111,8 +111,8 @@ static int read_reply(altar_py_t *py, const char *op, long limit_ms, json_t **pr
   free(line);
   if (!json_is_object(reply) || !json_is_boolean(json_object_get(reply, "ok"))) {
     json_decref(reply);
-    altar_error_set_retriable(err, ALTAR_EDECODE, "python %s (%s): the bridge wrote a line that is not a reply%s%s",
-                              op, py->tag, reply ? "" : ": ", reply ? "" : je.text);
+    altar_error_set_retriable(err, ALTAR_EDECODE, "python %s (%s): the bridge wrote a line that is not a reply%s%s", op,
+                              py->tag, reply ? "" : ": ", reply ? "" : je.text);
     note_death(py, err);
     return ALTAR_EDECODE;
   }
@@ -159,8 +159,8 @@ static void own_library(char *out, size_t sz) {
     return;
   }
   if (!have_exe) return;
-  static const char *const rel[] = {"libaltar.so.0", "libaltar.so", "../lib/libaltar.so.0",
-                                    "../lib64/libaltar.so.0", "../lib/x86_64-linux-gnu/libaltar.so.0"};
+  static const char *const rel[] = {"libaltar.so.0", "libaltar.so", "../lib/libaltar.so.0", "../lib64/libaltar.so.0",
+                                    "../lib/x86_64-linux-gnu/libaltar.so.0"};
   char *dir = dirname(exe);
   for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
     char cand[PATH_MAX + 64];
@@ -216,8 +216,10 @@ static int start(altar_py_t *py, altar_error_t *err) {
   if (!rc) {
     json_int_t proto = json_integer_value(json_object_get(hello, "protocol"));
     if (proto != ALTAR_PY_PROTOCOL)
-      rc = altar_error_set(err, ALTAR_ECONFIG, "python bridge: speaks protocol %lld, this altar %d (install the altar "
-                           "package of this version into %s)", (long long)proto, ALTAR_PY_PROTOCOL, py->python);
+      rc = altar_error_set(err, ALTAR_ECONFIG,
+                           "python bridge: speaks protocol %lld, this altar %d (install the altar "
+                           "package of this version into %s)",
+                           (long long)proto, ALTAR_PY_PROTOCOL, py->python);
   }
   json_decref(hello);
   if (!rc && py->on_start) rc = py->on_start(py, err);
@@ -237,11 +239,10 @@ int altar__py_call_within(altar_py_t *py, const char *op, json_t *req, long limi
   if (!altar__pipe_running(&py->pipe)) {
     int64_t now = altar_mono_ms();
     if (now < py->next_start_ms) {
-      rc = altar_error_set_retriable(err, ALTAR_EBACKEND,
-                                     "python %s (%s): bridge restarting in %lld ms after: %.100s", op,
-                                     py->tag, (long long)(py->next_start_ms - now), py->last_death);
+      rc = altar_error_set_retriable(err, ALTAR_EBACKEND, "python %s (%s): bridge restarting in %lld ms after: %.100s",
+                                     op, py->tag, (long long)(py->next_start_ms - now), py->last_death);
     } else if ((rc = start(py, err))) {
-      err->retriable = true; /* it may come back: the worker keeps running */
+      err->retriable = true;                                         /* it may come back: the worker keeps running */
       if (altar_mono_ms() >= py->next_start_ms) note_death(py, err); /* not yet counted */
     }
   }

@@ -34,15 +34,15 @@
 typedef struct altar_py altar_py_t;
 
 struct altar_py {
-  char *python;       /* interpreter */
-  char *adapter;      /* entry-point name (the backend's); NULL for storage */
+  char *python;  /* interpreter */
+  char *adapter; /* entry-point name (the backend's); NULL for storage */
   /* How messages name what answered: "adapter NAME" for the backend; the
    * storage side sets it before each call ("mem: adapter memstore"). */
   char tag[160];
   /* Runs on every start, after the greeting: opens what the bridge hosts
    * with altar__py_exchange. A failure stops the bridge. */
   int (*on_start)(altar_py_t *py, altar_error_t *err);
-  void *owner; /* on_start's state */
+  void *owner;        /* on_start's state */
   char *options_json; /* keyword arguments of the adapter's constructor, a JSON object */
   long reply_ms, start_ms, grace_ms, backoff_min_ms, backoff_max_ms;
   long await_ms; /* deadline of one await_completion call */
@@ -80,8 +80,7 @@ int altar__py_start(altar_py_t *py, altar_error_t *err);
 
 /* One request (borrowed) and its successful reply within limit_ms on a
  * running bridge; for on_start. Errors as altar__py_call's. */
-int altar__py_exchange(altar_py_t *py, const char *op, json_t *req, long limit_ms, json_t **preply,
-                       altar_error_t *err);
+int altar__py_exchange(altar_py_t *py, const char *op, json_t *req, long limit_ms, json_t **preply, altar_error_t *err);
 
 /* A stopped bridge for python with the default deadlines and bound; the
  * caller sets on_start, owner and tag. NULL when out of memory. */

@@ -46,9 +46,9 @@ static struct {
   altar_py_t *py;
   ps_scheme_t schemes[ALTAR_REGISTRY_MAX];
   size_t n;
-  size_t n_open;     /* handles open: the configuration cannot change under them */
+  size_t n_open;            /* handles open: the configuration cannot change under them */
   size_t line, python_line; /* of storage.python and of its python: key (0: not given) */
-  bool scheme_error; /* the last on_start failed opening a scheme (its message says where) */
+  bool scheme_error;        /* the last on_start failed opening a scheme (its message says where) */
 } G = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- the bridge's start: open every scheme's adapter ---- */
@@ -73,7 +73,8 @@ static int ps_on_start(altar_py_t *py, altar_error_t *err) {
     json_decref(reply);
     if (rc) {
       G.scheme_error = true;
-      if (G.file && sc->line) altar_error_prefix(err, "%s:%zu: storage.python.schemes.%s", G.file, sc->line, sc->scheme);
+      if (G.file && sc->line)
+        altar_error_prefix(err, "%s:%zu: storage.python.schemes.%s", G.file, sc->line, sc->scheme);
       else altar_error_prefix(err, "storage.python.schemes.%s", sc->scheme);
       memcpy(G.py->tag, tag, sizeof tag);
       return rc;
@@ -100,7 +101,7 @@ static json_t *request(const ps_scheme_t *sc, const char *op, const char *path, 
     return NULL;
   }
   json_t *req = json_pack("{s:s, s:s, s:o}", "op", op, "scheme", sc->scheme, "path", jp); /* jp stolen */
-  if (req && key && json_object_set_new(req, key, jv)) { /* jv stolen */
+  if (req && key && json_object_set_new(req, key, jv)) {                                  /* jv stolen */
     json_decref(req);
     req = NULL;
   } else if (!req) {
@@ -169,8 +170,7 @@ static int fetch_into(const ps_scheme_t *sc, const char *path, const char *dest,
   if (rc) return rc;
   json_t *size = json_object_get(reply, "size");
   struct stat st;
-  if (!json_is_integer(size) || json_integer_value(size) < 0)
-    rc = bad_reply(sc, op, "size: want an integer >= 0", err);
+  if (!json_is_integer(size) || json_integer_value(size) < 0) rc = bad_reply(sc, op, "size: want an integer >= 0", err);
   else if (stat(dest, &st) != 0 || (json_int_t)st.st_size != json_integer_value(size))
     rc = bad_reply(sc, op, "the file written does not have the size reported", err);
   json_decref(reply);
@@ -372,9 +372,10 @@ static int build(const char *json_text, const char *file, altar_error_t *err) {
     }
     const void *taken = altar_registry_lookup(ALTAR_REGISTRY_STORAGE, scheme);
     if (taken) {
-      rc = altar_error_set(err, ALTAR_ECONFIG, "%s:%zu: storage.python.schemes.%s: %s:// is served by the '%s' adapter "
-                           "already (altar's own or a plug-in's); pick another scheme", where, line, scheme, scheme,
-                           ((const altar_storage_ops_t *)taken)->name);
+      rc = altar_error_set(err, ALTAR_ECONFIG,
+                           "%s:%zu: storage.python.schemes.%s: %s:// is served by the '%s' adapter "
+                           "already (altar's own or a plug-in's); pick another scheme",
+                           where, line, scheme, scheme, ((const altar_storage_ops_t *)taken)->name);
       break;
     }
     ps_scheme_t *sc = &G.schemes[G.n];

@@ -40,8 +40,8 @@ static void time_page(altar_fleet_view_t *v, const char *label, const char *page
   double wall = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
   if (rc) printf("%-34s not served: %s\n", label, e.msg);
   else
-    printf("%-34s %-8s %8.1f ms wall %8.1f ms CPU %9zu bytes\n", label, "render", wall * 1e3,
-           cpu * 1e3, text ? strlen(text) : 0);
+    printf("%-34s %-8s %8.1f ms wall %8.1f ms CPU %9zu bytes\n", label, "render", wall * 1e3, cpu * 1e3,
+           text ? strlen(text) : 0);
   free(text);
   json_decref(o);
 }
@@ -74,8 +74,9 @@ int main(int argc, char **argv) {
   altar_transport_close(t);
 
   altar_group_specs_t groups = {0};
-  const char *yaml = "bench:\n  group_by: [job_id, group]\n  ready_when: {all_expected_folds: {label: fold, count_label: "
-                     "num_folds}}\n  on_failed: dead_letter\n";
+  const char *yaml =
+      "bench:\n  group_by: [job_id, group]\n  ready_when: {all_expected_folds: {label: fold, count_label: "
+      "num_folds}}\n  on_failed: dead_letter\n";
   if (altar_group_specs_load_string(yaml, strlen(yaml), "bench", &groups, &e)) die("groups", &e);
   altar_topics_t topics = {"altar.jobs", "altar.status", "altar.ready", "altar.dead", "altar.dlq"};
   altar_reconciler_stats_t st = {0};

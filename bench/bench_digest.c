@@ -30,8 +30,7 @@ static int run(char *const argv[]) {
   posix_spawn_file_actions_destroy(&fa);
   if (rc) return -1;
   int st;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -80,10 +79,9 @@ int main(int argc, char **argv) {
   printf("file: %ld MiB\n", mib);
   printf("altar_sha256_file:   %8.3f s  %8.1f MiB/s\n", t_c, (double)mib / t_c);
   if (src == 0)
-    printf("sha256sum (baseline): %7.3f s  %8.1f MiB/s   ratio baseline/altar = %.2f\n", t_s,
-           (double)mib / t_s, t_s / t_c);
-  else
-    printf("sha256sum (baseline): not runnable (status %d)\n", src);
+    printf("sha256sum (baseline): %7.3f s  %8.1f MiB/s   ratio baseline/altar = %.2f\n", t_s, (double)mib / t_s,
+           t_s / t_c);
+  else printf("sha256sum (baseline): not runnable (status %d)\n", src);
 
   /* Record-accepted check versus a hash, same process. */
   bool hashed;
@@ -117,8 +115,7 @@ int main(int argc, char **argv) {
   if (r1 == 0 && r2 == 0)
     printf("sh verifier: record %.3f s, hashing %.3f s   ratio hash/record = %.1f\n", t_sh_rec, t_sh_hash,
            t_sh_hash / t_sh_rec);
-  else
-    printf("sh verifier: failed (status %d, %d)\n", r1, r2);
+  else printf("sh verifier: failed (status %d, %d)\n", r1, r2);
 
   char *rec = altar_verification_record_path(path);
   unlink(rec);

@@ -60,8 +60,8 @@ static int run(const char *const *argv, char *out, size_t cap) {
 
 static int bare_task(const char *image, const char *volume) {
   char id[128];
-  const char *runv[] = {"docker", "run", "-d", "--label", "job_id=bench", "--label",
-                        "altar.kind=bench", "-v", volume, image, "true", NULL};
+  const char *runv[] = {"docker",           "run", "-d",   "--label", "job_id=bench", "--label",
+                        "altar.kind=bench", "-v",  volume, image,     "true",         NULL};
   if (run(runv, id, sizeof id) != 0) return -1;
   for (;;) {
     char st[64];
@@ -190,17 +190,15 @@ int main(int argc, char **argv) {
   free(hs);
   free(sts);
 
-  printf("docker backend, %d tasks of `%s true`, sequential, poll every %d ms\n", tasks, image,
-         POLL_SLEEP_US / 1000);
+  printf("docker backend, %d tasks of `%s true`, sequential, poll every %d ms\n", tasks, image, POLL_SLEEP_US / 1000);
   printf("                                  mean ms/task  median   ratio(mean)\n");
-  printf("  bare docker run -d/inspect/rm : %8.1f  %8.1f   1.000 (baseline)\n", bare * 1e3,
-         bare_med * 1e3);
-  printf("  altar docker backend          : %8.1f  %8.1f   %.3f  overhead %+.1f ms/task\n",
-         backend * 1e3, backend_med * 1e3, backend / bare, (backend - bare) * 1e3);
-  printf("  docker run --rm (attached)    : %8.1f  %8.1f   %.3f\n", attached * 1e3,
-         attached_med * 1e3, attached / bare);
-  printf("  probe %d finished tasks       : one backend poll %.1f ms vs %d docker inspect %.1f ms  ratio %.3f\n",
-         nh, bulk * 1e3, nh, single * 1e3, single > 0 ? bulk / single : 0.0);
+  printf("  bare docker run -d/inspect/rm : %8.1f  %8.1f   1.000 (baseline)\n", bare * 1e3, bare_med * 1e3);
+  printf("  altar docker backend          : %8.1f  %8.1f   %.3f  overhead %+.1f ms/task\n", backend * 1e3,
+         backend_med * 1e3, backend / bare, (backend - bare) * 1e3);
+  printf("  docker run --rm (attached)    : %8.1f  %8.1f   %.3f\n", attached * 1e3, attached_med * 1e3,
+         attached / bare);
+  printf("  probe %d finished tasks       : one backend poll %.1f ms vs %d docker inspect %.1f ms  ratio %.3f\n", nh,
+         bulk * 1e3, nh, single * 1e3, single > 0 ? bulk / single : 0.0);
   if (fails) printf("  (%d operations failed)\n", fails);
 
   altar_spec_free(spec);

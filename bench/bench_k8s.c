@@ -594,8 +594,9 @@ int main(int argc, char **argv) {
     }
   }
   clear_namespace();
-  printf("\nlisting every Job (pages of 500, as served): decode whole / managedFields skipped first\n%7s %12s %12s %10s %10s\n",
-         "jobs", "bytes", "trimmed", "ms whole", "ms trim");
+  printf(
+      "\nlisting every Job (pages of 500, as served): decode whole / managedFields skipped first\n%7s %12s %12s %10s %10s\n",
+      "jobs", "bytes", "trimmed", "ms whole", "ms trim");
   for (size_t i = 0; i < nc; i++)
     printf("%7zu %12zu %12zu %10.1f %10.1f\n", a[i].n, a[i].list_bytes, a[i].list_trimmed_bytes, a[i].decode_ms,
            a[i].decode_trim_ms);

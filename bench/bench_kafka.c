@@ -100,8 +100,7 @@ static double run_kcat(const char *brokers, const char *topic, const char *file)
     _exit(127);
   }
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
   double dt = bench_now_s() - t0;
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     fprintf(stderr, "bench_kafka: kcat failed (exit %d)%s\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
@@ -130,8 +129,10 @@ int main(int argc, char **argv) {
   altar_transport_t *admin = open_t(brokers, &c, &err);
   altar_topic_list_t *l = NULL;
   if (!admin || altar_transport_list_topics(admin, NULL, 10000, &l, &err)) {
-    fprintf(stderr, "bench_kafka: no Kafka broker answers at %s (set ALTAR_KAFKA_BROKERS, or run "
-                    "scripts/services/kafka.sh start): %s\n", brokers, err.msg);
+    fprintf(stderr,
+            "bench_kafka: no Kafka broker answers at %s (set ALTAR_KAFKA_BROKERS, or run "
+            "scripts/services/kafka.sh start): %s\n",
+            brokers, err.msg);
     altar_transport_close(admin);
     return 1;
   }

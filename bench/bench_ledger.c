@@ -123,11 +123,10 @@ static void free_events(altar_status_event_t *evs, size_t n) {
   free(evs);
 }
 
-static const char *groups_yaml =
-    "chrombpnet:\n"
-    "  group_by: [job_id, model_id]\n"
-    "  ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}\n"
-    "  on_failed: dead_letter\n";
+static const char *groups_yaml = "chrombpnet:\n"
+                                 "  group_by: [job_id, model_id]\n"
+                                 "  ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}\n"
+                                 "  on_failed: dead_letter\n";
 
 /* Applies events in batches; returns seconds and counts fired groups. */
 static double apply_all(altar_ledger_t *l, const altar_group_specs_t *gs, const altar_status_event_t *evs, size_t n,
@@ -278,7 +277,8 @@ int main(int argc, char **argv) {
   printf("settings: RocksDB WAL on, sync=off, 64 MiB memtable, default (snappy) compression, bloom filter\n"
          "          (the ledger's defaults, both sides), write batches of %d events, 5-fold groups,\n"
          "          events decoded before timing (submitted with spec, running, succeeded per shard),\n"
-         "          best of %d alternating runs per side\n", BATCH, ROUNDS);
+         "          best of %d alternating runs per side\n",
+         BATCH, ROUNDS);
   printf("events                         %zu (%zu groups fired, mean encoded event %.0f bytes)\n", n, fired,
          (double)bytes / (double)n);
   printf("ledger apply with grouping     %10.0f events/s  (%.2f s)\n", (double)n / led_s, led_s);
@@ -292,11 +292,13 @@ int main(int argc, char **argv) {
   double fill_small, fill_big, cpu_small, cpu_big;
   double c_small = cost_at(base, &gs, small, nev, &fill_small, &cpu_small);
   double c_big = cost_at(base, &gs, big, nev, &fill_big, &cpu_big);
-  printf("cost per event, %8zu records in the ledger   %.2f us  (CPU of the writing thread %.2f us)\n", small,
-         c_small, cpu_small);
-  printf("cost per event, %8zu records in the ledger   %.2f us  (CPU of the writing thread %.2f us; prefill took %.1f s)\n",
-         big, c_big, cpu_big, fill_big);
-  printf("ratio cost(%zu)/cost(%zu)       %.2f  (by CPU time %.2f)\n", big, small, c_big / c_small, cpu_big / cpu_small);
+  printf("cost per event, %8zu records in the ledger   %.2f us  (CPU of the writing thread %.2f us)\n", small, c_small,
+         cpu_small);
+  printf(
+      "cost per event, %8zu records in the ledger   %.2f us  (CPU of the writing thread %.2f us; prefill took %.1f s)\n",
+      big, c_big, cpu_big, fill_big);
+  printf("ratio cost(%zu)/cost(%zu)       %.2f  (by CPU time %.2f)\n", big, small, c_big / c_small,
+         cpu_big / cpu_small);
   print_load("end");
   altar_group_specs_clear(&gs);
   rmdir(base);

@@ -65,8 +65,8 @@ int main(int argc, char **argv) {
     mkdir(logs, 0755);
     char key[65];
     for (long i = 0; i < ks[j]; i++) make_dir(logs, i, key);
-    altar_log_retention_t r = {.keep_bytes = 1ull << 50, .keep_count = (size_t)ks[j], .max_age_s = 0,
-                               .last_prune = -1, .last_scan = -1};
+    altar_log_retention_t r = {
+        .keep_bytes = 1ull << 50, .keep_count = (size_t)ks[j], .max_age_s = 0, .last_prune = -1, .last_scan = -1};
     altar_logs_prune_facts_t f;
     double t0 = bench_cpu_s();
     altar__logs_prune(logs, &r, 0, (double)time(NULL), NULL, NULL, &f);

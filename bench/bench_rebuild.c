@@ -59,7 +59,8 @@ static int read_all(const altar_strmap_t *props, const char *topic, size_t *pn) 
     }
     if (*pn % 4096 == 0) altar_arena_reset(&arena); /* per batch, as the rebuild */
     for (size_t i = 0; i < np; i++)
-      if (tl->topics[0].partitions[i].partition == m->partition && m->offset + 1 == tl->topics[0].partitions[i].end) left--;
+      if (tl->topics[0].partitions[i].partition == m->partition && m->offset + 1 == tl->topics[0].partitions[i].end)
+        left--;
     altar_msg_free(m);
   }
   altar_arena_free(&arena);
@@ -105,7 +106,8 @@ int main(int argc, char **argv) {
   double t_read = bench_now_s() - t0, c_read = bench_cpu_s() - c0;
 
   altar_group_specs_t groups = {0};
-  const char *yaml = "bench:\n  group_by: [job_id, group]\n  ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}\n  on_failed: dead_letter\n";
+  const char *yaml =
+      "bench:\n  group_by: [job_id, group]\n  ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}\n  on_failed: dead_letter\n";
   if (altar_group_specs_load_string(yaml, strlen(yaml), "bench", &groups, &e)) die("groups", &e);
   altar_topics_t topics = {"jobs", "st", "ready", "dead", "dlq"};
   altar_reconciler_stats_t st = {0};
@@ -136,8 +138,8 @@ int main(int argc, char **argv) {
   char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   altar_ledger_checksum(l, sum, &e);
   altar_ledger_close(l);
-  printf("status events: %zu (%ld shards in %ld %ld-fold groups), written in %.2f s\n", n_events, shards, shards / width,
-         width, t_write);
+  printf("status events: %zu (%ld shards in %ld %ld-fold groups), written in %.2f s\n", n_events, shards,
+         shards / width, width, t_write);
   printf("baseline  read+decode from the local log: %10.0f events/s (%.2f s)\n", (double)n_events / t_read, t_read);
   printf("altar     rebuild into RocksDB + groups:  %10.0f events/s (%.2f s), %llu groups fired, %llu published\n",
          (double)st.events / t_rebuild, t_rebuild, (unsigned long long)st.fired, (unsigned long long)published);

@@ -39,8 +39,7 @@ static int run(char *const argv[]) {
   posix_spawn_file_actions_destroy(&fa);
   if (rc) return -1;
   int st;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -160,8 +159,14 @@ static double curl_resumable(void) {
   snprintf(hdrs, sizeof hdrs, "%s/headers", chunk_dir);
   snprintf(len, sizeof len, "X-Upload-Content-Length: %ld", mib << 20);
   double t = now();
-  char *start[] = {"curl", "-sSf", "-o", "/dev/null", "-D", hdrs, "-X", "POST", "-H", "Content-Type: application/json",
-                   "-H", len, "--data", "{\"name\":\"curl-object\"}", url, NULL};
+  char *start[] = {"curl",   "-sSf",
+                   "-o",     "/dev/null",
+                   "-D",     hdrs,
+                   "-X",     "POST",
+                   "-H",     "Content-Type: application/json",
+                   "-H",     len,
+                   "--data", "{\"name\":\"curl-object\"}",
+                   url,      NULL};
   if (run(start) != 0) return -1;
   char session[2048] = "";
   FILE *f = fopen(hdrs, "r");
@@ -175,8 +180,8 @@ static double curl_resumable(void) {
     char range[128], data[700];
     snprintf(range, sizeof range, "Content-Range: bytes %ld-%ld/%ld", off, end, mib << 20);
     snprintf(data, sizeof data, "@%s/%ld", chunk_dir, i);
-    char *put[] = {"curl", "-s", "-o", "/dev/null", "-X", "PUT", "-H", range, "-H", "Expect:", "--data-binary", data,
-                   session, NULL};
+    char *put[] = {"curl", "-s", "-o",      "/dev/null",     "-X", "PUT",   "-H",
+                   range,  "-H", "Expect:", "--data-binary", data, session, NULL};
     if (run(put) != 0) return -1;
   }
   return now() - t;
@@ -262,8 +267,8 @@ int main(int argc, char **argv) {
   snprintf(up_url, sizeof up_url, "%s/upload/storage/v1/b/altar-bench/o?uploadType=media&name=curl-object", ep);
   snprintf(down_url, sizeof down_url, "%s/storage/v1/b/altar-bench/o/curl-object?alt=media", ep);
   snprintf(data_arg, sizeof data_arg, "@%s", file);
-  char *gs_up[] = {"curl", "-sSf", "-X", "POST", "-H", "Content-Type: application/octet-stream", "-H", "Expect:",
-                   "--data-binary", data_arg, up_url, NULL};
+  char *gs_up[] = {"curl",    "-sSf",          "-X",     "POST", "-H", "Content-Type: application/octet-stream", "-H",
+                   "Expect:", "--data-binary", data_arg, up_url, NULL};
   char *gs_down[] = {"curl", "-sSf", "-o", out, down_url, NULL};
   /* Resumable in 16 MiB chunks (the default above 8 MiB), against curl doing the same session. */
   snprintf(gs_ep, sizeof gs_ep, "%s", ep);
@@ -278,7 +283,9 @@ int main(int argc, char **argv) {
   altar_strmap_set(&go, "resumable_threshold", "5368709120");
   if (altar_storage_open("gs", &go, &gs, &err)) return 1;
   altar_strmap_clear(&go);
-  if (!rc && bench_pair("gs media (fake-gcs-server)", gs, "gs://altar-bench/altar-object", "gs://altar-bench/curl-object", gs_up, NULL, gs_down)) rc = 1;
+  if (!rc && bench_pair("gs media (fake-gcs-server)", gs, "gs://altar-bench/altar-object",
+                        "gs://altar-bench/curl-object", gs_up, NULL, gs_down))
+    rc = 1;
   altar_storage_close(gs);
   char http_url[512];
   snprintf(http_url, sizeof http_url, "%s/storage/v1/b/altar-bench/o/altar-object?alt=media", ep);
@@ -308,11 +315,15 @@ int main(int argc, char **argv) {
   altar_strmap_clear(&o);
   char obj_url[512];
   snprintf(obj_url, sizeof obj_url, "%s/altar-bench/curl-object", ep);
-  char *s3_up[] = {"curl", "-sSf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", user, "-H",
-                   "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-T", file, obj_url, NULL};
-  char *s3_down[] = {"curl", "-sSf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", user, "-H",
-                     "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-o", out, obj_url, NULL};
-  if (bench_pair("s3 (MinIO)", s3, "s3://altar-bench/altar-object", "s3://altar-bench/curl-object", s3_up, NULL, s3_down)) rc = 1;
+  char *s3_up[] = {"curl",   "-sSf", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                   "--user", user,   "-H",          "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                   "-T",     file,   obj_url,       NULL};
+  char *s3_down[] = {"curl",   "-sSf", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                     "--user", user,   "-H",          "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                     "-o",     out,    obj_url,       NULL};
+  if (bench_pair("s3 (MinIO)", s3, "s3://altar-bench/altar-object", "s3://altar-bench/curl-object", s3_up, NULL,
+                 s3_down))
+    rc = 1;
   altar_storage_close(s3);
   /* What the download's MD5 check costs: the same without it. */
   altar_strmap_set(&o, "endpoint", ep);
@@ -323,7 +334,9 @@ int main(int argc, char **argv) {
   altar_strmap_set(&o, "checksum", "none");
   if (altar_storage_open("s3", &o, &s3, &err)) return 1;
   altar_strmap_clear(&o);
-  if (!rc && bench_pair("s3 checksum=none (MinIO)", s3, "s3://altar-bench/altar-object", "s3://altar-bench/curl-object", s3_up, NULL, s3_down)) rc = 1;
+  if (!rc && bench_pair("s3 checksum=none (MinIO)", s3, "s3://altar-bench/altar-object", "s3://altar-bench/curl-object",
+                        s3_up, NULL, s3_down))
+    rc = 1;
   altar_storage_close(s3);
   unlink(file);
   unlink(out);

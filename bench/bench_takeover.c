@@ -62,7 +62,7 @@ static void write_groups(const altar_strmap_t *props, long from, long to) {
 
 typedef struct run {
   volatile sig_atomic_t stop;
-  const char *want;   /* stop once a group event naming this group is published */
+  const char *want; /* stop once a group event naming this group is published */
   double first_at;
 } run_t;
 
@@ -87,9 +87,17 @@ static double reconcile(const altar_strmap_t *props, const char *dir, const alta
   altar_transport_t *t = l ? altar_transport_open("local", props, NULL, &e) : NULL;
   if (!t) die("reconciler open", &e);
   run_t r = {.want = want};
-  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = groups, .topics = &topics,
-                               .group = "bench.rec", .stop = &r.stop, .exit_when_idle = !want, .quiet = true,
-                               .on_published = on_published, .on_published_ctx = &r, .checkpoint_uri = cp_uri,
+  altar_reconciler_opts_t o = {.transport = t,
+                               .ledger = l,
+                               .groups = groups,
+                               .topics = &topics,
+                               .group = "bench.rec",
+                               .stop = &r.stop,
+                               .exit_when_idle = !want,
+                               .quiet = true,
+                               .on_published = on_published,
+                               .on_published_ctx = &r,
+                               .checkpoint_uri = cp_uri,
                                .checkpoint_interval_s = 1};
   double t0 = bench_now_s();
   if (altar__reconciler_run(&o, st, &e)) die("reconciler", &e);
@@ -163,8 +171,7 @@ int main(int argc, char **argv) {
     double took = t_restore + t_tail;
     if (only) {
       printf("%10ld %12llu %14s %10s %12.3f %12.3f %12.3f %12s %10s   (cp apply %.0f ev/s)\n", H,
-             (unsigned long long)st1.events, "-", "-", t_restore, took, t_standby, "-", "-",
-             (double)st1.events / t_cp);
+             (unsigned long long)st1.events, "-", "-", t_restore, took, t_standby, "-", "-", (double)st1.events / t_cp);
     } else {
       printf("%10ld %12llu %14.0f %10.2f %12.3f %12.3f %12.3f %12.3f %10.3f\n", H, (unsigned long long)st0.events,
              (double)st0.events / t_plain, ((double)st1.events / t_cp) / ((double)st0.events / t_plain), t_restore,
@@ -179,7 +186,8 @@ int main(int argc, char **argv) {
   printf("apply ev/s: the history applied without checkpoints; with cp: apply rate with a checkpoint every second, "
          "as a ratio to that; takeover s: restore + the %ld groups after the checkpoint until the last fired; "
          "standby s: the same by a standby whose warm copy holds the checkpoint (no restore); "
-         "replay s: the same from an empty ledger replaying every event; ratio: takeover / replay\n", tail);
+         "replay s: the same from an empty ledger replaying every event; ratio: takeover / replay\n",
+         tail);
   altar_group_specs_clear(&groups);
   return 0;
 }

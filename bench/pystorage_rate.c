@@ -54,8 +54,7 @@ static double mibs(altar_storage_t *s, const char *uri, const char *local, int m
       altar_local_file_t lf = {0};
       if (altar_storage_as_local_file(s, uri, &lf, &err)) die("as_local_file", &err);
       int fd = open(lf.path, O_RDONLY);
-      while (fd >= 0 && read(fd, buf, sizeof buf) > 0) {
-      }
+      while (fd >= 0 && read(fd, buf, sizeof buf) > 0) {}
       if (fd >= 0) close(fd);
       altar_local_file_release(&lf);
     }

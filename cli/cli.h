@@ -15,7 +15,7 @@ extern const char *altar__cli_cmd;
 /* The exit-code rule every command follows, printed at the end of each
  * --help. A command's own codes (3, 4, ...) are listed in its help above it. */
 #define ALTAR_CLI_EXIT_HELP                                                                                            \
-  "\nexit status: 0 done; 1 failed while running (a log, ledger, backend or task failed);\n"                          \
+  "\nexit status: 0 done; 1 failed while running (a log, ledger, backend or task failed);\n"                           \
   "  2 bad input, wherever it comes from: usage, a flag or --set, the config file, a spec\n"                           \
   "  (the error names the field, and FILE:LINE when it comes from a file).\n"
 

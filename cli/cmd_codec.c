@@ -10,16 +10,14 @@
 #include <string.h>
 
 static void codec_usage(FILE *out) {
-  fprintf(out,
-          "usage: altar codec encode --type TYPE   (JSON on stdin -> msgpack on stdout)\n"
-          "       altar codec decode --type TYPE   (msgpack on stdin -> one JSON line on stdout)\n"
-          "\n"
-          "TYPE is one of: spec, job, status, group, record, control, group_page.\n"
-          "The wire schema and every field are described in schemas/README.md.\n"
-          "Exit status: 0 ok, 1 invalid input (the message names the field), 2 bad usage.\n");
+  fprintf(out, "usage: altar codec encode --type TYPE   (JSON on stdin -> msgpack on stdout)\n"
+               "       altar codec decode --type TYPE   (msgpack on stdin -> one JSON line on stdout)\n"
+               "\n"
+               "TYPE is one of: spec, job, status, group, record, control, group_page.\n"
+               "The wire schema and every field are described in schemas/README.md.\n"
+               "Exit status: 0 ok, 1 invalid input (the message names the field), 2 bad usage.\n");
   fputs(ALTAR_CLI_EXIT_HELP, out);
 }
-
 
 int altar_cmd_codec(int argc, char **argv) {
   const char *op = NULL, *type = NULL;

@@ -18,18 +18,17 @@
 #include <unistd.h>
 
 static void usage(FILE *out) {
-  fprintf(out,
-          "usage: altar demo [--dir DIR] [--models N] [--folds N] [--transport kafka --brokers HOST:PORT]\n"
-          "                  [--backend process|docker|kubernetes] [--image IMAGE]\n"
-          "                  [--kubeconfig FILE] [--namespace NS]\n\n"
-          "Starts a reconciler and two workers as separate processes under DIR (default\n"
-          "./var/demo), submits a job of N models x N folds (default 3 x 5) whose commands\n"
-          "read a verified input and write an output, shows progress and the group\n"
-          "events as they fire, prints a summary table and stops everything.\n"
-          "With --backend kubernetes each shard is a Job on the cluster --kubeconfig\n"
-          "names (namespace NS, default altar-demo); inputs are staged under DIR/data\n"
-          "for the verify-inputs init container, and no output is collected, so it\n"
-          "also runs against a control plane whose pods kwok finishes.\n");
+  fprintf(out, "usage: altar demo [--dir DIR] [--models N] [--folds N] [--transport kafka --brokers HOST:PORT]\n"
+               "                  [--backend process|docker|kubernetes] [--image IMAGE]\n"
+               "                  [--kubeconfig FILE] [--namespace NS]\n\n"
+               "Starts a reconciler and two workers as separate processes under DIR (default\n"
+               "./var/demo), submits a job of N models x N folds (default 3 x 5) whose commands\n"
+               "read a verified input and write an output, shows progress and the group\n"
+               "events as they fire, prints a summary table and stops everything.\n"
+               "With --backend kubernetes each shard is a Job on the cluster --kubeconfig\n"
+               "names (namespace NS, default altar-demo); inputs are staged under DIR/data\n"
+               "for the verify-inputs init container, and no output is collected, so it\n"
+               "also runs against a control plane whose pods kwok finishes.\n");
   fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
@@ -284,8 +283,9 @@ int altar_cmd_demo(int argc, char **argv) {
       fprintf(stderr, "altar demo: submit: %s\n", err.msg);
     } else {
       fprintf(stderr, "altar demo: submitted job %s: %ld models x %ld folds = %zu shards\n", run_id, models, folds, n);
-      rc = altar_cli_expect_build(&x, &groups, cfg.topics.jobs, specs, n) ? 2
-                                                         : altar_cli_follow(&cfg, run_id, &x, 600, on_group, &dc);
+      rc = altar_cli_expect_build(&x, &groups, cfg.topics.jobs, specs, n)
+               ? 2
+               : altar_cli_follow(&cfg, run_id, &x, 600, on_group, &dc);
     }
   }
   for (int i = 2; i >= 0; i--)
@@ -306,15 +306,13 @@ int altar_cmd_demo(int argc, char **argv) {
       const char *state = "pending";
       for (size_t i = 0; i < x.n; i++)
         if (!strcmp(x.keys[i], key) && x.done[i]) state = "settled";
-      if (k8s)
-        printf("model-%-4ld %-6ld %-8s (outputs stay on the cluster's volume)\n", m, folds, state);
+      if (k8s) printf("model-%-4ld %-6ld %-8s (outputs stay on the cluster's volume)\n", m, folds, state);
       else
-        printf("model-%-4ld %-6ld %-8s %ld/%ld in %s/results/%s/model-%ld\n", m, folds, state, have, folds, abs,
-               job_id, m);
+        printf("model-%-4ld %-6ld %-8s %ld/%ld in %s/results/%s/model-%ld\n", m, folds, state, have, folds, abs, job_id,
+               m);
     }
     printf("\n%zu group%s fired, %zu dead-lettered, %zu shard%s, %.0f s; ledger %s\n", dc.fired,
-           ALTAR_CLI_PLURAL(dc.fired), dc.dead, n, ALTAR_CLI_PLURAL(n),
-           (double)time(NULL) - t0, cfg.ledger_path);
+           ALTAR_CLI_PLURAL(dc.fired), dc.dead, n, ALTAR_CLI_PLURAL(n), (double)time(NULL) - t0, cfg.ledger_path);
     /* The daemons' own closing lines: retries and releases show up there. */
     const char *logs[] = {"reconciler", "worker-1", "worker-2"};
     for (size_t i = 0; i < 3; i++) {

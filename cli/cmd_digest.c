@@ -8,49 +8,43 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char usage_top[] =
-    "usage: altar digest <sha256|verify|program> ...\n"
-    "\n"
-    "  sha256 FILE                    print the file's digest (sha256:<64 hex>)\n"
-    "  verify FILE DIGEST [--no-trust-record] [--no-record]\n"
-    "                                 check FILE against DIGEST\n"
-    "  program [--no-trust-records]   print the POSIX sh verifier program\n"
-    "\n"
-    "Run 'altar digest <sub> --help' for details.\n" ALTAR_CLI_EXIT_HELP;
+static const char usage_top[] = "usage: altar digest <sha256|verify|program> ...\n"
+                                "\n"
+                                "  sha256 FILE                    print the file's digest (sha256:<64 hex>)\n"
+                                "  verify FILE DIGEST [--no-trust-record] [--no-record]\n"
+                                "                                 check FILE against DIGEST\n"
+                                "  program [--no-trust-records]   print the POSIX sh verifier program\n"
+                                "\n"
+                                "Run 'altar digest <sub> --help' for details.\n" ALTAR_CLI_EXIT_HELP;
 
-static const char usage_sha256[] =
-    "usage: altar digest sha256 FILE\n"
-    "\n"
-    "Prints sha256:<64 lowercase hex> of FILE, one regular file (symlinks are\n"
-    "followed). Exit 0 on success, 1 when FILE is missing, a directory or\n"
-    "unreadable, 2 on bad usage.\n";
+static const char usage_sha256[] = "usage: altar digest sha256 FILE\n"
+                                   "\n"
+                                   "Prints sha256:<64 lowercase hex> of FILE, one regular file (symlinks are\n"
+                                   "followed). Exit 0 on success, 1 when FILE is missing, a directory or\n"
+                                   "unreadable, 2 on bad usage.\n";
 
-static const char usage_verify[] =
-    "usage: altar digest verify FILE DIGEST [--no-trust-record] [--no-record]\n"
-    "\n"
-    "Checks that FILE is a regular file whose SHA-256 is DIGEST\n"
-    "(sha256:<64 lowercase hex>). By default a current verification record\n"
-    "beside FILE (.<name>.altar-verified) accepts it without hashing, and a\n"
-    "successful hash writes such a record.\n"
-    "\n"
-    "  --no-trust-record   always hash, even when a current record exists\n"
-    "  --no-record         do not write a record after a successful hash\n"
-    "\n"
-    "Prints one line saying whether it hashed or a record accepted the file.\n"
-    "Exit 0 on a match, 1 on a mismatch (or a missing, non-regular or\n"
-    "unreadable file), 2 on bad usage or a malformed digest.\n";
+static const char usage_verify[] = "usage: altar digest verify FILE DIGEST [--no-trust-record] [--no-record]\n"
+                                   "\n"
+                                   "Checks that FILE is a regular file whose SHA-256 is DIGEST\n"
+                                   "(sha256:<64 lowercase hex>). By default a current verification record\n"
+                                   "beside FILE (.<name>.altar-verified) accepts it without hashing, and a\n"
+                                   "successful hash writes such a record.\n"
+                                   "\n"
+                                   "  --no-trust-record   always hash, even when a current record exists\n"
+                                   "  --no-record         do not write a record after a successful hash\n"
+                                   "\n"
+                                   "Prints one line saying whether it hashed or a record accepted the file.\n"
+                                   "Exit 0 on a match, 1 on a mismatch (or a missing, non-regular or\n"
+                                   "unreadable file), 2 on bad usage or a malformed digest.\n";
 
-static const char usage_program[] =
-    "usage: altar digest program [--no-trust-records]\n"
-    "\n"
-    "Prints the POSIX sh program init containers run to verify staged inputs:\n"
-    "  sh -c \"$PROGRAM\" verify \"<64 hex>  <path>\" ...\n"
-    "With --no-trust-records the program hashes every file even when a\n"
-    "current verification record exists.\n" ALTAR_CLI_EXIT_HELP;
+static const char usage_program[] = "usage: altar digest program [--no-trust-records]\n"
+                                    "\n"
+                                    "Prints the POSIX sh program init containers run to verify staged inputs:\n"
+                                    "  sh -c \"$PROGRAM\" verify \"<64 hex>  <path>\" ...\n"
+                                    "With --no-trust-records the program hashes every file even when a\n"
+                                    "current verification record exists.\n" ALTAR_CLI_EXIT_HELP;
 
-static bool is_help(const char *a) {
-  return !strcmp(a, "--help") || !strcmp(a, "-h");
-}
+static bool is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
 
 static int cmd_sha256(int argc, char **argv) {
   if (argc == 2 && is_help(argv[1])) {

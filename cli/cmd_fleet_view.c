@@ -263,8 +263,8 @@ int altar_cli_print_outputs(const altar_config_t *cfg, const altar_group_specs_t
     json_array_foreach(json_object_get(g, "members"), k, m) json_array_extend(uris, json_object_get(m, "outputs"));
     int stage = altar_cli_stage_of(stages, str_field(g, "kind"));
     json_array_append_new(groups, json_pack("{s:O, s:O, s:O, s:i, s:o}", "kind", json_object_get(g, "kind"),
-                                            "group_key", json_object_get(g, "group_key"), "ts", json_object_get(g, "ts"),
-                                            "stage", stage, "outputs", uris));
+                                            "group_key", json_object_get(g, "group_key"), "ts",
+                                            json_object_get(g, "ts"), "stage", stage, "outputs", uris));
   }
   if (json) {
     json_t *out = json_pack("{s:s, s:o}", "job_id", job, "fired_groups", groups);
@@ -273,8 +273,7 @@ int altar_cli_print_outputs(const altar_config_t *cfg, const altar_group_specs_t
   } else {
     /* Stage by stage, each stage's groups in the order they fired. */
     json_int_t last = 0;
-    for (json_int_t st = 1; st <= last + 1 && st < 64; st++)
-      json_array_foreach(groups, i, g) {
+    for (json_int_t st = 1; st <= last + 1 && st < 64; st++) json_array_foreach(groups, i, g) {
         json_int_t gs = json_integer_value(json_object_get(g, "stage"));
         if (gs > last) last = gs;
         if (gs != st) continue;

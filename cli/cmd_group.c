@@ -132,8 +132,8 @@ static int members(int argc, char **argv) {
     fprintf(stderr, "altar group: no group event %s on %s or %s\n", id, cfg.topics.ready, cfg.topics.dead);
     out = 3;
   } else if (!rc && f.g.page != f.g.pages) {
-    fprintf(stderr, "altar group: event %s: %zu of its %zu pages found (%zu of %zu members)\n", id, f.g.page,
-            f.g.pages, f.g.n_shards, f.g.members_total);
+    fprintf(stderr, "altar group: event %s: %zu of its %zu pages found (%zu of %zu members)\n", id, f.g.page, f.g.pages,
+            f.g.n_shards, f.g.members_total);
     out = 4;
   }
   if (!out && outputs) {

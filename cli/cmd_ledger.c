@@ -228,8 +228,8 @@ static int cmd_apply(const opts_t *o, const char *dir, const altar_config_t *cfg
   if (!rc && n) rc = flush_batch(l, &groups, evs, &n, &res);
   for (size_t i = 0; i < n; i++) altar_status_event_clear(&evs[i]);
   if (!rc)
-    fprintf(stderr, "altar ledger apply: %zu events applied (%zu unchanged), %zu group events\n", total,
-            res.ignored, res.n_events);
+    fprintf(stderr, "altar ledger apply: %zu events applied (%zu unchanged), %zu group events\n", total, res.ignored,
+            res.n_events);
   free(line);
   free(evs);
   altar_apply_result_clear(&res);

@@ -82,8 +82,8 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
     else if (!strcmp(a, "--json")) o->json = true;
     else if (!strcmp(a, "--headers")) o->headers = true;
     else if (!strcmp(a, "--topic") || !strcmp(a, "--group") || !strcmp(a, "--key-delimiter") ||
-             !strcmp(a, "--partition") || !strcmp(a, "--partitions") || !strcmp(a, "--max") ||
-             !strcmp(a, "--encode") || !strcmp(a, "--before")) {
+             !strcmp(a, "--partition") || !strcmp(a, "--partitions") || !strcmp(a, "--max") || !strcmp(a, "--encode") ||
+             !strcmp(a, "--before")) {
       if (!v) {
         fprintf(stderr, "altar log: %s needs a value\n", a);
         return -1;
@@ -100,8 +100,7 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
           return -1;
         }
         o->encode = v;
-      }
-      else if (!strcmp(a, "--group")) o->group = v;
+      } else if (!strcmp(a, "--group")) o->group = v;
       else if (!strcmp(a, "--key-delimiter")) {
         if (strlen(v) != 1) {
           fprintf(stderr, "altar log: --key-delimiter: expected one character\n");
@@ -275,8 +274,8 @@ static void commit_all(altar_transport_t *t, cons_state_t *s, const altar_tp_t *
   s->since_commit = 0;
 }
 
-static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts,
-                         size_t n, void *ctx) {
+static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
+                         void *ctx) {
   cons_state_t *s = ctx;
   if (kind == ALTAR_REBALANCE_REVOKE) {
     commit_all(t, s, parts, n);
@@ -344,8 +343,8 @@ static void print_msg(const opts_t *o, const altar_msg_t *m) {
       free(js);
       return;
     }
-    fprintf(stderr, "altar log consume: %s/%d@%lld: undecodable %s message: %s\n", m->topic,
-            (int)m->partition, (long long)m->offset, type, err.msg);
+    fprintf(stderr, "altar log consume: %s/%d@%lld: undecodable %s message: %s\n", m->topic, (int)m->partition,
+            (long long)m->offset, type, err.msg);
   }
   if (m->value) print_bytes(m->value, m->value_len);
   fputc('\n', stdout);
@@ -478,8 +477,8 @@ static int cmd_topics(altar_config_t *cfg, const opts_t *o) {
       json_t *parts = json_array();
       for (size_t j = 0; j < l->topics[i].n_partitions; j++) {
         const altar_partition_info_t *p = &l->topics[i].partitions[j];
-        json_array_append_new(parts, json_pack("{s:i,s:I,s:I}", "partition", (int)p->partition,
-                                               "beginning", (json_int_t)p->beginning, "end", (json_int_t)p->end));
+        json_array_append_new(parts, json_pack("{s:i,s:I,s:I}", "partition", (int)p->partition, "beginning",
+                                               (json_int_t)p->beginning, "end", (json_int_t)p->end));
       }
       json_array_append_new(arr, json_pack("{s:s,s:o}", "topic", l->topics[i].name, "partitions", parts));
     }
@@ -544,8 +543,8 @@ static int cmd_offsets(altar_config_t *cfg, const opts_t *o) {
       const altar_lag_entry_t *e = &l->entries[i];
       json_t *c = e->committed == ALTAR_OFFSET_INVALID ? json_null() : json_integer(e->committed);
       json_array_append_new(arr, json_pack("{s:s,s:i,s:I,s:o,s:I,s:s?}", "topic", e->topic, "partition",
-                                           (int)e->partition, "end", (json_int_t)e->end, "committed", c,
-                                           "lag", (json_int_t)e->lag, "metadata", e->metadata));
+                                           (int)e->partition, "end", (json_int_t)e->end, "committed", c, "lag",
+                                           (json_int_t)e->lag, "metadata", e->metadata));
     }
     char *txt = json_dumps(arr, JSON_COMPACT);
     if (txt) puts(txt);
@@ -558,8 +557,7 @@ static int cmd_offsets(altar_config_t *cfg, const opts_t *o) {
       char c[32];
       if (e->committed == ALTAR_OFFSET_INVALID) snprintf(c, sizeof c, "-");
       else snprintf(c, sizeof c, "%lld", (long long)e->committed);
-      printf("%-40s %9d %14lld %14s %10lld\n", e->topic, (int)e->partition, (long long)e->end, c,
-             (long long)e->lag);
+      printf("%-40s %9d %14lld %14s %10lld\n", e->topic, (int)e->partition, (long long)e->end, c, (long long)e->lag);
     }
   }
   altar_lag_list_free(l);
@@ -590,8 +588,9 @@ static int cmd_delete_records(altar_config_t *cfg, const opts_t *o) {
     if (o->partition != ALTAR_PARTITION_ANY && pi->partition != o->partition) continue;
     int64_t before = !strcmp(o->before, "end") ? pi->end : strtoll(o->before, NULL, 10), beginning = -1;
     rc = altar_transport_delete_records(t, o->topic, pi->partition, before, &beginning, &err);
-    if (!rc) printf("%s %d: beginning %lld (was %lld), end %lld\n", o->topic, (int)pi->partition, (long long)beginning,
-                    (long long)pi->beginning, (long long)pi->end);
+    if (!rc)
+      printf("%s %d: beginning %lld (was %lld), end %lld\n", o->topic, (int)pi->partition, (long long)beginning,
+             (long long)pi->beginning, (long long)pi->end);
   }
   if (rc) fprintf(stderr, "altar log delete-records: %s\n", err.msg);
   altar_topic_list_free(tl);

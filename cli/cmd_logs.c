@@ -153,8 +153,8 @@ static void print_attempts(const char *key, const altar_attempts_t *at) {
 
 /* Prints one task's logs; 0 when something was printed. at (may be NULL):
  * its attempts, shown when there were several. */
-static int print_task(const char *data_root, const char *key, const char *only, const char *reason,
-                      const char *detail, bool have_record, const altar_attempts_t *at) {
+static int print_task(const char *data_root, const char *key, const char *only, const char *reason, const char *detail,
+                      bool have_record, const altar_attempts_t *at) {
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/logs/%s", data_root, key);
   size_t ol = 0, el = 0;
@@ -220,8 +220,10 @@ int altar_cmd_logs(int argc, char **argv) {
     return 2;
   }
   if (!failed && !key_like(arg)) {
-    fprintf(stderr, "altar logs: '%s' is not a task key (8 to 64 lowercase hex digits); for a job's failed "
-                    "shards use: altar logs JOB_ID --failed\n", arg);
+    fprintf(stderr,
+            "altar logs: '%s' is not a task key (8 to 64 lowercase hex digits); for a job's failed "
+            "shards use: altar logs JOB_ID --failed\n",
+            arg);
     altar_config_clear(&cfg);
     return 2;
   }
@@ -293,8 +295,8 @@ int altar_cmd_logs(int argc, char **argv) {
               have_ledger ? "" : ": ", have_ledger ? "" : err.msg);
       rc = 1;
     } else if (print_task(data_root, key, only, lk.reason, lk.detail, lk.key != NULL, have_attempts ? &at : NULL)) {
-      fprintf(stderr, "altar logs: no %s kept for task %s under %s/logs%s%s\n", only ? only : "output", key,
-              data_root, lk.key ? "" : ", and no record of it in ledger ", lk.key ? "" : cfg.ledger_path);
+      fprintf(stderr, "altar logs: no %s kept for task %s under %s/logs%s%s\n", only ? only : "output", key, data_root,
+              lk.key ? "" : ", and no record of it in ledger ", lk.key ? "" : cfg.ledger_path);
       rc = 1;
     }
   }

@@ -103,7 +103,7 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   altar_reconciler_stats_t stats = {0};
   uint64_t missing = 0;
   int rc = altar__reconciler_rebuild(cfg->transport_name, &cfg->transport_props, nl, groups, &cfg->topics,
-                                    from_cp ? &cp : NULL, ol, quiet, &stats, &missing, &err);
+                                     from_cp ? &cp : NULL, ol, quiet, &stats, &missing, &err);
   /* Retried jobs and DLQ copies the old daemon staged but never saw
    * acknowledged exist only in its outbox: the replay cannot tell whether
    * they went out, so they go out (again, same bytes) from the new ledger.
@@ -118,8 +118,8 @@ static int rebuild(altar_config_t *cfg, altar_group_specs_t *groups, bool quiet)
   size_t waiting = 0;
   if (!rc && ol) rc = altar__retry_wait_carry(ol, nl, &waiting, &err);
   if (!rc && waiting && !quiet)
-    fprintf(stderr, "altar reconciler: %zu retry job%s waiting for its due time carried into the new ledger\n",
-            waiting, ALTAR_CLI_PLURAL(waiting));
+    fprintf(stderr, "altar reconciler: %zu retry job%s waiting for its due time carried into the new ledger\n", waiting,
+            ALTAR_CLI_PLURAL(waiting));
   altar_ledger_close(ol);
   char new_sum[ALTAR_LEDGER_CHECKSUM_LEN + 1] = "";
   if (!rc) rc = altar_ledger_rocksdb_persist(nl, &err);
@@ -170,9 +170,8 @@ static int check_status_retention(altar_transport_t *t, const altar_config_t *cf
     return 1;
   }
   if (have < 0) return 0;
-  const char *where = !strcmp(cfg->transport_name, "local")
-                          ? "the topic's retention.ms, else transport.retention.ms"
-                          : "the topic's retention.ms";
+  const char *where = !strcmp(cfg->transport_name, "local") ? "the topic's retention.ms, else transport.retention.ms"
+                                                            : "the topic's retention.ms";
   if (!cfg->ledger_checkpoints) {
     fprintf(stderr,
             "altar reconciler: the status topic %s keeps records for %lld ms (%s), but without ledger checkpoints a "
@@ -196,14 +195,19 @@ static int check_status_retention(altar_transport_t *t, const altar_config_t *cf
 /* A standby waits here, a warm copy of the newest checkpoint beside its
  * ledger path, until no reconciler of its group runs; 0 to go on as the
  * owner, 1 on failure, 2 for a bad setting, 3 when stopped meanwhile. */
-static int stand_by(const altar_config_t *cfg, const char *group, altar_metrics_t *metrics,
-                    volatile sig_atomic_t *stop, bool quiet) {
+static int stand_by(const altar_config_t *cfg, const char *group, altar_metrics_t *metrics, volatile sig_atomic_t *stop,
+                    bool quiet) {
   altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
   if (!t) return 1;
-  altar__standby_opts_t so = {.checkpoint_uri = cfg->ledger_checkpoints, .ledger_path = cfg->ledger_path,
-                              .transport = t, .group = group ? group : ALTAR_RECONCILER_GROUP,
-                              .status_topic = cfg->topics.status, .poll_ms = cfg->ledger_standby_poll_ms,
-                              .stop = stop, .metrics = metrics, .quiet = quiet};
+  altar__standby_opts_t so = {.checkpoint_uri = cfg->ledger_checkpoints,
+                              .ledger_path = cfg->ledger_path,
+                              .transport = t,
+                              .group = group ? group : ALTAR_RECONCILER_GROUP,
+                              .status_topic = cfg->topics.status,
+                              .poll_ms = cfg->ledger_standby_poll_ms,
+                              .stop = stop,
+                              .metrics = metrics,
+                              .quiet = quiet};
   altar_error_t err = {0};
   int rc = altar__standby_wait(&so, &err);
   altar_transport_close(t);
@@ -221,8 +225,8 @@ static int restore_if_new(const altar_config_t *cfg, bool quiet) {
   altar_error_t err = {0};
   int rc = altar__checkpoint_restore(cfg->ledger_checkpoints, cfg->ledger_path, &cp, &err);
   if (rc == ALTAR_ENOTFOUND) {
-    if (!quiet) fprintf(stderr, "altar reconciler: no checkpoint at %s yet: starting an empty ledger\n",
-                        cfg->ledger_checkpoints);
+    if (!quiet)
+      fprintf(stderr, "altar reconciler: no checkpoint at %s yet: starting an empty ledger\n", cfg->ledger_checkpoints);
     return 0;
   }
   if (rc) {
@@ -232,7 +236,8 @@ static int restore_if_new(const altar_config_t *cfg, bool quiet) {
   }
   if (!quiet)
     fprintf(stderr, "altar reconciler: restored %s from checkpoint %s (%zu file%s, %zu partition offset%s)\n",
-            cfg->ledger_path, cp.id, cp.files, ALTAR_CLI_PLURAL(cp.files), cp.n_offsets, ALTAR_CLI_PLURAL(cp.n_offsets));
+            cfg->ledger_path, cp.id, cp.files, ALTAR_CLI_PLURAL(cp.files), cp.n_offsets,
+            ALTAR_CLI_PLURAL(cp.n_offsets));
   altar__checkpoint_clear(&cp);
   return 0;
 }
@@ -266,8 +271,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
         altar_config_clear(&cfg);
         return 2;
       }
-    }
-    else if (!strcmp(a, "--batch") && i + 1 < argc) {
+    } else if (!strcmp(a, "--batch") && i + 1 < argc) {
       long long v;
       if (altar_cli_parse_int("reconciler", a, argv[++i], 1, 1000000, &v)) {
         altar_config_clear(&cfg);
@@ -294,9 +298,10 @@ int altar_cmd_reconciler(int argc, char **argv) {
     altar_metrics_server_t *msrv = NULL;
     altar_cli_dashboard_t dash = {0};
     bool serve = metrics_addr && *metrics_addr;
-    int started = !serve || !dashboard
-                      ? altar_cli_metrics_start("altar reconciler", serve ? metrics_addr : NULL, o.quiet, &metrics, &msrv)
-                      : altar_cli_dashboard_start("altar reconciler", &cfg, metrics_addr, token_file, o.quiet, &dash);
+    int started =
+        !serve || !dashboard
+            ? altar_cli_metrics_start("altar reconciler", serve ? metrics_addr : NULL, o.quiet, &metrics, &msrv)
+            : altar_cli_dashboard_start("altar reconciler", &cfg, metrics_addr, token_file, o.quiet, &dash);
     if (dash.server) metrics = dash.metrics;
     if (started) {
       altar_group_specs_clear(&groups);

@@ -52,7 +52,6 @@ static void run_usage(FILE *out) {
   fputs(ALTAR_CLI_EXIT_HELP, out);
 }
 
-
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL); /* EINTR is fine: the loop looks at `interrupted` */
@@ -72,8 +71,7 @@ static int print_status(const altar_status_t *st) {
 }
 
 /* Polls h until terminal or a signal; 0 with *pst filled, 1 interrupted, -1 error. */
-static int wait_terminal(altar_backend_t *be, const altar_handle_t *h, bool progress,
-                         altar_status_t *pst) {
+static int wait_terminal(altar_backend_t *be, const altar_handle_t *h, bool progress, altar_status_t *pst) {
   long pause = 2; /* ms; grows to 250 so a short task ends fast and a long one costs little */
   double start = altar_mono_s(), last_shown = start;
   for (;;) {
@@ -87,8 +85,7 @@ static int wait_terminal(altar_backend_t *be, const altar_handle_t *h, bool prog
     if (altar_state_terminal(pst->state)) break;
     if (progress && altar_mono_s() - last_shown >= 1.0) {
       last_shown = altar_mono_s();
-      fprintf(stderr, "\raltar run: %s %s, %.0f s", h->external_id, altar_state_name(pst->state),
-              last_shown - start);
+      fprintf(stderr, "\raltar run: %s %s, %.0f s", h->external_id, altar_state_name(pst->state), last_shown - start);
     }
     altar_status_clear(pst);
     sleep_ms(pause);
@@ -228,8 +225,8 @@ int altar_cmd_run(int argc, char **argv) {
   } else {
     print_status(&st);
     if (st.failure)
-      fprintf(stderr, "altar run: task failed: %s%s%s\n", st.failure->reason,
-              st.failure->detail ? ": " : "", st.failure->detail ? st.failure->detail : "");
+      fprintf(stderr, "altar run: task failed: %s%s%s\n", st.failure->reason, st.failure->detail ? ": " : "",
+              st.failure->detail ? st.failure->detail : "");
     code = 1;
   }
 out:
@@ -240,8 +237,7 @@ out:
         fprintf(stderr, "altar run: interrupted; task %s runs on: %s\n", h.external_id, cerr.msg);
       else if (altar_backend_cancel(be, &h, &cerr) < 0)
         fprintf(stderr, "altar run: cancel %s: %s\n", h.external_id, cerr.msg);
-      else
-        fprintf(stderr, "altar run: interrupted; task %s cancelled\n", h.external_id);
+      else fprintf(stderr, "altar run: interrupted; task %s cancelled\n", h.external_id);
     } else {
       fprintf(stderr, "altar run: interrupted before the task was submitted\n");
     }

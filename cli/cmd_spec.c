@@ -11,17 +11,15 @@
 #include <string.h>
 
 static void spec_usage(FILE *out) {
-  fprintf(out,
-          "usage: altar spec id FILE.json [--json]\n"
-          "\n"
-          "Prints the spec's task key (lowercase hex SHA-256 of its canonical msgpack\n"
-          "encoding, avoid_hosts left out) and its Kubernetes Job name, one per line,\n"
-          "or as one JSON object {\"job_name\": ..., \"task_key\": ...} with --json.\n"
-          "FILE may be '-' for stdin. See schemas/README.md for the derivations.\n"
-          "Exit status: 0 ok, 1 invalid spec (the message names the field), 2 bad usage.\n");
+  fprintf(out, "usage: altar spec id FILE.json [--json]\n"
+               "\n"
+               "Prints the spec's task key (lowercase hex SHA-256 of its canonical msgpack\n"
+               "encoding, avoid_hosts left out) and its Kubernetes Job name, one per line,\n"
+               "or as one JSON object {\"job_name\": ..., \"task_key\": ...} with --json.\n"
+               "FILE may be '-' for stdin. See schemas/README.md for the derivations.\n"
+               "Exit status: 0 ok, 1 invalid spec (the message names the field), 2 bad usage.\n");
   fputs(ALTAR_CLI_EXIT_HELP, out);
 }
-
 
 static int spec_id(int argc, char **argv) {
   const char *file = NULL;

@@ -47,13 +47,13 @@ typedef struct tally {
   const char *jobs_topic;
   uint64_t by_state[4];
   uint64_t consumed, total;
-  uint64_t replaced; /* runs settled as superseded or released: not shards */
+  uint64_t replaced;  /* runs settled as superseded or released: not shards */
   uint64_t cancelled; /* shards failed by `altar cancel` */
-  expect_t *x; /* the job's shards, for the late and waiting ones */
+  expect_t *x;        /* the job's shards, for the late and waiting ones */
   altar_ledger_t *l;
   char **ran_again; /* task keys with filed attempts (altar_attempts_keys) */
   size_t n_ran_again;
-  json_t *retried;           /* [{task_key, labels, attempts, attempts_dropped}] of shards that ran more than once */
+  json_t *retried; /* [{task_key, labels, attempts, attempts_dropped}] of shards that ran more than once */
   failed_shards_t failed;
   int oom;
 } tally_t;
@@ -90,7 +90,8 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
   if (e->task_key && e->rec.kind) {
     const char *pool = e->rec.spec && e->rec.spec->resources.gpu ? e->rec.spec->resources.gpu : ALTAR_POOL_CPU;
     char topic[512];
-    if (altar_pool_topic(t->jobs_topic, pool, topic, sizeof topic, NULL)) snprintf(topic, sizeof topic, "%s", t->jobs_topic);
+    if (altar_pool_topic(t->jobs_topic, pool, topic, sizeof topic, NULL))
+      snprintf(topic, sizeof topic, "%s", t->jobs_topic);
     if (altar_cli_expect_add_shard(t->x, e->task_key, e->rec.kind, e->group_key, topic, pool)) t->oom = 1;
   }
   return 0;
@@ -135,8 +136,8 @@ static int visit_held(void *ctx, const void *key, size_t klen, const void *val, 
 typedef struct waiting {
   char *topic, *pool;
   uint64_t shards;
-  uint64_t forwarded;         /* of them, copies a busy worker forwarded */
-  char forwarded_from[256];   /* the first such worker */
+  uint64_t forwarded;       /* of them, copies a busy worker forwarded */
+  char forwarded_from[256]; /* the first such worker */
   size_t members;
   bool members_known;
 } waiting_t;
@@ -219,9 +220,9 @@ static int scan_waiting(altar_config_t *cfg, const char *job, const expect_t *x,
 
 /* Counts the job's group events on topic; per stage too when stages is set
  * (by_stage[stage], STATUS_MAX_STAGES of them). */
-static int count_groups(altar_config_t *cfg, const char *topic, const char *job, uint64_t *pgroups,
-                        uint64_t *pshards, uint64_t *pcancelled, uint64_t *pcancelled_shards,
-                        const altar_group_specs_t *stages, uint64_t *by_stage) {
+static int count_groups(altar_config_t *cfg, const char *topic, const char *job, uint64_t *pgroups, uint64_t *pshards,
+                        uint64_t *pcancelled, uint64_t *pcancelled_shards, const altar_group_specs_t *stages,
+                        uint64_t *by_stage) {
   *pgroups = *pshards = 0;
   if (pcancelled) *pcancelled = *pcancelled_shards = 0;
   altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
@@ -277,7 +278,8 @@ static int count_groups(altar_config_t *cfg, const char *topic, const char *job,
 static void print_retried(json_t *retried, size_t max) {
   size_t n = json_array_size(retried);
   for (size_t i = 0; i < n && i < max; i++) {
-    json_t *r = json_array_get(retried, i), *labels = json_object_get(r, "labels"), *at = json_object_get(r, "attempts");
+    json_t *r = json_array_get(retried, i), *labels = json_object_get(r, "labels"),
+           *at = json_object_get(r, "attempts");
     printf("  retried: %.12s (", json_string_value(json_object_get(r, "task_key")));
     const char *k;
     json_t *v;
@@ -295,7 +297,8 @@ static void print_retried(json_t *retried, size_t max) {
       const char *reason = json_string_value(json_object_get(x, "reason"));
       const char *worker = json_string_value(json_object_get(x, "worker"));
       const char *detail = json_string_value(json_object_get(x, "detail"));
-      printf("%s attempt %lld %s%s%s (worker %s)", a ? ";" : ":", (long long)json_integer_value(json_object_get(x, "attempt")),
+      printf("%s attempt %lld %s%s%s (worker %s)", a ? ";" : ":",
+             (long long)json_integer_value(json_object_get(x, "attempt")),
              json_string_value(json_object_get(x, "state")), reason ? " " : "", reason ? reason : "",
              worker ? worker : "unknown");
       if (detail) {
@@ -306,7 +309,8 @@ static void print_retried(json_t *retried, size_t max) {
     }
     printf("\n");
   }
-  if (n > max) printf("  retried: ... and %zu more shard%s that ran more than once\n", n - max, n - max == 1 ? "" : "s");
+  if (n > max)
+    printf("  retried: ... and %zu more shard%s that ran more than once\n", n - max, n - max == 1 ? "" : "s");
 }
 
 /* "  why: 2 shards not running: 1 backoff, 1 no_free_slot", then one line
@@ -410,10 +414,10 @@ int altar_cmd_status(int argc, char **argv) {
   if (!altar_cli_load_groups(&cfg, &groups))
     for (size_t i = 0; i < groups.n && !staged; i++) staged = groups.v[i].then || groups.v[i].then_dead;
   uint64_t fired_by[STATUS_MAX_STAGES] = {0}, dead_by[STATUS_MAX_STAGES] = {0};
-  int rc = count_groups(&cfg, cfg.topics.ready, job, &fired, &fired_shards, NULL, NULL, staged ? &groups : NULL,
-                        fired_by) |
-           count_groups(&cfg, cfg.topics.dead, job, &dead, &dead_shards, &cancelled, &cancelled_shards,
-                        staged ? &groups : NULL, dead_by);
+  int rc =
+      count_groups(&cfg, cfg.topics.ready, job, &fired, &fired_shards, NULL, NULL, staged ? &groups : NULL, fired_by) |
+      count_groups(&cfg, cfg.topics.dead, job, &dead, &dead_shards, &cancelled, &cancelled_shards,
+                   staged ? &groups : NULL, dead_by);
   /* A job id nothing knows (a typo, another fleet's log) is an error, not a
    * row of zeros. */
   if (!rc && !xrc && !t.total && !x.n_shards && !fired && !dead && !cancelled && !nw) {
@@ -443,10 +447,9 @@ int altar_cmd_status(int argc, char **argv) {
     why = json_pack("{s:s, s:{}, s:I, s:[]}", "error", why_err.msg, "counts", "total", (json_int_t)0, "shards");
   if (json) {
     json_t *o = json_pack("{s:s, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}}", "job_id", job,
-                          "ledger",
-                          have_ledger, "shards", "total", (json_int_t)t.total, "replaced_runs", (json_int_t)t.replaced,
-                          "pending", (json_int_t)t.by_state[0],
-                          "running", (json_int_t)t.by_state[1], "succeeded", (json_int_t)t.by_state[2], "failed",
+                          "ledger", have_ledger, "shards", "total", (json_int_t)t.total, "replaced_runs",
+                          (json_int_t)t.replaced, "pending", (json_int_t)t.by_state[0], "running",
+                          (json_int_t)t.by_state[1], "succeeded", (json_int_t)t.by_state[2], "failed",
                           (json_int_t)t.by_state[3], "consumed", (json_int_t)t.consumed, "groups", "fired",
                           (json_int_t)fired, "dead_lettered", (json_int_t)dead, "cancelled", (json_int_t)cancelled);
     json_t *wj = json_array(), *lj = json_array();
@@ -483,8 +486,7 @@ int altar_cmd_status(int argc, char **argv) {
              (unsigned long long)t.total, (unsigned long long)t.by_state[0], (unsigned long long)t.by_state[1],
              (unsigned long long)t.by_state[2], (unsigned long long)t.by_state[3], (unsigned long long)t.consumed,
              (unsigned long long)t.replaced, ALTAR_CLI_PLURAL(t.replaced));
-    else
-      printf("  shards: ledger %s not readable here (%s)\n", cfg.ledger_path, err.msg);
+    else printf("  shards: ledger %s not readable here (%s)\n", cfg.ledger_path, err.msg);
     printf("  groups: %llu fired (%llu shard%s), %llu dead-lettered (%llu shard%s)", (unsigned long long)fired,
            (unsigned long long)fired_shards, ALTAR_CLI_PLURAL(fired_shards), (unsigned long long)dead,
            (unsigned long long)dead_shards, ALTAR_CLI_PLURAL(dead_shards));
@@ -517,8 +519,7 @@ int altar_cmd_status(int argc, char **argv) {
                "with one\n",
                (unsigned long long)wv[i].shards, s, wv[i].pool, (unsigned long long)wv[i].forwarded,
                wv[i].forwarded_from);
-      else
-        printf("  waiting: %llu shard%s queued for pool %s\n", (unsigned long long)wv[i].shards, s, wv[i].pool);
+      else printf("  waiting: %llu shard%s queued for pool %s\n", (unsigned long long)wv[i].shards, s, wv[i].pool);
     }
     print_why(why, 20);
     if (late) {

@@ -73,8 +73,7 @@ int altar_cmd_worker(int argc, char **argv) {
         fprintf(stderr, "altar worker: --pools: %s\n", pe.msg);
         goto bad;
       }
-    }
-    else if (!strcmp(a, "--poll-ms") && has) {
+    } else if (!strcmp(a, "--poll-ms") && has) {
       if (parse_int(a, argv[++i], 1, 600000, &v)) goto bad;
       o.poll_interval_ms = (int)v;
     } else if (!strcmp(a, "--commit-ms") && has) {
@@ -156,11 +155,11 @@ int altar_cmd_worker(int argc, char **argv) {
               "altar worker %s: consumed %llu, submitted %llu, succeeded %llu, failed %llu, released %llu, "
               "skipped %llu, dead-lettered %llu; handed over %llu, re-attached %llu, waited %llu, "
               "done elsewhere %llu, taken over %llu, forwarded %llu, forwarded here %llu\n",
-              o.worker_id, (unsigned long long)st.consumed, (unsigned long long)st.submitted, (unsigned long long)st.succeeded,
-              (unsigned long long)st.failed, (unsigned long long)st.released, (unsigned long long)st.skipped,
-              (unsigned long long)st.dead_lettered, (unsigned long long)st.held, (unsigned long long)st.reattached,
-              (unsigned long long)st.waited, (unsigned long long)st.handed_done, (unsigned long long)st.taken_over,
-              (unsigned long long)st.forwarded, (unsigned long long)st.forwarded_in);
+              o.worker_id, (unsigned long long)st.consumed, (unsigned long long)st.submitted,
+              (unsigned long long)st.succeeded, (unsigned long long)st.failed, (unsigned long long)st.released,
+              (unsigned long long)st.skipped, (unsigned long long)st.dead_lettered, (unsigned long long)st.held,
+              (unsigned long long)st.reattached, (unsigned long long)st.waited, (unsigned long long)st.handed_done,
+              (unsigned long long)st.taken_over, (unsigned long long)st.forwarded, (unsigned long long)st.forwarded_in);
   }
   altar_footprint_sampler_stop(fp);
   altar_cli_metrics_stop(metrics, msrv);

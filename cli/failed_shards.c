@@ -44,7 +44,8 @@ void altar_cli_failure_summary(const char *detail, char *buf, size_t size) {
     const char *start = end;
     while (start > err + 1 && start[-1] != '\n') start--;
     if (end > start)
-      snprintf(buf + n, size - (size_t)n, "%s%.*s", n ? " | " : "", (int)(end - start > 200 ? 200 : end - start), start);
+      snprintf(buf + n, size - (size_t)n, "%s%.*s", n ? " | " : "", (int)(end - start > 200 ? 200 : end - start),
+               start);
   }
 }
 

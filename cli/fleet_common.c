@@ -82,9 +82,7 @@ int altar_cli_require_log_location(const altar_config_t *cfg, const char *cmd) {
  * of them unless it said otherwise. */
 static unsigned accepted = ALTAR_CLI_FLAGS_ALL | ALTAR_CLI_FLAGS_DATA_ROOT;
 
-void altar_cli_fleet_only(unsigned which) {
-  accepted = which;
-}
+void altar_cli_fleet_only(unsigned which) { accepted = which; }
 
 /* Whether the running command takes a mapped flag (the --help it prints
  * lists exactly these). */
@@ -182,10 +180,10 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
   static const struct {
     const char *flag, *key;
   } map[] = {
-      {"--transport", "transport.name"}, {"--brokers", "transport.kafka.bootstrap.servers"},
-      {"--log-dir", "transport.dir"},    {"--backend", "backend.name"},
+      {"--transport", "transport.name"},    {"--brokers", "transport.kafka.bootstrap.servers"},
+      {"--log-dir", "transport.dir"},       {"--backend", "backend.name"},
       {"--data-root", "backend.data_root"}, {"--slots", "backend.slots"},
-      {"--ledger", "ledger.path"},       {"--partitions", "topics.partitions"},
+      {"--ledger", "ledger.path"},          {"--partitions", "topics.partitions"},
   };
   int out = 1;
   for (int i = 1; i < argc; i++) {
@@ -231,9 +229,12 @@ int altar_cli_fleet_config(int argc, char **argv, altar_config_t *cfg) {
       if (!rc && names_log_location(kv)) log_location_given = true;
       if (rc == ALTAR_EINVAL && strstr(err.msg, ": unknown setting")) {
         /* The keys altar_config_set knows outside backend. and transport. */
-        static const char *const known[] = {"transport.name", "transport.dir", "topics.jobs", "topics.status",
-                                            "topics.ready", "topics.dead", "topics.dlq", "topics.fleet",
-                                            "topics.partitions", "backend.name", "ledger.path", "metrics.addr",
+        static const char *const known[] = {"transport.name",      "transport.dir",
+                                            "topics.jobs",         "topics.status",
+                                            "topics.ready",        "topics.dead",
+                                            "topics.dlq",          "topics.fleet",
+                                            "topics.partitions",   "backend.name",
+                                            "ledger.path",         "metrics.addr",
                                             "metrics.worker_addr", NULL};
         char hint[160];
         altar_suggest_hint(kv, known, hint, sizeof hint);
@@ -295,8 +296,7 @@ int altar_cli_fleet_begin_on_log(int argc, char **argv, void (*usage)(FILE *), a
   return argc;
 }
 
-int altar_cli_parse_int(const char *cmd, const char *flag, const char *s, long long min, long long max,
-                        long long *pv) {
+int altar_cli_parse_int(const char *cmd, const char *flag, const char *s, long long min, long long max, long long *pv) {
   char *end;
   long long v = strtoll(s, &end, 10);
   if (!*s || *end || v < min || v > max) {

@@ -41,8 +41,7 @@ int altar_cli_require_existing_log(const altar_config_t *cfg, const char *cmd);
 int altar_cli_fleet_begin_on_log(int argc, char **argv, void (*usage)(FILE *), altar_config_t *cfg, int *pexit);
 /* The integer value s of flag in [min, max] into *pv, or -1 after printing
  * "altar CMD: FLAG: expected ..." naming the range and what was given. */
-int altar_cli_parse_int(const char *cmd, const char *flag, const char *s, long long min, long long max,
-                        long long *pv);
+int altar_cli_parse_int(const char *cmd, const char *flag, const char *s, long long min, long long max, long long *pv);
 /* Help text for the common flags a command honours: the log's always, the
  * others by ALTAR_CLI_FLAGS_* bits; plug-in names come from the registries.
  * Returns a static buffer, valid until the next call (main thread only). */

@@ -233,7 +233,8 @@ static void on_status(expect_t *x, const altar_status_event_t *ev) {
   s->released = ev->event == ALTAR_EV_RELEASED;
   s->state = ev->event == ALTAR_EV_SUBMITTED ? ALTAR_STATE_PENDING : (int)ev->state;
   free(s->reason);
-  s->reason = ev->state == ALTAR_STATE_FAILED && ev->failure && ev->failure->reason ? strdup(ev->failure->reason) : NULL;
+  s->reason =
+      ev->state == ALTAR_STATE_FAILED && ev->failure && ev->failure->reason ? strdup(ev->failure->reason) : NULL;
   free(s->why);
   s->why = NULL;
   if (s->reason && ev->failure->detail) {
@@ -255,7 +256,8 @@ static int on_group(expect_t *x, const altar_group_event_t *g, const char *run_i
   x->settled_ts[i] = g->ts;
   x->members[i] = calloc(g->n_shards, sizeof(char *));
   for (size_t j = 0; x->members[i] && j < g->n_shards; j++) {
-    char *r = join2(g->shards[j].backend ? g->shards[j].backend : "", g->shards[j].external_id ? g->shards[j].external_id : "");
+    char *r = join2(g->shards[j].backend ? g->shards[j].backend : "",
+                    g->shards[j].external_id ? g->shards[j].external_id : "");
     if (r) x->members[i][x->n_members[i]++] = r;
   }
   if (x->members[i]) qsort(x->members[i], x->n_members[i], sizeof(char *), cmp_key);
@@ -320,7 +322,8 @@ static void report_waiting(altar_transport_t *t, expect_t *x, size_t *plast) {
     altar_error_t e = {0};
     if (altar_transport_topic_members(t, ALTAR_WORKER_GROUP, s->topic, 5000, &members, &e) != ALTAR_OK || members)
       continue;
-    for (size_t j = i; j < x->n_shards; j++) waiting += x->shards[j].state == -1 && !strcmp(x->shards[j].topic, s->topic);
+    for (size_t j = i; j < x->n_shards; j++)
+      waiting += x->shards[j].state == -1 && !strcmp(x->shards[j].topic, s->topic);
     total += waiting;
     if (total != *plast)
       fprintf(stderr, "%s%zu shard%s waiting for pool %s; no worker serves it (topic %s)\n", isatty(2) ? "\n" : "",
@@ -392,7 +395,8 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
   }
   altar_error_t err = {0};
   if (!tps || !ntp || altar_transport_assign(t, tps, ntp, &err)) {
-    fprintf(stderr, "altar submit --wait: cannot read the status/ready/dead topics: %s\n", ntp ? err.msg : "no partitions");
+    fprintf(stderr, "altar submit --wait: cannot read the status/ready/dead topics: %s\n",
+            ntp ? err.msg : "no partitions");
     free(tps);
     altar_transport_close(probe);
     altar_transport_close(t);
@@ -466,8 +470,9 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
       follow_shard_t *s = &x->shards[i];
       if (!s->late) continue;
       const char *sep = strchr(s->group, '\x1f');
-      fprintf(stderr, "  %s %s%s%s (group %.*s:%s)\n", s->task_key, s->state == ALTAR_STATE_SUCCEEDED ? "succeeded" : "failed",
-              s->reason ? " " : "", s->reason ? s->reason : "", (int)(sep - s->group), s->group, sep + 1);
+      fprintf(stderr, "  %s %s%s%s (group %.*s:%s)\n", s->task_key,
+              s->state == ALTAR_STATE_SUCCEEDED ? "succeeded" : "failed", s->reason ? " " : "",
+              s->reason ? s->reason : "", (int)(sep - s->group), s->group, sep + 1);
     }
     if (late_failed && rc == 0) rc = 1;
   }

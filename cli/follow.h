@@ -16,16 +16,16 @@
 /* One shard of the job, as its status events tell it. */
 typedef struct follow_shard {
   char task_key[ALTAR_TASK_KEY_LEN + 1];
-  char *group;     /* "kind\x1fgroup_key" */
-  char *run;       /* "backend\x1fexternal_id" of its latest run, NULL before its first event */
-  char *topic;     /* its pool's jobs topic */
-  char *pool;      /* its pool name (ALTAR_POOL_CPU for CPU jobs) */
-  int state;       /* -1: no event yet; else the altar_state_t of its latest event */
-  bool released;   /* latest event was "released": it waits to run again */
-  char *reason;    /* failure reason when failed */
-  char *why;       /* its detail in one line (altar_cli_failure_summary) when failed */
-  double ts;       /* ts of its latest event */
-  bool late;       /* terminal after its group settled, and not in the group's event */
+  char *group;   /* "kind\x1fgroup_key" */
+  char *run;     /* "backend\x1fexternal_id" of its latest run, NULL before its first event */
+  char *topic;   /* its pool's jobs topic */
+  char *pool;    /* its pool name (ALTAR_POOL_CPU for CPU jobs) */
+  int state;     /* -1: no event yet; else the altar_state_t of its latest event */
+  bool released; /* latest event was "released": it waits to run again */
+  char *reason;  /* failure reason when failed */
+  char *why;     /* its detail in one line (altar_cli_failure_summary) when failed */
+  double ts;     /* ts of its latest event */
+  bool late;     /* terminal after its group settled, and not in the group's event */
 } follow_shard_t;
 
 /* The job: distinct groups (kind, group key) and its shards. */
@@ -41,7 +41,7 @@ typedef struct expect {
   follow_shard_t *shards; /* sorted by task key */
   size_t n_shards;
   size_t cap_shards, cap_keys;
-  int64_t *status_from;   /* status topic offsets to read from (altar_cli_follow_mark), per partition */
+  int64_t *status_from; /* status topic offsets to read from (altar_cli_follow_mark), per partition */
   int32_t *status_parts;
   size_t n_status_parts;
   /* Set before following to keep each settling group event (decoded, in

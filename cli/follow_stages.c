@@ -68,8 +68,8 @@ int altar_cli_follow_stages(altar_config_t *cfg, const altar_group_specs_t *grou
       if (failed && worst == 0) worst = 1;
       break;
     }
-    fprintf(stderr, "altar submit --wait: stage %d: %zu follow-up task%s of kind %s\n", stage, n,
-            n == 1 ? "" : "s", specs[0].kind);
+    fprintf(stderr, "altar submit --wait: stage %d: %zu follow-up task%s of kind %s\n", stage, n, n == 1 ? "" : "s",
+            specs[0].kind);
     int rc = altar_cli_expect_build(&cur, groups, cfg->topics.jobs, specs, n) ? 2 : 0;
     for (size_t i = 0; i < n; i++) altar_spec_clear(&specs[i]);
     free(specs);

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define JOB_KNOWN_POLL_MS 1000    /* one consume's wait */
-#define JOB_KNOWN_IDLE_POLLS 5    /* empty consumes in a row that end a topic's scan */
-#define JOB_KNOWN_ERRORS_MAX 100  /* unreadable records in a row before giving up */
+#define JOB_KNOWN_POLL_MS 1000   /* one consume's wait */
+#define JOB_KNOWN_IDLE_POLLS 5   /* empty consumes in a row that end a topic's scan */
+#define JOB_KNOWN_ERRORS_MAX 100 /* unreadable records in a row before giving up */
 
 typedef struct scan {
   const char *job;

@@ -39,10 +39,11 @@ static void usage(FILE *out) {
   fprintf(out, "usage: altar <command> [options]\n"
                "       altar help <command>\n\n"
                "altar is a worker fleet for container tasks.\n\ncommands:\n");
-  for (size_t i = 0; i < N_COMMANDS; i++)
-    fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\nRun 'altar <command> --help' (or 'altar help <command>') for a command's options.\n"
-               "%s", ALTAR_CLI_EXIT_HELP);
+  for (size_t i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out,
+          "\nRun 'altar <command> --help' (or 'altar help <command>') for a command's options.\n"
+          "%s",
+          ALTAR_CLI_EXIT_HELP);
 }
 
 static int find_command(const char *name) {

@@ -33,8 +33,7 @@ static void print_error(const char *who, const char *key, const char *msg) {
   /* The server names metrics.addr; say the setting that was really read. */
   if (strcmp(key, "metrics.addr") && !strncmp(msg, "metrics.addr", 12))
     fprintf(stderr, "%s: %s%s\n", who, key, msg + 12);
-  else
-    fprintf(stderr, "%s: %s\n", who, msg);
+  else fprintf(stderr, "%s: %s\n", who, msg);
 }
 
 int altar_cli_metrics_start_as(const char *who, const char *key, const char *addr, bool quiet, altar_metrics_t **preg,

@@ -17,15 +17,15 @@
 #include <string.h>
 
 void altar_cli_register_plugins(void) {
-  altar_backend_register(&altar_backend_process_ops);                 /* "process", the default */
-  altar_backend_register(&altar_backend_docker_ops);                  /* "local" */
-  altar_backend_register_alias("docker", &altar_backend_docker_ops);  /* its common name */
-  altar_backend_register(&altar_backend_kubernetes_ops);              /* "kubernetes" */
-  altar_backend_register(&altar_backend_modal_ops);                   /* "modal" */
-  altar_backend_register(&altar_backend_python_ops);                  /* "python": adapters in Python */
-  altar_transport_register(&altar_transport_kafka_ops);               /* "kafka" */
-  altar_transport_register(&altar_transport_local_ops);               /* "local", the embedded log */
-  altar_storage_register_builtin();                                   /* "local", "file", "http", "https", "gs", "gcs", "s3" */
+  altar_backend_register(&altar_backend_process_ops);                /* "process", the default */
+  altar_backend_register(&altar_backend_docker_ops);                 /* "local" */
+  altar_backend_register_alias("docker", &altar_backend_docker_ops); /* its common name */
+  altar_backend_register(&altar_backend_kubernetes_ops);             /* "kubernetes" */
+  altar_backend_register(&altar_backend_modal_ops);                  /* "modal" */
+  altar_backend_register(&altar_backend_python_ops);                 /* "python": adapters in Python */
+  altar_transport_register(&altar_transport_kafka_ops);              /* "kafka" */
+  altar_transport_register(&altar_transport_local_ops);              /* "local", the embedded log */
+  altar_storage_register_builtin(); /* "local", "file", "http", "https", "gs", "gcs", "s3" */
 }
 
 int altar_cli_load_env_plugins(void) {

@@ -54,14 +54,13 @@ static const char *def_mount_root(altar_backend_t *be) {
   return "";
 }
 
-static int def_resolve_path(altar_backend_t *be, const char *logical, char **pphysical,
-                            altar_error_t *err) {
+static int def_resolve_path(altar_backend_t *be, const char *logical, char **pphysical, altar_error_t *err) {
   *pphysical = NULL;
   return altar_path_resolve(altar_backend_mount_root(be), logical, pphysical, err);
 }
 
-static int def_await(altar_backend_t *be, const altar_handle_t *handles, size_t n,
-                     altar_status_t *pstatuses, altar_error_t *err) {
+static int def_await(altar_backend_t *be, const altar_handle_t *handles, size_t n, altar_status_t *pstatuses,
+                     altar_error_t *err) {
   (void)handles;
   (void)n;
   (void)pstatuses;
@@ -81,9 +80,8 @@ static int def_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_e
   return 0;
 }
 
-static int def_recover(altar_backend_t *be, const altar_status_t *failures, size_t n,
-                       const char *const *banned, size_t n_banned, altar_handle_t **phandles,
-                       size_t *pn, altar_error_t *err) {
+static int def_recover(altar_backend_t *be, const altar_status_t *failures, size_t n, const char *const *banned,
+                       size_t n_banned, altar_handle_t **phandles, size_t *pn, altar_error_t *err) {
   (void)be;
   (void)failures;
   (void)n;
@@ -181,30 +179,24 @@ unsigned altar_backend_ops_caps(const altar_backend_ops_t *ops) { return ops->ca
 
 const char *altar_backend_name(const altar_backend_t *be) { return be->ops.name; }
 
-altar_verification_t altar_backend_verification(const altar_backend_t *be) {
-  return be->ops.input_digest_verification;
-}
+altar_verification_t altar_backend_verification(const altar_backend_t *be) { return be->ops.input_digest_verification; }
 
 int altar_backend_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_error_t *err) {
   altar_capacity_init(pcap);
   return be->ops.capacity(be, pcap, err);
 }
 
-int altar_backend_pools(altar_backend_t *be, const char **pnames, size_t max) {
-  return be->ops.pools(be, pnames, max);
-}
+int altar_backend_pools(altar_backend_t *be, const char **pnames, size_t max) { return be->ops.pools(be, pnames, max); }
 
 int altar_backend_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {
   return be->ops.check_resources(be, r, err);
 }
 
-int altar_backend_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n,
-                               altar_error_t *err) {
+int altar_backend_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n, altar_error_t *err) {
   return be->ops.stage_inputs(be, inputs, n, err);
 }
 
-int altar_backend_collect_outputs(altar_backend_t *be, const altar_transfer_t *outputs, size_t n,
-                                  altar_error_t *err) {
+int altar_backend_collect_outputs(altar_backend_t *be, const altar_transfer_t *outputs, size_t n, altar_error_t *err) {
   return be->ops.collect_outputs(be, outputs, n, err);
 }
 
@@ -213,15 +205,13 @@ const char *altar_backend_mount_root(altar_backend_t *be) {
   return r ? r : "";
 }
 
-int altar_backend_resolve_path(altar_backend_t *be, const char *logical, char **pphysical,
-                               altar_error_t *err) {
+int altar_backend_resolve_path(altar_backend_t *be, const char *logical, char **pphysical, altar_error_t *err) {
   *pphysical = NULL;
   return be->ops.resolve_path(be, logical, pphysical, err);
 }
 
 /* The two calls with output hygiene: zero outputs first, clear them on error. */
-int altar_backend_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
-                         altar_error_t *err) {
+int altar_backend_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle, altar_error_t *err) {
   memset(phandle, 0, sizeof *phandle);
   int rc = be->ops.submit(be, spec, phandle, err);
   if (rc < 0) altar_handle_clear(phandle);
@@ -236,18 +226,18 @@ int altar_backend_submit_start(altar_backend_t *be, const altar_spec_t *spec, al
   return rc;
 }
 
-static int poll_or_await(altar_backend_t *be, const altar_handle_t *handles, size_t n,
-                         altar_status_t *pstatuses, bool await, altar_error_t *err) {
+static int poll_or_await(altar_backend_t *be, const altar_handle_t *handles, size_t n, altar_status_t *pstatuses,
+                         bool await, altar_error_t *err) {
   if (n && pstatuses) memset(pstatuses, 0, n * sizeof *pstatuses);
-  int rc = await ? be->ops.await_completion(be, handles, n, pstatuses, err)
-                 : be->ops.poll(be, handles, n, pstatuses, err);
+  int rc =
+      await ? be->ops.await_completion(be, handles, n, pstatuses, err) : be->ops.poll(be, handles, n, pstatuses, err);
   if (rc < 0)
     for (size_t i = 0; i < n; i++) altar_status_clear(&pstatuses[i]);
   return rc;
 }
 
-int altar_backend_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n,
-                       altar_status_t *pstatuses, altar_error_t *err) {
+int altar_backend_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n, altar_status_t *pstatuses,
+                       altar_error_t *err) {
   return poll_or_await(be, handles, n, pstatuses, false, err);
 }
 
@@ -256,17 +246,14 @@ int altar_backend_await_completion(altar_backend_t *be, const altar_handle_t *ha
   return poll_or_await(be, handles, n, pstatuses, true, err);
 }
 
-int altar_backend_wait_change(altar_backend_t *be, int timeout_ms) {
-  return be->ops.wait_change(be, timeout_ms);
-}
+int altar_backend_wait_change(altar_backend_t *be, int timeout_ms) { return be->ops.wait_change(be, timeout_ms); }
 
 int altar_backend_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err) {
   return be->ops.cancel(be, handle, err);
 }
 
-int altar_backend_recover(altar_backend_t *be, const altar_status_t *failures, size_t n,
-                          const char *const *banned, size_t n_banned, altar_handle_t **phandles,
-                          size_t *pn, altar_error_t *err) {
+int altar_backend_recover(altar_backend_t *be, const altar_status_t *failures, size_t n, const char *const *banned,
+                          size_t n_banned, altar_handle_t **phandles, size_t *pn, altar_error_t *err) {
   *phandles = NULL;
   *pn = 0;
   return be->ops.recover(be, failures, n, banned, n_banned, phandles, pn, err);
@@ -303,7 +290,9 @@ int altar_backend_check_table(const altar_backend_ops_t *ops, altar_error_t *err
   const char *op = NULL;
   for (size_t i = 0; i < N_CAP_DEFS; i++)
     if (cap_defs[i].bit == bad) op = cap_defs[i].op;
-  if (!op) return altar_error_set(err, ALTAR_EINVAL, "backend '%s': caps 0x%x holds bits altar does not define", ops->name, bad);
+  if (!op)
+    return altar_error_set(err, ALTAR_EINVAL, "backend '%s': caps 0x%x holds bits altar does not define", ops->name,
+                           bad);
   if (ops->caps & bad)
     return altar_error_set(err, ALTAR_EINVAL, "backend '%s': caps declares %s but the vtable has no '%s'", ops->name,
                            op, op);
@@ -360,8 +349,7 @@ static altar_backend_t *open_named(const altar_backend_ops_t *ops, const char *s
   return be;
 }
 
-altar_backend_t *altar_backend_open(const altar_backend_ops_t *ops, const altar_strmap_t *cfg,
-                                    altar_error_t *err) {
+altar_backend_t *altar_backend_open(const altar_backend_ops_t *ops, const altar_strmap_t *cfg, altar_error_t *err) {
   return open_named(ops, ops->name, cfg, err);
 }
 

@@ -71,8 +71,8 @@ typedef struct altar__mp_doc {
   /* Where the value of each of the root map's first ALTAR__MP_TOP_SPANS
    * entries lies in the parsed bytes. */
   const uint8_t *top_start[ALTAR__MP_TOP_SPANS], *top_end[ALTAR__MP_TOP_SPANS];
-  size_t used;              /* nodes taken from inline_nodes */
-  altar__mp_block_t *heap;  /* overflow blocks, freed by altar__mp_doc_free */
+  size_t used;             /* nodes taken from inline_nodes */
+  altar__mp_block_t *heap; /* overflow blocks, freed by altar__mp_doc_free */
   msgpack_object inline_nodes[ALTAR__MP_INLINE_NODES];
 } altar__mp_doc_t;
 
@@ -80,8 +80,7 @@ typedef struct altar__mp_doc {
  * altar__mp_check, building the same tree msgpack_unpack_next would. *doc
  * needs no initialisation; call altar__mp_doc_free afterwards whatever the
  * result. ETOOBIG, EDECODE or ENOMEM. */
-int altar__mp_parse(const void *data, size_t len, const char *root, altar__mp_doc_t *doc,
-                    altar_error_t *err);
+int altar__mp_parse(const void *data, size_t len, const char *root, altar__mp_doc_t *doc, altar_error_t *err);
 void altar__mp_doc_free(altar__mp_doc_t *doc);
 
 /* Typed walk over an unpacked object tree. Each getter checks the object's
@@ -114,8 +113,8 @@ int altar__rd_opt_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t
  * already extended by the key name. `required` is a bitmask of key indexes
  * that must be present. */
 typedef int (*altar__rd_field_fn)(altar__rd_t *r, void *ctx, int idx, const msgpack_object *val);
-int altar__rd_struct(altar__rd_t *r, const msgpack_object *o, const char *const *keys,
-                     uint32_t required, altar__rd_field_fn fn, void *ctx);
+int altar__rd_struct(altar__rd_t *r, const msgpack_object *o, const char *const *keys, uint32_t required,
+                     altar__rd_field_fn fn, void *ctx);
 
 /* ---- writing (core/codec_msgpack_write.c) ---- */
 
@@ -137,8 +136,8 @@ typedef struct altar__wr {
   bool oom;
   const char *root;
   int fail_code;
-  const char *fail_what;           /* set by altar__wr_fail, reported by altar__wr_finish */
-  char fail_buf[96];               /* fail_what of altar__wr_fail_size */
+  const char *fail_what;                    /* set by altar__wr_fail, reported by altar__wr_finish */
+  char fail_buf[96];                        /* fail_what of altar__wr_fail_size */
   altar__wr_seg_t segs[ALTAR__WR_MAX_SEGS]; /* innermost first */
   size_t nsegs;
   altar_error_t *err;
@@ -157,13 +156,11 @@ int altar__wr_fail(altar__wr_t *w, int code, const char *what);
 int altar__wr_fail_size(altar__wr_t *w, const char *what, size_t n, size_t bound);
 /* Pass a failure rc up through the entry `name` / element `i`. */
 static inline int altar__wr_at_key(altar__wr_t *w, const char *name, size_t len, int rc) {
-  if (rc && w->fail_what && w->nsegs < ALTAR__WR_MAX_SEGS)
-    w->segs[w->nsegs++] = (altar__wr_seg_t){name, len, 0};
+  if (rc && w->fail_what && w->nsegs < ALTAR__WR_MAX_SEGS) w->segs[w->nsegs++] = (altar__wr_seg_t){name, len, 0};
   return rc;
 }
 static inline int altar__wr_at_index(altar__wr_t *w, size_t i, int rc) {
-  if (rc && w->fail_what && w->nsegs < ALTAR__WR_MAX_SEGS)
-    w->segs[w->nsegs++] = (altar__wr_seg_t){NULL, 0, i};
+  if (rc && w->fail_what && w->nsegs < ALTAR__WR_MAX_SEGS) w->segs[w->nsegs++] = (altar__wr_seg_t){NULL, 0, i};
   return rc;
 }
 /* Writes the key of a map entry; entries must come in bytewise key order. */
@@ -183,11 +180,11 @@ int altar__wr_opt_strmap(altar__wr_t *w, const altar_strmap_t *m);
 
 /* Field helper: write the key (a literal), write the value, and on failure
  * add the key to the path on the way out. */
-#define ALTAR__WR_FIELD(w, key, expr)                                                         \
-  do {                                                                                        \
-    msgpack_pack_str_with_body(&(w)->pk, (key), sizeof(key) - 1);                             \
-    int wr_rc__ = (expr);                                                                     \
-    if (wr_rc__) return altar__wr_at_key((w), (key), sizeof(key) - 1, wr_rc__);               \
+#define ALTAR__WR_FIELD(w, key, expr)                                                                                  \
+  do {                                                                                                                 \
+    msgpack_pack_str_with_body(&(w)->pk, (key), sizeof(key) - 1);                                                      \
+    int wr_rc__ = (expr);                                                                                              \
+    if (wr_rc__) return altar__wr_at_key((w), (key), sizeof(key) - 1, wr_rc__);                                        \
   } while (0)
 
 /* ---- the model's parts (core/codec_parts.c) ---- */

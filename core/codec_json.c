@@ -86,7 +86,7 @@ static json_t *mp_to_json(const msgpack_object *o, altar__rd_t *r) {
     return json_integer((json_int_t)o->via.u64);
   case MSGPACK_OBJECT_NEGATIVE_INTEGER: return json_integer((json_int_t)o->via.i64);
   case MSGPACK_OBJECT_FLOAT32:
-  case MSGPACK_OBJECT_FLOAT64: return json_real(o->via.f64); /* NULL for non-finite */
+  case MSGPACK_OBJECT_FLOAT64: return json_real(o->via.f64);                     /* NULL for non-finite */
   case MSGPACK_OBJECT_STR: return json_stringn(o->via.str.ptr, o->via.str.size); /* NULL unless UTF-8 */
   case MSGPACK_OBJECT_ARRAY: {
     json_t *a = json_array();
@@ -316,7 +316,8 @@ static int rd_status_result_field(altar__rd_t *r, void *ctx, int idx, const msgp
 static int rd_status_result(altar__rd_t *r, const msgpack_object *o, void *p) {
   altar_status_t *st = p;
   int rc = altar__rd_struct(r, o, status_result_keys, (1u << SR_HANDLE) | (1u << SR_STATE), rd_status_result_field, st);
-  if (!rc && st->state == ALTAR_STATE_FAILED && !st->failure && !(st->failure = altar_failure_new("job_failed", NULL, false)))
+  if (!rc && st->state == ALTAR_STATE_FAILED && !st->failure &&
+      !(st->failure = altar_failure_new("job_failed", NULL, false)))
     rc = altar_error_set(r->err, ALTAR_ENOMEM, "status: out of memory");
   if (!rc && st->state != ALTAR_STATE_FAILED) {
     altar_failure_free(st->failure); /* failure is set only when FAILED */

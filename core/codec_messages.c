@@ -24,16 +24,13 @@ int altar_msg_type_parse(const char *name, altar_msg_type_t *ptype) {
   return ALTAR_EINVAL;
 }
 
-const char *altar_msg_type_name(altar_msg_type_t t) {
-  return (unsigned)t < 7 ? msg_type_names[t] : "unknown";
-}
+const char *altar_msg_type_name(altar_msg_type_t t) { return (unsigned)t < 7 ? msg_type_names[t] : "unknown"; }
 
 /* ---- shared decode/encode frame ---- */
 
 typedef int (*rd_top_fn)(altar__rd_t *r, const msgpack_object *o, void *target);
 
-static int decode_top(const void *data, size_t len, const char *root, rd_top_fn fn, void *target,
-                      altar_error_t *err) {
+static int decode_top(const void *data, size_t len, const char *root, rd_top_fn fn, void *target, altar_error_t *err) {
   altar__mp_doc_t u;
   int rc = altar__mp_parse(data, len, root, &u, err);
   if (!rc) {
@@ -48,8 +45,7 @@ static int decode_top(const void *data, size_t len, const char *root, rd_top_fn 
 typedef int (*wr_top_fn)(altar__wr_t *w, const void *msg);
 
 /* Encodes one message; on failure leaves out as it was. */
-static int encode_top(wr_top_fn fn, const void *msg, const char *root, altar_buf_t *out,
-                      altar_error_t *err) {
+static int encode_top(wr_top_fn fn, const void *msg, const char *root, altar_buf_t *out, altar_error_t *err) {
   if (!msg || !out) return altar_error_set(err, ALTAR_EINVAL, "%s: NULL argument", root);
   altar__wr_t w;
   size_t start = out->len;
@@ -121,9 +117,7 @@ int altar_encode_spec(const altar_spec_t *spec, altar_buf_t *out, altar_error_t 
   return encode_top(wr_spec_top, spec, "spec", out, err);
 }
 
-static int rd_spec_top(altar__rd_t *r, const msgpack_object *o, void *target) {
-  return altar__rd_spec(r, o, target);
-}
+static int rd_spec_top(altar__rd_t *r, const msgpack_object *o, void *target) { return altar__rd_spec(r, o, target); }
 
 int altar_decode_spec(const void *data, size_t len, altar_spec_t *pout, altar_error_t *err) {
   memset(pout, 0, sizeof *pout);
@@ -157,8 +151,7 @@ int altar_encode_job(const altar_job_msg_t *m, altar_buf_t *out, altar_error_t *
 }
 
 enum { J_ATTEMPT, J_AVOID_HOSTS, J_JOB_ID, J_SPEC, J_SUBMITTED_AT, J_TYPE, J_V };
-static const char *const job_keys[] = {"attempt", "avoid_hosts", "job_id", "spec",
-                                       "submitted_at", "type", "v", NULL};
+static const char *const job_keys[] = {"attempt", "avoid_hosts", "job_id", "spec", "submitted_at", "type", "v", NULL};
 
 static int rd_job_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
   altar_job_msg_t *m = ctx;
@@ -167,7 +160,10 @@ static int rd_job_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object
   case J_AVOID_HOSTS:
     /* kept on the spec (placement), outside its identity-bearing encoding */
     return altar__rd_strv(r, v, &m->spec.avoid_hosts, &m->spec.n_avoid_hosts);
-  case J_JOB_ID: free(m->job_id); m->job_id = NULL; return altar__rd_str(r, v, &m->job_id);
+  case J_JOB_ID:
+    free(m->job_id);
+    m->job_id = NULL;
+    return altar__rd_str(r, v, &m->job_id);
   case J_SPEC: {
     char **hosts = m->spec.avoid_hosts;
     size_t n = m->spec.n_avoid_hosts;
@@ -314,10 +310,9 @@ static int rd_opt_spec(altar__rd_t *r, const msgpack_object *v, altar_spec_t **p
   return altar__rd_spec(r, v, *pspec);
 }
 
-enum { S_EVENT, S_FAILURE, S_HANDLE, S_KIND, S_SOURCE, S_SPEC, S_STATE, S_TASK_KEY, S_TS, S_TYPE, S_V,
-       S_WORKER };
-static const char *const status_keys[] = {"event", "failure", "handle", "kind",     "source", "spec", "state",
-                                          "task_key", "ts",   "type",   "v",        "worker", NULL};
+enum { S_EVENT, S_FAILURE, S_HANDLE, S_KIND, S_SOURCE, S_SPEC, S_STATE, S_TASK_KEY, S_TS, S_TYPE, S_V, S_WORKER };
+static const char *const status_keys[] = {"event",    "failure", "handle", "kind", "source", "spec", "state",
+                                          "task_key", "ts",      "type",   "v",    "worker", NULL};
 
 static int rd_status_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
   altar_status_event_t *e = ctx;
@@ -328,14 +323,18 @@ static int rd_status_field(altar__rd_t *r, void *ctx, int idx, const msgpack_obj
     e->event = (altar_status_event_kind_t)i;
     return rc;
   case S_FAILURE: return altar__rd_failure(r, v, &e->failure);
-  case S_HANDLE:
-    altar_handle_clear(&e->handle);
-    return altar__rd_handle(r, v, &e->handle);
-  case S_KIND: free(e->kind); e->kind = NULL; return altar__rd_str(r, v, &e->kind);
+  case S_HANDLE: altar_handle_clear(&e->handle); return altar__rd_handle(r, v, &e->handle);
+  case S_KIND:
+    free(e->kind);
+    e->kind = NULL;
+    return altar__rd_str(r, v, &e->kind);
   case S_SOURCE: return rd_source(r, v, &e->source);
   case S_SPEC: return rd_opt_spec(r, v, &e->spec);
   case S_STATE: return altar__rd_state(r, v, &e->state);
-  case S_TASK_KEY: free(e->task_key); e->task_key = NULL; return altar__rd_str(r, v, &e->task_key);
+  case S_TASK_KEY:
+    free(e->task_key);
+    e->task_key = NULL;
+    return altar__rd_str(r, v, &e->task_key);
   case S_TS: return altar__rd_f64(r, v, &e->ts);
   case S_TYPE: return rd_type(r, v, "status");
   case S_V: return rd_version(r, v, &e->v);
@@ -500,18 +499,32 @@ static int rd_group_failures(altar__rd_t *r, const msgpack_object *o, altar_grou
   *pn = n; /* zeroed entries clear safely if an element fails */
   for (size_t i = 0; i < n; i++) {
     size_t old = altar__path_index(&r->path, i);
-    int rc = altar__rd_struct(r, &o->via.array.ptr[i], group_failure_keys, 1u << GF_EXTERNAL_ID,
-                              rd_group_failure_field, &fs[i]);
+    int rc = altar__rd_struct(r, &o->via.array.ptr[i], group_failure_keys, 1u << GF_EXTERNAL_ID, rd_group_failure_field,
+                              &fs[i]);
     altar__path_pop(&r->path, old);
     if (rc) return rc;
   }
   return ALTAR_OK;
 }
 
-enum { G_EVENT, G_EVENT_ID, G_FAILURES, G_GROUP_KEY, G_KIND, G_MEMBERS_TOTAL, G_OUTPUTS, G_PAGE, G_PAGES, G_SHARDS,
-       G_TS, G_TYPE, G_V };
-static const char *const group_keys[] = {"event", "event_id", "failures", "group_key", "kind", "members_total",
-                                         "outputs", "page", "pages", "shards", "ts", "type", "v", NULL};
+enum {
+  G_EVENT,
+  G_EVENT_ID,
+  G_FAILURES,
+  G_GROUP_KEY,
+  G_KIND,
+  G_MEMBERS_TOTAL,
+  G_OUTPUTS,
+  G_PAGE,
+  G_PAGES,
+  G_SHARDS,
+  G_TS,
+  G_TYPE,
+  G_V
+};
+static const char *const group_keys[] = {"event",   "event_id", "failures", "group_key", "kind", "members_total",
+                                         "outputs", "page",     "pages",    "shards",    "ts",   "type",
+                                         "v",       NULL};
 
 /* A count: an integer 0..INT64_MAX. */
 static int rd_count(altar__rd_t *r, const msgpack_object *v, size_t *pn) {
@@ -787,8 +800,7 @@ int altar__encode_record_fixed(const altar_record_t *rec, altar_buf_t *out, alta
   return encode_top(wr_record_fixed, rec, "record", out, err);
 }
 
-int altar_record_fixed_make(const altar_handle_t *h, const char *kind, altar_record_fixed_t *pout,
-                            altar_error_t *err) {
+int altar_record_fixed_make(const altar_handle_t *h, const char *kind, altar_record_fixed_t *pout, altar_error_t *err) {
   altar_buf_reset(&pout->codec_bytes_); /* its memory is reused */
   altar_record_t rec = {.handle = *h, .kind = ALTAR__UNCONST(kind)};
   int rc = altar__encode_record_fixed(&rec, &pout->codec_bytes_, err);
@@ -812,13 +824,24 @@ void altar_spec_enc_clear(altar_spec_enc_t *e) { altar_buf_free(&e->codec_bytes_
  * the fixed entries, "restart_count", "spec" (nil) and "state" after. The
  * ledger writes a record this way at each change, so this avoids the
  * walker: literal bytes, one integer and one string. */
-int altar_encode_record_around(const altar_record_t *rec, const void *fixed_data, size_t fixed_len,
-                               altar_buf_t *out) {
+int altar_encode_record_around(const altar_record_t *rec, const void *fixed_data, size_t fixed_len, altar_buf_t *out) {
   if (rec->failure || (unsigned)rec->state > ALTAR_STATE_FAILED) return ALTAR_EINVAL;
-  static const char head_false[] = "\x87\xa8" "consumed" "\xc2\xa7" "failure" "\xc0";
-  static const char head_true[] = "\x87\xa8" "consumed" "\xc3\xa7" "failure" "\xc0";
-  static const char rc_key[] = "\xad" "restart_count";
-  static const char spec_state[] = "\xa4" "spec" "\xc0\xa5" "state";
+  static const char head_false[] = "\x87\xa8"
+                                   "consumed"
+                                   "\xc2\xa7"
+                                   "failure"
+                                   "\xc0";
+  static const char head_true[] = "\x87\xa8"
+                                  "consumed"
+                                  "\xc3\xa7"
+                                  "failure"
+                                  "\xc0";
+  static const char rc_key[] = "\xad"
+                               "restart_count";
+  static const char spec_state[] = "\xa4"
+                                   "spec"
+                                   "\xc0\xa5"
+                                   "state";
   const char *head = rec->consumed ? head_true : head_false;
   if (altar_buf_append(out, head, sizeof head_false - 1) || altar_buf_append(out, fixed_data, fixed_len) ||
       altar_buf_append(out, rc_key, sizeof rc_key - 1))
@@ -852,17 +875,15 @@ int altar_encode_record(const altar_record_t *rec, altar_buf_t *out, altar_error
 }
 
 enum { R_CONSUMED, R_FAILURE, R_HANDLE, R_KIND, R_RESTART_COUNT, R_SPEC, R_STATE };
-static const char *const record_keys[] = {"consumed", "failure", "handle", "kind",
-                                          "restart_count", "spec", "state", NULL};
+static const char *const record_keys[] = {"consumed",      "failure", "handle", "kind",
+                                          "restart_count", "spec",    "state",  NULL};
 
 static int rd_record_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
   altar_record_t *rec = ctx;
   switch (idx) {
   case R_CONSUMED: return altar__rd_bool(r, v, &rec->consumed);
   case R_FAILURE: return altar__rd_failure(r, v, &rec->failure);
-  case R_HANDLE:
-    altar_handle_clear(&rec->handle);
-    return altar__rd_handle(r, v, &rec->handle);
+  case R_HANDLE: altar_handle_clear(&rec->handle); return altar__rd_handle(r, v, &rec->handle);
   case R_KIND: return altar__rd_str(r, v, &rec->kind);
   case R_RESTART_COUNT: return altar__rd_i64(r, v, &rec->restart_count);
   case R_SPEC: return rd_opt_spec(r, v, &rec->spec);
@@ -895,15 +916,13 @@ static bool f64_eq(double a, double b) { return a == b || (isnan(a) && isnan(b))
 
 bool altar_status_event_equal(const altar_status_event_t *a, const altar_status_event_t *b) {
   if (!a || !b) return a == b;
-  bool src_eq = a->source.set == b->source.set &&
-                (!a->source.set || (str_eq(a->source.topic, b->source.topic) &&
-                                    a->source.partition == b->source.partition &&
-                                    a->source.offset == b->source.offset));
+  bool src_eq = a->source.set == b->source.set && (!a->source.set || (str_eq(a->source.topic, b->source.topic) &&
+                                                                      a->source.partition == b->source.partition &&
+                                                                      a->source.offset == b->source.offset));
   return version_or_default(a->v) == version_or_default(b->v) && a->event == b->event &&
-         str_eq(a->task_key, b->task_key) && str_eq(a->kind, b->kind) &&
-         altar_handle_equal(&a->handle, &b->handle) && a->state == b->state &&
-         altar_failure_equal(a->failure, b->failure) && altar_spec_same_identity(a->spec, b->spec) &&
-         str_eq(a->worker, b->worker) && src_eq && f64_eq(a->ts, b->ts);
+         str_eq(a->task_key, b->task_key) && str_eq(a->kind, b->kind) && altar_handle_equal(&a->handle, &b->handle) &&
+         a->state == b->state && altar_failure_equal(a->failure, b->failure) &&
+         altar_spec_same_identity(a->spec, b->spec) && str_eq(a->worker, b->worker) && src_eq && f64_eq(a->ts, b->ts);
 }
 
 bool altar_group_event_equal(const altar_group_event_t *a, const altar_group_event_t *b) {
@@ -979,8 +998,8 @@ int altar_encode_control(const altar_control_msg_t *m, altar_buf_t *out, altar_e
 }
 
 enum { C_EVENT, C_GROUP_KEY, C_JOB_ID, C_LEASE_S, C_OFFSETS, C_PARTITION, C_TS, C_TYPE, C_V, C_WORKER };
-static const char *const control_keys[] = {"event", "group_key", "job_id", "lease_s", "offsets", "partition", "ts",
-                                           "type",  "v",         "worker", NULL};
+static const char *const control_keys[] = {"event", "group_key", "job_id", "lease_s", "offsets", "partition",
+                                           "ts",    "type",      "v",      "worker",  NULL};
 
 static int rd_control_offsets(altar__rd_t *r, const msgpack_object *v, altar_control_msg_t *m) {
   if (v->type != MSGPACK_OBJECT_ARRAY) return altar__rd_fail(r, ALTAR_EDECODE, "expected array");

@@ -18,7 +18,7 @@ void altar__path_init(altar__path_t *p, const char *root) {
 
 static void path_append(altar__path_t *p, const char *s, size_t n) {
   size_t room = sizeof p->s - 1 - p->len;
-  if (n > room) n = room; /* a truncated path still names the start of the field */
+  if (n > room) n = room;             /* a truncated path still names the start of the field */
   if (n) memcpy(p->s + p->len, s, n); /* an empty key may come with a NULL ptr */
   p->len += n;
   p->s[p->len] = '\0';
@@ -142,9 +142,7 @@ static int scan_truncated(scan_t *s) {
   return scan_fail(s, ALTAR_EDECODE, what);
 }
 
-static int scan_need(scan_t *s, size_t n) {
-  return (size_t)(s->end - s->p) < n ? scan_truncated(s) : ALTAR_OK;
-}
+static int scan_need(scan_t *s, size_t n) { return (size_t)(s->end - s->p) < n ? scan_truncated(s) : ALTAR_OK; }
 
 /* Reads an n-byte big-endian length after the format byte. */
 static int scan_len(scan_t *s, size_t n, uint64_t *plen) {
@@ -174,8 +172,7 @@ static int scan_container(scan_t *s, uint64_t n, bool is_map, unsigned depth) {
   uint64_t max = is_map ? ALTAR_MAX_MAP : ALTAR_MAX_ARRAY;
   if (n > max) {
     char what[96];
-    snprintf(what, sizeof what, "%s of %" PRIu64 " entries exceeds %" PRIu64, is_map ? "map" : "array",
-             n, max);
+    snprintf(what, sizeof what, "%s of %" PRIu64 " entries exceeds %" PRIu64, is_map ? "map" : "array", n, max);
     return scan_fail(s, ALTAR_ETOOBIG, what);
   }
   /* Every element takes at least one byte: a count the bytes cannot hold is truncation. */
@@ -192,8 +189,7 @@ static int scan_container(scan_t *s, uint64_t n, bool is_map, unsigned depth) {
         old = altar__path_key(&s->path, (const char *)k + 1, f & 0x1f);
       else if (f == 0xd9 && s->p - k >= 2 && (size_t)k[1] + 2 == (size_t)(s->p - k))
         old = altar__path_key(&s->path, (const char *)k + 2, k[1]);
-      else
-        old = altar__path_key(&s->path, "?", 1);
+      else old = altar__path_key(&s->path, "?", 1);
     } else {
       old = altar__path_index(&s->path, (size_t)i);
     }
@@ -214,34 +210,50 @@ static int scan_value(scan_t *s, unsigned depth) {
   if (f >= 0x90 && f <= 0x9f) return scan_container(s, f & 0x0f, false, depth);
   if (f >= 0xa0 && f <= 0xbf) return scan_bytes(s, f & 0x1f, "string");
   switch (f) {
-  case 0xc4: case 0xc5: case 0xc6: /* bin 8/16/32 */
+  case 0xc4:
+  case 0xc5:
+  case 0xc6: /* bin 8/16/32 */
     if ((rc = scan_len(s, (size_t)1 << (f - 0xc4), &n))) return rc;
     return scan_bytes(s, n, "binary");
-  case 0xc7: case 0xc8: case 0xc9: /* ext 8/16/32: length, type byte, data */
+  case 0xc7:
+  case 0xc8:
+  case 0xc9: /* ext 8/16/32: length, type byte, data */
     if ((rc = scan_len(s, (size_t)1 << (f - 0xc7), &n))) return rc;
     return scan_bytes(s, n + 1, "extension");
   case 0xca: return scan_need(s, 4) ? scan_truncated(s) : (s->p += 4, ALTAR_OK);
   case 0xcb: return scan_need(s, 8) ? scan_truncated(s) : (s->p += 8, ALTAR_OK);
-  case 0xcc: case 0xcd: case 0xce: case 0xcf: /* uint 8..64 */
-  case 0xd0: case 0xd1: case 0xd2: case 0xd3: { /* int 8..64 */
+  case 0xcc:
+  case 0xcd:
+  case 0xce:
+  case 0xcf: /* uint 8..64 */
+  case 0xd0:
+  case 0xd1:
+  case 0xd2:
+  case 0xd3: { /* int 8..64 */
     size_t w = (size_t)1 << ((f - 0xcc) & 3);
     if ((rc = scan_need(s, w))) return rc;
     s->p += w;
     return ALTAR_OK;
   }
-  case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: /* fixext 1..16 + type byte */
-    return scan_bytes(s, ((uint64_t)1 << (f - 0xd4)) + 1, "extension");
-  case 0xd9: case 0xda: case 0xdb:
+  case 0xd4:
+  case 0xd5:
+  case 0xd6:
+  case 0xd7:
+  case 0xd8: /* fixext 1..16 + type byte */ return scan_bytes(s, ((uint64_t)1 << (f - 0xd4)) + 1, "extension");
+  case 0xd9:
+  case 0xda:
+  case 0xdb:
     if ((rc = scan_len(s, (size_t)1 << (f - 0xd9), &n))) return rc;
     return scan_bytes(s, n, "string");
-  case 0xdc: case 0xdd:
+  case 0xdc:
+  case 0xdd:
     if ((rc = scan_len(s, (size_t)2 << (f - 0xdc), &n))) return rc;
     return scan_container(s, n, false, depth);
-  case 0xde: case 0xdf:
+  case 0xde:
+  case 0xdf:
     if ((rc = scan_len(s, (size_t)2 << (f - 0xde), &n))) return rc;
     return scan_container(s, n, true, depth);
-  default: /* 0xc1 is reserved */
-    return scan_fail(s, ALTAR_EDECODE, "invalid msgpack format byte 0xc1");
+  default: /* 0xc1 is reserved */ return scan_fail(s, ALTAR_EDECODE, "invalid msgpack format byte 0xc1");
   }
 }
 
@@ -436,7 +448,10 @@ static int mp_value(mp_parser_t *s, unsigned depth, msgpack_object *o) {
  * integers, signed for negative, float64 only, str (never bin), no ext. */
 static bool mp_shortest(uint8_t f, const msgpack_object *o) {
   switch (f) {
-  case 0xc0: case 0xc2: case 0xc3: case 0xcb: return true;
+  case 0xc0:
+  case 0xc2:
+  case 0xc3:
+  case 0xcb: return true;
   case 0xcc: return o->via.u64 >= 0x80;
   case 0xcd: return o->via.u64 >= 0x100;
   case 0xce: return o->via.u64 >= 0x10000;
@@ -463,15 +478,20 @@ static int mp_wide(mp_parser_t *s, uint8_t f, unsigned depth, msgpack_object *o)
   int rc;
   switch (f) {
   case 0xc0: o->type = MSGPACK_OBJECT_NIL; return ALTAR_OK;
-  case 0xc2: case 0xc3:
+  case 0xc2:
+  case 0xc3:
     o->type = MSGPACK_OBJECT_BOOLEAN;
     o->via.boolean = f == 0xc3;
     return ALTAR_OK;
-  case 0xc4: case 0xc5: case 0xc6:
+  case 0xc4:
+  case 0xc5:
+  case 0xc6:
     if ((rc = mp_len(s, (size_t)1 << (f - 0xc4), &n)) || (rc = mp_bytes(s, n, &p))) return rc;
     mp_set_str(s, o, MSGPACK_OBJECT_BIN, p, n);
     return ALTAR_OK;
-  case 0xc7: case 0xc8: case 0xc9:
+  case 0xc7:
+  case 0xc8:
+  case 0xc9:
     if ((rc = mp_len(s, (size_t)1 << (f - 0xc7), &n))) return rc;
     return mp_ext(s, n, o);
   case 0xca: {
@@ -491,7 +511,10 @@ static int mp_wide(mp_parser_t *s, uint8_t f, unsigned depth, msgpack_object *o)
     o->via.f64 = dv;
     return ALTAR_OK;
   }
-  case 0xcc: case 0xcd: case 0xce: case 0xcf:
+  case 0xcc:
+  case 0xcd:
+  case 0xce:
+  case 0xcf:
     if ((rc = mp_len(s, (size_t)1 << (f - 0xcc), &n))) return rc;
     o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
     o->via.u64 = n;
@@ -512,20 +535,26 @@ static int mp_wide(mp_parser_t *s, uint8_t f, unsigned depth, msgpack_object *o)
     if ((rc = mp_len(s, 8, &n))) return rc;
     mp_int(o, (int64_t)n);
     return ALTAR_OK;
-  case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
-    return mp_ext(s, (uint64_t)1 << (f - 0xd4), o);
-  case 0xd9: case 0xda: case 0xdb:
+  case 0xd4:
+  case 0xd5:
+  case 0xd6:
+  case 0xd7:
+  case 0xd8: return mp_ext(s, (uint64_t)1 << (f - 0xd4), o);
+  case 0xd9:
+  case 0xda:
+  case 0xdb:
     if ((rc = mp_len(s, (size_t)1 << (f - 0xd9), &n)) || (rc = mp_bytes(s, n, &p))) return rc;
     mp_set_str(s, o, MSGPACK_OBJECT_STR, p, n);
     return ALTAR_OK;
-  case 0xdc: case 0xdd:
+  case 0xdc:
+  case 0xdd:
     if ((rc = mp_len(s, (size_t)2 << (f - 0xdc), &n))) return rc;
     return mp_container(s, n, false, depth, o);
-  case 0xde: case 0xdf:
+  case 0xde:
+  case 0xdf:
     if ((rc = mp_len(s, (size_t)2 << (f - 0xde), &n))) return rc;
     return mp_container(s, n, true, depth, o);
-  default: /* 0xc1 */
-    return MP_REFUSED;
+  default: /* 0xc1 */ return MP_REFUSED;
   }
 }
 
@@ -541,8 +570,7 @@ void altar__mp_doc_free(altar__mp_doc_t *doc) {
   doc->used = 0;
 }
 
-int altar__mp_parse(const void *data, size_t len, const char *root, altar__mp_doc_t *doc,
-                    altar_error_t *err) {
+int altar__mp_parse(const void *data, size_t len, const char *root, altar__mp_doc_t *doc, altar_error_t *err) {
   doc->used = 0;
   doc->heap = NULL;
   doc->root.type = MSGPACK_OBJECT_NIL;
@@ -642,8 +670,14 @@ int altar__rd_f64(altar__rd_t *r, const msgpack_object *o, double *pout) {
   switch (o->type) {
   case MSGPACK_OBJECT_FLOAT32:
   case MSGPACK_OBJECT_FLOAT64: v = o->via.f64; break;
-  case MSGPACK_OBJECT_POSITIVE_INTEGER: v = (double)o->via.u64; r->noncanon = true; break;
-  case MSGPACK_OBJECT_NEGATIVE_INTEGER: v = (double)o->via.i64; r->noncanon = true; break;
+  case MSGPACK_OBJECT_POSITIVE_INTEGER:
+    v = (double)o->via.u64;
+    r->noncanon = true;
+    break;
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+    v = (double)o->via.i64;
+    r->noncanon = true;
+    break;
   default: return altar__rd_fail(r, ALTAR_EDECODE, "expected number");
   }
   if (!isfinite(v)) return altar__rd_fail(r, ALTAR_EDECODE, "expected a finite number");
@@ -709,8 +743,8 @@ int altar__rd_opt_strmap(altar__rd_t *r, const msgpack_object *o, altar_strmap_t
   return altar__rd_strmap(r, o, *pm);
 }
 
-int altar__rd_struct(altar__rd_t *r, const msgpack_object *o, const char *const *keys,
-                     uint32_t required, altar__rd_field_fn fn, void *ctx) {
+int altar__rd_struct(altar__rd_t *r, const msgpack_object *o, const char *const *keys, uint32_t required,
+                     altar__rd_field_fn fn, void *ctx) {
   if (o->type != MSGPACK_OBJECT_MAP) return altar__rd_fail(r, ALTAR_EDECODE, "expected map");
   uint32_t seen = 0;
   for (size_t i = 0; i < o->via.map.size; i++) {
@@ -731,10 +765,8 @@ int altar__rd_struct(altar__rd_t *r, const msgpack_object *o, const char *const 
     }
     size_t old = altar__path_key(&r->path, keys[idx], klen);
     int rc;
-    if (seen & (1u << idx))
-      rc = altar__rd_fail(r, ALTAR_EDECODE, "duplicate key");
-    else
-      rc = fn(r, ctx, idx, &kv->val);
+    if (seen & (1u << idx)) rc = altar__rd_fail(r, ALTAR_EDECODE, "duplicate key");
+    else rc = fn(r, ctx, idx, &kv->val);
     altar__path_pop(&r->path, old);
     if (rc) return rc;
     seen |= 1u << idx;

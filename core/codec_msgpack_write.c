@@ -54,8 +54,8 @@ int altar__wr_finish(altar__wr_t *w, size_t start, int rc) {
   }
   if (w->oom) return altar_error_set(w->err, ALTAR_ENOMEM, "encode: out of memory");
   if (w->out->len - start > ALTAR_MAX_MESSAGE)
-    return altar_error_set(w->err, ALTAR_ETOOBIG, "encode: message of %zu bytes exceeds %u",
-                           w->out->len - start, ALTAR_MAX_MESSAGE);
+    return altar_error_set(w->err, ALTAR_ETOOBIG, "encode: message of %zu bytes exceeds %u", w->out->len - start,
+                           ALTAR_MAX_MESSAGE);
   return ALTAR_OK;
 }
 
@@ -98,17 +98,13 @@ int altar__wr_opt_str(altar__wr_t *w, const char *s) {
 void altar__wr_i64(altar__wr_t *w, int64_t v) { msgpack_pack_int64(&w->pk, v); }
 
 void altar__wr_opt_i64(altar__wr_t *w, altar_opt_i64_t v) {
-  if (v.set)
-    msgpack_pack_int64(&w->pk, v.v);
-  else
-    msgpack_pack_nil(&w->pk);
+  if (v.set) msgpack_pack_int64(&w->pk, v.v);
+  else msgpack_pack_nil(&w->pk);
 }
 
 void altar__wr_bool(altar__wr_t *w, bool v) {
-  if (v)
-    msgpack_pack_true(&w->pk);
-  else
-    msgpack_pack_false(&w->pk);
+  if (v) msgpack_pack_true(&w->pk);
+  else msgpack_pack_false(&w->pk);
 }
 
 void altar__wr_nil(altar__wr_t *w) { msgpack_pack_nil(&w->pk); }

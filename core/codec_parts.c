@@ -50,8 +50,8 @@ int altar__rd_transfers(altar__rd_t *r, const msgpack_object *o, altar_transfer_
   *pn = n; /* zeroed entries clear safely if an element fails */
   for (size_t i = 0; i < n; i++) {
     size_t old = altar__path_index(&r->path, i);
-    int rc = altar__rd_struct(r, &o->via.array.ptr[i], transfer_keys,
-                              (1u << TR_LOGICAL_PATH) | (1u << TR_URI), rd_transfer_field, &t[i]);
+    int rc = altar__rd_struct(r, &o->via.array.ptr[i], transfer_keys, (1u << TR_LOGICAL_PATH) | (1u << TR_URI),
+                              rd_transfer_field, &t[i]);
     altar__path_pop(&r->path, old);
     if (rc) return rc;
   }
@@ -98,8 +98,17 @@ int altar__wr_spec(altar__wr_t *w, const altar_spec_t *s) {
   return ALTAR_OK;
 }
 
-enum { SP_COMMAND, SP_IMAGE, SP_INPUTS, SP_KIND, SP_LABELS, SP_OUTPUTS, SP_PLUGIN_IDENTITY, SP_RESOURCES,
-       SP_TIMEOUT_S };
+enum {
+  SP_COMMAND,
+  SP_IMAGE,
+  SP_INPUTS,
+  SP_KIND,
+  SP_LABELS,
+  SP_OUTPUTS,
+  SP_PLUGIN_IDENTITY,
+  SP_RESOURCES,
+  SP_TIMEOUT_S
+};
 static const char *const spec_keys[] = {"command", "image",           "inputs",    "kind",      "labels",
                                         "outputs", "plugin_identity", "resources", "timeout_s", NULL};
 
@@ -128,8 +137,7 @@ static int rd_spec_field(altar__rd_t *r, void *ctx, int idx, const msgpack_objec
 int altar__rd_spec(altar__rd_t *r, const msgpack_object *o, altar_spec_t *s) {
   memset(s, 0, sizeof *s);
   s->resources.count = 1;
-  return altar__rd_struct(r, o, spec_keys, (1u << SP_COMMAND) | (1u << SP_IMAGE) | (1u << SP_KIND),
-                          rd_spec_field, s);
+  return altar__rd_struct(r, o, spec_keys, (1u << SP_COMMAND) | (1u << SP_IMAGE) | (1u << SP_KIND), rd_spec_field, s);
 }
 
 /* ---- handle ---- */
@@ -149,8 +157,14 @@ static const char *const handle_keys[] = {"backend", "external_id", "labels", "p
 static int rd_handle_field(altar__rd_t *r, void *ctx, int idx, const msgpack_object *v) {
   altar_handle_t *h = ctx;
   switch (idx) {
-  case H_BACKEND: free(h->backend); h->backend = NULL; return altar__rd_str(r, v, &h->backend);
-  case H_EXTERNAL_ID: free(h->external_id); h->external_id = NULL; return altar__rd_str(r, v, &h->external_id);
+  case H_BACKEND:
+    free(h->backend);
+    h->backend = NULL;
+    return altar__rd_str(r, v, &h->backend);
+  case H_EXTERNAL_ID:
+    free(h->external_id);
+    h->external_id = NULL;
+    return altar__rd_str(r, v, &h->external_id);
   case H_LABELS: return altar__rd_strmap(r, v, &h->labels);
   case H_PLUGIN_IDENTITY: return altar__rd_opt_strmap(r, v, &h->plugin_identity);
   }
@@ -190,7 +204,10 @@ static int rd_failure_field(altar__rd_t *r, void *ctx, int idx, const msgpack_ob
   case F_DETAIL: return altar__rd_opt_str(r, v, &f->detail);
   case F_DETERMINISTIC: return altar__rd_bool(r, v, &f->deterministic);
   case F_EXIT_CODE: return altar__rd_opt_i64(r, v, &f->exit_code);
-  case F_REASON: free(f->reason); f->reason = NULL; return altar__rd_str(r, v, &f->reason);
+  case F_REASON:
+    free(f->reason);
+    f->reason = NULL;
+    return altar__rd_str(r, v, &f->reason);
   }
   return ALTAR_OK;
 }

@@ -211,9 +211,9 @@ static bool transfers(fr_t *r, altar_transfer_t **pv, size_t *pn) {
   if (!t) return false;
   for (size_t i = 0; i < n; i++) {
     altar_transfer_t *x = r->dry ? &one : &t[i];
-    if (!map_of(r, &four) || four != 4 || !lit(r, "digest") || !opt_str(r, &x->digest) ||
-        !lit(r, "locality_key") || !opt_str(r, &x->locality_key) || !lit(r, "logical_path") ||
-        !str(r, &x->logical_path) || !lit(r, "uri") || !str(r, &x->uri))
+    if (!map_of(r, &four) || four != 4 || !lit(r, "digest") || !opt_str(r, &x->digest) || !lit(r, "locality_key") ||
+        !opt_str(r, &x->locality_key) || !lit(r, "logical_path") || !str(r, &x->logical_path) || !lit(r, "uri") ||
+        !str(r, &x->uri))
       return false;
   }
   if (r->dry) return true;
@@ -228,11 +228,10 @@ static bool spec(fr_t *r, altar_spec_t *s) {
   return map_of(r, &n) && n == 9 && lit(r, "command") && strv(r, &s->command, &s->n_command) && lit(r, "image") &&
          str(r, &s->image) && lit(r, "inputs") && transfers(r, &s->inputs, &s->n_inputs) && lit(r, "kind") &&
          str(r, &s->kind) && lit(r, "labels") && strmap(r, &s->labels) && lit(r, "outputs") &&
-         transfers(r, &s->outputs, &s->n_outputs) && lit(r, "plugin_identity") &&
-         opt_strmap(r, &s->plugin_identity) && lit(r, "resources") && map_of(r, &three) && three == 3 &&
-         lit(r, "count") && i64(r, &s->resources.count) && lit(r, "gpu") && opt_str(r, &s->resources.gpu) &&
-         lit(r, "memory_mb") && opt_i64(r, &s->resources.memory_mb) && lit(r, "timeout_s") &&
-         opt_i64(r, &s->timeout_s);
+         transfers(r, &s->outputs, &s->n_outputs) && lit(r, "plugin_identity") && opt_strmap(r, &s->plugin_identity) &&
+         lit(r, "resources") && map_of(r, &three) && three == 3 && lit(r, "count") && i64(r, &s->resources.count) &&
+         lit(r, "gpu") && opt_str(r, &s->resources.gpu) && lit(r, "memory_mb") && opt_i64(r, &s->resources.memory_mb) &&
+         lit(r, "timeout_s") && opt_i64(r, &s->timeout_s);
 }
 
 static bool handle(fr_t *r, altar_handle_t *h) {
@@ -311,7 +310,8 @@ int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a
                                   altar_status_event_t *pout) {
   memset(pout, 0, sizeof *pout);
   if (!data || !len || len > ALTAR_MAX_MESSAGE) return ALTAR_ENOTSUP;
-  fr_t r = {.p = data, .end = (const uint8_t *)data + len, .a = a, .spec_bytes = (flags & ALTAR_DECODE_SPEC_BYTES) != 0};
+  fr_t r = {
+      .p = data, .end = (const uint8_t *)data + len, .a = a, .spec_bytes = (flags & ALTAR_DECODE_SPEC_BYTES) != 0};
   altar_arena_mark_t mark = altar_arena_mark(a);
   altar_status_event_t *e = pout;
   uint64_t n;
@@ -322,10 +322,9 @@ int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a
             lit(&r, "failure") && failure(&r, &e->failure) && (fixed = r.p) && lit(&r, "handle") &&
             handle(&r, &e->handle) && lit(&r, "kind") && str(&r, &e->kind) &&
             copy_span(&r, fixed, &e->record_fixed.codec_bytes_) && lit(&r, "source") && source(&r, &e->source) &&
-            lit(&r, "spec") && opt_spec(&r, e) && lit(&r, "state") && state(&r, &e->state) &&
-            lit(&r, "task_key") && str(&r, &e->task_key) && lit(&r, "ts") && f64(&r, &e->ts) && lit(&r, "type") &&
-            lit(&r, "status") && lit(&r, "v") && i64(&r, &e->v) && e->v >= 1 && lit(&r, "worker") &&
-            opt_str(&r, &e->worker) && r.p == r.end;
+            lit(&r, "spec") && opt_spec(&r, e) && lit(&r, "state") && state(&r, &e->state) && lit(&r, "task_key") &&
+            str(&r, &e->task_key) && lit(&r, "ts") && f64(&r, &e->ts) && lit(&r, "type") && lit(&r, "status") &&
+            lit(&r, "v") && i64(&r, &e->v) && e->v >= 1 && lit(&r, "worker") && opt_str(&r, &e->worker) && r.p == r.end;
   if (!ok) {
     memset(pout, 0, sizeof *pout);
     altar_arena_rewind(a, mark); /* what was placed goes back: the full decoder allocates anew */

@@ -114,13 +114,12 @@ static int finish_capture(capture_t *c, char **pdata, size_t *plen, bool *ptrunc
   return 0;
 }
 
-static int real_run(void *impl, const char *const argv[], const altar_cmd_opts_t *opts,
-                    altar_cmd_result_t *pres, altar_error_t *err) {
+static int real_run(void *impl, const char *const argv[], const altar_cmd_opts_t *opts, altar_cmd_result_t *pres,
+                    altar_error_t *err) {
   (void)impl;
   memset(pres, 0, sizeof *pres);
   pres->exit_code = -1;
-  if (!argv || !argv[0] || !argv[0][0])
-    return altar_error_set(err, ALTAR_EINVAL, "command: argv must name a program");
+  if (!argv || !argv[0] || !argv[0][0]) return altar_error_set(err, ALTAR_EINVAL, "command: argv must name a program");
 
   double timeout_s = opts ? opts->timeout_s : 0;
   size_t max_out = (opts && opts->max_output) ? opts->max_output : ALTAR_CMD_DEFAULT_MAX_OUTPUT;
@@ -128,7 +127,10 @@ static int real_run(void *impl, const char *const argv[], const altar_cmd_opts_t
   int outp[2] = {-1, -1}, errp[2] = {-1, -1};
   if (pipe2(outp, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
     int e = errno;
-    if (outp[0] >= 0) { close(outp[0]); close(outp[1]); }
+    if (outp[0] >= 0) {
+      close(outp[0]);
+      close(outp[1]);
+    }
     return altar_error_set(err, ALTAR_EIO, "command %s: pipe: %s", argv[0], strerror(e));
   }
 
@@ -147,8 +149,7 @@ static int real_run(void *impl, const char *const argv[], const altar_cmd_opts_t
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
   int rc = posix_spawnp(&pid, argv[0], &fa, &attr, ALTAR__UNCONST(argv), environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -159,8 +160,7 @@ static int real_run(void *impl, const char *const argv[], const altar_cmd_opts_t
     close(outp[0]);
     close(errp[0]);
     if (rc == ENOENT || rc == EACCES || rc == ENOEXEC)
-      return altar_error_set(err, ALTAR_ENOTFOUND, "command %s: cannot execute: %s", argv[0],
-                             strerror(rc));
+      return altar_error_set(err, ALTAR_ENOTFOUND, "command %s: cannot execute: %s", argv[0], strerror(rc));
     return altar_error_set(err, ALTAR_EIO, "command %s: spawn: %s", argv[0], strerror(rc));
   }
 
@@ -239,9 +239,7 @@ static int real_run(void *impl, const char *const argv[], const altar_cmd_opts_t
     altar_cmd_result_clear(pres);
     return altar_error_set(err, ALTAR_ENOMEM, "command %s: output capture", argv[0]);
   }
-  if (killed)
-    return altar_error_set(err, ALTAR_ETIMEOUT, "command %s: killed after %.1fs", argv[0],
-                           timeout_s);
+  if (killed) return altar_error_set(err, ALTAR_ETIMEOUT, "command %s: killed after %.1fs", argv[0], timeout_s);
   return 0;
 }
 

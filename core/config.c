@@ -106,8 +106,10 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
     errno = 0;
     long long n = strtoll(value, &end, 10);
     if (errno || end == value || *end || n < -1 || n == 0)
-      return altar_error_set(err, ALTAR_EINVAL, "%s: must be -1 (keep forever) or a positive number of milliseconds, "
-                             "got \"%s\"", key, value);
+      return altar_error_set(err, ALTAR_EINVAL,
+                             "%s: must be -1 (keep forever) or a positive number of milliseconds, "
+                             "got \"%s\"",
+                             key, value);
     *(!strcmp(key, "topics.retention_ms") ? &cfg->topics_retention_ms : &cfg->status_retention_ms) = n;
     if (strcmp(key, "topics.retention_ms")) cfg->status_retention_set = true;
     return ALTAR_OK;
@@ -127,8 +129,9 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
     errno = 0;
     long long n = strtoll(value, &end, 10);
     if (errno || end == value || *end || n < 1 || n > ALTAR_MAX_SETTLED_CACHE_ENTRIES)
-      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [1, %d] (entries kept in memory), got \"%s\"",
-                             key, ALTAR_MAX_SETTLED_CACHE_ENTRIES, value);
+      return altar_error_set(err, ALTAR_EINVAL,
+                             "%s: must be an integer in [1, %d] (entries kept in memory), got \"%s\"", key,
+                             ALTAR_MAX_SETTLED_CACHE_ENTRIES, value);
     cfg->ledger_settled_cache_entries = (size_t)n;
     return ALTAR_OK;
   }
@@ -143,8 +146,8 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
     errno = 0;
     long n = strtol(value, &end, 10);
     if (errno || end == value || *end || n < 10 || n > 60000)
-      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [10, 60000] (milliseconds), got \"%s\"",
-                             key, value);
+      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [10, 60000] (milliseconds), got \"%s\"", key,
+                             value);
     cfg->ledger_standby_poll_ms = (int)n;
     return ALTAR_OK;
   }
@@ -186,8 +189,7 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
   } else {
     return altar_error_set(err, ALTAR_EINVAL, "%s: unknown setting", key);
   }
-  if (altar_strmap_set(&cfg->transport_props, prop, value))
-    return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  if (altar_strmap_set(&cfg->transport_props, prop, value)) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   return ALTAR_OK;
 }
 
@@ -216,13 +218,13 @@ typedef struct reader {
 static int unknown_key(reader_t *r, yaml_node_t *k, const char *full, const char *key, const char *const *known) {
   char hint[160];
   altar_suggest_hint(key, known, hint, sizeof hint);
-  return altar_error_set(r->err, ALTAR_ECONFIG, "%s:%zu: %s: unknown key%s", r->file,
-                         k ? k->start_mark.line + 1 : 0, full, hint);
+  return altar_error_set(r->err, ALTAR_ECONFIG, "%s:%zu: %s: unknown key%s", r->file, k ? k->start_mark.line + 1 : 0,
+                         full, hint);
 }
 
 static int yaml_fail(reader_t *r, yaml_node_t *node, const char *key, const char *what) {
-  return altar_error_set(r->err, ALTAR_ECONFIG, "%s:%zu: %s: %s", r->file,
-                         node ? node->start_mark.line + 1 : 0, key, what);
+  return altar_error_set(r->err, ALTAR_ECONFIG, "%s:%zu: %s: %s", r->file, node ? node->start_mark.line + 1 : 0, key,
+                         what);
 }
 
 static const char *scalar(yaml_node_t *n) {
@@ -230,8 +232,7 @@ static const char *scalar(yaml_node_t *n) {
 }
 
 /* Calls fn for each key: value of a mapping node. */
-typedef int (*pair_fn)(reader_t *r, const char *section, const char *key, yaml_node_t *knode,
-                       yaml_node_t *vnode);
+typedef int (*pair_fn)(reader_t *r, const char *section, const char *key, yaml_node_t *knode, yaml_node_t *vnode);
 
 static int each_pair(reader_t *r, yaml_node_t *map, const char *section, pair_fn fn) {
   if (!map || map->type != YAML_MAPPING_NODE) return yaml_fail(r, map, section, "expected a mapping");
@@ -278,7 +279,8 @@ static int set_json(reader_t *r, const char *fullkey, yaml_node_t *v) {
   json_t *j = altar__yaml_to_json(&r->doc, v);
   char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
   json_decref(j);
-  if (!text) return yaml_fail(r, v, fullkey, "expected a mapping of plain values (scalar keys, each once, at most 16 deep)");
+  if (!text)
+    return yaml_fail(r, v, fullkey, "expected a mapping of plain values (scalar keys, each once, at most 16 deep)");
   altar_error_t e = {0};
   int rc = altar_config_set(r->cfg, fullkey, text, &e);
   free(text);
@@ -302,14 +304,20 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
     r->tkeys[r->n_tkeys++] = (key_at_t){key, k->start_mark.line + 1};
   if (!strcmp(section, "backend") && strcmp(key, "name") && r->n_bkeys < READER_MAX_SECTION_KEYS)
     r->bkeys[r->n_bkeys++] = (key_at_t){key, k->start_mark.line + 1};
-  static const char *const topics_keys[] = {"jobs",  "status", "ready",        "dead",
-                                             "dlq",   "partitions", "fleet", "retention_ms",
-                                             "status_retention_ms", NULL};
-  static const char *const ledger_keys[] = {"path", "checkpoints", "checkpoint_interval_s", "consumed_keep_days",
-                                            "settled_cache_entries", "standby", "standby_poll_ms", "checkpoints_keep", NULL};
+  static const char *const topics_keys[] = {
+      "jobs", "status", "ready", "dead", "dlq", "partitions", "fleet", "retention_ms", "status_retention_ms", NULL};
+  static const char *const ledger_keys[] = {"path",
+                                            "checkpoints",
+                                            "checkpoint_interval_s",
+                                            "consumed_keep_days",
+                                            "settled_cache_entries",
+                                            "standby",
+                                            "standby_poll_ms",
+                                            "checkpoints_keep",
+                                            NULL};
   static const char *const metrics_keys[] = {"addr", "worker_addr", NULL};
-  const char *const *known = !strcmp(section, "topics")   ? topics_keys
-                             : !strcmp(section, "ledger") ? ledger_keys
+  const char *const *known = !strcmp(section, "topics")    ? topics_keys
+                             : !strcmp(section, "ledger")  ? ledger_keys
                              : !strcmp(section, "metrics") ? metrics_keys
                                                            : NULL;
   if (known) {
@@ -341,8 +349,7 @@ static char *plugin_path(const char *config_file, const char *entry) {
 }
 
 static int on_plugins(reader_t *r, yaml_node_t *v) {
-  if (!v || v->type != YAML_SEQUENCE_NODE)
-    return yaml_fail(r, v, "plugins", "expected a list of plug-in files");
+  if (!v || v->type != YAML_SEQUENCE_NODE) return yaml_fail(r, v, "plugins", "expected a list of plug-in files");
   size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
   if (n > ALTAR_CONFIG_MAX_PLUGINS) return yaml_fail(r, v, "plugins", "too many plug-ins (at most 64)");
   if (r->cfg->plugins) return yaml_fail(r, v, "plugins", "given twice");
@@ -371,9 +378,15 @@ static int on_plugins(reader_t *r, yaml_node_t *v) {
  * (with each scheme's line) for altar_storage_python_configure. */
 /* The keys of storage.python: the two named ones, then the positive integers
  * (docs/python-backends.md lists them with their defaults). */
-static const char *const storage_py_keys[] = {"python",          "schemes",          "reply_timeout_ms",
-                                              "start_timeout_ms", "cancel_grace_ms", "restart_backoff_ms",
-                                              "restart_backoff_max_ms", "max_reply_bytes", NULL};
+static const char *const storage_py_keys[] = {"python",
+                                              "schemes",
+                                              "reply_timeout_ms",
+                                              "start_timeout_ms",
+                                              "cancel_grace_ms",
+                                              "restart_backoff_ms",
+                                              "restart_backoff_max_ms",
+                                              "max_reply_bytes",
+                                              NULL};
 
 /* A URI scheme a storage adapter may take: [a-z][a-z0-9.-]*, under 32 bytes
  * (what altar_storage_open_for_uri reads and the registry keeps). */
@@ -407,7 +420,8 @@ static int storage_scheme(reader_t *r, json_t *list, yaml_node_t *k, yaml_node_t
   yaml_node_t *at = v;
   if (!adapter) {
     if (!v || v->type != YAML_MAPPING_NODE)
-      return yaml_fail(r, v, full, "expected an adapter's name (its altar.storage entry point) or {adapter: NAME, options: {...}}");
+      return yaml_fail(r, v, full,
+                       "expected an adapter's name (its altar.storage entry point) or {adapter: NAME, options: {...}}");
     for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
       yaml_node_t *kk = yaml_document_get_node(&r->doc, p->key);
       yaml_node_t *vv = yaml_document_get_node(&r->doc, p->value);
@@ -421,7 +435,8 @@ static int storage_scheme(reader_t *r, json_t *list, yaml_node_t *k, yaml_node_t
         json_decref(options);
         options = vv && vv->type == YAML_MAPPING_NODE ? altar__yaml_to_json(&r->doc, vv) : NULL;
         if (!options)
-          return yaml_fail(r, vv, sub, "expected a mapping of the adapter's keyword arguments (scalar keys, each once)");
+          return yaml_fail(r, vv, sub,
+                           "expected a mapping of the adapter's keyword arguments (scalar keys, each once)");
       } else {
         static const char *const known[] = {"adapter", "options", NULL};
         json_decref(options);
@@ -459,8 +474,7 @@ static int on_storage_python(reader_t *r, yaml_node_t *v, json_t *out) {
     if (!strcmp(key, "python")) {
       const char *py = scalar(val);
       if (!py || !*py) return yaml_fail(r, val, full, "expected the interpreter of the adapters' environment");
-      if (json_object_set_new(out, "python", json_string(py)))
-        return yaml_fail(r, val, full, "expected UTF-8 text");
+      if (json_object_set_new(out, "python", json_string(py))) return yaml_fail(r, val, full, "expected UTF-8 text");
       if (json_object_set_new(out, "python_line", json_integer((json_int_t)(val->start_mark.line + 1))))
         return altar_error_set(r->err, ALTAR_ENOMEM, "out of memory");
       continue;
@@ -530,10 +544,10 @@ static int on_top(reader_t *r, const char *section, const char *key, yaml_node_t
   if (!strcmp(key, "groups")) return ALTAR_OK; /* reconciler/group_config reads it */
   if (!strcmp(key, "plugins")) return on_plugins(r, v);
   if (!strcmp(key, "storage")) return on_storage(r, v);
-  if (!strcmp(key, "transport") || !strcmp(key, "topics") || !strcmp(key, "backend") ||
-      !strcmp(key, "ledger") || !strcmp(key, "metrics"))
+  if (!strcmp(key, "transport") || !strcmp(key, "topics") || !strcmp(key, "backend") || !strcmp(key, "ledger") ||
+      !strcmp(key, "metrics"))
     return each_pair(r, v, key, on_section_key);
-  static const char *const top_keys[] = {"transport", "topics", "backend", "ledger",  "metrics",
+  static const char *const top_keys[] = {"transport", "topics",  "backend", "ledger", "metrics",
                                          "groups",    "plugins", "storage", NULL};
   return unknown_key(r, k, key, key, top_keys);
 }
@@ -605,8 +619,8 @@ int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err)
   return config_read(path, cfg, err);
 }
 
-int altar_config_backend_int(const altar_config_t *cfg, const char *key, long long def, long long min,
-                             long long max, long long *pval, altar_error_t *err) {
+int altar_config_backend_int(const altar_config_t *cfg, const char *key, long long def, long long min, long long max,
+                             long long *pval, altar_error_t *err) {
   const char *s = altar_strmap_get(&cfg->backend_props, key);
   if (!s) {
     *pval = def;
@@ -616,8 +630,8 @@ int altar_config_backend_int(const altar_config_t *cfg, const char *key, long lo
   errno = 0;
   long long v = strtoll(s, &end, 10);
   if (errno || end == s || *end || v < min || v > max)
-    return altar_error_set(err, ALTAR_EINVAL, "backend.%s: expected an integer in [%lld, %lld], got '%s'", key,
-                           min, max, s);
+    return altar_error_set(err, ALTAR_EINVAL, "backend.%s: expected an integer in [%lld, %lld], got '%s'", key, min,
+                           max, s);
   *pval = v;
   return ALTAR_OK;
 }

@@ -37,8 +37,7 @@ static int record_push(record_t *r, altar_buf_t *field) {
 
 static int add_row(altar_csv_t *out, const record_t *r, size_t line, altar_error_t *err) {
   if (r->n > out->n_fields)
-    return altar_error_set(err, ALTAR_EDECODE, "line %zu: %zu fields but only %zu columns", line, r->n,
-                           out->n_fields);
+    return altar_error_set(err, ALTAR_EDECODE, "line %zu: %zu fields but only %zu columns", line, r->n, out->n_fields);
   altar_strmap_t *rows = realloc(out->rows, (out->n_rows + 1) * sizeof *rows);
   if (!rows) return altar_error_set(err, ALTAR_ENOMEM, "csv: out of memory");
   out->rows = rows;
@@ -81,8 +80,8 @@ static int end_record(altar_csv_t *out, record_t *r, bool *pneed_header, bool an
   return rc;
 }
 
-int altar_csv_parse(const char *text, size_t len, char delim, const char *const *fieldnames,
-                    size_t n_fieldnames, altar_csv_t *out, altar_error_t *err) {
+int altar_csv_parse(const char *text, size_t len, char delim, const char *const *fieldnames, size_t n_fieldnames,
+                    altar_csv_t *out, altar_error_t *err) {
   memset(out, 0, sizeof *out);
   if (delim == '"' || delim == '\n' || delim == '\r' || delim == '\0')
     return altar_error_set(err, ALTAR_EINVAL, "csv: delimiter may not be a quote, a newline or NUL");
@@ -141,8 +140,7 @@ int altar_csv_parse(const char *text, size_t len, char delim, const char *const 
       i++;
     }
     if (!rc && field.len > ALTAR_MAX_STRING)
-      rc = altar_error_set(err, ALTAR_ETOOBIG, "line %zu: a field is longer than %u bytes", rec_line,
-                           ALTAR_MAX_STRING);
+      rc = altar_error_set(err, ALTAR_ETOOBIG, "line %zu: a field is longer than %u bytes", rec_line, ALTAR_MAX_STRING);
   }
   if (rc == ALTAR_ENOMEM) altar_error_set(err, ALTAR_ENOMEM, "csv: out of memory");
   record_reset(&r);
@@ -183,8 +181,7 @@ int altar_csv_format(const altar_strmap_t *rows, size_t n_rows, char delim, cons
       bool known = false;
       for (size_t j = 0; j < n_fieldnames && !known; j++) known = strcmp(rows[i].keys[k], fieldnames[j]) == 0;
       if (!known)
-        return altar_error_set(err, ALTAR_EINVAL, "csv row %zu: key '%.100s' is not a column", i,
-                               rows[i].keys[k]);
+        return altar_error_set(err, ALTAR_EINVAL, "csv row %zu: key '%.100s' is not a column", i, rows[i].keys[k]);
     }
     for (size_t j = 0; !rc && j < n_fieldnames; j++) {
       if (j) rc = altar_buf_append(out, &delim, 1);

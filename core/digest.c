@@ -88,12 +88,10 @@ static int open_regular(const char *path, int *pfd, struct stat *pst, altar_erro
     return altar_error_set(err, ALTAR_EIO, "%s: cannot stat: %s", path, strerror(errno));
   }
   if (S_ISDIR(st.st_mode)) return directory_error(path, err);
-  if (!S_ISREG(st.st_mode))
-    return altar_error_set(err, ALTAR_EINTEGRITY, "%s: not a regular file", path);
+  if (!S_ISREG(st.st_mode)) return altar_error_set(err, ALTAR_EINTEGRITY, "%s: not a regular file", path);
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
-    if (errno == ENOENT)
-      return altar_error_set(err, ALTAR_EINTEGRITY, "%s: missing (no such file)", path);
+    if (errno == ENOENT) return altar_error_set(err, ALTAR_EINTEGRITY, "%s: missing (no such file)", path);
     return altar_error_set(err, ALTAR_EIO, "%s: cannot open: %s", path, strerror(errno));
   }
   if (fstat(fd, pst) != 0 || !S_ISREG(pst->st_mode)) {
@@ -152,10 +150,8 @@ static int hash_path(const char *path, char out[ALTAR_DIGEST_BUFSZ], struct stat
   rc = hash_fd(fd, path, out, err);
   if (!rc && pstable) {
     struct stat after;
-    *pstable = fstat(fd, &after) == 0 && after.st_size == pst->st_size &&
-               after.st_mtim.tv_sec == pst->st_mtim.tv_sec &&
-               after.st_mtim.tv_nsec == pst->st_mtim.tv_nsec &&
-               after.st_ctim.tv_sec == pst->st_ctim.tv_sec &&
+    *pstable = fstat(fd, &after) == 0 && after.st_size == pst->st_size && after.st_mtim.tv_sec == pst->st_mtim.tv_sec &&
+               after.st_mtim.tv_nsec == pst->st_mtim.tv_nsec && after.st_ctim.tv_sec == pst->st_ctim.tv_sec &&
                after.st_ctim.tv_nsec == pst->st_ctim.tv_nsec && after.st_ino == pst->st_ino;
   }
   close(fd);
@@ -168,16 +164,15 @@ int altar_sha256_file(const char *path, char out[ALTAR_DIGEST_BUFSZ], altar_erro
   return hash_path(path, out, &st, NULL, err);
 }
 
-int altar_verify_file_digest(const char *path, const char *digest, bool trust_record, bool record,
-                             bool *phashed, altar_error_t *err) {
+int altar_verify_file_digest(const char *path, const char *digest, bool trust_record, bool record, bool *phashed,
+                             altar_error_t *err) {
   if (phashed) *phashed = false;
   int rc = altar_digest_check("digest", digest, err);
   if (rc) return rc;
   if (!path || !*path) return altar_error_set(err, ALTAR_EINVAL, "path: must not be empty");
   if (trust_record) {
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && altar__record_matches(path, digest, &st))
-      return ALTAR_OK;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && altar__record_matches(path, digest, &st)) return ALTAR_OK;
   }
   char got[ALTAR_DIGEST_BUFSZ];
   struct stat st;
@@ -186,16 +181,14 @@ int altar_verify_file_digest(const char *path, const char *digest, bool trust_re
   if (rc) return rc;
   if (phashed) *phashed = true;
   if (strcmp(got, digest) != 0)
-    return altar_error_set(err, ALTAR_EINTEGRITY, "%s: digest mismatch: want %s, got %s", path, digest,
-                           got);
+    return altar_error_set(err, ALTAR_EINTEGRITY, "%s: digest mismatch: want %s, got %s", path, digest, got);
   /* A file that changed while it was hashed gets no record: the metadata
    * would not describe the bytes that matched. */
   if (record && stable) (void)altar__record_write(path, digest, &st, NULL);
   return ALTAR_OK;
 }
 
-int altar_verify_transfer_digest(const altar_transfer_t *transfer, const char *path, bool record,
-                                 altar_error_t *err) {
+int altar_verify_transfer_digest(const altar_transfer_t *transfer, const char *path, bool record, altar_error_t *err) {
   if (!transfer) return altar_error_set(err, ALTAR_EINVAL, "transfer: must not be NULL");
   if (!transfer->digest) return ALTAR_OK;
   int rc = altar_verify_file_digest(path, transfer->digest, false, record, NULL, err);

@@ -28,7 +28,6 @@ bool altar__record_matches(const char *path, const char *digest, const struct st
 
 /* Writes the record for path atomically. Failures are reported but callers
  * that verify ignore them. */
-int altar__record_write(const char *path, const char *digest, const struct stat *st,
-                        altar_error_t *err);
+int altar__record_write(const char *path, const char *digest, const struct stat *st, altar_error_t *err);
 
 #endif

@@ -7,7 +7,8 @@
 const char *altar_err_name(int code) {
   switch (code) {
   case ALTAR_OK: return "OK";
-#define ALTAR__ERR_NAME(name, c, msg) case c: return #name;
+#define ALTAR__ERR_NAME(name, c, msg)                                                                                  \
+  case c: return #name;
     ALTAR_ERRNO_MAP(ALTAR__ERR_NAME)
 #undef ALTAR__ERR_NAME
   default: return "UNKNOWN";
@@ -17,7 +18,8 @@ const char *altar_err_name(int code) {
 const char *altar_strerror(int code) {
   switch (code) {
   case ALTAR_OK: return "success";
-#define ALTAR__ERR_MSG(name, c, msg) case c: return msg;
+#define ALTAR__ERR_MSG(name, c, msg)                                                                                   \
+  case c: return msg;
     ALTAR_ERRNO_MAP(ALTAR__ERR_MSG)
 #undef ALTAR__ERR_MSG
   default: return "unknown error";

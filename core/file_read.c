@@ -50,12 +50,9 @@ char *altar_file_read(const char *path, const char *what, size_t max, size_t *pl
     free(buf);
     if (rc == ALTAR_ETOOBIG && size >= 0)
       altar_error_set(err, rc, "%s: %lld bytes exceeds the bound of %zu bytes", what, size, max);
-    else if (rc == ALTAR_ETOOBIG)
-      altar_error_set(err, rc, "%s: more than the bound of %zu bytes", what, max);
-    else if (rc == ALTAR_EIO)
-      altar_error_set(err, rc, "%s: read error: %s", what, strerror(errno));
-    else
-      altar_error_set(err, rc, "%s: out of memory", what);
+    else if (rc == ALTAR_ETOOBIG) altar_error_set(err, rc, "%s: more than the bound of %zu bytes", what, max);
+    else if (rc == ALTAR_EIO) altar_error_set(err, rc, "%s: read error: %s", what, strerror(errno));
+    else altar_error_set(err, rc, "%s: out of memory", what);
     return NULL;
   }
   buf[len] = '\0';

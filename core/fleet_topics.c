@@ -7,13 +7,14 @@
 
 int altar_fleet_topics_ensure(altar_transport_t *t, const altar_config_t *cfg, altar_error_t *err) {
   int partitions = cfg->topic_partitions > 0 ? cfg->topic_partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS;
-  const char *topics[] = {cfg->topics.jobs, cfg->topics.status, cfg->topics.ready, cfg->topics.dead,
-                          cfg->topics.dlq, cfg->topics.fleet};
+  const char *topics[] = {cfg->topics.jobs, cfg->topics.status, cfg->topics.ready,
+                          cfg->topics.dead, cfg->topics.dlq,    cfg->topics.fleet};
   for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
     /* Explicit lifetimes, never the broker's default (docs/state.md). */
     bool is_status = topics[i] == cfg->topics.status;
     char ms[32];
-    snprintf(ms, sizeof ms, "%lld", (long long)(is_status ? altar_config_status_retention_ms(cfg) : cfg->topics_retention_ms));
+    snprintf(ms, sizeof ms, "%lld",
+             (long long)(is_status ? altar_config_status_retention_ms(cfg) : cfg->topics_retention_ms));
     altar_strmap_t conf = {0};
     int rc = altar_strmap_set(&conf, "retention.ms", ms) || altar_strmap_set(&conf, "cleanup.policy", "delete")
                  ? altar_error_set(err, ALTAR_ENOMEM, "out of memory")

@@ -113,7 +113,8 @@ static char *default_manifest_uri(const altar_group_event_t *g, altar_error_t *e
   if (!slash) {
     altar_error_set(err, ALTAR_EINVAL,
                     "its %zu outputs need a manifest and the first, '%.200s', names no directory to put it beside: "
-                    "set manifest_uri", g->n_outputs, u);
+                    "set manifest_uri",
+                    g->n_outputs, u);
     return NULL;
   }
   size_t n = (size_t)(slash - u) + 1 + 64 + 32;
@@ -151,9 +152,8 @@ int altar_followup_build(const altar_followup_t *f, const altar_group_spec_t *gs
   return altar_followup_build_manifest(f, gs, g, pout, NULL, err);
 }
 
-int altar_followup_build_manifest(const altar_followup_t *f, const altar_group_spec_t *gs,
-                                  const altar_group_event_t *g, altar_spec_t **pout, altar_followup_manifest_t *pm,
-                                  altar_error_t *err) {
+int altar_followup_build_manifest(const altar_followup_t *f, const altar_group_spec_t *gs, const altar_group_event_t *g,
+                                  altar_spec_t **pout, altar_followup_manifest_t *pm, altar_error_t *err) {
   *pout = NULL;
   if (pm) memset(pm, 0, sizeof *pm);
   bool manifest = pm && altar_followup_needs_manifest(f, g);
@@ -262,7 +262,8 @@ int altar_followup_check_chain(const altar_group_specs_t *specs, const char *fil
       if (!altar_group_specs_find(specs, next))
         return altar_error_set(err, ALTAR_ECONFIG,
                                "%s:%d: groups.%s.%s.kind: '%s' has no group spec (declare it under groups: so its "
-                               "tasks run and group)", file, fs[k]->config_line, gs->kind, names[k], next);
+                               "tasks run and group)",
+                               file, fs[k]->config_line, gs->kind, names[k], next);
       if (!strcmp(next, gs->kind) || loops(specs, gs->kind, next, 0))
         return altar_error_set(err, ALTAR_ECONFIG,
                                "%s:%d: groups.%s.%s.kind: '%s' leads back to '%s' (stages must not form a loop)", file,

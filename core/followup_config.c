@@ -25,8 +25,7 @@ static int fail(fc_t *c, const yaml_node_t *n, const char *path, const char *fmt
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return altar_error_set(c->err, ALTAR_ECONFIG, "%s:%zu: %s: %s", c->file, n ? n->start_mark.line + 1 : 0, path,
-                         msg);
+  return altar_error_set(c->err, ALTAR_ECONFIG, "%s:%zu: %s: %s", c->file, n ? n->start_mark.line + 1 : 0, path, msg);
 }
 
 static int nomem(fc_t *c, const char *path) { return altar_error_set(c->err, ALTAR_ENOMEM, "%s: out of memory", path); }
@@ -72,8 +71,10 @@ static int check_placeholders(fc_t *c, const yaml_node_t *n, const char *path, c
     for (size_t i = 0; !ok && i < c->gb->n; i++)
       ok = strlen(c->gb->labels[i]) == len && !strncmp(p + 2, c->gb->labels[i], len);
     if (!ok)
-      return fail(c, n, path, "unknown placeholder {{%.*s}} (expected one of the kind's group_by labels, event_id, "
-                              "group_key, kind%s)", (int)(len < 60 ? len : 60), p + 2, allow_inputs ? ", inputs" : "");
+      return fail(c, n, path,
+                  "unknown placeholder {{%.*s}} (expected one of the kind's group_by labels, event_id, "
+                  "group_key, kind%s)",
+                  (int)(len < 60 ? len : 60), p + 2, allow_inputs ? ", inputs" : "");
     p = e + 2;
   }
   return ALTAR_OK;
@@ -164,8 +165,8 @@ static int get_int(fc_t *c, const yaml_node_t *n, const char *path, long long lo
 
 int altar__followup_parse(yaml_document_t *doc, const char *file, const yaml_node_t *n, const char *path,
                           const altar_group_by_t *gb, altar_followup_t **pout, altar_error_t *err) {
-  static const char *const keys[] = {"kind", "image", "command", "labels", "outputs", "timeout_s", "gpu",
-                                     "memory_mb", "inputs_dir", "manifest_uri", NULL};
+  static const char *const keys[] = {"kind", "image",     "command",    "labels",       "outputs", "timeout_s",
+                                     "gpu",  "memory_mb", "inputs_dir", "manifest_uri", NULL};
   fc_t c = {.doc = doc, .file = file, .gb = gb, .err = err};
   *pout = NULL;
   if (n->type != YAML_MAPPING_NODE)

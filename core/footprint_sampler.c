@@ -42,8 +42,7 @@ static void *run(void *arg) {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += (time_t)ALTAR_FOOTPRINT_RSS_INTERVAL_S;
-    while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0) {
-    }
+    while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0) {}
     if (s->stop) break;
     pthread_mutex_unlock(&s->mu);
     altar_metric_set(s->rss, (double)altar_footprint_rss_bytes());

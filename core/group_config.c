@@ -32,8 +32,7 @@ static int fail(gc_t *c, const yaml_node_t *n, const char *path, const char *fmt
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return altar_error_set(c->err, ALTAR_ECONFIG, "%s:%zu: %s: %s", c->file, n ? n->start_mark.line + 1 : 0,
-                         path, msg);
+  return altar_error_set(c->err, ALTAR_ECONFIG, "%s:%zu: %s: %s", c->file, n ? n->start_mark.line + 1 : 0, path, msg);
 }
 
 static const char *scalar(const yaml_node_t *n) {
@@ -114,8 +113,10 @@ static int parse_ready(gc_t *c, const yaml_node_t *n, const char *path, altar_pr
   if (n->type == YAML_SCALAR_NODE) {
     const char *s = scalar(n);
     if (!strcmp(s, "single")) return altar_predicate_single(p);
-    return fail(c, n, path, "unknown rule '%.60s' (expected single, or a mapping with one of "
-                            "count_at_least, all_folds, all_label_values, all_expected_folds)", s);
+    return fail(c, n, path,
+                "unknown rule '%.60s' (expected single, or a mapping with one of "
+                "count_at_least, all_folds, all_label_values, all_expected_folds)",
+                s);
   }
   if (n->type != YAML_MAPPING_NODE || n->data.mapping.pairs.top - n->data.mapping.pairs.start != 1)
     return fail(c, n, path, "expected 'single' or a mapping with exactly one rule");
@@ -183,8 +184,10 @@ static int parse_ready(gc_t *c, const yaml_node_t *n, const char *path, altar_pr
     free(count_label);
     return rc;
   }
-  return fail(c, kn, path, "unknown rule '%.60s' (expected single, count_at_least, all_folds, "
-                           "all_label_values or all_expected_folds)", rule);
+  return fail(c, kn, path,
+              "unknown rule '%.60s' (expected single, count_at_least, all_folds, "
+              "all_label_values or all_expected_folds)",
+              rule);
 }
 
 static int parse_on_failed(gc_t *c, const yaml_node_t *n, const char *path, altar_group_spec_t *g) {
@@ -239,7 +242,8 @@ static int parse_on_ready(gc_t *c, const yaml_node_t *n, const char *path, altar
  * ("groups.k.retry_backoff.factor: must be in 1..100, got 0.5"). */
 static int retry_backoff_check(const altar_retry_backoff_t *b, const char *path, altar_error_t *err) {
   if (!(b->initial_s > 0 && b->initial_s <= 86400))
-    return altar_error_set(err, ALTAR_ECONFIG, "%s.initial: must be > 0 and <= 86400 seconds, got %g", path, b->initial_s);
+    return altar_error_set(err, ALTAR_ECONFIG, "%s.initial: must be > 0 and <= 86400 seconds, got %g", path,
+                           b->initial_s);
   if (!(b->factor >= 1 && b->factor <= 100))
     return altar_error_set(err, ALTAR_ECONFIG, "%s.factor: must be in 1..100, got %g", path, b->factor);
   if (!(b->max_s >= b->initial_s && b->max_s <= 7 * 86400))
@@ -286,8 +290,9 @@ static int parse_backoff(gc_t *c, const yaml_node_t *n, const char *path, altar_
 }
 
 static int parse_kind(gc_t *c, const char *kind, const yaml_node_t *n, const char *prefix, altar_group_spec_t *g) {
-  static const char *const keys[] = {"group_by", "ready_when", "on_ready", "on_failed", "max_restarts", "retry_backoff",
-                                     "then", "then_dead", "event_outputs", "attempts_keep", "max_width", NULL};
+  static const char *const keys[] = {"group_by",      "ready_when",    "on_ready",  "on_failed",
+                                     "max_restarts",  "retry_backoff", "then",      "then_dead",
+                                     "event_outputs", "attempts_keep", "max_width", NULL};
   char path[256], kp[300];
   snprintf(path, sizeof path, "%s%s", prefix, kind);
   memset(g, 0, sizeof *g);
@@ -308,7 +313,8 @@ static int parse_kind(gc_t *c, const char *kind, const yaml_node_t *n, const cha
     yaml_node_t *it = node(c, gb->data.sequence.items.start[i]);
     if (!(labels[i] = scalar(it)) || !*labels[i]) return fail(c, it, kp, "item %zu is not a label name", i);
   }
-  if (altar_group_by_init(&g->group_by, labels, nl)) return altar_error_set(c->err, ALTAR_ENOMEM, "%s: out of memory", kp);
+  if (altar_group_by_init(&g->group_by, labels, nl))
+    return altar_error_set(c->err, ALTAR_ENOMEM, "%s: out of memory", kp);
 
   yaml_node_t *rw = lookup(c, n, "ready_when");
   snprintf(kp, sizeof kp, "%s.ready_when", path);

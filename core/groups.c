@@ -52,9 +52,7 @@ char *altar_group_by_key(const altar_group_by_t *g, const altar_handle_t *h) {
 
 static const char *const policy_names[] = {"none", "dead_letter", "retry", "defer"};
 
-const char *altar_failed_policy_name(altar_failed_policy_t p) {
-  return (unsigned)p < 4 ? policy_names[p] : "unknown";
-}
+const char *altar_failed_policy_name(altar_failed_policy_t p) { return (unsigned)p < 4 ? policy_names[p] : "unknown"; }
 
 void altar_group_spec_clear(altar_group_spec_t *g) {
   if (!g) return;

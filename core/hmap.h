@@ -20,8 +20,8 @@ typedef struct altar__hmap {
    * the hash's top seven bits. A probe reads these first, so most misses
    * end without touching a slot (a large map's slots do not stay cached). */
   uint8_t *ctrl;
-  size_t cap;  /* power of two, or 0 */
-  size_t n;    /* entries */
+  size_t cap; /* power of two, or 0 */
+  size_t n;   /* entries */
 } altar__hmap_t;
 
 uint64_t altar__hash(const void *key, size_t len);

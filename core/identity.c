@@ -70,9 +70,7 @@ int altar_spec_job_name(const altar_spec_t *spec, char out[ALTAR_JOB_NAME_MAX + 
   return ALTAR_OK;
 }
 
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 /* SHA-256 over the msgpack map {"group_key": str, "kind": str,
  * "task_keys": [str...]} with the task keys sorted bytewise and

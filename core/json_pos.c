@@ -3,8 +3,7 @@
 
 static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
-void altar_json_error_position(const char *text, size_t len, size_t pos, int *pline, int *pcol,
-                               bool *ptrailing_comma) {
+void altar_json_error_position(const char *text, size_t len, size_t pos, int *pline, int *pcol, bool *ptrailing_comma) {
   if (pos > len) pos = len;
   /* jansson's position is just past the token it rejected: step onto it. */
   size_t at = pos;

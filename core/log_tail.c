@@ -23,8 +23,8 @@ static bool ends_with(const char *name, size_t n, const char *suffix) {
 }
 
 bool altar_env_name_secret(const char *name, size_t n) {
-  static const char *const words[] = {"SECRET", "TOKEN",   "PASSWORD", "PASSWD",     "CREDENTIAL",
-                                      "PRIVATE", "AUTH",   "API_KEY",  "ACCESS_KEY", NULL};
+  static const char *const words[] = {"SECRET",  "TOKEN", "PASSWORD", "PASSWD",     "CREDENTIAL",
+                                      "PRIVATE", "AUTH",  "API_KEY",  "ACCESS_KEY", NULL};
   for (size_t i = 0; words[i]; i++)
     if (has_word(name, n, words[i])) return true;
   return ends_with(name, n, "_KEY") || ends_with(name, n, "_PASS") || ends_with(name, n, "_PWD");
@@ -106,8 +106,7 @@ static void clean(char *s, size_t n) {
   }
 }
 
-char *altar_log_tail_text(const char *data, size_t len, size_t max, const char *const *envp,
-                          bool *pcut) {
+char *altar_log_tail_text(const char *data, size_t len, size_t max, const char *const *envp, bool *pcut) {
   if (pcut) *pcut = false;
   size_t n = data ? len : 0;
   char *text = redact(data ? data : "", &n, envp);
@@ -132,8 +131,7 @@ char *altar_redact_env(const char *s, const char *const *envp) {
 }
 
 /* Appends the section for one stream into out (room bytes free); returns bytes written. */
-static size_t section(char *out, size_t room, const char *name, const char *data, size_t len,
-                      const char *const *envp) {
+static size_t section(char *out, size_t room, const char *name, const char *data, size_t len, const char *const *envp) {
   char head[80];
   /* The header names the bytes shown, which the cut below decides, so it is
    * sized for the longest number first. */
@@ -154,8 +152,8 @@ static size_t section(char *out, size_t room, const char *name, const char *data
   return w;
 }
 
-char *altar_detail_with_output(const char *base, const char *err, size_t err_len, const char *out,
-                               size_t out_len, const char *const *envp, size_t bound) {
+char *altar_detail_with_output(const char *base, const char *err, size_t err_len, const char *out, size_t out_len,
+                               const char *const *envp, size_t bound) {
   if (bound < 64) bound = 64;
   char *d = malloc(bound + 1);
   if (!d) return NULL;

@@ -114,8 +114,8 @@ static int labels_text(const altar_metric_label_t *labels, size_t n, const char 
       return altar_error_set(err, ALTAR_EINVAL, "metric %s: invalid label name '%.64s'", metric,
                              l->name ? l->name : "(null)");
     if (!l->value || strlen(l->value) > ALTAR_METRIC_LABEL_VALUE_MAX)
-      return altar_error_set(err, ALTAR_EINVAL, "metric %s: label %s: value missing or longer than %d bytes",
-                             metric, l->name, ALTAR_METRIC_LABEL_VALUE_MAX);
+      return altar_error_set(err, ALTAR_EINVAL, "metric %s: label %s: value missing or longer than %d bytes", metric,
+                             l->name, ALTAR_METRIC_LABEL_VALUE_MAX);
     size_t j = i;
     for (; j > 0 && strcmp(sorted[j - 1]->name, l->name) > 0; j--) sorted[j] = sorted[j - 1];
     sorted[j] = l;
@@ -306,8 +306,7 @@ void altar_metric_gauge_add(altar_metric_t *m, double d) {
 static void add_double(_Atomic uint64_t *bits, double d) {
   uint64_t old = atomic_load_explicit(bits, memory_order_relaxed);
   while (!atomic_compare_exchange_weak_explicit(bits, &old, dbits(bitsd(old) + d), memory_order_relaxed,
-                                                memory_order_relaxed)) {
-  }
+                                                memory_order_relaxed)) {}
 }
 
 void altar_metric_observe(altar_metric_t *m, double v) {

@@ -51,8 +51,7 @@ static int split_addr(const char *addr, char *host, size_t hostsz, char *port, s
     he = strrchr(addr, ':');
     if (!he) return altar_error_set(err, ALTAR_ECONFIG, "metrics.addr '%s': expected host:port", addr);
     if (memchr(addr, ':', (size_t)(he - addr)))
-      return altar_error_set(err, ALTAR_ECONFIG, "metrics.addr '%s': write an IPv6 host in brackets, [::1]:9464",
-                             addr);
+      return altar_error_set(err, ALTAR_ECONFIG, "metrics.addr '%s': write an IPv6 host in brackets, [::1]:9464", addr);
     p = he + 1;
   }
   size_t hl = (size_t)(he - h);
@@ -137,8 +136,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     altar_http_request_t rq = {c};
     altar_http_reply_t out = {.status = MHD_HTTP_OK, .content_type = text};
     srv->handler(srv->handler_ctx, url, &rq, &out);
-    enum MHD_Result hr = reply(c, out.status, out.content_type, out.body.data ? (const void *)out.body.data : "",
-                               out.body.len);
+    enum MHD_Result hr =
+        reply(c, out.status, out.content_type, out.body.data ? (const void *)out.body.data : "", out.body.len);
     altar_buf_free(&out.body);
     return hr;
   }
@@ -148,8 +147,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   enum MHD_Result ret;
   if (altar_metrics_render(srv->reg, &b, &e) == ALTAR_OK)
     ret = reply(c, MHD_HTTP_OK, ALTAR_METRICS_CONTENT_TYPE, b.data ? (const void *)b.data : "", b.len);
-  else
-    ret = reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, text, "rendering failed\n", 17);
+  else ret = reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, text, "rendering failed\n", 17);
   altar_buf_free(&b);
   return ret;
 }
@@ -184,9 +182,9 @@ altar_metrics_server_t *altar_metrics_serve_with(altar_metrics_t *reg, const cha
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  srv->mhd = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, on_request,
-                              srv, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
-                              (unsigned int)32, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10, MHD_OPTION_END);
+  srv->mhd = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, on_request, srv,
+                              MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)32,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10, MHD_OPTION_END);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (!srv->mhd) {
     close(fd);

@@ -8,8 +8,7 @@
 /* Appends the segments of logical (len bytes) to out, each preceded by '/',
  * resolving "." and "..". `base` is out's length before the first segment:
  * ".." may not pop below it. */
-static int normalize_into(altar_buf_t *out, size_t base, const char *logical, size_t len,
-                          altar_error_t *err) {
+static int normalize_into(altar_buf_t *out, size_t base, const char *logical, size_t len, altar_error_t *err) {
   size_t i = 0;
   while (i < len) {
     while (i < len && logical[i] == '/') i++;
@@ -35,13 +34,10 @@ static int normalize_into(altar_buf_t *out, size_t base, const char *logical, si
 int altar_logical_path_checkn(const char *logical, size_t len, altar_error_t *err) {
   if (!logical || len == 0) return altar_error_set(err, ALTAR_EPATH, "logical path: must not be empty");
   if (len > ALTAR_PATH_MAX)
-    return altar_error_set(err, ALTAR_ETOOBIG, "logical path: %zu bytes, more than %u", len,
-                           ALTAR_PATH_MAX);
-  if (memchr(logical, '\0', len))
-    return altar_error_set(err, ALTAR_EPATH, "logical path: contains a NUL byte");
+    return altar_error_set(err, ALTAR_ETOOBIG, "logical path: %zu bytes, more than %u", len, ALTAR_PATH_MAX);
+  if (memchr(logical, '\0', len)) return altar_error_set(err, ALTAR_EPATH, "logical path: contains a NUL byte");
   if (logical[0] == '/')
-    return altar_error_set(err, ALTAR_EPATH,
-                           "logical path '%.*s': absolute (must be relative to the root)",
+    return altar_error_set(err, ALTAR_EPATH, "logical path '%.*s': absolute (must be relative to the root)",
                            (int)(len > 200 ? 200 : len), logical);
   altar_buf_t b = {0};
   int rc = normalize_into(&b, 0, logical, len, err);
@@ -53,14 +49,12 @@ int altar_logical_path_check(const char *logical, altar_error_t *err) {
   return altar_logical_path_checkn(logical, logical ? strlen(logical) : 0, err);
 }
 
-int altar_path_resolven(const char *root, const char *logical, size_t len, char **pout,
-                        altar_error_t *err) {
+int altar_path_resolven(const char *root, const char *logical, size_t len, char **pout, altar_error_t *err) {
   *pout = NULL;
   if (!logical) return altar_error_set(err, ALTAR_EPATH, "logical path: must not be NULL");
   if (!root || !*root) {
     /* Identity: a URI like gs://b/x must keep its "//". */
-    if (memchr(logical, '\0', len))
-      return altar_error_set(err, ALTAR_EPATH, "logical path: contains a NUL byte");
+    if (memchr(logical, '\0', len)) return altar_error_set(err, ALTAR_EPATH, "logical path: contains a NUL byte");
     char *s = malloc(len + 1);
     if (!s) return altar_error_set(err, ALTAR_ENOMEM, "logical path: out of memory");
     memcpy(s, logical, len);
@@ -106,8 +100,7 @@ int altar_path_resolven(const char *root, const char *logical, size_t len, char 
   }
   if (n > ALTAR_PATH_MAX) {
     altar_buf_free(&out);
-    return altar_error_set(err, ALTAR_ETOOBIG, "resolved path: %zu bytes, more than %u", n,
-                           ALTAR_PATH_MAX);
+    return altar_error_set(err, ALTAR_ETOOBIG, "resolved path: %zu bytes, more than %u", n, ALTAR_PATH_MAX);
   }
   char *res = malloc(n + 1);
   if (!res) {

@@ -63,15 +63,15 @@ static int host_refuse(const altar_plugin_host_t *host, int rc, const altar_erro
 
 /* Registers ptr under name for the plug-in being loaded; the first failure
  * is kept so the load fails even if the plug-in ignores the return code. */
-static int host_register(const altar_plugin_host_t *host, altar_registry_kind_t kind, const char *name,
-                         const void *ptr, const char *missing, altar_error_t *err) {
+static int host_register(const altar_plugin_host_t *host, altar_registry_kind_t kind, const char *name, const void *ptr,
+                         const char *missing, altar_error_t *err) {
   load_state_t *ls = host->loader;
   const char *what = altar_registry_kind_name(kind);
   int rc = ALTAR_OK;
   altar_error_t e = {0};
   if (missing) {
-    rc = altar_error_set(&e, ALTAR_EINVAL, "%s '%s' lacks the required operation '%s'", what,
-                         name ? name : "(null)", missing);
+    rc = altar_error_set(&e, ALTAR_EINVAL, "%s '%s' lacks the required operation '%s'", what, name ? name : "(null)",
+                         missing);
   } else if (n_owned >= OWNED_MAX) {
     rc = altar_error_set(&e, ALTAR_ETOOBIG, "too many names registered by plug-ins");
   } else if (altar_registry_lookup(kind, name)) {
@@ -94,8 +94,7 @@ static int host_register(const altar_plugin_host_t *host, altar_registry_kind_t 
 static const char *backend_missing(const altar_backend_ops_t *ops) {
   if (!ops) return "(the vtable)";
   if (!ops->name || !ops->name[0]) return "name";
-  if (ops->input_digest_verification != ALTAR_VERIFY_STAGING &&
-      ops->input_digest_verification != ALTAR_VERIFY_TASK)
+  if (ops->input_digest_verification != ALTAR_VERIFY_STAGING && ops->input_digest_verification != ALTAR_VERIFY_TASK)
     return "input_digest_verification (staging or task)";
   if (!ops->open) return "open";
   if (!ops->close) return "close";
@@ -104,8 +103,8 @@ static const char *backend_missing(const altar_backend_ops_t *ops) {
   return NULL;
 }
 
-static int reg_backend_alias(const altar_plugin_host_t *host, const char *alias,
-                             const altar_backend_ops_t *ops, altar_error_t *err) {
+static int reg_backend_alias(const altar_plugin_host_t *host, const char *alias, const altar_backend_ops_t *ops,
+                             altar_error_t *err) {
   const char *missing = backend_missing(ops);
   altar_error_t e = {0};
   /* Capability bits that disagree with the operations: refused at load, not at first open. */
@@ -119,13 +118,15 @@ static int reg_backend(const altar_plugin_host_t *host, const altar_backend_ops_
 }
 
 static int reg_storage(const altar_plugin_host_t *host, const altar_storage_ops_t *ops, altar_error_t *err) {
-  const char *missing = !ops ? "(the vtable)" : !ops->name ? "name" : !ops->read_bytes ? "read_bytes"
-                        : !ops->exists ? "exists" : NULL;
+  const char *missing = !ops               ? "(the vtable)"
+                        : !ops->name       ? "name"
+                        : !ops->read_bytes ? "read_bytes"
+                        : !ops->exists     ? "exists"
+                                           : NULL;
   return host_register(host, ALTAR_REGISTRY_STORAGE, ops ? ops->name : NULL, ops, missing, err);
 }
 
-static int reg_transport(const altar_plugin_host_t *host, const altar_transport_ops_t *ops,
-                         altar_error_t *err) {
+static int reg_transport(const altar_plugin_host_t *host, const altar_transport_ops_t *ops, altar_error_t *err) {
   return host_register(host, ALTAR_REGISTRY_TRANSPORT, ops ? ops->name : NULL, ops, altar__transport_missing(ops), err);
 }
 
@@ -135,10 +136,10 @@ static void forget_from(size_t first) {
   n_owned = first;
 }
 
-#define FAIL(code, ...)                                                                             \
-  do {                                                                                             \
-    rc = altar_error_set(err, code, __VA_ARGS__);                                                  \
-    goto fail;                                                                                     \
+#define FAIL(code, ...)                                                                                                \
+  do {                                                                                                                 \
+    rc = altar_error_set(err, code, __VA_ARGS__);                                                                      \
+    goto fail;                                                                                                         \
   } while (0)
 
 int altar_plugin_load(const char *path, const char *where, altar_error_t *err) {
@@ -154,8 +155,8 @@ int altar_plugin_load(const char *path, const char *where, altar_error_t *err) {
   for (size_t i = 0; i < n_loaded; i++)
     if (!strcmp(loaded[i], real)) return ALTAR_OK;
   if (n_loaded >= LOADED_MAX)
-    return altar_error_set(err, ALTAR_ETOOBIG, "%s%splug-in %s: too many plug-ins (at most %d)", at, sep,
-                           path, LOADED_MAX);
+    return altar_error_set(err, ALTAR_ETOOBIG, "%s%splug-in %s: too many plug-ins (at most %d)", at, sep, path,
+                           LOADED_MAX);
 
   int rc = ALTAR_OK;
   dlerror();
@@ -168,17 +169,19 @@ int altar_plugin_load(const char *path, const char *where, altar_error_t *err) {
   }
   const unsigned *abi = dlsym(dl, ALTAR_PLUGIN_ABI_SYMBOL);
   if (!abi)
-    FAIL(ALTAR_EINVAL, "%s%splug-in %s: no %s symbol: not an altar plug-in, or not built with "
-                       "ALTAR_PLUGIN_DECLARE_ABI()", at, sep, path, ALTAR_PLUGIN_ABI_SYMBOL);
+    FAIL(ALTAR_EINVAL,
+         "%s%splug-in %s: no %s symbol: not an altar plug-in, or not built with "
+         "ALTAR_PLUGIN_DECLARE_ABI()",
+         at, sep, path, ALTAR_PLUGIN_ABI_SYMBOL);
   if (*abi != ALTAR_PLUGIN_ABI)
-    FAIL(ALTAR_EINVAL, "%s%splug-in %s: built for plug-in ABI %u, this altar (%s) has ABI %u: rebuild "
-                       "it against this altar's headers", at, sep, path, *abi, altar_version(),
-         ALTAR_PLUGIN_ABI);
+    FAIL(ALTAR_EINVAL,
+         "%s%splug-in %s: built for plug-in ABI %u, this altar (%s) has ABI %u: rebuild "
+         "it against this altar's headers",
+         at, sep, path, *abi, altar_version(), ALTAR_PLUGIN_ABI);
   altar_plugin_init_fn init;
   /* POSIX's sanctioned way from dlsym's void * to a function pointer. */
   *(void **)&init = dlsym(dl, ALTAR_PLUGIN_ENTRY_SYMBOL);
-  if (!init)
-    FAIL(ALTAR_EINVAL, "%s%splug-in %s: no entry point %s", at, sep, path, ALTAR_PLUGIN_ENTRY_SYMBOL);
+  if (!init) FAIL(ALTAR_EINVAL, "%s%splug-in %s: no entry point %s", at, sep, path, ALTAR_PLUGIN_ENTRY_SYMBOL);
 
   size_t slot = n_loaded;
   snprintf(loaded[slot], sizeof loaded[slot], "%s", real);
@@ -211,9 +214,7 @@ fail:
   return rc;
 }
 
-static int by_name(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Every *.so in dir, in name order. */
 static int load_dir(const char *dir, const char *where, altar_error_t *err) {
@@ -241,8 +242,7 @@ static int load_dir(const char *dir, const char *where, altar_error_t *err) {
     char file[PATH_MAX];
     if ((size_t)snprintf(file, sizeof file, "%s/%s", dir, names[i]) >= sizeof file)
       rc = altar_error_set(err, ALTAR_ETOOBIG, "%s: %s/%s: path too long", where, dir, names[i]);
-    else
-      rc = altar_plugin_load(file, where, err);
+    else rc = altar_plugin_load(file, where, err);
   }
   for (size_t i = 0; i < n; i++) free(names[i]);
   return rc;
@@ -261,7 +261,7 @@ int altar_plugin_load_path(const char *list, const char *where, altar_error_t *e
       entry[len] = '\0';
       struct stat st;
       int rc = stat(entry, &st) == 0 && S_ISDIR(st.st_mode) ? load_dir(entry, where, err)
-                                                             : altar_plugin_load(entry, where, err);
+                                                            : altar_plugin_load(entry, where, err);
       if (rc < 0) return rc;
     }
     p += len;
@@ -273,8 +273,7 @@ int altar_plugin_load_path(const char *list, const char *where, altar_error_t *e
 int altar_plugin_load_config(const altar_config_t *cfg, altar_error_t *err) {
   for (size_t i = 0; i < cfg->n_plugins; i++) {
     char where[PATH_MAX + 64];
-    snprintf(where, sizeof where, "%s:%zu: plugins[%zu]", cfg->path ? cfg->path : "(config)",
-             cfg->plugin_lines[i], i);
+    snprintf(where, sizeof where, "%s:%zu: plugins[%zu]", cfg->path ? cfg->path : "(config)", cfg->plugin_lines[i], i);
     int rc = altar_plugin_load(cfg->plugins[i], where, err);
     if (rc < 0) return rc;
   }

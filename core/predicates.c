@@ -42,8 +42,8 @@ int altar_predicate_all_folds(altar_predicate_t *p, int64_t n, altar_error_t *er
   return ALTAR_OK;
 }
 
-int altar_predicate_all_label_values(altar_predicate_t *p, const char *label,
-                                     const char *const *values, size_t n, altar_error_t *err) {
+int altar_predicate_all_label_values(altar_predicate_t *p, const char *label, const char *const *values, size_t n,
+                                     altar_error_t *err) {
   memset(p, 0, sizeof *p);
   if (!label || !*label) return altar_error_set(err, ALTAR_EINVAL, "all_label_values: label must not be empty");
   if (n == 0) return altar_error_set(err, ALTAR_EINVAL, "all_label_values: values must not be empty");
@@ -63,9 +63,8 @@ oom:
   return altar_error_set(err, ALTAR_ENOMEM, "all_label_values: out of memory");
 }
 
-int altar_predicate_all_expected_folds(altar_predicate_t *p, const char *label,
-                                       const char *count_label, const int64_t *default_count,
-                                       altar_error_t *err) {
+int altar_predicate_all_expected_folds(altar_predicate_t *p, const char *label, const char *count_label,
+                                       const int64_t *default_count, altar_error_t *err) {
   memset(p, 0, sizeof *p);
   if (!label || !*label) return altar_error_set(err, ALTAR_EINVAL, "all_expected_folds: label must not be empty");
   if (!count_label || !*count_label)
@@ -122,8 +121,7 @@ oom:
 }
 
 /* Whether some shard carries label = value. */
-static bool has_value(const altar_handle_t *const *shards, size_t n, const char *label,
-                      const char *value) {
+static bool has_value(const altar_handle_t *const *shards, size_t n, const char *label, const char *value) {
   for (size_t i = 0; i < n; i++) {
     const char *v = altar_strmap_get(&shards[i]->labels, label);
     if (v && !strcmp(v, value)) return true;
@@ -147,10 +145,10 @@ static bool fold_index(const char *v, int64_t folds, int64_t *pf) {
 
 /* Folds "0".."folds-1" all present among the shards' `label` values: one
  * pass over the shards marking what each names. */
-static bool folds_present(const altar_handle_t *const *shards, size_t n, const char *label,
-                          int64_t folds) {
+static bool folds_present(const altar_handle_t *const *shards, size_t n, const char *label, int64_t folds) {
   if (folds < 1 || folds > MAX_COUNT || (size_t)folds > n) return false; /* each shard covers at most one fold */
-  unsigned char stack[512], *seen = (size_t)(folds + 7) / 8 <= sizeof stack ? stack : calloc((size_t)(folds + 7) / 8, 1);
+  unsigned char stack[512],
+      *seen = (size_t)(folds + 7) / 8 <= sizeof stack ? stack : calloc((size_t)(folds + 7) / 8, 1);
   if (!seen) return false; /* out of memory: not ready yet, decided again at its next event */
   if (seen == stack) memset(seen, 0, (size_t)(folds + 7) / 8);
   int64_t missing = folds;
@@ -204,40 +202,31 @@ int altar_predicate_check_labels(const altar_predicate_t *p, const altar_strmap_
                              p->count_label, altar_strmap_get(labels, p->count_label) ? "not a fold count" : "missing",
                              (int64_t)MAX_COUNT, p->default_count.set ? "" : " and the kind sets no default");
     return ALTAR_OK;
-  default:
-    return ALTAR_OK;
+  default: return ALTAR_OK;
   }
 }
 
 size_t altar_predicate_min_succeeded(const altar_predicate_t *p, const altar_handle_t *member) {
   switch (p->rule) {
   case ALTAR_READY_COUNT_AT_LEAST:
-  case ALTAR_READY_ALL_FOLDS:
-    return p->n > 1 ? (size_t)p->n : 1;
+  case ALTAR_READY_ALL_FOLDS: return p->n > 1 ? (size_t)p->n : 1;
   case ALTAR_READY_ALL_EXPECTED_FOLDS: {
     /* The widest count wins, so the group needs at least this member's. */
     int64_t c;
     if (member && parse_count(altar_strmap_get(&member->labels, p->count_label), &c)) return (size_t)c;
     return 1;
   }
-  default: /* single, label values, custom: no cheaper bound than one */
-    return 1;
+  default: /* single, label values, custom: no cheaper bound than one */ return 1;
   }
 }
 
-int altar_predicate_eval(const altar_predicate_t *p, const altar_handle_t *const *shards, size_t n,
-                         bool *pready, altar_error_t *err) {
+int altar_predicate_eval(const altar_predicate_t *p, const altar_handle_t *const *shards, size_t n, bool *pready,
+                         altar_error_t *err) {
   *pready = false;
   switch (p->rule) {
-  case ALTAR_READY_SINGLE:
-    *pready = n >= 1;
-    return ALTAR_OK;
-  case ALTAR_READY_COUNT_AT_LEAST:
-    *pready = (int64_t)n >= p->n;
-    return ALTAR_OK;
-  case ALTAR_READY_ALL_FOLDS:
-    *pready = folds_present(shards, n, p->label ? p->label : "fold", p->n);
-    return ALTAR_OK;
+  case ALTAR_READY_SINGLE: *pready = n >= 1; return ALTAR_OK;
+  case ALTAR_READY_COUNT_AT_LEAST: *pready = (int64_t)n >= p->n; return ALTAR_OK;
+  case ALTAR_READY_ALL_FOLDS: *pready = folds_present(shards, n, p->label ? p->label : "fold", p->n); return ALTAR_OK;
   case ALTAR_READY_ALL_LABEL_VALUES:
     for (size_t i = 0; i < p->n_values; i++)
       if (!has_value(shards, n, p->label, p->values[i])) return ALTAR_OK;

@@ -28,16 +28,14 @@ const char *altar_registry_kind_name(altar_registry_kind_t kind) {
   return "unknown";
 }
 
-static bool kind_ok(altar_registry_kind_t kind) {
-  return (unsigned)kind < ALTAR_REGISTRY_KINDS;
-}
+static bool kind_ok(altar_registry_kind_t kind) { return (unsigned)kind < ALTAR_REGISTRY_KINDS; }
 
 static bool name_ok(const char *name) {
   if (!name || !*name || strlen(name) > ALTAR_REGISTRY_NAME_MAX) return false;
   for (const char *p = name; *p; p++) {
     char c = *p;
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-          c == '_' || c == '-'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+          c == '-'))
       return false;
   }
   return true;
@@ -51,17 +49,14 @@ static long find(altar_registry_kind_t kind, const char *name) {
   return -1;
 }
 
-int altar_registry_register(altar_registry_kind_t kind, const char *name, const void *ptr,
-                            altar_error_t *err) {
+int altar_registry_register(altar_registry_kind_t kind, const char *name, const void *ptr, altar_error_t *err) {
   if (!kind_ok(kind)) return altar_error_set(err, ALTAR_EINVAL, "registry: unknown kind %d", (int)kind);
   if (!name_ok(name))
-    return altar_error_set(err, ALTAR_EINVAL,
-                           "%s registry: name '%.64s' must be 1..%u characters of [A-Za-z0-9._-]",
-                           altar_registry_kind_name(kind), name ? name : "(null)",
-                           ALTAR_REGISTRY_NAME_MAX);
+    return altar_error_set(err, ALTAR_EINVAL, "%s registry: name '%.64s' must be 1..%u characters of [A-Za-z0-9._-]",
+                           altar_registry_kind_name(kind), name ? name : "(null)", ALTAR_REGISTRY_NAME_MAX);
   if (!ptr)
-    return altar_error_set(err, ALTAR_EINVAL, "%s registry: '%s' registered with NULL",
-                           altar_registry_kind_name(kind), name);
+    return altar_error_set(err, ALTAR_EINVAL, "%s registry: '%s' registered with NULL", altar_registry_kind_name(kind),
+                           name);
   int rc = ALTAR_OK;
   pthread_mutex_lock(&lock);
   long i = find(kind, name);
@@ -74,8 +69,8 @@ int altar_registry_register(altar_registry_kind_t kind, const char *name, const 
     for (size_t j = 0; j < ALTAR_REGISTRY_MAX && !slot; j++)
       if (!tables[kind].e[j].ptr) slot = &tables[kind].e[j];
     if (!slot) {
-      rc = altar_error_set(err, ALTAR_ETOOBIG, "%s registry: full (%u entries)",
-                           altar_registry_kind_name(kind), ALTAR_REGISTRY_MAX);
+      rc = altar_error_set(err, ALTAR_ETOOBIG, "%s registry: full (%u entries)", altar_registry_kind_name(kind),
+                           ALTAR_REGISTRY_MAX);
     } else {
       snprintf(slot->name, sizeof slot->name, "%s", name);
       slot->ptr = ptr;
@@ -86,9 +81,7 @@ int altar_registry_register(altar_registry_kind_t kind, const char *name, const 
   return rc;
 }
 
-static int cmp_names(const void *a, const void *b) {
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+static int cmp_names(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 /* Every registered name, sorted, into all (ALTAR_REGISTRY_MAX). Caller holds lock. */
 static size_t sorted_names(altar_registry_kind_t kind, const char **all) {
@@ -108,8 +101,7 @@ const void *altar_registry_lookup(altar_registry_kind_t kind, const char *name) 
   return p;
 }
 
-int altar_registry_get(altar_registry_kind_t kind, const char *name, const void **pptr,
-                       altar_error_t *err) {
+int altar_registry_get(altar_registry_kind_t kind, const char *name, const void **pptr, altar_error_t *err) {
   *pptr = altar_registry_lookup(kind, name);
   if (*pptr) return ALTAR_OK;
   if (!kind_ok(kind)) return altar_error_set(err, ALTAR_EINVAL, "registry: unknown kind %d", (int)kind);
@@ -125,8 +117,7 @@ int altar_registry_get(altar_registry_kind_t kind, const char *name, const void 
   }
   pthread_mutex_unlock(&lock);
   return altar_error_set(err, ALTAR_ENOTFOUND, "%s '%.64s' is not registered (known: %s)",
-                         altar_registry_kind_name(kind), name ? name : "(null)",
-                         known[0] ? known : "none");
+                         altar_registry_kind_name(kind), name ? name : "(null)", known[0] ? known : "none");
 }
 
 size_t altar_registry_names(altar_registry_kind_t kind, const char **names, size_t max) {

@@ -196,23 +196,18 @@ altar_spec_t *altar_spec_dup(const altar_spec_t *spec) {
   return d;
 }
 
-static bool opt_eq(altar_opt_i64_t a, altar_opt_i64_t b) {
-  return a.set == b.set && (!a.set || a.v == b.v);
-}
+static bool opt_eq(altar_opt_i64_t a, altar_opt_i64_t b) { return a.set == b.set && (!a.set || a.v == b.v); }
 
 bool altar_spec_same_identity(const altar_spec_t *a, const altar_spec_t *b) {
   if (!a || !b) return a == b;
   bool pi_eq = (!a->plugin_identity && !b->plugin_identity) ||
-               (a->plugin_identity && b->plugin_identity &&
-                altar_strmap_equal(a->plugin_identity, b->plugin_identity));
+               (a->plugin_identity && b->plugin_identity && altar_strmap_equal(a->plugin_identity, b->plugin_identity));
   return str_eq(a->kind, b->kind) && str_eq(a->image, b->image) &&
-         strv_equal(a->command, a->n_command, b->command, b->n_command) &&
-         altar_strmap_equal(&a->labels, &b->labels) &&
+         strv_equal(a->command, a->n_command, b->command, b->n_command) && altar_strmap_equal(&a->labels, &b->labels) &&
          transfers_equal(a->inputs, a->n_inputs, b->inputs, b->n_inputs) &&
          transfers_equal(a->outputs, a->n_outputs, b->outputs, b->n_outputs) &&
          str_eq(a->resources.gpu, b->resources.gpu) && a->resources.count == b->resources.count &&
-         opt_eq(a->resources.memory_mb, b->resources.memory_mb) && opt_eq(a->timeout_s, b->timeout_s) &&
-         pi_eq;
+         opt_eq(a->resources.memory_mb, b->resources.memory_mb) && opt_eq(a->timeout_s, b->timeout_s) && pi_eq;
 }
 
 bool altar_spec_equal(const altar_spec_t *a, const altar_spec_t *b) {
@@ -221,16 +216,14 @@ bool altar_spec_equal(const altar_spec_t *a, const altar_spec_t *b) {
          strv_equal(a->avoid_hosts, a->n_avoid_hosts, b->avoid_hosts, b->n_avoid_hosts);
 }
 
-int altar_spec_add_arg(altar_spec_t *spec, const char *arg) {
-  return push_str(&spec->command, &spec->n_command, arg);
-}
+int altar_spec_add_arg(altar_spec_t *spec, const char *arg) { return push_str(&spec->command, &spec->n_command, arg); }
 
 int altar_spec_set_label(altar_spec_t *spec, const char *key, const char *val) {
   return altar_strmap_set(&spec->labels, key, val);
 }
 
-int altar_spec_add_input(altar_spec_t *spec, const char *uri, const char *logical_path,
-                         const char *locality_key, const char *digest) {
+int altar_spec_add_input(altar_spec_t *spec, const char *uri, const char *logical_path, const char *locality_key,
+                         const char *digest) {
   altar_transfer_t t = {ALTAR__UNCONST(uri), ALTAR__UNCONST(logical_path), ALTAR__UNCONST(locality_key),
                         ALTAR__UNCONST(digest)};
   return push_transfer(&spec->inputs, &spec->n_inputs, &t);

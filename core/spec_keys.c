@@ -17,12 +17,12 @@ const char *const altar_transfer_known_keys[] = {"digest", "locality_key", "logi
 const char *const altar_resources_known_keys[] = {"count", "gpu", "memory_mb", NULL};
 
 typedef enum {
-  S_FREE = 0,     /* anything goes (labels, plugin_identity, values) */
-  S_SPEC,         /* an object of spec keys */
-  S_SPECS,        /* an array of specs */
-  S_TRANSFER,     /* an object of transfer keys */
-  S_TRANSFERS,    /* an array of transfers */
-  S_RESOURCES,    /* an object of resources keys */
+  S_FREE = 0,  /* anything goes (labels, plugin_identity, values) */
+  S_SPEC,      /* an object of spec keys */
+  S_SPECS,     /* an array of specs */
+  S_TRANSFER,  /* an object of transfer keys */
+  S_TRANSFERS, /* an array of transfers */
+  S_RESOURCES, /* an object of resources keys */
 } schema_t;
 
 #define MAX_DEPTH 64
@@ -31,8 +31,8 @@ typedef enum {
 typedef struct frame {
   bool object;
   schema_t schema;
-  size_t index;        /* arrays: the element being read */
-  char key[KEY_MAX];   /* objects: the member being read */
+  size_t index;      /* arrays: the element being read */
+  char key[KEY_MAX]; /* objects: the member being read */
 } frame_t;
 
 static const char *const *known_of(schema_t s) {
@@ -115,7 +115,8 @@ int altar_spec_json_check_keys(const char *text, size_t len, const char *source,
         snprintf(f->key, sizeof f->key, "%.*s", (int)(n < KEY_MAX ? n : KEY_MAX - 1), text + start);
         const char *const *known = known_of(f->schema);
         bool ok = !known;
-        for (size_t k = 0; known && known[k] && !ok; k++) ok = strlen(known[k]) == n && !memcmp(known[k], text + start, n);
+        for (size_t k = 0; known && known[k] && !ok; k++)
+          ok = strlen(known[k]) == n && !memcmp(known[k], text + start, n);
         if (!ok) {
           char where[256], hint[160];
           path_of(st, depth, where, sizeof where);

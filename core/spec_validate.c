@@ -72,8 +72,7 @@ int altar_spec_validate(const altar_spec_t *spec, altar_error_t *err) {
   if (spec->n_command == 0 || !spec->command)
     return altar_error_set(err, ALTAR_EINVAL, "command: must have at least one element");
   if (spec->n_command > ALTAR_MAX_ARRAY)
-    return altar_error_set(err, ALTAR_EINVAL, "command: %zu elements, more than %u", spec->n_command,
-                           ALTAR_MAX_ARRAY);
+    return altar_error_set(err, ALTAR_EINVAL, "command: %zu elements, more than %u", spec->n_command, ALTAR_MAX_ARRAY);
   if ((rc = check_string("command[0]", spec->command[0], true, err))) return rc;
   char f[64];
   for (size_t i = 1; i < spec->n_command; i++) {
@@ -98,8 +97,8 @@ int altar_spec_validate(const altar_spec_t *spec, altar_error_t *err) {
     return altar_error_set(err, ALTAR_EINVAL, "timeout_s: %lld, must be positive when set",
                            (long long)spec->timeout_s.v);
   if (spec->n_avoid_hosts > ALTAR_MAX_ARRAY)
-    return altar_error_set(err, ALTAR_EINVAL, "avoid_hosts: %zu entries, more than %u",
-                           spec->n_avoid_hosts, ALTAR_MAX_ARRAY);
+    return altar_error_set(err, ALTAR_EINVAL, "avoid_hosts: %zu entries, more than %u", spec->n_avoid_hosts,
+                           ALTAR_MAX_ARRAY);
   for (size_t i = 0; i < spec->n_avoid_hosts; i++) {
     snprintf(f, sizeof f, "avoid_hosts[%zu]", i);
     if ((rc = check_string(f, spec->avoid_hosts[i], true, err))) return rc;

@@ -24,8 +24,7 @@ static int not_supported(const altar_storage_t *s, const char *op, const char *p
 
 /* ---- defaults ---------------------------------------------------------------- */
 
-static int def_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen,
-                         altar_error_t *err) {
+static int def_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen, altar_error_t *err) {
   altar_buf_t b = {0};
   *ptext = NULL;
   int rc = altar_storage_read_bytes(s, path, &b, err);
@@ -45,8 +44,7 @@ static int def_read_text(altar_storage_t *s, const char *path, char **ptext, siz
   return ALTAR_OK;
 }
 
-static int def_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len,
-                           altar_error_t *err) {
+static int def_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len, altar_error_t *err) {
   (void)data;
   (void)len;
   return not_supported(s, "write_bytes", path, err);
@@ -64,8 +62,8 @@ static int def_mkdirs(altar_storage_t *s, const char *path, altar_error_t *err) 
 static int read_local(const char *path, altar_buf_t *out, altar_error_t *err) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return altar_error_set(err, errno == ENOENT ? ALTAR_ENOTFOUND : ALTAR_EIO, "%.300s: cannot open: %s",
-                           path, strerror(errno));
+    return altar_error_set(err, errno == ENOENT ? ALTAR_ENOTFOUND : ALTAR_EIO, "%.300s: cannot open: %s", path,
+                           strerror(errno));
   char chunk[65536];
   int rc = ALTAR_OK;
   for (;;) {
@@ -99,14 +97,12 @@ static int def_upload(altar_storage_t *s, const char *local_path, const char *de
   return rc;
 }
 
-static int def_upload_none(altar_storage_t *s, const char *local_path, const char *dest_path,
-                           altar_error_t *err) {
+static int def_upload_none(altar_storage_t *s, const char *local_path, const char *dest_path, altar_error_t *err) {
   (void)local_path;
   return not_supported(s, "upload", dest_path, err);
 }
 
-static int def_copy_from_local(altar_storage_t *s, const char *local_path, const char *dest_path,
-                               altar_error_t *err) {
+static int def_copy_from_local(altar_storage_t *s, const char *local_path, const char *dest_path, altar_error_t *err) {
   return altar_storage_upload(s, local_path, dest_path, err);
 }
 
@@ -118,10 +114,8 @@ static void release_temp(altar_local_file_t *lf) {
 
 void altar_local_file_release(altar_local_file_t *lf) {
   if (!lf) return;
-  if (lf->release)
-    lf->release(lf);
-  else
-    free(lf->path);
+  if (lf->release) lf->release(lf);
+  else free(lf->path);
   lf->path = NULL;
   lf->release = NULL;
 }
@@ -152,8 +146,7 @@ int altar__storage_mktemp(const char *path, altar_local_file_t *out, int *pfd, a
   return ALTAR_OK;
 }
 
-static int def_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out,
-                             altar_error_t *err) {
+static int def_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out, altar_error_t *err) {
   out->path = NULL;
   out->release = NULL;
   altar_buf_t b = {0};
@@ -195,8 +188,8 @@ static int def_read_csv(altar_storage_t *s, const char *path, char delim, const 
   return rc;
 }
 
-static int def_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows,
-                         char delim, const char *const *fieldnames, size_t n_fieldnames, altar_error_t *err) {
+static int def_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows, char delim,
+                         const char *const *fieldnames, size_t n_fieldnames, altar_error_t *err) {
   altar_buf_t b = {0};
   int rc = altar_csv_format(rows, n_rows, delim, fieldnames, n_fieldnames, &b, err);
   if (!rc) {
@@ -209,8 +202,7 @@ static int def_write_csv(altar_storage_t *s, const char *path, const altar_strma
   return rc;
 }
 
-static int def_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
-                    altar_error_t *err) {
+static int def_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud, altar_error_t *err) {
   (void)fn;
   (void)ud;
   return not_supported(s, "list", prefix, err);
@@ -228,9 +220,7 @@ static int def_open(altar_storage_t *s, const altar_strmap_t *cfg, altar_error_t
   return altar_plugin_keys_check(none, "storage", s->ops.name, cfg, err);
 }
 
-static void def_close(altar_storage_t *s) {
-  (void)s;
-}
+static void def_close(altar_storage_t *s) { (void)s; }
 
 /* The first required operation ops lacks, or NULL. */
 static const char *ops_missing(const altar_storage_ops_t *ops) {
@@ -254,8 +244,7 @@ static void fill_defaults(altar_storage_ops_t *o) {
   if (!o->delete_file) o->delete_file = def_delete;
 }
 
-int altar_storage_open(const char *name, const altar_strmap_t *options, altar_storage_t **ps,
-                       altar_error_t *err) {
+int altar_storage_open(const char *name, const altar_strmap_t *options, altar_storage_t **ps, altar_error_t *err) {
   *ps = NULL;
   const void *p;
   int rc = altar_registry_get(ALTAR_REGISTRY_STORAGE, name, &p, err);
@@ -289,8 +278,7 @@ int altar_storage_open_for_uri(const char *uri, const altar_strmap_t *options, a
   char scheme[32] = "file";
   if (colon) {
     size_t n = (size_t)(colon - uri);
-    if (n == 0 || n >= sizeof scheme)
-      return altar_error_set(err, ALTAR_EINVAL, "uri '%.200s': bad scheme", uri);
+    if (n == 0 || n >= sizeof scheme) return altar_error_set(err, ALTAR_EINVAL, "uri '%.200s': bad scheme", uri);
     for (size_t i = 0; i < n; i++) {
       char c = uri[i];
       if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
@@ -311,13 +299,9 @@ void altar_storage_close(altar_storage_t *s) {
 
 /* ---- operations ------------------------------------------------------------------- */
 
-const char *altar_storage_name(const altar_storage_t *s) {
-  return s->ops.name;
-}
+const char *altar_storage_name(const altar_storage_t *s) { return s->ops.name; }
 
-unsigned altar_storage_caps(const altar_storage_t *s) {
-  return s->ops.caps;
-}
+unsigned altar_storage_caps(const altar_storage_t *s) { return s->ops.caps; }
 
 int altar_storage_read_bytes(altar_storage_t *s, const char *path, altar_buf_t *out, altar_error_t *err) {
   return s->ops.read_bytes(s, path, out, err);
@@ -327,13 +311,11 @@ int altar_storage_exists(altar_storage_t *s, const char *path, bool *pexists, al
   return s->ops.exists(s, path, pexists, err);
 }
 
-int altar_storage_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen,
-                            altar_error_t *err) {
+int altar_storage_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen, altar_error_t *err) {
   return s->ops.read_text(s, path, ptext, plen, err);
 }
 
-int altar_storage_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len,
-                              altar_error_t *err) {
+int altar_storage_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len, altar_error_t *err) {
   return s->ops.write_bytes(s, path, data, len, err);
 }
 
@@ -345,8 +327,7 @@ int altar_storage_mkdirs(altar_storage_t *s, const char *path, altar_error_t *er
   return s->ops.mkdirs(s, path, err);
 }
 
-int altar_storage_upload(altar_storage_t *s, const char *local_path, const char *dest_path,
-                         altar_error_t *err) {
+int altar_storage_upload(altar_storage_t *s, const char *local_path, const char *dest_path, altar_error_t *err) {
   return s->ops.upload(s, local_path, dest_path, err);
 }
 
@@ -355,8 +336,7 @@ int altar_storage_copy_from_local(altar_storage_t *s, const char *local_path, co
   return s->ops.copy_from_local(s, local_path, dest_path, err);
 }
 
-int altar_storage_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out,
-                                altar_error_t *err) {
+int altar_storage_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out, altar_error_t *err) {
   return s->ops.as_local_file(s, path, out, err);
 }
 
@@ -365,14 +345,12 @@ int altar_storage_read_csv(altar_storage_t *s, const char *path, char delim, con
   return s->ops.read_csv(s, path, delim, fieldnames, n_fieldnames, out, err);
 }
 
-int altar_storage_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows,
-                            char delim, const char *const *fieldnames, size_t n_fieldnames,
-                            altar_error_t *err) {
+int altar_storage_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows, char delim,
+                            const char *const *fieldnames, size_t n_fieldnames, altar_error_t *err) {
   return s->ops.write_csv(s, path, rows, n_rows, delim, fieldnames, n_fieldnames, err);
 }
 
-int altar_storage_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
-                       altar_error_t *err) {
+int altar_storage_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud, altar_error_t *err) {
   return s->ops.list(s, prefix, fn, ud, err);
 }
 
@@ -388,8 +366,7 @@ struct altar_text_reader {
   size_t pos;
 };
 
-int altar_storage_open_text(altar_storage_t *s, const char *path, altar_text_reader_t **pr,
-                            altar_error_t *err) {
+int altar_storage_open_text(altar_storage_t *s, const char *path, altar_text_reader_t **pr, altar_error_t *err) {
   *pr = NULL;
   altar_text_reader_t *r = calloc(1, sizeof *r);
   if (!r) return altar_error_set(err, ALTAR_ENOMEM, "%.300s: out of memory", path);
@@ -434,8 +411,7 @@ struct altar_text_writer {
   bool failed; /* an append ran out of memory: close must not write a truncated file */
 };
 
-altar_text_writer_t *altar_storage_open_text_writer(altar_storage_t *s, const char *path,
-                                                    altar_error_t *err) {
+altar_text_writer_t *altar_storage_open_text_writer(altar_storage_t *s, const char *path, altar_error_t *err) {
   altar_text_writer_t *w = calloc(1, sizeof *w);
   if (w) w->path = strdup(path);
   if (!w || !w->path) {

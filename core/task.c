@@ -13,9 +13,7 @@ static bool str_eq(const char *a, const char *b) {
 
 static const char *const state_names[] = {"pending", "running", "succeeded", "failed"};
 
-const char *altar_state_name(altar_state_t s) {
-  return (unsigned)s < 4 ? state_names[s] : "unknown";
-}
+const char *altar_state_name(altar_state_t s) { return (unsigned)s < 4 ? state_names[s] : "unknown"; }
 
 int altar_state_parse(const char *name, altar_state_t *pstate) {
   for (int i = 0; name && i < 4; i++) {
@@ -66,9 +64,8 @@ altar_failure_t *altar_failure_dup(const altar_failure_t *f) {
 
 bool altar_failure_equal(const altar_failure_t *a, const altar_failure_t *b) {
   if (!a || !b) return a == b;
-  return str_eq(a->reason, b->reason) && str_eq(a->detail, b->detail) &&
-         a->deterministic == b->deterministic && a->exit_code.set == b->exit_code.set &&
-         (!a->exit_code.set || a->exit_code.v == b->exit_code.v);
+  return str_eq(a->reason, b->reason) && str_eq(a->detail, b->detail) && a->deterministic == b->deterministic &&
+         a->exit_code.set == b->exit_code.set && (!a->exit_code.set || a->exit_code.v == b->exit_code.v);
 }
 
 /* ---- handles ---- */
@@ -159,8 +156,7 @@ bool altar_handle_same_task(const altar_handle_t *a, const altar_handle_t *b) {
 
 bool altar_handle_equal(const altar_handle_t *a, const altar_handle_t *b) {
   bool pi = (!a->plugin_identity && !b->plugin_identity) ||
-            (a->plugin_identity && b->plugin_identity &&
-             altar_strmap_equal(a->plugin_identity, b->plugin_identity));
+            (a->plugin_identity && b->plugin_identity && altar_strmap_equal(a->plugin_identity, b->plugin_identity));
   return altar_handle_same_task(a, b) && altar_strmap_equal(&a->labels, &b->labels) && pi;
 }
 
@@ -172,8 +168,7 @@ void altar_handles_free(altar_handle_t *hs, size_t n) {
 
 /* ---- statuses ---- */
 
-int altar_status_init(altar_status_t *st, const altar_handle_t *h, altar_state_t state,
-                      altar_failure_t *failure) {
+int altar_status_init(altar_status_t *st, const altar_handle_t *h, altar_state_t state, altar_failure_t *failure) {
   memset(st, 0, sizeof *st);
   int rc = altar_handle_copy(&st->handle, h);
   if (rc) {
@@ -276,8 +271,7 @@ int64_t altar_capacity_free_for(const altar_capacity_t *c, const altar_resources
 
 /* ---- records ---- */
 
-int altar_record_init(altar_record_t *rec, const altar_handle_t *h, const char *kind,
-                      const altar_spec_t *spec) {
+int altar_record_init(altar_record_t *rec, const altar_handle_t *h, const char *kind, const altar_spec_t *spec) {
   memset(rec, 0, sizeof *rec);
   if (altar_handle_copy(&rec->handle, h) != ALTAR_OK) return ALTAR_ENOMEM;
   rec->kind = strdup(kind ? kind : "");
@@ -312,9 +306,8 @@ int altar_record_copy(altar_record_t *dst, const altar_record_t *src) {
 }
 
 bool altar_record_equal(const altar_record_t *a, const altar_record_t *b) {
-  return altar_handle_equal(&a->handle, &b->handle) && str_eq(a->kind, b->kind) &&
-         a->state == b->state && a->restart_count == b->restart_count &&
-         a->consumed == b->consumed && altar_spec_equal(a->spec, b->spec) &&
+  return altar_handle_equal(&a->handle, &b->handle) && str_eq(a->kind, b->kind) && a->state == b->state &&
+         a->restart_count == b->restart_count && a->consumed == b->consumed && altar_spec_equal(a->spec, b->spec) &&
          altar_failure_equal(a->failure, b->failure);
 }
 

@@ -21,11 +21,20 @@ const char *altar__transport_missing(const altar_transport_ops_t *ops) {
     const char *name;
     bool set;
   } required[] = {
-      {"name", ops->name},           {"open", ops->open},           {"close", ops->close},
-      {"produce", ops->produce},     {"poll", ops->poll},           {"flush", ops->flush},
-      {"create_topic", ops->create_topic}, {"list_topics", ops->list_topics},
-      {"subscribe", ops->subscribe}, {"consume", ops->consume},     {"pause", ops->pause},
-      {"resume", ops->resume},       {"seek", ops->seek},           {"commit", ops->commit},
+      {"name", ops->name},
+      {"open", ops->open},
+      {"close", ops->close},
+      {"produce", ops->produce},
+      {"poll", ops->poll},
+      {"flush", ops->flush},
+      {"create_topic", ops->create_topic},
+      {"list_topics", ops->list_topics},
+      {"subscribe", ops->subscribe},
+      {"consume", ops->consume},
+      {"pause", ops->pause},
+      {"resume", ops->resume},
+      {"seek", ops->seek},
+      {"commit", ops->commit},
       {"committed", ops->committed},
   };
   for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
@@ -46,8 +55,7 @@ const altar_transport_ops_t *altar_transport_lookup(const char *name) {
 /* ---- defaults of the optional operations (filled in once, at open) ----- */
 
 static int default_leave(altar_transport_t *t, altar_error_t *err) {
-  return altar_error_set(err, ALTAR_ENOTSUP, "%s: leave not supported (close the transport to leave)",
-                         t->ops.name);
+  return altar_error_set(err, ALTAR_ENOTSUP, "%s: leave not supported (close the transport to leave)", t->ops.name);
 }
 
 static int default_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
@@ -76,8 +84,8 @@ static int default_topic_retention_ms(altar_transport_t *t, const char *topic, i
   return altar_error_set(err, ALTAR_ENOTSUP, "%s: topic retention not known", t->ops.name);
 }
 
-static int default_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
-                                 size_t *pn, altar_error_t *err) {
+static int default_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,
+                                 altar_error_t *err) {
   (void)group, (void)topic, (void)timeout_ms, (void)pn;
   return altar_error_set(err, ALTAR_ENOTSUP, "%s: topic_members not supported", t->ops.name);
 }
@@ -86,8 +94,8 @@ static int default_lag(altar_transport_t *t, const char *group, const char *topi
                        altar_lag_list_t **plist, altar_error_t *err);
 
 /* A transport without a cheaper way: the topic's listing. */
-static int default_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n,
-                               int timeout_ms, int64_t *pends, altar_error_t *err) {
+static int default_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n, int timeout_ms,
+                               int64_t *pends, altar_error_t *err) {
   altar_topic_list_t *tl = NULL;
   int rc = t->ops.list_topics(t, topic, timeout_ms, &tl, err);
   if (rc) return rc;
@@ -103,8 +111,7 @@ static int default_end_offsets(altar_transport_t *t, const char *topic, const in
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-altar_transport_t *altar_transport_open_ops(const altar_transport_ops_t *ops,
-                                            const altar_strmap_t *config,
+altar_transport_t *altar_transport_open_ops(const altar_transport_ops_t *ops, const altar_strmap_t *config,
                                             const altar_transport_opts_t *opts, altar_error_t *err) {
   const char *missing = altar__transport_missing(ops);
   if (missing) {
@@ -200,8 +207,8 @@ int32_t altar_murmur2(const void *key, size_t len) {
   size_t n4 = len / 4;
   for (size_t i = 0; i < n4; i++) {
     size_t i4 = i * 4;
-    uint32_t k = (uint32_t)d[i4] | ((uint32_t)d[i4 + 1] << 8) | ((uint32_t)d[i4 + 2] << 16) |
-                 ((uint32_t)d[i4 + 3] << 24);
+    uint32_t k =
+        (uint32_t)d[i4] | ((uint32_t)d[i4 + 1] << 8) | ((uint32_t)d[i4 + 2] << 16) | ((uint32_t)d[i4 + 3] << 24);
     k *= m;
     k ^= k >> r;
     k *= m;
@@ -212,9 +219,7 @@ int32_t altar_murmur2(const void *key, size_t len) {
   switch (len % 4) {
   case 3: h ^= (uint32_t)d[tail + 2] << 16; /* fall through */
   case 2: h ^= (uint32_t)d[tail + 1] << 8;  /* fall through */
-  case 1:
-    h ^= (uint32_t)d[tail];
-    h *= m;
+  case 1: h ^= (uint32_t)d[tail]; h *= m;
   }
   h ^= h >> 13;
   h *= m;
@@ -234,16 +239,14 @@ int altar_transport_check_name(const char *what, const char *name, altar_error_t
   if (!name || !*name) return altar_error_set(err, ALTAR_EINVAL, "%s: must not be empty", what);
   size_t n = strlen(name);
   if (n > ALTAR_TOPIC_NAME_MAX)
-    return altar_error_set(err, ALTAR_EINVAL, "%s: longer than %d characters", what,
-                           ALTAR_TOPIC_NAME_MAX);
+    return altar_error_set(err, ALTAR_EINVAL, "%s: longer than %d characters", what, ALTAR_TOPIC_NAME_MAX);
   if (!strcmp(name, ".") || !strcmp(name, ".."))
     return altar_error_set(err, ALTAR_EINVAL, "%s: '%s' is not a legal name", what, name);
   for (size_t i = 0; i < n; i++) {
     char c = name[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '.' || c == '_' || c == '-'))
-      return altar_error_set(err, ALTAR_EINVAL,
-                             "%s: character %zu is not one of [A-Za-z0-9._-]", what, i);
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+          c == '-'))
+      return altar_error_set(err, ALTAR_EINVAL, "%s: character %zu is not one of [A-Za-z0-9._-]", what, i);
   }
   return 0;
 }
@@ -257,8 +260,7 @@ void altar_transport_log(altar_transport_t *t, int level, const char *fmt, ...) 
   if (t && t->opts.on_log) {
     t->opts.on_log(t, level, line, t->opts.log_ctx);
   } else if (level <= 4) {
-    fprintf(stderr, "altar %s: %s: %s\n", t ? t->ops.name : "transport",
-            level <= 3 ? "error" : "warning", line);
+    fprintf(stderr, "altar %s: %s: %s\n", t ? t->ops.name : "transport", level <= 3 ? "error" : "warning", line);
   }
 }
 
@@ -278,8 +280,8 @@ void altar_transport_detach(altar_transport_t *t) {
   altar_transport_set_delivery(t, NULL, NULL, NULL, NULL);
 }
 
-void altar__transport_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts,
-                                size_t n, void *ctx) {
+void altar__transport_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
+                                void *ctx) {
   (void)ctx;
   if (t->rebalance_cb) t->rebalance_cb(t, kind, parts, n, t->rebalance_ctx);
 }
@@ -312,8 +314,7 @@ static int default_lag(altar_transport_t *t, const char *group, const char *topi
       altar_lag_entry_t *e = &out->entries[out->n];
       int64_t off = ALTAR_OFFSET_INVALID;
       char *md = NULL;
-      rc = t->ops.committed(t, group, ti->name, ti->partitions[j].partition, timeout_ms, &off,
-                             &md, err);
+      rc = t->ops.committed(t, group, ti->name, ti->partitions[j].partition, timeout_ms, &off, &md, err);
       if (rc) break;
       e->topic = strdup(ti->name);
       if (!e->topic) {
@@ -375,18 +376,17 @@ int altar_transport_flush(altar_transport_t *t, int timeout_ms, altar_error_t *e
   return t->ops.flush(t, timeout_ms, err);
 }
 
-int altar_transport_create_topic(altar_transport_t *t, const char *topic, int32_t partitions,
-                                 altar_error_t *err) {
+int altar_transport_create_topic(altar_transport_t *t, const char *topic, int32_t partitions, altar_error_t *err) {
   return t->ops.create_topic(t, topic, partitions, err);
 }
 
-int altar_transport_list_topics(altar_transport_t *t, const char *topic, int timeout_ms,
-                                altar_topic_list_t **plist, altar_error_t *err) {
+int altar_transport_list_topics(altar_transport_t *t, const char *topic, int timeout_ms, altar_topic_list_t **plist,
+                                altar_error_t *err) {
   return t->ops.list_topics(t, topic, timeout_ms, plist, err);
 }
 
-int altar_transport_subscribe(altar_transport_t *t, const char *group, const char *const *topics,
-                              size_t n_topics, altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err) {
+int altar_transport_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n_topics,
+                              altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err) {
   /* Set before the call (an assignment may come within it); a refused
    * subscribe (e.g. a second one) keeps the callback already there. */
   altar_rebalance_cb was_cb = t->rebalance_cb;
@@ -467,8 +467,9 @@ int altar_transport_delete_records(altar_transport_t *t, const char *topic, int3
   int64_t ignored;
   if (!pbeginning) pbeginning = &ignored;
   *pbeginning = -1;
-  if (before < 0) return altar_error_set(err, ALTAR_EINVAL, "delete records of %s/%d: offset %lld is not valid",
-                                         topic, (int)partition, (long long)before);
+  if (before < 0)
+    return altar_error_set(err, ALTAR_EINVAL, "delete records of %s/%d: offset %lld is not valid", topic,
+                           (int)partition, (long long)before);
   return t->ops.delete_records(t, topic, partition, before, pbeginning, err);
 }
 
@@ -478,8 +479,8 @@ int altar_transport_lag(altar_transport_t *t, const char *group, const char *top
   return t->ops.lag(t, group, topic, timeout_ms, plist, err);
 }
 
-int altar_transport_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n,
-                                int timeout_ms, int64_t *pends, altar_error_t *err) {
+int altar_transport_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n, int timeout_ms,
+                                int64_t *pends, altar_error_t *err) {
   for (size_t i = 0; i < n; i++) pends[i] = ALTAR_OFFSET_INVALID;
   int rc = altar_transport_check_name("topic", topic, err);
   return rc ? rc : t->ops.end_offsets(t, topic, parts, n, timeout_ms, pends, err);

@@ -41,9 +41,8 @@ static long long ns_of(const struct timespec *ts) {
 }
 
 int altar__record_line(const char *digest, const struct stat *st, char *out, size_t outsz) {
-  int n = snprintf(out, outsz, "%s %s size=%lld mtime_ns=%lld ctime_ns=%lld ino=%" PRIuMAX,
-                   ALTAR__RECORD_TAG, digest, (long long)st->st_size, ns_of(&st->st_mtim),
-                   ns_of(&st->st_ctim), (uintmax_t)st->st_ino);
+  int n = snprintf(out, outsz, "%s %s size=%lld mtime_ns=%lld ctime_ns=%lld ino=%" PRIuMAX, ALTAR__RECORD_TAG, digest,
+                   (long long)st->st_size, ns_of(&st->st_mtim), ns_of(&st->st_ctim), (uintmax_t)st->st_ino);
   if (n < 0 || (size_t)n >= outsz) return -1;
   return n;
 }
@@ -76,8 +75,7 @@ bool altar__record_matches(const char *path, const char *digest, const struct st
   return first == (size_t)wlen && memcmp(have, want, first) == 0;
 }
 
-int altar__record_write(const char *path, const char *digest, const struct stat *st,
-                        altar_error_t *err) {
+int altar__record_write(const char *path, const char *digest, const struct stat *st, altar_error_t *err) {
   char line[ALTAR__RECORD_MAX];
   int len = altar__record_line(digest, st, line, sizeof line - 1);
   if (len < 0) return altar_error_set(err, ALTAR_EINVAL, "%s: record line too long", path);

@@ -63,8 +63,7 @@ void altar__dashboard_handle(void *ctx, const char *path, const altar_http_reque
   }
   if (d->token && *d->token) {
     const char *auth = altar_http_request_get(rq, true, "Authorization");
-    if (!auth || strncmp(auth, "Bearer ", 7) != 0 || !same_secret(auth + 7, d->token))
-      {
+    if (!auth || strncmp(auth, "Bearer ", 7) != 0 || !same_secret(auth + 7, d->token)) {
       reply_error(out, 401, "a bearer token is required (Authorization: Bearer TOKEN)");
       return;
     }
@@ -84,15 +83,15 @@ void altar__dashboard_handle(void *ctx, const char *path, const altar_http_reque
   else rc = altar__fleet_view_render(d->view, path + 5, &q, &o, &err);
   if (!rc && !o) rc = altar_error_set(&err, d->history ? ALTAR_ENOMEM : ALTAR_ENOTFOUND, "no history kept here");
   if (rc) {
-      reply_error(out, rc == ALTAR_ENOTFOUND ? 404 : rc == ALTAR_EINVAL ? 400 : 500, err.msg);
-      return;
-    }
+    reply_error(out, rc == ALTAR_ENOTFOUND ? 404 : rc == ALTAR_EINVAL ? 400 : 500, err.msg);
+    return;
+  }
   char *text = json_dumps(o, JSON_COMPACT);
   json_decref(o);
   if (!text) {
-      reply_error(out, 500, "out of memory");
-      return;
-    }
+    reply_error(out, 500, "out of memory");
+    return;
+  }
   out->content_type = json_ctype;
   altar_buf_append_str(&out->body, text);
   free(text);

@@ -24,8 +24,8 @@
 #include "dashboard/fleet_view.h"
 
 typedef struct altar_dashboard {
-  altar_fleet_view_t *view; /* borrowed */
-  const char *token;        /* borrowed; NULL or "" = none */
+  altar_fleet_view_t *view;      /* borrowed */
+  const char *token;             /* borrowed; NULL or "" = none */
   struct altar_history *history; /* borrowed; the last hour (reconciler/history.h) */
 } altar_dashboard_t;
 

@@ -31,15 +31,15 @@
 #include <time.h>
 
 #define JOB_ID_LABEL "job_id"
-#define OUTPUTS_PER_SHARD 16   /* output URIs kept per shard */
-#define LABELS_MAX 2048        /* bytes of a shard's labels kept ("k=v" lines) */
-#define OUTPUTS_PER_JOB 20     /* output URIs listed per job in the jobs page */
-#define MEMBERS_PER_GROUP 200  /* shards listed per group */
-#define READ_BUDGET 50000      /* records read per topic per refresh */
-#define SAMPLES 64             /* overview samples kept for the rates */
+#define OUTPUTS_PER_SHARD 16  /* output URIs kept per shard */
+#define LABELS_MAX 2048       /* bytes of a shard's labels kept ("k=v" lines) */
+#define OUTPUTS_PER_JOB 20    /* output URIs listed per job in the jobs page */
+#define MEMBERS_PER_GROUP 200 /* shards listed per group */
+#define READ_BUDGET 50000     /* records read per topic per refresh */
+#define SAMPLES 64            /* overview samples kept for the rates */
 #define RATE_WINDOW_S 60.0
-#define STALE_S 10.0           /* ALTAR_HEARTBEAT_STALE_S, the worker's side */
-#define POOL_TOPICS_MAX 64     /* pools' jobs topics read at most */
+#define STALE_S 10.0            /* ALTAR_HEARTBEAT_STALE_S, the worker's side */
+#define POOL_TOPICS_MAX 64      /* pools' jobs topics read at most */
 #define POOL_SCAN_EVERY_MS 2000 /* how often new pools' jobs topics are looked for */
 
 enum { R_JOBS, R_READY, R_DEAD, R_DLQ, R_FLEET, R_STATUS, R_COUNT };
@@ -54,14 +54,14 @@ typedef struct reader {
 /* One ledger record, as much of it as the pages show. */
 typedef struct rec {
   char *backend, *external_id, *kind, *job_id, *group_key, *reason, *detail;
-  char *pool; /* of its spec (ALTAR_POOL_CPU without one) */
+  char *pool;   /* of its spec (ALTAR_POOL_CPU without one) */
   char *labels; /* its spec's labels as "KEY=VALUE\n" lines, at most LABELS_MAX bytes */
   char task_key[ALTAR_TASK_KEY_LEN + 1];
   double retry_due; /* pending for a retry whose due time is recorded: that time, else 0 */
   int state;
   int64_t restarts;
   bool consumed;
-  json_t *outputs; /* array of URIs */
+  json_t *outputs;  /* array of URIs */
   json_t *attempts; /* every run of a shard that ran more than once (attempts_json.h), else NULL */
   int64_t attempts_dropped;
 } rec_t;
@@ -85,15 +85,15 @@ struct altar_fleet_view {
   size_t n_pools;
   int64_t pools_scanned_ms;
   altar_transport_t *admin; /* lag queries */
-  json_t *submitted; /* job_id → submitted_at (the earliest job message) */
-  json_t *queued;    /* job_id → {task_key: "partition/offset/pool"} of its job messages (place_of) */
-  json_t *cancelled_jobs; /* job_id → true: a cancel control message on a jobs topic */
-  json_t *held;      /* kind "\n" group_key → the rule's error of each group the reconciler holds */
-  json_t *forwarded; /* task_key → the worker that forwarded its job (a copy's header) */
-  json_t *groups;    /* kind "\n" group_key → {event, ts, kind, group_key, job_id, shards} */
-  json_t *hosts;     /* backend "/" external_id → worker id of its latest status event */
-  json_t *workers;   /* worker id → its latest heartbeat or goodbye */
-  json_t *dlq;       /* the newest DLQ records, oldest first */
+  json_t *submitted;        /* job_id → submitted_at (the earliest job message) */
+  json_t *queued;           /* job_id → {task_key: "partition/offset/pool"} of its job messages (place_of) */
+  json_t *cancelled_jobs;   /* job_id → true: a cancel control message on a jobs topic */
+  json_t *held;             /* kind "\n" group_key → the rule's error of each group the reconciler holds */
+  json_t *forwarded;        /* task_key → the worker that forwarded its job (a copy's header) */
+  json_t *groups;           /* kind "\n" group_key → {event, ts, kind, group_key, job_id, shards} */
+  json_t *hosts;            /* backend "/" external_id → worker id of its latest status event */
+  json_t *workers;          /* worker id → its latest heartbeat or goodbye */
+  json_t *dlq;              /* the newest DLQ records, oldest first */
   uint64_t dlq_total;
   rec_t *recs;
   size_t n_recs, cap_recs;
@@ -316,10 +316,9 @@ static void on_group(altar_fleet_view_t *v, const altar_msg_t *m) {
                           g.event == ALTAR_GROUP_FIRED       ? "fired"
                           : g.event == ALTAR_GROUP_CANCELLED ? "cancelled"
                                                              : "dead_lettered",
-                          "ts", g.ts, "kind", jstr(g.kind),
-                          "group_key", jstr(g.group_key), "event_id", jstr(g.event_id), "job_id",
-                          jstr(g.n_shards ? job_of(&g.shards[0]) : NULL), "n_shards", (json_int_t)ALTAR_GROUP_MEMBERS(&g),
-                          "shards", shards ? shards : json_array());
+                          "ts", g.ts, "kind", jstr(g.kind), "group_key", jstr(g.group_key), "event_id",
+                          jstr(g.event_id), "job_id", jstr(g.n_shards ? job_of(&g.shards[0]) : NULL), "n_shards",
+                          (json_int_t)ALTAR_GROUP_MEMBERS(&g), "shards", shards ? shards : json_array());
     /* A wide group's head lists its first members; the rest are in its pages. */
     if (o && g.pages) json_object_set_new(o, "pages", json_integer((json_int_t)g.pages));
     if (o) altar__bounded_set_new(v->groups, key, o, ALTAR_FLEET_VIEW_GROUPS_KEEP);
@@ -338,10 +337,10 @@ static void on_dlq(altar_fleet_view_t *v, const altar_msg_t *m) {
   if (altar_msg_header(m, ALTAR_DLQ_SIZE_HEADER, &hv, &hl) == ALTAR_OK)
     snprintf(size, sizeof size, "%.*s", (int)(hl < sizeof size ? hl : sizeof size - 1), (const char *)hv);
   json_int_t orig = *size ? (json_int_t)strtoll(size, NULL, 10) : (json_int_t)m->value_len;
-  json_t *o = json_pack("{s:i, s:I, s:f, s:o, s:o, s:I, s:I}", "partition", (int)m->partition, "offset",
-                        (json_int_t)m->offset, "ts", (double)m->timestamp_ms / 1000.0, "reason",
-                        jstr(*reason ? reason : "(no reason header)"), "source", *source ? jstr(source) : json_null(),
-                        "size", orig, "kept", (json_int_t)m->value_len);
+  json_t *o =
+      json_pack("{s:i, s:I, s:f, s:o, s:o, s:I, s:I}", "partition", (int)m->partition, "offset", (json_int_t)m->offset,
+                "ts", (double)m->timestamp_ms / 1000.0, "reason", jstr(*reason ? reason : "(no reason header)"),
+                "source", *source ? jstr(source) : json_null(), "size", orig, "kept", (json_int_t)m->value_len);
   if (!o) return;
   json_array_append_new(v->dlq, o);
   v->dlq_total++;
@@ -510,8 +509,8 @@ static void read_ledger(altar_fleet_view_t *v) {
    * ALTAR_FLEET_VIEW_LEDGER_READ_SPACING times its cost, so most requests
    * are served from the snapshot instead of each paying for a read. */
   int64_t start = altar_mono_ms(), age = start - v->ledger_read_ms;
-  if (v->ledger_read_ms && (age < ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS ||
-                            age < v->ledger_read_cost_ms * ALTAR_FLEET_VIEW_LEDGER_READ_SPACING))
+  if (v->ledger_read_ms &&
+      (age < ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS || age < v->ledger_read_cost_ms * ALTAR_FLEET_VIEW_LEDGER_READ_SPACING))
     return;
   v->ledger_read_ms = start;
   altar_error_t e = {0};
@@ -671,9 +670,9 @@ typedef altar_why_waiting_t waiting_msg_t;
  * snapshot): no per-shard read of the log. */
 typedef struct why_ctx {
   double now;
-  json_t *run;          /* task_key → {worker, live}: the heartbeats' running lists */
-  json_t *pool_free;    /* pool → free slots over the live workers that announce it */
-  json_t *pool_workers; /* pool → workers reading its jobs topic (asked once per render) */
+  json_t *run;            /* task_key → {worker, live}: the heartbeats' running lists */
+  json_t *pool_free;      /* pool → free slots over the live workers that announce it */
+  json_t *pool_workers;   /* pool → workers reading its jobs topic (asked once per render) */
   waiting_msg_t *waiting; /* every shard with no record, by topic, partition and offset */
   size_t n_waiting;
 } why_ctx_t;
@@ -724,7 +723,8 @@ static int why_ahead(const altar_fleet_view_t *v, why_ctx_t *c, const char *job)
 }
 
 static int why_ctx_init(const altar_fleet_view_t *v, const char *job, why_ctx_t *c) {
-  *c = (why_ctx_t){.now = altar_wall_s(), .run = json_object(), .pool_free = json_object(), .pool_workers = json_object()};
+  *c = (why_ctx_t){
+      .now = altar_wall_s(), .run = json_object(), .pool_free = json_object(), .pool_workers = json_object()};
   if (!c->run || !c->pool_free || !c->pool_workers) return ALTAR_ENOMEM;
   const char *id;
   json_t *hb;
@@ -830,9 +830,8 @@ static json_t *rec_why(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r
 static void queued_facts(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, const char *tk, const json_t *e,
                          shard_facts_t *sf) {
   place_t pl;
-  const waiting_msg_t *at = place_of(e, &pl) ? altar__why_waiting_find(c->waiting, c->n_waiting, pl.pool,
-                                                                        pl.partition, pl.offset)
-                                             : NULL;
+  const waiting_msg_t *at =
+      place_of(e, &pl) ? altar__why_waiting_find(c->waiting, c->n_waiting, pl.pool, pl.partition, pl.offset) : NULL;
   sf->gname[0] = 0;
   sf->f = (altar_why_facts_t){
       .now = c->now,
@@ -868,9 +867,9 @@ static json_t *queued_json(const altar_fleet_view_t *v, why_ctx_t *c, const char
                            const json_t *e) {
   json_t *by = json_object_get(v->forwarded, tk);
   json_t *o = place_json(v, e);
-  if (o) json_object_update_new(o, json_pack("{s:s, s:s, s:O, s:o}", "task_key", tk, "state", "waiting",
-                                             "forwarded_from", by ? by : json_null(), "why",
-                                             queued_why(v, c, job, tk, e)));
+  if (o)
+    json_object_update_new(o, json_pack("{s:s, s:s, s:O, s:o}", "task_key", tk, "state", "waiting", "forwarded_from",
+                                        by ? by : json_null(), "why", queued_why(v, c, job, tk, e)));
   return o;
 }
 
@@ -902,28 +901,30 @@ static json_t *shard_json(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t
   const char *worker = rec_worker(v, r);
   /* The host its worker announced, else the worker id up to its ':' (host:pid). */
   char host[300] = "";
-  const char *announced = worker ? json_string_value(json_object_get(json_object_get(v->workers, worker), "host")) : NULL;
+  const char *announced =
+      worker ? json_string_value(json_object_get(json_object_get(v->workers, worker), "host")) : NULL;
   if (announced) snprintf(host, sizeof host, "%s", announced);
   else if (worker) snprintf(host, sizeof host, "%.*s", (int)strcspn(worker, ":"), worker);
-  json_t *failure = r->reason ? json_pack("{s:o, s:o}", "reason", jstr(r->reason), "detail", jstr(r->detail))
-                              : json_null();
+  json_t *failure =
+      r->reason ? json_pack("{s:o, s:o}", "reason", jstr(r->reason), "detail", jstr(r->detail)) : json_null();
   /* Every run in order with what ended it; one that ran once is its record. */
   json_t *runs = r->attempts ? json_deep_copy(r->attempts) : json_array();
   if (runs && !r->attempts)
     json_array_append_new(runs, json_pack("{s:I, s:o, s:o, s:o, s:I, s:s, s:o, s:o, s:o, s:b, s:o, s:o}", "attempt",
                                           (json_int_t)(r->restarts + 1), "backend", jstr(r->backend), "external_id",
                                           jstr(r->external_id), "worker", jstr(worker), "restart_count",
-                                          (json_int_t)r->restarts, "state", shard_state(r), "reason",
-                                          jstr(r->reason), "detail", jstr(r->detail), "exit_code", json_null(),
-                                          "deterministic", 0, "started_at", json_null(), "ended_at", json_null()));
-  json_int_t n_runs = r->attempts ? (json_int_t)json_array_size(r->attempts) + r->attempts_dropped
-                                  : (json_int_t)(r->restarts + 1);
+                                          (json_int_t)r->restarts, "state", shard_state(r), "reason", jstr(r->reason),
+                                          "detail", jstr(r->detail), "exit_code", json_null(), "deterministic", 0,
+                                          "started_at", json_null(), "ended_at", json_null()));
+  json_int_t n_runs =
+      r->attempts ? (json_int_t)json_array_size(r->attempts) + r->attempts_dropped : (json_int_t)(r->restarts + 1);
   json_t *by = r->task_key[0] ? json_object_get(v->forwarded, r->task_key) : NULL;
-  json_t *o = json_pack("{s:o, s:o, s:s, s:I, s:o, s:I, s:b, s:o, s:o, s:o, s:O, s:O}", "backend", jstr(r->backend),
-                   "external_id", jstr(r->external_id), "state", shard_state(r), "attempts", n_runs, "attempt_list",
-                   runs ? runs : json_array(), "attempts_dropped", (json_int_t)r->attempts_dropped, "consumed",
-                   r->consumed, "worker", jstr(worker), "host", *host ? jstr(host) : json_null(), "failure",
-                   failure ? failure : json_null(), "outputs", r->outputs, "forwarded_from", by ? by : json_null());
+  json_t *o =
+      json_pack("{s:o, s:o, s:s, s:I, s:o, s:I, s:b, s:o, s:o, s:o, s:O, s:O}", "backend", jstr(r->backend),
+                "external_id", jstr(r->external_id), "state", shard_state(r), "attempts", n_runs, "attempt_list",
+                runs ? runs : json_array(), "attempts_dropped", (json_int_t)r->attempts_dropped, "consumed",
+                r->consumed, "worker", jstr(worker), "host", *host ? jstr(host) : json_null(), "failure",
+                failure ? failure : json_null(), "outputs", r->outputs, "forwarded_from", by ? by : json_null());
   char *name = o ? altar__shard_name(r->labels) : NULL;
   if (name) json_object_set_new(o, "name", json_string(name));
   free(name);
@@ -941,9 +942,9 @@ typedef struct job {
   double submitted_at; /* < 0: unknown */
   tally_t t;
   uint64_t fired, dead, cancelled, open;
-  uint64_t waiting;   /* shards on a jobs topic with no record yet */
+  uint64_t waiting;      /* shards on a jobs topic with no record yet */
   json_t *waiting_pools; /* pool → such shards */
-  json_t *outputs; /* of shards in fired groups */
+  json_t *outputs;       /* of shards in fired groups */
   size_t outputs_total;
   json_t *seen_groups; /* kind\ngroup_key → true */
 } job_t;
@@ -961,7 +962,10 @@ static job_t *job_get(jobs_t *js, const char *id) {
   if (!n) return NULL;
   js->v = n;
   job_t *j = &js->v[js->n];
-  *j = (job_t){.id = id, .submitted_at = -1, .outputs = json_array(), .seen_groups = json_object(),
+  *j = (job_t){.id = id,
+               .submitted_at = -1,
+               .outputs = json_array(),
+               .seen_groups = json_object(),
                .waiting_pools = json_object()};
   json_object_set_new(js->index, id, json_integer((json_int_t)js->n));
   js->n++;
@@ -1055,12 +1059,12 @@ static const char *job_state(const job_t *j) {
 }
 
 static json_t *job_row(const job_t *j) {
-  json_t *o = json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:O, s:I, s:I, s:O}", "job_id", jstr(j->id),
-                   "submitted_at", j->submitted_at >= 0 ? json_real(j->submitted_at) : json_null(), "shards",
-                   tally_json(&j->t), "groups", "fired", (json_int_t)j->fired, "dead_lettered", (json_int_t)j->dead,
-                   "cancelled", (json_int_t)j->cancelled, "open", (json_int_t)j->open, "outputs", j->outputs,
-                   "outputs_total", (json_int_t)j->outputs_total, "waiting", (json_int_t)j->waiting, "waiting_pools",
-                   j->waiting_pools);
+  json_t *o =
+      json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:O, s:I, s:I, s:O}", "job_id", jstr(j->id), "submitted_at",
+                j->submitted_at >= 0 ? json_real(j->submitted_at) : json_null(), "shards", tally_json(&j->t), "groups",
+                "fired", (json_int_t)j->fired, "dead_lettered", (json_int_t)j->dead, "cancelled",
+                (json_int_t)j->cancelled, "open", (json_int_t)j->open, "outputs", j->outputs, "outputs_total",
+                (json_int_t)j->outputs_total, "waiting", (json_int_t)j->waiting, "waiting_pools", j->waiting_pools);
   if (o) json_object_set_new(o, "state", json_string(job_state(j)));
   return o;
 }
@@ -1089,8 +1093,8 @@ static json_t *render_jobs(const altar_fleet_view_t *v, const altar_fleet_query_
     if ((f.state && strcmp(f.state, job_state(&js.v[i]))) || (hits && !json_object_get(hits, js.v[i].id))) continue;
     if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, job_row(&js.v[i]));
   }
-  json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:o}", "total", (json_int_t)idx, "total_all", (json_int_t)js.n,
-                        "offset", (json_int_t)off, "limit", (json_int_t)lim, "jobs", rows ? rows : json_array());
+  json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:o}", "total", (json_int_t)idx, "total_all", (json_int_t)js.n, "offset",
+                        (json_int_t)off, "limit", (json_int_t)lim, "jobs", rows ? rows : json_array());
   jobs_free(&js);
   json_decref(hits);
   if (!o) altar_error_set(err, ALTAR_ENOMEM, "out of memory");
@@ -1205,10 +1209,10 @@ static json_t *render_why(const altar_fleet_view_t *v, const altar_fleet_query_t
   page_bounds(q, &p.off, &p.lim);
   int rc = why_ctx_init(v, q->job, &wc) || !p.rows ? ALTAR_ENOMEM : why_each(v, &wc, q->job, why_row, &p);
   why_ctx_free(&wc);
-  json_t *o = rc ? NULL
-                 : json_pack("{s:s, s:I, s:I, s:I, s:o, s:O}", "job_id", q->job, "total",
-                             (json_int_t)p.idx, "offset", (json_int_t)p.off, "limit", (json_int_t)p.lim, "counts",
-                             counts_json(p.counts), "shards", p.rows);
+  json_t *o =
+      rc ? NULL
+         : json_pack("{s:s, s:I, s:I, s:I, s:o, s:O}", "job_id", q->job, "total", (json_int_t)p.idx, "offset",
+                     (json_int_t)p.off, "limit", (json_int_t)p.lim, "counts", counts_json(p.counts), "shards", p.rows);
   json_decref(p.rows);
   if (!o) altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   return o;
@@ -1345,7 +1349,8 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
     for (size_t k = 0; rs && k < n; k++) rs[k] = &v->recs[json_integer_value(json_array_get(list, k))];
     if (rs && n) qsort(rs, n, sizeof *rs, rec_order);
     json_array_clear(list);
-    for (size_t k = 0; rs && k < n && k < MEMBERS_PER_GROUP; k++) json_array_append_new(list, shard_json(v, &wc, rs[k]));
+    for (size_t k = 0; rs && k < n && k < MEMBERS_PER_GROUP; k++)
+      json_array_append_new(list, shard_json(v, &wc, rs[k]));
     free(rs);
   }
   json_object_foreach(members, gk, list) {
@@ -1353,12 +1358,12 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
     char *kind = strndup(gk, nl ? (size_t)(nl - gk) : strlen(gk));
     const char *key = nl ? nl + 1 : "";
     const json_t *ev = group_event(v, kind, key);
-    json_array_append_new(groups, json_pack("{s:o, s:o, s:s, s:o, s:o, s:I, s:O}", "kind", jstr(kind), "group_key",
-                                            jstr(key), "state", ev ? event_name(ev) : "open", "ts",
-                                            ev ? json_deep_copy(json_object_get(ev, "ts")) : json_null(),
-                                            "event_id", ev ? json_deep_copy(json_object_get(ev, "event_id")) : json_null(),
-                                            "members_total", json_integer_value(json_object_get(totals, gk)),
-                                            "members", list));
+    json_array_append_new(groups,
+                          json_pack("{s:o, s:o, s:s, s:o, s:o, s:I, s:O}", "kind", jstr(kind), "group_key", jstr(key),
+                                    "state", ev ? event_name(ev) : "open", "ts",
+                                    ev ? json_deep_copy(json_object_get(ev, "ts")) : json_null(), "event_id",
+                                    ev ? json_deep_copy(json_object_get(ev, "event_id")) : json_null(), "members_total",
+                                    json_integer_value(json_object_get(totals, gk)), "members", list));
     free(kind);
   }
   json_decref(members);
@@ -1441,7 +1446,10 @@ static json_t *render_shard(const altar_fleet_view_t *v, const altar_fleet_query
       const json_t *ev = r->group_key ? group_event(v, r->kind, r->group_key) : NULL;
       if (o)
         json_object_update_new(o, json_pack("{s:o, s:o, s:s}", "job_id", jstr(r->job_id), "pool", jstr(r->pool),
-                                            "group_state", ev ? event_name(ev) : r->group_key ? "open" : "none"));
+                                            "group_state",
+                                            ev             ? event_name(ev)
+                                            : r->group_key ? "open"
+                                                           : "none"));
     } else if ((o = queued_json(v, &wc, job, q->key, queued))) {
       json_object_update_new(o, json_pack("{s:s, s:o, s:[]}", "job_id", job, "labels", json_object(), "attempt_list"));
     }
@@ -1470,7 +1478,8 @@ static json_t *render_workers(const altar_fleet_view_t *v, const altar_fleet_que
     json_object_set_new(row, "last_seen", json_real(ts));
     json_object_set_new(row, "age_s", json_real(now - ts));
     json_t *started = json_object_get(hb, "started_at");
-    json_object_set_new(row, "up_s", json_is_number(started) ? json_real(ts - json_number_value(started)) : json_null());
+    json_object_set_new(row, "up_s",
+                        json_is_number(started) ? json_real(ts - json_number_value(started)) : json_null());
     json_array_append_new(rows, row);
   }
   return json_pack("{s:I, s:I, s:I, s:I, s:f, s:o}", "total", (json_int_t)json_object_size(v->workers), "live",
@@ -1599,11 +1608,10 @@ static json_t *render_overview(altar_fleet_view_t *v) {
                    "s:{s:s, s:o, s:f, s:I, s:I}, s:{s:I}}",
                    "now", now, "jobs", (json_int_t)n_jobs, "shards", tally_json(&t), "groups", "fired",
                    (json_int_t)fired, "dead_lettered", (json_int_t)dead, "cancelled", (json_int_t)cancelled, "rates",
-                   "shards_per_s",
-                   dt > 0 ? json_real((double)(cur.done - base->done) / dt) : json_null(), "fired_per_min",
-                   dt > 0 ? json_real((double)(cur.fired - base->fired) * 60.0 / dt) : json_null(), "dead_per_min",
-                   dt > 0 ? json_real((double)(cur.dead - base->dead) * 60.0 / dt) : json_null(), "window_s", dt,
-                   "lag", "workers", lag_json(v, ALTAR_WORKER_GROUP, v->topic[R_JOBS]), "reconciler",
+                   "shards_per_s", dt > 0 ? json_real((double)(cur.done - base->done) / dt) : json_null(),
+                   "fired_per_min", dt > 0 ? json_real((double)(cur.fired - base->fired) * 60.0 / dt) : json_null(),
+                   "dead_per_min", dt > 0 ? json_real((double)(cur.dead - base->dead) * 60.0 / dt) : json_null(),
+                   "window_s", dt, "lag", "workers", lag_json(v, ALTAR_WORKER_GROUP, v->topic[R_JOBS]), "reconciler",
                    lag_json(v, ALTAR_RECONCILER_GROUP, v->topic[R_STATUS]), "workers", "live", live, "total", wtotal,
                    "dlq_records", (json_int_t)v->dlq_total, "ledger", "path", v->ledger_path, "error",
                    *v->ledger_err ? jstr(v->ledger_err) : json_null(), "read_at", v->ledger_read_at, "disk_bytes",
@@ -1614,8 +1622,7 @@ static json_t *render_overview(altar_fleet_view_t *v) {
 int altar__fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
                              altar_error_t *err) {
   *pout = NULL;
-  if (q && (q->offset < 0 || q->limit < 0))
-    return altar_error_set(err, ALTAR_EINVAL, "offset and limit must be >= 0");
+  if (q && (q->offset < 0 || q->limit < 0)) return altar_error_set(err, ALTAR_EINVAL, "offset and limit must be >= 0");
   pthread_mutex_lock(&v->mu);
   refresh(v);
   json_t *o = NULL;

@@ -32,7 +32,7 @@
  * passed since that read ended: on a big ledger most pages come from the
  * snapshot (a read of 10^5 shards costs ~0.5 s). */
 #define ALTAR_FLEET_VIEW_LEDGER_READ_SPACING 5
-#define ALTAR_FLEET_VIEW_DLQ_KEEP 1000   /* newest DLQ records kept */
+#define ALTAR_FLEET_VIEW_DLQ_KEEP 1000 /* newest DLQ records kept */
 /* What the view remembers of the topics it reads, newest kept: jobs (their
  * submit time and queued shards), group events, and the worker of each
  * task's latest status event. The pages show the newest; the ledger
@@ -46,12 +46,12 @@ typedef struct altar_fleet_view altar_fleet_view_t;
 
 /* What a page asks for. NULL strings = absent. */
 typedef struct altar_fleet_query {
-  const char *job;    /* "job" page: the job id */
-  const char *key;    /* "shard" page: the shard's task key */
+  const char *job; /* "job" page: the job id */
+  const char *key; /* "shard" page: the shard's task key */
   /* Filters of "jobs" and "job" (dashboard/shard_filter.h). */
   const char *state, *kind, *label, *worker;
-  int64_t offset;     /* first item of the page's list */
-  int64_t limit;      /* items; 0 = default, capped at the maximum */
+  int64_t offset; /* first item of the page's list */
+  int64_t limit;  /* items; 0 = default, capped at the maximum */
 } altar_fleet_query_t;
 
 /* A view over the fleet cfg describes (copied what it keeps). NULL on error. */

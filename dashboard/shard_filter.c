@@ -62,8 +62,8 @@ static bool has_label(const char *labels, const char *label) {
   return false;
 }
 
-bool altar__shard_filter_match(const altar_shard_filter_t *f, const char *state, const char *kind,
-                               const char *labels, const char *worker) {
+bool altar__shard_filter_match(const altar_shard_filter_t *f, const char *state, const char *kind, const char *labels,
+                               const char *worker) {
   if (f->state && state && strcmp(f->state, state)) return false;
   if (f->kind && (!kind || strcmp(f->kind, kind))) return false;
   if (f->worker && (!worker || strcmp(f->worker, worker))) return false;

@@ -29,8 +29,7 @@ typedef struct altar_shard_filter {
 /* Checks q's filters for the jobs list (for_jobs) or the job page into *f.
  * ALTAR_EINVAL naming the parameter (state, kind, label, worker) when one
  * is empty, too long, not KEY=VALUE, or not a state of that page. */
-int altar__shard_filter_parse(const altar_fleet_query_t *q, bool for_jobs, altar_shard_filter_t *f,
-                              altar_error_t *err);
+int altar__shard_filter_parse(const altar_fleet_query_t *q, bool for_jobs, altar_shard_filter_t *f, altar_error_t *err);
 
 /* Whether any filter is set; whether any of kind, label, worker is. */
 bool altar__shard_filter_any(const altar_shard_filter_t *f);
@@ -40,7 +39,7 @@ bool altar__shard_filter_by_shard(const altar_shard_filter_t *f);
  * "KEY=VALUE\n" lines (NULL: none); state its state as the page shows it;
  * worker the worker of its latest run (NULL: not known). A filter on
  * state is skipped when state is NULL (the jobs list matches it apart). */
-bool altar__shard_filter_match(const altar_shard_filter_t *f, const char *state, const char *kind,
-                               const char *labels, const char *worker);
+bool altar__shard_filter_match(const altar_shard_filter_t *f, const char *state, const char *kind, const char *labels,
+                               const char *worker);
 
 #endif

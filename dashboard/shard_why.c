@@ -9,15 +9,20 @@
 #include <time.h>
 
 static const char *const names[ALTAR_WHY_COUNT] = {
-    [ALTAR_WHY_NONE] = "none",           [ALTAR_WHY_CANCELLED] = "cancelled", [ALTAR_WHY_GROUP_HELD] = "group_held",
-    [ALTAR_WHY_LEASE] = "lease",         [ALTAR_WHY_STARTING] = "starting",   [ALTAR_WHY_BACKOFF] = "backoff",
-    [ALTAR_WHY_FORWARDED] = "forwarded", [ALTAR_WHY_NO_WORKER] = "no_worker", [ALTAR_WHY_BEHIND] = "behind",
-    [ALTAR_WHY_NO_FREE_SLOT] = "no_free_slot", [ALTAR_WHY_QUEUED] = "queued",
+    [ALTAR_WHY_NONE] = "none",
+    [ALTAR_WHY_CANCELLED] = "cancelled",
+    [ALTAR_WHY_GROUP_HELD] = "group_held",
+    [ALTAR_WHY_LEASE] = "lease",
+    [ALTAR_WHY_STARTING] = "starting",
+    [ALTAR_WHY_BACKOFF] = "backoff",
+    [ALTAR_WHY_FORWARDED] = "forwarded",
+    [ALTAR_WHY_NO_WORKER] = "no_worker",
+    [ALTAR_WHY_BEHIND] = "behind",
+    [ALTAR_WHY_NO_FREE_SLOT] = "no_free_slot",
+    [ALTAR_WHY_QUEUED] = "queued",
 };
 
-const char *altar__why_name(altar_why_reason_t r) {
-  return (unsigned)r < ALTAR_WHY_COUNT ? names[r] : "none";
-}
+const char *altar__why_name(altar_why_reason_t r) { return (unsigned)r < ALTAR_WHY_COUNT ? names[r] : "none"; }
 
 /* A shard on its jobs topic (no record, or a record no worker holds). */
 static altar_why_reason_t queue_reason(const altar_why_facts_t *f) {
@@ -38,8 +43,7 @@ altar_why_reason_t altar__why_decide(const altar_why_facts_t *f) {
     return ALTAR_WHY_CANCELLED;
   bool finished = f->state == ALTAR_STATE_SUCCEEDED || f->state == ALTAR_STATE_FAILED;
   if (finished) return f->held_error && !f->consumed ? ALTAR_WHY_GROUP_HELD : ALTAR_WHY_NONE;
-  if (f->state == ALTAR_STATE_RUNNING)
-    return f->run_worker && !f->run_worker_live ? ALTAR_WHY_LEASE : ALTAR_WHY_NONE;
+  if (f->state == ALTAR_STATE_RUNNING) return f->run_worker && !f->run_worker_live ? ALTAR_WHY_LEASE : ALTAR_WHY_NONE;
   if (f->state == ALTAR_STATE_PENDING) {
     if (f->retry_due > f->now) return ALTAR_WHY_BACKOFF;
     if (f->run_worker) return f->run_worker_live ? ALTAR_WHY_STARTING : ALTAR_WHY_LEASE;

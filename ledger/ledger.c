@@ -143,7 +143,7 @@ int altar_ledger_group_counts(altar_ledger_t *l, const char *kind, const char *g
   return l->ops.group_counts(l, kind, group_key, psucceeded, pfailed, err);
 }
 int altar_ledger_foreach(altar_ledger_t *l, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err) {
-  return l->ops.foreach(l, fn, ctx, err);
+  return l->ops.foreach (l, fn, ctx, err);
 }
 int altar_ledger_begin(altar_ledger_t *l, altar_error_t *err) { return l->ops.begin(l, err); }
 int altar_ledger_commit(altar_ledger_t *l, altar_error_t *err) { return l->ops.commit(l, err); }
@@ -158,7 +158,7 @@ int altar_ledger_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar_
 int altar_ledger_aux_get(altar_ledger_t *l, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err) {
   return l->ops.aux_get(l, key, klen, out, err);
 }
-int altar_ledger_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn,
-                          void *ctx, altar_error_t *err) {
+int altar_ledger_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
+                          altar_error_t *err) {
   return l->ops.aux_scan(l, prefix, plen, fn, ctx, err);
 }

@@ -168,7 +168,8 @@ int altar__rl_stage_del(rl_t *r, const altar_buf_t *k) { return pend_set(r, k, N
 int altar__rl_stage_record(rl_t *r, const altar__lent_t *x, char prefix, bool fresh, altar_error_t *err) {
   int rc = altar__lvalue_encode(&r->vb, x, err);
   if (rc) return rc;
-  if (altar__rl_key(&r->kb, prefix, x->rkey, x->rkey_len) || pend_set(r, &r->kb, r->vb.data, r->vb.len, false, fresh, NULL))
+  if (altar__rl_key(&r->kb, prefix, x->rkey, x->rkey_len) ||
+      pend_set(r, &r->kb, r->vb.data, r->vb.len, false, fresh, NULL))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   return ALTAR_OK;
 }

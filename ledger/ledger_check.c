@@ -6,8 +6,8 @@
 #include <string.h>
 
 /* Checks one record key k (o: or r:) and its value v. */
-static int chk_one(rl_t *r, const char *k, size_t klen, const char *v, size_t vlen, uint64_t *precords,
-                   uint64_t *popen, altar_error_t *err) {
+static int chk_one(rl_t *r, const char *k, size_t klen, const char *v, size_t vlen, uint64_t *precords, uint64_t *popen,
+                   altar_error_t *err) {
   char shown[160];
   altar__rl_show_key(shown, sizeof shown, k, klen);
   altar_ledger_entry_t e;
@@ -35,18 +35,17 @@ static int chk_one(rl_t *r, const char *k, size_t klen, const char *v, size_t vl
                          e.rec.handle.external_id);
   else if (e.rec.consumed == open)
     rc = altar_error_set(err, ALTAR_ELEDGER, "check: %s holds a%s record", shown, open ? " consumed" : "n open");
-  else
-    x = altar__lindex_find(&r->ix, e.rec.handle.backend, e.rec.handle.external_id);
+  else x = altar__lindex_find(&r->ix, e.rec.handle.backend, e.rec.handle.external_id);
   if (!rc && open) {
     (*popen)++;
     (*precords)++;
     altar_spec_t *s = e.rec.spec;
     e.rec.spec = NULL;
-    bool same = x && altar_record_equal(&x->e.rec, &e.rec) && x->has_spec == (sp != NULL) &&
-                (!sp || (x->spec_len == sl && !memcmp(x->spec_enc, sp, sl))) &&
-                ((!x->e.task_key && !e.task_key) || (x->e.task_key && e.task_key && !strcmp(x->e.task_key, e.task_key))) &&
-                ((!x->e.group_key && !e.group_key) ||
-                 (x->e.group_key && e.group_key && !strcmp(x->e.group_key, e.group_key)));
+    bool same =
+        x && altar_record_equal(&x->e.rec, &e.rec) && x->has_spec == (sp != NULL) &&
+        (!sp || (x->spec_len == sl && !memcmp(x->spec_enc, sp, sl))) &&
+        ((!x->e.task_key && !e.task_key) || (x->e.task_key && e.task_key && !strcmp(x->e.task_key, e.task_key))) &&
+        ((!x->e.group_key && !e.group_key) || (x->e.group_key && e.group_key && !strcmp(x->e.group_key, e.group_key)));
     e.rec.spec = s;
     if (!same)
       rc = altar_error_set(err, ALTAR_ELEDGER, "check: open record %s:%s differs from its cached copy",

@@ -10,7 +10,8 @@
 static altar_contract_ledger_t *contract_of(const altar_ledger_t *l) { return altar_ledger_impl(l); }
 
 static int c_open(altar_ledger_t *l, const altar_strmap_t *cfg, altar_error_t *err) {
-  if (cfg && cfg->n) return altar_error_set(err, ALTAR_ECONFIG, "ledger contract: takes no settings (got '%s')", cfg->keys[0]);
+  if (cfg && cfg->n)
+    return altar_error_set(err, ALTAR_ECONFIG, "ledger contract: takes no settings (got '%s')", cfg->keys[0]);
   altar_contract_ledger_t *c = calloc(1, sizeof *c);
   if (!c) return altar_error_set(err, ALTAR_ENOMEM, "ledger contract: out of memory");
   altar_ledger_set_impl(l, c);
@@ -83,7 +84,7 @@ static int c_nothing(altar_ledger_t *l, altar_error_t *err) {
 
 static const altar_ledger_ops_t contract_ops = {
     .name = "contract",
-    .caps = 0, /* durability is the embedder's to say; no side keys */
+    .caps = 0,           /* durability is the embedder's to say; no side keys */
     .config_keys = NULL, /* the embedder's object is configured where it is made */
     .open = c_open,
     .close = c_close,
@@ -106,14 +107,14 @@ static const altar_ledger_ops_t contract_ops = {
 };
 
 altar_ledger_t *altar_ledger_contract_open(const altar_contract_ledger_t *c, altar_error_t *err) {
-  const char *miss = !c                    ? "table"
-                     : !c->record          ? "record"
-                     : !c->open_handles    ? "open_handles"
-                     : !c->set_state       ? "set_state"
+  const char *miss = !c                     ? "table"
+                     : !c->record           ? "record"
+                     : !c->open_handles     ? "open_handles"
+                     : !c->set_state        ? "set_state"
                      : !c->active_succeeded ? "active_succeeded"
-                     : !c->active_failed   ? "active_failed"
-                     : !c->consume         ? "consume"
-                                           : NULL;
+                     : !c->active_failed    ? "active_failed"
+                     : !c->consume          ? "consume"
+                                            : NULL;
   if (miss) {
     altar_error_set(err, ALTAR_EINVAL, "ledger contract: lacks the operation %s", miss);
     return NULL;

@@ -105,7 +105,8 @@ void altar__lent_free(altar__lent_t *x) {
 altar__lent_t *altar__lindex_find(altar__lindex_t *ix, const char *backend, const char *external_id) {
   size_t bl = strlen(backend), el = strlen(external_id);
   altar__lent_t *x = ix->last;
-  if (x && x->rkey_len == bl + 1 + el && !memcmp(x->rkey, backend, bl + 1) && !memcmp(x->rkey + bl + 1, external_id, el))
+  if (x && x->rkey_len == bl + 1 + el && !memcmp(x->rkey, backend, bl + 1) &&
+      !memcmp(x->rkey + bl + 1, external_id, el))
     return x;
   char stackbuf[256];
   char *k = bl + el + 1 <= sizeof stackbuf ? stackbuf : malloc(bl + el + 1);
@@ -119,8 +120,7 @@ altar__lent_t *altar__lindex_find(altar__lindex_t *ix, const char *backend, cons
   return x;
 }
 
-static altar__lgroup_t *group_get(altar__lindex_t *ix, const char *kind, const char *gk,
-                                  bool create) {
+static altar__lgroup_t *group_get(altar__lindex_t *ix, const char *kind, const char *gk, bool create) {
   size_t kl = strlen(kind), gl = strlen(gk);
   char stackbuf[256];
   char *k = kl + gl + 2 <= sizeof stackbuf ? stackbuf : malloc(kl + gl + 2);
@@ -275,8 +275,7 @@ int altar__lindex_group(altar__lindex_t *ix, const char *kind, const char *group
   return ALTAR_OK;
 }
 
-int altar__lindex_open_sorted(const altar__lindex_t *ix, unsigned state_mask, altar__lent_t ***pv,
-                              size_t *pn) {
+int altar__lindex_open_sorted(const altar__lindex_t *ix, unsigned state_mask, altar__lent_t ***pv, size_t *pn) {
   *pv = NULL;
   *pn = 0;
   altar__lent_t **v = malloc((ix->n_active ? ix->n_active : 1) * sizeof *v);

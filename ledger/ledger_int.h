@@ -18,7 +18,7 @@ typedef struct altar__lent {
   char *rkey; /* backend '\0' external_id: the record key (its own allocation, or the
                 packed handle's backend when they coincide) */
   size_t rkey_len;
-  uint64_t rhash; /* altar__hash of rkey, taken once when the index files the entry */
+  uint64_t rhash;            /* altar__hash of rkey, taken once when the index files the entry */
   struct altar__lgroup *grp; /* group it is filed under while open, or NULL */
   size_t grp_pos;
   size_t active_pos; /* position in the open set, SIZE_MAX when not open */
@@ -43,9 +43,9 @@ typedef struct altar__lgroup {
 } altar__lgroup_t;
 
 typedef struct altar__lindex {
-  altar__hmap_t recs;   /* rkey → lent */
-  altar__hmap_t groups; /* kind\0group_key → lgroup */
-  altar__hmap_t tasks;  /* task_key → open lent */
+  altar__hmap_t recs;     /* rkey → lent */
+  altar__hmap_t groups;   /* kind\0group_key → lgroup */
+  altar__hmap_t tasks;    /* task_key → open lent */
   altar__lent_t **active; /* every open (unconsumed) entry */
   size_t n_active, cap_active;
   const altar_ledger_entry_t **scratch; /* sorted group view handed out by group_members */
@@ -87,8 +87,7 @@ int altar__lindex_group(altar__lindex_t *ix, const char *kind, const char *group
 /* The open entries in one of these states (bitmask of 1u << state), sorted
  * by record key, into a malloc'd array of borrowed pointers (caller frees
  * the array only). */
-int altar__lindex_open_sorted(const altar__lindex_t *ix, unsigned state_mask, altar__lent_t ***pv,
-                              size_t *pn);
+int altar__lindex_open_sorted(const altar__lindex_t *ix, unsigned state_mask, altar__lent_t ***pv, size_t *pn);
 void altar__lindex_free(altar__lindex_t *ix);
 
 /* Helpers both ledgers use to build their outputs. */

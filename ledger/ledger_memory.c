@@ -93,9 +93,8 @@ static int undo_end(mem_ledger_t *m, bool restore, altar_error_t *err) {
   return rc;
 }
 
-static int mem_record(altar_ledger_t *l, const altar_handle_t *h, const char *kind,
-                      const altar_spec_t *spec, const altar_record_meta_t *meta,
-                      altar_error_t *err) {
+static int mem_record(altar_ledger_t *l, const altar_handle_t *h, const char *kind, const altar_spec_t *spec,
+                      const altar_record_meta_t *meta, altar_error_t *err) {
   mem_ledger_t *m = altar_ledger_impl(l);
   if (!h || !h->backend || !h->external_id || !kind)
     return altar_error_set(err, ALTAR_EINVAL, "ledger.record: handle and kind are required");
@@ -115,8 +114,7 @@ static int mem_record(altar_ledger_t *l, const altar_handle_t *h, const char *ki
       return altar_error_prefix(err, "ledger.record: spec");
     }
   }
-  altar__lent_t *x = altar__lent_new(h, kind, spec, meta ? meta->task_key : NULL,
-                                     meta ? meta->group_key : NULL, 0);
+  altar__lent_t *x = altar__lent_new(h, kind, spec, meta ? meta->task_key : NULL, meta ? meta->group_key : NULL, 0);
   if (!x) {
     altar_spec_free(decoded);
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory");
@@ -137,8 +135,7 @@ static int mem_open_handles(altar_ledger_t *l, altar_handle_t **phs, size_t *pn,
   mem_ledger_t *m = altar_ledger_impl(l);
   altar__lent_t **v;
   size_t n;
-  if (altar__lindex_open_sorted(&m->ix, (1u << ALTAR_STATE_PENDING) | (1u << ALTAR_STATE_RUNNING),
-                                &v, &n) ||
+  if (altar__lindex_open_sorted(&m->ix, (1u << ALTAR_STATE_PENDING) | (1u << ALTAR_STATE_RUNNING), &v, &n) ||
       altar__handles_from(v, n, phs, pn)) {
     free(v);
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.open_handles: out of memory");
@@ -154,8 +151,7 @@ static int mem_set_state(altar_ledger_t *l, const altar_handle_t *h, altar_state
     return altar_error_set(err, ALTAR_EINVAL, "ledger.set_state: state %d is not a task state", (int)state);
   altar__lent_t *x = altar__lindex_find(&m->ix, h->backend, h->external_id);
   if (!x)
-    return altar_error_set(err, ALTAR_ENOTFOUND, "ledger.set_state: no record for %s:%s", h->backend,
-                           h->external_id);
+    return altar_error_set(err, ALTAR_ENOTFOUND, "ledger.set_state: no record for %s:%s", h->backend, h->external_id);
   if (keep(m, h->backend, h->external_id) || !(x = altar__lindex_find(&m->ix, h->backend, h->external_id)))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory");
   altar_state_t was = x->e.rec.state;
@@ -165,8 +161,7 @@ static int mem_set_state(altar_ledger_t *l, const altar_handle_t *h, altar_state
   return ALTAR_OK;
 }
 
-static int records_of(mem_ledger_t *m, altar_state_t st, altar_record_t **precs, size_t *pn,
-                      altar_error_t *err) {
+static int records_of(mem_ledger_t *m, altar_state_t st, altar_record_t **precs, size_t *pn, altar_error_t *err) {
   altar__lent_t **v;
   size_t n;
   *precs = NULL;
@@ -219,11 +214,10 @@ static int mem_restart(altar_ledger_t *l, const altar_handle_t *h, altar_error_t
   mem_ledger_t *m = altar_ledger_impl(l);
   altar__lent_t *x = altar__lindex_find(&m->ix, h->backend, h->external_id);
   if (!x)
-    return altar_error_set(err, ALTAR_ENOTFOUND, "ledger.restart: no record for %s:%s", h->backend,
-                           h->external_id);
+    return altar_error_set(err, ALTAR_ENOTFOUND, "ledger.restart: no record for %s:%s", h->backend, h->external_id);
   if (x->e.rec.consumed || x->e.rec.state != ALTAR_STATE_FAILED)
-    return altar_error_set(err, ALTAR_ESTATE, "ledger.restart: %s:%s is not an open failed record",
-                           h->backend, h->external_id);
+    return altar_error_set(err, ALTAR_ESTATE, "ledger.restart: %s:%s is not an open failed record", h->backend,
+                           h->external_id);
   if (keep(m, h->backend, h->external_id) || !(x = altar__lindex_find(&m->ix, h->backend, h->external_id)))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger.restart: out of memory");
   altar__set_failure(&x->e.rec, ALTAR_STATE_PENDING, NULL);
@@ -242,8 +236,8 @@ static int entry_copy(altar_ledger_entry_t *dst, const altar_ledger_entry_t *src
   return ALTAR_OK;
 }
 
-static int mem_get(altar_ledger_t *l, const char *backend, const char *external_id,
-                   altar_ledger_entry_t *pout, altar_error_t *err) {
+static int mem_get(altar_ledger_t *l, const char *backend, const char *external_id, altar_ledger_entry_t *pout,
+                   altar_error_t *err) {
   mem_ledger_t *m = altar_ledger_impl(l);
   altar__lent_t *x = altar__lindex_find(&m->ix, backend, external_id);
   memset(pout, 0, sizeof *pout);
@@ -252,8 +246,7 @@ static int mem_get(altar_ledger_t *l, const char *backend, const char *external_
   return ALTAR_OK;
 }
 
-static const altar_ledger_entry_t *mem_peek_open(altar_ledger_t *l, const char *backend,
-                                                 const char *external_id) {
+static const altar_ledger_entry_t *mem_peek_open(altar_ledger_t *l, const char *backend, const char *external_id) {
   mem_ledger_t *m = altar_ledger_impl(l);
   altar__lent_t *x = altar__lindex_find(&m->ix, backend, external_id);
   return x && !x->e.rec.consumed ? &x->e : NULL;

@@ -120,8 +120,8 @@ const void *altar__maux_get(const altar__maux_t *a, const void *key, size_t klen
   return e->data + e->klen;
 }
 
-int altar__maux_scan(const altar__maux_t *a, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn,
-                     void *ctx, bool *poom) {
+int altar__maux_scan(const altar__maux_t *a, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
+                     bool *poom) {
   *poom = false;
   altar_buf_t last = {0};
   size_t i = lower(a, prefix, plen, false);

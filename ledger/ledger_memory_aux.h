@@ -15,8 +15,8 @@ struct altar__maux_ent;
 typedef struct altar__maux {
   struct altar__maux_ent **v; /* committed, sorted by key */
   size_t n, cap;
-  altar__hmap_t pend;              /* key → the batch's last change of it */
-  struct altar__maux_ent **pv;     /* the same changes, in the order made */
+  altar__hmap_t pend;          /* key → the batch's last change of it */
+  struct altar__maux_ent **pv; /* the same changes, in the order made */
   size_t n_pv, cap_pv;
 } altar__maux_t;
 
@@ -31,8 +31,8 @@ const void *altar__maux_get(const altar__maux_t *a, const void *key, size_t klen
  * may change the keyspace: the walk goes on from the next key after the one
  * it was given. A non-zero return stops it and is returned; ALTAR_ENOMEM
  * with *poom set when the walk itself ran out of memory. */
-int altar__maux_scan(const altar__maux_t *a, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn,
-                     void *ctx, bool *poom);
+int altar__maux_scan(const altar__maux_t *a, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
+                     bool *poom);
 /* Makes room for the batch's changes: the one step of a commit that can
  * fail (ALTAR_ENOMEM, nothing changed). altar__maux_commit cannot fail after it. */
 int altar__maux_prepare(altar__maux_t *a);

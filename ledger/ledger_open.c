@@ -78,9 +78,9 @@ static void cmdline_of(pid_t pid, char *buf, size_t size) {
 
 int altar__ledger_open_error(const char *dir, const char *dberr, altar_error_t *err) {
   const char *msg = dberr ? dberr : "unknown error";
-  bool locked = strstr(msg, "LOCK") &&
-                (strstr(msg, "Resource temporarily unavailable") || strstr(msg, "lock hold by current process") ||
-                 strstr(msg, "No locks available"));
+  bool locked =
+      strstr(msg, "LOCK") && (strstr(msg, "Resource temporarily unavailable") ||
+                              strstr(msg, "lock hold by current process") || strstr(msg, "No locks available"));
   if (!locked) return altar_error_set(err, ALTAR_ELEDGER, "ledger %s: cannot open: %s", dir, msg);
   if (strstr(msg, "lock hold by current process"))
     return altar_error_set(err, ALTAR_ELEDGER, "ledger %s: already open in this process", dir);

@@ -75,8 +75,8 @@ static int rl_record(altar_ledger_t *l, const altar_handle_t *h, const char *kin
     spec_len = r->vb.len;
   }
   if (!has_spec) spec_len = 0;
-  altar__lent_t *x = altar__lent_new(h, kind, NULL, meta ? meta->task_key : NULL, meta ? meta->group_key : NULL,
-                                     fixed_len + spec_len);
+  altar__lent_t *x =
+      altar__lent_new(h, kind, NULL, meta ? meta->task_key : NULL, meta ? meta->group_key : NULL, fixed_len + spec_len);
   if (!x) return altar__rl_op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory"), err);
   if (meta) x->e.rec.restart_count = meta->restart_count;
   x->packed = memcpy(x->tail, fixed, fixed_len);
@@ -113,7 +113,8 @@ static int rl_open_handles(altar_ledger_t *l, altar_handle_t **phs, size_t *pn, 
 /* Reads the stored value of a record as the batch would leave it: o: when
  * it is open (the cache says so), r: otherwise. *pval is malloc'd. */
 static int load_raw(rl_t *r, const char *rk, size_t rklen, bool open, char **pval, size_t *plen, altar_error_t *err) {
-  if (altar__rl_key(&r->kb, open ? 'o' : 'r', rk, rklen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  if (altar__rl_key(&r->kb, open ? 'o' : 'r', rk, rklen))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   return altar__rl_get_raw(r, &r->kb, pval, plen, err);
 }
 
@@ -123,7 +124,8 @@ static int load_entry(rl_t *r, const char *backend, const char *external_id, alt
   memset(e, 0, sizeof *e);
   char *rk;
   size_t rklen;
-  if (altar__rkey(backend, external_id, &rk, &rklen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  if (altar__rkey(backend, external_id, &rk, &rklen))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   bool open = altar__lindex_find(&r->ix, backend, external_id) != NULL;
   char *val;
   size_t vlen;
@@ -141,8 +143,8 @@ static int load_entry(rl_t *r, const char *backend, const char *external_id, alt
   return rc;
 }
 
-static int rl_set_state(altar_ledger_t *l, const altar_handle_t *h, altar_state_t state,
-                        const altar_failure_t *failure, altar_error_t *err) {
+static int rl_set_state(altar_ledger_t *l, const altar_handle_t *h, altar_state_t state, const altar_failure_t *failure,
+                        altar_error_t *err) {
   rl_t *r = altar_ledger_impl(l);
   int rc;
   if ((rc = altar__rl_writable(r, "set_state", err))) return rc;
@@ -167,8 +169,7 @@ static int rl_set_state(altar_ledger_t *l, const altar_handle_t *h, altar_state_
       tmp.has_spec = sp != NULL;
       if (altar__set_failure(&tmp.e.rec, state, failure))
         rc = altar_error_set(err, ALTAR_ENOMEM, "ledger.set_state: out of memory");
-      else
-        rc = altar__rl_stage_record(r, &tmp, 'r', false, err);
+      else rc = altar__rl_stage_record(r, &tmp, 'r', false, err);
     }
     altar_ledger_entry_clear(&tmp.e);
     free(tmp.rkey);
@@ -224,7 +225,8 @@ static int records_of(rl_t *r, altar_state_t st, altar_record_t **precs, size_t 
   size_t n;
   *precs = NULL;
   *pn = 0;
-  if (altar__lindex_open_sorted(&r->ix, 1u << st, &v, &n)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  if (altar__lindex_open_sorted(&r->ix, 1u << st, &v, &n))
+    return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   altar_record_t *recs = calloc(n ? n : 1, sizeof *recs);
   int rc = recs ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   size_t done = 0;

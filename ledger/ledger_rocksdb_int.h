@@ -29,9 +29,9 @@ typedef struct rl {
   rocksdb_writeoptions_t *wopts;
   rocksdb_readoptions_t *ropts;
   rocksdb_writebatch_t *wb;
-  altar__hmap_t pend;    /* key → pending change of the open batch */
-  altar_arena_t arena;   /* memory of the pending changes, reset per batch */
-  struct altar__rl_change **pv;   /* the same changes, for writing them out */
+  altar__hmap_t pend;           /* key → pending change of the open batch */
+  altar_arena_t arena;          /* memory of the pending changes, reset per batch */
+  struct altar__rl_change **pv; /* the same changes, for writing them out */
   size_t n_pv, cap_pv;
   bool in_batch;
   bool read_only;
@@ -45,9 +45,9 @@ typedef struct rl {
   altar_arena_t flight_arena;
   int fail_writes; /* test hook: fail this many upcoming writes */
   altar__lindex_t ix;
-  altar_buf_t kb, vb, kb2; /* scratch */
-  altar_buf_t cl;          /* scratch: the record keys one consume lists in its index entry */
-  int64_t last_stamp_us;   /* the newest index stamp handed out (ledger_prune.c) */
+  altar_buf_t kb, vb, kb2;    /* scratch */
+  altar_buf_t cl;             /* scratch: the record keys one consume lists in its index entry */
+  int64_t last_stamp_us;      /* the newest index stamp handed out (ledger_prune.c) */
   altar_record_fixed_t fixed; /* scratch: a record's fixed part */
   char *dir;
 } rl_t;

@@ -12,8 +12,7 @@
 #define VALUE_MAGIC 0xA2
 
 static int put_u32(altar_buf_t *b, uint32_t v) {
-  unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
-                        (unsigned char)v};
+  unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8), (unsigned char)v};
   return altar_buf_append(b, x, 4);
 }
 
@@ -73,8 +72,8 @@ static int get_opt_str(const unsigned char **p, const unsigned char *end, char *
   return ALTAR_OK;
 }
 
-int altar__lvalue_decode(const char *data, size_t len, altar_ledger_entry_t *e, const char **pspec,
-                         size_t *pspec_len, bool want_spec, altar_error_t *err) {
+int altar__lvalue_decode(const char *data, size_t len, altar_ledger_entry_t *e, const char **pspec, size_t *pspec_len,
+                         bool want_spec, altar_error_t *err) {
   memset(e, 0, sizeof *e);
   *pspec = NULL;
   *pspec_len = 0;

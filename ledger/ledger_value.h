@@ -21,8 +21,8 @@ int altar__lvalue_encode(altar_buf_t *b, const altar__lent_t *x, altar_error_t *
 /* Decodes a value into *e (zeroed first; caller clears). The spec's bytes
  * (inside data, NULL without a spec) go to *pspec and *pspec_len; with
  * want_spec the spec is decoded into e->rec.spec as well. */
-int altar__lvalue_decode(const char *data, size_t len, altar_ledger_entry_t *e, const char **pspec,
-                         size_t *pspec_len, bool want_spec, altar_error_t *err);
+int altar__lvalue_decode(const char *data, size_t len, altar_ledger_entry_t *e, const char **pspec, size_t *pspec_len,
+                         bool want_spec, altar_error_t *err);
 /* The task key of a stored value, borrowed from data (*plen bytes, not
  * NUL-terminated); false when it has none or the header is not readable. */
 bool altar__lvalue_task_key(const char *data, size_t len, const char **pkey, size_t *plen);

@@ -81,8 +81,8 @@ int altar_fleet_client_submit_json(altar_fleet_client_t *c, const char *kind, co
   size_t n = 0;
   int rc = altar__specs_parse(text, len, "specs", &specs, &n, err);
   if (rc) return rc;
-  altar_job_queue_t q = {.transport = c->t, .topics = &c->cfg.topics, .partitions = c->cfg.topic_partitions,
-                         .groups = &c->groups};
+  altar_job_queue_t q = {
+      .transport = c->t, .topics = &c->cfg.topics, .partitions = c->cfg.topic_partitions, .groups = &c->groups};
   rc = altar__job_queue_submit(&q, kind, specs, n, job_id, err);
   for (size_t i = 0; i < n; i++) altar_spec_clear(&specs[i]);
   free(specs);

@@ -25,8 +25,12 @@ static int send_one(altar_transport_t *t, const char *topic, int32_t partition, 
                     const char *who, altar_error_t *err) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  altar_control_msg_t c = {.v = ALTAR_SCHEMA_VERSION, .event = ALTAR_CTL_CANCEL, .partition = partition,
-                           .job_id = ALTAR__UNCONST(job), .group_key = ALTAR__UNCONST(group), .worker = ALTAR__UNCONST(who),
+  altar_control_msg_t c = {.v = ALTAR_SCHEMA_VERSION,
+                           .event = ALTAR_CTL_CANCEL,
+                           .partition = partition,
+                           .job_id = ALTAR__UNCONST(job),
+                           .group_key = ALTAR__UNCONST(group),
+                           .worker = ALTAR__UNCONST(who),
                            .ts = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9};
   altar_buf_t b = {0};
   int rc = altar_encode_control(&c, &b, err);

@@ -161,7 +161,8 @@ static void on_delivery(altar_transport_t *t, const altar_delivery_t *dr, void *
   (void)t;
   acks_t *a = ctx;
   if (dr->err) {
-    if (!a->failed++) snprintf(a->first_error, sizeof a->first_error, "%s", dr->errstr ? dr->errstr : "delivery failed");
+    if (!a->failed++)
+      snprintf(a->first_error, sizeof a->first_error, "%s", dr->errstr ? dr->errstr : "delivery failed");
   } else {
     a->ok++;
   }
@@ -277,12 +278,15 @@ int altar__job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t
   for (size_t i = 0; i < n && !rc; i++) {
     bool seen = false;
     for (size_t k = 0; k < i && !seen; k++)
-      seen = (!specs[k].resources.gpu && !specs[i].resources.gpu) ||
-             (specs[k].resources.gpu && specs[i].resources.gpu && !strcmp(specs[k].resources.gpu, specs[i].resources.gpu));
+      seen =
+          (!specs[k].resources.gpu && !specs[i].resources.gpu) ||
+          (specs[k].resources.gpu && specs[i].resources.gpu && !strcmp(specs[k].resources.gpu, specs[i].resources.gpu));
     if (seen) continue;
     char topic[512];
     rc = altar_pool_topic(q->topics->jobs, specs[i].resources.gpu, topic, sizeof topic, err);
-    if (!rc) rc = altar_transport_create_topic(q->transport, topic, q->partitions > 0 ? q->partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS, err);
+    if (!rc)
+      rc = altar_transport_create_topic(q->transport, topic,
+                                        q->partitions > 0 ? q->partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS, err);
     if (rc == ALTAR_EEXIST) rc = ALTAR_OK;
   }
   if (rc) return rc;
@@ -301,8 +305,8 @@ int altar__job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t
     char key[ALTAR_TASK_KEY_LEN + 1];
     rc = altar_spec_identity(&specs[i], key, err);
     if (rc) break;
-    altar_job_msg_t job = {.v = ALTAR_SCHEMA_VERSION, .job_id = run_id, .spec = specs[i], .attempt = 0,
-                           .submitted_at = now};
+    altar_job_msg_t job = {
+        .v = ALTAR_SCHEMA_VERSION, .job_id = run_id, .spec = specs[i], .attempt = 0, .submitted_at = now};
     altar_buf_reset(&b);
     rc = altar_encode_job(&job, &b, err);
     if (rc) break;
@@ -313,8 +317,12 @@ int altar__job_queue_submit(altar_job_queue_t *q, const char *kind, altar_spec_t
       return altar_error_prefix(err, "specs[%zu] (kind '%.200s')", i, specs[i].kind);
     char topic[512];
     if ((rc = altar_pool_topic(q->topics->jobs, specs[i].resources.gpu, topic, sizeof topic, err))) break;
-    altar_produce_rec_t rec = {.topic = topic, .partition = ALTAR_PARTITION_ANY, .key = key,
-                               .key_len = strlen(key), .value = b.data, .value_len = b.len};
+    altar_produce_rec_t rec = {.topic = topic,
+                               .partition = ALTAR_PARTITION_ANY,
+                               .key = key,
+                               .key_len = strlen(key),
+                               .value = b.data,
+                               .value_len = b.len};
     for (int tries = 0;; tries++) {
       rc = altar_transport_produce(q->transport, &rec, err);
       if (rc != ALTAR_EAGAIN || tries > 1000) break;

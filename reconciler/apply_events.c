@@ -89,8 +89,8 @@ static size_t utf8_cut(const char *s, size_t max) {
 /* The failed members' reasons for a dead-lettered group's event, copied
  * into the arena before the ledger changes: at most
  * ALTAR_GROUP_MAX_FAILURES, in member order, reason and detail cut. */
-static int pick_failures(altar_arena_t *a, const altar_ledger_entry_t *const *m, size_t n,
-                         altar_group_failure_t **pv, size_t *pn) {
+static int pick_failures(altar_arena_t *a, const altar_ledger_entry_t *const *m, size_t n, altar_group_failure_t **pv,
+                         size_t *pn) {
   size_t cnt = 0;
   for (size_t i = 0; i < n; i++) cnt += m[i]->rec.state == ALTAR_STATE_FAILED && m[i]->rec.failure;
   if (cnt > ALTAR_GROUP_MAX_FAILURES) cnt = ALTAR_GROUP_MAX_FAILURES;
@@ -108,7 +108,8 @@ static int pick_failures(altar_arena_t *a, const altar_ledger_entry_t *const *m,
     const char *reason = f->reason ? f->reason : "";
     fs[k] = (altar_failure_t){.deterministic = f->deterministic, .exit_code = f->exit_code};
     fs[k].reason = altar_arena_strndup(a, reason, utf8_cut(reason, 128));
-    fs[k].detail = f->detail ? altar_arena_strndup(a, f->detail, utf8_cut(f->detail, ALTAR_GROUP_FAILURE_DETAIL)) : NULL;
+    fs[k].detail =
+        f->detail ? altar_arena_strndup(a, f->detail, utf8_cut(f->detail, ALTAR_GROUP_FAILURE_DETAIL)) : NULL;
     v[k].external_id = altar_arena_strndup(a, rec->handle.external_id, strlen(rec->handle.external_id));
     v[k].failure = &fs[k];
     if (!fs[k].reason || (f->detail && !fs[k].detail) || !v[k].external_id) return ALTAR_ENOMEM;
@@ -155,8 +156,13 @@ static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, 
   altar_group_event_t *ev = &res->events[res->n_events];
   /* Every member, however many: the daemon and a rebuild split a wide
    * group's event into its messages (altar_encode_group_messages). */
-  *ev = (altar_group_event_t){.v = ALTAR_SCHEMA_VERSION, .event = kind, .ts = ts, .group_key = gk,
-                              .shards = p->hs, .n_shards = p->n, .members_total = p->n};
+  *ev = (altar_group_event_t){.v = ALTAR_SCHEMA_VERSION,
+                              .event = kind,
+                              .ts = ts,
+                              .group_key = gk,
+                              .shards = p->hs,
+                              .n_shards = p->n,
+                              .members_total = p->n};
   if (!(ev->event_id = altar_arena_strndup(&res->mem, id, ALTAR_TASK_KEY_LEN)) ||
       !(ev->kind = altar_arena_strndup(&res->mem, k, strlen(k))))
     return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
@@ -395,8 +401,8 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
     dead = true;
   }
   if (!dead) {
-    rc = push_name(gs->failed_policy == ALTAR_ON_FAILED_DEFER ? &res->deferred_groups : &res->stalled_groups,
-                   gs->kind, own, err);
+    rc = push_name(gs->failed_policy == ALTAR_ON_FAILED_DEFER ? &res->deferred_groups : &res->stalled_groups, gs->kind,
+                   own, err);
     altar_arena_rewind(&res->mem, mark);
     return rc;
   }
@@ -564,9 +570,14 @@ static int settle_run(altar_ledger_t *l, const altar_group_spec_t *gs, const alt
     int rc = ALTAR_OK;
     if (cur->rec.state != ALTAR_STATE_FAILED) {
       bool released = !even_terminal;
-      altar__run_note_t note = {.task_key = cur->task_key, .handle = &cur->rec.handle,
-                                .restart_count = cur->rec.restart_count, .state = ALTAR_STATE_FAILED, .failure = f,
-                                .worker = released ? by->worker : NULL, .started_at = -1, .ended_at = by->ts,
+      altar__run_note_t note = {.task_key = cur->task_key,
+                                .handle = &cur->rec.handle,
+                                .restart_count = cur->rec.restart_count,
+                                .state = ALTAR_STATE_FAILED,
+                                .failure = f,
+                                .worker = released ? by->worker : NULL,
+                                .started_at = -1,
+                                .ended_at = by->ts,
                                 .unless_restart_placeholder = cur->rec.state == ALTAR_STATE_PENDING};
       rc = altar__attempt_note(l, gs ? gs->attempts_keep : 0, &note, err);
     }
@@ -609,15 +620,22 @@ static int apply_submitted(altar_ledger_t *l, const altar_group_spec_t *gs, cons
       return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
     if (gk != kbuf) altar_group_by_key_into(&gs->group_by, h, gk, kl + 1);
   }
-  altar_record_meta_t meta = {.task_key = ev->task_key, .group_key = gk, .restart_count = restarts,
-                              .spec_enc = &ev->spec_enc, .fixed = &ev->record_fixed};
+  altar_record_meta_t meta = {.task_key = ev->task_key,
+                              .group_key = gk,
+                              .restart_count = restarts,
+                              .spec_enc = &ev->spec_enc,
+                              .fixed = &ev->record_fixed};
   int rc = altar_ledger_record_meta(l, h, ev->kind, ev->spec, &meta, err);
   if (gk != kbuf) free(gk);
   /* A retried shard's run is kept from its start: the backend took it then
    * (a later running event, when one comes, says when it started). */
   if (!rc && restarts > 0 && ev->event == ALTAR_EV_SUBMITTED) {
-    altar__run_note_t note = {.task_key = ev->task_key, .handle = h, .restart_count = restarts,
-                              .state = ALTAR_STATE_PENDING, .worker = ev->worker, .started_at = ev->ts,
+    altar__run_note_t note = {.task_key = ev->task_key,
+                              .handle = h,
+                              .restart_count = restarts,
+                              .state = ALTAR_STATE_PENDING,
+                              .worker = ev->worker,
+                              .started_at = ev->ts,
                               .ended_at = -1};
     rc = altar__attempt_note(l, gs ? gs->attempts_keep : 0, &note, err);
   }
@@ -637,9 +655,12 @@ static bool worth_noting(const altar_ledger_entry_t *cur) {
 
 static int note_run(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_ledger_entry_t *cur,
                     const altar_status_event_t *ev, altar_error_t *err) {
-  altar__run_note_t note = {.task_key = cur->task_key, .handle = &cur->rec.handle,
-                            .restart_count = cur->rec.restart_count, .state = cur->rec.state,
-                            .failure = cur->rec.failure, .worker = ev->worker,
+  altar__run_note_t note = {.task_key = cur->task_key,
+                            .handle = &cur->rec.handle,
+                            .restart_count = cur->rec.restart_count,
+                            .state = cur->rec.state,
+                            .failure = cur->rec.failure,
+                            .worker = ev->worker,
                             .started_at = cur->rec.state == ALTAR_STATE_RUNNING ? ev->ts : -1,
                             .ended_at = altar_state_terminal(cur->rec.state) ? ev->ts : -1};
   return altar__attempt_note(l, gs ? gs->attempts_keep : 0, &note, err);
@@ -658,8 +679,8 @@ static bool replaced_run(altar_ledger_t *l, const altar_handle_t *h) {
   return replaced;
 }
 
-static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_status_event_t *ev,
-                       double ts, altar_apply_result_t *res, altar_error_t *err) {
+static int apply_state(altar_ledger_t *l, const altar_group_spec_t *gs, const altar_status_event_t *ev, double ts,
+                       altar_apply_result_t *res, altar_error_t *err) {
   const altar_handle_t *h = &ev->handle;
   const altar_ledger_entry_t *cur = altar_ledger_peek_open(l, h->backend, h->external_id);
   if (!cur) {
@@ -721,9 +742,8 @@ int altar__apply_late(altar_ledger_t *l, const altar_status_event_t *ev, const c
 
 static const char *const ev_names[] = {"submitted", "state", "released"};
 
-int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs,
-                       const altar_status_event_t *events, size_t n, double now_ts,
-                       altar_apply_result_t *pres, altar_error_t *err) {
+int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs, const altar_status_event_t *events,
+                       size_t n, double now_ts, altar_apply_result_t *pres, altar_error_t *err) {
   for (size_t i = 0; i < n; i++) {
     const altar_status_event_t *ev = &events[i];
     if (!ev->kind || !ev->handle.backend || !ev->handle.external_id)
@@ -731,9 +751,7 @@ int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs,
     const altar_group_spec_t *gs = altar_group_specs_find(specs, ev->kind);
     int rc;
     switch (ev->event) {
-    case ALTAR_EV_SUBMITTED:
-      rc = apply_submitted(ledger, gs, ev, pres, err);
-      break;
+    case ALTAR_EV_SUBMITTED: rc = apply_submitted(ledger, gs, ev, pres, err); break;
     case ALTAR_EV_STATE:
       if ((unsigned)ev->state > ALTAR_STATE_FAILED)
         return altar_error_set(err, ALTAR_EINVAL, "event[%zu].state: unknown state", i);
@@ -743,8 +761,7 @@ int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs,
       /* Handed back by a draining worker: settled without firing. */
       rc = settle_run(ledger, gs, &ev->handle, ALTAR_REASON_RELEASED, false, ev, err);
       break;
-    default:
-      return altar_error_set(err, ALTAR_EINVAL, "event[%zu].event: unknown event %d", i, (int)ev->event);
+    default: return altar_error_set(err, ALTAR_EINVAL, "event[%zu].event: unknown event %d", i, (int)ev->event);
     }
     if (rc) {
       altar_error_prefix(err, "event[%zu] (%s %s:%s)", i, (unsigned)ev->event < 3 ? ev_names[ev->event] : "?",
@@ -757,8 +774,8 @@ int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs,
 }
 
 int altar_apply_events_atomic(altar_ledger_t *ledger, const altar_group_specs_t *specs,
-                              const altar_status_event_t *events, size_t n, double now_ts,
-                              altar_apply_result_t *pres, altar_error_t *err) {
+                              const altar_status_event_t *events, size_t n, double now_ts, altar_apply_result_t *pres,
+                              altar_error_t *err) {
   int rc = altar_ledger_begin(ledger, err);
   if (rc) return rc;
   rc = altar_apply_events(ledger, specs, events, n, now_ts, pres, err);

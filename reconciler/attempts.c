@@ -105,8 +105,7 @@ int altar__attempt_note(altar_ledger_t *l, int64_t keep, const altar__run_note_t
   if (!id || (r->restart_count > 0 && !prev)) rc = altar_error_set(err, ALTAR_ENOMEM, "attempts: out of memory");
   else rc = ALTAR_OK;
   bool same = !rc && last && !strcmp(last, id);
-  bool skip = !rc && r->unless_restart_placeholder && prev && last &&
-              !strcmp(last, prev);
+  bool skip = !rc && r->unless_restart_placeholder && prev && last && !strcmp(last, prev);
   json_t *a = NULL;
   if (!rc && !skip) {
     int64_t n = same ? next - 1 : next;
@@ -127,15 +126,15 @@ int altar__attempt_note(altar_ledger_t *l, int64_t keep, const altar__run_note_t
     }
     const altar_failure_t *f = r->state == ALTAR_STATE_FAILED ? r->failure : NULL;
     char *detail = f && f->detail ? strndup(f->detail, utf8_cut(f->detail, ALTAR_BOUND_DETAIL)) : NULL;
-    if (!rc && ((f && f->detail && !detail) || json_object_set_new(a, "state", json_string(altar_state_name(r->state))) ||
-                json_object_set_new(a, "reason", str_or_null(f ? f->reason : NULL)) ||
-                json_object_set_new(a, "detail", str_or_null(detail)) ||
-                json_object_set_new(a, "deterministic", json_boolean(f && f->deterministic)) ||
-                json_object_set_new(a, "exit_code", f && f->exit_code.set ? json_integer(f->exit_code.v)
-                                                                              : json_null()) ||
-                (r->worker && json_object_set_new(a, "worker", str_or_null(r->worker))) ||
-                (r->started_at >= 0 && json_object_set_new(a, "started_at", time_or_null(r->started_at))) ||
-                (r->ended_at >= 0 && json_object_set_new(a, "ended_at", time_or_null(r->ended_at)))))
+    if (!rc &&
+        ((f && f->detail && !detail) || json_object_set_new(a, "state", json_string(altar_state_name(r->state))) ||
+         json_object_set_new(a, "reason", str_or_null(f ? f->reason : NULL)) ||
+         json_object_set_new(a, "detail", str_or_null(detail)) ||
+         json_object_set_new(a, "deterministic", json_boolean(f && f->deterministic)) ||
+         json_object_set_new(a, "exit_code", f && f->exit_code.set ? json_integer(f->exit_code.v) : json_null()) ||
+         (r->worker && json_object_set_new(a, "worker", str_or_null(r->worker))) ||
+         (r->started_at >= 0 && json_object_set_new(a, "started_at", time_or_null(r->started_at))) ||
+         (r->ended_at >= 0 && json_object_set_new(a, "ended_at", time_or_null(r->ended_at)))))
       rc = altar_error_set(err, ALTAR_ENOMEM, "attempts: out of memory");
     free(detail);
     if (!rc) rc = put_json(l, ak, akl, a, err);
@@ -146,8 +145,8 @@ int altar__attempt_note(altar_ledger_t *l, int64_t keep, const altar__run_note_t
       rc = altar_ledger_aux_del(l, ak, dkl, err);
     }
     if (!rc) {
-      json_t *nix = json_pack("{sIsIso}", "first", (json_int_t)first, "next", (json_int_t)next, "last_run",
-                              str_or_null(id));
+      json_t *nix =
+          json_pack("{sIsIso}", "first", (json_int_t)first, "next", (json_int_t)next, "last_run", str_or_null(id));
       rc = nix ? put_json(l, ik, ikl, nix, err) : altar_error_set(err, ALTAR_ENOMEM, "attempts: out of memory");
       json_decref(nix);
     }
@@ -219,11 +218,12 @@ static int visit(void *vctx, const void *key, size_t klen, const void *val, size
   a->ended_at = time_of(json_object_get(j, "ended_at"));
   const char *reason = json_string_value(json_object_get(j, "reason"));
   if (state == ALTAR_STATE_FAILED) {
-    a->failure = altar_failure_new(reason ? reason : ALTAR_REASON_JOB_FAILED,
-                                   json_string_value(json_object_get(j, "detail")),
-                                   json_is_true(json_object_get(j, "deterministic")));
+    a->failure =
+        altar_failure_new(reason ? reason : ALTAR_REASON_JOB_FAILED, json_string_value(json_object_get(j, "detail")),
+                          json_is_true(json_object_get(j, "deterministic")));
     json_t *x = json_object_get(j, "exit_code");
-    if (a->failure && json_is_integer(x)) a->failure->exit_code = (altar_opt_i64_t){.set = true, .v = json_integer_value(x)};
+    if (a->failure && json_is_integer(x))
+      a->failure->exit_code = (altar_opt_i64_t){.set = true, .v = json_integer_value(x)};
     if (!a->failure) c->rc = ALTAR_ENOMEM;
   }
   json_decref(j);
@@ -321,7 +321,8 @@ static int visit_key(void *vctx, const void *key, size_t klen, const void *val, 
 int altar_attempts_keys(altar_ledger_t *l, char ***pkeys, size_t *pn, altar_error_t *err) {
   keys_ctx_t c = {0};
   altar_error_t e = {0};
-  int rc = altar_ledger_aux_scan(l, ALTAR_ATTEMPTS_INDEX_PREFIX, strlen(ALTAR_ATTEMPTS_INDEX_PREFIX), visit_key, &c, &e);
+  int rc =
+      altar_ledger_aux_scan(l, ALTAR_ATTEMPTS_INDEX_PREFIX, strlen(ALTAR_ATTEMPTS_INDEX_PREFIX), visit_key, &c, &e);
   if (c.rc) rc = altar_error_set(err, c.rc, "attempts: out of memory");
   else if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK;
   else if (rc && err) *err = e;

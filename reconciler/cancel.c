@@ -44,7 +44,8 @@ int altar__status_msg_decode(const altar_msg_t *m, int32_t n_partitions, altar_s
 }
 
 static int fact_key(char *out, size_t size, int32_t p, const char *job, const char *gk) {
-  return gk ? snprintf(out, size, "c/%" PRId32 "/%s\x1f%s", p, job, gk) : snprintf(out, size, "c/%" PRId32 "/%s", p, job);
+  return gk ? snprintf(out, size, "c/%" PRId32 "/%s\x1f%s", p, job, gk)
+            : snprintf(out, size, "c/%" PRId32 "/%s", p, job);
 }
 
 static bool fact_exists(altar_ledger_t *l, int32_t p, const char *job, const char *gk) {
@@ -107,7 +108,8 @@ int altar__cancel_apply(altar_ledger_t *l, const altar_group_specs_t *groups, al
     return altar_error_set(err, ALTAR_ENOMEM, "cancel: out of memory");
   char k[6000], v[64];
   int kl = fact_key(k, sizeof k, ev->log_partition, c->job_id, c->group_key);
-  if (kl < 0 || (size_t)kl >= sizeof k) return altar_error_set(err, ALTAR_ETOOBIG, "cancel: job id or group key too long");
+  if (kl < 0 || (size_t)kl >= sizeof k)
+    return altar_error_set(err, ALTAR_ETOOBIG, "cancel: job id or group key too long");
   int vl = snprintf(v, sizeof v, "%.6f", ev->ts);
   int rc = altar_ledger_aux_put(l, k, (size_t)kl, v, (size_t)vl, err);
   if (rc == ALTAR_ENOTSUP) rc = ALTAR_OK; /* the in-memory ledger: this batch's groups only */

@@ -301,8 +301,8 @@ static void free_names(char **v, size_t n) {
 static json_t *offsets_json(const altar_checkpoint_t *c) {
   json_t *a = json_array();
   for (size_t i = 0; a && i < c->n_offsets; i++)
-    json_array_append_new(a, json_pack("{s:i,s:I}", "partition", (int)c->offsets[i].partition, "next",
-                                       (json_int_t)c->offsets[i].next));
+    json_array_append_new(
+        a, json_pack("{s:i,s:I}", "partition", (int)c->offsets[i].partition, "next", (json_int_t)c->offsets[i].next));
   return a;
 }
 
@@ -401,8 +401,8 @@ int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_ship
 static bool plain_name(const char *s) {
   if (!*s || strlen(s) > 255 || !strcmp(s, ".") || !strcmp(s, "..")) return false;
   for (const char *p = s; *p; p++)
-    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
-          *p == '_' || *p == '.'))
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' ||
+          *p == '.'))
       return false;
   return true;
 }
@@ -422,11 +422,11 @@ static int parse_manifest(const char *text, size_t len, const char *where, altar
   if (!m) return altar_error_set(err, ALTAR_EDECODE, "%s:%d: not JSON: %s", where, je.line, je.text);
   json_t *id = json_object_get(m, "id"), *topic = json_object_get(m, "topic"), *offs = json_object_get(m, "offsets");
   json_t *files = json_object_get(m, "files");
-  const char *bad = json_integer_value(json_object_get(m, "format")) != 1 ? "format"
+  const char *bad = json_integer_value(json_object_get(m, "format")) != 1                    ? "format"
                     : !json_is_string(id) || strlen(json_string_value(id)) >= sizeof out->id ? "id"
                     : !json_is_string(topic)                                                 ? "topic"
-                    : !json_is_array(offs) || json_array_size(offs) > CP_MAX_OFFSETS        ? "offsets"
-                    : !json_is_array(files) || json_array_size(files) > CP_MAX_FILES        ? "files"
+                    : !json_is_array(offs) || json_array_size(offs) > CP_MAX_OFFSETS         ? "offsets"
+                    : !json_is_array(files) || json_array_size(files) > CP_MAX_FILES         ? "files"
                                                                                              : NULL;
   if (!bad && !plain_name(json_string_value(id))) bad = "id";
   size_t i;

@@ -33,13 +33,13 @@ typedef struct altar_cp_offset {
 } altar_cp_offset_t;
 
 typedef struct altar_checkpoint {
-  char id[64];         /* <unix ms>-<random hex>: sorts by time */
-  char *local_dir;     /* the hard-linked copy until shipped */
-  char *topic;         /* the status topic */
+  char id[64];     /* <unix ms>-<random hex>: sorts by time */
+  char *local_dir; /* the hard-linked copy until shipped */
+  char *topic;     /* the status topic */
   altar_cp_offset_t *offsets;
   size_t n_offsets;
-  double taken_at;     /* unix seconds */
-  uint64_t bytes;      /* uploaded by ship (table files already stored excluded) */
+  double taken_at; /* unix seconds */
+  uint64_t bytes;  /* uploaded by ship (table files already stored excluded) */
   size_t files, files_uploaded;
 } altar_checkpoint_t;
 

@@ -207,12 +207,12 @@ static int read_manifest(altar_storage_t *s, const char *uri, const char *rest, 
   if (!rc && !root) rc = altar_error_set(err, ALTAR_EDECODE, "%s:%d: not JSON: %s", path, je.line, je.text);
   json_t *id = json_object_get(root, "id"), *topic = json_object_get(root, "topic");
   json_t *offs = json_object_get(root, "offsets"), *files = json_object_get(root, "files");
-  const char *bad = rc                                                                    ? NULL
+  const char *bad = rc                                                                     ? NULL
                     : !json_is_string(id) || strlen(json_string_value(id)) >= sizeof m->id ? "id"
-                    : !json_is_string(topic)                                              ? "topic"
-                    : !json_is_array(offs)                                                ? "offsets"
-                    : !json_is_array(files)                                               ? "files"
-                                                                                          : NULL;
+                    : !json_is_string(topic)                                               ? "topic"
+                    : !json_is_array(offs)                                                 ? "offsets"
+                    : !json_is_array(files)                                                ? "files"
+                                                                                           : NULL;
   if (bad) rc = altar_error_set(err, ALTAR_EDECODE, "%s: field '%s' is missing or not valid", path, bad);
   if (!rc) {
     snprintf(m->id, sizeof m->id, "%s", json_string_value(id));
@@ -338,8 +338,10 @@ int altar__checkpoint_gc(const char *uri, size_t keep, double grace_s, double no
   if (rc) return rc;
   unsigned need = ALTAR_STORAGE_CAP_LIST | ALTAR_STORAGE_CAP_DELETE;
   if ((altar_storage_caps(s) & need) != need) {
-    rc = altar_error_set(err, ALTAR_ENOTSUP, "checkpoint gc: storage '%s' cannot list and delete files; %s keeps every "
-                         "checkpoint", altar_storage_name(s), uri);
+    rc = altar_error_set(err, ALTAR_ENOTSUP,
+                         "checkpoint gc: storage '%s' cannot list and delete files; %s keeps every "
+                         "checkpoint",
+                         altar_storage_name(s), uri);
     altar_storage_close(s);
     return rc;
   }
@@ -366,8 +368,7 @@ int altar__checkpoint_gc(const char *uri, size_t keep, double grace_s, double no
     altar_error_t e = {0};
     int mrc = rc ? rc : read_manifest(s, uri, cp.v[i].rest, &ms[n_ms], &e);
     if (mrc == ALTAR_OK) n_ms++;
-    else if (mrc != ALTAR_ENOTFOUND && !rc) { /* gone meanwhile: another collector dropped it */
-      unreadable = true;
+    else if (mrc != ALTAR_ENOTFOUND && !rc) { /* gone meanwhile: another collector dropped it */ unreadable = true;
       if (!read_rc) {
         read_rc = mrc;
         read_err = e;
@@ -423,9 +424,11 @@ int altar__checkpoint_gc(const char *uri, size_t keep, double grace_s, double no
    * listed after the manifests were. */
   for (size_t i = 0; !rc && i < n_ms; i++)
     for (size_t t = 0; ms[i].keep && t < ms[i].tables.n && !rc; t++)
-      if (strset_add(&listed, ms[i].tables.v[t])) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint gc: out of memory");
+      if (strset_add(&listed, ms[i].tables.v[t]))
+        rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint gc: out of memory");
   for (size_t t = 0; have_latest && t < latest.tables.n && !rc; t++)
-    if (strset_add(&listed, latest.tables.v[t])) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint gc: out of memory");
+    if (strset_add(&listed, latest.tables.v[t]))
+      rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint gc: out of memory");
   if (!rc) rc = list_under(s, uri, "sst/", &sst, err);
   uint64_t stored = 0;
   for (size_t i = 0; !rc && i < cp.n; i++) stored += cp.v[i].size;

@@ -42,13 +42,13 @@ altar_cp_gc_t *altar__cp_gc_new(void);
 void altar__cp_gc_free(altar_cp_gc_t *g);
 
 typedef struct altar_cp_gc_result {
-  size_t checkpoints_kept;     /* manifests left under cp/ */
-  size_t checkpoints_dropped;  /* manifests deleted this run */
-  size_t files_deleted;        /* objects deleted: manifests, their files, table files */
-  uint64_t bytes_deleted;      /* their sizes as listed */
-  size_t delete_failures;      /* deletes that failed (tried again next run) */
-  size_t tables_waiting;       /* unlisted table files inside their grace */
-  uint64_t bytes_stored;       /* what the listings found, less what was deleted */
+  size_t checkpoints_kept;    /* manifests left under cp/ */
+  size_t checkpoints_dropped; /* manifests deleted this run */
+  size_t files_deleted;       /* objects deleted: manifests, their files, table files */
+  uint64_t bytes_deleted;     /* their sizes as listed */
+  size_t delete_failures;     /* deletes that failed (tried again next run) */
+  size_t tables_waiting;      /* unlisted table files inside their grace */
+  uint64_t bytes_stored;      /* what the listings found, less what was deleted */
 } altar_cp_gc_result_t;
 
 /* One run over the checkpoints at uri, at time now (unix seconds; a test

@@ -14,9 +14,9 @@
 #include <stdbool.h>
 
 typedef struct altar__cp_runner {
-  const char *uri;       /* borrowed; NULL = off */
+  const char *uri; /* borrowed; NULL = off */
   double interval_s;
-  double next_due;       /* unix seconds */
+  double next_due;           /* unix seconds */
   uint64_t taken_at_batches; /* the daemon's batch count at the last take (none yet: 0) */
   /* The upload in flight. */
   pthread_t thread;
@@ -28,7 +28,7 @@ typedef struct altar__cp_runner {
   altar_cp_shipped_t *shipped;
   /* Results, read by the daemon. */
   uint64_t ok, failed;
-  double last_ok_at;     /* taken_at of the newest shipped checkpoint */
+  double last_ok_at; /* taken_at of the newest shipped checkpoint */
   /* Garbage collection after each shipped checkpoint, on the same thread
    * (checkpoint_gc.h): keep 0 = off (set by the daemon after init). Its
    * outcome is read with the upload's: gc_ran, gc_rc, gc_res, gc_err. */

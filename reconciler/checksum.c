@@ -18,8 +18,7 @@ typedef struct sum_ctx {
 static void put_field(EVP_MD_CTX *md, const void *p, size_t len, bool present) {
   /* Length-prefixed so field boundaries are unambiguous; absent ≠ empty. */
   uint32_t n = present ? (uint32_t)len : 0xffffffffu;
-  unsigned char b[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16), (unsigned char)(n >> 8),
-                        (unsigned char)n};
+  unsigned char b[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16), (unsigned char)(n >> 8), (unsigned char)n};
   EVP_DigestUpdate(md, b, 4);
   if (present && len) EVP_DigestUpdate(md, p, len);
 }
@@ -46,8 +45,7 @@ static int sum_attempt(void *vctx, const void *key, size_t klen, const void *val
   return ALTAR_OK;
 }
 
-int altar_ledger_checksum(altar_ledger_t *l, char out[ALTAR_LEDGER_CHECKSUM_LEN + 1],
-                          altar_error_t *err) {
+int altar_ledger_checksum(altar_ledger_t *l, char out[ALTAR_LEDGER_CHECKSUM_LEN + 1], altar_error_t *err) {
   sum_ctx_t c = {.md = EVP_MD_CTX_new(), .err = err};
   if (!c.md || EVP_DigestInit_ex(c.md, EVP_sha256(), NULL) != 1) {
     EVP_MD_CTX_free(c.md);

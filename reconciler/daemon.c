@@ -42,7 +42,7 @@ typedef struct daemon {
   const altar_reconciler_opts_t *o;
   const char *group;
   altar__outbox_t ob;
-  altar__settled_t settled; /* reruns of settled tasks are not applied */
+  altar__settled_t settled;  /* reruns of settled tasks are not applied */
   altar__retry_wait_t waits; /* retries held back until their due time */
   int32_t status_parts;      /* partitions of the status topic (cancels need it) */
   in_part_t *parts;
@@ -179,8 +179,7 @@ static int stage_retry(daemon_t *d, const altar_retry_request_t *r, const altar_
    * same write, and the loop releases it then; nothing blocks meanwhile. */
   if (!rc && r->due_ts > altar_wall_s())
     rc = altar__retry_wait_stage(&d->waits, r->due_ts, d->o->topics->jobs, r->task_key, b.data, b.len, err);
-  else if (!rc)
-    rc = altar__outbox_stage(&d->ob, d->o->topics->jobs, r->task_key, b.data, b.len, NULL, NULL, NULL, err);
+  else if (!rc) rc = altar__outbox_stage(&d->ob, d->o->topics->jobs, r->task_key, b.data, b.len, NULL, NULL, NULL, err);
   altar_buf_free(&b);
   altar_job_msg_clear(&job);
   if (!rc) d->stats.retried++;
@@ -205,8 +204,7 @@ static int stage_dlq_copy(daemon_t *d, const altar_msg_t *m, const char *reason,
   altar_header_t h[3] = {{ALTAR_DLQ_REASON_HEADER, reason, strlen(reason)},
                          {ALTAR_DLQ_SOURCE_HEADER, src, strlen(src)},
                          {ALTAR_DLQ_SIZE_HEADER, size, strlen(size)}};
-  int rc = altar__outbox_stage_headers(&d->ob, d->o->topics->dlq, key, m->value ? m->value : "", keep, h, 3, NULL,
-                                       err);
+  int rc = altar__outbox_stage_headers(&d->ob, d->o->topics->dlq, key, m->value ? m->value : "", keep, h, 3, NULL, err);
   free(key);
   return rc;
 }
@@ -416,8 +414,8 @@ static bool stop_asked(const daemon_t *d) { return d->o->stop && *d->o->stop; }
 
 static int apply_msgs_retrying(daemon_t *d, altar_msg_t **msgs, size_t n, altar_error_t *err) {
   double give_up = altar_mono_s() + STORAGE_RETRY_FOR_S;
-  for (int pause_ms = STORAGE_RETRY_FIRST_MS;; pause_ms = pause_ms * 2 > STORAGE_RETRY_MAX_MS ? STORAGE_RETRY_MAX_MS
-                                                                                               : pause_ms * 2) {
+  for (int pause_ms = STORAGE_RETRY_FIRST_MS;;
+       pause_ms = pause_ms * 2 > STORAGE_RETRY_MAX_MS ? STORAGE_RETRY_MAX_MS : pause_ms * 2) {
     int rc = apply_msgs(d, msgs, n, err);
     if (rc != ALTAR_ESTORAGE || !err->retriable || altar_mono_s() >= give_up) return rc;
     d->stats.storage_retries++;

@@ -22,14 +22,14 @@
 #include <stdint.h>
 
 typedef struct altar_reconciler_opts {
-  altar_transport_t *transport;        /* borrowed */
-  altar_ledger_t *ledger;              /* borrowed; must be durable in production */
-  const altar_group_specs_t *groups;   /* borrowed */
-  const altar_topics_t *topics;        /* borrowed */
-  const char *group;                   /* NULL = ALTAR_RECONCILER_GROUP */
-  size_t batch_max;                    /* events per atomic write; 0 = 1000 */
-  volatile sig_atomic_t *stop;         /* non-zero: finish the batch and stop */
-  bool exit_when_idle;                 /* stop once caught up with an empty outbox */
+  altar_transport_t *transport;      /* borrowed */
+  altar_ledger_t *ledger;            /* borrowed; must be durable in production */
+  const altar_group_specs_t *groups; /* borrowed */
+  const altar_topics_t *topics;      /* borrowed */
+  const char *group;                 /* NULL = ALTAR_RECONCILER_GROUP */
+  size_t batch_max;                  /* events per atomic write; 0 = 1000 */
+  volatile sig_atomic_t *stop;       /* non-zero: finish the batch and stop */
+  bool exit_when_idle;               /* stop once caught up with an empty outbox */
   bool quiet;
   /* Called for each group event once it is acknowledged by the log (the
    * demo prints them). May be NULL. */
@@ -64,32 +64,32 @@ typedef struct altar_reconciler_opts {
 } altar_reconciler_opts_t;
 
 typedef struct altar_reconciler_stats {
-  uint64_t events;        /* status events applied */
+  uint64_t events; /* status events applied */
   uint64_t batches;
-  uint64_t fired;         /* group events fired */
-  uint64_t dead_lettered; /* groups dead-lettered */
-  uint64_t retried;       /* jobs republished for another attempt */
-  uint64_t poison;        /* undecodable status events sent to the DLQ */
-  uint64_t published;     /* outbox entries acknowledged */
-  uint64_t late;          /* shards terminal after their group settled (recorded, consumed, no event) */
-  uint64_t held;          /* groups held now: their readiness rule failed (a misconfigured kind) */
-  uint64_t checkpoints;         /* checkpoints shipped */
-  uint64_t checkpoint_failures; /* checkpoints that could not be taken or shipped */
-  double checkpoint_last_ok;    /* unix time the newest shipped checkpoint was taken; 0 = none */
-  uint64_t checkpoint_gc_files;    /* files deleted from checkpoint storage (old checkpoints, unlisted tables) */
-  uint64_t checkpoint_gc_bytes;    /* their bytes */
-  uint64_t checkpoint_gc_failures; /* deletes or collections that failed (tried again after the next checkpoint) */
+  uint64_t fired;                   /* group events fired */
+  uint64_t dead_lettered;           /* groups dead-lettered */
+  uint64_t retried;                 /* jobs republished for another attempt */
+  uint64_t poison;                  /* undecodable status events sent to the DLQ */
+  uint64_t published;               /* outbox entries acknowledged */
+  uint64_t late;                    /* shards terminal after their group settled (recorded, consumed, no event) */
+  uint64_t held;                    /* groups held now: their readiness rule failed (a misconfigured kind) */
+  uint64_t checkpoints;             /* checkpoints shipped */
+  uint64_t checkpoint_failures;     /* checkpoints that could not be taken or shipped */
+  double checkpoint_last_ok;        /* unix time the newest shipped checkpoint was taken; 0 = none */
+  uint64_t checkpoint_gc_files;     /* files deleted from checkpoint storage (old checkpoints, unlisted tables) */
+  uint64_t checkpoint_gc_bytes;     /* their bytes */
+  uint64_t checkpoint_gc_failures;  /* deletes or collections that failed (tried again after the next checkpoint) */
   uint64_t checkpoint_stored_bytes; /* checkpoint storage's size after the last collection */
   uint64_t checkpoints_stored;      /* checkpoints in storage after the last collection */
-  uint64_t consumed_pruned; /* consumed records removed past ledger.consumed_keep_days */
-  uint64_t history_gaps;  /* times a status partition's next event lay beyond the ledger's offset
+  uint64_t consumed_pruned;         /* consumed records removed past ledger.consumed_keep_days */
+  uint64_t history_gaps;            /* times a status partition's next event lay beyond the ledger's offset
                              (the events between were deleted by retention before being applied) */
   /* A rebuild's CPU seconds on its reading (and decoding) thread and on its
    * applying thread: which of the two bounds a replay. */
   double read_cpu_s, apply_cpu_s;
-  uint64_t followups;        /* next-stage tasks submitted (then / then_dead) */
-  uint64_t followups_failed; /* of those, templates that could not be made: recorded as failed tasks */
-  uint64_t followups_skipped; /* left in the outbox, found on the jobs topic already: not sent again */
+  uint64_t followups;            /* next-stage tasks submitted (then / then_dead) */
+  uint64_t followups_failed;     /* of those, templates that could not be made: recorded as failed tasks */
+  uint64_t followups_skipped;    /* left in the outbox, found on the jobs topic already: not sent again */
   uint64_t settled_cached;       /* settled entries held in memory now (ledger.settled_cache_entries) */
   uint64_t consumed_prune_next;  /* consumed records the next prune turn will remove (as of the last turn) */
   uint64_t settled_ledger_reads; /* settled-entry look-ups the memory could not answer: read from the ledger */
@@ -112,9 +112,9 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
  * its end offset as of the start. Opens its own transport handles
  * (transport_name + props) for reading and publishing. */
 int altar__reconciler_rebuild(const char *transport_name, const altar_strmap_t *transport_props,
-                             altar_ledger_t *new_ledger, const altar_group_specs_t *groups,
-                             const altar_topics_t *topics, const struct altar_checkpoint *from,
-                             altar_ledger_t *replaced, bool quiet, altar_reconciler_stats_t *pstats,
-                             uint64_t *ppublished_missing, altar_error_t *err);
+                              altar_ledger_t *new_ledger, const altar_group_specs_t *groups,
+                              const altar_topics_t *topics, const struct altar_checkpoint *from,
+                              altar_ledger_t *replaced, bool quiet, altar_reconciler_stats_t *pstats,
+                              uint64_t *ppublished_missing, altar_error_t *err);
 
 #endif

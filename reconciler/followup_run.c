@@ -21,8 +21,8 @@ int altar__followup_stage(altar__outbox_t *ob, const altar_reconciler_opts_t *o,
     stats->followups++;
     if (f.failed) {
       stats->followups_failed++;
-      if (!o->quiet) fprintf(stderr, "altar reconciler: %s: recorded as failed (%s)\n", f.why.msg,
-                             ALTAR_FOLLOWUP_INVALID);
+      if (!o->quiet)
+        fprintf(stderr, "altar reconciler: %s: recorded as failed (%s)\n", f.why.msg, ALTAR_FOLLOWUP_INVALID);
     }
   }
   altar__followup_out_clear(&f);

@@ -35,8 +35,8 @@ static int make_job(const altar_topics_t *topics, const altar_group_event_t *g, 
   if ((rc = altar_spec_identity(spec, out->task_key, err))) return rc;
   const char *jid = altar_strmap_get(&spec->labels, ALTAR_JOB_ID_LABEL);
   /* submitted_at is the group's decision time, so a replay makes the same bytes. */
-  altar_job_msg_t job = {.v = ALTAR_SCHEMA_VERSION, .job_id = ALTAR__UNCONST(jid ? jid : ""), .spec = *spec,
-                         .submitted_at = g->ts};
+  altar_job_msg_t job = {
+      .v = ALTAR_SCHEMA_VERSION, .job_id = ALTAR__UNCONST(jid ? jid : ""), .spec = *spec, .submitted_at = g->ts};
   altar__followup_rec_t *r = &out->recs[0];
   if (!(r->topic = strdup(topic)) || !(r->key = strdup(out->task_key))) return nomem(err);
   if ((rc = altar_encode_job(&job, &r->value, err))) return rc;
@@ -74,10 +74,23 @@ static int make_failure(const altar_group_specs_t *groups, const altar_topics_t 
   if (!rc && !gk) rc = next ? nomem(err) : altar_error_set(err, ALTAR_EINVAL, "follow-up kind has no group spec");
   altar_failure_t fail = {.reason = ALTAR_FOLLOWUP_INVALID, .detail = out->why.msg, .deterministic = true};
   altar_status_event_t ev[2] = {
-      {.v = ALTAR_SCHEMA_VERSION, .event = ALTAR_EV_SUBMITTED, .task_key = out->task_key, .kind = f->tmpl->kind,
-       .handle = h, .state = ALTAR_STATE_PENDING, .worker = "altar-reconciler", .ts = g->ts},
-      {.v = ALTAR_SCHEMA_VERSION, .event = ALTAR_EV_STATE, .task_key = out->task_key, .kind = f->tmpl->kind,
-       .handle = h, .state = ALTAR_STATE_FAILED, .failure = &fail, .worker = "altar-reconciler", .ts = g->ts},
+      {.v = ALTAR_SCHEMA_VERSION,
+       .event = ALTAR_EV_SUBMITTED,
+       .task_key = out->task_key,
+       .kind = f->tmpl->kind,
+       .handle = h,
+       .state = ALTAR_STATE_PENDING,
+       .worker = "altar-reconciler",
+       .ts = g->ts},
+      {.v = ALTAR_SCHEMA_VERSION,
+       .event = ALTAR_EV_STATE,
+       .task_key = out->task_key,
+       .kind = f->tmpl->kind,
+       .handle = h,
+       .state = ALTAR_STATE_FAILED,
+       .failure = &fail,
+       .worker = "altar-reconciler",
+       .ts = g->ts},
   };
   for (size_t i = 0; i < 2 && !rc; i++) {
     altar__followup_rec_t *r = &out->recs[i];
@@ -104,7 +117,9 @@ static int write_manifest(const altar_followup_manifest_t *m, altar_error_t *err
       free(dir);
     }
   }
-  if (!rc) rc = altar_storage_write_bytes(st, m->uri, m->content.data ? (const void *)m->content.data : "", m->content.len, err);
+  if (!rc)
+    rc = altar_storage_write_bytes(st, m->uri, m->content.data ? (const void *)m->content.data : "", m->content.len,
+                                   err);
   altar_storage_close(st);
   return rc;
 }

@@ -17,8 +17,8 @@ static char *dup_or_null(altar_arena_t *a, const char *s, bool *bad) {
   return d;
 }
 
-int altar__group_outputs(altar_ledger_t *l, const altar_handle_t *hs, size_t n, altar_arena_t *a,
-                         altar_transfer_t **pv, size_t *pn, altar_error_t *err) {
+int altar__group_outputs(altar_ledger_t *l, const altar_handle_t *hs, size_t n, altar_arena_t *a, altar_transfer_t **pv,
+                         size_t *pn, altar_error_t *err) {
   *pv = NULL;
   *pn = 0;
   altar__hmap_t seen = {0};

@@ -75,8 +75,7 @@ static size_t reason_slot(altar_history_t *h, const char *reason, int64_t now_in
   }
   for (size_t i = 0; free_slot == OTHER && i < ALTAR_HISTORY_REASONS_MAX; i++) {
     bool used = false;
-    for (size_t k = 0; k < ALTAR_HISTORY_BUCKETS && !used; k++)
-      used = live(&h->b[k], now_index) && h->b[k].failures[i];
+    for (size_t k = 0; k < ALTAR_HISTORY_BUCKETS && !used; k++) used = live(&h->b[k], now_index) && h->b[k].failures[i];
     if (used) continue;
     free_slot = i;
     for (size_t k = 0; k < ALTAR_HISTORY_BUCKETS; k++) h->b[k].failures[i] = 0; /* counts of the hour before */
@@ -140,7 +139,7 @@ json_t *altar_history_json(altar_history_t *h, double now) {
   pthread_mutex_unlock(&h->mu);
   return json_pack("{s:i, s:i, s:I, s:o, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:o}}", "bucket_s",
                    ALTAR_HISTORY_BUCKET_S, "buckets", ALTAR_HISTORY_BUCKETS, "start",
-                   (json_int_t)(first * ALTAR_HISTORY_BUCKET_S), "finished", finished, "fired", fired,
-                   "dead_lettered", dead, "lag", lag, "failures", fail, "totals", "finished", tf, "fired", tfi,
-                   "dead_lettered", td, "failures", fail_tot);
+                   (json_int_t)(first * ALTAR_HISTORY_BUCKET_S), "finished", finished, "fired", fired, "dead_lettered",
+                   dead, "lag", lag, "failures", fail, "totals", "finished", tf, "fired", tfi, "dead_lettered", td,
+                   "failures", fail_tot);
 }

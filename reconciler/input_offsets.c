@@ -2,7 +2,6 @@
  * `altar log offsets --group altar.reconcilers`. */
 #include "reconciler/input_offsets.h"
 
-
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,8 +6,9 @@
 #include <string.h>
 
 #define LAG_NAME "altar_reconciler_lag_events"
-#define LAG_HELP "Status events on the log the reconciler has not applied yet: the partition's end offset minus the " \
-                 "ledger's input offset."
+#define LAG_HELP                                                                                                       \
+  "Status events on the log the reconciler has not applied yet: the partition's end offset minus the "                 \
+  "ledger's input offset."
 
 int altar__lag_gauge_init(altar__lag_gauge_t *lg, altar_metrics_t *reg, altar_error_t *err) {
   memset(lg, 0, sizeof *lg);

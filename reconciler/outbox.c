@@ -3,7 +3,6 @@
 #include "reconciler/outbox.h"
 #include "altar/grow.h"
 
-
 #include <inttypes.h>
 #include <msgpack.h>
 #include <stdio.h>
@@ -45,9 +44,8 @@ int altar__outbox_stage(altar__outbox_t *ob, const char *topic, const char *key,
   return altar__outbox_stage_headers(ob, topic, key, value, vlen, hdr_name ? &h : NULL, hdr_name ? 1 : 0, pseq, err);
 }
 
-int altar__outbox_stage_headers(altar__outbox_t *ob, const char *topic, const char *key, const void *value,
-                                size_t vlen, const altar_header_t *hdrs, size_t n_hdrs, uint64_t *pseq,
-                                altar_error_t *err) {
+int altar__outbox_stage_headers(altar__outbox_t *ob, const char *topic, const char *key, const void *value, size_t vlen,
+                                const altar_header_t *hdrs, size_t n_hdrs, uint64_t *pseq, altar_error_t *err) {
   if (n_hdrs > ALTAR_OUTBOX_MAX_HEADERS) return altar_error_set(err, ALTAR_EINVAL, "outbox: too many headers");
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
@@ -150,7 +148,8 @@ static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *e
   size_t nh = 0;
   if (msgpack_unpack_next(&up, (const char *)po->raw.data, po->raw.len, NULL) != MSGPACK_UNPACK_SUCCESS ||
       up.data.type != MSGPACK_OBJECT_ARRAY || up.data.via.array.size < 5 || up.data.via.array.size % 2 == 0 ||
-      up.data.via.array.size > 3 + 2 * ALTAR_OUTBOX_MAX_HEADERS || up.data.via.array.ptr[2].type != MSGPACK_OBJECT_BIN) {
+      up.data.via.array.size > 3 + 2 * ALTAR_OUTBOX_MAX_HEADERS ||
+      up.data.via.array.ptr[2].type != MSGPACK_OBJECT_BIN) {
     rc = altar_error_set(err, ALTAR_ELEDGER, "outbox: corrupt entry %" PRIu64, po->seq);
     goto out;
   }

@@ -13,10 +13,10 @@
 typedef struct altar__outbox {
   altar_ledger_t *ledger;
   altar_transport_t *transport;
-  uint64_t next_seq;   /* next sequence number to assign */
-  size_t in_flight;    /* produced, not yet reported */
-  uint64_t published;  /* acknowledged and deleted */
-  int fatal;           /* a record could not be published for good */
+  uint64_t next_seq;  /* next sequence number to assign */
+  size_t in_flight;   /* produced, not yet reported */
+  uint64_t published; /* acknowledged and deleted */
+  int fatal;          /* a record could not be published for good */
   altar_error_t fatal_err;
   void (*on_published)(void *ctx, const char *topic, const void *value, size_t len);
   void *on_published_ctx;
@@ -35,9 +35,8 @@ int altar__outbox_stage(altar__outbox_t *ob, const char *topic, const char *key,
                         const char *hdr_name, const char *hdr_value, uint64_t *pseq, altar_error_t *err);
 /* The same with up to ALTAR_OUTBOX_MAX_HEADERS headers (copied). */
 #define ALTAR_OUTBOX_MAX_HEADERS 4
-int altar__outbox_stage_headers(altar__outbox_t *ob, const char *topic, const char *key, const void *value,
-                                size_t vlen, const altar_header_t *hdrs, size_t n_hdrs, uint64_t *pseq,
-                                altar_error_t *err);
+int altar__outbox_stage_headers(altar__outbox_t *ob, const char *topic, const char *key, const void *value, size_t vlen,
+                                const altar_header_t *hdrs, size_t n_hdrs, uint64_t *pseq, altar_error_t *err);
 /* Produces staged records with seq >= from_seq (all of them at start-up). */
 int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_error_t *err);
 /* Number of records still stored. */

@@ -82,7 +82,8 @@ static void settle_ends(altar_transport_t *t, const char *topic, altar_topic_inf
     if (done[i]) continue;
     int64_t end = ti->partitions[i].end;
     for (size_t k = 0; now && now->n_topics && k < now->topics[0].n_partitions; k++)
-      if (now->topics[0].partitions[k].partition == ti->partitions[i].partition && now->topics[0].partitions[k].end < end)
+      if (now->topics[0].partitions[k].partition == ti->partitions[i].partition &&
+          now->topics[0].partitions[k].end < end)
         end = ti->partitions[i].end = now->topics[0].partitions[k].end;
     for (size_t k = 0; k < npos; k++)
       if (pos[k].partition == ti->partitions[i].partition) {
@@ -108,7 +109,7 @@ typedef int (*record_fn)(void *ctx, altar_msg_t *m, altar_error_t *err);
 typedef struct read_from {
   const altar_checkpoint_t *cp; /* NULL: every partition from its beginning */
   size_t n_gaps;
-  char gaps[1024];              /* "P: A..B, ..." (cut when long) */
+  char gaps[1024]; /* "P: A..B, ..." (cut when long) */
   /* The ledger being replaced (NULL: none) and, per partition number, the
    * next offset it had applied (-1: none): filled once the topic is listed. */
   altar_ledger_t *replaced;
@@ -504,8 +505,7 @@ static int on_status(void *ctx, altar_msg_t *m, altar_error_t *err) {
    * which decisions it owns is then known per batch (batch size never
    * changes a decision). */
   bool covered = is_covered(f->from, m);
-  if (f->cur.ev && f->cur.n && f->cur.covered != covered && feed_push(f, err))
-    return err ? err->code : ALTAR_ECANCELED;
+  if (f->cur.ev && f->cur.n && f->cur.covered != covered && feed_push(f, err)) return err ? err->code : ALTAR_ECANCELED;
   if (!f->cur.ev && feed_take(f, err)) return err ? err->code : ALTAR_ENOMEM;
   if (!f->cur.n) f->cur.covered = covered;
   altar_error_t de = {0};
@@ -667,17 +667,22 @@ static int publish_followups(replay_t *r, const char *tname, const altar_strmap_
     }
     for (size_t k = 0; !rc && k < d->n; k++) {
       altar_header_t h = {ALTAR_FOLLOWUP_HEADER, d->event_id, strlen(d->event_id)};
-      altar_produce_rec_t rec = {.topic = d->recs[k].topic, .partition = ALTAR_PARTITION_ANY, .key = d->recs[k].key,
-                                 .key_len = strlen(d->recs[k].key), .value = d->recs[k].value.data,
-                                 .value_len = d->recs[k].value.len, .headers = d->failed ? NULL : &h,
+      altar_produce_rec_t rec = {.topic = d->recs[k].topic,
+                                 .partition = ALTAR_PARTITION_ANY,
+                                 .key = d->recs[k].key,
+                                 .key_len = strlen(d->recs[k].key),
+                                 .value = d->recs[k].value.data,
+                                 .value_len = d->recs[k].value.len,
+                                 .headers = d->failed ? NULL : &h,
                                  .n_headers = d->failed ? 0 : 1};
       rc = altar_transport_produce(*pt, &rec, err);
     }
     if (!rc) {
       (*ppublished)++;
       r->stats.followups++;
-      if (!quiet) fprintf(stderr, "altar reconciler: submitting missing follow-up %s of group event %s\n", d->task_key,
-                          d->event_id);
+      if (!quiet)
+        fprintf(stderr, "altar reconciler: submitting missing follow-up %s of group event %s\n", d->task_key,
+                d->event_id);
     }
   }
   altar__keys_seen_free(&seen);
@@ -685,9 +690,9 @@ static int publish_followups(replay_t *r, const char *tname, const altar_strmap_
 }
 
 int altar__reconciler_rebuild(const char *tname, const altar_strmap_t *props, altar_ledger_t *new_ledger,
-                             const altar_group_specs_t *groups, const altar_topics_t *topics,
-                             const altar_checkpoint_t *from, altar_ledger_t *replaced, bool quiet,
-                             altar_reconciler_stats_t *pstats, uint64_t *ppublished, altar_error_t *err) {
+                              const altar_group_specs_t *groups, const altar_topics_t *topics,
+                              const altar_checkpoint_t *from, altar_ledger_t *replaced, bool quiet,
+                              altar_reconciler_stats_t *pstats, uint64_t *ppublished, altar_error_t *err) {
   replay_t r = {.ledger = new_ledger, .groups = groups, .topics = topics, .replaced = replaced};
   uint64_t published = 0;
   /* The replay keeps only the group events the replaced ledger did not
@@ -708,11 +713,12 @@ int altar__reconciler_rebuild(const char *tname, const altar_strmap_t *props, al
   /* A ledger missing events is not the ledger the log describes: never
    * swapped in as if it were. */
   if (!rc && rf.n_gaps)
-    rc = altar_error_set(err, ALTAR_EINTEGRITY,
-                         "the status topic no longer holds events this rebuild needs (%s%s): they were deleted "
-                         "(retention) %s; the ledger cannot be rebuilt exactly",
-                         rf.gaps, rf.n_gaps > 8 ? ", ..." : "",
-                         from ? "after the checkpoint was taken" : "and no checkpoint (ledger.checkpoints) covers them");
+    rc =
+        altar_error_set(err, ALTAR_EINTEGRITY,
+                        "the status topic no longer holds events this rebuild needs (%s%s): they were deleted "
+                        "(retention) %s; the ledger cannot be rebuilt exactly",
+                        rf.gaps, rf.n_gaps > 8 ? ", ..." : "",
+                        from ? "after the checkpoint was taken" : "and no checkpoint (ledger.checkpoints) covers them");
   if (!rc) rc = store_offsets(status_ends, new_ledger, topics->status, err);
   altar_topic_list_free(status_ends);
   if (!rc) {
@@ -725,8 +731,12 @@ int altar__reconciler_rebuild(const char *tname, const altar_strmap_t *props, al
         rc = err ? err->code : ALTAR_ETRANSPORT;
         break;
       }
-      altar_produce_rec_t rec = {.topic = d->topic, .partition = ALTAR_PARTITION_ANY, .key = d->key,
-                                 .key_len = strlen(d->key), .value = d->value.data, .value_len = d->value.len};
+      altar_produce_rec_t rec = {.topic = d->topic,
+                                 .partition = ALTAR_PARTITION_ANY,
+                                 .key = d->key,
+                                 .key_len = strlen(d->key),
+                                 .value = d->value.data,
+                                 .value_len = d->value.len};
       rc = altar_transport_produce(t, &rec, err);
       if (!rc) published++;
       if (!quiet && !rc) fprintf(stderr, "altar reconciler: republishing missing group event %s\n", d->event_id);
@@ -734,7 +744,8 @@ int altar__reconciler_rebuild(const char *tname, const altar_strmap_t *props, al
     if (!rc && r.fdue.n) rc = publish_followups(&r, tname, props, &t, &to, quiet, &published, err);
     if (t) {
       if (!rc) rc = altar_transport_flush(t, 60000, err);
-      if (!rc && failed) rc = altar_error_set(err, ALTAR_ETRANSPORT, "rebuild: %d group event(s) not acknowledged", failed);
+      if (!rc && failed)
+        rc = altar_error_set(err, ALTAR_ETRANSPORT, "rebuild: %d group event(s) not acknowledged", failed);
       altar_transport_close(t);
     }
   }

@@ -85,17 +85,16 @@ static int push_handle(altar_handle_t **pv, size_t *pn, size_t *pcap, const alta
 }
 
 /* Buckets records by kind and group_by; kinds without a spec are skipped. */
-static int bucket_records(tick_t *t, const altar_group_specs_t *specs, const altar_record_t *recs,
-                          size_t n, bool succeeded, altar_error_t *err) {
+static int bucket_records(tick_t *t, const altar_group_specs_t *specs, const altar_record_t *recs, size_t n,
+                          bool succeeded, altar_error_t *err) {
   for (size_t i = 0; i < n; i++) {
     const altar_group_spec_t *spec = altar_group_specs_find(specs, recs[i].kind);
     if (!spec) continue;
     char *gk = altar_group_by_key(&spec->group_by, &recs[i].handle);
     bucket_t *b = gk ? bucket_for(t, spec, gk) : NULL;
     free(gk);
-    if (!b ||
-        (succeeded ? push_handle(&b->succ, &b->ns, &b->cap_s, &recs[i].handle)
-                   : push_handle(&b->fail, &b->nf, &b->cap_f, &recs[i].handle)))
+    if (!b || (succeeded ? push_handle(&b->succ, &b->ns, &b->cap_s, &recs[i].handle)
+                         : push_handle(&b->fail, &b->nf, &b->cap_f, &recs[i].handle)))
       return altar_error_set(err, ALTAR_ENOMEM, "reconcile: out of memory grouping shards");
   }
   return ALTAR_OK;
@@ -167,9 +166,8 @@ static int run_concurrent(bucket_t **ready, size_t n, size_t limit, altar_error_
   return ALTAR_OK;
 }
 
-int altar_reconcile_once(const altar_poller_t *poller, altar_ledger_t *ledger,
-                         const altar_group_specs_t *specs, const altar_reconcile_opts_t *opts,
-                         altar_reconcile_result_t *pres, altar_error_t *err) {
+int altar_reconcile_once(const altar_poller_t *poller, altar_ledger_t *ledger, const altar_group_specs_t *specs,
+                         const altar_reconcile_opts_t *opts, altar_reconcile_result_t *pres, altar_error_t *err) {
   altar_handle_t *open = NULL;
   altar_status_t *sts = NULL;
   altar_record_t *succ = NULL, *fail = NULL;

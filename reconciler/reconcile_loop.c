@@ -15,14 +15,11 @@ altar_reconcile_loop_opts_t altar_reconcile_loop_defaults(void) {
 static void sleep_s(double s) {
   if (s <= 0) return;
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  while (nanosleep(&ts, &ts) && errno == EINTR) {
-  }
+  while (nanosleep(&ts, &ts) && errno == EINTR) {}
 }
 
-int altar_run_reconcile_loop(const altar_poller_t *poller, altar_ledger_t *ledger,
-                             const altar_group_specs_t *specs,
-                             const altar_reconcile_loop_opts_t *opts,
-                             altar_reconcile_result_t **presults, size_t *pn,
+int altar_run_reconcile_loop(const altar_poller_t *poller, altar_ledger_t *ledger, const altar_group_specs_t *specs,
+                             const altar_reconcile_loop_opts_t *opts, altar_reconcile_result_t **presults, size_t *pn,
                              altar_strlist_t *pstalled, altar_error_t *err) {
   altar_reconcile_loop_opts_t o = opts ? *opts : altar_reconcile_loop_defaults();
   altar_reconcile_opts_t once = {.max_concurrent_callbacks = o.max_concurrent_callbacks};

@@ -43,8 +43,8 @@ static int due_key(const char *task_key, int64_t attempt, char *out, size_t outs
 int altar__retry_due_record(altar_ledger_t *l, const char *task_key, int64_t attempt, double failed_ts, double delay_s,
                             altar_error_t *err) {
   /* Only keys that are safe in an aux key and a JSON line (altar's are hex). */
-  if (!task_key || !*task_key || strspn(task_key, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-") !=
-                                     strlen(task_key))
+  if (!task_key || !*task_key ||
+      strspn(task_key, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-") != strlen(task_key))
     return ALTAR_OK;
   char k[ALTAR_TASK_KEY_LEN + 256], v[256];
   int kl = due_key(task_key, attempt, k, sizeof k);

@@ -179,8 +179,7 @@ static int store_record(altar__settled_t *s, altar_ledger_t *l, const altar__set
     if (skip_empty && !m.klen) continue;
     if (stored && s->replay) /* its index key, staged below, answers a look-up the filter lets through */
       altar__settled_cache_remember(&s->cache, altar__hash(m.task_key, m.klen));
-    else if ((rc = note_pending(s, &m, r, err)))
-      return rc;
+    else if ((rc = note_pending(s, &m, r, err))) return rc;
     if (!stored) continue;
     if (altar__settled_index_key(&s->kb, m.task_key, m.klen) ||
         altar__settled_index_value(&s->vb, r->seq, r->ts, m.run, m.rlen))
@@ -208,7 +207,7 @@ static int note_members(altar__settled_t *s, altar_ledger_t *l, const altar_grou
   if (!r) return nomem(err);
   int rc = ALTAR_OK;
   if (r->len > ALTAR__SETTLED_TS_LEN) { /* a member to note */
-    s->next_seq++; /* not taken back on abort: a gap keeps the order */
+    s->next_seq++;                      /* not taken back on abort: a gap keeps the order */
     rc = store_record(s, l, r, false, err);
   }
   free(r);
@@ -354,8 +353,8 @@ static int prune(altar__settled_t *s, altar_ledger_t *l, const altar_status_even
 }
 
 int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_group_specs_t *groups,
-                         const altar_status_event_t *events, size_t n, altar_apply_result_t *pres,
-                         size_t *pskipped, altar_error_t *err) {
+                         const altar_status_event_t *events, size_t n, altar_apply_result_t *pres, size_t *pskipped,
+                         altar_error_t *err) {
   size_t skipped = 0;
   int rc = prune(s, l, events, n, err);
   for (size_t i = 0; !rc && i < n; i++) {
@@ -512,8 +511,7 @@ static int carry_olds(legacy_t *g, altar_ledger_t *l, const altar__settled_olds_
   qsort(live, n, sizeof *live, cmp_old_ts);
   int rc = ALTAR_OK;
   for (size_t i = 0, j; !rc && i < n; i = j) {
-    for (j = i + 1; j < n && j - i < OLD_PER_RECORD && live[j]->ts == live[i]->ts; j++) {
-    }
+    for (j = i + 1; j < n && j - i < OLD_PER_RECORD && live[j]->ts == live[i]->ts; j++) {}
     altar__settled_rec_t *r = altar__settled_rec_of_olds(g->next_seq, live[i]->ts, live + i, j - i);
     if (!r || legacy_add(g, r)) {
       rc = nomem(err);
@@ -543,7 +541,8 @@ static int write_index(altar__settled_t *s, altar_ledger_t *l, const legacy_t *g
   }
   char next[8];
   altar__settled_u64_put(next, g->next_seq);
-  return rc ? rc : altar_ledger_aux_put(l, ALTAR__SETTLED_NEXT_KEY, strlen(ALTAR__SETTLED_NEXT_KEY), next, sizeof next, err);
+  return rc ? rc
+            : altar_ledger_aux_put(l, ALTAR__SETTLED_NEXT_KEY, strlen(ALTAR__SETTLED_NEXT_KEY), next, sizeof next, err);
 }
 
 /* One write: the older layout's keys become records, they and damaged
@@ -581,8 +580,8 @@ static int index_legacy(altar__settled_t *s, altar_ledger_t *l, altar_error_t *e
   if (!rc && c.n_bad) {
     s->damaged = c.n_bad;
     altar_error_set(&s->damage, ALTAR_ELEDGER,
-                    "settled tasks: %zu damaged record(s) skipped and deleted, the first %s: %s", c.n_bad,
-                    c.first_bad, c.first_why);
+                    "settled tasks: %zu damaged record(s) skipped and deleted, the first %s: %s", c.n_bad, c.first_bad,
+                    c.first_why);
   }
   for (size_t i = 0; i < c.n_bad; i++) free(c.bad[i].k);
   free(c.bad);

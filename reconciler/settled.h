@@ -38,14 +38,14 @@ typedef struct altar__settled {
    * members noted are not kept in memory, only in the cache's filter, and
    * a look-up the filter cannot rule out reads the ledger. */
   bool replay;
-  uint64_t next_seq;    /* of the next record */
-  double max_ts;        /* newest event time seen */
-  double next_prune;    /* event time of the next pruning pass */
-  uint64_t pruned;      /* entries dropped so far */
-  uint64_t damaged;     /* records (or index values) found unreadable */
-  altar_error_t damage; /* what they were, when damaged > 0 at load */
+  uint64_t next_seq;     /* of the next record */
+  double max_ts;         /* newest event time seen */
+  double next_prune;     /* event time of the next pruning pass */
+  uint64_t pruned;       /* entries dropped so far */
+  uint64_t damaged;      /* records (or index values) found unreadable */
+  altar_error_t damage;  /* what they were, when damaged > 0 at load */
   uint64_t ledger_reads; /* look-ups the cache could not answer */
-  altar_buf_t kb, vb;   /* scratch for keys and values */
+  altar_buf_t kb, vb;    /* scratch for keys and values */
   /* Job ids some cancel fact names (reconciler/cancel.h): only their events
    * are looked up against the facts. May hold extra ids after an aborted
    * batch, which only costs a look-up. */
@@ -81,8 +81,8 @@ int altar__settled_has_task(altar__settled_t *s, altar_ledger_t *l, const char *
  * altar_apply_events; the caller then aborts the batch and calls
  * altar__settled_abort, else commits it and calls altar__settled_commit. */
 int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_group_specs_t *groups,
-                         const altar_status_event_t *events, size_t n, altar_apply_result_t *pres,
-                         size_t *pskipped, altar_error_t *err);
+                         const altar_status_event_t *events, size_t n, altar_apply_result_t *pres, size_t *pskipped,
+                         altar_error_t *err);
 /* Evaluates the ledger's held groups again (altar__apply_recheck_held)
  * inside the caller's open batch, noting the members of every group that
  * now settles; commit or abort as after altar__settled_apply. */

@@ -17,11 +17,11 @@
 
 typedef struct altar__settled_entry {
   struct altar__settled_entry *prev, *next; /* recency, newest first */
-  uint64_t seq;   /* of the record that settled it */
-  double ts;      /* that record's event time */
-  uint64_t hash;  /* altar__hash of the key */
+  uint64_t seq;                             /* of the record that settled it */
+  double ts;                                /* that record's event time */
+  uint64_t hash;                            /* altar__hash of the key */
   size_t klen, rlen;
-  char data[];    /* the key, a NUL, the run ("backend\x1fexternal_id", empty for a group), a NUL */
+  char data[]; /* the key, a NUL, the run ("backend\x1fexternal_id", empty for a group), a NUL */
 } altar__settled_entry_t;
 
 static inline const char *altar__settled_entry_run(const altar__settled_entry_t *e) { return e->data + e->klen + 1; }
@@ -37,10 +37,10 @@ altar__settled_entry_t *altar__settled_entry_new(const char *key, size_t klen, c
 typedef struct altar__settled_cache {
   altar__hmap_t map;
   altar__settled_entry_t *head, *tail;
-  size_t cap;          /* entries kept; 0: unbounded */
-  bool track_evicted;  /* fill the bloom filter as entries go */
-  uint64_t *bloom;     /* allocated at the first eviction */
-  bool bloom_lost;     /* it could not be allocated: every key may have been evicted */
+  size_t cap;         /* entries kept; 0: unbounded */
+  bool track_evicted; /* fill the bloom filter as entries go */
+  uint64_t *bloom;    /* allocated at the first eviction */
+  bool bloom_lost;    /* it could not be allocated: every key may have been evicted */
   uint64_t evicted;
 } altar__settled_cache_t;
 

@@ -2,7 +2,6 @@
 #include "reconciler/settled_record.h"
 #include "altar/grow.h"
 
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,8 +91,7 @@ static char *put_member(char *p, const char *tk, size_t kl, const char *run, siz
 
 static bool is_member(const altar_handle_t *h, const char *tk) { return h->backend && h->external_id && tk; }
 
-altar__settled_rec_t *altar__settled_rec_of_group(uint64_t seq, const altar_group_event_t *g,
-                                                 char *const *task_keys) {
+altar__settled_rec_t *altar__settled_rec_of_group(uint64_t seq, const altar_group_event_t *g, char *const *task_keys) {
   /* Sized from the strings: ids come from the log, their length is theirs. */
   size_t len = ALTAR__SETTLED_TS_LEN;
   for (size_t i = 0; i < g->n_shards; i++)
@@ -116,8 +114,7 @@ altar__settled_rec_t *altar__settled_rec_parse(uint64_t seq, const void *val, si
   size_t pos = 0;
   altar__settled_member_t m;
   int more;
-  while ((more = altar__settled_member_next(val, vlen, &pos, &m)) > 0) {
-  }
+  while ((more = altar__settled_member_next(val, vlen, &pos, &m)) > 0) {}
   if (more < 0) {
     *pwhy = vlen < ALTAR__SETTLED_TS_LEN ? "too short for its ts" : "a field without its NUL";
     return NULL;

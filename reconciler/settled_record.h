@@ -49,8 +49,7 @@ bool altar__settled_rec_next(const altar__settled_rec_t *r, size_t *pos, altar__
 
 /* The record of group g (task_keys aligned with its shards; a shard without
  * task key, backend or external id is left out); NULL when out of memory. */
-altar__settled_rec_t *altar__settled_rec_of_group(uint64_t seq, const altar_group_event_t *g,
-                                                 char *const *task_keys);
+altar__settled_rec_t *altar__settled_rec_of_group(uint64_t seq, const altar_group_event_t *g, char *const *task_keys);
 /* A record of stored bytes, checked member by member: NULL with *pwhy set
  * when they are not one, NULL with *pwhy NULL when out of memory. */
 altar__settled_rec_t *altar__settled_rec_parse(uint64_t seq, const void *val, size_t vlen, const char **pwhy);

@@ -24,11 +24,9 @@ typedef struct standby {
   altar_metric_t *m_caught_up, *m_tail, *m_restores, *m_taken_at;
 } standby_t;
 
-static void slog(const standby_t *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void slog(const standby_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void slog(const standby_t *s, const char *fmt, ...) {
-  if (s->o->quiet)
-    return;
+  if (s->o->quiet) return;
   va_list ap;
   va_start(ap, fmt);
   fputs("altar reconciler: standby: ", stderr);
@@ -40,13 +38,11 @@ static void slog(const standby_t *s, const char *fmt, ...) {
 /* A restored checkpoint is a flat directory of RocksDB files. */
 static void remove_flat_dir(const char *dir) {
   DIR *d = opendir(dir);
-  if (!d)
-    return;
+  if (!d) return;
   struct dirent *de;
   char p[8192];
   while ((de = readdir(d)) != NULL) {
-    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-      continue;
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
     snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
     unlink(p);
   }
@@ -61,36 +57,25 @@ static bool exists(const char *path) {
 
 static int metrics_init(standby_t *s, altar_error_t *err) {
   altar_metrics_t *reg = s->o->metrics;
-  if (!reg)
-    return ALTAR_OK;
-  s->m_caught_up =
-      altar_metrics_gauge(reg, "altar_reconciler_standby_caught_up",
-                          "1 when the standby's warm ledger copy is the newest "
-                          "checkpoint: a takeover "
-                          "then only reads the status events after it.",
-                          err);
-  s->m_tail =
-      s->m_caught_up
-          ? altar_metrics_gauge(
-                reg, "altar_reconciler_standby_tail_events",
-                "Status events after the warm copy's offsets: what a takeover "
-                "would read before it is current.",
-                err)
-          : NULL;
-  s->m_restores =
-      s->m_tail
-          ? altar_metrics_counter(
-                reg, "altar_reconciler_standby_restores_total",
-                "Checkpoints the standby restored into its warm copy.", err)
-          : NULL;
-  s->m_taken_at =
-      s->m_restores
-          ? altar_metrics_gauge(
-                reg, "altar_reconciler_standby_checkpoint_timestamp_seconds",
-                "When the warm copy's checkpoint was taken (unix seconds; 0 = "
-                "none yet).",
-                err)
-          : NULL;
+  if (!reg) return ALTAR_OK;
+  s->m_caught_up = altar_metrics_gauge(reg, "altar_reconciler_standby_caught_up",
+                                       "1 when the standby's warm ledger copy is the newest "
+                                       "checkpoint: a takeover "
+                                       "then only reads the status events after it.",
+                                       err);
+  s->m_tail = s->m_caught_up ? altar_metrics_gauge(reg, "altar_reconciler_standby_tail_events",
+                                                   "Status events after the warm copy's offsets: what a takeover "
+                                                   "would read before it is current.",
+                                                   err)
+                             : NULL;
+  s->m_restores = s->m_tail ? altar_metrics_counter(reg, "altar_reconciler_standby_restores_total",
+                                                    "Checkpoints the standby restored into its warm copy.", err)
+                            : NULL;
+  s->m_taken_at = s->m_restores ? altar_metrics_gauge(reg, "altar_reconciler_standby_checkpoint_timestamp_seconds",
+                                                      "When the warm copy's checkpoint was taken (unix seconds; 0 = "
+                                                      "none yet).",
+                                                      err)
+                                : NULL;
   return s->m_taken_at ? ALTAR_OK : err->code;
 }
 
@@ -98,23 +83,16 @@ static int metrics_init(standby_t *s, altar_error_t *err) {
 static int64_t tail_events(const standby_t *s) {
   altar_topic_list_t *tl = NULL;
   altar_error_t ignored = {0};
-  if (altar_transport_list_topics(s->o->transport, s->o->status_topic, 5000,
-                                  &tl, &ignored) ||
-      !tl->n_topics) {
+  if (altar_transport_list_topics(s->o->transport, s->o->status_topic, 5000, &tl, &ignored) || !tl->n_topics) {
     altar_topic_list_free(tl);
     return -1;
   }
   int64_t n = 0;
   const altar_topic_info_t *ti = &tl->topics[0];
   for (size_t i = 0; i < ti->n_partitions; i++) {
-    int64_t from =
-        s->cp.id[0]
-            ? altar__checkpoint_offset(&s->cp, ti->partitions[i].partition)
-            : 0;
-    if (from < ti->partitions[i].beginning)
-      from = ti->partitions[i].beginning;
-    if (ti->partitions[i].end > from)
-      n += ti->partitions[i].end - from;
+    int64_t from = s->cp.id[0] ? altar__checkpoint_offset(&s->cp, ti->partitions[i].partition) : 0;
+    if (from < ti->partitions[i].beginning) from = ti->partitions[i].beginning;
+    if (ti->partitions[i].end > from) n += ti->partitions[i].end - from;
   }
   altar_topic_list_free(tl);
   return n;
@@ -124,37 +102,29 @@ static int64_t tail_events(const standby_t *s) {
 static int refresh(standby_t *s, altar_error_t *err) {
   altar_checkpoint_t latest = {0};
   int rc = altar__checkpoint_latest(s->o->checkpoint_uri, &latest, err);
-  if (rc == ALTAR_ENOTFOUND)
-    return ALTAR_OK; /* none yet */
+  if (rc == ALTAR_ENOTFOUND) return ALTAR_OK; /* none yet */
   bool newer = !rc && strcmp(latest.id, s->cp.id) > 0;
   altar__checkpoint_clear(&latest);
-  if (rc || !newer)
-    return rc;
+  if (rc || !newer) return rc;
   double t0 = altar_mono_s();
   remove_flat_dir(s->next); /* a previous life's, cut short */
   altar_checkpoint_t got = {0};
   rc = altar__checkpoint_restore(s->o->checkpoint_uri, s->next, &got, err);
-  if (rc)
-    return rc;
+  if (rc) return rc;
   /* The copy is replaced only by a whole newer one. */
   remove_flat_dir(s->warm);
   if (rename(s->next, s->warm) != 0) {
     altar__checkpoint_clear(&got);
-    return altar_error_set(err, ALTAR_EIO, "standby: %s: %s", s->warm,
-                           strerror(errno));
+    return altar_error_set(err, ALTAR_EIO, "standby: %s: %s", s->warm, strerror(errno));
   }
   altar__checkpoint_clear(&s->cp);
   s->cp = got;
   char offs[512] = "";
   for (size_t i = 0, at = 0; i < s->cp.n_offsets && at < sizeof offs - 32; i++)
-    at += (size_t)snprintf(offs + at, sizeof offs - at,
-                           "%s%" PRId32 ":%" PRId64, i ? "," : "",
+    at += (size_t)snprintf(offs + at, sizeof offs - at, "%s%" PRId32 ":%" PRId64, i ? "," : "",
                            s->cp.offsets[i].partition, s->cp.offsets[i].next);
-  slog(
-      s,
-      "restored checkpoint %s into %s in %.2f s (%zu files; status offsets %s)",
-      s->cp.id, s->warm, altar_mono_s() - t0, s->cp.files,
-      offs[0] ? offs : "none");
+  slog(s, "restored checkpoint %s into %s in %.2f s (%zu files; status offsets %s)", s->cp.id, s->warm,
+       altar_mono_s() - t0, s->cp.files, offs[0] ? offs : "none");
   if (s->m_restores) {
     altar_metric_inc(s->m_restores);
     altar_metric_set(s->m_taken_at, s->cp.taken_at);
@@ -167,8 +137,7 @@ static void note_progress(standby_t *s, bool newest) {
   int64_t tail = tail_events(s);
   if (s->m_tail) {
     altar_metric_set(s->m_caught_up, newest ? 1 : 0);
-    if (tail >= 0)
-      altar_metric_set(s->m_tail, (double)tail);
+    if (tail >= 0) altar_metric_set(s->m_tail, (double)tail);
   }
   if (newest && !s->caught_up)
     slog(s,
@@ -185,9 +154,7 @@ static void sleep_ms(int ms) {
 
 int altar__standby_wait(const altar__standby_opts_t *o, altar_error_t *err) {
   if (!o->checkpoint_uri || !*o->checkpoint_uri)
-    return altar_error_set(
-        err, ALTAR_EINVAL,
-        "ledger.standby: needs ledger.checkpoints (what it keeps warm)");
+    return altar_error_set(err, ALTAR_EINVAL, "ledger.standby: needs ledger.checkpoints (what it keeps warm)");
   if (exists(o->ledger_path))
     return altar_error_set(err, ALTAR_EEXIST,
                            "ledger.standby: ledger.path %s exists: a standby "
@@ -200,46 +167,33 @@ int altar__standby_wait(const altar__standby_opts_t *o, altar_error_t *err) {
   /* A copy a previous life left is not trusted: its checkpoint is unknown. */
   remove_flat_dir(s.warm);
   int rc = metrics_init(&s, err);
-  slog(&s,
-       "keeping %s warm from %s; taking over when group %s has no member on %s",
-       s.warm, o->checkpoint_uri, o->group, o->status_topic);
+  slog(&s, "keeping %s warm from %s; taking over when group %s has no member on %s", s.warm, o->checkpoint_uri,
+       o->group, o->status_topic);
   while (!rc) {
     if (o->stop && *o->stop) {
       rc = altar_error_set(err, ALTAR_ECANCELED, "standby: stopped");
       break;
     }
     altar_error_t re = {0};
-    if (refresh(&s, &re))
-      slog(&s,
-           "restoring the newest checkpoint failed, the warm copy stays: %s",
-           re.msg);
+    if (refresh(&s, &re)) slog(&s, "restoring the newest checkpoint failed, the warm copy stays: %s", re.msg);
     size_t members = 0;
     altar_error_t me = {0};
-    int mrc = altar_transport_topic_members(
-        o->transport, o->group, o->status_topic, 5000, &members, &me);
+    int mrc = altar_transport_topic_members(o->transport, o->group, o->status_topic, 5000, &members, &me);
     if (mrc == ALTAR_ENOTSUP) {
-      rc = altar_error_set(
-          err, ALTAR_ENOTSUP,
-          "ledger.standby: the transport cannot tell a group's members");
+      rc = altar_error_set(err, ALTAR_ENOTSUP, "ledger.standby: the transport cannot tell a group's members");
       break;
     }
-    if (mrc)
-      slog(&s, "reading group %s: %s", o->group, me.msg);
+    if (mrc) slog(&s, "reading group %s: %s", o->group, me.msg);
     altar_checkpoint_t latest = {0};
     altar_error_t le = {0};
-    bool newest =
-        s.cp.id[0] &&
-        altar__checkpoint_latest(o->checkpoint_uri, &latest, &le) == ALTAR_OK &&
-        !strcmp(latest.id, s.cp.id);
+    bool newest = s.cp.id[0] && altar__checkpoint_latest(o->checkpoint_uri, &latest, &le) == ALTAR_OK &&
+                  !strcmp(latest.id, s.cp.id);
     altar__checkpoint_clear(&latest);
     note_progress(&s, newest);
     if (!mrc && members == 0) {
       /* The owner is gone: one last look for a newer checkpoint (its clean
        * stop ships one), then the copy becomes the ledger. */
-      if (refresh(&s, &re))
-        slog(&s,
-             "restoring the newest checkpoint failed, the warm copy stays: %s",
-             re.msg);
+      if (refresh(&s, &re)) slog(&s, "restoring the newest checkpoint failed, the warm copy stays: %s", re.msg);
       if (!s.cp.id[0]) {
         slog(&s,
              "no reconciler consumes %s and no checkpoint exists yet: starting "
@@ -248,21 +202,18 @@ int altar__standby_wait(const altar__standby_opts_t *o, altar_error_t *err) {
         break;
       }
       if (rename(s.warm, o->ledger_path) != 0) {
-        rc = altar_error_set(err, ALTAR_EIO, "standby: moving %s to %s: %s",
-                             s.warm, o->ledger_path, strerror(errno));
+        rc = altar_error_set(err, ALTAR_EIO, "standby: moving %s to %s: %s", s.warm, o->ledger_path, strerror(errno));
         break;
       }
       slog(&s,
            "no reconciler consumes %s any more: taking over with checkpoint %s "
            "(%s)",
-           o->status_topic, s.cp.id,
-           s.caught_up ? "caught up" : "the newest after one more restore");
+           o->status_topic, s.cp.id, s.caught_up ? "caught up" : "the newest after one more restore");
       break;
     }
     sleep_ms(o->poll_ms > 0 ? o->poll_ms : 500);
   }
-  if (s.m_caught_up)
-    altar_metric_set(s.m_caught_up, 0);
+  if (s.m_caught_up) altar_metric_set(s.m_caught_up, 0);
   altar__checkpoint_clear(&s.cp);
   return rc;
 }

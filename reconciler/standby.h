@@ -17,14 +17,13 @@
 #include <stdbool.h>
 
 typedef struct altar__standby_opts {
-  const char *checkpoint_uri; /* ledger.checkpoints (required) */
-  const char
-      *ledger_path; /* where the ledger goes at takeover: must not exist */
+  const char *checkpoint_uri;   /* ledger.checkpoints (required) */
+  const char *ledger_path;      /* where the ledger goes at takeover: must not exist */
   altar_transport_t *transport; /* watches the group and the status topic's
                                    ends; never subscribes */
   const char *group;            /* the reconcilers' consumer group */
   const char *status_topic;
-  int poll_ms; /* ledger.standby_poll_ms: between two looks at the group and the
+  int poll_ms;                 /* ledger.standby_poll_ms: between two looks at the group and the
                   checkpoints */
   volatile sig_atomic_t *stop; /* may be NULL */
   altar_metrics_t *metrics;    /* may be NULL */

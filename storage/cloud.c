@@ -44,8 +44,7 @@ static int key_check(const char *uri, const char *key, altar_error_t *err) {
     return altar_error_set(err, ALTAR_EPATH, "'%.200s': key longer than %d bytes", uri, ALTAR_CLOUD_MAX_KEY);
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)key[i];
-    if (c < 0x20 || c == 0x7f)
-      return altar_error_set(err, ALTAR_EPATH, "'%.200s': key holds a control character", uri);
+    if (c < 0x20 || c == 0x7f) return altar_error_set(err, ALTAR_EPATH, "'%.200s': key holds a control character", uri);
   }
   /* Segment by segment: no empty, "." or ".." segment (a trailing '/' is a
    * folder-like key and is allowed only as the last byte). */
@@ -55,8 +54,7 @@ static int key_check(const char *uri, const char *key, altar_error_t *err) {
     size_t len = e ? (size_t)(e - p) : strlen(p);
     if ((len == 0 && e) || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
       return altar_error_set(err, ALTAR_EPATH,
-                             "'%.200s': key has an empty, '.' or '..' segment, which could name another object",
-                             uri);
+                             "'%.200s': key has an empty, '.' or '..' segment, which could name another object", uri);
     if (!e) break;
     p = e + 1;
   }
@@ -73,11 +71,11 @@ int altar__cloud_uri_parse(const char *uri, const char *scheme, bool want_key, a
   const char *b = uri + sl + 3;
   const char *slash = strchr(b, '/');
   size_t bn = slash ? (size_t)(slash - b) : strlen(b);
-  if (bn == 0) return altar_error_set(err, ALTAR_EINVAL, "'%.200s': the bucket is missing (%s://BUCKET/KEY)", uri, scheme);
+  if (bn == 0)
+    return altar_error_set(err, ALTAR_EINVAL, "'%.200s': the bucket is missing (%s://BUCKET/KEY)", uri, scheme);
   if (!bucket_ok(b, bn))
-    return altar_error_set(err, ALTAR_EINVAL,
-                           "'%.200s': bucket '%.*s' is not a valid name (3-222 of a-z 0-9 - _ .)", uri,
-                           (int)(bn > 80 ? 80 : bn), b);
+    return altar_error_set(err, ALTAR_EINVAL, "'%.200s': bucket '%.*s' is not a valid name (3-222 of a-z 0-9 - _ .)",
+                           uri, (int)(bn > 80 ? 80 : bn), b);
   const char *key = slash ? slash + 1 : "";
   if (want_key && !*key) return altar_error_set(err, ALTAR_EINVAL, "'%.200s': the object key is missing", uri);
   if (want_key && key[strlen(key) - 1] == '/')
@@ -97,8 +95,8 @@ int altar__cloud_pct(altar_buf_t *out, const char *s, bool keep_slash) {
   static const char hex[] = "0123456789ABCDEF";
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
-    bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-                c == '_' || c == '.' || c == '~' || (keep_slash && c == '/');
+    bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+                c == '.' || c == '~' || (keep_slash && c == '/');
     if (keep) {
       if (altar_buf_append(out, s, 1)) return ALTAR_ENOMEM;
     } else {
@@ -228,8 +226,8 @@ const char *altar__cloud_setting(const altar_strmap_t *options, const char *key,
   return NULL;
 }
 
-int altar__cloud_option_u64(const altar_strmap_t *options, const char *key, uint64_t min, uint64_t max,
-                            uint64_t *pdst, altar_error_t *err) {
+int altar__cloud_option_u64(const altar_strmap_t *options, const char *key, uint64_t min, uint64_t max, uint64_t *pdst,
+                            altar_error_t *err) {
   const char *v = options ? altar_strmap_get(options, key) : NULL;
   return v ? altar__cloud_opt_u64(key, v, min, max, pdst, err) : ALTAR_OK;
 }
@@ -238,9 +236,7 @@ int altar__cloud_option_u64(const altar_strmap_t *options, const char *key, uint
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
-static void curl_init(void) {
-  curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
+static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 int altar__cloud_http_init(altar_cloud_http_t *h, altar_error_t *err) {
   pthread_once(&curl_once, curl_init);
@@ -258,9 +254,7 @@ void altar__cloud_http_free(altar_cloud_http_t *h) {
   h->curl = NULL;
 }
 
-void altar__cloud_req_clear(altar_cloud_req_t *r) {
-  altar_buf_free(&r->answer);
-}
+void altar__cloud_req_clear(altar_cloud_req_t *r) { altar_buf_free(&r->answer); }
 
 static size_t on_read(char *p, size_t size, size_t nmemb, void *ud) {
   altar_cloud_req_t *r = ud;
@@ -465,15 +459,15 @@ int altar__cloud_perform(altar_cloud_http_t *h, altar_cloud_req_t *r, const char
                            r->sent < r->body_len && r->has_body ? "reading the local file failed or it shrank"
                                                                 : "cannot store the response");
   if (cc == CURLE_OPERATION_TIMEDOUT)
-    return altar_error_set_retriable(err, ALTAR_ETIMEOUT, "%s: %s %.200s: timed out: %s", label, r->method,
-                                     r->url, why);
+    return altar_error_set_retriable(err, ALTAR_ETIMEOUT, "%s: %s %.200s: timed out: %s", label, r->method, r->url,
+                                     why);
   if (cc == CURLE_PARTIAL_FILE)
     return altar_error_set_retriable(err, ALTAR_ESTORAGE,
-                                     "%s: %s %.200s: the response was truncated after %llu bytes: %s", label,
-                                     r->method, r->url, (unsigned long long)r->received, why);
+                                     "%s: %s %.200s: the response was truncated after %llu bytes: %s", label, r->method,
+                                     r->url, (unsigned long long)r->received, why);
   if (cc == CURLE_GOT_NOTHING || cc == CURLE_RECV_ERROR || cc == CURLE_SEND_ERROR)
-    return altar_error_set_retriable(err, ALTAR_ESTORAGE, "%s: %s %.200s: the server dropped the connection: %s",
-                                     label, r->method, r->url, why);
+    return altar_error_set_retriable(err, ALTAR_ESTORAGE, "%s: %s %.200s: the server dropped the connection: %s", label,
+                                     r->method, r->url, why);
   return altar_error_set_retriable(err, ALTAR_ESTORAGE, "%s: %s %.200s: %s", label, r->method, r->url, why);
 }
 
@@ -482,14 +476,13 @@ int altar__cloud_status_error(const char *label, const char *what, long status, 
   const char *sep = detail && *detail ? ": " : "";
   detail = detail ? detail : "";
   if (status == 404)
-    return altar_error_set(err, ALTAR_ENOTFOUND, "%s: %.300s: HTTP 404 (not found)%s%.200s", label, what, sep,
-                           detail);
+    return altar_error_set(err, ALTAR_ENOTFOUND, "%s: %.300s: HTTP 404 (not found)%s%.200s", label, what, sep, detail);
   if (status == 401 || status == 403)
-    return altar_error_set(err, ALTAR_ESTORAGE, "%s: %.300s: HTTP %ld (access denied)%s%.200s", label, what,
-                           status, sep, detail);
+    return altar_error_set(err, ALTAR_ESTORAGE, "%s: %.300s: HTTP %ld (access denied)%s%.200s", label, what, status,
+                           sep, detail);
   if (status == 408 || status == 429 || status >= 500)
-    return altar_error_set_retriable(err, ALTAR_ESTORAGE, "%s: %.300s: HTTP %ld%s%.200s", label, what, status,
-                                     sep, detail);
+    return altar_error_set_retriable(err, ALTAR_ESTORAGE, "%s: %.300s: HTTP %ld%s%.200s", label, what, status, sep,
+                                     detail);
   return altar_error_set(err, ALTAR_ESTORAGE, "%s: %.300s: HTTP %ld%s%.200s", label, what, status, sep, detail);
 }
 
@@ -513,9 +506,8 @@ void altar__cloud_printable(char *s) {
 
 int altar__cloud_entry_path(altar_buf_t *path, const char *scheme, const char *bucket, const char *name) {
   altar_buf_reset(path);
-  if (altar_buf_append_str(path, scheme) || altar_buf_append_str(path, "://") ||
-      altar_buf_append_str(path, bucket) || altar_buf_append_str(path, "/") || altar_buf_append_str(path, name) ||
-      altar_buf_append(path, "", 1))
+  if (altar_buf_append_str(path, scheme) || altar_buf_append_str(path, "://") || altar_buf_append_str(path, bucket) ||
+      altar_buf_append_str(path, "/") || altar_buf_append_str(path, name) || altar_buf_append(path, "", 1))
     return ALTAR_ENOMEM;
   return ALTAR_OK;
 }

@@ -71,8 +71,8 @@ int altar__cloud_opt_u64(const char *key, const char *v, uint64_t min, uint64_t 
  * among envs (NULL-terminated), or NULL. */
 const char *altar__cloud_setting(const altar_strmap_t *options, const char *key, const char *const *envs);
 /* When options sets key, its value in min..max into *pdst; else *pdst stays. */
-int altar__cloud_option_u64(const altar_strmap_t *options, const char *key, uint64_t min, uint64_t max,
-                            uint64_t *pdst, altar_error_t *err);
+int altar__cloud_option_u64(const altar_strmap_t *options, const char *key, uint64_t min, uint64_t max, uint64_t *pdst,
+                            altar_error_t *err);
 
 /* ---- requests ---------------------------------------------------------------------- */
 
@@ -97,7 +97,7 @@ typedef struct altar_cloud_req {
   bool body_is_fd; /* ... or body_len bytes of body_fd from body_off */
   int body_fd;
   uint64_t body_off;
-  bool has_body;            /* send a body (possibly empty) */
+  bool has_body;             /* send a body (possibly empty) */
   altar_cloud_sum_t *up_sum; /* sees every byte sent */
   /* A 2xx body goes to out_fd (when out_is_fd) or out_buf, bounded by out_max
    * (0: no bound; out_buf: ALTAR_CLOUD_MAX_ANSWER); without either it lands in answer. */
@@ -108,14 +108,14 @@ typedef struct altar_cloud_req {
   altar_cloud_sum_t *down_sum; /* sees every 2xx body byte */
   /* outputs */
   long status;
-  altar_buf_t answer; /* an error body, or a 2xx body nobody else took (bounded) */
+  altar_buf_t answer;     /* an error body, or a 2xx body nobody else took (bounded) */
   int64_t content_length; /* -1 when the server sent none */
   char location[2048];
   char etag[160];
-  char range[96];          /* GCS resumable: "bytes=0-N" in a 308 */
-  char goog_crc32c[16];    /* from X-Goog-Hash */
+  char range[96];       /* GCS resumable: "bytes=0-N" in a 308 */
+  char goog_crc32c[16]; /* from X-Goog-Hash */
   char goog_md5[40];
-  char date[64];           /* the server's Date header (for a clock-skew message) */
+  char date[64]; /* the server's Date header (for a clock-skew message) */
   uint64_t sent, received;
   bool too_big, io_failed;
   bool to_sink; /* internal: decided when the first body byte arrives */
@@ -130,8 +130,7 @@ void altar__cloud_req_clear(altar_cloud_req_t *r);
 /* The error for a non-2xx answer: 404 ALTAR_ENOTFOUND, 401/403 ALTAR_ESTORAGE
  * (not retriable), 408/429/5xx retriable ALTAR_ESTORAGE, with detail (the
  * server's own code and message) appended when not NULL. */
-int altar__cloud_status_error(const char *label, const char *what, long status, const char *detail,
-                              altar_error_t *err);
+int altar__cloud_status_error(const char *label, const char *what, long status, const char *detail, altar_error_t *err);
 
 /* Appends each of lines (NULL-terminated; NULL for none) to *ph. Out of
  * memory frees the whole list, leaves *ph NULL and returns ALTAR_ENOMEM. */

@@ -71,8 +71,8 @@ int altar__cloud_upload(altar_storage_t *s, const char *local_path, const char *
   if (rc) return rc;
   int fd = open(local_path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return altar_error_set(err, errno == ENOENT ? ALTAR_ENOTFOUND : ALTAR_EIO, "%.300s: cannot open: %s",
-                           local_path, strerror(errno));
+    return altar_error_set(err, errno == ENOENT ? ALTAR_ENOTFOUND : ALTAR_EIO, "%.300s: cannot open: %s", local_path,
+                           strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);

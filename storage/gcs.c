@@ -25,7 +25,7 @@
 
 typedef struct gcs {
   altar_cloud_base_t base; /* first: the shared operations read it */
-  char *endpoint; /* scheme://host[:port], no trailing '/' */
+  char *endpoint;          /* scheme://host[:port], no trailing '/' */
   altar_gcs_auth_t *auth;
   uint64_t resumable_threshold, chunk_size, page_size;
   unsigned sums; /* ALTAR_CLOUD_SUM_* to check */
@@ -122,9 +122,7 @@ static int gcs_open(altar_storage_t *s, const altar_strmap_t *options, altar_err
   return ALTAR_OK;
 }
 
-static void gcs_close(altar_storage_t *s) {
-  gcs_free(altar_storage_impl(s));
-}
+static void gcs_close(altar_storage_t *s) { gcs_free(altar_storage_impl(s)); }
 
 /* ---- requests ---------------------------------------------------------------------- */
 
@@ -178,9 +176,8 @@ static int fail_status(const altar_cloud_req_t *r, const char *uri, altar_error_
 
 /* {endpoint}{prefix}/b/{bucket}/o[/{key}] into out. */
 static int object_url(gcs_t *g, const char *api, const altar_cloud_uri_t *u, bool with_key, altar_buf_t *out) {
-  if (altar_buf_append_str(out, g->endpoint) || altar_buf_append_str(out, api) ||
-      altar_buf_append_str(out, "/b/") || altar__cloud_pct(out, u->bucket, false) ||
-      altar_buf_append_str(out, "/o"))
+  if (altar_buf_append_str(out, g->endpoint) || altar_buf_append_str(out, api) || altar_buf_append_str(out, "/b/") ||
+      altar__cloud_pct(out, u->bucket, false) || altar_buf_append_str(out, "/o"))
     return ALTAR_ENOMEM;
   if (with_key && (altar_buf_append_str(out, "/") || altar__cloud_pct(out, u->key, false))) return ALTAR_ENOMEM;
   return ALTAR_OK;
@@ -211,15 +208,19 @@ static int compare_sums(const char *uri, const char *dir, altar_cloud_sum_t *k, 
     char mine[16];
     crc_b64(crc, mine);
     if (strcmp(mine, srv_crc))
-      return altar_error_set(err, ALTAR_EINTEGRITY, LABEL ": %.300s: the %s bytes have crc32c %s, the server "
-                             "reports %.20s", uri, dir, mine, srv_crc);
+      return altar_error_set(err, ALTAR_EINTEGRITY,
+                             LABEL ": %.300s: the %s bytes have crc32c %s, the server "
+                                   "reports %.20s",
+                             uri, dir, mine, srv_crc);
   }
   if ((want & ALTAR_CLOUD_SUM_MD5) && srv_md5 && *srv_md5) {
     char mine[32];
     altar__cloud_b64(md5, 16, mine, sizeof mine);
     if (strcmp(mine, srv_md5))
-      return altar_error_set(err, ALTAR_EINTEGRITY, LABEL ": %.300s: the %s bytes have md5 %s, the server "
-                             "reports %.30s", uri, dir, mine, srv_md5);
+      return altar_error_set(err, ALTAR_EINTEGRITY,
+                             LABEL ": %.300s: the %s bytes have md5 %s, the server "
+                                   "reports %.30s",
+                             uri, dir, mine, srv_md5);
   }
   return ALTAR_OK;
 }
@@ -227,8 +228,7 @@ static int compare_sums(const char *uri, const char *dir, altar_cloud_sum_t *k, 
 /* ---- reading ------------------------------------------------------------------------------ */
 
 /* GET ?alt=media into fd (to_fd) or buf, checked against X-Goog-Hash. */
-static int download(altar_storage_t *s, const char *uri, bool to_fd, int fd, altar_buf_t *buf,
-                    altar_error_t *err) {
+static int download(altar_storage_t *s, const char *uri, bool to_fd, int fd, altar_buf_t *buf, altar_error_t *err) {
   gcs_t *g = altar_storage_impl(s);
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(uri, "gs", true, &u, err);
@@ -331,8 +331,7 @@ static int check_uploaded(gcs_t *g, const altar_cloud_uri_t *u, const char *uri,
   if (!rc)
     rc = compare_sums(uri, "uploaded", sum, json_is_string(crc) ? json_string_value(crc) : NULL,
                       json_is_string(md5) ? json_string_value(md5) : NULL, err);
-  else
-    altar__cloud_sum_free(sum);
+  else altar__cloud_sum_free(sum);
   json_decref(o);
   if (rc == ALTAR_EINTEGRITY) delete_object(g, u);
   return rc;
@@ -342,8 +341,8 @@ static int simple_upload(gcs_t *g, const altar_cloud_uri_t *u, const char *uri, 
                          altar_error_t *err) {
   altar_buf_t url = {0};
   int rc = ALTAR_OK;
-  if (object_url(g, "/upload/storage/v1", u, false, &url) ||
-      altar_buf_append_str(&url, "?uploadType=media&name=") || altar__cloud_pct(&url, u->key, false))
+  if (object_url(g, "/upload/storage/v1", u, false, &url) || altar_buf_append_str(&url, "?uploadType=media&name=") ||
+      altar__cloud_pct(&url, u->key, false))
     rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
   if (!rc) rc = url_finish(&url, err);
   altar_cloud_sum_t sum;
@@ -357,10 +356,8 @@ static int simple_upload(gcs_t *g, const altar_cloud_uri_t *u, const char *uri, 
   static const char *const hdrs[] = {"Content-Type: application/octet-stream", NULL};
   rc = gcs_call(g, &r, hdrs, err);
   if (!rc && (r.status < 200 || r.status > 299)) rc = fail_status(&r, uri, err);
-  if (!rc)
-    rc = check_uploaded(g, u, uri, &r, &sum, src->size, err);
-  else
-    altar__cloud_sum_free(&sum);
+  if (!rc) rc = check_uploaded(g, u, uri, &r, &sum, src->size, err);
+  else altar__cloud_sum_free(&sum);
   altar__cloud_req_clear(&r);
   altar_buf_free(&url);
   return rc;
@@ -408,8 +405,8 @@ static int resumable_upload(gcs_t *g, const altar_cloud_uri_t *u, const char *ur
   /* The session URL carries the upload's authority: it must be on our server. */
   size_t el = strlen(g->endpoint);
   if (!rc && (strncmp(session, g->endpoint, el) || session[el] != '/'))
-    rc = altar_error_set(err, ALTAR_ESTORAGE, LABEL ": %.300s: the resumable session URL '%.200s' is not on %s",
-                         uri, session, g->endpoint);
+    rc = altar_error_set(err, ALTAR_ESTORAGE, LABEL ": %.300s: the resumable session URL '%.200s' is not on %s", uri,
+                         session, g->endpoint);
   altar_cloud_sum_t sum;
   bool sum_live = false;
   if (!rc) sum_live = !(rc = altar__cloud_sum_init(&sum, g->sums, err));
@@ -433,8 +430,8 @@ static int resumable_upload(gcs_t *g, const altar_cloud_uri_t *u, const char *ur
       /* The server may keep less than was sent; go on from what it holds. A
        * server that keeps nothing new would loop forever: that is an error. */
       if (last < (long long)off - 1 || (uint64_t)(last + 1) > off + len) {
-        rc = altar_error_set(err, ALTAR_ESTORAGE, LABEL ": %.300s: the session answered 308 with range '%.60s'",
-                             uri, r.range);
+        rc = altar_error_set(err, ALTAR_ESTORAGE, LABEL ": %.300s: the session answered 308 with range '%.60s'", uri,
+                             r.range);
         break;
       }
       if ((uint64_t)(last + 1) != off + len) {
@@ -476,10 +473,8 @@ static int put_source(altar_storage_t *s, const char *uri, const altar_cloud_sou
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(uri, "gs", true, &u, err);
   if (rc) return rc;
-  if (src->size > g->resumable_threshold && src->size > 0)
-    rc = resumable_upload(g, &u, uri, src, err);
-  else
-    rc = simple_upload(g, &u, uri, src, err);
+  if (src->size > g->resumable_threshold && src->size > 0) rc = resumable_upload(g, &u, uri, src, err);
+  else rc = simple_upload(g, &u, uri, src, err);
   altar__cloud_uri_clear(&u);
   return rc;
 }
@@ -507,8 +502,7 @@ static int gcs_delete(altar_storage_t *s, const char *uri, altar_error_t *err) {
 
 /* ---- listing ---------------------------------------------------------------------------- */
 
-static int gcs_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
-                    altar_error_t *err) {
+static int gcs_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud, altar_error_t *err) {
   gcs_t *g = altar_storage_impl(s);
   altar_cloud_uri_t u;
   int rc = altar__cloud_uri_parse(prefix, "gs", false, &u, err);

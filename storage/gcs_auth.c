@@ -35,9 +35,7 @@ struct altar_gcs_auth {
 
 static const char *const mode_names[] = {"none", "bearer", "service_account", "metadata"};
 
-const char *altar__gcs_auth_mode(const altar_gcs_auth_t *a) {
-  return mode_names[a->mode];
-}
+const char *altar__gcs_auth_mode(const altar_gcs_auth_t *a) { return mode_names[a->mode]; }
 
 void altar__gcs_auth_free(altar_gcs_auth_t *a) {
   if (!a) return;
@@ -70,16 +68,15 @@ static bool token_ok(const char *t) {
 static int read_small_file(const char *path, char **pout, altar_error_t *err) {
   FILE *f = fopen(path, "rb");
   if (!f)
-    return altar_error_set(err, errno == ENOENT ? ALTAR_ENOTFOUND : ALTAR_EIO, "credentials_file '%.300s': %s",
-                           path, strerror(errno));
+    return altar_error_set(err, errno == ENOENT ? ALTAR_ENOTFOUND : ALTAR_EIO, "credentials_file '%.300s': %s", path,
+                           strerror(errno));
   char *buf = malloc(MAX_KEY_FILE + 1);
   size_t n = buf ? fread(buf, 1, MAX_KEY_FILE + 1, f) : 0;
   fclose(f);
   if (!buf) return altar_error_set(err, ALTAR_ENOMEM, "credentials_file: out of memory");
   if (n > MAX_KEY_FILE) {
     free(buf);
-    return altar_error_set(err, ALTAR_ETOOBIG, "credentials_file '%.300s': larger than %d bytes", path,
-                           MAX_KEY_FILE);
+    return altar_error_set(err, ALTAR_ETOOBIG, "credentials_file '%.300s': larger than %d bytes", path, MAX_KEY_FILE);
   }
   buf[n] = '\0';
   *pout = buf;
@@ -100,22 +97,21 @@ static int load_key_file(altar_gcs_auth_t *a, const char *path, altar_error_t *e
   free(text);
   if (!json_is_object(o)) {
     json_decref(o);
-    return altar_error_set(err, ALTAR_EDECODE, "credentials_file '%.300s': not a JSON object (line %d: %.100s)",
-                           path, je.line, je.text);
+    return altar_error_set(err, ALTAR_EDECODE, "credentials_file '%.300s': not a JSON object (line %d: %.100s)", path,
+                           je.line, je.text);
   }
   const char *type = json_str(o, "type"), *email = json_str(o, "client_email");
   const char *pem = json_str(o, "private_key"), *kid = json_str(o, "private_key_id");
   const char *uri = json_str(o, "token_uri");
   if (!type || strcmp(type, "service_account")) {
-    rc = altar_error_set(err, ALTAR_EINVAL, "credentials_file '%.300s': type is '%.40s', not 'service_account'",
-                         path, type ? type : "(missing)");
+    rc = altar_error_set(err, ALTAR_EINVAL, "credentials_file '%.300s': type is '%.40s', not 'service_account'", path,
+                         type ? type : "(missing)");
   } else if (!email || !*email) {
     rc = altar_error_set(err, ALTAR_EINVAL, "credentials_file '%.300s': client_email is missing", path);
   } else if (!pem || !*pem) {
     rc = altar_error_set(err, ALTAR_EINVAL, "credentials_file '%.300s': private_key is missing", path);
   } else if (uri && strncmp(uri, "https://", 8) && strncmp(uri, "http://", 7)) {
-    rc = altar_error_set(err, ALTAR_EINVAL, "credentials_file '%.300s': token_uri '%.200s' is not http(s)", path,
-                         uri);
+    rc = altar_error_set(err, ALTAR_EINVAL, "credentials_file '%.300s': token_uri '%.200s' is not http(s)", path, uri);
   }
   if (!rc) {
     BIO *bio = BIO_new_mem_buf(pem, -1);
@@ -135,8 +131,7 @@ static int load_key_file(altar_gcs_auth_t *a, const char *path, altar_error_t *e
   return rc;
 }
 
-int altar__gcs_auth_open(const altar_strmap_t *options, bool emulator, altar_gcs_auth_t **pa,
-                         altar_error_t *err) {
+int altar__gcs_auth_open(const altar_strmap_t *options, bool emulator, altar_gcs_auth_t **pa, altar_error_t *err) {
   *pa = NULL;
   static const char *const bearer_env[] = {"GOOGLE_OAUTH_ACCESS_TOKEN", NULL};
   static const char *const key_env[] = {"GOOGLE_APPLICATION_CREDENTIALS", NULL};
@@ -156,8 +151,7 @@ int altar__gcs_auth_open(const altar_strmap_t *options, bool emulator, altar_gcs
     if (i == 4) {
       free(a);
       return altar_error_set(err, ALTAR_EINVAL,
-                             "option auth: '%.40s' is not one of auto, none, bearer, service_account, metadata",
-                             mode);
+                             "option auth: '%.40s' is not one of auto, none, bearer, service_account, metadata", mode);
     }
     a->mode = (auth_mode_t)i;
   }
@@ -166,20 +160,20 @@ int altar__gcs_auth_open(const altar_strmap_t *options, bool emulator, altar_gcs
   case AUTH_NONE: break;
   case AUTH_BEARER:
     if (!bearer)
-      rc = altar_error_set(err, ALTAR_EINVAL, "option bearer_token: required by auth=bearer (or set "
-                                              "GOOGLE_OAUTH_ACCESS_TOKEN)");
+      rc = altar_error_set(err, ALTAR_EINVAL,
+                           "option bearer_token: required by auth=bearer (or set "
+                           "GOOGLE_OAUTH_ACCESS_TOKEN)");
     else if (!token_ok(bearer))
       rc = altar_error_set(err, ALTAR_EINVAL, "option bearer_token: must be 1..%d printable characters, no spaces",
                            MAX_TOKEN);
-    else if (!(a->token = strdup(bearer)))
-      rc = altar_error_set(err, ALTAR_ENOMEM, "gs: out of memory");
+    else if (!(a->token = strdup(bearer))) rc = altar_error_set(err, ALTAR_ENOMEM, "gs: out of memory");
     break;
   case AUTH_SA:
     if (!keyfile)
-      rc = altar_error_set(err, ALTAR_EINVAL, "option credentials_file: required by auth=service_account (or set "
-                                              "GOOGLE_APPLICATION_CREDENTIALS)");
-    else
-      rc = load_key_file(a, keyfile, err);
+      rc = altar_error_set(err, ALTAR_EINVAL,
+                           "option credentials_file: required by auth=service_account (or set "
+                           "GOOGLE_APPLICATION_CREDENTIALS)");
+    else rc = load_key_file(a, keyfile, err);
     if (!rc && !(a->scope = strdup(scope ? scope : DEFAULT_SCOPE)))
       rc = altar_error_set(err, ALTAR_ENOMEM, "gs: out of memory");
     break;
@@ -187,8 +181,7 @@ int altar__gcs_auth_open(const altar_strmap_t *options, bool emulator, altar_gcs
     mdhost = mdhost ? mdhost : DEFAULT_METADATA_HOST;
     if (strpbrk(mdhost, "/?#@ \r\n\t") || strlen(mdhost) > 255)
       rc = altar_error_set(err, ALTAR_EINVAL, "option metadata_host: '%.100s' must be a host[:port]", mdhost);
-    else if (!(a->metadata_host = strdup(mdhost)))
-      rc = altar_error_set(err, ALTAR_ENOMEM, "gs: out of memory");
+    else if (!(a->metadata_host = strdup(mdhost))) rc = altar_error_set(err, ALTAR_ENOMEM, "gs: out of memory");
     break;
   }
   if (rc) {
@@ -251,8 +244,7 @@ static int make_jwt(altar_gcs_auth_t *a, time_t now, altar_buf_t *jwt, altar_err
 /* ---- fetching tokens ---------------------------------------------------------------- */
 
 /* {"access_token": "...", "expires_in": N} from a token endpoint. */
-static int take_token(altar_gcs_auth_t *a, altar_cloud_req_t *r, const char *where, time_t now,
-                      altar_error_t *err) {
+static int take_token(altar_gcs_auth_t *a, altar_cloud_req_t *r, const char *where, time_t now, altar_error_t *err) {
   json_error_t je;
   json_t *o = json_loadb((const char *)r->answer.data, r->answer.len, 0, &je);
   if (r->status < 200 || r->status > 299) {
@@ -308,8 +300,7 @@ static int fetch_sa_token(altar_gcs_auth_t *a, altar_cloud_http_t *h, time_t now
 
 static int fetch_metadata_token(altar_gcs_auth_t *a, altar_cloud_http_t *h, time_t now, altar_error_t *err) {
   char url[400];
-  snprintf(url, sizeof url, "http://%s/computeMetadata/v1/instance/service-accounts/default/token",
-           a->metadata_host);
+  snprintf(url, sizeof url, "http://%s/computeMetadata/v1/instance/service-accounts/default/token", a->metadata_host);
   struct curl_slist *hdrs = curl_slist_append(NULL, "Metadata-Flavor: Google");
   altar_cloud_req_t r = {.method = "GET", .url = url, .headers = hdrs};
   int rc = altar__cloud_perform(h, &r, "gs: getting an access token from the metadata server", err);
@@ -319,8 +310,7 @@ static int fetch_metadata_token(altar_gcs_auth_t *a, altar_cloud_http_t *h, time
   return rc;
 }
 
-int altar__gcs_auth_header(altar_gcs_auth_t *a, altar_cloud_http_t *h, struct curl_slist **phdrs,
-                           altar_error_t *err) {
+int altar__gcs_auth_header(altar_gcs_auth_t *a, altar_cloud_http_t *h, struct curl_slist **phdrs, altar_error_t *err) {
   if (a->mode == AUTH_NONE) return ALTAR_OK;
   time_t now = time(NULL);
   if (a->mode != AUTH_BEARER && (!a->token || a->expires - 60 <= now)) {

@@ -25,18 +25,14 @@ static const http_impl_t defaults = {300, 10, 1024u * 1024u * 1024u};
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
-static void curl_init(void) {
-  curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
+static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-static int parse_long(const char *key, const char *v, long min, long long max, long long *pout,
-                      altar_error_t *err) {
+static int parse_long(const char *key, const char *v, long min, long long max, long long *pout, altar_error_t *err) {
   char *end;
   errno = 0;
   long long n = strtoll(v, &end, 10);
   if (errno || end == v || *end || n < min || n > max)
-    return altar_error_set(err, ALTAR_EINVAL, "option %s: '%.40s' is not an integer in %ld..%lld", key, v,
-                           min, max);
+    return altar_error_set(err, ALTAR_EINVAL, "option %s: '%.40s' is not an integer in %ld..%lld", key, v, min, max);
   *pout = n;
   return ALTAR_OK;
 }
@@ -77,9 +73,7 @@ static int http_open(altar_storage_t *s, const altar_strmap_t *options, altar_er
   return ALTAR_OK;
 }
 
-static void http_close(altar_storage_t *s) {
-  free(altar_storage_impl(s));
-}
+static void http_close(altar_storage_t *s) { free(altar_storage_impl(s)); }
 
 /* Where a response body goes: a buffer or a file descriptor, with a bound. */
 typedef struct sink {
@@ -165,10 +159,8 @@ static int perform(altar_storage_t *s, const char *method, const char *url, sink
   if (cc == CURLE_OK) return ALTAR_OK;
   const char *why = errbuf[0] ? errbuf : curl_easy_strerror(cc);
   if ((k && k->too_big) || cc == CURLE_FILESIZE_EXCEEDED)
-    return altar_error_set(err, ALTAR_ETOOBIG, "%s %.200s: response larger than %zu bytes", method, url,
-                           h->max_bytes);
-  if (k && k->io_failed)
-    return altar_error_set(err, ALTAR_EIO, "%s %.200s: cannot store the response", method, url);
+    return altar_error_set(err, ALTAR_ETOOBIG, "%s %.200s: response larger than %zu bytes", method, url, h->max_bytes);
+  if (k && k->io_failed) return altar_error_set(err, ALTAR_EIO, "%s %.200s: cannot store the response", method, url);
   if (cc == CURLE_OPERATION_TIMEDOUT)
     return altar_error_set_retriable(err, ALTAR_ETIMEOUT, "%s %.200s: timed out: %s", method, url, why);
   return altar_error_set_retriable(err, ALTAR_ESTORAGE, "%s %.200s: %s", method, url, why);
@@ -222,8 +214,7 @@ static int http_exists(altar_storage_t *s, const char *url, bool *pexists, altar
 }
 
 /* Downloads straight into a temp file, never holding the body in memory. */
-static int http_as_local_file(altar_storage_t *s, const char *url, altar_local_file_t *out,
-                              altar_error_t *err) {
+static int http_as_local_file(altar_storage_t *s, const char *url, altar_local_file_t *out, altar_error_t *err) {
   out->path = NULL;
   out->release = NULL;
   if (!is_http_url(url))

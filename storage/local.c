@@ -29,16 +29,14 @@ static int to_path(const char *uri, char **pout, altar_error_t *err) {
   *pout = NULL;
   if (!uri || !*uri) return altar_error_set(err, ALTAR_EINVAL, "path: must not be empty");
   if (strncmp(uri, "file://", 7) != 0) {
-    if (strstr(uri, "://"))
-      return altar_error_set(err, ALTAR_EINVAL, "'%.200s': not a local path or file:// URI", uri);
+    if (strstr(uri, "://")) return altar_error_set(err, ALTAR_EINVAL, "'%.200s': not a local path or file:// URI", uri);
     *pout = strdup(uri);
     return *pout ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "path: out of memory");
   }
   const char *p = uri + 7;
   if (strncmp(p, "localhost/", 10) == 0) p += 9;
   if (*p != '/')
-    return altar_error_set(err, ALTAR_EINVAL, "'%.200s': a file:// URI must name a local absolute path",
-                           uri);
+    return altar_error_set(err, ALTAR_EINVAL, "'%.200s': a file:// URI must name a local absolute path", uri);
   size_t n = strlen(p);
   char *out = malloc(n + 1);
   if (!out) return altar_error_set(err, ALTAR_ENOMEM, "path: out of memory");
@@ -164,8 +162,7 @@ static int local_read_bytes(altar_storage_t *s, const char *uri, altar_buf_t *ou
   if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
     rc = altar_error_set(err, ALTAR_EINVAL, "%.300s: is a directory", path);
   } else if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uintmax_t)st.st_size > MAX_READ) {
-    rc = altar_error_set(err, ALTAR_ETOOBIG, "%.300s: %lld bytes, more than %u", path, (long long)st.st_size,
-                         MAX_READ);
+    rc = altar_error_set(err, ALTAR_ETOOBIG, "%.300s: %lld bytes, more than %u", path, (long long)st.st_size, MAX_READ);
   } else {
     char *chunk = malloc(COPY_CHUNK);
     if (!chunk) rc = altar_error_set(err, ALTAR_ENOMEM, "%.300s: out of memory", path);
@@ -194,16 +191,14 @@ static int local_exists(altar_storage_t *s, const char *uri, bool *pexists, alta
   int rc = to_path(uri, &path, err);
   if (rc) return rc;
   struct stat st;
-  if (stat(path, &st) == 0)
-    *pexists = true;
+  if (stat(path, &st) == 0) *pexists = true;
   else if (errno != ENOENT && errno != ENOTDIR)
     rc = altar_error_set(err, ALTAR_EIO, "%.300s: cannot stat: %s", path, strerror(errno));
   free(path);
   return rc;
 }
 
-static int local_write_bytes(altar_storage_t *s, const char *uri, const void *data, size_t len,
-                             altar_error_t *err) {
+static int local_write_bytes(altar_storage_t *s, const char *uri, const void *data, size_t len, altar_error_t *err) {
   (void)s;
   char *path, *tmp;
   int fd = -1;
@@ -231,8 +226,7 @@ static int local_mkdirs(altar_storage_t *s, const char *uri, altar_error_t *err)
 /* Streams src into dest like cp -p: mode and times kept. A destination that
  * is a directory receives the file under its own name; a destination that
  * is the source itself (same device and inode) is left alone. */
-static int local_upload(altar_storage_t *s, const char *local_path, const char *dest_uri,
-                        altar_error_t *err) {
+static int local_upload(altar_storage_t *s, const char *local_path, const char *dest_uri, altar_error_t *err) {
   (void)s;
   char *src = NULL, *dest = NULL, *tmp = NULL;
   int in = -1, fd = -1;
@@ -291,8 +285,7 @@ out:
   return rc;
 }
 
-static int local_as_local_file(altar_storage_t *s, const char *uri, altar_local_file_t *out,
-                               altar_error_t *err) {
+static int local_as_local_file(altar_storage_t *s, const char *uri, altar_local_file_t *out, altar_error_t *err) {
   (void)s;
   out->path = NULL;
   out->release = NULL; /* the file is ours to read, not to delete */
@@ -301,8 +294,8 @@ static int local_as_local_file(altar_storage_t *s, const char *uri, altar_local_
   if (rc) return rc;
   struct stat st;
   if (stat(path, &st) != 0) {
-    rc = altar_error_set(err, errno == ENOENT || errno == ENOTDIR ? ALTAR_ENOTFOUND : ALTAR_EIO,
-                         "%.300s: %s", path, strerror(errno));
+    rc = altar_error_set(err, errno == ENOENT || errno == ENOTDIR ? ALTAR_ENOTFOUND : ALTAR_EIO, "%.300s: %s", path,
+                         strerror(errno));
     free(path);
     return rc;
   }
@@ -393,7 +386,8 @@ static int walk(const char *dir, const char *rel, const char *want, int depth, f
         r[rl + nl + 1] = '\0';
         rc = walk(p, r, want, depth + 1, f, err);
       } else if (S_ISREG(st.st_mode) && rl + nl >= wl) {
-        if (found_add(f, r, (unsigned long long)st.st_size)) rc = altar_error_set(err, ALTAR_ENOMEM, "list: out of memory");
+        if (found_add(f, r, (unsigned long long)st.st_size))
+          rc = altar_error_set(err, ALTAR_ENOMEM, "list: out of memory");
         else r = NULL;
       }
     }

@@ -32,8 +32,8 @@
 
 typedef struct s3 {
   altar_cloud_base_t base; /* first: the shared operations read it */
-  char *scheme;   /* "http" or "https" */
-  char *hostport; /* host[:port] of the endpoint */
+  char *scheme;            /* "http" or "https" */
+  char *hostport;          /* host[:port] of the endpoint */
   bool virtual_host;
   bool style_auto; /* a dotted bucket then goes path style (its name breaks the TLS host match) */
   char *region;
@@ -113,8 +113,7 @@ static int s3_open(altar_storage_t *s, const altar_strmap_t *options, altar_erro
   if (!region) region = "us-east-1";
   if (!region_ok(region))
     rc = altar_error_set(err, ALTAR_EINVAL, "option region: '%.64s' is not a region name (a-z 0-9 -)", region);
-  else if (!(b->region = strdup(region)))
-    rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
+  else if (!(b->region = strdup(region))) rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
   const char *endpoint = altar__cloud_setting(options, "endpoint", endpoint_env);
   bool custom = endpoint != NULL;
   char aws[128];
@@ -128,8 +127,9 @@ static int s3_open(altar_storage_t *s, const altar_strmap_t *options, altar_erro
     if (!style || !strcmp(style, "auto")) b->virtual_host = !custom, b->style_auto = true;
     else if (!strcmp(style, "virtual")) b->virtual_host = true;
     else if (!strcmp(style, "path")) b->virtual_host = false;
-    else rc = altar_error_set(err, ALTAR_EINVAL, "option addressing_style: '%.40s' is not one of auto, path, virtual",
-                              style);
+    else
+      rc = altar_error_set(err, ALTAR_EINVAL, "option addressing_style: '%.40s' is not one of auto, path, virtual",
+                           style);
   }
   const char *v;
   if (!rc && (v = options ? altar_strmap_get(options, "checksum") : NULL)) {
@@ -150,8 +150,7 @@ static int s3_open(altar_storage_t *s, const altar_strmap_t *options, altar_erro
     long long off = strtoll(v, &end, 10);
     if (errno || end == v || *end || off < -86400 || off > 86400)
       rc = altar_error_set(err, ALTAR_EINVAL, "option time_offset_s: '%.40s' is not an integer in -86400..86400", v);
-    else
-      b->time_offset_s = off;
+    else b->time_offset_s = off;
   }
   if (!rc) rc = altar__s3_creds_load(options, &b->creds, err);
   if (!rc) rc = altar__cloud_http_init(&b->base.http, err);
@@ -163,9 +162,7 @@ static int s3_open(altar_storage_t *s, const altar_strmap_t *options, altar_erro
   return ALTAR_OK;
 }
 
-static void s3_close(altar_storage_t *s) {
-  s3_free(altar_storage_impl(s));
-}
+static void s3_close(altar_storage_t *s) { s3_free(altar_storage_impl(s)); }
 
 /* ---- requests ------------------------------------------------------------------------- */
 
@@ -228,17 +225,15 @@ static int s3_call(s3_t *b, altar_cloud_req_t *r, const char *bucket, const char
     if (altar_buf_append_str(&host, bucket) || altar_buf_append_str(&host, ".")) rc = ALTAR_ENOMEM;
   }
   if (!rc && (altar_buf_append_str(&host, b->hostport) || altar_buf_append(&host, "", 1))) rc = ALTAR_ENOMEM;
-  if (!rc && !vh && (altar_buf_append_str(&path, "/") || altar__cloud_pct(&path, bucket, false)))
-    rc = ALTAR_ENOMEM;
-  if (!rc && (*key || vh) &&
-      (altar_buf_append_str(&path, "/") || altar__cloud_pct(&path, key, true)))
+  if (!rc && !vh && (altar_buf_append_str(&path, "/") || altar__cloud_pct(&path, bucket, false))) rc = ALTAR_ENOMEM;
+  if (!rc && (*key || vh) && (altar_buf_append_str(&path, "/") || altar__cloud_pct(&path, key, true)))
     rc = ALTAR_ENOMEM;
   if (!rc && altar_buf_append(&path, "", 1)) rc = ALTAR_ENOMEM;
-  if (!rc && (altar_buf_append_str(&url, b->scheme) || altar_buf_append_str(&url, "://") ||
-              altar_buf_append_str(&url, (const char *)host.data) ||
-              altar_buf_append_str(&url, (const char *)path.data) ||
-              (*query && (altar_buf_append_str(&url, "?") || altar_buf_append_str(&url, query))) ||
-              altar_buf_append(&url, "", 1)))
+  if (!rc &&
+      (altar_buf_append_str(&url, b->scheme) || altar_buf_append_str(&url, "://") ||
+       altar_buf_append_str(&url, (const char *)host.data) || altar_buf_append_str(&url, (const char *)path.data) ||
+       (*query && (altar_buf_append_str(&url, "?") || altar_buf_append_str(&url, query))) ||
+       altar_buf_append(&url, "", 1)))
     rc = ALTAR_ENOMEM;
   char date[17];
   altar__s3_amz_date(time(NULL) + (time_t)b->time_offset_s, date);
@@ -309,8 +304,12 @@ static int download(altar_storage_t *s, const char *uri, bool to_fd, int fd, alt
     altar__cloud_uri_clear(&u);
     return rc;
   }
-  altar_cloud_req_t r = {.method = "GET", .out_is_fd = to_fd, .out_fd = fd, .out_buf = to_fd ? NULL : buf,
-                         .out_max = to_fd ? 0 : b->base.max_bytes, .down_sum = &sum};
+  altar_cloud_req_t r = {.method = "GET",
+                         .out_is_fd = to_fd,
+                         .out_fd = fd,
+                         .out_buf = to_fd ? NULL : buf,
+                         .out_max = to_fd ? 0 : b->base.max_bytes,
+                         .down_sum = &sum};
   rc = s3_call(b, &r, u.bucket, u.key, "", NULL, NULL, err);
   if (!rc && (r.status < 200 || r.status > 299)) rc = fail_status(&r, uri, err);
   if (!rc && r.content_length >= 0 && (uint64_t)r.content_length != r.received)
@@ -454,7 +453,7 @@ static int put_multipart(s3_t *b, const altar_cloud_uri_t *u, const char *uri, c
    * while the current one is on the wire. */
   prep_t slot[2] = {{.src = src, .uri = uri}, {.src = src, .uri = uri}};
   for (int k = 0; k < 2 && src->is_fd; k++) slot[k].buf = malloc((size_t)part);
-  char (*etags)[160] = calloc(nparts, sizeof *etags);
+  char(*etags)[160] = calloc(nparts, sizeof *etags);
   altar_buf_t q = {0}, done = {0};
   if ((src->is_fd && (!slot[0].buf || !slot[1].buf)) || !etags)
     rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
@@ -500,8 +499,9 @@ static int put_multipart(s3_t *b, const altar_cloud_uri_t *u, const char *uri, c
     }
     if (!rc) rc = altar_buf_append_str(&done, "</CompleteMultipartUpload>");
     altar_buf_reset(&q);
-    if (!rc) rc = altar_buf_append_str(&q, "uploadId=") || altar__cloud_pct(&q, upload_id, false) ||
-                  altar_buf_append(&q, "", 1);
+    if (!rc)
+      rc = altar_buf_append_str(&q, "uploadId=") || altar__cloud_pct(&q, upload_id, false) ||
+           altar_buf_append(&q, "", 1);
     if (rc) rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");
   }
   if (!rc) {
@@ -579,7 +579,8 @@ static int s3_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn
       rc = ALTAR_ENOMEM;
     snprintf(num, sizeof num, "list-type=2&max-keys=%llu", (unsigned long long)b->page_size);
     if (!rc && altar_buf_append_str(&q, num)) rc = ALTAR_ENOMEM;
-    if (!rc && *u.key && (altar_buf_append_str(&q, "&prefix=") || altar__cloud_pct(&q, u.key, false))) rc = ALTAR_ENOMEM;
+    if (!rc && *u.key && (altar_buf_append_str(&q, "&prefix=") || altar__cloud_pct(&q, u.key, false)))
+      rc = ALTAR_ENOMEM;
     if (!rc && altar_buf_append(&q, "", 1)) rc = ALTAR_ENOMEM;
     if (rc) {
       rc = altar_error_set(err, ALTAR_ENOMEM, LABEL ": out of memory");

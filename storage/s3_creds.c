@@ -25,8 +25,7 @@ static int value_ok(const char *what, const char *v, altar_error_t *err) {
     return altar_error_set(err, ALTAR_EINVAL, "s3 credentials: %s must be 1..%d characters", what, MAX_CRED_VALUE);
   for (size_t i = 0; i < n; i++)
     if (v[i] <= 0x20 || v[i] >= 0x7f)
-      return altar_error_set(err, ALTAR_EINVAL, "s3 credentials: %s holds a space or a non-printable character",
-                             what);
+      return altar_error_set(err, ALTAR_EINVAL, "s3 credentials: %s holds a space or a non-printable character", what);
   return ALTAR_OK;
 }
 
@@ -55,9 +54,9 @@ static char *trim(char *s) {
 /* The INI-style file: [name] (or [profile name]) sections of key = value. */
 static int from_file(altar_s3_creds_t *c, const char *path, const char *profile, altar_error_t *err) {
   FILE *f = fopen(path, "r");
-  if (!f) return errno == ENOENT ? ALTAR_ENOTFOUND
-                                 : altar_error_set(err, ALTAR_EIO, "s3 credentials file '%.300s': %s", path,
-                                                   strerror(errno));
+  if (!f)
+    return errno == ENOENT ? ALTAR_ENOTFOUND
+                           : altar_error_set(err, ALTAR_EIO, "s3 credentials file '%.300s': %s", path, strerror(errno));
   char line[MAX_CRED_VALUE + 128];
   char ak[MAX_CRED_VALUE + 1] = "", sk[MAX_CRED_VALUE + 1] = "", tok[MAX_CRED_VALUE + 1] = "";
   bool in = false, found = false;
@@ -80,8 +79,7 @@ static int from_file(altar_s3_creds_t *c, const char *path, const char *profile,
     if (*s == '[') {
       char *end = strchr(s, ']');
       if (!end) {
-        rc = altar_error_set(err, ALTAR_EDECODE, "s3 credentials file '%.300s': line %zu: unclosed '['", path,
-                             lineno);
+        rc = altar_error_set(err, ALTAR_EDECODE, "s3 credentials file '%.300s': line %zu: unclosed '['", path, lineno);
         break;
       }
       *end = '\0';

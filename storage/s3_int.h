@@ -26,9 +26,9 @@ void altar__s3_sha256_hex(const void *p, size_t n, char out[65]);
  * query ("" for none), headers every signed header (sorted here),
  * payload_hash the hex SHA-256 of the body or "UNSIGNED-PAYLOAD". */
 int altar__s3_sign(const char *method, const char *canonical_uri, const char *canonical_query,
-                   const altar_s3_header_t *headers, size_t n_headers, const char *payload_hash,
-                   const char *amz_date, const char *region, const char *service, const char *access_key,
-                   const char *secret_key, altar_buf_t *out, altar_error_t *err);
+                   const altar_s3_header_t *headers, size_t n_headers, const char *payload_hash, const char *amz_date,
+                   const char *region, const char *service, const char *access_key, const char *secret_key,
+                   altar_buf_t *out, altar_error_t *err);
 
 typedef struct altar_s3_creds {
   char *access_key;

@@ -32,9 +32,9 @@ static int by_name(const void *a, const void *b) {
 }
 
 int altar__s3_sign(const char *method, const char *canonical_uri, const char *canonical_query,
-                   const altar_s3_header_t *headers, size_t n_headers, const char *payload_hash,
-                   const char *amz_date, const char *region, const char *service, const char *access_key,
-                   const char *secret_key, altar_buf_t *out, altar_error_t *err) {
+                   const altar_s3_header_t *headers, size_t n_headers, const char *payload_hash, const char *amz_date,
+                   const char *region, const char *service, const char *access_key, const char *secret_key,
+                   altar_buf_t *out, altar_error_t *err) {
   if (n_headers > 32) return altar_error_set(err, ALTAR_EINVAL, "s3: too many signed headers");
   altar_s3_header_t sorted[32];
   memcpy(sorted, headers, n_headers * sizeof *headers);

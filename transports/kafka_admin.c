@@ -23,17 +23,14 @@ static bool retry_after(altar__kafka_t *k, int64_t deadline, int attempt, const 
 }
 
 /* Waits for one admin result event on q. */
-static rd_kafka_event_t *await_event(rd_kafka_queue_t *q, int timeout_ms) {
-  return rd_kafka_queue_poll(q, timeout_ms);
-}
+static rd_kafka_event_t *await_event(rd_kafka_queue_t *q, int timeout_ms) { return rd_kafka_queue_poll(q, timeout_ms); }
 
 /* ---- create ---------------------------------------------------------------- */
 
 static int create_once(altar__kafka_t *k, const char *topic, int32_t partitions, const altar_strmap_t *config,
                        int timeout_ms, altar_error_t *err) {
   char errstr[256];
-  rd_kafka_NewTopic_t *nt =
-      rd_kafka_NewTopic_new(topic, partitions, k->replication_factor, errstr, sizeof errstr);
+  rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, k->replication_factor, errstr, sizeof errstr);
   if (!nt) return altar_error_set(err, ALTAR_EINVAL, "create topic %s: %s", topic, errstr);
   for (size_t i = 0; config && i < config->n; i++)
     if (rd_kafka_NewTopic_set_config(nt, config->keys[i], config->vals[i])) {
@@ -58,8 +55,8 @@ static int create_once(altar__kafka_t *k, const char *topic, int32_t partitions,
         rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &cnt);
     rd_kafka_resp_err_t code = cnt ? rd_kafka_topic_result_error(res[0]) : RD_KAFKA_RESP_ERR__FAIL;
     const char *why = cnt ? rd_kafka_topic_result_error_string(res[0]) : "no result";
-    rc = code ? altar__kafka_err(k, err, code, "create topic %s (%d partitions): %s", topic,
-                                 (int)partitions, why ? why : "")
+    rc = code ? altar__kafka_err(k, err, code, "create topic %s (%d partitions): %s", topic, (int)partitions,
+                                 why ? why : "")
               : ALTAR_OK;
   }
   if (ev) rd_kafka_event_destroy(ev);
@@ -93,8 +90,8 @@ static int await_visible(altar__kafka_t *k, const char *topic, int32_t partition
   } while (remaining(deadline) > 0);
   rd_kafka_topic_destroy(rkt);
   if (rc)
-    altar__kafka_err(k, err, RD_KAFKA_RESP_ERR__TIMED_OUT,
-                     "create topic %s: created but not visible in metadata", topic);
+    altar__kafka_err(k, err, RD_KAFKA_RESP_ERR__TIMED_OUT, "create topic %s: created but not visible in metadata",
+                     topic);
   return rc;
 }
 
@@ -112,8 +109,7 @@ static void warm_metadata(altar__kafka_t *k, const char *topic, int64_t deadline
   rd_kafka_topic_destroy(rkt);
 }
 
-int altar__kafka_create_topic(altar_transport_t *t, const char *topic, int32_t partitions,
-                              altar_error_t *err) {
+int altar__kafka_create_topic(altar_transport_t *t, const char *topic, int32_t partitions, altar_error_t *err) {
   return altar__kafka_create_topic_config(t, topic, partitions, NULL, err);
 }
 
@@ -123,8 +119,8 @@ int altar__kafka_create_topic_config(altar_transport_t *t, const char *topic, in
   int rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
   if (partitions < 1 || partitions > 100000)
-    return altar_error_set(err, ALTAR_EINVAL, "create topic %s: partitions must be in [1, 100000], got %d",
-                           topic, (int)partitions);
+    return altar_error_set(err, ALTAR_EINVAL, "create topic %s: partitions must be in [1, 100000], got %d", topic,
+                           (int)partitions);
   int64_t deadline = altar_mono_ms() + k->timeout_ms;
   altar_error_t e = {0};
   for (int attempt = 1;; attempt++) {
@@ -290,8 +286,8 @@ out:
   return ALTAR_OK;
 }
 
-int altar__kafka_list_topics(altar_transport_t *t, const char *topic, int timeout_ms,
-                             altar_topic_list_t **plist, altar_error_t *err) {
+int altar__kafka_list_topics(altar_transport_t *t, const char *topic, int timeout_ms, altar_topic_list_t **plist,
+                             altar_error_t *err) {
   altar__kafka_t *k = altar__kafka(t);
   *plist = NULL;
   if (topic) {
@@ -452,8 +448,8 @@ rd_kafka_resp_err_t altar__kafka_committed_list(altar__kafka_t *k, const char *g
   return code;
 }
 
-static int committed_once(altar__kafka_t *k, const char *group, const char *topic, int32_t partition,
-                          int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err) {
+static int committed_once(altar__kafka_t *k, const char *group, const char *topic, int32_t partition, int timeout_ms,
+                          int64_t *poffset, char **pmetadata, altar_error_t *err) {
   rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(l, topic, partition);
   altar_error_t he = {0};
@@ -471,8 +467,8 @@ static int committed_once(altar__kafka_t *k, const char *group, const char *topi
   } else if (p->offset >= 0) {
     if (p->metadata_size > ALTAR_COMMIT_METADATA_MAX) {
       rc = altar_error_set(err, ALTAR_ETOOBIG,
-                           "committed offset of group %s on %s [%d]: metadata of %zu bytes exceeds %d", group,
-                           topic, (int)partition, p->metadata_size, ALTAR_COMMIT_METADATA_MAX);
+                           "committed offset of group %s on %s [%d]: metadata of %zu bytes exceeds %d", group, topic,
+                           (int)partition, p->metadata_size, ALTAR_COMMIT_METADATA_MAX);
     } else {
       char *md = malloc(p->metadata_size + 1);
       if (!md) {
@@ -497,8 +493,7 @@ int altar__kafka_committed(altar_transport_t *t, const char *group, const char *
   int rc = altar_transport_check_name("group", group, err);
   if (!rc) rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
-  if (partition < 0)
-    return altar_error_set(err, ALTAR_EINVAL, "committed: partition %d is invalid", (int)partition);
+  if (partition < 0) return altar_error_set(err, ALTAR_EINVAL, "committed: partition %d is invalid", (int)partition);
   int64_t deadline = altar_mono_ms() + (timeout_ms > 0 ? timeout_ms : k->timeout_ms);
   altar_error_t e = {0};
   for (int attempt = 1;; attempt++) {

@@ -25,18 +25,42 @@ typedef struct required {
 } required_t;
 
 static const required_t required[] = {
-    {ALTAR__KAFKA_PRODUCER, "enable.idempotence", NULL, "true", {"true", "1"},
+    {ALTAR__KAFKA_PRODUCER,
+     "enable.idempotence",
+     NULL,
+     "true",
+     {"true", "1"},
      "acknowledged records must be written exactly once and in order"},
-    {ALTAR__KAFKA_PRODUCER, "acks", "request.required.acks", "all", {"all", "-1"},
+    {ALTAR__KAFKA_PRODUCER,
+     "acks",
+     "request.required.acks",
+     "all",
+     {"all", "-1"},
      "a record counts as delivered only once every in-sync replica has it"},
-    {ALTAR__KAFKA_PRODUCER, "partitioner", NULL, "murmur2_random", {"murmur2_random"},
+    {ALTAR__KAFKA_PRODUCER,
+     "partitioner",
+     NULL,
+     "murmur2_random",
+     {"murmur2_random"},
      "keys must map to the same partitions as in the local transport and Java clients"},
-    {ALTAR__KAFKA_CONSUMER, "enable.auto.commit", NULL, "false", {"false", "0"},
+    {ALTAR__KAFKA_CONSUMER,
+     "enable.auto.commit",
+     NULL,
+     "false",
+     {"false", "0"},
      "offsets are committed only by altar, after the work is done"},
-    {ALTAR__KAFKA_CONSUMER, "enable.auto.offset.store", NULL, "false", {"false", "0"},
+    {ALTAR__KAFKA_CONSUMER,
+     "enable.auto.offset.store",
+     NULL,
+     "false",
+     {"false", "0"},
      "offsets are committed only by altar, after the work is done"},
-    {ALTAR__KAFKA_CONSUMER, "partition.assignment.strategy", NULL, "cooperative-sticky",
-     {"cooperative-sticky"}, "altar rebalances incrementally (cooperative-sticky)"},
+    {ALTAR__KAFKA_CONSUMER,
+     "partition.assignment.strategy",
+     NULL,
+     "cooperative-sticky",
+     {"cooperative-sticky"},
+     "altar rebalances incrementally (cooperative-sticky)"},
 };
 
 /* Defaults altar picks where librdkafka's suit a fleet badly; any of them
@@ -118,8 +142,7 @@ void altar__kafka_redact(const altar__kafka_secrets_t *sec, char *s, size_t cap)
   }
 }
 
-void altar__kafka_scrub_copy(const altar__kafka_secrets_t *sec, char *dst, size_t cap,
-                             const char *msg) {
+void altar__kafka_scrub_copy(const altar__kafka_secrets_t *sec, char *dst, size_t cap, const char *msg) {
   if (!dst || cap == 0) return;
   snprintf(dst, cap, "%s", msg ? msg : "");
   altar__kafka_redact(sec, dst, cap);
@@ -130,9 +153,18 @@ void altar__kafka_scrub_copy(const altar__kafka_secrets_t *sec, char *dst, size_
  * switched from local to kafka may still carry them. auto.offset.reset is
  * not here: both transports read it. */
 static const char *const local_keys[] = {
-    "dir",           "fsync",          "group.commit.ms",   "group.commit.bytes", "retention.bytes",
-    "retention.ms",  "num.partitions", "segment.bytes",     "max.record.bytes",   "queue.max.records",
-    "auto.create.topics", "rebalance.check.ms",
+    "dir",
+    "fsync",
+    "group.commit.ms",
+    "group.commit.bytes",
+    "retention.bytes",
+    "retention.ms",
+    "num.partitions",
+    "segment.bytes",
+    "max.record.bytes",
+    "queue.max.records",
+    "auto.create.topics",
+    "rebalance.check.ms",
 };
 
 bool altar__kafka_key_is_ours(const char *key) {
@@ -156,39 +188,34 @@ static int check_required(const altar_strmap_t *props, altar__kafka_role_t role,
     for (size_t k = 0; k < 2 && names[k]; k++) {
       const char *v = props ? altar_strmap_get(props, names[k]) : NULL;
       if (v && !accepted(r, v))
-        return altar_error_set(err, ALTAR_ECONFIG,
-                               "transport.kafka.%s: must be %s (got \"%s\"): %s", names[k],
+        return altar_error_set(err, ALTAR_ECONFIG, "transport.kafka.%s: must be %s (got \"%s\"): %s", names[k],
                                r->value, v, r->why);
     }
   }
   return ALTAR_OK;
 }
 
-static int set_one(rd_kafka_conf_t *conf, const char *key, const char *val,
-                   const altar__kafka_secrets_t *sec, altar_error_t *err) {
+static int set_one(rd_kafka_conf_t *conf, const char *key, const char *val, const altar__kafka_secrets_t *sec,
+                   altar_error_t *err) {
   char errstr[512];
   rd_kafka_conf_res_t res = rd_kafka_conf_set(conf, key, val, errstr, sizeof errstr);
   if (res == RD_KAFKA_CONF_OK) return ALTAR_OK;
   if (res == RD_KAFKA_CONF_UNKNOWN)
-    return altar_error_set(err, ALTAR_ECONFIG, "transport.kafka.%s: unknown librdkafka property",
-                           key);
+    return altar_error_set(err, ALTAR_ECONFIG, "transport.kafka.%s: unknown librdkafka property", key);
   altar__kafka_redact(sec, errstr, sizeof errstr);
   /* librdkafka quotes a rejected value; for a secret, say only that. */
   if (altar__kafka_key_is_secret(key) && strstr(errstr, "nvalid value"))
-    return altar_error_set(err, ALTAR_ECONFIG,
-                           "transport.kafka.%s: value rejected by librdkafka (value not shown)",
+    return altar_error_set(err, ALTAR_ECONFIG, "transport.kafka.%s: value rejected by librdkafka (value not shown)",
                            key);
   return altar_error_set(err, ALTAR_ECONFIG, "transport.kafka.%s: %s", key, errstr);
 }
 
-rd_kafka_conf_t *altar__kafka_conf_build(const altar_strmap_t *props, altar__kafka_role_t role,
-                                         const char *group_id, altar__kafka_secrets_t *sec,
-                                         altar_error_t *err) {
+rd_kafka_conf_t *altar__kafka_conf_build(const altar_strmap_t *props, altar__kafka_role_t role, const char *group_id,
+                                         altar__kafka_secrets_t *sec, altar_error_t *err) {
   if (check_required(props, role, err) != ALTAR_OK) return NULL;
   if (props)
     for (size_t i = 0; i < props->n; i++)
-      if (altar__kafka_key_is_secret(props->keys[i]) &&
-          altar__kafka_secrets_add(sec, props->vals[i]) != ALTAR_OK) {
+      if (altar__kafka_key_is_secret(props->keys[i]) && altar__kafka_secrets_add(sec, props->vals[i]) != ALTAR_OK) {
         altar_error_set(err, ALTAR_ENOMEM, "transport.kafka: out of memory");
         return NULL;
       }
@@ -205,16 +232,12 @@ rd_kafka_conf_t *altar__kafka_conf_build(const altar_strmap_t *props, altar__kaf
       if (set_one(conf, props->keys[i], props->vals[i], sec, err) != ALTAR_OK) goto fail;
     }
   for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
-    if (required[i].role == role &&
-        set_one(conf, required[i].key, required[i].value, sec, err) != ALTAR_OK)
-      goto fail;
+    if (required[i].role == role && set_one(conf, required[i].key, required[i].value, sec, err) != ALTAR_OK) goto fail;
   for (size_t i = 0; i < sizeof fallbacks / sizeof fallbacks[0]; i++)
     if (fallbacks[i].role == role && !(props && altar_strmap_get(props, fallbacks[i].key)) &&
         set_one(conf, fallbacks[i].key, fallbacks[i].value, sec, err) != ALTAR_OK)
       goto fail;
-  if (role == ALTAR__KAFKA_CONSUMER && group_id &&
-      set_one(conf, "group.id", group_id, sec, err) != ALTAR_OK)
-    goto fail;
+  if (role == ALTAR__KAFKA_CONSUMER && group_id && set_one(conf, "group.id", group_id, sec, err) != ALTAR_OK) goto fail;
   return conf;
 fail:
   rd_kafka_conf_destroy(conf);

@@ -53,9 +53,8 @@ void altar__kafka_redact(const altar__kafka_secrets_t *sec, char *s, size_t cap)
  * Consumers default to auto.offset.reset=earliest unless props set it.
  * Every secret value is added to sec. Returns a new conf (the caller passes
  * it to rd_kafka_new or frees it with rd_kafka_conf_destroy) or NULL. */
-rd_kafka_conf_t *altar__kafka_conf_build(const altar_strmap_t *props, altar__kafka_role_t role,
-                                         const char *group_id, altar__kafka_secrets_t *sec,
-                                         altar_error_t *err);
+rd_kafka_conf_t *altar__kafka_conf_build(const altar_strmap_t *props, altar__kafka_role_t role, const char *group_id,
+                                         altar__kafka_secrets_t *sec, altar_error_t *err);
 
 /* "key=value\n" lines of the complete effective configuration of conf, with
  * the value of each secret property shown as "[redacted]". Caller frees;
@@ -64,7 +63,6 @@ char *altar__kafka_conf_describe(const rd_kafka_conf_t *conf);
 
 /* Copies msg into dst (cap bytes) with secrets scrubbed: every error the
  * transport returns goes through it. */
-void altar__kafka_scrub_copy(const altar__kafka_secrets_t *sec, char *dst, size_t cap,
-                             const char *msg);
+void altar__kafka_scrub_copy(const altar__kafka_secrets_t *sec, char *dst, size_t cap, const char *msg);
 
 #endif

@@ -50,8 +50,7 @@ void altar__kafka_pos_clear(altar__kafka_t *k) {
 /* ---- helpers ------------------------------------------------------------------ */
 
 static int need_consumer(altar__kafka_t *k, const char *what, altar_error_t *err) {
-  if (!k->cons)
-    return altar_error_set(err, ALTAR_ESTATE, "%s: not consuming (call subscribe or assign first)", what);
+  if (!k->cons) return altar_error_set(err, ALTAR_ESTATE, "%s: not consuming (call subscribe or assign first)", what);
   return ALTAR_OK;
 }
 
@@ -187,8 +186,10 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t code, rd_kafka_topi
     assign_partitions(k, rk, parts, cooperative);
   } else if (code == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
     if (rd_kafka_assignment_lost(rk))
-      altar__kafka_warn(k, "rebalance: %d partitions were lost (the group moved on without this member); "
-                           "commits for them will fail", parts->cnt);
+      altar__kafka_warn(k,
+                        "rebalance: %d partitions were lost (the group moved on without this member); "
+                        "commits for them will fail",
+                        parts->cnt);
     tell(k, ALTAR_REBALANCE_REVOKE, parts);
     for (int i = 0; i < parts->cnt; i++) pos_remove(k, parts->elems[i].topic, parts->elems[i].partition);
     if (cooperative) {
@@ -234,10 +235,9 @@ int altar__kafka_subscribe(altar_transport_t *t, const char *group, const char *
   if (rc) return rc;
   char store[ALTAR_GROUP_NAME_MAX + 16];
   if (altar__kafka_offsets_group(group, store, sizeof store))
-    return altar_error_set(err, ALTAR_EINVAL,
-                           "group: longer than %zu characters (its offsets are kept in group <group>%s)",
-                           (size_t)ALTAR_GROUP_NAME_MAX - strlen(ALTAR__KAFKA_OFFSETS_SUFFIX),
-                           ALTAR__KAFKA_OFFSETS_SUFFIX);
+    return altar_error_set(
+        err, ALTAR_EINVAL, "group: longer than %zu characters (its offsets are kept in group <group>%s)",
+        (size_t)ALTAR_GROUP_NAME_MAX - strlen(ALTAR__KAFKA_OFFSETS_SUFFIX), ALTAR__KAFKA_OFFSETS_SUFFIX);
   if (n_topics == 0 || !topics) return altar_error_set(err, ALTAR_EINVAL, "subscribe: no topics");
   for (size_t i = 0; i < n_topics; i++)
     if ((rc = altar_transport_check_name("topic", topics[i], err))) return rc;
@@ -246,8 +246,7 @@ int altar__kafka_subscribe(altar_transport_t *t, const char *group, const char *
   k->rb_ctx = cb_ctx;
   if ((rc = make_consumer(k, group, true, err))) goto fail;
   rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n_topics);
-  for (size_t i = 0; i < n_topics; i++)
-    rd_kafka_topic_partition_list_add(l, topics[i], RD_KAFKA_PARTITION_UA);
+  for (size_t i = 0; i < n_topics; i++) rd_kafka_topic_partition_list_add(l, topics[i], RD_KAFKA_PARTITION_UA);
   rd_kafka_resp_err_t code = rd_kafka_subscribe(k->cons, l);
   rd_kafka_topic_partition_list_destroy(l);
   if (code) {
@@ -322,8 +321,8 @@ int altar__kafka_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pms
       return ALTAR_OK;
     }
     char what[256];
-    snprintf(what, sizeof what, "consume %s [%d]: %.*s", topic, (int)m->partition,
-             (int)(m->len < 160 ? m->len : 160), m->payload ? (const char *)m->payload : "");
+    snprintf(what, sizeof what, "consume %s [%d]: %.*s", topic, (int)m->partition, (int)(m->len < 160 ? m->len : 160),
+             m->payload ? (const char *)m->payload : "");
     rd_kafka_message_destroy(m);
     return altar__kafka_err(k, err, code, "%s", what);
   }
@@ -332,8 +331,8 @@ int altar__kafka_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pms
   if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs) nh = rd_kafka_header_cnt(hdrs);
   const char *topic = rd_kafka_topic_name(m->rkt);
   if (nh > ALTAR_HEADERS_MAX) {
-    altar__kafka_warn(k, "consume %s [%d] @%lld: %zu headers, only the first %d are kept", topic,
-                      (int)m->partition, (long long)m->offset, nh, ALTAR_HEADERS_MAX);
+    altar__kafka_warn(k, "consume %s [%d] @%lld: %zu headers, only the first %d are kept", topic, (int)m->partition,
+                      (long long)m->offset, nh, ALTAR_HEADERS_MAX);
     nh = ALTAR_HEADERS_MAX;
   }
   kmsg_t *km = calloc(1, sizeof *km + nh * sizeof km->hdrs[0]);
@@ -387,8 +386,7 @@ static int pause_resume(altar__kafka_t *k, bool pause, const altar_tp_t *parts, 
   if (l->cnt) code = pause ? rd_kafka_pause_partitions(k->cons, l) : rd_kafka_resume_partitions(k->cons, l);
   for (int i = 0; !code && i < l->cnt; i++)
     if (l->elems[i].err) {
-      rc = altar__kafka_err(k, err, l->elems[i].err, "%s %s [%d]", what, l->elems[i].topic,
-                            (int)l->elems[i].partition);
+      rc = altar__kafka_err(k, err, l->elems[i].err, "%s %s [%d]", what, l->elems[i].topic, (int)l->elems[i].partition);
       break;
     }
   if (code) rc = altar__kafka_err(k, err, code, "%s %zu partitions", what, n);
@@ -404,8 +402,7 @@ int altar__kafka_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n,
   return pause_resume(altar__kafka(t), false, parts, n, err);
 }
 
-int altar__kafka_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
-                      altar_error_t *err) {
+int altar__kafka_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset, altar_error_t *err) {
   altar__kafka_t *k = altar__kafka(t);
   int rc = need_consumer(k, "seek", err);
   if (!rc) rc = altar_transport_check_name("topic", topic, err);
@@ -431,8 +428,7 @@ int altar__kafka_seek(altar_transport_t *t, const char *topic, int32_t partition
                           (long long)offset);
     rd_kafka_error_destroy(e);
   } else if (l->elems[0].err) {
-    rc = altar__kafka_err(k, err, l->elems[0].err, "seek %s [%d] to %lld", topic, (int)partition,
-                          (long long)offset);
+    rc = altar__kafka_err(k, err, l->elems[0].err, "seek %s [%d] to %lld", topic, (int)partition, (long long)offset);
   } else {
     pos_set(k, topic, partition, offset);
   }
@@ -464,12 +460,10 @@ int altar__kafka_commit(altar_transport_t *t, const char *topic, int32_t partiti
      * owner commits, and never once its assignment was lost (the group may
      * have given the partition to someone else already). */
     if (!owns(k, topic, partition))
-      return altar_error_set(err, ALTAR_ESTATE,
-                             "commit %s [%d]: partition is not assigned to this member of group %s", topic,
-                             (int)partition, k->group);
+      return altar_error_set(err, ALTAR_ESTATE, "commit %s [%d]: partition is not assigned to this member of group %s",
+                             topic, (int)partition, k->group);
     if (rd_kafka_assignment_lost(k->cons))
-      return altar_error_set(err, ALTAR_ESTATE,
-                             "commit %s [%d]: this member's assignment in group %s was lost", topic,
+      return altar_error_set(err, ALTAR_ESTATE, "commit %s [%d]: this member's assignment in group %s was lost", topic,
                              (int)partition, k->group);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_t *p = rd_kafka_topic_partition_list_add(l, topic, partition);
@@ -494,8 +488,8 @@ int altar__kafka_commit(altar_transport_t *t, const char *topic, int32_t partiti
     rd_kafka_topic_partition_list_destroy(l);
     if (!code) return ALTAR_OK;
     altar_error_t e = {0};
-    rc = altar__kafka_err(k, &e, code, "commit %s [%d] at %lld for group %s", topic, (int)partition,
-                          (long long)offset, k->group);
+    rc = altar__kafka_err(k, &e, code, "commit %s [%d] at %lld for group %s", topic, (int)partition, (long long)offset,
+                          k->group);
     /* A coordinator that moved or a broker that blinked is worth another
      * try; a lost generation is not: the partition may be someone else's. */
     if (!e.retriable || rc == ALTAR_ESTATE || altar_mono_ms() + 250 > deadline) {
@@ -618,8 +612,8 @@ int altar__kafka_leave(altar_transport_t *t, altar_error_t *err) {
   }
   altar__kafka_pos_clear(k);
   if (n != 0)
-    return altar_error_set(err, ALTAR_ETIMEOUT, "leave group %s: %d partition(s) still assigned after %d ms",
-                           k->group, n, k->close_timeout_ms);
+    return altar_error_set(err, ALTAR_ETIMEOUT, "leave group %s: %d partition(s) still assigned after %d ms", k->group,
+                           n, k->close_timeout_ms);
   return ALTAR_OK;
 }
 

@@ -4,8 +4,8 @@
  * ListOffsets query. */
 #include "transports/kafka_int.h"
 
-int altar__kafka_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n,
-                             int timeout_ms, int64_t *pends, altar_error_t *err) {
+int altar__kafka_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n, int timeout_ms,
+                             int64_t *pends, altar_error_t *err) {
   altar__kafka_t *k = altar__kafka(t);
   for (size_t i = 0; i < n; i++) {
     int64_t lo = RD_KAFKA_OFFSET_INVALID, hi = RD_KAFKA_OFFSET_INVALID;

@@ -33,30 +33,30 @@ typedef struct altar__kafka_spare {
 typedef struct altar__kafka {
   altar__kafka_secrets_t sec; /* secret values, scrubbed from every message */
   altar_transport_t *t;
-  altar_strmap_t props;       /* the config, kept to build the consumer later */
-  int timeout_ms;             /* altar.timeout.ms */
-  int close_timeout_ms;       /* altar.close.timeout.ms */
-  int replication_factor;     /* altar.replication.factor */
-  rd_kafka_t *prod;           /* producer; also serves admin and metadata calls */
-  rd_kafka_t *cons;           /* consumer, made by subscribe or assign */
+  altar_strmap_t props;   /* the config, kept to build the consumer later */
+  int timeout_ms;         /* altar.timeout.ms */
+  int close_timeout_ms;   /* altar.close.timeout.ms */
+  int replication_factor; /* altar.replication.factor */
+  rd_kafka_t *prod;       /* producer; also serves admin and metadata calls */
+  rd_kafka_t *cons;       /* consumer, made by subscribe or assign */
   bool subscribed;
-  bool left;                  /* leave() ran: the group is left, consume reads nothing */
+  bool left; /* leave() ran: the group is left, consume reads nothing */
   /* While the user's ASSIGN callback runs, before librdkafka is given the
    * partitions: their start offsets (seek sets them) and pauses to apply. */
   rd_kafka_topic_partition_list_t *assigning;
   bool *assigning_paused;
-  char *group;                /* the subscribed group, NULL otherwise */
+  char *group; /* the subscribed group, NULL otherwise */
   altar_rebalance_cb rb_cb;
   void *rb_ctx;
-  uint64_t dr_served;         /* delivery reports fired so far */
+  uint64_t dr_served;                                /* delivery reports fired so far */
   rd_kafka_topic_partition_list_t *assignment_store; /* backs assignment()'s topic strings */
   altar__kafka_pos_t *pos;
   size_t n_pos;
   altar__kafka_spare_t spares[ALTAR__KAFKA_SPARES]; /* consumers of other groups (committed, offsets group) */
   uint64_t spare_clock;
-  pthread_mutex_t peek_lock;  /* guards spares */
-  pthread_mutex_t lock;       /* guards last_error (set from either serving thread) */
-  char last_error[512];       /* last broker-level error, scrubbed; "" if none */
+  pthread_mutex_t peek_lock; /* guards spares */
+  pthread_mutex_t lock;      /* guards last_error (set from either serving thread) */
+  char last_error[512];      /* last broker-level error, scrubbed; "" if none */
 } altar__kafka_t;
 
 static inline altar__kafka_t *altar__kafka(altar_transport_t *t) { return altar_transport_impl(t); }
@@ -66,8 +66,8 @@ static inline altar__kafka_t *altar__kafka(altar_transport_t *t) { return altar_
  * lost generation ESTATE, else ETRANSPORT), marks it retriable when
  * repeating may help, and writes "<context>: <librdkafka text> (<NAME>)"
  * with secrets scrubbed. Returns the ALTAR_E… code. */
-int altar__kafka_err(altar__kafka_t *k, altar_error_t *err, rd_kafka_resp_err_t code,
-                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int altar__kafka_err(altar__kafka_t *k, altar_error_t *err, rd_kafka_resp_err_t code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Whether a failed call with this code may succeed when repeated. */
 bool altar__kafka_retriable(rd_kafka_resp_err_t code);
 /* Copies the last broker-level error (e.g. "connection refused") into buf,
@@ -101,8 +101,7 @@ rd_kafka_resp_err_t altar__kafka_store_commit(altar__kafka_t *k, rd_kafka_topic_
 /* kafka_admin.c: l's committed offsets of group: the higher of the offsets
  * group's and the group's own, per partition. */
 rd_kafka_resp_err_t altar__kafka_committed_list(altar__kafka_t *k, const char *group,
-                                                rd_kafka_topic_partition_list_t *l, int timeout_ms,
-                                                altar_error_t *err);
+                                                rd_kafka_topic_partition_list_t *l, int timeout_ms, altar_error_t *err);
 /* kafka_admin.c: destroys the spare handles. */
 void altar__kafka_spares_close(altar__kafka_t *k);
 
@@ -111,42 +110,33 @@ int altar__kafka_produce(altar_transport_t *t, const altar_produce_rec_t *rec, a
 int altar__kafka_poll(altar_transport_t *t, int timeout_ms);
 int altar__kafka_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err);
 
-int altar__kafka_create_topic(altar_transport_t *t, const char *topic, int32_t partitions,
-                              altar_error_t *err);
+int altar__kafka_create_topic(altar_transport_t *t, const char *topic, int32_t partitions, altar_error_t *err);
 int altar__kafka_create_topic_config(altar_transport_t *t, const char *topic, int32_t partitions,
                                      const altar_strmap_t *config, altar_error_t *err);
 int altar__kafka_topic_retention_ms(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err);
 int altar__kafka_delete_records(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
                                 int64_t *pbeginning, altar_error_t *err);
-int altar__kafka_list_topics(altar_transport_t *t, const char *topic, int timeout_ms,
-                             altar_topic_list_t **plist, altar_error_t *err);
-int altar__kafka_committed(altar_transport_t *t, const char *group, const char *topic,
-                           int32_t partition, int timeout_ms, int64_t *poffset, char **pmetadata,
-                           altar_error_t *err);
+int altar__kafka_list_topics(altar_transport_t *t, const char *topic, int timeout_ms, altar_topic_list_t **plist,
+                             altar_error_t *err);
+int altar__kafka_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
+                           int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err);
 
-int altar__kafka_subscribe(altar_transport_t *t, const char *group, const char *const *topics,
-                           size_t n_topics, altar_rebalance_cb cb, void *cb_ctx,
-                           altar_error_t *err);
-int altar__kafka_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n,
-                        altar_error_t *err);
-int altar__kafka_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg,
-                         altar_error_t *err);
-int altar__kafka_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n,
-                       altar_error_t *err);
-int altar__kafka_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n,
-                        altar_error_t *err);
-int altar__kafka_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
-                      altar_error_t *err);
+int altar__kafka_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n_topics,
+                           altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err);
+int altar__kafka_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
+int altar__kafka_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err);
+int altar__kafka_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
+int altar__kafka_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
+int altar__kafka_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset, altar_error_t *err);
 int altar__kafka_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
                         const char *metadata, altar_error_t *err);
-int altar__kafka_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn,
-                            altar_error_t *err);
+int altar__kafka_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err);
 int altar__kafka_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
 int altar__kafka_leave(altar_transport_t *t, altar_error_t *err);
 
 /* transport op end_offsets (kafka_end_offsets.c). */
-int altar__kafka_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n,
-                             int timeout_ms, int64_t *pends, altar_error_t *err);
+int altar__kafka_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n, int timeout_ms,
+                             int64_t *pends, altar_error_t *err);
 
 /* transport op topic_members (kafka_members.c). */
 int altar__kafka_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,

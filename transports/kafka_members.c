@@ -31,8 +31,7 @@ int altar__kafka_topic_members(altar_transport_t *t, const char *group, const ch
         rd_kafka_DescribeConsumerGroups_result_groups(rd_kafka_event_DescribeConsumerGroups_result(ev), &cnt);
     const rd_kafka_error_t *ge = cnt ? rd_kafka_ConsumerGroupDescription_error(gs[0]) : NULL;
     if (ge && rd_kafka_error_code(ge) != RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND) {
-      rc = altar__kafka_err(k, err, rd_kafka_error_code(ge), "describe group %s: %s", group,
-                            rd_kafka_error_string(ge));
+      rc = altar__kafka_err(k, err, rd_kafka_error_code(ge), "describe group %s: %s", group, rd_kafka_error_string(ge));
     } else if (cnt && !ge) {
       size_t nm = rd_kafka_ConsumerGroupDescription_member_count(gs[0]);
       for (size_t i = 0; i < nm; i++) {

@@ -40,8 +40,7 @@ int altar__kafka_produce(altar_transport_t *t, const altar_produce_rec_t *rec, a
   if (rec->partition < ALTAR_PARTITION_ANY)
     return altar_error_set(err, ALTAR_EINVAL, "produce: partition %d is invalid", (int)rec->partition);
   if (rec->n_headers > ALTAR_HEADERS_MAX)
-    return altar_error_set(err, ALTAR_ETOOBIG, "produce: %zu headers (at most %d)", rec->n_headers,
-                           ALTAR_HEADERS_MAX);
+    return altar_error_set(err, ALTAR_ETOOBIG, "produce: %zu headers (at most %d)", rec->n_headers, ALTAR_HEADERS_MAX);
   if ((rec->key_len && !rec->key) || (rec->value_len && !rec->value))
     return altar_error_set(err, ALTAR_EINVAL, "produce: key or value length without data");
   rd_kafka_headers_t *hdrs = NULL;
@@ -77,8 +76,7 @@ int altar__kafka_produce(altar_transport_t *t, const altar_produce_rec_t *rec, a
     char fatal[256];
     rd_kafka_resp_err_t orig = rd_kafka_fatal_error(k->prod, fatal, sizeof fatal);
     rd_kafka_error_destroy(e);
-    return altar__kafka_err(k, err, orig, "produce to %s: the producer failed for good: %s", rec->topic,
-                            fatal);
+    return altar__kafka_err(k, err, orig, "produce to %s: the producer failed for good: %s", rec->topic, fatal);
   }
   rd_kafka_error_destroy(e);
   return altar__kafka_err(k, err, code, "produce to %s [%d]", rec->topic, (int)rec->partition);
@@ -104,8 +102,8 @@ int altar__kafka_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err)
 void altar__kafka_producer_close(altar__kafka_t *k) {
   if (!k->prod) return;
   if (rd_kafka_flush(k->prod, k->close_timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    altar__kafka_warn(k, "close: %d records not acknowledged after %d ms; failing them",
-                      rd_kafka_outq_len(k->prod), k->close_timeout_ms);
+    altar__kafka_warn(k, "close: %d records not acknowledged after %d ms; failing them", rd_kafka_outq_len(k->prod),
+                      k->close_timeout_ms);
     rd_kafka_purge(k->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     /* Purged records come back as failed reports; serve them (bounded). */
     for (int i = 0; i < 50 && rd_kafka_outq_len(k->prod) > 0; i++) rd_kafka_poll(k->prod, 100);

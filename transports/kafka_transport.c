@@ -31,8 +31,7 @@ bool altar__kafka_retriable(rd_kafka_resp_err_t code) {
   case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
   case RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR:
   case RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
-  case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART: /* right after creation, metadata lags */
-    return true;
+  case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART: /* right after creation, metadata lags */ return true;
   default:
     /* librdkafka 2.0.2 can hand back an undefined code after a timed-out
      * coordinator lookup; nothing says the next try would fail too. */
@@ -71,8 +70,7 @@ static int map_code(rd_kafka_resp_err_t code) {
   }
 }
 
-int altar__kafka_err(altar__kafka_t *k, altar_error_t *err, rd_kafka_resp_err_t code,
-                     const char *fmt, ...) {
+int altar__kafka_err(altar__kafka_t *k, altar_error_t *err, rd_kafka_resp_err_t code, const char *fmt, ...) {
   int rc = map_code(code);
   if (!err) return rc;
   char ctx[256];
@@ -89,8 +87,7 @@ int altar__kafka_err(altar__kafka_t *k, altar_error_t *err, rd_kafka_resp_err_t 
   snprintf(msg, sizeof msg, "%s: %s (%s)%s%s", ctx, rd_kafka_err2str(code), rd_kafka_err2name(code),
            *last ? "; last broker error: " : "", last);
   altar__kafka_redact(k ? &k->sec : NULL, msg, sizeof msg);
-  if (altar__kafka_retriable(code))
-    return altar_error_set_retriable(err, rc, "%s", msg);
+  if (altar__kafka_retriable(code)) return altar_error_set_retriable(err, rc, "%s", msg);
   return altar_error_set(err, rc, "%s", msg);
 }
 
@@ -166,8 +163,8 @@ void altar__kafka_handle_wire(altar__kafka_t *k, rd_kafka_t *rk) {
 
 /* ---- open / close -------------------------------------------------------- */
 
-static int int_setting(const altar_strmap_t *cfg, const char *key, long def, long min, long max,
-                       int *pval, altar_error_t *err) {
+static int int_setting(const altar_strmap_t *cfg, const char *key, long def, long min, long max, int *pval,
+                       altar_error_t *err) {
   const char *v = cfg ? altar_strmap_get(cfg, key) : NULL;
   if (!v) {
     *pval = (int)def;
@@ -177,8 +174,8 @@ static int int_setting(const altar_strmap_t *cfg, const char *key, long def, lon
   errno = 0;
   long n = strtol(v, &end, 10);
   if (errno || end == v || *end || n < min || n > max)
-    return altar_error_set(err, ALTAR_ECONFIG, "transport.kafka.%s: must be an integer in [%ld, %ld], got \"%s\"",
-                           key, min, max, v);
+    return altar_error_set(err, ALTAR_ECONFIG, "transport.kafka.%s: must be an integer in [%ld, %ld], got \"%s\"", key,
+                           min, max, v);
   *pval = (int)n;
   return ALTAR_OK;
 }
@@ -207,14 +204,12 @@ static int kafka_open(altar_transport_t *t, const altar_strmap_t *config, altar_
   if (!rc && config)
     for (size_t i = 0; i < config->n && !rc; i++)
       if (!strncmp(config->keys[i], "altar.", 6) && strcmp(config->keys[i], "altar.timeout.ms") &&
-          strcmp(config->keys[i], "altar.close.timeout.ms") &&
-          strcmp(config->keys[i], "altar.replication.factor"))
+          strcmp(config->keys[i], "altar.close.timeout.ms") && strcmp(config->keys[i], "altar.replication.factor"))
         rc = altar_error_set(err, ALTAR_ECONFIG, "transport.kafka.%s: unknown altar setting", config->keys[i]);
-  if (!rc && !(config && (altar_strmap_get(config, "bootstrap.servers") ||
-                          altar_strmap_get(config, "metadata.broker.list") ||
-                          altar_strmap_get(config, "test.mock.num.brokers"))))
-    rc = altar_error_set(err, ALTAR_ECONFIG,
-                         "transport.kafka.bootstrap.servers: required (host:port[,host:port...])");
+  if (!rc &&
+      !(config && (altar_strmap_get(config, "bootstrap.servers") || altar_strmap_get(config, "metadata.broker.list") ||
+                   altar_strmap_get(config, "test.mock.num.brokers"))))
+    rc = altar_error_set(err, ALTAR_ECONFIG, "transport.kafka.bootstrap.servers: required (host:port[,host:port...])");
   if (!rc && config && altar_strmap_copy(&k->props, config))
     rc = altar_error_set(err, ALTAR_ENOMEM, "transport kafka: out of memory");
   if (rc) {

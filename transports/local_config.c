@@ -78,9 +78,7 @@ static int parse_key(const kdef_t *k, const char *v, int64_t *pi, altar_error_t 
     return 0;
   case K_ENUM:
     *pi = enum_index(k->choices, v);
-    if (*pi < 0)
-      return altar_error_set(err, ALTAR_ECONFIG, "transport.%s: expected one of %s", k->name,
-                             k->choices);
+    if (*pi < 0) return altar_error_set(err, ALTAR_ECONFIG, "transport.%s: expected one of %s", k->name, k->choices);
     return 0;
   case K_INT: {
     char *end = NULL;
@@ -89,8 +87,8 @@ static int parse_key(const kdef_t *k, const char *v, int64_t *pi, altar_error_t 
     if (errno || !end || end == v || *end)
       return altar_error_set(err, ALTAR_ECONFIG, "transport.%s: not an integer", k->name);
     if (x < k->min || x > k->max)
-      return altar_error_set(err, ALTAR_ECONFIG, "transport.%s: %lld outside [%lld, %lld]",
-                             k->name, x, (long long)k->min, (long long)k->max);
+      return altar_error_set(err, ALTAR_ECONFIG, "transport.%s: %lld outside [%lld, %lld]", k->name, x,
+                             (long long)k->min, (long long)k->max);
     *pi = x;
     return 0;
   }
@@ -98,8 +96,7 @@ static int parse_key(const kdef_t *k, const char *v, int64_t *pi, altar_error_t 
   return 0;
 }
 
-int altar__local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config,
-                    altar_error_t *err) {
+int altar__local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config, altar_error_t *err) {
   memset(cfg, 0, sizeof *cfg);
   if (config) {
     for (size_t i = 0; i < config->n; i++) {
@@ -107,8 +104,7 @@ int altar__local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_s
        * local does not know is reported, not fatal (the config reader
        * refuses typos through config_keys). */
       if (!altar_plugin_keys_allow(altar__local_cfg_keys, config->keys[i], NULL, 0))
-        altar_transport_log(t, 4, "transport.%s: not a local transport key; ignored",
-                            config->keys[i]);
+        altar_transport_log(t, 4, "transport.%s: not a local transport key; ignored", config->keys[i]);
     }
   }
   for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {

@@ -20,13 +20,12 @@ static lreader_t *find_reader(local_t *l, const char *topic, int32_t partition) 
         return c->group->owned[i].reader;
   }
   for (size_t i = 0; i < c->n_assigned; i++)
-    if (c->assigned[i]->partition == partition && !strcmp(c->assigned[i]->topic, topic))
-      return c->assigned[i];
+    if (c->assigned[i]->partition == partition && !strcmp(c->assigned[i]->topic, topic)) return c->assigned[i];
   return NULL;
 }
 
 int altar__local_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n,
-                    altar_rebalance_cb cb, void *ctx, altar_error_t *err) {
+                           altar_rebalance_cb cb, void *ctx, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   if (l->cons.group || l->cons.n_assigned || l->cons.left)
     return altar_error_set(err, ALTAR_ESTATE, "subscribe: this handle already consumes");
@@ -37,8 +36,7 @@ int altar__local_subscribe(altar_transport_t *t, const char *group, const char *
 int altar__local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   local_consumer_t *c = &l->cons;
-  if (c->group || c->n_assigned)
-    return altar_error_set(err, ALTAR_ESTATE, "assign: this handle already consumes");
+  if (c->group || c->n_assigned) return altar_error_set(err, ALTAR_ESTATE, "assign: this handle already consumes");
   if (n == 0) return 0;
   c->assigned = calloc(n, sizeof *c->assigned);
   if (!c->assigned) return altar_error_set(err, ALTAR_ENOMEM, "assign: out of memory");
@@ -48,8 +46,8 @@ int altar__local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n,
     rc = altar__local_topic_partitions(t, &l->cfg, parts[i].topic, &np, err);
     if (rc) break;
     if (parts[i].partition < 0 || parts[i].partition >= np) {
-      rc = altar_error_set(err, ALTAR_ENOTFOUND, "assign: topic %s has no partition %d",
-                           parts[i].topic, (int)parts[i].partition);
+      rc = altar_error_set(err, ALTAR_ENOTFOUND, "assign: topic %s has no partition %d", parts[i].topic,
+                           (int)parts[i].partition);
       break;
     }
     lreader_t *r = altar__local_reader_new(l->cfg.dir, parts[i].topic, parts[i].partition);
@@ -132,8 +130,7 @@ int altar__local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pms
   }
 }
 
-static int set_paused(altar_transport_t *t, const altar_tp_t *parts, size_t n, bool paused,
-                      altar_error_t *err) {
+static int set_paused(altar_transport_t *t, const altar_tp_t *parts, size_t n, bool paused, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   for (size_t i = 0; i < n; i++) {
     lreader_t *r = find_reader(l, parts[i].topic, parts[i].partition);
@@ -157,18 +154,17 @@ int altar__local_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n,
   return set_paused(t, parts, n, false, err);
 }
 
-int altar__local_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
-               altar_error_t *err) {
+int altar__local_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   lreader_t *r = topic ? find_reader(l, topic, partition) : NULL;
   if (!r)
-    return altar_error_set(err, ALTAR_ESTATE, "seek: %s/%d is not assigned to this consumer",
-                           topic ? topic : "(null)", (int)partition);
+    return altar_error_set(err, ALTAR_ESTATE, "seek: %s/%d is not assigned to this consumer", topic ? topic : "(null)",
+                           (int)partition);
   return altar__local_reader_seek(t, &l->cfg, r, offset, err);
 }
 
 int altar__local_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
-                 const char *metadata, altar_error_t *err) {
+                        const char *metadata, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   if (!l->cons.group) return altar_error_set(err, ALTAR_ESTATE, "commit: not a group member");
   bool owned = false;
@@ -181,7 +177,7 @@ int altar__local_commit(altar_transport_t *t, const char *topic, int32_t partiti
 }
 
 int altar__local_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
-                    int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err) {
+                           int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err) {
   (void)timeout_ms;
   local_t *l = altar_transport_impl(t);
   int rc = altar_transport_check_name("group", group, err);

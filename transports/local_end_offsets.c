@@ -16,7 +16,7 @@ struct lend_cache {
     int64_t seg_base;
     off_t valid_end;
     int64_t next_offset;
-  } *v;
+  } * v;
   size_t n, cap;
 };
 

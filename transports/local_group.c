@@ -73,9 +73,8 @@ static int split_lines(const char *s, char ***pout, size_t *pn) {
   return 0;
 }
 
-int altar__local_group_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
-                const char *const *topics, size_t n, altar_rebalance_cb cb, void *ctx,
-                lgroup_t **pg, altar_error_t *err) {
+int altar__local_group_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group, const char *const *topics,
+                            size_t n, altar_rebalance_cb cb, void *ctx, lgroup_t **pg, altar_error_t *err) {
   (void)t;
   *pg = NULL;
   int rc = altar_transport_check_name("group", group, err);
@@ -151,8 +150,7 @@ static int cmp_member(const void *a, const void *b) {
 }
 
 /* Live members, sorted by id; dead members' files are removed. */
-static int live_members(altar_transport_t *t, lgroup_t *g, member_t **pm, size_t *pn,
-                        altar_error_t *err) {
+static int live_members(altar_transport_t *t, lgroup_t *g, member_t **pm, size_t *pn, altar_error_t *err) {
   *pm = NULL;
   *pn = 0;
   char *md = altar__local_path(g->dir, "members");
@@ -288,8 +286,8 @@ static bool owns_now(const lgroup_t *g, const char *topic, int32_t partition) {
 /* The partitions this member should own, given the live members and who
  * owns what (see the comment at the top). Only this member's topics matter
  * to it; every member runs the same computation per topic. */
-static int desired(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, member_t *ms, size_t nm,
-                   want_t **pw, size_t *pnw, altar_error_t *err) {
+static int desired(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, member_t *ms, size_t nm, want_t **pw,
+                   size_t *pnw, altar_error_t *err) {
   *pw = NULL;
   *pnw = 0;
   want_t *w = NULL;
@@ -406,7 +404,7 @@ static void revoke_where(altar_transport_t *t, lgroup_t *g, const bool *drop) {
 }
 
 int altar__local_group_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool force,
-                 altar_error_t *err) {
+                             altar_error_t *err) {
   int64_t now = altar_mono_ms();
   if (!force && now < g->next_check_ms) return 0;
   g->next_check_ms = now + cfg->rebalance_check_ms;

@@ -30,7 +30,7 @@
 #define LOCAL_FSYNC_GROUP 1
 #define LOCAL_FSYNC_NEVER 2
 
-#define LREC_FRAME 8    /* u32 length + u32 crc */
+#define LREC_FRAME 8     /* u32 length + u32 crc */
 #define LREC_BODY_MIN 28 /* magic, attrs, offset, ts, klen, vlen, nheaders */
 #define LREC_MAGIC 1
 #define LSEG_NAME_LEN 24 /* 20 digits + ".log" */
@@ -52,8 +52,7 @@ typedef struct local_cfg {
 } local_cfg_t;
 
 /* ---- local_config.c ---- */
-int altar__local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config,
-                    altar_error_t *err);
+int altar__local_cfg_parse(altar_transport_t *t, local_cfg_t *cfg, const altar_strmap_t *config, altar_error_t *err);
 void altar__local_cfg_clear(local_cfg_t *cfg);
 /* The local transport's keys (transport_ops.config_keys). */
 extern const altar_plugin_key_t altar__local_cfg_keys[];
@@ -83,8 +82,7 @@ int altar__local_rec_encode(altar_buf_t *out, const altar_produce_rec_t *rec, in
 void altar__local_rec_seal(uint8_t *p, int64_t offset);
 /* Parses one record at p (avail bytes). LREC_OK fills v; LREC_INCOMPLETE
  * when more bytes are needed; LREC_CORRUPT with a reason in why. */
-int altar__local_rec_parse(const uint8_t *p, size_t avail, size_t max_record, lrec_view_t *v,
-               const char **why);
+int altar__local_rec_parse(const uint8_t *p, size_t avail, size_t max_record, lrec_view_t *v, const char **why);
 /* A heap altar_msg_t holding copies of everything in v. NULL on ENOMEM. */
 altar_msg_t *altar__local_rec_to_msg(const lrec_view_t *v, const char *topic, int32_t partition);
 
@@ -95,8 +93,8 @@ void altar__local_seg_name(char out[LSEG_NAME_LEN + 1], int64_t base);
 
 /* Sorted segment base offsets of the partition at dir. Stray entries are
  * logged once per call when warn is set. *pbases malloc'd (caller frees). */
-int altar__local_part_segments(altar_transport_t *t, const char *dir, bool warn, int64_t **pbases,
-                   size_t *pn, altar_error_t *err);
+int altar__local_part_segments(altar_transport_t *t, const char *dir, bool warn, int64_t **pbases, size_t *pn,
+                               altar_error_t *err);
 
 /* Where a scan of a segment stopped. */
 typedef struct lscan {
@@ -109,8 +107,7 @@ typedef struct lscan {
 
 /* Scans fd from `from` (a record boundary whose record has offset
  * expect). */
-int altar__local_seg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps,
-              altar_error_t *err);
+int altar__local_seg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps, altar_error_t *err);
 
 /* The appender of one partition (used by the flusher thread, and by
  * altar__local_part_recover on a producer's first record to the partition). */
@@ -129,32 +126,29 @@ lappender_t *altar__local_appender_new(const char *root, const char *topic, int3
 void altar__local_appender_free(lappender_t *a);
 /* Takes the partition's append lock and learns the true end (truncating a
  * torn or corrupt tail, reported through the log). */
-int altar__local_appender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a,
-                   altar_error_t *err);
+int altar__local_appender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, altar_error_t *err);
 void altar__local_appender_unlock(lappender_t *a);
 /* Appends n encoded records laid end to end in data (lens[i] bytes each),
  * sealing each with its offset; fills poffsets (callers preset -1: records
  * left at -1 were not written). Call locked. Rolls segments, fsyncs per
  * policy. */
 int altar__local_appender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, uint8_t *data,
-                    const size_t *lens, size_t n, int64_t *poffsets, bool *prolled,
-                    altar_error_t *err);
+                                const size_t *lens, size_t n, int64_t *poffsets, bool *prolled, altar_error_t *err);
 /* Deletes whole old segments beyond retention. Call locked. */
 void altar__local_appender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a);
 /* Recovery of one partition, run by a producer on the caller's thread before
  * its first append there: takes the append lock (finding the true end, a
  * torn or corrupt tail truncated and reported through t's log), applies
  * retention, lets go. Failures are logged; ALTAR_ENOMEM is returned. */
-int altar__local_part_recover(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
-                  int32_t partition);
+int altar__local_part_recover(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t partition);
 
 /* Beginning and end offsets of a partition (readers' view, no repair). */
 /* Deletes the partition's whole segments holding only records before
  * `before` (the newest segment stays); *pbeginning = the oldest offset left. */
 int altar__local_part_delete_records(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t partition,
-                         int64_t before, int64_t *pbeginning, altar_error_t *err);
-int altar__local_part_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
-                  int64_t *pbegin, int64_t *pend, altar_error_t *err);
+                                     int64_t before, int64_t *pbeginning, altar_error_t *err);
+int altar__local_part_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir, int64_t *pbegin,
+                              int64_t *pend, altar_error_t *err);
 
 /* ---- local_reader.c ---- */
 typedef struct lreader {
@@ -177,13 +171,13 @@ void altar__local_reader_free(lreader_t *r);
 /* Positions r at offset (or ALTAR_OFFSET_BEGINNING / _END), clamping to the
  * partition's range with a warning. */
 int altar__local_reader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int64_t offset,
-                 altar_error_t *err);
+                             altar_error_t *err);
 /* Marks r as written to since its last empty read (local_watch.c). */
 void altar__local_reader_changed(lreader_t *r);
 /* 1 with *pmsg, 0 when nothing is available yet, or an error (a corrupt
  * record, skipped afterwards). */
 int altar__local_reader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_msg_t **pmsg,
-                 altar_error_t *err);
+                             altar_error_t *err);
 
 /* ---- local_topic_conf.c: per-topic settings ---- */
 #define LOCAL_TOPIC_CONF "topic.conf"
@@ -206,24 +200,23 @@ int altar__local_dirs_init(const local_cfg_t *cfg, altar_error_t *err);
 char *altar__local_part_dir(const char *root, const char *topic, int32_t partition);
 /* Creates topic whole (partitions and, when conf is not NULL, its
  * settings file) or not at all; ALTAR_EEXIST when it exists. */
-int altar__local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
-                       int32_t partitions, const struct local_topic_conf *conf, altar_error_t *err);
+int altar__local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t partitions,
+                              const struct local_topic_conf *conf, altar_error_t *err);
 /* Partition count of topic, ALTAR_ENOTFOUND when absent. */
-int altar__local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
-                           int32_t *pn, altar_error_t *err);
+int altar__local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t *pn,
+                                  altar_error_t *err);
 /* Sorted topic names (malloc'd array of malloc'd strings). */
 int altar__local_topic_names(altar_transport_t *t, const local_cfg_t *cfg, char ***pnames, size_t *pn,
-                      altar_error_t *err);
+                             altar_error_t *err);
 void altar__local_names_free(char **names, size_t n);
 int altar__local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
-                      altar_topic_list_t **plist, altar_error_t *err);
+                             altar_topic_list_t **plist, altar_error_t *err);
 
 /* ---- local_offsets.c ---- */
-int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const char *topic,
-                       int32_t partition, int64_t offset, const char *metadata,
-                       altar_error_t *err);
-int altar__local_offset_read(const local_cfg_t *cfg, const char *group, const char *topic,
-                      int32_t partition, int64_t *poffset, char **pmetadata, altar_error_t *err);
+int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const char *topic, int32_t partition,
+                              int64_t offset, const char *metadata, altar_error_t *err);
+int altar__local_offset_read(const local_cfg_t *cfg, const char *group, const char *topic, int32_t partition,
+                             int64_t *poffset, char **pmetadata, altar_error_t *err);
 
 /* ---- local_fs.c: small file helpers ---- */
 int altar__local_mkdirs(const char *path, altar_error_t *err);
@@ -255,12 +248,10 @@ typedef struct lgroup {
   void *cb_ctx;
 } lgroup_t;
 
-int altar__local_group_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group,
-                const char *const *topics, size_t n, altar_rebalance_cb cb, void *ctx,
-                lgroup_t **pg, altar_error_t *err);
+int altar__local_group_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group, const char *const *topics,
+                            size_t n, altar_rebalance_cb cb, void *ctx, lgroup_t **pg, altar_error_t *err);
 /* Rebalances when due (or always when force). */
-int altar__local_group_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool force,
-                 altar_error_t *err);
+int altar__local_group_check(altar_transport_t *t, const local_cfg_t *cfg, lgroup_t *g, bool force, altar_error_t *err);
 /* Revokes everything and leaves; frees g. */
 void altar__local_group_leave(altar_transport_t *t, lgroup_t *g);
 
@@ -301,7 +292,7 @@ typedef struct local_consumer {
   size_t n_assigned;
   size_t rr;
   bool forced_check;
-  bool left; /* left the group (leave): consume returns nothing */
+  bool left;             /* left the group (leave): consume returns nothing */
   bool watch_open;       /* inotify tried (local_watch.c) */
   int watch_fd;          /* its descriptor, -1 when unavailable */
   int64_t next_sweep_ms; /* when every reader counts as changed again */
@@ -324,17 +315,16 @@ int altar__local_flush(altar_transport_t *t, int timeout_ms, altar_error_t *err)
 void altar__local_producer_forget_topic(altar_transport_t *t, const char *topic);
 
 int altar__local_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n,
-                    altar_rebalance_cb cb, void *ctx, altar_error_t *err);
+                           altar_rebalance_cb cb, void *ctx, altar_error_t *err);
 int altar__local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
 int altar__local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err);
 int altar__local_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
 int altar__local_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
-int altar__local_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
-               altar_error_t *err);
+int altar__local_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset, altar_error_t *err);
 int altar__local_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
-                 const char *metadata, altar_error_t *err);
+                        const char *metadata, altar_error_t *err);
 int altar__local_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
-                    int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err);
+                           int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err);
 int altar__local_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t *pn, altar_error_t *err);
 int altar__local_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err);
 int altar__local_leave(altar_transport_t *t, altar_error_t *err);

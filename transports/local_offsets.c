@@ -17,9 +17,8 @@ static char *offsets_dir(const local_cfg_t *cfg, const char *group) {
   return altar__local_pathf("%s/groups/%s/offsets", cfg->dir, group);
 }
 
-int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const char *topic,
-                       int32_t partition, int64_t offset, const char *metadata,
-                       altar_error_t *err) {
+int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const char *topic, int32_t partition,
+                              int64_t offset, const char *metadata, altar_error_t *err) {
   if (!metadata) metadata = "";
   size_t ml = strlen(metadata);
   if (ml > ALTAR_COMMIT_METADATA_MAX)
@@ -42,17 +41,17 @@ int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const c
   if (!rc) {
     char head[96];
     int hl = snprintf(head, sizeof head, OFFSET_MAGIC "%lld\n%zu\n", (long long)offset, ml);
-    if (fd < 0 || altar__local_write_all(fd, head, (size_t)hl) != 0 ||
-        altar__local_write_all(fd, metadata, ml) != 0 || fsync(fd) != 0) {
-      rc = altar_error_set_retriable(err, ALTAR_EIO, "commit %s/%s/%d: %s", group, topic,
-                                     (int)partition, strerror(errno));
+    if (fd < 0 || altar__local_write_all(fd, head, (size_t)hl) != 0 || altar__local_write_all(fd, metadata, ml) != 0 ||
+        fsync(fd) != 0) {
+      rc = altar_error_set_retriable(err, ALTAR_EIO, "commit %s/%s/%d: %s", group, topic, (int)partition,
+                                     strerror(errno));
       if (fd >= 0) close(fd);
       unlink(tmp);
     } else {
       close(fd);
       if (rename(tmp, final) != 0 || altar__local_fsync_dir(dir) != 0) {
-        rc = altar_error_set_retriable(err, ALTAR_EIO, "commit %s/%s/%d: rename: %s", group,
-                                       topic, (int)partition, strerror(errno));
+        rc = altar_error_set_retriable(err, ALTAR_EIO, "commit %s/%s/%d: rename: %s", group, topic, (int)partition,
+                                       strerror(errno));
         unlink(tmp);
       }
     }
@@ -63,8 +62,8 @@ int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const c
   return rc;
 }
 
-int altar__local_offset_read(const local_cfg_t *cfg, const char *group, const char *topic,
-                      int32_t partition, int64_t *poffset, char **pmetadata, altar_error_t *err) {
+int altar__local_offset_read(const local_cfg_t *cfg, const char *group, const char *topic, int32_t partition,
+                             int64_t *poffset, char **pmetadata, altar_error_t *err) {
   *poffset = ALTAR_OFFSET_INVALID;
   *pmetadata = NULL;
   char *path = altar__local_pathf("%s/groups/%s/offsets/%s.%d", cfg->dir, group, topic, (int)partition);
@@ -74,8 +73,7 @@ int altar__local_offset_read(const local_cfg_t *cfg, const char *group, const ch
     int e = errno;
     free(path);
     if (e == ENOENT) return 0;
-    return altar_error_set(err, ALTAR_EIO, "committed %s/%s/%d: %s", group, topic, (int)partition,
-                           strerror(e));
+    return altar_error_set(err, ALTAR_EIO, "committed %s/%s/%d: %s", group, topic, (int)partition, strerror(e));
   }
   char *buf = malloc(OFFSET_FILE_MAX + 1);
   ssize_t n = buf ? altar__local_pread_full(fd, buf, OFFSET_FILE_MAX + 1, 0) : -1;

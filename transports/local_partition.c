@@ -33,8 +33,8 @@ static bool parse_seg_name(const char *name, int64_t *pbase) {
   return true;
 }
 
-int altar__local_part_segments(altar_transport_t *t, const char *dir, bool warn, int64_t **pbases,
-                   size_t *pn, altar_error_t *err) {
+int altar__local_part_segments(altar_transport_t *t, const char *dir, bool warn, int64_t **pbases, size_t *pn,
+                               altar_error_t *err) {
   *pbases = NULL;
   *pn = 0;
   DIR *d = opendir(dir);
@@ -71,8 +71,7 @@ int altar__local_part_segments(altar_transport_t *t, const char *dir, bool warn,
   return 0;
 }
 
-int altar__local_seg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps,
-              altar_error_t *err) {
+int altar__local_seg_scan(int fd, off_t from, int64_t expect, size_t max_record, lscan_t *ps, altar_error_t *err) {
   struct stat st;
   memset(ps, 0, sizeof *ps);
   if (fstat(fd, &st) != 0) return altar_error_set(err, ALTAR_EIO, "segment: fstat: %s", strerror(errno));
@@ -117,10 +116,10 @@ int altar__local_seg_scan(int fd, off_t from, int64_t expect, size_t max_record,
       /* Incomplete in this chunk: refill if the file has more, else torn. */
       if (pos + got < st.st_size) {
         if (off == 0) {
-          size_t need = (size_t)got >= LREC_FRAME
-                            ? LREC_FRAME + (((size_t)buf[0] << 24) | ((size_t)buf[1] << 16) |
-                                            ((size_t)buf[2] << 8) | buf[3])
-                            : cap * 2;
+          size_t need =
+              (size_t)got >= LREC_FRAME
+                  ? LREC_FRAME + (((size_t)buf[0] << 24) | ((size_t)buf[1] << 16) | ((size_t)buf[2] << 8) | buf[3])
+                  : cap * 2;
           if (need <= cap) need = cap * 2;
           uint8_t *nb = realloc(buf, need);
           if (!nb) {
@@ -170,8 +169,7 @@ void altar__local_appender_free(lappender_t *a) {
   free(a);
 }
 
-static int open_segment(lappender_t *a, int64_t base, bool create, const local_cfg_t *cfg,
-                        altar_error_t *err) {
+static int open_segment(lappender_t *a, int64_t base, bool create, const local_cfg_t *cfg, altar_error_t *err) {
   char nm[LSEG_NAME_LEN + 1];
   altar__local_seg_name(nm, base);
   char *p = altar__local_path(a->dir, nm);
@@ -179,13 +177,10 @@ static int open_segment(lappender_t *a, int64_t base, bool create, const local_c
   int fd = open(p, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
   int e = errno;
   free(p);
-  if (fd < 0)
-    return altar_error_set(err, ALTAR_EIO, "%s/%d: segment %s: %s", a->topic, a->partition, nm,
-                           strerror(e));
+  if (fd < 0) return altar_error_set(err, ALTAR_EIO, "%s/%d: segment %s: %s", a->topic, a->partition, nm, strerror(e));
   if (create && cfg->fsync_policy != LOCAL_FSYNC_NEVER && altar__local_fsync_dir(a->dir) != 0) {
     close(fd);
-    return altar_error_set(err, ALTAR_EIO, "%s/%d: fsync of dir: %s", a->topic, a->partition,
-                           strerror(errno));
+    return altar_error_set(err, ALTAR_EIO, "%s/%d: fsync of dir: %s", a->topic, a->partition, strerror(errno));
   }
   if (a->seg_fd >= 0) close(a->seg_fd);
   a->seg_fd = fd;
@@ -195,8 +190,7 @@ static int open_segment(lappender_t *a, int64_t base, bool create, const local_c
   return 0;
 }
 
-int altar__local_appender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a,
-                   altar_error_t *err) {
+int altar__local_appender_lock(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, altar_error_t *err) {
   if (a->lock_fd < 0) {
     char *p = altar__local_path(a->dir, "append.lock");
     if (!p) return altar_error_set(err, ALTAR_ENOMEM, "append lock: out of memory");
@@ -204,13 +198,12 @@ int altar__local_appender_lock(altar_transport_t *t, const local_cfg_t *cfg, lap
     int e = errno;
     free(p);
     if (a->lock_fd < 0)
-      return altar_error_set(err, e == ENOENT ? ALTAR_ENOTFOUND : ALTAR_EIO,
-                             "%s/%d: append lock: %s", a->topic, a->partition, strerror(e));
+      return altar_error_set(err, e == ENOENT ? ALTAR_ENOTFOUND : ALTAR_EIO, "%s/%d: append lock: %s", a->topic,
+                             a->partition, strerror(e));
   }
   while (flock(a->lock_fd, LOCK_EX) != 0) {
     if (errno != EINTR)
-      return altar_error_set(err, ALTAR_EIO, "%s/%d: flock: %s", a->topic, a->partition,
-                             strerror(errno));
+      return altar_error_set(err, ALTAR_EIO, "%s/%d: flock: %s", a->topic, a->partition, strerror(errno));
   }
   int64_t *bases = NULL;
   size_t n = 0;
@@ -252,13 +245,11 @@ int altar__local_appender_lock(altar_transport_t *t, const local_cfg_t *cfg, lap
     altar_transport_log(t, 4,
                         "%s/%d: %s at offset %lld (segment %020lld.log, byte %lld): truncated "
                         "%lld bytes; records before it are kept",
-                        a->topic, a->partition, s.why, (long long)s.next_offset,
-                        (long long)a->seg_base, (long long)s.valid_end,
-                        (long long)(s.file_size - s.valid_end));
+                        a->topic, a->partition, s.why, (long long)s.next_offset, (long long)a->seg_base,
+                        (long long)s.valid_end, (long long)(s.file_size - s.valid_end));
     if (ftruncate(a->seg_fd, s.valid_end) != 0 ||
         (cfg->fsync_policy != LOCAL_FSYNC_NEVER && fdatasync(a->seg_fd) != 0)) {
-      rc = altar_error_set(err, ALTAR_EIO, "%s/%d: truncating torn tail: %s", a->topic,
-                           a->partition, strerror(errno));
+      rc = altar_error_set(err, ALTAR_EIO, "%s/%d: truncating torn tail: %s", a->topic, a->partition, strerror(errno));
       goto fail;
     }
   }
@@ -276,13 +267,11 @@ void altar__local_appender_unlock(lappender_t *a) {
 
 static int roll(const local_cfg_t *cfg, lappender_t *a, altar_error_t *err) {
   if (cfg->fsync_policy != LOCAL_FSYNC_NEVER && fdatasync(a->seg_fd) != 0)
-    return altar_error_set(err, ALTAR_EIO, "%s/%d: fdatasync: %s", a->topic, a->partition,
-                           strerror(errno));
+    return altar_error_set(err, ALTAR_EIO, "%s/%d: fdatasync: %s", a->topic, a->partition, strerror(errno));
   return open_segment(a, a->next_offset, true, cfg, err);
 }
 
-static int write_run(const local_cfg_t *cfg, lappender_t *a, const uint8_t *p, size_t len,
-                     altar_error_t *err) {
+static int write_run(const local_cfg_t *cfg, lappender_t *a, const uint8_t *p, size_t len, altar_error_t *err) {
   size_t done = 0;
   while (done < len) {
     ssize_t w = pwrite(a->seg_fd, p + done, len - done, a->seg_size + (off_t)done);
@@ -290,25 +279,24 @@ static int write_run(const local_cfg_t *cfg, lappender_t *a, const uint8_t *p, s
       if (errno == EINTR) continue;
       int e = errno;
       /* Leave no partial record behind. */
-      if (ftruncate(a->seg_fd, a->seg_size) != 0) { /* repaired on the next lock */ }
-      return altar_error_set_retriable(err, ALTAR_EIO, "%s/%d: write: %s", a->topic,
-                                       a->partition, strerror(e));
+      if (ftruncate(a->seg_fd, a->seg_size) != 0) { /* repaired on the next lock */
+      }
+      return altar_error_set_retriable(err, ALTAR_EIO, "%s/%d: write: %s", a->topic, a->partition, strerror(e));
     }
     done += (size_t)w;
   }
   if (cfg->fsync_policy != LOCAL_FSYNC_NEVER && fdatasync(a->seg_fd) != 0) {
     int e = errno;
-    if (ftruncate(a->seg_fd, a->seg_size) != 0) { /* repaired on the next lock */ }
-    return altar_error_set(err, ALTAR_EIO, "%s/%d: fdatasync: %s", a->topic, a->partition,
-                           strerror(e));
+    if (ftruncate(a->seg_fd, a->seg_size) != 0) { /* repaired on the next lock */
+    }
+    return altar_error_set(err, ALTAR_EIO, "%s/%d: fdatasync: %s", a->topic, a->partition, strerror(e));
   }
   a->seg_size += (off_t)len;
   return 0;
 }
 
 int altar__local_appender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, uint8_t *data,
-                    const size_t *lens, size_t n, int64_t *poffsets, bool *prolled,
-                    altar_error_t *err) {
+                                const size_t *lens, size_t n, int64_t *poffsets, bool *prolled, altar_error_t *err) {
   (void)t;
   *prolled = false;
   size_t i = 0;
@@ -375,8 +363,8 @@ void altar__local_appender_retain(altar_transport_t *t, const local_cfg_t *cfg, 
     altar__local_seg_name(nm, bases[i]);
     char *p = altar__local_path(a->dir, nm);
     if (p && unlink(p) == 0) {
-      altar_transport_log(t, 6, "%s/%d: retention deleted segment %s (%s)", a->topic,
-                          a->partition, nm, by_size ? "retention.bytes" : "retention.ms");
+      altar_transport_log(t, 6, "%s/%d: retention deleted segment %s (%s)", a->topic, a->partition, nm,
+                          by_size ? "retention.bytes" : "retention.ms");
       total -= sizes[i];
     }
     free(p);
@@ -386,8 +374,7 @@ void altar__local_appender_retain(altar_transport_t *t, const local_cfg_t *cfg, 
   free(bases);
 }
 
-int altar__local_part_recover(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
-                  int32_t partition) {
+int altar__local_part_recover(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t partition) {
   lappender_t *a = altar__local_appender_new(cfg->dir, topic, partition);
   if (!a) {
     altar_transport_log(t, 3, "recovery of %s/%d: out of memory", topic, (int)partition);
@@ -405,8 +392,8 @@ int altar__local_part_recover(altar_transport_t *t, const local_cfg_t *cfg, cons
   return 0;
 }
 
-int altar__local_part_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir,
-                  int64_t *pbegin, int64_t *pend, altar_error_t *err) {
+int altar__local_part_offsets(altar_transport_t *t, const local_cfg_t *cfg, const char *dir, int64_t *pbegin,
+                              int64_t *pend, altar_error_t *err) {
   int64_t *bases = NULL;
   size_t n = 0;
   int rc = altar__local_part_segments(t, dir, false, &bases, &n, err);
@@ -438,7 +425,7 @@ int altar__local_part_offsets(altar_transport_t *t, const local_cfg_t *cfg, cons
 }
 
 int altar__local_part_delete_records(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t partition,
-                         int64_t before, int64_t *pbeginning, altar_error_t *err) {
+                                     int64_t before, int64_t *pbeginning, altar_error_t *err) {
   int32_t np = 0;
   int rc = altar__local_topic_partitions(t, cfg, topic, &np, err);
   if (rc) return rc;
@@ -460,8 +447,9 @@ int altar__local_part_delete_records(altar_transport_t *t, const local_cfg_t *cf
     if (!p) rc = altar_error_set(err, ALTAR_ENOMEM, "delete records: out of memory");
     else if (unlink(p) != 0 && errno != ENOENT)
       rc = altar_error_set(err, ALTAR_EIO, "delete records: %s: %s", p, strerror(errno));
-    else altar_transport_log(t, 6, "%s/%d: deleted segment %s (records before %lld)", topic, (int)partition, nm,
-                             (long long)before);
+    else
+      altar_transport_log(t, 6, "%s/%d: deleted segment %s (records before %lld)", topic, (int)partition, nm,
+                          (long long)before);
     free(p);
   }
   free(bases);

@@ -200,8 +200,7 @@ static struct lptopic *find_topic(local_producer_t *p, const char *topic) {
 
 /* The partition count of topic (creating the topic when allowed), added to
  * the cache. Call unlocked. */
-static int load_topic(altar_transport_t *t, local_t *l, const char *topic, int32_t *pn,
-                      altar_error_t *err) {
+static int load_topic(altar_transport_t *t, local_t *l, const char *topic, int32_t *pn, altar_error_t *err) {
   local_producer_t *p = &l->prod;
   int rc = altar__local_topic_partitions(t, &l->cfg, topic, pn, err);
   if (rc == ALTAR_ENOTFOUND && l->cfg.auto_create) {
@@ -230,8 +229,8 @@ static int load_topic(altar_transport_t *t, local_t *l, const char *topic, int32
 
 /* Picks rec's partition and says whether this transport has yet to recover
  * it (recover_partition), in one look at the cache under the lock. */
-static int route(altar_transport_t *t, local_t *l, const altar_produce_rec_t *rec, int32_t *ppart,
-                 bool *precover, altar_error_t *err) {
+static int route(altar_transport_t *t, local_t *l, const altar_produce_rec_t *rec, int32_t *ppart, bool *precover,
+                 altar_error_t *err) {
   local_producer_t *p = &l->prod;
   int32_t np = 0;
   pthread_mutex_lock(&p->mu);
@@ -262,8 +261,8 @@ static int route(altar_transport_t *t, local_t *l, const altar_produce_rec_t *re
     }
   } else if (part < 0 || part >= np) {
     pthread_mutex_unlock(&p->mu);
-    return altar_error_set(err, ALTAR_ENOTFOUND, "produce: topic %s has no partition %d (it has %d)",
-                           rec->topic, (int)part, (int)np);
+    return altar_error_set(err, ALTAR_ENOTFOUND, "produce: topic %s has no partition %d (it has %d)", rec->topic,
+                           (int)part, (int)np);
   }
   *precover = !e || !e->recovered[part];
   pthread_mutex_unlock(&p->mu);
@@ -280,8 +279,7 @@ static int route(altar_transport_t *t, local_t *l, const altar_produce_rec_t *re
  * record this transport produces to a partition, before that record is
  * queued: the repair reported through the log callback (the flusher may not
  * call it: callbacks run on the caller's thread) and retention. */
-static int recover_partition(altar_transport_t *t, local_t *l, const char *topic, int32_t part,
-                             altar_error_t *err) {
+static int recover_partition(altar_transport_t *t, local_t *l, const char *topic, int32_t part, altar_error_t *err) {
   local_producer_t *p = &l->prod;
   if (altar__local_part_recover(t, &l->cfg, topic, part) != 0)
     return altar_error_set(err, ALTAR_ENOMEM, "produce: out of memory");

@@ -112,8 +112,7 @@ static int open_base(lreader_t *r, int64_t base, altar_error_t *err) {
   free(p);
   if (fd < 0) {
     if (errno == ENOENT) return ALTAR_EAGAIN; /* retained or not there yet */
-    return altar_error_set(err, ALTAR_EIO, "%s/%d: segment %s: %s", r->topic, r->partition, nm,
-                           strerror(errno));
+    return altar_error_set(err, ALTAR_EIO, "%s/%d: segment %s: %s", r->topic, r->partition, nm, strerror(errno));
   }
   drop_segment(r);
   r->fd = fd;
@@ -124,8 +123,7 @@ static int open_base(lreader_t *r, int64_t base, altar_error_t *err) {
 }
 
 /* Reads the record at r->pos. LREC_* or a negative error. */
-static int read_record(lreader_t *r, const local_cfg_t *cfg, lrec_view_t *v, const char **why,
-                       altar_error_t *err) {
+static int read_record(lreader_t *r, const local_cfg_t *cfg, lrec_view_t *v, const char **why, altar_error_t *err) {
   struct lreader_priv *b = priv(r);
   bool refilled = false;
   for (;;) {
@@ -144,8 +142,8 @@ static int read_record(lreader_t *r, const local_cfg_t *cfg, lrec_view_t *v, con
         /* The record is larger than the buffer: grow to fit it. */
         size_t need = READ_CHUNK;
         if (b->len >= LREC_FRAME)
-          need = LREC_FRAME + (((size_t)r->buf[0] << 24) | ((size_t)r->buf[1] << 16) |
-                               ((size_t)r->buf[2] << 8) | r->buf[3]);
+          need = LREC_FRAME +
+                 (((size_t)r->buf[0] << 24) | ((size_t)r->buf[1] << 16) | ((size_t)r->buf[2] << 8) | r->buf[3]);
         if (need <= r->buf_cap) need = r->buf_cap * 2;
         uint8_t *nb = realloc(r->buf, need);
         if (!nb) return altar_error_set(err, ALTAR_ENOMEM, "reader: out of memory");
@@ -174,9 +172,7 @@ static int read_record(lreader_t *r, const local_cfg_t *cfg, lrec_view_t *v, con
       r->buf_cap = cap;
     }
     ssize_t got = altar__local_pread_full(r->fd, r->buf, r->buf_cap, r->pos);
-    if (got < 0)
-      return altar_error_set(err, ALTAR_EIO, "%s/%d: read: %s", r->topic, r->partition,
-                             strerror(errno));
+    if (got < 0) return altar_error_set(err, ALTAR_EIO, "%s/%d: read: %s", r->topic, r->partition, strerror(errno));
     b->start = r->pos;
     b->len = (size_t)got;
     if (got == 0) return LREC_INCOMPLETE;
@@ -185,8 +181,7 @@ static int read_record(lreader_t *r, const local_cfg_t *cfg, lrec_view_t *v, con
 }
 
 /* The smallest segment base above r's, or -1. */
-static int next_segment(altar_transport_t *t, lreader_t *r, int64_t *pnext, bool *plast,
-                        altar_error_t *err) {
+static int next_segment(altar_transport_t *t, lreader_t *r, int64_t *pnext, bool *plast, altar_error_t *err) {
   int64_t *bases = NULL;
   size_t n = 0;
   *pnext = -1;
@@ -217,8 +212,8 @@ static int open_at(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, a
     }
     int64_t base = bases[0];
     if (r->next_offset < bases[0]) {
-      altar_transport_log(t, 4, "%s/%d: offset %lld no longer kept (retention); reading from %lld",
-                          r->topic, r->partition, (long long)r->next_offset, (long long)bases[0]);
+      altar_transport_log(t, 4, "%s/%d: offset %lld no longer kept (retention); reading from %lld", r->topic,
+                          r->partition, (long long)r->next_offset, (long long)bases[0]);
       r->next_offset = bases[0];
     }
     for (size_t i = 0; i < n; i++)
@@ -244,7 +239,7 @@ static int open_at(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, a
 }
 
 int altar__local_reader_seek(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, int64_t offset,
-                 altar_error_t *err) {
+                             altar_error_t *err) {
   r->changed = true;
   int64_t b = 0, e = 0;
   int rc = ALTAR_EAGAIN;
@@ -255,15 +250,15 @@ int altar__local_reader_seek(altar_transport_t *t, const local_cfg_t *cfg, lread
   if (offset == ALTAR_OFFSET_BEGINNING) target = b;
   else if (offset == ALTAR_OFFSET_END) target = e;
   else if (offset < 0)
-    return altar_error_set(err, ALTAR_EINVAL, "seek %s/%d: offset %lld is not valid", r->topic,
-                           r->partition, (long long)offset);
+    return altar_error_set(err, ALTAR_EINVAL, "seek %s/%d: offset %lld is not valid", r->topic, r->partition,
+                           (long long)offset);
   else if (offset < b) {
-    altar_transport_log(t, 4, "%s/%d: seek to %lld before the beginning %lld: reading from %lld",
-                        r->topic, r->partition, (long long)offset, (long long)b, (long long)b);
+    altar_transport_log(t, 4, "%s/%d: seek to %lld before the beginning %lld: reading from %lld", r->topic,
+                        r->partition, (long long)offset, (long long)b, (long long)b);
     target = b;
   } else if (offset > e) {
-    altar_transport_log(t, 4, "%s/%d: seek to %lld beyond the end %lld: reading from %lld",
-                        r->topic, r->partition, (long long)offset, (long long)e, (long long)e);
+    altar_transport_log(t, 4, "%s/%d: seek to %lld beyond the end %lld: reading from %lld", r->topic, r->partition,
+                        (long long)offset, (long long)e, (long long)e);
     target = e;
   }
   drop_segment(r);
@@ -311,8 +306,7 @@ static int resync(lreader_t *r, const local_cfg_t *cfg, int64_t want, int64_t li
 
 /* A corrupt record in the active segment with no appender holding the lock
  * is a dead writer's tail: cut it, as an appender would. */
-static void repair_tail(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r,
-                        const char *why) {
+static void repair_tail(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, const char *why) {
   char *lp = altar__local_path(r->dir, "append.lock");
   int fd = lp ? open(lp, O_RDWR | O_CLOEXEC) : -1;
   free(lp);
@@ -324,16 +318,15 @@ static void repair_tail(altar_transport_t *t, const local_cfg_t *cfg, lreader_t 
     lrec_view_t v;
     const char *why2;
     priv(r)->len = 0; /* re-read under the lock */
-    if (next_segment(t, r, &nx, &last, &e) == 0 && last &&
-        read_record(r, cfg, &v, &why2, &e) == LREC_CORRUPT) {
+    if (next_segment(t, r, &nx, &last, &e) == 0 && last && read_record(r, cfg, &v, &why2, &e) == LREC_CORRUPT) {
       char nm[LSEG_NAME_LEN + 1];
       altar__local_seg_name(nm, r->seg_base);
       char *sp = altar__local_path(r->dir, nm);
       int wfd = sp ? open(sp, O_WRONLY | O_CLOEXEC) : -1;
       if (wfd >= 0 && ftruncate(wfd, r->pos) == 0) {
         if (cfg->fsync_policy != LOCAL_FSYNC_NEVER) fdatasync(wfd);
-        altar_transport_log(t, 4, "%s/%d: %s at offset %lld: truncated the corrupt tail",
-                            r->topic, r->partition, why, (long long)r->next_offset);
+        altar_transport_log(t, 4, "%s/%d: %s at offset %lld: truncated the corrupt tail", r->topic, r->partition, why,
+                            (long long)r->next_offset);
       }
       if (wfd >= 0) close(wfd);
       free(sp);
@@ -345,7 +338,7 @@ static void repair_tail(altar_transport_t *t, const local_cfg_t *cfg, lreader_t 
 }
 
 int altar__local_reader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_msg_t **pmsg,
-                 altar_error_t *err) {
+                             altar_error_t *err) {
   *pmsg = NULL;
   bool reread = false;
   for (int hops = 0; hops < 64; hops++) {
@@ -403,8 +396,8 @@ int altar__local_reader_next(altar_transport_t *t, const local_cfg_t *cfg, lread
       }
       if (pr == LREC_CORRUPT) goto corrupt;
       if (nx != r->next_offset)
-        altar_transport_log(t, 4, "%s/%d: offsets %lld..%lld missing between segments", r->topic,
-                            r->partition, (long long)r->next_offset, (long long)nx - 1);
+        altar_transport_log(t, 4, "%s/%d: offsets %lld..%lld missing between segments", r->topic, r->partition,
+                            (long long)r->next_offset, (long long)nx - 1);
       drop_segment(r);
       r->next_offset = nx;
       continue;
@@ -431,15 +424,14 @@ int altar__local_reader_next(altar_transport_t *t, const local_cfg_t *cfg, lread
         return altar_error_set(err, ALTAR_EINTEGRITY,
                                "%s/%d: %s at offset %lld in segment %020lld.log; offsets %lld..%lld skipped, "
                                "reading on from the next intact record",
-                               r->topic, r->partition, why ? why : "corrupt record", (long long)bad,
-                               (long long)seg, (long long)bad, (long long)resumed - 1);
+                               r->topic, r->partition, why ? why : "corrupt record", (long long)bad, (long long)seg,
+                               (long long)bad, (long long)resumed - 1);
       }
       drop_segment(r);
       r->next_offset = nx;
       return altar_error_set(err, ALTAR_EINTEGRITY,
-                             "%s/%d: %s at offset %lld in segment %020lld.log; skipped to offset %lld",
-                             r->topic, r->partition, why ? why : "corrupt record", (long long)bad,
-                             (long long)seg, (long long)nx);
+                             "%s/%d: %s at offset %lld in segment %020lld.log; skipped to offset %lld", r->topic,
+                             r->partition, why ? why : "corrupt record", (long long)bad, (long long)seg, (long long)nx);
     }
   }
   return 0;

@@ -133,8 +133,7 @@ size_t altar__local_rec_size(const altar_produce_rec_t *rec, size_t max_record, 
     altar_error_set(err, ALTAR_ETOOBIG, "headers: more than %d", ALTAR_HEADERS_MAX);
     return 0;
   }
-  if ((rec->key_len && !rec->key) || (rec->value_len && !rec->value) ||
-      (rec->n_headers && !rec->headers)) {
+  if ((rec->key_len && !rec->key) || (rec->value_len && !rec->value) || (rec->n_headers && !rec->headers)) {
     altar_error_set(err, ALTAR_EINVAL, "record: a length without its data");
     return 0;
   }
@@ -145,8 +144,7 @@ size_t altar__local_rec_size(const altar_produce_rec_t *rec, size_t max_record, 
     const altar_header_t *h = &rec->headers[i];
     size_t nl = h->name ? strlen(h->name) : 0;
     if (!h->name || nl > ALTAR_HEADER_NAME_MAX) {
-      altar_error_set(err, ALTAR_EINVAL, "headers[%zu].name: missing or longer than %d", i,
-                      ALTAR_HEADER_NAME_MAX);
+      altar_error_set(err, ALTAR_EINVAL, "headers[%zu].name: missing or longer than %d", i, ALTAR_HEADER_NAME_MAX);
       return 0;
     }
     if (h->value_len && !h->value) {
@@ -167,8 +165,7 @@ too_big:
 int altar__local_rec_encode(altar_buf_t *out, const altar_produce_rec_t *rec, int64_t ts) {
   size_t klen = rec->key_len, vlen = rec->value_len;
   size_t body = LREC_BODY_MIN + klen + vlen;
-  for (size_t i = 0; i < rec->n_headers; i++)
-    body += 2 + strlen(rec->headers[i].name) + 4 + rec->headers[i].value_len;
+  for (size_t i = 0; i < rec->n_headers; i++) body += 2 + strlen(rec->headers[i].name) + 4 + rec->headers[i].value_len;
   if (altar_buf_reserve(out, LREC_FRAME + body)) return ALTAR_ENOMEM;
   uint8_t *p = out->data + out->len;
   put32(p, (uint32_t)body);
@@ -227,8 +224,7 @@ static bool take_len(const uint8_t **pp, const uint8_t *end, const uint8_t **pda
   return true;
 }
 
-int altar__local_rec_parse(const uint8_t *p, size_t avail, size_t max_record, lrec_view_t *v,
-               const char **why) {
+int altar__local_rec_parse(const uint8_t *p, size_t avail, size_t max_record, lrec_view_t *v, const char **why) {
   *why = NULL;
   if (avail < LREC_FRAME) return LREC_INCOMPLETE;
   uint32_t body = get32(p);
@@ -285,8 +281,8 @@ static void msg_destroy(altar_msg_t *m) { free(m); }
 altar_msg_t *altar__local_rec_to_msg(const lrec_view_t *v, const char *topic, int32_t partition) {
   /* One block: the struct, the header array, then every byte it points to. */
   size_t tl = strlen(topic);
-  size_t need = sizeof(altar_msg_t) + v->n_headers * sizeof(altar_header_t) + tl + 1 +
-                v->key_len + 1 + v->value_len + 1 + v->headers_len + v->n_headers;
+  size_t need = sizeof(altar_msg_t) + v->n_headers * sizeof(altar_header_t) + tl + 1 + v->key_len + 1 + v->value_len +
+                1 + v->headers_len + v->n_headers;
   altar_msg_t *m = malloc(need); /* every byte read is written below */
   if (!m) return NULL;
   memset(m, 0, sizeof *m);

@@ -25,8 +25,8 @@ static int parse_limit(const char *key, const char *v, int64_t *pv, altar_error_
   errno = 0;
   long long x = v ? strtoll(v, &end, 10) : 0;
   if (!v || errno || end == v || *end || x < -1)
-    return altar_error_set(err, ALTAR_ECONFIG, "topic setting %s: '%.40s' is not an integer >= -1 (-1: unlimited)",
-                           key, v ? v : "");
+    return altar_error_set(err, ALTAR_ECONFIG, "topic setting %s: '%.40s' is not an integer >= -1 (-1: unlimited)", key,
+                           v ? v : "");
   *pv = x;
   return 0;
 }
@@ -41,11 +41,15 @@ int altar__local_topic_conf_parse(const altar_strmap_t *conf, local_topic_conf_t
     else if (!strcmp(k, "cleanup.policy")) {
       /* The embedded log deletes whole segments; it has no compaction. */
       if (!v || strcmp(v, "delete"))
-        rc = altar_error_set(err, ALTAR_ECONFIG, "topic setting cleanup.policy: '%.40s' is not supported by the "
-                             "local log (only delete)", v ? v : "");
+        rc = altar_error_set(err, ALTAR_ECONFIG,
+                             "topic setting cleanup.policy: '%.40s' is not supported by the "
+                             "local log (only delete)",
+                             v ? v : "");
     } else {
-      rc = altar_error_set(err, ALTAR_ECONFIG, "topic setting %.60s: not known to the local log (retention.ms, "
-                           "retention.bytes, cleanup.policy)", k);
+      rc = altar_error_set(err, ALTAR_ECONFIG,
+                           "topic setting %.60s: not known to the local log (retention.ms, "
+                           "retention.bytes, cleanup.policy)",
+                           k);
     }
     if (rc) return rc;
   }

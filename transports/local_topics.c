@@ -69,16 +69,15 @@ static void rm_tree(const char *path) {
   rmdir(path);
 }
 
-int altar__local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
-                       int32_t partitions, const local_topic_conf_t *conf, altar_error_t *err) {
+int altar__local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t partitions,
+                              const local_topic_conf_t *conf, altar_error_t *err) {
   (void)t;
   int rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
   if (partitions < 1 || partitions > 10000)
     return altar_error_set(err, ALTAR_EINVAL, "partitions: %d outside [1, 10000]", (int)partitions);
   char *final = altar__local_pathf("%s/topics/%s", cfg->dir, topic);
-  char *stage = altar__local_pathf("%s/tmp/%s.%ld.%lld", cfg->dir, topic, (long)getpid(),
-                            (long long)altar_mono_ms());
+  char *stage = altar__local_pathf("%s/tmp/%s.%ld.%lld", cfg->dir, topic, (long)getpid(), (long long)altar_mono_ms());
   char *topics = altar__local_path(cfg->dir, "topics");
   if (!final || !stage || !topics) {
     rc = altar_error_set(err, ALTAR_ENOMEM, "topic %s: out of memory", topic);
@@ -114,8 +113,7 @@ int altar__local_topic_create(altar_transport_t *t, const local_cfg_t *cfg, cons
   if (!rc && rename(stage, final) != 0) {
     if (errno == EEXIST || errno == ENOTEMPTY)
       rc = altar_error_set(err, ALTAR_EEXIST, "topic %s: already exists", topic);
-    else
-      rc = altar_error_set(err, ALTAR_EIO, "topic %s: rename: %s", topic, strerror(errno));
+    else rc = altar_error_set(err, ALTAR_EIO, "topic %s: rename: %s", topic, strerror(errno));
   }
   if (rc) rm_tree(stage);
   else if (cfg->fsync_policy != LOCAL_FSYNC_NEVER) altar__local_fsync_dir(topics);
@@ -138,8 +136,8 @@ static bool parse_partition(const char *s, int32_t *pp) {
   return true;
 }
 
-int altar__local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
-                           int32_t *pn, altar_error_t *err) {
+int altar__local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, const char *topic, int32_t *pn,
+                                  altar_error_t *err) {
   *pn = 0;
   int rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
@@ -166,8 +164,7 @@ int altar__local_topic_partitions(altar_transport_t *t, const local_cfg_t *cfg, 
   }
   closedir(d);
   if (count != max + 1) {
-    rc = altar_error_set(err, ALTAR_EDECODE, "topic %s: partition dirs are not 0..%d", topic,
-                         (int)max);
+    rc = altar_error_set(err, ALTAR_EDECODE, "topic %s: partition dirs are not 0..%d", topic, (int)max);
     free(td);
     return rc;
   }
@@ -181,12 +178,10 @@ void altar__local_names_free(char **names, size_t n) {
   free(names);
 }
 
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int altar__local_topic_names(altar_transport_t *t, const local_cfg_t *cfg, char ***pnames, size_t *pn,
-                      altar_error_t *err) {
+                             altar_error_t *err) {
   *pnames = NULL;
   *pn = 0;
   char *td = altar__local_path(cfg->dir, "topics");
@@ -230,7 +225,7 @@ int altar__local_topic_names(altar_transport_t *t, const local_cfg_t *cfg, char 
 }
 
 int altar__local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const char *topic,
-                      altar_topic_list_t **plist, altar_error_t *err) {
+                             altar_topic_list_t **plist, altar_error_t *err) {
   *plist = NULL;
   char **names = NULL;
   size_t n = 0;

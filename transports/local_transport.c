@@ -81,8 +81,7 @@ static void local_close(altar_transport_t *t) {
   altar_transport_set_impl(t, NULL);
 }
 
-static int local_create_topic_op(altar_transport_t *t, const char *topic, int32_t partitions,
-                                 altar_error_t *err) {
+static int local_create_topic_op(altar_transport_t *t, const char *topic, int32_t partitions, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   int rc = altar__local_topic_create(t, &l->cfg, topic, partitions, NULL, err);
   if (rc == 0) altar__local_producer_forget_topic(t, topic);
@@ -101,8 +100,8 @@ static int local_create_topic_config_op(altar_transport_t *t, const char *topic,
   return rc;
 }
 
-static int local_list_topics_op(altar_transport_t *t, const char *topic, int timeout_ms,
-                                altar_topic_list_t **plist, altar_error_t *err) {
+static int local_list_topics_op(altar_transport_t *t, const char *topic, int timeout_ms, altar_topic_list_t **plist,
+                                altar_error_t *err) {
   (void)timeout_ms;
   local_t *l = altar_transport_impl(t);
   return altar__local_list_topics(t, &l->cfg, topic, plist, err);

@@ -27,7 +27,8 @@ void altar__worker_caps_note(const altar_backend_t *be, char *out, size_t size) 
 bool altar__worker_can_stop(const altar_backend_t *be, const char *job_id, char *out, size_t size) {
   if (altar_backend_caps(be) & ALTAR_BACKEND_CAP_CANCEL) return true;
   if (size)
-    snprintf(out, size, "cancel of job %s: the %s backend cannot %s; its running tasks are reported cancelled and run on",
+    snprintf(out, size,
+             "cancel of job %s: the %s backend cannot %s; its running tasks are reported cancelled and run on",
              job_id ? job_id : "?", altar_backend_name(be), altar_backend_cap_name(ALTAR_BACKEND_CAP_CANCEL));
   return false;
 }

@@ -53,8 +53,8 @@ static json_t *load_json(const altar__heartbeat_load_t *load, json_t **powns) {
   return free_;
 }
 
-static void send_event(altar__heartbeat_t *hb, const char *event, size_t n, altar__heartbeat_key_fn key,
-                       void *ctx, const altar__heartbeat_load_t *load) {
+static void send_event(altar__heartbeat_t *hb, const char *event, size_t n, altar__heartbeat_key_fn key, void *ctx,
+                       const altar__heartbeat_load_t *load) {
   json_t *running = json_array();
   for (size_t i = 0; running && i < n && i < HEARTBEAT_KEYS_MAX; i++) {
     const char *k = key(ctx, i);
@@ -111,7 +111,8 @@ altar__heartbeat_t *altar__heartbeat_start(const altar_worker_opts_t *o, const c
   altar_capacity_t cap;
   altar_error_t e = {0};
   if (altar_backend_capacity(o->backend, &cap, &e) == ALTAR_OK)
-    for (size_t i = 0; i < cap.n; i++) json_object_set_new(hb->pools, cap.pools[i],
+    for (size_t i = 0; i < cap.n; i++)
+      json_object_set_new(hb->pools, cap.pools[i],
                           /* null: the backend sets no bound on the pool */
                           cap.free_slots[i] == INT64_MAX ? json_null() : json_integer(cap.free_slots[i]));
   altar_capacity_clear(&cap);

@@ -45,7 +45,8 @@ void altar__intake_classify(const altar__intake_ctx_t *c, const altar_msg_t *m, 
   if (!s->kind || !s->kind[0] || altar_spec_identity(s, in->task_key, &e) != ALTAR_OK) {
     altar_job_msg_clear(&in->job);
     in->verdict = ALTAR__INTAKE_DLQ;
-    snprintf(in->detail, sizeof in->detail, "job without a readable identity: %s", s->kind && s->kind[0] ? e.msg : "spec.kind: required");
+    snprintf(in->detail, sizeof in->detail, "job without a readable identity: %s",
+             s->kind && s->kind[0] ? e.msg : "spec.kind: required");
     return;
   }
   if (altar_spec_validate(s, &e) != ALTAR_OK) return refuse(in, ALTAR_REASON_INVALID_SPEC, "invalid spec: ", e.msg);
@@ -68,7 +69,8 @@ void altar__intake_classify(const altar__intake_ctx_t *c, const altar_msg_t *m, 
     const char *pool;
     if (altar_pool_of_topic(c->jobs_topic, m->topic, &pool) && strcmp(want, m->topic)) {
       char d[sizeof in->detail];
-      snprintf(d, sizeof d, "a job for pool '%.64s' arrived on %.255s, the topic of pool '%.64s' (it belongs on %.255s)",
+      snprintf(d, sizeof d,
+               "a job for pool '%.64s' arrived on %.255s, the topic of pool '%.64s' (it belongs on %.255s)",
                s->resources.gpu ? s->resources.gpu : ALTAR_POOL_CPU, m->topic, pool ? pool : ALTAR_POOL_CPU, want);
       return refuse(in, ALTAR_REASON_UNSERVABLE_POOL, "", d);
     }

@@ -30,7 +30,7 @@ typedef struct altar__intake {
   altar__intake_verdict_t verdict;
   altar_job_msg_t job; /* RUN, REFUSE: the decoded message */
   char task_key[ALTAR_TASK_KEY_LEN + 1];
-  const char *reason;  /* REFUSE: one of the codes above */
+  const char *reason; /* REFUSE: one of the codes above */
   char detail[ALTAR_ERRMSG_MAX + 128];
 } altar__intake_t;
 

@@ -24,14 +24,14 @@ typedef struct range {
 typedef struct part {
   char *topic;
   int32_t partition;
-  int64_t next;    /* one past the highest offset seen (or the committed offset) */
-  entry_t *ents;   /* stretches of offsets seen and not yet below the commit point, ascending */
+  int64_t next;  /* one past the highest offset seen (or the committed offset) */
+  entry_t *ents; /* stretches of offsets seen and not yet below the commit point, ascending */
   size_t head, n, cap;
-  range_t *prior;  /* finished in an earlier life, from the metadata; ascending */
+  range_t *prior; /* finished in an earlier life, from the metadata; ascending */
   size_t n_prior;
   int64_t prior_base;     /* the committed offset read at assign (-1: none) */
   int64_t prior_held_end; /* unfinished offsets in [prior_base, this) were held (v2); -1: none */
-  int64_t last_offset; /* last commit point returned */
+  int64_t last_offset;    /* last commit point returned */
   char *last_meta;
 } part_t;
 
@@ -270,12 +270,10 @@ size_t altar__offset_tracker_in_flight(const altar__offset_tracker_t *t, const c
 }
 
 /* Appends ",a" or ",a-b" (relative to base) if it fits; false when full. */
-static bool put_range(char *meta, size_t metasz, size_t *plen, bool *pfirst, int64_t base, int64_t lo,
-                      int64_t hi) {
+static bool put_range(char *meta, size_t metasz, size_t *plen, bool *pfirst, int64_t base, int64_t lo, int64_t hi) {
   char tmp[48];
   int k = lo == hi ? snprintf(tmp, sizeof tmp, "%s%" PRId64, *pfirst ? "" : ",", lo - base)
-                   : snprintf(tmp, sizeof tmp, "%s%" PRId64 "-%" PRId64, *pfirst ? "" : ",", lo - base,
-                              hi - base);
+                   : snprintf(tmp, sizeof tmp, "%s%" PRId64 "-%" PRId64, *pfirst ? "" : ",", lo - base, hi - base);
   if (k < 0 || *plen + (size_t)k + 1 > metasz) return false;
   memcpy(meta + *plen, tmp, (size_t)k + 1);
   *plen += (size_t)k;

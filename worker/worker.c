@@ -19,10 +19,8 @@ static void consume_failed(worker_t *w, const altar_error_t *e) {
     w->consume_err_repeats++;
     return;
   }
-  if (w->consume_err_repeats)
-    altar__worker_log(w, "consume: %s (and %ld more times)", e->msg, w->consume_err_repeats);
-  else
-    altar__worker_log(w, "consume: %s", e->msg);
+  if (w->consume_err_repeats) altar__worker_log(w, "consume: %s (and %ld more times)", e->msg, w->consume_err_repeats);
+  else altar__worker_log(w, "consume: %s", e->msg);
   snprintf(w->consume_err, sizeof w->consume_err, "%s", e->msg);
   w->consume_err_ms = now;
   w->consume_err_repeats = 0;
@@ -127,8 +125,9 @@ static int worker_open(worker_t *w, const altar_worker_opts_t *o, altar_error_t 
     altar__worker_log(w, "metrics off: %s", me.msg);
   w->lease_interval_ms = o->lease_interval_ms > 0 ? o->lease_interval_ms : ALTAR_WORKER_LEASE_INTERVAL_MS_DEFAULT;
   w->lease_timeout_ms = o->lease_timeout_ms > 0 ? o->lease_timeout_ms
-                        : 3 * w->lease_interval_ms > ALTAR_WORKER_LEASE_TIMEOUT_MS_MIN ? 3 * w->lease_interval_ms
-                                                                                       : ALTAR_WORKER_LEASE_TIMEOUT_MS_MIN;
+                        : 3 * w->lease_interval_ms > ALTAR_WORKER_LEASE_TIMEOUT_MS_MIN
+                            ? 3 * w->lease_interval_ms
+                            : ALTAR_WORKER_LEASE_TIMEOUT_MS_MIN;
   altar_transport_set_delivery(o->transport, altar__worker_on_delivery, w, NULL, NULL);
   w->intake = (altar__intake_ctx_t){.backend = o->backend, .groups = o->groups, .jobs_topic = o->topics->jobs};
   int rc = altar__worker_pools_setup(w, err);
@@ -220,8 +219,7 @@ static altar_msg_t *phase_intake(worker_t *w, loop_clock_t *c, int64_t now) {
  * blocking) whether one changed, so a completion is polled within this turn
  * rather than at the next interval (a watch-fed backend knows at once). */
 static void phase_poll_backend(worker_t *w, loop_clock_t *c, int64_t now) {
-  if (!c->got_job && !w->paused && w->n_tasks && altar_backend_wait_change(w->o->backend, 0) == 1)
-    c->next_poll = now;
+  if (!c->got_job && !w->paused && w->n_tasks && altar_backend_wait_change(w->o->backend, 0) == 1) c->next_poll = now;
   if (now >= c->next_poll) {
     altar__worker_poll_tasks(w, -1, NULL);
     altar__worker_refresh_capacity(w);
@@ -328,13 +326,15 @@ int altar__worker_run(const altar_worker_opts_t *o, altar_worker_stats_t *pstats
   int rc = worker_open(&w, o, err);
   if (rc) return rc;
   int64_t start = altar_mono_ms();
-  loop_clock_t c = {
-      .poll_every = o->poll_interval_ms > 0 ? o->poll_interval_ms : ALTAR_WORKER_POLL_MS_DEFAULT,
-      /* Each commit of the local log is two fsyncs, and one of Kafka's a
+  loop_clock_t c = {.poll_every = o->poll_interval_ms > 0 ? o->poll_interval_ms : ALTAR_WORKER_POLL_MS_DEFAULT,
+                    /* Each commit of the local log is two fsyncs, and one of Kafka's a
        * round trip, per partition: at 100 ms with 32 busy partitions they
        * cost more than the tasks. A later commit only means a rerun after a crash. */
-      .commit_every = o->commit_interval_ms > 0 ? o->commit_interval_ms : ALTAR_WORKER_COMMIT_MS_DEFAULT,
-      .next_poll = start, .next_commit = start, .next_metrics = start, .idle_since = start};
+                    .commit_every = o->commit_interval_ms > 0 ? o->commit_interval_ms : ALTAR_WORKER_COMMIT_MS_DEFAULT,
+                    .next_poll = start,
+                    .next_commit = start,
+                    .next_metrics = start,
+                    .idle_since = start};
   altar__heartbeat_t *hb = altar__heartbeat_start(o, w.worker_id);
   int stop = 0;
   /* One turn: read the clock, then each phase in order; intake reads it

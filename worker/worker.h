@@ -71,27 +71,27 @@
 #define ALTAR_WORKER_LEASE_TIMEOUT_MS_MIN 10000     /* lease_timeout_ms: max(3 x interval, this) */
 
 typedef struct altar_worker_opts {
-  altar_transport_t *transport; /* borrowed; the worker subscribes it */
-  altar_backend_t *backend;     /* borrowed */
+  altar_transport_t *transport;      /* borrowed; the worker subscribes it */
+  altar_backend_t *backend;          /* borrowed */
   const altar_group_specs_t *groups; /* borrowed, may be NULL: status key = task key */
   const altar_topics_t *topics;      /* borrowed */
-  const char *group;            /* consumer group; NULL = ALTAR_WORKER_GROUP */
-  const char *worker_id;        /* NULL = "<hostname>:<pid>" */
-  int64_t slots;                /* jobs in flight at most (>= 1) */
-  int topic_partitions;         /* partitions of a pool's jobs topic it creates (0 = the default) */
-  int poll_interval_ms;         /* backend poll cadence; 0 = ALTAR_WORKER_POLL_MS_DEFAULT */
-  int commit_interval_ms;       /* periodic offset commits; <= 0 = 1000 (a revoke, a stop and a
+  const char *group;                 /* consumer group; NULL = ALTAR_WORKER_GROUP */
+  const char *worker_id;             /* NULL = "<hostname>:<pid>" */
+  int64_t slots;                     /* jobs in flight at most (>= 1) */
+  int topic_partitions;              /* partitions of a pool's jobs topic it creates (0 = the default) */
+  int poll_interval_ms;              /* backend poll cadence; 0 = ALTAR_WORKER_POLL_MS_DEFAULT */
+  int commit_interval_ms;            /* periodic offset commits; <= 0 = 1000 (a revoke, a stop and a
                                    drain commit at once, whatever this says) */
-  int drain_ms;                 /* drain time on stop; < 0 = 30000 */
-  int lease_interval_ms;        /* held tasks' lease renewal; <= 0 = 3000 */
-  int lease_timeout_ms;         /* a waited job's holder is dead after this long without news;
+  int drain_ms;                      /* drain time on stop; < 0 = 30000 */
+  int lease_interval_ms;             /* held tasks' lease renewal; <= 0 = 3000 */
+  int lease_timeout_ms;              /* a waited job's holder is dead after this long without news;
                                    <= 0 = max(3 x lease interval, 10000) */
-  int64_t max_jobs;             /* stop (draining) after this many jobs finished; 0 = never */
-  bool exit_when_idle;          /* stop once caught up with nothing in flight (tests, demo) */
+  int64_t max_jobs;                  /* stop (draining) after this many jobs finished; 0 = never */
+  bool exit_when_idle;               /* stop once caught up with nothing in flight (tests, demo) */
   /* Set to 1 to drain and stop, 2 (a second signal) to stop at once. */
   volatile sig_atomic_t *stop;
-  bool quiet;                   /* no progress lines on stderr */
-  bool task_lines;              /* one stderr line per task start and end (the CLI sets it on a
+  bool quiet;      /* no progress lines on stderr */
+  bool task_lines; /* one stderr line per task start and end (the CLI sets it on a
                                    terminal); ignored when quiet */
   /* Borrowed, may be NULL: the run registers the altar_worker_* metrics here
    * and keeps them current (docs/metrics.md). */
@@ -100,29 +100,29 @@ typedef struct altar_worker_opts {
    * that the worker assigns to the fleet topic (no group), from a few
    * records before its end, to learn its peers' free slots and partitions. */
   altar_transport_t *fleet_transport;
-  int forward_after_ms;         /* a job waiting for a slot this long is forwarded to a peer with a
+  int forward_after_ms; /* a job waiting for a slot this long is forwarded to a peer with a
                                    free one; 0 = ALTAR_FORWARD_AFTER_MS_DEFAULT, < 0 = never */
 } altar_worker_opts_t;
 
 typedef struct altar_worker_stats {
-  uint64_t consumed;     /* job messages read */
-  uint64_t submitted;    /* tasks started */
+  uint64_t consumed;  /* job messages read */
+  uint64_t submitted; /* tasks started */
   uint64_t succeeded;
   uint64_t failed;
-  uint64_t released;     /* cancelled and handed back at a stop's drain deadline */
-  uint64_t skipped;      /* finished in an earlier life (commit metadata) */
-  uint64_t dead_lettered;/* messages copied to the DLQ (refused ones included) */
-  uint64_t refused;      /* jobs refused with a failed status event (worker/intake.h) */
+  uint64_t released;       /* cancelled and handed back at a stop's drain deadline */
+  uint64_t skipped;        /* finished in an earlier life (commit metadata) */
+  uint64_t dead_lettered;  /* messages copied to the DLQ (refused ones included) */
+  uint64_t refused;        /* jobs refused with a failed status event (worker/intake.h) */
   uint64_t reduced_events; /* status events sent without spec (too large in full) */
-  uint64_t status_events;/* status events acknowledged */
-  uint64_t held;         /* tasks kept running across a revoke (handed over) */
-  uint64_t reattached;   /* held tasks whose partition came back to this worker */
-  uint64_t waited;       /* jobs another worker held: waited for, not started */
-  uint64_t handed_done;  /* waited jobs finished by their holder ("done") */
-  uint64_t taken_over;   /* waited jobs started here (released, or lease timed out) */
-  uint64_t controls;     /* control messages read */
-  uint64_t forwarded;    /* waiting jobs forwarded to a peer (copy acknowledged) */
-  uint64_t forwarded_in; /* jobs read here that a peer had forwarded */
+  uint64_t status_events;  /* status events acknowledged */
+  uint64_t held;           /* tasks kept running across a revoke (handed over) */
+  uint64_t reattached;     /* held tasks whose partition came back to this worker */
+  uint64_t waited;         /* jobs another worker held: waited for, not started */
+  uint64_t handed_done;    /* waited jobs finished by their holder ("done") */
+  uint64_t taken_over;     /* waited jobs started here (released, or lease timed out) */
+  uint64_t controls;       /* control messages read */
+  uint64_t forwarded;      /* waiting jobs forwarded to a peer (copy acknowledged) */
+  uint64_t forwarded_in;   /* jobs read here that a peer had forwarded */
 } altar_worker_stats_t;
 
 /* Runs until a stop request, max_jobs or idleness (exit_when_idle). Returns

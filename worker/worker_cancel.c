@@ -93,8 +93,8 @@ void altar__worker_restore_cancels(worker_t *w, const char *topic, int32_t parti
                       partition, bad);
   size_t before = w->cancels.n;
   for (size_t i = 0; i < got.n && !w->fatal; i++) {
-    altar_control_msg_t c = {.event = ALTAR_CTL_CANCEL, .partition = partition, .job_id = got.job_ids[i],
-                             .group_key = got.group_keys[i]};
+    altar_control_msg_t c = {
+        .event = ALTAR_CTL_CANCEL, .partition = partition, .job_id = got.job_ids[i], .group_key = got.group_keys[i]};
     altar__worker_apply_cancel(w, &c);
   }
   if (w->cancels.n > before)

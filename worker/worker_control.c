@@ -98,12 +98,9 @@ void altar__worker_obey_control(worker_t *w, const altar_msg_t *m, const altar_c
     case ALTAR_CTL_LEASE:
       if (x->deadline_ms) x->deadline_ms = altar__worker_lease_deadline(w, c->lease_s);
       break;
-    case ALTAR_CTL_RELEASE:
-      x->deadline_ms = 0;
-      break;
+    case ALTAR_CTL_RELEASE: x->deadline_ms = 0; break;
     case ALTAR_CTL_UNKNOWN:
-    case ALTAR_CTL_CANCEL:
-      break;
+    case ALTAR_CTL_CANCEL: break;
     }
   }
 }

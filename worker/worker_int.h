@@ -74,8 +74,8 @@ typedef struct assigned {
 typedef struct wpool {
   char *name; /* capacity key: ALTAR_POOL_CPU or a GPU pool */
   char *topic;
-  bool full;   /* no free slot for it */
-  bool paused; /* full and the look-ahead too: its partitions are not read */
+  bool full;            /* no free slot for it */
+  bool paused;          /* full and the look-ahead too: its partitions are not read */
   int32_t n_partitions; /* of its topic, 0 when unknown (no forwarding to it) */
 } wpool_t;
 
@@ -92,7 +92,7 @@ typedef struct worker {
   size_t n_waits, cap_waits;
   int lease_interval_ms, lease_timeout_ms;
   int64_t next_lease;
-  bool paused;        /* no pool has a free slot */
+  bool paused; /* no pool has a free slot */
   wpool_t *pools;
   size_t n_pools;
   altar_capacity_t cap; /* the backend's last report, less what started since */
@@ -102,7 +102,7 @@ typedef struct worker {
   altar_worker_stats_t stats;
   altar__worker_metrics_t metrics;
   altar__cancel_set_t cancels; /* jobs (or groups) `altar cancel` stopped */
-  altar__lookahead_t ahead; /* read, not yet taken in (lookahead.h) */
+  altar__lookahead_t ahead;    /* read, not yet taken in (lookahead.h) */
   /* Forwarding (docs/forwarding.md): peers from the fleet topic, the load
    * the heartbeats announce, and a commit owed after a forward. */
   altar__peers_t *peers;

@@ -23,9 +23,9 @@ static bool set_topic_paused(worker_t *w, const char *topic, bool paused) {
     if (!strcmp(w->parts[i].topic, topic))
       tps[n++] = (altar_tp_t){w->parts[i].topic, w->parts[i].partition, ALTAR_OFFSET_INVALID};
   altar_error_t e = {0};
-  int rc = !n ? ALTAR_OK
-              : paused ? altar_transport_pause(w->o->transport, tps, n, &e)
-                       : altar_transport_resume(w->o->transport, tps, n, &e);
+  int rc = !n       ? ALTAR_OK
+           : paused ? altar_transport_pause(w->o->transport, tps, n, &e)
+                    : altar_transport_resume(w->o->transport, tps, n, &e);
   free(tps);
   if (rc) altar__worker_log(w, "%s %s failed: %s", paused ? "pause" : "resume", topic, e.msg);
   return rc == ALTAR_OK;
@@ -146,8 +146,9 @@ int altar__worker_pools_setup(worker_t *w, altar_error_t *err) {
       return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
     }
     w->n_pools++;
-    int rc = altar_transport_create_topic(w->o->transport, topic,
-                                          w->o->topic_partitions > 0 ? w->o->topic_partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS, &e);
+    int rc = altar_transport_create_topic(
+        w->o->transport, topic, w->o->topic_partitions > 0 ? w->o->topic_partitions : ALTAR_DEFAULT_TOPIC_PARTITIONS,
+        &e);
     if (rc && rc != ALTAR_EEXIST) return altar_error_set(err, rc, "worker: creating %s: %s", topic, e.msg);
     /* Its partition count bounds where a forward may go (a peer's report is untrusted). */
     altar_topic_list_t *tl = NULL;

@@ -8,7 +8,8 @@
 
 /* Bucket bounds of the task-duration histogram, in seconds: from a short
  * command to a day-long training run. */
-static const double duration_bounds[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400};
+static const double duration_bounds[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1,    2.5,   5,
+                                         10,   30,   60,  300,  900, 3600, 14400, 86400};
 
 int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg, int64_t slots, altar_error_t *err) {
   memset(wm, 0, sizeof *wm);
@@ -16,7 +17,8 @@ int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg
   wm->reg = reg;
   static const altar_metric_def_t defs[] = {
 #define C(f, n, h) {offsetof(altar__worker_metrics_t, f), ALTAR_METRIC_COUNTER, n, h}
-#define G(f, n, h) {offsetof(altar__worker_metrics_t, f), ALTAR_METRIC_GAUGE, n, h}
+#define G(f, n, h)                                                                                                     \
+  { offsetof(altar__worker_metrics_t, f), ALTAR_METRIC_GAUGE, n, h }
       C(consumed, "altar_worker_jobs_consumed_total", "Job messages read from the jobs topic."),
       C(submitted, "altar_worker_tasks_submitted_total", "Tasks started on the execution backend."),
       C(succeeded, "altar_worker_tasks_succeeded_total", "Tasks that ended in the succeeded state."),
@@ -25,7 +27,8 @@ int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg
       C(skipped, "altar_worker_jobs_skipped_total", "Jobs skipped because an earlier life already finished them."),
       C(dead_lettered, "altar_worker_dead_lettered_total", "Poison job messages copied to the dead-letter topic."),
       C(status_events, "altar_worker_status_events_total", "Status events acknowledged by the log."),
-      C(forwarded, "altar_worker_jobs_forwarded_total", "Jobs that waited for a slot here, forwarded to a peer with a free one."),
+      C(forwarded, "altar_worker_jobs_forwarded_total",
+        "Jobs that waited for a slot here, forwarded to a peer with a free one."),
       C(forwarded_in, "altar_worker_jobs_forwarded_in_total", "Jobs started here that a peer had forwarded."),
       G(in_flight, "altar_worker_in_flight", "Tasks running whose terminal status is not yet sent."),
       G(slots, "altar_worker_slots", "Tasks this worker runs at most at once."),
@@ -47,11 +50,11 @@ static altar_metric_t *duration_of(altar__worker_metrics_t *wm, const char *kind
   if (wm->n_kinds > ALTAR_WORKER_METRIC_KINDS_MAX) return NULL; /* not reached: "other" has the last place */
   altar_metric_label_t l = {"kind", kind};
   altar_error_t e = {0};
-  altar_metric_t *m = altar_metrics_histogram(wm->reg, "altar_worker_task_duration_seconds",
-                                              "Run time of tasks that ended here, from submission to the backend to "
-                                              "their terminal state.",
-                                              &l, 1, duration_bounds,
-                                              sizeof duration_bounds / sizeof duration_bounds[0], &e);
+  altar_metric_t *m =
+      altar_metrics_histogram(wm->reg, "altar_worker_task_duration_seconds",
+                              "Run time of tasks that ended here, from submission to the backend to "
+                              "their terminal state.",
+                              &l, 1, duration_bounds, sizeof duration_bounds / sizeof duration_bounds[0], &e);
   snprintf(wm->kinds[wm->n_kinds].kind, sizeof wm->kinds[0].kind, "%s", kind);
   wm->kinds[wm->n_kinds++].duration = m;
   return m;
@@ -60,10 +63,10 @@ static altar_metric_t *duration_of(altar__worker_metrics_t *wm, const char *kind
 /* The failure reasons a metric label may carry: altar's own. */
 static const char *reason_label(const char *reason) {
   static const char *const known[] = {
-      ALTAR_REASON_TIMEOUT,    ALTAR_REASON_OOM_KILLED, ALTAR_REASON_INPUT_DIGEST_MISMATCH,
-      ALTAR_REASON_CONTAINER_MISSING, ALTAR_REASON_JOB_FAILED, ALTAR_REASON_SUPERSEDED,
-      ALTAR_REASON_RELEASED,   ALTAR_REASON_CANCELLED, ALTAR_REASON_INVALID_SPEC,
-      ALTAR_REASON_SUBMIT_FAILED, "output_collection_failed"};
+      ALTAR_REASON_TIMEOUT,           ALTAR_REASON_OOM_KILLED,   ALTAR_REASON_INPUT_DIGEST_MISMATCH,
+      ALTAR_REASON_CONTAINER_MISSING, ALTAR_REASON_JOB_FAILED,   ALTAR_REASON_SUPERSEDED,
+      ALTAR_REASON_RELEASED,          ALTAR_REASON_CANCELLED,    ALTAR_REASON_INVALID_SPEC,
+      ALTAR_REASON_SUBMIT_FAILED,     "output_collection_failed"};
   if (!reason) return "other";
   if (!strncmp(reason, "exit_", 5)) return "exit_code";
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
@@ -80,8 +83,7 @@ void altar__worker_metrics_task_ended(altar__worker_metrics_t *wm, const char *k
   altar_error_t e = {0};
   /* Registering an existing series finds it: a short lock, once per failure. */
   altar_metric_inc(altar_metrics_register(wm->reg, ALTAR_METRIC_COUNTER, "altar_worker_task_failures_total",
-                                          "Tasks that failed here, by reason (exit codes as exit_code).", &l, 1,
-                                          &e));
+                                          "Tasks that failed here, by reason (exit codes as exit_code).", &l, 1, &e));
 }
 
 void altar__worker_metrics_update(altar__worker_metrics_t *wm, const altar_worker_stats_t *st, size_t in_flight,

@@ -161,7 +161,8 @@ void altar__worker_start_job(worker_t *w, const altar_msg_t *m) {
   if (altar_msg_header(m, ALTAR_FORWARD_FROM_HEADER, &from, &from_len) == ALTAR_OK) {
     /* Anyone may set the header: logged only when it is short and printable. */
     bool printable = from_len <= 512;
-    for (size_t i = 0; printable && i < from_len; i++) printable = ((const char *)from)[i] >= 0x20 && ((const char *)from)[i] < 0x7f;
+    for (size_t i = 0; printable && i < from_len; i++)
+      printable = ((const char *)from)[i] >= 0x20 && ((const char *)from)[i] < 0x7f;
     w->stats.forwarded_in++;
     altar__worker_log(w, "%s/%" PRId32 "/%" PRId64 ": forwarded here from %.*s", m->topic, m->partition, m->offset,
                       printable ? (int)from_len : 3, printable ? (const char *)from : "(?)");

@@ -56,15 +56,25 @@ void bench_write_succeeded_shard(altar_transport_t *t, const char *topic, altar_
   altar_spec_set_label(spec, "group", group);
   altar_spec_set_label(spec, "fold", f);
   altar_spec_set_label(spec, "num_folds", nf);
-  altar_status_event_t ev = {.v = 1, .event = ALTAR_EV_SUBMITTED, .task_key = ALTAR__UNCONST(task_key), .kind = "bench",
-                             .state = ALTAR_STATE_PENDING, .spec = spec, .worker = "w", .ts = 1.0};
+  altar_status_event_t ev = {.v = 1,
+                             .event = ALTAR_EV_SUBMITTED,
+                             .task_key = ALTAR__UNCONST(task_key),
+                             .kind = "bench",
+                             .state = ALTAR_STATE_PENDING,
+                             .spec = spec,
+                             .worker = "w",
+                             .ts = 1.0};
   altar_error_t e = {0};
   altar_handle_init_for_spec(&ev.handle, "process", task_key, spec);
   for (int k = 0; k < 2; k++) {
     altar_buf_reset(buf);
     if (altar_encode_status(&ev, buf, &e)) bench_die("bench", "encode", &e);
-    altar_produce_rec_t rec = {.topic = topic, .partition = ALTAR_PARTITION_ANY, .key = group,
-                               .key_len = strlen(group), .value = buf->data, .value_len = buf->len};
+    altar_produce_rec_t rec = {.topic = topic,
+                               .partition = ALTAR_PARTITION_ANY,
+                               .key = group,
+                               .key_len = strlen(group),
+                               .value = buf->data,
+                               .value_len = buf->len};
     while (altar_transport_produce(t, &rec, &e) == ALTAR_EAGAIN) altar_transport_poll(t, 10);
     ev.event = ALTAR_EV_STATE;
     ev.state = ALTAR_STATE_SUCCEEDED;

@@ -54,17 +54,19 @@ const char *altar_verification_name(altar_verification_t v);
  * operation and one having the operation must declare the bit (both are
  * refused at registration and open), and a handle whose bit is off runs the
  * operation's default. */
-#define ALTAR_BACKEND_CAP_CAPACITY 0x001u /* (capacity) fixed slots per pool: a worker gates its intake on them */
-#define ALTAR_BACKEND_CAP_POOLS 0x002u    /* (pools) a pool mapping beyond the pools capacity reports */
-#define ALTAR_BACKEND_CAP_CANCEL 0x004u   /* (cancel) stops a running task and reaps what a finished one left */
-#define ALTAR_BACKEND_CAP_AWAIT 0x008u    /* (await_completion) blocks natively until tasks end */
+#define ALTAR_BACKEND_CAP_CAPACITY 0x001u     /* (capacity) fixed slots per pool: a worker gates its intake on them */
+#define ALTAR_BACKEND_CAP_POOLS 0x002u        /* (pools) a pool mapping beyond the pools capacity reports */
+#define ALTAR_BACKEND_CAP_CANCEL 0x004u       /* (cancel) stops a running task and reaps what a finished one left */
+#define ALTAR_BACKEND_CAP_AWAIT 0x008u        /* (await_completion) blocks natively until tasks end */
 #define ALTAR_BACKEND_CAP_WAIT_CHANGE 0x010u  /* (wait_change) wakes a poller when a task may have changed */
 #define ALTAR_BACKEND_CAP_RECOVER 0x020u      /* (recover) restarts transient failures off banned hosts */
 #define ALTAR_BACKEND_CAP_SUBMIT_START 0x040u /* (submit_start) overlaps launches, refusals come through poll */
-#define ALTAR_BACKEND_CAP_ADOPT 0x080u /* a submit under the task key of a live run returns that run, from any
+#define ALTAR_BACKEND_CAP_ADOPT                                                                                        \
+  0x080u /* a submit under the task key of a live run returns that run, from any
                                           worker that reaches it: a moved partition's tasks are adopted, not
                                           run twice */
-#define ALTAR_BACKEND_CAP_LOGS 0x100u  /* keeps each task's stdout and stderr under
+#define ALTAR_BACKEND_CAP_LOGS                                                                                         \
+  0x100u /* keeps each task's stdout and stderr under
                                           <data_root>/logs/<task key>/ (altar logs) */
 #define ALTAR_BACKEND_CAPS_ALL 0x1ffu
 
@@ -80,12 +82,10 @@ typedef struct altar_backend_ops altar_backend_ops_t;
 /* New backend: ops->open(be, cfg) builds its private state. NULL with err
  * filled on failure (also when ops lacks a required member or cfg holds a key
  * ops does not read). Free with altar_backend_close. */
-altar_backend_t *altar_backend_open(const altar_backend_ops_t *ops, const altar_strmap_t *cfg,
-                                    altar_error_t *err);
+altar_backend_t *altar_backend_open(const altar_backend_ops_t *ops, const altar_strmap_t *cfg, altar_error_t *err);
 /* altar_backend_open of the backend registered as name (or alias); an unknown
  * name is an error listing the registered ones. */
-altar_backend_t *altar_backend_open_by_name(const char *name, const altar_strmap_t *cfg,
-                                            altar_error_t *err);
+altar_backend_t *altar_backend_open_by_name(const char *name, const altar_strmap_t *cfg, altar_error_t *err);
 /* ops->close, then frees be. NULL is fine. */
 void altar_backend_close(altar_backend_t *be);
 /* The keys ops declares (altar_plugin_keys_allow checks one), its
@@ -147,22 +147,18 @@ int altar_backend_pools(altar_backend_t *be, const char **pnames, size_t max);
 int altar_backend_check_resources(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err);
 /* Make each input readable at its logical path before the task runs; a
  * "staging" backend fails a digest mismatch with ALTAR_EINTEGRITY. */
-int altar_backend_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n,
-                               altar_error_t *err);
+int altar_backend_stage_inputs(altar_backend_t *be, const altar_transfer_t *inputs, size_t n, altar_error_t *err);
 /* Save each output's logical path to its uri after the task succeeded. */
-int altar_backend_collect_outputs(altar_backend_t *be, const altar_transfer_t *outputs, size_t n,
-                                  altar_error_t *err);
+int altar_backend_collect_outputs(altar_backend_t *be, const altar_transfer_t *outputs, size_t n, altar_error_t *err);
 /* The PathResolver's mount root; never NULL ("" = identity). */
 const char *altar_backend_mount_root(altar_backend_t *be);
 /* The physical path the task reads or writes for a logical path: a malloc'd
  * string in *pphysical (NULL first; caller frees), or ALTAR_EPATH for a path
  * that would leave the root. */
-int altar_backend_resolve_path(altar_backend_t *be, const char *logical, char **pphysical,
-                               altar_error_t *err);
+int altar_backend_resolve_path(altar_backend_t *be, const char *logical, char **pphysical, altar_error_t *err);
 /* Launch spec; *phandle is zeroed first, filled on success, cleared on
  * error; the caller clears it. */
-int altar_backend_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
-                         altar_error_t *err);
+int altar_backend_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle, altar_error_t *err);
 /* Pipelined submit: as altar_backend_submit, but the backend may return
  * once the launch is on its way, reporting a refusal through poll (FAILED,
  * reason as altar_reason_for_start_error). Default: submit. */
@@ -170,8 +166,8 @@ int altar_backend_submit_start(altar_backend_t *be, const altar_spec_t *spec, al
                                altar_error_t *err);
 /* Probe n handles without blocking: pstatuses (n entries, caller allocated)
  * are zeroed first and cleared on error. */
-int altar_backend_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n,
-                       altar_status_t *pstatuses, altar_error_t *err);
+int altar_backend_poll(altar_backend_t *be, const altar_handle_t *handles, size_t n, altar_status_t *pstatuses,
+                       altar_error_t *err);
 /* Block until every handle is terminal, then as poll. Without
  * ALTAR_BACKEND_CAP_AWAIT: ALTAR_ENOTSUP naming the backend, at once. */
 int altar_backend_await_completion(altar_backend_t *be, const altar_handle_t *handles, size_t n,
@@ -184,9 +180,8 @@ int altar_backend_cancel(altar_backend_t *be, const altar_handle_t *handle, alta
 /* Restart transient failures off banned hosts; *phandles (NULL first) is a
  * malloc'd array of *pn (0 first), freed with altar_handles_free. Default:
  * none restarted. */
-int altar_backend_recover(altar_backend_t *be, const altar_status_t *failures, size_t n,
-                          const char *const *banned, size_t n_banned, altar_handle_t **phandles,
-                          size_t *pn, altar_error_t *err);
+int altar_backend_recover(altar_backend_t *be, const altar_status_t *failures, size_t n, const char *const *banned,
+                          size_t n_banned, altar_handle_t **phandles, size_t *pn, altar_error_t *err);
 
 ALTAR_API_END
 

@@ -17,8 +17,8 @@ typedef struct altar_buf {
 
 /* A zeroed struct is an empty buffer. */
 void altar_buf_init(altar_buf_t *b);
-void altar_buf_free(altar_buf_t *b); /* frees data, leaves an empty buffer */
-void altar_buf_reset(altar_buf_t *b); /* len = 0, keeps the allocation */
+void altar_buf_free(altar_buf_t *b);                 /* frees data, leaves an empty buffer */
+void altar_buf_reset(altar_buf_t *b);                /* len = 0, keeps the allocation */
 int altar_buf_reserve(altar_buf_t *b, size_t extra); /* 0 or ALTAR_ENOMEM */
 int altar__buf_append_slow(altar_buf_t *b, const void *data, size_t len);
 

@@ -43,8 +43,7 @@ typedef struct altar_record_fixed {
  * bytes are malloc'd. 0, or the encoder's error (ALTAR_EINVAL naming the
  * field, ALTAR_ETOOBIG, ALTAR_ENOMEM) with *pout empty. */
 int altar_spec_enc_make(const altar_spec_t *spec, altar_spec_enc_t *pout, altar_error_t *err);
-int altar_record_fixed_make(const altar_handle_t *h, const char *kind, altar_record_fixed_t *pout,
-                            altar_error_t *err);
+int altar_record_fixed_make(const altar_handle_t *h, const char *kind, altar_record_fixed_t *pout, altar_error_t *err);
 /* Frees what a _make or a decoder (not the arena fast path) put there, and empties it. */
 void altar_spec_enc_clear(altar_spec_enc_t *e);
 void altar_record_fixed_clear(altar_record_fixed_t *f);
@@ -191,8 +190,8 @@ typedef struct altar_control_msg {
   int32_t partition; /* the jobs partition the offsets are in (the message's own) */
   int64_t *offsets;  /* job offsets in that partition, each >= 0 */
   size_t n_offsets;
-  double lease_s;    /* lease: the holder renews at least this often */
-  char *worker;      /* the sender's id; NULL if absent */
+  double lease_s; /* lease: the holder renews at least this often */
+  char *worker;   /* the sender's id; NULL if absent */
   double ts;
   /* cancel only (written only for it): the job, and one group key of it or
    * NULL for the whole job. */
@@ -282,8 +281,7 @@ int altar_encode_record(const altar_record_t *r, altar_buf_t *out, altar_error_t
  * and kind (a ledger keeps a copy of them per record). For a record without
  * a failure only: ALTAR_EINVAL for one with a failure or an unknown state
  * (altar_encode_record checks those), ALTAR_ENOMEM. */
-int altar_encode_record_around(const altar_record_t *rec, const void *fixed_data, size_t fixed_len,
-                               altar_buf_t *out);
+int altar_encode_record_around(const altar_record_t *rec, const void *fixed_data, size_t fixed_len, altar_buf_t *out);
 int altar_decode_record(const void *data, size_t len, altar_record_t *pout, altar_error_t *err);
 int altar_encode_control(const altar_control_msg_t *m, altar_buf_t *out, altar_error_t *err);
 int altar_decode_control(const void *data, size_t len, altar_control_msg_t *pout, altar_error_t *err);
@@ -324,8 +322,7 @@ int altar_handle_from_json(const char *text, size_t len, altar_handle_t *pout, a
 int altar_status_result_from_json(const char *text, size_t len, altar_status_t *pout, altar_error_t *err);
 
 /* Generic bridges used by `altar codec`: JSON text of type t → msgpack, and back. */
-int altar_codec_json_to_msgpack(altar_msg_type_t t, const char *json, size_t len, altar_buf_t *out,
-                                altar_error_t *err);
+int altar_codec_json_to_msgpack(altar_msg_type_t t, const char *json, size_t len, altar_buf_t *out, altar_error_t *err);
 char *altar_codec_msgpack_to_json(altar_msg_type_t t, const void *data, size_t len, altar_error_t *err);
 
 /* Identity. The task key is the lowercase hex SHA-256 (64 chars) of the
@@ -337,8 +334,8 @@ int altar_spec_identity(const altar_spec_t *spec, char out[ALTAR_TASK_KEY_LEN + 
 int altar_spec_job_name(const altar_spec_t *spec, char out[ALTAR_JOB_NAME_MAX + 1], altar_error_t *err);
 /* Deterministic group event id: hex SHA-256 over kind, group key and the
  * sorted member task keys. */
-int altar_group_event_id(const char *kind, const char *group_key, const char *const *task_keys,
-                         size_t n, char out[ALTAR_TASK_KEY_LEN + 1]);
+int altar_group_event_id(const char *kind, const char *group_key, const char *const *task_keys, size_t n,
+                         char out[ALTAR_TASK_KEY_LEN + 1]);
 
 ALTAR_API_END
 

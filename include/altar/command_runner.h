@@ -24,9 +24,9 @@ typedef struct altar_cmd_opts {
 /* How a command ended and what it printed. out and err are NUL-terminated
  * (the NUL is not counted in the lengths) and owned by the result. */
 typedef struct altar_cmd_result {
-  int exit_code;    /* the exit status; -1 when the command did not exit normally */
-  int term_signal;  /* the signal that ended it, 0 if it exited */
-  bool timed_out;   /* killed because timeout_s passed */
+  int exit_code;   /* the exit status; -1 when the command did not exit normally */
+  int term_signal; /* the signal that ended it, 0 if it exited */
+  bool timed_out;  /* killed because timeout_s passed */
   char *out;
   size_t out_len;
   bool out_truncated;
@@ -46,8 +46,8 @@ typedef struct altar_command_runner_ops {
    * *pres is always initialised: free it with altar_cmd_result_clear whatever
    * the return. opts may be NULL (no timeout, default bound). Thread-safe for
    * the real runner. */
-  int (*run)(void *impl, const char *const argv[], const altar_cmd_opts_t *opts,
-             altar_cmd_result_t *pres, altar_error_t *err);
+  int (*run)(void *impl, const char *const argv[], const altar_cmd_opts_t *opts, altar_cmd_result_t *pres,
+             altar_error_t *err);
 } altar_command_runner_ops_t;
 
 typedef struct altar_command_runner {
@@ -60,8 +60,7 @@ typedef struct altar_command_runner {
 const altar_command_runner_t *altar_command_runner_default(void);
 
 static inline int altar_command_run(const altar_command_runner_t *runner, const char *const argv[],
-                                    const altar_cmd_opts_t *opts, altar_cmd_result_t *pres,
-                                    altar_error_t *err) {
+                                    const altar_cmd_opts_t *opts, altar_cmd_result_t *pres, altar_error_t *err) {
   if (!runner) runner = altar_command_runner_default();
   return runner->ops->run(runner->impl, argv, opts, pres, err);
 }

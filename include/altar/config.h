@@ -29,23 +29,23 @@ typedef struct altar_topics {
 } altar_topics_t;
 
 typedef struct altar_config {
-  char *path;                    /* the file read, NULL when none */
-  char *transport_name;          /* "local" by default */
+  char *path;                     /* the file read, NULL when none */
+  char *transport_name;           /* "local" by default */
   altar_strmap_t transport_props; /* as given: local: dir, fsync, …; kafka: every librdkafka property */
   altar_topics_t topics;
-  char *backend_name;            /* "process" by default */
-  altar_strmap_t backend_props;  /* as given: data_root, slots, … (strings); no defaults added */
-  char *ledger_path;             /* "./var/ledger" by default */
-  char *ledger_checkpoints;      /* ledger.checkpoints: URI of the ledger's checkpoints, NULL = none */
-  int ledger_checkpoint_interval_s; /* ledger.checkpoint_interval_s: 60 by default */
-  int ledger_consumed_keep_days; /* ledger.consumed_keep_days: consumed records older go (0: kept forever) */
+  char *backend_name;                  /* "process" by default */
+  altar_strmap_t backend_props;        /* as given: data_root, slots, … (strings); no defaults added */
+  char *ledger_path;                   /* "./var/ledger" by default */
+  char *ledger_checkpoints;            /* ledger.checkpoints: URI of the ledger's checkpoints, NULL = none */
+  int ledger_checkpoint_interval_s;    /* ledger.checkpoint_interval_s: 60 by default */
+  int ledger_consumed_keep_days;       /* ledger.consumed_keep_days: consumed records older go (0: kept forever) */
   size_t ledger_settled_cache_entries; /* ledger.settled_cache_entries: settled entries kept in memory */
-  bool ledger_standby;           /* ledger.standby: keep a checkpoint warm, take over when the owner is gone */
-  int ledger_standby_poll_ms;    /* ledger.standby_poll_ms: 500 by default */
-  int ledger_checkpoints_keep;   /* ledger.checkpoints_keep: checkpoints kept in storage, older ones deleted */
-  char *metrics_addr;            /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
-  char *metrics_worker_addr;     /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
-  int topic_partitions;          /* topics.partitions: partitions of the topics the fleet creates */
+  bool ledger_standby;                 /* ledger.standby: keep a checkpoint warm, take over when the owner is gone */
+  int ledger_standby_poll_ms;          /* ledger.standby_poll_ms: 500 by default */
+  int ledger_checkpoints_keep;         /* ledger.checkpoints_keep: checkpoints kept in storage, older ones deleted */
+  char *metrics_addr;                  /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
+  char *metrics_worker_addr;           /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
+  int topic_partitions;                /* topics.partitions: partitions of the topics the fleet creates */
   /* How long the topics the fleet creates keep records (Kafka's retention.ms;
    * -1 = forever): topics.retention_ms for jobs, ready, dead, dlq and fleet
    * (7 days by default), topics.status_retention_ms for the status topic
@@ -121,8 +121,8 @@ int64_t altar_config_status_retention_ms(const altar_config_t *cfg);
 
 /* Integer property of the backend (e.g. "slots"), with a default when absent;
  * ALTAR_EINVAL naming the key when present but not an integer in [min, max]. */
-int altar_config_backend_int(const altar_config_t *cfg, const char *key, long long def, long long min,
-                             long long max, long long *pval, altar_error_t *err);
+int altar_config_backend_int(const altar_config_t *cfg, const char *key, long long def, long long min, long long max,
+                             long long *pval, altar_error_t *err);
 
 ALTAR_API_END
 

@@ -75,16 +75,15 @@ bool altar_has_verification_record(const char *path, const char *digest);
  * Returns 0 on a match; ALTAR_EINVAL for a malformed digest (the file is not
  * touched); ALTAR_EINTEGRITY for a missing path, a non-regular file or a
  * mismatch; ALTAR_EIO when the file cannot be read. */
-int altar_verify_file_digest(const char *path, const char *digest, bool trust_record, bool record,
-                             bool *phashed, altar_error_t *err);
+int altar_verify_file_digest(const char *path, const char *digest, bool trust_record, bool record, bool *phashed,
+                             altar_error_t *err);
 
 /* Verifies path against an input transfer's optional digest. No digest → 0
  * without touching the path. Otherwise always hashes (records are never
  * trusted here: this is where bytes enter storage); with record, a match
  * writes a record. Pass record only for a copy the caller owns. Errors as
  * altar_verify_file_digest; the message names the transfer's uri. */
-int altar_verify_transfer_digest(const altar_transfer_t *transfer, const char *path, bool record,
-                                 altar_error_t *err);
+int altar_verify_transfer_digest(const altar_transfer_t *transfer, const char *path, bool record, altar_error_t *err);
 
 /* The POSIX sh program that verifies files the way altar_verify_file_digest
  * does. Run it as

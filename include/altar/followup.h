@@ -31,7 +31,7 @@ typedef struct altar_followup {
    * inputs may carry is written (a template like inputs_dir); NULL = beside
    * the group's first output: <its directory>/altar-inputs-<event_id>.jsonl. */
   char *manifest_uri;
-  int config_line;  /* of the template in its file */
+  int config_line; /* of the template in its file */
 } altar_followup_t;
 
 void altar_followup_free(altar_followup_t *f);
@@ -72,9 +72,8 @@ bool altar_followup_needs_manifest(const altar_followup_t *f, const altar_group_
  * input is {uri, logical_path <inputs_dir>/manifest.jsonl, digest of the
  * content}, and its label altar.inputs_manifest = that logical path. pm
  * NULL: such a group's follow-up is refused (ALTAR_EINVAL) as before. */
-int altar_followup_build_manifest(const altar_followup_t *f, const altar_group_spec_t *gs,
-                                  const altar_group_event_t *g, altar_spec_t **pout, altar_followup_manifest_t *pm,
-                                  altar_error_t *err);
+int altar_followup_build_manifest(const altar_followup_t *f, const altar_group_spec_t *gs, const altar_group_event_t *g,
+                                  altar_spec_t **pout, altar_followup_manifest_t *pm, altar_error_t *err);
 #define ALTAR_FOLLOWUP_MANIFEST_LABEL "altar.inputs_manifest"
 
 /* The follow-up of g that gs declares for g's outcome (then / then_dead), or NULL. */

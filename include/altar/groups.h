@@ -16,28 +16,28 @@ ALTAR_API_BEGIN
 /* ---- predicates ---- */
 
 typedef enum altar_ready_rule {
-  ALTAR_READY_SINGLE = 0,          /* one shard succeeded (same as count_at_least(1)) */
-  ALTAR_READY_COUNT_AT_LEAST,      /* at least n shards */
-  ALTAR_READY_ALL_FOLDS,           /* label values "0".."n-1" all present */
-  ALTAR_READY_ALL_LABEL_VALUES,    /* label values cover `values` */
-  ALTAR_READY_ALL_EXPECTED_FOLDS,  /* folds 0..N-1, N read from count_label */
-  ALTAR_READY_CUSTOM,              /* a caller's function */
+  ALTAR_READY_SINGLE = 0,         /* one shard succeeded (same as count_at_least(1)) */
+  ALTAR_READY_COUNT_AT_LEAST,     /* at least n shards */
+  ALTAR_READY_ALL_FOLDS,          /* label values "0".."n-1" all present */
+  ALTAR_READY_ALL_LABEL_VALUES,   /* label values cover `values` */
+  ALTAR_READY_ALL_EXPECTED_FOLDS, /* folds 0..N-1, N read from count_label */
+  ALTAR_READY_CUSTOM,             /* a caller's function */
 } altar_ready_rule_t;
 
 /* Custom readiness: set *pready; return 0 or a negative code (which
  * propagates out of reconcile_once before anything fires). */
-typedef int (*altar_ready_fn)(void *ctx, const altar_handle_t *const *shards, size_t n,
-                              bool *pready, altar_error_t *err);
+typedef int (*altar_ready_fn)(void *ctx, const altar_handle_t *const *shards, size_t n, bool *pready,
+                              altar_error_t *err);
 
 typedef struct altar_predicate {
   altar_ready_rule_t rule;
-  int64_t n;            /* count_at_least, all_folds */
-  char *label;          /* all_folds ("fold" when NULL), all_label_values, all_expected_folds */
-  char **values;        /* all_label_values */
+  int64_t n;     /* count_at_least, all_folds */
+  char *label;   /* all_folds ("fold" when NULL), all_label_values, all_expected_folds */
+  char **values; /* all_label_values */
   size_t n_values;
-  char *count_label;    /* all_expected_folds */
+  char *count_label;             /* all_expected_folds */
   altar_opt_i64_t default_count; /* all_expected_folds: used when no shard has a valid count */
-  altar_ready_fn fn;    /* custom */
+  altar_ready_fn fn;             /* custom */
   void *fn_ctx;
 } altar_predicate_t;
 
@@ -46,12 +46,11 @@ typedef struct altar_predicate {
 int altar_predicate_single(altar_predicate_t *p);
 int altar_predicate_count_at_least(altar_predicate_t *p, int64_t n, altar_error_t *err);
 int altar_predicate_all_folds(altar_predicate_t *p, int64_t n, altar_error_t *err);
-int altar_predicate_all_label_values(altar_predicate_t *p, const char *label,
-                                     const char *const *values, size_t n, altar_error_t *err);
+int altar_predicate_all_label_values(altar_predicate_t *p, const char *label, const char *const *values, size_t n,
+                                     altar_error_t *err);
 /* default_count NULL = no default: an unlabelled group is an error, never pending. */
-int altar_predicate_all_expected_folds(altar_predicate_t *p, const char *label,
-                                       const char *count_label, const int64_t *default_count,
-                                       altar_error_t *err);
+int altar_predicate_all_expected_folds(altar_predicate_t *p, const char *label, const char *count_label,
+                                       const int64_t *default_count, altar_error_t *err);
 int altar_predicate_custom(altar_predicate_t *p, altar_ready_fn fn, void *ctx);
 void altar_predicate_clear(altar_predicate_t *p);
 int altar_predicate_copy(altar_predicate_t *dst, const altar_predicate_t *src);
@@ -66,8 +65,8 @@ int altar_predicate_check_labels(const altar_predicate_t *p, const altar_strmap_
 /* Evaluates p over a group's succeeded shards. 0 with *pready set, or
  * ALTAR_EPREDICATE naming the rule and the group's problem (e.g. no shard
  * carries the count label and there is no default). */
-int altar_predicate_eval(const altar_predicate_t *p, const altar_handle_t *const *shards, size_t n,
-                         bool *pready, altar_error_t *err);
+int altar_predicate_eval(const altar_predicate_t *p, const altar_handle_t *const *shards, size_t n, bool *pready,
+                         altar_error_t *err);
 /* A lower bound on the succeeded shards p needs, given one succeeded member
  * (NULL if none is known): fewer can never make the group ready. At least 1. */
 size_t altar_predicate_min_succeeded(const altar_predicate_t *p, const altar_handle_t *member);
@@ -93,13 +92,12 @@ size_t altar_group_by_key_into(const altar_group_by_t *g, const altar_handle_t *
 
 /* Called once per fired group with its succeeded shards. A non-zero return
  * leaves the group unconsumed (it fires again on a later tick) and stops the tick. */
-typedef int (*altar_on_ready_fn)(void *ctx, const char *kind, const char *group_key,
-                                 const altar_handle_t *shards, size_t n, altar_error_t *err);
+typedef int (*altar_on_ready_fn)(void *ctx, const char *kind, const char *group_key, const altar_handle_t *shards,
+                                 size_t n, altar_error_t *err);
 /* Called for a group blocked by a failed shard. *pdead_lettered true: the
  * group is consumed (dead-lettered); false: it is deferred, left untouched. */
-typedef int (*altar_on_failed_fn)(void *ctx, const char *kind, const char *group_key,
-                                  const altar_handle_t *failed, size_t n, bool *pdead_lettered,
-                                  altar_error_t *err);
+typedef int (*altar_on_failed_fn)(void *ctx, const char *kind, const char *group_key, const altar_handle_t *failed,
+                                  size_t n, bool *pdead_lettered, altar_error_t *err);
 
 /* What the fleet does with a blocked group (from configuration). */
 typedef enum altar_failed_policy {
@@ -178,8 +176,8 @@ void altar_group_specs_clear(altar_group_specs_t *s);
  * must be zeroed; the caller clears it (also after an error). */
 int altar_group_specs_load_file(const char *path, altar_group_specs_t *pout, altar_error_t *err);
 /* Same from text; `name` stands in for the file name in errors. */
-int altar_group_specs_load_string(const char *text, size_t len, const char *name,
-                                  altar_group_specs_t *pout, altar_error_t *err);
+int altar_group_specs_load_string(const char *text, size_t len, const char *name, altar_group_specs_t *pout,
+                                  altar_error_t *err);
 
 ALTAR_API_END
 

@@ -11,7 +11,6 @@
  * fills *pline and *pcol (1-based) of the error. When the last
  * non-blank byte before pos is a comma and pos is at '}' or ']', the
  * position is the comma's and *ptrailing_comma is true. */
-void altar_json_error_position(const char *text, size_t len, size_t pos, int *pline, int *pcol,
-                               bool *ptrailing_comma);
+void altar_json_error_position(const char *text, size_t len, size_t pos, int *pline, int *pcol, bool *ptrailing_comma);
 
 #endif

@@ -59,8 +59,6 @@ typedef int (*altar_ledger_visit_fn)(void *ctx, const altar_ledger_entry_t *e);
  * borrowed for the call. A non-zero return stops the scan and is returned. */
 typedef int (*altar_ledger_aux_visit_fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen);
 
-
-
 /* A ledger: opaque to its users; implementations see it through
  * altar/plugin/ledger.h. */
 typedef struct altar_ledger altar_ledger_t;
@@ -68,8 +66,9 @@ typedef struct altar_ledger altar_ledger_t;
 typedef struct altar_ledger_ops altar_ledger_ops_t;
 
 /* What a ledger declares it can do (ops->caps). */
-#define ALTAR_LEDGER_CAP_DURABLE 0x1u   /* its records survive a process kill */
-#define ALTAR_LEDGER_CAP_SIDE_KEYS 0x2u /* the aux_* side keyspace, written atomically with the records
+#define ALTAR_LEDGER_CAP_DURABLE 0x1u /* its records survive a process kill */
+#define ALTAR_LEDGER_CAP_SIDE_KEYS                                                                                     \
+  0x2u /* the aux_* side keyspace, written atomically with the records
                                            (the reconciler daemon's outbox and offsets need it) */
 
 /* A ledger handle for an implementation: checks that ops has every required
@@ -113,16 +112,16 @@ altar_ledger_t *altar_ledger_memory_open(altar_error_t *err);
 
 /* RocksDB ledger options; a zeroed struct takes the defaults. */
 typedef struct altar_ledger_rocksdb_opts {
-  bool sync;             /* fsync the WAL on every write (default off: a process
+  bool sync;              /* fsync the WAL on every write (default off: a process
                             kill loses nothing, a power cut may lose the tail) */
-  bool read_only;        /* open for inspection only */
-  bool no_create;        /* fail when the directory holds no ledger */
+  bool read_only;         /* open for inspection only */
+  bool no_create;         /* fail when the directory holds no ledger */
   size_t write_buffer_mb; /* memtable size; 0 = 64, or 16 with no_wal */
-  bool no_wal;           /* for a ledger built from scratch and used only once
+  bool no_wal;            /* for a ledger built from scratch and used only once
                             complete (a rebuild): writes skip the write-ahead
                             log, so a crash loses the ledger, and
                             altar_ledger_rocksdb_persist makes it durable */
-  bool write_behind;     /* with no_wal only: a commit hands its batch to a
+  bool write_behind;      /* with no_wal only: a commit hands its batch to a
                             writing thread and returns; reads wait for it, and
                             after a failed write every later commit, read and
                             persist fails (for a rebuild, which persists
@@ -135,8 +134,7 @@ typedef struct altar_ledger_rocksdb_opts {
  * "dir" and the options by their field names ("sync", "read_only",
  * "no_create", "no_wal", "write_behind": "true"/"false"; "write_buffer_mb":
  * a number). */
-altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_rocksdb_opts_t *opts,
-                                          altar_error_t *err);
+altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_rocksdb_opts_t *opts, altar_error_t *err);
 
 /* Writes every committed change of a RocksDB ledger to its table files and
  * waits: what a ledger opened with no_wal needs before it is swapped in. */
@@ -182,15 +180,14 @@ int altar_ledger_aux_put(altar_ledger_t *l, const void *key, size_t klen, const 
 int altar_ledger_aux_del(altar_ledger_t *l, const void *key, size_t klen, altar_error_t *err);
 /* Appends the value to out; ALTAR_ENOTFOUND (err untouched) when absent. */
 int altar_ledger_aux_get(altar_ledger_t *l, const void *key, size_t klen, altar_buf_t *out, altar_error_t *err);
-int altar_ledger_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn,
-                          void *ctx, altar_error_t *err);
+int altar_ledger_aux_scan(altar_ledger_t *l, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
+                          altar_error_t *err);
 
 /* Digest of the ledger's logical content: SHA-256 over every record (with
  * spec and metadata) in key order, as "sha256:<64 hex>". Equal ledgers give
  * equal digests whatever their history (compactions, batch sizes, backend). */
 #define ALTAR_LEDGER_CHECKSUM_LEN 71
-int altar_ledger_checksum(altar_ledger_t *l, char out[ALTAR_LEDGER_CHECKSUM_LEN + 1],
-                          altar_error_t *err);
+int altar_ledger_checksum(altar_ledger_t *l, char out[ALTAR_LEDGER_CHECKSUM_LEN + 1], altar_error_t *err);
 
 /* Counts for `altar ledger stats`. */
 typedef struct altar_ledger_stats {

@@ -25,8 +25,7 @@ bool altar_env_name_secret(const char *name, size_t n);
  * character boundary. *pcut (may be NULL) tells whether bytes were dropped at
  * the front. Returns a NUL-terminated malloc'd string (caller frees), NULL
  * when out of memory. */
-char *altar_log_tail_text(const char *data, size_t len, size_t max, const char *const *envp,
-                          bool *pcut);
+char *altar_log_tail_text(const char *data, size_t len, size_t max, const char *const *envp, bool *pcut);
 
 /* A failure detail of at most bound bytes (bound >= 64): base (NULL: none),
  * then "\n--- stderr (last N bytes) ---\n" and the tail of err, then the
@@ -34,8 +33,8 @@ char *altar_log_tail_text(const char *data, size_t len, size_t max, const char *
  * quarters of the room when both have output, all of it when only one has.
  * Empty streams are left out; with both empty the result is base. Returns a
  * malloc'd string (caller frees), NULL when out of memory. */
-char *altar_detail_with_output(const char *base, const char *err, size_t err_len, const char *out,
-                               size_t out_len, const char *const *envp, size_t bound);
+char *altar_detail_with_output(const char *base, const char *err, size_t err_len, const char *out, size_t out_len,
+                               const char *const *envp, size_t bound);
 
 /* The text s with every secret value of envp replaced (as above); malloc'd,
  * caller frees; NULL when out of memory. */

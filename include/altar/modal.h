@@ -49,9 +49,9 @@ typedef struct altar_modal_sandbox_req {
   const char *image;      /* a registry image reference */
   char *const *command;   /* argv */
   size_t n_command;
-  const char *gpu;        /* Modal accelerator ("A10G", "A100:2"), NULL = CPU only */
+  const char *gpu; /* Modal accelerator ("A10G", "A100:2"), NULL = CPU only */
   altar_opt_i64_t memory_mb;
-  int64_t timeout_s;      /* always set: the backend maps "none" to the maximum */
+  int64_t timeout_s;          /* always set: the backend maps "none" to the maximum */
   const altar_strmap_t *tags; /* the spec's labels */
   /* The spec's task key (identity hash), or NULL. When set the sandbox is
    * tagged with it, and a sandbox of the app with that key that still runs
@@ -84,8 +84,8 @@ typedef struct altar_modal_runtime_ops {
   /* The last at most max_bytes of an ended sandbox's stderr and stdout:
    * *perr / *pout malloc'd (NUL-terminated, *perr_len / *pout_len bytes,
    * which may hold NULs), both NULL on error. */
-  int (*read_output)(void *impl, const char *sandbox_id, size_t max_bytes, char **perr, size_t *perr_len,
-                     char **pout, size_t *pout_len, altar_error_t *err);
+  int (*read_output)(void *impl, const char *sandbox_id, size_t max_bytes, char **perr, size_t *perr_len, char **pout,
+                     size_t *pout_len, altar_error_t *err);
   /* *poom: whether the platform says the ended sandbox was killed for
    * exceeding its memory limit. Only the platform's own word counts; an
    * exit code of 137 alone is no evidence. */

@@ -32,8 +32,7 @@ int altar_logical_path_check(const char *logical, altar_error_t *err);
  * On success *pout is a new string the caller frees; on error *pout is NULL.
  * Errors: ALTAR_EPATH (escape, absolute, NUL, empty), ALTAR_ETOOBIG,
  * ALTAR_ENOMEM. With an empty root only NUL bytes are rejected. */
-int altar_path_resolven(const char *root, const char *logical, size_t len, char **pout,
-                        altar_error_t *err);
+int altar_path_resolven(const char *root, const char *logical, size_t len, char **pout, altar_error_t *err);
 /* Same for a NUL-terminated logical path. */
 int altar_path_resolve(const char *root, const char *logical, char **pout, altar_error_t *err);
 
@@ -43,8 +42,8 @@ typedef struct altar_path_resolver {
   const char *mount_root;
 } altar_path_resolver_t;
 
-static inline int altar_path_resolver_resolve(const altar_path_resolver_t *r, const char *logical,
-                                              char **pout, altar_error_t *err) {
+static inline int altar_path_resolver_resolve(const altar_path_resolver_t *r, const char *logical, char **pout,
+                                              altar_error_t *err) {
   return altar_path_resolve(r ? r->mount_root : NULL, logical, pout, err);
 }
 

@@ -29,7 +29,8 @@ typedef struct altar_plugin_key {
 } altar_plugin_key_t;
 
 /* Ends an array of altar_plugin_key_t. */
-#define ALTAR_PLUGIN_KEYS_END {NULL, NULL}
+#define ALTAR_PLUGIN_KEYS_END                                                                                          \
+  { NULL, NULL }
 
 /* How many keys the array declares (0 for NULL). */
 size_t altar_plugin_keys_count(const altar_plugin_key_t *keys);

@@ -24,8 +24,7 @@ void altar_strlist_clear(altar_strlist_t *l);
  * statuses (caller frees with altar_statuses_free). The lead adapts the
  * ExecutionBackend vtable to this. */
 typedef struct altar_poller {
-  int (*poll)(void *ctx, const altar_handle_t *hs, size_t n, altar_status_t **pout, size_t *pn,
-              altar_error_t *err);
+  int (*poll)(void *ctx, const altar_handle_t *hs, size_t n, altar_status_t **pout, size_t *pn, altar_error_t *err);
   void *ctx;
 } altar_poller_t;
 
@@ -54,14 +53,13 @@ typedef struct altar_reconcile_opts {
  * on_failed (dead-lettered → consumed; deferred → untouched) or, without a
  * handler, report it stalled. Records of kinds without a spec are ignored.
  * *pres must be zeroed; the caller clears it. Keeps no state across calls. */
-int altar_reconcile_once(const altar_poller_t *poller, altar_ledger_t *ledger,
-                         const altar_group_specs_t *specs, const altar_reconcile_opts_t *opts,
-                         altar_reconcile_result_t *pres, altar_error_t *err);
+int altar_reconcile_once(const altar_poller_t *poller, altar_ledger_t *ledger, const altar_group_specs_t *specs,
+                         const altar_reconcile_opts_t *opts, altar_reconcile_result_t *pres, altar_error_t *err);
 
 typedef struct altar_reconcile_loop_opts {
-  double interval_s;      /* sleep between ticks */
-  uint64_t max_ticks;     /* 0 = unbounded */
-  bool stop_when_idle;    /* stop after a tick with no open handle and no fired group */
+  double interval_s;   /* sleep between ticks */
+  uint64_t max_ticks;  /* 0 = unbounded */
+  bool stop_when_idle; /* stop after a tick with no open handle and no fired group */
   size_t max_concurrent_callbacks;
 } altar_reconcile_loop_opts_t;
 /* interval 5 s, unbounded, stop_when_idle. */
@@ -72,10 +70,8 @@ altar_reconcile_loop_opts_t altar_reconcile_loop_defaults(void);
  * also on error. ALTAR_ESTALLED (ReconcileStalled) when a tick reports
  * stalled groups; they are copied into *pstalled when it is not NULL (caller
  * clears) and named in err. Predicate errors propagate. */
-int altar_run_reconcile_loop(const altar_poller_t *poller, altar_ledger_t *ledger,
-                             const altar_group_specs_t *specs,
-                             const altar_reconcile_loop_opts_t *opts,
-                             altar_reconcile_result_t **presults, size_t *pn,
+int altar_run_reconcile_loop(const altar_poller_t *poller, altar_ledger_t *ledger, const altar_group_specs_t *specs,
+                             const altar_reconcile_loop_opts_t *opts, altar_reconcile_result_t **presults, size_t *pn,
                              altar_strlist_t *pstalled, altar_error_t *err);
 void altar_reconcile_results_free(altar_reconcile_result_t *rs, size_t n);
 
@@ -177,14 +173,13 @@ void altar_apply_result_reset(altar_apply_result_t *r);
  * write (and to add your own keys to the same write). A predicate error
  * returns ALTAR_EPREDICATE naming the event index; abort the batch then.
  * *pres must be zeroed; the caller clears it. */
-int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs,
-                       const altar_status_event_t *events, size_t n, double now_ts,
-                       altar_apply_result_t *pres, altar_error_t *err);
+int altar_apply_events(altar_ledger_t *ledger, const altar_group_specs_t *specs, const altar_status_event_t *events,
+                       size_t n, double now_ts, altar_apply_result_t *pres, altar_error_t *err);
 
 /* begin + altar_apply_events + commit (abort on error). */
 int altar_apply_events_atomic(altar_ledger_t *ledger, const altar_group_specs_t *specs,
-                              const altar_status_event_t *events, size_t n, double now_ts,
-                              altar_apply_result_t *pres, altar_error_t *err);
+                              const altar_status_event_t *events, size_t n, double now_ts, altar_apply_result_t *pres,
+                              altar_error_t *err);
 
 ALTAR_API_END
 

@@ -31,16 +31,14 @@ const char *altar_registry_kind_name(altar_registry_kind_t kind);
  * pointer again is a no-op, so start-up code may run twice; another pointer
  * under a taken name is ALTAR_EEXIST. Names are 1..63 bytes of [A-Za-z0-9._-].
  * Thread-safe. 0, ALTAR_EINVAL, ALTAR_EEXIST or ALTAR_ETOOBIG (full). */
-int altar_registry_register(altar_registry_kind_t kind, const char *name, const void *ptr,
-                            altar_error_t *err);
+int altar_registry_register(altar_registry_kind_t kind, const char *name, const void *ptr, altar_error_t *err);
 
 /* The pointer registered under name, or NULL. Thread-safe. */
 const void *altar_registry_lookup(altar_registry_kind_t kind, const char *name);
 
 /* Same, as an error: ALTAR_ENOTFOUND with a message listing the known names
  * ("storage 'gs' is not registered (known: file, http, https, local)"). */
-int altar_registry_get(altar_registry_kind_t kind, const char *name, const void **pptr,
-                       altar_error_t *err);
+int altar_registry_get(altar_registry_kind_t kind, const char *name, const void **pptr, altar_error_t *err);
 
 /* Copies up to max registered names, sorted, into names (pointers stay valid
  * while the entry stays registered). Returns how many are registered. */

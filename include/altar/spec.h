@@ -59,11 +59,11 @@ typedef struct altar_spec {
 } altar_spec_t;
 
 /* Bounds every decoder and validator enforces on untrusted input. */
-#define ALTAR_MAX_STRING 65536u         /* bytes in one string field */
-#define ALTAR_MAX_ARRAY 4096u           /* elements in one array (command, inputs, …) */
-#define ALTAR_MAX_MAP 1024u             /* entries in one map (labels, …) */
-#define ALTAR_MAX_DEPTH 16u             /* nesting of maps and arrays */
-#define ALTAR_MAX_MESSAGE (4u << 20)    /* bytes in one encoded message */
+#define ALTAR_MAX_STRING 65536u      /* bytes in one string field */
+#define ALTAR_MAX_ARRAY 4096u        /* elements in one array (command, inputs, …) */
+#define ALTAR_MAX_MAP 1024u          /* entries in one map (labels, …) */
+#define ALTAR_MAX_DEPTH 16u          /* nesting of maps and arrays */
+#define ALTAR_MAX_MESSAGE (4u << 20) /* bytes in one encoded message */
 
 /* Constructors return NULL on allocation failure. Free with altar_spec_free. */
 altar_spec_t *altar_spec_new(const char *kind, const char *image);
@@ -81,8 +81,8 @@ bool altar_spec_same_identity(const altar_spec_t *a, const altar_spec_t *b);
 /* Builders (copy their arguments). Return 0 or ALTAR_ENOMEM. */
 int altar_spec_add_arg(altar_spec_t *spec, const char *arg);
 int altar_spec_set_label(altar_spec_t *spec, const char *key, const char *val);
-int altar_spec_add_input(altar_spec_t *spec, const char *uri, const char *logical_path,
-                         const char *locality_key, const char *digest);
+int altar_spec_add_input(altar_spec_t *spec, const char *uri, const char *logical_path, const char *locality_key,
+                         const char *digest);
 int altar_spec_add_output(altar_spec_t *spec, const char *uri, const char *logical_path);
 int altar_spec_add_avoid_host(altar_spec_t *spec, const char *host);
 int altar_spec_set_gpu(altar_spec_t *spec, const char *pool, int64_t count);

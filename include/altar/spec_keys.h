@@ -15,8 +15,7 @@
  * JSON Lines entry). On the first unknown key: ALTAR_EINVAL with
  * "SOURCE:LINE: spec: unknown key \"timeout\" (did you mean \"timeout_s\"?)";
  * paths below the spec are named ("outputs[0]: unknown key …"). */
-int altar_spec_json_check_keys(const char *text, size_t len, const char *source, size_t first_line,
-                               altar_error_t *err);
+int altar_spec_json_check_keys(const char *text, size_t len, const char *source, size_t first_line, altar_error_t *err);
 
 /* The keys a spec, a transfer and a resources object may carry
  * (NULL-terminated). */

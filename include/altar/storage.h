@@ -26,10 +26,10 @@ ALTAR_API_BEGIN
 typedef struct altar_storage altar_storage_t;
 
 /* What an adapter can do, declared up front. */
-#define ALTAR_STORAGE_CAP_READ 0x1u   /* read_*, exists, as_local_file */
-#define ALTAR_STORAGE_CAP_WRITE 0x2u  /* write_*, mkdirs, upload, copy_from_local */
-#define ALTAR_STORAGE_CAP_LOCAL 0x4u  /* as_local_file is the path itself, no copy */
-#define ALTAR_STORAGE_CAP_LIST 0x8u   /* list */
+#define ALTAR_STORAGE_CAP_READ 0x1u    /* read_*, exists, as_local_file */
+#define ALTAR_STORAGE_CAP_WRITE 0x2u   /* write_*, mkdirs, upload, copy_from_local */
+#define ALTAR_STORAGE_CAP_LOCAL 0x4u   /* as_local_file is the path itself, no copy */
+#define ALTAR_STORAGE_CAP_LIST 0x8u    /* list */
 #define ALTAR_STORAGE_CAP_DELETE 0x10u /* delete */
 
 /* A local path for a stored file, valid until altar_local_file_release. */
@@ -60,8 +60,7 @@ typedef int (*altar_storage_list_fn)(const altar_storage_entry_t *e, void *ud);
 /* Opens the adapter registered as name with options (may be NULL).
  * *ps is freed with altar_storage_close. ALTAR_ENOTFOUND for an unknown name,
  * ALTAR_EINVAL for an adapter lacking a required operation (named). */
-int altar_storage_open(const char *name, const altar_strmap_t *options, altar_storage_t **ps,
-                       altar_error_t *err);
+int altar_storage_open(const char *name, const altar_strmap_t *options, altar_storage_t **ps, altar_error_t *err);
 /* Opens the adapter for a URI's scheme: "http"/"https" for those, "file" for
  * file:// and plain paths, otherwise the scheme's name (e.g. "gs"). */
 int altar_storage_open_for_uri(const char *uri, const altar_strmap_t *options, altar_storage_t **ps,
@@ -102,36 +101,30 @@ int altar_storage_read_bytes(altar_storage_t *s, const char *path, altar_buf_t *
 int altar_storage_exists(altar_storage_t *s, const char *path, bool *pexists, altar_error_t *err);
 /* *ptext is NUL-terminated; caller frees. plen may be NULL. A NUL inside the
  * file is an error. */
-int altar_storage_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen,
-                            altar_error_t *err);
+int altar_storage_read_text(altar_storage_t *s, const char *path, char **ptext, size_t *plen, altar_error_t *err);
 /* Creates or replaces the file. ALTAR_ENOTSUP on a read-only adapter. */
-int altar_storage_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len,
-                              altar_error_t *err);
+int altar_storage_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len, altar_error_t *err);
 int altar_storage_write_text(altar_storage_t *s, const char *path, const char *text, altar_error_t *err);
 /* Creates a directory and its parents. */
 int altar_storage_mkdirs(altar_storage_t *s, const char *path, altar_error_t *err);
 /* Puts a local file into storage, streamed where the adapter can. */
-int altar_storage_upload(altar_storage_t *s, const char *local_path, const char *dest_path,
-                         altar_error_t *err);
+int altar_storage_upload(altar_storage_t *s, const char *local_path, const char *dest_path, altar_error_t *err);
 /* Copies a local file into storage; a copy onto the same file does nothing. */
 int altar_storage_copy_from_local(altar_storage_t *s, const char *local_path, const char *dest_path,
                                   altar_error_t *err);
 /* On success out->path is readable until altar_local_file_release(out). */
-int altar_storage_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out,
-                                altar_error_t *err);
+int altar_storage_as_local_file(altar_storage_t *s, const char *path, altar_local_file_t *out, altar_error_t *err);
 /* fieldnames NULL: the first row is the header. out is cleared with
  * altar_csv_clear. */
 int altar_storage_read_csv(altar_storage_t *s, const char *path, char delim, const char *const *fieldnames,
                            size_t n_fieldnames, altar_csv_t *out, altar_error_t *err);
 /* fieldnames NULL: the keys of the first row, sorted. Writes a header row. */
-int altar_storage_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows,
-                            char delim, const char *const *fieldnames, size_t n_fieldnames,
-                            altar_error_t *err);
+int altar_storage_write_csv(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows, char delim,
+                            const char *const *fieldnames, size_t n_fieldnames, altar_error_t *err);
 /* Calls fn for every stored file whose path starts with prefix, page after
  * page, in the store's order (ALTAR_ENOTSUP without ALTAR_STORAGE_CAP_LIST).
  * A non-zero return from fn stops the listing and is returned. */
-int altar_storage_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud,
-                       altar_error_t *err);
+int altar_storage_list(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud, altar_error_t *err);
 
 /* Removes the stored file at path (ALTAR_ENOTSUP without
  * ALTAR_STORAGE_CAP_DELETE). A file already gone is success, not an error:
@@ -149,8 +142,7 @@ void altar_local_file_release(altar_local_file_t *lf);
 /* An in-memory text file read through storage. */
 typedef struct altar_text_reader altar_text_reader_t;
 /* Reads path now; *pr is freed with altar_text_reader_close. */
-int altar_storage_open_text(altar_storage_t *s, const char *path, altar_text_reader_t **pr,
-                            altar_error_t *err);
+int altar_storage_open_text(altar_storage_t *s, const char *path, altar_text_reader_t **pr, altar_error_t *err);
 /* Next line without its "\n" (or "\r\n"): *pline points into the reader, is
  * NOT NUL-terminated (use *plen) and stays valid until close. Returns 1 for
  * a line, 0 at the end. */
@@ -163,11 +155,9 @@ void altar_text_reader_close(altar_text_reader_t *r);
  * write_text once, altar_text_writer_abort drops it (the block failed). */
 typedef struct altar_text_writer altar_text_writer_t;
 /* NULL on allocation failure (err set). The writer borrows s and copies path. */
-altar_text_writer_t *altar_storage_open_text_writer(altar_storage_t *s, const char *path,
-                                                    altar_error_t *err);
+altar_text_writer_t *altar_storage_open_text_writer(altar_storage_t *s, const char *path, altar_error_t *err);
 int altar_text_writer_write(altar_text_writer_t *w, const char *text, size_t len);
-int altar_text_writer_printf(altar_text_writer_t *w, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int altar_text_writer_printf(altar_text_writer_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Flushes and frees w (even on error). */
 int altar_text_writer_close(altar_text_writer_t *w, altar_error_t *err);
 void altar_text_writer_abort(altar_text_writer_t *w);
@@ -184,8 +174,8 @@ void altar_text_writer_abort(altar_text_writer_t *w);
  * columns. A row with more fields than columns is ALTAR_EDECODE naming the
  * line; missing trailing fields read as "". Bounded by ALTAR_MAX_STRING per
  * field, ALTAR_MAX_MAP columns. */
-int altar_csv_parse(const char *text, size_t len, char delim, const char *const *fieldnames,
-                    size_t n_fieldnames, altar_csv_t *out, altar_error_t *err);
+int altar_csv_parse(const char *text, size_t len, char delim, const char *const *fieldnames, size_t n_fieldnames,
+                    altar_csv_t *out, altar_error_t *err);
 /* Appends a header row and one row per map, quoting fields that hold the
  * delimiter, a quote, \r or \n. A row key not among the columns is
  * ALTAR_EINVAL; a missing key writes "". Rows end with "\n". */

@@ -11,10 +11,10 @@ ALTAR_API_BEGIN
 #include <stddef.h>
 
 typedef struct altar_strmap {
-  size_t n;      /* number of entries */
-  size_t cap;    /* allocated entries */
-  char **keys;   /* sorted ascending by strcmp, unique; read-only to callers */
-  char **vals;   /* vals[i] belongs to keys[i]; both live in one block the map owns */
+  size_t n;    /* number of entries */
+  size_t cap;  /* allocated entries */
+  char **keys; /* sorted ascending by strcmp, unique; read-only to callers */
+  char **vals; /* vals[i] belongs to keys[i]; both live in one block the map owns */
 } altar_strmap_t;
 
 /* A zeroed struct is an empty map; this is the same. */

@@ -53,9 +53,9 @@ static inline bool altar_state_terminal(altar_state_t s) {
 #define ALTAR_REASON_SUBMIT_FAILED "submit_failed"
 
 typedef struct altar_failure {
-  char *reason;             /* short stable code to branch on */
-  char *detail;             /* the platform's message for a human; NULL if none */
-  bool deterministic;       /* true: will fail again; false (the safe default): worth a retry */
+  char *reason;       /* short stable code to branch on */
+  char *detail;       /* the platform's message for a human; NULL if none */
+  bool deterministic; /* true: will fail again; false (the safe default): worth a retry */
   altar_opt_i64_t exit_code;
 } altar_failure_t;
 
@@ -116,8 +116,7 @@ bool altar_handle_same_task(const altar_handle_t *a, const altar_handle_t *b);
 void altar_handles_free(altar_handle_t *hs, size_t n);
 
 /* Statuses. init copies the handle and takes ownership of failure. */
-int altar_status_init(altar_status_t *st, const altar_handle_t *h, altar_state_t state,
-                      altar_failure_t *failure);
+int altar_status_init(altar_status_t *st, const altar_handle_t *h, altar_state_t state, altar_failure_t *failure);
 void altar_status_clear(altar_status_t *st);
 int altar_status_copy(altar_status_t *dst, const altar_status_t *src);
 bool altar_status_equal(const altar_status_t *a, const altar_status_t *b);
@@ -134,8 +133,7 @@ bool altar_capacity_equal(const altar_capacity_t *a, const altar_capacity_t *b);
 int64_t altar_capacity_free_for(const altar_capacity_t *c, const altar_resources_t *r);
 
 /* Records. init copies handle, kind and spec (spec may be NULL); state pending. */
-int altar_record_init(altar_record_t *rec, const altar_handle_t *h, const char *kind,
-                      const altar_spec_t *spec);
+int altar_record_init(altar_record_t *rec, const altar_handle_t *h, const char *kind, const altar_spec_t *spec);
 void altar_record_clear(altar_record_t *rec);
 int altar_record_copy(altar_record_t *dst, const altar_record_t *src);
 bool altar_record_equal(const altar_record_t *a, const altar_record_t *b);

@@ -42,9 +42,9 @@ ALTAR_API_BEGIN
 #define ALTAR_OFFSET_INVALID ((int64_t)-1001) /* "none": no committed offset */
 
 /* Bounds every transport enforces on what it is given or reads back. */
-#define ALTAR_TOPIC_NAME_MAX 249        /* Kafka's limit; chars [A-Za-z0-9._-] */
+#define ALTAR_TOPIC_NAME_MAX 249 /* Kafka's limit; chars [A-Za-z0-9._-] */
 #define ALTAR_GROUP_NAME_MAX 249
-#define ALTAR_COMMIT_METADATA_MAX 4096  /* Kafka's offset.metadata.max.bytes default */
+#define ALTAR_COMMIT_METADATA_MAX 4096 /* Kafka's offset.metadata.max.bytes default */
 #define ALTAR_HEADERS_MAX 64
 #define ALTAR_HEADER_NAME_MAX 255
 
@@ -134,8 +134,8 @@ typedef enum altar_rebalance_kind {
  * it as the start offset of the assignment, so reading never begins at the
  * committed offset first). Runs inside altar_transport_consume,
  * altar_transport_leave or altar_transport_close. */
-typedef void (*altar_rebalance_cb)(altar_transport_t *t, altar_rebalance_kind_t kind,
-                                   const altar_tp_t *parts, size_t n, void *ctx);
+typedef void (*altar_rebalance_cb)(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
+                                   void *ctx);
 
 /* Log sink for warnings the transport can recover from (a truncated torn
  * tail, a stray file, a broker reconnect). level: 3 error, 4 warning,
@@ -195,8 +195,7 @@ altar_transport_t *altar_transport_open(const char *name, const altar_strmap_t *
                                         const altar_transport_opts_t *opts, altar_error_t *err);
 /* Same from an ops table (not necessarily registered; one lacking a
  * required operation is ALTAR_EINVAL naming it). */
-altar_transport_t *altar_transport_open_ops(const altar_transport_ops_t *ops,
-                                            const altar_strmap_t *config,
+altar_transport_t *altar_transport_open_ops(const altar_transport_ops_t *ops, const altar_strmap_t *config,
                                             const altar_transport_opts_t *opts, altar_error_t *err);
 /* Leaves the group (REVOKE callback for what is owned), waits a short
  * bounded time for outstanding deliveries (firing their reports), then
@@ -250,13 +249,12 @@ int altar_transport_flush(altar_transport_t *t, int timeout_ms, altar_error_t *e
 /* --- topics --- */
 /* Creates topic with partitions (>= 1) and returns once it can be produced
  * to and listed. ALTAR_EEXIST when it exists. */
-int altar_transport_create_topic(altar_transport_t *t, const char *topic, int32_t partitions,
-                                 altar_error_t *err);
+int altar_transport_create_topic(altar_transport_t *t, const char *topic, int32_t partitions, altar_error_t *err);
 /* Lists every topic (topic NULL) or just one (ALTAR_ENOTFOUND if absent)
  * with beginning and end offsets per partition. *plist is malloc'd; free it
  * with altar_topic_list_free. */
-int altar_transport_list_topics(altar_transport_t *t, const char *topic, int timeout_ms,
-                                altar_topic_list_t **plist, altar_error_t *err);
+int altar_transport_list_topics(altar_transport_t *t, const char *topic, int timeout_ms, altar_topic_list_t **plist,
+                                altar_error_t *err);
 /* create_topic with per-topic settings (see the ops' create_topic_config);
  * a transport without them creates the topic with its own. */
 int altar_transport_create_topic_config(altar_transport_t *t, const char *topic, int32_t partitions,
@@ -271,8 +269,8 @@ int altar_transport_delete_records(altar_transport_t *t, const char *topic, int3
 /* Joins group for topics; assignments arrive through cb (NULL = none)
  * during consume, leave or close. One subscription per handle (a second
  * call is ALTAR_ESTATE and keeps the callback already there). */
-int altar_transport_subscribe(altar_transport_t *t, const char *group, const char *const *topics,
-                              size_t n_topics, altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err);
+int altar_transport_subscribe(altar_transport_t *t, const char *group, const char *const *topics, size_t n_topics,
+                              altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err);
 /* Reads the given partitions without a group (no commits, no rebalance),
  * each from parts[i].offset. Exclusive with subscribe. ALTAR_ENOTSUP when
  * the transport cannot. */
@@ -326,8 +324,8 @@ int altar_transport_lag(altar_transport_t *t, const char *group, const char *top
  * cheap enough to poll every few seconds (kafka answers from the last fetch
  * response of a partition t reads), not meant for every record. 0 or a
  * negative code (ALTAR_ENOTFOUND: no such topic). */
-int altar_transport_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n,
-                                int timeout_ms, int64_t *pends, altar_error_t *err);
+int altar_transport_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n, int timeout_ms,
+                                int64_t *pends, altar_error_t *err);
 
 ALTAR_API_END
 

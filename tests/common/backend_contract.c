@@ -62,8 +62,7 @@ static void report(const char *what, int rc, const altar_error_t *err) {
   if (rc < 0) fprintf(stderr, "contract[%s]: %s: %s (%s)\n", fx->name, what, err->msg, altar_err_name(rc));
 }
 
-int altar_contract_wait_terminal(altar_backend_t *be, const altar_handle_t *h, int limit_s,
-                                 altar_status_t *pst) {
+int altar_contract_wait_terminal(altar_backend_t *be, const altar_handle_t *h, int limit_s, altar_status_t *pst) {
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
@@ -78,8 +77,7 @@ int altar_contract_wait_terminal(altar_backend_t *be, const altar_handle_t *h, i
     altar_status_clear(pst);
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (now.tv_sec - start.tv_sec > limit_s) {
-      fprintf(stderr, "contract[%s]: task %s not terminal after %d s\n", fx->name, h->external_id,
-              limit_s);
+      fprintf(stderr, "contract[%s]: task %s not terminal after %d s\n", fx->name, h->external_id, limit_s);
       CU_FAIL("task did not reach a terminal state in time");
       return -1;
     }
@@ -140,8 +138,8 @@ static void check_failure(const altar_status_t *st, const char *reason, int exit
     fprintf(stderr, "contract[%s]: %s: %s\n", fx->name, st->failure->reason,
             st->failure->detail ? st->failure->detail : "");
   if (strcmp(st->failure->reason, reason))
-    fprintf(stderr, "contract[%s]: want reason %s, got %s (%s)\n", fx->name, reason,
-            st->failure->reason, st->failure->detail ? st->failure->detail : "");
+    fprintf(stderr, "contract[%s]: want reason %s, got %s (%s)\n", fx->name, reason, st->failure->reason,
+            st->failure->detail ? st->failure->detail : "");
   CU_ASSERT_STRING_EQUAL(st->failure->reason, reason);
   /* The one table (altar_reason_deterministic) is what the contract says. */
   CU_ASSERT_EQUAL(st->failure->deterministic, altar_reason_deterministic(reason));
@@ -422,8 +420,7 @@ static void test_digest_mismatch_where_declared(void) {
     altar_spec_add_input(s, bad.uri, bad.logical_path, NULL, bad.digest);
     char *phys = NULL;
     CU_ASSERT_EQUAL(altar_backend_resolve_path(w.be, logical, &phys, &err), 0);
-    int frc = fx->set_read_input ? fx->set_read_input(fx->ctx, s, phys ? phys : logical)
-                                 : fx->set_exit(fx->ctx, s, 0);
+    int frc = fx->set_read_input ? fx->set_read_input(fx->ctx, s, phys ? phys : logical) : fx->set_exit(fx->ctx, s, 0);
     CU_ASSERT_EQUAL(frc, 0);
     free(phys);
     altar_status_t st;
@@ -464,14 +461,14 @@ static void test_digest_match_runs(void) {
   altar_spec_add_input(s, good.uri, good.logical_path, NULL, good.digest);
   char *phys = NULL;
   CU_ASSERT_EQUAL(altar_backend_resolve_path(w.be, logical, &phys, &err), 0);
-  int frc = fx->set_read_input ? fx->set_read_input(fx->ctx, s, phys ? phys : logical)
-                               : fx->set_exit(fx->ctx, s, 0);
+  int frc = fx->set_read_input ? fx->set_read_input(fx->ctx, s, phys ? phys : logical) : fx->set_exit(fx->ctx, s, 0);
   CU_ASSERT_EQUAL(frc, 0);
   free(phys);
   altar_status_t st;
   if (run_to_end(&w, s, &st) == 0) {
-    if (st.failure) fprintf(stderr, "contract[%s]: %s: %s\n", fx->name, st.failure->reason,
-                            st.failure->detail ? st.failure->detail : "");
+    if (st.failure)
+      fprintf(stderr, "contract[%s]: %s: %s\n", fx->name, st.failure->reason,
+              st.failure->detail ? st.failure->detail : "");
     CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
     altar_status_clear(&st);
   }
@@ -612,8 +609,7 @@ static void test_digest_input_directory(void) {
     altar_spec_add_input(s, good.uri, good.logical_path, NULL, good.digest);
     char *phys = NULL;
     CU_ASSERT_EQUAL(altar_backend_resolve_path(w.be, logical, &phys, &err), 0);
-    int frc = fx->set_read_input ? fx->set_read_input(fx->ctx, s, phys ? phys : logical)
-                                 : fx->set_exit(fx->ctx, s, 0);
+    int frc = fx->set_read_input ? fx->set_read_input(fx->ctx, s, phys ? phys : logical) : fx->set_exit(fx->ctx, s, 0);
     CU_ASSERT_EQUAL(frc, 0);
     free(phys);
     altar_status_t st;

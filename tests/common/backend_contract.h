@@ -17,8 +17,8 @@
 #include <stddef.h>
 
 typedef struct altar_contract_fixture {
-  const char *name; /* suite name: "contract[<name>]" */
-  void *ctx;        /* passed to every hook */
+  const char *name;  /* suite name: "contract[<name>]" */
+  void *ctx;         /* passed to every hook */
   const char *image; /* image put in every spec ("" is fine where unused) */
   int wait_s;        /* how long to wait for a terminal state (default 60) */
 
@@ -27,7 +27,7 @@ typedef struct altar_contract_fixture {
   altar_backend_t *(*make_backend)(void *ctx, const char *data_root, altar_error_t *err);
 
   /* Set spec's command (and anything else it needs) so that the task: */
-  int (*set_exit)(void *ctx, altar_spec_t *spec, int code); /* exits with code */
+  int (*set_exit)(void *ctx, altar_spec_t *spec, int code);     /* exits with code */
   int (*set_sleep)(void *ctx, altar_spec_t *spec, int seconds); /* runs ~seconds, exits 0 */
   /* sets resources.memory_mb and allocates well past it */
   int (*set_oom)(void *ctx, altar_spec_t *spec);
@@ -66,8 +66,7 @@ int altar_contract_check_declarations(const altar_backend_t *be, char *why, size
 /* Helpers for fixtures and tests. */
 /* Polls h until terminal or wait_s passes; 0 and *pst filled (caller
  * clears), or -1 on a poll error or timeout (with a CUnit failure noted). */
-int altar_contract_wait_terminal(altar_backend_t *be, const altar_handle_t *h, int wait_s,
-                                 altar_status_t *pst);
+int altar_contract_wait_terminal(altar_backend_t *be, const altar_handle_t *h, int wait_s, altar_status_t *pst);
 /* "sha256:<hex>" of bytes into out (72 bytes). */
 void altar_contract_sha256(const void *data, size_t len, char out[72]);
 

@@ -14,9 +14,7 @@ struct altar_test_httpd {
   altar_test_mock_t *mock;
 };
 
-static void respond_empty(int fd, int status, const char *extra) {
-  altar_test_mock_respond(fd, status, extra, "", 0);
-}
+static void respond_empty(int fd, int status, const char *extra) { altar_test_mock_respond(fd, status, extra, "", 0); }
 
 static void serve_file(const altar_test_httpd_t *h, int fd, const char *path, int head) {
   char full[4096];
@@ -68,10 +66,8 @@ static void handle(int fd, const altar_test_req_t *rq, void *ud) {
     return;
   }
   if (strncmp(target, "/nohead/", 8) == 0) {
-    if (head)
-      respond_empty(fd, 405, NULL);
-    else
-      serve_file(h, fd, target + 8, 0);
+    if (head) respond_empty(fd, 405, NULL);
+    else serve_file(h, fd, target + 8, 0);
     return;
   }
   if (strncmp(target, "/redirect/", 10) == 0) {
@@ -97,13 +93,9 @@ altar_test_httpd_t *altar_test_httpd_start(const char *root) {
   return h;
 }
 
-int altar_test_httpd_port(const altar_test_httpd_t *h) {
-  return altar_test_mock_port(h->mock);
-}
+int altar_test_httpd_port(const altar_test_httpd_t *h) { return altar_test_mock_port(h->mock); }
 
-unsigned altar_test_httpd_requests(const altar_test_httpd_t *h) {
-  return altar_test_mock_count(h->mock, NULL);
-}
+unsigned altar_test_httpd_requests(const altar_test_httpd_t *h) { return altar_test_mock_count(h->mock, NULL); }
 
 void altar_test_httpd_stop(altar_test_httpd_t *h) {
   if (!h) return;

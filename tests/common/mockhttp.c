@@ -43,8 +43,8 @@ int altar_test_mock_send(int fd, const void *p, size_t n) {
 
 void altar_test_mock_respond(int fd, int status, const char *extra, const void *body, size_t len) {
   char hdr[2048];
-  int n = snprintf(hdr, sizeof hdr, "HTTP/1.1 %d X\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n", status,
-                   len, extra ? extra : "");
+  int n = snprintf(hdr, sizeof hdr, "HTTP/1.1 %d X\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n", status, len,
+                   extra ? extra : "");
   if (altar_test_mock_send(fd, hdr, (size_t)n) == 0 && len) altar_test_mock_send(fd, body, len);
 }
 
@@ -165,9 +165,7 @@ altar_test_mock_t *altar_test_mock_start(altar_test_handler_fn fn, void *ud) {
   return m;
 }
 
-int altar_test_mock_port(const altar_test_mock_t *m) {
-  return m->port;
-}
+int altar_test_mock_port(const altar_test_mock_t *m) { return m->port; }
 
 unsigned altar_test_mock_count(altar_test_mock_t *m, const char *needle) {
   unsigned n = 0;

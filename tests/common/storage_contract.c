@@ -33,9 +33,7 @@ static int put(const altar_storage_fixture_t *fx, const char *key, const void *d
   return rc;
 }
 
-int altar_storage_file_digest(const char *path, char out[72]) {
-  return altar_sha256_file(path, out, NULL) ? -1 : 0;
-}
+int altar_storage_file_digest(const char *path, char out[72]) { return altar_sha256_file(path, out, NULL) ? -1 : 0; }
 
 /* A file of n pseudo-random bytes (a fixed seed: runs are comparable). */
 static char *make_big_file(size_t n) {
@@ -496,9 +494,7 @@ static void contract_bad_input(void) {
   ALTAR_STORAGE_NEED_SERVER(contract_fx);
   altar_storage_contract_bad_input(contract_fx);
 }
-static void contract_faults(void) {
-  altar_storage_contract_faults(contract_fx);
-}
+static void contract_faults(void) { altar_storage_contract_faults(contract_fx); }
 static void contract_staging(void) {
   ALTAR_STORAGE_NEED_SERVER(contract_fx);
   altar_storage_contract_staging(contract_fx);

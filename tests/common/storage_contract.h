@@ -23,9 +23,9 @@ typedef struct altar_storage_fixture {
   /* For read-only adapters: stores bytes so that root+key reads them. */
   int (*seed)(void *ud, const char *key, const void *data, size_t len);
   void *ud;
-  size_t big_size;             /* the large round trip: above every chunk/part threshold in use */
-  const char *no_bucket_uri;   /* NULL when the scheme has no buckets */
-  const char *escaping_uri;    /* NULL when paths have no root to escape */
+  size_t big_size;           /* the large round trip: above every chunk/part threshold in use */
+  const char *no_bucket_uri; /* NULL when the scheme has no buckets */
+  const char *escaping_uri;  /* NULL when paths have no root to escape */
   const char *wrong_scheme_uri;
   /* The same adapter aimed at altar_storage_fault_handler's server. */
   altar_storage_t *faulty;

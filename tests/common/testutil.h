@@ -28,8 +28,8 @@ typedef void (*altar_test_add_fn)(void);
 int altar_test_main(int argc, char **argv, altar_test_add_fn add);
 
 /* Shorthand for registering a suite with its tests in `add`. */
-#define ALTAR_SUITE(name, setup, teardown)                                           \
-  CU_pSuite suite__ = CU_add_suite(name, setup, teardown);                           \
+#define ALTAR_SUITE(name, setup, teardown)                                                                             \
+  CU_pSuite suite__ = CU_add_suite(name, setup, teardown);                                                             \
   if (!suite__) return
 #define ALTAR_TEST(fn) CU_add_test(suite__, #fn, fn)
 

@@ -24,8 +24,8 @@ static int64_t mono_ms(void) {
 
 static void unique(char *out, size_t n, const char *what) {
   static unsigned counter;
-  snprintf(out, n, "%s-%s-%ld-%lld-%u", conf->topic_prefix ? conf->topic_prefix : "altar-conf",
-           what, (long)getpid(), (long long)(time(NULL) % 100000), ++counter);
+  snprintf(out, n, "%s-%s-%ld-%lld-%u", conf->topic_prefix ? conf->topic_prefix : "altar-conf", what, (long)getpid(),
+           (long long)(time(NULL) % 100000), ++counter);
 }
 
 /* ---- delivery reports --------------------------------------------------- */
@@ -66,8 +66,7 @@ static altar_transport_t *open_transport_with(drs_t *d, const altar_strmap_t *ov
   if (overrides) {
     if (!made) made = altar_strmap_dup(conf->config);
     if (!made) made = altar_strmap_new();
-    for (size_t i = 0; made && i < overrides->n; i++)
-      altar_strmap_set(made, overrides->keys[i], overrides->vals[i]);
+    for (size_t i = 0; made && i < overrides->n; i++) altar_strmap_set(made, overrides->keys[i], overrides->vals[i]);
   }
   altar_error_t err = {0};
   altar_transport_t *t = altar_transport_open(conf->transport, made ? made : conf->config, &opts, &err);
@@ -85,8 +84,8 @@ static void create_topic(altar_transport_t *t, const char *topic, int32_t parts)
   CU_ASSERT_FATAL(rc == 0);
 }
 
-static int produce(altar_transport_t *t, const char *topic, int32_t partition, const char *key,
-                   const char *value, void *opaque) {
+static int produce(altar_transport_t *t, const char *topic, int32_t partition, const char *key, const char *value,
+                   void *opaque) {
   altar_produce_rec_t rec = {.topic = topic,
                              .partition = partition,
                              .key = key,
@@ -128,8 +127,8 @@ static bool asg_has(const asg_t *a, int32_t p) {
   return false;
 }
 
-static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts,
-                         size_t n, void *ctx) {
+static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
+                         void *ctx) {
   asg_t *a = ctx;
   if (kind == ALTAR_REBALANCE_ASSIGN) a->assigns++;
   else a->revokes++;
@@ -156,8 +155,7 @@ static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, cons
         altar_error_t err = {0};
         if (altar_transport_commit(t, parts[i].topic, parts[i].partition, 1, "revoked", &err) == 0)
           a->revoke_commits_ok++;
-        else
-          a->revoke_commits_failed++;
+        else a->revoke_commits_failed++;
       }
       for (size_t j = 0; j < a->n; j++)
         if (a->parts[j] == parts[i].partition) a->parts[j--] = a->parts[--a->n];
@@ -526,8 +524,8 @@ static void test_seek_in_assign_callback(void) {
 
 /* Polls both members until pred holds or the bound passes; records consumed
  * meanwhile must come from a partition the consumer owns. */
-static int drain_both(altar_transport_t *ta, asg_t *a, altar_transport_t *tb, asg_t *b,
-                      int *pcount, bool (*pred)(const asg_t *, const asg_t *, int)) {
+static int drain_both(altar_transport_t *ta, asg_t *a, altar_transport_t *tb, asg_t *b, int *pcount,
+                      bool (*pred)(const asg_t *, const asg_t *, int)) {
   int64_t deadline = mono_ms() + wait_ms();
   while (mono_ms() < deadline) {
     altar_transport_t *ts[2] = {ta, tb};

@@ -11,8 +11,7 @@ static void roundtrip(const uint8_t *data, size_t size, char delim) {
   altar_csv_t a;
   if (altar_csv_parse((const char *)data, size, delim, NULL, 0, &a, NULL)) return;
   altar_buf_t b = {0};
-  if (a.n_fields && !altar_csv_format(a.rows, a.n_rows, delim, (const char *const *)a.fields, a.n_fields, &b,
-                                      NULL)) {
+  if (a.n_fields && !altar_csv_format(a.rows, a.n_rows, delim, (const char *const *)a.fields, a.n_fields, &b, NULL)) {
     altar_csv_t c;
     /* Duplicate column names collapse in the maps, so compare only when unique. */
     bool unique = true;

@@ -62,7 +62,7 @@ static inline int fuzz_decode_one(altar_msg_type_t t, const uint8_t *data, size_
   int rc = fuzz_decode(t, data, size, &a, &err);
   if (rc) {
     if (rc != ALTAR_EDECODE && rc != ALTAR_ETOOBIG) abort(); /* only these two for bad bytes */
-    if (!err.msg[0]) abort();                                  /* and always a message */
+    if (!err.msg[0]) abort();                                /* and always a message */
     fuzz_clear(t, &a);
     return 0;
   }

@@ -4,6 +4,4 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  return fuzz_decode_one(ALTAR_MSG_SPEC, data, size);
-}
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_decode_one(ALTAR_MSG_SPEC, data, size); }

@@ -32,7 +32,8 @@ static int fz_poll(altar_backend_t *be, const altar_handle_t *h, size_t n, altar
 /* Serves the CPU pool and a100. */
 static int fz_check(altar_backend_t *be, const altar_resources_t *r, altar_error_t *err) {
   (void)be;
-  if (r->gpu && strcmp(r->gpu, "a100")) return altar_error_set(err, ALTAR_EINVAL, "resources.gpu: no pool '%.64s'", r->gpu);
+  if (r->gpu && strcmp(r->gpu, "a100"))
+    return altar_error_set(err, ALTAR_EINVAL, "resources.gpu: no pool '%.64s'", r->gpu);
   return ALTAR_OK;
 }
 static int fz_open(altar_backend_t *be, const altar_strmap_t *cfg, altar_error_t *err) {
@@ -102,10 +103,16 @@ static void fz_check_events(const altar__intake_t *in, const char *topic) {
   altar_handle_t h = {0};
   if (altar_handle_init_for_spec(&h, "fuzz", ext, &in->job.spec)) abort();
   altar_failure_t *f = altar_failure_new(in->reason ? in->reason : "exit_1", in->detail, true);
-  altar_status_event_t ev = {.v = ALTAR_SCHEMA_VERSION, .event = ALTAR_EV_SUBMITTED, .task_key = ALTAR__UNCONST(in->task_key),
-                             .kind = in->job.spec.kind, .handle = h, .state = ALTAR_STATE_PENDING,
-                             .spec = ALTAR__UNCONST(&in->job.spec), .worker = worker,
-                             .source = {true, ALTAR__UNCONST(topic), INT32_MAX, INT64_MAX}, .ts = 1};
+  altar_status_event_t ev = {.v = ALTAR_SCHEMA_VERSION,
+                             .event = ALTAR_EV_SUBMITTED,
+                             .task_key = ALTAR__UNCONST(in->task_key),
+                             .kind = in->job.spec.kind,
+                             .handle = h,
+                             .state = ALTAR_STATE_PENDING,
+                             .spec = ALTAR__UNCONST(&in->job.spec),
+                             .worker = worker,
+                             .source = {true, ALTAR__UNCONST(topic), INT32_MAX, INT64_MAX},
+                             .ts = 1};
   altar_buf_t b = {0};
   altar_error_t err = {0};
   bool reduced;
@@ -142,7 +149,8 @@ static inline int fuzz_intake_one(const uint8_t *data, size_t size) {
     len = grown.len;
   }
   const char *topic = size > 1 && (data[size - 1] & 1) ? "jobs.a100" : "jobs";
-  altar_msg_t m = {.topic = ALTAR__UNCONST(topic), .partition = 0, .offset = 0, .value = ALTAR__UNCONST(value), .value_len = len};
+  altar_msg_t m = {
+      .topic = ALTAR__UNCONST(topic), .partition = 0, .offset = 0, .value = ALTAR__UNCONST(value), .value_len = len};
   altar__intake_ctx_t c = {.backend = fz_be, .groups = &fz_groups, .jobs_topic = "jobs"};
   altar__intake_t in;
   altar__intake_classify(&c, &m, &in);

@@ -124,8 +124,8 @@ int main(int argc, char **argv) {
     }
   }
   if (!altar_backend_lookup(backend_name)) {
-    fprintf(stderr, "backend '%s' is not registered after loading the plug-ins (%zu loaded)\n",
-            backend_name, altar_plugin_count());
+    fprintf(stderr, "backend '%s' is not registered after loading the plug-ins (%zu loaded)\n", backend_name,
+            altar_plugin_count());
     return 1;
   }
   return altar_test_main(argc, argv, add);

@@ -295,8 +295,7 @@ static void test_staged_run_collects_output(void) {
   CU_ASSERT_EQUAL_FATAL(altar_contract_wait_terminal(be, &h, 90, &st), 0);
   CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
   altar_status_clear(&st);
-  if (altar_backend_collect_outputs(be, s->outputs, s->n_outputs, &err) != 0)
-    fprintf(stderr, "collect: %s\n", err.msg);
+  if (altar_backend_collect_outputs(be, s->outputs, s->n_outputs, &err) != 0) fprintf(stderr, "collect: %s\n", err.msg);
   char *got = altar_test_read_file(out, NULL);
   CU_ASSERT_FATAL(got != NULL);
   CU_ASSERT_EQUAL(strlen(got), 65);
@@ -310,8 +309,7 @@ static void test_staged_run_collects_output(void) {
 static void add(void) {
   fixture.image = image();
   altar_contract_add_suite(&fixture);
-  CU_pSuite suite__ = CU_add_suite_with_setup_and_teardown("docker[engine]", NULL, NULL, each_setup,
-                                                           each_teardown);
+  CU_pSuite suite__ = CU_add_suite_with_setup_and_teardown("docker[engine]", NULL, NULL, each_setup, each_teardown);
   if (!suite__) return;
   ALTAR_TEST(test_container_carries_labels_and_mount);
   ALTAR_TEST(test_submit_adopts_running_container);
@@ -331,8 +329,7 @@ int main(int argc, char **argv) {
   }
   const char *img[] = {"image", "inspect", image(), NULL};
   if (docker(img, NULL) != 0) {
-    fprintf(stderr, "FAIL: the test image %s is missing. Build it with `scripts/docker-test-image.sh`.\n",
-            image());
+    fprintf(stderr, "FAIL: the test image %s is missing. Build it with `scripts/docker-test-image.sh`.\n", image());
     return 1;
   }
   return altar_test_main(argc, argv, add);

@@ -97,8 +97,7 @@ static int on_entry(const altar_storage_entry_t *e, void *ud) {
   if (!strncmp(rest, "sst/", 4)) json_object_set_new(s->tables, rest + 4, json_true());
   else if (!strncmp(rest, "cp/", 3) && n > 5 && !strcmp(rest + n - 5, ".json") && !strchr(rest + 3, '/'))
     json_object_set_new(s->manifests, rest, json_true());
-  else if (!strncmp(rest, "cp/", 3))
-    json_object_set_new(s->cp_files, rest, json_true());
+  else if (!strncmp(rest, "cp/", 3)) json_object_set_new(s->cp_files, rest, json_true());
   return 0;
 }
 
@@ -159,8 +158,9 @@ static void run_on(const char *scheme) {
     altar_checkpoint_t cp = {0};
     int rc = altar__checkpoint_take(l, TOPIC, &cp, &err);
     if (!rc) rc = altar__checkpoint_ship(&cp, uri, shipped, &err);
-    if (rc) fprintf(stderr, "[%s] checkpoint: %s (is %s running?)\n", scheme, err.msg,
-                    !strcmp(scheme, "s3") ? "scripts/services/minio.sh" : "scripts/services/fake-gcs.sh");
+    if (rc)
+      fprintf(stderr, "[%s] checkpoint: %s (is %s running?)\n", scheme, err.msg,
+              !strcmp(scheme, "s3") ? "scripts/services/minio.sh" : "scripts/services/fake-gcs.sh");
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     snprintf(ids[i], sizeof ids[i], "%s", cp.id);
     altar__checkpoint_clear(&cp);

@@ -348,12 +348,12 @@ static void test_submit_renders_on_server(void) {
   CU_ASSERT_EQUAL(json_integer_value(json_object_get(spec, "activeDeadlineSeconds")), 600);
   CU_ASSERT_EQUAL(json_integer_value(json_object_get(spec, "backoffLimit")), 2);
   json_t *pod = json_object_get(json_object_get(spec, "template"), "spec");
-  CU_ASSERT_STRING_EQUAL(
-      json_string_value(json_object_get(json_object_get(pod, "nodeSelector"), "altar.test/pool")), "gpu");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(pod, "nodeSelector"), "altar.test/pool")),
+                         "gpu");
   json_t *init = json_array_get(json_object_get(pod, "initContainers"), 0);
   CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(init, "name")), ALTAR_K8S_VERIFY_CONTAINER);
-  json_t *limits = json_object_get(
-      json_object_get(json_array_get(json_object_get(pod, "containers"), 0), "resources"), "limits");
+  json_t *limits =
+      json_object_get(json_object_get(json_array_get(json_object_get(pod, "containers"), 0), "resources"), "limits");
   CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(limits, "nvidia.com/gpu")), "2");
   CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(limits, "memory")), "512Mi");
   json_decref(job);
@@ -461,7 +461,7 @@ static void test_server_semantics(void) {
   /* The runtime treats that 409 as "the name is someone else's now". */
   altar_error_t err = {0};
   CU_ASSERT_EQUAL(altar__k8s_runtime_delete_job(altar__k8s_runtime(k), h.external_id, NS,
-                                               "00000000-0000-0000-0000-000000000000", &err),
+                                                "00000000-0000-0000-0000-000000000000", &err),
                   0);
   json_t *job = get_job(h.external_id);
   CU_ASSERT_PTR_NOT_NULL(job); /* spared */
@@ -715,13 +715,12 @@ static void test_auth_forms(void) {
   snprintf(plugin, sizeof plugin, "%s/cred-plugin.sh", tmp);
   snprintf(count, sizeof count, "%s/cred-runs", tmp);
   pathof(tokfile, sizeof tokfile, "token");
-  const char *script =
-      "#!/bin/sh\n"
-      "echo run >> \"$COUNT_FILE\"\n"
-      "case \"$KUBERNETES_EXEC_INFO\" in *ExecCredential*) ;; *) exit 3 ;; esac\n"
-      "exp=$(date -u -d '+10 seconds' +%Y-%m-%dT%H:%M:%SZ)\n"
-      "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
-      "\"status\":{\"token\":\"%s\",\"expirationTimestamp\":\"%s\"}}' \"$(cat \"$1\")\" \"$exp\"\n";
+  const char *script = "#!/bin/sh\n"
+                       "echo run >> \"$COUNT_FILE\"\n"
+                       "case \"$KUBERNETES_EXEC_INFO\" in *ExecCredential*) ;; *) exit 3 ;; esac\n"
+                       "exp=$(date -u -d '+10 seconds' +%Y-%m-%dT%H:%M:%SZ)\n"
+                       "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+                       "\"status\":{\"token\":\"%s\",\"expirationTimestamp\":\"%s\"}}' \"$(cat \"$1\")\" \"$exp\"\n";
   altar_test_write_file(plugin, script, strlen(script));
   chmod(plugin, 0755);
   snprintf(yaml, sizeof yaml,
@@ -809,8 +808,8 @@ static void test_auth_forms(void) {
 /* Polls hs until every one is terminal (bounded), recording each handle's
  * first terminal status into final (cleared by the caller) and counting
  * terminal reports that changed after the first (there must be none). */
-static int poll_until_done(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *final,
-                           int *pchanged, int limit_s) {
+static int poll_until_done(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *final, int *pchanged,
+                           int limit_s) {
   altar_status_t *st = calloc(n, sizeof *st);
   size_t left = n;
   for (int tick = 0; tick < limit_s * 10 && left; tick++) {
@@ -1051,8 +1050,8 @@ static void test_watch_deleted_by_other(void) {
   char path[512];
   snprintf(path, sizeof path, "/apis/batch/v1/namespaces/" NS "/jobs/%s", h.external_id);
   long status = 0;
-  json_decref(kube("DELETE", path, "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\",\"propagationPolicy\":\"Background\"}",
-                   &status));
+  json_decref(kube("DELETE", path,
+                   "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\",\"propagationPolicy\":\"Background\"}", &status));
   CU_ASSERT(status == 200 || status == 202);
   altar_status_t st;
   CU_ASSERT_EQUAL(wait_end(k, &h, &st), 0);
@@ -1167,8 +1166,9 @@ static void add_suites(void) {
 int main(int argc, char **argv) {
   const char *d = getenv("ALTAR_K8S_DIR");
   if (d && *d) snprintf(kdir, sizeof kdir, "%s", d);
-  else snprintf(kdir, sizeof kdir, "%s/altar-k8s-%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-                getenv("ALTAR_K8S_PORT") ? getenv("ALTAR_K8S_PORT") : "16443");
+  else
+    snprintf(kdir, sizeof kdir, "%s/altar-k8s-%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             getenv("ALTAR_K8S_PORT") ? getenv("ALTAR_K8S_PORT") : "16443");
   curl_global_init(CURL_GLOBAL_DEFAULT);
   altar_storage_register_builtin();
   long st = 0;

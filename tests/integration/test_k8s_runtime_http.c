@@ -167,17 +167,22 @@ static size_t count_requests(const char *method, const char *path_part) {
 
 /* ---- kubeconfigs ---- */
 
-typedef enum { AUTH_TOKEN, AUTH_CERT_DATA, AUTH_CERT_FILES, AUTH_BAD_TOKEN, AUTH_NO_CA, AUTH_INSECURE,
-               AUTH_OTHER_CA } auth_t;
+typedef enum {
+  AUTH_TOKEN,
+  AUTH_CERT_DATA,
+  AUTH_CERT_FILES,
+  AUTH_BAD_TOKEN,
+  AUTH_NO_CA,
+  AUTH_INSECURE,
+  AUTH_OTHER_CA
+} auth_t;
 
 static char *write_kubeconfig(auth_t auth) {
   char *ca = b64_file("ca.crt"), *cert = b64_file("client.crt"), *key = b64_file("client.key");
   char *other = b64_file("other.crt");
   char cluster[4096], user[8192];
   switch (auth) {
-  case AUTH_NO_CA:
-    snprintf(cluster, sizeof cluster, "    server: %s\n", server_url);
-    break;
+  case AUTH_NO_CA: snprintf(cluster, sizeof cluster, "    server: %s\n", server_url); break;
   case AUTH_INSECURE:
     snprintf(cluster, sizeof cluster, "    server: %s\n    insecure-skip-tls-verify: true\n", server_url);
     break;
@@ -187,8 +192,7 @@ static char *write_kubeconfig(auth_t auth) {
   case AUTH_OTHER_CA:
     snprintf(cluster, sizeof cluster, "    server: %s\n    certificate-authority-data: %s\n", server_url, other);
     break;
-  default:
-    snprintf(cluster, sizeof cluster, "    server: %s\n    certificate-authority-data: %s\n", server_url, ca);
+  default: snprintf(cluster, sizeof cluster, "    server: %s\n    certificate-authority-data: %s\n", server_url, ca);
   }
   switch (auth) {
   case AUTH_CERT_DATA:
@@ -197,11 +201,8 @@ static char *write_kubeconfig(auth_t auth) {
   case AUTH_CERT_FILES:
     snprintf(user, sizeof user, "    client-certificate: client.crt\n    client-key: %s/client.key\n", dir);
     break;
-  case AUTH_BAD_TOKEN:
-    snprintf(user, sizeof user, "    token: wrong-token\n");
-    break;
-  default:
-    snprintf(user, sizeof user, "    token: " TOKEN "\n");
+  case AUTH_BAD_TOKEN: snprintf(user, sizeof user, "    token: wrong-token\n"); break;
+  default: snprintf(user, sizeof user, "    token: " TOKEN "\n");
   }
   size_t n = strlen(cluster) + strlen(user) + 1024;
   char *text = malloc(n);
@@ -242,10 +243,10 @@ static altar_k8s_runtime_t *runtime_for(auth_t auth, int max_retries, long timeo
 }
 
 static json_t *job_manifest(const char *name, const char *app) {
-  return json_pack("{s:s, s:s, s:{s:s, s:{s:s, s:s}, s:{s:s}}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion",
-                   "batch/v1", "kind", "Job", "metadata", "name", name, "labels", "altar.dev/managed", "true", "app",
-                   app, "annotations", "altar.dev/manifest-digest", "sha256:abc", "spec", "template", "spec",
-                   "containers", "name", "task", "image", "busybox");
+  return json_pack("{s:s, s:s, s:{s:s, s:{s:s, s:s}, s:{s:s}}, s:{s:{s:{s:[{s:s, s:s}]}}}}", "apiVersion", "batch/v1",
+                   "kind", "Job", "metadata", "name", name, "labels", "altar.dev/managed", "true", "app", app,
+                   "annotations", "altar.dev/manifest-digest", "sha256:abc", "spec", "template", "spec", "containers",
+                   "name", "task", "image", "busybox");
 }
 
 /* ---- tests ---- */
@@ -370,8 +371,8 @@ static bool watch_until(altar_k8s_watch_t *w, const char *name, altar_k8s_seen_t
 }
 
 static void set_status(const char *name, const char *status_json) {
-  ctl0("job_status", json_pack("{s:s, s:s, s:o}", "namespace", "default", "name", name, "status",
-                               json_loads(status_json, 0, NULL)));
+  ctl0("job_status",
+       json_pack("{s:s, s:s, s:o}", "namespace", "default", "name", name, "status", json_loads(status_json, 0, NULL)));
 }
 
 /* The watch thread against the stand-in: list then watch, malformed and
@@ -566,7 +567,8 @@ static void test_watch_relists_after_failures(void) {
   ctl0("hold", NULL);
   json_t *job = ctl("job", json_pack("{s:s, s:s}", "namespace", "default", "name", "wf-1"));
   CU_ASSERT_PTR_NOT_NULL_FATAL(json_object_get(job, "metadata"));
-  json_object_set_new(job, "status", json_loads("{\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]}", 0, NULL));
+  json_object_set_new(job, "status",
+                      json_loads("{\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]}", 0, NULL));
   ctl0("jobs", json_pack("{s:s, s:O}", "namespace", "default", "job", job));
   json_decref(job);
   /* Every reconnect from now on is refused with a 503, three times. */
@@ -585,7 +587,6 @@ static void test_watch_relists_after_failures(void) {
   ctl0("reset", NULL);
   altar__k8s_runtime_free(rt);
 }
-
 
 static void add(void) {
   ALTAR_SUITE("k8s_runtime_http", suite_init, suite_clean);

@@ -86,8 +86,8 @@ static int setup(void) {
   rc = altar_storage_open("gs", &o, &faulty, &err);
   altar_strmap_clear(&o);
   if (rc) return -1;
-  altar_storage_fixture_object_store(&fx, "gs", "s3", gs, faulty, "fake-gcs-server", emulator,
-                                     "STORAGE_EMULATOR_HOST", "scripts/services/fake-gcs.sh");
+  altar_storage_fixture_object_store(&fx, "gs", "s3", gs, faulty, "fake-gcs-server", emulator, "STORAGE_EMULATOR_HOST",
+                                     "scripts/services/fake-gcs.sh");
   fx.big_size = 5 * 1024 * 1024 + 123; /* 11 chunks of 512 KiB, the last one short */
   return 0;
 }
@@ -188,10 +188,9 @@ static void test_bounds_and_options(void) {
   altar_storage_close(s);
   altar_strmap_clear(&o);
 
-  static const char *const bad[][2] = {{"colour", "blue"},        {"chunk_size", "300000"},
-                                       {"checksum", "sha1"},      {"auth", "magic"},
-                                       {"endpoint", "ftp://x"},   {"page_size", "0"},
-                                       {"timeout_s", "soon"},     {"bearer_token", "has space"}};
+  static const char *const bad[][2] = {{"colour", "blue"},    {"chunk_size", "300000"},     {"checksum", "sha1"},
+                                       {"auth", "magic"},     {"endpoint", "ftp://x"},      {"page_size", "0"},
+                                       {"timeout_s", "soon"}, {"bearer_token", "has space"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     altar_strmap_set(&o, bad[i][0], bad[i][1]);
     if (!strcmp(bad[i][0], "bearer_token")) altar_strmap_set(&o, "auth", "bearer");
@@ -240,6 +239,4 @@ static void add(void) {
   ALTAR_TEST(test_upload_failures);
 }
 
-int main(int argc, char **argv) {
-  return altar_test_main(argc, argv, add);
-}
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

@@ -36,7 +36,8 @@ static void s3_mock(int fd, const altar_test_req_t *rq, void *ud) {
   const char *t = rq->target;
   if (strstr(t, "/mp-")) {
     if (!strcmp(rq->method, "POST") && strstr(t, "?uploads=")) {
-      static const char b[] = "<InitiateMultipartUploadResult><UploadId>up-1</UploadId></InitiateMultipartUploadResult>";
+      static const char b[] =
+          "<InitiateMultipartUploadResult><UploadId>up-1</UploadId></InitiateMultipartUploadResult>";
       altar_test_mock_respond(fd, 200, NULL, b, sizeof b - 1);
     } else if (!strcmp(rq->method, "PUT") && strstr(t, "partNumber=")) {
       bool fail = strstr(t, "mp-part-fails") && strstr(t, "partNumber=2&");
@@ -92,8 +93,7 @@ static int setup(void) {
   if (altar_storage_register_builtin()) return -1;
   altar_error_t err = {0};
   /* 5 MiB parts (the service's least) so 11 MiB is three parts. */
-  static const char *const small[] = {"multipart_threshold", "5242880", "part_size", "5242880", "page_size", "2",
-                                      NULL};
+  static const char *const small[] = {"multipart_threshold", "5242880", "part_size", "5242880", "page_size", "2", NULL};
   s3 = open_s3(small, &err);
   if (!s3) {
     fprintf(stderr, "opening s3: %s\n", err.msg);
@@ -410,6 +410,4 @@ static void add(void) {
   ALTAR_TEST(test_options);
 }
 
-int main(int argc, char **argv) {
-  return altar_test_main(argc, argv, add);
-}
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

@@ -95,7 +95,8 @@ static int suite_init(void) {
   } else {
     snprintf(broker_why, sizeof broker_why,
              "no Kafka broker answers at %s (ALTAR_KAFKA_BROKERS); start one with "
-             "scripts/services/kafka.sh start: %s", brokers, err.msg);
+             "scripts/services/kafka.sh start: %s",
+             brokers, err.msg);
     fprintf(stderr, "FAIL: %s\n", broker_why);
   }
   altar_topic_list_free(l);
@@ -103,12 +104,12 @@ static int suite_init(void) {
   return 0;
 }
 
-#define NEED_BROKER()                                                            \
-  do {                                                                          \
-    if (!broker_ok) {                                                           \
-      fprintf(stderr, "\n  %s\n", broker_why);                                  \
-      CU_FAIL_FATAL("Kafka broker unreachable (see message above)");            \
-    }                                                                           \
+#define NEED_BROKER()                                                                                                  \
+  do {                                                                                                                 \
+    if (!broker_ok) {                                                                                                  \
+      fprintf(stderr, "\n  %s\n", broker_why);                                                                         \
+      CU_FAIL_FATAL("Kafka broker unreachable (see message above)");                                                   \
+    }                                                                                                                  \
   } while (0)
 
 static void test_broker_reachable(void) { NEED_BROKER(); }
@@ -136,8 +137,14 @@ static void test_keys_headers_reports(void) {
     snprintf(val, sizeof val, "value-%d", i);
     ids[i] = i;
     altar_header_t h[2] = {{"kind", "score", 5}, {"empty", NULL, 0}};
-    altar_produce_rec_t rec = {.topic = topic, .partition = ALTAR_PARTITION_ANY, .key = key, .key_len = strlen(key),
-                               .value = val, .value_len = strlen(val), .headers = h, .n_headers = 2,
+    altar_produce_rec_t rec = {.topic = topic,
+                               .partition = ALTAR_PARTITION_ANY,
+                               .key = key,
+                               .key_len = strlen(key),
+                               .value = val,
+                               .value_len = strlen(val),
+                               .headers = h,
+                               .n_headers = 2,
                                .opaque = &ids[i]};
     CU_ASSERT_EQUAL(altar_transport_produce(t, &rec, &err), 0);
   }
@@ -382,8 +389,7 @@ static pid_t script_async(const char *dir, const char *verb) {
 static int script_wait(pid_t pid) {
   int st = 0;
   if (pid < 0) return -1;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -414,8 +420,13 @@ static void produce_ids(altar_transport_t *t, const char *topic, int from, int t
     char v[16];
     snprintf(v, sizeof v, "%d", i);
     restart_ids[i] = i;
-    altar_produce_rec_t rec = {.topic = topic, .partition = ALTAR_PARTITION_ANY, .key = v, .key_len = strlen(v),
-                               .value = v, .value_len = strlen(v), .opaque = &restart_ids[i]};
+    altar_produce_rec_t rec = {.topic = topic,
+                               .partition = ALTAR_PARTITION_ANY,
+                               .key = v,
+                               .key_len = strlen(v),
+                               .value = v,
+                               .value_len = strlen(v),
+                               .opaque = &restart_ids[i]};
     int rc;
     while ((rc = altar_transport_produce(t, &rec, &err)) == ALTAR_EAGAIN) altar_transport_poll(t, 10);
     CU_ASSERT_EQUAL(rc, 0);

@@ -292,7 +292,8 @@ static void test_await_completion_forwarded(void) {
   CU_ASSERT(altar_backend_caps(be) & ALTAR_BACKEND_CAP_AWAIT); /* this adapter overrides it */
   CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
   CU_ASSERT_EQUAL(altar_backend_await_completion(be, &h, 1, &st, &err), ALTAR_ETIMEOUT);
-  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "python await_completion (adapter await-hang): no reply within 500 ms; cancelled"));
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(err.msg, "python await_completion (adapter await-hang): no reply within 500 ms; cancelled"));
   CU_ASSERT_TRUE(err.retriable);
   /* poll keeps its own deadline and the same bridge. */
   CU_ASSERT_EQUAL(altar_backend_poll(be, &h, 1, &st, &err), 0);

@@ -22,7 +22,7 @@
 
 #define SECRET_VALUE "s3cr3t-storage-key-value"
 
-static char *dir;       /* the store's root */
+static char *dir; /* the store's root */
 static char config[8192];
 
 static const char *python(void) {
@@ -34,17 +34,18 @@ static const char *python(void) {
  * scheme, one faulty scheme per misbehaviour, short deadlines, and a
  * restart without backoff so one fault never shows in the next check. */
 static void configure_all(void) {
-  snprintf(config, sizeof config,
-           "{\"python\": \"%s\", \"reply_timeout_ms\": 1500, \"cancel_grace_ms\": 500, \"restart_backoff_ms\": 1,"
-           " \"restart_backoff_max_ms\": 1, \"line\": 3, \"schemes\": ["
-           "{\"scheme\": \"vault\", \"adapter\": \"dirstore\", \"options\": {\"root\": \"%s\"}, \"line\": 7},"
-           "{\"scheme\": \"boom\", \"adapter\": \"faulty-storage\", \"options\": {\"mode\": \"raise\"}, \"line\": 8},"
-           "{\"scheme\": \"stuck\", \"adapter\": \"faulty-storage\", \"options\": {\"mode\": \"hang\"}, \"line\": 9},"
-           "{\"scheme\": \"frozen\", \"adapter\": \"faulty-storage\", \"options\": {\"mode\": \"block\"}, \"line\": 10},"
-           "{\"scheme\": \"junk\", \"adapter\": \"faulty-storage\", \"options\": {\"mode\": \"garbage\"}, \"line\": 11},"
-           "{\"scheme\": \"liar\", \"adapter\": \"faulty-storage\", \"options\": {\"mode\": \"wrongtype\"}, \"line\": 12},"
-           "{\"scheme\": \"gone\", \"adapter\": \"faulty-storage\", \"options\": {\"mode\": \"exit\"}, \"line\": 13}]}",
-           python(), dir);
+  snprintf(
+      config, sizeof config,
+      "{\"python\": \"%s\", \"reply_timeout_ms\": 1500, \"cancel_grace_ms\": 500, \"restart_backoff_ms\": 1,"
+      " \"restart_backoff_max_ms\": 1, \"line\": 3, \"schemes\": ["
+      "{\"scheme\": \"vault\", \"adapter\": \"dirstore\", \"options\": {\"root\": \"%s\"}, \"line\": 7},"
+      "{\"scheme\": \"boom\", \"adapter\": \"faulty-storage\", \"options\": {\"mode\": \"raise\"}, \"line\": 8},"
+      "{\"scheme\": \"stuck\", \"adapter\": \"faulty-storage\", \"options\": {\"mode\": \"hang\"}, \"line\": 9},"
+      "{\"scheme\": \"frozen\", \"adapter\": \"faulty-storage\", \"options\": {\"mode\": \"block\"}, \"line\": 10},"
+      "{\"scheme\": \"junk\", \"adapter\": \"faulty-storage\", \"options\": {\"mode\": \"garbage\"}, \"line\": 11},"
+      "{\"scheme\": \"liar\", \"adapter\": \"faulty-storage\", \"options\": {\"mode\": \"wrongtype\"}, \"line\": 12},"
+      "{\"scheme\": \"gone\", \"adapter\": \"faulty-storage\", \"options\": {\"mode\": \"exit\"}, \"line\": 13}]}",
+      python(), dir);
   altar_error_t err = {0};
   int rc = altar_storage_python_configure(config, "altar.yaml", &err);
   if (rc) fprintf(stderr, "configure: %s\n", err.msg);
@@ -285,7 +286,8 @@ static void test_refused_configurations(void) {
                 "altar.yaml:6: storage.python.schemes.vault: ");
   start_refused(NULL, "{\"scheme\": \"vault\", \"adapter\": \"no-such-store\", \"line\": 6}", ALTAR_ECONFIG,
                 "'no-such-store' is not registered (known: ");
-  start_refused(NULL, "{\"scheme\": \"vault\", \"adapter\": \"broken-storage\", \"options\": {\"zone\": 1}, \"line\": 6}",
+  start_refused(NULL,
+                "{\"scheme\": \"vault\", \"adapter\": \"broken-storage\", \"options\": {\"zone\": 1}, \"line\": 6}",
                 ALTAR_ECONFIG, "ValueError: cannot reach the object store with ['zone']");
   start_refused(NULL, "{\"scheme\": \"vault\", \"adapter\": \"not-a-storage\", \"line\": 6}", ALTAR_ECONFIG,
                 "not a Storage subclass");

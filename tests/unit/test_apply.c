@@ -19,8 +19,8 @@ static void ev_reset(void) {
 }
 
 /* kind, external id (also the task key), group job, fold, folds. */
-static altar_status_event_t *ev_new(altar_status_event_kind_t k, const char *kind, const char *eid,
-                                    const char *job, int fold, int nfolds) {
+static altar_status_event_t *ev_new(altar_status_event_kind_t k, const char *kind, const char *eid, const char *job,
+                                    int fold, int nfolds) {
   CU_ASSERT_FATAL(nev < MAXEV);
   altar_status_event_t *e = &evs[nev++];
   memset(e, 0, sizeof *e);
@@ -61,9 +61,7 @@ static void st_transient(const char *kind, const char *eid, const char *job, int
   e->failure = altar_failure_new("timeout", "ran past timeout_s", false);
 }
 
-static void rel(const char *kind, const char *eid, const char *job) {
-  ev_new(ALTAR_EV_RELEASED, kind, eid, job, 0, 1);
-}
+static void rel(const char *kind, const char *eid, const char *job) { ev_new(ALTAR_EV_RELEASED, kind, eid, job, 0, 1); }
 
 static void load_specs(altar_group_specs_t *s, const char *yaml) {
   altar_error_t err = {0};
@@ -337,7 +335,7 @@ static void test_retry_then_dead_letter(void) {
   CU_ASSERT_STRING_EQUAL(r.events[0].failures[0].external_id, "r1b");
   CU_ASSERT_STRING_EQUAL(r.events[0].failures[0].failure->reason, "timeout");
   CU_ASSERT_EQUAL(altar_ledger_get(l, "process", "r1", &e, &err), 0);
-  CU_ASSERT(e.rec.consumed); /* superseded */
+  CU_ASSERT(e.rec.consumed);                        /* superseded */
   CU_ASSERT_EQUAL(e.rec.state, ALTAR_STATE_FAILED); /* it was pending: settled, not left open */
   CU_ASSERT(e.rec.failure && !strcmp(e.rec.failure->reason, ALTAR_REASON_SUPERSEDED));
   altar_ledger_entry_clear(&e);
@@ -790,7 +788,8 @@ static void test_wide_group_fires_whole(void) {
   for (int memory = 0; memory < 2; memory++) {
     ev_reset();
     altar_group_specs_t s;
-    load_specs(&s, "wide:\n  group_by: [job_id]\n  ready_when: {all_label_values: {label: fold, values: ['0', '1']}}\n");
+    load_specs(&s,
+               "wide:\n  group_by: [job_id]\n  ready_when: {all_label_values: {label: fold, values: ['0', '1']}}\n");
     char *dir;
     altar_error_t err = {0};
     altar_ledger_t *l = open_either(memory, "apply-wide", &dir);
@@ -822,7 +821,8 @@ static void test_wide_group_fires_whole(void) {
     CU_ASSERT_FALSE(altar_group_event_fits(g));
     /* The id over every member's task key, as for a narrow group. */
     const char **keys = calloc(g->n_shards, sizeof *keys);
-    for (size_t i = 0; i < g->n_shards; i++) keys[i] = strcmp(g->shards[i].external_id, "z") ? g->shards[i].external_id : evs[0].task_key;
+    for (size_t i = 0; i < g->n_shards; i++)
+      keys[i] = strcmp(g->shards[i].external_id, "z") ? g->shards[i].external_id : evs[0].task_key;
     char id[ALTAR_TASK_KEY_LEN + 1];
     CU_ASSERT_EQUAL(altar_group_event_id("wide", "j", keys, g->n_shards, id), 0);
     CU_ASSERT_STRING_EQUAL(id, g->event_id);

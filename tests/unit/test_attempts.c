@@ -57,7 +57,8 @@ static void state(const char *eid, int fold, const char *w, altar_state_t s) {
 static void timeout(const char *eid, int fold, const char *w) {
   altar_status_event_t *e = ev(ALTAR_EV_STATE, eid, fold, w);
   e->state = ALTAR_STATE_FAILED;
-  e->failure = altar_failure_new("timeout", "ran past timeout_s (2 s)\n--- stderr ---\nERROR: GPU worker stalled\n", false);
+  e->failure =
+      altar_failure_new("timeout", "ran past timeout_s (2 s)\n--- stderr ---\nERROR: GPU worker stalled\n", false);
 }
 
 static const char *specs_yaml = "train:\n  group_by: [job_id]\n  ready_when: {all_folds: 2}\n"

@@ -35,7 +35,7 @@ static int cb_await(altar_backend_t *be, const altar_handle_t *hs, size_t n, alt
 }
 
 #define CB_BASE                                                                                                        \
-  .input_digest_verification = ALTAR_VERIFY_STAGING, .open = cb_open, .close = cb_close, .submit = cb_submit,        \
+  .input_digest_verification = ALTAR_VERIFY_STAGING, .open = cb_open, .close = cb_close, .submit = cb_submit,          \
   .poll = cb_poll
 
 static const altar_backend_ops_t both = {.name = "caps-both",
@@ -56,8 +56,8 @@ static void test_disagreeing_tables_are_refused(void) {
   CU_ASSERT_EQUAL(err.code, ALTAR_EINVAL);
   CU_ASSERT_STRING_EQUAL(err.msg, "backend 'caps-bit': caps declares cancel but the vtable has no 'cancel'");
   CU_ASSERT_PTR_NULL(altar_backend_open(&op_without_bit, NULL, &err));
-  CU_ASSERT_STRING_EQUAL(err.msg,
-                         "backend 'caps-op': the vtable has 'cancel' but caps does not declare it (its ALTAR_BACKEND_CAP_* bit)");
+  CU_ASSERT_STRING_EQUAL(
+      err.msg, "backend 'caps-op': the vtable has 'cancel' but caps does not declare it (its ALTAR_BACKEND_CAP_* bit)");
   CU_ASSERT_PTR_NULL(altar_backend_open(&unknown_bit, NULL, &err));
   CU_ASSERT(strstr(err.msg, "bits altar does not define") != NULL);
   CU_ASSERT_EQUAL(altar_backend_check_table(&bit_without_op, &err), ALTAR_EINVAL); /* what the plug-in loader asks */
@@ -113,7 +113,8 @@ static void test_handle_runs_what_it_declares(void) {
 }
 
 static void test_every_bit_has_a_name(void) {
-  for (unsigned bit = 1; bit & ALTAR_BACKEND_CAPS_ALL; bit <<= 1) CU_ASSERT_STRING_NOT_EQUAL(altar_backend_cap_name(bit), "?");
+  for (unsigned bit = 1; bit & ALTAR_BACKEND_CAPS_ALL; bit <<= 1)
+    CU_ASSERT_STRING_NOT_EQUAL(altar_backend_cap_name(bit), "?");
   CU_ASSERT_STRING_EQUAL(altar_backend_cap_name(ALTAR_BACKEND_CAPS_ALL + 1), "?");
   CU_ASSERT_STRING_EQUAL(altar_backend_cap_name(ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_AWAIT), "?");
 }
@@ -125,13 +126,14 @@ static void test_builtins_declare_what_they_do(void) {
     const altar_backend_ops_t *ops;
     unsigned caps;
   } want[] = {
-      {&altar_backend_process_ops, ALTAR_BACKEND_CAP_CAPACITY | ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_WAIT_CHANGE |
-                                      ALTAR_BACKEND_CAP_ADOPT | ALTAR_BACKEND_CAP_LOGS},
+      {&altar_backend_process_ops, ALTAR_BACKEND_CAP_CAPACITY | ALTAR_BACKEND_CAP_CANCEL |
+                                       ALTAR_BACKEND_CAP_WAIT_CHANGE | ALTAR_BACKEND_CAP_ADOPT |
+                                       ALTAR_BACKEND_CAP_LOGS},
       {&altar_backend_docker_ops,
        ALTAR_BACKEND_CAP_CAPACITY | ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_ADOPT | ALTAR_BACKEND_CAP_LOGS},
       {&altar_backend_kubernetes_ops, ALTAR_BACKEND_CAP_CAPACITY | ALTAR_BACKEND_CAP_POOLS | ALTAR_BACKEND_CAP_CANCEL |
-                                         ALTAR_BACKEND_CAP_WAIT_CHANGE | ALTAR_BACKEND_CAP_SUBMIT_START |
-                                         ALTAR_BACKEND_CAP_ADOPT},
+                                          ALTAR_BACKEND_CAP_WAIT_CHANGE | ALTAR_BACKEND_CAP_SUBMIT_START |
+                                          ALTAR_BACKEND_CAP_ADOPT},
       {&altar_backend_modal_ops, ALTAR_BACKEND_CAP_POOLS | ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_ADOPT},
       {&altar_backend_python_ops,
        ALTAR_BACKEND_CAP_CAPACITY | ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_AWAIT | ALTAR_BACKEND_CAP_RECOVER},

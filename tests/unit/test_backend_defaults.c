@@ -24,8 +24,7 @@ static void dummy_close(altar_backend_t *be) {
   closes++;
   altar_backend_set_impl(be, NULL);
 }
-static int dummy_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph,
-                        altar_error_t *err) {
+static int dummy_submit(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
   if (!strcmp(spec->kind, "refuse")) {
     /* Fill something, then fail: the wrapper must clear it. */
     altar_handle_init(ph, altar_backend_name(be), "half-made");

@@ -34,8 +34,8 @@ typedef struct fake_container {
   altar_strmap_t labels;
   char host_root[512]; /* host side of the -v mount */
   behaviour_t beh;
-  int arg;              /* exit code or seconds */
-  char path[512];       /* B_READ: container path */
+  int arg;        /* exit code or seconds */
+  char path[512]; /* B_READ: container path */
   char status[16];
   int exit_code;
   bool oom;
@@ -113,8 +113,7 @@ static void fake_reset(fake_docker_t *fd) {
   memset(fd, 0, sizeof *fd);
 }
 
-static void fake_program(fake_docker_t *fd, const char *verb, int exit_code, const char *out,
-                         const char *err) {
+static void fake_program(fake_docker_t *fd, const char *verb, int exit_code, const char *out, const char *err) {
   CU_ASSERT_FATAL(fd->nreplies < FAKE_MAX_REPLIES);
   fake_reply_t *r = &fd->replies[fd->nreplies++];
   snprintf(r->verb, sizeof r->verb, "%s", verb);
@@ -126,15 +125,12 @@ static void fake_program(fake_docker_t *fd, const char *verb, int exit_code, con
 /* Host path of a container path under the -v mount. */
 static void host_of(const fake_container_t *c, const char *cpath, char *buf, size_t cap) {
   const char *root = ALTAR_DOCKER_MOUNT_ROOT;
-  if (!strncmp(cpath, root, strlen(root)))
-    snprintf(buf, cap, "%s%s", c->host_root, cpath + strlen(root));
-  else
-    snprintf(buf, cap, "%s", cpath);
+  if (!strncmp(cpath, root, strlen(root))) snprintf(buf, cap, "%s%s", c->host_root, cpath + strlen(root));
+  else snprintf(buf, cap, "%s", cpath);
 }
 
 /* A refused run leaves no container behind. */
-static int run_fail(fake_container_t *c, altar_cmd_result_t *res, int code, const char *out,
-                    const char *err) {
+static int run_fail(fake_container_t *c, altar_cmd_result_t *res, int code, const char *out, const char *err) {
   fake_remove(c);
   return altar_cmd_result_set(res, code, out, err);
 }
@@ -189,9 +185,7 @@ static int fake_run(fake_docker_t *fd, const char *const *a, altar_cmd_result_t 
       const char *colon = strchr(a[++i], ':');
       if (!colon) return run_fail(c, res, 125, NULL, "fake: bad -v\n");
       snprintf(c->host_root, sizeof c->host_root, "%.*s", (int)(colon - a[i]), a[i]);
-    } else if ((!strcmp(a[i], "--user") || !strcmp(a[i], "--memory") ||
-                !strcmp(a[i], "--memory-swap")) &&
-               a[i + 1]) {
+    } else if ((!strcmp(a[i], "--user") || !strcmp(a[i], "--memory") || !strcmp(a[i], "--memory-swap")) && a[i + 1]) {
       i++;
     } else {
       return run_fail(c, res, 125, NULL, "fake: unknown flag\n");
@@ -200,8 +194,8 @@ static int fake_run(fake_docker_t *fd, const char *const *a, altar_cmd_result_t 
   if (!detached || !a[i]) return run_fail(c, res, 125, NULL, "fake: usage\n");
   if (!strcmp(a[i], "no-such-image"))
     return run_fail(c, res, 125, NULL,
-                                "Unable to find image 'no-such-image:latest' locally\n"
-                                "docker: Error response from daemon: pull access denied.\n");
+                    "Unable to find image 'no-such-image:latest' locally\n"
+                    "docker: Error response from daemon: pull access denied.\n");
   const char *cmd = a[i + 1];
   if (!cmd) return run_fail(c, res, 125, NULL, "fake: no command\n");
   /* The fixture's commands: exit N | sleep S | oom | read PATH */
@@ -262,11 +256,10 @@ static int fake_inspect(fake_docker_t *fd, const char *const *a, altar_cmd_resul
     json_t *labels = json_object();
     for (size_t k = 0; k < c->labels.n; k++)
       json_object_set_new(labels, c->labels.keys[k], json_string(c->labels.vals[k]));
-    json_array_append_new(
-        arr, json_pack("{s:s, s:{s:s, s:b, s:i, s:b, s:s, s:s, s:s}, s:{s:o}}", "Id", c->id,
-                       "State", "Status", c->status, "Running", !strcmp(c->status, "running"),
-                       "ExitCode", c->exit_code, "OOMKilled", c->oom, "Error", "", "StartedAt",
-                       st, "FinishedAt", fin, "Config", "Labels", labels));
+    json_array_append_new(arr, json_pack("{s:s, s:{s:s, s:b, s:i, s:b, s:s, s:s, s:s}, s:{s:o}}", "Id", c->id, "State",
+                                         "Status", c->status, "Running", !strcmp(c->status, "running"), "ExitCode",
+                                         c->exit_code, "OOMKilled", c->oom, "Error", "", "StartedAt", st, "FinishedAt",
+                                         fin, "Config", "Labels", labels));
   }
   char *out = json_dumps(arr, JSON_COMPACT);
   json_decref(arr);
@@ -289,8 +282,7 @@ static int fake_kill(fake_docker_t *fd, const char *const *a, altar_cmd_result_t
     fake_advance(c);
     if (strcmp(c->status, "running")) {
       snprintf(errs + l, sizeof errs - l,
-               "Error response from daemon: Cannot kill container: %s: Container %s is not running\n",
-               a[i], a[i]);
+               "Error response from daemon: Cannot kill container: %s: Container %s is not running\n", a[i], a[i]);
       code = 1;
       continue;
     }
@@ -326,8 +318,8 @@ static int fake_rm(fake_docker_t *fd, const char *const *a, altar_cmd_result_t *
   return altar_cmd_result_set(res, code, "", errs);
 }
 
-static int fake_runner_run(void *impl, const char *const argv[], const altar_cmd_opts_t *opts,
-                           altar_cmd_result_t *pres, altar_error_t *err) {
+static int fake_runner_run(void *impl, const char *const argv[], const altar_cmd_opts_t *opts, altar_cmd_result_t *pres,
+                           altar_error_t *err) {
   fake_docker_t *fd = impl;
   (void)opts;
   (void)err;
@@ -421,13 +413,13 @@ static altar_spec_t *spec_with(const char *c0, const char *c1) {
 }
 
 /* An inspect reply for one container. */
-static char *inspect_json(const char *id, const char *status, int exit_code, bool oom,
-                          const char *started, const char *finished, const char *timeout_label) {
+static char *inspect_json(const char *id, const char *status, int exit_code, bool oom, const char *started,
+                          const char *finished, const char *timeout_label) {
   json_t *labels = json_pack("{s:s}", "job_id", "j1");
   if (timeout_label) json_object_set_new(labels, ALTAR_DOCKER_LABEL_TIMEOUT, json_string(timeout_label));
-  json_t *arr = json_pack("[{s:s, s:{s:s, s:i, s:b, s:s, s:s, s:s}, s:{s:o}}]", "Id", id, "State",
-                          "Status", status, "ExitCode", exit_code, "OOMKilled", oom, "Error", "",
-                          "StartedAt", started, "FinishedAt", finished, "Config", "Labels", labels);
+  json_t *arr = json_pack("[{s:s, s:{s:s, s:i, s:b, s:s, s:s, s:s}, s:{s:o}}]", "Id", id, "State", "Status", status,
+                          "ExitCode", exit_code, "OOMKilled", oom, "Error", "", "StartedAt", started, "FinishedAt",
+                          finished, "Config", "Labels", labels);
   char *s = json_dumps(arr, JSON_COMPACT);
   json_decref(arr);
   return s;
@@ -565,7 +557,8 @@ static void test_submit_docker_error(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "Cannot connect to the Docker daemon"));
   CU_ASSERT_PTR_NULL(strstr(err.msg, "--help"));
   CU_ASSERT_TRUE(err.retriable);
-  fake_program(&fake, "run", 125, NULL, "docker: invalid reference format.\nRun 'docker run --help' for more information\n");
+  fake_program(&fake, "run", 125, NULL,
+               "docker: invalid reference format.\nRun 'docker run --help' for more information\n");
   CU_ASSERT_EQUAL(altar_backend_submit(be, s, &h, &err), ALTAR_EBACKEND);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "invalid reference format"));
   /* A reply that is not a container id is not taken for one. */
@@ -633,8 +626,8 @@ static void test_poll_uses_one_inspect(void) {
   const char *d3 = st[3].failure ? st[3].failure->detail : NULL;
   CU_ASSERT(d3 && !strstr(d3, "---"));
   char want[1024];
-  snprintf(want, sizeof want, "docker inspect --type container %s %s %s %s", hs[0].external_id,
-           hs[1].external_id, hs[2].external_id, hs[3].external_id);
+  snprintf(want, sizeof want, "docker inspect --type container %s %s %s %s", hs[0].external_id, hs[1].external_id,
+           hs[2].external_id, hs[3].external_id);
   CU_ASSERT_STRING_EQUAL(call_str(before), want);
   CU_ASSERT_EQUAL(st[0].state, ALTAR_STATE_SUCCEEDED);
   CU_ASSERT_EQUAL(st[1].state, ALTAR_STATE_FAILED);
@@ -808,8 +801,14 @@ static void test_time_parsing(void) {
   CU_ASSERT_DOUBLE_EQUAL(t, 1796221153.267320236, 1e-5);
   CU_ASSERT_EQUAL(altar__docker_parse_time("0001-01-01T00:00:00Z", &t), 0);
   CU_ASSERT_DOUBLE_EQUAL(t, 0, 0);
-  const char *bad[] = {"", "2026-12-02", "2026-12-02T14:19:13", "2026-13-02T14:19:13Z",
-                       "2026-12-02T14:19:13.Z", "2026-12-02T14:19:13Zjunk", "yesterday", NULL};
+  const char *bad[] = {"",
+                       "2026-12-02",
+                       "2026-12-02T14:19:13",
+                       "2026-13-02T14:19:13Z",
+                       "2026-12-02T14:19:13.Z",
+                       "2026-12-02T14:19:13Zjunk",
+                       "yesterday",
+                       NULL};
   for (size_t i = 0; bad[i]; i++) CU_ASSERT_EQUAL(altar__docker_parse_time(bad[i], &t), ALTAR_EDECODE);
 }
 
@@ -1062,12 +1061,11 @@ static const altar_contract_fixture_t fixture = {
 
 static void add(void) {
   {
-    CU_pSuite suite__ = CU_add_suite_with_setup_and_teardown("docker[scripted]", NULL, NULL,
-                                                             each_setup, each_teardown);
+    CU_pSuite suite__ = CU_add_suite_with_setup_and_teardown("docker[scripted]", NULL, NULL, each_setup, each_teardown);
     if (!suite__) return;
     ALTAR_TEST(test_submit_argv_exact);
     ALTAR_TEST(test_submit_argv_minimal);
-  ALTAR_TEST(test_submit_adopts_running_task);
+    ALTAR_TEST(test_submit_adopts_running_task);
     ALTAR_TEST(test_submit_rejects_before_running);
     ALTAR_TEST(test_submit_docker_error);
     ALTAR_TEST(test_poll_uses_one_inspect);

@@ -23,7 +23,7 @@
 typedef struct fake_job {
   altar_k8s_job_info_t info;
   json_t *manifest;
-  int deleting; /* > 0: being deleted; read_job answers NULL this many more times */
+  int deleting;             /* > 0: being deleted; read_job answers NULL this many more times */
   altar_failure_t *failure; /* what describe_failure answers, or NULL */
   json_t *status;           /* kubelet mode: the Job's status and its pods */
   json_t *pods;
@@ -36,9 +36,9 @@ typedef struct fake {
   int next_uid;
   char log[8192]; /* "create:NAME;read:NAME;delete:NAME:UID;list:SEL;describe:NAME;" */
   int n_create, n_read, n_list, n_delete, n_describe;
-  int create_error;        /* non-zero: create_job fails with it */
-  bool async_delete;       /* delete leaves the Job "being deleted" for 2 reads */
-  int read_null_forever;   /* read_job always answers NULL */
+  int create_error;      /* non-zero: create_job fails with it */
+  bool async_delete;     /* delete leaves the Job "being deleted" for 2 reads */
+  int read_null_forever; /* read_job always answers NULL */
   /* Called after read_job answered: tests use it to race a newer Job in. */
   void (*after_read)(struct fake *f, const char *name);
   /* Kubelet mode (the contract suite): each list "runs" the Jobs a step. */
@@ -88,8 +88,7 @@ static fake_job_t *fake_add(fake_t *f, const char *name, altar_state_t state, co
   return j;
 }
 
-static int f_create(void *impl, const json_t *manifest, const char *ns, char **pname, char **puid,
-                    altar_error_t *err) {
+static int f_create(void *impl, const json_t *manifest, const char *ns, char **pname, char **puid, altar_error_t *err) {
   fake_t *f = impl;
   (void)ns;
   const json_t *meta = json_object_get(manifest, "metadata");
@@ -164,10 +163,8 @@ static int f_delete(void *impl, const char *name, const char *ns, const char *ui
   f->n_delete++;
   fake_job_t *j = fake_find(f, name);
   if (j && (!uid || !strcmp(uid, j->info.uid))) {
-    if (f->async_delete)
-      j->deleting = 2;
-    else
-      fake_remove(f, j);
+    if (f->async_delete) j->deleting = 2;
+    else fake_remove(f, j);
   }
   return 0;
 }
@@ -252,10 +249,8 @@ static altar_k8s_t *make_backend(const altar_k8s_runtime_ops_t *ops, fake_t **pf
   fake_t *f = calloc(1, sizeof *f);
   CU_ASSERT_FATAL(f != NULL);
   altar_k8s_config_t cfg;
-  if (cfg_in)
-    cfg = *cfg_in;
-  else
-    altar__k8s_config_init(&cfg);
+  if (cfg_in) cfg = *cfg_in;
+  else altar__k8s_config_init(&cfg);
   cfg.clock = fake_clock;
   cfg.sleep = fake_sleep;
   cfg.clock_ctx = f;
@@ -324,7 +319,12 @@ static void test_label_safe(void) {
   a = altar__k8s_label_safe("");
   CU_ASSERT_STRING_EQUAL(a, ""); /* an empty value is a valid value */
   free(a);
-  const char *bad[] = {"ENCSR000 (GM12878)", "-lead", "trail-", "a/b", "ünï", "...",
+  const char *bad[] = {"ENCSR000 (GM12878)",
+                       "-lead",
+                       "trail-",
+                       "a/b",
+                       "ünï",
+                       "...",
                        "0123456789012345678901234567890123456789012345678901234567890123456789"};
   char *outs[7];
   for (int i = 0; i < 7; i++) {
@@ -354,8 +354,8 @@ static void test_label_safe(void) {
     free(key);
   }
   /* Invalid ones are made safe: a valid name part, distinct from the input. */
-  const char *bad_keys[] = {"Upper.Case/x", "a/b/c", "/x", "x/", "-a.com/b", "a..b/c", "ex ample/x",
-                            "x/-lead", "fold index"};
+  const char *bad_keys[] = {"Upper.Case/x", "a/b/c",      "/x",      "x/",        "-a.com/b",
+                            "a..b/c",       "ex ample/x", "x/-lead", "fold index"};
   for (size_t i = 0; i < sizeof bad_keys / sizeof *bad_keys; i++) {
     CU_ASSERT_FALSE(altar__k8s_label_key_ok(bad_keys[i]));
     key = altar__k8s_label_key_safe(bad_keys[i]);
@@ -436,12 +436,12 @@ static void test_manifest_shape(void) {
       json_string_value(json_object_get(json_object_get(pod, "nodeSelector"), "cloud.google.com/gke-accelerator")),
       "nvidia-tesla-a100");
   json_t *expr = json_array_get(
-      json_object_get(
-          json_array_get(json_object_get(json_object_get(json_object_get(json_object_get(pod, "affinity"), "nodeAffinity"),
-                                                         "requiredDuringSchedulingIgnoredDuringExecution"),
-                                         "nodeSelectorTerms"),
-                         0),
-          "matchExpressions"),
+      json_object_get(json_array_get(json_object_get(json_object_get(json_object_get(json_object_get(pod, "affinity"),
+                                                                                     "nodeAffinity"),
+                                                                     "requiredDuringSchedulingIgnoredDuringExecution"),
+                                                     "nodeSelectorTerms"),
+                                     0),
+                      "matchExpressions"),
       0);
   CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(expr, "key")), "kubernetes.io/hostname");
   CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(expr, "operator")), "NotIn");
@@ -520,8 +520,8 @@ static void test_manifest_defaults(void) {
   CU_ASSERT(json_object_get(pod, "securityContext") == NULL);
   CU_ASSERT(json_object_get(pod, "affinity") == NULL);
   CU_ASSERT(json_object_get(json_array_get(json_object_get(pod, "volumes"), 0), "emptyDir") != NULL);
-  json_t *limits = json_object_get(json_object_get(json_array_get(json_object_get(pod, "containers"), 0), "resources"),
-                                   "limits");
+  json_t *limits =
+      json_object_get(json_object_get(json_array_get(json_object_get(pod, "containers"), 0), "resources"), "limits");
   CU_ASSERT_EQUAL(json_object_size(limits), 0);
   json_decref(m);
   /* An unknown pool on a backend with configured pools is refused, naming the field. */
@@ -950,7 +950,7 @@ static void test_poll_from_watch(void) {
   for (int i = 0; i < 6; i++) altar_handle_init(&hs[i], "kubernetes", names[i]);
   int reads = f->n_read;
   CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, hs, 6, st, &err), 0);
-  CU_ASSERT_EQUAL(f->n_list, lists); /* no list */
+  CU_ASSERT_EQUAL(f->n_list, lists);     /* no list */
   CU_ASSERT_EQUAL(f->n_read - reads, 2); /* j-late and j-absent only */
   CU_ASSERT_EQUAL(st[0].state, ALTAR_STATE_RUNNING);
   CU_ASSERT_EQUAL(st[1].state, ALTAR_STATE_SUCCEEDED);
@@ -1037,8 +1037,8 @@ static void test_capacity(void) {
   CU_ASSERT_EQUAL(f->n_list, 0);
   altar__k8s_free(k);
 
-  altar_k8s_pool_t pools[3] = {{.name = "normal", .max_slots = 10}, {.name = "gpu", .max_slots = 2},
-                               {.name = "a100", .max_slots = -1}};
+  altar_k8s_pool_t pools[3] = {
+      {.name = "normal", .max_slots = 10}, {.name = "gpu", .max_slots = 2}, {.name = "a100", .max_slots = -1}};
   altar_k8s_config_t cfg;
   altar__k8s_config_init(&cfg);
   cfg.pools = pools;
@@ -1241,8 +1241,8 @@ static void explain_case(const char *job, const char *pods, const char *reason, 
   json_decref(p);
 }
 
-#define FAILED_JOB(reason)                                                                              \
-  "{\"metadata\":{\"name\":\"a\"},\"status\":{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"," \
+#define FAILED_JOB(reason)                                                                                             \
+  "{\"metadata\":{\"name\":\"a\"},\"status\":{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\","               \
   "\"reason\":\"" reason "\",\"message\":\"m\"}]}}"
 
 static void test_explain_failure(void) {
@@ -1297,14 +1297,14 @@ static void test_explain_failure(void) {
   f = altar__k8s_explain_failure(j, p);
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   CU_ASSERT_PTR_NOT_NULL_FATAL(f->detail);
-  CU_ASSERT_PTR_NOT_NULL(strstr(f->detail, "container exited with code 3\n--- stderr ---\nauth [redacted]\nFileNotFoundError"));
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(f->detail, "container exited with code 3\n--- stderr ---\nauth [redacted]\nFileNotFoundError"));
   CU_ASSERT_PTR_NULL(strstr(f->detail, "tok-9f8e7d6c"));
   unsetenv("ALTAR_TEST_K8S_TOKEN");
   altar_failure_free(f);
   json_decref(j);
   json_decref(p);
 }
-
 
 /* ---- kubelet mode: the contract suite against the fake ---- */
 
@@ -1368,8 +1368,7 @@ static void kubelet_tick(fake_t *f) {
       /* FallbackToLogsOnError: the failed container's log is its message. */
       json_t *st = terminated("initContainerStatuses", ALTAR_K8S_VERIFY_CONTAINER, 1, "Error");
       json_object_set_new(json_object_get(json_array_get(json_object_get(st, "initContainerStatuses"), 0), "state"),
-                          "terminated",
-                          json_pack("{s:i, s:s, s:s}", "exitCode", 1, "reason", "Error", "message", log));
+                          "terminated", json_pack("{s:i, s:s, s:s}", "exitCode", 1, "reason", "Error", "message", log));
       set_failed(j, "BackoffLimitExceeded", st);
       free(log);
       continue;
@@ -1384,15 +1383,18 @@ static void kubelet_tick(fake_t *f) {
     if (!strcmp(op, "exit")) {
       int code = arg ? (int)strtol(arg, NULL, 10) : 0;
       if (code == 0) j->info.state = ALTAR_STATE_SUCCEEDED;
-      else set_failed(j, "BackoffLimitExceeded", terminated("containerStatuses", ALTAR_K8S_TASK_CONTAINER, code, "Error"));
+      else
+        set_failed(j, "BackoffLimitExceeded", terminated("containerStatuses", ALTAR_K8S_TASK_CONTAINER, code, "Error"));
     } else if (!strcmp(op, "sleep")) {
       long secs = arg ? strtol(arg, NULL, 10) : 0;
       if (deadline && json_integer_value(deadline) < secs) set_failed(j, "DeadlineExceeded", NULL);
       else if (secs < 60) j->info.state = ALTAR_STATE_SUCCEEDED;
     } else if (!strcmp(op, "oom")) {
-      const char *mem = json_string_value(
-          json_object_get(json_object_get(json_object_get(c, "resources"), "limits"), "memory"));
-      if (mem) set_failed(j, "BackoffLimitExceeded", terminated("containerStatuses", ALTAR_K8S_TASK_CONTAINER, 137, "OOMKilled"));
+      const char *mem =
+          json_string_value(json_object_get(json_object_get(json_object_get(c, "resources"), "limits"), "memory"));
+      if (mem)
+        set_failed(j, "BackoffLimitExceeded",
+                   terminated("containerStatuses", ALTAR_K8S_TASK_CONTAINER, 137, "OOMKilled"));
       else j->info.state = ALTAR_STATE_SUCCEEDED;
     } else if (!strcmp(op, "read")) {
       struct stat sb;

@@ -454,8 +454,8 @@ static void test_accelerators_and_tags(void) {
 
 /* Polls sandbox id, ended with code: the reason, exit_code (-1: unset) and
  * deterministic it reports. */
-static void poll_case_id(mfake_t *f, altar_modal_t *m, const char *id, int code, const char *reason,
-                         int exit_code, bool deterministic) {
+static void poll_case_id(mfake_t *f, altar_modal_t *m, const char *id, int code, const char *reason, int exit_code,
+                         bool deterministic) {
   fsb_t *s = find_sb(f, id);
   CU_ASSERT_FATAL(s != NULL);
   s->done = true;

@@ -444,8 +444,9 @@ static void test_dead_workers_spares_swept(void) {
   if (dead == 0) _exit(0);
   waitpid(dead, NULL, 0);
   char path[4400];
-  snprintf(path, sizeof path, "mkdir -p %s/tasks/.spare/%ld-0 %s/tasks/.spare/%ld-0 && touch %s/tasks/.spare/%ld-0/task",
-           r2, (long)dead, r2, (long)getppid(), r2, (long)dead);
+  snprintf(path, sizeof path,
+           "mkdir -p %s/tasks/.spare/%ld-0 %s/tasks/.spare/%ld-0 && touch %s/tasks/.spare/%ld-0/task", r2, (long)dead,
+           r2, (long)getppid(), r2, (long)dead);
   CU_ASSERT_EQUAL_FATAL(system(path), 0);
   altar_error_t berr = {0};
   altar_backend_t *b2 = make_process(NULL, r2, &berr);
@@ -557,9 +558,7 @@ static int group_members_running(pid_t pgid) {
     char *rp = stat ? strrchr(stat, ')') : NULL;
     char state = 0;
     long ppid = 0, pgrp = 0;
-    if (rp && sscanf(rp + 2, "%c %ld %ld", &state, &ppid, &pgrp) == 3 && pgrp == (long)pgid &&
-        state != 'Z')
-      n++;
+    if (rp && sscanf(rp + 2, "%c %ld %ld", &state, &ppid, &pgrp) == 3 && pgrp == (long)pgid && state != 'Z') n++;
     free(stat);
   }
   if (d) closedir(d);

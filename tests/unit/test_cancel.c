@@ -86,8 +86,8 @@ static void run(altar_ledger_t *l, const altar_group_specs_t *g, size_t step, ch
     altar__settled_commit(&s);
     for (size_t k = 0; k < r.n_events; k++) {
       size_t at = strlen(out);
-      snprintf(out + at, outsz - at, "%d %s:%s %.12s\n", (int)r.events[k].event, r.events[k].kind, r.events[k].group_key,
-               r.events[k].event_id);
+      snprintf(out + at, outsz - at, "%d %s:%s %.12s\n", (int)r.events[k].event, r.events[k].kind,
+               r.events[k].group_key, r.events[k].event_id);
     }
     altar_apply_result_clear(&r);
   }
@@ -167,8 +167,8 @@ static void test_copy_settles_only_its_partition_and_group(void) {
     snprintf(gk, sizeof gk, "J:%s", folds[i]);
     on_p0 += part_of(gk) == p0;
   }
-  cancel_on(p0, "J", NULL, 200);    /* only this partition's copy arrived */
-  cancel_on(p0, "J", "J:0", 201);   /* a group cancel of a group settled already: nothing */
+  cancel_on(p0, "J", NULL, 200);  /* only this partition's copy arrived */
+  cancel_on(p0, "J", "J:0", 201); /* a group cancel of a group settled already: nothing */
   char *d = altar_test_tmpdir("cancel-p");
   altar_ledger_t *l = altar_test_ledger_open(d);
   CU_ASSERT_FATAL(l != NULL);

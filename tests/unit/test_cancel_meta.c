@@ -57,7 +57,7 @@ static void test_newest_kept_within_bound(void) {
   size_t added = 0, bad = 0;
   CU_ASSERT(altar__cancel_meta_parse(altar__cancel_meta_split(meta), &got, &added, &bad) == 0);
   CU_ASSERT(added > 100 && added < 1000);
-  CU_ASSERT(altar__cancel_set_matches(&got, "j-000000000999", NULL)); /* the newest */
+  CU_ASSERT(altar__cancel_set_matches(&got, "j-000000000999", NULL));  /* the newest */
   CU_ASSERT(!altar__cancel_set_matches(&got, "j-000000000000", NULL)); /* the oldest left out */
   snprintf(id, sizeof id, "j-%012zu", 1000 - added);
   CU_ASSERT(altar__cancel_set_matches(&got, id, NULL)); /* and none in between */

@@ -250,10 +250,12 @@ static void test_damaged_storage(void) {
   CU_ASSERT(stat(rdir, &st) != 0); /* nothing half restored */
   /* A manifest naming a file outside its directory. */
   snprintf(p, sizeof p, "%s/latest.json", cdir);
-  write_file(p, "{\"format\":1,\"id\":\"x\",\"topic\":\"st\",\"offsets\":[],\"files\":[{\"name\":\"../evil\",\"size\":1}]}");
+  write_file(
+      p, "{\"format\":1,\"id\":\"x\",\"topic\":\"st\",\"offsets\":[],\"files\":[{\"name\":\"../evil\",\"size\":1}]}");
   CU_ASSERT_EQUAL(altar__checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
   CU_ASSERT(strstr(err.msg, "'files'") != NULL);
-  write_file(p, "{\"format\":1,\"id\":\"x\",\"topic\":\"st\",\"offsets\":[{\"partition\":-1,\"next\":0}],\"files\":[]}");
+  write_file(p,
+             "{\"format\":1,\"id\":\"x\",\"topic\":\"st\",\"offsets\":[{\"partition\":-1,\"next\":0}],\"files\":[]}");
   CU_ASSERT_EQUAL(altar__checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
   CU_ASSERT(strstr(err.msg, "'offsets'") != NULL);
   write_file(p, "{not json");

@@ -238,7 +238,7 @@ static void test_shared_by_partitions(void) {
   snprintf(ma0, sizeof ma0, "cp/%s.json", aid[0]);
   snprintf(ma3, sizeof ma3, "cp/%s.json", aid[3]);
   snprintf(ma4, sizeof ma4, "cp/%s.json", aid[4]);
-  CU_ASSERT(exists(cdir, mb));  /* older than all of A's, but none of them covers 2 and 3 */
+  CU_ASSERT(exists(cdir, mb));   /* older than all of A's, but none of them covers 2 and 3 */
   CU_ASSERT(!exists(cdir, ma0)); /* partition 0 only: covered by A's newer ones */
   const char *kept[] = {mb, ma3, ma4};
   check_tables_exactly(cdir, kept, 3);
@@ -337,7 +337,9 @@ static void test_unreadable_manifest(void) {
 
 static bool deletes_fail;
 
-static void to_file(const char *uri, char *out, size_t cap) { snprintf(out, cap, "file://%s", uri + strlen("flaky://")); }
+static void to_file(const char *uri, char *out, size_t cap) {
+  snprintf(out, cap, "file://%s", uri + strlen("flaky://"));
+}
 
 static int flaky_read(altar_storage_t *s, const char *uri, altar_buf_t *out, altar_error_t *err) {
   (void)s;

@@ -77,20 +77,19 @@ static bool equal_any(altar_msg_type_t t, const any_msg_t *a, const any_msg_t *b
   switch (t) {
   case ALTAR_MSG_SPEC: return altar_spec_equal(&a->spec, &b->spec);
   case ALTAR_MSG_JOB:
-    return a->job.v == b->job.v && a->job.attempt == b->job.attempt &&
-           a->job.submitted_at == b->job.submitted_at && !strcmp(a->job.job_id, b->job.job_id) &&
-           altar_spec_equal(&a->job.spec, &b->job.spec);
+    return a->job.v == b->job.v && a->job.attempt == b->job.attempt && a->job.submitted_at == b->job.submitted_at &&
+           !strcmp(a->job.job_id, b->job.job_id) && altar_spec_equal(&a->job.spec, &b->job.spec);
   case ALTAR_MSG_STATUS: return altar_status_event_equal(&a->status, &b->status);
   case ALTAR_MSG_GROUP:
   case ALTAR_MSG_GROUP_PAGE: return altar_group_event_equal(&a->group, &b->group);
   case ALTAR_MSG_RECORD: return altar_record_equal(&a->record, &b->record);
   case ALTAR_MSG_CONTROL: {
     const altar_control_msg_t *x = &a->control, *y = &b->control;
-    bool same = x->v == y->v && x->event == y->event && x->partition == y->partition &&
-                x->n_offsets == y->n_offsets && x->lease_s == y->lease_s && x->ts == y->ts &&
-                !x->worker == !y->worker && (!x->worker || !strcmp(x->worker, y->worker)) &&
-                !x->job_id == !y->job_id && (!x->job_id || !strcmp(x->job_id, y->job_id)) &&
-                !x->group_key == !y->group_key && (!x->group_key || !strcmp(x->group_key, y->group_key));
+    bool same = x->v == y->v && x->event == y->event && x->partition == y->partition && x->n_offsets == y->n_offsets &&
+                x->lease_s == y->lease_s && x->ts == y->ts && !x->worker == !y->worker &&
+                (!x->worker || !strcmp(x->worker, y->worker)) && !x->job_id == !y->job_id &&
+                (!x->job_id || !strcmp(x->job_id, y->job_id)) && !x->group_key == !y->group_key &&
+                (!x->group_key || !strcmp(x->group_key, y->group_key));
     for (size_t i = 0; same && i < x->n_offsets; i++) same = x->offsets[i] == y->offsets[i];
     return same;
   }
@@ -123,9 +122,7 @@ typedef struct vec {
 static vec_t vecs[64];
 static size_t n_vecs;
 
-static int cmp_names(const void *a, const void *b) {
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+static int cmp_names(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static int load_vectors(void) {
   char dir[1024];
@@ -186,13 +183,13 @@ static char *canonical_json(const char *text, size_t len) {
   return s;
 }
 
-#define ASSERT_ERR(rc, code, prefix)                                                                \
-  do {                                                                                              \
-    CU_ASSERT_EQUAL(rc, code);                                                                      \
-    if (strncmp(err.msg, prefix, strlen(prefix))) {                                                 \
-      fprintf(stderr, "\n  expected error starting \"%s\", got \"%s\" (rc %d)\n", prefix, err.msg, rc); \
-      CU_FAIL("error message does not name the field");                                            \
-    }                                                                                               \
+#define ASSERT_ERR(rc, code, prefix)                                                                                   \
+  do {                                                                                                                 \
+    CU_ASSERT_EQUAL(rc, code);                                                                                         \
+    if (strncmp(err.msg, prefix, strlen(prefix))) {                                                                    \
+      fprintf(stderr, "\n  expected error starting \"%s\", got \"%s\" (rc %d)\n", prefix, err.msg, rc);                \
+      CU_FAIL("error message does not name the field");                                                                \
+    }                                                                                                                  \
   } while (0)
 
 /* ---- golden vectors ---- */
@@ -285,8 +282,7 @@ static void test_vectors_canonical_keys(void) {
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     size_t off = 0;
-    CU_ASSERT_EQUAL(msgpack_unpack_next(&u, (const char *)vecs[i].mp, vecs[i].mp_len, &off),
-                    MSGPACK_UNPACK_SUCCESS);
+    CU_ASSERT_EQUAL(msgpack_unpack_next(&u, (const char *)vecs[i].mp, vecs[i].mp_len, &off), MSGPACK_UNPACK_SUCCESS);
     CU_ASSERT(keys_sorted(&u.data));
     msgpack_unpacked_destroy(&u);
   }
@@ -334,14 +330,42 @@ static void test_peek_group_event_id(void) {
   }
   CU_ASSERT(groups > 0);
   char *id = NULL;
-  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x82\xa8" "event_id" "\xa2" "ab" "\xa4" "type" "\xa5" "group"), &id), 0);
+  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x82\xa8"
+                                              "event_id"
+                                              "\xa2"
+                                              "ab"
+                                              "\xa4"
+                                              "type"
+                                              "\xa5"
+                                              "group"),
+                                            &id),
+                  0);
   if (id) CU_ASSERT_STRING_EQUAL(id, "ab");
   free(id);
   id = NULL;
-  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x81\xa4" "type" "\xa5" "group"), &id), ALTAR_EDECODE); /* no id */
-  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x81\xa8" "event_id" "\x01"), &id), ALTAR_EDECODE); /* not a string */
-  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x81\xa8" "event_id" "\xa2" "a\x00"), &id), ALTAR_EDECODE); /* NUL byte */
-  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x81\xa8" "event_id" "\xa2" "ab\xc1"), &id), ALTAR_EDECODE); /* trailing */
+  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x81\xa4"
+                                              "type"
+                                              "\xa5"
+                                              "group"),
+                                            &id),
+                  ALTAR_EDECODE); /* no id */
+  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x81\xa8"
+                                              "event_id"
+                                              "\x01"),
+                                            &id),
+                  ALTAR_EDECODE); /* not a string */
+  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x81\xa8"
+                                              "event_id"
+                                              "\xa2"
+                                              "a\x00"),
+                                            &id),
+                  ALTAR_EDECODE); /* NUL byte */
+  CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x81\xa8"
+                                              "event_id"
+                                              "\xa2"
+                                              "ab\xc1"),
+                                            &id),
+                  ALTAR_EDECODE); /* trailing */
   CU_ASSERT_EQUAL(altar_peek_group_event_id(B("\x91\x01"), &id), ALTAR_EDECODE);
   CU_ASSERT_EQUAL(altar_peek_group_event_id("", 0, &id), ALTAR_EDECODE);
   CU_ASSERT_PTR_NULL(id);
@@ -383,8 +407,8 @@ static void test_msg_type_names(void) {
 
 /* Appends an unknown key (with a nested value) to a top-level fixmap. */
 static uint8_t *with_extra_key(const uint8_t *mp, size_t len, size_t *pn) {
-  static const uint8_t extra[] = {0xaa, 'z', 'z', '_', 'f', 'u', 't', 'u', 'r', 'e', '!', /* "zz_future!" */
-                                  0x92, 0x01, 0x81, 0xa1, 'a', 0xc0};                     /* [1, {"a": nil}] */
+  static const uint8_t extra[] = {0xaa, 'z',  'z',  '_',  'f', 'u', 't', 'u', 'r', 'e', '!', /* "zz_future!" */
+                                  0x92, 0x01, 0x81, 0xa1, 'a', 0xc0};                        /* [1, {"a": nil}] */
   if (len == 0 || (mp[0] & 0xf0) != 0x80 || (mp[0] & 0x0f) == 15) return NULL;
   uint8_t *b = malloc(len + sizeof extra);
   memcpy(b, mp, len);
@@ -561,10 +585,12 @@ static void test_wrong_types(void) {
       {ALTAR_MSG_STATUS, "{\"event\":\"state\",\"type\":\"job\"}", "status.type: expected \"status\""},
       {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":\"run\"}", "spec.command: expected array"},
       {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[\"a\",2]}", "spec.command[1]: expected string"},
-      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"inputs\":[{\"uri\":\"u\",\"logical_path\":\"p\"},"
-                       "{\"uri\":\"u\",\"logical_path\":\"p\",\"digest\":5}]}",
+      {ALTAR_MSG_SPEC,
+       "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"inputs\":[{\"uri\":\"u\",\"logical_path\":\"p\"},"
+       "{\"uri\":\"u\",\"logical_path\":\"p\",\"digest\":5}]}",
        "spec.inputs[1].digest: expected string or nil"},
-      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"inputs\":[7]}", "spec.inputs[0]: expected map"},
+      {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"inputs\":[7]}",
+       "spec.inputs[0]: expected map"},
       {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"resources\":{\"count\":1.5}}",
        "spec.resources.count: expected integer"},
       {ALTAR_MSG_SPEC, "{\"kind\":\"k\",\"image\":\"i\",\"command\":[],\"timeout_s\":true}",
@@ -634,8 +660,8 @@ static void test_number_forms(void) {
   altar_status_event_clear(&st);
   altar_buf_free(&b);
   /* float32 and integer timestamps are read as float64 and written back as float64 */
-  const uint8_t f32[] = {0x82, 0xa5, 'e', 'v', 'e', 'n', 't', 0xa5, 's', 't', 'a', 't', 'e',
-                         0xa2, 't', 's', 0xca, 0x40, 0x20, 0x00, 0x00}; /* 2.5f */
+  const uint8_t f32[] = {0x82, 0xa5, 'e',  'v', 'e', 'n',  't',  0xa5, 's',  't', 'a',
+                         't',  'e',  0xa2, 't', 's', 0xca, 0x40, 0x20, 0x00, 0x00}; /* 2.5f */
   CU_ASSERT_EQUAL(altar_decode_status(f32, sizeof f32, &st, &err), 0);
   CU_ASSERT_EQUAL(st.ts, 2.5);
   altar_status_event_clear(&st);
@@ -676,18 +702,30 @@ static void test_raw_malformed(void) {
       /* within the bound, but more elements than bytes left */
       {B("\xdc\x0f\xa0\x01\x02"), ALTAR_EDECODE, "spec: truncated"},
       {B("\xde\x03\xff\xa1k\x01"), ALTAR_EDECODE, "spec: truncated"},
-      {B("\xdb\xff\xff\xff\xff" "abc"), ALTAR_ETOOBIG, "spec: string of 4294967295 bytes exceeds"},
+      {B("\xdb\xff\xff\xff\xff"
+         "abc"),
+       ALTAR_ETOOBIG, "spec: string of 4294967295 bytes exceeds"},
       {B("\xc6\x7f\xff\xff\xff"), ALTAR_ETOOBIG, "spec: binary of 2147483647 bytes exceeds"},
       {B("\xc9\x00\x00\x00\x10\x01"), ALTAR_EDECODE, "spec: truncated"},
       {B("\x81\xa4kind\xda\x00\x10xx"), ALTAR_EDECODE, "spec.kind: truncated"},
       {B("\x81\xa4kind\xd9\x02\xc3\x28"), ALTAR_EDECODE, "spec.kind: expected UTF-8 text"},
-      {B("\x81\xa4kind\xa3" "a\x00" "b"), ALTAR_EDECODE, "spec.kind: expected UTF-8 text without NUL"},
+      {B("\x81\xa4kind\xa3"
+         "a\x00"
+         "b"),
+       ALTAR_EDECODE, "spec.kind: expected UTF-8 text without NUL"},
       {B("\x81\xa4kind\xa1k\x81\xa4kind\xa1k"), ALTAR_EDECODE, "spec: 8 trailing bytes"},
       {B("\x82\xa4kind\xa1k\xa4kind\xa1j"), ALTAR_EDECODE, "spec.kind: duplicate key"},
       {B("\x81\x01\x02"), ALTAR_EDECODE, "spec: map key: expected string"},
-      {B("\x85\xa4kind\xa1k\xa5image\xa1i\xa7" "command\x90\xa6labels\x82\xa1" "a\xa1" "1\xa1" "a\xa1" "2\xa1z\xc0"), ALTAR_EDECODE, "spec.labels.a: duplicate key"},
-      {B("\x84\xa4kind\xa1k\xa5image\xa1i\xa7" "command\x90\xa6labels\x81\xa1k\xc4\x01x"), ALTAR_EDECODE,
-       "spec.labels.k: expected string"},
+      {B("\x85\xa4kind\xa1k\xa5image\xa1i\xa7"
+         "command\x90\xa6labels\x82\xa1"
+         "a\xa1"
+         "1\xa1"
+         "a\xa1"
+         "2\xa1z\xc0"),
+       ALTAR_EDECODE, "spec.labels.a: duplicate key"},
+      {B("\x84\xa4kind\xa1k\xa5image\xa1i\xa7"
+         "command\x90\xa6labels\x81\xa1k\xc4\x01x"),
+       ALTAR_EDECODE, "spec.labels.k: expected string"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     altar_spec_t s;
@@ -728,7 +766,8 @@ static void test_bounds(void) {
   free(j);
   /* one past each bound: refused, naming the field */
   j = big_spec_json(ALTAR_MAX_STRING + 1, 0, 1);
-  ASSERT_ERR(altar_spec_from_json(j, strlen(j), &s, &err), ALTAR_ETOOBIG, "spec.labels.big: string of 65537 bytes exceeds the size bound of 65536 bytes");
+  ASSERT_ERR(altar_spec_from_json(j, strlen(j), &s, &err), ALTAR_ETOOBIG,
+             "spec.labels.big: string of 65537 bytes exceeds the size bound of 65536 bytes");
   altar_spec_clear(&s);
   free(j);
   j = big_spec_json(1, ALTAR_MAX_MAP, 1);
@@ -743,7 +782,8 @@ static void test_bounds(void) {
   /* encoders refuse what decoders would refuse */
   altar_spec_t *sp = altar_spec_new("k", "i");
   for (size_t i = 0; i <= ALTAR_MAX_ARRAY; i++) altar_spec_add_arg(sp, "a");
-  ASSERT_ERR(altar_encode_spec(sp, &b, &err), ALTAR_ETOOBIG, "spec.command: array of 4097 entries exceeds the size bound of 4096 entries");
+  ASSERT_ERR(altar_encode_spec(sp, &b, &err), ALTAR_ETOOBIG,
+             "spec.command: array of 4097 entries exceeds the size bound of 4096 entries");
   CU_ASSERT_EQUAL(b.len, 0);
   altar_spec_free(sp);
   sp = altar_spec_new("k", "i");
@@ -751,7 +791,8 @@ static void test_bounds(void) {
   memset(longv, 'v', ALTAR_MAX_STRING + 1);
   longv[ALTAR_MAX_STRING + 1] = '\0';
   altar_spec_set_label(sp, "fold", longv);
-  ASSERT_ERR(altar_encode_spec(sp, &b, &err), ALTAR_ETOOBIG, "spec.labels.fold: string of 65537 bytes exceeds the size bound of 65536 bytes");
+  ASSERT_ERR(altar_encode_spec(sp, &b, &err), ALTAR_ETOOBIG,
+             "spec.labels.fold: string of 65537 bytes exceeds the size bound of 65536 bytes");
   free(longv);
   altar_spec_set_label(sp, "fold", "\xff");
   ASSERT_ERR(altar_encode_spec(sp, &b, &err), ALTAR_EINVAL, "spec.labels.fold: not valid UTF-8");
@@ -915,7 +956,8 @@ static void test_parts_to_json(void) {
   altar_error_t err = {0};
   altar_failure_t *f = altar_failure_exit(137, "killed", false);
   char *s = altar_failure_to_json(f, &err);
-  CU_ASSERT_STRING_EQUAL(s, "{\"detail\":\"killed\",\"deterministic\":false,\"exit_code\":137,\"reason\":\"exit_137\"}");
+  CU_ASSERT_STRING_EQUAL(s,
+                         "{\"detail\":\"killed\",\"deterministic\":false,\"exit_code\":137,\"reason\":\"exit_137\"}");
   free(s);
   s = altar_failure_to_json(NULL, &err);
   CU_ASSERT_STRING_EQUAL(s, "null");
@@ -953,7 +995,7 @@ static altar_status_event_t *kept_event(void) {
   altar_spec_add_arg(e.spec, "python");
   altar_spec_set_label(e.spec, "z", "1");
   altar_spec_set_label(e.spec, "a", "2");
-  e.spec->resources.count = 300;          /* uint16 */
+  e.spec->resources.count = 300;                    /* uint16 */
   e.spec->timeout_s = (altar_opt_i64_t){true, 200}; /* uint8 */
   return &e;
 }
@@ -986,7 +1028,8 @@ static void spec_bytes_agrees(const uint8_t *data, size_t len, bool fast, const 
     with.spec = f->spec;
     CU_ASSERT(altar_status_event_equal(&with, f));
   }
-  if (!dry) CU_ASSERT(d.task_key == NULL && altar_spec_enc_len(&d.spec_enc) == 0 && d.handle.labels.n == 0); /* left zeroed */
+  if (!dry)
+    CU_ASSERT(d.task_key == NULL && altar_spec_enc_len(&d.spec_enc) == 0 && d.handle.labels.n == 0); /* left zeroed */
   altar_arena_free(&a);
 }
 
@@ -1076,16 +1119,26 @@ static void test_spec_bytes_kept_when_canonical(void) {
   CU_ASSERT(!decode_keeps(v.data, v.len, &ok));
   CU_ASSERT(ok);
   /* spec labels out of order ("z" before "a"): decodes, not kept */
-  at = find_bytes(&b, "\xa1" "a\xa1" "2\xa1z\xa1" "1", 8);
-  splice(&b, at, 8, "\xa1z\xa1" "1\xa1" "a\xa1" "2", 8, &v);
+  at = find_bytes(&b,
+                  "\xa1"
+                  "a\xa1"
+                  "2\xa1z\xa1"
+                  "1",
+                  8);
+  splice(&b, at, 8,
+         "\xa1z\xa1"
+         "1\xa1"
+         "a\xa1"
+         "2",
+         8, &v);
   CU_ASSERT(!decode_keeps(v.data, v.len, &ok));
   CU_ASSERT(ok);
   /* a spec without its timeout_s key: decodes, not kept */
   at = find_bytes(&b, "\xa9timeout_s", 10);
   size_t spec_map = find_bytes(&b, "\xa4spec\x89", 6) + 5;
   altar_buf_t w = {0};
-  splice(&b, at, 12, "", 0, &w);           /* drop key and value (0xcc 0xc8) */
-  splice(&w, spec_map, 1, "\x88", 1, &v);  /* 8 entries now */
+  splice(&b, at, 12, "", 0, &w);          /* drop key and value (0xcc 0xc8) */
+  splice(&w, spec_map, 1, "\x88", 1, &v); /* 8 entries now */
   CU_ASSERT(!decode_keeps(v.data, v.len, &ok));
   CU_ASSERT(ok);
   altar_buf_free(&w);
@@ -1162,8 +1215,9 @@ static void test_fast_status_path(void) {
    * str32); integers at each width's edge; a failure; a source; an empty
    * and a 16-entry label map (fixmap, map16). */
   static const size_t lens[] = {0, 31, 32, 255, 256, 65535, 65536, 65537};
-  static const int64_t ints[] = {0, 127, 128, 255, 256, 65535, 65536, 4294967295ll, 4294967296ll, INT64_MAX,
-                                 -1, -32, -33, -128, -129, -32768, -32769, INT32_MIN, (int64_t)INT32_MIN - 1, INT64_MIN};
+  static const int64_t ints[] = {
+      0,  127, 128, 255,  256,  65535,  65536,  4294967295ll, 4294967296ll,           INT64_MAX,
+      -1, -32, -33, -128, -129, -32768, -32769, INT32_MIN,    (int64_t)INT32_MIN - 1, INT64_MIN};
   for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
     altar_status_event_t *e = kept_event();
     char *big = malloc(lens[k] + 1);
@@ -1171,8 +1225,8 @@ static void test_fast_status_path(void) {
     big[lens[k]] = '\0';
     free(e->worker);
     e->worker = big;
-    e->source = (altar_source_t){.set = true, .topic = strdup("jobs"), .partition = (int32_t)(k % 3) - 1,
-                                 .offset = ints[k * 2 % 20]};
+    e->source = (altar_source_t){
+        .set = true, .topic = strdup("jobs"), .partition = (int32_t)(k % 3) - 1, .offset = ints[k * 2 % 20]};
     e->spec->timeout_s = (altar_opt_i64_t){true, ints[(k * 2 + 1) % 20]};
     e->state = ALTAR_STATE_FAILED;
     e->failure = altar_failure_exit(ints[k + 10], k % 2 ? NULL : "detail", k % 2);
@@ -1190,7 +1244,7 @@ static void test_fast_status_path(void) {
       CU_ASSERT(fast_agrees(b.data, b.len));
     } else {
       CU_ASSERT_NOT_EQUAL(rc, 0); /* the encoder refuses it; so do both decoders */
-      e->worker = NULL; /* big is still ours, freed below */
+      e->worker = NULL;           /* big is still ours, freed below */
       CU_ASSERT_EQUAL_FATAL(altar_encode_status(e, &b, &err), 0);
       /* worker: nil → a str32 of 65537 bytes, one past the bound */
       size_t at = find_bytes(&b, "\xa6worker\xc0", 8);
@@ -1224,19 +1278,40 @@ static void test_fast_status_path(void) {
   altar_error_t err = {0};
   CU_ASSERT_EQUAL_FATAL(altar_encode_status(e, &b, &err), 0);
   CU_ASSERT(fast_agrees(b.data, b.len));
-  size_t at = find_bytes(&b, "\xa4" "fold", 5);
+  size_t at = find_bytes(&b,
+                         "\xa4"
+                         "fold",
+                         5);
   splice(&b, at, 1, "\xd9\x04", 2, &v); /* a key as str8 */
   CU_ASSERT(!fast_agrees(v.data, v.len));
   at = find_bytes(&b, "\xa6handle\x84", 8);
   splice(&b, at + 7, 1, "\xde\x00\x04", 3, &v); /* a map of 4 as map16 */
   CU_ASSERT(!fast_agrees(v.data, v.len));
-  at = find_bytes(&b, "\xa4" "folx", 5);
+  at = find_bytes(&b,
+                  "\xa4"
+                  "folx",
+                  5);
   splice(&b, at + 4, 1, "d", 1, &v); /* "fold" twice */
   CU_ASSERT(!fast_agrees(v.data, v.len));
-  at = find_bytes(&b, "\xa1" "a\xa1" "1\xa2" "ab\xa1" "2", 9);
-  splice(&b, at, 9, "\xa2" "ab\xa1" "2\xa1" "a\xa1" "1", 9, &v); /* "ab" before "a" */
+  at = find_bytes(&b,
+                  "\xa1"
+                  "a\xa1"
+                  "1\xa2"
+                  "ab\xa1"
+                  "2",
+                  9);
+  splice(&b, at, 9,
+         "\xa2"
+         "ab\xa1"
+         "2\xa1"
+         "a\xa1"
+         "1",
+         9, &v); /* "ab" before "a" */
   CU_ASSERT(!fast_agrees(v.data, v.len));
-  at = find_bytes(&b, "\xa1" "v\x01", 3);
+  at = find_bytes(&b,
+                  "\xa1"
+                  "v\x01",
+                  3);
   splice(&b, at + 2, 1, "\xcc\x01", 2, &v); /* v: 1 as uint8 */
   CU_ASSERT(!fast_agrees(v.data, v.len));
   altar_buf_free(&v);
@@ -1269,7 +1344,8 @@ static bool utf8_reference(const unsigned char *s, size_t n) {
  * two- and four-byte character, or a truncated one at every position, and
  * invalid bytes right behind the end. */
 static void test_utf8_check(void) {
-  static const char *const inserts[] = {"\x00", "\x80", "\xc3\xa9", "\xf0\x9f\x98\x80", "\xe2\x82", "\xed\xa0\x80", "\xc0\xaf", "z"};
+  static const char *const inserts[] = {"\x00",     "\x80",         "\xc3\xa9", "\xf0\x9f\x98\x80",
+                                        "\xe2\x82", "\xed\xa0\x80", "\xc0\xaf", "z"};
   unsigned char buf[40];
   size_t checked = 0;
   for (size_t len = 0; len <= 24; len++)
@@ -1332,8 +1408,10 @@ static void test_control_messages(void) {
       {"{\"event\":\"done\"}", ALTAR_EDECODE, "control.partition: missing required field"},
       {"{\"event\":\"done\",\"partition\":-1}", ALTAR_EDECODE, "control.partition: partition out of range"},
       {"{\"event\":\"done\",\"partition\":4294967296}", ALTAR_EDECODE, "control.partition: partition out of range"},
-      {"{\"event\":\"done\",\"partition\":1,\"offsets\":[1,-2]}", ALTAR_EDECODE, "control.offsets[1]: offset must be >= 0"},
-      {"{\"event\":\"done\",\"partition\":1,\"offsets\":[\"1\"]}", ALTAR_EDECODE, "control.offsets[0]: expected integer"},
+      {"{\"event\":\"done\",\"partition\":1,\"offsets\":[1,-2]}", ALTAR_EDECODE,
+       "control.offsets[1]: offset must be >= 0"},
+      {"{\"event\":\"done\",\"partition\":1,\"offsets\":[\"1\"]}", ALTAR_EDECODE,
+       "control.offsets[0]: expected integer"},
       {"{\"event\":\"done\",\"partition\":1,\"offsets\":{}}", ALTAR_EDECODE, "control.offsets: expected array"},
       {"{\"event\":1,\"partition\":1}", ALTAR_EDECODE, "control.event: expected string"},
       {"{\"type\":\"job\",\"event\":\"done\",\"partition\":1}", ALTAR_EDECODE, "control.type: expected \"control\""},
@@ -1347,7 +1425,16 @@ static void test_control_messages(void) {
   }
   /* More offsets than the bound: refused before any is read. */
   altar_buf_t b = {0};
-  CU_ASSERT_EQUAL(altar_buf_append(&b, "\x82\xa5" "event" "\xa4" "done" "\xa7" "offsets" "\xdc\x04\x01", 23), 0);
+  CU_ASSERT_EQUAL(altar_buf_append(&b,
+                                   "\x82\xa5"
+                                   "event"
+                                   "\xa4"
+                                   "done"
+                                   "\xa7"
+                                   "offsets"
+                                   "\xdc\x04\x01",
+                                   23),
+                  0);
   for (int i = 0; i < 1025; i++) CU_ASSERT_EQUAL(altar_buf_append(&b, "\x01", 1), 0);
   memset(&err, 0, sizeof err);
   ASSERT_ERR(altar_decode_control(b.data, b.len, &m, &err), ALTAR_ETOOBIG, "control.offsets: too many offsets");
@@ -1417,8 +1504,8 @@ static void test_record_around_fixed_part(void) {
         altar_buf_reset(&a);
         altar_buf_reset(&b);
         CU_ASSERT_FATAL(altar_encode_record(&rec, &a, &err) == 0);
-        CU_ASSERT_FATAL(altar_encode_record_around(&rec, altar_record_fixed_data(&fixed),
-                                                   altar_record_fixed_len(&fixed), &b) == 0);
+        CU_ASSERT_FATAL(
+            altar_encode_record_around(&rec, altar_record_fixed_data(&fixed), altar_record_fixed_len(&fixed), &b) == 0);
         CU_ASSERT(a.len == b.len && !memcmp(a.data, b.data, a.len));
       }
   rec.failure = altar_failure_exit(2, "x", false);
@@ -1480,8 +1567,16 @@ static void test_wide_group_pages(void) {
   CU_ASSERT_STRING_EQUAL(id, want + strlen(ALTAR_DIGEST_PREFIX));
   altar_buf_free(&b);
 
-  altar_group_event_t g = {.v = 1, .event = ALTAR_GROUP_FIRED, .event_id = id, .kind = "k", .group_key = "j",
-                           .shards = hs, .n_shards = N, .outputs = outs, .n_outputs = N, .ts = 7};
+  altar_group_event_t g = {.v = 1,
+                           .event = ALTAR_GROUP_FIRED,
+                           .event_id = id,
+                           .kind = "k",
+                           .group_key = "j",
+                           .shards = hs,
+                           .n_shards = N,
+                           .outputs = outs,
+                           .n_outputs = N,
+                           .ts = 7};
   CU_ASSERT_FALSE(altar_group_event_fits(&g));
   altar_buf_t *m1 = NULL, *m2 = NULL;
   size_t n1 = 0, n2 = 0;

@@ -32,8 +32,7 @@ static void test_argv_is_not_a_shell_string(void) {
 }
 
 static void test_output_is_bounded(void) {
-  const char *argv[] = {"sh", "-c", "i=0; while [ $i -lt 2000 ]; do echo 0123456789; i=$((i+1)); done",
-                        NULL};
+  const char *argv[] = {"sh", "-c", "i=0; while [ $i -lt 2000 ]; do echo 0123456789; i=$((i+1)); done", NULL};
   altar_cmd_opts_t opts = {.max_output = 100};
   altar_cmd_result_t res;
   int rc = altar_command_run(NULL, argv, &opts, &res, NULL);

@@ -130,7 +130,8 @@ static void test_storage_python(void) {
   storage_refused("storage: [python]\n", ":1: storage: expected a mapping");
   storage_refused("storage:\n  python:\n    python: p\n", ":3: storage.python: schemes: required");
   storage_refused("storage:\n  python:\n    schemes: {}\n", "storage.python: schemes: required");
-  storage_refused("storage:\n  python:\n    schemes: {Vault: a}\n", ":3: storage.python.schemes.Vault: a URI scheme is");
+  storage_refused("storage:\n  python:\n    schemes: {Vault: a}\n",
+                  ":3: storage.python.schemes.Vault: a URI scheme is");
   storage_refused("storage:\n  python:\n    schemes: {v_x: a}\n", "storage.python.schemes.v_x: a URI scheme is");
   storage_refused("storage:\n  python:\n    schemes:\n      vault: [a]\n",
                   ":4: storage.python.schemes.vault: expected an adapter's name");

@@ -12,13 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char *dir;   /* per-suite temp dir */
+static char *dir; /* per-suite temp dir */
 
 static const char HELLO_HEX[] = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
 static const char HELLO_DIGEST[] =
     "sha256:5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"; /* "hello\n" */
-static const char OTHER_DIGEST[] =
-    "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+static const char OTHER_DIGEST[] = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
 static char *pathf(const char *name) {
   size_t n = strlen(dir) + strlen(name) + 2;
@@ -39,9 +38,7 @@ static int teardown(void) {
   return 0;
 }
 
-static void write_hello(const char *p) {
-  altar_test_write_file(p, "hello\n", 6);
-}
+static void write_hello(const char *p) { altar_test_write_file(p, "hello\n", 6); }
 
 /* ---- plain hashing --------------------------------------------------------------- */
 
@@ -49,7 +46,7 @@ static void test_digest_format(void) {
   CU_ASSERT(altar_digest_is_valid(HELLO_DIGEST));
   CU_ASSERT(!altar_digest_is_valid(NULL));
   CU_ASSERT(!altar_digest_is_valid(""));
-  CU_ASSERT(!altar_digest_is_valid(HELLO_HEX));                    /* no prefix */
+  CU_ASSERT(!altar_digest_is_valid(HELLO_HEX)); /* no prefix */
   CU_ASSERT(!altar_digest_is_valid("SHA256:5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"));
   CU_ASSERT(!altar_digest_is_valid("sha256:5891B5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"));
   CU_ASSERT(!altar_digest_is_valid("sha256:5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be0"));
@@ -163,8 +160,8 @@ static void test_record_path_and_format(void) {
   struct stat st;
   CU_ASSERT_EQUAL_FATAL(stat(p, &st), 0);
   char want[512];
-  snprintf(want, sizeof want, "altar-verified/1 %s size=6 mtime_ns=%lld ctime_ns=%lld ino=%llu\n",
-           HELLO_DIGEST, (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
+  snprintf(want, sizeof want, "altar-verified/1 %s size=6 mtime_ns=%lld ctime_ns=%lld ino=%llu\n", HELLO_DIGEST,
+           (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
            (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec, (unsigned long long)st.st_ino);
   char *rec = altar_verification_record_path(p);
   char *have = altar_test_read_file(rec, NULL);
@@ -289,7 +286,6 @@ static void test_unwritable_record(void) {
   free(p);
 }
 
-
 static void add(void) {
   ALTAR_SUITE("digest", setup, teardown);
   ALTAR_TEST(test_digest_format);
@@ -304,6 +300,4 @@ static void add(void) {
   ALTAR_TEST(test_unwritable_record);
 }
 
-int main(int argc, char **argv) {
-  return altar_test_main(argc, argv, add);
-}
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

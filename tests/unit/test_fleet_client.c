@@ -119,8 +119,14 @@ static void publish_group(const fixture_t *f, const char *topic, const char *job
   altar_handle_t h = {0};
   CU_ASSERT_FATAL(altar_handle_init(&h, "process", gk) == 0);
   altar_strmap_set(&h.labels, "job_id", job);
-  altar_group_event_t g = {.v = 1, .event = kind, .event_id = (char *)"e", .kind = (char *)"shard",
-                           .group_key = ALTAR__UNCONST(gk), .shards = &h, .n_shards = 1, .ts = 1.5};
+  altar_group_event_t g = {.v = 1,
+                           .event = kind,
+                           .event_id = (char *)"e",
+                           .kind = (char *)"shard",
+                           .group_key = ALTAR__UNCONST(gk),
+                           .shards = &h,
+                           .n_shards = 1,
+                           .ts = 1.5};
   altar_buf_t b = {0};
   altar_error_t err = {0};
   CU_ASSERT_FATAL(altar_encode_group(&g, &b, &err) == 0);
@@ -129,8 +135,8 @@ static void publish_group(const fixture_t *f, const char *topic, const char *job
   altar_transport_t *t = altar_transport_open("local", &m, NULL, &err);
   altar_strmap_clear(&m);
   CU_ASSERT_FATAL(t != NULL);
-  altar_produce_rec_t rec = {.topic = topic, .partition = 0, .key = gk, .key_len = strlen(gk),
-                             .value = b.data, .value_len = b.len};
+  altar_produce_rec_t rec = {
+      .topic = topic, .partition = 0, .key = gk, .key_len = strlen(gk), .value = b.data, .value_len = b.len};
   CU_ASSERT(altar_transport_produce(t, &rec, &err) == 0);
   CU_ASSERT(altar_transport_flush(t, 10000, &err) == 0);
   altar_transport_close(t);

@@ -47,10 +47,10 @@ static void test_config_errors(void) {
   const char *head = "groups:\n  t:\n    group_by: [job_id, m]\n    ready_when: single\n    then:\n";
   const char *tail = "  n:\n    group_by: [job_id]\n    ready_when: single\n";
   char y[2048];
-#define BAD(body, n1, n2)                                   \
-  do {                                                      \
-    snprintf(y, sizeof y, "%s%s%s", head, body, tail);      \
-    bad(y, n1, n2);                                         \
+#define BAD(body, n1, n2)                                                                                              \
+  do {                                                                                                                 \
+    snprintf(y, sizeof y, "%s%s%s", head, body, tail);                                                                 \
+    bad(y, n1, n2);                                                                                                    \
   } while (0)
   BAD("      image: x\n      command: [a]\n", ":6: groups.t.then.kind", "missing");
   BAD("      kind: n\n      command: [a]\n", "groups.t.then.image", "missing");
@@ -65,7 +65,8 @@ static void test_config_errors(void) {
       "groups.t.then.outputs[0].logical_path", "missing");
   BAD("      kind: n\n      image: x\n      command: [a]\n      timeout_s: 0\n", ":9: groups.t.then.timeout_s",
       "must be in 1..");
-  BAD("      kind: n\n      image: x\n      command: [a]\n      comand: [b]\n", ":9: groups.t.then", "unknown key 'comand'");
+  BAD("      kind: n\n      image: x\n      command: [a]\n      comand: [b]\n", ":9: groups.t.then",
+      "unknown key 'comand'");
   BAD("      kind: n\n      image: x\n      command: [a]\n      inputs_dir: 'in/{{inputs}}'\n",
       "groups.t.then.inputs_dir", "unknown placeholder {{inputs}}");
   BAD("      kind: zz\n      image: x\n      command: [a]\n", ":6: groups.t.then.kind", "'zz' has no group spec");
@@ -91,11 +92,20 @@ static void event_of(altar_group_event_t *g, altar_handle_t hs[2], altar_transfe
     altar_strmap_set(&hs[i].labels, "fold", i ? "1" : "0");
   }
   outs[0] = (altar_transfer_t){.uri = "file:///f/0.txt", .logical_path = "folds/0.txt"};
-  outs[1] = (altar_transfer_t){.uri = "file:///f/1.txt", .logical_path = "folds/1.txt",
-                               .digest = "sha256:" "0000000000000000000000000000000000000000000000000000000000000000"};
+  outs[1] = (altar_transfer_t){.uri = "file:///f/1.txt",
+                               .logical_path = "folds/1.txt",
+                               .digest = "sha256:"
+                                         "0000000000000000000000000000000000000000000000000000000000000000"};
   outs[2] = (altar_transfer_t){.uri = "file:///f/shared.bin", .logical_path = "shared.bin"};
-  *g = (altar_group_event_t){.v = 1, .event = ALTAR_GROUP_FIRED, .event_id = "ab12", .kind = "train",
-                             .group_key = "j-1:m1", .shards = hs, .n_shards = 2, .ts = 5, .outputs = outs,
+  *g = (altar_group_event_t){.v = 1,
+                             .event = ALTAR_GROUP_FIRED,
+                             .event_id = "ab12",
+                             .kind = "train",
+                             .group_key = "j-1:m1",
+                             .shards = hs,
+                             .n_shards = 2,
+                             .ts = 5,
+                             .outputs = outs,
                              .n_outputs = 3};
 }
 

@@ -26,7 +26,7 @@ static void test_worker_id(void) {
 
 static void test_malformed_refused(void) {
   char w[256], small[3];
-  CU_ASSERT_FALSE(origin("altar.jobs/3/17", 15, w, sizeof w)); /* no worker */
+  CU_ASSERT_FALSE(origin("altar.jobs/3/17", 15, w, sizeof w));  /* no worker */
   CU_ASSERT_FALSE(origin("/altar.jobs/3/17", 16, w, sizeof w)); /* empty worker */
   CU_ASSERT_FALSE(origin("w1\n/t/3/17", 10, w, sizeof w));      /* not printable */
   CU_ASSERT_FALSE(origin("w1/t/3/17", 0, w, sizeof w));
@@ -34,7 +34,7 @@ static void test_malformed_refused(void) {
   char big[1100];
   memset(big, 'a', sizeof big);
   memcpy(big + sizeof big - 6, "/t/1/2", 6);
-  CU_ASSERT_FALSE(origin(big, sizeof big, w, sizeof w)); /* over the header bound */
+  CU_ASSERT_FALSE(origin(big, sizeof big, w, sizeof w));             /* over the header bound */
   CU_ASSERT_FALSE(origin(big + 700, sizeof big - 700, w, sizeof w)); /* worker id over 255 bytes */
   altar_msg_t none = {0};
   CU_ASSERT_FALSE(altar_forward_origin(&none, w, sizeof w)); /* no header at all */

@@ -13,36 +13,35 @@ static int load(const char *yaml, altar_group_specs_t *s, altar_error_t *err) {
 }
 
 static void test_full_config(void) {
-  const char *y =
-      "transport:\n"
-      "  name: local\n"
-      "  dir: ./var/log\n"
-      "ledger: {path: ./var/ledger}\n"
-      "groups:                            # one entry per kind\n"
-      "  chrombpnet:\n"
-      "    group_by: [job_id, model_id]\n"
-      "    ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}\n"
-      "    on_failed: retry\n"
-      "    max_restarts: 2\n"
-      "  score:\n"
-      "    group_by: [job_id]\n"
-      "    ready_when: single\n"
-      "  ens:\n"
-      "    group_by: [job_id]\n"
-      "    ready_when: {all_label_values: {label: fold, values: ['0', '1', '2']}}\n"
-      "    on_ready: {publish: altar.ens.ready}\n"
-      "    on_failed: {dead_letter: altar.ens.dead}\n"
-      "  pairs:\n"
-      "    group_by: []\n"
-      "    ready_when: {count_at_least: 2}\n"
-      "    on_failed: defer\n"
-      "  folds:\n"
-      "    group_by: [job_id]\n"
-      "    ready_when: {all_folds: 5}\n"
-      "    on_failed: dead_letter\n"
-      "  exp:\n"
-      "    group_by: [job_id]\n"
-      "    ready_when: {all_expected_folds: {count_label: n, default: 3}}\n";
+  const char *y = "transport:\n"
+                  "  name: local\n"
+                  "  dir: ./var/log\n"
+                  "ledger: {path: ./var/ledger}\n"
+                  "groups:                            # one entry per kind\n"
+                  "  chrombpnet:\n"
+                  "    group_by: [job_id, model_id]\n"
+                  "    ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}\n"
+                  "    on_failed: retry\n"
+                  "    max_restarts: 2\n"
+                  "  score:\n"
+                  "    group_by: [job_id]\n"
+                  "    ready_when: single\n"
+                  "  ens:\n"
+                  "    group_by: [job_id]\n"
+                  "    ready_when: {all_label_values: {label: fold, values: ['0', '1', '2']}}\n"
+                  "    on_ready: {publish: altar.ens.ready}\n"
+                  "    on_failed: {dead_letter: altar.ens.dead}\n"
+                  "  pairs:\n"
+                  "    group_by: []\n"
+                  "    ready_when: {count_at_least: 2}\n"
+                  "    on_failed: defer\n"
+                  "  folds:\n"
+                  "    group_by: [job_id]\n"
+                  "    ready_when: {all_folds: 5}\n"
+                  "    on_failed: dead_letter\n"
+                  "  exp:\n"
+                  "    group_by: [job_id]\n"
+                  "    ready_when: {all_expected_folds: {count_label: n, default: 3}}\n";
   altar_group_specs_t s;
   altar_error_t err = {0};
   int rc = load(y, &s, &err);
@@ -134,8 +133,8 @@ static void test_errors_name_file_line_key(void) {
       "unknown rule 'sometimes'");
   bad("groups:\n  score:\n    ready_when: single\n", ":3: groups.score.group_by", "missing");
   bad("groups:\n  score:\n    group_by: [job_id]\n", "groups.score.ready_when", "missing");
-  bad("groups:\n  score:\n    group_by: [job_id]\n    ready_when: single\n    on_faild: defer\n",
-      ":5: groups.score", "unknown key 'on_faild' (did you mean \"on_failed\"?)");
+  bad("groups:\n  score:\n    group_by: [job_id]\n    ready_when: single\n    on_faild: defer\n", ":5: groups.score",
+      "unknown key 'on_faild' (did you mean \"on_failed\"?)");
   bad("groups:\n  score:\n    group_by: [job_id]\n    ready_when: single\n    on_failed: explode\n",
       ":5: groups.score.on_failed", "unknown policy 'explode'");
   bad("groups:\n  t:\n    group_by: [job_id]\n    ready_when: {all_expected_folds: {label: fold}}\n",
@@ -146,11 +145,11 @@ static void test_errors_name_file_line_key(void) {
       ":4: groups.t.ready_when.count_at_least", "expected an integer");
   bad("groups:\n  t:\n    group_by: [job_id]\n    ready_when: {count_at_least: 0}\n",
       "groups.t.ready_when.count_at_least", "must be in 1..");
-  bad("groups:\n  t:\n    group_by: [job_id]\n    ready_when: {all_folds: 3, single: }\n",
-      "groups.t.ready_when", "exactly one rule");
+  bad("groups:\n  t:\n    group_by: [job_id]\n    ready_when: {all_folds: 3, single: }\n", "groups.t.ready_when",
+      "exactly one rule");
   bad("groups:\n  t:\n    group_by: job_id\n    ready_when: single\n", ":3: groups.t.group_by", "list");
-  bad("groups:\n  t:\n    group_by: [job_id]\n    ready_when: single\n    on_failed: retry\n",
-      "groups.t.max_restarts", ">= 1");
+  bad("groups:\n  t:\n    group_by: [job_id]\n    ready_when: single\n    on_failed: retry\n", "groups.t.max_restarts",
+      ">= 1");
   bad("groups:\n  t:\n    group_by: [job_id]\n    ready_when: single\n    max_restarts: -1\n",
       ":5: groups.t.max_restarts", "must be in 0..");
   bad("groups:\n  t: [1, 2]\n", ":2: groups.t", "expected a mapping");

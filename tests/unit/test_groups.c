@@ -132,7 +132,7 @@ static void test_fold_spellings(void) {
   altar_predicate_clear(&p);
   /* Wide: 12 folds among 16 shards, each fold once, in any order. */
   CU_ASSERT_EQUAL(altar_predicate_all_folds(&p, 12, &err), 0);
-  const char *wide[] = {"fold=11", "fold=3", "fold=10", "fold=0", "fold=7", "fold=1", "fold=9", "fold=2",
+  const char *wide[] = {"fold=11", "fold=3", "fold=10", "fold=0", "fold=7",  "fold=1", "fold=9", "fold=2",
                         "fold=4",  "fold=8", "fold=5",  "fold=6", "fold=12", "fold=3", "fold=x", "fold=011"};
   shards(wide, 16);
   CU_ASSERT(ready(&p));

@@ -47,7 +47,8 @@ static void test_buckets_and_totals(void) {
   json_t *ft = json_object_get(json_object_get(o, "totals"), "failures");
   CU_ASSERT_EQUAL(json_integer_value(json_object_get(ft, "exit_3")), 2);
   CU_ASSERT_EQUAL(json_integer_value(json_object_get(ft, "unknown")), 1);
-  CU_ASSERT_EQUAL(json_integer_value(json_array_get(json_object_get(json_object_get(o, "failures"), "exit_3"), last)), 2);
+  CU_ASSERT_EQUAL(json_integer_value(json_array_get(json_object_get(json_object_get(o, "failures"), "exit_3"), last)),
+                  2);
   json_decref(o);
   altar_history_free(h);
   altar_history_free(NULL);

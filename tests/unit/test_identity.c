@@ -80,8 +80,7 @@ static void test_identity_vectors(void) {
 
 /* The task key of each spec golden vector is the SHA-256 of its .msgpack file. */
 static void test_identity_is_sha256_of_vector_bytes(void) {
-  static const char *const names[] = {"minimal", "full", "empty", "unicode_labels", "cpu_memory_timeout",
-                                      "gpu_pool"};
+  static const char *const names[] = {"minimal", "full", "empty", "unicode_labels", "cpu_memory_timeout", "gpu_pool"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char path[1024];
     snprintf(path, sizeof path, "%s/schemas/vectors/spec/%s.msgpack", altar_test_source_dir(), names[i]);
@@ -146,7 +145,9 @@ static altar_spec_t *base_spec(void) {
   altar_spec_add_arg(s, "train.py");
   altar_spec_set_label(s, "fold", "1");
   altar_spec_set_label(s, "job_id", "j1");
-  altar_spec_add_input(s, "gs://b/in", "in/x", "loc", "sha256:" "0000000000000000000000000000000000000000000000000000000000000000");
+  altar_spec_add_input(s, "gs://b/in", "in/x", "loc",
+                       "sha256:"
+                       "0000000000000000000000000000000000000000000000000000000000000000");
   altar_spec_add_output(s, "gs://b/out", "out/y");
   altar_spec_set_gpu(s, "a100", 2);
   s->resources.memory_mb = (altar_opt_i64_t){true, 1024};
@@ -211,18 +212,42 @@ static void test_any_field_changes_identity(void) {
     altar_spec_t *s = base_spec();
     switch (m) {
     case 0: break; /* the base */
-    case 1: free(s->kind); s->kind = strdup("chrombpnet2"); break;
-    case 2: free(s->image); s->image = strdup("img:2"); break;
-    case 3: free(s->command[1]); s->command[1] = strdup("train2.py"); break;
+    case 1:
+      free(s->kind);
+      s->kind = strdup("chrombpnet2");
+      break;
+    case 2:
+      free(s->image);
+      s->image = strdup("img:2");
+      break;
+    case 3:
+      free(s->command[1]);
+      s->command[1] = strdup("train2.py");
+      break;
     case 4: altar_spec_add_arg(s, "--fast"); break;
     case 5: altar_spec_set_label(s, "fold", "2"); break;
     case 6: altar_spec_set_label(s, "extra", ""); break;
-    case 7: free(s->inputs[0].uri); s->inputs[0].uri = strdup("gs://b/in2"); break;
-    case 8: free(s->inputs[0].logical_path); s->inputs[0].logical_path = strdup("in/z"); break;
-    case 9: free(s->inputs[0].locality_key); s->inputs[0].locality_key = NULL; break;
+    case 7:
+      free(s->inputs[0].uri);
+      s->inputs[0].uri = strdup("gs://b/in2");
+      break;
+    case 8:
+      free(s->inputs[0].logical_path);
+      s->inputs[0].logical_path = strdup("in/z");
+      break;
+    case 9:
+      free(s->inputs[0].locality_key);
+      s->inputs[0].locality_key = NULL;
+      break;
     case 10: s->inputs[0].digest[7] = '1'; break;
-    case 11: free(s->outputs[0].logical_path); s->outputs[0].logical_path = strdup("out/z"); break;
-    case 12: free(s->resources.gpu); s->resources.gpu = strdup("gpu"); break;
+    case 11:
+      free(s->outputs[0].logical_path);
+      s->outputs[0].logical_path = strdup("out/z");
+      break;
+    case 12:
+      free(s->resources.gpu);
+      s->resources.gpu = strdup("gpu");
+      break;
     case 13: s->resources.count = 3; break;
     case 14: s->resources.memory_mb.v = 2048; break;
     case 15: s->resources.memory_mb.set = false; break;
@@ -230,7 +255,10 @@ static void test_any_field_changes_identity(void) {
     case 17: s->timeout_s.set = false; break;
     case 18: altar_strmap_set(s->plugin_identity, "abi", "4"); break;
     case 19: altar_strmap_clear(s->plugin_identity); break; /* empty map is not absent */
-    case 20: altar_strmap_free(s->plugin_identity); s->plugin_identity = NULL; break;
+    case 20:
+      altar_strmap_free(s->plugin_identity);
+      s->plugin_identity = NULL;
+      break;
     case 21: { /* an input moved to outputs */
       altar_spec_add_output(s, s->inputs[0].uri, s->inputs[0].logical_path);
       break;

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SPEC(fold) \
-  "{\"kind\": \"shard\", \"image\": \"none\", \"command\": [\"/bin/true\", \"" fold "\"], " \
+#define SPEC(fold)                                                                                                     \
+  "{\"kind\": \"shard\", \"image\": \"none\", \"command\": [\"/bin/true\", \"" fold "\"], "                            \
   "\"labels\": {\"fold\": \"" fold "\"}}"
 
 static altar_transport_t *open_local(const char *dir, const altar_transport_opts_t *opts) {
@@ -84,8 +84,9 @@ static void test_parse_bad_line_names_line_and_field(void) {
   size_t n = 0;
   altar_error_t err = {0};
   /* Line 4 (blank lines count) has a number where the image string goes. */
-  const char *text = SPEC("0") "\n" SPEC("1") "\n\n"
-                     "{\"kind\": \"shard\", \"image\": 7, \"command\": [\"x\"]}\n" SPEC("3") "\n";
+  const char *text =
+      SPEC("0") "\n" SPEC("1") "\n\n"
+                               "{\"kind\": \"shard\", \"image\": 7, \"command\": [\"x\"]}\n" SPEC("3") "\n";
   CU_ASSERT(parse(text, &v, &n, &err) != 0);
   CU_ASSERT(v == NULL && n == 0);
   CU_ASSERT(strstr(err.msg, "specs.jsonl:4") != NULL);

@@ -78,7 +78,8 @@ static json_t *random_value(int depth) {
   }
   default: {
     json_t *o = json_object();
-    for (unsigned i = rnd(5); i > 0; i--) json_object_set_new(o, keys[rnd(sizeof keys / sizeof *keys)], random_value(depth + 1));
+    for (unsigned i = rnd(5); i > 0; i--)
+      json_object_set_new(o, keys[rnd(sizeof keys / sizeof *keys)], random_value(depth + 1));
     return o;
   }
   }
@@ -127,11 +128,9 @@ static void test_malformed_stays_malformed(void) {
   const char *bad[] = {
       "{\"managedFields\":[1,2",       /* the value never ends */
       "{\"managedFields\":\"abc",      /* nor its string */
-      "{\"a\":\"never closed",          /* a string before it */
+      "{\"a\":\"never closed",         /* a string before it */
       "{\"managedFields\":[\"x\\\"]}", /* an escaped quote hides the end */
-      "{\"managedFields\":",
-      "\"",
-      "{\"managedFields\"",
+      "{\"managedFields\":",           "\"", "{\"managedFields\"",
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     char *t = trimmed(bad[i]);

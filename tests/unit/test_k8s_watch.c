@@ -49,7 +49,8 @@ static void test_events_and_chunks(void) {
   uint64_t gen = altar__k8s_watch_generation(w);
   char *done = event("MODIFIED", "job-a", UID_A, "11",
                      "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}],\"succeeded\":1");
-  char *bm = strdup("{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Job\",\"metadata\":{\"resourceVersion\":\"12\"}}}\n");
+  char *bm =
+      strdup("{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Job\",\"metadata\":{\"resourceVersion\":\"12\"}}}\n");
   char both[2048];
   snprintf(both, sizeof both, "%s%s", done, bm); /* two events in one chunk */
   CU_ASSERT_EQUAL(feed(w, both, &expired), 0);
@@ -125,15 +126,15 @@ static void test_note_beats_late_events(void) {
   altar_k8s_watch_t *w = altar__k8s_watch_test_new();
   CU_ASSERT_PTR_NOT_NULL_FATAL(w);
   bool expired = false;
-  char *old_done = event("MODIFIED", "job-c", UID_A, "30",
-                         "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
+  char *old_done =
+      event("MODIFIED", "job-c", UID_A, "30", "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
   CU_ASSERT_EQUAL(feed(w, old_done, &expired), 0);
   CU_ASSERT_EQUAL(view(w, "job-c").state, ALTAR_STATE_SUCCEEDED);
   /* Replaced: our new Job B of the same name. */
   CU_ASSERT_EQUAL(altar__k8s_watch_note(w, "job-c", UID_B, "normal", ALTAR_STATE_PENDING), 0);
   CU_ASSERT_EQUAL(view(w, "job-c").state, ALTAR_STATE_PENDING);
-  char *old_again = event("MODIFIED", "job-c", UID_A, "31",
-                          "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
+  char *old_again =
+      event("MODIFIED", "job-c", UID_A, "31", "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
   char *old_del = event("DELETED", "job-c", UID_A, "32", "");
   CU_ASSERT_EQUAL(feed(w, old_again, &expired), 0);
   CU_ASSERT_EQUAL(feed(w, old_del, &expired), 0);

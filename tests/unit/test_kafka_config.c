@@ -196,11 +196,17 @@ static void test_secret_property_refused(void) {
 }
 
 static void test_secret_keys(void) {
-  const char *secret[] = {"sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.key.pem",
-                          "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config", "sasl.jaas.config",
-                          "ssl_key", "SASL.PASSWORD"};
-  const char *plain[] = {"bootstrap.servers", "sasl.username", "ssl.ca.location", "ssl.certificate.location",
-                         "client.id", "sasl.mechanisms", "security.protocol"};
+  const char *secret[] = {"sasl.password",
+                          "ssl.key.password",
+                          "ssl.keystore.password",
+                          "ssl.key.pem",
+                          "sasl.oauthbearer.client.secret",
+                          "sasl.oauthbearer.config",
+                          "sasl.jaas.config",
+                          "ssl_key",
+                          "SASL.PASSWORD"};
+  const char *plain[] = {"bootstrap.servers", "sasl.username",   "ssl.ca.location",  "ssl.certificate.location",
+                         "client.id",         "sasl.mechanisms", "security.protocol"};
   for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++) CU_ASSERT(altar__kafka_key_is_secret(secret[i]));
   for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) CU_ASSERT(!altar__kafka_key_is_secret(plain[i]));
 }

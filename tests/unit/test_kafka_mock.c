@@ -44,11 +44,11 @@ enum { MAXREC = 400 };
 
 typedef struct cap {
   int ok, failed;
-  int acked[MAXREC];     /* record id → 1 when acknowledged */
+  int acked[MAXREC]; /* record id → 1 when acknowledged */
   int64_t offset[MAXREC];
   int32_t partition[MAXREC];
   char last_err[ALTAR_ERRMSG_MAX];
-  int retry_lines;       /* log lines that announce a retry with its reason */
+  int retry_lines; /* log lines that announce a retry with its reason */
   char last_retry[1024];
   int rb_assigned;
 } cap_t;
@@ -115,8 +115,13 @@ static void produce_range(altar_transport_t *t, const char *topic, int from, int
     snprintf(key, sizeof key, "k%d", i % 17);
     snprintf(val, sizeof val, "%d", i);
     ids[i] = i;
-    altar_produce_rec_t rec = {.topic = topic, .partition = ALTAR_PARTITION_ANY, .key = key, .key_len = strlen(key),
-                               .value = val, .value_len = strlen(val), .opaque = &ids[i]};
+    altar_produce_rec_t rec = {.topic = topic,
+                               .partition = ALTAR_PARTITION_ANY,
+                               .key = key,
+                               .key_len = strlen(key),
+                               .value = val,
+                               .value_len = strlen(val),
+                               .opaque = &ids[i]};
     int rc;
     while ((rc = altar_transport_produce(t, &rec, &err)) == ALTAR_EAGAIN) altar_transport_poll(t, 10);
     CU_ASSERT_EQUAL(rc, 0);
@@ -378,7 +383,6 @@ static void test_coordinator_moves(void) {
   altar_transport_close(t);
   fixture_down(&f);
 }
-
 
 /* Which partitions a consumer owns, from its rebalance callback. */
 typedef struct owned {

@@ -36,8 +36,8 @@ static void produce_n(const char *dir, const char *topic, int n, const char *seg
   for (int i = 0; i < n; i++) {
     char v[64];
     snprintf(v, sizeof v, "value-%03d-padding-padding", i);
-    altar_produce_rec_t rec = {.topic = topic, .partition = 0, .key = "k", .key_len = 1, .value = v,
-                               .value_len = strlen(v)};
+    altar_produce_rec_t rec = {
+        .topic = topic, .partition = 0, .key = "k", .key_len = 1, .value = v, .value_len = strlen(v)};
     CU_ASSERT_EQUAL_FATAL(altar_transport_produce(t, &rec, &err), 0);
   }
   CU_ASSERT_EQUAL_FATAL(altar_transport_flush(t, -1, &err), 0);
@@ -49,8 +49,8 @@ static void produce_n(const char *dir, const char *topic, int n, const char *seg
 static void produce_at(altar_transport_t *t, const char *topic, int off) {
   char v[64];
   snprintf(v, sizeof v, "value-%03d-padding-padding", off);
-  altar_produce_rec_t rec = {.topic = topic, .partition = 0, .key = "k", .key_len = 1, .value = v,
-                             .value_len = strlen(v)};
+  altar_produce_rec_t rec = {
+      .topic = topic, .partition = 0, .key = "k", .key_len = 1, .value = v, .value_len = strlen(v)};
   altar_error_t err = {0};
   CU_ASSERT_EQUAL_FATAL(altar_transport_produce(t, &rec, &err), 0);
   CU_ASSERT_EQUAL_FATAL(altar_transport_flush(t, -1, &err), 0);

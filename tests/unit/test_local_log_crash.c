@@ -68,13 +68,13 @@ static void run_child(const char *dir, int round, int fd) {
     /* Mostly small records, some spanning many pages, so that a kill can
      * land inside one write. */
     int dice = rand() % 80;
-    size_t len = dice == 0   ? (256u << 10) + (size_t)(rand() % (768 << 10))
+    size_t len = dice == 0  ? (256u << 10) + (size_t)(rand() % (768 << 10))
                  : dice < 5 ? 20000 + (size_t)(rand() % 40000)
                             : 16 + (size_t)(rand() % 600);
     int k = snprintf(val, sizeof val, "r%d-s%d|", round, seq);
     memset(val + k, 'a' + seq % 26, len - (size_t)k);
-    altar_produce_rec_t rec = {.topic = "crash", .partition = seq % PARTS, .value = val,
-                               .value_len = len, .opaque = (void *)(intptr_t)seq};
+    altar_produce_rec_t rec = {
+        .topic = "crash", .partition = seq % PARTS, .value = val, .value_len = len, .opaque = (void *)(intptr_t)seq};
     altar_error_t err = {0};
     while (altar_transport_produce(t, &rec, &err) == ALTAR_EAGAIN) altar_transport_poll(t, 5);
     altar_transport_poll(t, 0);
@@ -236,8 +236,8 @@ static void test_kill9_producer_loop(void) {
       last[tag] = ls[p][o];
     }
   }
-  fprintf(stderr, "\n  %d rounds: %zu acknowledged, %lld in the log, %d torn tails left\n", ROUNDS,
-          n_acks, (long long)seen, torn);
+  fprintf(stderr, "\n  %d rounds: %zu acknowledged, %lld in the log, %d torn tails left\n", ROUNDS, n_acks,
+          (long long)seen, torn);
   CU_ASSERT(n_acks >= ROUNDS);
   /* The log accepts appends after all that. */
   altar_produce_rec_t rec = {.topic = "crash", .partition = 0, .value = "after", .value_len = 5};

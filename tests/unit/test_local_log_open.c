@@ -53,8 +53,8 @@ static int produce_range(altar_transport_t *t, const char *topic, int from, int 
   for (int i = from; i < to; i++) {
     char v[64];
     value_of(v, sizeof v, i);
-    altar_produce_rec_t rec = {.topic = topic, .partition = 0, .key = "k", .key_len = 1, .value = v,
-                               .value_len = strlen(v)};
+    altar_produce_rec_t rec = {
+        .topic = topic, .partition = 0, .key = "k", .key_len = 1, .value = v, .value_len = strlen(v)};
     delivery_errors = 0;
     last_offset = -1;
     if (altar_transport_produce(t, &rec, &err) != 0 || altar_transport_flush(t, -1, &err) != 0) return 1;
@@ -93,8 +93,8 @@ static void append_bytes(const char *path, const void *p, size_t n) {
 /* The tails a dead or broken writer can leave behind the 10 records of a
  * fresh log (all of one size, rec bytes each). */
 enum { TAIL_TORN, TAIL_SHORT, TAIL_CRC, TAIL_LENGTH, TAIL_STALE, N_TAILS };
-static const char *const tail_names[N_TAILS] = {"torn record", "a few bytes", "crc mismatch",
-                                                "garbage length", "stale copy of record 3"};
+static const char *const tail_names[N_TAILS] = {"torn record", "a few bytes", "crc mismatch", "garbage length",
+                                                "stale copy of record 3"};
 
 static void damage_tail(const char *seg, int kind) {
   off_t size = file_size(seg);
@@ -111,9 +111,7 @@ static void damage_tail(const char *seg, int kind) {
     append_bytes(seg, buf, 40);
     break;
   }
-  case TAIL_SHORT:
-    append_bytes(seg, "\0\0\0", 3);
-    break;
+  case TAIL_SHORT: append_bytes(seg, "\0\0\0", 3); break;
   case TAIL_CRC: /* record 9 again with offset 10 and a body byte flipped */
     CU_ASSERT_EQUAL_FATAL(pread(fd, buf, (size_t)rec, size - rec), rec);
     buf[8 + 2 + 7] = 10;
@@ -153,8 +151,7 @@ static int drain(altar_transport_t *t, int64_t *pnext, int *pbad) {
     }
     char v[64];
     value_of(v, sizeof v, m->offset);
-    if (m->offset != *pnext || m->value_len != strlen(v) || memcmp(m->value, v, m->value_len) != 0)
-      (*pbad)++;
+    if (m->offset != *pnext || m->value_len != strlen(v) || memcmp(m->value, v, m->value_len) != 0) (*pbad)++;
     *pnext = m->offset + 1;
     n++;
     altar_msg_free(m);

@@ -154,8 +154,8 @@ static void test_bad_topic_settings(void) {
   char *dir = altar_test_tmpdir("local-topic-ret-bad");
   altar_transport_t *t = open_log(dir);
   CU_ASSERT_FATAL(t != NULL);
-  static const char *const bad[][2] = {{"retention.ms", "-2"},      {"retention.ms", "soon"},
-                                       {"retention.bytes", ""},     {"retention.ms", "99999999999999999999"},
+  static const char *const bad[][2] = {{"retention.ms", "-2"},        {"retention.ms", "soon"},
+                                       {"retention.bytes", ""},       {"retention.ms", "99999999999999999999"},
                                        {"cleanup.policy", "compact"}, {"segment.ms", "1"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     altar_error_t err = {0};

@@ -86,8 +86,8 @@ static uint64_t usage(const char *logs, int i) {
 }
 
 static altar_log_retention_t settings(uint64_t keep_bytes, size_t keep_count, double max_age_s) {
-  return (altar_log_retention_t){.keep_bytes = keep_bytes, .keep_count = keep_count, .max_age_s = max_age_s,
-                                 .last_prune = -1, .last_scan = -1};
+  return (altar_log_retention_t){
+      .keep_bytes = keep_bytes, .keep_count = keep_count, .max_age_s = max_age_s, .last_prune = -1, .last_scan = -1};
 }
 
 /* Five tasks of 1 MiB each, last written 5..1 hours ago; keep what three of

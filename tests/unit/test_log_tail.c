@@ -30,8 +30,7 @@ static void test_secret_names(void) {
 }
 
 static void test_redaction(void) {
-  const char *env[] = {"PATH=/usr/bin", "API_TOKEN=abcd1234", "SHORT_KEY=ab", "X_PASSWORD=hunter22",
-                       "NOEQUALS", NULL};
+  const char *env[] = {"PATH=/usr/bin", "API_TOKEN=abcd1234", "SHORT_KEY=ab", "X_PASSWORD=hunter22", "NOEQUALS", NULL};
   char *t = altar_redact_env("tok abcd1234, pw hunter22hunter22 in /usr/bin, ab", env);
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   CU_ASSERT_STRING_EQUAL(t, "tok [redacted], pw [redacted][redacted] in /usr/bin, ab");
@@ -46,7 +45,11 @@ static void test_redaction(void) {
 
 static void test_utf8_repair_and_cut(void) {
   /* Invalid bytes, an overlong form, a surrogate, a NUL and a control character. */
-  const char bad[] = "a\xff" "b\xc0\xaf" "c\xed\xa0\x80" "d\0e\x1b" "f\n\tg \xc3\xa9";
+  const char bad[] = "a\xff"
+                     "b\xc0\xaf"
+                     "c\xed\xa0\x80"
+                     "d\0e\x1b"
+                     "f\n\tg \xc3\xa9";
   bool cut = true;
   char *t = altar_log_tail_text(bad, sizeof bad - 1, 1000, NULL, &cut);
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);

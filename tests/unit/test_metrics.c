@@ -62,9 +62,8 @@ static void test_escaping(void) {
   altar_metrics_t *reg = altar_metrics_new();
   altar_error_t e = {0};
   altar_metric_label_t l[] = {{"path", "C:\\dir \"x\"\nnext"}};
-  altar_metric_t *m =
-      altar_metrics_register(reg, ALTAR_METRIC_GAUGE, "altar_esc", "a \\ backslash,\na newline and \"quotes\"", l,
-                             1, &e);
+  altar_metric_t *m = altar_metrics_register(reg, ALTAR_METRIC_GAUGE, "altar_esc",
+                                             "a \\ backslash,\na newline and \"quotes\"", l, 1, &e);
   CU_ASSERT_FATAL(m != NULL);
   altar_metric_set(m, 1);
   char *s = render(reg);
@@ -84,8 +83,8 @@ static void test_gauge_values(void) {
   struct {
     double v;
     const char *text;
-  } cases[] = {{0.25, "g 0.25\n"}, {-3, "g -3\n"}, {NAN, "g NaN\n"}, {INFINITY, "g +Inf\n"},
-               {-INFINITY, "g -Inf\n"}, {1e300, "g 1.0000000000000001e+300\n"}};
+  } cases[] = {{0.25, "g 0.25\n"},     {-3, "g -3\n"},          {NAN, "g NaN\n"},
+               {INFINITY, "g +Inf\n"}, {-INFINITY, "g -Inf\n"}, {1e300, "g 1.0000000000000001e+300\n"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     altar_metric_set(g, cases[i].v);
     char *s = render(reg);
@@ -144,8 +143,7 @@ static void test_registration_rules(void) {
   CU_ASSERT(altar_metrics_register(reg, ALTAR_METRIC_GAUGE, "lbl", "", dup, 2, &e) == NULL);
   CU_ASSERT(strstr(e.msg, "given twice") != NULL);
   CU_ASSERT(altar_metrics_register(reg, ALTAR_METRIC_GAUGE, "lbl", "", noval, 1, &e) == NULL);
-  CU_ASSERT(altar_metrics_register(reg, ALTAR_METRIC_GAUGE, "lbl", "", many, ALTAR_METRIC_LABELS_MAX + 1, &e) ==
-            NULL);
+  CU_ASSERT(altar_metrics_register(reg, ALTAR_METRIC_GAUGE, "lbl", "", many, ALTAR_METRIC_LABELS_MAX + 1, &e) == NULL);
   CU_ASSERT(altar_metrics_register(reg, ALTAR_METRIC_GAUGE, "lbl", "", many, ALTAR_METRIC_LABELS_MAX, &e) != NULL);
   /* Nothing half-registered: no "lbl" family beyond the one good series. */
   char *s = render(reg);
@@ -312,9 +310,20 @@ static void test_http_server(void) {
 
 static void test_bad_addr(void) {
   altar_metrics_t *reg = altar_metrics_new();
-  const char *bad[] = {NULL,          "",           "127.0.0.1",     ":9464",           "127.0.0.1:",
-                       "127.0.0.1:x", "127.0.0.1:-1", "127.0.0.1:65536", "127.0.0.1:123456", "::1:9464",
-                       "[::1",        "[::1]9464",  "[]:9464",       "127.0.0.1:94 64"};
+  const char *bad[] = {NULL,
+                       "",
+                       "127.0.0.1",
+                       ":9464",
+                       "127.0.0.1:",
+                       "127.0.0.1:x",
+                       "127.0.0.1:-1",
+                       "127.0.0.1:65536",
+                       "127.0.0.1:123456",
+                       "::1:9464",
+                       "[::1",
+                       "[::1]9464",
+                       "[]:9464",
+                       "127.0.0.1:94 64"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     altar_error_t e = {0};
     altar_metrics_server_t *srv = altar_metrics_serve(reg, bad[i], &e);
@@ -349,11 +358,17 @@ static void test_worker_adapter(void) {
   st.failed = 1;
   altar__worker_metrics_update(&wm, &st, 4, true);
   char *s = render(reg);
-  const char *want[] = {"\naltar_worker_jobs_consumed_total 7\n", "\naltar_worker_tasks_submitted_total 2\n",
-                        "\naltar_worker_tasks_succeeded_total 1\n", "\naltar_worker_tasks_failed_total 1\n",
-                        "\naltar_worker_tasks_released_total 0\n", "\naltar_worker_jobs_skipped_total 0\n",
-                        "\naltar_worker_dead_lettered_total 0\n", "\naltar_worker_status_events_total 5\n",
-                        "\naltar_worker_in_flight 4\n", "\naltar_worker_slots 4\n", "\naltar_worker_paused 1\n"};
+  const char *want[] = {"\naltar_worker_jobs_consumed_total 7\n",
+                        "\naltar_worker_tasks_submitted_total 2\n",
+                        "\naltar_worker_tasks_succeeded_total 1\n",
+                        "\naltar_worker_tasks_failed_total 1\n",
+                        "\naltar_worker_tasks_released_total 0\n",
+                        "\naltar_worker_jobs_skipped_total 0\n",
+                        "\naltar_worker_dead_lettered_total 0\n",
+                        "\naltar_worker_status_events_total 5\n",
+                        "\naltar_worker_in_flight 4\n",
+                        "\naltar_worker_slots 4\n",
+                        "\naltar_worker_paused 1\n"};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     if (!strstr(s, want[i])) fprintf(stderr, "missing %s", want[i]);
     CU_ASSERT(strstr(s, want[i]) != NULL);
@@ -372,20 +387,19 @@ static void test_worker_adapter(void) {
 
   altar__reconciler_metrics_t rm;
   CU_ASSERT_FATAL(altar__reconciler_metrics_init(&rm, reg, &e) == ALTAR_OK);
-  altar_reconciler_stats_t rs = {.events = 10, .batches = 2, .fired = 3, .dead_lettered = 1, .retried = 4,
-                                 .poison = 5, .published = 8, .held = 2};
+  altar_reconciler_stats_t rs = {
+      .events = 10, .batches = 2, .fired = 3, .dead_lettered = 1, .retried = 4, .poison = 5, .published = 8, .held = 2};
   altar__reconciler_metrics_update(&rm, &rs);
   s = render(reg);
-  const char *rwant[] = {"\naltar_reconciler_events_applied_total 10\n", "\naltar_reconciler_batches_total 2\n",
-                         "\naltar_reconciler_groups_fired_total 3\n",
-                         "\naltar_reconciler_groups_dead_lettered_total 1\n",
-                         "\naltar_reconciler_jobs_retried_total 4\n", "\naltar_reconciler_poison_total 5\n",
-                         "\naltar_reconciler_outbox_published_total 8\n", "\naltar_reconciler_groups_held 2\n"};
+  const char *rwant[] = {
+      "\naltar_reconciler_events_applied_total 10\n",  "\naltar_reconciler_batches_total 2\n",
+      "\naltar_reconciler_groups_fired_total 3\n",     "\naltar_reconciler_groups_dead_lettered_total 1\n",
+      "\naltar_reconciler_jobs_retried_total 4\n",     "\naltar_reconciler_poison_total 5\n",
+      "\naltar_reconciler_outbox_published_total 8\n", "\naltar_reconciler_groups_held 2\n"};
   for (size_t i = 0; i < sizeof rwant / sizeof rwant[0]; i++) CU_ASSERT(strstr(s, rwant[i]) != NULL);
   free(s);
   altar_metrics_free(reg);
 }
-
 
 /* Histograms: cumulative buckets with le beside the series' labels, _sum and
  * _count, exactly; bounds validated; one family shares its bounds. */

@@ -44,7 +44,9 @@ static char http_url[128];
 static pid_t fake_pid;
 static int fake_stdin = -1;
 
-static void path_in(char *out, size_t sz, const char *base, const char *name) { snprintf(out, sz, "%s/%s", base, name); }
+static void path_in(char *out, size_t sz, const char *base, const char *name) {
+  snprintf(out, sz, "%s/%s", base, name);
+}
 
 /* The last line a shell command printed (malloc'd), or NULL when it failed. */
 static char *sh_line(const char *cmd) {
@@ -72,8 +74,8 @@ static int start_fake(void) {
   if (fake_pid == 0) {
     dup2(in[0], 0);
     dup2(out[1], 1);
-    execl(python, python, "-u", script, "--volume-root", vols, "--token-id", TOKEN_ID, "--token-secret",
-          TOKEN_SECRET, "--unschedulable-gpu", UNSCHEDULABLE_GPU, (char *)NULL);
+    execl(python, python, "-u", script, "--volume-root", vols, "--token-id", TOKEN_ID, "--token-secret", TOKEN_SECRET,
+          "--unschedulable-gpu", UNSCHEDULABLE_GPU, (char *)NULL);
     _exit(127);
   }
   close(in[0]);
@@ -210,8 +212,8 @@ static const char *rec_str(json_t *rec, const char *key) { return json_string_va
 
 static altar_modal_runtime_t *new_rt_with(const char *py, long run_ms) {
   altar_error_t err = {0};
-  altar_modal_bridge_config_t cfg = {.python = py, .bridge = bridge, .reply_timeout_ms = 60000,
-                                     .run_timeout_ms = run_ms};
+  altar_modal_bridge_config_t cfg = {
+      .python = py, .bridge = bridge, .reply_timeout_ms = 60000, .run_timeout_ms = run_ms};
   altar_modal_runtime_t *rt = altar_modal_bridge_runtime_new(&cfg, &err);
   if (!rt) fprintf(stderr, "bridge runtime: %s\n", err.msg);
   CU_ASSERT_FATAL(rt != NULL);
@@ -220,8 +222,12 @@ static altar_modal_runtime_t *new_rt_with(const char *py, long run_ms) {
 static altar_modal_runtime_t *new_rt(void) { return new_rt_with(python, 0); }
 
 static altar_modal_sandbox_req_t base_req(char **cmd, size_t n) {
-  return (altar_modal_sandbox_req_t){.app_name = "app-x", .volume_name = "altar-data", .mount_root = vol,
-                                     .image = "python:3.11-slim", .command = cmd, .n_command = n,
+  return (altar_modal_sandbox_req_t){.app_name = "app-x",
+                                     .volume_name = "altar-data",
+                                     .mount_root = vol,
+                                     .image = "python:3.11-slim",
+                                     .command = cmd,
+                                     .n_command = n,
                                      .timeout_s = 600};
 }
 
@@ -629,7 +635,6 @@ static void test_backend_through_bridge(void) {
   altar_modal_free(m);
 }
 
-
 /* Polls the backend until h ends (bounded); st holds its last status. */
 static void poll_until_done(altar_modal_t *m, const altar_handle_t *h, altar_status_t *st) {
   altar_error_t err = {0};
@@ -738,8 +743,9 @@ static void test_failure_detail_has_output(void) {
   /* Much more output than the window: the bridge returns only the last
    * bytes, and the detail keeps to its bound with the last line in it. */
   altar_modal_runtime_t *rt = altar_modal_runtime(m);
-  char *cmd[] = {"sh", "-c", "i=0; while [ $i -lt 3000 ]; do echo line-$i-of-filler-text >&2; i=$((i+1)); done; "
-                             "echo LAST-LINE >&2; exit 1"};
+  char *cmd[] = {"sh", "-c",
+                 "i=0; while [ $i -lt 3000 ]; do echo line-$i-of-filler-text >&2; i=$((i+1)); done; "
+                 "echo LAST-LINE >&2; exit 1"};
   altar_modal_sandbox_req_t req = base_req(cmd, 3);
   char *id = run(rt, &req);
   CU_ASSERT_EQUAL(wait_exit(rt, id), 1);
@@ -811,15 +817,17 @@ static const char *status_str(json_t *status, const char *a, const char *b) {
 static void test_altar_run_cli(void) {
   json_t *status = NULL;
   const char *bin = altar_test_altar_bin();
-  int rc = altar_run(bin, "{\"kind\":\"score\",\"image\":\"python:3.11-slim\",\"command\":[\"true\"],"
-                          "\"labels\":{\"job_id\":\"cli\"}}",
+  int rc = altar_run(bin,
+                     "{\"kind\":\"score\",\"image\":\"python:3.11-slim\",\"command\":[\"true\"],"
+                     "\"labels\":{\"job_id\":\"cli\"}}",
                      true, &status, NULL);
   CU_ASSERT_EQUAL(rc, 0);
   CU_ASSERT_STRING_EQUAL(status_str(status, "state", NULL), "succeeded");
   CU_ASSERT_STRING_EQUAL(status_str(status, "handle", "backend"), "modal");
   json_decref(status);
-  rc = altar_run(bin, "{\"kind\":\"score\",\"image\":\"python:3.11-slim\",\"command\":[\"sh\",\"-c\",\"exit 3\"],"
-                      "\"resources\":{\"gpu\":\"gpu\",\"count\":1},\"labels\":{\"job_id\":\"cli\"}}",
+  rc = altar_run(bin,
+                 "{\"kind\":\"score\",\"image\":\"python:3.11-slim\",\"command\":[\"sh\",\"-c\",\"exit 3\"],"
+                 "\"resources\":{\"gpu\":\"gpu\",\"count\":1},\"labels\":{\"job_id\":\"cli\"}}",
                  true, &status, NULL);
   CU_ASSERT_EQUAL(rc, 1);
   CU_ASSERT_STRING_EQUAL(status_str(status, "failure", "reason"), "exit_3");
@@ -829,8 +837,9 @@ static void test_altar_run_cli(void) {
   CU_ASSERT_STRING_EQUAL(rec_str(rec, "gpu"), "A10G:1");
   json_decref(rec);
   json_decref(status);
-  rc = altar_run(bin, "{\"kind\":\"score\",\"image\":\"python:3.11-slim\",\"command\":[\"sleep\",\"60\"],"
-                      "\"timeout_s\":1}",
+  rc = altar_run(bin,
+                 "{\"kind\":\"score\",\"image\":\"python:3.11-slim\",\"command\":[\"sleep\",\"60\"],"
+                 "\"timeout_s\":1}",
                  true, &status, NULL);
   CU_ASSERT_EQUAL(rc, 1);
   CU_ASSERT_STRING_EQUAL(status_str(status, "failure", "reason"), ALTAR_REASON_TIMEOUT);
@@ -838,8 +847,9 @@ static void test_altar_run_cli(void) {
   /* Past Modal's 24 h cap: refused, naming the field, before anything runs. */
   long creates = calls_now("SandboxCreateV2");
   char *errtext = NULL;
-  rc = altar_run(bin, "{\"kind\":\"score\",\"image\":\"python:3.11-slim\",\"command\":[\"true\"],"
-                      "\"timeout_s\":90000}",
+  rc = altar_run(bin,
+                 "{\"kind\":\"score\",\"image\":\"python:3.11-slim\",\"command\":[\"true\"],"
+                 "\"timeout_s\":90000}",
                  true, &status, &errtext);
   CU_ASSERT_EQUAL(rc, 2);
   CU_ASSERT(errtext && strstr(errtext, "timeout_s") != NULL);
@@ -865,8 +875,7 @@ static void test_altar_run_ctrl_c(void) {
     setpgid(0, 0);
     int devnull = open("/dev/null", O_WRONLY);
     dup2(devnull, 1);
-    execl(altar_test_altar_bin(), "altar", "run", spec, "--backend", "modal", "--config", cfg, "--quiet",
-          (char *)NULL);
+    execl(altar_test_altar_bin(), "altar", "run", spec, "--backend", "modal", "--config", cfg, "--quiet", (char *)NULL);
     _exit(127);
   }
   setpgid(pid, pid);
@@ -878,9 +887,7 @@ static void test_altar_run_ctrl_c(void) {
     json_t *rec;
     json_object_foreach(json_object_get(state, "sandboxes"), id, rec) {
       const char *job = rec_str(json_object_get(rec, "tags"), "job_id");
-      if (job && !strcmp(job, "ctrl-c") &&
-          json_is_true(json_object_get(rec, "scheduled")))
-        sid = strdup(id);
+      if (job && !strcmp(job, "ctrl-c") && json_is_true(json_object_get(rec, "scheduled"))) sid = strdup(id);
     }
     json_decref(state);
     struct timespec ts = {0, 50000000};

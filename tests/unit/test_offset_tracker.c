@@ -75,9 +75,15 @@ static void test_restart_skips_finished(void) {
 }
 
 static void test_malformed_metadata_ignored(void) {
-  const char *bad[] = {"garbage", "o1:-1", "o1:3-1", "o1:1,,2", "o1:2,1", "o1:1-", "o1:1,",
-                       "o1:99999999999999999999", "o2:1", "o2:1/0", "o2:/", "o2:1/x", "o2:1,/3",
-                       "o2:/3/4", "o2:/-3", "o2:/+3", "o3:/3", "o2:1/99999999999999999999"};
+  const char *bad[] = {"garbage", "o1:-1",
+                       "o1:3-1",  "o1:1,,2",
+                       "o1:2,1",  "o1:1-",
+                       "o1:1,",   "o1:99999999999999999999",
+                       "o2:1",    "o2:1/0",
+                       "o2:/",    "o2:1/x",
+                       "o2:1,/3", "o2:/3/4",
+                       "o2:/-3",  "o2:/+3",
+                       "o3:/3",   "o2:1/99999999999999999999"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     altar__offset_tracker_t *t = altar__offset_tracker_new();
     altar_error_t err = {0};

@@ -50,7 +50,7 @@ static void create_topic(altar_transport_t *t, const char *topic, int32_t parts)
 typedef struct rec {
   altar_buf_t value;
   char *key;
-  char *reason; /* the DLQ reason header, NULL when absent */
+  char *reason;        /* the DLQ reason header, NULL when absent */
   char *source, *size; /* the other two DLQ headers */
   int32_t partition;
   int64_t offset;
@@ -318,7 +318,8 @@ static void test_carry_into_new_ledger(void) {
 
 /* ---- the daemon and the rebuild -------------------------------------- */
 
-static const char *groups_yaml = "pair:\n  group_by: [job_id]\n  ready_when: {all_folds: 2}\n  on_failed: dead_letter\n";
+static const char *groups_yaml =
+    "pair:\n  group_by: [job_id]\n  ready_when: {all_folds: 2}\n  on_failed: dead_letter\n";
 
 /* Set for events of a kind whose shards carry their fold count. */
 static const char *ev_num_folds;
@@ -356,8 +357,8 @@ static void status_ev(altar_transport_t *t, altar_status_event_kind_t kind, cons
   altar_buf_t b = {0};
   altar_error_t err = {0};
   CU_ASSERT_FATAL(altar_encode_status(&ev, &b, &err) == 0);
-  altar_produce_rec_t rec = {.topic = "st", .partition = 0, .key = job, .key_len = strlen(job),
-                             .value = b.data, .value_len = b.len};
+  altar_produce_rec_t rec = {
+      .topic = "st", .partition = 0, .key = job, .key_len = strlen(job), .value = b.data, .value_len = b.len};
   CU_ASSERT_FATAL(altar_transport_produce(t, &rec, &err) == 0);
   altar_buf_free(&b);
   altar_spec_free(ev.spec);
@@ -407,8 +408,13 @@ static void test_daemon_and_rebuild_agree_on_bytes(void) {
   altar_ledger_t *l = open_ledger(ldir);
   altar_transport_t *t = open_local(root, NULL);
   altar_topics_t topics = topics_named("ready");
-  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics, .batch_max = 3,
-                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_opts_t o = {.transport = t,
+                               .ledger = l,
+                               .groups = &groups,
+                               .topics = &topics,
+                               .batch_max = 3,
+                               .exit_when_idle = true,
+                               .quiet = true};
   altar_reconciler_stats_t st = {0};
   int rc = altar__reconciler_run(&o, &st, &err);
   if (rc) fprintf(stderr, "reconciler: %s\n", err.msg);
@@ -455,8 +461,7 @@ static void test_daemon_and_rebuild_agree_on_bytes(void) {
   read_topic(root, "ready2", &b);
   CU_ASSERT_FATAL(a.n == 2 && b.n == 2);
   for (size_t i = 0; i < 2; i++) {
-    CU_ASSERT(a.v[i].value.len == b.v[i].value.len &&
-              !memcmp(a.v[i].value.data, b.v[i].value.data, a.v[i].value.len));
+    CU_ASSERT(a.v[i].value.len == b.v[i].value.len && !memcmp(a.v[i].value.data, b.v[i].value.data, a.v[i].value.len));
     altar_group_event_t g = {0};
     CU_ASSERT_FATAL(altar_decode_group(a.v[i].value.data, a.v[i].value.len, &g, &err) == 0);
     /* The ts of the event that completed the group, not a clock. */
@@ -533,8 +538,8 @@ static void test_rebuild_resumes_where_it_read(void) {
 
   /* And the daemon then applies it. */
   altar_transport_t *t = open_local(root, NULL);
-  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
-                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_opts_t o = {
+      .transport = t, .ledger = l, .groups = &groups, .topics = &topics, .exit_when_idle = true, .quiet = true};
   rc = altar__reconciler_run(&o, &st, &err);
   CU_ASSERT(rc == 0);
   CU_ASSERT_EQUAL(st.events, 1);
@@ -611,8 +616,8 @@ static void test_revoke_mid_batch_applies_once(void) {
   CU_ASSERT_FATAL(t != NULL);
   altar_ledger_t *l = open_ledger(ldir);
   altar_topics_t topics = topics_named("ready");
-  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
-                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_opts_t o = {
+      .transport = t, .ledger = l, .groups = &groups, .topics = &topics, .exit_when_idle = true, .quiet = true};
   altar_reconciler_stats_t st = {0};
   rc = altar__reconciler_run(&o, &st, &err);
   if (rc) fprintf(stderr, "reconciler: %s\n", err.msg);
@@ -646,8 +651,8 @@ static void test_daemon_survives_odd_events(void) {
   make_topics(p);
   status_ev(p, ALTAR_EV_SUBMITTED, "a", 0, ALTAR_STATE_PENDING, 1.0);
   status_ev(p, ALTAR_EV_STATE, "a", 0, ALTAR_STATE_SUCCEEDED, 2.0);
-  status_ev(p, ALTAR_EV_STATE, "a", 0, ALTAR_STATE_RUNNING, 3.0);  /* backwards */
-  status_ev(p, ALTAR_EV_STATE, "a", 0, ALTAR_STATE_FAILED, 4.0);   /* failed, no failure, after success */
+  status_ev(p, ALTAR_EV_STATE, "a", 0, ALTAR_STATE_RUNNING, 3.0);        /* backwards */
+  status_ev(p, ALTAR_EV_STATE, "a", 0, ALTAR_STATE_FAILED, 4.0);         /* failed, no failure, after success */
   status_ev(p, ALTAR_EV_RELEASED, "ghost", 0, ALTAR_STATE_RUNNING, 5.0); /* never seen */
   status_ev(p, ALTAR_EV_RELEASED, "a", 0, ALTAR_STATE_RUNNING, 6.0);
   status_ev(p, ALTAR_EV_RELEASED, "a", 0, ALTAR_STATE_RUNNING, 7.0); /* twice */
@@ -664,8 +669,13 @@ static void test_daemon_survives_odd_events(void) {
     altar_ledger_t *l = open_ledger(d);
     altar_transport_t *t = open_local(root, NULL);
     altar_topics_t topics = topics_named(batch == 1 ? "ready" : "ready2");
-    altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
-                                 .batch_max = batch, .group = batch == 1 ? "g1" : "g2", .exit_when_idle = true,
+    altar_reconciler_opts_t o = {.transport = t,
+                                 .ledger = l,
+                                 .groups = &groups,
+                                 .topics = &topics,
+                                 .batch_max = batch,
+                                 .group = batch == 1 ? "g1" : "g2",
+                                 .exit_when_idle = true,
                                  .quiet = true};
     altar_reconciler_stats_t st = {0};
     int rc = altar__reconciler_run(&o, &st, &err);
@@ -710,13 +720,13 @@ static size_t count_group(const char *dir, const char *topic, const char *gk) {
 /* Runs the daemon over root's status topic into the ledger at dir until
  * idle; the stats in *pst and the ledger checksum in sum. */
 static void run_until_idle(const char *root, const char *dir, const altar_group_specs_t *groups, const char *ready,
-                       altar_reconciler_stats_t *pst, char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1]) {
+                           altar_reconciler_stats_t *pst, char sum[ALTAR_LEDGER_CHECKSUM_LEN + 1]) {
   altar_error_t err = {0};
   altar_ledger_t *l = open_ledger(dir);
   altar_transport_t *t = open_local(root, NULL);
   altar_topics_t topics = topics_named(ready);
-  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = groups, .topics = &topics,
-                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_opts_t o = {
+      .transport = t, .ledger = l, .groups = groups, .topics = &topics, .exit_when_idle = true, .quiet = true};
   memset(pst, 0, sizeof *pst);
   int rc = altar__reconciler_run(&o, pst, &err);
   if (rc) fprintf(stderr, "reconciler: %s\n", err.msg);
@@ -766,10 +776,9 @@ static void test_misconfigured_group_is_held_then_fires_once(void) {
   static const char *yaml =
       "pair:\n  group_by: [job_id]\n  ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}\n"
       "  on_failed: dead_letter\n";
-  static const char *fixed =
-      "pair:\n  group_by: [job_id]\n"
-      "  ready_when: {all_expected_folds: {label: fold, count_label: num_folds, default: 1}}\n"
-      "  on_failed: dead_letter\n";
+  static const char *fixed = "pair:\n  group_by: [job_id]\n"
+                             "  ready_when: {all_expected_folds: {label: fold, count_label: num_folds, default: 1}}\n"
+                             "  on_failed: dead_letter\n";
   altar_group_specs_t groups = {0}, groups_fixed = {0};
   altar_error_t err = {0};
   CU_ASSERT_FATAL(altar_group_specs_load_string(yaml, strlen(yaml), "t", &groups, &err) == 0);
@@ -872,8 +881,8 @@ static void test_late_shards_recorded_not_refired(void) {
   altar_ledger_t *l = open_ledger(ldir);
   altar_transport_t *t = open_local(root, NULL);
   altar_topics_t topics = topics_named("ready");
-  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = &groups, .topics = &topics,
-                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_opts_t o = {
+      .transport = t, .ledger = l, .groups = &groups, .topics = &topics, .exit_when_idle = true, .quiet = true};
   altar_reconciler_stats_t st = {0};
   CU_ASSERT_FATAL(altar__reconciler_run(&o, &st, &err) == 0);
   CU_ASSERT_EQUAL(st.fired, 1);
@@ -898,7 +907,8 @@ static void test_late_shards_recorded_not_refired(void) {
   altar_ledger_t *l2 = open_ledger(l2dir);
   altar_topics_t topics2 = topics_named("ready2");
   uint64_t missing = 0;
-  CU_ASSERT_FATAL(altar__reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, NULL, true, &st, &missing, &err) == 0);
+  CU_ASSERT_FATAL(
+      altar__reconciler_rebuild("local", &props, l2, &groups, &topics2, NULL, NULL, true, &st, &missing, &err) == 0);
   char sum2[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT(altar_ledger_checksum(l2, sum2, &err) == 0);
   CU_ASSERT_STRING_EQUAL(sum1, sum2);
@@ -946,13 +956,13 @@ static void encode_run(altar_status_event_kind_t kind, const char *job, int fold
   altar_handle_clear(&ev.handle);
 }
 
-static void status_run(altar_transport_t *t, altar_status_event_kind_t kind, const char *job, int fold,
-                       const char *run, altar_state_t state, double ts) {
+static void status_run(altar_transport_t *t, altar_status_event_kind_t kind, const char *job, int fold, const char *run,
+                       altar_state_t state, double ts) {
   altar_buf_t b = {0};
   altar_error_t err = {0};
   encode_run(kind, job, fold, run, state, ts, &b);
-  altar_produce_rec_t rec = {.topic = "st", .partition = 0, .key = job, .key_len = strlen(job), .value = b.data,
-                             .value_len = b.len};
+  altar_produce_rec_t rec = {
+      .topic = "st", .partition = 0, .key = job, .key_len = strlen(job), .value = b.data, .value_len = b.len};
   CU_ASSERT_FATAL(altar_transport_produce(t, &rec, &err) == 0);
   CU_ASSERT_FATAL(altar_transport_flush(t, 10000, &err) == 0);
   altar_buf_free(&b);
@@ -974,8 +984,8 @@ static altar_ledger_t *run_daemon(const char *root, const char *ldir, const alta
                                   const altar_topics_t *topics, altar_reconciler_stats_t *st) {
   altar_ledger_t *l = open_ledger(ldir);
   altar_transport_t *t = open_local(root, NULL);
-  altar_reconciler_opts_t o = {.transport = t, .ledger = l, .groups = groups, .topics = topics,
-                               .exit_when_idle = true, .quiet = true};
+  altar_reconciler_opts_t o = {
+      .transport = t, .ledger = l, .groups = groups, .topics = topics, .exit_when_idle = true, .quiet = true};
   altar_error_t err = {0};
   memset(st, 0, sizeof *st);
   int rc = altar__reconciler_run(&o, st, &err);
@@ -997,7 +1007,8 @@ static uint64_t replay_checksum(const char *root, const char *l2dir, const altar
   altar_error_t err = {0};
   uint64_t missing = 0;
   altar_ledger_t *old = replaced_dir ? open_ledger(replaced_dir) : NULL;
-  CU_ASSERT_FATAL(altar__reconciler_rebuild("local", &props, l2, groups, topics, NULL, old, true, &st, &missing, &err) == 0);
+  CU_ASSERT_FATAL(
+      altar__reconciler_rebuild("local", &props, l2, groups, topics, NULL, old, true, &st, &missing, &err) == 0);
   CU_ASSERT(altar_ledger_checksum(l2, sum, &err) == 0);
   if (old) altar_test_ledger_close(old);
   altar_test_ledger_close(l2);
@@ -1104,8 +1115,8 @@ static void test_rebuild_many_batches_mixed_forms(void) {
         altar_buf_append(&b, "\xa2zz\xc0", 4);
         odd++;
       }
-      altar_produce_rec_t rec = {.topic = "st", .partition = 0, .key = job, .key_len = strlen(job),
-                                 .value = b.data, .value_len = b.len};
+      altar_produce_rec_t rec = {
+          .topic = "st", .partition = 0, .key = job, .key_len = strlen(job), .value = b.data, .value_len = b.len};
       CU_ASSERT_FATAL(altar_transport_produce(p, &rec, &err) == 0);
     }
   }
@@ -1206,7 +1217,7 @@ static void test_settlement_expires_then_is_pruned(void) {
   altar_reconciler_stats_t st;
   altar_ledger_t *l = run_daemon(root, ldir, &groups, &topics, &st);
   CU_ASSERT_EQUAL(st.fired, 1);
-  CU_ASSERT_EQUAL(count_open(l), 1); /* r3 only */
+  CU_ASSERT_EQUAL(count_open(l), 1);   /* r3 only */
   CU_ASSERT_EQUAL(settled_keys(l), 1); /* one record holds the group's two members */
   altar_test_ledger_close(l);
 

@@ -122,6 +122,4 @@ static void add(void) {
   ALTAR_TEST(test_resolver_value);
 }
 
-int main(int argc, char **argv) {
-  return altar_test_main(argc, argv, add);
-}
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

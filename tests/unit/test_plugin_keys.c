@@ -37,8 +37,8 @@ static void test_allow(void) {
 }
 
 static void test_known_list_is_cut_to_fit(void) {
-  static const altar_plugin_key_t many[] = {{"aaaaaaaaaa", NULL}, {"bbbbbbbbbb", NULL}, {"cccccccccc", NULL},
-                                            {"dddddddddd", NULL}, ALTAR_PLUGIN_KEYS_END};
+  static const altar_plugin_key_t many[] = {
+      {"aaaaaaaaaa", NULL}, {"bbbbbbbbbb", NULL}, {"cccccccccc", NULL}, {"dddddddddd", NULL}, ALTAR_PLUGIN_KEYS_END};
   char hint[40];
   CU_ASSERT_FALSE(altar_plugin_keys_allow(many, "zzz", hint, sizeof hint));
   CU_ASSERT_STRING_EQUAL(hint, " (known: aaaaaaaaaa, bbbbbbbbbb, ...)");
@@ -48,7 +48,8 @@ static void test_known_list_is_cut_to_fit(void) {
 static void test_refusal_message(void) {
   altar_error_t err = {0};
   CU_ASSERT_EQUAL(altar_plugin_keys_refuse(two, "altar.yaml:3: ", "backend", "process", "slotz", &err), ALTAR_ECONFIG);
-  CU_ASSERT_STRING_EQUAL(err.msg, "altar.yaml:3: backend.slotz: unknown key for the process backend (did you mean \"slots\"?)");
+  CU_ASSERT_STRING_EQUAL(err.msg,
+                         "altar.yaml:3: backend.slotz: unknown key for the process backend (did you mean \"slots\"?)");
   CU_ASSERT_EQUAL(err.code, ALTAR_ECONFIG);
   CU_ASSERT_EQUAL(altar_plugin_keys_refuse(none, NULL, "ledger", "memory", "dir", &err), ALTAR_ECONFIG);
   CU_ASSERT_STRING_EQUAL(err.msg, "ledger.dir: unknown key for the memory ledger (it takes none)");
@@ -71,7 +72,8 @@ static void test_check_names_the_first_unknown(void) {
   CU_ASSERT_EQUAL(altar_plugin_keys_check(two, "backend", "process", &cfg, &err), ALTAR_OK);
   altar_strmap_set(&cfg, "data_rot", "/x");
   CU_ASSERT_EQUAL(altar_plugin_keys_check(two, "backend", "process", &cfg, &err), ALTAR_ECONFIG);
-  CU_ASSERT_STRING_EQUAL(err.msg, "backend.data_rot: unknown key for the process backend (did you mean \"data_root\"?)");
+  CU_ASSERT_STRING_EQUAL(err.msg,
+                         "backend.data_rot: unknown key for the process backend (did you mean \"data_root\"?)");
   CU_ASSERT_EQUAL(altar_plugin_keys_check(NULL, "transport", "kafka", &cfg, &err), ALTAR_OK);
   altar_strmap_clear(&cfg);
 }

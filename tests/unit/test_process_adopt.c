@@ -148,7 +148,8 @@ static void test_submit_adopts_live_run_by_task_key(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(ids);
   char first[2][80] = {{0}};
   char *save = NULL, *line = strtok_r(ids, "\n", &save);
-  for (int i = 0; i < 2 && line; i++, line = strtok_r(NULL, "\n", &save)) snprintf(first[i], sizeof first[i], "%s", line);
+  for (int i = 0; i < 2 && line; i++, line = strtok_r(NULL, "\n", &save))
+    snprintf(first[i], sizeof first[i], "%s", line);
   free(ids);
 
   altar_backend_t *be = open_backend(root, NULL);

@@ -107,7 +107,8 @@ static void expect_succeeded(altar_backend_t *be, const altar_handle_t *h) {
   altar_status_t st;
   if (altar_contract_wait_terminal(be, h, 120, &st) == 0) {
     CU_ASSERT_EQUAL(st.state, ALTAR_STATE_SUCCEEDED);
-    if (st.failure) fprintf(stderr, "failed: %s: %s\n", st.failure->reason, st.failure->detail ? st.failure->detail : "");
+    if (st.failure)
+      fprintf(stderr, "failed: %s: %s\n", st.failure->reason, st.failure->detail ? st.failure->detail : "");
     altar_status_clear(&st);
   }
 }

@@ -24,7 +24,10 @@ typedef struct fake {
 } fake_t;
 
 static altar_state_t st_of(char c) {
-  return c == 'r' ? ALTAR_STATE_RUNNING : c == 's' ? ALTAR_STATE_SUCCEEDED : c == 'f' ? ALTAR_STATE_FAILED : ALTAR_STATE_PENDING;
+  return c == 'r'   ? ALTAR_STATE_RUNNING
+         : c == 's' ? ALTAR_STATE_SUCCEEDED
+         : c == 'f' ? ALTAR_STATE_FAILED
+                    : ALTAR_STATE_PENDING;
 }
 
 static int fake_poll(void *ctx, const altar_handle_t *hs, size_t n, altar_status_t **pout, size_t *pn,
@@ -77,8 +80,8 @@ typedef struct calls {
   int ready, failed;
   char seen[32][64];
   size_t n_shards[32];
-  int fail_ready;     /* on_ready returns an error */
-  bool dead;          /* on_failed answer */
+  int fail_ready; /* on_ready returns an error */
+  bool dead;      /* on_failed answer */
   int active, max_active;
 } calls_t;
 
@@ -149,7 +152,8 @@ static size_t count_state(altar_ledger_t *l, bool succeeded) {
   altar_record_t *r;
   size_t n;
   altar_error_t err = {0};
-  CU_ASSERT_FATAL((succeeded ? altar_ledger_active_succeeded(l, &r, &n, &err) : altar_ledger_active_failed(l, &r, &n, &err)) == 0);
+  CU_ASSERT_FATAL(
+      (succeeded ? altar_ledger_active_succeeded(l, &r, &n, &err) : altar_ledger_active_failed(l, &r, &n, &err)) == 0);
   altar_records_free(r, n);
   return n;
 }
@@ -214,8 +218,8 @@ static void test_predicate_error_fires_nothing(void) {
   CU_ASSERT_EQUAL(altar_reconcile_once(&poller, l, &specs, NULL, &r, &err), ALTAR_EPREDICATE);
   CU_ASSERT(strstr(err.msg, "train:j1") != NULL);
   CU_ASSERT(strstr(err.msg, "num_folds") != NULL);
-  CU_ASSERT_EQUAL(cs.ready, 0);               /* the ready score group did not fire */
-  CU_ASSERT_EQUAL(count_state(l, true), 2);   /* states were written, nothing consumed */
+  CU_ASSERT_EQUAL(cs.ready, 0);             /* the ready score group did not fire */
+  CU_ASSERT_EQUAL(count_state(l, true), 2); /* states were written, nothing consumed */
   altar_reconcile_result_clear(&r);
   /* Fixed configuration: the retried tick fires both. */
   altar_group_spec_t *g = altar_group_specs_find_mut(&specs, "train");
@@ -418,7 +422,8 @@ static int d_record(void *c, const altar_handle_t *h, const char *kind, const al
 static int d_open_handles(void *c, altar_handle_t **phs, size_t *pn, altar_error_t *err) {
   return altar_ledger_open_handles(c, phs, pn, err);
 }
-static int d_set_state(void *c, const altar_handle_t *h, altar_state_t st, const altar_failure_t *f, altar_error_t *err) {
+static int d_set_state(void *c, const altar_handle_t *h, altar_state_t st, const altar_failure_t *f,
+                       altar_error_t *err) {
   return altar_ledger_set_state(c, h, st, f, err);
 }
 static int d_succeeded(void *c, altar_record_t **p, size_t *pn, altar_error_t *err) {

@@ -80,7 +80,8 @@ static void test_settings_are_validated(void) {
   expect_config_error(KIND "  retry_backoff: {initial: 1, jitter: 1.5}\n", "k.retry_backoff.jitter: must be in 0..1");
   expect_config_error(KIND "  retry_backoff: {initial: 10, max: 5}\n", "k.retry_backoff.max: must be >= initial (10)");
   expect_config_error(KIND "  retry_backoff: {initial: 0}\n", "k.retry_backoff.initial: must be > 0");
-  expect_config_error(KIND "  retry_backoff: {initial: soon}\n", "k.retry_backoff.initial: expected a number, got 'soon'");
+  expect_config_error(KIND "  retry_backoff: {initial: soon}\n",
+                      "k.retry_backoff.initial: expected a number, got 'soon'");
   expect_config_error(KIND "  retry_backoff: {intial: 1}\n", "k.retry_backoff: unknown key 'intial'");
   expect_config_error(KIND "  retry_backoff: {factor: 2}\n", "k.retry_backoff.initial: missing");
   expect_config_error(KIND "  retry_backoff: 5\n", "k.retry_backoff: expected a mapping");
@@ -141,9 +142,8 @@ static void apply_in(altar_ledger_t *l, const altar_group_specs_t *s, size_t ste
     CU_ASSERT_EQUAL(rc, 0);
     for (size_t q = 0; q < r.n_retries; q++) {
       /* The request carries the due time: the failure's ts plus the delay. */
-      double want = r.retries[q].failed_ts +
-                    altar__retry_backoff_delay(&altar_group_specs_find(s, "k")->retry_backoff, "taskA",
-                                               r.retries[q].restart_count);
+      double want = r.retries[q].failed_ts + altar__retry_backoff_delay(&altar_group_specs_find(s, "k")->retry_backoff,
+                                                                        "taskA", r.retries[q].restart_count);
       CU_ASSERT_DOUBLE_EQUAL(r.retries[q].due_ts, want, 1e-9);
     }
     *pretries += r.n_retries;

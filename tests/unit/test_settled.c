@@ -182,8 +182,8 @@ static int dump_visit(void *ctx, const void *k, size_t kl, const void *v, size_t
 static void dump(altar_ledger_t *l, dump_t *d) {
   d->n = 0;
   altar_error_t err = {0};
-  CU_ASSERT_FATAL(altar_ledger_aux_scan(l, ALTAR__SETTLED_INDEX_PREFIX, ALTAR__SETTLED_INDEX_PREFIX_LEN, dump_visit,
-                                        d, &err) == 0);
+  CU_ASSERT_FATAL(
+      altar_ledger_aux_scan(l, ALTAR__SETTLED_INDEX_PREFIX, ALTAR__SETTLED_INDEX_PREFIX_LEN, dump_visit, d, &err) == 0);
   qsort(d->v, d->n, sizeof *d->v, cmp_line);
 }
 
@@ -240,7 +240,7 @@ static void test_reload_keeps_write_order(void) {
   CU_ASSERT_EQUAL(settle(&f, "pair", "j1", 2, "r1", 10.0, false), 1);
   CU_ASSERT_EQUAL(settle(&f, "pair", "j2", 2, "r1", 20.0, false), 1);
   CU_ASSERT_EQUAL(settle(&f, "pair", "j3", 2, "r1", 25.0, true), 1); /* aborted: never settled */
-  CU_ASSERT_FALSE(applies(&f, "j1", 0, "r2", 10.0 + H - 1));     /* within the horizon */
+  CU_ASSERT_FALSE(applies(&f, "j1", 0, "r2", 10.0 + H - 1));         /* within the horizon */
   /* Past it, j1 runs again, and settles again, in a newer record. */
   CU_ASSERT_EQUAL(settle(&f, "pair", "j1", 2, "r3", 10.0 + H + 5, false), 1);
   CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 3);
@@ -292,8 +292,8 @@ static void test_prune_deletes_records(void) {
    * record 0, and record 1 still counts. */
   CU_ASSERT_TRUE(applies(&f, "j9", 0, "r1", 10.0 + 2 * H + 5));
   CU_ASSERT(!has_key(f.l, 0) && has_key(f.l, 1) && has_key(f.l, 2));
-  CU_ASSERT_EQUAL(f.s.pruned, 0); /* record 0 held no entry any more (its group's either) */
-  CU_ASSERT_EQUAL(entries(f.l), 6);  /* two members and the group, of records 1 and 2 */
+  CU_ASSERT_EQUAL(f.s.pruned, 0);   /* record 0 held no entry any more (its group's either) */
+  CU_ASSERT_EQUAL(entries(f.l), 6); /* two members and the group, of records 1 and 2 */
   CU_ASSERT_FALSE(applies(&f, "j1", 0, "r1", 10.0 + 2 * H + 5)); /* r2 still settles it */
   fx_restart(&f);
   CU_ASSERT_EQUAL(entries(f.l), 6);
@@ -341,12 +341,22 @@ static void test_old_layout_is_carried_over(void) {
   CU_ASSERT_EQUAL(settle(&f, "pair", "jb", 2, "r2", 50.0, false), 1); /* tk-jb-0, tk-jb-1 */
   altar__settled_free(&f.s);
   drop_index_mark(f.l); /* as a ledger written before the index */
-  PUT_LIT(f.l, "t/tk-ja-0", "process\x1fja-0-r1\0" "100");
-  PUT_LIT(f.l, "t/tk-ja-1", "process\x1fja-1-r1\0" "100");
-  PUT_LIT(f.l, "t/tk-jb-0", "process\x1fjb-0-r1\0" "40"); /* older than the record */
-  PUT_LIT(f.l, "t/tk-jc-0", "process\x1fjc-0-r1");        /* no ts: never expires */
-  PUT_LIT(f.l, "t/tk-jd-0", "process\x1fjd-0-r1\0" "5000");
-  PUT_LIT(f.l, "t/", "process\x1fx\0" "1"); /* no task key: ignored, as before */
+  PUT_LIT(f.l, "t/tk-ja-0",
+          "process\x1fja-0-r1\0"
+          "100");
+  PUT_LIT(f.l, "t/tk-ja-1",
+          "process\x1fja-1-r1\0"
+          "100");
+  PUT_LIT(f.l, "t/tk-jb-0",
+          "process\x1fjb-0-r1\0"
+          "40");                                   /* older than the record */
+  PUT_LIT(f.l, "t/tk-jc-0", "process\x1fjc-0-r1"); /* no ts: never expires */
+  PUT_LIT(f.l, "t/tk-jd-0",
+          "process\x1fjd-0-r1\0"
+          "5000");
+  PUT_LIT(f.l, "t/",
+          "process\x1fx\0"
+          "1"); /* no task key: ignored, as before */
   load(&f);
   dump_t d, again;
   dump(f.l, &d);
@@ -382,21 +392,21 @@ static void test_damaged_records_are_skipped(void) {
   fixture_t f;
   fx_open(&f, "settled-damaged");
   CU_ASSERT_EQUAL(settle(&f, "pair", "j1", 2, "r1", 10.0, false), 1); /* record 0 */
-  const char ts[8] = {0x40, 0x24, 0, 0, 0, 0, 0, 0};                   /* 10.0 */
-  static const char member[] = "tk-x\0process\x1fx-1"; /* and its NUL */
+  const char ts[8] = {0x40, 0x24, 0, 0, 0, 0, 0, 0};                  /* 10.0 */
+  static const char member[] = "tk-x\0process\x1fx-1";                /* and its NUL */
   char v[64];
   const size_t whole = 8 + sizeof member;
   memcpy(v, ts, 8);
   memcpy(v + 8, member, sizeof member);
   memcpy(v + whole, "tail", 4);
-  put_raw(f.l, "g/00000000000000f0", ts, 5);         /* truncated inside the ts */
-  put_raw(f.l, "g/00000000000000f1", v, whole - 1);  /* truncated: the last NUL lost */
-  put_raw(f.l, "g/00000000000000f2", v, 8 + 4);      /* a task key without its NUL */
-  put_raw(f.l, "g/00000000000000f3", v, whole + 4);  /* overlong: bytes after the last member */
-  put_raw(f.l, "g/00000000000000fZ", v, whole);      /* not a record key */
-  put_raw(f.l, "g/ffffffffffffffff", v, whole);      /* no sequence number after it */
-  put_raw(f.l, "g/00000000000000f4", v, whole);      /* intact */
-  drop_index_mark(f.l); /* the whole check runs when a ledger is indexed */
+  put_raw(f.l, "g/00000000000000f0", ts, 5);        /* truncated inside the ts */
+  put_raw(f.l, "g/00000000000000f1", v, whole - 1); /* truncated: the last NUL lost */
+  put_raw(f.l, "g/00000000000000f2", v, 8 + 4);     /* a task key without its NUL */
+  put_raw(f.l, "g/00000000000000f3", v, whole + 4); /* overlong: bytes after the last member */
+  put_raw(f.l, "g/00000000000000fZ", v, whole);     /* not a record key */
+  put_raw(f.l, "g/ffffffffffffffff", v, whole);     /* no sequence number after it */
+  put_raw(f.l, "g/00000000000000f4", v, whole);     /* intact */
+  drop_index_mark(f.l);                             /* the whole check runs when a ledger is indexed */
   fx_restart(&f);
   CU_ASSERT_EQUAL(f.s.damaged, 6);
   CU_ASSERT_EQUAL(f.s.damage.code, ALTAR_ELEDGER);
@@ -484,7 +494,7 @@ static void test_superseded_run_stays_superseded(void) {
   fx_open(&f, "settled-superseded-end");
   altar_status_event_t evs[3];
   ev_fill(&evs[0], "pair", true, "p1", 0, "r1", 10.0);
-  ev_fill(&evs[1], "pair", true, "p1", 0, "r2", 11.0); /* supersedes r1 */
+  ev_fill(&evs[1], "pair", true, "p1", 0, "r2", 11.0);  /* supersedes r1 */
   ev_fill(&evs[2], "pair", false, "p1", 0, "r1", 12.0); /* r1 ends after all */
   CU_ASSERT_EQUAL(batch(&f, evs, 3, false, NULL), 0);
   altar_ledger_entry_t e = {0};
@@ -511,7 +521,7 @@ static void replay_scenario(fixture_t *f, size_t out[10], size_t *pcached) {
   out[0] = batch(f, evs, 5, false, &out[1]);
   k = 2;
   *pcached = altar__settled_cache_size(&f->s.cache);
-  out[k++] = applies(f, "j1", 1, "r3", 11.0);       /* a later rerun */
+  out[k++] = applies(f, "j1", 1, "r3", 11.0);              /* a later rerun */
   out[k++] = settle(f, "pair", "j2", 2, "r1", 12.0, true); /* aborted: nothing settled */
   out[k++] = applies(f, "j2", 0, "r2", 13.0);
   ev_fill(&evs[0], "dead", true, "d2", 0, "r1", 14.0); /* still running when its group dies */
@@ -542,11 +552,11 @@ static void test_replay_decides_as_the_daemon(void) {
   replay_scenario(&a, da, &cached_a);
   replay_scenario(&b, db, &cached_b);
   for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(da[i], db[i]);
-  CU_ASSERT_EQUAL(da[0], 1); /* the rerun in the deciding batch */
-  CU_ASSERT_EQUAL(da[1], 1); /* fired */
-  CU_ASSERT_EQUAL(da[2], 0); /* the later rerun does not apply */
-  CU_ASSERT_EQUAL(da[4], 1); /* after the abort it does */
-  CU_ASSERT_EQUAL(da[7], 2); /* the late shard's rerun is set aside */
+  CU_ASSERT_EQUAL(da[0], 1);    /* the rerun in the deciding batch */
+  CU_ASSERT_EQUAL(da[1], 1);    /* fired */
+  CU_ASSERT_EQUAL(da[2], 0);    /* the later rerun does not apply */
+  CU_ASSERT_EQUAL(da[4], 1);    /* after the abort it does */
+  CU_ASSERT_EQUAL(da[7], 2);    /* the late shard's rerun is set aside */
   CU_ASSERT_EQUAL(cached_a, 3); /* two members and the group */
   CU_ASSERT_EQUAL(cached_b, 1); /* only the member the rerun looked up, read back */
   dump_t xa, xb;
@@ -565,7 +575,10 @@ static void test_replay_decides_as_the_daemon(void) {
 }
 
 static void test_member_reader_bounds(void) {
-  const char v[] = "\x40\x24\0\0\0\0\0\0" "a\0b\x1f" "c\0" "d";
+  const char v[] = "\x40\x24\0\0\0\0\0\0"
+                   "a\0b\x1f"
+                   "c\0"
+                   "d";
   altar__settled_member_t m;
   size_t pos = 0;
   CU_ASSERT_EQUAL(altar__settled_member_next(v, 7, &pos, &m), -1);
@@ -573,7 +586,9 @@ static void test_member_reader_bounds(void) {
   CU_ASSERT_EQUAL(altar__settled_member_next(v, 8, &pos, &m), 0);
   pos = 0;
   CU_ASSERT_EQUAL(altar__settled_member_next(v, 14, &pos, &m), 1);
-  CU_ASSERT(m.klen == 1 && m.rlen == 3 && !strcmp(m.run, "b\x1f" "c"));
+  CU_ASSERT(m.klen == 1 && m.rlen == 3 &&
+            !strcmp(m.run, "b\x1f"
+                           "c"));
   CU_ASSERT_EQUAL(altar__settled_member_next(v, 14, &pos, &m), 0);
   pos = 0;
   CU_ASSERT_EQUAL(altar__settled_member_next(v, 10, &pos, &m), -1); /* the run's NUL is out of bounds */
@@ -584,7 +599,6 @@ static void test_member_reader_bounds(void) {
   CU_ASSERT_FALSE(altar__settled_key_seq("g/00000000000000AB", 18, &seq));
   CU_ASSERT_FALSE(altar__settled_key_seq("g/0000000000000ab", 17, &seq));
 }
-
 
 /* Runs fold `fold` of a "one" group (ready with one success) to its end. */
 static size_t one_ends(fixture_t *f, const char *job, int fold, double ts) {
@@ -698,7 +712,7 @@ static void test_cache_order(void) {
   altar__settled_cache_put(&c, altar__settled_entry_new("a", 1, "r", 1, 1, 1.0));
   altar__settled_cache_put(&c, altar__settled_entry_new("b", 1, "r", 1, 2, 1.0));
   CU_ASSERT_PTR_NOT_NULL(altar__settled_cache_get(&c, "a", 1, altar__hash("a", 1))); /* a is now newest */
-  altar__settled_cache_put(&c, altar__settled_entry_new("c", 1, "r", 1, 3, 1.0));  /* evicts b */
+  altar__settled_cache_put(&c, altar__settled_entry_new("c", 1, "r", 1, 3, 1.0));    /* evicts b */
   CU_ASSERT_PTR_NULL(altar__settled_cache_get(&c, "b", 1, altar__hash("b", 1)));
   CU_ASSERT_TRUE(altar__settled_cache_maybe_evicted(&c, altar__hash("b", 1)));
   CU_ASSERT_FALSE(altar__settled_cache_maybe_evicted(&c, altar__hash("a", 1)));

@@ -59,13 +59,13 @@ static void test_match(void) {
   CU_ASSERT_TRUE(altar__shard_filter_match(&f, "failed", "train", labels, "w1"));
   CU_ASSERT_FALSE(altar__shard_filter_match(&f, "failed", "eval", labels, "w1"));
   CU_ASSERT_FALSE(altar__shard_filter_match(&f, "failed", "train", labels, "w2"));
-  CU_ASSERT_FALSE(altar__shard_filter_match(&f, "failed", "train", labels, NULL)); /* worker not known */
+  CU_ASSERT_FALSE(altar__shard_filter_match(&f, "failed", "train", labels, NULL));      /* worker not known */
   CU_ASSERT_FALSE(altar__shard_filter_match(&f, "failed", "train", "fold=10\n", "w1")); /* whole lines only */
   CU_ASSERT_FALSE(altar__shard_filter_match(&f, "failed", "train", NULL, "w1"));
   CU_ASSERT_EQUAL(parse((altar_fleet_query_t){.label = "model=m1", .state = "succeeded"}, false, &f, &e), ALTAR_OK);
   CU_ASSERT_TRUE(altar__shard_filter_match(&f, "succeeded", "x", labels, NULL));
   CU_ASSERT_FALSE(altar__shard_filter_match(&f, "failed", "x", labels, NULL));
-  CU_ASSERT_TRUE(altar__shard_filter_match(&f, NULL, "x", labels, NULL)); /* state matched apart */
+  CU_ASSERT_TRUE(altar__shard_filter_match(&f, NULL, "x", labels, NULL));                      /* state matched apart */
   CU_ASSERT_EQUAL(parse((altar_fleet_query_t){.label = "note=a=b"}, false, &f, &e), ALTAR_OK); /* '=' in the value */
   CU_ASSERT_TRUE(altar__shard_filter_match(&f, "running", "k", "note=a=b\n", NULL));
 }

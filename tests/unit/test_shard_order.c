@@ -33,7 +33,7 @@ static void test_order(void) {
       {"train", "j:m1", "fold=10\njob_id=j\nmodel=m1\n", "k1"},
       {"train", "j:m1", "fold=2\njob_id=j\nmodel=m1\n", "k2"},
       {"score", "j", "job_id=j\n", "k9"},
-      {"train", "j:m1", "job_id=j\nmodel=m1\n", "k3"}, /* no fold: after those with one */
+      {"train", "j:m1", "job_id=j\nmodel=m1\n", "k3"},         /* no fold: after those with one */
       {"train", "j:m1", "fold=2\njob_id=j\nmodel=m1\n", "k0"}, /* same labels: by task key */
       {NULL, NULL, NULL, NULL},
   };

@@ -10,8 +10,13 @@
 
 /* A shard with no record on its jobs topic, nothing known against it. */
 static altar_why_facts_t queued(void) {
-  return (altar_why_facts_t){.now = 1000, .state = -1, .pool = ALTAR_POOL_CPU, .pool_workers = -1, .pool_free = -1,
-                             .shards_ahead = -1, .jobs_ahead = -1};
+  return (altar_why_facts_t){.now = 1000,
+                             .state = -1,
+                             .pool = ALTAR_POOL_CPU,
+                             .pool_workers = -1,
+                             .pool_free = -1,
+                             .shards_ahead = -1,
+                             .jobs_ahead = -1};
 }
 
 static void test_names_are_stable(void) {
@@ -142,14 +147,17 @@ static void test_json_details(void) {
  * and the jobs among them as runs. */
 static void test_ahead_per_partition(void) {
   altar_why_waiting_t v[] = {
-      {"jobs", "me", "m3", 0, 40, 0, 0},      {"jobs", "a", "a1", 0, 10, 0, 0}, {"jobs.h100", "b", "b1", 0, 5, 0, 0},
-      {"jobs", "b", "b2", 0, 20, 0, 0},       {"jobs", "me", "m1", 0, 5, 0, 0}, {"jobs", "a", "a2", 0, 11, 0, 0},
-      {"jobs.h100", "me", "m4", 0, 9, 0, 0},  {"jobs", "me", "m2", 1, 3, 0, 0}, {"jobs", "c", "c1", 1, 1, 0, 0},
+      {"jobs", "me", "m3", 0, 40, 0, 0},     {"jobs", "a", "a1", 0, 10, 0, 0}, {"jobs.h100", "b", "b1", 0, 5, 0, 0},
+      {"jobs", "b", "b2", 0, 20, 0, 0},      {"jobs", "me", "m1", 0, 5, 0, 0}, {"jobs", "a", "a2", 0, 11, 0, 0},
+      {"jobs.h100", "me", "m4", 0, 9, 0, 0}, {"jobs", "me", "m2", 1, 3, 0, 0}, {"jobs", "c", "c1", 1, 1, 0, 0},
       {"jobs", "me", "m5", 0, 30, 0, 0},
   };
   size_t n = sizeof v / sizeof *v;
   altar__why_ahead(v, n, "me");
-  struct { const char *tk; int64_t shards, jobs; } want[] = {
+  struct {
+    const char *tk;
+    int64_t shards, jobs;
+  } want[] = {
       {"m1", 0, 0}, /* first in jobs/0 */
       {"m5", 3, 2}, /* a1 a2 (job a), b2 (job b) */
       {"m3", 3, 2}, /* the same three: its own job's m5 is not counted */

@@ -139,6 +139,4 @@ static void add(void) {
   ALTAR_TEST(test_labels_and_bounds);
 }
 
-int main(int argc, char **argv) {
-  return altar_test_main(argc, argv, add);
-}
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

@@ -202,7 +202,7 @@ static void test_local_as_local_file(void) {
   altar_local_file_release(&lf);
   CU_ASSERT_PTR_NULL(lf.path);
   CU_ASSERT_EQUAL(access(p, F_OK), 0); /* never deleted */
-  altar_local_file_release(&lf);        /* twice is fine */
+  altar_local_file_release(&lf);       /* twice is fine */
   char uri[4200];
   snprintf(uri, sizeof uri, "file://%s", p);
   CU_ASSERT_EQUAL(altar_storage_as_local_file(local, uri, &lf, &err), 0);
@@ -389,14 +389,16 @@ static void test_open_for_uri(void) {
   altar_strmap_t opts = {0};
   altar_strmap_set(&opts, "colour", "blue");
   CU_ASSERT_EQUAL(altar_storage_open("gs", &opts, &s, &err), ALTAR_ECONFIG);
-  CU_ASSERT_STRING_EQUAL(err.msg, "storage.colour: unknown key for the gs storage (known: endpoint, auth, bearer_token, "
-                                  "credentials_file, metadata_host, scope, checksum, timeout_s, connect_timeout_s, max_bytes, "
-                                  "resumable_threshold, chunk_size, page_size)");
+  CU_ASSERT_STRING_EQUAL(err.msg,
+                         "storage.colour: unknown key for the gs storage (known: endpoint, auth, bearer_token, "
+                         "credentials_file, metadata_host, scope, checksum, timeout_s, connect_timeout_s, max_bytes, "
+                         "resumable_threshold, chunk_size, page_size)");
   CU_ASSERT_EQUAL(altar_storage_open("s3", &opts, &s, &err), ALTAR_ECONFIG);
-  CU_ASSERT_STRING_EQUAL(err.msg, "storage.colour: unknown key for the s3 storage (known: endpoint, region, addressing_style, "
-                                  "access_key_id, secret_access_key, session_token, profile, credentials_file, "
-                                  "checksum, timeout_s, connect_timeout_s, max_bytes, multipart_threshold, "
-                                  "part_size, page_size, time_offset_s)");
+  CU_ASSERT_STRING_EQUAL(err.msg,
+                         "storage.colour: unknown key for the s3 storage (known: endpoint, region, addressing_style, "
+                         "access_key_id, secret_access_key, session_token, profile, credentials_file, "
+                         "checksum, timeout_s, connect_timeout_s, max_bytes, multipart_threshold, "
+                         "part_size, page_size, time_offset_s)");
   /* A near miss is named, as for every plug-in kind. */
   altar_strmap_t near = {0};
   altar_strmap_set(&near, "regoin", "eu");
@@ -584,8 +586,8 @@ static void test_http_bounds_and_options(void) {
   altar_strmap_clear(&opts);
   altar_strmap_set(&opts, "colour", "blue");
   CU_ASSERT_EQUAL(altar_storage_open("http", &opts, &s, &err), ALTAR_ECONFIG);
-  CU_ASSERT_STRING_EQUAL(err.msg,
-                         "storage.colour: unknown key for the http storage (known: timeout_s, connect_timeout_s, max_bytes)");
+  CU_ASSERT_STRING_EQUAL(
+      err.msg, "storage.colour: unknown key for the http storage (known: timeout_s, connect_timeout_s, max_bytes)");
   altar_strmap_clear(&opts);
 
   /* Nothing listens on a port we just bound and closed: a clear transport error. */
@@ -692,8 +694,7 @@ static int mem_exists(altar_storage_t *s, const char *path, bool *pexists, altar
   *pexists = ((mem_t *)altar_storage_impl(s))->has;
   return ALTAR_OK;
 }
-static int mem_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len,
-                           altar_error_t *err) {
+static int mem_write_bytes(altar_storage_t *s, const char *path, const void *data, size_t len, altar_error_t *err) {
   (void)path;
   (void)err;
   mem_t *m = altar_storage_impl(s);
@@ -807,6 +808,4 @@ static void add(void) {
   }
 }
 
-int main(int argc, char **argv) {
-  return altar_test_main(argc, argv, add);
-}
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

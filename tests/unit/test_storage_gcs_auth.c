@@ -75,8 +75,9 @@ static void handler(int fd, const altar_test_req_t *rq, void *ud) {
   char v[512];
   if (!strcmp(rq->method, "POST") && !strcmp(rq->target, "/token")) {
     static const char grant[] = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=";
-    const char *why = strncmp((const char *)rq->body, grant, sizeof grant - 1) ? "wrong grant_type"
-                                                                              : check_jwt((const char *)rq->body + sizeof grant - 1);
+    const char *why = strncmp((const char *)rq->body, grant, sizeof grant - 1)
+                          ? "wrong grant_type"
+                          : check_jwt((const char *)rq->body + sizeof grant - 1);
     if (why) {
       snprintf(last_rejection, sizeof last_rejection, "%s", why);
       char body[300];
@@ -100,7 +101,8 @@ static void handler(int fd, const altar_test_req_t *rq, void *ud) {
   if (!strncmp(rq->target, "/storage/v1/b/altar-test/o/", 27)) {
     const char *a = altar_test_mock_header(rq, "Authorization", v, sizeof v);
     bool expired = strstr(rq->target, "expire-once") && expire_once-- > 0;
-    if (!a || expired || (strcmp(a, "Bearer sa-token-1") && strcmp(a, "Bearer md-token-1") && strcmp(a, "Bearer fixed-token"))) {
+    if (!a || expired ||
+        (strcmp(a, "Bearer sa-token-1") && strcmp(a, "Bearer md-token-1") && strcmp(a, "Bearer fixed-token"))) {
       static const char deny[] = "{\"error\":{\"code\":401,\"message\":\"Invalid Credentials\"}}";
       altar_test_mock_respond(fd, 401, "Content-Type: application/json\r\n", deny, sizeof deny - 1);
       return;
@@ -305,6 +307,4 @@ static void add(void) {
   ALTAR_TEST(test_bearer_and_none);
 }
 
-int main(int argc, char **argv) {
-  return altar_test_main(argc, argv, add);
-}
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

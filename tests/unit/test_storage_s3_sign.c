@@ -28,20 +28,18 @@ static void test_sigv4_example(void) {
   altar_buf_free(&out);
   /* Header order does not matter: they are sorted before signing. */
   altar_s3_header_t r[] = {h[3], h[1], h[0], h[2]};
-  CU_ASSERT_EQUAL(altar__s3_sign("GET", "/test.txt", "", r, 4, ALTAR_S3_EMPTY_SHA256, "20130524T000000Z",
-                                 "us-east-1", "s3", "AKIAIOSFODNN7EXAMPLE",
-                                 "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", &out, &err),
+  CU_ASSERT_EQUAL(altar__s3_sign("GET", "/test.txt", "", r, 4, ALTAR_S3_EMPTY_SHA256, "20130524T000000Z", "us-east-1",
+                                 "s3", "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", &out, &err),
                   0);
-  CU_ASSERT_PTR_NOT_NULL(strstr((const char *)out.data, "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"));
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr((const char *)out.data, "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"));
   altar_buf_free(&out);
   char d[17];
   altar__s3_amz_date(1369353600, d);
   CU_ASSERT_STRING_EQUAL(d, "20130524T000000Z");
 }
 
-static void write_text(const char *path, const char *text) {
-  altar_test_write_file(path, text, strlen(text));
-}
+static void write_text(const char *path, const char *text) { altar_test_write_file(path, text, strlen(text)); }
 
 static void test_credentials(void) {
   char *dir = altar_test_tmpdir("s3creds");
@@ -140,10 +138,12 @@ static void test_uris(void) {
   static const struct {
     const char *uri;
     int code;
-  } bad[] = {{"s3://", ALTAR_EINVAL},         {"s3:///k", ALTAR_EINVAL},       {"s3://bkt", ALTAR_EINVAL},
-             {"s3://ab/k", ALTAR_EINVAL},     {"s3://-bkt/k", ALTAR_EINVAL},   {"s3://BKT/k", ALTAR_EINVAL},
-             {"gs://bkt/k", ALTAR_EINVAL},    {"s3://bkt/../k", ALTAR_EPATH},  {"s3://bkt/a/./k", ALTAR_EPATH},
-             {"s3://bkt/a//k", ALTAR_EPATH},  {"s3://bkt/a/..", ALTAR_EPATH},  {"s3://bkt/a\tb", ALTAR_EPATH},
+  } bad[] = {{"s3://", ALTAR_EINVAL},         {"s3:///k", ALTAR_EINVAL},
+             {"s3://bkt", ALTAR_EINVAL},      {"s3://ab/k", ALTAR_EINVAL},
+             {"s3://-bkt/k", ALTAR_EINVAL},   {"s3://BKT/k", ALTAR_EINVAL},
+             {"gs://bkt/k", ALTAR_EINVAL},    {"s3://bkt/../k", ALTAR_EPATH},
+             {"s3://bkt/a/./k", ALTAR_EPATH}, {"s3://bkt/a//k", ALTAR_EPATH},
+             {"s3://bkt/a/..", ALTAR_EPATH},  {"s3://bkt/a\tb", ALTAR_EPATH},
              {"s3://bkt/dir/", ALTAR_EINVAL}, {"", ALTAR_EINVAL}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int rc = altar__cloud_uri_parse(bad[i].uri, "s3", true, &u, &err);
@@ -169,6 +169,4 @@ static void add(void) {
   ALTAR_TEST(test_uris);
 }
 
-int main(int argc, char **argv) {
-  return altar_test_main(argc, argv, add);
-}
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

@@ -22,8 +22,7 @@ static const char *busybox;
 static const char HELLO_HEX[] = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
 static const char HELLO_DIGEST[] =
     "sha256:5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"; /* "hello\n" */
-static const char OTHER_DIGEST[] =
-    "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+static const char OTHER_DIGEST[] = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
 static char *pathf(const char *name) {
   size_t n = strlen(dir) + strlen(name) + 2;
@@ -62,9 +61,7 @@ static int teardown(void) {
 /* ---- the sh program, run through posix_spawn ---------------------------------- */
 
 typedef enum { SH_DASH, SH_BUSYBOX } shell_t;
-static const char *shell_name(shell_t s) {
-  return s == SH_DASH ? "/bin/sh (dash)" : "busybox sh";
-}
+static const char *shell_name(shell_t s) { return s == SH_DASH ? "/bin/sh (dash)" : "busybox sh"; }
 
 /* Runs the verifier over lines; returns the exit status (-1 on spawn
  * failure) and the output in out. */
@@ -110,8 +107,7 @@ static int run_program(shell_t shell, bool trust, const char **lines, size_t n, 
   out[len] = '\0';
   close(fds[0]);
   int st;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -120,9 +116,7 @@ static void sh_line(char *buf, size_t n, const char *digest, const char *path) {
   snprintf(buf, n, "%s  %s", strncmp(digest, "sha256:", 7) == 0 ? digest + 7 : digest, path);
 }
 
-static void write_hello(const char *p) {
-  altar_test_write_file(p, "hello\n", 6);
-}
+static void write_hello(const char *p) { altar_test_write_file(p, "hello\n", 6); }
 
 static void rm_record(const char *p) {
   char *rec = altar_verification_record_path(p);
@@ -190,8 +184,7 @@ static const char *prepare(kind_t k, const char *tag, char **ppath) {
   case KIND_MALFORMED: write_hello(p); break;
   }
   *ppath = p;
-  return k == KIND_MALFORMED ? "sha256:5891B5B522D5DF086D0FF0B110FBD9D21BB4FC7163AF34D08286A2E846F6BE03"
-                             : HELLO_DIGEST;
+  return k == KIND_MALFORMED ? "sha256:5891B5B522D5DF086D0FF0B110FBD9D21BB4FC7163AF34D08286A2E846F6BE03" : HELLO_DIGEST;
 }
 
 static void agree_on(shell_t shell) {
@@ -210,8 +203,8 @@ static void agree_on(shell_t shell) {
       int src = run_program(shell, trust, lines, 1, out, sizeof out);
       bool c_ok = crc == 0, sh_ok = src == 0 && strncmp(out, "OK ", 3) == 0;
       if (c_ok != sh_ok || src < 0)
-        fprintf(stderr, "%s case %d trust %d: C rc %d (%s), sh rc %d: %s\n", shell_name(shell), (int)kinds[i],
-                trust, crc, err.msg, src, out);
+        fprintf(stderr, "%s case %d trust %d: C rc %d (%s), sh rc %d: %s\n", shell_name(shell), (int)kinds[i], trust,
+                crc, err.msg, src, out);
       CU_ASSERT_EQUAL(c_ok, sh_ok);
       CU_ASSERT_EQUAL(c_ok, kinds[i] == KIND_MATCH || kinds[i] == KIND_SYMLINK);
       if (!sh_ok) CU_ASSERT_PTR_NOT_NULL(strstr(out, "FAILED"));
@@ -331,6 +324,4 @@ static void add(void) {
   ALTAR_TEST(test_agree_busybox);
 }
 
-int main(int argc, char **argv) {
-  return altar_test_main(argc, argv, add);
-}
+int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

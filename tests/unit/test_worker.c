@@ -42,8 +42,8 @@ typedef struct fake {
   volatile sig_atomic_t *stop;
   sig_atomic_t stop_value;
   int polls_total, stop2_after_polls; /* with stop: a second signal after this many polls */
-  int kill_after_polls; /* SIGKILL ourselves at this many polls (in a forked child) */
-  size_t cancelled_live; /* cancels of tasks still running */
+  int kill_after_polls;               /* SIGKILL ourselves at this many polls (in a forked child) */
+  size_t cancelled_live;              /* cancels of tasks still running */
   /* With fake_pool_ops: the pools it declares, and the pools it reports
    * with fixed free slots (none: an empty, autoscaling report). */
   const char *serves[4];
@@ -58,7 +58,7 @@ typedef struct fake {
   size_t stop_after_started;
   int cap_calls, quiet_calls, stop_at_cap_calls;
   const altar_backend_ops_t *ops; /* NULL: fake_ops */
-  int quick_waits; /* with fake_wake_ops: wait_change calls that did not block */
+  int quick_waits;                /* with fake_wake_ops: wait_change calls that did not block */
 } fake_t;
 
 static ftask_t *ffind(fake_t *f, const char *id) {
@@ -187,8 +187,7 @@ static int fake_capacity(altar_backend_t *be, altar_capacity_t *pcap, altar_erro
   for (size_t i = 0; i < f->n_fixed; i++) altar_capacity_set(pcap, f->fixed_pool[i], f->fixed_free[i]);
   f->cap_calls++;
   if (f->stop && f->n >= f->stop_after_started && f->running == 0) f->quiet_calls++;
-  if (f->stop && (f->quiet_calls > 10 || (f->stop_at_cap_calls && f->cap_calls >= f->stop_at_cap_calls)))
-    *f->stop = 1;
+  if (f->stop && (f->quiet_calls > 10 || (f->stop_at_cap_calls && f->cap_calls >= f->stop_at_cap_calls))) *f->stop = 1;
   return ALTAR_OK;
 }
 
@@ -678,7 +677,7 @@ static void test_drain_and_release_on_stop(void) {
   CU_ASSERT_EQUAL(st.waited, 3);
   CU_ASSERT_EQUAL(st.handed_done, 2); /* 0 and 2: finished under the first worker */
   CU_ASSERT_EQUAL(st.taken_over, 1);  /* 1: released */
-  CU_ASSERT(st.controls >= 4); /* two "done", one "release", a lease or more */
+  CU_ASSERT(st.controls >= 4);        /* two "done", one "release", a lease or more */
   CU_ASSERT_FATAL(h.n == 4);
   size_t hangs = 0;
   for (size_t i = 0; i < h.n; i++) hangs += !strcmp(h.t[i].outcome, "hang");
@@ -886,7 +885,6 @@ static void test_commit_retried_after_failure(void) {
   free(dir);
 }
 
-
 /* A cancel behind jobs that wait for the only slot is acted on when it is
  * read, not when a slot frees (here none would: the running task never
  * ends by itself): the running task is cancelled, the queued ones of the
@@ -899,7 +897,8 @@ static void test_cancel_behind_queued_jobs(void) {
   submit(dir, outcomes, 4);
   char job[ALTAR_RUN_ID_MAX + 1];
   memcpy(job, last_job_id, sizeof job);
-  altar_control_msg_t c = {.v = ALTAR_SCHEMA_VERSION, .event = ALTAR_CTL_CANCEL, .partition = 0, .job_id = job, .ts = 1};
+  altar_control_msg_t c = {
+      .v = ALTAR_SCHEMA_VERSION, .event = ALTAR_CTL_CANCEL, .partition = 0, .job_id = job, .ts = 1};
   altar_buf_t b = {0};
   altar_error_t err = {0};
   CU_ASSERT_FATAL(altar_encode_control(&c, &b, &err) == 0);

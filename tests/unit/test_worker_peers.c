@@ -41,7 +41,7 @@ static void test_pick_most_free_and_count(void) {
   CU_ASSERT(part == 3);
   id = altar__peers_pick(ps, "normal", "jobs", 0, NULL, NULL, &part);
   CU_ASSERT_STRING_EQUAL(id, "b");
-  CU_ASSERT(part == 6); /* its partitions in turn */
+  CU_ASSERT(part == 6);                                                              /* its partitions in turn */
   CU_ASSERT_PTR_NULL(altar__peers_pick(ps, "normal", "jobs", 0, NULL, NULL, &part)); /* all taken */
   CU_ASSERT_PTR_NULL(altar__peers_pick(ps, "gpu", "jobs", 0, NULL, NULL, &part));
   /* The next beat says what is free again. */
@@ -82,10 +82,12 @@ static void test_goodbye_and_silence(void) {
   CU_ASSERT(altar__peers_live(ps, 5) == 0);
   /* An old heartbeat (read back at start) or one from the future does not count. */
   char old[256];
-  snprintf(old, sizeof old, "{\"type\":\"worker\",\"event\":\"heartbeat\",\"worker\":\"b\",\"ts\":%.1f,\"free\":{\"normal\":1}}",
+  snprintf(old, sizeof old,
+           "{\"type\":\"worker\",\"event\":\"heartbeat\",\"worker\":\"b\",\"ts\":%.1f,\"free\":{\"normal\":1}}",
            NOW_S - 11);
   CU_ASSERT(apply(ps, old, 5) == ALTAR_EINVAL);
-  snprintf(old, sizeof old, "{\"type\":\"worker\",\"event\":\"heartbeat\",\"worker\":\"b\",\"ts\":%.1f,\"free\":{\"normal\":1}}",
+  snprintf(old, sizeof old,
+           "{\"type\":\"worker\",\"event\":\"heartbeat\",\"worker\":\"b\",\"ts\":%.1f,\"free\":{\"normal\":1}}",
            NOW_S + 11);
   CU_ASSERT(apply(ps, old, 5) == ALTAR_EINVAL);
   CU_ASSERT(altar__peers_live(ps, 5) == 0);
@@ -159,7 +161,7 @@ static void test_table_bounded(void) {
     CU_ASSERT(apply(ps, beat(id, "\"free\":{\"normal\":1}"), 0) == 0);
   }
   CU_ASSERT(apply(ps, beat("one-more", "\"free\":{\"normal\":1}"), 0) == ALTAR_EINVAL);
-  CU_ASSERT(apply(ps, beat("w7", "\"free\":{\"normal\":2}"), 0) == 0); /* known ones still update */
+  CU_ASSERT(apply(ps, beat("w7", "\"free\":{\"normal\":2}"), 0) == 0);           /* known ones still update */
   CU_ASSERT(apply(ps, beat("one-more", "\"free\":{\"normal\":1}"), 20000) == 0); /* the dead make room */
   CU_ASSERT(altar__peers_live(ps, 20000) == 1);
   altar__peers_free(ps);

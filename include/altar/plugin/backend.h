@@ -58,11 +58,9 @@ struct altar_backend_ops {
    * "staging" backend verifies digests here: a mismatch deletes the bad copy
    * and returns ALTAR_EINTEGRITY with err naming the input
    * ("inputs[i] (<logical_path>): …"). Optional. */
-  int (*stage_inputs)(altar_backend_t *be, const altar_transfer_t *inputs, size_t n,
-                      altar_error_t *err);
+  int (*stage_inputs)(altar_backend_t *be, const altar_transfer_t *inputs, size_t n, altar_error_t *err);
   /* Save each output's logical path to its uri after the task succeeded. Optional. */
-  int (*collect_outputs)(altar_backend_t *be, const altar_transfer_t *outputs, size_t n,
-                         altar_error_t *err);
+  int (*collect_outputs)(altar_backend_t *be, const altar_transfer_t *outputs, size_t n, altar_error_t *err);
 
   /* PathResolver: the root under which the task sees the logical layout
    * ("/mnt/volume", a data root; "" = identity). The string is owned by the
@@ -71,8 +69,7 @@ struct altar_backend_ops {
   /* Override only when the mapping is not a prefix: *pphysical gets a
    * malloc'd path (caller frees); an escaping logical path is ALTAR_EPATH.
    * Optional. */
-  int (*resolve_path)(altar_backend_t *be, const char *logical, char **pphysical,
-                      altar_error_t *err);
+  int (*resolve_path)(altar_backend_t *be, const char *logical, char **pphysical, altar_error_t *err);
 
   /* Launch spec; return once the platform accepted it (not when it ends).
    * *phandle is zeroed by core and filled on success with
@@ -80,19 +77,18 @@ struct altar_backend_ops {
    * plugin identity (altar_handle_init_for_spec); the caller clears it.
    * Submitting a spec again must not fail for being a resubmission.
    * Required. */
-  int (*submit)(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
-                altar_error_t *err);
+  int (*submit)(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle, altar_error_t *err);
   /* Probe n handles without blocking: pstatuses[i] (n zeroed entries, caller
    * allocated) gets handles[i]'s status, in order. A task the backend can no
    * longer find is FAILED "container_missing", not an error. An error return
    * means the probe itself failed (platform unreachable); core then clears
    * every entry. Required. */
-  int (*poll)(altar_backend_t *be, const altar_handle_t *handles, size_t n,
-              altar_status_t *pstatuses, altar_error_t *err);
+  int (*poll)(altar_backend_t *be, const altar_handle_t *handles, size_t n, altar_status_t *pstatuses,
+              altar_error_t *err);
   /* Block until every handle is terminal, then as poll. Optional
    * (default ALTAR_ENOTSUP: how often to poll is a driver's choice). */
-  int (*await_completion)(altar_backend_t *be, const altar_handle_t *handles, size_t n,
-                          altar_status_t *pstatuses, altar_error_t *err);
+  int (*await_completion)(altar_backend_t *be, const altar_handle_t *handles, size_t n, altar_status_t *pstatuses,
+                          altar_error_t *err);
   /* Block up to timeout_ms until a task submitted through this object may
    * have changed state; a hint that a poll now would find news, so a poller
    * need not wait out its interval. 1: something changed, 0: timed out.
@@ -104,9 +100,8 @@ struct altar_backend_ops {
   /* Restart transient failures (off banned hosts) and return new handles in
    * *phandles (malloc'd array of *pn, caller frees with altar_handles_free).
    * Optional (default: none restarted, *phandles NULL, *pn 0). */
-  int (*recover)(altar_backend_t *be, const altar_status_t *failures, size_t n,
-                 const char *const *banned, size_t n_banned, altar_handle_t **phandles,
-                 size_t *pn, altar_error_t *err);
+  int (*recover)(altar_backend_t *be, const altar_status_t *failures, size_t n, const char *const *banned,
+                 size_t n_banned, altar_handle_t **phandles, size_t *pn, altar_error_t *err);
   /* Pipelined submit, for a caller that submits many tasks in a row: as
    * submit, but it may return once the launch is on its way rather than
    * accepted, so the next one can start; the platform's answer then comes
@@ -114,14 +109,13 @@ struct altar_backend_ops {
    * reason altar_reason_for_start_error gives for the error submit would
    * have returned. Local checks (an invalid spec) still fail here.
    * Optional (default: submit). */
-  int (*submit_start)(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle,
-                      altar_error_t *err);
+  int (*submit_start)(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle, altar_error_t *err);
 };
 
 /* A backend instance. Made by altar_backend_open / altar_backend_open_by_name /
  * altar_backend_wrap; freed by altar_backend_close. */
 struct altar_backend {
-  altar_backend_ops_t ops;        /* the implementation's table with every optional
+  altar_backend_ops_t ops;          /* the implementation's table with every optional
                                      operation filled with its default, once, at open
                                      (also each one whose caps bit is off) */
   const altar_backend_ops_t *table; /* the table as given (identity, registry) */

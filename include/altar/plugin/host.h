@@ -39,14 +39,11 @@ struct altar_plugin_host {
   unsigned abi;        /* ALTAR_PLUGIN_ABI of the running altar */
   const char *version; /* altar_version() of the running altar */
   const char *path;    /* the plug-in file */
-  int (*register_backend)(const altar_plugin_host_t *host, const altar_backend_ops_t *ops,
-                          altar_error_t *err);
-  int (*register_backend_alias)(const altar_plugin_host_t *host, const char *alias,
-                                const altar_backend_ops_t *ops, altar_error_t *err);
-  int (*register_storage)(const altar_plugin_host_t *host, const altar_storage_ops_t *ops,
-                          altar_error_t *err);
-  int (*register_transport)(const altar_plugin_host_t *host, const altar_transport_ops_t *ops,
-                            altar_error_t *err);
+  int (*register_backend)(const altar_plugin_host_t *host, const altar_backend_ops_t *ops, altar_error_t *err);
+  int (*register_backend_alias)(const altar_plugin_host_t *host, const char *alias, const altar_backend_ops_t *ops,
+                                altar_error_t *err);
+  int (*register_storage)(const altar_plugin_host_t *host, const altar_storage_ops_t *ops, altar_error_t *err);
+  int (*register_transport)(const altar_plugin_host_t *host, const altar_transport_ops_t *ops, altar_error_t *err);
   void *loader; /* the loader's own state; plug-ins leave it alone */
 };
 
@@ -55,8 +52,8 @@ int altar_plugin_init(const altar_plugin_host_t *host, altar_error_t *err);
 typedef int (*altar_plugin_init_fn)(const altar_plugin_host_t *host, altar_error_t *err);
 
 /* Put once at file scope in a plug-in: exports the ABI it is built for. */
-#define ALTAR_PLUGIN_DECLARE_ABI()                                                                 \
-  ALTAR_API extern const unsigned altar_plugin_abi;                                                \
+#define ALTAR_PLUGIN_DECLARE_ABI()                                                                                     \
+  ALTAR_API extern const unsigned altar_plugin_abi;                                                                    \
   ALTAR_API const unsigned altar_plugin_abi = ALTAR_PLUGIN_ABI
 
 ALTAR_API_END

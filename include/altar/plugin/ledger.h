@@ -38,8 +38,8 @@ struct altar_ledger_ops {
   int (*open_handles)(altar_ledger_t *l, altar_handle_t **phs, size_t *pn, altar_error_t *err);
   /* Latest observed state, and the failure when FAILED (copied; ignored
    * otherwise). ALTAR_ENOTFOUND when no record has this handle. */
-  int (*set_state)(altar_ledger_t *l, const altar_handle_t *h, altar_state_t state,
-                   const altar_failure_t *failure, altar_error_t *err);
+  int (*set_state)(altar_ledger_t *l, const altar_handle_t *h, altar_state_t state, const altar_failure_t *failure,
+                   altar_error_t *err);
   /* Succeeded / failed records that are not consumed (with their specs). */
   int (*active_succeeded)(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err);
   int (*active_failed)(altar_ledger_t *l, altar_record_t **precs, size_t *pn, altar_error_t *err);
@@ -98,7 +98,6 @@ struct altar_ledger_ops {
   /* Visits every key starting with prefix. */
   int (*aux_scan)(altar_ledger_t *l, const void *prefix, size_t plen, altar_ledger_aux_visit_fn fn, void *ctx,
                   altar_error_t *err);
-
 };
 
 /* The handle. ops is the implementation's table with every optional

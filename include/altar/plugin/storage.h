@@ -44,8 +44,7 @@ typedef struct altar_storage_ops {
   /* Optional (default: read_bytes, NUL-terminated; a NUL inside is an error). */
   int (*read_text)(altar_storage_t *s, const char *path, char **ptext, size_t *plen, altar_error_t *err);
   /* Optional (default: ALTAR_ENOTSUP). Creates or replaces the file. */
-  int (*write_bytes)(altar_storage_t *s, const char *path, const void *data, size_t len,
-                     altar_error_t *err);
+  int (*write_bytes)(altar_storage_t *s, const char *path, const void *data, size_t len, altar_error_t *err);
   /* Optional (default: write_bytes). */
   int (*write_text)(altar_storage_t *s, const char *path, const char *text, altar_error_t *err);
   /* Optional (default: ALTAR_ENOTSUP). Creates a directory and its parents. */
@@ -56,16 +55,15 @@ typedef struct altar_storage_ops {
   int (*upload)(altar_storage_t *s, const char *local_path, const char *dest_path, altar_error_t *err);
   /* Optional (default: upload). Copies a local file into storage; a copy onto
    * the same file does nothing. */
-  int (*copy_from_local)(altar_storage_t *s, const char *local_path, const char *dest_path,
-                         altar_error_t *err);
+  int (*copy_from_local)(altar_storage_t *s, const char *local_path, const char *dest_path, altar_error_t *err);
   /* Optional (default: read_bytes into a temp file removed on release). */
   int (*as_local_file)(altar_storage_t *s, const char *path, altar_local_file_t *out, altar_error_t *err);
   /* Optional (default: read_text + altar_csv_parse). */
-  int (*read_csv)(altar_storage_t *s, const char *path, char delim, const char *const *fieldnames,
-                  size_t n_fieldnames, altar_csv_t *out, altar_error_t *err);
+  int (*read_csv)(altar_storage_t *s, const char *path, char delim, const char *const *fieldnames, size_t n_fieldnames,
+                  altar_csv_t *out, altar_error_t *err);
   /* Optional (default: altar_csv_format + write_text). */
-  int (*write_csv)(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows,
-                   char delim, const char *const *fieldnames, size_t n_fieldnames, altar_error_t *err);
+  int (*write_csv)(altar_storage_t *s, const char *path, const altar_strmap_t *rows, size_t n_rows, char delim,
+                   const char *const *fieldnames, size_t n_fieldnames, altar_error_t *err);
   /* Optional (default: ALTAR_ENOTSUP). Calls fn for every stored file whose
    * path starts with prefix, page after page, in the store's order. */
   int (*list)(altar_storage_t *s, const char *prefix, altar_storage_list_fn fn, void *ud, altar_error_t *err);
@@ -83,13 +81,9 @@ struct altar_storage {
 };
 
 /* The adapter's private state (NULL until its open stores one). */
-static inline void *altar_storage_impl(const altar_storage_t *s) {
-  return s->impl;
-}
+static inline void *altar_storage_impl(const altar_storage_t *s) { return s->impl; }
 /* Called from an adapter's open to keep its state for the other operations. */
-static inline void altar_storage_set_impl(altar_storage_t *s, void *impl) {
-  s->impl = impl;
-}
+static inline void altar_storage_set_impl(altar_storage_t *s, void *impl) { s->impl = impl; }
 
 /* The built-in adapters (storage/local.c, http.c, gcs.c, s3.c), registered
  * by altar_storage_register_builtin. */

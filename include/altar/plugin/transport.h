@@ -72,21 +72,20 @@ struct altar_transport_ops {
   /* Creates topic with partitions (>= 1) and returns once it can be
    * produced to and listed. ALTAR_EEXIST when it exists (callers that only
    * need it to exist treat that as success). Required. */
-  int (*create_topic)(altar_transport_t *t, const char *topic, int32_t partitions,
-                      altar_error_t *err);
+  int (*create_topic)(altar_transport_t *t, const char *topic, int32_t partitions, altar_error_t *err);
   /* Lists every topic (topic NULL) or just one (ALTAR_ENOTFOUND if absent)
    * with beginning and end offsets per partition. *plist is malloc'd; the
    * caller frees it with altar_topic_list_free. Required. */
-  int (*list_topics)(altar_transport_t *t, const char *topic, int timeout_ms,
-                     altar_topic_list_t **plist, altar_error_t *err);
+  int (*list_topics)(altar_transport_t *t, const char *topic, int timeout_ms, altar_topic_list_t **plist,
+                     altar_error_t *err);
 
   /* --- consuming ------------------------------------------------------- */
   /* Joins group for topics; assignments arrive through cb during consume.
    * One subscription per handle (a second call is ALTAR_ESTATE). Members
    * of one group may subscribe different topics: each topic's partitions
    * are shared among the members that subscribe it. Required. */
-  int (*subscribe)(altar_transport_t *t, const char *group, const char *const *topics,
-                   size_t n_topics, altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err);
+  int (*subscribe)(altar_transport_t *t, const char *group, const char *const *topics, size_t n_topics,
+                   altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err);
   /* Reads the given partitions without a group (no commits, no rebalance):
    * each from parts[i].offset (an offset, ALTAR_OFFSET_BEGINNING or _END).
    * Exclusive with subscribe. Optional (default ALTAR_ENOTSUP). */
@@ -103,19 +102,18 @@ struct altar_transport_ops {
   int (*resume)(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
   /* Moves an owned partition's position to offset (or BEGINNING/END); the
    * next record consumed from it is at that offset. Required. */
-  int (*seek)(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
-              altar_error_t *err);
+  int (*seek)(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset, altar_error_t *err);
   /* Commits offset (next to consume) and metadata (NULL = empty, at most
    * ALTAR_COMMIT_METADATA_MAX bytes) for an owned partition of the
    * subscribed group; returns once durable. ALTAR_ESTATE if the partition
    * is not owned (anymore). Required. */
-  int (*commit)(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
-                const char *metadata, altar_error_t *err);
+  int (*commit)(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset, const char *metadata,
+                altar_error_t *err);
   /* Committed offset and metadata of any group (not only the subscribed
    * one): *poffset ALTAR_OFFSET_INVALID and *pmetadata NULL when none; else
    * *pmetadata is malloc'd (caller frees). Required. */
-  int (*committed)(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
-                   int timeout_ms, int64_t *poffset, char **pmetadata, altar_error_t *err);
+  int (*committed)(altar_transport_t *t, const char *group, const char *topic, int32_t partition, int timeout_ms,
+                   int64_t *poffset, char **pmetadata, altar_error_t *err);
   /* The current assignment: *pparts malloc'd array (topic strings point into
    * the transport, valid until the next consume/close; free only the array),
    * offset = current position. Optional (default ALTAR_ENOTSUP). */
@@ -127,8 +125,8 @@ struct altar_transport_ops {
   /* Per-partition end, committed and lag of group on topic (NULL = every
    * topic the group has committed on, or every topic). Optional: the
    * default builds it from list_topics and committed. */
-  int (*lag)(altar_transport_t *t, const char *group, const char *topic, int timeout_ms,
-             altar_lag_list_t **plist, altar_error_t *err);
+  int (*lag)(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, altar_lag_list_t **plist,
+             altar_error_t *err);
   /* *pn = the live members of group that consume topic (local: that
    * subscribe to it; kafka: that hold one of its partitions), for telling
    * a job that waits for a pool nobody serves. Optional (default
@@ -139,14 +137,14 @@ struct altar_transport_ops {
    * would (kafka: DeleteRecords; local: the whole segments below it, the
    * newest segment always kept). *pbeginning = the oldest offset kept
    * afterwards. Optional (default ALTAR_ENOTSUP). */
-  int (*delete_records)(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
-                        int64_t *pbeginning, altar_error_t *err);
+  int (*delete_records)(altar_transport_t *t, const char *topic, int32_t partition, int64_t before, int64_t *pbeginning,
+                        altar_error_t *err);
   /* create_topic with topic settings (e.g. retention.ms, cleanup.policy).
    * Optional: without it the settings are not per topic and create_topic
    * is called. The local log keeps retention.ms and retention.bytes per
    * topic (over its transport-wide ones) and refuses anything else. */
-  int (*create_topic_config)(altar_transport_t *t, const char *topic, int32_t partitions,
-                             const altar_strmap_t *config, altar_error_t *err);
+  int (*create_topic_config)(altar_transport_t *t, const char *topic, int32_t partitions, const altar_strmap_t *config,
+                             altar_error_t *err);
   /* *pms = how long topic keeps records (-1 = forever). Optional (default
    * ALTAR_ENOTSUP). */
   int (*topic_retention_ms)(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err);
@@ -197,14 +195,13 @@ extern const altar_transport_ops_t altar_transport_local_ops;
 /* ---- helpers for implementers ------------------------------------------- */
 
 /* Logs through t's opts.on_log, or to stderr for level <= 4. */
-void altar_transport_log(altar_transport_t *t, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void altar_transport_log(altar_transport_t *t, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Fires t's opts.on_delivery (if set, and not detached) with dr. */
 void altar_transport_deliver(altar_transport_t *t, const altar_delivery_t *dr);
 /* What altar_transport_subscribe hands the implementation as the rebalance
  * callback (ctx unused): calls the subscriber's callback unless detached. */
-void altar__transport_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts,
-                                size_t n, void *ctx);
+void altar__transport_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
+                                void *ctx);
 
 ALTAR_API_END
 
