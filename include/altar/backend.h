@@ -61,13 +61,13 @@ const char *altar_verification_name(altar_verification_t v);
 #define ALTAR_BACKEND_CAP_WAIT_CHANGE 0x010u  /* (wait_change) wakes a poller when a task may have changed */
 #define ALTAR_BACKEND_CAP_RECOVER 0x020u      /* (recover) restarts transient failures off banned hosts */
 #define ALTAR_BACKEND_CAP_SUBMIT_START 0x040u /* (submit_start) overlaps launches, refusals come through poll */
-#define ALTAR_BACKEND_CAP_ADOPT                                                                                        \
-  0x080u /* a submit under the task key of a live run returns that run, from any
-                                          worker that reaches it: a moved partition's tasks are adopted, not
-                                          run twice */
-#define ALTAR_BACKEND_CAP_LOGS                                                                                         \
-  0x100u /* keeps each task's stdout and stderr under
-                                          <data_root>/logs/<task key>/ (altar logs) */
+/* (adopt) a submit under the task key of a live run returns that run, from
+ * any worker that reaches it: a moved partition's tasks are adopted, not run
+ * twice */
+#define ALTAR_BACKEND_CAP_ADOPT 0x080u
+/* (logs) keeps each task's stdout and stderr under
+ * <data_root>/logs/<task key>/ (altar logs) */
+#define ALTAR_BACKEND_CAP_LOGS 0x100u
 #define ALTAR_BACKEND_CAPS_ALL 0x1ffu
 
 /* What a capability bit lets a backend do, as a phrase for messages ("stop

@@ -67,9 +67,9 @@ typedef struct altar_ledger_ops altar_ledger_ops_t;
 
 /* What a ledger declares it can do (ops->caps). */
 #define ALTAR_LEDGER_CAP_DURABLE 0x1u /* its records survive a process kill */
-#define ALTAR_LEDGER_CAP_SIDE_KEYS                                                                                     \
-  0x2u /* the aux_* side keyspace, written atomically with the records
-                                           (the reconciler daemon's outbox and offsets need it) */
+/* the aux_* side keyspace, written atomically with the records (the
+ * reconciler daemon's outbox and offsets need it) */
+#define ALTAR_LEDGER_CAP_SIDE_KEYS 0x2u
 
 /* A ledger handle for an implementation: checks that ops has every required
  * operation (all but the aux ones) and that its caps match its operations

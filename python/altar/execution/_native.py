@@ -206,7 +206,7 @@ typedef struct altar_group_spec {
   int failed_policy; int64_t max_restarts; altar_retry_backoff_t retry_backoff;
   char *ready_topic; char *dead_topic; int config_line;
   struct altar_followup *then; struct altar_followup *then_dead; _Bool event_outputs;
-  int64_t attempts_keep;
+  int64_t attempts_keep; int64_t max_width;
 } altar_group_spec_t;
 typedef struct altar_group_specs { altar_group_spec_t *v; size_t n; } altar_group_specs_t;
 int altar_group_specs_add(altar_group_specs_t *s, altar_group_spec_t *g, altar_error_t *err);
