@@ -25,6 +25,7 @@ static inline int fuzz_decode(altar_msg_type_t t, const void *d, size_t n, fuzz_
   case ALTAR_MSG_JOB: return altar_decode_job(d, n, &m->job, err);
   case ALTAR_MSG_STATUS: return altar_decode_status(d, n, &m->status, err);
   case ALTAR_MSG_GROUP: return altar_decode_group(d, n, &m->group, err);
+  case ALTAR_MSG_GROUP_PAGE: return altar_decode_group_page(d, n, &m->group, err);
   case ALTAR_MSG_RECORD: return altar_decode_record(d, n, &m->record, err);
   case ALTAR_MSG_CONTROL: return altar_decode_control(d, n, &m->control, err);
   }
@@ -37,6 +38,7 @@ static inline int fuzz_encode(altar_msg_type_t t, const fuzz_msg_t *m, altar_buf
   case ALTAR_MSG_JOB: return altar_encode_job(&m->job, out, err);
   case ALTAR_MSG_STATUS: return altar_encode_status(&m->status, out, err);
   case ALTAR_MSG_GROUP: return altar_encode_group(&m->group, out, err);
+  case ALTAR_MSG_GROUP_PAGE: return altar_encode_group_page(&m->group, out, err);
   case ALTAR_MSG_RECORD: return altar_encode_record(&m->record, out, err);
   case ALTAR_MSG_CONTROL: return altar_encode_control(&m->control, out, err);
   }
@@ -48,7 +50,8 @@ static inline void fuzz_clear(altar_msg_type_t t, fuzz_msg_t *m) {
   case ALTAR_MSG_SPEC: altar_spec_clear(&m->spec); break;
   case ALTAR_MSG_JOB: altar_job_msg_clear(&m->job); break;
   case ALTAR_MSG_STATUS: altar_status_event_clear(&m->status); break;
-  case ALTAR_MSG_GROUP: altar_group_event_clear(&m->group); break;
+  case ALTAR_MSG_GROUP:
+  case ALTAR_MSG_GROUP_PAGE: altar_group_event_clear(&m->group); break;
   case ALTAR_MSG_RECORD: altar_record_clear(&m->record); break;
   case ALTAR_MSG_CONTROL: altar_control_msg_clear(&m->control); break;
   }
