@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -115,6 +116,27 @@ void altar__proc_live_remove(altar_process_t *p, const char *id) {
     }
 }
 
+/* Drops a child's pidfd from the change set first: a forked supervisor may
+ * hold a copy of it, which would keep it in the set after our close. */
+static void close_child_fd(altar_process_t *p, altar_proc_child_t *c) {
+  if (c->fd < 0) return;
+  if (p->change_fd >= 0) (void)epoll_ctl(p->change_fd, EPOLL_CTL_DEL, c->fd, NULL);
+  close(c->fd);
+  c->fd = -1;
+}
+
+static void change_set_drop(altar_process_t *p) {
+  if (p->change_fd >= 0) close(p->change_fd);
+  p->change_fd = -1;
+  p->change_broken = true;
+}
+
+static void change_set_add(altar_process_t *p, int fd) {
+  if (p->change_fd < 0 || fd < 0) return;
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+  if (epoll_ctl(p->change_fd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST) change_set_drop(p);
+}
+
 size_t altar__proc_reap(altar_process_t *p) {
   /* The long-lived parent's supervisors (it reaps them): one poll of their
    * pidfds for all; ours: a waitpid each, which reaps. */
@@ -139,7 +161,7 @@ size_t altar__proc_reap(altar_process_t *p) {
   }
   for (size_t i = p->n_children; i-- > 0;) {
     if (!p->children[i].exited) continue;
-    if (p->children[i].fd >= 0) close(p->children[i].fd);
+    close_child_fd(p, &p->children[i]);
     p->children[i] = p->children[--p->n_children];
     reaped++;
   }
@@ -159,6 +181,27 @@ void altar__proc_child_add(altar_process_t *p, const altar_proc_child_t *c, cons
   /* Readable once the supervisor has exited, which is when its status is
    * final (its exit drops the task file's lock). */
   if (slot->fd < 0 && !slot->foreign) slot->fd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+  change_set_add(p, slot->fd);
+}
+
+/* One descriptor for all our supervisors' exits, so the worker waits on its
+ * tasks and the log in one poll: made on the first ask. -1 while a child has
+ * no pidfd (an adopted task, a kernel before 5.3): the caller then polls on
+ * its clock, as it does for them anyway. */
+int altar__proc_change_fd(altar_backend_t *be) {
+  altar_process_t *p = altar_backend_impl(be);
+  if (p->change_broken) return -1;
+  for (size_t i = 0; i < p->n_children; i++)
+    if (p->children[i].fd < 0) return -1;
+  if (p->change_fd < 0) {
+    p->change_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (p->change_fd < 0) {
+      p->change_broken = true;
+      return -1;
+    }
+    for (size_t i = 0; i < p->n_children; i++) change_set_add(p, p->children[i].fd);
+  }
+  return p->change_fd;
 }
 
 /* Waits for one of our supervisors to exit. Tasks adopted from an earlier
@@ -317,8 +360,8 @@ static void process_free(altar_process_t *p) {
   altar__log_retention_clear(&p->retention);
   free(p->storage);
   altar__proc_reap(p); /* supervisors still running stay unreaped until we exit */
-  for (size_t i = 0; i < p->n_children; i++)
-    if (p->children[i].fd >= 0) close(p->children[i].fd);
+  for (size_t i = 0; i < p->n_children; i++) close_child_fd(p, &p->children[i]);
+  if (p->change_fd >= 0) close(p->change_fd);
   free(p->children);
   altar__proc_zygote_stop(p); /* its supervisors go on */
   free(p->live);
@@ -394,6 +437,7 @@ static altar_process_t *process_new(const altar_strmap_t *cfg, altar_error_t *er
   altar_process_t *p = calloc(1, sizeof *p);
   if (!p) goto nomem;
   p->sup_fd = ALTAR_PROC_SUP_UNTRIED;
+  p->change_fd = -1;
   p->start = strcmp(start, "exec") ? ALTAR_PROC_START_PARENT : ALTAR_PROC_START_EXEC;
   p->zyg_sock = p->zyg_pidfd = -1;
   p->keys_fd = -1;
@@ -514,5 +558,6 @@ const altar_backend_ops_t altar_backend_process_ops = {
     .submit = altar__proc_submit,
     .poll = altar__proc_poll,
     .wait_change = altar__proc_wait_change,
+    .change_fd = altar__proc_change_fd,
     .cancel = altar__proc_cancel,
 };

@@ -92,6 +92,10 @@ typedef struct altar_process {
    * through their pidfds). */
   altar_proc_child_t *children;
   size_t n_children, cap_children;
+  /* An epoll set over the children's pidfds (change_fd): made on first
+   * ask, -1 before; change_broken once it failed (not made again). */
+  int change_fd;
+  bool change_broken;
   /* The supervisor program in a sealed memfd; -1: supervisors are forked. */
   int sup_fd;
   altar_proc_start_t start;
@@ -254,6 +258,7 @@ int altar__proc_submit(altar_backend_t *be, const altar_spec_t *spec, altar_hand
 int altar__proc_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, altar_status_t *pst, altar_error_t *err);
 int altar__proc_cancel(altar_backend_t *be, const altar_handle_t *h, altar_error_t *err);
 int altar__proc_wait_change(altar_backend_t *be, int timeout_ms);
+int altar__proc_change_fd(altar_backend_t *be);
 int altar__proc_stage_inputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err);
 int altar__proc_collect_outputs(altar_backend_t *be, const altar_transfer_t *ts, size_t n, altar_error_t *err);
 

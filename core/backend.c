@@ -73,6 +73,11 @@ static int def_wait_change(altar_backend_t *be, int timeout_ms) {
   return ALTAR_ENOTSUP;
 }
 
+static int def_change_fd(altar_backend_t *be) {
+  (void)be;
+  return -1;
+}
+
 static int def_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err) {
   (void)be;
   (void)handle;
@@ -144,6 +149,7 @@ static void default_missing_caps(altar_backend_ops_t *o, unsigned caps) {
   if (!(caps & ALTAR_BACKEND_CAP_CANCEL)) o->cancel = def_cancel;
   if (!(caps & ALTAR_BACKEND_CAP_AWAIT)) o->await_completion = def_await;
   if (!(caps & ALTAR_BACKEND_CAP_WAIT_CHANGE)) o->wait_change = def_wait_change;
+  if (!(caps & ALTAR_BACKEND_CAP_WAIT_CHANGE) || !o->change_fd) o->change_fd = def_change_fd;
   if (!(caps & ALTAR_BACKEND_CAP_RECOVER)) o->recover = def_recover;
   if (!(caps & ALTAR_BACKEND_CAP_SUBMIT_START)) o->submit_start = o->submit;
 }
@@ -247,6 +253,7 @@ int altar_backend_await_completion(altar_backend_t *be, const altar_handle_t *ha
 }
 
 int altar_backend_wait_change(altar_backend_t *be, int timeout_ms) { return be->ops.wait_change(be, timeout_ms); }
+int altar_backend_change_fd(altar_backend_t *be) { return be->ops.change_fd(be); }
 
 int altar_backend_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err) {
   return be->ops.cancel(be, handle, err);

@@ -68,6 +68,11 @@ static int default_assignment(altar_transport_t *t, altar_tp_t **pparts, size_t 
   return altar_error_set(err, ALTAR_ENOTSUP, "%s: assignment not supported", t->ops.name);
 }
 
+static int default_wait_fd(altar_transport_t *t) {
+  (void)t;
+  return -1;
+}
+
 static int default_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err) {
   (void)pdone;
   return altar_error_set(err, ALTAR_ENOTSUP, "%s: caught_up not supported", t->ops.name);
@@ -130,6 +135,7 @@ altar_transport_t *altar_transport_open_ops(const altar_transport_ops_t *ops, co
   if (!t->ops.assign) t->ops.assign = default_assign;
   if (!t->ops.assignment) t->ops.assignment = default_assignment;
   if (!t->ops.caught_up) t->ops.caught_up = default_caught_up;
+  if (!t->ops.wait_fd) t->ops.wait_fd = default_wait_fd;
   if (!t->ops.topic_members) t->ops.topic_members = default_topic_members;
   if (!t->ops.delete_records) t->ops.delete_records = default_delete_records;
   if (!t->ops.topic_retention_ms) t->ops.topic_retention_ms = default_topic_retention_ms;
@@ -406,6 +412,8 @@ int altar_transport_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **
   *pmsg = NULL;
   return t->ops.consume(t, timeout_ms, pmsg, err);
 }
+
+int altar_transport_wait_fd(altar_transport_t *t) { return t->ops.wait_fd(t); }
 
 int altar_transport_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err) {
   return t->ops.pause(t, parts, n, err);

@@ -130,6 +130,15 @@ int altar__local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pms
   }
 }
 
+/* The inotify descriptor the consumer sleeps on, once a consume made it:
+ * after an empty consume every change since is pending on it. */
+int altar__local_wait_fd(altar_transport_t *t) {
+  local_t *l = altar_transport_impl(t);
+  local_consumer_t *c = &l->cons;
+  if (c->left || !altar__local_watch_active(c)) return -1;
+  return c->watch_fd;
+}
+
 static int set_paused(altar_transport_t *t, const altar_tp_t *parts, size_t n, bool paused, altar_error_t *err) {
   local_t *l = altar_transport_impl(t);
   for (size_t i = 0; i < n; i++) {

@@ -318,6 +318,7 @@ int altar__local_subscribe(altar_transport_t *t, const char *group, const char *
                            altar_rebalance_cb cb, void *ctx, altar_error_t *err);
 int altar__local_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
 int altar__local_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err);
+int altar__local_wait_fd(altar_transport_t *t);
 int altar__local_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
 int altar__local_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
 int altar__local_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset, altar_error_t *err);

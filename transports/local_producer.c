@@ -138,16 +138,19 @@ static void *flusher_main(void *arg) {
   altar_transport_t *t = arg;
   local_t *l = altar_transport_impl(t);
   local_producer_t *p = &l->prod;
-  size_t last_batch = 0;
   pthread_mutex_lock(&p->mu);
   for (;;) {
+    /* Records already waiting when the last write ended came while it ran:
+     * they come faster than writes. */
+    bool backlog = p->head != NULL;
     while (!p->head && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
     if (!p->head && p->stop) break;
     /* Linger so one fsync covers more records, but only while records come
-     * faster than fsyncs (the last batch held more than one): a lone record
-     * is written at once, and a quiet fleet's every hop (status event, group
-     * event) is not held for the linger. */
-    if (l->cfg.fsync_policy == LOCAL_FSYNC_GROUP && l->cfg.group_commit_ms > 0 && last_batch > 1) {
+     * faster than fsyncs: a record that finds the flusher idle is written
+     * at once, so a quiet fleet's every hop (status event, group event) is
+     * not held for the linger, while a busy one still shares its fsyncs
+     * (the write in flight gathers the next batch). */
+    if (l->cfg.fsync_policy == LOCAL_FSYNC_GROUP && l->cfg.group_commit_ms > 0 && backlog) {
       struct timespec until = abs_after_ms(l->cfg.group_commit_ms);
       while (p->queued_bytes < l->cfg.group_commit_bytes && !p->flushing && !p->stop) {
         if (pthread_cond_timedwait(&p->cv, &p->mu, &until) == ETIMEDOUT) break;
@@ -155,7 +158,6 @@ static void *flusher_main(void *arg) {
     }
     lprec_t *list = p->head;
     size_t n = p->queued_records;
-    last_batch = n;
     p->head = p->tail = NULL;
     p->queued_records = 0;
     p->queued_bytes = 0;

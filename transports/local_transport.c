@@ -141,6 +141,7 @@ const altar_transport_ops_t altar_transport_local_ops = {
     .subscribe = altar__local_subscribe,
     .assign = altar__local_assign,
     .consume = altar__local_consume,
+    .wait_fd = altar__local_wait_fd,
     .pause = altar__local_pause,
     .resume = altar__local_resume,
     .seek = altar__local_seek,

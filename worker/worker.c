@@ -8,6 +8,7 @@
 #include "heartbeat.h"
 #include "worker/backend_caps.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,18 @@ static int phase_stop_asked(const worker_t *w) {
   return 0;
 }
 
+/* With free slots and tasks out, waits on the log and the tasks at once, so
+ * neither a new record nor a finished task waits out the other's timeout
+ * (a task's exit used to wait for the next backend poll). True when the
+ * log may have news; a task's change brings the backend poll forward. */
+static bool wait_log_and_tasks(worker_t *w, loop_clock_t *c, int wait) {
+  struct pollfd pfd[2] = {{.fd = altar_transport_wait_fd(w->o->transport), .events = POLLIN},
+                          {.fd = altar_backend_change_fd(w->o->backend), .events = POLLIN}};
+  if (poll(pfd, 2, wait) <= 0) return false;
+  if (pfd[1].revents) c->next_poll = altar_mono_ms();
+  return pfd[0].revents != 0;
+}
+
 /* Phase: take in from the log. Waits no longer than until the next backend
  * poll (and not at all right after a job: there may be more); with every
  * slot busy it waits on the backend instead, so a freed slot is seen at
@@ -205,7 +218,11 @@ static altar_msg_t *phase_intake(worker_t *w, loop_clock_t *c, int64_t now) {
   }
   altar_msg_t *m = NULL;
   altar_error_t e = {0};
-  int rc = altar_transport_consume(o->transport, wait, &m, &e);
+  bool both = wait > 0 && !w->paused && w->n_tasks && altar_transport_wait_fd(o->transport) >= 0 &&
+              altar_backend_change_fd(o->backend) >= 0;
+  int rc = altar_transport_consume(o->transport, both ? 0 : wait, &m, &e);
+  if (both && rc == ALTAR_OK && !m && wait_log_and_tasks(w, c, wait))
+    rc = altar_transport_consume(o->transport, 0, &m, &e);
   c->got_job = rc == ALTAR_OK && m;
   if (c->got_job) {
     altar__worker_take_record(w, m);

@@ -175,6 +175,9 @@ int altar_backend_await_completion(altar_backend_t *be, const altar_handle_t *ha
 /* Block up to timeout_ms until a task may have changed state: 1 something
  * changed, 0 timed out, ALTAR_ENOTSUP the backend cannot tell (the default). */
 int altar_backend_wait_change(altar_backend_t *be, int timeout_ms);
+/* A descriptor readable when wait_change would say 1, for poll() beside
+ * others; -1 when the backend cannot tell now (the default). */
+int altar_backend_change_fd(altar_backend_t *be);
 /* Best-effort stop and reap; idempotent. Default: no-op. */
 int altar_backend_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err);
 /* Restart transient failures off banned hosts; *phandles (NULL first) is a

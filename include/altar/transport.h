@@ -280,6 +280,10 @@ int altar_transport_assign(altar_transport_t *t, const altar_tp_t *parts, size_t
  * ALTAR_EINTEGRITY for a corrupt record, which is then skipped). *pmsg is
  * NULL unless a record is returned. Serves rebalance callbacks. */
 int altar_transport_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err);
+/* A descriptor to poll beside one's own that turns readable when consume
+ * may have news, valid after a consume that returned no record; -1 when
+ * the transport has none (wait inside consume instead). */
+int altar_transport_wait_fd(altar_transport_t *t);
 /* Stop / restart fetching from owned partitions; position is kept. */
 int altar_transport_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
 int altar_transport_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);

@@ -94,6 +94,12 @@ struct altar_backend_ops {
    * need not wait out its interval. 1: something changed, 0: timed out.
    * Optional (default ALTAR_ENOTSUP at once: the backend cannot tell). */
   int (*wait_change)(altar_backend_t *be, int timeout_ms);
+  /* For a caller that waits on several sources at once (the worker: the log
+   * and its tasks): a descriptor that polls readable when wait_change would
+   * return 1 now, owned by the backend; -1 when it cannot tell at the moment
+   * (the caller then polls on its clock). Only consulted with
+   * ALTAR_BACKEND_CAP_WAIT_CHANGE. Optional (default -1). */
+  int (*change_fd)(altar_backend_t *be);
   /* Best-effort stop and reap the task, by external id. Idempotent: a task
    * that is already gone is success. Optional. */
   int (*cancel)(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err);

@@ -96,6 +96,13 @@ struct altar_transport_ops {
    * then skipped; the next call goes on). Serves rebalance callbacks.
    * Records of one partition come in offset order. Required. */
   int (*consume)(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err);
+  /* For a caller that waits on several sources at once (the worker: the log
+   * and its tasks): a descriptor, owned by the transport, that polls
+   * readable when consume may have news (a write to an assigned partition);
+   * the caller then consumes with timeout 0. Meaningful only after a
+   * consume that returned no record; -1 when there is none (the caller
+   * waits inside consume). Optional (default -1). */
+  int (*wait_fd)(altar_transport_t *t);
   /* Stop / restart fetching from owned partitions; position is kept.
    * Required. */
   int (*pause)(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
