@@ -232,11 +232,24 @@ static altar_msg_t *phase_intake(worker_t *w, loop_clock_t *c, int64_t now) {
   return c->got_job ? m : NULL;
 }
 
-/* Phase: the backend's tasks. A quiet turn with tasks out asks (without
+/* Whether a task may have changed, without blocking: through the backend's
+ * change descriptor (one poll() call, so asked even on turns that took a
+ * record: a busy intake must not hold a finished task back until the next
+ * interval), else wait_change on quiet turns only. */
+static bool task_changed(worker_t *w, bool got_job) {
+  int fd = altar_backend_change_fd(w->o->backend);
+  if (fd >= 0) {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) > 0;
+  }
+  return !got_job && altar_backend_wait_change(w->o->backend, 0) == 1;
+}
+
+/* Phase: the backend's tasks. A turn with tasks out asks (without
  * blocking) whether one changed, so a completion is polled within this turn
  * rather than at the next interval (a watch-fed backend knows at once). */
 static void phase_poll_backend(worker_t *w, loop_clock_t *c, int64_t now) {
-  if (!c->got_job && !w->paused && w->n_tasks && altar_backend_wait_change(w->o->backend, 0) == 1) c->next_poll = now;
+  if (!w->paused && w->n_tasks && task_changed(w, c->got_job)) c->next_poll = now;
   if (now >= c->next_poll) {
     altar__worker_poll_tasks(w, -1, NULL);
     altar__worker_refresh_capacity(w);
