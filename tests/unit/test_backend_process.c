@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -525,6 +526,33 @@ static void test_capacity_counts_running(void) {
   altar_spec_free(s);
 }
 
+/* The change descriptor: quiet while the task runs, readable once its
+ * supervisor exits (without any poll of ours), quiet again once a poll has
+ * taken the news. */
+static void test_change_fd_wakes_on_exit(void) {
+  altar_error_t err = {0};
+  altar_spec_t *s = altar_spec_new("k", "i");
+  const char *argv[] = {"sleep", "300", NULL};
+  set_argv(s, argv);
+  altar_handle_t h;
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
+  int fd = altar_backend_change_fd(be);
+  CU_ASSERT_FATAL(fd >= 0);
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  CU_ASSERT_EQUAL(poll(&pfd, 1, 0), 0); /* running: nothing to tell */
+  CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0);
+  CU_ASSERT_EQUAL(poll(&pfd, 1, 60 * 1000), 1); /* the supervisor's exit, no poll asked */
+  altar_status_t st;
+  if (altar_contract_wait_terminal(be, &h, 60, &st) == 0) {
+    CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
+    altar_status_clear(&st);
+  }
+  pfd.revents = 0;
+  CU_ASSERT_EQUAL(poll(&pfd, 1, 0), 0); /* taken by the poll */
+  altar_handle_clear(&h);
+  altar_spec_free(s);
+}
+
 static void test_status_cannot_be_spoofed_by_argv(void) {
   /* An argument that looks like a status section, and a supervisor that dies
    * without writing one: the task is missing, not succeeded. */
@@ -671,6 +699,7 @@ static void add(void) {
     ALTAR_TEST(test_no_shell_interpretation);
     ALTAR_TEST(test_gpu_refused);
     ALTAR_TEST(test_capacity_counts_running);
+    ALTAR_TEST(test_change_fd_wakes_on_exit);
     ALTAR_TEST(test_status_cannot_be_spoofed_by_argv);
     ALTAR_TEST(test_timeout_kills_the_whole_group);
     ALTAR_TEST(test_staging_skips_recorded_copy);

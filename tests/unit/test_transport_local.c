@@ -5,6 +5,7 @@
 #include "testutil.h"
 #include "transport_conformance.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -351,6 +352,45 @@ static void test_tail_follows_rolls(void) {
   free(dir);
 }
 
+/* The wait descriptor: none before the first consume; after an empty
+ * consume quiet until another handle writes to the assigned partition,
+ * then readable, and a consume without waiting returns the record. */
+static void test_wait_fd_wakes_on_write(void) {
+  char *dir = altar_test_tmpdir("local-waitfd");
+  altar_transport_t *prod = open_local(dir, "group.commit.ms", "0");
+  altar_transport_t *cons = open_local(dir, NULL, NULL);
+  CU_ASSERT_FATAL(prod && cons);
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(prod, "wake", 2, &err), 0);
+  altar_tp_t tp = {"wake", 1, ALTAR_OFFSET_BEGINNING};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_assign(cons, &tp, 1, &err), 0);
+  CU_ASSERT_EQUAL(altar_transport_wait_fd(cons), -1); /* not watching yet */
+  altar_msg_t *msg = NULL;
+  CU_ASSERT_EQUAL(altar_transport_consume(cons, 0, &msg, &err), 0);
+  CU_ASSERT_PTR_NULL(msg);
+  int fd = altar_transport_wait_fd(cons);
+  CU_ASSERT_FATAL(fd >= 0);
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  CU_ASSERT_EQUAL(poll(&pfd, 1, 0), 0);
+  altar_produce_rec_t rec = {.topic = "wake", .partition = 1, .value = "v", .value_len = 1};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_produce(prod, &rec, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar_transport_flush(prod, -1, &err), 0);
+  CU_ASSERT_EQUAL(poll(&pfd, 1, 60 * 1000), 1);
+  CU_ASSERT_EQUAL(altar_transport_consume(cons, 0, &msg, &err), 0);
+  CU_ASSERT_FATAL(msg != NULL);
+  CU_ASSERT_EQUAL(msg->offset, 0);
+  altar_msg_free(msg);
+  msg = NULL;
+  CU_ASSERT_EQUAL(altar_transport_consume(cons, 0, &msg, &err), 0);
+  CU_ASSERT_PTR_NULL(msg);
+  pfd.revents = 0;
+  CU_ASSERT_EQUAL(poll(&pfd, 1, 0), 0); /* the news was taken */
+  altar_transport_close(cons);
+  altar_transport_close(prod);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static void test_headers_and_null_fields(void) {
   char *dir = altar_test_tmpdir("local-headers");
   altar_transport_t *t = open_local(dir, NULL, NULL);
@@ -483,6 +523,7 @@ static void add(void) {
     ALTAR_TEST(test_retention_by_age);
     ALTAR_TEST(test_tail_follows_rolls);
     ALTAR_TEST(test_fsync_policies);
+    ALTAR_TEST(test_wait_fd_wakes_on_write);
   }
 }
 

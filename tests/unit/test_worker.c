@@ -11,6 +11,7 @@
 #include "testutil.h"
 #include "worker/worker.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,8 @@ typedef struct fake {
   int cap_calls, quiet_calls, stop_at_cap_calls;
   const altar_backend_ops_t *ops; /* NULL: fake_ops */
   int quick_waits;                /* with fake_wake_ops: wait_change calls that did not block */
+  int change_pipe[2];             /* with fake_fd_ops: readable while a task runs */
+  int fd_asks;                    /* with fake_fd_ops: change_fd calls */
 } fake_t;
 
 static ftask_t *ffind(fake_t *f, const char *id) {
@@ -173,6 +176,39 @@ static const altar_backend_ops_t fake_wake_ops = {
     .poll = fake_poll,
     .cancel = fake_cancel,
     .wait_change = fake_wait_change,
+};
+
+/* A backend whose only news comes through its change descriptor:
+ * wait_change never says a task changed, the descriptor is readable while
+ * one runs (as a pidfd set is once a supervisor exited). */
+static int fake_never_changed(altar_backend_t *be, int timeout_ms) {
+  (void)be;
+  (void)timeout_ms;
+  return 0;
+}
+
+static int fake_change_fd(altar_backend_t *be) {
+  fake_t *f = altar_backend_impl(be);
+  f->fd_asks++;
+  char drain[16];
+  if (f->running > 0) (void)!write(f->change_pipe[1], "x", 1);
+  else
+    while (read(f->change_pipe[0], drain, sizeof drain) > 0) {}
+  return f->change_pipe[0];
+}
+
+static const altar_backend_ops_t fake_fd_ops = {
+    .name = "fake",
+    .caps = ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_WAIT_CHANGE,
+    .input_digest_verification = ALTAR_VERIFY_STAGING,
+    .open = fake_open,
+    .close = fake_close,
+    .stage_inputs = fake_stage,
+    .submit = fake_submit,
+    .poll = fake_poll,
+    .cancel = fake_cancel,
+    .wait_change = fake_never_changed,
+    .change_fd = fake_change_fd,
 };
 
 static int fake_pools(altar_backend_t *be, const char **pnames, size_t max) {
@@ -1092,6 +1128,42 @@ static void test_polls_on_change_when_not_paused(void) {
   free(dir);
 }
 
+/* The same, with a backend that tells of changes only through its change
+ * descriptor: the jobs finish within the hour between polls only because
+ * the worker polls that descriptor beside the log. */
+static void test_polls_on_change_descriptor(void) {
+  char *dir = altar_test_tmpdir("worker-wake-fd");
+  make_topics(dir, 1);
+  const char *outcomes[2] = {"ok", "ok"};
+  submit(dir, outcomes, 2);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    alarm(60);
+    static fake_t k;
+    memset(&k, 0, sizeof k);
+    if (pipe2(k.change_pipe, O_NONBLOCK | O_CLOEXEC) != 0) _exit(2);
+    k.polls_to_finish = 3;
+    k.ops = &fake_fd_ops;
+    poll_interval_ms = 3600 * 1000;
+    altar_transport_t *t = open_local(dir);
+    altar_worker_stats_t st = {0};
+    int rc = run_worker(t, &k, 8, 2, 1000, NULL, &st);
+    altar_transport_close(t);
+    if (rc || st.succeeded != 2 || k.fd_asks == 0) {
+      fprintf(stderr, "worker: rc %d, %llu succeeded, %d descriptor asks\n", rc, (unsigned long long)st.succeeded,
+              k.fd_asks);
+      _exit(1);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static void add(void) {
   ALTAR_SUITE("worker", setup, NULL);
   ALTAR_TEST(test_status_events_in_order);
@@ -1106,6 +1178,7 @@ static void add(void) {
   ALTAR_TEST(test_autoscaling_pool_served);
   ALTAR_TEST(test_fixed_zero_pool_waits);
   ALTAR_TEST(test_polls_on_change_when_not_paused);
+  ALTAR_TEST(test_polls_on_change_descriptor);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
