@@ -4,6 +4,7 @@
 #include "altar/clock.h"
 #include "transports/kafka_int.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,46 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t code, rd_kafka_topi
   }
 }
 
+/* The wake pipe for wait_fd; without it (no descriptors left) callers wait
+ * inside consume as before. */
+static void wake_open(altar__kafka_t *k) {
+  int fds[2];
+  if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return;
+  rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(k->cons);
+  if (!q) {
+    close(fds[0]);
+    close(fds[1]);
+    return;
+  }
+  rd_kafka_queue_io_event_enable(q, fds[1], "w", 1);
+  rd_kafka_queue_destroy(q);
+  k->wake_r = fds[0];
+  k->wake_w = fds[1];
+  k->wake_on = true;
+}
+
+/* After rd_kafka_destroy of the consumer: nothing writes to it any more. */
+static void destroy_consumer(altar__kafka_t *k) {
+  rd_kafka_destroy(k->cons);
+  k->cons = NULL;
+  if (k->wake_on) {
+    close(k->wake_r);
+    close(k->wake_w);
+    k->wake_on = false;
+  }
+}
+
+static void wake_drain(altar__kafka_t *k) {
+  char buf[64];
+  if (k->wake_on)
+    while (read(k->wake_r, buf, sizeof buf) > 0) {}
+}
+
+int altar__kafka_wait_fd(altar_transport_t *t) {
+  altar__kafka_t *k = altar__kafka(t);
+  return k->cons && k->wake_on && !k->left ? k->wake_r : -1;
+}
+
 static int make_consumer(altar__kafka_t *k, const char *group, bool for_group, altar_error_t *err) {
   rd_kafka_conf_t *conf = altar__kafka_conf_build(&k->props, ALTAR__KAFKA_CONSUMER, group, &k->sec, err);
   if (!conf) return err ? err->code : ALTAR_ECONFIG;
@@ -221,6 +262,7 @@ static int make_consumer(altar__kafka_t *k, const char *group, bool for_group, a
     return altar_error_set(err, ALTAR_ECONFIG, "transport kafka: cannot create the consumer: %s", errstr);
   }
   rd_kafka_poll_set_consumer(k->cons);
+  wake_open(k);
   altar__kafka_handle_wire(k, k->cons);
   return ALTAR_OK;
 }
@@ -251,8 +293,7 @@ int altar__kafka_subscribe(altar_transport_t *t, const char *group, const char *
   rd_kafka_topic_partition_list_destroy(l);
   if (code) {
     rc = altar__kafka_err(k, err, code, "subscribe group %s", group);
-    rd_kafka_destroy(k->cons);
-    k->cons = NULL;
+    destroy_consumer(k);
     goto fail;
   }
   k->subscribed = true;
@@ -278,8 +319,7 @@ int altar__kafka_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n,
   rd_kafka_resp_err_t code = rd_kafka_assign(k->cons, l);
   rd_kafka_topic_partition_list_destroy(l);
   if (code) {
-    rd_kafka_destroy(k->cons);
-    k->cons = NULL;
+    destroy_consumer(k);
     return altar__kafka_err(k, err, code, "assign %zu partitions", n);
   }
   for (size_t i = 0; i < n; i++) pos_set(k, parts[i].topic, parts[i].partition, parts[i].offset);
@@ -311,6 +351,9 @@ int altar__kafka_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pms
     if (m) rd_kafka_message_destroy(m);
     return ALTAR_OK;
   }
+  /* Drained before the queue is read: a wake written after this read is
+   * news the caller's poll of wait_fd must see. */
+  wake_drain(k);
   rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, timeout_ms < 0 ? -1 : timeout_ms);
   if (!m) return ALTAR_OK;
   if (m->err) {
@@ -631,7 +674,6 @@ void altar__kafka_consumer_close(altar__kafka_t *k) {
   }
   rd_kafka_resp_err_t code = rd_kafka_consumer_close(k->cons);
   if (code) altar__kafka_warn(k, "close: leaving the group: %s", rd_kafka_err2str(code));
-  rd_kafka_destroy(k->cons);
-  k->cons = NULL;
+  destroy_consumer(k);
   k->subscribed = false;
 }

@@ -41,6 +41,10 @@ typedef struct altar__kafka {
   rd_kafka_t *cons;       /* consumer, made by subscribe or assign */
   bool subscribed;
   bool left; /* leave() ran: the group is left, consume reads nothing */
+  /* The consumer queue's IO event pipe (wait_fd): librdkafka writes to
+   * wake_w when the queue gets an element after being empty. */
+  bool wake_on;
+  int wake_r, wake_w;
   /* While the user's ASSIGN callback runs, before librdkafka is given the
    * partitions: their start offsets (seek sets them) and pauses to apply. */
   rd_kafka_topic_partition_list_t *assigning;
@@ -125,6 +129,7 @@ int altar__kafka_subscribe(altar_transport_t *t, const char *group, const char *
                            altar_rebalance_cb cb, void *cb_ctx, altar_error_t *err);
 int altar__kafka_assign(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
 int altar__kafka_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err);
+int altar__kafka_wait_fd(altar_transport_t *t);
 int altar__kafka_pause(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
 int altar__kafka_resume(altar_transport_t *t, const altar_tp_t *parts, size_t n, altar_error_t *err);
 int altar__kafka_seek(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset, altar_error_t *err);

@@ -263,6 +263,7 @@ const altar_transport_ops_t altar_transport_kafka_ops = {
     .subscribe = altar__kafka_subscribe,
     .assign = altar__kafka_assign,
     .consume = altar__kafka_consume,
+    .wait_fd = altar__kafka_wait_fd,
     .pause = altar__kafka_pause,
     .resume = altar__kafka_resume,
     .seek = altar__kafka_seek,

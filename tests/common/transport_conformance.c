@@ -3,6 +3,7 @@
 
 #include "testutil.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,6 +481,51 @@ static void test_seek_to_beginning(void) {
   altar_transport_close(t);
 }
 
+/* The wait descriptor: after a consume that found nothing, polling it and
+ * then consuming without a timeout finds the next record written to an
+ * owned partition (a wake may also come for other news: poll again). */
+static void test_wait_fd_wakes(void) {
+  altar_transport_t *t = open_transport(NULL), *p = open_transport(NULL);
+  CU_ASSERT_FATAL(t != NULL && p != NULL);
+  char topic[200], group[200];
+  unique(topic, sizeof topic, "wake");
+  unique(group, sizeof group, "wake-g");
+  create_topic(p, topic, 1);
+  CU_ASSERT_FATAL(produce(p, topic, 0, NULL, "w-0", NULL) == 0);
+  flush_all(p);
+  asg_t a = {.topic = topic};
+  subscribe(t, group, topic, &a);
+  altar_msg_t *m = next_msg(t, wait_ms());
+  CU_ASSERT_FATAL(m != NULL);
+  altar_msg_free(m);
+  altar_error_t err = {0};
+  do {
+    m = NULL;
+    CU_ASSERT_EQUAL_FATAL(altar_transport_consume(t, 0, &m, &err), 0);
+    altar_msg_free(m);
+  } while (m);
+  int fd = altar_transport_wait_fd(t);
+  if (!conf->wait_fd) {
+    CU_ASSERT_EQUAL(fd, -1);
+  } else {
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_FATAL(produce(p, topic, 0, NULL, "w-1", NULL) == 0);
+    flush_all(p);
+    int64_t deadline = mono_ms() + wait_ms();
+    m = NULL;
+    while (!m && mono_ms() < deadline) {
+      struct pollfd pfd = {.fd = altar_transport_wait_fd(t), .events = POLLIN};
+      if (poll(&pfd, 1, (int)(deadline - mono_ms())) <= 0) break;
+      CU_ASSERT_EQUAL_FATAL(altar_transport_consume(t, 0, &m, &err), 0);
+    }
+    CU_ASSERT_FATAL(m != NULL);
+    CU_ASSERT(value_is(m, "w-1"));
+    altar_msg_free(m);
+  }
+  altar_transport_close(t);
+  altar_transport_close(p);
+}
+
 /* A seek made in the ASSIGN callback sets where the partition starts, ahead
  * of the group's committed offset (the reconciler resumes from its ledger's
  * offsets this way). */
@@ -906,6 +952,7 @@ void altar_transport_conformance_add(const altar_transport_conformance_t *c) {
   ALTAR_TEST(test_pause_and_resume);
   ALTAR_TEST(test_seek_to_beginning);
   ALTAR_TEST(test_seek_in_assign_callback);
+  ALTAR_TEST(test_wait_fd_wakes);
   ALTAR_TEST(test_group_split_and_rebalance);
   ALTAR_TEST(test_leave_hands_over);
   ALTAR_TEST(test_detach_silences_callbacks);

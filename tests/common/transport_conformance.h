@@ -19,6 +19,7 @@
 #include "altar/strmap.h"
 #include "altar/transport.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct altar_transport_conformance {
@@ -37,6 +38,9 @@ typedef struct altar_transport_conformance {
    * and the bound on that hand-over (0 = timeout_ms). */
   const altar_strmap_t *leave_overrides;
   int leave_within_ms;
+  /* The transport gives a wait descriptor (wait_fd); false: it must answer
+   * -1, the default. */
+  bool wait_fd;
 } altar_transport_conformance_t;
 
 /* Registers the suite's tests for conf (borrowed: must outlive the run).

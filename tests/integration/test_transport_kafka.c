@@ -577,6 +577,7 @@ static void add(void) {
       .topic_prefix = "altar-conf-kafka",
       .leave_overrides = &leave_props,
       .leave_within_ms = 30000,
+      .wait_fd = true,
   };
   altar_transport_conformance_add(&conf);
 }

@@ -508,7 +508,7 @@ static void add(void) {
   root = altar_test_tmpdir("local-conformance");
   altar_strmap_set(&conf_props, "dir", root);
   altar_strmap_set(&conf_props, "rebalance.check.ms", "20");
-  static altar_transport_conformance_t conf = {.transport = "local", .timeout_ms = 30000};
+  static altar_transport_conformance_t conf = {.transport = "local", .timeout_ms = 30000, .wait_fd = true};
   conf.config = &conf_props;
   altar_transport_conformance_add(&conf);
   {
