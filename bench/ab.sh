@@ -84,7 +84,7 @@ run() {
   esac || { echo "ab: $what on side $side failed; its output:" >&2; tail -20 "$log" >&2; exit 1; }
   case "$what" in
     fleet*)
-      sed -n 's/^result //p' "$log" | tr ' ' '\n' | sed -n 's/^\(rate\|ratio\|p50_ms\|p99_ms\|worker_cpu_ms\|rec_cpu_ms\|idle_cpu_pct\|fleet_cpu_ms\|cpu_bound\)=/\1 /p' |
+      sed -n 's/^result //p' "$log" | tr ' ' '\n' | sed -n 's/^\(rate\|ratio\|p50_ms\|p99_ms\|seen_p50_ms\|seen_p99_ms\|worker_cpu_ms\|rec_cpu_ms\|idle_cpu_pct\|fleet_cpu_ms\|cpu_bound\)=/\1 /p' |
         while read -r k v; do echo "$side $what $k $v"; done >>"$results" ;;
     ledger)
       awk -v s="$side" '/^ledger apply with grouping/ {print s, "ledger", "events_s", $5}

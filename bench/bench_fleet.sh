@@ -14,6 +14,7 @@
 #   ALTAR_BENCH_LAT N          shards in the latency pass (default 200)
 # The last line is machine-readable (bench/ab.sh reads it):
 #   result rate=<shards/s> xargs=<commands/s> ratio=<rate/xargs> p50_ms=<> p99_ms=<>
+#          seen_p50_ms= seen_p99_ms=<exit -> the group event read from the ready topic>
 #          worker_cpu_ms= rec_cpu_ms= idle_cpu_pct= fleet_cpu_ms=<all of the fleet's
 #          CPU per shard, tasks included> cpu_bound=<xargs's CPU per command / fleet_cpu_ms>
 set -eu
@@ -123,13 +124,43 @@ xu, xs = open('$dir/xargs.cpu').read().split()[-2:]
 print('%.4f %.4f' % ((($a1-$a0) + ($r1-$r0)) * 1000 / $hz / $N + (float(su) + float(ss)) * 1000 / $N,
                      (float(xu) + float(xs)) * 1000 / $N))")
 
-# Latency: shards that record their exit time; group event ts minus that.
+# Latency: shards that record their exit time; group event ts minus that
+# (the event's ts is its last member's status event's, so this hop ends at
+# the worker), and the time a consumer following the ready topic read the
+# group event minus that (the whole path: worker, log, reconciler, log).
+# The follower reads the groups already fired first and says when it has.
+python3 -u - "$ALTAR" "$dir/altar.yaml" "$p.ready" $((N / W + 1)) "$M" "$dir/seen.ready" > "$dir/ready-seen.tsv" 2>/dev/null <<'PY' &
+import subprocess, sys, time
+altar, cfg, topic, prior, m, flag = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+p = subprocess.Popen([altar, "log", "consume", "--config", cfg, "--topic", topic, "--from-beginning"],
+                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+seen = lat = 0
+for line in p.stdout:
+    now = time.time()
+    seen += 1
+    if seen == prior:
+        open(flag, "w").close()
+    if seen > prior and '"kind":"lat"' in line:
+        print("%.6f\t%s" % (now, line), end="")
+        lat += 1
+        if lat >= m:
+            break
+p.terminate()
+p.wait()
+PY
+follower=$!
+pids="$pids $follower"
+i=0
+while [ ! -e "$dir/seen.ready" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+[ -e "$dir/seen.ready" ] || { echo "bench_fleet: the ready-topic follower did not catch up" >&2; exit 1; }
 python3 -c "
 import json
 for i in range($M):
     print(json.dumps({'kind':'lat','image':'none','command':['/bin/sh','-c','date +%s.%N > \"\$0\"', '$dir/exit-%d' % i],'labels':{'g':str(i)}}))
 " > "$dir/lat.jsonl"
 "$ALTAR" submit $cfg --wait "$dir/lat.jsonl" >"$dir/lat.job" 2>/dev/null
+i=0
+while kill -0 "$follower" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 "$ALTAR" log consume $cfg --topic "$p.ready" --from-beginning --exit > "$dir/ready.jsonl" 2>/dev/null
 # Idle cost: CPU of both daemons over 5 s with nothing to do (many idle
 # partitions must cost nothing).
@@ -156,16 +187,29 @@ if len(lat) != m:
     sys.exit(f"bench_fleet: {len(lat)} of {m} latency groups fired")
 lat.sort()
 p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000
+seen = []
+for line in open(f"{d}/ready-seen.tsv"):
+    at, _, js = line.partition("\t")
+    e = json.loads(js)
+    shard = e["shards"][0]["labels"]["g"]
+    with open(f"{d}/exit-{shard}") as f:
+        seen.append(float(at) - float(f.read()))
+if len(seen) != m:
+    sys.exit(f"bench_fleet: the follower read {len(seen)} of {m} latency groups")
+seen.sort()
+ps = lambda q: seen[min(len(seen) - 1, int(q * len(seen)))] * 1000
 print(f"shards: {n} in groups of {w}, /bin/true, 4 slots, {t} log")
 print(f"xargs -P 4:           {xargs:8.1f} commands/s")
 print(f"altar submit->fired:  {fleet:8.1f} shards/s")
 print(f"ratio altar/xargs:    {fleet / xargs:8.2f}")
 print(f"exit -> group event latency over {len(lat)} shards: p50 {p(0.5):.1f} ms, p99 {p(0.99):.1f} ms")
+print(f"exit -> group event read by a consumer of the ready topic: p50 {ps(0.5):.1f} ms, p99 {ps(0.99):.1f} ms")
 print(f"CPU per shard:        worker {wcpu:.3f} ms, reconciler {rcpu:.3f} ms")
 print(f"CPU when idle:        {idle:.2f}% of a core (worker + reconciler)")
 print(f"CPU per shard, all:   {all_cpu:.3f} ms (worker and its tasks, reconciler, submit) vs xargs {xargs_cpu:.3f} ms"
       f" per command: the rate ratio is at most {xargs_cpu / all_cpu:.2f} on busy cores")
 print(f"result rate={fleet:.1f} xargs={xargs:.1f} ratio={fleet / xargs:.3f} p50_ms={p(0.5):.2f} p99_ms={p(0.99):.2f}"
+      f" seen_p50_ms={ps(0.5):.2f} seen_p99_ms={ps(0.99):.2f}"
       f" worker_cpu_ms={wcpu:.4f} rec_cpu_ms={rcpu:.4f} idle_cpu_pct={idle:.3f}"
       f" fleet_cpu_ms={all_cpu:.4f} cpu_bound={xargs_cpu / all_cpu:.3f}")
 PY

@@ -48,16 +48,24 @@ int altar__local_producer_init(local_producer_t *p) {
   return 0;
 }
 
-static struct timespec abs_after_ms(int64_t ms) {
+static struct timespec abs_after_us(int64_t us) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  ts.tv_sec += ms / 1000;
-  ts.tv_nsec += (ms % 1000) * 1000000;
+  ts.tv_sec += us / 1000000;
+  ts.tv_nsec += (us % 1000000) * 1000;
   if (ts.tv_nsec >= 1000000000) {
     ts.tv_sec++;
     ts.tv_nsec -= 1000000000;
   }
   return ts;
+}
+
+static struct timespec abs_after_ms(int64_t ms) { return abs_after_us(ms * 1000); }
+
+static int64_t mono_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* ---- the flusher thread ------------------------------------------------- */
@@ -138,6 +146,7 @@ static void *flusher_main(void *arg) {
   altar_transport_t *t = arg;
   local_t *l = altar_transport_impl(t);
   local_producer_t *p = &l->prod;
+  int64_t last_write_us = 0;
   pthread_mutex_lock(&p->mu);
   for (;;) {
     /* Records already waiting when the last write ended came while it ran:
@@ -146,12 +155,16 @@ static void *flusher_main(void *arg) {
     while (!p->head && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
     if (!p->head && p->stop) break;
     /* Linger so one fsync covers more records, but only while records come
-     * faster than fsyncs: a record that finds the flusher idle is written
-     * at once, so a quiet fleet's every hop (status event, group event) is
-     * not held for the linger, while a busy one still shares its fsyncs
-     * (the write in flight gathers the next batch). */
+     * faster than fsyncs, and no longer than the last write took: a record
+     * that finds the flusher idle is written at once, so a quiet fleet's
+     * every hop (status event, group event) is not held, and a busy one
+     * waits at most one more write's time (bounded by group.commit.ms) for
+     * a batch about twice as large. */
     if (l->cfg.fsync_policy == LOCAL_FSYNC_GROUP && l->cfg.group_commit_ms > 0 && backlog) {
-      struct timespec until = abs_after_ms(l->cfg.group_commit_ms);
+      int64_t linger_us = last_write_us < (int64_t)l->cfg.group_commit_ms * 1000
+                              ? last_write_us
+                              : (int64_t)l->cfg.group_commit_ms * 1000;
+      struct timespec until = abs_after_us(linger_us);
       while (p->queued_bytes < l->cfg.group_commit_bytes && !p->flushing && !p->stop) {
         if (pthread_cond_timedwait(&p->cv, &p->mu, &until) == ETIMEDOUT) break;
       }
@@ -167,6 +180,7 @@ static void *flusher_main(void *arg) {
     bool *handled = calloc(n ? n : 1, sizeof *handled);
     size_t k = 0;
     for (lprec_t *r = list; r && batch; r = r->next) batch[k++] = r;
+    int64_t write_start = mono_us();
     if (batch && handled) {
       for (size_t i = 0; i < k; i++)
         if (!handled[i]) write_partition(l, batch, k, i, handled);
@@ -177,6 +191,7 @@ static void *flusher_main(void *arg) {
     }
     free(batch);
     free(handled);
+    last_write_us = mono_us() - write_start;
 
     pthread_mutex_lock(&p->mu);
     lprec_t *last = list;
