@@ -16,7 +16,7 @@ static altar__lookahead_queue_t *find(const altar__lookahead_t *la, const char *
 
 static size_t cost(const altar_msg_t *m) { return m->value_len + m->key_len + sizeof *m; }
 
-int altar__lookahead_push(altar__lookahead_t *la, altar_msg_t *m, int64_t now_ms) {
+int altar__lookahead_push(altar__lookahead_t *la, altar_msg_t *m, int64_t now_ms, bool control) {
   altar__lookahead_queue_t *q = find(la, m->topic, m->partition);
   if (!q) {
     if (ALTAR_GROW(la->queues, la->cap_queues, la->n_queues + 1)) return ALTAR_ENOMEM;
@@ -28,11 +28,15 @@ int altar__lookahead_push(altar__lookahead_t *la, altar_msg_t *m, int64_t now_ms
   if (q->head > 0 && q->n == q->cap) { /* reuse the popped front before growing */
     memmove(q->msgs, q->msgs + q->head, (q->n - q->head) * sizeof *q->msgs);
     memmove(q->since_ms, q->since_ms + q->head, (q->n - q->head) * sizeof *q->since_ms);
+    memmove(q->control, q->control + q->head, (q->n - q->head) * sizeof *q->control);
     q->n -= q->head;
     q->head = 0;
   }
-  if (ALTAR_GROW(q->msgs, q->cap, q->n + 1) || ALTAR_GROW(q->since_ms, q->cap_since, q->n + 1)) return ALTAR_ENOMEM;
+  if (ALTAR_GROW(q->msgs, q->cap, q->n + 1) || ALTAR_GROW(q->since_ms, q->cap_since, q->n + 1) ||
+      ALTAR_GROW(q->control, q->cap_control, q->n + 1))
+    return ALTAR_ENOMEM;
   q->since_ms[q->n] = now_ms;
+  q->control[q->n] = control;
   q->msgs[q->n++] = m;
   la->records++;
   la->bytes += cost(m);
@@ -76,6 +80,7 @@ static void queue_free(altar__lookahead_t *la, altar__lookahead_queue_t *q) {
   }
   free(q->msgs);
   free(q->since_ms);
+  free(q->control);
   free(q->topic);
 }
 

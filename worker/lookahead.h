@@ -25,7 +25,11 @@ typedef struct altar__lookahead_queue {
   int32_t partition;
   altar_msg_t **msgs; /* msgs[head..n) are queued */
   int64_t *since_ms;  /* since_ms[i]: when msgs[i] was queued (the caller's monotonic clock) */
-  size_t head, n, cap, cap_since;
+  /* control[i]: msgs[i] is a control message (takes no slot), decided once
+   * at push: the heads are looked at on every turn while slots are full,
+   * and decoding each one each time cost a fifth of the worker's CPU. */
+  bool *control;
+  size_t head, n, cap, cap_since, cap_control;
 } altar__lookahead_queue_t;
 
 typedef struct altar__lookahead {
@@ -35,8 +39,9 @@ typedef struct altar__lookahead {
 } altar__lookahead_t;
 
 /* Appends m to its partition's queue and takes it, noting now_ms as the
- * time it was queued. 0 or ALTAR_ENOMEM (m then stays the caller's). */
-int altar__lookahead_push(altar__lookahead_t *la, altar_msg_t *m, int64_t now_ms);
+ * time it was queued and whether it is a control message. 0 or
+ * ALTAR_ENOMEM (m then stays the caller's). */
+int altar__lookahead_push(altar__lookahead_t *la, altar_msg_t *m, int64_t now_ms, bool control);
 /* The oldest record queued for topic/partition, or NULL; pop removes it
  * and hands it to the caller. */
 const altar_msg_t *altar__lookahead_head(const altar__lookahead_t *la, const char *topic, int32_t partition);

@@ -196,11 +196,17 @@ static bool is_control(const altar_msg_t *m) {
   return m->value && altar_peek_type(m->value, m->value_len, type, sizeof type) == ALTAR_OK && !strcmp(type, "control");
 }
 
+/* The rest of altar__worker_takes_slot, for a record known not to be a
+ * control message. */
+static bool takes_slot_unless_control(const worker_t *w, const altar_msg_t *m) {
+  return !altar__offset_tracker_already_done(w->tracker, m->topic, m->partition, m->offset) &&
+         !altar__offset_tracker_held(w->tracker, m->topic, m->partition, m->offset);
+}
+
 /* Whether m takes a slot when taken in: not a control message, not
  * finished already, not held by another worker. */
 bool altar__worker_takes_slot(const worker_t *w, const altar_msg_t *m) {
-  return !is_control(m) && !altar__offset_tracker_already_done(w->tracker, m->topic, m->partition, m->offset) &&
-         !altar__offset_tracker_held(w->tracker, m->topic, m->partition, m->offset);
+  return !is_control(m) && takes_slot_unless_control(w, m);
 }
 
 bool altar__worker_slot_free(const worker_t *w, const char *topic) {
@@ -214,7 +220,6 @@ bool altar__worker_slot_free(const worker_t *w, const char *topic) {
  * cancel must not wait for a slot), and again when taken in, in order:
  * obeying one twice changes nothing. */
 static void obey_early(worker_t *w, const altar_msg_t *m) {
-  if (!is_control(m)) return;
   altar_control_msg_t c;
   altar_error_t e = {0};
   if (altar_decode_control(m->value, m->value_len, &c, &e) == ALTAR_OK) altar__worker_obey_control(w, m, &c);
@@ -225,13 +230,15 @@ static void obey_early(worker_t *w, const altar_msg_t *m) {
  * partition is queued ahead of it and it can start, else queued. */
 void altar__worker_take_record(worker_t *w, altar_msg_t *m) {
   bool ours = altar__offset_tracker_assigned(w->tracker, m->topic, m->partition);
+  /* A free slot first: then whether m would take one does not matter. */
   if (!ours || (!altar__lookahead_len(&w->ahead, m->topic, m->partition) &&
-                (!altar__worker_takes_slot(w, m) || altar__worker_slot_free(w, m->topic)))) {
+                (altar__worker_slot_free(w, m->topic) || !altar__worker_takes_slot(w, m)))) {
     if (!handle_job(w, m)) altar_msg_free(m);
     return;
   }
-  obey_early(w, m);
-  if (altar__lookahead_push(&w->ahead, m, altar_mono_ms()) != ALTAR_OK) {
+  bool control = is_control(m);
+  if (control) obey_early(w, m);
+  if (altar__lookahead_push(&w->ahead, m, altar_mono_ms(), control) != ALTAR_OK) {
     altar_msg_free(m);
     altar__worker_set_fatal(w, ALTAR_ENOMEM, "looking ahead", NULL);
   }
@@ -248,7 +255,7 @@ void altar__worker_lookahead_feed(worker_t *w) {
       const altar__lookahead_queue_t *q = &w->ahead.queues[i];
       if (q->head == q->n) continue;
       const altar_msg_t *h = q->msgs[q->head];
-      if (altar__worker_takes_slot(w, h) && !altar__worker_slot_free(w, h->topic)) continue;
+      if (!q->control[q->head] && !altar__worker_slot_free(w, h->topic) && takes_slot_unless_control(w, h)) continue;
       altar_msg_t *m = altar__lookahead_pop(&w->ahead, h->topic, h->partition);
       if (!handle_job(w, m)) altar_msg_free(m);
       moved = true;
