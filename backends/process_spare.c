@@ -19,15 +19,44 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static _Thread_local bool rm_failed;
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw);
 
-/* Everything below the directory except its regular `task` file. */
-static int rm_but_task(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  if (ftw->level == 0) return 0;
-  if (ftw->level == 1 && flag == FTW_F && !strcmp(path + ftw->base, "task")) return 0;
-  if ((flag == FTW_DP ? rmdir(path) : unlink(path)) < 0) rm_failed = true;
-  return 0;
+/* Everything below the directory except its regular `task` file: one read
+ * of the directory (a finished task usually left nothing else there), a
+ * tree walk only for a directory the task made. A walk of the whole
+ * directory stat'ed every entry and cost a twentieth of the worker's CPU. */
+static bool empty_but_task(const char *task_dir) {
+  int dfd = open(task_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return false;
+  DIR *d = fdopendir(dfd);
+  if (!d) {
+    close(dfd);
+    return false;
+  }
+  bool ok = true;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    unsigned char type = e->d_type;
+    struct stat st;
+    if (type == DT_UNKNOWN) { /* a file system without types in its entries */
+      if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        ok = false;
+        continue;
+      }
+      type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_LNK;
+    }
+    if (type == DT_REG && !strcmp(e->d_name, "task")) continue;
+    if (type == DT_DIR) {
+      char sub[ALTAR_PATH_BUF + 300];
+      snprintf(sub, sizeof sub, "%s/%s", task_dir, e->d_name);
+      nftw(sub, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+      if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) ok = false; /* not all of it went */
+    } else if (unlinkat(dfd, e->d_name, 0) < 0) {
+      ok = false;
+    }
+  }
+  closedir(d);
+  return ok;
 }
 
 static void spare_path(const altar_process_t *p, uint64_t seq, char *buf, size_t size) {
@@ -50,9 +79,7 @@ bool altar__proc_spare_put_fd(altar_process_t *p, const char *task_dir, int fd) 
   /* Whatever the task did to its directory is undone, or it is not reused
    * (a link put in place of the task file is removed here too: it is not a
    * regular file). */
-  if (chmod(task_dir, 0755) < 0) return false;
-  rm_failed = false;
-  if (nftw(task_dir, rm_but_task, 16, FTW_DEPTH | FTW_PHYS) != 0 || rm_failed) return false;
+  if (chmod(task_dir, 0755) < 0 || !empty_but_task(task_dir)) return false;
   struct stat st, at;
   char path[ALTAR_PATH_BUF + 16];
   snprintf(path, sizeof path, "%s/task", task_dir);
