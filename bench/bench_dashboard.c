@@ -21,15 +21,18 @@
 
 static void die(const char *what, const altar_error_t *e) { bench_die("bench_dashboard", what, e); }
 
-/* Renders page with q and serialises it; prints its cost and size. A page
- * the build does not have (an older one) prints why. */
-static void time_page(altar_fleet_view_t *v, const char *label, const char *page, const altar_fleet_query_t *q,
-                      bool fresh) {
+/* Renders page with q and serialises it; prints its cost and size; returns
+ * its wall seconds. A page the build does not have (an older one) prints
+ * why. With fresh, the ledger is read first (the old path's request that
+ * found the snapshot old): *pread gets that read's wall seconds. */
+static double time_page_read(altar_fleet_view_t *v, const char *label, const char *page, const altar_fleet_query_t *q,
+                             bool fresh, double *pread) {
   altar_error_t e = {0};
   if (fresh) {
     /* A read of the ledger, what the request that finds the snapshot old pays on top. */
     double t0 = bench_now_s(), c0 = bench_cpu_s();
     if (altar__fleet_view_sync(v, 60000, &e)) bench_die("bench_dashboard", "sync", &e);
+    if (pread) *pread = bench_now_s() - t0;
     printf("%-34s %-8s %8.1f ms wall %8.1f ms CPU\n", "(ledger read)", "", (bench_now_s() - t0) * 1e3,
            (bench_cpu_s() - c0) * 1e3);
   }
@@ -44,6 +47,17 @@ static void time_page(altar_fleet_view_t *v, const char *label, const char *page
            text ? strlen(text) : 0);
   free(text);
   json_decref(o);
+  return wall;
+}
+
+static double time_page(altar_fleet_view_t *v, const char *label, const char *page, const altar_fleet_query_t *q,
+                        bool fresh) {
+  return time_page_read(v, label, page, q, fresh, NULL);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv) {
@@ -103,7 +117,7 @@ int main(int argc, char **argv) {
   printf("one job of %ld shards in %ld groups (%llu fired), ledger at %s\n", shards, shards / width,
          (unsigned long long)st.fired, ledger);
   altar_fleet_query_t job = {.job = "bench"};
-  time_page(v, "/api/job?id=bench", "job", &job, true);
+  double old_read = 0, old_render = time_page_read(v, "/api/job?id=bench", "job", &job, true, &old_read);
   time_page(v, "/api/job?id=bench", "job", &job, false);
   altar_fleet_query_t jobs = {0};
   time_page(v, "/api/jobs", "jobs", &jobs, true);
@@ -115,6 +129,28 @@ int main(int argc, char **argv) {
   altar_fleet_query_t filtered = {.job = "bench", .label = "fold=3", .state = "succeeded"};
   time_page(v, "/api/job?id=bench&label=fold=3&state=..", "job", &filtered, true);
   time_page(v, "/api/job?id=bench&label=fold=3&state=..", "job", &filtered, false);
+  /* The new path: the view's own thread keeps the snapshot fresh, so a
+   * request pays only its render (the job summaries computed once per
+   * snapshot). The old path: a read of the ledger, then the render. */
+  altar_fleet_view_counters_t c0, c1;
+  if (altar__fleet_view_start_reader(v, &e)) die("reader", &e);
+  altar__fleet_view_counters(v, &c0);
+  enum { RUNS = 9 };
+  double walls[RUNS];
+  for (int i = 0; i < RUNS; i++) {
+    walls[i] = time_page(v, "/api/job?id=bench (reader)", "job", &job, false);
+    usleep(300 * 1000); /* requests spread over the reader's period */
+  }
+  altar__fleet_view_counters(v, &c1);
+  qsort(walls, RUNS, sizeof *walls, cmp_double);
+  double median = walls[RUNS / 2], old = old_read + old_render;
+  printf("job page with the reader: median %.1f ms wall over %d requests; %llu ledger reads in them, %llu by the "
+         "reader, %llu job-summary builds\n",
+         median * 1e3, RUNS, (unsigned long long)(c1.ledger_reads_in_render - c0.ledger_reads_in_render),
+         (unsigned long long)(c1.background_reads - c0.background_reads),
+         (unsigned long long)(c1.jobs_builds - c0.jobs_builds));
+  printf("old path (read + render) %.1f ms wall / new path %.1f ms wall = %.1fx\n", old * 1e3, median * 1e3,
+         median > 0 ? old / median : 0);
   altar__fleet_view_free(v);
   altar_config_clear(&cfg);
   altar_group_specs_clear(&groups);

@@ -50,6 +50,13 @@ int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const 
     altar_cli_dashboard_stop(d);
     return -1;
   }
+  /* A server's pages never wait for a read of the ledger (10^5 shards take
+   * most of a second): a thread of the view's keeps its snapshot fresh. */
+  if (altar__fleet_view_start_reader(d->view, &err)) {
+    fprintf(stderr, "%s: %s\n", who, err.msg);
+    altar_cli_dashboard_stop(d);
+    return -1;
+  }
   d->history = altar_history_new();
   if (!d->history) {
     fprintf(stderr, "%s: out of memory\n", who);

@@ -64,6 +64,29 @@ void altar__fleet_view_free(altar_fleet_view_t *v); /* NULL is fine */
 int altar__fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
                              altar_error_t *err);
 
+/* Keeps the ledger snapshot fresh from a thread of its own (reads it once
+ * before returning, then whenever the snapshot is as old as
+ * ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS or READ_SPACING times its last read's
+ * cost): pages then never wait for a read of the ledger, whatever its
+ * size. For a server (`altar dashboard`, the reconciler's); a one-shot
+ * reader has no use for it. Again while running is a no-op. 0 or ALTAR_EIO. */
+int altar__fleet_view_start_reader(altar_fleet_view_t *v, altar_error_t *err);
+/* Stops and joins the reader (altar__fleet_view_free does it too). NULL or
+ * not started is fine. */
+void altar__fleet_view_stop_reader(altar_fleet_view_t *v);
+
+/* What the view did, as facts a test can assert on and /api/overview shows
+ * ("ledger": {"reads", "reads_in_render", "background_reads", "renders",
+ * "jobs_builds"}). */
+typedef struct altar_fleet_view_counters {
+  uint64_t renders;                /* pages rendered */
+  uint64_t ledger_reads;           /* snapshots of the whole ledger taken */
+  uint64_t ledger_reads_in_render; /* of them, taken while a page waited */
+  uint64_t background_reads;       /* of them, taken by the reader thread */
+  uint64_t jobs_builds;            /* job summaries computed (again only after a read changed their inputs) */
+} altar_fleet_view_counters_t;
+void altar__fleet_view_counters(altar_fleet_view_t *v, altar_fleet_view_counters_t *out);
+
 /* Reads the topics until the view holds every record they held when it was
  * called, or timeout_ms passed, then the ledger afresh: a one-shot reader
  * (`altar status`) sees what the log and the ledger hold now. 0, or

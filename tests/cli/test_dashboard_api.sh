@@ -7,7 +7,9 @@
 # backend) runs three shards, one failing: /api/shard?key= gives a shard's
 # labels, state, attempts and outputs (400/404 naming key), and the filters
 # of /api/jobs and /api/job (state, kind, label, worker) with paging give
-# the rows and totals the fleet's facts say, bad values 400 naming them.
+# the rows and totals the fleet's facts say, bad values 400 naming them;
+# /api/overview's counters show no request read the ledger itself (a
+# thread of the view keeps its snapshot fresh).
 set -u
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
 altar_test_begin dashboard-api curl
@@ -182,6 +184,10 @@ jcheck "$base/api/shard?key=$kf" "d['task_key'] == '$kf' and d['job_id'] == '$jo
 [ "$(code "$base/api/shard?key=$long")" = 400 ] && grep -q '"key:' "$T/body" || fail "a 300-byte key: not 400 naming key"
 [ "$(code "$base/api/shard?key=0000000000000000000000000000000000000000000000000000000000000000")" = 404 ] &&
   grep -q '"key:' "$T/body" || fail "an unknown key: not 404 naming key: $(cat "$T/body")"
+
+# Every page above came from the snapshot the view's reader thread keeps:
+# none of those requests read the ledger itself (recorded facts, not times).
+jcheck "$base/api/overview" 'd["ledger"]["background_reader"] and d["ledger"]["reads_in_render"] == 0 and d["ledger"]["background_reads"] >= 1 and d["ledger"]["reads"] >= d["ledger"]["background_reads"] and d["ledger"]["renders"] >= 25 and d["ledger"]["jobs_builds"] >= 1' "pages served without reading the ledger on the request"
 
 [ "$fails" -eq 0 ] || exit 1
 echo "dashboard api: ok"
