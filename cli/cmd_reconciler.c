@@ -301,7 +301,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
     int started =
         !serve || !dashboard
             ? altar_cli_metrics_start("altar reconciler", serve ? metrics_addr : NULL, o.quiet, &metrics, &msrv)
-            : altar_cli_dashboard_start("altar reconciler", &cfg, metrics_addr, token_file, o.quiet, &dash);
+            : altar_cli_dashboard_start("altar reconciler", &cfg, metrics_addr, token_file, o.quiet, false, &dash);
     if (dash.server) metrics = dash.metrics;
     if (started) {
       altar_group_specs_clear(&groups);

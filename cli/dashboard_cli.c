@@ -34,7 +34,7 @@ static char *read_token(const char *who, const char *path) {
 }
 
 int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const char *addr, const char *token_file,
-                              bool quiet, altar_cli_dashboard_t *d) {
+                              bool quiet, bool history_from_ledger, altar_cli_dashboard_t *d) {
   memset(d, 0, sizeof *d);
   altar_error_t err = {0};
   d->token = read_token(who, token_file);
@@ -63,7 +63,8 @@ int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const 
     altar_cli_dashboard_stop(d);
     return -1;
   }
-  d->dash = (altar_dashboard_t){.view = d->view, .token = d->token, .history = d->history};
+  d->dash = (altar_dashboard_t){
+      .view = d->view, .token = d->token, .history = d->history, .history_from_ledger = history_from_ledger};
   if (altar_cli_metrics_start_with(who, addr, quiet, altar__dashboard_handle, &d->dash, &d->metrics, &d->server)) {
     altar_cli_dashboard_stop(d);
     return -1;

@@ -22,6 +22,7 @@
 #include "altar/pools.h"
 #include "altar/reconcile.h"
 #include "reconciler/attempts_json.h"
+#include "reconciler/history_store.h"
 #include "reconciler/input_offsets.h"
 #include "reconciler/retry_backoff.h"
 
@@ -89,6 +90,9 @@ typedef struct snapshot {
   size_t n_ran_again;
   double ledger_read_at;
   char ledger_err[ALTAR_ERRMSG_MAX];
+  /* The reconciler's hour as it keeps it in the ledger (history_store.h). */
+  altar_history_bucket_t *hist;
+  size_t n_hist;
 } snapshot_t;
 
 struct altar_fleet_view {
@@ -179,6 +183,7 @@ static void snapshot_free(snapshot_t *s) {
   recs_clear(s);
   free(s->recs);
   json_decref(s->held);
+  free(s->hist);
   memset(s, 0, sizeof *s);
 }
 
@@ -539,6 +544,16 @@ static int visit_held(void *ctx, const void *key, size_t klen, const void *val, 
   return json_object_size(s->held) >= ALTAR_FLEET_VIEW_GROUPS_KEEP;
 }
 
+/* A bucket of the reconciler's hour (ALTAR_HISTORY_PREFIX) into s->hist. */
+static int visit_history(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  (void)key, (void)klen;
+  snapshot_t *s = ctx;
+  if (!s->hist) s->hist = calloc(ALTAR_HISTORY_BUCKETS, sizeof *s->hist);
+  if (!s->hist || s->n_hist >= ALTAR_HISTORY_BUCKETS) return 1;
+  if (altar__history_decode(val, vlen, &s->hist[s->n_hist])) s->n_hist++;
+  return 0;
+}
+
 /* Reads the ledger at path into s (empty on entry). 0, or -1 when it could
  * not be opened (s->ledger_err says why). Touches nothing shared: the
  * background reader calls it outside the view's mutex. */
@@ -557,6 +572,7 @@ static int snapshot_read(const char *path, snapshot_t *s) {
     snprintf(s->ledger_err, sizeof s->ledger_err, "%s", *e.msg ? e.msg : "reading the ledger failed");
   index_rec_keys(s);
   altar_ledger_aux_scan(l, ALTAR_HELD_PREFIX, strlen(ALTAR_HELD_PREFIX), visit_held, s, &e);
+  altar_ledger_aux_scan(l, ALTAR_HISTORY_PREFIX, strlen(ALTAR_HISTORY_PREFIX), visit_history, s, &e);
   altar_attempts_keys_free(s->ran_again, s->n_ran_again);
   s->ran_again = NULL;
   s->n_ran_again = 0;
@@ -661,6 +677,13 @@ void altar__fleet_view_stop_reader(altar_fleet_view_t *v) {
   if (running) pthread_join(v->reader, NULL);
   pthread_mutex_lock(&v->mu);
   v->reader_running = false;
+  pthread_mutex_unlock(&v->mu);
+}
+
+void altar__fleet_view_history_into(altar_fleet_view_t *v, altar_history_t *h) {
+  pthread_mutex_lock(&v->mu);
+  double now = altar_wall_s();
+  for (size_t i = 0; i < v->s.n_hist; i++) altar__history_bucket_put(h, &v->s.hist[i], now);
   pthread_mutex_unlock(&v->mu);
 }
 

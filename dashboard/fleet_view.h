@@ -75,6 +75,12 @@ int altar__fleet_view_start_reader(altar_fleet_view_t *v, altar_error_t *err);
  * not started is fine. */
 void altar__fleet_view_stop_reader(altar_fleet_view_t *v);
 
+/* The reconciler's hour as its ledger keeps it (reconciler/history_store.h),
+ * from the last snapshot, put into h: what `altar dashboard` running apart
+ * from the reconciler charts. Any thread. */
+struct altar_history;
+void altar__fleet_view_history_into(altar_fleet_view_t *v, struct altar_history *h);
+
 /* What the view did, as facts a test can assert on and /api/overview shows
  * ("ledger": {"reads", "reads_in_render", "background_reads", "renders",
  * "jobs_builds"}). */

@@ -9,7 +9,8 @@
 # of /api/jobs and /api/job (state, kind, label, worker) with paging give
 # the rows and totals the fleet's facts say, bad values 400 naming them;
 # /api/overview's counters show no request read the ledger itself (a
-# thread of the view keeps its snapshot fresh).
+# thread of the view keeps its snapshot fresh); `altar dashboard` on its
+# own charts the reconciler's hour (from the ledger) with the same totals.
 set -u
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
 altar_test_begin dashboard-api curl
@@ -188,6 +189,25 @@ jcheck "$base/api/shard?key=$kf" "d['task_key'] == '$kf' and d['job_id'] == '$jo
 # Every page above came from the snapshot the view's reader thread keeps:
 # none of those requests read the ledger itself (recorded facts, not times).
 jcheck "$base/api/overview" 'd["ledger"]["background_reader"] and d["ledger"]["reads_in_render"] == 0 and d["ledger"]["background_reads"] >= 1 and d["ledger"]["reads"] >= d["ledger"]["background_reads"] and d["ledger"]["renders"] >= 25 and d["ledger"]["jobs_builds"] >= 1' "pages served without reading the ledger on the request"
+
+# `altar dashboard` alone (no reconciler in its process) charts the same
+# hour: the reconciler keeps its buckets in the ledger's side keys and the
+# standalone dashboard reads them. Its totals agree with the reconciler's.
+rbase="$base"
+port="$(free_port)"
+sbase="http://127.0.0.1:$port"
+"$ALTAR_BIN" dashboard $fcfg --addr "127.0.0.1:$port" >"$T/dash-alone.log" 2>&1 &
+pid=$!
+wait_up "$sbase" || fail "the standalone dashboard does not answer: $(cat "$T/dash-alone.log")"
+totals() { [ "$(code "$1/api/history")" = 200 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d["totals"], sort_keys=True))' "$T/body"; }
+i=0
+until r="$(totals "$rbase")" && s="$(totals "$sbase")" && [ "$r" = "$s" ]; do
+  i=$((i + 1)); [ $i -lt 150 ] || { fail "standalone /api/history totals $s, the reconciler's $r"; break; }; sleep 0.1
+done
+echo "$s" | python3 -c 'import json,sys; t=json.load(sys.stdin); sys.exit(0 if t["finished"] == 3 and t["fired"] == 1 and t["dead_lettered"] == 1 and t["failures"] == {"exit_3": 1} else 1)' ||
+  fail "standalone /api/history totals: $s, want 3 finished, 1 fired, 1 dead-lettered, one exit_3"
+kill "$pid" && wait "$pid"
+pid=""
 
 [ "$fails" -eq 0 ] || exit 1
 echo "dashboard api: ok"
