@@ -126,6 +126,8 @@ struct altar_fleet_view {
    * request waits for a read of the ledger. */
   pthread_t reader;
   bool reader_running, reader_stop;
+  bool reader_idle;       /* waiting for a page to be asked for */
+  int64_t last_render_ms; /* when a page was last asked for (monotonic) */
   pthread_cond_t reader_wake;
   altar_fleet_view_counters_t counters;
   /* The job summaries (build_jobs) as of jobs_inputs_read() == jobs_at:
@@ -615,7 +617,10 @@ static int64_t read_due_in(const altar_fleet_view_t *v) {
  * forced. With the background reader running a page never reads: the
  * reader keeps the snapshot fresh. */
 static void read_ledger(altar_fleet_view_t *v, bool forced, bool in_render) {
-  if (!forced && (v->reader_running || read_due_in(v) > 0)) return;
+  /* A reader back from idling has a snapshot too old to show: this page
+   * reads (as every page did before the reader), the next ones need not. */
+  bool stale = altar_mono_ms() - v->ledger_read_ms > ALTAR_FLEET_VIEW_READER_IDLE_MS;
+  if (!forced && (v->reader_running ? !stale : read_due_in(v) > 0)) return;
   int64_t start = altar_mono_ms();
   snapshot_t next = {0};
   int rc = snapshot_read(v->ledger_path, &next);
@@ -627,6 +632,14 @@ static void *reader_main(void *arg) {
   altar_fleet_view_t *v = arg;
   pthread_mutex_lock(&v->mu);
   while (!v->reader_stop) {
+    /* Nobody looking: no reads (a 10^5-shard ledger costs half a second of
+     * CPU each) until a page is asked for again. */
+    if (altar_mono_ms() - v->last_render_ms > ALTAR_FLEET_VIEW_READER_IDLE_MS) {
+      v->reader_idle = true;
+      pthread_cond_wait(&v->reader_wake, &v->mu);
+      v->reader_idle = false;
+      continue;
+    }
     int64_t left = read_due_in(v);
     if (left > 0) {
       struct timespec ts;
@@ -661,6 +674,7 @@ int altar__fleet_view_start_reader(altar_fleet_view_t *v, altar_error_t *err) {
   }
   read_ledger(v, true, false); /* the first page finds a snapshot */
   v->reader_stop = false;
+  v->last_render_ms = altar_mono_ms();
   int rc = pthread_create(&v->reader, NULL, reader_main, v);
   v->reader_running = rc == 0;
   pthread_mutex_unlock(&v->mu);
@@ -1804,6 +1818,8 @@ int altar__fleet_view_render(altar_fleet_view_t *v, const char *page, const alta
   if (q && (q->offset < 0 || q->limit < 0)) return altar_error_set(err, ALTAR_EINVAL, "offset and limit must be >= 0");
   pthread_mutex_lock(&v->mu);
   refresh(v);
+  v->last_render_ms = altar_mono_ms();
+  if (v->reader_idle) pthread_cond_signal(&v->reader_wake);
   read_ledger(v, false, true);
   v->counters.renders++;
   json_t *o = NULL;

@@ -32,6 +32,10 @@
  * passed since that read ended: on a big ledger most pages come from the
  * snapshot (a read of 10^5 shards costs ~0.5 s). */
 #define ALTAR_FLEET_VIEW_LEDGER_READ_SPACING 5
+/* With the background reader: no page asked for in this long, and it stops
+ * reading until one is; a page that then finds the snapshot this old reads
+ * the ledger itself once. */
+#define ALTAR_FLEET_VIEW_READER_IDLE_MS 30000
 #define ALTAR_FLEET_VIEW_DLQ_KEEP 1000 /* newest DLQ records kept */
 /* What the view remembers of the topics it reads, newest kept: jobs (their
  * submit time and queued shards), group events, and the worker of each
@@ -68,8 +72,9 @@ int altar__fleet_view_render(altar_fleet_view_t *v, const char *page, const alta
  * before returning, then whenever the snapshot is as old as
  * ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS or READ_SPACING times its last read's
  * cost): pages then never wait for a read of the ledger, whatever its
- * size. For a server (`altar dashboard`, the reconciler's); a one-shot
- * reader has no use for it. Again while running is a no-op. 0 or ALTAR_EIO. */
+ * size. While no page is asked for (ALTAR_FLEET_VIEW_READER_IDLE_MS) it
+ * reads nothing. For a server (`altar dashboard`, the reconciler's); a
+ * one-shot reader has no use for it. Again while running is a no-op. 0 or ALTAR_EIO. */
 int altar__fleet_view_start_reader(altar_fleet_view_t *v, altar_error_t *err);
 /* Stops and joins the reader (altar__fleet_view_free does it too). NULL or
  * not started is fine. */

@@ -570,6 +570,11 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
   altar_error_t me = {0};
   if (altar__reconciler_metrics_init(&d.metrics, o->metrics, &me)) dlog(&d, "metrics off: %s", me.msg);
   if (altar__lag_gauge_init(&d.lag, o->metrics, &me)) dlog(&d, "lag gauges off: %s", me.msg);
+  /* The hour a previous life kept goes on (a restart neither empties the
+   * charts nor writes over this span's counts with its own). */
+  if (o->history && altar__history_load(o->history, o->ledger, altar_wall_s(), &me))
+    dlog(&d, "the dashboard's hour from the ledger: %s", me.msg);
+  d.history_saved = altar__history_version(o->history);
   altar__cp_runner_init(&d.cp, o->checkpoint_uri, o->checkpoint_interval_s, altar_wall_s());
   d.cp.keep = o->checkpoints_keep ? o->checkpoints_keep : ALTAR_DEFAULT_CHECKPOINTS_KEEP;
   d.pruner.keep_s = o->consumed_keep_s;

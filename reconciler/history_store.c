@@ -64,3 +64,22 @@ bool altar__history_decode(const void *val, size_t vlen, altar_history_bucket_t 
   }
   return true;
 }
+
+typedef struct load {
+  altar_history_t *h;
+  double now;
+} load_t;
+
+static int load_one(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  (void)key, (void)klen;
+  load_t *ld = ctx;
+  altar_history_bucket_t b;
+  if (altar__history_decode(val, vlen, &b)) altar__history_bucket_put(ld->h, &b, ld->now);
+  return 0;
+}
+
+int altar__history_load(altar_history_t *h, altar_ledger_t *l, double now, altar_error_t *err) {
+  if (!h || !l) return ALTAR_OK;
+  load_t ld = {h, now};
+  return altar_ledger_aux_scan(l, ALTAR_HISTORY_PREFIX, strlen(ALTAR_HISTORY_PREFIX), load_one, &ld, err);
+}

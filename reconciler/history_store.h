@@ -21,6 +21,11 @@
  * own write. 0 or the ledger's error. */
 int altar__history_save(altar_history_t *h, altar_ledger_t *l, double now, altar_error_t *err);
 
+/* Puts the buckets l keeps into h, as of now (altar__history_bucket_put):
+ * a restarted reconciler goes on with the hour its previous life kept.
+ * 0 or the ledger's error. */
+int altar__history_load(altar_history_t *h, altar_ledger_t *l, double now, altar_error_t *err);
+
 /* One side key's value into *b; false when it is not a bucket (a bad or
  * older format: ignored, not an error). */
 bool altar__history_decode(const void *val, size_t vlen, altar_history_bucket_t *b);

@@ -10,7 +10,8 @@
 # the rows and totals the fleet's facts say, bad values 400 naming them;
 # /api/overview's counters show no request read the ledger itself (a
 # thread of the view keeps its snapshot fresh); `altar dashboard` on its
-# own charts the reconciler's hour (from the ledger) with the same totals.
+# own charts the reconciler's hour (from the ledger) with the same totals,
+# and still after the reconciler restarts without a dashboard.
 set -u
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
 altar_test_begin dashboard-api curl
@@ -125,6 +126,7 @@ PY
 port="$(free_port)"
 base="http://127.0.0.1:$port"
 "$ALTAR_BIN" reconciler $fcfg --metrics "127.0.0.1:$port" >"$T/reconciler.log" 2>&1 &
+rpid=$!
 pids="$pids $!"
 "$ALTAR_BIN" worker $fcfg --id api-w1 >"$T/worker.log" 2>&1 &
 pids="$pids $!"
@@ -206,6 +208,17 @@ until r="$(totals "$rbase")" && s="$(totals "$sbase")" && [ "$r" = "$s" ]; do
 done
 echo "$s" | python3 -c 'import json,sys; t=json.load(sys.stdin); sys.exit(0 if t["finished"] == 3 and t["fired"] == 1 and t["dead_lettered"] == 1 and t["failures"] == {"exit_3": 1} else 1)' ||
   fail "standalone /api/history totals: $s, want 3 finished, 1 fired, 1 dead-lettered, one exit_3"
+# The reconciler restarted without a dashboard still keeps the hour: it goes
+# on from what its previous life kept, and a second job adds to it.
+kill "$rpid" && wait "$rpid"
+"$ALTAR_BIN" reconciler $fcfg --no-dashboard >"$T/reconciler2.log" 2>&1 &
+pids="$pids $!"
+job2="$("$ALTAR_BIN" submit $fcfg --wait --timeout 120 "$T/specs.jsonl" 2>"$T/submit2.log")"
+[ -n "$job2" ] || fail "the second submit printed no job id: $(cat "$T/submit2.log")"
+i=0
+until s="$(totals "$sbase")" && echo "$s" | python3 -c 'import json,sys; t=json.load(sys.stdin); sys.exit(0 if t["finished"] == 6 and t["fired"] == 2 and t["dead_lettered"] == 2 and t["failures"] == {"exit_3": 2} else 1)'; do
+  i=$((i + 1)); [ $i -lt 150 ] || { fail "after a restart without a dashboard and a second job, standalone totals $s"; break; }; sleep 0.1
+done
 kill "$pid" && wait "$pid"
 pid=""
 

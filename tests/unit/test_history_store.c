@@ -2,7 +2,8 @@
  * what one history saves, another (a dashboard in another process) reads
  * back into the same JSON counts, failures by reason included; a saved
  * bucket keeps the reader's own lag when it has none; keys stay bounded
- * (one per slot of the hour); a bad value is not a bucket; a bucket older
+ * (one per slot of the hour); a restarted reconciler loads them back; a
+ * bad value is not a bucket; a bucket older
  * than the hour, or than what its slot holds, is ignored. Times are given. */
 #include "altar/ledger.h"
 #include "reconciler/history_store.h"
@@ -73,6 +74,14 @@ static void test_round_trip(void) {
   b = totals(dash, T0 + 15);
   CU_ASSERT_EQUAL(json_integer_value(json_object_get(b, "finished")), 6);
   json_decref(b);
+  /* A restarted reconciler loads what its previous life kept. */
+  altar_history_t *again = altar_history_new();
+  CU_ASSERT_EQUAL(altar__history_load(again, l, T0 + 15, &e), ALTAR_OK);
+  b = totals(again, T0 + 15);
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(b, "finished")), 6);
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(b, "failures"), "exit_3")), 1);
+  json_decref(b);
+  altar_history_free(again);
   /* An hour of saves keeps one key per slot. */
   for (int i = 0; i < 2 * ALTAR_HISTORY_BUCKETS; i++) {
     altar_history_add(rec, T0 + 10.0 * i, 1, 0, 0);
