@@ -6,7 +6,8 @@
  * - the ledger through its own read-only RocksDB handle, re-opened at most
  *   every ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS (longer when reads are slow): the reconciler's handle (one
  *   thread at a time, see altar/ledger.h) is never touched, so its loop
- *   never waits for a page;
+ *   never waits for a page; in a server the re-opening is done by a thread
+ *   of the view (altar__fleet_view_start_reader), so no page waits for it;
  * - the jobs, ready, dead, dlq, fleet and status topics through groupless
  *   readers (assign) of its own, each refresh reading only what is new.
  *
