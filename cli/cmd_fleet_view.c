@@ -317,7 +317,7 @@ int altar_cmd_dashboard(int argc, char **argv) {
   altar_cli_dashboard_t d = {0};
   if (!parse_args("dashboard", argc, argv, true, &a) &&
       !altar_cli_dashboard_start("altar dashboard", &cfg, a.addr ? a.addr : DASHBOARD_DEFAULT_ADDR, a.token_file, false,
-                                 &d)) {
+                                 true, &d)) {
     static volatile sig_atomic_t stop;
     altar_cli_install_stop_signals(&stop);
     altar__lag_gauge_t lag;

@@ -6,6 +6,7 @@
 #include "metrics_cli.h"
 #include "reconciler/checkpoint.h"
 #include "reconciler/daemon.h"
+#include "reconciler/history.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
 #include "reconciler/standby.h"
@@ -301,7 +302,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
     int started =
         !serve || !dashboard
             ? altar_cli_metrics_start("altar reconciler", serve ? metrics_addr : NULL, o.quiet, &metrics, &msrv)
-            : altar_cli_dashboard_start("altar reconciler", &cfg, metrics_addr, token_file, o.quiet, &dash);
+            : altar_cli_dashboard_start("altar reconciler", &cfg, metrics_addr, token_file, o.quiet, false, &dash);
     if (dash.server) metrics = dash.metrics;
     if (started) {
       altar_group_specs_clear(&groups);
@@ -309,7 +310,10 @@ int altar_cmd_reconciler(int argc, char **argv) {
       return 2;
     }
     o.metrics = metrics;
-    o.history = dash.history;
+    /* Without a dashboard here the hour is still kept (a fixed ~35 KB) and
+     * written to the ledger, for `altar dashboard` run apart to chart. */
+    altar_history_t *own_history = dash.history ? NULL : altar_history_new();
+    o.history = dash.history ? dash.history : own_history;
     altar_footprint_sampler_t *fp = NULL;
     o.checkpoint_uri = cfg.ledger_checkpoints;
     o.checkpoint_interval_s = cfg.ledger_checkpoint_interval_s;
@@ -361,6 +365,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
     altar_footprint_sampler_stop(fp);
     altar_cli_metrics_stop(metrics == dash.metrics ? NULL : metrics, msrv);
     altar_cli_dashboard_stop(&dash);
+    altar_history_free(own_history);
     altar_transport_close(t);
     altar_ledger_close(l);
   }

@@ -34,7 +34,7 @@ static char *read_token(const char *who, const char *path) {
 }
 
 int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const char *addr, const char *token_file,
-                              bool quiet, altar_cli_dashboard_t *d) {
+                              bool quiet, bool history_from_ledger, altar_cli_dashboard_t *d) {
   memset(d, 0, sizeof *d);
   altar_error_t err = {0};
   d->token = read_token(who, token_file);
@@ -50,13 +50,21 @@ int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const 
     altar_cli_dashboard_stop(d);
     return -1;
   }
+  /* A server's pages never wait for a read of the ledger (10^5 shards take
+   * most of a second): a thread of the view's keeps its snapshot fresh. */
+  if (altar__fleet_view_start_reader(d->view, &err)) {
+    fprintf(stderr, "%s: %s\n", who, err.msg);
+    altar_cli_dashboard_stop(d);
+    return -1;
+  }
   d->history = altar_history_new();
   if (!d->history) {
     fprintf(stderr, "%s: out of memory\n", who);
     altar_cli_dashboard_stop(d);
     return -1;
   }
-  d->dash = (altar_dashboard_t){.view = d->view, .token = d->token, .history = d->history};
+  d->dash = (altar_dashboard_t){
+      .view = d->view, .token = d->token, .history = d->history, .history_from_ledger = history_from_ledger};
   if (altar_cli_metrics_start_with(who, addr, quiet, altar__dashboard_handle, &d->dash, &d->metrics, &d->server)) {
     altar_cli_dashboard_stop(d);
     return -1;

@@ -21,10 +21,12 @@ typedef struct altar_cli_dashboard {
 
 /* Serves /metrics and the dashboard on addr. The token comes from
  * token_file (its first line) or else ALTAR_DASHBOARD_TOKEN; without one a
- * non-loopback addr is refused. 0, or -1 after printing the error (who
+ * non-loopback addr is refused. history_from_ledger: no reconciler runs in
+ * this process, so the charts' counts come from the reconciler's ledger
+ * (reconciler/history_store.h). 0, or -1 after printing the error (who
  * first). Stop with altar_cli_dashboard_stop. */
 int altar_cli_dashboard_start(const char *who, const altar_config_t *cfg, const char *addr, const char *token_file,
-                              bool quiet, altar_cli_dashboard_t *d);
+                              bool quiet, bool history_from_ledger, altar_cli_dashboard_t *d);
 void altar_cli_dashboard_stop(altar_cli_dashboard_t *d);
 
 /* `altar status JOB --outputs`: each fired group's output URIs. */

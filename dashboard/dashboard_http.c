@@ -78,9 +78,10 @@ void altar__dashboard_handle(void *ctx, const char *path, const altar_http_reque
   json_t *o = NULL;
   altar_error_t err = {0};
   int rc = ALTAR_OK;
-  if (!strcmp(path, "/api/history")) /* memory of its own, not the fleet view's */
+  if (!strcmp(path, "/api/history")) { /* memory of its own, fed from the ledger when no reconciler is here */
+    if (d->history && d->history_from_ledger) altar__fleet_view_history_into(d->view, d->history);
     o = d->history ? altar_history_json(d->history, altar_wall_s()) : NULL;
-  else rc = altar__fleet_view_render(d->view, path + 5, &q, &o, &err);
+  } else rc = altar__fleet_view_render(d->view, path + 5, &q, &o, &err);
   if (!rc && !o) rc = altar_error_set(&err, d->history ? ALTAR_ENOMEM : ALTAR_ENOTFOUND, "no history kept here");
   if (rc) {
     reply_error(out, rc == ALTAR_ENOTFOUND ? 404 : rc == ALTAR_EINVAL ? 400 : 500, err.msg);

@@ -23,10 +23,15 @@
 #include "altar/metrics.h"
 #include "dashboard/fleet_view.h"
 
+#include <stdbool.h>
+
 typedef struct altar_dashboard {
   altar_fleet_view_t *view;      /* borrowed */
   const char *token;             /* borrowed; NULL or "" = none */
   struct altar_history *history; /* borrowed; the last hour (reconciler/history.h) */
+  /* With no reconciler in this process: the hour's counts come from the
+   * reconciler's ledger (the view's snapshot), the lag from this process. */
+  bool history_from_ledger;
 } altar_dashboard_t;
 
 /* The handler to give altar_metrics_serve_with, with an altar_dashboard_t as ctx. */

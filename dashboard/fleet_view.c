@@ -5,6 +5,7 @@
 #include "dashboard/bounded_map.h"
 #include "dashboard/shard_filter.h"
 #include "dashboard/shard_order.h"
+#include "dashboard/shard_select.h"
 #include "dashboard/shard_why.h"
 #include "altar/clock.h"
 #include "altar/grow.h"
@@ -21,6 +22,7 @@
 #include "altar/pools.h"
 #include "altar/reconcile.h"
 #include "reconciler/attempts_json.h"
+#include "reconciler/history_store.h"
 #include "reconciler/input_offsets.h"
 #include "reconciler/retry_backoff.h"
 
@@ -71,6 +73,28 @@ typedef struct sample {
   uint64_t done, fired, dead;
 } sample_t;
 
+/* The ledger as one read saw it: its records and held groups. */
+typedef struct snapshot {
+  rec_t *recs;
+  size_t n_recs, cap_recs;
+  /* The records' task keys, sorted (pointing into recs): whether a shard
+   * on a jobs topic has a record is a binary search, not a map of 10^5
+   * keys built per page. */
+  const char **rec_keys;
+  size_t n_rec_keys;
+  json_t *held; /* kind "\n" group_key → the rule's error of each group the reconciler holds */
+  /* While the ledger is read: its handle, and the task keys with filed
+   * attempts (only those shards are looked up again). */
+  altar_ledger_t *reading;
+  char **ran_again;
+  size_t n_ran_again;
+  double ledger_read_at;
+  char ledger_err[ALTAR_ERRMSG_MAX];
+  /* The reconciler's hour as it keeps it in the ledger (history_store.h). */
+  altar_history_bucket_t *hist;
+  size_t n_hist;
+} snapshot_t;
+
 struct altar_fleet_view {
   pthread_mutex_t mu;
   char *transport_name;
@@ -88,29 +112,29 @@ struct altar_fleet_view {
   json_t *submitted;        /* job_id → submitted_at (the earliest job message) */
   json_t *queued;           /* job_id → {task_key: "partition/offset/pool"} of its job messages (place_of) */
   json_t *cancelled_jobs;   /* job_id → true: a cancel control message on a jobs topic */
-  json_t *held;             /* kind "\n" group_key → the rule's error of each group the reconciler holds */
   json_t *forwarded;        /* task_key → the worker that forwarded its job (a copy's header) */
   json_t *groups;           /* kind "\n" group_key → {event, ts, kind, group_key, job_id, shards} */
   json_t *hosts;            /* backend "/" external_id → worker id of its latest status event */
   json_t *workers;          /* worker id → its latest heartbeat or goodbye */
   json_t *dlq;              /* the newest DLQ records, oldest first */
   uint64_t dlq_total;
-  rec_t *recs;
-  size_t n_recs, cap_recs;
-  /* The records' task keys, sorted (pointing into recs): whether a shard
-   * on a jobs topic has a record is a binary search, not a map of 10^5
-   * keys built per page. */
-  const char **rec_keys;
-  size_t n_rec_keys;
-  /* While the ledger is read: its handle, and the task keys with filed
-   * attempts (only those shards are looked up again). */
-  altar_ledger_t *reading;
-  char **ran_again;
-  size_t n_ran_again;
-  double ledger_read_at;
+  snapshot_t s;                /* the ledger as last read; the pages render from it */
   int64_t ledger_read_ms;      /* when the last read of the ledger ended (monotonic) */
   int64_t ledger_read_cost_ms; /* how long it took */
-  char ledger_err[ALTAR_ERRMSG_MAX];
+  /* The background reader (altar__fleet_view_start_reader): it reads into a
+   * snapshot of its own, outside mu, and swaps it in under mu, so no
+   * request waits for a read of the ledger. */
+  pthread_t reader;
+  bool reader_running, reader_stop;
+  bool reader_idle;       /* waiting for a page to be asked for */
+  int64_t last_render_ms; /* when a page was last asked for (monotonic) */
+  pthread_cond_t reader_wake;
+  altar_fleet_view_counters_t counters;
+  /* The job summaries (build_jobs) as of jobs_inputs_read() == jobs_at:
+   * the jobs, job and overview pages share them until something they are
+   * computed from is read. */
+  struct jobs *jobs;
+  uint64_t jobs_at;
   sample_t samples[SAMPLES];
   size_t n_samples, next_sample;
 };
@@ -148,29 +172,38 @@ static void rec_clear(rec_t *r) {
   memset(r, 0, sizeof *r);
 }
 
-static void recs_clear(altar_fleet_view_t *v) {
-  for (size_t i = 0; i < v->n_recs; i++) rec_clear(&v->recs[i]);
-  v->n_recs = 0;
-  free(v->rec_keys);
-  v->rec_keys = NULL;
-  v->n_rec_keys = 0;
+static void recs_clear(snapshot_t *s) {
+  for (size_t i = 0; i < s->n_recs; i++) rec_clear(&s->recs[i]);
+  s->n_recs = 0;
+  free(s->rec_keys);
+  s->rec_keys = NULL;
+  s->n_rec_keys = 0;
+}
+
+/* Everything s holds freed; s left empty. */
+static void snapshot_free(snapshot_t *s) {
+  recs_clear(s);
+  free(s->recs);
+  json_decref(s->held);
+  free(s->hist);
+  memset(s, 0, sizeof *s);
 }
 
 static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-/* Sorts the records' task keys into v->rec_keys (none when out of memory:
+/* Sorts the records' task keys into v->s.rec_keys (none when out of memory:
  * then nothing looks recorded to is_recorded, as with an empty ledger). */
-static void index_rec_keys(altar_fleet_view_t *v) {
-  v->rec_keys = malloc((v->n_recs ? v->n_recs : 1) * sizeof *v->rec_keys);
-  v->n_rec_keys = 0;
-  for (size_t i = 0; v->rec_keys && i < v->n_recs; i++)
-    if (v->recs[i].task_key[0]) v->rec_keys[v->n_rec_keys++] = v->recs[i].task_key;
-  if (v->n_rec_keys) qsort(v->rec_keys, v->n_rec_keys, sizeof *v->rec_keys, cmp_key);
+static void index_rec_keys(snapshot_t *s) {
+  s->rec_keys = malloc((s->n_recs ? s->n_recs : 1) * sizeof *s->rec_keys);
+  s->n_rec_keys = 0;
+  for (size_t i = 0; s->rec_keys && i < s->n_recs; i++)
+    if (s->recs[i].task_key[0]) s->rec_keys[s->n_rec_keys++] = s->recs[i].task_key;
+  if (s->n_rec_keys) qsort(s->rec_keys, s->n_rec_keys, sizeof *s->rec_keys, cmp_key);
 }
 
 /* Whether the ledger snapshot has a record of task key tk. */
 static bool is_recorded(const altar_fleet_view_t *v, const char *tk) {
-  return v->n_rec_keys && bsearch(&tk, v->rec_keys, v->n_rec_keys, sizeof *v->rec_keys, cmp_key);
+  return v->s.n_rec_keys && bsearch(&tk, v->s.rec_keys, v->s.n_rec_keys, sizeof *v->s.rec_keys, cmp_key);
 }
 
 altar_fleet_view_t *altar__fleet_view_new(const altar_config_t *cfg, altar_error_t *err) {
@@ -180,6 +213,11 @@ altar_fleet_view_t *altar__fleet_view_new(const altar_config_t *cfg, altar_error
     return NULL;
   }
   pthread_mutex_init(&v->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the reader's waits ignore wall-clock steps */
+  pthread_cond_init(&v->reader_wake, &ca);
+  pthread_condattr_destroy(&ca);
   const char *topics[R_COUNT] = {cfg->topics.jobs, cfg->topics.ready, cfg->topics.dead,
                                  cfg->topics.dlq,  cfg->topics.fleet, cfg->topics.status};
   bool ok = (v->transport_name = strdup(cfg->transport_name)) && !altar_strmap_copy(&v->props, &cfg->transport_props) &&
@@ -192,12 +230,12 @@ altar_fleet_view_t *altar__fleet_view_new(const altar_config_t *cfg, altar_error
   v->queued = json_object();
   v->forwarded = json_object();
   v->cancelled_jobs = json_object();
-  v->held = json_object();
+  v->s.held = json_object();
   v->groups = json_object();
   v->hosts = json_object();
   v->workers = json_object();
   v->dlq = json_array();
-  if (!ok || !v->submitted || !v->queued || !v->forwarded || !v->cancelled_jobs || !v->held || !v->groups ||
+  if (!ok || !v->submitted || !v->queued || !v->forwarded || !v->cancelled_jobs || !v->s.held || !v->groups ||
       !v->hosts || !v->workers || !v->dlq) {
     altar__fleet_view_free(v);
     altar_error_set(err, ALTAR_ENOMEM, "fleet view: out of memory");
@@ -211,6 +249,8 @@ altar_fleet_view_t *altar__fleet_view_new(const altar_config_t *cfg, altar_error
   return v;
 }
 
+static void jobs_free(struct jobs *js);
+
 void altar__fleet_view_free(altar_fleet_view_t *v) {
   if (!v) return;
   for (int i = 0; i < R_COUNT; i++) {
@@ -222,13 +262,14 @@ void altar__fleet_view_free(altar_fleet_view_t *v) {
     free(v->pool_topic[i]);
   }
   altar_transport_close(v->admin);
-  recs_clear(v);
-  free(v->recs);
+  altar__fleet_view_stop_reader(v);
+  snapshot_free(&v->s);
+  if (v->jobs) jobs_free(v->jobs);
+  free(v->jobs);
   json_decref(v->submitted);
   json_decref(v->queued);
   json_decref(v->forwarded);
   json_decref(v->cancelled_jobs);
-  json_decref(v->held);
   json_decref(v->groups);
   json_decref(v->hosts);
   json_decref(v->workers);
@@ -236,6 +277,7 @@ void altar__fleet_view_free(altar_fleet_view_t *v) {
   free(v->transport_name);
   altar_strmap_clear(&v->props);
   free(v->ledger_path);
+  pthread_cond_destroy(&v->reader_wake);
   pthread_mutex_destroy(&v->mu);
   free(v);
 }
@@ -433,12 +475,12 @@ static char *labels_text(const altar_strmap_t *m) {
 }
 
 static int visit(void *ctx, const altar_ledger_entry_t *e) {
-  altar_fleet_view_t *v = ctx;
-  bool ran_again = altar_attempts_keys_has(v->ran_again, v->n_ran_again, e->task_key);
+  snapshot_t *s = ctx;
+  bool ran_again = altar_attempts_keys_has(s->ran_again, s->n_ran_again, e->task_key);
   /* A replaced run is one of its shard's attempts, shown there, not a shard. */
   if (ran_again && run_replaced(&e->rec)) return 0;
-  if (ALTAR_GROW(v->recs, v->cap_recs, v->n_recs + 1)) return ALTAR_ENOMEM;
-  rec_t *r = &v->recs[v->n_recs];
+  if (ALTAR_GROW(s->recs, s->cap_recs, s->n_recs + 1)) return ALTAR_ENOMEM;
+  rec_t *r = &s->recs[s->n_recs];
   memset(r, 0, sizeof *r);
   const altar_record_t *x = &e->rec;
   r->backend = bounded_dup(x->handle.backend ? x->handle.backend : "", 256);
@@ -461,17 +503,17 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
   /* A retry put back to pending waits for the due time its backoff recorded. */
   if (x->state == ALTAR_STATE_PENDING && x->restart_count > 0 && e->task_key) {
     altar_error_t de = {0};
-    if (altar__retry_due_get(v->reading, e->task_key, x->restart_count, &r->retry_due, &de)) r->retry_due = 0;
+    if (altar__retry_due_get(s->reading, e->task_key, x->restart_count, &r->retry_due, &de)) r->retry_due = 0;
   }
   r->consumed = x->consumed;
   r->outputs = json_array();
   for (size_t i = 0; x->spec && r->outputs && i < x->spec->n_outputs && i < OUTPUTS_PER_SHARD; i++)
     json_array_append_new(r->outputs, jstr(x->spec->outputs[i].uri));
-  v->n_recs++;
+  s->n_recs++;
   if (ran_again) {
     altar_attempts_t at;
     altar_error_t ae = {0};
-    if (altar_attempts_of(v->reading, e, &at, &ae) == ALTAR_OK) {
+    if (altar_attempts_of(s->reading, e, &at, &ae) == ALTAR_OK) {
       if (at.n > 1 || at.dropped) {
         r->attempts = altar__attempts_json(&at);
         r->attempts_dropped = at.dropped;
@@ -485,9 +527,9 @@ static int visit(void *ctx, const altar_ledger_entry_t *e) {
 }
 
 /* A held group's side key (ALTAR_HELD_PREFIX kind NUL group_key → "...\n"
- * error) into v->held. */
+ * error) into s->held. */
 static int visit_held(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
-  altar_fleet_view_t *v = ctx;
+  snapshot_t *s = ctx;
   size_t pl = strlen(ALTAR_HELD_PREFIX);
   if (klen <= pl || klen - pl > 2048) return 0;
   char name[2050];
@@ -499,44 +541,170 @@ static int visit_held(void *ctx, const void *key, size_t klen, const void *val, 
   const char *why = memchr(val, '\n', vlen);
   size_t len = why ? vlen - (size_t)(why + 1 - (const char *)val) : 0;
   char *err = strndup(why ? why + 1 : "", len < 1024 ? len : 1024);
-  if (err) json_object_set_new(v->held, name, jstr(err));
+  if (err) json_object_set_new(s->held, name, jstr(err));
   free(err);
-  return json_object_size(v->held) >= ALTAR_FLEET_VIEW_GROUPS_KEEP;
+  return json_object_size(s->held) >= ALTAR_FLEET_VIEW_GROUPS_KEEP;
 }
 
-static void read_ledger(altar_fleet_view_t *v) {
-  /* A slow read (10^5 shards take most of a second) is repeated only after
-   * ALTAR_FLEET_VIEW_LEDGER_READ_SPACING times its cost, so most requests
-   * are served from the snapshot instead of each paying for a read. */
-  int64_t start = altar_mono_ms(), age = start - v->ledger_read_ms;
-  if (v->ledger_read_ms &&
-      (age < ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS || age < v->ledger_read_cost_ms * ALTAR_FLEET_VIEW_LEDGER_READ_SPACING))
-    return;
-  v->ledger_read_ms = start;
+/* A bucket of the reconciler's hour (ALTAR_HISTORY_PREFIX) into s->hist. */
+static int visit_history(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
+  (void)key, (void)klen;
+  snapshot_t *s = ctx;
+  if (!s->hist) s->hist = calloc(ALTAR_HISTORY_BUCKETS, sizeof *s->hist);
+  if (!s->hist || s->n_hist >= ALTAR_HISTORY_BUCKETS) return 1;
+  if (altar__history_decode(val, vlen, &s->hist[s->n_hist])) s->n_hist++;
+  return 0;
+}
+
+/* Reads the ledger at path into s (empty on entry). 0, or -1 when it could
+ * not be opened (s->ledger_err says why). Touches nothing shared: the
+ * background reader calls it outside the view's mutex. */
+static int snapshot_read(const char *path, snapshot_t *s) {
   altar_error_t e = {0};
+  s->held = json_object();
   altar_ledger_rocksdb_opts_t ro = {.read_only = true, .no_create = true};
-  altar_ledger_t *l = altar_ledger_rocksdb_open(v->ledger_path, &ro, &e);
+  altar_ledger_t *l = s->held ? altar_ledger_rocksdb_open(path, &ro, &e) : NULL;
   if (!l) {
-    snprintf(v->ledger_err, sizeof v->ledger_err, "%s", e.msg);
-    return; /* the last snapshot stays */
+    snprintf(s->ledger_err, sizeof s->ledger_err, "%s", s->held ? e.msg : "out of memory");
+    return -1;
   }
-  recs_clear(v);
-  v->reading = l;
-  if (altar_attempts_keys(l, &v->ran_again, &v->n_ran_again, &e) != ALTAR_OK ||
-      altar_ledger_foreach(l, visit, v, &e) != ALTAR_OK)
-    snprintf(v->ledger_err, sizeof v->ledger_err, "%s", *e.msg ? e.msg : "reading the ledger failed");
-  else v->ledger_err[0] = 0;
-  index_rec_keys(v);
-  json_object_clear(v->held);
-  altar_ledger_aux_scan(l, ALTAR_HELD_PREFIX, strlen(ALTAR_HELD_PREFIX), visit_held, v, &e);
-  altar_attempts_keys_free(v->ran_again, v->n_ran_again);
-  v->ran_again = NULL;
-  v->n_ran_again = 0;
-  v->reading = NULL;
+  s->reading = l;
+  if (altar_attempts_keys(l, &s->ran_again, &s->n_ran_again, &e) != ALTAR_OK ||
+      altar_ledger_foreach(l, visit, s, &e) != ALTAR_OK)
+    snprintf(s->ledger_err, sizeof s->ledger_err, "%s", *e.msg ? e.msg : "reading the ledger failed");
+  index_rec_keys(s);
+  altar_ledger_aux_scan(l, ALTAR_HELD_PREFIX, strlen(ALTAR_HELD_PREFIX), visit_held, s, &e);
+  altar_ledger_aux_scan(l, ALTAR_HISTORY_PREFIX, strlen(ALTAR_HISTORY_PREFIX), visit_history, s, &e);
+  altar_attempts_keys_free(s->ran_again, s->n_ran_again);
+  s->ran_again = NULL;
+  s->n_ran_again = 0;
+  s->reading = NULL;
   altar_ledger_close(l);
-  v->ledger_read_at = altar_wall_s();
+  s->ledger_read_at = altar_wall_s();
+  return 0;
+}
+
+/* Puts next (read from start_ms on) in place of v's snapshot, under mu;
+ * the old one is left in *next for the caller to free (outside mu when it
+ * can). A read that could not open the ledger keeps the last snapshot and
+ * records why. */
+static void snapshot_adopt(altar_fleet_view_t *v, snapshot_t *next, int rc, int64_t start_ms, bool in_render) {
   v->ledger_read_ms = altar_mono_ms();
-  v->ledger_read_cost_ms = v->ledger_read_ms - start;
+  v->ledger_read_cost_ms = v->ledger_read_ms - start_ms;
+  if (rc) {
+    snprintf(v->s.ledger_err, sizeof v->s.ledger_err, "%s", next->ledger_err);
+    return;
+  }
+  snapshot_t old = v->s;
+  v->s = *next;
+  *next = old;
+  v->counters.ledger_reads++;
+  if (in_render) v->counters.ledger_reads_in_render++;
+}
+
+/* Milliseconds until the snapshot is old enough for another read, 0 when
+ * due: a slow read (10^5 shards take most of a second) is repeated only
+ * after ALTAR_FLEET_VIEW_LEDGER_READ_SPACING times its cost. */
+static int64_t read_due_in(const altar_fleet_view_t *v) {
+  if (!v->ledger_read_ms) return 0;
+  int64_t spacing = v->ledger_read_cost_ms * ALTAR_FLEET_VIEW_LEDGER_READ_SPACING;
+  int64_t wait = spacing > ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS ? spacing : ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS;
+  int64_t left = wait - (altar_mono_ms() - v->ledger_read_ms);
+  return left > 0 ? left : 0;
+}
+
+/* A read of the ledger on the calling thread (under mu), when due or when
+ * forced. With the background reader running a page never reads: the
+ * reader keeps the snapshot fresh. */
+static void read_ledger(altar_fleet_view_t *v, bool forced, bool in_render) {
+  /* A reader back from idling has a snapshot too old to show: this page
+   * reads (as every page did before the reader), the next ones need not. */
+  bool stale = altar_mono_ms() - v->ledger_read_ms > ALTAR_FLEET_VIEW_READER_IDLE_MS;
+  if (!forced && (v->reader_running ? !stale : read_due_in(v) > 0)) return;
+  int64_t start = altar_mono_ms();
+  snapshot_t next = {0};
+  int rc = snapshot_read(v->ledger_path, &next);
+  snapshot_adopt(v, &next, rc, start, in_render);
+  snapshot_free(&next);
+}
+
+static void *reader_main(void *arg) {
+  altar_fleet_view_t *v = arg;
+  pthread_mutex_lock(&v->mu);
+  while (!v->reader_stop) {
+    /* Nobody looking: no reads (a 10^5-shard ledger costs half a second of
+     * CPU each) until a page is asked for again. */
+    if (altar_mono_ms() - v->last_render_ms > ALTAR_FLEET_VIEW_READER_IDLE_MS) {
+      v->reader_idle = true;
+      pthread_cond_wait(&v->reader_wake, &v->mu);
+      v->reader_idle = false;
+      continue;
+    }
+    int64_t left = read_due_in(v);
+    if (left > 0) {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      ts.tv_sec += left / 1000;
+      ts.tv_nsec += (left % 1000) * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&v->reader_wake, &v->mu, &ts);
+      continue;
+    }
+    int64_t start = altar_mono_ms();
+    v->ledger_read_ms = start; /* not due again while this read runs */
+    pthread_mutex_unlock(&v->mu);
+    snapshot_t next = {0};
+    int rc = snapshot_read(v->ledger_path, &next);
+    pthread_mutex_lock(&v->mu);
+    snapshot_adopt(v, &next, rc, start, false);
+    if (!rc) v->counters.background_reads++;
+    pthread_mutex_unlock(&v->mu);
+    snapshot_free(&next); /* the old snapshot, freed while pages render */
+    pthread_mutex_lock(&v->mu);
+  }
+  pthread_mutex_unlock(&v->mu);
+  return NULL;
+}
+
+int altar__fleet_view_start_reader(altar_fleet_view_t *v, altar_error_t *err) {
+  pthread_mutex_lock(&v->mu);
+  if (v->reader_running) {
+    pthread_mutex_unlock(&v->mu);
+    return ALTAR_OK;
+  }
+  read_ledger(v, true, false); /* the first page finds a snapshot */
+  v->reader_stop = false;
+  v->last_render_ms = altar_mono_ms();
+  int rc = pthread_create(&v->reader, NULL, reader_main, v);
+  v->reader_running = rc == 0;
+  pthread_mutex_unlock(&v->mu);
+  return rc ? altar_error_set(err, ALTAR_EIO, "fleet view: starting the ledger reader: %s", strerror(rc)) : ALTAR_OK;
+}
+
+void altar__fleet_view_stop_reader(altar_fleet_view_t *v) {
+  if (!v) return;
+  pthread_mutex_lock(&v->mu);
+  bool running = v->reader_running;
+  v->reader_stop = true;
+  pthread_cond_broadcast(&v->reader_wake);
+  pthread_mutex_unlock(&v->mu);
+  if (running) pthread_join(v->reader, NULL);
+  pthread_mutex_lock(&v->mu);
+  v->reader_running = false;
+  pthread_mutex_unlock(&v->mu);
+}
+
+void altar__fleet_view_history_into(altar_fleet_view_t *v, altar_history_t *h) {
+  pthread_mutex_lock(&v->mu);
+  double now = altar_wall_s();
+  for (size_t i = 0; i < v->s.n_hist; i++) altar__history_bucket_put(h, &v->s.hist[i], now);
+  pthread_mutex_unlock(&v->mu);
+}
+
+void altar__fleet_view_counters(altar_fleet_view_t *v, altar_fleet_view_counters_t *out) {
+  pthread_mutex_lock(&v->mu);
+  *out = v->counters;
+  pthread_mutex_unlock(&v->mu);
 }
 
 /* Looks for pools' jobs topics not read yet (at most every
@@ -566,11 +734,11 @@ static void scan_pool_topics(altar_fleet_view_t *v) {
   altar_topic_list_free(tl);
 }
 
+/* The topics read up to now (the ledger is read apart: read_ledger). */
 static void refresh(altar_fleet_view_t *v) {
   for (int i = 0; i < R_COUNT; i++) read_reader(v, &v->rd[i], i);
   scan_pool_topics(v);
   for (size_t i = 0; i < v->n_pools; i++) read_reader(v, &v->pool_rd[i], R_JOBS);
-  read_ledger(v);
 }
 
 /* Records topic holds now (its partitions' end less beginning); -1 unknown. */
@@ -601,18 +769,26 @@ int altar__fleet_view_sync(altar_fleet_view_t *v, int timeout_ms, altar_error_t 
   bool done = false;
   while (!done) {
     refresh(v);
+    read_ledger(v, false, false);
     done = true;
     for (size_t i = 0; i < nr; i++) done &= want[i] < 0 || rs[i]->n_read >= (uint64_t)want[i];
     if (!done && altar_mono_ms() >= until) break;
   }
-  v->ledger_read_ms = 0; /* read after the topics: nothing recorded yet looks waiting */
-  read_ledger(v);
+  read_ledger(v, true, false); /* read after the topics: nothing recorded yet looks waiting */
   pthread_mutex_unlock(&v->mu);
   return done ? ALTAR_OK
               : altar_error_set(err, ALTAR_ETIMEOUT, "fleet view: the topics were not read within %d ms", timeout_ms);
 }
 
 /* ---- rendering ------------------------------------------------------------ */
+
+/* What the job summaries are computed from has changed since a count of
+ * this: the ledger snapshot, or the topics of jobs and group events. */
+static uint64_t jobs_inputs_read(const altar_fleet_view_t *v) {
+  uint64_t n = v->counters.ledger_reads + v->rd[R_JOBS].n_read + v->rd[R_READY].n_read + v->rd[R_DEAD].n_read;
+  for (size_t i = 0; i < v->n_pools; i++) n += v->pool_rd[i].n_read;
+  return n;
+}
 
 static const char *state_name(int s) {
   static const char *const names[] = {"pending", "running", "succeeded", "failed"};
@@ -805,7 +981,7 @@ static void rec_facts(const altar_fleet_view_t *v, why_ctx_t *c, const rec_t *r,
       .failure_reason = r->reason,
       .group_cancelled = (ev && !strcmp(ev, "cancelled")) || json_object_get(v->cancelled_jobs, r->job_id),
       .group = sf->gname,
-      .held_error = r->group_key ? json_string_value(json_object_get(v->held, gkey)) : NULL,
+      .held_error = r->group_key ? json_string_value(json_object_get(v->s.held, gkey)) : NULL,
       .retry_due = r->retry_due,
       .run_worker = worker,
       .run_worker_live = live,
@@ -991,8 +1167,8 @@ static int by_submit_desc(const void *a, const void *b) {
 static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
   *js = (jobs_t){.index = json_object()};
   if (!js->index) return ALTAR_ENOMEM;
-  for (size_t i = 0; i < v->n_recs; i++) {
-    const rec_t *r = &v->recs[i];
+  for (size_t i = 0; i < v->s.n_recs; i++) {
+    const rec_t *r = &v->s.recs[i];
     job_t *j = job_get(js, r->job_id);
     if (!j) return ALTAR_ENOMEM;
     tally_add(&j->t, r);
@@ -1049,6 +1225,25 @@ static int build_jobs(const altar_fleet_view_t *v, jobs_t *js) {
   return ALTAR_OK;
 }
 
+/* v's job summaries, computed again only when what they are computed from
+ * was read since (counted in jobs_builds). NULL when out of memory. */
+static const jobs_t *jobs_of(altar_fleet_view_t *v) {
+  uint64_t at = jobs_inputs_read(v);
+  if (v->jobs && v->jobs_at == at) return v->jobs;
+  if (v->jobs) jobs_free(v->jobs);
+  free(v->jobs);
+  v->jobs = calloc(1, sizeof *v->jobs);
+  if (!v->jobs || build_jobs(v, v->jobs)) {
+    if (v->jobs) jobs_free(v->jobs);
+    free(v->jobs);
+    v->jobs = NULL;
+    return NULL;
+  }
+  v->jobs_at = at;
+  v->counters.jobs_builds++;
+  return v->jobs;
+}
+
 /* A job's state in one word, its badge (the jobs list's state filter). */
 static const char *job_state(const job_t *j) {
   if (j->cancelled && !j->open && !j->dead) return "cancelled";
@@ -1059,29 +1254,28 @@ static const char *job_state(const job_t *j) {
 }
 
 static json_t *job_row(const job_t *j) {
-  json_t *o =
-      json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:O, s:I, s:I, s:O}", "job_id", jstr(j->id), "submitted_at",
-                j->submitted_at >= 0 ? json_real(j->submitted_at) : json_null(), "shards", tally_json(&j->t), "groups",
-                "fired", (json_int_t)j->fired, "dead_lettered", (json_int_t)j->dead, "cancelled",
-                (json_int_t)j->cancelled, "open", (json_int_t)j->open, "outputs", j->outputs, "outputs_total",
-                (json_int_t)j->outputs_total, "waiting", (json_int_t)j->waiting, "waiting_pools", j->waiting_pools);
+  json_t *o = json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:o, s:I, s:I, s:o}", "job_id", jstr(j->id),
+                        "submitted_at", j->submitted_at >= 0 ? json_real(j->submitted_at) : json_null(), "shards",
+                        tally_json(&j->t), "groups", "fired", (json_int_t)j->fired, "dead_lettered",
+                        (json_int_t)j->dead, "cancelled", (json_int_t)j->cancelled, "open", (json_int_t)j->open,
+                        "outputs", json_deep_copy(j->outputs), "outputs_total", (json_int_t)j->outputs_total, "waiting",
+                        (json_int_t)j->waiting, "waiting_pools", json_deep_copy(j->waiting_pools));
   if (o) json_object_set_new(o, "state", json_string(job_state(j)));
   return o;
 }
 
-static json_t *render_jobs(const altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
+static json_t *render_jobs(altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
   altar_shard_filter_t f;
   if (altar__shard_filter_parse(q, true, &f, err)) return NULL;
-  jobs_t js;
   /* The jobs with a recorded shard that matches kind, label and worker. */
   json_t *hits = altar__shard_filter_by_shard(&f) ? json_object() : NULL;
-  for (size_t i = 0; hits && i < v->n_recs; i++) {
-    const rec_t *r = &v->recs[i];
+  for (size_t i = 0; hits && i < v->s.n_recs; i++) {
+    const rec_t *r = &v->s.recs[i];
     if (!json_object_get(hits, r->job_id) && altar__shard_filter_match(&f, NULL, r->kind, r->labels, rec_worker(v, r)))
       json_object_set_new(hits, r->job_id, json_true());
   }
-  if (build_jobs(v, &js) || (altar__shard_filter_by_shard(&f) && !hits)) {
-    jobs_free(&js);
+  const jobs_t *js = jobs_of(v);
+  if (!js || (altar__shard_filter_by_shard(&f) && !hits)) {
     json_decref(hits);
     altar_error_set(err, ALTAR_ENOMEM, "out of memory");
     return NULL;
@@ -1089,13 +1283,12 @@ static json_t *render_jobs(const altar_fleet_view_t *v, const altar_fleet_query_
   size_t off, lim, idx = 0;
   page_bounds(q, &off, &lim);
   json_t *rows = json_array();
-  for (size_t i = 0; rows && i < js.n; i++) {
-    if ((f.state && strcmp(f.state, job_state(&js.v[i]))) || (hits && !json_object_get(hits, js.v[i].id))) continue;
-    if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, job_row(&js.v[i]));
+  for (size_t i = 0; rows && i < js->n; i++) {
+    if ((f.state && strcmp(f.state, job_state(&js->v[i]))) || (hits && !json_object_get(hits, js->v[i].id))) continue;
+    if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, job_row(&js->v[i]));
   }
-  json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:o}", "total", (json_int_t)idx, "total_all", (json_int_t)js.n, "offset",
+  json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:o}", "total", (json_int_t)idx, "total_all", (json_int_t)js->n, "offset",
                         (json_int_t)off, "limit", (json_int_t)lim, "jobs", rows ? rows : json_array());
-  jobs_free(&js);
   json_decref(hits);
   if (!o) altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   return o;
@@ -1106,8 +1299,8 @@ static json_t *members_json(const altar_fleet_view_t *v, why_ctx_t *c, const cha
                             size_t *ptotal) {
   json_t *a = json_array();
   *ptotal = 0;
-  for (size_t i = 0; a && i < v->n_recs; i++) {
-    const rec_t *r = &v->recs[i];
+  for (size_t i = 0; a && i < v->s.n_recs; i++) {
+    const rec_t *r = &v->s.recs[i];
     bool same = key ? r->group_key && !strcmp(r->group_key, key) && !strcmp(r->kind, kind) : !r->group_key;
     if (!same) continue;
     if ((*ptotal)++ < MEMBERS_PER_GROUP) json_array_append_new(a, shard_json(v, c, r));
@@ -1124,8 +1317,8 @@ typedef int (*why_fn)(void *ctx, const rec_t *r, const char *tk, const json_t *q
 
 static int why_each(const altar_fleet_view_t *v, why_ctx_t *c, const char *job, why_fn fn, void *ctx) {
   shard_facts_t sf;
-  for (size_t i = 0; i < v->n_recs; i++) {
-    const rec_t *r = &v->recs[i];
+  for (size_t i = 0; i < v->s.n_recs; i++) {
+    const rec_t *r = &v->s.recs[i];
     if (strcmp(r->job_id, job)) continue;
     rec_facts(v, c, r, &sf);
     altar_why_reason_t why = altar__why_decide(&sf.f);
@@ -1199,7 +1392,7 @@ static json_t *render_why(const altar_fleet_view_t *v, const altar_fleet_query_t
     return NULL;
   }
   bool known = json_object_get(v->queued, q->job) || json_object_get(v->cancelled_jobs, q->job);
-  for (size_t i = 0; !known && i < v->n_recs; i++) known = !strcmp(v->recs[i].job_id, q->job);
+  for (size_t i = 0; !known && i < v->s.n_recs; i++) known = !strcmp(v->s.recs[i].job_id, q->job);
   if (!known) {
     altar_error_set(err, ALTAR_ENOTFOUND, "job '%s' not found", q->job);
     return NULL;
@@ -1241,17 +1434,18 @@ static int job_matches(const altar_fleet_view_t *v, why_ctx_t *c, const char *jo
                        size_t off, size_t lim, json_t *o) {
   json_t *rows = json_array(), *states = json_object();
   size_t idx = 0, n_hits = 0;
-  const rec_t **hits = malloc((v->n_recs ? v->n_recs : 1) * sizeof *hits);
-  for (size_t i = 0; hits && rows && states && i < v->n_recs; i++) {
-    const rec_t *r = &v->recs[i];
+  const rec_t **hits = malloc((v->s.n_recs ? v->s.n_recs : 1) * sizeof *hits);
+  for (size_t i = 0; hits && rows && states && i < v->s.n_recs; i++) {
+    const rec_t *r = &v->s.recs[i];
     if (strcmp(r->job_id, job)) continue;
     const char *st = shard_state(r);
     if (!altar__shard_filter_match(f, st, r->kind, r->labels, f->worker ? rec_worker(v, r) : NULL)) continue;
     json_object_set_new(states, st, json_integer(json_integer_value(json_object_get(states, st)) + 1));
     hits[n_hits++] = r;
   }
-  /* Paged in label order, so a page holds the same shards between polls. */
-  if (n_hits) qsort(hits, n_hits, sizeof *hits, rec_order);
+  /* Paged in label order, so a page holds the same shards between polls:
+   * only the shards up to the page's end are put in order. */
+  if (n_hits) altar__select_first((const void **)hits, n_hits, off < n_hits ? off + lim : n_hits, rec_order);
   for (size_t i = 0; rows && i < n_hits; i++)
     if (idx++ >= off && json_array_size(rows) < lim) json_array_append_new(rows, shard_row(v, c, hits[i]));
   if (!hits) {
@@ -1279,7 +1473,7 @@ static int job_matches(const altar_fleet_view_t *v, why_ctx_t *c, const char *jo
   return ALTAR_OK;
 }
 
-static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
+static json_t *render_job(altar_fleet_view_t *v, const altar_fleet_query_t *q, altar_error_t *err) {
   if (!q || !q->job) {
     altar_error_set(err, ALTAR_EINVAL, "job: the query needs id=JOB_ID");
     return NULL;
@@ -1287,25 +1481,22 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   altar_shard_filter_t f;
   if (altar__shard_filter_parse(q, false, &f, err)) return NULL;
   bool filtered = altar__shard_filter_any(&f);
-  jobs_t js;
-  if (build_jobs(v, &js)) {
-    jobs_free(&js);
+  const jobs_t *js = jobs_of(v);
+  if (!js) {
     altar_error_set(err, ALTAR_ENOMEM, "out of memory");
     return NULL;
   }
-  json_t *ix = json_object_get(js.index, q->job);
-  job_t *j = NULL;
-  for (size_t i = 0; ix && i < js.n; i++)
-    if (!strcmp(js.v[i].id, q->job)) j = &js.v[i];
+  json_t *ix = json_object_get(js->index, q->job);
+  const job_t *j = NULL; /* the index is of build order, not of the sorted list */
+  for (size_t i = 0; ix && i < js->n && !j; i++)
+    if (!strcmp(js->v[i].id, q->job)) j = &js->v[i];
   if (!j) {
-    jobs_free(&js);
     altar_error_set(err, ALTAR_ENOTFOUND, "job '%s' not found", q->job);
     return NULL;
   }
   why_ctx_t wc;
   if (why_ctx_init(v, q->job, &wc)) {
     why_ctx_free(&wc);
-    jobs_free(&js);
     altar_error_set(err, ALTAR_ENOMEM, "out of memory");
     return NULL;
   }
@@ -1332,8 +1523,8 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
     json_object_set_new(members, gk, json_array());
   }
   json_t *totals = json_object();
-  for (size_t i = 0; json_object_size(members) && totals && i < v->n_recs; i++) {
-    const rec_t *r = &v->recs[i];
+  for (size_t i = 0; json_object_size(members) && totals && i < v->s.n_recs; i++) {
+    const rec_t *r = &v->s.recs[i];
     if (!r->group_key) continue;
     char gkey[2048];
     snprintf(gkey, sizeof gkey, "%s\n%s", r->kind, r->group_key);
@@ -1346,7 +1537,7 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   json_object_foreach(members, gk, list) {
     size_t n = json_array_size(list);
     const rec_t **rs = malloc((n ? n : 1) * sizeof *rs);
-    for (size_t k = 0; rs && k < n; k++) rs[k] = &v->recs[json_integer_value(json_array_get(list, k))];
+    for (size_t k = 0; rs && k < n; k++) rs[k] = &v->s.recs[json_integer_value(json_array_get(list, k))];
     if (rs && n) qsort(rs, n, sizeof *rs, rec_order);
     json_array_clear(list);
     for (size_t k = 0; rs && k < n && k < MEMBERS_PER_GROUP; k++)
@@ -1370,9 +1561,9 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   json_decref(totals);
   size_t n_ungrouped = 0;
   json_t *ungrouped = json_array();
-  for (size_t i = 0; ungrouped && !filtered && i < v->n_recs; i++)
-    if (!v->recs[i].group_key && !strcmp(v->recs[i].job_id, q->job) && n_ungrouped++ < MEMBERS_PER_GROUP)
-      json_array_append_new(ungrouped, shard_json(v, &wc, &v->recs[i]));
+  for (size_t i = 0; ungrouped && !filtered && i < v->s.n_recs; i++)
+    if (!v->s.recs[i].group_key && !strcmp(v->s.recs[i].job_id, q->job) && n_ungrouped++ < MEMBERS_PER_GROUP)
+      json_array_append_new(ungrouped, shard_json(v, &wc, &v->s.recs[i]));
   json_t *o = job_row(j);
   json_object_set_new(o, "groups_total", json_integer((json_int_t)json_object_size(keys)));
   json_object_set_new(o, "offset", json_integer((json_int_t)off));
@@ -1398,7 +1589,6 @@ static json_t *render_job(const altar_fleet_view_t *v, const altar_fleet_query_t
   if (!o) altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   json_decref(keys);
   why_ctx_free(&wc);
-  jobs_free(&js);
   return o;
 }
 
@@ -1424,8 +1614,8 @@ static json_t *render_shard(const altar_fleet_view_t *v, const altar_fleet_query
     return NULL;
   }
   const rec_t *r = NULL;
-  for (size_t i = 0; !r && i < v->n_recs; i++)
-    if (!strcmp(v->recs[i].task_key, q->key)) r = &v->recs[i];
+  for (size_t i = 0; !r && i < v->s.n_recs; i++)
+    if (!strcmp(v->s.recs[i].task_key, q->key)) r = &v->s.recs[i];
   const char *job = r ? r->job_id : NULL, *jid;
   const json_t *queued = NULL, *qs;
   json_object_foreach(r ? NULL : v->queued, jid, qs) {
@@ -1572,7 +1762,7 @@ static json_t *lag_json(altar_fleet_view_t *v, const char *group, const char *to
 
 static json_t *render_overview(altar_fleet_view_t *v) {
   tally_t t = {0};
-  for (size_t i = 0; i < v->n_recs; i++) tally_add(&t, &v->recs[i]);
+  for (size_t i = 0; i < v->s.n_recs; i++) tally_add(&t, &v->s.recs[i]);
   uint64_t fired = 0, dead = 0, cancelled = 0;
   const char *gk;
   json_t *g;
@@ -1597,15 +1787,14 @@ static json_t *render_overview(altar_fleet_view_t *v) {
   json_int_t live = json_integer_value(json_object_get(workers, "live"));
   json_int_t wtotal = json_integer_value(json_object_get(workers, "total"));
   json_decref(workers);
-  jobs_t js;
-  size_t n_jobs = build_jobs(v, &js) == ALTAR_OK ? js.n : 0;
-  jobs_free(&js);
+  const jobs_t *js = jobs_of(v);
+  size_t n_jobs = js ? js->n : 0;
   /* What the serving process (the reconciler, or `altar dashboard`) costs,
    * and the ledger's disk. */
   altar_du_t du = {0};
   if (altar_footprint_du(v->ledger_path, ALTAR_FOOTPRINT_DU_MAX_ENTRIES, &du, NULL)) du = (altar_du_t){0};
   return json_pack("{s:f, s:I, s:o, s:{s:I, s:I, s:I}, s:{s:o, s:o, s:o, s:f}, s:{s:o, s:o}, s:{s:I, s:I}, s:I, "
-                   "s:{s:s, s:o, s:f, s:I, s:I}, s:{s:I}}",
+                   "s:{s:s, s:o, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}, s:{s:I}}",
                    "now", now, "jobs", (json_int_t)n_jobs, "shards", tally_json(&t), "groups", "fired",
                    (json_int_t)fired, "dead_lettered", (json_int_t)dead, "cancelled", (json_int_t)cancelled, "rates",
                    "shards_per_s", dt > 0 ? json_real((double)(cur.done - base->done) / dt) : json_null(),
@@ -1614,9 +1803,13 @@ static json_t *render_overview(altar_fleet_view_t *v) {
                    "window_s", dt, "lag", "workers", lag_json(v, ALTAR_WORKER_GROUP, v->topic[R_JOBS]), "reconciler",
                    lag_json(v, ALTAR_RECONCILER_GROUP, v->topic[R_STATUS]), "workers", "live", live, "total", wtotal,
                    "dlq_records", (json_int_t)v->dlq_total, "ledger", "path", v->ledger_path, "error",
-                   *v->ledger_err ? jstr(v->ledger_err) : json_null(), "read_at", v->ledger_read_at, "disk_bytes",
-                   (json_int_t)du.bytes, "disk_entries", (json_int_t)du.entries, "server", "rss_bytes",
-                   (json_int_t)altar_footprint_rss_bytes());
+                   *v->s.ledger_err ? jstr(v->s.ledger_err) : json_null(), "read_at", v->s.ledger_read_at, "disk_bytes",
+                   (json_int_t)du.bytes, "disk_entries", (json_int_t)du.entries, "reads",
+                   (json_int_t)v->counters.ledger_reads, "reads_in_render",
+                   (json_int_t)v->counters.ledger_reads_in_render, "background_reads",
+                   (json_int_t)v->counters.background_reads, "renders", (json_int_t)v->counters.renders, "jobs_builds",
+                   (json_int_t)v->counters.jobs_builds, "background_reader", (int)v->reader_running, "server",
+                   "rss_bytes", (json_int_t)altar_footprint_rss_bytes());
 }
 
 int altar__fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
@@ -1625,6 +1818,10 @@ int altar__fleet_view_render(altar_fleet_view_t *v, const char *page, const alta
   if (q && (q->offset < 0 || q->limit < 0)) return altar_error_set(err, ALTAR_EINVAL, "offset and limit must be >= 0");
   pthread_mutex_lock(&v->mu);
   refresh(v);
+  v->last_render_ms = altar_mono_ms();
+  if (v->reader_idle) pthread_cond_signal(&v->reader_wake);
+  read_ledger(v, false, true);
+  v->counters.renders++;
   json_t *o = NULL;
   if (!strcmp(page, "overview")) o = render_overview(v);
   else if (!strcmp(page, "jobs")) o = render_jobs(v, q, err);

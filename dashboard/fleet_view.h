@@ -6,7 +6,8 @@
  * - the ledger through its own read-only RocksDB handle, re-opened at most
  *   every ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS (longer when reads are slow): the reconciler's handle (one
  *   thread at a time, see altar/ledger.h) is never touched, so its loop
- *   never waits for a page;
+ *   never waits for a page; in a server the re-opening is done by a thread
+ *   of the view (altar__fleet_view_start_reader), so no page waits for it;
  * - the jobs, ready, dead, dlq, fleet and status topics through groupless
  *   readers (assign) of its own, each refresh reading only what is new.
  *
@@ -32,6 +33,10 @@
  * passed since that read ended: on a big ledger most pages come from the
  * snapshot (a read of 10^5 shards costs ~0.5 s). */
 #define ALTAR_FLEET_VIEW_LEDGER_READ_SPACING 5
+/* With the background reader: no page asked for in this long, and it stops
+ * reading until one is; a page that then finds the snapshot this old reads
+ * the ledger itself once. */
+#define ALTAR_FLEET_VIEW_READER_IDLE_MS 30000
 #define ALTAR_FLEET_VIEW_DLQ_KEEP 1000 /* newest DLQ records kept */
 /* What the view remembers of the topics it reads, newest kept: jobs (their
  * submit time and queued shards), group events, and the worker of each
@@ -63,6 +68,36 @@ void altar__fleet_view_free(altar_fleet_view_t *v); /* NULL is fine */
  * an unknown page, job or shard, ALTAR_EINVAL for a bad query. Any thread. */
 int altar__fleet_view_render(altar_fleet_view_t *v, const char *page, const altar_fleet_query_t *q, json_t **pout,
                              altar_error_t *err);
+
+/* Keeps the ledger snapshot fresh from a thread of its own (reads it once
+ * before returning, then whenever the snapshot is as old as
+ * ALTAR_FLEET_VIEW_LEDGER_MAX_AGE_MS or READ_SPACING times its last read's
+ * cost): pages then never wait for a read of the ledger, whatever its
+ * size. While no page is asked for (ALTAR_FLEET_VIEW_READER_IDLE_MS) it
+ * reads nothing. For a server (`altar dashboard`, the reconciler's); a
+ * one-shot reader has no use for it. Again while running is a no-op. 0 or ALTAR_EIO. */
+int altar__fleet_view_start_reader(altar_fleet_view_t *v, altar_error_t *err);
+/* Stops and joins the reader (altar__fleet_view_free does it too). NULL or
+ * not started is fine. */
+void altar__fleet_view_stop_reader(altar_fleet_view_t *v);
+
+/* The reconciler's hour as its ledger keeps it (reconciler/history_store.h),
+ * from the last snapshot, put into h: what `altar dashboard` running apart
+ * from the reconciler charts. Any thread. */
+struct altar_history;
+void altar__fleet_view_history_into(altar_fleet_view_t *v, struct altar_history *h);
+
+/* What the view did, as facts a test can assert on and /api/overview shows
+ * ("ledger": {"reads", "reads_in_render", "background_reads", "renders",
+ * "jobs_builds"}). */
+typedef struct altar_fleet_view_counters {
+  uint64_t renders;                /* pages rendered */
+  uint64_t ledger_reads;           /* snapshots of the whole ledger taken */
+  uint64_t ledger_reads_in_render; /* of them, taken while a page waited */
+  uint64_t background_reads;       /* of them, taken by the reader thread */
+  uint64_t jobs_builds;            /* job summaries computed (again only after a read changed their inputs) */
+} altar_fleet_view_counters_t;
+void altar__fleet_view_counters(altar_fleet_view_t *v, altar_fleet_view_counters_t *out);
 
 /* Reads the topics until the view holds every record they held when it was
  * called, or timeout_ms passed, then the ledger afresh: a one-shot reader

@@ -14,6 +14,7 @@
 #include "reconciler/consumed_prune.h"
 #include "reconciler/followup_run.h"
 #include "reconciler/history.h"
+#include "reconciler/history_store.h"
 #include "reconciler/lag_gauge.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
@@ -53,7 +54,10 @@ typedef struct daemon {
   altar__cp_runner_t cp;
   altar__consumed_pruner_t pruner;
   altar__lag_gauge_t lag;
-  bool check_starts; /* partitions were assigned: compare where they begin with the ledger */
+  uint64_t history_saved;   /* the history's version last written to the ledger */
+  int64_t history_saved_ms; /* when (monotonic) */
+  bool history_save_failed; /* said once */
+  bool check_starts;        /* partitions were assigned: compare where they begin with the ledger */
   int fatal;
   altar_error_t fatal_err;
   /* The batch being collected: a revoke drops its messages of the revoked
@@ -527,6 +531,24 @@ static void poll_lag(daemon_t *d) {
   free(ends);
 }
 
+/* The hour's last buckets into the ledger's side keys, at most every
+ * HISTORY_SAVE_MS and only after a change: `altar dashboard` in another
+ * process charts them (reconciler/history_store.h). */
+#define HISTORY_SAVE_MS 2000
+static void save_history(daemon_t *d) {
+  altar_history_t *h = d->o->history;
+  int64_t now = altar_mono_ms();
+  uint64_t version = altar__history_version(h);
+  if (!h || version == d->history_saved || now - d->history_saved_ms < HISTORY_SAVE_MS) return;
+  altar_error_t e = {0};
+  if (altar__history_save(h, d->o->ledger, altar_wall_s(), &e)) {
+    if (!d->history_save_failed) dlog(d, "keeping the dashboard's hour in the ledger: %s", e.msg);
+    d->history_save_failed = true;
+  }
+  d->history_saved = version;
+  d->history_saved_ms = now;
+}
+
 /* What the settled set holds in memory and what it had to read. */
 static void settled_stats(daemon_t *d) {
   d->stats.settled_cached = altar__settled_cache_size(&d->settled.cache);
@@ -548,6 +570,11 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
   altar_error_t me = {0};
   if (altar__reconciler_metrics_init(&d.metrics, o->metrics, &me)) dlog(&d, "metrics off: %s", me.msg);
   if (altar__lag_gauge_init(&d.lag, o->metrics, &me)) dlog(&d, "lag gauges off: %s", me.msg);
+  /* The hour a previous life kept goes on (a restart neither empties the
+   * charts nor writes over this span's counts with its own). */
+  if (o->history && altar__history_load(o->history, o->ledger, altar_wall_s(), &me))
+    dlog(&d, "the dashboard's hour from the ledger: %s", me.msg);
+  d.history_saved = altar__history_version(o->history);
   altar__cp_runner_init(&d.cp, o->checkpoint_uri, o->checkpoint_interval_s, altar_wall_s());
   d.cp.keep = o->checkpoints_keep ? o->checkpoints_keep : ALTAR_DEFAULT_CHECKPOINTS_KEEP;
   d.pruner.keep_s = o->consumed_keep_s;
@@ -614,6 +641,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
     if (!rc) prune_consumed(&d);
     altar_transport_poll(o->transport, 0);
     if (!rc) poll_lag(&d);
+    if (!rc) save_history(&d);
     d.stats.published = d.ob.published;
     settled_stats(&d);
     altar__reconciler_metrics_update(&d.metrics, &d.stats);

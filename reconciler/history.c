@@ -19,6 +19,7 @@ typedef struct bucket {
 
 struct altar_history {
   pthread_mutex_t mu;
+  uint64_t version; /* changes recorded */
   bucket_t b[ALTAR_HISTORY_BUCKETS];
   char reasons[ALTAR_HISTORY_REASONS_MAX][ALTAR_HISTORY_REASON_LEN];
 };
@@ -59,6 +60,7 @@ void altar_history_add(altar_history_t *h, double now, uint64_t finished, uint64
   b->finished += (uint32_t)finished;
   b->fired += (uint32_t)fired;
   b->dead += (uint32_t)dead;
+  h->version++;
   pthread_mutex_unlock(&h->mu);
 }
 
@@ -92,6 +94,7 @@ void altar_history_failure(altar_history_t *h, double now, const char *reason) {
   pthread_mutex_lock(&h->mu);
   bucket_t *b = bucket_at(h, now);
   b->failures[reason_slot(h, reason, b->index)]++;
+  h->version++;
   pthread_mutex_unlock(&h->mu);
 }
 
@@ -99,6 +102,7 @@ void altar_history_lag(altar_history_t *h, double now, int64_t lag) {
   if (!h) return;
   pthread_mutex_lock(&h->mu);
   bucket_at(h, now)->lag = lag < 0 ? 0 : lag;
+  h->version++;
   pthread_mutex_unlock(&h->mu);
 }
 
@@ -142,4 +146,56 @@ json_t *altar_history_json(altar_history_t *h, double now) {
                    (json_int_t)(first * ALTAR_HISTORY_BUCKET_S), "finished", finished, "fired", fired, "dead_lettered",
                    dead, "lag", lag, "failures", fail, "totals", "finished", tf, "fired", tfi, "dead_lettered", td,
                    "failures", fail_tot);
+}
+
+uint64_t altar__history_version(altar_history_t *h) {
+  if (!h) return 0;
+  pthread_mutex_lock(&h->mu);
+  uint64_t v = h->version;
+  pthread_mutex_unlock(&h->mu);
+  return v;
+}
+
+bool altar__history_bucket_get(altar_history_t *h, int64_t index, altar_history_bucket_t *out) {
+  memset(out, 0, sizeof *out);
+  if (!h || index < 0) return false;
+  pthread_mutex_lock(&h->mu);
+  const bucket_t *b = &h->b[index % ALTAR_HISTORY_BUCKETS];
+  bool here = b->index == index;
+  if (here) {
+    *out = (altar_history_bucket_t){
+        .index = index, .finished = b->finished, .fired = b->fired, .dead = b->dead, .lag = b->lag};
+    for (size_t r = 0; r <= ALTAR_HISTORY_REASONS_MAX; r++) {
+      if (!b->failures[r]) continue;
+      snprintf(out->failures[out->n_failures].reason, ALTAR_HISTORY_REASON_LEN, "%s",
+               r == OTHER ? "other" : h->reasons[r]);
+      out->failures[out->n_failures++].n = b->failures[r];
+    }
+  }
+  pthread_mutex_unlock(&h->mu);
+  return here;
+}
+
+void altar__history_bucket_put(altar_history_t *h, const altar_history_bucket_t *in, double now) {
+  int64_t now_index = index_of(now);
+  if (!h || in->index < 0 || in->index > now_index || in->index <= now_index - ALTAR_HISTORY_BUCKETS) return;
+  pthread_mutex_lock(&h->mu);
+  bucket_t *b = &h->b[in->index % ALTAR_HISTORY_BUCKETS];
+  if (b->index > in->index) {
+    pthread_mutex_unlock(&h->mu);
+    return;
+  }
+  int64_t own_lag = b->index == in->index ? b->lag : -1;
+  *b = (bucket_t){.index = in->index,
+                  .finished = in->finished,
+                  .fired = in->fired,
+                  .dead = in->dead,
+                  .lag = in->lag >= 0 ? in->lag : own_lag};
+  for (size_t i = 0; i < in->n_failures && i <= ALTAR_HISTORY_REASONS_MAX; i++) {
+    const char *reason = in->failures[i].reason[0] ? in->failures[i].reason : "unknown";
+    size_t slot = strcmp(reason, "other") ? reason_slot(h, reason, in->index) : OTHER;
+    b->failures[slot] += in->failures[i].n;
+  }
+  h->version++;
+  pthread_mutex_unlock(&h->mu);
 }

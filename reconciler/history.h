@@ -13,6 +13,7 @@
 #define ALTAR_RECONCILER_HISTORY_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define ALTAR_HISTORY_BUCKET_S 10
@@ -42,5 +43,28 @@ void altar_history_lag(altar_history_t *h, double now, int64_t lag);
  *    "totals": {"finished", "fired", "dead_lettered", "failures": {reason: n}}}
  * NULL when out of memory. */
 json_t *altar_history_json(altar_history_t *h, double now);
+
+/* One bucket as the ledger keeps it (reconciler/history_store.h): what a
+ * dashboard in another process reads to chart the reconciler's hour. */
+typedef struct altar_history_bucket {
+  int64_t index; /* floor(unix time / ALTAR_HISTORY_BUCKET_S) */
+  uint32_t finished, fired, dead;
+  int64_t lag; /* -1 = not seen in this bucket */
+  size_t n_failures;
+  struct {
+    char reason[ALTAR_HISTORY_REASON_LEN];
+    uint32_t n;
+  } failures[ALTAR_HISTORY_REASONS_MAX + 1];
+} altar_history_bucket_t;
+
+/* Counts every change recorded: a saver writes again only after one. */
+uint64_t altar__history_version(altar_history_t *h);
+/* The bucket of index into *out; false when h holds none for it (never
+ * written, or reused for a later span). */
+bool altar__history_bucket_get(altar_history_t *h, int64_t index, altar_history_bucket_t *out);
+/* Puts b in place of what h holds for its span, as of now (a bucket older
+ * than the hour, or older than what its slot holds, is ignored). The lag
+ * h saw itself stays when b has none. */
+void altar__history_bucket_put(altar_history_t *h, const altar_history_bucket_t *b, double now);
 
 #endif

@@ -7,7 +7,11 @@
 # backend) runs three shards, one failing: /api/shard?key= gives a shard's
 # labels, state, attempts and outputs (400/404 naming key), and the filters
 # of /api/jobs and /api/job (state, kind, label, worker) with paging give
-# the rows and totals the fleet's facts say, bad values 400 naming them.
+# the rows and totals the fleet's facts say, bad values 400 naming them;
+# /api/overview's counters show no request read the ledger itself (a
+# thread of the view keeps its snapshot fresh); `altar dashboard` on its
+# own charts the reconciler's hour (from the ledger) with the same totals,
+# and still after the reconciler restarts without a dashboard.
 set -u
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
 altar_test_begin dashboard-api curl
@@ -122,6 +126,7 @@ PY
 port="$(free_port)"
 base="http://127.0.0.1:$port"
 "$ALTAR_BIN" reconciler $fcfg --metrics "127.0.0.1:$port" >"$T/reconciler.log" 2>&1 &
+rpid=$!
 pids="$pids $!"
 "$ALTAR_BIN" worker $fcfg --id api-w1 >"$T/worker.log" 2>&1 &
 pids="$pids $!"
@@ -182,6 +187,40 @@ jcheck "$base/api/shard?key=$kf" "d['task_key'] == '$kf' and d['job_id'] == '$jo
 [ "$(code "$base/api/shard?key=$long")" = 400 ] && grep -q '"key:' "$T/body" || fail "a 300-byte key: not 400 naming key"
 [ "$(code "$base/api/shard?key=0000000000000000000000000000000000000000000000000000000000000000")" = 404 ] &&
   grep -q '"key:' "$T/body" || fail "an unknown key: not 404 naming key: $(cat "$T/body")"
+
+# Every page above came from the snapshot the view's reader thread keeps:
+# none of those requests read the ledger itself (recorded facts, not times).
+jcheck "$base/api/overview" 'd["ledger"]["background_reader"] and d["ledger"]["reads_in_render"] == 0 and d["ledger"]["background_reads"] >= 1 and d["ledger"]["reads"] >= d["ledger"]["background_reads"] and d["ledger"]["renders"] >= 25 and d["ledger"]["jobs_builds"] >= 1' "pages served without reading the ledger on the request"
+
+# `altar dashboard` alone (no reconciler in its process) charts the same
+# hour: the reconciler keeps its buckets in the ledger's side keys and the
+# standalone dashboard reads them. Its totals agree with the reconciler's.
+rbase="$base"
+port="$(free_port)"
+sbase="http://127.0.0.1:$port"
+"$ALTAR_BIN" dashboard $fcfg --addr "127.0.0.1:$port" >"$T/dash-alone.log" 2>&1 &
+pid=$!
+wait_up "$sbase" || fail "the standalone dashboard does not answer: $(cat "$T/dash-alone.log")"
+totals() { [ "$(code "$1/api/history")" = 200 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d["totals"], sort_keys=True))' "$T/body"; }
+i=0
+until r="$(totals "$rbase")" && s="$(totals "$sbase")" && [ "$r" = "$s" ]; do
+  i=$((i + 1)); [ $i -lt 150 ] || { fail "standalone /api/history totals $s, the reconciler's $r"; break; }; sleep 0.1
+done
+echo "$s" | python3 -c 'import json,sys; t=json.load(sys.stdin); sys.exit(0 if t["finished"] == 3 and t["fired"] == 1 and t["dead_lettered"] == 1 and t["failures"] == {"exit_3": 1} else 1)' ||
+  fail "standalone /api/history totals: $s, want 3 finished, 1 fired, 1 dead-lettered, one exit_3"
+# The reconciler restarted without a dashboard still keeps the hour: it goes
+# on from what its previous life kept, and a second job adds to it.
+kill "$rpid" && wait "$rpid"
+"$ALTAR_BIN" reconciler $fcfg --no-dashboard >"$T/reconciler2.log" 2>&1 &
+pids="$pids $!"
+job2="$("$ALTAR_BIN" submit $fcfg --wait --timeout 120 "$T/specs.jsonl" 2>"$T/submit2.log")"
+[ -n "$job2" ] || fail "the second submit printed no job id: $(cat "$T/submit2.log")"
+i=0
+until s="$(totals "$sbase")" && echo "$s" | python3 -c 'import json,sys; t=json.load(sys.stdin); sys.exit(0 if t["finished"] == 6 and t["fired"] == 2 and t["dead_lettered"] == 2 and t["failures"] == {"exit_3": 2} else 1)'; do
+  i=$((i + 1)); [ $i -lt 150 ] || { fail "after a restart without a dashboard and a second job, standalone totals $s"; break; }; sleep 0.1
+done
+kill "$pid" && wait "$pid"
+pid=""
 
 [ "$fails" -eq 0 ] || exit 1
 echo "dashboard api: ok"
