@@ -531,19 +531,24 @@ static void test_capacity_counts_running(void) {
  * taken the news. */
 static void test_change_fd_wakes_on_exit(void) {
   altar_error_t err = {0};
+  /* Its own backend: another test's supervisor exiting meanwhile would make
+   * the descriptor readable too. */
+  char *own_root = altar_test_tmpdir("process-change-fd");
+  altar_backend_t *own = make_process(NULL, own_root, &err);
+  CU_ASSERT_FATAL(own != NULL);
   altar_spec_t *s = altar_spec_new("k", "i");
   const char *argv[] = {"sleep", "300", NULL};
   set_argv(s, argv);
   altar_handle_t h;
-  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
-  int fd = altar_backend_change_fd(be);
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(own, s, &h, &err), 0);
+  int fd = altar_backend_change_fd(own);
   CU_ASSERT_FATAL(fd >= 0);
   struct pollfd pfd = {.fd = fd, .events = POLLIN};
   CU_ASSERT_EQUAL(poll(&pfd, 1, 0), 0); /* running: nothing to tell */
-  CU_ASSERT_EQUAL(altar_backend_cancel(be, &h, &err), 0);
+  CU_ASSERT_EQUAL(altar_backend_cancel(own, &h, &err), 0);
   CU_ASSERT_EQUAL(poll(&pfd, 1, 60 * 1000), 1); /* the supervisor's exit, no poll asked */
   altar_status_t st;
-  if (altar_contract_wait_terminal(be, &h, 60, &st) == 0) {
+  if (altar_contract_wait_terminal(own, &h, 60, &st) == 0) {
     CU_ASSERT_EQUAL(st.state, ALTAR_STATE_FAILED);
     altar_status_clear(&st);
   }
@@ -551,6 +556,9 @@ static void test_change_fd_wakes_on_exit(void) {
   CU_ASSERT_EQUAL(poll(&pfd, 1, 0), 0); /* taken by the poll */
   altar_handle_clear(&h);
   altar_spec_free(s);
+  altar_backend_close(own);
+  altar_test_rmtree(own_root);
+  free(own_root);
 }
 
 static void test_status_cannot_be_spoofed_by_argv(void) {
