@@ -683,6 +683,16 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
 
 bool altar__ledger_is_rocksdb(const altar_ledger_t *l) { return l && l->table == &altar_ledger_rocksdb_ops; }
 
+bool altar__ledger_rocksdb_open_spec(altar_ledger_t *l, const char *backend, const char *external_id,
+                                     const void **pdata, size_t *plen) {
+  if (!altar__ledger_is_rocksdb(l)) return false;
+  const altar__lent_t *x = altar__lindex_find(&((rl_t *)altar_ledger_impl(l))->ix, backend, external_id);
+  if (!x || !x->has_spec || !x->spec_enc) return false;
+  *pdata = x->spec_enc;
+  *plen = x->spec_len;
+  return true;
+}
+
 void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n) {
   if (altar__ledger_is_rocksdb(l)) ((rl_t *)altar_ledger_impl(l))->fail_writes = n;
 }
