@@ -262,7 +262,10 @@ static int rl_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, alt
   rl_t *r = altar_ledger_impl(l);
   int rc;
   if ((rc = altar__rl_writable(r, "consume", err))) return rc;
-  /* Queue every change first; the cache follows only when all are queued. */
+  /* Queue every change first; the cache follows only when all are queued.
+   * Room for them at once: a wide group's decision consumes 10^5 records. */
+  if (altar__hmap_reserve(&r->pend, 2 * n))
+    return altar__rl_op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.consume: out of memory"), err);
   altar_buf_reset(&r->cl);
   for (size_t i = 0; i < n; i++) {
     altar__lent_t *x = altar__lindex_find(&r->ix, hs[i].backend, hs[i].external_id);
