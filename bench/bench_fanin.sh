@@ -4,9 +4,13 @@
 # events, produced through the log as a worker would), the reconciler applies
 # them, then the last member's success is produced and timed until the group
 # event's last message is on the ready topic (time to fire). Reported per N:
-# the reconciler's resident memory with the group open (VmRSS once caught up)
-# and at its peak (VmHWM, the firing included), the time to apply the N-1
-# events, the time to fire, and each per member, next to the same run's 10^3.
+# the reconciler's resident memory with the group open (VmRSS once caught up),
+# at its peak (VmHWM, the firing included) and once idle again (VmRSS 3 s
+# after the firing: what it keeps), the time to apply the N-1 events, the
+# time to fire, and each per member, next to the same run's first size; and
+# the firing's cost per member above the first size's ((fire_N - fire_first)
+# / (N - first): the fixed part, start-up and this script's polling, taken
+# out), which stays flat when firing costs the same per member at any width.
 # Usage: bench/bench_fanin.sh [BUILD_DIR] [N...]
 set -eu
 B="${1:-build}"; [ $# -gt 0 ] && shift
@@ -17,8 +21,8 @@ now_ms() { date +%s%3N; }
 ready_end() { "$ALTAR" log topics --config "$T/a.yaml" --topic f.ready 2>/dev/null | awk 'NR > 1 {s += $4} END {print s + 0}'; }
 metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}' | head -1; }
 base_rss=""; base_fire=""; base_apply=""
-printf '%8s %10s %10s %10s %10s %10s %10s %10s %6s  %s\n' members rss_open_mb rss_peak_mb apply_s fire_ms \
-  peak_kb/m apply_us/m fire_us/m pages "per member vs the first size"
+printf '%8s %10s %10s %10s %10s %10s %10s %10s %10s %6s %12s  %s\n' members rss_open_mb rss_peak_mb rss_idle_mb apply_s \
+  fire_ms peak_kb/m apply_us/m fire_us/m pages +fire_us/m "per member vs the first size"
 for N in $SIZES; do
   T="$(mktemp -d "${TMPDIR:-/tmp}/altar-fanin.XXXXXX")"
   cat >"$T/a.yaml" <<YAML
@@ -66,16 +70,23 @@ PY
   until [ "$(ready_end)" -ge $((pages + 1)) ]; do sleep 0.005; done
   t3=$(now_ms)
   rss_peak=$(awk '/^VmHWM/ {print $2}' "/proc/$rec/status")
+  sleep 3
+  rss_idle=$(awk '/^VmRSS/ {print $2}' "/proc/$rec/status")
   kill "$rec"; wait "$rec" 2>/dev/null || true
   apply_ms=$((t1 - t0)); fire_ms=$((t3 - t2))
-  python3 - "$N" "$rss_open" "$rss_peak" "$apply_ms" "$fire_ms" <<'PY'
+  python3 - "$N" "$rss_open" "$rss_peak" "$rss_idle" "$apply_ms" "$fire_ms" <<'PY'
 import os, sys
-n, rss_open, rss_peak, apply_ms, fire_ms = (int(x) for x in sys.argv[1:6])
+n, rss_open, rss_peak, rss_idle, apply_ms, fire_ms = (int(x) for x in sys.argv[1:7])
 per = (rss_peak / n, apply_ms * 1000 / n, fire_ms * 1000 / n)
-line = f"{n:8d} {rss_open/1024:10.1f} {rss_peak/1024:10.1f} {apply_ms/1000:10.2f} {fire_ms:10d} {per[0]:10.2f} {per[1]:10.1f} {per[2]:10.2f}"
+line = (f"{n:8d} {rss_open/1024:10.1f} {rss_peak/1024:10.1f} {rss_idle/1024:10.1f} {apply_ms/1000:10.2f} {fire_ms:10d}"
+        f" {per[0]:10.2f} {per[1]:10.1f} {per[2]:10.2f}")
 print(line, end=" ")
 PY
   printf '%6s' "$pages"
+  if [ -n "$base_fire" ]; then
+    python3 -c "import sys; n,f,bn,bf=map(float,sys.argv[1:]); print(' %12.2f' % ((f-bf)*1000/(n-bn)), end='')" \
+      "$N" "$fire_ms" "$base_n" "$base_fire"
+  else printf ' %12s' -; fi
   if [ -z "$base_fire" ]; then base_rss=$rss_peak; base_fire=$fire_ms; base_apply=$apply_ms; base_n=$N; echo "  baseline"; else
     python3 -c "import sys; n,r,a,f,bn,br,ba,bf=map(float,sys.argv[1:]); print('  peak rss %.2fx apply %.2fx fire %.2fx per member' % ((r/n)/(br/bn), (a/n)/(ba/bn), (f/n)/(bf/bn)))" \
       "$N" "$rss_peak" "$apply_ms" "$fire_ms" "$base_n" "$base_rss" "$base_apply" "$base_fire"; fi

@@ -7,7 +7,8 @@
  * With ALTAR_DECODE_SPEC_BYTES the spec is walked by the same functions
  * with the reader "dry": every check made, nothing stored (no arena
  * allocation or copy for its strings, maps and arrays), and only its bytes
- * kept. */
+ * kept. altar_decode_spec_outputs_canonical walks a spec so too, keeping
+ * its outputs. */
 #include "core/codec_int.h"
 
 #include <math.h>
@@ -20,6 +21,9 @@ typedef struct fr {
   /* Validating only: the helpers below check as ever but store nothing
    * (outputs left as they are). Set while walking the spec, with spec_bytes. */
   bool dry;
+  /* With dry: a spec's outputs are stored all the same (what
+   * altar_decode_spec_outputs_canonical keeps of a spec). */
+  bool outputs_only;
 } fr_t;
 
 /* A header of width w after the format byte, and the value in it. */
@@ -222,15 +226,24 @@ static bool transfers(fr_t *r, altar_transfer_t **pv, size_t *pn) {
   return true;
 }
 
+/* A spec's outputs: stored unless dry, or even then with outputs_only. */
+static bool outputs(fr_t *r, altar_spec_t *s) {
+  bool dry = r->dry;
+  r->dry = dry && !r->outputs_only;
+  bool ok = transfers(r, &s->outputs, &s->n_outputs);
+  r->dry = dry;
+  return ok;
+}
+
 static bool spec(fr_t *r, altar_spec_t *s) {
   uint64_t n, three;
   memset(s, 0, sizeof *s);
   return map_of(r, &n) && n == 9 && lit(r, "command") && strv(r, &s->command, &s->n_command) && lit(r, "image") &&
          str(r, &s->image) && lit(r, "inputs") && transfers(r, &s->inputs, &s->n_inputs) && lit(r, "kind") &&
-         str(r, &s->kind) && lit(r, "labels") && strmap(r, &s->labels) && lit(r, "outputs") &&
-         transfers(r, &s->outputs, &s->n_outputs) && lit(r, "plugin_identity") && opt_strmap(r, &s->plugin_identity) &&
-         lit(r, "resources") && map_of(r, &three) && three == 3 && lit(r, "count") && i64(r, &s->resources.count) &&
-         lit(r, "gpu") && opt_str(r, &s->resources.gpu) && lit(r, "memory_mb") && opt_i64(r, &s->resources.memory_mb) &&
+         str(r, &s->kind) && lit(r, "labels") && strmap(r, &s->labels) && lit(r, "outputs") && outputs(r, s) &&
+         lit(r, "plugin_identity") && opt_strmap(r, &s->plugin_identity) && lit(r, "resources") && map_of(r, &three) &&
+         three == 3 && lit(r, "count") && i64(r, &s->resources.count) && lit(r, "gpu") &&
+         opt_str(r, &s->resources.gpu) && lit(r, "memory_mb") && opt_i64(r, &s->resources.memory_mb) &&
          lit(r, "timeout_s") && opt_i64(r, &s->timeout_s);
 }
 
@@ -293,6 +306,23 @@ static bool opt_spec(fr_t *r, altar_status_event_t *e) {
   }
   return (e->spec = altar_arena_alloc(r->a, sizeof *e->spec)) && spec(r, e->spec) &&
          copy_span(r, start, &e->spec_enc.codec_bytes_);
+}
+
+int altar_decode_spec_outputs_canonical(const void *data, size_t len, altar_arena_t *a, altar_transfer_t **pv,
+                                        size_t *pn) {
+  *pv = NULL;
+  *pn = 0;
+  if (!data || !len || len > ALTAR_MAX_MESSAGE) return ALTAR_ENOTSUP;
+  fr_t r = {.p = data, .end = (const uint8_t *)data + len, .a = a, .dry = true, .outputs_only = true};
+  altar_arena_mark_t mark = altar_arena_mark(a);
+  altar_spec_t scratch; /* only its outputs are stored */
+  if (!spec(&r, &scratch) || r.p != r.end) {
+    altar_arena_rewind(a, mark);
+    return ALTAR_ENOTSUP;
+  }
+  *pv = scratch.outputs;
+  *pn = scratch.n_outputs;
+  return ALTAR_OK;
 }
 
 /* The state, read as the full decoder reads it. */

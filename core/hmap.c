@@ -74,9 +74,9 @@ static void place(altar__hmap_t *m, const altar__hslot_t *e) {
   m->ctrl[i] = tag_of(e->hash);
 }
 
-static int grow(altar__hmap_t *m) {
+/* Moves every entry into a new table of cap slots (a power of two). */
+static int rehash(altar__hmap_t *m, size_t cap) {
   altar__hmap_t old = *m;
-  size_t cap = m->cap ? m->cap * 2 : 16;
   altar__hslot_t *slots = table_new(cap);
   if (!slots) return ALTAR_ENOMEM;
   m->slots = slots;
@@ -86,6 +86,14 @@ static int grow(altar__hmap_t *m) {
     if (old.ctrl[i]) place(m, &old.slots[i]);
   free(old.slots);
   return ALTAR_OK;
+}
+
+static int grow(altar__hmap_t *m) { return rehash(m, m->cap ? m->cap * 2 : 16); }
+
+int altar__hmap_reserve(altar__hmap_t *m, size_t more) {
+  size_t cap = m->cap ? m->cap : 16;
+  while ((m->n + more) * 2 > cap) cap *= 2;
+  return cap > m->cap ? rehash(m, cap) : ALTAR_OK;
 }
 
 int altar__hmap_put_h(altar__hmap_t *m, const char *key, size_t len, uint64_t hash, void *val, void **pold) {
@@ -133,7 +141,15 @@ void *altar__hmap_del_h(altar__hmap_t *m, const char *key, size_t len, uint64_t 
   return v;
 }
 
+/* The largest table clear keeps (2 MiB): one wide batch must not leave
+ * every later one zeroing, and the process holding, a table its size. */
+#define KEEP_SLOTS (1u << 16)
+
 void altar__hmap_clear(altar__hmap_t *m) {
+  if (m->cap > KEEP_SLOTS) {
+    altar__hmap_free(m);
+    return;
+  }
   if (m->cap) memset(m->slots, 0, m->cap * (sizeof *m->slots + 1));
   m->n = 0;
 }

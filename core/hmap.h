@@ -40,7 +40,11 @@ int altar__hmap_put_h(altar__hmap_t *m, const char *key, size_t len, uint64_t ha
  * slots, so do not delete while walking the slots. */
 void *altar__hmap_del(altar__hmap_t *m, const char *key, size_t len);
 void *altar__hmap_del_h(altar__hmap_t *m, const char *key, size_t len, uint64_t hash);
-/* Empties the map and keeps its table for reuse. */
+/* Room for `more` entries beyond those in the map, made at once (no
+ * doubling step by step while they are put). 0 or ALTAR_ENOMEM. */
+int altar__hmap_reserve(altar__hmap_t *m, size_t more);
+/* Empties the map and keeps its table for reuse, up to 65,536 slots; a
+ * larger one is freed (the next put starts small). */
 void altar__hmap_clear(altar__hmap_t *m);
 void altar__hmap_free(altar__hmap_t *m);
 

@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 int altar__rl_key(altar_buf_t *b, char prefix, const char *rk, size_t rklen) {
   altar_buf_reset(b);
@@ -190,6 +191,53 @@ void altar__rl_rollback(rl_t *r) {
   altar__rl_load_cache(r, &ignored);
 }
 
+/* A write batch is kept for the next one up to this size; a larger one (a
+ * wide group's decision) is freed once written, not held for ever. */
+#define WB_KEEP_BYTES (16u << 20)
+
+/* varint32's bytes, as the WriteBatch writes lengths. */
+static size_t varint_len(size_t v) {
+  size_t n = 1;
+  while (v >= 128) {
+    v >>= 7;
+    n++;
+  }
+  return n;
+}
+
+/* An upper bound of the bytes the batch's changes c[0..n) take in a
+ * WriteBatch: the header, then per change a tag, the key and the value,
+ * each with its varint length. A lazy value is bounded by its parts. */
+static size_t batch_bytes(pchange_t *const *c, size_t n) {
+  size_t b = 12;
+  for (size_t i = 0; i < n; i++) {
+    size_t v = c[i]->vlen;
+    if (c[i]->lazy) {
+      const altar__lent_t *x = c[i]->lazy;
+      v = 256 + x->packed_len + x->spec_len + (x->e.task_key ? strlen(x->e.task_key) : 0) +
+          (x->e.group_key ? strlen(x->e.group_key) : 0);
+    }
+    b += 1 + varint_len(c[i]->klen) + c[i]->klen + (c[i]->del ? 0 : varint_len(v) + v);
+  }
+  return b;
+}
+
+/* Gives the (empty) write batch room for `bytes` at once, when that is
+ * large: its string then grows in one step rather than doubling its way
+ * there, copying everything at each step and holding old and new at once
+ * (a wide group's decision writes about 100 MB). The C API has no
+ * reserve: a put of that many bytes read from untouched anonymous memory
+ * (the kernel's zero page: no memory taken) sizes the string, and clear
+ * keeps its capacity. Nothing is written; a failure only skips the help. */
+static void batch_reserve(rocksdb_writebatch_t *wb, size_t bytes) {
+  if (bytes < WB_KEEP_BYTES) return;
+  void *zeros = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (zeros == MAP_FAILED) return;
+  rocksdb_writebatch_put(wb, "", 0, zeros, bytes); /* capacity: bytes and the dummy's own header */
+  rocksdb_writebatch_clear(wb);
+  munmap(zeros, bytes);
+}
+
 static int pchange_cmp(const void *pa, const void *pb) {
   const pchange_t *a = *(pchange_t *const *)pa, *b = *(pchange_t *const *)pb;
   int c = memcmp(a->key, b->key, a->klen < b->klen ? a->klen : b->klen);
@@ -206,6 +254,7 @@ int altar__rl_flush(rl_t *r, altar_error_t *err) {
   /* In key order, each memtable insert starts next to the previous one. */
   qsort(r->pv, n, sizeof *r->pv, pchange_cmp);
   rocksdb_writebatch_clear(r->wb);
+  if (!r->writer) batch_reserve(r->wb, batch_bytes(r->pv, n));
   for (size_t i = 0; i < n; i++) {
     pchange_t *c = r->pv[i];
     if (c->del) {
@@ -235,6 +284,12 @@ int altar__rl_flush(rl_t *r, altar_error_t *err) {
   if (!dberr && writes) {
     if (r->writer) handed = !(dberr = altar__lwriter_submit(r->writer, &r->wb)); /* an earlier batch's failure */
     else rocksdb_write(r->db, r->wopts, r->wb, &dberr);
+  }
+  size_t wb_len = 0;
+  rocksdb_writebatch_data(r->wb, &wb_len);
+  if (!r->writer && wb_len > WB_KEEP_BYTES) {
+    rocksdb_writebatch_destroy(r->wb);
+    r->wb = rocksdb_writebatch_create();
   }
   rocksdb_writebatch_clear(r->wb);
   if (dberr) {

@@ -262,7 +262,10 @@ static int rl_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, alt
   rl_t *r = altar_ledger_impl(l);
   int rc;
   if ((rc = altar__rl_writable(r, "consume", err))) return rc;
-  /* Queue every change first; the cache follows only when all are queued. */
+  /* Queue every change first; the cache follows only when all are queued.
+   * Room for them at once: a wide group's decision consumes 10^5 records. */
+  if (altar__hmap_reserve(&r->pend, 2 * n))
+    return altar__rl_op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.consume: out of memory"), err);
   altar_buf_reset(&r->cl);
   for (size_t i = 0; i < n; i++) {
     altar__lent_t *x = altar__lindex_find(&r->ix, hs[i].backend, hs[i].external_id);
@@ -682,6 +685,16 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
 /* ---- internal accessors ---- */
 
 bool altar__ledger_is_rocksdb(const altar_ledger_t *l) { return l && l->table == &altar_ledger_rocksdb_ops; }
+
+bool altar__ledger_rocksdb_open_spec(altar_ledger_t *l, const char *backend, const char *external_id,
+                                     const void **pdata, size_t *plen) {
+  if (!altar__ledger_is_rocksdb(l)) return false;
+  const altar__lent_t *x = altar__lindex_find(&((rl_t *)altar_ledger_impl(l))->ix, backend, external_id);
+  if (!x || !x->has_spec || !x->spec_enc) return false;
+  *pdata = x->spec_enc;
+  *plen = x->spec_len;
+  return true;
+}
 
 void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n) {
   if (altar__ledger_is_rocksdb(l)) ((rl_t *)altar_ledger_impl(l))->fail_writes = n;

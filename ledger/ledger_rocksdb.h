@@ -18,6 +18,12 @@ bool altar__ledger_is_rocksdb(const altar_ledger_t *l);
 rocksdb_t *altar__ledger_rocksdb_db(altar_ledger_t *l);
 /* The directory the database lives in (borrowed), or NULL. */
 const char *altar__ledger_rocksdb_dir(altar_ledger_t *l);
+/* The spec of open record (backend, external_id) as the ledger keeps it in
+ * memory (altar_encode_spec's bytes), borrowed until the ledger next
+ * changes: true with *pdata and *plen set; false when l is not a RocksDB
+ * ledger, or the record is not open or has no spec. Reads no disk. */
+bool altar__ledger_rocksdb_open_spec(altar_ledger_t *l, const char *backend, const char *external_id,
+                                     const void **pdata, size_t *plen);
 /* Test hook (fault injection): the next n writes fail as a RocksDB write
  * error would, so callers' rollback paths can be exercised. */
 void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n);

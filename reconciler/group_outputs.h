@@ -14,7 +14,9 @@ bool altar__group_outputs_wanted(const altar_group_spec_t *gs);
 
 /* The outputs of members hs[0..n) (each by its stored spec), de-duplicated
  * by uri and in member order, copied into arena a. A member without a
- * stored spec adds none. However many: an event too wide for one message
+ * stored spec adds none. An open member's spec is read where the ledger
+ * holds it in memory (the RocksDB ledger: its bytes, only the outputs
+ * decoded), so firing a group reads no disk for it. However many: an event too wide for one message
  * carries them in its pages (altar_encode_group_messages). ALTAR_ENOMEM. */
 int altar__group_outputs(altar_ledger_t *l, const altar_handle_t *hs, size_t n, altar_arena_t *a, altar_transfer_t **pv,
                          size_t *pn, altar_error_t *err);

@@ -206,8 +206,10 @@ static int note_members(altar__settled_t *s, altar_ledger_t *l, const altar_grou
   if (marker) r = with_marker(r, g);
   if (!r) return nomem(err);
   int rc = ALTAR_OK;
-  if (r->len > ALTAR__SETTLED_TS_LEN) { /* a member to note */
-    s->next_seq++;                      /* not taken back on abort: a gap keeps the order */
+  /* Room for every member in memory at once (a wide group has 10^5). */
+  if (!s->replay && altar__hmap_reserve(&s->pend, members->n + 1)) rc = nomem(err);
+  if (!rc && r->len > ALTAR__SETTLED_TS_LEN) { /* a member to note */
+    s->next_seq++;                             /* not taken back on abort: a gap keeps the order */
     rc = store_record(s, l, r, false, err);
   }
   free(r);

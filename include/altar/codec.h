@@ -248,6 +248,15 @@ int altar_decode_status(const void *data, size_t len, altar_status_event_t *pout
 #define ALTAR_DECODE_SPEC_BYTES 1u
 int altar_decode_status_canonical(const void *data, size_t len, altar_arena_t *a, unsigned flags,
                                   altar_status_event_t *pout);
+/* The outputs of a spec in exactly the form altar_encode_spec writes (the
+ * bytes a ledger keeps), placed in arena a without building the rest of
+ * the spec: *pv (NULL when none) and *pn live until a is reset. The whole
+ * spec is checked as altar_decode_status_canonical checks one. ALTAR_ENOTSUP
+ * for anything else, valid or not, with *pv NULL and nothing left in a:
+ * altar_decode_spec decides those. When this accepts, altar_decode_spec
+ * gives the same outputs. */
+int altar_decode_spec_outputs_canonical(const void *data, size_t len, altar_arena_t *a, altar_transfer_t **pv,
+                                        size_t *pn);
 int altar_encode_group(const altar_group_event_t *e, altar_buf_t *out, altar_error_t *err);
 int altar_decode_group(const void *data, size_t len, altar_group_event_t *pout, altar_error_t *err);
 /* Whether group event e (every member in e->shards, every output in

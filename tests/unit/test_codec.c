@@ -1191,6 +1191,94 @@ static void test_spec_strings_checked_in_both_modes(void) {
   altar_handle_clear(&e.handle);
 }
 
+/* A spec's outputs read from its canonical bytes (what the reconciler reads
+ * of each member when a group fires): the same outputs as the full decoder,
+ * in order, placed in the arena; a spec in any other form, or with a bad
+ * string anywhere, is declined with nothing left in the arena; so is every
+ * prefix and every spec vector not in our own form. */
+static bool outputs_agree(const uint8_t *data, size_t len) {
+  altar_arena_t a = {0};
+  altar_transfer_t *o;
+  size_t n;
+  bool fast = altar_decode_spec_outputs_canonical(data, len, &a, &o, &n) == 0;
+  if (!fast) CU_ASSERT(o == NULL && n == 0 && altar_arena_mark(&a).head == NULL);
+  altar_spec_t s;
+  altar_error_t err = {0};
+  bool full = altar_decode_spec(data, len, &s, &err) == 0;
+  altar_buf_t enc = {0};
+  bool own = full && altar_encode_spec(&s, &enc, &err) == 0 && enc.len == len && !memcmp(enc.data, data, len);
+  CU_ASSERT_EQUAL(fast, own);
+  if (fast && full) {
+    CU_ASSERT_EQUAL_FATAL(n, s.n_outputs);
+    for (size_t i = 0; i < n; i++) {
+      CU_ASSERT_STRING_EQUAL(o[i].uri, s.outputs[i].uri);
+      CU_ASSERT_STRING_EQUAL(o[i].logical_path, s.outputs[i].logical_path);
+      CU_ASSERT((o[i].digest == NULL) == (s.outputs[i].digest == NULL));
+      if (o[i].digest && s.outputs[i].digest) CU_ASSERT_STRING_EQUAL(o[i].digest, s.outputs[i].digest);
+      CU_ASSERT((o[i].locality_key == NULL) == (s.outputs[i].locality_key == NULL));
+    }
+  }
+  altar_buf_free(&enc);
+  altar_spec_clear(&s);
+  altar_arena_free(&a);
+  return fast;
+}
+
+static void test_spec_outputs_fast_path(void) {
+  altar_spec_t *s = altar_spec_new("train", "img");
+  altar_spec_add_arg(s, "python");
+  altar_spec_add_input(s, "gs://b/in", "in.txt", "k", "sha256:00");
+  altar_spec_set_label(s, "fold", "3");
+  altar_spec_add_output(s, "gs://b/out/1", "o/1");
+  altar_spec_add_output(s, "gs://b/out/2", "o/2");
+  s->outputs[1].digest = strdup("sha256:ab");
+  altar_buf_t b = {0}, v = {0};
+  altar_error_t err = {0};
+  CU_ASSERT_FATAL(altar_encode_spec(s, &b, &err) == 0);
+  altar_arena_t a = {0};
+  altar_transfer_t *o;
+  size_t n;
+  CU_ASSERT_FATAL(altar_decode_spec_outputs_canonical(b.data, b.len, &a, &o, &n) == 0);
+  CU_ASSERT_FATAL(n == 2);
+  CU_ASSERT_STRING_EQUAL(o[0].uri, "gs://b/out/1");
+  CU_ASSERT_STRING_EQUAL(o[1].logical_path, "o/2");
+  CU_ASSERT(o[0].digest == NULL && o[1].digest && !strcmp(o[1].digest, "sha256:ab"));
+  altar_arena_free(&a);
+  CU_ASSERT(outputs_agree(b.data, b.len));
+  /* every prefix is declined */
+  for (size_t k = 0; k < b.len; k++) CU_ASSERT(!outputs_agree(b.data, k));
+  /* timeout_s nil written as a missing key: decodes, not in our form */
+  size_t at = find_bytes(&b, "\xa9timeout_s\xc0", 11);
+  altar_buf_t w = {0};
+  splice(&b, at, 11, "", 0, &w);
+  splice(&w, 0, 1, "\x88", 1, &v);
+  CU_ASSERT(!outputs_agree(v.data, v.len));
+  altar_buf_free(&w);
+  /* a bad byte in a string before, inside and after the outputs */
+  const char *marks[] = {"python", "fold", "o/2", "img"};
+  for (size_t m = 0; m < sizeof marks / sizeof *marks; m++) {
+    at = find_bytes(&b, marks[m], strlen(marks[m]));
+    uint8_t keep = b.data[at];
+    b.data[at] = 0xff;
+    CU_ASSERT(!outputs_agree(b.data, b.len));
+    b.data[at] = keep;
+  }
+  /* a spec with no outputs */
+  altar_spec_t *bare = altar_spec_new("train", "img");
+  altar_spec_add_arg(bare, "true");
+  altar_buf_reset(&v);
+  CU_ASSERT_FATAL(altar_encode_spec(bare, &v, &err) == 0);
+  CU_ASSERT(altar_decode_spec_outputs_canonical(v.data, v.len, &a, &o, &n) == 0 && n == 0 && o == NULL);
+  altar_arena_free(&a);
+  /* every spec vector */
+  for (size_t i = 0; i < n_vecs; i++)
+    if (vecs[i].type == ALTAR_MSG_SPEC) outputs_agree(vecs[i].mp, vecs[i].mp_len);
+  altar_spec_free(bare);
+  altar_buf_free(&v);
+  altar_buf_free(&b);
+  altar_spec_free(s);
+}
+
 /* The canonical fast path on every status vector, every prefix of one, one
  * changed byte at every position, and the forms around each header bound. */
 static void test_fast_status_path(void) {
@@ -1683,6 +1771,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_missing_keys_defaulted);
   ALTAR_TEST(test_required_fields);
   ALTAR_TEST(test_spec_bytes_kept_when_canonical);
+  ALTAR_TEST(test_spec_outputs_fast_path);
   ALTAR_TEST(test_spec_strings_checked_in_both_modes);
   ALTAR_TEST(test_wrong_types);
   ALTAR_TEST(test_number_forms);

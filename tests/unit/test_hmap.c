@@ -132,11 +132,47 @@ static void test_slot_keeps_put_key(void) {
   altar__hmap_free(&m);
 }
 
+/* reserve makes room at once: the puts it made room for never move the
+ * table (entries found before and after); clear keeps a table of up to
+ * 65,536 slots and frees a larger one (what one wide batch grew). */
+static void test_reserve_and_clear_bound(void) {
+  enum { N = 40000 };
+  char(*keys)[16] = malloc(N * sizeof *keys);
+  CU_ASSERT_FATAL(keys != NULL);
+  altar__hmap_t m = {0};
+  CU_ASSERT_EQUAL(altar__hmap_put(&m, "first", 5, keys), 0);
+  CU_ASSERT_EQUAL(altar__hmap_reserve(&m, N), 0);
+  size_t cap = m.cap;
+  CU_ASSERT((m.n + N) * 2 <= cap);
+  CU_ASSERT_PTR_EQUAL(altar__hmap_get(&m, "first", 5), keys);
+  altar__hslot_t *slots = m.slots;
+  for (int i = 0; i < N; i++) {
+    int kl = snprintf(keys[i], sizeof keys[i], "k%d", i);
+    CU_ASSERT_EQUAL_FATAL(altar__hmap_put(&m, keys[i], (size_t)kl, &keys[i]), 0);
+  }
+  CU_ASSERT(m.cap == cap && m.slots == slots); /* no step grew it */
+  CU_ASSERT_EQUAL(altar__hmap_reserve(&m, 10), 0);
+  CU_ASSERT(m.cap == cap); /* room enough already */
+  for (int i = 0; i < N; i += 997) CU_ASSERT_PTR_EQUAL(altar__hmap_get(&m, keys[i], strlen(keys[i])), &keys[i]);
+  CU_ASSERT(cap > (1u << 16));
+  altar__hmap_clear(&m); /* too large to keep */
+  CU_ASSERT(m.cap == 0 && m.n == 0 && m.slots == NULL);
+  CU_ASSERT_PTR_NULL(altar__hmap_get(&m, "first", 5));
+  for (int i = 0; i < 1000; i++) CU_ASSERT_EQUAL_FATAL(altar__hmap_put(&m, keys[i], strlen(keys[i]), &keys[i]), 0);
+  cap = m.cap;
+  altar__hmap_clear(&m); /* small: kept, emptied */
+  CU_ASSERT(m.cap == cap && m.n == 0);
+  CU_ASSERT_PTR_NULL(altar__hmap_get(&m, keys[0], strlen(keys[0])));
+  altar__hmap_free(&m);
+  free(keys);
+}
+
 static void add(void) {
   ALTAR_SUITE("hmap", NULL, NULL);
   ALTAR_TEST(test_random_against_reference);
   ALTAR_TEST(test_wrapping_run);
   ALTAR_TEST(test_slot_keeps_put_key);
+  ALTAR_TEST(test_reserve_and_clear_bound);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
