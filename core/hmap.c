@@ -141,12 +141,14 @@ void *altar__hmap_del_h(altar__hmap_t *m, const char *key, size_t len, uint64_t 
   return v;
 }
 
-/* The largest table clear keeps (2 MiB): one wide batch must not leave
- * every later one zeroing, and the process holding, a table its size. */
+/* Above this size (2 MiB) clear keeps a table only while it is well used:
+ * one wide batch must not leave every later, small one zeroing (and the
+ * process holding) a table its size, while a steady run of large batches
+ * (a rebuild) keeps its table rather than growing it again each time. */
 #define KEEP_SLOTS (1u << 16)
 
 void altar__hmap_clear(altar__hmap_t *m) {
-  if (m->cap > KEEP_SLOTS) {
+  if (m->cap > KEEP_SLOTS && m->n * 8 < m->cap) {
     altar__hmap_free(m);
     return;
   }
