@@ -121,10 +121,10 @@ while [ "$i" -le "$ROUNDS" ]; do
 done
 
 # Higher is better for rates and ratios, lower for latencies.
-python3 - "$results" "$LA" "$LB" "$ROUNDS" "$README" "$SUITE" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+python3 - "$results" "$LA" "$LB" "$ROUNDS" "$README" "$SUITE" "$(cut -d' ' -f1-3 /proc/loadavg)" "$BASE" "$HEAD" <<'PY'
 import datetime, statistics, sys
 from collections import defaultdict
-path, la, lb, rounds, readme, suite, load = sys.argv[1:8]
+path, la, lb, rounds, readme, suite, load, ref_a, ref_b = sys.argv[1:10]
 v = defaultdict(list)
 order = []
 for line in open(path):
@@ -150,7 +150,7 @@ if readme:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     block = [f"<!-- ab:begin (written by bench/ab.sh --readme; do not edit by hand) -->",
              f"A = {la}, B = {lb}; median of {rounds} alternating runs per side of `{suite}`, measured {now},"
-             f" load average at the end {load}. Reproduce: `ALTAR_AB_SUITE=\"{suite}\" bench/ab.sh --readme A B {rounds}`.",
+             f" load average at the end {load}. Reproduce: `ALTAR_AB_SUITE=\"{suite}\" bench/ab.sh --readme {ref_a} {ref_b} {rounds}`.",
              "", "| benchmark | figure | A | B | B/A | spread A / B |", "|---|---|---|---|---|---|"] + rows + ["<!-- ab:end -->"]
     text = open(readme).read().split("\n")
     start = next(i for i, l in enumerate(text) if l.startswith("<!-- ab:begin"))
