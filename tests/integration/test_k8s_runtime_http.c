@@ -575,7 +575,13 @@ static void test_watch_relists_after_failures(void) {
   ctl0("fail", json_pack("{s:i, s:i}", "code", 503, "count", 3));
   ctl0("hangup", NULL);
   CU_ASSERT_TRUE(watch_until(w, "wf-1", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_SUCCEEDED));
-  altar__k8s_watch_stats(w, &st);
+  /* The relist's pages update the map before the list is counted: wait
+   * (bounded) for the count, then look at every figure. */
+  for (int i = 0; i < 1000; i++) {
+    altar__k8s_watch_stats(w, &st);
+    if (st.lists > before.lists) break;
+    usleep(10 * 1000);
+  }
   fprintf(stderr, "  watch: lists %llu (before %llu), failure lists %llu, expired %llu, reconnects %llu\n",
           (unsigned long long)st.lists, (unsigned long long)before.lists, (unsigned long long)st.failure_lists,
           (unsigned long long)st.expired, (unsigned long long)st.reconnects);
