@@ -142,11 +142,7 @@ typedef struct waiting {
   bool members_known;
 } waiting_t;
 
-static bool known_task(const expect_t *x, const char *tk) {
-  for (size_t i = 0; i < x->n_shards; i++)
-    if (!strcmp(x->shards[i].task_key, tk)) return true;
-  return false;
-}
+static bool known_task(const expect_t *x, const char *tk) { return altar_cli_expect_find(x, tk) != NULL; }
 
 static int scan_waiting(altar_config_t *cfg, const char *job, const expect_t *x, waiting_t **pw, size_t *pn) {
   *pw = NULL;

@@ -183,13 +183,18 @@ static bool is_late(const expect_t *x, const follow_shard_t *s) {
   return !(x->n_members[gi] && bsearch(&r, x->members[gi], x->n_members[gi], sizeof(char *), cmp_key));
 }
 
+/* Counts s in (sign 1) or out of (-1) the finished shards, by its state. */
+static void tally(expect_t *x, const follow_shard_t *s, int sign) {
+  if (!terminal(s)) return;
+  size_t *c = s->state == ALTAR_STATE_SUCCEEDED ? &x->shards_done : &x->shards_failed;
+  *c = sign > 0 ? *c + 1 : *c - 1;
+}
+
+/* The finished shards counted afresh; on_status keeps the counts since, so
+ * following a job costs the same per message however many shards it has. */
 static void count_shards(expect_t *x) {
   x->shards_done = x->shards_failed = 0;
-  for (size_t i = 0; i < x->n_shards; i++) {
-    if (!terminal(&x->shards[i])) continue;
-    if (x->shards[i].state == ALTAR_STATE_SUCCEEDED) x->shards_done++;
-    else x->shards_failed++;
-  }
+  for (size_t i = 0; i < x->n_shards; i++) tally(x, &x->shards[i], 1);
 }
 
 static void progress(const expect_t *x, double t0, bool tty, bool final) {
@@ -219,19 +224,25 @@ static void summary(const char *run_id, const expect_t *x, double t0, int rc, si
           x->n > settled ? x->n - settled : 0, el / 60, el % 60);
 }
 
+follow_shard_t *altar_cli_expect_find(const expect_t *x, const char *task_key) {
+  follow_shard_t key;
+  snprintf(key.task_key, sizeof key.task_key, "%s", task_key);
+  return x->n_shards ? bsearch(&key, x->shards, x->n_shards, sizeof *x->shards, cmp_shard) : NULL;
+}
+
 static void on_status(expect_t *x, const altar_status_event_t *ev) {
   if (!ev->task_key || !ev->handle.backend || !ev->handle.external_id) return;
-  follow_shard_t key;
-  snprintf(key.task_key, sizeof key.task_key, "%s", ev->task_key);
-  follow_shard_t *s = x->n_shards ? bsearch(&key, x->shards, x->n_shards, sizeof *x->shards, cmp_shard) : NULL;
+  follow_shard_t *s = altar_cli_expect_find(x, ev->task_key);
   if (!s) return;
   char *run = join2(ev->handle.backend, ev->handle.external_id);
   if (!run) return;
   free(s->run);
   s->run = run;
   s->ts = ev->ts;
+  tally(x, s, -1);
   s->released = ev->event == ALTAR_EV_RELEASED;
   s->state = ev->event == ALTAR_EV_SUBMITTED ? ALTAR_STATE_PENDING : (int)ev->state;
+  tally(x, s, 1);
   free(s->reason);
   s->reason =
       ev->state == ALTAR_STATE_FAILED && ev->failure && ev->failure->reason ? strdup(ev->failure->reason) : NULL;
@@ -407,9 +418,9 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
   double t0 = (double)time(NULL), next_probe = 0;
   size_t settled = 0, waiting_said = 0;
   int rc = 0;
+  count_shards(x);
   for (;;) {
-    size_t open = 0;
-    for (size_t i = 0; i < x->n_shards; i++) open += !terminal(&x->shards[i]);
+    size_t open = x->n_shards - x->shards_done - x->shards_failed;
     if (settled == x->n && !open) break;
     if ((double)time(NULL) >= next_probe) {
       report_waiting(probe, x, &waiting_said);
@@ -450,7 +461,6 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
     }
     altar_group_event_clear(&g);
     altar_msg_free(m);
-    count_shards(x);
     progress(x, t0, tty, false);
   }
   count_shards(x);

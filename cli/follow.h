@@ -81,6 +81,8 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
 int altar_cli_expect_add_shard(expect_t *x, const char *task_key, const char *kind, const char *group_key,
                                const char *topic, const char *pool);
 int altar_cli_expect_seal(expect_t *x);
+/* The shard with task_key (x sealed or built: its shards sorted), or NULL. */
+follow_shard_t *altar_cli_expect_find(const expect_t *x, const char *task_key);
 /* Reads the status, ready and dead topics once, up to their ends as of now,
  * into x (shards' latest events, groups settled, late shards). */
 int altar_cli_job_snapshot(altar_config_t *cfg, const char *run_id, expect_t *x);
