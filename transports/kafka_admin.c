@@ -27,6 +27,12 @@ static rd_kafka_event_t *await_event(rd_kafka_queue_t *q, int timeout_ms) { retu
 
 /* ---- create ---------------------------------------------------------------- */
 
+/* The producer's message.max.bytes (altar's default or the user's). */
+static bool producer_max_bytes(altar__kafka_t *k, char *buf, size_t cap) {
+  size_t len = cap;
+  return rd_kafka_conf_get(rd_kafka_conf(k->prod), "message.max.bytes", buf, &len) == RD_KAFKA_CONF_OK && buf[0];
+}
+
 static int create_once(altar__kafka_t *k, const char *topic, int32_t partitions, const altar_strmap_t *config,
                        int timeout_ms, altar_error_t *err) {
   char errstr[256];
@@ -37,6 +43,15 @@ static int create_once(altar__kafka_t *k, const char *topic, int32_t partitions,
       rd_kafka_NewTopic_destroy(nt);
       return altar_error_set(err, ALTAR_EINVAL, "create topic %s: setting %s: out of memory", topic, config->keys[i]);
     }
+  /* The broker's default (about 1 MB) would refuse altar's larger records:
+   * a topic altar creates takes what its producer may send. */
+  char max_bytes[32];
+  if (!(config && altar_strmap_get(config, "max.message.bytes")) &&
+      producer_max_bytes(k, max_bytes, sizeof max_bytes) &&
+      rd_kafka_NewTopic_set_config(nt, "max.message.bytes", max_bytes)) {
+    rd_kafka_NewTopic_destroy(nt);
+    return altar_error_set(err, ALTAR_EINVAL, "create topic %s: setting max.message.bytes: out of memory", topic);
+  }
   rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(k->prod, RD_KAFKA_ADMIN_OP_CREATETOPICS);
   rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, errstr, sizeof errstr);
   rd_kafka_AdminOptions_set_operation_timeout(opts, timeout_ms, errstr, sizeof errstr);

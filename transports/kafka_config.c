@@ -3,6 +3,7 @@
 #include "transports/kafka_config.h"
 
 #include "altar/buf.h"
+#include "altar/spec.h"
 #include "core/unconst.h"
 
 #include <stdio.h>
@@ -11,6 +12,9 @@
 #include <strings.h>
 
 #define REDACTED "[redacted]"
+
+_Static_assert((ALTAR_MAX_MESSAGE + (64u << 10)) == 4259840u,
+               "ALTAR__KAFKA_MESSAGE_MAX_BYTES follows ALTAR_MAX_MESSAGE");
 
 /* Settings altar depends on. A user value outside `accept` is refused rather
  * than silently overridden: a config that says acks=1 would otherwise look
@@ -81,6 +85,10 @@ static const fallback_t fallbacks[] = {
      * session, as Kafka advises, so two may be lost before the member is. */
     {ALTAR__KAFKA_CONSUMER, "session.timeout.ms", "10000"},
     {ALTAR__KAFKA_CONSUMER, "heartbeat.interval.ms", "3000"},
+    /* A spec, a status event or a group event page may be as large as
+     * ALTAR_MAX_MESSAGE; librdkafka's 1 MB would refuse the larger ones.
+     * Topics altar creates get the same bound (kafka_admin.c). */
+    {ALTAR__KAFKA_PRODUCER, "message.max.bytes", ALTAR__KAFKA_MESSAGE_MAX_BYTES},
 };
 
 /* Substrings that mark a property whose value is a secret. */

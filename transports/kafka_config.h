@@ -10,6 +10,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* The largest record altar writes: ALTAR_MAX_MESSAGE (4 MiB) plus 64 KiB for
+ * its key, headers and the record batch's framing. The producer's
+ * message.max.bytes and the max.message.bytes of every topic altar creates
+ * default to it (kafka_config.c, kafka_admin.c). */
+#define ALTAR__KAFKA_MESSAGE_MAX_BYTES "4259840"
+
 /* Which librdkafka handle a configuration is for; each role carries the
  * settings altar relies on (see kafka_config.c, required[]). */
 typedef enum altar__kafka_role {

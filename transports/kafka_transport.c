@@ -84,8 +84,16 @@ int altar__kafka_err(altar__kafka_t *k, altar_error_t *err, rd_kafka_resp_err_t 
   if (k && (code == RD_KAFKA_RESP_ERR__TIMED_OUT || code == RD_KAFKA_RESP_ERR__TRANSPORT ||
             code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT))
     altar__kafka_last_error(k, last, sizeof last);
-  snprintf(msg, sizeof msg, "%s: %s (%s)%s%s", ctx, rd_kafka_err2str(code), rd_kafka_err2name(code),
-           *last ? "; last broker error: " : "", last);
+  const char *sep = *last ? "; last broker error: " : "";
+  /* A size refusal names the settings that bound it. */
+  if (code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE || code == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE) {
+    snprintf(last, sizeof last,
+             "larger than the producer's transport.kafka.message.max.bytes or the topic's max.message.bytes "
+             "(altar creates its topics with %s; an existing topic keeps its own)",
+             ALTAR__KAFKA_MESSAGE_MAX_BYTES);
+    sep = ": ";
+  }
+  snprintf(msg, sizeof msg, "%s: %s (%s)%s%s", ctx, rd_kafka_err2str(code), rd_kafka_err2name(code), sep, last);
   altar__kafka_redact(k ? &k->sec : NULL, msg, sizeof msg);
   if (altar__kafka_retriable(code)) return altar_error_set_retriable(err, rc, "%s", msg);
   return altar_error_set(err, rc, "%s", msg);

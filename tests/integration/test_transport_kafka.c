@@ -229,6 +229,38 @@ static void test_topic_errors(void) {
   altar_transport_close(t);
 }
 
+/* A record over a topic's max.message.bytes is refused by the broker in its
+ * delivery report, which names the settings that bound it; a smaller record
+ * on the same handle still goes through. */
+static void test_size_refusal_names_setting(void) {
+  NEED_BROKER();
+  altar_error_t err = {0};
+  dr_cap_t cap = {0};
+  altar_transport_t *t = open_kafka(&cap, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  char topic[128];
+  unique(topic, sizeof topic, "small");
+  altar_strmap_t conf = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_strmap_set(&conf, "max.message.bytes", "100000"), 0);
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic_config(t, topic, 1, &conf, &err), 0);
+  altar_strmap_clear(&conf);
+  enum { BIG = 200000 };
+  char *value = malloc(BIG);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(value);
+  memset(value, 'v', BIG);
+  altar_produce_rec_t rec = {.topic = topic, .partition = 0, .value = value, .value_len = BIG};
+  CU_ASSERT_EQUAL(altar_transport_produce(t, &rec, &err), 0);
+  rec.value_len = 1000;
+  CU_ASSERT_EQUAL(altar_transport_produce(t, &rec, &err), 0);
+  altar_transport_flush(t, 30000, &err);
+  CU_ASSERT_EQUAL(cap.failed, 1);
+  CU_ASSERT_EQUAL(cap.ok, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cap.last_err, "max.message.bytes"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(cap.last_err, topic));
+  free(value);
+  altar_transport_close(t);
+}
+
 /* ---- group: commit metadata, lag, cooperative rebalance ---------------------- */
 
 typedef struct rb_cap {
@@ -545,6 +577,7 @@ static void add_kafka_suite(void) {
   ALTAR_TEST(test_broker_reachable);
   ALTAR_TEST(test_keys_headers_reports);
   ALTAR_TEST(test_topic_errors);
+  ALTAR_TEST(test_size_refusal_names_setting);
   ALTAR_TEST(test_group_commit_lag_rebalance);
   ALTAR_TEST(test_broker_restart_keeps_acked);
 }
