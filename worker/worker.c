@@ -189,9 +189,8 @@ static int phase_stop_asked(const worker_t *w) {
  * neither a new record nor a finished task waits out the other's timeout
  * (a task's exit used to wait for the next backend poll). True when the
  * log may have news; a task's change brings the backend poll forward. */
-static bool wait_log_and_tasks(worker_t *w, loop_clock_t *c, int wait) {
-  struct pollfd pfd[2] = {{.fd = altar_transport_wait_fd(w->o->transport), .events = POLLIN},
-                          {.fd = altar_backend_change_fd(w->o->backend), .events = POLLIN}};
+static bool wait_log_and_tasks(loop_clock_t *c, int log_fd, int task_fd, int wait) {
+  struct pollfd pfd[2] = {{.fd = log_fd, .events = POLLIN}, {.fd = task_fd, .events = POLLIN}};
   if (poll(pfd, 2, wait) <= 0) return false;
   if (pfd[1].revents) c->next_poll = altar_mono_ms();
   return pfd[0].revents != 0;
@@ -218,10 +217,12 @@ static altar_msg_t *phase_intake(worker_t *w, loop_clock_t *c, int64_t now) {
   }
   altar_msg_t *m = NULL;
   altar_error_t e = {0};
-  bool both = wait > 0 && !w->paused && w->n_tasks && altar_transport_wait_fd(o->transport) >= 0 &&
-              altar_backend_change_fd(o->backend) >= 0;
+  bool both = wait > 0 && !w->paused && w->n_tasks;
+  int log_fd = both ? altar_transport_wait_fd(o->transport) : -1;
+  int task_fd = log_fd >= 0 ? altar_backend_change_fd(o->backend) : -1;
+  both = task_fd >= 0;
   int rc = altar_transport_consume(o->transport, both ? 0 : wait, &m, &e);
-  if (both && rc == ALTAR_OK && !m && wait_log_and_tasks(w, c, wait))
+  if (both && rc == ALTAR_OK && !m && wait_log_and_tasks(c, log_fd, task_fd, wait))
     rc = altar_transport_consume(o->transport, 0, &m, &e);
   c->got_job = rc == ALTAR_OK && m;
   if (c->got_job) {
