@@ -561,7 +561,14 @@ static void test_watch_relists_after_failures(void) {
   CU_ASSERT_EQUAL_FATAL(altar__k8s_runtime_watch_open(rt, "default", "altar.dev/managed=true", &w, &err), 0);
   CU_ASSERT_TRUE(watch_until(w, "wf-1", ALTAR_K8S_SEEN_LIVE, ALTAR_STATE_PENDING));
   altar_k8s_watch_stats_t before, st;
-  altar__k8s_watch_stats(w, &before);
+  /* The first list's pages reach the map before the list is counted (as
+   * with the relist below): wait (bounded) for its count. */
+  for (int i = 0; i < 1000; i++) {
+    altar__k8s_watch_stats(w, &before);
+    if (before.lists >= 1) break;
+    usleep(10 * 1000);
+  }
+  CU_ASSERT_EQUAL(before.lists, 1);
   CU_ASSERT_EQUAL(before.failure_lists, 0);
   /* The open watch goes quiet; the Job finishes where no event says so. */
   ctl0("hold", NULL);
