@@ -332,7 +332,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
     o.checkpoint_uri = cfg.ledger_checkpoints;
     o.checkpoint_interval_s = cfg.ledger_checkpoint_interval_s;
     o.checkpoints_keep = (size_t)cfg.ledger_checkpoints_keep;
-    o.consumed_keep_s = cfg.ledger_consumed_keep_days * 86400.0;
+    o.consumed_keep_s = altar_config_consumed_keep_s(&cfg);
     o.settled_cache_entries = cfg.ledger_settled_cache_entries;
     rc = 0;
     if (cfg.ledger_standby) {
