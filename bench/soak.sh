@@ -15,8 +15,8 @@
 # Short lifetimes, so that a soak of minutes reaches the bounds that take
 # days on the defaults (each unset: the default):
 #   SOAK_LIFETIME_S=S       all of the below from one figure: topics keep S
-#                           seconds, consumed records and kept output S
-#                           seconds, 1 MiB segments, checkpoints to a local
+#                           seconds, consumed records, settled groups and
+#                           kept output S seconds, 1 MiB segments, checkpoints to a local
 #                           directory every max(10, (S-60)/3) s (the status
 #                           topic then keeps S too; it needs 3 intervals + 60 s)
 #   SOAK_RETENTION_MS       topics.retention_ms (all topics; with checkpoints on,
@@ -26,6 +26,8 @@
 #   SOAK_CHECKPOINT_INTERVAL_S  ledger.checkpoints (DIR/checkpoints) and its interval
 #   SOAK_CONSUMED_KEEP_S    ledger.consumed_keep_s
 #   SOAK_LOGS_KEEP_S, SOAK_LOGS_KEEP_COUNT  backend.logs_keep_s, backend.logs_keep_count
+#   SOAK_SETTLED_HORIZON_S  ledger.settled_horizon_s (settled groups' entries go
+#                           at twice it; SOAK_LIFETIME_S sets S/2)
 # The dashboard's and the metrics' histories are bounded by count (64 samples,
 # the newest 10,000 jobs ...), not by age: nothing to shorten.
 set -eu
@@ -56,7 +58,8 @@ wport=$(port)
 L="${SOAK_LIFETIME_S:-}"
 if [ -n "$L" ]; then
   : "${SOAK_RETENTION_MS:=$((L * 1000))}" "${SOAK_SEGMENT_BYTES:=1048576}" "${SOAK_CONSUMED_KEEP_S:=$L}"
-  : "${SOAK_LOGS_KEEP_S:=$L}" "${SOAK_CHECKPOINT_INTERVAL_S:=$(((L - 60) / 3 > 10 ? (L - 60) / 3 : 10))}"
+  : "${SOAK_LOGS_KEEP_S:=$L}" "${SOAK_SETTLED_HORIZON_S:=$((L / 2 > 1 ? L / 2 : 1))}"
+  : "${SOAK_CHECKPOINT_INTERVAL_S:=$(((L - 60) / 3 > 10 ? (L - 60) / 3 : 10))}"
 fi
 tx="" tp="" bk="" ld=""
 [ -z "${SOAK_SEGMENT_BYTES:-}" ] || tx="$tx, segment.bytes: $SOAK_SEGMENT_BYTES"
@@ -64,6 +67,7 @@ tx="" tp="" bk="" ld=""
 [ -z "${SOAK_LOGS_KEEP_S:-}" ] || bk="$bk, logs_keep_s: $SOAK_LOGS_KEEP_S"
 [ -z "${SOAK_LOGS_KEEP_COUNT:-}" ] || bk="$bk, logs_keep_count: $SOAK_LOGS_KEEP_COUNT"
 [ -z "${SOAK_CONSUMED_KEEP_S:-}" ] || ld="$ld, consumed_keep_s: $SOAK_CONSUMED_KEEP_S"
+[ -z "${SOAK_SETTLED_HORIZON_S:-}" ] || ld="$ld, settled_horizon_s: $SOAK_SETTLED_HORIZON_S"
 [ -z "${SOAK_CHECKPOINT_INTERVAL_S:-}" ] ||
   ld="$ld, checkpoints: $dir/checkpoints, checkpoint_interval_s: $SOAK_CHECKPOINT_INTERVAL_S"
 

@@ -9,6 +9,7 @@
 #include "reconciler/history.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
+#include "reconciler/settled.h"
 #include "reconciler/standby.h"
 #include "altar/fleet.h"
 
@@ -305,6 +306,8 @@ int altar_cmd_reconciler(int argc, char **argv) {
     return 2;
   }
   int rc;
+  /* The daemon and --rebuild decide reruns by the same horizon. */
+  altar__settled_set_horizon_s((double)cfg.ledger_settled_horizon_s);
   if (do_rebuild) {
     rc = rebuild(&cfg, &groups, o.quiet);
   } else {

@@ -130,6 +130,18 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
     cfg->ledger_consumed_keep_days = (int)n;
     return ALTAR_OK;
   }
+  if (!strcmp(key, "ledger.settled_horizon_s")) {
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(value, &end, 10);
+    if (errno || end == value || *end || n < 1 || n > ALTAR_MAX_SETTLED_HORIZON_S)
+      return altar_error_set(err, ALTAR_EINVAL,
+                             "%s: must be an integer in [1, %lld] (seconds of event time, for tests and soaks; "
+                             "unset: 7 days), got \"%s\"",
+                             key, ALTAR_MAX_SETTLED_HORIZON_S, value);
+    cfg->ledger_settled_horizon_s = n;
+    return ALTAR_OK;
+  }
   if (!strcmp(key, "ledger.consumed_keep_s")) {
     char *end = NULL;
     errno = 0;
@@ -329,6 +341,7 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
                                             "checkpoint_interval_s",
                                             "consumed_keep_days",
                                             "consumed_keep_s",
+                                            "settled_horizon_s",
                                             "settled_cache_entries",
                                             "standby",
                                             "standby_poll_ms",

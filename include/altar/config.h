@@ -41,6 +41,7 @@ typedef struct altar_config {
   int ledger_consumed_keep_days;    /* ledger.consumed_keep_days: consumed records older go (0: kept forever) */
   long long ledger_consumed_keep_s; /* ledger.consumed_keep_s: the same in seconds, for tests and soaks; -1 = unset */
   size_t ledger_settled_cache_entries; /* ledger.settled_cache_entries: settled entries kept in memory */
+  long long ledger_settled_horizon_s;  /* ledger.settled_horizon_s: for tests and soaks; 0 = 7 days */
   bool ledger_standby;                 /* ledger.standby: keep a checkpoint warm, take over when the owner is gone */
   int ledger_standby_poll_ms;          /* ledger.standby_poll_ms: 500 by default */
   int ledger_checkpoints_keep;         /* ledger.checkpoints_keep: checkpoints kept in storage, older ones deleted */
@@ -85,6 +86,10 @@ typedef struct altar_config {
 #define ALTAR_DEFAULT_CONSUMED_KEEP_DAYS 14
 #define ALTAR_MAX_CONSUMED_KEEP_DAYS 36500
 #define ALTAR_MAX_CONSUMED_KEEP_S (36500LL * 86400)
+/* ledger.settled_horizon_s: how long (event time) a settled group's reruns
+ * are recognised, its entries dropped at twice that; unset, 7 days. For
+ * tests and soaks that must see those entries go within minutes. */
+#define ALTAR_MAX_SETTLED_HORIZON_S (36500LL * 86400)
 
 /* Default of ledger.settled_cache_entries: how many settled entries (a
  * shard's task key, or a group) the reconciler keeps in memory; the rest
@@ -110,7 +115,7 @@ int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err)
 /* Overrides one key, as a flag does: "transport.name", "transport.dir",
  * "transport.kafka.<prop>", "topics.jobs", "topics.partitions", "backend.name", "backend.<prop>",
  * "ledger.path", "ledger.checkpoints", "ledger.checkpoint_interval_s", "ledger.consumed_keep_days",
- * "ledger.consumed_keep_s", "ledger.settled_cache_entries", "ledger.checkpoints_keep", "metrics.addr",
+ * "ledger.consumed_keep_s", "ledger.settled_cache_entries", "ledger.settled_horizon_s", "ledger.checkpoints_keep", "metrics.addr",
  * "metrics.worker_addr".
  * ALTAR_EINVAL for an unknown key. */
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err);
