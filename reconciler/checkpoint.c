@@ -439,7 +439,9 @@ int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_ship
   if (!rc && altar__checkpoint_before_manifest) altar__checkpoint_before_manifest(c);
   if (!rc) rc = put_text(s, uri, mname, text, err);
   if (!rc && altar__checkpoint_after_upload) altar__checkpoint_after_upload(c->files_uploaded + 1);
-  if (!rc && n_ru) {
+  /* Storage no collector can collect (it cannot list and delete) loses nothing meanwhile. */
+  unsigned gc_caps = ALTAR_STORAGE_CAP_LIST | ALTAR_STORAGE_CAP_DELETE;
+  if (!rc && n_ru && (altar_storage_caps(s) & gc_caps) == gc_caps) {
     rc = recheck_reused(s, uri, c, names, ru, n_ru, err);
     if (rc) { /* not a checkpoint to count among the kept: its manifest goes (best effort) */
       char *mpath = join(uri, mname);

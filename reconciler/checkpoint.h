@@ -62,7 +62,8 @@ int altar__checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_ch
  * uploaded again when gone, and only then is latest.json written: a
  * collector that lists the manifests after cp/<id>.json spares them, and
  * one that listed before and deletes before the re-check is undone by it
- * (docs/state.md, "Collecting old checkpoints", says what window is left). */
+ * (docs/state.md, "Collecting old checkpoints", says what window is left).
+ * Storage that cannot list and delete has no collector: no re-check. */
 typedef struct altar_cp_shipped altar_cp_shipped_t;
 altar_cp_shipped_t *altar__cp_shipped_new(void);
 void altar__cp_shipped_free(altar_cp_shipped_t *s);
