@@ -28,6 +28,16 @@
 
 void (*altar__checkpoint_after_upload)(size_t uploaded);
 void (*altar__checkpoint_before_manifest)(const altar_checkpoint_t *c);
+double altar__checkpoint_recheck_wait_s = ALTAR_CP_RECHECK_WAIT_S;
+
+/* Sleeps until the monotonic clock reads at least until. */
+static void sleep_until(double until) {
+  for (double now = altar_mono_s(); now < until; now = altar_mono_s()) {
+    double d = until - now;
+    struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+}
 
 /* Rounds of the re-check after the manifest: a table gone again after its
  * re-upload means collectors keep deleting it; the ship then fails. */
@@ -442,6 +452,10 @@ int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_ship
   /* Storage no collector can collect (it cannot list and delete) loses nothing meanwhile. */
   unsigned gc_caps = ALTAR_STORAGE_CAP_LIST | ALTAR_STORAGE_CAP_DELETE;
   if (!rc && n_ru && (altar_storage_caps(s) & gc_caps) == gc_caps) {
+    /* A collection that listed before the manifest was stored issues its
+     * deletes within ALTAR_CP_GC_LISTING_MAX_S of that listing: past the
+     * wait, what it deleted is seen gone. */
+    sleep_until(altar_mono_s() + altar__checkpoint_recheck_wait_s);
     rc = recheck_reused(s, uri, c, names, ru, n_ru, err);
     if (rc) { /* not a checkpoint to count among the kept: its manifest goes (best effort) */
       char *mpath = join(uri, mname);

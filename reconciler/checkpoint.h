@@ -57,7 +57,8 @@ int altar__checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_ch
  *
  * A table file found stored is not uploaded again, and another
  * reconciler's collector sharing uri may delete it between that look and
- * the manifest (checkpoint_gc.h). So once cp/<id>.json is written, every
+ * the manifest (checkpoint_gc.h). So once cp/<id>.json is written and
+ * ALTAR_CP_RECHECK_WAIT_S has passed, every
  * table it lists that this ship did not upload is looked at again and
  * uploaded again when gone, and only then is latest.json written: a
  * collector that lists the manifests after cp/<id>.json spares them, and
@@ -86,6 +87,12 @@ extern void (*altar__checkpoint_after_upload)(size_t uploaded);
  * and before cp/<id>.json is written (a test runs another reconciler's
  * collector there). NULL in production. */
 extern void (*altar__checkpoint_before_manifest)(const altar_checkpoint_t *c);
+/* How long a ship waits after its manifest is stored before its re-check:
+ * longer than a collection may take from a listing to a delete
+ * (ALTAR_CP_GC_LISTING_MAX_S), with a second to spare. Unit tests that
+ * force the order with hooks set it to 0. */
+#define ALTAR_CP_RECHECK_WAIT_S 2.0
+extern double altar__checkpoint_recheck_wait_s;
 
 /* The covered next offset of partition p, -1 when the checkpoint has none. */
 int64_t altar__checkpoint_offset(const altar_checkpoint_t *c, int32_t p);

@@ -486,13 +486,14 @@ int altar__checkpoint_gc(const char *uri, size_t keep, double grace_s, double no
   if (!rc && sst.n) next_seen = calloc(sst.n, sizeof *next_seen);
   if (!rc && sst.n && !next_seen) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint gc: out of memory");
   if (!rc && altar__cp_gc_before_table_deletes) altar__cp_gc_before_table_deletes();
-  double relisted = -1; /* monotonic seconds of the last listing; < 0: none yet */
+  double relisted = -1; /* monotonic seconds the last listing started at; < 0: none yet */
+  bool slow = false;    /* a listing took longer than ALTAR_CP_GC_LISTING_MAX_S: no more deletes */
   for (size_t i = 0; !rc && i < sst.n; i++) {
     const char *hex = sst.v[i].rest + 4;
     if (!hex64(hex) || strset_has(&listed, hex)) continue;
     double first = first_seen(g, hex, now);
     bool ok = false;
-    if (!unreadable && now - first >= grace_s) {
+    if (!unreadable && !slow && now - first >= grace_s) {
       if (relisted < 0 || altar_mono_s() - relisted >= ALTAR_CP_GC_RELIST_S) {
         relisted = altar_mono_s();
         altar_error_t e = {0};
@@ -509,8 +510,10 @@ int altar__checkpoint_gc(const char *uri, size_t keep, double grace_s, double no
         res->tables_spared++;
         continue;
       }
+      if (!unreadable && altar_mono_s() - relisted >= ALTAR_CP_GC_LISTING_MAX_S) slow = true;
+      if (slow) res->tables_deferred++;
     }
-    if (!unreadable && now - first >= grace_s) {
+    if (!unreadable && !slow && now - first >= grace_s) {
       ok = true;
       delete_one(&r, sst.v[i].rest, sst.v[i].size, &ok);
       if (ok) continue;

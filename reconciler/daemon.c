@@ -459,6 +459,11 @@ static void note_checkpoint_gc(daemon_t *d) {
     dlog(d, "checkpoint storage: %zu old checkpoints and %zu files (%llu bytes) deleted, %zu checkpoints kept",
          r->gc_res.checkpoints_dropped, r->gc_res.files_deleted, (unsigned long long)r->gc_res.bytes_deleted,
          r->gc_res.checkpoints_kept);
+  if (r->gc_res.tables_deferred)
+    dlog(d,
+         "checkpoint storage: %zu table files past their grace left for the next collection: listing the "
+         "manifests took longer than %.1f s",
+         r->gc_res.tables_deferred, ALTAR_CP_GC_LISTING_MAX_S);
   if (r->gc_res.tables_spared)
     dlog(d,
          "checkpoint storage: %zu table files past their grace kept: a checkpoint shipped during the collection "

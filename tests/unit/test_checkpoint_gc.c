@@ -36,6 +36,8 @@ static char *root;
 
 static int setup(void) {
   altar_storage_register_builtin();
+  /* The wait is for collections in other processes; here hooks force the order. */
+  altar__checkpoint_recheck_wait_s = 0;
   root = altar_test_tmpdir("checkpoint-gc");
   return root ? 0 : 1;
 }
@@ -339,6 +341,7 @@ static void test_unreadable_manifest(void) {
 /* ---- a store whose deletes fail: flaky:///p is file:///p with deletes refused while told ---- */
 
 static bool deletes_fail;
+static bool lists_slow; /* listings of cp/ take longer than ALTAR_CP_GC_LISTING_MAX_S */
 
 static void to_file(const char *uri, char *out, size_t cap) {
   snprintf(out, cap, "file://%s", uri + strlen("flaky://"));
@@ -385,6 +388,12 @@ static int flaky_list(altar_storage_t *s, const char *prefix, altar_storage_list
   to_file(prefix, p, sizeof p);
   altar_storage_t *f = NULL;
   relay_t r = {fn, ud};
+  size_t pl = strlen(p);
+  if (lists_slow && pl >= 4 && !strcmp(p + pl - 4, "/cp/")) {
+    double d = ALTAR_CP_GC_LISTING_MAX_S + 0.1; /* what is simulated is a slow store */
+    struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {}
+  }
   int rc = altar_storage_open("file", NULL, &f, err);
   if (!rc) rc = altar_storage_list(f, p, relay_entry, &r, err);
   altar_storage_close(f);
@@ -643,6 +652,43 @@ static void test_ship_between_listing_and_delete(void) {
   race_teardown();
 }
 
+/* Listing the manifests takes longer than a collection may take from a
+ * listing to a delete: the table files past their grace are left for the
+ * next run (a ship's wait would not cover them), which deletes them. */
+static void test_slow_listing_defers(void) {
+  char ldir[4096], cdir[4096], uri[4200], furi[4200], p[4400];
+  snprintf(ldir, sizeof ldir, "%s/sl-ledger", root);
+  snprintf(cdir, sizeof cdir, "%s/sl-cp", root);
+  snprintf(uri, sizeof uri, "file://%s", cdir);
+  snprintf(furi, sizeof furi, "flaky://%s", cdir);
+  altar_error_t err = {0};
+  altar_registry_register(ALTAR_REGISTRY_STORAGE, "flaky", &flaky_ops, &err); /* once per process */
+  altar_ledger_t *l = altar_ledger_rocksdb_open(ldir, NULL, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+  add_records(l, 0, 30, 0, 1);
+  ship(l, uri, NULL, NULL);
+  const char *left = "sst/00000000000000000000000000000000000000000000000000000000000000ee";
+  snprintf(p, sizeof p, "%s/%s", cdir, left);
+  altar_test_write_file(p, "left", 4);
+  altar_cp_gc_t *g = altar__cp_gc_new();
+  altar_cp_gc_result_t res;
+  double t = (double)time(NULL);
+  CU_ASSERT_EQUAL(altar__checkpoint_gc(furi, 3, 600, t, g, &res, &err), 0);
+  CU_ASSERT_EQUAL(res.tables_waiting, 1);
+  lists_slow = true;
+  CU_ASSERT_EQUAL(altar__checkpoint_gc(furi, 3, 600, t + 600, g, &res, &err), 0);
+  lists_slow = false;
+  CU_ASSERT_EQUAL(res.tables_deferred, 1);
+  CU_ASSERT_EQUAL(res.files_deleted, 0);
+  CU_ASSERT(exists(cdir, left));
+  CU_ASSERT_EQUAL(altar__checkpoint_gc(furi, 3, 600, t + 601, g, &res, &err), 0);
+  CU_ASSERT_EQUAL(res.tables_deferred, 0);
+  CU_ASSERT_EQUAL(res.files_deleted, 1);
+  CU_ASSERT(!exists(cdir, left));
+  altar__cp_gc_free(g);
+  altar_ledger_close(l);
+}
+
 /* Storage that cannot delete keeps everything and says so. */
 static void test_storage_without_delete(void) {
   altar_error_t err = {0};
@@ -661,6 +707,7 @@ static void add(void) {
   CU_add_test(s, "test_unreadable_manifest", test_unreadable_manifest);
   CU_add_test(s, "test_delete_failure_retried", test_delete_failure_retried);
   CU_add_test(s, "test_storage_without_delete", test_storage_without_delete);
+  CU_add_test(s, "test_slow_listing_defers", test_slow_listing_defers);
   CU_add_test(s, "test_collector_between_look_and_manifest", test_collector_between_look_and_manifest);
   CU_add_test(s, "test_ship_between_listing_and_delete", test_ship_between_listing_and_delete);
 }
