@@ -154,18 +154,26 @@ def slope(xs, ys):
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     den = sum((x - mx) ** 2 for x in xs)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
-# The halves split the shards done after warm-up in two.
+# The halves split the shards done after warm-up in two. A store bounded
+# by age holds what the last minutes brought, so its level follows the
+# shard rate: each half's range and rate are printed beside its slope.
 mid = (after[0][1] + after[-1][1]) / 2 if after else 0
 first, second = [r for r in after if r[1] <= mid], [r for r in after if r[1] >= mid]
-print(f"per 10^5 shards after warm-up; halves: {after[0][1]:.0f}-{mid:.0f} and {mid:.0f}-{after[-1][1]:.0f} shards"
-      if after else "no samples after warm-up")
-print(f"{'figure':16} {'at warm-up':>12} {'at end':>12} {'max':>12} {'whole':>12} {'1st half':>12} {'2nd half':>12}")
+def rate(rs):
+    return (rs[-1][1] - rs[0][1]) / max(rs[-1][0] - rs[0][0], 1) if len(rs) >= 2 else 0.0
+if after:
+    print(f"per 10^5 shards after warm-up; halves: {after[0][1]:.0f}-{mid:.0f} shards ({rate(first):.0f} shards/s) "
+          f"and {mid:.0f}-{after[-1][1]:.0f} ({rate(second):.0f} shards/s)")
+print(f"{'figure':15} {'at warm-up':>10} {'at end':>10} {'max':>9} {'whole':>10} {'1st half':>10} {'2nd half':>10}"
+      f"  {'range, 1st half':>17}  {'range, 2nd half':>17}  (MiB)")
 def per1e5(rs, c):
     return slope([r[1] for r in rs], [r[c + 2] for r in rs]) * 1e5 / 1024 if len(rs) >= 2 else float("nan")
+def rng(rs, c):
+    return f"{min(r[c + 2] for r in rs) / 1024:7.1f}-{max(r[c + 2] for r in rs) / 1024:7.1f}" if rs else "-"
 for c, name in enumerate(cols):
     ys = [r[c + 2] for r in after]
     if len(after) < 2:
         break
-    print(f"{name:16} {ys[0] / 1024:9.1f} MiB {ys[-1] / 1024:9.1f} MiB {max(ys) / 1024:9.1f} MiB "
-          f"{per1e5(after, c):+8.2f} MiB {per1e5(first, c):+8.2f} MiB {per1e5(second, c):+8.2f} MiB")
+    print(f"{name:15} {ys[0] / 1024:10.1f} {ys[-1] / 1024:10.1f} {max(ys) / 1024:9.1f} {per1e5(after, c):+10.2f} "
+          f"{per1e5(first, c):+10.2f} {per1e5(second, c):+10.2f}  {rng(first, c):>17}  {rng(second, c):>17}")
 PY
