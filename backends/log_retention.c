@@ -62,6 +62,7 @@ bool altar__log_retention_parse(const altar_strmap_t *cfg, altar_log_retention_t
   const char *keep = cfg ? altar_strmap_get(cfg, "logs_keep") : NULL;
   const char *count = cfg ? altar_strmap_get(cfg, "logs_keep_count") : NULL;
   const char *days = cfg ? altar_strmap_get(cfg, "logs_keep_days") : NULL;
+  const char *secs = cfg ? altar_strmap_get(cfg, "logs_keep_s") : NULL;
   if (keep) {
     uint64_t v = 0;
     if (!parse_bytes(keep, &v) || v < ALTAR_LOGS_KEEP_MIN || v > ALTAR_LOGS_KEEP_MAX) {
@@ -90,6 +91,16 @@ bool altar__log_retention_parse(const altar_strmap_t *cfg, altar_log_retention_t
       return false;
     }
     pr->max_age_s = (double)v * 86400.0;
+  }
+  if (secs) {
+    if (!parse_int(secs, 0, ALTAR_LOGS_KEEP_S_MAX, &v)) {
+      altar_error_set(err, ALTAR_ECONFIG,
+                      "backend.logs_keep_s: '%.40s' is not an integer in [0, %ld] (seconds, for tests and soaks; "
+                      "0: no age bound)",
+                      secs, ALTAR_LOGS_KEEP_S_MAX);
+      return false;
+    }
+    pr->max_age_s = (double)v;
   }
   return true;
 }

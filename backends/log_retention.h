@@ -32,6 +32,7 @@
 #define ALTAR_LOGS_KEEP_COUNT_MAX 1000000   /* the index then takes ~50 MB */
 #define ALTAR_LOGS_KEEP_DAYS_DEFAULT 14     /* backend.logs_keep_days; 0: no age bound */
 #define ALTAR_LOGS_KEEP_DAYS_MAX 36500
+#define ALTAR_LOGS_KEEP_S_MAX (36500L * 86400) /* backend.logs_keep_s: the age in seconds, for tests and soaks */
 /* How often poll looks at the index's old end for output past its age. */
 #define ALTAR_LOGS_PRUNE_INTERVAL_S 60.0
 /* How often the directory is read again whole (what another worker on the
@@ -66,7 +67,8 @@ typedef struct altar_logs_prune_facts {
 /* Reads backend.logs_keep (bytes, or a number with K, M, G, KiB, MiB, GiB;
  * ALTAR_LOGS_KEEP_MIN..ALTAR_LOGS_KEEP_MAX), backend.logs_keep_count
  * (1..ALTAR_LOGS_KEEP_COUNT_MAX) and backend.logs_keep_days
- * (0..ALTAR_LOGS_KEEP_DAYS_MAX) from cfg (NULL: defaults) into *pr, with
+ * (0..ALTAR_LOGS_KEEP_DAYS_MAX), or backend.logs_keep_s (seconds,
+ * 0..ALTAR_LOGS_KEEP_S_MAX, for tests and soaks; it wins) from cfg (NULL: defaults) into *pr, with
  * no index yet. False with err (ALTAR_ECONFIG) naming the key. */
 bool altar__log_retention_parse(const altar_strmap_t *cfg, altar_log_retention_t *pr, altar_error_t *err);
 /* Frees r's index (r's settings stay). */

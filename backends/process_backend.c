@@ -386,6 +386,7 @@ static const altar_plugin_key_t process_keys[] = {
     {"logs_keep", "bytes of kept task output under data_root/logs (default 1 GiB)"},
     {"logs_keep_count", "task output directories kept (default 10000)"},
     {"logs_keep_days", "days task output is kept (default 14; 0: no age bound)"},
+    {"logs_keep_s", "seconds task output is kept, for tests and soaks (overrides logs_keep_days)"},
     {"supervisor_start", "parent (forked from a zygote) or exec (a fresh binary per task)"},
     ALTAR_PLUGIN_KEYS_END,
 };

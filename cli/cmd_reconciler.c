@@ -9,6 +9,7 @@
 #include "reconciler/history.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
+#include "reconciler/settled.h"
 #include "reconciler/standby.h"
 #include "altar/fleet.h"
 
@@ -305,6 +306,8 @@ int altar_cmd_reconciler(int argc, char **argv) {
     return 2;
   }
   int rc;
+  /* The daemon and --rebuild decide reruns by the same horizon. */
+  altar__settled_set_horizon_s((double)cfg.ledger_settled_horizon_s);
   if (do_rebuild) {
     rc = rebuild(&cfg, &groups, o.quiet);
   } else {
@@ -332,7 +335,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
     o.checkpoint_uri = cfg.ledger_checkpoints;
     o.checkpoint_interval_s = cfg.ledger_checkpoint_interval_s;
     o.checkpoints_keep = (size_t)cfg.ledger_checkpoints_keep;
-    o.consumed_keep_s = cfg.ledger_consumed_keep_days * 86400.0;
+    o.consumed_keep_s = altar_config_consumed_keep_s(&cfg);
     o.settled_cache_entries = cfg.ledger_settled_cache_entries;
     rc = 0;
     if (cfg.ledger_standby) {

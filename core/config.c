@@ -28,6 +28,7 @@ static int config_defaults(altar_config_t *cfg) {
   cfg->ledger_checkpoint_interval_s = 60;
   cfg->ledger_standby_poll_ms = ALTAR_DEFAULT_STANDBY_POLL_MS;
   cfg->ledger_consumed_keep_days = ALTAR_DEFAULT_CONSUMED_KEEP_DAYS;
+  cfg->ledger_consumed_keep_s = -1;
   cfg->ledger_settled_cache_entries = ALTAR_DEFAULT_SETTLED_CACHE_ENTRIES;
   cfg->ledger_checkpoints_keep = ALTAR_DEFAULT_CHECKPOINTS_KEEP;
   cfg->topics_retention_ms = ALTAR_DEFAULT_TOPIC_RETENTION_MS;
@@ -70,6 +71,11 @@ void altar_config_clear(altar_config_t *cfg) {
 int64_t altar_config_status_retention_ms(const altar_config_t *cfg) {
   if (cfg->status_retention_set) return cfg->status_retention_ms;
   return cfg->ledger_checkpoints && *cfg->ledger_checkpoints ? cfg->topics_retention_ms : -1;
+}
+
+double altar_config_consumed_keep_s(const altar_config_t *cfg) {
+  return cfg->ledger_consumed_keep_s >= 0 ? (double)cfg->ledger_consumed_keep_s
+                                          : cfg->ledger_consumed_keep_days * 86400.0;
 }
 
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err) {
@@ -122,6 +128,30 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [0, %d] (days; 0: keep forever), got \"%s\"",
                              key, ALTAR_MAX_CONSUMED_KEEP_DAYS, value);
     cfg->ledger_consumed_keep_days = (int)n;
+    return ALTAR_OK;
+  }
+  if (!strcmp(key, "ledger.settled_horizon_s")) {
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(value, &end, 10);
+    if (errno || end == value || *end || n < 1 || n > ALTAR_MAX_SETTLED_HORIZON_S)
+      return altar_error_set(err, ALTAR_EINVAL,
+                             "%s: must be an integer in [1, %lld] (seconds of event time, for tests and soaks; "
+                             "unset: 7 days), got \"%s\"",
+                             key, ALTAR_MAX_SETTLED_HORIZON_S, value);
+    cfg->ledger_settled_horizon_s = n;
+    return ALTAR_OK;
+  }
+  if (!strcmp(key, "ledger.consumed_keep_s")) {
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(value, &end, 10);
+    if (errno || end == value || *end || n < 0 || n > ALTAR_MAX_CONSUMED_KEEP_S)
+      return altar_error_set(err, ALTAR_EINVAL,
+                             "%s: must be an integer in [0, %lld] (seconds, for tests and soaks; 0: keep forever; "
+                             "overrides consumed_keep_days), got \"%s\"",
+                             key, ALTAR_MAX_CONSUMED_KEEP_S, value);
+    cfg->ledger_consumed_keep_s = n;
     return ALTAR_OK;
   }
   if (!strcmp(key, "ledger.settled_cache_entries")) {
@@ -310,6 +340,8 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
                                             "checkpoints",
                                             "checkpoint_interval_s",
                                             "consumed_keep_days",
+                                            "consumed_keep_s",
+                                            "settled_horizon_s",
                                             "settled_cache_entries",
                                             "standby",
                                             "standby_poll_ms",

@@ -27,6 +27,21 @@
 #define CP_MAX_OFFSETS 100000
 
 void (*altar__checkpoint_after_upload)(size_t uploaded);
+void (*altar__checkpoint_before_manifest)(const altar_checkpoint_t *c);
+double altar__checkpoint_recheck_wait_s = ALTAR_CP_RECHECK_WAIT_S;
+
+/* Sleeps until the monotonic clock reads at least until. */
+static void sleep_until(double until) {
+  for (double now = altar_mono_s(); now < until; now = altar_mono_s()) {
+    double d = until - now;
+    struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Rounds of the re-check after the manifest: a table gone again after its
+ * re-upload means collectors keep deleting it; the ship then fails. */
+#define CP_RECHECK_ROUNDS 3
 
 void altar__checkpoint_clear(altar_checkpoint_t *c) {
   if (!c) return;
@@ -306,10 +321,50 @@ static json_t *offsets_json(const altar_checkpoint_t *c) {
   return a;
 }
 
+/* The table files a ship listed without uploading them (found stored, or
+ * known from an earlier ship): index into names, and their digest. */
+typedef struct reused {
+  size_t name;
+  char hex[65];
+} reused_t;
+
+/* After the manifest: every reused table still stored, else uploaded again
+ * (from the local copy, still there), round after round until one finds
+ * none gone. */
+static int recheck_reused(altar_storage_t *s, const char *uri, altar_checkpoint_t *c, char **names, const reused_t *ru,
+                          size_t n_ru, altar_error_t *err) {
+  for (int round = 0; round < CP_RECHECK_ROUNDS; round++) {
+    size_t gone = 0;
+    for (size_t i = 0; i < n_ru; i++) {
+      char rest[128], local[4096];
+      snprintf(rest, sizeof rest, "sst/%s", ru[i].hex);
+      char *dest = join(uri, rest);
+      if (!dest) return altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+      bool there = false;
+      altar_error_t e = {0};
+      if (altar_storage_exists(s, dest, &there, &e) != ALTAR_OK) there = false; /* unknown: upload */
+      free(dest);
+      if (there) continue;
+      snprintf(local, sizeof local, "%s/%s", c->local_dir, names[ru[i].name]);
+      int rc = upload_to(s, uri, rest, local, err);
+      if (rc) return rc;
+      gone++;
+      c->tables_reuploaded++;
+    }
+    if (!gone) return ALTAR_OK;
+  }
+  return altar_error_set(err, ALTAR_EIO,
+                         "table files it lists were deleted again after %d uploads (collectors sharing the "
+                         "storage keep deleting them); latest.json not written",
+                         CP_RECHECK_ROUNDS);
+}
+
 int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_shipped_t *shipped, altar_error_t *err) {
   altar_storage_t *s = NULL;
   char **names = NULL;
   size_t n = 0;
+  reused_t *ru = NULL;
+  size_t n_ru = 0;
   json_t *files = json_array();
   int rc = files ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
   if (!rc) rc = altar_storage_open_for_uri(uri, NULL, &s, err);
@@ -321,6 +376,8 @@ int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_ship
   c->bytes = 0;
   c->files = n;
   c->files_uploaded = 0;
+  c->tables_reuploaded = 0;
+  if (!rc && n && !(ru = calloc(n, sizeof *ru))) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
   for (size_t i = 0; i < n && !rc; i++) {
     char local[4096];
     snprintf(local, sizeof local, "%s/%s", c->local_dir, names[i]);
@@ -338,6 +395,8 @@ int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_ship
       const char *known = shipped_hex(shipped, names[i]);
       if (known) {
         json_object_set_new(f, "sst", json_string(known));
+        ru[n_ru].name = i;
+        snprintf(ru[n_ru++].hex, sizeof ru->hex, "%s", known);
         continue;
       }
       char dg[ALTAR_DIGEST_BUFSZ];
@@ -359,6 +418,10 @@ int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_ship
         }
       }
       if (!rc) shipped_add(shipped, names[i], hex);
+      if (!rc && there) {
+        ru[n_ru].name = i;
+        snprintf(ru[n_ru++].hex, sizeof ru->hex, "%s", hex);
+      }
       if (!rc && !there && altar__checkpoint_after_upload) altar__checkpoint_after_upload(c->files_uploaded);
     } else {
       char rest[512];
@@ -379,14 +442,32 @@ int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_ship
     json_decref(m);
     if (!text) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
   }
-  /* The checkpoint's own manifest, then the pointer to it: written last. */
+  /* The checkpoint's own manifest, the tables it did not upload looked at
+   * again, then the pointer to it: written last. */
   char mname[128];
   snprintf(mname, sizeof mname, "%s.json", cpdir);
+  if (!rc && altar__checkpoint_before_manifest) altar__checkpoint_before_manifest(c);
   if (!rc) rc = put_text(s, uri, mname, text, err);
   if (!rc && altar__checkpoint_after_upload) altar__checkpoint_after_upload(c->files_uploaded + 1);
+  /* Storage no collector can collect (it cannot list and delete) loses nothing meanwhile. */
+  unsigned gc_caps = ALTAR_STORAGE_CAP_LIST | ALTAR_STORAGE_CAP_DELETE;
+  if (!rc && n_ru && (altar_storage_caps(s) & gc_caps) == gc_caps) {
+    /* A collection that listed before the manifest was stored issues its
+     * deletes within ALTAR_CP_GC_LISTING_MAX_S of that listing: past the
+     * wait, what it deleted is seen gone. */
+    sleep_until(altar_mono_s() + altar__checkpoint_recheck_wait_s);
+    rc = recheck_reused(s, uri, c, names, ru, n_ru, err);
+    if (rc) { /* not a checkpoint to count among the kept: its manifest goes (best effort) */
+      char *mpath = join(uri, mname);
+      altar_error_t e = {0};
+      if (mpath) altar_storage_delete(s, mpath, &e);
+      free(mpath);
+    }
+  }
   if (!rc) rc = put_text(s, uri, "latest.json", text, err);
   if (rc) altar_error_prefix(err, "checkpoint %s to %s", c->id, uri);
   free(text);
+  free(ru);
   json_decref(files);
   free_names(names, n);
   altar_storage_close(s);

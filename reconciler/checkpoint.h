@@ -41,6 +41,7 @@ typedef struct altar_checkpoint {
   double taken_at; /* unix seconds */
   uint64_t bytes;  /* uploaded by ship (table files already stored excluded) */
   size_t files, files_uploaded;
+  size_t tables_reuploaded; /* listed, found stored, gone by the re-check after the manifest: uploaded again */
 } altar_checkpoint_t;
 
 void altar__checkpoint_clear(altar_checkpoint_t *c);
@@ -52,7 +53,18 @@ int altar__checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_ch
 
 /* Step 2, any thread: uploads c to uri and makes it the newest; removes the
  * local copy either way. `shipped` (may be NULL) is a cache of table-file
- * digests known to be stored, kept by the caller between calls. */
+ * digests known to be stored, kept by the caller between calls.
+ *
+ * A table file found stored is not uploaded again, and another
+ * reconciler's collector sharing uri may delete it between that look and
+ * the manifest (checkpoint_gc.h). So once cp/<id>.json is written and
+ * ALTAR_CP_RECHECK_WAIT_S has passed, every
+ * table it lists that this ship did not upload is looked at again and
+ * uploaded again when gone, and only then is latest.json written: a
+ * collector that lists the manifests after cp/<id>.json spares them, and
+ * one that listed before and deletes before the re-check is undone by it
+ * (docs/state.md, "Collecting old checkpoints", says what window is left).
+ * Storage that cannot list and delete has no collector: no re-check. */
 typedef struct altar_cp_shipped altar_cp_shipped_t;
 altar_cp_shipped_t *altar__cp_shipped_new(void);
 void altar__cp_shipped_free(altar_cp_shipped_t *s);
@@ -71,6 +83,16 @@ int altar__checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_err
  * with how many it stored so far; a test makes it _exit() to stand for a
  * kill -9 mid-upload. NULL in production. */
 extern void (*altar__checkpoint_after_upload)(size_t uploaded);
+/* Test hook: called by ship after every file is stored or found stored
+ * and before cp/<id>.json is written (a test runs another reconciler's
+ * collector there). NULL in production. */
+extern void (*altar__checkpoint_before_manifest)(const altar_checkpoint_t *c);
+/* How long a ship waits after its manifest is stored before its re-check:
+ * longer than a collection may take from a listing to a delete
+ * (ALTAR_CP_GC_LISTING_MAX_S), with a second to spare. Unit tests that
+ * force the order with hooks set it to 0. */
+#define ALTAR_CP_RECHECK_WAIT_S 2.0
+extern double altar__checkpoint_recheck_wait_s;
 
 /* The covered next offset of partition p, -1 when the checkpoint has none. */
 int64_t altar__checkpoint_offset(const altar_checkpoint_t *c, int32_t p);

@@ -1,6 +1,7 @@
 /* Garbage collection of checkpoint storage (checkpoint_gc.h). */
 #include "reconciler/checkpoint_gc.h"
 
+#include "altar/clock.h"
 #include "altar/storage.h"
 
 #include <jansson.h>
@@ -15,6 +16,8 @@
  * collected for months some 10^5). */
 #define GC_MAX_MANIFEST (4u << 20)
 #define GC_MAX_LIST 1000000
+
+void (*altar__cp_gc_before_table_deletes)(void);
 
 double altar__cp_gc_grace_s(double interval_s) {
   double g = 5 * (interval_s > 0 ? interval_s : 60);
@@ -312,6 +315,35 @@ static void delete_one(run_t *r, const char *rest, unsigned long long size, bool
   r->res->bytes_deleted += size;
 }
 
+/* Lists the manifests again and adds what those not seen before list to
+ * *listed (their ids to *ids): checkpoints shipped since the first
+ * listing, which may name a table file that listing found unlisted. An
+ * error when one cannot be read: then no table file may go. */
+static int relist_manifests(run_t *r, strset_t *ids, strset_t *listed, altar_error_t *err) {
+  listing_t cp = {0};
+  int rc = list_under(r->s, r->uri, "cp/", &cp, err);
+  for (size_t i = 0; !rc && i < cp.n; i++) {
+    char id[64];
+    bool is_m;
+    if (!cp_id(cp.v[i].rest, id, sizeof id, &is_m) || !is_m || strset_has(ids, id)) continue;
+    manifest_t m;
+    altar_error_t e = {0};
+    int mrc = read_manifest(r->s, r->uri, cp.v[i].rest, &m, &e);
+    if (mrc == ALTAR_ENOTFOUND) continue; /* written and dropped since */
+    if (mrc) {
+      *err = e;
+      rc = mrc;
+      break;
+    }
+    if (strset_add(ids, id)) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint gc: out of memory");
+    for (size_t t = 0; !rc && t < m.tables.n; t++)
+      if (strset_add(listed, m.tables.v[t])) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint gc: out of memory");
+    manifest_free(&m);
+  }
+  listing_free(&cp);
+  return rc;
+}
+
 /* A dropped or abandoned checkpoint's own files under cp/<id>/ (entries
  * sorted by path, so they are together), then its directory where the
  * storage has directories. */
@@ -448,15 +480,40 @@ int altar__checkpoint_gc(const char *uri, size_t keep, double grace_s, double no
   }
 
   /* 6. Table files no kept checkpoint lists, once unlisted for the grace;
-   * none when a manifest could not be read (what it lists is unknown). */
+   * none when a manifest could not be read (what it lists is unknown). The
+   * manifests are listed again before the first goes, and again once
+   * ALTAR_CP_GC_RELIST_S has passed: a ship may have named one since. */
   if (!rc && sst.n) next_seen = calloc(sst.n, sizeof *next_seen);
   if (!rc && sst.n && !next_seen) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint gc: out of memory");
+  if (!rc && altar__cp_gc_before_table_deletes) altar__cp_gc_before_table_deletes();
+  double relisted = -1; /* monotonic seconds the last listing started at; < 0: none yet */
+  bool slow = false;    /* a listing took longer than ALTAR_CP_GC_LISTING_MAX_S: no more deletes */
   for (size_t i = 0; !rc && i < sst.n; i++) {
     const char *hex = sst.v[i].rest + 4;
     if (!hex64(hex) || strset_has(&listed, hex)) continue;
     double first = first_seen(g, hex, now);
     bool ok = false;
-    if (!unreadable && now - first >= grace_s) {
+    if (!unreadable && !slow && now - first >= grace_s) {
+      if (relisted < 0 || altar_mono_s() - relisted >= ALTAR_CP_GC_RELIST_S) {
+        relisted = altar_mono_s();
+        altar_error_t e = {0};
+        int lrc = relist_manifests(&r, &manifest_ids, &listed, &e);
+        if (lrc) {
+          unreadable = true; /* what a new manifest lists is unknown: nothing more goes */
+          if (!read_rc) {
+            read_rc = lrc;
+            read_err = e;
+          }
+        }
+      }
+      if (strset_has(&listed, hex)) {
+        res->tables_spared++;
+        continue;
+      }
+      if (!unreadable && altar_mono_s() - relisted >= ALTAR_CP_GC_LISTING_MAX_S) slow = true;
+      if (slow) res->tables_deferred++;
+    }
+    if (!unreadable && !slow && now - first >= grace_s) {
       ok = true;
       delete_one(&r, sst.v[i].rest, sst.v[i].size, &ok);
       if (ok) continue;

@@ -22,7 +22,11 @@
  *
  * The order within a run keeps every visible checkpoint whole: a dropped
  * checkpoint's manifest goes before its files, and table files are judged
- * against manifests listed before the table files were. */
+ * against manifests listed before the table files were, and listed again
+ * just before the first table file goes and then whenever
+ * ALTAR_CP_GC_RELIST_S has passed since: a table a checkpoint shipped
+ * since names is spared (a ship reuses a table it finds stored; see
+ * checkpoint.h for its own re-check). */
 #ifndef ALTAR_RECONCILER_CHECKPOINT_GC_H
 #define ALTAR_RECONCILER_CHECKPOINT_GC_H
 
@@ -34,6 +38,20 @@
 /* The wait before an unlisted file goes, for a daemon checkpointing every
  * interval_s: far longer than shipping one checkpoint takes. */
 double altar__cp_gc_grace_s(double interval_s);
+/* A run issues a table file's delete only within ALTAR_CP_GC_LISTING_MAX_S
+ * of the start of its last listing of the manifests (monotonic clock): it
+ * lists again once ALTAR_CP_GC_RELIST_S has passed, and stops deleting
+ * table files for the run when a listing alone takes longer than the
+ * bound (they wait for the next run: tables_deferred). A ship waits
+ * longer than that bound after its manifest before its re-check
+ * (checkpoint.h), so a collection that listed before the manifest has
+ * issued its deletes by then. */
+#define ALTAR_CP_GC_RELIST_S 0.5
+#define ALTAR_CP_GC_LISTING_MAX_S 1.0
+/* Test hook: called by a run after its listings, before it looks at the
+ * manifests again and deletes table files (a test ships a checkpoint
+ * there). NULL in production. */
+extern void (*altar__cp_gc_before_table_deletes)(void);
 
 /* What the collector remembers between runs: when it first saw each table
  * file unlisted. Bounded by the unlisted files in storage at the last run. */
@@ -48,6 +66,8 @@ typedef struct altar_cp_gc_result {
   uint64_t bytes_deleted;     /* their sizes as listed */
   size_t delete_failures;     /* deletes that failed (tried again next run) */
   size_t tables_waiting;      /* unlisted table files inside their grace */
+  size_t tables_spared;       /* past their grace, but listed by a manifest written since the first listing */
+  size_t tables_deferred;     /* past their grace, left for the next run: a listing took too long */
   uint64_t bytes_stored;      /* what the listings found, less what was deleted */
 } altar_cp_gc_result_t;
 

@@ -459,6 +459,16 @@ static void note_checkpoint_gc(daemon_t *d) {
     dlog(d, "checkpoint storage: %zu old checkpoints and %zu files (%llu bytes) deleted, %zu checkpoints kept",
          r->gc_res.checkpoints_dropped, r->gc_res.files_deleted, (unsigned long long)r->gc_res.bytes_deleted,
          r->gc_res.checkpoints_kept);
+  if (r->gc_res.tables_deferred)
+    dlog(d,
+         "checkpoint storage: %zu table files past their grace left for the next collection: listing the "
+         "manifests took longer than %.1f s",
+         r->gc_res.tables_deferred, ALTAR_CP_GC_LISTING_MAX_S);
+  if (r->gc_res.tables_spared)
+    dlog(d,
+         "checkpoint storage: %zu table files past their grace kept: a checkpoint shipped during the collection "
+         "lists them",
+         r->gc_res.tables_spared);
   if (r->gc_rc != ALTAR_OK || r->gc_res.delete_failures)
     dlog(d, "checkpoint storage: %zu deletes failed, tried again after the next checkpoint: %s",
          r->gc_res.delete_failures + (r->gc_rc != ALTAR_OK), r->gc_err.msg);
@@ -471,6 +481,11 @@ static void note_checkpoint(daemon_t *d, int done, const altar_error_t *e) {
     d->stats.checkpoint_last_ok = d->cp.last_ok_at;
     dlog(d, "checkpoint %s shipped (%zu of %zu files uploaded, %llu bytes)", d->cp.cp.id, d->cp.cp.files_uploaded,
          d->cp.cp.files, (unsigned long long)d->cp.cp.bytes);
+    if (d->cp.cp.tables_reuploaded)
+      dlog(d,
+           "checkpoint %s: %zu table files it found stored were deleted before its manifest named them (a "
+           "collection sharing the storage) and uploaded again",
+           d->cp.cp.id, d->cp.cp.tables_reuploaded);
     note_checkpoint_gc(d);
   } else if (done < 0) {
     d->stats.checkpoint_failures++;

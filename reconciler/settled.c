@@ -16,9 +16,13 @@ static int nomem(altar_error_t *err) { return altar_error_set(err, ALTAR_ENOMEM,
 /* True when an event at ev_ts no longer sees a settlement made at ts. An
  * expiry that counted from "now" would let the daemon and a replay decide
  * differently; this depends on the two events' own times only. */
-static bool expired(double settled_ts, double ev_ts) {
-  return isfinite(settled_ts) && ev_ts - settled_ts > ALTAR_SETTLED_HORIZON_S;
+static bool expired(const altar__settled_t *s, double settled_ts, double ev_ts) {
+  return isfinite(settled_ts) && ev_ts - settled_ts > s->horizon_s;
 }
+
+static double horizon_setting_s; /* 0: ALTAR_SETTLED_HORIZON_S */
+
+void altar__settled_set_horizon_s(double seconds) { horizon_setting_s = seconds > 0 ? seconds : 0; }
 
 static void pend_clear(altar__settled_t *s) {
   for (size_t i = 0; i < s->pend.cap; i++)
@@ -96,7 +100,7 @@ static int superseded(altar__settled_t *s, altar_ledger_t *l, const altar_status
   if (!ev->task_key || !ev->handle.backend || !ev->handle.external_id) return 0;
   const altar__settled_entry_t *e;
   int rc = lookup(s, l, ev->task_key, strlen(ev->task_key), &e, err);
-  if (rc <= 0 || expired(e->ts, ev->ts)) return rc < 0 ? rc : 0;
+  if (rc <= 0 || expired(s, e->ts, ev->ts)) return rc < 0 ? rc : 0;
   const char *run = altar__settled_entry_run(e);
   size_t bl = strlen(ev->handle.backend);
   return strncmp(run, ev->handle.backend, bl) != 0 || run[bl] != '\x1f' ||
@@ -146,7 +150,7 @@ static int late_for_settled(altar__settled_t *s, altar_ledger_t *l, const altar_
   if (kl < 0 || (size_t)kl >= sizeof key) return 0;
   const altar__settled_entry_t *e;
   int rc = lookup(s, l, key, (size_t)kl, &e, err);
-  if (rc <= 0 || expired(e->ts, ev->ts)) return rc < 0 ? rc : 0;
+  if (rc <= 0 || expired(s, e->ts, ev->ts)) return rc < 0 ? rc : 0;
   snprintf(name, size, "%s:%s", ev->kind, gk);
   return 1;
 }
@@ -333,10 +337,10 @@ static int prune(altar__settled_t *s, altar_ledger_t *l, const altar_status_even
     if (isfinite(events[i].ts) && events[i].ts > s->max_ts) s->max_ts = events[i].ts;
   if (s->no_store || !isfinite(s->max_ts) || s->max_ts < s->next_prune) return ALTAR_OK;
   if (!s->pre_existing && !s->next_seq) { /* nothing stored yet */
-    s->next_prune = s->max_ts + ALTAR_SETTLED_HORIZON_S;
+    s->next_prune = s->max_ts + s->horizon_s;
     return ALTAR_OK;
   }
-  prune_scan_t p = {.cut = s->max_ts - 2 * ALTAR_SETTLED_HORIZON_S};
+  prune_scan_t p = {.cut = s->max_ts - 2 * s->horizon_s};
   int rc = altar_ledger_aux_scan(l, ALTAR__SETTLED_PREFIX, 2, visit_prune, &p, err);
   if (rc > 0) rc = ALTAR_OK; /* the visitor stopped it */
   if (!rc && p.rc) rc = nomem(err);
@@ -347,7 +351,7 @@ static int prune(altar__settled_t *s, altar_ledger_t *l, const altar_status_even
     rc = altar_ledger_aux_del(l, key, ALTAR__SETTLED_KEY_LEN, err);
     if (!rc) s->damaged++;
   }
-  if (!rc) s->next_prune = p.full ? s->max_ts : s->max_ts + ALTAR_SETTLED_HORIZON_S;
+  if (!rc) s->next_prune = p.full ? s->max_ts : s->max_ts + s->horizon_s;
   for (size_t i = 0; i < p.n; i++) free(p.v[i]);
   free(p.v);
   free(p.bad);
@@ -594,6 +598,7 @@ static int index_legacy(altar__settled_t *s, altar_ledger_t *l, altar_error_t *e
 
 int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, size_t cache_entries, altar_error_t *err) {
   memset(s, 0, sizeof *s);
+  s->horizon_s = horizon_setting_s > 0 ? horizon_setting_s : ALTAR_SETTLED_HORIZON_S;
   s->cache.cap = cache_entries ? cache_entries : ALTAR_DEFAULT_SETTLED_CACHE_ENTRIES;
   altar_buf_t b = {0};
   int rc = altar_ledger_aux_get(l, ALTAR__SETTLED_NEXT_KEY, strlen(ALTAR__SETTLED_NEXT_KEY), &b, err);

@@ -39,6 +39,7 @@ typedef struct altar__settled {
    * a look-up the filter cannot rule out reads the ledger. */
   bool replay;
   uint64_t next_seq;     /* of the next record */
+  double horizon_s;      /* ALTAR_SETTLED_HORIZON_S, or the process's setting (altar__settled_set_horizon_s) */
   double max_ts;         /* newest event time seen */
   double next_prune;     /* event time of the next pruning pass */
   uint64_t pruned;       /* entries dropped so far */
@@ -61,6 +62,11 @@ typedef struct altar__settled {
  * record does not fail the load: it counts in damaged, described in damage.
  * Free with altar__settled_free. */
 int altar__settled_load(altar__settled_t *s, altar_ledger_t *l, size_t cache_entries, altar_error_t *err);
+/* The horizon the sets loaded after it use, for the whole process (the
+ * daemon and --rebuild alike, so both decide the same): seconds > 0, or 0
+ * for ALTAR_SETTLED_HORIZON_S. ledger.settled_horizon_s sets it, for tests
+ * and soaks that must see settled entries go within minutes. */
+void altar__settled_set_horizon_s(double seconds);
 void altar__settled_free(altar__settled_t *s);
 /* For a replay (reconciler/rebuild.c), right after load: the members it
  * notes are remembered by the cache's filter alone, not copied into the

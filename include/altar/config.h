@@ -33,13 +33,15 @@ typedef struct altar_config {
   char *transport_name;           /* "local" by default */
   altar_strmap_t transport_props; /* as given: local: dir, fsync, …; kafka: every librdkafka property */
   altar_topics_t topics;
-  char *backend_name;                  /* "process" by default */
-  altar_strmap_t backend_props;        /* as given: data_root, slots, … (strings); no defaults added */
-  char *ledger_path;                   /* "./var/ledger" by default */
-  char *ledger_checkpoints;            /* ledger.checkpoints: URI of the ledger's checkpoints, NULL = none */
-  int ledger_checkpoint_interval_s;    /* ledger.checkpoint_interval_s: 60 by default */
-  int ledger_consumed_keep_days;       /* ledger.consumed_keep_days: consumed records older go (0: kept forever) */
+  char *backend_name;               /* "process" by default */
+  altar_strmap_t backend_props;     /* as given: data_root, slots, … (strings); no defaults added */
+  char *ledger_path;                /* "./var/ledger" by default */
+  char *ledger_checkpoints;         /* ledger.checkpoints: URI of the ledger's checkpoints, NULL = none */
+  int ledger_checkpoint_interval_s; /* ledger.checkpoint_interval_s: 60 by default */
+  int ledger_consumed_keep_days;    /* ledger.consumed_keep_days: consumed records older go (0: kept forever) */
+  long long ledger_consumed_keep_s; /* ledger.consumed_keep_s: the same in seconds, for tests and soaks; -1 = unset */
   size_t ledger_settled_cache_entries; /* ledger.settled_cache_entries: settled entries kept in memory */
+  long long ledger_settled_horizon_s;  /* ledger.settled_horizon_s: for tests and soaks; 0 = 7 days */
   bool ledger_standby;                 /* ledger.standby: keep a checkpoint warm, take over when the owner is gone */
   int ledger_standby_poll_ms;          /* ledger.standby_poll_ms: 500 by default */
   int ledger_checkpoints_keep;         /* ledger.checkpoints_keep: checkpoints kept in storage, older ones deleted */
@@ -83,6 +85,11 @@ typedef struct altar_config {
  * consumed record outlives every event that can still be about it. */
 #define ALTAR_DEFAULT_CONSUMED_KEEP_DAYS 14
 #define ALTAR_MAX_CONSUMED_KEEP_DAYS 36500
+#define ALTAR_MAX_CONSUMED_KEEP_S (36500LL * 86400)
+/* ledger.settled_horizon_s: how long (event time) a settled group's reruns
+ * are recognised, its entries dropped at twice that; unset, 7 days. For
+ * tests and soaks that must see those entries go within minutes. */
+#define ALTAR_MAX_SETTLED_HORIZON_S (36500LL * 86400)
 
 /* Default of ledger.settled_cache_entries: how many settled entries (a
  * shard's task key, or a group) the reconciler keeps in memory; the rest
@@ -108,7 +115,7 @@ int altar_config_load(const char *path, altar_config_t *cfg, altar_error_t *err)
 /* Overrides one key, as a flag does: "transport.name", "transport.dir",
  * "transport.kafka.<prop>", "topics.jobs", "topics.partitions", "backend.name", "backend.<prop>",
  * "ledger.path", "ledger.checkpoints", "ledger.checkpoint_interval_s", "ledger.consumed_keep_days",
- * "ledger.settled_cache_entries", "ledger.checkpoints_keep", "metrics.addr",
+ * "ledger.consumed_keep_s", "ledger.settled_cache_entries", "ledger.settled_horizon_s", "ledger.checkpoints_keep", "metrics.addr",
  * "metrics.worker_addr".
  * ALTAR_EINVAL for an unknown key. */
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err);
@@ -118,6 +125,10 @@ void altar_config_clear(altar_config_t *cfg);
  * recovers from a checkpoint and the events after it), else -1 (forever:
  * without checkpoints a takeover or rebuild replays it whole). */
 int64_t altar_config_status_retention_ms(const altar_config_t *cfg);
+/* How long consumed records are kept, in seconds (0: forever):
+ * ledger.consumed_keep_s when set (for tests and soaks that need minutes),
+ * else ledger.consumed_keep_days. */
+double altar_config_consumed_keep_s(const altar_config_t *cfg);
 
 /* Integer property of the backend (e.g. "slots"), with a default when absent;
  * ALTAR_EINVAL naming the key when present but not an integer in [min, max]. */

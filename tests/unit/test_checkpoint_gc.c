@@ -4,7 +4,10 @@
  * stay; another reconciler's checkpoints sharing the URI are not pushed out
  * by this one's; files a checkpoint being shipped may need wait out their
  * grace (times set by the test); an unreadable manifest stops table
- * deletion; a failed delete is counted and done on the next run. */
+ * deletion; a failed delete is counted and done on the next run; a
+ * collector run between a ship's look at a stored table and its manifest
+ * (forced by hooks) leaves the newest checkpoint whole, whichever side
+ * comes second. */
 #include "testutil.h"
 
 #include "altar/ledger.h"
@@ -33,6 +36,8 @@ static char *root;
 
 static int setup(void) {
   altar_storage_register_builtin();
+  /* The wait is for collections in other processes; here hooks force the order. */
+  altar__checkpoint_recheck_wait_s = 0;
   root = altar_test_tmpdir("checkpoint-gc");
   return root ? 0 : 1;
 }
@@ -336,6 +341,7 @@ static void test_unreadable_manifest(void) {
 /* ---- a store whose deletes fail: flaky:///p is file:///p with deletes refused while told ---- */
 
 static bool deletes_fail;
+static bool lists_slow; /* listings of cp/ take longer than ALTAR_CP_GC_LISTING_MAX_S */
 
 static void to_file(const char *uri, char *out, size_t cap) {
   snprintf(out, cap, "file://%s", uri + strlen("flaky://"));
@@ -382,6 +388,12 @@ static int flaky_list(altar_storage_t *s, const char *prefix, altar_storage_list
   to_file(prefix, p, sizeof p);
   altar_storage_t *f = NULL;
   relay_t r = {fn, ud};
+  size_t pl = strlen(p);
+  if (lists_slow && pl >= 4 && !strcmp(p + pl - 4, "/cp/")) {
+    double d = ALTAR_CP_GC_LISTING_MAX_S + 0.1; /* what is simulated is a slow store */
+    struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {}
+  }
   int rc = altar_storage_open("file", NULL, &f, err);
   if (!rc) rc = altar_storage_list(f, p, relay_entry, &r, err);
   altar_storage_close(f);
@@ -446,6 +458,237 @@ static void test_delete_failure_retried(void) {
   altar_ledger_close(l);
 }
 
+/* ---- a ship and another reconciler's collector, interleaved ------------------------------------ */
+
+/* A standby S restored from checkpoint C1 of L; L then compacts and ships
+ * C2 and C3, and a collector (keep 1) drops C1 and C2: C1's table files
+ * are stored, listed by no manifest, and in S's ledger. A run of that
+ * collector at t + grace may delete them while S ships a checkpoint that
+ * finds them stored (the window docs/state.md describes). */
+typedef struct race {
+  char cdir[4096], uri[4200];
+  altar_ledger_t *l, *s;
+  altar_cp_gc_t *g;
+  double t;          /* when the collector first saw C1's tables unlisted */
+  json_t *c1_tables; /* their digests */
+  /* what the hooks did */
+  size_t gc_deleted, c1_gone_in_hook, reuploaded;
+  bool hook_ran;
+} race_t;
+
+static race_t race;
+
+static void race_setup(const char *name) {
+  memset(&race, 0, sizeof race);
+  char ldir[4096], sdir[4096];
+  snprintf(ldir, sizeof ldir, "%s/%s-ledger", root, name);
+  snprintf(sdir, sizeof sdir, "%s/%s-standby", root, name);
+  snprintf(race.cdir, sizeof race.cdir, "%s/%s-cp", root, name);
+  snprintf(race.uri, sizeof race.uri, "file://%s", race.cdir);
+  altar_error_t err = {0};
+  race.l = altar_ledger_rocksdb_open(ldir, NULL, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(race.l);
+  char id1[64], m1[128];
+  add_records(race.l, 0, 50, 0, 1);
+  ship(race.l, race.uri, NULL, id1);
+  snprintf(m1, sizeof m1, "cp/%s.json", id1);
+  race.c1_tables = json_object();
+  tables_of(race.cdir, m1, race.c1_tables);
+  CU_ASSERT_FATAL(json_object_size(race.c1_tables) > 0);
+  altar_checkpoint_t cp = {0};
+  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore(race.uri, sdir, &cp, &err), 0);
+  altar__checkpoint_clear(&cp);
+  race.s = altar_ledger_rocksdb_open(sdir, NULL, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(race.s);
+  add_records(race.l, 50, 100, 0, 2);
+  compact(race.l); /* C1's tables leave L */
+  ship(race.l, race.uri, NULL, NULL);
+  add_records(race.l, 100, 150, 0, 3);
+  ship(race.l, race.uri, NULL, NULL);
+  race.g = altar__cp_gc_new();
+  race.t = (double)time(NULL);
+  altar_cp_gc_result_t res;
+  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_gc(race.uri, 1, 600, race.t, race.g, &res, &err), 0);
+  CU_ASSERT_EQUAL(res.checkpoints_dropped, 2);
+  CU_ASSERT(res.tables_waiting >= json_object_size(race.c1_tables));
+  const char *k;
+  json_t *v;
+  json_object_foreach(race.c1_tables, k, v) {
+    char rest[128];
+    snprintf(rest, sizeof rest, "sst/%s", k);
+    CU_ASSERT(exists(race.cdir, rest)); /* unlisted, inside the grace */
+  }
+  add_records(race.s, 150, 160, 0, 4); /* S goes on from C1 */
+}
+
+static size_t c1_tables_stored(void) {
+  size_t n = 0;
+  const char *k;
+  json_t *v;
+  json_object_foreach(race.c1_tables, k, v) {
+    char rest[128];
+    snprintf(rest, sizeof rest, "sst/%s", k);
+    n += exists(race.cdir, rest);
+  }
+  return n;
+}
+
+/* The newest checkpoint is S's, every table file it lists is stored, and it
+ * restores to S's checksum. */
+static void race_check_newest(const char *name, const char *s_id) {
+  altar_error_t err = {0};
+  char rdir[4096], sum[ALTAR_LEDGER_CHECKSUM_LEN + 1], rsum[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  snprintf(rdir, sizeof rdir, "%s/%s-restored", root, name);
+  json_t *listed = json_object();
+  tables_of(race.cdir, "latest.json", listed);
+  const char *k;
+  json_t *v;
+  size_t missing = 0;
+  json_object_foreach(listed, k, v) {
+    char rest[128];
+    snprintf(rest, sizeof rest, "sst/%s", k);
+    missing += !exists(race.cdir, rest);
+  }
+  CU_ASSERT_EQUAL(missing, 0);
+  json_decref(listed);
+  checksum_of(race.s, sum);
+  altar_checkpoint_t cp = {0};
+  int rc = altar__checkpoint_restore(race.uri, rdir, &cp, &err);
+  if (rc) fprintf(stderr, "restore: %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_STRING_EQUAL(cp.id, s_id);
+  CU_ASSERT_EQUAL(altar__checkpoint_offset(&cp, 0), 4);
+  altar__checkpoint_clear(&cp);
+  altar_ledger_t *r = altar_ledger_rocksdb_open(rdir, NULL, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  checksum_of(r, rsum);
+  CU_ASSERT_STRING_EQUAL(rsum, sum);
+  altar_ledger_close(r);
+}
+
+static void race_teardown(void) {
+  altar_ledger_close(race.l);
+  altar_ledger_close(race.s);
+  altar__cp_gc_free(race.g);
+  json_decref(race.c1_tables);
+}
+
+/* The collector's run, at the end of the grace, between S's look at C1's
+ * tables (found stored, not uploaded) and its manifest. */
+static void collect_before_manifest(const altar_checkpoint_t *c) {
+  (void)c;
+  altar_error_t err = {0};
+  altar_cp_gc_result_t res;
+  CU_ASSERT_EQUAL(altar__checkpoint_gc(race.uri, 1, 600, race.t + 600, race.g, &res, &err), 0);
+  race.gc_deleted = res.files_deleted;
+  race.c1_gone_in_hook = json_object_size(race.c1_tables) - c1_tables_stored();
+  race.hook_ran = true;
+}
+
+/* A collector deletes the table files a ship found stored before that
+ * ship's manifest names them: the ship's re-check after its manifest finds
+ * them gone and uploads them again before latest.json, so the newest
+ * checkpoint lists no missing file and restores. */
+static void test_collector_between_look_and_manifest(void) {
+  race_setup("r1");
+  altar_error_t err = {0};
+  altar_checkpoint_t cp = {0};
+  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_take(race.s, TOPIC, &cp, &err), 0);
+  altar__checkpoint_before_manifest = collect_before_manifest;
+  int rc = altar__checkpoint_ship(&cp, race.uri, NULL, &err);
+  altar__checkpoint_before_manifest = NULL;
+  if (rc) fprintf(stderr, "ship: %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT(race.hook_ran);
+  /* The interleaving happened: every C1 table S reuses was deleted ... */
+  CU_ASSERT_EQUAL(race.c1_gone_in_hook, json_object_size(race.c1_tables));
+  CU_ASSERT(race.gc_deleted >= json_object_size(race.c1_tables));
+  /* ... and uploaded again by the ship's re-check. */
+  CU_ASSERT_EQUAL(cp.tables_reuploaded, json_object_size(race.c1_tables));
+  CU_ASSERT_EQUAL(c1_tables_stored(), json_object_size(race.c1_tables));
+  char id[64];
+  snprintf(id, sizeof id, "%s", cp.id);
+  altar__checkpoint_clear(&cp);
+  race_check_newest("r1", id);
+  race_teardown();
+}
+
+static char shipped_in_hook[64];
+
+/* S ships a whole checkpoint after the collector's listings and before it
+ * deletes table files. */
+static void ship_before_table_deletes(void) {
+  altar_error_t err = {0};
+  altar_checkpoint_t cp = {0};
+  int rc = altar__checkpoint_take(race.s, TOPIC, &cp, &err);
+  if (!rc) rc = altar__checkpoint_ship(&cp, race.uri, NULL, &err);
+  if (rc) fprintf(stderr, "ship: %s\n", err.msg);
+  CU_ASSERT_EQUAL(rc, 0);
+  snprintf(shipped_in_hook, sizeof shipped_in_hook, "%s", cp.id);
+  race.reuploaded = cp.tables_reuploaded;
+  race.hook_ran = true;
+  altar__checkpoint_clear(&cp);
+}
+
+/* A ship's manifest written after the collector listed the manifests, and
+ * naming table files that listing found unlisted past their grace: the
+ * collector lists the manifests again before deleting and spares them. */
+static void test_ship_between_listing_and_delete(void) {
+  race_setup("r2");
+  altar_error_t err = {0};
+  altar_cp_gc_result_t res;
+  altar__cp_gc_before_table_deletes = ship_before_table_deletes;
+  int rc = altar__checkpoint_gc(race.uri, 1, 600, race.t + 600, race.g, &res, &err);
+  altar__cp_gc_before_table_deletes = NULL;
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT(race.hook_ran);
+  CU_ASSERT_EQUAL(res.tables_spared, json_object_size(race.c1_tables));
+  CU_ASSERT_EQUAL(race.reuploaded, 0); /* nothing was deleted under the ship */
+  CU_ASSERT_EQUAL(c1_tables_stored(), json_object_size(race.c1_tables));
+  race_check_newest("r2", shipped_in_hook);
+  /* Once S's checkpoint is the one kept, its tables stay in later runs too. */
+  CU_ASSERT_EQUAL(altar__checkpoint_gc(race.uri, 1, 600, race.t + 1200, race.g, &res, &err), 0);
+  CU_ASSERT_EQUAL(c1_tables_stored(), json_object_size(race.c1_tables));
+  race_teardown();
+}
+
+/* Listing the manifests takes longer than a collection may take from a
+ * listing to a delete: the table files past their grace are left for the
+ * next run (a ship's wait would not cover them), which deletes them. */
+static void test_slow_listing_defers(void) {
+  char ldir[4096], cdir[4096], uri[4200], furi[4200], p[4400];
+  snprintf(ldir, sizeof ldir, "%s/sl-ledger", root);
+  snprintf(cdir, sizeof cdir, "%s/sl-cp", root);
+  snprintf(uri, sizeof uri, "file://%s", cdir);
+  snprintf(furi, sizeof furi, "flaky://%s", cdir);
+  altar_error_t err = {0};
+  altar_registry_register(ALTAR_REGISTRY_STORAGE, "flaky", &flaky_ops, &err); /* once per process */
+  altar_ledger_t *l = altar_ledger_rocksdb_open(ldir, NULL, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+  add_records(l, 0, 30, 0, 1);
+  ship(l, uri, NULL, NULL);
+  const char *left = "sst/00000000000000000000000000000000000000000000000000000000000000ee";
+  snprintf(p, sizeof p, "%s/%s", cdir, left);
+  altar_test_write_file(p, "left", 4);
+  altar_cp_gc_t *g = altar__cp_gc_new();
+  altar_cp_gc_result_t res;
+  double t = (double)time(NULL);
+  CU_ASSERT_EQUAL(altar__checkpoint_gc(furi, 3, 600, t, g, &res, &err), 0);
+  CU_ASSERT_EQUAL(res.tables_waiting, 1);
+  lists_slow = true;
+  CU_ASSERT_EQUAL(altar__checkpoint_gc(furi, 3, 600, t + 600, g, &res, &err), 0);
+  lists_slow = false;
+  CU_ASSERT_EQUAL(res.tables_deferred, 1);
+  CU_ASSERT_EQUAL(res.files_deleted, 0);
+  CU_ASSERT(exists(cdir, left));
+  CU_ASSERT_EQUAL(altar__checkpoint_gc(furi, 3, 600, t + 601, g, &res, &err), 0);
+  CU_ASSERT_EQUAL(res.tables_deferred, 0);
+  CU_ASSERT_EQUAL(res.files_deleted, 1);
+  CU_ASSERT(!exists(cdir, left));
+  altar__cp_gc_free(g);
+  altar_ledger_close(l);
+}
+
 /* Storage that cannot delete keeps everything and says so. */
 static void test_storage_without_delete(void) {
   altar_error_t err = {0};
@@ -464,6 +707,9 @@ static void add(void) {
   CU_add_test(s, "test_unreadable_manifest", test_unreadable_manifest);
   CU_add_test(s, "test_delete_failure_retried", test_delete_failure_retried);
   CU_add_test(s, "test_storage_without_delete", test_storage_without_delete);
+  CU_add_test(s, "test_slow_listing_defers", test_slow_listing_defers);
+  CU_add_test(s, "test_collector_between_look_and_manifest", test_collector_between_look_and_manifest);
+  CU_add_test(s, "test_ship_between_listing_and_delete", test_ship_between_listing_and_delete);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

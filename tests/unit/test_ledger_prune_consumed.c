@@ -284,6 +284,53 @@ static void test_config_key(void) {
   fclose(f);
   CU_ASSERT_EQUAL_FATAL(altar_config_load(path, &cfg, &err), 0);
   CU_ASSERT_EQUAL(cfg.ledger_consumed_keep_days, 30);
+  CU_ASSERT_EQUAL(altar_config_consumed_keep_s(&cfg), 30 * 86400.0);
+  altar_config_clear(&cfg);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+/* ledger.consumed_keep_s: the age in seconds (tests, soaks), over
+ * consumed_keep_days when set; a record goes once older than it, by the
+ * daemon's turn, with the ages set by the test. */
+static void test_config_key_seconds(void) {
+  altar_config_t cfg;
+  altar_error_t err = {0};
+  char *dir = altar_test_tmpdir("ledger-prune-cfg-s");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/altar.yaml", dir);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_FATAL(f != NULL);
+  fputs("ledger: {path: ./l, consumed_keep_days: 30, consumed_keep_s: 120}\n", f);
+  fclose(f);
+  CU_ASSERT_EQUAL_FATAL(altar_config_load(path, &cfg, &err), 0);
+  CU_ASSERT_EQUAL(cfg.ledger_consumed_keep_s, 120);
+  CU_ASSERT_EQUAL(altar_config_consumed_keep_s(&cfg), 120.0);
+  static const char *const bad[] = {"-1", "2m", "", "1.5", "3153600001", "99999999999999999999"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CU_ASSERT_NOT_EQUAL(altar_config_set(&cfg, "ledger.consumed_keep_s", bad[i], &err), 0);
+    CU_ASSERT(strstr(err.msg, "ledger.consumed_keep_s") != NULL);
+  }
+  CU_ASSERT_EQUAL(cfg.ledger_consumed_keep_s, 120); /* a refused value changes nothing */
+  CU_ASSERT_EQUAL(altar_config_set(&cfg, "ledger.consumed_keep_s", "0", &err), 0);
+  CU_ASSERT_EQUAL(altar_config_consumed_keep_s(&cfg), 0); /* 0: forever, days notwithstanding */
+  CU_ASSERT_EQUAL(altar_config_set(&cfg, "ledger.consumed_keep_s", "120", &err), 0);
+
+  char ldir[4200];
+  snprintf(ldir, sizeof ldir, "%s/ledger", dir);
+  altar_ledger_t *l = altar_ledger_rocksdb_open(ldir, NULL, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  settle(l, "t0", true);
+  double now = (double)wall_ms() / 1000.0;
+  size_t n = 9;
+  altar__consumed_pruner_t p = {.keep_s = altar_config_consumed_keep_s(&cfg)};
+  CU_ASSERT_EQUAL(altar__consumed_prune_tick(&p, l, now + 60, &n, &err), 0); /* a minute old: kept */
+  CU_ASSERT_EQUAL(n, 0);
+  CU_ASSERT(present(l, "t0"));
+  CU_ASSERT_EQUAL(altar__consumed_prune_tick(&p, l, now + 60 + ALTAR_CONSUMED_PRUNE_INTERVAL_S + 121, &n, &err), 0);
+  CU_ASSERT_EQUAL(n, 1);
+  CU_ASSERT_FALSE(present(l, "t0"));
+  altar_ledger_close(l);
   altar_config_clear(&cfg);
   altar_test_rmtree(dir);
   free(dir);
@@ -297,6 +344,7 @@ static void add(void) {
   ALTAR_TEST(test_daemon_turns);
   ALTAR_TEST(test_next_prune_counted);
   ALTAR_TEST(test_config_key);
+  ALTAR_TEST(test_config_key_seconds);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

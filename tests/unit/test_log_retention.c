@@ -338,6 +338,19 @@ static void test_settings_and_interval(void) {
   CU_ASSERT(strstr(e.msg, "backend.logs_keep_days:") != NULL);
   altar_strmap_set(&m, "logs_keep_days", "14");
   CU_ASSERT(altar__log_retention_parse(&m, &r, &e) && r.keep_count == ALTAR_LOGS_KEEP_COUNT_DEFAULT);
+  /* logs_keep_s: the age in seconds (soaks, tests), over logs_keep_days. */
+  altar_strmap_set(&m, "logs_keep_s", "120");
+  CU_ASSERT(altar__log_retention_parse(&m, &r, &e) && r.max_age_s == 120.0);
+  const char *bad_s[] = {"-1", "2m", "", "1.5", "99999999999999999999", "3153600001"};
+  for (size_t i = 0; i < sizeof bad_s / sizeof bad_s[0]; i++) {
+    altar_strmap_set(&m, "logs_keep_s", bad_s[i]);
+    CU_ASSERT_FALSE(altar__log_retention_parse(&m, &r, &e));
+    CU_ASSERT(strstr(e.msg, "backend.logs_keep_s:") != NULL);
+  }
+  altar_strmap_set(&m, "logs_keep_s", "0");
+  CU_ASSERT(altar__log_retention_parse(&m, &r, &e) && r.max_age_s == 0);
+  altar_strmap_clear(&m);
+  altar_strmap_set(&m, "logs_keep_days", "14");
   CU_ASSERT_EQUAL(ALTAR_LOGS_KEEP_COUNT_DEFAULT, 10000);
   altar_strmap_set(&m, "logs_keep_count", "500");
   CU_ASSERT(altar__log_retention_parse(&m, &r, &e) && r.keep_count == 500);

@@ -4,6 +4,7 @@
  * layouts carried over, and damaged records skipped and reported. Drives altar__settled_* one batch at a
  * time as the daemon does, over a RocksDB ledger in a temporary directory
  * and over the in-memory ledger. */
+#include "altar/config.h"
 #include "altar/ledger.h"
 #include "reconciler/settled.h"
 #include "reconciler/settled_record.h"
@@ -305,6 +306,53 @@ static void test_prune_deletes_records(void) {
   fx_restart(&f);
   CU_ASSERT_EQUAL(entries(f.l), 0);
   fx_close(&f);
+}
+
+/* ledger.settled_horizon_s (tests, soaks): a set loaded after the setting
+ * recognises reruns for that many seconds of event time and drops its
+ * records at twice that, event times set by the test; the key is checked. */
+static void test_horizon_setting(void) {
+  const double h = 60;
+  altar__settled_set_horizon_s(h);
+  fixture_t f;
+  fx_open(&f, "settled-horizon");
+  CU_ASSERT_EQUAL(f.s.horizon_s, h);
+  CU_ASSERT_EQUAL(settle(&f, "pair", "j1", 2, "r1", 10.0, false), 1);
+  CU_ASSERT_FALSE(applies(&f, "j1", 0, "r2", 10.0 + h - 1)); /* within the horizon: set aside */
+  CU_ASSERT_EQUAL(settle(&f, "pair", "j2", 2, "r1", 10.0 + h + 5, false), 1);
+  CU_ASSERT(has_key(f.l, 0) && has_key(f.l, 1));
+  CU_ASSERT_TRUE(applies(&f, "j9", 0, "r1", 10.0 + 2 * h + 5)); /* the pass: record 0 is twice h old */
+  CU_ASSERT(!has_key(f.l, 0) && has_key(f.l, 1));
+  CU_ASSERT_TRUE(applies(&f, "j9", 1, "r1", 10.0 + 3 * h + 200));
+  CU_ASSERT_EQUAL(keys_under(f.l, ALTAR__SETTLED_PREFIX), 0);
+  fx_close(&f);
+  altar__settled_set_horizon_s(0);
+  fx_open(&f, "settled-horizon-default");
+  CU_ASSERT_EQUAL(f.s.horizon_s, H);
+  fx_close(&f);
+
+  altar_config_t cfg;
+  altar_error_t err = {0};
+  char *dir = altar_test_tmpdir("settled-horizon-cfg");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/altar.yaml", dir);
+  altar_test_write_file(path, "ledger: {path: ./l}\n", 20);
+  CU_ASSERT_EQUAL_FATAL(altar_config_load(path, &cfg, &err), 0);
+  CU_ASSERT_EQUAL(cfg.ledger_settled_horizon_s, 0); /* unset: the 7 days */
+  altar_config_clear(&cfg);
+  static const char yaml[] = "ledger: {path: ./l, settled_horizon_s: 120}\n";
+  altar_test_write_file(path, yaml, sizeof yaml - 1);
+  CU_ASSERT_EQUAL_FATAL(altar_config_load(path, &cfg, &err), 0);
+  CU_ASSERT_EQUAL(cfg.ledger_settled_horizon_s, 120);
+  static const char *const bad[] = {"0", "-1", "2m", "", "1.5", "3153600001"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CU_ASSERT_NOT_EQUAL(altar_config_set(&cfg, "ledger.settled_horizon_s", bad[i], &err), 0);
+    CU_ASSERT(strstr(err.msg, "ledger.settled_horizon_s") != NULL);
+  }
+  CU_ASSERT_EQUAL(cfg.ledger_settled_horizon_s, 120);
+  altar_config_clear(&cfg);
+  altar_test_rmtree(dir);
+  free(dir);
 }
 
 /* An aborted batch drops the deletes of the records it pruned; the next
@@ -735,6 +783,7 @@ static void add_tests(CU_pSuite suite__, bool memory) {
   ALTAR_TEST(test_group_writes_one_key);
   ALTAR_TEST(test_reload_keeps_write_order);
   ALTAR_TEST(test_prune_deletes_records);
+  ALTAR_TEST(test_horizon_setting);
   ALTAR_TEST(test_prune_survives_an_aborted_batch);
   ALTAR_TEST(test_old_layout_is_carried_over);
   ALTAR_TEST(test_damaged_records_are_skipped);
