@@ -42,6 +42,8 @@ typedef struct altar_config {
   size_t ledger_settled_cache_entries; /* ledger.settled_cache_entries: settled entries kept in memory */
   bool ledger_standby;                 /* ledger.standby: keep a checkpoint warm, take over when the owner is gone */
   int ledger_standby_poll_ms;          /* ledger.standby_poll_ms: 500 by default */
+  int64_t ledger_standby_caught_up_events; /* ledger.standby_caught_up_events: caught up within this many status
+                                              events of the topic's end (1000 by default) */
   int ledger_checkpoints_keep;         /* ledger.checkpoints_keep: checkpoints kept in storage, older ones deleted */
   char *metrics_addr;                  /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
   char *metrics_worker_addr;           /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
@@ -98,6 +100,9 @@ typedef struct altar_config {
 /* Default of ledger.standby_poll_ms: how often a standby reconciler looks at
  * its group (is the owner alive?) and for a newer checkpoint. */
 #define ALTAR_DEFAULT_STANDBY_POLL_MS 500
+/* Default of ledger.standby_caught_up_events: a hot standby whose copy is
+ * within this many status events of the topic's end is caught up. */
+#define ALTAR_DEFAULT_STANDBY_CAUGHT_UP_EVENTS 1000
 
 #define ALTAR_DEFAULT_CONFIG_FILE "altar.yaml"
 
