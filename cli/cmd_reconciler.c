@@ -202,20 +202,14 @@ static int check_status_retention(altar_transport_t *t, const altar_config_t *cf
 static int stand_by(const altar_config_t *cfg, const altar_reconciler_opts_t *apply, altar__published_seen_t *published,
                     altar_metrics_t *metrics, volatile sig_atomic_t *stop, bool quiet) {
   altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
-  altar_transport_t *r = t ? altar_cli_open_transport(cfg, NULL) : NULL;
-  if (!t || !r) {
-    altar_transport_close(t);
-    return 1;
-  }
+  if (!t) return 1;
   if (altar_cli_ensure_topics(t, cfg)) {
-    altar_transport_close(r);
     altar_transport_close(t);
     return 1;
   }
   altar__standby_opts_t so = {.checkpoint_uri = cfg->ledger_checkpoints,
                               .ledger_path = cfg->ledger_path,
                               .transport = t,
-                              .reader = r,
                               .group = apply->group ? apply->group : ALTAR_RECONCILER_GROUP,
                               .status_topic = cfg->topics.status,
                               .poll_ms = cfg->ledger_standby_poll_ms,
@@ -227,7 +221,6 @@ static int stand_by(const altar_config_t *cfg, const altar_reconciler_opts_t *ap
                               .quiet = quiet};
   altar_error_t err = {0};
   int rc = altar__standby_wait(&so, &err);
-  altar_transport_close(r);
   altar_transport_close(t);
   if (rc == ALTAR_ECANCELED) return 3;
   if (rc) fprintf(stderr, "altar reconciler: %s\n", err.msg);
@@ -246,19 +239,25 @@ static void published_since(const altar_config_t *cfg, const altar_group_specs_t
               cp->id);
     return;
   }
-  altar_transport_t *r = altar_cli_open_transport(cfg, NULL);
+  altar_transport_t *lister = altar_cli_open_transport(cfg, NULL);
+  altar__published_reader_t r = {.tname = cfg->transport_name, .props = &cfg->transport_props};
   altar__pub_pos_t *pos = calloc(cp->n_published, sizeof *pos);
   size_t n = cp->n_published;
   altar_error_t err = {0};
   if (pos) memcpy(pos, cp->published, n * sizeof *pos);
-  int rc = r && pos ? altar__published_read(seen, r, groups, &cfg->topics, &pos, &n, 60000, &err) : ALTAR_ENOMEM;
-  if (rc) fprintf(stderr, "altar reconciler: reading the ready and dead topics since checkpoint %s (the tail's group "
-                          "events are published again): %s\n", cp->id, r ? err.msg : "no transport");
+  int rc = lister && pos ? altar__published_read(seen, &r, lister, groups, &cfg->topics, &pos, &n, 60000, &err)
+                         : ALTAR_ENOMEM;
+  altar__published_reader_close(&r);
+  if (rc)
+    fprintf(stderr,
+            "altar reconciler: reading the ready and dead topics since checkpoint %s (the tail's group "
+            "events are published again): %s\n",
+            cp->id, lister ? err.msg : "no transport");
   else if (!quiet)
     fprintf(stderr, "altar reconciler: %zu group event(s) published since checkpoint %s: not published again\n",
             altar__published_seen_count(seen), cp->id);
   free(pos);
-  altar_transport_close(r);
+  altar_transport_close(lister);
 }
 
 /* A reconciler with no ledger yet starts from the newest checkpoint, if

@@ -317,16 +317,9 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
     r->bkeys[r->n_bkeys++] = (key_at_t){key, k->start_mark.line + 1};
   static const char *const topics_keys[] = {
       "jobs", "status", "ready", "dead", "dlq", "partitions", "fleet", "retention_ms", "status_retention_ms", NULL};
-  static const char *const ledger_keys[] = {"path",
-                                            "checkpoints",
-                                            "checkpoint_interval_s",
-                                            "consumed_keep_days",
-                                            "settled_cache_entries",
-                                            "standby",
-                                            "standby_poll_ms",
-                                            "standby_caught_up_events",
-                                            "checkpoints_keep",
-                                            NULL};
+  static const char *const ledger_keys[] = {
+      "path",    "checkpoints",     "checkpoint_interval_s",    "consumed_keep_days", "settled_cache_entries",
+      "standby", "standby_poll_ms", "standby_caught_up_events", "checkpoints_keep",   NULL};
   static const char *const metrics_keys[] = {"addr", "worker_addr", NULL};
   const char *const *known = !strcmp(section, "topics")    ? topics_keys
                              : !strcmp(section, "ledger")  ? ledger_keys

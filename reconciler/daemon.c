@@ -633,7 +633,8 @@ static int follow_assign(daemon_t *d, altar_error_t *err) {
 static bool follow_done(daemon_t *d) {
   altar_tp_t *v = calloc(d->n_parts ? d->n_parts : 1, sizeof *v);
   if (!v) return false;
-  for (size_t i = 0; i < d->n_parts; i++) v[i] = (altar_tp_t){d->parts[i].topic, d->parts[i].partition, d->parts[i].next};
+  for (size_t i = 0; i < d->n_parts; i++)
+    v[i] = (altar_tp_t){d->parts[i].topic, d->parts[i].partition, d->parts[i].next};
   bool done = d->o->follow_tick(d->o->follow_ctx, v, d->n_parts, d->follow_gap) != 0;
   free(v);
   return done;

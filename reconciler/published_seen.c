@@ -130,9 +130,11 @@ int altar__published_seen_skip(void *ctx, const char *topic, const char *key, co
 int altar__published_seen_on_hold(void *ctx, uint64_t seq, const char *topic, const void *value, size_t vlen,
                                   altar_error_t *err) {
   (void)topic;
+  altar__published_seen_t *s = ctx;
   char *id = NULL;
-  if (altar_peek_group_event_id(value, vlen, &id) != ALTAR_OK) return ALTAR_OK; /* jobs, DLQ copies: kept */
-  int rc = altar__published_seen_hold(ctx, id, seq, err);
+  if (altar_peek_group_event_id(value, vlen, &id) != ALTAR_OK) /* jobs, DLQ copies */
+    return s->on_other ? s->on_other(s->other_ctx, seq, err) : ALTAR_OK;
+  int rc = altar__published_seen_hold(s, id, seq, err);
   free(id);
   return rc;
 }
@@ -201,30 +203,61 @@ static altar__pub_pos_t *find_pos(altar__pub_pos_t *v, size_t n, const char *top
   return NULL;
 }
 
-int altar__published_read(altar__published_seen_t *s, altar_transport_t *t, const altar_group_specs_t *groups,
-                          const altar_topics_t *topics, altar__pub_pos_t **ppos, size_t *pnpos, int timeout_ms,
-                          altar_error_t *err) {
+void altar__published_reader_close(altar__published_reader_t *r) {
+  altar_transport_close(r->t);
+  r->t = NULL;
+  free(r->assigned);
+  r->assigned = NULL;
+  r->n_assigned = 0;
+}
+
+/* Whether r's handle is assigned exactly the partitions in ends. */
+static bool same_parts(const altar__published_reader_t *r, const altar__pub_pos_t *ends, size_t n) {
+  if (!r->t || r->n_assigned != n) return false;
+  for (size_t i = 0; i < n; i++)
+    if (r->assigned[i].partition != ends[i].partition || strcmp(r->assigned[i].topic, ends[i].topic)) return false;
+  return true;
+}
+
+int altar__published_read(altar__published_seen_t *s, altar__published_reader_t *r, altar_transport_t *lister,
+                          const altar_group_specs_t *groups, const altar_topics_t *topics, altar__pub_pos_t **ppos,
+                          size_t *pnpos, int timeout_ms, altar_error_t *err) {
   altar__pub_pos_t *ends = NULL;
   size_t nends = 0;
-  int rc = altar__publish_ends(t, groups, topics, &ends, &nends, err);
-  /* Every partition there is now, from where reading stopped (or its
-   * beginning: a topic or partition that came since), to today's end. */
-  altar_tp_t *tps = rc ? NULL : calloc(nends ? nends : 1, sizeof *tps);
+  int rc = altar__publish_ends(lister, groups, topics, &ends, &nends, err);
   int64_t *from = rc ? NULL : calloc(nends ? nends : 1, sizeof *from);
   size_t left = 0;
-  if (!rc && (!tps || !from)) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  if (!rc && !from) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
   for (size_t i = 0; !rc && i < nends; i++) {
     altar__pub_pos_t *p = find_pos(*ppos, *pnpos, ends[i].topic, ends[i].partition);
     from[i] = p ? p->next : 0;
-    tps[i] = (altar_tp_t){ends[i].topic, ends[i].partition, p ? p->next : ALTAR_OFFSET_BEGINNING};
     left += from[i] < ends[i].next;
   }
-  if (!rc && left) rc = altar_transport_assign(t, tps, nends, err);
+  /* A handle is assigned once and reads on; a partition or topic that came
+   * since takes a new one, assigned from where reading stopped (a handle
+   * is assigned only once). */
+  if (!rc && left && !same_parts(r, ends, nends)) {
+    altar__published_reader_close(r);
+    altar_tp_t *tps = calloc(nends, sizeof *tps);
+    r->assigned = calloc(nends, sizeof *r->assigned);
+    if (!tps || !r->assigned) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < nends; i++) {
+      altar__pub_pos_t *p = find_pos(*ppos, *pnpos, ends[i].topic, ends[i].partition);
+      tps[i] = (altar_tp_t){ends[i].topic, ends[i].partition, p ? p->next : ALTAR_OFFSET_BEGINNING};
+      r->assigned[i] = ends[i];
+    }
+    r->n_assigned = nends;
+    if (!rc && !(r->t = altar_transport_open(r->tname, r->props, NULL, err)))
+      rc = err && err->code ? err->code : ALTAR_ETRANSPORT;
+    if (!rc) rc = altar_transport_assign(r->t, tps, nends, err);
+    free(tps);
+    if (rc) altar__published_reader_close(r);
+  }
   double give_up = altar_mono_s() + timeout_ms / 1000.0;
   while (!rc && left) {
     altar_msg_t *m = NULL;
     altar_error_t ce = {0};
-    int crc = altar_transport_consume(t, 200, &m, &ce);
+    int crc = altar_transport_consume(r->t, 200, &m, &ce);
     if (crc == ALTAR_EINTEGRITY) continue; /* skipped, as every reader does */
     if (crc) {
       rc = crc;
@@ -237,7 +270,7 @@ int altar__published_read(altar__published_seen_t *s, altar_transport_t *t, cons
       altar_tp_t *pos = NULL;
       size_t np = 0;
       altar_error_t pe = {0};
-      if (!altar_transport_assignment(t, &pos, &np, &pe))
+      if (!altar_transport_assignment(r->t, &pos, &np, &pe))
         for (size_t k = 0; k < np; k++)
           for (size_t i = 0; i < nends; i++)
             if (pos[k].partition == ends[i].partition && !strcmp(pos[k].topic, ends[i].topic) &&
@@ -247,20 +280,22 @@ int altar__published_read(altar__published_seen_t *s, altar_transport_t *t, cons
             }
       free(pos);
       if (left && altar_mono_s() > give_up)
-        rc = altar_error_set(err, ALTAR_ETIMEOUT, "reading the ready and dead topics: %zu partition(s) short of their end after %d ms",
-                             left, timeout_ms);
+        rc = altar_error_set(err, ALTAR_ETIMEOUT,
+                             "reading the ready and dead topics: %zu partition(s) short of their end after %d ms", left,
+                             timeout_ms);
       continue;
     }
     for (size_t i = 0; i < nends; i++) {
       if (ends[i].partition != m->partition || strcmp(ends[i].topic, m->topic)) continue;
-      if (m->offset < ends[i].next) {
+      if (m->offset >= from[i]) {
         char *id = NULL;
         if (m->value && altar_peek_group_event_id(m->value, m->value_len, &id) == ALTAR_OK)
           rc = altar__published_seen_note(s, id, err);
         free(id);
       }
-      if (from[i] < ends[i].next && m->offset + 1 >= ends[i].next) left--;
-      if (m->offset + 1 > from[i]) from[i] = m->offset + 1 < ends[i].next ? m->offset + 1 : ends[i].next;
+      bool was_left = from[i] < ends[i].next;
+      if (m->offset + 1 > from[i]) from[i] = m->offset + 1;
+      if (was_left && from[i] >= ends[i].next) left--;
       break;
     }
     altar_msg_free(m);
@@ -274,7 +309,6 @@ int altar__published_read(altar__published_seen_t *s, altar_transport_t *t, cons
     ends = NULL;
   }
   free(ends);
-  free(tps);
   free(from);
   return rc;
 }

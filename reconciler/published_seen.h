@@ -30,12 +30,16 @@
 typedef struct altar__pub_id altar__pub_id_t;
 
 typedef struct altar__published_seen {
-  altar__hmap_t seen;    /* id -> altar__pub_id_t (seq unused) */
-  altar__hmap_t pending; /* id -> altar__pub_id_t (seq: the outbox entry) */
+  altar__hmap_t seen;               /* id -> altar__pub_id_t (seq unused) */
+  altar__hmap_t pending;            /* id -> altar__pub_id_t (seq: the outbox entry) */
   altar__pub_id_t *oldest, *newest; /* seen ids in arrival order */
   altar_ledger_t *ledger;           /* where pending entries are deleted */
   uint64_t dropped;                 /* outbox entries deleted: out already */
   uint64_t forgotten;               /* seen ids let go at the bound */
+  /* Held entries that are no group event (retried jobs, DLQ copies,
+   * follow-ups): handed here (may be NULL) by on_hold. */
+  int (*on_other)(void *ctx, uint64_t seq, altar_error_t *err);
+  void *other_ctx;
 } altar__published_seen_t;
 
 /* One publish topic's next offset per partition (where reading goes on). */
@@ -67,13 +71,25 @@ size_t altar__publish_topics(const altar_group_specs_t *groups, const altar_topi
 int altar__publish_ends(altar_transport_t *t, const altar_group_specs_t *groups, const altar_topics_t *topics,
                         altar__pub_pos_t **pv, size_t *pn, altar_error_t *err);
 
-/* Reads the publish topics from the positions in *ppos (partitions missing
- * there: from their beginning, a topic created since) to their current
- * ends with t (a handle of its own: it is assigned them, never subscribed),
- * noting every group event's id in s; *ppos becomes where reading stopped.
- * Bounded: ALTAR_ETIMEOUT after timeout_ms short of the ends. */
-int altar__published_read(altar__published_seen_t *s, altar_transport_t *t, const altar_group_specs_t *groups,
-                          const altar_topics_t *topics, altar__pub_pos_t **ppos, size_t *npos, int timeout_ms,
-                          altar_error_t *err);
+/* A handle of its own for the publish topics (assigned them, never
+ * subscribed), opened by the first read that has something to read. */
+typedef struct altar__published_reader {
+  const char *tname; /* the transport's name and settings */
+  const altar_strmap_t *props;
+  altar_transport_t *t;
+  altar__pub_pos_t *assigned; /* what t is assigned */
+  size_t n_assigned;
+} altar__published_reader_t;
+void altar__published_reader_close(altar__published_reader_t *r);
+
+/* Reads the publish topics (listed with lister) from the positions in
+ * *ppos (partitions missing there: from their beginning, a topic created
+ * since) to their ends as of the call with r, noting every group event's
+ * id in s; *ppos becomes where reading stopped. A record may be read past
+ * the ends: it is noted too. Bounded: ALTAR_ETIMEOUT after timeout_ms
+ * short of the ends. */
+int altar__published_read(altar__published_seen_t *s, altar__published_reader_t *r, altar_transport_t *lister,
+                          const altar_group_specs_t *groups, const altar_topics_t *topics, altar__pub_pos_t **ppos,
+                          size_t *npos, int timeout_ms, altar_error_t *err);
 
 #endif

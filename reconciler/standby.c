@@ -4,6 +4,7 @@
 #include "reconciler/standby.h"
 
 #include "altar/clock.h"
+#include "altar/grow.h"
 #include "reconciler/checkpoint.h"
 
 #include <dirent.h>
@@ -17,6 +18,16 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Held entries that are no group event (retried jobs, DLQ copies), staged
+ * in one turn of the follower: the copy's offsets after that turn. */
+typedef struct held_turn {
+  altar_cp_offset_t *next;
+  size_t n;
+  double staged_at; /* unix seconds */
+  uint64_t *seqs;
+  size_t n_seqs;
+} held_turn_t;
+
 /* Why the follower stopped. */
 enum { GO_ON, RESTORE, TAKE_OVER };
 
@@ -26,8 +37,9 @@ typedef struct standby {
   altar_checkpoint_t cp;       /* the checkpoint the copy started from (id empty: none) */
   char newest[64];             /* the newest checkpoint seen (id) */
   altar_checkpoint_t newest_cp;
-  altar_ledger_t *ledger; /* the copy, open while following */
-  altar__pub_pos_t *pos;  /* where reading the publish topics goes on */
+  altar_ledger_t *ledger;           /* the copy, open while following */
+  altar__published_reader_t reader; /* the publish topics */
+  altar__pub_pos_t *pos;            /* where reading them goes on */
   size_t n_pos;
   bool caught_up, said_ahead;
   int why;          /* GO_ON, RESTORE, TAKE_OVER */
@@ -35,6 +47,10 @@ typedef struct standby {
   int64_t applied;  /* the sum of the copy's offsets */
   double next_look; /* monotonic seconds */
   altar_metric_t *m_caught_up, *m_tail, *m_restores, *m_taken_at, *m_held, *m_dropped;
+  held_turn_t *turns; /* oldest first */
+  size_t n_turns, cap_turns;
+  uint64_t *untagged; /* staged this turn */
+  size_t n_untagged, cap_untagged;
 } standby_t;
 
 static void slog(const standby_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -66,6 +82,72 @@ static void remove_flat_dir(const char *dir) {
 static bool exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
+}
+
+static void turns_clear(standby_t *s) {
+  for (size_t i = 0; i < s->n_turns; i++) {
+    free(s->turns[i].next);
+    free(s->turns[i].seqs);
+  }
+  free(s->turns);
+  free(s->untagged);
+  s->turns = NULL;
+  s->untagged = NULL;
+  s->n_turns = s->cap_turns = s->n_untagged = s->cap_untagged = 0;
+}
+
+static int on_other(void *ctx, uint64_t seq, altar_error_t *err) {
+  standby_t *s = ctx;
+  if (ALTAR_GROW(s->untagged, s->cap_untagged, s->n_untagged + 1))
+    return altar_error_set(err, ALTAR_ENOMEM, "standby: out of memory");
+  s->untagged[s->n_untagged++] = seq;
+  return ALTAR_OK;
+}
+
+/* The entries staged this turn get the copy's offsets after it. */
+static void tag_turn(standby_t *s, const altar_tp_t *v, size_t n) {
+  if (!s->n_untagged) return;
+  held_turn_t t = {.next = calloc(n ? n : 1, sizeof *t.next), .n = n, .staged_at = altar_wall_s()};
+  if (!t.next || ALTAR_GROW(s->turns, s->cap_turns, s->n_turns + 1)) {
+    free(t.next);
+    return; /* kept untagged: tagged with a later turn's (higher) offsets */
+  }
+  for (size_t i = 0; i < n; i++) t.next[i] = (altar_cp_offset_t){v[i].partition, v[i].offset < 0 ? 0 : v[i].offset};
+  t.seqs = s->untagged;
+  t.n_seqs = s->n_untagged;
+  s->untagged = NULL;
+  s->n_untagged = s->cap_untagged = 0;
+  s->turns[s->n_turns++] = t;
+}
+
+/* A checkpoint cut after the owner's outbox was acknowledged (it records
+ * the publish topics' ends) says that every entry the owner staged before
+ * it is out: the copy's entries staged in turns it covers go. Ten seconds
+ * of margin for retries released by time (the owner and the copy release
+ * one when it is due, each by its own clock). */
+static void drop_covered(standby_t *s, const altar_checkpoint_t *c) {
+  if (!c->n_published || !s->o->published->ledger) return;
+  size_t done = 0, dropped = 0;
+  for (; done < s->n_turns; done++) {
+    held_turn_t *t = &s->turns[done];
+    bool covered = t->staged_at + 10 < c->taken_at;
+    for (size_t i = 0; i < t->n && covered; i++)
+      covered = t->next[i].next <= altar__checkpoint_offset(c, t->next[i].partition) || t->next[i].next == 0;
+    if (!covered) break;
+    for (size_t k = 0; k < t->n_seqs; k++) {
+      char key[24];
+      altar_error_t e = {0};
+      snprintf(key, sizeof key, "o/%016" PRIx64, t->seqs[k]);
+      dropped += altar_ledger_aux_del(s->o->published->ledger, key, strlen(key), &e) == ALTAR_OK;
+    }
+    free(t->next);
+    free(t->seqs);
+  }
+  memmove(s->turns, s->turns + done, (s->n_turns - done) * sizeof *s->turns);
+  s->n_turns -= done;
+  if (dropped)
+    slog(s, "%zu retried job(s) or DLQ cop(ies) the copy staged are out already (checkpoint %s covers them): deleted",
+         dropped, c->id);
 }
 
 static int metrics_init(standby_t *s, altar_error_t *err) {
@@ -158,6 +240,8 @@ static int reset_positions(standby_t *s, const altar_checkpoint_t *c, altar_erro
   s->n_pos = 0;
   altar__published_seen_free(s->o->published);
   memset(s->o->published, 0, sizeof *s->o->published);
+  turns_clear(s);
+  altar__published_reader_close(&s->reader); /* reads from the new positions */
   if (!c) return ALTAR_OK;
   if (c->n_published) {
     s->pos = calloc(c->n_published, sizeof *s->pos);
@@ -193,6 +277,10 @@ static int restore(standby_t *s, altar_error_t *err) {
   altar__checkpoint_clear(&s->cp);
   s->cp = got;
   snprintf(s->newest, sizeof s->newest, "%s", s->cp.id);
+  altar__checkpoint_clear(&s->newest_cp);
+  altar_error_t ignored = {0};
+  if (altar__checkpoint_latest(s->o->checkpoint_uri, &s->newest_cp, &ignored) != ALTAR_OK)
+    altar__checkpoint_clear(&s->newest_cp);
   char offs[512] = "";
   for (size_t i = 0, at = 0; i < s->cp.n_offsets && at < sizeof offs - 32; i++)
     at += (size_t)snprintf(offs + at, sizeof offs - at, "%s%" PRId32 ":%" PRId64, i ? "," : "",
@@ -211,8 +299,8 @@ static int restore(standby_t *s, altar_error_t *err) {
 static void read_published(standby_t *s, int timeout_ms) {
   altar_error_t e = {0};
   uint64_t before = s->o->published->dropped;
-  if (altar__published_read(s->o->published, s->o->reader, s->o->apply->groups, s->o->apply->topics, &s->pos,
-                            &s->n_pos, timeout_ms, &e))
+  if (altar__published_read(s->o->published, &s->reader, s->o->transport, s->o->apply->groups, s->o->apply->topics,
+                            &s->pos, &s->n_pos, timeout_ms, &e))
     slog(s, "reading the ready and dead topics (tried again): %s", e.msg);
   if (s->m_dropped) {
     altar_metric_add(s->m_dropped, s->o->published->dropped - before);
@@ -224,6 +312,7 @@ static void read_published(standby_t *s, int timeout_ms) {
  * topics, the lag, the checkpoints and the group. */
 static int on_tick(void *ctx, const altar_tp_t *v, size_t n, bool gap) {
   standby_t *s = ctx;
+  tag_turn(s, v, n);
   if (altar_mono_s() < s->next_look) return 0;
   s->next_look = altar_mono_s() + (s->o->poll_ms > 0 ? s->o->poll_ms : 500) / 1000.0;
   read_published(s, 10000);
@@ -258,11 +347,13 @@ static int on_tick(void *ctx, const altar_tp_t *v, size_t n, bool gap) {
            gap ? "records gone before it applied them" : "it is behind");
       s->why = RESTORE;
     } else if (!s->said_ahead) {
-      slog(s, "checkpoint %s (status offsets up to %" PRId64 " events) is behind the copy (%" PRId64
-              "): not restored, the copy goes on",
+      slog(s,
+           "checkpoint %s (status offsets up to %" PRId64 " events) is behind the copy (%" PRId64
+           "): not restored, the copy goes on",
            latest.id, cp_sum(&latest), s->applied);
       s->said_ahead = true;
     }
+    if (!s->why) drop_covered(s, &latest);
     altar__checkpoint_clear(&s->newest_cp);
     s->newest_cp = latest;
     memset(&latest, 0, sizeof latest);
@@ -302,6 +393,8 @@ static int follow(standby_t *s, altar_error_t *err) {
     return ALTAR_OK;
   }
   s->o->published->ledger = l;
+  s->o->published->on_other = on_other;
+  s->o->published->other_ctx = s;
   altar_reconciler_opts_t o = *s->o->apply;
   o.transport = s->o->transport;
   o.ledger = l;
@@ -324,20 +417,23 @@ static int follow(standby_t *s, altar_error_t *err) {
     if (s->o->published->pending.ctrl[i]) free(s->o->published->pending.slots[i].val);
   altar__hmap_free(&s->o->published->pending);
   s->o->published->ledger = NULL;
+  s->o->published->on_other = NULL;
+  s->o->published->other_ctx = NULL;
   altar_ledger_close(l);
   return rc;
 }
 
 int altar__standby_wait(const altar__standby_opts_t *o, altar_error_t *err) {
-  if (!o->apply || !o->published || !o->reader)
-    return altar_error_set(err, ALTAR_EINVAL, "standby: apply options, a reader and a published set are required");
+  if (!o->apply || !o->published || !o->apply->transport_name)
+    return altar_error_set(err, ALTAR_EINVAL,
+                           "standby: apply options (with the transport's name) and a published set are required");
   if (exists(o->ledger_path))
     return altar_error_set(err, ALTAR_EEXIST,
                            "ledger.standby: ledger.path %s exists: a standby "
                            "starts without a ledger of its own "
                            "(move it away, or run without --standby)",
                            o->ledger_path);
-  standby_t s = {.o = o, .lag = -1};
+  standby_t s = {.o = o, .lag = -1, .reader = {.tname = o->apply->transport_name, .props = o->apply->transport_props}};
   snprintf(s.warm, sizeof s.warm, "%s.standby", o->ledger_path);
   snprintf(s.next, sizeof s.next, "%s.standby-next", o->ledger_path);
   /* A copy a previous life left is not trusted: what it matched is unknown. */
@@ -363,6 +459,8 @@ int altar__standby_wait(const altar__standby_opts_t *o, altar_error_t *err) {
     rc = altar_error_set(err, ALTAR_EIO, "standby: moving %s to %s: %s", s.warm, o->ledger_path, strerror(errno));
   if (s.m_caught_up) altar_metric_set(s.m_caught_up, 0);
   free(s.pos);
+  altar__published_reader_close(&s.reader);
+  turns_clear(&s);
   altar__checkpoint_clear(&s.cp);
   altar__checkpoint_clear(&s.newest_cp);
   return rc;

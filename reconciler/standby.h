@@ -31,14 +31,15 @@ typedef struct altar__standby_opts {
   const char *ledger_path;      /* where the ledger goes at takeover: must not exist */
   altar_transport_t *transport; /* watches the group, reads the status partitions by
                                    assignment; never subscribes */
-  altar_transport_t *reader;    /* a handle of its own for the ready and dead topics */
   const char *group;            /* the reconcilers' consumer group */
   const char *status_topic;
-  int poll_ms;                  /* ledger.standby_poll_ms: between two looks at the group,
+  int poll_ms;              /* ledger.standby_poll_ms: between two looks at the group,
                                    the checkpoints and the publish topics */
-  int64_t caught_up_events;     /* ledger.standby_caught_up_events */
+  int64_t caught_up_events; /* ledger.standby_caught_up_events */
   /* What the copy is applied with: groups, topics, batch size, settled
-   * cache, consumed age (transport, ledger and metrics are the standby's). */
+   * cache, consumed age, the transport's name and settings (for a handle
+   * of its own that reads the ready and dead topics); transport, ledger
+   * and metrics are the standby's. */
   const altar_reconciler_opts_t *apply;
   /* Out: the group events seen out already that the copy had not decided
    * yet; the daemon that takes over skips them (opts.published). */

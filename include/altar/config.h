@@ -44,10 +44,10 @@ typedef struct altar_config {
   int ledger_standby_poll_ms;          /* ledger.standby_poll_ms: 500 by default */
   int64_t ledger_standby_caught_up_events; /* ledger.standby_caught_up_events: caught up within this many status
                                               events of the topic's end (1000 by default) */
-  int ledger_checkpoints_keep;         /* ledger.checkpoints_keep: checkpoints kept in storage, older ones deleted */
-  char *metrics_addr;                  /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
-  char *metrics_worker_addr;           /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
-  int topic_partitions;                /* topics.partitions: partitions of the topics the fleet creates */
+  int ledger_checkpoints_keep; /* ledger.checkpoints_keep: checkpoints kept in storage, older ones deleted */
+  char *metrics_addr;          /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
+  char *metrics_worker_addr;   /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
+  int topic_partitions;        /* topics.partitions: partitions of the topics the fleet creates */
   /* How long the topics the fleet creates keep records (Kafka's retention.ms;
    * -1 = forever): topics.retention_ms for jobs, ready, dead, dlq and fleet
    * (7 days by default), topics.status_retention_ms for the status topic
