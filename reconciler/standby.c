@@ -47,7 +47,8 @@ typedef struct standby {
   int64_t applied;  /* the sum of the copy's offsets */
   double next_look; /* monotonic seconds */
   altar_metric_t *m_caught_up, *m_tail, *m_restores, *m_taken_at, *m_held, *m_dropped;
-  held_turn_t *turns; /* oldest first */
+  uint64_t dropped_said; /* published->dropped as last counted in the metric */
+  held_turn_t *turns;    /* oldest first */
   size_t n_turns, cap_turns;
   uint64_t *untagged; /* staged this turn */
   size_t n_untagged, cap_untagged;
@@ -240,6 +241,7 @@ static int reset_positions(standby_t *s, const altar_checkpoint_t *c, altar_erro
   s->n_pos = 0;
   altar__published_seen_free(s->o->published);
   memset(s->o->published, 0, sizeof *s->o->published);
+  s->dropped_said = 0;
   turns_clear(s);
   altar__published_reader_close(&s->reader); /* reads from the new positions */
   if (!c) return ALTAR_OK;
@@ -298,12 +300,14 @@ static int restore(standby_t *s, altar_error_t *err) {
  * match are deleted (the owner published them). */
 static void read_published(standby_t *s, int timeout_ms) {
   altar_error_t e = {0};
-  uint64_t before = s->o->published->dropped;
   if (altar__published_read(s->o->published, &s->reader, s->o->transport, s->o->apply->groups, s->o->apply->topics,
                             &s->pos, &s->n_pos, timeout_ms, &e))
     slog(s, "reading the ready and dead topics (tried again): %s", e.msg);
+  /* Matched either way: read after the copy decided it (here), or before
+   * (the outbox's skip as the copy stages it). */
   if (s->m_dropped) {
-    altar_metric_add(s->m_dropped, s->o->published->dropped - before);
+    altar_metric_add(s->m_dropped, s->o->published->dropped - s->dropped_said);
+    s->dropped_said = s->o->published->dropped;
     altar_metric_set(s->m_held, (double)altar__published_seen_pending(s->o->published));
   }
 }
