@@ -13,9 +13,15 @@
  * ALTAR_BENCH_TAKEOVER_ONLY=1 skips the two runs only the other columns
  * need (the history applied without checkpoints, the full replay): the
  * takeover figure alone, in a third of the time.
- * standby s: the same takeover by a standby (`--standby`) whose warm copy
- * already holds that checkpoint: its copy moved to the ledger path, then
- * the tail only (reconciler/standby.c). */
+ * warm s: the same takeover by a standby that only restored that
+ * checkpoint (a copy moved to the ledger path, then the whole tail: what a
+ * standby did before it applied the status topic itself).
+ * hot s: the same by a hot standby (`--standby`, reconciler/standby.c)
+ * whose copy applied the tail as it came (the daemon following, by
+ * assignment, publishing nothing; the owner's publications of the tail's
+ * groups matched as the ready topic would show them): its copy moved to
+ * the ledger path, then only the last group's events. All three from the
+ * moment the owner is known gone (on Kafka a session timeout later). */
 #include "altar/codec.h"
 #include "altar/groups.h"
 #include "altar/ledger.h"
@@ -23,6 +29,7 @@
 #include "altar/storage.h"
 #include "reconciler/checkpoint.h"
 #include "reconciler/daemon.h"
+#include "reconciler/published_seen.h"
 #include "util/bench_util.h"
 
 #include <inttypes.h>
@@ -107,6 +114,72 @@ static double reconcile(const altar_strmap_t *props, const char *dir, const alta
   return took;
 }
 
+/* The follower stops once its copy holds every status event written. */
+typedef struct follow_ctx {
+  int64_t target;
+} follow_ctx_t;
+
+static int caught_up(void *ctx, const altar_tp_t *v, size_t n, bool gap) {
+  (void)gap;
+  int64_t sum = 0;
+  for (size_t i = 0; i < n; i++) sum += v[i].offset > 0 ? v[i].offset : 0;
+  return sum >= ((follow_ctx_t *)ctx)->target;
+}
+
+static int64_t status_events(const altar_strmap_t *props) {
+  altar_error_t e = {0};
+  altar_transport_t *t = altar_transport_open("local", props, NULL, &e);
+  altar_topic_list_t *tl = NULL;
+  if (!t || altar_transport_list_topics(t, "st", 5000, &tl, &e) || !tl->n_topics) die("list st", &e);
+  int64_t n = 0;
+  for (size_t i = 0; i < tl->topics[0].n_partitions; i++) n += tl->topics[0].partitions[i].end;
+  altar_topic_list_free(tl);
+  altar_transport_close(t);
+  return n;
+}
+
+/* A hot standby's copy (dir, restored from the checkpoint) applies the
+ * status topic up to its end, publishing nothing; the group events it held
+ * are then matched as the owner's publications would be. Returns its wall
+ * time. */
+static double follow(const altar_strmap_t *props, const char *dir, const altar_group_specs_t *groups,
+                     altar_reconciler_stats_t *st) {
+  altar_error_t e = {0};
+  altar_topics_t topics = {"jobs", "st", "ready", "dead", "dlq", "fleet"};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &e);
+  altar_transport_t *t = l ? altar_transport_open("local", props, NULL, &e) : NULL;
+  if (!t) die("follower open", &e);
+  follow_ctx_t fc = {.target = status_events(props)};
+  altar__published_seen_t seen = {.ledger = l};
+  altar_reconciler_opts_t o = {.transport = t,
+                               .ledger = l,
+                               .groups = groups,
+                               .topics = &topics,
+                               .group = "bench.rec",
+                               .quiet = true,
+                               .follow = true,
+                               .follow_tick = caught_up,
+                               .follow_ctx = &fc,
+                               .published = &seen};
+  double t0 = bench_now_s();
+  if (altar__reconciler_run(&o, st, &e)) die("follower", &e);
+  double took = bench_now_s() - t0;
+  /* The owner published each of them: the ready topic says so. */
+  char **ids = calloc(seen.pending.n ? seen.pending.n : 1, sizeof *ids);
+  size_t n = 0;
+  for (size_t i = 0; ids && i < seen.pending.cap; i++)
+    if (seen.pending.ctrl[i]) ids[n++] = strdup(seen.pending.slots[i].key);
+  for (size_t i = 0; i < n; i++) {
+    if (ids[i] && altar__published_seen_note(&seen, ids[i], &e)) die("match", &e);
+    free(ids[i]);
+  }
+  free(ids);
+  altar__published_seen_free(&seen);
+  altar_transport_close(t);
+  altar_ledger_close(l);
+  return took;
+}
+
 int main(int argc, char **argv) {
   long sizes[8] = {10000, 100000};
   int n_sizes = 2;
@@ -124,8 +197,8 @@ int main(int argc, char **argv) {
   const char *yaml = "bench:\n  group_by: [job_id, group]\n  ready_when: {all_expected_folds: {label: fold, "
                      "count_label: num_folds}}\n  on_failed: dead_letter\n";
   if (altar_group_specs_load_string(yaml, strlen(yaml), "bench", &groups, &e)) die("groups", &e);
-  printf("%10s %12s %14s %10s %12s %12s %12s %12s %10s\n", "groups", "events", "apply ev/s", "with cp", "restore s",
-         "takeover s", "standby s", "replay s", "ratio");
+  printf("%10s %12s %14s %10s %12s %12s %12s %12s %12s %10s\n", "groups", "events", "apply ev/s", "with cp",
+         "restore s", "takeover s", "warm s", "hot s", "replay s", "ratio");
   for (int si = 0; si < n_sizes; si++) {
     long H = sizes[si];
     char dir[] = "/tmp/altar-bench-takeover-XXXXXX";
@@ -144,13 +217,23 @@ int main(int argc, char **argv) {
     double t_plain = only ? 0 : reconcile(&props, p, &groups, NULL, NULL, &st0);
     snprintf(p, sizeof p, "%s/ledger-cp", dir);
     double t_cp = reconcile(&props, p, &groups, cp, NULL, &st1);
+    /* The owner goes on for TAIL groups after its last checkpoint; a hot
+     * standby, restored from that checkpoint, applies them as they come. */
+    write_groups(&props, H, H + tail);
+    altar_checkpoint_t c = {0};
+    char hot[176], hot_at[160];
+    snprintf(hot, sizeof hot, "%s/ledger-hot.standby", dir);
+    snprintf(hot_at, sizeof hot_at, "%s/ledger-hot", dir);
+    if (altar__checkpoint_restore(cp, hot, &c, &e)) die("hot standby restore", &e);
+    altar__checkpoint_clear(&c);
+    altar_reconciler_stats_t st5 = {0};
+    double t_follow = follow(&props, hot, &groups, &st5);
     /* The owner is gone; one more group's events arrive after its last
      * checkpoint. A fresh reconciler takes over. */
-    write_groups(&props, H, H + tail + 1);
+    write_groups(&props, H + tail, H + tail + 1);
     snprintf(want, sizeof want, "g%ld", H + tail);
     snprintf(p, sizeof p, "%s/ledger-restored", dir);
     double r0 = bench_now_s();
-    altar_checkpoint_t c = {0};
     if (altar__checkpoint_restore(cp, p, &c, &e)) die("restore", &e);
     double t_restore = bench_now_s() - r0;
     double t_tail = reconcile(&props, p, &groups, NULL, want, &st2);
@@ -166,16 +249,25 @@ int main(int argc, char **argv) {
     if (rename(warm, sb) != 0) return 1;
     double t_moved = bench_now_s() - s0;
     double t_standby = t_moved + reconcile(&props, sb, &groups, NULL, want, &st4);
+    altar_reconciler_stats_t st6 = {0};
+    s0 = bench_now_s();
+    if (rename(hot, hot_at) != 0) return 1;
+    t_moved = bench_now_s() - s0;
+    double t_hot = t_moved + reconcile(&props, hot_at, &groups, NULL, want, &st6);
     snprintf(p, sizeof p, "%s/ledger-replayed", dir);
     double t_replay = only ? 0 : reconcile(&props, p, &groups, NULL, want, &st3);
     double took = t_restore + t_tail;
     if (only) {
-      printf("%10ld %12llu %14s %10s %12.3f %12.3f %12.3f %12s %10s   (cp apply %.0f ev/s)\n", H,
-             (unsigned long long)st1.events, "-", "-", t_restore, took, t_standby, "-", "-", (double)st1.events / t_cp);
+      printf("%10ld %12llu %14s %10s %12.3f %12.3f %12.3f %12.3f %12s %10s   (cp apply %.0f ev/s; hot: %llu tail "
+             "events applied while standing by in %.2f s, %llu read at takeover)\n",
+             H, (unsigned long long)st1.events, "-", "-", t_restore, took, t_standby, t_hot, "-", "-",
+             (double)st1.events / t_cp, (unsigned long long)st5.events, t_follow, (unsigned long long)st6.events);
     } else {
-      printf("%10ld %12llu %14.0f %10.2f %12.3f %12.3f %12.3f %12.3f %10.3f\n", H, (unsigned long long)st0.events,
-             (double)st0.events / t_plain, ((double)st1.events / t_cp) / ((double)st0.events / t_plain), t_restore,
-             took, t_standby, t_replay, took / t_replay);
+      printf("%10ld %12llu %14.0f %10.2f %12.3f %12.3f %12.3f %12.3f %12.3f %10.3f   (hot: %llu tail events applied "
+             "while standing by in %.2f s, %llu read at takeover)\n",
+             H, (unsigned long long)st0.events, (double)st0.events / t_plain,
+             ((double)st1.events / t_cp) / ((double)st0.events / t_plain), t_restore, took, t_standby, t_hot, t_replay,
+             took / t_replay, (unsigned long long)st5.events, t_follow, (unsigned long long)st6.events);
     }
     fflush(stdout);
     altar_strmap_clear(&props);
@@ -185,7 +277,8 @@ int main(int argc, char **argv) {
   }
   printf("apply ev/s: the history applied without checkpoints; with cp: apply rate with a checkpoint every second, "
          "as a ratio to that; takeover s: restore + the %ld groups after the checkpoint until the last fired; "
-         "standby s: the same by a standby whose warm copy holds the checkpoint (no restore); "
+         "warm s: the same by a standby whose copy holds only the checkpoint (no restore, the whole tail); "
+         "hot s: the same by a hot standby whose copy applied the tail as it came (only the last group read); "
          "replay s: the same from an empty ledger replaying every event; ratio: takeover / replay\n",
          tail);
   altar_group_specs_clear(&groups);

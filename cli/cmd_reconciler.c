@@ -9,6 +9,7 @@
 #include "reconciler/history.h"
 #include "reconciler/outbox.h"
 #include "reconciler/retry_backoff.h"
+#include "reconciler/published_seen.h"
 #include "reconciler/settled.h"
 #include "reconciler/standby.h"
 #include "altar/fleet.h"
@@ -195,19 +196,27 @@ static int check_status_retention(altar_transport_t *t, const altar_config_t *cf
   return 0;
 }
 
-/* A standby waits here, a warm copy of the newest checkpoint beside its
+/* A standby waits here, its copy of the ledger kept current beside its
  * ledger path, until no reconciler of its group runs; 0 to go on as the
- * owner, 1 on failure, 2 for a bad setting, 3 when stopped meanwhile. */
-static int stand_by(const altar_config_t *cfg, const char *group, altar_metrics_t *metrics, volatile sig_atomic_t *stop,
-                    bool quiet) {
+ * owner (with *published: group events out already), 1 on failure, 2 for a
+ * bad setting, 3 when stopped meanwhile. */
+static int stand_by(const altar_config_t *cfg, const altar_reconciler_opts_t *apply, altar__published_seen_t *published,
+                    altar_metrics_t *metrics, volatile sig_atomic_t *stop, bool quiet) {
   altar_transport_t *t = altar_cli_open_transport(cfg, NULL);
   if (!t) return 1;
+  if (altar_cli_ensure_topics(t, cfg)) {
+    altar_transport_close(t);
+    return 1;
+  }
   altar__standby_opts_t so = {.checkpoint_uri = cfg->ledger_checkpoints,
                               .ledger_path = cfg->ledger_path,
                               .transport = t,
-                              .group = group ? group : ALTAR_RECONCILER_GROUP,
+                              .group = apply->group ? apply->group : ALTAR_RECONCILER_GROUP,
                               .status_topic = cfg->topics.status,
                               .poll_ms = cfg->ledger_standby_poll_ms,
+                              .caught_up_events = cfg->ledger_standby_caught_up_events,
+                              .apply = apply,
+                              .published = published,
                               .stop = stop,
                               .metrics = metrics,
                               .quiet = quiet};
@@ -219,9 +228,43 @@ static int stand_by(const altar_config_t *cfg, const char *group, altar_metrics_
   return !rc ? 0 : rc == ALTAR_EINVAL || rc == ALTAR_EEXIST ? 2 : 1;
 }
 
+/* The group events a dead owner published after the checkpoint restored:
+ * read off the ready and dead topics from the ends its manifest recorded. */
+static void published_since(const altar_config_t *cfg, const altar_group_specs_t *groups, const altar_checkpoint_t *cp,
+                            altar__published_seen_t *seen, bool quiet) {
+  if (!cp->n_published) {
+    if (!quiet)
+      fprintf(stderr,
+              "altar reconciler: checkpoint %s records no ready/dead ends: the group events its tail decides are "
+              "published again (at least once)\n",
+              cp->id);
+    return;
+  }
+  altar_transport_t *lister = altar_cli_open_transport(cfg, NULL);
+  altar__published_reader_t r = {.tname = cfg->transport_name, .props = &cfg->transport_props};
+  altar__pub_pos_t *pos = calloc(cp->n_published, sizeof *pos);
+  size_t n = cp->n_published;
+  altar_error_t err = {0};
+  if (pos) memcpy(pos, cp->published, n * sizeof *pos);
+  int rc = lister && pos ? altar__published_read(seen, &r, lister, groups, &cfg->topics, &pos, &n, 60000, &err)
+                         : ALTAR_ENOMEM;
+  altar__published_reader_close(&r);
+  if (rc)
+    fprintf(stderr,
+            "altar reconciler: reading the ready and dead topics since checkpoint %s (the tail's group "
+            "events are published again): %s\n",
+            cp->id, lister ? err.msg : "no transport");
+  else if (!quiet)
+    fprintf(stderr, "altar reconciler: %zu group event(s) published since checkpoint %s: not published again\n",
+            altar__published_seen_count(seen), cp->id);
+  free(pos);
+  altar_transport_close(lister);
+}
+
 /* A reconciler with no ledger yet starts from the newest checkpoint, if
  * any: the status topic may no longer hold the history before it. */
-static int restore_if_new(const altar_config_t *cfg, bool quiet) {
+static int restore_if_new(const altar_config_t *cfg, const altar_group_specs_t *groups, altar__published_seen_t *seen,
+                          bool quiet) {
   struct stat st;
   if (!cfg->ledger_checkpoints || stat(cfg->ledger_path, &st) == 0) return 0;
   altar_checkpoint_t cp = {0};
@@ -241,6 +284,7 @@ static int restore_if_new(const altar_config_t *cfg, bool quiet) {
     fprintf(stderr, "altar reconciler: restored %s from checkpoint %s (%zu file%s, %zu partition offset%s)\n",
             cfg->ledger_path, cp.id, cp.files, ALTAR_CLI_PLURAL(cp.files), cp.n_offsets,
             ALTAR_CLI_PLURAL(cp.n_offsets));
+  published_since(cfg, groups, &cp, seen, quiet);
   altar__checkpoint_clear(&cp);
   return 0;
 }
@@ -338,12 +382,18 @@ int altar_cmd_reconciler(int argc, char **argv) {
     o.consumed_keep_s = altar_config_consumed_keep_s(&cfg);
     o.settled_cache_entries = cfg.ledger_settled_cache_entries;
     rc = 0;
+    altar__published_seen_t published = {0};
+    o.groups = &groups;
+    o.topics = &cfg.topics;
+    o.transport_name = cfg.transport_name;
+    o.transport_props = &cfg.transport_props;
     if (cfg.ledger_standby) {
       altar_cli_install_stop_signals(&stop);
-      rc = stand_by(&cfg, o.group, metrics, &stop, o.quiet);
+      rc = stand_by(&cfg, &o, &published, metrics, &stop, o.quiet);
     }
     int standby_rc = rc;
-    if (!rc) rc = restore_if_new(&cfg, o.quiet);
+    if (!rc) rc = restore_if_new(&cfg, &groups, &published, o.quiet);
+    o.published = altar__published_seen_count(&published) ? &published : NULL;
     altar_ledger_t *l = rc ? NULL : altar_ledger_rocksdb_open(cfg.ledger_path, NULL, &err);
     if (rc) err.msg[0] = 0;
     altar_transport_t *t = l ? altar_cli_open_transport(&cfg, NULL) : NULL;
@@ -385,6 +435,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
     altar_history_free(own_history);
     altar_transport_close(t);
     altar_ledger_close(l);
+    altar__published_seen_free(&published);
   }
   altar_group_specs_clear(&groups);
   altar_config_clear(&cfg);

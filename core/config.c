@@ -27,6 +27,7 @@ static int config_defaults(altar_config_t *cfg) {
   cfg->topic_partitions = ALTAR_DEFAULT_TOPIC_PARTITIONS;
   cfg->ledger_checkpoint_interval_s = 60;
   cfg->ledger_standby_poll_ms = ALTAR_DEFAULT_STANDBY_POLL_MS;
+  cfg->ledger_standby_caught_up_events = ALTAR_DEFAULT_STANDBY_CAUGHT_UP_EVENTS;
   cfg->ledger_consumed_keep_days = ALTAR_DEFAULT_CONSUMED_KEEP_DAYS;
   cfg->ledger_consumed_keep_s = -1;
   cfg->ledger_settled_cache_entries = ALTAR_DEFAULT_SETTLED_CACHE_ENTRIES;
@@ -179,6 +180,16 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [10, 60000] (milliseconds), got \"%s\"", key,
                              value);
     cfg->ledger_standby_poll_ms = (int)n;
+    return ALTAR_OK;
+  }
+  if (!strcmp(key, "ledger.standby_caught_up_events")) {
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(value, &end, 10);
+    if (errno || end == value || *end || n < 0 || n > 1000000000LL)
+      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [0, 1000000000] (status events), got \"%s\"",
+                             key, value);
+    cfg->ledger_standby_caught_up_events = (int64_t)n;
     return ALTAR_OK;
   }
   if (!strcmp(key, "ledger.checkpoints_keep")) {
@@ -345,6 +356,7 @@ static int on_section_key(reader_t *r, const char *section, const char *key, yam
                                             "settled_cache_entries",
                                             "standby",
                                             "standby_poll_ms",
+                                            "standby_caught_up_events",
                                             "checkpoints_keep",
                                             NULL};
   static const char *const metrics_keys[] = {"addr", "worker_addr", NULL};

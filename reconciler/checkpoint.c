@@ -48,6 +48,7 @@ void altar__checkpoint_clear(altar_checkpoint_t *c) {
   free(c->local_dir);
   free(c->topic);
   free(c->offsets);
+  free(c->published);
   memset(c, 0, sizeof *c);
 }
 
@@ -313,6 +314,14 @@ static void free_names(char **v, size_t n) {
   free(v);
 }
 
+static json_t *published_json(const altar_checkpoint_t *c) {
+  json_t *a = json_array();
+  for (size_t i = 0; a && i < c->n_published; i++)
+    json_array_append_new(a, json_pack("{s:s,s:i,s:I}", "topic", c->published[i].topic, "partition",
+                                       (int)c->published[i].partition, "next", (json_int_t)c->published[i].next));
+  return a;
+}
+
 static json_t *offsets_json(const altar_checkpoint_t *c) {
   json_t *a = json_array();
   for (size_t i = 0; a && i < c->n_offsets; i++)
@@ -438,6 +447,7 @@ int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_ship
   if (!rc) {
     json_t *m = json_pack("{s:i,s:s,s:f,s:s,s:o,s:O}", "format", 1, "id", c->id, "taken_at", c->taken_at, "topic",
                           c->topic, "offsets", offsets_json(c), "files", files);
+    if (m && c->n_published) json_object_set_new(m, "published", published_json(c));
     text = m ? json_dumps(m, JSON_COMPACT) : NULL;
     json_decref(m);
     if (!text) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
@@ -526,6 +536,18 @@ static int parse_manifest(const char *text, size_t len, const char *where, altar
         p > INT32_MAX)
       bad = "offsets";
   }
+  /* Optional (older checkpoints have none): the publish topics' ends. */
+  json_t *pubs = json_object_get(m, "published");
+  if (!bad && pubs && (!json_is_array(pubs) || json_array_size(pubs) > CP_MAX_OFFSETS)) bad = "published";
+  json_array_foreach(pubs, i, e) {
+    if (bad) break;
+    json_t *t = json_object_get(e, "topic");
+    json_int_t p = json_integer_value(json_object_get(e, "partition"));
+    if (!json_is_string(t) || !*json_string_value(t) || strlen(json_string_value(t)) >= 256 ||
+        !json_is_integer(json_object_get(e, "partition")) || !json_is_integer(json_object_get(e, "next")) || p < 0 ||
+        p > INT32_MAX || json_integer_value(json_object_get(e, "next")) < 0)
+      bad = "published";
+  }
   if (bad) {
     json_decref(m);
     return altar_error_set(err, ALTAR_EDECODE, "%s: field '%s' is missing or not valid", where, bad);
@@ -545,6 +567,18 @@ static int parse_manifest(const char *text, size_t len, const char *where, altar
   json_array_foreach(offs, i, e) {
     out->offsets[i].partition = (int32_t)json_integer_value(json_object_get(e, "partition"));
     out->offsets[i].next = json_integer_value(json_object_get(e, "next"));
+  }
+  out->n_published = pubs ? json_array_size(pubs) : 0;
+  if (out->n_published && !(out->published = calloc(out->n_published, sizeof *out->published))) {
+    json_decref(m);
+    altar__checkpoint_clear(out);
+    return altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+  }
+  json_array_foreach(pubs, i, e) {
+    snprintf(out->published[i].topic, sizeof out->published[i].topic, "%s",
+             json_string_value(json_object_get(e, "topic")));
+    out->published[i].partition = (int32_t)json_integer_value(json_object_get(e, "partition"));
+    out->published[i].next = json_integer_value(json_object_get(e, "next"));
   }
   *proot = m;
   *pfiles = files;

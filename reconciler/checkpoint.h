@@ -32,6 +32,15 @@ typedef struct altar_cp_offset {
   int64_t next;
 } altar_cp_offset_t;
 
+/* A publish topic's (ready, dead) end offset when the checkpoint was cut,
+ * after the owner's outbox was acknowledged: a group event the checkpoint's
+ * ledger had not decided lies at or beyond it (reconciler/published_seen.h). */
+typedef struct altar_cp_pub_end {
+  char topic[256];
+  int32_t partition;
+  int64_t next;
+} altar_cp_pub_end_t;
+
 typedef struct altar_checkpoint {
   char id[64];     /* <unix ms>-<random hex>: sorts by time */
   char *local_dir; /* the hard-linked copy until shipped */
@@ -42,6 +51,8 @@ typedef struct altar_checkpoint {
   uint64_t bytes;  /* uploaded by ship (table files already stored excluded) */
   size_t files, files_uploaded;
   size_t tables_reuploaded; /* listed, found stored, gone by the re-check after the manifest: uploaded again */
+  altar_cp_pub_end_t *published; /* may be NULL (older checkpoints, or ends unknown) */
+  size_t n_published;
 } altar_checkpoint_t;
 
 void altar__checkpoint_clear(altar_checkpoint_t *c);

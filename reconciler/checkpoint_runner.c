@@ -3,6 +3,7 @@
 
 #include "altar/clock.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 void altar__cp_runner_init(altar__cp_runner_t *r, const char *uri, double interval_s, double now) {
@@ -69,6 +70,10 @@ void altar__cp_runner_tick(altar__cp_runner_t *r, altar_ledger_t *l, const char 
     return;
   }
   r->taken_at_batches = batches;
+  r->cp.published = r->pub;
+  r->cp.n_published = r->n_pub;
+  r->pub = NULL;
+  r->n_pub = 0;
   atomic_store(&r->done, false);
   if (pthread_create(&r->thread, NULL, ship_main, r) != 0) { /* ship here instead */
     ship_main(r);
@@ -78,6 +83,10 @@ void altar__cp_runner_tick(altar__cp_runner_t *r, altar_ledger_t *l, const char 
   r->running = true;
 }
 
+bool altar__cp_runner_due(const altar__cp_runner_t *r, uint64_t batches, double now) {
+  return r->uri && !r->running && now >= r->next_due && batches != r->taken_at_batches;
+}
+
 void altar__cp_runner_finish(altar__cp_runner_t *r, int *pdone, altar_error_t *perr) {
   *pdone = 0;
   if (r->running) collect(r, pdone, perr);
@@ -85,6 +94,8 @@ void altar__cp_runner_finish(altar__cp_runner_t *r, int *pdone, altar_error_t *p
 
 void altar__cp_runner_free(altar__cp_runner_t *r) {
   altar__checkpoint_clear(&r->cp);
+  free(r->pub);
+  r->pub = NULL;
   altar__cp_shipped_free(r->shipped);
   r->shipped = NULL;
   altar__cp_gc_free(r->gc);

@@ -38,7 +38,15 @@ typedef struct altar__cp_runner {
   int gc_rc;
   altar_cp_gc_result_t gc_res;
   altar_error_t gc_err;
+  /* Set by the daemon before a tick that may take one (owned by the
+   * runner, moved into the checkpoint taken): the publish topics' ends. */
+  altar_cp_pub_end_t *pub;
+  size_t n_pub;
 } altar__cp_runner_t;
+
+/* Whether a tick at now would take a checkpoint (the daemon first waits for
+ * its outbox's acknowledgements and reads the publish topics' ends). */
+bool altar__cp_runner_due(const altar__cp_runner_t *r, uint64_t batches, double now);
 
 void altar__cp_runner_init(altar__cp_runner_t *r, const char *uri, double interval_s, double now);
 

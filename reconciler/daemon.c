@@ -7,6 +7,7 @@
 #include "altar/clock.h"
 #include "altar/codec.h"
 #include "altar/fleet.h"
+#include "altar/grow.h"
 #include "altar/reconcile.h"
 #include "reconciler/cancel.h"
 #include "reconciler/checkpoint_runner.h"
@@ -17,6 +18,7 @@
 #include "reconciler/history_store.h"
 #include "reconciler/lag_gauge.h"
 #include "reconciler/outbox.h"
+#include "reconciler/published_seen.h"
 #include "reconciler/retry_backoff.h"
 #include "reconciler/settled.h"
 
@@ -64,6 +66,11 @@ typedef struct daemon {
    * partition (not applied yet; whoever owns it next reads them again). */
   altar_msg_t **msgs;
   size_t *pn_msgs;
+  bool follow_gap; /* following: records the ledger never applied are gone */
+  /* The follow-up guard's skip, asked before the published ids' (chain_skip). */
+  int (*guard_skip)(void *, const char *, const char *, const void *, size_t, const altar_header_t *, size_t, bool *,
+                    altar_error_t *);
+  void *guard_ctx;
 } daemon_t;
 
 static void dlog(const daemon_t *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -474,6 +481,27 @@ static void note_checkpoint_gc(daemon_t *d) {
          r->gc_res.delete_failures + (r->gc_rc != ALTAR_OK), r->gc_err.msg);
 }
 
+/* Before a checkpoint is taken: the outbox's acknowledgements (each
+ * deletes its entry, so the checkpoint holds only what is not out), then
+ * the publish topics' ends, recorded in its manifest: every group event the
+ * checkpoint's ledger had not decided is published at or beyond them, so
+ * whoever takes over from it reads only from there to learn which its tail
+ * decides again were out already (reconciler/published_seen.h). Ends that
+ * cannot be read leave the manifest without them (a takeover from it then
+ * publishes its tail's group events again: at least once). */
+static void prepare_checkpoint(daemon_t *d) {
+  if (!altar__cp_runner_due(&d->cp, ledger_changes(d), altar_wall_s())) return;
+  altar_error_t e = {0};
+  if (d->ob.in_flight && altar_transport_flush(d->o->transport, 10000, &e) != ALTAR_OK)
+    dlog(d, "checkpoint: waiting for the outbox's acknowledgements: %s", e.msg);
+  free(d->cp.pub);
+  d->cp.pub = NULL;
+  d->cp.n_pub = 0;
+  if (d->ob.in_flight) return; /* not all acknowledged: ends would not bound what is out */
+  if (altar__publish_ends(d->o->transport, d->o->groups, d->o->topics, &d->cp.pub, &d->cp.n_pub, &e))
+    dlog(d, "checkpoint: reading the ready and dead topics' ends: %s", e.msg);
+}
+
 /* Says what a checkpoint turn did and counts it. */
 static void note_checkpoint(daemon_t *d, int done, const altar_error_t *e) {
   if (done > 0) {
@@ -498,6 +526,7 @@ static void note_checkpoint(daemon_t *d, int done, const altar_error_t *e) {
  * Nothing can bring them back here; say so where operators look. */
 static void note_gap(daemon_t *d, const char *topic, int32_t partition, int64_t next, int64_t found) {
   d->stats.history_gaps++;
+  d->follow_gap |= d->o->follow;
   dlog(d,
        "%s/%" PRId32 ": offsets %" PRId64 "..%" PRId64 " are no longer on the log (retention) and were never applied "
        "to this ledger: its groups there may never fire; restore the ledger from a checkpoint covering them "
@@ -570,6 +599,62 @@ static void settled_stats(daemon_t *d) {
   d->stats.settled_ledger_reads = d->settled.ledger_reads;
 }
 
+/* The follow-up guard first (follow-ups on the jobs topic already), then
+ * the group events known to be out already. */
+static int chain_skip(void *ctx, const char *topic, const char *key, const void *value, size_t vlen,
+                      const altar_header_t *h, size_t nh, bool *pskip, altar_error_t *err) {
+  daemon_t *d = ctx;
+  *pskip = false;
+  int rc = d->guard_skip ? d->guard_skip(d->guard_ctx, topic, key, value, vlen, h, nh, pskip, err) : ALTAR_OK;
+  if (!rc && !*pskip && d->o->published)
+    rc = altar__published_seen_skip(d->o->published, topic, key, value, vlen, h, nh, pskip, err);
+  return rc;
+}
+
+/* Following: every status partition, by assignment, from the ledger's
+ * offsets; no group is joined, so the owner keeps them all. */
+static int follow_assign(daemon_t *d, altar_error_t *err) {
+  altar_topic_list_t *tl = NULL;
+  int rc = altar_transport_list_topics(d->o->transport, d->o->topics->status, 10000, &tl, err);
+  if (!rc && !tl->n_topics) rc = altar_error_set(err, ALTAR_ENOTFOUND, "standby: no topic %s", d->o->topics->status);
+  size_t np = rc ? 0 : tl->topics[0].n_partitions;
+  altar_tp_t *tps = rc ? NULL : calloc(np ? np : 1, sizeof *tps);
+  if (!rc && !tps) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  for (size_t i = 0; !rc && i < np; i++) {
+    int32_t part = tl->topics[0].partitions[i].partition;
+    int64_t next;
+    rc = stored_offset(d->o->ledger, d->o->topics->status, part, &next, err);
+    if (rc) break;
+    tps[i] = (altar_tp_t){d->o->topics->status, part, next >= 0 ? next : ALTAR_OFFSET_BEGINNING};
+    if (ALTAR_GROW(d->parts, d->cap_parts, d->n_parts + 1)) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+      break;
+    }
+    char *topic = strdup(d->o->topics->status);
+    if (!topic) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+      break;
+    }
+    d->parts[d->n_parts++] = (in_part_t){topic, part, next, next, next};
+  }
+  if (!rc) rc = altar_transport_assign(d->o->transport, tps, np, err);
+  d->check_starts = !rc;
+  free(tps);
+  altar_topic_list_free(tl);
+  return rc;
+}
+
+/* The follower's turn: its offsets to the standby, which says whether to go on. */
+static bool follow_done(daemon_t *d) {
+  altar_tp_t *v = calloc(d->n_parts ? d->n_parts : 1, sizeof *v);
+  if (!v) return false;
+  for (size_t i = 0; i < d->n_parts; i++)
+    v[i] = (altar_tp_t){d->parts[i].topic, d->parts[i].partition, d->parts[i].next};
+  bool done = d->o->follow_tick(d->o->follow_ctx, v, d->n_parts, d->follow_gap) != 0;
+  free(v);
+  return done;
+}
+
 int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_stats_t *pstats, altar_error_t *err) {
   if (!o || !o->transport || !o->ledger || !o->groups || !o->topics)
     return altar_error_set(err, ALTAR_EINVAL, "reconciler: transport, ledger, groups and topics are required");
@@ -598,10 +683,29 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
   altar_transport_set_delivery(o->transport, altar__outbox_on_delivery, &d.ob, NULL, NULL);
   /* Whatever a previous life staged but did not see acknowledged goes out
    * again, but a follow-up the log holds already does not. */
+  if (o->follow && o->published) {
+    d.ob.hold = altar__published_seen_on_hold;
+    d.ob.hold_ctx = o->published;
+  }
   altar__followup_guard_t guard;
   altar__followup_guard_begin(&guard, &d.ob, o);
+  d.guard_skip = d.ob.skip;
+  d.guard_ctx = d.ob.skip_ctx;
+  d.ob.skip = chain_skip;
+  d.ob.skip_ctx = &d;
+  uint64_t dropped0 = o->published ? o->published->dropped : 0;
   rc = altar__outbox_publish_from(&d.ob, 0, err);
+  uint64_t dropped = o->published ? o->published->dropped - dropped0 : 0;
   altar__followup_guard_end(&guard, &d.ob, &d.stats);
+  d.stats.followups_skipped -= dropped; /* the guard counted every skip as its own */
+  d.guard_skip = NULL;
+  if (o->published) { /* kept: the tail decides again what the dead owner published */
+    d.ob.skip = chain_skip;
+    d.ob.skip_ctx = &d;
+  }
+  if (dropped)
+    dlog(&d, "%llu group event(s) left in the outbox were on the ready or dead topics already: not sent again",
+         (unsigned long long)dropped);
   if (d.stats.followups_skipped)
     dlog(&d, "%llu follow-up(s) left in the outbox were on the jobs topic already: not sent again",
          (unsigned long long)d.stats.followups_skipped);
@@ -614,7 +718,8 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
       d.status_parts = (int32_t)tl->topics[0].n_partitions;
     altar_topic_list_free(tl);
   }
-  if (!rc) rc = altar_transport_subscribe(o->transport, d.group, topics, 1, on_rebalance, &d, err);
+  if (!rc && o->follow) rc = follow_assign(&d, err);
+  else if (!rc) rc = altar_transport_subscribe(o->transport, d.group, topics, 1, on_rebalance, &d, err);
   size_t batch_max = o->batch_max ? o->batch_max : 1000;
   altar_msg_t **msgs = calloc(batch_max, sizeof *msgs);
   if (!msgs && !rc) rc = altar_error_set(err, ALTAR_ENOMEM, "out of memory");
@@ -650,6 +755,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
     if (!rc) {
       int cdone = 0;
       altar_error_t ce = {0};
+      prepare_checkpoint(&d);
       altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, ledger_changes(&d), altar_wall_s(), &cdone, &ce);
       note_checkpoint(&d, cdone, &ce);
     }
@@ -660,6 +766,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
     d.stats.published = d.ob.published;
     settled_stats(&d);
     altar__reconciler_metrics_update(&d.metrics, &d.stats);
+    if (!rc && o->follow && follow_done(&d)) break;
     if (!rc && o->exit_when_idle && !n && d.ob.in_flight == 0 && d.n_parts && d.waits.next_due == 0) {
       bool done = false;
       size_t left = 0;
@@ -685,6 +792,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
     note_checkpoint(&d, cdone, &ce);
     if (!rc && !d.fatal && d.cp.uri) {
       d.cp.next_due = 0;
+      prepare_checkpoint(&d);
       altar__cp_runner_tick(&d.cp, o->ledger, o->topics->status, ledger_changes(&d), altar_wall_s(), &cdone, &ce);
       note_checkpoint(&d, cdone, &ce);
       altar__cp_runner_finish(&d.cp, &cdone, &ce);
@@ -697,7 +805,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
   altar_transport_detach(o->transport);
   for (size_t i = 0; i < d.n_parts; i++) {
     altar_error_t ce = {0};
-    if (d.parts[i].next >= 0)
+    if (d.parts[i].next >= 0 && !o->follow) /* a follower commits nothing of the group's */
       altar_transport_commit(o->transport, d.parts[i].topic, d.parts[i].partition, d.parts[i].next, NULL, &ce);
     free(d.parts[i].topic);
   }

@@ -61,6 +61,22 @@ typedef struct altar_reconciler_opts {
   /* Borrowed, may be NULL: the last hour for the dashboard's charts
    * (reconciler/history.h), recorded as batches commit. */
   struct altar_history *history;
+  /* Standing by (reconciler/standby.c): the status partitions are read by
+   * assignment from the ledger's own offsets (no group joined, nothing
+   * committed) and applied exactly as the owner applies them, but nothing
+   * is published (outbox entries stay in the ledger, each handed to
+   * published's hold) and nothing is checkpointed. follow_tick runs after
+   * every turn with the ledger's next offsets and whether a partition's
+   * records before them are gone (gap); the run ends when it returns
+   * non-zero. */
+  bool follow;
+  int (*follow_tick)(void *ctx, const altar_tp_t *next, size_t n, bool gap);
+  void *follow_ctx;
+  /* May be NULL: group events known to be out already (read off the ready
+   * and dead topics, reconciler/published_seen.h). Their outbox entries
+   * are deleted instead of published; while following, held entries are
+   * matched with it. */
+  struct altar__published_seen *published;
 } altar_reconciler_opts_t;
 
 typedef struct altar_reconciler_stats {

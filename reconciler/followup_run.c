@@ -29,10 +29,10 @@ int altar__followup_stage(altar__outbox_t *ob, const altar_reconciler_opts_t *o,
   return rc;
 }
 
-static int guard_skip(void *ctx, const char *topic, const char *key, const altar_header_t *h, size_t nh, bool *pskip,
-                      altar_error_t *err) {
+static int guard_skip(void *ctx, const char *topic, const char *key, const void *value, size_t vlen,
+                      const altar_header_t *h, size_t nh, bool *pskip, altar_error_t *err) {
   altar__followup_guard_t *g = ctx;
-  (void)topic;
+  (void)topic, (void)value, (void)vlen;
   *pskip = false;
   bool followup = false;
   for (size_t i = 0; i < nh && !followup; i++) followup = h[i].name && !strcmp(h[i].name, ALTAR_FOLLOWUP_HEADER);

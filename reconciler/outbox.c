@@ -172,7 +172,7 @@ static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *e
   }
   if (ob->skip && po->topic) {
     bool skip = false;
-    rc = ob->skip(ob->skip_ctx, po->topic, key, h, nh, &skip, err);
+    rc = ob->skip(ob->skip_ctx, po->topic, key, a[2].via.bin.ptr, a[2].via.bin.size, h, nh, &skip, err);
     if (!rc && skip) {
       char k[24];
       seq_key(po->seq, k);
@@ -182,6 +182,12 @@ static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *e
       po = NULL;
     }
     if (rc || skip) goto out;
+  }
+  if (ob->hold && po->topic) {
+    rc = ob->hold(ob->hold_ctx, po->seq, po->topic, a[2].via.bin.ptr, a[2].via.bin.size, err);
+    opaque_free(po);
+    po = NULL;
+    goto out;
   }
   altar_buf_reset(&po->value);
   if (!po->topic || altar_buf_append(&po->value, a[2].via.bin.ptr, a[2].via.bin.size)) {

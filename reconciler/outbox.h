@@ -22,10 +22,15 @@ typedef struct altar__outbox {
   void *on_published_ctx;
   /* May be set around a publish: an entry it says is out already (*pskip)
    * is deleted instead of produced again. */
-  int (*skip)(void *ctx, const char *topic, const char *key, const altar_header_t *h, size_t nh, bool *pskip,
-              altar_error_t *err);
+  int (*skip)(void *ctx, const char *topic, const char *key, const void *value, size_t vlen, const altar_header_t *h,
+              size_t nh, bool *pskip, altar_error_t *err);
   void *skip_ctx;
   uint64_t skipped; /* entries skip deleted */
+  /* Set while standing by (reconciler/standby.c): nothing is produced;
+   * each entry a publish would produce (skip said no) is handed to hold
+   * and stays in the ledger. */
+  int (*hold)(void *ctx, uint64_t seq, const char *topic, const void *value, size_t vlen, altar_error_t *err);
+  void *hold_ctx;
 } altar__outbox_t;
 
 /* Loads next_seq from the ledger. */

@@ -44,10 +44,12 @@ typedef struct altar_config {
   long long ledger_settled_horizon_s;  /* ledger.settled_horizon_s: for tests and soaks; 0 = 7 days */
   bool ledger_standby;                 /* ledger.standby: keep a checkpoint warm, take over when the owner is gone */
   int ledger_standby_poll_ms;          /* ledger.standby_poll_ms: 500 by default */
-  int ledger_checkpoints_keep;         /* ledger.checkpoints_keep: checkpoints kept in storage, older ones deleted */
-  char *metrics_addr;                  /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
-  char *metrics_worker_addr;           /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
-  int topic_partitions;                /* topics.partitions: partitions of the topics the fleet creates */
+  int64_t ledger_standby_caught_up_events; /* ledger.standby_caught_up_events: caught up within this many status
+                                              events of the topic's end (1000 by default) */
+  int ledger_checkpoints_keep; /* ledger.checkpoints_keep: checkpoints kept in storage, older ones deleted */
+  char *metrics_addr;          /* metrics.addr: the reconciler's "host:port" (metrics, dashboard), NULL = off */
+  char *metrics_worker_addr;   /* metrics.worker_addr: a worker's, "host:port" or "host:low-high", NULL = off */
+  int topic_partitions;        /* topics.partitions: partitions of the topics the fleet creates */
   /* How long the topics the fleet creates keep records (Kafka's retention.ms;
    * -1 = forever): topics.retention_ms for jobs, ready, dead, dlq and fleet
    * (7 days by default), topics.status_retention_ms for the status topic
@@ -105,6 +107,9 @@ typedef struct altar_config {
 /* Default of ledger.standby_poll_ms: how often a standby reconciler looks at
  * its group (is the owner alive?) and for a newer checkpoint. */
 #define ALTAR_DEFAULT_STANDBY_POLL_MS 500
+/* Default of ledger.standby_caught_up_events: a hot standby whose copy is
+ * within this many status events of the topic's end is caught up. */
+#define ALTAR_DEFAULT_STANDBY_CAUGHT_UP_EVENTS 1000
 
 #define ALTAR_DEFAULT_CONFIG_FILE "altar.yaml"
 

@@ -16,7 +16,11 @@
 #     restores from the checkpoint, says so, matches, and publishes nothing
 #     (published-ness comes from the ledger, not those topics); a takeover
 #     by an empty ledger publishes nothing either; without a checkpoint
-#     `--rebuild` refuses, naming offsets.
+#     `--rebuild` refuses, naming offsets;
+#   - a kill -9 after 16 more groups fired past the newest checkpoint: an
+#     empty ledger restores it, its tail decides the 16 again, and it finds
+#     them on the ready topic from the ends the checkpoint recorded:
+#     published once each, checksum equal to the dead owner's.
 set -u
 : "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
@@ -174,6 +178,50 @@ set -- $(count_ready "$prefix.ready")
 csum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerC" 2>&1)"
 [ "$csum" = "$bsum" ] || fail "C's ledger ($csum) differs from B's ($bsum)"
 ok "after the ready topic's retention, --rebuild and a takeover published no group event again"
+# A kill -9 with group events published after the newest checkpoint: E
+# (C's ledger, checkpointing hourly now) fires 16 more models and dies; F,
+# an empty ledger, restores the checkpoint C shipped at its stop, reads
+# the ready and dead topics from the ends that checkpoint recorded, and
+# publishes none of E's 16 again though its tail decides them again.
+sed "s#checkpoint_interval_s: 1#checkpoint_interval_s: 3600#" "$T/c.yaml" >"$T/e.yaml"
+for m in $(seq 10 25); do
+  for f in 0 1 2 3 4; do
+    printf '{"kind":"fold","image":"x","command":["true","%s-%s"],"labels":{"model":"%s-m%s","fold":"%s"}}\n' \
+      "$m" "$f" "$prefix" "$m" "$f"
+  done
+done >"$T/mid.jsonl"
+cp_before="$(covered)"
+bg "$T/recE.log" "$ALTAR_BIN" reconciler --config "$T/e.yaml" --no-dashboard
+recE=$last
+"$ALTAR_BIN" submit --config "$T/a.yaml" "$T/mid.jsonl" >"$T/submit-mid.log" 2>&1 || die "submit of the 16 models"
+e_read() {
+  "$ALTAR_BIN" log offsets --config "$T/e.yaml" --group altar.reconcilers --ledger "$T/ledgerC" \
+    --topic "$prefix.status" --json 2>/dev/null |
+    python3 -c 'import json,sys; print(sum(e["committed"] or 0 for e in json.load(sys.stdin)))' 2>/dev/null || echo 0
+}
+for _ in $(seq 1 900); do
+  set -- $(count_ready "$prefix.ready")
+  n="${1:-0}"
+  [ "$n" -ge $((left + 16)) ] && [ "$(e_read)" -ge "$(status_ends | cut -d' ' -f1)" ] && break
+  sleep 0.1
+done
+[ "$n" -eq $((left + 16)) ] || die "E did not fire the 16 models ($n group events on the ready topic, $left before)"
+[ "$(covered)" -eq "$cp_before" ] || fail "E checkpointed ($(covered) covered, $cp_before before): its group events are not after the newest checkpoint"
+kill -9 "$recE"
+wait "$recE" 2>/dev/null
+esum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerC" 2>&1)"
+write_config "$T/f.yaml" "$T/ledgerF" "$prefix.ready" "$prefix.dead" "$cp_dir"
+"$ALTAR_BIN" reconciler --config "$T/f.yaml" --no-dashboard --exit-when-idle >"$T/recF.log" 2>&1 || die "takeover by F"
+grep -q "restored $T/ledgerF from checkpoint" "$T/recF.log" || fail "F did not restore from the checkpoint"
+grep -q "16 group event(s) published since checkpoint" "$T/recF.log" ||
+  fail "F did not find E's 16 group events after the checkpoint: $(grep 'published since\|records no ready' "$T/recF.log")"
+grep -q "altar reconciler: applied .* 16 fired" "$T/recF.log" || fail "F's tail did not decide the 16 groups again: $(tail -1 "$T/recF.log")"
+set -- $(count_ready "$prefix.ready")
+[ "${1:-0}" -eq $((left + 16)) ] && [ "${2:-0}" -eq $((left + 16)) ] ||
+  fail "after F's takeover the ready topic holds $1 group events, $2 distinct (expected $((left + 16)) and $((left + 16)))"
+fsum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerF" 2>&1)"
+[ -n "$fsum" ] && [ "$fsum" = "$esum" ] || fail "F's ledger ($fsum) differs from E's ($esum)"
+ok "restore-then-tail after kill -9: E's 16 group events after the checkpoint not published again, checksum equal"
 # Without checkpoints the same rebuild refuses, naming the lost offsets.
 if "$ALTAR_BIN" reconciler --config "$T/ctl.yaml" --rebuild >"$T/rebuild-ctl.log" 2>&1; then
   fail "--rebuild without a checkpoint succeeded on a log missing its beginning"

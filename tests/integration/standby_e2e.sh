@@ -1,14 +1,22 @@
 # Shared body of the standby tests (sourced; needs TRANSPORT=local|kafka).
-# A standby reconciler (docs/state.md, "Standbys"):
-#   8 models x 5 folds, grouped by model, ready when all 5 folds succeeded.
+# A hot standby reconciler (docs/state.md, "Standbys"):
+#   8 models x 5 folds, grouped by model, ready when all 5 folds succeeded,
+#   and 16 more models whose 5 folds all run while A owns the topic.
 #   - reconciler A owns the status topic and checkpoints every second;
-#     folds 0-3 run and A's checkpoint covers every status event;
-#   - S starts with --standby: it restores A's checkpoints beside its ledger
-#     path, says it is caught up (log, and altar_reconciler_standby_caught_up
-#     1 on /metrics) and joins no group (A keeps every partition);
+#     folds 0-3 of the 8 run and A's checkpoint covers every status event;
+#     A stops cleanly and comes back with an interval of an hour: no
+#     checkpoint after that one;
+#   - S starts with --standby: it restores A's checkpoint beside its ledger
+#     path, applies the status topic itself, says it is caught up (log, and
+#     altar_reconciler_standby_caught_up 1 on /metrics) and joins no group;
+#   - the 16 models run: A fires them (after its newest checkpoint); S
+#     applies their status events into its copy and finds A's 16 group
+#     events on the ready topic (its held entries for them go);
 #   - every status record so far is deleted (retention), then A is killed -9;
-#   - S takes over with its warm copy, restoring nothing more, and reports no
-#     gap; the fifth folds run: exactly 8 group events, each once, and S's
+#   - S takes over with its copy, whose offsets are past the newest
+#     checkpoint's (its log says both), restores nothing, reports no gap;
+#     the fifth folds run: every one of the 24 group events is on the ready
+#     topic exactly once (by event id), none on the dead topic, and S's
 #     ledger has the checksum of a reference that read everything live.
 set -u
 : "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
@@ -26,6 +34,7 @@ write_config() { # FILE LEDGER READY DEAD CHECKPOINTS
   if [ "$TRANSPORT" = local ]; then sed -i "s#^  dir: $T/log\$#  dir: $T/log\n  segment.bytes: 1024#" "$1"; fi
 }
 write_config "$T/a.yaml" "$T/ledgerA" "$prefix.ready" "$prefix.dead" "$cp_dir"
+sed "s#checkpoint_interval_s: 1,#checkpoint_interval_s: 3600,#" "$T/a.yaml" >"$T/a-hour.yaml"
 write_config "$T/s.yaml" "$T/ledgerS" "$prefix.ready" "$prefix.dead" "$cp_dir"
 write_config "$T/ref.yaml" "$T/ledgerRef" "$prefix.ready-ref" "$prefix.dead-ref" ""
 mkdir -p "$T/data"
@@ -38,6 +47,12 @@ done >"$T/first.jsonl"
 for m in 0 1 2 3 4 5 6 7; do
   printf '{"kind":"fold","image":"x","command":["true","%s-4"],"labels":{"model":"%s-m%s","fold":"4"}}\n' "$m" "$prefix" "$m"
 done >"$T/last.jsonl"
+for m in $(seq 10 25); do
+  for f in 0 1 2 3 4; do
+    printf '{"kind":"fold","image":"x","command":["true","%s-%s"],"labels":{"model":"%s-m%s","fold":"%s"}}\n' \
+      "$m" "$f" "$prefix" "$m" "$f"
+  done
+done >"$T/mid.jsonl"
 
 bg() { # LOG CMD...: runs CMD in the background; its pid in $last
   log="$1"
@@ -56,6 +71,16 @@ count_ready() { # TOPIC: group events on it, and distinct event ids
   "$ALTAR_BIN" log consume --config "$T/a.yaml" --topic "$1" --from-beginning --exit 2>/dev/null |
     python3 -c 'import json,sys; ids=[json.loads(l)["event_id"] for l in sys.stdin if l.strip()]; print(len(ids), len(set(ids)))'
 }
+wait_ready() { # TOPIC N: waits (bounded) for N group events on TOPIC; echoes the count seen
+  c=0
+  for _ in $(seq 1 900); do
+    set -- "$1" "$2" $(count_ready "$1")
+    c="${3:-0}"
+    [ "$c" -ge "$2" ] && break
+    sleep 0.1
+  done
+  echo "$c"
+}
 
 bg "$T/worker.log" "$ALTAR_BIN" worker --config "$T/a.yaml" --id w1 --poll-ms 50
 bg "$T/ref.log" "$ALTAR_BIN" reconciler --config "$T/ref.yaml" --group "$prefix.ref" --no-dashboard
@@ -72,6 +97,12 @@ for _ in $(seq 1 600); do
 done
 [ "$(covered)" -eq "$ends" ] && [ "$ends" -ge 64 ] || die "A's checkpoint never covered the $ends status events (covers $(covered))"
 ok "A's checkpoint covers all $ends status events"
+# A stops cleanly (its last checkpoint) and comes back checkpointing hourly.
+kill -TERM "$recA"
+wait "$recA" 2>/dev/null
+bg "$T/recA.log" "$ALTAR_BIN" reconciler --config "$T/a-hour.yaml" --no-dashboard
+recA=$last
+cp_sum="$(covered)"
 
 port="$(free_port)"
 bg "$T/recS.log" "$ALTAR_BIN" reconciler --config "$T/s.yaml" --standby --metrics "127.0.0.1:$port" --no-dashboard
@@ -82,13 +113,29 @@ for _ in $(seq 1 600); do
 done
 grep -q "standby: caught up" "$T/recS.log" || die "the standby never said it caught up"
 grep -q "standby: restored checkpoint" "$T/recS.log" || fail "the standby did not say what it restored"
-[ -d "$T/ledgerS.standby" ] && [ ! -e "$T/ledgerS" ] || fail "the warm copy is not beside the standby's ledger path"
+[ -d "$T/ledgerS.standby" ] && [ ! -e "$T/ledgerS" ] || fail "the copy is not beside the standby's ledger path"
 metric() { curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null | sed -n "s/^$1 //p"; }
 for _ in $(seq 1 100); do [ "$(metric altar_reconciler_standby_caught_up)" = 1 ] && break; sleep 0.1; done
 [ "$(metric altar_reconciler_standby_caught_up)" = 1 ] || fail "altar_reconciler_standby_caught_up is not 1: $(metric altar_reconciler_standby_caught_up)"
-[ "$(metric altar_reconciler_standby_tail_events)" = 0 ] || fail "a caught-up standby reports $(metric altar_reconciler_standby_tail_events) tail events"
-ok "the standby keeps the newest checkpoint warm and says it is caught up (log and metric)"
-grep -q "altar reconciler: applied" "$T/recS.log" && fail "the standby applied events while A owned the topic"
+ok "the standby keeps its copy current and says it is caught up (log and metric)"
+
+# 16 groups fire under A, after its newest checkpoint; S applies their
+# events into its copy and finds A's group events on the ready topic.
+"$ALTAR_BIN" submit --config "$T/a.yaml" "$T/mid.jsonl" >"$T/submit-mid.log" 2>&1 || die "submit of the 16 models"
+[ "$(wait_ready "$prefix.ready" 16)" -eq 16 ] || die "A did not fire the 16 models"
+for _ in $(seq 1 900); do
+  [ "$(metric altar_reconciler_standby_published_seen_total)" = 16 ] && [ "$(metric altar_reconciler_standby_tail_events)" = 0 ] && break
+  sleep 0.1
+done
+[ "$(metric altar_reconciler_standby_published_seen_total)" = 16 ] ||
+  fail "the standby matched $(metric altar_reconciler_standby_published_seen_total) of A's 16 group events (expected 16)"
+[ "$(metric altar_reconciler_standby_held_entries)" = 0 ] ||
+  fail "the standby holds $(metric altar_reconciler_standby_held_entries) group events not seen published"
+[ "$(metric altar_reconciler_standby_tail_events)" = 0 ] ||
+  fail "the standby's copy lags $(metric altar_reconciler_standby_tail_events) status events behind"
+[ "$(covered)" -eq "$cp_sum" ] || fail "A checkpointed again ($(covered) covered, $cp_sum before): the tail is not after its newest checkpoint"
+ok "the standby applied A's tail and found A's 16 group events published"
+grep -q "altar reconciler: applied" "$T/recS.log" && fail "the standby ran as an owner while A owned the topic"
 
 # A week of retention, then the owner's host dies.
 "$ALTAR_BIN" log delete-records --config "$T/a.yaml" --topic "$prefix.status" --before end >"$T/delete.log" 2>&1 ||
@@ -104,31 +151,33 @@ for _ in $(seq 1 900); do
   grep -q "standby: no reconciler consumes" "$T/recS.log" && break
   sleep 0.1
 done
-grep -q "taking over with checkpoint .* (caught up)" "$T/recS.log" || die "the standby did not take over caught up"
+grep -q "taking over with the copy at status offsets .* (caught up)" "$T/recS.log" || die "the standby did not take over caught up"
+# The copy's offsets when it took over, against the newest checkpoint's.
+set -- $(sed -n 's/.*taking over with the copy at status offsets [^ ]* (\([0-9]*\) events; the newest checkpoint [^ ]* covers \([0-9]*\):.*/\1 \2/p' "$T/recS.log")
+applied="${1:-0}" cpcov="${2:--1}"
+[ "$cpcov" -eq "$cp_sum" ] && [ "$applied" -gt "$cpcov" ] ||
+  fail "the standby's copy stood at $applied status events, the newest checkpoint at $cpcov (expected more than $cp_sum)"
+ok "the standby's copy was $((applied - cpcov)) status events past the newest checkpoint when it took over"
 "$ALTAR_BIN" submit --config "$T/a.yaml" "$T/last.jsonl" >"$T/submit2.log" 2>&1 || die "submit of the fifth folds"
-n=0
-for _ in $(seq 1 900); do
-  set -- $(count_ready "$prefix.ready")
-  n="${1:-0}"
-  [ "$n" -ge 8 ] && break
-  sleep 0.1
-done
-[ "$n" -eq 8 ] || die "expected 8 group events on the ready topic after the standby's takeover, saw $n"
+n="$(wait_ready "$prefix.ready" 24)"
+[ "$n" -eq 24 ] || die "expected 24 group events on the ready topic after the standby's takeover, saw $n"
 grep -q "restored $T/ledgerS from checkpoint" "$T/recS.log" && fail "the standby restored again at takeover instead of only tailing"
 grep -q "no longer on the log" "$T/recS.log" && fail "the standby reported a gap although its warm copy covers the deleted records"
 kill -TERM "$recS"
 wait "$recS" 2>/dev/null
 set -- $(count_ready "$prefix.ready")
-[ "$1" -eq 8 ] && [ "$2" -eq 8 ] || fail "ready topic: $1 group events, $2 distinct (expected 8 and 8)"
-ok "the standby took over with its warm copy: every group fired exactly once"
+[ "$1" -eq 24 ] && [ "$2" -eq 24 ] || fail "ready topic: $1 group events, $2 distinct (expected 24 and 24)"
+set -- $(count_ready "$prefix.dead")
+[ "${1:-0}" -eq 0 ] || fail "dead topic: ${1:-0} group events (expected none)"
+ok "the standby took over with its copy: every group event exactly once (A's 16 not published again)"
 for _ in $(seq 1 600); do
-  [ "$(ref_read)" -ge $((ends + 16)) ] && break
+  [ "$(ref_read)" -ge "$applied" ] && [ "$(ref_read)" -ge $((ends + 16)) ] && break
   sleep 0.1
 done
 kill -TERM "$recRef"
 wait "$recRef" 2>/dev/null
 set -- $(count_ready "$prefix.ready-ref")
-[ "${1:-0}" -eq 8 ] || fail "the reference reconciler fired ${1:-0} groups, expected 8"
+[ "${1:-0}" -eq 24 ] || fail "the reference reconciler fired ${1:-0} groups, expected 24"
 ssum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerS" 2>&1)"
 refsum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerRef" 2>&1)"
 [ -n "$ssum" ] && [ "$ssum" = "$refsum" ] || fail "S's ledger ($ssum) differs from the reference's ($refsum)"

@@ -119,7 +119,16 @@ static void test_round_trip(void) {
   altar__checkpoint_clear(&cp);
   /* Unchanged table files are not uploaded again. */
   add_records(l, 260, 270, 0, 18);
-  CU_ASSERT_EQUAL_FATAL(take_and_ship(l, uri, shipped, &cp), 0);
+  CU_ASSERT_EQUAL(cp.n_published, 0);
+  /* This one records the publish topics' ends (the daemon reads them
+   * before taking it): they come back with the manifest. */
+  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_take(l, TOPIC, &cp, &err), 0);
+  cp.published = calloc(2, sizeof *cp.published);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cp.published);
+  cp.n_published = 2;
+  cp.published[0] = (altar_cp_pub_end_t){"fleet.ready", 0, 41};
+  cp.published[1] = (altar_cp_pub_end_t){"fleet.dead", 2, 7};
+  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_ship(&cp, uri, shipped, &err), 0);
   CU_ASSERT(cp.files_uploaded < cp.files);
   CU_ASSERT_EQUAL(files_in(sst), first_tables + 1);
   altar__checkpoint_clear(&cp);
@@ -128,6 +137,13 @@ static void test_round_trip(void) {
   altar__cp_shipped_free(shipped);
   CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore(uri, rdir, &cp, &err), 0);
   CU_ASSERT_EQUAL(altar__checkpoint_offset(&cp, 0), 18);
+  CU_ASSERT_EQUAL_FATAL(cp.n_published, 2);
+  CU_ASSERT_STRING_EQUAL(cp.published[0].topic, "fleet.ready");
+  CU_ASSERT_EQUAL(cp.published[0].partition, 0);
+  CU_ASSERT_EQUAL(cp.published[0].next, 41);
+  CU_ASSERT_STRING_EQUAL(cp.published[1].topic, "fleet.dead");
+  CU_ASSERT_EQUAL(cp.published[1].partition, 2);
+  CU_ASSERT_EQUAL(cp.published[1].next, 7);
   altar__checkpoint_clear(&cp);
   checksum_of_dir(rdir, rsum);
   CU_ASSERT_STRING_EQUAL(rsum, sum);
@@ -259,6 +275,15 @@ static void test_damaged_storage(void) {
              "{\"format\":1,\"id\":\"x\",\"topic\":\"st\",\"offsets\":[{\"partition\":-1,\"next\":0}],\"files\":[]}");
   CU_ASSERT_EQUAL(altar__checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
   CU_ASSERT(strstr(err.msg, "'offsets'") != NULL);
+  /* Publish ends that are not plain (topic, partition, offset) triples. */
+  write_file(p, "{\"format\":1,\"id\":\"x\",\"topic\":\"st\",\"offsets\":[],\"files\":[],"
+                "\"published\":[{\"topic\":\"\",\"partition\":0,\"next\":1}]}");
+  CU_ASSERT_EQUAL(altar__checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
+  CU_ASSERT(strstr(err.msg, "'published'") != NULL);
+  write_file(p, "{\"format\":1,\"id\":\"x\",\"topic\":\"st\",\"offsets\":[],\"files\":[],"
+                "\"published\":[{\"topic\":\"r\",\"partition\":0,\"next\":-5}]}");
+  CU_ASSERT_EQUAL(altar__checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
+  CU_ASSERT(strstr(err.msg, "'published'") != NULL);
   write_file(p, "{not json");
   CU_ASSERT_EQUAL(altar__checkpoint_restore(cdir, rdir, &cp, &err), ALTAR_EDECODE);
   CU_ASSERT(strstr(err.msg, "latest.json:1") != NULL);
