@@ -583,14 +583,20 @@ int main(int argc, char **argv) {
   printf("%7s %-6s %6s %10s %9s %9s %10s %10s %9s %8s\n", "jobs", "who", "window", "submit/s", "e2e/s", "tick ms",
          "delay med", "delay p95", "succeeded", "starved");
   result_t a[16], c[16];
+  /* The rows of a count take turns going first: the first burst on a
+   * freshly started API server meets its smallest watch buffers, and a row
+   * that always came first would always meet them. */
   for (size_t i = 0; i < nc; i++) {
-    double t = now_mono();
-    if (run_altar(counts[i], &a[i])) return 1;
-    print_row("altar", &a[i], now_mono() - t);
-    if (with_curl) {
-      t = now_mono();
-      if (run_curl(counts[i], &c[i])) return 1;
-      print_row("curl", &c[i], now_mono() - t);
+    for (int turn = 0; turn < 2; turn++) {
+      bool altar_turn = (turn == 0) == (i % 2 == 0);
+      double t = now_mono();
+      if (altar_turn) {
+        if (run_altar(counts[i], &a[i])) return 1;
+        print_row("altar", &a[i], now_mono() - t);
+      } else if (with_curl) {
+        if (run_curl(counts[i], &c[i])) return 1;
+        print_row("curl", &c[i], now_mono() - t);
+      }
     }
   }
   clear_namespace();

@@ -50,7 +50,7 @@ typedef struct altar_checkpoint {
   double taken_at; /* unix seconds */
   uint64_t bytes;  /* uploaded by ship (table files already stored excluded) */
   size_t files, files_uploaded;
-  size_t tables_reuploaded; /* listed, found stored, gone by the re-check after the manifest: uploaded again */
+  size_t tables_reuploaded;      /* listed, found stored, gone by the re-check after the manifest: uploaded again */
   altar_cp_pub_end_t *published; /* may be NULL (older checkpoints, or ends unknown) */
   size_t n_published;
 } altar_checkpoint_t;
