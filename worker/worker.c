@@ -96,6 +96,7 @@ enum {
                                  forwards are checked at least this often */
   METRICS_EVERY_MS = 100,     /* gauges refreshed */
   IDLE_WARN_AFTER_MS = 5000,  /* no partition this long: say why once */
+  COMMITS_PER_TURN = 1,       /* partitions a commit round writes per turn */
   FINAL_COMMIT_TRIES = 5,     /* the last commit's retries at exit ... */
   FINAL_COMMIT_POLL_MS = 200, /* ... each after serving the log this long */
   EXIT_FLUSH_MS = 5000,       /* reports still owed at exit get this long */
@@ -106,6 +107,8 @@ typedef struct loop_clock {
   int poll_every, commit_every;
   int64_t next_poll, next_commit, next_metrics, idle_since;
   bool warned_idle, got_job;
+  bool committing;  /* a commit round is under way ... */
+  size_t commit_at; /* ... at this index of the owned partitions */
 } loop_clock_t;
 
 /* Sets up w from o (id, tracker, metrics, leases, pools, heartbeat load,
@@ -208,7 +211,7 @@ static altar_msg_t *phase_intake(worker_t *w, loop_clock_t *c, int64_t now) {
   /* Read again: taking records in may have started tasks (forks), and a
    * wait measured from the turn's start would overshoot the poll. */
   now = altar_mono_ms();
-  int wait = c->got_job ? 0 : (int)(c->next_poll > now ? c->next_poll - now : 0);
+  int wait = c->got_job || c->committing ? 0 : (int)(c->next_poll > now ? c->next_poll - now : 0);
   if (wait > CONSUME_WAIT_MAX_MS) wait = CONSUME_WAIT_MAX_MS;
   if (w->paused && wait > 0) {
     int wc = altar_backend_wait_change(o->backend, wait);
@@ -276,16 +279,23 @@ static void phase_housekeeping(worker_t *w, loop_clock_t *c, int64_t now) {
 
 /* Phase: gauges, and commits. Commits are batched: a late commit only means
  * a rerun after a crash, and the finished offsets above it ride in the
- * metadata anyway. */
+ * metadata anyway. A periodic round is spread over turns, a partition per
+ * turn: a local commit is two fsyncs and a Kafka one a round trip, and 32
+ * of them in one turn held every exit seen in that turn back by their sum. */
 static void phase_metrics_and_commits(worker_t *w, loop_clock_t *c, int64_t now) {
   if (now >= c->next_metrics) {
     altar__worker_metrics_update(&w->metrics, &w->stats, altar__worker_in_flight(w), w->paused);
     c->next_metrics = now + METRICS_EVERY_MS;
   }
-  if (now >= c->next_commit || w->commit_soon) {
+  if (w->commit_soon) {
     w->commit_soon = false;
     altar__worker_commit_all(w);
+    c->committing = false;
     c->next_commit = altar_mono_ms() + c->commit_every;
+  } else if (c->committing || now >= c->next_commit) {
+    if (!c->committing) c->commit_at = 0;
+    c->committing = !altar__worker_commit_some(w, &c->commit_at, COMMITS_PER_TURN);
+    if (!c->committing) c->next_commit = altar_mono_ms() + c->commit_every;
   }
 }
 

@@ -12,16 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Commits the partition's commit point if it changed; false when that
- * commit failed (it is then tried again on the next call). */
-static bool commit_partition(worker_t *w, const char *topic, int32_t partition) {
+/* Commits the partition's commit point if it changed: COMMIT_WRITTEN,
+ * COMMIT_UNCHANGED, or COMMIT_FAILED (then tried again on the next call). */
+enum { COMMIT_FAILED = -1, COMMIT_UNCHANGED = 0, COMMIT_WRITTEN = 1 };
+static int commit_changed(worker_t *w, const char *topic, int32_t partition) {
   int64_t off;
   char meta[ALTAR_OFFSET_META_MAX + ALTAR_CANCEL_META_MAX + 1];
   bool changed;
   if (altar__offset_tracker_commit_point(w->tracker, topic, partition, &off, meta, ALTAR_OFFSET_META_MAX + 1,
                                          &changed) ||
       !changed || off < 0)
-    return true;
+    return COMMIT_UNCHANGED;
   /* A commit past a cancel carries it on (cancel_meta.h): the commit point
    * moves past a cancel only once it was obeyed, so the set holds it. */
   altar__cancel_meta_append(&w->cancels, meta, sizeof meta);
@@ -30,9 +31,14 @@ static bool commit_partition(worker_t *w, const char *topic, int32_t partition) 
     /* Else the tracker would report no change and the commit never be retried. */
     altar__offset_tracker_commit_failed(w->tracker, topic, partition);
     altar__worker_log(w, "commit %s/%" PRId32 " at %" PRId64 " failed (will retry): %s", topic, partition, off, e.msg);
-    return false;
+    return COMMIT_FAILED;
   }
-  return true;
+  return COMMIT_WRITTEN;
+}
+
+/* False when the partition's commit failed. */
+static bool commit_partition(worker_t *w, const char *topic, int32_t partition) {
+  return commit_changed(w, topic, partition) != COMMIT_FAILED;
 }
 
 /* Number of partitions whose commit failed. */
@@ -40,6 +46,16 @@ size_t altar__worker_commit_all(worker_t *w) {
   size_t failed = 0;
   for (size_t i = 0; i < w->n_parts; i++) failed += !commit_partition(w, w->parts[i].topic, w->parts[i].partition);
   return failed;
+}
+
+bool altar__worker_commit_some(worker_t *w, size_t *pat, size_t max_written) {
+  size_t written = 0;
+  while (*pat < w->n_parts && written < max_written) {
+    int rc = commit_changed(w, w->parts[*pat].topic, w->parts[*pat].partition);
+    written += rc != COMMIT_UNCHANGED;
+    ++*pat;
+  }
+  return *pat >= w->n_parts;
 }
 
 /* "T:0,2,4 U:1" for a log line, cut (with "...") at its size. */

@@ -200,6 +200,10 @@ void altar__worker_restore_cancels(worker_t *w, const char *topic, int32_t parti
 /* ---- partitions and commits (worker_commit.c) ---- */
 
 size_t altar__worker_commit_all(worker_t *w);
+/* One step of a commit round: commits owned partitions from index *pat on
+ * until max_written of them were written (or failed; unchanged ones cost
+ * nothing and do not count), advancing *pat. True once the round is over. */
+bool altar__worker_commit_some(worker_t *w, size_t *pat, size_t max_written);
 void altar__worker_on_rebalance(altar_transport_t *tr, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
                                 void *ctx);
 void altar__worker_warn_no_partition(worker_t *w);

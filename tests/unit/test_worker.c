@@ -896,6 +896,63 @@ static void test_commit_retried_after_failure(void) {
   free(dir);
 }
 
+/* Periodic commits are spread over the loop's turns: a turn (one consume
+ * call to the next) writes at most one partition's commit, so a round over
+ * many partitions never holds a finished task's report back by their sum.
+ * Commits between the last consume and the exit (the leave's and the final
+ * ones) are not counted: those are all at once by design. */
+static altar_transport_ops_t counting_ops;
+static int commits_this_turn, most_commits_in_a_turn, commits_counted;
+static uint32_t partitions_committed; /* bit per partition */
+
+static int counting_consume(altar_transport_t *t, int timeout_ms, altar_msg_t **pmsg, altar_error_t *err) {
+  if (commits_this_turn > most_commits_in_a_turn) most_commits_in_a_turn = commits_this_turn;
+  commits_counted += commits_this_turn;
+  commits_this_turn = 0;
+  return altar_transport_local_ops.consume(t, timeout_ms, pmsg, err);
+}
+
+static int counting_commit(altar_transport_t *t, const char *topic, int32_t partition, int64_t offset,
+                           const char *metadata, altar_error_t *err) {
+  commits_this_turn++;
+  if (partition >= 0 && partition < 32) partitions_committed |= 1u << partition;
+  return altar_transport_local_ops.commit(t, topic, partition, offset, metadata, err);
+}
+
+static void test_commit_round_spread_over_turns(void) {
+  char *dir = altar_test_tmpdir("worker-commit-round");
+  make_topics(dir, 8);
+  const char *outcomes[16];
+  for (size_t i = 0; i < 16; i++) outcomes[i] = "ok";
+  submit(dir, outcomes, 16);
+  counting_ops = altar_transport_local_ops;
+  counting_ops.name = "local-counting";
+  counting_ops.consume = counting_consume;
+  counting_ops.commit = counting_commit;
+  int rc = altar_transport_register(&counting_ops);
+  CU_ASSERT_FATAL(rc == 0 || rc == ALTAR_EEXIST);
+  commits_this_turn = most_commits_in_a_turn = commits_counted = 0;
+  partitions_committed = 0;
+  static fake_t f;
+  memset(&f, 0, sizeof f);
+  f.polls_to_finish = 4; /* one slot, ~20 ms a task: several finish between two rounds */
+  altar_transport_t *t = open_named("local-counting", dir);
+  altar_worker_stats_t st = {0};
+  CU_ASSERT_FATAL(run_worker(t, &f, 1, 0, 5000, NULL, &st) == 0);
+  altar_transport_close(t);
+  CU_ASSERT_EQUAL(st.succeeded, 16);
+  /* The jobs were spread over partitions, and rounds did commit during the run. */
+  CU_ASSERT(__builtin_popcount(partitions_committed) >= 2);
+  CU_ASSERT(commits_counted >= 2);
+  CU_ASSERT(most_commits_in_a_turn <= 1);
+  for (int32_t p = 0; p < 8; p++) {
+    int64_t off = committed(dir, p, NULL);
+    CU_ASSERT(off == ALTAR_OFFSET_INVALID || off >= 0);
+  }
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 /* A cancel behind jobs that wait for the only slot is acted on when it is
  * read, not when a slot frees (here none would: the running task never
  * ends by itself): the running task is cancelled, the queued ones of the
@@ -1129,6 +1186,7 @@ static void add(void) {
   ALTAR_TEST(test_waits_for_holder);
   ALTAR_TEST(test_staging_failures_are_terminal);
   ALTAR_TEST(test_commit_retried_after_failure);
+  ALTAR_TEST(test_commit_round_spread_over_turns);
   ALTAR_TEST(test_cancel_behind_queued_jobs);
   ALTAR_TEST(test_autoscaling_pool_served);
   ALTAR_TEST(test_fixed_zero_pool_waits);
