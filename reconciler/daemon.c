@@ -390,6 +390,21 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
   return rc;
 }
 
+/* Serves the log's delivery reports. Each acknowledged group event deletes
+ * its outbox entry: inside one batch, the deletes of a poll are one ledger
+ * write rather than one each. A failed write stops the daemon as a failed
+ * delete does (the entries would be published again). */
+static void serve_acks(daemon_t *d) {
+  altar_ledger_t *l = d->o->ledger;
+  altar_error_t e = {0};
+  bool batch = d->ob.in_flight > 0 && altar_ledger_begin(l, &e) == ALTAR_OK;
+  altar_transport_poll(d->o->transport, 0);
+  if (batch && altar_ledger_commit(l, &e) != ALTAR_OK && !d->ob.fatal) {
+    d->ob.fatal = e.code ? e.code : ALTAR_ELEDGER;
+    d->ob.fatal_err = e;
+  }
+}
+
 /* A readiness rule that fails (a misconfigured kind, e.g. shards without
  * their fold-count label) holds its group inside apply: the event is
  * applied, nothing fires. What still fails a batch is an event whose group
@@ -763,7 +778,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
       note_checkpoint(&d, cdone, &ce);
     }
     if (!rc) prune_consumed(&d);
-    altar_transport_poll(o->transport, 0);
+    serve_acks(&d);
     if (!rc) poll_lag(&d);
     if (!rc) save_history(&d);
     d.stats.published = d.ob.published;
