@@ -79,6 +79,56 @@ double altar_config_consumed_keep_s(const altar_config_t *cfg) {
                                           : cfg->ledger_consumed_keep_days * 86400.0;
 }
 
+/* An integer setting: a whole number in [min, max] (the error names the
+ * key, the range and what it counts), stored in a field of its width. */
+typedef enum { INT_FIELD, LL_FIELD, SIZE_FIELD, I64_FIELD } int_field_t;
+typedef struct int_key {
+  const char *key;
+  long long min, max;
+  const char *counts; /* " (what it counts)" for the error, or "" */
+  size_t off;
+  int_field_t field;
+} int_key_t;
+
+static const int_key_t int_keys[] = {
+    {"topics.partitions", 1, ALTAR_MAX_TOPIC_PARTITIONS, "", offsetof(altar_config_t, topic_partitions), INT_FIELD},
+    {"ledger.consumed_keep_days", 0, ALTAR_MAX_CONSUMED_KEEP_DAYS, " (days; 0: keep forever)",
+     offsetof(altar_config_t, ledger_consumed_keep_days), INT_FIELD},
+    {"ledger.settled_horizon_s", 1, ALTAR_MAX_SETTLED_HORIZON_S,
+     " (seconds of event time, for tests and soaks; unset: 7 days)", offsetof(altar_config_t, ledger_settled_horizon_s),
+     LL_FIELD},
+    {"ledger.consumed_keep_s", 0, ALTAR_MAX_CONSUMED_KEEP_S,
+     " (seconds, for tests and soaks; 0: keep forever; overrides consumed_keep_days)",
+     offsetof(altar_config_t, ledger_consumed_keep_s), LL_FIELD},
+    {"ledger.settled_cache_entries", 1, ALTAR_MAX_SETTLED_CACHE_ENTRIES, " (entries kept in memory)",
+     offsetof(altar_config_t, ledger_settled_cache_entries), SIZE_FIELD},
+    {"ledger.standby_poll_ms", 10, 60000, " (milliseconds)", offsetof(altar_config_t, ledger_standby_poll_ms),
+     INT_FIELD},
+    {"ledger.standby_caught_up_events", 0, 1000000000LL, " (status events)",
+     offsetof(altar_config_t, ledger_standby_caught_up_events), I64_FIELD},
+    {"ledger.checkpoints_keep", 1, ALTAR_MAX_CHECKPOINTS_KEEP, " (checkpoints kept)",
+     offsetof(altar_config_t, ledger_checkpoints_keep), INT_FIELD},
+    {"ledger.checkpoint_interval_s", 1, 86400, " (seconds)", offsetof(altar_config_t, ledger_checkpoint_interval_s),
+     INT_FIELD},
+};
+
+static int set_int_key(altar_config_t *cfg, const int_key_t *k, const char *value, altar_error_t *err) {
+  char *end = NULL;
+  errno = 0;
+  long long n = strtoll(value, &end, 10);
+  if (errno || end == value || *end || n < k->min || n > k->max)
+    return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [%lld, %lld]%s, got \"%s\"", k->key, k->min,
+                           k->max, k->counts, value);
+  void *f = (char *)cfg + k->off;
+  switch (k->field) {
+  case INT_FIELD: *(int *)f = (int)n; break;
+  case LL_FIELD: *(long long *)f = n; break;
+  case SIZE_FIELD: *(size_t *)f = (size_t)n; break;
+  case I64_FIELD: *(int64_t *)f = (int64_t)n; break;
+  }
+  return ALTAR_OK;
+}
+
 int altar_config_set(altar_config_t *cfg, const char *key, const char *value, altar_error_t *err) {
   static const struct {
     const char *key;
@@ -98,16 +148,8 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
       {"metrics.worker_addr", offsetof(altar_config_t, metrics_worker_addr)},
   };
   if (strlen(value) > 4096) return altar_error_set(err, ALTAR_EINVAL, "%s: value too long", key);
-  if (!strcmp(key, "topics.partitions")) {
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(value, &end, 10);
-    if (errno || end == value || *end || n < 1 || n > ALTAR_MAX_TOPIC_PARTITIONS)
-      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [1, %d], got \"%s\"", key,
-                             ALTAR_MAX_TOPIC_PARTITIONS, value);
-    cfg->topic_partitions = (int)n;
-    return ALTAR_OK;
-  }
+  for (size_t i = 0; i < sizeof int_keys / sizeof int_keys[0]; i++)
+    if (!strcmp(key, int_keys[i].key)) return set_int_key(cfg, &int_keys[i], value, err);
   if (!strcmp(key, "topics.retention_ms") || !strcmp(key, "topics.status_retention_ms")) {
     char *end = NULL;
     errno = 0;
@@ -121,95 +163,10 @@ int altar_config_set(altar_config_t *cfg, const char *key, const char *value, al
     if (strcmp(key, "topics.retention_ms")) cfg->status_retention_set = true;
     return ALTAR_OK;
   }
-  if (!strcmp(key, "ledger.consumed_keep_days")) {
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(value, &end, 10);
-    if (errno || end == value || *end || n < 0 || n > ALTAR_MAX_CONSUMED_KEEP_DAYS)
-      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [0, %d] (days; 0: keep forever), got \"%s\"",
-                             key, ALTAR_MAX_CONSUMED_KEEP_DAYS, value);
-    cfg->ledger_consumed_keep_days = (int)n;
-    return ALTAR_OK;
-  }
-  if (!strcmp(key, "ledger.settled_horizon_s")) {
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(value, &end, 10);
-    if (errno || end == value || *end || n < 1 || n > ALTAR_MAX_SETTLED_HORIZON_S)
-      return altar_error_set(err, ALTAR_EINVAL,
-                             "%s: must be an integer in [1, %lld] (seconds of event time, for tests and soaks; "
-                             "unset: 7 days), got \"%s\"",
-                             key, ALTAR_MAX_SETTLED_HORIZON_S, value);
-    cfg->ledger_settled_horizon_s = n;
-    return ALTAR_OK;
-  }
-  if (!strcmp(key, "ledger.consumed_keep_s")) {
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(value, &end, 10);
-    if (errno || end == value || *end || n < 0 || n > ALTAR_MAX_CONSUMED_KEEP_S)
-      return altar_error_set(err, ALTAR_EINVAL,
-                             "%s: must be an integer in [0, %lld] (seconds, for tests and soaks; 0: keep forever; "
-                             "overrides consumed_keep_days), got \"%s\"",
-                             key, ALTAR_MAX_CONSUMED_KEEP_S, value);
-    cfg->ledger_consumed_keep_s = n;
-    return ALTAR_OK;
-  }
-  if (!strcmp(key, "ledger.settled_cache_entries")) {
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(value, &end, 10);
-    if (errno || end == value || *end || n < 1 || n > ALTAR_MAX_SETTLED_CACHE_ENTRIES)
-      return altar_error_set(err, ALTAR_EINVAL,
-                             "%s: must be an integer in [1, %d] (entries kept in memory), got \"%s\"", key,
-                             ALTAR_MAX_SETTLED_CACHE_ENTRIES, value);
-    cfg->ledger_settled_cache_entries = (size_t)n;
-    return ALTAR_OK;
-  }
   if (!strcmp(key, "ledger.standby")) {
     bool yes = !strcmp(value, "true"), no = !strcmp(value, "false");
     if (!yes && !no) return altar_error_set(err, ALTAR_EINVAL, "%s: must be true or false, got \"%s\"", key, value);
     cfg->ledger_standby = yes;
-    return ALTAR_OK;
-  }
-  if (!strcmp(key, "ledger.standby_poll_ms")) {
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(value, &end, 10);
-    if (errno || end == value || *end || n < 10 || n > 60000)
-      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [10, 60000] (milliseconds), got \"%s\"", key,
-                             value);
-    cfg->ledger_standby_poll_ms = (int)n;
-    return ALTAR_OK;
-  }
-  if (!strcmp(key, "ledger.standby_caught_up_events")) {
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(value, &end, 10);
-    if (errno || end == value || *end || n < 0 || n > 1000000000LL)
-      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [0, 1000000000] (status events), got \"%s\"",
-                             key, value);
-    cfg->ledger_standby_caught_up_events = (int64_t)n;
-    return ALTAR_OK;
-  }
-  if (!strcmp(key, "ledger.checkpoints_keep")) {
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(value, &end, 10);
-    if (errno || end == value || *end || n < 1 || n > ALTAR_MAX_CHECKPOINTS_KEEP)
-      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [1, %d] (checkpoints kept), got \"%s\"", key,
-                             ALTAR_MAX_CHECKPOINTS_KEEP, value);
-    cfg->ledger_checkpoints_keep = (int)n;
-    return ALTAR_OK;
-  }
-  if (!strcmp(key, "ledger.checkpoint_interval_s")) {
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(value, &end, 10);
-    if (errno || end == value || *end || n < 1 || n > 86400)
-      return altar_error_set(err, ALTAR_EINVAL, "%s: must be an integer in [1, 86400] (seconds), got \"%s\"", key,
-                             value);
-    cfg->ledger_checkpoint_interval_s = (int)n;
     return ALTAR_OK;
   }
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
