@@ -221,6 +221,9 @@ static int unknown_key(reader_t *r, yaml_node_t *k, const char *full, const char
 }
 
 static int yaml_fail(reader_t *r, yaml_node_t *node, const char *key, const char *what) {
+  /* A setter's message names its key already: said once. */
+  size_t kl = strlen(key);
+  if (!strncmp(what, key, kl) && !strncmp(what + kl, ": ", 2)) what += kl + 2;
   return altar_error_set(r->err, ALTAR_ECONFIG, "%s:%zu: %s: %s", r->file, node ? node->start_mark.line + 1 : 0, key,
                          what);
 }

@@ -83,6 +83,10 @@ static void test_topic_partitions(void) {
   path = write_tmp("topics:\n  partitions: lots\n");
   CU_ASSERT_EQUAL(altar_config_load(path, &c, &err), ALTAR_ECONFIG);
   CU_ASSERT(strstr(err.msg, ":2:") != NULL && strstr(err.msg, "topics.partitions") != NULL);
+  /* The key is named once: "file:2: topics.partitions: must be ...". */
+  const char *first = strstr(err.msg, "topics.partitions");
+  CU_ASSERT(first && !strstr(first + 1, "topics.partitions"));
+  CU_ASSERT(strstr(err.msg, "topics.partitions: must be an integer in [1, 10000], got \"lots\"") != NULL);
   altar_config_clear(&c);
   free(path);
 }
