@@ -59,10 +59,11 @@ typedef struct daemon {
   altar__cp_runner_t cp;
   altar__consumed_pruner_t pruner;
   altar__lag_gauge_t lag;
-  uint64_t history_saved;   /* the history's version last written to the ledger */
-  int64_t history_saved_ms; /* when (monotonic) */
-  bool history_save_failed; /* said once */
-  bool check_starts;        /* partitions were assigned: compare where they begin with the ledger */
+  uint64_t history_saved;    /* the history's version last written to the ledger */
+  int64_t history_saved_ms;  /* when (monotonic) */
+  bool history_save_failed;  /* said once */
+  int64_t memory_sampled_ms; /* when (monotonic) the ledger's memory was last read */
+  bool check_starts;         /* partitions were assigned: compare where they begin with the ledger */
   int fatal;
   altar_error_t fatal_err;
   /* The batch being collected: a revoke drops its messages of the revoked
@@ -388,6 +389,16 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
   for (size_t i = 0; i < n_ev; i++) altar_status_event_clear(&evs[i]);
   free(evs);
   return rc;
+}
+
+/* The ledger's memory by RocksDB's accounting, every 10 s (it locks each
+ * shard of the block cache to add it up). */
+static void sample_ledger_memory(daemon_t *d) {
+  int64_t now = altar_mono_ms();
+  if (d->memory_sampled_ms && now - d->memory_sampled_ms < 10000) return;
+  d->memory_sampled_ms = now;
+  altar_error_t e = {0};
+  altar_ledger_rocksdb_memory(d->o->ledger, &d->stats.ledger_memory, &e); /* zeros for another kind */
 }
 
 /* Serves the log's delivery reports. Each acknowledged group event deletes
@@ -783,6 +794,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
     if (!rc) save_history(&d);
     d.stats.published = d.ob.published;
     settled_stats(&d);
+    sample_ledger_memory(&d);
     altar__reconciler_metrics_update(&d.metrics, &d.stats);
     if (!rc && o->follow && follow_done(&d)) break;
     if (!rc && o->exit_when_idle && !n && d.ob.in_flight == 0 && d.n_parts && d.waits.next_due == 0) {

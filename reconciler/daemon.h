@@ -103,13 +103,14 @@ typedef struct altar_reconciler_stats {
   /* A rebuild's CPU seconds on its reading (and decoding) thread and on its
    * applying thread: which of the two bounds a replay. */
   double read_cpu_s, apply_cpu_s;
-  uint64_t followups;            /* next-stage tasks submitted (then / then_dead) */
-  uint64_t followups_failed;     /* of those, templates that could not be made: recorded as failed tasks */
-  uint64_t followups_skipped;    /* left in the outbox, found on the jobs topic already: not sent again */
-  uint64_t settled_cached;       /* settled entries held in memory now (ledger.settled_cache_entries) */
-  uint64_t consumed_prune_next;  /* consumed records the next prune turn will remove (as of the last turn) */
-  uint64_t settled_ledger_reads; /* settled-entry look-ups the memory could not answer: read from the ledger */
-  uint64_t storage_retries;      /* batches applied again because the fleet's storage failed a write they need */
+  uint64_t followups;                  /* next-stage tasks submitted (then / then_dead) */
+  uint64_t followups_failed;           /* of those, templates that could not be made: recorded as failed tasks */
+  uint64_t followups_skipped;          /* left in the outbox, found on the jobs topic already: not sent again */
+  uint64_t settled_cached;             /* settled entries held in memory now (ledger.settled_cache_entries) */
+  uint64_t consumed_prune_next;        /* consumed records the next prune turn will remove (as of the last turn) */
+  uint64_t settled_ledger_reads;       /* settled-entry look-ups the memory could not answer: read from the ledger */
+  uint64_t storage_retries;            /* batches applied again because the fleet's storage failed a write they need */
+  altar_ledger_memory_t ledger_memory; /* a RocksDB ledger's memory (zeros for another kind), every 10 s */
 } altar_reconciler_stats_t;
 
 struct altar_checkpoint;

@@ -57,6 +57,16 @@ int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metric
        "altar_reconciler_consumed_prune_next_records",
        "Consumed ledger records the next pruning turn will remove (ledger.consumed_keep_days; as of the last turn, "
        "at most a turn's 10000)."},
+#define G(f, n, h) {offsetof(altar__reconciler_metrics_t, f), ALTAR_METRIC_GAUGE, n, h}
+      G(ledger_memtables, "altar_reconciler_ledger_memtable_bytes",
+        "The RocksDB ledger's memtables (bounded by ledger.write_buffer_mb, twice while one is flushed)."),
+      G(ledger_block_cache, "altar_reconciler_ledger_block_cache_bytes",
+        "The RocksDB ledger's block cache in use (64 MiB at most, beyond it only what is pinned)."),
+      G(ledger_block_cache_pinned, "altar_reconciler_ledger_block_cache_pinned_bytes",
+        "Of the block cache, what readers hold or is pinned (level 0's and the top level's index and filters)."),
+      G(ledger_table_readers, "altar_reconciler_ledger_table_readers_bytes",
+        "The RocksDB ledger's table readers beside the cache (grows with its open table files, at most 512)."),
+#undef G
   };
   int rc = altar_metrics_register_table(reg, defs, sizeof defs / sizeof defs[0], rm, err);
   return rc ? rc : altar_metrics_build_info(reg, "reconciler", err);
@@ -86,4 +96,8 @@ void altar__reconciler_metrics_update(altar__reconciler_metrics_t *rm, const alt
   altar_metric_set(rm->consumed_prune_next, (double)st->consumed_prune_next);
   altar_metric_add_since(rm->settled_ledger_reads, st->settled_ledger_reads, &rm->last.settled_ledger_reads);
   altar_metric_add_since(rm->storage_retries, st->storage_retries, &rm->last.storage_retries);
+  altar_metric_set(rm->ledger_memtables, (double)st->ledger_memory.memtables);
+  altar_metric_set(rm->ledger_block_cache, (double)st->ledger_memory.block_cache);
+  altar_metric_set(rm->ledger_block_cache_pinned, (double)st->ledger_memory.block_cache_pinned);
+  altar_metric_set(rm->ledger_table_readers, (double)st->ledger_memory.table_readers);
 }

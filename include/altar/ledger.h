@@ -140,6 +140,16 @@ altar_ledger_t *altar_ledger_rocksdb_open(const char *dir, const altar_ledger_ro
  * waits: what a ledger opened with no_wal needs before it is swapped in. */
 int altar_ledger_rocksdb_persist(altar_ledger_t *l, altar_error_t *err);
 
+/* A RocksDB ledger's memory by RocksDB's accounting, in bytes: memtables
+ * (bounded by write_buffer_mb, twice while one is flushed), the block cache
+ * (64 MiB, of which `pinned` is held by readers or pinned index and filter
+ * blocks) and table readers (beside the cache, per open table file). */
+typedef struct altar_ledger_memory {
+  uint64_t memtables, block_cache, block_cache_pinned, table_readers;
+} altar_ledger_memory_t;
+/* ALTAR_ENOTSUP (zeros) for a ledger of another kind. */
+int altar_ledger_rocksdb_memory(altar_ledger_t *l, altar_ledger_memory_t *pout, altar_error_t *err);
+
 /* Closes the ledger and frees it; NULL is a no-op. */
 void altar_ledger_close(altar_ledger_t *l);
 

@@ -491,6 +491,60 @@ static void test_persist_compacts_a_crowded_level0(void) {
   free(dir);
 }
 
+/* Its memory by RocksDB's accounting: the memtables hold what was written
+ * (and empty again once flushed), reads fill the block cache, every figure
+ * stays under its bound; a ledger of another kind says it has none. */
+static void test_memory_by_part(void) {
+  char *dir = altar_test_tmpdir("ledger");
+  altar_error_t err = {0};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(dir, NULL, &err);
+  CU_ASSERT_FATAL(l != NULL);
+  altar_ledger_memory_t m0, m1, m2;
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_memory(l, &m0, &err), 0);
+  enum { N = 2000 };
+  for (int i = 0; i < N; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "t%d", i);
+    altar_handle_t h;
+    altar_handle_init(&h, "process", id);
+    altar_spec_t *s = altar_spec_new("train", "img");
+    altar_spec_add_arg(s, "/bin/true");
+    altar_record_meta_t meta = {.task_key = id, .group_key = "g"};
+    CU_ASSERT_EQUAL(altar_ledger_record_meta(l, &h, "train", s, &meta, &err), 0);
+    altar_spec_free(s);
+    altar_handle_clear(&h);
+  }
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_memory(l, &m1, &err), 0);
+  CU_ASSERT(m1.memtables > m0.memtables);
+  CU_ASSERT(m1.memtables < 2 * (64u << 20));
+  rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+  rocksdb_flushoptions_set_wait(fo, 1);
+  char *dberr = NULL;
+  rocksdb_flush(altar__ledger_rocksdb_db(l), fo, &dberr);
+  rocksdb_flushoptions_destroy(fo);
+  CU_ASSERT_PTR_NULL(dberr);
+  free(dberr);
+  for (int i = 0; i < N; i += 7) { /* reads from the table file */
+    char id[16];
+    snprintf(id, sizeof id, "t%d", i);
+    altar_ledger_entry_t e = {0};
+    CU_ASSERT_EQUAL(altar_ledger_get(l, "process", id, &e, &err), 0);
+    altar_ledger_entry_clear(&e);
+  }
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_memory(l, &m2, &err), 0);
+  CU_ASSERT(m2.memtables < m1.memtables);
+  CU_ASSERT(m2.block_cache > 0 && m2.block_cache <= (64u << 20) + m2.block_cache_pinned);
+  CU_ASSERT(m2.block_cache_pinned <= m2.block_cache);
+  altar_ledger_close(l);
+  altar_ledger_t *mem = altar_ledger_memory_open(&err);
+  CU_ASSERT_FATAL(mem != NULL);
+  CU_ASSERT_EQUAL(altar_ledger_rocksdb_memory(mem, &m0, &err), ALTAR_ENOTSUP);
+  CU_ASSERT_EQUAL(m0.memtables + m0.block_cache + m0.table_readers, 0);
+  altar_ledger_close(mem);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static void add_suites(void) {
   altar_ledger_suite_register(&mem_factory);
   altar_ledger_suite_register(&rdb_factory);
@@ -503,6 +557,7 @@ static void add_suites(void) {
   ALTAR_TEST(test_write_behind_failure_sticks);
   ALTAR_TEST(test_write_behind_reads_batch_in_flight);
   ALTAR_TEST(test_persist_compacts_a_crowded_level0);
+  ALTAR_TEST(test_memory_by_part);
   ALTAR_TEST(test_reopened_record_shadows_consumed_copy);
 }
 
