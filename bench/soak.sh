@@ -1,9 +1,10 @@
 #!/bin/sh
 # Soak: N /bin/true shards through one worker and one reconciler on the
 # defaults (embedded log, process backend, 4 slots), submitted in batches.
-# Every INTERVAL seconds it samples the RSS of both daemons and the disk
-# use of the worker's data root (allocated blocks, directories included),
-# of the log and of the ledger; at the end it prints the growth of each per
+# Every INTERVAL seconds it samples the RSS of both daemons (and the
+# reconciler's ledger memory by RocksDB's accounting: memtables, block
+# cache, table readers) and the disk use of the worker's data root
+# (allocated blocks, directories included), of the log and of the ledger; at the end it prints the growth of each per
 # 10^5 shards after warm-up (a least-squares slope over the samples taken
 # after WARMUP shards), and the same over the first and the second half of
 # those samples: a series that has reached its bound grows in the first
@@ -54,6 +55,7 @@ trap 'exit 130' INT TERM
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wport=$(port)
+rport=$(port)
 
 L="${SOAK_LIFETIME_S:-}"
 if [ -n "$L" ]; then
@@ -87,7 +89,7 @@ echo "soak: config" >&2
 sed 's/^/  /' "$dir/altar.yaml" >&2
 cfg="--config $dir/altar.yaml"
 
-"$ALTAR" reconciler $cfg --quiet --no-dashboard >"$dir/rec.log" 2>&1 &
+"$ALTAR" reconciler $cfg --quiet --no-dashboard --metrics "127.0.0.1:$rport" >"$dir/rec.log" 2>&1 &
 rpid=$!
 pids="$pids $rpid"
 "$ALTAR" worker $cfg --quiet --metrics "127.0.0.1:$wport" >"$dir/w.log" 2>&1 &
@@ -102,16 +104,26 @@ done_shards() {
     awk '/^altar_worker_tasks_succeeded_total / {v=$2} /^altar_worker_tasks_failed_total / {v+=$2} END {printf "%d\n", v}'
 }
 
+# The reconciler's ledger by RocksDB's accounting (KiB): memtables, block
+# cache, table readers; what its RSS is made of.
+ledger_mem_kb() {
+  curl -s "http://127.0.0.1:$rport/metrics" 2>/dev/null | awk '
+    /^altar_reconciler_ledger_memtable_bytes / {m = $2}
+    /^altar_reconciler_ledger_block_cache_bytes / {c = $2}
+    /^altar_reconciler_ledger_table_readers_bytes / {t = $2}
+    END {printf "%d\t%d\t%d\n", m / 1024, c / 1024, t / 1024}'
+}
+
 samples="$dir/samples.tsv"
-hdr='t_s\tshards\tworker_rss_kb\treconciler_rss_kb\tdata_root_kb\tlog_kb\tledger_kb\tcheckpoints_kb\n'
+hdr='t_s\tshards\tworker_rss_kb\treconciler_rss_kb\tdata_root_kb\tlog_kb\tledger_kb\tcheckpoints_kb\tmemtables_kb\tblock_cache_kb\ttable_readers_kb\n'
 printf "$hdr" >"$samples"
 printf "$hdr" >&2
 t0=$(date +%s)
 (
   while kill -0 "$wpid" 2>/dev/null; do
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(($(date +%s) - t0))" "$(done_shards)" "$(rss_kb "$wpid")" \
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(($(date +%s) - t0))" "$(done_shards)" "$(rss_kb "$wpid")" \
       "$(rss_kb "$rpid")" "$(du_kb "$dir/data")" "$(du_kb "$dir/log")" "$(du_kb "$dir/ledger")" \
-      "$(du_kb "$dir/checkpoints")" >>"$samples"
+      "$(du_kb "$dir/checkpoints")" "$(ledger_mem_kb)" >>"$samples"
     tail -n 1 "$samples" >&2
     sleep "$INTERVAL"
   done
@@ -145,8 +157,9 @@ python3 - "$samples" "$N" "$WARMUP" <<'PY'
 import sys
 path, n, warm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rows = [l.rstrip("\n").split("\t") for l in open(path)][1:]
-rows = [[float(x) for x in r] for r in rows if len(r) == 8 and all(x.strip() for x in r)]
-cols = ["worker RSS", "reconciler RSS", "data root", "log", "ledger", "checkpoints"]
+rows = [[float(x) for x in r] for r in rows if len(r) == 11 and all(x.strip() for x in r)]
+cols = ["worker RSS", "reconciler RSS", "data root", "log", "ledger", "checkpoints", " memtables", " block cache",
+        " table readers"]
 after = [r for r in rows if r[1] >= warm]
 print(f"soak: {n} shards of /bin/true, {len(rows)} samples, warm-up {warm} shards, "
       f"{rows[-1][0]:.0f} s ({rows[-1][1] / max(rows[-1][0], 1):.0f} shards/s)" if rows else "soak: no samples")
