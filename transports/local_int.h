@@ -174,6 +174,9 @@ int altar__local_reader_seek(altar_transport_t *t, const local_cfg_t *cfg, lread
                              altar_error_t *err);
 /* Marks r as written to since its last empty read (local_watch.c). */
 void altar__local_reader_changed(lreader_t *r);
+/* The same, for a change that may have added an entry to r's directory (a
+ * new segment): the next look for a roll really looks. */
+void altar__local_reader_created(lreader_t *r);
 /* 1 with *pmsg, 0 when nothing is available yet, or an error (a corrupt
  * record, skipped afterwards). */
 int altar__local_reader_next(altar_transport_t *t, const local_cfg_t *cfg, lreader_t *r, altar_msg_t **pmsg,

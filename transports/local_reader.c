@@ -25,6 +25,7 @@ struct lreader_priv {
   size_t len;
   int64_t listed_ms;  /* when the partition's segments were last listed */
   int64_t checked_ms; /* when a roll was last looked for (below) */
+  bool created;       /* an entry may have appeared in the directory since that look */
   /* The offset the record at r->pos must carry: a segment's records run on
    * densely from its base, so a record passed over (on the way to a seek
    * target) must be the next in file order. An intact record with another
@@ -45,8 +46,12 @@ static bool newer_segment_possible(lreader_t *r) {
   struct lreader_priv *b = (struct lreader_priv *)(r + 1);
   int64_t now = altar_mono_ms();
   if (now - b->listed_ms >= RELIST_MS) return true;
+  /* Watched, the directory tells of each new entry: without one there is no
+   * roll to look for (an append only modifies). */
+  if (r->watch >= 0 && !b->created) return false;
   if (now == b->checked_ms) return false;
   b->checked_ms = now;
+  b->created = false; /* before the look: an entry made during it is told again */
   char nm[LSEG_NAME_LEN + 1];
   altar__local_seg_name(nm, r->next_offset);
   char *p = altar__local_path(r->dir, nm);
@@ -62,6 +67,11 @@ void altar__local_reader_changed(lreader_t *r) {
   /* Written to since: the next look for a roll must really look, even
    * within the millisecond of the last one (the roll may be what changed). */
   ((struct lreader_priv *)(r + 1))->checked_ms = INT64_MIN;
+}
+
+void altar__local_reader_created(lreader_t *r) {
+  ((struct lreader_priv *)(r + 1))->created = true;
+  altar__local_reader_changed(r);
 }
 
 static void mark_listed(lreader_t *r) { ((struct lreader_priv *)(r + 1))->listed_ms = altar_mono_ms(); }
@@ -80,6 +90,7 @@ lreader_t *altar__local_reader_new(const char *root, const char *topic, int32_t 
   r->seg_base = -1;
   r->watch = -1;
   r->changed = true;
+  ((struct lreader_priv *)(r + 1))->created = true;
   return r;
 }
 

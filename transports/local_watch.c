@@ -24,7 +24,7 @@
 
 static void mark_all(lreader_t *const *rs, size_t n) {
   for (size_t i = 0; i < n; i++)
-    if (rs[i]) altar__local_reader_changed(rs[i]);
+    if (rs[i]) altar__local_reader_created(rs[i]); /* nothing heard: anything may have happened */
 }
 
 void altar__local_watch_close(local_consumer_t *c) {
@@ -57,7 +57,7 @@ void altar__local_watch_collect(local_consumer_t *c, lreader_t *const *rs, size_
     if (!r || r->watch >= 0) continue;
     /* A directory not there yet is read on every pass until it is. */
     r->watch = inotify_add_watch(c->watch_fd, r->dir, LWATCH_MASK);
-    r->changed = true;
+    altar__local_reader_created(r); /* what happened unwatched is unknown */
   }
   char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
   for (;;) {
@@ -77,7 +77,9 @@ void altar__local_watch_collect(local_consumer_t *c, lreader_t *const *rs, size_
       for (size_t i = 0; i < n; i++) {
         if (!rs[i] || rs[i]->watch != ev->wd) continue;
         mine = true;
-        altar__local_reader_changed(rs[i]);
+        if (ev->mask & (IN_CREATE | IN_MOVED_TO | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))
+          altar__local_reader_created(rs[i]);
+        else altar__local_reader_changed(rs[i]);
         /* The directory is gone (or moved): watch it anew when it is back. */
         if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) rs[i]->watch = -1;
       }
