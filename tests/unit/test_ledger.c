@@ -440,6 +440,34 @@ static int level0_files(altar_ledger_t *l) {
   return n;
 }
 
+/* Records tasks t0..t<n-1> of kind train, each running arg. */
+static void record_n(altar_ledger_t *l, int n, const char *arg) {
+  altar_error_t err = {0};
+  for (int i = 0; i < n; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "t%d", i);
+    altar_handle_t h;
+    altar_handle_init(&h, "process", id);
+    altar_spec_t *s = altar_spec_new("train", "img");
+    altar_spec_add_arg(s, arg);
+    altar_record_meta_t meta = {.task_key = id, .group_key = "g"};
+    CU_ASSERT_EQUAL(altar_ledger_record_meta(l, &h, "train", s, &meta, &err), 0);
+    altar_spec_free(s);
+    altar_handle_clear(&h);
+  }
+}
+
+/* Writes the memtables to table files and waits. */
+static void flush_memtables(altar_ledger_t *l) {
+  rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+  rocksdb_flushoptions_set_wait(fo, 1);
+  char *dberr = NULL;
+  rocksdb_flush(altar__ledger_rocksdb_db(l), fo, &dberr);
+  rocksdb_flushoptions_destroy(fo);
+  CU_ASSERT_PTR_NULL(dberr);
+  free(dberr);
+}
+
 /* A ledger built in one go does not compact while it is built; persisting
  * it leaves few enough level-0 files that the daemon opening it is not
  * slowed, and keeps every record. */
@@ -453,30 +481,13 @@ static void test_persist_compacts_a_crowded_level0(void) {
   memset(big, 'x', (64 << 10) - 1);
   big[(64 << 10) - 1] = 0;
   enum { N = 400 }; /* 25 MiB of specs in 1 MiB memtables */
-  for (int i = 0; i < N; i++) {
-    char id[16];
-    snprintf(id, sizeof id, "t%d", i);
-    altar_handle_t h;
-    altar_handle_init(&h, "process", id);
-    altar_spec_t *s = altar_spec_new("train", "img");
-    altar_spec_add_arg(s, big);
-    altar_record_meta_t meta = {.task_key = id, .group_key = "g"};
-    CU_ASSERT_EQUAL(altar_ledger_record_meta(l, &h, "train", s, &meta, &err), 0);
-    altar_spec_free(s);
-    altar_handle_clear(&h);
-  }
+  record_n(l, N, big);
   free(big);
   /* Waited for (the check settles the writer) and flushed by hand: the
    * build left level 0 crowded, which persist must mend. */
   uint64_t records = 0;
   CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(l, &records, &err), 0);
-  rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
-  rocksdb_flushoptions_set_wait(fo, 1);
-  char *dberr = NULL;
-  rocksdb_flush(altar__ledger_rocksdb_db(l), fo, &dberr);
-  rocksdb_flushoptions_destroy(fo);
-  CU_ASSERT_PTR_NULL(dberr);
-  free(dberr);
+  flush_memtables(l);
   CU_ASSERT(level0_files(l) >= 16);
   CU_ASSERT_EQUAL(altar_ledger_rocksdb_persist(l, &err), 0);
   CU_ASSERT(level0_files(l) < 16);
@@ -502,28 +513,11 @@ static void test_memory_by_part(void) {
   altar_ledger_memory_t m0, m1, m2;
   CU_ASSERT_EQUAL(altar_ledger_rocksdb_memory(l, &m0, &err), 0);
   enum { N = 2000 };
-  for (int i = 0; i < N; i++) {
-    char id[16];
-    snprintf(id, sizeof id, "t%d", i);
-    altar_handle_t h;
-    altar_handle_init(&h, "process", id);
-    altar_spec_t *s = altar_spec_new("train", "img");
-    altar_spec_add_arg(s, "/bin/true");
-    altar_record_meta_t meta = {.task_key = id, .group_key = "g"};
-    CU_ASSERT_EQUAL(altar_ledger_record_meta(l, &h, "train", s, &meta, &err), 0);
-    altar_spec_free(s);
-    altar_handle_clear(&h);
-  }
+  record_n(l, N, "/bin/true");
   CU_ASSERT_EQUAL(altar_ledger_rocksdb_memory(l, &m1, &err), 0);
   CU_ASSERT(m1.memtables > m0.memtables);
   CU_ASSERT(m1.memtables < 2 * (64u << 20));
-  rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
-  rocksdb_flushoptions_set_wait(fo, 1);
-  char *dberr = NULL;
-  rocksdb_flush(altar__ledger_rocksdb_db(l), fo, &dberr);
-  rocksdb_flushoptions_destroy(fo);
-  CU_ASSERT_PTR_NULL(dberr);
-  free(dberr);
+  flush_memtables(l);
   for (int i = 0; i < N; i += 7) { /* reads from the table file */
     char id[16];
     snprintf(id, sizeof id, "t%d", i);

@@ -857,6 +857,14 @@ static void test_staging_failures_are_terminal(void) {
   free(dir);
 }
 
+/* Registers ops (the local transport with some operations replaced) under
+ * name, once per process. */
+static void register_variant(altar_transport_ops_t *ops, const char *name) {
+  ops->name = name;
+  int rc = altar_transport_register(ops);
+  CU_ASSERT_FATAL(rc == 0 || rc == ALTAR_EEXIST);
+}
+
 /* A transport whose first commit above offset 0 fails: the worker must
  * commit again, not believe the failed commit happened. */
 static altar_transport_ops_t flaky_ops;
@@ -877,10 +885,8 @@ static void test_commit_retried_after_failure(void) {
   const char *outcomes[] = {"ok"};
   submit(dir, outcomes, 1);
   flaky_ops = altar_transport_local_ops;
-  flaky_ops.name = "local-flaky";
   flaky_ops.commit = flaky_commit;
-  int rc = altar_transport_register(&flaky_ops);
-  CU_ASSERT_FATAL(rc == 0 || rc == ALTAR_EEXIST);
+  register_variant(&flaky_ops, "local-flaky");
   flaky_failures = 0;
   static fake_t f;
   memset(&f, 0, sizeof f);
@@ -926,11 +932,9 @@ static void test_commit_round_spread_over_turns(void) {
   for (size_t i = 0; i < 16; i++) outcomes[i] = "ok";
   submit(dir, outcomes, 16);
   counting_ops = altar_transport_local_ops;
-  counting_ops.name = "local-counting";
   counting_ops.consume = counting_consume;
   counting_ops.commit = counting_commit;
-  int rc = altar_transport_register(&counting_ops);
-  CU_ASSERT_FATAL(rc == 0 || rc == ALTAR_EEXIST);
+  register_variant(&counting_ops, "local-counting");
   commits_this_turn = most_commits_in_a_turn = commits_counted = 0;
   partitions_committed = 0;
   static fake_t f;
