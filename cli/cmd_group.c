@@ -102,27 +102,10 @@ static json_t *jstr(const char *s) { return s ? json_string(s) : json_null(); }
 static int members(int argc, char **argv) {
   altar_config_t cfg;
   argc = altar_cli_fleet_config(argc, argv, &cfg);
-  const char *id = NULL;
-  bool json = false, outputs = false;
-  for (int i = 1; argc > 0 && i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = true;
-    else if (!strcmp(argv[i], "--outputs")) outputs = true;
-    else if (argv[i][0] != '-' && !id) id = argv[i];
-    else {
-      fprintf(stderr, "altar group: unexpected argument '%s'\n", argv[i]);
-      argc = -1;
-    }
-  }
-  if (argc < 0 || !id) {
-    if (argc >= 0) usage(stderr);
-    altar_config_clear(&cfg);
-    return 2;
-  }
-  int lrc = altar_cli_require_existing_log(&cfg, "group");
-  if (lrc) {
-    altar_config_clear(&cfg);
-    return lrc;
-  }
+  const char *id;
+  bool json, outputs;
+  int arc = altar_cli_id_and_view_flags(argc, argv, "group", usage, &cfg, &id, &json, &outputs);
+  if (arc) return arc;
   found_t f = {.id = id};
   int rc = scan(&cfg, cfg.topics.ready, &f);
   if (!rc && !(f.have && f.g.page == f.g.pages) && strcmp(cfg.topics.ready, cfg.topics.dead))

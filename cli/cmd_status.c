@@ -350,27 +350,10 @@ int altar_cmd_status(int argc, char **argv) {
     }
   altar_config_t cfg;
   argc = altar_cli_fleet_config(argc, argv, &cfg);
-  const char *job = NULL;
-  bool json = false, outputs = false;
-  for (int i = 1; argc > 0 && i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = true;
-    else if (!strcmp(argv[i], "--outputs")) outputs = true;
-    else if (argv[i][0] != '-' && !job) job = argv[i];
-    else {
-      fprintf(stderr, "altar status: unexpected argument '%s'\n", argv[i]);
-      argc = -1;
-    }
-  }
-  if (argc < 0 || !job) {
-    if (argc >= 0) usage(stderr);
-    altar_config_clear(&cfg);
-    return 2;
-  }
-  int lrc = altar_cli_require_existing_log(&cfg, "status");
-  if (lrc) {
-    altar_config_clear(&cfg);
-    return lrc;
-  }
+  const char *job;
+  bool json, outputs;
+  int arc = altar_cli_id_and_view_flags(argc, argv, "status", usage, &cfg, &job, &json, &outputs);
+  if (arc) return arc;
   if (outputs) {
     altar_group_specs_t og = {0};
     bool have = !altar_cli_load_groups(&cfg, &og);

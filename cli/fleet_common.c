@@ -145,6 +145,30 @@ bad:
   return -1;
 }
 
+int altar_cli_id_and_view_flags(int argc, char **argv, const char *cmd, void (*usage)(FILE *), altar_config_t *cfg,
+                                const char **pid, bool *pjson, bool *poutputs) {
+  *pid = NULL;
+  *pjson = *poutputs = false;
+  for (int i = 1; argc > 0 && i < argc; i++) {
+    if (!strcmp(argv[i], "--json")) *pjson = true;
+    else if (!strcmp(argv[i], "--outputs")) *poutputs = true;
+    else if (argv[i][0] != '-' && !*pid) *pid = argv[i];
+    else {
+      fprintf(stderr, "altar %s: unexpected argument '%s'\n", cmd, argv[i]);
+      argc = -1;
+    }
+  }
+  int rc = 0;
+  if (argc < 0 || !*pid) {
+    if (argc >= 0) usage(stderr);
+    rc = 2;
+  } else {
+    rc = altar_cli_require_existing_log(cfg, cmd);
+  }
+  if (rc) altar_config_clear(cfg);
+  return rc;
+}
+
 int altar_cli_require_existing_log(const altar_config_t *cfg, const char *cmd) {
   if (strcmp(cfg->transport_name, "local")) return 0;
   const char *dir = altar_strmap_get(&cfg->transport_props, "dir");

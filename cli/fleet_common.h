@@ -35,6 +35,13 @@ int altar_cli_require_log_location(const altar_config_t *cfg, const char *cmd);
  * returns the exit code: 2 when nothing named the log's location (no
  * config file, no flag), 1 when the named directory holds no log. */
 int altar_cli_require_existing_log(const altar_config_t *cfg, const char *cmd);
+/* The arguments of a command that reads one thing from the log (status,
+ * group): one ID and the flags --json and --outputs, after the common flags
+ * (argc as altar_cli_fleet_config returned it), then the log must exist.
+ * Returns 0, or the exit code after printing why (usage on stderr when the
+ * ID is missing); cfg is then cleared. */
+int altar_cli_id_and_view_flags(int argc, char **argv, const char *cmd, void (*usage)(FILE *), altar_config_t *cfg,
+                                const char **pid, bool *pjson, bool *poutputs);
 /* altar_cli_fleet_begin then altar_cli_require_log_location: the start of
  * the commands that publish to or serve the log (submit, the daemons, the
  * dashboard). Returns the new argc, or -1 with *pexit set and cfg cleared. */
