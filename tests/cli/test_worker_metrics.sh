@@ -70,6 +70,14 @@ for d in data_root log; do
   grep -Eq "^altar_disk_usage_bytes\{dir=\"$d\"\} [0-9]+" "$T/m1" &&
     grep -Eq "^altar_disk_usage_entries\{dir=\"$d\"\} [1-9][0-9]*" "$T/m1" && ok || fail "worker: no disk gauges for $d"
 done
+# What the process backend keeps of task output, against its default bounds,
+# and what the next prune frees (nothing ran yet); what the embedded log's
+# next retention pass deletes (fresh topics: nothing).
+for line in "altar_worker_kept_logs_dirs 0" "altar_worker_kept_logs_bytes 0" "altar_worker_kept_logs_prune_next_dirs 0" \
+  "altar_worker_kept_logs_prune_next_bytes 0" "altar_worker_kept_logs_dirs_limit 10000" \
+  "altar_worker_kept_logs_bytes_limit 1073741824" "altar_log_retention_next_bytes 0" "altar_log_retention_next_segments 0"; do
+  grep -qx "$line" "$T/m1" && ok || fail "worker: no line '$line': $(grep -E 'kept_logs|retention_next' "$T/m1")"
+done
 ct="$(curl -s --noproxy '*' -o /dev/null -w '%{content_type}' "$url")"
 case "$ct" in text/plain\;*version=0.0.4*) ok ;; *) fail "worker: content type '$ct'" ;; esac
 code="$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/")"
@@ -135,6 +143,9 @@ grep -Eqx "altar_process_resident_memory_bytes [1-9][0-9]*" "$T/r1" && ok || fai
 for d in ledger log; do
   grep -Eq "^altar_disk_usage_bytes\{dir=\"$d\"\} [1-9][0-9]*" "$T/r1" && ok || fail "reconciler: no disk gauge for $d"
 done
+grep -qx "# TYPE altar_log_retention_next_bytes gauge" "$T/r1" && grep -qx "# TYPE altar_log_retention_next_segments gauge" "$T/r1" &&
+  ok || fail "reconciler: no log retention gauges"
+grep -q "altar_worker_kept_logs" "$T/r1" && fail "reconciler: kept task output gauges" || ok
 # Every status event the worker had acknowledged gets applied: the worker's
 # count only grows to its final value, so wait until the two agree (the
 # submitted and terminal events of the 3 jobs at least).
