@@ -108,10 +108,16 @@ wait_line "$url" "altar_worker_paused 0" && ok || fail "worker: did not resume i
 
 # Per-task series: three runs of kind probe timed (two slept 4 s each), a
 # failing one counted under its folded reason, and the build info.
-echo '{"kind": "probe", "image": "none", "command": ["/bin/sh", "-c", "exit 3"], "labels": {"n": "3"}}' >"$T/fail.json"
+echo '{"kind": "probe", "image": "none", "command": ["/bin/sh", "-c", "echo weights missing >&2; exit 3"], "labels": {"n": "3"}}' >"$T/fail.json"
 "$ALTAR_BIN" submit $cfg "$T/fail.json" >/dev/null 2>"$T/submit.err" || fail "submit failing: $(cat "$T/submit.err")"
 wait_line "$url" 'altar_worker_task_failures_total{reason="exit_code"} 1' && ok || fail "worker: the exit 3 is not counted by reason: $(curl -s "$url" | grep failures)"
 curl -s --noproxy '*' "$url" >"$T/m3"
+# The only run that printed keeps its output, once reclaimed: one directory
+# and its blocks, nothing due for the next prune (well within 14 days).
+wait_line "$url" "altar_worker_kept_logs_dirs 1" && ok || fail "worker: the failing run's output is not counted as kept: $(curl -s "$url" | grep kept_logs)"
+curl -s --noproxy '*' "$url" >"$T/m3"
+grep -Eqx "altar_worker_kept_logs_bytes [1-9][0-9]*" "$T/m3" && grep -qx "altar_worker_kept_logs_prune_next_dirs 0" "$T/m3" &&
+  ok || fail "worker: kept output bytes or next prune: $(grep kept_logs "$T/m3")"
 grep -qx "# TYPE altar_worker_task_duration_seconds histogram" "$T/m3" && ok || fail "worker: no duration histogram"
 grep -qx 'altar_worker_task_duration_seconds_count{kind="probe"} 4' "$T/m3" && ok || fail "worker: not 4 runs of probe timed: $(grep duration "$T/m3")"
 grep -qx 'altar_worker_task_duration_seconds_bucket{kind="probe",le="+Inf"} 4' "$T/m3" && ok || fail "worker: +Inf bucket is not the count"
