@@ -65,8 +65,9 @@ static void *run(void *arg) {
       sample_dirs(s);
       pthread_mutex_lock(&s->mu);
       altar_transport_t *log = s->log;
+      altar_metric_t *due_bytes = s->due_bytes, *due_segments = s->due_segments;
       pthread_mutex_unlock(&s->mu);
-      if (log) sample_retention(log, s->due_bytes, s->due_segments);
+      if (log) sample_retention(log, due_bytes, due_segments);
     }
     pthread_mutex_lock(&s->mu);
   }
