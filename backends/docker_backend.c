@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define DOCKER_DEFAULT_DATA_ROOT "./var/data"
 #define DOCKER_DEFAULT_SLOTS 4
@@ -278,6 +279,13 @@ static const char *docker_mount_root(altar_backend_t *be) {
   return ALTAR_DOCKER_MOUNT_ROOT;
 }
 
+/* From the kept-output index poll maintains: no directory read. */
+static int docker_kept_logs(altar_backend_t *be, altar_kept_logs_t *pkept) {
+  altar_docker_t *dk = altar_backend_impl(be);
+  altar__log_retention_kept_logs(&dk->retention, (double)time(NULL), pkept);
+  return ALTAR_OK;
+}
+
 const altar_backend_ops_t altar_backend_docker_ops = {
     .name = "local",
     .caps = ALTAR_BACKEND_CAP_CAPACITY | ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_ADOPT | ALTAR_BACKEND_CAP_LOGS,
@@ -293,4 +301,5 @@ const altar_backend_ops_t altar_backend_docker_ops = {
     .submit = altar__docker_submit,
     .poll = altar__docker_poll,
     .cancel = altar__docker_cancel,
+    .kept_logs = docker_kept_logs,
 };

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,12 @@ struct altar_logs_index {
   uint64_t bytes;      /* of the live entries */
   uint32_t *slots;     /* ring position + 1 of a key's live entry; 0: empty */
   size_t n_slots;      /* 2 * cap: probing always ends */
+  /* The last altar__logs_kept_facts answer: valid while no entry came or
+   * went (every change clears facts_ok) and facts_at <= now <= facts_until
+   * (past entries only turn old, never young again). */
+  bool facts_ok;
+  double facts_at, facts_until;
+  altar_logs_kept_facts_t facts;
 };
 
 static int hexval(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; }
@@ -240,6 +247,7 @@ static int push(altar_logs_index_t *x, const kept_t *k) {
       old->written = -1;
       x->live--;
       x->bytes -= old->bytes;
+      x->facts_ok = false;
       slot_clear(x, i);
     }
   }
@@ -250,6 +258,7 @@ static int push(altar_logs_index_t *x, const kept_t *k) {
   x->tail++;
   x->live++;
   x->bytes += k->bytes;
+  x->facts_ok = false;
   return ALTAR_OK;
 }
 
@@ -261,6 +270,7 @@ static void pop(altar_logs_index_t *x, kept_t *pk) {
     slot_clear(x, slot_of(x, e->key));
     x->live--;
     x->bytes -= e->bytes;
+    x->facts_ok = false;
   }
   x->head++;
 }
@@ -280,6 +290,52 @@ static void index_free(altar_logs_index_t *x) {
 void altar__log_retention_clear(altar_log_retention_t *r) {
   index_free(r->index);
   r->index = NULL;
+}
+
+void altar__logs_kept_facts(altar_log_retention_t *r, double now, altar_logs_kept_facts_t *pf) {
+  altar_logs_index_t *x = r->index;
+  *pf = (altar_logs_kept_facts_t){0};
+  if (!x) return;
+  if (x->facts_ok && x->facts_at <= now && now <= x->facts_until) {
+    *pf = x->facts;
+    return;
+  }
+  /* prune_index's walk without its removals: from the old end while an
+   * entry is past its age or a bound is exceeded by what is left. */
+  size_t live = x->live;
+  uint64_t bytes = x->bytes;
+  double until = INFINITY; /* past the last entry only a change changes the answer */
+  for (uint64_t s = x->head; s < x->tail; s++) {
+    const kept_t *e = at(x, s);
+    if (e->written < 0) continue;
+    bool old = r->max_age_s > 0 && now - e->written > r->max_age_s;
+    if (!old && live <= r->keep_count && bytes <= r->keep_bytes) {
+      if (r->max_age_s > 0) until = e->written + r->max_age_s; /* when it turns old */
+      break;
+    }
+    pf->prune_next_dirs++;
+    pf->prune_next_bytes += e->bytes;
+    live--;
+    bytes -= e->bytes;
+  }
+  pf->dirs = x->live;
+  pf->bytes = x->bytes;
+  x->facts = *pf;
+  x->facts_at = now;
+  x->facts_until = until;
+  x->facts_ok = true;
+}
+
+void altar__log_retention_kept_logs(altar_log_retention_t *r, double now, altar_kept_logs_t *pkept) {
+  altar_logs_kept_facts_t f;
+  altar__logs_kept_facts(r, now, &f);
+  *pkept = (altar_kept_logs_t){.dirs = f.dirs,
+                               .bytes = f.bytes,
+                               .prune_next_dirs = f.prune_next_dirs,
+                               .prune_next_bytes = f.prune_next_bytes,
+                               .keep_dirs = r->keep_count,
+                               .keep_bytes = r->keep_bytes,
+                               .keep_age_s = r->max_age_s};
 }
 
 size_t altar__logs_index_footprint(const altar_log_retention_t *r) {

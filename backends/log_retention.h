@@ -18,6 +18,7 @@
 #ifndef ALTAR_BACKENDS_LOG_RETENTION_H
 #define ALTAR_BACKENDS_LOG_RETENTION_H
 
+#include "altar/backend.h"
 #include "altar/error.h"
 #include "altar/strmap.h"
 
@@ -98,6 +99,26 @@ void altar__logs_prune(const char *logs_dir, altar_log_retention_t *r, double mo
  * old end as altar__logs_prune does, without a scan. */
 void altar__logs_keep(const char *logs_dir, altar_log_retention_t *r, const char *key, double now,
                       altar_logs_running_fn running, void *ctx, altar_logs_prune_facts_t *pfacts);
+
+/* What is kept and what the next prune removes, as the index knows it. */
+typedef struct altar_logs_kept_facts {
+  size_t dirs;            /* task directories kept */
+  uint64_t bytes;         /* their allocated bytes, as measured when indexed */
+  size_t prune_next_dirs; /* removed by a prune at the given time: past max_age_s, or beyond a bound */
+  uint64_t prune_next_bytes;
+} altar_logs_kept_facts_t;
+
+/* The facts at wall time now, from the index alone (no file is read; zero
+ * before the first scan). The walk goes from the old end only as far as a
+ * prune would go, and its answer is kept until the index changes or the
+ * next entry passes its age, so asking often costs a comparison. A prune
+ * still measures each directory before removing it: one a running task
+ * holds, or written again since it was indexed, is kept then. */
+void altar__logs_kept_facts(altar_log_retention_t *r, double now, altar_logs_kept_facts_t *pf);
+
+/* altar__logs_kept_facts at wall time now with r's bounds, as a backend's
+ * kept_logs operation answers (altar/backend.h). */
+void altar__log_retention_kept_logs(altar_log_retention_t *r, double now, altar_kept_logs_t *pkept);
 
 /* Bytes the index takes (its arrays), for tests of its bound. */
 size_t altar__logs_index_footprint(const altar_log_retention_t *r);

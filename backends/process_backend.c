@@ -543,6 +543,13 @@ static const char *process_mount_root(altar_backend_t *be) {
   return p->data_root;
 }
 
+/* From the kept-output index poll and reclaim maintain: no directory read. */
+static int process_kept_logs(altar_backend_t *be, altar_kept_logs_t *pkept) {
+  altar_process_t *p = altar_backend_impl(be);
+  altar__log_retention_kept_logs(&p->retention, (double)time(NULL), pkept);
+  return ALTAR_OK;
+}
+
 const altar_backend_ops_t altar_backend_process_ops = {
     .name = "process",
     .caps = ALTAR_BACKEND_CAP_CAPACITY | ALTAR_BACKEND_CAP_CANCEL | ALTAR_BACKEND_CAP_WAIT_CHANGE |
@@ -561,4 +568,5 @@ const altar_backend_ops_t altar_backend_process_ops = {
     .wait_change = altar__proc_wait_change,
     .change_fd = altar__proc_change_fd,
     .cancel = altar__proc_cancel,
+    .kept_logs = process_kept_logs,
 };

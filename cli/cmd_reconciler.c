@@ -411,7 +411,7 @@ int altar_cmd_reconciler(int argc, char **argv) {
       altar_cli_install_stop_signals(&stop);
       altar_reconciler_stats_t st = {0};
       /* Once the ledger and the log exist, so the first sample sees them. */
-      fp = altar_cli_footprint_start("altar reconciler", metrics, &cfg, false);
+      fp = altar_cli_footprint_start("altar reconciler", metrics, &cfg, false, t);
       rc = altar__reconciler_run(&o, &st, &err) ? 1 : 0;
       if (rc) fprintf(stderr, "altar reconciler: %s\n", err.msg);
       char held[160] = "";

@@ -147,7 +147,7 @@ int altar_cmd_worker(int argc, char **argv) {
     }
     altar_worker_stats_t st = {0};
     /* Once the data root and the log exist, so the first sample sees them. */
-    fp = altar_cli_footprint_start("altar worker", metrics, &cfg, true);
+    fp = altar_cli_footprint_start("altar worker", metrics, &cfg, true, t);
     rc = altar__worker_run(&o, &st, &err) ? 1 : 0;
     if (rc) fprintf(stderr, "altar worker: %s\n", err.msg);
     if (!o.quiet)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 altar_footprint_sampler_t *altar_cli_footprint_start(const char *who, altar_metrics_t *reg, const altar_config_t *cfg,
-                                                     bool worker) {
+                                                     bool worker, altar_transport_t *transport) {
   if (!reg) return NULL;
   altar_footprint_dir_t dirs[2];
   size_t n = 0;
@@ -23,5 +23,12 @@ altar_footprint_sampler_t *altar_cli_footprint_start(const char *who, altar_metr
   altar_error_t err = {0};
   altar_footprint_sampler_t *s = altar_footprint_sampler_start(reg, dirs, n, &err);
   if (!s) fprintf(stderr, "%s: footprint gauges off: %s\n", who, err.msg);
+  /* The embedded log's retention decides from the files the sampler's
+   * thread already lists each minute; a broker's is the broker's
+   * (ALTAR_ENOTSUP: no gauges). */
+  if (s && transport) {
+    int rc = altar_footprint_sampler_add_retention(s, transport, &err);
+    if (rc && rc != ALTAR_ENOTSUP) fprintf(stderr, "%s: log retention gauges off: %s\n", who, err.msg);
+  }
   return s;
 }

@@ -98,6 +98,12 @@ static int def_recover(altar_backend_t *be, const altar_status_t *failures, size
   return 0;
 }
 
+static int def_kept_logs(altar_backend_t *be, altar_kept_logs_t *pkept) {
+  (void)be;
+  (void)pkept; /* already zeroed */
+  return ALTAR_ENOTSUP;
+}
+
 /* ---- capabilities ------------------------------------------------------- */
 
 /* Each bit, what it lets a backend do, and the operation it goes with (NULL
@@ -161,6 +167,7 @@ static void fill_defaults(altar_backend_ops_t *o) {
   if (!o->collect_outputs) o->collect_outputs = def_transfers;
   if (!o->mount_root) o->mount_root = def_mount_root;
   if (!o->resolve_path) o->resolve_path = def_resolve_path;
+  if (!o->kept_logs) o->kept_logs = def_kept_logs;
 }
 
 void altar_backend_drop_caps(altar_backend_t *be, unsigned caps) {
@@ -254,6 +261,11 @@ int altar_backend_await_completion(altar_backend_t *be, const altar_handle_t *ha
 
 int altar_backend_wait_change(altar_backend_t *be, int timeout_ms) { return be->ops.wait_change(be, timeout_ms); }
 int altar_backend_change_fd(altar_backend_t *be) { return be->ops.change_fd(be); }
+
+int altar_backend_kept_logs(altar_backend_t *be, altar_kept_logs_t *pkept) {
+  memset(pkept, 0, sizeof *pkept);
+  return be->ops.kept_logs(be, pkept);
+}
 
 int altar_backend_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err) {
   return be->ops.cancel(be, handle, err);

@@ -20,10 +20,23 @@ struct altar_footprint_sampler {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   bool stop, started;
+  altar_metrics_t *reg;
   altar_metric_t *rss;
   sdir_t dirs[SAMPLER_DIRS_MAX];
   size_t n;
+  /* The transport whose own retention is reported (under mu; NULL: none). */
+  altar_transport_t *log;
+  altar_metric_t *due_bytes, *due_segments;
 };
+
+/* What the next retention pass deletes; a failed listing leaves the last figures. */
+static void sample_retention(altar_transport_t *log, altar_metric_t *bytes, altar_metric_t *segments) {
+  altar_retention_due_t due;
+  altar_error_t ignored = {0};
+  if (altar_transport_retention_due(log, &due, &ignored) != ALTAR_OK) return;
+  altar_metric_set(bytes, (double)due.bytes);
+  altar_metric_set(segments, (double)due.segments);
+}
 
 static void sample_dirs(altar_footprint_sampler_t *s) {
   for (size_t i = 0; i < s->n; i++) {
@@ -50,6 +63,11 @@ static void *run(void *arg) {
     if (since_du >= ALTAR_FOOTPRINT_DU_INTERVAL_S) {
       since_du = 0;
       sample_dirs(s);
+      pthread_mutex_lock(&s->mu);
+      altar_transport_t *log = s->log;
+      altar_metric_t *due_bytes = s->due_bytes, *due_segments = s->due_segments;
+      pthread_mutex_unlock(&s->mu);
+      if (log) sample_retention(log, due_bytes, due_segments);
     }
     pthread_mutex_lock(&s->mu);
   }
@@ -80,6 +98,7 @@ altar_footprint_sampler_t *altar_footprint_sampler_start(altar_metrics_t *reg, c
   }
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
+  s->reg = reg;
   s->rss = altar_metrics_gauge(reg, "altar_process_resident_memory_bytes",
                                "Resident memory of this daemon (RSS), bytes.", err);
   bool ok = s->rss != NULL;
@@ -119,6 +138,38 @@ altar_footprint_sampler_t *altar_footprint_sampler_start(altar_metrics_t *reg, c
   }
   s->started = true;
   return s;
+}
+
+int altar_footprint_sampler_add_retention(altar_footprint_sampler_t *s, altar_transport_t *t, altar_error_t *err) {
+  if (!s || !t) return altar_error_set(err, ALTAR_EINVAL, "footprint: a sampler and a transport");
+  altar_retention_due_t due;
+  int rc = altar_transport_retention_due(t, &due, err);
+  if (rc == ALTAR_ENOTSUP) return rc;
+  pthread_mutex_lock(&s->mu);
+  bool twice = s->log != NULL;
+  pthread_mutex_unlock(&s->mu);
+  if (twice) return altar_error_set(err, ALTAR_ESTATE, "footprint: one transport's retention per sampler");
+  altar_metric_t *bytes = altar_metrics_gauge(s->reg, "altar_log_retention_next_bytes",
+                                              "Allocated bytes of the embedded log's segments its next retention pass "
+                                              "deletes (sampled every minute).",
+                                              err);
+  altar_metric_t *segments =
+      bytes
+          ? altar_metrics_gauge(s->reg, "altar_log_retention_next_segments",
+                                "Segments of the embedded log its next retention pass deletes (sampled every minute).",
+                                err)
+          : NULL;
+  if (!segments) return err && err->code ? err->code : ALTAR_ENOMEM;
+  if (rc == ALTAR_OK) {
+    altar_metric_set(bytes, (double)due.bytes);
+    altar_metric_set(segments, (double)due.segments);
+  }
+  pthread_mutex_lock(&s->mu);
+  s->due_bytes = bytes;
+  s->due_segments = segments;
+  s->log = t;
+  pthread_mutex_unlock(&s->mu);
+  return ALTAR_OK;
 }
 
 void altar_footprint_sampler_stop(altar_footprint_sampler_t *s) {

@@ -89,6 +89,11 @@ static int default_topic_retention_ms(altar_transport_t *t, const char *topic, i
   return altar_error_set(err, ALTAR_ENOTSUP, "%s: topic retention not known", t->ops.name);
 }
 
+static int default_retention_due(altar_transport_t *t, altar_retention_due_t *pdue, altar_error_t *err) {
+  (void)pdue;
+  return altar_error_set(err, ALTAR_ENOTSUP, "%s: no retention of its own", t->ops.name);
+}
+
 static int default_topic_members(altar_transport_t *t, const char *group, const char *topic, int timeout_ms, size_t *pn,
                                  altar_error_t *err) {
   (void)group, (void)topic, (void)timeout_ms, (void)pn;
@@ -139,6 +144,7 @@ altar_transport_t *altar_transport_open_ops(const altar_transport_ops_t *ops, co
   if (!t->ops.topic_members) t->ops.topic_members = default_topic_members;
   if (!t->ops.delete_records) t->ops.delete_records = default_delete_records;
   if (!t->ops.topic_retention_ms) t->ops.topic_retention_ms = default_topic_retention_ms;
+  if (!t->ops.retention_due) t->ops.retention_due = default_retention_due;
   if (!t->ops.lag) t->ops.lag = default_lag;
   if (!t->ops.end_offsets) t->ops.end_offsets = default_end_offsets;
   if (opts) t->opts = *opts;
@@ -468,6 +474,11 @@ int altar_transport_create_topic_config(altar_transport_t *t, const char *topic,
 int altar_transport_topic_retention_ms(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err) {
   *pms = -1;
   return t->ops.topic_retention_ms(t, topic, pms, err);
+}
+
+int altar_transport_retention_due(altar_transport_t *t, altar_retention_due_t *pdue, altar_error_t *err) {
+  memset(pdue, 0, sizeof *pdue);
+  return t->ops.retention_due(t, pdue, err);
 }
 
 int altar_transport_delete_records(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,

@@ -198,6 +198,19 @@ int altar__local_topic_conf_write(const char *topic_dir, const local_topic_conf_
  * transport's (-1: none). Never fails. */
 void altar__local_topic_conf_read(const local_cfg_t *cfg, const char *topic, local_topic_conf_t *pc);
 
+/* ---- local_retention.c: what retention deletes ---- */
+/* Why retention deletes a partition's oldest segment left (its last write
+ * at mtime_ms) while the partition holds total bytes: "retention.bytes",
+ * "retention.ms", or NULL: it stays, and every newer one with it. The one
+ * rule of the pass and of what it is said to free. */
+const char *altar__local_retention_why(const local_topic_conf_t *tc, int64_t total, int64_t mtime_ms, int64_t now_ms);
+/* A segment file's last write, as retention reads it. */
+struct stat;
+int64_t altar__local_mtime_ms(const struct stat *st);
+/* The retention_due operation (altar/plugin/transport.h): every topic's
+ * partitions, read from the disk and the handle's settings only. */
+int altar__local_retention_due(altar_transport_t *t, altar_retention_due_t *pdue, altar_error_t *err);
+
 /* ---- local_topics.c ---- */
 int altar__local_dirs_init(const local_cfg_t *cfg, altar_error_t *err);
 char *altar__local_part_dir(const char *root, const char *topic, int32_t partition);

@@ -349,22 +349,20 @@ void altar__local_appender_retain(altar_transport_t *t, const local_cfg_t *cfg, 
     struct stat st;
     if (p && stat(p, &st) == 0) {
       sizes[i] = st.st_size;
-      mtimes[i] = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+      mtimes[i] = altar__local_mtime_ms(&st);
       total += st.st_size;
     }
     free(p);
   }
   int64_t now = altar_wall_ms();
   for (size_t i = 0; sizes && mtimes && i + 1 < n; i++) {
-    bool by_size = tc.retention_bytes >= 0 && total > tc.retention_bytes;
-    bool by_age = tc.retention_ms >= 0 && mtimes[i] < now - tc.retention_ms;
-    if (!by_size && !by_age) break; /* keep the log contiguous: oldest first only */
+    const char *why = altar__local_retention_why(&tc, total, mtimes[i], now);
+    if (!why) break; /* keep the log contiguous: oldest first only */
     char nm[LSEG_NAME_LEN + 1];
     altar__local_seg_name(nm, bases[i]);
     char *p = altar__local_path(a->dir, nm);
     if (p && unlink(p) == 0) {
-      altar_transport_log(t, 6, "%s/%d: retention deleted segment %s (%s)", a->topic, a->partition, nm,
-                          by_size ? "retention.bytes" : "retention.ms");
+      altar_transport_log(t, 6, "%s/%d: retention deleted segment %s (%s)", a->topic, a->partition, nm, why);
       total -= sizes[i];
     }
     free(p);

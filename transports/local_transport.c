@@ -153,4 +153,5 @@ const altar_transport_ops_t altar_transport_local_ops = {
     .topic_members = altar__local_topic_members,
     .leave = altar__local_leave,
     .end_offsets = altar__local_end_offsets,
+    .retention_due = altar__local_retention_due,
 };

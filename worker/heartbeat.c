@@ -23,6 +23,7 @@ struct altar__heartbeat {
   char *worker_id;
   char host[256];
   const char *backend;
+  altar_backend_t *be; /* asked what it keeps of task output, on the worker's thread */
   int64_t slots;
   json_t *pools; /* the backend's pools, read once at start */
   double started_at;
@@ -67,6 +68,12 @@ static void send_event(altar__heartbeat_t *hb, const char *event, size_t n, alta
                         (json_int_t)n, "version", ALTAR_VERSION, "started_at", hb->started_at, "ts", altar_wall_s());
   /* What the worker costs, for the dashboard's workers page. */
   if (o) json_object_set_new(o, "rss_bytes", json_integer((json_int_t)altar_footprint_rss_bytes()));
+  altar_kept_logs_t kept; /* from the backend's index: no directory read */
+  if (o && altar_backend_kept_logs(hb->be, &kept) == ALTAR_OK)
+    json_object_set_new(o, "kept_logs",
+                        json_pack("{s:I, s:I, s:I, s:I}", "dirs", (json_int_t)kept.dirs, "bytes",
+                                  (json_int_t)kept.bytes, "prune_next_dirs", (json_int_t)kept.prune_next_dirs,
+                                  "prune_next_bytes", (json_int_t)kept.prune_next_bytes));
   json_t *owns = NULL, *free_ = o && load ? load_json(load, &owns) : NULL;
   if (free_) {
     json_object_set_new(o, "free", free_);
@@ -101,6 +108,7 @@ altar__heartbeat_t *altar__heartbeat_start(const altar_worker_opts_t *o, const c
   hb->topic = o->topics->fleet;
   hb->worker_id = strdup(worker_id);
   hb->backend = altar_backend_name(o->backend) ? altar_backend_name(o->backend) : "";
+  hb->be = o->backend;
   hb->slots = o->slots;
   hb->pools = json_object();
   if (!hb->worker_id || !hb->pools) {

@@ -125,7 +125,8 @@ static int worker_open(worker_t *w, const altar_worker_opts_t *o, altar_error_t 
   w->tracker = altar__offset_tracker_new();
   if (!w->tracker) return altar_error_set(err, ALTAR_ENOMEM, "worker: out of memory");
   altar_error_t me = {0};
-  if (altar__worker_metrics_init(&w->metrics, o->metrics, o->slots, &me))
+  bool kept_logs = altar_backend_caps(o->backend) & ALTAR_BACKEND_CAP_LOGS;
+  if (altar__worker_metrics_init(&w->metrics, o->metrics, o->slots, kept_logs, &me))
     altar__worker_log(w, "metrics off: %s", me.msg);
   w->lease_interval_ms = o->lease_interval_ms > 0 ? o->lease_interval_ms : ALTAR_WORKER_LEASE_INTERVAL_MS_DEFAULT;
   w->lease_timeout_ms = o->lease_timeout_ms > 0 ? o->lease_timeout_ms
@@ -277,6 +278,15 @@ static void phase_housekeeping(worker_t *w, loop_clock_t *c, int64_t now) {
   altar__worker_reap_acked(w);
 }
 
+/* The backend's kept-output facts into their gauges: it answers from the
+ * index it keeps (no directory read) and recomputes only when that changed
+ * or an entry aged past its bound, so a refresh costs a comparison. */
+static void refresh_kept_logs(worker_t *w) {
+  if (!w->metrics.kept_dirs) return;
+  altar_kept_logs_t k;
+  if (altar_backend_kept_logs(w->o->backend, &k) == ALTAR_OK) altar__worker_metrics_kept_logs(&w->metrics, &k);
+}
+
 /* Phase: gauges, and commits. Commits are batched: a late commit only means
  * a rerun after a crash, and the finished offsets above it ride in the
  * metadata anyway. A periodic round is spread over turns, a partition per
@@ -285,6 +295,7 @@ static void phase_housekeeping(worker_t *w, loop_clock_t *c, int64_t now) {
 static void phase_metrics_and_commits(worker_t *w, loop_clock_t *c, int64_t now) {
   if (now >= c->next_metrics) {
     altar__worker_metrics_update(&w->metrics, &w->stats, altar__worker_in_flight(w), w->paused);
+    refresh_kept_logs(w);
     c->next_metrics = now + METRICS_EVERY_MS;
   }
   if (w->commit_soon) {

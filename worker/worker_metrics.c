@@ -11,7 +11,8 @@
 static const double duration_bounds[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1,    2.5,   5,
                                          10,   30,   60,  300,  900, 3600, 14400, 86400};
 
-int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg, int64_t slots, altar_error_t *err) {
+int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg, int64_t slots, bool kept_logs,
+                               altar_error_t *err) {
   memset(wm, 0, sizeof *wm);
   if (!reg) return ALTAR_OK;
   wm->reg = reg;
@@ -33,10 +34,25 @@ int altar__worker_metrics_init(altar__worker_metrics_t *wm, altar_metrics_t *reg
       G(in_flight, "altar_worker_in_flight", "Tasks running whose terminal status is not yet sent."),
       G(slots, "altar_worker_slots", "Tasks this worker runs at most at once."),
       G(paused, "altar_worker_paused", "1 while every slot is busy (no new job is started), else 0."),
+  };
+  static const altar_metric_def_t kept_defs[] = {
+      G(kept_dirs, "altar_worker_kept_logs_dirs", "Task output directories the backend keeps under its data root."),
+      G(kept_bytes, "altar_worker_kept_logs_bytes",
+        "Disk the kept task output takes: allocated blocks of its directories and files, bytes."),
+      G(kept_next_dirs, "altar_worker_kept_logs_prune_next_dirs",
+        "Kept task output directories the backend's next prune removes (past the age bound, or beyond a bound)."),
+      G(kept_next_bytes, "altar_worker_kept_logs_prune_next_bytes",
+        "Allocated bytes the backend's next prune of kept task output frees."),
+      G(kept_dirs_max, "altar_worker_kept_logs_dirs_limit",
+        "The bound on kept task output directories (logs_keep_count)."),
+      G(kept_bytes_max, "altar_worker_kept_logs_bytes_limit",
+        "The bound on kept task output, allocated bytes (logs_keep)."),
+  };
 #undef C
 #undef G
-  };
   int rc = altar_metrics_register_table(reg, defs, sizeof defs / sizeof defs[0], wm, err);
+  if (!rc && kept_logs)
+    rc = altar_metrics_register_table(reg, kept_defs, sizeof kept_defs / sizeof kept_defs[0], wm, err);
   if (rc) return rc;
   altar_metric_set(wm->slots, (double)slots);
   return altar_metrics_build_info(reg, "worker", err);
@@ -101,4 +117,14 @@ void altar__worker_metrics_update(altar__worker_metrics_t *wm, const altar_worke
   altar_metric_add_since(wm->forwarded_in, st->forwarded_in, &wm->last.forwarded_in);
   altar_metric_set(wm->in_flight, (double)in_flight);
   altar_metric_set(wm->paused, paused ? 1 : 0);
+}
+
+void altar__worker_metrics_kept_logs(altar__worker_metrics_t *wm, const altar_kept_logs_t *k) {
+  if (!wm->kept_dirs) return;
+  altar_metric_set(wm->kept_dirs, (double)k->dirs);
+  altar_metric_set(wm->kept_bytes, (double)k->bytes);
+  altar_metric_set(wm->kept_next_dirs, (double)k->prune_next_dirs);
+  altar_metric_set(wm->kept_next_bytes, (double)k->prune_next_bytes);
+  altar_metric_set(wm->kept_dirs_max, (double)k->keep_dirs);
+  altar_metric_set(wm->kept_bytes_max, (double)k->keep_bytes);
 }

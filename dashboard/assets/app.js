@@ -201,6 +201,9 @@ async function historyCharts() {
 
 // Bytes as MiB for a card or a cell; "—" when not reported.
 const mib = (b) => (typeof b === "number" ? (b / 1048576).toFixed(1) + " MiB" : "—");
+// A worker's kept task output from its heartbeat: "12 dirs, 0.1 MiB (next prune: 3, 0.0 MiB)".
+const keptLogs = (k) => (k && typeof k.dirs === "number" && typeof k.prune_next_dirs === "number"
+  ? `${k.dirs} dirs, ${mib(k.bytes)} (next prune: ${k.prune_next_dirs}, ${mib(k.prune_next_bytes)})` : "—");
 
 const pages = {
   async overview() {
@@ -339,11 +342,12 @@ const pages = {
       el("td", {}, Object.entries(w.pools || {}).map(([p, n]) => `${p}: ${n === null ? "unbounded" : n}`).join(", ") || "—"),
       el("td", { class: "num" }, w.slots), el("td", { class: "num" }, w.running_total),
       el("td", { class: "num" }, mib(w.rss_bytes)),
+      el("td", { class: "num" }, keptLogs(w.kept_logs)),
       el("td", {}, (w.running || []).slice(0, 5).map((k) => el("div", {}, el("code", {}, k.slice(0, 16) + "…")))),
       el("td", {}, dur(w.up_s)), el("td", {}, dur(w.age_s) + " ago"), el("td", {}, w.version)));
     return [
       el("h2", {}, `Workers (${o.live} live of ${o.total})`),
-      table(["worker", "state", "host", "backend", "pools", "slots", "running", "memory", "tasks", "up", "last heartbeat", "version"], rows, "workers"),
+      table(["worker", "state", "host", "backend", "pools", "slots", "running", "memory", "kept output (next prune)", "tasks", "up", "last heartbeat", "version"], rows, "workers"),
       el("p", { class: "muted" }, `A worker is silent after ${o.stale_after_s} s without a heartbeat, gone after its goodbye.`),
       pager(o.total, o.offset, "#/workers"),
     ];

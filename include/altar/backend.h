@@ -17,6 +17,7 @@
  *   cancel           → no-op (a missing task counts as cancelled)
  *   recover          → no-op returning no handles
  *   submit_start     → submit
+ *   kept_logs        → ALTAR_ENOTSUP (nothing kept that it bounds)
  * and an operation whose ALTAR_BACKEND_CAP_* bit the backend does not
  * declare (or its open dropped) behaves as its default too.
  *
@@ -37,6 +38,7 @@ ALTAR_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Where a backend checks an input's Transfer.digest. */
 typedef enum altar_verification {
@@ -178,6 +180,24 @@ int altar_backend_wait_change(altar_backend_t *be, int timeout_ms);
 /* A descriptor readable when wait_change would say 1, for poll() beside
  * others; -1 when the backend cannot tell now (the default). */
 int altar_backend_change_fd(altar_backend_t *be);
+/* What a backend keeps of finished tasks' output under its data root
+ * (ALTAR_BACKEND_CAP_LOGS), against its bounds, and what its next prune
+ * of that output removes. */
+typedef struct altar_kept_logs {
+  uint64_t dirs;             /* task directories kept now */
+  uint64_t bytes;            /* what they take: allocated blocks of the directories and their files */
+  uint64_t prune_next_dirs;  /* of those, what the next prune removes: past the age bound, or beyond a bound */
+  uint64_t prune_next_bytes; /* and their allocated bytes */
+  uint64_t keep_dirs;        /* the bounds: at most this many directories (logs_keep_count) */
+  uint64_t keep_bytes;       /* at most this many allocated bytes (logs_keep) */
+  double keep_age_s;         /* none older than this (logs_keep_days); 0: no age bound */
+} altar_kept_logs_t;
+
+/* The kept-output facts into *pkept (zeroed first), from what the backend
+ * already tracks: no directory is read, so a caller may ask at every
+ * refresh of its gauges. Same thread as the backend's other calls.
+ * Default: ALTAR_ENOTSUP (the backend keeps no output it bounds). */
+int altar_backend_kept_logs(altar_backend_t *be, altar_kept_logs_t *pkept);
 /* Best-effort stop and reap; idempotent. Default: no-op. */
 int altar_backend_cancel(altar_backend_t *be, const altar_handle_t *handle, altar_error_t *err);
 /* Restart transient failures off banned hosts; *phandles (NULL first) is a

@@ -9,6 +9,7 @@ ALTAR_API_BEGIN
 
 #include "altar/error.h"
 #include "altar/metrics.h"
+#include "altar/transport.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -53,6 +54,13 @@ typedef struct altar_footprint_sampler altar_footprint_sampler_t;
  * set on failure. Stop with altar_footprint_sampler_stop before reg is freed. */
 altar_footprint_sampler_t *altar_footprint_sampler_start(altar_metrics_t *reg, const altar_footprint_dir_t *dirs,
                                                          size_t n, altar_error_t *err);
+/* Adds to s altar_log_retention_next_bytes and
+ * altar_log_retention_next_segments: what t's next retention pass deletes
+ * of the log it keeps (altar_transport_retention_due), measured now and
+ * then with the directories, on the sampler's thread (it lists the log's
+ * directories: never on a daemon's loop). t must outlive s. ALTAR_ENOTSUP,
+ * no gauges, when t keeps no log of its own (kafka). Caller's thread. */
+int altar_footprint_sampler_add_retention(altar_footprint_sampler_t *s, altar_transport_t *t, altar_error_t *err);
 /* Stops the thread and frees the sampler. NULL is fine. */
 void altar_footprint_sampler_stop(altar_footprint_sampler_t *s);
 

@@ -261,6 +261,18 @@ int altar_transport_create_topic_config(altar_transport_t *t, const char *topic,
                                         const altar_strmap_t *config, altar_error_t *err);
 /* How long topic keeps records, -1 = forever (ALTAR_ENOTSUP: not known). */
 int altar_transport_topic_retention_ms(altar_transport_t *t, const char *topic, int64_t *pms, altar_error_t *err);
+/* What the transport's next retention pass deletes of the log it keeps
+ * itself (the embedded log; a broker's retention is the broker's). */
+typedef struct altar_retention_due {
+  uint64_t segments; /* whole segments, across every topic and partition */
+  uint64_t bytes;    /* their allocated bytes */
+} altar_retention_due_t;
+/* *pdue (zeroed first) = what retention would delete if it ran now, decided
+ * as it decides (see the ops' retention_due). Any thread, beside the
+ * handle's other calls: for a sampler thread, not a daemon's loop (it lists
+ * the log's directories). ALTAR_ENOTSUP: the transport keeps no log of its
+ * own. */
+int altar_transport_retention_due(altar_transport_t *t, altar_retention_due_t *pdue, altar_error_t *err);
 /* Deletes a partition's records before offset `before` (see the ops' delete_records). */
 int altar_transport_delete_records(altar_transport_t *t, const char *topic, int32_t partition, int64_t before,
                                    int64_t *pbeginning, altar_error_t *err);

@@ -7,7 +7,8 @@
 # backend) runs three shards, one failing: /api/shard?key= gives a shard's
 # labels, state, attempts and outputs (400/404 naming key), and the filters
 # of /api/jobs and /api/job (state, kind, label, worker) with paging give
-# the rows and totals the fleet's facts say, bad values 400 naming them;
+# the rows and totals the fleet's facts say, bad values 400 naming them
+# (and /api/workers the worker's kept task output from its heartbeat);
 # /api/overview's counters show no request read the ledger itself (a
 # thread of the view keeps its snapshot fresh); `altar dashboard` on its
 # own charts the reconciler's hour (from the ledger) with the same totals,
@@ -145,6 +146,9 @@ jcheck() {
   [ "$c" = 200 ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$T/body" ||
     fail "$3: $1: $c $(head -c 600 "$T/body")"
 }
+# A worker's heartbeat says what its backend keeps of task output and what
+# the next prune removes (these shards printed nothing: nothing kept).
+jcheck "$base/api/workers" '[w["kept_logs"] for w in d["workers"] if w["worker"] == "api-w1"] == [{"dirs": 0, "bytes": 0, "prune_next_dirs": 0, "prune_next_bytes": 0}]' "workers: api-w1's kept task output"
 jcheck "$base/api/job?id=$job&state=failed" 'd["filtered"] and d["shards_matched"] == 1 and d["shard_list"][0]["labels"]["fold"] == "1" and d["group_list"] == []' "state=failed: the one failed shard"
 jcheck "$base/api/job?id=$job&state=succeeded" 'd["shards_matched"] == 2 and d["matched_states"] == {"succeeded": 2}' "state=succeeded: two shards"
 jcheck "$base/api/job?id=$job&kind=other" 'd["shards_matched"] == 1 and d["shard_list"][0]["kind"] == "other"' "kind=other"

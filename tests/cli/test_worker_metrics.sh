@@ -70,6 +70,14 @@ for d in data_root log; do
   grep -Eq "^altar_disk_usage_bytes\{dir=\"$d\"\} [0-9]+" "$T/m1" &&
     grep -Eq "^altar_disk_usage_entries\{dir=\"$d\"\} [1-9][0-9]*" "$T/m1" && ok || fail "worker: no disk gauges for $d"
 done
+# What the process backend keeps of task output, against its default bounds,
+# and what the next prune frees (nothing ran yet); what the embedded log's
+# next retention pass deletes (fresh topics: nothing).
+for line in "altar_worker_kept_logs_dirs 0" "altar_worker_kept_logs_bytes 0" "altar_worker_kept_logs_prune_next_dirs 0" \
+  "altar_worker_kept_logs_prune_next_bytes 0" "altar_worker_kept_logs_dirs_limit 10000" \
+  "altar_worker_kept_logs_bytes_limit 1073741824" "altar_log_retention_next_bytes 0" "altar_log_retention_next_segments 0"; do
+  grep -qx "$line" "$T/m1" && ok || fail "worker: no line '$line': $(grep -E 'kept_logs|retention_next' "$T/m1")"
+done
 ct="$(curl -s --noproxy '*' -o /dev/null -w '%{content_type}' "$url")"
 case "$ct" in text/plain\;*version=0.0.4*) ok ;; *) fail "worker: content type '$ct'" ;; esac
 code="$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/")"
@@ -100,10 +108,16 @@ wait_line "$url" "altar_worker_paused 0" && ok || fail "worker: did not resume i
 
 # Per-task series: three runs of kind probe timed (two slept 4 s each), a
 # failing one counted under its folded reason, and the build info.
-echo '{"kind": "probe", "image": "none", "command": ["/bin/sh", "-c", "exit 3"], "labels": {"n": "3"}}' >"$T/fail.json"
+echo '{"kind": "probe", "image": "none", "command": ["/bin/sh", "-c", "echo weights missing >&2; exit 3"], "labels": {"n": "3"}}' >"$T/fail.json"
 "$ALTAR_BIN" submit $cfg "$T/fail.json" >/dev/null 2>"$T/submit.err" || fail "submit failing: $(cat "$T/submit.err")"
 wait_line "$url" 'altar_worker_task_failures_total{reason="exit_code"} 1' && ok || fail "worker: the exit 3 is not counted by reason: $(curl -s "$url" | grep failures)"
 curl -s --noproxy '*' "$url" >"$T/m3"
+# The only run that printed keeps its output, once reclaimed: one directory
+# and its blocks, nothing due for the next prune (well within 14 days).
+wait_line "$url" "altar_worker_kept_logs_dirs 1" && ok || fail "worker: the failing run's output is not counted as kept: $(curl -s "$url" | grep kept_logs)"
+curl -s --noproxy '*' "$url" >"$T/m3"
+grep -Eqx "altar_worker_kept_logs_bytes [1-9][0-9]*" "$T/m3" && grep -qx "altar_worker_kept_logs_prune_next_dirs 0" "$T/m3" &&
+  ok || fail "worker: kept output bytes or next prune: $(grep kept_logs "$T/m3")"
 grep -qx "# TYPE altar_worker_task_duration_seconds histogram" "$T/m3" && ok || fail "worker: no duration histogram"
 grep -qx 'altar_worker_task_duration_seconds_count{kind="probe"} 4' "$T/m3" && ok || fail "worker: not 4 runs of probe timed: $(grep duration "$T/m3")"
 grep -qx 'altar_worker_task_duration_seconds_bucket{kind="probe",le="+Inf"} 4' "$T/m3" && ok || fail "worker: +Inf bucket is not the count"
@@ -135,6 +149,9 @@ grep -Eqx "altar_process_resident_memory_bytes [1-9][0-9]*" "$T/r1" && ok || fai
 for d in ledger log; do
   grep -Eq "^altar_disk_usage_bytes\{dir=\"$d\"\} [1-9][0-9]*" "$T/r1" && ok || fail "reconciler: no disk gauge for $d"
 done
+grep -qx "# TYPE altar_log_retention_next_bytes gauge" "$T/r1" && grep -qx "# TYPE altar_log_retention_next_segments gauge" "$T/r1" &&
+  ok || fail "reconciler: no log retention gauges"
+grep -q "altar_worker_kept_logs" "$T/r1" && fail "reconciler: kept task output gauges" || ok
 # Every status event the worker had acknowledged gets applied: the worker's
 # count only grows to its final value, so wait until the two agree (the
 # submitted and terminal events of the 3 jobs at least).

@@ -109,6 +109,13 @@ static void test_handle_runs_what_it_declares(void) {
   CU_ASSERT_EQUAL(altar_backend_require(be, ALTAR_BACKEND_CAP_ADOPT, NULL, &err), ALTAR_OK);
   CU_ASSERT_EQUAL(altar_backend_require(be, ALTAR_BACKEND_CAP_LOGS, NULL, &err), ALTAR_ENOTSUP);
   CU_ASSERT_STRING_EQUAL(err.msg, "backend 'caps-plain' cannot keep task output under its data root (altar logs)");
+  /* kept_logs left out: the default says so, with every figure zero. */
+  altar_kept_logs_t kept;
+  memset(&kept, 0xff, sizeof kept);
+  CU_ASSERT_EQUAL(altar_backend_kept_logs(be, &kept), ALTAR_ENOTSUP);
+  CU_ASSERT_EQUAL(kept.dirs, 0);
+  CU_ASSERT_EQUAL(kept.prune_next_bytes, 0);
+  CU_ASSERT_EQUAL(kept.keep_bytes, 0);
   altar_backend_close(be);
 }
 

@@ -645,6 +645,21 @@ static void test_poll_uses_one_inspect(void) {
   altar_spec_free(s3);
   snprintf(path, sizeof path, "%s/logs/%s/stderr", root_dir, key);
   CU_ASSERT(access(path, F_OK) == 0);
+  /* What the backend keeps, from its index: that directory, its blocks. */
+  uint64_t blocks = 0;
+  static const char *const parts[] = {"", "/stdout", "/stderr"};
+  for (size_t i = 0; i < 3; i++) {
+    struct stat kst;
+    snprintf(path, sizeof path, "%s/logs/%s%s", root_dir, key, parts[i]);
+    CU_ASSERT_FATAL(stat(path, &kst) == 0);
+    blocks += (uint64_t)kst.st_blocks * 512;
+  }
+  altar_kept_logs_t kept;
+  CU_ASSERT_EQUAL(altar_backend_kept_logs(be, &kept), ALTAR_OK);
+  CU_ASSERT_EQUAL(kept.dirs, 1);
+  CU_ASSERT_EQUAL(kept.bytes, blocks);
+  CU_ASSERT_EQUAL(kept.prune_next_dirs, 0);
+  CU_ASSERT_EQUAL(kept.keep_dirs, 10000);
   fake_program(&fake, "logs", 0, "", "");
   altar_status_t again;
   CU_ASSERT_EQUAL_FATAL(altar_backend_poll(be, &hs[3], 1, &again, &err), 0);

@@ -2,6 +2,7 @@
  * disk a tree takes in allocated blocks with its directories and inodes
  * counted, the walk's bound, and the gauges the sampler registers. */
 #include "altar/footprint.h"
+#include "altar/plugin/transport.h"
 #include "testutil.h"
 
 #include <fcntl.h>
@@ -98,11 +99,44 @@ static void test_sampler_gauges(void) {
   free(dir);
 }
 
+/* A transport without a log of its own (retention_due left out: the
+ * default) gives no retention gauges, and says so. */
+static void test_sampler_retention_optional(void) {
+  char *dir = altar_test_tmpdir("footprint-retention");
+  altar_transport_ops_t ops = altar_transport_local_ops;
+  ops.name = "local-without-retention-due";
+  ops.retention_due = NULL;
+  altar_strmap_t cfg = {0};
+  altar_strmap_set(&cfg, "dir", dir);
+  altar_error_t err = {0};
+  altar_transport_t *t = altar_transport_open_ops(&ops, &cfg, NULL, &err);
+  CU_ASSERT_FATAL(t != NULL);
+  altar_retention_due_t due = {.segments = 7, .bytes = 7};
+  CU_ASSERT_EQUAL(altar_transport_retention_due(t, &due, &err), ALTAR_ENOTSUP);
+  CU_ASSERT(due.segments == 0 && due.bytes == 0);
+  altar_metrics_t *reg = altar_metrics_new();
+  altar_footprint_sampler_t *s = altar_footprint_sampler_start(reg, NULL, 0, &err);
+  CU_ASSERT_FATAL(s != NULL);
+  CU_ASSERT_EQUAL(altar_footprint_sampler_add_retention(s, t, &err), ALTAR_ENOTSUP);
+  altar_buf_t out = {0};
+  CU_ASSERT_EQUAL(altar_metrics_render(reg, &out, &err), 0);
+  altar_buf_append(&out, "", 1);
+  CU_ASSERT(strstr((const char *)out.data, "altar_log_retention_next") == NULL);
+  altar_buf_free(&out);
+  altar_footprint_sampler_stop(s);
+  altar_metrics_free(reg);
+  altar_transport_close(t);
+  altar_strmap_clear(&cfg);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static void add(void) {
   ALTAR_SUITE("footprint", NULL, NULL);
   ALTAR_TEST(test_du_counts_directories);
   ALTAR_TEST(test_rss);
   ALTAR_TEST(test_sampler_gauges);
+  ALTAR_TEST(test_sampler_retention_optional);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }

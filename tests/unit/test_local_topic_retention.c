@@ -5,6 +5,7 @@
  * waited for. */
 #include "altar/config.h"
 #include "altar/fleet_topics.h"
+#include "altar/footprint.h"
 #include "altar/plugin/transport.h"
 #include "testutil.h"
 
@@ -102,6 +103,98 @@ static void test_topic_retention_ms(void) {
   CU_ASSERT(l->topics[0].partitions[0].beginning > 0);
   CU_ASSERT_EQUAL(l->topics[0].partitions[0].end, 41);
   altar_topic_list_free(l);
+  altar_transport_close(t);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Sets the first `age_n` segments (oldest first) of topic's partition 0 to
+ * age_s seconds back; returns how many it has and, in *pbytes, the
+ * allocated bytes of those it aged. */
+static int age_oldest(const char *dir, const char *topic, int age_n, long age_s, uint64_t *pbytes) {
+  char pd[4200], *names[256];
+  snprintf(pd, sizeof pd, "%s/topics/%s/0", dir, topic);
+  DIR *d = opendir(pd);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) && n < 256) {
+    size_t l = strlen(de->d_name);
+    if (l >= 4 && !strcmp(de->d_name + l - 4, ".log")) names[n++] = strdup(de->d_name);
+  }
+  qsort(names, (size_t)n, sizeof names[0], by_name); /* 20-digit bases: by name is by offset */
+  struct timespec old[2] = {{.tv_sec = time(NULL) - age_s}, {.tv_sec = time(NULL) - age_s}};
+  *pbytes = 0;
+  for (int i = 0; i < n; i++) {
+    if (i < age_n) {
+      struct stat st;
+      CU_ASSERT(utimensat(dirfd(d), names[i], old, 0) == 0);
+      CU_ASSERT(fstatat(dirfd(d), names[i], &st, 0) == 0);
+      *pbytes += (uint64_t)st.st_blocks * 512;
+    }
+    free(names[i]);
+  }
+  closedir(d);
+  return n;
+}
+
+/* What the next retention pass deletes, decided as the pass decides: the
+ * two oldest segments of a topic keeping an hour, once the test makes them
+ * two hours old (a topic keeping everything counts nothing however old);
+ * every segment made old, all but the active one; after the pass, nothing.
+ * The sampler's gauges report the same figures. */
+static void test_retention_due(void) {
+  char *dir = altar_test_tmpdir("local-topic-ret-due");
+  altar_transport_t *t = open_log(dir);
+  CU_ASSERT_FATAL(t != NULL);
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(create_with(t, "short", "retention.ms", "3600000", &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "forever", 1, &err), 0);
+  fill(t, "short", 40);
+  fill(t, "forever", 40);
+  altar_retention_due_t due;
+  CU_ASSERT_EQUAL(altar_transport_retention_due(t, &due, &err), 0);
+  CU_ASSERT_EQUAL(due.segments, 0); /* everything fresh */
+  CU_ASSERT_EQUAL(due.bytes, 0);
+  uint64_t two = 0, all_but_active = 0, ignored = 0;
+  int n = age_oldest(dir, "short", 2, 7200, &two);
+  CU_ASSERT_FATAL(n >= 4);
+  CU_ASSERT_EQUAL(age_oldest(dir, "forever", 1000, 7200, &ignored), n);
+  CU_ASSERT(two > 0);
+  CU_ASSERT_EQUAL(altar_transport_retention_due(t, &due, &err), 0);
+  CU_ASSERT_EQUAL(due.segments, 2);
+  CU_ASSERT_EQUAL(due.bytes, two);
+  /* Through the footprint sampler: the gauges, measured when added. */
+  altar_metrics_t *reg = altar_metrics_new();
+  altar_footprint_sampler_t *s = altar_footprint_sampler_start(reg, NULL, 0, &err);
+  CU_ASSERT_FATAL(s != NULL);
+  CU_ASSERT_EQUAL(altar_footprint_sampler_add_retention(s, t, &err), 0);
+  CU_ASSERT_EQUAL(altar_footprint_sampler_add_retention(s, t, &err), ALTAR_ESTATE);
+  altar_metric_t *gb = altar_metrics_gauge(reg, "altar_log_retention_next_bytes", "", &err);
+  altar_metric_t *gs = altar_metrics_gauge(reg, "altar_log_retention_next_segments", "", &err);
+  CU_ASSERT_FATAL(gb && gs);
+  CU_ASSERT_EQUAL(altar_metric_gauge_value(gb), (double)two);
+  CU_ASSERT_EQUAL(altar_metric_gauge_value(gs), 2);
+  altar_footprint_sampler_stop(s);
+  altar_metrics_free(reg);
+  /* Every segment old, the active one too: it is never counted. */
+  CU_ASSERT_EQUAL(age_oldest(dir, "short", n - 1, 7200, &all_but_active), n);
+  CU_ASSERT_EQUAL(age_oldest(dir, "short", n, 7200, &ignored), n);
+  CU_ASSERT_EQUAL(altar_transport_retention_due(t, &due, &err), 0);
+  CU_ASSERT_EQUAL(due.segments, (uint64_t)n - 1);
+  CU_ASSERT_EQUAL(due.bytes, all_but_active);
+  altar_transport_close(t);
+  /* The pass (a producer's first record after opening) deletes exactly those. */
+  t = open_log(dir);
+  CU_ASSERT_FATAL(t != NULL);
+  fill(t, "short", 1);
+  CU_ASSERT_EQUAL(segments(dir, "short", 0), 1);
+  CU_ASSERT_EQUAL(segments(dir, "forever", 0), n);
+  CU_ASSERT_EQUAL(altar_transport_retention_due(t, &due, &err), 0);
+  CU_ASSERT_EQUAL(due.segments, 0);
+  CU_ASSERT_EQUAL(due.bytes, 0);
   altar_transport_close(t);
   altar_test_rmtree(dir);
   free(dir);
@@ -247,6 +340,7 @@ static void add(void) {
   ALTAR_SUITE("local topic retention", NULL, NULL);
   ALTAR_TEST(test_topic_retention_ms);
   ALTAR_TEST(test_topic_retention_bytes);
+  ALTAR_TEST(test_retention_due);
   ALTAR_TEST(test_transport_caps_every_topic);
   ALTAR_TEST(test_bad_topic_settings);
   ALTAR_TEST(test_fleet_topics_lifetimes);

@@ -368,6 +368,80 @@ static void test_settings_and_interval(void) {
   CU_ASSERT(altar__log_retention_due(&r, 100.0 + ALTAR_LOGS_PRUNE_INTERVAL_S));
 }
 
+/* What the next prune frees, from the index alone: six directories kept,
+ * three past the age bound at NOW -> those three and their bytes; a day
+ * later a fourth; a task kept meanwhile is counted at once; after the prune
+ * at NOW, nothing is due and what it removed is what was announced. */
+static void test_kept_facts_announce_the_prune(void) {
+  char *logs = fresh_logs("facts");
+  for (int i = 0; i < 6; i++) make_kept(logs, 200 + i, 5000 * (i + 1), NOW - (20 - 3 * i) * 86400.0);
+  /* ages at NOW: 20, 17, 14.0 + 1 s, 11, 8, 5 days */
+  struct timespec ts[2] = {{(time_t)(NOW - 14 * 86400.0 - 1), 0}, {(time_t)(NOW - 14 * 86400.0 - 1), 0}};
+  char key[65], dir[4096], file[4200];
+  key_of(202, key);
+  snprintf(dir, sizeof dir, "%s/%s", logs, key);
+  snprintf(file, sizeof file, "%s/stderr", dir);
+  CU_ASSERT(utimensat(AT_FDCWD, file, ts, 0) == 0 && utimensat(AT_FDCWD, dir, ts, 0) == 0);
+  altar_log_retention_t r = settings(1u << 30, 1000, 0); /* no age bound yet: the scan removes nothing */
+  altar_logs_kept_facts_t k;
+  altar__logs_kept_facts(&r, NOW, &k); /* no index before the first scan */
+  CU_ASSERT_EQUAL(k.dirs, 0);
+  CU_ASSERT_EQUAL(k.prune_next_dirs, 0);
+  altar_logs_prune_facts_t f;
+  altar__logs_prune(logs, &r, 0, NOW, NULL, NULL, &f);
+  CU_ASSERT_EQUAL_FATAL(f.dirs_seen, 6);
+  r.max_age_s = 14 * 86400.0;
+  uint64_t all = 0, old3 = usage(logs, 200) + usage(logs, 201) + usage(logs, 202);
+  for (int i = 0; i < 6; i++) all += usage(logs, 200 + i);
+  altar__logs_kept_facts(&r, NOW, &k);
+  CU_ASSERT_EQUAL(k.dirs, 6);
+  CU_ASSERT_EQUAL(k.bytes, all);
+  CU_ASSERT_EQUAL(k.prune_next_dirs, 3);
+  CU_ASSERT_EQUAL(k.prune_next_bytes, old3);
+  /* The same answer a second before the fourth turns old, a fourth after. */
+  altar__logs_kept_facts(&r, NOW + 3 * 86400.0, &k);
+  CU_ASSERT_EQUAL(k.prune_next_dirs, 3);
+  altar__logs_kept_facts(&r, NOW + 3 * 86400.0 + 1, &k);
+  CU_ASSERT_EQUAL(k.prune_next_dirs, 4);
+  CU_ASSERT_EQUAL(k.prune_next_bytes, old3 + usage(logs, 203));
+  /* The public form carries the bounds. */
+  altar_kept_logs_t pk;
+  altar__log_retention_kept_logs(&r, NOW, &pk);
+  CU_ASSERT_EQUAL(pk.dirs, 6);
+  CU_ASSERT_EQUAL(pk.prune_next_dirs, 3);
+  CU_ASSERT_EQUAL(pk.prune_next_bytes, old3);
+  CU_ASSERT_EQUAL(pk.keep_dirs, 1000);
+  CU_ASSERT_EQUAL(pk.keep_bytes, 1u << 30);
+  CU_ASSERT_EQUAL(pk.keep_age_s, 14 * 86400.0);
+  /* A task kept now is counted at once (the index changed). */
+  make_kept(logs, 206, 100, NOW);
+  key_of(206, key);
+  altar__logs_keep(logs, &r, key, NOW, NULL, NULL, &f);
+  CU_ASSERT_EQUAL(f.dirs_removed, 3); /* a keep prunes the old end too */
+  CU_ASSERT_EQUAL(f.bytes_removed, old3);
+  altar__logs_kept_facts(&r, NOW, &k);
+  CU_ASSERT_EQUAL(k.dirs, 4);
+  CU_ASSERT_EQUAL(k.bytes, all - old3 + usage(logs, 206));
+  CU_ASSERT_EQUAL(k.prune_next_dirs, 0);
+  CU_ASSERT_EQUAL(k.prune_next_bytes, 0);
+  CU_ASSERT(!kept(logs, 200) && !kept(logs, 201) && !kept(logs, 202) && kept(logs, 203));
+  /* The interval's prune, a week on: 203 and 204 announced, then removed. */
+  double later = NOW + 7 * 86400.0;
+  altar__logs_kept_facts(&r, later, &k);
+  CU_ASSERT_EQUAL(k.prune_next_dirs, 2);
+  uint64_t next = k.prune_next_bytes;
+  CU_ASSERT_EQUAL(next, usage(logs, 203) + usage(logs, 204));
+  altar__logs_prune(logs, &r, 1, later, NULL, NULL, &f);
+  CU_ASSERT_EQUAL(f.dirs_removed, 2);
+  CU_ASSERT_EQUAL(f.bytes_removed, next);
+  altar__logs_kept_facts(&r, later, &k);
+  CU_ASSERT_EQUAL(k.dirs, 2);
+  CU_ASSERT_EQUAL(k.prune_next_dirs, 0);
+  CU_ASSERT_EQUAL(k.prune_next_bytes, 0);
+  altar__log_retention_clear(&r);
+  free(logs);
+}
+
 /* The process backend prunes its data root's logs at open by its
  * settings; logs_keep, logs_keep_count and logs_keep_days are its keys,
  * and a misspelt one is refused by name. */
@@ -388,6 +462,15 @@ static void test_process_backend_prunes_at_create(void) {
   CU_ASSERT_FATAL(be != NULL);
   CU_ASSERT(!kept(logs, 20) && !kept(logs, 21));
   CU_ASSERT(kept(logs, 22) && kept(logs, 23));
+  /* What it keeps, against its bounds, from the index its open built. */
+  altar_kept_logs_t k;
+  CU_ASSERT_EQUAL(altar_backend_kept_logs(be, &k), ALTAR_OK);
+  CU_ASSERT_EQUAL(k.dirs, 2);
+  CU_ASSERT_EQUAL(k.bytes, usage(logs, 22) + usage(logs, 23));
+  CU_ASSERT_EQUAL(k.prune_next_dirs, 0);
+  CU_ASSERT_EQUAL(k.keep_dirs, 2);
+  CU_ASSERT_EQUAL(k.keep_bytes, ALTAR_LOGS_KEEP_DEFAULT);
+  CU_ASSERT_EQUAL(k.keep_age_s, ALTAR_LOGS_KEEP_DAYS_DEFAULT * 86400.0);
   altar_backend_close(be);
   altar_strmap_set(&cfg, "logs_keep", "tiny");
   CU_ASSERT(altar_backend_open(&altar_backend_process_ops, &cfg, &berr) == NULL);
@@ -535,6 +618,7 @@ static void add(void) {
   ALTAR_TEST(test_rewritten_moves_to_new_end);
   ALTAR_TEST(test_index_bounded);
   ALTAR_TEST(test_settings_and_interval);
+  ALTAR_TEST(test_kept_facts_announce_the_prune);
   ALTAR_TEST(test_process_backend_prunes_at_create);
   ALTAR_TEST(test_process_keeps_running_task_output);
   ALTAR_TEST(test_process_reclaim_keeps_only_output);

@@ -351,9 +351,17 @@ static void test_worker_adapter(void) {
   altar_metrics_t *reg = altar_metrics_new();
   altar_error_t e = {0};
   altar__worker_metrics_t wm;
-  CU_ASSERT_FATAL(altar__worker_metrics_init(&wm, reg, 4, &e) == ALTAR_OK);
+  CU_ASSERT_FATAL(altar__worker_metrics_init(&wm, reg, 4, true, &e) == ALTAR_OK);
   altar_worker_stats_t st = {.consumed = 3, .submitted = 2, .succeeded = 1, .status_events = 5};
   altar__worker_metrics_update(&wm, &st, 1, false);
+  altar_kept_logs_t kept = {.dirs = 12,
+                            .bytes = 49152,
+                            .prune_next_dirs = 3,
+                            .prune_next_bytes = 12288,
+                            .keep_dirs = 10000,
+                            .keep_bytes = 1u << 30,
+                            .keep_age_s = 86400};
+  altar__worker_metrics_kept_logs(&wm, &kept);
   st.consumed = 7;
   st.failed = 1;
   altar__worker_metrics_update(&wm, &st, 4, true);
@@ -368,7 +376,13 @@ static void test_worker_adapter(void) {
                         "\naltar_worker_status_events_total 5\n",
                         "\naltar_worker_in_flight 4\n",
                         "\naltar_worker_slots 4\n",
-                        "\naltar_worker_paused 1\n"};
+                        "\naltar_worker_paused 1\n",
+                        "\naltar_worker_kept_logs_dirs 12\n",
+                        "\naltar_worker_kept_logs_bytes 49152\n",
+                        "\naltar_worker_kept_logs_prune_next_dirs 3\n",
+                        "\naltar_worker_kept_logs_prune_next_bytes 12288\n",
+                        "\naltar_worker_kept_logs_dirs_limit 10000\n",
+                        "\naltar_worker_kept_logs_bytes_limit 1073741824\n"};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     if (!strstr(s, want[i])) fprintf(stderr, "missing %s", want[i]);
     CU_ASSERT(strstr(s, want[i]) != NULL);
@@ -376,13 +390,16 @@ static void test_worker_adapter(void) {
   free(s);
   /* A second run on the same registry adds to the counters. */
   altar__worker_metrics_t wm2;
-  CU_ASSERT_FATAL(altar__worker_metrics_init(&wm2, reg, 4, &e) == ALTAR_OK);
+  CU_ASSERT_FATAL(altar__worker_metrics_init(&wm2, reg, 4, false, &e) == ALTAR_OK);
+  CU_ASSERT_PTR_NULL(wm2.kept_dirs); /* a backend keeping no output: no such gauges */
+  altar__worker_metrics_kept_logs(&wm2, &kept);
   altar_worker_stats_t st2 = {.consumed = 2};
   altar__worker_metrics_update(&wm2, &st2, 0, false);
   CU_ASSERT_EQUAL(altar_metric_counter_value(wm2.consumed), 9);
   /* Without a registry everything is a no-op. */
   altar__worker_metrics_t off;
-  CU_ASSERT(altar__worker_metrics_init(&off, NULL, 4, &e) == ALTAR_OK);
+  CU_ASSERT(altar__worker_metrics_init(&off, NULL, 4, true, &e) == ALTAR_OK);
+  altar__worker_metrics_kept_logs(&off, &kept);
   altar__worker_metrics_update(&off, &st, 1, true);
 
   altar__reconciler_metrics_t rm;
@@ -458,7 +475,7 @@ static void test_worker_task_series(void) {
   altar_metrics_t *reg = altar_metrics_new();
   altar_error_t e = {0};
   altar__worker_metrics_t *wm = malloc(sizeof *wm);
-  CU_ASSERT_FATAL(wm && altar__worker_metrics_init(wm, reg, 4, &e) == ALTAR_OK);
+  CU_ASSERT_FATAL(wm && altar__worker_metrics_init(wm, reg, 4, false, &e) == ALTAR_OK);
   altar__worker_metrics_task_ended(wm, "train", NULL, 0.2);
   altar_failure_t *f3 = altar_failure_exit(3, "x", true), *f4 = altar_failure_exit(4, NULL, true);
   altar_failure_t *odd = altar_failure_new("made_up_by_a_plugin", NULL, false);

@@ -116,6 +116,11 @@ struct altar_backend_ops {
    * have returned. Local checks (an invalid spec) still fail here.
    * Optional (default: submit). */
   int (*submit_start)(altar_backend_t *be, const altar_spec_t *spec, altar_handle_t *phandle, altar_error_t *err);
+  /* For a backend that keeps and bounds task output (ALTAR_BACKEND_CAP_LOGS):
+   * fills *pkept (zeroed by core) from what it already tracks, never by
+   * reading the directories (a worker asks at each refresh of its gauges).
+   * Optional (default ALTAR_ENOTSUP: nothing kept that it bounds). */
+  int (*kept_logs)(altar_backend_t *be, altar_kept_logs_t *pkept);
 };
 
 /* A backend instance. Made by altar_backend_open / altar_backend_open_by_name /

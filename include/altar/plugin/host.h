@@ -21,7 +21,7 @@ ALTAR_API_BEGIN
 
 /* Raised whenever a struct a plug-in shares with altar changes layout or
  * meaning (the ops structs, the host below, the model types they pass). */
-#define ALTAR_PLUGIN_ABI 7u
+#define ALTAR_PLUGIN_ABI 8u
 
 #define ALTAR_PLUGIN_ENTRY_SYMBOL "altar_plugin_init"
 #define ALTAR_PLUGIN_ABI_SYMBOL "altar_plugin_abi"

@@ -7,7 +7,7 @@
  * altar_transport_set_impl (in open) and reads it back with
  * altar_transport_impl. Optional operations (NULL in the table) get their
  * default once, when the handle is opened (core/transport.c): leave, assign,
- * assignment, caught_up and topic_members answer ALTAR_ENOTSUP, lag is built
+ * assignment, caught_up, topic_members and retention_due answer ALTAR_ENOTSUP, lag is built
  * from list_topics and committed, end_offsets from list_topics. A table lacking a required operation is
  * refused at open and at registration (ALTAR_EINVAL naming it). */
 #ifndef ALTAR_PLUGIN_TRANSPORT_H
@@ -164,6 +164,13 @@ struct altar_transport_ops {
    * Optional: the default reads list_topics. */
   int (*end_offsets)(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n, int timeout_ms,
                      int64_t *pends, altar_error_t *err);
+  /* *pdue (zeroed by core) = the segments and allocated bytes the
+   * transport's own retention would delete if it ran now, decided exactly
+   * as that pass decides, from file names and metadata (never record
+   * contents). Called from any thread, beside the handle's other calls:
+   * read only what open fixed and the disk. Optional (default
+   * ALTAR_ENOTSUP: no log of its own; kafka's retention is the broker's). */
+  int (*retention_due)(altar_transport_t *t, altar_retention_due_t *pdue, altar_error_t *err);
 };
 
 /* A transport instance. Made by altar_transport_open (or _open_ops); freed
