@@ -61,7 +61,9 @@ static void add_records(altar_ledger_t *l, int from, int to, int32_t p, int64_t 
   char k[64], v[32];
   size_t kl = altar__reconciler_offset_key(TOPIC, p, k, sizeof k);
   int vl = snprintf(v, sizeof v, "%lld", (long long)next);
+  int32_t was = altar_ledger_scope(l, p); /* as the daemon stores it: under its partition */
   CU_ASSERT_EQUAL(altar_ledger_aux_put(l, k, kl, v, (size_t)vl, &err), 0);
+  altar_ledger_scope(l, was);
   CU_ASSERT_EQUAL_FATAL(altar_ledger_commit(l, &err), 0);
 }
 
