@@ -76,6 +76,7 @@ altar_ledger_t *altar_ledger_open(const altar_ledger_ops_t *ops, const altar_str
   }
   l->ops = *ops;
   l->table = ops;
+  l->scope = l->visit_part = ALTAR_LEDGER_SCOPE_NONE;
   if (!ops->aux_put) {
     l->ops.aux_put = def_aux_put;
     l->ops.aux_del = def_aux_del;
@@ -90,6 +91,18 @@ altar_ledger_t *altar_ledger_open(const altar_ledger_ops_t *ops, const altar_str
 }
 
 unsigned altar_ledger_caps(const altar_ledger_t *l) { return l->ops.caps; }
+
+int32_t altar_ledger_scope(altar_ledger_t *l, int32_t partition) {
+  int32_t was = l->scope;
+  if (!(l->ops.caps & ALTAR_LEDGER_CAP_PARTITIONS) || partition < 0 || partition > ALTAR_LEDGER_SCOPE_MAX)
+    partition = ALTAR_LEDGER_SCOPE_NONE;
+  l->scope = partition;
+  return was;
+}
+
+int32_t altar_ledger_scope_get(const altar_ledger_t *l) { return l->scope; }
+
+int32_t altar_ledger_visit_partition(const altar_ledger_t *l) { return l->visit_part; }
 
 void altar_ledger_close(altar_ledger_t *l) {
   if (!l) return;

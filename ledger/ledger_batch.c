@@ -11,10 +11,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
-int altar__rl_key(altar_buf_t *b, char prefix, const char *rk, size_t rklen) {
+int altar__rl_key(altar_buf_t *b, char prefix, int32_t part, const char *rk, size_t rklen) {
   altar_buf_reset(b);
-  char p[2] = {prefix, ':'};
-  return altar_buf_append(b, p, 2) || altar_buf_append(b, rk, rklen) ? ALTAR_ENOMEM : ALTAR_OK;
+  char p[2 + ALTAR__RL_PART_LEN] = {prefix, ':'};
+  altar__rl_part_hex(part, p + 2);
+  return altar_buf_append(b, p, sizeof p) || altar_buf_append(b, rk, rklen) ? ALTAR_ENOMEM : ALTAR_OK;
 }
 
 /* Waits for writes handed to the write-behind thread, so a read sees
@@ -169,7 +170,7 @@ int altar__rl_stage_del(rl_t *r, const altar_buf_t *k) { return pend_set(r, k, N
 int altar__rl_stage_record(rl_t *r, const altar__lent_t *x, char prefix, bool fresh, altar_error_t *err) {
   int rc = altar__lvalue_encode(&r->vb, x, err);
   if (rc) return rc;
-  if (altar__rl_key(&r->kb, prefix, x->rkey, x->rkey_len) ||
+  if (altar__rl_key(&r->kb, prefix, x->part, x->rkey, x->rkey_len) ||
       pend_set(r, &r->kb, r->vb.data, r->vb.len, false, fresh, NULL))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   return ALTAR_OK;
@@ -179,7 +180,7 @@ int altar__rl_stage_record(rl_t *r, const altar__lent_t *x, char prefix, bool fr
  * is written; values that need the codec's checks are encoded now. */
 int altar__rl_stage_open(rl_t *r, const altar__lent_t *x, bool fresh, altar_error_t *err) {
   if (!altar__lvalue_fast(x)) return altar__rl_stage_record(r, x, 'o', fresh, err);
-  if (altar__rl_key(&r->kb, 'o', x->rkey, x->rkey_len) || pend_set(r, &r->kb, NULL, 0, false, fresh, x))
+  if (altar__rl_key(&r->kb, 'o', x->part, x->rkey, x->rkey_len) || pend_set(r, &r->kb, NULL, 0, false, fresh, x))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   return ALTAR_OK;
 }

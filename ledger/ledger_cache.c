@@ -81,16 +81,26 @@ int altar__rl_load_cache(rl_t *r, altar_error_t *err) {
     altar_ledger_entry_t e;
     char shown[160];
     altar__rl_show_key(shown, sizeof shown, k, klen);
+    const size_t off = 2 + ALTAR__RL_PART_LEN;
+    int32_t part = 0;
+    if (klen < off || !altar__rl_part_parse(k + 2, &part)) {
+      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: %s carries no status partition", shown);
+      break;
+    }
     rc = altar__lvalue_decode(v, vlen, &e, &sp, &sl, false, err);
     if (rc) altar_error_prefix(err, "%s", shown);
-    else if (e.rec.consumed || !altar__rl_key_matches(k + 2, klen - 2, &e))
+    else if (e.rec.consumed || !altar__rl_key_matches(k + off, klen - off, &e))
       rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: %s holds %s record %s:%s", shown,
                            e.rec.consumed ? "a consumed" : "the", e.rec.handle.backend, e.rec.handle.external_id);
+    else if (altar__lindex_find(&r->ix, e.rec.handle.backend, e.rec.handle.external_id))
+      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger: %s: record %s:%s is open under two partitions", shown,
+                           e.rec.handle.backend, e.rec.handle.external_id);
     if (rc) {
       altar_ledger_entry_clear(&e);
       break;
     }
     altar__lent_t *x = lent_from_entry(&e, sp, sl);
+    if (x) x->part = part;
     if (x && (rc = pack_fixed(r, x, err))) {
       altar__lent_free(x);
       break;

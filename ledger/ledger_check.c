@@ -30,12 +30,18 @@ static int chk_one(rl_t *r, const char *k, size_t klen, const char *v, size_t vl
     return altar_error_set(err, ALTAR_ELEDGER, "check: %s is not in the codec's canonical form", shown);
   }
   altar__lent_t *x = NULL;
-  if (!altar__rl_key_matches(k + 2, klen - 2, &e))
+  const size_t off = 2 + ALTAR__RL_PART_LEN;
+  int32_t part;
+  if (klen < off || !altar__rl_part_parse(k + 2, &part))
+    rc = altar_error_set(err, ALTAR_ELEDGER, "check: %s carries no status partition", shown);
+  else if (!altar__rl_key_matches(k + off, klen - off, &e))
     rc = altar_error_set(err, ALTAR_ELEDGER, "check: %s holds record %s:%s", shown, e.rec.handle.backend,
                          e.rec.handle.external_id);
   else if (e.rec.consumed == open)
     rc = altar_error_set(err, ALTAR_ELEDGER, "check: %s holds a%s record", shown, open ? " consumed" : "n open");
   else x = altar__lindex_find(&r->ix, e.rec.handle.backend, e.rec.handle.external_id);
+  if (!rc && open && x && x->part != part)
+    rc = altar_error_set(err, ALTAR_ELEDGER, "check: %s: its cached copy is under another partition", shown);
   if (!rc && open) {
     (*popen)++;
     (*precords)++;
@@ -73,10 +79,10 @@ int altar__ledger_rocksdb_check(altar_ledger_t *l, uint64_t *precords, altar_err
       rocksdb_iter_seek(it, "x;", 2); /* callers' keys: not ours to judge */
       continue;
     }
-    if (klen > 2 && k[1] == ':' && (k[0] == 'o' || k[0] == 'r')) {
+    if (klen > 2 + ALTAR__RL_PART_LEN && k[1] == ':' && (k[0] == 'o' || k[0] == 'r')) {
       const char *v = rocksdb_iter_value(it, &vlen);
       rc = chk_one(r, k, klen, v, vlen, &records, &open, err);
-    } else if (klen == 10 && k[0] == 'c' && k[1] == ':') {
+    } else if (klen == 2 + ALTAR__RL_PART_LEN + 8 && k[0] == 'c' && k[1] == ':') {
       /* when a record was consumed (ledger_prune.c): an index, no record */
     } else if (!(klen == 9 && !memcmp(k, "m:version", 9))) {
       /* Anything else (an index entry of an older layout, say) is damage. */

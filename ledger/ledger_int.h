@@ -22,6 +22,7 @@ typedef struct altar__lent {
   struct altar__lgroup *grp; /* group it is filed under while open, or NULL */
   size_t grp_pos;
   size_t active_pos; /* position in the open set, SIZE_MAX when not open */
+  int32_t part;      /* RocksDB: the status partition its keys carry */
   bool has_spec;     /* a spec is stored (e.rec.spec may still be NULL in a cache) */
   char *packed;      /* RocksDB cache: the record's fixed part (handle, kind), packed once */
   size_t packed_len;

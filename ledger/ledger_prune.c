@@ -1,10 +1,12 @@
 /* The lifetime of consumed records in the RocksDB ledger (ledger_prune.h).
  *
- * Each consume call also writes one index key, c:<u64 big-endian stamp>,
- * whose value lists the record keys it consumed (u16 length, then the key,
+ * Each consume call also writes one index key per status partition its
+ * records are under, c:<partition><u64 big-endian stamp>, whose value lists
+ * the record keys it consumed (u16 length, then the key,
  * each). The stamp is the wall clock in microseconds, made strictly
  * increasing within the process, so keys never collide and sort in the
- * order of consumption: a prune reads only the old end of the index,
+ * order of consumption (partitions merged): a prune reads only the old end
+ * of the index,
  * however many records are kept, and its cost per record stays the same at
  * any ledger size. One key per call rather than per record keeps what a
  * group's consumption writes nearly as it was.
@@ -25,7 +27,7 @@
 #include <string.h>
 #include <time.h>
 
-#define IDX_KEY_LEN 10 /* "c:" + 8 bytes of stamp */
+#define IDX_KEY_LEN (2 + ALTAR__RL_PART_LEN + 8) /* "c:" <partition> 8 bytes of stamp */
 #define RKEY_LEN_MAX 0xffffu
 
 int64_t altar__rl_stamp_us(rl_t *r) {
@@ -53,12 +55,14 @@ int altar__rl_index_add(altar_buf_t *list, const char *rk, size_t rklen) {
   return altar_buf_append(list, len, 2) || altar_buf_append(list, rk, rklen) ? ALTAR_ENOMEM : ALTAR_OK;
 }
 
-int altar__rl_stage_consumed(rl_t *r, const altar_buf_t *list, int64_t stamp_us) {
+int altar__rl_stage_consumed(rl_t *r, int32_t part, const altar_buf_t *list, int64_t stamp_us) {
   if (!list->len) return ALTAR_OK;
   uint8_t t[8];
+  char p[2 + ALTAR__RL_PART_LEN] = {'c', ':'};
+  altar__rl_part_hex(part, p + 2);
   put_be64(t, stamp_us < 0 ? 0 : (uint64_t)stamp_us);
   altar_buf_reset(&r->kb2);
-  if (altar_buf_append(&r->kb2, "c:", 2) || altar_buf_append(&r->kb2, t, 8)) return ALTAR_ENOMEM;
+  if (altar_buf_append(&r->kb2, p, sizeof p) || altar_buf_append(&r->kb2, t, 8)) return ALTAR_ENOMEM;
   return altar__rl_stage_put(r, &r->kb2, list->data, list->len);
 }
 
@@ -77,12 +81,12 @@ static int64_t json_int(const char *v, size_t vlen, const char *name) {
  * with it, unless a run of that task is open again: its index key and
  * every attempt the index says is kept (at most attempts_keep). A record
  * without task key or attempts costs one read. */
-static int stage_attempts(rl_t *r, const char *rk, size_t rklen) {
+static int stage_attempts(rl_t *r, int32_t part, const char *rk, size_t rklen) {
   char *val = NULL, *iv = NULL;
   size_t vlen, ilen, kl;
   const char *tk;
   altar_error_t ignored = {0};
-  if (altar__rl_key(&r->kb, 'r', rk, rklen)) return ALTAR_ENOMEM;
+  if (altar__rl_key(&r->kb, 'r', part, rk, rklen)) return ALTAR_ENOMEM;
   int rc = altar__rl_get_raw(r, &r->kb, &val, &vlen, &ignored);
   if (rc) return rc == ALTAR_ENOMEM ? rc : ALTAR_OK; /* gone already: nothing of it to follow */
   char key[ALTAR_TASK_KEY_LEN + 32];
@@ -91,7 +95,9 @@ static int stage_attempts(rl_t *r, const char *rk, size_t rklen) {
   memcpy(task, tk, kl);
   task[kl] = 0;
   if (altar__lindex_task(&r->ix, task)) goto done; /* run again since: its attempts still count */
-  int n = snprintf(key, sizeof key, "x:" ALTAR_ATTEMPTS_INDEX_PREFIX "%s", task);
+  char ph[ALTAR__RL_PART_LEN];
+  altar__rl_part_hex(part, ph);
+  int n = snprintf(key, sizeof key, "x:%.4s" ALTAR_ATTEMPTS_INDEX_PREFIX "%s", ph, task);
   altar_buf_reset(&r->kb2);
   if (altar_buf_append(&r->kb2, key, (size_t)n)) {
     rc = ALTAR_ENOMEM;
@@ -105,7 +111,7 @@ static int stage_attempts(rl_t *r, const char *rk, size_t rklen) {
   int64_t first = json_int(iv, ilen, "first"), next = json_int(iv, ilen, "next");
   if (altar__rl_stage_del(r, &r->kb2)) rc = ALTAR_ENOMEM;
   for (int64_t a = first < 1 ? 1 : first; !rc && a < next && a - first < ALTAR_ATTEMPTS_KEEP_MAX; a++) {
-    n = snprintf(key, sizeof key, "x:" ALTAR_ATTEMPTS_PREFIX "%s/%06" PRId64, task, a);
+    n = snprintf(key, sizeof key, "x:%.4s" ALTAR_ATTEMPTS_PREFIX "%s/%06" PRId64, ph, task, a);
     altar_buf_reset(&r->kb2);
     if (altar_buf_append(&r->kb2, key, (size_t)n) || altar__rl_stage_del(r, &r->kb2)) rc = ALTAR_ENOMEM;
   }
@@ -117,12 +123,12 @@ done:
 
 /* Stages the removal of every record v lists, with its attempts; *pn
  * counts them. */
-static int stage_entry(rl_t *r, const char *v, size_t vlen, size_t *pn) {
+static int stage_entry(rl_t *r, int32_t part, const char *v, size_t vlen, size_t *pn) {
   for (size_t at = 0; at + 2 <= vlen;) {
     size_t l = (size_t)(uint8_t)v[at] << 8 | (uint8_t)v[at + 1];
     if (at + 2 + l > vlen) break; /* a torn list: what it names fully is removed */
-    if (stage_attempts(r, v + at + 2, l)) return ALTAR_ENOMEM;
-    if (altar__rl_key(&r->kb, 'r', v + at + 2, l) || altar__rl_stage_del(r, &r->kb)) return ALTAR_ENOMEM;
+    if (stage_attempts(r, part, v + at + 2, l)) return ALTAR_ENOMEM;
+    if (altar__rl_key(&r->kb, 'r', part, v + at + 2, l) || altar__rl_stage_del(r, &r->kb)) return ALTAR_ENOMEM;
     (*pn)++;
     at += 2 + l;
   }
@@ -138,22 +144,25 @@ int altar__ledger_rocksdb_prune_consumed(altar_ledger_t *l, int64_t before_ms, s
   int rc = altar__rl_writable(r, "prune", err);
   if (!rc) rc = altar__rl_settle(r, err); /* the iterator must see every committed consumption */
   if (rc) return rc;
-  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
-  size_t n = 0;
+  static const char *const fam[] = {"c:"};
+  altar__rl_merge_t m;
+  if ((rc = altar__rl_merge_open(r, fam, 1, NULL, 0, &m, err))) return rc;
+  size_t n = 0, i;
   int64_t before_us = before_ms > INT64_MAX / 1000 ? INT64_MAX : before_ms * 1000;
-  for (rocksdb_iter_seek(it, "c:", 2); !rc && n < max && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+  while (!rc && n < max && (i = altar__rl_merge_next(&m, NULL)) != SIZE_MAX) {
     size_t klen, vlen;
-    const char *k = rocksdb_iter_key(it, &klen);
-    if (klen != IDX_KEY_LEN || memcmp(k, "c:", 2) || get_be64(k + 2) >= before_us) break;
-    const char *v = rocksdb_iter_value(it, &vlen);
+    const char *k = rocksdb_iter_key(m.it[i], &klen);
+    if (klen != IDX_KEY_LEN || get_be64(k + IDX_KEY_LEN - 8) >= before_us) break;
+    const char *v = rocksdb_iter_value(m.it[i], &vlen);
     /* A record open again under its key is no longer the consumed one: its
      * stale r: copy goes, the open record stays. */
-    rc = stage_entry(r, v, vlen, &n);
+    rc = stage_entry(r, m.part[i], v, vlen, &n);
     altar_buf_reset(&r->kb2);
     if (!rc && (altar_buf_append(&r->kb2, k, klen) || altar__rl_stage_del(r, &r->kb2))) rc = ALTAR_ENOMEM;
     if (rc) rc = altar_error_set(err, ALTAR_ENOMEM, "ledger prune: out of memory");
+    rocksdb_iter_next(m.it[i]);
   }
-  rc = altar__rl_iter_end(it, rc, "ledger prune", err);
+  rc = altar__rl_merge_end(&m, rc, "ledger prune", err);
   if (rc) {
     altar__rl_pend_clear(r);
     return rc;
@@ -181,17 +190,20 @@ int altar__ledger_rocksdb_consumed_due(altar_ledger_t *l, int64_t before_ms, siz
   rl_t *r = altar_ledger_impl(l);
   int rc = altar__rl_settle(r, err);
   if (rc) return rc;
-  rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ropts);
-  size_t n = 0;
+  static const char *const fam[] = {"c:"};
+  altar__rl_merge_t m;
+  if ((rc = altar__rl_merge_open(r, fam, 1, NULL, 0, &m, err))) return rc;
+  size_t n = 0, i;
   int64_t before_us = before_ms > INT64_MAX / 1000 ? INT64_MAX : before_ms * 1000;
-  for (rocksdb_iter_seek(it, "c:", 2); n < max && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+  while (n < max && (i = altar__rl_merge_next(&m, NULL)) != SIZE_MAX) {
     size_t klen, vlen;
-    const char *k = rocksdb_iter_key(it, &klen);
-    if (klen != IDX_KEY_LEN || memcmp(k, "c:", 2) || get_be64(k + 2) >= before_us) break;
-    const char *v = rocksdb_iter_value(it, &vlen);
+    const char *k = rocksdb_iter_key(m.it[i], &klen);
+    if (klen != IDX_KEY_LEN || get_be64(k + IDX_KEY_LEN - 8) >= before_us) break;
+    const char *v = rocksdb_iter_value(m.it[i], &vlen);
     n += count_entry(v, vlen);
+    rocksdb_iter_next(m.it[i]);
   }
-  rc = altar__rl_iter_end(it, ALTAR_OK, "ledger prune", err);
+  rc = altar__rl_merge_end(&m, ALTAR_OK, "ledger prune", err);
   if (!rc) *pdue = n;
   return rc;
 }

@@ -1,11 +1,12 @@
 /* The production TaskLedger on RocksDB.
  *
- * Layout (all in the default column family; rkey = backend '\0' external_id):
- *   o:<rkey>     an open (not consumed) record
- *   r:<rkey>     a consumed record
- *   c:<stamp>    the records one consume call consumed, and when (ledger_prune.c)
- *   m:version    layout version
- *   x:…          keys of callers sharing the write (daemon outbox, offsets)
+ * Layout (all in the default column family; rkey = backend '\0' external_id;
+ * p = the status partition, 4 hex digits, "ffff" for none: ledger_part.c):
+ *   o:<p><rkey>   an open (not consumed) record
+ *   r:<p><rkey>   a consumed record
+ *   c:<p><stamp>  the records one consume call consumed, and when (ledger_prune.c)
+ *   m:version     layout version
+ *   x:<p>…        keys of callers sharing the write (daemon outbox, offsets)
  * A value is: metadata header (task key, group key), the msgpack record
  * without its spec, then the spec's msgpack bytes. The record key of an open
  * record is its own index (open records are found by scanning o:, never the
@@ -37,7 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LAYOUT_VERSION "2"
+/* 3: every key carries its status partition (ledger_part.c). */
+#define LAYOUT_VERSION "3"
 
 static void rl_free(rl_t *r);
 
@@ -79,6 +81,8 @@ static int rl_record(altar_ledger_t *l, const altar_handle_t *h, const char *kin
       altar__lent_new(h, kind, NULL, meta ? meta->task_key : NULL, meta ? meta->group_key : NULL, fixed_len + spec_len);
   if (!x) return altar__rl_op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.record: out of memory"), err);
   if (meta) x->e.rec.restart_count = meta->restart_count;
+  x->part = altar__rl_scope(r);
+  r->parted |= x->part != ALTAR_LEDGER_SCOPE_NONE;
   x->packed = memcpy(x->tail, fixed, fixed_len);
   x->packed_len = fixed_len;
   if (has_spec) {
@@ -110,10 +114,41 @@ static int rl_open_handles(altar_ledger_t *l, altar_handle_t **phs, size_t *pn, 
   return ALTAR_OK;
 }
 
+/* Reads the stored value of a consumed record as the batch would leave it:
+ * under the scope's partition, or with no scope under any (the ledger's own
+ * first). *ppart says where; *pval is malloc'd. */
+static int load_consumed(rl_t *r, const char *rk, size_t rklen, int32_t *ppart, char **pval, size_t *plen,
+                         altar_error_t *err) {
+  int32_t s = altar__rl_scope(r);
+  *ppart = s;
+  if (altar__rl_key(&r->kb, 'r', s, rk, rklen)) return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+  int rc = altar__rl_get_raw(r, &r->kb, pval, plen, err);
+  if (rc != ALTAR_ENOTFOUND || s != ALTAR_LEDGER_SCOPE_NONE || !r->parted) return rc;
+  int32_t *pv;
+  size_t pn;
+  if ((rc = altar__rl_parts(r, "r:", &pv, &pn, err))) return rc;
+  rc = ALTAR_ENOTFOUND;
+  for (size_t i = 0; rc == ALTAR_ENOTFOUND && i < pn; i++) {
+    if (pv[i] == ALTAR_LEDGER_SCOPE_NONE) continue;
+    if (altar__rl_key(&r->kb, 'r', pv[i], rk, rklen)) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
+      break;
+    }
+    rc = altar__rl_get_raw(r, &r->kb, pval, plen, err);
+    *ppart = pv[i];
+  }
+  free(pv);
+  return rc;
+}
+
 /* Reads the stored value of a record as the batch would leave it: o: when
- * it is open (the cache says so), r: otherwise. *pval is malloc'd. */
-static int load_raw(rl_t *r, const char *rk, size_t rklen, bool open, char **pval, size_t *plen, altar_error_t *err) {
-  if (altar__rl_key(&r->kb, open ? 'o' : 'r', rk, rklen))
+ * it is open (the cache says so, and where), r: otherwise. *pval is
+ * malloc'd. */
+static int load_raw(rl_t *r, const char *rk, size_t rklen, const altar__lent_t *open, char **pval, size_t *plen,
+                    altar_error_t *err) {
+  int32_t part;
+  if (!open) return load_consumed(r, rk, rklen, &part, pval, plen, err);
+  if (altar__rl_key(&r->kb, 'o', open->part, rk, rklen))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
   return altar__rl_get_raw(r, &r->kb, pval, plen, err);
 }
@@ -126,7 +161,7 @@ static int load_entry(rl_t *r, const char *backend, const char *external_id, alt
   size_t rklen;
   if (altar__rkey(backend, external_id, &rk, &rklen))
     return altar_error_set(err, ALTAR_ENOMEM, "ledger: out of memory");
-  bool open = altar__lindex_find(&r->ix, backend, external_id) != NULL;
+  const altar__lent_t *open = altar__lindex_find(&r->ix, backend, external_id);
   char *val;
   size_t vlen;
   int rc = load_raw(r, rk, rklen, open, &val, &vlen, err);
@@ -159,7 +194,7 @@ static int rl_set_state(altar_ledger_t *l, const altar_handle_t *h, altar_state_
     char *val = NULL;
     size_t vlen;
     const char *sp = NULL;
-    rc = load_raw(r, tmp.rkey, tmp.rkey_len, false, &val, &vlen, err);
+    rc = load_consumed(r, tmp.rkey, tmp.rkey_len, &tmp.part, &val, &vlen, err);
     if (rc == ALTAR_ENOTFOUND)
       rc = altar_error_set(err, ALTAR_ENOTFOUND, "ledger.set_state: no record for %s:%s", h->backend, h->external_id);
     if (!rc) rc = altar__lvalue_decode(val, vlen, &tmp.e, &sp, &tmp.spec_len, false, err);
@@ -266,20 +301,36 @@ static int rl_consume(altar_ledger_t *l, const altar_handle_t *hs, size_t n, alt
    * Room for them at once: a wide group's decision consumes 10^5 records. */
   if (altar__hmap_reserve(&r->pend, 2 * n))
     return altar__rl_op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.consume: out of memory"), err);
-  altar_buf_reset(&r->cl);
+  /* One index entry per partition the records are under (one, unless a
+   * group config change moved a group between partitions): a pass per
+   * partition, in ascending order, each finding the next. */
+  int32_t part = INT32_MAX;
   for (size_t i = 0; i < n; i++) {
     altar__lent_t *x = altar__lindex_find(&r->ix, hs[i].backend, hs[i].external_id);
-    if (!x) continue; /* unknown or already consumed */
-    x->e.rec.consumed = true;
-    rc = altar__rl_stage_record(r, x, 'r', false, err);
-    x->e.rec.consumed = false;
-    if (rc) return altar__rl_op_end(r, rc, err);
-    if (altar__rl_key(&r->kb, 'o', x->rkey, x->rkey_len) || altar__rl_stage_del(r, &r->kb) ||
-        altar__rl_index_add(&r->cl, x->rkey, x->rkey_len))
-      return altar__rl_op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.consume: out of memory"), err);
+    if (x && x->part < part) part = x->part;
   }
-  if (altar__rl_stage_consumed(r, &r->cl, altar__rl_stamp_us(r)))
-    return altar__rl_op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.consume: out of memory"), err);
+  while (part != INT32_MAX) {
+    int32_t next = INT32_MAX;
+    altar_buf_reset(&r->cl);
+    for (size_t i = 0; i < n; i++) {
+      altar__lent_t *x = altar__lindex_find(&r->ix, hs[i].backend, hs[i].external_id);
+      if (!x) continue; /* unknown or already consumed */
+      if (x->part != part) {
+        if (x->part > part && x->part < next) next = x->part;
+        continue;
+      }
+      x->e.rec.consumed = true;
+      rc = altar__rl_stage_record(r, x, 'r', false, err);
+      x->e.rec.consumed = false;
+      if (rc) return altar__rl_op_end(r, rc, err);
+      if (altar__rl_key(&r->kb, 'o', x->part, x->rkey, x->rkey_len) || altar__rl_stage_del(r, &r->kb) ||
+          altar__rl_index_add(&r->cl, x->rkey, x->rkey_len))
+        return altar__rl_op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.consume: out of memory"), err);
+    }
+    if (altar__rl_stage_consumed(r, part, &r->cl, altar__rl_stamp_us(r)))
+      return altar__rl_op_end(r, altar_error_set(err, ALTAR_ENOMEM, "ledger.consume: out of memory"), err);
+    part = next;
+  }
   for (size_t i = 0; i < n; i++) {
     altar__lent_t *x = altar__lindex_find(&r->ix, hs[i].backend, hs[i].external_id);
     if (x) altar__lindex_remove(&r->ix, x);
@@ -345,39 +396,34 @@ static int rl_group_counts(altar_ledger_t *l, const char *kind, const char *grou
   return ALTAR_OK;
 }
 
-/* Visits every record in rkey order: o: and r: merged, o: winning over a
- * stale r: copy of a re-opened record. Committed state only. */
+/* Visits every record in rkey order: o: and r: of every partition merged,
+ * o: winning over a stale r: copy of a re-opened record (and the first
+ * partition's r: over another's). Committed state only. */
 static int rl_foreach(altar_ledger_t *l, altar_ledger_visit_fn fn, void *ctx, altar_error_t *err) {
   rl_t *r = altar_ledger_impl(l);
-  int rc = altar__rl_settle(r, err);
+  static const char *const fams[] = {"o:", "r:"};
+  altar__rl_merge_t m;
+  int rc = altar__rl_merge_open(r, fams, 2, NULL, 0, &m, err);
   if (rc) return rc;
-  rocksdb_iterator_t *io = rocksdb_create_iterator(r->db, r->ropts);
-  rocksdb_iterator_t *ir = rocksdb_create_iterator(r->db, r->ropts);
-  rocksdb_iter_seek(io, "o:", 2);
-  rocksdb_iter_seek(ir, "r:", 2);
   while (!rc) {
-    size_t ol = 0, rl = 0;
-    const char *ok = rocksdb_iter_valid(io) ? rocksdb_iter_key(io, &ol) : NULL;
-    const char *rk = rocksdb_iter_valid(ir) ? rocksdb_iter_key(ir, &rl) : NULL;
-    if (ok && (ol < 2 || memcmp(ok, "o:", 2))) ok = NULL;
-    if (rk && (rl < 2 || memcmp(rk, "r:", 2))) rk = NULL;
-    if (!ok && !rk) break;
-    int c = !ok ? 1 : !rk ? -1 : altar__rkey_cmp(ok + 2, ol - 2, rk + 2, rl - 2);
-    rocksdb_iterator_t *it = c <= 0 ? io : ir;
-    const char *k = c <= 0 ? ok : rk;
-    size_t klen = c <= 0 ? ol : rl, vlen;
-    const char *v = rocksdb_iter_value(it, &vlen), *sp;
+    size_t i = altar__rl_merge_next(&m, altar__rkey_cmp);
+    if (i == SIZE_MAX) break;
+    size_t pick = i; /* the first of equals: o: iterators come first */
+    size_t klen, vlen;
+    const char *k = rocksdb_iter_key(m.it[pick], &klen);
+    const char *v = rocksdb_iter_value(m.it[pick], &vlen), *sp;
     size_t sl;
     altar_ledger_entry_t e;
+    size_t off = 2 + ALTAR__RL_PART_LEN;
     rc = altar__lvalue_decode(v, vlen, &e, &sp, &sl, true, err);
-    if (rc) altar_error_prefix(err, "%.*s", (int)strnlen(k + 2, klen - 2), k + 2);
+    if (rc) altar_error_prefix(err, "%.*s", (int)strnlen(k + off, klen - off), k + off);
     else rc = fn(ctx, &e);
     altar_ledger_entry_clear(&e);
-    if (c <= 0) rocksdb_iter_next(io);
-    if (c >= 0) rocksdb_iter_next(ir);
+    /* Past every copy of this record. */
+    for (size_t j = m.n; j-- > i;)
+      if (j == i || altar__rl_merge_same(&m, i, j, altar__rkey_cmp)) rocksdb_iter_next(m.it[j]);
   }
-  rc = altar__rl_iter_end(io, rc, "ledger", err);
-  return altar__rl_iter_end(ir, rc, "ledger", err);
+  return altar__rl_merge_end(&m, rc, "ledger", err);
 }
 
 static int rl_begin(altar_ledger_t *l, altar_error_t *err) {
@@ -492,7 +538,7 @@ static const altar_plugin_key_t rl_keys[] = {
 
 const altar_ledger_ops_t altar_ledger_rocksdb_ops = {
     .name = "rocksdb",
-    .caps = ALTAR_LEDGER_CAP_DURABLE | ALTAR_LEDGER_CAP_SIDE_KEYS,
+    .caps = ALTAR_LEDGER_CAP_DURABLE | ALTAR_LEDGER_CAP_SIDE_KEYS | ALTAR_LEDGER_CAP_PARTITIONS,
     .config_keys = rl_keys,
     .open = rl_open,
     .close = rl_close,
@@ -597,6 +643,14 @@ static int open_dir(const char *dir, const altar_ledger_rocksdb_opts_t *opts, rl
     rocksdb_free(dberr);
     goto fail;
   }
+  if (ver && vlen == 1 && (ver[0] == '1' || ver[0] == '2')) {
+    altar_error_set(err, ALTAR_ELEDGER,
+                    "ledger %s: written in layout %c, before its keys carried their status partition; this build "
+                    "reads layout %s: rebuild it (altar reconciler --rebuild) or restore a newer checkpoint",
+                    dir, ver[0], LAYOUT_VERSION);
+    rocksdb_free(ver);
+    goto fail;
+  }
   if (ver && (vlen != 1 || ver[0] != LAYOUT_VERSION[0])) {
     altar_error_set(err, ALTAR_ELEDGER, "ledger %s: m:version is '%.*s', this build reads '%s'", dir,
                     (int)(vlen < 16 ? vlen : 16), ver, LAYOUT_VERSION);
@@ -613,6 +667,10 @@ static int open_dir(const char *dir, const altar_ledger_rocksdb_opts_t *opts, rl
   }
   rocksdb_free(ver);
   if (altar__rl_load_cache(r, err)) {
+    altar_error_prefix(err, "ledger %s", dir);
+    goto fail;
+  }
+  if (altar__rl_find_parted(r, err)) {
     altar_error_prefix(err, "ledger %s", dir);
     goto fail;
   }
@@ -669,6 +727,7 @@ static int rl_open(altar_ledger_t *l, const altar_strmap_t *cfg, altar_error_t *
   rl_t *r = NULL;
   int rc = open_dir(dir, &o, &r, err);
   if (rc) return rc;
+  r->h = l;
   altar_ledger_set_impl(l, r);
   return ALTAR_OK;
 }

@@ -3,7 +3,9 @@
  * Internal to reconciler/ (and its tests). Keys the ledger owns start with
  * "o:" (open records), "r:" (consumed records), "c:" (which were consumed
  * when) and "m:"; callers that share
- * the database put theirs under "x:" (the aux_* operations of altar_ledger_ops_t). */
+ * the database put theirs under "x:" (the aux_* operations of altar_ledger_ops_t).
+ * Each family puts the key's status partition (4 hex digits) right after
+ * its prefix (ledger/ledger_part.c). */
 #ifndef ALTAR_RECONCILER_LEDGER_ROCKSDB_H
 #define ALTAR_RECONCILER_LEDGER_ROCKSDB_H
 
@@ -36,5 +38,18 @@ void altar__ledger_rocksdb_fail_writes(altar_ledger_t *l, int n);
  * be NULL) gets the number of records (an r: copy shadowed by a re-opened
  * o: record counts once). */
 int altar__ledger_rocksdb_check(altar_ledger_t *l, uint64_t *precords, altar_error_t *err);
+
+/* Replaces status partition `part` of l with that of the RocksDB ledger in
+ * src_dir (a restored checkpoint, opened read-only), in one atomic write:
+ * every key of the partition in l goes (DeleteRange of each family's
+ * range), every key of it in src is put; each of the n_max side keys of the
+ * ledger's own state (fixed-width counters: the outbox's "q", the settled
+ * groups' "gn") takes the bytewise greater of the two ledgers' values, so
+ * no later sequence number meets an imported one. The cache of open
+ * records is then rebuilt. No batch may be open. *pkeys (may be NULL) gets
+ * the number of keys imported. */
+int altar__ledger_rocksdb_import_partition(altar_ledger_t *l, const char *src_dir, int32_t part,
+                                           const char *const *max_keys, size_t n_max, size_t *pkeys,
+                                           altar_error_t *err);
 
 #endif

@@ -6,6 +6,7 @@
  *   ledger_rocksdb_aux.c  the side keyspace under x:
  *   ledger_check.c        the consistency check
  *   ledger_prune.c        when records were consumed (c:), and pruning the oldest
+ *   ledger_part.c         status partitions in keys, and scans merged over them
  * Internal to those files. */
 #ifndef ALTAR_RECONCILER_LEDGER_ROCKSDB_INT_H
 #define ALTAR_RECONCILER_LEDGER_ROCKSDB_INT_H
@@ -50,12 +51,51 @@ typedef struct rl {
   int64_t last_stamp_us;      /* the newest index stamp handed out (ledger_prune.c) */
   altar_record_fixed_t fixed; /* scratch: a record's fixed part */
   char *dir;
+  altar_ledger_t *h; /* the handle: its scope names the partition of new keys */
+  /* Some key carries a partition (not the ledger's own "ffff"): only then
+   * does a point read with no scope that misses look in the partitions. */
+  bool parted;
 } rl_t;
 
 /* ---- keys (ledger_batch.c) ---- */
 
-/* b = prefix ':' rk. 0 or ALTAR_ENOMEM. */
-int altar__rl_key(altar_buf_t *b, char prefix, const char *rk, size_t rklen);
+/* b = prefix ':' <partition> rk. 0 or ALTAR_ENOMEM. */
+int altar__rl_key(altar_buf_t *b, char prefix, int32_t part, const char *rk, size_t rklen);
+/* The partition new keys go under: the handle's scope. */
+static inline int32_t altar__rl_scope(const rl_t *r) { return r->h ? r->h->scope : ALTAR_LEDGER_SCOPE_NONE; }
+
+/* ---- status partitions in keys (ledger_part.c) ---- */
+
+#define ALTAR__RL_PART_LEN 4
+/* The partition as 4 hex digits ("ffff" for ALTAR_LEDGER_SCOPE_NONE). */
+void altar__rl_part_hex(int32_t p, char out[ALTAR__RL_PART_LEN]);
+/* The partition 4 hex digits name; false when they are not hex digits. */
+bool altar__rl_part_parse(const char *h, int32_t *pp);
+/* Whether any key of r carries a partition: sets r->parted. */
+int altar__rl_find_parted(rl_t *r, altar_error_t *err);
+/* The partitions with keys under family fam (2 bytes: "o:", "x:", ...),
+ * ascending, NONE last; *pv malloc'd. Committed keys only. */
+int altar__rl_parts(rl_t *r, const char *fam, int32_t **pv, size_t *pn, altar_error_t *err);
+/* One iterator per (family, partition present), each over fam <part> sub;
+ * merged by what follows the partition. */
+typedef struct altar__rl_merge {
+  rocksdb_iterator_t **it;
+  int32_t *part; /* partition of each iterator */
+  size_t *fam;   /* index into the families given, of each iterator */
+  char *pfx;     /* each iterator's prefix, plen bytes apiece */
+  size_t plen, n;
+} altar__rl_merge_t;
+int altar__rl_merge_open(rl_t *r, const char *const *fams, size_t nfam, const char *sub, size_t sublen,
+                         altar__rl_merge_t *m, altar_error_t *err);
+/* The iterator whose key (after family and partition) is the smallest by
+ * cmp (NULL: bytewise), the first of equals; SIZE_MAX when all are done. */
+size_t altar__rl_merge_next(altar__rl_merge_t *m, int (*cmp)(const char *, size_t, const char *, size_t));
+/* Whether iterators i and j stand on equal keys (after their partitions). */
+bool altar__rl_merge_same(const altar__rl_merge_t *m, size_t i, size_t j,
+                          int (*cmp)(const char *, size_t, const char *, size_t));
+/* Ends every iterator (as altar__rl_iter_end) and frees m. */
+int altar__rl_merge_end(altar__rl_merge_t *m, int rc, const char *what, altar_error_t *err);
+void altar__rl_merge_free(altar__rl_merge_t *m);
 
 /* ---- the batch (ledger_batch.c) ---- */
 
@@ -110,9 +150,9 @@ void altar__rl_show_key(char *out, size_t cap, const char *k, size_t klen);
 int64_t altar__rl_stamp_us(rl_t *r);
 /* Appends record key rk to list, the value of an index entry. */
 int altar__rl_index_add(altar_buf_t *list, const char *rk, size_t rklen);
-/* Stages the index entry c:<stamp> listing the records of one consume
- * (nothing when list is empty). */
-int altar__rl_stage_consumed(rl_t *r, const altar_buf_t *list, int64_t stamp_us);
+/* Stages the index entry c:<part><stamp> listing the records of one
+ * consume under partition part (nothing when list is empty). */
+int altar__rl_stage_consumed(rl_t *r, int32_t part, const altar_buf_t *list, int64_t stamp_us);
 
 /* ---- the side keyspace (ledger_rocksdb_aux.c): the aux_* operations ---- */
 

@@ -35,6 +35,7 @@ void altar_apply_result_clear(altar_apply_result_t *r) {
   altar_apply_result_reset(r);
   free(r->events);
   free(r->settled);
+  free(r->event_part);
   free(r->retries);
   altar_arena_free(&r->mem);
   memset(r, 0, sizeof *r);
@@ -122,8 +123,8 @@ static int pick_failures(altar_arena_t *a, const altar_ledger_entry_t *const *m,
 
 /* Appends the event of p's shards, noting also (may be NULL) as settled
  * with them; gk lies in res->mem already. */
-static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, const char *k, char *gk,
-                      const picked_t *p, const picked_t *also, double ts, altar_error_t *err) {
+static int push_event(altar_ledger_t *l, altar_apply_result_t *res, altar_group_event_kind_t kind, const char *k,
+                      char *gk, const picked_t *p, const picked_t *also, double ts, altar_error_t *err) {
   if (res->n_events == res->cap_events) {
     size_t cap = res->cap_events ? res->cap_events * 2 : 8;
     altar_group_event_t *v = realloc(res->events, cap * sizeof *v);
@@ -132,6 +133,9 @@ static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, 
     altar_settled_members_t *sm = realloc(res->settled, cap * sizeof *sm);
     if (!sm) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
     res->settled = sm;
+    int32_t *ep = realloc(res->event_part, cap * sizeof *ep);
+    if (!ep) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+    res->event_part = ep;
     res->cap_events = cap;
   }
   char id[ALTAR_TASK_KEY_LEN + 1];
@@ -166,6 +170,7 @@ static int push_event(altar_apply_result_t *res, altar_group_event_kind_t kind, 
   if (!(ev->event_id = altar_arena_strndup(&res->mem, id, ALTAR_TASK_KEY_LEN)) ||
       !(ev->kind = altar_arena_strndup(&res->mem, k, strlen(k))))
     return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
+  res->event_part[res->n_events] = altar_ledger_scope_get(l); /* the partition of the event deciding it */
   res->settled[res->n_events++] = set;
   return ALTAR_OK;
 }
@@ -217,6 +222,7 @@ static int retry_all(altar_ledger_t *l, const altar_group_spec_t *gs, const pick
     /* The request takes the record as read, with the restart just made. */
     altar_retry_request_t *q = &res->retries[res->n_retries++]; /* counted even when partial, so clear frees it */
     memset(q, 0, sizeof *q);
+    q->partition = altar_ledger_scope_get(l);
     q->kind = strdup(kind);
     q->task_key = es[i].task_key;
     es[i].task_key = NULL;
@@ -376,7 +382,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
       rc = altar__group_outputs(l, s.hs, s.n, &res->mem, &outs, &n_outs, err);
     if (!rc && may_be_held(res)) rc = unhold(l, gs->kind, own, err);
     if (!rc) rc = consume_both(l, &s, &f, err);
-    if (!rc) rc = push_event(res, ALTAR_GROUP_FIRED, gs->kind, own, &s, &f, ts, err);
+    if (!rc) rc = push_event(l, res, ALTAR_GROUP_FIRED, gs->kind, own, &s, &f, ts, err);
     if (!rc) {
       res->events[res->n_events - 1].outputs = outs;
       res->events[res->n_events - 1].n_outputs = n_outs;
@@ -411,7 +417,7 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
   if (pick_failures(&res->mem, m, n, &why, &n_why)) return altar_error_set(err, ALTAR_ENOMEM, "apply: out of memory");
   if (may_be_held(res)) rc = unhold(l, gs->kind, own, err);
   if (!rc) rc = consume_both(l, &f, &s, err);
-  if (!rc) rc = push_event(res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, own, &f, &s, ts, err);
+  if (!rc) rc = push_event(l, res, ALTAR_GROUP_DEAD_LETTERED, gs->kind, own, &f, &s, ts, err);
   if (!rc) {
     res->events[res->n_events - 1].failures = why;
     res->events[res->n_events - 1].n_failures = n_why;
@@ -422,6 +428,8 @@ static int evaluate(altar_ledger_t *l, const altar_group_spec_t *gs, const char 
 typedef struct held_list {
   char **kinds, **gks; /* the key's two halves, malloc'd */
   double *ts;
+  int32_t *part; /* the status partition each is noted under */
+  altar_ledger_t *l;
   size_t n, cap;
   int rc;
 } held_list_t;
@@ -437,8 +445,10 @@ static int visit_held(void *ctx, const void *key, size_t klen, const void *val, 
     if (a) h->kinds = a;
     if (b) h->gks = b;
     double *t = b ? realloc(h->ts, cap * sizeof *t) : NULL;
-    if (!t) return h->rc = ALTAR_ENOMEM;
-    h->ts = t;
+    if (t) h->ts = t;
+    int32_t *pp = t ? realloc(h->part, cap * sizeof *pp) : NULL;
+    if (!pp) return h->rc = ALTAR_ENOMEM;
+    h->part = pp;
     h->cap = cap;
   }
   char tsbuf[48];
@@ -449,6 +459,7 @@ static int visit_held(void *ctx, const void *key, size_t klen, const void *val, 
   h->kinds[h->n] = strndup(k, (size_t)(nul - k));
   h->gks[h->n] = strndup(nul + 1, klen - pl - (size_t)(nul - k) - 1);
   h->ts[h->n] = strtod(tsbuf, NULL);
+  h->part[h->n] = altar_ledger_visit_partition(h->l);
   if (!h->kinds[h->n] || !h->gks[h->n]) {
     free(h->kinds[h->n]);
     free(h->gks[h->n]);
@@ -466,12 +477,14 @@ static void held_list_free(held_list_t *h) {
   free(h->kinds);
   free(h->gks);
   free(h->ts);
+  free(h->part);
 }
 
 /* The held groups the ledger notes, copied out (a decision changes the side
  * keys a scan walks). */
 static int held_load(altar_ledger_t *l, held_list_t *h, altar_error_t *err) {
   memset(h, 0, sizeof *h);
+  h->l = l;
   int rc = altar_ledger_aux_scan(l, ALTAR_HELD_PREFIX, strlen(ALTAR_HELD_PREFIX), visit_held, h, err);
   if (rc == ALTAR_ENOTSUP) {
     if (err) memset(err, 0, sizeof *err);
@@ -498,10 +511,12 @@ int altar__apply_recheck_held(altar_ledger_t *l, const altar_group_specs_t *spec
     const altar_group_spec_t *gs = altar_group_specs_find(specs, h.kinds[i]);
     if (!gs) continue; /* its kind has no group now: nothing can decide it */
     size_t held_before = res->held_groups.n;
+    int32_t was = altar_ledger_scope(l, h.part[i]); /* decided where it is noted */
     rc = evaluate(l, gs, h.gks[i], 0, h.ts[i], res, err);
     /* Decided without an event (not ready yet, retried, stalled): no
      * longer held either way; a fired or dead-lettered one was un-held. */
     if (!rc && res->held_groups.n == held_before) rc = unhold(l, gs->kind, h.gks[i], err);
+    altar_ledger_scope(l, was);
   }
   held_list_free(&h);
   return rc;
@@ -542,7 +557,7 @@ int altar__apply_cancel_group(altar_ledger_t *l, const altar_group_spec_t *gs, c
   }
   if (!rc && may_be_held(res)) rc = unhold(l, gs->kind, own, err);
   if (!rc && all.n) rc = altar_ledger_consume(l, all.hs, all.n, err);
-  if (!rc) rc = push_event(res, ALTAR_GROUP_CANCELLED, gs->kind, own, &all, NULL, ts, err);
+  if (!rc) rc = push_event(l, res, ALTAR_GROUP_CANCELLED, gs->kind, own, &all, NULL, ts, err);
   return rc;
 }
 

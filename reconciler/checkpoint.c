@@ -585,9 +585,10 @@ static int parse_manifest(const char *text, size_t len, const char *where, altar
   return ALTAR_OK;
 }
 
-static int read_latest(altar_storage_t *s, const char *uri, altar_checkpoint_t *out, json_t **proot, json_t **pfiles,
-                       altar_error_t *err) {
-  char *path = join(uri, "latest.json");
+/* Reads and checks the manifest at uri/rest. */
+static int read_manifest_at(altar_storage_t *s, const char *uri, const char *rest, altar_checkpoint_t *out,
+                            json_t **proot, json_t **pfiles, altar_error_t *err) {
+  char *path = join(uri, rest);
   if (!path) return altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
   bool there = false;
   int rc = altar_storage_exists(s, path, &there, err);
@@ -599,6 +600,11 @@ static int read_latest(altar_storage_t *s, const char *uri, altar_checkpoint_t *
   altar_buf_free(&b);
   free(path);
   return rc;
+}
+
+static int read_latest(altar_storage_t *s, const char *uri, altar_checkpoint_t *out, json_t **proot, json_t **pfiles,
+                       altar_error_t *err) {
+  return read_manifest_at(s, uri, "latest.json", out, proot, pfiles, err);
 }
 
 int altar__checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_error_t *err) {
@@ -690,6 +696,87 @@ static void make_parents(const char *path) {
     }
 }
 
+/* The manifests under cp/, newest first (ids sort by time). */
+typedef struct cp_names {
+  size_t base;
+  char **v;
+  size_t n, cap;
+  bool oom, too_many;
+} cp_names_t;
+
+static int on_cp_name(const altar_storage_entry_t *e, void *ud) {
+  cp_names_t *c = ud;
+  const char *rest = strlen(e->path) >= c->base ? e->path + c->base : "";
+  size_t l = strlen(rest);
+  if (strncmp(rest, "cp/", 3) || l < 3 + 1 + 5 || strcmp(rest + l - 5, ".json") || strchr(rest + 3, '/')) return 0;
+  if (c->n >= CP_MAX_FILES) {
+    c->too_many = true;
+    return 1;
+  }
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? c->cap * 2 : 16;
+    char **nv = realloc(c->v, cap * sizeof *nv);
+    if (!nv) {
+      c->oom = true;
+      return 1;
+    }
+    c->v = nv;
+    c->cap = cap;
+  }
+  if (!(c->v[c->n] = strdup(rest))) {
+    c->oom = true;
+    return 1;
+  }
+  c->n++;
+  return 0;
+}
+
+static int cmp_names_desc(const void *a, const void *b) { return -cmp_names(a, b); }
+
+/* Reads the newest manifest of status_topic covering partition part:
+ * ALTAR_ENOTFOUND when none does. */
+static int read_covering(altar_storage_t *s, const char *uri, const char *status_topic, int32_t part,
+                         altar_checkpoint_t *out, json_t **proot, json_t **pfiles, altar_error_t *err) {
+  cp_names_t c = {0};
+  char *prefix = join(uri, "cp/"), *base = join(uri, "");
+  int rc = prefix && base ? ALTAR_OK : altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+  if (!rc) {
+    c.base = strlen(base);
+    rc = altar_storage_list(s, prefix, on_cp_name, &c, err);
+    if (c.oom) rc = altar_error_set(err, ALTAR_ENOMEM, "checkpoint: out of memory");
+    else if (c.too_many) rc = altar_error_set(err, ALTAR_ETOOBIG, "%s: more than %d manifests", prefix, CP_MAX_FILES);
+  }
+  if (!rc) qsort(c.v, c.n, sizeof *c.v, cmp_names_desc);
+  bool found = false;
+  for (size_t i = 0; !rc && !found && i < c.n; i++) {
+    altar_checkpoint_t m = {0};
+    json_t *root = NULL, *files = NULL;
+    altar_error_t me = {0};
+    /* A manifest that cannot be read is passed over: an older one may do. */
+    if (read_manifest_at(s, uri, c.v[i], &m, &root, &files, &me) == ALTAR_OK && m.topic &&
+        !strcmp(m.topic, status_topic) && altar__checkpoint_offset(&m, part) >= 0) {
+      *out = m;
+      *proot = root;
+      *pfiles = files;
+      found = true;
+      continue;
+    }
+    altar__checkpoint_clear(&m);
+    json_decref(root);
+  }
+  if (!rc && !found)
+    rc = altar_error_set(err, ALTAR_ENOTFOUND, "no checkpoint of %s at %s covers partition %d", status_topic, uri,
+                         (int)part);
+  for (size_t i = 0; i < c.n; i++) free(c.v[i]);
+  free(c.v);
+  free(prefix);
+  free(base);
+  return rc;
+}
+
+static int restore_read(altar_storage_t *s, const char *uri, const char *dir, int rc, altar_checkpoint_t *out,
+                        json_t *root, json_t *files, altar_error_t *err);
+
 int altar__checkpoint_restore(const char *uri, const char *dir, altar_checkpoint_t *out, altar_error_t *err) {
   memset(out, 0, sizeof *out);
   struct stat st;
@@ -698,6 +785,25 @@ int altar__checkpoint_restore(const char *uri, const char *dir, altar_checkpoint
   int rc = altar_storage_open_for_uri(uri, NULL, &s, err);
   json_t *root = NULL, *files = NULL;
   if (!rc) rc = read_latest(s, uri, out, &root, &files, err);
+  return restore_read(s, uri, dir, rc, out, root, files, err);
+}
+
+int altar__checkpoint_restore_covering(const char *uri, const char *status_topic, int32_t part, const char *dir,
+                                       altar_checkpoint_t *out, altar_error_t *err) {
+  memset(out, 0, sizeof *out);
+  struct stat st;
+  if (stat(dir, &st) == 0) return altar_error_set(err, ALTAR_EEXIST, "restore into %s: it exists", dir);
+  altar_storage_t *s = NULL;
+  int rc = altar_storage_open_for_uri(uri, NULL, &s, err);
+  json_t *root = NULL, *files = NULL;
+  if (!rc) rc = read_covering(s, uri, status_topic, part, out, &root, &files, err);
+  return restore_read(s, uri, dir, rc, out, root, files, err);
+}
+
+/* Fetches the files of the manifest read (rc: how reading it went) into
+ * dir; closes s and frees root either way. */
+static int restore_read(altar_storage_t *s, const char *uri, const char *dir, int rc, altar_checkpoint_t *out,
+                        json_t *root, json_t *files, altar_error_t *err) {
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.restore-%ld", dir, (long)getpid());
   if (!rc) {

@@ -229,6 +229,8 @@ static int stage_group_events(daemon_t *d, const altar_apply_result_t *res, alta
   int rc = ALTAR_OK;
   for (size_t i = 0; i < res->n_events && !rc; i++) {
     const altar_group_event_t *g = &res->events[i];
+    /* Staged under the status partition of the event that decided it. */
+    altar_ledger_scope(d->o->ledger, res->event_part[i]);
     altar_buf_t *msgs = NULL;
     size_t nm = 0;
     char key[1024];
@@ -289,7 +291,11 @@ static int recheck_held(daemon_t *d, altar_error_t *err) {
   if (rc) return rc;
   rc = altar__settled_recheck_held(&d->settled, d->o->ledger, d->o->groups, &res, err);
   if (!rc) rc = stage_group_events(d, &res, err);
-  for (size_t i = 0; i < res.n_retries && !rc; i++) rc = stage_retry(d, &res.retries[i], NULL, 0, err);
+  for (size_t i = 0; i < res.n_retries && !rc; i++) {
+    altar_ledger_scope(d->o->ledger, res.retries[i].partition);
+    rc = stage_retry(d, &res.retries[i], NULL, 0, err);
+  }
+  altar_ledger_scope(d->o->ledger, ALTAR_LEDGER_SCOPE_NONE);
   if (!rc) rc = altar_ledger_commit(d->o->ledger, err);
   else {
     altar_error_t ae = {0};
@@ -338,7 +344,9 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
       char reason[ALTAR_ERRMSG_MAX + 32];
       if (poison_reason) snprintf(reason, sizeof reason, "%s", poison_reason);
       else snprintf(reason, sizeof reason, "undecodable status event: %s", m->value ? de.msg : "null value");
+      altar_ledger_scope(d->o->ledger, m->partition); /* with the partition it came from */
       rc = stage_dlq_copy(d, m, reason, err);
+      altar_ledger_scope(d->o->ledger, ALTAR_LEDGER_SCOPE_NONE);
       d->stats.poison++;
       continue;
     }
@@ -356,8 +364,11 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
     dlog(d, "late shard after its group settled: %s", res->late_shards.v[i]);
     d->stats.late++;
   }
-  for (size_t i = 0; i < res->n_retries && !rc; i++) rc = stage_retry(d, &res->retries[i], evs, n_ev, err);
-  /* The input offsets go into the same write. */
+  for (size_t i = 0; i < res->n_retries && !rc; i++) {
+    altar_ledger_scope(d->o->ledger, res->retries[i].partition);
+    rc = stage_retry(d, &res->retries[i], evs, n_ev, err);
+  }
+  /* The input offsets go into the same write, each under its partition. */
   for (size_t i = 0; i < n && !rc; i++) {
     in_part_t *p = find_part(d, msgs[i]->topic, msgs[i]->partition);
     if (p && msgs[i]->offset + 1 > p->next) p->next = msgs[i]->offset + 1;
@@ -367,8 +378,10 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
     char k[320], v[32];
     size_t kl = offset_key(d->parts[i].topic, d->parts[i].partition, k, sizeof k);
     int vl = snprintf(v, sizeof v, "%" PRId64, d->parts[i].next);
+    altar_ledger_scope(d->o->ledger, d->parts[i].partition);
     rc = altar_ledger_aux_put(d->o->ledger, k, kl, v, (size_t)vl, err);
   }
+  altar_ledger_scope(d->o->ledger, ALTAR_LEDGER_SCOPE_NONE);
   if (!rc) {
     rc = altar_ledger_commit(d->o->ledger, err);
     for (size_t i = 0; i < d->n_parts && !rc; i++) d->parts[i].stored = d->parts[i].next;
@@ -847,6 +860,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
   altar__lag_gauge_free(&d.lag);
   d.n_parts = 0;
   d.stats.published = d.ob.published;
+  altar__outbox_close(&d.ob);
   altar__reconciler_metrics_update(&d.metrics, &d.stats);
   if (pstats) *pstats = d.stats;
   if (!rc && d.fatal) {

@@ -29,6 +29,7 @@ int altar__history_save(altar_history_t *h, altar_ledger_t *l, double now, altar
   int64_t last = (int64_t)(now / ALTAR_HISTORY_BUCKET_S);
   altar_buf_t v = {0};
   int rc = ALTAR_OK;
+  int32_t was = altar_ledger_scope(l, ALTAR_LEDGER_SCOPE_NONE); /* the reconciler's own, no partition's */
   for (int64_t idx = last - 1; idx <= last && !rc; idx++) {
     altar_history_bucket_t b;
     if (!altar__history_bucket_get(h, idx, &b)) continue;
@@ -38,6 +39,7 @@ int altar__history_save(altar_history_t *h, altar_ledger_t *l, double now, altar
     rc = encode(&b, &v) ? altar_error_set(err, ALTAR_ENOMEM, "history: out of memory")
                         : altar_ledger_aux_put(l, key, (size_t)kl, v.data, v.len, err);
   }
+  altar_ledger_scope(l, was);
   altar_buf_free(&v);
   return rc;
 }

@@ -16,7 +16,9 @@ int altar__reconciler_input_offset(altar_ledger_t *l, const char *topic, int32_t
   char k[320];
   size_t kl = altar__reconciler_offset_key(topic, partition, k, sizeof k);
   altar_buf_t b = {0};
+  int32_t was = altar_ledger_scope(l, partition); /* stored under its own partition */
   int rc = altar_ledger_aux_get(l, k, kl, &b, err);
+  altar_ledger_scope(l, was);
   *pnext = -1;
   if (rc == ALTAR_OK) {
     /* Stored as decimal text without a terminator. */

@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Aux key of a partition's input offset ("s/<topic>/<partition>") into out;
- * returns its length. */
+/* Aux key of a partition's input offset ("s/<topic>/<partition>", stored
+ * under that partition's scope) into out; returns its length. */
 size_t altar__reconciler_offset_key(const char *topic, int32_t partition, char *out, size_t outsz);
 
 /* *pnext = the next offset of topic/partition the reconciler stored in l,

@@ -13,12 +13,37 @@
 
 static void seq_key(uint64_t seq, char out[24]) { snprintf(out, 24, "o/%016" PRIx64, seq); }
 
+int altar__outbox_del_ref(altar_ledger_t *l, uint64_t ref, altar_error_t *err) {
+  char k[24];
+  seq_key(altar__outbox_ref_seq(ref), k);
+  int32_t was = altar_ledger_scope(l, altar__outbox_ref_part(ref));
+  int rc = altar_ledger_aux_del(l, k, strlen(k), err);
+  altar_ledger_scope(l, was);
+  return rc;
+}
+
+void altar__outbox_forget_from(altar__outbox_t *ob, uint64_t seq) {
+  size_t n = 0;
+  for (size_t i = 0; i < ob->n_staged; i++)
+    if (altar__outbox_ref_seq(ob->staged[i]) < seq) ob->staged[n++] = ob->staged[i];
+  ob->n_staged = n;
+  ob->next_seq = seq;
+}
+
+void altar__outbox_close(altar__outbox_t *ob) {
+  free(ob->staged);
+  ob->staged = NULL;
+  ob->n_staged = ob->cap_staged = 0;
+}
+
 int altar__outbox_open(altar__outbox_t *ob, altar_ledger_t *l, altar_transport_t *t, altar_error_t *err) {
   memset(ob, 0, sizeof *ob);
   ob->ledger = l;
   ob->transport = t;
   altar_buf_t b = {0};
+  int32_t was = altar_ledger_scope(l, ALTAR_LEDGER_SCOPE_NONE); /* the ledger's one counter */
   int rc = altar_ledger_aux_get(l, SEQ_KEY, 1, &b, err);
+  altar_ledger_scope(l, was);
   if (rc == ALTAR_OK) {
     if (b.len != 16) rc = altar_error_set(err, ALTAR_ELEDGER, "outbox: corrupt sequence key");
     else ob->next_seq = strtoull((const char *)b.data, NULL, 16);
@@ -66,10 +91,19 @@ int altar__outbox_stage_headers(altar__outbox_t *ob, const char *topic, const ch
   char k[24], seqv[17];
   seq_key(ob->next_seq, k);
   snprintf(seqv, sizeof seqv, "%016" PRIx64, ob->next_seq + 1);
+  /* The entry under the scope's partition, the counter under none. */
+  int32_t part = altar_ledger_scope_get(ob->ledger);
   int rc = altar_ledger_aux_put(ob->ledger, k, strlen(k), sb.data, sb.size, err);
-  if (!rc) rc = altar_ledger_aux_put(ob->ledger, SEQ_KEY, 1, seqv, 16, err);
+  if (!rc) {
+    altar_ledger_scope(ob->ledger, ALTAR_LEDGER_SCOPE_NONE);
+    rc = altar_ledger_aux_put(ob->ledger, SEQ_KEY, 1, seqv, 16, err);
+    altar_ledger_scope(ob->ledger, part);
+  }
   msgpack_sbuffer_destroy(&sb);
+  if (!rc && ALTAR_GROW(ob->staged, ob->cap_staged, ob->n_staged + 1))
+    rc = altar_error_set(err, ALTAR_ENOMEM, "outbox: out of memory");
   if (rc) return rc;
+  ob->staged[ob->n_staged++] = altar__outbox_ref(part, ob->next_seq);
   if (pseq) *pseq = ob->next_seq;
   ob->next_seq++;
   return ALTAR_OK;
@@ -82,6 +116,7 @@ typedef struct pub_opaque pub_opaque_t;
 typedef struct pub_ctx {
   altar__outbox_t *ob;
   uint64_t from;
+  int32_t part; /* of the entry visited: the scan's, or the reference's */
   int rc;
   altar_error_t *err;
   pub_opaque_t **v;
@@ -91,7 +126,7 @@ typedef struct pub_ctx {
 /* What a delivery report needs to delete the entry and tell the caller. */
 struct pub_opaque {
   altar__outbox_t *ob;
-  uint64_t seq;
+  uint64_t seq; /* its reference: sequence number and partition */
   char *topic;
   altar_buf_t value;
   altar_buf_t raw; /* the stored entry, to send again after a failure */
@@ -115,7 +150,7 @@ static int visit_publish(void *ctx, const void *key, size_t klen, const void *va
     return 1;
   }
   po->ob = pc->ob;
-  po->seq = seq;
+  po->seq = altar__outbox_ref(pc->part < -1 ? altar_ledger_visit_partition(pc->ob->ledger) : pc->part, seq);
   if (ALTAR_GROW(pc->v, pc->cap, pc->n + 1)) {
     altar_buf_free(&po->raw);
     free(po);
@@ -150,7 +185,7 @@ static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *e
       up.data.type != MSGPACK_OBJECT_ARRAY || up.data.via.array.size < 5 || up.data.via.array.size % 2 == 0 ||
       up.data.via.array.size > 3 + 2 * ALTAR_OUTBOX_MAX_HEADERS ||
       up.data.via.array.ptr[2].type != MSGPACK_OBJECT_BIN) {
-    rc = altar_error_set(err, ALTAR_ELEDGER, "outbox: corrupt entry %" PRIu64, po->seq);
+    rc = altar_error_set(err, ALTAR_ELEDGER, "outbox: corrupt entry %" PRIu64, altar__outbox_ref_seq(po->seq));
     goto out;
   }
   const msgpack_object *a = up.data.via.array.ptr;
@@ -164,7 +199,8 @@ static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *e
     if (!hn[nh] || !hv[nh]) {
       free(hn[nh]);
       free(hv[nh]);
-      rc = altar_error_set(err, ALTAR_ELEDGER, "outbox: corrupt header in entry %" PRIu64, po->seq);
+      rc = altar_error_set(err, ALTAR_ELEDGER, "outbox: corrupt header in entry %" PRIu64,
+                           altar__outbox_ref_seq(po->seq));
       goto out;
     }
     h[nh] = (altar_header_t){hn[nh], hv[nh], strlen(hv[nh])};
@@ -174,9 +210,7 @@ static int produce_entry(altar__outbox_t *ob, pub_opaque_t *po, altar_error_t *e
     bool skip = false;
     rc = ob->skip(ob->skip_ctx, po->topic, key, a[2].via.bin.ptr, a[2].via.bin.size, h, nh, &skip, err);
     if (!rc && skip) {
-      char k[24];
-      seq_key(po->seq, k);
-      rc = altar_ledger_aux_del(ob->ledger, k, strlen(k), err);
+      rc = altar__outbox_del_ref(ob->ledger, po->seq, err);
       if (!rc) ob->skipped++;
       opaque_free(po);
       po = NULL;
@@ -256,10 +290,8 @@ void altar__outbox_on_delivery(altar_transport_t *t, const altar_delivery_t *dr,
     }
     return;
   }
-  char k[24];
-  seq_key(po->seq, k);
   altar_error_t e = {0};
-  if (altar_ledger_aux_del(ob->ledger, k, strlen(k), &e) != ALTAR_OK && !ob->fatal) {
+  if (altar__outbox_del_ref(ob->ledger, po->seq, &e) != ALTAR_OK && !ob->fatal) {
     ob->fatal = e.code ? e.code : ALTAR_ELEDGER;
     ob->fatal_err = e;
   }
@@ -269,19 +301,25 @@ void altar__outbox_on_delivery(altar_transport_t *t, const altar_delivery_t *dr,
 }
 
 int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_error_t *err) {
-  pub_ctx_t pc = {.ob = ob, .from = from_seq, .err = err};
+  pub_ctx_t pc = {.ob = ob, .from = from_seq, .err = err, .part = -2};
   int rc = ALTAR_OK;
+  int32_t was = altar_ledger_scope(ob->ledger, ALTAR_LEDGER_SCOPE_NONE);
   if (from_seq == 0) {
-    /* Start-up: whatever a previous life left, in order. */
+    /* Start-up: whatever a previous life left, every partition's, in order. */
     rc = altar_ledger_aux_scan(ob->ledger, "o/", 2, visit_publish, &pc, err);
   } else {
-    /* After a batch: just the entries it staged, by key. A prefix scan here
-     * would walk every acknowledged (deleted) entry's tombstone each time. */
+    /* After a batch: just the entries it staged, by key, each under its
+     * partition. A prefix scan here would walk every acknowledged (deleted)
+     * entry's tombstone each time. */
     altar_buf_t b = {0};
-    for (uint64_t seq = from_seq; !rc && !pc.rc && seq < ob->next_seq; seq++) {
+    for (size_t i = 0; !rc && !pc.rc && i < ob->n_staged; i++) {
+      uint64_t seq = altar__outbox_ref_seq(ob->staged[i]);
+      if (seq < from_seq || seq >= ob->next_seq) continue; /* an aborted batch's */
       char k[24];
       seq_key(seq, k);
       altar_buf_reset(&b);
+      pc.part = altar__outbox_ref_part(ob->staged[i]);
+      altar_ledger_scope(ob->ledger, pc.part);
       rc = altar_ledger_aux_get(ob->ledger, k, strlen(k), &b, err);
       if (rc == ALTAR_ENOTFOUND) {
         rc = ALTAR_OK;
@@ -291,6 +329,8 @@ int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_err
     }
     altar_buf_free(&b);
   }
+  altar_ledger_scope(ob->ledger, was);
+  ob->n_staged = 0;
   if (!rc) rc = pc.rc;
   size_t i = 0;
   for (; !rc && i < pc.n; i++) rc = produce_entry(ob, pc.v[i], err); /* frees its entry on failure */
@@ -314,7 +354,7 @@ int altar__outbox_count(altar__outbox_t *ob, size_t *pn, altar_error_t *err) {
 }
 
 typedef struct carry_ctx {
-  altar_ledger_t *to;
+  altar_ledger_t *from, *to;
   size_t n;
   int rc;
   altar_error_t *err;
@@ -322,7 +362,9 @@ typedef struct carry_ctx {
 
 static int visit_carry(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
   carry_ctx_t *c = ctx;
+  int32_t was = altar_ledger_scope(c->to, altar_ledger_visit_partition(c->from));
   c->rc = altar_ledger_aux_put(c->to, key, klen, val, vlen, c->err);
+  altar_ledger_scope(c->to, was);
   if (c->rc) return 1;
   c->n++;
   return 0;
@@ -330,7 +372,7 @@ static int visit_carry(void *ctx, const void *key, size_t klen, const void *val,
 
 int altar__outbox_carry(altar_ledger_t *from, altar_ledger_t *to, size_t *pn, altar_error_t *err) {
   if (pn) *pn = 0;
-  carry_ctx_t c = {.to = to, .err = err};
+  carry_ctx_t c = {.from = from, .to = to, .err = err};
   int rc = altar_ledger_aux_scan(from, "o/", 2, visit_carry, &c, err);
   if (!rc) rc = c.rc;
   if (!rc) {

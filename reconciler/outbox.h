@@ -13,7 +13,11 @@
 typedef struct altar__outbox {
   altar_ledger_t *ledger;
   altar_transport_t *transport;
-  uint64_t next_seq;  /* next sequence number to assign */
+  uint64_t next_seq; /* next sequence number to assign (one counter per ledger) */
+  /* The entries staged since the last publish (references, below), so a
+   * publish after a batch reads each under its own partition. */
+  uint64_t *staged;
+  size_t n_staged, cap_staged;
   size_t in_flight;   /* produced, not yet reported */
   uint64_t published; /* acknowledged and deleted */
   int fatal;          /* a record could not be published for good */
@@ -29,9 +33,29 @@ typedef struct altar__outbox {
   /* Set while standing by (reconciler/standby.c): nothing is produced;
    * each entry a publish would produce (skip said no) is handed to hold
    * and stays in the ledger. */
-  int (*hold)(void *ctx, uint64_t seq, const char *topic, const void *value, size_t vlen, altar_error_t *err);
+  int (*hold)(void *ctx, uint64_t ref, const char *topic, const void *value, size_t vlen, altar_error_t *err);
   void *hold_ctx;
 } altar__outbox_t;
+
+/* An entry's reference: the status partition it is stored under (the
+ * ledger's scope when it was staged) in the top 16 bits, its sequence
+ * number below. */
+#define ALTAR__OUTBOX_SEQ_MASK 0xffffffffffffull
+static inline uint64_t altar__outbox_ref(int32_t part, uint64_t seq) {
+  return (uint64_t)(part < 0 ? 0xffffu : (uint32_t)part & 0xffffu) << 48 | (seq & ALTAR__OUTBOX_SEQ_MASK);
+}
+static inline uint64_t altar__outbox_ref_seq(uint64_t ref) { return ref & ALTAR__OUTBOX_SEQ_MASK; }
+static inline int32_t altar__outbox_ref_part(uint64_t ref) {
+  uint32_t p = (uint32_t)(ref >> 48);
+  return p == 0xffffu ? ALTAR_LEDGER_SCOPE_NONE : (int32_t)p;
+}
+/* Deletes the entry ref names (inside the caller's batch, if one is open). */
+int altar__outbox_del_ref(altar_ledger_t *l, uint64_t ref, altar_error_t *err);
+/* Forgets what was staged from seq on (their batch was aborted) and hands
+ * their numbers out again. */
+void altar__outbox_forget_from(altar__outbox_t *ob, uint64_t seq);
+/* Frees what the outbox holds in memory. */
+void altar__outbox_close(altar__outbox_t *ob);
 
 /* Loads next_seq from the ledger. */
 int altar__outbox_open(altar__outbox_t *ob, altar_ledger_t *l, altar_transport_t *t, altar_error_t *err);

@@ -1,6 +1,7 @@
 /* Group events out already: ids read off the publish topics, matched with
  * the outbox's entries (reconciler/published_seen.h). */
 #include "reconciler/published_seen.h"
+#include "reconciler/outbox.h"
 
 #include "altar/clock.h"
 #include "altar/codec.h"
@@ -59,11 +60,10 @@ static void drop_taken_head(altar__published_seen_t *s) {
 int altar__published_seen_note(altar__published_seen_t *s, const char *id, altar_error_t *err) {
   size_t len = strlen(id);
   altar__pub_id_t *p = altar__hmap_del(&s->pending, id, len);
-  if (p) { /* staged and held: out already, so never published by us */
-    char k[24];
-    snprintf(k, sizeof k, "o/%016" PRIx64, p->seq);
+  if (p) {                 /* staged and held: out already, so never published by us */
+    uint64_t ref = p->seq; /* the entry's reference: partition and number */
     free(p);
-    int rc = altar_ledger_aux_del(s->ledger, k, strlen(k), err);
+    int rc = altar__outbox_del_ref(s->ledger, ref, err);
     if (!rc) s->dropped++;
     return rc;
   }

@@ -266,7 +266,7 @@ static int collect_followup(replay_t *r, const altar_group_event_t *g, altar_err
 
 /* 1 when the replaced ledger holds g's group undecided (held: its rule
  * could not decide there), so that ledger never published it; 0 when not. */
-static int held_in_replaced(replay_t *r, const altar_group_event_t *g, altar_error_t *err) {
+static int held_in_replaced(replay_t *r, const altar_group_event_t *g, int32_t part, altar_error_t *err) {
   size_t kl = strlen(ALTAR_HELD_PREFIX), nl = strlen(g->kind), gl = strlen(g->group_key);
   char *k = malloc(kl + nl + 1 + gl);
   if (!k) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
@@ -274,7 +274,9 @@ static int held_in_replaced(replay_t *r, const altar_group_event_t *g, altar_err
   memcpy(k + kl, g->kind, nl + 1);
   memcpy(k + kl + nl + 1, g->group_key, gl);
   altar_buf_t v = {0};
+  int32_t was = altar_ledger_scope(r->replaced, part); /* noted under the partition deciding it */
   int rc = altar_ledger_aux_get(r->replaced, k, kl + nl + 1 + gl, &v, err);
+  altar_ledger_scope(r->replaced, was);
   free(k);
   altar_buf_free(&v);
   return rc == ALTAR_OK ? 1 : rc == ALTAR_ENOTFOUND ? 0 : rc;
@@ -293,7 +295,7 @@ static int collect_due(replay_t *r, const altar_apply_result_t *res, altar_error
     else r->stats.dead_lettered++;
     if ((rc = collect_followup(r, g, err))) return rc;
     if (r->covered) {
-      int held = held_in_replaced(r, g, err);
+      int held = held_in_replaced(r, g, res->event_part[i], err);
       if (held < 0) return held;
       if (!held) continue;
     }
@@ -628,7 +630,9 @@ static int store_offsets(const altar_topic_list_t *tl, altar_ledger_t *l, const 
     char k[320], v[32];
     int kl = snprintf(k, sizeof k, "s/%s/%" PRId32, topic, tl->topics[0].partitions[i].partition);
     int vl = snprintf(v, sizeof v, "%" PRId64, tl->topics[0].partitions[i].end);
+    int32_t was = altar_ledger_scope(l, tl->topics[0].partitions[i].partition);
     rc = altar_ledger_aux_put(l, k, (size_t)kl, v, (size_t)vl, err);
+    altar_ledger_scope(l, was);
   }
   return rc;
 }

@@ -157,7 +157,9 @@ static int visit_first(void *ctx, const void *key, size_t klen, const void *val,
 
 static int load_next_due(altar__retry_wait_t *w, altar_error_t *err) {
   first_ctx_t f = {0};
+  int32_t was = altar_ledger_scope(w->ledger, ALTAR_LEDGER_SCOPE_NONE); /* every partition's, merged */
   int rc = altar_ledger_aux_scan(w->ledger, "w/", 2, visit_first, &f, err);
+  altar_ledger_scope(w->ledger, was);
   if (rc == ALTAR_ENOTSUP || rc == 1) rc = ALTAR_OK; /* 1: the visitor stopped the scan */
   w->next_due = f.due;
   return rc;
@@ -188,11 +190,13 @@ int altar__retry_wait_stage(altar__retry_wait_t *w, double due_ts, const char *t
 typedef struct due_entry {
   char *k;
   size_t klen;
+  int32_t part; /* the status partition it waits under */
   char *v;
   size_t vlen;
 } due_entry_t;
 
 typedef struct release_ctx {
+  altar_ledger_t *l;
   uint64_t now_ms;
   due_entry_t *v;
   size_t n, cap;
@@ -218,6 +222,7 @@ static int visit_release(void *ctx, const void *key, size_t klen, const void *va
   }
   memcpy(e->k, key, klen);
   memcpy(e->v, val, vlen);
+  e->part = altar_ledger_visit_partition(c->l);
   e->klen = klen;
   e->vlen = vlen;
   c->n++;
@@ -231,7 +236,9 @@ int altar__retry_wait_release(altar__retry_wait_t *w, altar__outbox_t *ob, doubl
                               altar_error_t *err) {
   if (pn) *pn = 0;
   if (w->next_due == 0 || now_ts < w->next_due) return ALTAR_OK;
-  release_ctx_t c = {.now_ms = (uint64_t)(now_ts * 1000.0), .err = err};
+  release_ctx_t c = {.l = w->ledger, .now_ms = (uint64_t)(now_ts * 1000.0), .err = err};
+  /* Every partition's, merged by due time; each released under its own. */
+  int32_t was = altar_ledger_scope(w->ledger, ALTAR_LEDGER_SCOPE_NONE);
   int rc = altar_ledger_aux_scan(w->ledger, "w/", 2, visit_release, &c, err);
   if (rc == 1) rc = ALTAR_OK; /* stopped at the first entry not yet due */
   if (!rc) rc = c.rc;
@@ -243,6 +250,7 @@ int altar__retry_wait_release(altar__retry_wait_t *w, altar__outbox_t *ob, doubl
   }
   for (size_t i = 0; !rc && i < c.n; i++) {
     const due_entry_t *e = &c.v[i];
+    altar_ledger_scope(w->ledger, e->part);
     const char *topic = e->v, *key = memchr(e->v, 0, e->vlen);
     const char *end = key ? memchr(key + 1, 0, e->vlen - (size_t)(key + 1 - e->v)) : NULL;
     if (!end) { /* not an entry this code wrote: drop it rather than stop the daemon */
@@ -260,9 +268,10 @@ int altar__retry_wait_release(altar__retry_wait_t *w, altar__outbox_t *ob, doubl
     } else {
       altar_error_t ae = {0};
       altar_ledger_abort(w->ledger, &ae);
-      ob->next_seq = first_seq;
+      altar__outbox_forget_from(ob, first_seq);
     }
   }
+  altar_ledger_scope(w->ledger, was);
   for (size_t i = 0; i < c.n; i++) {
     free(c.v[i].k);
     free(c.v[i].v);
@@ -275,7 +284,7 @@ int altar__retry_wait_release(altar__retry_wait_t *w, altar__outbox_t *ob, doubl
 }
 
 typedef struct carry_ctx {
-  altar_ledger_t *to;
+  altar_ledger_t *from, *to;
   size_t n;
   int rc;
   altar_error_t *err;
@@ -283,13 +292,16 @@ typedef struct carry_ctx {
 
 static int visit_carry(void *ctx, const void *key, size_t klen, const void *val, size_t vlen) {
   carry_ctx_t *c = ctx;
-  if ((c->rc = altar_ledger_aux_put(c->to, key, klen, val, vlen, c->err))) return 1;
+  int32_t was = altar_ledger_scope(c->to, altar_ledger_visit_partition(c->from)); /* under the same partition */
+  c->rc = altar_ledger_aux_put(c->to, key, klen, val, vlen, c->err);
+  altar_ledger_scope(c->to, was);
+  if (c->rc) return 1;
   c->n++;
   return 0;
 }
 
 int altar__retry_wait_carry(altar_ledger_t *from, altar_ledger_t *to, size_t *pn, altar_error_t *err) {
-  carry_ctx_t c = {.to = to, .err = err};
+  carry_ctx_t c = {.from = from, .to = to, .err = err};
   int rc = altar_ledger_aux_scan(from, "w/", 2, visit_carry, &c, err);
   if (rc == 1) rc = ALTAR_OK;
   if (!rc) rc = c.rc;

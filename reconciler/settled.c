@@ -193,7 +193,11 @@ static int store_record(altar__settled_t *s, altar_ledger_t *l, const altar__set
   if (rc || !stored) return rc;
   char next[8];
   altar__settled_u64_put(next, r->seq + 1);
-  return altar_ledger_aux_put(l, ALTAR__SETTLED_NEXT_KEY, strlen(ALTAR__SETTLED_NEXT_KEY), next, sizeof next, err);
+  /* One counter for the ledger, whatever the partition (docs/state.md). */
+  int32_t was = altar_ledger_scope(l, ALTAR_LEDGER_SCOPE_NONE);
+  rc = altar_ledger_aux_put(l, ALTAR__SETTLED_NEXT_KEY, strlen(ALTAR__SETTLED_NEXT_KEY), next, sizeof next, err);
+  altar_ledger_scope(l, was);
+  return rc;
 }
 
 /* Notes members as settled at g's ts, in memory and, as one record, in the
@@ -246,9 +250,11 @@ static int note_late(altar__settled_t *s, altar_ledger_t *l, const altar_status_
 
 typedef struct prune_scan {
   double cut;
+  altar_ledger_t *l;
   altar__settled_rec_t **v; /* records to drop */
   uint64_t *bad;            /* seqs of damaged records, to delete */
-  size_t n, cap, n_bad, cap_bad;
+  int32_t *vpart, *badpart; /* the status partition each is under */
+  size_t n, cap, n_bad, cap_bad, cap_vpart, cap_badpart;
   bool full; /* stopped at PRUNE_PER_PASS */
   int rc;
 } prune_scan_t;
@@ -271,10 +277,11 @@ static int visit_prune(void *ctx, const void *key, size_t klen, const void *val,
     return 1;
   }
   if (!r) {
-    if (ALTAR_GROW(p->bad, p->cap_bad, p->n_bad + 1)) {
+    if (ALTAR_GROW(p->bad, p->cap_bad, p->n_bad + 1) || ALTAR_GROW(p->badpart, p->cap_badpart, p->n_bad + 1)) {
       p->rc = ALTAR_ENOMEM;
       return 1;
     }
+    p->badpart[p->n_bad] = altar_ledger_visit_partition(p->l);
     p->bad[p->n_bad++] = seq;
     return 0;
   }
@@ -286,11 +293,12 @@ static int visit_prune(void *ctx, const void *key, size_t klen, const void *val,
     free(r);
     return 1;
   }
-  if (ALTAR_GROW(p->v, p->cap, p->n + 1)) {
+  if (ALTAR_GROW(p->v, p->cap, p->n + 1) || ALTAR_GROW(p->vpart, p->cap_vpart, p->n + 1)) {
     free(r);
     p->rc = ALTAR_ENOMEM;
     return 1;
   }
+  p->vpart[p->n] = altar_ledger_visit_partition(p->l);
   p->v[p->n++] = r;
   return 0;
 }
@@ -340,17 +348,27 @@ static int prune(altar__settled_t *s, altar_ledger_t *l, const altar_status_even
     s->next_prune = s->max_ts + s->horizon_s;
     return ALTAR_OK;
   }
-  prune_scan_t p = {.cut = s->max_ts - 2 * s->horizon_s};
+  prune_scan_t p = {.cut = s->max_ts - 2 * s->horizon_s, .l = l};
+  /* Every partition's records, merged in sequence (the ledger's one
+   * counter's) order; each dropped under its own partition. */
+  int32_t was = altar_ledger_scope(l, ALTAR_LEDGER_SCOPE_NONE);
   int rc = altar_ledger_aux_scan(l, ALTAR__SETTLED_PREFIX, 2, visit_prune, &p, err);
   if (rc > 0) rc = ALTAR_OK; /* the visitor stopped it */
   if (!rc && p.rc) rc = nomem(err);
-  for (size_t i = 0; !rc && i < p.n; i++) rc = drop_record(s, l, p.v[i], err);
+  for (size_t i = 0; !rc && i < p.n; i++) {
+    altar_ledger_scope(l, p.vpart[i]);
+    rc = drop_record(s, l, p.v[i], err);
+  }
   for (size_t i = 0; !rc && i < p.n_bad; i++) {
     char key[ALTAR__SETTLED_KEY_LEN + 1];
     altar__settled_key(p.bad[i], key);
+    altar_ledger_scope(l, p.badpart[i]);
     rc = altar_ledger_aux_del(l, key, ALTAR__SETTLED_KEY_LEN, err);
     if (!rc) s->damaged++;
   }
+  altar_ledger_scope(l, was);
+  free(p.vpart);
+  free(p.badpart);
   if (!rc) s->next_prune = p.full ? s->max_ts : s->max_ts + s->horizon_s;
   for (size_t i = 0; i < p.n; i++) free(p.v[i]);
   free(p.v);
@@ -363,7 +381,10 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
                          altar_error_t *err) {
   size_t skipped = 0;
   int rc = prune(s, l, events, n, err);
+  int32_t was = altar_ledger_scope_get(l);
   for (size_t i = 0; !rc && i < n; i++) {
+    /* What the event changes goes under its status partition (docs/state.md). */
+    if (events[i].log_partitions > 0) altar_ledger_scope(l, events[i].log_partition);
     if (events[i].cancel) { /* `altar cancel`, in this partition's order */
       size_t before = pres->n_events;
       rc = altar__cancel_apply(l, groups, &s->cancelled_jobs, &events[i], pres, err);
@@ -396,6 +417,7 @@ int altar__settled_apply(altar__settled_t *s, altar_ledger_t *l, const altar_gro
     for (size_t k = before; !rc && k < pres->n_events; k++)
       rc = note_group(s, l, &pres->events[k], &pres->settled[k], err);
   }
+  altar_ledger_scope(l, was);
   if (pskipped) *pskipped = skipped;
   return rc;
 }

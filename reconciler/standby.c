@@ -2,6 +2,7 @@
  * restore a checkpoint only when the copy is missing, broken or behind it,
  * say how far behind the copy is, take over when the owner is gone. */
 #include "reconciler/standby.h"
+#include "reconciler/outbox.h"
 
 #include "altar/clock.h"
 #include "altar/grow.h"
@@ -136,10 +137,8 @@ static void drop_covered(standby_t *s, const altar_checkpoint_t *c) {
       covered = t->next[i].next <= altar__checkpoint_offset(c, t->next[i].partition) || t->next[i].next == 0;
     if (!covered) break;
     for (size_t k = 0; k < t->n_seqs; k++) {
-      char key[24];
       altar_error_t e = {0};
-      snprintf(key, sizeof key, "o/%016" PRIx64, t->seqs[k]);
-      dropped += altar_ledger_aux_del(s->o->published->ledger, key, strlen(key), &e) == ALTAR_OK;
+      dropped += altar__outbox_del_ref(s->o->published->ledger, t->seqs[k], &e) == ALTAR_OK;
     }
     free(t->next);
     free(t->seqs);

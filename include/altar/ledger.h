@@ -70,6 +70,14 @@ typedef struct altar_ledger_ops altar_ledger_ops_t;
 /* the aux_* side keyspace, written atomically with the records (the
  * reconciler daemon's outbox and offsets need it) */
 #define ALTAR_LEDGER_CAP_SIDE_KEYS 0x2u
+/* keys carry the status partition the scope names (altar_ledger_scope): a
+ * partition's state is a fixed set of key ranges, importable on its own */
+#define ALTAR_LEDGER_CAP_PARTITIONS 0x4u
+
+/* The scope of the ledger's own state (no status partition), and the
+ * largest partition a scope can name. */
+#define ALTAR_LEDGER_SCOPE_NONE (-1)
+#define ALTAR_LEDGER_SCOPE_MAX 65534
 
 /* A ledger handle for an implementation: checks that ops has every required
  * operation (all but the aux ones) and that its caps match its operations
@@ -81,6 +89,21 @@ typedef struct altar_ledger_ops altar_ledger_ops_t;
 altar_ledger_t *altar_ledger_open(const altar_ledger_ops_t *ops, const altar_strmap_t *cfg, altar_error_t *err);
 /* ALTAR_LEDGER_CAP_* of l. */
 unsigned altar_ledger_caps(const altar_ledger_t *l);
+
+/* The status partition the next changes belong to (ALTAR_LEDGER_CAP_PARTITIONS;
+ * elsewhere a no-op): a new record and every side key written, read or
+ * deleted go under it, and a side-key scan visits it alone. An open record
+ * stays under the partition it was created in, whatever the scope.
+ * ALTAR_LEDGER_SCOPE_NONE (the default): point operations on the ledger's
+ * own state; scans (aux_scan, foreach) visit every partition merged in key
+ * order, as if the keys carried none. Returns the scope it replaces; a
+ * partition outside [0, ALTAR_LEDGER_SCOPE_MAX] is taken as NONE. */
+int32_t altar_ledger_scope(altar_ledger_t *l, int32_t partition);
+int32_t altar_ledger_scope_get(const altar_ledger_t *l);
+/* Inside an aux_scan visit: the partition of the key being visited
+ * (ALTAR_LEDGER_SCOPE_NONE for the ledger's own state, or a ledger without
+ * partitions). */
+int32_t altar_ledger_visit_partition(const altar_ledger_t *l);
 
 /* A ledger made of the contract's six operations and nothing more: what an
  * embedder (the Python package's TaskLedger subclasses) implements. Each

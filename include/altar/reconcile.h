@@ -85,8 +85,9 @@ typedef struct altar_retry_request {
   altar_handle_t handle;
   altar_spec_t *spec; /* NULL if none stored */
   int64_t restart_count;
-  double failed_ts; /* ts of the status event that asked for the retry */
-  double due_ts;    /* not to be republished before: failed_ts + the kind's backoff */
+  double failed_ts;  /* ts of the status event that asked for the retry */
+  double due_ts;     /* not to be republished before: failed_ts + the kind's backoff */
+  int32_t partition; /* the ledger's scope when it was asked: the status partition */
 } altar_retry_request_t;
 
 /* The members one group decision consumed (altar_apply_result_t.settled). */
@@ -108,6 +109,10 @@ typedef struct altar_apply_result {
    * task key (NULL where a record has none). What settled a task, without a
    * ledger read. In `mem` too. */
   altar_settled_members_t *settled;
+  /* Per event, the ledger's scope when it was decided (altar_ledger_scope):
+   * the status partition of the event that made it due, where what it
+   * stages goes. */
+  int32_t *event_part;
   altar_retry_request_t *retries;
   size_t n_retries, cap_retries;
   altar_strlist_t deferred_groups; /* "kind:group_key", once per decision */

@@ -61,7 +61,9 @@ static void add_records(altar_ledger_t *l, int from, int to, int32_t p, int64_t 
   char k[64], v[32];
   size_t kl = altar__reconciler_offset_key(TOPIC, p, k, sizeof k);
   int vl = snprintf(v, sizeof v, "%lld", (long long)next);
+  int32_t was = altar_ledger_scope(l, p); /* as the daemon stores it: under its partition */
   CU_ASSERT_EQUAL(altar_ledger_aux_put(l, k, kl, v, (size_t)vl, &err), 0);
+  altar_ledger_scope(l, was);
   CU_ASSERT_EQUAL_FATAL(altar_ledger_commit(l, &err), 0);
 }
 
@@ -154,6 +156,70 @@ static void test_round_trip(void) {
   altar_ledger_close(r);
   /* Never over an existing directory. */
   CU_ASSERT_EQUAL(altar__checkpoint_restore(uri, rdir, &cp, &err), ALTAR_EEXIST);
+}
+
+/* add_records with the records too under partition p, as the daemon
+ * writes them. */
+static void add_part(altar_ledger_t *l, int from, int to, int32_t p, int64_t next) {
+  int32_t was = altar_ledger_scope(l, p);
+  add_records(l, from, to, p, next);
+  altar_ledger_scope(l, was);
+}
+
+/* Two reconcilers share the storage, each shipping its own partitions:
+ * the newest checkpoint covering a partition is found whoever shipped last,
+ * and importing that partition from it into the other's ledger gives the
+ * ledger of both partitions' records, with the partition's input offset. */
+static void test_restore_covering(void) {
+  char adir[4096], bdir[4096], refdir[4096], cdir[4096], uri[4096], r0[4096], r2[4096], r5[4096];
+  path(adir, sizeof adir, "cov-a");
+  path(bdir, sizeof bdir, "cov-b");
+  path(refdir, sizeof refdir, "cov-ref");
+  path(cdir, sizeof cdir, "cov-cp");
+  path(r0, sizeof r0, "cov-r0");
+  path(r2, sizeof r2, "cov-r2");
+  path(r5, sizeof r5, "cov-r5");
+  snprintf(uri, sizeof uri, "file://%s", cdir);
+  altar_error_t err = {0};
+  altar_ledger_t *a = altar_ledger_rocksdb_open(adir, NULL, &err), *b = altar_ledger_rocksdb_open(bdir, NULL, &err);
+  altar_ledger_t *ref = altar_ledger_rocksdb_open(refdir, NULL, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(a && b && ref ? a : NULL);
+  add_part(a, 0, 30, 0, 30);
+  add_part(a, 30, 50, 1, 20);
+  add_part(b, 100, 140, 2, 40);
+  add_part(ref, 0, 30, 0, 30);
+  add_part(ref, 100, 140, 2, 40);
+  altar_checkpoint_t ca = {0}, cb = {0}, got = {0};
+  CU_ASSERT_EQUAL_FATAL(take_and_ship(a, uri, NULL, &ca), 0);
+  CU_ASSERT_EQUAL_FATAL(take_and_ship(b, uri, NULL, &cb), 0); /* latest.json: b's */
+  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore_covering(uri, TOPIC, 0, r0, &got, &err), 0);
+  CU_ASSERT_STRING_EQUAL(got.id, ca.id);
+  CU_ASSERT_EQUAL(altar__checkpoint_offset(&got, 0), 30);
+  altar__checkpoint_clear(&got);
+  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore_covering(uri, TOPIC, 2, r2, &got, &err), 0);
+  CU_ASSERT_STRING_EQUAL(got.id, cb.id);
+  altar__checkpoint_clear(&got);
+  CU_ASSERT_EQUAL(altar__checkpoint_restore_covering(uri, TOPIC, 5, r5, &got, &err), ALTAR_ENOTFOUND);
+  CU_ASSERT(strstr(err.msg, "partition 5") != NULL);
+  CU_ASSERT_EQUAL(altar__checkpoint_restore_covering(uri, "other.status", 0, r5, &got, &err), ALTAR_ENOTFOUND);
+  struct stat st;
+  CU_ASSERT(stat(r5, &st) != 0); /* nothing left behind */
+  /* b takes partition 0 over from a's checkpoint. */
+  CU_ASSERT_EQUAL_FATAL(altar__ledger_rocksdb_import_partition(b, r0, 0, NULL, 0, NULL, &err), 0);
+  char x[ALTAR_LEDGER_CHECKSUM_LEN + 1], y[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT_EQUAL(altar_ledger_checksum(b, x, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_checksum(ref, y, &err), 0);
+  CU_ASSERT_STRING_EQUAL(x, y);
+  int64_t next = 0;
+  CU_ASSERT_EQUAL(altar__reconciler_input_offset(b, TOPIC, 0, &next, &err), 0);
+  CU_ASSERT_EQUAL(next, 30);
+  CU_ASSERT_EQUAL(altar__reconciler_input_offset(b, TOPIC, 1, &next, &err), 0);
+  CU_ASSERT_EQUAL(next, -1); /* a's other partition stays a's */
+  altar__checkpoint_clear(&ca);
+  altar__checkpoint_clear(&cb);
+  altar_ledger_close(a);
+  altar_ledger_close(b);
+  altar_ledger_close(ref);
 }
 
 static size_t crash_at;
@@ -293,6 +359,7 @@ static void test_damaged_storage(void) {
 static void add(void) {
   CU_pSuite s = CU_add_suite("checkpoint", setup, teardown);
   CU_add_test(s, "test_round_trip", test_round_trip);
+  CU_add_test(s, "test_restore_covering", test_restore_covering);
   CU_add_test(s, "test_crash_mid_upload", test_crash_mid_upload);
   CU_add_test(s, "test_damaged_storage", test_damaged_storage);
 }

@@ -207,17 +207,17 @@ static void test_check_finds_damage(void) {
   rocksdb_delete(db, wo, "u:process\0ghost", 15, &dberr);
   check(l);
   /* A record whose bytes do not decode. */
-  rocksdb_put(db, wo, "r:process\0bad", 13, "\xa1\x00junk", 6, &dberr);
+  rocksdb_put(db, wo, "r:ffffprocess\0bad", 17, "\xa1\x00junk", 6, &dberr);
   CU_ASSERT_NOT_EQUAL(altar__ledger_rocksdb_check(l, NULL, &err), 0);
-  rocksdb_delete(db, wo, "r:process\0bad", 13, &dberr);
+  rocksdb_delete(db, wo, "r:ffffprocess\0bad", 17, &dberr);
   /* A missing open record (the cache still has it). */
   rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
   size_t vlen = 0;
-  char *val = rocksdb_get(db, ro, "o:process\0a", 11, &vlen, &dberr);
+  char *val = rocksdb_get(db, ro, "o:ffffprocess\0a", 15, &vlen, &dberr);
   CU_ASSERT_FATAL(val != NULL);
-  rocksdb_delete(db, wo, "o:process\0a", 11, &dberr);
+  rocksdb_delete(db, wo, "o:ffffprocess\0a", 15, &dberr);
   CU_ASSERT_EQUAL(altar__ledger_rocksdb_check(l, NULL, &err), ALTAR_ELEDGER);
-  rocksdb_put(db, wo, "o:process\0a", 11, val, vlen, &dberr);
+  rocksdb_put(db, wo, "o:ffffprocess\0a", 15, val, vlen, &dberr);
   rocksdb_free(val);
   rocksdb_readoptions_destroy(ro);
   check(l);

@@ -107,6 +107,8 @@ struct altar_ledger {
   altar_ledger_ops_t ops;
   const altar_ledger_ops_t *table; /* the table as given (identity) */
   void *impl;
+  int32_t scope;      /* altar_ledger_scope: NONE unless caps has PARTITIONS */
+  int32_t visit_part; /* set by an implementation's aux_scan for each visit */
 };
 
 static inline void *altar_ledger_impl(const altar_ledger_t *l) { return l->impl; }
