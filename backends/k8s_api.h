@@ -127,6 +127,10 @@ typedef enum altar_k8s_seen {
 typedef struct altar_k8s_watch_view {
   altar_k8s_seen_t seen;
   altar_state_t state;
+  /* Wall-clock s at which the Job's activeDeadlineSeconds fails it,
+   * counted from its status.startTime (else its creation); 0 when it has
+   * no deadline or the watch has not seen one. */
+  double deadline_at;
 } altar_k8s_watch_view_t;
 
 /* Counters a test or benchmark reads (altar__k8s_watch_stats). */
@@ -191,6 +195,13 @@ int altar__k8s_watch_test_feed(altar_k8s_watch_t *w, const char *p, size_t n, bo
 /* A Job's state read from its status the way altar__k8s_job_info_from_json
  * reads it. */
 altar_state_t altar__k8s_job_state_from_json(const json_t *job);
+/* RFC 3339 "2026-12-03T14:00:00Z" (fraction and offset allowed) → Unix s;
+ * -1 when s is not one. */
+int altar__k8s_parse_time(const char *s, double *pt);
+/* When the Job's spec.activeDeadlineSeconds fails it (Unix s), counted from
+ * status.startTime as the Job controller counts, or from its creation
+ * before the controller has set that; 0 when it has no deadline. */
+double altar__k8s_job_deadline_from_json(const json_t *job);
 
 /* ---- KubernetesRuntime ---- */
 

@@ -21,26 +21,6 @@ extern char **environ;
 #define MAX_ENV 256
 #define RUN_TIMEOUT_MS 60000
 
-/* RFC 3339 "2026-12-03T14:00:00Z" (fraction and offset allowed) → Unix s. */
-static int parse_time(const char *s, double *pt) {
-  struct tm tm;
-  memset(&tm, 0, sizeof tm);
-  const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-  if (!p) return -1;
-  if (*p == '.')
-    for (p++; *p >= '0' && *p <= '9'; p++) {}
-  long off = 0;
-  if (*p == '+' || *p == '-') {
-    int hh = 0, mm = 0;
-    if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2) return -1;
-    off = (hh * 3600L + mm * 60L) * (*p == '-' ? -1 : 1);
-  } else if (*p != 'Z' && *p != 'z') {
-    return -1;
-  }
-  *pt = (double)(timegm(&tm) - off);
-  return 0;
-}
-
 /* The environment for the child: ours, the kubeconfig's, and the
  * KUBERNETES_EXEC_INFO the protocol asks for. */
 static char **child_env(const altar_k8s_http_config_t *cfg, char *info) {
@@ -174,7 +154,7 @@ int altar__k8s_exec_refresh(altar_k8s_http_config_t *cfg, bool force, altar_erro
     rc = altar_error_set(err, ALTAR_ECONFIG,
                          "exec credential %s: status has neither a token nor clientCertificateData with clientKeyData",
                          prog);
-  else if (exp && parse_time(exp, &expiry))
+  else if (exp && altar__k8s_parse_time(exp, &expiry))
     rc = altar_error_set(err, ALTAR_ECONFIG, "exec credential %s: status.expirationTimestamp '%s' is not RFC 3339",
                          prog, exp);
   if (!rc && token) {

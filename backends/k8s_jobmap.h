@@ -17,9 +17,10 @@ typedef struct altar__k8s_jobent {
   char pool[ALTAR_K8S_LABEL_MAX]; /* the altar.dev/pool label, "" when absent */
   altar_state_t state;
   altar_k8s_seen_t seen;
-  bool confirmed;    /* the watch (or a list) reported this uid */
-  uint32_t listed;   /* the list epoch that last saw this Job */
-  double deleted_at; /* monotonic s this Job was reported deleted (a tombstone's age) */
+  bool confirmed;     /* the watch (or a list) reported this uid */
+  uint32_t listed;    /* the list epoch that last saw this Job */
+  double deleted_at;  /* monotonic s this Job was reported deleted (a tombstone's age) */
+  double deadline_at; /* wall s its activeDeadlineSeconds ends it; 0: no deadline or not seen yet */
 } altar__k8s_jobent_t;
 
 typedef struct altar__k8s_jobmap {

@@ -2,6 +2,7 @@
  * one, else from one list call per namespace. */
 #include "k8s_int.h"
 
+#include "altar/clock.h"
 #include "altar/plugin/backend.h"
 #include "core/unconst.h"
 
@@ -36,24 +37,66 @@ altar_k8s_watch_t *altar__k8s_watch_get(altar_k8s_t *k) {
 
 altar_k8s_watch_t *altar__k8s_watch(altar_k8s_t *k) { return k->watch; }
 
-/* Refreshes what poll remembers of pending Jobs' waiting pods: one list of
- * the pending pods, at most every pod_wait_interval_ms while a polled Job
- * is pending. A failed list only loses the detail. */
-static void note_waits(altar_k8s_t *k, bool any_pending) {
-  if (!any_pending) return;
+/* Jobs whose pods one list of waits asks about by name: the label
+ * selector stays a few KiB. */
+#define WAITS_PER_LIST 40
+/* A pending Job's pods are read from this long before its deadline (and
+ * after it, while it stays pending), besides pod_wait_interval_ms twice. */
+#define WAITS_LEAD_S 10.0
+
+/* Whether a list of pod waits is due now (pod_wait_interval_ms apart). */
+static bool waits_due(altar_k8s_t *k) {
   double now = altar__k8s_now(k);
-  if (now < k->pod_waits_next) return;
+  if (now < k->pod_waits_next) return false;
   k->pod_waits_next = now + (double)k->pod_wait_interval_ms / 1000.0;
+  return true;
+}
+
+/* Remembers what one list of pod waits under selector says. A failed
+ * list only loses the detail. */
+static void note_waits_under(altar_k8s_t *k, const char *selector) {
   altar_k8s_pod_wait_t *waits = NULL;
   size_t nw = 0;
   altar_error_t werr = {0};
-  if (altar__k8s_runtime_list_pod_waits(k->rt, k->ns, ALTAR_K8S_MANAGED_SELECTOR, &waits, &nw, &werr)) return;
+  if (altar__k8s_runtime_list_pod_waits(k->rt, k->ns, selector, &waits, &nw, &werr)) return;
   for (size_t i = 0; i < nw; i++) {
     if (!waits[i].job_name || !waits[i].reason) continue;
     altar_strmap_set(&k->wait_reason, waits[i].job_name, waits[i].reason);
     altar_strmap_set(&k->wait_detail, waits[i].job_name, waits[i].detail ? waits[i].detail : "");
   }
   altar__k8s_pod_waits_free(waits, nw);
+}
+
+/* Without a watch: every pending pod, at most every pod_wait_interval_ms
+ * while a polled Job is pending (this path lists every Job anyway). */
+static void note_waits_all(altar_k8s_t *k, bool any_pending) {
+  if (any_pending && waits_due(k)) note_waits_under(k, ALTAR_K8S_MANAGED_SELECTOR);
+}
+
+/* With the watch: only the pods of the n pending Jobs near or past their
+ * deadline, by name. A wait matters only when the deadline fails its Job
+ * (the Job controller then deletes the pods that would have said why); a
+ * Job without a deadline stays pending while its pod waits. So each Job's
+ * pods are read a bounded number of times, whatever the number of Jobs
+ * pending, where a list of every pending pod every interval read each of
+ * them once per interval. */
+static void note_waits_near(altar_k8s_t *k, const char *const *names, size_t n) {
+  if (!n || !waits_due(k)) return;
+  const char *head = ALTAR_K8S_MANAGED_SELECTOR ",job-name in (";
+  char sel[64 + WAITS_PER_LIST * 64];
+  for (size_t i = 0; i < n;) {
+    size_t len = strlen(head), took = 0;
+    memcpy(sel, head, len);
+    for (; i < n && took < WAITS_PER_LIST; i++) {
+      size_t l = strlen(names[i]);
+      if (l > 63) continue; /* longer than a label value: no pod is labelled with it */
+      if (took++) sel[len++] = ',';
+      memcpy(sel + len, names[i], l);
+      len += l;
+    }
+    memcpy(sel + len, ")", 2);
+    if (took) note_waits_under(k, sel);
+  }
 }
 
 static void forget_wait(altar_k8s_t *k, const char *name) {
@@ -131,7 +174,9 @@ static int poll_watched(altar_k8s_t *k, altar_k8s_watch_t *w, const altar_handle
     k->polled_gen = altar__k8s_watch_generation(w);
     altar__k8s_watch_lookup(w, names, n, views);
   }
-  bool any_pending = false;
+  /* The names of pending Jobs near their deadline, reusing names[]. */
+  size_t near = 0;
+  double now_wall = altar_wall_s(), lead = WAITS_LEAD_S + 2.0 * (double)k->pod_wait_interval_ms / 1000.0;
   for (size_t i = 0; !rc && i < n; i++) {
     bool had = false;
     rc = outcome_of(k, &hs[i], &st[i], &had);
@@ -149,14 +194,15 @@ static int poll_watched(altar_k8s_t *k, altar_k8s_watch_t *w, const altar_handle
       if (job) state = job->state;
       altar__k8s_job_info_free(job);
     }
-    any_pending |= found && state == ALTAR_STATE_PENDING;
+    if (found && state == ALTAR_STATE_PENDING && views[i].deadline_at > 0 && views[i].deadline_at - now_wall <= lead)
+      names[near++] = names[i];
     rc = status_of(k, &hs[i], found, state, &st[i]);
     if (rc) rc = altar_error_set(err, ALTAR_ENOMEM, "poll: out of memory");
     else *pdone = i + 1;
   }
+  if (!rc) note_waits_near(k, names, near);
   free(names);
   free(views);
-  if (!rc) note_waits(k, any_pending);
   return rc;
 }
 
@@ -173,7 +219,7 @@ static int poll_listed(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar
     const altar_k8s_job_info_t *job = find_job(jobs, njobs, hs[i].external_id);
     any_pending = job && job->state == ALTAR_STATE_PENDING;
   }
-  note_waits(k, any_pending);
+  note_waits_all(k, any_pending);
   for (size_t i = 0; i < n && !rc; i++) {
     bool had = false;
     rc = outcome_of(k, &hs[i], &st[i], &had);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 extern char **environ;
 
@@ -238,6 +239,35 @@ altar_state_t altar__k8s_job_state_from_json(const json_t *job) {
     return !json_is_integer(ready) || json_integer_value(ready) > 0 ? ALTAR_STATE_RUNNING : ALTAR_STATE_PENDING;
   }
   return ALTAR_STATE_PENDING;
+}
+
+int altar__k8s_parse_time(const char *s, double *pt) {
+  struct tm tm;
+  memset(&tm, 0, sizeof tm);
+  const char *p = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+  if (!p) return -1;
+  if (*p == '.')
+    for (p++; *p >= '0' && *p <= '9'; p++) {}
+  long off = 0;
+  if (*p == '+' || *p == '-') {
+    int hh = 0, mm = 0;
+    if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2) return -1;
+    off = (hh * 3600L + mm * 60L) * (*p == '-' ? -1 : 1);
+  } else if (*p != 'Z' && *p != 'z') {
+    return -1;
+  }
+  *pt = (double)(timegm(&tm) - off);
+  return 0;
+}
+
+double altar__k8s_job_deadline_from_json(const json_t *job) {
+  json_int_t secs = json_integer_value(json_object_get(json_object_get(job, "spec"), "activeDeadlineSeconds"));
+  if (secs <= 0) return 0;
+  const char *from = jstr(json_object_get(job, "status"), "startTime");
+  if (!from) from = jstr(json_object_get(job, "metadata"), "creationTimestamp");
+  double t;
+  if (altar__k8s_parse_time(from, &t) || t <= 0) return 0;
+  return t + (double)secs;
 }
 
 int altar__k8s_job_info_from_json(const json_t *job, altar_k8s_job_info_t *info, altar_error_t *err) {

@@ -164,6 +164,7 @@ static bool apply(altar_k8s_watch_t *w, const json_t *job, bool deleted, bool li
   if (!name_ok(name) || !uid || strlen(uid) >= ALTAR_K8S_UID_MAX) return false;
   if (pool && strlen(pool) >= ALTAR_K8S_LABEL_MAX) pool = NULL;
   altar_state_t state = altar__k8s_job_state_from_json(job);
+  double deadline_at = altar__k8s_job_deadline_from_json(job);
   altar_k8s_seen_t seen = deleted ? ALTAR_K8S_SEEN_DELETED : ALTAR_K8S_SEEN_LIVE;
   pthread_mutex_lock(&w->mu);
   altar__k8s_jobent_t *e = altar__k8s_jobmap_get(&w->map, name);
@@ -179,6 +180,7 @@ static bool apply(altar_k8s_watch_t *w, const json_t *job, bool deleted, bool li
     memcpy(e->uid, uid, strlen(uid) + 1);
     snprintf(e->pool, sizeof e->pool, "%s", pool ? pool : "");
     e->state = state;
+    e->deadline_at = deadline_at;
     if (deleted && e->seen != ALTAR_K8S_SEEN_DELETED) bury(w, e);
     e->seen = seen;
     e->confirmed = true;
@@ -504,6 +506,7 @@ void altar__k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, siz
     const altar__k8s_jobent_t *e = altar__k8s_jobmap_get(&w->map, names[i]);
     views[i].seen = e ? e->seen : ALTAR_K8S_SEEN_UNKNOWN;
     views[i].state = e ? e->state : ALTAR_STATE_PENDING;
+    views[i].deadline_at = e ? e->deadline_at : 0;
   }
   pthread_mutex_unlock(&w->mu);
 }
@@ -522,6 +525,7 @@ int altar__k8s_watch_note(altar_k8s_watch_t *w, const char *name, const char *ui
       count(w, e, -1);
       memcpy(e->uid, uid, strlen(uid) + 1);
       e->state = state;
+      e->deadline_at = 0; /* until its first event */
       e->seen = ALTAR_K8S_SEEN_LIVE;
       e->confirmed = false;
       snprintf(e->pool, sizeof e->pool, "%s", pool ? pool : "");

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- the fake runtime ---- */
@@ -49,6 +50,11 @@ typedef struct fake {
   /* Nodes list_nodes answers (a JSON array of Node objects) and its calls. */
   const char *nodes_json;
   int n_nodes, nodes_error;
+  /* list_pod_waits: calls, Job names asked about (by a job-name selector),
+   * whether one asked for every pending pod, and the Job whose pod waits. */
+  int n_waits, n_wait_names;
+  bool waits_unfiltered;
+  const char *waiting_job;
 } fake_t;
 
 static void logf_(fake_t *f, const char *a, const char *b, const char *c) {
@@ -920,6 +926,133 @@ static void watch_event(const char *type, const char *name, const char *status) 
   CU_ASSERT_EQUAL(altar__k8s_watch_test_feed(fed_watch, line, strlen(line), &expired), 0);
 }
 
+/* list_pod_waits: counts what it was asked and answers one wait, for
+ * f->waiting_job when the selector names it. */
+static int f_pod_waits(void *impl, const char *ns, const char *sel, altar_k8s_pod_wait_t **pwaits, size_t *pn,
+                       altar_error_t *err) {
+  fake_t *f = impl;
+  (void)ns;
+  (void)err;
+  f->n_waits++;
+  const char *in = sel ? strstr(sel, "job-name in (") : NULL;
+  if (!in) f->waits_unfiltered = true;
+  else {
+    f->n_wait_names++; /* names are separated by commas */
+    for (const char *p = in; *p && *p != ')'; p++) f->n_wait_names += *p == ',';
+  }
+  *pwaits = NULL;
+  *pn = 0;
+  if (f->waiting_job && (!in || strstr(in, f->waiting_job))) {
+    *pwaits = calloc(1, sizeof **pwaits);
+    (*pwaits)->reason = ALTAR_K8S_REASON_UNSCHEDULABLE;
+    (*pwaits)->job_name = strdup(f->waiting_job);
+    (*pwaits)->detail = strdup("Unschedulable: 0/2 nodes are available");
+    *pn = 1;
+  }
+  return 0;
+}
+static const altar_k8s_runtime_ops_t fake_watch_waits_ops = {
+    .name = "fake-watch-waits",
+    .create_job = f_create,
+    .list_jobs = f_list,
+    .read_job = f_read,
+    .delete_job = f_delete,
+    .describe_failure = f_describe,
+    .list_pod_waits = f_pod_waits,
+    .watch_open = f_watch_open,
+    .destroy = f_destroy,
+};
+
+/* A pending Job (pods not ready) with activeDeadlineSeconds deadline_s
+ * (0: none), started started_ago seconds before now. */
+static void watch_pending(const char *name, long deadline_s, long started_ago) {
+  char start[32], spec[64] = "", line[1024];
+  time_t t = time(NULL) - started_ago;
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(start, sizeof start, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (deadline_s) snprintf(spec, sizeof spec, ",\"spec\":{\"activeDeadlineSeconds\":%ld}", deadline_s);
+  snprintf(line, sizeof line,
+           "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"%s\",\"uid\":\"u-%s\","
+           "\"creationTimestamp\":\"%s\",\"resourceVersion\":\"7\"}%s,"
+           "\"status\":{\"active\":1,\"ready\":0,\"startTime\":\"%s\"}}}\n",
+           name, name, start, spec, start);
+  bool expired = false;
+  CU_ASSERT_EQUAL(altar__k8s_watch_test_feed(fed_watch, line, strlen(line), &expired), 0);
+}
+
+/* With the watch, pod waits are read only for pending Jobs near (or past)
+ * their deadline, by name: never a list of every pending pod, whose cost
+ * grew with the Jobs pending on every poll interval. The wait read near
+ * the deadline still names the failure the deadline ends the Job with. */
+static void test_pod_waits_near_deadline(void) {
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_watch_waits_ops, &f, NULL);
+  altar_handle_t probe;
+  altar_handle_init(&probe, "kubernetes", "j-probe");
+  altar_status_t one;
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, &probe, 1, &one, &err), 0); /* opens the watch */
+  altar_status_clear(&one);
+  altar_handle_clear(&probe);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fed_watch);
+  enum { NO_DEADLINE = 200, FAR = 200, NEAR = 45, N = NO_DEADLINE + FAR + NEAR };
+  altar_handle_t *hs = calloc(N, sizeof *hs);
+  altar_status_t *st = calloc(N, sizeof *st);
+  CU_ASSERT_FATAL(hs && st);
+  for (int i = 0; i < N; i++) {
+    char name[32];
+    if (i < NO_DEADLINE) snprintf(name, sizeof name, "j-free-%d", i);
+    else if (i < NO_DEADLINE + FAR) snprintf(name, sizeof name, "j-far-%d", i);
+    else snprintf(name, sizeof name, "j-near-%d", i);
+    if (i < NO_DEADLINE) watch_pending(name, 0, 1000);
+    else if (i < NO_DEADLINE + FAR) watch_pending(name, 600, 5); /* 595 s to go */
+    else watch_pending(name, 600, 595);                          /* 5 s to go */
+    altar_handle_init(&hs[i], "kubernetes", name);
+  }
+  /* Only Jobs without a deadline, or far from it: no pod is read. */
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, hs, NO_DEADLINE + FAR, st, &err), 0);
+  for (int i = 0; i < NO_DEADLINE + FAR; i++) {
+    CU_ASSERT_EQUAL(st[i].state, ALTAR_STATE_PENDING);
+    altar_status_clear(&st[i]);
+  }
+  CU_ASSERT_EQUAL(f->n_waits, 0);
+  /* With the near ones: their names alone, in lists of a bounded size. */
+  f->waiting_job = "j-near-440";
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, hs, N, st, &err), 0);
+  for (int i = 0; i < N; i++) altar_status_clear(&st[i]);
+  CU_ASSERT_FALSE(f->waits_unfiltered);
+  CU_ASSERT_EQUAL(f->n_wait_names, NEAR);
+  CU_ASSERT_EQUAL(f->n_waits, 2); /* 40 names a list */
+  /* Within the interval nothing more is read; after it, the near ones again. */
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, hs, N, st, &err), 0);
+  for (int i = 0; i < N; i++) altar_status_clear(&st[i]);
+  CU_ASSERT_EQUAL(f->n_waits, 2);
+  f->now += 2.0;
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, hs, N, st, &err), 0);
+  for (int i = 0; i < N; i++) altar_status_clear(&st[i]);
+  CU_ASSERT_EQUAL(f->n_waits, 4);
+  CU_ASSERT_EQUAL(f->n_wait_names, 2 * NEAR);
+  /* The deadline fails it and its pods are gone: the wait read before says why. */
+  fake_add(f, "j-near-440", ALTAR_STATE_FAILED, NULL);
+  char line[512];
+  snprintf(line, sizeof line,
+           "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"j-near-440\",\"uid\":\"u-j-near-440\","
+           "\"resourceVersion\":\"8\"},\"status\":{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\","
+           "\"reason\":\"DeadlineExceeded\"}]}}}\n");
+  bool expired = false;
+  CU_ASSERT_EQUAL(altar__k8s_watch_test_feed(fed_watch, line, strlen(line), &expired), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, &hs[440], 1, &one, &err), 0);
+  CU_ASSERT_EQUAL(one.state, ALTAR_STATE_FAILED);
+  CU_ASSERT(one.failure && !strcmp(one.failure->reason, ALTAR_K8S_REASON_UNSCHEDULABLE));
+  altar_status_clear(&one);
+  for (int i = 0; i < N; i++) altar_handle_clear(&hs[i]);
+  free(hs);
+  free(st);
+  altar__k8s_free(k);
+  fed_watch = NULL;
+}
+
 /* With a watch, poll lists nothing: each handle is one lookup; a name the
  * watch never saw costs one read; a Job it saw deleted is container_missing. */
 static void test_poll_from_watch(void) {
@@ -1539,6 +1672,7 @@ static void add(void) {
   ALTAR_TEST(test_default_read_job);
   ALTAR_TEST(test_poll_bulk);
   ALTAR_TEST(test_poll_from_watch);
+  ALTAR_TEST(test_pod_waits_near_deadline);
   ALTAR_TEST(test_poll_default_describe);
   ALTAR_TEST(test_capacity);
   ALTAR_TEST(test_pools_servable);
