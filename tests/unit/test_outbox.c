@@ -150,6 +150,7 @@ static void test_stage_then_abort_drops_it(void) {
   altar_test_ledger_close(l);
   /* After a restart neither the record nor its sequence number exists. */
   l = open_ledger(ldir);
+  altar__outbox_close(&ob);
   CU_ASSERT_FATAL(altar__outbox_open(&ob, l, NULL, &err) == 0);
   CU_ASSERT_EQUAL(ob.next_seq, 0);
   CU_ASSERT_EQUAL(outbox_count(&ob), 0);
@@ -159,6 +160,7 @@ static void test_stage_then_abort_drops_it(void) {
   CU_ASSERT_EQUAL(r.n, 0);
   altar_test_rmtree(root);
   free(root);
+  altar__outbox_close(&ob);
 }
 
 static void test_publish_after_commit_delete_on_ack(void) {
@@ -209,6 +211,7 @@ static void test_publish_after_commit_delete_on_ack(void) {
   altar_test_ledger_close(l);
   altar_test_rmtree(root);
   free(root);
+  altar__outbox_close(&ob);
 }
 
 /* Killed after the commit (nothing published) and after the publish (no
@@ -245,6 +248,7 @@ static void test_republish_on_restart_same_bytes(void) {
 
   l = open_ledger(ldir);
   t = open_for_outbox(root, &ob);
+  altar__outbox_close(&ob);
   CU_ASSERT_FATAL(altar__outbox_open(&ob, l, t, &err) == 0);
   CU_ASSERT_EQUAL(ob.next_seq, 2); /* numbers are never reused */
   CU_ASSERT_EQUAL(outbox_count(&ob), 2);
@@ -272,6 +276,7 @@ static void test_republish_on_restart_same_bytes(void) {
   recs_clear(&r);
   altar_test_rmtree(root);
   free(root);
+  altar__outbox_close(&ob);
 }
 
 /* --rebuild moves the unpublished outbox into the new ledger. */
@@ -297,6 +302,7 @@ static void test_carry_into_new_ledger(void) {
   altar_transport_t *t = open_for_outbox(root, &ob);
   create_topic(t, "jobs", 2);
   create_topic(t, "dlq", 1);
+  altar__outbox_close(&ob);
   CU_ASSERT_FATAL(altar__outbox_open(&ob, b, t, &err) == 0);
   CU_ASSERT_EQUAL(ob.next_seq, 2);
   CU_ASSERT_FATAL(altar__outbox_publish_from(&ob, 0, &err) == 0);
@@ -314,6 +320,7 @@ static void test_carry_into_new_ledger(void) {
   recs_clear(&r);
   altar_test_rmtree(root);
   free(root);
+  altar__outbox_close(&ob);
 }
 
 /* ---- the daemon and the rebuild -------------------------------------- */

@@ -122,6 +122,7 @@ static void test_held_entries_pruned_by_seen_ids(void) {
   altar__published_seen_free(&s);
   altar__published_seen_free(&s2);
   altar_ledger_close(l);
+  altar__outbox_close(&ob);
 }
 
 /* The owner after a takeover: seen ids skip their entries, the rest are produced. */
@@ -191,6 +192,7 @@ static void test_owner_skips_seen_and_publishes_the_rest(void) {
   altar_ledger_close(l);
   altar_test_rmtree(dir);
   free(dir);
+  altar__outbox_close(&ob);
 }
 
 static int setup(void) {

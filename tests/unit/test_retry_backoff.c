@@ -278,6 +278,7 @@ static void test_wait_releases_only_when_due(void) {
   altar_test_rmtree(logdir);
   free(dir);
   free(logdir);
+  altar__outbox_close(&ob);
 }
 
 static int cleanup(void) {
