@@ -9,6 +9,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,13 +61,33 @@ char *altar__proc_detail_with_logs(const char *base, const char *dir) {
   return d;
 }
 
-/* Whether the environment holds a value redaction would replace. */
+/* Whether the environment holds a value redaction would replace. Asked at
+ * every finished task, so the answer is kept while the environment's
+ * entries stay the same strings (setenv and putenv replace an entry's
+ * pointer): reading every name for every task was a tenth of a short
+ * task's cost in the worker. */
 static bool env_has_secret(void) {
-  for (char **e = environ; e && *e; e++) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static uint64_t known_print;
+  static bool known, known_answer;
+  uint64_t print = 14695981039346656037u; /* FNV-1a over the entries' addresses */
+  for (char **e = environ; e && *e; e++) print = (print ^ (uint64_t)(uintptr_t)*e) * 1099511628211u;
+  print = (print ^ (uint64_t)(uintptr_t)environ) * 1099511628211u;
+  pthread_mutex_lock(&mu);
+  bool answer = known_answer, hit = known && known_print == print;
+  pthread_mutex_unlock(&mu);
+  if (hit) return answer;
+  answer = false;
+  for (char **e = environ; e && *e && !answer; e++) {
     const char *eq = strchr(*e, '=');
-    if (eq && strlen(eq + 1) >= ALTAR_REDACT_MIN && altar_env_name_secret(*e, (size_t)(eq - *e))) return true;
+    answer = eq && strlen(eq + 1) >= ALTAR_REDACT_MIN && altar_env_name_secret(*e, (size_t)(eq - *e));
   }
-  return false;
+  pthread_mutex_lock(&mu);
+  known = true;
+  known_print = print;
+  known_answer = answer;
+  pthread_mutex_unlock(&mu);
+  return answer;
 }
 
 /* Rewrites dir/name with the secret values replaced, when it holds one. */

@@ -53,6 +53,7 @@ typedef struct expect {
    * once its whole member list is read (altar_group_event_take_page). */
   altar_group_event_t *pending;
   size_t n_pending, cap_pending;
+  altar_arena_t scratch; /* one status event at a time, read in one pass */
 } expect_t;
 
 /* Called for each of the job's group events as it arrives (may be NULL). */

@@ -50,6 +50,10 @@ typedef struct daemon {
   /* A batch's result, reset after each: its arena keeps its chunks (a new
    * result per batch was a 256 KiB malloc and free, an mmap and munmap). */
   altar_apply_result_t res;
+  /* A batch's status events in the form our encoder writes, read in one
+   * pass (a spec kept as its bytes: all the ledger stores of it), reset
+   * after each batch like res; other events go to the full decoder. */
+  altar_arena_t ev_arena;
   int32_t status_parts; /* partitions of the status topic (cancels need it) */
   in_part_t *parts;
   size_t n_parts, cap_parts;
@@ -327,18 +331,33 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
     altar_topic_list_free(tl);
   }
   altar_status_event_t *evs = calloc(n ? n : 1, sizeof *evs);
-  if (!evs) return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  bool *owned = calloc(n ? n : 1, sizeof *owned); /* decoded by the full decoder: freed apart */
+  if (!evs || !owned) {
+    free(evs);
+    free(owned);
+    return altar_error_set(err, ALTAR_ENOMEM, "out of memory");
+  }
   size_t n_ev = 0;
   uint64_t first_seq = d->ob.next_seq;
   altar_apply_result_t *res = &d->res;
   int rc = altar_ledger_begin(d->o->ledger, err);
   if (rc) {
     free(evs);
+    free(owned);
     return rc;
   }
   for (size_t i = 0; i < n && !rc; i++) {
     altar_msg_t *m = msgs[i];
     altar_error_t de = {0};
+    if (!poison_reason && m->value &&
+        altar_decode_status_canonical(m->value, m->value_len, &d->ev_arena, ALTAR_DECODE_SPEC_BYTES, &evs[n_ev]) ==
+            ALTAR_OK) {
+      evs[n_ev].log_partition = m->partition;
+      evs[n_ev].log_partitions = d->status_parts;
+      owned[n_ev++] = false;
+      continue;
+    }
+    owned[n_ev] = true;
     if (poison_reason || !m->value || altar__status_msg_decode(m, d->status_parts, &evs[n_ev], &de) != ALTAR_OK) {
       altar_status_event_clear(&evs[n_ev]);
       char reason[ALTAR_ERRMSG_MAX + 32];
@@ -399,8 +418,11 @@ static int apply_batch(daemon_t *d, altar_msg_t **msgs, size_t n, const char *po
     rc = altar__outbox_publish_from(&d->ob, first_seq, err);
   }
   altar_apply_result_reset(res);
-  for (size_t i = 0; i < n_ev; i++) altar_status_event_clear(&evs[i]);
+  for (size_t i = 0; i < n_ev; i++)
+    if (owned[i]) altar_status_event_clear(&evs[i]);
+  altar_arena_reset(&d->ev_arena);
   free(evs);
+  free(owned);
   return rc;
 }
 
@@ -857,6 +879,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
   settled_stats(&d);
   altar__settled_free(&d.settled);
   altar_apply_result_clear(&d.res);
+  altar_arena_free(&d.ev_arena);
   altar__lag_gauge_free(&d.lag);
   d.n_parts = 0;
   d.stats.published = d.ob.published;
