@@ -25,6 +25,10 @@ static int sha256_hex(const void *data, size_t len, char out[ALTAR_TASK_KEY_LEN 
   return ALTAR_OK;
 }
 
+int altar_spec_identity_of_encoding(const void *enc, size_t len, char out[ALTAR_TASK_KEY_LEN + 1], altar_error_t *err) {
+  return sha256_hex(enc, len, out, err);
+}
+
 int altar_spec_identity(const altar_spec_t *spec, char out[ALTAR_TASK_KEY_LEN + 1], altar_error_t *err) {
   altar_buf_t b = {0};
   int rc = altar_encode_spec(spec, &b, err);

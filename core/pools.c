@@ -54,6 +54,12 @@ size_t altar_strmap_bound(const altar_strmap_t *m) {
   return n;
 }
 
+/* The submitted event's bound for a spec encoding to spec_bytes. */
+static size_t status_bound_of(const altar_spec_t *spec, size_t spec_bytes) {
+  return spec_bytes + altar_strmap_bound(&spec->labels) + altar_strmap_bound(spec->plugin_identity) +
+         (spec->kind ? strlen(spec->kind) : 0) + ALTAR_BOUND_STATUS_FIXED;
+}
+
 int altar_spec_status_bound(const altar_spec_t *spec, size_t *psize, altar_error_t *err) {
   altar_buf_t b = {0};
   altar_error_t e = {0};
@@ -68,8 +74,7 @@ int altar_spec_status_bound(const altar_spec_t *spec, size_t *psize, altar_error
     if (err) *err = e;
     return rc;
   }
-  *psize = spec_bytes + altar_strmap_bound(&spec->labels) + altar_strmap_bound(spec->plugin_identity) +
-           (spec->kind ? strlen(spec->kind) : 0) + ALTAR_BOUND_STATUS_FIXED;
+  *psize = status_bound_of(spec, spec_bytes);
   return ALTAR_OK;
 }
 
@@ -106,10 +111,8 @@ static const char *largest_field(const altar_spec_t *s, size_t *pbytes) {
   return f[best].name;
 }
 
-int altar_spec_check_carriable(const altar_spec_t *spec, altar_error_t *err) {
-  size_t size = 0;
-  int rc = altar_spec_status_bound(spec, &size, NULL);
-  if (rc && rc != ALTAR_ETOOBIG) return altar_error_set(err, rc, "spec: cannot be encoded");
+/* rc: how the spec's encoding went (0 or ALTAR_ETOOBIG), size: the bound. */
+static int carriable(const altar_spec_t *spec, int rc, size_t size, altar_error_t *err) {
   if (!rc && size <= ALTAR_MAX_MESSAGE) return ALTAR_OK;
   size_t fb;
   const char *field = largest_field(spec, &fb);
@@ -121,4 +124,15 @@ int altar_spec_check_carriable(const altar_spec_t *spec, altar_error_t *err) {
                          "%s: about %zu bytes (labels count twice: in the spec and in its handle); the job's status "
                          "event would take up to %zu bytes, more than the %u bytes a message may carry",
                          field, fb, size, ALTAR_MAX_MESSAGE);
+}
+
+int altar_spec_check_carriable(const altar_spec_t *spec, altar_error_t *err) {
+  size_t size = 0;
+  int rc = altar_spec_status_bound(spec, &size, NULL);
+  if (rc && rc != ALTAR_ETOOBIG) return altar_error_set(err, rc, "spec: cannot be encoded");
+  return carriable(spec, rc, size, err);
+}
+
+int altar_spec_check_carriable_encoded(const altar_spec_t *spec, size_t spec_bytes, altar_error_t *err) {
+  return carriable(spec, 0, status_bound_of(spec, spec_bytes), err);
 }

@@ -41,8 +41,14 @@ void altar__intake_classify(const altar__intake_ctx_t *c, const altar_msg_t *m, 
     return;
   }
   const altar_spec_t *s = &in->job.spec;
-  /* No kind, or no computable identity: nothing could record it. */
-  if (!s->kind || !s->kind[0] || altar_spec_identity(s, in->task_key, &e) != ALTAR_OK) {
+  /* No kind, or no computable identity: nothing could record it. The
+   * spec's encoding gives both its identity and its events' bound. */
+  altar_buf_t enc = {0};
+  bool identified = s->kind && s->kind[0] && altar_encode_spec(s, &enc, &e) == ALTAR_OK &&
+                    altar_spec_identity_of_encoding(enc.data, enc.len, in->task_key, &e) == ALTAR_OK;
+  size_t spec_bytes = enc.len;
+  altar_buf_free(&enc);
+  if (!identified) {
     altar_job_msg_clear(&in->job);
     in->verdict = ALTAR__INTAKE_DLQ;
     snprintf(in->detail, sizeof in->detail, "job without a readable identity: %s",
@@ -50,7 +56,7 @@ void altar__intake_classify(const altar__intake_ctx_t *c, const altar_msg_t *m, 
     return;
   }
   if (altar_spec_validate(s, &e) != ALTAR_OK) return refuse(in, ALTAR_REASON_INVALID_SPEC, "invalid spec: ", e.msg);
-  if (altar_spec_check_carriable(s, &e) != ALTAR_OK)
+  if (altar_spec_check_carriable_encoded(s, spec_bytes, &e) != ALTAR_OK)
     return refuse(in, ALTAR_REASON_SPEC_TOO_LARGE, "spec too large for its events: ", e.msg);
   if (c->groups && !altar_group_specs_find(c->groups, s->kind)) {
     char kinds[1024];

@@ -143,8 +143,13 @@ void altar__worker_start_job(worker_t *w, const altar_msg_t *m) {
     altar__intake_clear(&in);
     return;
   }
+  /* The decoded spec moves into the task (a copy was a malloc per string). */
   wtask_t *t = calloc(1, sizeof *t);
-  if (!t || !(t->spec = altar_spec_dup(&in.job.spec)) || !(t->topic = strdup(m->topic))) {
+  if (t && (t->spec = malloc(sizeof *t->spec))) {
+    *t->spec = in.job.spec;
+    memset(&in.job.spec, 0, sizeof in.job.spec);
+  }
+  if (!t || !t->spec || !(t->topic = strdup(m->topic))) {
     altar__worker_task_free(t);
     altar__intake_clear(&in);
     altar__worker_set_fatal(w, ALTAR_ENOMEM, "accepting a job", NULL);
@@ -155,6 +160,7 @@ void altar__worker_start_job(worker_t *w, const altar_msg_t *m) {
     altar__intake_clear(&in);
     return;
   }
+  memcpy(t->task_key, in.task_key, sizeof t->task_key); /* the intake computed it */
   altar__intake_clear(&in);
   const void *from;
   size_t from_len;
@@ -171,7 +177,7 @@ void altar__worker_start_job(worker_t *w, const altar_msg_t *m) {
   t->partition = m->partition;
   t->offset = m->offset;
   t->state = ALTAR_STATE_PENDING;
-  if (altar_spec_identity(t->spec, t->task_key, &e) != ALTAR_OK || tasks_push(w, t) != ALTAR_OK) {
+  if (tasks_push(w, t) != ALTAR_OK) {
     altar__worker_task_free(t);
     altar__worker_set_fatal(w, ALTAR_ENOMEM, "accepting a job", &e);
     return;

@@ -338,6 +338,9 @@ char *altar_codec_msgpack_to_json(altar_msg_type_t t, const void *data, size_t l
  * spec's canonical encoding: msgpack with keys sorted, avoid_hosts left out. */
 #define ALTAR_TASK_KEY_LEN 64
 int altar_spec_identity(const altar_spec_t *spec, char out[ALTAR_TASK_KEY_LEN + 1], altar_error_t *err);
+/* The same from the spec's canonical encoding (altar_encode_spec's bytes),
+ * for a caller that needs those bytes anyway. */
+int altar_spec_identity_of_encoding(const void *enc, size_t len, char out[ALTAR_TASK_KEY_LEN + 1], altar_error_t *err);
 /* Kubernetes Job name "<kind>-<short hash>": DNS-1123 label, at most 63 chars. */
 #define ALTAR_JOB_NAME_MAX 63
 int altar_spec_job_name(const altar_spec_t *spec, char out[ALTAR_JOB_NAME_MAX + 1], altar_error_t *err);

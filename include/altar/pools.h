@@ -66,6 +66,9 @@ size_t altar_spec_group_share(const altar_spec_t *spec);
  * ALTAR_ETOOBIG with err naming the spec's largest field, its size, the
  * event's size and the bound. */
 int altar_spec_check_carriable(const altar_spec_t *spec, altar_error_t *err);
+/* The same for a spec whose canonical encoding (altar_encode_spec) is
+ * spec_bytes long: it is not encoded again. */
+int altar_spec_check_carriable_encoded(const altar_spec_t *spec, size_t spec_bytes, altar_error_t *err);
 
 ALTAR_API_END
 
