@@ -132,6 +132,30 @@ static int clear_namespace(void) {
   return -1;
 }
 
+/* What a row leaves behind for the next, printed before each row: the
+ * namespace's Events (the Job controller's, the scheduler's and kwok's,
+ * kept an hour) and the size of etcd's database (the API server's
+ * apiserver_storage_size_bytes). */
+static void print_cluster_state(const char *who) {
+  long events = -1;
+  char *body = kube("GET", "/api/v1/namespaces/" NS "/events?limit=1", NULL, NULL);
+  json_t *list = body ? json_loads(body, 0, NULL) : NULL;
+  free(body);
+  if (list) {
+    json_t *meta = json_object_get(list, "metadata");
+    events = (long)json_array_size(json_object_get(list, "items")) +
+             (long)json_integer_value(json_object_get(meta, "remainingItemCount"));
+    json_decref(list);
+  }
+  double db = NAN;
+  char *m = kube("GET", "/metrics", NULL, NULL);
+  const char *at = m ? strstr(m, "\napiserver_storage_size_bytes{") : NULL;
+  if (at && (at = strchr(at, '}'))) db = strtod(at + 1, NULL);
+  free(m);
+  printf("        (before %s: %ld events in " NS ", etcd %.1f MB)\n", who, events, db / 1e6);
+  fflush(stdout);
+}
+
 /* completionTime of each Job, by name, from one bulk read (Unix seconds). */
 static int completion_times(altar_handle_t *hs, size_t n, double *pdone) {
   for (size_t i = 0; i < n; i++) pdone[i] = NAN;
@@ -606,6 +630,7 @@ int main(int argc, char **argv) {
     for (int turn = 0; turn < 2; turn++) {
       bool altar_turn = (turn == 0) == (i % 2 == 0);
       double t = now_mono();
+      if (altar_turn || with_curl) print_cluster_state(altar_turn ? "altar" : "curl");
       if (altar_turn) {
         if (run_altar(counts[i], &a[i])) return 1;
         print_row("altar", &a[i], now_mono() - t);
