@@ -650,8 +650,8 @@ int main(int argc, char **argv) {
     printf("%7zu %12zu %12zu %10.1f %10.1f\n", a[i].n, a[i].list_bytes, a[i].list_trimmed_bytes, a[i].decode_ms,
            a[i].decode_trim_ms);
   if (with_curl) {
-    /* A count given twice is run in both orders: at 10^4 the second row
-     * of a pair found the cluster slower, whoever ran it. */
+    /* A count given twice is run in both orders, so a ratio can be read
+     * with the cluster state each row left for the next on either side. */
     printf("\naltar / curl (same run, same window):\n%7s %10s %10s %12s  %s\n", "jobs", "submit", "e2e", "delay med",
            "first");
     for (size_t i = 0; i < nc; i++)
