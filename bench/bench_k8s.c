@@ -15,13 +15,18 @@
  * and for each:
  *   submit/s   N / (first POST → last create answered)
  *   e2e/s      N / (first POST → all N seen finished)
- *   tick ms    one poll of every handle with all N submitted (altar only)
+ *   tick ms    one poll of every handle with all N submitted (altar only):
+ *              wall median, and the CPU time of the polling thread (the
+ *              wall counts the time the cluster's processes, on the same
+ *              cores, preempt it)
  *   delay      Jobs grouped by 5 (a model's folds): from the last completion
  *              of a group (the Jobs' status.completionTime, which the server
  *              keeps to the second, so ~0.5 s of it is rounding) to when the
  *              whole group was seen finished: median and p95
  *   starved    "watcher close due to unresponsiveness" lines the API server
  *              logged during the row (it drops a controller's watch then)
+ * The rows of the i-th count take turns going first (altar first for
+ * even i): give a count twice to see both orders.
  * Usage: bench_k8s [--window W] [--no-curl] [N…]   (default W 16; N 1000 4000)
  * Needs ALTAR_K8S_DIR (default ${TMPDIR:-/tmp}/altar-k8s-16443). */
 #include "altar/buf.h"
@@ -50,6 +55,13 @@ static char port[16] = "16443";
 static double now_mono(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU time of the calling thread. */
+static double now_cpu(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -122,6 +134,30 @@ static int clear_namespace(void) {
   return -1;
 }
 
+/* What a row leaves behind for the next, printed before each row: the
+ * namespace's Events (the Job controller's, the scheduler's and kwok's,
+ * kept an hour) and the size of etcd's database (the API server's
+ * apiserver_storage_size_bytes). */
+static void print_cluster_state(const char *who) {
+  long events = -1;
+  char *body = kube("GET", "/api/v1/namespaces/" NS "/events?limit=1", NULL, NULL);
+  json_t *list = body ? json_loads(body, 0, NULL) : NULL;
+  free(body);
+  if (list) {
+    json_t *meta = json_object_get(list, "metadata");
+    events = (long)json_array_size(json_object_get(list, "items")) +
+             (long)json_integer_value(json_object_get(meta, "remainingItemCount"));
+    json_decref(list);
+  }
+  double db = NAN;
+  char *m = kube("GET", "/metrics", NULL, NULL);
+  const char *at = m ? strstr(m, "\napiserver_storage_size_bytes{") : NULL;
+  if (at && (at = strchr(at, '}'))) db = strtod(at + 1, NULL);
+  free(m);
+  printf("        (before %s: %ld events in " NS ", etcd %.1f MB)\n", who, events, db / 1e6);
+  fflush(stdout);
+}
+
 /* completionTime of each Job, by name, from one bulk read (Unix seconds). */
 static int completion_times(altar_handle_t *hs, size_t n, double *pdone) {
   for (size_t i = 0; i < n; i++) pdone[i] = NAN;
@@ -183,7 +219,7 @@ static size_t fetch_pages(char **pages, size_t max) {
 typedef struct result {
   size_t n;
   double submit_per_s, e2e_per_s;
-  double tick_ms_median;
+  double tick_ms_median, tick_cpu_ms_median;
   double delay_median, delay_p95;
   size_t succeeded;
   long starved;
@@ -310,9 +346,9 @@ static int run_altar(size_t n, result_t *res) {
   long starved0 = starved_lines();
   altar_handle_t *hs = calloc(n, sizeof *hs);
   altar_status_t *st = calloc(n, sizeof *st);
-  double *seen = calloc(n, sizeof *seen), *full = calloc(100000, sizeof *full);
+  double *seen = calloc(n, sizeof *seen), *full = calloc(100000, sizeof *full), *cpu = calloc(100000, sizeof *cpu);
   const char **names = calloc(n, sizeof *names);
-  int rc = hs && st && seen && full && names ? 0 : -1;
+  int rc = hs && st && seen && full && cpu && names ? 0 : -1;
   char run[64];
   snprintf(run, sizeof run, "bench-%zu-%ld", n, (long)time(NULL));
   for (size_t i = 0; i < n; i++) seen[i] = NAN;
@@ -344,11 +380,14 @@ static int run_altar(size_t n, result_t *res) {
     if (woke) res->woken++;
     next_poll = now_mono() + 0.2;
     res->polls++;
-    double a = now_mono();
+    double a = now_mono(), c = now_cpu();
     altar_error_t err = {0};
     rc = altar__k8s_poll(k, hs, submitted, st, &err);
-    double wall = now_wall(), ms = (now_mono() - a) * 1000.0;
-    if (submitted == n && nfull < 100000) full[nfull++] = ms;
+    double wall = now_wall(), ms = (now_mono() - a) * 1000.0, cpu_ms = (now_cpu() - c) * 1000.0;
+    if (submitted == n && nfull < 100000) {
+      cpu[nfull] = cpu_ms;
+      full[nfull++] = ms;
+    }
     if (rc) {
       fprintf(stderr, "bench_k8s: poll: %s\n", err.msg);
       break;
@@ -373,6 +412,7 @@ static int run_altar(size_t n, result_t *res) {
   res->submit_per_s = (double)n / (submit_end - t0);
   res->e2e_per_s = (double)n / (t_end - t0);
   res->tick_ms_median = pct(full, nfull, 0.5);
+  res->tick_cpu_ms_median = pct(cpu, nfull, 0.5);
   res->starved = starved_lines() - starved0;
   for (size_t i = 0; i < n; i++) names[i] = hs[i].external_id;
   if (!rc) delays(names, n, seen, res);
@@ -382,6 +422,7 @@ static int run_altar(size_t n, result_t *res) {
   free(st);
   free(seen);
   free(full);
+  free(cpu);
   free(names);
   altar__k8s_free(k);
   return rc;
@@ -392,7 +433,7 @@ static int run_altar(size_t n, result_t *res) {
 static int run_curl(size_t n, result_t *res) {
   memset(res, 0, sizeof *res);
   res->n = n;
-  res->tick_ms_median = NAN;
+  res->tick_ms_median = res->tick_cpu_ms_median = NAN;
   if (clear_namespace()) return -1;
   altar_k8s_t *k = make_backend(1); /* renders, and owns the watch */
   if (!k || wait_synced(k)) {
@@ -536,8 +577,9 @@ static void decode_cost(result_t *res) {
 }
 
 static void print_row(const char *who, const result_t *r, double secs) {
-  printf("%7zu %-6s %6d %10.1f %9.1f %9.1f %10.2f %10.2f %9zu %8ld   (%.0f s", r->n, who, window, r->submit_per_s,
-         r->e2e_per_s, r->tick_ms_median, r->delay_median, r->delay_p95, r->succeeded, r->starved, secs);
+  printf("%7zu %-6s %6d %10.1f %9.1f %9.1f %9.1f %10.2f %10.2f %9zu %8ld   (%.0f s", r->n, who, window, r->submit_per_s,
+         r->e2e_per_s, r->tick_ms_median, r->tick_cpu_ms_median, r->delay_median, r->delay_p95, r->succeeded,
+         r->starved, secs);
   if (r->polls) printf("; %zu polls, %zu on a change", r->polls, r->woken);
   printf(")\n");
   fflush(stdout);
@@ -580,8 +622,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   printf("kubernetes backend against kube-apiserver + Job controller + scheduler + kwok, namespace " NS "\n");
-  printf("%7s %-6s %6s %10s %9s %9s %10s %10s %9s %8s\n", "jobs", "who", "window", "submit/s", "e2e/s", "tick ms",
-         "delay med", "delay p95", "succeeded", "starved");
+  printf("%7s %-6s %6s %10s %9s %9s %9s %10s %10s %9s %8s\n", "jobs", "who", "window", "submit/s", "e2e/s", "tick ms",
+         "tick cpu", "delay med", "delay p95", "succeeded", "starved");
   result_t a[16], c[16];
   /* The rows of a count take turns going first: the first burst on a
    * freshly started API server meets its smallest watch buffers, and a row
@@ -590,6 +632,7 @@ int main(int argc, char **argv) {
     for (int turn = 0; turn < 2; turn++) {
       bool altar_turn = (turn == 0) == (i % 2 == 0);
       double t = now_mono();
+      if (altar_turn || with_curl) print_cluster_state(altar_turn ? "altar" : "curl");
       if (altar_turn) {
         if (run_altar(counts[i], &a[i])) return 1;
         print_row("altar", &a[i], now_mono() - t);
@@ -607,10 +650,13 @@ int main(int argc, char **argv) {
     printf("%7zu %12zu %12zu %10.1f %10.1f\n", a[i].n, a[i].list_bytes, a[i].list_trimmed_bytes, a[i].decode_ms,
            a[i].decode_trim_ms);
   if (with_curl) {
-    printf("\naltar / curl (same run, same window):\n%7s %10s %10s %12s\n", "jobs", "submit", "e2e", "delay med");
+    /* A count given twice is run in both orders, so a ratio can be read
+     * with the cluster state each row left for the next on either side. */
+    printf("\naltar / curl (same run, same window):\n%7s %10s %10s %12s  %s\n", "jobs", "submit", "e2e", "delay med",
+           "first");
     for (size_t i = 0; i < nc; i++)
-      printf("%7zu %9.2fx %9.2fx %11.2fx\n", a[i].n, a[i].submit_per_s / c[i].submit_per_s,
-             a[i].e2e_per_s / c[i].e2e_per_s, a[i].delay_median / c[i].delay_median);
+      printf("%7zu %9.2fx %9.2fx %11.2fx  %s\n", a[i].n, a[i].submit_per_s / c[i].submit_per_s,
+             a[i].e2e_per_s / c[i].e2e_per_s, a[i].delay_median / c[i].delay_median, i % 2 == 0 ? "altar" : "curl");
   }
   return 0;
 }

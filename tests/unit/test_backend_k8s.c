@@ -1080,11 +1080,19 @@ static void test_poll_from_watch(void) {
   fake_add(f, "j-late", ALTAR_STATE_RUNNING, NULL); /* created, not yet watched */
   const char *names[] = {"j-run", "j-ok", "j-del", "j-bad", "j-late", "j-absent"};
   altar_handle_t hs[6];
-  for (int i = 0; i < 6; i++) altar_handle_init(&hs[i], "kubernetes", names[i]);
+  for (int i = 0; i < 6; i++) {
+    altar_handle_init(&hs[i], "kubernetes", names[i]);
+    altar_strmap_set(&hs[i].labels, "fold", i % 2 ? "1" : "0");
+  }
   int reads = f->n_read;
   CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, hs, 6, st, &err), 0);
   CU_ASSERT_EQUAL(f->n_list, lists);     /* no list */
   CU_ASSERT_EQUAL(f->n_read - reads, 2); /* j-late and j-absent only */
+  /* Each status carries its handle whole (copied into one block). */
+  for (int i = 0; i < 6; i++) {
+    CU_ASSERT(altar_handle_equal(&st[i].handle, &hs[i]));
+    CU_ASSERT_PTR_NOT_EQUAL(st[i].handle.external_id, hs[i].external_id);
+  }
   CU_ASSERT_EQUAL(st[0].state, ALTAR_STATE_RUNNING);
   CU_ASSERT_EQUAL(st[1].state, ALTAR_STATE_SUCCEEDED);
   CU_ASSERT_EQUAL(st[2].state, ALTAR_STATE_FAILED);
