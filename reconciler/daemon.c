@@ -18,6 +18,7 @@
 #include "reconciler/history_store.h"
 #include "reconciler/lag_gauge.h"
 #include "reconciler/outbox.h"
+#include "reconciler/partition_import.h"
 #include "reconciler/published_seen.h"
 #include "reconciler/retry_backoff.h"
 #include "reconciler/settled.h"
@@ -576,6 +577,88 @@ static void note_gap(daemon_t *d, const char *topic, int32_t partition, int64_t 
        topic, partition, next < 0 ? (int64_t)0 : next, found - 1);
 }
 
+/* The imported outbox entries of partition part: group events found on the
+ * publish topics since the checkpoint's recorded ends are deleted, the rest
+ * published (as a restored checkpoint's outbox, cli/cmd_reconciler.c). */
+static int publish_imported(daemon_t *d, const altar_checkpoint_t *cp, int32_t part, altar_error_t *err) {
+  altar__published_seen_t seen = {.ledger = d->o->ledger};
+  if (!cp->n_published) {
+    dlog(d, "checkpoint %s records no ready/dead ends: partition %d's staged group events are published again", cp->id,
+         (int)part);
+  } else {
+    altar__published_reader_t r = {.tname = d->o->transport_name, .props = d->o->transport_props};
+    size_t n = cp->n_published;
+    altar__pub_pos_t *pos = calloc(n, sizeof *pos);
+    altar_error_t e = {0};
+    if (pos) memcpy(pos, cp->published, n * sizeof *pos);
+    int rc = pos ? altar__published_read(&seen, &r, d->o->transport, d->o->groups, d->o->topics, &pos, &n, 60000, &e)
+                 : ALTAR_ENOMEM;
+    altar__published_reader_close(&r);
+    free(pos);
+    if (rc) dlog(d, "reading the ready and dead topics since checkpoint %s (published again): %s", cp->id, e.msg);
+  }
+  int (*skip)(void *, const char *, const char *, const void *, size_t, const altar_header_t *, size_t, bool *,
+              altar_error_t *) = d->ob.skip;
+  void *skip_ctx = d->ob.skip_ctx;
+  d->ob.skip = altar__published_seen_skip;
+  d->ob.skip_ctx = &seen;
+  uint64_t dropped0 = seen.dropped;
+  int rc = altar__outbox_publish_partition(&d->ob, part, err);
+  d->ob.skip = skip;
+  d->ob.skip_ctx = skip_ctx;
+  if (seen.dropped > dropped0)
+    dlog(d, "%llu group event(s) of partition %d were on the ready or dead topics already: not sent again",
+         (unsigned long long)(seen.dropped - dropped0), (int)part);
+  altar__published_seen_free(&seen);
+  return rc;
+}
+
+/* A partition whose log begins beyond the ledger's offset, in a ledger
+ * with checkpoints: taken over from the newest checkpoint covering it (its
+ * state imported into this ledger, whatever other partitions it holds).
+ * True when the ledger now reaches the log's beginning. */
+static bool take_over_partition(daemon_t *d, in_part_t *p, int64_t beginning) {
+  if (!d->o->checkpoint_uri || d->o->follow || !(altar_ledger_caps(d->o->ledger) & ALTAR_LEDGER_CAP_PARTITIONS))
+    return false;
+  altar_checkpoint_t cp;
+  size_t keys = 0;
+  altar_error_t e = {0};
+  if (altar__partition_import(d->o->ledger, d->o->checkpoint_uri, p->topic, p->partition, p->next, &cp, &keys, &e)) {
+    dlog(d, "%s/%" PRId32 ": not taken over from a checkpoint: %s", p->topic, p->partition, e.msg);
+    return false;
+  }
+  int64_t at = altar__checkpoint_offset(&cp, p->partition);
+  dlog(d, "%s/%" PRId32 ": taken over from checkpoint %s: %zu key(s) imported, reading on from offset %" PRId64,
+       p->topic, p->partition, cp.id, keys, at);
+  /* What the daemon keeps in memory of the ledger, read again. */
+  altar__settled_free(&d->settled);
+  int rc = altar__settled_load(&d->settled, d->o->ledger, d->o->settled_cache_entries, &e);
+  if (!rc) rc = altar__retry_wait_open(&d->waits, d->o->ledger, &e);
+  if (!rc) rc = altar__outbox_reload_seq(&d->ob, &e);
+  size_t held = 0;
+  if (!rc) d->held_counted = altar__held_count(d->o->ledger, &held, &e) == ALTAR_OK;
+  if (d->held_counted) d->stats.held = held;
+  /* Collected from before the import: read again from the offset. */
+  if (d->msgs && d->pn_msgs) {
+    size_t k = 0;
+    for (size_t j = 0; j < *d->pn_msgs; j++) {
+      altar_msg_t *m = d->msgs[j];
+      if (m->partition == p->partition && !strcmp(m->topic, p->topic)) altar_msg_free(m);
+      else d->msgs[k++] = m;
+    }
+    *d->pn_msgs = k;
+  }
+  p->next = p->stored = p->read = at;
+  if (!rc) rc = altar_transport_seek(d->o->transport, p->topic, p->partition, at, &e);
+  if (!rc) rc = publish_imported(d, &cp, p->partition, &e);
+  altar__checkpoint_clear(&cp);
+  if (rc && !d->fatal) {
+    d->fatal = rc;
+    d->fatal_err = e;
+  }
+  return !rc && at >= beginning;
+}
+
 /* After an assignment: a partition whose log begins beyond the ledger's
  * offset lost records before this ledger applied them (retention), even
  * when nothing is left to read from it. */
@@ -591,6 +674,7 @@ static void check_starts(daemon_t *d) {
     const altar_partition_info_t *pi = &tl->topics[0].partitions[i];
     in_part_t *p = find_part(d, d->o->topics->status, pi->partition);
     if (p && (p->read >= 0 ? p->read : 0) < pi->beginning) {
+      if (take_over_partition(d, p, pi->beginning)) continue;
       note_gap(d, p->topic, p->partition, p->read, pi->beginning);
       p->read = pi->beginning;
     }
@@ -784,7 +868,13 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
         altar_msg_free(m);
         continue;
       }
-      if (p && m->offset > (p->read >= 0 ? p->read : 0)) note_gap(&d, m->topic, m->partition, p->read, m->offset);
+      if (p && m->offset > (p->read >= 0 ? p->read : 0)) {
+        if (take_over_partition(&d, p, m->offset)) { /* read again from the checkpoint's offset */
+          altar_msg_free(m);
+          continue;
+        }
+        note_gap(&d, m->topic, m->partition, p->read, m->offset);
+      }
       if (p) p->read = m->offset + 1;
       msgs[n++] = m;
     }
