@@ -85,6 +85,7 @@ void altar__reconciler_metrics_update(altar__reconciler_metrics_t *rm, const alt
   altar_metric_add_since(rm->checkpoints, st->checkpoints, &rm->last.checkpoints);
   altar_metric_add_since(rm->checkpoint_failures, st->checkpoint_failures, &rm->last.checkpoint_failures);
   altar_metric_add_since(rm->history_gaps, st->history_gaps, &rm->last.history_gaps);
+  altar_metric_add_since(rm->partitions_imported, st->partitions_imported, &rm->last.partitions_imported);
   altar_metric_add_since(rm->consumed_pruned, st->consumed_pruned, &rm->last.consumed_pruned);
   altar_metric_set(rm->checkpoint_last_ok, st->checkpoint_last_ok);
   altar_metric_add_since(rm->checkpoint_gc_files, st->checkpoint_gc_files, &rm->last.checkpoint_gc_files);
