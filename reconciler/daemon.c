@@ -109,9 +109,26 @@ static int stored_offset(altar_ledger_t *l, const char *topic, int32_t partition
   return altar__reconciler_input_offset(l, topic, partition, pnext, err);
 }
 
+/* One line per rebalance: which status partitions moved ("assigned
+ * altar.status 0 3"), what operators (and tests) read to know who owns what. */
+static void log_rebalance(const daemon_t *d, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n) {
+  char line[1024];
+  size_t at = 0, i = 0;
+  for (; i < n; i++) {
+    int w = snprintf(line + at, sizeof line - at, " %" PRId32, parts[i].partition);
+    if (w < 0 || (size_t)w >= sizeof line - at - 8) break; /* room for " …" */
+    at += (size_t)w;
+  }
+  line[at] = 0;
+  if (n)
+    dlog(d, "%s %s%s%s", kind == ALTAR_REBALANCE_REVOKE ? "revoked" : "assigned", parts[0].topic, line,
+         i < n ? " …" : "");
+}
+
 static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
                          void *ctx) {
   daemon_t *d = ctx; /* run detaches before its frame goes */
+  log_rebalance(d, kind, parts, n);
   for (size_t i = 0; i < n; i++) {
     if (kind == ALTAR_REBALANCE_REVOKE) {
       /* Collected but not applied: applying them now would leave their

@@ -32,6 +32,9 @@ int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metric
       C(history_gaps, "altar_reconciler_history_gaps_total",
         "Status partitions found to continue beyond the ledger's offset: events deleted by retention were never "
         "applied."),
+      C(partitions_imported, "altar_reconciler_partitions_imported_total",
+        "Status partitions gained beyond the ledger's offset and taken over from the checkpoint covering them "
+        "furthest (their state imported into this ledger)."),
       C(settled_ledger_reads, "altar_reconciler_settled_ledger_reads_total",
         "Look-ups of settled groups' entries that memory could not answer, read from the ledger."),
       C(storage_retries, "altar_reconciler_storage_retries_total",
