@@ -79,6 +79,7 @@ typedef struct daemon {
   /* Group events out already since the checkpoints partitions were
    * imported from (take_over_partition); NULL before the first import. */
   altar__published_seen_t *imported;
+  char imported_cp[128]; /* the checkpoint whose ends it was last read from */
 } daemon_t;
 
 static int chain_skip(void *ctx, const char *topic, const char *key, const void *value, size_t vlen,
@@ -610,6 +611,7 @@ static void read_published_since(daemon_t *d, const altar_checkpoint_t *cp, int3
          cp->id, (int)part);
     return;
   }
+  if (!strcmp(cp->id, d->imported_cp)) return; /* read already, for another partition */
   if (!d->imported) {
     d->imported = calloc(1, sizeof *d->imported);
     if (!d->imported) {
@@ -629,7 +631,8 @@ static void read_published_since(daemon_t *d, const altar_checkpoint_t *cp, int3
   altar__published_reader_close(&r);
   free(pos);
   if (rc) dlog(d, "reading the ready and dead topics since checkpoint %s (published again): %s", cp->id, e.msg);
-  else
+  else snprintf(d->imported_cp, sizeof d->imported_cp, "%s", cp->id);
+  if (!rc)
     dlog(d, "%zu group event(s) published since checkpoint %s: not published again",
          altar__published_seen_count(d->imported) - before, cp->id);
 }

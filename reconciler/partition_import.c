@@ -39,7 +39,7 @@ int altar__partition_import(altar_ledger_t *l, const char *uri, const char *stat
   int64_t covered = altar__checkpoint_offset(pcp, part);
   if (covered <= have) {
     rc = altar_error_set(err, ALTAR_ESTATE,
-                         "importing partition %d: the newest checkpoint covering it (%s) stops at offset %lld, the "
+                         "importing partition %d: the checkpoint covering it furthest (%s) stops at offset %lld, the "
                          "ledger is at %lld",
                          (int)part, pcp->id, (long long)covered, (long long)have);
   } else {

@@ -2,22 +2,29 @@
 # TRANSPORT=local|kafka). A reconciler that is already running takes a
 # partition over from a checkpoint (docs/state.md, "Taking over a partition
 # into a ledger that is not empty"):
-#   8 models x 5 folds, grouped by model, ready when all 5 folds succeeded.
+#   8 models x 5 folds, grouped by model, ready when all 5 folds succeeded,
+#   and 16 more models whose fifth folds run before the takeover.
 #   - reconcilers A and B, one consumer group, a ledger each, both shipping
-#     checkpoints every second to one file:// storage; each owns some of
-#     the 4 status partitions (their logs say which);
-#   - folds 0-3 run; for every partition, some checkpoint covers all its
-#     status events; a reference reconciler (its own group, ledger and
-#     output topics) reads them all live;
-#   - every status record so far is deleted (`altar log delete-records`),
-#     then the reconciler owning more of the status events (V) is killed -9;
+#     checkpoints every second to one storage (each through a link of its
+#     own to it); each owns some of the 4 status partitions (their logs say
+#     which);
+#   - folds 0-3 of the 24 models run; for every partition, some checkpoint
+#     covers all its status events; a reference reconciler (its own group,
+#     ledger and output topics) reads them all live;
+#   - every status record so far is deleted (`altar log delete-records`);
+#     the reconciler owning more of the status events (V) loses its
+#     checkpoint storage (its link replaced by a file: its checkpoints fail
+#     from then on); the 16 models' fifth folds run and fire, those of V's
+#     partitions after V's newest checkpoint; then V is killed -9;
 #   - the survivor (S) gains V's partitions, finds their log beginning past
 #     its ledger and imports each from the checkpoint covering it furthest
 #     (its log and altar_reconciler_partitions_imported_total say so; no gap
-#     is counted in altar_reconciler_history_gaps_total);
-#   - the fifth folds run: each of the 8 group events is on the ready topic
-#     exactly once (by event id), none on the dead topic, and S's ledger has
-#     the checksum of the reference.
+#     is counted in altar_reconciler_history_gaps_total); its tail decides
+#     V's groups fired after the checkpoint again and finds them on the
+#     ready topic from the ends the checkpoint recorded: not published again;
+#   - the 8 models' fifth folds run: each of the 24 group events is on the
+#     ready topic exactly once (by event id), none on the dead topic, and
+#     S's ledger has the checksum of the reference.
 set -u
 : "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
@@ -25,11 +32,15 @@ set -u
 altar_test_begin "partition-takeover-$TRANSPORT" python3 curl
 prefix="pt-$(date +%s)-$$"
 cp_dir="$T/checkpoints"
-takeover_config "$T/a.yaml" "$T/ledgerA" "$prefix.ready" "$prefix.dead" "$cp_dir"
-takeover_config "$T/b.yaml" "$T/ledgerB" "$prefix.ready" "$prefix.dead" "$cp_dir"
+mkdir -p "$cp_dir"
+ln -s "$cp_dir" "$T/cpA"
+ln -s "$cp_dir" "$T/cpB"
+takeover_config "$T/a.yaml" "$T/ledgerA" "$prefix.ready" "$prefix.dead" "$T/cpA"
+takeover_config "$T/b.yaml" "$T/ledgerB" "$prefix.ready" "$prefix.dead" "$T/cpB"
 takeover_config "$T/ref.yaml" "$T/ledgerRef" "$prefix.ready-ref" "$prefix.dead-ref" ""
 mkdir -p "$T/data"
-fold_jobs "0 1 2 3 4 5 6 7" "0 1 2 3" >"$T/first.jsonl"
+fold_jobs "0 1 2 3 4 5 6 7 $(seq 10 25)" "0 1 2 3" >"$T/first.jsonl"
+fold_jobs "$(seq 10 25)" 4 >"$T/mid.jsonl"
 fold_jobs "0 1 2 3 4 5 6 7" 4 >"$T/last.jsonl"
 die() { fail "$*"; for f in "$T"/*.log; do echo "--- $f" >&2; tail -25 "$f" >&2; done; altar_test_end "partition-takeover-$TRANSPORT"; exit 1; }
 # The status partitions a reconciler owns now, by its log ("assigned T 0 3",
@@ -86,10 +97,10 @@ ends=0
 for _ in $(seq 1 600); do
   set -- $(status_ends)
   ends="${1:-0}"
-  [ "$ends" -ge 64 ] && all_covered && break
+  [ "$ends" -ge 192 ] && all_covered && break
   sleep 0.1
 done
-[ "$ends" -ge 64 ] || die "the first folds' status events never reached the log ($ends)"
+[ "$ends" -ge 192 ] || die "the first folds' status events never reached the log ($ends)"
 all_covered || die "the checkpoints never covered every partition (ends: $(tr '\n' ' ' <"$T/ends.txt"), covered: $(tr '\n' ' ' <"$T/cov.txt"))"
 ok "every status partition's $ends events are covered by a checkpoint of A or B"
 for _ in $(seq 1 600); do
@@ -98,8 +109,7 @@ for _ in $(seq 1 600); do
 done
 [ "$(ledger_read "$T/ref.yaml" "$T/ledgerRef")" -ge "$ends" ] || die "the reference never read the $ends status events"
 
-# The victim: whichever of A and B owns more of the status events (with 8
-# models over 4 partitions one may own none; the other's are then taken over).
+# The victim: whichever of A and B owns more of the status events.
 events_of() { # RECLOG: status events in the partitions it owns
   owned "$1" >"$T/own.txt"
   python3 - "$T/own.txt" "$T/ends.txt" <<'EOF'
@@ -110,9 +120,11 @@ EOF
 }
 ea="$(events_of "$T/recA.log")" eb="$(events_of "$T/recB.log")"
 if [ "$ea" -ge "$eb" ]; then
-  victim=$recA vlog="$T/recA.log" survivor=$recB slog="$T/recB.log" sport=$portB sledger="$T/ledgerB" sname=B vname=A
+  victim=$recA vlog="$T/recA.log" vport=$portA survivor=$recB slog="$T/recB.log" sport=$portB sledger="$T/ledgerB"
+  sname=B vname=A
 else
-  victim=$recB vlog="$T/recB.log" survivor=$recA slog="$T/recA.log" sport=$portA sledger="$T/ledgerA" sname=A vname=B
+  victim=$recB vlog="$T/recB.log" vport=$portB survivor=$recA slog="$T/recA.log" sport=$portA sledger="$T/ledgerA"
+  sname=A vname=B
 fi
 # Its partitions that hold status events: each is imported (one without
 # events begins at 0, where any ledger stands).
@@ -134,6 +146,18 @@ set -- $(status_ends)
 gone="${2:-0}"
 [ "$gone" -ge $((ends / 2)) ] || die "delete-records left too much history (beginnings sum to $gone of $ends)"
 ok "history deleted: $gone of $ends status records gone"
+# V's checkpoint storage fails from now on; the 16 models fire, those of
+# V's partitions after V's newest checkpoint.
+rm "$T/cp$vname" && : >"$T/cp$vname"
+"$ALTAR_BIN" submit --config "$T/a.yaml" "$T/mid.jsonl" >"$T/submit-mid.log" 2>&1 || die "submit of the 16 models' fifth folds"
+[ "$(wait_ready "$prefix.ready" 16)" -eq 16 ] || die "the 16 models did not fire before the takeover"
+for _ in $(seq 1 300); do
+  [ "$(metric "$vport" altar_reconciler_checkpoint_failures_total)" -ge 1 ] 2>/dev/null && break
+  sleep 0.1
+done
+[ "$(metric "$vport" altar_reconciler_checkpoint_failures_total)" -ge 1 ] 2>/dev/null ||
+  fail "$vname's checkpoints did not fail after its storage went"
+ok "the 16 models fired; $vname's checkpoints fail from now on"
 kill -9 "$victim"
 wait "$victim" 2>/dev/null
 ok "$vname (owning $(owned "$vlog" | tr '\n' ' ')with events in $vparts: $([ $vname = A ] && echo "$ea" || echo "$eb") status events) killed -9"
@@ -154,9 +178,13 @@ for _ in $(seq 1 100); do [ "$(metric "$sport" altar_reconciler_partitions_impor
   fail "altar_reconciler_partitions_imported_total is $(metric "$sport" altar_reconciler_partitions_imported_total), expected $nv"
 [ "$fails" -eq "$fails0" ] && ok "$sname took $vname's partitions $vparts over from checkpoints"
 
+# V's groups fired after its newest checkpoint: decided again, not published again.
+seen="$(sed -n 's/^altar reconciler: \([0-9]*\) group event(s) published since checkpoint .*/\1/p' "$slog" | awk '{s += $1} END {print s + 0}')"
+[ "$seen" -ge 1 ] || fail "$sname found none of $vname's group events published after the checkpoint it imported from"
+ok "$sname found $seen of $vname's group events published after the checkpoint"
 "$ALTAR_BIN" submit --config "$T/a.yaml" "$T/last.jsonl" >"$T/submit2.log" 2>&1 || die "submit of the fifth folds"
-n="$(wait_ready "$prefix.ready" 8)"
-[ "$n" -eq 8 ] || die "expected 8 group events on the ready topic after the takeover, saw $n"
+n="$(wait_ready "$prefix.ready" 24)"
+[ "$n" -eq 24 ] || die "expected 24 group events on the ready topic after the takeover, saw $n"
 [ "$(metric "$sport" altar_reconciler_history_gaps_total)" = 0 ] ||
   fail "$sname counted $(metric "$sport" altar_reconciler_history_gaps_total) history gap(s) (expected 0)"
 grep -q "no longer on the log" "$slog" && fail "$sname reported a gap although checkpoints cover the deleted records"
@@ -165,7 +193,7 @@ grep -q "no longer on the log" "$T/ref.log" && fail "the reference reported a ga
 kill -TERM "$survivor"
 wait "$survivor" 2>/dev/null
 set -- $(count_ready "$prefix.ready")
-[ "$1" -eq 8 ] && [ "$2" -eq 8 ] || fail "ready topic: $1 group events, $2 distinct (expected 8 and 8)"
+[ "$1" -eq 24 ] && [ "$2" -eq 24 ] || fail "ready topic: $1 group events, $2 distinct (expected 24 and 24)"
 set -- $(count_ready "$prefix.dead")
 [ "${1:-0}" -eq 0 ] || fail "dead topic: ${1:-0} group events (expected none)"
 ok "every group fired exactly once after retention and a partition takeover"
@@ -177,7 +205,7 @@ done
 kill -TERM "$recRef"
 wait "$recRef" 2>/dev/null
 set -- $(count_ready "$prefix.ready-ref")
-[ "${1:-0}" -eq 8 ] || fail "the reference reconciler fired ${1:-0} groups, expected 8"
+[ "${1:-0}" -eq 24 ] || fail "the reference reconciler fired ${1:-0} groups, expected 24"
 ssum="$("$ALTAR_BIN" ledger checksum --ledger "$sledger" 2>&1)"
 refsum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerRef" 2>&1)"
 [ -n "$ssum" ] && [ "$ssum" = "$refsum" ] || fail "$sname's ledger ($ssum) differs from the reference's ($refsum)"
