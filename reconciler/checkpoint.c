@@ -733,8 +733,10 @@ static int on_cp_name(const altar_storage_entry_t *e, void *ud) {
 
 static int cmp_names_desc(const void *a, const void *b) { return -cmp_names(a, b); }
 
-/* Reads the newest manifest of status_topic covering partition part:
- * ALTAR_ENOTFOUND when none does. */
+/* Reads the manifest of status_topic that covers partition part furthest,
+ * the newest of those: a reconciler that lost part keeps shipping its
+ * stale state of it, newer by time than the current owner's checkpoints
+ * but behind them. ALTAR_ENOTFOUND when none covers part. */
 static int read_covering(altar_storage_t *s, const char *uri, const char *status_topic, int32_t part,
                          altar_checkpoint_t *out, json_t **proot, json_t **pfiles, altar_error_t *err) {
   cp_names_t c = {0};
@@ -748,13 +750,19 @@ static int read_covering(altar_storage_t *s, const char *uri, const char *status
   }
   if (!rc) qsort(c.v, c.n, sizeof *c.v, cmp_names_desc);
   bool found = false;
-  for (size_t i = 0; !rc && !found && i < c.n; i++) {
+  int64_t best = -1;
+  for (size_t i = 0; !rc && i < c.n; i++) {
     altar_checkpoint_t m = {0};
     json_t *root = NULL, *files = NULL;
     altar_error_t me = {0};
     /* A manifest that cannot be read is passed over: an older one may do. */
     if (read_manifest_at(s, uri, c.v[i], &m, &root, &files, &me) == ALTAR_OK && m.topic &&
-        !strcmp(m.topic, status_topic) && altar__checkpoint_offset(&m, part) >= 0) {
+        !strcmp(m.topic, status_topic) && altar__checkpoint_offset(&m, part) > best) {
+      best = altar__checkpoint_offset(&m, part);
+      if (found) {
+        altar__checkpoint_clear(out);
+        json_decref(*proot);
+      }
       *out = m;
       *proot = root;
       *pfiles = files;

@@ -87,9 +87,10 @@ int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_ship
  * checkpoint. */
 int altar__checkpoint_restore(const char *uri, const char *dir, altar_checkpoint_t *out, altar_error_t *err);
 
-/* The same for the newest checkpoint of status_topic whose manifest covers
- * status partition part (reconcilers sharing uri ship checkpoints of their
- * own partitions; latest.json names whichever shipped last). Manifests are
+/* The same for the checkpoint of status_topic whose manifest covers status
+ * partition part furthest, the newest of those (reconcilers sharing uri ship
+ * checkpoints of their own partitions, and one that lost a partition ships
+ * its stale state of it; latest.json names whichever shipped last). Manifests are
  * listed under cp/; one that cannot be read is passed over. ALTAR_ENOTFOUND
  * when none covers it. */
 int altar__checkpoint_restore_covering(const char *uri, const char *status_topic, int32_t part, const char *dir,

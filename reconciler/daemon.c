@@ -18,6 +18,7 @@
 #include "reconciler/history_store.h"
 #include "reconciler/lag_gauge.h"
 #include "reconciler/outbox.h"
+#include "reconciler/partition_import.h"
 #include "reconciler/published_seen.h"
 #include "reconciler/retry_backoff.h"
 #include "reconciler/settled.h"
@@ -79,7 +80,14 @@ typedef struct daemon {
   int (*guard_skip)(void *, const char *, const char *, const void *, size_t, const altar_header_t *, size_t, bool *,
                     altar_error_t *);
   void *guard_ctx;
+  /* Group events out already since the checkpoints partitions were
+   * imported from (take_over_partition); NULL before the first import. */
+  altar__published_seen_t *imported;
+  char imported_cp[128]; /* the checkpoint whose ends it was last read from */
 } daemon_t;
+
+static int chain_skip(void *ctx, const char *topic, const char *key, const void *value, size_t vlen,
+                      const altar_header_t *h, size_t nh, bool *pskip, altar_error_t *err);
 
 static void dlog(const daemon_t *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void dlog(const daemon_t *d, const char *fmt, ...) {
@@ -106,9 +114,26 @@ static int stored_offset(altar_ledger_t *l, const char *topic, int32_t partition
   return altar__reconciler_input_offset(l, topic, partition, pnext, err);
 }
 
+/* One line per rebalance: which status partitions moved ("assigned
+ * altar.status 0 3"), what operators (and tests) read to know who owns what. */
+static void log_rebalance(const daemon_t *d, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n) {
+  char line[1024];
+  size_t at = 0, i = 0;
+  for (; i < n; i++) {
+    int w = snprintf(line + at, sizeof line - at, " %" PRId32, parts[i].partition);
+    if (w < 0 || (size_t)w >= sizeof line - at - 8) break; /* room for " …" */
+    at += (size_t)w;
+  }
+  line[at] = 0;
+  if (n)
+    dlog(d, "%s %s%s%s", kind == ALTAR_REBALANCE_REVOKE ? "revoked" : "assigned", parts[0].topic, line,
+         i < n ? " …" : "");
+}
+
 static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
                          void *ctx) {
   daemon_t *d = ctx; /* run detaches before its frame goes */
+  log_rebalance(d, kind, parts, n);
   for (size_t i = 0; i < n; i++) {
     if (kind == ALTAR_REBALANCE_REVOKE) {
       /* Collected but not applied: applying them now would leave their
@@ -598,6 +623,106 @@ static void note_gap(daemon_t *d, const char *topic, int32_t partition, int64_t 
        topic, partition, next < 0 ? (int64_t)0 : next, found - 1);
 }
 
+/* The group events the dead owner of an imported partition published
+ * after the checkpoint: read from the checkpoint's recorded ready/dead ends
+ * into d->imported, which the outbox asks (chain_skip) for the partition's
+ * imported entries and for every group its tail decides again. */
+static void read_published_since(daemon_t *d, const altar_checkpoint_t *cp, int32_t part) {
+  if (!cp->n_published) {
+    dlog(d, "checkpoint %s records no ready/dead ends: partition %d's group events decided again are published again",
+         cp->id, (int)part);
+    return;
+  }
+  if (!strcmp(cp->id, d->imported_cp)) return; /* read already, for another partition */
+  if (!d->imported) {
+    d->imported = calloc(1, sizeof *d->imported);
+    if (!d->imported) {
+      dlog(d, "out of memory for the ids published since checkpoint %s: published again", cp->id);
+      return;
+    }
+    d->imported->ledger = d->o->ledger;
+  }
+  altar__published_reader_t r = {.tname = d->o->transport_name, .props = d->o->transport_props};
+  size_t n = cp->n_published, before = altar__published_seen_count(d->imported);
+  altar__pub_pos_t *pos = calloc(n, sizeof *pos);
+  altar_error_t e = {0};
+  if (pos) memcpy(pos, cp->published, n * sizeof *pos);
+  int rc =
+      pos ? altar__published_read(d->imported, &r, d->o->transport, d->o->groups, d->o->topics, &pos, &n, 60000, &e)
+          : altar_error_set(&e, ALTAR_ENOMEM, "out of memory");
+  altar__published_reader_close(&r);
+  free(pos);
+  if (rc) dlog(d, "reading the ready and dead topics since checkpoint %s (published again): %s", cp->id, e.msg);
+  else snprintf(d->imported_cp, sizeof d->imported_cp, "%s", cp->id);
+  if (!rc)
+    dlog(d, "%zu group event(s) published since checkpoint %s: not published again",
+         altar__published_seen_count(d->imported) - before, cp->id);
+}
+
+/* A partition whose log begins beyond the ledger's offset for it
+ * (`beginning`: the first offset still there), in a RocksDB ledger with
+ * checkpoints: its state imported from the newest checkpoint covering it,
+ * whatever other partitions the ledger holds. The import is one write with
+ * the partition's input offset (ledger/ledger_import.c), so a kill -9 leaves
+ * the old state or the new. True when imported: the partition then reads
+ * on from the checkpoint's offset (or from the beginning, a gap noted, when
+ * the log lost records after the checkpoint too) and what the batch being
+ * collected holds of it is dropped (the caller's message too). */
+static bool take_over_partition(daemon_t *d, in_part_t *p, int64_t beginning) {
+  if (!d->o->checkpoint_uri || d->o->follow || !(altar_ledger_caps(d->o->ledger) & ALTAR_LEDGER_CAP_PARTITIONS))
+    return false;
+  altar_error_t e = {0};
+  /* Acknowledgements first: none lands on an entry the import replaces. */
+  if (d->ob.in_flight && altar_transport_flush(d->o->transport, 30000, &e))
+    dlog(d, "flush before importing %s/%" PRId32 ": %s", p->topic, p->partition, e.msg);
+  altar_checkpoint_t cp;
+  size_t keys = 0;
+  if (altar__partition_import(d->o->ledger, d->o->checkpoint_uri, p->topic, p->partition, p->next, &cp, &keys, &e)) {
+    dlog(d, "%s/%" PRId32 ": not taken over from a checkpoint: %s", p->topic, p->partition, e.msg);
+    return false;
+  }
+  int64_t at = altar__checkpoint_offset(&cp, p->partition);
+  if (at < 0) at = 0;
+  d->stats.partitions_imported++;
+  dlog(d, "%s/%" PRId32 ": taken over from checkpoint %s: %zu key(s) imported, reading on from offset %" PRId64,
+       p->topic, p->partition, cp.id, keys, at);
+  /* What the daemon keeps in memory of the ledger, read again. */
+  altar__settled_free(&d->settled);
+  int rc = altar__settled_load(&d->settled, d->o->ledger, d->o->settled_cache_entries, &e);
+  if (!rc) rc = altar__retry_wait_open(&d->waits, d->o->ledger, &e);
+  if (!rc) rc = altar__outbox_reload_seq(&d->ob, &e);
+  size_t held = 0;
+  d->held_counted = !rc && altar__held_count(d->o->ledger, &held, &e) == ALTAR_OK;
+  if (d->held_counted) d->stats.held = held;
+  /* Collected before the import: read again from the offset. */
+  if (d->msgs && d->pn_msgs) {
+    size_t k = 0;
+    for (size_t j = 0; j < *d->pn_msgs; j++) {
+      altar_msg_t *m = d->msgs[j];
+      if (m->partition == p->partition && !strcmp(m->topic, p->topic)) altar_msg_free(m);
+      else d->msgs[k++] = m;
+    }
+    *d->pn_msgs = k;
+  }
+  p->next = p->stored = at;
+  if (at < beginning) note_gap(d, p->topic, p->partition, at, beginning);
+  p->read = at < beginning ? beginning : at;
+  if (!rc) rc = altar_transport_seek(d->o->transport, p->topic, p->partition, p->read, &e);
+  if (!rc) read_published_since(d, &cp, p->partition);
+  if (d->imported) {
+    d->ob.skip = chain_skip;
+    d->ob.skip_ctx = d;
+  }
+  /* The imported outbox entries: the ones found published are deleted. */
+  if (!rc) rc = altar__outbox_publish_partition(&d->ob, p->partition, &e);
+  altar__checkpoint_clear(&cp);
+  if (rc && !d->fatal) {
+    d->fatal = rc;
+    d->fatal_err = e;
+  }
+  return true;
+}
+
 /* After an assignment: a partition whose log begins beyond the ledger's
  * offset lost records before this ledger applied them (retention), even
  * when nothing is left to read from it. */
@@ -613,6 +738,7 @@ static void check_starts(daemon_t *d) {
     const altar_partition_info_t *pi = &tl->topics[0].partitions[i];
     in_part_t *p = find_part(d, d->o->topics->status, pi->partition);
     if (p && (p->read >= 0 ? p->read : 0) < pi->beginning) {
+      if (take_over_partition(d, p, pi->beginning)) continue;
       note_gap(d, p->topic, p->partition, p->read, pi->beginning);
       p->read = pi->beginning;
     }
@@ -672,6 +798,8 @@ static int chain_skip(void *ctx, const char *topic, const char *key, const void 
   int rc = d->guard_skip ? d->guard_skip(d->guard_ctx, topic, key, value, vlen, h, nh, pskip, err) : ALTAR_OK;
   if (!rc && !*pskip && d->o->published)
     rc = altar__published_seen_skip(d->o->published, topic, key, value, vlen, h, nh, pskip, err);
+  if (!rc && !*pskip && d->imported)
+    rc = altar__published_seen_skip(d->imported, topic, key, value, vlen, h, nh, pskip, err);
   return rc;
 }
 
@@ -806,7 +934,13 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
         altar_msg_free(m);
         continue;
       }
-      if (p && m->offset > (p->read >= 0 ? p->read : 0)) note_gap(&d, m->topic, m->partition, p->read, m->offset);
+      if (p && m->offset > (p->read >= 0 ? p->read : 0)) {
+        if (take_over_partition(&d, p, m->offset)) { /* read again from where the import left it */
+          altar_msg_free(m);
+          continue;
+        }
+        note_gap(&d, m->topic, m->partition, p->read, m->offset);
+      }
       if (p) p->read = m->offset + 1;
       msgs[n++] = m;
     }
@@ -878,6 +1012,8 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
   d.parts = NULL;
   settled_stats(&d);
   altar__settled_free(&d.settled);
+  if (d.imported) altar__published_seen_free(d.imported);
+  free(d.imported);
   altar_apply_result_clear(&d.res);
   altar_arena_free(&d.ev_arena);
   altar__lag_gauge_free(&d.lag);

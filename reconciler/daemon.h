@@ -100,6 +100,7 @@ typedef struct altar_reconciler_stats {
   uint64_t consumed_pruned;         /* consumed records removed past ledger.consumed_keep_days */
   uint64_t history_gaps;            /* times a status partition's next event lay beyond the ledger's offset
                              (the events between were deleted by retention before being applied) */
+  uint64_t partitions_imported;     /* status partitions taken over from a checkpoint into this ledger */
   /* A rebuild's CPU seconds on its reading (and decoding) thread and on its
    * applying thread: which of the two bounds a replay. */
   double read_cpu_s, apply_cpu_s;

@@ -32,6 +32,9 @@ int altar__reconciler_metrics_init(altar__reconciler_metrics_t *rm, altar_metric
       C(history_gaps, "altar_reconciler_history_gaps_total",
         "Status partitions found to continue beyond the ledger's offset: events deleted by retention were never "
         "applied."),
+      C(partitions_imported, "altar_reconciler_partitions_imported_total",
+        "Status partitions gained beyond the ledger's offset and taken over from the checkpoint covering them "
+        "furthest (their state imported into this ledger)."),
       C(settled_ledger_reads, "altar_reconciler_settled_ledger_reads_total",
         "Look-ups of settled groups' entries that memory could not answer, read from the ledger."),
       C(storage_retries, "altar_reconciler_storage_retries_total",
@@ -85,6 +88,7 @@ void altar__reconciler_metrics_update(altar__reconciler_metrics_t *rm, const alt
   altar_metric_add_since(rm->checkpoints, st->checkpoints, &rm->last.checkpoints);
   altar_metric_add_since(rm->checkpoint_failures, st->checkpoint_failures, &rm->last.checkpoint_failures);
   altar_metric_add_since(rm->history_gaps, st->history_gaps, &rm->last.history_gaps);
+  altar_metric_add_since(rm->partitions_imported, st->partitions_imported, &rm->last.partitions_imported);
   altar_metric_add_since(rm->consumed_pruned, st->consumed_pruned, &rm->last.consumed_pruned);
   altar_metric_set(rm->checkpoint_last_ok, st->checkpoint_last_ok);
   altar_metric_add_since(rm->checkpoint_gc_files, st->checkpoint_gc_files, &rm->last.checkpoint_gc_files);

@@ -10,6 +10,7 @@
 typedef struct altar__reconciler_metrics {
   altar_metric_t *events, *batches, *fired, *dead_lettered, *retried, *poison, *published, *held;
   altar_metric_t *checkpoints, *checkpoint_failures, *checkpoint_last_ok, *history_gaps, *consumed_pruned;
+  altar_metric_t *partitions_imported;
   altar_metric_t *settled_cached, *settled_ledger_reads, *consumed_prune_next, *storage_retries;
   altar_metric_t *ledger_memtables, *ledger_block_cache, *ledger_block_cache_pinned, *ledger_table_readers;
   altar_metric_t *checkpoint_gc_files, *checkpoint_gc_bytes, *checkpoint_gc_failures, *checkpoint_stored_bytes,

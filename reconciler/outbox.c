@@ -300,10 +300,11 @@ void altar__outbox_on_delivery(altar_transport_t *t, const altar_delivery_t *dr,
   opaque_free(po);
 }
 
-int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_error_t *err) {
+/* from_seq 0: every stored entry (scope: which partition's, NONE for all). */
+static int publish(altar__outbox_t *ob, uint64_t from_seq, int32_t scope, altar_error_t *err) {
   pub_ctx_t pc = {.ob = ob, .from = from_seq, .err = err, .part = -2};
   int rc = ALTAR_OK;
-  int32_t was = altar_ledger_scope(ob->ledger, ALTAR_LEDGER_SCOPE_NONE);
+  int32_t was = altar_ledger_scope(ob->ledger, scope);
   if (from_seq == 0) {
     /* Start-up: whatever a previous life left, every partition's, in order. */
     rc = altar_ledger_aux_scan(ob->ledger, "o/", 2, visit_publish, &pc, err);
@@ -336,6 +337,31 @@ int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_err
   for (; !rc && i < pc.n; i++) rc = produce_entry(ob, pc.v[i], err); /* frees its entry on failure */
   for (; i < pc.n; i++) opaque_free(pc.v[i]);
   free(pc.v);
+  return rc;
+}
+
+int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_error_t *err) {
+  return publish(ob, from_seq, ALTAR_LEDGER_SCOPE_NONE, err);
+}
+
+int altar__outbox_publish_partition(altar__outbox_t *ob, int32_t part, altar_error_t *err) {
+  return publish(ob, 0, part, err);
+}
+
+int altar__outbox_reload_seq(altar__outbox_t *ob, altar_error_t *err) {
+  altar_buf_t b = {0};
+  int32_t was = altar_ledger_scope(ob->ledger, ALTAR_LEDGER_SCOPE_NONE);
+  int rc = altar_ledger_aux_get(ob->ledger, SEQ_KEY, 1, &b, err);
+  altar_ledger_scope(ob->ledger, was);
+  if (rc == ALTAR_OK && b.len == 16) {
+    uint64_t seq = strtoull((const char *)b.data, NULL, 16);
+    if (seq > ob->next_seq) ob->next_seq = seq;
+  } else if (rc == ALTAR_OK) {
+    rc = altar_error_set(err, ALTAR_ELEDGER, "outbox: corrupt sequence key");
+  } else if (rc == ALTAR_ENOTFOUND) {
+    rc = ALTAR_OK;
+  }
+  altar_buf_free(&b);
   return rc;
 }
 

@@ -68,6 +68,11 @@ int altar__outbox_stage_headers(altar__outbox_t *ob, const char *topic, const ch
                                 const altar_header_t *hdrs, size_t n_hdrs, uint64_t *pseq, altar_error_t *err);
 /* Produces staged records with seq >= from_seq (all of them at start-up). */
 int altar__outbox_publish_from(altar__outbox_t *ob, uint64_t from_seq, altar_error_t *err);
+/* Produces every stored record of status partition part (one imported
+ * from a checkpoint). */
+int altar__outbox_publish_partition(altar__outbox_t *ob, int32_t part, altar_error_t *err);
+/* Raises next_seq to the ledger's counter (after an import raised it). */
+int altar__outbox_reload_seq(altar__outbox_t *ob, altar_error_t *err);
 /* Number of records still stored. */
 int altar__outbox_count(altar__outbox_t *ob, size_t *pn, altar_error_t *err);
 /* Copies every stored record (and the sequence counter) of from's outbox

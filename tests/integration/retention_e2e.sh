@@ -24,54 +24,19 @@
 set -u
 : "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/takeover.sh"
 altar_test_begin "retention-$TRANSPORT" python3
 prefix="ret-$(date +%s)-$$"
 cp_dir="$T/checkpoints"
-write_config() { # FILE LEDGER READY DEAD CHECKPOINTS
-  {
-    # Forever, stated: the control reconcilers below have no checkpoints and
-    # refuse a status topic that keeps less (with checkpoints the fleet's
-    # default would be topics.retention_ms).
-    altar_test_fleet_config "$prefix" "{name: process, data_root: $T/data, slots: 4}" "partitions: 4, status_retention_ms: -1"
-    echo "groups:"
-    echo "  fold: {group_by: [model], ready_when: {all_folds: 5}, on_failed: dead_letter}"
-  } | sed -e "s#ledger: {path: $T/ledger}#ledger: {path: $2${5:+, checkpoints: $5, checkpoint_interval_s: 1}}#" \
-          -e "s#ready: $prefix.ready, dead: $prefix.dead#ready: $3, dead: $4#" >"$1"
-  # Small segments on the local log: deleting records drops whole segments.
-  if [ "$TRANSPORT" = local ]; then sed -i "s#^  dir: $T/log\$#  dir: $T/log\n  segment.bytes: 1024#" "$1"; fi
-}
-write_config "$T/a.yaml" "$T/ledgerA" "$prefix.ready" "$prefix.dead" "$cp_dir"
-write_config "$T/b.yaml" "$T/ledgerB" "$prefix.ready" "$prefix.dead" "$cp_dir"
-write_config "$T/ref.yaml" "$T/ledgerRef" "$prefix.ready-ref" "$prefix.dead-ref" ""
-write_config "$T/ctl.yaml" "$T/ledgerCtl" "$prefix.ready-ctl" "$prefix.dead-ctl" ""
+takeover_config "$T/a.yaml" "$T/ledgerA" "$prefix.ready" "$prefix.dead" "$cp_dir"
+takeover_config "$T/b.yaml" "$T/ledgerB" "$prefix.ready" "$prefix.dead" "$cp_dir"
+takeover_config "$T/ref.yaml" "$T/ledgerRef" "$prefix.ready-ref" "$prefix.dead-ref" ""
+takeover_config "$T/ctl.yaml" "$T/ledgerCtl" "$prefix.ready-ctl" "$prefix.dead-ctl" ""
 mkdir -p "$T/data"
-for m in 0 1 2 3 4 5 6 7; do
-  for f in 0 1 2 3; do
-    printf '{"kind":"fold","image":"x","command":["true","%s-%s"],"labels":{"model":"%s-m%s","fold":"%s"}}\n' \
-      "$m" "$f" "$prefix" "$m" "$f"
-  done
-done >"$T/first.jsonl"
-for m in 0 1 2 3 4 5 6 7; do
-  printf '{"kind":"fold","image":"x","command":["true","%s-4"],"labels":{"model":"%s-m%s","fold":"4"}}\n' "$m" "$prefix" "$m"
-done >"$T/last.jsonl"
+fold_jobs "0 1 2 3 4 5 6 7" "0 1 2 3" >"$T/first.jsonl"
+fold_jobs "0 1 2 3 4 5 6 7" 4 >"$T/last.jsonl"
 
-bg() { # LOG CMD...: runs CMD in the background; its pid in $last
-  log="$1"
-  shift
-  "$@" >>"$log" 2>&1 &
-  last=$!
-  pids="$pids $last"
-}
 die() { fail "$*"; for f in "$T"/*.log; do echo "--- $f" >&2; tail -25 "$f" >&2; done; altar_test_end "retention-$TRANSPORT"; exit 1; }
-status_ends() { # sum of the status topic's end offsets, and of its beginnings
-  "$ALTAR_BIN" log topics --config "$T/a.yaml" --topic "$prefix.status" --json 2>/dev/null |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); ps=[p for t in (d if isinstance(d,list) else d.get("topics",[])) for p in t["partitions"]]; print(sum(p["end"] for p in ps), sum(p["beginning"] for p in ps))'
-}
-covered() { python3 -c 'import json,sys; print(sum(o["next"] for o in json.load(open(sys.argv[1]))["offsets"]))' "$cp_dir/latest.json" 2>/dev/null || echo 0; }
-count_ready() { # TOPIC: group events on it, and distinct event ids
-  "$ALTAR_BIN" log consume --config "$T/a.yaml" --topic "$1" --from-beginning --exit 2>/dev/null |
-    python3 -c 'import json,sys; ids=[json.loads(l)["event_id"] for l in sys.stdin if l.strip()]; print(len(ids), len(set(ids)))'
-}
 
 bg "$T/worker.log" "$ALTAR_BIN" worker --config "$T/a.yaml" --id w1 --poll-ms 50
 bg "$T/ref.log" "$ALTAR_BIN" reconciler --config "$T/ref.yaml" --group "$prefix.ref" --no-dashboard
@@ -94,11 +59,7 @@ done
 ok "A's checkpoint covers all $ends status events"
 # The reference must have read every record before they go (on Kafka it
 # joins its group a few seconds late): its ledger's offsets, read-only.
-ref_read() {
-  "$ALTAR_BIN" log offsets --config "$T/ref.yaml" --group altar.reconcilers --ledger "$T/ledgerRef" \
-    --topic "$prefix.status" --json 2>/dev/null |
-    python3 -c 'import json,sys; print(sum(e["committed"] or 0 for e in json.load(sys.stdin)))' 2>/dev/null || echo 0
-}
+ref_read() { ledger_read "$T/ref.yaml" "$T/ledgerRef"; }
 for _ in $(seq 1 600); do
   [ "$(ref_read)" -ge "$ends" ] && break
   sleep 0.1
@@ -170,7 +131,7 @@ set -- $(count_ready "$prefix.ready")
 [ "${1:-0}" -eq "$left" ] && [ "${2:-0}" -eq "$left" ] || fail "--rebuild published to the ready topic: $1 events, $2 distinct (left: $left)"
 # A takeover with the ready records gone: C, an empty ledger, restores the
 # checkpoint B shipped at its stop and publishes nothing again.
-write_config "$T/c.yaml" "$T/ledgerC" "$prefix.ready" "$prefix.dead" "$cp_dir"
+takeover_config "$T/c.yaml" "$T/ledgerC" "$prefix.ready" "$prefix.dead" "$cp_dir"
 "$ALTAR_BIN" reconciler --config "$T/c.yaml" --no-dashboard --exit-when-idle >"$T/recC.log" 2>&1 || die "takeover by C"
 grep -q "restored $T/ledgerC from checkpoint" "$T/recC.log" || fail "C did not restore from the checkpoint"
 set -- $(count_ready "$prefix.ready")
@@ -184,21 +145,12 @@ ok "after the ready topic's retention, --rebuild and a takeover published no gro
 # the ready and dead topics from the ends that checkpoint recorded, and
 # publishes none of E's 16 again though its tail decides them again.
 sed "s#checkpoint_interval_s: 1#checkpoint_interval_s: 3600#" "$T/c.yaml" >"$T/e.yaml"
-for m in $(seq 10 25); do
-  for f in 0 1 2 3 4; do
-    printf '{"kind":"fold","image":"x","command":["true","%s-%s"],"labels":{"model":"%s-m%s","fold":"%s"}}\n' \
-      "$m" "$f" "$prefix" "$m" "$f"
-  done
-done >"$T/mid.jsonl"
+fold_jobs "$(seq 10 25)" "0 1 2 3 4" >"$T/mid.jsonl"
 cp_before="$(covered)"
 bg "$T/recE.log" "$ALTAR_BIN" reconciler --config "$T/e.yaml" --no-dashboard
 recE=$last
 "$ALTAR_BIN" submit --config "$T/a.yaml" "$T/mid.jsonl" >"$T/submit-mid.log" 2>&1 || die "submit of the 16 models"
-e_read() {
-  "$ALTAR_BIN" log offsets --config "$T/e.yaml" --group altar.reconcilers --ledger "$T/ledgerC" \
-    --topic "$prefix.status" --json 2>/dev/null |
-    python3 -c 'import json,sys; print(sum(e["committed"] or 0 for e in json.load(sys.stdin)))' 2>/dev/null || echo 0
-}
+e_read() { ledger_read "$T/e.yaml" "$T/ledgerC"; }
 for _ in $(seq 1 900); do
   set -- $(count_ready "$prefix.ready")
   n="${1:-0}"
@@ -210,7 +162,7 @@ done
 kill -9 "$recE"
 wait "$recE" 2>/dev/null
 esum="$("$ALTAR_BIN" ledger checksum --ledger "$T/ledgerC" 2>&1)"
-write_config "$T/f.yaml" "$T/ledgerF" "$prefix.ready" "$prefix.dead" "$cp_dir"
+takeover_config "$T/f.yaml" "$T/ledgerF" "$prefix.ready" "$prefix.dead" "$cp_dir"
 "$ALTAR_BIN" reconciler --config "$T/f.yaml" --no-dashboard --exit-when-idle >"$T/recF.log" 2>&1 || die "takeover by F"
 grep -q "restored $T/ledgerF from checkpoint" "$T/recF.log" || fail "F did not restore from the checkpoint"
 grep -q "16 group event(s) published since checkpoint" "$T/recF.log" ||

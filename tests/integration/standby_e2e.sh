@@ -21,66 +21,20 @@
 set -u
 : "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
+. "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/takeover.sh"
 altar_test_begin "standby-$TRANSPORT" python3 curl
 prefix="sb-$(date +%s)-$$"
 cp_dir="$T/checkpoints"
-write_config() { # FILE LEDGER READY DEAD CHECKPOINTS
-  {
-    altar_test_fleet_config "$prefix" "{name: process, data_root: $T/data, slots: 4}" "partitions: 4, status_retention_ms: -1"
-    echo "groups:"
-    echo "  fold: {group_by: [model], ready_when: {all_folds: 5}, on_failed: dead_letter}"
-  } | sed -e "s#ledger: {path: $T/ledger}#ledger: {path: $2${5:+, checkpoints: $5, checkpoint_interval_s: 1, standby_poll_ms: 100}}#" \
-          -e "s#ready: $prefix.ready, dead: $prefix.dead#ready: $3, dead: $4#" >"$1"
-  if [ "$TRANSPORT" = local ]; then sed -i "s#^  dir: $T/log\$#  dir: $T/log\n  segment.bytes: 1024#" "$1"; fi
-}
-write_config "$T/a.yaml" "$T/ledgerA" "$prefix.ready" "$prefix.dead" "$cp_dir"
+takeover_config "$T/a.yaml" "$T/ledgerA" "$prefix.ready" "$prefix.dead" "$cp_dir" "standby_poll_ms: 100"
 sed "s#checkpoint_interval_s: 1,#checkpoint_interval_s: 3600,#" "$T/a.yaml" >"$T/a-hour.yaml"
-write_config "$T/s.yaml" "$T/ledgerS" "$prefix.ready" "$prefix.dead" "$cp_dir"
-write_config "$T/ref.yaml" "$T/ledgerRef" "$prefix.ready-ref" "$prefix.dead-ref" ""
+takeover_config "$T/s.yaml" "$T/ledgerS" "$prefix.ready" "$prefix.dead" "$cp_dir" "standby_poll_ms: 100"
+takeover_config "$T/ref.yaml" "$T/ledgerRef" "$prefix.ready-ref" "$prefix.dead-ref" ""
 mkdir -p "$T/data"
-for m in 0 1 2 3 4 5 6 7; do
-  for f in 0 1 2 3; do
-    printf '{"kind":"fold","image":"x","command":["true","%s-%s"],"labels":{"model":"%s-m%s","fold":"%s"}}\n' \
-      "$m" "$f" "$prefix" "$m" "$f"
-  done
-done >"$T/first.jsonl"
-for m in 0 1 2 3 4 5 6 7; do
-  printf '{"kind":"fold","image":"x","command":["true","%s-4"],"labels":{"model":"%s-m%s","fold":"4"}}\n' "$m" "$prefix" "$m"
-done >"$T/last.jsonl"
-for m in $(seq 10 25); do
-  for f in 0 1 2 3 4; do
-    printf '{"kind":"fold","image":"x","command":["true","%s-%s"],"labels":{"model":"%s-m%s","fold":"%s"}}\n' \
-      "$m" "$f" "$prefix" "$m" "$f"
-  done
-done >"$T/mid.jsonl"
+fold_jobs "0 1 2 3 4 5 6 7" "0 1 2 3" >"$T/first.jsonl"
+fold_jobs "0 1 2 3 4 5 6 7" 4 >"$T/last.jsonl"
+fold_jobs "$(seq 10 25)" "0 1 2 3 4" >"$T/mid.jsonl"
 
-bg() { # LOG CMD...: runs CMD in the background; its pid in $last
-  log="$1"
-  shift
-  "$@" >>"$log" 2>&1 &
-  last=$!
-  pids="$pids $last"
-}
 die() { fail "$*"; for f in "$T"/*.log; do echo "--- $f" >&2; tail -25 "$f" >&2; done; altar_test_end "standby-$TRANSPORT"; exit 1; }
-status_ends() { # sum of the status topic's end offsets, and of its beginnings
-  "$ALTAR_BIN" log topics --config "$T/a.yaml" --topic "$prefix.status" --json 2>/dev/null |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); ps=[p for t in (d if isinstance(d,list) else d.get("topics",[])) for p in t["partitions"]]; print(sum(p["end"] for p in ps), sum(p["beginning"] for p in ps))'
-}
-covered() { python3 -c 'import json,sys; print(sum(o["next"] for o in json.load(open(sys.argv[1]))["offsets"]))' "$cp_dir/latest.json" 2>/dev/null || echo 0; }
-count_ready() { # TOPIC: group events on it, and distinct event ids
-  "$ALTAR_BIN" log consume --config "$T/a.yaml" --topic "$1" --from-beginning --exit 2>/dev/null |
-    python3 -c 'import json,sys; ids=[json.loads(l)["event_id"] for l in sys.stdin if l.strip()]; print(len(ids), len(set(ids)))'
-}
-wait_ready() { # TOPIC N: waits (bounded) for N group events on TOPIC; echoes the count seen
-  c=0
-  for _ in $(seq 1 900); do
-    set -- "$1" "$2" $(count_ready "$1")
-    c="${3:-0}"
-    [ "$c" -ge "$2" ] && break
-    sleep 0.1
-  done
-  echo "$c"
-}
 
 bg "$T/worker.log" "$ALTAR_BIN" worker --config "$T/a.yaml" --id w1 --poll-ms 50
 bg "$T/ref.log" "$ALTAR_BIN" reconciler --config "$T/ref.yaml" --group "$prefix.ref" --no-dashboard
@@ -141,11 +95,7 @@ grep -q "altar reconciler: applied" "$T/recS.log" && fail "the standby ran as an
 "$ALTAR_BIN" log delete-records --config "$T/a.yaml" --topic "$prefix.status" --before end >"$T/delete.log" 2>&1 ||
   die "delete-records: $(cat "$T/delete.log")"
 # The reference must have read every record first (its ledger's offsets).
-ref_read() {
-  "$ALTAR_BIN" log offsets --config "$T/ref.yaml" --group altar.reconcilers --ledger "$T/ledgerRef" \
-    --topic "$prefix.status" --json 2>/dev/null |
-    python3 -c 'import json,sys; print(sum(e["committed"] or 0 for e in json.load(sys.stdin)))' 2>/dev/null || echo 0
-}
+ref_read() { ledger_read "$T/ref.yaml" "$T/ledgerRef"; }
 kill -9 "$recA"
 for _ in $(seq 1 900); do
   grep -q "standby: no reconciler consumes" "$T/recS.log" && break

@@ -169,9 +169,12 @@ static void add_part(altar_ledger_t *l, int from, int to, int32_t p, int64_t nex
 /* Two reconcilers share the storage, each shipping its own partitions:
  * the newest checkpoint covering a partition is found whoever shipped last,
  * and importing that partition from it into the other's ledger gives the
- * ledger of both partitions' records, with the partition's input offset. */
+ * ledger of both partitions' records, with the partition's input offset.
+ * Then b goes on with partition 0 and a, which lost it, ships its stale
+ * state of it once more: the checkpoint covering 0 furthest (b's) is found,
+ * not the newest. */
 static void test_restore_covering(void) {
-  char adir[4096], bdir[4096], refdir[4096], cdir[4096], uri[4096], r0[4096], r2[4096], r5[4096];
+  char adir[4096], bdir[4096], refdir[4096], cdir[4096], uri[4096], r0[4096], r2[4096], r5[4096], r0b[4096];
   path(adir, sizeof adir, "cov-a");
   path(bdir, sizeof bdir, "cov-b");
   path(refdir, sizeof refdir, "cov-ref");
@@ -179,6 +182,7 @@ static void test_restore_covering(void) {
   path(r0, sizeof r0, "cov-r0");
   path(r2, sizeof r2, "cov-r2");
   path(r5, sizeof r5, "cov-r5");
+  path(r0b, sizeof r0b, "cov-r0b");
   snprintf(uri, sizeof uri, "file://%s", cdir);
   altar_error_t err = {0};
   altar_ledger_t *a = altar_ledger_rocksdb_open(adir, NULL, &err), *b = altar_ledger_rocksdb_open(bdir, NULL, &err);
@@ -215,6 +219,19 @@ static void test_restore_covering(void) {
   CU_ASSERT_EQUAL(next, 30);
   CU_ASSERT_EQUAL(altar__reconciler_input_offset(b, TOPIC, 1, &next, &err), 0);
   CU_ASSERT_EQUAL(next, -1); /* a's other partition stays a's */
+  add_part(b, 30, 45, 0, 45);
+  altar_checkpoint_t cb2 = {0}, ca2 = {0};
+  CU_ASSERT_EQUAL_FATAL(take_and_ship(b, uri, NULL, &cb2), 0);
+  add_part(a, 50, 55, 1, 25); /* a changed (its partition 1): it ships again */
+  CU_ASSERT_EQUAL_FATAL(take_and_ship(a, uri, NULL, &ca2), 0);
+  CU_ASSERT(strcmp(ca2.id, cb2.id) > 0);
+  CU_ASSERT_EQUAL(altar__checkpoint_offset(&ca2, 0), 30);
+  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore_covering(uri, TOPIC, 0, r0b, &got, &err), 0);
+  CU_ASSERT_STRING_EQUAL(got.id, cb2.id);
+  CU_ASSERT_EQUAL(altar__checkpoint_offset(&got, 0), 45);
+  altar__checkpoint_clear(&got);
+  altar__checkpoint_clear(&cb2);
+  altar__checkpoint_clear(&ca2);
   altar__checkpoint_clear(&ca);
   altar__checkpoint_clear(&cb);
   altar_ledger_close(a);

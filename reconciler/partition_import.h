@@ -1,0 +1,26 @@
+/* Taking one status partition over from the checkpoint covering it furthest,
+ * into a ledger that already holds other partitions (docs/state.md, "Taking
+ * over a partition into a ledger that is not empty"). Internal to
+ * reconciler/. */
+#ifndef ALTAR_RECONCILER_PARTITION_IMPORT_H
+#define ALTAR_RECONCILER_PARTITION_IMPORT_H
+
+#include "altar/error.h"
+#include "altar/ledger.h"
+#include "reconciler/checkpoint.h"
+
+#include <stdint.h>
+
+/* Restores the checkpoint of status_topic at uri covering partition part
+ * furthest (altar__checkpoint_restore_covering) beside l (a RocksDB ledger
+ * with ALTAR_LEDGER_CAP_PARTITIONS) and, when it covers more than `have`
+ * (the next offset l holds for part, -1 for none), imports the partition
+ * from it in one write, input offset included, raising the outbox's and the
+ * settled groups' counters; *pcp gets its manifest (the covered offset, the
+ * ready/dead ends), *pkeys the keys imported. ALTAR_ENOTFOUND when no
+ * checkpoint covers part, ALTAR_ESTATE when it covers no more than
+ * l has. No batch may be open. */
+int altar__partition_import(altar_ledger_t *l, const char *uri, const char *status_topic, int32_t part, int64_t have,
+                            altar_checkpoint_t *pcp, size_t *pkeys, altar_error_t *err);
+
+#endif
