@@ -796,8 +796,8 @@ int altar__checkpoint_restore(const char *uri, const char *dir, altar_checkpoint
   return restore_read(s, uri, dir, rc, out, root, files, err);
 }
 
-int altar__checkpoint_restore_covering(const char *uri, const char *status_topic, int32_t part, const char *dir,
-                                       altar_checkpoint_t *out, altar_error_t *err) {
+int altar__checkpoint_restore_covering(const char *uri, const char *status_topic, int32_t part, int64_t beyond,
+                                       const char *dir, altar_checkpoint_t *out, altar_error_t *err) {
   memset(out, 0, sizeof *out);
   struct stat st;
   if (stat(dir, &st) == 0) return altar_error_set(err, ALTAR_EEXIST, "restore into %s: it exists", dir);
@@ -805,6 +805,12 @@ int altar__checkpoint_restore_covering(const char *uri, const char *status_topic
   int rc = altar_storage_open_for_uri(uri, NULL, &s, err);
   json_t *root = NULL, *files = NULL;
   if (!rc) rc = read_covering(s, uri, status_topic, part, out, &root, &files, err);
+  /* Covering no more than the ledger has: nothing worth fetching. */
+  if (!rc && altar__checkpoint_offset(out, part) <= beyond)
+    rc = altar_error_set(
+        err, ALTAR_ESTATE,
+        "the checkpoint covering partition %d furthest (%s) stops at offset %lld, the ledger is at %lld", (int)part,
+        out->id, (long long)altar__checkpoint_offset(out, part), (long long)beyond);
   return restore_read(s, uri, dir, rc, out, root, files, err);
 }
 
@@ -836,7 +842,7 @@ static int restore_read(altar_storage_t *s, const char *uri, const char *dir, in
   if (rc) {
     remove_flat_dir(tmp);
     altar__checkpoint_clear(out);
-    if (rc != ALTAR_ENOTFOUND) altar_error_prefix(err, "restoring %s from %s", dir, uri);
+    if (rc != ALTAR_ENOTFOUND && rc != ALTAR_ESTATE) altar_error_prefix(err, "restoring %s from %s", dir, uri);
   }
   json_decref(root);
   altar_storage_close(s);

@@ -92,9 +92,10 @@ int altar__checkpoint_restore(const char *uri, const char *dir, altar_checkpoint
  * checkpoints of their own partitions, and one that lost a partition ships
  * its stale state of it; latest.json names whichever shipped last). Manifests are
  * listed under cp/; one that cannot be read is passed over. ALTAR_ENOTFOUND
- * when none covers it. */
-int altar__checkpoint_restore_covering(const char *uri, const char *status_topic, int32_t part, const char *dir,
-                                       altar_checkpoint_t *out, altar_error_t *err);
+ * when none covers it; ALTAR_ESTATE, nothing fetched, when it covers no
+ * more than `beyond` (the offset a ledger already holds; -1 for none). */
+int altar__checkpoint_restore_covering(const char *uri, const char *status_topic, int32_t part, int64_t beyond,
+                                       const char *dir, altar_checkpoint_t *out, altar_error_t *err);
 /* Reads the newest checkpoint's manifest without restoring it. */
 int altar__checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_error_t *err);
 

@@ -40,6 +40,7 @@ typedef struct in_part {
   int64_t stored; /* the one the ledger holds: a batch writes only the offsets it moved
                      (writing all 32 partitions' offsets in every batch cost more than
                      the events) */
+  bool gained;    /* assigned since the last check_starts */
 } in_part_t;
 
 typedef struct daemon {
@@ -176,7 +177,7 @@ static void on_rebalance(altar_transport_t *t, altar_rebalance_kind_t kind, cons
     }
     char *topic = strdup(parts[i].topic);
     if (!topic) goto nomem;
-    d->parts[d->n_parts++] = (in_part_t){topic, parts[i].partition, next, next, next};
+    d->parts[d->n_parts++] = (in_part_t){topic, parts[i].partition, next, next, next, true};
     d->check_starts = true;
   }
   return;
@@ -668,7 +669,7 @@ static void read_published_since(daemon_t *d, const altar_checkpoint_t *cp, int3
  * on from the checkpoint's offset (or from the beginning, a gap noted, when
  * the log lost records after the checkpoint too) and what the batch being
  * collected holds of it is dropped (the caller's message too). */
-static bool take_over_partition(daemon_t *d, in_part_t *p, int64_t beginning) {
+static bool take_over_partition(daemon_t *d, in_part_t *p, int64_t beginning, bool quiet_when_none) {
   if (!d->o->checkpoint_uri || d->o->follow || !(altar_ledger_caps(d->o->ledger) & ALTAR_LEDGER_CAP_PARTITIONS))
     return false;
   altar_error_t e = {0};
@@ -677,8 +678,11 @@ static bool take_over_partition(daemon_t *d, in_part_t *p, int64_t beginning) {
     dlog(d, "flush before importing %s/%" PRId32 ": %s", p->topic, p->partition, e.msg);
   altar_checkpoint_t cp;
   size_t keys = 0;
-  if (altar__partition_import(d->o->ledger, d->o->checkpoint_uri, p->topic, p->partition, p->next, &cp, &keys, &e)) {
-    dlog(d, "%s/%" PRId32 ": not taken over from a checkpoint: %s", p->topic, p->partition, e.msg);
+  int irc =
+      altar__partition_import(d->o->ledger, d->o->checkpoint_uri, p->topic, p->partition, p->next, &cp, &keys, &e);
+  if (irc) {
+    if (!quiet_when_none || (irc != ALTAR_ENOTFOUND && irc != ALTAR_ESTATE))
+      dlog(d, "%s/%" PRId32 ": not taken over from a checkpoint: %s", p->topic, p->partition, e.msg);
     return false;
   }
   int64_t at = altar__checkpoint_offset(&cp, p->partition);
@@ -737,8 +741,19 @@ static void check_starts(daemon_t *d) {
   for (size_t i = 0; tl->n_topics && i < tl->topics[0].n_partitions; i++) {
     const altar_partition_info_t *pi = &tl->topics[0].partitions[i];
     in_part_t *p = find_part(d, d->o->topics->status, pi->partition);
-    if (p && (p->read >= 0 ? p->read : 0) < pi->beginning) {
-      if (take_over_partition(d, p, pi->beginning)) continue;
+    if (!p) continue;
+    /* Gained, its log whole: another reconciler may have applied it further
+     * (and published its groups); a checkpoint covering more than this
+     * ledger holds is imported rather than the log replayed, so takeover
+     * time is bounded and published groups are known as such. */
+    bool gained = p->gained;
+    p->gained = false;
+    int64_t applied = p->next >= 0 ? p->next : 0; /* what was read this turn is not applied yet */
+    if (gained && (p->read >= 0 ? p->read : 0) >= pi->beginning && pi->end > applied &&
+        take_over_partition(d, p, pi->beginning, true))
+      continue;
+    if ((p->read >= 0 ? p->read : 0) < pi->beginning) {
+      if (take_over_partition(d, p, pi->beginning, false)) continue;
       note_gap(d, p->topic, p->partition, p->read, pi->beginning);
       p->read = pi->beginning;
     }
@@ -935,7 +950,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
         continue;
       }
       if (p && m->offset > (p->read >= 0 ? p->read : 0)) {
-        if (take_over_partition(&d, p, m->offset)) { /* read again from where the import left it */
+        if (take_over_partition(&d, p, m->offset, false)) { /* read again from where the import left it */
           altar_msg_free(m);
           continue;
         }

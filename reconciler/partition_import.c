@@ -34,19 +34,11 @@ int altar__partition_import(altar_ledger_t *l, const char *uri, const char *stat
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.import-%d-%ld", ldir, (int)part, (long)getpid());
   remove_flat_dir(tmp); /* a crash's leftover of this pid */
-  int rc = altar__checkpoint_restore_covering(uri, status_topic, part, tmp, pcp, err);
+  int rc = altar__checkpoint_restore_covering(uri, status_topic, part, have, tmp, pcp, err);
   if (rc) return rc;
-  int64_t covered = altar__checkpoint_offset(pcp, part);
-  if (covered <= have) {
-    rc = altar_error_set(err, ALTAR_ESTATE,
-                         "importing partition %d: the checkpoint covering it furthest (%s) stops at offset %lld, the "
-                         "ledger is at %lld",
-                         (int)part, pcp->id, (long long)covered, (long long)have);
-  } else {
-    /* The ledger-wide sequence counters (reconciler/outbox.c, settled_record.h). */
-    static const char *const counters[] = {"q", "gn"};
-    rc = altar__ledger_rocksdb_import_partition(l, tmp, part, counters, 2, pkeys, err);
-  }
+  /* The ledger-wide sequence counters (reconciler/outbox.c, settled_record.h). */
+  static const char *const counters[] = {"q", "gn"};
+  rc = altar__ledger_rocksdb_import_partition(l, tmp, part, counters, 2, pkeys, err);
   remove_flat_dir(tmp);
   if (rc) altar__checkpoint_clear(pcp);
   return rc;

@@ -196,16 +196,19 @@ static void test_restore_covering(void) {
   altar_checkpoint_t ca = {0}, cb = {0}, got = {0};
   CU_ASSERT_EQUAL_FATAL(take_and_ship(a, uri, NULL, &ca), 0);
   CU_ASSERT_EQUAL_FATAL(take_and_ship(b, uri, NULL, &cb), 0); /* latest.json: b's */
-  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore_covering(uri, TOPIC, 0, r0, &got, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore_covering(uri, TOPIC, 0, -1, r0, &got, &err), 0);
   CU_ASSERT_STRING_EQUAL(got.id, ca.id);
   CU_ASSERT_EQUAL(altar__checkpoint_offset(&got, 0), 30);
   altar__checkpoint_clear(&got);
-  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore_covering(uri, TOPIC, 2, r2, &got, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore_covering(uri, TOPIC, 2, -1, r2, &got, &err), 0);
   CU_ASSERT_STRING_EQUAL(got.id, cb.id);
   altar__checkpoint_clear(&got);
-  CU_ASSERT_EQUAL(altar__checkpoint_restore_covering(uri, TOPIC, 5, r5, &got, &err), ALTAR_ENOTFOUND);
+  CU_ASSERT_EQUAL(altar__checkpoint_restore_covering(uri, TOPIC, 5, -1, r5, &got, &err), ALTAR_ENOTFOUND);
   CU_ASSERT(strstr(err.msg, "partition 5") != NULL);
-  CU_ASSERT_EQUAL(altar__checkpoint_restore_covering(uri, "other.status", 0, r5, &got, &err), ALTAR_ENOTFOUND);
+  CU_ASSERT_EQUAL(altar__checkpoint_restore_covering(uri, "other.status", 0, -1, r5, &got, &err), ALTAR_ENOTFOUND);
+  /* A ledger already at the covered offset: nothing is fetched. */
+  CU_ASSERT_EQUAL(altar__checkpoint_restore_covering(uri, TOPIC, 0, 30, r5, &got, &err), ALTAR_ESTATE);
+  CU_ASSERT(strstr(err.msg, "stops at offset 30") != NULL);
   struct stat st;
   CU_ASSERT(stat(r5, &st) != 0); /* nothing left behind */
   /* b takes partition 0 over from a's checkpoint. */
@@ -226,7 +229,7 @@ static void test_restore_covering(void) {
   CU_ASSERT_EQUAL_FATAL(take_and_ship(a, uri, NULL, &ca2), 0);
   CU_ASSERT(strcmp(ca2.id, cb2.id) > 0);
   CU_ASSERT_EQUAL(altar__checkpoint_offset(&ca2, 0), 30);
-  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore_covering(uri, TOPIC, 0, r0b, &got, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__checkpoint_restore_covering(uri, TOPIC, 0, -1, r0b, &got, &err), 0);
   CU_ASSERT_STRING_EQUAL(got.id, cb2.id);
   CU_ASSERT_EQUAL(altar__checkpoint_offset(&got, 0), 45);
   altar__checkpoint_clear(&got);
