@@ -58,8 +58,7 @@ int64_t altar__checkpoint_offset(const altar_checkpoint_t *c, int32_t p) {
   return -1;
 }
 
-/* Removes a flat directory of files (a checkpoint's local copy). */
-static void remove_flat_dir(const char *dir) {
+void altar__checkpoint_remove_local(const char *dir) {
   DIR *d = opendir(dir);
   if (d) {
     struct dirent *e;
@@ -90,7 +89,7 @@ static void remove_stale_copies(const char *ldir) {
   while ((e = readdir(d)))
     if (!strncmp(e->d_name, prefix, strlen(prefix))) {
       snprintf(p, sizeof p, "%s/%s", parent, e->d_name);
-      remove_flat_dir(p);
+      altar__checkpoint_remove_local(p);
     }
   closedir(d);
 }
@@ -154,7 +153,7 @@ int altar__checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_ch
   if (dberr) {
     rc = altar_error_set(err, ALTAR_ELEDGER, "checkpoint of %s: %s", ldir, dberr);
     rocksdb_free(dberr);
-    remove_flat_dir(out->local_dir);
+    altar__checkpoint_remove_local(out->local_dir);
     altar__checkpoint_clear(out);
     return rc;
   }
@@ -165,7 +164,7 @@ int altar__checkpoint_take(altar_ledger_t *l, const char *status_topic, altar_ch
   rc = altar_ledger_aux_scan(l, prefix, pl, on_offset, &sc, err);
   if (!rc && sc.rc) rc = altar_error_set(err, sc.rc, "checkpoint: out of memory");
   if (rc) {
-    remove_flat_dir(out->local_dir);
+    altar__checkpoint_remove_local(out->local_dir);
     altar__checkpoint_clear(out);
   }
   return rc;
@@ -481,7 +480,7 @@ int altar__checkpoint_ship(altar_checkpoint_t *c, const char *uri, altar_cp_ship
   json_decref(files);
   free_names(names, n);
   altar_storage_close(s);
-  remove_flat_dir(c->local_dir);
+  altar__checkpoint_remove_local(c->local_dir);
   return rc;
 }
 
@@ -822,7 +821,7 @@ static int restore_read(altar_storage_t *s, const char *uri, const char *dir, in
   snprintf(tmp, sizeof tmp, "%s.restore-%ld", dir, (long)getpid());
   if (!rc) {
     make_parents(tmp);
-    remove_flat_dir(tmp); /* a previous attempt of this pid */
+    altar__checkpoint_remove_local(tmp); /* a previous attempt of this pid */
     if (mkdir(tmp, 0755) != 0) rc = altar_error_set(err, ALTAR_EIO, "%s: %s", tmp, strerror(errno));
   }
   size_t i;
@@ -840,7 +839,7 @@ static int restore_read(altar_storage_t *s, const char *uri, const char *dir, in
     if (rename(tmp, dir) != 0) rc = altar_error_set(err, ALTAR_EIO, "%s: %s", dir, strerror(errno));
   }
   if (rc) {
-    remove_flat_dir(tmp);
+    altar__checkpoint_remove_local(tmp);
     altar__checkpoint_clear(out);
     if (rc != ALTAR_ENOTFOUND && rc != ALTAR_ESTATE) altar_error_prefix(err, "restoring %s from %s", dir, uri);
   }

@@ -96,6 +96,8 @@ int altar__checkpoint_restore(const char *uri, const char *dir, altar_checkpoint
  * more than `beyond` (the offset a ledger already holds; -1 for none). */
 int altar__checkpoint_restore_covering(const char *uri, const char *status_topic, int32_t part, int64_t beyond,
                                        const char *dir, altar_checkpoint_t *out, altar_error_t *err);
+/* Removes a restored checkpoint's directory (a flat directory of files). */
+void altar__checkpoint_remove_local(const char *dir);
 /* Reads the newest checkpoint's manifest without restoring it. */
 int altar__checkpoint_latest(const char *uri, altar_checkpoint_t *out, altar_error_t *err);
 

@@ -3,26 +3,10 @@
 
 #include "ledger/ledger_rocksdb.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* A restored checkpoint is a flat directory of RocksDB files. */
-static void remove_flat_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  char p[4096];
-  while ((e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-      unlink(p);
-    }
-  closedir(d);
-  rmdir(dir);
-}
 
 int altar__partition_import(altar_ledger_t *l, const char *uri, const char *status_topic, int32_t part, int64_t have,
                             altar_checkpoint_t *pcp, size_t *pkeys, altar_error_t *err) {
@@ -33,13 +17,13 @@ int altar__partition_import(altar_ledger_t *l, const char *uri, const char *stat
     return altar_error_set(err, ALTAR_ENOTSUP, "importing partition %d: the ledger keeps no partitions", (int)part);
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.import-%d-%ld", ldir, (int)part, (long)getpid());
-  remove_flat_dir(tmp); /* a crash's leftover of this pid */
+  altar__checkpoint_remove_local(tmp); /* a crash's leftover of this pid */
   int rc = altar__checkpoint_restore_covering(uri, status_topic, part, have, tmp, pcp, err);
   if (rc) return rc;
   /* The ledger-wide sequence counters (reconciler/outbox.c, settled_record.h). */
   static const char *const counters[] = {"q", "gn"};
   rc = altar__ledger_rocksdb_import_partition(l, tmp, part, counters, 2, pkeys, err);
-  remove_flat_dir(tmp);
+  altar__checkpoint_remove_local(tmp);
   if (rc) altar__checkpoint_clear(pcp);
   return rc;
 }
