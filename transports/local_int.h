@@ -120,7 +120,33 @@ typedef struct lappender {
   int64_t seg_base;
   off_t seg_size;
   int64_t next_offset;
+  struct lsegwatch *segwatch; /* the producer's (local_seg_watch.c); NULL: list at every lock */
+  int wd;                     /* inotify watch of dir in segwatch, -1 when none */
+  bool listed;                /* no segment created or removed since the last listing */
 } lappender_t;
+
+/* ---- local_seg_watch.c: whether a partition's segments changed since an
+ * appender last listed them, so an append need not list the directory ---- */
+typedef struct lsegwatch {
+  bool open; /* inotify tried */
+  int fd;    /* -1 when unavailable: every lock lists */
+  struct lsegwatch_reg {
+    int wd;
+    lappender_t *a;
+  } * regs;
+  size_t n_regs, cap_regs;
+} lsegwatch_t;
+
+void altar__local_segwatch_init(lsegwatch_t *w);
+void altar__local_segwatch_close(lsegwatch_t *w);
+/* Call holding a's append lock, before deciding to list: reads what the
+ * kernel reported (for every appender of w), starts watching a's directory
+ * if it is not yet watched, and answers whether a's last listing is still
+ * the directory's list of segments. */
+bool altar__local_segwatch_unchanged(lappender_t *a);
+/* a has just listed its directory under its append lock. */
+void altar__local_segwatch_listed(lappender_t *a);
+void altar__local_segwatch_forget(lappender_t *a);
 
 lappender_t *altar__local_appender_new(const char *root, const char *topic, int32_t partition);
 void altar__local_appender_free(lappender_t *a);
@@ -300,6 +326,7 @@ typedef struct local_producer {
   /* flusher-thread only */
   lappender_t **apps;
   size_t n_apps;
+  lsegwatch_t segwatch;
 } local_producer_t;
 
 typedef struct local_consumer {

@@ -157,11 +157,13 @@ lappender_t *altar__local_appender_new(const char *root, const char *topic, int3
   a->lock_fd = -1;
   a->seg_fd = -1;
   a->seg_base = -1;
+  a->wd = -1;
   return a;
 }
 
 void altar__local_appender_free(lappender_t *a) {
   if (!a) return;
+  altar__local_segwatch_forget(a);
   if (a->lock_fd >= 0) close(a->lock_fd);
   if (a->seg_fd >= 0) close(a->seg_fd);
   free(a->topic);
@@ -205,21 +207,27 @@ int altar__local_appender_lock(altar_transport_t *t, const local_cfg_t *cfg, lap
     if (errno != EINTR)
       return altar_error_set(err, ALTAR_EIO, "%s/%d: flock: %s", a->topic, a->partition, strerror(errno));
   }
-  int64_t *bases = NULL;
-  size_t n = 0;
-  int rc = altar__local_part_segments(t, a->dir, false, &bases, &n, err);
-  if (rc) goto fail;
+  int rc = 0;
   off_t from = 0;
-  int64_t expect;
-  if (n == 0) {
-    int64_t base = a->seg_base >= 0 ? a->next_offset : 0;
-    rc = open_segment(a, base, true, cfg, err);
-    free(bases);
+  int64_t expect, last;
+  if (altar__local_segwatch_unchanged(a) && a->seg_fd >= 0) {
+    last = a->seg_base; /* no segment created or removed since the last listing */
+  } else {
+    int64_t *bases = NULL;
+    size_t n = 0;
+    rc = altar__local_part_segments(t, a->dir, false, &bases, &n, err);
     if (rc) goto fail;
-    return 0;
+    altar__local_segwatch_listed(a);
+    if (n == 0) {
+      int64_t base = a->seg_base >= 0 ? a->next_offset : 0;
+      rc = open_segment(a, base, true, cfg, err);
+      free(bases);
+      if (rc) goto fail;
+      return 0;
+    }
+    last = bases[n - 1];
+    free(bases);
   }
-  int64_t last = bases[n - 1];
-  free(bases);
   if (a->seg_fd < 0 || last != a->seg_base) {
     rc = open_segment(a, last, false, cfg, err);
     if (rc) goto fail;
@@ -257,6 +265,7 @@ int altar__local_appender_lock(altar_transport_t *t, const local_cfg_t *cfg, lap
   a->next_offset = s.next_offset;
   return 0;
 fail:
+  a->listed = false; /* what was learnt before the failure is not kept */
   flock(a->lock_fd, LOCK_UN);
   return rc;
 }

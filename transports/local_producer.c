@@ -34,6 +34,7 @@ static void prec_free(lprec_t *r) {
 
 int altar__local_producer_init(local_producer_t *p) {
   memset(p, 0, sizeof *p);
+  altar__local_segwatch_init(&p->segwatch);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -78,7 +79,10 @@ static lappender_t *appender_for(local_t *l, const char *topic, int32_t partitio
   if (!na) return NULL;
   p->apps = na;
   lappender_t *a = altar__local_appender_new(l->cfg.dir, topic, partition);
-  if (a) p->apps[p->n_apps++] = a;
+  if (a) {
+    a->segwatch = &p->segwatch;
+    p->apps[p->n_apps++] = a;
+  }
   return a;
 }
 
@@ -450,6 +454,7 @@ void altar__local_producer_shutdown(altar_transport_t *t) {
   }
   for (size_t i = 0; i < p->n_apps; i++) altar__local_appender_free(p->apps[i]);
   free(p->apps);
+  altar__local_segwatch_close(&p->segwatch);
   for (size_t i = 0; i < p->n_topics; i++) {
     free(p->topics[i].name);
     free(p->topics[i].recovered);
