@@ -58,15 +58,16 @@ int altar__proc_write_file(const char *path, const char *data, size_t len) {
   return close(fd);
 }
 
-char *altar__proc_read_tail(int fd) {
+char *altar__proc_read_tail(int fd, bool *pwhole) {
   struct stat st;
   if (fstat(fd, &st) < 0) return NULL;
   off_t off = st.st_size > ALTAR_PROC_TAIL ? st.st_size - ALTAR_PROC_TAIL : 0;
+  size_t want = (size_t)(st.st_size - off); /* no read that only finds the end */
   char *buf = malloc(ALTAR_PROC_TAIL + 1);
   if (!buf) return NULL;
   size_t len = 0;
-  while (len < ALTAR_PROC_TAIL) {
-    ssize_t r = pread(fd, buf + len, ALTAR_PROC_TAIL - len, off + (off_t)len);
+  while (len < want) {
+    ssize_t r = pread(fd, buf + len, want - len, off + (off_t)len);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       free(buf);
@@ -76,6 +77,7 @@ char *altar__proc_read_tail(int fd) {
     len += (size_t)r;
   }
   buf[len] = '\0';
+  if (pwhole) *pwhole = off == 0;
   return buf;
 }
 

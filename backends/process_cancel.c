@@ -20,7 +20,7 @@ static pid_t read_pgid(const char *dir) {
   snprintf(path, sizeof path, "%s/task", dir);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
-  char *text = altar__proc_read_tail(fd);
+  char *text = altar__proc_read_tail(fd, NULL);
   close(fd);
   if (!text) return 0;
   pid_t pgid = 0;

@@ -243,9 +243,10 @@ void altar__proc_spare_sweep(altar_process_t *p);
 int altar__proc_live_add(altar_process_t *p, const char *id);
 void altar__proc_live_remove(altar_process_t *p, const char *id);
 
-/* The last ALTAR_PROC_TAIL bytes of the file open as fd, NUL-terminated
- * (malloc'd, caller frees); NULL on a read error. */
-char *altar__proc_read_tail(int fd);
+/* The last ALTAR_PROC_TAIL bytes of the file open as fd (as long as it was
+ * when looked at), NUL-terminated (malloc'd, caller frees); NULL on a read
+ * error. *pwhole (may be NULL) says whether that is the whole file. */
+char *altar__proc_read_tail(int fd, bool *pwhole);
 
 /* Whole-file helpers (bounded). */
 int altar__proc_write_file(const char *path, const char *data, size_t len);

@@ -74,10 +74,18 @@ static int missing(altar_state_t *pstate, altar_failure_t **pfailure, const char
   return *pfailure ? 0 : altar_error_set(err, ALTAR_ENOMEM, "process: poll: out of memory");
 }
 
-/* The task key on the task file's first line ("task_key=<key>"). */
-static bool read_key(int fd, char key[ALTAR_TASK_KEY_LEN + 1]) {
-  char head[16 + ALTAR_TASK_KEY_LEN];
-  ssize_t n = pread(fd, head, sizeof head, 0);
+/* The task key on the task file's first line ("task_key=<key>"), from the
+ * tail when that holds the whole file, else read. */
+static bool read_key(int fd, const char *tail, bool whole, char key[ALTAR_TASK_KEY_LEN + 1]) {
+  char buf[16 + ALTAR_TASK_KEY_LEN];
+  const char *head = buf;
+  ssize_t n;
+  if (whole) {
+    head = tail;
+    n = (ssize_t)strnlen(tail, sizeof buf);
+  } else {
+    n = pread(fd, buf, sizeof buf, 0);
+  }
   size_t pre = strlen("task_key=");
   if (n < (ssize_t)(pre + ALTAR_TASK_KEY_LEN + 1) || memcmp(head, "task_key=", pre) ||
       head[pre + ALTAR_TASK_KEY_LEN] != '\n')
@@ -113,9 +121,10 @@ int altar__proc_probe(const altar_process_t *p, const char *id, altar_state_t *p
   }
   /* The lock is free: the supervisor is gone, and whatever it wrote is all
    * it will ever write. */
-  char *tail = altar__proc_read_tail(fd);
+  bool whole = false;
+  char *tail = altar__proc_read_tail(fd, &whole);
   char key[ALTAR_TASK_KEY_LEN + 1];
-  bool has_key = read_key(fd, key);
+  bool has_key = tail && read_key(fd, tail, whole, key);
   close(fd); /* also drops our shared lock */
   if (!tail) return missing(pstate, pfailure, "task file unreadable", err);
   const char *mark = NULL;
