@@ -13,7 +13,7 @@ for width in 1 5; do
     cat "$out"; echo "FAIL: bench_fleet.sh (groups of $width) exited non-zero"; exit 1; }
   grep -q "^shards: 40 in groups of $width," "$out" || { cat "$out"; echo "FAIL: no summary for groups of $width"; exit 1; }
   line="$(grep '^result ' "$out")" || { cat "$out"; echo "FAIL: no result line"; exit 1; }
-  for key in rate xargs ratio p50_ms p99_ms worker_cpu_ms rec_cpu_ms idle_cpu_pct fleet_cpu_ms cpu_bound; do
+  for key in rate xargs xargs_before xargs_after ratio p50_ms p99_ms worker_cpu_ms rec_cpu_ms idle_cpu_pct fleet_cpu_ms cpu_bound; do
     echo "$line" | grep -Eq " $key=[0-9]+(\.[0-9]+)?( |\$)" || { echo "$line"; echo "FAIL: result has no $key"; exit 1; }
   done
   echo "groups of $width: $line"
