@@ -12,6 +12,7 @@ void altar__k8s_config_init(altar_k8s_config_t *cfg) {
   cfg->trust_verification_records = true;
   cfg->settle_timeout_s = ALTAR_K8S_SETTLE_TIMEOUT_S;
   cfg->submit_window = ALTAR_K8S_DEFAULT_SUBMIT_WINDOW;
+  cfg->submit_backlog = ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG;
   cfg->watch = true;
   cfg->pod_wait_interval_ms = ALTAR_K8S_DEFAULT_POD_WAIT_INTERVAL_MS;
 }
@@ -27,6 +28,7 @@ void altar__k8s_free(altar_k8s_t *k) {
   /* The watch's thread uses the runtime: it goes first. */
   altar__k8s_watch_close(k->watch);
   altar__k8s_inflight_clear(k);
+  altar__k8s_pace_clear(k);
   altar_strmap_clear(&k->outcome);
   altar__k8s_runtime_free(k->rt);
   free(k->ns);
@@ -113,11 +115,17 @@ altar_k8s_t *altar__k8s_new(const altar_k8s_config_t *cfg, altar_k8s_runtime_t *
                     ALTAR_K8S_MAX_SUBMIT_WINDOW, cfg->submit_window);
     goto fail;
   }
+  if (cfg->submit_backlog < 0 || cfg->submit_backlog > ALTAR_K8S_MAX_SUBMIT_BACKLOG) {
+    altar_error_set(err, ALTAR_EINVAL, "submit_backlog: want 0..%d Jobs not yet started (got %d)",
+                    ALTAR_K8S_MAX_SUBMIT_BACKLOG, cfg->submit_backlog);
+    goto fail;
+  }
   if (cfg->pod_wait_interval_ms < 0) {
     altar_error_set(err, ALTAR_EINVAL, "pod_wait_interval_ms: must be >= 0");
     goto fail;
   }
   k->submit_window = cfg->submit_window;
+  k->submit_backlog = cfg->submit_backlog;
   k->watch_on = cfg->watch;
   k->pod_wait_interval_ms = cfg->pod_wait_interval_ms;
   k->backoff_limit = cfg->backoff_limit;
@@ -366,6 +374,7 @@ static const altar_plugin_key_t kb_keys[] = {
     {"max_slots", "{pool: most Jobs at once}"},
     {"gpu_resources", "{pool: the extended resource name of its GPUs}"},
     {"submit_window", "creates in flight at once"},
+    {"submit_backlog", "Jobs created and not yet started that creates wait for (0: no bound)"},
     {"watch", "watch Jobs instead of listing them on every poll"},
     {"pod_wait_interval_ms", "how often a pending pod's reason is read"},
     ALTAR_PLUGIN_KEYS_END,
@@ -414,6 +423,14 @@ static altar_k8s_t *kb_new(const altar_strmap_t *props, altar_error_t *err) {
         rc = ALTAR_EINVAL;
       }
       cfg.submit_window = (int)iv;
+    } else if (!strcmp(key, "submit_backlog")) {
+      rc = parse_i64(key, v, 0, &iv, err);
+      if (!rc && iv > ALTAR_K8S_MAX_SUBMIT_BACKLOG) {
+        altar_error_set(err, ALTAR_ECONFIG, "submit_backlog: want 0..%d Jobs not yet started (got %s)",
+                        ALTAR_K8S_MAX_SUBMIT_BACKLOG, v);
+        rc = ALTAR_EINVAL;
+      }
+      cfg.submit_backlog = (int)iv;
     } else if (!strcmp(key, "watch")) rc = parse_bool(key, v, &cfg.watch, err);
     else if (!strcmp(key, "pod_wait_interval_ms")) rc = parse_i64(key, v, 0, &cfg.pod_wait_interval_ms, err);
     else if (!strcmp(key, "pool_node_selectors") || !strcmp(key, "max_slots") || !strcmp(key, "gpu_resources"))

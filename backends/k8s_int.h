@@ -44,6 +44,12 @@ struct altar_k8s {
   size_t n_inflight, cap_inflight;
   uint64_t next_id;
   altar_strmap_t outcome;
+  /* Pacing by the cluster's progress (k8s_pace.c): Jobs created and not
+   * yet started, which creates wait for while there are submit_backlog. */
+  int submit_backlog;
+  struct altar__k8s_pace_ent *pace;
+  size_t n_pace, cap_pace;
+  uint64_t pace_waits; /* creates that waited for the backlog */
 };
 
 /* The watch, started when the backend may and can have one (k8s_poll.c). */
@@ -54,6 +60,14 @@ void altar__k8s_inflight_clear(altar_k8s_t *k);
  * the watch w (NULL: none) does not report active yet: they take a slot
  * before the server has answered (at most submit_window of them). */
 int64_t altar__k8s_inflight_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool);
+
+/* Pacing (k8s_pace.c): records a Job just created; the Jobs recorded that
+ * the watch does not yet report started (dropping the others); waits, up
+ * to a poll interval, while those reach submit_backlog; frees the record. */
+void altar__k8s_pace_add(altar_k8s_t *k, const char *name);
+size_t altar__k8s_pace_backlog(altar_k8s_t *k);
+void altar__k8s_pace_wait(altar_k8s_t *k);
+void altar__k8s_pace_clear(altar_k8s_t *k);
 
 /* The configured pool called name, or NULL. */
 const altar_k8s_pool_t *altar__k8s_pool(const altar_k8s_t *k, const char *name);

@@ -163,6 +163,10 @@ void altar__k8s_inflight_clear(altar_k8s_t *k) {
 
 size_t altar__k8s_submits_in_flight(const altar_k8s_t *k) { return k->n_inflight; }
 
+size_t altar__k8s_submit_backlog(altar_k8s_t *k) { return altar__k8s_pace_backlog(k); }
+
+uint64_t altar__k8s_pace_waits(const altar_k8s_t *k) { return k->pace_waits; }
+
 int64_t altar__k8s_inflight_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool) {
   int64_t n = 0;
   for (size_t i = 0; i < k->n_inflight; i++) {
@@ -223,8 +227,17 @@ int altar__k8s_submit_drive(altar_k8s_t *k, int timeout_ms) {
   return n > 0;
 }
 
+/* One create at a time, paced like the pipelined ones. */
+static int submit_paced(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
+  altar__k8s_watch_get(k);
+  altar__k8s_pace_wait(k);
+  int rc = altar__k8s_submit(k, spec, ph, err);
+  if (!rc) altar__k8s_pace_add(k, ph->external_id);
+  return rc;
+}
+
 int altar__k8s_submit_start(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
-  if (k->submit_window <= 1 || k->multi_unavailable) return altar__k8s_submit(k, spec, ph, err);
+  if (k->submit_window <= 1 || k->multi_unavailable) return submit_paced(k, spec, ph, err);
   memset(ph, 0, sizeof *ph);
   int rc = altar_spec_validate(spec, err);
   if (rc) return rc;
@@ -245,6 +258,7 @@ int altar__k8s_submit_start(altar_k8s_t *k, const altar_spec_t *spec, altar_hand
     return rc;
   }
   while (k->n_inflight >= (size_t)k->submit_window) altar__k8s_submit_drive(k, 100);
+  altar__k8s_pace_wait(k);
   if (ALTAR_GROW(k->inflight, k->cap_inflight, k->n_inflight + 1) || altar_strmap_set(&k->outcome, name, "")) {
     json_decref(manifest);
     return altar_error_set(err, ALTAR_ENOMEM, "job %s: out of memory", name);
@@ -255,7 +269,7 @@ int altar__k8s_submit_start(altar_k8s_t *k, const altar_spec_t *spec, altar_hand
     k->multi_unavailable = true;
     altar_strmap_remove(&k->outcome, name);
     json_decref(manifest);
-    return altar__k8s_submit(k, spec, ph, err);
+    return submit_paced(k, spec, ph, err);
   }
   if (rc) {
     altar_strmap_remove(&k->outcome, name);
@@ -276,6 +290,7 @@ int altar__k8s_submit_start(altar_k8s_t *k, const altar_spec_t *spec, altar_hand
     return handle_for(spec, name, ph, err);
   }
   k->n_inflight++;
+  altar__k8s_pace_add(k, name);
   rc = handle_for(spec, name, ph, err);
   if (rc) altar_handle_clear(ph);
   return rc;

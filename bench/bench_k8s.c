@@ -27,7 +27,7 @@
  *              logged during the row (it drops a controller's watch then)
  * The rows of the i-th count take turns going first (altar first for
  * even i): give a count twice to see both orders.
- * Usage: bench_k8s [--window W] [--no-curl] [N…]   (default W 16; N 1000 4000)
+ * Usage: bench_k8s [--window W] [--no-curl | --no-altar] [N…]   (default W 16; N 1000 4000)
  * Needs ALTAR_K8S_DIR (default ${TMPDIR:-/tmp}/altar-k8s-16443). */
 #include "altar/buf.h"
 #include "backends/k8s_api.h"
@@ -224,6 +224,7 @@ typedef struct result {
   size_t succeeded;
   long starved;
   size_t polls, woken; /* altar: polls, and those wait_change asked for */
+  uint64_t pace_waits; /* altar: turns creates waited for the backlog */
   /* A list of all N Jobs as the server sends it, decoded whole and with
    * managedFields skipped as text first (as the backend does): bytes and
    * ms for every page, median of a few decodes. */
@@ -231,8 +232,8 @@ typedef struct result {
   double decode_ms, decode_trim_ms;
 } result_t;
 
-static int window = 16;
-static bool with_curl = true;
+static int window = 16, backlog = ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG;
+static bool with_curl = true, with_altar = true, trace = false;
 
 /* Lines of the API server's log that say it dropped a slow watcher. */
 static long starved_lines(void) {
@@ -268,6 +269,7 @@ static altar_k8s_t *make_backend(int win) {
   altar__k8s_config_init(&cfg);
   cfg.namespace_ = NS;
   cfg.submit_window = win;
+  cfg.submit_backlog = backlog;
   altar_k8s_t *k = altar__k8s_new(&cfg, rt, &err);
   if (!k) fprintf(stderr, "bench_k8s: %s\n", err.msg);
   return k;
@@ -353,7 +355,8 @@ static int run_altar(size_t n, result_t *res) {
   snprintf(run, sizeof run, "bench-%zu-%ld", n, (long)time(NULL));
   for (size_t i = 0; i < n; i++) seen[i] = NAN;
   size_t submitted = 0, finished = 0, nfull = 0;
-  double t0 = now_mono(), submit_end = NAN, next_poll = t0 + 0.2, next_turn = t0 + TURN_S, give_up = t0 + 1800;
+  double t0 = now_mono(), submit_end = NAN, next_poll = t0 + 0.2, next_turn = t0 + TURN_S, give_up = t0 + 1800,
+         next_trace = t0;
   while (!rc && finished < n) {
     while (!rc && submitted < n && now_mono() < next_turn) {
       altar_spec_t *s = bench_spec(run, submitted);
@@ -393,7 +396,9 @@ static int run_altar(size_t n, result_t *res) {
       break;
     }
     finished = 0;
+    size_t running = 0;
     for (size_t i = 0; i < submitted; i++) {
+      running += st[i].state == ALTAR_STATE_RUNNING;
       if (altar_state_terminal(st[i].state)) {
         finished++;
         if (isnan(seen[i])) {
@@ -402,6 +407,13 @@ static int run_altar(size_t n, result_t *res) {
         }
       }
       altar_status_clear(&st[i]);
+    }
+    if (trace && now_mono() >= next_trace) {
+      next_trace = now_mono() + 1.0;
+      fprintf(stderr,
+              "trace %6.1f s: submitted %zu, in flight %zu, backlog %zu, pending %zu, running %zu, finished %zu\n",
+              now_mono() - t0, submitted, altar__k8s_submits_in_flight(k), altar__k8s_submit_backlog(k),
+              submitted - running - finished, running, finished);
     }
     if (now_mono() > give_up) {
       fprintf(stderr, "bench_k8s: %zu of %zu Jobs finished after 30 min\n", finished, n);
@@ -414,6 +426,7 @@ static int run_altar(size_t n, result_t *res) {
   res->tick_ms_median = pct(full, nfull, 0.5);
   res->tick_cpu_ms_median = pct(cpu, nfull, 0.5);
   res->starved = starved_lines() - starved0;
+  res->pace_waits = altar__k8s_pace_waits(k);
   for (size_t i = 0; i < n; i++) names[i] = hs[i].external_id;
   if (!rc) delays(names, n, seen, res);
   if (!rc) decode_cost(res);
@@ -580,7 +593,9 @@ static void print_row(const char *who, const result_t *r, double secs) {
   printf("%7zu %-6s %6d %10.1f %9.1f %9.1f %9.1f %10.2f %10.2f %9zu %8ld   (%.0f s", r->n, who, window, r->submit_per_s,
          r->e2e_per_s, r->tick_ms_median, r->tick_cpu_ms_median, r->delay_median, r->delay_p95, r->succeeded,
          r->starved, secs);
-  if (r->polls) printf("; %zu polls, %zu on a change", r->polls, r->woken);
+  if (r->polls)
+    printf("; %zu polls, %zu on a change; backlog %d, %llu waits", r->polls, r->woken, backlog,
+           (unsigned long long)r->pace_waits);
   printf(")\n");
   fflush(stdout);
 }
@@ -605,9 +620,25 @@ int main(int argc, char **argv) {
       with_curl = false;
       continue;
     }
+    if (!strcmp(argv[i], "--backlog") && i + 1 < argc) {
+      backlog = (int)strtol(argv[++i], NULL, 10);
+      if (backlog < 0 || backlog > ALTAR_K8S_MAX_SUBMIT_BACKLOG) {
+        fprintf(stderr, "bench_k8s: --backlog wants 0..%d\n", ALTAR_K8S_MAX_SUBMIT_BACKLOG);
+        return 2;
+      }
+      continue;
+    }
+    if (!strcmp(argv[i], "--trace")) {
+      trace = true;
+      continue;
+    }
+    if (!strcmp(argv[i], "--no-altar")) {
+      with_altar = false;
+      continue;
+    }
     long v = strtol(argv[i], NULL, 10);
     if (v < GROUP || v > 100000) {
-      fprintf(stderr, "usage: bench_k8s [--window W] [--no-curl] [N…]  (each %d..100000)\n", GROUP);
+      fprintf(stderr, "usage: bench_k8s [--window W] [--no-curl | --no-altar] [N…]  (each %d..100000)\n", GROUP);
       return 2;
     }
     if (!any) nc = 0;
@@ -624,7 +655,7 @@ int main(int argc, char **argv) {
   printf("kubernetes backend against kube-apiserver + Job controller + scheduler + kwok, namespace " NS "\n");
   printf("%7s %-6s %6s %10s %9s %9s %9s %10s %10s %9s %8s\n", "jobs", "who", "window", "submit/s", "e2e/s", "tick ms",
          "tick cpu", "delay med", "delay p95", "succeeded", "starved");
-  result_t a[16], c[16];
+  result_t a[16] = {0}, c[16] = {0};
   /* The rows of a count take turns going first: the first burst on a
    * freshly started API server meets its smallest watch buffers, and a row
    * that always came first would always meet them. */
@@ -632,24 +663,25 @@ int main(int argc, char **argv) {
     for (int turn = 0; turn < 2; turn++) {
       bool altar_turn = (turn == 0) == (i % 2 == 0);
       double t = now_mono();
-      if (altar_turn || with_curl) print_cluster_state(altar_turn ? "altar" : "curl");
-      if (altar_turn) {
+      if (altar_turn ? with_altar : with_curl) print_cluster_state(altar_turn ? "altar" : "curl");
+      if (altar_turn && with_altar) {
         if (run_altar(counts[i], &a[i])) return 1;
         print_row("altar", &a[i], now_mono() - t);
-      } else if (with_curl) {
+      } else if (!altar_turn && with_curl) {
         if (run_curl(counts[i], &c[i])) return 1;
         print_row("curl", &c[i], now_mono() - t);
       }
     }
   }
   clear_namespace();
-  printf(
-      "\nlisting every Job (pages of 500, as served): decode whole / managedFields skipped first\n%7s %12s %12s %10s %10s\n",
-      "jobs", "bytes", "trimmed", "ms whole", "ms trim");
-  for (size_t i = 0; i < nc; i++)
+  if (with_altar)
+    printf(
+        "\nlisting every Job (pages of 500, as served): decode whole / managedFields skipped first\n%7s %12s %12s %10s %10s\n",
+        "jobs", "bytes", "trimmed", "ms whole", "ms trim");
+  for (size_t i = 0; with_altar && i < nc; i++)
     printf("%7zu %12zu %12zu %10.1f %10.1f\n", a[i].n, a[i].list_bytes, a[i].list_trimmed_bytes, a[i].decode_ms,
            a[i].decode_trim_ms);
-  if (with_curl) {
+  if (with_curl && with_altar) {
     /* A count given twice is run in both orders, so a ratio can be read
      * with the cluster state each row left for the next on either side. */
     printf("\naltar / curl (same run, same window):\n%7s %10s %10s %12s  %s\n", "jobs", "submit", "e2e", "delay med",

@@ -1053,6 +1053,85 @@ static void test_pod_waits_near_deadline(void) {
   fed_watch = NULL;
 }
 
+/* A Job event with the uid the fake gave the Job when it created it. */
+static void watch_job(fake_t *f, const char *name, const char *status) {
+  fake_job_t *j = fake_find(f, name);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+  char line[1024];
+  snprintf(line, sizeof line,
+           "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"%s\",\"uid\":\"%s\","
+           "\"resourceVersion\":\"8\"},\"status\":{%s}}}\n",
+           name, j->info.uid, status);
+  bool expired = false;
+  CU_ASSERT_EQUAL(altar__k8s_watch_test_feed(fed_watch, line, strlen(line), &expired), 0);
+}
+
+static altar_spec_t *paced_spec(int i) {
+  altar_spec_t *s = altar_spec_new("paced", "registry.example/img:1");
+  char fold[16];
+  snprintf(fold, sizeof fold, "%d", i);
+  altar_spec_set_label(s, "fold", fold);
+  altar_spec_add_arg(s, "true");
+  return s;
+}
+
+/* Creates are paced by the cluster's progress: while submit_backlog Jobs
+ * this backend created have not started (as its watch sees them), a create
+ * waits, up to 200 ms, for one to start; a Job that starts or ends leaves
+ * the backlog, and one created more than 30 s ago no longer counts. With
+ * no bound (0) nothing ever waits. */
+static void test_submit_paced_by_backlog(void) {
+  for (int bound = 2; bound >= 0; bound -= 2) {
+    altar_k8s_config_t cfg;
+    altar__k8s_config_init(&cfg);
+    cfg.submit_backlog = bound;
+    fake_t *f;
+    altar_k8s_t *k = make_backend(&fake_watch_ops, &f, &cfg);
+    altar_handle_t h[4];
+    memset(h, 0, sizeof h);
+    altar_error_t err = {0};
+    for (int i = 0; i < 2; i++) {
+      altar_spec_t *s = paced_spec(i);
+      CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h[i], &err), 0);
+      altar_spec_free(s);
+    }
+    CU_ASSERT_EQUAL(f->n_sleep, 0); /* under the bound: no wait */
+    CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), bound ? 2u : 0u);
+    double t0 = f->now;
+    altar_spec_t *s = paced_spec(2);
+    CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h[2], &err), 0);
+    altar_spec_free(s);
+    if (bound) {
+      /* Nothing started: the third create waited its 200 ms, then went. */
+      CU_ASSERT(f->now - t0 >= 0.2 - 1e-9 && f->now - t0 < 0.3);
+      CU_ASSERT_EQUAL(altar__k8s_pace_waits(k), 1u);
+      CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 3u);
+      /* One running, one ended: only the third still counts, so the
+       * fourth create does not wait. */
+      watch_job(f, h[0].external_id, "\"active\":1,\"ready\":1");
+      watch_job(f, h[1].external_id, "\"succeeded\":1,\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
+      watch_job(f, h[2].external_id, "\"active\":1,\"ready\":0"); /* a pod, not started */
+      CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 1u);
+      int sleeps = f->n_sleep;
+      s = paced_spec(3);
+      CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h[3], &err), 0);
+      altar_spec_free(s);
+      CU_ASSERT_EQUAL(f->n_sleep, sleeps);
+      CU_ASSERT_EQUAL(altar__k8s_pace_waits(k), 1u);
+      CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 2u);
+      /* 30 s on, the Jobs that never started no longer hold creates back. */
+      f->now += 30.0;
+      CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 0u);
+    } else {
+      CU_ASSERT_EQUAL(f->n_sleep, 0);
+      CU_ASSERT_EQUAL(altar__k8s_pace_waits(k), 0u);
+      CU_ASSERT_EQUAL(f->n_create, 3);
+    }
+    for (int i = 0; i < 4; i++) altar_handle_clear(&h[i]);
+    altar__k8s_free(k);
+  }
+}
+
 /* With a watch, poll lists nothing: each handle is one lookup; a name the
  * watch never saw costs one read; a Job it saw deleted is container_missing. */
 static void test_poll_from_watch(void) {
@@ -1681,6 +1760,7 @@ static void add(void) {
   ALTAR_TEST(test_poll_bulk);
   ALTAR_TEST(test_poll_from_watch);
   ALTAR_TEST(test_pod_waits_near_deadline);
+  ALTAR_TEST(test_submit_paced_by_backlog);
   ALTAR_TEST(test_poll_default_describe);
   ALTAR_TEST(test_capacity);
   ALTAR_TEST(test_pools_servable);
