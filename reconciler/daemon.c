@@ -86,7 +86,9 @@ typedef struct daemon {
   /* Group events out already since the checkpoints partitions were
    * imported from (take_over_partition); NULL before the first import. */
   altar__published_seen_t *imported;
-  char imported_cp[128]; /* the checkpoint whose ends it was last read from */
+  char imported_cp[128];          /* the checkpoint whose ends it was last read from */
+  altar__pub_pos_t *imported_pos; /* where that read stopped (a later import from it goes on from there) */
+  size_t n_imported_pos;
   /* Imported partitions whose marker (import_marker.h) stays until the
    * partition is applied up to `until`, its end at the import. */
   struct mark {
@@ -647,7 +649,9 @@ static void read_published_since(daemon_t *d, const char *cp_id, const altar_cp_
          cp_id, (int)part);
     return;
   }
-  if (!strcmp(cp_id, d->imported_cp)) return; /* read already, for another partition */
+  /* Read already for another partition: on from where that stopped (what
+   * was published since is read too; a rebalance may come long after). */
+  bool again = d->imported_pos && !strcmp(cp_id, d->imported_cp);
   if (!d->imported) {
     d->imported = calloc(1, sizeof *d->imported);
     if (!d->imported) {
@@ -657,17 +661,23 @@ static void read_published_since(daemon_t *d, const char *cp_id, const altar_cp_
     d->imported->ledger = d->o->ledger;
   }
   altar__published_reader_t r = {.tname = d->o->transport_name, .props = d->o->transport_props};
-  size_t n = n_ends, before = altar__published_seen_count(d->imported);
+  size_t n = again ? d->n_imported_pos : n_ends, before = altar__published_seen_count(d->imported);
   altar__pub_pos_t *pos = calloc(n, sizeof *pos);
   altar_error_t e = {0};
-  if (pos) memcpy(pos, ends, n * sizeof *pos);
+  if (pos) memcpy(pos, again ? d->imported_pos : ends, n * sizeof *pos);
   int rc =
       pos ? altar__published_read(d->imported, &r, d->o->transport, d->o->groups, d->o->topics, &pos, &n, 60000, &e)
           : altar_error_set(&e, ALTAR_ENOMEM, "out of memory");
   altar__published_reader_close(&r);
-  free(pos);
-  if (rc) dlog(d, "reading the ready and dead topics since checkpoint %s (published again): %s", cp_id, e.msg);
-  else snprintf(d->imported_cp, sizeof d->imported_cp, "%s", cp_id);
+  if (rc) {
+    dlog(d, "reading the ready and dead topics since checkpoint %s (published again): %s", cp_id, e.msg);
+    free(pos);
+  } else {
+    snprintf(d->imported_cp, sizeof d->imported_cp, "%s", cp_id);
+    free(d->imported_pos);
+    d->imported_pos = pos;
+    d->n_imported_pos = n;
+  }
   if (!rc)
     dlog(d, "%zu group event(s) published since checkpoint %s: not published again",
          altar__published_seen_count(d->imported) - before, cp_id);
@@ -1149,6 +1159,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
   altar__settled_free(&d.settled);
   if (d.imported) altar__published_seen_free(d.imported);
   free(d.imported);
+  free(d.imported_pos);
   free(d.marks);
   altar_apply_result_clear(&d.res);
   altar_arena_free(&d.ev_arena);
