@@ -267,7 +267,7 @@ static void *survivor_main(void *arg) {
                                .topics = &topics,
                                .group = "bench.run",
                                .stop = &s->stop,
-                               .quiet = true,
+                               .quiet = getenv("ALTAR_BENCH_VERBOSE") == NULL,
                                .transport_name = "local",
                                .transport_props = s->props,
                                .on_published = on_survivor_published,
