@@ -33,7 +33,7 @@
  * partition from the owner's checkpoint, the ready topic read from the
  * ends it recorded, the owner's share of the tail applied again (its group
  * events found published, not sent again). ALTAR_BENCH_RUNNING_ONLY=1 runs
- * this case alone. */
+ * this case alone; ALTAR_BENCH_VERBOSE=1 lets the survivor log its steps. */
 #include "altar/codec.h"
 #include "altar/groups.h"
 #include "altar/ledger.h"
