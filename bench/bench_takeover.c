@@ -21,7 +21,19 @@
  * assignment, publishing nothing; the owner's publications of the tail's
  * groups matched as the ready topic would show them): its copy moved to
  * the ledger path, then only the last group's events. All three from the
- * moment the owner is known gone (on Kafka a session timeout later). */
+ * moment the owner is known gone (on Kafka a session timeout later).
+ * running s: a reconciler already running with other partitions gains a
+ * dead owner's (issue #26): the history applied and checkpointed by the
+ * owner, which then runs (a process of its own, its checkpoints failing)
+ * beside the survivor (this process), each owning 2 of the status topic's
+ * 4 partitions; the TAIL groups are applied and published by both; the
+ * owner is killed -9; from that moment until the survivor fires a group
+ * written then into each partition it gained (the first and the last of
+ * them): the local log's check for dead members, the import of each gained
+ * partition from the owner's checkpoint, the ready topic read from the
+ * ends it recorded, the owner's share of the tail applied again (its group
+ * events found published, not sent again). ALTAR_BENCH_RUNNING_ONLY=1 runs
+ * this case alone; ALTAR_BENCH_VERBOSE=1 lets the survivor log its steps. */
 #include "altar/codec.h"
 #include "altar/groups.h"
 #include "altar/ledger.h"
@@ -33,10 +45,13 @@
 #include "util/bench_util.h"
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,8 +59,9 @@
 
 static void die(const char *what, const altar_error_t *e) { bench_die("bench_takeover", what, e); }
 
-/* Appends the events of groups [from, to) (submitted + succeeded per shard). */
-static void write_groups(const altar_strmap_t *props, long from, long to) {
+/* Appends the events of groups [from, to) (submitted + succeeded per shard),
+ * named g<i>, or those of the groups named in names when given. */
+static void write_named(const altar_strmap_t *props, long from, long to, char (*names)[48]) {
   altar_error_t e = {0};
   altar_transport_t *t = altar_transport_open("local", props, NULL, &e);
   if (!t) die("open", &e);
@@ -53,8 +69,9 @@ static void write_groups(const altar_strmap_t *props, long from, long to) {
   altar_spec_add_arg(spec, "/bin/true");
   altar_buf_t b = {0};
   for (long gi = from; gi < to; gi++) {
-    char g[32];
-    snprintf(g, sizeof g, "g%ld", gi);
+    char g[48];
+    if (names) snprintf(g, sizeof g, "%s", names[gi]);
+    else snprintf(g, sizeof g, "g%ld", gi);
     for (long f = 0; f < WIDTH; f++) {
       char id[48];
       snprintf(id, sizeof id, "t%ld-%ld", gi, f);
@@ -66,6 +83,8 @@ static void write_groups(const altar_strmap_t *props, long from, long to) {
   altar_spec_free(spec);
   altar_buf_free(&b);
 }
+
+static void write_groups(const altar_strmap_t *props, long from, long to) { write_named(props, from, to, NULL); }
 
 typedef struct run {
   volatile sig_atomic_t stop;
@@ -180,7 +199,213 @@ static double follow(const altar_strmap_t *props, const char *dir, const altar_g
   return took;
 }
 
+#define RUN_PARTS 4
+static const char *const run_yaml =
+    "bench:\n  group_by: [job_id, group]\n  ready_when: {all_expected_folds: {label: fold, "
+    "count_label: num_folds}}\n  on_failed: dead_letter\n";
+
+/* The owner of the running case, a process of its own (so that a kill -9
+ * is one): `bench_takeover --owner LOGDIR LEDGER CHECKPOINTS` runs a
+ * reconciler in group bench.run until it is killed. */
+static int run_owner(const char *logdir, const char *ledger, const char *cp) {
+  altar_transport_register(&altar_transport_local_ops);
+  altar_storage_register_builtin();
+  altar_group_specs_t groups = {0};
+  altar_error_t e = {0};
+  if (altar_group_specs_load_string(run_yaml, strlen(run_yaml), "bench", &groups, &e)) die("groups", &e);
+  altar_strmap_t props = {0};
+  altar_strmap_set(&props, "dir", logdir);
+  altar_strmap_set(&props, "fsync", "never");
+  altar_topics_t topics = {"jobs", "st", "ready", "dead", "dlq", "fleet"};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(ledger, NULL, &e);
+  altar_transport_t *t = l ? altar_transport_open("local", &props, NULL, &e) : NULL;
+  if (!t) die("owner open", &e);
+  altar_reconciler_opts_t o = {.transport = t,
+                               .ledger = l,
+                               .groups = &groups,
+                               .topics = &topics,
+                               .group = "bench.run",
+                               .quiet = true,
+                               .transport_name = "local",
+                               .transport_props = &props,
+                               .checkpoint_uri = cp,
+                               .checkpoint_interval_s = 1};
+  if (altar__reconciler_run(&o, NULL, &e)) die("owner", &e);
+  return 0;
+}
+
+typedef struct survivor {
+  const altar_strmap_t *props;
+  const altar_group_specs_t *groups;
+  char ledger[160], cp[160];
+  volatile sig_atomic_t stop;
+  char want[RUN_PARTS][48];
+  volatile double fired[RUN_PARTS]; /* when (bench_now_s) each want's group event went out */
+  volatile int armed;
+  altar_reconciler_stats_t st;
+  altar_error_t err;
+  int rc;
+} survivor_t;
+
+static void on_survivor_published(void *ctx, const char *topic, const void *value, size_t len) {
+  survivor_t *s = ctx;
+  (void)topic;
+  if (!s->armed) return;
+  for (int i = 0; i < RUN_PARTS; i++)
+    if (!s->fired[i] && memmem(value, len, s->want[i], strlen(s->want[i]))) s->fired[i] = bench_now_s();
+}
+
+static void *survivor_main(void *arg) {
+  survivor_t *s = arg;
+  altar_topics_t topics = {"jobs", "st", "ready", "dead", "dlq", "fleet"};
+  altar_ledger_t *l = altar_ledger_rocksdb_open(s->ledger, NULL, &s->err);
+  altar_transport_t *t = l ? altar_transport_open("local", s->props, NULL, &s->err) : NULL;
+  if (!t) die("survivor open", &s->err);
+  altar_reconciler_opts_t o = {.transport = t,
+                               .ledger = l,
+                               .groups = s->groups,
+                               .topics = &topics,
+                               .group = "bench.run",
+                               .stop = &s->stop,
+                               .quiet = getenv("ALTAR_BENCH_VERBOSE") == NULL,
+                               .transport_name = "local",
+                               .transport_props = s->props,
+                               .on_published = on_survivor_published,
+                               .on_published_ctx = s,
+                               .checkpoint_uri = s->cp,
+                               .checkpoint_interval_s = 1};
+  s->rc = altar__reconciler_run(&o, &s->st, &s->err);
+  altar_transport_close(t);
+  altar_ledger_close(l);
+  return NULL;
+}
+
+/* Which of the 4 partitions of st the member with pid owns in bench.run
+ * (the local log's owner files name the member, its pid inside). */
+static int owned_by(const char *logdir, long pid, bool mine[RUN_PARTS]) {
+  char tag[24];
+  snprintf(tag, sizeof tag, "-%010ld-", pid);
+  int n = 0;
+  for (int p = 0; p < RUN_PARTS; p++) {
+    char path[256], buf[128] = {0};
+    snprintf(path, sizeof path, "%s/groups/bench.run/owners/st.%d.lock", logdir, p);
+    FILE *f = fopen(path, "r");
+    size_t got = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[got] = 0;
+    mine[p] = strstr(buf, tag) != NULL;
+    n += mine[p];
+  }
+  return n;
+}
+
+static int64_t topic_events(const altar_strmap_t *props, const char *topic) {
+  altar_error_t e = {0};
+  altar_transport_t *t = altar_transport_open("local", props, NULL, &e);
+  altar_topic_list_t *tl = NULL;
+  int64_t n = 0;
+  if (t && altar_transport_list_topics(t, topic, 5000, &tl, &e) == ALTAR_OK && tl->n_topics)
+    for (size_t i = 0; i < tl->topics[0].n_partitions; i++) n += tl->topics[0].partitions[i].end;
+  altar_topic_list_free(tl);
+  if (t) altar_transport_close(t);
+  return n;
+}
+
+/* Waits (bounded) for cond; exits saying what did not happen. */
+#define WAIT_FOR(cond, what)                                                                                           \
+  do {                                                                                                                 \
+    double until_ = bench_now_s() + 600;                                                                               \
+    while (!(cond)) {                                                                                                  \
+      if (bench_now_s() > until_) {                                                                                    \
+        fprintf(stderr, "bench_takeover: running case: %s did not happen within 600 s\n", what);                       \
+        exit(1);                                                                                                       \
+      }                                                                                                                \
+      usleep(20 * 1000);                                                                                               \
+    }                                                                                                                  \
+  } while (0)
+
+/* The running case for H groups of history and `tail` after the owner's
+ * last checkpoint; prints its row. */
+static void running_takeover(const char *self, long H, long tail, const altar_group_specs_t *groups) {
+  char dir[] = "/tmp/altar-bench-takeover-run-XXXXXX";
+  if (!mkdtemp(dir)) exit(1);
+  char logdir[128], cp[160], lo[160], broken[160];
+  snprintf(logdir, sizeof logdir, "%s/log", dir);
+  snprintf(cp, sizeof cp, "%s/checkpoints", dir);
+  snprintf(lo, sizeof lo, "%s/ledger-owner", dir);
+  snprintf(broken, sizeof broken, "%s/no-checkpoints", dir); /* a file: the owner's later checkpoints fail */
+  altar_strmap_t props = {0};
+  altar_transport_close(bench_open_local_log("bench_takeover", logdir, &props, "st", RUN_PARTS));
+  write_groups(&props, 0, H);
+  /* The owner applies the history and checkpoints it (its clean stop's
+   * checkpoint covers every partition). */
+  altar_reconciler_stats_t st0 = {0};
+  double t_apply = reconcile(&props, lo, groups, cp, NULL, &st0);
+  FILE *bf = fopen(broken, "w");
+  if (bf) fclose(bf);
+  pid_t owner = fork();
+  if (owner < 0) exit(1);
+  if (owner == 0) {
+    execl(self, self, "--owner", logdir, lo, broken, (char *)NULL);
+    _exit(127);
+  }
+  survivor_t *s = calloc(1, sizeof *s);
+  if (!s) exit(1);
+  s->props = &props;
+  s->groups = groups;
+  snprintf(s->ledger, sizeof s->ledger, "%s/ledger-survivor", dir);
+  snprintf(s->cp, sizeof s->cp, "%s", cp);
+  bool of_owner[RUN_PARTS], of_survivor[RUN_PARTS];
+  WAIT_FOR(owned_by(logdir, owner, of_owner) == RUN_PARTS, "the owner owning every partition");
+  pthread_t th;
+  if (pthread_create(&th, NULL, survivor_main, s)) exit(1);
+  WAIT_FOR(owned_by(logdir, owner, of_owner) == 2 && owned_by(logdir, getpid(), of_survivor) == 2,
+           "the owner and the survivor splitting the partitions");
+  /* The tail: both apply and publish their shares. */
+  write_groups(&props, H, H + tail);
+  WAIT_FOR(topic_events(&props, "ready") >= H + tail, "every group of the history and the tail published");
+  /* A group per partition, written after the kill: the survivor's own
+   * fire at once; the ones it gains fire once it took them over. */
+  for (int p = 0; p < RUN_PARTS; p++)
+    for (long k = 0;; k++) {
+      char name[48];
+      snprintf(name, sizeof name, "want-%d-%ld", p, k);
+      if (altar_partition_for_key(name, strlen(name), RUN_PARTS) == p) {
+        snprintf(s->want[p], sizeof s->want[p], "%s", name);
+        break;
+      }
+    }
+  s->armed = 1;
+  kill(owner, SIGKILL);
+  double t0 = bench_now_s();
+  waitpid(owner, NULL, 0);
+  write_named(&props, 0, RUN_PARTS, s->want);
+  WAIT_FOR(s->fired[0] && s->fired[1] && s->fired[2] && s->fired[3], "the survivor firing a group in every partition");
+  double first = 0, last = 0, own = 0;
+  for (int p = 0; p < RUN_PARTS; p++) {
+    double at = s->fired[p] - t0;
+    if (!of_owner[p]) {
+      own = at > own ? at : own;
+      continue;
+    }
+    first = !first || at < first ? at : first;
+    last = at > last ? at : last;
+  }
+  s->stop = 1;
+  pthread_join(th, NULL);
+  if (s->rc) die("survivor", &s->err);
+  /* Each group once: the owner's tail, decided again, is not published again. */
+  long long again = (long long)topic_events(&props, "ready") - (H + tail + RUN_PARTS);
+  printf("%10ld %12llu %12.2f %12.3f %12.3f %12.3f %10llu %12llu %10lld\n", H, (unsigned long long)st0.events, t_apply,
+         first, last, own, (unsigned long long)s->st.partitions_imported, (unsigned long long)s->st.events, again);
+  fflush(stdout);
+  free(s);
+  altar_strmap_clear(&props);
+  bench_rm_tree(dir);
+}
+
 int main(int argc, char **argv) {
+  if (argc == 5 && !strcmp(argv[1], "--owner")) return run_owner(argv[2], argv[3], argv[4]);
   long sizes[8] = {10000, 100000};
   int n_sizes = 2;
   if (argc > 1) {
@@ -194,12 +419,12 @@ int main(int argc, char **argv) {
   altar_storage_register_builtin();
   altar_group_specs_t groups = {0};
   altar_error_t e = {0};
-  const char *yaml = "bench:\n  group_by: [job_id, group]\n  ready_when: {all_expected_folds: {label: fold, "
-                     "count_label: num_folds}}\n  on_failed: dead_letter\n";
-  if (altar_group_specs_load_string(yaml, strlen(yaml), "bench", &groups, &e)) die("groups", &e);
-  printf("%10s %12s %14s %10s %12s %12s %12s %12s %12s %10s\n", "groups", "events", "apply ev/s", "with cp",
-         "restore s", "takeover s", "warm s", "hot s", "replay s", "ratio");
-  for (int si = 0; si < n_sizes; si++) {
+  if (altar_group_specs_load_string(run_yaml, strlen(run_yaml), "bench", &groups, &e)) die("groups", &e);
+  bool running_only = getenv("ALTAR_BENCH_RUNNING_ONLY") && !strcmp(getenv("ALTAR_BENCH_RUNNING_ONLY"), "1");
+  if (!running_only)
+    printf("%10s %12s %14s %10s %12s %12s %12s %12s %12s %10s\n", "groups", "events", "apply ev/s", "with cp",
+           "restore s", "takeover s", "warm s", "hot s", "replay s", "ratio");
+  for (int si = 0; si < n_sizes && !running_only; si++) {
     long H = sizes[si];
     char dir[] = "/tmp/altar-bench-takeover-XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -275,12 +500,21 @@ int main(int argc, char **argv) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) return 1;
   }
-  printf("apply ev/s: the history applied without checkpoints; with cp: apply rate with a checkpoint every second, "
-         "as a ratio to that; takeover s: restore + the %ld groups after the checkpoint until the last fired; "
-         "warm s: the same by a standby whose copy holds only the checkpoint (no restore, the whole tail); "
-         "hot s: the same by a hot standby whose copy applied the tail as it came (only the last group read); "
-         "replay s: the same from an empty ledger replaying every event; ratio: takeover / replay\n",
-         tail);
+  if (!running_only)
+    printf("apply ev/s: the history applied without checkpoints; with cp: apply rate with a checkpoint every second, "
+           "as a ratio to that; takeover s: restore + the %ld groups after the checkpoint until the last fired; "
+           "warm s: the same by a standby whose copy holds only the checkpoint (no restore, the whole tail); "
+           "hot s: the same by a hot standby whose copy applied the tail as it came (only the last group read); "
+           "replay s: the same from an empty ledger replaying every event; ratio: takeover / replay\n",
+           tail);
+  printf("\nrunning: a reconciler running with 2 of the 4 status partitions gains the other 2 when their owner is "
+         "killed -9\n%10s %12s %12s %12s %12s %12s %10s %12s %10s\n",
+         "groups", "events", "apply s", "running s", "last s", "own s", "imported", "applied", "again");
+  for (int si = 0; si < n_sizes; si++) running_takeover("/proc/self/exe", sizes[si], tail, &groups);
+  printf("running s: kill -9 of the owner until the survivor fired the first group written then into a partition it "
+         "gained; last s: the last of them; own s: the groups in its own partitions (it never stopped); imported: "
+         "partitions it imported (at its join too); applied: status events it applied in all; again: group events on "
+         "the ready topic beyond one per group\n");
   altar_group_specs_clear(&groups);
   return 0;
 }

@@ -37,8 +37,8 @@ static int greater(const char *a, size_t al, const char *b, size_t bl) {
 }
 
 int altar__ledger_rocksdb_import_partition(altar_ledger_t *l, const char *src_dir, int32_t part,
-                                           const char *const *max_keys, size_t n_max, size_t *pkeys,
-                                           altar_error_t *err) {
+                                           const char *const *max_keys, size_t n_max, const char *put_key,
+                                           const void *put_val, size_t put_vlen, size_t *pkeys, altar_error_t *err) {
   if (pkeys) *pkeys = 0;
   if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger: not a RocksDB ledger");
   rl_t *r = altar_ledger_impl(l);
@@ -96,6 +96,21 @@ int altar__ledger_rocksdb_import_partition(altar_ledger_t *l, const char *src_di
     rocksdb_free(sv);
   }
   altar_ledger_close(src);
+  /* The caller's own side key of the partition, after the imported ones
+   * (a key of the same name among them is replaced). */
+  if (!rc && put_key) {
+    size_t kl = strlen(put_key);
+    char *key = malloc(2 + ALTAR__RL_PART_LEN + kl);
+    if (!key) {
+      rc = altar_error_set(err, ALTAR_ENOMEM, "ledger import: out of memory");
+    } else {
+      memcpy(key, "x:", 2);
+      altar__rl_part_hex(part, key + 2);
+      memcpy(key + 2 + ALTAR__RL_PART_LEN, put_key, kl);
+      rocksdb_writebatch_put(wb, key, 2 + ALTAR__RL_PART_LEN + kl, put_val, put_vlen);
+      free(key);
+    }
+  }
   if (!rc) {
     rocksdb_write(r->db, r->wopts, wb, &dberr);
     if (dberr) {

@@ -47,9 +47,11 @@ int altar__ledger_rocksdb_check(altar_ledger_t *l, uint64_t *precords, altar_err
  * groups' "gn") takes the bytewise greater of the two ledgers' values, so
  * no later sequence number meets an imported one. The cache of open
  * records is then rebuilt. No batch may be open. *pkeys (may be NULL) gets
- * the number of keys imported. */
+ * the number of keys imported. put_key (may be NULL): one side key of the
+ * partition the caller puts in the same write, with value put_val (the
+ * reconciler's import marker, reconciler/import_marker.h). */
 int altar__ledger_rocksdb_import_partition(altar_ledger_t *l, const char *src_dir, int32_t part,
-                                           const char *const *max_keys, size_t n_max, size_t *pkeys,
-                                           altar_error_t *err);
+                                           const char *const *max_keys, size_t n_max, const char *put_key,
+                                           const void *put_val, size_t put_vlen, size_t *pkeys, altar_error_t *err);
 
 #endif

@@ -16,6 +16,7 @@
 #include "reconciler/followup_run.h"
 #include "reconciler/history.h"
 #include "reconciler/history_store.h"
+#include "reconciler/import_marker.h"
 #include "reconciler/lag_gauge.h"
 #include "reconciler/outbox.h"
 #include "reconciler/partition_import.h"
@@ -24,6 +25,7 @@
 #include "reconciler/settled.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +86,19 @@ typedef struct daemon {
   /* Group events out already since the checkpoints partitions were
    * imported from (take_over_partition); NULL before the first import. */
   altar__published_seen_t *imported;
-  char imported_cp[128]; /* the checkpoint whose ends it was last read from */
+  char imported_cp[128];          /* the checkpoint whose ends it was last read from */
+  altar__pub_pos_t *imported_pos; /* where that read stopped (a later import from it goes on from there) */
+  size_t n_imported_pos;
+  /* Imported partitions whose marker (import_marker.h) stays until the
+   * partition is applied up to `until`, its end at the import. */
+  struct mark {
+    int32_t part;
+    int64_t until;
+  } * marks;
+  size_t n_marks, cap_marks;
+  /* ALTAR_TEST_KILL_AFTER_IMPORT=FILE: the fault test_partition_takeover_crash_local
+   * injects (NULL: none). */
+  const char *kill_after_imports;
 } daemon_t;
 
 static int chain_skip(void *ctx, const char *topic, const char *key, const void *value, size_t vlen,
@@ -628,36 +642,145 @@ static void note_gap(daemon_t *d, const char *topic, int32_t partition, int64_t 
  * after the checkpoint: read from the checkpoint's recorded ready/dead ends
  * into d->imported, which the outbox asks (chain_skip) for the partition's
  * imported entries and for every group its tail decides again. */
-static void read_published_since(daemon_t *d, const altar_checkpoint_t *cp, int32_t part) {
-  if (!cp->n_published) {
+static void read_published_since(daemon_t *d, const char *cp_id, const altar_cp_pub_end_t *ends, size_t n_ends,
+                                 int32_t part) {
+  if (!n_ends) {
     dlog(d, "checkpoint %s records no ready/dead ends: partition %d's group events decided again are published again",
-         cp->id, (int)part);
+         cp_id, (int)part);
     return;
   }
-  if (!strcmp(cp->id, d->imported_cp)) return; /* read already, for another partition */
+  /* Read already for another partition: on from where that stopped (what
+   * was published since is read too; a rebalance may come long after). */
+  bool again = d->imported_pos && !strcmp(cp_id, d->imported_cp);
   if (!d->imported) {
     d->imported = calloc(1, sizeof *d->imported);
     if (!d->imported) {
-      dlog(d, "out of memory for the ids published since checkpoint %s: published again", cp->id);
+      dlog(d, "out of memory for the ids published since checkpoint %s: published again", cp_id);
       return;
     }
     d->imported->ledger = d->o->ledger;
   }
   altar__published_reader_t r = {.tname = d->o->transport_name, .props = d->o->transport_props};
-  size_t n = cp->n_published, before = altar__published_seen_count(d->imported);
+  size_t n = again ? d->n_imported_pos : n_ends, before = altar__published_seen_count(d->imported);
   altar__pub_pos_t *pos = calloc(n, sizeof *pos);
   altar_error_t e = {0};
-  if (pos) memcpy(pos, cp->published, n * sizeof *pos);
+  if (pos) memcpy(pos, again ? d->imported_pos : ends, n * sizeof *pos);
   int rc =
       pos ? altar__published_read(d->imported, &r, d->o->transport, d->o->groups, d->o->topics, &pos, &n, 60000, &e)
           : altar_error_set(&e, ALTAR_ENOMEM, "out of memory");
   altar__published_reader_close(&r);
-  free(pos);
-  if (rc) dlog(d, "reading the ready and dead topics since checkpoint %s (published again): %s", cp->id, e.msg);
-  else snprintf(d->imported_cp, sizeof d->imported_cp, "%s", cp->id);
+  if (rc) {
+    dlog(d, "reading the ready and dead topics since checkpoint %s (published again): %s", cp_id, e.msg);
+    free(pos);
+  } else {
+    snprintf(d->imported_cp, sizeof d->imported_cp, "%s", cp_id);
+    free(d->imported_pos);
+    d->imported_pos = pos;
+    d->n_imported_pos = n;
+  }
   if (!rc)
     dlog(d, "%zu group event(s) published since checkpoint %s: not published again",
-         altar__published_seen_count(d->imported) - before, cp->id);
+         altar__published_seen_count(d->imported) - before, cp_id);
+}
+
+/* Partition part's marker stays until it is applied up to `until`. */
+static void note_mark(daemon_t *d, int32_t part, int64_t until) {
+  for (size_t i = 0; i < d->n_marks; i++)
+    if (d->marks[i].part == part) {
+      d->marks[i].until = until;
+      return;
+    }
+  if (ALTAR_GROW(d->marks, d->cap_marks, d->n_marks + 1)) {
+    dlog(d, "out of memory noting partition %d's import marker: it stays in the ledger", (int)part);
+    return;
+  }
+  d->marks[d->n_marks++] = (struct mark){part, until};
+}
+
+/* At start: the partitions a previous life imported and whose tail it had
+ * not applied (killed between the import and the tail): the topics are read
+ * again from the ends their checkpoints recorded, before anything left in
+ * the outbox goes out. */
+static void read_import_markers(daemon_t *d) {
+  altar__import_marker_t *v = NULL;
+  size_t n = 0;
+  altar_error_t e = {0};
+  if (altar__import_markers_load(d->o->ledger, &v, &n, &e)) {
+    dlog(d, "reading the ledger's import markers (their tails' group events are published again): %s", e.msg);
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    dlog(d,
+         "%s/%d was imported from checkpoint %s and not yet applied up to offset %" PRId64
+         ": reading the ready and dead topics from the ends it recorded",
+         d->o->topics->status, (int)v[i].part, v[i].cp_id, v[i].until);
+    read_published_since(d, v[i].cp_id, v[i].published, v[i].n_published, v[i].part);
+    note_mark(d, v[i].part, v[i].until);
+    altar__import_marker_clear(&v[i]);
+  }
+  free(v);
+}
+
+/* After a batch: a marker whose partition is applied up to its end at the
+ * import goes (the group events its tail decided again were published or
+ * skipped by then: nothing the dead owner may have published is decided
+ * again after this). A failed delete is tried again next turn. */
+static void drop_import_markers(daemon_t *d) {
+  for (size_t i = 0; i < d->n_marks;) {
+    in_part_t *p = find_part(d, d->o->topics->status, d->marks[i].part);
+    if (!p || p->stored < d->marks[i].until) {
+      i++;
+      continue;
+    }
+    altar_error_t e = {0};
+    if (altar__import_marker_drop(d->o->ledger, d->marks[i].part, &e)) {
+      dlog(d, "dropping %s/%d's import marker: %s", p->topic, (int)p->partition, e.msg);
+      return;
+    }
+    dlog(d, "%s/%d: applied up to offset %" PRId64 ", its end at the import: import marker dropped", p->topic,
+         (int)p->partition, p->stored);
+    d->marks[i] = d->marks[--d->n_marks];
+  }
+}
+
+/* The status partition's end now (INT64_MAX when it cannot be read: the
+ * marker then stays until the partition is imported again). */
+static int64_t status_end(daemon_t *d, int32_t part) {
+  altar_topic_list_t *tl = NULL;
+  altar_error_t e = {0};
+  int64_t end = INT64_MAX;
+  if (altar_transport_list_topics(d->o->transport, d->o->topics->status, 10000, &tl, &e) != ALTAR_OK) {
+    dlog(d, "reading %s/%d's end for its import marker: %s", d->o->topics->status, (int)part, e.msg);
+    return end;
+  }
+  for (size_t i = 0; tl->n_topics && i < tl->topics[0].n_partitions; i++)
+    if (tl->topics[0].partitions[i].partition == part) end = tl->topics[0].partitions[i].end;
+  altar_topic_list_free(tl);
+  return end;
+}
+
+/* The fault a test injects (ALTAR_TEST_KILL_AFTER_IMPORT=FILE): once the
+ * file exists and holds a count N of imports (1 to 4096), a kill -9 right
+ * after the N-th import's write, before that partition's tail is read. The
+ * test writes the file once it knows how many partitions the survivor will
+ * import. */
+static void kill_if_asked(daemon_t *d) {
+  if (!d->kill_after_imports) return;
+  FILE *f = fopen(d->kill_after_imports, "r");
+  if (!f) return;
+  char buf[16] = {0}, *end = NULL;
+  size_t got = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[got] = 0;
+  long n = strtol(buf, &end, 10);
+  if (end == buf || (*end && *end != '\n') || n < 1 || n > 4096) {
+    dlog(d, "ALTAR_TEST_KILL_AFTER_IMPORT: %s does not hold a count of imports from 1 to 4096: ignored",
+         d->kill_after_imports);
+    return;
+  }
+  if (d->stats.partitions_imported != (uint64_t)n) return;
+  fprintf(stderr, "altar reconciler: ALTAR_TEST_KILL_AFTER_IMPORT: killed -9 after import %ld\n", n);
+  raise(SIGKILL);
 }
 
 /* A partition whose log begins beyond the ledger's offset for it
@@ -678,8 +801,10 @@ static bool take_over_partition(daemon_t *d, in_part_t *p, int64_t beginning, bo
     dlog(d, "flush before importing %s/%" PRId32 ": %s", p->topic, p->partition, e.msg);
   altar_checkpoint_t cp;
   size_t keys = 0;
-  int irc =
-      altar__partition_import(d->o->ledger, d->o->checkpoint_uri, p->topic, p->partition, p->next, &cp, &keys, &e);
+  /* The dead owner applied no further than the end now. */
+  int64_t until = status_end(d, p->partition);
+  int irc = altar__partition_import(d->o->ledger, d->o->checkpoint_uri, p->topic, p->partition, p->next, until, &cp,
+                                    &keys, &e);
   if (irc) {
     if (!quiet_when_none || (irc != ALTAR_ENOTFOUND && irc != ALTAR_ESTATE))
       dlog(d, "%s/%" PRId32 ": not taken over from a checkpoint: %s", p->topic, p->partition, e.msg);
@@ -688,8 +813,10 @@ static bool take_over_partition(daemon_t *d, in_part_t *p, int64_t beginning, bo
   int64_t at = altar__checkpoint_offset(&cp, p->partition);
   if (at < 0) at = 0;
   d->stats.partitions_imported++;
+  note_mark(d, p->partition, until);
   dlog(d, "%s/%" PRId32 ": taken over from checkpoint %s: %zu key(s) imported, reading on from offset %" PRId64,
        p->topic, p->partition, cp.id, keys, at);
+  kill_if_asked(d);
   /* What the daemon keeps in memory of the ledger, read again. */
   altar__settled_free(&d->settled);
   int rc = altar__settled_load(&d->settled, d->o->ledger, d->o->settled_cache_entries, &e);
@@ -712,7 +839,7 @@ static bool take_over_partition(daemon_t *d, in_part_t *p, int64_t beginning, bo
   if (at < beginning) note_gap(d, p->topic, p->partition, at, beginning);
   p->read = at < beginning ? beginning : at;
   if (!rc) rc = altar_transport_seek(d->o->transport, p->topic, p->partition, p->read, &e);
-  if (!rc) read_published_since(d, &cp, p->partition);
+  if (!rc) read_published_since(d, cp.id, cp.published, cp.n_published, p->partition);
   if (d->imported) {
     d->ob.skip = chain_skip;
     d->ob.skip_ctx = d;
@@ -900,13 +1027,15 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
   d.guard_ctx = d.ob.skip_ctx;
   d.ob.skip = chain_skip;
   d.ob.skip_ctx = &d;
+  d.kill_after_imports = getenv("ALTAR_TEST_KILL_AFTER_IMPORT");
+  if (!o->follow) read_import_markers(&d); /* before what is left in the outbox goes out */
   uint64_t dropped0 = o->published ? o->published->dropped : 0;
   rc = altar__outbox_publish_from(&d.ob, 0, err);
   uint64_t dropped = o->published ? o->published->dropped - dropped0 : 0;
   altar__followup_guard_end(&guard, &d.ob, &d.stats);
   d.stats.followups_skipped -= dropped; /* the guard counted every skip as its own */
   d.guard_skip = NULL;
-  if (o->published) { /* kept: the tail decides again what the dead owner published */
+  if (o->published || d.imported) { /* kept: the tail decides again what the dead owner published */
     d.ob.skip = chain_skip;
     d.ob.skip_ctx = &d;
   }
@@ -962,6 +1091,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
     if (d.check_starts) check_starts(&d); /* assignments arrive inside consume */
     if (n) rc = apply_msgs_retrying(&d, msgs, n, err);
     for (size_t i = 0; i < n; i++) altar_msg_free(msgs[i]);
+    if (!rc && d.n_marks) drop_import_markers(&d);
     size_t released = 0;
     if (!rc) rc = altar__retry_wait_release(&d.waits, &d.ob, altar_wall_s(), &released, err);
     if (released) dlog(&d, "%zu retried shard(s) due: republished", released);
@@ -1029,6 +1159,8 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
   altar__settled_free(&d.settled);
   if (d.imported) altar__published_seen_free(d.imported);
   free(d.imported);
+  free(d.imported_pos);
+  free(d.marks);
   altar_apply_result_clear(&d.res);
   altar_arena_free(&d.ev_arena);
   altar__lag_gauge_free(&d.lag);

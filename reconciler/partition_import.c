@@ -2,6 +2,7 @@
 #include "reconciler/partition_import.h"
 
 #include "ledger/ledger_rocksdb.h"
+#include "reconciler/import_marker.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 #include <unistd.h>
 
 int altar__partition_import(altar_ledger_t *l, const char *uri, const char *status_topic, int32_t part, int64_t have,
-                            altar_checkpoint_t *pcp, size_t *pkeys, altar_error_t *err) {
+                            int64_t until, altar_checkpoint_t *pcp, size_t *pkeys, altar_error_t *err) {
   memset(pcp, 0, sizeof *pcp);
   if (pkeys) *pkeys = 0;
   const char *ldir = altar__ledger_rocksdb_dir(l);
@@ -22,7 +23,13 @@ int altar__partition_import(altar_ledger_t *l, const char *uri, const char *stat
   if (rc) return rc;
   /* The ledger-wide sequence counters (reconciler/outbox.c, settled_record.h). */
   static const char *const counters[] = {"q", "gn"};
-  rc = altar__ledger_rocksdb_import_partition(l, tmp, part, counters, 2, pkeys, err);
+  /* The marker goes in the same write: a kill -9 leaves both or neither. */
+  altar_buf_t mark = {0};
+  rc = altar__import_marker_encode(pcp, until, &mark, err);
+  if (!rc)
+    rc = altar__ledger_rocksdb_import_partition(l, tmp, part, counters, 2, ALTAR__IMPORT_MARKER_KEY, mark.data,
+                                                mark.len, pkeys, err);
+  altar_buf_free(&mark);
   altar__checkpoint_remove_local(tmp);
   if (rc) altar__checkpoint_clear(pcp);
   return rc;

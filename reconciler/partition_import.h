@@ -17,10 +17,13 @@
  * (the next offset l holds for part, -1 for none), imports the partition
  * from it in one write, input offset included, raising the outbox's and the
  * settled groups' counters; *pcp gets its manifest (the covered offset, the
- * ready/dead ends), *pkeys the keys imported. ALTAR_ENOTFOUND when no
+ * ready/dead ends), *pkeys the keys imported. The same write puts the
+ * partition's import marker (import_marker.h): the checkpoint's recorded
+ * ends and `until`, the partition's end at the import (INT64_MAX when not
+ * known). ALTAR_ENOTFOUND when no
  * checkpoint covers part, ALTAR_ESTATE when it covers no more than
  * l has. No batch may be open. */
 int altar__partition_import(altar_ledger_t *l, const char *uri, const char *status_topic, int32_t part, int64_t have,
-                            altar_checkpoint_t *pcp, size_t *pkeys, altar_error_t *err);
+                            int64_t until, altar_checkpoint_t *pcp, size_t *pkeys, altar_error_t *err);
 
 #endif

@@ -28,11 +28,24 @@
 #   - the 8 models' fifth folds run: each of the 24 group events is on the
 #     ready topic exactly once (by event id), none on the dead topic, and
 #     S's ledger has the checksum of the reference.
+# With CRASH=1 (test_partition_takeover_crash_local) S dies by SIGKILL right
+# after its last import is written, before that partition's tail is applied
+# (A and B run with ALTAR_TEST_KILL_AFTER_IMPORT naming a file the test
+# fills with the number of V's partitions with events once V is known) and
+# is started again: it imports nothing (its ledger covers the
+# checkpoints), reads the ready and dead topics again from the ends the
+# import markers it finds recorded, publishes none of V's groups again, and
+# drops each marker once the partition is applied up to its end at the
+# import; every check above holds.
 set -u
 : "${ALTAR_BIN:?}" "${ALTAR_SOURCE_DIR:?}"
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/common.sh"
 . "${ALTAR_SOURCE_DIR:-$(dirname "$0")/../..}/tests/lib/takeover.sh"
-altar_test_begin "partition-takeover-${KEEP_LOG:+whole-}$TRANSPORT" python3 curl
+altar_test_begin "partition-takeover-${KEEP_LOG:+whole-}${CRASH:+crash-}$TRANSPORT" python3 curl
+# The fault (CRASH=1): whichever of A and B survives dies right after its
+# last import, once $T/kill-after-imports says how many that is.
+kill_env=""
+[ "${CRASH:-0}" = 1 ] && kill_env="env ALTAR_TEST_KILL_AFTER_IMPORT=$T/kill-after-imports"
 prefix="pt-$(date +%s)-$$"
 cp_dir="$T/checkpoints"
 mkdir -p "$cp_dir"
@@ -63,7 +76,7 @@ bg "$T/worker.log" "$ALTAR_BIN" worker --config "$T/a.yaml" --id w1 --poll-ms 50
 bg "$T/ref.log" "$ALTAR_BIN" reconciler --config "$T/ref.yaml" --group "$prefix.ref" --no-dashboard
 recRef=$last
 portA="$(free_port)"
-bg "$T/recA.log" "$ALTAR_BIN" reconciler --config "$T/a.yaml" --metrics "127.0.0.1:$portA" --no-dashboard
+bg "$T/recA.log" $kill_env "$ALTAR_BIN" reconciler --config "$T/a.yaml" --metrics "127.0.0.1:$portA" --no-dashboard
 recA=$last
 for _ in $(seq 1 600); do
   [ "$(owned "$T/recA.log" | wc -l)" -eq 4 ] && break
@@ -71,7 +84,7 @@ for _ in $(seq 1 600); do
 done
 [ "$(owned "$T/recA.log" | wc -l)" -eq 4 ] || die "A was never assigned the 4 status partitions: $(owned "$T/recA.log")"
 portB="$(free_port)"
-bg "$T/recB.log" "$ALTAR_BIN" reconciler --config "$T/b.yaml" --metrics "127.0.0.1:$portB" --no-dashboard
+bg "$T/recB.log" $kill_env "$ALTAR_BIN" reconciler --config "$T/b.yaml" --metrics "127.0.0.1:$portB" --no-dashboard
 recB=$last
 for _ in $(seq 1 900); do
   na="$(owned "$T/recA.log" | wc -l)" nb="$(owned "$T/recB.log" | wc -l)"
@@ -135,10 +148,10 @@ EOF
 ea="$(events_of "$T/recA.log")" eb="$(events_of "$T/recB.log")"
 if [ "$ea" -ge "$eb" ]; then
   victim=$recA vlog="$T/recA.log" vport=$portA survivor=$recB slog="$T/recB.log" sport=$portB sledger="$T/ledgerB"
-  sname=B vname=A
+  sname=B vname=A sconf="$T/b.yaml"
 else
   victim=$recB vlog="$T/recB.log" vport=$portB survivor=$recA slog="$T/recA.log" sport=$portA sledger="$T/ledgerA"
-  sname=A vname=B
+  sname=A vname=B sconf="$T/a.yaml"
 fi
 # Its partitions that hold status events: each is imported (one without
 # events begins at 0, where any ledger stands).
@@ -150,6 +163,8 @@ print(" ".join(p for p, e in (l.split() for l in open(sys.argv[2]) if l.strip())
 EOF
 )"
 nv="$(echo $vparts | wc -w)"
+# The survivor dies right after its nv-th import.
+[ "${CRASH:-0}" = 1 ] && echo "$nv" >"$T/kill-after-imports"
 [ "$ea" -gt 0 ] && [ "$eb" -gt 0 ] || echo "note: one reconciler's partitions got no status events (A: $ea, B: $eb)"
 [ "$((ea + eb))" -eq "$ends" ] || fail "A's ($ea) and B's ($eb) partitions do not hold the $ends status events"
 
@@ -191,11 +206,49 @@ for p in $vparts; do
   grep -q "^altar reconciler: $prefix.status/$p: taken over from checkpoint .* key(s) imported, reading on from offset" "$slog" ||
     fail "$sname did not take partition $p over from a checkpoint"
 done
-for _ in $(seq 1 100); do [ "$(metric "$sport" altar_reconciler_partitions_imported_total)" = "$nv" ] && break; sleep 0.1; done
-[ "$(metric "$sport" altar_reconciler_partitions_imported_total)" = "$nv" ] ||
-  fail "altar_reconciler_partitions_imported_total is $(metric "$sport" altar_reconciler_partitions_imported_total), expected $nv"
+if [ "${CRASH:-0}" = 1 ]; then
+  # It dies right after the last import's write, that partition's tail unread.
+  for _ in $(seq 1 300); do
+    kill -0 "$survivor" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$survivor" 2>/dev/null && die "$sname still runs after its imports (the injected fault did not fire)"
+  wait "$survivor"
+  src=$?
+  [ "$src" -eq 137 ] || fail "$sname exited with $src after its imports, expected 137 (SIGKILL)"
+  grep -q "ALTAR_TEST_KILL_AFTER_IMPORT: killed -9 after import $nv\$" "$slog" ||
+    fail "$sname did not die by the injected fault"
+else
+  for _ in $(seq 1 100); do [ "$(metric "$sport" altar_reconciler_partitions_imported_total)" = "$nv" ] && break; sleep 0.1; done
+  [ "$(metric "$sport" altar_reconciler_partitions_imported_total)" = "$nv" ] ||
+    fail "altar_reconciler_partitions_imported_total is $(metric "$sport" altar_reconciler_partitions_imported_total), expected $nv"
+fi
 [ "$fails" -eq "$fails0" ] || die "$sname did not take $vname's partitions $vparts over"
 ok "$sname took $vname's partitions $vparts over from checkpoints"
+if [ "${CRASH:-0}" = 1 ]; then
+  ok "$sname killed -9 by ALTAR_TEST_KILL_AFTER_IMPORT after the imports, before their tails"
+  # Started again: its ledger holds the imports (nothing to import), and
+  # the import markers say where the ready and dead topics are read from.
+  # A partition imported in an earlier turn may have had its tail applied
+  # (and its marker dropped) before the last import: not the last one.
+  dropped1="$(grep -c ": import marker dropped" "$slog")"
+  slog="$T/rec${sname}2.log"
+  sport="$(free_port)"
+  bg "$slog" "$ALTAR_BIN" reconciler --config "$sconf" --metrics "127.0.0.1:$sport" --no-dashboard
+  survivor=$last
+  for _ in $(seq 1 900); do
+    [ "$(owned "$slog" | wc -l)" -eq 4 ] && [ "$(grep -c "published since checkpoint" "$slog")" -ge 1 ] && break
+    sleep 0.1
+  done
+  [ "$(owned "$slog" | wc -l)" -eq 4 ] || die "$sname, started again, does not own the 4 partitions ($(owned "$slog" | tr '\n' ' '))"
+  marks="$(grep -c "^altar reconciler: $prefix.status/[0-9]* was imported from checkpoint .* not yet applied up to offset" "$slog")"
+  [ "$marks" -ge 1 ] && [ "$marks" -eq $((nv - dropped1)) ] ||
+    fail "$sname found $marks import markers at its start, expected $((nv - dropped1)) ($nv partitions imported, $dropped1 applied before the kill)"
+  grep -q ": taken over from checkpoint" "$slog" && fail "$sname imported again although its ledger holds the imports"
+  [ "$(metric "$sport" altar_reconciler_partitions_imported_total)" = 0 ] ||
+    fail "$sname, started again, counts $(metric "$sport" altar_reconciler_partitions_imported_total) imports (expected 0)"
+  ok "$sname started again: $marks import markers read, nothing imported again"
+fi
 
 # V's groups fired after its newest checkpoint: decided again, not published again.
 seen="$(sed -n 's/^altar reconciler: \([0-9]*\) group event(s) published since checkpoint .*/\1/p' "$slog" | awk '{s += $1} END {print s + 0}')"
@@ -207,6 +260,15 @@ fi
 "$ALTAR_BIN" submit --config "$T/a.yaml" "$T/last.jsonl" >"$T/submit2.log" 2>&1 || die "submit of the fifth folds"
 n="$(wait_ready "$prefix.ready" 24)"
 [ "$n" -eq 24 ] || die "expected 24 group events on the ready topic after the takeover, saw $n"
+if [ "${CRASH:-0}" = 1 ]; then
+  # Every imported partition's tail applied: its marker goes.
+  for _ in $(seq 1 300); do
+    [ "$(grep -c ": import marker dropped" "$slog")" -ge "$marks" ] && break
+    sleep 0.1
+  done
+  dropped="$(grep -c "^altar reconciler: $prefix.status/[0-9]*: applied up to offset [0-9]*, its end at the import: import marker dropped" "$slog")"
+  [ "$dropped" -eq "$marks" ] || fail "$sname dropped $dropped import markers, expected $marks"
+fi
 [ "$(metric "$sport" altar_reconciler_history_gaps_total)" = 0 ] ||
   fail "$sname counted $(metric "$sport" altar_reconciler_history_gaps_total) history gap(s) (expected 0)"
 grep -q "no longer on the log" "$slog" && fail "$sname reported a gap although checkpoints cover the deleted records"

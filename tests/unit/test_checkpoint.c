@@ -212,7 +212,7 @@ static void test_restore_covering(void) {
   struct stat st;
   CU_ASSERT(stat(r5, &st) != 0); /* nothing left behind */
   /* b takes partition 0 over from a's checkpoint. */
-  CU_ASSERT_EQUAL_FATAL(altar__ledger_rocksdb_import_partition(b, r0, 0, NULL, 0, NULL, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__ledger_rocksdb_import_partition(b, r0, 0, NULL, 0, NULL, NULL, 0, NULL, &err), 0);
   char x[ALTAR_LEDGER_CHECKSUM_LEN + 1], y[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT_EQUAL(altar_ledger_checksum(b, x, &err), 0);
   CU_ASSERT_EQUAL(altar_ledger_checksum(ref, y, &err), 0);

@@ -304,7 +304,7 @@ static void test_import_partition(void) {
   altar_ledger_close(b);
   const char *counters[] = {"q", "gn"};
   size_t n = 0;
-  CU_ASSERT_EQUAL_FATAL(altar__ledger_rocksdb_import_partition(a, db, 2, counters, 2, &n, &err), 0);
+  CU_ASSERT_EQUAL_FATAL(altar__ledger_rocksdb_import_partition(a, db, 2, counters, 2, NULL, NULL, 0, &n, &err), 0);
   CU_ASSERT_EQUAL(n, 5); /* an open and a consumed record, its index entry, two side keys */
   CU_ASSERT(aux_is(a, 1, "s/t/1", "10"));
   CU_ASSERT(aux_is(a, 2, "s/t/2", "40"));
@@ -330,9 +330,9 @@ static void test_import_partition(void) {
   /* Never from a ledger that is not there, nor into a batch. */
   char missing[512];
   snprintf(missing, sizeof missing, "%s/none", db);
-  CU_ASSERT_NOT_EQUAL(altar__ledger_rocksdb_import_partition(a, missing, 2, NULL, 0, NULL, &err), 0);
+  CU_ASSERT_NOT_EQUAL(altar__ledger_rocksdb_import_partition(a, missing, 2, NULL, 0, NULL, NULL, 0, NULL, &err), 0);
   CU_ASSERT(strstr(err.msg, "partition 2") != NULL);
-  CU_ASSERT_EQUAL(altar__ledger_rocksdb_import_partition(a, db, -1, NULL, 0, NULL, &err), ALTAR_EINVAL);
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_import_partition(a, db, -1, NULL, 0, NULL, NULL, 0, NULL, &err), ALTAR_EINVAL);
   altar_ledger_close(a);
   altar_ledger_close(ref);
   altar_test_rmtree(da);
