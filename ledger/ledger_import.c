@@ -99,17 +99,9 @@ int altar__ledger_rocksdb_import_partition(altar_ledger_t *l, const char *src_di
   /* The caller's own side key of the partition, after the imported ones
    * (a key of the same name among them is replaced). */
   if (!rc && put_key) {
-    size_t kl = strlen(put_key);
-    char *key = malloc(2 + ALTAR__RL_PART_LEN + kl);
-    if (!key) {
+    if (altar__rl_key(&r->kb, 'x', part, put_key, strlen(put_key)))
       rc = altar_error_set(err, ALTAR_ENOMEM, "ledger import: out of memory");
-    } else {
-      memcpy(key, "x:", 2);
-      altar__rl_part_hex(part, key + 2);
-      memcpy(key + 2 + ALTAR__RL_PART_LEN, put_key, kl);
-      rocksdb_writebatch_put(wb, key, 2 + ALTAR__RL_PART_LEN + kl, put_val, put_vlen);
-      free(key);
-    }
+    else rocksdb_writebatch_put(wb, (const char *)r->kb.data, r->kb.len, put_val, put_vlen);
   }
   if (!rc) {
     rocksdb_write(r->db, r->wopts, wb, &dberr);
