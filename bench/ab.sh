@@ -78,12 +78,16 @@ LA="$(label "$BASE")"
 LB="$(label "$HEAD")"
 
 results="$(mktemp "${TMPDIR:-/tmp}/altar-ab-XXXXXX")"
-trap 'rm -f "$results"' EXIT
+samples="$(mktemp -d "${TMPDIR:-/tmp}/altar-ab-lat-XXXXXX")"
+trap 'rm -rf "$results" "$samples"' EXIT
 
 # run SIDE BUILD BENCH: appends "side bench metric value" lines to $results.
 run() {
   side="$1" b="$2" what="$3"
   log="$ABDIR/last-$side-$what.log"
+  # A run's p99 is its tenth-largest sample and moves with the machine; the
+  # samples of every round, pooled per side, give a steadier tail.
+  export ALTAR_BENCH_LAT_SAMPLES="$samples/$side-$what"
   case "$what" in
     fleet) sh bench/bench_fleet.sh "$b" "$SHARDS" >"$log" 2>&1 ;;
     fleet5) ALTAR_BENCH_WIDTH=5 sh bench/bench_fleet.sh "$b" "$SHARDS" >"$log" 2>&1 ;;
@@ -118,6 +122,19 @@ while [ "$i" -le "$ROUNDS" ]; do
     echo "ab: round $i/$ROUNDS: $what done" >&2
   done
   i=$((i + 1))
+done
+
+# The pooled tail: p50/p99/p99.9 over every round's latency samples, per side.
+for f in "$samples"/*; do
+  [ -s "$f" ] || continue
+  python3 - "$f" >>"$results" <<'PY'
+import os, sys
+side, what = os.path.basename(sys.argv[1]).split("-", 1)
+xs = sorted(float(l) for l in open(sys.argv[1]) if l.strip())
+q = lambda p: xs[min(len(xs) - 1, int(p * len(xs)))]
+for name, p in (("pooled_p50_ms", 0.5), ("pooled_p99_ms", 0.99), ("pooled_p999_ms", 0.999)):
+    print(side, what, name, "%.3f" % q(p))
+PY
 done
 
 # Higher is better for rates and ratios, lower for latencies.

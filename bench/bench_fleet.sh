@@ -11,6 +11,8 @@
 #   ALTAR_BENCH_TRANSPORT T    local (default) or kafka (the broker at
 #                              ALTAR_KAFKA_BROKERS; fresh topics and groups per run)
 #   ALTAR_BENCH_PARTITIONS N   topics.partitions (default: the fleet's default)
+#   ALTAR_BENCH_LAT_SAMPLES F  append each latency sample (ms, exit -> group event) to
+#                              file F, a line each (bench/ab.sh pools them across rounds)
 #   ALTAR_BENCH_LAT N          shards in the latency pass (default 1000: with 200,
 #                              p99 was the second-largest sample, 4.9-10.6 ms in
 #                              four runs of one build; with 1000 it is the tenth)
@@ -199,6 +201,9 @@ for line in open(f"{d}/ready.jsonl"):
 if len(lat) != m:
     sys.exit(f"bench_fleet: {len(lat)} of {m} latency groups fired")
 lat.sort()
+if os.environ.get("ALTAR_BENCH_LAT_SAMPLES"):
+    with open(os.environ["ALTAR_BENCH_LAT_SAMPLES"], "a") as f:
+        f.write("".join("%.3f\n" % (x * 1000) for x in lat))
 p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000
 seen = []
 for line in open(f"{d}/ready-seen.tsv"):
