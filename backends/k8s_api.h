@@ -435,10 +435,10 @@ typedef struct altar_k8s_config {
   /* Creates in flight on one connection when the runtime can (submit_start;
    * altar__k8s_config_init: ALTAR_K8S_DEFAULT_SUBMIT_WINDOW; 1..ALTAR_K8S_MAX_SUBMIT_WINDOW). */
   int submit_window;
-  /* A create also waits (up to 200 ms) while this many Jobs it created
-   * in the last 30 s have not started (a ready pod, or ended) as the watch
-   * sees them (0: no bound; init: ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG;
-   * 0..ALTAR_K8S_MAX_SUBMIT_BACKLOG). */
+  /* Capacity reports no free slot while this many Jobs it created in the
+   * last 30 s have not started (a ready pod, or ended) as the watch sees
+   * them, but one once the last create is 200 ms old (0: no bound; init:
+   * ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG; 0..ALTAR_K8S_MAX_SUBMIT_BACKLOG). */
   int submit_backlog;
   /* Observe Jobs with a watch when the runtime can (init: true). */
   bool watch;
@@ -512,8 +512,8 @@ int altar__k8s_render(altar_k8s_t *k, const altar_spec_t *spec, json_t **pmanife
  * external_id and the spec's labels. */
 int altar__k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err);
 /* Pipelined submit: renders and checks spec, waits while submit_window
- * creates are in flight, and (up to 200 ms) while submit_backlog Jobs it
- * created have not started as the watch sees them, queues the create and returns with *ph filled
+ * creates are in flight (never for the backlog: capacity paces the
+ * caller), queues the create and returns with *ph filled
  * (the Job name is the spec's). What the server answers arrives through
  * poll: a refused create is FAILED with the reason altar_reason_for_start_error
  * gives for submit's error, after the same adopt / refuse / replace rules
@@ -525,9 +525,9 @@ int altar__k8s_submit_drive(altar_k8s_t *k, int timeout_ms);
 /* How many creates are in flight. */
 size_t altar__k8s_submits_in_flight(const altar_k8s_t *k);
 /* Jobs created and not yet started (submit_backlog bounds them), and how
- * many creates have waited for them. */
+ * many capacity reports they left without a free slot. */
 size_t altar__k8s_submit_backlog(altar_k8s_t *k);
-uint64_t altar__k8s_pace_waits(const altar_k8s_t *k);
+uint64_t altar__k8s_pace_holds(const altar_k8s_t *k);
 /* The backend's watch, or NULL (none, or not started yet). */
 altar_k8s_watch_t *altar__k8s_watch(altar_k8s_t *k);
 /* Blocks up to timeout_ms for news a poll would find: 1 yes, 0 timed out. */

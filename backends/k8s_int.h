@@ -45,11 +45,12 @@ struct altar_k8s {
   uint64_t next_id;
   altar_strmap_t outcome;
   /* Pacing by the cluster's progress (k8s_pace.c): Jobs created and not
-   * yet started, which creates wait for while there are submit_backlog. */
+   * yet started; capacity leaves no free slot while there are submit_backlog. */
   int submit_backlog;
   struct altar__k8s_pace_ent *pace;
   size_t n_pace, cap_pace;
-  uint64_t pace_waits; /* creates that waited for the backlog */
+  double pace_last;    /* monotonic s of the last create */
+  uint64_t pace_holds; /* capacity reports the backlog left without a slot */
 };
 
 /* The watch, started when the backend may and can have one (k8s_poll.c). */
@@ -62,11 +63,13 @@ void altar__k8s_inflight_clear(altar_k8s_t *k);
 int64_t altar__k8s_inflight_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool);
 
 /* Pacing (k8s_pace.c): records a Job just created; the Jobs recorded that
- * the watch does not yet report started (dropping the others); waits, up
- * to a poll interval, while those reach submit_backlog; frees the record. */
+ * the watch does not yet report started (dropping the others); how many
+ * more creates the backlog leaves room for now (INT64_MAX: no bound, or
+ * no watch to pace by), which capacity caps every pool with; frees the
+ * record. Nothing here waits. */
 void altar__k8s_pace_add(altar_k8s_t *k, const char *name);
 size_t altar__k8s_pace_backlog(altar_k8s_t *k);
-void altar__k8s_pace_wait(altar_k8s_t *k);
+int64_t altar__k8s_pace_room(altar_k8s_t *k);
 void altar__k8s_pace_clear(altar_k8s_t *k);
 
 /* The configured pool called name, or NULL. */

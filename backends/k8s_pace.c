@@ -3,22 +3,28 @@
  * creates Jobs several times faster than the cluster starts them, the
  * backlog reaches the scheduler and the kubelets as bursts of pod events,
  * and the API server drops the watchers that fall behind ("watcher close
- * due to unresponsiveness"). So a create also waits while submit_backlog
- * Jobs this backend created have not started as its own watch sees them
- * (a ready pod, or ended). Two limits keep a slow cluster from stalling the
- * worker: one create waits at most PACE_WAIT_MAX_S (the worker's poll
- * interval, so its loop keeps polling), and a Job counts for at most
+ * due to unresponsiveness"). So the backend's capacity counts the Jobs it
+ * created that have not started as its own watch sees them (a ready pod,
+ * or ended): with submit_backlog of them, every pool reports no free slot,
+ * the worker takes no record for it, and the watch's report of a start
+ * wakes the worker (wait_change) to poll and read capacity again. Nothing
+ * waits inside a submit, so the worker's loop keeps polling and a
+ * completion reaches its group as soon as the watch sees it.
+ * Two limits keep a slow cluster from stalling the worker: once the last
+ * create is PACE_FLOOR_S old a full backlog still leaves one slot (at
+ * least one create per poll interval), and a Job counts for at most
  * PACE_EXPIRY_S (pods that wait for an image or a node are the kubelet's
  * business, not a sign the control plane is behind). */
 #include "k8s_int.h"
 
 #include "altar/grow.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define PACE_EXPIRY_S 30.0
-#define PACE_WAIT_MAX_S 0.2
+#define PACE_FLOOR_S 0.2
 
 struct altar__k8s_pace_ent {
   char *name;
@@ -34,13 +40,15 @@ void altar__k8s_pace_clear(altar_k8s_t *k) {
 
 void altar__k8s_pace_add(altar_k8s_t *k, const char *name) {
   if (k->submit_backlog <= 0 || !name) return;
+  double now = altar__k8s_now(k);
+  k->pace_last = now;
   char *copy = strdup(name);
   /* Out of memory: this Job is not paced, nothing worse. */
   if (!copy || ALTAR_GROW(k->pace, k->cap_pace, k->n_pace + 1)) {
     free(copy);
     return;
   }
-  k->pace[k->n_pace++] = (struct altar__k8s_pace_ent){copy, altar__k8s_now(k)};
+  k->pace[k->n_pace++] = (struct altar__k8s_pace_ent){copy, now};
 }
 
 size_t altar__k8s_pace_backlog(altar_k8s_t *k) {
@@ -66,18 +74,13 @@ size_t altar__k8s_pace_backlog(altar_k8s_t *k) {
   return k->n_pace;
 }
 
-void altar__k8s_pace_wait(altar_k8s_t *k) {
-  if (k->submit_backlog <= 0) return;
-  altar_k8s_watch_t *w = k->watch;
-  uint64_t gen = w ? altar__k8s_watch_generation(w) : 0;
-  double until = altar__k8s_now(k) + PACE_WAIT_MAX_S;
-  bool waited = false;
-  while (altar__k8s_pace_backlog(k) >= (size_t)k->submit_backlog && altar__k8s_now(k) < until) {
-    waited = true;
-    /* Answers to creates in flight and watch events both end a turn. */
-    if (k->n_inflight) altar__k8s_submit_drive(k, 10);
-    if (k->sleep) altar__k8s_sleep(k, 0.02); /* a test's clock */
-    else altar__k8s_watch_wait(w, &gen, 20);
-  }
-  if (waited) k->pace_waits++;
+int64_t altar__k8s_pace_room(altar_k8s_t *k) {
+  if (k->submit_backlog <= 0) return INT64_MAX;
+  altar_k8s_watch_t *w = altar__k8s_watch_get(k);
+  if (!w || !altar__k8s_watch_synced(w)) return INT64_MAX;
+  size_t backlog = altar__k8s_pace_backlog(k);
+  if (backlog < (size_t)k->submit_backlog) return (int64_t)((size_t)k->submit_backlog - backlog);
+  if (altar__k8s_now(k) - k->pace_last >= PACE_FLOOR_S) return 1;
+  k->pace_holds++;
+  return 0;
 }

@@ -261,12 +261,24 @@ int altar__k8s_poll(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_st
   return rc;
 }
 
+/* Slices of a wait with creates in flight: their answers come on the
+ * connection, the watch's news on its thread, and either is a change. */
+#define WAIT_SLICE_MS 10
+
 int altar__k8s_wait_change(altar_k8s_t *k, int timeout_ms) {
-  if (k->n_inflight) return altar__k8s_submit_drive(k, timeout_ms);
   altar_k8s_watch_t *w = altar__k8s_watch_get(k);
+  double until = altar_mono_s() + (timeout_ms > 0 ? timeout_ms / 1000.0 : 0);
+  while (k->n_inflight) {
+    double left = until - altar_mono_s();
+    int slice = left <= 0 ? 0 : left * 1000.0 < WAIT_SLICE_MS ? (int)(left * 1000.0) + 1 : WAIT_SLICE_MS;
+    if (altar__k8s_submit_drive(k, slice)) return 1;
+    if (w && altar__k8s_watch_generation(w) != k->polled_gen) return 1;
+    if (left <= 0) return 0;
+  }
   if (!w) return ALTAR_ENOTSUP;
   uint64_t gen = k->polled_gen;
-  return altar__k8s_watch_wait(w, &gen, timeout_ms);
+  double left = until - altar_mono_s();
+  return altar__k8s_watch_wait(w, &gen, left > 0 ? (int)(left * 1000.0) : 0);
 }
 
 /* The pools whose nodes bound them: a node selector, or a GPU pool. */
@@ -323,7 +335,9 @@ int altar__k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *er
     any |= bound[i] != INT64_MAX;
   }
   altar__k8s_node_infos_free(nodes, nnodes);
-  if (!any) { /* nothing bounds any pool: no fixed capacity */
+  /* The backlog of Jobs not yet started caps every pool (k8s_pace.c). */
+  int64_t room = altar__k8s_pace_room(k);
+  if (!any && room == INT64_MAX) { /* nothing bounds any pool: no fixed capacity */
     free(bound);
     return ALTAR_OK;
   }
@@ -352,12 +366,13 @@ int altar__k8s_capacity(altar_k8s_t *k, altar_capacity_t *cap, altar_error_t *er
       free(want);
       free_slots = free_slots > active ? free_slots - active : 0;
     }
+    if (free_slots > room) free_slots = room;
     if (altar_capacity_set(cap, p->name, free_slots))
       rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
   }
   /* CPU-only tasks run on any cluster: the CPU pool is served even when the
    * configuration names only GPU pools. */
-  if (!rc && !altar__k8s_pool(k, ALTAR_POOL_CPU) && altar_capacity_set(cap, ALTAR_POOL_CPU, INT64_MAX))
+  if (!rc && !altar__k8s_pool(k, ALTAR_POOL_CPU) && altar_capacity_set(cap, ALTAR_POOL_CPU, room))
     rc = altar_error_set(err, ALTAR_ENOMEM, "capacity: out of memory");
   altar__k8s_job_infos_free(jobs, njobs);
   free(bound);

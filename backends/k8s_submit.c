@@ -165,7 +165,7 @@ size_t altar__k8s_submits_in_flight(const altar_k8s_t *k) { return k->n_inflight
 
 size_t altar__k8s_submit_backlog(altar_k8s_t *k) { return altar__k8s_pace_backlog(k); }
 
-uint64_t altar__k8s_pace_waits(const altar_k8s_t *k) { return k->pace_waits; }
+uint64_t altar__k8s_pace_holds(const altar_k8s_t *k) { return k->pace_holds; }
 
 int64_t altar__k8s_inflight_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool) {
   int64_t n = 0;
@@ -227,10 +227,9 @@ int altar__k8s_submit_drive(altar_k8s_t *k, int timeout_ms) {
   return n > 0;
 }
 
-/* One create at a time, paced like the pipelined ones. */
+/* One create at a time, counted in the backlog like the pipelined ones. */
 static int submit_paced(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
   altar__k8s_watch_get(k);
-  altar__k8s_pace_wait(k);
   int rc = altar__k8s_submit(k, spec, ph, err);
   if (!rc) altar__k8s_pace_add(k, ph->external_id);
   return rc;
@@ -258,7 +257,6 @@ int altar__k8s_submit_start(altar_k8s_t *k, const altar_spec_t *spec, altar_hand
     return rc;
   }
   while (k->n_inflight >= (size_t)k->submit_window) altar__k8s_submit_drive(k, 100);
-  altar__k8s_pace_wait(k);
   if (ALTAR_GROW(k->inflight, k->cap_inflight, k->n_inflight + 1) || altar_strmap_set(&k->outcome, name, "")) {
     json_decref(manifest);
     return altar_error_set(err, ALTAR_ENOMEM, "job %s: out of memory", name);

@@ -5,10 +5,12 @@
  *
  * Per count N, two rows:
  *   altar   N Jobs through altar__k8s_submit_start with `--window W` creates
- *           in flight on one HTTP/2 connection, polled as the worker's
- *           loop does: every 200 ms, and, once all are submitted, at once
- *           on a turn (50 ms) when wait_change says the watch saw a change
- *           (poll answers from the Job watch)
+ *           in flight on one HTTP/2 connection, taken and polled as the
+ *           worker's loop does: a Job submitted only while capacity leaves
+ *           a free slot (`--backlog B` Jobs not yet started fill it), paused
+ *           on wait_change while it leaves none, and polled every 200 ms or
+ *           at once when wait_change says the watch saw a change (poll
+ *           answers from the Job watch)
  *   curl    the same N manifests (rendered by altar) POSTed by the curl
  *           program, one connection, --parallel-max W; completions seen by
  *           a bare watch (altar's watch object, woken on every event)
@@ -27,7 +29,8 @@
  *              logged during the row (it drops a controller's watch then)
  * The rows of the i-th count take turns going first (altar first for
  * even i): give a count twice to see both orders.
- * Usage: bench_k8s [--window W] [--no-curl | --no-altar] [N…]   (default W 16; N 1000 4000)
+ * Usage: bench_k8s [--window W] [--backlog B] [--trace] [--no-curl | --no-altar] [N…]
+ *   (default W 16, B ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG; N 1000 4000)
  * Needs ALTAR_K8S_DIR (default ${TMPDIR:-/tmp}/altar-k8s-16443). */
 #include "altar/buf.h"
 #include "backends/k8s_api.h"
@@ -36,6 +39,7 @@
 
 #include <curl/curl.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,7 +228,8 @@ typedef struct result {
   size_t succeeded;
   long starved;
   size_t polls, woken; /* altar: polls, and those wait_change asked for */
-  uint64_t pace_waits; /* altar: turns creates waited for the backlog */
+  size_t paused;       /* altar: turns with Jobs left and no free slot */
+  uint64_t pace_holds; /* altar: capacity reads the backlog left without a slot */
   /* A list of all N Jobs as the server sends it, decoded whole and with
    * managedFields skipped as text first (as the backend does): bytes and
    * ms for every page, median of a few decodes. */
@@ -332,10 +337,29 @@ static void delays(const char *const *names, size_t n, const double *seen, resul
  * both, so the difference is the parse alone). */
 static void decode_cost(struct result *res);
 
-/* altar: pipelined submits and the worker's loop: turns of TURN_S (its
- * wait for a record); once every Job is submitted (no record left to read)
- * each turn asks wait_change without blocking and polls when it says
- * something changed; otherwise a poll every 200 ms. */
+/* The free slots of the CPU pool as the worker reads them: INT64_MAX
+ * when the backend reports no fixed capacity. */
+static int64_t cpu_room(altar_k8s_t *k) {
+  altar_capacity_t cap;
+  altar_capacity_init(&cap);
+  altar_error_t err = {0};
+  int64_t room = INT64_MAX;
+  if (altar__k8s_capacity(k, &cap, &err) == 0 && cap.n) {
+    altar_resources_t cpu = {.count = 1};
+    room = altar_capacity_free_for(&cap, &cpu);
+  }
+  altar_capacity_clear(&cap);
+  return room;
+}
+
+/* altar: pipelined submits and the worker's loop (worker/worker.c), one
+ * record a turn: a record is taken only while capacity leaves the CPU pool
+ * a free slot (one fewer per submit until the next read, as the worker
+ * counts); with none the worker is paused and waits on the backend
+ * (wait_change, up to its next poll, at most a turn), polling at once when
+ * it says something changed; with every Job submitted it waits a turn on
+ * the log and then asks wait_change without blocking. Otherwise a poll
+ * every 200 ms; capacity is read again after each poll. */
 static int run_altar(size_t n, result_t *res) {
   memset(res, 0, sizeof *res);
   res->n = n;
@@ -355,38 +379,52 @@ static int run_altar(size_t n, result_t *res) {
   snprintf(run, sizeof run, "bench-%zu-%ld", n, (long)time(NULL));
   for (size_t i = 0; i < n; i++) seen[i] = NAN;
   size_t submitted = 0, finished = 0, nfull = 0;
-  double t0 = now_mono(), submit_end = NAN, next_poll = t0 + 0.2, next_turn = t0 + TURN_S, give_up = t0 + 1800,
-         next_trace = t0;
+  int64_t room = cpu_room(k);
+  double t0 = now_mono(), submit_end = NAN, next_poll = t0 + 0.2, give_up = t0 + 1800, next_trace = t0;
   while (!rc && finished < n) {
-    while (!rc && submitted < n && now_mono() < next_turn) {
+    bool got = false;
+    if (submitted < n && room > 0) {
       altar_spec_t *s = bench_spec(run, submitted);
       altar_error_t err = {0};
       rc = altar__k8s_submit_start(k, s, &hs[submitted], &err);
       altar_spec_free(s);
-      if (rc) fprintf(stderr, "bench_k8s: submit %zu: %s\n", submitted, err.msg);
-      else submitted++;
+      if (rc) {
+        fprintf(stderr, "bench_k8s: submit %zu: %s\n", submitted, err.msg);
+        break;
+      }
+      submitted++;
+      if (room != INT64_MAX) room--;
+      got = true;
     }
-    if (submitted < n) altar__k8s_submit_drive(k, 0);
-    else if (isnan(submit_end)) {
+    if (submitted == n && isnan(submit_end)) {
       while (altar__k8s_submits_in_flight(k)) altar__k8s_submit_drive(k, 50);
       submit_end = now_mono();
     }
     double now = now_mono();
-    if (now < next_turn) usleep((useconds_t)((next_turn - now) * 1e6));
-    next_turn = now_mono() + TURN_S;
-    if (rc || !submitted) break;
-    /* The worker asks only on a turn that read no record: while Jobs are
-     * still being submitted it polls at the interval, as the worker does
-     * while records keep coming; after, at once when something changed. */
-    bool woke = submitted == n && altar__k8s_wait_change(k, 0) == 1;
-    if (!woke && now_mono() < next_poll) continue;
-    if (woke) res->woken++;
+    if (!got) {
+      int wait = next_poll > now ? (int)((next_poll - now) * 1000.0) + 1 : 0;
+      if (wait > TURN_S * 1000) wait = (int)(TURN_S * 1000);
+      bool woke = false;
+      if (submitted < n) {
+        res->paused++;
+        woke = wait > 0 && altar__k8s_wait_change(k, wait) == 1;
+      } else {
+        if (wait > 0) usleep((useconds_t)wait * 1000);
+        woke = altar__k8s_wait_change(k, 0) == 1;
+      }
+      if (woke) {
+        res->woken++;
+        next_poll = now_mono();
+      }
+    }
+    if (now_mono() < next_poll) continue;
     next_poll = now_mono() + 0.2;
     res->polls++;
     double a = now_mono(), c = now_cpu();
     altar_error_t err = {0};
     rc = altar__k8s_poll(k, hs, submitted, st, &err);
     double wall = now_wall(), ms = (now_mono() - a) * 1000.0, cpu_ms = (now_cpu() - c) * 1000.0;
+    room = cpu_room(k);
     if (submitted == n && nfull < 100000) {
       cpu[nfull] = cpu_ms;
       full[nfull++] = ms;
@@ -426,7 +464,7 @@ static int run_altar(size_t n, result_t *res) {
   res->tick_ms_median = pct(full, nfull, 0.5);
   res->tick_cpu_ms_median = pct(cpu, nfull, 0.5);
   res->starved = starved_lines() - starved0;
-  res->pace_waits = altar__k8s_pace_waits(k);
+  res->pace_holds = altar__k8s_pace_holds(k);
   for (size_t i = 0; i < n; i++) names[i] = hs[i].external_id;
   if (!rc) delays(names, n, seen, res);
   if (!rc) decode_cost(res);
@@ -594,8 +632,8 @@ static void print_row(const char *who, const result_t *r, double secs) {
          r->e2e_per_s, r->tick_ms_median, r->tick_cpu_ms_median, r->delay_median, r->delay_p95, r->succeeded,
          r->starved, secs);
   if (r->polls)
-    printf("; %zu polls, %zu on a change; backlog %d, %llu waits", r->polls, r->woken, backlog,
-           (unsigned long long)r->pace_waits);
+    printf("; %zu polls, %zu on a change; backlog %d: %llu capacity reads held, %zu paused turns", r->polls, r->woken,
+           backlog, (unsigned long long)r->pace_holds, r->paused);
   printf(")\n");
   fflush(stdout);
 }

@@ -173,6 +173,7 @@ typedef struct kopts {
   int submit_window; /* 0: the default */
   const altar_k8s_pool_t *pools;
   size_t n_pools;
+  bool unpaced; /* submit_backlog 0: capacity from the ceilings alone */
 } kopts_t;
 
 static altar_k8s_t *make_k8s(const kopts_t *o) {
@@ -184,6 +185,7 @@ static altar_k8s_t *make_k8s(const kopts_t *o) {
   cfg.pools = o ? o->pools : NULL;
   cfg.n_pools = o ? o->n_pools : 0;
   if (o && o->submit_window) cfg.submit_window = o->submit_window;
+  if (o && o->unpaced) cfg.submit_backlog = 0;
   cfg.extend_manifest = fx_extend;
   cfg.extend_ctx = ALTAR__UNCONST(cfg.staging_root);
   altar_error_t err = {0};
@@ -369,13 +371,14 @@ static void test_submit_renders_on_server(void) {
   }
   /* Capacity: the 4 GPUs altar-node-b has allocatable (the one node the
    * pool's selector matches; the ceiling is 16) less the pool's active Jobs
-   * (none now); the CPU pool, not configured, is served unbounded. */
+   * (none now); the CPU pool, not configured, is bounded only by the backlog
+   * of Jobs not yet started (none: the one Job ended), so it has all of it. */
   altar_capacity_t cap = {0};
   CU_ASSERT_EQUAL(altar__k8s_capacity(k, &cap, &err), 0);
   altar_resources_t gpu = {.gpu = "gpu", .count = 1};
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &gpu), 4);
   altar_resources_t cpu = {.count = 1};
-  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), INT64_MAX);
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG);
   altar_capacity_clear(&cap);
   altar_handle_clear(&h);
   altar_spec_free(s);
@@ -1103,7 +1106,7 @@ static void test_capacity_counts_in_flight(void) {
   memset(pools, 0, sizeof pools);
   pools[0].name = "normal";
   pools[0].max_slots = 1000;
-  kopts_t o = {.pools = pools, .n_pools = 1, .submit_window = 16};
+  kopts_t o = {.pools = pools, .n_pools = 1, .submit_window = 16, .unpaced = true};
   altar_k8s_t *k = make_k8s(&o);
   CU_ASSERT_PTR_NOT_NULL_FATAL(k);
   wait_synced(k);

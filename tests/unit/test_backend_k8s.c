@@ -11,6 +11,7 @@
 #include "core/unconst.h"
 
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1075,11 +1076,25 @@ static altar_spec_t *paced_spec(int i) {
   return s;
 }
 
-/* Creates are paced by the cluster's progress: while submit_backlog Jobs
- * this backend created have not started (as its watch sees them), a create
- * waits, up to 200 ms, for one to start; a Job that starts or ends leaves
- * the backlog, and one created more than 30 s ago no longer counts. With
- * no bound (0) nothing ever waits. */
+/* Free slots of the CPU pool as capacity reports them (INT64_MAX: the
+ * report leaves it out, so nothing rations it). */
+static int64_t cpu_free(altar_k8s_t *k) {
+  altar_capacity_t cap;
+  altar_capacity_init(&cap);
+  CU_ASSERT_EQUAL(altar__k8s_capacity(k, &cap, NULL), 0);
+  altar_resources_t cpu = {.count = 1};
+  int64_t n = cap.n ? altar_capacity_free_for(&cap, &cpu) : INT64_MAX;
+  altar_capacity_clear(&cap);
+  return n;
+}
+
+/* Creates are paced by the cluster's progress, through capacity: while
+ * submit_backlog Jobs this backend created have not started (as its watch
+ * sees them) the CPU pool has no free slot, so the worker takes no record;
+ * a Job that starts or ends leaves the backlog, one created more than 30 s
+ * ago no longer counts, and once the last create is 200 ms old a full
+ * backlog still leaves one slot. With no bound (0) capacity reports no
+ * fixed slots. */
 static void test_submit_paced_by_backlog(void) {
   for (int bound = 2; bound >= 0; bound -= 2) {
     altar_k8s_config_t cfg;
@@ -1090,46 +1105,92 @@ static void test_submit_paced_by_backlog(void) {
     altar_handle_t h[4];
     memset(h, 0, sizeof h);
     altar_error_t err = {0};
+    CU_ASSERT_EQUAL(cpu_free(k), bound ? 2 : INT64_MAX);
     for (int i = 0; i < 2; i++) {
       altar_spec_t *s = paced_spec(i);
       CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h[i], &err), 0);
       altar_spec_free(s);
+      CU_ASSERT_EQUAL(cpu_free(k), bound ? 1 - i : INT64_MAX);
     }
-    CU_ASSERT_EQUAL(f->n_sleep, 0); /* under the bound: no wait */
     CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), bound ? 2u : 0u);
-    double t0 = f->now;
-    altar_spec_t *s = paced_spec(2);
-    CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h[2], &err), 0);
-    altar_spec_free(s);
     if (bound) {
-      /* Nothing started: the third create waited its 200 ms, then went. */
-      CU_ASSERT(f->now - t0 >= 0.2 - 1e-9 && f->now - t0 < 0.3);
-      CU_ASSERT_EQUAL(altar__k8s_pace_waits(k), 1u);
-      CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 3u);
-      /* One running, one ended: only the third still counts, so the
-       * fourth create does not wait. */
+      /* Nothing started: no slot, and the report was held back once. */
+      CU_ASSERT_EQUAL(altar__k8s_pace_holds(k), 1u);
+      /* One running, one ended: a slot each. */
       watch_job(f, h[0].external_id, "\"active\":1,\"ready\":1");
       watch_job(f, h[1].external_id, "\"succeeded\":1,\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
+      CU_ASSERT_EQUAL(cpu_free(k), 2);
+      CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 0u);
+      for (int i = 2; i < 4; i++) {
+        altar_spec_t *s = paced_spec(i);
+        CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h[i], &err), 0);
+        altar_spec_free(s);
+      }
       watch_job(f, h[2].external_id, "\"active\":1,\"ready\":0"); /* a pod, not started */
-      CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 1u);
-      int sleeps = f->n_sleep;
-      s = paced_spec(3);
-      CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h[3], &err), 0);
-      altar_spec_free(s);
-      CU_ASSERT_EQUAL(f->n_sleep, sleeps);
-      CU_ASSERT_EQUAL(altar__k8s_pace_waits(k), 1u);
+      CU_ASSERT_EQUAL(cpu_free(k), 0);
+      CU_ASSERT_EQUAL(altar__k8s_pace_holds(k), 2u);
+      /* 200 ms after the last create: one slot, however full the backlog. */
+      f->now += 0.2;
+      CU_ASSERT_EQUAL(cpu_free(k), 1);
       CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 2u);
       /* 30 s on, the Jobs that never started no longer hold creates back. */
       f->now += 30.0;
       CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 0u);
+      CU_ASSERT_EQUAL(cpu_free(k), 2);
     } else {
-      CU_ASSERT_EQUAL(f->n_sleep, 0);
-      CU_ASSERT_EQUAL(altar__k8s_pace_waits(k), 0u);
-      CU_ASSERT_EQUAL(f->n_create, 3);
+      CU_ASSERT_EQUAL(altar__k8s_pace_holds(k), 0u);
     }
+    /* Pacing never sleeps in submit. */
+    CU_ASSERT_EQUAL(f->n_sleep, 0);
     for (int i = 0; i < 4; i++) altar_handle_clear(&h[i]);
     altar__k8s_free(k);
+    fed_watch = NULL;
   }
+}
+
+/* A submit made with the backlog full (a caller that does not read
+ * capacity) still returns at once: it neither sleeps nor waits for the
+ * watch, so a completion the watch reported before it is polled right
+ * after it, and wait_change says so without blocking. */
+static void test_paced_submit_never_blocks_poll(void) {
+  altar_k8s_config_t cfg;
+  altar__k8s_config_init(&cfg);
+  cfg.submit_backlog = 1;
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_watch_ops, &f, &cfg);
+  altar_handle_t h[3];
+  memset(h, 0, sizeof h);
+  altar_error_t err = {0};
+  for (int i = 0; i < 2; i++) {
+    altar_spec_t *s = paced_spec(i);
+    CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h[i], &err), 0);
+    altar_spec_free(s);
+  }
+  altar_status_t st[2];
+  memset(st, 0, sizeof st);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, h, 2, st, &err), 0);
+  for (int i = 0; i < 2; i++) altar_status_clear(&st[i]);
+  CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 2u);
+  CU_ASSERT_EQUAL(cpu_free(k), 0);
+  /* The first Job completes; the second has not started. */
+  watch_job(f, h[0].external_id, "\"succeeded\":1,\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
+  double t = f->now;
+  int creates = f->n_create;
+  altar_spec_t *s = paced_spec(2);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h[2], &err), 0);
+  altar_spec_free(s);
+  CU_ASSERT_EQUAL(f->n_create, creates + 1); /* created now, not after a wait */
+  CU_ASSERT_EQUAL(f->n_sleep, 0);
+  CU_ASSERT_EQUAL(f->now, t);
+  CU_ASSERT_EQUAL(altar__k8s_wait_change(k, 0), 1);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_poll(k, h, 2, st, &err), 0);
+  CU_ASSERT_EQUAL(st[0].state, ALTAR_STATE_SUCCEEDED);
+  CU_ASSERT_EQUAL(st[1].state, ALTAR_STATE_PENDING);
+  for (int i = 0; i < 2; i++) altar_status_clear(&st[i]);
+  CU_ASSERT_EQUAL(altar__k8s_wait_change(k, 0), 0); /* polled: no news left */
+  for (int i = 0; i < 3; i++) altar_handle_clear(&h[i]);
+  altar__k8s_free(k);
+  fed_watch = NULL;
 }
 
 /* With a watch, poll lists nothing: each handle is one lookup; a name the
@@ -1761,6 +1822,7 @@ static void add(void) {
   ALTAR_TEST(test_poll_from_watch);
   ALTAR_TEST(test_pod_waits_near_deadline);
   ALTAR_TEST(test_submit_paced_by_backlog);
+  ALTAR_TEST(test_paced_submit_never_blocks_poll);
   ALTAR_TEST(test_poll_default_describe);
   ALTAR_TEST(test_capacity);
   ALTAR_TEST(test_pools_servable);
