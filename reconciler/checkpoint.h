@@ -96,6 +96,12 @@ int altar__checkpoint_restore(const char *uri, const char *dir, altar_checkpoint
  * more than `beyond` (the offset a ledger already holds; -1 for none). */
 int altar__checkpoint_restore_covering(const char *uri, const char *status_topic, int32_t part, int64_t beyond,
                                        const char *dir, altar_checkpoint_t *out, altar_error_t *err);
+/* The same, except that when dir exists it is the caller's restore of the
+ * checkpoint whose id is `kept`: nothing is fetched when that one is the
+ * checkpoint covering part furthest; otherwise dir is replaced by it. */
+int altar__checkpoint_restore_covering_kept(const char *uri, const char *status_topic, int32_t part, int64_t beyond,
+                                            const char *dir, const char *kept, altar_checkpoint_t *out,
+                                            altar_error_t *err);
 /* Removes a restored checkpoint's directory (a flat directory of files). */
 void altar__checkpoint_remove_local(const char *dir);
 /* Reads the newest checkpoint's manifest without restoring it. */

@@ -99,6 +99,9 @@ typedef struct daemon {
   /* ALTAR_TEST_KILL_AFTER_IMPORT=FILE: the fault test_partition_takeover_crash_local
    * injects (NULL: none). */
   const char *kill_after_imports;
+  /* The checkpoint this turn's imports restored, shared by the partitions
+   * one rebalance gains; removed at the end of the turn. */
+  altar__import_src_t import_src;
 } daemon_t;
 
 static int chain_skip(void *ctx, const char *topic, const char *key, const void *value, size_t vlen,
@@ -803,8 +806,8 @@ static bool take_over_partition(daemon_t *d, in_part_t *p, int64_t beginning, bo
   size_t keys = 0;
   /* The dead owner applied no further than the end now. */
   int64_t until = status_end(d, p->partition);
-  int irc = altar__partition_import(d->o->ledger, d->o->checkpoint_uri, p->topic, p->partition, p->next, until, &cp,
-                                    &keys, &e);
+  int irc = altar__partition_import_kept(d->o->ledger, d->o->checkpoint_uri, p->topic, p->partition, p->next, until,
+                                         &d->import_src, &cp, &keys, &e);
   if (irc) {
     if (!quiet_when_none || (irc != ALTAR_ENOTFOUND && irc != ALTAR_ESTATE))
       dlog(d, "%s/%" PRId32 ": not taken over from a checkpoint: %s", p->topic, p->partition, e.msg);
@@ -1088,7 +1091,8 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
       if (p) p->read = m->offset + 1;
       msgs[n++] = m;
     }
-    if (d.check_starts) check_starts(&d); /* assignments arrive inside consume */
+    if (d.check_starts) check_starts(&d);                                    /* assignments arrive inside consume */
+    if (d.import_src.dir[0]) altar__partition_import_release(&d.import_src); /* this turn's imports are done */
     if (n) rc = apply_msgs_retrying(&d, msgs, n, err);
     for (size_t i = 0; i < n; i++) altar_msg_free(msgs[i]);
     if (!rc && d.n_marks) drop_import_markers(&d);
@@ -1161,6 +1165,7 @@ int altar__reconciler_run(const altar_reconciler_opts_t *o, altar_reconciler_sta
   free(d.imported);
   free(d.imported_pos);
   free(d.marks);
+  altar__partition_import_release(&d.import_src);
   altar_apply_result_clear(&d.res);
   altar_arena_free(&d.ev_arena);
   altar__lag_gauge_free(&d.lag);

@@ -26,4 +26,22 @@
 int altar__partition_import(altar_ledger_t *l, const char *uri, const char *status_topic, int32_t part, int64_t have,
                             int64_t until, altar_checkpoint_t *pcp, size_t *pkeys, altar_error_t *err);
 
+/* A checkpoint restored beside the ledger, kept between the imports of one
+ * rebalance: the partitions it gains together are most often covered
+ * furthest by the same checkpoint, and restoring it (every table file
+ * copied and its digest checked) once per partition was most of a
+ * takeover at 10^6 groups. Zeroed: none kept. */
+typedef struct altar__import_src {
+  char id[64];    /* the checkpoint restored; "" for none */
+  char dir[4096]; /* where */
+} altar__import_src_t;
+
+/* altar__partition_import, restoring into (or reusing) kept's directory,
+ * which stays until altar__partition_import_release. */
+int altar__partition_import_kept(altar_ledger_t *l, const char *uri, const char *status_topic, int32_t part,
+                                 int64_t have, int64_t until, altar__import_src_t *kept, altar_checkpoint_t *pcp,
+                                 size_t *pkeys, altar_error_t *err);
+/* Removes what kept holds (nothing when it holds none). */
+void altar__partition_import_release(altar__import_src_t *kept);
+
 #endif

@@ -28,7 +28,7 @@
 #   - the 8 models' fifth folds run: each of the 24 group events is on the
 #     ready topic exactly once (by event id), none on the dead topic, and
 #     S's ledger has the checksum of the reference.
-# With CRASH=1 (test_partition_takeover_crash_local) S dies by SIGKILL right
+# With CRASH=1 (test_partition_takeover_crash_local, _kafka) S dies by SIGKILL right
 # after its last import is written, before that partition's tail is applied
 # (A and B run with ALTAR_TEST_KILL_AFTER_IMPORT naming a file the test
 # fills with the number of V's partitions with events once V is known) and
