@@ -111,6 +111,15 @@ typedef struct loop_clock {
   size_t commit_at; /* ... at this index of the owned partitions */
 } loop_clock_t;
 
+/* The backend's kept-output facts into their gauges: it answers from the
+ * index it keeps (no directory read) and recomputes only when that changed
+ * or an entry aged past its bound, so a refresh costs a comparison. */
+static void refresh_kept_logs(worker_t *w) {
+  if (!w->metrics.kept_dirs) return;
+  altar_kept_logs_t k;
+  if (altar_backend_kept_logs(w->o->backend, &k) == ALTAR_OK) altar__worker_metrics_kept_logs(&w->metrics, &k);
+}
+
 /* Sets up w from o (id, tracker, metrics, leases, pools, heartbeat load,
  * subscription); on failure everything taken is released. */
 static int worker_open(worker_t *w, const altar_worker_opts_t *o, altar_error_t *err) {
@@ -128,6 +137,8 @@ static int worker_open(worker_t *w, const altar_worker_opts_t *o, altar_error_t 
   bool kept_logs = altar_backend_caps(o->backend) & ALTAR_BACKEND_CAP_LOGS;
   if (altar__worker_metrics_init(&w->metrics, o->metrics, o->slots, kept_logs, &me))
     altar__worker_log(w, "metrics off: %s", me.msg);
+  /* Set before the first turn: a scrape in between would read bounds of 0. */
+  refresh_kept_logs(w);
   w->lease_interval_ms = o->lease_interval_ms > 0 ? o->lease_interval_ms : ALTAR_WORKER_LEASE_INTERVAL_MS_DEFAULT;
   w->lease_timeout_ms = o->lease_timeout_ms > 0 ? o->lease_timeout_ms
                         : 3 * w->lease_interval_ms > ALTAR_WORKER_LEASE_TIMEOUT_MS_MIN
@@ -276,15 +287,6 @@ static void phase_housekeeping(worker_t *w, loop_clock_t *c, int64_t now) {
     c->warned_idle = true;
   }
   altar__worker_reap_acked(w);
-}
-
-/* The backend's kept-output facts into their gauges: it answers from the
- * index it keeps (no directory read) and recomputes only when that changed
- * or an entry aged past its bound, so a refresh costs a comparison. */
-static void refresh_kept_logs(worker_t *w) {
-  if (!w->metrics.kept_dirs) return;
-  altar_kept_logs_t k;
-  if (altar_backend_kept_logs(w->o->backend, &k) == ALTAR_OK) altar__worker_metrics_kept_logs(&w->metrics, &k);
 }
 
 /* Phase: gauges, and commits. Commits are batched: a late commit only means
