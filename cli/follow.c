@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,6 +383,20 @@ static void report_why(altar_config_t *cfg, const char *run_id) {
   json_decref(why);
 }
 
+/* Once the events at hand are read, the next ones are let gather for a
+ * moment before the follower waits again. Woken once per event (three per
+ * one-shard group: two status events and the group event), `submit --wait`
+ * switched 3,000 times and spent 60-70 ms of CPU per 1,000 groups, on the
+ * cores the fleet's tasks run on. A group's news reaches the user at most
+ * this much later. */
+#define FOLLOW_GATHER_MS 10
+
+static void gather_pause(void) {
+  struct timespec ts = {0, FOLLOW_GATHER_MS * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
 int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long timeout_s, altar_cli_group_cb cb,
                      void *cb_ctx) {
   size_t cancelled = 0; /* groups settled by `altar cancel` */
@@ -423,6 +438,7 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
   }
   free(tps);
   bool tty = isatty(2);
+  bool draining = false; /* the last read returned an event: read on without waiting */
   double t0 = (double)time(NULL), next_probe = 0;
   size_t settled = 0, waiting_said = 0;
   int rc = 0;
@@ -443,10 +459,13 @@ int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long 
       break;
     }
     altar_msg_t *m = NULL;
-    if (altar_transport_consume(t, 500, &m, &err) || !m) {
+    if (altar_transport_consume(t, draining ? 0 : 500, &m, &err) || !m) {
+      if (draining) gather_pause();
+      draining = false;
       progress(x, t0, tty, false);
       continue;
     }
+    draining = true;
     altar_group_event_t g = {0};
     if (apply_msg(x, cfg->topics.status, m, run_id, &g)) {
       settled++;
