@@ -393,8 +393,7 @@ static void report_why(altar_config_t *cfg, const char *run_id) {
 
 static void gather_pause(void) {
   struct timespec ts = {0, FOLLOW_GATHER_MS * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 int altar_cli_follow(altar_config_t *cfg, const char *run_id, expect_t *x, long timeout_s, altar_cli_group_cb cb,
