@@ -26,7 +26,7 @@ fi
 bad=0
 for f in $files; do
   if ! "$cf" --style=file --dry-run -Werror "$f" >/dev/null 2>&1; then
-    echo "$f: not formatted as .clang-format says (scripts/check-format.sh --fix $f)"
+    echo "$f: not formatted as .clang-format says (scripts/check-format.sh --fix . $f)"
     bad=$((bad + 1))
   fi
 done
