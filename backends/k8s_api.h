@@ -451,9 +451,13 @@ typedef struct altar_k8s_config {
  * scripts/services/k8s.sh (README, "Performance"). */
 #define ALTAR_K8S_DEFAULT_SUBMIT_WINDOW 16
 #define ALTAR_K8S_MAX_SUBMIT_WINDOW 256
-/* Jobs created and not yet started: measured the same way
- * (docs/kubernetes-modal.md). */
-#define ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG 64
+/* Jobs created and not yet started: the creates then run at the rate the
+ * cluster starts Jobs only if this covers that rate times a Job's time to
+ * start on an idle cluster (Little's law), about 40-60 Jobs on the control
+ * plane of scripts/services/k8s.sh; twice that, with room for a faster
+ * cluster, costs only a longer wait in the cluster, far from the 30 s a
+ * Job counts (docs/kubernetes-modal.md). */
+#define ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG 128
 #define ALTAR_K8S_MAX_SUBMIT_BACKLOG 4096
 #define ALTAR_K8S_DEFAULT_POD_WAIT_INTERVAL_MS 2000
 

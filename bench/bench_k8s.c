@@ -27,6 +27,13 @@
  *              whole group was seen finished: median and p95
  *   starved    "watcher close due to unresponsiveness" lines the API server
  *              logged during the row (it drops a controller's watch then)
+ * and after each row, in parentheses: the client's CPU (the bench's, with
+ * curl's) from first POST to all seen, taken from the cores the cluster
+ * runs on; for altar also a Job's time to start (create → the first poll
+ * that sees it running or ended; median, p95) and the backlog of Jobs not
+ * yet started averaged over the polls while Jobs were left to submit: by
+ * Little's law the rate the cluster starts Jobs at is that backlog over
+ * that time, so a backlog that raises the time alone bought no rate.
  * The rows of the i-th count take turns going first (altar first for
  * even i): give a count twice to see both orders.
  * Usage: bench_k8s [--window W] [--backlog B] [--trace] [--no-curl | --no-altar] [N…]
@@ -44,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -67,6 +75,16 @@ static double now_cpu(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU time of this process and its waited-for children (curl): what the
+ * client takes from the cores the cluster runs on. */
+static double now_proc_cpu(void) {
+  struct rusage self, kids;
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &kids);
+  return (double)(self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec + kids.ru_stime.tv_sec) +
+         (double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec + kids.ru_utime.tv_usec + kids.ru_stime.tv_usec) / 1e6;
 }
 
 static double now_wall(void) {
@@ -230,6 +248,12 @@ typedef struct result {
   size_t polls, woken; /* altar: polls, and those wait_change asked for */
   size_t paused;       /* altar: turns with Jobs left and no free slot */
   uint64_t pace_holds; /* altar: capacity reads the backlog left without a slot */
+  /* altar: a Job's time to start (its create → the first poll that sees it
+   * running or ended), median and p95, and the backlog (Jobs created and not
+   * started) averaged over the polls while Jobs were left to submit: by
+   * Little's law the submit rate is about that backlog over that time. */
+  double start_median, start_p95, backlog_mean;
+  double client_cpu_s; /* the bench's CPU (with curl's) from first POST to all seen */
   /* A list of all N Jobs as the server sends it, decoded whole and with
    * managedFields skipped as text first (as the backend does): bytes and
    * ms for every page, median of a few decodes. */
@@ -373,13 +397,17 @@ static int run_altar(size_t n, result_t *res) {
   altar_handle_t *hs = calloc(n, sizeof *hs);
   altar_status_t *st = calloc(n, sizeof *st);
   double *seen = calloc(n, sizeof *seen), *full = calloc(100000, sizeof *full), *cpu = calloc(100000, sizeof *cpu);
+  double *created = calloc(n, sizeof *created), *to_start = calloc(n, sizeof *to_start);
   const char **names = calloc(n, sizeof *names);
-  int rc = hs && st && seen && full && cpu && names ? 0 : -1;
+  int rc = hs && st && seen && full && cpu && created && to_start && names ? 0 : -1;
+  size_t nstart = 0, nbacklog = 0;
+  double backlog_sum = 0;
   char run[64];
   snprintf(run, sizeof run, "bench-%zu-%ld", n, (long)time(NULL));
   for (size_t i = 0; i < n; i++) seen[i] = NAN;
   size_t submitted = 0, finished = 0, nfull = 0;
   int64_t room = cpu_room(k);
+  double cpu0 = now_proc_cpu();
   double t0 = now_mono(), submit_end = NAN, next_poll = t0 + 0.2, give_up = t0 + 1800, next_trace = t0;
   while (!rc && finished < n) {
     bool got = false;
@@ -392,7 +420,7 @@ static int run_altar(size_t n, result_t *res) {
         fprintf(stderr, "bench_k8s: submit %zu: %s\n", submitted, err.msg);
         break;
       }
-      submitted++;
+      created[submitted++] = now_mono();
       if (room != INT64_MAX) room--;
       got = true;
     }
@@ -433,10 +461,18 @@ static int run_altar(size_t n, result_t *res) {
       fprintf(stderr, "bench_k8s: poll: %s\n", err.msg);
       break;
     }
+    if (submitted < n) {
+      backlog_sum += (double)altar__k8s_submit_backlog(k);
+      nbacklog++;
+    }
     finished = 0;
     size_t running = 0;
     for (size_t i = 0; i < submitted; i++) {
       running += st[i].state == ALTAR_STATE_RUNNING;
+      if (st[i].state != ALTAR_STATE_PENDING && created[i] > 0) {
+        to_start[nstart++] = now_mono() - created[i];
+        created[i] = 0;
+      }
       if (altar_state_terminal(st[i].state)) {
         finished++;
         if (isnan(seen[i])) {
@@ -459,12 +495,16 @@ static int run_altar(size_t n, result_t *res) {
     }
   }
   double t_end = now_mono();
+  res->client_cpu_s = now_proc_cpu() - cpu0;
   res->submit_per_s = (double)n / (submit_end - t0);
   res->e2e_per_s = (double)n / (t_end - t0);
   res->tick_ms_median = pct(full, nfull, 0.5);
   res->tick_cpu_ms_median = pct(cpu, nfull, 0.5);
   res->starved = starved_lines() - starved0;
   res->pace_holds = altar__k8s_pace_holds(k);
+  res->start_median = pct(to_start, nstart, 0.5);
+  res->start_p95 = pct(to_start, nstart, 0.95);
+  res->backlog_mean = nbacklog ? backlog_sum / (double)nbacklog : NAN;
   for (size_t i = 0; i < n; i++) names[i] = hs[i].external_id;
   if (!rc) delays(names, n, seen, res);
   if (!rc) decode_cost(res);
@@ -474,6 +514,8 @@ static int run_altar(size_t n, result_t *res) {
   free(seen);
   free(full);
   free(cpu);
+  free(created);
+  free(to_start);
   free(names);
   altar__k8s_free(k);
   return rc;
@@ -524,6 +566,7 @@ static int run_curl(size_t n, result_t *res) {
   }
   if (cfg) fclose(cfg);
   long starved0 = starved_lines();
+  double cpu0 = now_proc_cpu();
   double t0 = now_mono(), submit_end = NAN;
   pid_t pid = -1;
   if (!rc) {
@@ -576,6 +619,7 @@ static int run_curl(size_t n, result_t *res) {
     submit_end = now_mono();
   }
   double t_end = now_mono();
+  res->client_cpu_s = now_proc_cpu() - cpu0;
   res->submit_per_s = (double)n / (submit_end - t0);
   res->e2e_per_s = (double)n / (t_end - t0);
   res->starved = starved_lines() - starved0;
@@ -631,9 +675,13 @@ static void print_row(const char *who, const result_t *r, double secs) {
   printf("%7zu %-6s %6d %10.1f %9.1f %9.1f %9.1f %10.2f %10.2f %9zu %8ld   (%.0f s", r->n, who, window, r->submit_per_s,
          r->e2e_per_s, r->tick_ms_median, r->tick_cpu_ms_median, r->delay_median, r->delay_p95, r->succeeded,
          r->starved, secs);
+  printf("; client CPU %.1f s", r->client_cpu_s);
   if (r->polls)
     printf("; %zu polls, %zu on a change; backlog %d: %llu capacity reads held, %zu paused turns", r->polls, r->woken,
            backlog, (unsigned long long)r->pace_holds, r->paused);
+  if (r->polls)
+    printf("; time to start median %.2f s, p95 %.2f s; backlog %.1f on average", r->start_median, r->start_p95,
+           r->backlog_mean);
   printf(")\n");
   fflush(stdout);
 }
