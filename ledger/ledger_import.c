@@ -212,12 +212,6 @@ int altar__ledger_rocksdb_import_partitions(altar_ledger_t *l, const char *src_d
   if (!src) return altar_error_prefix(err, "ledger import of partition %d", (int)parts[0].part);
   rl_t *s = altar_ledger_impl(src);
   rc = raise_counters(r, s, max_keys, n_max, err);
-  /* The files as the ledger's own table files, uncompressed: compressing
-   * was the largest single cost of writing them (snappy, about a sixth of
-   * an import's CPU), and they are compacted (and compressed) with the
-   * rest later, off the takeover's path. */
-  rocksdb_options_t *wo = rocksdb_options_create_copy(r->opts);
-  rocksdb_options_set_compression(wo, rocksdb_no_compression);
   size_t n_jobs = n_parts * N_FAMS;
   range_job_t *jobs = rc ? NULL : calloc(n_jobs, sizeof *jobs);
   const char **list = rc ? NULL : calloc(n_jobs, sizeof *list);
@@ -235,7 +229,7 @@ int altar__ledger_rocksdb_import_partitions(altar_ledger_t *l, const char *src_d
       size_t f = order[k];
       range_job_t *jb = &jobs[j];
       bool x = !strcmp(fams[f], "x:") && puts[i].len;
-      *jb = (range_job_t){.wo = wo,
+      *jb = (range_job_t){.wo = r->opts,
                           .s = s,
                           .pi = i,
                           .fam = fams[f],
@@ -285,7 +279,6 @@ int altar__ledger_rocksdb_import_partitions(altar_ledger_t *l, const char *src_d
   for (size_t j = 0; jobs && j < n_jobs; j++) unlink(jobs[j].path); /* moved in already, or not wanted */
   free(jobs);
   free(list);
-  rocksdb_options_destroy(wo);
   if (rc) {
     for (size_t i = 0; i < n_parts; i++) parts[i].keys = 0;
     return rc;
