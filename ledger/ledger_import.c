@@ -1,14 +1,15 @@
-/* Importing one status partition's state into a RocksDB ledger from
- * another (a checkpoint restored beside it): a partition's state is one
- * key range per family (ledger_part.c). Each range becomes one SST file
- * (a range tombstone over it and the other ledger's keys of it), and the
- * files are ingested in one call: RocksDB records them in one MANIFEST
- * edit, so a kill -9 leaves the old partition or the new, never a mix. An
- * ingested file skips the memtable and the WAL (a WriteBatch of the same
- * keys was most of a takeover: every key inserted into the memtable,
- * written to the WAL, then flushed and compacted again while the tail is
- * applied), and its tombstones are not in the memtable, where every read
- * would have to step over them until a flush. */
+/* Importing status partitions' state into a RocksDB ledger from another
+ * (a checkpoint restored beside it): a partition's state is one key range
+ * per family (ledger_part.c). Each range becomes one SST file (a range
+ * tombstone over it and the other ledger's keys of it), written on as
+ * many threads as there are cores, and the files of every partition of
+ * the import are ingested in one call: RocksDB records them in one
+ * MANIFEST edit, so a kill -9 leaves the old partitions or the new, never
+ * a mix. An ingested file skips the memtable and the WAL (a WriteBatch of
+ * the same keys was most of a takeover: every key inserted into the
+ * memtable, written to the WAL, then flushed and compacted again while the
+ * tail is applied), and its tombstones are not in the memtable, where every
+ * read would have to step over them until a flush. */
 #include "ledger/ledger_rocksdb_int.h"
 
 #include <pthread.h>
@@ -41,11 +42,6 @@ static char *own_value(rocksdb_t *db, rocksdb_readoptions_t *ro, const char *k, 
   return v;
 }
 
-static int greater(const char *a, size_t al, const char *b, size_t bl) {
-  int c = memcmp(a, b, al < bl ? al : bl);
-  return c ? c > 0 : al > bl;
-}
-
 static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl) {
   int c = memcmp(a, b, al < bl ? al : bl);
   return c ? c : (al > bl) - (al < bl);
@@ -65,7 +61,7 @@ static int raise_counters(rl_t *r, rl_t *s, const char *const *max_keys, size_t 
     char *sv = dberr ? NULL : own_value(s->db, s->ropts, max_keys[i], &sl, &dberr);
     if (dberr) {
       rc = altar_error_set(err, ALTAR_ELEDGER, "ledger import: reading %s: %s", max_keys[i], dberr);
-    } else if (sv && (!ov || greater(sv, sl, ov, ol))) {
+    } else if (sv && (!ov || bytes_cmp(sv, sl, ov, ol) > 0)) {
       size_t kl = strlen(max_keys[i]);
       char key[2 + ALTAR__RL_PART_LEN + 64];
       if (kl > 64) {
@@ -94,12 +90,12 @@ static int raise_counters(rl_t *r, rl_t *s, const char *const *max_keys, size_t 
 /* One family's range of part as an SST file at path: its tombstone, the
  * keys src holds of it, and (put, plen: a whole key, NULL for none) the
  * caller's key in its place among them. */
-static int write_range(rl_t *r, rl_t *s, const char *fam, int32_t part, const char *path, const char *put, size_t plen,
-                       const void *pval, size_t pvlen, size_t *pn, altar_error_t *err) {
+static int write_range(rocksdb_options_t *wo, rl_t *s, const char *fam, int32_t part, const char *path, const char *put,
+                       size_t plen, const void *pval, size_t pvlen, size_t *pn, altar_error_t *err) {
   char lo[2 + ALTAR__RL_PART_LEN], hi[2 + ALTAR__RL_PART_LEN];
   range_of(fam, part, lo, hi);
   rocksdb_envoptions_t *eo = rocksdb_envoptions_create();
-  rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, r->opts);
+  rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, wo);
   char *dberr = NULL;
   int rc = ALTAR_OK;
   rocksdb_sstfilewriter_open(w, path, &dberr);
@@ -134,12 +130,15 @@ static int write_range(rl_t *r, rl_t *s, const char *fam, int32_t part, const ch
   return rc;
 }
 
-/* One family's file, on a thread of its own (write_range's arguments). */
+/* One family's file of one partition (write_range's arguments). */
 typedef struct range_job {
-  rl_t *r, *s;
+  rocksdb_options_t *wo;
+  rl_t *s;
+  size_t pi; /* which of the import's partitions */
   const char *fam;
   int32_t part;
-  const char *path, *put;
+  char path[4096];
+  const char *put;
   size_t plen;
   const void *pval;
   size_t pvlen;
@@ -148,20 +147,61 @@ typedef struct range_job {
   altar_error_t err;
 } range_job_t;
 
+/* The jobs of one import, shared by the threads writing them: each takes
+ * the next job not taken until none is left. */
+typedef struct range_pool {
+  range_job_t *jobs;
+  size_t n_jobs, next;
+  pthread_mutex_t mu;
+} range_pool_t;
+
 static void *range_main(void *arg) {
-  range_job_t *j = arg;
-  j->rc = write_range(j->r, j->s, j->fam, j->part, j->path, j->put, j->plen, j->pval, j->pvlen, &j->n, &j->err);
-  return NULL;
+  range_pool_t *pool = arg;
+  for (;;) {
+    pthread_mutex_lock(&pool->mu);
+    size_t i = pool->next < pool->n_jobs ? pool->next++ : pool->n_jobs;
+    pthread_mutex_unlock(&pool->mu);
+    if (i == pool->n_jobs) return NULL;
+    range_job_t *j = &pool->jobs[i];
+    j->rc = write_range(j->wo, j->s, j->fam, j->part, j->path, j->put, j->plen, j->pval, j->pvlen, &j->n, &j->err);
+  }
 }
+
+/* Writers for the import files: as many as there are cores, at most 8 (a
+ * partition's files are independent of each other and of the others'). */
+static size_t writer_threads(size_t n_jobs) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t n = cores < 1 ? 1 : cores > 8 ? 8 : (size_t)cores;
+  return n < n_jobs ? n : n_jobs;
+}
+
+void (*altar__ledger_import_before_ingest)(void) = NULL;
 
 int altar__ledger_rocksdb_import_partition(altar_ledger_t *l, const char *src_dir, int32_t part,
                                            const char *const *max_keys, size_t n_max, const char *put_key,
                                            const void *put_val, size_t put_vlen, size_t *pkeys, altar_error_t *err) {
+  altar_ledger_import_part_t one = {.part = part, .put_key = put_key, .put_val = put_val, .put_vlen = put_vlen};
   if (pkeys) *pkeys = 0;
+  int rc = altar__ledger_rocksdb_import_partitions(l, src_dir, &one, 1, max_keys, n_max, err);
+  if (!rc && pkeys) *pkeys = one.keys;
+  return rc;
+}
+
+int altar__ledger_rocksdb_import_partitions(altar_ledger_t *l, const char *src_dir, altar_ledger_import_part_t *parts,
+                                            size_t n_parts, const char *const *max_keys, size_t n_max,
+                                            altar_error_t *err) {
+  for (size_t i = 0; i < n_parts; i++) parts[i].keys = 0;
   if (!altar__ledger_is_rocksdb(l)) return altar_error_set(err, ALTAR_ENOTSUP, "ledger: not a RocksDB ledger");
   rl_t *r = altar_ledger_impl(l);
-  if (part < 0 || part > ALTAR_LEDGER_SCOPE_MAX)
-    return altar_error_set(err, ALTAR_EINVAL, "ledger import: %d is not a status partition", (int)part);
+  if (!n_parts || n_parts > ALTAR_LEDGER_SCOPE_MAX + 1)
+    return altar_error_set(err, ALTAR_EINVAL, "ledger import: %zu partitions", n_parts);
+  for (size_t i = 0; i < n_parts; i++) {
+    if (parts[i].part < 0 || parts[i].part > ALTAR_LEDGER_SCOPE_MAX)
+      return altar_error_set(err, ALTAR_EINVAL, "ledger import: %d is not a status partition", (int)parts[i].part);
+    for (size_t k = 0; k < i; k++)
+      if (parts[k].part == parts[i].part)
+        return altar_error_set(err, ALTAR_EINVAL, "ledger import: partition %d given twice", (int)parts[i].part);
+  }
   if (r->in_batch) return altar_error_set(err, ALTAR_ESTATE, "ledger import: a batch is open");
   int rc = altar__rl_writable(r, "import", err);
   if (!rc) rc = altar__rl_settle(r, err);
@@ -169,64 +209,81 @@ int altar__ledger_rocksdb_import_partition(altar_ledger_t *l, const char *src_di
   /* The source through the ledger's own open: its layout is checked. */
   altar_ledger_rocksdb_opts_t ro_opts = {.read_only = true, .no_create = true};
   altar_ledger_t *src = altar_ledger_rocksdb_open(src_dir, &ro_opts, err);
-  if (!src) return altar_error_prefix(err, "ledger import of partition %d", (int)part);
+  if (!src) return altar_error_prefix(err, "ledger import of partition %d", (int)parts[0].part);
   rl_t *s = altar_ledger_impl(src);
   rc = raise_counters(r, s, max_keys, n_max, err);
-  /* The caller's side key of the partition (whole), among the x: keys. */
-  altar_buf_t put = {0};
-  if (!rc && put_key && altar__rl_key(&put, 'x', part, put_key, strlen(put_key)))
-    rc = altar_error_set(err, ALTAR_ENOMEM, "ledger import: out of memory");
-  char paths[N_FAMS][4096];
-  const char *list[N_FAMS];
-  range_job_t jobs[N_FAMS];
-  size_t n = 0;
-  for (size_t f = 0; f < N_FAMS; f++) {
-    snprintf(paths[f], sizeof paths[f], "%s.import-%d-%ld-%zu.sst", r->dir, (int)part, (long)getpid(), f);
-    unlink(paths[f]); /* a crash's leftover of this pid */
-    list[f] = paths[f];
-    bool x = !strcmp(fams[f], "x:") && put.len;
-    jobs[f] = (range_job_t){.r = r,
-                            .s = s,
-                            .fam = fams[f],
-                            .part = part,
-                            .path = paths[f],
-                            .put = x ? (const char *)put.data : NULL,
-                            .plen = x ? put.len : 0,
-                            .pval = put_val,
-                            .pvlen = put_vlen};
-  }
-  /* The side keys (settled groups and their index: about half of a
-   * partition's keys) on a thread of their own, the other families here:
-   * two cores write the files in about half the time. */
-  pthread_t th;
-  bool threaded = !rc && pthread_create(&th, NULL, range_main, &jobs[N_FAMS - 1]) == 0;
-  for (size_t f = 0; f < N_FAMS && !rc; f++)
-    if (f < N_FAMS - 1 || !threaded) range_main(&jobs[f]);
-  if (threaded) pthread_join(th, NULL);
-  for (size_t f = 0; f < N_FAMS && !rc; f++) {
-    n += jobs[f].n;
-    if (jobs[f].rc) {
-      rc = jobs[f].rc;
-      if (err) *err = jobs[f].err;
+  size_t n_jobs = n_parts * N_FAMS;
+  range_job_t *jobs = rc ? NULL : calloc(n_jobs, sizeof *jobs);
+  const char **list = rc ? NULL : calloc(n_jobs, sizeof *list);
+  altar_buf_t *puts = rc ? NULL : calloc(n_parts, sizeof *puts);
+  if (!rc && (!jobs || !list || !puts)) rc = altar_error_set(err, ALTAR_ENOMEM, "ledger import: out of memory");
+  /* Each caller's side key of its partition (whole), among its x: keys. */
+  for (size_t i = 0; i < n_parts && !rc; i++)
+    if (parts[i].put_key && altar__rl_key(&puts[i], 'x', parts[i].part, parts[i].put_key, strlen(parts[i].put_key)))
+      rc = altar_error_set(err, ALTAR_ENOMEM, "ledger import: out of memory");
+  /* Every partition's side keys (settled groups and their index: about
+   * half of a partition's keys) first, so the biggest jobs start first. */
+  static const size_t order[N_FAMS] = {3, 1, 0, 2};
+  for (size_t k = 0, j = 0; k < N_FAMS && !rc; k++)
+    for (size_t i = 0; i < n_parts; i++, j++) {
+      size_t f = order[k];
+      range_job_t *jb = &jobs[j];
+      bool x = !strcmp(fams[f], "x:") && puts[i].len;
+      *jb = (range_job_t){.wo = r->opts,
+                          .s = s,
+                          .pi = i,
+                          .fam = fams[f],
+                          .part = parts[i].part,
+                          .put = x ? (const char *)puts[i].data : NULL,
+                          .plen = x ? puts[i].len : 0,
+                          .pval = parts[i].put_val,
+                          .pvlen = parts[i].put_vlen};
+      /* No pid in the name: one process at a time holds the ledger, and
+       * a crash's leftover is removed by the next import. */
+      snprintf(jb->path, sizeof jb->path, "%s.import-%d-%zu.sst", r->dir, (int)parts[i].part, f);
+      unlink(jb->path);
+      list[j] = jb->path;
+    }
+  if (!rc) {
+    range_pool_t pool = {.jobs = jobs, .n_jobs = n_jobs};
+    pthread_mutex_init(&pool.mu, NULL);
+    pthread_t th[8];
+    size_t n_th = writer_threads(n_jobs), started = 0;
+    while (started + 1 < n_th && pthread_create(&th[started], NULL, range_main, &pool) == 0) started++;
+    range_main(&pool); /* this thread too */
+    for (size_t t = 0; t < started; t++) pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&pool.mu);
+    for (size_t j = 0; j < n_jobs && !rc; j++) {
+      parts[jobs[j].pi].keys += jobs[j].n;
+      if (jobs[j].rc) {
+        rc = jobs[j].rc;
+        if (err) *err = jobs[j].err;
+      }
     }
   }
-  altar_buf_free(&put);
+  for (size_t i = 0; puts && i < n_parts; i++) altar_buf_free(&puts[i]);
+  free(puts);
   altar_ledger_close(src);
+  if (!rc && altar__ledger_import_before_ingest) altar__ledger_import_before_ingest();
   if (!rc) {
     rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
     rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
     char *dberr = NULL;
-    rocksdb_ingest_external_file(r->db, list, N_FAMS, io, &dberr);
+    rocksdb_ingest_external_file(r->db, list, n_jobs, io, &dberr);
     if (dberr)
-      rc =
-          altar_error_set(err, ALTAR_ELEDGER, "ledger %s: importing partition %d failed: %s", r->dir, (int)part, dberr);
+      rc = altar_error_set(err, ALTAR_ELEDGER, "ledger %s: importing partition %d%s failed: %s", r->dir,
+                           (int)parts[0].part, n_parts > 1 ? " and others" : "", dberr);
     rocksdb_free(dberr);
     rocksdb_ingestexternalfileoptions_destroy(io);
   }
-  for (size_t f = 0; f < N_FAMS; f++) unlink(paths[f]); /* moved in already, or not wanted */
-  if (rc) return rc;
+  for (size_t j = 0; jobs && j < n_jobs; j++) unlink(jobs[j].path); /* moved in already, or not wanted */
+  free(jobs);
+  free(list);
+  if (rc) {
+    for (size_t i = 0; i < n_parts; i++) parts[i].keys = 0;
+    return rc;
+  }
   if ((rc = altar__rl_load_cache(r, err))) return altar_error_prefix(err, "ledger %s after the import", r->dir);
   r->parted = true;
-  if (pkeys) *pkeys = n;
   return ALTAR_OK;
 }

@@ -54,4 +54,26 @@ int altar__ledger_rocksdb_import_partition(altar_ledger_t *l, const char *src_di
                                            const char *const *max_keys, size_t n_max, const char *put_key,
                                            const void *put_val, size_t put_vlen, size_t *pkeys, altar_error_t *err);
 
+/* One partition of altar__ledger_rocksdb_import_partitions: which, the side
+ * key put with it (may be NULL), and (out) the keys imported. */
+typedef struct altar_ledger_import_part {
+  int32_t part;
+  const char *put_key;
+  const void *put_val;
+  size_t put_vlen;
+  size_t keys;
+} altar_ledger_import_part_t;
+
+/* The same for n_parts partitions of one source at once, in one atomic
+ * write (one ingestion: a kill -9 leaves all of them old or all new), their
+ * files written on as many threads as there are cores. */
+int altar__ledger_rocksdb_import_partitions(altar_ledger_t *l, const char *src_dir, altar_ledger_import_part_t *parts,
+                                            size_t n_parts, const char *const *max_keys, size_t n_max,
+                                            altar_error_t *err);
+
+/* Test hook (fault injection): called by an import once its files are
+ * written, before they are ingested; a test _exit()s there to stand for a
+ * kill -9. NULL in production. */
+extern void (*altar__ledger_import_before_ingest)(void);
+
 #endif

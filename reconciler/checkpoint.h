@@ -102,6 +102,10 @@ int altar__checkpoint_restore_covering(const char *uri, const char *status_topic
 int altar__checkpoint_restore_covering_kept(const char *uri, const char *status_topic, int32_t part, int64_t beyond,
                                             const char *dir, const char *kept, altar_checkpoint_t *out,
                                             altar_error_t *err);
+/* Only the manifest of the checkpoint altar__checkpoint_restore_covering
+ * would restore (same errors), nothing fetched. */
+int altar__checkpoint_covering(const char *uri, const char *status_topic, int32_t part, int64_t beyond,
+                               altar_checkpoint_t *out, altar_error_t *err);
 /* Removes a restored checkpoint's directory (a flat directory of files). */
 void altar__checkpoint_remove_local(const char *dir);
 /* Reads the newest checkpoint's manifest without restoring it. */

@@ -786,75 +786,104 @@ static void kill_if_asked(daemon_t *d) {
   raise(SIGKILL);
 }
 
-/* A partition whose log begins beyond the ledger's offset for it
- * (`beginning`: the first offset still there), in a RocksDB ledger with
- * checkpoints: its state imported from the newest checkpoint covering it,
- * whatever other partitions the ledger holds. The import is one write with
- * the partition's input offset (ledger/ledger_import.c), so a kill -9 leaves
- * the old state or the new. True when imported: the partition then reads
- * on from the checkpoint's offset (or from the beginning, a gap noted, when
- * the log lost records after the checkpoint too) and what the batch being
- * collected holds of it is dropped (the caller's message too). */
-static bool take_over_partition(daemon_t *d, in_part_t *p, int64_t beginning, bool quiet_when_none) {
-  if (!d->o->checkpoint_uri || d->o->follow || !(altar_ledger_caps(d->o->ledger) & ALTAR_LEDGER_CAP_PARTITIONS))
-    return false;
+/* Partitions whose logs begin beyond the ledger's offsets for them
+ * (`beginnings`: the first offsets still there), or gained with their logs
+ * whole, in a RocksDB ledger with checkpoints: their state imported from
+ * the checkpoints covering them furthest, whatever other partitions the
+ * ledger holds; those one checkpoint covers, in one write with their input
+ * offsets and import markers (ledger/ledger_import.c), so a kill -9 leaves
+ * the old state or the new. taken[i] (false when not): ps[i] was imported
+ * and reads on from its checkpoint's offset (or from the beginning, a gap
+ * noted, when the log lost records after the checkpoint too), and what the
+ * batch being collected holds of it is dropped (the caller's message too).
+ * quiet[i]: a partition no checkpoint covers further is not logged. */
+static void take_over_partitions(daemon_t *d, in_part_t *const *ps, const int64_t *beginnings, const bool *quiet,
+                                 size_t n, bool *taken) {
+  for (size_t i = 0; i < n; i++) taken[i] = false;
+  if (!n || !d->o->checkpoint_uri || d->o->follow || !(altar_ledger_caps(d->o->ledger) & ALTAR_LEDGER_CAP_PARTITIONS))
+    return;
   altar_error_t e = {0};
+  altar__import_req_t *reqs = calloc(n, sizeof *reqs);
+  if (!reqs) {
+    dlog(d, "taking %zu partition(s) over: out of memory", n);
+    return;
+  }
   /* Acknowledgements first: none lands on an entry the import replaces. */
   if (d->ob.in_flight && altar_transport_flush(d->o->transport, 30000, &e))
-    dlog(d, "flush before importing %s/%" PRId32 ": %s", p->topic, p->partition, e.msg);
-  altar_checkpoint_t cp;
-  size_t keys = 0;
-  /* The dead owner applied no further than the end now. */
-  int64_t until = status_end(d, p->partition);
-  int irc = altar__partition_import_kept(d->o->ledger, d->o->checkpoint_uri, p->topic, p->partition, p->next, until,
-                                         &d->import_src, &cp, &keys, &e);
-  if (irc) {
-    if (!quiet_when_none || (irc != ALTAR_ENOTFOUND && irc != ALTAR_ESTATE))
-      dlog(d, "%s/%" PRId32 ": not taken over from a checkpoint: %s", p->topic, p->partition, e.msg);
-    return false;
-  }
-  int64_t at = altar__checkpoint_offset(&cp, p->partition);
-  if (at < 0) at = 0;
-  d->stats.partitions_imported++;
-  note_mark(d, p->partition, until);
-  dlog(d, "%s/%" PRId32 ": taken over from checkpoint %s: %zu key(s) imported, reading on from offset %" PRId64,
-       p->topic, p->partition, cp.id, keys, at);
-  kill_if_asked(d);
-  /* What the daemon keeps in memory of the ledger, read again. */
-  altar__settled_free(&d->settled);
-  int rc = altar__settled_load(&d->settled, d->o->ledger, d->o->settled_cache_entries, &e);
-  if (!rc) rc = altar__retry_wait_open(&d->waits, d->o->ledger, &e);
-  if (!rc) rc = altar__outbox_reload_seq(&d->ob, &e);
-  size_t held = 0;
-  d->held_counted = !rc && altar__held_count(d->o->ledger, &held, &e) == ALTAR_OK;
-  if (d->held_counted) d->stats.held = held;
-  /* Collected before the import: read again from the offset. */
-  if (d->msgs && d->pn_msgs) {
-    size_t k = 0;
-    for (size_t j = 0; j < *d->pn_msgs; j++) {
-      altar_msg_t *m = d->msgs[j];
-      if (m->partition == p->partition && !strcmp(m->topic, p->topic)) altar_msg_free(m);
-      else d->msgs[k++] = m;
+    dlog(d, "flush before importing %zu partition(s): %s", n, e.msg);
+  /* The dead owner applied no further than the ends now. */
+  for (size_t i = 0; i < n; i++)
+    reqs[i] =
+        (altar__import_req_t){.part = ps[i]->partition, .have = ps[i]->next, .until = status_end(d, ps[i]->partition)};
+  altar__partition_import_many(d->o->ledger, d->o->checkpoint_uri, ps[0]->topic, reqs, n, &d->import_src);
+  size_t got = 0;
+  for (size_t i = 0; i < n; i++) {
+    in_part_t *p = ps[i];
+    if (reqs[i].rc) {
+      if (!quiet[i] || (reqs[i].rc != ALTAR_ENOTFOUND && reqs[i].rc != ALTAR_ESTATE))
+        dlog(d, "%s/%" PRId32 ": not taken over from a checkpoint: %s", p->topic, p->partition, reqs[i].err.msg);
+      continue;
     }
-    *d->pn_msgs = k;
+    taken[i] = true;
+    got++;
+    d->stats.partitions_imported++;
+    note_mark(d, p->partition, reqs[i].until);
+    dlog(d, "%s/%" PRId32 ": taken over from checkpoint %s: %zu key(s) imported, reading on from offset %" PRId64,
+         p->topic, p->partition, reqs[i].cp.id, reqs[i].keys, altar__checkpoint_offset(&reqs[i].cp, p->partition));
+    kill_if_asked(d);
   }
-  p->next = p->stored = at;
-  if (at < beginning) note_gap(d, p->topic, p->partition, at, beginning);
-  p->read = at < beginning ? beginning : at;
-  if (!rc) rc = altar_transport_seek(d->o->transport, p->topic, p->partition, p->read, &e);
-  if (!rc) read_published_since(d, cp.id, cp.published, cp.n_published, p->partition);
-  if (d->imported) {
-    d->ob.skip = chain_skip;
-    d->ob.skip_ctx = d;
+  int rc = ALTAR_OK;
+  if (got) {
+    /* What the daemon keeps in memory of the ledger, read again. */
+    altar__settled_free(&d->settled);
+    rc = altar__settled_load(&d->settled, d->o->ledger, d->o->settled_cache_entries, &e);
+    if (!rc) rc = altar__retry_wait_open(&d->waits, d->o->ledger, &e);
+    if (!rc) rc = altar__outbox_reload_seq(&d->ob, &e);
+    size_t held = 0;
+    d->held_counted = !rc && altar__held_count(d->o->ledger, &held, &e) == ALTAR_OK;
+    if (d->held_counted) d->stats.held = held;
   }
-  /* The imported outbox entries: the ones found published are deleted. */
-  if (!rc) rc = altar__outbox_publish_partition(&d->ob, p->partition, &e);
-  altar__checkpoint_clear(&cp);
+  for (size_t i = 0; i < n; i++) {
+    if (!taken[i]) continue;
+    in_part_t *p = ps[i];
+    altar_checkpoint_t *cp = &reqs[i].cp;
+    int64_t at = altar__checkpoint_offset(cp, p->partition);
+    if (at < 0) at = 0;
+    /* Collected before the import: read again from the offset. */
+    if (d->msgs && d->pn_msgs) {
+      size_t k = 0;
+      for (size_t j = 0; j < *d->pn_msgs; j++) {
+        altar_msg_t *m = d->msgs[j];
+        if (m->partition == p->partition && !strcmp(m->topic, p->topic)) altar_msg_free(m);
+        else d->msgs[k++] = m;
+      }
+      *d->pn_msgs = k;
+    }
+    p->next = p->stored = at;
+    if (at < beginnings[i]) note_gap(d, p->topic, p->partition, at, beginnings[i]);
+    p->read = at < beginnings[i] ? beginnings[i] : at;
+    if (!rc) rc = altar_transport_seek(d->o->transport, p->topic, p->partition, p->read, &e);
+    if (!rc) read_published_since(d, cp->id, cp->published, cp->n_published, p->partition);
+    if (d->imported) {
+      d->ob.skip = chain_skip;
+      d->ob.skip_ctx = d;
+    }
+    /* The imported outbox entries: the ones found published are deleted. */
+    if (!rc) rc = altar__outbox_publish_partition(&d->ob, p->partition, &e);
+  }
+  for (size_t i = 0; i < n; i++) altar__checkpoint_clear(&reqs[i].cp);
+  free(reqs);
   if (rc && !d->fatal) {
     d->fatal = rc;
     d->fatal_err = e;
   }
-  return true;
+}
+
+/* take_over_partitions for one partition. */
+static bool take_over_partition(daemon_t *d, in_part_t *p, int64_t beginning, bool quiet_when_none) {
+  bool taken = false;
+  take_over_partitions(d, &p, &beginning, &quiet_when_none, 1, &taken);
+  return taken;
 }
 
 /* After an assignment: a partition whose log begins beyond the ledger's
@@ -868,7 +897,15 @@ static void check_starts(daemon_t *d) {
     dlog(d, "listing %s to compare its beginnings with the ledger: %s", d->o->topics->status, e.msg);
     return;
   }
-  for (size_t i = 0; tl->n_topics && i < tl->topics[0].n_partitions; i++) {
+  /* The partitions to take over, all in one import (one restore, their
+   * files written in parallel, one write). */
+  size_t np = tl->n_topics ? tl->topics[0].n_partitions : 0;
+  in_part_t **ps = calloc(np ? np : 1, sizeof *ps);
+  int64_t *begins = calloc(np ? np : 1, sizeof *begins);
+  bool *quiet = calloc(np ? np : 1, sizeof *quiet), *taken = calloc(np ? np : 1, sizeof *taken);
+  if (!ps || !begins || !quiet || !taken) np = 0; /* out of memory: the gaps are found when read */
+  size_t n = 0;
+  for (size_t i = 0; i < np; i++) {
     const altar_partition_info_t *pi = &tl->topics[0].partitions[i];
     in_part_t *p = find_part(d, d->o->topics->status, pi->partition);
     if (!p) continue;
@@ -879,15 +916,23 @@ static void check_starts(daemon_t *d) {
     bool gained = p->gained;
     p->gained = false;
     int64_t applied = p->next >= 0 ? p->next : 0; /* what was read this turn is not applied yet */
-    if (gained && (p->read >= 0 ? p->read : 0) >= pi->beginning && pi->end > applied &&
-        take_over_partition(d, p, pi->beginning, true))
-      continue;
-    if ((p->read >= 0 ? p->read : 0) < pi->beginning) {
-      if (take_over_partition(d, p, pi->beginning, false)) continue;
-      note_gap(d, p->topic, p->partition, p->read, pi->beginning);
-      p->read = pi->beginning;
+    bool behind = (p->read >= 0 ? p->read : 0) < pi->beginning;
+    if (behind || (gained && pi->end > applied)) {
+      ps[n] = p;
+      begins[n] = pi->beginning;
+      quiet[n++] = !behind;
     }
   }
+  take_over_partitions(d, ps, begins, quiet, n, taken);
+  for (size_t i = 0; i < n; i++)
+    if (!taken[i] && (ps[i]->read >= 0 ? ps[i]->read : 0) < begins[i]) {
+      note_gap(d, ps[i]->topic, ps[i]->partition, ps[i]->read, begins[i]);
+      ps[i]->read = begins[i];
+    }
+  free(ps);
+  free(begins);
+  free(quiet);
+  free(taken);
   altar_topic_list_free(tl);
 }
 

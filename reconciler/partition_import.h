@@ -41,6 +41,29 @@ typedef struct altar__import_src {
 int altar__partition_import_kept(altar_ledger_t *l, const char *uri, const char *status_topic, int32_t part,
                                  int64_t have, int64_t until, altar__import_src_t *kept, altar_checkpoint_t *pcp,
                                  size_t *pkeys, altar_error_t *err);
+/* One partition a rebalance gains: which, the next offset the ledger holds
+ * of it (-1 for none), its end on the status topic now (INT64_MAX when not
+ * known); then what became of it: rc (ALTAR_OK imported; ALTAR_ENOTFOUND,
+ * ALTAR_ESTATE: no checkpoint covers more than the ledger, nothing done;
+ * else failed, err says why), cp (its checkpoint's manifest when imported;
+ * the caller clears it) and the keys imported. */
+typedef struct altar__import_req {
+  int32_t part;
+  int64_t have, until;
+  int rc;
+  altar_error_t err;
+  altar_checkpoint_t cp;
+  size_t keys;
+} altar__import_req_t;
+
+/* altar__partition_import_kept for n partitions at once: the partitions
+ * the same checkpoint covers furthest (most often all of them) are
+ * imported from one restore in one write (their files written in
+ * parallel, one ingestion, each partition's marker in it), so a kill -9
+ * leaves all of them imported or none. Each req gets its own outcome. */
+void altar__partition_import_many(altar_ledger_t *l, const char *uri, const char *status_topic,
+                                  altar__import_req_t *reqs, size_t n, altar__import_src_t *kept);
+
 /* Removes what kept holds (nothing when it holds none). */
 void altar__partition_import_release(altar__import_src_t *kept);
 

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Records eid (group g) under the ledger's scope, succeeded. */
 static void put(altar_ledger_t *l, const char *eid) {
@@ -343,6 +345,123 @@ static void test_import_partition(void) {
   free(dr);
 }
 
+static void crash_before_ingest(void) { _exit(9); }
+
+/* How many of a's import files (<dir>.import-*) are beside it. */
+static size_t import_files(const char *dir) {
+  size_t n = 0;
+  for (int p = 0; p < 4; p++)
+    for (int f = 0; f < 4; f++) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s.import-%d-%d.sst", dir, p, f);
+      n += access(path, F_OK) == 0;
+    }
+  return n;
+}
+
+/* Partitions 2 and 3 imported together, each with its own side key: both
+ * replaced exactly, partition 1 untouched, the checksum of a ledger built
+ * from the same pieces. A kill -9 once the files are written and before
+ * they are ingested (in a child that opens the ledger itself: RocksDB's
+ * threads do not survive a fork) leaves neither partition changed; the
+ * next import removes the files it left and completes. */
+static void test_import_partitions_together(void) {
+  char *da = altar_test_tmpdir("ledger-parts-many-a"), *db = altar_test_tmpdir("ledger-parts-many-b");
+  char *dr = altar_test_tmpdir("ledger-parts-many-ref");
+  altar_error_t err = {0};
+  altar_ledger_t *a = altar_ledger_rocksdb_open(da, NULL, &err), *b = altar_ledger_rocksdb_open(db, NULL, &err);
+  altar_ledger_t *ref = altar_ledger_rocksdb_open(dr, NULL, &err);
+  CU_ASSERT_FATAL(a && b && ref);
+  /* a: partition 1 and stale views of 2 and 3; b: 2 and 3. */
+  altar_ledger_scope(a, 1);
+  put(a, "a1");
+  altar_ledger_scope(a, 2);
+  put(a, "stale2");
+  altar_ledger_scope(a, 3);
+  put(a, "stale3");
+  put_aux(a, 3, "s/t/3", "1");
+  altar_ledger_scope(b, 2);
+  put(b, "b2");
+  altar_ledger_scope(b, 3);
+  put(b, "b3");
+  put(b, "b3c");
+  altar_handle_t h;
+  altar_handle_init(&h, "process", "b3c");
+  CU_ASSERT_EQUAL(altar_ledger_consume(b, &h, 1, &err), 0);
+  altar_handle_clear(&h);
+  put_aux(b, 2, "s/t/2", "20");
+  put_aux(b, 3, "s/t/3", "30");
+  put_aux(b, 3, "zz", "b's own");
+  altar_ledger_scope(ref, 1);
+  put(ref, "a1");
+  altar_ledger_scope(ref, 2);
+  put(ref, "b2");
+  altar_ledger_scope(ref, 3);
+  put(ref, "b3");
+  put(ref, "b3c");
+  altar_handle_init(&h, "process", "b3c");
+  CU_ASSERT_EQUAL(altar_ledger_consume(ref, &h, 1, &err), 0);
+  altar_handle_clear(&h);
+  altar_ledger_close(b);
+  char before[ALTAR_LEDGER_CHECKSUM_LEN + 1], x[ALTAR_LEDGER_CHECKSUM_LEN + 1], y[ALTAR_LEDGER_CHECKSUM_LEN + 1];
+  CU_ASSERT_EQUAL(altar_ledger_checksum(a, before, &err), 0);
+  altar_ledger_close(a);
+  altar_ledger_import_part_t parts[2] = {{.part = 2, .put_key = "mk", .put_val = "m2", .put_vlen = 2},
+                                         {.part = 3, .put_key = "zz", .put_val = "m3", .put_vlen = 2}};
+  /* killed -9 between writing the files and ingesting them */
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    altar_error_t e2 = {0};
+    altar_ledger_t *cl = altar_ledger_rocksdb_open(da, NULL, &e2);
+    altar__ledger_import_before_ingest = crash_before_ingest;
+    if (!cl || altar__ledger_rocksdb_import_partitions(cl, db, parts, 2, NULL, 0, &e2)) _exit(3);
+    _exit(0); /* ingested: the hook never ran */
+  }
+  int ws = 0;
+  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &ws, 0), pid);
+  CU_ASSERT_FATAL(WIFEXITED(ws) && WEXITSTATUS(ws) == 9);
+  CU_ASSERT_EQUAL(import_files(da), 8); /* every file written, none ingested */
+  a = altar_ledger_rocksdb_open(da, NULL, &err);
+  CU_ASSERT_FATAL(a != NULL);
+  CU_ASSERT_EQUAL(altar_ledger_checksum(a, x, &err), 0);
+  CU_ASSERT_STRING_EQUAL(x, before);
+  CU_ASSERT(aux_is(a, 3, "s/t/3", "1"));
+  CU_ASSERT(aux_is(a, 2, "mk", NULL));
+  CU_ASSERT(altar_ledger_peek_open(a, "process", "stale2") != NULL);
+  /* Again, to the end. */
+  CU_ASSERT_EQUAL_FATAL(altar__ledger_rocksdb_import_partitions(a, db, parts, 2, NULL, 0, &err), 0);
+  CU_ASSERT_EQUAL(import_files(da), 0);
+  CU_ASSERT_EQUAL(parts[0].keys, 2); /* the source's keys: a record and a side key */
+  CU_ASSERT_EQUAL(parts[1].keys, 5); /* two records, a consumption's index, two side keys */
+  CU_ASSERT(aux_is(a, 2, "s/t/2", "20"));
+  CU_ASSERT(aux_is(a, 2, "mk", "m2"));
+  CU_ASSERT(aux_is(a, 3, "s/t/3", "30"));
+  CU_ASSERT(aux_is(a, 3, "zz", "m3")); /* the caller's key in place of the source's */
+  CU_ASSERT(aux_is(a, 1, "s/t/3", NULL));
+  CU_ASSERT(altar_ledger_peek_open(a, "process", "a1") != NULL);
+  CU_ASSERT(altar_ledger_peek_open(a, "process", "b2") != NULL);
+  CU_ASSERT(altar_ledger_peek_open(a, "process", "b3") != NULL);
+  CU_ASSERT(altar_ledger_peek_open(a, "process", "stale2") == NULL);
+  CU_ASSERT(altar_ledger_peek_open(a, "process", "stale3") == NULL);
+  CU_ASSERT_EQUAL(altar_ledger_checksum(a, x, &err), 0);
+  CU_ASSERT_EQUAL(altar_ledger_checksum(ref, y, &err), 0);
+  CU_ASSERT_STRING_EQUAL(x, y);
+  check_consistent(a);
+  /* A partition given twice is refused, nothing written. */
+  altar_ledger_import_part_t twice[2] = {{.part = 2}, {.part = 2}};
+  CU_ASSERT_EQUAL(altar__ledger_rocksdb_import_partitions(a, db, twice, 2, NULL, 0, &err), ALTAR_EINVAL);
+  CU_ASSERT(strstr(err.msg, "partition 2") != NULL);
+  altar_ledger_close(a);
+  altar_ledger_close(ref);
+  altar_test_rmtree(da);
+  altar_test_rmtree(db);
+  altar_test_rmtree(dr);
+  free(da);
+  free(db);
+  free(dr);
+}
+
 /* The in-memory ledger has no partitions: the scope stays none. */
 static void test_memory_ledger_has_none(void) {
   altar_error_t err = {0};
@@ -361,6 +480,7 @@ static void add(void) {
   ALTAR_TEST(test_consume_and_prune);
   ALTAR_TEST(test_layout_2_refused);
   ALTAR_TEST(test_import_partition);
+  ALTAR_TEST(test_import_partitions_together);
   ALTAR_TEST(test_memory_ledger_has_none);
 }
 
