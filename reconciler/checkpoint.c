@@ -865,6 +865,15 @@ int altar__checkpoint_restore_covering(const char *uri, const char *status_topic
   return altar__checkpoint_restore_covering_kept(uri, status_topic, part, beyond, dir, NULL, out, err);
 }
 
+/* Covering no more than the ledger has: nothing worth fetching. */
+static int check_covers(const altar_checkpoint_t *out, int32_t part, int64_t beyond, altar_error_t *err) {
+  if (altar__checkpoint_offset(out, part) > beyond) return ALTAR_OK;
+  return altar_error_set(
+      err, ALTAR_ESTATE,
+      "the checkpoint covering partition %d furthest (%s) stops at offset %lld, the ledger is at %lld", (int)part,
+      out->id, (long long)altar__checkpoint_offset(out, part), (long long)beyond);
+}
+
 int altar__checkpoint_covering(const char *uri, const char *status_topic, int32_t part, int64_t beyond,
                                altar_checkpoint_t *out, altar_error_t *err) {
   memset(out, 0, sizeof *out);
@@ -872,11 +881,7 @@ int altar__checkpoint_covering(const char *uri, const char *status_topic, int32_
   int rc = altar_storage_open_for_uri(uri, NULL, &s, err);
   json_t *root = NULL, *files = NULL;
   if (!rc) rc = read_covering(s, uri, status_topic, part, out, &root, &files, err);
-  if (!rc && altar__checkpoint_offset(out, part) <= beyond)
-    rc = altar_error_set(
-        err, ALTAR_ESTATE,
-        "the checkpoint covering partition %d furthest (%s) stops at offset %lld, the ledger is at %lld", (int)part,
-        out->id, (long long)altar__checkpoint_offset(out, part), (long long)beyond);
+  if (!rc) rc = check_covers(out, part, beyond, err);
   if (rc) altar__checkpoint_clear(out);
   json_decref(root);
   if (s) altar_storage_close(s);
@@ -895,11 +900,7 @@ int altar__checkpoint_restore_covering_kept(const char *uri, const char *status_
   json_t *root = NULL, *files = NULL;
   if (!rc) rc = read_covering(s, uri, status_topic, part, out, &root, &files, err);
   /* Covering no more than the ledger has: nothing worth fetching. */
-  if (!rc && altar__checkpoint_offset(out, part) <= beyond)
-    rc = altar_error_set(
-        err, ALTAR_ESTATE,
-        "the checkpoint covering partition %d furthest (%s) stops at offset %lld, the ledger is at %lld", (int)part,
-        out->id, (long long)altar__checkpoint_offset(out, part), (long long)beyond);
+  if (!rc) rc = check_covers(out, part, beyond, err);
   /* Restored already (the partitions one rebalance gains share it). */
   if (!rc && there && !strcmp(out->id, kept)) {
     json_decref(root);
