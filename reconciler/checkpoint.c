@@ -902,7 +902,7 @@ int altar__checkpoint_restore_covering_kept(const char *uri, const char *status_
   /* Covering no more than the ledger has: nothing worth fetching. */
   if (!rc) rc = check_covers(out, part, beyond, err);
   /* Restored already (the partitions one rebalance gains share it). */
-  if (!rc && there && !strcmp(out->id, kept)) {
+  if (!rc && there && kept && !strcmp(out->id, kept)) {
     json_decref(root);
     altar_storage_close(s);
     return ALTAR_OK;
