@@ -10,9 +10,9 @@
  * memtable, written to the WAL, then flushed and compacted again while the
  * tail is applied), and its tombstones are not in the memtable, where every
  * read would have to step over them until a flush. */
+#include "core/job_pool.h"
 #include "ledger/ledger_rocksdb_int.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,32 +147,11 @@ typedef struct range_job {
   altar_error_t err;
 } range_job_t;
 
-/* The jobs of one import, shared by the threads writing them: each takes
- * the next job not taken until none is left. */
-typedef struct range_pool {
-  range_job_t *jobs;
-  size_t n_jobs, next;
-  pthread_mutex_t mu;
-} range_pool_t;
-
-static void *range_main(void *arg) {
-  range_pool_t *pool = arg;
-  for (;;) {
-    pthread_mutex_lock(&pool->mu);
-    size_t i = pool->next < pool->n_jobs ? pool->next++ : pool->n_jobs;
-    pthread_mutex_unlock(&pool->mu);
-    if (i == pool->n_jobs) return NULL;
-    range_job_t *j = &pool->jobs[i];
-    j->rc = write_range(j->wo, j->s, j->fam, j->part, j->path, j->put, j->plen, j->pval, j->pvlen, &j->n, &j->err);
-  }
-}
-
-/* Writers for the import files: as many as there are cores, at most 8 (a
+/* One import file, on whichever of the pool's threads takes it (a
  * partition's files are independent of each other and of the others'). */
-static size_t writer_threads(size_t n_jobs) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t n = cores < 1 ? 1 : cores > 8 ? 8 : (size_t)cores;
-  return n < n_jobs ? n : n_jobs;
+static void write_range_job(void *ctx, size_t i) {
+  range_job_t *j = &((range_job_t *)ctx)[i];
+  j->rc = write_range(j->wo, j->s, j->fam, j->part, j->path, j->put, j->plen, j->pval, j->pvlen, &j->n, &j->err);
 }
 
 void (*altar__ledger_import_before_ingest)(void) = NULL;
@@ -245,14 +224,7 @@ int altar__ledger_rocksdb_import_partitions(altar_ledger_t *l, const char *src_d
       list[j] = jb->path;
     }
   if (!rc) {
-    range_pool_t pool = {.jobs = jobs, .n_jobs = n_jobs};
-    pthread_mutex_init(&pool.mu, NULL);
-    pthread_t th[8];
-    size_t n_th = writer_threads(n_jobs), started = 0;
-    while (started + 1 < n_th && pthread_create(&th[started], NULL, range_main, &pool) == 0) started++;
-    range_main(&pool); /* this thread too */
-    for (size_t t = 0; t < started; t++) pthread_join(th[t], NULL);
-    pthread_mutex_destroy(&pool.mu);
+    altar__run_jobs(n_jobs, write_range_job, jobs);
     for (size_t j = 0; j < n_jobs && !rc; j++) {
       parts[jobs[j].pi].keys += jobs[j].n;
       if (jobs[j].rc) {

@@ -1,5 +1,6 @@
 /* Checkpoints of the RocksDB ledger in the fleet's storage (checkpoint.h). */
 #include "reconciler/checkpoint.h"
+#include "core/job_pool.h"
 #include "reconciler/input_offsets.h"
 #include "ledger/ledger_rocksdb.h"
 
@@ -12,7 +13,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <rocksdb/c.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -663,42 +663,20 @@ typedef struct digest_job {
   altar_error_t err;
 } digest_job_t;
 
-typedef struct digest_pool {
-  digest_job_t *jobs;
-  size_t n, next;
-  pthread_mutex_t mu;
-} digest_pool_t;
-
-static void *digest_main(void *arg) {
-  digest_pool_t *pool = arg;
-  for (;;) {
-    pthread_mutex_lock(&pool->mu);
-    size_t i = pool->next < pool->n ? pool->next++ : pool->n;
-    pthread_mutex_unlock(&pool->mu);
-    if (i == pool->n) return NULL;
-    digest_job_t *j = &pool->jobs[i];
-    char dg[ALTAR_DIGEST_BUFSZ];
-    j->rc = altar_sha256_file(j->path, dg, &j->err);
-    const char *hex = strchr(dg, ':') ? strchr(dg, ':') + 1 : dg;
-    if (!j->rc && strcmp(hex, j->want))
-      j->rc = altar_error_set(&j->err, ALTAR_EDECODE, "%s: content does not match its digest", j->src);
-  }
+static void check_digest_job(void *ctx, size_t i) {
+  digest_job_t *j = &((digest_job_t *)ctx)[i];
+  char dg[ALTAR_DIGEST_BUFSZ];
+  j->rc = altar_sha256_file(j->path, dg, &j->err);
+  const char *hex = strchr(dg, ':') ? strchr(dg, ':') + 1 : dg;
+  if (!j->rc && strcmp(hex, j->want))
+    j->rc = altar_error_set(&j->err, ALTAR_EDECODE, "%s: content does not match its digest", j->src);
 }
 
-/* Checks the n files' digests on as many threads as there are cores (at
- * most 8): hashing every table file of a checkpoint was most of a restore
- * at 10^6 groups once the files were linked rather than copied. */
+/* Checks the n files' digests on every core: hashing every table file of a
+ * checkpoint was most of a restore at 10^6 groups once the files were
+ * linked rather than copied. */
 static int check_digests(digest_job_t *jobs, size_t n, altar_error_t *err) {
-  digest_pool_t pool = {.jobs = jobs, .n = n};
-  pthread_mutex_init(&pool.mu, NULL);
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t want = cores < 1 ? 1 : cores > 8 ? 8 : (size_t)cores, started = 0;
-  if (want > n) want = n;
-  pthread_t th[8];
-  while (started + 1 < want && pthread_create(&th[started], NULL, digest_main, &pool) == 0) started++;
-  digest_main(&pool);
-  for (size_t t = 0; t < started; t++) pthread_join(th[t], NULL);
-  pthread_mutex_destroy(&pool.mu);
+  altar__run_jobs(n, check_digest_job, jobs);
   for (size_t i = 0; i < n; i++)
     if (jobs[i].rc) {
       if (err) *err = jobs[i].err;

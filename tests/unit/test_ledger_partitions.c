@@ -263,13 +263,54 @@ static bool aux_is(altar_ledger_t *l, int32_t part, const char *k, const char *w
  * partition: its records (open and consumed, with their index) and side
  * keys; the others stay; the ledger-wide counters take the greater value;
  * the result equals a ledger built from the same pieces. */
-static void test_import_partition(void) {
-  char *da = altar_test_tmpdir("ledger-parts-imp-a"), *db = altar_test_tmpdir("ledger-parts-imp-b");
-  char *dr = altar_test_tmpdir("ledger-parts-imp-ref");
+/* Three RocksDB ledgers in fresh directories for an import test: a (the
+ * importer), b (the source) and ref (what a should hold afterwards). */
+typedef struct {
+  char *da, *db, *dr;
+  altar_ledger_t *a, *b, *ref;
+} import_trio_t;
+
+static void trio_open(import_trio_t *t, const char *name) {
+  char n[128];
+  snprintf(n, sizeof n, "%s-a", name);
+  t->da = altar_test_tmpdir(n);
+  snprintf(n, sizeof n, "%s-b", name);
+  t->db = altar_test_tmpdir(n);
+  snprintf(n, sizeof n, "%s-ref", name);
+  t->dr = altar_test_tmpdir(n);
   altar_error_t err = {0};
-  altar_ledger_t *a = altar_ledger_rocksdb_open(da, NULL, &err), *b = altar_ledger_rocksdb_open(db, NULL, &err);
-  altar_ledger_t *ref = altar_ledger_rocksdb_open(dr, NULL, &err);
-  CU_ASSERT_FATAL(a && b && ref);
+  t->a = altar_ledger_rocksdb_open(t->da, NULL, &err);
+  t->b = altar_ledger_rocksdb_open(t->db, NULL, &err);
+  t->ref = altar_ledger_rocksdb_open(t->dr, NULL, &err);
+  CU_ASSERT_FATAL(t->a && t->b && t->ref);
+}
+
+/* Closes the ledgers still open and removes all three directories. */
+static void trio_close(import_trio_t *t) {
+  altar_ledger_t *open[] = {t->a, t->b, t->ref};
+  for (size_t i = 0; i < 3; i++)
+    if (open[i]) altar_ledger_close(open[i]);
+  char *dirs[] = {t->da, t->db, t->dr};
+  for (size_t i = 0; i < 3; i++) {
+    altar_test_rmtree(dirs[i]);
+    free(dirs[i]);
+  }
+}
+
+static void consume(altar_ledger_t *l, const char *eid) {
+  altar_error_t err = {0};
+  altar_handle_t h;
+  altar_handle_init(&h, "process", eid);
+  CU_ASSERT_EQUAL(altar_ledger_consume(l, &h, 1, &err), 0);
+  altar_handle_clear(&h);
+}
+
+static void test_import_partition(void) {
+  import_trio_t t = {0};
+  trio_open(&t, "ledger-parts-imp");
+  altar_ledger_t *a = t.a, *b = t.b, *ref = t.ref;
+  const char *db = t.db;
+  altar_error_t err = {0};
   /* a: partitions 1 and 2 (a stale view of 2); b: partitions 2 and 3. */
   altar_ledger_scope(a, 1);
   put(a, "a1");
@@ -278,10 +319,7 @@ static void test_import_partition(void) {
   altar_ledger_scope(b, 2);
   put(b, "b2");
   put(b, "b2c");
-  altar_handle_t h;
-  altar_handle_init(&h, "process", "b2c");
-  CU_ASSERT_EQUAL(altar_ledger_consume(b, &h, 1, &err), 0);
-  altar_handle_clear(&h);
+  consume(b, "b2c");
   altar_ledger_scope(b, 3);
   put(b, "b3");
   put_aux(a, 1, "s/t/1", "10");
@@ -300,10 +338,9 @@ static void test_import_partition(void) {
   altar_ledger_scope(ref, 2);
   put(ref, "b2");
   put(ref, "b2c");
-  altar_handle_init(&h, "process", "b2c");
-  CU_ASSERT_EQUAL(altar_ledger_consume(ref, &h, 1, &err), 0);
-  altar_handle_clear(&h);
+  consume(ref, "b2c");
   altar_ledger_close(b);
+  t.b = NULL;
   const char *counters[] = {"q", "gn"};
   size_t n = 0;
   CU_ASSERT_EQUAL_FATAL(altar__ledger_rocksdb_import_partition(a, db, 2, counters, 2, NULL, NULL, 0, &n, &err), 0);
@@ -324,9 +361,7 @@ static void test_import_partition(void) {
   CU_ASSERT_STRING_EQUAL(x, y);
   check_consistent(a);
   /* The imported partition goes on as its own: consumed and pruned there. */
-  altar_handle_init(&h, "process", "b2");
-  CU_ASSERT_EQUAL(altar_ledger_consume(a, &h, 1, &err), 0);
-  altar_handle_clear(&h);
+  consume(a, "b2");
   CU_ASSERT(raw_has(a, "r:0002process\0b2", 16));
   check_consistent(a);
   /* Never from a ledger that is not there, nor into a batch. */
@@ -335,14 +370,7 @@ static void test_import_partition(void) {
   CU_ASSERT_NOT_EQUAL(altar__ledger_rocksdb_import_partition(a, missing, 2, NULL, 0, NULL, NULL, 0, NULL, &err), 0);
   CU_ASSERT(strstr(err.msg, "partition 2") != NULL);
   CU_ASSERT_EQUAL(altar__ledger_rocksdb_import_partition(a, db, -1, NULL, 0, NULL, NULL, 0, NULL, &err), ALTAR_EINVAL);
-  altar_ledger_close(a);
-  altar_ledger_close(ref);
-  altar_test_rmtree(da);
-  altar_test_rmtree(db);
-  altar_test_rmtree(dr);
-  free(da);
-  free(db);
-  free(dr);
+  trio_close(&t);
 }
 
 static void crash_before_ingest(void) { _exit(9); }
@@ -366,12 +394,11 @@ static size_t import_files(const char *dir) {
  * threads do not survive a fork) leaves neither partition changed; the
  * next import removes the files it left and completes. */
 static void test_import_partitions_together(void) {
-  char *da = altar_test_tmpdir("ledger-parts-many-a"), *db = altar_test_tmpdir("ledger-parts-many-b");
-  char *dr = altar_test_tmpdir("ledger-parts-many-ref");
+  import_trio_t t = {0};
+  trio_open(&t, "ledger-parts-many");
+  altar_ledger_t *a = t.a, *b = t.b, *ref = t.ref;
+  const char *da = t.da, *db = t.db;
   altar_error_t err = {0};
-  altar_ledger_t *a = altar_ledger_rocksdb_open(da, NULL, &err), *b = altar_ledger_rocksdb_open(db, NULL, &err);
-  altar_ledger_t *ref = altar_ledger_rocksdb_open(dr, NULL, &err);
-  CU_ASSERT_FATAL(a && b && ref);
   /* a: partition 1 and stale views of 2 and 3; b: 2 and 3. */
   altar_ledger_scope(a, 1);
   put(a, "a1");
@@ -385,10 +412,7 @@ static void test_import_partitions_together(void) {
   altar_ledger_scope(b, 3);
   put(b, "b3");
   put(b, "b3c");
-  altar_handle_t h;
-  altar_handle_init(&h, "process", "b3c");
-  CU_ASSERT_EQUAL(altar_ledger_consume(b, &h, 1, &err), 0);
-  altar_handle_clear(&h);
+  consume(b, "b3c");
   put_aux(b, 2, "s/t/2", "20");
   put_aux(b, 3, "s/t/3", "30");
   put_aux(b, 3, "zz", "b's own");
@@ -399,10 +423,9 @@ static void test_import_partitions_together(void) {
   altar_ledger_scope(ref, 3);
   put(ref, "b3");
   put(ref, "b3c");
-  altar_handle_init(&h, "process", "b3c");
-  CU_ASSERT_EQUAL(altar_ledger_consume(ref, &h, 1, &err), 0);
-  altar_handle_clear(&h);
+  consume(ref, "b3c");
   altar_ledger_close(b);
+  t.b = NULL;
   char before[ALTAR_LEDGER_CHECKSUM_LEN + 1], x[ALTAR_LEDGER_CHECKSUM_LEN + 1], y[ALTAR_LEDGER_CHECKSUM_LEN + 1];
   CU_ASSERT_EQUAL(altar_ledger_checksum(a, before, &err), 0);
   altar_ledger_close(a);
@@ -452,14 +475,8 @@ static void test_import_partitions_together(void) {
   altar_ledger_import_part_t twice[2] = {{.part = 2}, {.part = 2}};
   CU_ASSERT_EQUAL(altar__ledger_rocksdb_import_partitions(a, db, twice, 2, NULL, 0, &err), ALTAR_EINVAL);
   CU_ASSERT(strstr(err.msg, "partition 2") != NULL);
-  altar_ledger_close(a);
-  altar_ledger_close(ref);
-  altar_test_rmtree(da);
-  altar_test_rmtree(db);
-  altar_test_rmtree(dr);
-  free(da);
-  free(db);
-  free(dr);
+  t.a = a; /* reopened above */
+  trio_close(&t);
 }
 
 /* The in-memory ledger has no partitions: the scope stays none. */
