@@ -123,6 +123,11 @@ typedef struct lappender {
   struct lsegwatch *segwatch; /* the producer's (local_seg_watch.c); NULL: list at every lock */
   int wd;                     /* inotify watch of dir in segwatch, -1 when none */
   bool listed;                /* no segment created or removed since the last listing */
+  /* Written by altar__local_appender_write with the sync deferred and not
+   * yet synced: from byte unsynced_from of the segment, records from offset
+   * unsynced_offset on; unsynced_from is -1 when there are none. */
+  off_t unsynced_from;
+  int64_t unsynced_offset;
 } lappender_t;
 
 /* ---- local_seg_watch.c: whether a partition's segments changed since an
@@ -157,9 +162,16 @@ void altar__local_appender_unlock(lappender_t *a);
 /* Appends n encoded records laid end to end in data (lens[i] bytes each),
  * sealing each with its offset; fills poffsets (callers preset -1: records
  * left at -1 were not written). Call locked. Rolls segments, fsyncs per
- * policy. */
+ * policy; with defer_sync and fsync by group commit, the fsync of the last
+ * segment written is left to altar__local_appender_sync, so a flush that
+ * writes to many partitions writes them all before it waits on any. */
 int altar__local_appender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, uint8_t *data,
-                                const size_t *lens, size_t n, int64_t *poffsets, bool *prolled, altar_error_t *err);
+                                const size_t *lens, size_t n, bool defer_sync, int64_t *poffsets, bool *prolled,
+                                altar_error_t *err);
+/* Syncs what a deferred write left unsynced. On failure the unsynced
+ * records are cut off again (still locked: no one appended after them) and
+ * *pfailed_from is the first offset no longer written; else -1. */
+int altar__local_appender_sync(const local_cfg_t *cfg, lappender_t *a, int64_t *pfailed_from, altar_error_t *err);
 /* Deletes whole old segments beyond retention. Call locked. */
 void altar__local_appender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a);
 /* Recovery of one partition, run by a producer on the caller's thread before

@@ -156,6 +156,7 @@ lappender_t *altar__local_appender_new(const char *root, const char *topic, int3
   a->partition = partition;
   a->lock_fd = -1;
   a->seg_fd = -1;
+  a->unsynced_from = -1;
   a->seg_base = -1;
   a->wd = -1;
   return a;
@@ -277,10 +278,12 @@ void altar__local_appender_unlock(lappender_t *a) {
 static int roll(const local_cfg_t *cfg, lappender_t *a, altar_error_t *err) {
   if (cfg->fsync_policy != LOCAL_FSYNC_NEVER && fdatasync(a->seg_fd) != 0)
     return altar_error_set(err, ALTAR_EIO, "%s/%d: fdatasync: %s", a->topic, a->partition, strerror(errno));
+  a->unsynced_from = -1; /* synced with the segment it leaves */
   return open_segment(a, a->next_offset, true, cfg, err);
 }
 
-static int write_run(const local_cfg_t *cfg, lappender_t *a, const uint8_t *p, size_t len, altar_error_t *err) {
+static int write_run(const local_cfg_t *cfg, lappender_t *a, const uint8_t *p, size_t len, bool sync,
+                     altar_error_t *err) {
   size_t done = 0;
   while (done < len) {
     ssize_t w = pwrite(a->seg_fd, p + done, len - done, a->seg_size + (off_t)done);
@@ -294,7 +297,7 @@ static int write_run(const local_cfg_t *cfg, lappender_t *a, const uint8_t *p, s
     }
     done += (size_t)w;
   }
-  if (cfg->fsync_policy != LOCAL_FSYNC_NEVER && fdatasync(a->seg_fd) != 0) {
+  if (sync && cfg->fsync_policy != LOCAL_FSYNC_NEVER && fdatasync(a->seg_fd) != 0) {
     int e = errno;
     if (ftruncate(a->seg_fd, a->seg_size) != 0) { /* repaired on the next lock */
     }
@@ -305,9 +308,14 @@ static int write_run(const local_cfg_t *cfg, lappender_t *a, const uint8_t *p, s
 }
 
 int altar__local_appender_write(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a, uint8_t *data,
-                                const size_t *lens, size_t n, int64_t *poffsets, bool *prolled, altar_error_t *err) {
+                                const size_t *lens, size_t n, bool defer_sync, int64_t *poffsets, bool *prolled,
+                                altar_error_t *err) {
   (void)t;
   *prolled = false;
+  a->unsynced_from = -1;
+  /* Runs end only at a roll (which syncs the segment it leaves) unless
+   * every record is synced on its own. */
+  bool defer = defer_sync && cfg->fsync_policy == LOCAL_FSYNC_GROUP;
   size_t i = 0;
   uint8_t *p = data;
   while (i < n) {
@@ -325,16 +333,36 @@ int altar__local_appender_write(altar_transport_t *t, const local_cfg_t *cfg, la
       poffsets[j] = off++;
       run += lens[j++];
     } while (j < n && cfg->fsync_policy != LOCAL_FSYNC_ALWAYS && run + lens[j] <= room);
-    int rc = write_run(cfg, a, p, run, err);
+    off_t from = a->seg_size;
+    int rc = write_run(cfg, a, p, run, !defer, err);
     if (rc) {
       for (size_t k = i; k < j; k++) poffsets[k] = -1;
       return rc;
+    }
+    if (defer) {
+      a->unsynced_from = from;
+      a->unsynced_offset = a->next_offset;
     }
     a->next_offset = off;
     p += run;
     i = j;
   }
   return 0;
+}
+
+int altar__local_appender_sync(const local_cfg_t *cfg, lappender_t *a, int64_t *pfailed_from, altar_error_t *err) {
+  *pfailed_from = -1;
+  if (a->unsynced_from < 0) return 0;
+  off_t from = a->unsynced_from;
+  a->unsynced_from = -1;
+  if (cfg->fsync_policy == LOCAL_FSYNC_NEVER || fdatasync(a->seg_fd) == 0) return 0;
+  int e = errno;
+  if (ftruncate(a->seg_fd, from) != 0) { /* repaired on the next lock */
+  }
+  a->seg_size = from;
+  a->next_offset = a->unsynced_offset;
+  *pfailed_from = a->unsynced_offset;
+  return altar_error_set(err, ALTAR_EIO, "%s/%d: fdatasync: %s", a->topic, a->partition, strerror(e));
 }
 
 void altar__local_appender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a) {

