@@ -1,6 +1,7 @@
 /* The local transport: the shared conformance suite, plus what only the
  * embedded log has (the partitioner's vectors, several producer processes
- * on one partition, takeover after a member is killed, retention, config). */
+ * on one partition and across many, takeover after a member is killed,
+ * retention, config). */
 #include "altar/plugin/transport.h"
 #include "testutil.h"
 #include "transport_conformance.h"
@@ -215,6 +216,96 @@ static void test_concurrent_producer_processes(void) { CU_ASSERT_EQUAL(concurren
 static void test_concurrent_producers_rolling(void) {
   /* 1,200 records of about 40 bytes in 1 KiB segments: dozens of rolls. */
   CU_ASSERT(concurrent_producer_processes("1024") > 20);
+}
+
+/* Processes producing to many partitions at once, each visiting them in
+ * its own order: a flush keeps every partition of its batch locked until
+ * all are synced, so the locks must be taken in one order everywhere or two
+ * flushers wait on each other for ever (a hang here, bounded below). Every
+ * record lands once, each partition's offsets are dense and each
+ * producer's records keep their order in each partition. */
+static void test_producers_across_partitions(void) {
+  char *dir = altar_test_tmpdir("local-across");
+  altar_transport_t *t = open_local(dir, NULL, NULL);
+  CU_ASSERT_FATAL(t != NULL);
+  altar_error_t err = {0};
+  enum { PROCS = 4, PARTS = 8, N = 4000, BOUND_MS = 120000 };
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(t, "wide", PARTS, &err), 0);
+  altar_transport_close(t);
+  pid_t pids[PROCS];
+  for (int k = 0; k < PROCS; k++) {
+    fflush(NULL);
+    pids[k] = fork();
+    CU_ASSERT_FATAL(pids[k] >= 0);
+    if (pids[k] == 0) {
+      altar_transport_t *c = open_local(dir, "group.commit.ms", "5");
+      if (!c) _exit(2);
+      for (int i = 0; i < N; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "%d:%d", k, i);
+        int32_t part = k % 2 ? PARTS - 1 - i % PARTS : i % PARTS; /* odd producers go downwards */
+        altar_produce_rec_t rec = {.topic = "wide", .partition = part, .value = v, .value_len = strlen(v)};
+        altar_error_t e = {0};
+        while (altar_transport_produce(c, &rec, &e) == ALTAR_EAGAIN) altar_transport_poll(c, 10);
+      }
+      altar_error_t e = {0};
+      int rc = altar_transport_flush(c, -1, &e);
+      altar_transport_close(c);
+      _exit(rc ? 1 : 0);
+    }
+  }
+  int left = PROCS, waited_ms = 0;
+  bool exited[PROCS] = {false};
+  while (left > 0 && waited_ms < BOUND_MS) {
+    for (int k = 0; k < PROCS; k++) {
+      int st = 0;
+      if (exited[k] || waitpid(pids[k], &st, WNOHANG) != pids[k]) continue;
+      exited[k] = true;
+      left--;
+      CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    if (left > 0) {
+      poll(NULL, 0, 20);
+      waited_ms += 20;
+    }
+  }
+  for (int k = 0; k < PROCS; k++)
+    if (!exited[k]) {
+      kill(pids[k], SIGKILL);
+      waitpid(pids[k], NULL, 0);
+    }
+  CU_ASSERT_EQUAL_FATAL(left, 0); /* none still waiting on another's lock */
+  int total = 0;
+  for (int32_t p = 0; p < PARTS; p++) {
+    t = open_local(dir, NULL, NULL); /* one assignment per transport */
+    CU_ASSERT_FATAL(t != NULL);
+    altar_tp_t tp = {"wide", p, ALTAR_OFFSET_BEGINNING};
+    CU_ASSERT_EQUAL(altar_transport_assign(t, &tp, 1, &err), 0);
+    int next[PROCS], in_part = 0;
+    for (int k = 0; k < PROCS; k++) next[k] = -1;
+    for (;;) {
+      altar_msg_t *m = NULL;
+      CU_ASSERT_EQUAL(altar_transport_consume(t, 50, &m, &err), 0);
+      if (!m) break;
+      CU_ASSERT_EQUAL(m->offset, in_part);
+      char v[32];
+      snprintf(v, sizeof v, "%.*s", (int)m->value_len, (const char *)m->value);
+      int k = -1, i = -1;
+      CU_ASSERT(sscanf(v, "%d:%d", &k, &i) == 2);
+      if (k >= 0 && k < PROCS) {
+        CU_ASSERT(i > next[k]);
+        next[k] = i;
+      }
+      in_part++;
+      altar_msg_free(m);
+    }
+    CU_ASSERT_EQUAL(in_part, PROCS * N / PARTS);
+    total += in_part;
+    altar_transport_close(t);
+  }
+  CU_ASSERT_EQUAL(total, PROCS * N);
+  altar_test_rmtree(dir);
+  free(dir);
 }
 
 /* A member process that dies (kill -9) leaves its partitions to the other. */
@@ -540,6 +631,7 @@ static void add(void) {
     ALTAR_TEST(test_headers_and_null_fields);
     ALTAR_TEST(test_concurrent_producer_processes);
     ALTAR_TEST(test_concurrent_producers_rolling);
+    ALTAR_TEST(test_producers_across_partitions);
     ALTAR_TEST(test_takeover_after_kill);
     ALTAR_TEST(test_retention_by_size);
     ALTAR_TEST(test_retention_by_age);
