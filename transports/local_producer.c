@@ -210,8 +210,12 @@ static void write_batch(local_t *l, lprec_t **batch, size_t n) {
   size_t np = 0;
   for (size_t i = 0; i < n; i++) {
     if (handled[i]) continue;
-    if (gather_partition(batch, n, i, handled, &w[np])) np++;
-    else part_write_free(&w[np]);
+    if (gather_partition(batch, n, i, handled, &w[np])) {
+      np++;
+    } else {
+      part_write_free(&w[np]);
+      memset(&w[np], 0, sizeof w[np]);
+    }
   }
   qsort(w, np, sizeof *w, part_order);
   for (size_t i = 0; i < np; i++) write_partition(l, &w[i]);
