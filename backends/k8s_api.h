@@ -438,7 +438,8 @@ typedef struct altar_k8s_config {
   /* Capacity reports no free slot while this many Jobs it created in the
    * last 30 s have not started (a ready pod, or ended) as the watch sees
    * them, but one once the last create is 200 ms old (0: no bound; init:
-   * ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG; 0..ALTAR_K8S_MAX_SUBMIT_BACKLOG). */
+   * ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG; 0..ALTAR_K8S_MAX_SUBMIT_BACKLOG).
+   * The ceiling of a slow start: see ALTAR_K8S_DEFAULT_PACE_START. */
   int submit_backlog;
   /* Observe Jobs with a watch when the runtime can (init: true). */
   bool watch;
