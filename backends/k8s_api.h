@@ -438,7 +438,8 @@ typedef struct altar_k8s_config {
   /* Capacity reports no free slot while this many Jobs it created in the
    * last 30 s have not started (a ready pod, or ended) as the watch sees
    * them, but one once the last create is 200 ms old (0: no bound; init:
-   * ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG; 0..ALTAR_K8S_MAX_SUBMIT_BACKLOG). */
+   * ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG; 0..ALTAR_K8S_MAX_SUBMIT_BACKLOG).
+   * The ceiling of a slow start: see ALTAR_K8S_DEFAULT_PACE_START. */
   int submit_backlog;
   /* Observe Jobs with a watch when the runtime can (init: true). */
   bool watch;
@@ -459,6 +460,11 @@ typedef struct altar_k8s_config {
  * Job counts (docs/kubernetes-modal.md). */
 #define ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG 128
 #define ALTAR_K8S_MAX_SUBMIT_BACKLOG 4096
+/* The backlog's slow start: the bound starts here (or at submit_backlog
+ * if lower) and grows by one per start the watch reports, up to
+ * submit_backlog, so a fresh cluster's watchers never meet a whole
+ * backlog of creates in its first second (k8s_pace.c). */
+#define ALTAR_K8S_DEFAULT_PACE_START 16
 #define ALTAR_K8S_DEFAULT_POD_WAIT_INTERVAL_MS 2000
 
 /* Defaults as documented on each field. */
@@ -532,6 +538,12 @@ size_t altar__k8s_submits_in_flight(const altar_k8s_t *k);
  * many capacity reports they left without a free slot. */
 size_t altar__k8s_submit_backlog(altar_k8s_t *k);
 uint64_t altar__k8s_pace_holds(const altar_k8s_t *k);
+/* The backlog's bound now (slow start: it grows from the start value by
+ * one per observed start up to submit_backlog; 0 with no bound), and the
+ * start value (init ALTAR_K8S_DEFAULT_PACE_START; 1..ALTAR_K8S_MAX_SUBMIT_BACKLOG,
+ * which the benchmark varies; submit_backlog or more: no slow start). */
+int altar__k8s_pace_limit(const altar_k8s_t *k);
+void altar__k8s_pace_set_start(altar_k8s_t *k, int start);
 /* The backend's watch, or NULL (none, or not started yet). */
 altar_k8s_watch_t *altar__k8s_watch(altar_k8s_t *k);
 /* Blocks up to timeout_ms for news a poll would find: 1 yes, 0 timed out. */

@@ -49,8 +49,9 @@ struct altar_k8s {
   int submit_backlog;
   struct altar__k8s_pace_ent *pace;
   size_t n_pace, cap_pace;
-  double pace_last;    /* monotonic s of the last create */
-  uint64_t pace_holds; /* capacity reports the backlog left without a slot */
+  int pace_start, pace_limit; /* slow start: the bound grows from pace_start */
+  double pace_last;           /* monotonic s of the last create */
+  uint64_t pace_holds;        /* capacity reports the backlog left without a slot */
 };
 
 /* The watch, started when the backend may and can have one (k8s_poll.c). */

@@ -14,7 +14,14 @@
  * create is PACE_FLOOR_S old a full backlog still leaves one slot (at
  * least one create per poll interval), and a Job counts for at most
  * PACE_EXPIRY_S (pods that wait for an image or a node are the kubelet's
- * business, not a sign the control plane is behind). */
+ * business, not a sign the control plane is behind).
+ * Slow start: the bound begins at pace_start and grows by one per start
+ * the watch reports, up to submit_backlog. A fresh API server gives its
+ * watchers 10-event buffers; a whole backlog of creates in its first
+ * second closed the scheduler's pod watch at 10^4 Jobs (#30). One more
+ * per start doubles the bound every time to start, so the ramp ends within
+ * a few seconds. After PACE_IDLE_S without a create the API server's
+ * caches have shrunk again, so the bound starts over. */
 #include "k8s_int.h"
 
 #include "altar/grow.h"
@@ -25,6 +32,7 @@
 
 #define PACE_EXPIRY_S 30.0
 #define PACE_FLOOR_S 0.2
+#define PACE_IDLE_S 30.0
 
 struct altar__k8s_pace_ent {
   char *name;
@@ -64,6 +72,7 @@ size_t altar__k8s_pace_backlog(altar_k8s_t *k) {
     const char *was = altar_strmap_get(&k->outcome, name);
     bool refused = was && *was; /* the server will never start it */
     bool started = v.seen == ALTAR_K8S_SEEN_LIVE && v.state != ALTAR_STATE_PENDING;
+    if (started && k->pace_limit < k->submit_backlog) k->pace_limit++;
     if (started || v.seen == ALTAR_K8S_SEEN_DELETED || refused || now - p->at >= PACE_EXPIRY_S) {
       free(p->name);
       *p = k->pace[--k->n_pace];
@@ -74,13 +83,23 @@ size_t altar__k8s_pace_backlog(altar_k8s_t *k) {
   return k->n_pace;
 }
 
+void altar__k8s_pace_set_start(altar_k8s_t *k, int start) {
+  k->pace_start = start < 1 ? 1 : start;
+  k->pace_limit = k->pace_start < k->submit_backlog ? k->pace_start : k->submit_backlog;
+}
+
+int altar__k8s_pace_limit(const altar_k8s_t *k) { return k->pace_limit; }
+
 int64_t altar__k8s_pace_room(altar_k8s_t *k) {
   if (k->submit_backlog <= 0) return INT64_MAX;
   altar_k8s_watch_t *w = altar__k8s_watch_get(k);
   if (!w || !altar__k8s_watch_synced(w)) return INT64_MAX;
+  double now = altar__k8s_now(k);
+  /* Idle long enough for the server's caches to shrink: start over. */
+  if (k->pace_limit > k->pace_start && now - k->pace_last >= PACE_IDLE_S) altar__k8s_pace_set_start(k, k->pace_start);
   size_t backlog = altar__k8s_pace_backlog(k);
-  if (backlog < (size_t)k->submit_backlog) return (int64_t)((size_t)k->submit_backlog - backlog);
-  if (altar__k8s_now(k) - k->pace_last >= PACE_FLOOR_S) return 1;
+  if (backlog < (size_t)k->pace_limit) return (int64_t)((size_t)k->pace_limit - backlog);
+  if (now - k->pace_last >= PACE_FLOOR_S) return 1;
   k->pace_holds++;
   return 0;
 }

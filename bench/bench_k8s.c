@@ -7,7 +7,8 @@
  *   altar   N Jobs through altar__k8s_submit_start with `--window W` creates
  *           in flight on one HTTP/2 connection, taken and polled as the
  *           worker's loop does: a Job submitted only while capacity leaves
- *           a free slot (`--backlog B` Jobs not yet started fill it), paused
+ *           a free slot (`--backlog B` Jobs not yet started fill it; the
+ *           bound starts at `--start S` and grows by one per start), paused
  *           on wait_change while it leaves none, and polled every 200 ms or
  *           at once when wait_change says the watch saw a change (poll
  *           answers from the Job watch)
@@ -33,11 +34,16 @@
  * that sees it running or ended; median, p95) and the backlog of Jobs not
  * yet started averaged over the polls while Jobs were left to submit: by
  * Little's law the rate the cluster starts Jobs at is that backlog over
- * that time, so a backlog that raises the time alone bought no rate.
+ * that time, so a backlog that raises the time alone bought no rate; and
+ * the time from the last create answered to all seen finished (the last
+ * backlog's drain).
  * The rows of the i-th count take turns going first (altar first for
  * even i): give a count twice to see both orders.
- * Usage: bench_k8s [--window W] [--backlog B] [--trace] [--no-curl | --no-altar] [N…]
- *   (default W 16, B ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG; N 1000 4000)
+ * --trace prints to stderr, once a second, what was submitted, waiting
+ * and finished (curl: finished as the watch saw them).
+ * Usage: bench_k8s [--window W] [--backlog B] [--start S] [--trace] [--no-curl | --no-altar] [N…]
+ *   (default W 16, B ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG, S ALTAR_K8S_DEFAULT_PACE_START,
+ *   S >= B: no slow start; N 1000 4000)
  * Needs ALTAR_K8S_DIR (default ${TMPDIR:-/tmp}/altar-k8s-16443). */
 #include "altar/buf.h"
 #include "backends/k8s_api.h"
@@ -253,6 +259,7 @@ typedef struct result {
    * started) averaged over the polls while Jobs were left to submit: by
    * Little's law the submit rate is about that backlog over that time. */
   double start_median, start_p95, backlog_mean;
+  double drain_s;      /* last create answered → all seen finished */
   double client_cpu_s; /* the bench's CPU (with curl's) from first POST to all seen */
   /* A list of all N Jobs as the server sends it, decoded whole and with
    * managedFields skipped as text first (as the backend does): bytes and
@@ -261,7 +268,7 @@ typedef struct result {
   double decode_ms, decode_trim_ms;
 } result_t;
 
-static int window = 16, backlog = ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG;
+static int window = 16, backlog = ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG, pace_start = ALTAR_K8S_DEFAULT_PACE_START;
 static bool with_curl = true, with_altar = true, trace = false;
 
 /* Lines of the API server's log that say it dropped a slow watcher. */
@@ -301,6 +308,7 @@ static altar_k8s_t *make_backend(int win) {
   cfg.submit_backlog = backlog;
   altar_k8s_t *k = altar__k8s_new(&cfg, rt, &err);
   if (!k) fprintf(stderr, "bench_k8s: %s\n", err.msg);
+  else altar__k8s_pace_set_start(k, pace_start);
   return k;
 }
 
@@ -484,10 +492,11 @@ static int run_altar(size_t n, result_t *res) {
     }
     if (trace && now_mono() >= next_trace) {
       next_trace = now_mono() + 1.0;
-      fprintf(stderr,
-              "trace %6.1f s: submitted %zu, in flight %zu, backlog %zu, pending %zu, running %zu, finished %zu\n",
-              now_mono() - t0, submitted, altar__k8s_submits_in_flight(k), altar__k8s_submit_backlog(k),
-              submitted - running - finished, running, finished);
+      fprintf(
+          stderr,
+          "trace %6.1f s: submitted %zu, in flight %zu, backlog %zu of %d, pending %zu, running %zu, finished %zu\n",
+          now_mono() - t0, submitted, altar__k8s_submits_in_flight(k), altar__k8s_submit_backlog(k),
+          altar__k8s_pace_limit(k), submitted - running - finished, running, finished);
     }
     if (now_mono() > give_up) {
       fprintf(stderr, "bench_k8s: %zu of %zu Jobs finished after 30 min\n", finished, n);
@@ -498,6 +507,7 @@ static int run_altar(size_t n, result_t *res) {
   res->client_cpu_s = now_proc_cpu() - cpu0;
   res->submit_per_s = (double)n / (submit_end - t0);
   res->e2e_per_s = (double)n / (t_end - t0);
+  res->drain_s = t_end - submit_end;
   res->tick_ms_median = pct(full, nfull, 0.5);
   res->tick_cpu_ms_median = pct(cpu, nfull, 0.5);
   res->starved = starved_lines() - starved0;
@@ -588,7 +598,7 @@ static int run_curl(size_t n, result_t *res) {
   uint64_t gen = 0;
   altar_k8s_watch_view_t *views = calloc(n, sizeof *views);
   size_t finished = 0;
-  double give_up = t0 + 1800;
+  double give_up = t0 + 1800, next_trace = t0;
   while (!rc && views && finished < n) {
     if (isnan(submit_end)) {
       int status = 0;
@@ -612,6 +622,11 @@ static int run_curl(size_t n, result_t *res) {
       }
       finished += end;
     }
+    if (trace && now_mono() >= next_trace) {
+      next_trace = now_mono() + 1.0;
+      fprintf(stderr, "trace %6.1f s: curl %s, finished %zu\n", now_mono() - t0, isnan(submit_end) ? "posting" : "done",
+              finished);
+    }
     if (now_mono() > give_up) rc = -1;
   }
   if (isnan(submit_end) && pid > 0) {
@@ -622,6 +637,7 @@ static int run_curl(size_t n, result_t *res) {
   res->client_cpu_s = now_proc_cpu() - cpu0;
   res->submit_per_s = (double)n / (submit_end - t0);
   res->e2e_per_s = (double)n / (t_end - t0);
+  res->drain_s = t_end - submit_end;
   res->starved = starved_lines() - starved0;
   if (!rc) delays((const char *const *)names, n, seen, res);
   for (size_t i = 0; names && i < n; i++) free(names[i]);
@@ -675,10 +691,11 @@ static void print_row(const char *who, const result_t *r, double secs) {
   printf("%7zu %-6s %6d %10.1f %9.1f %9.1f %9.1f %10.2f %10.2f %9zu %8ld   (%.0f s", r->n, who, window, r->submit_per_s,
          r->e2e_per_s, r->tick_ms_median, r->tick_cpu_ms_median, r->delay_median, r->delay_p95, r->succeeded,
          r->starved, secs);
-  printf("; client CPU %.1f s", r->client_cpu_s);
+  printf("; client CPU %.1f s; last create → all seen %.1f s", r->client_cpu_s, r->drain_s);
   if (r->polls)
-    printf("; %zu polls, %zu on a change; backlog %d: %llu capacity reads held, %zu paused turns", r->polls, r->woken,
-           backlog, (unsigned long long)r->pace_holds, r->paused);
+    printf("; %zu polls, %zu on a change; backlog %d from %d: %llu capacity reads held, %zu paused turns", r->polls,
+           r->woken, backlog, pace_start < backlog ? pace_start : backlog, (unsigned long long)r->pace_holds,
+           r->paused);
   if (r->polls)
     printf("; time to start median %.2f s, p95 %.2f s; backlog %.1f on average", r->start_median, r->start_p95,
            r->backlog_mean);
@@ -714,6 +731,14 @@ int main(int argc, char **argv) {
       }
       continue;
     }
+    if (!strcmp(argv[i], "--start") && i + 1 < argc) {
+      pace_start = (int)strtol(argv[++i], NULL, 10);
+      if (pace_start < 1 || pace_start > ALTAR_K8S_MAX_SUBMIT_BACKLOG) {
+        fprintf(stderr, "bench_k8s: --start wants 1..%d\n", ALTAR_K8S_MAX_SUBMIT_BACKLOG);
+        return 2;
+      }
+      continue;
+    }
     if (!strcmp(argv[i], "--trace")) {
       trace = true;
       continue;
@@ -724,7 +749,10 @@ int main(int argc, char **argv) {
     }
     long v = strtol(argv[i], NULL, 10);
     if (v < GROUP || v > 100000) {
-      fprintf(stderr, "usage: bench_k8s [--window W] [--no-curl | --no-altar] [N…]  (each %d..100000)\n", GROUP);
+      fprintf(stderr,
+              "usage: bench_k8s [--window W] [--backlog B] [--start S] [--trace] [--no-curl | --no-altar] [N…]  (each "
+              "%d..100000)\n",
+              GROUP);
       return 2;
     }
     if (!any) nc = 0;

@@ -1148,6 +1148,77 @@ static void test_submit_paced_by_backlog(void) {
   }
 }
 
+/* Submits n paced specs through submit_start into h[*next...]. */
+static void submit_paced(altar_k8s_t *k, altar_handle_t *h, int *next, int n) {
+  for (int i = 0; i < n; i++, (*next)++) {
+    altar_spec_t *s = paced_spec(*next);
+    altar_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h[*next], &err), 0);
+    altar_spec_free(s);
+  }
+}
+
+/* Slow start: the backlog's bound begins at the start value and grows by
+ * one per start the watch reports (not per create, nor per Job that
+ * expired unstarted), up to submit_backlog; after 30 s without a create it
+ * begins again. Default: ALTAR_K8S_DEFAULT_PACE_START free slots before
+ * anything started. */
+static void test_backlog_slow_start(void) {
+  altar_k8s_config_t cfg;
+  altar__k8s_config_init(&cfg);
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_watch_ops, &f, &cfg);
+  CU_ASSERT_EQUAL(cpu_free(k), ALTAR_K8S_DEFAULT_PACE_START);
+  altar__k8s_free(k);
+  fed_watch = NULL;
+
+  cfg.submit_backlog = 8;
+  k = make_backend(&fake_watch_ops, &f, &cfg);
+  altar__k8s_pace_set_start(k, 2);
+  enum { N = 18 };
+  altar_handle_t h[N];
+  memset(h, 0, sizeof h);
+  int next = 0;
+  const char *run = "\"active\":1,\"ready\":1";
+  CU_ASSERT_EQUAL(cpu_free(k), 2);
+  submit_paced(k, h, &next, 2);
+  CU_ASSERT_EQUAL(cpu_free(k), 0);
+  /* One start: the bound is 3, one Job still waits. */
+  watch_job(f, h[0].external_id, run);
+  CU_ASSERT_EQUAL(cpu_free(k), 2);
+  CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 3);
+  /* A Job that ended without being seen running counts as started too. */
+  watch_job(f, h[1].external_id, "\"succeeded\":1,\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]");
+  CU_ASSERT_EQUAL(cpu_free(k), 4);
+  submit_paced(k, h, &next, 4);
+  CU_ASSERT_EQUAL(cpu_free(k), 0);
+  /* After j of these 4 start: the bound 4 + j, 4 - j waiting, 2j free. */
+  for (int j = 1; j <= 4; j++) {
+    watch_job(f, h[1 + j].external_id, run);
+    CU_ASSERT_EQUAL(cpu_free(k), 2 * j);
+    CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 4 + j);
+  }
+  /* 8 more start: the bound stops at submit_backlog. */
+  submit_paced(k, h, &next, 8);
+  CU_ASSERT_EQUAL(cpu_free(k), 0);
+  for (int i = 6; i < 14; i++) watch_job(f, h[i].external_id, run);
+  CU_ASSERT_EQUAL(cpu_free(k), 8);
+  CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 8);
+  /* Idle 30 s: it begins again at 2. */
+  f->now += 30.0;
+  CU_ASSERT_EQUAL(cpu_free(k), 2);
+  CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 2);
+  submit_paced(k, h, &next, 2);
+  f->now += 30.0; /* both expire unstarted; the last create is 30 s old */
+  CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 0u);
+  CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 2);
+  CU_ASSERT_EQUAL(cpu_free(k), 2);
+  CU_ASSERT_EQUAL(f->n_sleep, 0);
+  for (int i = 0; i < N; i++) altar_handle_clear(&h[i]);
+  altar__k8s_free(k);
+  fed_watch = NULL;
+}
+
 /* A submit made with the backlog full (a caller that does not read
  * capacity) still returns at once: it neither sleeps nor waits for the
  * watch, so a completion the watch reported before it is polled right
@@ -1822,6 +1893,7 @@ static void add(void) {
   ALTAR_TEST(test_poll_from_watch);
   ALTAR_TEST(test_pod_waits_near_deadline);
   ALTAR_TEST(test_submit_paced_by_backlog);
+  ALTAR_TEST(test_backlog_slow_start);
   ALTAR_TEST(test_paced_submit_never_blocks_poll);
   ALTAR_TEST(test_poll_default_describe);
   ALTAR_TEST(test_capacity);
