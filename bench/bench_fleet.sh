@@ -13,6 +13,7 @@
 #   ALTAR_BENCH_PARTITIONS N   topics.partitions (default: the fleet's default)
 #   ALTAR_BENCH_LAT_SAMPLES F  append each latency sample (ms, exit -> group event) to
 #                              file F, a line each (bench/ab.sh pools them across rounds)
+#   ALTAR_BENCH_WORKER_ARGS A  extra flags for `altar worker` (e.g. --commit-ms 60000)
 #   ALTAR_BENCH_LAT N          shards in the latency pass (default 1000: with 200,
 #                              p99 was the second-largest sample, 4.9-10.6 ms in
 #                              four runs of one build; with 1000 it is the tenth)
@@ -94,7 +95,7 @@ for i in range($N):
 " > "$dir/specs.jsonl"
 [ "$T" = kafka ] && groups=1
 "$ALTAR" reconciler $cfg ${groups:+--group $p.rec} --quiet >"$dir/rec.log" 2>&1 & rpid=$!
-"$ALTAR" worker $cfg ${groups:+--group $p.w} --quiet --poll-ms 5 >"$dir/w.log" 2>&1 & wpid=$!
+"$ALTAR" worker $cfg ${groups:+--group $p.w} --quiet --poll-ms 5 ${ALTAR_BENCH_WORKER_ARGS:-} >"$dir/w.log" 2>&1 & wpid=$!
 pids="$rpid $wpid"
 # CPU time (user + system, clock ticks) a daemon has used so far: the cost
 # per shard, which a loaded machine changes far less than the rate.

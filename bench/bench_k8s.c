@@ -51,6 +51,7 @@
 #include "core/unconst.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -703,6 +704,19 @@ static void print_row(const char *who, const result_t *r, double secs) {
   fflush(stdout);
 }
 
+/* A flag's whole value as an integer in [lo, hi], or a message naming it. */
+static bool int_flag(const char *flag, const char *arg, int lo, int hi, int *out) {
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(arg, &end, 10);
+  if (errno || end == arg || *end || v < lo || v > hi) {
+    fprintf(stderr, "bench_k8s: %s wants %d..%d, not '%s'\n", flag, lo, hi, arg);
+    return false;
+  }
+  *out = (int)v;
+  return true;
+}
+
 int main(int argc, char **argv) {
   const char *d = getenv("ALTAR_K8S_DIR");
   if (getenv("ALTAR_K8S_PORT")) snprintf(port, sizeof port, "%s", getenv("ALTAR_K8S_PORT"));
@@ -712,11 +726,7 @@ int main(int argc, char **argv) {
   bool any = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--window") && i + 1 < argc) {
-      window = (int)strtol(argv[++i], NULL, 10);
-      if (window < 1 || window > ALTAR_K8S_MAX_SUBMIT_WINDOW) {
-        fprintf(stderr, "bench_k8s: --window wants 1..%d\n", ALTAR_K8S_MAX_SUBMIT_WINDOW);
-        return 2;
-      }
+      if (!int_flag("--window", argv[++i], 1, ALTAR_K8S_MAX_SUBMIT_WINDOW, &window)) return 2;
       continue;
     }
     if (!strcmp(argv[i], "--no-curl")) {
@@ -724,19 +734,11 @@ int main(int argc, char **argv) {
       continue;
     }
     if (!strcmp(argv[i], "--backlog") && i + 1 < argc) {
-      backlog = (int)strtol(argv[++i], NULL, 10);
-      if (backlog < 0 || backlog > ALTAR_K8S_MAX_SUBMIT_BACKLOG) {
-        fprintf(stderr, "bench_k8s: --backlog wants 0..%d\n", ALTAR_K8S_MAX_SUBMIT_BACKLOG);
-        return 2;
-      }
+      if (!int_flag("--backlog", argv[++i], 0, ALTAR_K8S_MAX_SUBMIT_BACKLOG, &backlog)) return 2;
       continue;
     }
     if (!strcmp(argv[i], "--start") && i + 1 < argc) {
-      pace_start = (int)strtol(argv[++i], NULL, 10);
-      if (pace_start < 1 || pace_start > ALTAR_K8S_MAX_SUBMIT_BACKLOG) {
-        fprintf(stderr, "bench_k8s: --start wants 1..%d\n", ALTAR_K8S_MAX_SUBMIT_BACKLOG);
-        return 2;
-      }
+      if (!int_flag("--start", argv[++i], 1, ALTAR_K8S_MAX_SUBMIT_BACKLOG, &pace_start)) return 2;
       continue;
     }
     if (!strcmp(argv[i], "--trace")) {

@@ -182,7 +182,12 @@ int altar__local_commit(altar_transport_t *t, const char *topic, int32_t partiti
   if (!owned)
     return altar_error_set(err, ALTAR_ESTATE, "commit: %s/%d is not owned by this member of group %s",
                            topic ? topic : "(null)", (int)partition, l->cons.group->group);
-  return altar__local_offset_write(&l->cfg, l->cons.group->group, topic, partition, offset, metadata, err);
+  lgroup_t *g = l->cons.group;
+  if (!g->commits) {
+    int rc = altar__local_committer_new(&l->cfg, g->group, &g->commits, err);
+    if (rc) return rc;
+  }
+  return altar__local_committer_put(g->commits, topic, partition, offset, metadata, err);
 }
 
 int altar__local_committed(altar_transport_t *t, const char *group, const char *topic, int32_t partition,
@@ -193,6 +198,8 @@ int altar__local_committed(altar_transport_t *t, const char *group, const char *
   if (!rc) rc = altar_transport_check_name("topic", topic, err);
   if (rc) return rc;
   if (partition < 0) return altar_error_set(err, ALTAR_EINVAL, "partition: %d is negative", (int)partition);
+  /* This member's own commits are read as written. */
+  if (l->cons.group) altar__local_committer_drain(l->cons.group->commits);
   return altar__local_offset_read(&l->cfg, group, topic, partition, poffset, pmetadata, err);
 }
 

@@ -395,8 +395,11 @@ static void revoke_where(altar_transport_t *t, lgroup_t *g, const bool *drop) {
   /* Commits are still allowed during the callback: owned is unchanged. */
   if (g->cb && tps && t) g->cb(t, ALTAR_REBALANCE_REVOKE, tps, nd, g->cb_ctx);
   free(tps);
+  /* The next owner reads the commits made above: written before letting go. */
+  altar__local_committer_drain(g->commits);
   size_t w = 0;
   for (size_t i = 0; i < g->n_owned; i++) {
+    if (drop[i]) altar__local_committer_tell_failure(t, g->commits, g->owned[i].topic, g->owned[i].partition);
     if (drop[i]) release(&g->owned[i]);
     else g->owned[w++] = g->owned[i];
   }
@@ -514,6 +517,7 @@ void altar__local_group_leave(altar_transport_t *t, lgroup_t *g) {
     }
     for (size_t i = 0; i < g->n_owned; i++) release(&g->owned[i]);
   }
+  altar__local_committer_free(t, g->commits);
   free(g->owned);
   if (g->member_fd >= 0) {
     char *fin = altar__local_pathf("%s/members/%s.member", g->dir, g->member_id);

@@ -267,10 +267,29 @@ int altar__local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const
                              altar_topic_list_t **plist, altar_error_t *err);
 
 /* ---- local_offsets.c ---- */
+/* Whether a commit's offset and metadata are acceptable (bounds). */
+int altar__local_offset_check(int64_t offset, const char *metadata, altar_error_t *err);
+/* Writes the commit file whole; without sync_dir the caller fsyncs the
+ * offsets directory after (once for a batch). */
 int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const char *topic, int32_t partition,
-                              int64_t offset, const char *metadata, altar_error_t *err);
+                              int64_t offset, const char *metadata, bool sync_dir, altar_error_t *err);
 int altar__local_offset_read(const local_cfg_t *cfg, const char *group, const char *topic, int32_t partition,
                              int64_t *poffset, char **pmetadata, altar_error_t *err);
+
+/* ---- local_committer.c: a group member's commits, written by a thread ---- */
+typedef struct lcommitter lcommitter_t;
+int altar__local_committer_new(const local_cfg_t *cfg, const char *group, lcommitter_t **pc, altar_error_t *err);
+/* Records the partition's newest commit for the thread to write; the
+ * error, if any, is a bound or the previous write of that partition. */
+int altar__local_committer_put(lcommitter_t *c, const char *topic, int32_t partition, int64_t offset,
+                               const char *metadata, altar_error_t *err);
+/* Returns once every recorded commit is written or has failed (NULL is fine). */
+void altar__local_committer_drain(lcommitter_t *c);
+/* Logs and forgets the partition's failed write, if any: for a partition
+ * let go, whose failure no later commit will tell. */
+void altar__local_committer_tell_failure(altar_transport_t *t, lcommitter_t *c, const char *topic, int32_t partition);
+/* Drains, tells what failed, stops the thread and frees c (NULL is fine). */
+void altar__local_committer_free(altar_transport_t *t, lcommitter_t *c);
 
 /* ---- local_fs.c: small file helpers ---- */
 int altar__local_mkdirs(const char *path, altar_error_t *err);
@@ -300,6 +319,7 @@ typedef struct lgroup {
   int64_t next_check_ms;
   altar_rebalance_cb cb;
   void *cb_ctx;
+  lcommitter_t *commits; /* made by the first commit */
 } lgroup_t;
 
 int altar__local_group_join(altar_transport_t *t, const local_cfg_t *cfg, const char *group, const char *const *topics,

@@ -1,5 +1,6 @@
 /* Committed offsets of the local log: one small file per (group, topic,
- * partition), replaced atomically (temp file, fsync, rename, fsync dir).
+ * partition), replaced atomically (temp file, fsync, rename, fsync dir; a
+ * batch of them shares the directory's fsync: local_committer.c).
  * File: "altar-offset 1\n<offset>\n<metadata length>\n<metadata bytes>". */
 #include "transports/local_int.h"
 
@@ -17,17 +18,23 @@ static char *offsets_dir(const local_cfg_t *cfg, const char *group) {
   return altar__local_pathf("%s/groups/%s/offsets", cfg->dir, group);
 }
 
-int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const char *topic, int32_t partition,
-                              int64_t offset, const char *metadata, altar_error_t *err) {
-  if (!metadata) metadata = "";
-  size_t ml = strlen(metadata);
+int altar__local_offset_check(int64_t offset, const char *metadata, altar_error_t *err) {
+  size_t ml = metadata ? strlen(metadata) : 0;
   if (ml > ALTAR_COMMIT_METADATA_MAX)
     return altar_error_set(err, ALTAR_ETOOBIG, "commit metadata: %zu bytes, more than %d", ml,
                            ALTAR_COMMIT_METADATA_MAX);
   if (offset < 0) return altar_error_set(err, ALTAR_EINVAL, "commit offset: %lld is negative", (long long)offset);
+  return 0;
+}
+
+int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const char *topic, int32_t partition,
+                              int64_t offset, const char *metadata, bool sync_dir, altar_error_t *err) {
+  int rc = altar__local_offset_check(offset, metadata, err);
+  if (rc) return rc;
+  if (!metadata) metadata = "";
+  size_t ml = strlen(metadata);
   char *dir = offsets_dir(cfg, group);
   if (!dir) return altar_error_set(err, ALTAR_ENOMEM, "commit: out of memory");
-  int rc = 0;
   char *final = altar__local_pathf("%s/%s.%d", dir, topic, (int)partition);
   char *tmp = altar__local_pathf("%s/.%s.%d.tmp.%ld", dir, topic, (int)partition, (long)getpid());
   if (!final || !tmp) rc = altar_error_set(err, ALTAR_ENOMEM, "commit: out of memory");
@@ -49,7 +56,7 @@ int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const c
       unlink(tmp);
     } else {
       close(fd);
-      if (rename(tmp, final) != 0 || altar__local_fsync_dir(dir) != 0) {
+      if (rename(tmp, final) != 0 || (sync_dir && altar__local_fsync_dir(dir) != 0)) {
         rc = altar_error_set_retriable(err, ALTAR_EIO, "commit %s/%s/%d: rename: %s", group, topic, (int)partition,
                                        strerror(errno));
         unlink(tmp);

@@ -282,6 +282,15 @@ static int roll(const local_cfg_t *cfg, lappender_t *a, altar_error_t *err) {
   return open_segment(a, a->next_offset, true, cfg, err);
 }
 
+/* A failed fdatasync: the records written since `from` may not be on disk,
+ * so they are cut off again (a failed cut is repaired on the next lock). */
+static int sync_failed(lappender_t *a, off_t from, int e, altar_error_t *err) {
+  if (ftruncate(a->seg_fd, from) != 0) { /* repaired on the next lock */
+  }
+  a->seg_size = from;
+  return altar_error_set(err, ALTAR_EIO, "%s/%d: fdatasync: %s", a->topic, a->partition, strerror(e));
+}
+
 static int write_run(const local_cfg_t *cfg, lappender_t *a, const uint8_t *p, size_t len, bool sync,
                      altar_error_t *err) {
   size_t done = 0;
@@ -297,12 +306,8 @@ static int write_run(const local_cfg_t *cfg, lappender_t *a, const uint8_t *p, s
     }
     done += (size_t)w;
   }
-  if (sync && cfg->fsync_policy != LOCAL_FSYNC_NEVER && fdatasync(a->seg_fd) != 0) {
-    int e = errno;
-    if (ftruncate(a->seg_fd, a->seg_size) != 0) { /* repaired on the next lock */
-    }
-    return altar_error_set(err, ALTAR_EIO, "%s/%d: fdatasync: %s", a->topic, a->partition, strerror(e));
-  }
+  if (sync && cfg->fsync_policy != LOCAL_FSYNC_NEVER && fdatasync(a->seg_fd) != 0)
+    return sync_failed(a, a->seg_size, errno, err);
   a->seg_size += (off_t)len;
   return 0;
 }
@@ -357,12 +362,9 @@ int altar__local_appender_sync(const local_cfg_t *cfg, lappender_t *a, int64_t *
   a->unsynced_from = -1;
   if (cfg->fsync_policy == LOCAL_FSYNC_NEVER || fdatasync(a->seg_fd) == 0) return 0;
   int e = errno;
-  if (ftruncate(a->seg_fd, from) != 0) { /* repaired on the next lock */
-  }
-  a->seg_size = from;
   a->next_offset = a->unsynced_offset;
   *pfailed_from = a->unsynced_offset;
-  return altar_error_set(err, ALTAR_EIO, "%s/%d: fdatasync: %s", a->topic, a->partition, strerror(e));
+  return sync_failed(a, from, e, err);
 }
 
 void altar__local_appender_retain(altar_transport_t *t, const local_cfg_t *cfg, lappender_t *a) {

@@ -1,6 +1,7 @@
 /* The local log's consumer groups: sticky, minimal-movement assignment that
  * every member computes alike, fast detection of joins, leaves and deaths
- * (kill -9 of a member process), and members subscribing different topics.
+ * (kill -9 of a member process), members subscribing different topics,
+ * and commits written by a thread yet read as written and before handover.
  * Assertions are on recorded facts (which partitions each member was
  * given or had taken, in how many rebalance callbacks); the latencies are
  * printed for the record, not asserted. */
@@ -323,12 +324,145 @@ static void test_mixed_subscriptions(void) {
   free(dir);
 }
 
+/* What a member that commits on revoke (as a worker does) saw, and what a
+ * member reading commits on assign read. */
+typedef struct commit_rec {
+  rec_t r;
+  int64_t read_at[TP_MAX]; /* by partition: the committed offset read on assign */
+  bool read_ok[TP_MAX];
+} commit_rec_t;
+
+static void on_rebalance_commit(altar_transport_t *t, altar_rebalance_kind_t kind, const altar_tp_t *parts, size_t n,
+                                void *ctx) {
+  commit_rec_t *c = ctx;
+  for (size_t i = 0; i < n; i++) {
+    altar_error_t err = {0};
+    char md[32];
+    snprintf(md, sizeof md, "meta-%d", (int)parts[i].partition);
+    if (kind == ALTAR_REBALANCE_REVOKE) {
+      CU_ASSERT_EQUAL(
+          altar_transport_commit(t, parts[i].topic, parts[i].partition, 1000 + parts[i].partition, md, &err), 0);
+    } else if (parts[i].partition >= 0 && parts[i].partition < TP_MAX) {
+      int64_t off = -1;
+      char *got = NULL;
+      int rc = altar_transport_committed(t, "g", parts[i].topic, parts[i].partition, 0, &off, &got, &err);
+      c->read_ok[parts[i].partition] = rc == 0 && got && !strcmp(got, md);
+      c->read_at[parts[i].partition] = rc == 0 ? off : -1;
+      free(got);
+    }
+  }
+  on_rebalance(t, kind, parts, n, &c->r);
+}
+
+/* Commits are written by a thread (local_committer.c): a member reads its
+ * own commit at once, and a partition is let go only once the commit its
+ * owner made on revoke is written, so the next owner starts from it. */
+static void test_commits_written_before_handover(void) {
+  /* A slow disk: each batch the thread writes waits 300 ms first, so a
+   * partition let go before its commit is written is read without it. */
+  setenv("ALTAR_TEST_COMMIT_DELAY_MS", "300", 1);
+  char *dir = altar_test_tmpdir("local-group-commits");
+  altar_transport_t *ts[2] = {open_member(dir), open_member(dir)};
+  CU_ASSERT_FATAL(ts[0] && ts[1]);
+  commit_rec_t *c[2] = {calloc(1, sizeof *c[0]), calloc(1, sizeof *c[1])};
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(ts[0], "work", 12, &err), 0);
+  const char *topics[] = {"work"};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_subscribe(ts[0], "g", topics, 1, on_rebalance_commit, c[0], &err), 0);
+  rec_t *rs[2] = {&c[0]->r, &c[1]->r};
+  want_t w = {.recs = rs, .n = 1, .topic = "work", .each = {12}};
+  CU_ASSERT_FATAL(serve_until(ts, 1, balanced, &w));
+  /* Read as written (each commit a new offset), the thread slow or not. */
+  for (int64_t k = 1; k <= 5; k++) {
+    CU_ASSERT_EQUAL(altar_transport_commit(ts[0], "work", 3, k, "x", &err), 0);
+    int64_t off = -1;
+    char *md = NULL;
+    CU_ASSERT_EQUAL(altar_transport_committed(ts[0], "g", "work", 3, 0, &off, &md, &err), 0);
+    CU_ASSERT_EQUAL(off, k);
+    free(md);
+  }
+  /* The second member joins: the 6 partitions it is given were committed
+   * by the first in its revoke callback, and it reads those commits. */
+  CU_ASSERT_EQUAL_FATAL(altar_transport_subscribe(ts[1], "g", topics, 1, on_rebalance_commit, c[1], &err), 0);
+  w.n = 2;
+  w.each[0] = w.each[1] = 6;
+  CU_ASSERT_FATAL(serve_until(ts, 2, balanced, &w));
+  CU_ASSERT_EQUAL(c[1]->r.n_assigned, 6);
+  for (size_t i = 0; i < c[1]->r.n_assigned; i++) {
+    int32_t p = c[1]->r.assigned[i].p;
+    CU_ASSERT_EQUAL(c[1]->read_at[p], 1000 + p);
+    CU_ASSERT(c[1]->read_ok[p]);
+  }
+  for (int i = 0; i < 2; i++) {
+    altar_transport_close(ts[i]);
+    free(c[i]);
+  }
+  unsetenv("ALTAR_TEST_COMMIT_DELAY_MS");
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
+/* A commit the thread could not write is told: by the member's next commit
+ * of that partition (a retriable error naming it), after which it commits
+ * again as usual. */
+static void test_commit_failure_told(void) {
+  char *dir = altar_test_tmpdir("local-group-commit-fail");
+  altar_transport_t *ts[1] = {open_member(dir)};
+  CU_ASSERT_FATAL(ts[0] != NULL);
+  rec_t *r = calloc(1, sizeof *r);
+  altar_error_t err = {0};
+  CU_ASSERT_EQUAL_FATAL(altar_transport_create_topic(ts[0], "work", 2, &err), 0);
+  const char *topics[] = {"work"};
+  join(ts[0], topics, 1, r);
+  want_t w = {.recs = &r, .n = 1, .topic = "work", .each = {2}};
+  CU_ASSERT_FATAL(serve_until(ts, 1, balanced, &w));
+  CU_ASSERT_EQUAL(altar_transport_commit(ts[0], "work", 0, 5, NULL, &err), 0);
+  int64_t off = -1;
+  char *md = NULL;
+  CU_ASSERT_EQUAL(altar_transport_committed(ts[0], "g", "work", 0, 0, &off, &md, &err), 0);
+  CU_ASSERT_EQUAL(off, 5);
+  free(md);
+  /* The offsets directory becomes a file: the next write fails. */
+  char *odir = NULL, *aside = NULL;
+  CU_ASSERT_FATAL(asprintf(&odir, "%s/groups/g/offsets", dir) > 0 && asprintf(&aside, "%s.aside", odir) > 0);
+  CU_ASSERT_EQUAL_FATAL(rename(odir, aside), 0);
+  FILE *f = fopen(odir, "w");
+  CU_ASSERT_FATAL(f != NULL);
+  fclose(f);
+  CU_ASSERT_EQUAL(altar_transport_commit(ts[0], "work", 0, 6, NULL, &err), 0); /* recorded */
+  /* Reading waits for the write: the old commit is unreadable now. */
+  off = -1;
+  altar_transport_committed(ts[0], "g", "work", 0, 0, &off, &md, &err);
+  free(md);
+  md = NULL;
+  CU_ASSERT_NOT_EQUAL(off, 6);
+  err = (altar_error_t){0};
+  CU_ASSERT_EQUAL(altar_transport_commit(ts[0], "work", 0, 7, NULL, &err), ALTAR_EIO);
+  CU_ASSERT(err.retriable);
+  CU_ASSERT(strstr(err.msg, "commit g/work/0") != NULL);
+  /* Put back: the commit recorded with the failure's report is written. */
+  CU_ASSERT_EQUAL(unlink(odir), 0);
+  CU_ASSERT_EQUAL(rename(aside, odir), 0);
+  CU_ASSERT_EQUAL(altar_transport_commit(ts[0], "work", 0, 8, NULL, &err), 0);
+  CU_ASSERT_EQUAL(altar_transport_committed(ts[0], "g", "work", 0, 0, &off, &md, &err), 0);
+  CU_ASSERT_EQUAL(off, 8);
+  free(md);
+  free(odir);
+  free(aside);
+  altar_transport_close(ts[0]);
+  free(r);
+  altar_test_rmtree(dir);
+  free(dir);
+}
+
 static void add(void) {
   altar_transport_register(&altar_transport_local_ops);
   ALTAR_SUITE("local log groups", NULL, NULL);
   ALTAR_TEST(test_join_and_leave_move_only_the_share);
   ALTAR_TEST(test_dead_member_taken_over);
   ALTAR_TEST(test_mixed_subscriptions);
+  ALTAR_TEST(test_commits_written_before_handover);
+  ALTAR_TEST(test_commit_failure_told);
 }
 
 int main(int argc, char **argv) { return altar_test_main(argc, argv, add); }
