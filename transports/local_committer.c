@@ -137,7 +137,11 @@ int altar__local_committer_new(const local_cfg_t *cfg, const char *group, lcommi
   }
   c->cfg = cfg;
   const char *delay = getenv("ALTAR_TEST_COMMIT_DELAY_MS");
-  if (delay) c->test_delay_ms = atoi(delay);
+  if (delay) {
+    char *end = NULL;
+    long ms = strtol(delay, &end, 10);
+    c->test_delay_ms = end != delay && !*end && ms > 0 && ms <= 10000 ? (int)ms : 0;
+  }
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->work_cv, NULL);
   pthread_cond_init(&c->idle_cv, NULL);
