@@ -175,7 +175,8 @@ check 'grep -q "shard:$job3: its inputs. manifest.*applied again in" "$T/reconci
   "the reconciler did not say it applies the batch again: $(tail -3 "$T/reconciler.log")"
 check 'kill -0 "$rec" 2>/dev/null' "the reconciler stopped when the storage failed: $(tail -3 "$T/reconciler.log")"
 check '! grep -q "^$job3 " "$T/results/merge.txt"' "the follow-up ran without its manifest"
-rm "$T/blocker" && mkdir "$T/blocker"
+# -p: the reconciler, applying the batch again, may make the directory first.
+rm "$T/blocker" && mkdir -p "$T/blocker"
 deadline=$(( $(date +%s) + 300 ))
 while ! grep -q "^$job3 " "$T/results/merge.txt" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 1; done
 check '[ "$(grep -c "^$job3 " "$T/results/merge.txt")" = 1 ] && grep -q "^$job3 $WIDE_BLOCKED 1 $WIDE_BLOCKED\$" "$T/results/merge.txt"' \
