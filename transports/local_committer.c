@@ -43,6 +43,7 @@ struct lcommitter {
   size_t n, cap;
   const local_cfg_t *cfg;
   char *group;
+  char *dir;         /* the group's offsets directory, fsynced once a batch */
   int test_delay_ms; /* ALTAR_TEST_COMMIT_DELAY_MS: a slow disk, for the handover test */
 };
 
@@ -67,14 +68,8 @@ static void write_batch(lcommitter_t *c, batch_item_t *b, size_t nb, char **topi
     any |= b[i].ok;
   }
   if (!any) return;
-  char *dir = altar__local_pathf("%s/groups/%s/offsets", c->cfg->dir, c->group);
-  for (int tries = 0; tries < WRITE_TRIES; tries++) {
-    if (dir && altar__local_fsync_dir(dir) == 0) {
-      free(dir);
-      return;
-    }
-  }
-  free(dir);
+  for (int tries = 0; tries < WRITE_TRIES; tries++)
+    if (altar__local_fsync_dir(c->dir) == 0) return;
   for (size_t i = 0; i < nb; i++) {
     if (!b[i].ok) continue;
     b[i].ok = false;
@@ -131,7 +126,8 @@ static void *writer_main(void *arg) {
 
 int altar__local_committer_new(const local_cfg_t *cfg, const char *group, lcommitter_t **pc, altar_error_t *err) {
   lcommitter_t *c = calloc(1, sizeof *c);
-  if (!c || !(c->group = strdup(group))) {
+  if (!c || !(c->group = strdup(group)) || !(c->dir = altar__local_offsets_dir(cfg, group))) {
+    if (c) free(c->group);
     free(c);
     return altar_error_set(err, ALTAR_ENOMEM, "commit: out of memory");
   }
@@ -151,6 +147,7 @@ int altar__local_committer_new(const local_cfg_t *cfg, const char *group, lcommi
     pthread_cond_destroy(&c->work_cv);
     pthread_cond_destroy(&c->idle_cv);
     free(c->group);
+    free(c->dir);
     free(c);
     return altar_error_set(err, ALTAR_EIO, "commit: cannot start the commit thread: %s", strerror(e));
   }
@@ -244,5 +241,6 @@ void altar__local_committer_free(altar_transport_t *t, lcommitter_t *c) {
   pthread_cond_destroy(&c->work_cv);
   pthread_cond_destroy(&c->idle_cv);
   free(c->group);
+  free(c->dir);
   free(c);
 }

@@ -399,9 +399,10 @@ static void revoke_where(altar_transport_t *t, lgroup_t *g, const bool *drop) {
   altar__local_committer_drain(g->commits);
   size_t w = 0;
   for (size_t i = 0; i < g->n_owned; i++) {
-    if (drop[i]) altar__local_committer_tell_failure(t, g->commits, g->owned[i].topic, g->owned[i].partition);
-    if (drop[i]) release(&g->owned[i]);
-    else g->owned[w++] = g->owned[i];
+    if (drop[i]) {
+      altar__local_committer_tell_failure(t, g->commits, g->owned[i].topic, g->owned[i].partition);
+      release(&g->owned[i]);
+    } else g->owned[w++] = g->owned[i];
   }
   g->n_owned = w;
 }

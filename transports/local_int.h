@@ -267,6 +267,8 @@ int altar__local_list_topics(altar_transport_t *t, const local_cfg_t *cfg, const
                              altar_topic_list_t **plist, altar_error_t *err);
 
 /* ---- local_offsets.c ---- */
+/* <dir>/groups/<group>/offsets, malloc'd (NULL when out of memory). */
+char *altar__local_offsets_dir(const local_cfg_t *cfg, const char *group);
 /* Whether a commit's offset and metadata are acceptable (bounds). */
 int altar__local_offset_check(int64_t offset, const char *metadata, altar_error_t *err);
 /* Writes the commit file whole; without sync_dir the caller fsyncs the

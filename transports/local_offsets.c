@@ -14,7 +14,7 @@
 #define OFFSET_MAGIC "altar-offset 1\n"
 #define OFFSET_FILE_MAX (ALTAR_COMMIT_METADATA_MAX + 128)
 
-static char *offsets_dir(const local_cfg_t *cfg, const char *group) {
+char *altar__local_offsets_dir(const local_cfg_t *cfg, const char *group) {
   return altar__local_pathf("%s/groups/%s/offsets", cfg->dir, group);
 }
 
@@ -33,7 +33,7 @@ int altar__local_offset_write(const local_cfg_t *cfg, const char *group, const c
   if (rc) return rc;
   if (!metadata) metadata = "";
   size_t ml = strlen(metadata);
-  char *dir = offsets_dir(cfg, group);
+  char *dir = altar__local_offsets_dir(cfg, group);
   if (!dir) return altar_error_set(err, ALTAR_ENOMEM, "commit: out of memory");
   char *final = altar__local_pathf("%s/%s.%d", dir, topic, (int)partition);
   char *tmp = altar__local_pathf("%s/.%s.%d.tmp.%ld", dir, topic, (int)partition, (long)getpid());
