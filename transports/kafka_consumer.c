@@ -591,10 +591,7 @@ int altar__kafka_caught_up(altar_transport_t *t, bool *pdone, altar_error_t *err
     const char *topic = l->elems[i].topic;
     int32_t part = l->elems[i].partition;
     int64_t lo = 0, hi = 0;
-    /* Asked over the producer's connection: on the consumer's, the broker
-     * answers a ListOffsets only after the fetch long-poll ahead of it
-     * (fetch.wait.max.ms, 500 ms), so 32 partitions took 16 s. */
-    code = rd_kafka_query_watermark_offsets(k->prod ? k->prod : k->cons, topic, part, &lo, &hi, k->timeout_ms);
+    code = rd_kafka_query_watermark_offsets(altar__kafka_offsets_handle(k), topic, part, &lo, &hi, k->timeout_ms);
     if (code) {
       rc = altar__kafka_err(k, err, code, "caught_up: end offset of %s [%d]", topic, (int)part);
       break;

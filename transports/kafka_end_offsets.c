@@ -1,8 +1,7 @@
 /* kafka transport: end offsets for lag gauges. A partition this handle
  * consumes answers from the high watermark librdkafka cached from its last
  * fetch response (no request to the broker); any other partition costs one
- * ListOffsets query, sent on the producer's connection (on the consumer's it
- * waits behind the fetch long-poll: kafka_consumer.c's caught_up). */
+ * ListOffsets query (on altar__kafka_offsets_handle's connection). */
 #include "transports/kafka_int.h"
 
 int altar__kafka_end_offsets(altar_transport_t *t, const char *topic, const int32_t *parts, size_t n, int timeout_ms,
@@ -17,7 +16,7 @@ int altar__kafka_end_offsets(altar_transport_t *t, const char *topic, const int3
       continue;
     }
     rd_kafka_resp_err_t code =
-        rd_kafka_query_watermark_offsets(k->prod ? k->prod : k->cons, topic, parts[i], &lo, &hi, timeout_ms);
+        rd_kafka_query_watermark_offsets(altar__kafka_offsets_handle(k), topic, parts[i], &lo, &hi, timeout_ms);
     if (code == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION || code == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
         code == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
       /* No such partition, or no such topic (ALTAR_ENOTFOUND): the metadata says which. */

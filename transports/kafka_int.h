@@ -65,6 +65,12 @@ typedef struct altar__kafka {
 
 static inline altar__kafka_t *altar__kafka(altar_transport_t *t) { return altar_transport_impl(t); }
 
+/* The handle to ask end offsets on: the producer's connection when there is
+ * one. On the consumer's, the broker answers a ListOffsets only after the
+ * fetch long-poll ahead of it (fetch.wait.max.ms, 500 ms): 32 partitions
+ * took 16 s. */
+static inline rd_kafka_t *altar__kafka_offsets_handle(const altar__kafka_t *k) { return k->prod ? k->prod : k->cons; }
+
 /* Sets err from a librdkafka error code: maps it to an ALTAR_E… code (an
  * unknown topic is ENOTFOUND, a timeout ETIMEOUT, a full queue EAGAIN, a
  * lost generation ESTATE, else ETRANSPORT), marks it retriable when
