@@ -87,7 +87,7 @@ run() {
   log="$ABDIR/last-$side-$what.log"
   # A run's p99 is its tenth-largest sample and moves with the machine; the
   # samples of every round, pooled per side, give a steadier tail.
-  export ALTAR_BENCH_LAT_SAMPLES="$samples/$side-$what"
+  export ALTAR_BENCH_LAT_SAMPLES="$samples/$side-$what-$i"
   case "$what" in
     fleet) sh bench/bench_fleet.sh "$b" "$SHARDS" >"$log" 2>&1 ;;
     fleet5) ALTAR_BENCH_WIDTH=5 sh bench/bench_fleet.sh "$b" "$SHARDS" >"$log" 2>&1 ;;
@@ -124,34 +124,96 @@ while [ "$i" -le "$ROUNDS" ]; do
   i=$((i + 1))
 done
 
-# The pooled tail: p50/p99/p99.9 over every round's latency samples, per side.
+# The pooled tail: p50/p99/p99.9 over every round's latency samples, per
+# side, with each round's samples kept apart for the interval below.
 for f in "$samples"/*; do
   [ -s "$f" ] || continue
   python3 - "$f" >>"$results" <<'PY'
 import os, sys
-side, what = os.path.basename(sys.argv[1]).split("-", 1)
-xs = sorted(float(l) for l in open(sys.argv[1]) if l.strip())
-q = lambda p: xs[min(len(xs) - 1, int(p * len(xs)))]
-for name, p in (("pooled_p50_ms", 0.5), ("pooled_p99_ms", 0.99), ("pooled_p999_ms", 0.999)):
-    print(side, what, name, "%.3f" % q(p))
+side, what, rnd = os.path.basename(sys.argv[1]).split("-")
+xs = [float(l) for l in open(sys.argv[1]) if l.strip()]
+print(side, what, "samples", rnd, " ".join("%.4f" % x for x in xs))
 PY
 done
 
 # Higher is better for rates and ratios, lower for latencies.
 python3 - "$results" "$LA" "$LB" "$ROUNDS" "$README" "$SUITE" "$(cut -d' ' -f1-3 /proc/loadavg)" "$BASE" "$HEAD" <<'PY'
-import datetime, statistics, sys
+import datetime, random, statistics, sys
 from collections import defaultdict
 path, la, lb, rounds, readme, suite, load, ref_a, ref_b = sys.argv[1:10]
-v = defaultdict(list)
+v = defaultdict(list)        # (side, bench, metric) -> one value per round, in round order
+lat = defaultdict(dict)      # (side, bench) -> {round: latency samples}
 order = []
 for line in open(path):
-    side, bench, metric, value = line.split()
-    key = (bench, metric)
-    if key not in order:
-        order.append(key)
-    v[(side,) + key].append(float(value))
-print(f"A = {la}\nB = {lb}\nmedian of {rounds} alternating runs per side; B/A > 1 is better unless marked (lower is better)")
-print(f"{'benchmark':<12} {'figure':<14} {'A':>12} {'B':>12} {'B/A':>7}  spread A / B")
+    f = line.split()
+    if f[2] == "samples":
+        lat[(f[0], f[1])][int(f[3])] = sorted(float(x) for x in f[4:])
+        continue
+    side, bench, metric, value = f
+    if (bench, metric) not in order:
+        order.append((bench, metric))
+    v[(side, bench, metric)].append(float(value))
+
+def quantile(xs, p):  # xs sorted
+    return xs[min(len(xs) - 1, int(p * len(xs)))]
+
+# The pooled tail: every round's samples together, per side.
+POOLED = (("pooled_p50_ms", 0.5), ("pooled_p99_ms", 0.99), ("pooled_p999_ms", 0.999))
+for (side, bench), by_round in lat.items():
+    xs = sorted(x for r in by_round.values() for x in r)
+    for name, p in POOLED:
+        if (bench, name) not in order:
+            order.append((bench, name))
+        v[(side, bench, name)] = [quantile(xs, p)]
+
+# How sure a ratio is: a 95 % interval from resampling the rounds (a round
+# is an A run and the B run beside it, so the machine's drift between rounds
+# stays out of the comparison) and, for the pooled tail, each drawn round's
+# samples too (both levels of noise). The verdict names a side only when the
+# whole interval is on it; otherwise no difference is shown at this many
+# rounds. (With figures alike, about one row in twenty still names a side:
+# 3 of 60 in a simulation of 5 rounds.)
+rng = random.Random(1)
+DRAWS = 400
+n_rounds = int(rounds)
+def draws():
+    return [[rng.randrange(n_rounds) for _ in range(n_rounds)] for _ in range(DRAWS)]
+
+def bounds(rs):
+    rs = sorted(rs)
+    return rs[int(0.025 * len(rs))], rs[int(0.975 * len(rs)) - 1]
+
+def per_round(a, b):
+    return bounds(statistics.median(b[i] for i in idx) / statistics.median(a[i] for i in idx) for idx in draws())
+
+pooled_bounds = {}
+def pooled(bench):
+    if bench not in pooled_bounds:
+        ra, rb = lat[("A", bench)], lat[("B", bench)]
+        ratios = defaultdict(list)
+        for idx in draws():
+            xa, xb = [], []
+            for i in idx:
+                xa += rng.choices(ra.get(i + 1, [0.0]), k=len(ra.get(i + 1, [0.0])))
+                xb += rng.choices(rb.get(i + 1, [0.0]), k=len(rb.get(i + 1, [0.0])))
+            xa.sort()
+            xb.sort()
+            for name, p in POOLED:
+                qa = quantile(xa, p)
+                ratios[name].append(quantile(xb, p) / qa if qa else 1.0)
+        pooled_bounds[bench] = {name: bounds(rs) for name, rs in ratios.items()}
+    return pooled_bounds[bench]
+
+def verdict(lo, hi, lower):
+    if (hi < 1 and not lower) or (lo > 1 and lower):
+        return "B worse"
+    if (lo > 1 and not lower) or (hi < 1 and lower):
+        return "B better"
+    return "no difference shown"
+
+print(f"A = {la}\nB = {lb}\nmedian of {rounds} alternating runs per side; B/A > 1 is better unless marked (lower is better);"
+      f" 95 % interval of B/A from resampling the rounds")
+print(f"{'benchmark':<12} {'figure':<14} {'A':>10} {'B':>10} {'B/A':>7} {'interval':>13}  {'verdict':<20} spread A / B")
 rows = []
 for bench, metric in order:
     a, b = v[("A", bench, metric)], v[("B", bench, metric)]
@@ -160,15 +222,27 @@ for bench, metric in order:
     ma, mb = statistics.median(a), statistics.median(b)
     lower = metric.endswith("_ms") or metric.endswith("_pct")  # latencies and CPU
     ratio = mb / ma if ma else float("nan")
-    spread = lambda xs: f"{min(xs):.4g}-{max(xs):.4g}"
-    print(f"{bench:<12} {metric:<14} {ma:12.4g} {mb:12.4g} {ratio:7.3f}{' (lower is better)' if lower else ''}  {spread(a)} / {spread(b)}")
-    rows.append(f"| {bench} | {metric}{' (lower is better)' if lower else ''} | {ma:.4g} | {mb:.4g} | {ratio:.3f} | {spread(a)} / {spread(b)} |")
+    p = dict(POOLED).get(metric)
+    if p is not None and ("A", bench) in lat and ("B", bench) in lat:
+        lo, hi = pooled(bench)[metric]
+    elif len(a) == len(b) == n_rounds and all(a):
+        lo, hi = per_round(a, b)
+    else:
+        lo = hi = float("nan")
+    spread = (lambda xs: f"{min(xs):.4g}-{max(xs):.4g}") if len(a) > 1 else (lambda xs: "pooled")
+    mark = " (lower is better)" if lower else ""
+    print(f"{bench:<12} {metric:<14} {ma:10.4g} {mb:10.4g} {ratio:7.3f} {lo:6.3f}-{hi:<6.3f}  {verdict(lo, hi, lower):<20} "
+          f"{spread(a)} / {spread(b)}{mark}")
+    rows.append(f"| {bench} | {metric}{mark} | {ma:.4g} | {mb:.4g} | {ratio:.3f} | {lo:.3f}-{hi:.3f} | "
+                f"{verdict(lo, hi, lower)} | {spread(a)} / {spread(b)} |")
 if readme:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     block = [f"<!-- ab:begin (written by bench/ab.sh --readme; do not edit by hand) -->",
              f"A = {la}, B = {lb}; median of {rounds} alternating runs per side of `{suite}`, measured {now},"
-             f" load average at the end {load}. Reproduce: `ALTAR_AB_SUITE=\"{suite}\" bench/ab.sh --readme {ref_a} {ref_b} {rounds}`.",
-             "", "| benchmark | figure | A | B | B/A | spread A / B |", "|---|---|---|---|---|---|"] + rows + ["<!-- ab:end -->"]
+             f" load average at the end {load}; the interval is B/A's 95 % interval from resampling the rounds."
+             f" Reproduce: `ALTAR_AB_SUITE=\"{suite}\" bench/ab.sh --readme {ref_a} {ref_b} {rounds}`.",
+             "", "| benchmark | figure | A | B | B/A | interval | verdict | spread A / B |",
+             "|---|---|---|---|---|---|---|---|"] + rows + ["<!-- ab:end -->"]
     text = open(readme).read().split("\n")
     start = next(i for i, l in enumerate(text) if l.startswith("<!-- ab:begin"))
     end = next(i for i, l in enumerate(text) if l.startswith("<!-- ab:end"))
