@@ -538,8 +538,9 @@ size_t altar__k8s_submits_in_flight(const altar_k8s_t *k);
  * many capacity reports they left without a free slot. */
 size_t altar__k8s_submit_backlog(altar_k8s_t *k);
 uint64_t altar__k8s_pace_holds(const altar_k8s_t *k);
-/* The backlog's bound now (slow start: it grows from the start value by
- * one per observed start up to submit_backlog; 0 with no bound), and the
+/* The backlog's bound now (it grows from the start value by one per
+ * observed start up to submit_backlog while the cluster keeps up, and
+ * shrinks when Jobs queue in it: k8s_pace.c; 0 with no bound), and the
  * start value (init ALTAR_K8S_DEFAULT_PACE_START; 1..ALTAR_K8S_MAX_SUBMIT_BACKLOG,
  * which the benchmark varies; submit_backlog or more: no slow start). */
 int altar__k8s_pace_limit(const altar_k8s_t *k);

@@ -375,7 +375,8 @@ static const altar_plugin_key_t kb_keys[] = {
     {"max_slots", "{pool: most Jobs at once}"},
     {"gpu_resources", "{pool: the extended resource name of its GPUs}"},
     {"submit_window", "creates in flight at once"},
-    {"submit_backlog", "Jobs created and not yet started that leave capacity no free slot (0: no bound)"},
+    {"submit_backlog", "most Jobs created and not yet started before capacity leaves no free slot; the bound adapts "
+                       "below it to the cluster's queue (0: no bound)"},
     {"watch", "watch Jobs instead of listing them on every poll"},
     {"pod_wait_interval_ms", "how often a pending pod's reason is read"},
     ALTAR_PLUGIN_KEYS_END,

@@ -49,9 +49,10 @@ struct altar_k8s {
   int submit_backlog;
   struct altar__k8s_pace_ent *pace;
   size_t n_pace, cap_pace;
-  int pace_start, pace_limit; /* slow start: the bound grows from pace_start */
-  double pace_last;           /* monotonic s of the last create */
-  uint64_t pace_holds;        /* capacity reports the backlog left without a slot */
+  int pace_start, pace_limit;   /* the bound: grows from pace_start, shrinks when Jobs queue */
+  double pace_last;             /* monotonic s of the last create */
+  double pace_floor, pace_wait; /* a Job's create → start: least seen, and its moving average (s) */
+  uint64_t pace_holds;          /* capacity reports the backlog left without a slot */
 };
 
 /* The watch, started when the backend may and can have one (k8s_poll.c). */
@@ -69,6 +70,9 @@ int64_t altar__k8s_inflight_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const 
  * no watch to pace by), which capacity caps every pool with; frees the
  * record. Nothing here waits. */
 void altar__k8s_pace_add(altar_k8s_t *k, const char *name);
+/* Drops a Job from the backlog: one its create found existing (adopted or
+ * replaced), whose start says nothing of how long the cluster takes. */
+void altar__k8s_pace_forget(altar_k8s_t *k, const char *name);
 size_t altar__k8s_pace_backlog(altar_k8s_t *k);
 int64_t altar__k8s_pace_room(altar_k8s_t *k);
 void altar__k8s_pace_clear(altar_k8s_t *k);

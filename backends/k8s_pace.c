@@ -15,13 +15,23 @@
  * least one create per poll interval), and a Job counts for at most
  * PACE_EXPIRY_S (pods that wait for an image or a node are the kubelet's
  * business, not a sign the control plane is behind).
- * Slow start: the bound begins at pace_start and grows by one per start
- * the watch reports, up to submit_backlog. A fresh API server gives its
- * watchers 10-event buffers; a whole backlog of creates in its first
- * second closed the scheduler's pod watch at 10^4 Jobs (#30). One more
- * per start doubles the bound every time to start, so the ramp ends within
- * a few seconds. After PACE_IDLE_S without a create the API server's
- * caches have shrunk again, so the bound starts over. */
+ * The bound: it begins at pace_start and moves by one per start the watch
+ * reports, between pace_start and submit_backlog. A fresh API server gives
+ * its watchers 10-event buffers; a whole backlog of creates in its first
+ * second closed the scheduler's pod watch at 10^4 Jobs (#30), so it starts
+ * small; one more per start doubles it every time to start. It grows only
+ * while the cluster keeps up: a Job's time from create to start has a
+ * floor (the least seen: pod made, bound, started, the Job's status
+ * updated), and the bound over the floor is the rate the cluster would
+ * start Jobs at without a queue; the Jobs waiting beyond that,
+ *   queued = bound * (1 - floor / average time to start),
+ * are the cluster's queue (the estimate TCP Vegas makes of a path's). Fewer
+ * than PACE_QUEUE_LOW: one more; more than PACE_QUEUE_HIGH: one less. The
+ * cluster then runs at its own rate with a short queue, where a fixed
+ * bound kept a queue of its whole size (128 Jobs waiting 3 s on the test
+ * cluster, whose API server then starved its watchers; 32 left it idle).
+ * After PACE_IDLE_S without a create the API server's caches have shrunk
+ * again, so the bound and the floor start over. */
 #include "k8s_int.h"
 
 #include "altar/grow.h"
@@ -33,6 +43,9 @@
 #define PACE_EXPIRY_S 30.0
 #define PACE_FLOOR_S 0.2
 #define PACE_IDLE_S 30.0
+#define PACE_QUEUE_LOW 4.0
+#define PACE_QUEUE_HIGH 12.0
+#define PACE_WAIT_GAIN (1.0 / 16) /* the average follows about 16 starts */
 
 struct altar__k8s_pace_ent {
   char *name;
@@ -59,6 +72,24 @@ void altar__k8s_pace_add(altar_k8s_t *k, const char *name) {
   k->pace[k->n_pace++] = (struct altar__k8s_pace_ent){copy, now};
 }
 
+void altar__k8s_pace_forget(altar_k8s_t *k, const char *name) {
+  for (size_t i = 0; i < k->n_pace; i++)
+    if (!strcmp(k->pace[i].name, name)) {
+      free(k->pace[i].name);
+      k->pace[i] = k->pace[--k->n_pace];
+      return;
+    }
+}
+
+/* One Job started after wait s: the floor, the average, the bound. */
+static void pace_started(altar_k8s_t *k, double wait) {
+  if (k->pace_floor <= 0 || wait < k->pace_floor) k->pace_floor = wait;
+  k->pace_wait = k->pace_wait > 0 ? k->pace_wait + (wait - k->pace_wait) * PACE_WAIT_GAIN : wait;
+  double queued = k->pace_wait > 0 ? k->pace_limit * (1 - k->pace_floor / k->pace_wait) : 0;
+  if (queued < PACE_QUEUE_LOW && k->pace_limit < k->submit_backlog) k->pace_limit++;
+  else if (queued > PACE_QUEUE_HIGH && k->pace_limit > k->pace_start) k->pace_limit--;
+}
+
 size_t altar__k8s_pace_backlog(altar_k8s_t *k) {
   altar_k8s_watch_t *w = k->watch;
   /* No watch (or not listed yet): nothing to pace by. */
@@ -72,7 +103,7 @@ size_t altar__k8s_pace_backlog(altar_k8s_t *k) {
     const char *was = altar_strmap_get(&k->outcome, name);
     bool refused = was && *was; /* the server will never start it */
     bool started = v.seen == ALTAR_K8S_SEEN_LIVE && v.state != ALTAR_STATE_PENDING;
-    if (started && k->pace_limit < k->submit_backlog) k->pace_limit++;
+    if (started) pace_started(k, now - p->at);
     if (started || v.seen == ALTAR_K8S_SEEN_DELETED || refused || now - p->at >= PACE_EXPIRY_S) {
       free(p->name);
       *p = k->pace[--k->n_pace];
@@ -86,6 +117,7 @@ size_t altar__k8s_pace_backlog(altar_k8s_t *k) {
 void altar__k8s_pace_set_start(altar_k8s_t *k, int start) {
   k->pace_start = start < 1 ? 1 : start;
   k->pace_limit = k->pace_start < k->submit_backlog ? k->pace_start : k->submit_backlog;
+  k->pace_floor = k->pace_wait = 0;
 }
 
 int altar__k8s_pace_limit(const altar_k8s_t *k) { return k->pace_limit; }

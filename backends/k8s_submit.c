@@ -41,8 +41,9 @@ static int name_digest(const json_t *manifest, const char **pname, const char **
  * create already met the conflict, so start by reading the Job. *pname gets
  * the Job's name (malloc'd), puid its uid when known ("" otherwise). */
 static int create_settled(altar_k8s_t *k, const json_t *manifest, const char *name, const char *digest,
-                          bool create_first, char **pname, char puid[40], altar_error_t *err) {
+                          bool create_first, char **pname, char puid[40], bool *pfresh, altar_error_t *err) {
   *pname = NULL;
+  *pfresh = false;
   puid[0] = '\0';
   double deadline = altar__k8s_now(k) + k->settle_timeout_s, delay = SETTLE_DELAY_FIRST_S;
   const char *last = "no answer yet";
@@ -64,6 +65,7 @@ static int create_settled(altar_k8s_t *k, const json_t *manifest, const char *na
       altar_error_t cerr = {0};
       rc = altar__k8s_runtime_create_job(k->rt, manifest, k->ns, &created, &uid, &cerr);
       if (rc == ALTAR_OK) {
+        *pfresh = round == 0; /* not a replacement made after waiting */
         *pname = created ? created : strdup(name);
         if (uid && strlen(uid) < 40) memcpy(puid, uid, strlen(uid) + 1);
         free(uid);
@@ -121,7 +123,10 @@ static void note(altar_k8s_t *k, const char *name, const char *uid, const json_t
   if (k->watch && uid && *uid) altar__k8s_watch_note(k->watch, name, uid, pool_label(manifest), ALTAR_STATE_PENDING);
 }
 
-int altar__k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
+/* altar__k8s_submit; *pfresh: the Job was created by this call's first
+ * request (not adopted, nor a replacement). */
+static int submit_one(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, bool *pfresh, altar_error_t *err) {
+  *pfresh = false;
   memset(ph, 0, sizeof *ph);
   int rc = altar_spec_validate(spec, err);
   if (rc) return rc;
@@ -131,7 +136,7 @@ int altar__k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *
   const char *name, *digest;
   char *got = NULL, uid[40];
   rc = name_digest(manifest, &name, &digest, err);
-  if (!rc) rc = create_settled(k, manifest, name, digest, true, &got, uid, err);
+  if (!rc) rc = create_settled(k, manifest, name, digest, true, &got, uid, pfresh, err);
   if (!rc) {
     note(k, got, uid, manifest);
     rc = handle_for(spec, got, ph, err);
@@ -140,6 +145,11 @@ int altar__k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *
   json_decref(manifest);
   if (rc) altar_handle_clear(ph);
   return rc;
+}
+
+int altar__k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
+  bool fresh;
+  return submit_one(k, spec, ph, &fresh, err);
 }
 
 /* ---- creates in flight ---- */
@@ -201,9 +211,11 @@ static void absorb(altar_k8s_t *k, altar_k8s_create_done_t *d) {
     note(k, d->name, d->uid, f->manifest);
     altar_strmap_remove(&k->outcome, f->name);
   } else if (d->rc == ALTAR_EJOBEXISTS) {
+    altar__k8s_pace_forget(k, f->name);
     char *got = NULL, uid[40];
+    bool fresh;
     altar_error_t e = {0};
-    int rc = create_settled(k, f->manifest, f->name, f->digest, false, &got, uid, &e);
+    int rc = create_settled(k, f->manifest, f->name, f->digest, false, &got, uid, &fresh, &e);
     if (rc) refused(k, f->name, rc, e.msg);
     else {
       note(k, got, uid, f->manifest);
@@ -227,11 +239,13 @@ int altar__k8s_submit_drive(altar_k8s_t *k, int timeout_ms) {
   return n > 0;
 }
 
-/* One create at a time, counted in the backlog like the pipelined ones. */
+/* One create at a time, counted in the backlog like the pipelined ones
+ * (a Job it found there already is not: altar__k8s_pace_forget). */
 static int submit_paced(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
   altar__k8s_watch_get(k);
-  int rc = altar__k8s_submit(k, spec, ph, err);
-  if (!rc) altar__k8s_pace_add(k, ph->external_id);
+  bool fresh;
+  int rc = submit_one(k, spec, ph, &fresh, err);
+  if (!rc && fresh) altar__k8s_pace_add(k, ph->external_id);
   return rc;
 }
 

@@ -1158,6 +1158,75 @@ static void submit_paced(altar_k8s_t *k, altar_handle_t *h, int *next, int n) {
   }
 }
 
+/* Submits as many Jobs as the bound leaves room for, lets wait s pass and
+ * has the watch report them all started: one round trip of the pacer. */
+static void paced_round(fake_t *f, altar_k8s_t *k, altar_handle_t *h, int *next, double wait) {
+  int n = (int)cpu_free(k);
+  submit_paced(k, h, next, n);
+  f->now += wait;
+  for (int i = *next - n; i < *next; i++) watch_job(f, h[i].external_id, "\"active\":1,\"ready\":1");
+  (void)cpu_free(k);
+  /* Gone from the fake server (it holds 32), no longer in the backlog. */
+  for (int i = *next - n; i < *next; i++) fake_remove(f, fake_find(f, h[i].external_id));
+}
+
+/* The bound follows the cluster's queue: while Jobs start in the least
+ * time seen it doubles every round trip; once they take 4x that, the Jobs
+ * waiting beyond the floor (bound * (1 - floor / average)) pass 12 and it
+ * falls until they are 4-12 (32 -> 16), never below the start; when the
+ * waits are back at the floor it grows again. */
+static void test_backlog_follows_queue(void) {
+  altar_k8s_config_t cfg;
+  altar__k8s_config_init(&cfg);
+  cfg.submit_backlog = 64;
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_watch_ops, &f, &cfg);
+  altar__k8s_pace_set_start(k, 4);
+  enum { N = 160 };
+  altar_handle_t h[N];
+  memset(h, 0, sizeof h);
+  int next = 0;
+  for (int r = 0; r < 3; r++) paced_round(f, k, h, &next, 1.0);
+  CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 32);
+  paced_round(f, k, h, &next, 4.0);
+  CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 16);
+  paced_round(f, k, h, &next, 4.0);
+  CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 16);
+  for (int r = 0; r < 3; r++) paced_round(f, k, h, &next, 1.0);
+  CU_ASSERT(altar__k8s_pace_limit(k) >= 30);
+  CU_ASSERT(next <= N);
+  CU_ASSERT_EQUAL(f->n_sleep, 0);
+  for (int i = 0; i < N; i++) altar_handle_clear(&h[i]);
+  altar__k8s_free(k);
+  fed_watch = NULL;
+}
+
+/* A create that finds its Job already there (adopted) leaves the backlog:
+ * that Job's start says nothing of how long this cluster takes. */
+static void test_backlog_forgets_adopted(void) {
+  altar_k8s_config_t cfg;
+  altar__k8s_config_init(&cfg);
+  cfg.submit_backlog = 8;
+  fake_t *f;
+  altar_k8s_t *k = make_backend(&fake_watch_ops, &f, &cfg);
+  altar_handle_t h[2];
+  memset(h, 0, sizeof h);
+  altar_error_t err = {0};
+  altar_spec_t *s = paced_spec(0);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h[0], &err), 0);
+  for (int i = 0; i < 50 && altar__k8s_submit_drive(k, 10) >= 0 && altar__k8s_submits_in_flight(k); i++) {}
+  CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 1u);
+  CU_ASSERT_EQUAL_FATAL(altar__k8s_submit_start(k, s, &h[1], &err), 0); /* the same Job: 409, adopted */
+  for (int i = 0; i < 50 && altar__k8s_submit_drive(k, 10) >= 0 && altar__k8s_submits_in_flight(k); i++) {}
+  CU_ASSERT_EQUAL(altar__k8s_submits_in_flight(k), 0u);
+  CU_ASSERT_EQUAL(f->n, 1);
+  CU_ASSERT_EQUAL(altar__k8s_submit_backlog(k), 1u);
+  altar_spec_free(s);
+  for (int i = 0; i < 2; i++) altar_handle_clear(&h[i]);
+  altar__k8s_free(k);
+  fed_watch = NULL;
+}
+
 /* Slow start: the backlog's bound begins at the start value and grows by
  * one per start the watch reports (not per create, nor per Job that
  * expired unstarted), up to submit_backlog; after 30 s without a create it
@@ -1894,6 +1963,8 @@ static void add(void) {
   ALTAR_TEST(test_pod_waits_near_deadline);
   ALTAR_TEST(test_submit_paced_by_backlog);
   ALTAR_TEST(test_backlog_slow_start);
+  ALTAR_TEST(test_backlog_follows_queue);
+  ALTAR_TEST(test_backlog_forgets_adopted);
   ALTAR_TEST(test_paced_submit_never_blocks_poll);
   ALTAR_TEST(test_poll_default_describe);
   ALTAR_TEST(test_capacity);
