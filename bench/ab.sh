@@ -1,7 +1,9 @@
 #!/bin/sh
 # A/B: builds two commits side by side (Release) and runs the same benchmarks
-# on both, alternating A B A B ..., then prints each figure's median per side
-# and the ratio B/A. Use it before calling a change to the worker,
+# on both, alternating A B A B ..., then prints each figure's median per side,
+# the ratio B/A, an interval for it and, from 6 rounds, a verdict (whether
+# the difference is more than the machine's noise). Use it before calling a
+# change to the worker,
 # reconciler, ledger, codec or transports done, and quote its table.
 #
 # usage: bench/ab.sh [--readme] BASE [HEAD] [ROUNDS]
@@ -138,7 +140,7 @@ done
 
 # Higher is better for rates and ratios, lower for latencies.
 python3 - "$results" "$LA" "$LB" "$ROUNDS" "$README" "$SUITE" "$(cut -d' ' -f1-3 /proc/loadavg)" "$BASE" "$HEAD" <<'PY'
-import datetime, random, statistics, sys
+import datetime, math, random, statistics, sys
 from collections import defaultdict
 path, la, lb, rounds, readme, suite, load, ref_a, ref_b = sys.argv[1:10]
 v = defaultdict(list)        # (side, bench, metric) -> one value per round, in round order
@@ -166,25 +168,38 @@ for (side, bench), by_round in lat.items():
             order.append((bench, name))
         v[(side, bench, name)] = [quantile(xs, p)]
 
-# How sure a ratio is: a 95 % interval from resampling the rounds (a round
-# is an A run and the B run beside it, so the machine's drift between rounds
-# stays out of the comparison) and, for the pooled tail, each drawn round's
-# samples too (both levels of noise). The verdict names a side only when the
-# whole interval is on it; otherwise no difference is shown at this many
-# rounds. (With figures alike, about one row in twenty still names a side:
-# 3 of 60 in a simulation of 5 rounds.)
+# How sure a ratio is. A round is an A run and the B run beside it, so the
+# machine's drift between rounds stays out of the comparison: each round
+# gives a ratio B/A, and the interval for their median is distribution-free
+# (the order statistics a sign test allows), at least 95 % from 6 rounds;
+# with fewer it is the least and greatest ratio, whose coverage is printed
+# (75 % at 3 rounds). The pooled tail's interval resamples the rounds and
+# each drawn round's samples. The verdict names a side only with 6 rounds
+# or more and the whole interval on that side; otherwise no difference is
+# shown.
+VERDICT_ROUNDS = 6
 rng = random.Random(1)
 DRAWS = 400
 n_rounds = int(rounds)
+
+def order_interval(rs):
+    rs = sorted(rs)
+    n = len(rs)
+    cdf = lambda j: sum(math.comb(n, i) for i in range(j + 1)) / 2 ** n  # P(Binomial(n, 1/2) <= j)
+    k = 1  # [k-th least, k-th greatest]: the narrowest with coverage >= 95 %, else the widest
+    while k < (n + 1) // 2 and cdf(k) <= 0.025:
+        k += 1
+    return rs[k - 1], rs[n - k], 1 - 2 * cdf(k - 1)
+
+def per_round(a, b):
+    return order_interval([y / x for x, y in zip(a, b)])
+
 def draws():
     return [[rng.randrange(n_rounds) for _ in range(n_rounds)] for _ in range(DRAWS)]
 
 def bounds(rs):
     rs = sorted(rs)
-    return rs[int(0.025 * len(rs))], rs[int(0.975 * len(rs)) - 1]
-
-def per_round(a, b):
-    return bounds(statistics.median(b[i] for i in idx) / statistics.median(a[i] for i in idx) for idx in draws())
+    return rs[int(0.025 * len(rs))], rs[int(0.975 * len(rs)) - 1], 0.95
 
 pooled_bounds = {}
 def pooled(bench):
@@ -205,6 +220,8 @@ def pooled(bench):
     return pooled_bounds[bench]
 
 def verdict(lo, hi, lower):
+    if n_rounds < VERDICT_ROUNDS:
+        return f"(verdict from {VERDICT_ROUNDS} rounds)"
     if (hi < 1 and not lower) or (lo > 1 and lower):
         return "B worse"
     if (lo > 1 and not lower) or (hi < 1 and lower):
@@ -212,8 +229,8 @@ def verdict(lo, hi, lower):
     return "no difference shown"
 
 print(f"A = {la}\nB = {lb}\nmedian of {rounds} alternating runs per side; B/A > 1 is better unless marked (lower is better);"
-      f" 95 % interval of B/A from resampling the rounds")
-print(f"{'benchmark':<12} {'figure':<14} {'A':>10} {'B':>10} {'B/A':>7} {'interval':>13}  {'verdict':<20} spread A / B")
+      f" interval: of the rounds' B/A (its coverage in brackets); verdict from {VERDICT_ROUNDS} rounds")
+print(f"{'benchmark':<12} {'figure':<14} {'A':>10} {'B':>10} {'B/A':>7} {'interval':>20}  {'verdict':<20} spread A / B")
 rows = []
 for bench, metric in order:
     a, b = v[("A", bench, metric)], v[("B", bench, metric)]
@@ -224,22 +241,25 @@ for bench, metric in order:
     ratio = mb / ma if ma else float("nan")
     p = dict(POOLED).get(metric)
     if p is not None and ("A", bench) in lat and ("B", bench) in lat:
-        lo, hi = pooled(bench)[metric]
+        lo, hi, cover = pooled(bench)[metric]
     elif len(a) == len(b) == n_rounds and all(a):
-        lo, hi = per_round(a, b)
+        lo, hi, cover = per_round(a, b)
     else:
-        lo = hi = float("nan")
+        lo = hi = cover = float("nan")
     spread = (lambda xs: f"{min(xs):.4g}-{max(xs):.4g}") if len(a) > 1 else (lambda xs: "pooled")
     mark = " (lower is better)" if lower else ""
-    print(f"{bench:<12} {metric:<14} {ma:10.4g} {mb:10.4g} {ratio:7.3f} {lo:6.3f}-{hi:<6.3f}  {verdict(lo, hi, lower):<20} "
+    # the bootstrap's 95 % is nominal: with few rounds it covers less
+    iv = f"{lo:.3f}-{hi:.3f} ({cover * 100:.0f} %{'' if p is None else ' nominal'})"
+    print(f"{bench:<12} {metric:<14} {ma:10.4g} {mb:10.4g} {ratio:7.3f} {iv:>20}  {verdict(lo, hi, lower):<20} "
           f"{spread(a)} / {spread(b)}{mark}")
-    rows.append(f"| {bench} | {metric}{mark} | {ma:.4g} | {mb:.4g} | {ratio:.3f} | {lo:.3f}-{hi:.3f} | "
+    rows.append(f"| {bench} | {metric}{mark} | {ma:.4g} | {mb:.4g} | {ratio:.3f} | {iv} | "
                 f"{verdict(lo, hi, lower)} | {spread(a)} / {spread(b)} |")
 if readme:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     block = [f"<!-- ab:begin (written by bench/ab.sh --readme; do not edit by hand) -->",
              f"A = {la}, B = {lb}; median of {rounds} alternating runs per side of `{suite}`, measured {now},"
-             f" load average at the end {load}; the interval is B/A's 95 % interval from resampling the rounds."
+             f" load average at the end {load}; the interval is of the rounds' B/A, its coverage in brackets"
+             f" (bench/ab.sh says how); a verdict needs {VERDICT_ROUNDS} rounds."
              f" Reproduce: `ALTAR_AB_SUITE=\"{suite}\" bench/ab.sh --readme {ref_a} {ref_b} {rounds}`.",
              "", "| benchmark | figure | A | B | B/A | interval | verdict | spread A / B |",
              "|---|---|---|---|---|---|---|---|"] + rows + ["<!-- ab:end -->"]
