@@ -101,6 +101,13 @@ size_t altar__k8s_pace_backlog(altar_k8s_t *k) {
     const char *name = p->name;
     altar__k8s_watch_lookup(w, &name, 1, &v);
     const char *was = altar_strmap_get(&k->outcome, name);
+    if (was && !*was && now - p->at < PACE_EXPIRY_S) {
+      /* Its create is unanswered: the Job the watch reports may be one that
+       * was there already (adopted on the answer, and forgotten), whose
+       * start says nothing of this cluster's time to start. */
+      i++;
+      continue;
+    }
     bool refused = was && *was; /* the server will never start it */
     bool started = v.seen == ALTAR_K8S_SEEN_LIVE && v.state != ALTAR_STATE_PENDING;
     if (started) pace_started(k, now - p->at);
