@@ -39,11 +39,12 @@ static int name_digest(const json_t *manifest, const char **pname, const char **
  * of the same digest is adopted, one of another digest refused, a finished
  * one deleted (uid precondition) and created again. create_first false: a
  * create already met the conflict, so start by reading the Job. *pname gets
- * the Job's name (malloc'd), puid its uid when known ("" otherwise). */
+ * the Job's name (malloc'd), puid its uid when known ("" otherwise);
+ * *pfresh (pfresh may be NULL) whether the first request created it. */
 static int create_settled(altar_k8s_t *k, const json_t *manifest, const char *name, const char *digest,
                           bool create_first, char **pname, char puid[40], bool *pfresh, altar_error_t *err) {
   *pname = NULL;
-  *pfresh = false;
+  if (pfresh) *pfresh = false;
   puid[0] = '\0';
   double deadline = altar__k8s_now(k) + k->settle_timeout_s, delay = SETTLE_DELAY_FIRST_S;
   const char *last = "no answer yet";
@@ -65,7 +66,7 @@ static int create_settled(altar_k8s_t *k, const json_t *manifest, const char *na
       altar_error_t cerr = {0};
       rc = altar__k8s_runtime_create_job(k->rt, manifest, k->ns, &created, &uid, &cerr);
       if (rc == ALTAR_OK) {
-        *pfresh = round == 0; /* not a replacement made after waiting */
+        if (pfresh) *pfresh = round == 0; /* not a replacement made after waiting */
         *pname = created ? created : strdup(name);
         if (uid && strlen(uid) < 40) memcpy(puid, uid, strlen(uid) + 1);
         free(uid);
@@ -126,7 +127,7 @@ static void note(altar_k8s_t *k, const char *name, const char *uid, const json_t
 /* altar__k8s_submit; *pfresh: the Job was created by this call's first
  * request (not adopted, nor a replacement). */
 static int submit_one(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, bool *pfresh, altar_error_t *err) {
-  *pfresh = false;
+  if (pfresh) *pfresh = false;
   memset(ph, 0, sizeof *ph);
   int rc = altar_spec_validate(spec, err);
   if (rc) return rc;
@@ -148,8 +149,7 @@ static int submit_one(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *
 }
 
 int altar__k8s_submit(altar_k8s_t *k, const altar_spec_t *spec, altar_handle_t *ph, altar_error_t *err) {
-  bool fresh;
-  return submit_one(k, spec, ph, &fresh, err);
+  return submit_one(k, spec, ph, NULL, err);
 }
 
 /* ---- creates in flight ---- */
@@ -213,9 +213,8 @@ static void absorb(altar_k8s_t *k, altar_k8s_create_done_t *d) {
   } else if (d->rc == ALTAR_EJOBEXISTS) {
     altar__k8s_pace_forget(k, f->name);
     char *got = NULL, uid[40];
-    bool fresh;
     altar_error_t e = {0};
-    int rc = create_settled(k, f->manifest, f->name, f->digest, false, &got, uid, &fresh, &e);
+    int rc = create_settled(k, f->manifest, f->name, f->digest, false, &got, uid, NULL, &e);
     if (rc) refused(k, f->name, rc, e.msg);
     else {
       note(k, got, uid, f->manifest);
