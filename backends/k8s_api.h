@@ -439,7 +439,7 @@ typedef struct altar_k8s_config {
    * last 30 s have not started (a ready pod, or ended) as the watch sees
    * them, but one once the last create is 200 ms old (0: no bound; init:
    * ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG; 0..ALTAR_K8S_MAX_SUBMIT_BACKLOG).
-   * The ceiling of a slow start: see ALTAR_K8S_DEFAULT_PACE_FIRST. */
+   * The ceiling of a slow start: see ALTAR_K8S_DEFAULT_PACE_START. */
   int submit_backlog;
   /* Observe Jobs with a watch when the runtime can (init: true). */
   bool watch;
@@ -460,16 +460,11 @@ typedef struct altar_k8s_config {
  * Job counts (docs/kubernetes-modal.md). */
 #define ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG 128
 #define ALTAR_K8S_MAX_SUBMIT_BACKLOG 4096
-/* The backlog's slow start: the bound starts at PACE_FIRST (or at
- * submit_backlog if lower) and grows by one per start the watch reports,
- * up to submit_backlog, and shrinks when Jobs queue, never below
- * PACE_FLOOR (k8s_pace.c). The first is below what a fresh cluster's
- * watchers choke on in its first second (a whole backlog of 128) and near
- * what the test cluster keeps busy (its rate times its time to start,
- * 40-50 Jobs): started at 16, the bound spent the first 5 s of a 27 s run
- * of 10^3 Jobs growing. */
-#define ALTAR_K8S_DEFAULT_PACE_FIRST 48
-#define ALTAR_K8S_DEFAULT_PACE_FLOOR 16
+/* The backlog's slow start: the bound starts here (or at submit_backlog
+ * if lower) and grows by one per start the watch reports, up to
+ * submit_backlog, so a fresh cluster's watchers never meet a whole
+ * backlog of creates in its first second (k8s_pace.c). */
+#define ALTAR_K8S_DEFAULT_PACE_START 16
 #define ALTAR_K8S_DEFAULT_POD_WAIT_INTERVAL_MS 2000
 
 /* Defaults as documented on each field. */
@@ -543,14 +538,13 @@ size_t altar__k8s_submits_in_flight(const altar_k8s_t *k);
  * many capacity reports they left without a free slot. */
 size_t altar__k8s_submit_backlog(altar_k8s_t *k);
 uint64_t altar__k8s_pace_holds(const altar_k8s_t *k);
-/* The backlog's bound now (it grows from its first value by one per
+/* The backlog's bound now (it grows from the start value by one per
  * observed start up to submit_backlog while the cluster keeps up, and
- * shrinks toward its floor when Jobs queue in it: k8s_pace.c; 0 with no
- * bound), and its first value and floor (init ALTAR_K8S_DEFAULT_PACE_FIRST
- * and _FLOOR, which the benchmark varies; a first of submit_backlog or
- * more: no slow start; a first below the floor starts at the floor). */
+ * shrinks when Jobs queue in it: k8s_pace.c; 0 with no bound), and the
+ * start value (init ALTAR_K8S_DEFAULT_PACE_START; 1..ALTAR_K8S_MAX_SUBMIT_BACKLOG,
+ * which the benchmark varies; submit_backlog or more: no slow start). */
 int altar__k8s_pace_limit(const altar_k8s_t *k);
-void altar__k8s_pace_set_start(altar_k8s_t *k, int first, int floor);
+void altar__k8s_pace_set_start(altar_k8s_t *k, int start);
 /* The backend's watch, or NULL (none, or not started yet). */
 altar_k8s_watch_t *altar__k8s_watch(altar_k8s_t *k);
 /* Blocks up to timeout_ms for news a poll would find: 1 yes, 0 timed out. */

@@ -126,7 +126,7 @@ altar_k8s_t *altar__k8s_new(const altar_k8s_config_t *cfg, altar_k8s_runtime_t *
   }
   k->submit_window = cfg->submit_window;
   k->submit_backlog = cfg->submit_backlog;
-  altar__k8s_pace_set_start(k, ALTAR_K8S_DEFAULT_PACE_FIRST, ALTAR_K8S_DEFAULT_PACE_FLOOR);
+  altar__k8s_pace_set_start(k, ALTAR_K8S_DEFAULT_PACE_START);
   k->watch_on = cfg->watch;
   k->pod_wait_interval_ms = cfg->pod_wait_interval_ms;
   k->backoff_limit = cfg->backoff_limit;

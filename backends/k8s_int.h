@@ -49,12 +49,10 @@ struct altar_k8s {
   int submit_backlog;
   struct altar__k8s_pace_ent *pace;
   size_t n_pace, cap_pace;
-  int pace_first, pace_floor_jobs; /* the bound's first value, and the least it shrinks to */
-  int pace_limit;                  /* the bound: grows from pace_first, shrinks when Jobs queue */
-  int pace_probe;                  /* starts since it last moved, in the band between */
-  double pace_last;                /* monotonic s of the last create */
-  double pace_floor, pace_wait;    /* a Job's create → start: least seen, and its moving average (s) */
-  uint64_t pace_holds;             /* capacity reports the backlog left without a slot */
+  int pace_start, pace_limit;   /* the bound: grows from pace_start, shrinks when Jobs queue */
+  double pace_last;             /* monotonic s of the last create */
+  double pace_floor, pace_wait; /* a Job's create → start: least seen, and its moving average (s) */
+  uint64_t pace_holds;          /* capacity reports the backlog left without a slot */
 };
 
 /* The watch, started when the backend may and can have one (k8s_poll.c). */

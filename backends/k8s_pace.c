@@ -15,12 +15,12 @@
  * least one create per poll interval), and a Job counts for at most
  * PACE_EXPIRY_S (pods that wait for an image or a node are the kubelet's
  * business, not a sign the control plane is behind).
- * The bound: it begins at pace_first and moves by one per start the watch
- * reports, between pace_floor and submit_backlog. A fresh API server gives
+ * The bound: it begins at pace_start and moves by one per start the watch
+ * reports, between pace_start and submit_backlog. A fresh API server gives
  * its watchers 10-event buffers; a whole backlog of creates in its first
  * second closed the scheduler's pod watch at 10^4 Jobs (#30), so it starts
- * below that; one more per start doubles it every time to start. It grows
- * only while the cluster keeps up: a Job's time from create to start has a
+ * small; one more per start doubles it every time to start. It grows only
+ * while the cluster keeps up: a Job's time from create to start has a
  * floor (the least seen: pod made, bound, started, the Job's status
  * updated), and the bound over the floor is the rate the cluster would
  * start Jobs at without a queue; the Jobs waiting beyond that,
@@ -30,15 +30,6 @@
  * cluster then runs at its own rate with a short queue, where a fixed
  * bound kept a queue of its whole size (128 Jobs waiting 3 s on the test
  * cluster, whose API server then starved its watchers; 32 left it idle).
- * Between the two the estimate is not all queue: the Job controller syncs
- * a Job a second after its pod's first event (its batch period), and again
- * a second after a later one, so times to start spread over a second or
- * two with no queue at all, and part of that spread reads as queue. Held
- * there, the bound stayed wherever the slow start left it (41 on one run,
- * 33 Jobs/s; 51 on another, 45), so between the two it still grows, by
- * one per bound's worth of starts (once a time to start, as TCP's
- * congestion avoidance does), until the queue is real and passes
- * PACE_QUEUE_HIGH.
  * After PACE_IDLE_S without a create the API server's caches have shrunk
  * again, so the bound and the floor start over. */
 #include "k8s_int.h"
@@ -90,27 +81,13 @@ void altar__k8s_pace_forget(altar_k8s_t *k, const char *name) {
     }
 }
 
-/* The bound back at its first value, the waits unknown. */
-static void pace_restart(altar_k8s_t *k) {
-  k->pace_limit = k->pace_first < k->submit_backlog ? k->pace_first : k->submit_backlog;
-  k->pace_floor = k->pace_wait = 0;
-  k->pace_probe = 0;
-}
-
 /* One Job started after wait s: the floor, the average, the bound. */
 static void pace_started(altar_k8s_t *k, double wait) {
   if (k->pace_floor <= 0 || wait < k->pace_floor) k->pace_floor = wait;
   k->pace_wait = k->pace_wait > 0 ? k->pace_wait + (wait - k->pace_wait) * PACE_WAIT_GAIN : wait;
   double queued = k->pace_wait > 0 ? k->pace_limit * (1 - k->pace_floor / k->pace_wait) : 0;
-  if (queued > PACE_QUEUE_HIGH) {
-    if (k->pace_limit > k->pace_floor_jobs) k->pace_limit--;
-    k->pace_probe = 0;
-    return;
-  }
-  /* Below the band every start, in it once per bound's worth of starts. */
-  if (queued >= PACE_QUEUE_LOW && ++k->pace_probe < k->pace_limit) return;
-  if (k->pace_limit < k->submit_backlog) k->pace_limit++;
-  k->pace_probe = 0;
+  if (queued < PACE_QUEUE_LOW && k->pace_limit < k->submit_backlog) k->pace_limit++;
+  else if (queued > PACE_QUEUE_HIGH && k->pace_limit > k->pace_start) k->pace_limit--;
 }
 
 size_t altar__k8s_pace_backlog(altar_k8s_t *k) {
@@ -144,10 +121,10 @@ size_t altar__k8s_pace_backlog(altar_k8s_t *k) {
   return k->n_pace;
 }
 
-void altar__k8s_pace_set_start(altar_k8s_t *k, int first, int floor) {
-  k->pace_floor_jobs = floor < 1 ? 1 : floor;
-  k->pace_first = first < k->pace_floor_jobs ? k->pace_floor_jobs : first;
-  pace_restart(k);
+void altar__k8s_pace_set_start(altar_k8s_t *k, int start) {
+  k->pace_start = start < 1 ? 1 : start;
+  k->pace_limit = k->pace_start < k->submit_backlog ? k->pace_start : k->submit_backlog;
+  k->pace_floor = k->pace_wait = 0;
 }
 
 int altar__k8s_pace_limit(const altar_k8s_t *k) { return k->pace_limit; }
@@ -158,7 +135,7 @@ int64_t altar__k8s_pace_room(altar_k8s_t *k) {
   if (!w || !altar__k8s_watch_synced(w)) return INT64_MAX;
   double now = altar__k8s_now(k);
   /* Idle long enough for the server's caches to shrink: start over. */
-  if (now - k->pace_last >= PACE_IDLE_S) pace_restart(k);
+  if (k->pace_limit > k->pace_start && now - k->pace_last >= PACE_IDLE_S) altar__k8s_pace_set_start(k, k->pace_start);
   size_t backlog = altar__k8s_pace_backlog(k);
   if (backlog < (size_t)k->pace_limit) return (int64_t)((size_t)k->pace_limit - backlog);
   if (now - k->pace_last >= PACE_FLOOR_S) return 1;

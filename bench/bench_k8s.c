@@ -8,8 +8,7 @@
  *           in flight on one HTTP/2 connection, taken and polled as the
  *           worker's loop does: a Job submitted only while capacity leaves
  *           a free slot (`--backlog B` Jobs not yet started fill it; the
- *           bound starts at `--start S`, grows by one per start and shrinks
- *           no lower than `--floor F`), paused
+ *           bound starts at `--start S` and grows by one per start), paused
  *           on wait_change while it leaves none, and polled every 200 ms or
  *           at once when wait_change says the watch saw a change (poll
  *           answers from the Job watch); a poll asks about the Jobs not yet
@@ -43,9 +42,8 @@
  * even i): give a count twice to see both orders.
  * --trace prints to stderr, once a second, what was submitted, waiting
  * and finished (curl: finished as the watch saw them).
- * Usage: bench_k8s [--window W] [--backlog B] [--start S] [--floor F] [--trace] [--no-curl | --no-altar] [N…]
- *   (default W 16, B ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG, S ALTAR_K8S_DEFAULT_PACE_FIRST,
- *   F ALTAR_K8S_DEFAULT_PACE_FLOOR,
+ * Usage: bench_k8s [--window W] [--backlog B] [--start S] [--trace] [--no-curl | --no-altar] [N…]
+ *   (default W 16, B ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG, S ALTAR_K8S_DEFAULT_PACE_START,
  *   S >= B: no slow start; N 1000 4000)
  * Needs ALTAR_K8S_DIR (default ${TMPDIR:-/tmp}/altar-k8s-16443). */
 #include "altar/buf.h"
@@ -273,8 +271,7 @@ typedef struct result {
   double decode_ms, decode_trim_ms;
 } result_t;
 
-static int window = 16, backlog = ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG, pace_start = ALTAR_K8S_DEFAULT_PACE_FIRST,
-           pace_floor = ALTAR_K8S_DEFAULT_PACE_FLOOR;
+static int window = 16, backlog = ALTAR_K8S_DEFAULT_SUBMIT_BACKLOG, pace_start = ALTAR_K8S_DEFAULT_PACE_START;
 static bool with_curl = true, with_altar = true, trace = false;
 
 /* Lines of the API server's log that say it dropped a slow watcher. */
@@ -314,7 +311,7 @@ static altar_k8s_t *make_backend(int win) {
   cfg.submit_backlog = backlog;
   altar_k8s_t *k = altar__k8s_new(&cfg, rt, &err);
   if (!k) fprintf(stderr, "bench_k8s: %s\n", err.msg);
-  else altar__k8s_pace_set_start(k, pace_start, pace_floor);
+  else altar__k8s_pace_set_start(k, pace_start);
   return k;
 }
 
@@ -714,9 +711,9 @@ static void print_row(const char *who, const result_t *r, double secs) {
          r->starved, secs);
   printf("; client CPU %.1f s; last create → all seen %.1f s", r->client_cpu_s, r->drain_s);
   if (r->polls)
-    printf("; %zu polls, %zu on a change; backlog %d from %d (floor %d): %llu capacity reads held, %zu paused turns",
-           r->polls, r->woken, backlog, pace_start < backlog ? pace_start : backlog, pace_floor,
-           (unsigned long long)r->pace_holds, r->paused);
+    printf("; %zu polls, %zu on a change; backlog %d from %d: %llu capacity reads held, %zu paused turns", r->polls,
+           r->woken, backlog, pace_start < backlog ? pace_start : backlog, (unsigned long long)r->pace_holds,
+           r->paused);
   if (r->polls)
     printf("; time to start median %.2f s, p95 %.2f s; backlog %.1f on average", r->start_median, r->start_p95,
            r->backlog_mean);
@@ -761,10 +758,6 @@ int main(int argc, char **argv) {
       if (!int_flag("--start", argv[++i], 1, ALTAR_K8S_MAX_SUBMIT_BACKLOG, &pace_start)) return 2;
       continue;
     }
-    if (!strcmp(argv[i], "--floor") && i + 1 < argc) {
-      if (!int_flag("--floor", argv[++i], 1, ALTAR_K8S_MAX_SUBMIT_BACKLOG, &pace_floor)) return 2;
-      continue;
-    }
     if (!strcmp(argv[i], "--trace")) {
       trace = true;
       continue;
@@ -775,12 +768,10 @@ int main(int argc, char **argv) {
     }
     long v = strtol(argv[i], NULL, 10);
     if (v < GROUP || v > 100000) {
-      fprintf(
-          stderr,
-          "usage: bench_k8s [--window W] [--backlog B] [--start S] [--floor F] [--trace] [--no-curl | --no-altar] [N…]  "
-          "(each "
-          "%d..100000)\n",
-          GROUP);
+      fprintf(stderr,
+              "usage: bench_k8s [--window W] [--backlog B] [--start S] [--trace] [--no-curl | --no-altar] [N…]  (each "
+              "%d..100000)\n",
+              GROUP);
       return 2;
     }
     if (!any) nc = 0;

@@ -380,7 +380,7 @@ static void test_submit_renders_on_server(void) {
   altar_resources_t gpu = {.gpu = "gpu", .count = 1};
   CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &gpu), 4);
   altar_resources_t cpu = {.count = 1};
-  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), ALTAR_K8S_DEFAULT_PACE_FIRST);
+  CU_ASSERT_EQUAL(altar_capacity_free_for(&cap, &cpu), ALTAR_K8S_DEFAULT_PACE_START);
   altar_capacity_clear(&cap);
   altar_handle_clear(&h);
   altar_spec_free(s);

@@ -32,10 +32,8 @@ typedef struct fake_job {
   int ticks;
 } fake_job_t;
 
-enum { FAKE_JOBS = 128 }; /* the most Jobs the fake server holds at once */
-
 typedef struct fake {
-  fake_job_t jobs[FAKE_JOBS];
+  fake_job_t jobs[32];
   size_t n;
   int next_uid;
   char log[8192]; /* "create:NAME;read:NAME;delete:NAME:UID;list:SEL;describe:NAME;" */
@@ -84,7 +82,7 @@ static void fake_remove(fake_t *f, fake_job_t *j) {
 
 /* Adds a Job as if someone created it; manifest may be NULL. */
 static fake_job_t *fake_add(fake_t *f, const char *name, altar_state_t state, const char *digest) {
-  CU_ASSERT_FATAL(f->n < FAKE_JOBS);
+  CU_ASSERT_FATAL(f->n < 32);
   fake_job_t *j = &f->jobs[f->n++];
   memset(j, 0, sizeof *j);
   char uid[32];
@@ -1168,22 +1166,22 @@ static void paced_round(fake_t *f, altar_k8s_t *k, altar_handle_t *h, int *next,
   f->now += wait;
   for (int i = *next - n; i < *next; i++) watch_job(f, h[i].external_id, "\"active\":1,\"ready\":1");
   (void)cpu_free(k);
-  /* Gone from the fake server (it holds FAKE_JOBS), no longer in the backlog. */
+  /* Gone from the fake server (it holds 32), no longer in the backlog. */
   for (int i = *next - n; i < *next; i++) fake_remove(f, fake_find(f, h[i].external_id));
 }
 
 /* The bound follows the cluster's queue: while Jobs start in the least
  * time seen it doubles every round trip; once they take 4x that, the Jobs
  * waiting beyond the floor (bound * (1 - floor / average)) pass 12 and it
- * falls until they are 4-12 (32 -> 16), never below the floor given; when
- * the waits are back at the least seen it grows again. */
+ * falls until they are 4-12 (32 -> 16), never below the start; when the
+ * waits are back at the floor it grows again. */
 static void test_backlog_follows_queue(void) {
   altar_k8s_config_t cfg;
   altar__k8s_config_init(&cfg);
   cfg.submit_backlog = 64;
   fake_t *f;
   altar_k8s_t *k = make_backend(&fake_watch_ops, &f, &cfg);
-  altar__k8s_pace_set_start(k, 4, 4);
+  altar__k8s_pace_set_start(k, 4);
   enum { N = 160 };
   altar_handle_t h[N];
   memset(h, 0, sizeof h);
@@ -1199,72 +1197,6 @@ static void test_backlog_follows_queue(void) {
   CU_ASSERT(next <= N);
   CU_ASSERT_EQUAL(f->n_sleep, 0);
   for (int i = 0; i < N; i++) altar_handle_clear(&h[i]);
-  altar__k8s_free(k);
-  fed_watch = NULL;
-}
-
-/* Times to start that spread with no queue (the Job controller's batch
- * period) put the estimate between the band's edges: there the bound
- * still grows, by one per round trip, until the Jobs waiting beyond the
- * floor pass 12 (with every wait 1.25x the floor, a bound of 60). */
-static void test_backlog_probes_in_band(void) {
-  altar_k8s_config_t cfg;
-  altar__k8s_config_init(&cfg);
-  cfg.submit_backlog = 128;
-  fake_t *f;
-  altar_k8s_t *k = make_backend(&fake_watch_ops, &f, &cfg);
-  altar__k8s_pace_set_start(k, 8, 8);
-  enum { N = 4000 };
-  altar_handle_t *h = calloc(N, sizeof *h);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-  int next = 0;
-  for (int r = 0; r < 2; r++) paced_round(f, k, h, &next, 1.0);
-  CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 32);
-  /* The first round at 1.25 takes the estimate from below the band (every
-   * start one more) into it; from then on one more per round. */
-  paced_round(f, k, h, &next, 1.25);
-  int entered = altar__k8s_pace_limit(k);
-  CU_ASSERT(entered > 32 && entered < 50);
-  for (int r = 1; r <= 8; r++) {
-    paced_round(f, k, h, &next, 1.25);
-    CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), entered + r);
-  }
-  /* Where the queue passes 12 it stops (60 waiting 0.2x the floor = 12). */
-  for (int r = 0; r < 50; r++) paced_round(f, k, h, &next, 1.25);
-  CU_ASSERT(altar__k8s_pace_limit(k) >= 60 && altar__k8s_pace_limit(k) <= 61);
-  CU_ASSERT(next <= N);
-  CU_ASSERT_EQUAL(f->n_sleep, 0);
-  for (int i = 0; i < N; i++) altar_handle_clear(&h[i]);
-  free(h);
-  altar__k8s_free(k);
-  fed_watch = NULL;
-}
-
-/* The bound's first value and its floor are apart: a long queue takes it
- * from where it was down to the floor and no lower; a first value below
- * the floor starts at the floor. */
-static void test_backlog_floor(void) {
-  altar_k8s_config_t cfg;
-  altar__k8s_config_init(&cfg);
-  cfg.submit_backlog = 64;
-  fake_t *f;
-  altar_k8s_t *k = make_backend(&fake_watch_ops, &f, &cfg);
-  altar__k8s_pace_set_start(k, 4, 8);
-  CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 8);
-  altar__k8s_pace_set_start(k, 32, 20);
-  CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 32);
-  enum { N = 400 };
-  altar_handle_t *h = calloc(N, sizeof *h);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-  int next = 0;
-  paced_round(f, k, h, &next, 1.0);
-  CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 64);
-  /* Waits 20x the least: 12 waiting is a bound of 12.6, below the floor. */
-  for (int r = 0; r < 12; r++) paced_round(f, k, h, &next, 20.0);
-  CU_ASSERT_EQUAL(altar__k8s_pace_limit(k), 20);
-  CU_ASSERT(next <= N);
-  for (int i = 0; i < N; i++) altar_handle_clear(&h[i]);
-  free(h);
   altar__k8s_free(k);
   fed_watch = NULL;
 }
@@ -1295,23 +1227,23 @@ static void test_backlog_forgets_adopted(void) {
   fed_watch = NULL;
 }
 
-/* Slow start: the backlog's bound begins at its first value and grows by
+/* Slow start: the backlog's bound begins at the start value and grows by
  * one per start the watch reports (not per create, nor per Job that
  * expired unstarted), up to submit_backlog; after 30 s without a create it
- * begins again. Default: ALTAR_K8S_DEFAULT_PACE_FIRST free slots before
+ * begins again. Default: ALTAR_K8S_DEFAULT_PACE_START free slots before
  * anything started. */
 static void test_backlog_slow_start(void) {
   altar_k8s_config_t cfg;
   altar__k8s_config_init(&cfg);
   fake_t *f;
   altar_k8s_t *k = make_backend(&fake_watch_ops, &f, &cfg);
-  CU_ASSERT_EQUAL(cpu_free(k), ALTAR_K8S_DEFAULT_PACE_FIRST);
+  CU_ASSERT_EQUAL(cpu_free(k), ALTAR_K8S_DEFAULT_PACE_START);
   altar__k8s_free(k);
   fed_watch = NULL;
 
   cfg.submit_backlog = 8;
   k = make_backend(&fake_watch_ops, &f, &cfg);
-  altar__k8s_pace_set_start(k, 2, 2);
+  altar__k8s_pace_set_start(k, 2);
   enum { N = 18 };
   altar_handle_t h[N];
   memset(h, 0, sizeof h);
@@ -2032,8 +1964,6 @@ static void add(void) {
   ALTAR_TEST(test_submit_paced_by_backlog);
   ALTAR_TEST(test_backlog_slow_start);
   ALTAR_TEST(test_backlog_follows_queue);
-  ALTAR_TEST(test_backlog_probes_in_band);
-  ALTAR_TEST(test_backlog_floor);
   ALTAR_TEST(test_backlog_forgets_adopted);
   ALTAR_TEST(test_paced_submit_never_blocks_poll);
   ALTAR_TEST(test_poll_default_describe);
