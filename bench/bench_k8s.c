@@ -22,7 +22,9 @@
  *   tick ms    one poll of every handle, all N submitted and finished
  *              (altar only; TICKS polls after the row): wall median, and the
  *              CPU time of the polling thread (the wall counts the time the
- *              cluster's processes, on the same cores, preempt it)
+ *              cluster's processes, on the same cores, preempt it); and in
+ *              the parentheses the same for a poll of TICK_FIXED of them
+ *              (a worker's running tasks), which should not grow with N
  *   delay      Jobs grouped by 5 (a model's folds): from the last completion
  *              of a group (the Jobs' status.completionTime, which the server
  *              keeps to the second, so ~0.5 s of it is rounding) to when the
@@ -69,6 +71,10 @@
 /* The worker's longest wait for a record in one turn (worker/worker.c). */
 #define TURN_S 0.05
 #define TICKS 20 /* polls of all N after a row */
+/* Handles in the fixed-size poll after a row: a worker asks about its
+ * running tasks, as many as its slots, whatever the number of Jobs the
+ * watch holds. */
+#define TICK_FIXED 1000
 
 static char kdir[1024];
 static char port[16] = "16443";
@@ -251,6 +257,7 @@ typedef struct result {
   size_t n;
   double submit_per_s, e2e_per_s;
   double tick_ms_median, tick_cpu_ms_median;
+  double fixed_ms_median, fixed_cpu_ms_median; /* a poll of TICK_FIXED of them */
   double delay_median, delay_p95;
   size_t succeeded;
   long starved;
@@ -521,6 +528,25 @@ static int run_altar(size_t n, result_t *res) {
     if (rc) fprintf(stderr, "bench_k8s: poll of all %zu: %s\n", n, err.msg);
     for (size_t i = 0; i < n; i++) altar_status_clear(&st[i]);
   }
+  /* And of TICK_FIXED of them, spread over the row (every n / TICK_FIXED-th):
+   * its cost should not grow with N. */
+  size_t nfixed = n < TICK_FIXED ? n : TICK_FIXED, nfx = 0;
+  double *fx = calloc(TICKS, sizeof *fx), *fxcpu = calloc(TICKS, sizeof *fxcpu);
+  if (!fx || !fxcpu) rc = -1;
+  for (size_t j = 0; !rc && j < nfixed; j++) ph[j] = hs[j * (n / nfixed)]; /* shallow: poll only reads them */
+  for (int t = 0; !rc && t < TICKS; t++) {
+    double a = now_mono(), c = now_cpu();
+    altar_error_t err = {0};
+    rc = altar__k8s_poll(k, ph, nfixed, st, &err);
+    fxcpu[nfx] = (now_cpu() - c) * 1000.0;
+    fx[nfx++] = (now_mono() - a) * 1000.0;
+    if (rc) fprintf(stderr, "bench_k8s: poll of %zu: %s\n", nfixed, err.msg);
+    for (size_t i = 0; i < nfixed; i++) altar_status_clear(&st[i]);
+  }
+  res->fixed_ms_median = pct(fx, nfx, 0.5);
+  res->fixed_cpu_ms_median = pct(fxcpu, nfx, 0.5);
+  free(fx);
+  free(fxcpu);
   res->submit_per_s = (double)n / (submit_end - t0);
   res->e2e_per_s = (double)n / (t_end - t0);
   res->drain_s = t_end - submit_end;
@@ -555,6 +581,7 @@ static int run_curl(size_t n, result_t *res) {
   memset(res, 0, sizeof *res);
   res->n = n;
   res->tick_ms_median = res->tick_cpu_ms_median = NAN;
+  res->fixed_ms_median = res->fixed_cpu_ms_median = NAN;
   if (clear_namespace()) return -1;
   altar_k8s_t *k = make_backend(1); /* renders, and owns the watch */
   if (!k || wait_synced(k)) {
@@ -714,6 +741,9 @@ static void print_row(const char *who, const result_t *r, double secs) {
     printf("; %zu polls, %zu on a change; backlog %d from %d: %llu capacity reads held, %zu paused turns", r->polls,
            r->woken, backlog, pace_start < backlog ? pace_start : backlog, (unsigned long long)r->pace_holds,
            r->paused);
+  if (r->polls)
+    printf("; a poll of %zu of them: %.2f ms, %.2f ms CPU", r->n < TICK_FIXED ? r->n : (size_t)TICK_FIXED,
+           r->fixed_ms_median, r->fixed_cpu_ms_median);
   if (r->polls)
     printf("; time to start median %.2f s, p95 %.2f s; backlog %.1f on average", r->start_median, r->start_p95,
            r->backlog_mean);
