@@ -13,15 +13,16 @@ static uint64_t hash(const char *s) {
   return h;
 }
 
-static size_t slot_of(const altar__k8s_jobent_t *slots, size_t cap, const char *name) {
-  size_t i = (size_t)hash(name) & (cap - 1);
-  while (slots[i].name && strcmp(slots[i].name, name)) i = (i + 1) & (cap - 1);
+/* The slot holding name (hash h), or the empty one that ends its run. */
+static size_t slot_of(const altar__k8s_jobent_t *slots, size_t cap, const char *name, uint64_t h) {
+  size_t i = (size_t)h & (cap - 1);
+  while (slots[i].name && (slots[i].hash != h || strcmp(slots[i].name, name))) i = (i + 1) & (cap - 1);
   return i;
 }
 
 altar__k8s_jobent_t *altar__k8s_jobmap_get(const altar__k8s_jobmap_t *m, const char *name) {
   if (!m->cap || !name) return NULL;
-  size_t i = slot_of(m->slots, m->cap, name);
+  size_t i = slot_of(m->slots, m->cap, name, hash(name));
   return m->slots[i].name ? &m->slots[i] : NULL;
 }
 
@@ -32,7 +33,7 @@ static int grow(altar__k8s_jobmap_t *m) {
   altar__k8s_jobent_t *slots = calloc(cap, sizeof *slots);
   if (!slots) return -1;
   for (size_t i = 0; i < m->cap; i++)
-    if (m->slots[i].name) slots[slot_of(slots, cap, m->slots[i].name)] = m->slots[i];
+    if (m->slots[i].name) slots[slot_of(slots, cap, m->slots[i].name, m->slots[i].hash)] = m->slots[i];
   free(m->slots);
   m->slots = slots;
   m->cap = cap;
@@ -43,10 +44,11 @@ altar__k8s_jobent_t *altar__k8s_jobmap_put(altar__k8s_jobmap_t *m, const char *n
   altar__k8s_jobent_t *e = altar__k8s_jobmap_get(m, name);
   if (e) return e;
   if ((m->n + 1) * 10 > m->cap * 7 && grow(m)) return NULL;
-  size_t i = slot_of(m->slots, m->cap, name);
-  e = &m->slots[i];
+  uint64_t h = hash(name);
+  e = &m->slots[slot_of(m->slots, m->cap, name, h)];
   memset(e, 0, sizeof *e);
   if (!(e->name = strdup(name))) return NULL;
+  e->hash = h;
   m->n++;
   return e;
 }
@@ -59,7 +61,7 @@ bool altar__k8s_jobmap_remove(altar__k8s_jobmap_t *m, const char *name) {
   /* Walk the run after the hole; an entry whose home slot is not cyclically
    * within (hole, j] would be unreachable past the hole, so it moves in. */
   for (size_t j = (hole + 1) & mask; m->slots[j].name; j = (j + 1) & mask) {
-    size_t home = (size_t)hash(m->slots[j].name) & mask;
+    size_t home = (size_t)m->slots[j].hash & mask;
     bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
     if (stays) continue;
     m->slots[hole] = m->slots[j];

@@ -12,7 +12,8 @@
 #define ALTAR_K8S_LABEL_MAX 64
 
 typedef struct altar__k8s_jobent {
-  char *name; /* owned; NULL: an empty slot */
+  char *name;    /* owned; NULL: an empty slot */
+  uint64_t hash; /* of name: a probe past another key compares this, not the string behind a pointer */
   char uid[ALTAR_K8S_UID_MAX];
   char pool[ALTAR_K8S_LABEL_MAX]; /* the altar.dev/pool label, "" when absent */
   altar_state_t state;
