@@ -394,6 +394,27 @@ static int64_t cpu_room(altar_k8s_t *k) {
   return room;
 }
 
+/* TICKS polls of hs[0..n): the median wall and CPU time of one (ms). */
+static int time_polls(altar_k8s_t *k, const altar_handle_t *hs, size_t n, altar_status_t *st, double *wall_ms,
+                      double *cpu_ms) {
+  double wall[TICKS], cpu[TICKS];
+  for (int t = 0; t < TICKS; t++) {
+    double a = now_mono(), c = now_cpu();
+    altar_error_t err = {0};
+    int rc = altar__k8s_poll(k, hs, n, st, &err);
+    cpu[t] = (now_cpu() - c) * 1000.0;
+    wall[t] = (now_mono() - a) * 1000.0;
+    for (size_t i = 0; i < n; i++) altar_status_clear(&st[i]);
+    if (rc) {
+      fprintf(stderr, "bench_k8s: poll of %zu: %s\n", n, err.msg);
+      return rc;
+    }
+  }
+  *wall_ms = pct(wall, TICKS, 0.5);
+  *cpu_ms = pct(cpu, TICKS, 0.5);
+  return 0;
+}
+
 /* altar: pipelined submits and the worker's loop (worker/worker.c), one
  * record a turn: a record is taken only while capacity leaves the CPU pool
  * a free slot (one fewer per submit until the next read, as the worker
@@ -414,20 +435,20 @@ static int run_altar(size_t n, result_t *res) {
   long starved0 = starved_lines();
   altar_handle_t *hs = calloc(n, sizeof *hs);
   altar_status_t *st = calloc(n, sizeof *st);
-  double *seen = calloc(n, sizeof *seen), *full = calloc(TICKS, sizeof *full), *cpu = calloc(TICKS, sizeof *cpu);
+  double *seen = calloc(n, sizeof *seen);
   double *created = calloc(n, sizeof *created), *to_start = calloc(n, sizeof *to_start);
   const char **names = calloc(n, sizeof *names);
   /* The Jobs not yet seen finished (indices into hs) and their handles in
    * one array for poll. */
   size_t *open = calloc(n, sizeof *open), nopen = 0;
   altar_handle_t *ph = calloc(n, sizeof *ph);
-  int rc = hs && st && seen && full && cpu && created && to_start && names && open && ph ? 0 : -1;
+  int rc = hs && st && seen && created && to_start && names && open && ph ? 0 : -1;
   size_t nstart = 0, nbacklog = 0;
   double backlog_sum = 0;
   char run[64];
   snprintf(run, sizeof run, "bench-%zu-%ld", n, (long)time(NULL));
   for (size_t i = 0; i < n; i++) seen[i] = NAN;
-  size_t submitted = 0, finished = 0, nfull = 0;
+  size_t submitted = 0, finished = 0;
   int64_t room = cpu_room(k);
   double cpu0 = now_proc_cpu();
   double t0 = now_mono(), submit_end = NAN, next_poll = t0 + 0.2, give_up = t0 + 1800, next_trace = t0;
@@ -518,40 +539,16 @@ static int run_altar(size_t n, result_t *res) {
   double t_end = now_mono();
   res->client_cpu_s = now_proc_cpu() - cpu0;
   /* The cost of a poll of all N, which the map answers in time
-   * proportional to the handles asked about. */
-  for (int t = 0; !rc && t < TICKS; t++) {
-    double a = now_mono(), c = now_cpu();
-    altar_error_t err = {0};
-    rc = altar__k8s_poll(k, hs, n, st, &err);
-    cpu[nfull] = (now_cpu() - c) * 1000.0;
-    full[nfull++] = (now_mono() - a) * 1000.0;
-    if (rc) fprintf(stderr, "bench_k8s: poll of all %zu: %s\n", n, err.msg);
-    for (size_t i = 0; i < n; i++) altar_status_clear(&st[i]);
-  }
-  /* And of TICK_FIXED of them, spread over the row (every n / TICK_FIXED-th):
-   * its cost should not grow with N. */
-  size_t nfixed = n < TICK_FIXED ? n : TICK_FIXED, nfx = 0;
-  double *fx = calloc(TICKS, sizeof *fx), *fxcpu = calloc(TICKS, sizeof *fxcpu);
-  if (!fx || !fxcpu) rc = -1;
+   * proportional to the handles asked about; and of TICK_FIXED of them,
+   * spread over the row (every n / TICK_FIXED-th), which should not grow
+   * with N. */
+  if (!rc) rc = time_polls(k, hs, n, st, &res->tick_ms_median, &res->tick_cpu_ms_median);
+  size_t nfixed = n < TICK_FIXED ? n : TICK_FIXED;
   for (size_t j = 0; !rc && j < nfixed; j++) ph[j] = hs[j * (n / nfixed)]; /* shallow: poll only reads them */
-  for (int t = 0; !rc && t < TICKS; t++) {
-    double a = now_mono(), c = now_cpu();
-    altar_error_t err = {0};
-    rc = altar__k8s_poll(k, ph, nfixed, st, &err);
-    fxcpu[nfx] = (now_cpu() - c) * 1000.0;
-    fx[nfx++] = (now_mono() - a) * 1000.0;
-    if (rc) fprintf(stderr, "bench_k8s: poll of %zu: %s\n", nfixed, err.msg);
-    for (size_t i = 0; i < nfixed; i++) altar_status_clear(&st[i]);
-  }
-  res->fixed_ms_median = pct(fx, nfx, 0.5);
-  res->fixed_cpu_ms_median = pct(fxcpu, nfx, 0.5);
-  free(fx);
-  free(fxcpu);
+  if (!rc) rc = time_polls(k, ph, nfixed, st, &res->fixed_ms_median, &res->fixed_cpu_ms_median);
   res->submit_per_s = (double)n / (submit_end - t0);
   res->e2e_per_s = (double)n / (t_end - t0);
   res->drain_s = t_end - submit_end;
-  res->tick_ms_median = pct(full, nfull, 0.5);
-  res->tick_cpu_ms_median = pct(cpu, nfull, 0.5);
   res->starved = starved_lines() - starved0;
   res->pace_holds = altar__k8s_pace_holds(k);
   res->start_median = pct(to_start, nstart, 0.5);
@@ -564,8 +561,6 @@ static int run_altar(size_t n, result_t *res) {
   free(hs);
   free(st);
   free(seen);
-  free(full);
-  free(cpu);
   free(created);
   free(to_start);
   free(names);
