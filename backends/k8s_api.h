@@ -176,6 +176,11 @@ uint64_t altar__k8s_watch_generation(altar_k8s_watch_t *w);
 /* Active (pending or running) Jobs whose altar.dev/pool label is pool_label:
  * a count kept as the map changes, not a scan. */
 int64_t altar__k8s_watch_active(altar_k8s_watch_t *w, const char *pool_label);
+/* The same count, and views of names[0..n) as lookup gives them, taken
+ * together: a Job the watch adds between two separate reads would be in
+ * neither (capacity then reported a slot too many). */
+int64_t altar__k8s_watch_active_lookup(altar_k8s_watch_t *w, const char *pool_label, const char *const *names, size_t n,
+                                       altar_k8s_watch_view_t *views);
 /* Entries in the map: live Jobs, notes, and tombstones younger than their
  * TTL (a deleted Job's entry leaves after it). */
 size_t altar__k8s_watch_size(altar_k8s_watch_t *w);

@@ -59,10 +59,11 @@ struct altar_k8s {
 altar_k8s_watch_t *altar__k8s_watch_get(altar_k8s_t *k);
 /* Frees the creates in flight (k8s_submit.c). */
 void altar__k8s_inflight_clear(altar_k8s_t *k);
-/* Creates in flight whose Job carries altar.dev/pool label pool and that
- * the watch w (NULL: none) does not report active yet: they take a slot
- * before the server has answered (at most submit_window of them). */
-int64_t altar__k8s_inflight_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool);
+/* The Jobs of altar.dev/pool label pool that take a slot: those the watch
+ * w (NULL: none) reports active, and the creates in flight it does not
+ * report yet (they take one before the server has answered), read in one
+ * step of the watch. -1: out of memory. */
+int64_t altar__k8s_active_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool);
 
 /* Pacing (k8s_pace.c): records a Job just created; the Jobs recorded that
  * the watch does not yet report started (dropping the others); how many

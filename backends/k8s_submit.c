@@ -177,18 +177,27 @@ size_t altar__k8s_submit_backlog(altar_k8s_t *k) { return altar__k8s_pace_backlo
 
 uint64_t altar__k8s_pace_holds(const altar_k8s_t *k) { return k->pace_holds; }
 
-int64_t altar__k8s_inflight_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool) {
-  int64_t n = 0;
+int64_t altar__k8s_active_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool) {
+  const char **names = k->n_inflight ? calloc(k->n_inflight, sizeof *names) : NULL;
+  altar_k8s_watch_view_t *views = k->n_inflight ? calloc(k->n_inflight, sizeof *views) : NULL;
+  if (k->n_inflight && (!names || !views)) {
+    free(names);
+    free(views);
+    return -1;
+  }
+  size_t n = 0;
   for (size_t i = 0; i < k->n_inflight; i++) {
     const char *p = pool_label(k->inflight[i].manifest);
-    if (!p || strcmp(p, pool)) continue;
-    /* Its watch event may come before its answer: then the watch counts it. */
-    altar_k8s_watch_view_t v = {0};
-    const char *name = k->inflight[i].name;
-    if (w) altar__k8s_watch_lookup(w, &name, 1, &v);
-    n += !(v.seen == ALTAR_K8S_SEEN_LIVE && (v.state == ALTAR_STATE_PENDING || v.state == ALTAR_STATE_RUNNING));
+    if (p && !strcmp(p, pool)) names[n++] = k->inflight[i].name;
   }
-  return n;
+  int64_t active = w ? altar__k8s_watch_active_lookup(w, pool, names, n, views) : 0;
+  /* Its watch event may come before its answer: then the watch counts it. */
+  for (size_t i = 0; i < n; i++)
+    active += !(w && views[i].seen == ALTAR_K8S_SEEN_LIVE &&
+                (views[i].state == ALTAR_STATE_PENDING || views[i].state == ALTAR_STATE_RUNNING));
+  free(names);
+  free(views);
+  return active;
 }
 
 /* Remembers a refused create for poll to report. */

@@ -500,14 +500,18 @@ bool altar__k8s_watch_synced(altar_k8s_watch_t *w) {
   return s;
 }
 
-void altar__k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size_t n, altar_k8s_watch_view_t *views) {
-  pthread_mutex_lock(&w->mu);
+static void lookup_locked(altar_k8s_watch_t *w, const char *const *names, size_t n, altar_k8s_watch_view_t *views) {
   for (size_t i = 0; i < n; i++) {
     const altar__k8s_jobent_t *e = altar__k8s_jobmap_get(&w->map, names[i]);
     views[i].seen = e ? e->seen : ALTAR_K8S_SEEN_UNKNOWN;
     views[i].state = e ? e->state : ALTAR_STATE_PENDING;
     views[i].deadline_at = e ? e->deadline_at : 0;
   }
+}
+
+void altar__k8s_watch_lookup(altar_k8s_watch_t *w, const char *const *names, size_t n, altar_k8s_watch_view_t *views) {
+  pthread_mutex_lock(&w->mu);
+  lookup_locked(w, names, n, views);
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -563,13 +567,19 @@ int altar__k8s_watch_wait(altar_k8s_watch_t *w, uint64_t *pgen, int timeout_ms) 
   return changed;
 }
 
-int64_t altar__k8s_watch_active(altar_k8s_watch_t *w, const char *pool_label) {
-  int64_t n = 0;
+int64_t altar__k8s_watch_active_lookup(altar_k8s_watch_t *w, const char *pool_label, const char *const *names, size_t n,
+                                       altar_k8s_watch_view_t *views) {
+  int64_t active = 0;
   pthread_mutex_lock(&w->mu);
   for (size_t i = 0; i < w->npools; i++)
-    if (!strcmp(w->pools[i].label, pool_label)) n = w->pools[i].n;
+    if (!strcmp(w->pools[i].label, pool_label)) active = w->pools[i].n;
+  lookup_locked(w, names, n, views);
   pthread_mutex_unlock(&w->mu);
-  return n;
+  return active;
+}
+
+int64_t altar__k8s_watch_active(altar_k8s_watch_t *w, const char *pool_label) {
+  return altar__k8s_watch_active_lookup(w, pool_label, NULL, 0, NULL);
 }
 
 size_t altar__k8s_watch_size(altar_k8s_watch_t *w) {
