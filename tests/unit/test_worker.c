@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- a scripted backend ------------------------------------------------ */
@@ -44,7 +45,6 @@ typedef struct fake {
   volatile sig_atomic_t *stop;
   sig_atomic_t stop_value;
   int polls_total, stop2_after_polls; /* with stop: a second signal after this many polls */
-  int kill_after_polls;               /* SIGKILL ourselves at this many polls (in a forked child) */
   size_t cancelled_live;              /* cancels of tasks still running */
   /* With fake_pool_ops: the pools it declares, and the pools it reports
    * with fixed free slots (none: an empty, autoscaling report). */
@@ -110,7 +110,6 @@ static int fake_poll(altar_backend_t *be, const altar_handle_t *hs, size_t n, al
   (void)err;
   fake_t *f = altar_backend_impl(be);
   if (f->stop && f->stop2_after_polls && ++f->polls_total == f->stop2_after_polls) *f->stop = 2;
-  if (f->kill_after_polls && ++f->polls_total == f->kill_after_polls) raise(SIGKILL);
   for (size_t i = 0; i < n; i++) {
     ftask_t *t = ffind(f, hs[i].external_id);
     CU_ASSERT_FATAL(t != NULL);
@@ -725,8 +724,21 @@ static void test_drain_and_release_on_stop(void) {
   free(dir);
 }
 
-/* Runs a worker in a child that dies by SIGKILL at its 40th backend poll,
- * with job 0 hanging and job 1 finished: its periodic commits hold 0. */
+/* Partition 0's committed offset and metadata as they are now: false
+ * while nothing is committed (the group may not exist yet). */
+static bool committed_now(const char *dir, int64_t *poff, char **pmeta) {
+  altar_transport_t *t = open_local(dir);
+  altar_error_t err = {0};
+  *pmeta = NULL;
+  bool ok = altar_transport_committed(t, ALTAR_WORKER_GROUP, "jobs", 0, 5000, poff, pmeta, &err) == 0;
+  altar_transport_close(t);
+  return ok;
+}
+
+/* Runs a worker in a child with job 0 hanging and job 1 finished, and
+ * kills it (SIGKILL) once its periodic commit holds 0 with 1 finished, as
+ * read from the log: killed at a poll count instead, a slow disk under a
+ * loaded CI let the kill come before that commit. */
 static void run_killed_worker(const char *dir) {
   pid_t pid = fork();
   CU_ASSERT_FATAL(pid >= 0);
@@ -734,12 +746,21 @@ static void run_killed_worker(const char *dir) {
     static fake_t k;
     memset(&k, 0, sizeof k);
     k.polls_to_finish = 2;
-    k.kill_after_polls = 40;
     altar_transport_t *t = open_local(dir);
     altar_worker_stats_t st = {0};
     run_worker(t, &k, 3, 0, 1000, NULL, &st);
-    _exit(3); /* not reached: the fake kills us first */
+    _exit(3); /* not reached: job 0 never ends, we kill it */
   }
+  bool held = false;
+  for (int i = 0; i < 6000 && !held; i++) { /* up to a minute */
+    int64_t off = ALTAR_OFFSET_INVALID;
+    char *meta = NULL;
+    held = committed_now(dir, &off, &meta) && off == 0 && meta && !strcmp(meta, "o2:1/2");
+    free(meta);
+    if (!held) nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+  }
+  CU_ASSERT(held);
+  kill(pid, SIGKILL);
   int status = 0;
   CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
   CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
