@@ -18,8 +18,9 @@
  * Task directory <data_root>/tasks/<id>/ (the task's cwd):
  *   task      what ran (image, argv, limits: written by submit), then the
  *             supervisor's "supervisor=<pid>" and "pgid=<pgid>" lines; it is
- *             flock'ed by the supervisor for its whole life (taken by submit
- *             before the fork, so there is no window where nobody holds it)
+ *             flock'ed by the supervisor until the task's status is final
+ *             (taken by submit before the supervisor gets it, so there is no
+ *             window where nobody holds it)
  *   cancel    present when cancel was asked for
  * and the command's output, bounded (head + rolling tail), in
  * <data_root>/logs/<task key>/stdout and stderr: created at the first byte,
@@ -29,7 +30,8 @@
  * bounded by backends/log_retention.c.
  * At the end of the task file, the terminal status: a "[status]" line
  * and key=value lines, appended by the supervisor in one write before it
- * exits. A reader trusts it only once the flock is free (the writer is gone).
+ * lets go of the lock. A reader trusts it only once the flock is free (the
+ * writer is done).
  * Two inodes per task (directory, task file): on ext4 inode creation was the
  * largest cost of a short task, so nothing else is created unless needed.
  */
@@ -61,7 +63,8 @@ typedef struct altar_proc_task {
 /* A supervisor we started and have not seen exit. */
 typedef struct altar_proc_child {
   pid_t pid;
-  int fd;       /* its pidfd (-1: none), readable once it has exited */
+  int fd;       /* readable once its status is final (-1: none): its pidfd, or,
+                   from the long-lived parent, the task's end pipe (process_zygote.c) */
   bool foreign; /* forked by the long-lived parent: not ours to waitpid */
   bool exited;  /* seen by altar__proc_reap, during its pass */
   altar_proc_task_t task;
@@ -137,6 +140,13 @@ typedef struct altar_proc_launch {
 /* Runs the supervisor in the current (freshly forked or exec'd) process;
  * never returns. */
 void altar__proc_supervise(const altar_proc_launch_t *l) __attribute__((noreturn));
+/* Its parts, for a supervisor that runs one task after another: enter, once
+ * per process (its own session, SIGCHLD blocked for a signalfd); task, once
+ * per task, with the task's lock at descriptor 3 and stdin, stdout and
+ * stderr on /dev/null: runs the command and appends the status; returns
+ * with the lock still open (no status appended when it could not start). */
+void altar__proc_supervisor_enter(const altar_proc_launch_t *l);
+void altar__proc_supervise_task(const altar_proc_launch_t *l);
 
 /* Starts the supervisor for l, which inherits l->lock_fd. Returns its pid
  * with *pchild filled (pid 0 in it: a supervisor runs, but which one is

@@ -11,7 +11,9 @@
  *     every 50 ms and kills the group past the limit; either way the report
  *     is "oom_killed" only when such a kill happened;
  *   - appends its status section to the task file in one write, then exits
- *     (its exit releases the flock, which is what tells readers to look).
+ *     (its exit releases the flock, which is what tells readers to look), or,
+ *     kept by the long-lived parent for the next task (process_zygote.c),
+ *     closes the lock and the task's end pipe instead.
  * Everything it needs was prepared before the fork (altar_proc_launch_t). */
 #include "process_int.h"
 
@@ -283,8 +285,7 @@ static void sanitize(char *s) {
     if (*s == '\n' || *s == '\r') *s = ' ';
 }
 
-void altar__proc_supervise(const altar_proc_launch_t *l) {
-  pid_t sup = getpid();
+void altar__proc_supervisor_enter(const altar_proc_launch_t *l) {
   setsid();
   /* A forked worker's handlers must not run here (a syscall per signal,
    * so only when there can be any). */
@@ -294,19 +295,30 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   sigprocmask(SIG_SETMASK, &chld, NULL);
+}
 
+void altar__proc_supervise(const altar_proc_launch_t *l) {
+  altar__proc_supervisor_enter(l);
   /* Keep only the lock (3) from what the worker had open. */
-  int lock = l->lock_fd;
-  if (lock != 3) {
-    if (dup2(lock, 3) < 0) _exit(1);
-    lock = 3;
-  }
+  if (l->lock_fd != 3 && dup2(l->lock_fd, 3) < 0) _exit(1);
   fcntl(3, F_SETFD, FD_CLOEXEC);
   close_range(4, ~0U, 0);
   int null = open("/dev/null", O_RDWR);
   if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) _exit(1);
   if (null > 2) close(null);
-  if (chdir(l->task_dir) < 0) _exit(1);
+  altar__proc_supervise_task(l);
+  _exit(0);
+}
+
+/* Closes a pipe's two ends. */
+static void close_pair(int fds[2]) {
+  close(fds[0]);
+  close(fds[1]);
+}
+
+void altar__proc_supervise_task(const altar_proc_launch_t *l) {
+  pid_t sup = getpid();
+  if (chdir(l->task_dir) < 0) return;
 
   sink_t sinks[2];
   const char *names[2] = {"stdout", "stderr"};
@@ -322,9 +334,20 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
                         .ring_cap = l->log_cap - head};
   }
   int out[2], errp[2];
-  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) _exit(1);
+  if (pipe2(out, O_CLOEXEC) < 0) return;
+  if (pipe2(errp, O_CLOEXEC) < 0) {
+    close_pair(out);
+    return;
+  }
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd < 0) _exit(1);
+  if (sfd < 0) {
+    close_pair(out);
+    close_pair(errp);
+    return;
+  }
 
   bool use_cg = l->memory_mb > 0 && l->cgroup_dir[0] && cgroup_setup(l);
   bool watchdog = l->memory_mb > 0 && !use_cg;
@@ -489,5 +512,5 @@ void altar__proc_supervise(const altar_proc_launch_t *l) {
     snprintf(status, sizeof status, "%sstate=failed\nreason=%s\ndeterministic=%d\ndetail=%s\n", ALTAR_PROC_STATUS_MARK,
              reason, det, detail);
   write_all(3, status, strlen(status)); /* O_APPEND, one write */
-  _exit(0);
+  close(sfd);
 }

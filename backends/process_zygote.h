@@ -5,8 +5,12 @@
  * Request: altar_proc_zyg_req_t, then NUL-terminated strings: task_dir,
  * cgroup_dir, log_dir, argc arguments, envc environment entries; the task
  * file's locked descriptor rides along (SCM_RIGHTS).
- * Reply: altar_proc_zyg_rep_t; with a pid, the supervisor's pidfd rides
- * along when the parent could open one. */
+ * Reply: altar_proc_zyg_rep_t; with a pid, the read end of the task's end
+ * pipe rides along: it ends once the task's status is final (the
+ * supervisor closed the lock first, or died).
+ * Between the parent and a supervisor it keeps (its own socket pair, also
+ * SOCK_SEQPACKET): the request as it came, with the lock and the end pipe's
+ * write end; one byte back when the supervisor is idle again. */
 #ifndef ALTAR_PROCESS_ZYGOTE_H
 #define ALTAR_PROCESS_ZYGOTE_H
 

@@ -103,15 +103,16 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # The same with its reaped children: for the worker, every task's supervisor
 # and, reaped by it, the task itself.
 ticks_all() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat"; }
-# ticks_all of the worker and of each child it has not reaped: a long-lived
-# parent of supervisors (backends/process_zygote.c) reaps them itself, so
-# their CPU reaches the worker only when that parent exits.
+# ticks_all of the worker and of every descendant not yet reaped: a
+# long-lived parent of supervisors (backends/process_zygote.c) reaps them
+# itself, and a supervisor it keeps for one task after another reaps its
+# tasks, so their CPU reaches the worker only when they exit.
 ticks_tree() {
   [ -r "/proc/$1/task/$1/children" ] ||
     echo "bench_fleet: no /proc/$1/task/$1/children here: CPU of the worker's unreaped children is not counted" >&2
   t=$(ticks_all "$1")
   for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-    t=$((t + $(ticks_all "$c" 2>/dev/null || echo 0)))
+    t=$((t + $(ticks_tree "$c" 2>/dev/null || echo 0)))
   done
   echo "$t"
 }

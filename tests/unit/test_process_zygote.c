@@ -1,6 +1,8 @@
 /* `process`: the long-lived parent that forks the supervisors
- * (backends/process_zygote.c). Killed mid-run, the tasks it started finish
- * and are recorded, and the next task runs under a new parent; stopped
+ * (backends/process_zygote.c). It keeps a supervisor for one task after
+ * another, each in its own environment and directory, and lets one killed
+ * while idle go. Killed mid-run, the tasks it started finish and are
+ * recorded, and the next task runs under a new parent; stopped
  * (hung), the submit is settled by the task file's lock and the task runs
  * exactly once; with its starter dead it leaves, and its tasks go on; it
  * keeps no descriptor of the worker's;
@@ -169,6 +171,70 @@ static void test_parent_killed_mid_run(void) {
   altar_backend_close(be);
   /* Closing the backend ends its parent (and reaps it). */
   CU_ASSERT_EQUAL(zygotes(z), 0);
+  altar_test_rmtree(root);
+  free(root);
+}
+
+/* A supervisor named altar-supervise whose parent is zygote: alive (not a
+ * zombie). */
+static bool kept_alive(pid_t sup, pid_t zygote) {
+  char name[64], ppid[32], state[32];
+  proc_field(sup, "Name", name, sizeof name);
+  proc_field(sup, "PPid", ppid, sizeof ppid);
+  proc_field(sup, "State", state, sizeof state);
+  return !strcmp(name, "altar-supervise") && atol(ppid) == (long)zygote && state[0] && state[0] != 'Z';
+}
+
+/* One task after another runs under the same supervisor, each with its own
+ * environment and directory; a kept supervisor killed while idle is not
+ * handed the next task, which runs under a new one. */
+static void test_supervisor_kept_for_next_task(void) {
+  char *root = altar_test_tmpdir("zygote-kept");
+  altar_backend_t *be = open_backend(root, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+  altar_spec_t *s[3] = {sh_spec("echo \"one $ALTAR_TASK_ID $(pwd)\""), sh_spec("echo \"two $ALTAR_TASK_ID $(pwd)\""),
+                        sh_spec("echo three")};
+  altar_handle_t h[3];
+  pid_t sup[3];
+  altar_error_t err = {0};
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s[i], &h[i], &err), 0);
+    sup[i] = supervisor_of(root, h[i].external_id);
+    expect_succeeded(be, &h[i]);
+    char want[4400];
+    snprintf(want, sizeof want, "%s %s %s/tasks/%s\n", i ? "two" : "one", h[i].external_id, root, h[i].external_id);
+    expect_output(root, s[i], want);
+  }
+  pid_t z[8];
+  CU_ASSERT_EQUAL_FATAL(zygotes(z), 1);
+  CU_ASSERT(sup[0] > 0);
+  CU_ASSERT_EQUAL(sup[1], sup[0]);
+  CU_ASSERT(kept_alive(sup[0], z[0]));
+  /* Killed while idle: its parent hears of it and starts the next task in
+   * another. */
+  CU_ASSERT_EQUAL(kill(sup[0], SIGKILL), 0);
+  for (int i = 0; i < 6000 && kept_alive(sup[0], z[0]); i++) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s[2], &h[2], &err), 0);
+  sup[2] = supervisor_of(root, h[2].external_id);
+  expect_succeeded(be, &h[2]);
+  expect_output(root, s[2], "three\n");
+  CU_ASSERT(sup[2] > 0 && sup[2] != sup[0]);
+  for (int i = 0; i < 3; i++) {
+    altar_handle_clear(&h[i]);
+    altar_spec_free(s[i]);
+  }
+  altar_backend_close(be);
+  /* With its parent gone, the kept supervisor leaves too. */
+  char state[32] = "?";
+  for (int i = 0; i < 6000 && state[0] && state[0] != 'Z'; i++) {
+    proc_field(sup[2], "State", state, sizeof state);
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  CU_ASSERT(state[0] == '\0' || state[0] == 'Z');
   altar_test_rmtree(root);
   free(root);
 }
@@ -432,6 +498,7 @@ static void test_parent_refuses_malformed_requests(void) {
 static void add(void) {
   ALTAR_SUITE("process_zygote", NULL, NULL);
   ALTAR_TEST(test_parent_killed_mid_run);
+  ALTAR_TEST(test_supervisor_kept_for_next_task);
   ALTAR_TEST(test_parent_hung_is_replaced);
   ALTAR_TEST(test_parent_leaves_with_its_worker);
   ALTAR_TEST(test_parent_keeps_no_worker_descriptor);
