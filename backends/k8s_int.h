@@ -62,7 +62,7 @@ void altar__k8s_inflight_clear(altar_k8s_t *k);
 /* The Jobs of altar.dev/pool label pool that take a slot: those the watch
  * w (NULL: none) reports active, and the creates in flight it does not
  * report yet (they take one before the server has answered), read in one
- * step of the watch. -1: out of memory. */
+ * step of the watch. */
 int64_t altar__k8s_active_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool);
 
 /* Pacing (k8s_pace.c): records a Job just created; the Jobs recorded that

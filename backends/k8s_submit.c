@@ -178,15 +178,12 @@ size_t altar__k8s_submit_backlog(altar_k8s_t *k) { return altar__k8s_pace_backlo
 uint64_t altar__k8s_pace_holds(const altar_k8s_t *k) { return k->pace_holds; }
 
 int64_t altar__k8s_active_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool) {
-  const char **names = k->n_inflight ? calloc(k->n_inflight, sizeof *names) : NULL;
-  altar_k8s_watch_view_t *views = k->n_inflight ? calloc(k->n_inflight, sizeof *views) : NULL;
-  if (k->n_inflight && (!names || !views)) {
-    free(names);
-    free(views);
-    return -1;
-  }
+  /* The creates in flight are at most the submit window (a submit waits for
+   * room), so they fit on the stack: no allocation per capacity read. */
+  const char *names[ALTAR_K8S_MAX_SUBMIT_WINDOW];
+  altar_k8s_watch_view_t views[ALTAR_K8S_MAX_SUBMIT_WINDOW];
   size_t n = 0;
-  for (size_t i = 0; i < k->n_inflight; i++) {
+  for (size_t i = 0; i < k->n_inflight && n < ALTAR_K8S_MAX_SUBMIT_WINDOW; i++) {
     const char *p = pool_label(k->inflight[i].manifest);
     if (p && !strcmp(p, pool)) names[n++] = k->inflight[i].name;
   }
@@ -195,8 +192,6 @@ int64_t altar__k8s_active_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const ch
   for (size_t i = 0; i < n; i++)
     active += !(w && views[i].seen == ALTAR_K8S_SEEN_LIVE &&
                 (views[i].state == ALTAR_STATE_PENDING || views[i].state == ALTAR_STATE_RUNNING));
-  free(names);
-  free(views);
   return active;
 }
 

@@ -407,13 +407,21 @@ static const char *outcome_of(const altar_status_event_t *e) {
   return o ? o : "?";
 }
 
-static int64_t committed(const char *dir, int32_t partition, char **pmeta) {
+/* The worker group's committed offset and metadata of a jobs partition;
+ * false when the log cannot say (the group may not exist yet). */
+static bool committed_now(const char *dir, int32_t partition, int64_t *poff, char **pmeta) {
   altar_transport_t *t = open_local(dir);
+  altar_error_t err = {0};
+  *pmeta = NULL;
+  bool ok = altar_transport_committed(t, ALTAR_WORKER_GROUP, "jobs", partition, 5000, poff, pmeta, &err) == 0;
+  altar_transport_close(t);
+  return ok;
+}
+
+static int64_t committed(const char *dir, int32_t partition, char **pmeta) {
   int64_t off = ALTAR_OFFSET_INVALID;
   char *meta = NULL;
-  altar_error_t err = {0};
-  CU_ASSERT(altar_transport_committed(t, ALTAR_WORKER_GROUP, "jobs", partition, 5000, &off, &meta, &err) == 0);
-  altar_transport_close(t);
+  CU_ASSERT(committed_now(dir, partition, &off, &meta));
   if (pmeta) *pmeta = meta;
   else free(meta);
   return off;
@@ -726,15 +734,6 @@ static void test_drain_and_release_on_stop(void) {
 
 /* Partition 0's committed offset and metadata as they are now: false
  * while nothing is committed (the group may not exist yet). */
-static bool committed_now(const char *dir, int64_t *poff, char **pmeta) {
-  altar_transport_t *t = open_local(dir);
-  altar_error_t err = {0};
-  *pmeta = NULL;
-  bool ok = altar_transport_committed(t, ALTAR_WORKER_GROUP, "jobs", 0, 5000, poff, pmeta, &err) == 0;
-  altar_transport_close(t);
-  return ok;
-}
-
 /* Runs a worker in a child with job 0 hanging and job 1 finished, and
  * kills it (SIGKILL) once its periodic commit holds 0 with 1 finished, as
  * read from the log: killed at a poll count instead, a slow disk under a
@@ -755,7 +754,7 @@ static void run_killed_worker(const char *dir) {
   for (int i = 0; i < 6000 && !held; i++) { /* up to a minute */
     int64_t off = ALTAR_OFFSET_INVALID;
     char *meta = NULL;
-    held = committed_now(dir, &off, &meta) && off == 0 && meta && !strcmp(meta, "o2:1/2");
+    held = committed_now(dir, 0, &off, &meta) && off == 0 && meta && !strcmp(meta, "o2:1/2");
     free(meta);
     if (!held) nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
   }
