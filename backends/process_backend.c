@@ -180,8 +180,9 @@ void altar__proc_child_add(altar_process_t *p, const altar_proc_child_t *c, cons
   altar_proc_child_t *slot = &p->children[p->n_children++];
   *slot = *c;
   snprintf(slot->task.id, sizeof slot->task.id, "%s", id);
-  /* Readable once the supervisor has exited, which is when its status is
-   * final (its exit drops the task file's lock). */
+  /* Readable once the task's status is final: a pidfd, once the supervisor
+   * has exited (its exit drops the task file's lock); from the long-lived
+   * parent, the task's end pipe, which its supervisor closes after the lock. */
   if (slot->fd < 0 && !slot->foreign) slot->fd = (int)syscall(SYS_pidfd_open, c->pid, 0);
   change_set_add(p, slot->fd);
 }

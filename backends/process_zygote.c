@@ -155,6 +155,21 @@ static void pool_drop(pool_t *pool, size_t i) {
   pool->v[i] = pool->v[--pool->n];
 }
 
+static char *no_env[] = {NULL};
+
+/* stdin, stdout and stderr on /dev/null wherever none is open: the parent's
+ * socket to the backend may have had one of those numbers, and a task's
+ * descriptors must not land there. */
+static void stdio_on_null(void) {
+  int null = -1;
+  for (int fd = 0; fd < 3; fd++)
+    if (fcntl(fd, F_GETFD) < 0) {
+      if (null < 0) null = open("/dev/null", O_RDWR);
+      if (null >= 0 && null != fd) dup2(null, fd);
+    }
+  if (null > 2) close(null);
+}
+
 /* fd moved off descriptor 3, where the task's lock goes; false when it
  * cannot be. */
 static bool off_3(int *fd) {
@@ -175,6 +190,7 @@ static void run_kept(altar_proc_launch_t *l, int lock, int end, int *ctl) {
     if (lock != 3) close(lock);
     environ = l->envp; /* execvpe looks up the command in the task's PATH */
     altar__proc_supervise_task(l);
+    environ = no_env; /* l->envp is freed after the task */
     close(3);
   } else {
     close(lock);
@@ -242,6 +258,7 @@ static pid_t fork_kept(pool_t *pool, int sock, int sfd, altar_proc_launch_t *l, 
     close(end[0]);
     for (size_t i = 0; i < pool->n; i++) close(pool->v[i].ctl);
     if (keep) close(sv[0]);
+    stdio_on_null();
     serve_tasks(l, vec, lock, end[1], keep ? sv[1] : -1, buf);
   }
   int e = errno;
@@ -254,8 +271,8 @@ static pid_t fork_kept(pool_t *pool, int sock, int sfd, altar_proc_launch_t *l, 
   return pid;
 }
 
-/* The request to an idle supervisor (the last one that became idle first:
- * its pages are the warmest). Its pid, or 0 when none took it. */
+/* The request to an idle supervisor, looked for from the pool's end. Its
+ * pid, or 0 when none took it. */
 static pid_t hand_to_idle(pool_t *pool, const char *buf, size_t len, int lock, int end) {
   int fds[2] = {lock, end};
   union {

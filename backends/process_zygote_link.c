@@ -137,8 +137,8 @@ static int send_req(int sock, const char *buf, size_t len, int lock_fd) {
   return n == (ssize_t)len ? 0 : n < 0 ? errno : EPIPE;
 }
 
-/* The reply, with the pidfd it carries (*pfd, -1: none); 0, or an errno
- * value when none came in time. */
+/* The reply, with the descriptor it carries (*pfd, -1: none: the task's end
+ * pipe); 0, or an errno value when none came in time. */
 static int recv_rep(int sock, altar_proc_zyg_rep_t *prep, int *pfd) {
   *pfd = -1;
   struct pollfd pf = {.fd = sock, .events = POLLIN};

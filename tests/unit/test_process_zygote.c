@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,6 +176,19 @@ static void test_parent_killed_mid_run(void) {
   free(root);
 }
 
+/* How many descriptors pid has open. */
+static size_t open_fds(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%ld/fd", (long)pid);
+  DIR *d = opendir(path);
+  size_t n = 0;
+  struct dirent *de;
+  while (d && (de = readdir(d)))
+    if (de->d_name[0] != '.') n++;
+  if (d) closedir(d);
+  return n;
+}
+
 /* A supervisor named altar-supervise whose parent is zygote: alive (not a
  * zombie). */
 static bool kept_alive(pid_t sup, pid_t zygote) {
@@ -197,12 +211,14 @@ static void test_supervisor_kept_for_next_task(void) {
   altar_handle_t h[3];
   pid_t sup[3];
   altar_error_t err = {0};
+  char real[PATH_MAX];
+  CU_ASSERT_PTR_NOT_NULL_FATAL(realpath(root, real)); /* what the task's pwd prints */
   for (int i = 0; i < 2; i++) {
     CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s[i], &h[i], &err), 0);
     sup[i] = supervisor_of(root, h[i].external_id);
     expect_succeeded(be, &h[i]);
-    char want[4400];
-    snprintf(want, sizeof want, "%s %s %s/tasks/%s\n", i ? "two" : "one", h[i].external_id, root, h[i].external_id);
+    char want[PATH_MAX + 200];
+    snprintf(want, sizeof want, "%s %s %s/tasks/%s\n", i ? "two" : "one", h[i].external_id, real, h[i].external_id);
     expect_output(root, s[i], want);
   }
   pid_t z[8];
@@ -210,6 +226,10 @@ static void test_supervisor_kept_for_next_task(void) {
   CU_ASSERT(sup[0] > 0);
   CU_ASSERT_EQUAL(sup[1], sup[0]);
   CU_ASSERT(kept_alive(sup[0], z[0]));
+  /* Between tasks it holds stdin, stdout, stderr and its socket to the
+   * parent: no lock, pipe or log of a task (it closed them before the end
+   * pipe that told us the task ended). */
+  CU_ASSERT_EQUAL(open_fds(sup[0]), 4);
   /* Killed while idle: its parent hears of it and starts the next task in
    * another. */
   CU_ASSERT_EQUAL(kill(sup[0], SIGKILL), 0);
