@@ -171,9 +171,22 @@ static int recv_rep(int sock, altar_proc_zyg_rep_t *prep, int *pfd) {
   return 0;
 }
 
+/* A supervisor started the task of this file (its "supervisor=" line,
+ * which no line of submit's can look like: their values are escaped). */
+static bool started(int fd) {
+  bool whole = false;
+  char *tail = altar__proc_read_tail(fd, &whole);
+  bool yes = tail && strstr(tail, "\nsupervisor=") != NULL;
+  free(tail);
+  return yes;
+}
+
 /* After a request the dead parent may have acted on: the lock, tried
  * through a new descriptor once ours is closed, is free when no supervisor
- * holds it (then ours again, and nothing was started). */
+ * holds it: then ours again and nothing was started, unless a supervisor
+ * got the task and ran it to its end before we looked (a parent that hung
+ * after handing it over), which the task file says; poll then reads its
+ * status, and the task does not run twice. */
 static int settle(altar_proc_launch_t *l, altar_proc_child_t *pchild) {
   char path[ALTAR_PATH_BUF + 8];
   snprintf(path, sizeof path, "%s/task", l->task_dir);
@@ -182,8 +195,13 @@ static int settle(altar_proc_launch_t *l, altar_proc_child_t *pchild) {
   int fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
   if (fd < 0) return errno;
   if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-    l->lock_fd = fd;
-    return ALTAR_PROC_ZYG_UNUSED;
+    if (!started(fd)) {
+      l->lock_fd = fd;
+      return ALTAR_PROC_ZYG_UNUSED;
+    }
+    close(fd);
+    *pchild = (altar_proc_child_t){.pid = 0, .fd = -1, .foreign = true}; /* ended; poll reads its status */
+    return 0;
   }
   int e = errno;
   close(fd);

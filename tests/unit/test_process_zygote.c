@@ -3,9 +3,10 @@
  * another, each in its own environment and directory, and lets one killed
  * while idle go. Killed mid-run, the tasks it started finish and are
  * recorded, and the next task runs under a new parent; stopped
- * (hung), the submit is settled by the task file's lock and the task runs
- * exactly once; with its starter dead it leaves, and its tasks go on; it
- * keeps no descriptor of the worker's;
+ * (hung), before or after it handed the task over, the submit is settled
+ * by the task file's lock and the task runs exactly once; with its starter
+ * dead it leaves, and its tasks go on; it keeps no descriptor of the
+ * worker's;
  * `supervisor_start: exec` starts no parent; and the parent itself answers
  * malformed requests with an error and goes on serving. */
 #include "altar/codec.h"
@@ -294,6 +295,37 @@ static void test_parent_hung_is_replaced(void) {
   free(root);
 }
 
+/* A parent that hangs after handing a task over (ALTAR_TEST_ZYGOTE_MUTE: it
+ * sends no answer) is given up after ALTAR_PROC_ZYG_REPLY_TIMEOUT_MS; the
+ * task ran to its end meanwhile, which leaves the lock free: the task file
+ * says a supervisor started it, so it is not started again, and poll reads
+ * its status. */
+static void test_parent_hung_after_handover(void) {
+  char *root = altar_test_tmpdir("zygote-mute");
+  altar_backend_t *be = open_backend(root, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+  altar_spec_t *s = sh_spec("echo run >> ../../runs; echo muted");
+  altar_handle_t h;
+  altar_error_t err = {0};
+  /* The parent starts at the first submit, with our environment. */
+  setenv("ALTAR_TEST_ZYGOTE_MUTE", "1", 1);
+  int rc = altar_backend_submit(be, s, &h, &err);
+  unsetenv("ALTAR_TEST_ZYGOTE_MUTE");
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  expect_succeeded(be, &h);
+  expect_output(root, s, "muted\n");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/runs", root);
+  char *runs = altar_test_read_file(path, NULL);
+  CU_ASSERT(runs && !strcmp(runs, "run\n")); /* once */
+  free(runs);
+  altar_handle_clear(&h);
+  altar_spec_free(s);
+  altar_backend_close(be);
+  altar_test_rmtree(root);
+  free(root);
+}
+
 /* The worker killed: its parent leaves (the end of its socket), and the
  * task it started goes on and is adopted by task key. */
 static void test_parent_leaves_with_its_worker(void) {
@@ -520,6 +552,7 @@ static void add(void) {
   ALTAR_TEST(test_parent_killed_mid_run);
   ALTAR_TEST(test_supervisor_kept_for_next_task);
   ALTAR_TEST(test_parent_hung_is_replaced);
+  ALTAR_TEST(test_parent_hung_after_handover);
   ALTAR_TEST(test_parent_leaves_with_its_worker);
   ALTAR_TEST(test_parent_keeps_no_worker_descriptor);
   ALTAR_TEST(test_exec_mode);
