@@ -29,6 +29,26 @@ our_pid() {
   esac
 }
 
+# alive_as PID NAME...: PID runs (not a zombie) as one of NAMEs.
+alive_as() {
+  _pid="$1"
+  shift
+  [ -n "$_pid" ] && [ -r "/proc/$_pid/status" ] || return 1
+  [ "$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$_pid/status" 2>/dev/null)" != Z ] || return 1
+  _comm="$(cat "/proc/$_pid/comm" 2>/dev/null || true)"
+  for _n in "$@"; do [ "$_comm" = "$_n" ] && return 0; done
+  return 1
+}
+
+# The daemon being started is alive: the child we started, still `setsid`
+# until it has exec'd dockerd (a CI run once read its name in that moment
+# and gave up on a daemon that came up a second later), or the pid dockerd
+# wrote itself.
+starting() {
+  alive_as "$(head -c 32 "$PIDFILE" 2>/dev/null | tr -cd '0-9')" dockerd setsid ||
+    alive_as "$(head -c 32 "$STATE/dockerd.self.pid" 2>/dev/null | tr -cd '0-9')" dockerd
+}
+
 start() {
   if ! command -v dockerd >/dev/null 2>&1 || ! command -v docker >/dev/null 2>&1 ||
     [ ! -x "${ALTAR_BUSYBOX:-/bin/busybox}" ]; then
@@ -53,7 +73,7 @@ start() {
       [ "$(id -u)" = 0 ] || die "no Docker engine is running and starting dockerd needs root"
       mkdir -p "$STATE"
       # A socket left by a dead daemon would make the new one refuse to start.
-      rm -f /var/run/docker.sock
+      rm -f /var/run/docker.sock "$STATE/dockerd.self.pid"
       echo "dockerd.sh: starting dockerd (log: $LOG)" >&2
       # setsid: the daemon must outlive this script and not get its signals.
       setsid dockerd --iptables=false --bridge=none --pidfile "$STATE/dockerd.self.pid" \
@@ -62,7 +82,7 @@ start() {
       i=0
       while ! engine_up; do
         i=$((i + 1))
-        if ! our_pid >/dev/null; then
+        if ! starting; then
           tail -n 20 "$LOG" >&2 || true
           rm -f "$PIDFILE"
           die "dockerd exited during start-up (log: $LOG)"
@@ -70,6 +90,9 @@ start() {
         [ "$i" -lt "$WAIT_S" ] || { tail -n 20 "$LOG" >&2 || true; die "dockerd did not answer 'docker info' within ${WAIT_S}s (log: $LOG)"; }
         sleep 1
       done
+      # stop kills the daemon itself, not a setsid that forked it.
+      self="$(head -c 32 "$STATE/dockerd.self.pid" 2>/dev/null | tr -cd '0-9')"
+      if alive_as "$self" dockerd; then echo "$self" >"$PIDFILE"; fi
       echo "dockerd.sh: dockerd is up (pid $(cat "$PIDFILE"))" >&2
     fi
   fi
