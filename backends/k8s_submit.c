@@ -180,7 +180,7 @@ uint64_t altar__k8s_pace_holds(const altar_k8s_t *k) { return k->pace_holds; }
 int64_t altar__k8s_active_in_pool(altar_k8s_t *k, altar_k8s_watch_t *w, const char *pool) {
   /* The creates in flight are at most the submit window (a submit waits for
    * room), so they fit on the stack: no allocation per capacity read. */
-  const char *names[ALTAR_K8S_MAX_SUBMIT_WINDOW];
+  const char *names[ALTAR_K8S_MAX_SUBMIT_WINDOW] = {0}; /* zeroed: gcc -O3 cannot see that only [0, n) is read */
   altar_k8s_watch_view_t views[ALTAR_K8S_MAX_SUBMIT_WINDOW];
   size_t n = 0;
   for (size_t i = 0; i < k->n_inflight && n < ALTAR_K8S_MAX_SUBMIT_WINDOW; i++) {
