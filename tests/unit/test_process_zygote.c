@@ -177,10 +177,8 @@ static void test_parent_killed_mid_run(void) {
   free(root);
 }
 
-/* How many descriptors pid has open. */
-static size_t open_fds(pid_t pid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%ld/fd", (long)pid);
+/* Entries of directory path not starting with a dot. */
+static size_t entries(const char *path) {
   DIR *d = opendir(path);
   size_t n = 0;
   struct dirent *de;
@@ -188,6 +186,22 @@ static size_t open_fds(pid_t pid) {
     if (de->d_name[0] != '.') n++;
   if (d) closedir(d);
   return n;
+}
+
+/* How many descriptors pid has open. */
+static size_t open_fds(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%ld/fd", (long)pid);
+  return entries(path);
+}
+
+/* The task that appends "run" to <root>/runs ran exactly once. */
+static void expect_ran_once(const char *root) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/runs", root);
+  char *runs = altar_test_read_file(path, NULL);
+  CU_ASSERT(runs && !strcmp(runs, "run\n"));
+  free(runs);
 }
 
 /* A supervisor named altar-supervise whose parent is zygote: alive (not a
@@ -278,11 +292,7 @@ static void test_parent_hung_is_replaced(void) {
   CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, b, &hb, &err), 0);
   expect_succeeded(be, &hb);
   expect_output(root, b, "b\n");
-  char path[4200];
-  snprintf(path, sizeof path, "%s/runs", root);
-  char *runs = altar_test_read_file(path, NULL);
-  CU_ASSERT(runs && !strcmp(runs, "run\n")); /* once */
-  free(runs);
+  expect_ran_once(root);
   char state[32];
   proc_field(z[0], "State", state, sizeof state);
   CU_ASSERT_EQUAL(state[0], '\0'); /* killed and reaped */
@@ -314,11 +324,7 @@ static void test_parent_hung_after_handover(void) {
   CU_ASSERT_EQUAL_FATAL(rc, 0);
   expect_succeeded(be, &h);
   expect_output(root, s, "muted\n");
-  char path[4200];
-  snprintf(path, sizeof path, "%s/runs", root);
-  char *runs = altar_test_read_file(path, NULL);
-  CU_ASSERT(runs && !strcmp(runs, "run\n")); /* once */
-  free(runs);
+  expect_ran_once(root);
   altar_handle_clear(&h);
   altar_spec_free(s);
   altar_backend_close(be);
@@ -370,15 +376,9 @@ static void test_parent_leaves_with_its_worker(void) {
   CU_ASSERT_EQUAL_FATAL(altar_backend_submit(be, s, &h, &err), 0);
   expect_succeeded(be, &h);
   expect_output(root, s, "adopted\n");
-  char runs[4200];
-  snprintf(runs, sizeof runs, "%s/tasks", root);
-  DIR *d = opendir(runs);
-  size_t n = 0;
-  struct dirent *de;
-  while (d && (de = readdir(d)))
-    if (de->d_name[0] != '.') n++;
-  if (d) closedir(d);
-  CU_ASSERT_EQUAL(n, 1); /* adopted, not run again */
+  char tasks[4200];
+  snprintf(tasks, sizeof tasks, "%s/tasks", root);
+  CU_ASSERT_EQUAL(entries(tasks), 1); /* adopted, not run again */
   altar_handle_clear(&h);
   altar_spec_free(s);
   altar_backend_close(be);
