@@ -62,13 +62,15 @@ await_ready() {
   done
 }
 
-# stop_pid PID: SIGTERM, then SIGKILL after 30 s; returns once it is gone.
+# stop_pid PID [GRACE]: SIGTERM, then SIGKILL after GRACE seconds (30);
+# returns once it is gone.
 stop_pid() {
+  local grace="${2:-30}"
   kill -TERM "$1" 2>/dev/null || true
   local waited=0
   while kill -0 "$1" 2>/dev/null; do
-    if [ "$waited" -eq 60 ]; then
-      say "pid $1 ignored SIGTERM for 30s; killing it"
+    if [ "$waited" -eq $((grace * 2)) ]; then
+      say "pid $1 ignored SIGTERM for ${grace}s; killing it"
       kill -KILL "$1" 2>/dev/null || true
     fi
     sleep 0.5

@@ -11,6 +11,8 @@
 #   k8s.sh stop     stops the processes and waits for them to exit
 #   k8s.sh status   exit 0 when all five run and the API server is ready
 #   k8s.sh clean    stop and delete the state directory
+#   k8s.sh restart-apiserver  the API server alone: SIGTERM (SIGKILL after 5 s),
+#                   then a new one over the same etcd (tests of the Job watch)
 # Settings (environment):
 #   ALTAR_K8S_PORT       the API server's port (16443); etcd takes 16379/16380,
 #                        the controller manager 16257, the scheduler 16259,
@@ -368,9 +370,12 @@ status() {
 
 # Stops kube-apiserver (by its pid) and starts it again over the same etcd,
 # for tests of clients that must ride out an API server restart.
+# The API server stops listening at once on SIGTERM but, with the
+# controllers' connections open, does not exit for 30 s or more: 5 s of
+# grace, then SIGKILL, keeps a test's restart from idling that long.
 restart_apiserver() {
   local pid
-  if pid="$(running_pid kube-apiserver)"; then stop_pid "$pid"; fi
+  if pid="$(running_pid kube-apiserver)"; then stop_pid "$pid" 5; fi
   rm -f "$(pidfile kube-apiserver)"
   start
 }

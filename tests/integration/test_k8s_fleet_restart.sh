@@ -78,7 +78,7 @@ echo "restarting kube-apiserver with $n of job $job_a's Jobs on the server, $unf
 check '[ "$unfinished" -gt 0 ]' "every Job of job A on the server had finished before the restart: nothing in flight across it"
 ALTAR_K8S_DIR="$K8S" bash "$ALTAR_SOURCE_DIR/scripts/services/k8s.sh" restart-apiserver >"$T/restart.log" 2>&1 &
 restart=$!
-# Job B while the server stops (its graceful stop may last 30 s) or is down.
+# Job B while the server stops (k8s.sh gives it 5 s, then SIGKILL) or is down.
 sleep 1
 "$ALTAR_BIN" submit $cfg --wait --timeout 300 "$T/b.jsonl" >"$T/b.out" 2>"$T/b.err" &
 wait_b=$!
