@@ -17,12 +17,7 @@ mkdir -p "$T/data"
 prefix="fleet-$(date +%s)-$$"
 {
   altar_test_fleet_config "$prefix" "{name: process, data_root: $T/data, slots: $SLOTS}"
-  echo "groups:"
-  echo "  shard:"
-  echo "    group_by: [job_id, group]"
-  echo "    ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}"
-  echo "    on_failed: retry"
-  echo "    max_restarts: 2"
+  altar_test_fold_groups
 } > "$T/altar.yaml"
 cfg="--config $T/altar.yaml"
 

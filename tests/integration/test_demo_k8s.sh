@@ -5,16 +5,7 @@
 # Exit 77 (skipped) when the cluster is not running, 1 under CI=true.
 set -eu
 BIN="${ALTAR_BIN:?run through ctest}"
-K8S="${ALTAR_K8S_DIR:-${TMPDIR:-/tmp}/altar-k8s-${ALTAR_K8S_PORT:-16443}}"
-SERVER="https://127.0.0.1:${ALTAR_K8S_PORT:-16443}"
-api() {
-  curl -sS --max-time 20 --cacert "$K8S/pki/ca.crt" --cert "$K8S/pki/admin.crt" --key "$K8S/pki/admin.key" "$SERVER$1"
-}
-if ! api /readyz 2>/dev/null | grep -qx ok; then
-  echo "no control plane at $K8S; start it with scripts/services/k8s.sh start" >&2
-  [ "${CI:-}" = true ] && exit 1
-  exit 77
-fi
+. "${ALTAR_SOURCE_DIR:?run through ctest}/tests/lib/k8s.sh"
 dir="$(mktemp -d "${TMPDIR:-/tmp}/altar-demo-k8s.XXXXXX")"
 trap 'rm -rf "$dir"' EXIT
 # altar run: one spec to its end through $KUBECONFIG (namespace altar-test,

@@ -11,16 +11,7 @@
 set -eu
 : "${ALTAR_BIN:?run through ctest}" "${ALTAR_SOURCE_DIR:?run through ctest}"
 . "$ALTAR_SOURCE_DIR/tests/lib/common.sh"
-K8S="${ALTAR_K8S_DIR:-${TMPDIR:-/tmp}/altar-k8s-${ALTAR_K8S_PORT:-16443}}"
-SERVER="https://127.0.0.1:${ALTAR_K8S_PORT:-16443}"
-api() {
-  curl -sS --max-time 20 --cacert "$K8S/pki/ca.crt" --cert "$K8S/pki/admin.crt" --key "$K8S/pki/admin.key" "$SERVER$1"
-}
-if ! api /readyz 2>/dev/null | grep -qx ok; then
-  echo "no control plane at $K8S; start it with scripts/services/k8s.sh start" >&2
-  [ "${CI:-}" = true ] && exit 1
-  exit 77
-fi
+. "$ALTAR_SOURCE_DIR/tests/lib/k8s.sh"
 altar_test_begin k8s-fleet-restart python3 jq curl
 GROUPS_N=8
 FOLDS=5
@@ -28,12 +19,7 @@ mkdir -p "$T/data"
 prefix="k8sfleet-$(date +%s)-$$"
 {
   altar_test_fleet_config "$prefix" "{name: kubernetes, data_root: $T/data, slots: 8, namespace: altar-test, staging_root: $T/data, kubeconfig: \"$K8S/admin.kubeconfig\"}"
-  echo "groups:"
-  echo "  shard:"
-  echo "    group_by: [job_id, group]"
-  echo "    ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}"
-  echo "    on_failed: retry"
-  echo "    max_restarts: 2"
+  altar_test_fold_groups
 } >"$T/altar.yaml"
 cfg="--config $T/altar.yaml"
 

@@ -78,3 +78,14 @@ altar_test_fleet_config() {
   echo "backend: $2"
   echo "ledger: {path: $T/ledger}"
 }
+
+# The groups block of a fleet's altar.yaml for shards grouped by job and the
+# `group` label, fired when all `num_folds` folds are in, retried twice.
+altar_test_fold_groups() {
+  echo "groups:"
+  echo "  shard:"
+  echo "    group_by: [job_id, group]"
+  echo "    ready_when: {all_expected_folds: {label: fold, count_label: num_folds}}"
+  echo "    on_failed: retry"
+  echo "    max_restarts: 2"
+}
